@@ -1,0 +1,9 @@
+"""Attention and friends, one entry point per operation on every device.
+
+CUDA tensors run our Triton kernels; CPU tensors run block-sparse PyTorch. Importing this package
+imports neither Triton nor any model code.
+"""
+from .attention import attention, attention_backend, attention_ref
+from .block_mask import BlockMask, block_mask
+
+__all__ = ["attention", "attention_backend", "attention_ref", "BlockMask", "block_mask"]

@@ -1,0 +1,98 @@
+"""``kernels.attention``: the one attention entry point every model calls, on every device.
+
+Dispatch:
+- CUDA tensors whose arguments the Triton kernel supports -> FlashAttention-2-style Triton kernel
+  (``kernels/flash_attention.py``), block-sparse when a ``BlockMask`` is given;
+- everything else (CPU tensors, or ``rel_k`` / ``rel_v`` tables) -> the block-sparse PyTorch path
+  (``kernels/cpu_attention.py``); a dense pattern without tables goes to
+  ``scaled_dot_product_attention``.
+``attention_backend`` names the backend these arguments take, for benchmarks and plots.
+Score convention and reference: ``kernels/reference.py``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .block_mask import BlockMask, block_mask
+from .cpu_attention import block_sparse_attention
+from .reference import attention_ref, relative_positions
+
+__all__ = ["attention", "attention_backend", "attention_ref"]
+
+
+def _triton_ready(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def attention_backend(device, *, block_mask: BlockMask | None = None, rel_k=None, rel_v=None,
+                      softcap=None, bias=False) -> str:
+    """Human-readable name of the backend ``attention`` runs for these arguments."""
+    device = torch.device(device)
+    if _triton_ready(device) and rel_k is None and rel_v is None:
+        from .gpu_info import triton_backend_name
+        return triton_backend_name(device) + (" block-sparse" if block_mask is not None else "")
+    if block_mask is None and rel_k is None and rel_v is None and softcap is None:
+        return f"sdpa ({device.type})"
+    return f"torch-{device.type} block-sparse"
+
+
+def _check(q, k, v, block_mask):
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"attention expects 4-D q, k, v [B, h, L, d]; got {q.shape}, {k.shape}, {v.shape}")
+    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"q {tuple(q.shape)} and k/v {tuple(k.shape)}/{tuple(v.shape)} do not match")
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of K/V heads ({k.shape[1]})")
+    if q.shape[2] > k.shape[2]:
+        raise ValueError(f"Lq={q.shape[2]} > Lk={k.shape[2]}: queries are the last Lq key positions")
+    if block_mask is not None and (block_mask.q_len, block_mask.k_len) != (q.shape[2], k.shape[2]):
+        raise ValueError(f"block mask is for {(block_mask.q_len, block_mask.k_len)}, "
+                         f"inputs are {(q.shape[2], k.shape[2])}")
+
+
+def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, alibi_slopes=None,
+              rel_bias=None, softcap=None, scale=None, rel_k=None, rel_v=None):
+    """Differentiable attention ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``."""
+    _check(q, k, v, block_mask)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if _triton_ready(q.device) and rel_k is None and rel_v is None:
+        from .flash_attention import flash_attention
+        return flash_attention(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
+                               rel_bias=rel_bias, softcap=softcap, scale=scale)
+    if block_mask is None and rel_k is None and rel_v is None and softcap is None:
+        return _sdpa(q, k, v, causal=causal, alibi_slopes=alibi_slopes, rel_bias=rel_bias, scale=scale)
+    if block_mask is None:  # dense pattern with tables or softcap: one all-visited layout
+        block_mask = _dense_layout(q.shape[2], k.shape[2], q.device)
+    return block_sparse_attention(q, k, v, block_mask, causal=causal, scale=scale, alibi_slopes=alibi_slopes,
+                                  rel_bias=rel_bias, softcap=softcap, rel_k=rel_k, rel_v=rel_v)
+
+
+def _dense_layout(lq: int, lk: int, device) -> BlockMask:
+    return block_mask(torch.ones(lq, lk, dtype=torch.bool, device=device), 64)
+
+
+def _sdpa(q, k, v, *, causal, alibi_slopes, rel_bias, scale):
+    lq, lk = q.shape[2], k.shape[2]
+    gqa = q.shape[1] != k.shape[1]
+    if alibi_slopes is None and rel_bias is None:
+        if not causal or lq == lk:  # SDPA's is_causal is top-left aligned: only valid for Lq == Lk
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
+    rel = relative_positions(lq, lk, q.device)
+    bias = torch.zeros(q.shape[1] if (alibi_slopes is not None or rel_bias is not None) else 1, lq, lk,
+                       dtype=q.dtype, device=q.device)
+    if rel_bias is not None:
+        bias = bias + rel_bias[:, rel + lk - 1].to(q.dtype)
+    if alibi_slopes is not None:
+        bias = bias - alibi_slopes.to(q.dtype)[:, None, None] * rel.abs().to(q.dtype)
+    if causal:
+        bias = bias.masked_fill(rel > 0, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias[None], scale=scale, enable_gqa=gqa)

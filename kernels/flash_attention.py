@@ -1,0 +1,215 @@
+"""Block-sparse FlashAttention-2 (Dao 2023) in Triton: launcher and public function.
+
+The kernels live in flash_fwd.py / flash_bwd.py (algorithm in flash_common.py). This module
+checks arguments, builds the key-major layout of a BlockMask for the dK/dV kernel, and wraps the
+launches in a ``torch.autograd.Function``. The same code runs on CUDA tensors (compiled) and on
+CPU tensors under ``TRITON_INTERPRET=1`` (interpreted; used by the tests).
+
+Supported: fp16 / bf16 / fp32; head dim 16, 32, 64, 128; any Lq <= Lk (masked tails); causal;
+GQA / MQA; a BlockMask with block sizes in {16, 32, 64, 128}; ALiBi slopes; rel_bias (with
+gradient); soft-capping. Not supported here (the torch path handles them): rel_k / rel_v.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+from .block_mask import BlockMask
+from .flash_bwd import attn_bwd_dkdv_dense, attn_bwd_dkdv_sparse, attn_bwd_dq_dense, \
+    attn_bwd_dq_sparse, attn_bwd_preprocess, _attn_bwd_dkdv, _attn_bwd_dq
+from .flash_common import BWD_DENSE_CONFIGS, FWD_DENSE_CONFIGS, prune_configs
+from .flash_fwd import _attn_fwd, attn_fwd_dense, attn_fwd_sparse
+
+HEAD_DIMS = (16, 32, 64, 128)
+BLOCK_SIZES = (16, 32, 64, 128)
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def unsupported_reason(q, k, v, *, block_mask=None, rel_k=None, rel_v=None, **_) -> str | None:
+    """Why the Triton kernel cannot run these arguments (None if it can). For the dispatcher."""
+    if rel_k is not None or rel_v is not None:
+        return "rel_k / rel_v are not fused in the Triton kernel"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return "q, k, v must be 4-D [B, h, L, d]"
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
+        return f"dtype {q.dtype} / {k.dtype} / {v.dtype} not supported"
+    B, h, lq, d = q.shape
+    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != d or h % k.shape[1] != 0:
+        return f"incompatible shapes q {tuple(q.shape)} k {tuple(k.shape)} v {tuple(v.shape)}"
+    if d not in HEAD_DIMS:
+        return f"head dim {d} not in {HEAD_DIMS}"
+    if lq > k.shape[2]:
+        return "Lq > Lk"
+    if block_mask is not None:
+        if (block_mask.block_q not in BLOCK_SIZES or block_mask.block_k not in BLOCK_SIZES):
+            return f"block mask tile {block_mask.block_q}x{block_mask.block_k} not in {BLOCK_SIZES}"
+        if (block_mask.q_len, block_mask.k_len) != (lq, k.shape[2]):
+            return f"block mask is {block_mask.q_len}x{block_mask.k_len}, attention {lq}x{k.shape[2]}"
+    return None
+
+
+def key_major_layout(bm: BlockMask):
+    """Transpose a BlockMask's layout: per key block the ascending query blocks that visit it.
+
+    Returns ``(q_counts [n_kb], q_indices [n_kb, max_qb], q_tile [n_kb, max_qb])`` (int32).
+    """
+    dev = bm.kv_counts.device
+    nqb, max_kb = bm.kv_indices.shape
+    nkb = bm.n_k_blocks
+    valid = torch.arange(max_kb, device=dev)[None, :] < bm.kv_counts[:, None].long()
+    kb = bm.kv_indices.long()[valid]
+    qb = torch.arange(nqb, device=dev)[:, None].expand(nqb, max_kb)[valid]
+    tile = bm.kv_tile[valid]
+    order = torch.argsort(kb * nqb + qb)
+    kb, qb, tile = kb[order], qb[order], tile[order]
+    counts = torch.bincount(kb, minlength=nkb)
+    max_qb = max(1, int(counts.max()) if counts.numel() else 1)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(kb.numel(), device=dev) - starts[kb]
+    q_indices = torch.zeros(nkb, max_qb, dtype=torch.int32, device=dev)
+    q_tile = torch.full((nkb, max_qb), -1, dtype=torch.int32, device=dev)
+    q_indices[kb, slot] = qb.to(torch.int32)
+    q_tile[kb, slot] = tile.to(torch.int32)
+    return counts.to(torch.int32), q_indices, q_tile
+
+
+def _tiles_i8(bm: BlockMask) -> torch.Tensor:
+    """Partial-tile masks as int8, with at least one (unused) row so kernel reads stay in bounds."""
+    if bm.tiles.shape[0] == 0:
+        return torch.zeros(1, bm.block_q, bm.block_k, dtype=torch.int8, device=bm.tiles.device)
+    return bm.tiles.to(torch.int8).contiguous()
+
+
+def _interpreted(t: torch.Tensor) -> bool:
+    return t.device.type != "cuda"
+
+
+def _pick(tuned, raw, configs, q, d, backward):
+    """On CUDA the autotuner picks; in the interpreter the first config that fits is used."""
+    if not _interpreted(q):
+        return tuned, {}
+    cfg = prune_configs(configs, d, q.element_size(), backward)[0]
+    return raw, dict(cfg.kwargs)
+
+
+class _FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, rel_bias, causal, bm, alibi_slopes, softcap, scale, config):
+        B, h, lq, d = q.shape
+        h_kv, lk = k.shape[1], k.shape[2]
+        q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+        o = torch.empty_like(q, memory_format=torch.contiguous_format)
+        lse = torch.empty(B, h, lq, dtype=torch.float32, device=q.device)  # (B, h, Lq)
+        dummy = torch.zeros(1, dtype=torch.float32, device=q.device)
+        slopes = dummy if alibi_slopes is None else alibi_slopes.float().contiguous()
+        relb = dummy if rel_bias is None else rel_bias.float().contiguous()
+        if bm is not None:
+            layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile, _tiles_i8(bm))
+            max_kb = bm.kv_indices.shape[1]
+            if (bm.block_q, bm.block_k) == (64, 64) and not _interpreted(q):
+                kernel, meta = attn_fwd_sparse, {}
+            else:  # the autotuned variant fixes 64x64 tiles; other block sizes use a plain launch
+                kernel, meta = _attn_fwd, {"BLOCK_M": bm.block_q, "BLOCK_N": bm.block_k,
+                                           "num_warps": 4, "num_stages": 2}
+        else:
+            i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
+            layout = (i32, i32, i32, i32.to(torch.int8))
+            max_kb = 0
+            kernel, meta = _pick(attn_fwd_dense, _attn_fwd, FWD_DENSE_CONFIGS, q, d, False)
+        if config is not None:
+            kernel, meta = _attn_fwd, dict(config)
+        grid = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
+        kernel[grid](q, k, v, o, lse, slopes, relb, *layout,
+                     q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                     v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                     h, h // h_kv, lq, lk, max_kb, scale, 1.0 if softcap is None else softcap,
+                     HEAD_DIM=d, CAUSAL=causal, SPARSE=bm is not None,
+                     HAS_ALIBI=alibi_slopes is not None, HAS_RELB=rel_bias is not None,
+                     HAS_SOFTCAP=softcap is not None, IEEE=q.dtype == torch.float32, **meta)
+        ctx.save_for_backward(q, k, v, o, lse, slopes, relb)
+        ctx.args = (causal, bm, alibi_slopes is not None, rel_bias, softcap, scale, config)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse, slopes, relb = ctx.saved_tensors
+        causal, bm, has_alibi, rel_bias, softcap, scale, config = ctx.args
+        B, h, lq, d = q.shape
+        h_kv, lk = k.shape[1], k.shape[2]
+        do = do if do.stride(-1) == 1 else do.contiguous()
+        delta = torch.empty_like(lse)  # (B, h, Lq): rowsum(do * o)
+        attn_bwd_preprocess[(triton.cdiv(lq, 64), B * h)](
+            o, do, delta, o.stride(0), o.stride(1), o.stride(2),
+            do.stride(0), do.stride(1), do.stride(2), h, lq, HEAD_DIM=d, BLOCK_M=64)
+        dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+        need_drb = rel_bias is not None and ctx.needs_input_grad[3]
+        drb = torch.zeros(h, 2 * lk - 1, dtype=torch.float32, device=q.device) if need_drb \
+            else torch.zeros(1, dtype=torch.float32, device=q.device)
+        flags = dict(HEAD_DIM=d, CAUSAL=causal, SPARSE=bm is not None, HAS_ALIBI=has_alibi,
+                     HAS_RELB=rel_bias is not None, HAS_SOFTCAP=softcap is not None,
+                     IEEE=q.dtype == torch.float32)
+        cap = 1.0 if softcap is None else softcap
+        if bm is not None:
+            fwd_layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile)
+            key_layout = key_major_layout(bm)
+            tiles = _tiles_i8(bm)
+            max_kb, max_qb = bm.kv_indices.shape[1], key_layout[1].shape[1]
+            meta = {"BLOCK_M": bm.block_q, "BLOCK_N": bm.block_k, "num_warps": 4, "num_stages": 2}
+            tuned = (bm.block_q, bm.block_k) == (64, 64) and not _interpreted(q)
+            k_dkdv, k_dq = (attn_bwd_dkdv_sparse, attn_bwd_dq_sparse) if tuned \
+                else (_attn_bwd_dkdv, _attn_bwd_dq)
+            meta_dkdv = meta_dq = {} if tuned else meta
+        else:
+            i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
+            fwd_layout = key_layout = (i32, i32, i32)
+            tiles = i32.to(torch.int8)
+            max_kb = max_qb = 0
+            k_dkdv, meta_dkdv = _pick(attn_bwd_dkdv_dense, _attn_bwd_dkdv, BWD_DENSE_CONFIGS, q, d, True)
+            k_dq, meta_dq = _pick(attn_bwd_dq_dense, _attn_bwd_dq, BWD_DENSE_CONFIGS, q, d, True)
+        if config is not None:
+            k_dkdv, k_dq, meta_dkdv, meta_dq = _attn_bwd_dkdv, _attn_bwd_dq, dict(config), dict(config)
+        common = (q, k, v, do, lse, delta, slopes, relb)
+        strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                   v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
+        grid_kv = lambda META: (triton.cdiv(lk, META["BLOCK_N"]), B * h_kv)
+        k_dkdv[grid_kv](*common, dk, dv, *key_layout, tiles, *strides,
+                        dk.stride(0), dk.stride(1), dk.stride(2),
+                        h, h // h_kv, lq, lk, max_qb, scale, cap, **flags, **meta_dkdv)
+        grid_q = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
+        k_dq[grid_q](*common, dq, drb, *fwd_layout, tiles, *strides,
+                     dq.stride(0), dq.stride(1), dq.stride(2),
+                     h, h // h_kv, lq, lk, max_kb, scale, cap, NEED_DRB=need_drb, **flags, **meta_dq)
+        d_rel = drb.to(rel_bias.dtype) if need_drb else None
+        return dq, dk, dv, d_rel, None, None, None, None, None, None
+
+
+def _flash(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,
+           softcap=None, scale=None, config=None):
+    """``flash_attention`` with an optional fixed tile ``config`` (dict with BLOCK_M, BLOCK_N,
+    num_warps, num_stages) instead of autotuning; tests use it to cover several tile shapes."""
+    reason = unsupported_reason(q, k, v, block_mask=block_mask)
+    if reason is not None:
+        raise ValueError(f"flash_attention: {reason}")
+    if block_mask is not None and config is not None:
+        raise ValueError("a block mask fixes the tile size; pass no config")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    bm = None if block_mask is None else block_mask.to(q.device)
+    softcap = None if softcap is None else float(softcap)
+    return _FlashAttention.apply(q, k, v, rel_bias, bool(causal), bm, alibi_slopes, softcap,
+                                 scale, config)
+
+
+def flash_attention(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,
+                    softcap=None, scale=None):
+    """Attention of kernels/reference.py computed by the Triton kernels on ``q``'s device.
+
+    ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``. Differentiable in q, k, v
+    and ``rel_bias [h, 2 Lk - 1]``. Raises ValueError for arguments the kernel does not support
+    (see :func:`unsupported_reason`).
+    """
+    return _flash(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
+                  rel_bias=rel_bias, softcap=softcap, scale=scale)

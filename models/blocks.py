@@ -1,0 +1,74 @@
+"""The attention sublayer and the standard transformer block (attention then FFN).
+
+A block owns its sublayers and two residual wrappers from ``NORM_PLACEMENT``; which of post / pre
+/ sandwich / ReZero / none is used is a registry lookup, never a flag.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .attention import ATTENTION
+from .ffn import FFN
+from .norms import NORM, NORM_PLACEMENT
+
+
+class Attention(nn.Module):
+    """Q/K/V projections (K/V with ``n_kv_heads`` heads: MHA / GQA / MQA), position modifier,
+    the registry's attention core, output projection."""
+
+    def __init__(self, cfg, layer: int):
+        super().__init__()
+        self.cfg, self.layer = cfg, layer
+        h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        self.q_proj = nn.Linear(cfg.d_model, h * dh, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
+        self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=False)
+        self.core = ATTENTION[cfg.attention].build(cfg)
+
+    def forward(self, x, ctx, info: dict):
+        cfg = self.cfg
+        B, L, _ = x.shape
+        h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        mem = ctx.prefix(self.layer)
+        kv_in = x if mem is None else torch.cat([mem, x], dim=1)  # (B, P + L, d)
+        q = self.q_proj(x).view(B, L, h, dh).transpose(1, 2)  # (B, h, L, d_h)
+        k = self.k_proj(kv_in).view(B, -1, hkv, dh).transpose(1, 2)  # (B, h_kv, P + L, d_h)
+        v = self.v_proj(kv_in).view(B, -1, hkv, dh).transpose(1, 2)
+        prefix = k.shape[2] - L
+        q, k, mods = ctx.position.modify(q, k, self.layer, k_start=ctx.k_start - prefix,
+                                         scale=1.0 / math.sqrt(dh))
+        out, probs, aux = self.core(q, k, v, mods, ctx)
+        info["attention"] = probs
+        info.update(aux)
+        y = out.transpose(1, 2).reshape(B, L, h * dh)  # (B, L, h * d_h)
+        return self.out_proj(y)
+
+
+class Block(nn.Module):
+    """``x -> Residual(Attention) -> Residual(FFN)`` with the configured norm placement."""
+
+    def __init__(self, cfg, layer: int):
+        super().__init__()
+        self.layer = layer
+        placement = NORM_PLACEMENT[cfg.norm_placement].build
+        make_norm = lambda: NORM[cfg.norm].build(cfg.d_model, cfg)  # noqa: E731
+        self.attn = Attention(cfg, layer)
+        self.res_attn = placement(cfg, make_norm)
+        ffn = FFN[cfg.ffn].build
+        self.ffn = ffn(cfg) if ffn is not None else None
+        self.res_ffn = placement(cfg, make_norm) if self.ffn is not None else None
+
+    def forward(self, x, ctx, info: dict):
+        x = self.res_attn(x, lambda h: self.attn(h, ctx, info))
+        if self.ffn is not None:
+            x = self.res_ffn(x, lambda h: self._ffn(h, ctx, info))
+        return x
+
+    def _ffn(self, h, ctx, info):
+        y, aux = self.ffn(h, ctx.tokens)
+        info["ffn"] = aux
+        return y

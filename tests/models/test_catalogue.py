@@ -1,0 +1,157 @@
+"""Every registry key, both causal settings: forward/backward, no leak, sparse == dense reference.
+
+Parametrized over ``choices()``, so a variant is tested the day it is registered.
+"""
+import pytest
+import torch
+
+from models import ConfigError, ModelConfig, build_model, choices
+from models.attention import pattern_mask
+
+SMALL = dict(n_layers=2, d_model=32, n_heads=4, window=8, stride=8, block_size=8, n_global=2,
+             n_random=1, max_len=128, segment_len=16, mem_len=16, cmem_len=8, n_memory=2,
+             chunk_size=8, n_features=16, proj_len=16, n_landmarks=8, max_span=16, span_ramp=4,
+             knn_size=64, knn_k=4)
+L = 40
+
+
+def _configs(category):
+    for key in choices()[category]:
+        for causal in (True, False):
+            yield pytest.param(key, causal, id=f"{key}-{'causal' if causal else 'bidir'}")
+
+
+def _build(**kw):
+    cfg = ModelConfig(**{**SMALL, **kw})
+    try:
+        cfg.validate()
+    except ConfigError as e:
+        pytest.skip(f"invalid combination (rejected with a reason): {e}")
+    return cfg, build_model(cfg)
+
+
+def _tokens(B=2, n=L, seed=0):
+    return torch.randint(0, 256, (B, n), generator=torch.Generator().manual_seed(seed))
+
+
+def _forward_backward(model, tokens):
+    out = model(tokens)
+    assert out.logits.shape == (*tokens.shape, model.cfg.vocab_size)
+    loss = out.logits.float().pow(2).mean() + out.aux_loss
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads, "no parameter received a gradient"
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert torch.isfinite(out.logits).all()
+
+
+@pytest.mark.parametrize("category", ["attention", "position", "norm_placement", "norm", "ffn", "memory", "layer"])
+def test_every_registry_key_runs_forward_and_backward(category):
+    for key in choices()[category]:
+        for causal in (True, False):
+            kw = {category: key, "causal": causal}
+            cfg = ModelConfig(**{**SMALL, **kw})
+            try:
+                cfg.validate()
+            except ConfigError:
+                continue
+            _forward_backward(build_model(cfg), _tokens())
+
+
+@pytest.mark.parametrize("key,causal", list(_configs("attention")))
+def test_causal_models_leak_nothing(key, causal):
+    if not causal:
+        pytest.skip("bidirectional")
+    cfg, model = _build(attention=key, causal=True, position="rope")
+    model.eval()
+    t = _tokens(1)
+    base = model(t).logits
+    for pos in (5, 17, L - 1):
+        t2 = t.clone()
+        t2[0, pos] = (t2[0, pos] + 1) % 256
+        out = model(t2).logits
+        torch.testing.assert_close(out[:, :pos], base[:, :pos], rtol=0, atol=1e-5)
+        assert not torch.allclose(out[:, pos:], base[:, pos:])
+
+
+@pytest.mark.parametrize("key,causal", list(_configs("attention")))
+@pytest.mark.parametrize("position", ["rope", "alibi", "t5", "shaw"])
+def test_sparse_path_equals_dense_reference(key, causal, position):
+    """Block-sparse forward (no weights requested) == dense masked reference (weights requested)."""
+    cfg, model = _build(attention=key, causal=causal, position=position)
+    model.eval()
+    t = _tokens(2, 70)
+    fast = model(t).logits
+    ref = model(t, return_attention=True).logits
+    torch.testing.assert_close(fast, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("key,causal", list(_configs("attention")))
+def test_effective_attention_rows_sum_to_one_and_zero_outside_pattern(key, causal):
+    cfg, model = _build(attention=key, causal=causal, position="sinusoidal")
+    out = model(_tokens(1), return_attention=True)
+    assert len(out.attentions) == cfg.n_layers
+    for a in out.attentions:
+        assert a.shape == (1, cfg.n_heads, L, L)
+        torch.testing.assert_close(a.sum(-1), torch.ones(1, cfg.n_heads, L))
+        if key in {"full", "sliding_window", "dilated_window", "strided", "fixed", "block_local", "longformer", "bigbird"}:
+            assert (a[..., ~pattern_mask(cfg, L)] == 0).all()
+
+
+@pytest.mark.parametrize("n_kv", [1, 2])
+def test_gqa_with_repeated_heads_equals_mha(n_kv):
+    """A GQA model whose K/V heads are copied into an MHA model gives the same logits."""
+    cfg, gqa = _build(n_kv_heads=n_kv, attention="sliding_window")
+    cfg_mha, mha = _build(n_kv_heads=None, attention="sliding_window")
+    mha.load_state_dict({k: v for k, v in gqa.state_dict().items() if "k_proj" not in k and "v_proj" not in k},
+                        strict=False)
+    rep = cfg.n_heads // n_kv
+    for bg, bm in zip(gqa.stack.blocks, mha.stack.blocks):
+        for name in ("k_proj", "v_proj"):
+            w = getattr(bg.attn, name).weight.view(n_kv, cfg.d_head, cfg.d_model)
+            getattr(bm.attn, name).weight.data.copy_(w.repeat_interleave(rep, 0).reshape(-1, cfg.d_model))
+    t = _tokens()
+    torch.testing.assert_close(gqa(t).logits, mha(t).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_gqa_kv_equal_heads_is_mha():
+    cfg_a, a = _build(n_kv_heads=4)
+    cfg_b, b = _build(n_kv_heads=None)
+    torch.testing.assert_close(a(_tokens()).logits, b(_tokens()).logits)
+
+
+def test_rezero_at_init_is_identity_on_the_residual_stream():
+    cfg, model = _build(norm_placement="rezero")
+    out = model(_tokens())
+    for h in out.hidden_states[1:]:
+        torch.testing.assert_close(h, out.hidden_states[0])
+
+
+def test_build_is_seeded_and_leaves_global_rng_alone():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = build_model(ModelConfig(**SMALL, seed=5))
+    after = torch.rand(1)
+    assert torch.equal(before, after)
+    b = build_model(ModelConfig(**SMALL, seed=5))
+    c = build_model(ModelConfig(**SMALL, seed=6))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
+
+
+@pytest.mark.parametrize("bad", [torch.tensor([[0, 256]]), torch.tensor([[-1, 3]]), torch.zeros(3, dtype=torch.long),
+                                 torch.zeros(1, 4), torch.zeros(1, 0, dtype=torch.long)])
+def test_bad_tokens_raise_config_error(bad):
+    model = build_model(ModelConfig(**SMALL))
+    with pytest.raises(ConfigError) as e:
+        model(bad)
+    assert "tokens" in str(e.value)
+
+
+def test_learned_positions_beyond_max_len_is_a_clear_error():
+    model = build_model(ModelConfig(**{**SMALL, "position": "learned", "max_len": 16}))
+    model(_tokens(1, 16))
+    with pytest.raises(ConfigError) as e:
+        model(_tokens(1, 17))
+    assert "max_len" in str(e.value) and "17" in str(e.value)
