@@ -15,7 +15,7 @@ Layout (all tensors on one device, int32 indices):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -30,6 +30,9 @@ class BlockMask:
     kv_indices: torch.Tensor
     kv_tile: torch.Tensor
     tiles: torch.Tensor
+    # Per-layout memo of derived execution plans (e.g. the CPU path's gather groups), so a layout
+    # reused across layers and calls is analysed once. Not part of the layout's identity.
+    plans: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_q_blocks(self) -> int:
@@ -73,27 +76,48 @@ def block_mask(mask: torch.Tensor, block: int | tuple[int, int] = 64) -> BlockMa
     """
     if mask.dim() != 2 or mask.dtype != torch.bool:
         raise ValueError(f"block_mask expects a 2-D bool tensor, got {tuple(mask.shape)} {mask.dtype}")
+    return block_mask_from_rows(lambda a, b: mask[a:b], mask.shape[0], mask.shape[1], block, mask.device)
+
+
+def block_mask_from_rows(rows, q_len: int, k_len: int, block: int | tuple[int, int] = 64,
+                         device=None, chunk_rows: int = 1024) -> BlockMask:
+    """Build a :class:`BlockMask` from ``rows(start, stop) -> bool [stop - start, k_len]``.
+
+    The pattern is evaluated a band of query rows at a time, so a long sequence never needs the
+    dense ``q_len x k_len`` matrix in memory; only the partial tiles are kept.
+    """
     bq, bk = (block, block) if isinstance(block, int) else block
     if bq <= 0 or bk <= 0:
         raise ValueError(f"block sizes must be positive, got {(bq, bk)}")
-    lq, lk = mask.shape
-    nqb, nkb = -(-lq // bq), -(-lk // bk)
-    padded = torch.zeros(nqb * bq, nkb * bk, dtype=torch.bool, device=mask.device)
-    padded[:lq, :lk] = mask
-    tiles4 = padded.view(nqb, bq, nkb, bk).permute(0, 2, 1, 3)  # (n_qb, n_kb, bq, bk)
-    n_allowed = tiles4.sum(dim=(2, 3))
-    visited = n_allowed > 0
-    full = n_allowed == bq * bk
-    counts = visited.sum(dim=1)
+    nqb, nkb = -(-q_len // bq), -(-k_len // bk)
+    step = max(1, chunk_rows // bq) * bq
+    counts, idx_rows, tile_rows, tiles, n_tiles = [], [], [], [], 0
+    for start in range(0, nqb * bq, step):
+        stop = min(nqb * bq, start + step)
+        band = torch.zeros(stop - start, nkb * bk, dtype=torch.bool, device=device)
+        real = min(stop, q_len) - start
+        if real > 0:
+            band[:real, :k_len] = rows(start, start + real)
+        t4 = band.view(-1, bq, nkb, bk).permute(0, 2, 1, 3)  # (n_qb in band, n_kb, bq, bk)
+        n_allowed = t4.sum(dim=(2, 3))
+        visited = n_allowed > 0
+        partial = visited & (n_allowed < bq * bk)
+        tile_id = torch.full(visited.shape, -1, dtype=torch.long, device=device)
+        tile_id[partial] = torch.arange(n_tiles, n_tiles + int(partial.sum()), device=device)
+        n_tiles += int(partial.sum())
+        tiles.append(t4[partial])
+        # Stable sort puts visited key blocks first, keeping ascending block order.
+        order = torch.sort((~visited).to(torch.int8), dim=1, stable=True).indices
+        counts.append(visited.sum(dim=1))
+        idx_rows.append(order)
+        tile_rows.append(tile_id.gather(1, order))
+    counts = torch.cat(counts)
     max_kb = max(1, int(counts.max()) if counts.numel() else 1)
-    # Stable sort puts visited key blocks first, keeping ascending block order.
-    order = torch.sort((~visited).to(torch.int8), dim=1, stable=True).indices[:, :max_kb]
-    slot_valid = torch.arange(max_kb, device=mask.device)[None, :] < counts[:, None]
+    order = torch.cat([o[:, :max_kb] for o in idx_rows])
+    tile = torch.cat([t[:, :max_kb] for t in tile_rows])
+    slot_valid = torch.arange(max_kb, device=device)[None, :] < counts[:, None]
     kv_indices = torch.where(slot_valid, order, torch.zeros_like(order))
-    partial = visited & ~full
-    tile_id = torch.full((nqb, nkb), -1, dtype=torch.long, device=mask.device)
-    tile_id[partial] = torch.arange(int(partial.sum()), device=mask.device)
-    kv_tile = torch.where(slot_valid, tile_id.gather(1, order), torch.full_like(order, -1))
-    tiles = tiles4[partial].contiguous()
-    return BlockMask(lq, lk, bq, bk, counts.to(torch.int32), kv_indices.to(torch.int32),
-                     kv_tile.to(torch.int32), tiles)
+    kv_tile = torch.where(slot_valid, tile, torch.full_like(tile, -1))
+    tiles = torch.cat(tiles) if tiles else torch.zeros(0, bq, bk, dtype=torch.bool, device=device)
+    return BlockMask(q_len, k_len, bq, bk, counts.to(torch.int32), kv_indices.to(torch.int32),
+                     kv_tile.to(torch.int32), tiles.contiguous())

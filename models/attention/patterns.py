@@ -6,8 +6,9 @@ References: Child et al. 2019 (Sparse Transformer: strided, fixed), Parmar et al
 Transformer local blocks), Beltagy et al. 2020 (Longformer: sliding, dilated, global),
 Zaheer et al. 2020 (BigBird: window + global + random blocks).
 
-``pattern_mask(cfg, L)`` evaluates the chosen rule (ANDed with ``j <= i`` when causal) in row
-chunks, so a long pattern never needs an ``L x L`` integer temporary; results are memoised
+``pattern_rows(cfg, L)`` evaluates the chosen rule (ANDed with ``j <= i`` when causal) a band of
+rows at a time, so the block-sparse layout of a long sequence never needs the dense ``L x L``
+matrix; ``pattern_mask(cfg, L)`` is the dense form for display and tests. Results are memoised
 because the explorer asks for the same pattern at every redraw (tensors are returned read-only
 by convention: callers never modify them).
 """
@@ -49,7 +50,7 @@ def longformer(i, j, cfg):
 
 
 def bigbird(i, j, cfg):
-    """The window + global part; random blocks are added by :func:`_bigbird_random` (block-level)."""
+    """The window + global part; random blocks are added by :func:`_bigbird_table` (block-level)."""
     return longformer(i, j, cfg)
 
 
@@ -68,52 +69,61 @@ PARAMS = {
 }
 
 
-def _evaluate(rule, cfg, L: int, causal: bool, chunk: int = 512) -> torch.Tensor:
-    out = torch.empty(L, L, dtype=torch.bool)
-    j = torch.arange(L)[None, :]
-    for start in range(0, L, chunk):
-        i = torch.arange(start, min(L, start + chunk))[:, None]
-        m = rule(i, j, cfg)
-        if causal:
-            m = m & (j <= i)
-        out[start:start + i.shape[0]] = m
-    return out
-
-
-def _bigbird_random(mask: torch.Tensor, cfg, causal: bool) -> torch.Tensor:
-    """Add ``n_random`` whole key blocks per query block, drawn without replacement (seeded) from the
-    blocks that query block does not already fully see; causal draws only from blocks at or before it."""
-    L, bs = mask.shape[0], cfg.block_size
+def _bigbird_table(cfg, causal: bool, L: int, chunk: int = 1024) -> torch.Tensor:
+    """``[nb, nb]`` random key blocks per query block of ``block_size``: ``n_random`` blocks drawn
+    without replacement (seeded) from those the query block does not already fully see in the
+    window + global pattern; causal draws only from blocks at or before the query block."""
+    bs = cfg.block_size
     nb = -(-L // bs)
-    padded = torch.ones(nb * bs, nb * bs, dtype=torch.bool)
-    padded[:L, :L] = mask
-    if causal:  # the causal AND already removed the future; "fully seen" is judged on the allowed part
-        ii = torch.arange(nb * bs)[:, None]
-        padded |= torch.arange(nb * bs)[None, :] > ii
-    fully = padded.view(nb, bs, nb, bs).all(dim=3).all(dim=1)  # (n_qb, n_kb)
-    candidate = ~fully
+    j = torch.arange(nb * bs, dtype=torch.int32)[None, :]
+    step = max(1, chunk // bs) * bs
+    fully = []
+    for a in range(0, nb * bs, step):
+        i = torch.arange(a, min(nb * bs, a + step), dtype=torch.int32)[:, None]
+        seen = longformer(i, j, cfg) | (i >= L) | (j >= L)  # positions past L do not exist
+        if causal:  # the future is masked anyway: judge "fully seen" on the allowed part
+            seen |= j > i
+        fully.append(seen.view(-1, bs, nb, bs).all(dim=3).all(dim=1))
+    candidate = ~torch.cat(fully)
     if causal:
         candidate &= torch.arange(nb)[None, :] <= torch.arange(nb)[:, None]
     gen = torch.Generator().manual_seed(cfg.seed)
     score = torch.rand(nb, nb, generator=gen).masked_fill(~candidate, -1.0)
-    k = min(cfg.n_random, nb)
-    top = score.topk(k, dim=1)
+    top = score.topk(min(cfg.n_random, nb), dim=1)
     chosen = torch.zeros(nb, nb, dtype=torch.bool)
     chosen.scatter_(1, top.indices, top.values >= 0)  # a row with fewer candidates takes them all
-    extra = chosen.repeat_interleave(bs, 0).repeat_interleave(bs, 1)[:L, :L]
-    out = mask | extra
-    if causal:
-        out &= torch.arange(L)[None, :] <= torch.arange(L)[:, None]
-    return out
+    return chosen
+
+
+def pattern_rows(cfg, L: int, prefix: int = 0):
+    """``rows(a, b) -> bool [b - a, prefix + L]``: rows of the pattern of a segment of ``L`` queries
+    whose keys are ``prefix`` memory positions (always visible) followed by the segment."""
+    rule = RULES[cfg.attention]
+    causal = bool(cfg.causal)
+    table = None
+    if cfg.attention == "bigbird" and cfg.n_random > 0:
+        table = _bigbird_table(cfg, causal, L)
+    j = torch.arange(L, dtype=torch.int32)[None, :]
+
+    def rows(a: int, b: int) -> torch.Tensor:
+        i = torch.arange(a, b, dtype=torch.int32)[:, None]
+        m = rule(i, j, cfg)
+        if table is not None:
+            bs = cfg.block_size
+            m = m | table[(i // bs).squeeze(1).long()][:, (j // bs).squeeze(0).long()]
+        if causal:
+            m = m & (j <= i)
+        if prefix:
+            m = torch.cat([torch.ones(b - a, prefix, dtype=torch.bool), m], dim=1)
+        return m
+
+    return rows
 
 
 @lru_cache(maxsize=32)
 def _pattern_cached(attention: str, params: tuple, causal: bool, L: int) -> torch.Tensor:
-    cfg = _ParamView(dict(params))
-    mask = _evaluate(RULES[attention], cfg, L, causal)
-    if attention == "bigbird" and cfg.n_random > 0:
-        mask = _bigbird_random(mask, cfg, causal)
-    return mask
+    cfg = _ParamView({**dict(params), "attention": attention, "causal": causal})
+    return pattern_rows(cfg, L)(0, L)
 
 
 class _ParamView:

@@ -16,7 +16,7 @@ from torch import nn
 
 import kernels
 
-from .patterns import pattern_key, pattern_mask
+from .patterns import _ParamView, pattern_key, pattern_mask, pattern_rows
 
 BLOCK = 64
 
@@ -31,9 +31,8 @@ def segment_mask(cfg, lq: int, prefix: int) -> torch.Tensor:
 
 @lru_cache(maxsize=16)
 def _layout_cached(attention, params, causal, lq, prefix, block):
-    from .patterns import _ParamView  # the memo key carries the parameters the rule reads
     view = _ParamView({**dict(params), "attention": attention, "causal": causal})
-    return kernels.block_mask(segment_mask(view, lq, prefix), block)
+    return kernels.block_mask_from_rows(pattern_rows(view, lq, prefix), lq, prefix + lq, block)
 
 
 def pattern_block_mask(cfg, lq: int, prefix: int = 0, block: int = BLOCK) -> kernels.BlockMask:
@@ -57,6 +56,9 @@ class PatternAttention(nn.Module):
             out, probs = kernels.attention_ref(q, k, v, causal=cfg.causal, mask=mask,
                                                softcap=cfg.softcap, **mods)
             return out, probs, {}
-        bm = None if cfg.attention == "full" else pattern_block_mask(cfg, lq, prefix).to(q.device)
-        out = kernels.attention(q, k, v, causal=cfg.causal, block_mask=bm, softcap=cfg.softcap, **mods)
+        if cfg.attention == "full":
+            out = kernels.attention(q, k, v, causal=cfg.causal, softcap=cfg.softcap, **mods)
+        else:  # the layout already holds the causal AND
+            bm = pattern_block_mask(cfg, lq, prefix).to(q.device)
+            out = kernels.attention(q, k, v, block_mask=bm, softcap=cfg.softcap, **mods)
         return out, None, {}

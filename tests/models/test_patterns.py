@@ -67,3 +67,18 @@ def test_bigbird_is_seeded():
 def test_bigbird_with_no_random_blocks_is_longformer():
     cfg = ModelConfig(attention="bigbird", n_random=0)
     assert torch.equal(pattern_mask(cfg, 100), pattern_mask(cfg.replace(attention="longformer"), 100))
+
+
+@pytest.mark.parametrize("key", list(FORMULAS) + ["bigbird"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L,prefix", [(23, 0), (130, 0), (70, 9)])
+def test_block_sparse_layout_encodes_the_pattern(key, causal, L, prefix):
+    """The layout built band by band (never the dense matrix) equals the dense pattern."""
+    from models.attention import pattern_block_mask
+    cfg = ModelConfig(attention=key, causal=causal, window=5, stride=6, n_summary=2, block_size=8,
+                      n_global=2, n_random=1)
+    dense = pattern_mask(cfg, L)
+    if prefix:
+        dense = torch.cat([torch.ones(L, prefix, dtype=torch.bool), dense], dim=1)
+    bm = pattern_block_mask(cfg, L, prefix, block=16)
+    assert torch.equal(bm.to_dense(), dense)

@@ -1,0 +1,65 @@
+"""Measured (never computed) memory of a piece of work, on CPU and CUDA.
+
+CUDA: ``torch.cuda.max_memory_allocated`` after a reset, minus what was allocated before.
+CPU: the PyTorch profiler's allocator events (``[memory]`` records, one per allocation and free,
+including kernels' internal temporaries); the running sum of their sizes in time order is the live
+memory the work allocated, and its maximum is the peak. Tensors that existed before the call
+(weights, inputs) are not counted.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def _cpu_peak(fn):
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    live = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        if not str(e.device_type()).endswith("CPU"):
+            continue
+        live += e.nbytes()
+        peak = max(peak, live)
+    return result, peak
+
+
+def measure_peak(fn, device="cpu"):
+    """Run ``fn()`` once; return ``(result, peak_bytes)`` allocated by it (label: "measured")."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        return result, torch.cuda.max_memory_allocated(device) - before
+    return _cpu_peak(fn)
+
+
+def median_ms(fn, device="cpu", warmup=1, repeats=5, budget_s=None):
+    """Median wall time of ``fn()`` in ms after ``warmup`` calls (CUDA synchronised).
+
+    With ``budget_s``, stops repeating once the total time spent exceeds it (at least one timed run).
+    """
+    device = torch.device(device)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    times, spent = [], 0.0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        spent += dt
+        if budget_s is not None and spent > budget_s:
+            break
+    times.sort()
+    return 1000.0 * times[len(times) // 2]
