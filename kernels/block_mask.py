@@ -111,13 +111,28 @@ def block_mask_from_rows(rows, q_len: int, k_len: int, block: int | tuple[int, i
         counts.append(visited.sum(dim=1))
         idx_rows.append(order)
         tile_rows.append(tile_id.gather(1, order))
-    counts = torch.cat(counts)
+    tiles = torch.cat(tiles) if tiles else torch.zeros(0, bq, bk, dtype=torch.bool, device=device)
+    return _assemble(q_len, k_len, bq, bk, torch.cat(counts), torch.cat(idx_rows), torch.cat(tile_rows), tiles)
+
+
+def block_mask_from_tiles(q_len: int, k_len: int, bq: int, bk: int, visited: torch.Tensor,
+                          full: torch.Tensor, tiles: torch.Tensor) -> BlockMask:
+    """Assemble a :class:`BlockMask` from per-tile flags ``visited, full [n_qb, n_kb]`` and the
+    element masks ``tiles [n_partial, bq, bk]`` of the partial tiles in row-major order."""
+    partial = visited & ~full
+    tile_id = torch.full(visited.shape, -1, dtype=torch.long, device=visited.device)
+    tile_id[partial] = torch.arange(int(partial.sum()), device=visited.device)
+    order = torch.sort((~visited).to(torch.int8), dim=1, stable=True).indices
+    return _assemble(q_len, k_len, bq, bk, visited.sum(dim=1), order, tile_id.gather(1, order), tiles)
+
+
+def _assemble(q_len, k_len, bq, bk, counts, order, tile, tiles) -> BlockMask:
+    """``order``: per query block the key blocks, visited ones first in ascending order."""
+    device = counts.device
     max_kb = max(1, int(counts.max()) if counts.numel() else 1)
-    order = torch.cat([o[:, :max_kb] for o in idx_rows])
-    tile = torch.cat([t[:, :max_kb] for t in tile_rows])
+    order, tile = order[:, :max_kb], tile[:, :max_kb]
     slot_valid = torch.arange(max_kb, device=device)[None, :] < counts[:, None]
     kv_indices = torch.where(slot_valid, order, torch.zeros_like(order))
     kv_tile = torch.where(slot_valid, tile, torch.full_like(tile, -1))
-    tiles = torch.cat(tiles) if tiles else torch.zeros(0, bq, bk, dtype=torch.bool, device=device)
     return BlockMask(q_len, k_len, bq, bk, counts.to(torch.int32), kv_indices.to(torch.int32),
                      kv_tile.to(torch.int32), tiles.contiguous())

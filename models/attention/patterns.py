@@ -20,7 +20,7 @@ import torch
 
 
 def full(i, j, cfg):
-    return torch.ones(i.shape[0], j.shape[1], dtype=torch.bool)
+    return torch.ones_like(i - j, dtype=torch.bool)
 
 
 def sliding_window(i, j, cfg):
@@ -50,7 +50,7 @@ def longformer(i, j, cfg):
 
 
 def bigbird(i, j, cfg):
-    """The window + global part; random blocks are added by :func:`_bigbird_table` (block-level)."""
+    """The window + global part; random blocks are added by ``layout.bigbird_table`` (block-level)."""
     return longformer(i, j, cfg)
 
 
@@ -69,49 +69,18 @@ PARAMS = {
 }
 
 
-def _bigbird_table(cfg, causal: bool, L: int, chunk: int = 1024) -> torch.Tensor:
-    """``[nb, nb]`` random key blocks per query block of ``block_size``: ``n_random`` blocks drawn
-    without replacement (seeded) from those the query block does not already fully see in the
-    window + global pattern; causal draws only from blocks at or before the query block."""
-    bs = cfg.block_size
-    nb = -(-L // bs)
-    j = torch.arange(nb * bs, dtype=torch.int32)[None, :]
-    step = max(1, chunk // bs) * bs
-    fully = []
-    for a in range(0, nb * bs, step):
-        i = torch.arange(a, min(nb * bs, a + step), dtype=torch.int32)[:, None]
-        seen = longformer(i, j, cfg) | (i >= L) | (j >= L)  # positions past L do not exist
-        if causal:  # the future is masked anyway: judge "fully seen" on the allowed part
-            seen |= j > i
-        fully.append(seen.view(-1, bs, nb, bs).all(dim=3).all(dim=1))
-    candidate = ~torch.cat(fully)
-    if causal:
-        candidate &= torch.arange(nb)[None, :] <= torch.arange(nb)[:, None]
-    gen = torch.Generator().manual_seed(cfg.seed)
-    score = torch.rand(nb, nb, generator=gen).masked_fill(~candidate, -1.0)
-    top = score.topk(min(cfg.n_random, nb), dim=1)
-    chosen = torch.zeros(nb, nb, dtype=torch.bool)
-    chosen.scatter_(1, top.indices, top.values >= 0)  # a row with fewer candidates takes them all
-    return chosen
-
-
 def pattern_rows(cfg, L: int, prefix: int = 0):
     """``rows(a, b) -> bool [b - a, prefix + L]``: rows of the pattern of a segment of ``L`` queries
     whose keys are ``prefix`` memory positions (always visible) followed by the segment."""
-    rule = RULES[cfg.attention]
-    causal = bool(cfg.causal)
-    table = None
-    if cfg.attention == "bigbird" and cfg.n_random > 0:
-        table = _bigbird_table(cfg, causal, L)
-    j = torch.arange(L, dtype=torch.int32)[None, :]
+    from .layout import full_rule  # the random-block table lives with the layout code
+
+    rule, _ = full_rule(cfg, L)
+    j = torch.arange(L)[None, :]
 
     def rows(a: int, b: int) -> torch.Tensor:
-        i = torch.arange(a, b, dtype=torch.int32)[:, None]
-        m = rule(i, j, cfg)
-        if table is not None:
-            bs = cfg.block_size
-            m = m | table[(i // bs).squeeze(1).long()][:, (j // bs).squeeze(0).long()]
-        if causal:
+        i = torch.arange(a, b)[:, None]
+        m = rule(i, j)
+        if cfg.causal:
             m = m & (j <= i)
         if prefix:
             m = torch.cat([torch.ones(b - a, prefix, dtype=torch.bool), m], dim=1)

@@ -16,7 +16,8 @@ from torch import nn
 
 import kernels
 
-from .patterns import _ParamView, pattern_key, pattern_mask, pattern_rows
+from .layout import pattern_layout
+from .patterns import _ParamView, pattern_key, pattern_mask
 
 BLOCK = 64
 
@@ -32,7 +33,7 @@ def segment_mask(cfg, lq: int, prefix: int) -> torch.Tensor:
 @lru_cache(maxsize=16)
 def _layout_cached(attention, params, causal, lq, prefix, block):
     view = _ParamView({**dict(params), "attention": attention, "causal": causal})
-    return kernels.block_mask_from_rows(pattern_rows(view, lq, prefix), lq, prefix + lq, block)
+    return pattern_layout(view, lq, prefix, block)
 
 
 def pattern_block_mask(cfg, lq: int, prefix: int = 0, block: int = BLOCK) -> kernels.BlockMask:
