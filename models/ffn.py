@@ -117,3 +117,4 @@ register(FFN, Variant(
 register(FFN, Variant(
     "none", "Attention-only", "No feed-forward sublayer: the block is attention alone.",
     build=None))
+from . import moe  # noqa: E402,F401  (registers moe, switch, hash)
