@@ -1,5 +1,12 @@
 """The attention sublayer and the standard transformer block (attention then FFN).
 
+``Attention`` reads two things from the forward context besides its input: the layer's memory
+prefix (hidden states prepended to keys/values: Transformer-XL, compressive, memory tokens) and
+an optional hook that replaces the core call (the kNN layer of the Memorizing Transformer gets the
+pre-position queries/keys to retrieve with and mixes retrieved and local attention). Memory
+prefixes live in the space of the attention input (after a pre-norm), so memory and current
+tokens are projected alike.
+
 A block owns its sublayers and two residual wrappers from ``NORM_PLACEMENT``; which of post / pre
 / sandwich / ReZero / none is used is a registry lookup, never a flag.
 """
@@ -33,15 +40,23 @@ class Attention(nn.Module):
         cfg = self.cfg
         B, L, _ = x.shape
         h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
-        mem = ctx.prefix(self.layer)
-        kv_in = x if mem is None else torch.cat([mem, x], dim=1)  # (B, P + L, d)
+        index = info.get("index", self.layer)
+        if ctx.memory is not None and ctx.memory.records_input:
+            info["attn_input"] = x.detach()  # becomes this layer's memory for the next segment
+        mem = ctx.prefix(index)
+        kv_in = x if mem is None else torch.cat([mem.to(x.dtype), x], dim=1)  # (B, P + L, d)
         q = self.q_proj(x).view(B, L, h, dh).transpose(1, 2)  # (B, h, L, d_h)
         k = self.k_proj(kv_in).view(B, -1, hkv, dh).transpose(1, 2)  # (B, h_kv, P + L, d_h)
         v = self.v_proj(kv_in).view(B, -1, hkv, dh).transpose(1, 2)
         prefix = k.shape[2] - L
+        q_raw, k_raw = q, k
         q, k, mods = ctx.position.modify(q, k, self.layer, k_start=ctx.k_start - prefix,
                                          scale=1.0 / math.sqrt(dh))
-        out, probs, aux = self.core(q, k, v, mods, ctx)
+        hook = ctx.attention_hook(index)
+        if hook is None:
+            out, probs, aux = self.core(q, k, v, mods, ctx)
+        else:  # a memory that changes this layer's attention (kNN) wraps the core call
+            out, probs, aux = hook(self.core, q, k, v, mods, ctx, q_raw=q_raw, k_raw=k_raw, info=info)
         info["attention"] = probs
         info.update(aux)
         y = out.transpose(1, 2).reshape(B, L, h * dh)  # (B, L, h * d_h)

@@ -4,6 +4,14 @@
 left untouched) and returns a ``TransformerModel``. ``model(tokens, return_attention=False)``
 returns a ``ModelOutput``: logits ``(B, L, vocab)``, per-layer effective attention when asked,
 ``aux_loss`` (0 unless a variant adds one), each layer's input hidden states, per-layer info.
+
+With a memory (``cfg.memory != "none"``) the call is ``model(tokens, state=state)``: the input is
+processed in segments of ``segment_len`` (``xl``, ``compressive``, ``knn``), each segment seeing
+the memory left by the previous ones, and ``out.state`` is the memory after the call, to pass to
+the next call. ``state=None`` starts from an empty memory (``model.new_state(batch_size)`` is
+the same, explicitly); states are immutable, so several users / streams can each keep their own.
+For several segments the per-layer info is merged as ``memory_view.merge_segments`` describes
+(attention maps over all keys used in the call, per-token entries concatenated).
 """
 from __future__ import annotations
 
@@ -14,9 +22,10 @@ import torch
 from torch import nn
 
 from .config import ConfigError, ModelConfig
-from .context import ForwardContext
+from .context import ForwardContext, layer_loss
 from .layers import LAYER
 from .memory import MEMORY
+from .memory_view import merge_segments
 from .norms import NORM, NORM_PLACEMENT
 from .positions import POSITION
 
@@ -65,26 +74,66 @@ class TransformerModel(nn.Module):
         if lo < 0 or hi >= self.cfg.vocab_size:
             raise ConfigError("tokens", f"ids in [{lo}, {hi}]", f"integer ids in [0, {self.cfg.vocab_size - 1}]")
 
+    def new_state(self, batch_size: int = 1, device=None):
+        """A fresh (empty) memory state: the explicit reset. ``None`` when the model has no memory."""
+        if self.memory is None:
+            return None
+        return self.memory.new_state(batch_size, device if device is not None else self.head.weight.device)
+
     def forward(self, tokens, return_attention: bool = False, state=None) -> ModelOutput:
+        """Logits for ``tokens (B, L)``; with a memory, ``state`` is the memory so far (None: fresh)
+        and ``out.state`` the memory after these tokens (the input is unchanged)."""
         self.check_tokens(tokens)
         tokens = tokens.long()
         B, L = tokens.shape
-        ctx = ForwardContext(tokens=tokens, position=self.position, need_weights=return_attention)
+        mem = self.memory
+        if mem is None:
+            if state is not None:
+                raise ConfigError("state", type(state).__name__, "None: this model has no memory (memory='none')")
+            logits, ctx = self._segment(tokens, return_attention, None, 0)
+            return self._output(logits, ctx.layers, return_attention, None)
+        state = mem.check_state(state, B, tokens.device)
+        seg = self.cfg.segment_len if mem.segmented else L
+        logits, segments, lengths = [], [], []
+        for s0 in range(0, L, seg):
+            part = tokens[:, s0:s0 + seg]
+            out, ctx = self._segment(part, return_attention, state, state.pos)
+            for info in ctx.layers:  # the key columns this segment's attention map covers
+                info["key_ids"] = torch.cat([mem.prefix_ids(info["index"], state), ctx.positions.cpu()])
+            state = mem.update(state, ctx, self.stack.attention)
+            logits.append(out)
+            segments.append(ctx.layers)
+            lengths.append(part.shape[1])
+        layers = merge_segments(segments, lengths)
+        return self._output(torch.cat(logits, dim=1), layers, return_attention, state)
+
+    def _segment(self, tokens, return_attention, state, k_start):
+        """One pass of the stack over one segment whose first token sits at ``k_start``."""
+        L = tokens.shape[1]
+        ctx = ForwardContext(tokens=tokens, position=self.position, need_weights=return_attention,
+                             k_start=k_start, memory=self.memory, state=state,
+                             positions=torch.arange(k_start, k_start + L, device=tokens.device),
+                             classifier=self.classify)
+        # absolute encodings number positions within the segment (memory keys carry no position
+        # for them: only kNN / token memories allow absolute encodings); relative ones use k_start
         pos = torch.arange(L, device=tokens.device)
         x = self.position.embed(self.embed(tokens), pos)  # (B, L, d)
         x = self.stack(self.drop(x), ctx)
-        logits = self.head(self.final_norm(x))
-        return self._output(logits, ctx, return_attention, state)
+        return self.classify(x), ctx
 
-    def _output(self, logits, ctx, return_attention, state):
+    def classify(self, x):
+        """Final norm + LM head: the model's classifier, also the early-exit classifier (CALM)."""
+        return self.head(self.final_norm(x))
+
+    def _output(self, logits, layers, return_attention, state):
         aux = logits.new_zeros(())
-        for info in ctx.layers:
-            for part in (info, info.get("ffn") or {}):
-                if isinstance(part.get("loss"), torch.Tensor):
-                    aux = aux + part["loss"]
-        attentions = [info.get("attention") for info in ctx.layers] if return_attention else None
+        for info in layers:
+            loss = layer_loss(info)
+            if loss is not None:
+                aux = aux + loss
+        attentions = [info.get("attention") for info in layers] if return_attention else None
         return ModelOutput(logits=logits, attentions=attentions, aux_loss=aux,
-                           hidden_states=[info["input"] for info in ctx.layers], layers=ctx.layers,
+                           hidden_states=[info["input"] for info in layers], layers=layers,
                            state=state)
 
 
