@@ -5,7 +5,7 @@ checks arguments, builds the key-major layout of a BlockMask for the dK/dV kerne
 launches in a ``torch.autograd.Function``. The same code runs on CUDA tensors (compiled) and on
 CPU tensors under ``TRITON_INTERPRET=1`` (interpreted; used by the tests).
 
-Supported: fp16 / bf16 / fp32; head dim 16, 32, 64, 128; any Lq <= Lk (masked tails); causal;
+Supported: fp16 / bf16 with head dim 32, 64, 128; fp32 with head dim 32, 64; any Lq <= Lk (masked tails); causal;
 GQA / MQA; a BlockMask with block sizes in {16, 32, 64, 128}; ALiBi slopes; rel_bias (with
 gradient); soft-capping. Not supported here (the torch path handles them): rel_k / rel_v.
 """
@@ -22,7 +22,7 @@ from .flash_bwd import attn_bwd_dkdv_dense, attn_bwd_dkdv_sparse, attn_bwd_dq_de
 from .flash_common import BWD_DENSE_CONFIGS, FWD_DENSE_CONFIGS, prune_configs
 from .flash_fwd import _attn_fwd, attn_fwd_dense, attn_fwd_sparse
 
-HEAD_DIMS = (16, 32, 64, 128)
+HEAD_DIMS = (32, 64, 128)
 BLOCK_SIZES = (16, 32, 64, 128)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -40,6 +40,9 @@ def unsupported_reason(q, k, v, *, block_mask=None, rel_k=None, rel_v=None, **_)
         return f"incompatible shapes q {tuple(q.shape)} k {tuple(k.shape)} v {tuple(v.shape)}"
     if d not in HEAD_DIMS:
         return f"head dim {d} not in {HEAD_DIMS}"
+    if q.dtype == torch.float32 and d > 64:
+        # fp32 tiles of 64 x 128 overflow shared memory in the backward (> 163 KiB on sm_80).
+        return "fp32 with head dim > 64 (use fp16/bf16)"
     if lq > k.shape[2]:
         return "Lq > Lk"
     if block_mask is not None:
@@ -103,8 +106,11 @@ class _FlashAttention(torch.autograd.Function):
         o = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty(B, h, lq, dtype=torch.float32, device=q.device)  # (B, h, Lq)
         dummy = torch.zeros(1, dtype=torch.float32, device=q.device)
-        slopes = dummy if alibi_slopes is None else alibi_slopes.float().contiguous()
-        relb = dummy if rel_bias is None else rel_bias.float().contiguous()
+        has_mod = alibi_slopes is not None or rel_bias is not None or softcap is not None
+        # Slopes of 0 switch ALiBi off inside a modifier-enabled kernel.
+        slopes = torch.zeros(h, dtype=torch.float32, device=q.device) if alibi_slopes is None \
+            else alibi_slopes.detach().float().contiguous()
+        relb = dummy if rel_bias is None else rel_bias.detach().float().contiguous()
         if bm is not None:
             layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile, _tiles_i8(bm))
             max_kb = bm.kv_indices.shape[1]
@@ -124,18 +130,19 @@ class _FlashAttention(torch.autograd.Function):
         kernel[grid](q, k, v, o, lse, slopes, relb, *layout,
                      q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                      v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-                     h, h // h_kv, lq, lk, max_kb, scale, 1.0 if softcap is None else softcap,
-                     HEAD_DIM=d, CAUSAL=causal, SPARSE=bm is not None,
-                     HAS_ALIBI=alibi_slopes is not None, HAS_RELB=rel_bias is not None,
-                     HAS_SOFTCAP=softcap is not None, IEEE=q.dtype == torch.float32, **meta)
+                     h, h // h_kv, lq, lk, max_kb, int(causal), scale,
+                     0.0 if softcap is None else softcap, int(rel_bias is not None),
+                     HEAD_DIM=d, SPARSE=bm is not None, has_mod=int(has_mod),
+                     IEEE=q.dtype == torch.float32, **meta)
         ctx.save_for_backward(q, k, v, o, lse, slopes, relb)
-        ctx.args = (causal, bm, alibi_slopes is not None, rel_bias, softcap, scale, config)
+        ctx.args = (causal, bm, has_mod, rel_bias is not None, rel_bias.dtype if rel_bias is not None
+                    else None, softcap, scale, config)
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse, slopes, relb = ctx.saved_tensors
-        causal, bm, has_alibi, rel_bias, softcap, scale, config = ctx.args
+        causal, bm, has_mod, has_relb, relb_dtype, softcap, scale, config = ctx.args
         B, h, lq, d = q.shape
         h_kv, lk = k.shape[1], k.shape[2]
         do = do if do.stride(-1) == 1 else do.contiguous()
@@ -146,13 +153,12 @@ class _FlashAttention(torch.autograd.Function):
         dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
         dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-        need_drb = rel_bias is not None and ctx.needs_input_grad[3]
+        need_drb = has_relb and ctx.needs_input_grad[3]
         drb = torch.zeros(h, 2 * lk - 1, dtype=torch.float32, device=q.device) if need_drb \
             else torch.zeros(1, dtype=torch.float32, device=q.device)
-        flags = dict(HEAD_DIM=d, CAUSAL=causal, SPARSE=bm is not None, HAS_ALIBI=has_alibi,
-                     HAS_RELB=rel_bias is not None, HAS_SOFTCAP=softcap is not None,
+        flags = dict(HEAD_DIM=d, SPARSE=bm is not None, has_mod=int(has_mod),
                      IEEE=q.dtype == torch.float32)
-        cap = 1.0 if softcap is None else softcap
+        runtime = (int(causal), scale, 0.0 if softcap is None else softcap, int(has_relb))
         if bm is not None:
             fwd_layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile)
             key_layout = key_major_layout(bm)
@@ -178,12 +184,12 @@ class _FlashAttention(torch.autograd.Function):
         grid_kv = lambda META: (triton.cdiv(lk, META["BLOCK_N"]), B * h_kv)
         k_dkdv[grid_kv](*common, dk, dv, *key_layout, tiles, *strides,
                         dk.stride(0), dk.stride(1), dk.stride(2),
-                        h, h // h_kv, lq, lk, max_qb, scale, cap, **flags, **meta_dkdv)
+                        h, h // h_kv, lq, lk, max_qb, *runtime, **flags, **meta_dkdv)
         grid_q = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
         k_dq[grid_q](*common, dq, drb, *fwd_layout, tiles, *strides,
                      dq.stride(0), dq.stride(1), dq.stride(2),
-                     h, h // h_kv, lq, lk, max_kb, scale, cap, NEED_DRB=need_drb, **flags, **meta_dq)
-        d_rel = drb.to(rel_bias.dtype) if need_drb else None
+                     h, h // h_kv, lq, lk, max_kb, *runtime, int(need_drb), **flags, **meta_dq)
+        d_rel = drb.to(relb_dtype) if need_drb else None
         return dq, dk, dv, d_rel, None, None, None, None, None, None
 
 

@@ -34,9 +34,8 @@ def _attn_bwd_preprocess(O, DO, DELTA, sob, soh, som, sdob, sdoh, sdom, H, Lq,
 
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, offs_n, offs_d, head,
-               off, Lq, Lk, scale, softcap, SLOPES, RELB, tile, TILES,
-               MASKED: tl.constexpr, CAUSAL: tl.constexpr, SPARSE: tl.constexpr,
-               HAS_ALIBI: tl.constexpr, HAS_RELB: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+               off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES,
+               MASKED: tl.constexpr, SPARSE: tl.constexpr, has_mod,
                IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row = offs_m < Lq
@@ -47,17 +46,17 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
     delta = tl.load(DELTA + offs_m, mask=row, other=0.0)
     qkt = _dot(k, qt, IEEE)  # (N, M)
     st, tt = _score_mod(qkt, offs_m[None, :], offs_n[:, None], head, off, Lk, scale, softcap,
-                        SLOPES, RELB, HAS_ALIBI, HAS_RELB, HAS_SOFTCAP)
+                        has_relb, SLOPES, RELB, has_mod)
     pt = tl.exp2((st - lse[None, :]) * LOG2E)
     if MASKED:
-        ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, tile, TILES, start_m, start_n,
-                      CAUSAL, SPARSE, BLOCK_M, BLOCK_N)
+        ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, start_m,
+                      start_n, SPARSE, BLOCK_M, BLOCK_N)
         pt = tl.where(ok, pt, 0.0)
     dv += _dot(pt.to(do.dtype), do, IEEE)
     dpt = _dot(v, tl.trans(do), IEEE)  # (N, M)
     dst = pt * (dpt - delta[None, :])
-    if HAS_SOFTCAP:
-        dst = dst * (1.0 - tt * tt)
+    if has_mod != 0:
+        dst = dst * (1.0 - tt * tt)  # soft cap chain rule (t = 0 without a cap)
     dk += _dot(dst.to(qt.dtype), tl.trans(qt), IEEE)
     return dk, dv
 
@@ -65,9 +64,8 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
 @triton.jit
 def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, Q_TILE, TILES,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdkb, sdkh, sdkn,
-                   H, GROUP, Lq, Lk, max_qb, scale, softcap,
-                   HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, SPARSE: tl.constexpr,
-                   HAS_ALIBI: tl.constexpr, HAS_RELB: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+                   H, GROUP, Lq, Lk, max_qb, causal, scale, softcap, has_relb,
+                   HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, has_mod,
                    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     kb = tl.program_id(0)
     bkv = tl.program_id(1)
@@ -97,38 +95,37 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
                 start_m = tl.load(Q_IDX + kb * max_qb + slot) * BLOCK_M
                 tile = tl.load(Q_TILE + kb * max_qb + slot)
                 need_mask = tile >= 0
-                if CAUSAL:
-                    need_mask = need_mask | (start_n + BLOCK_N - 1 > start_m + off)
+                need_mask = need_mask | ((causal != 0) & (start_n + BLOCK_N - 1 > start_m + off))
                 if need_mask:
                     dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                        start_n, offs_n, offs_d, head, off, Lq, Lk, scale, softcap,
-                                        SLOPES, RELB, tile, TILES, True, CAUSAL, SPARSE, HAS_ALIBI,
-                                        HAS_RELB, HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                        start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
+                                    has_relb, SLOPES, RELB, tile, TILES, True, SPARSE, has_mod, IEEE,
+                                    BLOCK_M, BLOCK_N)
                 else:
                     dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                        start_n, offs_n, offs_d, head, off, Lq, Lk, scale, softcap,
-                                        SLOPES, RELB, tile, TILES, False, CAUSAL, SPARSE, HAS_ALIBI,
-                                        HAS_RELB, HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                        start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
+                                    has_relb, SLOPES, RELB, tile, TILES, False, SPARSE, has_mod, IEEE,
+                                    BLOCK_M, BLOCK_N)
         else:
             # Padded keys (past Lk) only pollute rows of dk/dv that are never stored, so the key
             # tail needs no mask here; causal: blocks [lo, m_full) straddle the diagonal.
             lo = 0
             m_full = 0
-            if CAUSAL:
+            if causal != 0:
                 lo = (tl.maximum(start_n - off, 0) // BLOCK_M) * BLOCK_M
                 # m_full >= lo since start_n < Lk, so the two ranges tile [lo, Lq).
                 m_full = tl.minimum(tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - off, 0), BLOCK_M)
                                     * BLOCK_M, tl.cdiv(Lq, BLOCK_M) * BLOCK_M)
             for start_m in range(lo, m_full, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                    start_n, offs_n, offs_d, head, off, Lq, Lk, scale, softcap,
-                                    SLOPES, RELB, 0, TILES, True, CAUSAL, SPARSE, HAS_ALIBI,
-                                    HAS_RELB, HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
+                                    has_relb, SLOPES, RELB, 0, TILES, True, SPARSE, has_mod, IEEE,
+                                    BLOCK_M, BLOCK_N)
             for start_m in range(m_full, Lq, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                    start_n, offs_n, offs_d, head, off, Lq, Lk, scale, softcap,
-                                    SLOPES, RELB, 0, TILES, False, CAUSAL, SPARSE, HAS_ALIBI,
-                                    HAS_RELB, HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
+                                    has_relb, SLOPES, RELB, 0, TILES, False, SPARSE, has_mod, IEEE,
+                                    BLOCK_M, BLOCK_N)
     out = b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh + offs_n[:, None] * sdkn + offs_d[None, :]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=col)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=col)
@@ -136,11 +133,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
 
 @triton.jit
 def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m, offs_d, head,
-             off, Lq, Lk, scale, softcap, SLOPES, RELB, tile, TILES,
-             MASKED: tl.constexpr, CAUSAL: tl.constexpr, SPARSE: tl.constexpr,
-             HAS_ALIBI: tl.constexpr, HAS_RELB: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-             NEED_DRB: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
-             BLOCK_N: tl.constexpr):
+             off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES, RELB, tile, TILES,
+             MASKED: tl.constexpr, SPARSE: tl.constexpr, has_mod,
+             IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kt_ptrs = K + offs_n[None, :] * skn + offs_d[:, None]  # (D, N)
     vt_ptrs = V + offs_n[None, :] * svn + offs_d[:, None]  # (D, N)
@@ -152,21 +147,21 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
         vt = tl.load(vt_ptrs)
     qk = _dot(q, kt, IEEE)  # (M, N)
     s, t = _score_mod(qk, offs_m[:, None], offs_n[None, :], head, off, Lk, scale, softcap,
-                      SLOPES, RELB, HAS_ALIBI, HAS_RELB, HAS_SOFTCAP)
+                      has_relb, SLOPES, RELB, has_mod)
     p = tl.exp2((s - lse[:, None]) * LOG2E)
     if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, tile, TILES, start_m, start_n,
-                      CAUSAL, SPARSE, BLOCK_M, BLOCK_N)
+        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, start_m,
+                      start_n, SPARSE, BLOCK_M, BLOCK_N)
         p = tl.where(ok, p, 0.0)
     ds = p * (_dot(do, vt, IEEE) - delta[:, None])
-    if NEED_DRB:
+    if need_drb != 0:
         # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal (atomics: the same
         # entry is hit by many tiles, heads of other batches, and elements of this tile).
         inb = (offs_m[:, None] < Lq) & (offs_n[None, :] < Lk)
         idx = offs_n[None, :] - (offs_m[:, None] + off) + Lk - 1
         tl.atomic_add(DRB + head * (2 * Lk - 1) + idx, ds, mask=inb)
-    if HAS_SOFTCAP:
-        ds = ds * (1.0 - t * t)
+    if has_mod != 0:
+        ds = ds * (1.0 - t * t)  # soft cap chain rule (t = 0 without a cap)
     dq += _dot(ds.to(q.dtype), tl.trans(kt), IEEE)
     return dq
 
@@ -174,11 +169,9 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
 @triton.jit
 def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX, KV_TILE, TILES,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdqb, sdqh, sdqm,
-                 H, GROUP, Lq, Lk, max_kb, scale, softcap,
-                 HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, SPARSE: tl.constexpr,
-                 HAS_ALIBI: tl.constexpr, HAS_RELB: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-                 NEED_DRB: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr):
+                 H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb, need_drb,
+                 HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, has_mod,
+                 IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -204,40 +197,35 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
             start_n = tl.load(KV_IDX + qb * max_kb + slot) * BLOCK_N
             tile = tl.load(KV_TILE + qb * max_kb + slot)
             need_mask = (tile >= 0) | (start_n + BLOCK_N > Lk)
-            if CAUSAL:
-                need_mask = need_mask | (start_n + BLOCK_N - 1 > start_m + off)
+            need_mask = need_mask | ((causal != 0) & (start_n + BLOCK_N - 1 > start_m + off))
             if need_mask:
                 dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                              offs_d, head, off, Lq, Lk, scale, softcap, SLOPES, RELB, tile, TILES,
-                              True, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB, HAS_SOFTCAP, NEED_DRB,
-                              IEEE, BLOCK_M, BLOCK_N)
+                              offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
+                              RELB, tile, TILES, True, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
             else:
                 dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                              offs_d, head, off, Lq, Lk, scale, softcap, SLOPES, RELB, tile, TILES,
-                              False, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB, HAS_SOFTCAP, NEED_DRB,
-                              IEEE, BLOCK_M, BLOCK_N)
+                              offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
+                              RELB, tile, TILES, False, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
     else:
         hi = Lk
         n_full = Lk // BLOCK_N
-        if CAUSAL:
+        if causal != 0:
             hi = tl.minimum(Lk, tl.maximum(start_m + BLOCK_M + off, 0))
             n_full = tl.minimum(n_full, tl.maximum(start_m + off + 1, 0) // BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, scale, softcap, SLOPES, RELB, 0, TILES,
-                          False, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB, HAS_SOFTCAP, NEED_DRB,
-                          IEEE, BLOCK_M, BLOCK_N)
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
+                              RELB, 0, TILES, False, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, scale, softcap, SLOPES, RELB, 0, TILES,
-                          True, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB, HAS_SOFTCAP, NEED_DRB,
-                          IEEE, BLOCK_M, BLOCK_N)
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
+                              RELB, 0, TILES, True, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
     tl.store(DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm
              + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=row[:, None])
 
 
 attn_bwd_preprocess = _attn_bwd_preprocess
-_KEY = ["Lq", "Lk", "HEAD_DIM", "CAUSAL", "HAS_ALIBI", "HAS_RELB", "HAS_SOFTCAP"]
+_KEY = ["Lq", "Lk", "HEAD_DIM", "causal", "has_mod"]
 attn_bwd_dkdv_dense = triton.autotune(BWD_DENSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_BWD)(_attn_bwd_dkdv)
 attn_bwd_dkdv_sparse = triton.autotune(SPARSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_BWD)(_attn_bwd_dkdv)
 # The dq kernel accumulates d(rel_bias) with atomics: zero it before every autotuning trial.

@@ -24,14 +24,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)  # kernels may only read constexpr globals
 
 
 @triton.jit
 def _dot(a, b, IEEE: tl.constexpr):
-    # fp32 inputs get true fp32 products (tf32 would break the fp32 contract of the reference).
+    # fp32 inputs: three tf32 products (split hi/lo) give ~fp32 accuracy on tensor cores; plain
+    # tf32 (10-bit mantissa) would break the fp32 contract of the reference, "ieee" compiles to a
+    # huge FMA loop (a minute of ptxas per kernel) and runs slowly.
     if IEEE:
-        return tl.dot(a, b, input_precision="ieee")
+        return tl.dot(a, b, input_precision="tf32x3")
     else:
         return tl.dot(a, b)
 
@@ -43,36 +45,37 @@ def _tanh(x):
 
 
 @triton.jit
-def _score_mod(qk, qi, kj, head, off, Lk, scale, softcap, SLOPES, RELB,
-               HAS_ALIBI: tl.constexpr, HAS_RELB: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
+def _score_mod(qk, qi, kj, head, off, Lk, scale, softcap, has_relb, SLOPES, RELB,
+               has_mod):
     """Scores from raw ``q.k`` (fp32). ``qi``/``kj``: query row / key column indices (broadcastable).
 
     Returns ``(s, t)`` with ``t = tanh(scale q.k / softcap)`` (needed by the backward; 0 if unused).
+    Modifiers are switched at run time (``has_mod``: any modifier; ``softcap > 0``; ``has_relb``;
+    ALiBi slopes that are 0 when absent): uniform scalar branches cost next to nothing on the GPU
+    and keep the number of compiled specialisations (and the AOT check) small.
     """
     s = qk * scale
     t = s * 0.0
-    if HAS_SOFTCAP:
-        t = _tanh(s / softcap)
-        s = softcap * t
-    rel = kj - (qi + off)
-    if HAS_RELB:
-        # Out-of-range rows/cols (tails) may index outside the table: load 0 there.
-        idx = rel + Lk - 1
-        ok = (idx >= 0) & (idx < 2 * Lk - 1)
-        s += tl.load(RELB + head * (2 * Lk - 1) + idx, mask=ok, other=0.0).to(tl.float32)
-    if HAS_ALIBI:
+    if has_mod != 0:
+        if softcap > 0:
+            t = _tanh(s / softcap)
+            s = softcap * t
+        rel = kj - (qi + off)
+        if has_relb != 0:
+            # Out-of-range rows/cols (tails) may index outside the table: load 0 there.
+            idx = rel + Lk - 1
+            ok = (idx >= 0) & (idx < 2 * Lk - 1)
+            s += tl.load(RELB + head * (2 * Lk - 1) + idx, mask=ok, other=0.0).to(tl.float32)
         slope = tl.load(SLOPES + head).to(tl.float32)
         s -= slope * tl.abs(rel).to(tl.float32)
     return s, t
 
 
 @triton.jit
-def _allowed(qi, kj, off, Lk, tile, TILES, q_start, k_start,
-             CAUSAL: tl.constexpr, SPARSE: tl.constexpr, BQ: tl.constexpr, BK: tl.constexpr):
+def _allowed(qi, kj, off, Lk, causal, tile, TILES, q_start, k_start,
+             SPARSE: tl.constexpr, BQ: tl.constexpr, BK: tl.constexpr):
     """Element mask of a tile: key in range, causal, and the block mask's partial tile ``tile``."""
-    ok = kj < Lk
-    if CAUSAL:
-        ok = ok & (kj <= qi + off)
+    ok = (kj < Lk) & ((kj <= qi + off) | (causal == 0))
     if SPARSE:
         # tile < 0 means a full block of the block mask: nothing more to apply. (The launcher
         # guarantees at least one tile row so the clamped read stays in bounds.)
@@ -87,11 +90,11 @@ def _cfg(bm, bn, warps, stages):
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
 
 
-# Dense tiles: the usual FA2 candidates. Block-sparse tiles are fixed by the BlockMask (64 x 64
-# in the app); only warps / stages are tuned there.
-FWD_DENSE_CONFIGS = [_cfg(128, 64, 8, 3), _cfg(128, 64, 4, 2), _cfg(64, 64, 4, 3), _cfg(64, 32, 4, 2)]
-BWD_DENSE_CONFIGS = [_cfg(64, 64, 4, 2), _cfg(64, 64, 8, 2), _cfg(32, 64, 4, 2), _cfg(64, 32, 4, 2)]
-SPARSE_CONFIGS = [_cfg(64, 64, 4, 2), _cfg(64, 64, 8, 3)]
+# Dense tiles: FA2 candidates (kept few: every config is compiled by kernels.aot_check for two
+# GPU generations). Block-sparse tiles are fixed by the BlockMask (64 x 64 in the app).
+FWD_DENSE_CONFIGS = [_cfg(128, 64, 8, 3), _cfg(64, 64, 4, 2)]
+BWD_DENSE_CONFIGS = [_cfg(64, 64, 4, 2)]
+SPARSE_CONFIGS = [_cfg(64, 64, 4, 2)]
 
 # What the interpreter (CPU tensors, TRITON_INTERPRET=1) runs: autotuning there would only re-run
 # the same numpy program, so the first candidate is used.

@@ -13,10 +13,9 @@ from .flash_common import (FWD_DENSE_CONFIGS, LOG2E, PRUNE_FWD, SPARSE_CONFIGS, 
 
 
 @triton.jit
-def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, off, Lk, scale,
-              softcap, SLOPES, RELB, tile, TILES, q_start,
-              MASKED: tl.constexpr, CAUSAL: tl.constexpr, SPARSE: tl.constexpr,
-              HAS_ALIBI: tl.constexpr, HAS_RELB: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, off, Lk, causal,
+              scale, softcap, has_relb, SLOPES, RELB, tile, TILES, q_start,
+              MASKED: tl.constexpr, SPARSE: tl.constexpr, has_mod,
               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One key block of the online softmax; ``MASKED`` tiles evaluate the element mask."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -30,10 +29,10 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
         v = tl.load(v_ptrs)
     qk = _dot(q, kt, IEEE)
     s, _t = _score_mod(qk, offs_m[:, None], offs_n[None, :], head, off, Lk, scale, softcap,
-                       SLOPES, RELB, HAS_ALIBI, HAS_RELB, HAS_SOFTCAP)
+                       has_relb, SLOPES, RELB, has_mod)
     if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, tile, TILES, q_start, start_n,
-                      CAUSAL, SPARSE, BLOCK_M, BLOCK_N)
+        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, q_start,
+                      start_n, SPARSE, BLOCK_M, BLOCK_N)
         s = tl.where(ok, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     # A row that has seen no allowed key keeps m = -inf; subtract 0 instead so exp gives 0, not NaN.
@@ -48,9 +47,8 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
 @triton.jit
 def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-              H, GROUP, Lq, Lk, max_kb, scale, softcap,
-              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, SPARSE: tl.constexpr,
-              HAS_ALIBI: tl.constexpr, HAS_RELB: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+              H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb,
+              HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, has_mod,
               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
@@ -77,36 +75,31 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
             tile = tl.load(KV_TILE + qb * max_kb + slot)
             start_n = kb * BLOCK_N
             need_mask = (tile >= 0) | (start_n + BLOCK_N > Lk)
-            if CAUSAL:
-                need_mask = need_mask | (start_n + BLOCK_N - 1 > q_start + off)
+            need_mask = need_mask | ((causal != 0) & (start_n + BLOCK_N - 1 > q_start + off))
             if need_mask:
                 acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
-                                          head, off, Lk, scale, softcap, SLOPES, RELB, tile, TILES,
-                                          q_start, True, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB,
-                                          HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                          head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
+                                          tile, TILES, q_start, True, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
             else:
                 acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
-                                          head, off, Lk, scale, softcap, SLOPES, RELB, tile, TILES,
-                                          q_start, False, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB,
-                                          HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                          head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
+                                          tile, TILES, q_start, False, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
     else:
         # Dense: key blocks [0, n_full) need no element mask; [n_full, hi) straddle the causal
         # diagonal or the key tail. Causal skips everything right of the last row's diagonal.
         hi = Lk
         n_full = Lk // BLOCK_N
-        if CAUSAL:
+        if causal != 0:
             hi = tl.minimum(Lk, tl.maximum(q_start + BLOCK_M + off, 0))
             n_full = tl.minimum(n_full, tl.maximum(q_start + off + 1, 0) // BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
-                                      head, off, Lk, scale, softcap, SLOPES, RELB, 0, TILES,
-                                      q_start, False, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB,
-                                      HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                      head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
+                                      0, TILES, q_start, False, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
-                                      head, off, Lk, scale, softcap, SLOPES, RELB, 0, TILES,
-                                      q_start, True, CAUSAL, SPARSE, HAS_ALIBI, HAS_RELB,
-                                      HAS_SOFTCAP, IEEE, BLOCK_M, BLOCK_N)
+                                      head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
+                                      0, TILES, q_start, True, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
     empty = l_i == 0.0  # no allowed key: output 0, lse +inf so the backward's p is 0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     lse = tl.where(empty, float("inf"), m_i + tl.log(tl.where(empty, 1.0, l_i)))
@@ -115,6 +108,6 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
     tl.store(LSE + bh.to(tl.int64) * Lq + offs_m, lse, mask=offs_m < Lq)
 
 
-_KEY = ["Lq", "Lk", "HEAD_DIM", "CAUSAL", "HAS_ALIBI", "HAS_RELB", "HAS_SOFTCAP"]
+_KEY = ["Lq", "Lk", "HEAD_DIM", "causal", "has_mod"]
 attn_fwd_dense = triton.autotune(FWD_DENSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_FWD)(_attn_fwd)
 attn_fwd_sparse = triton.autotune(SPARSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_FWD)(_attn_fwd)
