@@ -23,23 +23,35 @@ from .reference import attention_ref, relative_positions
 __all__ = ["attention", "attention_backend", "attention_ref"]
 
 
-def _triton_ready(device: torch.device) -> bool:
-    if device.type != "cuda":
-        return False
+def _triton_reason(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
+    """None when the Triton kernel runs these arguments, else why the torch path is used."""
+    if q.device.type != "cuda":
+        return "not a CUDA tensor"
     try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        from .flash_attention import unsupported_reason
+    except ImportError as e:  # triton missing
+        return f"triton unavailable ({e})"
+    return unsupported_reason(q, k, v, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
 
 
 def attention_backend(device, *, block_mask: BlockMask | None = None, rel_k=None, rel_v=None,
-                      softcap=None, bias=False) -> str:
-    """Human-readable name of the backend ``attention`` runs for these arguments."""
+                      softcap=None, head_dim: int = 64, dtype=torch.float32, **_) -> str:
+    """Human-readable name of the backend ``attention`` runs for arguments of this kind."""
     device = torch.device(device)
-    if _triton_ready(device) and rel_k is None and rel_v is None:
-        from .gpu_info import triton_backend_name
-        return triton_backend_name(device) + (" block-sparse" if block_mask is not None else "")
+    probe = torch.empty(1, 1, 1, head_dim, dtype=dtype, device="meta")
+    if device.type == "cuda":
+        probe_q = probe if block_mask is None else torch.empty(1, 1, block_mask.q_len, head_dim, dtype=dtype,
+                                                                 device="meta")
+        probe_k = probe if block_mask is None else torch.empty(1, 1, block_mask.k_len, head_dim, dtype=dtype,
+                                                                 device="meta")
+        try:
+            from .flash_attention import unsupported_reason
+            reason = unsupported_reason(probe_q, probe_k, probe_k, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
+        except ImportError:
+            reason = "no triton"
+        if reason is None:
+            from .gpu_info import triton_backend_name
+            return triton_backend_name(device) + (" block-sparse" if block_mask is not None else "")
     if block_mask is None and rel_k is None and rel_v is None and softcap is None:
         return f"sdpa ({device.type})"
     return f"torch-{device.type} block-sparse"
@@ -64,7 +76,7 @@ def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, ali
     """Differentiable attention ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``."""
     _check(q, k, v, block_mask)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if _triton_ready(q.device) and rel_k is None and rel_v is None:
+    if q.device.type == "cuda" and _triton_reason(q, k, v, block_mask, rel_k, rel_v) is None:
         from .flash_attention import flash_attention
         return flash_attention(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
                                rel_bias=rel_bias, softcap=softcap, scale=scale)

@@ -25,6 +25,8 @@ import math
 import torch
 from torch import nn
 
+from kernels.rope import apply_rope as _kernel_rope
+
 from .config import ConfigError
 from .registry import Variant, register
 
@@ -50,25 +52,15 @@ def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
     return _sinusoid(torch.arange(length), dim)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotate ``x [..., L, d_h]`` by ``positions [L]``; dim ``k`` pairs with ``k + d_h/2``.
 
     The pair ``(x_k, x_{k+d_h/2})`` turns by angle ``pos * base^(-2k/d_h)`` (LLaMA's rotate-half).
+    Runs ``kernels.rope.apply_rope``: the fused Triton kernel on CUDA, PyTorch on the CPU.
     """
-    d = x.shape[-1]
-    if d % 2:
-        raise ValueError(f"apply_rope needs an even head width, got d_h={d}")
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)  # (d/2,)
-    angle = positions.to(device=x.device, dtype=torch.float32)[:, None] * inv_freq  # (L, d/2)
-    angle = torch.cat((angle, angle), dim=-1)  # (L, d): both members of a pair share the angle
-    xf = x.float()
-    out = xf * angle.cos() + _rotate_half(xf) * angle.sin()
-    return out.to(x.dtype)
+    if x.shape[-1] % 2:
+        raise ValueError(f"apply_rope needs an even head width, got d_h={x.shape[-1]}")
+    return _kernel_rope(x, positions.to(x.device), base)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
