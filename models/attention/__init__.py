@@ -36,3 +36,6 @@ for _key, (_paper, _summary) in _PATTERNS.items():
                                 params=tuple(p for p in PARAMS[_key] if p != "seed")))
 
 __all__ = ["ATTENTION", "RULES", "pattern_mask", "pattern_block_mask", "PatternAttention"]
+
+# Section 2 mechanisms register themselves into ATTENTION on import (after ATTENTION exists).
+from . import lsh, routing, linear, lowrank, adaptive_span  # noqa: E402,F401

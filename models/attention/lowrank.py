@@ -1,0 +1,137 @@
+"""Low-rank attention: Linformer and Nystromformer (bidirectional only).
+
+``linformer`` (Wang et al. 2020, "Linformer: Self-Attention with Linear Complexity"): keys and
+values are projected along the sequence, ``K' = E K``, ``V' = F V`` with learned
+``E, F [proj_len, max_len]`` (sliced to the first ``Lk`` columns, one pair per layer shared by the
+heads; init as the fairseq reference, Xavier-uniform with gain ``1/sqrt(2)``), then
+``out = softmax(Q K'^T / sqrt(d_h)) V'``. Effective attention (display): the catalogue maps the
+``Lq x proj_len`` matrix ``A`` back through ``E``. ``E`` has signed entries, so ``A E`` is neither
+non-negative nor row-stochastic; we use ``A |E|_rows`` where ``|E|_rows`` is ``|E|`` with each row
+normalised to sum 1 (each projected key spreads its attention over the positions it mixes, in
+proportion to ``|E_kj|``), which makes every row a distribution. It is a picture of *where* the
+projected keys look, not the matrix applied to ``V`` (that is ``A F``).
+
+``nystrom`` (Xiong et al. 2021, "Nystromformer"): landmarks ``Ql, Kl`` are the means of
+``m = n_landmarks`` segments of Q and K; ``out = softmax(Q Kl^T) pinv(softmax(Ql Kl^T))
+(softmax(Ql K^T) V)`` (all scores scaled by ``1/sqrt(d_h)``). When ``L % m != 0`` the segments are
+``[floor(s L / m), floor((s + 1) L / m))``: lengths differ by at most one, no position is padded or
+double counted (the reference code pads and masks the padding out of the means, which is the same
+idea); when ``L < m`` each position is its own landmark. The pseudo-inverse is
+``torch.linalg.pinv`` in float64 (exact, differentiable) rather than the paper's 6-step iteration,
+so ``n_landmarks = L`` reproduces softmax attention. Effective attention:
+``P = softmax(Q Kl^T) pinv(.) softmax(Ql K^T)``; its rows sum to 1 analytically whenever the
+landmark kernel is invertible (it is row-stochastic, so ``A2 1 = 1`` gives ``pinv(A2) 1 = 1``); we
+divide by the row sum only to remove round-off. Entries may be negative (a Nystrom approximation
+is not a softmax), which is exactly what the explorer's error view shows.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..config import ConfigError
+from .common import check_positions, expand_kv
+
+_NO_BIAS = ("shaw", "t5", "xl", "alibi")
+
+
+def _softcap(s, cfg):
+    return s if cfg.softcap is None else cfg.softcap * torch.tanh(s / cfg.softcap)
+
+
+class LinformerAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        bound = math.sqrt(6.0 / (cfg.proj_len + cfg.max_len)) / math.sqrt(2.0)
+        self.E = nn.Parameter(torch.empty(cfg.proj_len, cfg.max_len).uniform_(-bound, bound))
+        self.F = nn.Parameter(torch.empty(cfg.proj_len, cfg.max_len).uniform_(-bound, bound))
+
+    def forward(self, q, k, v, mods, ctx):
+        cfg = self.cfg
+        B, h, lq, d = q.shape
+        lk = k.shape[2]
+        if lk > cfg.max_len:
+            raise ConfigError(
+                "max_len", cfg.max_len,
+                f"an integer >= {lk}: linformer's learned projections E, F have max_len={cfg.max_len} columns "
+                f"(one per key position) but the keys span {lk} positions; raise max_len or shorten the input")
+        k, v = expand_kv(k, h), expand_kv(v, h)
+        E, F = self.E[:, :lk], self.F[:, :lk]
+        kp = torch.einsum("pl,bhld->bhpd", E.to(k.dtype), k)  # (B, h, proj_len, d_h)
+        vp = torch.einsum("pl,bhld->bhpd", F.to(v.dtype), v)
+        s = _softcap((q @ kp.transpose(-1, -2)).float() / math.sqrt(d), cfg)  # (B, h, Lq, proj_len)
+        a = torch.softmax(s, dim=-1)
+        out = (a @ vp.float()).to(q.dtype)
+        probs = None
+        if ctx.need_weights:
+            e = E.abs().float()
+            e = e / e.sum(-1, keepdim=True).clamp_min(1e-30)  # (proj_len, Lk), rows sum to 1
+            probs = (a @ e).to(q.dtype)  # (B, h, Lq, Lk)
+        return out, probs, {}
+
+
+def segment_means(x: torch.Tensor, m: int) -> torch.Tensor:
+    """Means of ``m`` near-equal segments ``[floor(sL/m), floor((s+1)L/m))`` of ``x [B, h, L, d]``."""
+    L = x.shape[2]
+    bounds = torch.div(torch.arange(m + 1, device=x.device) * L, m, rounding_mode="floor")  # (m + 1,)
+    i = torch.arange(L, device=x.device)
+    member = (i >= bounds[:-1, None]) & (i < bounds[1:, None])  # (m, L)
+    avg = member.to(x.dtype) / member.sum(-1, keepdim=True).to(x.dtype)
+    return torch.einsum("ml,bhld->bhmd", avg, x)  # (B, h, m, d)
+
+
+class NystromAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+
+    def forward(self, q, k, v, mods, ctx):
+        cfg = self.cfg
+        B, h, lq, d = q.shape
+        lk = k.shape[2]
+        k, v = expand_kv(k, h), expand_kv(v, h)
+        m = min(cfg.n_landmarks, lq, lk)
+        qf, kf, vf = q.float(), k.float(), v.float()
+        ql, kl = segment_means(qf, m), segment_means(kf, m)  # (B, h, m, d_h)
+        scale = 1.0 / math.sqrt(d)
+        a1 = torch.softmax(_softcap(qf @ kl.transpose(-1, -2) * scale, cfg), dim=-1)  # (B, h, Lq, m)
+        a2 = torch.softmax(_softcap(ql @ kl.transpose(-1, -2) * scale, cfg), dim=-1)  # (B, h, m, m)
+        a3 = torch.softmax(_softcap(ql @ kf.transpose(-1, -2) * scale, cfg), dim=-1)  # (B, h, m, Lk)
+        z = torch.linalg.pinv(a2.double()).float()
+        out = (a1 @ (z @ (a3 @ vf))).to(q.dtype)
+        probs = None
+        if ctx.need_weights:
+            p = a1 @ z @ a3  # (B, h, Lq, Lk)
+            probs = (p / p.sum(-1, keepdim=True)).to(q.dtype)
+        return out, probs, {}
+
+
+def _not_causal(name: str, why: str):
+    def check(cfg) -> None:
+        if cfg.causal:
+            raise ConfigError("causal", True, f"False: {name} is bidirectional only ({why})")
+        check_positions(cfg, name, _NO_BIAS, "has no per-(query, key) score matrix to add a position bias or "
+                                             "relative vectors to")
+    return check
+
+
+check_linformer = _not_causal(
+    "linformer", "E and F mix every key position into each projected key, so a causal mask cannot be applied")
+check_nystrom = _not_causal(
+    "nystrom", "the landmarks are means over segments that include future positions")
+
+
+from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)
+from ..registry import Variant, register  # noqa: E402
+
+register(ATTENTION, Variant(
+    "linformer", "Wang et al. 2020 (Linformer)",
+    "Keys and values are projected along the sequence to proj_len rows by learned E, F: attention in O(L * proj_len).",
+    build=LinformerAttention, params=("proj_len", "max_len"), check=check_linformer))
+register(ATTENTION, Variant(
+    "nystrom", "Xiong et al. 2021 (Nystromformer)",
+    "Softmax attention approximated through n_landmarks segment-mean landmarks and a pseudo-inverse (Nystrom method).",
+    build=NystromAttention, params=("n_landmarks",), check=check_nystrom))
