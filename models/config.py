@@ -101,6 +101,14 @@ class ModelConfig:
     def kv_heads(self) -> int:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
+    def approx_params(self) -> int:
+        """Rough parameter count (embeddings, head, attention, FFN experts), for size limits."""
+        d = self.d_model
+        ff = self.d_ff or 4 * d
+        experts = self.n_experts if self.ffn in ("moe", "switch", "hash") else 1
+        per_layer = 4 * d * d + 3 * d * ff * experts
+        return 2 * self.vocab_size * d + self.n_layers * per_layer + self.max_len * (d + 2 * self.proj_len)
+
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -133,8 +141,9 @@ class ModelConfig:
             _coerce(f.name, getattr(self, f.name), _FIELD_TYPES[f.name])  # types
         for name, lo in _POSITIVE.items():
             val = getattr(self, name)
-            if val is not None and val < lo:
-                raise ConfigError(name, val, f"an integer >= {lo}")
+            hi = _UPPER.get(name, 1 << 20)
+            if val is not None and not lo <= val <= hi:
+                raise ConfigError(name, val, f"an integer in [{lo}, {hi}]")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError("dropout", self.dropout, "a float in [0, 1)")
         if self.d_model % self.n_heads:
@@ -164,6 +173,11 @@ class ModelConfig:
             raise ConfigError("feature_map", self.feature_map, "one of ['positive', 'trig']")
         if self.compression not in ("mean", "conv"):
             raise ConfigError("compression", self.compression, "one of ['mean', 'conv']")
+        n_params = self.approx_params()
+        if n_params > MAX_PARAMS:
+            raise ConfigError("d_model", self.d_model,
+                              f"a size whose model fits in memory: this config has ~{n_params:.2g} parameters "
+                              f"(limit {MAX_PARAMS:.0e}); lower d_model, n_layers, vocab_size, d_ff or n_experts")
         from .registry import registries  # late: the registries import this module
         regs = registries()
         for cat in CATEGORIES:
@@ -232,6 +246,15 @@ def _field_types() -> dict:
 
 
 _FIELD_TYPES = _field_types()
+
+MAX_PARAMS = 2_000_000_000
+
+# Upper bounds of the integer sizes: beyond these a config is a typo, not an experiment
+# (anything else is capped at 2**20).
+_UPPER = {"n_layers": 512, "n_heads": 4096, "n_kv_heads": 4096, "d_model": 1 << 16, "d_ff": 1 << 18,
+          "seed": 2**63 - 1, "n_hashes": 64, "n_features": 1 << 14, "n_experts": 4096, "top_k": 4096,
+          "n_buckets": 1 << 16, "n_clusters": 1 << 16, "n_landmarks": 1 << 16, "proj_len": 1 << 16,
+          "t5_num_buckets": 1 << 16, "n_memory": 1 << 16}
 
 # Lower bounds of the integer sizes (None allowed where the field is optional).
 _POSITIVE = {
