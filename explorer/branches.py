@@ -1,0 +1,167 @@
+"""Find the branch outputs of any layer structure and measure their gradient norms.
+
+Xiong et al. 2020 compare, per layer, the gradient of the attention output projection, of the FFN
+output projection, and of the loss with respect to the layer's input hidden states. Layer
+structures differ (a stack of blocks, one shared block applied ``n_layers`` times, ...), so the
+branches are found by walking ``model.named_modules()``: every ``models.blocks.Attention`` (its
+``out_proj``) and every outermost module with ``output_parameters()`` (the FFNs), in order.
+
+When there is one module per layer, its parameter gradient is that layer's. When one module is
+applied several times (a shared-weight Universal Transformer), the per-application gradient of a
+linear map ``y = x W^T`` is ``g^T x`` summed over tokens, computed from the call's input ``x`` and
+the gradient ``g`` of its output, captured with forward hooks; the parameter gradient is the sum
+of these. Anything else is reported per module, with a note.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models.blocks import Attention
+
+
+def outermost(model: nn.Module, pred) -> list:
+    """Modules satisfying ``pred`` that are not inside another such module, in definition order."""
+    kept, names = [], []
+    for name, mod in model.named_modules():
+        if pred(mod) and not any(name.startswith(k + ".") for k in names):
+            kept.append(mod)
+            names.append(name)
+    return kept
+
+
+def _is_ffn(mod) -> bool:
+    return callable(getattr(mod, "output_parameters", None))
+
+
+def _owner_linears(model: nn.Module, params: list) -> list:
+    """The ``nn.Linear`` whose weight is each parameter, or None when a parameter has none."""
+    by_id = {id(m.weight): m for m in model.modules() if isinstance(m, nn.Linear)}
+    return [by_id.get(id(p)) for p in params]
+
+
+class _CallRecorder:
+    """Forward hooks that keep each call's input and output of the given linear layers."""
+
+    def __init__(self, linears: list):
+        self.calls = {id(m): [] for m in linears}
+        self.handles = [m.register_forward_hook(self._hook) for m in linears]
+
+    def _hook(self, mod, args, out):
+        self.calls[id(mod)].append((args[0], out))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def _fro(tensors) -> float:
+    """Frobenius norm of the concatenation; a missing gradient (unused tensor) counts as 0."""
+    total = torch.zeros((), dtype=torch.float64)
+    for t in tensors:
+        if t is not None:
+            total = total + (t.detach().double() ** 2).sum().cpu()
+    return float(total.sqrt())
+
+
+def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> dict:
+    """One forward + ``torch.autograd.grad`` (no ``.grad`` is written); see the module docstring."""
+    cfg = model.cfg
+    attn_mods = outermost(model, lambda m: isinstance(m, Attention))
+    ffn_mods = outermost(model, _is_ffn)
+    attn_params = [m.out_proj.weight for m in attn_mods]
+    ffn_groups = [list(m.output_parameters()) for m in ffn_mods]
+    shared = 0 < len(attn_mods) < cfg.n_layers
+    recorder = None
+    if shared:  # per-application gradients need each call's input and output
+        linears = [m.out_proj for m in attn_mods]
+        ffn_lin = [lin for g in ffn_groups for lin in _owner_linears(model, g)]
+        if all(lin is not None for lin in ffn_lin):
+            linears += ffn_lin
+        recorder = _CallRecorder(linears)
+    try:
+        out = model(tokens)
+    finally:
+        if recorder is not None:
+            recorder.remove()
+    loss = loss_fn(out.logits, tokens)
+    hidden = list(out.hidden_states)
+    flat_ffn = [p for g in ffn_groups for p in g]
+    call_outs = []
+    if recorder is not None:
+        call_outs = [o for calls in recorder.calls.values() for _, o in calls]
+    targets = attn_params + flat_ffn + hidden + call_outs
+    live = [k for k, t in enumerate(targets) if t.requires_grad]  # e.g. reversible layers detach inputs
+    got = torch.autograd.grad(loss, [targets[k] for k in live], allow_unused=True)
+    grads = [None] * len(targets)
+    for k, g in zip(live, got):
+        grads[k] = g
+    n_a, n_f, n_h = len(attn_params), len(flat_ffn), len(hidden)
+    g_attn, g_ffn = grads[:n_a], grads[n_a:n_a + n_f]
+    g_hidden, g_calls = grads[n_a + n_f:n_a + n_f + n_h], grads[n_a + n_f + n_h:]
+    notes = []
+    if any(g is None for g in g_hidden):
+        notes.append("some layer inputs are not on the loss's autograd path (e.g. recomputed in backward "
+                     "or replaced by a copy): their gradient norm is not observable and is reported as None")
+    residual = _per_layer([None if g is None else _fro([g]) for g in g_hidden], cfg.n_layers, notes,
+                          "hidden states")
+    if recorder is None:
+        attn = [_fro([g]) for g in g_attn]
+        ffn, k = [], 0
+        for group in ffn_groups:
+            ffn.append(_fro(g_ffn[k:k + len(group)]))
+            k += len(group)
+    else:
+        per_call = _per_call_weight_grads(recorder, g_calls)
+        attn = _applications([per_call[id(m.out_proj)] for m in attn_mods], cfg.n_layers, notes, "attention")
+        ffn = _ffn_applications(model, ffn_groups, per_call, g_ffn, cfg.n_layers, notes)
+    return {"layer": list(range(len(residual))), "attn_out": attn, "ffn_out": ffn, "residual": residual,
+            "loss": loss.item(), "notes": notes}
+
+
+def _per_layer(norms: list, n_layers: int, notes: list, what: str) -> list:
+    """Applications -> layers: several segments of one layer combine as the norm of the whole."""
+    if len(norms) == n_layers or len(norms) % n_layers:
+        if len(norms) != n_layers:
+            notes.append(f"{what}: {len(norms)} applied layers for n_layers={n_layers}")
+        return norms
+    return [None if any(x is None for x in norms[i::n_layers]) else float(sum(x ** 2 for x in norms[i::n_layers]) ** 0.5)
+            for i in range(n_layers)]
+
+
+def _per_call_weight_grads(recorder: _CallRecorder, g_calls) -> dict:
+    """``{id(linear): [dW of call 0, call 1, ...]}`` with ``dW = g^T x`` summed over tokens."""
+    out, k = {}, 0
+    for mod_id, calls in recorder.calls.items():
+        grads = []
+        for x, _ in calls:
+            g = g_calls[k]
+            k += 1
+            grads.append(None if g is None else torch.einsum("...o,...i->oi", g, x))
+        out[mod_id] = grads
+    return out
+
+
+def _applications(per_module_calls: list, n_layers: int, notes: list, what: str) -> list:
+    """Per-application norms, one module's calls after another's."""
+    norms = [_fro([g]) for calls in per_module_calls for g in calls]
+    if len(norms) != n_layers:
+        notes.append(f"{what}: {len(norms)} applications for n_layers={n_layers}")
+    return norms
+
+
+def _ffn_applications(model, ffn_groups, per_call, g_ffn, n_layers, notes) -> list:
+    """Per application when every FFN output parameter belongs to a linear layer called once per
+    application; otherwise per module (noted)."""
+    out = []
+    for group in ffn_groups:
+        lins = _owner_linears(model, group)
+        counts = {len(per_call.get(id(lin), [])) for lin in lins if lin is not None}
+        if None in lins or len(counts) != 1:
+            notes.append("ffn: reported per module (calls differ per application)")
+            k = sum(len(g) for g in ffn_groups[:ffn_groups.index(group)])
+            out.append(_fro(g_ffn[k:k + len(group)]))
+            continue
+        for c in range(counts.pop()):
+            out.append(_fro([per_call[id(lin)][c] for lin in lins]))
+    return out

@@ -1,0 +1,264 @@
+"""Results -> Plotly figures (no torch here): styled to be projected in a talk.
+
+Figures are built from plain dicts (``go.Figure(data=[...], layout={...})``) with explicit subplot
+domains, which is several times faster than ``make_subplots`` + ``add_trace`` for a grid of 16+
+heatmaps; the explorer redraws on every control change. Inputs are the results of
+``explorer.experiments`` (duck-typed: numpy arrays, dicts and lists).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+FONT = dict(family="DejaVu Sans, Inter, Arial, sans-serif", size=15, color="#1f2933")
+PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", "rezero": "#9467bd",
+                    "none": "#7f7f7f"}
+CYCLE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels)
+
+
+def _layout(title: str, height: int, **kw) -> dict:
+    return dict(template="plotly_white", font=FONT, height=height,
+                title=dict(text=title, x=0.01, xanchor="left", font=dict(size=19)),
+                margin=dict(l=70, r=30, t=90, b=60), **kw)
+
+
+def _grid(rows: int, cols: int, hgap: float = 0.02, vgap: float = 0.04) -> list:
+    """Axis domains of a rows x cols grid, row 0 at the top: ``[(xdomain, ydomain), ...]`` row-major."""
+    w = (1 - hgap * (cols - 1)) / cols
+    h = (1 - vgap * (rows - 1)) / rows
+    out = []
+    for r in range(rows):
+        for c in range(cols):
+            x0 = c * (w + hgap)
+            y1 = 1 - r * (h + vgap)
+            out.append(([round(x0, 6), min(1.0, round(x0 + w, 6))], [max(0.0, round(y1 - h, 6)), min(1.0, round(y1, 6))]))
+    return out
+
+
+def message_figure(text: str, title: str = "") -> go.Figure:
+    """An empty figure carrying a message (e.g. before the first sweep)."""
+    return go.Figure(layout=_layout(title, 360, annotations=[dict(
+        text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=17))],
+        xaxis=dict(visible=False), yaxis=dict(visible=False)))
+
+
+# ---------------------------------------------------------------------------- attention
+def attention_grid(maps) -> go.Figure:
+    """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank."""
+    att = maps.attention
+    n_l, n_h = min(att.shape[0], MAX_GRID), min(att.shape[1], MAX_GRID)
+    qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
+    prefix = len(maps.key_tokens) - len(maps.tokens)
+    klab = [f"{j - prefix} {t}" if j >= prefix else t for j, t in enumerate(maps.key_tokens)]
+    qlab = qlab[len(qlab) - att.shape[2]:]
+    finite = att[:n_l, :n_h][np.isfinite(att[:n_l, :n_h])]
+    positive = finite[finite > 0]
+    cmax = float(np.quantile(positive, 0.99)) if positive.size else 1.0
+    data, layout = [], {}
+    for k, (xd, yd) in enumerate(_grid(n_l, n_h)):
+        layer, head = divmod(k, n_h)
+        z = att[layer, head].copy()
+        z[z == 0] = np.nan  # disallowed pairs show the background: the pattern is visible at a glance
+        s = "" if k == 0 else str(k + 1)
+        data.append(dict(type="heatmap", z=z, x=klab, y=qlab, coloraxis="coloraxis", xaxis=f"x{s}", yaxis=f"y{s}",
+                         name=f"layer {layer} head {head}", hoverongaps=False,
+                         hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}"
+                                       "<br>p = %{z:.4f}<extra></extra>"))
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
+                                   zeroline=False, title=dict(text=f"head {head}" if layer == n_l - 1 else ""))
+        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
+                                   zeroline=False, autorange="reversed",
+                                   title=dict(text=f"layer {layer}" if head == 0 else ""))
+    shown = ""
+    if n_l < att.shape[0] or n_h < att.shape[1]:
+        shown = f" (showing {n_l} of {att.shape[0]} layers, {n_h} of {att.shape[1]} heads)"
+    title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens{shown}"
+             "<br><sup>rows = queries, columns = keys; blank = not allowed (probability exactly 0)</sup>")
+    lay = _layout(title, max(420, 150 * n_l + 150), **layout)
+    lay["coloraxis"] = dict(colorscale="Viridis", cmin=0.0, cmax=max(cmax, 1e-6),
+                            colorbar=dict(title=dict(text="attention<br>probability"), thickness=14))
+    lay["plot_bgcolor"] = "#eef0f3"
+    return go.Figure(data=data, layout=lay)
+
+
+def attention_stats(maps) -> go.Figure:
+    """Pattern mask | per-head entropy (nats) | per-head mean attention distance (tokens)."""
+    n_l, n_h = maps.entropy.shape
+    (xd0, yd0), (xd1, yd1), (xd2, yd2) = _grid(1, 3, hgap=0.09)
+    heads = [f"H{h}" for h in range(n_h)]
+    layers = [f"L{i}" for i in range(n_l)]
+    what = "Pattern mask" if maps.mask_kind == "pattern" else "Support of the attention"
+    data = [
+        dict(type="heatmap", z=maps.mask.astype(np.uint8), colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
+             showscale=False, xaxis="x", yaxis="y", hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>"),
+        dict(type="heatmap", z=np.round(maps.entropy, 3), x=heads, y=layers, xaxis="x2", yaxis="y2",
+             colorscale="Magma", texttemplate="%{z:.2f}", colorbar=dict(x=0.64, thickness=10, len=0.8),
+             hovertemplate="%{y} %{x}: entropy %{z:.3f} nats<extra></extra>"),
+        dict(type="heatmap", z=np.round(maps.distance, 2), x=heads, y=layers, xaxis="x3", yaxis="y3",
+             colorscale="Cividis", texttemplate="%{z:.1f}", colorbar=dict(x=1.0, thickness=10, len=0.8),
+             hovertemplate="%{y} %{x}: mean distance %{z:.2f} tokens<extra></extra>"),
+    ]
+    lay = _layout(f"{what}: {100 * maps.allowed_fraction:.1f}% of (query, key) pairs allowed", 420,
+                  xaxis=dict(domain=xd0, title=dict(text="key position"), constrain="domain"),
+                  yaxis=dict(domain=yd0, title=dict(text="query position"), autorange="reversed",
+                             scaleanchor="x"),
+                  xaxis2=dict(domain=xd1, anchor="y2", title=dict(text="entropy per head (nats)")),
+                  yaxis2=dict(domain=yd1, anchor="x2", autorange="reversed"),
+                  xaxis3=dict(domain=xd2, anchor="y3", title=dict(text="mean |i - j| per head (tokens)")),
+                  yaxis3=dict(domain=yd2, anchor="x3", autorange="reversed"))
+    return go.Figure(data=data, layout=lay)
+
+
+# ---------------------------------------------------------------------------- gradients
+GRAD_PANELS = (("attn_out", "attention out-proj ‖∇W‖"), ("ffn_out", "FFN out-proj ‖∇W‖"),
+               ("residual", "layer input ‖∇x‖"))
+
+
+def gradient_figure(results: dict, current: str) -> go.Figure:
+    """Per-layer gradient norms of every placement overlaid, log scale, ``current`` highlighted.
+
+    ``results``: ``{placement: gradient_norms dict}``. Exact zeros cannot sit on a log axis; such
+    a placement is drawn on the bottom edge and named "= 0" in the legend.
+    """
+    domains = _grid(1, 3, hgap=0.07)
+    data, layout = [], {}
+    positive = [v for r in results.values() for key, _ in GRAD_PANELS for v in r[key] if v is not None and v > 0]
+    floor = min(positive) / 10 if positive else 1e-6
+    for p, (key, label) in enumerate(GRAD_PANELS):
+        s = "" if p == 0 else str(p + 1)
+        for n, (placement, r) in enumerate(results.items()):
+            vals = r[key]
+            if not vals:
+                continue
+            zero = all(v == 0 for v in vals if v is not None)
+            is_cur = placement == current
+            color = PLACEMENT_COLORS.get(placement, CYCLE[n % len(CYCLE)])
+            name = placement + (" (current)" if is_cur else "")
+            data.append(dict(
+                type="scatter", mode="lines+markers", x=list(range(len(vals))),
+                y=[None if v is None else (v if v > 0 else floor) for v in vals], name=name + (" = 0" if zero else ""),
+                legendgroup=placement, showlegend=p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
+                line=dict(color=color, width=5 if is_cur else 2, dash="dot" if zero else "solid"),
+                marker=dict(size=11 if is_cur else 7), opacity=1.0 if is_cur else 0.6,
+                customdata=vals, hovertemplate=f"{placement}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>"))
+        xd, yd = domains[p]
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", title=dict(text="layer"), dtick=1)
+        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
+                                   title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
+        layout.setdefault("annotations", []).append(dict(
+            text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper", yref="paper",
+            showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
+    lay = _layout("Gradient norms at initialisation, every norm placement (Xiong et al. 2020)", 470, **layout)
+    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center", title=dict(text="placement: "))
+    lay["margin"] = dict(l=80, r=30, t=100, b=110)
+    return go.Figure(data=data, layout=lay)
+
+
+# ---------------------------------------------------------------------------- latency / memory
+def fitted_slope(records: list, key: str) -> float | None:
+    """Least-squares slope of log(value) against log(L) over the ``ok`` records (None if < 2)."""
+    pts = [(r["seq_len"], r[key]) for r in records if r["status"] == "ok" and r.get(key) and r[key] > 0]
+    if len(pts) < 2:
+        return None
+    x = np.log([p[0] for p in pts])
+    y = np.log([p[1] for p in pts])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def _curve(records, key, scale, name, color, dash, axis) -> list:
+    ok = [r for r in records if r["status"] == "ok" and r.get(key)]
+    slope = fitted_slope(records, key)
+    label = f"{name} (slope {slope:.2f})" if slope is not None else name
+    traces = [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok],
+                   y=[r[key] * scale for r in ok], name=label, legendgroup=name, showlegend=axis == "",
+                   xaxis=f"x{axis}", yaxis=f"y{axis}", line=dict(color=color, width=4, dash=dash),
+                   marker=dict(size=9), customdata=[r["backend"] for r in ok],
+                   hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
+    bad = [r for r in records if r["status"] != "ok"]
+    if bad:
+        top = max([r[key] * scale for r in ok], default=1.0) * 2
+        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad], y=[top] * len(bad),
+                           text=[r["status"].upper() for r in bad], textposition="top center",
+                           name=f"{name}: OOM / timeout / invalid", legendgroup=name, showlegend=False,
+                           xaxis=f"x{axis}", yaxis=f"y{axis}", marker=dict(symbol="x", size=14, color="#c62828"),
+                           customdata=[r["reason"] for r in bad],
+                           hovertemplate="L=%{x}: %{text}<br>%{customdata}<extra></extra>"))
+    return traces
+
+
+def _guides(records, key, scale, axis) -> list:
+    ok = [r for r in records if r["status"] == "ok" and r.get(key)]
+    if len(ok) < 2:
+        return []
+    l0, v0 = ok[0]["seq_len"], ok[0][key] * scale
+    xs = [r["seq_len"] for r in ok]
+    out = []
+    for power, label, dash in ((1, "O(L)", "dot"), (2, "O(L²)", "dash")):
+        out.append(dict(type="scatter", mode="lines", x=xs, y=[v0 * (x / l0) ** power for x in xs],
+                        name=label, legendgroup=label, showlegend=axis == "", xaxis=f"x{axis}", yaxis=f"y{axis}",
+                        line=dict(color="#9aa5b1", width=1.5, dash=dash), hoverinfo="skip"))
+    return out
+
+
+def sweep_figure(current: list, baseline: list | None, attention: str) -> go.Figure:
+    """Log-log time and measured peak memory against L, current attention vs ``full``."""
+    (xd0, yd0), (xd1, yd1) = _grid(1, 2, hgap=0.1)
+    data = []
+    for key, scale, axis in (("ms", 1.0, ""), ("peak_bytes", 1 / 2**20, "2")):
+        data += _guides(current, key, scale, axis)
+        data += _curve(current, key, scale, attention, "#1f77b4", "solid", axis)
+        if baseline:
+            data += _curve(baseline, key, scale, "full (baseline)", "#ff7f0e", "dash", axis)
+    mode = (current[0].get("mode", "forward") if current else "forward").replace("_", " + ")
+    backends = sorted({r["backend"] for r in current if r["status"] == "ok"}) or ["-"]
+    base = sorted({r["backend"] for r in baseline or [] if r["status"] == "ok"})
+    title = f"{mode.capitalize()} time and memory vs length — {attention}: {', '.join(backends)}"
+    if base:
+        title += f" | full: {', '.join(base)}"
+    method = current[0].get("memory_method", "measured") if current else "measured"
+    threads = current[0].get("threads") if current else None
+    if threads:
+        method += f"; {threads} CPU thread{'s' if threads != 1 else ''}" if current[0].get("device") == "cpu" else ""
+    lens = sorted({r["seq_len"] for r in current + (baseline or [])})
+    ticks = dict(tickvals=lens, ticktext=[str(n) for n in lens])
+    lay = _layout(title + f"<br><sup>median of timed runs after warm-up; memory {method}</sup>", 480,
+                  xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
+                  yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),
+                  xaxis2=dict(domain=xd1, anchor="y2", type="log", title=dict(text="sequence length L (tokens)"),
+                              **ticks),
+                  yaxis2=dict(domain=yd1, anchor="x2", type="log", title=dict(text="peak memory (MiB)")))
+    lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
+    lay["margin"] = dict(l=80, r=30, t=100, b=120)
+    return go.Figure(data=data, layout=lay)
+
+
+def kv_cache_figure(kv: dict) -> go.Figure:
+    """KV-cache bytes for decoding against L: current ``n_kv_heads`` next to MHA and MQA."""
+    mib = 1 / 2**20
+    lines = [("mha", f"MHA ({kv['n_heads']} K/V heads)", "#7f7f7f", "dash"),
+             ("mqa", "MQA (1 K/V head)", "#2ca02c", "dot"),
+             ("current", f"current ({kv['kv_heads']} K/V heads)", "#1f77b4", "solid")]
+    data = [dict(type="scatter", mode="lines+markers", x=kv["seq_len"], y=[b * mib for b in kv[key]], name=name,
+                 line=dict(color=color, width=4 if key == "current" else 2.5, dash=dash),
+                 hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>")
+            for key, name, color, dash in lines]
+    lay = _layout("KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values, "
+                  f"{8 * kv['bytes_per_value']}-bit</sup>", 420,
+                  xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
+                  yaxis=dict(type="log", title=dict(text="KV cache (MiB)")))
+    lay["legend"] = dict(orientation="h", y=-0.25, x=0.5, xanchor="center")
+    lay["margin"] = dict(l=80, r=30, t=100, b=110)
+    return go.Figure(data=data, layout=lay)
+
+
+def human_bytes(n: float) -> str:
+    if n is None or not math.isfinite(n):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

@@ -1,0 +1,87 @@
+"""Results -> short Markdown text (the one-line readings and the model card); no torch, no gradio."""
+from __future__ import annotations
+
+from .plots import fitted_slope, human_bytes
+
+
+def _ratio(vals: list) -> str:
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "-"
+    if all(v == 0 for v in vals):
+        return "exactly 0"
+    if vals[0] == 0:
+        return "∞"
+    return f"{vals[-1] / vals[0]:.2f}×"
+
+
+def gradient_reading(results: dict, current: str, skipped: dict | None = None) -> str:
+    """One line computed from the numbers: last-layer / first-layer ratio of each placement."""
+    parts = []
+    for placement, r in results.items():
+        text = f"{placement} {_ratio(r['attn_out'])}"
+        if placement == current:
+            text = f"**{text}** (current)"
+        parts.append(text)
+    line = "Attention out-proj gradient, last layer ÷ first layer: " + " · ".join(parts) + "."
+    zero = [p for p, r in results.items() if r["attn_out"] and all(v == 0 for v in r["attn_out"])]
+    if zero:
+        line += (f" {', '.join(zero)}: every branch is multiplied by α = 0 at initialisation, so its "
+                 "weights get exactly zero gradient (drawn on the bottom edge).")
+    for note in results.get(current, {}).get("notes", []):
+        line += f" Note: {note}."
+    if skipped:
+        line += " Not comparable here: " + "; ".join(f"{p} ({why})" for p, why in skipped.items()) + "."
+    return line
+
+
+def sweep_reading(current: list, baseline: list | None, attention: str) -> str:
+    """Fitted slopes and the largest length measured, as a sentence."""
+    def describe(records, name):
+        s_t, s_m = fitted_slope(records, "ms"), fitted_slope(records, "peak_bytes")
+        ok = [r for r in records if r["status"] == "ok"]
+        bad = [f"L={r['seq_len']}: {r['status']}" for r in records if r["status"] != "ok"]
+        text = f"**{name}**: time slope {s_t:.2f}" if s_t is not None else f"**{name}**: too few points for a slope"
+        if s_m is not None:
+            text += f", memory slope {s_m:.2f}"
+        if ok:
+            last = ok[-1]
+            text += f"; at L={last['seq_len']}: {last['ms']:.1f} ms, {human_bytes(last['peak_bytes'])}"
+        if bad:
+            text += " (" + ", ".join(bad) + ")"
+        return text
+
+    parts = [describe(current, attention)]
+    if baseline:
+        parts.append(describe(baseline, "full"))
+    return " · ".join(parts) + ". A slope of 1 is linear in L, 2 quadratic."
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} "
+
+
+def model_markdown(summary: dict) -> str:
+    """The Model tab: size, measured FLOPs per token, each component with its paper and summary."""
+    lines = [f"### {summary['parameters']:,} parameters · {_si(summary['flops_per_token'])}FLOPs per token",
+             f"Forward FLOPs counted by `torch.utils.flop_counter` on a {summary['flops_seq_len']}-token "
+             f"sequence (matmuls and attention; attention backend: `{summary['backend']}`).", "",
+             "| choice | key | paper | what it does | parameters |", "| --- | --- | --- | --- | --- |"]
+    for c in summary["components"]:
+        params = ", ".join(f"`{k}={v}`" for k, v in c["params"].items()) or "–"
+        lines.append(f"| {c['category']} | `{c['key']}` | {c['paper']} | {c['summary']} | {params} |")
+    return "\n".join(lines)
+
+
+def maps_reading(summary: dict, max_bytes: int = 256) -> str:
+    """One line under the attention maps."""
+    text = (f"{summary['n_tokens']} byte tokens · {summary['n_layers']} layers × {summary['n_heads']} heads · "
+            f"{100 * summary['allowed_fraction']:.1f}% of pairs allowed ({summary['mask_kind']})")
+    if summary.get("truncated"):
+        text += f" · the text was cut to the first {max_bytes} bytes"
+    for note in summary.get("notes", []):
+        text += f" · {note}"
+    return text

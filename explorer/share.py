@@ -1,0 +1,73 @@
+"""Share links: the whole config (and the input text) in the URL query string; no gradio here.
+
+``to_query(cfg, text)`` writes only what differs from the defaults (or from a preset, named by
+``preset=``), so links stay short. ``from_query(params)`` never raises: a malformed or hostile
+query string (unknown field, bad value, absurd size, huge text) gives the defaults back with a
+notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
+``__theme``) and Gradio's ``view`` are not ours and are ignored.
+"""
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlencode
+
+from models import ConfigError, ModelConfig
+
+from .limits import MAX_TEXT_BYTES, check_limits
+from .presets import CUSTOM, PRESETS, preset_config
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
+MAX_QUERY_CHARS = 4000
+_IGNORED = {"view"}
+
+
+def _text_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "none"
+    return str(v)
+
+
+def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM) -> str:
+    """``"attention=sliding_window&window=32"``: the fields that differ from the base config."""
+    base = preset_config(preset) if preset in PRESETS else ModelConfig()
+    items = {}
+    if preset in PRESETS:
+        items["preset"] = preset
+    base_d = base.to_dict()
+    for k, v in cfg.to_dict().items():
+        if base_d[k] != v:
+            items[k] = _text_value(v)
+    if text != DEFAULT_TEXT:
+        items["text"] = text
+    return urlencode(items)
+
+
+def from_query(params: dict) -> tuple:
+    """``(cfg, text, preset, notice)``; ``notice`` is None when the query string was used as is."""
+    params = {str(k): v for k, v in dict(params or {}).items()
+              if not str(k).startswith("__") and str(k) not in _IGNORED}
+    if not params:
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, None
+    try:
+        size = sum(len(str(k)) + len(str(v)) for k, v in params.items())
+        if size > MAX_QUERY_CHARS:
+            raise ConfigError("link", f"{size} characters", f"a query string of at most {MAX_QUERY_CHARS} characters")
+        preset = str(params.pop("preset", CUSTOM))
+        text = str(params.pop("text", DEFAULT_TEXT))
+        base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
+        cfg = check_limits(ModelConfig.from_dict({**base, **params}))
+    except ConfigError as exc:
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({exc}); showing the defaults."
+    except Exception as exc:  # anything else a hostile string could provoke: never raise
+        log.warning("unusable share link %r: %s", params, exc)
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, "The link could not be read; showing the defaults."
+    notice = None
+    raw = text.encode("utf-8")
+    if len(raw) > MAX_TEXT_BYTES:
+        text = raw[:MAX_TEXT_BYTES].decode("utf-8", errors="ignore")
+        notice = f"The text in the link was cut to its first {MAX_TEXT_BYTES} bytes."
+    return cfg, text, preset, notice

@@ -1,0 +1,64 @@
+"""The app's API from ``gradio_client``: every endpoint, and a bad config (the ConfigError message
+comes back as the client's error; documented choice: endpoints raise ``gr.Error(message)``)."""
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from gradio_client import Client
+
+SMALL = {"n_layers": 2, "d_model": 32, "n_heads": 2}
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def test_named_endpoints(client):
+    api = client.view_api(return_format="dict", print_info=False)
+    assert {"/analyze", "/gradients", "/benchmark"} <= set(api["named_endpoints"])
+
+
+def test_analyze(client):
+    s = client.predict(json.dumps({**SMALL, "attention": "sliding_window", "window": 2}), "abcdef",
+                       api_name="/analyze")
+    assert s["n_tokens"] == 6 and s["n_layers"] == 2 and s["n_heads"] == 2 and s["mask_kind"] == "pattern"
+    assert s["allowed_fraction"] == pytest.approx(11 / 36, abs=1e-6)  # window 2, causal: 6 + 5 pairs
+    assert s["row_sums_ok"]
+
+
+def test_gradients(client):
+    g = client.predict(json.dumps({**SMALL, "norm_placement": "rezero"}), api_name="/gradients")
+    assert g["layer"] == [0, 1] and g["attn_out"] == [0.0, 0.0] and g["ffn_out"] == [0.0, 0.0]
+    assert all(r > 0 for r in g["residual"])
+
+
+def test_benchmark(client):
+    recs = client.predict(json.dumps(SMALL), "32,16", "forward", api_name="/benchmark")
+    assert [r["seq_len"] for r in recs] == [16, 32]
+    assert all(r["status"] == "ok" and r["ms"] > 0 and r["peak_bytes"] > 0 for r in recs)
+
+
+@pytest.mark.parametrize("endpoint,args,needle", [
+    ("/analyze", ('{"attention": "fixed", "n_summary": 99}', "x"), "n_summary=99"),
+    ("/gradients", ('{"n_layers": 500}',), "n_layers=500"),
+    ("/gradients", ('{"not_a_field": 1}',), "not_a_field"),
+    ("/benchmark", ("{}", "16,banana", "forward"), "seq_lens"),
+])
+def test_bad_config_returns_the_config_error(client, endpoint, args, needle):
+    with pytest.raises(Exception) as info:
+        client.predict(*args, api_name=endpoint)
+    assert needle in str(info.value)
+
+
+def test_concurrent_requests_do_not_mix(app_url):
+    def ask(window):
+        c = Client(app_url, verbose=False)
+        cfg = {**SMALL, "attention": "sliding_window", "window": window}
+        return window, c.predict(json.dumps(cfg), "abcdefgh", api_name="/analyze")["allowed_fraction"]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(ask, [1, 2, 3, 8]))
+    for window, frac in results:
+        allowed = sum(min(i + 1, window) for i in range(8))
+        assert frac == pytest.approx(allowed / 64, abs=1e-6)
