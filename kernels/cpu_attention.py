@@ -71,7 +71,13 @@ def _plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
     return bm.plans[key]
 
 
-_CHUNK_BYTES = 2 << 20
+_CHUNK_BYTES = 2 << 20  # scores of one chunk: cache-sized, so the elementwise passes stay in cache
+_MIN_ROWS = 4  # ... but never fewer query blocks than this, or per-op overhead dominates
+
+
+def _pad(x, n: int):
+    """Pad the sequence dim by ``n`` zero rows (no copy when ``n == 0``)."""
+    return F.pad(x, (0, 0, 0, n)) if n else x
 
 
 def _attend(qp, kflat, vflat, kp, vp, qr, grp, r0, r1, causal, softcap, rel_bias, alibi_slopes, rel_v, lk):
@@ -112,7 +118,7 @@ def _attend(qp, kflat, vflat, kp, vp, qr, grp, r0, r1, causal, softcap, rel_bias
     if alibi_slopes is not None:
         s = s - alibi_slopes.view(1, hkv, 1, g, 1, 1).to(s.dtype) * rel.abs()[:, None].to(s.dtype)
     if masked is not None:
-        s = s.masked_fill(masked, float("-inf"))
+        s = s.masked_fill_(masked, float("-inf"))  # in place: no op before needs its output
     p = torch.softmax(s, dim=-1)
     if grp.has_empty_rows or causal:
         # rows with no allowed key give NaN; zero them (masked_fill's backward zeroes their grads)
@@ -138,10 +144,10 @@ def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, a
     groups, inverse = _plan(bm, lq, lk, q.device)
     q = q * scale  # folded into q: scales q.k and q.rel_k alike
     # Query heads of one K/V head side by side: (B, h_kv, n_qb, g*bq, d).
-    qp = F.pad(q, (0, 0, 0, nqb * bq - lq)).view(B, hkv, g, nqb, bq, d)
+    qp = _pad(q, nqb * bq - lq).view(B, hkv, g, nqb, bq, d)
     qp = qp.permute(0, 1, 3, 2, 4, 5).reshape(B, hkv, nqb, g * bq, d)
-    kflat = F.pad(k, (0, 0, 0, nkb * bk - lk))  # (B, h_kv, n_kb*bk, d); padded keys are never allowed
-    vflat = F.pad(v, (0, 0, 0, nkb * bk - lk))
+    kflat = _pad(k, nkb * bk - lk)  # (B, h_kv, n_kb*bk, d); padded keys are never allowed
+    vflat = _pad(v, nkb * bk - lk)
     kp, vp = kflat.view(B, hkv, nkb, bk, d), vflat.view(B, hkv, nkb, bk, d)
     qr = None
     if rel_k is not None:  # q . rel_k for every table row, gathered per pair below
@@ -155,7 +161,7 @@ def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, a
             continue
         # Chunks of query blocks whose scores fit in cache: the elementwise passes (mask, softmax)
         # are memory-bound, and a cache-sized chunk runs them several times faster.
-        step = max(1, _CHUNK_BYTES // (B * h * bq * c * bk * q.element_size()))
+        step = max(_MIN_ROWS, _CHUNK_BYTES // (B * h * bq * c * bk * q.element_size()))
         for r0 in range(0, R, step):
             parts.append(_attend(qp, kflat, vflat, kp, vp, qr, grp, r0, min(R, r0 + step), causal,
                                  softcap, rel_bias, alibi_slopes, rel_v, lk))
