@@ -17,10 +17,10 @@ import torch
 import triton
 
 from .block_mask import BlockMask
-from .flash_bwd import attn_bwd_dkdv_dense, attn_bwd_dkdv_sparse, attn_bwd_dq_dense, \
-    attn_bwd_dq_sparse, attn_bwd_preprocess, _attn_bwd_dkdv, _attn_bwd_dq
-from .flash_common import BWD_DENSE_CONFIGS, FWD_DENSE_CONFIGS, prune_configs
-from .flash_fwd import _attn_fwd, attn_fwd_dense, attn_fwd_sparse
+from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, attn_bwd_dkdv_dense, attn_bwd_dq_dense, \
+    attn_bwd_preprocess
+from .flash_common import dense_configs, sparse_meta
+from .flash_fwd import _attn_fwd, attn_fwd_dense
 
 HEAD_DIMS = (32, 64, 128)
 BLOCK_SIZES = (16, 32, 64, 128)
@@ -89,12 +89,11 @@ def _interpreted(t: torch.Tensor) -> bool:
     return t.device.type != "cuda"
 
 
-def _pick(tuned, raw, configs, q, d, backward):
-    """On CUDA the autotuner picks; in the interpreter the first config that fits is used."""
+def _pick(tuned, raw, q, d, backward, has_mod):
+    """On CUDA the autotuner picks among the head dim's configs; the interpreter runs the first."""
     if not _interpreted(q):
         return tuned, {}
-    cfg = prune_configs(configs, d, q.element_size(), backward)[0]
-    return raw, dict(cfg.kwargs)
+    return raw, dict(dense_configs(d, q.element_size(), backward, has_mod)[0].kwargs)
 
 
 class _FlashAttention(torch.autograd.Function):
@@ -114,16 +113,12 @@ class _FlashAttention(torch.autograd.Function):
         if bm is not None:
             layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile, _tiles_i8(bm))
             max_kb = bm.kv_indices.shape[1]
-            if (bm.block_q, bm.block_k) == (64, 64) and not _interpreted(q):
-                kernel, meta = attn_fwd_sparse, {}
-            else:  # the autotuned variant fixes 64x64 tiles; other block sizes use a plain launch
-                kernel, meta = _attn_fwd, {"BLOCK_M": bm.block_q, "BLOCK_N": bm.block_k,
-                                           "num_warps": 4, "num_stages": 2}
+            kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             layout = (i32, i32, i32, i32.to(torch.int8))
             max_kb = 0
-            kernel, meta = _pick(attn_fwd_dense, _attn_fwd, FWD_DENSE_CONFIGS, q, d, False)
+            kernel, meta = _pick(attn_fwd_dense, _attn_fwd, q, d, False, has_mod)
         if config is not None:
             kernel, meta = _attn_fwd, dict(config)
         grid = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
@@ -132,7 +127,7 @@ class _FlashAttention(torch.autograd.Function):
                      v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                      h, h // h_kv, lq, lk, max_kb, int(causal), scale,
                      0.0 if softcap is None else softcap, int(rel_bias is not None),
-                     HEAD_DIM=d, SPARSE=bm is not None, has_mod=int(has_mod),
+                     HEAD_DIM=d, SPARSE=bm is not None, HAS_MOD=has_mod,
                      IEEE=q.dtype == torch.float32, **meta)
         ctx.save_for_backward(q, k, v, o, lse, slopes, relb)
         ctx.args = (causal, bm, has_mod, rel_bias is not None, rel_bias.dtype if rel_bias is not None
@@ -156,7 +151,7 @@ class _FlashAttention(torch.autograd.Function):
         need_drb = has_relb and ctx.needs_input_grad[3]
         drb = torch.zeros(h, 2 * lk - 1, dtype=torch.float32, device=q.device) if need_drb \
             else torch.zeros(1, dtype=torch.float32, device=q.device)
-        flags = dict(HEAD_DIM=d, SPARSE=bm is not None, has_mod=int(has_mod),
+        flags = dict(HEAD_DIM=d, SPARSE=bm is not None, HAS_MOD=has_mod,
                      IEEE=q.dtype == torch.float32)
         runtime = (int(causal), scale, 0.0 if softcap is None else softcap, int(has_relb))
         if bm is not None:
@@ -164,18 +159,15 @@ class _FlashAttention(torch.autograd.Function):
             key_layout = key_major_layout(bm)
             tiles = _tiles_i8(bm)
             max_kb, max_qb = bm.kv_indices.shape[1], key_layout[1].shape[1]
-            meta = {"BLOCK_M": bm.block_q, "BLOCK_N": bm.block_k, "num_warps": 4, "num_stages": 2}
-            tuned = (bm.block_q, bm.block_k) == (64, 64) and not _interpreted(q)
-            k_dkdv, k_dq = (attn_bwd_dkdv_sparse, attn_bwd_dq_sparse) if tuned \
-                else (_attn_bwd_dkdv, _attn_bwd_dq)
-            meta_dkdv = meta_dq = {} if tuned else meta
+            k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
+            meta_dkdv = meta_dq = sparse_meta(d, q.element_size(), bm.block_q, bm.block_k)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             fwd_layout = key_layout = (i32, i32, i32)
             tiles = i32.to(torch.int8)
             max_kb = max_qb = 0
-            k_dkdv, meta_dkdv = _pick(attn_bwd_dkdv_dense, _attn_bwd_dkdv, BWD_DENSE_CONFIGS, q, d, True)
-            k_dq, meta_dq = _pick(attn_bwd_dq_dense, _attn_bwd_dq, BWD_DENSE_CONFIGS, q, d, True)
+            k_dkdv, meta_dkdv = _pick(attn_bwd_dkdv_dense, _attn_bwd_dkdv, q, d, True, has_mod)
+            k_dq, meta_dq = _pick(attn_bwd_dq_dense, _attn_bwd_dq, q, d, True, has_mod)
         if config is not None:
             k_dkdv, k_dq, meta_dkdv, meta_dq = _attn_bwd_dkdv, _attn_bwd_dq, dict(config), dict(config)
         common = (q, k, v, do, lse, delta, slopes, relb)

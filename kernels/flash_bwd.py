@@ -1,19 +1,21 @@
 """FlashAttention-2 backward kernels with block sparsity and fused score modifiers.
 
-Algorithm: see kernels/flash_common.py. ``p = exp(s - lse)`` is recomputed from the saved
-log-sum-exp; ``delta_i = sum_d o_id do_id``; ``ds = p (do v^T - delta)``; the soft cap multiplies
-``ds`` by ``1 - tanh^2`` before it reaches q and k (d(rel_bias) takes ``ds`` before that factor).
+Algorithm and specialisation trade-offs: see kernels/flash_common.py. ``p = 2^(s - lse)`` is
+recomputed from the saved base-2 log-sum-exp; ``delta_i = sum_d o_id do_id``;
+``ds = p (do v^T - delta)``; the soft cap multiplies ``ds`` by ``1 - tanh^2`` before it reaches
+q and k (d(rel_bias) takes ``ds`` before that factor).
 - ``_attn_bwd_dkdv``: grid ``(cdiv(Lk, BLOCK_N), B * h_kv)``; loops over the query heads sharing
   the K/V head and over the query blocks that visit the key block (key-major BlockMask layout).
 - ``_attn_bwd_dq``: grid ``(cdiv(Lq, BLOCK_M), B * h)``; same key-block walk as the forward.
+Both follow the FA2 order (scores, p, the first product, then dp and ds) so at most two
+[M, N] fp32 tiles are live; d = 128 runs with 8 warps (see the configs in flash_common.py).
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-from .flash_common import BWD_DENSE_CONFIGS, LOG2E, PRUNE_BWD, SPARSE_CONFIGS, _allowed, _dot, \
-    _score_mod
+from .flash_common import NO_SPECIALIZE, PRUNE_BWD, _allowed, _dot, _score, all_dense_configs
 
 
 @triton.jit
@@ -35,37 +37,35 @@ def _attn_bwd_preprocess(O, DO, DELTA, sob, soh, som, sdob, sdoh, sdom, H, Lq,
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, offs_n, offs_d, head,
                off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES,
-               MASKED: tl.constexpr, SPARSE: tl.constexpr, has_mod,
+               MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row = offs_m < Lq
     # Rows past Lq load lse = +inf so their p is exactly 0.
     qt = tl.load(Q + offs_m[None, :] * sqm + offs_d[:, None], mask=row[None, :], other=0.0)  # (D, M)
-    do = tl.load(DO + offs_m[:, None] * sdom + offs_d[None, :], mask=row[:, None], other=0.0)  # (M, D)
     lse = tl.load(LSE + offs_m, mask=row, other=float("inf"))
-    delta = tl.load(DELTA + offs_m, mask=row, other=0.0)
-    qkt = _dot(k, qt, IEEE)  # (N, M)
-    st, tt = _score_mod(qkt, offs_m[None, :], offs_n[:, None], head, off, Lk, scale, softcap,
-                        has_relb, SLOPES, RELB, has_mod)
-    pt = tl.exp2((st - lse[None, :]) * LOG2E)
+    st, tt = _score(_dot(k, qt, IEEE), offs_m[None, :], offs_n[:, None], head, off, Lk, scale,
+                    softcap, has_relb, SLOPES, RELB, HAS_MOD)  # (N, M)
+    pt = tl.exp2(st - lse[None, :])
     if MASKED:
         ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, start_m,
                       start_n, SPARSE, BLOCK_M, BLOCK_N)
         pt = tl.where(ok, pt, 0.0)
+    do = tl.load(DO + offs_m[:, None] * sdom + offs_d[None, :], mask=row[:, None], other=0.0)  # (M, D)
     dv += _dot(pt.to(do.dtype), do, IEEE)
-    dpt = _dot(v, tl.trans(do), IEEE)  # (N, M)
-    dst = pt * (dpt - delta[None, :])
-    if has_mod != 0:
+    delta = tl.load(DELTA + offs_m, mask=row, other=0.0)
+    dst = pt * (_dot(v, tl.trans(do), IEEE) - delta[None, :])  # (N, M)
+    if HAS_MOD:
         dst = dst * (1.0 - tt * tt)  # soft cap chain rule (t = 0 without a cap)
     dk += _dot(dst.to(qt.dtype), tl.trans(qt), IEEE)
     return dk, dv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
 def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, Q_TILE, TILES,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdkb, sdkh, sdkn,
                    H, GROUP, Lq, Lk, max_qb, causal, scale, softcap, has_relb,
-                   HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, has_mod,
+                   HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     kb = tl.program_id(0)
     bkv = tl.program_id(1)
@@ -83,6 +83,14 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
                 + offs_d[None, :], mask=col, other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    # Dense causal: query blocks [lo, m_full) straddle the diagonal, [m_full, Lq) are below it.
+    # Padded keys (past Lk) only pollute rows of dk/dv that are never stored: no tail mask needed.
+    lo = 0
+    m_full = 0
+    if causal != 0:
+        lo = (tl.maximum(start_n - off, 0) // BLOCK_M) * BLOCK_M
+        m_full = tl.minimum(tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - off, 0), BLOCK_M) * BLOCK_M,
+                            tl.cdiv(Lq, BLOCK_M) * BLOCK_M)  # >= lo since start_n < Lk
     for g in range(0, GROUP):  # every query head reading this K/V head (GQA / MQA)
         head = kvh * GROUP + g
         Qh = Q + b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
@@ -94,38 +102,21 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
             for slot in range(0, cnt):
                 start_m = tl.load(Q_IDX + kb * max_qb + slot) * BLOCK_M
                 tile = tl.load(Q_TILE + kb * max_qb + slot)
-                need_mask = tile >= 0
-                need_mask = need_mask | ((causal != 0) & (start_n + BLOCK_N - 1 > start_m + off))
-                if need_mask:
-                    dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                        start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
-                                    has_relb, SLOPES, RELB, tile, TILES, True, SPARSE, has_mod, IEEE,
-                                    BLOCK_M, BLOCK_N)
-                else:
-                    dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                        start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
-                                    has_relb, SLOPES, RELB, tile, TILES, False, SPARSE, has_mod, IEEE,
-                                    BLOCK_M, BLOCK_N)
+                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
+                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
+                                    softcap, has_relb, SLOPES, RELB, tile, TILES, True, SPARSE,
+                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
         else:
-            # Padded keys (past Lk) only pollute rows of dk/dv that are never stored, so the key
-            # tail needs no mask here; causal: blocks [lo, m_full) straddle the diagonal.
-            lo = 0
-            m_full = 0
-            if causal != 0:
-                lo = (tl.maximum(start_n - off, 0) // BLOCK_M) * BLOCK_M
-                # m_full >= lo since start_n < Lk, so the two ranges tile [lo, Lq).
-                m_full = tl.minimum(tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - off, 0), BLOCK_M)
-                                    * BLOCK_M, tl.cdiv(Lq, BLOCK_M) * BLOCK_M)
             for start_m in range(lo, m_full, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
-                                    has_relb, SLOPES, RELB, 0, TILES, True, SPARSE, has_mod, IEEE,
-                                    BLOCK_M, BLOCK_N)
+                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
+                                    softcap, has_relb, SLOPES, RELB, 0, TILES, True, SPARSE,
+                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
             for start_m in range(m_full, Lq, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
-                                    has_relb, SLOPES, RELB, 0, TILES, False, SPARSE, has_mod, IEEE,
-                                    BLOCK_M, BLOCK_N)
+                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
+                                    softcap, has_relb, SLOPES, RELB, 0, TILES, False, SPARSE,
+                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
     out = b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh + offs_n[:, None] * sdkn + offs_d[None, :]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=col)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=col)
@@ -134,7 +125,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
 @triton.jit
 def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m, offs_d, head,
              off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES, RELB, tile, TILES,
-             MASKED: tl.constexpr, SPARSE: tl.constexpr, has_mod,
+             MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kt_ptrs = K + offs_n[None, :] * skn + offs_d[:, None]  # (D, N)
@@ -145,32 +136,31 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
     else:
         kt = tl.load(kt_ptrs)
         vt = tl.load(vt_ptrs)
-    qk = _dot(q, kt, IEEE)  # (M, N)
-    s, t = _score_mod(qk, offs_m[:, None], offs_n[None, :], head, off, Lk, scale, softcap,
-                      has_relb, SLOPES, RELB, has_mod)
-    p = tl.exp2((s - lse[:, None]) * LOG2E)
+    s, t = _score(_dot(q, kt, IEEE), offs_m[:, None], offs_n[None, :], head, off, Lk, scale,
+                  softcap, has_relb, SLOPES, RELB, HAS_MOD)  # (M, N)
+    p = tl.exp2(s - lse[:, None])
     if MASKED:
         ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, start_m,
                       start_n, SPARSE, BLOCK_M, BLOCK_N)
         p = tl.where(ok, p, 0.0)
     ds = p * (_dot(do, vt, IEEE) - delta[:, None])
-    if need_drb != 0:
-        # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal (atomics: the same
-        # entry is hit by many tiles, heads of other batches, and elements of this tile).
-        inb = (offs_m[:, None] < Lq) & (offs_n[None, :] < Lk)
-        idx = offs_n[None, :] - (offs_m[:, None] + off) + Lk - 1
-        tl.atomic_add(DRB + head * (2 * Lk - 1) + idx, ds, mask=inb)
-    if has_mod != 0:
+    if HAS_MOD:
+        if need_drb != 0:
+            # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal (atomics: the
+            # same entry is hit by many tiles, heads of other batches, and this tile's elements).
+            inb = (offs_m[:, None] < Lq) & (offs_n[None, :] < Lk)
+            idx = offs_n[None, :] - (offs_m[:, None] + off) + Lk - 1
+            tl.atomic_add(DRB + head * (2 * Lk - 1) + idx, ds, mask=inb)
         ds = ds * (1.0 - t * t)  # soft cap chain rule (t = 0 without a cap)
     dq += _dot(ds.to(q.dtype), tl.trans(kt), IEEE)
     return dq
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
 def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX, KV_TILE, TILES,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdqb, sdqh, sdqm,
                  H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb, need_drb,
-                 HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, has_mod,
+                 HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                  IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
@@ -196,16 +186,9 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
         for slot in range(0, cnt):
             start_n = tl.load(KV_IDX + qb * max_kb + slot) * BLOCK_N
             tile = tl.load(KV_TILE + qb * max_kb + slot)
-            need_mask = (tile >= 0) | (start_n + BLOCK_N > Lk)
-            need_mask = need_mask | ((causal != 0) & (start_n + BLOCK_N - 1 > start_m + off))
-            if need_mask:
-                dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                              offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
-                              RELB, tile, TILES, True, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
-            else:
-                dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                              offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
-                              RELB, tile, TILES, False, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
+            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
+                          SLOPES, RELB, tile, TILES, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
     else:
         hi = Lk
         n_full = Lk // BLOCK_N
@@ -214,22 +197,19 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
             n_full = tl.minimum(n_full, tl.maximum(start_m + off + 1, 0) // BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
-                              RELB, 0, TILES, False, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
+                          SLOPES, RELB, 0, TILES, False, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES,
-                              RELB, 0, TILES, True, SPARSE, has_mod, IEEE, BLOCK_M, BLOCK_N)
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
+                          SLOPES, RELB, 0, TILES, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
     tl.store(DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm
              + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=row[:, None])
 
 
 attn_bwd_preprocess = _attn_bwd_preprocess
-_KEY = ["Lq", "Lk", "HEAD_DIM", "causal", "has_mod"]
-attn_bwd_dkdv_dense = triton.autotune(BWD_DENSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_BWD)(_attn_bwd_dkdv)
-attn_bwd_dkdv_sparse = triton.autotune(SPARSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_BWD)(_attn_bwd_dkdv)
+_KEY = ["Lq", "Lk", "HEAD_DIM", "HAS_MOD", "IEEE"]
+attn_bwd_dkdv_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_BWD)(_attn_bwd_dkdv)
 # The dq kernel accumulates d(rel_bias) with atomics: zero it before every autotuning trial.
-attn_bwd_dq_dense = triton.autotune(BWD_DENSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_BWD,
+attn_bwd_dq_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_BWD,
                                     reset_to_zero=["DRB"])(_attn_bwd_dq)
-attn_bwd_dq_sparse = triton.autotune(SPARSE_CONFIGS, key=_KEY, prune_configs_by=PRUNE_BWD,
-                                     reset_to_zero=["DRB"])(_attn_bwd_dq)

@@ -3,21 +3,36 @@
 Algorithm (Dao, "FlashAttention-2", 2023; block sparsity as in BigBird / FlexAttention):
 - forward, one program per (query block, batch*head): keep the running row max ``m``, the running
   denominator ``l`` and the unnormalised output ``acc`` in fp32; for every visited key block
-  compute ``s = mod(q k^T)``, ``m' = max(m, rowmax s)``, ``acc = acc * e^(m - m') + e^(s - m') v``,
-  ``l = l * e^(m - m') + rowsum e^(s - m')``. Output ``acc / l`` and the log-sum-exp
-  ``m + log l`` (``+inf`` for a row with no allowed key, so the backward's ``e^(s - lse)`` is 0).
-- backward recomputes ``p = e^(s - lse)``: one kernel per key block accumulates ``dv = p^T do`` and
+  compute ``s = mod(q k^T)``, ``m' = max(m, rowmax s)``, ``acc = acc * 2^(m - m') + 2^(s - m') v``,
+  ``l = l * 2^(m - m') + rowsum 2^(s - m')``. Scores are kept in log2 units (``log2(e)`` folded
+  into the scale) so every exponential is one ``exp2``. Output ``acc / l`` and the base-2
+  log-sum-exp ``m + log2 l`` (``+inf`` for a row with no allowed key, so the backward's p is 0).
+- backward recomputes ``p = 2^(s - lse)``: one kernel per key block accumulates ``dv = p^T do`` and
   ``dk = ds^T q`` over the query blocks that visit it (and over the query heads sharing the K/V
   head, so GQA needs neither copies nor atomics); one kernel per query block accumulates
   ``dq = ds k`` and scatters ``ds`` into d(rel_bias) by diagonal with atomics.
 - which key blocks a query block visits: dense (every block; causal stops at the diagonal) or a
-  :class:`kernels.block_mask.BlockMask` (its list). Only blocks that straddle the causal diagonal,
-  the key tail, or are partial in the block mask evaluate an element mask; full blocks run unmasked.
+  :class:`kernels.block_mask.BlockMask` (its list). The dense walk is split FA2-style into an
+  unmasked steady-state loop and a masked phase (causal diagonal band, key tail), so the hot loop
+  carries no mask arithmetic. The block-sparse walk runs one masked tile body for every visited
+  block (a full block's mask is just the causal / tail test): one inlined copy instead of two
+  halves the compile time and register pressure for a few ALU ops per score.
 
-The score modifier (``_score_mod``) follows kernels/reference.py: ``s = scale q.k``, optional soft
+The score modifier (``_score``) follows kernels/reference.py: ``s = scale q.k``, optional soft
 cap ``c tanh(s / c)``, then ``+ rel_bias[n, j - i_abs + Lk - 1] - slope_n |j - i_abs|``.
-Indices are passed as broadcastable 2-D tensors so the same helpers serve ``s`` ([M, N]) and the
-transposed ``s^T`` ([N, M]) of the key-major backward kernel.
+
+Specialisation trade-off (measured with ``python -m kernels.aot_check``, see its docstring):
+``HAS_MOD`` is a compile-time flag, so the plain kernel (no modifier: the FA2 comparison case)
+carries no modifier code at all; inside the ``HAS_MOD`` kernel ALiBi (slopes of 0 when absent),
+rel_bias and the soft cap are switched by uniform run-time scalars. One flag instead of one per
+modifier keeps the specialisations (and the AOT check) at 2x instead of 8x. ``causal`` is a
+run-time scalar: it only moves the loop bounds (computed once per program) and adds one compare
+in the masked tiles, so a constexpr would double the compilations for no measurable register
+saving. Integer sizes and flags are excluded from Triton's value specialisation
+(``do_not_specialize``) so a launch compiles exactly the variants kernels.aot_check compiles.
+fp32 inputs use ``tf32x3`` dots (three tf32 products on split hi/lo operands, ~fp32 accuracy on
+tensor cores); plain tf32 would break the fp32 contract of the reference and "ieee" compiles to a
+scalar FMA loop that takes minutes of ptxas per kernel and runs far slower.
 """
 from __future__ import annotations
 
@@ -25,13 +40,12 @@ import triton
 import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)  # kernels may only read constexpr globals
+# Integer arguments that must not be value-specialised (sizes, counts, run-time flags).
+NO_SPECIALIZE = ["H", "GROUP", "Lq", "Lk", "max_kb", "max_qb", "causal", "has_relb", "need_drb"]
 
 
 @triton.jit
 def _dot(a, b, IEEE: tl.constexpr):
-    # fp32 inputs: three tf32 products (split hi/lo) give ~fp32 accuracy on tensor cores; plain
-    # tf32 (10-bit mantissa) would break the fp32 contract of the reference, "ieee" compiles to a
-    # huge FMA loop (a minute of ptxas per kernel) and runs slowly.
     if IEEE:
         return tl.dot(a, b, input_precision="tf32x3")
     else:
@@ -45,18 +59,17 @@ def _tanh(x):
 
 
 @triton.jit
-def _score_mod(qk, qi, kj, head, off, Lk, scale, softcap, has_relb, SLOPES, RELB,
-               has_mod):
-    """Scores from raw ``q.k`` (fp32). ``qi``/``kj``: query row / key column indices (broadcastable).
+def _score(qk, qi, kj, head, off, Lk, scale, softcap, has_relb, SLOPES, RELB,
+           HAS_MOD: tl.constexpr):
+    """Scores in log2 units from raw ``q.k`` (fp32); ``qi``/``kj`` broadcastable row/col indices.
 
-    Returns ``(s, t)`` with ``t = tanh(scale q.k / softcap)`` (needed by the backward; 0 if unused).
-    Modifiers are switched at run time (``has_mod``: any modifier; ``softcap > 0``; ``has_relb``;
-    ALiBi slopes that are 0 when absent): uniform scalar branches cost next to nothing on the GPU
-    and keep the number of compiled specialisations (and the AOT check) small.
+    Returns ``(s, t)`` with ``t = tanh(scale q.k / softcap)`` (the backward's soft-cap chain rule;
+    0 without a cap, not computed at all without ``HAS_MOD``). The same helper serves ``s`` ([M, N])
+    and the key-major backward's ``s^T`` ([N, M]).
     """
-    s = qk * scale
-    t = s * 0.0
-    if has_mod != 0:
+    if HAS_MOD:
+        s = qk * scale
+        t = s * 0.0
         if softcap > 0:
             t = _tanh(s / softcap)
             s = softcap * t
@@ -65,9 +78,12 @@ def _score_mod(qk, qi, kj, head, off, Lk, scale, softcap, has_relb, SLOPES, RELB
             # Out-of-range rows/cols (tails) may index outside the table: load 0 there.
             idx = rel + Lk - 1
             ok = (idx >= 0) & (idx < 2 * Lk - 1)
-            s += tl.load(RELB + head * (2 * Lk - 1) + idx, mask=ok, other=0.0).to(tl.float32)
-        slope = tl.load(SLOPES + head).to(tl.float32)
-        s -= slope * tl.abs(rel).to(tl.float32)
+            s += tl.load(RELB + head * (2 * Lk - 1) + idx, mask=ok, other=0.0)
+        slope = tl.load(SLOPES + head)
+        s = (s - slope * tl.abs(rel).to(tl.float32)) * LOG2E
+    else:
+        s = qk * (scale * LOG2E)
+        t = s
     return s, t
 
 
@@ -78,7 +94,8 @@ def _allowed(qi, kj, off, Lk, causal, tile, TILES, q_start, k_start,
     ok = (kj < Lk) & ((kj <= qi + off) | (causal == 0))
     if SPARSE:
         # tile < 0 means a full block of the block mask: nothing more to apply. (The launcher
-        # guarantees at least one tile row so the clamped read stays in bounds.)
+        # guarantees at least one tile row so the clamped read stays in bounds; a predicated
+        # load would skip it but the Triton 3.9 interpreter rejects that mask.)
         tv = tl.load(TILES + tl.maximum(tile, 0).to(tl.int64) * (BQ * BK) + (qi - q_start) * BK
                      + (kj - k_start))
         ok = ok & ((tv != 0) | (tile < 0))
@@ -90,45 +107,58 @@ def _cfg(bm, bn, warps, stages):
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
 
 
-# Dense tiles: FA2 candidates (kept few: every config is compiled by kernels.aot_check for two
-# GPU generations). Block-sparse tiles are fixed by the BlockMask (64 x 64 in the app).
-FWD_DENSE_CONFIGS = [_cfg(128, 64, 8, 3), _cfg(64, 64, 4, 2)]
-BWD_DENSE_CONFIGS = [_cfg(64, 64, 4, 2)]
-SPARSE_CONFIGS = [_cfg(64, 64, 4, 2)]
+# Per (element bytes, head dim): the candidates the autotuner may pick, for the plain kernel and
+# for the HAS_MOD one (whose run-time modifier code needs more registers, so smaller tiles). Every
+# one is compiled for two GPU generations by kernels.aot_check, so the lists are short. d = 128
+# uses 8 warps: its accumulators (and in the backward the resident k, v / q, do tiles) would
+# otherwise need > 255 registers per thread. fp32 tiles are smaller: tf32x3 splits every operand.
+_FWD = {2: {32: [_cfg(128, 64, 4, 3)], 64: [_cfg(128, 64, 4, 3)],
+            128: [_cfg(128, 64, 8, 3), _cfg(64, 64, 4, 3)]},
+        4: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 32, 4, 2)]}}
+_FWD_MOD = {2: {32: [_cfg(64, 64, 4, 3)], 64: [_cfg(64, 64, 4, 3)], 128: [_cfg(64, 64, 8, 3)]},
+            4: {32: [_cfg(64, 32, 4, 2)], 64: [_cfg(64, 32, 4, 2)]}}
+_BWD = {2: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 64, 4, 2)], 128: [_cfg(64, 64, 8, 2)]},
+        4: {32: [_cfg(32, 64, 4, 2)], 64: [_cfg(32, 32, 4, 2)]}}
+_BWD_MOD = {2: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 64, 4, 2)], 128: [_cfg(32, 64, 8, 2)]},
+            4: {32: [_cfg(32, 32, 4, 2)], 64: [_cfg(32, 32, 4, 2)]}}
 
-# What the interpreter (CPU tensors, TRITON_INTERPRET=1) runs: autotuning there would only re-run
-# the same numpy program, so the first candidate is used.
-SMEM_BUDGET = 160 * 1024  # below sm_80's 163 KiB per block, with headroom for the epilogue
+
+def dense_configs(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) -> list:
+    table = ((_BWD_MOD if has_mod else _BWD) if backward else (_FWD_MOD if has_mod else _FWD))
+    return table[min(elem_bytes, 4)][head_dim]
 
 
-def smem_estimate(cfg: triton.Config, head_dim: int, elem_bytes: int, backward: bool) -> int:
-    """Rough shared memory of a config: the streamed tiles times pipeline stages plus the resident one.
+def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int) -> dict:
+    """Launch meta of the block-sparse kernels: tiles fixed by the BlockMask; 8 warps for d = 128.
 
-    Used to prune configs that would not fit (fp32 with head dim 128); aot_check measures the
-    real number from the compiled kernel.
+    fp32 keeps 4 warps: measured, 8 warps make ptxas spill 10x more on the tf32x3 dots (12 KB
+    stack for the dK/dV kernel on sm_80 vs ~0.6 KB), and ``elem_bytes`` is kept for that choice.
     """
-    bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
-    stages = max(1, cfg.num_stages)
-    if backward:  # k/v resident, q/do streamed (and the reverse in the dq kernel)
-        big = max(bm, bn)
-        return (2 * big * head_dim + 2 * stages * big * head_dim) * elem_bytes + 4 * bm * bn * 4
-    return (bm * head_dim + 2 * stages * bn * head_dim) * elem_bytes + bm * bn * 4
+    return {"BLOCK_M": block_q, "BLOCK_N": block_k,
+            "num_warps": 8 if head_dim >= 128 else 4, "num_stages": 2}
 
 
-def prune_configs(configs, head_dim: int, elem_bytes: int, backward: bool):
-    kept = [c for c in configs if smem_estimate(c, head_dim, elem_bytes, backward) <= SMEM_BUDGET]
-    if kept:
-        return kept
-    # Nothing fits the estimate: keep the smallest tile with a single stage.
-    small = min(configs, key=lambda c: smem_estimate(c, head_dim, elem_bytes, backward))
-    return [triton.Config(dict(small.kwargs), num_warps=small.num_warps, num_stages=1)]
+def all_dense_configs() -> list:
+    seen, out = set(), []
+    for table in (_FWD, _BWD, _FWD_MOD, _BWD_MOD):
+        for per_dim in table.values():
+            for cfgs in per_dim.values():
+                for c in cfgs:
+                    key = (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(c)
+    return out
 
 
 def _prune_hook(backward: bool):
     def hook(configs, named_args, **kwargs):
-        q = named_args["Q"]
-        head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
-        return prune_configs(configs, int(head_dim), q.element_size(), backward)
+        head_dim = int(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")))
+        has_mod = bool(kwargs.get("HAS_MOD", named_args.get("HAS_MOD")))
+        want = dense_configs(head_dim, named_args["Q"].element_size(), backward, has_mod)
+        keys = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in want}
+        return [c for c in configs
+                if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in keys]
     return hook
 
 

@@ -12,6 +12,12 @@ Backward with ``dnum = dout / den`` and ``dden = -rowsum(dout * out) / den`` and
 ``dk = G^T Q + V R^T + r``, ``dv = tril(Q K^T)^T dnum + K R`` with ``R = sum_{later} q dnum^T``,
 ``r = sum_{later} dden q`` (reverse sweep). K/V heads shared by a GQA group accumulate over
 the group inside one program.
+
+The kernels compute in fp32 throughout (tf32x3 dots, fp32 state ``S``): the running sums would lose
+too much in half precision. fp16 / bf16 inputs are therefore converted to fp32 once at the call
+(one elementwise pass, small next to the O(L m d) work) instead of compiling every kernel per
+input dtype: a third of the specialisations for kernels.aot_check. Feature and value dims are
+padded to one size (32 or 64), so the launcher can only pick the variants the AOT check compiles.
 """
 from __future__ import annotations
 
@@ -20,6 +26,10 @@ import triton
 import triton.language as tl
 
 CHUNK = 32
+# Feature / value dims the Triton path takes (padded to 32 or 64). Measured with
+# kernels.aot_check: 128-wide fp32 state tiles need 172-311 KB of shared memory in the dK/dV
+# kernel (over sm_80's 163 KB) and spill kilobytes; wider inputs use the chunked torch path.
+MAX_PAD = 64
 
 
 @triton.jit
@@ -173,8 +183,14 @@ def _la_bwd_dkdv(QF, KF, V, O, DO, DEN, DK, DV, H, GROUP, L, M, D, CAUSAL: tl.co
             tl.store(DV + r[:, None] * D + fd[None, :], dv.to(DV.dtype.element_ty), mask=rd)
 
 
+def _pad(m, d):
+    """One padded size for both feature and value dims: exactly the AOT-compiled variants."""
+    return max(32, triton.next_power_of_2(max(m, d)))
+
+
 def _meta(m, d):
-    return dict(C=CHUNK, MP=max(16, triton.next_power_of_2(m)), DP=max(16, triton.next_power_of_2(d)))
+    p = _pad(m, d)
+    return dict(C=CHUNK, MP=p, DP=p, num_warps=4)
 
 
 class _LinearAttention(torch.autograd.Function):
@@ -210,13 +226,16 @@ def linear_attention(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6
                      force_triton: bool = False):
     """``phi_q [B, h, L, m]``, ``phi_k [B, h_kv, L, m]``, ``v [B, h_kv, L, d]`` -> ``[B, h, L, d]``.
 
-    Triton on CUDA tensors (or when ``force_triton``); chunked torch prefix sums otherwise.
+    Triton on CUDA tensors (or when ``force_triton``) with feature / value dims <= 64; chunked
+    torch prefix sums otherwise.
     """
     if phi_q.shape[1] % phi_k.shape[1] or phi_k.shape[:3] != v.shape[:3]:
         raise ValueError(f"linear_attention: bad shapes {tuple(phi_q.shape)} {tuple(phi_k.shape)} "
                          f"{tuple(v.shape)}")
-    if (phi_q.is_cuda or force_triton) and max(phi_q.shape[-1], v.shape[-1]) <= 128:
-        return _LinearAttention.apply(phi_q, phi_k, v, bool(causal), float(eps))
+    if (phi_q.is_cuda or force_triton) and _pad(phi_q.shape[-1], v.shape[-1]) <= MAX_PAD:
+        out = _LinearAttention.apply(phi_q.float(), phi_k.float(), v.float(), bool(causal),
+                                     float(eps))
+        return out.to(v.dtype)
     return linear_attention_ref(phi_q, phi_k, v, causal=causal, eps=eps)
 
 
@@ -249,10 +268,10 @@ def linear_attention_ref(phi_q, phi_k, v, *, causal: bool = False, eps: float = 
 
 
 def aot_specs(quick: bool):
-    """Specialisations kernels.aot_check compiles (feature / value dims up to 128)."""
+    """Specialisations kernels.aot_check compiles (padded dims 32 and 64; fp32 only)."""
     out = []
-    for tt in (("fp16",) if quick else ("fp16", "bf16", "fp32")):
-        for mp, dp in (((64, 64),) if quick else ((32, 32), (64, 64), (128, 128), (128, 64))):
+    for tt in ("fp32",):
+        for mp, dp in (((64, 64),) if quick else ((32, 32), (64, 64))):
             ptrs = {n: "*" + tt for n in ("QF", "KF", "V", "O", "DO", "DQ", "DK", "DV")}
             ptrs["DEN"] = "*fp32"
             for causal in (False, True):

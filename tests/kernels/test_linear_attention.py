@@ -29,6 +29,20 @@ def test_linear_attention_triton(causal, h, h_kv, L, m, d):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 
+def test_linear_attention_triton_half_inputs():
+    """fp16 inputs run the fp32 kernels (converted once) and come back as fp16."""
+    g = torch.Generator().manual_seed(1)
+    q = torch.rand(1, 2, 40, 16, generator=g).half().requires_grad_()
+    k = torch.rand(1, 1, 40, 16, generator=g).half().requires_grad_()
+    v = torch.randn(1, 1, 40, 16, generator=g).half().requires_grad_()
+    out = linear_attention(q, k, v, causal=True, force_triton=True)
+    assert out.dtype == torch.float16
+    ref = _dense(q.float(), k.float(), v.float(), True)
+    torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
+    dq, = torch.autograd.grad(out.float().sum(), [q])
+    assert dq.dtype == torch.float16 and torch.isfinite(dq).all()
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_linear_attention_torch_path(causal):
     q, k, v = torch.rand(1, 2, 150, 8), torch.rand(1, 1, 150, 8), torch.randn(1, 1, 150, 16)
