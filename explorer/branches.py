@@ -11,6 +11,16 @@ applied several times (a shared-weight Universal Transformer), the per-applicati
 linear map ``y = x W^T`` is ``g^T x`` summed over tokens, computed from the call's input ``x`` and
 the gradient ``g`` of its output, captured with forward hooks; the parameter gradient is the sum
 of these. Anything else is reported per module, with a note.
+
+The residual gradient (loss w.r.t. a layer's input hidden states) is taken on the tensors the
+layers actually received. A memory model runs its input in segments, one pass of the stack per
+segment, and reports each layer's input as the concatenation of the segments' inputs, which is
+not on the loss path; so the gradient is taken with respect to every segment's own input (kept in
+``info["segments"]``) and a layer's norm is the norm over the whole sequence,
+``sqrt(sum_s ||dloss/dx_s||^2)``. Memories are detached, so no gradient crosses segments and
+this is exactly the norm of the gradient with respect to the full-sequence hidden states. The
+reversible stack recomputes its layer inputs inside a custom ``autograd.Function`` (that is how
+it saves memory), so no tensor holding them is on the autograd graph: reported as None, noted.
 """
 from __future__ import annotations
 
@@ -85,7 +95,8 @@ def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> di
         if recorder is not None:
             recorder.remove()
     loss = loss_fn(out.logits, tokens)
-    hidden = list(out.hidden_states)
+    seg_inputs = [[p["input"] for p in (info.get("segments") or [info])] for info in out.layers]
+    hidden = [x for parts in seg_inputs for x in parts]
     flat_ffn = [p for g in ffn_groups for p in g]
     call_outs = []
     if recorder is not None:
@@ -101,10 +112,19 @@ def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> di
     g_hidden, g_calls = grads[n_a + n_f:n_a + n_f + n_h], grads[n_a + n_f + n_h:]
     notes = []
     if any(g is None for g in g_hidden):
-        notes.append("some layer inputs are not on the loss's autograd path (e.g. recomputed in backward "
-                     "or replaced by a copy): their gradient norm is not observable and is reported as None")
-    residual = _per_layer([None if g is None else _fro([g]) for g in g_hidden], cfg.n_layers, notes,
-                          "hidden states")
+        why = ("the reversible stack recomputes each layer's input inside its custom autograd Function "
+               "(activations are not stored), so" if cfg.layer == "reversible" else "some layer inputs are not on "
+               "the loss's autograd path, so")
+        notes.append(f"{why} the gradient with respect to them cannot be measured: layer input ‖∇x‖ is None")
+    if max(len(parts) for parts in seg_inputs) > 1:
+        notes.append(f"the input ran in {len(seg_inputs[0])} memory segments: layer input ‖∇x‖ is the norm over "
+                     "all segments' inputs, sqrt(Σ_s ‖∇x_s‖²)")
+    seg_norms, k = [], 0
+    for parts in seg_inputs:
+        gs = g_hidden[k:k + len(parts)]
+        k += len(parts)
+        seg_norms.append(None if any(g is None for g in gs) else _fro(gs))
+    residual = _per_layer(seg_norms, cfg.n_layers, notes, "hidden states")
     if recorder is None:
         attn = [_fro([g]) for g in g_attn]
         ffn, k = [], 0

@@ -2,7 +2,7 @@
 
 - ``attention_maps(cfg, text)``: the effective attention of every layer and head on a byte-level
   encoding of ``text``, the pattern mask, the fraction of allowed pairs, per-head entropy and mean
-  attention distance.
+  attention distance, and the variant views of the same forward pass (``explorer.views``).
 - ``gradient_norms(cfg, seq_len, batch, seed)``: at initialisation, the gradient norms of
   Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture"): per layer the
   Frobenius norm of the gradient of the attention output projection, of the FFN output projection,
@@ -27,13 +27,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import ConfigError, ModelConfig, build_model, registries
+from models import ConfigError, ModelConfig, registries
 from models.attention import RULES, pattern_mask
 
 from .branches import branch_gradient_norms
 from .device import device, gpu
 from .limits import MAX_TEXT_BYTES
+from .seeding import GLOBAL_RNG, build
 from .sweep import attention_backend_name, latency_memory_sweep
+from .views import Views, compute_views
 
 __all__ = ["AttentionMaps", "attention_maps", "gradient_norms", "gradient_batch", "latency_memory_sweep",
            "model_summary", "kv_cache_bytes", "as_config", "encode_text", "token_label", "clear_caches"]
@@ -76,7 +78,7 @@ def token_label(b: int) -> str:
 @lru_cache(maxsize=4)
 def _eval_model(cfg_json: str):
     """The model of a config, built once and shared read-only (eval mode, no gradients)."""
-    model = build_model(ModelConfig.from_dict(json.loads(cfg_json))).to(device()).eval()
+    model = build(ModelConfig.from_dict(json.loads(cfg_json))).to(device()).eval()
     model.requires_grad_(False)
     return model
 
@@ -96,6 +98,7 @@ class AttentionMaps:
     truncated: bool = False      # the text was cut to MAX_TEXT_BYTES
     device: str = "cpu"
     notes: list = field(default_factory=list)
+    views: Views = None          # the variant views of the same forward pass (``explorer.views``)
 
     def summary(self) -> dict:
         """JSON-safe digest (no full maps): what the ``/analyze`` endpoint returns."""
@@ -108,6 +111,7 @@ class AttentionMaps:
             "entropy": clean(self.entropy), "mean_distance": clean(self.distance),
             "row_sums_ok": bool(_rows_ok(self.attention)), "truncated": self.truncated,
             "device": self.device, "attention": self.config["attention"], "notes": self.notes,
+            "views": self.views.summary() if self.views is not None else {},
         }
 
 
@@ -144,7 +148,8 @@ def _attention_maps_cached(cfg_json: str, ids: tuple, truncated: bool) -> Attent
     entropy, distance = _head_stats(maps, prefix)
     return AttentionMaps(tokens=labels, key_tokens=key_labels, attention=maps, mask=mask, mask_kind=kind,
                          allowed_fraction=float(mask.mean()), entropy=entropy, distance=distance,
-                         config=cfg.to_dict(), truncated=truncated, device=str(device()), notes=notes)
+                         config=cfg.to_dict(), truncated=truncated, device=str(device()), notes=notes,
+                         views=compute_views(cfg, out.layers, labels))
 
 
 def _stack_maps(attentions: list, cfg: ModelConfig, L: int) -> tuple:
@@ -224,9 +229,9 @@ def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0) -> dic
 @lru_cache(maxsize=64)
 def _gradient_norms_cached(cfg_json: str, seq_len: int, batch: int, seed: int) -> dict:
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
-    model = build_model(cfg).to(device()).train()  # a fresh model: gradients never touch the shared one
+    model = build(cfg).to(device()).train()  # a fresh model: gradients never touch the shared one
     tokens = gradient_batch(cfg, seq_len, batch, seed).to(device())
-    with torch.random.fork_rng(devices=[]):
+    with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # dropout (if any) is seeded too
         result = branch_gradient_norms(model, tokens, next_token_loss)
     result["norm_placement"] = cfg.norm_placement

@@ -62,25 +62,67 @@ PRESETS: dict = {
         dict(attention="full", position="shaw", max_relative=16, norm_placement="post", norm="layernorm",
              ffn="relu", causal=True)),
     "Transformer-XL (2019)": (
-        "Dai et al. 2019: segment recurrence with relative positions.",
-        dict(attention="full", position="xl", memory="xl", segment_len=64, mem_len=64, norm_placement="post",
+        "Dai et al. 2019: segment-level recurrence (each layer also attends the previous segment's "
+        "hidden states, detached) with relative positions (u, v biases, sinusoidal R); post-LN, ReLU. "
+        "Segments of 32 bytes so the demo text spans several.",
+        dict(attention="full", position="xl", memory="xl", segment_len=32, mem_len=32, norm_placement="post",
              norm="layernorm", ffn="relu", causal=True)),
+    "Compressive Transformer (2019)": (
+        "Rae et al. 2019: Transformer-XL memory plus older memories compressed 3:1 by a learned 1D "
+        "convolution (the paper's best compression), trained by attention reconstruction.",
+        dict(attention="full", position="xl", memory="compressive", segment_len=32, mem_len=32, cmem_len=16,
+             compression_rate=3, compression="conv", norm_placement="post", norm="layernorm", ffn="relu",
+             causal=True)),
+    "Memorizing Transformer (2022)": (
+        "Wu et al. 2022: a decoder with T5 relative biases whose second-to-last layer retrieves the "
+        "exact top-k of an external (key, value) store and gates it with local attention.",
+        dict(attention="full", position="t5", memory="knn", segment_len=32, knn_size=1024, knn_k=8,
+             norm_placement="pre", norm="rmsnorm", ffn="relu", causal=True)),
+    "GTrXL (2020)": (
+        "Parisotto et al. 2020: Transformer-XL memory with identity-map reordering (pre-LN) and "
+        "GRU-type gates in place of the residual additions.",
+        dict(attention="full", position="xl", memory="xl", segment_len=32, mem_len=32, layer="gated",
+             norm_placement="pre", norm="layernorm", ffn="relu", causal=True)),
     "Reformer (2020)": (
-        "Kitaev et al. 2020: LSH attention and reversible layers.",
-        dict(attention="lsh", n_buckets=8, n_hashes=2, chunk_size=32, layer="reversible", position="rope",
-             norm_placement="pre", norm="layernorm", ffn="gelu", causal=True)),
-    "Performer (2021)": (
-        "Choromanski et al. 2021: FAVOR+ positive random features, linear in L.",
-        dict(attention="performer", n_features=64, feature_map="positive", position="rope",
-             norm_placement="pre", norm="layernorm", ffn="gelu", causal=True)),
-    "Switch Transformer (2021)": (
-        "Fedus et al. 2021: top-1 mixture-of-experts FFN, T5-style positions.",
-        dict(attention="full", position="t5", norm_placement="pre", norm="rmsnorm", ffn="switch",
-             n_experts=4, capacity_factor=1.25, causal=True)),
-    "Universal Transformer (2019)": (
-        "Dehghani et al. 2019: one shared block applied n_layers times.",
-        dict(attention="full", position="sinusoidal", layer="universal", norm_placement="post",
+        "Kitaev et al. 2020: shared-QK LSH attention (2 hash rounds, 8 buckets, chunks of 16) and "
+        "reversible layers; learned absolute positions (the paper's axial embeddings are learned too).",
+        dict(attention="lsh", n_buckets=8, n_hashes=2, chunk_size=16, layer="reversible", position="learned",
+             max_len=4096, norm_placement="pre", norm="layernorm", ffn="gelu", causal=True)),
+    "Routing Transformer (2021)": (
+        "Roy et al. 2021: online k-means routing: queries and keys attend within their nearest of "
+        "n_clusters centroids (about sqrt(L)), updated by EMA; pre-LN decoder.",
+        dict(attention="routing", n_clusters=8, cluster_decay=0.999, position="sinusoidal", norm_placement="pre",
              norm="layernorm", ffn="relu", causal=True)),
+    "Linear Transformer (2020)": (
+        "Katharopoulos et al. 2020: softmax replaced by the elu(x) + 1 feature map, causal prefix sums "
+        "(an RNN in disguise); post-LN, ReLU as in their fast-transformers layers.",
+        dict(attention="linear", position="sinusoidal", norm_placement="post", norm="layernorm", ffn="relu",
+             causal=True)),
+    "Performer (2021)": (
+        "Choromanski et al. 2021: FAVOR+ positive orthogonal random features (m = 64 per head), linear "
+        "in L; learned positions, pre-LN, GELU.",
+        dict(attention="performer", n_features=64, feature_map="positive", position="learned", max_len=4096,
+             norm_placement="pre", norm="layernorm", ffn="gelu", causal=True)),
+    "Linformer (2020)": (
+        "Wang et al. 2020: keys and values projected along the sequence to proj_len = 64 by learned "
+        "E, F; a bidirectional RoBERTa-style encoder (learned positions, post-LN, GELU).",
+        dict(attention="linformer", proj_len=64, position="learned", max_len=4096, norm_placement="post",
+             norm="layernorm", ffn="gelu", causal=False)),
+    "Nystromformer (2021)": (
+        "Xiong et al. 2021: Nystrom approximation of softmax with 16 segment-mean landmarks; a "
+        "bidirectional BERT-style encoder (learned positions, post-LN, GELU).",
+        dict(attention="nystrom", n_landmarks=16, position="learned", max_len=4096, norm_placement="post",
+             norm="layernorm", ffn="gelu", causal=False)),
+    "Switch Transformer (2021)": (
+        "Fedus et al. 2021: top-1 routing to 8 experts with capacity factor 1.25 and the load-balancing "
+        "loss; T5-style relative biases, pre-norm RMSNorm.",
+        dict(attention="full", position="t5", norm_placement="pre", norm="rmsnorm", ffn="switch",
+             n_experts=8, capacity_factor=1.25, causal=True)),
+    "Universal Transformer (2019)": (
+        "Dehghani et al. 2019: one shared block applied up to n_layers times with a position + step "
+        "timing signal and ACT halting per token (threshold 1 - 0.01); post-LN, ReLU.",
+        dict(attention="full", position="sinusoidal", layer="universal", act=True, act_threshold=0.99,
+             norm_placement="post", norm="layernorm", ffn="relu", causal=True)),
 }
 
 CUSTOM = "(custom)"

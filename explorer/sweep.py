@@ -1,9 +1,10 @@
 """Latency and memory against sequence length, measured on the machine the app runs on.
 
 ``latency_memory_sweep(cfg, seq_lens, mode)`` returns one record per length:
-``seq_len``, ``ms`` (median of several timed runs after a warm-up), ``peak_bytes`` (measured:
-``torch.cuda.max_memory_allocated`` on CUDA; on CPU the running sum of the allocator events the
-PyTorch profiler records, so kernels' internal buffers count too), ``backend`` (what ran),
+``seq_len``, ``ms`` (median of several timed runs after a warm-up, ``kernels.measure.median_ms``),
+``peak_bytes`` (measured by ``kernels.measure.measure_peak``: ``torch.cuda.max_memory_allocated``
+on CUDA; on CPU the running sum of the allocator events the PyTorch profiler records, so kernels'
+internal buffers count too), ``backend`` (what ran),
 ``status`` (``ok`` / ``oom`` / ``timeout`` / ``invalid`` / ``error``) and ``reason``.
 
 It never raises for out-of-memory or time-outs. A run cannot be interrupted safely, so the time
@@ -19,20 +20,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import statistics
 import threading
 import time
 
 import torch
 
-from models import ConfigError, ModelConfig, build_model
+from models import ConfigError, ModelConfig
 from models.attention import RULES, pattern_block_mask
 from models.positions import POSITION
 
 import kernels
+from kernels.measure import measure_peak, median_ms
 
 from .device import default_threads, gpu
 from .device import device as default_device
+from .seeding import GLOBAL_RNG, build
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ def attention_backend_name(cfg: ModelConfig, dev, L: int) -> str:
     dev = torch.device(dev)
     if cfg.attention not in RULES:
         return f"torch-{dev.type} {cfg.attention}"
-    pos = POSITION[cfg.position].build(cfg)
+    with GLOBAL_RNG:  # a learned table draws from the global RNG: never during another thread's build
+        pos = POSITION[cfg.position].build(cfg)
     dh = cfg.d_head
     q = torch.zeros(1, cfg.n_heads, 2, dh)
     k = torch.zeros(1, cfg.kv_heads, 2, dh)
@@ -76,28 +79,6 @@ def _available_bytes(dev: torch.device) -> int:
     except OSError:
         pass
     return 1 << 62  # unknown: rely on catching the allocator's error
-
-
-def _peak_bytes(fn, dev: torch.device) -> int:
-    """Run ``fn`` once and return the peak bytes it allocated (measured)."""
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        before = torch.cuda.memory_allocated(dev)
-        fn()
-        torch.cuda.synchronize(dev)
-        return int(torch.cuda.max_memory_allocated(dev) - before)
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    live = peak = 0
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        if str(e.device_type()).endswith("CPU"):
-            live += e.nbytes()
-            peak = max(peak, live)
-    return int(peak)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -145,7 +126,7 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     lens = sorted({int(n) for n in seq_lens})
     if not lens or lens[0] < 1:
         raise ConfigError("seq_lens", seq_lens, "positive integers")
-    model = build_model(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
+    model = build(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
     records, stop, history = [], None, []
     with _MEASURE_LOCK, _threads(threads or default_threads()):
         for n, L in enumerate(lens):
@@ -198,6 +179,14 @@ def _predicted_s(history: list, L: int) -> float | None:
     return t1 * (L / l1) ** slope
 
 
+def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int:
+    """Timed runs: at least ``min_repeats``, more (up to ``repeats``) while the runs, predicted from the
+    warm-up's duration, stay within ``min(1 s, budget / 4)``; ``median_ms`` stops at ``budget``."""
+    if warm_s <= 0:
+        return repeats
+    return max(1, min(repeats, max(min_repeats, math.ceil(min(1.0, budget / 4) / warm_s))))
+
+
 def _measure_one(model, cfg, L, mode, dev, backend, batch, repeats, min_repeats, budget, history,
                  first: bool) -> dict:
     need = batch * L * cfg.d_model * 4 * 2  # the embeddings and one hidden state: a lower bound
@@ -216,24 +205,17 @@ def _measure_one(model, cfg, L, mode, dev, backend, batch, repeats, min_repeats,
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
         if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
             run()
-            _peak_bytes(lambda: None, dev)
+            measure_peak(lambda: None, dev)
         sync()
         t0 = time.perf_counter()
-        peak = _peak_bytes(run, dev)  # warm-up of this length, measured for memory, never timed
+        _, peak = measure_peak(run, dev)  # warm-up of this length, measured for memory, never timed
         sync()
         warm = time.perf_counter() - t0
         if warm > budget:
-            return _record(L, "timeout", backend, mode, dev, peak=peak,
+            return _record(L, "timeout", backend, mode, dev, peak=int(peak),
                            reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
-        times = []
-        while len(times) < repeats and (len(times) < min_repeats or sum(times) < min(1.0, budget / 4)):
-            t0 = time.perf_counter()
-            run()
-            sync()
-            times.append(time.perf_counter() - t0)
-            if sum(times) > budget:
-                break
-        return _record(L, "ok", backend, mode, dev, ms=1000.0 * statistics.median(times), peak=peak)
+        ms = median_ms(run, dev, warmup=0, repeats=_n_runs(warm, repeats, min_repeats, budget), budget_s=budget)
+        return _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))
     except ConfigError as exc:
         return _record(L, "invalid", backend, mode, dev, reason=str(exc))
     except (RuntimeError, MemoryError) as exc:

@@ -17,6 +17,7 @@ from models import ModelConfig
 from models.config import CATEGORIES
 
 from . import ui_handlers as h
+from . import ui_views
 from .device import configure_threads, device_label
 from .limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
 from .presets import CUSTOM, available
@@ -35,6 +36,8 @@ SHARE_JS = """(qs) => {
   try { window.history.replaceState(null, '', url); } catch (e) {}
   return url;
 }"""
+
+RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
 
 
 def _header() -> str:
@@ -98,6 +101,7 @@ def build_app() -> gr.Blocks:
                         maps_md = gr.Markdown(reading0, elem_id="maps-reading")
                         grid = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
                         stats = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
+                    views = ui_views.build_views_tab()
                     with gr.Tab("Gradients", id="gradients"):
                         grad_md = gr.Markdown("", elem_id="grad-reading")
                         grad = gr.Plot(None, label="Gradient norms", elem_id="grad-plot")
@@ -119,7 +123,7 @@ def build_app() -> gr.Blocks:
             state=state, preset=preset, status=status, text=text, share_url=share_url, share_qs=share_qs,
             upload=upload, export=export, files=files, maps_md=maps_md, grid=grid, stats=stats,
             grad_md=grad_md, grad=grad, lengths=lengths, mode=mode, run=run, sweep_md=sweep_md,
-            sweep=sweep, kv=kv, model_md=model_md, config_code=config_code))
+            sweep=sweep, kv=kv, model_md=model_md, config_code=config_code, views=views))
     return demo
 
 
@@ -134,11 +138,27 @@ def _wire(demo, ctl: dict, c: SimpleNamespace) -> None:
                       api_visibility="undocumented")
     gr.on([ctl[k].change for k in CATEGORIES], visibility_updates, [ctl[k] for k in CATEGORIES], controls,
           queue=False, api_name="visibility", api_visibility="undocumented")
-    gr.on(triggers, lambda *a: h.refresh_attention(a[:n], a[n], a[n + 1]),
-          [*controls, c.text, c.state],
-          [c.grid, c.stats, c.maps_md, c.status, c.share_qs, c.preset, c.state],
-          trigger_mode="always_last", show_progress="minimal", api_name="refresh_attention",
-          api_visibility="undocumented")
+    attention = gr.on(triggers, lambda *a: h.refresh_attention(a[:n], a[n], a[n + 1]),
+                      [*controls, c.text, c.state],
+                      [c.grid, c.stats, c.maps_md, c.status, c.share_qs, c.preset, c.state],
+                      trigger_mode="always_last", show_progress="minimal", api_name="refresh_attention",
+                      api_visibility="undocumented")
+    # the views read the same (cached) forward pass, so they follow the attention event
+    v = c.views
+    view_inputs = [*controls, c.text, v.layer, v.head]
+    view_outputs = [v.tab, v.md, v.pick, v.layer, v.head, *v.plots.values()]
+
+    def views(*a):
+        return ui_views.refresh_views(a[:n], a[n], a[n + 1], a[n + 2])
+
+    attention.then(views, view_inputs, view_outputs, show_progress="hidden", api_name="refresh_views",
+                   api_visibility="undocumented")
+    demo.load(views, view_inputs, view_outputs, show_progress="hidden", api_visibility="private")
+    # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
+    v.tab.select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
+    gr.on([v.layer.input, v.head.input], lambda *a: ui_views.redraw_approximation(a[:n], a[n], a[n + 1], a[n + 2]),
+          view_inputs, [v.plots["approximation"]], trigger_mode="always_last", show_progress="minimal",
+          api_name="redraw_view", api_visibility="undocumented")
     gr.on([*triggers, demo.load], lambda *a: h.refresh_analysis(a[:n], a[n]), [*controls, c.text],
           [c.grad, c.grad_md, c.model_md, c.kv, c.config_code],
           trigger_mode="always_last", show_progress="hidden", api_name="refresh_analysis",

@@ -17,7 +17,7 @@ import gradio as gr
 from models import ConfigError, ModelConfig, registries
 
 from . import experiments as ex
-from . import plots, report
+from . import plots, plots_views, report
 from .limits import MAX_TEXT_BYTES, check_limits, parse_lengths
 from .presets import CUSTOM, matching_preset, preset_config
 from .share import DEFAULT_TEXT, from_query, to_query
@@ -213,6 +213,9 @@ def export_files(values, text, state):
              "attention.html": _html([grid, stats], f"Attention maps: {cfg.attention}"),
              "gradients.html": _html([grad_fig], "Gradient norms at initialisation"),
              "kv_cache.html": _html([kv], "KV cache for decoding")}
+    view_figs = list(plots_views.view_figures(ex.attention_maps(cfg, text).views).values())
+    if view_figs:  # only the variants that have views (layer 0, head 0 for the comparison)
+        files["views.html"] = _html(view_figs, f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}")
     sweep = (state or {}).get("sweep")
     if sweep:
         fig = plots.sweep_figure(sweep["current"], sweep["baseline"], sweep["attention"])

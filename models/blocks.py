@@ -5,7 +5,9 @@ prefix (hidden states prepended to keys/values: Transformer-XL, compressive, mem
 an optional hook that replaces the core call (the kNN layer of the Memorizing Transformer gets the
 pre-position queries/keys to retrieve with and mixes retrieved and local attention). Memory
 prefixes live in the space of the attention input (after a pre-norm), so memory and current
-tokens are projected alike.
+tokens are projected alike. When attention weights are requested (``ctx.need_weights``), the
+layer info also keeps the post-position ``q``, ``k`` and score modifiers (detached references, no
+copy), so the explorer can compare an approximate mechanism with exact softmax on the same inputs.
 
 A block owns its sublayers and two residual wrappers from ``NORM_PLACEMENT``; which of post / pre
 / sandwich / ReZero / none is used is a registry lookup, never a flag.
@@ -52,6 +54,9 @@ class Attention(nn.Module):
         q_raw, k_raw = q, k
         q, k, mods = ctx.position.modify(q, k, self.layer, k_start=ctx.k_start - prefix,
                                          scale=1.0 / math.sqrt(dh))
+        if ctx.need_weights:  # display only: lets the explorer redo exact softmax on these very q, k
+            info["q"], info["k"] = q.detach(), k.detach()  # (B, h, L, d_h), (B, h_kv, P + L, d_h)
+            info["score_mods"] = {n: t.detach() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
         hook = ctx.attention_hook(index)
         if hook is None:
             out, probs, aux = self.core(q, k, v, mods, ctx)

@@ -27,6 +27,16 @@ def test_analyze(client):
     assert s["row_sums_ok"]
 
 
+def test_analyze_includes_the_variant_views(client):
+    s = client.predict(json.dumps({**SMALL, "attention": "linear", "ffn": "switch"}), "abcdefgh", api_name="/analyze")
+    views = s["views"]
+    assert set(views) == {"approximation", "experts"}
+    assert sum(views["experts"]["expert_counts"][0]) == 8 and views["experts"]["top_k"] == 1
+    err = views["approximation"]["max_abs_error"]
+    assert len(err) == 2 and len(err[0]) == 2 and 0 < views["approximation"]["overall_max_abs_error"] <= 1
+    assert client.predict(json.dumps(SMALL), "abc", api_name="/analyze")["views"] == {}
+
+
 def test_gradients(client):
     g = client.predict(json.dumps({**SMALL, "norm_placement": "rezero"}), api_name="/gradients")
     assert g["layer"] == [0, 1] and g["attn_out"] == [0.0, 0.0] and g["ffn_out"] == [0.0, 0.0]

@@ -92,10 +92,10 @@ class Page:
     def tab(self, name):
         self.page.get_by_role("tab", name=name).click()
 
-    def shot(self, name):
+    def shot(self, name, full_page=False):
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.page.wait_for_timeout(800)  # let Plotly finish its transition
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
     def check_clean(self):
         assert self.page.locator(".toast-body.error").count() == 0, "an error toast is showing"
@@ -206,4 +206,44 @@ def test_sweep_draws_curves(page):
     curve = sweep["names"].index(next(n for n in sweep["names"] if n.startswith("sliding_window")))
     assert sweep["x"][curve] == [128, 256, 512, 1024]
     page.shot("latency")
+    page.check_clean()
+
+
+def _reading(preset):
+    """The views reading line the app must settle on for ``preset`` (computed here, in-process)."""
+    from explorer import experiments as ex
+    from explorer.presets import preset_config
+    from explorer.share import DEFAULT_TEXT
+    from explorer.ui_views import views_reading
+    return views_reading(ex.attention_maps(preset_config(preset), DEFAULT_TEXT).views).split("\n")[0].replace("**", "")
+
+
+def _settle(page, preset):
+    """Wait until the views show ``preset`` itself (filling the controls passes through mixed configs)."""
+    page.page.wait_for_function("(t) => (document.querySelector('#views-reading') || {}).innerText?.includes(t)",
+                                arg=_reading(preset), timeout=60_000)
+
+
+def test_preset_with_a_view_shows_it_in_the_variant_views_tab(page):
+    assert page.page.get_by_role("tab", name="Variant views").count() == 0  # default config: no views
+    page.choose("preset", "Switch Transformer (2021)")
+    page.page.get_by_role("tab", name="Variant views").click(timeout=60_000)
+    _settle(page, "Switch Transformer (2021)")
+    page.wait_plot("#view-experts")
+    experts = page.plot("#view-experts")
+    assert experts["names"][:4] == [f"layer {i}" for i in range(4)]  # one histogram per layer
+    assert all(len(x) == 8 for x in experts["x"][:4])  # 8 experts in the preset
+    panels = page.page.evaluate("() => document.querySelector('#view-experts .js-plotly-plot').layout"
+                                ".annotations.map(a => a.text)")
+    assert sum("dropped" in t for t in panels) == 4
+    assert page.page.locator("#view-approximation .js-plotly-plot").count() == 0  # not this variant's view
+    page.shot("views_experts")
+    page.choose("preset", "Reformer (2020)")
+    _settle(page, "Reformer (2020)")
+    page.wait_plot("#view-approximation")
+    page.wait_plot("#view-groups")
+    approx = page.plot("#view-approximation")
+    assert approx["names"] == ["effective (lsh)", "exact softmax", "|effective − exact|"]
+    assert page.page.locator("#view-experts .js-plotly-plot").count() == 0
+    page.shot("views_approximation", full_page=True)
     page.check_clean()

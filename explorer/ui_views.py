@@ -1,0 +1,116 @@
+"""The "Variant views" tab: only the views the current config's model output has (``explorer.views``).
+
+The tab and each plot are created once and shown or hidden per config: the tab is visible only
+when at least one view exists. Layer / head pickers (approximate attention only) redraw just the
+comparison figure. Like every handler, failures warn nothing extra (the attention handler already
+did) and return ``gr.skip()``, so the last good figures stay.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from . import experiments as ex
+from .plots_views import PLOT_NAMES, approximation_figure, view_figures
+from .ui_handlers import _problem, current_config
+
+LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
+          "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
+          "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token"}
+
+
+def build_views_tab() -> SimpleNamespace:
+    """Create the tab's components (inside the caller's ``gr.Tabs``); hidden until a view exists."""
+    with gr.Tab("Variant views", id="views", visible=False, elem_id="views-tab") as tab:
+        md = gr.Markdown("", elem_id="views-reading")
+        with gr.Row(visible=False) as pick:
+            layer = gr.Dropdown([("layer 0", 0)], value=0, label="Layer", elem_id="views-layer", scale=1)
+            head = gr.Dropdown([("head 0", 0)], value=0, label="Head", elem_id="views-head", scale=1)
+        plots = {n: gr.Plot(None, label=LABELS[n], elem_id=f"view-{n.replace('_', '-')}", visible=False)
+                 for n in PLOT_NAMES}
+    return SimpleNamespace(tab=tab, md=md, pick=pick, layer=layer, head=head, plots=plots)
+
+
+def views_reading(views) -> str:
+    """One line per view: what is shown and its headline number."""
+    s = {n: v.summary() for n, v in views.items.items()}
+    lines = []
+    if "approximation" in s:
+        a = s["approximation"]
+        lines.append(f"**{a['mechanism']}** vs exact softmax: max |error| {a['overall_max_abs_error']:.3f}, "
+                     f"mean {a['overall_mean_abs_error']:.4f} over all layers and heads.")
+    if "groups" in s:
+        g = s["groups"]
+        lines.append(f"**{g['what']}s**: {g['n_groups']} per head; attention stays inside a {g['what'].split()[-1]}.")
+    if "span" in s:
+        flat = [x for row in s["span"]["span"] for x in row if x is not None]
+        lines.append(f"**adaptive span**: learned spans {min(flat):.1f}–{max(flat):.1f} tokens "
+                     f"(max_span {s['span']['max_span']}).")
+    if "experts" in s:
+        e = s["experts"]
+        lines.append(f"**{e['ffn']}**: {sum(e['dropped'])} assignments dropped over capacity across "
+                     f"{len(e['dropped'])} layers (top-{e['top_k']}).")
+    if "memory" in s:
+        m = s["memory"]
+        far = max(max(r) for r in m["reach"])
+        lines.append(f"**{m['memory']} memory**: {len(m['segments'])} segment(s); the farthest query sees "
+                     f"{far} tokens back (without memory: {max(m['reach_without_memory'])}).")
+    for key, what in (("exit", "exit layer"), ("act", "ACT steps")):
+        if key in s:
+            lines.append(f"**{what}**: mean {s[key]['mean']:.2f} of {s[key]['n_layers']}.")
+    return "\n\n".join(lines)
+
+
+def views_outputs(cfg, text: str, layer=0, head=0) -> list:
+    """-> [tab, reading, picker row, layer, head, *plots] (``gr.update`` each)."""
+    views = ex.attention_maps(cfg, text).views
+    figs = view_figures(views, _int(layer), _int(head))
+    approx = views.items.get("approximation")
+    if approx is not None:
+        n_l, n_h = approx.effective.shape[:2]
+        layer, head = min(_int(layer), n_l - 1), min(_int(head), n_h - 1)
+        pickers = [gr.update(visible=True),
+                   gr.update(choices=[(f"layer {i}", i) for i in range(n_l)], value=layer),
+                   gr.update(choices=[(f"head {h}", h) for h in range(n_h)], value=head)]
+    else:
+        pickers = [gr.update(visible=False), gr.update(), gr.update()]
+    plots = [gr.update(value=figs[n], visible=True) if n in figs else gr.update(value=None, visible=False)
+             for n in PLOT_NAMES]
+    return [gr.update(visible=bool(figs)), views_reading(views), *pickers, *plots]
+
+
+def _int(x) -> int:
+    try:
+        return max(0, int(x))
+    except (TypeError, ValueError):
+        return 0
+
+
+def approximation_redraw(cfg, text: str, layer, head):
+    """Only the comparison figure, for another layer / head."""
+    views = ex.attention_maps(cfg, text).views
+    view = views.items.get("approximation")
+    if view is None:
+        return gr.skip()
+    return approximation_figure(view, views.tokens, _int(layer), _int(head))
+
+
+N_OUTPUTS = 5 + len(PLOT_NAMES)
+
+
+def refresh_views(values, text, layer=0, head=0) -> list:
+    """Control values -> ``views_outputs``; a bad config skips every output (already warned)."""
+    try:
+        return views_outputs(current_config(values), text, layer, head)
+    except Exception as exc:
+        _problem(exc)
+        return [gr.skip()] * N_OUTPUTS
+
+
+def redraw_approximation(values, text, layer, head):
+    try:
+        return approximation_redraw(current_config(values), text, layer, head)
+    except Exception as exc:
+        _problem(exc)
+        return gr.skip()

@@ -1,0 +1,97 @@
+"""The Variant views tab from its handlers (no server): each view is shown for its variant and
+for no other, the tab hides when there is none, the layer / head pickers redraw, and presets bring
+their views."""
+import json
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+
+from explorer import experiments as ex
+from explorer import ui_handlers as h
+from explorer import ui_views
+from explorer.plots_views import PLOT_NAMES
+from explorer.presets import matching_preset, preset_config
+from explorer.ui_controls import config_values
+from models import ModelConfig
+
+SMALL = dict(n_layers=2, d_model=32, n_heads=2)
+TEXT = "views appear by themselves"
+
+CASES = {
+    "standard": (dict(), set()),
+    "sliding_window": (dict(attention="sliding_window", window=4), set()),
+    "linear": (dict(attention="linear"), {"approximation", "approximation_table"}),
+    "performer": (dict(attention="performer"), {"approximation", "approximation_table"}),
+    "linformer": (dict(attention="linformer", causal=False, position="learned"), {"approximation", "approximation_table"}),
+    "lsh": (dict(attention="lsh"), {"approximation", "approximation_table", "groups"}),
+    "routing": (dict(attention="routing"), {"approximation", "approximation_table", "groups"}),
+    "adaptive_span": (dict(attention="adaptive_span"), {"approximation", "approximation_table", "span"}),
+    "moe": (dict(ffn="moe"), {"experts"}),
+    "hash": (dict(ffn="hash"), {"experts"}),
+    "xl": (dict(memory="xl", segment_len=8), {"memory"}),
+    "tokens": (dict(memory="tokens"), {"memory"}),
+    "early_exit": (dict(layer="early_exit"), {"exit"}),
+    "universal_act": (dict(layer="universal", act=True), {"act"}),
+    "universal": (dict(layer="universal"), set()),
+    "reversible": (dict(layer="reversible"), set()),
+}
+
+
+def _shown(out):
+    return {n for n, u in zip(PLOT_NAMES, out[5:]) if u.get("visible")}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_view_appears_for_its_variant_only(name):
+    kw, want = CASES[name]
+    out = ui_views.refresh_views(config_values(ModelConfig(**SMALL, **kw)), TEXT, 0, 0)
+    assert len(out) == ui_views.N_OUTPUTS
+    assert _shown(out) == want
+    assert out[0]["visible"] == bool(want)  # the tab itself
+    assert out[2]["visible"] == ("approximation" in want)  # layer / head pickers
+    for n, u in zip(PLOT_NAMES, out[5:]):
+        assert isinstance(u.get("value"), go.Figure) == (n in want)
+    if want:
+        assert out[1]  # a reading line per view
+
+
+def test_pickers_follow_the_model_and_redraw_one_head():
+    vals = config_values(ModelConfig(attention="linear", **SMALL))
+    out = ui_views.refresh_views(vals, TEXT, 5, 9)  # out of range: clamped to the last layer / head
+    assert out[3]["value"] == 1 and out[4]["value"] == 1 and [c[1] for c in out[3]["choices"]] == [0, 1]
+    fig = ui_views.redraw_approximation(vals, TEXT, 1, 0)
+    assert "layer 1, head 0" in fig.layout.title.text
+    std = config_values(ModelConfig(**SMALL))
+    assert ui_views.redraw_approximation(std, TEXT, 0, 0) == gr.skip()
+
+
+def test_bad_config_skips_every_view_output():
+    vals = config_values(ModelConfig(**SMALL))
+    vals[0] = "not-a-number"  # max_len
+    out = ui_views.refresh_views(vals, TEXT)
+    assert all(x == gr.skip() or (isinstance(x, dict) and len(x) == 1) for x in out)
+
+
+@pytest.mark.parametrize("preset,view", [
+    ("Reformer (2020)", "groups"), ("Routing Transformer (2021)", "groups"),
+    ("Linear Transformer (2020)", "approximation"), ("Performer (2021)", "approximation"),
+    ("Linformer (2020)", "approximation"), ("Nystromformer (2021)", "approximation"),
+    ("Transformer-XL (2019)", "memory"), ("Compressive Transformer (2019)", "memory"),
+    ("Memorizing Transformer (2022)", "memory"), ("Switch Transformer (2021)", "experts"),
+    ("Universal Transformer (2019)", "act"), ("GTrXL (2020)", "memory"),
+])
+def test_issue_presets_validate_and_bring_their_view(preset, view):
+    cfg = h.check_limits(preset_config(preset))
+    assert matching_preset(cfg) == preset
+    assert view in ex.attention_maps(cfg, TEXT).views.items
+
+
+def test_export_adds_the_views_page(tmp_path):
+    cfg = ModelConfig(ffn="switch", **SMALL)
+    upd = h.export_files(config_values(cfg), TEXT, h.new_state())
+    names = sorted(p.rsplit("/", 1)[-1] for p in upd["value"])
+    assert "views.html" in names
+    html = open([p for p in upd["value"] if p.endswith("views.html")][0]).read()
+    assert "expert load per layer" in html and "Plotly.newPlot" in html
+    assert json.loads(open([p for p in upd["value"] if p.endswith("config.json")][0]).read())["ffn"] == "switch"
