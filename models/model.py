@@ -15,6 +15,7 @@ For several segments the per-layer info is merged as ``memory_view.merge_segment
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -142,6 +143,11 @@ def build_model(cfg: ModelConfig) -> TransformerModel:
     if isinstance(cfg, dict):
         cfg = ModelConfig.from_dict(cfg)
     cfg.validate()
-    with torch.random.fork_rng(devices=[]):
+    # Module constructors draw from torch's process-wide RNG; builds on several threads (a served
+    # app) would interleave their draws, so a build holds the RNG to itself.
+    with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         return TransformerModel(cfg)
+
+
+_BUILD_LOCK = threading.Lock()

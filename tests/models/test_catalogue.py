@@ -155,3 +155,15 @@ def test_learned_positions_beyond_max_len_is_a_clear_error():
     with pytest.raises(ConfigError) as e:
         model(_tokens(1, 17))
     assert "max_len" in str(e.value) and "17" in str(e.value)
+
+
+def test_concurrent_builds_give_the_same_weights():
+    """Builds on several threads (a served app) must not interleave their seeded draws."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfgs = [ModelConfig(**SMALL, seed=s % 2, ffn="moe" if s % 3 else "gelu") for s in range(12)]
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(build_model, cfgs))
+    for cfg, model in zip(cfgs, models):
+        alone = build_model(cfg)
+        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), alone.parameters()))
