@@ -74,7 +74,9 @@ def build_app() -> gr.Blocks:
     configure_threads()
     cfg = ModelConfig()
     grid0, stats0, reading0 = h.attention_outputs(cfg, DEFAULT_TEXT)  # first paint needs no request
-    with gr.Blocks(title="Transformer Family Explorer", fill_width=True) as demo:
+    # analytics off: no telemetry calls from an offline host (and Gradio 6.31 crashes comparing a
+    # theme whose font list mixes names and Font objects with its built-in themes when it is on).
+    with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False) as demo:
         state = gr.State(h.new_state(cfg))
         gr.HTML(_header())
         with gr.Row(equal_height=False):

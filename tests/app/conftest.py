@@ -23,7 +23,7 @@ def _free_port() -> int:
 def app_url():
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1"}  # otherwise exactly the newcomer's `python app.py`
     env.pop("TRITON_INTERPRET", None)  # the app runs as it would in production
     log = open(ROOT / ".pytest_cache" / "app-server.log", "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -44,6 +44,8 @@ def app_url():
                 pytest.fail("app.py did not start within 120 s")
             time.sleep(0.5)
         yield url
+        if proc.poll() is not None:  # the server thread may answer while the main thread died
+            pytest.fail(f"app.py died during the session with code {proc.returncode}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)  # our own process group only
