@@ -79,8 +79,8 @@ class AdaptiveSpanAttention(nn.Module):
 
 def check(cfg) -> None:
     if not cfg.causal:
-        raise ConfigError("causal", False, "True: adaptive_span masks by the distance i - j to *earlier* "
-                                           "keys (a causal language-model mechanism)")
+        raise ConfigError("causal", False, "only causal=True with attention='adaptive_span': it masks by the "
+                                           "distance i - j to *earlier* keys (a causal language-model mechanism)")
 
 
 from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)

@@ -112,7 +112,8 @@ class NystromAttention(nn.Module):
 def _not_causal(name: str, why: str):
     def check(cfg) -> None:
         if cfg.causal:
-            raise ConfigError("causal", True, f"False: {name} is bidirectional only ({why})")
+            raise ConfigError("causal", True, f"only causal=False with attention={name!r}: it is bidirectional "
+                                              f"only ({why})")
         check_positions(cfg, name, _NO_BIAS, "has no per-(query, key) score matrix to add a position bias or "
                                              "relative vectors to")
     return check
