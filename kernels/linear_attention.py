@@ -33,6 +33,25 @@ MAX_PAD = 64
 
 
 @triton.jit
+def _kv_totals(KF, V, L, M, D, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+    """Non-causal state over the whole sequence: ``S = sum_j phi(k_j) v_j^T``, ``z = sum_j phi(k_j)``."""
+    rows = tl.arange(0, C)
+    fm = tl.arange(0, MP)
+    fd = tl.arange(0, DP)
+    S = tl.zeros([MP, DP], tl.float32)
+    z = tl.zeros([MP], tl.float32)
+    for c0 in range(0, L, C):
+        r = c0 + rows
+        k = tl.load(KF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
+                    other=0.0).to(tl.float32)
+        v = tl.load(V + r[:, None] * D + fd[None, :], mask=(r[:, None] < L) & (fd[None, :] < D),
+                    other=0.0).to(tl.float32)
+        S += tl.dot(tl.trans(k), v, input_precision="tf32x3")
+        z += tl.sum(k, 0)
+    return S, z
+
+
+@triton.jit
 def _la_fwd(QF, KF, V, O, DEN, H, GROUP, L, M, D, eps, CAUSAL: tl.constexpr, C: tl.constexpr,
             MP: tl.constexpr, DP: tl.constexpr):
     bh = tl.program_id(0)
@@ -47,14 +66,7 @@ def _la_fwd(QF, KF, V, O, DEN, H, GROUP, L, M, D, eps, CAUSAL: tl.constexpr, C: 
     S = tl.zeros([MP, DP], tl.float32)
     z = tl.zeros([MP], tl.float32)
     if not CAUSAL:
-        for c0 in range(0, L, C):
-            r = c0 + rows
-            k = tl.load(KF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
-                        other=0.0).to(tl.float32)
-            v = tl.load(V + r[:, None] * D + fd[None, :], mask=(r[:, None] < L) & (fd[None, :] < D),
-                        other=0.0).to(tl.float32)
-            S += tl.dot(tl.trans(k), v, input_precision="tf32x3")
-            z += tl.sum(k, 0)
+        S, z = _kv_totals(KF, V, L, M, D, C, MP, DP)
     for c0 in range(0, L, C):
         r = c0 + rows
         q = tl.load(QF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
@@ -91,14 +103,7 @@ def _la_bwd_dq(QF, KF, V, O, DO, DEN, DQ, H, GROUP, L, M, D, CAUSAL: tl.constexp
     S = tl.zeros([MP, DP], tl.float32)
     z = tl.zeros([MP], tl.float32)
     if not CAUSAL:
-        for c0 in range(0, L, C):
-            r = c0 + rows
-            k = tl.load(KF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
-                        other=0.0).to(tl.float32)
-            v = tl.load(V + r[:, None] * D + fd[None, :], mask=(r[:, None] < L) & (fd[None, :] < D),
-                        other=0.0).to(tl.float32)
-            S += tl.dot(tl.trans(k), v, input_precision="tf32x3")
-            z += tl.sum(k, 0)
+        S, z = _kv_totals(KF, V, L, M, D, C, MP, DP)
     for c0 in range(0, L, C):
         r = c0 + rows
         rd = (r[:, None] < L) & (fd[None, :] < D)
