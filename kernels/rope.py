@@ -78,7 +78,7 @@ def apply_rope_ref(x: torch.Tensor, positions: torch.Tensor, base: float = 10000
     """Plain PyTorch rotate-half RoPE (the CPU path and the test reference)."""
     d = x.shape[-1]
     inv = base ** (-torch.arange(0, d // 2, device=x.device, dtype=torch.float32) * 2 / d)
-    ang = positions.to(x.device).float()[:, None] * inv[None, :]  # (L, d/2)
+    ang = positions.to(x.device).float()[..., None] * inv  # (..., L, d/2): any broadcastable positions
     c, s = torch.cos(ang), torch.sin(ang)
     x1, x2 = x[..., : d // 2].float(), x[..., d // 2:].float()
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).to(x.dtype)

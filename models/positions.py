@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from kernels.rope import apply_rope as _kernel_rope
+from kernels.rope import apply_rope_ref as _rope_ref
 
 from .config import ConfigError
 from .registry import Variant, register
@@ -60,7 +61,13 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     """
     if x.shape[-1] % 2:
         raise ValueError(f"apply_rope needs an even head width, got d_h={x.shape[-1]}")
-    return _kernel_rope(x, positions.to(x.device), base)
+    positions = torch.as_tensor(positions, device=x.device)
+    if positions.dim() == 1:
+        return _kernel_rope(x, positions, base)
+    # Per-sequence positions, e.g. [B, L] for x [B, h, L, d_h] (HF's position_ids): broadcast them.
+    if positions.dim() == 2 and x.dim() == 4 and positions.shape[0] == x.shape[0]:
+        positions = positions[:, None, :]
+    return _rope_ref(x, positions, base)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -91,7 +98,7 @@ def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = Tr
     log-spaced up to ``max_distance``; farther distances share the last bucket. In the
     unidirectional case keys after the query (``j > i``) all land in bucket 0.
     """
-    rel = relative_position.long()
+    rel = torch.as_tensor(relative_position).long()
     bucket = torch.zeros_like(rel)
     if bidirectional:
         num_buckets //= 2

@@ -334,3 +334,14 @@ def test_xl_matches_paper(causal, scale):
     got, _ = attention_ref(q2, k2, v, causal=causal, scale=scale, **mods)
     want = _naive(q, k, v, causal, score)
     torch.testing.assert_close(got.double().detach(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_rope_accepts_per_sequence_positions_and_python_ints():
+    """HF-style position_ids [B, L] rotate each sequence by its own positions."""
+    from models.positions import apply_rope, t5_relative_bucket
+    x = torch.randn(2, 3, 6, 8)
+    pos = torch.stack([torch.arange(6), torch.arange(6) + 4])
+    out = apply_rope(x, pos)
+    for b in range(2):
+        torch.testing.assert_close(out[b], apply_rope(x[b:b + 1], pos[b])[0])
+    assert int(t5_relative_bucket(-5)) == int(t5_relative_bucket(torch.tensor(-5)))
