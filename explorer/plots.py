@@ -203,21 +203,22 @@ def _guides(records, key, scale, axis) -> list:
     return out
 
 
-def sweep_figure(current: list, baseline: list | None, attention: str) -> go.Figure:
-    """Log-log time and measured peak memory against L, current attention vs ``full``."""
+def sweep_figure(current: list, baseline: list | None, attention: str, baseline_name: str = "full") -> go.Figure:
+    """Log-log time and measured peak memory against L, current config vs its baseline
+    (``full`` attention, or standard layers for a reversible stack)."""
     (xd0, yd0), (xd1, yd1) = _grid(1, 2, hgap=0.1)
     data = []
     for key, scale, axis in (("ms", 1.0, ""), ("peak_bytes", 1 / 2**20, "2")):
         data += _guides(current, key, scale, axis)
         data += _curve(current, key, scale, attention, "#1f77b4", "solid", axis)
         if baseline:
-            data += _curve(baseline, key, scale, "full (baseline)", "#ff7f0e", "dash", axis)
+            data += _curve(baseline, key, scale, f"{baseline_name} (baseline)", "#ff7f0e", "dash", axis)
     mode = (current[0].get("mode", "forward") if current else "forward").replace("_", " + ")
     backends = sorted({r["backend"] for r in current if r["status"] == "ok"}) or ["-"]
     base = sorted({r["backend"] for r in baseline or [] if r["status"] == "ok"})
     title = f"{mode.capitalize()} time and memory vs length — {attention}: {', '.join(backends)}"
     if base:
-        title += f" | full: {', '.join(base)}"
+        title += f" | {baseline_name}: {', '.join(base)}"
     method = current[0].get("memory_method", "measured") if current else "measured"
     threads = current[0].get("threads") if current else None
     if threads:

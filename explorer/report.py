@@ -35,7 +35,7 @@ def gradient_reading(results: dict, current: str, skipped: dict | None = None) -
     return line
 
 
-def sweep_reading(current: list, baseline: list | None, attention: str) -> str:
+def sweep_reading(current: list, baseline: list | None, attention: str, baseline_name: str = "full") -> str:
     """Fitted slopes and the largest length measured, as a sentence."""
     def describe(records, name):
         s_t, s_m = fitted_slope(records, "ms"), fitted_slope(records, "peak_bytes")
@@ -53,7 +53,7 @@ def sweep_reading(current: list, baseline: list | None, attention: str) -> str:
 
     parts = [describe(current, attention)]
     if baseline:
-        parts.append(describe(baseline, "full"))
+        parts.append(describe(baseline, baseline_name))
     return " · ".join(parts) + ". A slope of 1 is linear in L, 2 quadratic."
 
 

@@ -157,26 +157,42 @@ def upload_config(path):
 
 
 # ---------------------------------------------------------------------------- sweep
+def sweep_baseline(cfg: ModelConfig):
+    """``(name, config)`` the sweep compares against: a reversible stack against the same model with
+    standard layers (its activation memory is what stays flat in depth), otherwise the same model
+    with ``full`` attention; ``(None, None)`` when the config is its own baseline."""
+    if cfg.layer == "reversible":
+        return "standard layers", cfg.replace(layer="standard")
+    if cfg.attention != "full":
+        return "full", cfg.replace(attention="full")
+    return None, None
+
+
 def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None) -> tuple:
-    """Sweep the current attention and ``full`` (the baseline) -> (figure, reading, records)."""
+    """Sweep the current config and its baseline -> (figure, reading, records)."""
     def part(lo, hi):
         if progress is None:
             return None
         return lambda frac, msg: progress(lo + (hi - lo) * frac, desc=msg)
 
-    has_base = cfg.attention != "full"
+    base_name, base_cfg = sweep_baseline(cfg)
     current = ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S,
-                                      progress=part(0.0, 0.5 if has_base else 1.0))
+                                      progress=part(0.0, 0.5 if base_cfg is not None else 1.0))
     baseline = None
-    if has_base:
+    if base_cfg is not None:
         try:
-            baseline = ex.latency_memory_sweep(cfg.replace(attention="full"), lengths, mode,
+            baseline = ex.latency_memory_sweep(base_cfg, lengths, mode,
                                                time_budget_s=SWEEP_BUDGET_S, progress=part(0.5, 1.0))
-        except ConfigError:  # full attention is not valid with this config: no baseline
+        except ConfigError:  # the baseline is not valid with this config: no baseline
             baseline = None
-    fig = plots.sweep_figure(current, baseline, cfg.attention)
-    return fig, report.sweep_reading(current, baseline, cfg.attention), {
-        "current": current, "baseline": baseline, "attention": cfg.attention}
+    name = cfg.attention if base_name != "standard layers" else f"{cfg.attention}, reversible layers"
+    fig = plots.sweep_figure(current, baseline, name, base_name or "full")
+    reading = report.sweep_reading(current, baseline, name, base_name or "full")
+    if cfg.layer == "reversible" and mode == "forward":
+        reading += (" Reversible layers save *activation* memory, which only exists when gradients are taken:"
+                    " measure forward_backward to see it.")
+    return fig, reading, {"current": current, "baseline": baseline, "attention": name,
+                          "baseline_name": base_name or "full"}
 
 
 def run_sweep(values, lengths_text, mode, state, progress=None):
@@ -218,7 +234,8 @@ def export_files(values, text, state):
         files["views.html"] = _html(view_figs, f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}")
     sweep = (state or {}).get("sweep")
     if sweep:
-        fig = plots.sweep_figure(sweep["current"], sweep["baseline"], sweep["attention"])
+        fig = plots.sweep_figure(sweep["current"], sweep["baseline"], sweep["attention"],
+                                 sweep.get("baseline_name", "full"))
         files["latency_memory.html"] = _html([fig], "Latency and memory vs sequence length")
     paths = []
     for name, content in files.items():

@@ -52,3 +52,18 @@ def test_bad_mode_and_lengths_raise_config_error():
 ])
 def test_backend_name_follows_the_dispatch(attention, position, expected):
     assert attention_backend_name(ModelConfig(attention=attention, position=position), "cpu", 128) == expected
+
+
+def test_reversible_stacks_are_compared_with_standard_layers():
+    """The memory sweep of a reversible stack shows the same model with standard layers beside it."""
+    from explorer import ui_handlers as h
+    from models import ModelConfig
+
+    assert h.sweep_baseline(ModelConfig(layer="reversible"))[0] == "standard layers"
+    assert h.sweep_baseline(ModelConfig(attention="sliding_window"))[0] == "full"
+    assert h.sweep_baseline(ModelConfig()) == (None, None)
+    fig, reading, rec = h.sweep_outputs(ModelConfig(layer="reversible", n_layers=2), [64], "forward")
+    names = [tr.name for tr in fig.data]
+    assert any(n and n.startswith("standard layers (baseline)") for n in names)
+    assert rec["baseline"] is not None and rec["baseline_name"] == "standard layers"
+    assert "forward_backward" in reading
