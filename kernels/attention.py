@@ -23,10 +23,8 @@ from .reference import attention_ref, relative_positions
 __all__ = ["attention", "attention_backend", "attention_ref"]
 
 
-def _triton_reason(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
-    """None when the Triton kernel runs these arguments, else why the torch path is used."""
-    if q.device.type != "cuda":
-        return "not a CUDA tensor"
+def _unsupported(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
+    """Why the Triton kernel cannot run these arguments (None if it can), device aside."""
     try:
         from .flash_attention import unsupported_reason
     except ImportError as e:  # triton missing
@@ -34,22 +32,22 @@ def _triton_reason(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | No
     return unsupported_reason(q, k, v, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
 
 
+def _triton_reason(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
+    """None when the Triton kernel runs these arguments, else why the torch path is used."""
+    if q.device.type != "cuda":
+        return "not a CUDA tensor"
+    return _unsupported(q, k, v, block_mask, rel_k, rel_v)
+
+
 def attention_backend(device, *, block_mask: BlockMask | None = None, rel_k=None, rel_v=None,
                       softcap=None, head_dim: int = 64, dtype=torch.float32, **_) -> str:
     """Human-readable name of the backend ``attention`` runs for arguments of this kind."""
     device = torch.device(device)
-    probe = torch.empty(1, 1, 1, head_dim, dtype=dtype, device="meta")
-    if device.type == "cuda":
-        probe_q = probe if block_mask is None else torch.empty(1, 1, block_mask.q_len, head_dim, dtype=dtype,
-                                                                 device="meta")
-        probe_k = probe if block_mask is None else torch.empty(1, 1, block_mask.k_len, head_dim, dtype=dtype,
-                                                                 device="meta")
-        try:
-            from .flash_attention import unsupported_reason
-            reason = unsupported_reason(probe_q, probe_k, probe_k, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
-        except ImportError:
-            reason = "no triton"
-        if reason is None:
+    if device.type == "cuda":  # ask the kernel about shape-only (meta) stand-ins of the arguments
+        lq, lk = (1, 1) if block_mask is None else (block_mask.q_len, block_mask.k_len)
+        q = torch.empty(1, 1, lq, head_dim, dtype=dtype, device="meta")
+        k = torch.empty(1, 1, lk, head_dim, dtype=dtype, device="meta")
+        if _unsupported(q, k, k, block_mask, rel_k, rel_v) is None:
             from .gpu_info import triton_backend_name
             return triton_backend_name(device) + (" block-sparse" if block_mask is not None else "")
     if block_mask is None and rel_k is None and rel_v is None and softcap is None:

@@ -69,9 +69,8 @@ PARAMS = {
 }
 
 
-def pattern_rows(cfg, L: int, prefix: int = 0):
-    """``rows(a, b) -> bool [b - a, prefix + L]``: rows of the pattern of a segment of ``L`` queries
-    whose keys are ``prefix`` memory positions (always visible) followed by the segment."""
+def pattern_rows(cfg, L: int):
+    """``rows(a, b) -> bool [b - a, L]``: rows ``a .. b-1`` of the pattern of ``L`` positions."""
     from .layout import full_rule  # the random-block table lives with the layout code
 
     rule, _ = full_rule(cfg, L)
@@ -82,8 +81,6 @@ def pattern_rows(cfg, L: int, prefix: int = 0):
         m = rule(i, j)
         if cfg.causal:
             m = m & (j <= i)
-        if prefix:
-            m = torch.cat([torch.ones(b - a, prefix, dtype=torch.bool), m], dim=1)
         return m
 
     return rows
