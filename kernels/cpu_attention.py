@@ -8,67 +8,21 @@ visited (query block, key block) pairs, never with ``Lq * Lk`` (cf. BigBird's bl
 implementation and FlexAttention's block masks). Query heads that share a K/V head (GQA / MQA)
 ride in the matmul's M dimension, so K/V are never copied per query head.
 
-The grouping ("plan") depends only on the layout, so it is computed once per ``BlockMask`` and
-device and memoised on it. Score convention: ``kernels/reference.py``.
+Sliding layouts (a sliding window's bulk, and the rows before it) skip the strips: each run is one
+call of PyTorch's fused CPU attention kernel over overlapping strided views of K and V, with the
+run's shared mask as an additive bias (Longformer's "sliding chunks", fused), so no score matrix and
+no copy of K/V is made. The plan (``kernels/cpu_plan.py``) depends only on the layout, so it is
+computed once per ``BlockMask`` and device and memoised on it. Score convention:
+``kernels/reference.py``.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from .block_mask import BlockMask
+from .cpu_plan import Group, plan
 from .reference import clipped_index
-
-
-@dataclass
-class _Group:
-    rows: torch.Tensor                 # (R,) query blocks of this group
-    idx: torch.Tensor                  # (R, c) key blocks they visit
-    masked: Optional[torch.Tensor]     # (R, 1, bq, c*bk) True = disallowed; None when every tile is full
-    rel: torch.Tensor                  # (R, bq, c*bk) j - i_abs
-    has_empty_rows: bool               # some query row has no allowed key (softmax gives NaN there)
-    row_start: Optional[int]           # rows are row_start, row_start+1, ...: slice instead of gather
-    key_start: Optional[int]           # row r visits key blocks key_start+r .. key_start+r+c-1: a strided view
-
-
-def _consecutive_start(x: torch.Tensor) -> Optional[int]:
-    if x.numel() and bool((x == x[0] + torch.arange(x.numel(), device=x.device)).all()):
-        return int(x[0])
-    return None
-
-
-def _plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
-    key = (str(device), lq, lk)
-    if key in bm.plans:
-        return bm.plans[key]
-    bq, bk = bm.block_q, bm.block_k
-    counts = bm.kv_counts.to(device).long()
-    kv_indices = bm.kv_indices.to(device).long()
-    kv_tile = bm.kv_tile.to(device).long()
-    tiles = torch.cat([torch.ones(1, bq, bk, dtype=torch.bool, device=device), bm.tiles.to(device)])
-    groups = []
-    for c in torch.unique(counts).tolist():
-        rows = (counts == c).nonzero().squeeze(1)
-        R = rows.numel()
-        idx = kv_indices[rows, :c]
-        tile = kv_tile[rows, :c]
-        masked, empty = None, c == 0
-        if c > 0 and bool((tile >= 0).any()):
-            allowed = tiles[tile + 1].permute(0, 2, 1, 3).reshape(R, 1, bq, c * bk)
-            masked = ~allowed
-            empty = bool((~allowed.any(-1)).any())
-        i_abs = rows[:, None] * bq + torch.arange(bq, device=device)[None, :] + (lk - lq)  # (R, bq)
-        j = (idx[:, :, None] * bk + torch.arange(bk, device=device)).reshape(R, 1, c * bk)
-        contiguous = c > 0 and bool((idx == idx[:, :1] + torch.arange(c, device=device)).all())
-        groups.append(_Group(rows, idx, masked, j - i_abs[:, :, None], empty, _consecutive_start(rows),
-                             _consecutive_start(idx[:, 0]) if contiguous else None))
-    inverse = torch.argsort(torch.cat([g.rows for g in groups]))
-    identity = bool((inverse == torch.arange(inverse.numel(), device=device)).all())
-    bm.plans[key] = (groups, None if identity else inverse)
-    return bm.plans[key]
 
 
 _CHUNK_BYTES = 2 << 20  # scores of one chunk: cache-sized, so the elementwise passes stay in cache
@@ -80,36 +34,103 @@ def _pad(x, n: int):
     return F.pad(x, (0, 0, 0, n)) if n else x
 
 
-def _attend(qp, kflat, vflat, kp, vp, qr, grp, r0, r1, causal, softcap, rel_bias, alibi_slopes, rel_v, lk):
-    """Attention of query blocks ``grp.rows[r0:r1]`` over their key strips -> (B, h_kv, R, g, bq, d)."""
+def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, rel_bias, lk):
+    """A sliding run or a stacked group in one fused attention call -> (B, h_kv, R, g, bq, d).
+
+    A sliding run is a batch of (query block, key window) pairs whose windows are overlapping strided
+    views of K and V (no copy); a stacked group is one query block of all its rows against one key
+    range. The mask and the score modifiers become one additive mask, and PyTorch's fused CPU
+    attention kernel streams the scores without storing them. ``None``: causality empties a row, and
+    the general path (which zeroes such rows) takes over."""
+    B, hkv, _, gbq, d = qp.shape
+    R, c = grp.idx.shape
+    P, bq, K = grp.window.shape  # P = 1: one window shared by the run; P = R: stacked rows
+    g, bk = gbq // bq, K // c
+    rel = grp.rel[:P]  # (P, bq, K): j - i, the same in every row of a run
+    allowed = grp.window & (rel <= 0) if causal else grp.window
+    if not bool(allowed.any(-1).all()):
+        return None
+    rows = slice(grp.row_start, grp.row_start + R)
+    if grp.stacked:
+        qg = qp[:, :, rows].reshape(B * hkv, 1, R * gbq, d)
+        k0 = int(grp.idx[0, 0]) * bk
+        kw = kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
+        vw = vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
+    else:
+        qg = qp[:, :, rows].reshape(B * hkv, R, gbq, d)
+        kw = kflat.unfold(2, K, bk)[:, :, grp.key_start:grp.key_start + R]  # (B, h_kv, R, d, K)
+        vw = vflat.unfold(2, K, bk)[:, :, grp.key_start:grp.key_start + R]
+        kw = kw.transpose(-1, -2).reshape(B * hkv, R, K, d)
+        vw = vw.transpose(-1, -2).reshape(B * hkv, R, K, d)
+    # An additive float mask: a boolean one costs the kernel a conversion per call.
+    bias = torch.zeros(P, bq, K, dtype=qp.dtype, device=qp.device).masked_fill(~allowed, float("-inf"))
+    if alibi_slopes is None and rel_bias is None:
+        mask = bias[:, None].expand(P, g, bq, K).reshape(P * gbq, K)  # rows ordered as qg's
+    else:
+        bias = bias.expand(hkv * g, P, bq, K)
+        if rel_bias is not None:
+            bias = bias + rel_bias[:, (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)].to(bias.dtype)
+        if alibi_slopes is not None:
+            bias = bias - alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
+        bias = bias.view(hkv, g, P, bq, K).transpose(1, 2).reshape(1, hkv, 1, P * gbq, K)
+        mask = bias.expand(B, hkv, 1, P * gbq, K).reshape(B * hkv, 1, P * gbq, K)
+    o = F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask, scale=scale)
+    return o.view(B, hkv, R, g, bq, d)
+
+
+def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):
+    """Inputs of query blocks ``grp.rows[r0:r1]``: queries, key strips (transposed), value strips and
+    the gathered ``q . rel_k`` table (or None), each with the rows in dim 2."""
     B, hkv, _, gbq, d = qp.shape
     bk = kp.shape[3]
-    c = grp.idx.shape[1]
-    R = r1 - r0
-    rel = grp.rel[r0:r1]
+    R, c = r1 - r0, grp.idx.shape[1]
     if grp.key_start is not None:  # sliding strips: overlapping windows of the key sequence, no gather
         ks = grp.key_start + r0
         kt = kflat.unfold(2, c * bk, bk)[:, :, ks:ks + R]  # (B, h_kv, R, d, c*bk)
         vg = vflat.unfold(2, c * bk, bk)[:, :, ks:ks + R].transpose(-1, -2)  # (B, h_kv, R, c*bk, d)
     else:
-        idx = grp.idx[r0:r1]
-        kt = kp[:, :, idx].reshape(B, hkv, R, c * bk, d).transpose(-1, -2)
-        vg = vp[:, :, idx].reshape(B, hkv, R, c * bk, d)
+        idx = grp.idx[r0:r1].flatten()  # index_select: its backward is an index_add (fast)
+        kt = kp.index_select(2, idx).view(B, hkv, R, c * bk, d).transpose(-1, -2)
+        vg = vp.index_select(2, idx).view(B, hkv, R, c * bk, d)
     if grp.row_start is not None:
         qg = qp[:, :, grp.row_start + r0:grp.row_start + r1]
     else:
-        qg = qp[:, :, grp.rows[r0:r1]]
+        qg = qp.index_select(2, grp.rows[r0:r1])
+    return qg, kt, vg, None if qr is None else qr.index_select(2, grp.rows[r0:r1])
+
+
+def _chunks(qp, kflat, vflat, kp, vp, qr, grp: Group, step: int, track: bool):
+    """``(r0, r1, inputs)`` per chunk of ``step`` query blocks.
+
+    Under autograd the whole group is gathered once and split: the backward of a slice or gather
+    of the full K/V allocates a full-size gradient, which per chunk would make the backward
+    quadratic in the length (a split's backward is one concatenation)."""
+    R = grp.idx.shape[0]
+    bounds = [(r0, min(R, r0 + step)) for r0 in range(0, R, step)]
+    if not track or len(bounds) == 1:
+        return [(r0, r1, _strips(qp, kflat, vflat, kp, vp, qr, grp, r0, r1)) for r0, r1 in bounds]
+    whole = _strips(qp, kflat, vflat, kp, vp, qr, grp, 0, R)
+    sizes = [r1 - r0 for r0, r1 in bounds]
+    split = [x.split(sizes, dim=2) if x is not None else [None] * len(sizes) for x in whole]
+    return [(r0, r1, tuple(part[n] for part in split)) for n, (r0, r1) in enumerate(bounds)]
+
+
+def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bias, alibi_slopes, rel_v, lk):
+    """Attention of query blocks ``grp.rows[r0:r1]`` over their key strips -> (B, h_kv, R, g, bq, d)."""
+    B, hkv, R, gbq, d = qg.shape
+    c = grp.idx.shape[1]
+    bk = vg.shape[3] // c
+    rel = grp.rel[r0:r1]
     bq = rel.shape[1]
     g = gbq // bq
-    s = (qg @ kt).view(B, hkv, R, g, bq, c * bk)  # (B, h_kv, R, g, bq, c*bk)
+    s = ((qg * scale) @ kt).view(B, hkv, R, g, bq, c * bk)  # (B, h_kv, R, g, bq, c*bk)
     masked = None if grp.masked is None else grp.masked[r0:r1]
     if causal:
         future = (rel > 0)[:, None]
         masked = future if masked is None else masked | future
-    if qr is not None:
-        rows = grp.rows[r0:r1]
-        ridx = clipped_index(rel, qr.shape[-1])[:, None].expand(B, hkv, R, g, bq, c * bk)
-        s = s + qr[:, :, rows].gather(-1, ridx)
+    if qrg is not None:
+        ridx = clipped_index(rel, qrg.shape[-1])[:, None].expand(B, hkv, R, g, bq, c * bk)
+        s = s + qrg.gather(-1, ridx)
     if softcap is not None:
         s = softcap * torch.tanh(s / softcap)
     if rel_bias is not None:
@@ -141,8 +162,7 @@ def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, a
     g = h // hkv
     bq, bk = bm.block_q, bm.block_k
     nqb, nkb = bm.n_q_blocks, bm.n_k_blocks
-    groups, inverse = _plan(bm, lq, lk, q.device)
-    q = q * scale  # folded into q: scales q.k and q.rel_k alike
+    groups, inverse = plan(bm, lq, lk, q.device)
     # Query heads of one K/V head side by side: (B, h_kv, n_qb, g*bq, d).
     qp = _pad(q, nqb * bq - lq).view(B, hkv, g, nqb, bq, d)
     qp = qp.permute(0, 1, 3, 2, 4, 5).reshape(B, hkv, nqb, g * bq, d)
@@ -151,20 +171,27 @@ def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, a
     kp, vp = kflat.view(B, hkv, nkb, bk, d), vflat.view(B, hkv, nkb, bk, d)
     qr = None
     if rel_k is not None:  # q . rel_k for every table row, gathered per pair below
-        qr = F.pad(q @ rel_k.transpose(-1, -2), (0, 0, 0, nqb * bq - lq)).view(B, hkv, g, nqb, bq, -1)
+        qr = F.pad((q * scale) @ rel_k.transpose(-1, -2), (0, 0, 0, nqb * bq - lq)).view(B, hkv, g, nqb, bq, -1)
         qr = qr.permute(0, 1, 3, 2, 4, 5)  # (B, h_kv, n_qb, g, bq, R_rel)
+    track = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (q, k, v, rel_bias, rel_k, rel_v, alibi_slopes))
     parts = []
     for grp in groups:
         R, c = grp.idx.shape
         if c == 0:  # nothing allowed: output 0
             parts.append(q.new_zeros(B, hkv, R, g, bq, d))
             continue
+        if grp.window is not None and softcap is None and qr is None and rel_v is None:
+            o = _fused_windows(qp, kflat, vflat, grp, causal, scale, alibi_slopes, rel_bias, lk)
+            if o is not None:
+                parts.append(o)
+                continue
         # Chunks of query blocks whose scores fit in cache: the elementwise passes (mask, softmax)
         # are memory-bound, and a cache-sized chunk runs them several times faster.
         step = max(_MIN_ROWS, _CHUNK_BYTES // (B * h * bq * c * bk * q.element_size()))
-        for r0 in range(0, R, step):
-            parts.append(_attend(qp, kflat, vflat, kp, vp, qr, grp, r0, min(R, r0 + step), causal,
-                                 softcap, rel_bias, alibi_slopes, rel_v, lk))
+        for r0, r1, (qg, kt, vg, qrg) in _chunks(qp, kflat, vflat, kp, vp, qr, grp, step, track):
+            parts.append(_attend(qg, kt, vg, qrg, grp, r0, r1, causal, scale, softcap, rel_bias, alibi_slopes,
+                                 rel_v, lk))
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
     if inverse is not None:
         out = out[:, :, inverse]  # back to query-block order: (B, h_kv, n_qb, g, bq, d)
