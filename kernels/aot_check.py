@@ -64,7 +64,7 @@ def _flash_specs(quick: bool):
     import torch
     from .flash_attention import DTYPES, HEAD_DIMS, unsupported_reason
     from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
-    from .flash_common import dense_configs, sparse_meta
+    from .flash_common import DENSE_LAYOUT, dense_configs, sparse_meta
     from .flash_fwd import _attn_fwd
 
     specs = []
@@ -90,11 +90,11 @@ def _flash_specs(quick: bool):
                 for sparse in (False, True):
                     for has_mod in (False, True):
                         if sparse:
-                            meta = sparse_meta(d, dtype.itemsize, 64, 64)
-                            metas = [({"BLOCK_M": 64, "BLOCK_N": 64}, meta["num_warps"],
-                                      meta["num_stages"])]
+                            meta = sparse_meta(d, dtype.itemsize, 64, 64, bwd, has_mod)
+                            metas = [({k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
+                                      meta["num_warps"], meta["num_stages"])]
                         else:
-                            metas = [(c.kwargs, c.num_warps, c.num_stages)
+                            metas = [({**c.kwargs, **DENSE_LAYOUT}, c.num_warps, c.num_stages)
                                      for c in dense_configs(d, dtype.itemsize, bwd, has_mod)]
                         if quick and (has_mod or fn is _attn_bwd_dkdv or not sparse):
                             continue  # quick: the plain block-sparse forward and dq kernels
@@ -103,6 +103,7 @@ def _flash_specs(quick: bool):
                                       "IEEE": dtype == torch.float32, **kw}
                             name = (f"{fn.__name__} {tt} d{d} {'sparse' if sparse else 'dense'}"
                                     f"{' mod' if has_mod else ''} {kw['BLOCK_M']}x{kw['BLOCK_N']}"
+                                    f"{'/%dx%d' % (kw['BQ'], kw['BK']) if sparse else ''}"
                                     f" w{warps} s{stages}")
                             specs.append((name, fn, ptrs, consts, warps, stages))
     return specs

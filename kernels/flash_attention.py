@@ -19,7 +19,7 @@ import triton
 from .block_mask import BlockMask
 from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, attn_bwd_dkdv_dense, attn_bwd_dq_dense, \
     attn_bwd_preprocess
-from .flash_common import dense_configs, sparse_meta
+from .flash_common import DENSE_LAYOUT, dense_configs, sparse_meta
 from .flash_fwd import _attn_fwd, attn_fwd_dense
 
 HEAD_DIMS = (32, 64, 128)
@@ -113,14 +113,16 @@ class _FlashAttention(torch.autograd.Function):
         if bm is not None:
             layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile, _tiles_i8(bm))
             max_kb = bm.kv_indices.shape[1]
-            kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k)
+            kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, False,
+                                                  has_mod)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             layout = (i32, i32, i32, i32.to(torch.int8))
             max_kb = 0
             kernel, meta = _pick(attn_fwd_dense, _attn_fwd, q, d, False, has_mod)
+            meta = {**meta, **DENSE_LAYOUT}
         if config is not None:
-            kernel, meta = _attn_fwd, dict(config)
+            kernel, meta = _attn_fwd, {**config, **DENSE_LAYOUT}
         grid = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
         kernel[grid](q, k, v, o, lse, slopes, relb, *layout,
                      q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
@@ -160,7 +162,8 @@ class _FlashAttention(torch.autograd.Function):
             tiles = _tiles_i8(bm)
             max_kb, max_qb = bm.kv_indices.shape[1], key_layout[1].shape[1]
             k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
-            meta_dkdv = meta_dq = sparse_meta(d, q.element_size(), bm.block_q, bm.block_k)
+            meta_dkdv = meta_dq = sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, True,
+                                              has_mod)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             fwd_layout = key_layout = (i32, i32, i32)
@@ -168,8 +171,10 @@ class _FlashAttention(torch.autograd.Function):
             max_kb = max_qb = 0
             k_dkdv, meta_dkdv = _pick(attn_bwd_dkdv_dense, _attn_bwd_dkdv, q, d, True, has_mod)
             k_dq, meta_dq = _pick(attn_bwd_dq_dense, _attn_bwd_dq, q, d, True, has_mod)
+            meta_dkdv, meta_dq = {**meta_dkdv, **DENSE_LAYOUT}, {**meta_dq, **DENSE_LAYOUT}
         if config is not None:
-            k_dkdv, k_dq, meta_dkdv, meta_dq = _attn_bwd_dkdv, _attn_bwd_dq, dict(config), dict(config)
+            meta_dkdv = meta_dq = {**config, **DENSE_LAYOUT}
+            k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
         common = (q, k, v, do, lse, delta, slopes, relb)
         strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                    v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))

@@ -36,9 +36,10 @@ def _attn_bwd_preprocess(O, DO, DELTA, sob, soh, som, sdob, sdoh, sdom, H, Lq,
 
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, offs_n, offs_d, head,
-               off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES,
+               off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES, tq, tk,
                MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BQ: tl.constexpr, BK: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row = offs_m < Lq
     # Rows past Lq load lse = +inf so their p is exactly 0.
@@ -48,8 +49,8 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
                     softcap, has_relb, SLOPES, RELB, HAS_MOD)  # (N, M)
     pt = tl.exp2(st - lse[None, :])
     if MASKED:
-        ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, start_m,
-                      start_n, SPARSE, BLOCK_M, BLOCK_N)
+        ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq, tk,
+                      SPARSE, BQ, BK)
         pt = tl.where(ok, pt, 0.0)
     do = tl.load(DO + offs_m[:, None] * sdom + offs_d[None, :], mask=row[:, None], other=0.0)  # (M, D)
     dv += _dot(pt.to(do.dtype), do, IEEE)
@@ -66,7 +67,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdkb, sdkh, sdkn,
                    H, GROUP, Lq, Lk, max_qb, causal, scale, softcap, has_relb,
                    HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-                   IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                   IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BQ: tl.constexpr, BK: tl.constexpr):
     kb = tl.program_id(0)
     bkv = tl.program_id(1)
     h_kv = H // GROUP
@@ -98,25 +100,30 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
         LSEh = LSE + (b * H + head).to(tl.int64) * Lq
         DELTAh = DELTA + (b * H + head).to(tl.int64) * Lq
         if SPARSE:
-            cnt = tl.load(Q_CNT + kb)
+            # This program's BLOCK_N keys lie in layout key block kbl (BK keys); each query block
+            # (BQ rows) that visits it runs as BQ / BLOCK_M program tiles.
+            kbl = start_n // BK
+            cnt = tl.load(Q_CNT + kbl)
             for slot in range(0, cnt):
-                start_m = tl.load(Q_IDX + kb * max_qb + slot) * BLOCK_M
-                tile = tl.load(Q_TILE + kb * max_qb + slot)
-                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
-                                    softcap, has_relb, SLOPES, RELB, tile, TILES, True, SPARSE,
-                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
+                tq = tl.load(Q_IDX + kbl * max_qb + slot) * BQ
+                tile = tl.load(Q_TILE + kbl * max_qb + slot)
+                for sub in range(0, BQ // BLOCK_M):
+                    dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
+                                        tq + sub * BLOCK_M, start_n, offs_n, offs_d, head, off, Lq,
+                                        Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
+                                        TILES, tq, kbl * BK, True, SPARSE, HAS_MOD, IEEE, BLOCK_M,
+                                        BLOCK_N, BQ, BK)
         else:
             for start_m in range(lo, m_full, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
                                     start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
-                                    softcap, has_relb, SLOPES, RELB, 0, TILES, True, SPARSE,
-                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
+                                    softcap, has_relb, SLOPES, RELB, 0, TILES, start_m, start_n,
+                                    True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
             for start_m in range(m_full, Lq, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
                                     start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
-                                    softcap, has_relb, SLOPES, RELB, 0, TILES, False, SPARSE,
-                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
+                                    softcap, has_relb, SLOPES, RELB, 0, TILES, start_m, start_n,
+                                    False, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     out = b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh + offs_n[:, None] * sdkn + offs_d[None, :]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=col)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=col)
@@ -125,8 +132,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
 @triton.jit
 def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m, offs_d, head,
              off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES, RELB, tile, TILES,
-             MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-             IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+             tq, tk, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
+             IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             BQ: tl.constexpr, BK: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kt_ptrs = K + offs_n[None, :] * skn + offs_d[:, None]  # (D, N)
     vt_ptrs = V + offs_n[None, :] * svn + offs_d[:, None]  # (D, N)
@@ -140,8 +148,8 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
                   softcap, has_relb, SLOPES, RELB, HAS_MOD)  # (M, N)
     p = tl.exp2(s - lse[:, None])
     if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, start_m,
-                      start_n, SPARSE, BLOCK_M, BLOCK_N)
+        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk,
+                      SPARSE, BQ, BK)
         p = tl.where(ok, p, 0.0)
     ds = p * (_dot(do, vt, IEEE) - delta[:, None])
     if HAS_MOD:
@@ -161,7 +169,8 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdqb, sdqh, sdqm,
                  H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb, need_drb,
                  HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-                 IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                 IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BQ: tl.constexpr, BK: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -181,14 +190,17 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
     lse = tl.load(LSE + bh.to(tl.int64) * Lq + offs_m, mask=row, other=float("inf"))
     delta = tl.load(DELTA + bh.to(tl.int64) * Lq + offs_m, mask=row, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    if SPARSE:
-        cnt = tl.load(KV_CNT + qb)
+    if SPARSE:  # sub-tiles of the layout's BQ x BK tiles, as in the forward
+        qbl = start_m // BQ
+        cnt = tl.load(KV_CNT + qbl)
         for slot in range(0, cnt):
-            start_n = tl.load(KV_IDX + qb * max_kb + slot) * BLOCK_N
-            tile = tl.load(KV_TILE + qb * max_kb + slot)
-            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
-                          SLOPES, RELB, tile, TILES, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
+            tk = tl.load(KV_IDX + qbl * max_kb + slot) * BK
+            tile = tl.load(KV_TILE + qbl * max_kb + slot)
+            for sub in range(0, BK // BLOCK_N):
+                dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + sub * BLOCK_N,
+                              offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
+                              need_drb, SLOPES, RELB, tile, TILES, qbl * BQ, tk, True, SPARSE,
+                              HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     else:
         hi = Lk
         n_full = Lk // BLOCK_N
@@ -198,11 +210,13 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
                           offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
-                          SLOPES, RELB, 0, TILES, False, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
+                          SLOPES, RELB, 0, TILES, start_m, start_n, False, SPARSE, HAS_MOD, IEEE,
+                          BLOCK_M, BLOCK_N, BQ, BK)
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
                           offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
-                          SLOPES, RELB, 0, TILES, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N)
+                          SLOPES, RELB, 0, TILES, start_m, start_n, True, SPARSE, HAS_MOD, IEEE,
+                          BLOCK_M, BLOCK_N, BQ, BK)
     tl.store(DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm
              + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=row[:, None])
 

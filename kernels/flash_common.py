@@ -16,7 +16,9 @@ Algorithm (Dao, "FlashAttention-2", 2023; block sparsity as in BigBird / FlexAtt
   unmasked steady-state loop and a masked phase (causal diagonal band, key tail), so the hot loop
   carries no mask arithmetic. The block-sparse walk runs one masked tile body for every visited
   block (a full block's mask is just the causal / tail test): one inlined copy instead of two
-  halves the compile time and register pressure for a few ALU ops per score.
+  halves the compile time and register pressure for a few ALU ops per score. A layout tile
+  (``BQ x BK``, the BlockMask's) may be larger than the program tile (``BLOCK_M x BLOCK_N``, the
+  dense kernel's for that dtype and head dim): it then runs as sub-tiles (``sparse_meta``).
 
 The score modifier (``_score``) follows kernels/reference.py: ``s = scale q.k``, optional soft
 cap ``c tanh(s / c)``, then ``+ rel_bias[n, j - i_abs + Lk - 1] - slope_n |j - i_abs|``.
@@ -128,14 +130,23 @@ def dense_configs(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool)
     return table[min(elem_bytes, 4)][head_dim]
 
 
-def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int) -> dict:
-    """Launch meta of the block-sparse kernels: tiles fixed by the BlockMask; 8 warps for d = 128.
+def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, backward: bool,
+                has_mod: bool) -> dict:
+    """Launch meta of the block-sparse kernels for a ``block_q x block_k`` BlockMask.
 
-    fp32 keeps 4 warps: measured, 8 warps make ptxas spill 10x more on the tf32x3 dots (12 KB
-    stack for the dK/dV kernel on sm_80 vs ~0.6 KB), and ``elem_bytes`` is kept for that choice.
+    The layout tile (``BQ x BK``) and the program tile (``BLOCK_M x BLOCK_N``) are separate: a
+    program runs the layout tile as ``(BQ / BLOCK_M) x (BK / BLOCK_N)`` sub-tiles of the size the
+    dense kernel uses for this dtype, head dim and direction (all powers of two, so they divide).
+    Measured with kernels.aot_check: fp32 (tf32x3) on the app's 64 x 64 tiles made ptxas fall back
+    to 32 registers with a ~10 KB stack on sm_80; on the dense kernel's 32-wide tiles it does not.
     """
-    return {"BLOCK_M": block_q, "BLOCK_N": block_k,
-            "num_warps": 8 if head_dim >= 128 else 4, "num_stages": 2}
+    cfg = dense_configs(head_dim, elem_bytes, backward, has_mod)[0]
+    return {"BLOCK_M": min(block_q, cfg.kwargs["BLOCK_M"]), "BLOCK_N": min(block_k, cfg.kwargs["BLOCK_N"]),
+            "BQ": block_q, "BK": block_k, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+
+
+# The layout tile of a dense launch: unused without SPARSE, one fixed value so it adds no variant.
+DENSE_LAYOUT = {"BQ": 16, "BK": 16}
 
 
 def all_dense_configs() -> list:

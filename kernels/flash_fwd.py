@@ -14,10 +14,12 @@ from .flash_common import NO_SPECIALIZE, PRUNE_FWD, _allowed, _dot, _score, all_
 
 @triton.jit
 def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, off, Lk, causal,
-              scale, softcap, has_relb, SLOPES, RELB, tile, TILES, q_start,
+              scale, softcap, has_relb, SLOPES, RELB, tile, TILES, tq, tk,
               MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One key block of the online softmax; ``MASKED`` tiles evaluate the element mask."""
+              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BQ: tl.constexpr, BK: tl.constexpr):
+    """One key block of the online softmax; ``MASKED`` tiles evaluate the element mask (the block
+    mask's partial tile ``tile`` starts at ``(tq, tk)`` and is ``BQ x BK``)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kt_ptrs = K + offs_n[None, :] * skn + offs_d[:, None]  # (D, N): k^T
     v_ptrs = V + offs_n[:, None] * svn + offs_d[None, :]  # (N, D)
@@ -30,8 +32,8 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
     s, _t = _score(_dot(q, kt, IEEE), offs_m[:, None], offs_n[None, :], head, off, Lk, scale,
                    softcap, has_relb, SLOPES, RELB, HAS_MOD)
     if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, q_start,
-                      start_n, SPARSE, BLOCK_M, BLOCK_N)
+        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk,
+                      SPARSE, BQ, BK)
         s = tl.where(ok, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         # A row that has seen no allowed key keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
@@ -51,7 +53,8 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
               H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb,
               HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BQ: tl.constexpr, BK: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -71,14 +74,18 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     if SPARSE:
-        cnt = tl.load(KV_CNT + qb)
+        # The program's BLOCK_M rows lie in layout block qbl (BQ rows); each visited BK-wide key
+        # block runs as BK / BLOCK_N program tiles.
+        qbl = q_start // BQ
+        cnt = tl.load(KV_CNT + qbl)
         for slot in range(0, cnt):
-            start_n = tl.load(KV_IDX + qb * max_kb + slot) * BLOCK_N
-            tile = tl.load(KV_TILE + qb * max_kb + slot)
-            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
-                                      head, off, Lk, causal, scale, softcap, has_relb, SLOPES,
-                                      RELB, tile, TILES, q_start, True, SPARSE, HAS_MOD, IEEE,
-                                      BLOCK_M, BLOCK_N)
+            tk = tl.load(KV_IDX + qbl * max_kb + slot) * BK
+            tile = tl.load(KV_TILE + qbl * max_kb + slot)
+            for sub in range(0, BK // BLOCK_N):
+                acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + sub * BLOCK_N,
+                                          offs_m, offs_d, head, off, Lk, causal, scale, softcap,
+                                          has_relb, SLOPES, RELB, tile, TILES, qbl * BQ, tk, True,
+                                          SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     else:
         # Key blocks [0, n_full) need no element mask; [n_full, hi) straddle the causal diagonal
         # or the key tail. Causal skips everything right of the last row's diagonal.
@@ -90,13 +97,13 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
                                       head, off, Lk, causal, scale, softcap, has_relb, SLOPES,
-                                      RELB, 0, TILES, q_start, False, SPARSE, HAS_MOD, IEEE,
-                                      BLOCK_M, BLOCK_N)
+                                      RELB, 0, TILES, q_start, start_n, False, SPARSE, HAS_MOD,
+                                      IEEE, BLOCK_M, BLOCK_N, BQ, BK)
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
                                       head, off, Lk, causal, scale, softcap, has_relb, SLOPES,
-                                      RELB, 0, TILES, q_start, True, SPARSE, HAS_MOD, IEEE,
-                                      BLOCK_M, BLOCK_N)
+                                      RELB, 0, TILES, q_start, start_n, True, SPARSE, HAS_MOD,
+                                      IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     empty = l_i == 0.0  # no allowed key: output 0, lse +inf so the backward's p is 0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     lse = tl.where(empty, float("inf"), m_i + tl.log2(tl.where(empty, 1.0, l_i)))

@@ -113,6 +113,28 @@ def test_block_mask_64_all_full_blocks():
     _check(*_inputs(1, 1, 1, L, L, 32, torch.float32, seed=7), block_mask=bm)
 
 
+@pytest.mark.parametrize("mods", [{}, {"alibi": True, "rel_bias": True}])
+def test_block_mask_64_runs_as_smaller_program_tiles(mods):
+    """fp32 on the app's 64 x 64 layout tiles runs 32-wide program tiles: partial-tile masks,
+    the causal diagonal and the tails must be read at the right offsets inside the layout tile."""
+    from kernels.flash_common import sparse_meta
+    for bwd in (False, True):
+        meta = sparse_meta(64, 4, 64, 64, bwd, bool(mods))
+        assert (meta["BQ"], meta["BK"]) == (64, 64) and meta["BLOCK_M"] * meta["BLOCK_N"] < 64 * 64
+    lq, lk = 150, 170
+    i = torch.arange(lq)[:, None] + (lk - lq)
+    j = torch.arange(lk)[None, :]
+    pattern = ((i - j >= 0) & (i - j < 45)) | (j < 3)  # window + global keys: partial tiles
+    bm = block_mask(pattern, 64)
+    assert bm.tiles.shape[0] > 0
+    q, k, v = _inputs(1, 4, 2, lq, lk, 64, torch.float32, seed=9)
+    extra = {}
+    if mods:
+        extra = dict(alibi_slopes=torch.tensor([0.05, 0.1, 0.2, 0.3]),
+                     rel_bias=torch.randn(4, 2 * lk - 1).requires_grad_())
+    _check(q, k, v, block_mask=bm, causal=True, **extra)
+
+
 def test_fully_masked_rows_give_zero_and_no_nan():
     L = 40
     pattern = torch.zeros(L, L, dtype=torch.bool)
