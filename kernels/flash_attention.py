@@ -40,9 +40,6 @@ def unsupported_reason(q, k, v, *, block_mask=None, rel_k=None, rel_v=None, **_)
         return f"incompatible shapes q {tuple(q.shape)} k {tuple(k.shape)} v {tuple(v.shape)}"
     if d not in HEAD_DIMS:
         return f"head dim {d} not in {HEAD_DIMS}"
-    if q.dtype == torch.float32 and d > 64:
-        # fp32 tiles of 64 x 128 overflow shared memory in the backward (> 163 KiB on sm_80).
-        return "fp32 with head dim > 64 (use fp16/bf16)"
     if lq > k.shape[2]:
         return "Lq > Lk"
     if block_mask is not None:

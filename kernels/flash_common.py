@@ -116,13 +116,15 @@ def _cfg(bm, bn, warps, stages):
 # otherwise need > 255 registers per thread. fp32 tiles are smaller: tf32x3 splits every operand.
 _FWD = {2: {32: [_cfg(128, 64, 4, 3)], 64: [_cfg(128, 64, 4, 3)],
             128: [_cfg(128, 64, 8, 3), _cfg(64, 64, 4, 3)]},
-        4: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 32, 4, 2)]}}
+        4: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 32, 4, 2)], 128: [_cfg(32, 32, 4, 2)]}}
 _FWD_MOD = {2: {32: [_cfg(64, 64, 4, 3)], 64: [_cfg(64, 64, 4, 3)], 128: [_cfg(64, 64, 8, 3)]},
-            4: {32: [_cfg(64, 32, 4, 2)], 64: [_cfg(64, 32, 4, 2)]}}
+            4: {32: [_cfg(64, 32, 4, 2)], 64: [_cfg(64, 32, 4, 2)], 128: [_cfg(32, 32, 4, 2)]}}
+# fp32 d = 128 backward: 32 x 32 with 8 warps (~100-116 KB of shared memory on sm_80, spills
+# <= 0.3 KB; 64-row tiles spill and crowd shared memory).
 _BWD = {2: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 64, 4, 2)], 128: [_cfg(64, 64, 8, 2)]},
-        4: {32: [_cfg(32, 64, 4, 2)], 64: [_cfg(32, 32, 4, 2)]}}
+        4: {32: [_cfg(32, 64, 4, 2)], 64: [_cfg(32, 32, 4, 2)], 128: [_cfg(32, 32, 8, 2)]}}
 _BWD_MOD = {2: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 64, 4, 2)], 128: [_cfg(32, 64, 8, 2)]},
-            4: {32: [_cfg(32, 32, 4, 2)], 64: [_cfg(32, 32, 4, 2)]}}
+            4: {32: [_cfg(32, 32, 4, 2)], 64: [_cfg(32, 32, 4, 2)], 128: [_cfg(32, 32, 8, 2)]}}
 
 
 def dense_configs(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) -> list:

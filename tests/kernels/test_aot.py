@@ -16,7 +16,7 @@ FAMILIES = [
     "_la_fwd", "_la_bwd_dq", "_la_bwd_dkdv",
 ]
 FLASH_DTYPE_DIMS = ["fp16 d32", "fp16 d64", "fp16 d128", "bf16 d32", "bf16 d64", "bf16 d128",
-                    "fp32 d32", "fp32 d64"]
+                    "fp32 d32", "fp32 d64", "fp32 d128"]
 
 
 def _is_family(name: str, family: str) -> bool:

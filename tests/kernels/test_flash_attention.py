@@ -135,6 +135,21 @@ def test_block_mask_64_runs_as_smaller_program_tiles(mods):
     _check(q, k, v, block_mask=bm, causal=True, **extra)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fp32_head_dim_128(sparse):
+    """fp32 with d = 128 (32 x 32 program tiles), dense causal and on a 64 x 64 layout."""
+    lq = lk = 100
+    q, k, v = _inputs(1, 2, 1, lq, lk, 128, torch.float32, seed=10)
+    assert unsupported_reason(q, k, v) is None
+    if not sparse:
+        _check(q, k, v, causal=True)
+        return
+    i = torch.arange(lq)[:, None]
+    j = torch.arange(lk)[None, :]
+    bm = block_mask(((i - j).abs() < 30) | (j < 2), 64)
+    _check(q, k, v, block_mask=bm, causal=True, alibi_slopes=torch.tensor([0.1, 0.2]), softcap=5.0)
+
+
 def test_fully_masked_rows_give_zero_and_no_nan():
     L = 40
     pattern = torch.zeros(L, L, dtype=torch.bool)
