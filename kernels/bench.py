@@ -18,7 +18,8 @@ Shape B=1, h=8, d=64 (``--batch/--heads/--dim``); fp32 on CPU, bf16 on CUDA (``-
 
 Timing (DESIGN.md, "Measuring"): masks, layouts and compilation are set up outside the timing; one
 warm-up run (two for compiled providers, the first compiles), then the median of ``--repeats`` runs
-(``kernels.measure.median_ms``, CUDA synchronised). A cell whose first run exceeds ``--budget``
+(CUDA synchronised), taken round-robin over the providers of one pattern and length so a slow spell
+of a shared machine cannot favour one of them (``interleaved_ms``). A cell whose first run exceeds ``--budget``
 seconds is "timeout", out of memory is "oom"; longer lengths of that pattern / provider / mode are
 then "skipped". FLOPs: see ``kernels/bench_providers.py`` (block-sparse providers count the tiles
 they visit; backward = 2.5x forward). ``flex`` and ``ref`` outputs are checked against ours.
@@ -34,7 +35,6 @@ import time
 import torch
 
 from .bench_providers import BWD_FACTOR, PATTERNS, PROVIDERS, Unavailable, prepare
-from .measure import median_ms
 
 CPU_LENGTHS = "1024,2048,4096,8192,16384"
 GPU_LENGTHS = "1024,2048,4096,8192,16384,32768"
@@ -70,8 +70,9 @@ def _work(fn, mode, q, k, v):
     return run
 
 
-def measure_cell(prep, mode, q, k, v, repeats, budget_s):
-    """``(status, ms, out)`` of one cell; raises :class:`Unavailable` when a compile fails."""
+def first_run(prep, mode, q, k, v, budget_s):
+    """``(status, run, out)`` of one cell's untimed set-up: compile (compiled providers) and one
+    warm-up run, which also decides "timeout". Raises :class:`Unavailable` when a compile fails."""
     run = _work(prep.fn, mode, q, k, v)
     sync = (lambda: torch.cuda.synchronize(q.device)) if q.device.type == "cuda" else (lambda: None)
     if prep.compiles:
@@ -84,10 +85,28 @@ def measure_cell(prep, mode, q, k, v, repeats, budget_s):
     t0 = time.perf_counter()
     out = run()
     sync()
-    first = time.perf_counter() - t0
-    if first > budget_s:
+    if time.perf_counter() - t0 > budget_s:
         return "timeout", None, out
-    return "ok", median_ms(run, q.device, warmup=0, repeats=repeats, budget_s=budget_s), out
+    return "ok", run, out
+
+
+def interleaved_ms(runs: list, device, repeats: int, budget_s: float) -> list:
+    """Median ms of each closure, timed round-robin: repeat ``r`` of every provider runs before
+    repeat ``r + 1`` of any, so a slow spell of a shared machine hits all providers alike instead
+    of whichever happened to be measured then. A closure stops repeating once its total time
+    exceeds ``budget_s`` (it always gets one timed run)."""
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    times = [[] for _ in runs]
+    for _ in range(repeats):
+        for run, ts in zip(runs, times):
+            if ts and sum(ts) > budget_s:
+                continue
+            sync()
+            t0 = time.perf_counter()
+            run()
+            sync()
+            ts.append(time.perf_counter() - t0)
+    return [1000.0 * sorted(ts)[len(ts) // 2] for ts in times]
 
 
 def sweep(args, log=print):
@@ -103,6 +122,8 @@ def sweep(args, log=print):
             gen = torch.Generator().manual_seed(0)
             q, k, v = (torch.randn(B, h, L, d, generator=gen).to(device, dtype) for _ in range(3))
             ours_out = None
+            timed = []  # (record, run): cells that passed their first run, timed together below
+            cells = []
             for provider in args.providers:
                 prep, prep_status = None, None
                 if provider not in unavailable and all((pattern, provider, m) in stopped for m in modes):
@@ -132,25 +153,35 @@ def sweep(args, log=print):
                     else:
                         rec["flops"] = prep.flops_fwd * (1.0 if mode == "fwd" else 1.0 + BWD_FACTOR)
                         try:
-                            rec["status"], rec["ms"], out = measure_cell(prep, mode, q, k, v, args.repeats, args.budget)
+                            rec["status"], run, out = first_run(prep, mode, q, k, v, args.budget)
                             if provider == "ours" and ours_out is None:
                                 ours_out = out.detach()
                             elif ours_out is not None and prep.same_pattern and provider != "ours":
                                 rec["max_diff"] = float((out.detach().float() - ours_out.float()).abs().max())
                             del out
+                            if run is not None:
+                                timed.append((rec, run))
                         except Unavailable as e:
                             unavailable[provider] = str(e)
                             rec["status"] = f"unavailable: {e}"
                         except Exception as e:  # noqa: BLE001 - OOM or a failing kernel is a table cell
                             rec["status"] = "oom" if _is_oom(e) else f"error: {_first_line(e)}"
-                        if rec["ms"] is not None:
-                            rec["tflops"] = rec["flops"] / (rec["ms"] / 1e3) / 1e12
                     if rec["status"] in ("timeout", "oom"):
                         stopped[key] = f"{rec['status']} at L={L}"
-                    records.append(rec)
-                    log(f"[{mode}] {pattern} L={L} {provider}: {_cell(rec)}", file=sys.stderr, flush=True)
-                    _warn_diff(rec, log)
-                del prep
+                    cells.append(rec)
+            try:
+                for (rec, _), ms in zip(timed, interleaved_ms([r for _, r in timed], device, args.repeats,
+                                                              args.budget)):
+                    rec["ms"], rec["tflops"] = ms, rec["flops"] / (ms / 1e3) / 1e12
+            except Exception as e:  # noqa: BLE001 - a run that passed once and then fails is a cell
+                for rec, _ in timed:
+                    if rec["ms"] is None:
+                        rec["status"] = "oom" if _is_oom(e) else f"error: {_first_line(e)}"
+            del timed
+            for rec in cells:
+                records.append(rec)
+                log(f"[{rec['mode']}] {pattern} L={L} {rec['provider']}: {_cell(rec)}", file=sys.stderr, flush=True)
+                _warn_diff(rec, log)
     return records
 
 

@@ -34,6 +34,14 @@ def _pad(x, n: int):
     return F.pad(x, (0, 0, 0, n)) if n else x
 
 
+def _windows(x, first: int, n: int, size: int, step: int):
+    """``n`` overlapping windows of ``size`` rows, ``step`` apart, from block ``first``: a view
+    (B, h_kv, n, d, size). The range is cut before unfolding, so the backward's zero gradient is the
+    size of that range, not of every window of the sequence."""
+    lo = first * step
+    return x[:, :, lo:lo + (n - 1) * step + size].unfold(2, size, step)
+
+
 def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, rel_bias, lk):
     """A sliding run or a stacked group in one fused attention call -> (B, h_kv, R, g, bq, d).
 
@@ -58,10 +66,8 @@ def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, re
         vw = vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
     else:
         qg = qp[:, :, rows].reshape(B * hkv, R, gbq, d)
-        kw = kflat.unfold(2, K, bk)[:, :, grp.key_start:grp.key_start + R]  # (B, h_kv, R, d, K)
-        vw = vflat.unfold(2, K, bk)[:, :, grp.key_start:grp.key_start + R]
-        kw = kw.transpose(-1, -2).reshape(B * hkv, R, K, d)
-        vw = vw.transpose(-1, -2).reshape(B * hkv, R, K, d)
+        kw = _windows(kflat, grp.key_start, R, K, bk).transpose(-1, -2).reshape(B * hkv, R, K, d)
+        vw = _windows(vflat, grp.key_start, R, K, bk).transpose(-1, -2).reshape(B * hkv, R, K, d)
     # An additive float mask: a boolean one costs the kernel a conversion per call.
     bias = torch.zeros(P, bq, K, dtype=qp.dtype, device=qp.device).masked_fill(~allowed, float("-inf"))
     if alibi_slopes is None and rel_bias is None:
@@ -85,9 +91,8 @@ def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):
     bk = kp.shape[3]
     R, c = r1 - r0, grp.idx.shape[1]
     if grp.key_start is not None:  # sliding strips: overlapping windows of the key sequence, no gather
-        ks = grp.key_start + r0
-        kt = kflat.unfold(2, c * bk, bk)[:, :, ks:ks + R]  # (B, h_kv, R, d, c*bk)
-        vg = vflat.unfold(2, c * bk, bk)[:, :, ks:ks + R].transpose(-1, -2)  # (B, h_kv, R, c*bk, d)
+        kt = _windows(kflat, grp.key_start + r0, R, c * bk, bk)  # (B, h_kv, R, d, c*bk)
+        vg = _windows(vflat, grp.key_start + r0, R, c * bk, bk).transpose(-1, -2)  # (B, h_kv, R, c*bk, d)
     else:
         idx = grp.idx[r0:r1].flatten()  # index_select: its backward is an index_add (fast)
         kt = kp.index_select(2, idx).view(B, hkv, R, c * bk, d).transpose(-1, -2)
@@ -99,20 +104,54 @@ def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):
     return qg, kt, vg, None if qr is None else qr.index_select(2, grp.rows[r0:r1])
 
 
-def _chunks(qp, kflat, vflat, kp, vp, qr, grp: Group, step: int, track: bool):
-    """``(r0, r1, inputs)`` per chunk of ``step`` query blocks.
+class _Gather(torch.autograd.Function):
+    """Row gathers ``src.index_select(2, i)`` for every chunk of a group, as one autograd node.
 
-    Under autograd the whole group is gathered once and split: the backward of a slice or gather
-    of the full K/V allocates a full-size gradient, which per chunk would make the backward
-    quadratic in the length (a split's backward is one concatenation)."""
-    R = grp.idx.shape[0]
+    Separate gathers (or slices) per chunk would each give the full source a gradient of its own
+    size, zero-filled and summed by autograd: quadratic in the length. Here the backward makes one
+    zero gradient and index-adds every chunk's into it."""
+
+    @staticmethod
+    def forward(ctx, src, *idxs):
+        ctx.save_for_backward(*idxs)
+        ctx.shape = src.shape
+        return tuple(src.index_select(2, i) for i in idxs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        idxs = ctx.saved_tensors
+        ref = next(g for g in grads if g is not None)
+        out = ref.new_zeros(ctx.shape)
+        for i, g in zip(idxs, grads):
+            if g is not None:
+                out.index_add_(2, i, g)
+        return (out,) + (None,) * len(idxs)
+
+
+def _chunks(qp, kflat, vflat, kp, vp, qr, grp: Group, step: int, track: bool):
+    """``(r0, r1, (qg, kt, vg, qrg))`` per chunk of ``step`` query blocks.
+
+    Without autograd each chunk's strips are made as the chunk runs (views where possible). Under
+    autograd every chunk's rows and key/value blocks come from one :class:`_Gather` per source,
+    which keeps the backward linear in the length."""
+    R, c = grp.idx.shape
     bounds = [(r0, min(R, r0 + step)) for r0 in range(0, R, step)]
-    if not track or len(bounds) == 1:
+    if not track:
         return [(r0, r1, _strips(qp, kflat, vflat, kp, vp, qr, grp, r0, r1)) for r0, r1 in bounds]
-    whole = _strips(qp, kflat, vflat, kp, vp, qr, grp, 0, R)
-    sizes = [r1 - r0 for r0, r1 in bounds]
-    split = [x.split(sizes, dim=2) if x is not None else [None] * len(sizes) for x in whole]
-    return [(r0, r1, tuple(part[n] for part in split)) for n, (r0, r1) in enumerate(bounds)]
+    B, hkv, _, gbq, d = qp.shape
+    bk = kp.shape[3]
+    rows = [grp.rows[r0:r1] for r0, r1 in bounds]
+    blocks = [grp.idx[r0:r1].flatten() for r0, r1 in bounds]
+    qs = _Gather.apply(qp, *rows)
+    ks = _Gather.apply(kp, *blocks)
+    vs = _Gather.apply(vp, *blocks)
+    qrs = _Gather.apply(qr, *rows) if qr is not None else [None] * len(bounds)
+    out = []
+    for n, (r0, r1) in enumerate(bounds):
+        kt = ks[n].view(B, hkv, r1 - r0, c * bk, d).transpose(-1, -2)
+        vg = vs[n].view(B, hkv, r1 - r0, c * bk, d)
+        out.append((r0, r1, (qs[n], kt, vg, qrs[n])))
+    return out
 
 
 def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bias, alibi_slopes, rel_v, lk):
