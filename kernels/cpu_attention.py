@@ -46,40 +46,53 @@ def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, re
     """A sliding run or a stacked group in one fused attention call -> (B, h_kv, R, g, bq, d).
 
     A sliding run is a batch of (query block, key window) pairs whose windows are overlapping strided
-    views of K and V (no copy); a stacked group is one query block of all its rows against one key
-    range. The mask and the score modifiers become one additive mask, and PyTorch's fused CPU
-    attention kernel streams the scores without storing them. ``None``: causality empties a row, and
-    the general path (which zeroes such rows) takes over."""
+    views of K and V (no copy); with one query head per K/V head and a window that both halves of
+    a block share (``grp.half``), the pairs are half blocks, which read ``bq / 2`` fewer keys each.
+    A stacked group is one query block of all its rows against one key range. The mask and the
+    score modifiers become one additive mask, and PyTorch's fused CPU attention kernel streams the
+    scores without storing them. ``None``: causality empties a row, and the general path (which
+    zeroes such rows) takes over."""
     B, hkv, _, gbq, d = qp.shape
     R, c = grp.idx.shape
-    P, bq, K = grp.window.shape  # P = 1: one window shared by the run; P = R: stacked rows
+    _, bq, K = grp.window.shape
     g, bk = gbq // bq, K // c
-    rel = grp.rel[:P]  # (P, bq, K): j - i, the same in every row of a run
-    allowed = grp.window & (rel <= 0) if causal else grp.window
-    if not bool(allowed.any(-1).all()):
-        return None
     rows = slice(grp.row_start, grp.row_start + R)
-    if grp.stacked:
+    if grp.half is not None and g == 1:
+        window = grp.half
+        _, sq, K = window.shape  # windows of sq = bq / 2 queries, sq keys apart
+        qg = qp[:, :, rows].reshape(B * hkv, 2 * R, sq, d)
+        kw = _windows(kflat, 2 * grp.key_start, 2 * R, K, sq).transpose(-1, -2).reshape(B * hkv, 2 * R, K, d)
+        vw = _windows(vflat, 2 * grp.key_start, 2 * R, K, sq).transpose(-1, -2).reshape(B * hkv, 2 * R, K, d)
+        rel = grp.rel[:1, :sq, :K]
+    elif grp.stacked:
+        window, sq = grp.window, bq
         qg = qp[:, :, rows].reshape(B * hkv, 1, R * gbq, d)
         k0 = int(grp.idx[0, 0]) * bk
         kw = kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
         vw = vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
+        rel = grp.rel
     else:
+        window, sq = grp.window, bq
         qg = qp[:, :, rows].reshape(B * hkv, R, gbq, d)
         kw = _windows(kflat, grp.key_start, R, K, bk).transpose(-1, -2).reshape(B * hkv, R, K, d)
         vw = _windows(vflat, grp.key_start, R, K, bk).transpose(-1, -2).reshape(B * hkv, R, K, d)
+        rel = grp.rel[:1]
+    P = window.shape[0]  # 1: one window shared by the run; R: stacked rows
+    allowed = window & (rel <= 0) if causal else window  # rel (P, sq, K): j - i
+    if not bool(allowed.any(-1).all()):
+        return None
     # An additive float mask: a boolean one costs the kernel a conversion per call.
-    bias = torch.zeros(P, bq, K, dtype=qp.dtype, device=qp.device).masked_fill(~allowed, float("-inf"))
+    bias = torch.zeros(P, sq, K, dtype=qp.dtype, device=qp.device).masked_fill(~allowed, float("-inf"))
     if alibi_slopes is None and rel_bias is None:
-        mask = bias[:, None].expand(P, g, bq, K).reshape(P * gbq, K)  # rows ordered as qg's
+        mask = bias[:, None].expand(P, g, sq, K).reshape(P * g * sq, K)  # rows ordered as qg's
     else:
-        bias = bias.expand(hkv * g, P, bq, K)
+        bias = bias.expand(hkv * g, P, sq, K)
         if rel_bias is not None:
             bias = bias + rel_bias[:, (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)].to(bias.dtype)
         if alibi_slopes is not None:
             bias = bias - alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
-        bias = bias.view(hkv, g, P, bq, K).transpose(1, 2).reshape(1, hkv, 1, P * gbq, K)
-        mask = bias.expand(B, hkv, 1, P * gbq, K).reshape(B * hkv, 1, P * gbq, K)
+        bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, 1, P * g * sq, K)
+        mask = bias.expand(B, hkv, 1, P * g * sq, K).reshape(B * hkv, 1, P * g * sq, K)
     o = F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask, scale=scale)
     return o.view(B, hkv, R, g, bq, d)
 

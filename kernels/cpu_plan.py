@@ -38,6 +38,9 @@ class Group:
     # whose rows all visit key blocks idx[0]. None: the group runs as gathered strips only.
     window: Optional[torch.Tensor] = None
     stacked: bool = False
+    # (1, bq/2, c*bk - bq/2): the window of half a query block, when both halves of a run's block
+    # see the same window shifted by bq/2 (a sliding window): half-block windows visit fewer keys.
+    half: Optional[torch.Tensor] = None
 
 
 def _consecutive_start(x: torch.Tensor) -> Optional[int]:
@@ -103,8 +106,21 @@ def _window_runs(grp: Group) -> list:
                    if masked is None else ~masked[0, 0])
         empty = not bool(allowed.any(-1).all())
         runs.append(Group(grp.rows[a:b], grp.idx[a:b], masked, grp.rel[a:b], empty, grp.row_start + a,
-                          grp.key_start + a, None if empty else allowed[None]))
+                          grp.key_start + a, None if empty else allowed[None],
+                          half=None if empty else _half_window(allowed)))
     return runs
+
+
+def _half_window(allowed: torch.Tensor) -> Optional[torch.Tensor]:
+    """The shared window of both halves of a query block, or None if they differ."""
+    bq, K = allowed.shape
+    s = bq // 2
+    if bq % 2 or s < 16:
+        return None
+    first, second = allowed[:s], allowed[s:]
+    if first[:, K - s:].any() or second[:, :s].any() or not torch.equal(first[:, :K - s], second[:, s:]):
+        return None
+    return first[None, :, :K - s]
 
 
 def _stack_prefix(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:

@@ -40,13 +40,18 @@ def _fused_rows(bm, lq, lk):
 @pytest.mark.parametrize("mod", ["none", "alibi", "rel_bias"])
 @pytest.mark.parametrize("shape", [(203, 203, True), (150, 230, True), (300, 300, False)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_windows_match_reference(dtype, heads, mod, shape, causal):
+@pytest.mark.parametrize("blk", [16, 32])
+def test_fused_windows_match_reference(dtype, heads, mod, shape, causal, blk):
     lq, lk, causal_shape = shape
+    lq, lk = lq * blk // 16, lk * blk // 16
     h, hkv = heads
     q, k, v = _inputs(h, hkv, lq, lk, 16, dtype)
     mods = _mods(mod, h, lk, dtype)
-    mask = _window(lq, lk, 40, causal_shape)
-    bm = block_mask(mask, 16)
+    mask = _window(lq, lk, 40 * blk // 16, causal_shape)
+    bm = block_mask(mask, blk)
+    if blk == 32 and causal_shape:  # a causal window: both halves of a block share one window
+        groups, _ = _plan(bm, lq, lk, torch.device("cpu"))
+        assert any(grp.half is not None and grp.rows.numel() > 4 for grp in groups)
     # most query blocks are computed by the fused path (all but a few at the ends)
     assert _fused_rows(bm, lq, lk) >= bm.n_q_blocks - 8
     out = block_sparse_attention(q, k, v, bm, causal=causal, scale=0.25, **mods)
