@@ -19,10 +19,11 @@ Shape B=1, h=8, d=64 (``--batch/--heads/--dim``); fp32 on CPU, bf16 on CUDA (``-
 Timing (DESIGN.md, "Measuring"): masks, layouts and compilation are set up outside the timing; one
 warm-up run (two for compiled providers, the first compiles), then the median of ``--repeats`` runs
 (CUDA synchronised), taken round-robin over the providers of one pattern and length so a slow spell
-of a shared machine cannot favour one of them (``interleaved_ms``). A cell whose first run exceeds ``--budget``
-seconds is "timeout", out of memory is "oom"; longer lengths of that pattern / provider / mode are
-then "skipped". FLOPs: see ``kernels/bench_providers.py`` (block-sparse providers count the tiles
-they visit; backward = 2.5x forward). ``flex`` and ``ref`` outputs are checked against ours.
+of a shared machine cannot favour one of them (``kernels.measure.interleaved_ms``). A cell whose
+first run exceeds ``--budget`` seconds is "timeout", out of memory is "oom"; longer lengths of that
+pattern / provider / mode are then "skipped". FLOPs: see ``kernels/bench_providers.py``
+(block-sparse providers count the tiles they visit; backward = 2.5x forward). ``flex`` and ``ref``
+outputs are checked against ours.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import time
 import torch
 
 from .bench_providers import BWD_FACTOR, PATTERNS, PROVIDERS, Unavailable, prepare
+from .measure import interleaved_ms, synchronizer
 
 CPU_LENGTHS = "1024,2048,4096,8192,16384"
 GPU_LENGTHS = "1024,2048,4096,8192,16384,32768"
@@ -74,7 +76,7 @@ def first_run(prep, mode, q, k, v, budget_s):
     """``(status, run, out)`` of one cell's untimed set-up: compile (compiled providers) and one
     warm-up run, which also decides "timeout". Raises :class:`Unavailable` when a compile fails."""
     run = _work(prep.fn, mode, q, k, v)
-    sync = (lambda: torch.cuda.synchronize(q.device)) if q.device.type == "cuda" else (lambda: None)
+    sync = synchronizer(q.device)
     if prep.compiles:
         try:
             run()  # compiles; not timed
@@ -88,25 +90,6 @@ def first_run(prep, mode, q, k, v, budget_s):
     if time.perf_counter() - t0 > budget_s:
         return "timeout", None, out
     return "ok", run, out
-
-
-def interleaved_ms(runs: list, device, repeats: int, budget_s: float) -> list:
-    """Median ms of each closure, timed round-robin: repeat ``r`` of every provider runs before
-    repeat ``r + 1`` of any, so a slow spell of a shared machine hits all providers alike instead
-    of whichever happened to be measured then. A closure stops repeating once its total time
-    exceeds ``budget_s`` (it always gets one timed run)."""
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    times = [[] for _ in runs]
-    for _ in range(repeats):
-        for run, ts in zip(runs, times):
-            if ts and sum(ts) > budget_s:
-                continue
-            sync()
-            t0 = time.perf_counter()
-            run()
-            sync()
-            ts.append(time.perf_counter() - t0)
-    return [1000.0 * sorted(ts)[len(ts) // 2] for ts in times]
 
 
 def sweep(args, log=print):

@@ -42,6 +42,17 @@ def _windows(x, first: int, n: int, size: int, step: int):
     return x[:, :, lo:lo + (n - 1) * step + size].unfold(2, size, step)
 
 
+def _window_batch(x, first: int, n: int, size: int, step: int):
+    """:func:`_windows` as the K/V of a batched attention call: (B * h_kv, n, size, d)."""
+    B, hkv, _, d = x.shape
+    return _windows(x, first, n, size, step).transpose(-1, -2).reshape(B * hkv, n, size, d)
+
+
+def _rel_bias_at(rel_bias, rel, lk: int):
+    """``rel_bias[:, rel + Lk - 1]`` (indices clamped to the table): (h, *rel.shape)."""
+    return rel_bias[:, (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)]
+
+
 def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, rel_bias, lk):
     """A sliding run or a stacked group in one fused attention call -> (B, h_kv, R, g, bq, d).
 
@@ -61,8 +72,8 @@ def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, re
         window = grp.half
         _, sq, K = window.shape  # windows of sq = bq / 2 queries, sq keys apart
         qg = qp[:, :, rows].reshape(B * hkv, 2 * R, sq, d)
-        kw = _windows(kflat, 2 * grp.key_start, 2 * R, K, sq).transpose(-1, -2).reshape(B * hkv, 2 * R, K, d)
-        vw = _windows(vflat, 2 * grp.key_start, 2 * R, K, sq).transpose(-1, -2).reshape(B * hkv, 2 * R, K, d)
+        kw = _window_batch(kflat, 2 * grp.key_start, 2 * R, K, sq)
+        vw = _window_batch(vflat, 2 * grp.key_start, 2 * R, K, sq)
         rel = grp.rel[:1, :sq, :K]
     elif grp.stacked:
         window, sq = grp.window, bq
@@ -74,8 +85,8 @@ def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, re
     else:
         window, sq = grp.window, bq
         qg = qp[:, :, rows].reshape(B * hkv, R, gbq, d)
-        kw = _windows(kflat, grp.key_start, R, K, bk).transpose(-1, -2).reshape(B * hkv, R, K, d)
-        vw = _windows(vflat, grp.key_start, R, K, bk).transpose(-1, -2).reshape(B * hkv, R, K, d)
+        kw = _window_batch(kflat, grp.key_start, R, K, bk)
+        vw = _window_batch(vflat, grp.key_start, R, K, bk)
         rel = grp.rel[:1]
     P = window.shape[0]  # 1: one window shared by the run; R: stacked rows
     allowed = window & (rel <= 0) if causal else window  # rel (P, sq, K): j - i
@@ -88,7 +99,7 @@ def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, re
     else:
         bias = bias.expand(hkv * g, P, sq, K)
         if rel_bias is not None:
-            bias = bias + rel_bias[:, (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)].to(bias.dtype)
+            bias = bias + _rel_bias_at(rel_bias, rel, lk).to(bias.dtype)
         if alibi_slopes is not None:
             bias = bias - alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
         bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, 1, P * g * sq, K)
@@ -186,8 +197,7 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
     if softcap is not None:
         s = softcap * torch.tanh(s / softcap)
     if rel_bias is not None:
-        bidx = (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)  # (R, bq, c*bk)
-        s = s + rel_bias[:, bidx].view(hkv, g, R, bq, c * bk).permute(0, 2, 1, 3, 4).to(s.dtype)
+        s = s + _rel_bias_at(rel_bias, rel, lk).view(hkv, g, R, bq, c * bk).permute(0, 2, 1, 3, 4).to(s.dtype)
     if alibi_slopes is not None:
         s = s - alibi_slopes.view(1, hkv, 1, g, 1, 1).to(s.dtype) * rel.abs()[:, None].to(s.dtype)
     if masked is not None:

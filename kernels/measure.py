@@ -1,4 +1,6 @@
-"""Measured (never computed) memory of a piece of work, on CPU and CUDA.
+"""Measured (never computed) memory and wall time of a piece of work, on CPU and CUDA.
+
+Time: ``median_ms`` (one closure) and ``interleaved_ms`` (several, round-robin), CUDA synchronised.
 
 CUDA: ``torch.cuda.max_memory_allocated`` after a reset, minus what was allocated before.
 CPU: the PyTorch profiler's allocator events (``[memory]`` records, one per allocation and free,
@@ -41,13 +43,18 @@ def measure_peak(fn, device="cpu"):
     return _cpu_peak(fn)
 
 
+def synchronizer(device):
+    """A no-argument call that waits for ``device``'s queued work (nothing to wait for on CPU)."""
+    device = torch.device(device)
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+
 def median_ms(fn, device="cpu", warmup=1, repeats=5, budget_s=None):
     """Median wall time of ``fn()`` in ms after ``warmup`` calls (CUDA synchronised).
 
     With ``budget_s``, stops repeating once the total time spent exceeds it (at least one timed run).
     """
-    device = torch.device(device)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    sync = synchronizer(device)
     for _ in range(warmup):
         fn()
     sync()
@@ -63,3 +70,22 @@ def median_ms(fn, device="cpu", warmup=1, repeats=5, budget_s=None):
             break
     times.sort()
     return 1000.0 * times[len(times) // 2]
+
+
+def interleaved_ms(runs: list, device, repeats: int, budget_s: float) -> list:
+    """Median ms of each closure, timed round-robin: repeat ``r`` of every closure runs before
+    repeat ``r + 1`` of any, so a slow spell of a shared machine hits all of them alike instead of
+    whichever happened to be measured then. A closure stops repeating once its total time exceeds
+    ``budget_s`` (it always gets one timed run)."""
+    sync = synchronizer(device)
+    times = [[] for _ in runs]
+    for _ in range(repeats):
+        for run, ts in zip(runs, times):
+            if ts and sum(ts) > budget_s:
+                continue
+            sync()
+            t0 = time.perf_counter()
+            run()
+            sync()
+            ts.append(time.perf_counter() - t0)
+    return [1000.0 * sorted(ts)[len(ts) // 2] for ts in times]
