@@ -31,6 +31,7 @@ from models import ConfigError, ModelConfig, registries
 from models.attention import RULES, pattern_mask
 
 from .branches import branch_gradient_norms
+from .configs import as_config
 from .device import device, gpu
 from .limits import MAX_TEXT_BYTES
 from .seeding import GLOBAL_RNG, build
@@ -41,20 +42,6 @@ __all__ = ["AttentionMaps", "attention_maps", "gradient_norms", "gradient_batch"
            "model_summary", "kv_cache_bytes", "as_config", "encode_text", "token_label", "clear_caches"]
 
 log = logging.getLogger(__name__)
-
-
-def as_config(cfg) -> ModelConfig:
-    """A validated ``ModelConfig`` from a ``ModelConfig``, a dict or a JSON string."""
-    if isinstance(cfg, str):
-        try:
-            cfg = json.loads(cfg)
-        except json.JSONDecodeError as e:
-            raise ConfigError("config", cfg[:80], f"a JSON object of ModelConfig fields ({e.msg})") from None
-    if isinstance(cfg, dict):
-        cfg = ModelConfig.from_dict(cfg)
-    if not isinstance(cfg, ModelConfig):
-        raise ConfigError("config", type(cfg).__name__, "a ModelConfig, a dict or a JSON string")
-    return cfg.validate()
 
 
 # ---------------------------------------------------------------------------- text

@@ -32,6 +32,7 @@ from models.positions import POSITION
 import kernels
 from kernels.measure import measure_peak, median_ms
 
+from .configs import as_config
 from .device import default_threads, gpu
 from .device import device as default_device
 from .seeding import GLOBAL_RNG, build
@@ -117,8 +118,6 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     ``threads`` intra-op threads (default: the app's setting, ``EXPLORER_THREADS`` or 1), set for
     the calling thread only and restored afterwards.
     """
-    from .experiments import as_config
-
     cfg = as_config(cfg)
     if mode not in ("forward", "forward_backward"):
         raise ConfigError("mode", mode, "'forward' or 'forward_backward'")

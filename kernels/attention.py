@@ -6,11 +6,14 @@ Dispatch:
 - everything else (CPU tensors, or ``rel_k`` / ``rel_v`` tables) -> the block-sparse PyTorch path
   (``kernels/cpu_attention.py``); a dense pattern without tables goes to
   ``scaled_dot_product_attention``.
-``attention_backend`` names the backend these arguments take, for benchmarks and plots.
+``attention_backend`` names the backend these arguments take, for benchmarks and plots;
+``record_backends`` collects the names of the backends that really ran inside a ``with`` block.
 Score convention and reference: ``kernels/reference.py``.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import torch
@@ -20,7 +23,30 @@ from .block_mask import BlockMask, block_mask
 from .cpu_attention import block_sparse_attention
 from .reference import attention_ref, relative_positions
 
-__all__ = ["attention", "attention_backend", "attention_ref"]
+__all__ = ["attention", "attention_backend", "attention_ref", "record_backends"]
+
+# Per thread / asyncio task (a ContextVar, never shared between users): the list that
+# ``record_backends`` hands out, or None when nobody is recording.
+_RECORDER: contextvars.ContextVar = contextvars.ContextVar("kernels_attention_backends", default=None)
+
+
+@contextlib.contextmanager
+def record_backends():
+    """``with record_backends() as ran:`` -> ``ran`` lists the backend name of every
+    ``attention`` call made inside the block by this thread, in call order (the names of
+    ``attention_backend``: "triton (sm_90) block-sparse", "sdpa (cpu)", "torch-cpu block-sparse")."""
+    ran: list = []
+    token = _RECORDER.set(ran)
+    try:
+        yield ran
+    finally:
+        _RECORDER.reset(token)
+
+
+def _ran(name_fn) -> None:
+    ran = _RECORDER.get()
+    if ran is not None:
+        ran.append(name_fn())
 
 
 def _unsupported(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
@@ -76,12 +102,16 @@ def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, ali
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if q.device.type == "cuda" and _triton_reason(q, k, v, block_mask, rel_k, rel_v) is None:
         from .flash_attention import flash_attention
+        from .gpu_info import triton_backend_name
+        _ran(lambda: triton_backend_name(q.device) + (" block-sparse" if block_mask is not None else ""))
         return flash_attention(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
                                rel_bias=rel_bias, softcap=softcap, scale=scale)
     if block_mask is None and rel_k is None and rel_v is None and softcap is None:
+        _ran(lambda: f"sdpa ({q.device.type})")
         return _sdpa(q, k, v, causal=causal, alibi_slopes=alibi_slopes, rel_bias=rel_bias, scale=scale)
     if block_mask is None:  # dense pattern with tables or softcap: one all-visited layout
         block_mask = _dense_layout(q.shape[2], k.shape[2], q.device)
+    _ran(lambda: f"torch-{q.device.type} block-sparse")
     return block_sparse_attention(q, k, v, block_mask, causal=causal, scale=scale, alibi_slopes=alibi_slopes,
                                   rel_bias=rel_bias, softcap=softcap, rel_k=rel_k, rel_v=rel_v)
 
