@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .blocks import Attention
-from .config import ConfigError
+from .errors import ConfigError
 from .ffn import FFN
 from .norms import NORM
 
@@ -94,3 +94,13 @@ def check_gated(cfg):
             "norm_placement", cfg.norm_placement,
             "'pre' with layer='gated': GTrXL's identity-map reordering normalises each sublayer's input "
             "and replaces the residual addition by a gate, which is a pre-norm placement by construction")
+
+
+def gated_params(cfg, parts: dict) -> int:
+    """Per layer: attention + norm + gate, and FFN + norm + gate when there is an FFN."""
+    d = cfg.d_model
+    gate = 6 * d * d + d  # W (3d x d), U (2d x d), U_g (d x d), b_g
+    block = parts["attn"] + parts["norm"] + gate
+    if parts["ffn"] is not None:
+        block += parts["ffn"] + parts["norm"] + gate
+    return cfg.n_layers * block

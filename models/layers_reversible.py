@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .blocks import Block
-from .config import ConfigError
+from .errors import ConfigError
 from .context import layer_loss
 
 # the residual branch of each additive placement: y = x + branch(res, fn, x)

@@ -21,11 +21,14 @@ Reported: ``act_halting (B, L)`` (cumulative halting probability) per step and
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
 from .blocks import Block
-from .positions import _sinusoid
+from .errors import ConfigError
+from .positions import _sinusoid, _table_dtype
 
 
 class UniversalStack(nn.Module):
@@ -47,7 +50,8 @@ class UniversalStack(nn.Module):
 
     def _timing(self, ctx, t: int, x):
         step = torch.full_like(ctx.positions, t)
-        signal = _sinusoid(ctx.positions, self.d) + _sinusoid(step, self.d)  # (L, d), broadcast over B
+        dtype = _table_dtype(x.dtype)
+        signal = _sinusoid(ctx.positions, self.d, dtype) + _sinusoid(step, self.d, dtype)  # (L, d), broadcast over B
         return signal.to(device=x.device, dtype=x.dtype)
 
     def forward(self, x, ctx):
@@ -81,3 +85,20 @@ class UniversalStack(nn.Module):
         info["act_steps"] = n_updates.detach()
         info["ponder_loss"] = self.ponder_weight * (n_updates + remainders).mean()
         return out
+
+
+def check_universal(cfg):
+    t = cfg.act_threshold
+    if not (math.isfinite(t) and 0 < t < 1):
+        raise ConfigError("act_threshold", t, "a number in (0, 1): a token halts once its cumulative halting "
+                                              "probability would pass it")
+    if not (math.isfinite(cfg.ponder_weight) and cfg.ponder_weight >= 0):
+        raise ConfigError("ponder_weight", cfg.ponder_weight, "a finite number >= 0")
+
+
+def universal_params(cfg, parts: dict) -> int:
+    """One shared block (see ``layers.stack_params``) plus the ACT halting unit ``w``, ``b``."""
+    block = parts["attn"] + parts["residual"]
+    if parts["ffn"] is not None:
+        block += parts["ffn"] + parts["residual"]
+    return block + (cfg.d_model + 1 if cfg.act else 0)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .memory import Memory
+from .memory_base import Memory
 
 
 def knn_retrieve(queries: torch.Tensor, keys: torch.Tensor, k: int):

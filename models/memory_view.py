@@ -15,11 +15,12 @@ per-segment info dicts into one per layer:
 """
 from __future__ import annotations
 
-import torch
-
 from functools import lru_cache
 
-from .attention.patterns import RULES, _ParamView, pattern_key, pattern_rows
+import torch
+
+from .attention.layout import _ParamView, pattern_key, pattern_rows
+from .attention.patterns import PATTERNS
 from .context import layer_loss
 
 # per-token (B, L, ...) entries concatenated across segments
@@ -29,7 +30,7 @@ TOKEN_KEYS = ("input", "reach", "exit_depth", "exit_confidence", "exited", "act_
 
 def local_reach(cfg, L: int, device=None) -> torch.Tensor:
     """``(L,)``: distance from each query back to the oldest key it may attend within its segment."""
-    if cfg.attention in RULES:
+    if cfg.attention in PATTERNS:
         reach = _pattern_reach(cfg.attention, pattern_key(cfg), bool(cfg.causal), int(L))
     else:  # content-based / linearised mechanisms: no fixed pattern, the whole segment is reachable
         reach = torch.arange(L)

@@ -22,7 +22,8 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from .config import ConfigError, ModelConfig
+from .config import ModelConfig
+from .errors import ConfigError
 from .context import ForwardContext, layer_loss
 from .layers import LAYER
 from .memory import MEMORY

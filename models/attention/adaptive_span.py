@@ -31,7 +31,9 @@ from torch import nn
 
 import kernels
 
-from ..config import ConfigError
+from ..capabilities import AttentionCaps
+from ..errors import ConfigError
+from ..variant import Variant
 from .common import NEG
 from .sparse import BLOCK, pattern_block_mask
 
@@ -83,10 +85,12 @@ def check(cfg) -> None:
                                            "distance i - j to *earlier* keys (a causal language-model mechanism)")
 
 
-from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)
-from ..registry import Variant, register  # noqa: E402
+# every score modifier (the span mask is one more bias); memory was never wired for it
+CAPS = AttentionCaps(memory_keys=False)
 
-register(ATTENTION, Variant(
-    "adaptive_span", "Sukhbaatar et al. 2019 (Adaptive Attention Span)",
-    "Each head learns how far back it looks: a soft ramp mask of learned span z, kept short by an L1 penalty.",
-    build=AdaptiveSpanAttention, params=("max_span", "span_ramp"), check=check))
+VARIANTS = (
+    Variant("adaptive_span", "Sukhbaatar et al. 2019 (Adaptive Attention Span)",
+            "Each head learns how far back it looks: a soft ramp mask of learned span z, kept short by an L1 penalty.",
+            build=AdaptiveSpanAttention, params=("max_span", "span_ramp"), check=check, caps=CAPS,
+            n_params=lambda c: c.n_heads),
+)

@@ -27,7 +27,7 @@ def test_from_dict_accepts_query_string_text():
     ({"norm_placement": "middle"}, "norm_placement"),
     ({"d_model": 30, "n_heads": 4}, "d_model"), ({"n_kv_heads": 3}, "n_kv_heads"), ({"n_kv_heads": 8}, "n_kv_heads"),
     ({"n_layers": 0}, "n_layers"), ({"window": 0}, "window"), ({"stride": -2}, "stride"),
-    ({"block_size": 0}, "block_size"), ({"n_summary": 20, "stride": 16}, "n_summary"), ({"dropout": 1.0}, "dropout"),
+    ({"block_size": 0}, "block_size"), ({"n_summary": 20, "stride": 16, "attention": "fixed"}, "n_summary"), ({"dropout": 1.0}, "dropout"),
     ({"position": "none", "causal": False}, "position"), ({"n_global": -1}, "n_global"),
     ({"d_model": 36, "n_heads": 4, "position": "rope"}, "d_model"),
 ])

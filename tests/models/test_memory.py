@@ -1,11 +1,10 @@
 """Memory (catalogue section 7): explicit state, segment processing, retrieval, no leaks."""
-import types
 
 import pytest
 import torch
 
 from models import ConfigError, ModelConfig, build_model
-from models.memory import MemoryState, _needs_pattern
+from models.memory import MemoryState
 from models.memory_knn import gather_values, knn_retrieve
 
 BASE = dict(n_layers=2, d_model=32, n_heads=4, max_len=128, segment_len=16, mem_len=16, cmem_len=8,
@@ -224,8 +223,10 @@ def test_invalid_memory_combinations_are_rejected_with_a_reason():
         ModelConfig(**{**BASE, "memory": "knn", "causal": False}).validate()
     with pytest.raises(ConfigError, match="compression_rate"):
         ModelConfig(**{**BASE, "memory": "compressive", "compression_rate": 32}).validate()
-    with pytest.raises(ConfigError, match="pattern"):
-        _needs_pattern(types.SimpleNamespace(attention="linear", memory="xl"), "memory='xl'")
+    for attention in ("linear", "lsh", "routing", "adaptive_span"):
+        with pytest.raises(ConfigError, match="pattern") as e:
+            ModelConfig(**{**BASE, "memory": "xl", "attention": attention, "position": "rope"}).validate()
+        assert e.value.field == "memory"
     ModelConfig(**{**BASE, "memory": "knn", "position": "learned"}).validate()
     ModelConfig(**{**BASE, "memory": "tokens", "causal": False, "position": "sinusoidal"}).validate()
 
