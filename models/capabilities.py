@@ -44,6 +44,7 @@ class AttentionCaps:
     accepts: frozenset = KINDS         # modifier kinds the mechanism honours
     refuses_because: str = ""          # why the others are refused (shown in the ConfigError)
     memory_keys: bool = True           # accepts keys prepended before the queries (memory)
+    shared_qk: bool = False            # keys are the unit-normalised queries (Reformer's shared-QK)
 
 
 @dataclass(frozen=True)

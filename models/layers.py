@@ -1,8 +1,8 @@
 """Layer structures (docs/catalogue.md section 8): how blocks are stacked.
 
-``build(cfg)`` returns an ``nn.Module`` with ``forward(x, ctx) -> x`` that opens one info dict per
-applied layer with ``ctx.begin_layer(x)`` (``"input"``: the hidden states entering that layer,
-``"index"``: its position in the stack) and ``attention(index)``: the ``Attention`` module that
+``build(cfg)`` returns an ``nn.Module`` with ``forward(x, ctx) -> x`` that opens one ``LayerInfo``
+per applied layer with ``ctx.begin_layer(x)`` (``input``: the hidden states entering that layer,
+``index``: its position in the stack) and ``attention(index)``: the ``Attention`` module that
 layer ``index`` runs (the compressive memory trains its compression against it).
 
 - ``standard``: independent blocks (Vaswani et al. 2017), below.

@@ -15,7 +15,7 @@ Two changes to each block (the paper's Figure 1, right):
 
 The reordering is a pre-norm placement (plus the final norm before the head), so only
 ``norm_placement = "pre"`` is accepted; the others would contradict it. Reported per layer:
-``gate_attn`` / ``gate_ffn`` ``(B, L)``: mean update gate ``z`` per token.
+``info.gate_attn`` / ``info.gate_ffn`` ``(B, L)``: mean update gate ``z`` per token.
 """
 from __future__ import annotations
 
@@ -62,15 +62,15 @@ class GatedBlock(nn.Module):
             self.gate_ffn = GRUGate(cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, ctx, info: dict):
+    def forward(self, x, ctx, info):
         y = F.relu(self.drop(self.attn(self.norm_attn(x), ctx, info)))
         x, z = self.gate_attn(x, y)
-        info["gate_attn"] = z.mean(-1).detach()
+        info.gate_attn = z.mean(-1).detach()
         if self.ffn is not None:
             y, aux = self.ffn(self.norm_ffn(x), ctx.tokens)
-            info["ffn"] = aux
+            info.record_ffn(aux)
             x, z = self.gate_ffn(x, F.relu(self.drop(y)))
-            info["gate_ffn"] = z.mean(-1).detach()
+            info.gate_ffn = z.mean(-1).detach()
         return x
 
 

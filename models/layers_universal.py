@@ -13,7 +13,7 @@ output is updated as ``out = w_t * block(s_t) + (1 - w_t) * out`` with ``w_t = p
 ``R`` at the halt and 0 after (tensor2tensor's ``ut_act``); all ``n_layers`` steps are computed for the whole batch (halted tokens get weight 0
 but still provide keys/values, as in the batched implementation). Ponder cost (Graves 2016):
 ``rho = N + R`` per token (``N`` the number of steps it took), ``ponder_weight * mean(rho)`` is
-added to ``aux_loss`` as ``info["ponder_loss"]`` on the last step; gradients reach the halting
+added to ``aux_loss`` as ``info.ponder_loss`` on the last step; gradients reach the halting
 unit through ``R``.
 
 Reported: ``act_halting (B, L)`` (cumulative halting probability) per step and
@@ -81,9 +81,9 @@ class UniversalStack(nn.Module):
             w = (p * still + new_halted * remainders).unsqueeze(-1)  # (B, L, 1)
             state = self.block(state, ctx, info)
             out = state * w + out * (1 - w)
-            info["act_halting"] = halting.detach()
-        info["act_steps"] = n_updates.detach()
-        info["ponder_loss"] = self.ponder_weight * (n_updates + remainders).mean()
+            info.act_halting = halting.detach()
+        info.act_steps = n_updates.detach()
+        info.ponder_loss = self.ponder_weight * (n_updates + remainders).mean()
         return out
 
 

@@ -22,7 +22,7 @@ is passing ``state=None`` (or ``model.new_state()``). Every stored tensor is det
   ``rate - 1`` fewer than ``mem_len`` slots). The conv is trained by the paper's attention-
   reconstruction loss (content-based attention of the segment over the evicted memories vs over
   their compression, with the layer's projections and inputs detached so only the conv learns),
-  added to ``aux_loss`` as ``info["memory_loss"]``; mean pooling has no parameters and no loss.
+  added to ``aux_loss`` as ``info.memory_loss``; mean pooling has no parameters and no loss.
   Compressed slots take the positions just before the memory (contiguous slots, as in the paper).
 - ``knn`` (Wu et al. 2022, Memorizing Transformer): see ``memory_knn.py``.
 - ``tokens``: ``n_memory`` learned memory vectors per layer prepended to the keys/values
@@ -69,11 +69,11 @@ class XLMemory(Memory):
 
     def _annotate(self, info, state, ctx):
         super()._annotate(info, state, ctx)
-        info["memory"] = {"mem": int(state.mem_pos.numel()), "cmem": int(state.cmem_ids.numel())}
+        info.memory = {"mem": int(state.mem_pos.numel()), "cmem": int(state.cmem_ids.numel())}
         first = torch.cat([state.cmem_first, state.mem_pos])
         if first.numel():  # memory is visible to every query: reach back to its oldest token
-            back = (ctx.positions - first.min()).to(info["reach"].device)  # (L,)
-            info["reach"] = torch.maximum(info["reach"], back.expand_as(info["reach"]))
+            back = (ctx.positions - first.min()).to(info.reach.device)  # (L,)
+            info.reach = torch.maximum(info.reach, back.expand_as(info.reach))
 
     def update(self, state, ctx, attention_of):
         cfg = self.cfg
@@ -81,8 +81,8 @@ class XLMemory(Memory):
         mems, cmems = [], []
         evict_pos = None
         for info in ctx.layers:
-            i = info["index"]
-            x = info["attn_input"]  # (B, L, d), detached
+            i = info.index
+            x = info.attn_input  # (B, L, d), detached
             old = state.mem[i] if len(state.mem) > i else x.new_zeros(x.shape[0], 0, x.shape[2])
             cat = torch.cat([old, x], dim=1)  # (B, M + L, d)
             n_evict = self._n_evict(cat.shape[1])
@@ -136,10 +136,10 @@ class CompressiveMemory(XLMemory):
         return self.conv[index](evicted.transpose(1, 2)).transpose(1, 2)  # (B, n/c, d)
 
     def _compress_into(self, cmem, evicted, x, info, attn):
-        index = info["index"]
+        index = info.index
         compressed = self.compress(index, evicted)
         if self.conv is not None and torch.is_grad_enabled():
-            info["memory_loss"] = _reconstruction_loss(attn, x, evicted, compressed)
+            info.memory_loss = _reconstruction_loss(attn, x, evicted, compressed)
         return torch.cat([cmem, compressed.detach()], dim=1)[:, -self.cfg.cmem_len:]
 
     def _compressed_ids(self, state, evicted_pos):

@@ -52,7 +52,7 @@ class MemoryState:
 class Memory(nn.Module):
     """Base class: no prefix, no hook; subclasses override what they carry."""
 
-    records_input = False   # Attention stores its (detached) input in info["attn_input"]
+    records_input = False   # Attention stores its (detached) input in info.attn_input
     segmented = True        # process the input in segments of cfg.segment_len
 
     def __init__(self, cfg):
@@ -91,12 +91,12 @@ class Memory(nn.Module):
         L = ctx.tokens.shape[1]
         for info in ctx.layers:
             self._annotate(info, state, ctx)
-            info.pop("attn_input", None)
+            info.attn_input = None
         return state.replace(pos=state.pos + L)
 
     def _annotate(self, info, state, ctx):
-        P = self.prefix_ids(info["index"], state).numel()
-        info["memory_len"] = P
-        info["memory"] = {"prefix": P}
+        P = self.prefix_ids(info.index, state).numel()
+        info.memory_len = P
+        info.memory = {"prefix": P}
         reach = local_reach(self.cfg, ctx.positions.numel(), ctx.tokens.device)  # (L,)
-        info["reach"] = reach.expand(ctx.tokens.shape[0], -1)
+        info.reach = reach.expand(ctx.tokens.shape[0], -1)

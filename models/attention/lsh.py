@@ -148,7 +148,7 @@ def check(cfg) -> None:
                                 "queries (hence no keys) for prepended memory positions")
 
 
-CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False, refuses_because=(
+CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False, shared_qk=True, refuses_because=(
     "adds no relative key/value vectors inside its hashed chunks (scalar biases such as t5 / alibi work)"))
 
 VARIANTS = (
