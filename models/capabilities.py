@@ -11,7 +11,7 @@ Position encodings act on attention through *score modifiers*: keyword arguments
   (Shaw, Transformer-XL). Needs the mechanism to gather a vector per (query, key) distance.
 
 A position encoding declares the kinds it produces (``PositionCaps``), an attention mechanism the
-kinds it accepts (``AttentionCaps``), a memory whether it prepends keys and whether it needs a
+kinds it accepts and the causal settings it supports (``AttentionCaps``), a memory whether it prepends keys and whether it needs a
 position encoding that never writes absolute positions into the embeddings (``MemoryCaps``).
 :func:`check_combination` refuses what does not fit, with the reason, and the attention sublayer
 refuses at run time any modifier its mechanism does not accept (:func:`refused_modifiers`), so a new
@@ -45,6 +45,8 @@ class AttentionCaps:
     refuses_because: str = ""          # why the others are refused (shown in the ConfigError)
     memory_keys: bool = True           # accepts keys prepended before the queries (memory)
     shared_qk: bool = False            # keys are the unit-normalised queries (Reformer's shared-QK)
+    causal_modes: frozenset = frozenset({True, False})  # the causal settings it supports
+    causal_reason: str = ""            # why the other setting is not supported
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,15 @@ def refused_modifiers(mods: dict, caps: AttentionCaps) -> set:
 
 
 def check_combination(cfg, regs: dict) -> None:
-    """Refuse a position / attention / memory combination whose capabilities do not fit."""
+    """Refuse a causal setting / position / attention / memory combination whose capabilities do not fit."""
     att, pos, mem = regs["attention"][cfg.attention], regs["position"][cfg.position], regs["memory"][cfg.memory]
     a_caps = att.caps or AttentionCaps()
     p_caps = pos.caps or PositionCaps()
     m_caps = mem.caps or MemoryCaps()
+    if bool(cfg.causal) not in a_caps.causal_modes:
+        (only,) = a_caps.causal_modes
+        raise ConfigError("causal", bool(cfg.causal),
+                          f"only causal={only} with attention={cfg.attention!r}: {a_caps.causal_reason}")
     missing = p_caps.produces - a_caps.accepts
     if missing:
         ok = [k for k, v in regs["position"].items() if (v.caps or PositionCaps()).produces <= a_caps.accepts]

@@ -116,37 +116,28 @@ class NystromAttention(nn.Module):
         return out, probs, {}
 
 
-def _not_causal(name: str, why: str):
-    def check(cfg) -> None:
-        if cfg.causal:
-            raise ConfigError("causal", True, f"only causal=False with attention={name!r}: it is bidirectional "
-                                              f"only ({why})")
-    return check
-
-
-_check_linformer_causal = _not_causal(
-    "linformer", "E and F mix every key position into each projected key, so a causal mask cannot be applied")
-check_nystrom = _not_causal(
-    "nystrom", "the landmarks are means over segments that include future positions")
-
-
 def check_linformer(cfg) -> None:
-    _check_linformer_causal(cfg)
     if cfg.proj_len > cfg.max_len:
         raise ConfigError("proj_len", cfg.proj_len,
                           f"an integer in [1, max_len={cfg.max_len}]: E, F project at most max_len key positions, "
                           "so more projected rows than positions only adds parameters")
 
 
-CAPS = AttentionCaps(accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=(
-    "has no per-(query, key) score matrix to add a position bias or relative vectors to"))
+_NO_SCORES = "has no per-(query, key) score matrix to add a position bias or relative vectors to"
+LINFORMER_CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=_NO_SCORES, causal_modes=frozenset({False}),
+    causal_reason="it is bidirectional only (E and F mix every key position into each projected key, so a "
+                  "causal mask cannot be applied)")
+NYSTROM_CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=_NO_SCORES, causal_modes=frozenset({False}),
+    causal_reason="it is bidirectional only (the landmarks are means over segments that include future positions)")
 
 VARIANTS = (
     Variant("linformer", "Wang et al. 2020 (Linformer)",
             "Keys and values are projected along the sequence to proj_len rows by learned E, F: attention in "
             "O(L * proj_len).", build=LinformerAttention, params=("proj_len", "max_len"), check=check_linformer,
-            caps=CAPS, n_params=lambda c: 2 * c.proj_len * c.max_len),
+            caps=LINFORMER_CAPS, n_params=lambda c: 2 * c.proj_len * c.max_len),
     Variant("nystrom", "Xiong et al. 2021 (Nystromformer)",
             "Softmax attention approximated through n_landmarks segment-mean landmarks and a pseudo-inverse "
-            "(Nystrom method).", build=NystromAttention, params=("n_landmarks",), check=check_nystrom, caps=CAPS),
+            "(Nystrom method).", build=NystromAttention, params=("n_landmarks",), caps=NYSTROM_CAPS),
 )

@@ -39,6 +39,8 @@ def test_every_key_has_its_record_fields(cat, key):
     if cat == "attention":
         assert v.caps.accepts <= KINDS
         assert v.caps.accepts == KINDS or v.caps.refuses_because, "a refusal states its reason"
+        assert v.caps.causal_modes and v.caps.causal_modes <= {True, False}
+        assert v.caps.causal_modes == {True, False} or v.caps.causal_reason, "a refusal states its reason"
 
 
 @pytest.mark.parametrize("key", list(PATTERNS))
