@@ -258,12 +258,12 @@ SIZE_RANGES = {
     # section 4 positions: learned tables
     "max_relative": (1, 4096), "t5_num_buckets": (2, 1024), "t5_max_distance": (1, 1 << 20),
     # section 2 mechanisms: buffers, parameters and per-forward work grow with these
-    "n_buckets": (2, 1024), "n_hashes": (1, 16), "chunk_size": (1, 4096), "n_clusters": (1, 256),
+    "n_buckets": (2, 1024), "n_hashes": (1, 16), "chunk_size": (1, 1024), "n_clusters": (1, 128),
     "n_features": (1, 4096), "proj_len": (1, 4096), "n_landmarks": (1, 1024), "max_span": (1, 1 << 16),
     "span_ramp": (1, 1 << 16),
     # section 6 experts
     "n_experts": (1, 256), "top_k": (1, 256),
     # section 7 memory: per-layer state, stores and learned slots
     "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
-    "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 17), "knn_k": (1, 1024), "n_memory": (1, 1024),
+    "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
 }

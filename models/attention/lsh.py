@@ -135,6 +135,7 @@ class LSHAttention(nn.Module):
 
 
 MAX_HASH_UNITS = 4096  # n_buckets * n_hashes: rotation columns drawn and argmax-ed per query
+MAX_PADDED_SLOTS = 1 << 14  # n_buckets * chunk_size: each non-empty bucket is padded to whole chunks
 
 
 def check(cfg) -> None:
@@ -144,6 +145,10 @@ def check(cfg) -> None:
         raise ConfigError("n_buckets", cfg.n_buckets,
                           f"an even integer with n_buckets * n_hashes <= {MAX_HASH_UNITS} (n_hashes={cfg.n_hashes}): "
                           "each round draws n_buckets/2 rotations and sorts every query by its bucket")
+    if cfg.n_buckets * cfg.chunk_size > MAX_PADDED_SLOTS:
+        raise ConfigError("chunk_size", cfg.chunk_size,
+                          f"an integer with n_buckets * chunk_size <= {MAX_PADDED_SLOTS} (n_buckets={cfg.n_buckets}): "
+                          "every non-empty bucket is padded to whole chunks, and each slot scores 2 * chunk_size keys")
     check_no_memory(cfg, "lsh", "shared-QK LSH attention uses the queries as keys, so there are no "
                                 "queries (hence no keys) for prepended memory positions")
 

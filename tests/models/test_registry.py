@@ -167,10 +167,14 @@ def test_size_fields_past_their_cap_are_refused_naming_the_cap(field, value):
     assert e.value.field == field and str(hi) in str(e.value)
 
 
-def test_lsh_buckets_times_hashes_is_capped():
+def test_lsh_products_of_sizes_are_capped():
     with pytest.raises(ConfigError) as e:
         ModelConfig(attention="lsh", position="rope", n_buckets=1024, n_hashes=16).validate()
     assert e.value.field == "n_buckets" and "n_hashes" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(attention="lsh", position="rope", n_buckets=256, chunk_size=1024).validate()
+    assert e.value.field == "chunk_size" and "16384" in str(e.value)
+    ModelConfig(attention="lsh", position="rope", n_buckets=64, n_hashes=8, chunk_size=256).validate()
 
 
 @pytest.mark.parametrize("cat", CATEGORIES)
