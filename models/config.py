@@ -107,7 +107,10 @@ class ModelConfig:
         """
         regs = registries()
         rec = {cat: regs[cat].get(getattr(self, cat)) for cat in CATEGORIES}
-        count = lambda cat, *a: (rec[cat].n_params(self, *a) if rec[cat] and rec[cat].n_params else 0)  # noqa: E731
+
+        def count(cat, *args) -> int:
+            return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
+
         d, h, hkv, dh = self.d_model, self.n_heads, self.kv_heads, self.d_head
         norm = count("norm")
         attn = 2 * d * h * dh + 2 * d * hkv * dh + count("attention")  # q, o and k, v projections + core
