@@ -1,6 +1,7 @@
 """Variant views against the model output they come from, recomputed independently here: exact
 softmax from the layer's own projections, bucket / cluster / span / expert / reach / depth entries,
 and the figures carry the numbers. Plus the memory-aware residual gradient norms."""
+import dataclasses
 import json
 import math
 import subprocess
@@ -12,8 +13,9 @@ import torch
 
 from explorer import experiments as ex
 from explorer import plots_views as pv
-from explorer.views import VIEWS
+from explorer.views import GROUP_KEYS, VIEWS
 from models import ModelConfig, build_model
+from models.context import ExpertStats, LayerInfo
 
 TINY = dict(n_layers=2, d_model=16, n_heads=2)
 TEXT = "hello world, it's me"
@@ -189,3 +191,16 @@ def test_residual_gradient_of_a_segmented_memory_is_measured_over_all_segments()
 def test_reversible_residual_stays_none_with_the_reason():
     got = ex.gradient_norms(ModelConfig(layer="reversible", **TINY), seq_len=8, batch=1)
     assert got["residual"] == [None, None] and "reversible" in got["notes"][0]
+
+
+def test_every_field_the_views_read_is_a_layer_info_field():
+    """The views read typed fields; a renamed or misspelt field fails here instead of hiding a view."""
+    fields = {f.name for f in dataclasses.fields(LayerInfo)}
+    assert set(GROUP_KEYS) <= fields
+    assert {"span", "experts", "memory_len", "reach", "exit_depth", "exit_confidence", "act_steps", "act_halting",
+            "attention", "q", "k", "score_mods", "key_ids", "segments", "input"} <= fields
+    assert {f.name for f in dataclasses.fields(ExpertStats)} == {"expert_counts", "dropped", "assignment", "capacity"}
+    # each view returns None for an output without its statistics, never raises
+    empty = [LayerInfo(index=0, input=torch.zeros(1, 3, 16)), LayerInfo(index=1, input=torch.zeros(1, 3, 16))]
+    cfg = ModelConfig(**TINY)
+    assert all(fn(cfg, empty) is None for fn in VIEWS.values())
