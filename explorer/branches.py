@@ -16,7 +16,7 @@ The residual gradient (loss w.r.t. a layer's input hidden states) is taken on th
 layers actually received. A memory model runs its input in segments, one pass of the stack per
 segment, and reports each layer's input as the concatenation of the segments' inputs, which is
 not on the loss path; so the gradient is taken with respect to every segment's own input (kept in
-``info["segments"]``) and a layer's norm is the norm over the whole sequence,
+``LayerInfo.segments``) and a layer's norm is the norm over the whole sequence,
 ``sqrt(sum_s ||dloss/dx_s||^2)``. Memories are detached, so no gradient crosses segments and
 this is exactly the norm of the gradient with respect to the full-sequence hidden states. The
 reversible stack recomputes its layer inputs inside a custom ``autograd.Function`` (that is how
@@ -95,7 +95,7 @@ def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> di
         if recorder is not None:
             recorder.remove()
     loss = loss_fn(out.logits, tokens)
-    seg_inputs = [[p["input"] for p in (info.get("segments") or [info])] for info in out.layers]
+    seg_inputs = [[p.input for p in info.parts()] for info in out.layers]
     hidden = [x for parts in seg_inputs for x in parts]
     flat_ffn = [p for g in ffn_groups for p in g]
     call_outs = []

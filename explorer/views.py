@@ -1,7 +1,8 @@
 """Variant views: what is special about a config, read from one forward pass (no gradio, no plots).
 
-Each view is found from what ``ModelOutput.layers`` (the per-layer info dicts) contains, so any
-variant that reports the same statistics gets the same view without a change here:
+Each view is found from what ``ModelOutput.layers`` (one typed ``models.context.LayerInfo`` per
+applied layer) contains, so any variant that reports the same statistics gets the same view without
+a change here:
 
 - ``approximation``: attention that is not a section-1 pattern (linear, performer, linformer,
   nystrom, lsh, routing, adaptive_span) with the layer's post-position ``q``, ``k`` recorded: its
@@ -10,16 +11,16 @@ variant that reports the same statistics gets the same view without a change her
   (Kitaev et al. 2020) the exact counterpart uses the keys LSH uses (unit-normalised queries) and
   its self rule (a position attends itself only when it has no other key), so the error is the
   hashing alone.
-- ``groups``: ``info["buckets"]`` (LSH, first hash round) / ``info["clusters"]`` (routing queries).
-- ``span``: ``info["span"]`` (adaptive span ``z`` per head, Sukhbaatar et al. 2019).
-- ``experts``: ``info["ffn"]["expert_counts"]`` etc. (moe / switch / hash).
-- ``memory``: ``info["memory_len"]`` per segment and ``info["reach"]`` per query (xl, compressive,
+- ``groups``: ``info.buckets`` (LSH, first hash round) / ``info.clusters`` (routing queries).
+- ``span``: ``info.span`` (adaptive span ``z`` per head, Sukhbaatar et al. 2019).
+- ``experts``: ``info.experts`` (``ExpertStats``: moe / switch / hash).
+- ``memory``: ``info.memory_len`` per segment and ``info.reach`` per query (xl, compressive,
   knn, tokens).
-- ``exit``: ``info["exit_depth"]`` (early exit, CALM); ``act``: ``info["act_steps"]`` (Universal
+- ``exit``: ``info.exit_depth`` (early exit, CALM); ``act``: ``info.act_steps`` (Universal
   Transformer with ACT).
 
 With segmented memories the model merges per-segment infos (``models.memory_view``); views that
-count (experts, memory length) read every segment from ``info["segments"]``. Every view is a small
+count (experts, memory length) read every segment from ``info.segments``. Every view is a small
 dataclass of numpy arrays with a JSON-safe ``summary()``; batch element 0 is shown.
 """
 from __future__ import annotations
@@ -30,10 +31,10 @@ import numpy as np
 import torch
 
 import kernels
-from models.attention import RULES
+from models.attention import ATTENTION, PATTERNS
+from models.context import LayerInfo
 from models.memory_view import local_reach
 
-SHARED_QK = ("lsh",)  # keys are the unit-normalised queries (CATALOGUE section 2)
 GROUP_KEYS = {"buckets": ("LSH bucket", "n_buckets"), "clusters": ("routing cluster", "n_clusters")}
 
 
@@ -50,9 +51,9 @@ def _np(t) -> np.ndarray:
     return t.detach().float().cpu().numpy()
 
 
-def _parts(info: dict) -> list:
-    """The per-segment info dicts of a layer (just ``[info]`` when the call was one segment)."""
-    return info.get("segments") or [info]
+def _parts(info: LayerInfo) -> list:
+    """The per-segment records of a layer (just ``[info]`` when the call was one segment)."""
+    return info.parts()
 
 
 # ---------------------------------------------------------------------------- approximation
@@ -98,33 +99,34 @@ def _causal_allowed(lq: int, lk: int, causal: bool) -> np.ndarray:
     return np.arange(lk)[None, :] <= np.arange(lq)[:, None] + (lk - lq)
 
 
-def _layer_exact(info: dict, causal: bool, shared_qk: bool) -> torch.Tensor:
-    """Exact softmax aligned with ``info["attention"]``; segment by segment when merged."""
+def _layer_exact(info: LayerInfo, causal: bool, shared_qk: bool) -> torch.Tensor:
+    """Exact softmax aligned with ``info.attention``; segment by segment when merged."""
     parts = _parts(info)
     if len(parts) == 1:
         p = parts[0]
-        return exact_attention(p["q"], p["k"], p.get("score_mods", {}), causal, shared_qk)
-    ids = info["key_ids"].tolist()
+        return exact_attention(p.q, p.k, p.score_mods or {}, causal, shared_qk)
+    ids = info.key_ids.tolist()
     col = {int(x): c for c, x in enumerate(ids)}
     rows = []
     for p in parts:
-        e = exact_attention(p["q"], p["k"], p.get("score_mods", {}), causal, shared_qk)  # (B, h, Ls, Ps)
+        e = exact_attention(p.q, p.k, p.score_mods or {}, causal, shared_qk)  # (B, h, Ls, Ps)
         full = e.new_zeros(*e.shape[:3], len(ids))
-        full[..., [col[int(x)] for x in p["key_ids"].tolist()]] = e
+        full[..., [col[int(x)] for x in p.key_ids.tolist()]] = e
         rows.append(full)
     return torch.cat(rows, dim=2)  # (B, h, L, Lk)
 
 
 def approximation_view(cfg, layers: list):
     """Effective vs exact attention of a non-pattern mechanism, per applied layer and head."""
-    if cfg.attention in RULES or not layers:
+    if cfg.attention in PATTERNS or not layers:
         return None
-    if not all(isinstance(i.get("attention"), torch.Tensor) and all("q" in p for p in _parts(i)) for i in layers):
+    if not all(isinstance(i.attention, torch.Tensor) and all(p.q is not None for p in _parts(i)) for i in layers):
         return None
-    shared = cfg.attention in SHARED_QK
+    caps = ATTENTION[cfg.attention].caps
+    shared = bool(caps is not None and caps.shared_qk)  # keys are the unit-normalised queries
     eff, exact = [], []
     for info in layers:
-        eff.append(_np(info["attention"][0]))
+        eff.append(_np(info.attention[0]))
         exact.append(_np(_layer_exact(info, cfg.causal, shared)[0]))
     eff, exact = np.stack(eff), np.stack(exact)  # (n, h, L, Lk)
     err = np.abs(eff - exact)
@@ -141,7 +143,7 @@ def approximation_view(cfg, layers: list):
 # ---------------------------------------------------------------------------- buckets / clusters
 @dataclass
 class GroupView:
-    key: str                     # the info key ("buckets", "clusters")
+    key: str                     # the LayerInfo field ("buckets", "clusters")
     what: str                    # "LSH bucket", "routing cluster"
     labels: np.ndarray           # (n, h, L) int: group of each token per layer and head
     n_groups: int
@@ -154,8 +156,8 @@ class GroupView:
 
 def group_view(cfg, layers: list):
     for key, (what, param) in GROUP_KEYS.items():
-        if layers and all(isinstance(i.get(key), torch.Tensor) for i in layers):
-            labels = np.stack([i[key][0].cpu().numpy().astype(np.int64) for i in layers])
+        if layers and all(isinstance(getattr(i, key), torch.Tensor) for i in layers):
+            labels = np.stack([getattr(i, key)[0].cpu().numpy().astype(np.int64) for i in layers])
             return GroupView(key=key, what=what, labels=labels, n_groups=int(getattr(cfg, param)))
     return None
 
@@ -172,9 +174,9 @@ class SpanView:
 
 
 def span_view(cfg, layers: list):
-    if not layers or not all(isinstance(i.get("span"), torch.Tensor) for i in layers):
+    if not layers or not all(isinstance(i.span, torch.Tensor) for i in layers):
         return None
-    return SpanView(span=np.stack([_np(i["span"]) for i in layers]), max_span=int(cfg.max_span),
+    return SpanView(span=np.stack([_np(i.span) for i in layers]), max_span=int(cfg.max_span),
                     ramp=int(cfg.span_ramp))
 
 
@@ -199,21 +201,17 @@ class ExpertView:
 
 
 def expert_view(cfg, layers: list):
-    def stats(info):
-        ffn = info.get("ffn")
-        return ffn if isinstance(ffn, dict) and "expert_counts" in ffn else None
-
-    if not layers or not all(stats(p) for i in layers for p in _parts(i)):
+    if not layers or not all(p.experts is not None for i in layers for p in _parts(i)):
         return None
     counts, dropped, assign, cap = [], [], [], []
     n_tokens = 0
     for info in layers:
-        ps = [stats(p) for p in _parts(info)]
-        counts.append(sum(p["expert_counts"].cpu().numpy().astype(np.int64) for p in ps))
-        dropped.append(sum(int(p["dropped"]) for p in ps))
-        assign.append(np.concatenate([p["assignment"][0].cpu().numpy() for p in ps]))
-        cap.append(None if ps[0].get("capacity") is None else int(ps[0]["capacity"]))
-        n_tokens = sum(int(p["assignment"].numel()) for p in ps)
+        ps = [p.experts for p in _parts(info)]
+        counts.append(sum(p.expert_counts.cpu().numpy().astype(np.int64) for p in ps))
+        dropped.append(sum(int(p.dropped) for p in ps))
+        assign.append(np.concatenate([p.assignment[0].cpu().numpy() for p in ps]))
+        cap.append(None if ps[0].capacity is None else int(ps[0].capacity))
+        n_tokens = sum(int(p.assignment.numel()) for p in ps)
     return ExpertView(ffn=cfg.ffn, counts=np.stack(counts), dropped=np.array(dropped), assignment=np.stack(assign),
                       capacity=cap, n_tokens=n_tokens)
 
@@ -235,24 +233,24 @@ class MemoryView:
 
 
 def memory_view(cfg, layers: list):
-    if not layers or not all("memory_len" in p and isinstance(i.get("reach"), torch.Tensor)
+    if not layers or not all(p.memory_len is not None and isinstance(i.reach, torch.Tensor)
                              for i in layers for p in _parts(i)):
         return None
-    lens = [int(p["input"].shape[1]) for p in _parts(layers[0])]
+    lens = [int(p.input.shape[1]) for p in _parts(layers[0])]
     starts = np.cumsum([0] + lens[:-1]).tolist()
     local = np.concatenate([local_reach(cfg, n).cpu().numpy() for n in lens])
     return MemoryView(
         memory=cfg.memory,
-        memory_len=np.array([[int(p["memory_len"]) for p in _parts(i)] for i in layers]),
-        breakdown=[[{k: int(v) for k, v in p.get("memory", {}).items()} for p in _parts(i)] for i in layers],
-        segments=list(zip(starts, lens)), reach=np.stack([i["reach"][0].cpu().numpy() for i in layers]),
+        memory_len=np.array([[int(p.memory_len) for p in _parts(i)] for i in layers]),
+        breakdown=[[{k: int(v) for k, v in (p.memory or {}).items()} for p in _parts(i)] for i in layers],
+        segments=list(zip(starts, lens)), reach=np.stack([i.reach[0].cpu().numpy() for i in layers]),
         local=local)
 
 
 # ---------------------------------------------------------------------------- per-token depth
 @dataclass
 class DepthView:
-    key: str                     # "exit_depth" or "act_steps"
+    key: str                     # the LayerInfo field: "exit_depth" or "act_steps"
     depth: np.ndarray            # (L,) exit layer (1-based) / ACT steps of each token
     n_layers: int
     threshold: float
@@ -264,20 +262,20 @@ class DepthView:
 
 
 def exit_view(cfg, layers: list):
-    if not layers or not isinstance(layers[-1].get("exit_depth"), torch.Tensor):
+    if not layers or not isinstance(layers[-1].exit_depth, torch.Tensor):
         return None
-    conf = [i.get("exit_confidence") for i in layers]
+    conf = [i.exit_confidence for i in layers]
     detail = np.stack([_np(c[0]) for c in conf]) if all(isinstance(c, torch.Tensor) for c in conf) else np.zeros((0, 0))
-    return DepthView(key="exit_depth", depth=layers[-1]["exit_depth"][0].cpu().numpy().astype(np.int64),
+    return DepthView(key="exit_depth", depth=layers[-1].exit_depth[0].cpu().numpy().astype(np.int64),
                      n_layers=int(cfg.n_layers), threshold=float(cfg.exit_threshold), detail=detail)
 
 
 def act_view(cfg, layers: list):
-    if not layers or not isinstance(layers[-1].get("act_steps"), torch.Tensor):
+    if not layers or not isinstance(layers[-1].act_steps, torch.Tensor):
         return None
-    halt = [i.get("act_halting") for i in layers]
+    halt = [i.act_halting for i in layers]
     detail = np.stack([_np(h[0]) for h in halt]) if all(isinstance(h, torch.Tensor) for h in halt) else np.zeros((0, 0))
-    return DepthView(key="act_steps", depth=_np(layers[-1]["act_steps"][0]), n_layers=int(cfg.n_layers),
+    return DepthView(key="act_steps", depth=_np(layers[-1].act_steps[0]), n_layers=int(cfg.n_layers),
                      threshold=float(cfg.act_threshold), detail=detail)
 
 

@@ -19,6 +19,7 @@ import torch
 
 from kernels.measure import measure_peak, median_ms
 from models import ConfigError, ModelConfig, build_model, choices
+from models.attention import ATTENTION
 
 
 def bench_config(cfg: ModelConfig, L: int, device: str, budget_s: float) -> dict:
@@ -42,7 +43,7 @@ def bench_config(cfg: ModelConfig, L: int, device: str, budget_s: float) -> dict
 
 
 def _base(key: str) -> ModelConfig:
-    causal = key not in ("linformer", "nystrom")
+    causal = True in ATTENTION[key].caps.causal_modes  # causal unless the mechanism is bidirectional-only
     return ModelConfig(attention=key, causal=causal, n_layers=1, window=128, position="rope")
 
 

@@ -6,7 +6,7 @@ an optional hook that replaces the core call (the kNN layer of the Memorizing Tr
 pre-position queries/keys to retrieve with and mixes retrieved and local attention). Memory
 prefixes live in the space of the attention input (after a pre-norm), so memory and current
 tokens are projected alike. When attention weights are requested (``ctx.need_weights``), the
-layer info also keeps the post-position ``q``, ``k`` and score modifiers (detached references, no
+layer's ``LayerInfo`` also keeps the post-position ``q``, ``k`` and score modifiers (detached references, no
 copy), so the explorer can compare an approximate mechanism with exact softmax on the same inputs.
 
 A block owns its sublayers and two residual wrappers from ``NORM_PLACEMENT``; which of post / pre
@@ -20,6 +20,9 @@ import torch
 from torch import nn
 
 from .attention import ATTENTION
+from .capabilities import AttentionCaps, refused_modifiers
+from .context import LayerInfo
+from .errors import ConfigError
 from .ffn import FFN
 from .norms import NORM, NORM_PLACEMENT
 
@@ -37,14 +40,15 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
         self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=False)
         self.core = ATTENTION[cfg.attention].build(cfg)
+        self.caps = ATTENTION[cfg.attention].caps or AttentionCaps()
 
-    def forward(self, x, ctx, info: dict):
+    def forward(self, x, ctx, info: LayerInfo):
         cfg = self.cfg
         B, L, _ = x.shape
         h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
-        index = info.get("index", self.layer)
+        index = info.index
         if ctx.memory is not None and ctx.memory.records_input:
-            info["attn_input"] = x.detach()  # becomes this layer's memory for the next segment
+            info.attn_input = x.detach()  # becomes this layer's memory for the next segment
         mem = ctx.prefix(index)
         kv_in = x if mem is None else torch.cat([mem.to(x.dtype), x], dim=1)  # (B, P + L, d)
         q = self.q_proj(x).view(B, L, h, dh).transpose(1, 2)  # (B, h, L, d_h)
@@ -54,16 +58,21 @@ class Attention(nn.Module):
         q_raw, k_raw = q, k
         q, k, mods = ctx.position.modify(q, k, self.layer, k_start=ctx.k_start - prefix,
                                          scale=1.0 / math.sqrt(dh))
+        refused = refused_modifiers(mods, self.caps)
+        if refused:  # a position encoding whose capabilities do not declare what it produced
+            raise ConfigError("position", cfg.position,
+                              f"an encoding attention={cfg.attention!r} honours: it produced {sorted(refused)} "
+                              f"modifiers and {cfg.attention} {self.caps.refuses_because or 'does not accept them'}")
         if ctx.need_weights:  # display only: lets the explorer redo exact softmax on these very q, k
-            info["q"], info["k"] = q.detach(), k.detach()  # (B, h, L, d_h), (B, h_kv, P + L, d_h)
-            info["score_mods"] = {n: t.detach() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
+            info.q, info.k = q.detach(), k.detach()  # (B, h, L, d_h), (B, h_kv, P + L, d_h)
+            info.score_mods = {n: t.detach() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
         hook = ctx.attention_hook(index)
         if hook is None:
             out, probs, aux = self.core(q, k, v, mods, ctx)
         else:  # a memory that changes this layer's attention (kNN) wraps the core call
             out, probs, aux = hook(self.core, q, k, v, mods, ctx, q_raw=q_raw, k_raw=k_raw, info=info)
-        info["attention"] = probs
-        info.update(aux)
+        info.attention = probs
+        info.record(**aux)
         y = out.transpose(1, 2).reshape(B, L, h * dh)  # (B, L, h * d_h)
         return self.out_proj(y)
 
@@ -82,7 +91,7 @@ class Block(nn.Module):
         self.ffn = ffn(cfg) if ffn is not None else None
         self.res_ffn = placement(cfg, make_norm) if self.ffn is not None else None
 
-    def forward(self, x, ctx, info: dict):
+    def forward(self, x, ctx, info: LayerInfo):
         x = self.res_attn(x, lambda h: self.attn(h, ctx, info))
         if self.ffn is not None:
             x = self.res_ffn(x, lambda h: self._ffn(h, ctx, info))
@@ -90,5 +99,5 @@ class Block(nn.Module):
 
     def _ffn(self, h, ctx, info):
         y, aux = self.ffn(h, ctx.tokens)
-        info["ffn"] = aux
+        info.record_ffn(aux)
         return y

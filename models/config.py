@@ -1,27 +1,24 @@
 """ModelConfig: one small dataclass that names every choice, validated in one place.
 
-Field names and defaults follow ../shared/CATALOGUE.md. Each registry entry (a ``Variant``) lists
-the config fields it reads (``params``) and may add its own combination check (``check``), so a new
-variant never threads a new flag through this file.
+Field names and defaults follow docs/catalogue.md. ``validate()`` checks what holds for every
+model (types, which it coerces and stores; size caps; head divisibility; the size estimate; the
+registry keys; the capability fit of position / attention / memory) and then calls the chosen
+variants' own ``check``: a rule that matters to one variant lives on that variant's record, so a
+new variant never threads a new flag or rule through this file.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
+from .capabilities import check_combination
+from .errors import ConfigError
+from .registry import registries
 
-class ConfigError(ValueError):
-    """An invalid configuration: the message names the field, the value and what is allowed."""
-
-    def __init__(self, field_name: str, value: Any, allowed: str):
-        self.field = field_name
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"{field_name}={value!r} is not valid: {allowed}")
-
+__all__ = ["ModelConfig", "ConfigError", "CATEGORIES", "MAX_PARAMS", "SIZE_RANGES"]
 
 CATEGORIES = ("attention", "position", "norm_placement", "norm", "ffn", "memory", "layer")
 
@@ -102,12 +99,27 @@ class ModelConfig:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     def approx_params(self) -> int:
-        """Rough parameter count (embeddings, head, attention, FFN experts), for size limits."""
-        d = self.d_model
-        ff = self.d_ff or 4 * d
-        experts = self.n_experts if self.ffn in ("moe", "switch", "hash") else 1
-        per_layer = 4 * d * d + 3 * d * ff * experts
-        return 2 * self.vocab_size * d + self.n_layers * per_layer + self.max_len * (d + 2 * self.proj_len)
+        """Parameter count of the built model, from the registry records (nothing is allocated).
+
+        Embedding + head + final norm are common; each chosen variant's record adds its own
+        (``Variant.n_params``), and the layer structure says how many blocks hold them. Unknown
+        keys count 0 (``validate`` rejects them right after).
+        """
+        regs = registries()
+        rec = {cat: regs[cat].get(getattr(self, cat)) for cat in CATEGORIES}
+
+        def count(cat, *args) -> int:
+            return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
+
+        d, h, hkv, dh = self.d_model, self.n_heads, self.kv_heads, self.d_head
+        norm = count("norm")
+        attn = 2 * d * h * dh + 2 * d * hkv * dh + count("attention")  # q, o and k, v projections + core
+        has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
+        parts = {"attn": attn, "ffn": count("ffn") if has_ffn else None, "norm": norm,
+                 "residual": count("norm_placement", norm)}
+        final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
+        return (2 * self.vocab_size * d + (norm if final else 0) + count("layer", parts)
+                + count("position") + count("memory"))
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict:
@@ -136,12 +148,15 @@ class ModelConfig:
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "ModelConfig":
-        """Raise ConfigError for the first invalid value or combination; return self when valid."""
+        """Raise ConfigError for the first invalid value or combination; return self when valid.
+
+        Values of the wrong type but the right meaning (``window="8"``, ``causal="true"``) are
+        coerced and stored, so every later check and the model read proper numbers.
+        """
         for f in fields(self):
-            _coerce(f.name, getattr(self, f.name), _FIELD_TYPES[f.name])  # types
-        for name, lo in _POSITIVE.items():
+            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), _FIELD_TYPES[f.name]))
+        for name, (lo, hi) in SIZE_RANGES.items():
             val = getattr(self, name)
-            hi = _UPPER.get(name, 1 << 20)
             if val is not None and not lo <= val <= hi:
                 raise ConfigError(name, val, f"an integer in [{lo}, {hi}]")
         if not 0.0 <= self.dropout < 1.0:
@@ -154,36 +169,20 @@ class ModelConfig:
             divisors = [x for x in range(1, self.n_heads + 1) if self.n_heads % x == 0]
             raise ConfigError("n_kv_heads", self.n_kv_heads,
                               f"None (MHA) or a divisor of n_heads={self.n_heads}: {divisors}")
-        if not 1 <= self.n_summary <= self.stride:
-            raise ConfigError("n_summary", self.n_summary, f"an integer with 1 <= n_summary <= stride={self.stride}")
-        if self.top_k > self.n_experts:
-            raise ConfigError("top_k", self.top_k, f"an integer <= n_experts={self.n_experts}")
-        for name in ("rope_base", "cluster_decay", "capacity_factor", "exit_threshold", "act_threshold"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ConfigError(name, getattr(self, name), "a finite positive number")
-        for name, top in (("cluster_decay", "1)"), ("act_threshold", "1)"), ("exit_threshold", "1]")):
-            val = getattr(self, name)
-            if val > 1.0 or (val == 1.0 and top == "1)"):
-                raise ConfigError(name, val, f"a number in (0, {top}")
         if self.softcap is not None and not (math.isfinite(self.softcap) and self.softcap > 0):
             raise ConfigError("softcap", self.softcap, "None or a finite positive number")
-        if self.ponder_weight < 0 or not math.isfinite(self.ponder_weight):
-            raise ConfigError("ponder_weight", self.ponder_weight, "a finite number >= 0")
-        if self.feature_map not in ("positive", "trig"):
-            raise ConfigError("feature_map", self.feature_map, "one of ['positive', 'trig']")
-        if self.compression not in ("mean", "conv"):
-            raise ConfigError("compression", self.compression, "one of ['mean', 'conv']")
-        n_params = self.approx_params()
-        if n_params > MAX_PARAMS:
-            raise ConfigError("d_model", self.d_model,
-                              f"a size whose model fits in memory: this config has ~{n_params:.2g} parameters "
-                              f"(limit {MAX_PARAMS:.0e}); lower d_model, n_layers, vocab_size, d_ff or n_experts")
-        from .registry import registries  # late: the registries import this module
         regs = registries()
         for cat in CATEGORIES:
             key = getattr(self, cat)
             if key not in regs[cat]:
                 raise ConfigError(cat, key, f"one of {list(regs[cat])}")
+        n_params = self.approx_params()
+        if n_params > MAX_PARAMS:
+            raise ConfigError("d_model", self.d_model,
+                              f"a size whose model fits in memory: this config has ~{n_params:.2g} parameters "
+                              f"(limit {MAX_PARAMS:.0e}); lower d_model, n_layers, vocab_size, d_ff, n_experts "
+                              "or the chosen variants' sizes")
+        check_combination(self, regs)
         for cat in CATEGORIES:
             variant = regs[cat][getattr(self, cat)]
             if variant.check is not None:
@@ -249,19 +248,25 @@ _FIELD_TYPES = _field_types()
 
 MAX_PARAMS = 2_000_000_000
 
-# Upper bounds of the integer sizes: beyond these a config is a typo, not an experiment
-# (anything else is capped at 2**20).
-_UPPER = {"n_layers": 512, "n_heads": 4096, "n_kv_heads": 4096, "d_model": 1 << 16, "d_ff": 1 << 18,
-          "seed": 2**63 - 1, "n_hashes": 64, "n_features": 1 << 14, "n_experts": 4096, "top_k": 4096,
-          "n_buckets": 1 << 16, "n_clusters": 1 << 16, "n_landmarks": 1 << 16, "proj_len": 1 << 16,
-          "t5_num_buckets": 1 << 16, "n_memory": 1 << 16}
-
-# Lower bounds of the integer sizes (None allowed where the field is optional).
-_POSITIVE = {
-    "vocab_size": 2, "max_len": 1, "n_layers": 1, "d_model": 1, "n_heads": 1, "n_kv_heads": 1,
-    "d_ff": 1, "seed": 0, "window": 1, "dilation": 1, "stride": 1, "n_summary": 1, "block_size": 1,
-    "n_global": 0, "n_random": 0, "max_relative": 1, "t5_num_buckets": 2, "t5_max_distance": 1,
-    "n_buckets": 2, "n_hashes": 1, "chunk_size": 1, "n_clusters": 1, "n_features": 1, "proj_len": 1,
-    "n_landmarks": 1, "max_span": 1, "span_ramp": 1, "n_experts": 1, "top_k": 1, "segment_len": 1,
-    "mem_len": 1, "cmem_len": 1, "compression_rate": 1, "knn_size": 1, "knn_k": 1, "n_memory": 1,
+# [lower, upper] of every integer field. The caps are far past any experiment a researcher would run
+# and far below what would take gigabytes: beyond them a value is a typo, not an experiment
+# (sizes multiplied by the model's width are bounded again by MAX_PARAMS). Caps of a product of
+# fields (n_buckets * n_hashes, proj_len <= max_len) are in the variant's own check.
+SIZE_RANGES = {
+    "vocab_size": (2, 1 << 20), "max_len": (1, 1 << 20), "n_layers": (1, 512), "d_model": (1, 1 << 16),
+    "n_heads": (1, 4096), "n_kv_heads": (1, 4096), "d_ff": (1, 1 << 18), "seed": (0, 2**63 - 1),
+    # section 1 patterns: sizes of a rule, nothing is allocated per unit
+    "window": (1, 1 << 20), "dilation": (1, 1 << 20), "stride": (1, 1 << 20), "n_summary": (1, 1 << 20),
+    "block_size": (1, 1 << 20), "n_global": (0, 1 << 20), "n_random": (0, 1 << 20),
+    # section 4 positions: learned tables
+    "max_relative": (1, 4096), "t5_num_buckets": (2, 1024), "t5_max_distance": (1, 1 << 20),
+    # section 2 mechanisms: buffers, parameters and per-forward work grow with these
+    "n_buckets": (2, 1024), "n_hashes": (1, 16), "chunk_size": (1, 1024), "n_clusters": (1, 128),
+    "n_features": (1, 4096), "proj_len": (1, 4096), "n_landmarks": (1, 1024), "max_span": (1, 1 << 16),
+    "span_ramp": (1, 1 << 16),
+    # section 6 experts
+    "n_experts": (1, 256), "top_k": (1, 256),
+    # section 7 memory: per-layer state, stores and learned slots
+    "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
+    "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
 }

@@ -1,20 +1,103 @@
-"""Per-call state threaded through one forward pass (never stored on a module between calls).
+"""Per-call state threaded through one forward pass, and the typed per-layer record it collects.
 
-A ``ForwardContext`` lives for one segment of one call. Layer stacks open one info dict per applied
-layer with :meth:`ForwardContext.begin_layer`; the dict carries ``"input"`` (the hidden states
-entering that layer) and ``"index"`` (which layer / step it is, used to pick that layer's memory),
-and variants add their statistics to it. :func:`layer_loss` is the one place that says which info
-entries are auxiliary losses.
+A ``ForwardContext`` lives for one segment of one call (never stored on a module between calls).
+Layer stacks open one :class:`LayerInfo` per applied layer with :meth:`ForwardContext.begin_layer`;
+it carries the hidden states entering that layer and which layer / step it is (used to pick that
+layer's memory), and variants fill in their statistics. ``LayerInfo`` is a slotted dataclass: a
+misspelt field raises instead of silently adding a key no view reads. :func:`layer_loss` is the one
+place that says which fields are auxiliary losses.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
 
-# info keys whose (scalar tensor) values are added to ``ModelOutput.aux_loss``
-LOSS_KEYS = ("loss", "memory_loss", "ponder_loss")
+Tensor = torch.Tensor
+_TOKEN = {"per_token": True}  # (B, L, ...) fields: concatenated along L when segments are merged
+
+
+@dataclass(slots=True)
+class ExpertStats:
+    """Routing statistics of one mixture-of-experts sublayer call (all detached)."""
+    expert_counts: Tensor            # (n_experts,) long: assignments per expert (all top-k, before drops)
+    dropped: int                     # assignments dropped for capacity
+    assignment: Tensor               # (B, L) long: top-1 expert of each token
+    capacity: Optional[int] = None   # per expert per sequence; None without capacity (hash)
+
+
+@dataclass(slots=True)
+class LayerInfo:
+    """What one applied layer reports; ``ModelOutput.layers`` is a list of these."""
+    index: int                                   # layer (or step) number; picks the layer's memory
+    input: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # (B, L, d) hidden states entering
+    # -- attention sublayer
+    attention: Optional[Tensor] = None           # (B, h, L, Lk) effective attention, when requested
+    q: Optional[Tensor] = None                   # (B, h, L, d_h) post-position queries (when requested)
+    k: Optional[Tensor] = None                   # (B, h_kv, Lk, d_h) post-position keys (when requested)
+    score_mods: Optional[dict] = None            # the kernels.attention modifiers of the position encoding
+    loss: Optional[Tensor] = None                # auxiliary loss of the attention core (adaptive span)
+    span: Optional[Tensor] = None                # (h,) adaptive span z
+    buckets: Optional[Tensor] = None             # (B, h, L) LSH buckets, first hash round
+    clusters: Optional[Tensor] = None            # (B, h, L) routing clusters of the queries
+    key_clusters: Optional[Tensor] = None        # (B, h, Lk) routing clusters of the keys
+    # -- feed-forward sublayer
+    experts: Optional[ExpertStats] = None        # moe / switch / hash routing statistics
+    ffn_loss: Optional[Tensor] = None            # load-balancing loss (moe, switch)
+    # -- layer structures
+    gate_attn: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (B, L) mean GTrXL update gate
+    gate_ffn: Optional[Tensor] = field(default=None, metadata=_TOKEN)
+    exit_confidence: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # (B, L) top-1 probability
+    exited: Optional[Tensor] = field(default=None, metadata=_TOKEN)      # (B, L) exited at or before it
+    exit_depth: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # (B, L) exit layer (last layer)
+    act_halting: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # (B, L) cumulative halting
+    act_steps: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (B, L) ACT steps (last step)
+    ponder_loss: Optional[Tensor] = None         # ACT ponder cost
+    loss_total: Optional[Tensor] = None          # replaces the sublayer losses (reversible; merged segments)
+    # -- memory
+    memory_len: Optional[int] = None             # slots prepended / stored for this layer in the segment
+    memory: Optional[dict] = None                # breakdown, e.g. {"mem": M, "cmem": C} / {"knn": S}
+    reach: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # (B, L) positions back a query can see
+    key_ids: Optional[Tensor] = None             # (Lk,) which key each attention column is
+    memory_loss: Optional[Tensor] = None         # compressive memory's reconstruction loss
+    knn_gate: Optional[Tensor] = None            # (h,) kNN mixing gate
+    knn_index: Optional[Tensor] = None           # (B, h, L, k) store slots retrieved
+    knn_positions: Optional[Tensor] = None       # (B, h, L, k) their absolute positions
+    knn_weights: Optional[Tensor] = None         # (B, h, L, k) retrieved softmax
+    segments: Optional[list] = None              # per-segment LayerInfo of a merged multi-segment call
+    # -- internal hand-offs to the memory update (cleared by it)
+    attn_input: Optional[Tensor] = None          # (B, L, d) this layer's attention input
+    knn_new: Optional[tuple] = None              # (keys, values) to append to the kNN store
+
+    def record(self, **values) -> None:
+        """Set fields by name (an attention core's ``aux``); an unknown name raises ``AttributeError``."""
+        for name, value in values.items():
+            if name not in _FIELDS:
+                raise AttributeError(f"LayerInfo has no field {name!r}; declare it in models/context.py")
+            setattr(self, name, value)
+
+    def record_ffn(self, aux: dict) -> None:
+        """Store an FFN sublayer's ``aux`` dict (empty for dense FFNs) as typed fields."""
+        aux = dict(aux)
+        loss = aux.pop("loss", None)
+        if loss is not None:
+            self.ffn_loss = loss
+        if aux:
+            self.experts = ExpertStats(**aux)  # an unknown key raises TypeError
+
+    def parts(self) -> list:
+        """The per-segment records (just ``[self]`` when the call was one segment)."""
+        return self.segments or [self]
+
+    def copy(self) -> "LayerInfo":
+        return dataclasses.replace(self)
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(LayerInfo))
+TOKEN_FIELDS = tuple(f.name for f in dataclasses.fields(LayerInfo) if f.metadata.get("per_token"))
+LOSS_FIELDS = ("loss", "ffn_loss", "memory_loss", "ponder_loss", "loss_total")
 
 
 @dataclass
@@ -27,11 +110,11 @@ class ForwardContext:
     state: Any = None                 # memory state for this segment (or None)
     positions: Optional[torch.Tensor] = None  # (L,) absolute positions of the segment's tokens
     classifier: Optional[Callable] = None     # hidden (B, L, d) -> logits (final norm + LM head)
-    layers: list = field(default_factory=list)  # one info dict per layer, filled during the pass
+    layers: list = field(default_factory=list)  # one LayerInfo per applied layer, filled during the pass
 
-    def begin_layer(self, x: torch.Tensor) -> dict:
-        """Open (and record) the info dict of the next applied layer, whose input is ``x``."""
-        info = {"input": x, "index": len(self.layers)}
+    def begin_layer(self, x: torch.Tensor) -> LayerInfo:
+        """Open (and record) the record of the next applied layer, whose input is ``x``."""
+        info = LayerInfo(index=len(self.layers), input=x)
         self.layers.append(info)
         return info
 
@@ -48,19 +131,17 @@ class ForwardContext:
         return self.memory.hook(index)
 
 
-def layer_loss(info: dict) -> Optional[torch.Tensor]:
-    """Sum of the auxiliary losses one layer's info dict reports (None when it reports none).
+def layer_loss(info: LayerInfo) -> Optional[torch.Tensor]:
+    """Sum of the auxiliary losses one layer reports (None when it reports none).
 
-    ``"loss_total"`` (set by the reversible stack, whose sublayer losses are recomputed with
-    gradients in backward) replaces the sublayer losses ``"loss"`` and ``info["ffn"]["loss"]``.
+    ``loss_total`` (set by the reversible stack, whose sublayer losses are recomputed with gradients
+    in backward, and by merged segments) replaces the sublayer losses ``loss`` and ``ffn_loss``.
     """
-    terms = []
-    if "loss_total" in info:
-        terms.append(info["loss_total"])
+    if info.loss_total is not None:
+        terms = [info.loss_total]
     else:
-        terms.append(info.get("loss"))
-        terms.append((info.get("ffn") or {}).get("loss"))
-    terms += [info.get(k) for k in LOSS_KEYS if k != "loss"]
+        terms = [info.loss, info.ffn_loss]
+    terms += [info.memory_loss, info.ponder_loss]
     terms = [t for t in terms if isinstance(t, torch.Tensor)]
     if not terms:
         return None

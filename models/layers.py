@@ -1,8 +1,8 @@
-"""Layer structures (CATALOGUE.md section 8): how blocks are stacked.
+"""Layer structures (docs/catalogue.md section 8): how blocks are stacked.
 
-``build(cfg)`` returns an ``nn.Module`` with ``forward(x, ctx) -> x`` that opens one info dict per
-applied layer with ``ctx.begin_layer(x)`` (``"input"``: the hidden states entering that layer,
-``"index"``: its position in the stack) and ``attention(index)``: the ``Attention`` module that
+``build(cfg)`` returns an ``nn.Module`` with ``forward(x, ctx) -> x`` that opens one ``LayerInfo``
+per applied layer with ``ctx.begin_layer(x)`` (``input``: the hidden states entering that layer,
+``index``: its position in the stack) and ``attention(index)``: the ``Attention`` module that
 layer ``index`` runs (the compressive memory trains its compression against it).
 
 - ``standard``: independent blocks (Vaswani et al. 2017), below.
@@ -13,10 +13,17 @@ layer ``index`` runs (the compressive memory trains its compression against it).
 """
 from __future__ import annotations
 
+import math
+
 from torch import nn
 
 from .blocks import Block
-from .registry import Variant, register
+from .layers_early_exit import EarlyExitStack
+from .layers_gated import GatedStack, check_gated, gated_params
+from .layers_reversible import ReversibleStack, check_reversible
+from .layers_universal import UniversalStack, check_universal, universal_params
+from .errors import ConfigError
+from .variant import Variant, register
 
 LAYER: dict = {}
 
@@ -38,29 +45,42 @@ class StandardStack(nn.Module):
         return self.blocks[index].attn
 
 
-from .layers_early_exit import EarlyExitStack  # noqa: E402  (they build on StandardStack / Block)
-from .layers_gated import GatedStack, check_gated  # noqa: E402
-from .layers_reversible import ReversibleStack, check_reversible  # noqa: E402
-from .layers_universal import UniversalStack  # noqa: E402
+def stack_params(cfg, parts: dict) -> int:
+    """``n_layers`` blocks: attention + its residual wrapper, FFN + its wrapper (when there is one).
+
+    ``parts`` (from ``ModelConfig.approx_params``): ``attn`` (projections + core), ``ffn`` (None
+    without an FFN), ``norm`` (one norm), ``residual`` (one placement wrapper)."""
+    block = parts["attn"] + parts["residual"]
+    if parts["ffn"] is not None:
+        block += parts["ffn"] + parts["residual"]
+    return cfg.n_layers * block
+
+
+def check_early_exit(cfg):
+    t = cfg.exit_threshold
+    if not (math.isfinite(t) and 0 < t <= 1):
+        raise ConfigError("exit_threshold", t, "a number in (0, 1] (a top-1 probability; 1 never exits early)")
+
 
 register(LAYER, Variant("standard", "Vaswani et al. 2017",
                         "A stack of independent blocks: attention sublayer, then feed-forward sublayer.",
-                        build=StandardStack))
+                        build=StandardStack, n_params=stack_params))
 register(LAYER, Variant(
     "reversible", "Gomez et al. 2017 (RevNet); Kitaev et al. 2020 (Reformer)",
     "Two residual streams; each layer's input is recomputed from its output in backward, so "
     "activation memory does not grow with depth.",
-    build=ReversibleStack, params=("norm_placement", "dropout"), check=check_reversible))
+    build=ReversibleStack, params=("norm_placement", "dropout"), check=check_reversible, n_params=stack_params))
 register(LAYER, Variant(
     "universal", "Dehghani et al. 2019 (Universal Transformer); Graves 2016 (ACT)",
     "One shared block applied n_layers times with a position + step timing signal; optional ACT halting.",
-    build=UniversalStack, params=("act", "act_threshold", "ponder_weight")))
+    build=UniversalStack, params=("act", "act_threshold", "ponder_weight"), check=check_universal,
+    n_params=universal_params))
 register(LAYER, Variant(
     "gated", "Parisotto et al. 2020 (GTrXL)",
     "GRU-type gates replace the residual additions, biased toward the identity at initialisation.",
-    build=GatedStack, params=("norm",), check=check_gated))
+    build=GatedStack, params=("norm",), check=check_gated, n_params=gated_params))
 register(LAYER, Variant(
     "early_exit", "Elbayad et al. 2020 (Depth-adaptive); Schuster et al. 2022 (CALM)",
     "The LM head reads every layer; a token stops at the first layer whose top-1 probability "
     "exceeds exit_threshold.",
-    build=EarlyExitStack, params=("exit_threshold",)))
+    build=EarlyExitStack, params=("exit_threshold",), check=check_early_exit, n_params=stack_params))

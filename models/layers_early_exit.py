@@ -9,7 +9,7 @@ logits are its exit layer's logits. The exit decision takes no gradient; the log
 the layers up to the exit. ``exit_threshold = 1.0`` never exits early: the plain model.
 
 Reported per layer: ``exit_confidence (B, L)`` and ``exited (B, L)`` (exited at or before it);
-``out.layers[-1]["exit_depth"]`` ``(B, L)`` in ``[1, n_layers]``.
+``out.layers[-1].exit_depth`` ``(B, L)`` in ``[1, n_layers]``.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class EarlyExitStack(nn.Module):
                 leave = ~done & (conf > self.threshold)
                 depth = torch.where(leave, i + 1, depth)
                 done = done | leave
-            info["exit_confidence"] = conf
-            info["exited"] = done.clone() if i < n - 1 else torch.ones_like(done)
-        info["exit_depth"] = depth
+            info.exit_confidence = conf
+            info.exited = done.clone() if i < n - 1 else torch.ones_like(done)
+        info.exit_depth = depth
         return x

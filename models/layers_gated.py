@@ -15,7 +15,7 @@ Two changes to each block (the paper's Figure 1, right):
 
 The reordering is a pre-norm placement (plus the final norm before the head), so only
 ``norm_placement = "pre"`` is accepted; the others would contradict it. Reported per layer:
-``gate_attn`` / ``gate_ffn`` ``(B, L)``: mean update gate ``z`` per token.
+``info.gate_attn`` / ``info.gate_ffn`` ``(B, L)``: mean update gate ``z`` per token.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .blocks import Attention
-from .config import ConfigError
+from .errors import ConfigError
 from .ffn import FFN
 from .norms import NORM
 
@@ -62,15 +62,15 @@ class GatedBlock(nn.Module):
             self.gate_ffn = GRUGate(cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, ctx, info: dict):
+    def forward(self, x, ctx, info):
         y = F.relu(self.drop(self.attn(self.norm_attn(x), ctx, info)))
         x, z = self.gate_attn(x, y)
-        info["gate_attn"] = z.mean(-1).detach()
+        info.gate_attn = z.mean(-1).detach()
         if self.ffn is not None:
             y, aux = self.ffn(self.norm_ffn(x), ctx.tokens)
-            info["ffn"] = aux
+            info.record_ffn(aux)
             x, z = self.gate_ffn(x, F.relu(self.drop(y)))
-            info["gate_ffn"] = z.mean(-1).detach()
+            info.gate_ffn = z.mean(-1).detach()
         return x
 
 
@@ -94,3 +94,13 @@ def check_gated(cfg):
             "norm_placement", cfg.norm_placement,
             "'pre' with layer='gated': GTrXL's identity-map reordering normalises each sublayer's input "
             "and replaces the residual addition by a gate, which is a pre-norm placement by construction")
+
+
+def gated_params(cfg, parts: dict) -> int:
+    """Per layer: attention + norm + gate, and FFN + norm + gate when there is an FFN."""
+    d = cfg.d_model
+    gate = 6 * d * d + d  # W (3d x d), U (2d x d), U_g (d x d), b_g
+    block = parts["attn"] + parts["norm"] + gate
+    if parts["ffn"] is not None:
+        block += parts["ffn"] + parts["norm"] + gate
+    return cfg.n_layers * block

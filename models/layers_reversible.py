@@ -15,8 +15,8 @@ recomputing each sublayer with gradients, so activation memory does not grow wit
 
 Inversion needs residuals that *add* a function of the stream: ``pre`` (``x + F(Norm(x))``),
 ``sandwich``, ``rezero`` and ``none``; ``post`` (``Norm(x + F(x))``) cannot be inverted and is
-rejected. The info ``"input"`` of a layer is ``(X1 + X2) / 2``. Auxiliary losses of the sublayers
-(e.g. MoE balance) are recomputed with gradients in backward and reported as ``loss_total``.
+rejected. The ``LayerInfo.input`` of a layer is ``(X1 + X2) / 2``. Auxiliary losses of the sublayers
+(e.g. MoE balance) are recomputed with gradients in backward and reported as ``info.loss_total``.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ import torch
 from torch import nn
 
 from .blocks import Block
-from .config import ConfigError
-from .context import layer_loss
+from .errors import ConfigError
+from .context import LayerInfo, layer_loss
 
 # the residual branch of each additive placement: y = x + branch(res, fn, x)
 _BRANCH = {
@@ -91,7 +91,7 @@ class ReversibleStack(nn.Module):
         out, losses = _Reversible.apply(x, self, ctx, has_loss, *params)
         for n, flag in enumerate(has_loss):
             if flag:
-                ctx.layers[first + n]["loss_total"] = losses[n]
+                ctx.layers[first + n].loss_total = losses[n]
         return out
 
 
@@ -140,17 +140,17 @@ class _Reversible(torch.autograd.Function):
                 x2 = y2
                 if block.ffn is not None:
                     y1d = y1.detach().requires_grad_(True)
-                    info = {"index": i}
+                    info = LayerInfo(index=i)
                     with _replay(s_g, device):
                         g = stack.g(block, y1d, ctx, info)
-                    loss = (info.get("ffn") or {}).get("loss")
+                    loss = info.ffn_loss
                     gy1 = gy1 + backprop([g, loss], [gy2, g_losses[i]], y1d)
                     x2 = y2 - g.detach()
                 x2d = x2.detach().requires_grad_(True)
-                info = {"index": i}
+                info = LayerInfo(index=i)
                 with _replay(s_f, device):
                     f = stack.f(block, x2d, ctx, info)
-                gx2 = gy2 + backprop([f, info.get("loss")], [gy1, g_losses[i]], x2d)
+                gx2 = gy2 + backprop([f, info.loss], [gy1, g_losses[i]], x2d)
                 x1 = y1 - f.detach()
             y1, y2, gy2 = x1, x2, gx2  # gy1 (dL/dX1) is unchanged: X1 enters Y1 additively
         return (gy1 + gy2, None, None, None, *grads)

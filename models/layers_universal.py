@@ -13,7 +13,7 @@ output is updated as ``out = w_t * block(s_t) + (1 - w_t) * out`` with ``w_t = p
 ``R`` at the halt and 0 after (tensor2tensor's ``ut_act``); all ``n_layers`` steps are computed for the whole batch (halted tokens get weight 0
 but still provide keys/values, as in the batched implementation). Ponder cost (Graves 2016):
 ``rho = N + R`` per token (``N`` the number of steps it took), ``ponder_weight * mean(rho)`` is
-added to ``aux_loss`` as ``info["ponder_loss"]`` on the last step; gradients reach the halting
+added to ``aux_loss`` as ``info.ponder_loss`` on the last step; gradients reach the halting
 unit through ``R``.
 
 Reported: ``act_halting (B, L)`` (cumulative halting probability) per step and
@@ -21,11 +21,14 @@ Reported: ``act_halting (B, L)`` (cumulative halting probability) per step and
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
 from .blocks import Block
-from .positions import _sinusoid
+from .errors import ConfigError
+from .positions import _sinusoid, _table_dtype
 
 
 class UniversalStack(nn.Module):
@@ -47,7 +50,8 @@ class UniversalStack(nn.Module):
 
     def _timing(self, ctx, t: int, x):
         step = torch.full_like(ctx.positions, t)
-        signal = _sinusoid(ctx.positions, self.d) + _sinusoid(step, self.d)  # (L, d), broadcast over B
+        dtype = _table_dtype(x.dtype)
+        signal = _sinusoid(ctx.positions, self.d, dtype) + _sinusoid(step, self.d, dtype)  # (L, d), broadcast over B
         return signal.to(device=x.device, dtype=x.dtype)
 
     def forward(self, x, ctx):
@@ -77,7 +81,24 @@ class UniversalStack(nn.Module):
             w = (p * still + new_halted * remainders).unsqueeze(-1)  # (B, L, 1)
             state = self.block(state, ctx, info)
             out = state * w + out * (1 - w)
-            info["act_halting"] = halting.detach()
-        info["act_steps"] = n_updates.detach()
-        info["ponder_loss"] = self.ponder_weight * (n_updates + remainders).mean()
+            info.act_halting = halting.detach()
+        info.act_steps = n_updates.detach()
+        info.ponder_loss = self.ponder_weight * (n_updates + remainders).mean()
         return out
+
+
+def check_universal(cfg):
+    t = cfg.act_threshold
+    if not (math.isfinite(t) and 0 < t < 1):
+        raise ConfigError("act_threshold", t, "a number in (0, 1): a token halts once its cumulative halting "
+                                              "probability would pass it")
+    if not (math.isfinite(cfg.ponder_weight) and cfg.ponder_weight >= 0):
+        raise ConfigError("ponder_weight", cfg.ponder_weight, "a finite number >= 0")
+
+
+def universal_params(cfg, parts: dict) -> int:
+    """One shared block (see ``layers.stack_params``) plus the ACT halting unit ``w``, ``b``."""
+    block = parts["attn"] + parts["residual"]
+    if parts["ffn"] is not None:
+        block += parts["ffn"] + parts["residual"]
+    return block + (cfg.d_model + 1 if cfg.act else 0)

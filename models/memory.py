@@ -1,4 +1,4 @@
-"""Memory (CATALOGUE.md section 7): what the model carries from one segment to the next.
+"""Memory (docs/catalogue.md section 7): what the model carries from one segment to the next.
 
 The input is processed in segments of ``segment_len`` (memories that carry state: ``xl``,
 ``compressive``, ``knn``). Whatever is carried lives in an explicit, immutable
@@ -22,7 +22,7 @@ is passing ``state=None`` (or ``model.new_state()``). Every stored tensor is det
   ``rate - 1`` fewer than ``mem_len`` slots). The conv is trained by the paper's attention-
   reconstruction loss (content-based attention of the segment over the evicted memories vs over
   their compression, with the layer's projections and inputs detached so only the conv learns),
-  added to ``aux_loss`` as ``info["memory_loss"]``; mean pooling has no parameters and no loss.
+  added to ``aux_loss`` as ``info.memory_loss``; mean pooling has no parameters and no loss.
   Compressed slots take the positions just before the memory (contiguous slots, as in the paper).
 - ``knn`` (Wu et al. 2022, Memorizing Transformer): see ``memory_knn.py``.
 - ``tokens``: ``n_memory`` learned memory vectors per layer prepended to the keys/values
@@ -38,109 +38,21 @@ Per-layer info: ``memory_len`` (slots prepended / stored for that layer in the s
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import kernels
 
-from .attention.patterns import RULES
-from .config import ConfigError
-from .memory_view import local_reach
-from .registry import Variant, register
+from .capabilities import MemoryCaps
+from .errors import ConfigError
+from .memory_base import Memory, MemoryState
+from .memory_knn import KNNMemory
+from .variant import Variant, register
 
 MEMORY: dict = {}
 
-_RELATIVE = ("none", "xl", "rope", "alibi", "t5", "shaw")
-
-
-@dataclass(frozen=True)
-class MemoryState:
-    """Everything a memory carries between segments and calls (tensors detached, never mutated).
-
-    ``mem[l]`` ``(B, M, d)`` / ``cmem[l]`` ``(B, C, d)``: layer ``l``'s memory and compressed memory;
-    ``mem_pos (M,)`` their tokens' absolute positions, ``cmem_ids (C,)`` serial numbers of the
-    compressed slots and ``cmem_first (C,)`` the first position each covers; ``knn_*`` the kNN
-    store (``memory_knn.py``). ``pos``: absolute position of the next token.
-    """
-    kind: str
-    batch_size: int
-    pos: int = 0
-    mem: tuple = ()
-    mem_pos: Optional[torch.Tensor] = None
-    cmem: tuple = ()
-    cmem_ids: Optional[torch.Tensor] = None
-    cmem_first: Optional[torch.Tensor] = None
-    n_compressed: int = 0
-    knn_keys: Optional[torch.Tensor] = None    # (B, h_kv, S, d_h), unit-normalised
-    knn_values: Optional[torch.Tensor] = None  # (B, h_kv, S, d_h)
-    knn_pos: Optional[torch.Tensor] = None     # (S,)
-
-    def replace(self, **changes) -> "MemoryState":
-        return dataclasses.replace(self, **changes)
-
-    def memory_len(self) -> dict:
-        """Slots held now: ``{"mem": M, "cmem": C, "knn": S}``."""
-        return {"mem": 0 if self.mem_pos is None else int(self.mem_pos.numel()),
-                "cmem": 0 if self.cmem_ids is None else int(self.cmem_ids.numel()),
-                "knn": 0 if self.knn_pos is None else int(self.knn_pos.numel())}
-
-
-class Memory(nn.Module):
-    """Base class: no prefix, no hook; subclasses override what they carry."""
-
-    records_input = False   # Attention stores its (detached) input in info["attn_input"]
-    segmented = True        # process the input in segments of cfg.segment_len
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.cfg = cfg
-
-    def new_state(self, batch_size: int = 1, device=None) -> MemoryState:
-        empty = torch.zeros(0, dtype=torch.long, device=device)
-        return MemoryState(kind=self.cfg.memory, batch_size=int(batch_size), mem_pos=empty,
-                           cmem_ids=empty, cmem_first=empty)
-
-    def check_state(self, state, batch_size: int, device) -> MemoryState:
-        if state is None:
-            return self.new_state(batch_size, device)
-        if not isinstance(state, MemoryState) or state.kind != self.cfg.memory:
-            raise ConfigError("state", type(state).__name__ if not isinstance(state, MemoryState) else state.kind,
-                              f"None or a MemoryState of this model (memory={self.cfg.memory!r}): "
-                              "pass out.state of a previous call or model.new_state()")
-        if state.batch_size != batch_size:
-            raise ConfigError("state", f"batch size {state.batch_size}",
-                              f"the batch size of the tokens ({batch_size}); start a new state with state=None")
-        return state
-
-    def prefix(self, index: int, state, batch_size: int) -> Optional[torch.Tensor]:
-        return None
-
-    def prefix_ids(self, index: int, state) -> torch.Tensor:
-        """Key ids of the prefix slots: positions >= 0 for tokens, ``-(serial + 1)`` for compressed."""
-        return torch.zeros(0, dtype=torch.long)
-
-    def hook(self, index: int):
-        return None
-
-    def update(self, state: MemoryState, ctx, attention_of) -> MemoryState:
-        """The state after ``ctx``'s segment; also annotates ``ctx.layers`` for the memory view."""
-        L = ctx.tokens.shape[1]
-        for info in ctx.layers:
-            self._annotate(info, state, ctx)
-            info.pop("attn_input", None)
-        return state.replace(pos=state.pos + L)
-
-    def _annotate(self, info, state, ctx):
-        P = self.prefix_ids(info["index"], state).numel()
-        info["memory_len"] = P
-        info["memory"] = {"prefix": P}
-        reach = local_reach(self.cfg, ctx.positions.numel(), ctx.tokens.device)  # (L,)
-        info["reach"] = reach.expand(ctx.tokens.shape[0], -1)
+__all__ = ["MEMORY", "Memory", "MemoryState", "XLMemory", "CompressiveMemory", "TokenMemory", "KNNMemory"]
 
 
 class XLMemory(Memory):
@@ -157,11 +69,11 @@ class XLMemory(Memory):
 
     def _annotate(self, info, state, ctx):
         super()._annotate(info, state, ctx)
-        info["memory"] = {"mem": int(state.mem_pos.numel()), "cmem": int(state.cmem_ids.numel())}
+        info.memory = {"mem": int(state.mem_pos.numel()), "cmem": int(state.cmem_ids.numel())}
         first = torch.cat([state.cmem_first, state.mem_pos])
         if first.numel():  # memory is visible to every query: reach back to its oldest token
-            back = (ctx.positions - first.min()).to(info["reach"].device)  # (L,)
-            info["reach"] = torch.maximum(info["reach"], back.expand_as(info["reach"]))
+            back = (ctx.positions - first.min()).to(info.reach.device)  # (L,)
+            info.reach = torch.maximum(info.reach, back.expand_as(info.reach))
 
     def update(self, state, ctx, attention_of):
         cfg = self.cfg
@@ -169,8 +81,8 @@ class XLMemory(Memory):
         mems, cmems = [], []
         evict_pos = None
         for info in ctx.layers:
-            i = info["index"]
-            x = info["attn_input"]  # (B, L, d), detached
+            i = info.index
+            x = info.attn_input  # (B, L, d), detached
             old = state.mem[i] if len(state.mem) > i else x.new_zeros(x.shape[0], 0, x.shape[2])
             cat = torch.cat([old, x], dim=1)  # (B, M + L, d)
             n_evict = self._n_evict(cat.shape[1])
@@ -224,10 +136,10 @@ class CompressiveMemory(XLMemory):
         return self.conv[index](evicted.transpose(1, 2)).transpose(1, 2)  # (B, n/c, d)
 
     def _compress_into(self, cmem, evicted, x, info, attn):
-        index = info["index"]
+        index = info.index
         compressed = self.compress(index, evicted)
         if self.conv is not None and torch.is_grad_enabled():
-            info["memory_loss"] = _reconstruction_loss(attn, x, evicted, compressed)
+            info.memory_loss = _reconstruction_loss(attn, x, evicted, compressed)
         return torch.cat([cmem, compressed.detach()], dim=1)[:, -self.cfg.cmem_len:]
 
     def _compressed_ids(self, state, evicted_pos):
@@ -277,33 +189,15 @@ class TokenMemory(Memory):
 
 
 # ---------------------------------------------------------------------------- checks
-def _needs_pattern(cfg, what):
-    if cfg.attention not in RULES:
-        raise ConfigError(
-            "memory", cfg.memory,
-            f"{what} prepends memory to the keys (more keys than queries), which needs a softmax "
-            f"pattern attention ({', '.join(RULES)}); attention={cfg.attention!r} does not support it")
-
-
-def _check_xl(cfg):
-    if cfg.position not in _RELATIVE:
-        raise ConfigError(
-            "position", cfg.position,
-            f"memory={cfg.memory!r} needs relative or no positions ({', '.join(_RELATIVE)}): an absolute "
-            "encoding restarts at every segment, so memory and current tokens would share positions")
-    _needs_pattern(cfg, f"memory={cfg.memory!r}")
-
-
+# Which attention accepts prepended keys and which positions restart per segment are capabilities
+# (models.capabilities.check_combination); only each memory's own rules are here.
 def _check_compressive(cfg):
-    _check_xl(cfg)
     if cfg.compression_rate > cfg.mem_len:
         raise ConfigError("compression_rate", cfg.compression_rate,
                           f"an integer <= mem_len={cfg.mem_len}: evictions are compressed in whole groups "
                           "of compression_rate memories")
-
-
-def _check_tokens(cfg):
-    _needs_pattern(cfg, "memory='tokens'")
+    if cfg.compression not in COMPRESSIONS:
+        raise ConfigError("compression", cfg.compression, f"one of {list(COMPRESSIONS)}")
 
 
 def _check_knn(cfg):
@@ -313,25 +207,34 @@ def _check_knn(cfg):
                           "of a left-to-right model; a bidirectional model has no 'past' segments")
 
 
-from .memory_knn import KNNMemory  # noqa: E402  (builds on the classes above)
+COMPRESSIONS = ("mean", "conv")
+_SEGMENT_CAPS = MemoryCaps(prepends_keys=True, relative_only=True)
+
+
+def _compressive_params(cfg) -> int:
+    c = cfg.compression_rate
+    return cfg.n_layers * (cfg.d_model * cfg.d_model * c + cfg.d_model) if cfg.compression == "conv" else 0
+
 
 register(MEMORY, Variant("none", "Vaswani et al. 2017",
-                         "No memory: each call sees only its own tokens.", build=None))
+                         "No memory: each call sees only its own tokens.", build=None, caps=MemoryCaps()))
 register(MEMORY, Variant(
     "xl", "Dai et al. 2019 (Transformer-XL)",
     "Each layer also attends to the previous segments' hidden states (detached), up to mem_len.",
-    build=XLMemory, params=("segment_len", "mem_len"), check=_check_xl))
+    build=XLMemory, params=("segment_len", "mem_len"), caps=_SEGMENT_CAPS))
 register(MEMORY, Variant(
     "compressive", "Rae et al. 2019 (Compressive Transformer)",
     "Transformer-XL memory plus older memories compressed by compression_rate into cmem_len slots.",
     build=CompressiveMemory,
     params=("segment_len", "mem_len", "cmem_len", "compression_rate", "compression"),
-    check=_check_compressive))
+    check=_check_compressive, caps=_SEGMENT_CAPS, n_params=_compressive_params))
 register(MEMORY, Variant(
     "knn", "Wu et al. 2022 (Memorizing Transformer)",
     "One layer retrieves the top-k past (key, value) pairs from a store of knn_size and gates them with local attention.",
-    build=KNNMemory, params=("segment_len", "knn_size", "knn_k"), check=_check_knn))
+    build=KNNMemory, params=("segment_len", "knn_size", "knn_k"), check=_check_knn, caps=MemoryCaps(),
+    n_params=lambda c: 2 * c.n_heads))
 register(MEMORY, Variant(
     "tokens", "Sukhbaatar et al. 2019; Burtsev et al. 2020",
     "n_memory learned memory slots per layer that every position can attend.",
-    build=TokenMemory, params=("n_memory",), check=_check_tokens))
+    build=TokenMemory, params=("n_memory",), caps=MemoryCaps(prepends_keys=True),
+    n_params=lambda c: c.n_layers * c.n_memory * c.d_model))

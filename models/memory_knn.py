@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .memory import Memory
+from .memory_base import Memory
 
 
 def knn_retrieve(queries: torch.Tensor, keys: torch.Tensor, k: int):
@@ -63,9 +63,9 @@ class KNNMemory(Memory):
 
     def _attend(self, core, q, k, v, mods, ctx, *, q_raw, k_raw, info):
         out, probs, aux = core(q, k, v, mods, ctx)
-        info["knn_new"] = (F.normalize(k_raw, dim=-1).detach(), v.detach())  # stored after the segment
+        info.knn_new = (F.normalize(k_raw, dim=-1).detach(), v.detach())  # stored after the segment
         g = torch.sigmoid(self.gate)
-        info["knn_gate"] = g.detach()
+        info.knn_gate = g.detach()
         state = ctx.state
         if state is None or state.knn_keys is None or state.knn_keys.shape[2] == 0:
             return out, probs, aux
@@ -74,16 +74,16 @@ class KNNMemory(Memory):
         temp = self.log_temperature.exp()[None, :, None, None]
         w = torch.softmax(scores * temp, dim=-1)  # (B, h, L, k)
         retrieved = (w.unsqueeze(-1) * gather_values(state.knn_values, index).to(w.dtype)).sum(-2)  # (B, h, L, d_h)
-        info["knn_index"] = index
-        info["knn_positions"] = state.knn_pos[index]
-        info["knn_weights"] = w.detach()
+        info.knn_index = index
+        info.knn_positions = state.knn_pos[index]
+        info.knn_weights = w.detach()
         g = g[None, :, None, None].to(out.dtype)
         return g * retrieved.to(out.dtype) + (1 - g) * out, probs, aux
 
     def update(self, state, ctx, attention_of):
         new_keys = new_values = None
         for info in ctx.layers:
-            got = info.pop("knn_new", None)
+            got, info.knn_new = info.knn_new, None
             if got is not None:  # the kNN layer (absent only if a stack skipped it)
                 new_keys, new_values = got
         out = super().update(state, ctx, attention_of)
@@ -100,12 +100,12 @@ class KNNMemory(Memory):
 
     def _annotate(self, info, state, ctx):
         super()._annotate(info, state, ctx)
-        if info["index"] != self.layer:
+        if info.index != self.layer:
             return
         n = 0 if state.knn_pos is None else int(state.knn_pos.numel())
-        info["memory_len"] = n
-        info["memory"] = {"knn": n}
-        if "knn_positions" in info:  # farthest retrieved token, over heads and neighbours
-            first = info["knn_positions"].amin(dim=(1, 3))  # (B, h, L, k) -> (B, L)
+        info.memory_len = n
+        info.memory = {"knn": n}
+        if info.knn_positions is not None:  # farthest retrieved token, over heads and neighbours
+            first = info.knn_positions.amin(dim=(1, 3))  # (B, h, L, k) -> (B, L)
             back = ctx.positions[None, :] - first
-            info["reach"] = torch.maximum(info["reach"], back)
+            info.reach = torch.maximum(info.reach, back)

@@ -1,7 +1,7 @@
 """What the memory view draws: how far back each query sees, and one attention map per call.
 
 A call with several segments runs the stack once per segment; :func:`merge_segments` turns the
-per-segment info dicts into one per layer:
+per-segment ``LayerInfo`` records into one per layer:
 
 - ``attention``: ``(B, h, L, L_k)`` over every key used in the call, columns ordered as the keys
   are (compressed slots oldest first, then token positions ascending, memory tokens first); so
@@ -9,27 +9,25 @@ per-segment info dicts into one per layer:
   segment's rows sit at its key columns, zeros elsewhere, so rows still sum to 1.
   ``key_ids (L_k,)`` names the columns: a position ``>= 0``, or ``-(serial + 1)`` for a
   compressed slot / memory token.
-- per-token entries (``input``, ``reach``, ``exit_depth``, ...) are concatenated along the sequence;
-  auxiliary losses are weighted by segment length (their sum is the length-weighted mean);
-  everything else is the last segment's value, and ``segments`` keeps all per-segment dicts.
+- per-token fields (``input``, ``reach``, ``exit_depth``, ...: ``context.TOKEN_FIELDS``) are
+  concatenated along the sequence; the auxiliary losses become one ``loss_total`` weighted by
+  segment length (their sum is the length-weighted mean); everything else is the last segment's
+  value, and ``segments`` keeps all per-segment records.
 """
 from __future__ import annotations
 
-import torch
-
 from functools import lru_cache
 
-from .attention.patterns import RULES, _ParamView, pattern_key, pattern_rows
-from .context import layer_loss
+import torch
 
-# per-token (B, L, ...) entries concatenated across segments
-TOKEN_KEYS = ("input", "reach", "exit_depth", "exit_confidence", "exited", "act_steps",
-              "act_halting", "gate_attn", "gate_ffn")
+from .attention.layout import _ParamView, pattern_key, pattern_rows
+from .attention.patterns import PATTERNS
+from .context import LOSS_FIELDS, TOKEN_FIELDS, layer_loss
 
 
 def local_reach(cfg, L: int, device=None) -> torch.Tensor:
     """``(L,)``: distance from each query back to the oldest key it may attend within its segment."""
-    if cfg.attention in RULES:
+    if cfg.attention in PATTERNS:
         reach = _pattern_reach(cfg.attention, pattern_key(cfg), bool(cfg.causal), int(L))
     else:  # content-based / linearised mechanisms: no fixed pattern, the whole segment is reachable
         reach = torch.arange(L)
@@ -53,43 +51,40 @@ def _sort_key(ids: torch.Tensor) -> torch.Tensor:
 
 
 def merge_segments(segments: list, lengths: list) -> list:
-    """``segments[s]`` = the info dicts of segment ``s`` (one per layer) -> one merged dict per layer."""
+    """``segments[s]`` = the ``LayerInfo`` of segment ``s`` (one per layer) -> one merged record per layer."""
     if len(segments) == 1:
         return segments[0]
     total = sum(lengths)
     merged = []
     for n in range(len(segments[0])):
         parts = [seg[n] for seg in segments]
-        info = dict(parts[-1])
-        info["segments"] = parts
-        for key in TOKEN_KEYS:
-            vals = [p.get(key) for p in parts]
+        info = parts[-1].copy()
+        info.segments = parts
+        for name in TOKEN_FIELDS:
+            vals = [getattr(p, name) for p in parts]
             if all(isinstance(v, torch.Tensor) for v in vals):
-                info[key] = torch.cat(vals, dim=1)
+                setattr(info, name, torch.cat(vals, dim=1))
         losses = [layer_loss(p) for p in parts]
         if any(x is not None for x in losses):
-            for k in ("loss", "memory_loss", "ponder_loss", "loss_total"):
-                info.pop(k, None)
-            info["ffn"] = dict(info["ffn"]) if isinstance(info.get("ffn"), dict) else info.get("ffn")
-            if isinstance(info.get("ffn"), dict):
-                info["ffn"].pop("loss", None)
-            info["loss_total"] = sum(l * (n_s / total) for l, n_s in zip(losses, lengths) if l is not None)
-        if all(isinstance(p.get("attention"), torch.Tensor) for p in parts) and "key_ids" in parts[0]:
-            info["attention"], info["key_ids"] = _merge_attention(parts)
+            for name in LOSS_FIELDS:
+                setattr(info, name, None)
+            info.loss_total = sum(l * (n_s / total) for l, n_s in zip(losses, lengths) if l is not None)
+        if all(isinstance(p.attention, torch.Tensor) and p.key_ids is not None for p in parts):
+            info.attention, info.key_ids = _merge_attention(parts)
         else:
-            info["attention"] = None
+            info.attention = None
         merged.append(info)
     return merged
 
 
 def _merge_attention(parts: list):
-    ids = torch.unique(torch.cat([p["key_ids"] for p in parts]))
+    ids = torch.unique(torch.cat([p.key_ids for p in parts]))
     ids = ids[_sort_key(ids).argsort()]
     lookup = {int(x): c for c, x in enumerate(ids.tolist())}
     rows = []
     for p in parts:
-        a = p["attention"]  # (B, h, L_s, P_s + L_s)
-        cols = torch.tensor([lookup[int(x)] for x in p["key_ids"].tolist()], device=a.device)
+        a = p.attention  # (B, h, L_s, P_s + L_s)
+        cols = torch.tensor([lookup[int(x)] for x in p.key_ids.tolist()], device=a.device)
         full = a.new_zeros(*a.shape[:3], ids.numel())
         full[..., cols] = a
         rows.append(full)

@@ -22,7 +22,8 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from .config import ConfigError, ModelConfig
+from .config import ModelConfig
+from .errors import ConfigError
 from .context import ForwardContext, layer_loss
 from .layers import LAYER
 from .memory import MEMORY
@@ -37,7 +38,7 @@ class ModelOutput:
     attentions: Optional[list] = None          # one (B, h, L, L_k) per layer, or None
     aux_loss: torch.Tensor = None              # scalar
     hidden_states: list = field(default_factory=list)  # input of each applied layer, (B, L, d)
-    layers: list = field(default_factory=list)  # per-layer info dicts (stats of the variants)
+    layers: list = field(default_factory=list)  # one LayerInfo per applied layer (stats of the variants)
     state: Any = None                          # memory state to pass to the next call
 
 
@@ -100,7 +101,7 @@ class TransformerModel(nn.Module):
             part = tokens[:, s0:s0 + seg]
             out, ctx = self._segment(part, return_attention, state, state.pos)
             for info in ctx.layers:  # the key columns this segment's attention map covers
-                info["key_ids"] = torch.cat([mem.prefix_ids(info["index"], state), ctx.positions.cpu()])
+                info.key_ids = torch.cat([mem.prefix_ids(info.index, state), ctx.positions.cpu()])
             state = mem.update(state, ctx, self.stack.attention)
             logits.append(out)
             segments.append(ctx.layers)
@@ -132,9 +133,9 @@ class TransformerModel(nn.Module):
             loss = layer_loss(info)
             if loss is not None:
                 aux = aux + loss
-        attentions = [info.get("attention") for info in layers] if return_attention else None
+        attentions = [info.attention for info in layers] if return_attention else None
         return ModelOutput(logits=logits, attentions=attentions, aux_loss=aux,
-                           hidden_states=[info["input"] for info in layers], layers=layers,
+                           hidden_states=[info.input for info in layers], layers=layers,
                            state=state)
 
 

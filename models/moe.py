@@ -1,6 +1,6 @@
 """Mixture-of-experts feed-forward sublayers (catalogue section 6): ``moe``, ``switch``, ``hash``.
 
-Every expert is the dense GELU FFN of ``models.ffn`` (hidden size ``ffn_hidden_size(cfg)``, i.e.
+Every expert is the dense GELU FFN of ``models.ffn_dense`` (hidden size ``ffn_hidden_size(cfg)``, i.e.
 ``4 d`` unless ``cfg.d_ff``); ``n_experts`` of them per layer, each with its own parameters.
 
 - ``moe`` (Lepikhin et al. 2020, GShard; Shazeer et al. 2017): softmax router ``Linear(d, E)``
@@ -47,8 +47,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .ffn import FFN, GELUFFN
-from .registry import Variant, register
+from .errors import ConfigError
+from .ffn_dense import GELUFFN, dense_params
+from .variant import Variant
 
 
 def capacity(cfg, group_size: int, k: int) -> int:
@@ -184,16 +185,32 @@ class HashFFN(_ExpertsFFN):
         return y.reshape(x.shape), self.stats(expert_idx, keep, lead, None)
 
 
-register(FFN, Variant(
-    "moe", "Lepikhin et al. 2020 (GShard); Shazeer et al. 2017",
-    "A softmax router sends each token to its top-k of n_experts GELU FFNs, with expert capacity "
-    "and a load-balancing loss.",
-    build=MoEFFN, params=("n_experts", "top_k", "capacity_factor", "d_ff")))
-register(FFN, Variant(
-    "switch", "Fedus et al. 2021 (Switch Transformer)",
-    "Top-1 routing to one of n_experts GELU FFNs; tokens over capacity skip the FFN through the residual.",
-    build=SwitchFFN, params=("n_experts", "capacity_factor", "d_ff")))
-register(FFN, Variant(
-    "hash", "Roller et al. 2021 (Hash Layers)",
-    "Each token id is sent to a fixed expert by a random hash table; no router, no loss.",
-    build=HashFFN, params=("n_experts", "d_ff")))
+def check_capacity(cfg) -> None:
+    if not (math.isfinite(cfg.capacity_factor) and cfg.capacity_factor > 0):
+        raise ConfigError("capacity_factor", cfg.capacity_factor, "a finite positive number")
+
+
+def check_moe(cfg) -> None:
+    check_capacity(cfg)
+    if cfg.top_k > cfg.n_experts:
+        raise ConfigError("top_k", cfg.top_k, f"an integer <= n_experts={cfg.n_experts}")
+
+
+def _experts_params(cfg, router: bool) -> int:
+    return cfg.n_experts * dense_params(cfg) + (cfg.d_model * cfg.n_experts if router else 0)
+
+
+VARIANTS = (
+    Variant("moe", "Lepikhin et al. 2020 (GShard); Shazeer et al. 2017",
+            "A softmax router sends each token to its top-k of n_experts GELU FFNs, with expert capacity "
+            "and a load-balancing loss.",
+            build=MoEFFN, params=("n_experts", "top_k", "capacity_factor", "d_ff"), check=check_moe,
+            n_params=lambda c: _experts_params(c, True)),
+    Variant("switch", "Fedus et al. 2021 (Switch Transformer)",
+            "Top-1 routing to one of n_experts GELU FFNs; tokens over capacity skip the FFN through the residual.",
+            build=SwitchFFN, params=("n_experts", "capacity_factor", "d_ff"), check=check_capacity,
+            n_params=lambda c: _experts_params(c, True)),
+    Variant("hash", "Roller et al. 2021 (Hash Layers)",
+            "Each token id is sent to a fixed expert by a random hash table; no router, no loss.",
+            build=HashFFN, params=("n_experts", "d_ff"), n_params=lambda c: _experts_params(c, False)),
+)

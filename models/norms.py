@@ -29,7 +29,7 @@ from torch import nn
 
 from kernels import norms as kernel_norms
 
-from .registry import Variant, register
+from .variant import Variant, register
 
 EPS = 1e-5
 
@@ -148,29 +148,30 @@ class ReZero(Residual):
 # ---------------------------------------------------------------------------- registries
 register(NORM, Variant(
     "layernorm", "Ba et al. 2016", "Subtract the mean, divide by the standard deviation, then learned gain and bias.",
-    build=LayerNorm))
+    build=LayerNorm, n_params=lambda c: 2 * c.d_model))
 register(NORM, Variant(
     "rmsnorm", "Zhang & Sennrich 2019", "Divide by the root mean square with a learned gain; no centring, no bias.",
-    build=RMSNorm))
+    build=RMSNorm, n_params=lambda c: c.d_model))
 register(NORM, Variant(
     "scalenorm", "Nguyen & Salazar 2019", "Project onto a sphere: one learned scalar g times x / |x|.",
-    build=ScaleNorm))
+    build=ScaleNorm, n_params=lambda c: 1))
 register(NORM, Variant(
     "adanorm", "Xu et al. 2019", "LayerNorm without parameters, rescaled by a detached (1 - k y) factor.",
-    build=AdaNorm))
+    build=AdaNorm, n_params=lambda c: 0))
 
+# n_params(cfg, norm): parameters of one residual wrapper, given those of one norm
 register(NORM_PLACEMENT, Variant(
     "post", "Vaswani et al. 2017", "Normalise after adding the sublayer output (the original Transformer).",
-    build=PostNorm, params=("norm", "dropout")))
+    build=PostNorm, params=("norm", "dropout"), n_params=lambda c, norm: norm))
 register(NORM_PLACEMENT, Variant(
     "pre", "Xiong et al. 2020", "Normalise the sublayer input and keep a clean residual path; final norm at the end.",
-    build=PreNorm, params=("norm", "dropout")))
+    build=PreNorm, params=("norm", "dropout"), n_params=lambda c, norm: norm))
 register(NORM_PLACEMENT, Variant(
     "sandwich", "Ding et al. 2021 (CogView)", "Normalise both the sublayer input and its output; final norm at the end.",
-    build=SandwichNorm, params=("norm", "dropout")))
+    build=SandwichNorm, params=("norm", "dropout"), n_params=lambda c, norm: 2 * norm))
 register(NORM_PLACEMENT, Variant(
     "rezero", "Bachlechner et al. 2020", "No norm: each sublayer output is scaled by a learned scalar that starts at 0.",
-    build=ReZero, params=("dropout",)))
+    build=ReZero, params=("dropout",), n_params=lambda c, norm: 1))
 register(NORM_PLACEMENT, Variant(
     "none", "Baseline", "Plain residual connections with no normalisation at all.",
-    build=Residual, params=("dropout",)))
+    build=Residual, params=("dropout",), n_params=lambda c, norm: 0))

@@ -28,8 +28,9 @@ from torch import nn
 from kernels.rope import apply_rope as _kernel_rope
 from kernels.rope import apply_rope_ref as _rope_ref
 
-from .config import ConfigError
-from .registry import Variant, register
+from .capabilities import RELATIVE_KV, ROTARY, SCORE_BIAS, PositionCaps
+from .errors import ConfigError
+from .variant import Variant, register
 
 POSITION: dict = {}
 
@@ -37,15 +38,23 @@ _INIT_STD = 0.02  # small normal init of learned tables (GPT-2 / T5-style)
 
 
 # ---------------------------------------------------------------------------- public helpers
-def _sinusoid(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """``PE[p, 2k] = sin(p / 10000^(2k/dim))``, ``PE[p, 2k+1] = cos(...)`` for float ``positions``."""
+def _sinusoid(positions: torch.Tensor, dim: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``PE[p, 2k] = sin(p / 10000^(2k/dim))``, ``PE[p, 2k+1] = cos(...)`` for float ``positions``.
+
+    Computed in float64 and returned in ``dtype`` (float32 by default; a float64 model asks for
+    float64, so its table is not rounded through float32)."""
     pos = positions.to(torch.float64)[:, None]
     two_k = torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device)
     angle = pos / torch.pow(10000.0, two_k / dim)  # (P, ceil(dim/2))
     pe = torch.empty(positions.shape[0], dim, dtype=torch.float64, device=positions.device)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : dim // 2])  # odd dim: the last sin column has no cos partner
-    return pe.to(torch.float32)
+    return pe.to(dtype)
+
+
+def _table_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float64 for float64 activations, else the activations' own dtype (added in it anyway)."""
+    return dtype if dtype.is_floating_point else torch.float32
 
 
 def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
@@ -98,6 +107,7 @@ def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = Tr
     log-spaced up to ``max_distance``; farther distances share the last bucket. In the
     unidirectional case keys after the query (``j > i``) all land in bucket 0.
     """
+    t5_bucket_check(bidirectional, num_buckets, max_distance)
     rel = torch.as_tensor(relative_position).long()
     bucket = torch.zeros_like(rel)
     if bidirectional:
@@ -116,6 +126,27 @@ def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = Tr
     ).long()
     large = large.clamp(max=num_buckets - 1)
     return bucket + torch.where(is_small, dist, large)
+
+
+def t5_exact_range(bidirectional: bool, num_buckets: int) -> int:
+    """Distances ``0 .. max_exact - 1`` get a bucket each; ``max_exact = num_buckets (/2 if
+    bidirectional) / 2``."""
+    return (num_buckets // 2 if bidirectional else num_buckets) // 2
+
+
+def t5_bucket_check(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
+    """``ValueError`` for settings T5's formula cannot evaluate: it needs at least one exact bucket
+    (``max_exact >= 1``, it divides by it) and ``max_distance > max_exact`` (it divides by
+    ``log(max_distance / max_exact)``; at or below the exact range the log-spaced buckets would be
+    infinite or negative)."""
+    max_exact = t5_exact_range(bidirectional, num_buckets)
+    if max_exact < 1:
+        need = 4 if bidirectional else 2
+        raise ValueError(f"t5 buckets: num_buckets={num_buckets} leaves no exact bucket "
+                         f"({'bidirectional: ' if bidirectional else ''}need num_buckets >= {need})")
+    if max_distance <= max_exact:
+        raise ValueError(f"t5 buckets: max_distance={max_distance} must exceed the exact range "
+                         f"max_exact={max_exact} (num_buckets={num_buckets}, bidirectional={bidirectional})")
 
 
 def _relative_range(lk: int, device=None) -> torch.Tensor:
@@ -143,7 +174,7 @@ class Sinusoidal(NoPosition):
         self.d_model = cfg.d_model
 
     def embed(self, x, pos):
-        return x + _sinusoid(pos, self.d_model).to(x.dtype)  # (L, d) broadcast over B
+        return x + _sinusoid(pos, self.d_model, _table_dtype(x.dtype))  # (L, d) broadcast over B
 
 
 class Learned(NoPosition):
@@ -219,7 +250,7 @@ class TransformerXL(NoPosition):
         scale = 1.0 / math.sqrt(d_h) if scale is None else scale
         w = self.w_r[layer].weight
         dist = -_relative_range(lk, q.device)  # i - j for each table row
-        r = _sinusoid(dist, self.d_model).to(w.dtype)  # (2Lk-1, d)
+        r = _sinusoid(dist, self.d_model, w.dtype)  # (2Lk-1, d)
         rel_k = self.w_r[layer](r).view(2 * lk - 1, self.n_heads, self.d_head).transpose(0, 1)  # (h, 2Lk-1, d_h)
         rel_bias = scale * torch.einsum("hd,hrd->hr", self.v - self.u, rel_k)  # (h, 2Lk-1)
         q = q + self.u[None, :, None, :].to(q.dtype)  # (B, h, Lq, d_h)
@@ -255,44 +286,68 @@ def _check_none(cfg) -> None:
             "permutation-equivariant and cannot tell token order; choose another position or set causal=True")
 
 
+def _check_t5(cfg) -> None:
+    bidirectional = not cfg.causal
+    max_exact = t5_exact_range(bidirectional, cfg.t5_num_buckets)
+    if max_exact < 1:
+        need = 4 if bidirectional else 2
+        raise ConfigError("t5_num_buckets", cfg.t5_num_buckets,
+                          f"an integer >= {need} with causal={cfg.causal}: half the buckets"
+                          f"{' of each direction' if bidirectional else ''} are exact distances, and there "
+                          "must be at least one")
+    if cfg.t5_max_distance <= max_exact:
+        raise ConfigError("t5_max_distance", cfg.t5_max_distance,
+                          f"an integer > {max_exact} (the exact range of t5_num_buckets={cfg.t5_num_buckets}, "
+                          f"causal={cfg.causal}): distances past the exact range are log-spaced up to "
+                          "t5_max_distance")
+
+
 def _check_rope(cfg) -> None:
     if cfg.d_head % 2:
         raise ConfigError(
             "d_model", cfg.d_model,
             f"rope rotates pairs of dimensions, so the head width d_model / n_heads = "
             f"{cfg.d_model} / {cfg.n_heads} = {cfg.d_head} must be even; change d_model or n_heads")
+    if not (math.isfinite(cfg.rope_base) and cfg.rope_base > 0):
+        raise ConfigError("rope_base", cfg.rope_base, "a finite positive number (the angles are pos * base^(-2k/d_h))")
 
 
 # ---------------------------------------------------------------------------- registry
+_ABS = PositionCaps(absolute=True)
+_REL = lambda *kinds: PositionCaps(produces=frozenset(kinds), relative=True)  # noqa: E731
+
 register(POSITION, Variant(
     "none", "Kazemnejad et al. 2023 (NoPE)",
     "No position information: a causal model can still infer order from the causal mask.",
-    build=NoPosition, params=("causal",), check=_check_none))
+    build=NoPosition, params=("causal",), check=_check_none, caps=PositionCaps()))
 register(POSITION, Variant(
     "sinusoidal", "Vaswani et al. 2017",
     "Fixed sine/cosine waves of geometric wavelengths added to the token embeddings.",
-    build=Sinusoidal))
+    build=Sinusoidal, caps=_ABS))
 register(POSITION, Variant(
     "learned", "Gehring et al. 2017",
     "A learned vector per absolute position added to the token embeddings; cannot go past max_len.",
-    build=Learned, params=("max_len",)))
+    build=Learned, params=("max_len",), caps=_ABS, n_params=lambda c: c.max_len * c.d_model))
 register(POSITION, Variant(
     "shaw", "Shaw et al. 2018",
     "Learned vectors for each clipped distance j - i added to keys and values inside attention.",
-    build=Shaw, params=("max_relative",)))
+    build=Shaw, params=("max_relative",), caps=_REL(RELATIVE_KV),
+    n_params=lambda c: 2 * c.n_layers * (2 * c.max_relative + 1) * c.d_head))
 register(POSITION, Variant(
     "t5", "Raffel et al. 2020 (T5)",
     "A learned per-head bias for log-spaced distance buckets added to the attention scores.",
-    build=T5Bias, params=("t5_num_buckets", "t5_max_distance", "causal")))
+    build=T5Bias, params=("t5_num_buckets", "t5_max_distance", "causal"), check=_check_t5,
+    caps=_REL(SCORE_BIAS), n_params=lambda c: c.t5_num_buckets * c.n_heads))
 register(POSITION, Variant(
     "xl", "Dai et al. 2019 (Transformer-XL)",
     "Relative sinusoids projected per layer, with learned global content and position biases u, v.",
-    build=TransformerXL))
+    build=TransformerXL, caps=_REL(SCORE_BIAS, RELATIVE_KV),
+    n_params=lambda c: 2 * c.n_heads * c.d_head + c.n_layers * c.d_model * c.n_heads * c.d_head))
 register(POSITION, Variant(
     "rope", "Su et al. 2021 (RoFormer)",
     "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
-    build=Rope, params=("rope_base",), check=_check_rope))
+    build=Rope, params=("rope_base",), check=_check_rope, caps=_REL(ROTARY)))
 register(POSITION, Variant(
     "alibi", "Press et al. 2022 (ALiBi)",
     "Subtracts a fixed per-head slope times the distance from the scores; no learned parameters.",
-    build=Alibi))
+    build=Alibi, caps=_REL(SCORE_BIAS)))

@@ -1,34 +1,19 @@
-"""The registry entry shared by every family: one ``Variant`` per dropdown choice.
+"""The seven registries of ``ModelConfig``'s choices, and ``choices()`` for the dropdowns.
 
-Each family module owns one dict ``{key: Variant}``; ``choices()`` and the app's dropdowns are the
-keys of those dicts, so registering an entry is all it takes for a variant to appear everywhere.
+The records themselves (``Variant``) live in the leaf ``models.variant``; each family module owns
+its dict. This module only gathers them, so it imports the families and nothing imports it back
+except the config (to validate a choice) and the package.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from . import attention, ffn, layers, memory, norms, positions
+from .variant import Variant, register
 
-
-@dataclass(frozen=True)
-class Variant:
-    key: str
-    paper: str                      # primary reference, e.g. "Press et al. 2022 (ALiBi)"
-    summary: str                    # one sentence for the Model tab
-    build: Any = None               # factory: class or function, family-specific signature
-    params: tuple = ()              # ModelConfig fields this variant reads (shown in the UI)
-    check: Optional[Callable] = None  # check(cfg) raises ConfigError for a bad combination
-
-
-def register(registry: dict, variant: Variant) -> Variant:
-    if variant.key in registry:
-        raise KeyError(f"duplicate registry key {variant.key!r}")
-    registry[variant.key] = variant
-    return variant
+__all__ = ["Variant", "register", "registries", "choices"]
 
 
 def registries() -> dict:
     """``{category: {key: Variant}}`` for the seven categories of ModelConfig."""
-    from . import attention, ffn, layers, memory, norms, positions
     return {
         "attention": attention.ATTENTION,
         "position": positions.POSITION,

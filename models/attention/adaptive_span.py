@@ -31,7 +31,8 @@ from torch import nn
 
 import kernels
 
-from ..config import ConfigError
+from ..capabilities import AttentionCaps
+from ..variant import Variant
 from .common import NEG
 from .sparse import BLOCK, pattern_block_mask
 
@@ -77,16 +78,13 @@ class AdaptiveSpanAttention(nn.Module):
         return out, None, aux
 
 
-def check(cfg) -> None:
-    if not cfg.causal:
-        raise ConfigError("causal", False, "only causal=True with attention='adaptive_span': it masks by the "
-                                           "distance i - j to *earlier* keys (a causal language-model mechanism)")
+# every score modifier (the span mask is one more bias); memory was never wired for it
+CAPS = AttentionCaps(memory_keys=False, causal_modes=frozenset({True}), causal_reason=(
+    "it masks by the distance i - j to *earlier* keys (a causal language-model mechanism)"))
 
-
-from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)
-from ..registry import Variant, register  # noqa: E402
-
-register(ATTENTION, Variant(
-    "adaptive_span", "Sukhbaatar et al. 2019 (Adaptive Attention Span)",
-    "Each head learns how far back it looks: a soft ramp mask of learned span z, kept short by an L1 penalty.",
-    build=AdaptiveSpanAttention, params=("max_span", "span_ramp"), check=check))
+VARIANTS = (
+    Variant("adaptive_span", "Sukhbaatar et al. 2019 (Adaptive Attention Span)",
+            "Each head learns how far back it looks: a soft ramp mask of learned span z, kept short by an L1 penalty.",
+            build=AdaptiveSpanAttention, params=("max_span", "span_ramp"), caps=CAPS,
+            n_params=lambda c: c.n_heads),
+)

@@ -1,10 +1,10 @@
-"""Helpers shared by the content-based / linearized / low-rank mechanisms (CATALOGUE section 2).
+"""Helpers shared by the content-based / linearized / low-rank mechanisms (docs/catalogue.md section 2).
 
 - ``expand_kv``: GQA/MQA K/V heads repeated to the query heads (query head ``n`` reads K/V head
   ``n // (h // h_kv)``, LLaMA's ``repeat_kv``); these mechanisms mix keys in ways the block-sparse
   kernels do not cover, so they work on per-query-head copies.
-- ``check_positions``: the ``check(cfg)`` half of "a mechanism that cannot honour a position
-  encoding rejects it with the reason".
+- ``check_no_softcap`` / ``check_no_memory``: shared halves of the mechanisms' own checks (which
+  position encodings a mechanism honours is a capability on its record, ``models.capabilities``).
 - ``pair_bias``: the score bias of ``kernels/reference.py`` (``rel_bias`` and ALiBi) for an
   arbitrary gathered set of (query, key) absolute positions, so mechanisms that keep a score
   matrix (lsh, routing) honour ``t5`` and ``alibi`` exactly as the kernels do.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config import ConfigError
+from ..errors import ConfigError
 
 NEG = -1e9  # finite "minus infinity" for masked logits: exp underflows to exactly 0 in fp32
 
@@ -23,14 +23,6 @@ NEG = -1e9  # finite "minus infinity" for masked logits: exp underflows to exact
 def expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     rep = n_heads // x.shape[1]
     return x if rep == 1 else x.repeat_interleave(rep, dim=1)  # (B, h, L, d_h)
-
-
-def check_positions(cfg, mechanism: str, unsupported: tuple, reason: str) -> None:
-    """Reject ``cfg.position`` when it is in ``unsupported``, naming the ones that work."""
-    if cfg.position in unsupported:
-        from ..positions import POSITION  # late: avoid importing the position family at import time
-        ok = [p for p in POSITION if p not in unsupported]
-        raise ConfigError("position", cfg.position, f"{mechanism} {reason}; use one of {ok}")
 
 
 def check_no_softcap(cfg, mechanism: str) -> None:

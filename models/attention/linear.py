@@ -34,7 +34,10 @@ from torch import nn
 
 from kernels.linear_attention import linear_attention
 
-from .common import check_no_softcap, check_positions, expand_kv
+from ..capabilities import ROTARY, AttentionCaps
+from ..errors import ConfigError
+from ..variant import Variant
+from .common import check_no_softcap, expand_kv
 
 EPS = 1e-6
 _SALT = 0x9E7F
@@ -123,21 +126,26 @@ class PerformerAttention(LinearAttention):
 
 
 def check(cfg) -> None:
-    name = cfg.attention
-    check_positions(cfg, name, ("shaw", "t5", "xl", "alibi"),
-                    "attention has no score matrix to add a bias or relative vectors to "
-                    "(rope acts on q, k before the feature map and works)")
-    check_no_softcap(cfg, f"{name} attention")
+    check_no_softcap(cfg, f"{cfg.attention} attention")
 
 
-from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)
-from ..registry import Variant, register  # noqa: E402
+def check_performer(cfg) -> None:
+    check(cfg)
+    if cfg.feature_map not in FEATURE_MAPS:
+        raise ConfigError("feature_map", cfg.feature_map, f"one of {list(FEATURE_MAPS)}")
 
-register(ATTENTION, Variant(
-    "linear", "Katharopoulos et al. 2020 (Transformers are RNNs)",
-    "exp(q.k) replaced by elu+1 feature maps: attention becomes running sums, linear in L.",
-    build=LinearAttention, check=check))
-register(ATTENTION, Variant(
-    "performer", "Choromanski et al. 2021 (Performer, FAVOR+); Peng et al. 2021 (RFA)",
-    "Random features whose dot product estimates the softmax kernel: softmax attention approximated in O(L).",
-    build=PerformerAttention, params=("n_features", "feature_map"), check=check))
+
+FEATURE_MAPS = ("positive", "trig")
+
+# rope acts on q, k before the feature map and works; there is no score matrix for the rest
+CAPS = AttentionCaps(accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=(
+    "has no score matrix to add a bias or relative vectors to (rope acts on q, k before the feature map)"))
+
+VARIANTS = (
+    Variant("linear", "Katharopoulos et al. 2020 (Transformers are RNNs)",
+            "exp(q.k) replaced by elu+1 feature maps: attention becomes running sums, linear in L.",
+            build=LinearAttention, check=check, caps=CAPS),
+    Variant("performer", "Choromanski et al. 2021 (Performer, FAVOR+); Peng et al. 2021 (RFA)",
+            "Random features whose dot product estimates the softmax kernel: softmax attention approximated in O(L).",
+            build=PerformerAttention, params=("n_features", "feature_map"), check=check_performer, caps=CAPS),
+)

@@ -31,10 +31,15 @@ import math
 import torch
 from torch import nn
 
-from ..config import ConfigError
-from .common import check_positions, expand_kv
+from ..capabilities import ROTARY, AttentionCaps
+from ..errors import ConfigError
+from ..variant import Variant
+from .common import expand_kv
 
-_NO_BIAS = ("shaw", "t5", "xl", "alibi")
+
+def _work_dtype(x: torch.Tensor) -> torch.dtype:
+    """At least float32, never below the input's precision."""
+    return torch.promote_types(x.dtype, torch.float32)
 
 
 def _softcap(s, cfg):
@@ -60,14 +65,15 @@ class LinformerAttention(nn.Module):
                 f"(one per key position) but the keys span {lk} positions; raise max_len or shorten the input")
         k, v = expand_kv(k, h), expand_kv(v, h)
         E, F = self.E[:, :lk], self.F[:, :lk]
+        work = _work_dtype(q)
         kp = torch.einsum("pl,bhld->bhpd", E.to(k.dtype), k)  # (B, h, proj_len, d_h)
         vp = torch.einsum("pl,bhld->bhpd", F.to(v.dtype), v)
-        s = _softcap((q @ kp.transpose(-1, -2)).float() / math.sqrt(d), cfg)  # (B, h, Lq, proj_len)
+        s = _softcap((q @ kp.transpose(-1, -2)).to(work) / math.sqrt(d), cfg)  # (B, h, Lq, proj_len)
         a = torch.softmax(s, dim=-1)
-        out = (a @ vp.float()).to(q.dtype)
+        out = (a @ vp.to(work)).to(q.dtype)
         probs = None
         if ctx.need_weights:
-            e = E.abs().float()
+            e = E.abs().to(work)
             e = e / e.sum(-1, keepdim=True).clamp_min(1e-30)  # (proj_len, Lk), rows sum to 1
             probs = (a @ e).to(q.dtype)  # (B, h, Lq, Lk)
         return out, probs, {}
@@ -94,13 +100,14 @@ class NystromAttention(nn.Module):
         lk = k.shape[2]
         k, v = expand_kv(k, h), expand_kv(v, h)
         m = min(cfg.n_landmarks, lq, lk)
-        qf, kf, vf = q.float(), k.float(), v.float()
+        work = _work_dtype(q)  # float32, or float64 for float64 inputs
+        qf, kf, vf = q.to(work), k.to(work), v.to(work)
         ql, kl = segment_means(qf, m), segment_means(kf, m)  # (B, h, m, d_h)
         scale = 1.0 / math.sqrt(d)
         a1 = torch.softmax(_softcap(qf @ kl.transpose(-1, -2) * scale, cfg), dim=-1)  # (B, h, Lq, m)
         a2 = torch.softmax(_softcap(ql @ kl.transpose(-1, -2) * scale, cfg), dim=-1)  # (B, h, m, m)
         a3 = torch.softmax(_softcap(ql @ kf.transpose(-1, -2) * scale, cfg), dim=-1)  # (B, h, m, Lk)
-        z = torch.linalg.pinv(a2.double()).float()
+        z = torch.linalg.pinv(a2.double()).to(work)
         out = (a1 @ (z @ (a3 @ vf))).to(q.dtype)
         probs = None
         if ctx.need_weights:
@@ -109,30 +116,28 @@ class NystromAttention(nn.Module):
         return out, probs, {}
 
 
-def _not_causal(name: str, why: str):
-    def check(cfg) -> None:
-        if cfg.causal:
-            raise ConfigError("causal", True, f"only causal=False with attention={name!r}: it is bidirectional "
-                                              f"only ({why})")
-        check_positions(cfg, name, _NO_BIAS, "has no per-(query, key) score matrix to add a position bias or "
-                                             "relative vectors to")
-    return check
+def check_linformer(cfg) -> None:
+    if cfg.proj_len > cfg.max_len:
+        raise ConfigError("proj_len", cfg.proj_len,
+                          f"an integer in [1, max_len={cfg.max_len}]: E, F project at most max_len key positions, "
+                          "so more projected rows than positions only adds parameters")
 
 
-check_linformer = _not_causal(
-    "linformer", "E and F mix every key position into each projected key, so a causal mask cannot be applied")
-check_nystrom = _not_causal(
-    "nystrom", "the landmarks are means over segments that include future positions")
+_NO_SCORES = "has no per-(query, key) score matrix to add a position bias or relative vectors to"
+LINFORMER_CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=_NO_SCORES, causal_modes=frozenset({False}),
+    causal_reason="it is bidirectional only (E and F mix every key position into each projected key, so a "
+                  "causal mask cannot be applied)")
+NYSTROM_CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=_NO_SCORES, causal_modes=frozenset({False}),
+    causal_reason="it is bidirectional only (the landmarks are means over segments that include future positions)")
 
-
-from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)
-from ..registry import Variant, register  # noqa: E402
-
-register(ATTENTION, Variant(
-    "linformer", "Wang et al. 2020 (Linformer)",
-    "Keys and values are projected along the sequence to proj_len rows by learned E, F: attention in O(L * proj_len).",
-    build=LinformerAttention, params=("proj_len", "max_len"), check=check_linformer))
-register(ATTENTION, Variant(
-    "nystrom", "Xiong et al. 2021 (Nystromformer)",
-    "Softmax attention approximated through n_landmarks segment-mean landmarks and a pseudo-inverse (Nystrom method).",
-    build=NystromAttention, params=("n_landmarks",), check=check_nystrom))
+VARIANTS = (
+    Variant("linformer", "Wang et al. 2020 (Linformer)",
+            "Keys and values are projected along the sequence to proj_len rows by learned E, F: attention in "
+            "O(L * proj_len).", build=LinformerAttention, params=("proj_len", "max_len"), check=check_linformer,
+            caps=LINFORMER_CAPS, n_params=lambda c: 2 * c.proj_len * c.max_len),
+    Variant("nystrom", "Xiong et al. 2021 (Nystromformer)",
+            "Softmax attention approximated through n_landmarks segment-mean landmarks and a pseudo-inverse "
+            "(Nystrom method).", build=NystromAttention, params=("n_landmarks",), caps=NYSTROM_CAPS),
+)

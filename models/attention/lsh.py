@@ -28,8 +28,10 @@ import math
 import torch
 from torch import nn
 
-from ..config import ConfigError
-from .common import NEG, check_no_memory, check_positions, expand_kv, gather_rows, group_ranks, pair_bias, \
+from ..capabilities import ROTARY, SCORE_BIAS, AttentionCaps
+from ..errors import ConfigError
+from ..variant import Variant
+from .common import NEG, check_no_memory, expand_kv, gather_rows, group_ranks, pair_bias, \
     scatter_dense
 
 SELF_LOGIT = -1e5  # Reformer's logit for the "attend yourself" fallback
@@ -132,19 +134,31 @@ class LSHAttention(nn.Module):
         return out, lse, dense
 
 
+MAX_HASH_UNITS = 4096  # n_buckets * n_hashes: rotation columns drawn and argmax-ed per query
+MAX_PADDED_SLOTS = 1 << 14  # n_buckets * chunk_size: each non-empty bucket is padded to whole chunks
+
+
 def check(cfg) -> None:
     if cfg.n_buckets % 2:
         raise ConfigError("n_buckets", cfg.n_buckets, "an even integer >= 2 (buckets come from argmax([xR; -xR]))")
+    if cfg.n_buckets * cfg.n_hashes > MAX_HASH_UNITS:
+        raise ConfigError("n_buckets", cfg.n_buckets,
+                          f"an even integer with n_buckets * n_hashes <= {MAX_HASH_UNITS} (n_hashes={cfg.n_hashes}): "
+                          "each round draws n_buckets/2 rotations and sorts every query by its bucket")
+    if cfg.n_buckets * cfg.chunk_size > MAX_PADDED_SLOTS:
+        raise ConfigError("chunk_size", cfg.chunk_size,
+                          f"an integer with n_buckets * chunk_size <= {MAX_PADDED_SLOTS} (n_buckets={cfg.n_buckets}): "
+                          "every non-empty bucket is padded to whole chunks, and each slot scores 2 * chunk_size keys")
     check_no_memory(cfg, "lsh", "shared-QK LSH attention uses the queries as keys, so there are no "
                                 "queries (hence no keys) for prepended memory positions")
-    check_positions(cfg, "lsh", ("shaw", "xl"),
-                    "adds no relative key/value vectors inside its hashed chunks (scalar biases t5/alibi work)")
 
 
-from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)
-from ..registry import Variant, register  # noqa: E402
+CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False, shared_qk=True, refuses_because=(
+    "adds no relative key/value vectors inside its hashed chunks (scalar biases such as t5 / alibi work)"))
 
-register(ATTENTION, Variant(
-    "lsh", "Kitaev et al. 2020 (Reformer)",
-    "Shared-QK attention inside hash buckets: similar vectors land in the same bucket and attend within sorted chunks.",
-    build=LSHAttention, params=("n_buckets", "n_hashes", "chunk_size"), check=check))
+VARIANTS = (
+    Variant("lsh", "Kitaev et al. 2020 (Reformer)",
+            "Shared-QK attention inside hash buckets: similar vectors land in the same bucket and attend within "
+            "sorted chunks.", build=LSHAttention, params=("n_buckets", "n_hashes", "chunk_size"), check=check,
+            caps=CAPS),
+)

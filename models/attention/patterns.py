@@ -1,24 +1,30 @@
-"""Structured sparse attention patterns (CATALOGUE.md section 1), one small pure rule each.
+"""Structured sparse attention patterns (docs/catalogue.md section 1): one record per pattern.
 
-Each rule maps index tensors ``i`` (queries, column vector) and ``j`` (keys, row vector) to a
-boolean ``M[i, j]`` (True = may attend), attention-gym style, so patterns compose with ``&`` / ``|``.
-References: Child et al. 2019 (Sparse Transformer: strided, fixed), Parmar et al. 2018 (Image
-Transformer local blocks), Beltagy et al. 2020 (Longformer: sliding, dilated, global),
+A ``Pattern`` holds everything about one key: the element rule ``rule(i, j, cfg) -> bool``
+(``i`` queries as a column, ``j`` keys as a row; True = may attend; attention-gym style, so rules
+compose with ``&`` / ``|``), its tile bound ``bounds(cfg, i0, i1, j0, j1) -> (maybe, full)`` (see
+``tiles.py``), the config fields it reads, optional block-level additions (BigBird's random
+blocks), its paper and summary, and its own check. Adding a pattern is one ``Pattern`` in
+``PATTERNS``; the attention registry, the layout builder, the memo keys and the app read it from
+there. References: Child et al. 2019 (Sparse Transformer: strided, fixed), Parmar et al. 2018
+(Image Transformer local blocks), Beltagy et al. 2020 (Longformer: sliding, dilated, global),
 Zaheer et al. 2020 (BigBird: window + global + random blocks).
 
-``pattern_rows(cfg, L)`` evaluates the chosen rule (ANDed with ``j <= i`` when causal) a band of
-rows at a time, so the block-sparse layout of a long sequence never needs the dense ``L x L``
-matrix; ``pattern_mask(cfg, L)`` is the dense form for display and tests. Results are memoised
-because the explorer asks for the same pattern at every redraw (tensors are returned read-only
-by convention: callers never modify them).
+Bounds of rules of ``d = i - j`` are exact, because a tile's differences form the whole range
+``[i0 - j1, i1 - j0]``.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import torch
 
+from ..errors import ConfigError
+from .tiles import tile_stats
 
+
+# ---------------------------------------------------------------------------- element rules
 def full(i, j, cfg):
     return torch.ones_like(i - j, dtype=torch.bool)
 
@@ -49,61 +55,145 @@ def longformer(i, j, cfg):
     return sliding_window(i, j, cfg) | (i < cfg.n_global) | (j < cfg.n_global)
 
 
-def bigbird(i, j, cfg):
-    """The window + global part; random blocks are added by ``layout.bigbird_table`` (block-level)."""
-    return longformer(i, j, cfg)
+# ---------------------------------------------------------------------------- tile bounds
+def _diff_range(i0, i1, j0, j1):
+    return i0 - j1, i1 - j0
 
 
-RULES = {
-    "full": full, "sliding_window": sliding_window, "dilated_window": dilated_window,
-    "strided": strided, "fixed": fixed, "block_local": block_local, "longformer": longformer,
-    "bigbird": bigbird,
-}
-
-# Config fields each rule reads (the memo key, and the app's parameter controls).
-PARAMS = {
-    "full": (), "sliding_window": ("window",), "dilated_window": ("window", "dilation"),
-    "strided": ("stride",), "fixed": ("stride", "n_summary"), "block_local": ("block_size",),
-    "longformer": ("window", "n_global"),
-    "bigbird": ("window", "n_global", "n_random", "block_size", "seed"),
-}
+def full_bounds(cfg, i0, i1, j0, j1):
+    ones = torch.ones_like(i0 - j0, dtype=torch.bool)
+    return ones, ones
 
 
-def pattern_rows(cfg, L: int):
-    """``rows(a, b) -> bool [b - a, L]``: rows ``a .. b-1`` of the pattern of ``L`` positions."""
-    from .layout import full_rule  # the random-block table lives with the layout code
-
-    rule, _ = full_rule(cfg, L)
-    j = torch.arange(L)[None, :]
-
-    def rows(a: int, b: int) -> torch.Tensor:
-        i = torch.arange(a, b)[:, None]
-        m = rule(i, j)
-        if cfg.causal:
-            m = m & (j <= i)
-        return m
-
-    return rows
+def sliding_bounds(cfg, i0, i1, j0, j1, w=None):
+    w = cfg.window if w is None else w
+    lo, hi = _diff_range(i0, i1, j0, j1)
+    return (lo < w) & (hi > -w), (lo > -w) & (hi < w)
 
 
-@lru_cache(maxsize=32)
-def _pattern_cached(attention: str, params: tuple, causal: bool, L: int) -> torch.Tensor:
-    cfg = _ParamView({**dict(params), "attention": attention, "causal": causal})
-    return pattern_rows(cfg, L)(0, L)
+def dilated_bounds(cfg, i0, i1, j0, j1):
+    maybe, full_ = sliding_bounds(cfg, i0, i1, j0, j1, cfg.window * cfg.dilation)
+    return maybe, full_ & (cfg.dilation == 1)
 
 
-class _ParamView:
-    def __init__(self, d):
-        self.__dict__.update(d)
+def strided_bounds(cfg, i0, i1, j0, j1):
+    s = cfg.stride
+    lo, hi = _diff_range(i0, i1, j0, j1)
+    has_multiple = torch.div(hi, s, rounding_mode="floor") * s >= lo
+    return has_multiple | ((lo <= s) & (hi >= -s)), ((lo >= -s) & (hi <= s)) | (s == 1)
 
 
-def pattern_key(cfg) -> tuple:
-    return tuple((p, getattr(cfg, p)) for p in PARAMS[cfg.attention])
+def fixed_bounds(cfg, i0, i1, j0, j1):
+    s, n = cfg.stride, cfg.n_summary
+    same = (i0 // s <= j1 // s) & (j0 // s <= i1 // s)
+    summary = (j1 - j0 + 1 >= s) | (j0 // s != j1 // s) | (j1 % s >= s - n)
+    full_ = ((i0 // s == i1 // s) & (j0 // s == j1 // s) & (i0 // s == j0 // s)) | (n == s) | \
+        ((j0 % s >= s - n) & (j0 // s == j1 // s))
+    return same | summary, full_
 
 
-def pattern_mask(cfg, L: int) -> torch.Tensor:
-    """Boolean pattern ``[L, L]`` of ``cfg.attention`` (section 1), ANDed with ``j <= i`` when causal."""
-    if cfg.attention not in RULES:
-        from ..config import ConfigError
-        raise ConfigError("attention", cfg.attention, f"a structured pattern for pattern_mask: {list(RULES)}")
-    return _pattern_cached(cfg.attention, pattern_key(cfg), bool(cfg.causal), int(L))
+def block_local_bounds(cfg, i0, i1, j0, j1):
+    b = cfg.block_size
+    maybe = (i0 // b <= j1 // b) & (j0 // b <= i1 // b)
+    return maybe, (i0 // b == i1 // b) & (j0 // b == j1 // b) & (i0 // b == j0 // b)
+
+
+def longformer_bounds(cfg, i0, i1, j0, j1):
+    maybe, full_ = sliding_bounds(cfg, i0, i1, j0, j1)
+    g = cfg.n_global
+    return maybe | (i0 < g) | (j0 < g), full_ | (i1 < g) | (j1 < g)
+
+
+# ---------------------------------------------------------------------------- block additions
+def bigbird_table(cfg, causal: bool, L: int) -> torch.Tensor:
+    """``[nb, nb]`` random key blocks per query block of ``block_size``: ``n_random`` blocks drawn
+    without replacement (seeded) from those the query block does not already fully see in the
+    window + global pattern; causal draws only from blocks at or before the query block (the
+    masked future counts as seen, and so do positions past the end)."""
+    bs = cfg.block_size
+    nb = -(-L // bs)
+    lf = lambda i, j: longformer(i, j, cfg) | ((j > i) if causal else False)  # noqa: E731
+
+    def seen_bounds(i0, i1, j0, j1):
+        # Only "fully seen" is used, so ``maybe`` here bounds fullness: a tile can be fully seen only
+        # through the window, the global rows / columns, or (causal) the masked future.
+        maybe, full_ = longformer_bounds(cfg, i0, i1, j0, j1)
+        if causal:
+            maybe, full_ = maybe | (j1 > i0), full_ | (j0 > i1)
+        return maybe, full_
+
+    _, fully, _ = tile_stats(lf, seen_bounds, L, L, bs, bs, causal=False, outside=True)
+    candidate = ~fully
+    if causal:
+        candidate &= torch.arange(nb)[None, :] <= torch.arange(nb)[:, None]
+    gen = torch.Generator().manual_seed(cfg.seed)
+    score = torch.rand(nb, nb, generator=gen).masked_fill(~candidate, -1.0)
+    top = score.topk(min(cfg.n_random, nb), dim=1)
+    chosen = torch.zeros(nb, nb, dtype=torch.bool)
+    chosen.scatter_(1, top.indices, top.values >= 0)  # a row with fewer candidates takes them all
+    return chosen
+
+
+def bigbird_blocks(cfg, causal: bool, L: int):
+    """BigBird's random blocks as ``(table [nb, nb], block size)``, or None without any."""
+    if cfg.n_random <= 0:
+        return None
+    return bigbird_table(cfg, causal, L), cfg.block_size
+
+
+# ---------------------------------------------------------------------------- checks
+def check_fixed(cfg) -> None:
+    if not 1 <= cfg.n_summary <= cfg.stride:
+        raise ConfigError("n_summary", cfg.n_summary, f"an integer with 1 <= n_summary <= stride={cfg.stride}")
+
+
+# ---------------------------------------------------------------------------- the records
+@dataclass(frozen=True)
+class Pattern:
+    key: str
+    paper: str
+    summary: str
+    rule: Callable                      # rule(i, j, cfg) -> bool tensor (before the causal AND)
+    bounds: Callable                    # bounds(cfg, i0, i1, j0, j1) -> (maybe, full) per tile
+    params: tuple = ()                  # config fields the rule reads: memo key and UI controls
+    blocks: Optional[Callable] = None   # blocks(cfg, causal, L) -> (table [nb, nb], block) or None, ORed in
+    check: Optional[Callable] = None    # check(cfg) raises ConfigError
+
+
+PATTERNS: dict = {}
+
+
+def _add(p: Pattern) -> None:
+    if p.key in PATTERNS:
+        raise KeyError(f"duplicate pattern {p.key!r}")
+    PATTERNS[p.key] = p
+
+
+_add(Pattern("full", "Vaswani et al. 2017", "Every query attends every key: the quadratic baseline.",
+             full, full_bounds))
+_add(Pattern("sliding_window", "Beltagy et al. 2020 (Longformer); Mistral 2023",
+             "Each query sees a band of `window` keys around it (causal: itself and the previous window-1).",
+             sliding_window, sliding_bounds, ("window",)))
+_add(Pattern("dilated_window", "Beltagy et al. 2020 (Longformer, dilated)",
+             "A band with gaps: every dilation-th key up to window*dilation away, widening the receptive "
+             "field at the same cost.", dilated_window, dilated_bounds, ("window", "dilation")))
+_add(Pattern("strided", "Child et al. 2019 (Sparse Transformer, strided)",
+             "The previous `stride` keys plus every stride-th key: two hops connect any pair.",
+             strided, strided_bounds, ("stride",)))
+_add(Pattern("fixed", "Child et al. 2019 (Sparse Transformer, fixed)",
+             "Attend within your block of `stride` plus the last n_summary 'summary' positions of every block.",
+             fixed, fixed_bounds, ("stride", "n_summary"), check=check_fixed))
+_add(Pattern("block_local", "Parmar et al. 2018 (Image Transformer); Qiu et al. 2019 (Blockwise)",
+             "The sequence is cut into blocks of `block_size`; each query attends only its own block.",
+             block_local, block_local_bounds, ("block_size",)))
+_add(Pattern("longformer", "Beltagy et al. 2020 (Longformer); Ainslie et al. 2020 (ETC)",
+             "A sliding window plus n_global global tokens that see and are seen by every position.",
+             longformer, longformer_bounds, ("window", "n_global")))
+_add(Pattern("bigbird", "Zaheer et al. 2020 (BigBird)",
+             "Window + global tokens + n_random random key blocks per query block: sparse yet a universal "
+             "approximator.", longformer, longformer_bounds, ("window", "n_global", "n_random", "block_size", "seed"),
+             blocks=bigbird_blocks))
+
+# Derived views kept for callers that want one aspect (the records above are the source).
+RULES = {k: p.rule for k, p in PATTERNS.items()}
+PARAMS = {k: p.params for k, p in PATTERNS.items()}

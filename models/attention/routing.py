@@ -25,7 +25,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .common import NEG, check_positions, expand_kv, gather_rows, group_ranks, pair_bias, scatter_dense
+from ..capabilities import ROTARY, SCORE_BIAS, AttentionCaps
+from ..errors import ConfigError
+from ..variant import Variant
+from .common import NEG, expand_kv, gather_rows, group_ranks, pair_bias, scatter_dense
 
 _SALT = 0x2071
 
@@ -113,14 +116,16 @@ class RoutingAttention(nn.Module):
 
 
 def check(cfg) -> None:
-    check_positions(cfg, "routing", ("shaw", "xl"),
-                    "adds no relative key/value vectors inside its clusters (scalar biases t5/alibi work)")
+    d = cfg.cluster_decay
+    if not (math.isfinite(d) and 0 < d < 1):
+        raise ConfigError("cluster_decay", d, "a number in (0, 1): the EMA keeps decay of the old centroid")
 
 
-from . import ATTENTION  # noqa: E402  (the package defines ATTENTION before importing this module)
-from ..registry import Variant, register  # noqa: E402
+CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False, refuses_because=(
+    "adds no relative key/value vectors inside its clusters (scalar biases such as t5 / alibi work)"))
 
-register(ATTENTION, Variant(
-    "routing", "Roy et al. 2021 (Routing Transformer)",
-    "Queries and keys are routed to their nearest of n_clusters learned centroids and attend only within the cluster.",
-    build=RoutingAttention, params=("n_clusters", "cluster_decay"), check=check))
+VARIANTS = (
+    Variant("routing", "Roy et al. 2021 (Routing Transformer)",
+            "Queries and keys are routed to their nearest of n_clusters learned centroids and attend only within "
+            "the cluster.", build=RoutingAttention, params=("n_clusters", "cluster_decay"), check=check, caps=CAPS),
+)

@@ -16,8 +16,7 @@ from torch import nn
 
 import kernels
 
-from .layout import pattern_layout
-from .patterns import _ParamView, pattern_key, pattern_mask
+from .layout import _ParamView, pattern_key, pattern_layout, pattern_mask
 
 BLOCK = 64
 

@@ -1,6 +1,7 @@
 """Variant views against the model output they come from, recomputed independently here: exact
 softmax from the layer's own projections, bucket / cluster / span / expert / reach / depth entries,
 and the figures carry the numbers. Plus the memory-aware residual gradient norms."""
+import dataclasses
 import json
 import math
 import subprocess
@@ -12,8 +13,9 @@ import torch
 
 from explorer import experiments as ex
 from explorer import plots_views as pv
-from explorer.views import VIEWS
+from explorer.views import GROUP_KEYS, VIEWS
 from models import ModelConfig, build_model
+from models.context import ExpertStats, LayerInfo
 
 TINY = dict(n_layers=2, d_model=16, n_heads=2)
 TEXT = "hello world, it's me"
@@ -35,7 +37,7 @@ def _exact_from_projections(model, out, layer, causal):
     """softmax(q k^T / sqrt(d_h)) with q, k from the layer's own projections (no position, no norm)."""
     cfg = model.cfg
     attn = model.stack.blocks[layer].attn
-    x = out.layers[layer]["input"]
+    x = out.layers[layer].input
     h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
     q = attn.q_proj(x).view(1, L, h, dh).transpose(1, 2)
     k = attn.k_proj(x).view(1, L, hkv, dh).transpose(1, 2).repeat_interleave(h // hkv, dim=1)
@@ -70,14 +72,14 @@ def test_lsh_reference_is_shared_qk_softmax_without_self():
     cfg = ModelConfig(attention="lsh", position="none", norm_placement="none", n_buckets=4, chunk_size=4, **TINY)
     views, out, model = _run(cfg)
     a = views.items["approximation"]
-    x = out.layers[0]["input"]
+    x = out.layers[0].input
     with torch.no_grad():
         q = model.stack.blocks[0].attn.q_proj(x).view(1, L, 2, 8).transpose(1, 2)[0]  # (h, L, d_h)
     kn = q / q.norm(dim=-1, keepdim=True)
     s = (q @ kn.transpose(-1, -2) / math.sqrt(8)).masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(-1), float("-inf"))
     s[:, 0, 0] = 0.0  # the first query has no other key: it attends itself
     np.testing.assert_allclose(a.exact[0], torch.softmax(s, -1).numpy(), atol=2e-6)
-    np.testing.assert_array_equal(views.items["groups"].labels[0], out.layers[0]["buckets"][0].numpy())
+    np.testing.assert_array_equal(views.items["groups"].labels[0], out.layers[0].buckets[0].numpy())
     assert views.items["groups"].n_groups == 4
 
 
@@ -86,10 +88,10 @@ def test_routing_clusters_and_adaptive_span_come_from_the_layers():
     g = views.items["groups"]
     assert g.what == "routing cluster" and g.n_groups == 3
     for i in range(2):
-        np.testing.assert_array_equal(g.labels[i], out.layers[i]["clusters"][0].numpy())
+        np.testing.assert_array_equal(g.labels[i], out.layers[i].clusters[0].numpy())
     views, out, _ = _run(ModelConfig(attention="adaptive_span", max_span=8, span_ramp=4, **TINY))
     s = views.items["span"]
-    np.testing.assert_allclose(s.span, np.stack([i["span"].numpy() for i in out.layers]))
+    np.testing.assert_allclose(s.span, np.stack([i.span.numpy() for i in out.layers]))
     assert s.max_span == 8 and set(views.items) == {"approximation", "span"}
 
 
@@ -100,9 +102,9 @@ def test_expert_histogram_sums_to_tokens_times_top_k(ffn, top_k):
     e = views.items["experts"]
     assert e.counts.shape == (2, 3) and (e.counts.sum(axis=1) == L * top_k).all() and e.top_k == top_k
     for i, info in enumerate(out.layers):
-        np.testing.assert_array_equal(e.counts[i], info["ffn"]["expert_counts"].numpy())
-        assert e.dropped[i] == info["ffn"]["dropped"]
-        np.testing.assert_array_equal(e.assignment[i], info["ffn"]["assignment"][0].numpy())
+        np.testing.assert_array_equal(e.counts[i], info.experts.expert_counts.numpy())
+        assert e.dropped[i] == info.experts.dropped
+        np.testing.assert_array_equal(e.assignment[i], info.experts.assignment[0].numpy())
     if ffn == "hash":  # a pure function of the token id
         table = model.stack.blocks[0].ffn.table
         np.testing.assert_array_equal(e.assignment[0], table[torch.tensor(IDS)].numpy())
@@ -122,20 +124,20 @@ def test_memory_view_lengths_and_reach():
     np.testing.assert_array_equal(m.local, pos - start)  # within its segment: back to the segment start
     want = pos - np.maximum(0, np.where(start > 0, start - 6, 0))  # plus the 6 remembered tokens
     np.testing.assert_array_equal(m.reach, np.stack([want, want]))
-    np.testing.assert_array_equal(m.reach[0], out.layers[0]["reach"][0].numpy())
+    np.testing.assert_array_equal(m.reach[0], out.layers[0].reach[0].numpy())
 
 
 def test_exit_depths_and_act_steps():
     views, out, _ = _run(ModelConfig(layer="early_exit", exit_threshold=0.004, **TINY))
     d = views.items["exit"]
     assert ((d.depth >= 1) & (d.depth <= 2)).all() and d.threshold == 0.004
-    np.testing.assert_array_equal(d.depth, out.layers[-1]["exit_depth"][0].numpy())
+    np.testing.assert_array_equal(d.depth, out.layers[-1].exit_depth[0].numpy())
     never = ex.attention_maps(ModelConfig(layer="early_exit", exit_threshold=1.0, **TINY), TEXT).views.items["exit"]
     assert (never.depth == 2).all()
     views, out, _ = _run(ModelConfig(layer="universal", act=True, n_layers=3, d_model=16, n_heads=2))
     a = views.items["act"]
     assert ((a.depth >= 1) & (a.depth <= 3)).all()
-    np.testing.assert_allclose(a.depth, out.layers[-1]["act_steps"][0].numpy())
+    np.testing.assert_allclose(a.depth, out.layers[-1].act_steps[0].numpy())
 
 
 def test_standard_configs_have_no_views_and_summaries_are_json():
@@ -189,3 +191,16 @@ def test_residual_gradient_of_a_segmented_memory_is_measured_over_all_segments()
 def test_reversible_residual_stays_none_with_the_reason():
     got = ex.gradient_norms(ModelConfig(layer="reversible", **TINY), seq_len=8, batch=1)
     assert got["residual"] == [None, None] and "reversible" in got["notes"][0]
+
+
+def test_every_field_the_views_read_is_a_layer_info_field():
+    """The views read typed fields; a renamed or misspelt field fails here instead of hiding a view."""
+    fields = {f.name for f in dataclasses.fields(LayerInfo)}
+    assert set(GROUP_KEYS) <= fields
+    assert {"span", "experts", "memory_len", "reach", "exit_depth", "exit_confidence", "act_steps", "act_halting",
+            "attention", "q", "k", "score_mods", "key_ids", "segments", "input"} <= fields
+    assert {f.name for f in dataclasses.fields(ExpertStats)} == {"expert_counts", "dropped", "assignment", "capacity"}
+    # each view returns None for an output without its statistics, never raises
+    empty = [LayerInfo(index=0, input=torch.zeros(1, 3, 16)), LayerInfo(index=1, input=torch.zeros(1, 3, 16))]
+    cfg = ModelConfig(**TINY)
+    assert all(fn(cfg, empty) is None for fn in VIEWS.values())

@@ -2,11 +2,14 @@
 
 Parametrized over ``choices()``, so a variant is tested the day it is registered.
 """
+import math
+
 import pytest
 import torch
 
 from models import ConfigError, ModelConfig, build_model, choices
-from models.attention import pattern_mask
+from models.attention import PATTERNS, pattern_mask
+from models.context import ForwardContext, LayerInfo
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=4, window=8, stride=8, block_size=8, n_global=2,
              n_random=1, max_len=128, segment_len=16, mem_len=16, cmem_len=8, n_memory=2,
@@ -45,17 +48,28 @@ def _forward_backward(model, tokens):
     assert torch.isfinite(out.logits).all()
 
 
-@pytest.mark.parametrize("category", ["attention", "position", "norm_placement", "norm", "ffn", "memory", "layer"])
-def test_every_registry_key_runs_forward_and_backward(category):
-    for key in choices()[category]:
-        for causal in (True, False):
-            kw = {category: key, "causal": causal}
-            cfg = ModelConfig(**{**SMALL, **kw})
-            try:
-                cfg.validate()
-            except ConfigError:
-                continue
-            _forward_backward(build_model(cfg), _tokens())
+CATEGORIES = ["attention", "position", "norm_placement", "norm", "ffn", "memory", "layer"]
+EVERY_KEY = [pytest.param(cat, key, causal, id=f"{cat}-{key}-{'causal' if causal else 'bidir'}")
+             for cat in CATEGORIES for key in choices()[cat] for causal in (True, False)]
+
+
+@pytest.mark.parametrize("category,key,causal", EVERY_KEY)
+def test_every_registry_key_runs_forward_and_backward(category, key, causal):
+    cfg, model = _build(**{category: key, "causal": causal})  # an invalid pair is skipped with its reason
+    _forward_backward(model, _tokens())
+
+
+@pytest.mark.parametrize("category,key", [pytest.param(c, k, id=f"{c}-{k}") for c in CATEGORIES for k in choices()[c]])
+def test_every_registry_key_is_valid_in_some_causal_setting(category, key):
+    """So the skips above can never hide a key that no configuration accepts."""
+    ok = []
+    for causal in (True, False):
+        try:
+            ModelConfig(**{**SMALL, category: key, "causal": causal}).validate()
+            ok.append(causal)
+        except ConfigError:
+            pass
+    assert ok, f"{category}={key!r} is rejected with causal=True and causal=False at the test sizes"
 
 
 @pytest.mark.parametrize("key", choices()["attention"])
@@ -72,7 +86,15 @@ def test_causal_models_leak_nothing(key):
         assert not torch.allclose(out[:, pos:], base[:, pos:])
 
 
-@pytest.mark.parametrize("key,causal", list(_configs("attention")))
+# Mechanisms whose forward without weights runs a different code path (block-sparse kernels over a
+# layout) from the one with weights (the dense masked reference): the section-1 patterns and the
+# adaptive span's windowed layout. The other section-2 mechanisms compute the weights on the same
+# path, so comparing the two would compare the code with itself; they are checked against
+# independent formulas in test_mechanisms.py.
+TWO_PATHS = list(PATTERNS) + ["adaptive_span"]
+
+
+@pytest.mark.parametrize("key,causal", [p for p in _configs("attention") if p.values[0] in TWO_PATHS])
 @pytest.mark.parametrize("position", ["rope", "alibi", "t5", "shaw"])
 def test_sparse_path_equals_dense_reference(key, causal, position):
     """Block-sparse forward (no weights requested) == dense masked reference (weights requested)."""
@@ -112,10 +134,30 @@ def test_gqa_with_repeated_heads_equals_mha(n_kv):
     torch.testing.assert_close(gqa(t).logits, mha(t).logits, rtol=1e-5, atol=1e-5)
 
 
-def test_gqa_kv_equal_heads_is_mha():
-    cfg_a, a = _build(n_kv_heads=4)
-    cfg_b, b = _build(n_kv_heads=None)
-    torch.testing.assert_close(a(_tokens()).logits, b(_tokens()).logits)
+@pytest.mark.parametrize("n_kv", [None, 4, 2, 1])
+@pytest.mark.parametrize("attention", ["full", "sliding_window"])
+def test_attention_sublayer_equals_a_per_head_softmax_loop(n_kv, attention):
+    """MHA (n_kv = h, or None), GQA and MQA against a plain loop over heads: query head n reads K/V
+    head n // (h / h_kv) of the same projections (docs/catalogue.md section 3)."""
+    cfg, model = _build(n_kv_heads=n_kv, attention=attention, position="none", causal=True, window=5)
+    attn = model.stack.blocks[0].attn
+    B, T, d, h, dh = 2, 20, cfg.d_model, cfg.n_heads, cfg.d_head
+    hkv = n_kv or h
+    x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(1))
+    ctx = ForwardContext(tokens=torch.zeros(B, T, dtype=torch.long), position=model.position)
+    got = attn(x, ctx, LayerInfo(index=0))
+    wq = attn.q_proj.weight.view(h, dh, d)
+    wk, wv = attn.k_proj.weight.view(hkv, dh, d), attn.v_proj.weight.view(hkv, dh, d)
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    allowed = (j <= i) & ((i - j < cfg.window) if attention == "sliding_window" else True)
+    heads = []
+    for n in range(h):
+        g = n // (h // hkv)
+        q, k, v = x @ wq[n].T, x @ wk[g].T, x @ wv[g].T  # (B, T, d_h)
+        s = (q @ k.transpose(1, 2) / math.sqrt(dh)).masked_fill(~allowed, -math.inf)
+        heads.append(torch.softmax(s, -1) @ v)
+    want = torch.cat(heads, -1) @ attn.out_proj.weight.T  # (B, T, d)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_rezero_at_init_is_identity_on_the_residual_stream():

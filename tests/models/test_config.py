@@ -27,7 +27,7 @@ def test_from_dict_accepts_query_string_text():
     ({"norm_placement": "middle"}, "norm_placement"),
     ({"d_model": 30, "n_heads": 4}, "d_model"), ({"n_kv_heads": 3}, "n_kv_heads"), ({"n_kv_heads": 8}, "n_kv_heads"),
     ({"n_layers": 0}, "n_layers"), ({"window": 0}, "window"), ({"stride": -2}, "stride"),
-    ({"block_size": 0}, "block_size"), ({"n_summary": 20, "stride": 16}, "n_summary"), ({"dropout": 1.0}, "dropout"),
+    ({"block_size": 0}, "block_size"), ({"n_summary": 20, "stride": 16, "attention": "fixed"}, "n_summary"), ({"dropout": 1.0}, "dropout"),
     ({"position": "none", "causal": False}, "position"), ({"n_global": -1}, "n_global"),
     ({"d_model": 36, "n_heads": 4, "position": "rope"}, "d_model"),
 ])
@@ -124,3 +124,33 @@ def test_absurd_sizes_are_rejected_before_allocation():
         with pytest.raises(ConfigError) as e:
             ModelConfig(**changes).validate()
         assert e.value.field == field
+
+
+def test_validate_stores_the_values_it_coerces():
+    cfg = ModelConfig(window="8", causal="false", position="rope", rope_base="500", softcap="none", dropout="0.1")
+    assert cfg.validate() is cfg
+    assert cfg.window == 8 and isinstance(cfg.window, int) and cfg.causal is False
+    assert cfg.rope_base == 500.0 and cfg.softcap is None and cfg.dropout == 0.1
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(window="eight").validate()
+    assert e.value.field == "window"
+
+
+@pytest.mark.parametrize("changes,field", [
+    ({"attention": "fixed", "n_summary": 17, "stride": 16}, "n_summary"),
+    ({"ffn": "moe", "top_k": 5, "n_experts": 4}, "top_k"),
+    ({"attention": "performer", "feature_map": "cosine"}, "feature_map"),
+    ({"memory": "compressive", "position": "rope", "compression": "max"}, "compression"),
+    ({"attention": "routing", "cluster_decay": 1.0}, "cluster_decay"),
+    ({"layer": "universal", "act_threshold": 1.0}, "act_threshold"),
+    ({"layer": "early_exit", "exit_threshold": 0.0}, "exit_threshold"),
+    ({"ffn": "switch", "capacity_factor": float("inf")}, "capacity_factor"),
+])
+def test_variant_rules_are_checked_by_the_chosen_variant_only(changes, field):
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(**changes).validate()
+    assert e.value.field == field
+    # the same value is no error when the variant that reads it is not chosen
+    family = next(k for k in ("attention", "ffn", "memory", "layer") if k in changes)
+    other = {k: v for k, v in changes.items() if k not in (family, "position")}
+    ModelConfig(**other).validate()

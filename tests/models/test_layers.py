@@ -127,9 +127,9 @@ def test_universal_act_ponder_cost_is_in_aux_loss():
     model = _model(**cfg)
     out = model(_tokens())
     last = out.layers[-1]
-    steps = last["act_steps"]
+    steps = last.act_steps
     assert ((steps >= 1) & (steps <= 4)).all() and steps.shape == (2, 24)
-    torch.testing.assert_close(out.aux_loss, last["ponder_loss"])
+    torch.testing.assert_close(out.aux_loss, last.ponder_loss)
     # rho = N + R with the remainder R in (0, 1]
     assert 0.5 * steps.mean() < out.aux_loss <= 0.5 * (steps.mean() + 1)
     out.aux_loss.backward()
@@ -141,7 +141,7 @@ def test_universal_act_ponder_cost_is_in_aux_loss():
 def test_universal_act_with_threshold_near_zero_halts_after_one_step():
     model = _model(layer="universal", act=True, act_threshold=1e-6, n_layers=4)
     out = model(_tokens())
-    assert (out.layers[-1]["act_steps"] == 1).all()
+    assert (out.layers[-1].act_steps == 1).all()
 
 
 # ---------------------------------------------------------------------------- gated
@@ -149,7 +149,7 @@ def test_gated_is_near_identity_at_init():
     model = _model(layer="gated")
     out = model(_tokens())
     for info in out.layers:
-        assert info["gate_attn"].mean() < 0.25 and info["gate_ffn"].mean() < 0.25
+        assert info.gate_attn.mean() < 0.25 and info.gate_ffn.mean() < 0.25
     open_gate = _model(layer="gated")
     for block in open_gate.stack.blocks:
         for gate in (block.gate_attn, block.gate_ffn):
@@ -178,7 +178,7 @@ def test_gated_requires_pre_norm():
 def test_early_exit_depths_are_in_range_and_gradients_flow():
     model = _model(layer="early_exit", exit_threshold=0.02)
     out = model(_tokens())
-    depth = out.layers[-1]["exit_depth"]
+    depth = out.layers[-1].exit_depth
     assert depth.shape == (2, 24) and depth.min() >= 1 and depth.max() <= 3
     out.logits.pow(2).mean().backward()
     assert model.stack.blocks[0].attn.q_proj.weight.grad.abs().sum() > 0
@@ -189,7 +189,7 @@ def test_early_exit_threshold_one_is_the_plain_model():
     plain = _model()
     plain.load_state_dict(ee.state_dict())
     out = ee(_tokens())
-    assert (out.layers[-1]["exit_depth"] == 3).all()
+    assert (out.layers[-1].exit_depth == 3).all()
     torch.testing.assert_close(out.logits, plain(_tokens()).logits, rtol=0, atol=0)
 
 
@@ -199,7 +199,7 @@ def test_early_exit_tokens_that_exit_keep_their_exit_layer_logits():
     one.load_state_dict({k: v for k, v in ee.state_dict().items() if not k.startswith("stack.blocks.") or
                          k.startswith("stack.blocks.0.")})
     out = ee(_tokens())
-    assert (out.layers[-1]["exit_depth"] == 1).all()
+    assert (out.layers[-1].exit_depth == 1).all()
     torch.testing.assert_close(out.logits, one(_tokens()).logits, rtol=1e-5, atol=1e-5)
     for h in out.hidden_states[2:]:  # frozen states are copied forward
         torch.testing.assert_close(h, out.hidden_states[1])

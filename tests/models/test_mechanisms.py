@@ -398,3 +398,14 @@ def test_score_biases_match_the_kernel_convention(key, position):
         ref, p = kernels.attention_ref(q, k, v, causal=True, mask=mask, **mods)
     torch.testing.assert_close(probs, p, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_nystrom_keeps_float64_precision():
+    """With a landmark per position Nystrom is exact softmax; in float64 it must be exact to ~1e-10."""
+    cfg, core = _core("nystrom", False, n_landmarks=12)
+    q, k, v = [t.double() for t in _qkv(B=1, h=2, L=12, d=8, seed=3)]
+    out, probs, _ = _run(core, q, k, v, need_weights=True)
+    assert out.dtype == torch.float64
+    want = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(8), -1)
+    torch.testing.assert_close(probs, want, rtol=0, atol=1e-10)
+    torch.testing.assert_close(out, want @ v, rtol=0, atol=1e-10)

@@ -1,11 +1,10 @@
 """Memory (catalogue section 7): explicit state, segment processing, retrieval, no leaks."""
-import types
 
 import pytest
 import torch
 
 from models import ConfigError, ModelConfig, build_model
-from models.memory import MemoryState, _needs_pattern
+from models.memory import MemoryState
 from models.memory_knn import gather_values, knn_retrieve
 
 BASE = dict(n_layers=2, d_model=32, n_heads=4, max_len=128, segment_len=16, mem_len=16, cmem_len=8,
@@ -65,7 +64,7 @@ def test_memory_never_exceeds_its_configured_length(kind):
         if kind == "knn":
             assert state.knn_keys.shape[2] == state.knn_values.shape[2] == sizes["knn"]
         for info in out.layers:
-            assert info["memory_len"] <= cfg.mem_len + cfg.cmem_len + cfg.knn_size
+            assert info.memory_len <= cfg.mem_len + cfg.cmem_len + cfg.knn_size
     assert state.pos == 7 + 40 + 23 + 5 + 64
     if kind == "knn":  # FIFO: the store holds the most recent knn_size positions
         assert state.knn_pos.tolist() == list(range(state.pos - cfg.knn_size, state.pos))
@@ -103,9 +102,9 @@ def test_knn_layer_retrieves_the_brute_force_top_k_of_its_store():
     q = torch.nn.functional.normalize(captured["q"].view(B, L, 4, 8).transpose(1, 2), dim=-1)
     keys = state.knn_keys.repeat_interleave(2, dim=1)  # (B, h, S, d_h)
     brute = (q @ keys.transpose(-1, -2)).topk(4, dim=-1).indices
-    assert torch.equal(info["knn_index"], brute)
-    assert (info["knn_positions"] < state.pos).all()  # only the past is retrieved
-    assert (info["reach"] >= out.state.pos - 16 - info["knn_positions"].amin(dim=(1, 3))).all()
+    assert torch.equal(info.knn_index, brute)
+    assert (info.knn_positions < state.pos).all()  # only the past is retrieved
+    assert (info.reach >= out.state.pos - 16 - info.knn_positions.amin(dim=(1, 3))).all()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -167,10 +166,10 @@ def test_xl_first_segment_is_memoryless_and_memory_changes_the_second():
     torch.testing.assert_close(out.logits[:, :16], plain(t[:, :16]).logits, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(out.logits[:, 16:], plain(t[:, 16:]).logits, atol=1e-4)
     info = out.layers[0]
-    assert info["memory_len"] == 8  # the last segment saw 8 memories
+    assert info.memory_len == 8  # the last segment saw 8 memories
     pos = torch.arange(32)
     expected = torch.cat([pos[:16], pos[16:] - 8])  # back to segment start, then to the oldest memory
-    assert torch.equal(info["reach"][0], expected)
+    assert torch.equal(info.reach[0], expected)
 
 
 def test_knn_first_segment_equals_the_memoryless_model():
@@ -212,7 +211,7 @@ def test_multi_segment_attention_rows_sum_to_one(kind):
     state = model(_tokens(n=20)).state
     out = model(_tokens(n=40, seed=1), return_attention=True, state=state)
     for info, a in zip(out.layers, out.attentions):
-        assert a.shape[:3] == (2, 4, 40) and a.shape[3] == info["key_ids"].numel()
+        assert a.shape[:3] == (2, 4, 40) and a.shape[3] == info.key_ids.numel()
         torch.testing.assert_close(a.sum(-1), torch.ones(2, 4, 40))
 
 
@@ -224,8 +223,10 @@ def test_invalid_memory_combinations_are_rejected_with_a_reason():
         ModelConfig(**{**BASE, "memory": "knn", "causal": False}).validate()
     with pytest.raises(ConfigError, match="compression_rate"):
         ModelConfig(**{**BASE, "memory": "compressive", "compression_rate": 32}).validate()
-    with pytest.raises(ConfigError, match="pattern"):
-        _needs_pattern(types.SimpleNamespace(attention="linear", memory="xl"), "memory='xl'")
+    for attention in ("linear", "lsh", "routing", "adaptive_span"):
+        with pytest.raises(ConfigError, match="pattern") as e:
+            ModelConfig(**{**BASE, "memory": "xl", "attention": attention, "position": "rope"}).validate()
+        assert e.value.field == "memory"
     ModelConfig(**{**BASE, "memory": "knn", "position": "learned"}).validate()
     ModelConfig(**{**BASE, "memory": "tokens", "causal": False, "position": "sinusoidal"}).validate()
 

@@ -201,15 +201,15 @@ def test_model_forward_backward_aux_loss_and_stats(key):
     model = build_model(cfg)
     tok = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(0))
     out = model(tok)
-    infos = [layer["ffn"] for layer in out.layers]
+    infos = [layer.experts for layer in out.layers]
     assert len(infos) == 2
     for info in infos:
-        assert info["expert_counts"].shape == (E,) and info["expert_counts"].dtype == torch.long
-        assert info["assignment"].shape == (2, 24) and isinstance(info["dropped"], int)
+        assert info.expert_counts.shape == (E,) and info.expert_counts.dtype == torch.long
+        assert info.assignment.shape == (2, 24) and isinstance(info.dropped, int)
     if key == "hash":
-        assert out.aux_loss.item() == 0
+        assert out.aux_loss.item() == 0 and all(layer.ffn_loss is None for layer in out.layers)
     else:
-        torch.testing.assert_close(out.aux_loss, sum(info["loss"] for info in infos))
+        torch.testing.assert_close(out.aux_loss, sum(layer.ffn_loss for layer in out.layers))
     (out.logits.square().mean() + out.aux_loss).backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name

@@ -169,3 +169,23 @@ def test_dropout_hits_sublayer_only(key):
     delta = res(x, ones) - x  # residual path untouched; sublayer output is 0 or 2 (inverted dropout)
     kept = (delta - 2).abs() < 1e-5
     assert (kept | (delta.abs() < 1e-5)).all() and kept.any() and (~kept).any()
+
+
+@pytest.mark.parametrize("key", ["layernorm", "rmsnorm"])
+def test_float64_input_is_normalised_in_float64(key):
+    """A float64 input keeps its precision (float32 internals were off by ~1e-7)."""
+    d = 64
+    norm = NORM[key].build(d, ModelConfig(d_model=d)).double()
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        if key == "layernorm":
+            norm.bias.uniform_(-1, 1)
+    x = torch.randn(5, d, dtype=torch.float64) * 3 + 1000.0  # a large mean: float32 loses digits
+    got = norm(x)
+    assert got.dtype == torch.float64
+    if key == "layernorm":
+        mu = x.mean(-1, keepdim=True)
+        want = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS) * norm.weight + norm.bias
+    else:
+        want = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS) * norm.weight
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)

@@ -345,3 +345,57 @@ def test_rope_accepts_per_sequence_positions_and_python_ints():
     for b in range(2):
         torch.testing.assert_close(out[b], apply_rope(x[b:b + 1], pos[b])[0])
     assert int(t5_relative_bucket(-5)) == int(t5_relative_bucket(torch.tensor(-5)))
+
+
+# ---------------------------------------------------------------------------- degenerate T5 / float64
+@pytest.mark.parametrize("changes,field", [
+    ({"t5_num_buckets": 2, "causal": False}, "t5_num_buckets"),
+    ({"t5_num_buckets": 3, "causal": False}, "t5_num_buckets"),
+    ({"t5_num_buckets": 32, "t5_max_distance": 8, "causal": False}, "t5_max_distance"),  # max_exact = 8
+    ({"t5_num_buckets": 32, "t5_max_distance": 4, "causal": False}, "t5_max_distance"),
+    ({"t5_num_buckets": 32, "t5_max_distance": 16, "causal": True}, "t5_max_distance"),  # max_exact = 16
+])
+def test_degenerate_t5_buckets_are_config_errors(changes, field):
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(position="t5", **changes).validate()
+    assert e.value.field == field
+    with pytest.raises(ValueError):
+        t5_relative_bucket(torch.arange(-40, 41), not changes["causal"], changes["t5_num_buckets"],
+                           changes.get("t5_max_distance", 128))
+
+
+@pytest.mark.parametrize("causal,nb,md", [(False, 4, 2), (True, 2, 2), (True, 32, 17), (False, 32, 9)])
+def test_smallest_valid_t5_settings_give_in_range_monotone_buckets(causal, nb, md):
+    cfg = ModelConfig(position="t5", causal=causal, t5_num_buckets=nb, t5_max_distance=md, n_layers=1,
+                      d_model=16, n_heads=2).validate()
+    from models import build_model
+    build_model(cfg)(torch.zeros(1, 40, dtype=torch.long))
+    got = t5_relative_bucket(torch.arange(-60, 1), not causal, nb, md)  # j - i <= 0: looking back
+    assert got.min() >= 0 and got.max() < nb
+    dist_order = got.flip(0)  # distance 0, 1, 2, ...
+    assert (dist_order[1:] >= dist_order[:-1]).all()  # farther never maps to a nearer bucket
+    assert torch.equal(got, _hf_bucket(torch.arange(-60, 1), not causal, nb, md))
+
+
+def test_float64_positions_are_computed_in_float64():
+    """RoPE and the sinusoidal embedding keep a float64 input's precision (errors < 1e-12)."""
+    L, d = 300, 16
+    x = torch.randn(2, 3, L, d, dtype=torch.float64)
+    pos = torch.arange(L) * 37  # large angles: float32 angles would be off by ~1e-4 rad
+    got = apply_rope(x, pos)
+    assert got.dtype == torch.float64
+    half = d // 2
+    theta = torch.tensor([10000.0 ** (-2 * k / d) for k in range(half)], dtype=torch.float64)
+    ang = pos.double()[:, None] * theta
+    c, s = ang.cos(), ang.sin()
+    want = torch.cat([x[..., :half] * c - x[..., half:] * s, x[..., half:] * c + x[..., :half] * s], -1)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+    cfg = ModelConfig(position="sinusoidal", d_model=d, n_heads=2)
+    enc = POSITION["sinusoidal"].build(cfg)
+    p = torch.arange(L) * 31
+    got = enc.embed(torch.zeros(1, L, d, dtype=torch.float64), p)[0]
+    want = torch.tensor([[math.sin(i / 10000 ** (2 * (c // 2) / d)) if c % 2 == 0 else
+                          math.cos(i / 10000 ** (2 * (c // 2) / d)) for c in range(d)] for i in p.tolist()],
+                        dtype=torch.float64)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)

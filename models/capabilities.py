@@ -1,0 +1,95 @@
+"""What each variant can produce or accept, and the one generic check of a combination.
+
+Position encodings act on attention through *score modifiers*: keyword arguments of
+``kernels.attention`` (see ``kernels/reference.py``) grouped into kinds:
+
+- ``rotary``: q and k are rotated before the mechanism sees them (RoPE). Any mechanism that
+  forms ``q . k`` (even through a feature map) honours it, so it needs no keyword.
+- ``score_bias``: an additive bias per (query, key) pair: ``rel_bias`` (T5, Transformer-XL's
+  position term) and ``alibi_slopes`` (ALiBi). Needs a score for every pair.
+- ``relative_kv``: relative vectors added to keys / values inside attention: ``rel_k``, ``rel_v``
+  (Shaw, Transformer-XL). Needs the mechanism to gather a vector per (query, key) distance.
+
+A position encoding declares the kinds it produces (``PositionCaps``), an attention mechanism the
+kinds it accepts and the causal settings it supports (``AttentionCaps``), a memory whether it prepends keys and whether it needs a
+position encoding that never writes absolute positions into the embeddings (``MemoryCaps``).
+:func:`check_combination` refuses what does not fit, with the reason, and the attention sublayer
+refuses at run time any modifier its mechanism does not accept (:func:`refused_modifiers`), so a new
+bias-type encoding can never be silently dropped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+ROTARY = "rotary"
+SCORE_BIAS = "score_bias"
+RELATIVE_KV = "relative_kv"
+KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV})
+
+# keyword of kernels.attention -> modifier kind
+MODIFIER_KIND = {"rel_bias": SCORE_BIAS, "alibi_slopes": SCORE_BIAS, "rel_k": RELATIVE_KV, "rel_v": RELATIVE_KV}
+
+
+@dataclass(frozen=True)
+class PositionCaps:
+    produces: frozenset = frozenset()  # modifier kinds this encoding hands to attention
+    relative: bool = False             # encodes the distance j - i (inside attention)
+    absolute: bool = False             # adds absolute positions to the token embeddings
+
+
+@dataclass(frozen=True)
+class AttentionCaps:
+    accepts: frozenset = KINDS         # modifier kinds the mechanism honours
+    refuses_because: str = ""          # why the others are refused (shown in the ConfigError)
+    memory_keys: bool = True           # accepts keys prepended before the queries (memory)
+    shared_qk: bool = False            # keys are the unit-normalised queries (Reformer's shared-QK)
+    causal_modes: frozenset = frozenset({True, False})  # the causal settings it supports
+    causal_reason: str = ""            # why the other setting is not supported
+
+
+@dataclass(frozen=True)
+class MemoryCaps:
+    prepends_keys: bool = False        # prepends memory to every layer's keys / values
+    relative_only: bool = False        # needs positions that never restart: no absolute encoding
+
+
+def modifier_kinds(mods: dict) -> set:
+    """The kinds of the modifiers in ``mods`` (an unknown keyword is its own, unaccepted, kind)."""
+    return {MODIFIER_KIND.get(name, name) for name in mods}
+
+
+def refused_modifiers(mods: dict, caps: AttentionCaps) -> set:
+    return modifier_kinds(mods) - caps.accepts
+
+
+def check_combination(cfg, regs: dict) -> None:
+    """Refuse a causal setting / position / attention / memory combination whose capabilities do not fit."""
+    att, pos, mem = regs["attention"][cfg.attention], regs["position"][cfg.position], regs["memory"][cfg.memory]
+    a_caps = att.caps or AttentionCaps()
+    p_caps = pos.caps or PositionCaps()
+    m_caps = mem.caps or MemoryCaps()
+    if bool(cfg.causal) not in a_caps.causal_modes:
+        (only,) = a_caps.causal_modes
+        raise ConfigError("causal", bool(cfg.causal),
+                          f"only causal={only} with attention={cfg.attention!r}: {a_caps.causal_reason}")
+    missing = p_caps.produces - a_caps.accepts
+    if missing:
+        ok = [k for k, v in regs["position"].items() if (v.caps or PositionCaps()).produces <= a_caps.accepts]
+        raise ConfigError(
+            "position", cfg.position,
+            f"one of {ok} with attention={cfg.attention!r}: position={cfg.position!r} produces "
+            f"{', '.join(sorted(missing))} modifiers and {cfg.attention} {a_caps.refuses_because}")
+    if m_caps.prepends_keys and not a_caps.memory_keys:
+        ok = [k for k, v in regs["attention"].items() if (v.caps or AttentionCaps()).memory_keys]
+        raise ConfigError(
+            "memory", cfg.memory,
+            f"'none' with attention={cfg.attention!r}: memory={cfg.memory!r} prepends memory to the keys "
+            f"(more keys than queries), which needs a softmax pattern attention ({', '.join(ok)})")
+    if m_caps.relative_only and p_caps.absolute:
+        ok = [k for k, v in regs["position"].items() if not (v.caps or PositionCaps()).absolute]
+        raise ConfigError(
+            "position", cfg.position,
+            f"one of {ok} with memory={cfg.memory!r}: it needs relative or no positions; an absolute encoding "
+            "restarts at every segment, so memory and current tokens would share positions")
