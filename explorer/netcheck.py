@@ -7,7 +7,10 @@ Chromium through Playwright, throttles the link with the DevTools protocol
 
 - first paint: bytes the page downloads until the attention grid is drawn, and the time it takes;
 - redraw: after a dropdown change (the attention pattern, alternating between two values), the
-  bytes received until the grid shows the new pattern and the time from the click to that moment.
+  time from the click until the grid shows the new pattern, the bytes received by then, and the
+  bytes of the whole redraw once the follow-up events are done, by kind: Gradio's event stream
+  (every event's outputs), the page document (Chromium fetches it again after the share link
+  rewrites the URL with ``history.replaceState``), other requests.
 
 Bytes are what the browser received on the wire (``Network.dataReceived.encodedDataLength``, which
 includes Gradio's server-sent event stream). Timings depend on the machine's load: the script says
@@ -75,19 +78,47 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 class Wire:
-    """Bytes received by one page, from the DevTools protocol's network events."""
+    """Bytes received by one page, from the DevTools protocol's network events, by kind of request:
+    ``stream`` (Gradio's event stream: the figures of every event), ``page`` (the HTML document),
+    ``other``. ``data:`` URLs (images Plotly makes in the page) never cross the network."""
 
     def __init__(self, page, mbit: float, latency_ms: float):
-        self.bytes = 0
+        self.bytes = {"stream": 0, "page": 0, "other": 0}
+        self.last = time.perf_counter()
+        self.urls = {}
         self.cdp = page.context.new_cdp_session(page)
+        self.cdp.on("Network.requestWillBeSent", self._sent)
         self.cdp.on("Network.dataReceived", self._data)
         self.cdp.send("Network.enable")
         rate = mbit * 1e6 / 8  # bytes per second
         self.cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": latency_ms,
                                                            "downloadThroughput": rate, "uploadThroughput": rate})
 
+    def _sent(self, ev: dict) -> None:
+        self.urls[ev["requestId"]] = (ev.get("type", ""), ev["request"]["url"])
+
     def _data(self, ev: dict) -> None:
-        self.bytes += int(ev.get("encodedDataLength") or ev.get("dataLength") or 0)
+        kind, url = self.urls.get(ev["requestId"], ("", ""))
+        if url.startswith("data:"):
+            return
+        path = url.split("?")[0]
+        if "/queue/data" in url:
+            what = "stream"
+        elif kind in ("Document", "Other") and not path.endswith((".ico", ".js", ".css", ".png", ".woff2")):
+            what = "page"
+        else:
+            what = "other"
+        self.bytes[what] += int(ev.get("encodedDataLength") or ev.get("dataLength") or 0)
+        self.last = time.perf_counter()
+
+    def total(self) -> int:
+        return sum(self.bytes.values())
+
+    def settle(self, page, quiet_s: float = 1.5, limit_s: float = 30.0) -> None:
+        """Wait until nothing has arrived for ``quiet_s`` (the follow-up events are done)."""
+        end = time.perf_counter() + limit_s
+        while time.perf_counter() < end and time.perf_counter() - self.last < quiet_s:
+            page.wait_for_timeout(200)
 
 
 def measure(url: str, mbit: float, latency_ms: float, runs: int) -> dict:
@@ -105,19 +136,22 @@ def measure(url: str, mbit: float, latency_ms: float, runs: int) -> dict:
             t0 = time.perf_counter()
             page.goto(url)
             page.wait_for_function(TITLE_JS, arg="full", timeout=120_000)
-            first = {"bytes": wire.bytes, "s": time.perf_counter() - t0}
-            page.wait_for_timeout(3000)  # let the page's load events (analysis, views) finish
+            first = {"bytes": wire.total(), "s": time.perf_counter() - t0}
+            wire.settle(page)  # the page's load events (analysis, views)
+            first["all_bytes"] = wire.total()
             redraws = []
             for n in range(runs):
                 target = "sliding_window" if n % 2 == 0 else "full"
                 page.locator("#ctl-attention input").first.click()
                 option = page.get_by_role("option", name=target, exact=True)
-                before = wire.bytes
+                before = dict(wire.bytes)
                 t0 = time.perf_counter()
                 option.click()
                 page.wait_for_function(TITLE_JS, arg=target, timeout=60_000)
-                redraws.append({"bytes": wire.bytes - before, "s": time.perf_counter() - t0})
-                page.wait_for_timeout(2500)  # the follow-up events (views, analysis) finish before the next change
+                took = time.perf_counter() - t0
+                at_grid = wire.total() - sum(before.values())
+                wire.settle(page)  # the follow-up events (views, analysis) finish before the next change
+                redraws.append({"s": took, "bytes": at_grid, **{k: wire.bytes[k] - before[k] for k in wire.bytes}})
             ctx.close()
         finally:
             browser.close()
@@ -166,10 +200,13 @@ def main(argv=None) -> None:
             stop_server(proc)
     print(f"link: {args.mbit:g} Mbit/s, {args.latency_ms:g} ms latency (CDP emulation); "
           f"attention grid JSON at the default config: {grid_json_bytes() / 1e3:.0f} kB")
-    print(f"{'what':<22}{'kB received':>14}{'seconds':>10}")
-    print(f"{'first paint':<22}{res['first']['bytes'] / 1e3:>14.0f}{res['first']['s']:>10.2f}")
+    print(f"{'what':<14}{'s to grid':>10}{'kB to grid':>12}{'kB stream':>11}{'kB page':>9}{'kB other':>10}")
+    f = res["first"]
+    print(f"{'first paint':<14}{f['s']:>10.2f}{f['bytes'] / 1e3:>12.0f}   (all requests once settled: "
+          f"{f['all_bytes'] / 1e3:.0f} kB)")
     for n, r in enumerate(res["redraws"]):
-        print(f"{'redraw ' + str(n + 1):<22}{r['bytes'] / 1e3:>14.0f}{r['s']:>10.2f}")
+        print(f"{'redraw ' + str(n + 1):<14}{r['s']:>10.2f}{r['bytes'] / 1e3:>12.0f}{r['stream'] / 1e3:>11.0f}"
+              f"{r['page'] / 1e3:>9.0f}{r['other'] / 1e3:>10.0f}")
     med = statistics.median(r["s"] for r in res["redraws"])
     print(f"median redraw: {med:.2f} s; one /analyze call on the server: {busy_ms:.0f} ms")
     if busy_ms > 1500:
