@@ -37,11 +37,11 @@ SIZE_LIMITS = {
 def check_limits(cfg: ModelConfig) -> ModelConfig:
     """Validate ``cfg``, refuse sizes past the app's caps and configs whose attention maps or
     gradient norms would not fit the per-request memory budget (ConfigError); return ``cfg``."""
-    cfg.validate()
-    for name, top in SIZE_LIMITS.items():
+    for name, top in SIZE_LIMITS.items():  # caps first: a size past its cap is named as such
         value = getattr(cfg, name, None)
-        if value is not None and value > top:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > top:
             raise ConfigError(name, value, f"at most {top} in the explorer (keeps every request interactive)")
+    cfg.validate()
     budget.check(cfg, "attention", MAX_TEXT_BYTES, 1)
     budget.check(cfg, "gradients", *GRADIENT_REQUEST)
     return cfg
