@@ -113,7 +113,7 @@ def app_configs(draw):
     return d
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(data=app_configs(), L=st.integers(2, MAX_TEXT_BYTES))
 def test_accepted_requests_stay_within_the_promised_budget(data, L):
     """For a config the app accepts (under a small budget, so that acceptance means something),
