@@ -191,6 +191,8 @@ def main(argv=None) -> None:
     ap.add_argument("--requests", type=int, default=6, help="requests per user (at most 50)")
     ap.add_argument("--seconds", type=float, default=60.0, help="time limit per level (at most 600)")
     ap.add_argument("--heavy-sweep", action="store_true", help="run a forward_backward sweep alongside")
+    ap.add_argument("--cache-bytes", help="EXPLORER_CACHE_BYTES of the server it starts (e.g. 256M)")
+    ap.add_argument("--request-budget", help="EXPLORER_REQUEST_BUDGET of the server it starts (e.g. 1G)")
     args = ap.parse_args(argv)
     levels = [max(1, min(64, int(u))) for u in args.users.split(",") if u.strip()]
     requests, seconds = max(1, min(args.requests, 50)), max(1.0, min(args.seconds, 600.0))
@@ -199,7 +201,9 @@ def main(argv=None) -> None:
     proc, url = None, args.url
     if url is None:
         port = free_port()
-        proc = start_server(port)
+        env = {k: v for k, v in (("EXPLORER_CACHE_BYTES", args.cache_bytes),
+                                 ("EXPLORER_REQUEST_BUDGET", args.request_budget)) if v}
+        proc = start_server(port, extra_env=env)
         url = f"http://127.0.0.1:{port}/"
     pid = proc.pid if proc is not None else None
     load0 = os.getloadavg()[0]
@@ -212,8 +216,15 @@ def main(argv=None) -> None:
             stop_server(proc)
     load1 = os.getloadavg()[0]
     cores = os.cpu_count() or 1
+    from .budget import human, request_budget
+    from .cache import cache_budget
     print(f"load test of {url} ({requests} requests per user, {seconds:g} s per level"
           f"{', a forward_backward sweep to 4096 running alongside' if args.heavy_sweep else ''})")
+    if proc is not None:
+        os.environ.update({k: v for k, v in (("EXPLORER_CACHE_BYTES", args.cache_bytes),
+                                             ("EXPLORER_REQUEST_BUDGET", args.request_budget)) if v})
+        print(f"server: per-request budget {human(request_budget())}, result cache {human(cache_budget())} "
+              "(RSS after = baseline + what the cache keeps)")
     print_table(rows, args.heavy_sweep)
     print(f"load average {load0:.1f} -> {load1:.1f} on {cores} cores" +
           (": the machine was busy, latencies include other work (not stable figures)"
