@@ -3,13 +3,13 @@
 ``functools.lru_cache(maxsize=4)`` bounds entries, not bytes: four large MoE models pinned ~12 GB.
 ``ByteLRU`` keeps the most recently used results while the bytes of the tensors and arrays they
 hold stay within ``max_bytes`` (``EXPLORER_CACHE_BYTES``: bytes like ``"1G"`` or a fraction of the
-available memory like ``"0.1"``; default a tenth of the available memory, at most 2 GiB). A result
+available memory like ``"0.1"``; default a tenth of the available memory, at most 1 GiB). A result
 larger than the whole budget is returned but not kept.
 
 Freed tensors go back to glibc's heap, not to the system, so the process's RSS stays at its high
 water mark after a big request. ``release_memory()`` calls ``malloc_trim(0)`` (glibc only; a no-op
-elsewhere); the cache calls it after evicting a large entry and the experiments after a large
-request, so RSS returns near its baseline.
+elsewhere); the cache calls it once its evictions since the last trim add up to ``TRIM_AFTER``
+bytes, and the experiments after a large request, so RSS returns near its baseline.
 
 Thread-safe: one lock guards the table; values are computed outside it (two threads asking for the
 same new key may both compute it; the second result replaces the first, both are correct).
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 ENV = "EXPLORER_CACHE_BYTES"
 DEFAULT_FRACTION = 0.1
-MAX_DEFAULT = 2 << 30
+MAX_DEFAULT = 1 << 30
 TRIM_AFTER = 32 << 20  # evicting or finishing something this big is worth a malloc_trim
 
 
@@ -103,6 +103,7 @@ class ByteLRU:
         self._items: OrderedDict = OrderedDict()  # key -> (value, bytes)
         self._lock = threading.Lock()
         self.bytes = 0
+        self._freed = 0  # bytes evicted since the last malloc_trim (many small evictions add up)
 
     def __len__(self) -> int:
         with self._lock:
@@ -135,7 +136,11 @@ class ByteLRU:
                 old = self._items.popitem(last=False)[1][1]  # the value itself is not kept alive here
                 self.bytes -= old
                 evicted += old
-        if evicted >= TRIM_AFTER:
+            self._freed += evicted
+            trim = self._freed >= TRIM_AFTER
+            if trim:
+                self._freed = 0
+        if trim:
             release_memory()
 
     def clear(self) -> None:
