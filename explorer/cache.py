@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
-import logging
 import os
 import threading
 from collections import OrderedDict
@@ -30,8 +29,6 @@ import torch
 from .budget import available_bytes, parse_budget
 
 __all__ = ["ByteLRU", "nbytes", "release_memory", "cache_budget", "ENV"]
-
-log = logging.getLogger(__name__)
 
 ENV = "EXPLORER_CACHE_BYTES"
 DEFAULT_FRACTION = 0.1

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 import torch.nn.functional as F
