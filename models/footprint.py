@@ -110,6 +110,27 @@ def _mechanism_width(cfg: ModelConfig, L: int) -> int:
     return w
 
 
+def _computed_keys(cfg: ModelConfig, L: int, Lk: int) -> int:
+    """Keys per query whose scores exist at once when the weights are not returned.
+
+    Structured patterns run in ``kernels.attention``: full attention without a bias goes to SDPA,
+    whose CPU kernel works on key tiles of at most 512 (flash-style, never the whole row); the
+    other patterns go to the block-sparse path, which computes only the visited blocks of the
+    pattern's ``BlockMask``. Anything else (a bias, memory slots, a mechanism) counts every key.
+    """
+    from .attention import RULES  # late: the attention package imports this module's siblings
+
+    if cfg.attention not in RULES or cfg.memory != "none":
+        return Lk
+    if cfg.attention == "full":
+        plain = cfg.position in ("none", "rope", "sinusoidal", "learned") and cfg.softcap is None
+        return min(Lk, 512) if plain else Lk
+    from .attention.sparse import pattern_block_mask
+
+    bm = pattern_block_mask(cfg, L)
+    return min(Lk, -(-bm.n_visited * bm.block_q * bm.block_k // max(1, L)))
+
+
 def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Footprint:
     """Weights (exact) and predicted activation peak (upper bound) of one request; see the module doc."""
     if kind not in KINDS:
@@ -122,7 +143,8 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
     if cfg.ffn in ("moe", "switch", "hash"):  # tokens copied into each chosen expert's capacity
         width = max(width, math.ceil(cfg.top_k * cfg.capacity_factor) * widest)
     hidden = B * L * width * F32
-    scores = B * h * L * Lk * F32
+    # the weights of every pair exist only when they are returned (the attention maps)
+    scores = B * h * L * (Lk if kind == "attention" else _computed_keys(cfg, L, Lk)) * F32
     mechanism = MECHANISM_COPIES * B * h * L * _mechanism_width(cfg, L) * F32
     logits = B * L * cfg.vocab_size * F32
     per_layer = HIDDEN_COPIES * hidden + SCORE_COPIES * scores + mechanism

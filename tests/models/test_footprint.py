@@ -78,3 +78,23 @@ def test_footprint_grows_with_the_request():
     assert footprint(cfg, "gradients", 64, 1).total >= 2 * a.param_bytes  # weights and their gradients
     with pytest.raises(ValueError):
         footprint(cfg, "bogus", 64, 1)
+
+
+@pytest.mark.parametrize("attention,position", [("full", "rope"), ("full", "alibi"), ("sliding_window", "rope"),
+                                                ("bigbird", "t5"), ("strided", "rope")])
+def test_sweep_points_stay_within_the_prediction(attention, position):
+    """A sweep point (no weights returned): SDPA and the block-sparse path never hold every score,
+    and the prediction counts only the keys they compute; still an upper bound of the real peak."""
+    cfg = ModelConfig(attention=attention, position=position, n_layers=2, max_len=4096).validate()
+    tokens = torch.randint(0, cfg.vocab_size, (1, 1024), generator=torch.Generator().manual_seed(0))
+
+    def step():
+        model = build_model(cfg)
+        out = model(tokens)
+        (out.logits.float().logsumexp(-1).mean() + out.aux_loss).backward()
+
+    _, peak = measure_peak(step)
+    fp = footprint(cfg, "forward_backward", 1024, 1)
+    assert peak <= fp.total
+    if attention != "full" or position == "rope":  # only the computed keys are counted
+        assert fp.activation_bytes < footprint(cfg, "attention", 1024, 1).activation_bytes
