@@ -127,7 +127,7 @@ def check(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> int:
     if need <= budget:
         return need
     ranked = _what_to_shrink(cfg, kind, seq_len, batch, need)
-    hints = ", ".join(f"{n} (now {v}; halving it saves {human(s)})" for n, v, s in ranked[:3])
+    hints = ", ".join(f"{n} (now {v}; halving it saves {human(s)})" for n, v, s in ranked[:4])
     field = ranked[0][0] if ranked else "config"
     value = ranked[0][1] if ranked else None
     raise ConfigError(field, value, f"this {kind} request at length {seq_len} needs about {human(need)}, over "
