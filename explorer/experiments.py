@@ -13,15 +13,18 @@
 - ``kv_cache_bytes(cfg, seq_lens)``: bytes of the K/V cache decoding needs, for the current
   ``n_kv_heads`` and for MHA / MQA (Shazeer 2019; Ainslie et al. 2023).
 
-Results are cached by config (``lru_cache`` of pure functions of the config's JSON), so redrawing
-the same config costs nothing; no per-user state lives here.
+Every request is checked against the per-request memory budget first (``explorer.budget``: the
+weights counted exactly, the activations predicted from the shapes), so a config that would not
+fit is refused with a ``ConfigError`` naming what to shrink, whichever entry point it came from.
+Results are memoised by config in one cache bounded in bytes (``explorer.cache.ByteLRU``), so
+redrawing the same config costs nothing; after a large request the freed heap is handed back to the
+system (``malloc_trim``). No per-user state lives here.
 """
 from __future__ import annotations
 
 import json
 import logging
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import torch
@@ -30,12 +33,15 @@ import torch.nn.functional as F
 from models import ConfigError, ModelConfig, registries
 from models.attention import RULES, pattern_mask
 
+from . import budget
 from .branches import branch_gradient_norms
+from .cache import TRIM_AFTER, ByteLRU, release_memory
 from .configs import as_config
 from .device import device, gpu
 from .limits import MAX_TEXT_BYTES
 from .seeding import GLOBAL_RNG, build
-from .sweep import attention_backend_name, latency_memory_sweep
+from .sweep import attention_backend_name
+from .sweep import latency_memory_sweep as _sweep
 from .views import Views, compute_views
 
 __all__ = ["AttentionMaps", "attention_maps", "gradient_norms", "gradient_batch", "latency_memory_sweep",
@@ -62,12 +68,29 @@ def token_label(b: int) -> str:
     return f"\\x{b:02x}"
 
 
-@lru_cache(maxsize=4)
+# Models and results of every function below, bounded in bytes (EXPLORER_CACHE_BYTES).
+CACHE = ByteLRU()
+
+
 def _eval_model(cfg_json: str):
     """The model of a config, built once and shared read-only (eval mode, no gradients)."""
-    model = build(ModelConfig.from_dict(json.loads(cfg_json))).to(device()).eval()
-    model.requires_grad_(False)
-    return model
+    def make():
+        model = build(ModelConfig.from_dict(json.loads(cfg_json))).to(device()).eval()
+        model.requires_grad_(False)
+        return model
+    return CACHE.get(("model", cfg_json), make)
+
+
+def _memo(name: str, compute, *key, need: int = 0):
+    """``compute(*key)`` memoised under ``(name, *key)``; a request predicted to need more than
+    ``TRIM_AFTER`` bytes hands its freed heap back to the system once done."""
+    def run():
+        try:
+            return compute(*key)
+        finally:
+            if need >= TRIM_AFTER:
+                release_memory()
+    return CACHE.get((name, *key), run)
 
 
 # ---------------------------------------------------------------------------- attention maps
@@ -115,10 +138,10 @@ def attention_maps(cfg, text: str, max_bytes: int = MAX_TEXT_BYTES) -> Attention
     ids, truncated = encode_text(text, max_bytes)
     if not ids:
         raise ConfigError("text", text, "at least one character")
-    return _attention_maps_cached(cfg.to_json(), tuple(ids), truncated)
+    need = budget.check(cfg, "attention", len(ids), 1)
+    return _memo("maps", _attention_maps_cached, cfg.to_json(), tuple(ids), truncated, need=need)
 
 
-@lru_cache(maxsize=16)
 def _attention_maps_cached(cfg_json: str, ids: tuple, truncated: bool) -> AttentionMaps:
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
     model = _eval_model(cfg_json)
@@ -209,11 +232,11 @@ def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0) -> dic
     cfg = as_config(cfg)
     if int(seq_len) < 2 or int(batch) < 1:
         raise ConfigError("seq_len", seq_len, "seq_len >= 2 and batch >= 1 (next-token loss)")
-    result = _gradient_norms_cached(cfg.to_json(), int(seq_len), int(batch), int(seed))
+    need = budget.check(cfg, "gradients", int(seq_len), int(batch))
+    result = _memo("gradients", _gradient_norms_cached, cfg.to_json(), int(seq_len), int(batch), int(seed), need=need)
     return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
 
 
-@lru_cache(maxsize=64)
 def _gradient_norms_cached(cfg_json: str, seq_len: int, batch: int, seed: int) -> dict:
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
     model = build(cfg).to(device()).train()  # a fresh model: gradients never touch the shared one
@@ -223,6 +246,16 @@ def _gradient_norms_cached(cfg_json: str, seq_len: int, batch: int, seed: int) -
         result = branch_gradient_norms(model, tokens, next_token_loss)
     result["norm_placement"] = cfg.norm_placement
     return result
+
+
+# ---------------------------------------------------------------------------- latency / memory sweep
+def latency_memory_sweep(cfg, *args, **kw) -> list:
+    """``explorer.sweep.latency_memory_sweep``, then the freed heap handed back to the system: a
+    sweep to 4096 tokens frees hundreds of MB that glibc would otherwise keep (RSS stays high)."""
+    try:
+        return _sweep(cfg, *args, **kw)
+    finally:
+        release_memory()
 
 
 # ---------------------------------------------------------------------------- model summary
@@ -238,10 +271,10 @@ def _sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p=0.0, is_causa
 def model_summary(cfg, seq_len: int = 128) -> dict:
     """Parameter count, measured forward FLOPs per token at ``seq_len``, and the chosen components."""
     cfg = as_config(cfg)
-    return json.loads(json.dumps(_summary_cached(cfg.to_json(), int(seq_len))))
+    need = budget.check(cfg, "forward", int(seq_len), 1)
+    return json.loads(json.dumps(_memo("summary", _summary_cached, cfg.to_json(), int(seq_len), need=need)))
 
 
-@lru_cache(maxsize=16)
 def _summary_cached(cfg_json: str, seq_len: int) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -282,5 +315,4 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
 
 def clear_caches() -> None:
     """Forget every memoised model and result (benchmarks time the uncached path)."""
-    for fn in (_eval_model, _attention_maps_cached, _gradient_norms_cached, _summary_cached):
-        fn.cache_clear()
+    CACHE.clear()

@@ -46,8 +46,41 @@ def message_figure(text: str, title: str = "") -> go.Figure:
 
 
 # ---------------------------------------------------------------------------- attention
+LEVELS = 255  # colour levels of the attention heatmaps (uint8 on the wire; 0 = blank)
+BLANK = "#eef0f3"
+
+
+def quantise(att: np.ndarray, step: float) -> np.ndarray:
+    """Probabilities -> uint8 colour levels: ``round(p / step)`` clipped to ``[1, LEVELS]`` where
+    ``p > 0``, ``0`` where the pair is not allowed (probability exactly 0, or NaN: no weights).
+
+    Why: 16 heatmaps of 100 x 100 float32 are ~0.9 MB of base64 per redraw; one byte per cell is
+    a quarter of that, and 255 levels of one colour scale are more than the eye can tell apart.
+    A probability below ``step / 2`` still gets level 1, so an allowed pair is never blank.
+    """
+    p = np.nan_to_num(np.asarray(att, dtype=np.float64), nan=0.0)
+    q = np.clip(np.rint(p / step), 1, LEVELS)
+    return np.where(p > 0, q, 0).astype(np.uint8)
+
+
+def _level_colorscale() -> list:
+    """Level 0 is the background (blank = not allowed); levels 1..255 run through Viridis."""
+    import plotly.colors as pc
+
+    lo = 0.5 / LEVELS
+    stops = pc.sequential.Viridis
+    scale = [[0.0, BLANK], [lo, BLANK]]
+    scale += [[lo + (1.0 - lo) * i / (len(stops) - 1), c] for i, c in enumerate(stops)]
+    return scale
+
+
 def attention_grid(maps) -> go.Figure:
-    """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank."""
+    """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank.
+
+    The values travel as uint8 colour levels (``quantise``): level ``k`` is probability
+    ``k * step`` with ``step = cmax / 255`` (``layout.meta["p_step"]``), ``cmax`` the 99th
+    percentile of the shown probabilities, so the colour bar spans what the maps contain.
+    """
     att = maps.attention
     n_l, n_h = min(att.shape[0], MAX_GRID), min(att.shape[1], MAX_GRID)
     qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
@@ -56,17 +89,17 @@ def attention_grid(maps) -> go.Figure:
     qlab = qlab[len(qlab) - att.shape[2]:]
     finite = att[:n_l, :n_h][np.isfinite(att[:n_l, :n_h])]
     positive = finite[finite > 0]
-    cmax = float(np.quantile(positive, 0.99)) if positive.size else 1.0
+    cmax = max(float(np.quantile(positive, 0.99)) if positive.size else 1.0, 1e-6)
+    step = cmax / LEVELS
+    levels = quantise(att[:n_l, :n_h], step)  # (n_l, n_h, L, Lk) uint8
     data, layout = [], {}
     for k, (xd, yd) in enumerate(_grid(n_l, n_h)):
         layer, head = divmod(k, n_h)
-        z = att[layer, head].copy()
-        z[z == 0] = np.nan  # disallowed pairs show the background: the pattern is visible at a glance
         s = "" if k == 0 else str(k + 1)
-        data.append(dict(type="heatmap", z=z, x=klab, y=qlab, coloraxis="coloraxis", xaxis=f"x{s}", yaxis=f"y{s}",
-                         name=f"layer {layer} head {head}", hoverongaps=False,
+        data.append(dict(type="heatmap", z=levels[layer, head], x=klab, y=qlab, coloraxis="coloraxis",
+                         xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
                          hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}"
-                                       "<br>p = %{z:.4f}<extra></extra>"))
+                                       f"<br>p ≈ %{{z}} × {step:.3g}<extra></extra>"))
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
                                    zeroline=False, title=dict(text=f"head {head}" if layer == n_l - 1 else ""))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
@@ -78,9 +111,12 @@ def attention_grid(maps) -> go.Figure:
     title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens{shown}"
              "<br><sup>rows = queries, columns = keys; blank = not allowed (probability exactly 0)</sup>")
     lay = _layout(title, max(420, 150 * n_l + 150), **layout)
-    lay["coloraxis"] = dict(colorscale="Viridis", cmin=0.0, cmax=max(cmax, 1e-6),
-                            colorbar=dict(title=dict(text="attention<br>probability"), thickness=14))
-    lay["plot_bgcolor"] = "#eef0f3"
+    ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    lay["coloraxis"] = dict(colorscale=_level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
+        title=dict(text="attention<br>probability"), thickness=14,
+        tickvals=[max(1.0, t / step) for t in ticks], ticktext=[f"{t:.2g}" if t else "0" for t in ticks]))
+    lay["plot_bgcolor"] = BLANK
+    lay["meta"] = {"p_step": step, "p_max": cmax}
     return go.Figure(data=data, layout=lay)
 
 

@@ -148,3 +148,21 @@ def test_as_config_accepts_json_and_rejects_garbage():
         ex.as_config("{not json")
     with pytest.raises(ConfigError):
         ex.as_config([1, 2])
+
+
+def test_results_are_memoised_within_the_byte_bound_and_requests_checked_against_the_budget(monkeypatch):
+    from explorer import budget
+    from explorer.cache import nbytes
+
+    ex.clear_caches()
+    cfg = ModelConfig(**SMALL)
+    first = ex.attention_maps(cfg, TEXT)
+    assert ex.attention_maps(cfg, TEXT) is first  # the second redraw costs nothing
+    assert 0 < ex.CACHE.bytes <= ex.CACHE.max_bytes
+    assert ex.CACHE.bytes >= nbytes(first.attention)  # the maps and the model are what it holds
+    need = budget.predict(cfg, "attention", len(TEXT.encode()), 1)
+    monkeypatch.setenv(budget.ENV, str(need - 1))
+    with pytest.raises(ConfigError, match="budget"):  # checked before the cache: refused even if cached
+        ex.attention_maps(cfg, TEXT)
+    ex.clear_caches()
+    assert len(ex.CACHE) == 0 and ex.CACHE.bytes == 0

@@ -1,0 +1,217 @@
+"""How the app feels to a viewer who is not on localhost: bytes and time of a redraw in a real Chromium.
+
+``python -m explorer.netcheck [--url URL] [--mbit 10] [--latency-ms 40] [--runs 3]`` starts
+``python app.py`` on 127.0.0.1 (unless ``--url`` names a running one), opens the page in Debian's
+Chromium through Playwright, throttles the link with the DevTools protocol
+(``Network.emulateNetworkConditions``: a 10 Mbit/s, 40 ms link by default) and prints a table:
+
+- first paint: bytes the page downloads until the attention grid is drawn, and the time it takes;
+- redraw: after a dropdown change (the attention pattern, alternating between two values), the
+  time from the click until the grid shows the new pattern, the bytes received by then, and the
+  bytes of the whole redraw once the follow-up events are done, by kind: Gradio's event stream
+  (every event's outputs), the page document (Chromium fetches it again after the share link
+  rewrites the URL with ``history.replaceState``), other requests.
+
+Bytes are what the browser received on the wire (``Network.dataReceived.encodedDataLength``, which
+includes Gradio's server-sent event stream). Timings depend on the machine's load: the script says
+so when the server took long to compute the same request. It stops its own server when done.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+TITLE_JS = """(word) => { const e = document.querySelector('#attention-grid .js-plotly-plot');
+  return !!(e && e.layout && e.layout.title && String(e.layout.title.text || e.layout.title).includes(word)); }"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, log_path: str | None = None, extra_env: dict | None = None) -> subprocess.Popen:
+    """``python app.py`` on 127.0.0.1:``port`` in its own process group; returns once it answers."""
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    env.pop("TRITON_INTERPRET", None)
+    out = open(log_path, "w") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.time() + 180
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"app.py exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=2):
+                return proc
+        except OSError:
+            pass
+        if time.time() > deadline:
+            stop_server(proc)
+            raise RuntimeError("app.py did not start within 180 s")
+        time.sleep(0.5)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop our own server (its process group only)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class Wire:
+    """Bytes received by one page, from the DevTools protocol's network events, by kind of request:
+    ``stream`` (Gradio's event stream: the figures of every event), ``page`` (the HTML document),
+    ``other``. ``data:`` URLs (images Plotly makes in the page) never cross the network."""
+
+    def __init__(self, page, mbit: float, latency_ms: float):
+        self.bytes = {"stream": 0, "page": 0, "other": 0}
+        self.last = time.perf_counter()
+        self.urls = {}
+        self.cdp = page.context.new_cdp_session(page)
+        self.cdp.on("Network.requestWillBeSent", self._sent)
+        self.cdp.on("Network.dataReceived", self._data)
+        self.cdp.send("Network.enable")
+        rate = mbit * 1e6 / 8  # bytes per second
+        self.cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": latency_ms,
+                                                           "downloadThroughput": rate, "uploadThroughput": rate})
+
+    def _sent(self, ev: dict) -> None:
+        self.urls[ev["requestId"]] = (ev.get("type", ""), ev["request"]["url"])
+
+    def _data(self, ev: dict) -> None:
+        kind, url = self.urls.get(ev["requestId"], ("", ""))
+        if url.startswith("data:"):
+            return
+        path = url.split("?")[0]
+        if "/queue/data" in url:
+            what = "stream"
+        elif kind in ("Document", "Other") and not path.endswith((".ico", ".js", ".css", ".png", ".woff2")):
+            what = "page"
+        else:
+            what = "other"
+        self.bytes[what] += int(ev.get("encodedDataLength") or ev.get("dataLength") or 0)
+        self.last = time.perf_counter()
+
+    def total(self) -> int:
+        return sum(self.bytes.values())
+
+    def settle(self, page, quiet_s: float = 1.5, limit_s: float = 30.0) -> None:
+        """Wait until nothing has arrived for ``quiet_s`` (the follow-up events are done)."""
+        end = time.perf_counter() + limit_s
+        while time.perf_counter() < end and time.perf_counter() - self.last < quiet_s:
+            page.wait_for_timeout(200)
+
+
+def measure(url: str, mbit: float, latency_ms: float, runs: int) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("chromium is not installed (apt-get install -y chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS)
+        try:
+            ctx = browser.new_context(viewport={"width": 1600, "height": 1100})
+            page = ctx.new_page()
+            wire = Wire(page, mbit, latency_ms)
+            t0 = time.perf_counter()
+            page.goto(url)
+            page.wait_for_function(TITLE_JS, arg="full", timeout=120_000)
+            first = {"bytes": wire.total(), "s": time.perf_counter() - t0}
+            wire.settle(page)  # the page's load events (analysis, views)
+            first["all_bytes"] = wire.total()
+            redraws = []
+            for n in range(runs):
+                target = "sliding_window" if n % 2 == 0 else "full"
+                page.locator("#ctl-attention input").first.click()
+                option = page.get_by_role("option", name=target, exact=True)
+                before = dict(wire.bytes)
+                t0 = time.perf_counter()
+                option.click()
+                page.wait_for_function(TITLE_JS, arg=target, timeout=60_000)
+                took = time.perf_counter() - t0
+                at_grid = wire.total() - sum(before.values())
+                wire.settle(page)  # the follow-up events (views, analysis) finish before the next change
+                redraws.append({"s": took, "bytes": at_grid, **{k: wire.bytes[k] - before[k] for k in wire.bytes}})
+            ctx.close()
+        finally:
+            browser.close()
+    return {"first": first, "redraws": redraws}
+
+
+def server_ms(url: str) -> float:
+    """Server-side time of one default attention redraw (via the API), to tell a busy machine apart."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    t0 = time.perf_counter()
+    client.predict("{}", "The quick brown fox", api_name="/analyze")
+    return 1000 * (time.perf_counter() - t0)
+
+
+def grid_json_bytes() -> int:
+    """``len(fig.to_json())`` of the attention grid at the default config and text (what Gradio sends)."""
+    from models import ModelConfig
+
+    from . import experiments as ex
+    from . import plots
+    from .share import DEFAULT_TEXT
+
+    return len(plots.attention_grid(ex.attention_maps(ModelConfig(), DEFAULT_TEXT)).to_json())
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", help="a running app (default: start python app.py on a free port)")
+    ap.add_argument("--mbit", type=float, default=10.0)
+    ap.add_argument("--latency-ms", type=float, default=40.0)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args(argv)
+    proc = None
+    url = args.url
+    if url is None:
+        port = free_port()
+        proc = start_server(port)
+        url = f"http://127.0.0.1:{port}/"
+    try:
+        res = measure(url, args.mbit, args.latency_ms, max(1, min(args.runs, 10)))
+        busy_ms = server_ms(url)
+    finally:
+        if proc is not None:
+            stop_server(proc)
+    print(f"link: {args.mbit:g} Mbit/s, {args.latency_ms:g} ms latency (CDP emulation); "
+          f"attention grid JSON at the default config: {grid_json_bytes() / 1e3:.0f} kB")
+    print(f"{'what':<14}{'s to grid':>10}{'kB to grid':>12}{'kB stream':>11}{'kB page':>9}{'kB other':>10}")
+    f = res["first"]
+    print(f"{'first paint':<14}{f['s']:>10.2f}{f['bytes'] / 1e3:>12.0f}   (all requests once settled: "
+          f"{f['all_bytes'] / 1e3:.0f} kB)")
+    for n, r in enumerate(res["redraws"]):
+        print(f"{'redraw ' + str(n + 1):<14}{r['s']:>10.2f}{r['bytes'] / 1e3:>12.0f}{r['stream'] / 1e3:>11.0f}"
+              f"{r['page'] / 1e3:>9.0f}{r['other'] / 1e3:>10.0f}")
+    med = statistics.median(r["s"] for r in res["redraws"])
+    print(f"median redraw: {med:.2f} s; one /analyze call on the server: {busy_ms:.0f} ms")
+    if busy_ms > 1500:
+        print("note: the server was slow to compute (a busy machine): the times above are not stable figures")
+
+
+if __name__ == "__main__":
+    main()

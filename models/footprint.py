@@ -1,0 +1,161 @@
+"""What a model and one request on it will occupy in memory, before anything is allocated.
+
+- ``weights(cfg)``: parameters and buffers, counted exactly by building the model on the meta
+  device (``torch.device("meta")``: every tensor has a shape and a dtype but no storage), so the
+  count includes what a formula forgets (Linformer's ``max_len x proj_len`` projections, kNN
+  memories, sinusoidal tables, per-expert matrices).
+- ``footprint(cfg, kind, seq_len, batch)``: the weights plus a prediction of the request's peak of
+  activations from their shapes, for the three kinds of request the explorer makes:
+  ``"attention"`` (a no-grad forward that returns every layer's attention, copied to NumPy and
+  reduced to statistics), ``"gradients"`` (a forward and backward of the next-token loss: every
+  layer's activations are saved) and ``"forward"`` (a no-grad forward, e.g. counting FLOPs or a
+  timed sweep point; ``"forward_backward"`` is ``"gradients"``).
+
+The prediction is an upper bound by construction: each layer's working set counts several live
+copies of its widest activations, its score matrices and the variant's own intermediates
+(features, landmarks, buckets, experts' capacity), and saved activations count every layer. A
+test measures real peaks (PyTorch's allocator events) on sampled configs and checks
+``measured <= predicted``; being generous only means the app refuses a config somewhat earlier.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import torch
+
+from .config import ModelConfig
+
+__all__ = ["Footprint", "weights", "footprint", "KINDS"]
+
+KINDS = ("attention", "gradients", "forward", "forward_backward")
+F32 = 4  # bytes per activation value (the explorer runs in float32)
+# live copies of a layer's widest (B, L, width) activation during a forward, of its (B, h, L, Lk)
+# scores (logits, masked, softmax, the returned weights), and of the rest of its saved activations
+# per layer in a backward
+HIDDEN_COPIES, SCORE_COPIES, SAVED_COPIES, MECHANISM_COPIES = 8, 6, 12, 3
+
+
+@dataclass(frozen=True)
+class Footprint:
+    kind: str
+    seq_len: int
+    batch: int
+    n_params: int
+    param_bytes: int
+    buffer_bytes: int
+    activation_bytes: int
+    parts: dict = field(default_factory=dict)  # name -> bytes of the activation prediction
+
+    @property
+    def total(self) -> int:
+        grads = self.param_bytes if self.kind in ("gradients", "forward_backward") else 0
+        return self.param_bytes + self.buffer_bytes + grads + self.activation_bytes
+
+    def largest_part(self) -> str:
+        """The biggest contributor: ``"weights"`` or the name of an activation part."""
+        sizes = {"weights": self.param_bytes + self.buffer_bytes, **self.parts}
+        return max(sizes, key=sizes.get)
+
+
+def weights(cfg: ModelConfig) -> tuple:
+    """``(n_params, param_bytes, buffer_bytes, widest)`` of ``build_model(cfg)``, built on the meta device.
+
+    ``widest`` is the largest output width of any linear map (the FFN's hidden size, the fused
+    QKV projection or the vocabulary head), which sets the size of the widest activation.
+    The caller holds whatever lock guards the global RNG (``build_model`` seeds it).
+    """
+    return _weights(cfg.to_json())
+
+
+@lru_cache(maxsize=256)
+def _weights(cfg_json: str) -> tuple:
+    from .model import build_model  # late: the model imports the registries, which import config
+
+    cfg = ModelConfig.from_dict(json.loads(cfg_json))
+    with torch.device("meta"):
+        model = build_model(cfg)
+    n_params = sum(p.numel() for p in model.parameters())
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
+    widest = max([m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)] + [cfg.d_model])
+    return n_params, param_bytes, buffer_bytes, widest
+
+
+def _keys(cfg: ModelConfig, L: int) -> int:
+    """Keys each query may see: the tokens plus what the memory variant prepends."""
+    extra = {"xl": cfg.mem_len, "compressive": cfg.mem_len + cfg.cmem_len, "tokens": cfg.n_memory,
+             "knn": cfg.knn_k}.get(cfg.memory, 0)
+    return L + extra
+
+
+def _mechanism_width(cfg: ModelConfig, L: int) -> int:
+    """Per (batch, head, query): the width of the mechanism's own intermediates (features,
+    projected keys, landmarks, buckets and chunks, clusters, retrieved memories)."""
+    a = cfg.attention
+    # LSH sorts each hash round into n_buckets runs padded to whole chunks (up to L + n_buckets *
+    # chunk_size slots), each slot scoring 2 chunks of keys with float, bool and int64 companions,
+    # and keeps one dense (L, L) map per round when the weights are asked for
+    slots = (L + cfg.n_buckets * cfg.chunk_size) / max(1, L)
+    widths = {"performer": 2 * cfg.n_features, "linear": cfg.d_head, "linformer": cfg.proj_len,
+              "nystrom": 2 * cfg.n_landmarks,
+              "lsh": cfg.n_hashes * (math.ceil(slots * 2 * cfg.chunk_size) * 2 + L),
+              "routing": cfg.n_clusters + 2 * math.ceil(L / max(1, cfg.n_clusters)),
+              "adaptive_span": min(L, cfg.max_span + cfg.span_ramp)}
+    w = widths.get(a, 0)
+    if cfg.memory == "knn":
+        w += cfg.knn_k * cfg.d_head + cfg.knn_size // max(1, L)  # gathered K/V, similarity to the store
+    return w
+
+
+def _computed_keys(cfg: ModelConfig, L: int, Lk: int) -> int:
+    """Keys per query whose scores exist at once when the weights are not returned.
+
+    Structured patterns run in ``kernels.attention``: full attention without a bias goes to SDPA,
+    whose CPU kernel works on key tiles of at most 512 (flash-style, never the whole row); the
+    other patterns go to the block-sparse path, which computes only the visited blocks of the
+    pattern's ``BlockMask``. Anything else (a bias, memory slots, a mechanism) counts every key.
+    """
+    from .attention import RULES  # late: the attention package imports this module's siblings
+
+    if cfg.attention not in RULES or cfg.memory != "none":
+        return Lk
+    if cfg.attention == "full":
+        plain = cfg.position in ("none", "rope", "sinusoidal", "learned") and cfg.softcap is None
+        return min(Lk, 512) if plain else Lk
+    from .attention.sparse import pattern_block_mask
+
+    bm = pattern_block_mask(cfg, L)
+    return min(Lk, -(-bm.n_visited * bm.block_q * bm.block_k // max(1, L)))
+
+
+def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Footprint:
+    """Weights (exact) and predicted activation peak (upper bound) of one request; see the module doc."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}: one of {KINDS}")
+    n_params, pbytes, bbytes, widest = weights(cfg)
+    B, L, h = int(batch), int(seq_len), cfg.n_heads
+    Lk = _keys(cfg, L)
+    steps = cfg.n_layers  # universal layers apply one block n_layers times: the same activations
+    width = max(widest, cfg.d_model)
+    if cfg.ffn in ("moe", "switch", "hash"):  # tokens copied into each chosen expert's capacity
+        width = max(width, math.ceil(cfg.top_k * cfg.capacity_factor) * widest)
+    hidden = B * L * width * F32
+    # the weights of every pair exist only when they are returned (the attention maps)
+    scores = B * h * L * (Lk if kind == "attention" else _computed_keys(cfg, L, Lk)) * F32
+    mechanism = MECHANISM_COPIES * B * h * L * _mechanism_width(cfg, L) * F32
+    logits = B * L * cfg.vocab_size * F32
+    per_layer = HIDDEN_COPIES * hidden + SCORE_COPIES * scores + mechanism
+    parts = {"one layer's working set": per_layer, "logits": 3 * logits}
+    if kind == "attention":
+        maps = B * h * L * Lk * F32
+        # the returned weights and the views' exact/approximate maps per layer, the NumPy copy and
+        # its float64 statistics (p, p log p, distances: 4 temporaries of 8 bytes)
+        parts["attention maps of every layer"] = steps * (3 * maps + 2 * B * L * cfg.d_model * F32)
+        parts["NumPy copies of the maps"] = steps * h * L * Lk * (F32 + 4 * 8)
+    elif kind in ("gradients", "forward_backward"):
+        parts["saved activations of every layer"] = steps * (SAVED_COPIES * hidden + SCORE_COPIES * scores + mechanism)
+    return Footprint(kind=kind, seq_len=L, batch=B, n_params=n_params, param_bytes=pbytes, buffer_bytes=bbytes,
+                     activation_bytes=sum(parts.values()), parts=parts)
