@@ -130,15 +130,24 @@ def _window_runs(grp: Group) -> list:
     cuts = [0] + [int(x) + 1 for x in (~same).nonzero().flatten()] + [R]
     runs = []
     for a, b in zip(cuts[:-1], cuts[1:]):
-        masked = None if grp.masked is None else grp.masked[a:b]
+        # Every row of a run has the same element mask and, as a window slides by one block of
+        # bq = bk keys per block of queries, the same j - i: the plan (memoised for the layout's
+        # lifetime) keeps one row of each, broadcast to the run's rows.
+        masked = None if grp.masked is None else _one_row(grp.masked[a:a + 1], b - a)
+        rel = _one_row(grp.rel[a:a + 1], b - a)
         allowed = (torch.ones(grp.rel.shape[1:], dtype=torch.bool, device=grp.rows.device)
                    if masked is None else ~masked[0, 0])
         empty = not bool(allowed.any(-1).all())
         # A window that leaves a query row empty stays strips (they zero such rows).
-        runs.append(Group(STRIPS if empty else SLIDING, grp.rows[a:b], grp.idx[a:b], masked, grp.rel[a:b],
+        runs.append(Group(STRIPS if empty else SLIDING, grp.rows[a:b], grp.idx[a:b], masked, rel,
                           empty, grp.row_start + a, grp.key_start + a, None if empty else allowed[None],
                           half=None if empty else _half_window(allowed)))
     return runs
+
+
+def _one_row(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``x (1, ...)`` as ``(n, ...)`` without storing ``n`` copies (nor the tensor it was cut from)."""
+    return x.clone().expand(n, *x.shape[1:])
 
 
 def _half_window(allowed: torch.Tensor) -> Optional[torch.Tensor]:
