@@ -117,12 +117,12 @@ def _run_sliding(c: "_Call", grp: Group) -> list:
         qg = qrun.reshape(B * hkv, 2 * R, sq, d)
         kw = _window_batch(c.kflat, 2 * grp.key_start, 2 * R, K, sq)
         vw = _window_batch(c.vflat, 2 * grp.key_start, 2 * R, K, sq)
-        o = _fused(qg, kw, vw, grp, grp.half, grp.rel[:1, :sq, :K], c)
+        o = _fused(qg, kw, vw, grp, grp.half, grp.rel(0, 1)[:, :sq, :K], c)
     else:
         qg = qrun.reshape(B * hkv, R, g * bq, d)
         kw = _window_batch(c.kflat, grp.key_start, R, K, bk)
         vw = _window_batch(c.vflat, grp.key_start, R, K, bk)
-        o = _fused(qg, kw, vw, grp, grp.window, grp.rel[:1], c)
+        o = _fused(qg, kw, vw, grp, grp.window, grp.rel(0, 1), c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
@@ -138,7 +138,7 @@ def _run_stacked(c: "_Call", grp: Group) -> list:
     qg = c.qp[:, :, grp.row_start:grp.row_start + R].reshape(B * hkv, 1, R * g * bq, d)
     kw = c.kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
     vw = c.vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
-    o = _fused(qg, kw, vw, grp, grp.window, grp.rel, c)
+    o = _fused(qg, kw, vw, grp, grp.window, grp.rel(), c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
@@ -217,13 +217,15 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
     B, hkv, R, gbq, d = qg.shape
     c = grp.idx.shape[1]
     bk = vg.shape[3] // c
-    rel = grp.rel[r0:r1]
-    bq = rel.shape[1]
+    bq = grp.bq
     g = gbq // bq
+    # j - i of every pair (R, bq, c*bk), made only when a score term reads it
+    rel = grp.rel(r0, r1) if (qrg is not None or rel_bias is not None or alibi_slopes is not None
+                              or rel_v is not None) else None
     s = ((qg * scale) @ kt).view(B, hkv, R, g, bq, c * bk)  # (B, h_kv, R, g, bq, c*bk)
     masked = None if grp.masked is None else grp.masked[r0:r1]
     if causal:
-        future = (rel > 0)[:, None]
+        future = grp.future(r0, r1)[:, None]
         masked = future if masked is None else masked | future
     if qrg is not None:
         ridx = clipped_index(rel, qrg.shape[-1])[:, None].expand(B, hkv, R, g, bq, c * bk)
@@ -298,7 +300,7 @@ def _run_strips(c: _Call, grp: Group) -> list:
     passes (mask, softmax) are memory-bound, and a cache-sized chunk runs them several times
     faster."""
     R, n_kb = grp.idx.shape
-    bq, bk = grp.rel.shape[1], c.kp.shape[3]
+    bq, bk = grp.bq, c.kp.shape[3]
     step = max(_MIN_ROWS, _CHUNK_BYTES // (c.B * c.hkv * c.g * bq * n_kb * bk * c.qp.element_size()))
     return [_attend(qg, kt, vg, qrg, grp, r0, r1, c.causal, c.scale, c.softcap, c.rel_bias, c.alibi_slopes,
                     c.rel_v, c.lk)
@@ -322,7 +324,7 @@ class _Zeros(torch.autograd.Function):
 
 def _run_empty(c: _Call, grp: Group) -> list:
     """Query blocks that visit no key block: output zeros."""
-    shape = (c.B, c.hkv, grp.rows.numel(), c.g, grp.rel.shape[1], c.d)
+    shape = (c.B, c.hkv, grp.rows.numel(), c.g, grp.bq, c.d)
     if not c.track:
         return [c.qp.new_zeros(shape)]
     return [_Zeros.apply(shape, c.qp, *[t for t in c.sources if t.requires_grad])]

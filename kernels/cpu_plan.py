@@ -46,10 +46,11 @@ _STACK_WASTE = 2
 @dataclass
 class Group:
     kind: str                          # STRIPS, SLIDING, STACKED or EMPTY: which runner computes it
+    bq: int                            # queries per block
     rows: torch.Tensor                 # (R,) query blocks of this group
     idx: torch.Tensor                  # (R, c) key blocks they visit
     masked: Optional[torch.Tensor]     # (R, 1, bq, c*bk) True = disallowed; None when every tile is full
-    rel: torch.Tensor                  # (R, bq, c*bk) j - i_abs
+    rel_key: torch.Tensor              # (R, 1, c*bk) j - (first query of the row's block); see rel()
     has_empty_rows: bool               # some query row has no allowed key (softmax gives NaN there)
     row_start: Optional[int]           # rows are row_start, row_start+1, ...: slice instead of gather
     key_start: Optional[int]           # row r visits key blocks key_start+r .. key_start+r+c-1: a strided view
@@ -61,6 +62,19 @@ class Group:
     half: Optional[torch.Tensor] = None
     # The fused kinds' additive masks, by (dtype, causal, heads per K/V head): filled on first use.
     masks: dict = field(default_factory=dict, repr=False)
+
+    def rel(self, r0: int = 0, r1: Optional[int] = None) -> torch.Tensor:
+        """``j - i_abs`` of every (query, key) pair of rows ``r0:r1``: (R', bq, c*bk). Made on use
+        from one row of key offsets per query block, so the memoised plan stays O(R c bk), not
+        O(R bq c bk) (that is a copy of the dense score matrix for a dense layout)."""
+        return self.rel_key[r0:r1] - self._queries()
+
+    def future(self, r0: int = 0, r1: Optional[int] = None) -> torch.Tensor:
+        """``rel(r0, r1) > 0`` (the pairs causality removes), without the integer tensor."""
+        return self.rel_key[r0:r1] > self._queries()
+
+    def _queries(self) -> torch.Tensor:
+        return torch.arange(self.bq, device=self.rel_key.device)[:, None]  # (bq, 1)
 
 
 def _consecutive_start(x: torch.Tensor) -> Optional[int]:
@@ -99,7 +113,7 @@ def build_plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
             masked = ~allowed
             empty = bool((~allowed.any(-1)).any())
         contiguous = c > 0 and bool((idx == idx[:, :1] + torch.arange(c, device=device)).all())
-        grp = Group(EMPTY if c == 0 else STRIPS, rows, idx, masked, _rel(rows, idx, bq, bk, lq, lk), empty,
+        grp = Group(EMPTY if c == 0 else STRIPS, bq, rows, idx, masked, _rel(rows, idx, bq, bk, lq, lk), empty,
                     _consecutive_start(rows), _consecutive_start(idx[:, 0]) if contiguous else None)
         # Runs slide by one key block per query block: a window moves with its queries only when
         # both blocks have the same size.
@@ -111,11 +125,11 @@ def build_plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
 
 
 def _rel(rows, idx, bq, bk, lq, lk):
-    """``j - i_abs`` of every (query, key) pair of the strips: (R, bq, c*bk)."""
+    """``j - i_abs`` of the first query of each row's block, for every key of its strip: (R, 1, c*bk)."""
     R, c = idx.shape
-    i_abs = rows[:, None] * bq + torch.arange(bq, device=rows.device)[None, :] + (lk - lq)  # (R, bq)
+    i0 = rows[:, None, None] * bq + (lk - lq)  # (R, 1, 1)
     j = (idx[:, :, None] * bk + torch.arange(bk, device=rows.device)).reshape(R, 1, c * bk)
-    return j - i_abs[:, :, None]
+    return j - i0
 
 
 def _window_runs(grp: Group) -> list:
@@ -134,12 +148,12 @@ def _window_runs(grp: Group) -> list:
         # bq = bk keys per block of queries, the same j - i: the plan (memoised for the layout's
         # lifetime) keeps one row of each, broadcast to the run's rows.
         masked = None if grp.masked is None else _one_row(grp.masked[a:a + 1], b - a)
-        rel = _one_row(grp.rel[a:a + 1], b - a)
-        allowed = (torch.ones(grp.rel.shape[1:], dtype=torch.bool, device=grp.rows.device)
+        rel_key = _one_row(grp.rel_key[a:a + 1], b - a)
+        allowed = (torch.ones(grp.bq, rel_key.shape[2], dtype=torch.bool, device=grp.rows.device)
                    if masked is None else ~masked[0, 0])
         empty = not bool(allowed.any(-1).all())
         # A window that leaves a query row empty stays strips (they zero such rows).
-        runs.append(Group(STRIPS if empty else SLIDING, grp.rows[a:b], grp.idx[a:b], masked, rel,
+        runs.append(Group(STRIPS if empty else SLIDING, grp.bq, grp.rows[a:b], grp.idx[a:b], masked, rel_key,
                           empty, grp.row_start + a, grp.key_start + a, None if empty else allowed[None],
                           half=None if empty else _half_window(allowed)))
     return runs
@@ -191,6 +205,6 @@ def _stack_prefix(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
         return groups
     rows = torch.arange(p, device=device)
     idx = (lo + torch.arange(n, device=device)).expand(p, n)
-    stacked = Group(STACKED, rows, idx, ~allowed[:, None], _rel(rows, idx, bq, bk, lq, lk), False, 0, None,
+    stacked = Group(STACKED, bq, rows, idx, ~allowed[:, None], _rel(rows, idx, bq, bk, lq, lk), False, 0, None,
                     allowed)
     return [stacked] + [g for g in groups if not any(g is b for b in before)]

@@ -144,3 +144,21 @@ def test_memo_survives_the_public_entry(causal):
     out = attention(q, k, v, block_mask=bm.to(q.device), causal=causal)
     assert bm.plans[("cpu", "cpu", L, L)] is first
     torch.testing.assert_close(out, attention_ref(q, k, v, mask=_window_mask(L, 20), causal=causal)[0])
+
+
+def test_dense_attention_with_a_softcap_plans_its_layout_once(monkeypatch):
+    """Without a block mask, a softcap (or relative tables) runs the all-visited layout: made and
+    planned once per shape, not per call."""
+    from kernels.attention import _dense_layout_on
+
+    _dense_layout_on.cache_clear()  # the layout is made inside this test
+    built = []
+    real = cpu_plan.build_plan
+    monkeypatch.setattr(cpu_plan, "build_plan", lambda *a: built.append(a[1:3]) or real(*a))
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 2, 71, 8, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(1, 2, 83, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    outs = [attention(q, k, v, softcap=3.0, causal=causal) for causal in (False, True, False)]
+    for out, causal in zip(outs, (False, True, False)):
+        torch.testing.assert_close(out, attention_ref(q, k, v, softcap=3.0, causal=causal)[0])
+    assert built == [(71, 83)]
