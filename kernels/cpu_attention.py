@@ -220,8 +220,7 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
     bq = grp.bq
     g = gbq // bq
     # j - i of every pair (R, bq, c*bk), made only when a score term reads it
-    rel = grp.rel(r0, r1) if (qrg is not None or rel_bias is not None or alibi_slopes is not None
-                              or rel_v is not None) else None
+    rel = grp.rel(r0, r1) if (qrg is not None or rel_bias is not None or rel_v is not None) else None
     s = ((qg * scale) @ kt).view(B, hkv, R, g, bq, c * bk)  # (B, h_kv, R, g, bq, c*bk)
     masked = None if grp.masked is None else grp.masked[r0:r1]
     if causal:
@@ -235,7 +234,7 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
     if rel_bias is not None:
         s = s + _rel_bias_at(rel_bias, rel, lk).view(hkv, g, R, bq, c * bk).permute(0, 2, 1, 3, 4).to(s.dtype)
     if alibi_slopes is not None:
-        s = s - alibi_slopes.view(1, hkv, 1, g, 1, 1).to(s.dtype) * rel.abs()[:, None].to(s.dtype)
+        s = s - alibi_slopes.view(1, hkv, 1, g, 1, 1).to(s.dtype) * grp.rel(r0, r1, s.dtype).abs_()[:, None]
     if masked is not None:
         s = s.masked_fill_(masked, float("-inf"))  # in place: no op before needs its output
     p = torch.softmax(s, dim=-1)

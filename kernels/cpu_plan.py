@@ -63,11 +63,13 @@ class Group:
     # The fused kinds' additive masks, by (dtype, causal, heads per K/V head): filled on first use.
     masks: dict = field(default_factory=dict, repr=False)
 
-    def rel(self, r0: int = 0, r1: Optional[int] = None) -> torch.Tensor:
-        """``j - i_abs`` of every (query, key) pair of rows ``r0:r1``: (R', bq, c*bk). Made on use
-        from one row of key offsets per query block, so the memoised plan stays O(R c bk), not
-        O(R bq c bk) (that is a copy of the dense score matrix for a dense layout)."""
-        return self.rel_key[r0:r1] - self._queries()
+    def rel(self, r0: int = 0, r1: Optional[int] = None, dtype=None) -> torch.Tensor:
+        """``j - i_abs`` of every (query, key) pair of rows ``r0:r1``: (R', bq, c*bk), as integers
+        or in ``dtype``. Made on use from one row of key offsets per query block, so the memoised
+        plan stays O(R c bk), not O(R bq c bk) (a copy of the score matrix for a dense layout)."""
+        if dtype is None:
+            return self.rel_key[r0:r1] - self._queries()
+        return self.rel_key[r0:r1].to(dtype) - self._queries().to(dtype)
 
     def future(self, r0: int = 0, r1: Optional[int] = None) -> torch.Tensor:
         """``rel(r0, r1) > 0`` (the pairs causality removes), without the integer tensor."""
