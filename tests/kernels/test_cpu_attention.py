@@ -1,4 +1,5 @@
-"""The block-sparse PyTorch path against the dense reference, forward and backward."""
+"""The block-sparse PyTorch path against the dense reference, forward and backward, and the work it
+really does (counted multiply-adds) against the visited tiles."""
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
