@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 
-from .block_mask import BlockMask, block_mask
+from .block_mask import BlockMask, _device_key, block_mask_from_rows
 from .cpu_attention import block_sparse_attention
 from .reference import attention_ref, relative_positions
 
@@ -117,7 +118,16 @@ def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, ali
 
 
 def _dense_layout(lq: int, lk: int, device) -> BlockMask:
-    return block_mask(torch.ones(lq, lk, dtype=torch.bool, device=device), 64)
+    """The all-visited layout of ``lq x lk`` on ``device``, made once per shape and device (with
+    its plan memo), as a model's pattern layouts are, not once per layer and call."""
+    return _dense_layout_on(lq, lk, _device_key(device))
+
+
+@functools.lru_cache(maxsize=4)  # a dense layout's plan holds its partial tiles' masks: keep few
+def _dense_layout_on(lq: int, lk: int, device: str) -> BlockMask:
+    def every_key(a, b):
+        return torch.ones(b - a, lk, dtype=torch.bool, device=device)
+    return block_mask_from_rows(every_key, lq, lk, 64, device)
 
 
 def _sdpa(q, k, v, *, causal, alibi_slopes, rel_bias, scale):

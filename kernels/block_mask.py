@@ -12,6 +12,13 @@ Layout (all tensors on one device, int32 indices):
     kv_indices [n_qb, max_kb]     key-block ids, ascending, padded with 0 past kv_counts
     kv_tile    [n_qb, max_kb]     -1 for a full block, else the row of ``tiles`` with its mask
     tiles      [n_tiles, bq, bk]  element masks of partial blocks (False outside the sequence)
+
+A layout is built once (models memoise it) and reused by every layer of every call, so what is
+derived from it is memoised on it too: ``plans`` holds execution plans (the CPU path's under keys
+starting with "cpu", the Triton path's under "triton"), and ``to(device)`` returns the mask itself
+on its own device and one cached copy per other device, so those memos survive the ``to()`` a layer
+makes every forward. Both memos are filled compute-then-``setdefault`` (atomic on a dict): two
+threads may both compute an entry, but they get the same one back and the dict is never torn.
 """
 from __future__ import annotations
 
@@ -33,6 +40,12 @@ class BlockMask:
     # Per-layout memo of derived execution plans (e.g. the CPU path's gather groups), so a layout
     # reused across layers and calls is analysed once. Not part of the layout's identity.
     plans: dict = field(default_factory=dict, compare=False, repr=False)
+    # Copies of this layout on other devices, by device key: see ``to``.
+    copies: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def device(self) -> torch.device:
+        return self.kv_counts.device
 
     @property
     def n_q_blocks(self) -> int:
@@ -53,9 +66,17 @@ class BlockMask:
         return self.n_visited / max(1, self.n_q_blocks * self.n_k_blocks)
 
     def to(self, device) -> "BlockMask":
-        return BlockMask(self.q_len, self.k_len, self.block_q, self.block_k,
-                         self.kv_counts.to(device), self.kv_indices.to(device),
-                         self.kv_tile.to(device), self.tiles.to(device))
+        """This layout on ``device``: the mask itself when it is already there, else one copy per
+        device, made on the first call and returned by every later one (with its own plans)."""
+        key = _device_key(device)
+        if key == _device_key(self.device):
+            return self
+        copy = self.copies.get(key)
+        if copy is None:
+            copy = self.copies.setdefault(key, BlockMask(
+                self.q_len, self.k_len, self.block_q, self.block_k, self.kv_counts.to(device),
+                self.kv_indices.to(device), self.kv_tile.to(device), self.tiles.to(device)))
+        return copy
 
     def to_dense(self) -> torch.Tensor:
         """The boolean pattern ``[q_len, k_len]`` this layout encodes (for tests and plots)."""
@@ -67,6 +88,16 @@ class BlockMask:
                 dense[qb, :, kb] = True if t < 0 else self.tiles[t]
         dense = dense.reshape(nqb * bq, self.n_k_blocks * bk)
         return dense[: self.q_len, : self.k_len]
+
+
+def _device_key(device) -> str:
+    """``device`` with its index resolved ("cuda" is the current CUDA device), as a string key."""
+    device = torch.device(device)
+    if device.index is None and device.type == "cuda":
+        device = torch.device("cuda", torch.cuda.current_device())
+    elif device.index is None and device.type not in ("cpu", "meta"):
+        device = torch.device(device.type, 0)
+    return str(device)
 
 
 def block_mask(mask: torch.Tensor, block: int | tuple[int, int] = 64) -> BlockMask:

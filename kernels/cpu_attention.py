@@ -11,17 +11,21 @@ ride in the matmul's M dimension, so K/V are never copied per query head.
 Sliding layouts (a sliding window's bulk, and the rows before it) skip the strips: each run is one
 call of PyTorch's fused CPU attention kernel over overlapping strided views of K and V, with the
 run's shared mask as an additive bias (Longformer's "sliding chunks", fused), so no score matrix and
-no copy of K/V is made. The plan (``kernels/cpu_plan.py``) depends only on the layout, so it is
-computed once per ``BlockMask`` and device and memoised on it. Score convention:
+no copy of K/V is made. The plan (``kernels/cpu_plan.py``) gives every group its kind ("strips",
+"sliding", "stacked", "empty"), and one runner below computes each kind; it depends only on the
+layout, so it is computed once per ``BlockMask`` and device and memoised on it. Score convention:
 ``kernels/reference.py``.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from .block_mask import BlockMask
-from .cpu_plan import Group, plan
+from .cpu_plan import EMPTY, SLIDING, STACKED, STRIPS, Group, plan
 from .reference import clipped_index
 
 
@@ -53,59 +57,89 @@ def _rel_bias_at(rel_bias, rel, lk: int):
     return rel_bias[:, (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)]
 
 
-def _fused_windows(qp, kflat, vflat, grp: Group, causal, scale, alibi_slopes, rel_bias, lk):
-    """A sliding run or a stacked group in one fused attention call -> (B, h_kv, R, g, bq, d).
+def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
+    """The additive mask of a fused call (0 allowed, -inf not), or None when causality empties a
+    row (the strips zero such rows). Without score modifiers it is the kernel's whole
+    ``(P * g * sq, K)`` mask, rows ordered as the call's queries; with them, the ``(P, sq, K)`` base
+    the modifiers are added to. Memoised in the group: it depends only on the layout, the dtype,
+    causality and ``g``, so the layers and calls that reuse a plan build it once."""
+    plain = c.alibi_slopes is None and c.rel_bias is None
+    key = (c.dtype, c.causal, g, plain)
+    if key not in grp.masks:
+        allowed = window & (rel <= 0) if c.causal else window  # (P, sq, K); rel: j - i
+        mask = None
+        if bool(allowed.any(-1).all()):
+            # An additive float mask: a boolean one costs the kernel a conversion per call.
+            mask = torch.zeros(allowed.shape, dtype=c.dtype, device=allowed.device).masked_fill(
+                ~allowed, float("-inf"))
+            if plain:
+                P, sq, K = mask.shape
+                mask = mask[:, None].expand(P, g, sq, K).reshape(P * g * sq, K)
+        grp.masks.setdefault(key, mask)
+    return grp.masks[key]
 
-    A sliding run is a batch of (query block, key window) pairs whose windows are overlapping strided
-    views of K and V (no copy); with one query head per K/V head and a window that both halves of
-    a block share (``grp.half``), the pairs are half blocks, which read ``bq / 2`` fewer keys each.
-    A stacked group is one query block of all its rows against one key range. The mask and the
-    score modifiers become one additive mask, and PyTorch's fused CPU attention kernel streams the
-    scores without storing them. ``None``: causality empties a row, and the general path (which
-    zeroes such rows) takes over."""
-    B, hkv, _, gbq, d = qp.shape
-    R, c = grp.idx.shape
-    _, bq, K = grp.window.shape
-    g, bk = gbq // bq, K // c
-    rows = slice(grp.row_start, grp.row_start + R)
-    if grp.half is not None and g == 1:
-        window = grp.half
-        _, sq, K = window.shape  # windows of sq = bq / 2 queries, sq keys apart
-        qg = qp[:, :, rows].reshape(B * hkv, 2 * R, sq, d)
-        kw = _window_batch(kflat, 2 * grp.key_start, 2 * R, K, sq)
-        vw = _window_batch(vflat, 2 * grp.key_start, 2 * R, K, sq)
-        rel = grp.rel[:1, :sq, :K]
-    elif grp.stacked:
-        window, sq = grp.window, bq
-        qg = qp[:, :, rows].reshape(B * hkv, 1, R * gbq, d)
-        k0 = int(grp.idx[0, 0]) * bk
-        kw = kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
-        vw = vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
-        rel = grp.rel
-    else:
-        window, sq = grp.window, bq
-        qg = qp[:, :, rows].reshape(B * hkv, R, gbq, d)
-        kw = _window_batch(kflat, grp.key_start, R, K, bk)
-        vw = _window_batch(vflat, grp.key_start, R, K, bk)
-        rel = grp.rel[:1]
-    P = window.shape[0]  # 1: one window shared by the run; R: stacked rows
-    allowed = window & (rel <= 0) if causal else window  # rel (P, sq, K): j - i
-    if not bool(allowed.any(-1).all()):
+
+def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call"):
+    """One fused attention call of queries ``qg (B*h_kv, P', P*g*sq, d)`` against key windows
+    ``kw, vw (B*h_kv, P', K, d)``, with ``window``'s mask and the score modifiers as one additive
+    mask; PyTorch's fused CPU kernel streams the scores without storing them. None: see
+    :func:`_call_mask`."""
+    B, hkv, g = c.B, c.hkv, c.g
+    mask = _call_mask(grp, window, rel, c, g)
+    if mask is None:
         return None
-    # An additive float mask: a boolean one costs the kernel a conversion per call.
-    bias = torch.zeros(P, sq, K, dtype=qp.dtype, device=qp.device).masked_fill(~allowed, float("-inf"))
-    if alibi_slopes is None and rel_bias is None:
-        mask = bias[:, None].expand(P, g, sq, K).reshape(P * g * sq, K)  # rows ordered as qg's
-    else:
-        bias = bias.expand(hkv * g, P, sq, K)
-        if rel_bias is not None:
-            bias = bias + _rel_bias_at(rel_bias, rel, lk).to(bias.dtype)
-        if alibi_slopes is not None:
-            bias = bias - alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
+    if c.alibi_slopes is not None or c.rel_bias is not None:
+        P, sq, K = mask.shape
+        bias = mask.expand(hkv * g, P, sq, K)
+        if c.rel_bias is not None:
+            bias = bias + _rel_bias_at(c.rel_bias, rel, c.lk).to(bias.dtype)
+        if c.alibi_slopes is not None:
+            bias = bias - c.alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
         bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, 1, P * g * sq, K)
         mask = bias.expand(B, hkv, 1, P * g * sq, K).reshape(B * hkv, 1, P * g * sq, K)
-    o = F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask, scale=scale)
-    return o.view(B, hkv, R, g, bq, d)
+    return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask, scale=c.scale)
+
+
+def _run_sliding(c: "_Call", grp: Group) -> list:
+    """A sliding run: a batch of (query block, key window) pairs whose windows are overlapping
+    strided views of K and V (no copy). With one query head per K/V head and a window that both
+    halves of a block share (``grp.half``), the pairs are half blocks, which read ``bq / 2``
+    fewer keys each."""
+    if not c.fusable:
+        return _run_strips(c, grp)
+    B, hkv, g, d = c.B, c.hkv, c.g, c.d
+    R, n_kb = grp.idx.shape
+    _, bq, K = grp.window.shape
+    bk = K // n_kb
+    qrun = c.qp[:, :, grp.row_start:grp.row_start + R]  # (B, h_kv, R, g*bq, d)
+    if grp.half is not None and g == 1:
+        _, sq, K = grp.half.shape  # windows of sq = bq / 2 queries, sq keys apart
+        qg = qrun.reshape(B * hkv, 2 * R, sq, d)
+        kw = _window_batch(c.kflat, 2 * grp.key_start, 2 * R, K, sq)
+        vw = _window_batch(c.vflat, 2 * grp.key_start, 2 * R, K, sq)
+        o = _fused(qg, kw, vw, grp, grp.half, grp.rel(0, 1)[:, :sq, :K], c)
+    else:
+        qg = qrun.reshape(B * hkv, R, g * bq, d)
+        kw = _window_batch(c.kflat, grp.key_start, R, K, bk)
+        vw = _window_batch(c.vflat, grp.key_start, R, K, bk)
+        o = _fused(qg, kw, vw, grp, grp.window, grp.rel(0, 1), c)
+    return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
+
+
+def _run_stacked(c: "_Call", grp: Group) -> list:
+    """A stacked prefix: every row's query block against one common key range, as one query block
+    of ``R * g * bq`` queries in one fused call with an ``(R, bq, K)`` mask."""
+    if not c.fusable:
+        return _run_strips(c, grp)
+    B, hkv, g, d = c.B, c.hkv, c.g, c.d
+    R, n_kb = grp.idx.shape
+    _, bq, K = grp.window.shape
+    k0 = int(grp.idx[0, 0]) * (K // n_kb)
+    qg = c.qp[:, :, grp.row_start:grp.row_start + R].reshape(B * hkv, 1, R * g * bq, d)
+    kw = c.kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
+    vw = c.vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
+    o = _fused(qg, kw, vw, grp, grp.window, grp.rel(), c)
+    return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
 def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):
@@ -183,13 +217,14 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
     B, hkv, R, gbq, d = qg.shape
     c = grp.idx.shape[1]
     bk = vg.shape[3] // c
-    rel = grp.rel[r0:r1]
-    bq = rel.shape[1]
+    bq = grp.bq
     g = gbq // bq
+    # j - i of every pair (R, bq, c*bk), made only when a score term reads it
+    rel = grp.rel(r0, r1) if (qrg is not None or rel_bias is not None or rel_v is not None) else None
     s = ((qg * scale) @ kt).view(B, hkv, R, g, bq, c * bk)  # (B, h_kv, R, g, bq, c*bk)
     masked = None if grp.masked is None else grp.masked[r0:r1]
     if causal:
-        future = (rel > 0)[:, None]
+        future = grp.future(r0, r1)[:, None]
         masked = future if masked is None else masked | future
     if qrg is not None:
         ridx = clipped_index(rel, qrg.shape[-1])[:, None].expand(B, hkv, R, g, bq, c * bk)
@@ -199,7 +234,7 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
     if rel_bias is not None:
         s = s + _rel_bias_at(rel_bias, rel, lk).view(hkv, g, R, bq, c * bk).permute(0, 2, 1, 3, 4).to(s.dtype)
     if alibi_slopes is not None:
-        s = s - alibi_slopes.view(1, hkv, 1, g, 1, 1).to(s.dtype) * rel.abs()[:, None].to(s.dtype)
+        s = s - alibi_slopes.view(1, hkv, 1, g, 1, 1).to(s.dtype) * grp.rel(r0, r1, s.dtype).abs_()[:, None]
     if masked is not None:
         s = s.masked_fill_(masked, float("-inf"))  # in place: no op before needs its output
     p = torch.softmax(s, dim=-1)
@@ -214,6 +249,88 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
         rv = rel_v.view(1, hkv, 1, g, n_rel, d) if rel_v.shape[0] > 1 else rel_v.view(1, 1, 1, 1, n_rel, d)
         o = o + w @ rv
     return o
+
+
+@dataclass
+class _Call:
+    """The inputs of one ``block_sparse_attention`` call, as every runner reads them."""
+    qp: torch.Tensor               # (B, h_kv, n_qb, g*bq, d): query heads of one K/V head side by side
+    kflat: torch.Tensor            # (B, h_kv, n_kb*bk, d), zero-padded; padded keys are never allowed
+    vflat: torch.Tensor
+    kp: torch.Tensor               # (B, h_kv, n_kb, bk, d): kflat by key block
+    vp: torch.Tensor
+    qr: Optional[torch.Tensor]     # (B, h_kv, n_qb, g, bq, R_rel): q . rel_k, or None
+    g: int                         # query heads per K/V head
+    causal: bool
+    scale: float
+    softcap: Optional[float]
+    alibi_slopes: Optional[torch.Tensor]
+    rel_bias: Optional[torch.Tensor]
+    rel_v: Optional[torch.Tensor]
+    lk: int
+    track: bool                    # autograd records this call
+    sources: tuple                 # every tensor argument, for the empty kind's gradient
+
+    @property
+    def B(self) -> int:
+        return self.qp.shape[0]
+
+    @property
+    def hkv(self) -> int:
+        return self.qp.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.qp.shape[-1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.qp.dtype
+
+    @property
+    def fusable(self) -> bool:
+        """The fused kernel takes a mask and additive biases only: a softcap and relative tables
+        act on the scores, which only the strips materialise."""
+        return self.softcap is None and self.qr is None and self.rel_v is None
+
+
+def _run_strips(c: _Call, grp: Group) -> list:
+    """Gathered strips, in chunks of query blocks whose scores fit in cache: the elementwise
+    passes (mask, softmax) are memory-bound, and a cache-sized chunk runs them several times
+    faster."""
+    R, n_kb = grp.idx.shape
+    bq, bk = grp.bq, c.kp.shape[3]
+    step = max(_MIN_ROWS, _CHUNK_BYTES // (c.B * c.hkv * c.g * bq * n_kb * bk * c.qp.element_size()))
+    return [_attend(qg, kt, vg, qrg, grp, r0, r1, c.causal, c.scale, c.softcap, c.rel_bias, c.alibi_slopes,
+                    c.rel_v, c.lk)
+            for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, c.kp, c.vp, c.qr, grp, step, c.track)]
+
+
+class _Zeros(torch.autograd.Function):
+    """Zeros of a given shape that stay on the autograd graph of ``sources``, whose gradients are
+    zeros: the output of query blocks with no allowed key, as the reference (and SDPA, and the
+    Triton path) give it, so ``backward()`` works even when a mask allows nothing at all."""
+
+    @staticmethod
+    def forward(ctx, shape, like, *sources):
+        ctx.metas = [(t.shape, t.dtype, t.device) for t in sources]
+        return like.new_zeros(shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None, None) + tuple(torch.zeros(s, dtype=dt, device=dev) for s, dt, dev in ctx.metas)
+
+
+def _run_empty(c: _Call, grp: Group) -> list:
+    """Query blocks that visit no key block: output zeros."""
+    shape = (c.B, c.hkv, grp.rows.numel(), c.g, grp.bq, c.d)
+    if not c.track:
+        return [c.qp.new_zeros(shape)]
+    return [_Zeros.apply(shape, c.qp, *[t for t in c.sources if t.requires_grad])]
+
+
+# One runner per kind of group (``kernels/cpu_plan.py``): each returns parts (B, h_kv, R, g, bq, d).
+_RUNNERS = {STRIPS: _run_strips, SLIDING: _run_sliding, STACKED: _run_stacked, EMPTY: _run_empty}
 
 
 def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, alibi_slopes=None,
@@ -235,25 +352,11 @@ def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, a
     if rel_k is not None:  # q . rel_k for every table row, gathered per pair below
         qr = F.pad((q * scale) @ rel_k.transpose(-1, -2), (0, 0, 0, nqb * bq - lq)).view(B, hkv, g, nqb, bq, -1)
         qr = qr.permute(0, 1, 3, 2, 4, 5)  # (B, h_kv, n_qb, g, bq, R_rel)
-    track = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (q, k, v, rel_bias, rel_k, rel_v, alibi_slopes))
-    parts = []
-    for grp in groups:
-        R, c = grp.idx.shape
-        if c == 0:  # nothing allowed: output 0
-            parts.append(q.new_zeros(B, hkv, R, g, bq, d))
-            continue
-        if grp.window is not None and softcap is None and qr is None and rel_v is None:
-            o = _fused_windows(qp, kflat, vflat, grp, causal, scale, alibi_slopes, rel_bias, lk)
-            if o is not None:
-                parts.append(o)
-                continue
-        # Chunks of query blocks whose scores fit in cache: the elementwise passes (mask, softmax)
-        # are memory-bound, and a cache-sized chunk runs them several times faster.
-        step = max(_MIN_ROWS, _CHUNK_BYTES // (B * h * bq * c * bk * q.element_size()))
-        for r0, r1, (qg, kt, vg, qrg) in _chunks(qp, kflat, vflat, kp, vp, qr, grp, step, track):
-            parts.append(_attend(qg, kt, vg, qrg, grp, r0, r1, causal, scale, softcap, rel_bias, alibi_slopes,
-                                 rel_v, lk))
+    sources = tuple(t for t in (q, k, v, rel_bias, rel_k, rel_v, alibi_slopes) if isinstance(t, torch.Tensor))
+    track = torch.is_grad_enabled() and any(t.requires_grad for t in sources)
+    c = _Call(qp, kflat, vflat, kp, vp, qr, g, causal, scale, softcap, alibi_slopes, rel_bias, rel_v, lk,
+              track, sources)
+    parts = [part for grp in groups for part in _RUNNERS[grp.kind](c, grp)]
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
     if inverse is not None:
         out = out[:, :, inverse]  # back to query-block order: (B, h_kv, n_qb, g, bq, d)

@@ -1,46 +1,82 @@
 """Execution plan of a :class:`BlockMask` on the CPU path: which query blocks run together, and how.
 
-Query blocks are grouped by how many key blocks they visit, so one batched matmul covers a group
-(``kernels/cpu_attention.py``). Two layouts get more from the plan:
+Query blocks are grouped by how many key blocks they visit, and every group gets one of four kinds,
+each run by one function of ``kernels/cpu_attention.py``:
 
-* **Sliding runs.** With square tiles, a group whose row ``r`` visits key blocks
+* ``"strips"`` (any layout): the group's key/value blocks are gathered into a contiguous
+  ``(R, c * bk)`` strip per query block and one batched matmul scores exactly the visited tiles.
+* ``"sliding"``: with square tiles, a group whose row ``r`` visits key blocks
   ``key_start + r .. key_start + r + c - 1`` sees the same offsets ``j - i`` in every row, so rows with
   equal element masks are one attention window slid along the sequence (a sliding window's bulk).
   Such a run is one fused attention call over overlapping strided views of K and V: the shared mask is
   a ``(1, bq, c * bk)`` window.
-* **A stacked prefix.** The rows before the longest run (a window cut by the sequence start) visit a
-  handful of key blocks; they are merged into one group whose rows all read the same key range and
+* ``"stacked"``: the rows before the longest sliding run (a window cut by the sequence start) visit
+  a handful of key blocks; they are merged into one group whose rows all read the same key range and
   run as one fused call against that range, with a ``(R, bq, K)`` dense mask, instead of one small
   call per count.
+* ``"empty"``: query blocks that visit no key block output zeros.
 
-The plan depends only on the layout, so it is memoised on the ``BlockMask`` (per device and lengths).
+The fused kinds fall back to strips for the arguments the fused kernel cannot take (softcap,
+relative tables, a row emptied by causality).
+
+The plan depends only on the layout, so it is memoised in ``bm.plans`` (per device and lengths);
+the fused kinds' additive masks are memoised in their group (per dtype, causality and head group).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 
 from .block_mask import BlockMask
 
+STRIPS, SLIDING, STACKED, EMPTY = "strips", "sliding", "stacked", "empty"
+
+# Half-block windows need at least this many queries per half: below it, twice as many (smaller)
+# attention problems per call cost the fused kernel more in per-problem overhead than the bq / 2
+# keys each query no longer reads save.
+_HALF_MIN_QUERIES = 16
+# The stacked prefix computes its rows against one common key range; it is kept only while that
+# range holds at most twice the tiles the rows visit (plus one tile of slack per row): beyond
+# that, the wasted scores cost more than the one small call per count that stacking saves.
+_STACK_WASTE = 2
+
 
 @dataclass
 class Group:
+    kind: str                          # STRIPS, SLIDING, STACKED or EMPTY: which runner computes it
+    bq: int                            # queries per block
     rows: torch.Tensor                 # (R,) query blocks of this group
     idx: torch.Tensor                  # (R, c) key blocks they visit
     masked: Optional[torch.Tensor]     # (R, 1, bq, c*bk) True = disallowed; None when every tile is full
-    rel: torch.Tensor                  # (R, bq, c*bk) j - i_abs
+    rel_key: torch.Tensor              # (R, 1, c*bk) j - (first query of the row's block); see rel()
     has_empty_rows: bool               # some query row has no allowed key (softmax gives NaN there)
     row_start: Optional[int]           # rows are row_start, row_start+1, ...: slice instead of gather
     key_start: Optional[int]           # row r visits key blocks key_start+r .. key_start+r+c-1: a strided view
-    # Fused attention: (1, bq, c*bk) mask shared by a sliding run, or (R, bq, c*bk) for a stacked group
-    # whose rows all visit key blocks idx[0]. None: the group runs as gathered strips only.
+    # SLIDING: the (1, bq, c*bk) mask shared by the run; STACKED: (R, bq, K) over key blocks
+    # idx[0]; None for the other kinds.
     window: Optional[torch.Tensor] = None
-    stacked: bool = False
-    # (1, bq/2, c*bk - bq/2): the window of half a query block, when both halves of a run's block
-    # see the same window shifted by bq/2 (a sliding window): half-block windows visit fewer keys.
+    # SLIDING only, (1, bq/2, c*bk - bq/2): the window of half a query block, when both halves of
+    # the block see the same window shifted by bq/2 (a sliding window): half blocks read fewer keys.
     half: Optional[torch.Tensor] = None
+    # The fused kinds' additive masks, by (dtype, causal, heads per K/V head): filled on first use.
+    masks: dict = field(default_factory=dict, repr=False)
+
+    def rel(self, r0: int = 0, r1: Optional[int] = None, dtype=None) -> torch.Tensor:
+        """``j - i_abs`` of every (query, key) pair of rows ``r0:r1``: (R', bq, c*bk), as integers
+        or in ``dtype``. Made on use from one row of key offsets per query block, so the memoised
+        plan stays O(R c bk), not O(R bq c bk) (a copy of the score matrix for a dense layout)."""
+        if dtype is None:
+            return self.rel_key[r0:r1] - self._queries()
+        return self.rel_key[r0:r1].to(dtype) - self._queries().to(dtype)
+
+    def future(self, r0: int = 0, r1: Optional[int] = None) -> torch.Tensor:
+        """``rel(r0, r1) > 0`` (the pairs causality removes), without the integer tensor."""
+        return self.rel_key[r0:r1] > self._queries()
+
+    def _queries(self) -> torch.Tensor:
+        return torch.arange(self.bq, device=self.rel_key.device)[:, None]  # (bq, 1)
 
 
 def _consecutive_start(x: torch.Tensor) -> Optional[int]:
@@ -50,10 +86,18 @@ def _consecutive_start(x: torch.Tensor) -> Optional[int]:
 
 
 def plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
-    """``(groups, inverse)``: the groups, and the permutation back to query-block order (or None)."""
-    key = (str(device), lq, lk)
-    if key in bm.plans:
-        return bm.plans[key]
+    """``(groups, inverse)``: the groups, and the permutation back to query-block order (or None).
+
+    Planned once per layout, device and lengths, then read from ``bm.plans``."""
+    key = ("cpu", str(torch.device(device)), lq, lk)
+    found = bm.plans.get(key)
+    if found is None:  # compute, then keep whichever plan a concurrent caller stored first
+        found = bm.plans.setdefault(key, build_plan(bm, lq, lk, device))
+    return found
+
+
+def build_plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
+    """The plan of ``bm`` (no memo): ``(groups, inverse)`` as :func:`plan` returns it."""
     bq, bk = bm.block_q, bm.block_k
     counts = bm.kv_counts.to(device).long()
     kv_indices = bm.kv_indices.to(device).long()
@@ -71,22 +115,23 @@ def plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
             masked = ~allowed
             empty = bool((~allowed.any(-1)).any())
         contiguous = c > 0 and bool((idx == idx[:, :1] + torch.arange(c, device=device)).all())
-        grp = Group(rows, idx, masked, _rel(rows, idx, bq, bk, lq, lk), empty, _consecutive_start(rows),
-                    _consecutive_start(idx[:, 0]) if contiguous else None)
+        grp = Group(EMPTY if c == 0 else STRIPS, bq, rows, idx, masked, _rel(rows, idx, bq, bk, lq, lk), empty,
+                    _consecutive_start(rows), _consecutive_start(idx[:, 0]) if contiguous else None)
+        # Runs slide by one key block per query block: a window moves with its queries only when
+        # both blocks have the same size.
         groups.extend(_window_runs(grp) if bq == bk else [grp])
     groups = _stack_prefix(groups, bq, bk, lq, lk)
     inverse = torch.argsort(torch.cat([g.rows for g in groups]))
     identity = bool((inverse == torch.arange(inverse.numel(), device=device)).all())
-    bm.plans[key] = (groups, None if identity else inverse)
-    return bm.plans[key]
+    return groups, None if identity else inverse
 
 
 def _rel(rows, idx, bq, bk, lq, lk):
-    """``j - i_abs`` of every (query, key) pair of the strips: (R, bq, c*bk)."""
+    """``j - i_abs`` of the first query of each row's block, for every key of its strip: (R, 1, c*bk)."""
     R, c = idx.shape
-    i_abs = rows[:, None] * bq + torch.arange(bq, device=rows.device)[None, :] + (lk - lq)  # (R, bq)
+    i0 = rows[:, None, None] * bq + (lk - lq)  # (R, 1, 1)
     j = (idx[:, :, None] * bk + torch.arange(bk, device=rows.device)).reshape(R, 1, c * bk)
-    return j - i_abs[:, :, None]
+    return j - i0
 
 
 def _window_runs(grp: Group) -> list:
@@ -101,21 +146,31 @@ def _window_runs(grp: Group) -> list:
     cuts = [0] + [int(x) + 1 for x in (~same).nonzero().flatten()] + [R]
     runs = []
     for a, b in zip(cuts[:-1], cuts[1:]):
-        masked = None if grp.masked is None else grp.masked[a:b]
-        allowed = (torch.ones(grp.rel.shape[1:], dtype=torch.bool, device=grp.rows.device)
+        # Every row of a run has the same element mask and, as a window slides by one block of
+        # bq = bk keys per block of queries, the same j - i: the plan (memoised for the layout's
+        # lifetime) keeps one row of each, broadcast to the run's rows.
+        masked = None if grp.masked is None else _one_row(grp.masked[a:a + 1], b - a)
+        rel_key = _one_row(grp.rel_key[a:a + 1], b - a)
+        allowed = (torch.ones(grp.bq, rel_key.shape[2], dtype=torch.bool, device=grp.rows.device)
                    if masked is None else ~masked[0, 0])
         empty = not bool(allowed.any(-1).all())
-        runs.append(Group(grp.rows[a:b], grp.idx[a:b], masked, grp.rel[a:b], empty, grp.row_start + a,
-                          grp.key_start + a, None if empty else allowed[None],
+        # A window that leaves a query row empty stays strips (they zero such rows).
+        runs.append(Group(STRIPS if empty else SLIDING, grp.bq, grp.rows[a:b], grp.idx[a:b], masked, rel_key,
+                          empty, grp.row_start + a, grp.key_start + a, None if empty else allowed[None],
                           half=None if empty else _half_window(allowed)))
     return runs
+
+
+def _one_row(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``x (1, ...)`` as ``(n, ...)`` without storing ``n`` copies (nor the tensor it was cut from)."""
+    return x.clone().expand(n, *x.shape[1:])
 
 
 def _half_window(allowed: torch.Tensor) -> Optional[torch.Tensor]:
     """The shared window of both halves of a query block, or None if they differ."""
     bq, K = allowed.shape
     s = bq // 2
-    if bq % 2 or s < 16:
+    if bq % 2 or s < _HALF_MIN_QUERIES:
         return None
     first, second = allowed[:s], allowed[s:]
     if first[:, K - s:].any() or second[:, :s].any() or not torch.equal(first[:, :K - s], second[:, s:]):
@@ -125,17 +180,19 @@ def _half_window(allowed: torch.Tensor) -> Optional[torch.Tensor]:
 
 def _stack_prefix(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
     """Merge the groups of the rows before the longest sliding run into one stacked group (or not)."""
-    runs = [g for g in groups if g.window is not None and g.rows.numel() > 1]
+    # A one-row "run" is not a window's bulk: nothing to stack in front of it.
+    runs = [g for g in groups if g.kind == SLIDING and g.rows.numel() > 1]
     if not runs:
         return groups
     p = max(runs, key=lambda g: g.rows.numel()).row_start
     before = [g for g in groups if bool((g.rows < p).any())]
+    # One group before the run is already one call: stacking it saves nothing.
     if len(before) < 2 or any(bool((g.rows >= p).any()) or g.idx.shape[1] == 0 for g in before):
         return groups
     lo = min(int(g.idx.min()) for g in before)
     n = max(int(g.idx.max()) for g in before) - lo + 1
     visited = sum(g.idx.numel() for g in before)
-    if p * n > 2 * visited + p:  # the common key range would be mostly wasted work
+    if p * n > _STACK_WASTE * visited + p:  # the common key range would be mostly wasted work
         return groups
     device = groups[0].rows.device
     allowed = torch.zeros(p, bq, n, bk, dtype=torch.bool, device=device)
@@ -150,6 +207,6 @@ def _stack_prefix(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
         return groups
     rows = torch.arange(p, device=device)
     idx = (lo + torch.arange(n, device=device)).expand(p, n)
-    stacked = Group(rows, idx, ~allowed[:, None], _rel(rows, idx, bq, bk, lq, lk), False, 0, None,
-                    allowed, stacked=True)
+    stacked = Group(STACKED, bq, rows, idx, ~allowed[:, None], _rel(rows, idx, bq, bk, lq, lk), False, 0, None,
+                    allowed)
     return [stacked] + [g for g in groups if not any(g is b for b in before)]

@@ -5,6 +5,7 @@ import torch
 
 from kernels import attention_ref, block_mask
 from kernels.cpu_attention import block_sparse_attention
+from kernels.cpu_plan import SLIDING, STACKED
 from kernels.cpu_plan import plan as _plan
 
 
@@ -32,7 +33,7 @@ def _mods(kind, h, lk, dtype):
 
 def _fused_rows(bm, lq, lk):
     groups, _ = _plan(bm, lq, lk, torch.device("cpu"))
-    return sum(grp.rows.numel() for grp in groups if grp.window is not None)
+    return sum(grp.rows.numel() for grp in groups if grp.kind in (SLIDING, STACKED))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -71,15 +72,15 @@ def test_runs_split_where_the_tile_mask_changes():
     L, w, blk = 200, 48, 16
     bm = block_mask(_window(L, L, w), blk)
     groups, _ = _plan(bm, L, L, torch.device("cpu"))
-    windows = [grp for grp in groups if grp.window is not None]
+    windows = [grp for grp in groups if grp.kind == SLIDING]
     bulk = max(windows, key=lambda grp: grp.rows.numel())
     assert bulk.rows.numel() >= L // blk - 5
-    assert not bulk.stacked and bulk.window.shape[0] == 1  # one window shared by the whole run
+    assert bulk.window.shape[0] == 1  # one window shared by the whole run
     K = bulk.window.shape[2]
     i = torch.arange(blk)[:, None]
     j = torch.arange(K)[None, :] - (K - blk)  # key offsets relative to the row's query block
     assert torch.equal(bulk.window[0], (i - j >= 0) & (i - j < w))
-    prefix = [grp for grp in groups if grp.stacked]  # the rows before the bulk, cut by the start
+    prefix = [grp for grp in groups if grp.kind == STACKED]  # the rows before the bulk, cut by the start
     assert len(prefix) == 1 and torch.equal(prefix[0].rows, torch.arange(bulk.row_start))
     P, bq, Kp = prefix[0].window.shape  # every prefix row reads key blocks idx[0], from key 0 here
     assert int(prefix[0].idx[0, 0]) == 0 and (P, bq) == (bulk.row_start, blk)
