@@ -32,6 +32,7 @@ FILLER = list(range(ord("A"), ord("Z") + 1))     # retrieval: the distractors be
 SEP = ord("|")
 PAD = ord(".")
 QUERY = ord("?")
+MASK = ord("#")    # non-causal models see the scored tokens replaced by this (else they read the answer)
 HELDOUT_FRACTION = 0.1
 MIN_LEN = 8
 
@@ -260,6 +261,14 @@ def task_names() -> list:
 def ideal_pattern(name: str, L: int) -> Optional[np.ndarray]:
     task = TASKS.get(name)
     return None if task is None or task.ideal is None else task.ideal(L)
+
+
+def model_input(batch: Batch, causal: bool) -> torch.Tensor:
+    """The tokens a model reads: for a bidirectional (non-causal) model every scored token is hidden
+    behind ``MASK``, since it could otherwise attend to the very token it must predict."""
+    if causal:
+        return batch.tokens
+    return torch.where(batch.mask, torch.full_like(batch.tokens, MASK), batch.tokens)
 
 
 def scored_loss(logits: torch.Tensor, batch: Batch, reduction: str = "mean") -> torch.Tensor:

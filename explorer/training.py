@@ -34,9 +34,15 @@ from models import ConfigError, ModelConfig
 from .branches import branch_gradient_norms
 from .configs import as_config
 from .seeding import GLOBAL_RNG, build
-from .tasks import Batch, get_task, scored_accuracy, scored_loss, task_names
+from .tasks import Batch, get_task, model_input, scored_accuracy, scored_loss, task_names
 
 SCHEDULES = ("cosine", "constant")
+
+# What one run of the hosted app may use (two shared CPU cores): the library itself has no caps.
+MAX_TRAIN_PARAMS = 2_000_000        # model parameters
+MAX_TRAIN_STEPS = 2000
+MAX_BATCH_TOKENS = 8192             # batch_size x seq_len
+MAX_WALL_S = 180.0                  # seconds of work per press of play
 PROBE_MAX_LEN = 96   # the probe's attention is drawn as L x L heatmaps
 
 
@@ -115,6 +121,22 @@ class Snapshot:
     message: str = ""               # why the run stopped early (stop pressed, a cap ...)
 
 
+def check_caps(model_cfg, run: RunConfig) -> ModelConfig:
+    """Refuse (ConfigError naming the field and the cap) a run the hosted app cannot afford."""
+    cfg = as_config(model_cfg)
+    run.validate()
+    n_params = cfg.approx_params()
+    if n_params > MAX_TRAIN_PARAMS:
+        raise ConfigError("d_model", cfg.d_model, f"a model of at most {MAX_TRAIN_PARAMS:,} parameters for "
+                          f"training here (this one has ~{n_params:,}); lower d_model, n_layers or max_len")
+    if run.steps > MAX_TRAIN_STEPS:
+        raise ConfigError("steps", run.steps, f"at most {MAX_TRAIN_STEPS} steps per run here")
+    if run.batch_size * run.seq_len > MAX_BATCH_TOKENS:
+        raise ConfigError("batch_size", run.batch_size, f"batch_size x seq_len <= {MAX_BATCH_TOKENS} tokens here "
+                          f"(asked {run.batch_size} x {run.seq_len} = {run.batch_size * run.seq_len})")
+    return cfg
+
+
 def lr_at(run: RunConfig, step: int) -> float:
     """Learning rate of step ``step`` (0-based): linear warm-up, then cosine to 0 or constant."""
     if run.warmup and step < run.warmup:
@@ -147,6 +169,10 @@ class Trainer:
         self.cfg: ModelConfig = as_config(model_cfg)
         self.run_cfg = run.validate()
         self.task = get_task(run.task, run.text)
+        if run.task == "lm" and not self.cfg.causal:
+            raise ConfigError("causal", False, "True for next-byte language modelling (a bidirectional model reads "
+                              "the byte it predicts); non-causal attention trains on the synthetic tasks, whose "
+                              "answers are hidden from its input")
         if self.cfg.position == "learned" and run.seq_len > self.cfg.max_len:
             raise ConfigError("seq_len", run.seq_len, f"at most max_len={self.cfg.max_len} with learned positions")
         self.model = model if model is not None else build(self.cfg)
@@ -173,7 +199,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def _loss(self, batch: Batch):
-        out = self.model(batch.tokens)
+        out = self.model(model_input(batch, self.cfg.causal))
         return scored_loss(out.logits, batch) + out.aux_loss
 
     def train_step(self) -> float:
@@ -205,7 +231,7 @@ class Trainer:
             with torch.no_grad():
                 losses, accs = [], []
                 for b in self.heldout:
-                    logits = self.model(b.tokens).logits
+                    logits = self.model(model_input(b, self.cfg.causal)).logits
                     losses.append(float(scored_loss(logits, b)))
                     accs.append(scored_accuracy(logits, b))
         finally:
@@ -216,7 +242,7 @@ class Trainer:
         self.model.eval()
         try:
             with torch.no_grad():
-                out = self.model(self.probe.tokens, return_attention=True)
+                out = self.model(model_input(self.probe, self.cfg.causal), return_attention=True)
         finally:
             self.model.train()
         return stack_attention(out.attentions)
@@ -225,7 +251,7 @@ class Trainer:
         """Per-layer gradient norms of the task loss on the first held-out batch (no ``.grad`` written)."""
         self.model.eval()  # no dropout, no EMA updates: a measurement, not a step
         try:
-            return branch_gradient_norms(self.model, self.heldout[0].tokens,
+            return branch_gradient_norms(self.model, model_input(self.heldout[0], self.cfg.causal),
                                          lambda logits, _tokens: scored_loss(logits, self.heldout[0]))
         finally:
             self.model.train()
