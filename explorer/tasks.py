@@ -34,6 +34,7 @@ PAD = ord(".")
 QUERY = ord("?")
 MASK = ord("#")    # non-causal models see the scored tokens replaced by this (else they read the answer)
 HELDOUT_FRACTION = 0.1
+MASKED_FRACTION = 0.15                           # the ``masked`` task scores 15% of the bytes (BERT)
 MIN_LEN = 8
 
 
@@ -208,8 +209,10 @@ def split_corpus(data: bytes, fraction: float = HELDOUT_FRACTION) -> tuple:
     return data[:cut], data[cut:]
 
 
-def lm_task(text: Optional[str] = None, name: str = "lm") -> Task:
-    """Byte-level LM on ``text`` (None: the Python documentation); every position but 0 scored."""
+def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0) -> Task:
+    """Byte-level LM on ``text`` (None: the Python documentation); every position but 0 scored, or
+    (``fraction < 1``: the ``masked`` task) a random ``fraction`` of them, which a bidirectional
+    model sees hidden behind ``MASK`` (masked-byte prediction, as BERT's masked LM)."""
     data = python_docs() if text is None else str(text).encode("utf-8")
     train, held = split_corpus(data)
     arrays = {"train": torch.tensor(list(train), dtype=torch.long),
@@ -222,12 +225,16 @@ def lm_task(text: Optional[str] = None, name: str = "lm") -> Task:
                               "(paste a longer text or choose a shorter sequence)")
         start = torch.randint(0, len(src) - L + 1, (batch,), generator=gen)
         tokens = torch.stack([src[s:s + L] for s in start.tolist()])  # (B, L)
-        mask = torch.ones(batch, L, dtype=torch.bool)
+        if fraction >= 1:
+            mask = torch.ones(batch, L, dtype=torch.bool)
+        else:
+            mask = torch.rand(batch, L, generator=gen) < fraction
         mask[:, 0] = False
         return Batch(tokens, mask)
 
     what = "the Python documentation (pydoc_data.topics)" if text is None else f"your text ({len(data)} bytes)"
-    return Task(name, f"byte-level language modelling on {what}; the last 10% is held out", make,
+    how = "next-byte prediction" if fraction >= 1 else f"prediction of a random {fraction:.0%} of the bytes"
+    return Task(name, f"byte-level language modelling ({how}) on {what}; the last 10% is held out", make,
                 chance="ln 256 = 5.55 for a uniform byte")
 
 
@@ -249,13 +256,15 @@ def get_task(name: str, text: Optional[str] = None) -> Task:
     """The task called ``name`` (``lm`` with ``text`` = the user's corpus, None = Python docs)."""
     if name == "lm":
         return lm_task(text)
+    if name == "masked":
+        return lm_task(text, name="masked", fraction=MASKED_FRACTION)
     if name not in TASKS:
         raise ConfigError("task", name, f"one of {task_names()}")
     return TASKS[name]
 
 
 def task_names() -> list:
-    return [*TASKS, "lm"]
+    return [*TASKS, "lm", "masked"]
 
 
 def ideal_pattern(name: str, L: int) -> Optional[np.ndarray]:

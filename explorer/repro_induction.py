@@ -1,0 +1,81 @@
+"""Induction heads (Olsson et al. 2022, "In-context Learning and Induction Heads"; Elhage et al.
+2021): a two-layer attention-only transformer trained on random strings repeated once learns to
+complete the second copy. It does so with a previous-token head in layer 0 and an induction head in
+layer 1 that attends from each token to the token *after* that token's earlier occurrence.
+
+The induction score of a head is the mean attention, over the tokens of the second copy, on that
+key (1 = a perfect induction head; a uniform causal head scores about ``1 / position``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from models import ModelConfig
+
+from .tasks import get_task, ideal_induction, model_input
+from .training import RunConfig, Trainer, stack_attention
+
+TITLE = "induction heads in a 2-layer attention-only model (Olsson et al. 2022)"
+COLUMNS = ["step", "second_half_loss"]
+
+
+def settings(quick: bool) -> dict:
+    if quick:
+        return {"n_layers": 2, "d_model": 32, "n_heads": 2, "seq_len": 16, "batch_size": 8, "steps": 4,
+                "lr": 3e-3, "warmup": 1, "every": 2, "score_seqs": 2}
+    return {"n_layers": 2, "d_model": 64, "n_heads": 4, "seq_len": 48, "batch_size": 32, "steps": 200,
+            "lr": 3e-3, "warmup": 20, "every": 20, "score_seqs": 16}
+
+
+def induction_scores(model, L: int, n_seqs: int, seed: int = 99) -> tuple:
+    """(score (layers, heads), mean attention maps (layers, heads, L, L)) on held-out sequences."""
+    task = get_task("induction")
+    b = task.batch(n_seqs, L, torch.Generator().manual_seed(seed), "heldout")
+    model.eval()
+    with torch.no_grad():
+        out = model(model_input(b, model.cfg.causal), return_attention=True)
+    maps = np.stack([stack_attention([a[i:i + 1] for a in out.attentions]) for i in range(n_seqs)]).mean(0)
+    ideal = ideal_induction(L)
+    rows = ideal.sum(1) > 0
+    score = (np.nan_to_num(maps) * ideal).sum(-1)[..., rows].mean(-1)  # (layers, heads)
+    return score, maps
+
+
+def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
+    s = settings(quick)
+    cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], ffn="none",
+                      position="rope", max_len=s["seq_len"], seed=0)
+    rc = RunConfig(task="induction", steps=s["steps"], lr=s["lr"], warmup=s["warmup"], batch_size=s["batch_size"],
+                   seq_len=s["seq_len"], every=s["every"], seed=0, threads=threads, grad_norms=False, probe=False)
+    trainer = Trainer(cfg, rc)
+    rows = []
+    for snap in trainer.run():
+        rows.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4)})
+        progress(f"induction: step {snap.step} second-half loss {snap.heldout_loss:.3f}")
+    score, maps = induction_scores(trainer.model, s["seq_len"], s["score_seqs"])
+    return {"settings": {**s, "model": "attention-only (ffn none), rope, pre-LN", "optimizer": "AdamW, warm-up then cosine",
+                         "train_seconds": round(trainer.elapsed, 1)},
+            "rows": rows,
+            "induction_score": [[round(float(v), 4) for v in layer] for layer in score],
+            "attention": np.round(maps, 3).tolist()}
+
+
+def table_rows(result: dict) -> list:
+    return result["rows"]
+
+
+def extra_lines(result: dict) -> list:
+    lines = ["induction score (mean attention to the token after the earlier occurrence), per layer x head:"]
+    for n, layer in enumerate(result["induction_score"]):
+        lines.append(f"  layer {n}: " + "  ".join(f"h{h}={v:.3f}" for h, v in enumerate(layer)))
+    return lines
+
+
+def reading(result: dict) -> str:
+    scores = np.array(result["induction_score"])
+    layer, head = np.unravel_index(int(scores.argmax()), scores.shape)
+    first, last = result["rows"][0]["second_half_loss"], result["rows"][-1]["second_half_loss"]
+    return (f"The loss on the repeated half fell from {first:.2f} to {last:.3f}. The strongest induction head is "
+            f"layer {layer} head {head}, which puts {scores[layer, head]:.0%} of its attention on the token after "
+            f"the earlier occurrence (layer maxima: " + ", ".join(f"{m:.2f}" for m in scores.max(1)) + ").")
