@@ -29,17 +29,21 @@ def settings(quick: bool) -> dict:
 
 
 def induction_scores(model, L: int, n_seqs: int, seed: int = 99) -> tuple:
-    """(score (layers, heads), mean attention maps (layers, heads, L, L)) on held-out sequences."""
+    """(score (layers, heads) averaged over ``n_seqs`` held-out sequences, the attention maps
+    (layers, heads, L, L) of the first one, its tokens)."""
     task = get_task("induction")
     b = task.batch(n_seqs, L, torch.Generator().manual_seed(seed), "heldout")
     model.eval()
     with torch.no_grad():
         out = model(model_input(b, model.cfg.causal), return_attention=True)
-    maps = np.stack([stack_attention([a[i:i + 1] for a in out.attentions]) for i in range(n_seqs)]).mean(0)
-    ideal = ideal_induction(L)
-    rows = ideal.sum(1) > 0
-    score = (np.nan_to_num(maps) * ideal).sum(-1)[..., rows].mean(-1)  # (layers, heads)
-    return score, maps
+    scores, first = [], None
+    for i in range(n_seqs):
+        maps = np.nan_to_num(stack_attention([a[i:i + 1] for a in out.attentions]))  # (layers, heads, L, L)
+        ideal = ideal_induction(b.tokens[i].tolist())
+        rows = ideal.sum(1) > 0
+        scores.append((maps * ideal).sum(-1)[..., rows].mean(-1))  # (layers, heads)
+        first = maps if first is None else first
+    return np.mean(scores, axis=0), first, b.tokens[0].tolist()
 
 
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
@@ -53,12 +57,12 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
     for snap in trainer.run():
         rows.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4)})
         progress(f"induction: step {snap.step} second-half loss {snap.heldout_loss:.3f}")
-    score, maps = induction_scores(trainer.model, s["seq_len"], s["score_seqs"])
+    score, maps, tokens = induction_scores(trainer.model, s["seq_len"], s["score_seqs"])
     return {"settings": {**s, "model": "attention-only (ffn none), rope, pre-LN", "optimizer": "AdamW, warm-up then cosine",
                          "train_seconds": round(trainer.elapsed, 1)},
             "rows": rows,
             "induction_score": [[round(float(v), 4) for v in layer] for layer in score],
-            "attention": np.round(maps, 3).tolist()}
+            "attention": np.round(maps, 3).tolist(), "attention_tokens": tokens}
 
 
 def table_rows(result: dict) -> list:

@@ -29,6 +29,7 @@ SYMBOLS = list(range(ord("0"), ord("0") + 64))   # 64 content symbols: '0'..'o' 
 KEYS = list(range(ord("a"), ord("z") + 1))       # associative recall / retrieval keys
 VALUES = list(range(ord("0"), ord("9") + 1))     # ... and their values (chance ln 10 = 2.30)
 FILLER = list(range(ord("A"), ord("Z") + 1))     # retrieval: the distractors between fact and question
+PREFIX = list(range(ord("p"), ord("~") + 1))     # induction: random lead-in, disjoint from SYMBOLS
 SEP = ord("|")
 PAD = ord(".")
 QUERY = ord("?")
@@ -49,7 +50,7 @@ class Task:
     name: str
     summary: str
     make: Callable          # (batch, L, generator, split) -> Batch
-    ideal: Optional[Callable] = None  # L -> (L, L) float array, rows sum to 1 where defined (else 0)
+    ideal: Optional[Callable] = None  # probe tokens -> (L, L) float array, one-hot rows where defined (else 0)
     chance: str = ""
 
     def batch(self, batch: int, seq_len: int, gen: torch.Generator, split: str = "train") -> Batch:
@@ -105,8 +106,9 @@ def _sort(batch, L, gen, split):
     return _seq2seq(batch, L, gen, lambda x: x.sort(dim=1).values)
 
 
-def _ideal_copy(L: int) -> np.ndarray:
+def _ideal_copy(tokens) -> np.ndarray:
     """Query ``p`` (predicting the token at ``p + 1`` = source ``p + 1 - (n + 1)``) reads key ``p - n``."""
+    L = len(tokens)
     n = (L - 1) // 2
     a = np.zeros((L, L), np.float32)
     for p in range(n, 2 * n):
@@ -114,8 +116,9 @@ def _ideal_copy(L: int) -> np.ndarray:
     return a
 
 
-def _ideal_reverse(L: int) -> np.ndarray:
+def _ideal_reverse(tokens) -> np.ndarray:
     """Query ``p`` predicts source ``2n - 1 - p``: the anti-diagonal of the answer half."""
+    L = len(tokens)
     n = (L - 1) // 2
     a = np.zeros((L, L), np.float32)
     for p in range(n, 2 * n):
@@ -173,25 +176,36 @@ def _retrieval(batch, L, gen, split):
 
 
 def _induction(batch, L, gen, split):
-    """``x x``: ``n = L // 2`` distinct symbols repeated; the second copy (after its first token,
-    which nothing predicts) is scored."""
-    n = L // 2
-    x = _distinct(SYMBOLS, batch, n, gen)
-    tokens = torch.full((batch, L), PAD, dtype=torch.long)
-    tokens[:, :n] = x
-    tokens[:, n:2 * n] = x
+    """``prefix x x``: ``n`` distinct symbols repeated, after a random prefix from another alphabet.
+    ``n`` varies per sequence (``L // 4 .. L // 2``), so the distance back to the earlier copy is not
+    a constant a model could learn from positions alone: only looking up the earlier occurrence of
+    the current token works. The second copy (after its first token, which nothing predicts) is scored."""
+    tokens = torch.empty(batch, L, dtype=torch.long)
     mask = torch.zeros(batch, L, dtype=torch.bool)
-    mask[:, n + 1:2 * n] = True
+    lo, hi = max(2, L // 4), L // 2
+    n_all = torch.randint(lo, hi + 1, (batch,), generator=gen)
+    for b, n in enumerate(n_all.tolist()):
+        r = L - 2 * n
+        x = _distinct(SYMBOLS, 1, n, gen)[0]
+        tokens[b, :r] = _pick(PREFIX, (r,), gen)
+        tokens[b, r:r + n] = x
+        tokens[b, r + n:] = x
+        mask[b, r + n + 1:] = True
     return Batch(tokens, mask)
 
 
-def ideal_induction(L: int) -> np.ndarray:
-    """Query ``p`` in the second copy (token ``x[p - n]``) reads key ``p - n + 1``: the token after
-    the earlier occurrence of its own token."""
-    n = L // 2
+def ideal_induction(tokens) -> np.ndarray:
+    """Query ``p`` whose token occurred earlier at ``j`` reads key ``j + 1``, the token after that
+    earlier occurrence (the last one before ``p - 1``); rows of first occurrences stay 0."""
+    tokens = list(tokens)
+    L = len(tokens)
     a = np.zeros((L, L), np.float32)
-    for p in range(n, 2 * n):
-        a[p, p - n + 1] = 1.0
+    last = {}
+    for p, t in enumerate(tokens):
+        j = last.get(t)
+        if j is not None and j + 1 < p and t not in PREFIX:
+            a[p, j + 1] = 1.0
+        last[t] = p
     return a
 
 
@@ -267,9 +281,10 @@ def task_names() -> list:
     return [*TASKS, "lm", "masked"]
 
 
-def ideal_pattern(name: str, L: int) -> Optional[np.ndarray]:
+def ideal_pattern(name: str, tokens) -> Optional[np.ndarray]:
+    """The attention that solves task ``name`` on these tokens (e.g. the probe's), or None."""
     task = TASKS.get(name)
-    return None if task is None or task.ideal is None else task.ideal(L)
+    return None if task is None or task.ideal is None else task.ideal(list(tokens))
 
 
 def model_input(batch: Batch, causal: bool) -> torch.Tensor:

@@ -26,17 +26,24 @@ def test_seq2seq_layout(name, transform):
 
 
 def test_induction_layout_and_ideal_stripe():
-    b = T.get_task("induction").batch(2, 10, _gen())
+    b = T.get_task("induction").batch(16, 20, _gen())
+    lengths = set()
     for row, m in zip(b.tokens.tolist(), b.mask.tolist()):
-        assert row[:5] == row[5:] and len(set(row[:5])) == 5  # distinct symbols, repeated
-        assert m == [False] * 6 + [True] * 4  # the first token of the copy is unpredictable
-    ideal = T.ideal_induction(10)
-    # query 7 holds x[2] (earlier at 2): it should read key 3, the token after the earlier occurrence
-    assert ideal[7, 3] == 1 and ideal[7].sum() == 1 and ideal[:5].sum() == 0
+        r = sum(t in T.PREFIX for t in row)  # the lead-in, then x x
+        n = (20 - r) // 2
+        lengths.add(n)
+        assert 5 <= n <= 10 and all(t in T.PREFIX for t in row[:r])
+        assert row[r:r + n] == row[r + n:] and len(set(row[r:r + n])) == n  # distinct symbols, repeated
+        assert m == [False] * (r + n + 1) + [True] * (n - 1)  # the first token of the copy is unpredictable
+    assert len(lengths) > 2  # the copy distance varies: positions alone cannot solve it
+    # hand example: lead-in 'p', x = 'ABC': query 5 holds 'B' (earlier at 2): it reads key 3 ('C')
+    ideal = T.ideal_induction([ord(c) for c in "pABCABC"])
+    assert ideal[5, 3] == 1 and ideal[5].sum() == 1 and ideal[4, 2] == 1 and ideal[6, 4] == 1
+    assert ideal[:4].sum() == 0
 
 
 def test_copy_ideal_is_offset_diagonal():
-    ideal = T.ideal_pattern("copy", 11)  # n = 5; query 5 (SEP) predicts x[0] at key 0
+    ideal = T.ideal_pattern("copy", range(11))  # n = 5; query 5 (SEP) predicts x[0] at key 0
     assert [int(np.argmax(ideal[p])) for p in range(5, 10)] == [0, 1, 2, 3, 4]
     assert ideal[:5].sum() == 0 and ideal[10].sum() == 0
 
