@@ -113,11 +113,13 @@ def test_aux_loss_is_part_of_the_training_loss():
 
 
 def test_short_induction_run_reaches_a_low_second_half_loss():
+    """The slowest test here (~20 s on one core): induction needs a few hundred steps to switch on
+    (the loss sits near ln 64 until the heads form, then falls)."""
     cfg = ModelConfig(n_layers=2, d_model=64, n_heads=4, ffn="none", position="rope", max_len=64)
-    run = tr.RunConfig(task="induction", steps=150, every=150, batch_size=32, seq_len=32, lr=3e-3,
-                       warmup=10, grad_norms=False, probe=False)
+    run = tr.RunConfig(task="induction", steps=350, every=350, batch_size=32, seq_len=48, lr=3e-3, warmup=20,
+                       schedule="constant", grad_norms=False, probe=False)
     snaps = list(tr.train(cfg, run))
-    assert snaps[0].heldout_loss > 3.0 and snaps[-1].heldout_loss < 0.3
+    assert snaps[0].heldout_loss > 4.0 and snaps[-1].heldout_loss < 1.0  # chance after the alphabet: ln 64 = 4.16
 
 
 def test_bad_runs_and_caps_are_refused():
