@@ -12,7 +12,10 @@ attention pattern a model that solved it would use, drawn beside the learned map
 copy attends the offset diagonal (the token one copy-length back), induction the stripe one after
 the earlier occurrence of the current token (Olsson et al. 2022), reverse the anti-diagonal.
 ``lm`` is byte-level language modelling on text that ships with Python (``pydoc_data.topics``,
-the interpreter's own documentation, ~460 KB) or on the user's text, with a held-out tail split.
+the interpreter's own documentation, ~460 KB) or on the user's text, with a held-out tail split;
+``masked`` scores a random 15% of the same bytes, the objective bidirectional-only attention
+(linformer, nystrom) can train on. A non-causal model reads every scored token replaced by
+``MASK`` (``model_input``), so no task lets a model see the answer it is scored on.
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ import logging
 import queue
 import tempfile
 import threading
+from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
@@ -94,14 +95,23 @@ def _initial_attention(trainer: Trainer):
 
 
 def _key(cfg_json: str, run: RunConfig) -> str:
-    return json.dumps([json.loads(cfg_json), {**run.to_dict(), "text": run.text}], sort_keys=True)
+    """What identifies a run; ``steps`` and ``every`` are left out, so raising the steps continues it."""
+    d = {**run.to_dict(), "text": run.text}
+    d.pop("steps"), d.pop("every")
+    return json.dumps([json.loads(cfg_json), d], sort_keys=True)
 
 
 def _trainer_for(state: dict, cfg_json: str, run: RunConfig) -> tuple:
     """The session's run if its settings are unchanged, else a fresh one; ``(state, note)``."""
     cfg = check_caps(as_config(cfg_json), run)
     key = _key(cfg.to_json(), run)
-    if state.get("trainer") is not None and state.get("key") == key and not state["trainer"].done:
+    if state.get("trainer") is not None and state.get("key") == key:
+        trainer = state["trainer"]
+        if run.steps != trainer.run_cfg.steps:  # continue with the new total (the schedule stretches)
+            trainer.run_cfg = replace(trainer.run_cfg, steps=run.steps, every=run.every)
+        if trainer.done:
+            raise ConfigError("steps", run.steps, f"more than the {trainer.step} steps this run has done (or ↺ Reset "
+                              "to train again from the initial weights)")
         return state, ""
     note = ""
     if state.get("trainer") is not None and state.get("key") != key:
