@@ -12,7 +12,7 @@ import torch
 
 from models import ModelConfig
 
-from .tasks import Batch, get_task, scored_loss
+from .tasks import Batch, python_docs, scored_loss, split_corpus
 from .training import RunConfig, Trainer
 
 TITLE = "train short, test long (Press et al. 2022)"
@@ -25,21 +25,28 @@ def settings(quick: bool) -> dict:
         return {"n_layers": 1, "d_model": 32, "n_heads": 2, "train_len": 16, "eval_lens": [16, 32], "batch_size": 4,
                 "steps": 4, "lr": 3e-3, "eval_seqs": 2, "eval_tokens": 8, "learned_max_len": 16}
     return {"n_layers": 2, "d_model": 64, "n_heads": 4, "train_len": 64, "eval_lens": [64, 128, 256, 512, 1024],
-            "batch_size": 32, "steps": 300, "lr": 3e-3, "eval_seqs": 8, "eval_tokens": 64, "learned_max_len": 256}
+            "batch_size": 32, "steps": 300, "lr": 3e-3, "eval_seqs": 16, "eval_tokens": 64, "learned_max_len": 256}
 
 
-def _eval_batch(task, L: int, n: int, last: int) -> Batch:
-    """``n`` held-out windows of length ``L`` (the same for every encoding), the last ``last`` tokens scored."""
-    b = task.batch(n, L, torch.Generator().manual_seed(4242 + L), "heldout")
-    mask = torch.zeros_like(b.mask)
-    mask[:, L - last:] = True
-    return Batch(b.tokens, mask)
+def _eval_batches(lengths: list, n: int, last: int) -> dict:
+    """``{L: Batch}``: ``n`` held-out windows per length that all END at the same ``n`` positions, the
+    last ``last`` tokens scored: every length scores the very same bytes, only the context before
+    them grows (so the rows differ by the length alone, not by which text was drawn)."""
+    held = torch.tensor(list(split_corpus(python_docs())[1]), dtype=torch.long)
+    top = max(lengths)
+    ends = torch.randint(top, len(held) + 1, (n,), generator=torch.Generator().manual_seed(4242)).tolist()
+    out = {}
+    for L in lengths:
+        tokens = torch.stack([held[e - L:e] for e in ends])  # (n, L)
+        mask = torch.zeros(n, L, dtype=torch.bool)
+        mask[:, L - last:] = True
+        out[L] = Batch(tokens, mask)
+    return out
 
 
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
     s = settings(quick)
-    task = get_task("lm")
-    evals = {L: _eval_batch(task, L, s["eval_seqs"], s["eval_tokens"]) for L in s["eval_lens"]}
+    evals = _eval_batches(s["eval_lens"], s["eval_seqs"], s["eval_tokens"])
     rows, train_s = [], {}
     for pos in POSITIONS:
         max_len = s["learned_max_len"] if pos == "learned" else max(s["eval_lens"])
