@@ -16,7 +16,7 @@ import torch
 from kernels.measure import measure_peak
 from models import ConfigError, ModelConfig, choices
 
-from .tasks import get_task, model_input, scored_loss
+from .tasks import model_input, scored_loss
 from .training import RunConfig, Trainer
 
 TITLE = "quality vs speed vs memory of every attention (Long Range Arena style)"

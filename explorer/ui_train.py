@@ -31,7 +31,7 @@ from . import checkpoint, plots_train, reproduce
 from .configs import as_config
 from .plots import message_figure
 from .seeding import build
-from .tasks import get_task, ideal_pattern, model_input, task_names
+from .tasks import ideal_pattern, model_input, task_names
 from .training import (MAX_BATCH_TOKENS, MAX_TRAIN_PARAMS, MAX_TRAIN_STEPS, MAX_WALL_S, RunConfig, Trainer,
                        check_caps, stack_attention)
 

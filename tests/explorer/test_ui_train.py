@@ -1,11 +1,9 @@
 """Train tab handlers without a browser: play streams figures, the stop flag ends the loop between
 steps, a tampered upload is refused with a message, and a reproduction streams then draws."""
 import json
-import threading
 
-import pytest
 
-from explorer import checkpoint, reproduce
+from explorer import reproduce
 from explorer import ui_train as U
 
 CFG = json.dumps(U.small_config().replace(d_model=32, n_layers=1).to_dict())
