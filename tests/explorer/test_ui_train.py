@@ -2,7 +2,6 @@
 steps, a tampered upload is refused with a message, and a reproduction streams then draws."""
 import json
 
-
 from explorer import reproduce
 from explorer import ui_train as U
 
