@@ -305,6 +305,7 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
 
     inputs = [state, config, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights]
     outputs = [state, status, curves, attention, grads]
+    # at most two trainings or reproductions at once on the server: each uses one core
     play_ev = play_btn.click(play, inputs, outputs, api_name="train_play", concurrency_id="train",
                              concurrency_limit=2, show_progress="hidden")
 
@@ -312,7 +313,7 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
         yield from play(*a, one_step=True)
 
     step_ev = step_btn.click(one_step, inputs, outputs, api_name="train_step", concurrency_id="train",
-                             show_progress="hidden")
+                             concurrency_limit=2, show_progress="hidden")
     # no cancels=: the loop sees the flag before its next step and sends its last snapshot ("stopped at")
     pause_btn.click(pause, [state], [state], api_name="train_pause", queue=False)
     reset_btn.click(reset, [state, config], [state, status, curves, attention, grads, files], api_name="train_reset",
@@ -322,7 +323,8 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
     download_btn.click(download, [state], [files], api_name="train_download")
     upload_btn.upload(upload, [state, upload_btn], [state, config, status], api_name="train_upload")
     repro_btn.click(run_reproduction, [repro_name, state], [state, repro_md, repro_plot, repro_table],
-                               api_name="train_reproduce", concurrency_id="train", show_progress="minimal")
+                               api_name="train_reproduce", concurrency_id="train", concurrency_limit=2,
+                               show_progress="minimal")
     repro_stop.click(stop_reproduction, [state], [state], api_name="train_reproduce_stop", queue=False)
     return SimpleNamespace(state=state, config=config, task=task, steps=steps, lr=lr, warmup=warmup,
                            schedule=schedule, batch=batch, seq_len=seq_len, seed=seed, text=text, weights=weights,
