@@ -205,6 +205,7 @@ class Trainer:
     def train_step(self) -> float:
         """One optimizer step on a fresh batch; returns the training loss (task loss + aux)."""
         run = self.run_cfg
+        self.model.train()  # another view (e.g. the app's "trained weights" tabs) may have set eval mode
         batch = self.task.batch(run.batch_size, run.seq_len, self.data_gen, "train")
         for group in self.opt.param_groups:
             group["lr"] = lr_at(run, self.step)

@@ -123,6 +123,17 @@ def _trainer_for(state: dict, cfg_json: str, run: RunConfig) -> tuple:
     return {**state, "trainer": trainer, "key": key, "snap": None, "stop": threading.Event()}, note
 
 
+def trained_model(state):
+    """``(ModelConfig, model in eval mode)`` of this session's run (or its uploaded model), else None:
+    what the other tabs draw when their "weights: trained" switch is on (pass ``tab.state``)."""
+    state = state or {}
+    if state.get("trainer") is not None:
+        return state["trainer"].cfg, state["trainer"].model.eval()
+    if state.get("uploaded") is not None:
+        return as_config(state["uploaded_key"]), state["uploaded"].eval()
+    return None
+
+
 # ---------------------------------------------------------------------------- handlers
 def play(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights, one_step=False):
     """Generator: (state, status, curves, attention, grads) after every snapshot."""

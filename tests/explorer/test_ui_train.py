@@ -49,6 +49,13 @@ def test_download_then_upload_and_tampered_upload(tmp_path):
     assert "Refused" in status and "modified" in status
 
 
+def test_trained_model_for_the_other_tabs():
+    assert U.trained_model(None) is None
+    state = list(_play(None))[-1][0]
+    cfg, model = U.trained_model(state)
+    assert cfg.to_dict() == json.loads(CFG) and model is state["trainer"].model and not model.training
+
+
 def test_initial_weights_switch_draws_the_untrained_maps():
     state = list(_play(None, steps=20))[-1][0]
     trained = U._figures(state, "trained")[1]
