@@ -332,11 +332,3 @@ def train(model_cfg, run: RunConfig, stop: Optional[Callable[[], bool]] = None, 
     trainer = Trainer(model_cfg, run)
     yield from trainer.run(stop=stop, max_wall_s=max_wall_s)
 
-
-def final_loss(model_cfg, run: RunConfig) -> tuple:
-    """Train to the end without probes or gradient norms; return ``(trainer, history)``."""
-    run = RunConfig(**{**asdict(run), "grad_norms": False, "probe": False})
-    trainer = Trainer(model_cfg, run)
-    for _ in trainer.run():
-        pass
-    return trainer, trainer.history
