@@ -64,9 +64,9 @@ def _status(trainer: Trainer, snap, note: str = "") -> str:
              f"{snap.elapsed_s:.1f} s"]
     msg = " · ".join(parts)
     if snap.message:
-        msg += f"\n\n⏸ {snap.message}."
+        msg += f"\n\n■ {snap.message}."
     elif snap.done:
-        msg += "\n\n✅ Finished: download the trained model below, or ↺ reset."
+        msg += "\n\n✓ Finished: download the trained model below, or ↺ reset."
     return msg + (f"\n\n{note}" if note else "")
 
 
@@ -286,7 +286,7 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
                            elem_id="train-weights")
     with gr.Row():
         play_btn = gr.Button("▶ Play", variant="primary", elem_id="train-play")
-        pause_btn = gr.Button("⏸ Pause", elem_id="train-pause")
+        pause_btn = gr.Button("❚❚ Pause", elem_id="train-pause")
         step_btn = gr.Button("Step", elem_id="train-step")
         reset_btn = gr.Button("↺ Reset", elem_id="train-reset")
     status = gr.Markdown("Press ▶ Play.", elem_id="train-status")
