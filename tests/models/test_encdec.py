@@ -4,11 +4,14 @@ import math
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import torch.nn.functional as F
 from torch import nn
 
 from models import ConfigError, ModelConfig, build_model, choices
 from models.architectures import ARCHITECTURE
+from models.attention import PATTERNS
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=4, d_ff=64, max_len=64, window=4, stride=4, block_size=4,
              n_global=1, n_random=1, chunk_size=4, n_features=16, proj_len=16, n_landmarks=4, max_span=8,
@@ -265,3 +268,43 @@ def test_padding_with_a_mechanism_that_takes_no_key_mask_is_refused():
     with pytest.raises(ConfigError) as e:
         model(_tokens(1, 8, 0), _tokens(1, 4, 0), src_mask=mask)
     assert e.value.field == "src_mask" and "lsh" in str(e.value)
+
+
+@st.composite
+def _encdec_cases(draw):
+    c = choices()
+    kw = dict(SMALL, architecture="encoder_decoder", causal=True, n_layers=1,
+              attention=draw(st.sampled_from(c["attention"])), position=draw(st.sampled_from(c["position"])),
+              norm_placement=draw(st.sampled_from(c["norm_placement"])), norm=draw(st.sampled_from(c["norm"])),
+              ffn=draw(st.sampled_from(c["ffn"])), n_kv_heads=draw(st.sampled_from([None, 1, 2])),
+              n_encoder_layers=draw(st.integers(1, 2)), n_decoder_layers=draw(st.integers(1, 2)),
+              seed=draw(st.integers(0, 99)))
+    ls, lt = draw(st.integers(1, 20)), draw(st.integers(1, 20))
+    real = draw(st.integers(1, ls))  # real source tokens of the first sequence; the rest is padding
+    return kw, ls, lt, real
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_encdec_cases())
+def test_random_encoder_decoders_are_refused_or_run_with_exact_cross_attention(case):
+    kw, ls, lt, real = case
+    cfg = ModelConfig(**kw)
+    try:
+        cfg.validate()
+    except ConfigError as e:
+        assert e.field in ModelConfig().to_dict() and "is not valid" in str(e)
+        return
+    model = build_model(cfg)
+    src, tgt = _tokens(2, ls, kw["seed"]), _tokens(2, lt, kw["seed"] + 1)
+    mask = None
+    if cfg.attention in PATTERNS:
+        mask = torch.ones(2, ls, dtype=torch.bool)
+        mask[0, real:] = False
+    out = model(src, tgt, src_mask=mask, return_attention=True)
+    assert out.logits.shape == (2, lt, 256) and torch.isfinite(out.logits).all()
+    assert len(out.layers) == model.enc_cfg.n_layers + model.dec_cfg.n_layers
+    for a in out.cross_attentions:
+        torch.testing.assert_close(a.sum(-1), torch.ones(2, cfg.n_heads, lt))
+        if mask is not None:
+            assert (a[0, :, :, real:] == 0).all()
+    (out.logits.pow(2).mean() + out.aux_loss).backward()
