@@ -88,8 +88,12 @@ class CrossAttention(nn.Module):
             # the kernels take queries as the last Lq of the keys (Lq <= Lk); without a causal mask or
             # relative terms every query is independent, so longer targets run in chunks of Ls queries
             ls = k.shape[2]
-            out = torch.cat([kernels.attention(q[:, :, i:i + ls], k, v, causal=False, softcap=cfg.softcap)
-                             for i in range(0, Lt, ls)], dim=2)  # (B, h, Lt, d_h)
+            if Lt <= ls:
+                out = kernels.attention(q, k, v, causal=False, softcap=cfg.softcap)  # (B, h, Lt, d_h)
+            else:
+                out = torch.cat([kernels.attention(q[:, :, i:i + ls].contiguous(), k, v, causal=False,
+                                                   softcap=cfg.softcap)
+                                 for i in range(0, Lt, ls)], dim=2)  # (B, h, Lt, d_h)
         y = out.transpose(1, 2).reshape(B, Lt, h * dh)  # (B, Lt, h * d_h)
         return self.out_proj(y)
 

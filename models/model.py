@@ -12,6 +12,12 @@ the next call. ``state=None`` starts from an empty memory (``model.new_state(bat
 the same, explicitly); states are immutable, so several users / streams can each keep their own.
 For several segments the per-layer info is merged as ``memory_view.merge_segments`` describes
 (attention maps over all keys used in the call, per-token entries concatenated).
+
+``cfg.architecture`` (``models/architectures.py``) picks the model: ``decoder_only`` and
+``encoder_only`` are this ``TransformerModel`` with the record's head (LM head / masked-LM head);
+``encoder_decoder`` is ``EncoderDecoderModel`` (``models/encdec.py``), called as
+``model(src, tgt, src_mask=None, return_attention=False)``, whose output also carries
+``encoder_attentions`` and ``cross_attentions``.
 """
 from __future__ import annotations
 
