@@ -26,7 +26,7 @@ PRESETS: dict = {
              ffn="gelu", causal=True)),
     "T5 (2020)": (
         "Raffel et al. 2020: encoder-decoder; relative position buckets (one bias table per stack, shared "
-        "by its layers), pre-norm RMSNorm (no bias), ReLU.",
+        "by its layers), pre-norm RMSNorm (no bias), ReLU (here with FFN biases, which T5 drops).",
         dict(architecture="encoder_decoder", attention="full", position="t5", norm_placement="pre",
              norm="rmsnorm", ffn="relu", causal=True)),
     "Sparse Transformer (2019)": (

@@ -1,7 +1,5 @@
 """The architecture choice: encoder-decoder against torch.nn.Transformer, cross-attention and padding
 properties, decoder causality, the encoder-only head, the refusals and their reasons."""
-import math
-
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -211,7 +209,6 @@ def test_encoder_only_head_is_the_masked_lm_formula():
     cfg, model = _build(**SMALL, architecture="encoder_only", causal=False, position="learned")
     h = model.head
     x = torch.randn(2, 5, 32)
-    mu, var = None, None
     y = F.gelu(x @ h.dense.weight.T + h.dense.bias)
     mu, var = y.mean(-1, keepdim=True), y.var(-1, unbiased=False, keepdim=True)
     y = (y - mu) / torch.sqrt(var + 1e-5) * h.norm.weight + h.norm.bias
