@@ -17,16 +17,18 @@ PRESETS: dict = {
         dict(attention="full", position="sinusoidal", norm_placement="post", norm="layernorm", ffn="relu",
              causal=True)),
     "BERT (2018)": (
-        "Devlin et al. 2018: bidirectional encoder, learned positions, post-LN, GELU.",
-        dict(attention="full", position="learned", max_len=512, norm_placement="post", norm="layernorm",
-             ffn="gelu", causal=False)),
+        "Devlin et al. 2018: encoder-only (bidirectional, masked-LM head), learned positions, post-LN, GELU.",
+        dict(architecture="encoder_only", attention="full", position="learned", max_len=512,
+             norm_placement="post", norm="layernorm", ffn="gelu", causal=False)),
     "GPT-2 (2019)": (
         "Radford et al. 2019: causal decoder, learned positions, pre-LN, GELU.",
         dict(attention="full", position="learned", max_len=1024, norm_placement="pre", norm="layernorm",
              ffn="gelu", causal=True)),
     "T5 (2020)": (
-        "Raffel et al. 2020, encoder: relative position buckets, pre-norm RMSNorm, ReLU.",
-        dict(attention="full", position="t5", norm_placement="pre", norm="rmsnorm", ffn="relu", causal=False)),
+        "Raffel et al. 2020: encoder-decoder; relative position buckets (one bias table per stack, shared "
+        "by its layers), pre-norm RMSNorm (no bias), ReLU (here with FFN biases, which T5 drops).",
+        dict(architecture="encoder_decoder", attention="full", position="t5", norm_placement="pre",
+             norm="rmsnorm", ffn="relu", causal=True)),
     "Sparse Transformer (2019)": (
         "Child et al. 2019: strided factorised attention, pre-activation residuals, GELU.",
         dict(attention="strided", stride=16, position="learned", max_len=4096, norm_placement="pre",
@@ -123,6 +125,16 @@ PRESETS: dict = {
         "timing signal and ACT halting per token (threshold 1 - 0.01); post-LN, ReLU.",
         dict(attention="full", position="sinusoidal", layer="universal", act=True, act_threshold=0.99,
              norm_placement="post", norm="layernorm", ffn="relu", causal=True)),
+    # issue 11 section 1: encoder-decoder architectures (models/architectures.py)
+    "Original Transformer (Vaswani 2017, encoder-decoder)": (
+        "Vaswani et al. 2017: bidirectional encoder + causal decoder with cross-attention in every "
+        "layer; sinusoidal positions, post-LN, ReLU.",
+        dict(architecture="encoder_decoder", attention="full", position="sinusoidal", norm_placement="post",
+             norm="layernorm", ffn="relu", causal=True)),
+    "BART (2020)": (
+        "Lewis et al. 2020: encoder-decoder with learned positions (one table per stack), post-LN, GELU.",
+        dict(architecture="encoder_decoder", attention="full", position="learned", max_len=1024,
+             norm_placement="post", norm="layernorm", ffn="gelu", causal=True)),
 }
 
 CUSTOM = "(custom)"

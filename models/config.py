@@ -20,7 +20,7 @@ from .registry import registries
 
 __all__ = ["ModelConfig", "ConfigError", "CATEGORIES", "MAX_PARAMS", "SIZE_RANGES"]
 
-CATEGORIES = ("attention", "position", "norm_placement", "norm", "ffn", "memory", "layer")
+CATEGORIES = ("architecture", "attention", "position", "norm_placement", "norm", "ffn", "memory", "layer")
 
 
 @dataclass
@@ -88,6 +88,10 @@ class ModelConfig:
     act: bool = False
     act_threshold: float = 0.99
     ponder_weight: float = 0.01
+    # issue 11 section 1: architecture (models/architectures.py, models/encdec.py)
+    architecture: str = "decoder_only"
+    n_encoder_layers: Optional[int] = None  # encoder_decoder only; None = n_layers
+    n_decoder_layers: Optional[int] = None  # encoder_decoder only; None = n_layers
 
     # ------------------------------------------------------------------ derived
     @property
@@ -119,7 +123,8 @@ class ModelConfig:
                  "residual": count("norm_placement", norm)}
         final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
         return (2 * self.vocab_size * d + (norm if final else 0) + count("layer", parts)
-                + count("position") + count("memory"))
+                + count("position") + count("memory")
+                + count("architecture"))  # a second stack / another head: the architecture's own count
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict:
@@ -269,4 +274,6 @@ SIZE_RANGES = {
     # section 7 memory: per-layer state, stores and learned slots
     "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
+    # issue 11 section 1: the two stacks of an encoder-decoder, capped like n_layers
+    "n_encoder_layers": (1, 512), "n_decoder_layers": (1, 512),
 }

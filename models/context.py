@@ -67,6 +67,9 @@ class LayerInfo:
     knn_positions: Optional[Tensor] = None       # (B, h, L, k) their absolute positions
     knn_weights: Optional[Tensor] = None         # (B, h, L, k) retrieved softmax
     segments: Optional[list] = None              # per-segment LayerInfo of a merged multi-segment call
+    # -- architecture (encoder-decoder, models/encdec.py)
+    stack: Optional[str] = None                  # "encoder" / "decoder" (None: the single stack of decoder_only)
+    cross_attention: Optional[Tensor] = None     # (B, h, Lt, Ls) decoder -> source attention, when requested
     # -- internal hand-offs to the memory update (cleared by it)
     attn_input: Optional[Tensor] = None          # (B, L, d) this layer's attention input
     knn_new: Optional[tuple] = None              # (keys, values) to append to the kNN store

@@ -12,6 +12,12 @@ the next call. ``state=None`` starts from an empty memory (``model.new_state(bat
 the same, explicitly); states are immutable, so several users / streams can each keep their own.
 For several segments the per-layer info is merged as ``memory_view.merge_segments`` describes
 (attention maps over all keys used in the call, per-token entries concatenated).
+
+``cfg.architecture`` (``models/architectures.py``) picks the model: ``decoder_only`` and
+``encoder_only`` are this ``TransformerModel`` with the record's head (LM head / masked-LM head);
+``encoder_decoder`` is ``EncoderDecoderModel`` (``models/encdec.py``), called as
+``model(src, tgt, src_mask=None, return_attention=False)``, whose output also carries
+``encoder_attentions`` and ``cross_attentions``.
 """
 from __future__ import annotations
 
@@ -22,9 +28,11 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from .architectures import ARCHITECTURE
 from .config import ModelConfig
 from .errors import ConfigError
 from .context import ForwardContext, layer_loss
+from .encdec import EncoderDecoder
 from .layers import LAYER
 from .memory import MEMORY
 from .memory_view import merge_segments
@@ -40,6 +48,9 @@ class ModelOutput:
     hidden_states: list = field(default_factory=list)  # input of each applied layer, (B, L, d)
     layers: list = field(default_factory=list)  # one LayerInfo per applied layer (stats of the variants)
     state: Any = None                          # memory state to pass to the next call
+    # encoder_decoder only (None for the single-stack architectures); ``attentions`` is then the decoder's
+    encoder_attentions: Optional[list] = None  # one (B, h, Ls, Ls) per encoder layer, or None
+    cross_attentions: Optional[list] = None    # one (B, h, Lt, Ls) per decoder layer, or None
 
 
 class TransformerModel(nn.Module):
@@ -54,7 +65,7 @@ class TransformerModel(nn.Module):
         self.memory = mem(cfg) if mem is not None else None
         final = NORM_PLACEMENT[cfg.norm_placement].build.final_norm
         self.final_norm = NORM[cfg.norm].build(cfg.d_model, cfg) if final else nn.Identity()
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head = ARCHITECTURE[cfg.architecture].build(cfg)  # LM head; encoder_only: masked-LM head
         self._init_weights()
 
     def _init_weights(self):
@@ -139,7 +150,14 @@ class TransformerModel(nn.Module):
                            state=state)
 
 
-def build_model(cfg: ModelConfig) -> TransformerModel:
+class EncoderDecoderModel(EncoderDecoder):
+    """``model(src, tgt, src_mask=None, return_attention=False)`` (models/encdec.py) -> ``ModelOutput``."""
+
+    def forward(self, src, tgt=None, src_mask=None, return_attention: bool = False) -> ModelOutput:
+        return ModelOutput(**self.run(src, tgt, src_mask=src_mask, return_attention=return_attention))
+
+
+def build_model(cfg: ModelConfig) -> nn.Module:
     """Validate ``cfg`` and build its model, seeded with ``cfg.seed`` (global RNG untouched)."""
     if isinstance(cfg, dict):
         cfg = ModelConfig.from_dict(cfg)
@@ -148,7 +166,8 @@ def build_model(cfg: ModelConfig) -> TransformerModel:
     # app) would interleave their draws, so a build holds the RNG to itself.
     with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        return TransformerModel(cfg)
+        cross = ARCHITECTURE[cfg.architecture].caps.cross_attention
+        return (EncoderDecoderModel if cross else TransformerModel)(cfg)
 
 
 _BUILD_LOCK = threading.Lock()
