@@ -42,13 +42,13 @@ PLOT_JS = """(sel) => {""" + DECODE_JS + """
   if (!el || !el.data) return null;
   const out = {traces: el.data.length, names: el.data.map(t => t.name || ''), cells: 0, blank: 0,
                x: el.data.map(t => t.x ? decode(t.x) : [])};
-  for (const v of decode(el.data[0].z)) { out.cells++; if (v === null || Number.isNaN(v)) out.blank++; }
+  for (const v of decode(el.data[0].z)) { out.cells++; if (v === null || Number.isNaN(v) || v === 0) out.blank++; }
   return out;
 }"""
 BLANK_JS = """([sel, blank]) => {""" + DECODE_JS + """
   const e = document.querySelector(sel + ' .js-plotly-plot');
   if (!e || !e.data) return false;
-  return decode(e.data[0].z).filter(v => v === null || Number.isNaN(v)).length !== blank;
+  return decode(e.data[0].z).filter(v => v === null || Number.isNaN(v) || v === 0).length !== blank;
 }"""
 
 

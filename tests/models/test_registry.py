@@ -131,7 +131,7 @@ _FIX = {("attention", "linformer"): dict(causal=False, position="rope"),
         ("attention", "nystrom"): dict(causal=False, position="rope"),
         ("attention", "linear"): dict(position="rope"), ("attention", "performer"): dict(position="rope"),
         ("attention", "lsh"): dict(position="rope"), ("attention", "routing"): dict(position="rope"),
-        ("position", "none"): dict(causal=True)}
+        ("position", "none"): dict(causal=True), ("architecture", "encoder_only"): dict(causal=False)}
 EXTRA = {("position", "t5"): dict(t5_num_buckets=16), ("memory", "compressive"): dict(compression="conv"),
          ("layer", "universal"): dict(act=True), ("layer", "gated"): dict(norm_placement="pre")}
 
