@@ -70,6 +70,13 @@ class ModelConfig:
     max_span: int = 64
     span_ramp: int = 16
     softcap: Optional[float] = None
+    # issue 11 part 1: axial, sinkhorn, clustered, probsparse, synthesizer_dense / synthesizer_random
+    axial_width: int = 32
+    sinkhorn_iters: int = 5
+    sinkhorn_temperature: float = 0.75
+    lloyd_iters: int = 10
+    probsparse_factor: int = 5
+    synthesizer_fixed: bool = False
     # section 6: mixture of experts
     n_experts: int = 4
     top_k: int = 2
@@ -270,3 +277,6 @@ SIZE_RANGES = {
     "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
 }
+# issue 11 part 1 (axial, sinkhorn, clustered, probsparse): row width, iteration counts, Informer's factor c
+SIZE_RANGES.update({"axial_width": (1, 1 << 16), "sinkhorn_iters": (1, 64), "lloyd_iters": (1, 100),
+                    "probsparse_factor": (1, 1024)})
