@@ -72,7 +72,7 @@ class ModelConfig:
     softcap: Optional[float] = None
     # issue 11 part 1: axial, sinkhorn, clustered, probsparse, synthesizer_dense / synthesizer_random
     axial_width: int = 32
-    sinkhorn_iters: int = 5
+    sinkhorn_iters: int = 7
     sinkhorn_temperature: float = 0.75
     lloyd_iters: int = 10
     probsparse_factor: int = 5
