@@ -14,8 +14,8 @@ Causal: the measurement only uses keys ``j <= i``, and a query is active when it
 ``u`` largest of the queries ``<= i`` (a running top-u). Informer's decoder takes the top-u of the
 whole sequence, which would let a future token decide whether a past query gets full attention (a
 leak in an autoregressive model; Informer sidesteps it by feeding zeros for the future). The running
-rule is causal; it activates at least ``u`` queries, about ``u (1 + ln(L / u))`` for scores in a
-random order.
+rule is causal; it activates at least ``u`` queries (about ``u (1 + ln(L / u))`` if the ``M`` came in a
+random order; more in practice, since ``M`` over ``i + 1`` keys tends to grow with ``i``).
 """
 from __future__ import annotations
 
