@@ -125,5 +125,6 @@ def test_rope_is_refused_because_there_is_no_query_key_product():
 
 def test_random_matrix_size_is_capped():
     with pytest.raises(ConfigError) as e:
-        ModelConfig(**{**SMALL, "attention": "synthesizer_random", "max_len": 4097, "synthesizer_fixed": True}).validate()
+        ModelConfig(**{**SMALL, "attention": "synthesizer_random", "max_len": 4097,
+                       "synthesizer_fixed": True}).validate()
     assert e.value.field == "max_len" and "4096" in str(e.value)
