@@ -34,11 +34,13 @@ def n_active(cfg, L: int) -> int:
     return min(L, cfg.probsparse_factor * math.ceil(math.log(L)))
 
 
-def sparsity(s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """``M(q_i, K) = max_j s_ij - mean_j s_ij`` over the allowed keys: ``[B, h, L, L] -> [B, h, L]``."""
-    n = allowed.sum(-1).clamp_min(1)
+def sparsity(s: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """``M(q_i, K) = max_j s_ij - mean_j s_ij`` over the allowed keys (``allowed [L, L]`` or None for
+    all): ``s [B, h, L, L] -> [B, h, L]``."""
+    if allowed is None:
+        return s.amax(-1) - s.mean(-1)
     top = s.masked_fill(~allowed, float("-inf")).amax(-1)
-    return top - s.masked_fill(~allowed, 0.0).sum(-1) / n
+    return top - s.masked_fill(~allowed, 0.0).sum(-1) / allowed.sum(-1).clamp_min(1)
 
 
 def active_queries(m: torch.Tensor, u: int, causal: bool) -> torch.Tensor:
@@ -66,14 +68,17 @@ class ProbSparseAttention(nn.Module):
         if cfg.softcap is not None:
             s = cfg.softcap * torch.tanh(s / cfg.softcap)
         pos = torch.arange(L, device=q.device)
-        rel = (pos[None, :] - pos[:, None]).expand(B, h, L, L)  # j - i
-        bias = pair_bias(mods, rel, L, h)
+        rel = pos[None, :] - pos[:, None]  # (L, L): j - i
+        bias = pair_bias(mods, rel[None, None], L, h)
         if bias is not None:
             s = s + bias
-        allowed = rel <= 0 if cfg.causal else torch.ones_like(rel, dtype=torch.bool)
+        allowed = rel <= 0 if cfg.causal else None  # (L, L), None: every key
         active = active_queries(sparsity(s, allowed), n_active(cfg, L), cfg.causal)  # (B, h, L)
-        full = torch.softmax(s.masked_fill(~allowed, NEG), dim=-1)
-        lazy = allowed.float() / allowed.sum(-1, keepdim=True)  # uniform over the visible keys
+        if allowed is None:
+            full, lazy = torch.softmax(s, dim=-1), s.new_full((L, L), 1.0 / L)
+        else:
+            full = torch.softmax(s.masked_fill(~allowed, NEG), dim=-1)
+            lazy = allowed.float() / allowed.sum(-1, keepdim=True)  # uniform over the visible keys
         p = torch.where(active.unsqueeze(-1), full, lazy)  # (B, h, L, L)
         out = (p @ v.float()).to(q.dtype)
         return out, p.to(q.dtype) if ctx.need_weights else None, {}
