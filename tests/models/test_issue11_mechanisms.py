@@ -8,6 +8,8 @@ test_axial_sinkhorn.py, test_clustered_probsparse.py and test_synthesizer.py.
 """
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from models import ConfigError, ModelConfig, build_model, choices
 from models.attention import ATTENTION
@@ -180,3 +182,30 @@ def test_inputs_longer_than_max_len_are_a_config_error(key):
     with pytest.raises(ConfigError) as e:
         run(core, q, k, v)
     assert e.value.field == "max_len" and "17" in str(e.value)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=st.sampled_from(KEYS), causal=st.booleans(), L=st.integers(1, 33), n_heads=st.sampled_from([2, 3, 4]),
+       kv=st.booleans(), block=st.integers(1, 12), width=st.integers(1, 12), clusters=st.integers(1, 40),
+       iters=st.integers(1, 4), factor=st.integers(1, 6), fixed=st.booleans(), seed=st.integers(0, 99))
+def test_random_small_shapes_give_distributions_and_finite_gradients(key, causal, L, n_heads, kv, block, width,
+                                                                    clusters, iters, factor, fixed, seed):
+    try:
+        cfg = ModelConfig(attention=key, causal=causal, n_heads=n_heads, d_model=4 * n_heads,
+                          n_kv_heads=1 if kv else None, max_len=40, block_size=block, axial_width=width,
+                          n_clusters=clusters, lloyd_iters=iters, sinkhorn_iters=iters, probsparse_factor=factor,
+                          synthesizer_fixed=fixed, seed=seed, position="sinusoidal").validate()
+    except ConfigError:
+        return  # clustered with causal=True: refused with its reason
+    core = ATTENTION[key].build(cfg)
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, n_heads, L, 4, generator=g, requires_grad=True)
+    k, v = (torch.randn(2, 1 if kv else n_heads, L, 4, generator=g, requires_grad=True) for _ in range(2))
+    out, probs, _ = run(core, q, k, v, need_weights=True)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, n_heads, L), rtol=0, atol=1e-5)
+    torch.testing.assert_close(probs @ v.repeat_interleave(n_heads // v.shape[1], 1), out, rtol=1e-4, atol=1e-5)
+    if causal:
+        assert (probs[..., torch.ones(L, L, dtype=torch.bool).triu(1)] == 0).all()
+    out.square().sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v) if t.grad is not None)
+    assert all(torch.isfinite(p.grad).all() for p in core.parameters() if p.grad is not None)
