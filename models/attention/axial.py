@@ -38,7 +38,7 @@ def axis_attention(q, k, v, pos, mods, cfg, lk: int, head0: int):
     ``head0`` is the first global head of this group (selects the per-head bias).
     """
     d = q.shape[-1]
-    s = torch.einsum("bhaqd,bhakd->bhaqk", q.float(), k.float()) / math.sqrt(d)  # (B, h, A, N, N)
+    s = torch.einsum("bhaqd,bhakd->bhaqk", q, k) / math.sqrt(d)  # (B, h, A, N, N)
     if cfg.softcap is not None:
         s = cfg.softcap * torch.tanh(s / cfg.softcap)
     pq, pk = pos[:, :, None], pos[:, None, :]  # (A, N, 1), (A, 1, N)
@@ -53,7 +53,7 @@ def axis_attention(q, k, v, pos, mods, cfg, lk: int, head0: int):
         allowed = allowed & (rel <= 0)
     p = torch.softmax(s.masked_fill(~allowed, NEG), dim=-1)
     p = torch.where(allowed, p, 0.0)
-    out = p @ v.float()
+    out = p @ v
     valid = allowed & (pq < lk)
     return out, p, pq.expand_as(rel), pk.expand_as(rel), valid
 
@@ -66,12 +66,14 @@ class AxialAttention(nn.Module):
     def forward(self, q, k, v, mods, ctx):
         cfg = self.cfg
         B, h, L, d = q.shape
+        dtype = q.dtype
         k, v = expand_kv(k, h), expand_kv(v, h)
+        work = torch.promote_types(q.dtype, torch.float32)  # at least fp32, float64 kept
         W = min(cfg.axial_width, L)
         R = -(-L // W)
         pad = R * W - L
         grid = torch.arange(R * W, device=q.device).view(R, W)  # (R, W) absolute positions
-        q, k, v = (F.pad(t, (0, 0, 0, pad)).view(B, h, R, W, d) for t in (q, k, v))  # (B, h, R, W, d_h)
+        q, k, v = (F.pad(t.to(work), (0, 0, 0, pad)).view(B, h, R, W, d) for t in (q, k, v))  # (B, h, R, W, d_h)
         hr = (h + 1) // 2  # row heads; the rest are column heads
         row = axis_attention(q[:, :hr], k[:, :hr], v[:, :hr], grid, mods, cfg, L, 0)
         outs, parts = [row[0].reshape(B, hr, R * W, d)], [row]
@@ -80,11 +82,11 @@ class AxialAttention(nn.Module):
             col = axis_attention(t(q), t(k), t(v), grid.T, mods, cfg, L, hr)
             outs.append(col[0].transpose(2, 3).reshape(B, h - hr, R * W, d))
             parts.append(col)
-        out = torch.cat(outs, dim=1)[:, :, :L].to(q.dtype)  # (B, h, L, d_h)
+        out = torch.cat(outs, dim=1)[:, :, :L].to(dtype)  # (B, h, L, d_h)
         probs = None
         if ctx.need_weights:
             probs = torch.cat([scatter_dense(p, pq, pk, L, L, valid) for _, p, pq, pk, valid in parts], dim=1)
-            probs = probs.to(q.dtype)
+            probs = probs.to(dtype)
         return out, probs, {}
 
 

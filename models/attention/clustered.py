@@ -42,7 +42,7 @@ def initial_centroids(q: torch.Tensor, C: int, seed: int) -> torch.Tensor:
 @torch.no_grad()
 def kmeans(q: torch.Tensor, C: int, iters: int, seed: int) -> torch.Tensor:
     """Lloyd's algorithm on ``q [B, h, L, d]`` -> cluster ids ``[B, h, L]`` in ``[0, C)``."""
-    x = q.float()
+    x = q.to(torch.promote_types(q.dtype, torch.float32))
     mu = initial_centroids(x, C, seed)  # (B, h, C, d)
     for _ in range(iters):
         labels = torch.cdist(x, mu).argmin(-1)  # (B, h, L)
@@ -61,18 +61,19 @@ class ClusteredAttention(nn.Module):
     def forward(self, q, k, v, mods, ctx):
         cfg = self.cfg
         B, h, L, d = q.shape
-        k, v = expand_kv(k, h), expand_kv(v, h)
+        work = torch.promote_types(q.dtype, torch.float32)  # at least fp32, float64 kept
+        k, v = expand_kv(k, h).to(work), expand_kv(v, h).to(work)
         C = min(cfg.n_clusters, L)
         labels = kmeans(q, C, cfg.lloyd_iters, cfg.seed)  # (B, h, L)
-        member = nn.functional.one_hot(labels, C).float()  # (B, h, L, C)
+        member = nn.functional.one_hot(labels, C).to(work)  # (B, h, L, C)
         counts = member.sum(2).unsqueeze(-1)  # (B, h, C, 1)
-        centroids = member.transpose(-1, -2) @ q.float() / counts.clamp_min(1)  # (B, h, C, d_h), grad to q
-        s = centroids @ k.float().transpose(-1, -2) / math.sqrt(d)  # (B, h, C, L)
+        centroids = member.transpose(-1, -2) @ q.to(work) / counts.clamp_min(1)  # (B, h, C, d_h), grad to q
+        s = centroids @ k.transpose(-1, -2) / math.sqrt(d)  # (B, h, C, L)
         if cfg.softcap is not None:
             s = cfg.softcap * torch.tanh(s / cfg.softcap)
         a = torch.softmax(s, dim=-1)  # one attention row per centroid
         idx = labels.unsqueeze(-1)  # (B, h, L, 1)
-        out = (a @ v.float()).gather(2, idx.expand(B, h, L, d)).to(q.dtype)  # (B, h, L, d_h)
+        out = (a @ v).gather(2, idx.expand(B, h, L, d)).to(q.dtype)  # (B, h, L, d_h)
         probs = a.gather(2, idx.expand(B, h, L, L)).to(q.dtype) if ctx.need_weights else None
         return out, probs, {"clusters": labels}
 

@@ -64,7 +64,8 @@ class ProbSparseAttention(nn.Module):
         cfg = self.cfg
         B, h, L, d = q.shape
         k, v = expand_kv(k, h), expand_kv(v, h)
-        s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(d)  # (B, h, L, L)
+        work = torch.promote_types(q.dtype, torch.float32)  # at least fp32, float64 kept
+        s = (q.to(work) @ k.to(work).transpose(-1, -2)) / math.sqrt(d)  # (B, h, L, L)
         if cfg.softcap is not None:
             s = cfg.softcap * torch.tanh(s / cfg.softcap)
         pos = torch.arange(L, device=q.device)
@@ -78,9 +79,9 @@ class ProbSparseAttention(nn.Module):
             full, lazy = torch.softmax(s, dim=-1), s.new_full((L, L), 1.0 / L)
         else:
             full = torch.softmax(s.masked_fill(~allowed, NEG), dim=-1)
-            lazy = allowed.float() / allowed.sum(-1, keepdim=True)  # uniform over the visible keys
+            lazy = allowed.to(work) / allowed.sum(-1, keepdim=True)  # uniform over the visible keys
         p = torch.where(active.unsqueeze(-1), full, lazy)  # (B, h, L, L)
-        out = (p @ v.float()).to(q.dtype)
+        out = (p @ v.to(work)).to(q.dtype)
         return out, p.to(q.dtype) if ctx.need_weights else None, {}
 
 

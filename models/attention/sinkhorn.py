@@ -88,9 +88,10 @@ class SinkhornAttention(nn.Module):
         """``P [B, h, nb, nb]``: row ``a`` says how much of each key block is sorted next to query block ``a``."""
         cfg = self.cfg
         nb = k.shape[2]
-        s = block_summaries(k.float(), valid, cfg.causal)  # (B, h, nb, d_h)
-        hidden = torch.relu(torch.einsum("bhnd,hde->bhne", s, self.w1) + self.b1[:, None])
-        logits = torch.einsum("bhne,hem->bhnm", hidden, self.w2[:, :, :nb]) + self.b2[:, None, :nb]  # (B, h, nb, nb)
+        s = block_summaries(k, valid, cfg.causal)  # (B, h, nb, d_h)
+        w1, b1, w2, b2 = (p.to(s.dtype) for p in (self.w1, self.b1, self.w2, self.b2))
+        hidden = torch.relu(torch.einsum("bhnd,hde->bhne", s, w1) + b1[:, None])
+        logits = torch.einsum("bhne,hem->bhnm", hidden, w2[:, :, :nb]) + b2[:, None, :nb]  # (B, h, nb, nb)
         allowed = torch.ones(nb, nb, dtype=torch.bool, device=k.device)
         if cfg.causal:
             allowed = allowed.tril(-1)  # strictly past blocks
@@ -108,7 +109,8 @@ class SinkhornAttention(nn.Module):
         b = min(cfg.block_size, L)
         nb = -(-L // b)
         pad = nb * b - L
-        q, k, v = (F.pad(t.float(), (0, 0, 0, pad)).view(B, h, nb, b, d) for t in (q, k, v))  # (B, h, nb, b, d_h)
+        work = torch.promote_types(dtype, torch.float32)  # at least fp32, float64 kept
+        q, k, v = (F.pad(t.to(work), (0, 0, 0, pad)).view(B, h, nb, b, d) for t in (q, k, v))  # (B, h, nb, b, d_h)
         valid = (torch.arange(nb * b, device=q.device) < L).view(nb, b)
         P = self.sorting_matrix(k, valid)  # (B, h, nb, nb)
         mix = P[..., None] * valid.to(P.dtype)  # (B, h, nb, nb, b): weight of key (c, t) in slot t of block a

@@ -50,8 +50,9 @@ def _attend(logits: torch.Tensor, v: torch.Tensor, cfg, need_weights: bool):
     if cfg.causal:
         future = torch.ones(L, L, dtype=torch.bool, device=logits.device).triu(1)
         logits = logits.masked_fill(future, NEG)
-    p = torch.softmax(logits.float(), dim=-1)
-    out = (p @ v.float()).to(v.dtype)  # (B, h, L, d_h)
+    work = torch.promote_types(v.dtype, torch.float32)  # at least fp32, float64 kept
+    p = torch.softmax(logits.to(work), dim=-1)
+    out = (p @ v.to(work)).to(v.dtype)  # (B, h, L, d_h)
     probs = p.expand(v.shape[0], -1, -1, -1).to(v.dtype) if need_weights else None
     return out, probs
 
@@ -72,8 +73,9 @@ class DenseSynthesizer(nn.Module):
         B, h, L, d = q.shape
         _check_len(self.cfg, L)
         v = expand_kv(v, h)
-        hidden = torch.relu(torch.einsum("bhld,hde->bhle", q, self.w1) + self.b1[:, None])  # (B, h, L, d_h)
-        logits = torch.einsum("bhle,hen->bhln", hidden, self.w2[:, :, :L]) + self.b2[:, None, :L]  # (B, h, L, L)
+        w1, b1, w2, b2 = (p.to(q.dtype) for p in (self.w1, self.b1, self.w2, self.b2))
+        hidden = torch.relu(torch.einsum("bhld,hde->bhle", q, w1) + b1[:, None])  # (B, h, L, d_h)
+        logits = torch.einsum("bhle,hen->bhln", hidden, w2[:, :, :L]) + b2[:, None, :L]  # (B, h, L, L)
         out, probs = _attend(logits, v, self.cfg, ctx.need_weights)
         return out, probs, {}
 

@@ -209,3 +209,16 @@ def test_random_small_shapes_give_distributions_and_finite_gradients(key, causal
     out.square().sum().backward()
     assert all(torch.isfinite(t.grad).all() for t in (q, k, v) if t.grad is not None)
     assert all(torch.isfinite(p.grad).all() for p in core.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("key,causal", params())
+def test_float64_cores_keep_their_precision(key, causal):
+    """A float64 model (``model.double()``) runs in float64: same result as float32, to fp32 round-off."""
+    cfg, core = core_for(key, causal)
+    q, k, v = qkv()
+    out32, p32, _ = run(core, q, k, v, need_weights=True)
+    core = core.double()
+    out64, p64, _ = run(core, q.double(), k.double(), v.double(), need_weights=True)
+    assert out64.dtype == p64.dtype == torch.float64
+    torch.testing.assert_close(p64.sum(-1), torch.ones(2, 4, 23, dtype=torch.float64), rtol=0, atol=1e-12)
+    torch.testing.assert_close(out64.float(), out32, rtol=1e-4, atol=1e-5)
