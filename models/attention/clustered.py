@@ -3,7 +3,7 @@ Attention".
 
 Per batch element and head, the queries are grouped into ``C = min(n_clusters, L)`` clusters by
 K-means: the initial centroids are ``C`` distinct queries drawn with a generator seeded by
-``cfg.seed`` (the same positions on every call, so the model is deterministic), then ``lloyd_iters``
+``cfg.seed`` (the same positions on every call of a given length, so the model is deterministic), then ``lloyd_iters``
 Lloyd iterations (assign each query to the nearest centroid in Euclidean distance, move each centroid
 to the mean of its queries; a centroid that lost all its queries stays where it was). The
 assignment is an argmin and carries no gradient (it runs under ``no_grad``).

@@ -53,7 +53,7 @@ def _attend(logits: torch.Tensor, v: torch.Tensor, cfg, need_weights: bool):
     work = torch.promote_types(v.dtype, torch.float32)  # at least fp32, float64 kept
     p = torch.softmax(logits.to(work), dim=-1)
     out = (p @ v.to(work)).to(v.dtype)  # (B, h, L, d_h)
-    probs = p.expand(v.shape[0], -1, -1, -1).to(v.dtype) if need_weights else None
+    probs = p.expand(v.shape[0], -1, -1, -1).to(v.dtype).contiguous() if need_weights else None  # own memory per row
     return out, probs
 
 
