@@ -28,8 +28,7 @@ for _p in PATTERNS.values():
     register(ATTENTION, Variant(_p.key, _p.paper, _p.summary, build=PatternAttention,
                                 params=tuple(f for f in _p.params if f != "seed"), check=_p.check,
                                 caps=PATTERN_CAPS))
-for _module in (lsh, routing, linear, lowrank, adaptive_span,
-                axial, clustered, probsparse, sinkhorn, synthesizer):  # issue 11 part 1
+for _module in (lsh, routing, linear, lowrank, adaptive_span, axial, clustered, probsparse, sinkhorn, synthesizer):
     for _v in _module.VARIANTS:
         register(ATTENTION, _v)
 
