@@ -137,6 +137,32 @@ PRESETS: dict = {
              norm_placement="post", norm="layernorm", ffn="gelu", causal=True)),
 }
 
+# issue 11 part 1: the models the axial, sinkhorn, probsparse and synthesizer papers name
+PRESETS.update({
+    "Axial Transformer (2019)": (
+        "Ho et al. 2019: the sequence folded into rows of 32 (a 32-pixel-wide image); half the heads attend "
+        "along the row, half along the column, causal (here with learned positions, pre-LN).",
+        dict(attention="axial", axial_width=32, position="learned", norm_placement="pre", norm="layernorm",
+             ffn="relu", causal=True)),
+    "Sinkhorn Transformer (2020)": (
+        "Tay et al. 2020: blocks of 16, a learned sorting network balanced by 7 Sinkhorn iterations at "
+        "temperature 0.75 sorts one key block next to each query block; causal LM, Tensor2Tensor base "
+        "(sinusoidal positions, pre-LN, ReLU).",
+        dict(attention="sinkhorn", block_size=16, sinkhorn_iters=7, sinkhorn_temperature=0.75,
+             position="sinusoidal", norm_placement="pre", norm="layernorm", ffn="relu", causal=True)),
+    "Informer encoder (2021)": (
+        "Zhou et al. 2021: ProbSparse self-attention (factor c = 5: the 5 ceil(ln L) most peaked queries "
+        "attend, the rest output the mean of V); bidirectional encoder, sinusoidal positions, post-LN, GELU; "
+        "the distilling convolutions between layers are not built.",
+        dict(attention="probsparse", probsparse_factor=5, position="sinusoidal", norm_placement="post",
+             norm="layernorm", ffn="gelu", causal=False)),
+    "Synthesizer (2021)": (
+        "Tay et al. 2021, Dense Synthesizer: each token synthesizes its attention logits with a two-layer MLP, "
+        "no query-key product; causal LM, Tensor2Tensor base (sinusoidal positions, pre-LN, ReLU).",
+        dict(attention="synthesizer_dense", position="sinusoidal", norm_placement="pre", norm="layernorm",
+             ffn="relu", causal=True)),
+})
+
 CUSTOM = "(custom)"
 DEFAULT_PRESET = "LLaMA (2023)"
 

@@ -70,6 +70,13 @@ class ModelConfig:
     max_span: int = 64
     span_ramp: int = 16
     softcap: Optional[float] = None
+    # issue 11 part 1: axial, sinkhorn, clustered, probsparse, synthesizer_dense / synthesizer_random
+    axial_width: int = 32
+    sinkhorn_iters: int = 7
+    sinkhorn_temperature: float = 0.75
+    lloyd_iters: int = 10
+    probsparse_factor: int = 5
+    synthesizer_fixed: bool = False
     # section 6: mixture of experts
     n_experts: int = 4
     top_k: int = 2
@@ -277,3 +284,6 @@ SIZE_RANGES = {
     # issue 11 section 1: the two stacks of an encoder-decoder, capped like n_layers
     "n_encoder_layers": (1, 512), "n_decoder_layers": (1, 512),
 }
+# issue 11 part 1 (axial, sinkhorn, clustered, probsparse): row width, iteration counts, Informer's factor c
+SIZE_RANGES.update({"axial_width": (1, 1 << 16), "sinkhorn_iters": (1, 64), "lloyd_iters": (1, 100),
+                    "probsparse_factor": (1, 1024)})

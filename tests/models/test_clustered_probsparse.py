@@ -1,0 +1,190 @@
+"""Clustered attention (Vyas et al. 2020) against a plain Lloyd loop and exact softmax, and
+ProbSparse attention (Informer, Zhou et al. 2021) against the paper's selection rule computed query
+by query."""
+import math
+
+import pytest
+import torch
+
+import kernels
+from models import ModelConfig
+from models.attention import ATTENTION
+from models.attention.probsparse import n_active
+from models.context import ForwardContext
+
+SMALL = dict(d_model=32, n_heads=4, n_layers=1, max_len=64, position="rope")
+
+
+def core_for(key, causal, **kw):
+    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
+    return cfg, ATTENTION[key].build(cfg)
+
+
+def qkv(L=20, seed=0, B=2, h=4, d=8):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, h, L, d, generator=g, dtype=torch.float64).float() for _ in range(3)]
+
+
+def run(core, q, k, v, mods=None):
+    return core(q, k, v, mods or {}, ForwardContext(tokens=None, position=None, need_weights=True))
+
+
+# ---------------------------------------------------------------------------- clustered
+def lloyd_reference(x, C, iters, seed):
+    """K-means on the rows of ``x [L, d]`` with plain loops; initial centroids at the documented
+    seeded positions ``randperm(L)[:C]`` (generator seeded with ``seed * 1000003 + 0xC1A5``)."""
+    L = x.shape[0]
+    init = torch.randperm(L, generator=torch.Generator().manual_seed(seed * 1000003 + 0xC1A5))[:C]
+    mu = [x[int(i)].clone() for i in init]
+    for _ in range(iters + 1):
+        labels = [min(range(C), key=lambda c: float(((x[i] - mu[c]) ** 2).sum())) for i in range(L)]
+        if _ == iters:
+            return labels
+        for c in range(C):
+            members = [x[i] for i in range(L) if labels[i] == c]
+            if members:
+                mu[c] = torch.stack(members).mean(0)
+
+
+@pytest.mark.parametrize("n_clusters,iters", [(3, 1), (4, 5), (6, 10)])
+def test_clustered_equals_lloyd_and_centroid_softmax(n_clusters, iters):
+    cfg, core = core_for("clustered", False, n_clusters=n_clusters, lloyd_iters=iters, seed=3)
+    q, k, v = qkv(L=18)
+    out, probs, aux = run(core, q, k, v)
+    for b in range(2):
+        for n in range(4):
+            labels = lloyd_reference(q[b, n], n_clusters, iters, seed=3)
+            assert aux["clusters"][b, n].tolist() == labels
+            for i in range(18):
+                members = q[b, n, [j for j in range(18) if labels[j] == labels[i]]]
+                row = torch.softmax(members.mean(0) @ k[b, n].T / math.sqrt(8), -1)  # the centroid's row
+                torch.testing.assert_close(probs[b, n, i], row, rtol=1e-5, atol=1e-6)
+                torch.testing.assert_close(out[b, n, i], row @ v[b, n], rtol=1e-5, atol=1e-5)
+
+
+def test_clustered_with_a_cluster_per_query_is_exact_softmax():
+    """C = L: every query is its own initial centroid and stays alone, so attention is exact."""
+    cfg, core = core_for("clustered", False, n_clusters=24)
+    q, k, v = qkv(L=24)
+    out, probs, _ = run(core, q, k, v)
+    ref, p = kernels.attention_ref(q, k, v, causal=False)
+    torch.testing.assert_close(probs, p, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_clustered_queries_of_a_cluster_share_one_row_and_there_are_at_most_c_rows():
+    cfg, core = core_for("clustered", False, n_clusters=3)
+    q, k, v = qkv(L=20)
+    out, probs, aux = run(core, q, k, v)
+    lab = aux["clusters"]
+    for b in range(2):
+        for n in range(4):
+            assert len(torch.unique(probs[b, n], dim=0)) <= 3
+            same = lab[b, n][:, None] == lab[b, n][None, :]
+            rows_equal = (probs[b, n][:, None] == probs[b, n][None, :]).all(-1)
+            assert torch.equal(same, rows_equal)
+
+
+def test_clustered_gradient_reaches_queries_through_the_centroids_only():
+    cfg, core = core_for("clustered", False, n_clusters=3)
+    q, k, v = [t.requires_grad_(True) for t in qkv(L=20)]
+    out, _, aux = run(core, q, k, v)
+    out.sum().backward()
+    lab = aux["clusters"]
+    # queries of one cluster get the same gradient (d centroid / d q_i = 1 / |cluster|)
+    for c in range(3):
+        g = q.grad[0, 0][lab[0, 0] == c]
+        if len(g):
+            torch.testing.assert_close(g, g[:1].expand_as(g))
+    assert q.grad.abs().sum() > 0 and k.grad.abs().sum() > 0
+
+
+# ---------------------------------------------------------------------------- probsparse
+def probsparse_reference(q, k, v, u, causal, bias=None):
+    """Informer's rule query by query; causal selection by a running top-u over queries <= i."""
+    B, h, L, d = q.shape
+    probs = torch.zeros(B, h, L, L)
+    for b in range(B):
+        for n in range(h):
+            rows, m = [], []
+            for i in range(L):
+                keys = range(i + 1) if causal else range(L)
+                s = torch.stack([q[b, n, i] @ k[b, n, j] / math.sqrt(d) + (0 if bias is None else bias[n, i, j])
+                                 for j in keys])
+                m.append(float(s.max() - s.mean()))  # M(q_i, K), every visible key
+                rows.append(s)
+            if causal:
+                active = [sum(m[j] >= m[i] for j in range(i)) < u for i in range(L)]
+            else:
+                top = sorted(range(L), key=lambda i: -m[i])[:u]
+                active = [i in top for i in range(L)]
+            for i in range(L):
+                n_keys = len(rows[i])
+                probs[b, n, i, :n_keys] = torch.softmax(rows[i], -1) if active[i] else 1.0 / n_keys
+    return probs @ v, probs
+
+
+def test_probsparse_u_is_informers_formula():
+    cfg = ModelConfig(probsparse_factor=5)
+    assert [n_active(cfg, L) for L in (1, 2, 3, 8, 40, 1000)] == [0, 2, 3, 8, 5 * 4, 5 * 7]  # capped at L below 15
+    assert n_active(ModelConfig(probsparse_factor=100), 40) == 40
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("factor", [1, 2])
+def test_probsparse_equals_the_rule_query_by_query(causal, factor):
+    cfg, core = core_for("probsparse", causal, probsparse_factor=factor)
+    q, k, v = qkv(L=21)
+    out, probs, _ = run(core, q, k, v)
+    u = factor * math.ceil(math.log(21))
+    ref, p = probsparse_reference(q, k, v, u, causal)
+    torch.testing.assert_close(probs, p, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    full = torch.isclose(probs, kernels.attention_ref(q, k, v, causal=causal)[1], atol=1e-6).all(-1)
+    n_full = full.sum(-1)
+    if causal:  # a running top-u activates at least u queries (the first u are always active)
+        assert (n_full >= u).all() and full[..., :u].all()
+    else:
+        assert (n_full == u).all()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_lazy_queries_output_the_mean_or_cumulative_mean_of_v(causal):
+    cfg, core = core_for("probsparse", causal, probsparse_factor=1)
+    q, k, v = qkv(L=30)
+    out, probs, _ = run(core, q, k, v)
+    mean = v.cumsum(2) / torch.arange(1, 31).view(1, 1, 30, 1) if causal else v.mean(2, keepdim=True).expand_as(v)
+    exact = kernels.attention_ref(q, k, v, causal=causal)[0]
+    lazy = ~torch.isclose(out, exact, atol=1e-6).all(-1)
+    u = math.ceil(math.log(30))
+    if causal:  # the running top-u activates more than u queries, but not all
+        assert (lazy.sum(-1) > 0).all() and not lazy[..., :u].any()
+    else:
+        assert (lazy.sum(-1) == 30 - u).all()
+    torch.testing.assert_close(out[lazy], mean[lazy], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("position", ["alibi", "t5"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_probsparse_with_every_query_active_is_exact_biased_softmax(position, causal):
+    cfg, core = core_for("probsparse", causal, probsparse_factor=1000, position=position)
+    q, k, v = qkv(L=20)
+    g = torch.Generator().manual_seed(1)
+    mods = {"alibi_slopes": torch.rand(4, generator=g)} if position == "alibi" else \
+        {"rel_bias": torch.randn(4, 39, generator=g)}
+    out, probs, _ = run(core, q, k, v, mods)
+    ref, p = kernels.attention_ref(q, k, v, causal=causal, **mods)
+    torch.testing.assert_close(probs, p, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_probsparse_bias_enters_the_measurement():
+    """With a t5 bias and few active queries, the selection follows the biased scores."""
+    cfg, core = core_for("probsparse", False, probsparse_factor=1, position="t5")
+    q, k, v = qkv(L=20)
+    rel_bias = 3 * torch.randn(4, 39, generator=torch.Generator().manual_seed(2))
+    out, probs, _ = run(core, q, k, v, {"rel_bias": rel_bias})
+    i, j = torch.arange(20)[:, None], torch.arange(20)[None, :]
+    bias = rel_bias[:, j - i + 19]  # (h, L, L)
+    ref, p = probsparse_reference(q, k, v, 3, False, bias=bias)
+    torch.testing.assert_close(probs, p, rtol=1e-5, atol=1e-6)
