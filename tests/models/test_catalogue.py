@@ -63,12 +63,14 @@ def test_every_registry_key_runs_forward_and_backward(category, key, causal):
 def test_every_registry_key_is_valid_in_some_causal_setting(category, key):
     """So the skips above can never hide a key that no configuration accepts."""
     ok = []
+    positions = choices()["position"] if category == "attention" else [SMALL.get("position", "rope")]
     for causal in (True, False):
-        try:
-            ModelConfig(**{**SMALL, category: key, "causal": causal}).validate()
-            ok.append(causal)
-        except ConfigError:
-            pass
+        for position in positions:
+            try:
+                ModelConfig(**{**SMALL, "position": position, category: key, "causal": causal}).validate()
+                ok.append(causal)
+            except ConfigError:
+                pass
     assert ok, f"{category}={key!r} is rejected with causal=True and causal=False at the test sizes"
 
 

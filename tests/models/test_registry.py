@@ -74,7 +74,7 @@ def test_a_new_bias_encoding_nobody_lists_is_refused_by_linear_mechanisms():
                   caps=PositionCaps(produces=frozenset({SCORE_BIAS}), relative=True))
     regs = _regs_with("position", "my_bias", new)
     for att in ATTENTION:
-        cfg = ModelConfig(attention=att, position="my_bias", causal=att not in ("linformer", "nystrom"))
+        cfg = ModelConfig(attention=att, position="my_bias", causal=True in ATTENTION[att].caps.causal_modes)
         caps = ATTENTION[att].caps
         if SCORE_BIAS in caps.accepts:
             check_combination(cfg, regs)
@@ -131,6 +131,9 @@ _FIX = {("attention", "linformer"): dict(causal=False, position="rope"),
         ("attention", "nystrom"): dict(causal=False, position="rope"),
         ("attention", "linear"): dict(position="rope"), ("attention", "performer"): dict(position="rope"),
         ("attention", "lsh"): dict(position="rope"), ("attention", "routing"): dict(position="rope"),
+        ("attention", "clustered"): dict(causal=False, position="rope"),
+        ("attention", "synthesizer_dense"): dict(position="sinusoidal"),
+        ("attention", "synthesizer_random"): dict(position="sinusoidal"),
         ("position", "none"): dict(causal=True), ("architecture", "encoder_only"): dict(causal=False)}
 EXTRA = {("position", "t5"): dict(t5_num_buckets=16), ("memory", "compressive"): dict(compression="conv"),
          ("layer", "universal"): dict(act=True), ("layer", "gated"): dict(norm_placement="pre")}
