@@ -114,6 +114,7 @@ class ForwardContext:
     # -- carried from one layer to the next inside this pass (RealFormer, predictive attention priors)
     prev_scores: Optional[torch.Tensor] = None  # (B, h, L, Lk) previous layer's pre-softmax scores
     prev_probs: Optional[torch.Tensor] = None   # (B, h, L, Lk) previous layer's attention weights
+    packed: Optional[torch.Tensor] = None       # (B, n_inducing, d) Luna's packed sequence for the next layer
 
     def begin_layer(self, x: torch.Tensor) -> LayerInfo:
         """Open (and record) the record of the next applied layer, whose input is ``x``."""

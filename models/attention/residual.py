@@ -91,16 +91,20 @@ class PredictiveAttention(nn.Module):
         return out, (p.to(q.dtype) if ctx.need_weights else None), {}
 
 
-def check(cfg) -> None:
-    mechanism = f"{cfg.attention} attention"
+def check_layer_to_layer(cfg, what: str) -> None:
+    """Mechanisms that hand ``what`` from one layer to the next inside one pass (through the context)."""
     if cfg.layer != "standard":
         raise ConfigError(
             "layer", cfg.layer,
-            f"'standard' with attention={cfg.attention!r}: it reads the previous layer's attention inside one "
-            "pass, which needs a plain stack of blocks (a reversible stack recomputes layers in backward "
-            "without it; universal, gated and early-exit stacks change what the previous layer is)")
-    check_no_memory(cfg, mechanism, "adds the previous layer's attention, whose keys a memory changes from "
-                                     "layer to layer (each layer has its own memory)")
+            f"'standard' with attention={cfg.attention!r}: it reads {what} inside one pass, which needs a plain "
+            "stack of blocks (a reversible stack recomputes layers in backward without it; universal, gated and "
+            "early-exit stacks change what the previous layer is)")
+    check_no_memory(cfg, f"{cfg.attention} attention",
+                    f"reads {what}, and a memory gives every layer its own keys")
+
+
+def check(cfg) -> None:
+    check_layer_to_layer(cfg, "the previous layer's attention")
 
 
 CAPS = AttentionCaps(memory_keys=False, refuses_because="")

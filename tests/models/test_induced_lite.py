@@ -70,6 +70,54 @@ def test_isab_is_refused_causal_and_with_score_biases():
     ModelConfig(**{**SMALL, "attention": "isab", "causal": False, "position": "rope"}).validate()
 
 
+# ------------------------------------------------------------------------------ luna
+def test_luna_packs_unpacks_and_carries_the_packed_sequence():
+    cfg, core = _core("luna", False)
+    ctx = _ctx()
+    calls = [_qkv(0), _qkv(1)]
+    results = [core(q, k, v, {}, ctx) for q, k, v in calls]
+    Wq, Wk = core.pack_query.weight.detach(), core.unpack_key.weight.detach()  # (d, d), y = x W^T
+    P = core.initial.detach().expand(2, -1, -1)  # (B, m, d)
+    d_model = H * D
+    for (q, k, v), (out, probs, _) in zip(calls, results):
+        packed_q = (P @ Wq.T).view(2, 5, H, D)
+        gathered = torch.zeros(2, H, 5, D)
+        for b in range(2):
+            for n in range(H):
+                a1 = torch.softmax(packed_q[b, :, n] @ k[b, n].T / math.sqrt(D), -1)  # (m, L)
+                gathered[b, n] = a1 @ v[b, n]
+        flat = gathered.transpose(1, 2).reshape(2, 5, d_model)  # (B, m, d): heads concatenated
+        keys = (flat @ Wk.T).view(2, 5, H, D)
+        for b in range(2):
+            for n in range(H):
+                a1 = torch.softmax(packed_q[b, :, n] @ k[b, n].T / math.sqrt(D), -1)
+                a2 = torch.softmax(q[b, n] @ keys[b, :, n].T / math.sqrt(D), -1)  # (L, m)
+                torch.testing.assert_close(out[b, n], a2 @ gathered[b, n], rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(probs[b, n], a2 @ a1, rtol=1e-5, atol=1e-5)
+        P = torch.nn.functional.layer_norm(flat + P, (d_model,), core.norm.weight.detach(), core.norm.bias.detach())
+    torch.testing.assert_close(ctx.packed, P, rtol=1e-5, atol=1e-5)
+
+
+def test_luna_only_the_first_layers_table_is_read():
+    model = build_model(ModelConfig(**{**SMALL, "attention": "luna", "causal": False}))
+    t = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    base = model(t).logits
+    with torch.no_grad():
+        model.stack.blocks[1].attn.core.initial.add_(1.0)
+    torch.testing.assert_close(model(t).logits, base)
+    with torch.no_grad():
+        model.stack.blocks[0].attn.core.initial.add_(1.0)
+    assert not torch.allclose(model(t).logits, base, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw,field", [(dict(causal=True), "causal"), (dict(layer="reversible"), "layer"),
+                                      (dict(position="alibi"), "position")])
+def test_luna_refusals_name_the_field(kw, field):
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(**{**SMALL, "attention": "luna", "causal": False, **kw}).validate()
+    assert e.value.field == field
+
+
 # ------------------------------------------------------------------------------ lite
 def _conv_ref(v, w, causal):
     """Loop form: out_i = sum over in-range taps of w_t v_(i - pad + t), divided by those taps' weight."""
@@ -135,6 +183,7 @@ def test_lite_needs_an_even_number_of_heads(n_heads):
 @pytest.mark.parametrize("key,extra,kw", [
     ("isab", H * 5 * D + H * D * D, dict(causal=False)),
     ("lite", (H // 2) * 4, {}),
+    ("luna", 5 * H * D + 2 * (H * D) ** 2 + 2 * H * D, dict(causal=False)),
 ])
 def test_parameter_count_per_layer(key, extra, kw):
     cfg = ModelConfig(**SMALL, attention=key, **kw).validate()
