@@ -76,7 +76,8 @@ class PredictiveAttention(nn.Module):
         """``Conv(P_(l-1))`` with the padding that keeps it causal when the model is."""
         r = KERNEL // 2
         pad = (r, r, KERNEL - 1, 0) if self.cfg.causal else (r, r, r, r)  # (left, right, top, bottom)
-        return self.conv(F.pad(prev, pad))  # (B, h, Lq, Lk)
+        w = self.conv.weight.dtype
+        return self.conv(F.pad(prev, pad).to(w)).to(prev.dtype)  # (B, h, Lq, Lk)
 
     def forward(self, q, k, v, mods, ctx):
         lq, lk = q.shape[2], k.shape[2]
@@ -84,7 +85,7 @@ class PredictiveAttention(nn.Module):
         prev = _carried(ctx, "prev_probs", s)
         if prev is not None:
             a = torch.sigmoid(self.alpha)
-            s = a * self.predict(prev.to(s.dtype)) + (1 - a) * s
+            s = a.to(s.dtype) * self.predict(prev.to(s.dtype)) + (1 - a.to(s.dtype)) * s
         p = masked_softmax(s, allowed_pairs(lq, lk, self.cfg.causal, q.device))
         ctx.prev_probs = p
         out = attend(p, v, mods).to(q.dtype)
