@@ -123,6 +123,12 @@ PRESETS: dict = {
         "timing signal and ACT halting per token (threshold 1 - 0.01); post-LN, ReLU.",
         dict(attention="full", position="sinusoidal", layer="universal", act=True, act_threshold=0.99,
              norm_placement="post", norm="layernorm", ffn="relu", causal=True)),
+    # issue 11, part 2
+    "RealFormer (2020)": (
+        "He et al. 2020: BERT (bidirectional, learned positions, post-LN, GELU) with residual attention: "
+        "each layer's pre-softmax scores add the previous layer's.",
+        dict(attention="realformer", position="learned", max_len=512, norm_placement="post", norm="layernorm",
+             ffn="gelu", causal=False)),
 }
 
 CUSTOM = "(custom)"
