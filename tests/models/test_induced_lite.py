@@ -161,6 +161,16 @@ def test_lite_splits_heads_into_attention_and_lightweight_convolution(causal, K)
     torch.testing.assert_close(fast, out, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("position", ["rope", "t5", "alibi", "shaw", "xl"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_lite_kernel_path_equals_dense_reference_path_for_every_position(position, causal):
+    """Without weights the attention heads run kernels.attention on their slice of the modifiers;
+    with weights, the dense reference: both must give the same logits."""
+    model = build_model(ModelConfig(**{**SMALL, "attention": "lite", "causal": causal, "position": position}))
+    t = torch.randint(0, 256, (2, 30), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(model(t).logits, model(t, return_attention=True).logits, rtol=1e-4, atol=1e-4)
+
+
 def test_lite_causal_convolution_reads_no_future():
     cfg, core = _core("lite", True, conv_kernel=5)
     q, k, v = _qkv()
