@@ -1,12 +1,12 @@
-"""isab and lite against plain-PyTorch formulas written here (explicit loops), and their defining
-properties: ISAB's map is the product of two row-stochastic maps and is permutation-equivariant
-without positions; Lite's convolution heads are a renormalised, causal-when-causal moving average."""
+"""isab, luna and lite against plain-PyTorch formulas written here (explicit loops), and their
+defining properties: ISAB's map is the product of two row-stochastic maps and is
+permutation-equivariant without positions; Luna carries its packed sequence from layer to layer;
+Lite's convolution heads are a renormalised, causal-when-causal moving average."""
 import math
 
 import pytest
 import torch
 
-import kernels
 from models import ConfigError, ModelConfig, build_model
 from models.attention import ATTENTION
 from models.context import ForwardContext

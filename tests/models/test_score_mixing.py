@@ -5,7 +5,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from models import ConfigError, ModelConfig, build_model
 from models.attention import ATTENTION
@@ -79,6 +78,17 @@ def test_talking_heads_equals_the_papers_formula(causal):
 def test_talking_heads_at_init_is_full_attention(position, causal):
     """Identity mixing at init: the same weights give the same logits as attention='full' (run by the kernels)."""
     kw = dict(SMALL, causal=causal, position=position)
+    th = build_model(ModelConfig(**kw, attention="talking_heads"))
+    full = build_model(ModelConfig(**kw, attention="full"))
+    full.load_state_dict(th.state_dict(), strict=False)
+    t = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(th(t).logits, full(t).logits, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("memory", ["xl", "tokens"])
+def test_talking_heads_with_memory_keys_at_init_is_full_attention(memory):
+    """Keys prepended before the queries (memory) are honoured as on the dense path."""
+    kw = dict(SMALL, causal=True, position="xl", memory=memory, segment_len=8, mem_len=8, n_memory=3)
     th = build_model(ModelConfig(**kw, attention="talking_heads"))
     full = build_model(ModelConfig(**kw, attention="full"))
     full.load_state_dict(th.state_dict(), strict=False)
