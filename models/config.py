@@ -267,7 +267,7 @@ SIZE_RANGES = {
     "n_buckets": (2, 1024), "n_hashes": (1, 16), "chunk_size": (1, 1024), "n_clusters": (1, 128),
     "n_features": (1, 4096), "proj_len": (1, 4096), "n_landmarks": (1, 1024), "max_span": (1, 1 << 16),
     "span_ramp": (1, 1 << 16),
-    # issue 11 part 2: isab / luna inducing points (learned [h, m, d_h]), lite kernel width
+    # issue 11 part 2: isab / luna learned n_inducing x d tables (per layer), lite kernel width
     "n_inducing": (1, 4096), "conv_kernel": (1, 1024),
     # section 6 experts
     "n_experts": (1, 256), "top_k": (1, 256),
