@@ -135,6 +135,12 @@ PRESETS: dict = {
         "Lewis et al. 2020: encoder-decoder with learned positions (one table per stack), post-LN, GELU.",
         dict(architecture="encoder_decoder", attention="full", position="learned", max_len=1024,
              norm_placement="post", norm="layernorm", ffn="gelu", causal=True)),
+    # issue 11, part 2
+    "RealFormer (2020)": (
+        "He et al. 2020: BERT (bidirectional, learned positions, post-LN, GELU) with residual attention: "
+        "each layer's pre-softmax scores add the previous layer's.",
+        dict(attention="realformer", position="learned", max_len=512, norm_placement="post", norm="layernorm",
+             ffn="gelu", causal=False)),
 }
 
 # issue 11 part 1: the models the axial, sinkhorn, probsparse and synthesizer papers name

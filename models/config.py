@@ -77,6 +77,9 @@ class ModelConfig:
     lloyd_iters: int = 10
     probsparse_factor: int = 5
     synthesizer_fixed: bool = False
+    # issue 11 part 2: isab / luna (n_inducing), lite (conv_kernel)
+    n_inducing: int = 16
+    conv_kernel: int = 7
     # section 6: mixture of experts
     n_experts: int = 4
     top_k: int = 2
@@ -276,6 +279,8 @@ SIZE_RANGES = {
     "n_buckets": (2, 1024), "n_hashes": (1, 16), "chunk_size": (1, 1024), "n_clusters": (1, 128),
     "n_features": (1, 4096), "proj_len": (1, 4096), "n_landmarks": (1, 1024), "max_span": (1, 1 << 16),
     "span_ramp": (1, 1 << 16),
+    # issue 11 part 2: isab / luna learned n_inducing x d tables (per layer), lite kernel width
+    "n_inducing": (1, 4096), "conv_kernel": (1, 1024),
     # section 6 experts
     "n_experts": (1, 256), "top_k": (1, 256),
     # section 7 memory: per-layer state, stores and learned slots

@@ -114,6 +114,10 @@ class ForwardContext:
     positions: Optional[torch.Tensor] = None  # (L,) absolute positions of the segment's tokens
     classifier: Optional[Callable] = None     # hidden (B, L, d) -> logits (final norm + LM head)
     layers: list = field(default_factory=list)  # one LayerInfo per applied layer, filled during the pass
+    # -- carried from one layer to the next inside this pass (RealFormer, predictive attention priors)
+    prev_scores: Optional[torch.Tensor] = None  # (B, h, L, Lk) previous layer's pre-softmax scores
+    prev_probs: Optional[torch.Tensor] = None   # (B, h, L, Lk) previous layer's attention weights
+    packed: Optional[torch.Tensor] = None       # (B, n_inducing, d) Luna's packed sequence for the next layer
 
     def begin_layer(self, x: torch.Tensor) -> LayerInfo:
         """Open (and record) the record of the next applied layer, whose input is ``x``."""

@@ -15,6 +15,7 @@ from ..capabilities import AttentionCaps
 from ..variant import Variant, register
 from . import adaptive_span, linear, lowrank, lsh, routing
 from . import axial, clustered, probsparse, sinkhorn, synthesizer  # issue 11 part 1
+from . import induced, lite, residual, talking_heads  # issue 11 part 2
 from .layout import full_rule, pattern_mask
 from .patterns import PARAMS, PATTERNS, RULES, Pattern
 from .sparse import PatternAttention, pattern_block_mask
@@ -28,7 +29,8 @@ for _p in PATTERNS.values():
     register(ATTENTION, Variant(_p.key, _p.paper, _p.summary, build=PatternAttention,
                                 params=tuple(f for f in _p.params if f != "seed"), check=_p.check,
                                 caps=PATTERN_CAPS))
-for _module in (lsh, routing, linear, lowrank, adaptive_span, axial, clustered, probsparse, sinkhorn, synthesizer):
+for _module in (lsh, routing, linear, lowrank, adaptive_span, axial, clustered, probsparse, sinkhorn, synthesizer,
+                talking_heads, residual, induced, lite):
     for _v in _module.VARIANTS:
         register(ATTENTION, _v)
 

@@ -132,6 +132,7 @@ _FIX = {("attention", "linformer"): dict(causal=False, position="rope"),
         ("attention", "linear"): dict(position="rope"), ("attention", "performer"): dict(position="rope"),
         ("attention", "lsh"): dict(position="rope"), ("attention", "routing"): dict(position="rope"),
         ("attention", "clustered"): dict(causal=False, position="rope"),
+        ("attention", "isab"): dict(causal=False, position="rope"), ("attention", "luna"): dict(causal=False, position="rope"),
         ("attention", "synthesizer_dense"): dict(position="sinusoidal"),
         ("attention", "synthesizer_random"): dict(position="sinusoidal"),
         ("position", "none"): dict(causal=True), ("architecture", "encoder_only"): dict(causal=False)}

@@ -1,0 +1,202 @@
+"""isab, luna and lite against plain-PyTorch formulas written here (explicit loops), and their
+defining properties: ISAB's map is the product of two row-stochastic maps and is
+permutation-equivariant without positions; Luna carries its packed sequence from layer to layer;
+Lite's convolution heads are a renormalised, causal-when-causal moving average."""
+import math
+
+import pytest
+import torch
+
+from models import ConfigError, ModelConfig, build_model
+from models.attention import ATTENTION
+from models.context import ForwardContext
+
+SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64, n_inducing=5, conv_kernel=4)
+H, L, D = 4, 12, 8
+
+
+def _core(key, causal, **kw):
+    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
+    torch.manual_seed(0)
+    return cfg, ATTENTION[key].build(cfg)
+
+
+def _qkv(seed=0, B=2, h_kv=H):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, L, D, generator=g)
+    return [q] + [torch.randn(B, h_kv, L, D, generator=g) for _ in range(2)]
+
+
+def _ctx(need_weights=True):
+    return ForwardContext(tokens=None, position=None, need_weights=need_weights)
+
+
+# ------------------------------------------------------------------------------ isab
+def test_isab_equals_two_attentions_through_the_inducing_points():
+    cfg, core = _core("isab", False)
+    q, k, v = _qkv()
+    out, probs, _ = core(q, k, v, {}, _ctx())
+    I, Wk = core.inducing.detach(), core.key_of_h.detach()
+    for b in range(2):
+        for n in range(H):
+            a1 = torch.softmax(I[n] @ k[b, n].T / math.sqrt(D), -1)  # (m, L)
+            gathered = a1 @ v[b, n]  # (m, d)
+            a2 = torch.softmax(q[b, n] @ (gathered @ Wk[n]).T / math.sqrt(D), -1)  # (L, m)
+            torch.testing.assert_close(out[b, n], a2 @ gathered, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(probs[b, n], a2 @ a1, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, H, L))
+    assert (probs >= 0).all()
+    torch.testing.assert_close(probs @ v, out, rtol=1e-5, atol=1e-5)
+
+
+def test_isab_is_permutation_equivariant_and_gqa_equals_repeated_kv():
+    cfg, core = _core("isab", False)
+    q, k, v = _qkv()
+    out, _, _ = core(q, k, v, {}, _ctx(False))
+    perm = torch.randperm(L, generator=torch.Generator().manual_seed(1))
+    out_p, _, _ = core(q[:, :, perm], k[:, :, perm], v[:, :, perm], {}, _ctx(False))
+    torch.testing.assert_close(out_p, out[:, :, perm], rtol=1e-5, atol=1e-5)  # a set function
+    q, k, v = _qkv(h_kv=2)
+    a, _, _ = core(q, k, v, {}, _ctx(False))
+    b, _, _ = core(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), {}, _ctx(False))
+    torch.testing.assert_close(a, b)
+
+
+def test_isab_is_refused_causal_and_with_score_biases():
+    for kw in (dict(causal=True), dict(causal=False, position="t5"), dict(causal=False, position="shaw")):
+        with pytest.raises(ConfigError) as e:
+            ModelConfig(**{**SMALL, "attention": "isab", **kw}).validate()
+        assert e.value.field in ("causal", "position")
+    ModelConfig(**{**SMALL, "attention": "isab", "causal": False, "position": "rope"}).validate()
+
+
+# ------------------------------------------------------------------------------ luna
+def test_luna_packs_unpacks_and_carries_the_packed_sequence():
+    cfg, core = _core("luna", False)
+    ctx = _ctx()
+    calls = [_qkv(0), _qkv(1)]
+    results = [core(q, k, v, {}, ctx) for q, k, v in calls]
+    Wq, Wk = core.pack_query.weight.detach(), core.unpack_key.weight.detach()  # (d, d), y = x W^T
+    P = core.initial.detach().expand(2, -1, -1)  # (B, m, d)
+    d_model = H * D
+    for (q, k, v), (out, probs, _) in zip(calls, results):
+        packed_q = (P @ Wq.T).view(2, 5, H, D)
+        gathered = torch.zeros(2, H, 5, D)
+        for b in range(2):
+            for n in range(H):
+                a1 = torch.softmax(packed_q[b, :, n] @ k[b, n].T / math.sqrt(D), -1)  # (m, L)
+                gathered[b, n] = a1 @ v[b, n]
+        flat = gathered.transpose(1, 2).reshape(2, 5, d_model)  # (B, m, d): heads concatenated
+        keys = (flat @ Wk.T).view(2, 5, H, D)
+        for b in range(2):
+            for n in range(H):
+                a1 = torch.softmax(packed_q[b, :, n] @ k[b, n].T / math.sqrt(D), -1)
+                a2 = torch.softmax(q[b, n] @ keys[b, :, n].T / math.sqrt(D), -1)  # (L, m)
+                torch.testing.assert_close(out[b, n], a2 @ gathered[b, n], rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(probs[b, n], a2 @ a1, rtol=1e-5, atol=1e-5)
+        P = torch.nn.functional.layer_norm(flat + P, (d_model,), core.norm.weight.detach(), core.norm.bias.detach())
+    torch.testing.assert_close(ctx.packed, P, rtol=1e-5, atol=1e-5)
+
+
+def test_luna_only_the_first_layers_table_is_read():
+    model = build_model(ModelConfig(**{**SMALL, "attention": "luna", "causal": False}))
+    t = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    base = model(t).logits
+    with torch.no_grad():
+        model.stack.blocks[1].attn.core.initial.add_(1.0)
+    torch.testing.assert_close(model(t).logits, base)
+    with torch.no_grad():
+        model.stack.blocks[0].attn.core.initial.add_(1.0)
+    assert not torch.allclose(model(t).logits, base, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw,field", [(dict(causal=True), "causal"), (dict(layer="reversible"), "layer"),
+                                      (dict(position="alibi"), "position")])
+def test_luna_refusals_name_the_field(kw, field):
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(**{**SMALL, "attention": "luna", "causal": False, **kw}).validate()
+    assert e.value.field == field
+
+
+# ------------------------------------------------------------------------------ lite
+def _conv_ref(v, w, causal):
+    """Loop form: out_i = sum over in-range taps of w_t v_(i - pad + t), divided by those taps' weight."""
+    K = w.shape[-1]
+    pad = K - 1 if causal else K // 2
+    out = torch.zeros_like(v)
+    for n in range(v.shape[1]):
+        for i in range(v.shape[2]):
+            num, den = 0.0, 0.0
+            for t in range(K):
+                j = i - pad + t
+                if 0 <= j < v.shape[2]:
+                    num = num + w[n, t] * v[:, n, j]
+                    den = den + w[n, t]
+            out[:, n, i] = num / den
+    return out
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("K", [1, 4, 5])
+def test_lite_splits_heads_into_attention_and_lightweight_convolution(causal, K):
+    cfg, core = _core("lite", causal, conv_kernel=K, position="alibi")
+    q, k, v = _qkv(h_kv=2)
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+    out, probs, _ = core(q, k, v, {"alibi_slopes": slopes}, _ctx())
+    kk, vv = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+    i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+    dist = (i - j).abs() if not causal else (i - j)
+    for n in range(2):  # attention heads: softmax with their own ALiBi slope
+        s = q[:, n] @ kk[:, n].transpose(-1, -2) / math.sqrt(D) - slopes[n] * dist.abs()
+        if causal:
+            s = s.masked_fill(j > i, -math.inf)
+        p = torch.softmax(s, -1)
+        torch.testing.assert_close(probs[:, n], p, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out[:, n], p @ vv[:, n], rtol=1e-5, atol=1e-5)
+    w = torch.softmax(core.kernel.detach(), -1)  # (2, K)
+    torch.testing.assert_close(out[:, 2:], _conv_ref(vv[:, 2:], w, causal), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, H, L))
+    torch.testing.assert_close(probs @ vv, out, rtol=1e-5, atol=1e-5)  # the map is what is applied
+    fast, _, _ = core(q, k, v, {"alibi_slopes": slopes}, _ctx(False))  # kernels.attention path
+    torch.testing.assert_close(fast, out, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("position", ["rope", "t5", "alibi", "shaw", "xl"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_lite_kernel_path_equals_dense_reference_path_for_every_position(position, causal):
+    """Without weights the attention heads run kernels.attention on their slice of the modifiers;
+    with weights, the dense reference: both must give the same logits."""
+    model = build_model(ModelConfig(**{**SMALL, "attention": "lite", "causal": causal, "position": position}))
+    t = torch.randint(0, 256, (2, 30), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(model(t).logits, model(t, return_attention=True).logits, rtol=1e-4, atol=1e-4)
+
+
+def test_lite_causal_convolution_reads_no_future():
+    cfg, core = _core("lite", True, conv_kernel=5)
+    q, k, v = _qkv()
+    base, _, _ = core(q, k, v, {}, _ctx(False))
+    v2 = v.clone()
+    v2[:, :, 7:] += 5.0
+    out, _, _ = core(q, k, v2, {}, _ctx(False))
+    torch.testing.assert_close(out[:, :, :7], base[:, :, :7])
+    assert not torch.allclose(out[:, 2:, 7:], base[:, 2:, 7:])
+
+
+@pytest.mark.parametrize("n_heads", [1, 3])
+def test_lite_needs_an_even_number_of_heads(n_heads):
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(**{**SMALL, "attention": "lite", "n_heads": n_heads, "d_model": 24}).validate()
+    assert e.value.field == "n_heads"
+
+
+# ------------------------------------------------------------------------------ sizes
+@pytest.mark.parametrize("key,extra,kw", [
+    ("isab", H * 5 * D + H * D * D, dict(causal=False)),
+    ("lite", (H // 2) * 4, {}),
+    ("luna", 5 * H * D + 2 * (H * D) ** 2 + 2 * H * D, dict(causal=False)),
+])
+def test_parameter_count_per_layer(key, extra, kw):
+    cfg = ModelConfig(**SMALL, attention=key, **kw).validate()
+    base = ModelConfig(**SMALL, attention="full", **kw).validate().approx_params()
+    assert cfg.approx_params() - base == SMALL["n_layers"] * extra
+    assert sum(p.numel() for p in build_model(cfg).parameters()) == cfg.approx_params()
