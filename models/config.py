@@ -88,6 +88,8 @@ class ModelConfig:
     act: bool = False
     act_threshold: float = 0.99
     ponder_weight: float = 0.01
+    # section 8, issue 11 layer structures: sandwich, funnel
+    sandwich_coeff: int = 1
 
     # ------------------------------------------------------------------ derived
     @property
@@ -269,4 +271,6 @@ SIZE_RANGES = {
     # section 7 memory: per-layer state, stores and learned slots
     "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
+    # section 8 layer structures (issue 11): sandwich, funnel; further bounded by n_layers in their checks
+    "sandwich_coeff": (0, 512),
 }

@@ -10,6 +10,8 @@ layer ``index`` runs (the compressive memory trains its compression against it).
 - ``universal``: Universal Transformer with optional ACT, ``layers_universal.py``.
 - ``gated``: GTrXL gating, ``layers_gated.py``.
 - ``early_exit``: CALM softmax-response exits, ``layers_early_exit.py``.
+- ``macaron``: half-step FFN, attention, half-step FFN (Macaron Net), ``layers_macaron.py``.
+- ``sandwich``: sublayers reordered ``a^s (af)^(n-s) f^s`` (Press et al. 2020), ``layers_sandwich.py``.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from torch import nn
 
 from .blocks import Block
 from .layers_early_exit import EarlyExitStack
+from .layers_macaron import MacaronStack, check_needs_ffn, macaron_params
+from .layers_sandwich import SandwichStack, check_sandwich
 from .layers_gated import GatedStack, check_gated, gated_params
 from .layers_reversible import ReversibleStack, check_reversible
 from .layers_universal import UniversalStack, check_universal, universal_params
@@ -84,3 +88,16 @@ register(LAYER, Variant(
     "The LM head reads every layer; a token stops at the first layer whose top-1 probability "
     "exceeds exit_threshold.",
     build=EarlyExitStack, params=("exit_threshold",), check=check_early_exit, n_params=stack_params))
+
+# issue 11: layer structures of Lu et al. 2019, Press et al. 2020
+register(LAYER, Variant(
+    "macaron", "Lu et al. 2019 (Macaron Net)",
+    "Each layer is half a step of one FFN, attention, then half a step of a second FFN, each with "
+    "the chosen norm placement.",
+    build=MacaronStack, params=("ffn", "norm_placement"), check=check_needs_ffn("macaron"),
+    n_params=macaron_params))
+register(LAYER, Variant(
+    "sandwich", "Press et al. 2020 (Sandwich Transformer)",
+    "The 2n sublayers reordered as sandwich_coeff attention sublayers, alternating attention / FFN, "
+    "then sandwich_coeff FFN sublayers.",
+    build=SandwichStack, params=("sandwich_coeff",), check=check_sandwich, n_params=stack_params))
