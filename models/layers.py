@@ -11,6 +11,8 @@ layer ``index`` runs (the compressive memory trains its compression against it).
 - ``gated``: GTrXL gating, ``layers_gated.py``.
 - ``early_exit``: CALM softmax-response exits, ``layers_early_exit.py``.
 - ``macaron``: half-step FFN, attention, half-step FFN (Macaron Net), ``layers_macaron.py``.
+- ``feedback``: one token per step, all layers read a shared memory (Fan et al. 2020),
+  ``layers_feedback.py``.
 - ``sandwich``: sublayers reordered ``a^s (af)^(n-s) f^s`` (Press et al. 2020), ``layers_sandwich.py``.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .blocks import Block
 from .layers_early_exit import EarlyExitStack
 from .layers_macaron import MacaronStack, check_needs_ffn, macaron_params
 from .layers_sandwich import SandwichStack, check_sandwich
+from .layers_feedback import FeedbackStack, check_feedback, feedback_params
 from .layers_gated import GatedStack, check_gated, gated_params
 from .layers_reversible import ReversibleStack, check_reversible
 from .layers_universal import UniversalStack, check_universal, universal_params
@@ -101,3 +104,8 @@ register(LAYER, Variant(
     "The 2n sublayers reordered as sandwich_coeff attention sublayers, alternating attention / FFN, "
     "then sandwich_coeff FFN sublayers.",
     build=SandwichStack, params=("sandwich_coeff",), check=check_sandwich, n_params=stack_params))
+register(LAYER, Variant(
+    "feedback", "Fan et al. 2020 (Feedback Transformer)",
+    "Tokens run one step at a time; every layer attends to a memory of earlier steps, each step's "
+    "memory a learned softmax-weighted sum of all layers' states.",
+    build=FeedbackStack, params=("max_len",), check=check_feedback, n_params=feedback_params))
