@@ -90,6 +90,7 @@ class ModelConfig:
     ponder_weight: float = 0.01
     # section 8, issue 11 layer structures: sandwich, funnel
     sandwich_coeff: int = 1
+    funnel_blocks: int = 2
 
     # ------------------------------------------------------------------ derived
     @property
@@ -272,5 +273,5 @@ SIZE_RANGES = {
     "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
     # section 8 layer structures (issue 11): sandwich, funnel; further bounded by n_layers in their checks
-    "sandwich_coeff": (0, 512),
+    "sandwich_coeff": (0, 512), "funnel_blocks": (1, 512),
 }

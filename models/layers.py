@@ -13,6 +13,7 @@ layer ``index`` runs (the compressive memory trains its compression against it).
 - ``macaron``: half-step FFN, attention, half-step FFN (Macaron Net), ``layers_macaron.py``.
 - ``feedback``: one token per step, all layers read a shared memory (Fan et al. 2020),
   ``layers_feedback.py``.
+- ``funnel``: blocks on a sequence mean-pooled by 2 between them (Dai et al. 2020), ``layers_funnel.py``.
 - ``sandwich``: sublayers reordered ``a^s (af)^(n-s) f^s`` (Press et al. 2020), ``layers_sandwich.py``.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .layers_early_exit import EarlyExitStack
 from .layers_macaron import MacaronStack, check_needs_ffn, macaron_params
 from .layers_sandwich import SandwichStack, check_sandwich
 from .layers_feedback import FeedbackStack, check_feedback, feedback_params
+from .layers_funnel import FunnelStack, check_funnel
 from .layers_gated import GatedStack, check_gated, gated_params
 from .layers_reversible import ReversibleStack, check_reversible
 from .layers_universal import UniversalStack, check_universal, universal_params
@@ -109,3 +111,8 @@ register(LAYER, Variant(
     "Tokens run one step at a time; every layer attends to a memory of earlier steps, each step's "
     "memory a learned softmax-weighted sum of all layers' states.",
     build=FeedbackStack, params=("max_len",), check=check_feedback, n_params=feedback_params))
+register(LAYER, Variant(
+    "funnel", "Dai et al. 2020 (Funnel-Transformer)",
+    "Equal blocks of layers with the sequence mean-pooled by 2 between them (pooled queries read the "
+    "unpooled keys); tokens get the upsampled last block plus the first block's output.",
+    build=FunnelStack, params=("funnel_blocks",), check=check_funnel, n_params=stack_params))
