@@ -91,6 +91,9 @@ class ModelConfig:
     # section 8, issue 11 layer structures: sandwich, funnel
     sandwich_coeff: int = 1
     funnel_blocks: int = 2
+    # issue 11 attention: poolingformer
+    pool_window: int = 256
+    pool_stride: int = 4
 
     # ------------------------------------------------------------------ derived
     @property
@@ -274,4 +277,6 @@ SIZE_RANGES = {
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
     # section 8 layer structures (issue 11): sandwich, funnel; further bounded by n_layers in their checks
     "sandwich_coeff": (0, 512), "funnel_blocks": (1, 512),
+    # poolingformer (issue 11): window and group size; pool_window / pool_stride is capped in its check
+    "pool_window": (1, 1 << 20), "pool_stride": (1, 1 << 16),
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..capabilities import AttentionCaps
 from ..variant import Variant, register
 from . import adaptive_span, linear, lowrank, lsh, routing
+from . import poolingformer  # issue 11: Zhang et al. 2021
 from .layout import full_rule, pattern_mask
 from .patterns import PARAMS, PATTERNS, RULES, Pattern
 from .sparse import PatternAttention, pattern_block_mask
@@ -27,7 +28,7 @@ for _p in PATTERNS.values():
     register(ATTENTION, Variant(_p.key, _p.paper, _p.summary, build=PatternAttention,
                                 params=tuple(f for f in _p.params if f != "seed"), check=_p.check,
                                 caps=PATTERN_CAPS))
-for _module in (lsh, routing, linear, lowrank, adaptive_span):
+for _module in (lsh, routing, linear, lowrank, adaptive_span, poolingformer):
     for _v in _module.VARIANTS:
         register(ATTENTION, _v)
 
