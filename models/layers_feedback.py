@@ -56,7 +56,7 @@ class _FeedbackMemory:
         return None
 
 
-def _sublayer_input(res, x):
+def sublayer_input(res, x):
     """What the residual wrapper ``res`` hands its sublayer for the stream ``x`` (e.g. ``Norm(x)``)."""
     seen = []
     res(x, lambda h: seen.append(h) or torch.zeros_like(h))
@@ -93,7 +93,7 @@ class FeedbackStack(nn.Module):
                 info.key_ids = torch.arange(t + 1)  # memory of steps 0..t-1, then step t itself
                 m = m + weights[info.index + 1] * h
             for n, block in enumerate(self.blocks):
-                memory.slots[n].append(_sublayer_input(block.res_attn, m))
+                memory.slots[n].append(sublayer_input(block.res_attn, m))
             outputs.append(h)
             steps.append(step.layers)
         ctx.layers.extend(merge_segments(steps, [1] * L))

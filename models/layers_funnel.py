@@ -42,7 +42,7 @@ from .blocks import Block
 from .capabilities import ROTARY
 from .errors import ConfigError
 from .ffn import FFN
-from .layers_feedback import _sublayer_input
+from .layers_feedback import sublayer_input
 from .positions import POSITION
 
 KERNEL_BLOCK = 64
@@ -118,7 +118,7 @@ class FunnelStack(nn.Module):
             if n % self.per_block == 0 and n > 0:  # first layer of a pooled block: pool-query attention
                 pooled = mean_pool(x)
                 info = ctx.begin_layer(pooled)
-                kv = _sublayer_input(block.res_attn, x)
+                kv = sublayer_input(block.res_attn, x)
                 x = block.res_attn(pooled, lambda h: pool_query_attention(block.attn, h, kv, self.causal, ctx, info))
                 if block.ffn is not None:
                     x = block.res_ffn(x, lambda h: block._ffn(h, ctx, info))
