@@ -94,7 +94,7 @@ register(LAYER, Variant(
     "exceeds exit_threshold.",
     build=EarlyExitStack, params=("exit_threshold",), check=check_early_exit, n_params=stack_params))
 
-# issue 11: layer structures of Lu et al. 2019, Press et al. 2020
+# issue 11: Macaron (Lu et al. 2019), Sandwich (Press et al. 2020), Feedback (Fan et al. 2020), Funnel (Dai et al. 2020)
 register(LAYER, Variant(
     "macaron", "Lu et al. 2019 (Macaron Net)",
     "Each layer is half a step of one FFN, attention, then half a step of a second FFN, each with "
