@@ -141,6 +141,18 @@ PRESETS: dict = {
         "each layer's pre-softmax scores add the previous layer's.",
         dict(attention="realformer", position="learned", max_len=512, norm_placement="post", norm="layernorm",
              ffn="gelu", causal=False)),
+    # issue 11 layer structures
+    "Sandwich Transformer (2020)": (
+        "Press et al. 2020: the sublayers reordered a^s (af)^(n-s) f^s; their best 16-layer model has "
+        "s = 6, here s = 2 of 4 layers; sinusoidal positions, pre-LN, ReLU, causal.",
+        dict(attention="full", position="sinusoidal", layer="sandwich", sandwich_coeff=2,
+             norm_placement="pre", norm="layernorm", ffn="relu", causal=True)),
+    "Funnel-Transformer (2020)": (
+        "Dai et al. 2020: blocks on a sequence mean-pooled by 2, pool-query-only first layers, "
+        "upsampled + first-block residual for tokens; B4-4-4 scaled to 3 blocks of 2 layers; post-LN, GELU, "
+        "bidirectional (learned positions instead of the paper's relative attention).",
+        dict(attention="full", position="learned", max_len=512, layer="funnel", n_layers=6, funnel_blocks=3,
+             norm_placement="post", norm="layernorm", ffn="gelu", causal=False)),
 }
 
 # issue 11 part 1: the models the axial, sinkhorn, probsparse and synthesizer papers name

@@ -102,6 +102,12 @@ class ModelConfig:
     architecture: str = "decoder_only"
     n_encoder_layers: Optional[int] = None  # encoder_decoder only; None = n_layers
     n_decoder_layers: Optional[int] = None  # encoder_decoder only; None = n_layers
+    # section 8, issue 11 layer structures: sandwich, funnel
+    sandwich_coeff: int = 1
+    funnel_blocks: int = 2
+    # issue 11 attention: poolingformer
+    pool_window: int = 256
+    pool_stride: int = 4
 
     # ------------------------------------------------------------------ derived
     @property
@@ -288,6 +294,10 @@ SIZE_RANGES = {
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
     # issue 11 section 1: the two stacks of an encoder-decoder, capped like n_layers
     "n_encoder_layers": (1, 512), "n_decoder_layers": (1, 512),
+    # section 8 layer structures (issue 11): sandwich, funnel; further bounded by n_layers in their checks
+    "sandwich_coeff": (0, 512), "funnel_blocks": (1, 512),
+    # poolingformer (issue 11): window and group size; pool_window / pool_stride is capped in its check
+    "pool_window": (1, 1 << 20), "pool_stride": (1, 1 << 16),
 }
 # issue 11 part 1 (axial, sinkhorn, clustered, probsparse): row width, iteration counts, Informer's factor c
 SIZE_RANGES.update({"axial_width": (1, 1 << 16), "sinkhorn_iters": (1, 64), "lloyd_iters": (1, 100),

@@ -10,6 +10,11 @@ layer ``index`` runs (the compressive memory trains its compression against it).
 - ``universal``: Universal Transformer with optional ACT, ``layers_universal.py``.
 - ``gated``: GTrXL gating, ``layers_gated.py``.
 - ``early_exit``: CALM softmax-response exits, ``layers_early_exit.py``.
+- ``macaron``: half-step FFN, attention, half-step FFN (Macaron Net), ``layers_macaron.py``.
+- ``feedback``: one token per step, all layers read a shared memory (Fan et al. 2020),
+  ``layers_feedback.py``.
+- ``funnel``: blocks on a sequence mean-pooled by 2 between them (Dai et al. 2020), ``layers_funnel.py``.
+- ``sandwich``: sublayers reordered ``a^s (af)^(n-s) f^s`` (Press et al. 2020), ``layers_sandwich.py``.
 """
 from __future__ import annotations
 
@@ -19,6 +24,10 @@ from torch import nn
 
 from .blocks import Block
 from .layers_early_exit import EarlyExitStack
+from .layers_macaron import MacaronStack, check_needs_ffn, macaron_params
+from .layers_sandwich import SandwichStack, check_sandwich
+from .layers_feedback import FeedbackStack, check_feedback, feedback_params
+from .layers_funnel import FunnelStack, check_funnel
 from .layers_gated import GatedStack, check_gated, gated_params
 from .layers_reversible import ReversibleStack, check_reversible
 from .layers_universal import UniversalStack, check_universal, universal_params
@@ -84,3 +93,26 @@ register(LAYER, Variant(
     "The LM head reads every layer; a token stops at the first layer whose top-1 probability "
     "exceeds exit_threshold.",
     build=EarlyExitStack, params=("exit_threshold",), check=check_early_exit, n_params=stack_params))
+
+# issue 11: Macaron (Lu et al. 2019), Sandwich (Press et al. 2020), Feedback (Fan et al. 2020), Funnel (Dai et al. 2020)
+register(LAYER, Variant(
+    "macaron", "Lu et al. 2019 (Macaron Net)",
+    "Each layer is half a step of one FFN, attention, then half a step of a second FFN, each with "
+    "the chosen norm placement.",
+    build=MacaronStack, params=("ffn", "norm_placement"), check=check_needs_ffn("macaron"),
+    n_params=macaron_params))
+register(LAYER, Variant(
+    "sandwich", "Press et al. 2020 (Sandwich Transformer)",
+    "The 2n sublayers reordered as sandwich_coeff attention sublayers, alternating attention / FFN, "
+    "then sandwich_coeff FFN sublayers.",
+    build=SandwichStack, params=("sandwich_coeff",), check=check_sandwich, n_params=stack_params))
+register(LAYER, Variant(
+    "feedback", "Fan et al. 2020 (Feedback Transformer)",
+    "Tokens run one step at a time; every layer attends to a memory of earlier steps, each step's "
+    "memory a learned softmax-weighted sum of all layers' states.",
+    build=FeedbackStack, params=("max_len",), check=check_feedback, n_params=feedback_params))
+register(LAYER, Variant(
+    "funnel", "Dai et al. 2020 (Funnel-Transformer)",
+    "Equal blocks of layers with the sequence mean-pooled by 2 between them (pooled queries read the "
+    "unpooled keys); tokens get the upsampled last block plus the first block's output.",
+    build=FunnelStack, params=("funnel_blocks",), check=check_funnel, n_params=stack_params))

@@ -16,6 +16,7 @@ from ..variant import Variant, register
 from . import adaptive_span, linear, lowrank, lsh, routing
 from . import axial, clustered, probsparse, sinkhorn, synthesizer  # issue 11 part 1
 from . import induced, lite, residual, talking_heads  # issue 11 part 2
+from . import poolingformer  # issue 11: Zhang et al. 2021
 from .layout import full_rule, pattern_mask
 from .patterns import PARAMS, PATTERNS, RULES, Pattern
 from .sparse import PatternAttention, pattern_block_mask
@@ -30,7 +31,7 @@ for _p in PATTERNS.values():
                                 params=tuple(f for f in _p.params if f != "seed"), check=_p.check,
                                 caps=PATTERN_CAPS))
 for _module in (lsh, routing, linear, lowrank, adaptive_span, axial, clustered, probsparse, sinkhorn, synthesizer,
-                talking_heads, residual, induced, lite):
+                talking_heads, residual, induced, lite, poolingformer):
     for _v in _module.VARIANTS:
         register(ATTENTION, _v)
 
