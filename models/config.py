@@ -88,6 +88,13 @@ class ModelConfig:
     act: bool = False
     act_threshold: float = 0.99
     ponder_weight: float = 0.01
+    # issue 11 family (positions, norms, FFN): floater, powernorm, pkm
+    floater_hidden: int = 32
+    floater_dt: float = 0.01
+    powernorm_alpha: float = 0.9
+    pkm_subkeys: int = 32
+    pkm_topk: int = 8
+    pkm_heads: int = 1
 
     # ------------------------------------------------------------------ derived
     @property
@@ -269,4 +276,6 @@ SIZE_RANGES = {
     # section 7 memory: per-layer state, stores and learned slots
     "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
+    # issue 11 family: FLOATER's ODE network width; product-key memory tables (values grow as subkeys^2)
+    "floater_hidden": (1, 4096), "pkm_subkeys": (2, 1024), "pkm_topk": (1, 1024), "pkm_heads": (1, 64),
 }
