@@ -88,13 +88,14 @@ class ModelConfig:
     act: bool = False
     act_threshold: float = 0.99
     ponder_weight: float = 0.01
-    # issue 11 family (positions, norms, FFN): floater, powernorm, pkm
+    # issue 11 family (positions, norms, FFN, memory): floater, powernorm, pkm, knn_lm / spalm
     floater_hidden: int = 32
     floater_dt: float = 0.01
     powernorm_alpha: float = 0.9
     pkm_subkeys: int = 32
     pkm_topk: int = 8
     pkm_heads: int = 1
+    knn_lambda: float = 0.25
 
     # ------------------------------------------------------------------ derived
     @property
