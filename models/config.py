@@ -88,7 +88,7 @@ class ModelConfig:
     act: bool = False
     act_threshold: float = 0.99
     ponder_weight: float = 0.01
-    # issue 11 family (positions, norms, FFN, memory): floater, powernorm, pkm, knn_lm / spalm
+    # issue 11 family: floater, powernorm, pkm, knn_lm / spalm, deberta, tupe
     floater_hidden: int = 32
     floater_dt: float = 0.01
     powernorm_alpha: float = 0.9
@@ -96,6 +96,9 @@ class ModelConfig:
     pkm_topk: int = 8
     pkm_heads: int = 1
     knn_lambda: float = 0.25
+    deberta_buckets: int = 32
+    deberta_max_distance: int = 128
+    tupe_relative: bool = False
 
     # ------------------------------------------------------------------ derived
     @property
@@ -277,6 +280,7 @@ SIZE_RANGES = {
     # section 7 memory: per-layer state, stores and learned slots
     "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
     "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
-    # issue 11 family: FLOATER's ODE network width; product-key memory tables (values grow as subkeys^2)
+    # issue 11 family: FLOATER width; product-key tables (values grow as subkeys^2); DeBERTa buckets
     "floater_hidden": (1, 4096), "pkm_subkeys": (2, 1024), "pkm_topk": (1, 1024), "pkm_heads": (1, 64),
+    "deberta_buckets": (2, 4096), "deberta_max_distance": (3, 1 << 20),
 }
