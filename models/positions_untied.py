@@ -116,11 +116,12 @@ class TUPE(nn.Module):
     def modify(self, q, k, layer, k_start=0, scale=None):
         lq, lk, h, dh = q.shape[2], k.shape[2], self.h, self.d_head
         k_pos = torch.arange(k_start, k_start + lk, device=q.device)
-        if lk and (int(k_pos[0]) < 0 or int(k_pos[-1]) >= self.max_len):
+        if lk and int(k_pos[-1]) >= self.max_len:
             raise ConfigError("max_len", self.max_len,
                               f"an integer > {int(k_pos[-1])}: tupe's learned position table has max_len rows "
-                              f"and this call needs positions {int(k_pos[0])}..{int(k_pos[-1])}")
-        p = self.table[k_pos]  # (Lk, d)
+                              f"and this call needs positions up to {int(k_pos[-1])}")
+        # learned memory tokens sit before position 0: they have no position, so no position term
+        p = self.table[k_pos.clamp(min=0)] * (k_pos >= 0)[:, None].to(self.table.dtype)  # (Lk, d)
         a = self.u_q(p[lk - lq:]).view(lq, h, dh).transpose(0, 1)  # (h, Lq, d_h)
         b = self.u_k(p).view(lk, h, dh).transpose(0, 1)  # (h, Lk, d_h)
         pair = (a @ b.transpose(-1, -2)) / math.sqrt(2 * dh)  # (h, Lq, Lk)

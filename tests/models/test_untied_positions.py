@@ -119,6 +119,14 @@ def test_tupe_positions_past_its_table_are_a_config_error():
         mod.modify(q, q, layer=0, k_start=6)
 
 
+def test_tupe_keys_before_position_zero_get_no_position_term():
+    """Learned memory tokens are prepended at negative positions: only their word term remains."""
+    mod = TUPE(_cfg(), t5_relative_bucket)
+    q, k = torch.randn(1, 3, 4, 4), torch.randn(1, 3, 6, 4)
+    _, _, mods = mod.modify(q, k, layer=0, k_start=-2)
+    assert (mods["pair_bias"][..., :2] == 0).all() and (mods["pair_bias"][..., 2:] != 0).all()
+
+
 def test_deberta_and_tupe_send_gradients_to_every_parameter():
     for mod in (DeBERTa(_cfg()), TUPE(_cfg(tupe_relative=True), t5_relative_bucket)):
         q = torch.randn(1, 3, 6, 4, requires_grad=True)
