@@ -42,6 +42,7 @@ def test_linear_decay_matches_the_exponential_to_rk4_accuracy():
 
 
 def test_trajectory_matches_an_adaptive_scipy_solver_on_the_learned_field():
+    torch.manual_seed(0)
     cfg, mod = _floater(floater_dt=0.05)
     with torch.no_grad():
         mod.w2.mul_(50)  # a field that actually bends the trajectory
@@ -56,7 +57,8 @@ def test_trajectory_matches_an_adaptive_scipy_solver_on_the_learned_field():
     times = np.arange(n) * 0.05
     ref = solve_ivp(rhs, (0.0, times[-1]), mod.p0.detach().numpy(), t_eval=times, method="DOP853",
                     rtol=1e-11, atol=1e-12).y.T
-    assert np.abs(traj - ref).max() < 1e-7 * max(1.0, np.abs(ref).max())
+    # RK4 stays within ~1e-6 of the reference here; a second-order method (midpoint) is off by ~1e-3
+    assert np.abs(traj - ref).max() < 2e-5 * max(1.0, np.abs(ref).max())
 
 
 def test_embed_adds_the_trajectory_at_the_token_positions_and_every_parameter_learns():

@@ -111,14 +111,20 @@ def test_pkm_output_is_the_softmax_weighted_sum_of_the_selected_values():
     torch.testing.assert_close(y, want)
 
 
-def test_pkm_sends_gradients_to_queries_keys_and_read_values_only():
+def test_pkm_sends_gradients_to_queries_keys_and_only_the_read_values():
     cfg = _cfg(ffn="pkm", pkm_subkeys=8, pkm_topk=2).validate()
+    torch.manual_seed(0)
     ffn = FFN["pkm"].build(cfg)
-    x = torch.randn(1, 1, cfg.d_model)
+    x = torch.randn(2, 5, cfg.d_model, generator=torch.Generator().manual_seed(3))
     y, _ = ffn(x)
-    y.sum().backward()
-    assert ffn.query.weight.grad.abs().sum() > 0 and ffn.keys1.grad.abs().sum() > 0
-    assert int((ffn.values.grad.abs().sum(-1) > 0).sum()) == 2  # only the k slots read
+    (y * torch.randn(y.shape, generator=torch.Generator().manual_seed(4))).sum().backward()
+    assert ffn.query.weight.grad.abs().sum() > 0
+    assert ffn.keys1.grad.abs().sum() > 0 and ffn.keys2.grad.abs().sum() > 0
+    q = ffn.query(x).view(10, 1, 2, cfg.d_model // 2)
+    _, index = product_topk(q[:, :, 0], q[:, :, 1], ffn.keys1, ffn.keys2, 2)
+    read = torch.zeros(64, dtype=torch.bool)
+    read[index.flatten()] = True
+    assert ((ffn.values.grad.abs().sum(-1) > 0) == read).all()  # exactly the slots some token read
 
 
 def test_pkm_checks_name_the_field():
