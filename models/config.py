@@ -108,6 +108,17 @@ class ModelConfig:
     # issue 11 attention: poolingformer
     pool_window: int = 256
     pool_stride: int = 4
+    # issue 11 family: floater, powernorm, pkm, knn_lm / spalm, deberta, tupe
+    floater_hidden: int = 32
+    floater_dt: float = 0.01
+    powernorm_alpha: float = 0.9
+    pkm_subkeys: int = 32
+    pkm_topk: int = 8
+    pkm_heads: int = 1
+    knn_lambda: float = 0.25
+    deberta_buckets: int = 32
+    deberta_max_distance: int = 128
+    tupe_relative: bool = False
 
     # ------------------------------------------------------------------ derived
     @property
@@ -298,6 +309,9 @@ SIZE_RANGES = {
     "sandwich_coeff": (0, 512), "funnel_blocks": (1, 512),
     # poolingformer (issue 11): window and group size; pool_window / pool_stride is capped in its check
     "pool_window": (1, 1 << 20), "pool_stride": (1, 1 << 16),
+    # issue 11 family: FLOATER width; product-key tables (values grow as subkeys^2); DeBERTa buckets
+    "floater_hidden": (1, 4096), "pkm_subkeys": (2, 1024), "pkm_topk": (1, 1024), "pkm_heads": (1, 64),
+    "deberta_buckets": (2, 4096), "deberta_max_distance": (3, 1 << 20),
 }
 # issue 11 part 1 (axial, sinkhorn, clustered, probsparse): row width, iteration counts, Informer's factor c
 SIZE_RANGES.update({"axial_width": (1, 1 << 16), "sinkhorn_iters": (1, 64), "lloyd_iters": (1, 100),

@@ -73,6 +73,7 @@ class LayerInfo:
     # -- internal hand-offs to the memory update (cleared by it)
     attn_input: Optional[Tensor] = None          # (B, L, d) this layer's attention input
     knn_new: Optional[tuple] = None              # (keys, values) to append to the kNN store
+    lm_hidden: Optional[Tensor] = None           # (B, L, d) final hidden states for the knn_lm / spalm store
 
     def record(self, **values) -> None:
         """Set fields by name (an attention core's ``aux``); an unknown name raises ``AttributeError``."""

@@ -15,4 +15,10 @@ FFN: dict = {}
 for _v in ffn_dense.VARIANTS + moe.VARIANTS:
     register(FFN, _v)
 
+# issue 11: product-key memory (its own module)
+from . import ffn_pkm  # noqa: E402
+
+for _v in ffn_pkm.VARIANTS:
+    register(FFN, _v)
+
 __all__ = ["FFN", "ffn_hidden_size", "DenseFFN", "GatedFFN", "GELUFFN"]

@@ -175,3 +175,8 @@ register(NORM_PLACEMENT, Variant(
 register(NORM_PLACEMENT, Variant(
     "none", "Baseline", "Plain residual connections with no normalisation at all.",
     build=Residual, params=("dropout",), n_params=lambda c, norm: 0))
+
+# issue 11: PowerNorm (its own module: batch statistics with a running estimate)
+from .norm_power import VARIANT as _POWERNORM  # noqa: E402
+
+register(NORM, _POWERNORM)

@@ -351,3 +351,8 @@ register(POSITION, Variant(
     "alibi", "Press et al. 2022 (ALiBi)",
     "Subtracts a fixed per-head slope times the distance from the scores; no learned parameters.",
     build=Alibi, caps=_REL(SCORE_BIAS)))
+
+# issue 11: FLOATER (its own module: a neural-ODE position trajectory)
+from .positions_floater import VARIANT as _FLOATER  # noqa: E402
+
+register(POSITION, _FLOATER)
