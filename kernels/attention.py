@@ -97,10 +97,15 @@ def _check(q, k, v, block_mask):
 
 
 def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, alibi_slopes=None,
-              rel_bias=None, softcap=None, scale=None, rel_k=None, rel_v=None):
+              rel_bias=None, softcap=None, scale=None, rel_k=None, rel_v=None, pair_bias=None):
     """Differentiable attention ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``."""
     _check(q, k, v, block_mask)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if pair_bias is not None:  # a full per-pair term (DeBERTa, TUPE): the dense reference, every device
+        _ran(lambda: f"torch-{q.device.type} dense (pair_bias)")
+        return attention_ref(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
+                             rel_bias=rel_bias, softcap=softcap, scale=scale, rel_k=rel_k, rel_v=rel_v,
+                             pair_bias=pair_bias)[0]
     if q.device.type == "cuda" and _triton_reason(q, k, v, block_mask, rel_k, rel_v) is None:
         from .flash_attention import flash_attention
         from .gpu_info import triton_backend_name

@@ -41,7 +41,7 @@ def expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def attention_ref(q, k, v, *, causal=False, mask=None, block_mask=None, alibi_slopes=None,
-                  rel_bias=None, softcap=None, scale=None, rel_k=None, rel_v=None):
+                  rel_bias=None, softcap=None, scale=None, rel_k=None, rel_v=None, pair_bias=None):
     """Dense reference. Returns ``(out [B, h, Lq, d], probs [B, h, Lq, Lk])``.
 
     ``mask`` is a dense bool ``[Lq, Lk]`` pattern; ``block_mask`` a :class:`BlockMask` (its dense
@@ -65,6 +65,8 @@ def attention_ref(q, k, v, *, causal=False, mask=None, block_mask=None, alibi_sl
         s = s + rel_bias.to(acc)[:, rel + lk - 1]
     if alibi_slopes is not None:
         s = s - alibi_slopes.to(acc)[:, None, None] * rel.abs()
+    if pair_bias is not None:  # [B or 1, h, Lq, Lk], added like rel_bias
+        s = s + pair_bias.to(acc)
     allowed = torch.ones(lq, lk, dtype=torch.bool, device=q.device)
     if mask is not None:
         allowed = allowed & mask

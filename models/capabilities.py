@@ -26,10 +26,12 @@ from .errors import ConfigError
 ROTARY = "rotary"
 SCORE_BIAS = "score_bias"
 RELATIVE_KV = "relative_kv"
-KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV})
+PAIR_SCORE = "pair_score"  # a full [B or 1, h, Lq, Lk] term added to the scores (DeBERTa p2c, TUPE)
+KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV, PAIR_SCORE})
 
 # keyword of kernels.attention -> modifier kind
-MODIFIER_KIND = {"rel_bias": SCORE_BIAS, "alibi_slopes": SCORE_BIAS, "rel_k": RELATIVE_KV, "rel_v": RELATIVE_KV}
+MODIFIER_KIND = {"rel_bias": SCORE_BIAS, "alibi_slopes": SCORE_BIAS, "rel_k": RELATIVE_KV, "rel_v": RELATIVE_KV,
+                 "pair_bias": PAIR_SCORE}
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from .errors import ConfigError
 from .memory_base import Memory, MemoryState
 from .memory_knn import KNNMemory
 from .variant import Variant, register
+from .memory_lmstore import VARIANTS as _LMSTORE
 
 MEMORY: dict = {}
 
@@ -238,3 +239,8 @@ register(MEMORY, Variant(
     "n_memory learned memory slots per layer that every position can attend.",
     build=TokenMemory, params=("n_memory",), caps=MemoryCaps(prepends_keys=True),
     n_params=lambda c: c.n_layers * c.n_memory * c.d_model))
+
+# issue 11: output-side retrieval memories (kNN-LM, SPALM)
+
+for _v in _LMSTORE:
+    register(MEMORY, _v)

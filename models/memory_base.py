@@ -86,6 +86,14 @@ class Memory(nn.Module):
     def hook(self, index: int):
         return None
 
+    def head_input(self, x, ctx):
+        """The final hidden states ``(B, L, d)`` the head reads (output-side memories mix into them)."""
+        return x
+
+    def final_logits(self, x, logits, ctx):
+        """The segment's logits ``(B, L, V)`` (kNN-LM interpolates them with its retrieval)."""
+        return logits
+
     def update(self, state: MemoryState, ctx, attention_of) -> MemoryState:
         """The state after ``ctx``'s segment; also annotates ``ctx.layers`` for the memory view."""
         L = ctx.tokens.shape[1]

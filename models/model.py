@@ -132,7 +132,10 @@ class TransformerModel(nn.Module):
         pos = torch.arange(L, device=tokens.device)
         x = self.position.embed(self.embed(tokens), pos)  # (B, L, d)
         x = self.stack(self.drop(x), ctx)
-        return self.classify(x), ctx
+        if self.memory is None:
+            return self.classify(x), ctx
+        x = self.memory.head_input(x, ctx)  # output-side memories (spalm) mix into the final hidden state
+        return self.memory.final_logits(x, self.classify(x), ctx), ctx  # and (knn_lm) into the logits
 
     def classify(self, x):
         """Final norm + LM head: the model's classifier, also the early-exit classifier (CALM)."""

@@ -31,6 +31,8 @@ from kernels.rope import apply_rope_ref as _rope_ref
 from .capabilities import RELATIVE_KV, ROTARY, SCORE_BIAS, PositionCaps
 from .errors import ConfigError
 from .variant import Variant, register
+from .positions_floater import VARIANT as _FLOATER
+from .positions_untied import variants as _untied
 
 POSITION: dict = {}
 
@@ -353,6 +355,10 @@ register(POSITION, Variant(
     build=Alibi, caps=_REL(SCORE_BIAS)))
 
 # issue 11: FLOATER (its own module: a neural-ODE position trajectory)
-from .positions_floater import VARIANT as _FLOATER  # noqa: E402
 
 register(POSITION, _FLOATER)
+
+# issue 11: DeBERTa and TUPE (a pair_bias term per (query, key))
+
+for _v in _untied(t5_relative_bucket):
+    register(POSITION, _v)

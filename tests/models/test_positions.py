@@ -50,7 +50,7 @@ def test_embed_modify_shapes_and_gradients(key, causal):
     for layer in range(cfg.n_layers):
         q2, k2, mods = mod.modify(q, k, layer, k_start=4)
         assert q2.shape == q.shape and k2.shape == k.shape
-        assert set(mods) <= {"alibi_slopes", "rel_bias", "rel_k", "rel_v"}
+        assert set(mods) <= {"alibi_slopes", "rel_bias", "rel_k", "rel_v", "pair_bias"}
         if "rel_bias" in mods:
             assert mods["rel_bias"].shape == (h, 2 * L - 1)
         out, _ = attention_ref(q2, k2, v, causal=causal, **mods)
