@@ -77,7 +77,8 @@ def from_query(params: dict) -> tuple:
         base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
         cfg = check_limits(ModelConfig.from_dict({**base, **params}))
     except ConfigError as exc:
-        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({exc}); showing the defaults."
+        why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"  # the echoed value can be huge
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({why}); showing the defaults."
     except Exception as exc:  # anything else a hostile string could provoke: never raise
         log.warning("unusable share link %r: %s", params, exc)
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, "The link could not be read; showing the defaults."

@@ -218,8 +218,10 @@ def _commit_events(ctl: dict, text) -> list:
 
 
 def _redraw(n: Named, first, name: str, views_state: bool = True):
-    """Chain attention -> views -> analysis after ``first`` (an event, or a list of triggers)."""
-    args = dict(fn=n.fn(h.refresh_attention), inputs=n.ins(*CONTROL_FIELDS, "text", "state"),
+    """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
+    list of commit triggers)."""
+    fill = not isinstance(first, list)
+    args = dict(fn=n.fn(lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw)), inputs=n.ins(*CONTROL_FIELDS, "text", "state"),
                 outputs=n.outs(*ATTENTION_OUT), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):

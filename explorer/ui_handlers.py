@@ -157,11 +157,19 @@ def attention_outputs(cfg: ModelConfig, text: str) -> tuple:
     return plots.attention_grid(maps), plots.attention_stats(maps), report.maps_reading(summary, MAX_TEXT_BYTES)
 
 
-def refresh_attention(values: dict, text, state) -> dict:
+def refresh_attention(values: dict, text, state, keep_status: bool = False) -> dict:
     """-> grid, stats, maps_md, status, share_qs, preset, state and every control's update.
 
     Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
-    used text unchanged redraws nothing."""
+    used text unchanged redraws nothing. ``keep_status``: after a preset / link / upload filled the
+    controls, leave its status line unless there is something new to say."""
+    out = _refresh_attention(values, text, state)
+    if keep_status and out.get("status") == "":
+        out["status"] = gr.skip()
+    return out
+
+
+def _refresh_attention(values: dict, text, state) -> dict:
     state = _state(state)
     text = _text(text)
     values, note = adjust_causal(dict(values))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # browser_page, the shared Page helper
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -55,3 +57,35 @@ def app_url():
                 os.killpg(proc.pid, signal.SIGKILL)
         if log is not subprocess.DEVNULL:
             log.close()
+
+
+@pytest.fixture(scope="session")
+def shots_dir(tmp_path_factory):
+    """Where browser tests put screenshots: a temporary folder, so the test command never writes into
+    tracked files; ``EXPLORER_SCREENSHOTS=assets/screenshots`` refreshes the README's pictures."""
+    target = os.environ.get("EXPLORER_SCREENSHOTS")
+    if target:
+        path = Path(target) if Path(target).is_absolute() else ROOT / target
+        path.mkdir(parents=True, exist_ok=True)
+        return str(path)
+    return str(tmp_path_factory.mktemp("screenshots"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from browser_page import ARGS, CHROMIUM
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, app_url, shots_dir):
+    from browser_page import Page
+    p = Page(browser, app_url, shots_dir)
+    yield p
+    p.close()
