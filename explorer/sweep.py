@@ -326,46 +326,52 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
     if pred is not None and pred > budget:
         return _record(L, "timeout", "not run", mode, dev,
                        reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s")
-    backend, peak = "not run", None
     with LOAD.window() as seen:
-        try:
-            tokens = torch.randint(0, cfg.vocab_size, (batch, L), generator=torch.Generator().manual_seed(L)).to(dev)
-            run = _work(model, tokens, mode, dev)
-            sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-            if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
-                with guard.run_until(budget):
-                    run()
-                measure_peak(lambda: None, dev)
-            sync()
-            t0 = time.perf_counter()
-            with kernels.record_backends() as ran, guard.run_until(budget):
-                _, peak = measure_peak(run, dev)  # warm-up of this length: pays the layout / plan, measured for memory
-            backend = backend_label(ran, cfg, dev)
-            sync()
-            warm = time.perf_counter() - t0
-            if warm > budget:
-                return _record(L, "timeout", backend, mode, dev, peak=int(peak), others=seen["others"],
-                               reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
+        rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first)
+    rec["others"] = seen["others"]  # other requests that computed while this length was measured
+    return rec
+
+
+def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first) -> dict:
+    backend, peak = "not run", None
+    try:
+        tokens = torch.randint(0, cfg.vocab_size, (batch, L), generator=torch.Generator().manual_seed(L)).to(dev)
+        run = _work(model, tokens, mode, dev)
+        sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+        if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
             with guard.run_until(budget):
-                ms = _timed_ms(run, dev, _n_runs(warm, repeats, min_repeats, budget), budget, guard)
-        except Abandoned:
-            if guard.why == "cancelled":
-                return _record(L, "cancelled", backend, mode, dev, reason="cancelled during the run")
-            return _record(L, "timeout", backend, mode, dev, peak=None if peak is None else int(peak),
-                           reason=f"abandoned: a run exceeded the budget of {budget:.2f} s")
-        except ConfigError as exc:
-            return _record(L, "invalid", backend, mode, dev, reason=str(exc))
-        except (RuntimeError, MemoryError) as exc:
-            if isinstance(exc.__cause__, Abandoned) or isinstance(exc.__context__, Abandoned):
-                return _record(L, "timeout" if guard.why == "timeout" else "cancelled", backend, mode, dev,
-                               reason=f"abandoned ({guard.why})")
-            if _is_oom(exc):
-                if dev.type == "cuda":
-                    torch.cuda.empty_cache()
-                return _record(L, "oom", backend, mode, dev, reason=str(exc).splitlines()[0][:200])
-            log.exception("sweep run failed at L=%d", L)
-            return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
-        except Exception as exc:  # a bug in a variant must not take the app down: report it
-            log.exception("sweep run failed at L=%d", L)
-            return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
-    return _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak), others=seen["others"])
+                run()
+            measure_peak(lambda: None, dev)
+        sync()
+        t0 = time.perf_counter()
+        with kernels.record_backends() as ran, guard.run_until(budget):
+            _, peak = measure_peak(run, dev)  # warm-up of this length: pays the layout / plan, measured for memory
+        backend = backend_label(ran, cfg, dev)
+        sync()
+        warm = time.perf_counter() - t0
+        if warm > budget:
+            return _record(L, "timeout", backend, mode, dev, peak=int(peak),
+                           reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
+        with guard.run_until(budget):
+            ms = _timed_ms(run, dev, _n_runs(warm, repeats, min_repeats, budget), budget, guard)
+    except Abandoned:
+        if guard.why == "cancelled":
+            return _record(L, "cancelled", backend, mode, dev, reason="cancelled during the run")
+        return _record(L, "timeout", backend, mode, dev, peak=None if peak is None else int(peak),
+                       reason=f"abandoned: a run exceeded the budget of {budget:.2f} s")
+    except ConfigError as exc:
+        return _record(L, "invalid", backend, mode, dev, reason=str(exc))
+    except (RuntimeError, MemoryError) as exc:
+        if isinstance(exc.__cause__, Abandoned) or isinstance(exc.__context__, Abandoned):
+            return _record(L, "timeout" if guard.why == "timeout" else "cancelled", backend, mode, dev,
+                           reason=f"abandoned ({guard.why})")
+        if _is_oom(exc):
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+            return _record(L, "oom", backend, mode, dev, reason=str(exc).splitlines()[0][:200])
+        log.exception("sweep run failed at L=%d", L)
+        return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+    except Exception as exc:  # a bug in a variant must not take the app down: report it
+        log.exception("sweep run failed at L=%d", L)
+        return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+    return _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))

@@ -72,3 +72,35 @@ def test_concurrent_requests_do_not_mix(app_url):
     for window, frac in results:
         allowed = sum(min(i + 1, window) for i in range(8))
         assert frac == pytest.approx(allowed / 64, abs=1e-6)
+
+
+@pytest.mark.parametrize("config,needle", [
+    ('{"seed": ' + "7" * 5000 + "}", "number"),            # Python refuses > 4300 digits: a clear message
+    ("[" * 3000 + "]" * 3000, "nesting"),                  # not a RecursionError
+])
+def test_hostile_json_gets_a_clear_message(client, config, needle):
+    with pytest.raises(Exception) as info:
+        client.predict(config, api_name="/gradients")
+    assert needle in str(info.value) and "RecursionError" not in str(info.value)
+    assert "ValueError" not in str(info.value)
+
+
+def _call(app_url, api_name, data):
+    """Gradio's HTTP API by hand: POST the inputs, then read the event stream -> (event, data)."""
+    import urllib.request
+    base = app_url + f"gradio_api/call/{api_name}"
+    req = urllib.request.Request(base, data=json.dumps({"data": data}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        event_id = json.load(r)["event_id"]
+    with urllib.request.urlopen(f"{base}/{event_id}", timeout=60) as r:
+        lines = r.read().decode().splitlines()
+    events = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("event: ")]
+    datas = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("data: ")]
+    return events[-1], json.loads(datas[-1]) if datas else None
+
+
+def test_a_wrong_typed_input_to_a_ui_endpoint_gets_a_message(app_url):
+    event, data = _call(app_url, "upload_config", [12345])
+    assert event == "error" and data, "a message, not {'error': null}"
+

@@ -118,7 +118,7 @@ def test_timings_say_when_other_requests_ran():
 
 def test_reversible_stacks_are_compared_with_standard_layers():
     """The memory sweep of a reversible stack shows the same model with standard layers beside it."""
-    from explorer import ui_handlers as h
+    from explorer import ui_jobs as h
     from models import ModelConfig
 
     assert h.sweep_baseline(ModelConfig(layer="reversible"))[0] == "standard layers"
