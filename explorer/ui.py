@@ -19,8 +19,8 @@ module's run when the sweep is stopped or its client leaves.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -40,11 +40,13 @@ from .ui_controls import CONTROL_FIELDS, SIZE_FIELDS, make_control, unused_categ
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="sky", neutral_hue="slate",
                        font=["DejaVu Sans", "Inter", "system-ui", "sans-serif"])
-# Queue and slots, measured on the 2-core host (python -m explorer.ui_load): two analyses at once
-# with one thread each use both cores; more only queue inside torch. A sweep has its own slot.
-COMPUTE_LIMIT = 2
+# Queue and slots. Two analyses at once, one torch thread each, one per core of the 2-core host; a
+# sweep has its own slot. Measure on the host with `python -m explorer.ui_load` (requests/s and
+# latency for 1-4 concurrent analyses) and set EXPLORER_COMPUTE_SLOTS to where throughput stops rising.
+COMPUTE_LIMIT = max(1, int(os.environ.get("EXPLORER_COMPUTE_SLOTS", "2"))) \
+    if os.environ.get("EXPLORER_COMPUTE_SLOTS", "2").isdigit() else 2
 QUEUE_SIZE = 24               # beyond this the browser shows Gradio's "This application is currently busy"
-SESSIONS = 300                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
+SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
 STATE_TTL_S = 3600            # the sweep records kept for the export
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "100kb",
