@@ -47,7 +47,6 @@ COMPUTE_LIMIT = max(1, int(os.environ.get("EXPLORER_COMPUTE_SLOTS", "2"))) \
     if os.environ.get("EXPLORER_COMPUTE_SLOTS", "2").isdigit() else 2
 QUEUE_SIZE = 24               # beyond this the browser shows Gradio's "This application is currently busy"
 SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
-STATE_TTL_S = 3600            # the sweep records kept for the export
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "100kb",
                   "state_session_capacity": SESSIONS, "show_error": True}
@@ -134,7 +133,9 @@ def build_app() -> gr.Blocks:
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
     with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False,
                    delete_cache=DELETE_CACHE) as demo:
-        state = gr.State(h.new_state(cfg, DEFAULT_TEXT), time_to_live=STATE_TTL_S)
+        # no time_to_live: an expired state would forget what the page shows (its "drawn" digest); it
+        # is a few hundred bytes, and the sessions that hold it are bounded by SESSIONS
+        state = gr.State(h.new_state(cfg, DEFAULT_TEXT))
         export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
         gr.HTML(_header())
         with gr.Row(equal_height=False):
