@@ -22,17 +22,20 @@ class Load:
 
     @contextlib.contextmanager
     def busy(self):
-        """Count the enclosed work as one running request."""
-        with self._lock:
-            self._active += 1
-            self._started += 1
-        self._mine.depth = getattr(self._mine, "depth", 0) + 1
+        """Count the enclosed work as one running request (nested calls in a thread count once)."""
+        depth = getattr(self._mine, "depth", 0)
+        if depth == 0:
+            with self._lock:
+                self._active += 1
+                self._started += 1
+        self._mine.depth = depth + 1
         try:
             yield
         finally:
-            self._mine.depth -= 1
-            with self._lock:
-                self._active -= 1
+            self._mine.depth = depth
+            if depth == 0:
+                with self._lock:
+                    self._active -= 1
 
     def snapshot(self) -> tuple:
         """``(running now, started so far)``."""

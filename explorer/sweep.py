@@ -157,6 +157,9 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     records, stop, history = [], None, []
     if not _acquire(_MEASURE_LOCK, stopped):
         return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
+    if stopped():  # not even the model build (seconds for a large config) once cancelled
+        _MEASURE_LOCK.release()
+        return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
     try:
         with _threads(threads or default_threads()):
             model = build(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad

@@ -14,7 +14,7 @@ from .activity import LOAD
 from .limits import check_limits, parse_lengths
 from .share import DEFAULT_TEXT, clip_text
 from .ui_handlers import _problem
-from .ui_jobs import SWEEP_BUDGET_S
+from .ui_jobs import SWEEP_BUDGET_S, cancellable
 from .ui_text import load_json, truncate
 
 
@@ -55,12 +55,13 @@ def api_gradients(config_json: str) -> dict:
     return _api(lambda: ex.gradient_norms(_api_config(config_json)))
 
 
-def api_benchmark(config_json: str, lengths: str, mode: str) -> list:
-    """Latency / memory sweep records of the config's attention at the given lengths."""
-    def run():
+async def api_benchmark(config_json: str, lengths: str, mode: str) -> list:
+    """Latency / memory sweep records of the config's attention at the given lengths (stops between
+    two modules when the job is cancelled or the client disconnects)."""
+    def run(should_stop):
         cfg = _api_config(config_json)
         if mode not in (None, "", "forward", "forward_backward"):
             raise ConfigError("mode", truncate(mode, 40), "'forward' or 'forward_backward'")
         return ex.latency_memory_sweep(cfg, parse_lengths(lengths or "128,256,512"), mode or "forward",
-                                       time_budget_s=SWEEP_BUDGET_S)
-    return _api(run)
+                                       time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop)
+    return await cancellable(lambda should_stop: _api(lambda: run(should_stop)))

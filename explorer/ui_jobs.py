@@ -107,25 +107,29 @@ def client_gone_probe():
     return gone
 
 
-async def run_sweep_cancellable(values: dict, lengths, mode, state, progress=None) -> dict:
-    """``run_sweep`` in a worker thread that stops between two modules when the event is cancelled
-    (``job.cancel()``, the Stop button) or its client disconnects; the event (and so its
-    concurrency slot) ends only once the worker has stopped, so the next sweep starts at once."""
+async def cancellable(work):
+    """Run ``work(should_stop)`` in a worker thread; ``should_stop()`` turns True when the event is
+    cancelled (``job.cancel()``, the Stop button) or its client disconnects. The event (and so its
+    concurrency slot) ends only once the worker has stopped, so the next job starts at once."""
     stop = threading.Event()
     gone = client_gone_probe()
 
-    def work():
+    def run():
         with LOAD.busy():
-            return run_sweep(values, lengths, mode, state, progress,
-                             should_stop=lambda: stop.is_set() or gone())
+            return work(lambda: stop.is_set() or gone())
 
-    task = asyncio.ensure_future(asyncio.to_thread(work))  # to_thread keeps Gradio's context (progress)
+    task = asyncio.ensure_future(asyncio.to_thread(run))  # to_thread keeps Gradio's context (progress)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         stop.set()
         await asyncio.wait({task})
         raise
+
+
+async def run_sweep_cancellable(values: dict, lengths, mode, state, progress=None) -> dict:
+    """``run_sweep``, stopped between two modules when the event is cancelled or its client leaves."""
+    return await cancellable(lambda should_stop: run_sweep(values, lengths, mode, state, progress, should_stop))
 
 
 # ---------------------------------------------------------------------------- export

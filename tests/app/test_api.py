@@ -104,3 +104,25 @@ def test_a_wrong_typed_input_to_a_ui_endpoint_gets_a_message(app_url):
     event, data = _call(app_url, "upload_config", [12345])
     assert event == "error" and data, "a message, not {'error': null}"
 
+
+
+@pytest.mark.parametrize("how", ["cancel", "disconnect"])
+def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how):
+    """job.cancel() (or a client that goes away) stops the sweep between two modules: the next
+    benchmark, which shares the one sweep slot, starts at once instead of waiting for the whole sweep."""
+    import time
+    big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16, "attention": "sliding_window"})
+    first = Client(app_url, verbose=False)
+    lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
+    job = first.submit(big, lengths, "forward_backward", api_name="/benchmark")
+    time.sleep(2.5)
+    if how == "cancel":
+        job.cancel()
+    else:
+        first.close()
+    t0 = time.perf_counter()
+    recs = Client(app_url, verbose=False).predict(json.dumps(SMALL), "16", "forward", api_name="/benchmark")
+    waited = time.perf_counter() - t0
+    print(f"{how}: the next benchmark waited {waited:.1f} s")
+    assert recs[0]["status"] == "ok"
+    assert waited < 8, f"the next benchmark waited {waited:.1f} s"

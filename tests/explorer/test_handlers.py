@@ -1,6 +1,7 @@
 """Every UI handler and API function, called directly (no server): good input draws, bad input
 warns (escaped, truncated) and keeps the last figures (``gr.skip()``), never a traceback.
 Handlers take control values by field name and return ``{output name: value}``."""
+import asyncio
 import html
 import json
 import os
@@ -200,14 +201,14 @@ def test_api_functions_and_their_errors():
     assert s["n_tokens"] == 5 and s["n_layers"] == 2 and len(s["entropy"][0]) == 2
     g = ui_api.api_gradients(cfg)
     assert g["layer"] == [0, 1] and len(g["residual"]) == 2
-    assert ui_api.api_benchmark(cfg, "16", "forward")[0]["status"] == "ok"
+    assert asyncio.run(ui_api.api_benchmark(cfg, "16", "forward"))[0]["status"] == "ok"
     assert ui_api.api_analyze("", "")["n_layers"] == ModelConfig().n_layers  # empty = defaults
     for bad, needle in (('{"attention": "nope"}', "attention"), ("{broken", "JSON"), ('{"n_layers": 50}', "n_layers"),
                         ('{"seed": ' + "1" * 5000 + "}", "number"), ("[" * 5000 + "]" * 5000, "nesting")):
         with pytest.raises(gr.Error, match=needle):
             ui_api.api_gradients(bad)
     with pytest.raises(gr.Error, match="seq_lens"):
-        ui_api.api_benchmark(cfg, "16,x", "forward")
+        asyncio.run(ui_api.api_benchmark(cfg, "16,x", "forward"))
     with pytest.raises(gr.Error, match="text"):
         ui_api.api_analyze(cfg, 42)
 

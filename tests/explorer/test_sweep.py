@@ -129,3 +129,10 @@ def test_reversible_stacks_are_compared_with_standard_layers():
     assert any(n and n.startswith("standard layers (baseline)") for n in names)
     assert rec["baseline"] is not None and rec["baseline_name"] == "standard layers"
     assert "forward_backward" in reading
+
+
+def test_nested_busy_counts_one_request():
+    with LOAD.busy(), LOAD.busy():
+        assert LOAD.snapshot()[0] == 1
+        rec = latency_memory_sweep(ModelConfig(**SMALL), [16], repeats=1, min_repeats=1)[0]
+    assert rec["others"] == 0 and LOAD.snapshot()[0] == 0
