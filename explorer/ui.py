@@ -45,7 +45,8 @@ THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="sky", neutral_hue="s
 # latency for 1-4 concurrent analyses) and set EXPLORER_COMPUTE_SLOTS to where throughput stops rising.
 COMPUTE_LIMIT = max(1, int(os.environ.get("EXPLORER_COMPUTE_SLOTS", "2"))) \
     if os.environ.get("EXPLORER_COMPUTE_SLOTS", "2").isdigit() else 2
-QUEUE_SIZE = 24               # beyond this the browser shows Gradio's "This application is currently busy"
+# beyond this many waiting events the browser shows Gradio's "This application is currently busy"
+QUEUE_SIZE = int(os.environ["EXPLORER_QUEUE_SIZE"]) if os.environ.get("EXPLORER_QUEUE_SIZE", "").isdigit() else 24
 SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "100kb",

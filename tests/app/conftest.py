@@ -1,4 +1,5 @@
 """One app server per test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess."""
+import contextlib
 import os
 import signal
 import socket
@@ -21,13 +22,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_url():
+@contextlib.contextmanager
+def serve(extra_env=None, log_name="app-server.log"):
+    """``python app.py`` on 127.0.0.1 and a free port in its own process group -> its URL."""
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "PYTHONUNBUFFERED": "1"}  # otherwise exactly the newcomer's `python app.py`
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}  # otherwise exactly the newcomer's `python app.py`
     env.pop("TRITON_INTERPRET", None)  # the app runs as it would in production
-    log = open(ROOT / ".pytest_cache" / "app-server.log", "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
+    log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
@@ -35,7 +37,7 @@ def app_url():
     try:
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"app.py exited with code {proc.returncode} (see .pytest_cache/app-server.log)")
+                pytest.fail(f"app.py exited with code {proc.returncode} (see .pytest_cache/{log_name})")
             try:
                 with urllib.request.urlopen(url + "config", timeout=2) as r:
                     if r.status == 200:
@@ -57,6 +59,12 @@ def app_url():
                 os.killpg(proc.pid, signal.SIGKILL)
         if log is not subprocess.DEVNULL:
             log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with serve() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

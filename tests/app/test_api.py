@@ -126,3 +126,24 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how)
     print(f"{how}: the next benchmark waited {waited:.1f} s")
     assert recs[0]["status"] == "ok"
     assert waited < 8, f"the next benchmark waited {waited:.1f} s"
+
+
+def test_a_full_queue_answers_busy():
+    """With room for one waiting event, a third sweep is refused at once with the queue-full status
+    (the browser shows "This application is currently busy"), not left hanging."""
+    from conftest import serve
+    big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16})
+    with serve({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-queue.log") as url:
+        clients = [Client(url, verbose=False) for _ in range(3)]
+        jobs = [c.submit(big, "256,260,264,268", "forward_backward", api_name="/benchmark") for c in clients[:2]]
+        try:
+            import time
+            deadline = time.time() + 30
+            while not any(j.status().code.name == "IN_QUEUE" for j in jobs):  # one runs, one waits: full
+                assert time.time() < deadline, [j.status() for j in jobs]
+                time.sleep(0.2)
+            with pytest.raises(Exception, match="(?i)queue is full"):
+                clients[2].predict(big, "256", "forward", api_name="/benchmark")
+        finally:
+            for j in jobs:
+                j.cancel()
