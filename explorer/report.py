@@ -54,7 +54,31 @@ def sweep_reading(current: list, baseline: list | None, attention: str, baseline
     parts = [describe(current, attention)]
     if baseline:
         parts.append(describe(baseline, baseline_name))
-    return " · ".join(parts) + ". A slope of 1 is linear in L, 2 quadratic."
+    text = " · ".join(parts) + ". A slope of 1 is linear in L, 2 quadratic."
+    every = current + (baseline or [])
+    ran = [r for r in every if r.get("backend") and r["backend"] != "not run"]
+    if ran:
+        backends = list(dict.fromkeys(r["backend"] for r in ran))
+        text += " Backend that ran: " + "; ".join(f"`{b}`" for b in backends) + "."
+    text += " " + timing_method(every)
+    loaded = [r for r in every if r.get("others")]
+    if loaded:
+        most = max(r["others"] for r in loaded)
+        text += (f" ⚠️ Other requests were computing during {len(loaded)} of these measurements (up to {most} at "
+                 "once): those timings are inflated; run the sweep again when the app is quiet.")
+    return text
+
+
+def timing_method(records: list) -> str:
+    """How the sweep's numbers were taken and which one-time costs they exclude."""
+    r = next((r for r in records if r.get("timer")), None)
+    if r is None:
+        return ""
+    how = ("CUDA events, bf16 autocast" if r["timer"] == "CUDA events"
+           else f"wall clock, {r.get('dtype', 'float32')}, {r.get('threads', 1)} thread(s)")
+    return (f"Median of timed runs ({how}); excluded: the model build, the process's first run and each "
+            "length's untimed warm-up, which builds and plans the block-sparse layout (memoised per "
+            "pattern and length).")
 
 
 def _si(x: float) -> str:
@@ -68,7 +92,10 @@ def model_markdown(summary: dict) -> str:
     """The Model tab: size, measured FLOPs per token, each component with its paper and summary."""
     lines = [f"### {summary['parameters']:,} parameters · {_si(summary['flops_per_token'])}FLOPs per token",
              f"Forward FLOPs counted by `torch.utils.flop_counter` on a {summary['flops_seq_len']}-token "
-             f"sequence (matmuls and attention; attention backend: `{summary['backend']}`).", "",
+             f"sequence (matmuls and attention; attention backend: `{summary['backend']}`).",
+             "Latency curves (Latency & memory tab) exclude one-time costs: the model build, the process's "
+             "first run, and the block-sparse layout and its execution plan, built once per (pattern, length), "
+             "memoised, and paid by the untimed warm-up run of each length.", "",
              "| choice | key | paper | what it does | parameters |", "| --- | --- | --- | --- | --- |"]
     for c in summary["components"]:
         params = ", ".join(f"`{k}={v}`" for k, v in c["params"].items()) or "–"

@@ -1,7 +1,9 @@
 """Share links: the whole config (and the input text) in the URL query string; no gradio here.
 
 ``to_query(cfg, text)`` writes only what differs from the defaults (or from a preset, named by
-``preset=``), so links stay short. ``from_query(params)`` never raises: a malformed or hostile
+``preset=``), so links stay short, and only the part of the text the app uses (its first
+``MAX_TEXT_BYTES`` bytes): a link never holds more than ``MAX_QUERY_CHARS`` characters, far below
+what browsers and the server accept, so a pasted novel cannot make every later request fail. ``from_query(params)`` never raises: a malformed or hostile
 query string (unknown field, bad value, absurd size, huge text) gives the defaults back with a
 notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
 ``__theme``) and Gradio's ``view`` are not ours and are ignored.
@@ -31,8 +33,17 @@ def _text_value(v) -> str:
     return str(v)
 
 
+def clip_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The part of ``text`` the app uses: its first ``max_bytes`` UTF-8 bytes (whole characters)."""
+    raw = str(text).encode("utf-8")
+    if len(raw) <= max_bytes:
+        return str(text)
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
 def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM) -> str:
-    """``"attention=sliding_window&window=32"``: the fields that differ from the base config."""
+    """``"attention=sliding_window&window=32"``: the fields that differ from the base config, and the
+    used part of the text; at most ``MAX_QUERY_CHARS`` characters (the text is left out if needed)."""
     base = preset_config(preset) if preset in PRESETS else ModelConfig()
     items = {}
     if preset in PRESETS:
@@ -41,9 +52,14 @@ def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM) -
     for k, v in cfg.to_dict().items():
         if base_d[k] != v:
             items[k] = _text_value(v)
+    text = clip_text(text)
     if text != DEFAULT_TEXT:
         items["text"] = text
-    return urlencode(items)
+    query = urlencode(items)
+    if len(query) > MAX_QUERY_CHARS:  # 256 bytes of text percent-encode to at most 768 characters
+        items.pop("text", None)
+        query = urlencode(items)
+    return query
 
 
 def from_query(params: dict) -> tuple:
@@ -61,7 +77,8 @@ def from_query(params: dict) -> tuple:
         base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
         cfg = check_limits(ModelConfig.from_dict({**base, **params}))
     except ConfigError as exc:
-        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({exc}); showing the defaults."
+        why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"  # the echoed value can be huge
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({why}); showing the defaults."
     except Exception as exc:  # anything else a hostile string could provoke: never raise
         log.warning("unusable share link %r: %s", params, exc)
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, "The link could not be read; showing the defaults."

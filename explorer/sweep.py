@@ -1,19 +1,31 @@
 """Latency and memory against sequence length, measured on the machine the app runs on.
 
 ``latency_memory_sweep(cfg, seq_lens, mode)`` returns one record per length:
-``seq_len``, ``ms`` (median of several timed runs after a warm-up, ``kernels.measure.median_ms``),
-``peak_bytes`` (measured by ``kernels.measure.measure_peak``: ``torch.cuda.max_memory_allocated``
-on CUDA; on CPU the running sum of the allocator events the PyTorch profiler records, so kernels'
-internal buffers count too), ``backend`` (what ran),
-``status`` (``ok`` / ``oom`` / ``timeout`` / ``invalid`` / ``error``) and ``reason``.
+``seq_len``, ``ms`` (median of several timed runs after a warm-up), ``peak_bytes`` (measured by
+``kernels.measure.measure_peak``: ``torch.cuda.max_memory_allocated`` on CUDA; on CPU the running
+sum of the allocator events the PyTorch profiler records, so kernels' internal buffers count too),
+``backend`` (the names ``kernels.attention`` reported while the warm-up run of that length ran:
+``kernels.record_backends``, never a prediction), ``others`` (how many other app requests computed
+during the measurement: the timing is inflated when it is not 0), ``timer``, ``dtype``,
+``status`` (``ok`` / ``oom`` / ``timeout`` / ``cancelled`` / ``invalid`` / ``error``) and ``reason``.
 
-It never raises for out-of-memory or time-outs. A run cannot be interrupted safely, so the time
-budget works by prediction and by observation: a length whose predicted time (from the previous
-lengths' measured scaling) exceeds the budget is skipped as ``timeout``, a run that takes longer
-than the budget marks its length ``timeout``, and in both cases the longer lengths are skipped.
-A length whose hidden states alone would not fit in the available memory is skipped as ``oom``
-without allocating anything (so a sweep cannot take the machine down). Each length's warm-up run
-is the one profiled for memory, so the profiler's overhead never enters the timings.
+What the timings exclude: building the model, the first run of the process (lazy initialisation,
+profiler start-up) and, per length, the block-sparse layout and its execution plan, which are built
+once per (pattern, length) and memoised (``models.attention.sparse.pattern_block_mask``, the plan
+on the ``BlockMask``): the untimed warm-up run of each length pays them. On CUDA the runs execute
+under bf16 autocast and are timed with CUDA events; on the CPU in fp32 with ``time.perf_counter``.
+
+It never raises for out-of-memory, time-outs or cancellation. The time budget holds for every
+run, the first length's included: a forward pre-hook on every module (and, with gradients, a hook
+on every module's input gradient) checks the deadline and the caller's ``should_stop`` and
+abandons the run between two modules. Chosen over a worker process because a process would pay
+torch's import and the model build again (seconds, more than the budget) and could not share the
+memoised layouts; the price is that one module call (one layer's attention) is the granularity.
+A length whose predicted time (from the previous lengths' measured scaling) exceeds the budget is
+skipped without running; after a time-out or OOM the longer lengths are skipped. A length whose
+hidden states alone would not fit in the available memory is skipped as ``oom`` without
+allocating anything. Each length's warm-up run is the one profiled for memory, so the profiler's
+overhead never enters the timings.
 """
 from __future__ import annotations
 
@@ -30,8 +42,9 @@ from models.attention import RULES, pattern_block_mask
 from models.positions import POSITION
 
 import kernels
-from kernels.measure import measure_peak, median_ms
+from kernels.measure import measure_peak
 
+from .activity import LOAD
 from .configs import as_config
 from .device import default_threads, gpu
 from .device import device as default_device
@@ -52,8 +65,15 @@ def memory_method(dev) -> str:
     return "measured: peak of PyTorch profiler allocator events (CPU)"
 
 
+class Abandoned(Exception):
+    """Raised from a hook to abandon a run: the deadline passed or the caller cancelled."""
+
+
 def attention_backend_name(cfg: ModelConfig, dev, L: int) -> str:
-    """The attention backend a forward of ``cfg`` at length ``L`` runs (see ``kernels.attention_backend``)."""
+    """The backend a forward of ``cfg`` at length ``L`` would run, predicted from stand-in tensors.
+
+    Kept for ``experiments.model_summary`` (the model card's FLOP count); the sweep reports what
+    ran instead (``kernels.record_backends``)."""
     dev = torch.device(dev)
     if cfg.attention not in RULES:
         return f"torch-{dev.type} {cfg.attention}"
@@ -88,35 +108,43 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _OOM_WORDS)
 
 
-def _work(model, tokens, mode: str):
+def _work(model, tokens, mode: str, dev):
+    """The closure timed: a forward (no grad) or a forward + backward, bf16 autocast on CUDA."""
+    dev = torch.device(dev)
+    cast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if dev.type == "cuda" else contextlib.nullcontext
     if mode == "forward":
         def run():
-            with torch.no_grad():
+            with torch.no_grad(), cast():
                 model(tokens)
     else:
         def run():
-            out = model(tokens)
-            loss = out.logits.float().logsumexp(-1).mean() + out.aux_loss
-            loss.backward()
-            model.zero_grad(set_to_none=True)
+            try:
+                with cast():
+                    out = model(tokens)
+                    loss = out.logits.float().logsumexp(-1).mean() + out.aux_loss
+                loss.backward()
+            finally:  # an abandoned backward leaves partial grads: clear them either way
+                model.zero_grad(set_to_none=True)
     return run
 
 
-def _record(L, status, backend, mode, dev, ms=None, peak=None, reason=""):
+def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others=0):
     return {"seq_len": int(L), "ms": ms, "peak_bytes": peak, "backend": backend, "status": status,
             "reason": reason, "mode": mode, "device": str(dev), "threads": torch.get_num_threads(),
-            "memory_method": memory_method(dev)}
+            "memory_method": memory_method(dev), "others": int(others), "timer": _timer_name(dev),
+            "dtype": str(_dtype(dev)).removeprefix("torch.")}
 
 
 @gpu
 def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
                          repeats: int = 5, min_repeats: int = 2, time_budget_s: float = 5.0,
-                         progress=None, dev=None, threads: int | None = None) -> list:
-    """One record per length (ascending); never raises for OOM or time-out (see module docstring).
+                         progress=None, dev=None, threads: int | None = None, should_stop=None) -> list:
+    """One record per length (ascending); never raises for OOM, time-out or cancel (module docstring).
 
-    ``progress(fraction, message)`` is called before each length when given. Timings use
-    ``threads`` intra-op threads (default: the app's setting, ``EXPLORER_THREADS`` or 1), set for
-    the calling thread only and restored afterwards.
+    ``progress(fraction, message)`` is called before each length when given. ``should_stop()`` is
+    polled between modules and between runs: once it returns True the current run is abandoned and
+    the remaining lengths are recorded as ``cancelled``. Timings use ``threads`` intra-op threads
+    (default: the app's setting, ``EXPLORER_THREADS`` or 1), set for the calling thread only.
     """
     cfg = as_config(cfg)
     if mode not in ("forward", "forward_backward"):
@@ -125,26 +153,94 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     lens = sorted({int(n) for n in seq_lens})
     if not lens or lens[0] < 1:
         raise ConfigError("seq_lens", seq_lens, "positive integers")
-    model = build(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
+    stopped = should_stop or (lambda: False)
     records, stop, history = [], None, []
-    with _MEASURE_LOCK, _threads(threads or default_threads()):
-        for n, L in enumerate(lens):
-            if progress is not None:
-                progress(n / len(lens), f"{cfg.attention}: L={L} ({n + 1}/{len(lens)})")
-            backend = _safe_backend(cfg, dev, L)
-            if stop is not None:
-                records.append(_record(L, stop[0], backend, mode, dev, reason=stop[1]))
-                continue
-            rec = _measure_one(model, cfg, L, mode, dev, backend, batch, repeats, min_repeats,
-                               time_budget_s, history, first=n == 0)
-            records.append(rec)
-            if rec["status"] == "ok":
-                history.append((L, rec["ms"] / 1000.0))
-            elif rec["status"] in ("oom", "timeout"):
-                stop = (rec["status"], f"skipped: a shorter length ({L}) already hit {rec['status']}")
+    if not _acquire(_MEASURE_LOCK, stopped):
+        return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
+    if stopped():  # not even the model build (seconds for a large config) once cancelled
+        _MEASURE_LOCK.release()
+        return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
+    try:
+        with _threads(threads or default_threads()):
+            model = build(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
+            guard = _Guard(stopped)
+            with guard.installed(model, mode):
+                for n, L in enumerate(lens):
+                    if progress is not None:
+                        progress(n / len(lens), f"{cfg.attention}: L={L} ({n + 1}/{len(lens)})")
+                    if stop is None and stopped():
+                        stop = ("cancelled", "cancelled")
+                    if stop is not None:
+                        records.append(_record(L, stop[0], "not run", mode, dev, reason=stop[1]))
+                        continue
+                    rec = _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats,
+                                       time_budget_s, history, guard, first=n == 0)
+                    records.append(rec)
+                    if rec["status"] == "ok":
+                        history.append((L, rec["ms"] / 1000.0))
+                    elif rec["status"] == "cancelled":
+                        stop = ("cancelled", "cancelled")
+                    elif rec["status"] in ("oom", "timeout"):
+                        stop = (rec["status"], f"skipped: a shorter length ({L}) already hit {rec['status']}")
+    finally:
+        _MEASURE_LOCK.release()
     if progress is not None:
         progress(1.0, "done")
     return records
+
+
+def _acquire(lock, stopped, poll_s: float = 0.1) -> bool:
+    """Wait for ``lock`` unless the caller cancels meanwhile (False: not acquired)."""
+    while not lock.acquire(timeout=poll_s):
+        if stopped():
+            return False
+    return True
+
+
+class _Guard:
+    """Abandons the current run between two modules once its deadline passed or the caller cancelled."""
+
+    def __init__(self, stopped):
+        self.stopped = stopped
+        self.deadline = math.inf
+        self.why = None
+
+    def check(self) -> None:
+        if self.stopped():
+            self.why = "cancelled"
+            raise Abandoned("cancelled")
+        if time.perf_counter() > self.deadline:
+            self.why = "timeout"
+            raise Abandoned("timeout")
+
+    @contextlib.contextmanager
+    def run_until(self, seconds: float):
+        self.deadline, self.why = time.perf_counter() + seconds, None
+        try:
+            yield
+        finally:
+            self.deadline = math.inf
+
+    @contextlib.contextmanager
+    def installed(self, model, mode: str):
+        def pre_hook(_module, args):
+            self.check()
+            if mode != "forward":  # the backward pass passes through the same point again
+                for a in args:
+                    if isinstance(a, torch.Tensor) and a.requires_grad:
+                        a.register_hook(self._grad_hook)
+                        break
+
+        handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()]
+        try:
+            yield self
+        finally:
+            for hd in handles:
+                hd.remove()
+
+    def _grad_hook(self, grad):
+        self.check()
+        return grad
 
 
 @contextlib.contextmanager
@@ -157,12 +253,47 @@ def _threads(n: int):
         torch.set_num_threads(previous)
 
 
-def _safe_backend(cfg, dev, L) -> str:
-    try:
-        return attention_backend_name(cfg, dev, L)
-    except Exception as exc:  # naming must never break a sweep
-        log.warning("backend name for %s at L=%d failed: %s", cfg.attention, L, exc)
-        return f"torch-{dev.type}"
+def backend_label(ran: list, cfg: ModelConfig, dev) -> str:
+    """The distinct names ``kernels.attention`` reported, in call order; a mechanism that never
+    calls it (linear / low-rank / LSH attention compute their own products) says so."""
+    names = list(dict.fromkeys(ran))
+    if not names:
+        return f"torch-{torch.device(dev).type} ({cfg.attention}: own PyTorch code, no kernels.attention call)"
+    return " + ".join(names)
+
+
+def _dtype(dev) -> torch.dtype:
+    return torch.bfloat16 if torch.device(dev).type == "cuda" else torch.float32
+
+
+def _timer_name(dev) -> str:
+    return "CUDA events" if torch.device(dev).type == "cuda" else "perf_counter"
+
+
+def _timed_ms(run, dev, n: int, budget: float, guard: _Guard) -> float:
+    """Median ms of ``n`` runs (stops once their total exceeds ``budget``; at least one run).
+    CUDA: events recorded on the stream around each run; CPU: wall time."""
+    times, spent = [], 0.0
+    cuda = torch.device(dev).type == "cuda"
+    for _ in range(n):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            dt = start.elapsed_time(end) / 1000.0
+        else:
+            t0 = time.perf_counter()
+            run()
+            dt = time.perf_counter() - t0
+        times.append(dt)
+        spent += dt
+        if spent > budget:
+            break
+        guard.check()
+    times.sort()
+    return 1000.0 * times[len(times) // 2]
 
 
 def _predicted_s(history: list, L: int) -> float | None:
@@ -186,38 +317,57 @@ def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int
     return max(1, min(repeats, max(min_repeats, math.ceil(min(1.0, budget / 4) / warm_s))))
 
 
-def _measure_one(model, cfg, L, mode, dev, backend, batch, repeats, min_repeats, budget, history,
+def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
                  first: bool) -> dict:
     need = batch * L * cfg.d_model * 4 * 2  # the embeddings and one hidden state: a lower bound
     avail = _available_bytes(dev)
     if need > avail:
-        return _record(L, "oom", backend, mode, dev,
+        return _record(L, "oom", "not run", mode, dev,
                        reason=f"skipped: the hidden states alone need {need / 2**30:.1f} GiB, "
                               f"{avail / 2**30:.1f} GiB available")
     pred = _predicted_s(history, L)
     if pred is not None and pred > budget:
-        return _record(L, "timeout", backend, mode, dev,
+        return _record(L, "timeout", "not run", mode, dev,
                        reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s")
+    with LOAD.window() as seen:
+        rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first)
+    rec["others"] = seen["others"]  # other requests that computed while this length was measured
+    return rec
+
+
+def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first) -> dict:
+    backend, peak = "not run", None
     try:
         tokens = torch.randint(0, cfg.vocab_size, (batch, L), generator=torch.Generator().manual_seed(L)).to(dev)
-        run = _work(model, tokens, mode)
+        run = _work(model, tokens, mode, dev)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
         if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
-            run()
+            with guard.run_until(budget):
+                run()
             measure_peak(lambda: None, dev)
         sync()
         t0 = time.perf_counter()
-        _, peak = measure_peak(run, dev)  # warm-up of this length, measured for memory, never timed
+        with kernels.record_backends() as ran, guard.run_until(budget):
+            _, peak = measure_peak(run, dev)  # warm-up of this length: pays the layout / plan, measured for memory
+        backend = backend_label(ran, cfg, dev)
         sync()
         warm = time.perf_counter() - t0
         if warm > budget:
             return _record(L, "timeout", backend, mode, dev, peak=int(peak),
                            reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
-        ms = median_ms(run, dev, warmup=0, repeats=_n_runs(warm, repeats, min_repeats, budget), budget_s=budget)
-        return _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))
+        with guard.run_until(budget):
+            ms = _timed_ms(run, dev, _n_runs(warm, repeats, min_repeats, budget), budget, guard)
+    except Abandoned:
+        if guard.why == "cancelled":
+            return _record(L, "cancelled", backend, mode, dev, reason="cancelled during the run")
+        return _record(L, "timeout", backend, mode, dev, peak=None if peak is None else int(peak),
+                       reason=f"abandoned: a run exceeded the budget of {budget:.2f} s")
     except ConfigError as exc:
         return _record(L, "invalid", backend, mode, dev, reason=str(exc))
     except (RuntimeError, MemoryError) as exc:
+        if isinstance(exc.__cause__, Abandoned) or isinstance(exc.__context__, Abandoned):
+            return _record(L, "timeout" if guard.why == "timeout" else "cancelled", backend, mode, dev,
+                           reason=f"abandoned ({guard.why})")
         if _is_oom(exc):
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
@@ -227,3 +377,4 @@ def _measure_one(model, cfg, L, mode, dev, backend, batch, repeats, min_repeats,
     except Exception as exc:  # a bug in a variant must not take the app down: report it
         log.exception("sweep run failed at L=%d", L)
         return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+    return _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))

@@ -1,34 +1,57 @@
-"""The Gradio app: widgets and event wiring, nothing else (logic: ``explorer.ui_handlers``).
+"""The Gradio app: widgets and event wiring, nothing else (logic: ``explorer.ui_handlers``,
+``ui_jobs``, ``ui_api``).
 
-Controls on the left (generated from ModelConfig and the registries), four tabs on the right.
-Every control change redraws the Attention tab and, as a second event, the Gradient and Model
-tabs; piled-up requests collapse (``trigger_mode="always_last"``). The attention figures of the
-default config are computed when the app is built, so the first page paints without a request;
-the other tabs fill on page load. The page's query string restores a shared configuration.
+Controls on the left (generated from ModelConfig and the registries), tabs on the right. Handlers
+are wired by name: each event's inputs are a *set* of components, Gradio passes them as one dict,
+``Named`` turns it into ``{name: value}`` (control values under their ModelConfig field names) and
+maps the handler's ``{name: value}`` result back to components.
+
+One user action = a bounded number of requests: controls act on *commit* (a dropdown or checkbox
+on ``input``, a number or text box on Enter / leaving the box), never on ``change``, so values the
+app itself writes (a preset, a link, an upload) cannot fire more events. A commit runs one chain:
+attention -> variant views -> gradients / model card, and a commit that changes nothing redraws
+nothing. A preset, link or upload fills the controls, then runs the same chain once.
+
+The attention figures of the default config are computed when the app is built, so the first page
+paints without a request; the other tabs fill on page load. The queue is bounded (a full queue
+answers "busy"), interactive work shares two slots and the sweep has its own slot, freed within one
+module's run when the sweep is stopped or its client leaves.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import gradio as gr
 
 from models import ModelConfig
 from models.config import CATEGORIES
 
+from . import ui_api, ui_jobs, ui_views
 from . import ui_handlers as h
-from . import ui_views
+from .activity import LOAD
 from .device import configure_threads, device_label
 from .limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
 from .presets import CUSTOM, available
 from .share import DEFAULT_TEXT
 from .sweep import DEFAULT_LENGTHS
-from .ui_controls import CONTROL_FIELDS, SIZE_FIELDS, make_control, visibility_updates, visible_fields
+from .ui_controls import CONTROL_FIELDS, SIZE_FIELDS, make_control, unused_categories, visible_fields
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="sky", neutral_hue="slate",
                        font=["DejaVu Sans", "Inter", "system-ui", "sans-serif"])
-LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"]}
+# Queue and slots. Two analyses at once, one torch thread each, one per core of the 2-core host; a
+# sweep has its own slot. Measure on the host with `python -m explorer.ui_load` (requests/s and
+# latency for 1-4 concurrent analyses) and set EXPLORER_COMPUTE_SLOTS to where throughput stops rising.
+COMPUTE_LIMIT = max(1, int(os.environ.get("EXPLORER_COMPUTE_SLOTS", "2"))) \
+    if os.environ.get("EXPLORER_COMPUTE_SLOTS", "2").isdigit() else 2
+# beyond this many waiting events the browser shows Gradio's "This application is currently busy"
+QUEUE_SIZE = int(os.environ["EXPLORER_QUEUE_SIZE"]) if os.environ.get("EXPLORER_QUEUE_SIZE", "").isdigit() else 24
+SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
+MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
+LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "100kb",
+                  "state_session_capacity": SESSIONS, "show_error": True}
+DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
 
 # Runs in the browser: put the config in the address bar and return the full link to copy.
 SHARE_JS = """(qs) => {
@@ -47,14 +70,15 @@ def _header() -> str:
             f"<span class='device-badge'>running on {device_label()}</span></div>")
 
 
-def _controls(cfg: ModelConfig) -> dict:
+def _controls(cfg: ModelConfig, marks: dict) -> dict:
     """Create every control in its group; return ``{field: component}``."""
-    shown = visible_fields({c: getattr(cfg, c) for c in CATEGORIES})
+    choice = {c: getattr(cfg, c) for c in CATEGORIES}
+    shown, unused = visible_fields(choice), unused_categories(choice)
     ctl = {}
 
     def make(names):
         for n in names:
-            ctl[n] = make_control(n, getattr(cfg, n), visible=n in shown)
+            ctl[n] = make_control(n, getattr(cfg, n), visible=n in shown, unused=n in unused, choices=marks.get(n))
 
     with gr.Group():
         make([*CATEGORIES, "causal"])
@@ -70,23 +94,60 @@ def _controls(cfg: ModelConfig) -> dict:
     return ctl
 
 
+class Named:
+    """Components by name. ``fn(handler)`` adapts a handler ``handler(values, **named) -> {name: value}``
+    (``values``: the control values by field name) to Gradio's dict-in / dict-out convention."""
+
+    def __init__(self, comps: dict):
+        self.c = comps
+        self.names = {comp: name for name, comp in comps.items()}
+
+    def ins(self, *names) -> set:
+        return {self.c[n] for n in names}
+
+    def outs(self, *names) -> list:
+        return [self.c[n] for n in names]
+
+    def split(self, data: dict) -> tuple:
+        args = {self.names[comp]: v for comp, v in data.items()}
+        return {n: args.pop(n) for n in CONTROL_FIELDS if n in args}, args
+
+    def back(self, out: dict) -> dict:
+        return {self.c[n]: v for n, v in out.items()}
+
+    def fn(self, handler, rename: dict | None = None):
+        rename = rename or {}
+
+        def run(data: dict):
+            values, args = self.split(data)
+            with LOAD.busy():
+                return self.back(handler(values, **{rename.get(k, k): v for k, v in args.items()}))
+        return run
+
+
 def build_app() -> gr.Blocks:
     configure_threads()
     cfg = ModelConfig()
     grid0, stats0, reading0 = h.attention_outputs(cfg, DEFAULT_TEXT)  # first paint needs no request
+    marks = h.choice_marks(cfg.to_dict())
     # analytics off: no telemetry calls from an offline host (and Gradio 6.31 crashes comparing a
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
-    with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False) as demo:
-        state = gr.State(h.new_state(cfg))
+    with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False,
+                   delete_cache=DELETE_CACHE) as demo:
+        # no time_to_live: an expired state would forget what the page shows (its "drawn" digest); it
+        # is a few hundred bytes, and the sessions that hold it are bounded by SESSIONS
+        state = gr.State(h.new_state(cfg, DEFAULT_TEXT))
+        export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
         gr.HTML(_header())
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_id="controls"):
                 preset = gr.Dropdown([CUSTOM, *available()], value=CUSTOM, label="Preset", elem_id="preset",
                                      info="A named architecture fills every control (sizes kept small).")
                 status = gr.Markdown("", elem_id="status")
-                ctl = _controls(cfg)
+                ctl = _controls(cfg, marks)
                 text = gr.Textbox(DEFAULT_TEXT, lines=3, label=f"Input text (one token per byte, first "
-                                  f"{MAX_TEXT_BYTES} bytes)", elem_id="text")
+                                  f"{MAX_TEXT_BYTES} bytes; applied on leaving the box)", elem_id="text",
+                                  max_length=MAX_TEXT_CHARS)
                 with gr.Accordion("Share & export", open=True):
                     share_url = gr.Textbox("", label="Share link (this configuration)", elem_id="share-url",
                                            buttons=["copy"], interactive=False)
@@ -94,96 +155,144 @@ def build_app() -> gr.Blocks:
                     with gr.Row():
                         upload = gr.UploadButton("Upload config JSON", file_types=[".json"], size="sm")
                         export = gr.Button("Export config + figures", size="sm", elem_id="export")
-                    files = gr.File(label="Downloads (config JSON, figures as HTML)", file_count="multiple",
-                                    elem_id="downloads", visible=False, interactive=False)
+                    files = gr.File(label="Downloads (config JSON, every figure in one offline HTML page)",
+                                    file_count="multiple", elem_id="downloads", visible=False, interactive=False)
                     gr.Markdown("PNG: the camera button in each figure's toolbar (hover the figure).", elem_classes="hint")
             with gr.Column(scale=3, min_width=600):
                 with gr.Tabs(elem_id="tabs"):
-                    with gr.Tab("Attention", id="attention"):
-                        maps_md = gr.Markdown(reading0, elem_id="maps-reading")
-                        grid = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
-                        stats = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
-                    views = ui_views.build_views_tab()
-                    with gr.Tab("Gradients", id="gradients"):
-                        grad_md = gr.Markdown("", elem_id="grad-reading")
-                        grad = gr.Plot(None, label="Gradient norms", elem_id="grad-plot")
-                    with gr.Tab("Latency & memory", id="latency"):
-                        with gr.Row():
-                            lengths = gr.Textbox(",".join(map(str, DEFAULT_LENGTHS)), elem_id="lengths",
-                                                 label=f"Sequence lengths (comma-separated, up to {MAX_SWEEP_LEN})")
-                            mode = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure",
-                                            elem_id="mode")
-                            run = gr.Button("Run sweep", variant="primary", elem_id="run-sweep")
-                        sweep_md = gr.Markdown("Press **Run sweep** to time the current attention against "
-                                               "full attention on this machine.", elem_id="sweep-reading")
-                        sweep = gr.Plot(None, label="Latency and memory", elem_id="sweep-plot")
-                        kv = gr.Plot(None, label="KV cache", elem_id="kv-plot")
-                    with gr.Tab("Model", id="model"):
-                        model_md = gr.Markdown("", elem_id="model-card")
-                        config_code = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
-        _wire(demo, ctl, SimpleNamespace(
-            state=state, preset=preset, status=status, text=text, share_url=share_url, share_qs=share_qs,
-            upload=upload, export=export, files=files, maps_md=maps_md, grid=grid, stats=stats,
-            grad_md=grad_md, grad=grad, lengths=lengths, mode=mode, run=run, sweep_md=sweep_md,
-            sweep=sweep, kv=kv, model_md=model_md, config_code=config_code, views=views))
+                    tabs = _tabs(cfg, grid0, stats0, reading0)
+        comps = {**ctl, "state": state, "export_dir": export_dir, "preset": preset, "status": status, "text": text,
+                 "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
+                 **tabs}
+        clash = set(ctl) & (set(comps) - set(ctl))
+        assert not clash, f"component names shadow ModelConfig fields: {clash}"
+        _wire(demo, ctl, Named(comps))
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=COMPUTE_LIMIT)
     return demo
 
 
-def _wire(demo, ctl: dict, c: SimpleNamespace) -> None:
-    """Connect the events; ``ctl`` are the config controls, ``c`` the other components."""
-    controls = [ctl[n] for n in CONTROL_FIELDS]
-    n = len(controls)
-    fill_outputs = [*controls, c.text, c.preset, c.status]
-    triggers = [x.change for x in controls] + [c.text.change]
+def _tabs(cfg, grid0, stats0, reading0) -> dict:
+    """The output tabs (inside the caller's ``gr.Tabs``) -> ``{name: component}``. A new tab is one
+    more ``with gr.Tab(...)`` here (and its names in the returned dict)."""
+    out = {}
+    with gr.Tab("Attention", id="attention"):
+        out["maps_md"] = gr.Markdown(reading0, elem_id="maps-reading")
+        out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
+        out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
+    v = ui_views.build_views_tab()
+    out.update(views_tab=v.tab, views_md=v.md, views_pick=v.pick, views_layer=v.layer, views_head=v.head,
+               **{f"view_{n}": p for n, p in v.plots.items()})
+    with gr.Tab("Gradients", id="gradients"):
+        out["grad_md"] = gr.Markdown("", elem_id="grad-reading")
+        out["grad"] = gr.Plot(None, label="Gradient norms", elem_id="grad-plot")
+    with gr.Tab("Latency & memory", id="latency"):
+        with gr.Row():
+            out["lengths"] = gr.Textbox(",".join(map(str, DEFAULT_LENGTHS)), elem_id="lengths",
+                                        label=f"Sequence lengths (comma-separated, up to {MAX_SWEEP_LEN})")
+            out["mode"] = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure", elem_id="mode")
+            with gr.Column(min_width=120):
+                out["run"] = gr.Button("Run sweep", variant="primary", elem_id="run-sweep")
+                out["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-sweep", size="sm")
+        out["sweep_md"] = gr.Markdown("Press **Run sweep** to time the current attention against "
+                                      "full attention on this machine.", elem_id="sweep-reading")
+        out["sweep"] = gr.Plot(None, label="Latency and memory", elem_id="sweep-plot")
+        out["kv"] = gr.Plot(None, label="KV cache", elem_id="kv-plot")
+    with gr.Tab("Model", id="model"):
+        out["model_md"] = gr.Markdown("", elem_id="model-card")
+        out["config_code"] = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
+    return out
 
-    c.preset.input(h.apply_preset, [c.preset], fill_outputs, api_name="preset",
-                      api_visibility="undocumented")
-    gr.on([ctl[k].change for k in CATEGORIES], visibility_updates, [ctl[k] for k in CATEGORIES], controls,
-          queue=False, api_name="visibility", api_visibility="undocumented")
-    attention = gr.on(triggers, lambda *a: h.refresh_attention(a[:n], a[n], a[n + 1]),
-                      [*controls, c.text, c.state],
-                      [c.grid, c.stats, c.maps_md, c.status, c.share_qs, c.preset, c.state],
-                      trigger_mode="always_last", show_progress="minimal", api_name="refresh_attention",
-                      api_visibility="undocumented")
-    # the views read the same (cached) forward pass, so they follow the attention event
-    v = c.views
-    view_inputs = [*controls, c.text, v.layer, v.head]
-    view_outputs = [v.tab, v.md, v.pick, v.layer, v.head, *v.plots.values()]
 
-    def views(*a):
-        return ui_views.refresh_views(a[:n], a[n], a[n + 1], a[n + 2])
+ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state")
+VIEWS_IN = (*CONTROL_FIELDS, "text", "views_layer", "views_head", "state")
+ANALYSIS_IN = (*CONTROL_FIELDS, "text", "state")
+FILL_OUT = (*CONTROL_FIELDS, *h.FILL)
+VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
 
-    attention.then(views, view_inputs, view_outputs, show_progress="hidden", api_name="refresh_views",
-                   api_visibility="undocumented")
-    demo.load(views, view_inputs, view_outputs, show_progress="hidden", api_visibility="private")
+
+def _commit_events(ctl: dict, text) -> list:
+    """The events that mean "the user committed a value": never ``change`` (programmatic writes fire it)."""
+    events = []
+    for comp in ctl.values():
+        if isinstance(comp, (gr.Dropdown, gr.Checkbox)):
+            events.append(comp.input)
+        else:  # number and text boxes: Enter or leaving the box
+            events += [comp.submit, comp.blur]
+    return events + [text.blur, text.submit]
+
+
+def _redraw(n: Named, first, name: str, views_state: bool = True):
+    """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
+    list of commit triggers)."""
+    fill = not isinstance(first, list)
+    args = dict(fn=n.fn(lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw)), inputs=n.ins(*CONTROL_FIELDS, "text", "state"),
+                outputs=n.outs(*ATTENTION_OUT), show_progress="minimal", api_name=f"{name}_attention",
+                api_visibility="undocumented", concurrency_id="compute")
+    if isinstance(first, list):
+        att = gr.on(first, trigger_mode="always_last", **args)
+    else:
+        att = first.then(**args)
+    v_in = VIEWS_IN if views_state else VIEWS_IN[:-1]
+    a_in = ANALYSIS_IN if views_state else ANALYSIS_IN[:-1]
+    views = att.then(n.fn(ui_views.refresh_views, VIEWS_RENAME), n.ins(*v_in), n.outs(*ui_views.OUTPUTS),
+                     show_progress="hidden", api_name=f"{name}_views", api_visibility="undocumented",
+                     concurrency_id="compute")
+    views.then(n.fn(h.refresh_analysis), n.ins(*a_in), n.outs(*h.ANALYSIS), show_progress="hidden",
+               api_name=f"{name}_analysis", api_visibility="undocumented", concurrency_id="compute")
+    return att
+
+
+def _wire(demo, ctl: dict, n: Named) -> None:
+    """Connect the events; every handler is called with values by name (see ``Named``)."""
+    c = n.c
+    _redraw(n, _commit_events(ctl, c["text"]), "refresh")
+
+    def preset_fn(data):
+        return n.back(h.apply_preset(data[c["preset"]]))
+
+    _redraw(n, c["preset"].input(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), api_name="preset",
+                                 api_visibility="undocumented", queue=False), "preset")
+
+    def link_fn(request: gr.Request):
+        return n.back(h.load_from_url(request))
+
+    # on load the figures of the default page are already drawn: the chain redraws only for a link
+    # (state["drawn"] differs), while views and analysis always fill (no state input)
+    _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT), api_name="load_link", api_visibility="undocumented"),
+            "load", views_state=False)
+
+    def upload_fn(data):
+        return n.back(h.upload_config(data[c["upload"]]))
+
+    _redraw(n, c["upload"].upload(upload_fn, {c["upload"]}, n.outs(*FILL_OUT), api_name="upload_config",
+                                  api_visibility="undocumented"), "upload")
     # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
-    v.tab.select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
-    gr.on([v.layer.input, v.head.input], lambda *a: ui_views.redraw_approximation(a[:n], a[n], a[n + 1], a[n + 2]),
-          view_inputs, [v.plots["approximation"]], trigger_mode="always_last", show_progress="minimal",
-          api_name="redraw_view", api_visibility="undocumented")
-    gr.on([*triggers, demo.load], lambda *a: h.refresh_analysis(a[:n], a[n]), [*controls, c.text],
-          [c.grad, c.grad_md, c.model_md, c.kv, c.config_code],
-          trigger_mode="always_last", show_progress="hidden", api_name="refresh_analysis",
-          api_visibility="undocumented")
-    c.share_qs.change(None, [c.share_qs], [c.share_url], js=SHARE_JS, queue=False,
+    c["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
+    gr.on([c["views_layer"].input, c["views_head"].input],
+          n.fn(lambda values, text, layer, head, state=None: {"view_approximation": ui_views.redraw_approximation(
+              values, text, layer, head)}, VIEWS_RENAME),
+          n.ins(*VIEWS_IN[:-1]), n.outs("view_approximation"), trigger_mode="always_last", show_progress="minimal",
+          api_name="redraw_view", api_visibility="undocumented", concurrency_id="compute")
+    c["share_qs"].change(None, [c["share_qs"]], [c["share_url"]], js=SHARE_JS, queue=False,
                          api_visibility="private")
-    demo.load(None, None, [c.share_url], js="() => window.location.href", queue=False, api_visibility="private")
-    demo.load(h.load_from_url, None, fill_outputs, api_name="load_link", api_visibility="undocumented")
-    c.upload.upload(h.upload_config, [c.upload], fill_outputs, api_name="upload_config",
-                       api_visibility="undocumented")
+    demo.load(None, None, [c["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
 
-    def export(*a):
-        return h.export_files(a[:n], a[n], a[n + 1])
+    export = c["export"].click(n.fn(ui_jobs.export_files), n.ins(*CONTROL_FIELDS, "text", "state"),
+                               n.outs("files", "export_dir"), api_name="export", api_visibility="undocumented")
+    # Gradio has copied the files into its cache (bounded by delete_cache): drop our temporary copy
+    export.then(ui_jobs.cleanup_export, [c["export_dir"]], None, api_name="export_cleanup",
+                api_visibility="private", queue=False)
 
-    c.export.click(export, [*controls, c.text, c.state], [c.files], api_name="export",
-                      api_visibility="undocumented")
+    async def sweep_fn(data, progress=gr.Progress()):
+        values, args = n.split(data)
+        return n.back(await ui_jobs.run_sweep_cancellable(values, args["lengths"], args["mode"], args["state"],
+                                                          progress))
 
-    def sweep(*a, progress=gr.Progress()):
-        return h.run_sweep(a[:n], a[n], a[n + 1], a[n + 2], progress)
-
-    c.run.click(sweep, [*controls, c.lengths, c.mode, c.state], [c.sweep, c.sweep_md, c.state],
-                   api_name="run_sweep", api_visibility="undocumented", concurrency_id="sweep",
-                   concurrency_limit=1)
-    gr.api(h.api_analyze, api_name="analyze")
-    gr.api(h.api_gradients, api_name="gradients")
-    gr.api(h.api_benchmark, api_name="benchmark", concurrency_id="sweep", concurrency_limit=1)
+    run = c["run"].click(sweep_fn, n.ins(*CONTROL_FIELDS, "lengths", "mode", "state"),
+                         n.outs("sweep", "sweep_md", "state"), api_name="run_sweep", api_visibility="undocumented",
+                         concurrency_id="sweep", concurrency_limit=1)
+    c["stop"].click(None, None, None, cancels=[run], api_name="stop_sweep", api_visibility="undocumented",
+                    queue=False)
+    gr.api(ui_api.api_analyze, api_name="analyze", concurrency_id="compute")
+    gr.api(ui_api.api_gradients, api_name="gradients", concurrency_id="compute")
+    gr.api(ui_api.api_benchmark, api_name="benchmark", concurrency_id="sweep", concurrency_limit=1)

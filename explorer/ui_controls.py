@@ -4,7 +4,11 @@ Every ModelConfig field (except the fixed byte-level ``vocab_size``) gets one co
 its type: int -> ``gr.Number(precision=0)``, float -> ``gr.Number``, bool -> ``gr.Checkbox``,
 category -> ``gr.Dropdown`` of the registry keys, other str -> ``gr.Dropdown`` of its values.
 A parameter control is visible only while a chosen variant lists it in ``Variant.params``, so a
-variant registered later brings its own controls without any change here. Optional numbers
+variant registered later brings its own controls without any change here; the category dropdowns
+(norm placement included), causal, the sizes and the seed are always visible, and a category the
+current choices do not read says so in its info line (norm with placement ``none``). Number boxes
+act on commit (Enter / leaving the box), show their range, and a whole-number field given 3.5 is
+refused with a message instead of being rounded behind the user's back. Optional numbers
 (``n_kv_heads``, ``d_ff``, ``softcap``) show 0 for None (a number box cannot be empty): every
 such field is a positive size or scale, so 0 is free to mean "default / off".
 """
@@ -15,7 +19,9 @@ from dataclasses import fields
 import gradio as gr
 
 from models import ConfigError, ModelConfig, registries
-from models.config import CATEGORIES
+from models.config import _POSITIVE, _UPPER, CATEGORIES
+
+from .limits import SIZE_LIMITS
 
 HIDDEN_FIELDS = ("vocab_size",)          # byte-level tokens: fixed at 256
 SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads")
@@ -45,8 +51,8 @@ def dependent_fields() -> set:
 
 
 def always_visible() -> set:
-    always = set(CATEGORIES) | {"causal", "seed"} | set(SIZE_FIELDS)
-    return always - (dependent_fields() - {"causal"} - set(SIZE_FIELDS))
+    """The choices that define the model: never hidden, whatever another choice reads."""
+    return set(CATEGORIES) | {"causal", "seed"} | set(SIZE_FIELDS)
 
 
 def relevant(choice: dict) -> set:
@@ -64,13 +70,43 @@ def visible_fields(choice: dict) -> set:
     return always_visible() | relevant(choice)
 
 
-def make_control(name: str, value, visible: bool = True):
+def value_range(name: str) -> tuple | None:
+    """``(lowest, highest)`` accepted for an integer field in the app (None when unbounded)."""
+    if name not in _POSITIVE:
+        return None
+    return _POSITIVE[name], min(_UPPER.get(name, 1 << 20), SIZE_LIMITS.get(name, 1 << 62))
+
+
+def number_info(name: str) -> str | None:
+    """The range shown under an integer box: "1–12, whole numbers"."""
+    r = value_range(name)
+    if r is None:
+        return None
+    base, optional = field_type(name)
+    extra = ", 0 = default" if optional else ""
+    return f"{r[0]}–{r[1]:,}, whole numbers{extra}; applied on Enter or leaving the box"
+
+
+def unused_categories(choice: dict) -> set:
+    """Categories the chosen variants make irrelevant: a category some norm placements read
+    (``norm``) that neither the chosen placement nor another chosen variant reads. (Layer structures
+    list ``norm_placement`` only when they constrain it; every layer uses one, so it is never unused.)"""
+    by_placement = {p for v in registries()["norm_placement"].values() for p in v.params} & set(CATEGORIES)
+    return {c for c in by_placement if c not in relevant(choice)}
+
+
+def category_info(name: str, unused: bool) -> str | None:
+    return "not used by the current choices (no variant reads it)" if unused else None
+
+
+def make_control(name: str, value, visible: bool = True, unused: bool = False, choices: list | None = None):
     """The widget of one field (created inside the caller's Blocks context)."""
     base, optional = field_type(name)
     label = LABELS.get(name, name)
     kw = dict(label=label, visible=visible, elem_id=f"ctl-{name}")
     if name in CATEGORIES:
-        return gr.Dropdown(choices=list(registries()[name]), value=value, **kw)
+        return gr.Dropdown(choices=choices or list(registries()[name]), value=value, info=category_info(name, unused),
+                           **kw)
     if base is bool:
         return gr.Checkbox(value=value, **kw)
     if base is str:
@@ -78,7 +114,9 @@ def make_control(name: str, value, visible: bool = True):
         if choices is None:
             return gr.Textbox(value=value, **kw)
         return gr.Dropdown(choices=choices, value=value, **kw)
-    return gr.Number(value=_shown(name, value), precision=0 if base is int else None, **kw)
+    # precision None for ints too: 3.5 must reach the check (and be refused), not be rounded to 4
+    return gr.Number(value=_shown(name, value), precision=None, info=number_info(name) if base is int else
+                     "applied on Enter or leaving the box", **kw)
 
 
 def _shown(name: str, value):
@@ -87,35 +125,53 @@ def _shown(name: str, value):
     return 0 if optional and value is None and base in (int, float) else value
 
 
-def values_to_config(values) -> ModelConfig:
-    """Control values (in ``CONTROL_FIELDS`` order) -> ``ModelConfig`` (ConfigError on bad values)."""
-    values = list(values)
-    if len(values) != len(CONTROL_FIELDS):
-        raise ConfigError("controls", len(values), f"{len(CONTROL_FIELDS)} values")
+def values_to_config(values: dict) -> ModelConfig:
+    """Control values by field name (``{"attention": "full", "n_layers": 4, ...}``) -> ``ModelConfig``.
+
+    Fields left out keep their defaults; unknown names, wrong types and fractional values of
+    whole-number fields raise ConfigError naming the field (never a silent rounding)."""
+    if not isinstance(values, dict):
+        raise ConfigError("controls", type(values).__name__, "a mapping of ModelConfig field names to values")
     d = {}
-    for name, v in zip(CONTROL_FIELDS, values):
+    for name, v in values.items():
+        if name not in CONTROL_FIELDS:
+            raise ConfigError("controls", name, f"ModelConfig fields: {list(CONTROL_FIELDS)}")
         base, optional = field_type(name)
         if isinstance(v, str) and base in (int, float) and not v.strip():
             v = None
         if optional and base in (int, float) and not isinstance(v, bool) and v == 0:
             v = None
-        if isinstance(v, float) and base is int and v.is_integer():
+        if isinstance(v, float) and base is int:
+            if not v.is_integer():
+                r = value_range(name)
+                raise ConfigError(name, v, "a whole number" + (f" in [{r[0]}, {r[1]}]" if r else ""))
             v = int(v)
         d[name] = v
     return ModelConfig.from_dict(d)
 
 
-def config_values(cfg: ModelConfig) -> list:
-    return [_shown(name, getattr(cfg, name)) for name in CONTROL_FIELDS]
+def config_values(cfg: ModelConfig) -> dict:
+    """``{field: value shown in its control}``."""
+    return {name: _shown(name, getattr(cfg, name)) for name in CONTROL_FIELDS}
 
 
-def config_updates(cfg: ModelConfig) -> list:
-    """``gr.update`` for every control: the config's value and the visibility its variants imply."""
-    shown = visible_fields({c: getattr(cfg, c) for c in CATEGORIES})
-    return [gr.update(value=_shown(n, getattr(cfg, n)), visible=n in shown) for n in CONTROL_FIELDS]
+def _choice(values: dict) -> dict:
+    return {c: values.get(c) for c in CATEGORIES}
 
 
-def visibility_updates(*category_values) -> list:
-    """Visibility of every control given the category dropdowns' values (in ``CATEGORIES`` order)."""
-    shown = visible_fields(dict(zip(CATEGORIES, category_values)))
-    return [gr.update(visible=n in shown) for n in CONTROL_FIELDS]
+def config_updates(cfg: ModelConfig) -> dict:
+    """``{field: gr.update}``: the config's value and the visibility / notes its variants imply."""
+    return {n: {**u, "value": _shown(n, getattr(cfg, n))} for n, u in visibility_updates(cfg.to_dict()).items()}
+
+
+def visibility_updates(values: dict) -> dict:
+    """``{field: gr.update}`` of visibility (and the category notes) for these control values."""
+    choice = _choice(values)
+    shown, unused = visible_fields(choice), unused_categories(choice)
+    out = {}
+    for n in CONTROL_FIELDS:
+        if n in CATEGORIES:
+            out[n] = gr.update(visible=True, info=category_info(n, n in unused))
+        else:
+            out[n] = gr.update(visible=n in shown)
+    return out

@@ -1,60 +1,153 @@
-"""Event handlers of the app: control values in, figures and text out.
+"""Event handlers of the app: control values in, figures and text out, everything keyed by name.
 
-Every handler catches ``ConfigError`` (and, logged, any other exception): it shows a warning that
-names the problem and returns ``gr.skip()`` for the figures, so the last good figures stay on
-screen and no traceback ever reaches the page. Per-user values travel in the arguments and in a
-``gr.State`` dict (``{"config", "text", "sweep"}``); nothing here is module-level mutable state.
+A handler takes ``values`` (``{ModelConfig field: control value}``) and named arguments, and
+returns ``{output name: value}`` (``explorer.ui`` maps names to components, so no handler depends
+on the order of a component list). Every handler catches ``ConfigError`` (and, logged, any other
+exception): it shows a warning that names the problem, escaped and truncated (``ui_text.shown``),
+and returns ``gr.skip()`` for the figures, so the last good figures stay on screen and no traceback
+ever reaches the page.
+
+Per-session state (``gr.State``) is deliberately tiny: a digest of what the figures show (so a
+commit that changes nothing redraws nothing), a digest of the controls' visibility (so unchanged
+controls are not re-sent, which would store a copy of each in Gradio's session), and the last
+sweep's records for the export. The text, the config and the figures are never kept in it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-import tempfile
 
 import gradio as gr
 
 from models import ConfigError, ModelConfig, registries
+from models.config import CATEGORIES
 
 from . import experiments as ex
-from . import plots, plots_views, report
-from .limits import MAX_TEXT_BYTES, check_limits, parse_lengths
+from . import plots, report
+from .limits import MAX_TEXT_BYTES, check_limits
 from .presets import CUSTOM, matching_preset, preset_config
-from .share import DEFAULT_TEXT, from_query, to_query
-from .ui_controls import config_updates, values_to_config
+from .share import clip_text, from_query, to_query
+from .ui_controls import CONTROL_FIELDS, config_updates, values_to_config, visibility_updates
+from .ui_text import load_json, shown, shown_html, truncate
 
 log = logging.getLogger(__name__)
 
 KV_LENGTHS = [2 ** k for k in range(7, 18)]
-SWEEP_BUDGET_S = 3.0
+MAX_UPLOAD_BYTES = 100_000
+FIGURES = ("grid", "stats", "maps_md")
 
 
-def new_state(cfg: ModelConfig | None = None, text: str = DEFAULT_TEXT) -> dict:
-    return {"config": (cfg or ModelConfig()).to_json(), "text": text, "sweep": None}
+def new_state(cfg: ModelConfig | None = None, text: str | None = None) -> dict:
+    """``{"drawn": digest of the figures' config and text, "fresh": drawn by the last edit,
+    "ui": digest of the controls' visibility, "sweep": last sweep records}``; ``text`` given: the
+    page was built showing ``cfg``'s figures for it."""
+    cfg = cfg or ModelConfig()
+    drawn = None if text is None else _digest([cfg.to_json(), clip_text(text)])
+    return {"drawn": drawn, "fresh": False, "ui": _digest(_control_ui(cfg.to_dict())[1]), "sweep": None}
+
+
+def _state(state) -> dict:
+    return {**new_state(), **state} if isinstance(state, dict) else new_state()
+
+
+def _digest(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _problem(exc: Exception) -> str:
-    """The message shown for a failed request: the ConfigError itself, or a generic line (logged)."""
+    """The message for a failed request, truncated: the ConfigError itself, or a generic line (logged)."""
     if isinstance(exc, ConfigError):
-        return str(exc)
+        return truncate(str(exc))
     log.exception("handler failed")
-    return f"Could not compute this configuration ({type(exc).__name__}: {str(exc)[:200]})."
+    return truncate(f"Could not compute this configuration ({type(exc).__name__}: {str(exc)[:200]}).")
 
 
 def _warn(msg: str) -> str:
-    gr.Warning(msg)
-    return f"⚠️ **{msg}** The figures show the last valid configuration."
+    """Toast + status line; ``msg`` may echo a hostile value, so both are escaped."""
+    gr.Warning(shown_html(msg))
+    return f"⚠️ **{shown(msg)}** The figures show the last valid configuration."
 
 
 def text_notice(text: str) -> str:
     n = len(str(text).encode("utf-8"))
     if n > MAX_TEXT_BYTES:
-        return f"ℹ️ The text is {n} bytes; the first {MAX_TEXT_BYTES} are used (one token per byte)."
+        return (f"ℹ️ The text is {n:,} bytes; the first {MAX_TEXT_BYTES} are used (one token per byte) "
+                "and only those go into the share link.")
     return ""
 
 
-def current_config(values) -> ModelConfig:
+def current_config(values: dict) -> ModelConfig:
     return check_limits(values_to_config(values))
+
+
+def _text(text) -> str:
+    return text if isinstance(text, str) else ("" if text is None else str(text))
+
+
+# ---------------------------------------------------------------------------- controls
+def choice_marks(values: dict) -> dict:
+    """``{category: [(label, key), ...]}``: keys that cannot run with the current causal setting are
+    labelled (``linformer (needs causal off)``), so the list shows it before a choice is made."""
+    try:
+        cfg = values_to_config({k: v for k, v in values.items() if k in CONTROL_FIELDS})
+    except Exception:
+        return {c: [(k, k) for k in registries()[c]] for c in CATEGORIES}
+    out = {}
+    for cat in CATEGORIES:
+        items = []
+        for key in registries()[cat]:
+            label = key
+            try:
+                cfg.replace(**{cat: key}).validate()
+            except ConfigError as e:
+                if e.field == "causal":
+                    label = f"{key} (needs causal {'off' if cfg.causal else 'on'})"
+            except Exception:
+                pass
+            items.append((label, key))
+        out[cat] = items
+    return out
+
+
+def _control_ui(values: dict) -> tuple:
+    """(``{field: gr.update}`` of visibility, notes and marked choices; the plain data they show)."""
+    vis = visibility_updates(values)
+    marks = choice_marks(values)
+    for cat, items in marks.items():
+        vis[cat] = {**vis[cat], "choices": items}
+    plain = {n: [u.get("visible"), u.get("info"), u.get("choices")] for n, u in vis.items()}
+    return vis, plain
+
+
+def control_outputs(values: dict, state: dict) -> tuple:
+    """Control updates only when they differ from what the page shows (``state["ui"]``)."""
+    ups, plain = _control_ui(values)
+    sig = _digest(plain)
+    if sig == state.get("ui"):
+        return {n: gr.skip() for n in CONTROL_FIELDS}, sig
+    return ups, sig
+
+
+def adjust_causal(values: dict) -> tuple:
+    """When the only problem is ``causal`` (linformer / Nystromformer are bidirectional only,
+    adaptive span causal only), flip it -> (values, note); otherwise the values unchanged."""
+    try:
+        values_to_config(values).validate()
+        return values, ""
+    except ConfigError as e:
+        if e.field != "causal":
+            return values, ""
+    flipped = {**values, "causal": not values.get("causal", True)}
+    try:
+        values_to_config(flipped).validate()
+    except Exception:
+        return values, ""
+    state = "ticked" if flipped["causal"] else "unticked"
+    why = "it is causal only" if flipped["causal"] else "it attends in both directions"
+    who = next((f"{values[c]}" for c in ("attention", "position") if values.get(c) is not None), "this choice")
+    return flipped, f"ℹ️ Causal {state}: {who} cannot run otherwise ({why})."
 
 
 # ---------------------------------------------------------------------------- live refresh
@@ -64,18 +157,39 @@ def attention_outputs(cfg: ModelConfig, text: str) -> tuple:
     return plots.attention_grid(maps), plots.attention_stats(maps), report.maps_reading(summary, MAX_TEXT_BYTES)
 
 
-def refresh_attention(values, text, state, preset=CUSTOM):
-    """-> (grid, stats, reading, status, share query, preset, state)."""
+def refresh_attention(values: dict, text, state, keep_status: bool = False) -> dict:
+    """-> grid, stats, maps_md, status, share_qs, preset, state and every control's update.
+
+    Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
+    used text unchanged redraws nothing. ``keep_status``: after a preset / link / upload filled the
+    controls, leave its status line unless there is something new to say."""
+    out = _refresh_attention(values, text, state)
+    if keep_status and out.get("status") == "":
+        out["status"] = gr.skip()
+    return out
+
+
+def _refresh_attention(values: dict, text, state) -> dict:
+    state = _state(state)
+    text = _text(text)
+    values, note = adjust_causal(dict(values))
+    controls, sig = control_outputs(values, state)
+    if note:
+        controls["causal"] = gr.update(value=values["causal"])
     try:
         cfg = current_config(values)
+        drawn = _digest([cfg.to_json(), clip_text(text)])
+        if drawn == state["drawn"]:
+            return {**controls, **{k: gr.skip() for k in FIGURES}, "status": note or text_notice(text),
+                    "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
         grid, stats, reading = attention_outputs(cfg, text)
     except Exception as exc:  # ConfigError and anything else: warn, keep the last good figures
-        msg = _problem(exc)
-        return (gr.skip(), gr.skip(), gr.skip(), _warn(msg), gr.skip(), gr.skip(), state)
+        return {**controls, **{k: gr.skip() for k in FIGURES}, "status": _warn(_problem(exc)),
+                "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
     matched = matching_preset(cfg)
-    state = {**(state or new_state()), "config": cfg.to_json(), "text": text}
-    status = text_notice(text)
-    return grid, stats, reading, status, to_query(cfg, text, matched), matched, state
+    return {**controls, "grid": grid, "stats": stats, "maps_md": reading, "status": note or text_notice(text),
+            "share_qs": to_query(cfg, text, matched), "preset": matched,
+            "state": {**state, "drawn": drawn, "fresh": True, "ui": sig}}
 
 
 def placement_results(cfg: ModelConfig) -> tuple:
@@ -89,193 +203,91 @@ def placement_results(cfg: ModelConfig) -> tuple:
     return results, skipped
 
 
-def analysis_outputs(cfg: ModelConfig, text: str) -> tuple:
+ANALYSIS = ("grad", "grad_md", "model_md", "kv", "config_code")
+
+
+def analysis_outputs(cfg: ModelConfig, text: str) -> dict:
     results, skipped = placement_results(cfg)
     grad_fig = plots.gradient_figure(results, cfg.norm_placement)
     reading = report.gradient_reading(results, cfg.norm_placement, skipped)
-    seq = max(1, min(len(str(text).encode("utf-8")), MAX_TEXT_BYTES))
+    seq = max(1, min(len(_text(text).encode("utf-8")), MAX_TEXT_BYTES))
     summary = ex.model_summary(cfg, seq_len=seq)
     kv = plots.kv_cache_figure(ex.kv_cache_bytes(cfg, KV_LENGTHS))
-    return grad_fig, reading, report.model_markdown(summary), kv, json.dumps(cfg.to_dict(), indent=2)
+    return {"grad": grad_fig, "grad_md": reading, "model_md": report.model_markdown(summary), "kv": kv,
+            "config_code": json.dumps(cfg.to_dict(), indent=2)}
 
 
-def refresh_analysis(values, text):
-    """-> (gradient figure, reading, model card, KV figure, config JSON); skips on a bad config
-    (the attention handler already showed the warning)."""
+def refresh_analysis(values: dict, text, state=None) -> dict:
+    """-> gradient figure, reading, model card, KV figure, config JSON; skipped when the attention
+    event drew nothing new or the config is bad (the attention handler already warned)."""
+    if state is not None and not _state(state)["fresh"]:
+        return {k: gr.skip() for k in ANALYSIS}
     try:
         return analysis_outputs(current_config(values), text)
     except Exception as exc:
         _problem(exc)
-        return tuple(gr.skip() for _ in range(5))
+        return {k: gr.skip() for k in ANALYSIS}
 
 
 # ---------------------------------------------------------------------------- config sources
-def _fill(cfg: ModelConfig, text, preset, status) -> list:
-    return [*config_updates(cfg), text, preset, status]
+FILL = ("text", "preset", "status")
 
 
-def apply_preset(name):
-    """A preset fills every control (-> controls..., text, preset, status)."""
+def _fill(cfg: ModelConfig, text=None, preset=CUSTOM, status="") -> dict:
+    """Every control's value (visibility follows in the chained refresh), the text, preset, status."""
+    out = {n: gr.update(value=u["value"]) for n, u in config_updates(cfg).items()}
+    return {**out, "text": gr.skip() if text is None else text, "preset": preset, "status": status}
+
+
+def _skip_fill(status=None) -> dict:
+    out = {n: gr.skip() for n in (*CONTROL_FIELDS, *FILL)}
+    if status is not None:
+        out["status"] = status
+    return out
+
+
+def apply_preset(name) -> dict:
+    """A preset fills every control (the chained refresh then draws it once)."""
     if name == CUSTOM:
-        return [gr.skip()] * (len(config_updates(ModelConfig())) + 3)
+        return _skip_fill()
     try:
         cfg = check_limits(preset_config(name))
     except Exception as exc:
-        msg = _problem(exc)
-        return [gr.skip()] * (len(config_updates(ModelConfig())) + 2) + [_warn(msg)]
-    return _fill(cfg, gr.skip(), name, "")
+        return _skip_fill(_warn(_problem(exc)))
+    return _fill(cfg, None, name, "")
 
 
-def load_from_url(request: gr.Request | None):
+def load_from_url(request: gr.Request | None) -> dict:
     """Restore every control from the page's query string; hostile strings fall back to defaults."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
     cfg, text, preset, notice = from_query(params)
     if notice:
-        gr.Warning(notice)
+        gr.Warning(shown_html(notice))
     if not params:
-        return [gr.skip()] * (len(config_updates(cfg)) + 3)
-    return _fill(cfg, text, preset, f"⚠️ {notice}" if notice else "")
+        return _skip_fill()
+    return _fill(cfg, text, preset, f"⚠️ {shown(notice)}" if notice else "")
 
 
-def upload_config(path):
-    """A JSON config file -> every control (-> controls..., text, preset, status)."""
+def read_config_file(path) -> ModelConfig:
+    """A JSON config file -> validated config; size, nesting and number length bounded."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError("file", type(path).__name__, "a JSON file")
+    size = os.path.getsize(path)
+    if size > MAX_UPLOAD_BYTES:
+        raise ConfigError("file", f"{size:,} bytes", f"a config JSON of at most {MAX_UPLOAD_BYTES:,} bytes")
+    with open(path, "rb") as f:
+        data = load_json(f.read(), what="file")
+    if not isinstance(data, dict):
+        raise ConfigError("file", type(data).__name__, "a JSON object of ModelConfig fields")
+    return check_limits(ModelConfig.from_dict(data))
+
+
+def upload_config(path) -> dict:
+    """A JSON config file -> every control (the chained refresh draws it)."""
     try:
         if path is None:
             raise ConfigError("file", None, "a JSON file")
-        if os.path.getsize(path) > 100_000:
-            raise ConfigError("file", f"{os.path.getsize(path)} bytes", "a config JSON of at most 100 kB")
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise ConfigError("file", os.path.basename(path), f"valid JSON ({e})") from None
-        cfg = check_limits(ModelConfig.from_dict(data))
+        cfg = read_config_file(path)
     except Exception as exc:
-        msg = _problem(exc)
-        return [gr.skip()] * (len(config_updates(ModelConfig())) + 2) + [_warn(msg)]
-    return _fill(cfg, gr.skip(), matching_preset(cfg), "✅ Config loaded.")
-
-
-# ---------------------------------------------------------------------------- sweep
-def sweep_baseline(cfg: ModelConfig):
-    """``(name, config)`` the sweep compares against: a reversible stack against the same model with
-    standard layers (its activation memory is what stays flat in depth), otherwise the same model
-    with ``full`` attention; ``(None, None)`` when the config is its own baseline."""
-    if cfg.layer == "reversible":
-        return "standard layers", cfg.replace(layer="standard")
-    if cfg.attention != "full":
-        return "full", cfg.replace(attention="full")
-    return None, None
-
-
-def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None) -> tuple:
-    """Sweep the current config and its baseline -> (figure, reading, records)."""
-    def part(lo, hi):
-        if progress is None:
-            return None
-        return lambda frac, msg: progress(lo + (hi - lo) * frac, desc=msg)
-
-    base_name, base_cfg = sweep_baseline(cfg)
-    current = ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S,
-                                      progress=part(0.0, 0.5 if base_cfg is not None else 1.0))
-    baseline = None
-    if base_cfg is not None:
-        try:
-            baseline = ex.latency_memory_sweep(base_cfg, lengths, mode,
-                                               time_budget_s=SWEEP_BUDGET_S, progress=part(0.5, 1.0))
-        except ConfigError:  # the baseline is not valid with this config: no baseline
-            baseline = None
-    name = cfg.attention if base_name != "standard layers" else f"{cfg.attention}, reversible layers"
-    fig = plots.sweep_figure(current, baseline, name, base_name or "full")
-    reading = report.sweep_reading(current, baseline, name, base_name or "full")
-    if cfg.layer == "reversible" and mode == "forward":
-        reading += (" Reversible layers save *activation* memory, which only exists when gradients are taken:"
-                    " measure forward_backward to see it.")
-    return fig, reading, {"current": current, "baseline": baseline, "attention": name,
-                          "baseline_name": base_name or "full"}
-
-
-def run_sweep(values, lengths_text, mode, state, progress=None):
-    """-> (figure, reading, state)."""
-    try:
-        cfg = current_config(values)
-        lengths = parse_lengths(lengths_text)
-        fig, reading, records = sweep_outputs(cfg, lengths, mode, progress)
-    except Exception as exc:
-        return gr.skip(), _warn(_problem(exc)), state
-    return fig, reading, {**(state or new_state()), "sweep": records}
-
-
-# ---------------------------------------------------------------------------- export
-def _html(figs: list, title: str) -> str:
-    parts = [f"<h2 style='font-family:sans-serif'>{title}</h2>"]
-    for n, fig in enumerate(figs):
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=(n == 0)))  # plotly.js inlined once: works offline
-    return "<!doctype html><html><head><meta charset='utf-8'><title>" + title + "</title></head><body>" + \
-        "".join(parts) + "</body></html>"
-
-
-def export_files(values, text, state):
-    """Write config.json and one self-contained HTML per tab; show them in the downloads box."""
-    try:
-        cfg = current_config(values)
-        grid, stats, _ = attention_outputs(cfg, text)
-        grad_fig, _, _, kv, _ = analysis_outputs(cfg, text)
-    except Exception as exc:
-        _warn(_problem(exc))
-        return gr.skip()
-    out = tempfile.mkdtemp(prefix="explorer-export-")
-    files = {"config.json": json.dumps(cfg.to_dict(), indent=2),
-             "attention.html": _html([grid, stats], f"Attention maps: {cfg.attention}"),
-             "gradients.html": _html([grad_fig], "Gradient norms at initialisation"),
-             "kv_cache.html": _html([kv], "KV cache for decoding")}
-    view_figs = list(plots_views.view_figures(ex.attention_maps(cfg, text).views).values())
-    if view_figs:  # only the variants that have views (layer 0, head 0 for the comparison)
-        files["views.html"] = _html(view_figs, f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}")
-    sweep = (state or {}).get("sweep")
-    if sweep:
-        fig = plots.sweep_figure(sweep["current"], sweep["baseline"], sweep["attention"],
-                                 sweep.get("baseline_name", "full"))
-        files["latency_memory.html"] = _html([fig], "Latency and memory vs sequence length")
-    paths = []
-    for name, content in files.items():
-        path = os.path.join(out, name)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(content)
-        paths.append(path)
-    return gr.update(value=paths, visible=True)
-
-
-# ---------------------------------------------------------------------------- API
-def _api_config(config_json) -> ModelConfig:
-    if config_json is None or (isinstance(config_json, str) and not config_json.strip()):
-        return check_limits(ModelConfig())
-    return check_limits(ex.as_config(config_json))
-
-
-def _api(fn):
-    try:
-        return fn()
-    except gr.Error:
-        raise
-    except Exception as exc:
-        raise gr.Error(_problem(exc)) from None
-
-
-def api_analyze(config_json: str, text: str) -> dict:
-    """Attention maps summary: per (layer, head) entropy and mean distance, the allowed fraction."""
-    return _api(lambda: ex.attention_maps(_api_config(config_json), text or DEFAULT_TEXT).summary())
-
-
-def api_gradients(config_json: str) -> dict:
-    """``gradient_norms`` of the config: per-layer attn_out, ffn_out and residual gradient norms."""
-    return _api(lambda: ex.gradient_norms(_api_config(config_json)))
-
-
-def api_benchmark(config_json: str, lengths: str, mode: str) -> list:
-    """Latency / memory sweep records of the config's attention at the given lengths."""
-    def run():
-        cfg = _api_config(config_json)
-        return ex.latency_memory_sweep(cfg, parse_lengths(lengths or "128,256,512"), mode or "forward",
-                                       time_budget_s=SWEEP_BUDGET_S)
-    return _api(run)
+        return _skip_fill(_warn(_problem(exc)))
+    return _fill(cfg, None, matching_preset(cfg), "✅ Config loaded.")

@@ -13,7 +13,7 @@ import gradio as gr
 
 from . import experiments as ex
 from .plots_views import PLOT_NAMES, approximation_figure, view_figures
-from .ui_handlers import _problem, current_config
+from .ui_handlers import _problem, _state, current_config
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
           "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
@@ -62,8 +62,11 @@ def views_reading(views) -> str:
     return "\n\n".join(lines)
 
 
-def views_outputs(cfg, text: str, layer=0, head=0) -> list:
-    """-> [tab, reading, picker row, layer, head, *plots] (``gr.update`` each)."""
+OUTPUTS = ("views_tab", "views_md", "views_pick", "views_layer", "views_head", *(f"view_{n}" for n in PLOT_NAMES))
+
+
+def views_outputs(cfg, text: str, layer=0, head=0) -> dict:
+    """-> ``{views_tab, views_md, views_pick, views_layer, views_head, view_<plot>}`` (``gr.update`` each)."""
     views = ex.attention_maps(cfg, text).views
     figs = view_figures(views, _int(layer), _int(head))
     approx = views.items.get("approximation")
@@ -77,7 +80,7 @@ def views_outputs(cfg, text: str, layer=0, head=0) -> list:
         pickers = [gr.update(visible=False), gr.update(), gr.update()]
     plots = [gr.update(value=figs[n], visible=True) if n in figs else gr.update(value=None, visible=False)
              for n in PLOT_NAMES]
-    return [gr.update(visible=bool(figs)), views_reading(views), *pickers, *plots]
+    return dict(zip(OUTPUTS, [gr.update(visible=bool(figs)), views_reading(views), *pickers, *plots]))
 
 
 def _int(x) -> int:
@@ -96,19 +99,19 @@ def approximation_redraw(cfg, text: str, layer, head):
     return approximation_figure(view, views.tokens, _int(layer), _int(head))
 
 
-N_OUTPUTS = 5 + len(PLOT_NAMES)
-
-
-def refresh_views(values, text, layer=0, head=0) -> list:
-    """Control values -> ``views_outputs``; a bad config skips every output (already warned)."""
+def refresh_views(values: dict, text, layer=0, head=0, state=None) -> dict:
+    """Control values -> ``views_outputs``; skipped when the attention event drew nothing new
+    (``state["fresh"]`` False) or the config is bad (the attention handler already warned)."""
+    if state is not None and not _state(state)["fresh"]:
+        return {k: gr.skip() for k in OUTPUTS}
     try:
         return views_outputs(current_config(values), text, layer, head)
     except Exception as exc:
         _problem(exc)
-        return [gr.skip()] * N_OUTPUTS
+        return {k: gr.skip() for k in OUTPUTS}
 
 
-def redraw_approximation(values, text, layer, head):
+def redraw_approximation(values: dict, text, layer, head):
     try:
         return approximation_redraw(current_config(values), text, layer, head)
     except Exception as exc:

@@ -1,4 +1,5 @@
 """One app server per test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess."""
+import contextlib
 import os
 import signal
 import socket
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # browser_page, the shared Page helper
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,13 +22,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_url():
+@contextlib.contextmanager
+def serve(extra_env=None, log_name="app-server.log"):
+    """``python app.py`` on 127.0.0.1 and a free port in its own process group -> its URL."""
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "PYTHONUNBUFFERED": "1"}  # otherwise exactly the newcomer's `python app.py`
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}  # otherwise exactly the newcomer's `python app.py`
     env.pop("TRITON_INTERPRET", None)  # the app runs as it would in production
-    log = open(ROOT / ".pytest_cache" / "app-server.log", "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
+    log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
@@ -33,7 +37,7 @@ def app_url():
     try:
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"app.py exited with code {proc.returncode} (see .pytest_cache/app-server.log)")
+                pytest.fail(f"app.py exited with code {proc.returncode} (see .pytest_cache/{log_name})")
             try:
                 with urllib.request.urlopen(url + "config", timeout=2) as r:
                     if r.status == 200:
@@ -55,3 +59,41 @@ def app_url():
                 os.killpg(proc.pid, signal.SIGKILL)
         if log is not subprocess.DEVNULL:
             log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with serve() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def shots_dir(tmp_path_factory):
+    """Where browser tests put screenshots: a temporary folder, so the test command never writes into
+    tracked files; ``EXPLORER_SCREENSHOTS=assets/screenshots`` refreshes the README's pictures."""
+    target = os.environ.get("EXPLORER_SCREENSHOTS")
+    if target:
+        path = Path(target) if Path(target).is_absolute() else ROOT / target
+        path.mkdir(parents=True, exist_ok=True)
+        return str(path)
+    return str(tmp_path_factory.mktemp("screenshots"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from browser_page import ARGS, CHROMIUM
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, app_url, shots_dir):
+    from browser_page import Page
+    p = Page(browser, app_url, shots_dir)
+    yield p
+    p.close()

@@ -72,3 +72,78 @@ def test_concurrent_requests_do_not_mix(app_url):
     for window, frac in results:
         allowed = sum(min(i + 1, window) for i in range(8))
         assert frac == pytest.approx(allowed / 64, abs=1e-6)
+
+
+@pytest.mark.parametrize("config,needle", [
+    ('{"seed": ' + "7" * 5000 + "}", "number"),            # Python refuses > 4300 digits: a clear message
+    ("[" * 3000 + "]" * 3000, "nesting"),                  # not a RecursionError
+])
+def test_hostile_json_gets_a_clear_message(client, config, needle):
+    with pytest.raises(Exception) as info:
+        client.predict(config, api_name="/gradients")
+    assert needle in str(info.value) and "RecursionError" not in str(info.value)
+    assert "ValueError" not in str(info.value)
+
+
+def _call(app_url, api_name, data):
+    """Gradio's HTTP API by hand: POST the inputs, then read the event stream -> (event, data)."""
+    import urllib.request
+    base = app_url + f"gradio_api/call/{api_name}"
+    req = urllib.request.Request(base, data=json.dumps({"data": data}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        event_id = json.load(r)["event_id"]
+    with urllib.request.urlopen(f"{base}/{event_id}", timeout=60) as r:
+        lines = r.read().decode().splitlines()
+    events = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("event: ")]
+    datas = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("data: ")]
+    return events[-1], json.loads(datas[-1]) if datas else None
+
+
+def test_a_wrong_typed_input_to_a_ui_endpoint_gets_a_message(app_url):
+    event, data = _call(app_url, "upload_config", [12345])
+    assert event == "error" and data, "a message, not {'error': null}"
+
+
+
+@pytest.mark.parametrize("how", ["cancel", "disconnect"])
+def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how):
+    """job.cancel() (or a client that goes away) stops the sweep between two modules: the next
+    benchmark, which shares the one sweep slot, starts at once instead of waiting for the whole sweep."""
+    import time
+    big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16, "attention": "sliding_window"})
+    first = Client(app_url, verbose=False)
+    lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
+    job = first.submit(big, lengths, "forward_backward", api_name="/benchmark")
+    time.sleep(2.5)
+    if how == "cancel":
+        job.cancel()
+    else:
+        first.close()
+    t0 = time.perf_counter()
+    recs = Client(app_url, verbose=False).predict(json.dumps(SMALL), "16", "forward", api_name="/benchmark")
+    waited = time.perf_counter() - t0
+    print(f"{how}: the next benchmark waited {waited:.1f} s")
+    assert recs[0]["status"] == "ok"
+    assert waited < 8, f"the next benchmark waited {waited:.1f} s"
+
+
+def test_a_full_queue_answers_busy():
+    """With room for one waiting event, a third sweep is refused at once with the queue-full status
+    (the browser shows "This application is currently busy"), not left hanging."""
+    from conftest import serve
+    big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16})
+    with serve({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-queue.log") as url:
+        clients = [Client(url, verbose=False) for _ in range(3)]
+        jobs = [c.submit(big, "256,260,264,268", "forward_backward", api_name="/benchmark") for c in clients[:2]]
+        try:
+            import time
+            deadline = time.time() + 30
+            while not any(j.status().code.name == "IN_QUEUE" for j in jobs):  # one runs, one waits: full
+                assert time.time() < deadline, [j.status() for j in jobs]
+                time.sleep(0.2)
+            with pytest.raises(Exception, match="(?i)queue is full"):
+                clients[2].predict(big, "256", "forward", api_name="/benchmark")
+        finally:
+            for j in jobs:
+                j.cancel()

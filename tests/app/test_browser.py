@@ -1,20 +1,13 @@
 """Real-browser tests: Playwright driving Debian's Chromium (never a downloaded browser).
 
 Reads plot data from the page (the Plotly graph div's ``data``), checks that no error toast and no
-console error appears, and saves one screenshot per tab to ``assets/screenshots/``.
+console error appears. Screenshots go to a temporary folder; refreshing the README's screenshots is
+its own command: ``EXPLORER_SCREENSHOTS=assets/screenshots python -m pytest tests/app/test_browser.py``.
 """
 import os
-import shutil
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "assets" / "screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-VIEWPORT = {"width": 1600, "height": 1100}
+from browser_page import CHROMIUM
 
 if CHROMIUM is None:
     if os.environ.get("CI"):
@@ -23,93 +16,8 @@ if CHROMIUM is None:
     pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
                 allow_module_level=True)
 
-sync_api = pytest.importorskip("playwright.sync_api")
-
-# Values of a Plotly array as sent by the server: a plain array, or a base64 typed array
-# ({dtype, bdata, shape}) that plotly.py uses for numpy data.
-DECODE_JS = """const decode = (a) => {
-  if (!a || Array.isArray(a) || ArrayBuffer.isView(a)) return Array.from(a || [], r => (Array.isArray(r) || ArrayBuffer.isView(r)) ? Array.from(r) : r).flat();
-  const bin = atob(a.bdata), buf = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) buf[i] = bin.charCodeAt(i);
-  const T = {f4: Float32Array, f8: Float64Array, u1: Uint8Array, i1: Int8Array, u2: Uint16Array, i2: Int16Array,
-             u4: Uint32Array, i4: Int32Array}[a.dtype];
-  return Array.from(new T(buf.buffer));
-};"""
-# Summary of a Plotly graph inside the element with id `sel`: trace count, names, x values and,
-# for trace 0, the number of cells and of blank (NaN: not allowed) cells.
-PLOT_JS = """(sel) => {""" + DECODE_JS + """
-  const el = document.querySelector(sel + ' .js-plotly-plot');
-  if (!el || !el.data) return null;
-  const out = {traces: el.data.length, names: el.data.map(t => t.name || ''), cells: 0, blank: 0,
-               x: el.data.map(t => t.x ? decode(t.x) : [])};
-  for (const v of decode(el.data[0].z)) { out.cells++; if (v === null || Number.isNaN(v) || v === 0) out.blank++; }
-  return out;
-}"""
-BLANK_JS = """([sel, blank]) => {""" + DECODE_JS + """
-  const e = document.querySelector(sel + ' .js-plotly-plot');
-  if (!e || !e.data) return false;
-  return decode(e.data[0].z).filter(v => v === null || Number.isNaN(v) || v === 0).length !== blank;
-}"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-class Page:
-    """A fresh context + page that records console errors and checks for error toasts."""
-
-    def __init__(self, browser, url):
-        self.ctx = browser.new_context(viewport=VIEWPORT)
-        self.page = self.ctx.new_page()
-        self.errors = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.goto(url)
-        self.wait_plot("#attention-grid")
-
-    def plot(self, sel):
-        return self.page.evaluate(PLOT_JS, sel)
-
-    def wait_plot(self, sel, timeout=90_000):
-        self.page.wait_for_function(f"() => {{ const e = document.querySelector('{sel} .js-plotly-plot'); "
-                                    "return e && e.data && e.data.length > 0; }", timeout=timeout)
-
-    def wait_changed(self, sel, before, timeout=60_000):
-        self.page.wait_for_function(BLANK_JS, arg=[sel, before["blank"]], timeout=timeout)
-
-    def choose(self, elem_id, option):
-        self.page.locator(f"#{elem_id} input").first.click()
-        self.page.get_by_role("option", name=option, exact=True).click()
-
-    def value(self, elem_id):
-        return self.page.locator(f"#{elem_id} input, #{elem_id} textarea").first.input_value()
-
-    def tab(self, name):
-        self.page.get_by_role("tab", name=name).click()
-
-    def shot(self, name, full_page=False):
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.wait_for_timeout(800)  # let Plotly finish its transition
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
-
-    def check_clean(self):
-        assert self.page.locator(".toast-body.error").count() == 0, "an error toast is showing"
-        assert not self.errors, f"browser console errors: {self.errors}"
-
-    def close(self):
-        self.ctx.close()
-
-
-@pytest.fixture
-def page(browser, app_url):
-    p = Page(browser, app_url)
-    yield p
-    p.close()
+pytest.importorskip("playwright.sync_api")
+from browser_page import Page  # noqa: E402
 
 
 def test_page_loads_with_heatmaps(page):
@@ -151,7 +59,7 @@ def test_share_link_restores_every_control_in_a_new_context(page, browser):
                                 ".includes('n_layers=3')")
     link = page.value("share-url")
     assert "attention=strided" in link and page.page.url == link  # the address bar carries the config too
-    other = Page(browser, link)
+    other = Page(browser, link, page.shots)
     try:
         other.page.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').data.length === 12",
                                      timeout=60_000)
@@ -169,7 +77,7 @@ def test_bad_input_warns_and_keeps_the_last_figures(page, browser, app_url):
     page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('n_layers')")
     assert page.plot("#attention-grid") == before
     page.check_clean()
-    hostile = Page(browser, app_url + "?n_layers=%3Cscript%3E&bogus=1")
+    hostile = Page(browser, app_url + "?n_layers=%3Cscript%3E&bogus=1", page.shots)
     try:
         hostile.page.wait_for_function("() => document.querySelector('#status').innerText.includes('defaults')",
                                        timeout=60_000)

@@ -1,147 +1,216 @@
 """Every UI handler and API function, called directly (no server): good input draws, bad input
-warns and keeps the last figures (``gr.skip()``), never a traceback."""
+warns (escaped, truncated) and keeps the last figures (``gr.skip()``), never a traceback.
+Handlers take control values by field name and return ``{output name: value}``."""
+import asyncio
+import html
 import json
+import os
 from types import SimpleNamespace
 
 import gradio as gr
 import plotly.graph_objects as go
 import pytest
 
+from explorer import ui_api, ui_jobs
 from explorer import ui_handlers as h
 from explorer.presets import CUSTOM
 from explorer.share import DEFAULT_TEXT
 from explorer.ui_controls import CONTROL_FIELDS, config_values, values_to_config, visibility_updates
-from models import ModelConfig
+from models import ConfigError, ModelConfig
 from models.config import CATEGORIES
 
 SMALL = ModelConfig(n_layers=2, d_model=32, n_heads=2)
 
 
-def _values(cfg=SMALL):
-    return config_values(cfg)
+def _values(cfg=SMALL, **kw):
+    return {**config_values(cfg), **kw}
 
 
 def _is_skip(x):
     return x == gr.skip() or (isinstance(x, dict) and x.get("__type__") == "update" and len(x) == 1)
 
 
-def test_control_values_round_trip_with_zero_as_none():
+def _filled(out) -> ModelConfig:
+    return values_to_config({n: out[n]["value"] for n in CONTROL_FIELDS})
+
+
+def test_control_values_round_trip_by_name_with_zero_as_none():
     cfg = ModelConfig(n_kv_heads=None, d_ff=None, softcap=None)
     vals = config_values(cfg)
-    assert vals[CONTROL_FIELDS.index("n_kv_heads")] == 0
+    assert vals["n_kv_heads"] == 0 and set(vals) == set(CONTROL_FIELDS)
     assert values_to_config(vals) == cfg
     cfg2 = ModelConfig(n_kv_heads=2, softcap=30.0)
     assert values_to_config(config_values(cfg2)) == cfg2
+    assert values_to_config({"attention": "strided", "stride": 8.0}) == ModelConfig(attention="strided", stride=8)
 
 
-def test_visibility_follows_the_chosen_variants():
+def test_a_fraction_in_a_whole_number_field_is_refused_not_rounded():
+    with pytest.raises(ConfigError, match="n_layers=3.5.*whole number in \\[1, 12\\]"):
+        values_to_config(_values(n_layers=3.5))
+    with pytest.raises(ConfigError, match="controls"):
+        values_to_config({"no_such_field": 1})
+    with pytest.raises(ConfigError, match="controls"):
+        values_to_config(["full", 4])  # positional lists are gone
+
+
+def test_visibility_follows_the_chosen_variants_and_categories_never_hide():
     def shown(**choice):
-        vals = [choice.get(c, getattr(ModelConfig(), c)) for c in CATEGORIES]
-        return {n for n, u in zip(CONTROL_FIELDS, visibility_updates(*vals)) if u["visible"]}
+        vals = {c: choice.get(c, getattr(ModelConfig(), c)) for c in CATEGORIES}
+        return {n for n, u in visibility_updates(vals).items() if u["visible"]}
     assert "window" in shown(attention="sliding_window") and "window" not in shown(attention="full")
-    assert "norm" in shown(norm_placement="pre") and "norm" not in shown(norm_placement="rezero")
-    assert {"attention", "n_layers", "causal", "seed"} <= shown()
+    assert "norm" in shown(norm_placement="pre") and {"attention", "n_layers", "causal", "seed"} <= shown()
+    # the mission's pre-LN / post-LN choice is visible whatever the layer structure
+    for layer in ("standard", "reversible", "universal", "gated", "early_exit"):
+        for placement in ("pre", "post", "none"):
+            assert {"norm_placement", "norm"} <= shown(layer=layer, norm_placement=placement)
+    # ... and a norm no variant reads says so
+    ups = visibility_updates({"norm_placement": "none", "layer": "standard"})
+    assert "not used" in ups["norm"]["info"] and ups["norm_placement"]["info"] is None
 
 
-def test_refresh_attention_draws_and_shares():
+def test_refresh_attention_draws_shares_and_keeps_a_tiny_state():
     out = h.refresh_attention(_values(), "hello", h.new_state())
-    grid, stats, reading, status, qs, preset, state = out
-    assert isinstance(grid, go.Figure) and isinstance(stats, go.Figure)
-    assert "5 byte tokens" in reading and preset == CUSTOM
-    assert "n_layers=2" in qs and "text=hello" in qs
-    assert json.loads(state["config"])["n_layers"] == 2
+    assert isinstance(out["grid"], go.Figure) and isinstance(out["stats"], go.Figure)
+    assert "5 byte tokens" in out["maps_md"] and out["preset"] == CUSTOM
+    assert "n_layers=2" in out["share_qs"] and "text=hello" in out["share_qs"]
+    state = out["state"]
+    assert state["fresh"] and set(state) == {"drawn", "fresh", "ui", "sweep"}
+    assert len(json.dumps(state)) < 200  # no text, no config, no figure in the session state
+    again = h.refresh_attention(_values(), "hello", state)  # a commit that changes nothing
+    assert all(_is_skip(again[k]) for k in (*h.FIGURES, "share_qs")) and not again["state"]["fresh"]
+    assert all(_is_skip(again[n]) for n in CONTROL_FIELDS)  # controls not re-sent either
+    assert all(_is_skip(x) for x in h.refresh_analysis(_values(), "hello", again["state"]).values())
 
 
-def test_refresh_attention_bad_config_keeps_figures():
-    vals = _values()
-    vals[CONTROL_FIELDS.index("attention")] = "fixed"
-    vals[CONTROL_FIELDS.index("n_summary")] = 20  # > stride = 16
+def test_long_text_is_used_up_to_256_bytes_and_only_that_goes_into_the_link():
+    for text in ("a" * 65_000, "中" * 8_000):
+        out = h.refresh_attention(_values(), text, h.new_state())
+        assert len(out["share_qs"]) < 1000 and "256 are used" in out["status"]
+        assert "256 byte tokens" in out["maps_md"] or "255 byte tokens" in out["maps_md"]
+
+
+def test_refresh_attention_bad_config_keeps_figures_and_escapes_the_echo():
     state = h.new_state()
-    out = h.refresh_attention(vals, "hello", state)
-    assert all(_is_skip(x) for x in out[:3]) and "n_summary" in out[3] and out[-1] is state
-    vals[CONTROL_FIELDS.index("n_summary")] = 1
-    vals[CONTROL_FIELDS.index("n_layers")] = 99  # past the explorer's limit
-    assert "n_layers" in h.refresh_attention(vals, "x", state)[3]
-    assert all(_is_skip(x) for x in h.refresh_analysis(vals, "x"))
+    out = h.refresh_attention(_values(attention="fixed", n_summary=20), "hello", state)  # n_summary > stride
+    assert all(_is_skip(out[k]) for k in h.FIGURES) and "n\\_summary" in out["status"]
+    assert out["state"]["drawn"] == state["drawn"]
+    out = h.refresh_attention(_values(n_layers=99), "x", state)
+    assert "n\\_layers" in out["status"]
+    assert all(_is_skip(x) for x in h.refresh_analysis(_values(n_layers=99), "x").values())
+
+
+@pytest.mark.parametrize("hostile", ['<a href="https://evil.example">Click here to re-authenticate</a>',
+                                     '<img src="https://evil.example/x.png">', "[click](https://evil.example)"])
+def test_echoed_values_are_inert_text(hostile):
+    out = h.refresh_attention(_values(attention=hostile), "x", h.new_state())
+    status = out["status"]
+    assert "<a" not in status and "<img" not in status and "](" not in status and "https://" not in status
+    assert html.unescape(status).replace("\\", "").count("evil") == 1  # shown, as text
+
+
+def test_a_huge_echoed_value_is_truncated():
+    out = h.refresh_attention(_values(attention="x" * 10_000_000), "x", h.new_state())
+    assert len(out["status"]) < 1000 and "characters in all" in out["status"]
+
+
+def test_linformer_while_causal_unticks_causal_and_says_so():
+    out = h.refresh_attention(_values(attention="linformer", position="learned"), "hello", h.new_state())
+    assert out["causal"]["value"] is False and "Causal unticked" in out["status"]
+    assert isinstance(out["grid"], go.Figure)
+    labels = dict((k, lab) for lab, k in h.choice_marks(_values())["attention"])
+    assert labels["linformer"] == "linformer (needs causal off)" and labels["full"] == "full"
 
 
 def test_refresh_analysis_outputs():
-    grad, reading, card, kv, cfg_json = h.refresh_analysis(_values(), "hello")
-    assert isinstance(grad, go.Figure) and isinstance(kv, go.Figure)
-    assert "last layer ÷ first layer" in reading and "rezero exactly 0" in reading
-    assert "parameters" in card and json.loads(cfg_json) == SMALL.to_dict()
+    out = h.refresh_analysis(_values(), "hello")
+    assert isinstance(out["grad"], go.Figure) and isinstance(out["kv"], go.Figure)
+    assert "last layer ÷ first layer" in out["grad_md"] and "rezero exactly 0" in out["grad_md"]
+    assert "parameters" in out["model_md"] and "one-time costs" in out["model_md"]
+    assert json.loads(out["config_code"]) == SMALL.to_dict()
 
 
 def test_apply_preset_fills_every_control():
     out = h.apply_preset("Mistral 7B (2023)")
-    assert len(out) == len(CONTROL_FIELDS) + 3
-    vals = [u["value"] for u in out[:len(CONTROL_FIELDS)]]
-    cfg = values_to_config(vals)
-    assert cfg.attention == "sliding_window" and cfg.n_kv_heads == 2 and out[-2] == "Mistral 7B (2023)"
-    assert all(_is_skip(x) for x in h.apply_preset(CUSTOM))
+    assert set(out) == {*CONTROL_FIELDS, "text", "preset", "status"}
+    cfg = _filled(out)
+    assert cfg.attention == "sliding_window" and cfg.n_kv_heads == 2 and out["preset"] == "Mistral 7B (2023)"
+    assert all(set(out[n]) == {"__type__", "value"} for n in CONTROL_FIELDS)  # values only: no extra copies
+    assert all(_is_skip(x) for x in h.apply_preset(CUSTOM).values())
 
 
-def test_load_from_url_restores_or_falls_back():
+def test_load_from_url_restores_or_falls_back_with_an_escaped_notice():
     req = SimpleNamespace(query_params={"attention": "strided", "stride": "8", "text": "abc"})
     out = h.load_from_url(req)
-    cfg = values_to_config([u["value"] for u in out[:len(CONTROL_FIELDS)]])
-    assert cfg.attention == "strided" and cfg.stride == 8 and out[len(CONTROL_FIELDS)] == "abc"
+    cfg = _filled(out)
+    assert cfg.attention == "strided" and cfg.stride == 8 and out["text"] == "abc"
     bad = h.load_from_url(SimpleNamespace(query_params={"n_layers": "999999"}))
-    assert values_to_config([u["value"] for u in bad[:len(CONTROL_FIELDS)]]) == ModelConfig()
-    assert "defaults" in bad[-1]
-    assert all(_is_skip(x) for x in h.load_from_url(SimpleNamespace(query_params={})))
+    assert _filled(bad) == ModelConfig() and "defaults" in bad["status"]
+    hostile = h.load_from_url(SimpleNamespace(query_params={"attention": "<a href=https://evil.example>x</a>"}))
+    assert "<a" not in hostile["status"] and "&lt;a" in hostile["status"]
+    assert all(_is_skip(x) for x in h.load_from_url(SimpleNamespace(query_params={})).values())
 
 
 def test_upload_config(tmp_path):
     good = tmp_path / "c.json"
     good.write_text(json.dumps({"attention": "longformer", "n_global": 3}))
-    out = h.upload_config(str(good))
-    assert values_to_config([u["value"] for u in out[:len(CONTROL_FIELDS)]]).n_global == 3
-    for content in ("{nope", json.dumps({"unknown_field": 1}), json.dumps([1, 2])):
+    assert _filled(h.upload_config(str(good))).n_global == 3
+    deep = "[" * 100_000 + "]" * 100_000
+    for content, needle in (("{nope", "valid JSON"), (json.dumps({"unknown_field": 1}), "unknown\\_field"),
+                            (json.dumps([1, 2]), "JSON object"), ('{"seed": ' + "9" * 5000 + "}", "number"),
+                            (deep[:90_000], "nesting"), ("x" * 200_000, "bytes")):
         bad = tmp_path / "b.json"
         bad.write_text(content)
         res = h.upload_config(str(bad))
-        assert all(_is_skip(x) for x in res[:-1]) and "⚠️" in res[-1]
+        assert all(_is_skip(res[n]) for n in CONTROL_FIELDS) and "⚠️" in res["status"], content[:20]
+        assert needle in res["status"], (needle, res["status"])
+        assert "Could not compute" not in res["status"]
+    assert "file" in h.upload_config(12)["status"]  # a wrong-typed input gets a message
 
 
-def test_export_writes_config_and_offline_html(tmp_path):
-    state = h.new_state()
-    _, _, state = h.run_sweep(_values(), "16,32", "forward", state)
-    upd = h.export_files(_values(), "hello", state)
-    paths = upd["value"]
-    names = sorted(p.rsplit("/", 1)[-1] for p in paths)
-    assert names == ["attention.html", "config.json", "gradients.html", "kv_cache.html", "latency_memory.html"]
-    cfg = json.loads(open([p for p in paths if p.endswith("config.json")][0]).read())
-    assert ModelConfig.from_dict(cfg) == SMALL
-    html = open([p for p in paths if p.endswith("attention.html")][0]).read()
-    assert "<script src=\"https://cdn.plot.ly" not in html and "Plotly.newPlot" in html and len(html) > 1_000_000
+def test_export_writes_one_offline_page_and_cleanup_leaves_nothing(tmp_path):
+    state = ui_jobs.run_sweep(_values(), "16,32", "forward", h.new_state())["state"]
+    out = ui_jobs.export_files(_values(), "hello", state)
+    paths, folder = out["files"]["value"], out["export_dir"]
+    assert sorted(os.path.basename(p) for p in paths) == ["config.json", "figures.html"]
+    assert ModelConfig.from_dict(json.loads(open(paths[0]).read())) == SMALL
+    page = open(paths[1]).read()
+    assert page.count("Plotly.newPlot") >= 5 and '<script src="https://cdn.plot.ly' not in page  # offline
+    assert page.count("* plotly.js v") == 1 and len(page) < 8_000_000  # one copy of plotly.js for all figures
+    ui_jobs.cleanup_export(folder)
+    assert not os.path.exists(folder)
+    ui_jobs.cleanup_export(str(tmp_path))  # never deletes a folder it did not make
+    assert tmp_path.exists()
 
 
 def test_run_sweep_records_and_bad_lengths():
-    fig, reading, state = h.run_sweep(_values(), "16,32", "forward", h.new_state())
-    assert isinstance(fig, go.Figure) and "full" in reading
-    assert [r["status"] for r in state["sweep"]["current"]] == ["ok", "ok"]
+    out = ui_jobs.run_sweep(_values(), "16,32", "forward", h.new_state())
+    assert isinstance(out["sweep"], go.Figure) and "full" in out["sweep_md"]
+    assert [r["status"] for r in out["state"]["sweep"]["current"]] == ["ok", "ok"]
+    assert "excluded" in out["sweep_md"] and "Backend that ran" in out["sweep_md"]
     vals = _values(SMALL.replace(attention="sliding_window", window=8))
-    _, _, state = h.run_sweep(vals, "16", "forward", h.new_state())
+    state = ui_jobs.run_sweep(vals, "16", "forward", h.new_state())["state"]
     assert state["sweep"]["baseline"][0]["backend"] == "sdpa (cpu)"
-    out = h.run_sweep(_values(), "16,abc", "forward", state)
-    assert _is_skip(out[0]) and "seq_lens" in out[1] and out[2] is state
+    assert state["sweep"]["current"][0]["backend"] == "torch-cpu block-sparse"
+    out = ui_jobs.run_sweep(_values(), "16,abc", "forward", state)
+    assert _is_skip(out["sweep"]) and "seq\\_lens" in out["sweep_md"] and out["state"]["sweep"] == state["sweep"]
 
 
 def test_api_functions_and_their_errors():
     cfg = json.dumps(SMALL.to_dict())
-    s = h.api_analyze(cfg, "hello")
+    s = ui_api.api_analyze(cfg, "hello")
     assert s["n_tokens"] == 5 and s["n_layers"] == 2 and len(s["entropy"][0]) == 2
-    g = h.api_gradients(cfg)
+    g = ui_api.api_gradients(cfg)
     assert g["layer"] == [0, 1] and len(g["residual"]) == 2
-    recs = h.api_benchmark(cfg, "16", "forward")
-    assert recs[0]["status"] == "ok"
-    assert h.api_analyze("", "")["n_layers"] == ModelConfig().n_layers  # empty = defaults
-    for bad in ('{"attention": "nope"}', "{broken", '{"n_layers": 50}'):
-        with pytest.raises(gr.Error):
-            h.api_gradients(bad)
+    assert asyncio.run(ui_api.api_benchmark(cfg, "16", "forward"))[0]["status"] == "ok"
+    assert ui_api.api_analyze("", "")["n_layers"] == ModelConfig().n_layers  # empty = defaults
+    for bad, needle in (('{"attention": "nope"}', "attention"), ("{broken", "JSON"), ('{"n_layers": 50}', "n_layers"),
+                        ('{"seed": ' + "1" * 5000 + "}", "number"), ("[" * 5000 + "]" * 5000, "nesting")):
+        with pytest.raises(gr.Error, match=needle):
+            ui_api.api_gradients(bad)
     with pytest.raises(gr.Error, match="seq_lens"):
-        h.api_benchmark(cfg, "16,x", "forward")
+        asyncio.run(ui_api.api_benchmark(cfg, "16,x", "forward"))
+    with pytest.raises(gr.Error, match="text"):
+        ui_api.api_analyze(cfg, 42)
 
 
 def test_text_notice():

@@ -139,3 +139,35 @@ def test_limits():
 def test_human_bytes():
     assert plots.human_bytes(512) == "512 B" and plots.human_bytes(3 * 2 ** 20) == "3.0 MiB"
     assert plots.human_bytes(None) == "-" and plots.human_bytes(math.inf) == "-"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(min_size=0, max_size=3000))
+def test_a_link_holds_only_the_used_text_and_stays_short(text):
+    from urllib.parse import parse_qsl
+
+    from explorer.share import MAX_QUERY_CHARS, clip_text
+    q = to_query(ModelConfig(attention="bigbird", n_random=3, seed=7), text)
+    assert len(q) <= MAX_QUERY_CHARS
+    used = clip_text(text)
+    assert len(used.encode("utf-8")) <= 256 and text.startswith(used)
+    got = dict(parse_qsl(q, keep_blank_values=True)).get("text", DEFAULT_TEXT)
+    assert got == (used if used != DEFAULT_TEXT else DEFAULT_TEXT)
+
+
+def test_long_link_texts_are_clipped_to_whole_characters():
+    from explorer.share import clip_text
+    assert clip_text("中" * 8000) == "中" * 85  # 85 * 3 = 255 bytes: the 86th would cut a character
+    assert len(to_query(ModelConfig(), "a" * 65_000)) < 300
+
+
+def test_sweep_reading_says_what_ran_how_it_was_timed_and_when_it_was_loaded():
+    rec = {"seq_len": 64, "ms": 2.0, "peak_bytes": 1000, "backend": "torch-cpu block-sparse", "status": "ok",
+           "reason": "", "timer": "perf_counter", "dtype": "float32", "threads": 1, "others": 0}
+    quiet = report.sweep_reading([rec, {**rec, "seq_len": 128, "ms": 4.0}], None, "sliding_window")
+    assert "`torch-cpu block-sparse`" in quiet and "excluded" in quiet and "layout" in quiet
+    assert "inflated" not in quiet
+    loaded = report.sweep_reading([rec, {**rec, "seq_len": 128, "others": 2}], None, "sliding_window")
+    assert "1 of these measurements" in loaded and "up to 2" in loaded
+    cuda = report.timing_method([{**rec, "timer": "CUDA events", "dtype": "bfloat16"}])
+    assert "CUDA events" in cuda and "bf16" in cuda

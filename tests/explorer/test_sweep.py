@@ -1,8 +1,13 @@
-"""latency_memory_sweep: records, never exceptions, for OOM, time-outs and invalid lengths."""
+"""latency_memory_sweep: records, never exceptions, for OOM, time-outs, cancels and invalid lengths."""
+import threading
+import time
+
 import pytest
 
+import kernels
 from explorer import experiments as ex
-from explorer.sweep import attention_backend_name
+from explorer.activity import LOAD
+from explorer.sweep import attention_backend_name, latency_memory_sweep
 from models import ConfigError, ModelConfig
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=2)
@@ -50,13 +55,70 @@ def test_bad_mode_and_lengths_raise_config_error():
     ("sliding_window", "rope", "torch-cpu block-sparse"),
     ("full", "shaw", "torch-cpu block-sparse"),  # relative tables run the block-sparse path
 ])
-def test_backend_name_follows_the_dispatch(attention, position, expected):
-    assert attention_backend_name(ModelConfig(attention=attention, position=position), "cpu", 128) == expected
+def test_the_record_names_the_backend_that_ran(attention, position, expected):
+    cfg = ModelConfig(attention=attention, position=position, **SMALL)
+    with kernels.record_backends() as ran:  # the independent witness: a plain forward of the same model
+        from explorer.seeding import build
+        import torch
+        with torch.no_grad():
+            build(cfg).eval()(torch.zeros(1, 128, dtype=torch.long))
+    rec = latency_memory_sweep(cfg, [128], repeats=1, min_repeats=1)[0]
+    assert rec["backend"] == expected == " + ".join(dict.fromkeys(ran))
+    assert attention_backend_name(cfg, "cpu", 128) == expected  # the model card's prediction agrees
+    assert rec["timer"] == "perf_counter" and rec["dtype"] == "float32"
+
+
+def test_a_mechanism_without_kernels_attention_says_so():
+    rec = latency_memory_sweep(ModelConfig(attention="linear", **SMALL), [32], repeats=1, min_repeats=1)[0]
+    assert rec["status"] == "ok" and "no kernels.attention call" in rec["backend"]
+
+
+BIG = ModelConfig(n_layers=12, d_model=512, n_heads=16)
+
+
+def test_the_budget_holds_for_the_first_length():
+    """One 8192-token forward_backward of a 12-layer model takes far longer than 0.5 s on a CPU:
+    the run is abandoned between modules instead of holding the sweep for minutes."""
+    t0 = time.perf_counter()
+    rec = latency_memory_sweep(BIG, [8192], "forward_backward", time_budget_s=0.5)[0]
+    took = time.perf_counter() - t0
+    assert rec["status"] == "timeout" and "budget" in rec["reason"]
+    assert took < 15, took  # model build + one abandoned module, not the whole run
+
+
+def test_cancel_stops_between_modules_and_frees_the_lock():
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    t0 = time.perf_counter()
+    recs = latency_memory_sweep(BIG, [2048, 4096], "forward_backward", time_budget_s=60, should_stop=stop.is_set)
+    assert time.perf_counter() - t0 < 10
+    assert [r["status"] for r in recs] == ["cancelled", "cancelled"]
+    # the measurement slot is free: the next sweep runs at once
+    assert latency_memory_sweep(ModelConfig(**SMALL), [16], repeats=1, min_repeats=1)[0]["status"] == "ok"
+
+
+def test_timings_say_when_other_requests_ran():
+    quiet = latency_memory_sweep(ModelConfig(**SMALL), [16], repeats=1, min_repeats=1)[0]
+    assert quiet["others"] == 0
+    release = threading.Event()
+
+    def other_request():
+        with LOAD.busy():
+            release.wait(10)
+
+    t = threading.Thread(target=other_request)
+    t.start()
+    try:
+        busy = latency_memory_sweep(ModelConfig(**SMALL), [16], repeats=1, min_repeats=1)[0]
+    finally:
+        release.set()
+        t.join()
+    assert busy["others"] == 1
 
 
 def test_reversible_stacks_are_compared_with_standard_layers():
     """The memory sweep of a reversible stack shows the same model with standard layers beside it."""
-    from explorer import ui_handlers as h
+    from explorer import ui_jobs as h
     from models import ModelConfig
 
     assert h.sweep_baseline(ModelConfig(layer="reversible"))[0] == "standard layers"
@@ -67,3 +129,10 @@ def test_reversible_stacks_are_compared_with_standard_layers():
     assert any(n and n.startswith("standard layers (baseline)") for n in names)
     assert rec["baseline"] is not None and rec["baseline_name"] == "standard layers"
     assert "forward_backward" in reading
+
+
+def test_nested_busy_counts_one_request():
+    with LOAD.busy(), LOAD.busy():
+        assert LOAD.snapshot()[0] == 1
+        rec = latency_memory_sweep(ModelConfig(**SMALL), [16], repeats=1, min_repeats=1)[0]
+    assert rec["others"] == 0 and LOAD.snapshot()[0] == 0

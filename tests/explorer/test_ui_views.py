@@ -9,7 +9,7 @@ import pytest
 
 from explorer import experiments as ex
 from explorer import ui_handlers as h
-from explorer import ui_views
+from explorer import ui_jobs, ui_views
 from explorer.plots_views import PLOT_NAMES
 from explorer.presets import matching_preset, preset_config
 from explorer.ui_controls import config_values
@@ -39,27 +39,28 @@ CASES = {
 
 
 def _shown(out):
-    return {n for n, u in zip(PLOT_NAMES, out[5:]) if u.get("visible")}
+    return {n for n in PLOT_NAMES if out[f"view_{n}"].get("visible")}
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_each_view_appears_for_its_variant_only(name):
     kw, want = CASES[name]
     out = ui_views.refresh_views(config_values(ModelConfig(**SMALL, **kw)), TEXT, 0, 0)
-    assert len(out) == ui_views.N_OUTPUTS
+    assert set(out) == set(ui_views.OUTPUTS)
     assert _shown(out) == want
-    assert out[0]["visible"] == bool(want)  # the tab itself
-    assert out[2]["visible"] == ("approximation" in want)  # layer / head pickers
-    for n, u in zip(PLOT_NAMES, out[5:]):
-        assert isinstance(u.get("value"), go.Figure) == (n in want)
+    assert out["views_tab"]["visible"] == bool(want)  # the tab itself
+    assert out["views_pick"]["visible"] == ("approximation" in want)  # layer / head pickers
+    for n in PLOT_NAMES:
+        assert isinstance(out[f"view_{n}"].get("value"), go.Figure) == (n in want)
     if want:
-        assert out[1]  # a reading line per view
+        assert out["views_md"]  # a reading line per view
 
 
 def test_pickers_follow_the_model_and_redraw_one_head():
     vals = config_values(ModelConfig(attention="linear", **SMALL))
     out = ui_views.refresh_views(vals, TEXT, 5, 9)  # out of range: clamped to the last layer / head
-    assert out[3]["value"] == 1 and out[4]["value"] == 1 and [c[1] for c in out[3]["choices"]] == [0, 1]
+    assert out["views_layer"]["value"] == 1 and out["views_head"]["value"] == 1
+    assert [c[1] for c in out["views_layer"]["choices"]] == [0, 1]
     fig = ui_views.redraw_approximation(vals, TEXT, 1, 0)
     assert "layer 1, head 0" in fig.layout.title.text
     std = config_values(ModelConfig(**SMALL))
@@ -67,10 +68,12 @@ def test_pickers_follow_the_model_and_redraw_one_head():
 
 
 def test_bad_config_skips_every_view_output():
-    vals = config_values(ModelConfig(**SMALL))
-    vals[0] = "not-a-number"  # max_len
+    vals = {**config_values(ModelConfig(**SMALL)), "max_len": "not-a-number"}
     out = ui_views.refresh_views(vals, TEXT)
-    assert all(x == gr.skip() or (isinstance(x, dict) and len(x) == 1) for x in out)
+    assert all(x == gr.skip() or (isinstance(x, dict) and len(x) == 1) for x in out.values())
+    # nothing new drawn by the attention event: the views are not recomputed either
+    good = config_values(ModelConfig(attention="linear", **SMALL))
+    assert all(x == gr.skip() for x in ui_views.refresh_views(good, TEXT, 0, 0, h.new_state()).values())
 
 
 @pytest.mark.parametrize("preset,view", [
@@ -87,11 +90,13 @@ def test_issue_presets_validate_and_bring_their_view(preset, view):
     assert view in ex.attention_maps(cfg, TEXT).views.items
 
 
-def test_export_adds_the_views_page(tmp_path):
+def test_export_adds_the_views_section(tmp_path):
     cfg = ModelConfig(ffn="switch", **SMALL)
-    upd = h.export_files(config_values(cfg), TEXT, h.new_state())
-    names = sorted(p.rsplit("/", 1)[-1] for p in upd["value"])
-    assert "views.html" in names
-    html = open([p for p in upd["value"] if p.endswith("views.html")][0]).read()
-    assert "expert load per layer" in html and "Plotly.newPlot" in html
-    assert json.loads(open([p for p in upd["value"] if p.endswith("config.json")][0]).read())["ffn"] == "switch"
+    out = ui_jobs.export_files(config_values(cfg), TEXT, h.new_state())
+    paths = out["files"]["value"]
+    try:
+        html = open([p for p in paths if p.endswith("figures.html")][0]).read()
+        assert "Variant views" in html and "expert load per layer" in html and "Plotly.newPlot" in html
+        assert json.loads(open([p for p in paths if p.endswith("config.json")][0]).read())["ffn"] == "switch"
+    finally:
+        ui_jobs.cleanup_export(out["export_dir"])

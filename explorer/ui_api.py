@@ -1,0 +1,67 @@
+"""The app's documented API (``/analyze``, ``/gradients``, ``/benchmark``): JSON in, plain data out.
+
+Errors come back as ``gr.Error(message)`` (the ConfigError text, truncated); JSON strings are parsed
+with bounded size, nesting and number length (``ui_text.load_json``).
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from models import ConfigError, ModelConfig
+
+from . import experiments as ex
+from .activity import LOAD
+from .limits import check_limits, parse_lengths
+from .share import DEFAULT_TEXT, clip_text
+from .ui_handlers import _problem
+from .ui_jobs import SWEEP_BUDGET_S, cancellable
+from .ui_text import load_json, truncate
+
+
+# ---------------------------------------------------------------------------- API
+def _api_config(config_json) -> ModelConfig:
+    if config_json is None or (isinstance(config_json, str) and not config_json.strip()):
+        return check_limits(ModelConfig())
+    if isinstance(config_json, str):
+        config_json = load_json(config_json)
+    return check_limits(ex.as_config(config_json))
+
+
+def _api(fn):
+    try:
+        with LOAD.busy():
+            return fn()
+    except gr.Error:
+        raise
+    except Exception as exc:
+        raise gr.Error(_problem(exc)) from None
+
+
+def _api_text(text) -> str:
+    if text is None or text == "":
+        return DEFAULT_TEXT
+    if not isinstance(text, str):
+        raise ConfigError("text", type(text).__name__, "a string")
+    return clip_text(text)
+
+
+def api_analyze(config_json: str, text: str) -> dict:
+    """Attention maps summary: per (layer, head) entropy and mean distance, the allowed fraction."""
+    return _api(lambda: ex.attention_maps(_api_config(config_json), _api_text(text)).summary())
+
+
+def api_gradients(config_json: str) -> dict:
+    """``gradient_norms`` of the config: per-layer attn_out, ffn_out and residual gradient norms."""
+    return _api(lambda: ex.gradient_norms(_api_config(config_json)))
+
+
+async def api_benchmark(config_json: str, lengths: str, mode: str) -> list:
+    """Latency / memory sweep records of the config's attention at the given lengths (stops between
+    two modules when the job is cancelled or the client disconnects)."""
+    def run(should_stop):
+        cfg = _api_config(config_json)
+        if mode not in (None, "", "forward", "forward_backward"):
+            raise ConfigError("mode", truncate(mode, 40), "'forward' or 'forward_backward'")
+        return ex.latency_memory_sweep(cfg, parse_lengths(lengths or "128,256,512"), mode or "forward",
+                                       time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop)
+    return await cancellable(lambda should_stop: _api(lambda: run(should_stop)))

@@ -1,0 +1,187 @@
+"""A visitor's session in a real browser: long text, presets, layer changes, number boxes, hostile
+links, exports and a stopped sweep (issues 12 and 13). Each test failed on the app before the fix:
+the old page wrote 65,000 characters into the address bar, looped on presets, hid Norm placement,
+recomputed on every keystroke, rendered echoed HTML, and kept a stopped sweep running."""
+import glob
+import os
+import tempfile
+import time
+
+import pytest
+from browser_page import CHROMIUM
+
+if CHROMIUM is None:
+    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
+                allow_module_level=True)
+pytest.importorskip("playwright.sync_api")
+from browser_page import Page  # noqa: E402
+
+GRID = "#attention-grid"
+
+
+def _text_box(page):
+    return page.page.locator("#text textarea").first
+
+
+@pytest.mark.parametrize("text", ["a" * 65_000, "中" * 8_000])
+def test_long_text_keeps_the_link_short_and_a_reload_works(page, browser, text):
+    box = _text_box(page)
+    box.fill(text)
+    box.blur()
+    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('256 are used')",
+                                timeout=60_000)
+    page.settle()
+    assert len(page.page.url) < 2_000, len(page.page.url)  # only what the app uses goes into the link
+    before = page.plot(GRID)
+    page.choose("ctl-attention", "block_local")  # another change still redraws
+    page.wait_changed(GRID, before)
+    page.settle()
+    link = page.page.url
+    page.page.reload()  # F5
+    page.wait_plot(GRID)
+    page.page.wait_for_function("(v) => document.querySelector('#ctl-attention input').value === v",
+                                arg="block_local", timeout=60_000)
+    used = _text_box(page).input_value()
+    assert len(used.encode("utf-8")) <= 256 and text.startswith(used)
+    assert page.page.url == link
+    page.check_clean()
+
+
+@pytest.mark.parametrize("preset", ["Vanilla Transformer (2017)", "Shaw relative (2018)", "LLaMA (2023)"])
+def test_a_preset_draws_once_then_the_page_goes_quiet(page, preset):
+    page.settle()
+    n0 = len(page.requests)
+    before = page.plot(GRID)
+    page.choose("preset", preset)
+    page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
+                                ".value.includes('preset=')", timeout=60_000)
+    page.settle()
+    assert page.quiet_for(5_000) == 0  # no request for 5 s once the figures are drawn
+    # one chain: attention, views, analysis (the preset itself fills the controls without the queue)
+    assert len(page.requests) - n0 <= 3, page.requests[n0:]
+    assert page.plot(GRID)["blank"] == before["blank"]  # all three presets are causal full attention
+    page.check_clean()
+
+
+def _visible(page, field):
+    return page.page.locator(f"#ctl-{field}").is_visible()
+
+
+def test_norm_placement_stays_visible_through_layer_changes(page):
+    assert _visible(page, "norm_placement") and _visible(page, "norm")
+    for layer, placement in (("reversible", None), (None, "none"), ("standard", None), ("gated", None),
+                             ("universal", "post"), ("standard", "pre")):
+        if layer:
+            page.choose("ctl-layer", layer)
+        if placement:
+            page.choose("ctl-norm_placement", placement)
+        page.settle()
+        assert _visible(page, "norm_placement"), (layer, placement)
+        assert _visible(page, "norm"), (layer, placement)
+    page.choose("ctl-layer", "standard")
+    page.choose("ctl-norm_placement", "none")
+    page.settle()
+    assert "not used" in page.page.locator("#ctl-norm").inner_text()  # placement none: said on screen
+    page.check_clean()
+
+
+def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
+    page.settle()
+    box = page.page.locator("#ctl-d_model input")
+    box.click()
+    box.fill("")
+    n0 = len(page.requests)
+    box.press_sequentially("256", delay=150)
+    assert page.quiet_for(1_000) == 0  # nothing on keystrokes (no warning about 2 or 25)
+    box.press("Enter")
+    page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
+                                ".value.includes('d_model=256')", timeout=60_000)
+    page.settle()
+    assert page.page.locator("#status").inner_text().strip() == ""
+    assert len(page.requests) - n0 <= 3  # one chain: attention, views, analysis
+    assert "whole numbers" in page.page.locator("#ctl-n_layers").inner_text()  # the range is shown
+    before = page.plot(GRID)
+    page.commit_number("ctl-n_layers", "3.5")
+    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('whole number')",
+                                timeout=60_000)
+    assert page.plot(GRID) == before  # 3.5 is not silently used as 4
+    page.check_clean()
+
+
+def test_linformer_while_causal_unticks_causal_and_says_so(page):
+    assert page.page.locator("#ctl-causal input").is_checked()
+    page.page.locator("#ctl-attention input").first.click()
+    option = page.page.get_by_role("option", name="linformer (needs causal off)", exact=True)
+    assert option.count() == 1  # marked before it is chosen
+    option.click()
+    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('Causal unticked')",
+                                timeout=60_000)
+    page.page.wait_for_function("() => !document.querySelector('#ctl-causal input').checked", timeout=30_000)
+    page.settle()
+    assert page.value("ctl-attention") == "linformer"
+    page.check_clean()
+
+
+@pytest.mark.parametrize("hostile", ['<a href="https://evil.example/login">Click here to re-authenticate</a>',
+                                     '<img src="https://evil.example/pixel.png">'])
+def test_a_hostile_link_is_shown_as_text(browser, app_url, shots_dir, hostile):
+    from urllib.parse import quote, urlparse
+    fetched = []
+    p = Page(browser, app_url + "?attention=" + quote(hostile), shots_dir, wait=False)
+    try:
+        p.page.on("request", lambda r: fetched.append(r.url) if urlparse(r.url).hostname == "evil.example" else None)
+        p.page.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('defaults')",
+                                 timeout=60_000)
+        p.settle()
+        status = p.page.locator("#status")
+        assert status.locator("a").count() == 0 and status.locator("img").count() == 0
+        assert p.page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
+        assert "evil.example" in status.inner_text()  # shown as text
+        assert not fetched
+    finally:
+        p.close()
+
+
+def _exports():
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "explorer-export-*")))
+
+
+def test_export_serves_two_files_and_leaves_no_temporary_copy(page):
+    before = _exports()
+    page.page.locator("#export").click()
+    links = page.page.locator("#downloads a")
+    links.first.wait_for(timeout=60_000)
+    page.settle()
+    hrefs = links.evaluate_all("els => els.map(e => e.getAttribute('href') || '')")
+    assert sorted(h.rsplit("/", 1)[-1] for h in hrefs) == ["config.json", "figures.html"]
+    with page.page.expect_download() as info:
+        page.page.locator("#downloads a[href$='figures.html']").first.click()
+    path = info.value.path()
+    assert 0 < os.path.getsize(path) < 8_000_000  # one copy of plotly.js for every figure
+    assert _exports() <= before  # the app's own temporary folder is gone once Gradio serves the files
+    page.check_clean()
+
+
+@pytest.mark.parametrize("how", ["stop button", "page closed"])
+def test_stopping_a_sweep_frees_the_slot_within_one_run(page, app_url, how):
+    from gradio_client import Client
+    page.choose("ctl-attention", "sliding_window")
+    for field, value in (("n_layers", "12"), ("d_model", "512"), ("n_heads", "16")):
+        page.commit_number(f"ctl-{field}", value)
+    page.settle()
+    page.tab("Latency & memory")
+    page.page.locator("#lengths textarea, #lengths input").first.fill("256,260,264,268,272,276,280,284")
+    page.page.get_by_label("forward_backward").check()
+    page.page.locator("#run-sweep").click()
+    page.page.wait_for_timeout(2_500)  # the sweep is running its first length
+    if how == "stop button":
+        page.page.locator("#stop-sweep").click()
+    else:  # the visitor leaves: the event stream closes
+        page.page.close()
+    t0 = time.perf_counter()
+    recs = Client(app_url, verbose=False).predict('{"n_layers": 1, "d_model": 32, "n_heads": 2}', "16", "forward",
+                                                  api_name="/benchmark")  # shares the sweep's slot
+    waited = time.perf_counter() - t0
+    print(f"{how}: the next sweep waited {waited:.1f} s")
+    assert recs[0]["status"] == "ok"
+    assert waited < 8, f"the next sweep waited {waited:.1f} s for a stopped one"
