@@ -44,6 +44,7 @@ from models.positions import POSITION
 import kernels
 from kernels.measure import measure_peak
 
+from . import budget as request_budget
 from .activity import LOAD
 from .configs import as_config
 from .device import default_threads, gpu
@@ -319,6 +320,10 @@ def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int
 
 def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
                  first: bool) -> dict:
+    try:  # the per-request memory budget, predicted from the shapes before anything is allocated
+        request_budget.check(cfg, mode, L, batch)
+    except ConfigError as exc:
+        return _record(L, "oom", "not run", mode, dev, reason=f"skipped: {exc}")
     need = batch * L * cfg.d_model * 4 * 2  # the embeddings and one hidden state: a lower bound
     avail = _available_bytes(dev)
     if need > avail:
