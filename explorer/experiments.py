@@ -13,6 +13,11 @@
 - ``kv_cache_bytes(cfg, seq_lens)``: bytes of the K/V cache decoding needs, for the current
   ``n_kv_heads`` and for MHA / MQA (Shazeer 2019; Ainslie et al. 2023).
 
+An encoder-decoder (``architecture="encoder_decoder"``) is called as ``model(src, tgt)``: the text
+is split at a separator (``explorer.encdec``), the maps gain the encoder's and the cross-attention
+(``AttentionMaps.stacks``), the gradient norms are per stack, the FLOPs are counted on a source
+and a target of ``seq_len`` each.
+
 Every request is checked against the per-request memory budget first (``explorer.budget``: the
 weights counted exactly, the activations predicted from the shapes), so a config that would not
 fit is refused with a ``ConfigError`` naming what to shrink, whichever entry point it came from.
@@ -31,9 +36,11 @@ import torch
 import torch.nn.functional as F
 
 from models import ConfigError, ModelConfig, registries
+from models.architectures import n_decoder_layers
 from models.attention import RULES, pattern_mask
 
 from . import budget
+from . import encdec
 from .branches import branch_gradient_norms
 from .cache import TRIM_AFTER, ByteLRU, release_memory
 from .configs import as_config
@@ -109,6 +116,7 @@ class AttentionMaps:
     device: str = "cpu"
     notes: list = field(default_factory=list)
     views: Views = None          # the variant views of the same forward pass (``explorer.views``)
+    stacks: dict = None          # encoder-decoder: {"encoder": AttentionMaps, "cross": AttentionMaps}
 
     def summary(self) -> dict:
         """JSON-safe digest (no full maps): what the ``/analyze`` endpoint returns."""
@@ -122,6 +130,7 @@ class AttentionMaps:
             "row_sums_ok": bool(_rows_ok(self.attention)), "truncated": self.truncated,
             "device": self.device, "attention": self.config["attention"], "notes": self.notes,
             "views": self.views.summary() if self.views is not None else {},
+            **({f"{k}_maps": m.summary() for k, m in self.stacks.items()} if self.stacks else {}),
         }
 
 
@@ -132,14 +141,42 @@ def _rows_ok(att: np.ndarray) -> bool:
 
 
 @gpu
-def attention_maps(cfg, text: str, max_bytes: int = MAX_TEXT_BYTES) -> AttentionMaps:
-    """Run the model on ``text`` (byte-level) with ``return_attention=True``; see ``AttentionMaps``."""
+def attention_maps(cfg, text: str, max_bytes: int = MAX_TEXT_BYTES,
+                   separator: str = encdec.DEFAULT_SEPARATOR) -> AttentionMaps:
+    """Run the model on ``text`` (byte-level) with ``return_attention=True``; see ``AttentionMaps``.
+
+    An encoder-decoder reads ``text`` as ``source <separator> target`` (``encdec.split_text``)."""
     cfg = as_config(cfg)
+    if encdec.is_seq2seq(cfg):
+        src, tgt, truncated = encdec.split_text(text, separator, max_bytes)
+        need = budget.check(cfg, "attention", max(len(src), len(tgt)), 1)
+        return _memo("maps2", _seq2seq_maps_cached, cfg.to_json(), tuple(src), tuple(tgt), truncated, need=need)
     ids, truncated = encode_text(text, max_bytes)
     if not ids:
         raise ConfigError("text", text, "at least one character")
     need = budget.check(cfg, "attention", len(ids), 1)
     return _memo("maps", _attention_maps_cached, cfg.to_json(), tuple(ids), truncated, need=need)
+
+
+def _seq2seq_maps_cached(cfg_json: str, src: tuple, tgt: tuple, truncated: bool) -> AttentionMaps:
+    cfg = ModelConfig.from_dict(json.loads(cfg_json))
+    return encdec.seq2seq_maps(cfg, _eval_model(cfg_json), src, tgt, truncated, device(), _maps_of)
+
+
+def _maps_of(attentions: list, cfg: ModelConfig, labels: list, key_labels: list, pattern: tuple,
+             truncated: bool) -> AttentionMaps:
+    """One stack's ``AttentionMaps`` (queries ``labels``, keys ``key_labels``, no views) for
+    ``explorer.encdec``; ``pattern`` is ``(mask, kind)``, or ``(None, "support")``."""
+    maps, notes = _stack_maps(attentions, cfg, len(labels))
+    mask, kind = pattern
+    if mask is None:
+        mask = np.nan_to_num(maps).max(axis=(0, 1)) > 0  # (Lq, Lk)
+    entropy, distance = _head_stats(maps, 0)
+    if kind == "full":  # cross-attention: |i - j| between a target and a source position means nothing
+        distance = np.full_like(distance, np.nan)
+    return AttentionMaps(tokens=labels, key_tokens=key_labels, attention=maps, mask=mask, mask_kind=kind,
+                         allowed_fraction=float(mask.mean()), entropy=entropy, distance=distance,
+                         config=cfg.to_dict(), truncated=truncated, device=str(device()), notes=notes)
 
 
 def _attention_maps_cached(cfg_json: str, ids: tuple, truncated: bool) -> AttentionMaps:
@@ -240,6 +277,13 @@ def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0) -> dic
 def _gradient_norms_cached(cfg_json: str, seq_len: int, batch: int, seed: int) -> dict:
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
     model = build(cfg).to(device()).train()  # a fresh model: gradients never touch the shared one
+    if encdec.is_seq2seq(cfg):
+        src, tgt = encdec.seq2seq_batch(cfg, seq_len, batch, seed)
+        with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            result = encdec.seq2seq_gradient_norms(model, src.to(device()), tgt.to(device()))
+        result["norm_placement"] = cfg.norm_placement
+        return result
     tokens = gradient_batch(cfg, seq_len, batch, seed).to(device())
     with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # dropout (if any) is seeded too
@@ -283,8 +327,9 @@ def _summary_cached(cfg_json: str, seq_len: int) -> dict:
     seq_len = min(seq_len, cfg.max_len) if cfg.position == "learned" else seq_len
     tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(0))
     custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops}
+    args = (tokens, tokens.flip(-1)) if encdec.is_seq2seq(cfg) else (tokens,)  # source and target of seq_len
     with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=custom) as counter:
-        model(tokens.to(device()))
+        model(*(a.to(device()) for a in args))
     regs = registries()
     components = []
     for cat in regs:
@@ -308,6 +353,13 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
 
     def cache(kv):
         return [2 * cfg.n_layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
+
+    if encdec.is_seq2seq(cfg):  # decoding caches the decoder's self-attention K/V (the cross K/V are the
+        # source's, computed once: not part of the per-token cache)
+        layers = n_decoder_layers(cfg)
+
+        def cache(kv):
+            return [2 * layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
 
     return {"seq_len": lens, "current": cache(cfg.kv_heads), "mha": cache(cfg.n_heads), "mqa": cache(1),
             "kv_heads": cfg.kv_heads, "n_heads": cfg.n_heads, "bytes_per_value": bytes_per_value}
