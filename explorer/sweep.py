@@ -26,6 +26,10 @@ skipped without running; after a time-out or OOM the longer lengths are skipped.
 hidden states alone would not fit in the available memory is skipped as ``oom`` without
 allocating anything. Each length's warm-up run is the one profiled for memory, so the profiler's
 overhead never enters the timings.
+
+An encoder-decoder is timed on ``model(src, tgt)``: ``seq2seq_axis="both"`` sets source and target
+length to each sweep length, ``"source"`` / ``"target"`` sweeps that side with the other held at
+``fixed_len``; each record then carries ``src_len`` and ``tgt_len``.
 """
 from __future__ import annotations
 
@@ -54,6 +58,7 @@ from .seeding import GLOBAL_RNG, build
 log = logging.getLogger(__name__)
 
 DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
+SEQ2SEQ_AXES = ("both", "source", "target")
 # Timings from concurrent sweeps would disturb each other, and the profiler is process-wide:
 # one measurement at a time (a lock, not shared data).
 _MEASURE_LOCK = threading.Lock()
@@ -109,19 +114,32 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _OOM_WORDS)
 
 
+def seq2seq_lengths(L: int, axis: str, fixed_len: int) -> tuple:
+    """(source length, target length) of sweep length ``L`` on an encoder-decoder."""
+    return {"both": (L, L), "source": (L, fixed_len), "target": (fixed_len, L)}[axis]
+
+
+def _inputs(cfg: ModelConfig, L: int, batch: int, pair, dev) -> tuple:
+    """The model's arguments at sweep length ``L``: ``(tokens,)``, or ``(src, tgt)`` when ``pair``."""
+    gen = torch.Generator().manual_seed(L)
+    sizes = (L,) if pair is None else seq2seq_lengths(L, *pair)
+    return tuple(torch.randint(0, cfg.vocab_size, (batch, n), generator=gen).to(dev) for n in sizes)
+
+
 def _work(model, tokens, mode: str, dev):
-    """The closure timed: a forward (no grad) or a forward + backward, bf16 autocast on CUDA."""
+    """The closure timed: a forward (no grad) or a forward + backward, bf16 autocast on CUDA.
+    ``tokens`` is the tuple of the model's arguments."""
     dev = torch.device(dev)
     cast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if dev.type == "cuda" else contextlib.nullcontext
     if mode == "forward":
         def run():
             with torch.no_grad(), cast():
-                model(tokens)
+                model(*tokens)
     else:
         def run():
             try:
                 with cast():
-                    out = model(tokens)
+                    out = model(*tokens)
                     loss = out.logits.float().logsumexp(-1).mean() + out.aux_loss
                 loss.backward()
             finally:  # an abandoned backward leaves partial grads: clear them either way
@@ -139,15 +157,24 @@ def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others
 @gpu
 def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
                          repeats: int = 5, min_repeats: int = 2, time_budget_s: float = 5.0,
-                         progress=None, dev=None, threads: int | None = None, should_stop=None) -> list:
+                         progress=None, dev=None, threads: int | None = None, should_stop=None,
+                         seq2seq_axis: str = "both", fixed_len: int = 64) -> list:
     """One record per length (ascending); never raises for OOM, time-out or cancel (module docstring).
 
     ``progress(fraction, message)`` is called before each length when given. ``should_stop()`` is
     polled between modules and between runs: once it returns True the current run is abandoned and
     the remaining lengths are recorded as ``cancelled``. Timings use ``threads`` intra-op threads
     (default: the app's setting, ``EXPLORER_THREADS`` or 1), set for the calling thread only.
+    ``seq2seq_axis`` / ``fixed_len``: the lengths of an encoder-decoder (module docstring).
     """
     cfg = as_config(cfg)
+    pair = None
+    if cfg.architecture == "encoder_decoder":
+        if seq2seq_axis not in SEQ2SEQ_AXES:
+            raise ConfigError("seq2seq_axis", seq2seq_axis, ", ".join(map(repr, SEQ2SEQ_AXES)))
+        if int(fixed_len) < 1:
+            raise ConfigError("fixed_len", fixed_len, "a positive integer")
+        pair = (seq2seq_axis, int(fixed_len))
     if mode not in ("forward", "forward_backward"):
         raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
     dev = torch.device(dev) if dev is not None else default_device()
@@ -175,7 +202,7 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
                         records.append(_record(L, stop[0], "not run", mode, dev, reason=stop[1]))
                         continue
                     rec = _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats,
-                                       time_budget_s, history, guard, first=n == 0)
+                                       time_budget_s, history, guard, first=n == 0, pair=pair)
                     records.append(rec)
                     if rec["status"] == "ok":
                         history.append((L, rec["ms"] / 1000.0))
@@ -319,9 +346,19 @@ def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int
 
 
 def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
-                 first: bool) -> dict:
+                 first: bool, pair=None) -> dict:
+    rec = _measure_checked(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
+                           first, pair)
+    if pair is not None:
+        rec["src_len"], rec["tgt_len"] = seq2seq_lengths(L, *pair)
+    return rec
+
+
+def _measure_checked(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
+                     first: bool, pair) -> dict:
+    longest = L if pair is None else max(seq2seq_lengths(L, *pair))
     try:  # the per-request memory budget, predicted from the shapes before anything is allocated
-        request_budget.check(cfg, mode, L, batch)
+        request_budget.check(cfg, mode, longest, batch)
     except ConfigError as exc:
         return _record(L, "oom", "not run", mode, dev, reason=f"skipped: {exc}")
     need = batch * L * cfg.d_model * 4 * 2  # the embeddings and one hidden state: a lower bound
@@ -335,16 +372,15 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
         return _record(L, "timeout", "not run", mode, dev,
                        reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s")
     with LOAD.window() as seen:
-        rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first)
+        rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair)
     rec["others"] = seen["others"]  # other requests that computed while this length was measured
     return rec
 
 
-def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first) -> dict:
+def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair=None) -> dict:
     backend, peak = "not run", None
     try:
-        tokens = torch.randint(0, cfg.vocab_size, (batch, L), generator=torch.Generator().manual_seed(L)).to(dev)
-        run = _work(model, tokens, mode, dev)
+        run = _work(model, _inputs(cfg, L, batch, pair, dev), mode, dev)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
         if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
             with guard.run_until(budget):

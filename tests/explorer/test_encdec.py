@@ -92,3 +92,21 @@ def test_summary_counts_every_parameter():
     s = ex.model_summary(cfg, seq_len=8)
     assert s["parameters"] == sum(p.numel() for p in build_model(cfg).parameters())
     assert s["flops_per_token"] > 0
+
+
+@pytest.mark.parametrize("axis, pairs", [("both", [(4, 4), (8, 8)]), ("source", [(4, 6), (8, 6)]),
+                                         ("target", [(6, 4), (6, 8)])])
+def test_sweep_times_source_and_target_lengths(axis, pairs):
+    from explorer.sweep import _inputs
+    cfg = small(n_decoder_layers=1, n_encoder_layers=1)
+    recs = ex.latency_memory_sweep(cfg, [4, 8], seq2seq_axis=axis, fixed_len=6, repeats=1, min_repeats=1)
+    assert [(r["src_len"], r["tgt_len"]) for r in recs] == pairs
+    assert all(r["status"] == "ok" and r["ms"] > 0 and r["peak_bytes"] > 0 for r in recs), recs
+    src, tgt = _inputs(cfg, 8, 2, (axis, 6), "cpu")
+    assert (src.shape[1], tgt.shape[1]) == pairs[1] and src.shape[0] == tgt.shape[0] == 2
+
+
+def test_sweep_refuses_an_unknown_axis():
+    with pytest.raises(ConfigError) as err:
+        ex.latency_memory_sweep(small(), [4], seq2seq_axis="sideways")
+    assert err.value.field == "seq2seq_axis"
