@@ -31,6 +31,11 @@ SIZE_LIMITS = {
     # section 6 experts, section 7 memory
     "n_experts": 16, "top_k": 16, "capacity_factor": 8.0, "segment_len": 8192, "mem_len": 4096,
     "cmem_len": 4096, "compression_rate": 64, "knn_size": 65536, "knn_k": 256, "n_memory": 256,
+    # architectures and the systems added with them
+    "n_encoder_layers": 12, "n_decoder_layers": 12, "axial_width": 1024, "sinkhorn_iters": 20, "lloyd_iters": 20,
+    "probsparse_factor": 64, "n_inducing": 256, "conv_kernel": 63, "sandwich_coeff": 12, "funnel_blocks": 12,
+    "pool_window": 8192, "pool_stride": 64, "floater_hidden": 256, "pkm_subkeys": 256, "pkm_topk": 64,
+    "pkm_heads": 8, "deberta_buckets": 256, "deberta_max_distance": 16384,
 }
 
 

@@ -19,7 +19,7 @@ from dataclasses import fields
 import gradio as gr
 
 from models import ConfigError, ModelConfig, registries
-from models.config import _POSITIVE, _UPPER, CATEGORIES
+from models.config import CATEGORIES, SIZE_RANGES
 
 from .limits import SIZE_LIMITS
 
@@ -72,9 +72,10 @@ def visible_fields(choice: dict) -> set:
 
 def value_range(name: str) -> tuple | None:
     """``(lowest, highest)`` accepted for an integer field in the app (None when unbounded)."""
-    if name not in _POSITIVE:
+    if name not in SIZE_RANGES:
         return None
-    return _POSITIVE[name], min(_UPPER.get(name, 1 << 20), SIZE_LIMITS.get(name, 1 << 62))
+    lo, hi = SIZE_RANGES[name]
+    return lo, min(hi, SIZE_LIMITS.get(name, hi))
 
 
 def number_info(name: str) -> str | None:
