@@ -24,6 +24,7 @@ from models.architectures import decoder_config, encoder_config
 from models.attention import RULES, pattern_mask
 
 from .limits import MAX_TEXT_BYTES
+from .views import compute_views
 
 DEFAULT_SEPARATOR = "=>"
 MAX_SEPARATOR_CHARS = 16
@@ -98,6 +99,8 @@ def seq2seq_maps(cfg: ModelConfig, model, src_ids, tgt_ids, truncated: bool, dev
     decoder = maps_of(out.attentions or [], dec_cfg, t_lab, t_lab,
                       pattern(dec_cfg, out.attentions or [], Lt), truncated)
     decoder.stacks = {"encoder": encoder, "cross": cross}
+    # the variant views (explorer.views) of the decoder's layers: what the single-stack app shows
+    decoder.views = compute_views(dec_cfg, [i for i in out.layers if getattr(i, "stack", None) == "decoder"], t_lab)
     decoder.notes = decoder.notes + [f"encoder-decoder: the text split into a source of {Ls} and a target of {Lt} "
                                      "tokens; the main maps are the decoder's self-attention"]
     return decoder

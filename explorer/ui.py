@@ -27,7 +27,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_jobs, ui_views
+from . import ui_api, ui_encdec, ui_jobs, ui_views
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -148,6 +148,7 @@ def build_app() -> gr.Blocks:
                 text = gr.Textbox(DEFAULT_TEXT, lines=3, label=f"Input text (one token per byte, first "
                                   f"{MAX_TEXT_BYTES} bytes; applied on leaving the box)", elem_id="text",
                                   max_length=MAX_TEXT_CHARS)
+                separator = ui_encdec.separator_box()
                 with gr.Accordion("Share & export", open=True):
                     share_url = gr.Textbox("", label="Share link (this configuration)", elem_id="share-url",
                                            buttons=["copy"], interactive=False)
@@ -162,7 +163,7 @@ def build_app() -> gr.Blocks:
                 with gr.Tabs(elem_id="tabs"):
                     tabs = _tabs(cfg, grid0, stats0, reading0)
         comps = {**ctl, "state": state, "export_dir": export_dir, "preset": preset, "status": status, "text": text,
-                 "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
+                 "separator": separator, "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
                  **tabs}
         clash = set(ctl) & (set(comps) - set(ctl))
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
@@ -179,12 +180,14 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
         out["maps_md"] = gr.Markdown(reading0, elem_id="maps-reading")
         out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
         out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
+        out.update(ui_encdec.attention_plots())
     v = ui_views.build_views_tab()
     out.update(views_tab=v.tab, views_md=v.md, views_pick=v.pick, views_layer=v.layer, views_head=v.head,
                **{f"view_{n}": p for n, p in v.plots.items()})
     with gr.Tab("Gradients", id="gradients"):
         out["grad_md"] = gr.Markdown("", elem_id="grad-reading")
         out["grad"] = gr.Plot(None, label="Gradient norms", elem_id="grad-plot")
+        out["grad_stacks"] = ui_encdec.gradient_plot()
     with gr.Tab("Latency & memory", id="latency"):
         with gr.Row():
             out["lengths"] = gr.Textbox(",".join(map(str, DEFAULT_LENGTHS)), elem_id="lengths",
@@ -203,14 +206,14 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
     return out
 
 
-ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state")
+ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state", "separator")
 VIEWS_IN = (*CONTROL_FIELDS, "text", "views_layer", "views_head", "state")
 ANALYSIS_IN = (*CONTROL_FIELDS, "text", "state")
 FILL_OUT = (*CONTROL_FIELDS, *h.FILL)
 VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
 
 
-def _commit_events(ctl: dict, text) -> list:
+def _commit_events(ctl: dict, text, separator=None) -> list:
     """The events that mean "the user committed a value": never ``change`` (programmatic writes fire it)."""
     events = []
     for comp in ctl.values():
@@ -218,14 +221,15 @@ def _commit_events(ctl: dict, text) -> list:
             events.append(comp.input)
         else:  # number and text boxes: Enter or leaving the box
             events += [comp.submit, comp.blur]
-    return events + [text.blur, text.submit]
+    extra = [] if separator is None else [separator.blur, separator.submit]
+    return events + [text.blur, text.submit] + extra
 
 
 def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    args = dict(fn=n.fn(lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw)), inputs=n.ins(*CONTROL_FIELDS, "text", "state"),
+    args = dict(fn=n.fn(lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw)), inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "state"),
                 outputs=n.outs(*ATTENTION_OUT), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
@@ -245,7 +249,7 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
 def _wire(demo, ctl: dict, n: Named) -> None:
     """Connect the events; every handler is called with values by name (see ``Named``)."""
     c = n.c
-    _redraw(n, _commit_events(ctl, c["text"]), "refresh")
+    _redraw(n, _commit_events(ctl, c["text"], c["separator"]), "refresh")
 
     def preset_fn(data):
         return n.back(h.apply_preset(data[c["preset"]]))

@@ -12,7 +12,9 @@ from models import ConfigError, ModelConfig
 from . import experiments as ex
 from .activity import LOAD
 from .limits import check_limits, parse_lengths
+from .encdec import DEFAULT_SEPARATOR
 from .share import DEFAULT_TEXT, clip_text
+from .ui_encdec import SEQ2SEQ_TEXT
 from .ui_handlers import _problem
 from .ui_jobs import SWEEP_BUDGET_S, cancellable
 from .ui_text import load_json, truncate
@@ -45,9 +47,18 @@ def _api_text(text) -> str:
     return clip_text(text)
 
 
-def api_analyze(config_json: str, text: str) -> dict:
-    """Attention maps summary: per (layer, head) entropy and mean distance, the allowed fraction."""
-    return _api(lambda: ex.attention_maps(_api_config(config_json), _api_text(text)).summary())
+def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR) -> dict:
+    """Attention maps summary: per (layer, head) entropy and mean distance, the allowed fraction.
+
+    An encoder-decoder reads ``text`` as ``source <separator> target``; its summary is the decoder's
+    self-attention with ``encoder_maps`` and ``cross_maps`` (query = target, key = source) added."""
+    def run():
+        cfg = _api_config(config_json)
+        text_ = _api_text(text)
+        if cfg.architecture == "encoder_decoder" and (text is None or text == ""):
+            text_ = SEQ2SEQ_TEXT
+        return ex.attention_maps(cfg, text_, separator=separator or DEFAULT_SEPARATOR).summary()
+    return _api(run)
 
 
 def api_gradients(config_json: str) -> dict:

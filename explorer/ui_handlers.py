@@ -25,7 +25,7 @@ from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES
 
 from . import experiments as ex
-from . import plots, report
+from . import plots, report, ui_encdec
 from .limits import MAX_TEXT_BYTES, check_limits
 from .presets import CUSTOM, matching_preset, preset_config
 from .share import clip_text, from_query, to_query
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 KV_LENGTHS = [2 ** k for k in range(7, 18)]
 MAX_UPLOAD_BYTES = 100_000
-FIGURES = ("grid", "stats", "maps_md")
+FIGURES = ("grid", "stats", "maps_md", *ui_encdec.FIGURES)
 
 
 def new_state(cfg: ModelConfig | None = None, text: str | None = None) -> dict:
@@ -151,25 +151,28 @@ def adjust_causal(values: dict) -> tuple:
 
 
 # ---------------------------------------------------------------------------- live refresh
-def attention_outputs(cfg: ModelConfig, text: str) -> tuple:
-    maps = ex.attention_maps(cfg, text)
+def attention_outputs(cfg: ModelConfig, text: str, separator=None) -> tuple:
+    maps = ex.attention_maps(cfg, text, separator=ui_encdec.separator(separator))
     summary = maps.summary()
     return plots.attention_grid(maps), plots.attention_stats(maps), report.maps_reading(summary, MAX_TEXT_BYTES)
 
 
-def refresh_attention(values: dict, text, state, keep_status: bool = False) -> dict:
+def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None) -> dict:
     """-> grid, stats, maps_md, status, share_qs, preset, state and every control's update.
 
     Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
     used text unchanged redraws nothing. ``keep_status``: after a preset / link / upload filled the
     controls, leave its status line unless there is something new to say."""
-    out = _refresh_attention(values, text, state)
+    out = _refresh_attention(values, text, state, separator)
+    # the separator box is shown for an encoder-decoder whatever happened (a missing separator is the
+    # error the user must be able to fix)
+    out["separator"] = gr.update(visible=values.get("architecture") == "encoder_decoder")
     if keep_status and out.get("status") == "":
         out["status"] = gr.skip()
     return out
 
 
-def _refresh_attention(values: dict, text, state) -> dict:
+def _refresh_attention(values: dict, text, state, separator=None) -> dict:
     state = _state(state)
     text = _text(text)
     values, note = adjust_causal(dict(values))
@@ -178,16 +181,17 @@ def _refresh_attention(values: dict, text, state) -> dict:
         controls["causal"] = gr.update(value=values["causal"])
     try:
         cfg = current_config(values)
-        drawn = _digest([cfg.to_json(), clip_text(text)])
+        drawn = _digest([cfg.to_json(), clip_text(text), ui_encdec.separator(separator)])
         if drawn == state["drawn"]:
             return {**controls, **{k: gr.skip() for k in FIGURES}, "status": note or text_notice(text),
                     "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
-        grid, stats, reading = attention_outputs(cfg, text)
+        grid, stats, reading = attention_outputs(cfg, text, separator)
+        extra = ui_encdec.attention_updates(cfg, text, separator)
     except Exception as exc:  # ConfigError and anything else: warn, keep the last good figures
         return {**controls, **{k: gr.skip() for k in FIGURES}, "status": _warn(_problem(exc)),
                 "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
     matched = matching_preset(cfg)
-    return {**controls, "grid": grid, "stats": stats, "maps_md": reading, "status": note or text_notice(text),
+    return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": reading, "status": note or text_notice(text),
             "share_qs": to_query(cfg, text, matched), "preset": matched,
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig}}
 
@@ -203,7 +207,7 @@ def placement_results(cfg: ModelConfig) -> tuple:
     return results, skipped
 
 
-ANALYSIS = ("grad", "grad_md", "model_md", "kv", "config_code")
+ANALYSIS = ("grad", "grad_md", "model_md", "kv", "config_code", *ui_encdec.ANALYSIS)
 
 
 def analysis_outputs(cfg: ModelConfig, text: str) -> dict:
@@ -214,7 +218,7 @@ def analysis_outputs(cfg: ModelConfig, text: str) -> dict:
     summary = ex.model_summary(cfg, seq_len=seq)
     kv = plots.kv_cache_figure(ex.kv_cache_bytes(cfg, KV_LENGTHS))
     return {"grad": grad_fig, "grad_md": reading, "model_md": report.model_markdown(summary), "kv": kv,
-            "config_code": json.dumps(cfg.to_dict(), indent=2)}
+            "config_code": json.dumps(cfg.to_dict(), indent=2), **ui_encdec.analysis_updates(cfg)}
 
 
 def refresh_analysis(values: dict, text, state=None) -> dict:
@@ -254,7 +258,7 @@ def apply_preset(name) -> dict:
         cfg = check_limits(preset_config(name))
     except Exception as exc:
         return _skip_fill(_warn(_problem(exc)))
-    return _fill(cfg, None, name, "")
+    return _fill(cfg, ui_encdec.SEQ2SEQ_TEXT if cfg.architecture == "encoder_decoder" else None, name, "")
 
 
 def load_from_url(request: gr.Request | None) -> dict:
