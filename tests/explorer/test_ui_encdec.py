@@ -1,0 +1,80 @@
+"""The encoder-decoder in the app's handlers: separator box, extra figures, share links, controls."""
+import json
+
+import numpy as np
+
+from explorer import encdec, ui_encdec
+from explorer import ui_handlers as h
+from explorer.plots_encdec import cross_grid
+from explorer.share import from_query, to_query
+from explorer.ui_controls import config_values, visible_fields
+from models import ModelConfig
+
+SMALL = dict(architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32,
+             n_heads=2, d_ff=64)
+
+
+def _vis(update):
+    return update.get("visible")
+
+
+def test_layer_count_controls_only_for_the_encoder_decoder():
+    assert {"n_encoder_layers", "n_decoder_layers"} <= visible_fields({"architecture": "encoder_decoder"})
+    for arch in ("decoder_only", "encoder_only"):
+        assert not {"n_encoder_layers", "n_decoder_layers"} & visible_fields({"architecture": arch})
+
+
+def test_refresh_draws_cross_attention_with_source_and_target_labels():
+    values = config_values(ModelConfig(**SMALL))
+    out = h.refresh_attention(values, "ab c|xyz", h.new_state(), separator="|")
+    assert "⚠" not in out["status"] and _vis(out["separator"]) and _vis(out["cross_grid"])
+    fig = out["cross_grid"]["value"]
+    assert len(fig.data) == 2 * 2  # decoder layers x heads
+    assert list(fig.data[0].x) == ["0 a", "1 b", "2 ␣", "3 c"] and list(fig.data[0].y) == ["0 x", "1 y", "2 z"]
+    enc = out["encoder_grid"]["value"]
+    assert len(enc.data) == 1 * 2 and list(enc.data[0].y) == ["0 a", "1 b", "2 ␣", "3 c"]
+    # the main grid is the decoder's causal self-attention over the target: 3 x 3, upper triangle blank
+    z = np.asarray(out["grid"].data[0].z)
+    assert z.shape == (3, 3) and np.all(np.triu(z, 1) == 0) and np.all(np.diag(z) > 0)
+
+
+def test_a_missing_separator_warns_and_keeps_the_box_visible():
+    values = config_values(ModelConfig(**SMALL))
+    out = h.refresh_attention(values, "no split here", h.new_state())
+    assert "separator" in out["status"] and _vis(out["separator"])
+    assert out["cross_grid"] == h.gr.skip()  # the last good figure stays
+
+
+def test_decoder_only_hides_the_encoder_decoder_parts():
+    out = h.refresh_attention(config_values(ModelConfig(n_layers=1, d_model=32, n_heads=2)), "abc", h.new_state())
+    assert not _vis(out["separator"]) and not _vis(out["cross_grid"]) and not _vis(out["encoder_grid"])
+    assert not _vis(h.analysis_outputs(ModelConfig(n_layers=1, d_model=32, n_heads=2), "abc")["grad_stacks"])
+
+
+def test_analysis_has_per_stack_gradients_and_the_card():
+    out = h.analysis_outputs(ModelConfig(**SMALL), "ab=>cd")
+    fig = out["grad_stacks"]["value"]
+    names = {t.name for t in fig.data}
+    assert {"self-attention out-proj", "cross-attention out-proj", "FFN out-proj"} <= names
+    assert json.loads(out["config_code"])["n_encoder_layers"] == 1
+
+
+def test_an_encoder_decoder_preset_fills_a_text_with_the_separator():
+    out = h.apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)")
+    assert out["text"] == ui_encdec.SEQ2SEQ_TEXT and encdec.DEFAULT_SEPARATOR in out["text"]
+    assert h.apply_preset("GPT-2 (2019)")["text"] == h.gr.skip()
+
+
+def test_share_link_carries_the_stack_depths():
+    cfg = ModelConfig(**SMALL)
+    back, text, _, notice = from_query(dict(p.split("=", 1) for p in to_query(cfg, "ab=>cd").split("&")))
+    assert notice is None and back.n_encoder_layers == 1 and back.n_decoder_layers == 2
+    assert back.architecture == "encoder_decoder"
+
+
+def test_cross_grid_of_the_reverse_text_has_every_source_column():
+    from explorer import experiments as ex
+    maps = ex.attention_maps(ModelConfig(**SMALL), ui_encdec.SEQ2SEQ_TEXT)
+    fig = cross_grid(maps)
+    src, tgt = ui_encdec.SEQ2SEQ_TEXT.split("=>")
+    assert len(fig.data[0].x) == len(src) and len(fig.data[0].y) == len(tgt)
