@@ -1,0 +1,84 @@
+"""The encoder-decoder end to end: the gradio_client API and the page in Debian's Chromium.
+
+API: ``/analyze`` takes an encoder-decoder config and a separator and returns the three kinds of
+maps. Browser: choose the encoder-decoder preset, see the cross-attention maps render with source
+(columns) and target (rows) token labels, change the separator and see the split move.
+"""
+import json
+
+import pytest
+from browser_page import CHROMIUM
+from gradio_client import Client
+
+ENCDEC = {"architecture": "encoder_decoder", "n_layers": 2, "n_encoder_layers": 1, "n_decoder_layers": 2,
+          "d_model": 32, "n_heads": 2}
+PRESET = "Original Transformer (Vaswani 2017, encoder-decoder)"
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def test_analyze_returns_encoder_decoder_and_cross_maps(client):
+    s = client.predict(json.dumps(ENCDEC), "abc=>wxyz", api_name="/analyze")
+    assert s["n_tokens"] == 4 and s["n_layers"] == 2 and s["row_sums_ok"]  # decoder self-attention
+    assert s["encoder_maps"]["n_tokens"] == 3 and s["encoder_maps"]["n_layers"] == 1
+    cross = s["cross_maps"]
+    assert cross["n_tokens"] == 4 and cross["n_keys"] == 3 and cross["row_sums_ok"] and cross["mask_kind"] == "full"
+    moved = client.predict(json.dumps(ENCDEC), "ab|c=>wxyz", "|", api_name="/analyze")
+    assert moved["cross_maps"]["n_keys"] == 2 and moved["n_tokens"] == len("c=>wxyz")
+
+
+def test_analyze_without_the_separator_names_it(client):
+    with pytest.raises(Exception) as err:
+        client.predict(json.dumps(ENCDEC), "no split", api_name="/analyze")
+    assert "separator" in str(err.value)
+
+
+def test_gradients_per_stack(client):
+    g = client.predict(json.dumps(ENCDEC), api_name="/gradients")
+    assert g["stack"] == ["encoder", "decoder", "decoder"] and g["cross_out"][0] is None
+    assert all(v > 0 for v in g["cross_out"][1:])
+
+
+AXIS_LABELS_JS = """(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');
+  return e && e.data && e.data.length ? {x: Array.from(e.data[0].x), y: Array.from(e.data[0].y), n: e.data.length}
+                                      : null; }"""
+
+
+def _labels(page, sel):
+    return page.page.evaluate(AXIS_LABELS_JS, sel)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
+    pytest.importorskip("playwright.sync_api")
+    assert not page.page.locator("#separator").is_visible()  # decoder-only default: no separator box
+    page.choose("preset", PRESET)
+    page.wait_plot("#cross-grid")
+    assert page.page.locator("#separator").is_visible() and page.value("separator") == "=>"
+    assert page.page.locator("#ctl-n_encoder_layers").is_visible()
+    text = page.value("text")
+    src, tgt = text.split("=>")
+    cross = _labels(page, "#cross-grid")
+    assert cross["n"] == 4 * 4  # decoder layers x heads of the preset
+    assert [x.split(" ", 1)[1] for x in cross["x"]] == [("␣" if c == " " else c) for c in src]  # source columns
+    assert [y.split(" ", 1)[1] for y in cross["y"]] == [("␣" if c == " " else c) for c in tgt]  # target rows
+    page.shot("encoder_decoder_cross")
+    # move the split: a text with both separators, then the separator box changed to "|"
+    box = page.page.locator("#text textarea")
+    box.fill("ab|cd=>xyz")
+    box.press("Tab")
+    page.page.wait_for_function("(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
+                                " return e && e.data && e.data[0].x.length === 5; }", arg="#cross-grid")
+    sep = page.page.locator("#separator input, #separator textarea").first
+    sep.fill("|")
+    sep.press("Tab")
+    page.page.wait_for_function("(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
+                                " return e && e.data && e.data[0].x.length === 2; }", arg="#cross-grid")
+    moved = _labels(page, "#cross-grid")
+    assert moved["x"] == ["0 a", "1 b"] and len(moved["y"]) == len("cd=>xyz")
+    enc = _labels(page, "#encoder-grid")
+    assert enc["x"] == ["0 a", "1 b"] and enc["y"] == ["0 a", "1 b"]
+    page.check_clean()
