@@ -193,6 +193,7 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
             out["lengths"] = gr.Textbox(",".join(map(str, DEFAULT_LENGTHS)), elem_id="lengths",
                                         label=f"Sequence lengths (comma-separated, up to {MAX_SWEEP_LEN})")
             out["mode"] = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure", elem_id="mode")
+            out["sweep_axis"] = ui_encdec.axis_radio()
             with gr.Column(min_width=120):
                 out["run"] = gr.Button("Run sweep", variant="primary", elem_id="run-sweep")
                 out["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-sweep", size="sm")
@@ -206,7 +207,7 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
     return out
 
 
-ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state", "separator")
+ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis")
 VIEWS_IN = (*CONTROL_FIELDS, "text", "views_layer", "views_head", "state")
 ANALYSIS_IN = (*CONTROL_FIELDS, "text", "state")
 FILL_OUT = (*CONTROL_FIELDS, *h.FILL)
@@ -290,9 +291,9 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     async def sweep_fn(data, progress=gr.Progress()):
         values, args = n.split(data)
         return n.back(await ui_jobs.run_sweep_cancellable(values, args["lengths"], args["mode"], args["state"],
-                                                          progress))
+                                                          progress, args.get("sweep_axis")))
 
-    run = c["run"].click(sweep_fn, n.ins(*CONTROL_FIELDS, "lengths", "mode", "state"),
+    run = c["run"].click(sweep_fn, n.ins(*CONTROL_FIELDS, "lengths", "mode", "sweep_axis", "state"),
                          n.outs("sweep", "sweep_md", "state"), api_name="run_sweep", api_visibility="undocumented",
                          concurrency_id="sweep", concurrency_limit=1)
     c["stop"].click(None, None, None, cancels=[run], api_name="stop_sweep", api_visibility="undocumented",

@@ -66,13 +66,15 @@ def api_gradients(config_json: str) -> dict:
     return _api(lambda: ex.gradient_norms(_api_config(config_json)))
 
 
-async def api_benchmark(config_json: str, lengths: str, mode: str) -> list:
+async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis: str = "both") -> list:
     """Latency / memory sweep records of the config's attention at the given lengths (stops between
-    two modules when the job is cancelled or the client disconnects)."""
+    two modules when the job is cancelled or the client disconnects). An encoder-decoder varies
+    ``seq2seq_axis`` ("both", "source" or "target"; records carry ``src_len`` and ``tgt_len``)."""
     def run(should_stop):
         cfg = _api_config(config_json)
         if mode not in (None, "", "forward", "forward_backward"):
             raise ConfigError("mode", truncate(mode, 40), "'forward' or 'forward_backward'")
+        axis = {"seq2seq_axis": seq2seq_axis or "both"} if cfg.architecture == "encoder_decoder" else {}
         return ex.latency_memory_sweep(cfg, parse_lengths(lengths or "128,256,512"), mode or "forward",
-                                       time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop)
+                                       time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop, **axis)
     return await cancellable(lambda should_stop: _api(lambda: run(should_stop)))

@@ -13,6 +13,9 @@ import gradio as gr
 from . import encdec
 from . import experiments as ex
 from . import plots_encdec
+from .sweep import SEQ2SEQ_AXES
+
+FIXED_LEN = 64  # the sweep's other side (explorer.sweep's default fixed_len)
 
 SEQ2SEQ_TEXT = "the quick brown fox=>xof nworb kciuq eht"  # reverse: the alignment is the anti-diagonal
 FIGURES = ("encoder_grid", "cross_grid")
@@ -32,6 +35,12 @@ def attention_plots() -> dict:
                                   visible=False),
             "encoder_grid": gr.Plot(None, label="Encoder self-attention (source x source)", elem_id="encoder-grid",
                                     visible=False)}
+
+
+def axis_radio() -> gr.Radio:
+    """Which length an encoder-decoder's latency / memory sweep varies (the other held at FIXED_LEN)."""
+    return gr.Radio(list(SEQ2SEQ_AXES), value="both", elem_id="sweep-axis", visible=False,
+                    label=f"Encoder-decoder: vary (the other side fixed at {FIXED_LEN} tokens)")
 
 
 def gradient_plot() -> gr.Plot:

@@ -166,7 +166,9 @@ def refresh_attention(values: dict, text, state, keep_status: bool = False, sepa
     out = _refresh_attention(values, text, state, separator)
     # the separator box is shown for an encoder-decoder whatever happened (a missing separator is the
     # error the user must be able to fix)
-    out["separator"] = gr.update(visible=values.get("architecture") == "encoder_decoder")
+    seq2seq = values.get("architecture") == "encoder_decoder"
+    out["separator"] = gr.update(visible=seq2seq)
+    out["sweep_axis"] = gr.update(visible=seq2seq)
     if keep_status and out.get("status") == "":
         out["status"] = gr.skip()
     return out

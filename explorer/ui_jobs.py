@@ -20,6 +20,7 @@ from . import plots, plots_views, report
 from .activity import LOAD
 from .limits import parse_lengths
 from .ui_handlers import _problem, _state, _text, _warn, analysis_outputs, attention_outputs, current_config
+from .ui_encdec import FIXED_LEN
 from .ui_text import shown_html
 
 SWEEP_BUDGET_S = 3.0
@@ -37,8 +38,12 @@ def sweep_baseline(cfg: ModelConfig):
     return None, None
 
 
-def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, should_stop=None) -> tuple:
-    """Sweep the current config and its baseline -> (figure, reading, records)."""
+def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, should_stop=None,
+                  seq2seq_axis: str = "both") -> tuple:
+    """Sweep the current config and its baseline -> (figure, reading, records). An encoder-decoder
+    sweeps ``seq2seq_axis`` (source, target or both lengths; ``explorer.sweep``)."""
+    axis = (dict(seq2seq_axis=seq2seq_axis or "both", fixed_len=FIXED_LEN) if cfg.architecture == "encoder_decoder"
+            else {})
     def part(lo, hi):
         if progress is None:
             return None
@@ -46,15 +51,18 @@ def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, sho
 
     base_name, base_cfg = sweep_baseline(cfg)
     current = ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
-                                      progress=part(0.0, 0.5 if base_cfg is not None else 1.0))
+                                      progress=part(0.0, 0.5 if base_cfg is not None else 1.0), **axis)
     baseline = None
     if base_cfg is not None:
         try:
             baseline = ex.latency_memory_sweep(base_cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S,
-                                               should_stop=should_stop, progress=part(0.5, 1.0))
+                                               should_stop=should_stop, progress=part(0.5, 1.0), **axis)
         except ConfigError:  # the baseline is not valid with this config: no baseline
             baseline = None
     name = cfg.attention if base_name != "standard layers" else f"{cfg.attention}, reversible layers"
+    if axis:
+        name += {"both": " (source = target length)", "source": f" (source length; target {FIXED_LEN})",
+                 "target": f" (target length; source {FIXED_LEN})"}[axis["seq2seq_axis"]]
     fig = plots.sweep_figure(current, baseline, name, base_name or "full")
     reading = report.sweep_reading(current, baseline, name, base_name or "full")
     if cfg.layer == "reversible" and mode == "forward":
@@ -64,7 +72,7 @@ def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, sho
                           "baseline_name": base_name or "full"}
 
 
-def run_sweep(values: dict, lengths, mode, state, progress=None, should_stop=None) -> dict:
+def run_sweep(values: dict, lengths, mode, state, progress=None, should_stop=None, seq2seq_axis="both") -> dict:
     """-> sweep figure, reading, state (the records kept for the export)."""
     state = _state(state)
     try:
@@ -72,7 +80,7 @@ def run_sweep(values: dict, lengths, mode, state, progress=None, should_stop=Non
         lengths = parse_lengths(lengths)
         if mode not in ("forward", "forward_backward"):
             raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
-        fig, reading, records = sweep_outputs(cfg, lengths, mode, progress, should_stop)
+        fig, reading, records = sweep_outputs(cfg, lengths, mode, progress, should_stop, seq2seq_axis)
     except Exception as exc:
         return {"sweep": gr.skip(), "sweep_md": _warn(_problem(exc)), "state": state}
     if any(r["status"] == "cancelled" for r in records["current"] + (records["baseline"] or [])):
@@ -127,9 +135,10 @@ async def cancellable(work):
         raise
 
 
-async def run_sweep_cancellable(values: dict, lengths, mode, state, progress=None) -> dict:
+async def run_sweep_cancellable(values: dict, lengths, mode, state, progress=None, seq2seq_axis="both") -> dict:
     """``run_sweep``, stopped between two modules when the event is cancelled or its client leaves."""
-    return await cancellable(lambda should_stop: run_sweep(values, lengths, mode, state, progress, should_stop))
+    return await cancellable(lambda should_stop: run_sweep(values, lengths, mode, state, progress, should_stop,
+                                                           seq2seq_axis))
 
 
 # ---------------------------------------------------------------------------- export

@@ -82,3 +82,8 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
     enc = _labels(page, "#encoder-grid")
     assert enc["x"] == ["0 a", "1 b"] and enc["y"] == ["0 a", "1 b"]
     page.check_clean()
+
+
+def test_benchmark_varies_source_or_target(client):
+    recs = client.predict(json.dumps(ENCDEC), "8,16", "forward", "source", api_name="/benchmark")
+    assert [(r["src_len"], r["tgt_len"]) for r in recs] == [(8, 64), (16, 64)]

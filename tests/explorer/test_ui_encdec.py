@@ -78,3 +78,14 @@ def test_cross_grid_of_the_reverse_text_has_every_source_column():
     fig = cross_grid(maps)
     src, tgt = ui_encdec.SEQ2SEQ_TEXT.split("=>")
     assert len(fig.data[0].x) == len(src) and len(fig.data[0].y) == len(tgt)
+
+
+def test_ui_sweep_varies_the_chosen_side():
+    from explorer import ui_jobs
+    values = config_values(ModelConfig(**{**SMALL, "n_decoder_layers": 1}))
+    out = ui_jobs.run_sweep(values, "4,8", "forward", None, seq2seq_axis="target")
+    recs = out["state"]["sweep"]["current"]
+    assert [(r["src_len"], r["tgt_len"]) for r in recs] == [(ui_encdec.FIXED_LEN, 4), (ui_encdec.FIXED_LEN, 8)]
+    assert "target length" in out["sweep_md"]
+    refresh = h.refresh_attention(values, "a=>b", h.new_state())
+    assert _vis(refresh["sweep_axis"])
