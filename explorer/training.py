@@ -31,7 +31,9 @@ import torch
 
 from models import ConfigError, ModelConfig
 
+from . import train_encdec
 from .branches import branch_gradient_norms
+from .encdec import seq2seq_gradient_norms
 from .configs import as_config
 from .seeding import GLOBAL_RNG, build
 from .tasks import Batch, get_task, model_input, scored_accuracy, scored_loss, task_names
@@ -169,6 +171,9 @@ class Trainer:
         self.cfg: ModelConfig = as_config(model_cfg)
         self.run_cfg = run.validate()
         self.task = get_task(run.task, run.text)
+        self.seq2seq = self.cfg.architecture == "encoder_decoder"  # model(src, tgt): explorer.train_encdec
+        if self.seq2seq:
+            train_encdec.check_task(run.task)
         if run.task == "lm" and not self.cfg.causal:
             raise ConfigError("causal", False, "True for next-byte language modelling (a bidirectional model reads "
                               "the byte it predicts); non-causal attention trains on the synthetic tasks, whose "
@@ -198,9 +203,15 @@ class Trainer:
         return self.step >= self.run_cfg.steps
 
     # ------------------------------------------------------------------ one step
+    def _forward(self, batch: Batch, return_attention: bool = False) -> tuple:
+        """(ModelOutput, the Batch its logits are scored against)."""
+        if self.seq2seq:
+            return train_encdec.forward(self.model, batch, return_attention)
+        return self.model(model_input(batch, self.cfg.causal), return_attention=return_attention), batch
+
     def _loss(self, batch: Batch):
-        out = self.model(model_input(batch, self.cfg.causal))
-        return scored_loss(out.logits, batch) + out.aux_loss
+        out, scored = self._forward(batch)
+        return scored_loss(out.logits, scored) + out.aux_loss
 
     def train_step(self) -> float:
         """One optimizer step on a fresh batch; returns the training loss (task loss + aux)."""
@@ -232,7 +243,8 @@ class Trainer:
             with torch.no_grad():
                 losses, accs = [], []
                 for b in self.heldout:
-                    logits = self.model(model_input(b, self.cfg.causal)).logits
+                    out, b = self._forward(b)
+                    logits = out.logits
                     losses.append(float(scored_loss(logits, b)))
                     accs.append(scored_accuracy(logits, b))
         finally:
@@ -243,15 +255,17 @@ class Trainer:
         self.model.eval()
         try:
             with torch.no_grad():
-                out = self.model(model_input(self.probe, self.cfg.causal), return_attention=True)
+                out, _ = self._forward(self.probe, return_attention=True)
         finally:
             self.model.train()
-        return stack_attention(out.attentions)
+        return stack_attention(out.cross_attentions if self.seq2seq else out.attentions)
 
     def gradient_norms(self) -> dict:
         """Per-layer gradient norms of the task loss on the first held-out batch (no ``.grad`` written)."""
         self.model.eval()  # no dropout, no EMA updates: a measurement, not a step
         try:
+            if self.seq2seq:
+                return seq2seq_gradient_norms(self.model, *train_encdec.gradient_inputs(self.heldout[0]))
             return branch_gradient_norms(self.model, model_input(self.heldout[0], self.cfg.causal),
                                          lambda logits, _tokens: scored_loss(logits, self.heldout[0]))
         finally:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from models import ConfigError, ModelConfig
 
-from . import checkpoint, plots_train, reproduce
+from . import checkpoint, plots_train, reproduce, train_encdec
 from .configs import as_config
 from .plots import message_figure
 from .seeding import build
@@ -80,8 +80,12 @@ def _figures(state: dict, weights: str = "trained"):
     attention, step = snap.attention, snap.step
     if weights == "initial":
         attention, step = _initial_attention(trainer), 0
+    if trainer.seq2seq:  # the probe's cross-attention (target x source), beside the alignment that solves it
+        ideal, labels = train_encdec.cross_ideal(task, probe), None
+    else:
+        ideal, labels = ideal_pattern(task, probe), _labels(probe)
     return (plots_train.curves_figure(trainer.history, trainer.task.chance),
-            plots_train.attention_figure(attention, ideal_pattern(task, probe), _labels(probe), step),
+            plots_train.attention_figure(attention, ideal, labels, step),
             plots_train.grad_figure(snap.grad_norms))
 
 
@@ -90,6 +94,8 @@ def _initial_attention(trainer: Trainer):
     model = build(trainer.cfg).eval()
     import torch
     with torch.no_grad():
+        if trainer.seq2seq:
+            return stack_attention(train_encdec.forward(model, trainer.probe, True)[0].cross_attentions)
         out = model(model_input(trainer.probe, trainer.cfg.causal), return_attention=True)
     return stack_attention(out.attentions)
 
