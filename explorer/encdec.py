@@ -106,6 +106,17 @@ def seq2seq_maps(cfg: ModelConfig, model, src_ids, tgt_ids, truncated: bool, dev
     return decoder
 
 
+def stack_sizes(model) -> dict:
+    """Layers and parameters of each stack (positions and final norm included; the shared token
+    embedding and the head in neither), and the decoder's cross-attention parameters."""
+    def count(*mods):
+        return int(sum(p.numel() for m in mods for p in m.parameters()))
+    return {"encoder_layers": len(model.encoder.blocks), "decoder_layers": len(model.decoder.blocks),
+            "encoder_params": count(model.enc_position, model.encoder, model.enc_norm),
+            "decoder_params": count(model.dec_position, model.decoder, model.dec_norm),
+            "cross_params": count(*(b.cross for b in model.decoder.blocks))}
+
+
 # ---------------------------------------------------------------------------- gradient norms
 def seq2seq_batch(cfg: ModelConfig, seq_len: int, batch: int, seed: int) -> tuple:
     """Seeded random (source, target) token batches, both ``(batch, seq_len)``."""

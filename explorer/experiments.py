@@ -338,6 +338,7 @@ def _summary_cached(cfg_json: str, seq_len: int) -> dict:
                            "params": {p: getattr(cfg, p) for p in v.params if hasattr(cfg, p)}})
     return {
         "parameters": int(sum(p.numel() for p in model.parameters())),
+        "stacks": encdec.stack_sizes(model) if encdec.is_seq2seq(cfg) else None,
         "flops_per_token": counter.get_total_flops() / seq_len, "flops_seq_len": seq_len,
         "backend": attention_backend_name(cfg, device(), seq_len),
         "components": components, "config": cfg.to_dict(),

@@ -97,6 +97,12 @@ def model_markdown(summary: dict) -> str:
              "first run, and the block-sparse layout and its execution plan, built once per (pattern, length), "
              "memoised, and paid by the untimed warm-up run of each length.", "",
              "| choice | key | paper | what it does | parameters |", "| --- | --- | --- | --- | --- |"]
+    st = summary.get("stacks")
+    if st:  # encoder-decoder: the two stacks, and FLOPs counted on a source and a target of that length
+        lines[1:1] = [f"Encoder-decoder: encoder {st['encoder_layers']} layers ({st['encoder_params']:,} parameters) "
+                      f"over the source; decoder {st['decoder_layers']} layers ({st['decoder_params']:,}, of which "
+                      f"cross-attention {st['cross_params']:,}) over the target; the byte embedding is shared. "
+                      f"FLOPs per target token, source and target of {summary['flops_seq_len']} tokens each."]
     for c in summary["components"]:
         params = ", ".join(f"`{k}={v}`" for k, v in c["params"].items()) or "–"
         lines.append(f"| {c['category']} | `{c['key']}` | {c['paper']} | {c['summary']} | {params} |")

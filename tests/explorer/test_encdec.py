@@ -110,3 +110,19 @@ def test_sweep_refuses_an_unknown_axis():
     with pytest.raises(ConfigError) as err:
         ex.latency_memory_sweep(small(), [4], seq2seq_axis="sideways")
     assert err.value.field == "seq2seq_axis"
+
+
+def test_model_card_splits_the_stacks():
+    from explorer import report
+    cfg = small()
+    s = ex.model_summary(cfg, seq_len=8)
+    model = build_model(cfg)
+    st = s["stacks"]
+    assert (st["encoder_layers"], st["decoder_layers"]) == (2, 3)
+    shared = sum(p.numel() for p in model.embed.parameters()) + sum(p.numel() for p in model.head.parameters()
+                                                                     if all(p is not q for q in model.embed.parameters()))
+    assert st["encoder_params"] + st["decoder_params"] + shared == s["parameters"]
+    assert st["cross_params"] == 3 * 4 * 32 * 32  # q, k, v, out projections of d_model x d_model per layer
+    card = report.model_markdown(s)
+    assert "encoder 2 layers" in card and "decoder 3 layers" in card
+    assert ex.model_summary(ModelConfig(n_layers=1, d_model=32, n_heads=2), 8)["stacks"] is None
