@@ -208,7 +208,7 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
 
 
 ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis")
-VIEWS_IN = (*CONTROL_FIELDS, "text", "views_layer", "views_head", "state")
+VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "state")
 ANALYSIS_IN = (*CONTROL_FIELDS, "text", "state")
 FILL_OUT = (*CONTROL_FIELDS, *h.FILL)
 VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
@@ -274,15 +274,15 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
     c["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
     gr.on([c["views_layer"].input, c["views_head"].input],
-          n.fn(lambda values, text, layer, head, state=None: {"view_approximation": ui_views.redraw_approximation(
-              values, text, layer, head)}, VIEWS_RENAME),
+          n.fn(lambda values, text, layer, head, state=None, separator=None: {
+              "view_approximation": ui_views.redraw_approximation(values, text, layer, head, separator)}, VIEWS_RENAME),
           n.ins(*VIEWS_IN[:-1]), n.outs("view_approximation"), trigger_mode="always_last", show_progress="minimal",
           api_name="redraw_view", api_visibility="undocumented", concurrency_id="compute")
     c["share_qs"].change(None, [c["share_qs"]], [c["share_url"]], js=SHARE_JS, queue=False,
                          api_visibility="private")
     demo.load(None, None, [c["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
 
-    export = c["export"].click(n.fn(ui_jobs.export_files), n.ins(*CONTROL_FIELDS, "text", "state"),
+    export = c["export"].click(n.fn(ui_jobs.export_files), n.ins(*CONTROL_FIELDS, "text", "separator", "state"),
                                n.outs("files", "export_dir"), api_name="export", api_visibility="undocumented")
     # Gradio has copied the files into its cache (bounded by delete_cache): drop our temporary copy
     export.then(ui_jobs.cleanup_export, [c["export_dir"]], None, api_name="export_cleanup",

@@ -16,7 +16,7 @@ import gradio as gr
 from models import ConfigError, ModelConfig
 
 from . import experiments as ex
-from . import plots, plots_views, report
+from . import plots, plots_encdec, plots_views, report, ui_encdec
 from .activity import LOAD
 from .limits import parse_lengths
 from .ui_handlers import _problem, _state, _text, _warn, analysis_outputs, attention_outputs, current_config
@@ -154,22 +154,27 @@ def _figures_html(sections: list) -> str:
             "</head><body>" + "".join(parts) + "</body></html>")
 
 
-def export_files(values: dict, text, state) -> dict:
+def export_files(values: dict, text, state, separator=None) -> dict:
     """Write ``config.json`` and ``figures.html`` (every tab's figures) into a fresh temporary folder.
 
     -> files (the paths), export_dir (the folder: ``cleanup_export`` deletes it once Gradio has
     copied the files into its cache, which ``delete_cache`` bounds)."""
     try:
         cfg = current_config(values)
-        grid, stats, _ = attention_outputs(cfg, _text(text))
+        grid, stats, _ = attention_outputs(cfg, _text(text), separator)
         analysis = analysis_outputs(cfg, _text(text))
+        maps = ex.attention_maps(cfg, _text(text), separator=ui_encdec.separator(separator))
     except Exception as exc:
         _warn(_problem(exc))
         return {"files": gr.skip(), "export_dir": None}
     sections = [(f"Attention maps: {cfg.attention}", [grid, stats]),
                 ("Gradient norms at initialisation", [analysis["grad"]]),
                 ("KV cache for decoding", [analysis["kv"]])]
-    view_figs = list(plots_views.view_figures(ex.attention_maps(cfg, _text(text)).views).values())
+    if maps.stacks:  # encoder-decoder: the cross-attention and the encoder's maps, gradients per stack
+        sections[1:1] = [("Cross-attention and encoder self-attention", [plots_encdec.cross_grid(maps),
+                                                                         plots_encdec.encoder_grid(maps)])]
+        sections.append(("Gradient norms per stack", [analysis["grad_stacks"]["value"]]))
+    view_figs = list(plots_views.view_figures(maps.views).values())
     if view_figs:  # only the variants that have views (layer 0, head 0 for the comparison)
         sections.append((f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}", view_figs))
     sweep = _state(state).get("sweep")

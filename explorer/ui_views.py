@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from . import experiments as ex
+from .encdec import DEFAULT_SEPARATOR
 from .plots_views import PLOT_NAMES, approximation_figure, view_figures
 from .ui_handlers import _problem, _state, current_config
 
@@ -65,9 +66,10 @@ def views_reading(views) -> str:
 OUTPUTS = ("views_tab", "views_md", "views_pick", "views_layer", "views_head", *(f"view_{n}" for n in PLOT_NAMES))
 
 
-def views_outputs(cfg, text: str, layer=0, head=0) -> dict:
-    """-> ``{views_tab, views_md, views_pick, views_layer, views_head, view_<plot>}`` (``gr.update`` each)."""
-    views = ex.attention_maps(cfg, text).views
+def views_outputs(cfg, text: str, layer=0, head=0, separator=None) -> dict:
+    """-> ``{views_tab, views_md, views_pick, views_layer, views_head, view_<plot>}`` (``gr.update`` each).
+    ``separator``: where an encoder-decoder splits the text (its views are the decoder's layers)."""
+    views = ex.attention_maps(cfg, text, separator=separator or DEFAULT_SEPARATOR).views
     figs = view_figures(views, _int(layer), _int(head))
     approx = views.items.get("approximation")
     if approx is not None:
@@ -90,30 +92,30 @@ def _int(x) -> int:
         return 0
 
 
-def approximation_redraw(cfg, text: str, layer, head):
+def approximation_redraw(cfg, text: str, layer, head, separator=None):
     """Only the comparison figure, for another layer / head."""
-    views = ex.attention_maps(cfg, text).views
+    views = ex.attention_maps(cfg, text, separator=separator or DEFAULT_SEPARATOR).views
     view = views.items.get("approximation")
     if view is None:
         return gr.skip()
     return approximation_figure(view, views.tokens, _int(layer), _int(head))
 
 
-def refresh_views(values: dict, text, layer=0, head=0, state=None) -> dict:
+def refresh_views(values: dict, text, layer=0, head=0, state=None, separator=None) -> dict:
     """Control values -> ``views_outputs``; skipped when the attention event drew nothing new
     (``state["fresh"]`` False) or the config is bad (the attention handler already warned)."""
     if state is not None and not _state(state)["fresh"]:
         return {k: gr.skip() for k in OUTPUTS}
     try:
-        return views_outputs(current_config(values), text, layer, head)
+        return views_outputs(current_config(values), text, layer, head, separator)
     except Exception as exc:
         _problem(exc)
         return {k: gr.skip() for k in OUTPUTS}
 
 
-def redraw_approximation(values: dict, text, layer, head):
+def redraw_approximation(values: dict, text, layer, head, separator=None):
     try:
-        return approximation_redraw(current_config(values), text, layer, head)
+        return approximation_redraw(current_config(values), text, layer, head, separator)
     except Exception as exc:
         _problem(exc)
         return gr.skip()

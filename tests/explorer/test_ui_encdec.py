@@ -89,3 +89,14 @@ def test_ui_sweep_varies_the_chosen_side():
     assert "target length" in out["sweep_md"]
     refresh = h.refresh_attention(values, "a=>b", h.new_state())
     assert _vis(refresh["sweep_axis"])
+
+
+def test_export_and_views_follow_the_separator(tmp_path):
+    from explorer import ui_jobs, ui_views
+    values = config_values(ModelConfig(**SMALL))
+    out = ui_jobs.export_files(values, "ab|cde", None, separator="|")
+    html = open([p for p in out["files"]["value"] if p.endswith("figures.html")][0], encoding="utf-8").read()
+    assert "Cross-attention and encoder self-attention" in html and "Gradient norms per stack" in html
+    ui_jobs.cleanup_export(out["export_dir"])
+    views = ui_views.refresh_views(values, "ab|cde", separator="|")
+    assert views["views_tab"] != h.gr.skip()  # drawn (not skipped for a missing separator)
