@@ -28,11 +28,17 @@ from .views import compute_views
 
 DEFAULT_SEPARATOR = "=>"
 MAX_SEPARATOR_CHARS = 16
+SEQ2SEQ_AXES = ("both", "source", "target")  # what a latency / memory sweep varies (explorer.sweep)
 
 
 def is_seq2seq(cfg: ModelConfig) -> bool:
     """True when the model is called as ``model(src, tgt)``."""
     return getattr(cfg, "architecture", "decoder_only") == "encoder_decoder"
+
+
+def seq2seq_lengths(L: int, axis: str, fixed_len: int) -> tuple:
+    """(source length, target length) of sweep length ``L`` on an encoder-decoder."""
+    return {"both": (L, L), "source": (L, fixed_len), "target": (fixed_len, L)}[axis]
 
 
 def check_separator(separator) -> str:

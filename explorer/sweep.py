@@ -52,13 +52,13 @@ from . import budget as request_budget
 from .activity import LOAD
 from .configs import as_config
 from .device import default_threads, gpu
+from .encdec import SEQ2SEQ_AXES, seq2seq_lengths
 from .device import device as default_device
 from .seeding import GLOBAL_RNG, build
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
-SEQ2SEQ_AXES = ("both", "source", "target")
 # Timings from concurrent sweeps would disturb each other, and the profiler is process-wide:
 # one measurement at a time (a lock, not shared data).
 _MEASURE_LOCK = threading.Lock()
@@ -112,11 +112,6 @@ def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return True
     return isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _OOM_WORDS)
-
-
-def seq2seq_lengths(L: int, axis: str, fixed_len: int) -> tuple:
-    """(source length, target length) of sweep length ``L`` on an encoder-decoder."""
-    return {"both": (L, L), "source": (L, fixed_len), "target": (fixed_len, L)}[axis]
 
 
 def _inputs(cfg: ModelConfig, L: int, batch: int, pair, dev) -> tuple:
@@ -212,6 +207,8 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
                         stop = (rec["status"], f"skipped: a shorter length ({L}) already hit {rec['status']}")
     finally:
         _MEASURE_LOCK.release()
+    for rec in records if pair is not None else []:
+        rec["src_len"], rec["tgt_len"] = seq2seq_lengths(rec["seq_len"], *pair)
     if progress is not None:
         progress(1.0, "done")
     return records
@@ -347,15 +344,6 @@ def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int
 
 def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
                  first: bool, pair=None) -> dict:
-    rec = _measure_checked(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
-                           first, pair)
-    if pair is not None:
-        rec["src_len"], rec["tgt_len"] = seq2seq_lengths(L, *pair)
-    return rec
-
-
-def _measure_checked(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
-                     first: bool, pair) -> dict:
     longest = L if pair is None else max(seq2seq_lengths(L, *pair))
     try:  # the per-request memory budget, predicted from the shapes before anything is allocated
         request_budget.check(cfg, mode, longest, batch)

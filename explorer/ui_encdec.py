@@ -13,7 +13,7 @@ import gradio as gr
 from . import encdec
 from . import experiments as ex
 from . import plots_encdec
-from .sweep import SEQ2SEQ_AXES
+from .encdec import SEQ2SEQ_AXES
 
 FIXED_LEN = 64  # the sweep's other side (explorer.sweep's default fixed_len)
 
