@@ -110,10 +110,10 @@ def _flash_specs(quick: bool):
 
 
 def _small_kernel_specs(quick: bool):
-    """RoPE, norms and linear attention: each module lists its own launchable specialisations."""
-    from . import linear_attention, norms, rope
+    """RoPE, norms and linear attention: each Triton module lists its own launchable specialisations."""
+    from . import linear_attention_triton, norms_triton, rope_triton
     specs = []
-    for mod in (rope, norms, linear_attention):
+    for mod in (rope_triton, norms_triton, linear_attention_triton):
         # quick: one specialisation of each small kernel module
         specs.extend(mod.aot_specs(quick)[:1] if quick else mod.aot_specs(quick))
     return specs
