@@ -63,3 +63,22 @@ def test_models_run_on_cpu_without_triton():
     res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "OK 5" in res.stdout, res.stdout[-2000:] + res.stderr[-4000:]
+
+
+def test_kernels_import_nothing_from_models():
+    """DESIGN.md: data flows models -> kernels, never upward, not even through a lazy import."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "kernels"
+    offenders = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}:{node.lineno} {n}" for n in names
+                          if n.split(".")[0] in ("models", "explorer", "app")]
+    assert not offenders, offenders
+    assert len(list(root.glob("*.py"))) > 10  # the scan saw the package
