@@ -76,7 +76,7 @@ def _flash_specs(quick: bool):
             tt = TORCH_TO_TT[str(dtype).split(".")[1]]
             io = {n: "*" + tt for n in ("Q", "K", "V", "O", "DO", "DQ", "DK", "DV")}
             aux = {n: "*fp32" for n in ("LSE", "DELTA", "SLOPES", "RELB", "DRB")}
-            lay = {n: "*i32" for n in ("KV_CNT", "KV_IDX", "KV_TILE", "Q_CNT", "Q_IDX", "Q_TILE")}
+            lay = {"LAY": "*i32"}
             # Strides of contiguous [B, h, L, d] tensors (and of views such as a transposed
             # [B, L, h, d]) are multiples of d, hence of 16: the JIT launcher specialises them as
             # such, and so do we (it is what lets loads vectorise).

@@ -1,8 +1,9 @@
 """Block-sparse FlashAttention-2 (Dao 2023) in Triton: launcher and public function.
 
 The kernels live in flash_fwd.py / flash_bwd.py (algorithm in flash_common.py). This module
-checks arguments, builds the key-major layout of a BlockMask for the dK/dV kernel, and wraps the
-launches in a ``torch.autograd.Function``. The same code runs on CUDA tensors (compiled) and on
+checks arguments, fetches the BlockMask's memoised plan (full / partial block lists in query- and
+key-major order, int8 partial tiles: kernels/flash_plan.py), and wraps the launches in a
+``torch.autograd.Function``. The same code runs on CUDA tensors (compiled) and on
 CPU tensors under ``TRITON_INTERPRET=1`` (interpreted; used by the tests).
 
 Supported: fp16 / bf16 with head dim 32, 64, 128; fp32 with head dim 32, 64; any Lq <= Lk (masked tails); causal;
@@ -20,6 +21,7 @@ from .block_mask import BlockMask
 from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, attn_bwd_dkdv_dense, attn_bwd_dq_dense, \
     attn_bwd_preprocess
 from .flash_common import DENSE_LAYOUT, dense_configs, sparse_meta
+from .flash_plan import triton_plan
 from .flash_fwd import _attn_fwd, attn_fwd_dense
 
 HEAD_DIMS = (32, 64, 128)
@@ -50,38 +52,6 @@ def unsupported_reason(q, k, v, *, block_mask=None, rel_k=None, rel_v=None, **_)
     return None
 
 
-def key_major_layout(bm: BlockMask):
-    """Transpose a BlockMask's layout: per key block the ascending query blocks that visit it.
-
-    Returns ``(q_counts [n_kb], q_indices [n_kb, max_qb], q_tile [n_kb, max_qb])`` (int32).
-    """
-    dev = bm.kv_counts.device
-    nqb, max_kb = bm.kv_indices.shape
-    nkb = bm.n_k_blocks
-    valid = torch.arange(max_kb, device=dev)[None, :] < bm.kv_counts[:, None].long()
-    kb = bm.kv_indices.long()[valid]
-    qb = torch.arange(nqb, device=dev)[:, None].expand(nqb, max_kb)[valid]
-    tile = bm.kv_tile[valid]
-    order = torch.argsort(kb * nqb + qb)
-    kb, qb, tile = kb[order], qb[order], tile[order]
-    counts = torch.bincount(kb, minlength=nkb)
-    max_qb = max(1, int(counts.max()) if counts.numel() else 1)
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(kb.numel(), device=dev) - starts[kb]
-    q_indices = torch.zeros(nkb, max_qb, dtype=torch.int32, device=dev)
-    q_tile = torch.full((nkb, max_qb), -1, dtype=torch.int32, device=dev)
-    q_indices[kb, slot] = qb.to(torch.int32)
-    q_tile[kb, slot] = tile.to(torch.int32)
-    return counts.to(torch.int32), q_indices, q_tile
-
-
-def _tiles_i8(bm: BlockMask) -> torch.Tensor:
-    """Partial-tile masks as int8, with at least one (unused) row so kernel reads stay in bounds."""
-    if bm.tiles.shape[0] == 0:
-        return torch.zeros(1, bm.block_q, bm.block_k, dtype=torch.int8, device=bm.tiles.device)
-    return bm.tiles.to(torch.int8).contiguous()
-
-
 def _interpreted(t: torch.Tensor) -> bool:
     return t.device.type != "cuda"
 
@@ -108,23 +78,22 @@ class _FlashAttention(torch.autograd.Function):
             else alibi_slopes.detach().float().contiguous()
         relb = dummy if rel_bias is None else rel_bias.detach().float().contiguous()
         if bm is not None:
-            layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile, _tiles_i8(bm))
-            max_kb = bm.kv_indices.shape[1]
+            plan = triton_plan(bm, causal, q.device)  # memoised on the BlockMask
+            layout = (plan.q_major, plan.tiles, plan.q_major.shape[1], plan.q_mf, plan.q_mp)
             kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, False,
                                                   has_mod)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
-            layout = (i32, i32, i32, i32.to(torch.int8))
-            max_kb = 0
+            layout = (i32, i32.to(torch.int8), 0, 0, 0)
             kernel, meta = _pick(attn_fwd_dense, _attn_fwd, q, d, False, has_mod)
             meta = {**meta, **DENSE_LAYOUT}
         if config is not None:
             kernel, meta = _attn_fwd, {**config, **DENSE_LAYOUT}
         grid = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
-        kernel[grid](q, k, v, o, lse, slopes, relb, *layout,
+        kernel[grid](q, k, v, o, lse, slopes, relb, *layout[:2],
                      q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                      v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-                     h, h // h_kv, lq, lk, max_kb, int(causal), scale,
+                     h, h // h_kv, lq, lk, *layout[2:], int(causal), scale,
                      0.0 if softcap is None else softcap, int(rel_bias is not None),
                      HEAD_DIM=d, SPARSE=bm is not None, HAS_MOD=has_mod,
                      IEEE=q.dtype == torch.float32, **meta)
@@ -154,18 +123,17 @@ class _FlashAttention(torch.autograd.Function):
                      IEEE=q.dtype == torch.float32)
         runtime = (int(causal), scale, 0.0 if softcap is None else softcap, int(has_relb))
         if bm is not None:
-            fwd_layout = (bm.kv_counts, bm.kv_indices, bm.kv_tile)
-            key_layout = key_major_layout(bm)
-            tiles = _tiles_i8(bm)
-            max_kb, max_qb = bm.kv_indices.shape[1], key_layout[1].shape[1]
+            plan = triton_plan(bm, causal, q.device)
+            fwd_layout = (plan.q_major, plan.q_major.shape[1], plan.q_mf, plan.q_mp)
+            key_layout = (plan.k_major, plan.k_major.shape[1], plan.k_mf, plan.k_mp)
+            tiles = plan.tiles
             k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
             meta_dkdv = meta_dq = sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, True,
                                               has_mod)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
-            fwd_layout = key_layout = (i32, i32, i32)
+            fwd_layout = key_layout = (i32, 0, 0, 0)
             tiles = i32.to(torch.int8)
-            max_kb = max_qb = 0
             k_dkdv, meta_dkdv = _pick(attn_bwd_dkdv_dense, _attn_bwd_dkdv, q, d, True, has_mod)
             k_dq, meta_dq = _pick(attn_bwd_dq_dense, _attn_bwd_dq, q, d, True, has_mod)
             meta_dkdv, meta_dq = {**meta_dkdv, **DENSE_LAYOUT}, {**meta_dq, **DENSE_LAYOUT}
@@ -176,13 +144,13 @@ class _FlashAttention(torch.autograd.Function):
         strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                    v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
         grid_kv = lambda META: (triton.cdiv(lk, META["BLOCK_N"]), B * h_kv)
-        k_dkdv[grid_kv](*common, dk, dv, *key_layout, tiles, *strides,
+        k_dkdv[grid_kv](*common, dk, dv, key_layout[0], tiles, *strides,
                         dk.stride(0), dk.stride(1), dk.stride(2),
-                        h, h // h_kv, lq, lk, max_qb, *runtime, **flags, **meta_dkdv)
+                        h, h // h_kv, lq, lk, *key_layout[1:], *runtime, **flags, **meta_dkdv)
         grid_q = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
-        k_dq[grid_q](*common, dq, drb, *fwd_layout, tiles, *strides,
+        k_dq[grid_q](*common, dq, drb, fwd_layout[0], tiles, *strides,
                      dq.stride(0), dq.stride(1), dq.stride(2),
-                     h, h // h_kv, lq, lk, max_kb, *runtime, int(need_drb), **flags, **meta_dq)
+                     h, h // h_kv, lq, lk, *fwd_layout[1:], *runtime, int(need_drb), **flags, **meta_dq)
         d_rel = drb.to(relb_dtype) if need_drb else None
         return dq, dk, dv, d_rel, None, None, None, None, None, None
 

@@ -63,9 +63,9 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, Q_TILE, TILES,
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdkb, sdkh, sdkn,
-                   H, GROUP, Lq, Lk, max_qb, causal, scale, softcap, has_relb,
+                   H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
                    HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    BQ: tl.constexpr, BK: tl.constexpr):
@@ -93,6 +93,14 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
         lo = (tl.maximum(start_n - off, 0) // BLOCK_M) * BLOCK_M
         m_full = tl.minimum(tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - off, 0), BLOCK_M) * BLOCK_M,
                             tl.cdiv(Lq, BLOCK_M) * BLOCK_M)  # >= lo since start_n < Lk
+    NSUB: tl.constexpr = BQ // BLOCK_M
+    kbl = start_n // BK
+    lrow = LAY + kbl * lay_w
+    n_f = 0
+    n_p = 0
+    if SPARSE:
+        n_f = tl.load(lrow)
+        n_p = tl.load(lrow + 1)
     for g in range(0, GROUP):  # every query head reading this K/V head (GQA / MQA)
         head = kvh * GROUP + g
         Qh = Q + b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
@@ -100,19 +108,24 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
         LSEh = LSE + (b * H + head).to(tl.int64) * Lq
         DELTAh = DELTA + (b * H + head).to(tl.int64) * Lq
         if SPARSE:
-            # This program's BLOCK_N keys lie in layout key block kbl (BK keys); each query block
-            # (BQ rows) that visits it runs as BQ / BLOCK_M program tiles.
-            kbl = start_n // BK
-            cnt = tl.load(Q_CNT + kbl)
-            for slot in range(0, cnt):
-                tq = tl.load(Q_IDX + kbl * max_qb + slot) * BQ
-                tile = tl.load(Q_TILE + kbl * max_qb + slot)
-                for sub in range(0, BQ // BLOCK_M):
-                    dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
-                                        tq + sub * BLOCK_M, start_n, offs_n, offs_d, head, off, Lq,
-                                        Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
-                                        TILES, tq, kbl * BK, True, SPARSE, HAS_MOD, IEEE, BLOCK_M,
-                                        BLOCK_N, BQ, BK)
+            # This program's BLOCK_N keys lie in layout key block kbl (BK keys); its row of the
+            # key-major plan lists the query blocks (BQ rows) reading it, full ones first. Flat
+            # loops over (block, sub-tile), as in the forward.
+            for it in range(0, n_f * NSUB):
+                start_m = tl.load(lrow + 2 + it // NSUB) * BQ + (it % NSUB) * BLOCK_M
+                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m, start_n,
+                                    offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
+                                    has_relb, SLOPES, RELB, 0, TILES, 0, kbl * BK, False, SPARSE,
+                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+            for it in range(0, n_p * NSUB):
+                slot = it // NSUB
+                tq = tl.load(lrow + 2 + mf + slot) * BQ
+                tile = tl.load(lrow + 2 + mf + mp + slot)
+                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
+                                    tq + (it % NSUB) * BLOCK_M, start_n, offs_n, offs_d, head, off,
+                                    Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
+                                    TILES, tq, kbl * BK, True, SPARSE, HAS_MOD, IEEE, BLOCK_M,
+                                    BLOCK_N, BQ, BK)
         else:
             for start_m in range(lo, m_full, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
@@ -165,9 +178,9 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX, KV_TILE, TILES,
+def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdqb, sdqh, sdqm,
-                 H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb, need_drb,
+                 H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb, need_drb,
                  HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                  IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BQ: tl.constexpr, BK: tl.constexpr):
@@ -190,17 +203,25 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
     lse = tl.load(LSE + bh.to(tl.int64) * Lq + offs_m, mask=row, other=float("inf"))
     delta = tl.load(DELTA + bh.to(tl.int64) * Lq + offs_m, mask=row, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    if SPARSE:  # sub-tiles of the layout's BQ x BK tiles, as in the forward
-        qbl = start_m // BQ
-        cnt = tl.load(KV_CNT + qbl)
-        for slot in range(0, cnt):
-            tk = tl.load(KV_IDX + qbl * max_kb + slot) * BK
-            tile = tl.load(KV_TILE + qbl * max_kb + slot)
-            for sub in range(0, BK // BLOCK_N):
-                dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + sub * BLOCK_N,
-                              offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                              need_drb, SLOPES, RELB, tile, TILES, qbl * BQ, tk, True, SPARSE,
-                              HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+    if SPARSE:  # full then partial key blocks, flat loops over (block, sub-tile) as in the forward
+        NSUB: tl.constexpr = BK // BLOCK_N
+        lrow = LAY + (start_m // BQ) * lay_w
+        n_f = tl.load(lrow)
+        n_p = tl.load(lrow + 1)
+        for it in range(0, n_f * NSUB):
+            tk = tl.load(lrow + 2 + it // NSUB) * BK
+            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
+                          offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
+                          need_drb, SLOPES, RELB, 0, TILES, 0, tk, False, SPARSE,
+                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+        for it in range(0, n_p * NSUB):
+            slot = it // NSUB
+            tk = tl.load(lrow + 2 + mf + slot) * BK
+            tile = tl.load(lrow + 2 + mf + mp + slot)
+            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
+                          offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
+                          need_drb, SLOPES, RELB, tile, TILES, (start_m // BQ) * BQ, tk, True, SPARSE,
+                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     else:
         hi = Lk
         n_full = Lk // BLOCK_N

@@ -49,9 +49,9 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
+def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-              H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb,
+              H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
               HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               BQ: tl.constexpr, BK: tl.constexpr):
@@ -74,18 +74,28 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     if SPARSE:
-        # The program's BLOCK_M rows lie in layout block qbl (BQ rows); each visited BK-wide key
-        # block runs as BK / BLOCK_N program tiles.
-        qbl = q_start // BQ
-        cnt = tl.load(KV_CNT + qbl)
-        for slot in range(0, cnt):
-            tk = tl.load(KV_IDX + qbl * max_kb + slot) * BK
-            tile = tl.load(KV_TILE + qbl * max_kb + slot)
-            for sub in range(0, BK // BLOCK_N):
-                acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + sub * BLOCK_N,
-                                          offs_m, offs_d, head, off, Lk, causal, scale, softcap,
-                                          has_relb, SLOPES, RELB, tile, TILES, qbl * BQ, tk, True,
-                                          SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+        # The program's BLOCK_M rows lie in layout block qbl (BQ rows); its row of the query-major
+        # plan lists the full key blocks, then the partial ones (kernels/flash_plan.py). Each
+        # BK-wide block runs as BK / BLOCK_N program tiles. One flat loop per kind over
+        # (block, sub-tile) so the software pipeliner prefetches the next tile's K / V.
+        NSUB: tl.constexpr = BK // BLOCK_N
+        lrow = LAY + (q_start // BQ) * lay_w
+        n_f = tl.load(lrow)
+        n_p = tl.load(lrow + 1)
+        for it in range(0, n_f * NSUB):
+            tk = tl.load(lrow + 2 + it // NSUB) * BK
+            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
+                                      offs_m, offs_d, head, off, Lk, causal, scale, softcap,
+                                      has_relb, SLOPES, RELB, 0, TILES, 0, tk, False,
+                                      SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+        for it in range(0, n_p * NSUB):
+            slot = it // NSUB
+            tk = tl.load(lrow + 2 + mf + slot) * BK
+            tile = tl.load(lrow + 2 + mf + mp + slot)
+            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
+                                      offs_m, offs_d, head, off, Lk, causal, scale, softcap,
+                                      has_relb, SLOPES, RELB, tile, TILES, (q_start // BQ) * BQ,
+                                      tk, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     else:
         # Key blocks [0, n_full) need no element mask; [n_full, hi) straddle the causal diagonal
         # or the key tail. Causal skips everything right of the last row's diagonal.

@@ -168,3 +168,14 @@ def test_unsupported_arguments_are_reported():
     assert "rel_k" in unsupported_reason(q, q, q, rel_k=torch.zeros(1, 3, 32))
     with pytest.raises(ValueError, match="tile"):
         flash_attention(q, q, q, block_mask=block_mask(torch.ones(8, 8, dtype=torch.bool), 8))
+
+
+@pytest.mark.parametrize("block", [32, (32, 16)])
+def test_block_mask_full_blocks_cut_by_causal(block):
+    """An all-allowed layout with causal: below-diagonal blocks run the unmasked body, blocks on
+    the diagonal the masked one without a tile, blocks above it are skipped (Lq < Lk, GQA)."""
+    lq, lk = 80, 112
+    bm = block_mask(torch.ones(lq, lk, dtype=torch.bool), block)
+    assert bm.tiles.shape[0] > 0 or (bm.kv_tile < 0).all()
+    q, k, v = _inputs(1, 4, 2, lq, lk, 32, torch.float32, seed=11)
+    _check(q, k, v, block_mask=bm, causal=True, rel_bias=torch.randn(4, 2 * lk - 1).requires_grad_())
