@@ -111,16 +111,22 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
             # This program's BLOCK_N keys lie in layout key block kbl (BK keys); its row of the
             # key-major plan lists the query blocks (BQ rows) reading it, full ones first. Flat
             # loops over (block, sub-tile), as in the forward.
+            tq_next = tl.load(lrow + 2) * BQ  # read one ahead, as in the forward
             for it in range(0, n_f * NSUB):
-                start_m = tl.load(lrow + 2 + it // NSUB) * BQ + (it % NSUB) * BLOCK_M
+                start_m = tq_next + (it % NSUB) * BLOCK_M
+                tq_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BQ
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m, start_n,
                                     offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
                                     has_relb, SLOPES, RELB, 0, TILES, 0, kbl * BK, False, SPARSE,
                                     HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+            tq_next = tl.load(lrow + 2 + mf) * BQ
+            tile_next = tl.load(lrow + 2 + mf + mp)
             for it in range(0, n_p * NSUB):
-                slot = it // NSUB
-                tq = tl.load(lrow + 2 + mf + slot) * BQ
-                tile = tl.load(lrow + 2 + mf + mp + slot)
+                tq = tq_next
+                tile = tile_next
+                nxt = tl.minimum((it + 1) // NSUB, mp - 1)
+                tq_next = tl.load(lrow + 2 + mf + nxt) * BQ
+                tile_next = tl.load(lrow + 2 + mf + mp + nxt)
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
                                     tq + (it % NSUB) * BLOCK_M, start_n, offs_n, offs_d, head, off,
                                     Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
@@ -208,16 +214,22 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
         lrow = LAY + (start_m // BQ) * lay_w
         n_f = tl.load(lrow)
         n_p = tl.load(lrow + 1)
+        tk_next = tl.load(lrow + 2) * BK  # read one ahead, as in the forward
         for it in range(0, n_f * NSUB):
-            tk = tl.load(lrow + 2 + it // NSUB) * BK
+            tk = tk_next
+            tk_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BK
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
                           offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           need_drb, SLOPES, RELB, 0, TILES, 0, tk, False, SPARSE,
                           HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+        tk_next = tl.load(lrow + 2 + mf) * BK
+        tile_next = tl.load(lrow + 2 + mf + mp)
         for it in range(0, n_p * NSUB):
-            slot = it // NSUB
-            tk = tl.load(lrow + 2 + mf + slot) * BK
-            tile = tl.load(lrow + 2 + mf + mp + slot)
+            tk = tk_next
+            tile = tile_next
+            nxt = tl.minimum((it + 1) // NSUB, mp - 1)
+            tk_next = tl.load(lrow + 2 + mf + nxt) * BK
+            tile_next = tl.load(lrow + 2 + mf + mp + nxt)
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
                           offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           need_drb, SLOPES, RELB, tile, TILES, (start_m // BQ) * BQ, tk, True, SPARSE,

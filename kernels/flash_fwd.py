@@ -77,21 +77,30 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
         # The program's BLOCK_M rows lie in layout block qbl (BQ rows); its row of the query-major
         # plan lists the full key blocks, then the partial ones (kernels/flash_plan.py). Each
         # BK-wide block runs as BK / BLOCK_N program tiles. One flat loop per kind over
-        # (block, sub-tile) so the software pipeliner prefetches the next tile's K / V.
+        # (block, sub-tile) so the software pipeliner prefetches the next tiles' K / V. The block
+        # index is read one iteration ahead and carried: K / V addresses then depend on no load
+        # of the same iteration, and Triton pipelines them as deep as the dense loop
+        # (python -m kernels.pipeline_check; read in place, the index load cost one stage).
         NSUB: tl.constexpr = BK // BLOCK_N
         lrow = LAY + (q_start // BQ) * lay_w
         n_f = tl.load(lrow)
         n_p = tl.load(lrow + 1)
+        tk_next = tl.load(lrow + 2) * BK
         for it in range(0, n_f * NSUB):
-            tk = tl.load(lrow + 2 + it // NSUB) * BK
+            tk = tk_next
+            tk_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BK
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
                                       offs_m, offs_d, head, off, Lk, causal, scale, softcap,
                                       has_relb, SLOPES, RELB, 0, TILES, 0, tk, False,
                                       SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+        tk_next = tl.load(lrow + 2 + mf) * BK
+        tile_next = tl.load(lrow + 2 + mf + mp)
         for it in range(0, n_p * NSUB):
-            slot = it // NSUB
-            tk = tl.load(lrow + 2 + mf + slot) * BK
-            tile = tl.load(lrow + 2 + mf + mp + slot)
+            tk = tk_next
+            tile = tile_next
+            nxt = tl.minimum((it + 1) // NSUB, mp - 1)
+            tk_next = tl.load(lrow + 2 + mf + nxt) * BK
+            tile_next = tl.load(lrow + 2 + mf + mp + nxt)
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
                                       offs_m, offs_d, head, off, Lk, causal, scale, softcap,
                                       has_relb, SLOPES, RELB, tile, TILES, (q_start // BQ) * BQ,
