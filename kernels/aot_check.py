@@ -8,7 +8,7 @@ the target's shared memory per block. Run with TRITON_INTERPRET unset:
 
     python -m kernels.aot_check [--quick] [--jobs 2] [--only REGEX] [--cache]
 
-What "every specialisation" means: the constexpr variants and autotune configs each kernel
+What "every specialisation" means: the constexpr variants and lookup-table tiles each kernel
 module lists (flash attention: ``_flash_specs``; the others: their ``aot_specs``), compiled with
 the argument attributes the JIT launcher derives for contiguous tensors (16-byte aligned
 pointers, strides multiples of 16). Sizes and run-time flags are marked ``do_not_specialize`` in
@@ -57,14 +57,14 @@ def _flash_specs(quick: bool):
     """Every flash-attention variant the launcher (kernels/flash_attention.py) can pick.
 
     Per dtype and head dim it accepts: the backward preprocess; forward, dK/dV and dQ kernels,
-    each dense (every autotune config of that head dim) and block-sparse (the app's 64 x 64
-    BlockMask tiles), each with and without the fused score modifiers (``HAS_MOD``). ``causal``
+    each dense (the tile of the lookup in flash_common.py) and block-sparse (every layout tile of
+    ``GPU_LAYOUTS``), each with and without the fused score modifiers (``HAS_MOD``). ``causal``
     and the individual modifiers are run-time scalars, so they add no variants.
     """
     import torch
-    from .flash_attention import DTYPES, HEAD_DIMS, unsupported_reason
+    from .flash_attention import DTYPES, GPU_LAYOUTS, HEAD_DIMS, unsupported_reason
     from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
-    from .flash_common import DENSE_LAYOUT, dense_configs, sparse_meta
+    from .flash_common import DENSE_LAYOUT, dense_meta, sparse_meta
     from .flash_fwd import _attn_fwd
 
     specs = []
@@ -90,12 +90,15 @@ def _flash_specs(quick: bool):
                 for sparse in (False, True):
                     for has_mod in (False, True):
                         if sparse:
-                            meta = sparse_meta(d, dtype.itemsize, 64, 64, bwd, has_mod)
-                            metas = [({k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
-                                      meta["num_warps"], meta["num_stages"])]
+                            metas = []
+                            for bq, bk in GPU_LAYOUTS:  # every layout tile the launcher runs
+                                meta = sparse_meta(d, dtype.itemsize, bq, bk, bwd, has_mod)
+                                metas.append(({k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
+                                              meta["num_warps"], meta["num_stages"]))
                         else:
-                            metas = [({**c.kwargs, **DENSE_LAYOUT}, c.num_warps, c.num_stages)
-                                     for c in dense_configs(d, dtype.itemsize, bwd, has_mod)]
+                            meta = dense_meta(d, dtype.itemsize, bwd, has_mod)
+                            metas = [({"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"],
+                                       **DENSE_LAYOUT}, meta["num_warps"], meta["num_stages"])]
                         if quick and (has_mod or fn is _attn_bwd_dkdv or not sparse):
                             continue  # quick: the plain block-sparse forward and dq kernels
                         for kw, warps, stages in metas:

@@ -18,14 +18,17 @@ import torch
 import triton
 
 from .block_mask import BlockMask
-from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, attn_bwd_dkdv_dense, attn_bwd_dq_dense, \
-    attn_bwd_preprocess
-from .flash_common import DENSE_LAYOUT, dense_configs, sparse_meta
+from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
+from .flash_common import DENSE_LAYOUT, dense_meta, sparse_meta
 from .flash_plan import triton_plan
-from .flash_fwd import _attn_fwd, attn_fwd_dense
+from .flash_fwd import _attn_fwd
 
 HEAD_DIMS = (32, 64, 128)
-BLOCK_SIZES = (16, 32, 64, 128)
+BLOCK_SIZES = (16, 32, 64, 128)  # BlockMask tiles the kernels handle (the interpreter runs any)
+# BlockMask tiles run on a GPU: exactly the ones kernels.aot_check compiles (the models' 64 x 64).
+# A layout tile is a compile-time constant of the sparse kernels, so every tile added here is one
+# more set of specialisations for the AOT check; other tiles take the torch path on CUDA.
+GPU_LAYOUTS = ((64, 64),)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -45,22 +48,14 @@ def unsupported_reason(q, k, v, *, block_mask=None, rel_k=None, rel_v=None, **_)
     if lq > k.shape[2]:
         return "Lq > Lk"
     if block_mask is not None:
-        if (block_mask.block_q not in BLOCK_SIZES or block_mask.block_k not in BLOCK_SIZES):
-            return f"block mask tile {block_mask.block_q}x{block_mask.block_k} not in {BLOCK_SIZES}"
+        tile = (block_mask.block_q, block_mask.block_k)
+        if tile[0] not in BLOCK_SIZES or tile[1] not in BLOCK_SIZES:
+            return f"block mask tile {tile[0]}x{tile[1]} not in {BLOCK_SIZES}"
+        if q.device.type != "cpu" and tile not in GPU_LAYOUTS:
+            return f"block mask tile {tile[0]}x{tile[1]} is not compiled for the GPU (compiled: {GPU_LAYOUTS})"
         if (block_mask.q_len, block_mask.k_len) != (lq, k.shape[2]):
             return f"block mask is {block_mask.q_len}x{block_mask.k_len}, attention {lq}x{k.shape[2]}"
     return None
-
-
-def _interpreted(t: torch.Tensor) -> bool:
-    return t.device.type != "cuda"
-
-
-def _pick(tuned, raw, q, d, backward, has_mod):
-    """On CUDA the autotuner picks among the head dim's configs; the interpreter runs the first."""
-    if not _interpreted(q):
-        return tuned, {}
-    return raw, dict(dense_configs(d, q.element_size(), backward, has_mod)[0].kwargs)
 
 
 class _FlashAttention(torch.autograd.Function):
@@ -85,12 +80,10 @@ class _FlashAttention(torch.autograd.Function):
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             layout = (i32, i32.to(torch.int8), 0, 0, 0)
-            kernel, meta = _pick(attn_fwd_dense, _attn_fwd, q, d, False, has_mod)
-            meta = {**meta, **DENSE_LAYOUT}
+            kernel, meta = _attn_fwd, {**dense_meta(d, q.element_size(), False, has_mod), **DENSE_LAYOUT}
         if config is not None:
             kernel, meta = _attn_fwd, {**config, **DENSE_LAYOUT}
-        grid = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
-        kernel[grid](q, k, v, o, lse, slopes, relb, *layout[:2],
+        kernel[(triton.cdiv(lq, meta["BLOCK_M"]), B * h)](q, k, v, o, lse, slopes, relb, *layout[:2],
                      q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                      v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                      h, h // h_kv, lq, lk, *layout[2:], int(causal), scale,
@@ -110,7 +103,7 @@ class _FlashAttention(torch.autograd.Function):
         h_kv, lk = k.shape[1], k.shape[2]
         do = do if do.stride(-1) == 1 else do.contiguous()
         delta = torch.empty_like(lse)  # (B, h, Lq): rowsum(do * o)
-        attn_bwd_preprocess[(triton.cdiv(lq, 64), B * h)](
+        _attn_bwd_preprocess[(triton.cdiv(lq, 64), B * h)](
             o, do, delta, o.stride(0), o.stride(1), o.stride(2),
             do.stride(0), do.stride(1), do.stride(2), h, lq, HEAD_DIM=d, BLOCK_M=64)
         dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -134,21 +127,18 @@ class _FlashAttention(torch.autograd.Function):
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             fwd_layout = key_layout = (i32, 0, 0, 0)
             tiles = i32.to(torch.int8)
-            k_dkdv, meta_dkdv = _pick(attn_bwd_dkdv_dense, _attn_bwd_dkdv, q, d, True, has_mod)
-            k_dq, meta_dq = _pick(attn_bwd_dq_dense, _attn_bwd_dq, q, d, True, has_mod)
-            meta_dkdv, meta_dq = {**meta_dkdv, **DENSE_LAYOUT}, {**meta_dq, **DENSE_LAYOUT}
+            k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
+            meta_dkdv = meta_dq = {**dense_meta(d, q.element_size(), True, has_mod), **DENSE_LAYOUT}
         if config is not None:
             meta_dkdv = meta_dq = {**config, **DENSE_LAYOUT}
             k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
         common = (q, k, v, do, lse, delta, slopes, relb)
         strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                    v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
-        grid_kv = lambda META: (triton.cdiv(lk, META["BLOCK_N"]), B * h_kv)
-        k_dkdv[grid_kv](*common, dk, dv, key_layout[0], tiles, *strides,
+        k_dkdv[(triton.cdiv(lk, meta_dkdv["BLOCK_N"]), B * h_kv)](*common, dk, dv, key_layout[0], tiles, *strides,
                         dk.stride(0), dk.stride(1), dk.stride(2),
                         h, h // h_kv, lq, lk, *key_layout[1:], *runtime, **flags, **meta_dkdv)
-        grid_q = lambda META: (triton.cdiv(lq, META["BLOCK_M"]), B * h)
-        k_dq[grid_q](*common, dq, drb, fwd_layout[0], tiles, *strides,
+        k_dq[(triton.cdiv(lq, meta_dq["BLOCK_M"]), B * h)](*common, dq, drb, fwd_layout[0], tiles, *strides,
                      dq.stride(0), dq.stride(1), dq.stride(2),
                      h, h // h_kv, lq, lk, *fwd_layout[1:], *runtime, int(need_drb), **flags, **meta_dq)
         d_rel = drb.to(relb_dtype) if need_drb else None

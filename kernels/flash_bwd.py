@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .flash_common import NO_SPECIALIZE, PRUNE_BWD, _allowed, _dot, _score, all_dense_configs
+from .flash_common import NO_SPECIALIZE, _allowed, _dot, _score
 
 
 @triton.jit
@@ -253,10 +253,3 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
     tl.store(DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm
              + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=row[:, None])
 
-
-attn_bwd_preprocess = _attn_bwd_preprocess
-_KEY = ["Lq", "Lk", "HEAD_DIM", "HAS_MOD", "IEEE"]
-attn_bwd_dkdv_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_BWD)(_attn_bwd_dkdv)
-# The dq kernel accumulates d(rel_bias) with atomics: zero it before every autotuning trial.
-attn_bwd_dq_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_BWD,
-                                    reset_to_zero=["DRB"])(_attn_bwd_dq)

@@ -104,32 +104,41 @@ def _allowed(qi, kj, off, Lk, causal, tile, TILES, q_start, k_start,
     return ok
 
 
-# --------------------------------------------------------------------------- autotune configs
+# --------------------------------------------------------------------------- tile lookup
 def _cfg(bm, bn, warps, stages):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}
 
 
-# Per (element bytes, head dim): the candidates the autotuner may pick, for the plain kernel and
-# for the HAS_MOD one (whose run-time modifier code needs more registers, so smaller tiles). Every
-# one is compiled for two GPU generations by kernels.aot_check, so the lists are short. d = 128
-# uses 8 warps: its accumulators (and in the backward the resident k, v / q, do tiles) would
-# otherwise need > 255 registers per thread. fp32 tiles are smaller: tf32x3 splits every operand.
-_FWD = {2: {32: [_cfg(128, 64, 4, 3)], 64: [_cfg(128, 64, 4, 3)],
-            128: [_cfg(128, 64, 8, 3), _cfg(64, 64, 4, 3)]},
-        4: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 32, 4, 2)], 128: [_cfg(32, 32, 4, 2)]}}
-_FWD_MOD = {2: {32: [_cfg(64, 64, 4, 3)], 64: [_cfg(64, 64, 4, 3)], 128: [_cfg(64, 64, 8, 3)]},
-            4: {32: [_cfg(64, 32, 4, 2)], 64: [_cfg(64, 32, 4, 2)], 128: [_cfg(32, 32, 4, 2)]}}
-# fp32 d = 128 backward: 32 x 32 with 8 warps (~100-116 KB of shared memory on sm_80, spills
-# <= 0.3 KB; 64-row tiles spill and crowd shared memory).
-_BWD = {2: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 64, 4, 2)], 128: [_cfg(64, 64, 8, 2)]},
-        4: {32: [_cfg(32, 64, 4, 2)], 64: [_cfg(32, 32, 4, 2)], 128: [_cfg(32, 32, 8, 2)]}}
-_BWD_MOD = {2: {32: [_cfg(64, 64, 4, 2)], 64: [_cfg(64, 64, 4, 2)], 128: [_cfg(32, 64, 8, 2)]},
-            4: {32: [_cfg(32, 32, 4, 2)], 64: [_cfg(32, 32, 4, 2)], 128: [_cfg(32, 32, 8, 2)]}}
+# A documented lookup, not an autotuner: per (element bytes, head dim) one program tile for the
+# plain kernel and one for the HAS_MOD kernel (whose run-time modifier code needs more registers,
+# so smaller tiles), per direction. Nothing here is benchmarked on this project's machines (it
+# has no GPU); an autotuner with a single candidate per key, or keyed on the sequence length
+# (which does not change the best tile, only the grid), would only pretend to choose. The values
+# are the FlashAttention-2 / Triton-tutorial shapes, cut down until kernels.aot_check reports
+# them within shared memory and at (or near) zero spills on sm_80 and sm_90:
+# - fp16 / bf16: 128 x 64 forward (64 x 64 with modifiers), 64 x 64 backward; d = 128 uses 8
+#   warps, otherwise its accumulators (and in the backward the resident k, v / q, do tiles) need
+#   more than 255 registers per thread.
+# - fp32 (tf32x3 dots split every operand into hi / lo halves): 32- and 64-wide tiles; the d = 128
+#   backward runs 32 x 32 with 8 warps (~100-116 KB of shared memory on sm_80).
+# - stages: 3 in the forward (K and V prefetched two tiles ahead), 2 in the backward (its five
+#   resident tiles leave no shared memory for a deeper ring); fp32 2 throughout.
+# Every entry is compiled for both GPU generations by kernels.aot_check; the launcher runs no
+# other tile (tests pass explicit tiles through ``_flash(config=...)`` in the interpreter only).
+_FWD = {2: {32: _cfg(128, 64, 4, 3), 64: _cfg(128, 64, 4, 3), 128: _cfg(128, 64, 8, 3)},
+        4: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 32, 4, 2), 128: _cfg(32, 32, 4, 2)}}
+_FWD_MOD = {2: {32: _cfg(64, 64, 4, 3), 64: _cfg(64, 64, 4, 3), 128: _cfg(64, 64, 8, 3)},
+            4: {32: _cfg(64, 32, 4, 2), 64: _cfg(64, 32, 4, 2), 128: _cfg(32, 32, 4, 2)}}
+_BWD = {2: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 64, 4, 2), 128: _cfg(64, 64, 8, 2)},
+        4: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 32, 4, 2), 128: _cfg(32, 32, 8, 2)}}
+_BWD_MOD = {2: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 64, 4, 2), 128: _cfg(32, 64, 8, 2)},
+            4: {32: _cfg(32, 32, 4, 2), 64: _cfg(32, 32, 4, 2), 128: _cfg(32, 32, 8, 2)}}
 
 
-def dense_configs(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) -> list:
+def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) -> dict:
+    """Launch meta (BLOCK_M, BLOCK_N, num_warps, num_stages) of the dense kernels: the lookup above."""
     table = ((_BWD_MOD if has_mod else _BWD) if backward else (_FWD_MOD if has_mod else _FWD))
-    return table[min(elem_bytes, 4)][head_dim]
+    return dict(table[min(elem_bytes, 4)][head_dim])
 
 
 def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, backward: bool,
@@ -142,38 +151,10 @@ def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, back
     Measured with kernels.aot_check: fp32 (tf32x3) on the app's 64 x 64 tiles made ptxas fall back
     to 32 registers with a ~10 KB stack on sm_80; on the dense kernel's 32-wide tiles it does not.
     """
-    cfg = dense_configs(head_dim, elem_bytes, backward, has_mod)[0]
-    return {"BLOCK_M": min(block_q, cfg.kwargs["BLOCK_M"]), "BLOCK_N": min(block_k, cfg.kwargs["BLOCK_N"]),
-            "BQ": block_q, "BK": block_k, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    cfg = dense_meta(head_dim, elem_bytes, backward, has_mod)
+    return {**cfg, "BLOCK_M": min(block_q, cfg["BLOCK_M"]), "BLOCK_N": min(block_k, cfg["BLOCK_N"]),
+            "BQ": block_q, "BK": block_k}
 
 
 # The layout tile of a dense launch: unused without SPARSE, one fixed value so it adds no variant.
 DENSE_LAYOUT = {"BQ": 16, "BK": 16}
-
-
-def all_dense_configs() -> list:
-    seen, out = set(), []
-    for table in (_FWD, _BWD, _FWD_MOD, _BWD_MOD):
-        for per_dim in table.values():
-            for cfgs in per_dim.values():
-                for c in cfgs:
-                    key = (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
-                    if key not in seen:
-                        seen.add(key)
-                        out.append(c)
-    return out
-
-
-def _prune_hook(backward: bool):
-    def hook(configs, named_args, **kwargs):
-        head_dim = int(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")))
-        has_mod = bool(kwargs.get("HAS_MOD", named_args.get("HAS_MOD")))
-        want = dense_configs(head_dim, named_args["Q"].element_size(), backward, has_mod)
-        keys = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in want}
-        return [c for c in configs
-                if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in keys]
-    return hook
-
-
-PRUNE_FWD = {"early_config_prune": _prune_hook(False)}
-PRUNE_BWD = {"early_config_prune": _prune_hook(True)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .flash_common import NO_SPECIALIZE, PRUNE_FWD, _allowed, _dot, _score, all_dense_configs
+from .flash_common import NO_SPECIALIZE, _allowed, _dot, _score
 
 
 @triton.jit
@@ -130,6 +130,3 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
              mask=offs_m[:, None] < Lq)
     tl.store(LSE + bh.to(tl.int64) * Lq + offs_m, lse, mask=offs_m < Lq)
 
-
-_KEY = ["Lq", "Lk", "HEAD_DIM", "HAS_MOD", "IEEE"]
-attn_fwd_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_FWD)(_attn_fwd)

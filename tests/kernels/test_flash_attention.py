@@ -179,3 +179,24 @@ def test_block_mask_full_blocks_cut_by_causal(block):
     assert bm.tiles.shape[0] > 0 or (bm.kv_tile < 0).all()
     q, k, v = _inputs(1, 4, 2, lq, lk, 32, torch.float32, seed=11)
     _check(q, k, v, block_mask=bm, causal=True, rel_bias=torch.randn(4, 2 * lk - 1).requires_grad_())
+
+
+def test_gpu_launcher_accepts_exactly_the_compiled_layout_tiles():
+    """On a GPU (meta tensors stand in for CUDA ones) only the BlockMask tiles kernels.aot_check
+    compiles are accepted; the sparse specialisations it compiles are exactly those tiles."""
+    from kernels.aot_check import _flash_specs
+    from kernels.flash_attention import BLOCK_SIZES, GPU_LAYOUTS
+
+    q = torch.empty(1, 2, 128, 64, dtype=torch.float16, device="meta")
+    q_cpu = torch.empty(1, 2, 128, 64, dtype=torch.float16)
+    accepted = set()
+    for bq in BLOCK_SIZES:
+        for bk in BLOCK_SIZES:
+            bm = block_mask(torch.ones(128, 128, dtype=torch.bool), (bq, bk))
+            if unsupported_reason(q, q, q, block_mask=bm) is None:
+                accepted.add((bq, bk))
+            assert unsupported_reason(q_cpu, q_cpu, q_cpu, block_mask=bm) is None  # interpreter
+    assert accepted == set(GPU_LAYOUTS)
+    compiled = {tuple(int(x) for x in name.split("/")[1].split()[0].split("x"))
+                for name, *_ in _flash_specs(False) if " sparse " in name}
+    assert compiled == set(GPU_LAYOUTS)
