@@ -81,7 +81,7 @@ def _flash_specs(quick: bool):
             # [B, L, h, d]) are multiples of d, hence of 16: the JIT launcher specialises them as
             # such, and so do we (it is what lets loads vectorise).
             strides = {"s" + t + a: "i32" for t in ("q", "k", "v", "o", "do", "dk", "dq")
-                       for a in ("b", "h", "m", "n")}
+                       for a in ("s", "b", "h", "m", "n")}
             ptrs = {**io, **aux, **lay, "TILES": "*i8", **strides}
             if not quick:
                 specs.append((f"bwd_preprocess {tt} d{d}", _attn_bwd_preprocess, ptrs,

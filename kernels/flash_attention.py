@@ -58,9 +58,20 @@ def unsupported_reason(q, k, v, *, block_mask=None, rel_k=None, rel_v=None, **_)
     return None
 
 
+def dkdv_split(device, n_programs: int, group: int) -> int:
+    """Programs per K/V head for the dK/dV kernel: split the GQA group when ``B * h_kv *
+    cdiv(Lk, BLOCK_N)`` programs would leave SMs idle (GQA / MQA at batch 1). The largest divisor
+    of ``group`` not above ``ceil(SMs / n_programs)``; 1 off CUDA (the interpreter) or without GQA."""
+    if group == 1 or torch.device(device).type != "cuda":
+        return 1
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    want = -(-sms // max(1, n_programs))
+    return max(s for s in range(1, group + 1) if group % s == 0 and s <= want)
+
+
 class _FlashAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, rel_bias, causal, bm, alibi_slopes, softcap, scale, config):
+    def forward(ctx, q, k, v, rel_bias, causal, bm, alibi_slopes, softcap, scale, config, split):
         B, h, lq, d = q.shape
         h_kv, lk = k.shape[1], k.shape[2]
         q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
@@ -92,13 +103,13 @@ class _FlashAttention(torch.autograd.Function):
                      IEEE=q.dtype == torch.float32, **meta)
         ctx.save_for_backward(q, k, v, o, lse, slopes, relb)
         ctx.args = (causal, bm, has_mod, rel_bias is not None, rel_bias.dtype if rel_bias is not None
-                    else None, softcap, scale, config)
+                    else None, softcap, scale, config, split)
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse, slopes, relb = ctx.saved_tensors
-        causal, bm, has_mod, has_relb, relb_dtype, softcap, scale, config = ctx.args
+        causal, bm, has_mod, has_relb, relb_dtype, softcap, scale, config, split = ctx.args
         B, h, lq, d = q.shape
         h_kv, lk = k.shape[1], k.shape[2]
         do = do if do.stride(-1) == 1 else do.contiguous()
@@ -135,20 +146,30 @@ class _FlashAttention(torch.autograd.Function):
         common = (q, k, v, do, lse, delta, slopes, relb)
         strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                    v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
-        k_dkdv[(triton.cdiv(lk, meta_dkdv["BLOCK_N"]), B * h_kv)](*common, dk, dv, key_layout[0], tiles, *strides,
-                        dk.stride(0), dk.stride(1), dk.stride(2),
-                        h, h // h_kv, lq, lk, *key_layout[1:], *runtime, **flags, **meta_dkdv)
+        n_kb = triton.cdiv(lk, meta_dkdv["BLOCK_N"])
+        n_split = split if split is not None else dkdv_split(q.device, B * h_kv * n_kb, h // h_kv)
+        # (n_split, B, h_kv, Lk, d): one slice of partial sums per split of the GQA group.
+        dkp, dvp = (dk[None], dv[None]) if n_split == 1 else \
+            (torch.empty((n_split, *k.shape), dtype=k.dtype, device=k.device) for _ in range(2))
+        k_dkdv[(n_kb, B * h_kv, n_split)](*common, dkp, dvp, key_layout[0], tiles, *strides,
+                                          dkp.stride(0), dkp.stride(1), dkp.stride(2), dkp.stride(3),
+                                          h, h // h_kv, h // h_kv // n_split, lq, lk, *key_layout[1:],
+                                          *runtime, **flags, **meta_dkdv)
+        if n_split > 1:  # fixed-order fp32 sum of the partials: deterministic
+            dk = dkp.float().sum(0).to(k.dtype)
+            dv = dvp.float().sum(0).to(v.dtype)
         k_dq[(triton.cdiv(lq, meta_dq["BLOCK_M"]), B * h)](*common, dq, drb, fwd_layout[0], tiles, *strides,
                      dq.stride(0), dq.stride(1), dq.stride(2),
                      h, h // h_kv, lq, lk, *fwd_layout[1:], *runtime, int(need_drb), **flags, **meta_dq)
         d_rel = drb.to(relb_dtype) if need_drb else None
-        return dq, dk, dv, d_rel, None, None, None, None, None, None
+        return dq, dk, dv, d_rel, None, None, None, None, None, None, None
 
 
 def _flash(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,
-           softcap=None, scale=None, config=None):
+           softcap=None, scale=None, config=None, split=None):
     """``flash_attention`` with an optional fixed tile ``config`` (dict with BLOCK_M, BLOCK_N,
-    num_warps, num_stages) instead of autotuning; tests use it to cover several tile shapes."""
+    num_warps, num_stages) instead of the lookup, and an optional GQA-group ``split`` of the dK/dV
+    kernel instead of :func:`dkdv_split`'s; tests use them to cover several shapes."""
     reason = unsupported_reason(q, k, v, block_mask=block_mask)
     if reason is not None:
         raise ValueError(f"flash_attention: {reason}")
@@ -157,8 +178,10 @@ def _flash(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bia
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     bm = None if block_mask is None else block_mask.to(q.device)
     softcap = None if softcap is None else float(softcap)
+    if split is not None and (k.shape[1] == 0 or (q.shape[1] // k.shape[1]) % split):
+        raise ValueError(f"split {split} must divide the GQA group {q.shape[1] // k.shape[1]}")
     return _FlashAttention.apply(q, k, v, rel_bias, bool(causal), bm, alibi_slopes, softcap,
-                                 scale, config)
+                                 scale, config, split)
 
 
 def flash_attention(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,

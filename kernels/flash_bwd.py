@@ -4,8 +4,11 @@ Algorithm and specialisation trade-offs: see kernels/flash_common.py. ``p = 2^(s
 recomputed from the saved base-2 log-sum-exp; ``delta_i = sum_d o_id do_id``;
 ``ds = p (do v^T - delta)``; the soft cap multiplies ``ds`` by ``1 - tanh^2`` before it reaches
 q and k (d(rel_bias) takes ``ds`` before that factor).
-- ``_attn_bwd_dkdv``: grid ``(cdiv(Lk, BLOCK_N), B * h_kv)``; loops over the query heads sharing
-  the K/V head and over the query blocks that visit the key block (key-major BlockMask layout).
+- ``_attn_bwd_dkdv``: grid ``(cdiv(Lk, BLOCK_N), B * h_kv, n_split)``; loops over ``gps`` of the
+  query heads sharing the K/V head and over the query blocks that visit the key block (key-major
+  plan). With GQA / MQA at batch 1 ``B * h_kv * cdiv(Lk, BLOCK_N)`` programs may be fewer than the
+  SMs: the launcher then splits the group over ``n_split`` programs, each writing its partial
+  dK / dV to its own slice, summed afterwards in a fixed order (deterministic, no atomics).
 - ``_attn_bwd_dq``: grid ``(cdiv(Lq, BLOCK_M), B * h)``; same key-block walk as the forward.
 Both follow the FA2 order (scores, p, the first product, then dp and ds) so at most two
 [M, N] fp32 tiles are live; d = 128 runs with 8 warps (see the configs in flash_common.py).
@@ -64,13 +67,14 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
-                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdkb, sdkh, sdkn,
-                   H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
+                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdks, sdkb, sdkh,
+                   sdkn, H, GROUP, gps, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
                    HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    BQ: tl.constexpr, BK: tl.constexpr):
     kb = tl.program_id(0)
     bkv = tl.program_id(1)
+    sp = tl.program_id(2)  # which gps query heads of the GQA group this program sums
     h_kv = H // GROUP
     b = bkv // h_kv
     kvh = bkv % h_kv
@@ -101,7 +105,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
     if SPARSE:
         n_f = tl.load(lrow)
         n_p = tl.load(lrow + 1)
-    for g in range(0, GROUP):  # every query head reading this K/V head (GQA / MQA)
+    for g in range(sp * gps, sp * gps + gps):  # query heads reading this K/V head (GQA / MQA)
         head = kvh * GROUP + g
         Qh = Q + b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
         DOh = DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh
@@ -143,7 +147,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
                                     start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
                                     softcap, has_relb, SLOPES, RELB, 0, TILES, start_m, start_n,
                                     False, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
-    out = b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh + offs_n[:, None] * sdkn + offs_d[None, :]
+    # With the group split over programs, split sp writes its partial sums to slice sp of DK / DV.
+    out = (sp.to(tl.int64) * sdks + b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh
+           + offs_n[:, None] * sdkn + offs_d[None, :])
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=col)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=col)
 
