@@ -86,13 +86,14 @@ def _flash_specs(quick: bool):
             if not quick:
                 specs.append((f"bwd_preprocess {tt} d{d}", _attn_bwd_preprocess, ptrs,
                               {"HEAD_DIM": d, "BLOCK_M": 64}, 4, 2))
-            for fn, bwd in ((_attn_fwd, False), (_attn_bwd_dkdv, True), (_attn_bwd_dq, True)):
+            for fn, bwd, kern in ((_attn_fwd, False, "fwd"), (_attn_bwd_dkdv, True, "dkdv"),
+                                 (_attn_bwd_dq, True, "dq")):
                 for sparse in (False, True):
                     for has_mod in (False, True):
                         if sparse:
                             metas = []
                             for bq, bk in GPU_LAYOUTS:  # every layout tile the launcher runs
-                                meta = sparse_meta(d, dtype.itemsize, bq, bk, bwd, has_mod)
+                                meta = sparse_meta(d, dtype.itemsize, bq, bk, kern, has_mod)
                                 metas.append(({k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
                                               meta["num_warps"], meta["num_stages"]))
                         else:

@@ -58,6 +58,34 @@ def unsupported_reason(q, k, v, *, block_mask=None, rel_k=None, rel_v=None, **_)
     return None
 
 
+def rel_bias_grad(scratch: torch.Tensor, B: int, h: int, lq: int, lk: int, bm: int, bn: int):
+    """d rel_bias ``[h, 2 Lk - 1]`` from the dQ kernel's per-tile diagonal sums.
+
+    ``scratch [B h, n_qb, n_kb, DW]``: entry ``t`` of tile ``(qb, kb)`` is the sum of ``ds`` over
+    the tile's diagonal ``j - i = kb bn - qb bm + t - (bm - 1)``. Two overlap-adds (``F.fold``,
+    which computes every output as a sum over its contributors: no atomics, deterministic) place
+    the tiles along the keys (hop ``bn``) and then the query blocks (hop ``bm``, reversed so the
+    offset grows), then the batch is summed.
+    """
+    import torch.nn.functional as F
+
+    bh, nqb, nkb, dw = scratch.shape
+    row = (nkb - 1) * bn + dw  # per query block: offsets kb bn + t
+    x = scratch.reshape(bh * nqb, nkb, dw).transpose(1, 2)  # (B h n_qb, DW, n_kb) fold columns
+    rows = F.fold(x, (1, row), (1, dw), stride=(1, bn)).reshape(bh, nqb, row)
+    # Query block qb shifts its row by -qb bm: reverse the blocks so the shift is (n_qb-1-qb) bm.
+    y = rows.flip(1).transpose(1, 2)  # (B h, row, n_qb)
+    width = (nqb - 1) * bm + row
+    full = F.fold(y, (1, width), (1, row), stride=(1, bm)).reshape(B, h, width).sum(0)  # (h, width)
+    # Position p of `full` is diagonal j - i_local = p - (n_qb - 1) bm - (bm - 1); the table index
+    # is j - (i + off) + Lk - 1 with off = Lk - Lq, i.e. p - (n_qb - 1) bm - bm + Lq.
+    start = (nqb - 1) * bm + bm - lq  # p of table index 0 (may be negative: padded on the left)
+    pad_left = max(0, -start)
+    full = F.pad(full, (pad_left, max(0, start + 2 * lk - 1 - width)))
+    start += pad_left
+    return full[:, start:start + 2 * lk - 1]
+
+
 def dkdv_split(device, n_programs: int, group: int) -> int:
     """Programs per K/V head for the dK/dV kernel: split the GQA group when ``B * h_kv *
     cdiv(Lk, BLOCK_N)`` programs would leave SMs idle (GQA / MQA at batch 1). The largest divisor
@@ -86,7 +114,7 @@ class _FlashAttention(torch.autograd.Function):
         if bm is not None:
             plan = triton_plan(bm, causal, q.device)  # memoised on the BlockMask
             layout = (plan.q_major, plan.tiles, plan.q_major.shape[1], plan.q_mf, plan.q_mp)
-            kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, False,
+            kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, "fwd",
                                                   has_mod)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
@@ -121,8 +149,7 @@ class _FlashAttention(torch.autograd.Function):
         dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
         dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
         need_drb = has_relb and ctx.needs_input_grad[3]
-        drb = torch.zeros(h, 2 * lk - 1, dtype=torch.float32, device=q.device) if need_drb \
-            else torch.zeros(1, dtype=torch.float32, device=q.device)
+        drb = torch.zeros(1, dtype=torch.float32, device=q.device)
         flags = dict(HEAD_DIM=d, SPARSE=bm is not None, HAS_MOD=has_mod,
                      IEEE=q.dtype == torch.float32)
         runtime = (int(causal), scale, 0.0 if softcap is None else softcap, int(has_relb))
@@ -132,8 +159,8 @@ class _FlashAttention(torch.autograd.Function):
             key_layout = (plan.k_major, plan.k_major.shape[1], plan.k_mf, plan.k_mp)
             tiles = plan.tiles
             k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
-            meta_dkdv = meta_dq = sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, True,
-                                              has_mod)
+            meta_dkdv, meta_dq = (sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, kern,
+                                              has_mod) for kern in ("dkdv", "dq"))
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             fwd_layout = key_layout = (i32, 0, 0, 0)
@@ -158,10 +185,15 @@ class _FlashAttention(torch.autograd.Function):
         if n_split > 1:  # fixed-order fp32 sum of the partials: deterministic
             dk = dkp.float().sum(0).to(k.dtype)
             dv = dvp.float().sum(0).to(v.dtype)
+        if need_drb:  # zeros: tiles a query block does not visit contribute nothing
+            drb = torch.zeros(B * h, triton.cdiv(lq, meta_dq["BLOCK_M"]), triton.cdiv(lk, meta_dq["BLOCK_N"]),
+                              2 * max(meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]), dtype=torch.float32,
+                              device=q.device)  # (B h, n_qb, n_kb, DW)
         k_dq[(triton.cdiv(lq, meta_dq["BLOCK_M"]), B * h)](*common, dq, drb, fwd_layout[0], tiles, *strides,
                      dq.stride(0), dq.stride(1), dq.stride(2),
                      h, h // h_kv, lq, lk, *fwd_layout[1:], *runtime, int(need_drb), **flags, **meta_dq)
-        d_rel = drb.to(relb_dtype) if need_drb else None
+        d_rel = rel_bias_grad(drb, B, h, lq, lk, meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]).to(relb_dtype) \
+            if need_drb else None
         return dq, dk, dv, d_rel, None, None, None, None, None, None, None
 
 

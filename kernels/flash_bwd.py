@@ -9,7 +9,11 @@ q and k (d(rel_bias) takes ``ds`` before that factor).
   plan). With GQA / MQA at batch 1 ``B * h_kv * cdiv(Lk, BLOCK_N)`` programs may be fewer than the
   SMs: the launcher then splits the group over ``n_split`` programs, each writing its partial
   dK / dV to its own slice, summed afterwards in a fixed order (deterministic, no atomics).
-- ``_attn_bwd_dq``: grid ``(cdiv(Lq, BLOCK_M), B * h)``; same key-block walk as the forward.
+- ``_attn_bwd_dq``: grid ``(cdiv(Lq, BLOCK_M), B * h)``; same key-block walk as the forward. For
+  d(rel_bias) each tile reduces ``ds`` along its ``BLOCK_M + BLOCK_N - 1`` diagonals in registers
+  and stores the sums to its own scratch row (``[B h, n_qb, n_kb, DW]``, O(L^2 / BLOCK) floats);
+  :func:`kernels.flash_attention.rel_bias_grad` overlap-adds the rows (``F.fold``, a gather per
+  output, no atomics): deterministic, unlike element-wise atomics on the whole score tile.
 Both follow the FA2 order (scores, p, the first product, then dp and ds) so at most two
 [M, N] fp32 tiles are live; d = 128 runs with 8 warps (see the configs in flash_common.py).
 """
@@ -179,11 +183,20 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
     ds = p * (_dot(do, vt, IEEE) - delta[:, None])
     if HAS_MOD:
         if need_drb != 0:
-            # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal (atomics: the
-            # same entry is hit by many tiles, heads of other batches, and this tile's elements).
+            # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal. The tile's
+            # diagonals are summed here (row a of the tile holds diagonal t at column
+            # a + t - (BLOCK_M - 1)) and the DW sums stored to this tile's own row of DRB: no
+            # atomics; the launcher overlap-adds the rows in a fixed order (deterministic).
+            DW: tl.constexpr = 2 * BLOCK_M if BLOCK_M >= BLOCK_N else 2 * BLOCK_N
             inb = (offs_m[:, None] < Lq) & (offs_n[None, :] < Lk)
-            idx = offs_n[None, :] - (offs_m[:, None] + off) + Lk - 1
-            tl.atomic_add(DRB + head * (2 * Lk - 1) + idx, ds, mask=inb)
+            dsm = tl.where(inb, ds, 0.0)
+            diag = tl.arange(0, DW)
+            col = tl.arange(0, BLOCK_M)[:, None] + diag[None, :] - (BLOCK_M - 1)  # (M, DW)
+            on = (col >= 0) & (col < BLOCK_N)
+            g = tl.gather(dsm, tl.minimum(tl.maximum(col, 0), BLOCK_N - 1), 1)  # (M, DW)
+            # (A sub-tile past the key tail of a layout block has no row: it sums to 0 anyway.)
+            tl.store(DRB + (start_n // BLOCK_N) * DW + diag, tl.sum(tl.where(on, g, 0.0), 0),
+                     mask=(diag * 0 + start_n) < Lk)
         ds = ds * (1.0 - t * t)  # soft cap chain rule (t = 0 without a cap)
     dq += _dot(ds.to(q.dtype), tl.trans(kt), IEEE)
     return dq
@@ -202,6 +215,9 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
     head = bh % H
     kvh = head // GROUP
     off = Lk - Lq
+    # This program's rows of the d(rel_bias) scratch: [B * h, n_qb, n_kb, DW], one per key tile.
+    DW: tl.constexpr = 2 * BLOCK_M if BLOCK_M >= BLOCK_N else 2 * BLOCK_N
+    DRB += (bh.to(tl.int64) * tl.cdiv(Lq, BLOCK_M) + qb) * tl.cdiv(Lk, BLOCK_N) * DW
     K += b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
     V += b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
     start_m = qb * BLOCK_M

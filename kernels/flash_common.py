@@ -141,19 +141,36 @@ def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) ->
     return dict(table[min(elem_bytes, 4)][head_dim])
 
 
-def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, backward: bool,
+# Block-sparse kernels whose program tile is halved along the loop dimension (query rows of the
+# dK/dV kernel, keys of the forward / dQ kernels) relative to the dense lookup: (kernel, element
+# bytes, head dim, has_mod). Their main loops are pipelined as deeply as the dense ones (the next
+# block index is read one iteration ahead), which keeps the prefetched tiles' address tensors
+# live; on the dense tile these kernels then spilled more than before the full / partial split
+# (kernels.aot_check on sm_80 / sm_90), on the halved tile they do not. Listed, not computed.
+_SPARSE_HALVE = {("dkdv", 2, 64, True), ("dkdv", 2, 128, True), ("dq", 2, 64, True),
+                 ("dkdv", 4, 32, True), ("dkdv", 4, 64, True), ("dkdv", 4, 128, False),
+                 ("dkdv", 4, 128, True), ("dq", 4, 32, True), ("fwd", 4, 64, True),
+                 ("fwd", 4, 128, False), ("fwd", 4, 128, True)}
+
+
+def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kernel: str,
                 has_mod: bool) -> dict:
-    """Launch meta of the block-sparse kernels for a ``block_q x block_k`` BlockMask.
+    """Launch meta of the block-sparse ``kernel`` ("fwd", "dkdv" or "dq") for a ``block_q x
+    block_k`` BlockMask.
 
     The layout tile (``BQ x BK``) and the program tile (``BLOCK_M x BLOCK_N``) are separate: a
     program runs the layout tile as ``(BQ / BLOCK_M) x (BK / BLOCK_N)`` sub-tiles of the size the
-    dense kernel uses for this dtype, head dim and direction (all powers of two, so they divide).
-    Measured with kernels.aot_check: fp32 (tf32x3) on the app's 64 x 64 tiles made ptxas fall back
-    to 32 registers with a ~10 KB stack on sm_80; on the dense kernel's 32-wide tiles it does not.
+    dense kernel uses for this dtype, head dim and direction (all powers of two, so they divide),
+    halved along the loop for the kernels of ``_SPARSE_HALVE``. Measured with kernels.aot_check:
+    fp32 (tf32x3) on the app's 64 x 64 tiles made ptxas fall back to 32 registers with a ~10 KB
+    stack on sm_80; on the dense kernel's 32-wide tiles it does not.
     """
-    cfg = dense_meta(head_dim, elem_bytes, backward, has_mod)
-    return {**cfg, "BLOCK_M": min(block_q, cfg["BLOCK_M"]), "BLOCK_N": min(block_k, cfg["BLOCK_N"]),
-            "BQ": block_q, "BK": block_k}
+    cfg = dense_meta(head_dim, elem_bytes, kernel != "fwd", has_mod)
+    bm, bn = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    if (kernel, min(elem_bytes, 4), head_dim, has_mod) in _SPARSE_HALVE:
+        bm, bn = (max(16, bm // 2), bn) if kernel == "dkdv" else (bm, max(16, bn // 2))
+    return {**cfg, "BLOCK_M": min(block_q, bm), "BLOCK_N": min(block_k, bn), "BQ": block_q,
+            "BK": block_k}
 
 
 # The layout tile of a dense launch: unused without SPARSE, one fixed value so it adds no variant.

@@ -118,8 +118,8 @@ def test_block_mask_64_runs_as_smaller_program_tiles(mods):
     """fp32 on the app's 64 x 64 layout tiles runs 32-wide program tiles: partial-tile masks,
     the causal diagonal and the tails must be read at the right offsets inside the layout tile."""
     from kernels.flash_common import sparse_meta
-    for bwd in (False, True):
-        meta = sparse_meta(64, 4, 64, 64, bwd, bool(mods))
+    for kern in ("fwd", "dkdv", "dq"):
+        meta = sparse_meta(64, 4, 64, 64, kern, bool(mods))
         assert (meta["BQ"], meta["BK"]) == (64, 64) and meta["BLOCK_M"] * meta["BLOCK_N"] < 64 * 64
     lq, lk = 150, 170
     i = torch.arange(lq)[:, None] + (lk - lq)
