@@ -13,6 +13,11 @@ Backward with ``dnum = dout / den`` and ``dden = -rowsum(dout * out) / den`` and
 ``r = sum_{later} dden q`` (reverse sweep). K/V heads shared by a GQA group accumulate over
 the group inside one program.
 
+On the GPU the sweeps are a chunk-parallel scan (kernels/linear_attention_triton.py): the
+per-chunk increments of ``S, z`` (and of ``R, r`` in the backward) are computed by one program per
+(chunk, head), prefix-summed over the chunks, and every chunk then finishes independently, so the
+work spreads over ``n_chunks * B * h`` programs instead of ``B * h`` sequential ones.
+
 The kernels compute in fp32 throughout (tf32x3 dots, fp32 state ``S``): the running sums would lose
 too much in half precision. fp16 / bf16 inputs are therefore converted to fp32 once at the call
 (one elementwise pass, small next to the O(L m d) work) instead of compiling every kernel per

@@ -1,7 +1,20 @@
-"""Triton kernels of kernels/linear_attention.py (algorithm and precision notes there).
+"""Triton kernels of kernels/linear_attention.py: a chunk-parallel scan (algorithm there).
 
 Imported only when a CUDA tensor (or ``force_triton``) takes the Triton path, so ``import kernels``
 and ``import models`` work on machines without triton.
+
+Chunk-parallel instead of one program per (batch, head): a sequential sweep runs ``B * h``
+programs, far fewer than an H100's 132 SMs at batch 1, each walking the whole sequence. Here every
+kernel has one program per (chunk, batch * head):
+1. ``_la_chunk_kv``: per chunk its state increment ``dS_c = K_c^T V_c`` and ``dz_c = colsum K_c``;
+2. torch: exclusive prefix sums over the chunks (causal) or the total (non-causal): the state
+   ``S_c, z_c`` seen by chunk c (``[B h_kv, n_c, MP, DP]``, fp32; ``torch.cumsum``: deterministic);
+3. ``_la_fwd_chunk``: ``num = Q_c S_c + tril(Q_c K_c^T) V_c``, ``den = Q_c z_c + rowsum tril(...) + eps``.
+Backward, the same shape: ``_la_bwd_dq_chunk`` reads the recomputed ``S_c, z_c``;
+``_la_chunk_grad`` gives per chunk and query head ``dR_c = Q_c^T dnum_c``, ``dr_c = Q_c^T dden_c``,
+summed over the GQA group and suffix-summed over later chunks in torch; ``_la_bwd_dkdv_chunk``
+adds the intra-chunk terms of every query head of the group. The scan buffers hold
+``n_c * MP * DP`` floats per head: ``CHUNK`` trades them against intra-chunk work.
 """
 from __future__ import annotations
 
@@ -11,176 +24,179 @@ import triton.language as tl
 
 from .linear_attention import _pad
 
-# Chunk length and warps, measured with kernels.aot_check: 32-row chunks with 4 warps made ptxas
-# spill up to 13.8 KB in the causal dK/dV kernel on sm_80 (64-wide state); 16 rows and 8 warps
-# keep every kernel at or under ~1.5 KB (most at 0).
+# Chunk length and warps, measured with kernels.aot_check on sm_80 / sm_90: 16-row chunks with 8
+# warps compile every kernel without spills; 32 rows with 4 warps spilled up to 5 KB in the
+# causal dK/dV kernel (64-wide state) with ptxas falling back to 32 registers.
 CHUNK = 16
 WARPS = 8
+TF = tl.constexpr("tf32x3")  # ~fp32 accuracy on tensor cores: the running sums need it
+# Integer sizes and flags: no value specialisation, so a launch compiles what aot_check does.
+NO_SPEC = ["H", "GROUP", "L", "M", "D", "s_chunk"]
 
 
 @triton.jit
-def _kv_totals(KF, V, L, M, D, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
-    """Non-causal state over the whole sequence: ``S = sum_j phi(k_j) v_j^T``, ``z = sum_j phi(k_j)``."""
-    rows = tl.arange(0, C)
+def _rows(P, r, f, L, W, WP: tl.constexpr):
+    """Rows ``r`` (``[C]``) of a row-major ``[L, W]`` fp32 tensor, padded to ``WP`` columns."""
+    return tl.load(P + r[:, None] * W + f[None, :], mask=(r[:, None] < L) & (f[None, :] < W),
+                   other=0.0).to(tl.float32)
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _la_chunk_kv(KF, V, DS, DZ, L, M, D, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+    c = tl.program_id(0)
+    bkv = tl.program_id(1)
+    n_c = tl.num_programs(0)
+    r = c * C + tl.arange(0, C)
     fm = tl.arange(0, MP)
     fd = tl.arange(0, DP)
-    S = tl.zeros([MP, DP], tl.float32)
-    z = tl.zeros([MP], tl.float32)
-    for c0 in range(0, L, C):
-        r = c0 + rows
-        k = tl.load(KF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
-                    other=0.0).to(tl.float32)
-        v = tl.load(V + r[:, None] * D + fd[None, :], mask=(r[:, None] < L) & (fd[None, :] < D),
-                    other=0.0).to(tl.float32)
-        S += tl.dot(tl.trans(k), v, input_precision="tf32x3")
-        z += tl.sum(k, 0)
-    return S, z
+    k = _rows(KF + bkv.to(tl.int64) * L * M, r, fm, L, M, MP)  # (C, MP)
+    v = _rows(V + bkv.to(tl.int64) * L * D, r, fd, L, D, DP)  # (C, DP)
+    row = bkv.to(tl.int64) * n_c + c
+    tl.store(DS + row * MP * DP + fm[:, None] * DP + fd[None, :],
+             tl.dot(tl.trans(k), v, input_precision=TF))
+    tl.store(DZ + row * MP + fm, tl.sum(k, 0))
 
 
-@triton.jit
-def _la_fwd(QF, KF, V, O, DEN, H, GROUP, L, M, D, eps, CAUSAL: tl.constexpr, C: tl.constexpr,
-            MP: tl.constexpr, DP: tl.constexpr):
-    bh = tl.program_id(0)
+@triton.jit(do_not_specialize=NO_SPEC)
+def _la_fwd_chunk(QF, KF, V, S, Z, O, DEN, H, GROUP, L, M, D, s_chunk, eps, CAUSAL: tl.constexpr,
+                  C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+    c = tl.program_id(0)
+    bh = tl.program_id(1)
     kvh = (bh // H) * (H // GROUP) + (bh % H) // GROUP  # row of [B * h_kv]
-    QF += bh.to(tl.int64) * L * M
-    O += bh.to(tl.int64) * L * D
-    KF += kvh.to(tl.int64) * L * M
-    V += kvh.to(tl.int64) * L * D
     rows = tl.arange(0, C)
+    r = c * C + rows
     fm = tl.arange(0, MP)
     fd = tl.arange(0, DP)
-    S = tl.zeros([MP, DP], tl.float32)
-    z = tl.zeros([MP], tl.float32)
-    if not CAUSAL:
-        S, z = _kv_totals(KF, V, L, M, D, C, MP, DP)
-    for c0 in range(0, L, C):
-        r = c0 + rows
-        q = tl.load(QF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
-                    other=0.0).to(tl.float32)
-        num = tl.dot(q, S, input_precision="tf32x3")
-        den = tl.sum(q * z[None, :], 1)
-        if CAUSAL:
-            k = tl.load(KF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
-                        other=0.0).to(tl.float32)
-            v = tl.load(V + r[:, None] * D + fd[None, :], mask=(r[:, None] < L) & (fd[None, :] < D),
-                        other=0.0).to(tl.float32)
-            a = tl.dot(q, tl.trans(k), input_precision="tf32x3")
-            a = tl.where(rows[None, :] <= rows[:, None], a, 0.0)  # (C, C) j <= i
-            num += tl.dot(a, v, input_precision="tf32x3")
-            den += tl.sum(a, 1)
-            S += tl.dot(tl.trans(k), v, input_precision="tf32x3")
-            z += tl.sum(k, 0)
-        den += eps
-        tl.store(O + r[:, None] * D + fd[None, :], (num / den[:, None]).to(O.dtype.element_ty),
-                 mask=(r[:, None] < L) & (fd[None, :] < D))
-        tl.store(DEN + bh.to(tl.int64) * L + r, den, mask=r < L)
+    # State rows per K/V head: n_c (causal prefix per chunk) or 1 (non-causal total, s_chunk 0).
+    srow = kvh.to(tl.int64) * (1 + (tl.num_programs(0) - 1) * s_chunk) + c * s_chunk
+    s = tl.load(S + srow * MP * DP + fm[:, None] * DP + fd[None, :])  # (MP, DP)
+    z = tl.load(Z + srow * MP + fm)
+    q = _rows(QF + bh.to(tl.int64) * L * M, r, fm, L, M, MP)
+    num = tl.dot(q, s, input_precision=TF)
+    den = tl.sum(q * z[None, :], 1)
+    if CAUSAL:
+        k = _rows(KF + kvh.to(tl.int64) * L * M, r, fm, L, M, MP)
+        v = _rows(V + kvh.to(tl.int64) * L * D, r, fd, L, D, DP)
+        a = tl.dot(q, tl.trans(k), input_precision=TF)
+        a = tl.where(rows[None, :] <= rows[:, None], a, 0.0)  # (C, C) j <= i
+        num += tl.dot(a, v, input_precision=TF)
+        den += tl.sum(a, 1)
+    den += eps
+    tl.store(O + bh.to(tl.int64) * L * D + r[:, None] * D + fd[None, :], num / den[:, None],
+             mask=(r[:, None] < L) & (fd[None, :] < D))
+    tl.store(DEN + bh.to(tl.int64) * L + r, den, mask=r < L)
 
 
 @triton.jit
-def _la_bwd_dq(QF, KF, V, O, DO, DEN, DQ, H, GROUP, L, M, D, CAUSAL: tl.constexpr,
-               C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
-    bh = tl.program_id(0)
+def _dnum_dden(O, DO, DEN, bh, r, fd, L, D, DP: tl.constexpr):
+    """``dnum = dout / den`` (C, DP) and ``dden = -rowsum(dout * out) / den`` (C) of rows ``r``."""
+    do = _rows(DO + bh.to(tl.int64) * L * D, r, fd, L, D, DP)
+    o = _rows(O + bh.to(tl.int64) * L * D, r, fd, L, D, DP)
+    den = tl.load(DEN + bh.to(tl.int64) * L + r, mask=r < L, other=1.0)
+    return do / den[:, None], -tl.sum(do * o, 1) / den
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _la_bwd_dq_chunk(QF, KF, V, O, DO, DEN, S, Z, DQ, H, GROUP, L, M, D, s_chunk,
+                     CAUSAL: tl.constexpr, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+    c = tl.program_id(0)
+    bh = tl.program_id(1)
     kvh = (bh // H) * (H // GROUP) + (bh % H) // GROUP
-    KF += kvh.to(tl.int64) * L * M
-    V += kvh.to(tl.int64) * L * D
     rows = tl.arange(0, C)
+    r = c * C + rows
     fm = tl.arange(0, MP)
     fd = tl.arange(0, DP)
-    S = tl.zeros([MP, DP], tl.float32)
-    z = tl.zeros([MP], tl.float32)
-    if not CAUSAL:
-        S, z = _kv_totals(KF, V, L, M, D, C, MP, DP)
-    for c0 in range(0, L, C):
-        r = c0 + rows
-        rd = (r[:, None] < L) & (fd[None, :] < D)
-        base = bh.to(tl.int64) * L
-        do = tl.load(DO + base * D + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-        o = tl.load(O + base * D + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-        den = tl.load(DEN + base + r, mask=r < L, other=1.0)
-        dnum = do / den[:, None]
-        dden = -tl.sum(do * o, 1) / den
-        dq = tl.dot(dnum, tl.trans(S), input_precision="tf32x3") + dden[:, None] * z[None, :]
-        if CAUSAL:
-            k = tl.load(KF + r[:, None] * M + fm[None, :], mask=(r[:, None] < L) & (fm[None, :] < M),
-                        other=0.0).to(tl.float32)
-            v = tl.load(V + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-            g = tl.dot(dnum, tl.trans(v), input_precision="tf32x3") + dden[:, None]
-            g = tl.where(rows[None, :] <= rows[:, None], g, 0.0)
-            dq += tl.dot(g, k, input_precision="tf32x3")
-            S += tl.dot(tl.trans(k), v, input_precision="tf32x3")
-            z += tl.sum(k, 0)
-        tl.store(DQ + base * M + r[:, None] * M + fm[None, :], dq.to(DQ.dtype.element_ty),
-                 mask=(r[:, None] < L) & (fm[None, :] < M))
+    srow = kvh.to(tl.int64) * (1 + (tl.num_programs(0) - 1) * s_chunk) + c * s_chunk
+    s = tl.load(S + srow * MP * DP + fm[:, None] * DP + fd[None, :])
+    z = tl.load(Z + srow * MP + fm)
+    dnum, dden = _dnum_dden(O, DO, DEN, bh, r, fd, L, D, DP)
+    dq = tl.dot(dnum, tl.trans(s), input_precision=TF) + dden[:, None] * z[None, :]
+    if CAUSAL:
+        k = _rows(KF + kvh.to(tl.int64) * L * M, r, fm, L, M, MP)
+        v = _rows(V + kvh.to(tl.int64) * L * D, r, fd, L, D, DP)
+        g = tl.dot(dnum, tl.trans(v), input_precision=TF) + dden[:, None]
+        g = tl.where(rows[None, :] <= rows[:, None], g, 0.0)
+        dq += tl.dot(g, k, input_precision=TF)
+    tl.store(DQ + bh.to(tl.int64) * L * M + r[:, None] * M + fm[None, :], dq,
+             mask=(r[:, None] < L) & (fm[None, :] < M))
 
 
-@triton.jit
-def _la_bwd_dkdv(QF, KF, V, O, DO, DEN, DK, DV, H, GROUP, L, M, D, CAUSAL: tl.constexpr,
-                 C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
-    bkv = tl.program_id(0)
+@triton.jit(do_not_specialize=NO_SPEC)
+def _la_chunk_grad(QF, O, DO, DEN, DR, DRR, L, M, D, C: tl.constexpr, MP: tl.constexpr,
+                   DP: tl.constexpr):
+    """Per chunk and query head: ``dR_c = Q_c^T dnum_c`` and ``dr_c = Q_c^T dden_c``."""
+    c = tl.program_id(0)
+    bh = tl.program_id(1)
+    n_c = tl.num_programs(0)
+    r = c * C + tl.arange(0, C)
+    fm = tl.arange(0, MP)
+    fd = tl.arange(0, DP)
+    q = _rows(QF + bh.to(tl.int64) * L * M, r, fm, L, M, MP)
+    dnum, dden = _dnum_dden(O, DO, DEN, bh, r, fd, L, D, DP)
+    row = bh.to(tl.int64) * n_c + c
+    tl.store(DR + row * MP * DP + fm[:, None] * DP + fd[None, :],
+             tl.dot(tl.trans(q), dnum, input_precision=TF))
+    tl.store(DRR + row * MP + fm, tl.sum(q * dden[:, None], 0))
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _la_bwd_dkdv_chunk(QF, KF, V, O, DO, DEN, R, RR, DK, DV, H, GROUP, L, M, D, s_chunk,
+                       CAUSAL: tl.constexpr, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+    c = tl.program_id(0)
+    bkv = tl.program_id(1)
     h_kv = H // GROUP
-    b = bkv // h_kv
-    KF += bkv.to(tl.int64) * L * M
-    V += bkv.to(tl.int64) * L * D
-    DK += bkv.to(tl.int64) * L * M
-    DV += bkv.to(tl.int64) * L * D
     rows = tl.arange(0, C)
+    r = c * C + rows
     fm = tl.arange(0, MP)
     fd = tl.arange(0, DP)
-    n_chunks = tl.cdiv(L, C)
-    for g in range(0, GROUP):  # query heads sharing this K/V head; accumulate in DK / DV
-        bh = b * H + (bkv % h_kv) * GROUP + g
-        base = bh.to(tl.int64) * L
-        R = tl.zeros([MP, DP], tl.float32)
-        rr = tl.zeros([MP], tl.float32)
-        if not CAUSAL:
-            for c0 in range(0, L, C):
-                r = c0 + rows
-                rd = (r[:, None] < L) & (fd[None, :] < D)
-                q = tl.load(QF + base * M + r[:, None] * M + fm[None, :],
-                            mask=(r[:, None] < L) & (fm[None, :] < M), other=0.0).to(tl.float32)
-                do = tl.load(DO + base * D + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-                o = tl.load(O + base * D + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-                den = tl.load(DEN + base + r, mask=r < L, other=1.0)
-                R += tl.dot(tl.trans(q), do / den[:, None], input_precision="tf32x3")
-                rr += tl.sum(q * (-tl.sum(do * o, 1) / den)[:, None], 0)
-        for ci in range(0, n_chunks):
-            c0 = (n_chunks - 1 - ci) * C  # reverse sweep: R, r hold the later chunks
-            r = c0 + rows
-            rd = (r[:, None] < L) & (fd[None, :] < D)
-            rm = (r[:, None] < L) & (fm[None, :] < M)
-            k = tl.load(KF + r[:, None] * M + fm[None, :], mask=rm, other=0.0).to(tl.float32)
-            v = tl.load(V + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-            # dv is finished and stored before dk starts: fewer [C, *] tiles live at once (ptxas
-            # spilled ~10 KB on sm_80 with both accumulators live across the causal block).
-            dv = tl.dot(k, R, input_precision="tf32x3")
-            if CAUSAL:
-                q = tl.load(QF + base * M + r[:, None] * M + fm[None, :], mask=rm, other=0.0).to(tl.float32)
-                do = tl.load(DO + base * D + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-                o = tl.load(O + base * D + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-                den = tl.load(DEN + base + r, mask=r < L, other=1.0)
-                dnum = do / den[:, None]
-                dden = -tl.sum(do * o, 1) / den
-                tri = rows[None, :] >= rows[:, None]  # (j, i): i >= j
-                at = tl.where(tri, tl.dot(k, tl.trans(q), input_precision="tf32x3"), 0.0)
-                dv += tl.dot(at, dnum, input_precision="tf32x3")
-            if g > 0:
-                dv += tl.load(DV + r[:, None] * D + fd[None, :], mask=rd, other=0.0).to(tl.float32)
-            tl.store(DV + r[:, None] * D + fd[None, :], dv.to(DV.dtype.element_ty), mask=rd)
-            dk = tl.dot(v, tl.trans(R), input_precision="tf32x3") + rr[None, :]
-            if CAUSAL:
-                gt = tl.dot(v, tl.trans(dnum), input_precision="tf32x3") + dden[None, :]
-                gt = tl.where(tri, gt, 0.0)
-                dk += tl.dot(gt, q, input_precision="tf32x3")
-                R += tl.dot(tl.trans(q), dnum, input_precision="tf32x3")
-                rr += tl.sum(q * dden[:, None], 0)
-            if g > 0:
-                dk += tl.load(DK + r[:, None] * M + fm[None, :], mask=rm, other=0.0).to(tl.float32)
-            tl.store(DK + r[:, None] * M + fm[None, :], dk.to(DK.dtype.element_ty), mask=rm)
+    srow = bkv.to(tl.int64) * (1 + (tl.num_programs(0) - 1) * s_chunk) + c * s_chunk
+    R_ = tl.load(R + srow * MP * DP + fm[:, None] * DP + fd[None, :])  # later chunks, whole group
+    rr = tl.load(RR + srow * MP + fm)
+    k = _rows(KF + bkv.to(tl.int64) * L * M, r, fm, L, M, MP)
+    v = _rows(V + bkv.to(tl.int64) * L * D, r, fd, L, D, DP)
+    dv = tl.dot(k, R_, input_precision=TF)
+    dk = tl.dot(v, tl.trans(R_), input_precision=TF) + rr[None, :]
+    if CAUSAL:
+        tri = rows[None, :] >= rows[:, None]  # (j, i): i >= j
+        for g in range(0, GROUP):  # intra-chunk terms of every query head reading this K/V head
+            bh = (bkv // h_kv) * H + (bkv % h_kv) * GROUP + g
+            q = _rows(QF + bh.to(tl.int64) * L * M, r, fm, L, M, MP)
+            dnum, dden = _dnum_dden(O, DO, DEN, bh, r, fd, L, D, DP)
+            at = tl.where(tri, tl.dot(k, tl.trans(q), input_precision=TF), 0.0)
+            dv += tl.dot(at, dnum, input_precision=TF)
+            gt = tl.where(tri, tl.dot(v, tl.trans(dnum), input_precision=TF) + dden[None, :], 0.0)
+            dk += tl.dot(gt, q, input_precision=TF)
+    tl.store(DV + bkv.to(tl.int64) * L * D + r[:, None] * D + fd[None, :], dv,
+             mask=(r[:, None] < L) & (fd[None, :] < D))
+    tl.store(DK + bkv.to(tl.int64) * L * M + r[:, None] * M + fm[None, :], dk,
+             mask=(r[:, None] < L) & (fm[None, :] < M))
 
 
 def _meta(m, d):
     p = _pad(m, d)
     return dict(C=CHUNK, MP=p, DP=p, num_warps=WARPS)
+
+
+def _scan(inc: torch.Tensor, causal: bool, reverse: bool = False):
+    """State each chunk sees from the per-chunk increments ``inc [rows, n_c, ...]``: the exclusive
+    prefix sum (suffix sum with ``reverse``) when causal, else the total (one chunk, stride 0)."""
+    if not causal:
+        return inc.sum(1, keepdim=True).contiguous(), 0
+    if reverse:
+        inc = inc.flip(1)
+    out = torch.cumsum(inc, 1) - inc  # exclusive: chunk c sees chunks before it
+    return (out.flip(1) if reverse else out).contiguous(), 1
+
+
+def _kv_state(kf, v, causal, meta):
+    """``S_c [B h_kv, n_c or 1, MP, DP]``, ``z_c [B h_kv, n_c or 1, MP]`` and the chunk stride."""
+    B, h_kv, L, m = kf.shape
+    d, p, n_c = v.shape[-1], meta["MP"], triton.cdiv(L, meta["C"])
+    ds = torch.empty(B * h_kv, n_c, p, p, dtype=torch.float32, device=v.device)
+    dz = torch.empty(B * h_kv, n_c, p, dtype=torch.float32, device=v.device)
+    _la_chunk_kv[(n_c, B * h_kv)](kf, v, ds, dz, L, m, d, **meta)
+    (s, stride), (z, _) = _scan(ds, causal), _scan(dz, causal)
+    return s, z, stride
 
 
 class _LinearAttention(torch.autograd.Function):
@@ -189,39 +205,52 @@ class _LinearAttention(torch.autograd.Function):
         B, h, L, m = qf.shape
         h_kv, d = kf.shape[1], v.shape[-1]
         qf, kf, v = qf.contiguous(), kf.contiguous(), v.contiguous()
+        meta = _meta(m, d)
+        s, z, stride = _kv_state(kf, v, causal, meta)
         o = torch.empty(B, h, L, d, dtype=v.dtype, device=v.device)
         den = torch.empty(B, h, L, dtype=torch.float32, device=v.device)  # (B, h, L)
-        _la_fwd[(B * h,)](qf, kf, v, o, den, h, h // h_kv, L, m, d, eps, CAUSAL=causal,
-                          **_meta(m, d))
-        ctx.save_for_backward(qf, kf, v, o, den)
+        _la_fwd_chunk[(triton.cdiv(L, meta["C"]), B * h)](qf, kf, v, s, z, o, den, h, h // h_kv, L,
+                                                          m, d, stride, eps, CAUSAL=causal, **meta)
+        ctx.save_for_backward(qf, kf, v, o, den)  # S_c is recomputed: one cheap kernel
         ctx.causal = causal
         return o
 
     @staticmethod
     def backward(ctx, do):
         qf, kf, v, o, den = ctx.saved_tensors
+        causal = ctx.causal
         B, h, L, m = qf.shape
         h_kv, d = kf.shape[1], v.shape[-1]
         do = do.contiguous()
-        dq, dk, dv = torch.empty_like(qf), torch.empty_like(kf), torch.empty_like(v)
         meta = _meta(m, d)
-        _la_bwd_dq[(B * h,)](qf, kf, v, o, do, den, dq, h, h // h_kv, L, m, d, CAUSAL=ctx.causal,
-                             **meta)
-        _la_bwd_dkdv[(B * h_kv,)](qf, kf, v, o, do, den, dk, dv, h, h // h_kv, L, m, d,
-                                  CAUSAL=ctx.causal, **meta)
+        n_c, p, group = triton.cdiv(L, meta["C"]), meta["MP"], h // h_kv
+        dq, dk, dv = torch.empty_like(qf), torch.empty_like(kf), torch.empty_like(v)
+        s, z, stride = _kv_state(kf, v, causal, meta)
+        _la_bwd_dq_chunk[(n_c, B * h)](qf, kf, v, o, do, den, s, z, dq, h, group, L, m, d, stride,
+                                       CAUSAL=causal, **meta)
+        dr = torch.empty(B * h, n_c, p, p, dtype=torch.float32, device=v.device)
+        drr = torch.empty(B * h, n_c, p, dtype=torch.float32, device=v.device)
+        _la_chunk_grad[(n_c, B * h)](qf, o, do, den, dr, drr, L, m, d, **meta)
+        # (B h, n_c, ...) -> (B h_kv, n_c, ...): the group's heads share K / V; fixed-order sum.
+        dr = dr.view(B * h_kv, group, n_c, p, p).sum(1)
+        drr = drr.view(B * h_kv, group, n_c, p).sum(1)
+        (R, stride), (rr, _) = _scan(dr, causal, reverse=True), _scan(drr, causal, reverse=True)
+        _la_bwd_dkdv_chunk[(n_c, B * h_kv)](qf, kf, v, o, do, den, R, rr, dk, dv, h, group, L, m, d,
+                                            stride, CAUSAL=causal, **meta)
         return dq, dk, dv, None, None
 
 
 def aot_specs(quick: bool):
     """Specialisations kernels.aot_check compiles (padded dims 32 and 64; fp32 only)."""
     out = []
-    for tt in ("fp32",):
-        for mp, dp in (((64, 64),) if quick else ((32, 32), (64, 64))):
-            ptrs = {n: "*" + tt for n in ("QF", "KF", "V", "O", "DO", "DQ", "DK", "DV")}
-            ptrs["DEN"] = "*fp32"
-            for causal in (False, True):
-                consts = {"CAUSAL": causal, "C": CHUNK, "MP": mp, "DP": dp}
-                for fn in (_la_fwd, _la_bwd_dq, _la_bwd_dkdv):
-                    out.append((f"{fn.__name__} {tt} m{mp} d{dp} causal={causal}", fn, ptrs,
-                                consts, WARPS, 2))
+    for mp in ((64,) if quick else (32, 64)):
+        ptrs = {n: "*fp32" for n in ("QF", "KF", "V", "O", "DO", "DQ", "DK", "DV", "DEN", "S", "Z",
+                                     "DS", "DZ", "DR", "DRR", "R", "RR")}
+        base = {"C": CHUNK, "MP": mp, "DP": mp}
+        for fn in (_la_chunk_kv, _la_chunk_grad):
+            out.append((f"{fn.__name__} fp32 m{mp} d{mp}", fn, ptrs, base, WARPS, 2))
+        for causal in (False, True):
+            for fn in (_la_fwd_chunk, _la_bwd_dq_chunk, _la_bwd_dkdv_chunk):
+                out.append((f"{fn.__name__} fp32 m{mp} d{mp} causal={causal}", fn, ptrs,
+                            {**base, "CAUSAL": causal}, WARPS, 2))
     return out
