@@ -143,14 +143,13 @@ def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) ->
 
 # Block-sparse kernels whose program tile is halved along the loop dimension (query rows of the
 # dK/dV kernel, keys of the forward / dQ kernels) relative to the dense lookup: (kernel, element
-# bytes, head dim, has_mod). Their main loops are pipelined as deeply as the dense ones (the next
+# bytes, head dim, has_mod); every dK/dV kernel (it also carries the GQA-group loop). Their main loops are pipelined as deeply as the dense ones (the next
 # block index is read one iteration ahead), which keeps the prefetched tiles' address tensors
 # live; on the dense tile these kernels then spilled more than before the full / partial split
 # (kernels.aot_check on sm_80 / sm_90), on the halved tile they do not. Listed, not computed.
-_SPARSE_HALVE = {("dkdv", 2, 64, True), ("dkdv", 2, 128, True), ("dq", 2, 64, True),
-                 ("dkdv", 4, 32, True), ("dkdv", 4, 64, True), ("dkdv", 4, 128, False),
-                 ("dkdv", 4, 128, True), ("dq", 4, 32, True), ("fwd", 4, 64, True),
-                 ("fwd", 4, 128, False), ("fwd", 4, 128, True)}
+_SPARSE_HALVE = {("dkdv", nb, d, mod) for nb in (2, 4) for d in (32, 64, 128) for mod in (False, True)} \
+    | {("dq", 2, 64, True), ("dq", 4, 32, False), ("dq", 4, 32, True), ("fwd", 4, 64, True),
+       ("fwd", 4, 128, False), ("fwd", 4, 128, True)}
 
 
 def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kernel: str,
