@@ -9,16 +9,20 @@ Algorithm (Dao, "FlashAttention-2", 2023; block sparsity as in BigBird / FlexAtt
   log-sum-exp ``m + log2 l`` (``+inf`` for a row with no allowed key, so the backward's p is 0).
 - backward recomputes ``p = 2^(s - lse)``: one kernel per key block accumulates ``dv = p^T do`` and
   ``dk = ds^T q`` over the query blocks that visit it (and over the query heads sharing the K/V
-  head, so GQA needs neither copies nor atomics); one kernel per query block accumulates
-  ``dq = ds k`` and scatters ``ds`` into d(rel_bias) by diagonal with atomics.
-- which key blocks a query block visits: dense (every block; causal stops at the diagonal) or a
-  :class:`kernels.block_mask.BlockMask` (its list). The dense walk is split FA2-style into an
-  unmasked steady-state loop and a masked phase (causal diagonal band, key tail), so the hot loop
-  carries no mask arithmetic. The block-sparse walk runs one masked tile body for every visited
-  block (a full block's mask is just the causal / tail test): one inlined copy instead of two
-  halves the compile time and register pressure for a few ALU ops per score. A layout tile
-  (``BQ x BK``, the BlockMask's) may be larger than the program tile (``BLOCK_M x BLOCK_N``, the
-  dense kernel's for that dtype and head dim): it then runs as sub-tiles (``sparse_meta``).
+  head, so GQA needs neither copies nor atomics; when that leaves SMs idle the group is split over
+  programs and the partial sums added afterwards); one kernel per query block accumulates
+  ``dq = ds k`` and, for d(rel_bias), per-tile sums of ``ds`` along its diagonals (no atomics).
+- which key blocks a query block visits: dense (every block; causal stops at the diagonal) or the
+  plan of a :class:`kernels.block_mask.BlockMask` (kernels/flash_plan.py: full blocks and partial
+  blocks in separate lists, as FlexAttention's ``full_kv_indices`` / ``kv_indices``). The dense
+  walk is split FA2-style into an unmasked steady-state loop and a masked phase (causal diagonal
+  band, key tail); the block-sparse walk likewise runs the full blocks through the unmasked body
+  (no mask tile loaded, no compare) and only the partial ones through the masked body. Each is
+  one flat loop over (visited block, sub-tile), with the next block index read one iteration
+  ahead, so Triton's software pipeliner prefetches K / V (and the int8 mask tile) as deep as in
+  the dense loops (``python -m kernels.pipeline_check`` shows it in the TTGIR). A layout tile
+  (``BQ x BK``, the BlockMask's) may be larger than the program tile (``BLOCK_M x BLOCK_N``):
+  it then runs as sub-tiles (``sparse_meta``).
 
 The score modifier (``_score``) follows kernels/reference.py: ``s = scale q.k``, optional soft
 cap ``c tanh(s / c)``, then ``+ rel_bias[n, j - i_abs + Lk - 1] - slope_n |j - i_abs|``.
@@ -31,7 +35,8 @@ modifier keeps the specialisations (and the AOT check) at 2x instead of 8x. ``ca
 run-time scalar: it only moves the loop bounds (computed once per program) and adds one compare
 in the masked tiles, so a constexpr would double the compilations for no measurable register
 saving. Integer sizes and flags are excluded from Triton's value specialisation
-(``do_not_specialize``) so a launch compiles exactly the variants kernels.aot_check compiles.
+(``do_not_specialize``) so a launch compiles exactly the variants kernels.aot_check compiles, and
+the tiles come from a documented lookup (below), not an autotuner.
 fp32 inputs use ``tf32x3`` dots (three tf32 products on split hi/lo operands, ~fp32 accuracy on
 tensor cores); plain tf32 would break the fp32 contract of the reference and "ieee" compiles to a
 scalar FMA loop that takes minutes of ptxas per kernel and runs far slower.
