@@ -64,7 +64,7 @@ def _flash_specs(quick: bool):
     import torch
     from .flash_attention import DTYPES, GPU_LAYOUTS, HEAD_DIMS, unsupported_reason
     from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
-    from .flash_common import DENSE_LAYOUT, dense_meta, sparse_meta
+    from .flash_common import DENSE_LAYOUT, dense_meta, drb_meta, sparse_meta
     from .flash_fwd import _attn_fwd
 
     specs = []
@@ -102,11 +102,19 @@ def _flash_specs(quick: bool):
                                        **DENSE_LAYOUT}, meta["num_warps"], meta["num_stages"])]
                         if quick and (has_mod or fn is _attn_bwd_dkdv or not sparse):
                             continue  # quick: the plain block-sparse forward and dq kernels
-                        for kw, warps, stages in metas:
+                        if fn is _attn_bwd_dq:  # NEED_DRB: d(rel_bias) wanted (modifiers only)
+                            metas = [(m, w, st, False) for m, w, st in metas] + \
+                                [(drb_meta(m), w, st, True) for m, w, st in metas if has_mod]
+                        else:
+                            metas = [(m, w, st, None) for m, w, st in metas]
+                        for kw, warps, stages, need_drb in metas:
                             consts = {"HEAD_DIM": d, "SPARSE": sparse, "HAS_MOD": has_mod,
                                       "IEEE": dtype == torch.float32, **kw}
+                            if need_drb is not None:
+                                consts["NEED_DRB"] = need_drb
                             name = (f"{fn.__name__} {tt} d{d} {'sparse' if sparse else 'dense'}"
-                                    f"{' mod' if has_mod else ''} {kw['BLOCK_M']}x{kw['BLOCK_N']}"
+                                    f"{' mod' if has_mod else ''}{' drb' if need_drb else ''}"
+                                    f" {kw['BLOCK_M']}x{kw['BLOCK_N']}"
                                     f"{'/%dx%d' % (kw['BQ'], kw['BK']) if sparse else ''}"
                                     f" w{warps} s{stages}")
                             specs.append((name, fn, ptrs, consts, warps, stages))

@@ -19,7 +19,7 @@ import triton
 
 from .block_mask import BlockMask
 from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
-from .flash_common import DENSE_LAYOUT, dense_meta, sparse_meta
+from .flash_common import DENSE_LAYOUT, dense_meta, drb_meta, sparse_meta
 from .flash_plan import triton_plan
 from .flash_fwd import _attn_fwd
 
@@ -186,12 +186,14 @@ class _FlashAttention(torch.autograd.Function):
             dk = dkp.float().sum(0).to(k.dtype)
             dv = dvp.float().sum(0).to(v.dtype)
         if need_drb:  # zeros: tiles a query block does not visit contribute nothing
+            meta_dq = drb_meta(meta_dq) if config is None else meta_dq
             drb = torch.zeros(B * h, triton.cdiv(lq, meta_dq["BLOCK_M"]), triton.cdiv(lk, meta_dq["BLOCK_N"]),
                               2 * max(meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]), dtype=torch.float32,
                               device=q.device)  # (B h, n_qb, n_kb, DW)
         k_dq[(triton.cdiv(lq, meta_dq["BLOCK_M"]), B * h)](*common, dq, drb, fwd_layout[0], tiles, *strides,
                      dq.stride(0), dq.stride(1), dq.stride(2),
-                     h, h // h_kv, lq, lk, *fwd_layout[1:], *runtime, int(need_drb), **flags, **meta_dq)
+                     h, h // h_kv, lq, lk, *fwd_layout[1:], *runtime, **flags, **meta_dq,
+                     NEED_DRB=need_drb)
         d_rel = rel_bias_grad(drb, B, h, lq, lk, meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]).to(relb_dtype) \
             if need_drb else None
         return dq, dk, dv, d_rel, None, None, None, None, None, None, None

@@ -160,10 +160,10 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
 
 @triton.jit
 def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m, offs_d, head,
-             off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES, RELB, tile, TILES,
+             off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES,
              tq, tk, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             BQ: tl.constexpr, BK: tl.constexpr):
+             BQ: tl.constexpr, BK: tl.constexpr, NEED_DRB: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kt_ptrs = K + offs_n[None, :] * skn + offs_d[:, None]  # (D, N)
     vt_ptrs = V + offs_n[None, :] * svn + offs_d[:, None]  # (D, N)
@@ -182,7 +182,7 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
         p = tl.where(ok, p, 0.0)
     ds = p * (_dot(do, vt, IEEE) - delta[:, None])
     if HAS_MOD:
-        if need_drb != 0:
+        if NEED_DRB:
             # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal. The tile's
             # diagonals are summed here (row a of the tile holds diagonal t at column
             # a + t - (BLOCK_M - 1)) and the DW sums stored to this tile's own row of DRB: no
@@ -205,10 +205,10 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdqb, sdqh, sdqm,
-                 H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb, need_drb,
+                 H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
                  HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                  IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BQ: tl.constexpr, BK: tl.constexpr):
+                 BQ: tl.constexpr, BK: tl.constexpr, NEED_DRB: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -242,8 +242,8 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
             tk_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BK
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
                           offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                          need_drb, SLOPES, RELB, 0, TILES, 0, tk, False, SPARSE,
-                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+                          SLOPES, RELB, 0, TILES, 0, tk, False, SPARSE,
+                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
         tk_next = tl.load(lrow + 2 + mf) * BK
         tile_next = tl.load(lrow + 2 + mf + mp)
         for it in range(0, n_p * NSUB):
@@ -254,8 +254,8 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
             tile_next = tl.load(lrow + 2 + mf + mp + nxt)
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
                           offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                          need_drb, SLOPES, RELB, tile, TILES, (start_m // BQ) * BQ, tk, True, SPARSE,
-                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+                          SLOPES, RELB, tile, TILES, (start_m // BQ) * BQ, tk, True, SPARSE,
+                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
     else:
         hi = Lk
         n_full = Lk // BLOCK_N
@@ -264,14 +264,14 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
             n_full = tl.minimum(n_full, tl.maximum(start_m + off + 1, 0) // BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           SLOPES, RELB, 0, TILES, start_m, start_n, False, SPARSE, HAS_MOD, IEEE,
-                          BLOCK_M, BLOCK_N, BQ, BK)
+                          BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           SLOPES, RELB, 0, TILES, start_m, start_n, True, SPARSE, HAS_MOD, IEEE,
-                          BLOCK_M, BLOCK_N, BQ, BK)
+                          BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
     tl.store(DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm
              + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=row[:, None])
 

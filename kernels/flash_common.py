@@ -48,7 +48,7 @@ import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)  # kernels may only read constexpr globals
 # Integer arguments that must not be value-specialised (sizes, counts, run-time flags).
-NO_SPECIALIZE = ["H", "GROUP", "gps", "Lq", "Lk", "lay_w", "mf", "mp", "causal", "has_relb", "need_drb"]
+NO_SPECIALIZE = ["H", "GROUP", "gps", "Lq", "Lk", "lay_w", "mf", "mp", "causal", "has_relb"]
 
 
 @triton.jit
@@ -175,6 +175,15 @@ def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kern
         bm, bn = (max(16, bm // 2), bn) if kernel == "dkdv" else (bm, max(16, bn // 2))
     return {**cfg, "BLOCK_M": min(block_q, bm), "BLOCK_N": min(block_k, bn), "BQ": block_q,
             "BK": block_k}
+
+
+def drb_meta(meta: dict) -> dict:
+    """The dQ kernel's meta when it also produces d(rel_bias) (``NEED_DRB``): program tiles of at
+    most 32 x 32. Its per-tile diagonal sums gather a ``[BLOCK_M, 2 max(BLOCK_M, BLOCK_N)]`` tile;
+    on the 64 x 64 tiles that made ptxas spill up to 2.8 KB (sm_80, falling back to 32 registers),
+    so this variant (compiled separately: the other modifiers keep the plain dQ kernel's tiles)
+    runs smaller ones. Also applied to a layout's sub-tiles (32 divides every layout tile)."""
+    return {**meta, "BLOCK_M": min(meta["BLOCK_M"], 32), "BLOCK_N": min(meta["BLOCK_N"], 32)}
 
 
 # The layout tile of a dense launch: unused without SPARSE, one fixed value so it adds no variant.
