@@ -153,8 +153,10 @@ def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) ->
 # live; on the dense tile these kernels then spilled more than before the full / partial split
 # (kernels.aot_check on sm_80 / sm_90), on the halved tile they do not. Listed, not computed.
 _SPARSE_HALVE = {("dkdv", nb, d, mod) for nb in (2, 4) for d in (32, 64, 128) for mod in (False, True)} \
-    | {("dq", 2, 64, True), ("dq", 4, 32, False), ("dq", 4, 32, True), ("fwd", 4, 64, True),
-       ("fwd", 4, 128, False), ("fwd", 4, 128, True)}
+    | {("dq", 2, 64, True), ("dq", 4, 32, False), ("dq", 4, 32, True), ("fwd", 4, 64, True)}
+# ... and those that keep the dense tile but run 8 warps (halving it still spilled: 32 x 16 fp32
+# d = 128 forward, 24-96 B on sm_90; 32 x 32 with 8 warps: none).
+_SPARSE_WARPS = {("fwd", 4, 128, False): 8, ("fwd", 4, 128, True): 8}
 
 
 def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kernel: str,
@@ -171,10 +173,11 @@ def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kern
     """
     cfg = dense_meta(head_dim, elem_bytes, kernel != "fwd", has_mod)
     bm, bn = cfg["BLOCK_M"], cfg["BLOCK_N"]
-    if (kernel, min(elem_bytes, 4), head_dim, has_mod) in _SPARSE_HALVE:
+    key = (kernel, min(elem_bytes, 4), head_dim, has_mod)
+    if key in _SPARSE_HALVE:
         bm, bn = (max(16, bm // 2), bn) if kernel == "dkdv" else (bm, max(16, bn // 2))
     return {**cfg, "BLOCK_M": min(block_q, bm), "BLOCK_N": min(block_k, bn), "BQ": block_q,
-            "BK": block_k}
+            "BK": block_k, "num_warps": _SPARSE_WARPS.get(key, cfg["num_warps"])}
 
 
 def drb_meta(meta: dict) -> dict:
