@@ -109,8 +109,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
     if SPARSE:
         n_f = tl.load(lrow)
         n_p = tl.load(lrow + 1)
-    for g in range(sp * gps, sp * gps + gps):  # query heads reading this K/V head (GQA / MQA)
-        head = kvh * GROUP + g
+    for gi in range(0, gps):  # query heads reading this K/V head (GQA / MQA), gps per split
+        head = kvh * GROUP + sp * gps + gi
         Qh = Q + b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
         DOh = DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh
         LSEh = LSE + (b * H + head).to(tl.int64) * Lq
