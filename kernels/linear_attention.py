@@ -28,14 +28,7 @@ from __future__ import annotations
 
 import torch
 
-# Feature / value dims the Triton path takes (padded to 32 or 64); wider ones use the torch path.
-# Kept here (not in linear_attention_triton.py) so the choice needs no triton import.
-MAX_PAD = 64
-
-
-def _pad(m: int, d: int) -> int:
-    """One padded size for both feature and value dims: exactly the AOT-compiled variants."""
-    return max(32, 1 << (max(m, d) - 1).bit_length())
+from .linear_sizes import MAX_PAD, padded_dim
 
 
 def linear_attention(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6,
@@ -48,7 +41,7 @@ def linear_attention(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6
     if phi_q.shape[1] % phi_k.shape[1] or phi_k.shape[:3] != v.shape[:3]:
         raise ValueError(f"linear_attention: bad shapes {tuple(phi_q.shape)} {tuple(phi_k.shape)} "
                          f"{tuple(v.shape)}")
-    if (phi_q.is_cuda or force_triton) and _pad(phi_q.shape[-1], v.shape[-1]) <= MAX_PAD:
+    if (phi_q.is_cuda or force_triton) and padded_dim(phi_q.shape[-1], v.shape[-1]) <= MAX_PAD:
         from .linear_attention_triton import _LinearAttention  # triton only on this path
         out = _LinearAttention.apply(phi_q.float(), phi_k.float(), v.float(), bool(causal),
                                      float(eps))

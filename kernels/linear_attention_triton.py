@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .linear_attention import _pad
+from .linear_sizes import padded_dim
 
 # Chunk length and warps, measured with kernels.aot_check on sm_80 / sm_90: 16-row chunks with 8
 # warps compile every kernel without spills; 32 rows with 4 warps spilled up to 5 KB in the
@@ -173,7 +173,7 @@ def _la_bwd_dkdv_chunk(QF, KF, V, O, DO, DEN, R, RR, DK, DV, H, GROUP, L, M, D, 
 
 
 def _meta(m, d):
-    p = _pad(m, d)
+    p = padded_dim(m, d)
     return dict(C=CHUNK, MP=p, DP=p, num_warps=WARPS)
 
 
