@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import kernels
 from models import ConfigError, ModelConfig, registries
 from models.architectures import n_decoder_layers
 from models.attention import RULES, pattern_mask
@@ -47,7 +48,7 @@ from .configs import as_config
 from .device import device, gpu
 from .limits import MAX_TEXT_BYTES
 from .seeding import GLOBAL_RNG, build
-from .sweep import attention_backend_name
+from .sweep import backend_label
 from .sweep import latency_memory_sweep as _sweep
 from .views import Views, compute_views
 
@@ -328,7 +329,8 @@ def _summary_cached(cfg_json: str, seq_len: int) -> dict:
     tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(0))
     custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops}
     args = (tokens, tokens.flip(-1)) if encdec.is_seq2seq(cfg) else (tokens,)  # source and target of seq_len
-    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=custom) as counter:
+    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=custom) as counter, \
+            kernels.record_backends() as ran:  # what really ran, not a prediction
         model(*(a.to(device()) for a in args))
     regs = registries()
     components = []
@@ -340,7 +342,7 @@ def _summary_cached(cfg_json: str, seq_len: int) -> dict:
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "stacks": encdec.stack_sizes(model) if encdec.is_seq2seq(cfg) else None,
         "flops_per_token": counter.get_total_flops() / seq_len, "flops_seq_len": seq_len,
-        "backend": attention_backend_name(cfg, device(), seq_len),
+        "backend": backend_label(ran, cfg, device()),
         "components": components, "config": cfg.to_dict(),
     }
 
@@ -352,15 +354,12 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
     cfg = as_config(cfg)
     lens = [int(n) for n in seq_lens]
 
+    # an encoder-decoder caches its decoder's self-attention K/V per target token (the cross-attention
+    # K/V are the source's, computed once: not part of the per-token cache)
+    layers = n_decoder_layers(cfg) if encdec.is_seq2seq(cfg) else cfg.n_layers
+
     def cache(kv):
-        return [2 * cfg.n_layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
-
-    if encdec.is_seq2seq(cfg):  # decoding caches the decoder's self-attention K/V (the cross K/V are the
-        # source's, computed once: not part of the per-token cache)
-        layers = n_decoder_layers(cfg)
-
-        def cache(kv):
-            return [2 * layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
+        return [2 * layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
 
     return {"seq_len": lens, "current": cache(cfg.kv_heads), "mha": cache(cfg.n_heads), "mqa": cache(1),
             "kv_heads": cfg.kv_heads, "n_heads": cfg.n_heads, "bytes_per_value": bytes_per_value}
