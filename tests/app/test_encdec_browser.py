@@ -58,7 +58,7 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
     page.choose("preset", PRESET)
     page.wait_plot("#cross-grid")
     assert page.page.locator("#separator").is_visible() and page.value("separator") == "=>"
-    assert page.page.locator("#ctl-n_encoder_layers").is_visible()
+    assert page.page.locator("#ctl-n_encoder_layers").is_visible() and page.value("ctl-architecture") == "encoder_decoder"
     text = page.value("text")
     src, tgt = text.split("=>")
     cross = _labels(page, "#cross-grid")

@@ -100,3 +100,14 @@ def test_export_and_views_follow_the_separator(tmp_path):
     ui_jobs.cleanup_export(out["export_dir"])
     views = ui_views.refresh_views(values, "ab|cde", separator="|")
     assert views["views_tab"] != h.gr.skip()  # drawn (not skipped for a missing separator)
+
+
+def test_architecture_dropdown_and_upload_carry_the_stacks(tmp_path):
+    from explorer.ui_controls import CONTROL_FIELDS
+    from models.config import CATEGORIES
+    assert CATEGORIES[0] == "architecture" and "architecture" in CONTROL_FIELDS
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(SMALL))
+    out = h.upload_config(str(path))
+    assert out["architecture"]["value"] == "encoder_decoder"
+    assert out["n_encoder_layers"]["value"] == 1 and out["n_decoder_layers"]["value"] == 2
