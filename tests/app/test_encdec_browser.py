@@ -65,6 +65,7 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
     assert cross["n"] == 4 * 4  # decoder layers x heads of the preset
     assert [x.split(" ", 1)[1] for x in cross["x"]] == [("␣" if c == " " else c) for c in src]  # source columns
     assert [y.split(" ", 1)[1] for y in cross["y"]] == [("␣" if c == " " else c) for c in tgt]  # target rows
+    page.page.locator("#cross-grid").scroll_into_view_if_needed()
     page.shot("encoder_decoder_cross")
     # move the split: a text with both separators, then the separator box changed to "|"
     box = page.page.locator("#text textarea")
