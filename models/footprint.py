@@ -139,6 +139,10 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
     B, L, h = int(batch), int(seq_len), cfg.n_heads
     Lk = _keys(cfg, L)
     steps = cfg.n_layers  # universal layers apply one block n_layers times: the same activations
+    if cfg.architecture == "encoder_decoder":  # both stacks; a decoder layer also runs cross-attention
+        n_enc = cfg.n_encoder_layers or cfg.n_layers
+        n_dec = cfg.n_decoder_layers or cfg.n_layers
+        steps = n_enc + 2 * n_dec
     width = max(widest, cfg.d_model)
     if cfg.ffn in ("moe", "switch", "hash"):  # tokens copied into each chosen expert's capacity
         width = max(width, math.ceil(cfg.top_k * cfg.capacity_factor) * widest)
