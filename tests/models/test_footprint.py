@@ -52,15 +52,17 @@ def test_prediction_bounds_the_measured_peak(cat, key):
     if cfg is None:
         pytest.skip(f"{cat}={key}: no valid small config")
     tokens = torch.randint(0, cfg.vocab_size, (2, 48), generator=torch.Generator().manual_seed(0))
+    # an encoder-decoder reads a source and a target: the same tokens on both sides
+    inputs = (tokens, tokens) if cfg.architecture == "encoder_decoder" else (tokens,)
 
     def forward():
         model = build_model(cfg).eval()
         with torch.no_grad():
-            return model(tokens, return_attention=True).logits.shape
+            return model(*inputs, return_attention=True).logits.shape
 
     def backward():
         model = build_model(cfg).train()
-        out = model(tokens)
+        out = model(*inputs)
         (out.logits.float().logsumexp(-1).mean() + out.aux_loss).backward()
         return out.logits.shape
 
