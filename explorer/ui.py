@@ -208,7 +208,7 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
         out["model_md"] = gr.Markdown("", elem_id="model-card")
         out["config_code"] = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
     with gr.Tab("Train", id="train", elem_id="train-tab"):
-        out["train_state"] = ui_train.build_train_tab().state
+        out["train_state"] = ui_train.build_train_tab(lambda: ui_trained.train_default(cfg)).state
     return out
 
 

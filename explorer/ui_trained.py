@@ -19,12 +19,20 @@ from models import ConfigError
 from . import trained_weights as tw
 from .ui_handlers import _problem, _state, current_config
 from .ui_text import shown
-from .ui_train import trained_model, trained_step
+from .ui_train import small_config, trained_model, trained_step
 
 INITIAL, TRAINED = "initial", "trained"
 SHARE_NOTE = ("The share link and the config export carry the configuration only, never trained weights: "
               "those stay in this browser session (download them from the Train tab).")
 SWITCH_OUT = ("weights", "trained", "state", "status")
+
+
+def train_default(cfg):
+    """The Train tab's starting model: the app's config made small enough to learn in a minute
+    (``ui_train.small_config``'s size), every other field as the controls have it, so that setting
+    the two size controls to the same values lets the other tabs show the trained weights."""
+    small = small_config()
+    return cfg.replace(n_layers=small.n_layers, d_model=small.d_model)
 
 
 def _off(state: dict, why: str) -> dict:
