@@ -106,3 +106,23 @@ def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(bro
         assert _switch_value(other) == "initial" and _maps(other) == before
     finally:
         other.close()
+
+
+def test_train_endpoints_through_gradio_client(app_url):
+    """The Train tab's events are the app's ``/train_*`` endpoints: one step, then the download is a
+    loadable safetensors file whose config is the one sent (a client keeps its session's state)."""
+    from gradio_client import Client
+    client = Client(app_url, verbose=False)
+    api = client.view_api(return_format="dict", print_info=False)
+    assert {"/train_play", "/train_step", "/train_pause", "/train_reset", "/train_download",
+            "/train_upload", "/train_reproduce"} <= set(api["named_endpoints"])
+    cfg = {"n_layers": 1, "d_model": 32, "n_heads": 2, "max_len": 64}
+    status, *_ = client.predict(json.dumps(cfg), "copy", 5, 3e-3, 0, "constant", 4, 16, 0, "", "trained",
+                                api_name="/train_step")
+    assert "step 1 / 5" in status
+    files = client.predict(api_name="/train_download")
+    paths = [f if isinstance(f, str) else f.get("path", f.get("value")) for f in
+             (files["value"] if isinstance(files, dict) else files)]
+    weights = [p for p in paths if str(p).endswith(".safetensors")]
+    loaded, _, meta = checkpoint.load(weights[0])
+    assert loaded.n_layers == 1 and loaded.d_model == 32 and int(meta["step"]) == 1
