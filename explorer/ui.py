@@ -10,7 +10,9 @@ One user action = a bounded number of requests: controls act on *commit* (a drop
 on ``input``, a number or text box on Enter / leaving the box), never on ``change``, so values the
 app itself writes (a preset, a link, an upload) cannot fire more events. A commit runs one chain:
 attention -> variant views -> gradients / model card, and a commit that changes nothing redraws
-nothing. A preset, link or upload fills the controls, then runs the same chain once.
+nothing. The "Weights" switch runs the same chain with the session's trained weights
+(``explorer.ui_trained``; the Train tab is ``explorer.ui_train``). A preset, link or upload fills
+the controls, then runs the same chain once.
 
 The attention figures of the default config are computed when the app is built, so the first page
 paints without a request; the other tabs fill on page load. The queue is bounded (a full queue
@@ -168,7 +170,8 @@ def build_app() -> gr.Blocks:
             with gr.Column(scale=3, min_width=600):
                 with gr.Tabs(elem_id="tabs"):
                     tabs = _tabs(cfg, grid0, stats0, reading0)
-        comps = {**ctl, "state": state, "export_dir": export_dir, "trained": trained, "weights": weights, "preset": preset, "status": status, "text": text,
+        comps = {**ctl, "state": state, "export_dir": export_dir, "trained": trained, "weights": weights,
+                 "preset": preset, "status": status, "text": text,
                  "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
                  **tabs}
         clash = set(ctl) & (set(comps) - set(ctl))
@@ -234,8 +237,9 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    attention = ui_trained.attention_with_weights(lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw))
-    args = dict(fn=n.fn(attention), inputs=n.ins(*CONTROL_FIELDS, "text", "trained", "state"),
+    attention = ui_trained.attention_with_weights(
+        lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw))
+    args = dict(fn=n.fn(attention), inputs=n.ins(*CONTROL_FIELDS, "text", "trained", "weights", "state"),
                 outputs=n.outs(*ATTENTION_OUT), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
@@ -244,11 +248,13 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
         att = first.then(**args)
     v_in = VIEWS_IN if views_state else VIEWS_IN[:-1]
     a_in = ANALYSIS_IN if views_state else ANALYSIS_IN[:-1]
-    views = att.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in), n.outs(*ui_views.OUTPUTS),
+    views = att.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in),
+                     n.outs(*ui_views.OUTPUTS),
                      show_progress="hidden", api_name=f"{name}_views", api_visibility="undocumented",
                      concurrency_id="compute")
-    views.then(n.fn(ui_trained.with_weights(h.refresh_analysis)), n.ins(*a_in), n.outs(*h.ANALYSIS), show_progress="hidden",
-               api_name=f"{name}_analysis", api_visibility="undocumented", concurrency_id="compute")
+    views.then(n.fn(ui_trained.with_weights(h.refresh_analysis)), n.ins(*a_in), n.outs(*h.ANALYSIS),
+               show_progress="hidden", api_name=f"{name}_analysis", api_visibility="undocumented",
+               concurrency_id="compute")
     return att
 
 

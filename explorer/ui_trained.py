@@ -74,10 +74,15 @@ def with_weights(handler):
 
 
 def attention_with_weights(handler):
-    """Like ``with_weights``; a config that no longer matches the weights turns the switch off
-    (outputs ``weights`` and ``trained`` added to the handler's)."""
-    def run(values: dict, trained=None, **kw):
+    """Like ``with_weights``; a config that no longer matches the weights, or a switch left on
+    ``trained`` after the snapshot expired, turns the switch off (outputs ``weights`` and
+    ``trained`` added to the handler's)."""
+    def run(values: dict, trained=None, weights=None, **kw):
         keep = {"weights": gr.skip(), "trained": gr.skip()}
+        if trained is None and weights == TRAINED:  # the session's snapshot expired (its state's time to live)
+            out = handler(values, **kw)
+            msg = "Weights switched to initial: this session's trained snapshot expired; switch to trained again."
+            return {**out, "weights": INITIAL, "trained": None, "status": f"ℹ️ {shown(msg)}"}
         if trained is not None:
             try:
                 diff = tw.mismatch(trained, current_config(values))

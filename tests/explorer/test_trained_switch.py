@@ -81,3 +81,10 @@ def test_a_config_that_does_not_match_turns_the_switch_off(train_state):
     on = ui_trained.switch(good, "trained", train_state, h.new_state())
     changed = attention(values, text=TEXT, state=on["state"], trained=on["trained"])
     assert changed["weights"] == "initial" and changed["trained"] is None and "n_layers=2" in plain(changed["status"])
+
+
+def test_a_switch_left_on_after_the_snapshot_expired_turns_off():
+    values = values_of(small_config())
+    out = attention(values, text=TEXT, state=h.new_state(), trained=None, weights="trained")
+    assert out["weights"] == "initial" and out["trained"] is None and "expired" in out["status"]
+    assert not isinstance(out["grid"], dict)  # drawn, from the initial weights
