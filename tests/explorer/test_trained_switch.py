@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from explorer import checkpoint, ui_train, ui_trained
 from explorer import ui_handlers as h
-from explorer import ui_trained
 from explorer.training import RunConfig, Trainer
 from explorer.ui_controls import config_updates
 from explorer.ui_train import small_config
@@ -88,3 +88,13 @@ def test_a_switch_left_on_after_the_snapshot_expired_turns_off():
     out = attention(values, text=TEXT, state=h.new_state(), trained=None, weights="trained")
     assert out["weights"] == "initial" and out["trained"] is None and "expired" in out["status"]
     assert not isinstance(out["grid"], dict)  # drawn, from the initial weights
+
+
+def test_a_downloaded_run_uploaded_again_can_be_switched_on(train_state, tmp_path):
+    trainer = train_state["trainer"]
+    weights_path, _ = checkpoint.save(trainer.model, tmp_path, trainer.cfg, extra={"step": trainer.step})
+    uploaded, _, note = ui_train.upload(None, str(weights_path))  # a new session's Train tab
+    assert "trained for 60 steps" in note
+    on = ui_trained.switch(values_of(small_config()), "trained", uploaded, h.new_state())
+    assert on["trained"].step == 60
+    assert on["trained"].digest == checkpoint.tensor_digest(trainer.model.state_dict())
