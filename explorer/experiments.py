@@ -13,6 +13,10 @@
 - ``kv_cache_bytes(cfg, seq_lens)``: bytes of the K/V cache decoding needs, for the current
   ``n_kv_heads`` and for MHA / MQA (Shazeer 2019; Ainslie et al. 2023).
 
+``attention_maps`` and ``gradient_norms`` take optional ``weights`` (``explorer.trained_weights``):
+a session's trained weights of the same config instead of the initial ones; without the argument
+they use the record ``trained_weights.active`` set for the current request, if it is this config's.
+
 Every request is checked against the per-request memory budget first (``explorer.budget``: the
 weights counted exactly, the activations predicted from the shapes), so a config that would not
 fit is refused with a ``ConfigError`` naming what to shrink, whichever entry point it came from.
