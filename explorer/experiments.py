@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import kernels
 from models import ConfigError, ModelConfig, registries
 from models.attention import RULES, pattern_mask
 
@@ -46,7 +47,7 @@ from .configs import as_config
 from .device import device, gpu
 from .limits import MAX_TEXT_BYTES
 from .seeding import GLOBAL_RNG, build
-from .sweep import attention_backend_name
+from .sweep import backend_label
 from .trained_weights import TrainedWeights, resolve
 from .sweep import latency_memory_sweep as _sweep
 from .views import Views, compute_views
@@ -310,7 +311,8 @@ def _summary_cached(cfg_json: str, seq_len: int) -> dict:
     seq_len = min(seq_len, cfg.max_len) if cfg.position == "learned" else seq_len
     tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(0))
     custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops}
-    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=custom) as counter:
+    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=custom) as counter, \
+            kernels.record_backends() as ran:  # what really ran, not a prediction
         model(tokens.to(device()))
     regs = registries()
     components = []
@@ -321,7 +323,7 @@ def _summary_cached(cfg_json: str, seq_len: int) -> dict:
     return {
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "flops_per_token": counter.get_total_flops() / seq_len, "flops_seq_len": seq_len,
-        "backend": attention_backend_name(cfg, device(), seq_len),
+        "backend": backend_label(ran, cfg, device()),
         "components": components, "config": cfg.to_dict(),
     }
 

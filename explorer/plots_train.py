@@ -47,9 +47,6 @@ def attention_figure(attention, ideal=None, labels=None, step: int = 0) -> go.Fi
     cols = n_h + (1 if ideal is not None else 0)
     domains = _grid(n_l, cols, hgap=0.015, vgap=0.03)
     data, layout = [], {}
-    lk = att.shape[-1]
-    keys = labels if labels is not None and len(labels) == lk else list(range(lk))
-    queries = keys[len(keys) - att.shape[2]:] if labels is not None and len(labels) == lk else list(range(att.shape[2]))
     for r in range(n_l):
         for c in range(cols):
             k = r * cols + c

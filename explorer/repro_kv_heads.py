@@ -57,7 +57,7 @@ class CachedDecoder:
     @torch.no_grad()
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits of ``tokens (B, T)`` that follow the cached ones; the cache grows by ``T``."""
-        cfg, m = self.cfg, self.model
+        m = self.model
         B, T = tokens.shape
         start = 0 if self.k[0] is None else self.k[0].shape[2]
         pos = torch.arange(start, start + T)

@@ -38,8 +38,6 @@ import time
 import torch
 
 from models import ConfigError, ModelConfig
-from models.attention import RULES, pattern_block_mask
-from models.positions import POSITION
 
 import kernels
 from kernels.measure import measure_peak
@@ -49,7 +47,7 @@ from .activity import LOAD
 from .configs import as_config
 from .device import default_threads, gpu
 from .device import device as default_device
-from .seeding import GLOBAL_RNG, build
+from .seeding import build
 
 log = logging.getLogger(__name__)
 
@@ -68,26 +66,6 @@ def memory_method(dev) -> str:
 
 class Abandoned(Exception):
     """Raised from a hook to abandon a run: the deadline passed or the caller cancelled."""
-
-
-def attention_backend_name(cfg: ModelConfig, dev, L: int) -> str:
-    """The backend a forward of ``cfg`` at length ``L`` would run, predicted from stand-in tensors.
-
-    Kept for ``experiments.model_summary`` (the model card's FLOP count); the sweep reports what
-    ran instead (``kernels.record_backends``)."""
-    dev = torch.device(dev)
-    if cfg.attention not in RULES:
-        return f"torch-{dev.type} {cfg.attention}"
-    with GLOBAL_RNG:  # a learned table draws from the global RNG: never during another thread's build
-        pos = POSITION[cfg.position].build(cfg)
-    dh = cfg.d_head
-    q = torch.zeros(1, cfg.n_heads, 2, dh)
-    k = torch.zeros(1, cfg.kv_heads, 2, dh)
-    with torch.no_grad():
-        _, _, mods = pos.modify(q, k, 0, scale=1.0 / math.sqrt(dh))
-    bm = None if cfg.attention == "full" else pattern_block_mask(cfg, L)
-    return kernels.attention_backend(dev, block_mask=bm, rel_k=mods.get("rel_k"), rel_v=mods.get("rel_v"),
-                                     softcap=cfg.softcap)
 
 
 def _available_bytes(dev: torch.device) -> int:

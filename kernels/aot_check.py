@@ -8,7 +8,7 @@ the target's shared memory per block. Run with TRITON_INTERPRET unset:
 
     python -m kernels.aot_check [--quick] [--jobs 2] [--only REGEX] [--cache]
 
-What "every specialisation" means: the constexpr variants and autotune configs each kernel
+What "every specialisation" means: the constexpr variants and lookup-table tiles each kernel
 module lists (flash attention: ``_flash_specs``; the others: their ``aot_specs``), compiled with
 the argument attributes the JIT launcher derives for contiguous tensors (16-byte aligned
 pointers, strides multiples of 16). Sizes and run-time flags are marked ``do_not_specialize`` in
@@ -57,14 +57,14 @@ def _flash_specs(quick: bool):
     """Every flash-attention variant the launcher (kernels/flash_attention.py) can pick.
 
     Per dtype and head dim it accepts: the backward preprocess; forward, dK/dV and dQ kernels,
-    each dense (every autotune config of that head dim) and block-sparse (the app's 64 x 64
-    BlockMask tiles), each with and without the fused score modifiers (``HAS_MOD``). ``causal``
+    each dense (the tile of the lookup in flash_common.py) and block-sparse (every layout tile of
+    ``GPU_LAYOUTS``), each with and without the fused score modifiers (``HAS_MOD``). ``causal``
     and the individual modifiers are run-time scalars, so they add no variants.
     """
     import torch
-    from .flash_attention import DTYPES, HEAD_DIMS, unsupported_reason
+    from .flash_attention import DTYPES, GPU_LAYOUTS, HEAD_DIMS, unsupported_reason
     from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
-    from .flash_common import DENSE_LAYOUT, dense_configs, sparse_meta
+    from .flash_common import DENSE_LAYOUT, dense_meta, drb_meta, sparse_meta
     from .flash_fwd import _attn_fwd
 
     specs = []
@@ -76,33 +76,45 @@ def _flash_specs(quick: bool):
             tt = TORCH_TO_TT[str(dtype).split(".")[1]]
             io = {n: "*" + tt for n in ("Q", "K", "V", "O", "DO", "DQ", "DK", "DV")}
             aux = {n: "*fp32" for n in ("LSE", "DELTA", "SLOPES", "RELB", "DRB")}
-            lay = {n: "*i32" for n in ("KV_CNT", "KV_IDX", "KV_TILE", "Q_CNT", "Q_IDX", "Q_TILE")}
+            lay = {"LAY": "*i32"}
             # Strides of contiguous [B, h, L, d] tensors (and of views such as a transposed
             # [B, L, h, d]) are multiples of d, hence of 16: the JIT launcher specialises them as
             # such, and so do we (it is what lets loads vectorise).
             strides = {"s" + t + a: "i32" for t in ("q", "k", "v", "o", "do", "dk", "dq")
-                       for a in ("b", "h", "m", "n")}
+                       for a in ("s", "b", "h", "m", "n")}
             ptrs = {**io, **aux, **lay, "TILES": "*i8", **strides}
             if not quick:
                 specs.append((f"bwd_preprocess {tt} d{d}", _attn_bwd_preprocess, ptrs,
                               {"HEAD_DIM": d, "BLOCK_M": 64}, 4, 2))
-            for fn, bwd in ((_attn_fwd, False), (_attn_bwd_dkdv, True), (_attn_bwd_dq, True)):
+            for fn, bwd, kern in ((_attn_fwd, False, "fwd"), (_attn_bwd_dkdv, True, "dkdv"),
+                                 (_attn_bwd_dq, True, "dq")):
                 for sparse in (False, True):
                     for has_mod in (False, True):
                         if sparse:
-                            meta = sparse_meta(d, dtype.itemsize, 64, 64, bwd, has_mod)
-                            metas = [({k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
-                                      meta["num_warps"], meta["num_stages"])]
+                            metas = []
+                            for bq, bk in GPU_LAYOUTS:  # every layout tile the launcher runs
+                                meta = sparse_meta(d, dtype.itemsize, bq, bk, kern, has_mod)
+                                metas.append(({k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
+                                              meta["num_warps"], meta["num_stages"]))
                         else:
-                            metas = [({**c.kwargs, **DENSE_LAYOUT}, c.num_warps, c.num_stages)
-                                     for c in dense_configs(d, dtype.itemsize, bwd, has_mod)]
+                            meta = dense_meta(d, dtype.itemsize, bwd, has_mod)
+                            metas = [({"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"],
+                                       **DENSE_LAYOUT}, meta["num_warps"], meta["num_stages"])]
                         if quick and (has_mod or fn is _attn_bwd_dkdv or not sparse):
                             continue  # quick: the plain block-sparse forward and dq kernels
-                        for kw, warps, stages in metas:
+                        if fn is _attn_bwd_dq:  # NEED_DRB: d(rel_bias) wanted (modifiers only)
+                            metas = [(m, w, st, False) for m, w, st in metas] + \
+                                [(drb_meta(m), w, st, True) for m, w, st in metas if has_mod]
+                        else:
+                            metas = [(m, w, st, None) for m, w, st in metas]
+                        for kw, warps, stages, need_drb in metas:
                             consts = {"HEAD_DIM": d, "SPARSE": sparse, "HAS_MOD": has_mod,
                                       "IEEE": dtype == torch.float32, **kw}
+                            if need_drb is not None:
+                                consts["NEED_DRB"] = need_drb
                             name = (f"{fn.__name__} {tt} d{d} {'sparse' if sparse else 'dense'}"
-                                    f"{' mod' if has_mod else ''} {kw['BLOCK_M']}x{kw['BLOCK_N']}"
+                                    f"{' mod' if has_mod else ''}{' drb' if need_drb else ''}"
+                                    f" {kw['BLOCK_M']}x{kw['BLOCK_N']}"
                                     f"{'/%dx%d' % (kw['BQ'], kw['BK']) if sparse else ''}"
                                     f" w{warps} s{stages}")
                             specs.append((name, fn, ptrs, consts, warps, stages))
@@ -110,10 +122,10 @@ def _flash_specs(quick: bool):
 
 
 def _small_kernel_specs(quick: bool):
-    """RoPE, norms and linear attention: each module lists its own launchable specialisations."""
-    from . import linear_attention, norms, rope
+    """RoPE, norms and linear attention: each Triton module lists its own launchable specialisations."""
+    from . import linear_attention_triton, norms_triton, rope_triton
     specs = []
-    for mod in (rope, norms, linear_attention):
+    for mod in (rope_triton, norms_triton, linear_attention_triton):
         # quick: one specialisation of each small kernel module
         specs.extend(mod.aot_specs(quick)[:1] if quick else mod.aot_specs(quick))
     return specs

@@ -4,9 +4,16 @@ Algorithm and specialisation trade-offs: see kernels/flash_common.py. ``p = 2^(s
 recomputed from the saved base-2 log-sum-exp; ``delta_i = sum_d o_id do_id``;
 ``ds = p (do v^T - delta)``; the soft cap multiplies ``ds`` by ``1 - tanh^2`` before it reaches
 q and k (d(rel_bias) takes ``ds`` before that factor).
-- ``_attn_bwd_dkdv``: grid ``(cdiv(Lk, BLOCK_N), B * h_kv)``; loops over the query heads sharing
-  the K/V head and over the query blocks that visit the key block (key-major BlockMask layout).
-- ``_attn_bwd_dq``: grid ``(cdiv(Lq, BLOCK_M), B * h)``; same key-block walk as the forward.
+- ``_attn_bwd_dkdv``: grid ``(cdiv(Lk, BLOCK_N), B * h_kv, n_split)``; loops over ``gps`` of the
+  query heads sharing the K/V head and over the query blocks that visit the key block (key-major
+  plan). With GQA / MQA at batch 1 ``B * h_kv * cdiv(Lk, BLOCK_N)`` programs may be fewer than the
+  SMs: the launcher then splits the group over ``n_split`` programs, each writing its partial
+  dK / dV to its own slice, summed afterwards in a fixed order (deterministic, no atomics).
+- ``_attn_bwd_dq``: grid ``(cdiv(Lq, BLOCK_M), B * h)``; same key-block walk as the forward. For
+  d(rel_bias) each tile reduces ``ds`` along its ``BLOCK_M + BLOCK_N - 1`` diagonals in registers
+  and stores the sums to its own scratch row (``[B h, n_qb, n_kb, DW]``, O(L^2 / BLOCK) floats);
+  :func:`kernels.flash_attention.rel_bias_grad` overlap-adds the rows (``F.fold``, a gather per
+  output, no atomics): deterministic, unlike element-wise atomics on the whole score tile.
 Both follow the FA2 order (scores, p, the first product, then dp and ds) so at most two
 [M, N] fp32 tiles are live; d = 128 runs with 8 warps (see the configs in flash_common.py).
 """
@@ -15,7 +22,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .flash_common import NO_SPECIALIZE, PRUNE_BWD, _allowed, _dot, _score, all_dense_configs
+from .flash_common import NO_SPECIALIZE, _allowed, _dot, _score
 
 
 @triton.jit
@@ -63,14 +70,15 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, Q_TILE, TILES,
-                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdkb, sdkh, sdkn,
-                   H, GROUP, Lq, Lk, max_qb, causal, scale, softcap, has_relb,
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
+                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdks, sdkb, sdkh,
+                   sdkn, H, GROUP, gps, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
                    HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    BQ: tl.constexpr, BK: tl.constexpr):
     kb = tl.program_id(0)
     bkv = tl.program_id(1)
+    sp = tl.program_id(2)  # which gps query heads of the GQA group this program sums
     h_kv = H // GROUP
     b = bkv // h_kv
     kvh = bkv % h_kv
@@ -93,26 +101,45 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
         lo = (tl.maximum(start_n - off, 0) // BLOCK_M) * BLOCK_M
         m_full = tl.minimum(tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - off, 0), BLOCK_M) * BLOCK_M,
                             tl.cdiv(Lq, BLOCK_M) * BLOCK_M)  # >= lo since start_n < Lk
-    for g in range(0, GROUP):  # every query head reading this K/V head (GQA / MQA)
-        head = kvh * GROUP + g
+    NSUB: tl.constexpr = BQ // BLOCK_M
+    kbl = start_n // BK
+    lrow = LAY + kbl * lay_w
+    n_f = 0
+    n_p = 0
+    if SPARSE:
+        n_f = tl.load(lrow)
+        n_p = tl.load(lrow + 1)
+    for gi in range(0, gps):  # query heads reading this K/V head (GQA / MQA), gps per split
+        head = kvh * GROUP + sp * gps + gi
         Qh = Q + b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
         DOh = DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh
         LSEh = LSE + (b * H + head).to(tl.int64) * Lq
         DELTAh = DELTA + (b * H + head).to(tl.int64) * Lq
         if SPARSE:
-            # This program's BLOCK_N keys lie in layout key block kbl (BK keys); each query block
-            # (BQ rows) that visits it runs as BQ / BLOCK_M program tiles.
-            kbl = start_n // BK
-            cnt = tl.load(Q_CNT + kbl)
-            for slot in range(0, cnt):
-                tq = tl.load(Q_IDX + kbl * max_qb + slot) * BQ
-                tile = tl.load(Q_TILE + kbl * max_qb + slot)
-                for sub in range(0, BQ // BLOCK_M):
-                    dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
-                                        tq + sub * BLOCK_M, start_n, offs_n, offs_d, head, off, Lq,
-                                        Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
-                                        TILES, tq, kbl * BK, True, SPARSE, HAS_MOD, IEEE, BLOCK_M,
-                                        BLOCK_N, BQ, BK)
+            # This program's BLOCK_N keys lie in layout key block kbl (BK keys); its row of the
+            # key-major plan lists the query blocks (BQ rows) reading it, full ones first. Flat
+            # loops over (block, sub-tile), as in the forward.
+            tq_next = tl.load(lrow + 2) * BQ  # read one ahead, as in the forward
+            for it in range(0, n_f * NSUB):
+                start_m = tq_next + (it % NSUB) * BLOCK_M
+                tq_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BQ
+                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m, start_n,
+                                    offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
+                                    has_relb, SLOPES, RELB, 0, TILES, 0, kbl * BK, False, SPARSE,
+                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+            tq_next = tl.load(lrow + 2 + mf) * BQ
+            tile_next = tl.load(lrow + 2 + mf + mp)
+            for it in range(0, n_p * NSUB):
+                tq = tq_next
+                tile = tile_next
+                nxt = tl.minimum((it + 1) // NSUB, mp - 1)
+                tq_next = tl.load(lrow + 2 + mf + nxt) * BQ
+                tile_next = tl.load(lrow + 2 + mf + mp + nxt)
+                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
+                                    tq + (it % NSUB) * BLOCK_M, start_n, offs_n, offs_d, head, off,
+                                    Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
+                                    TILES, tq, kbl * BK, True, SPARSE, HAS_MOD, IEEE, BLOCK_M,
+                                    BLOCK_N, BQ, BK)
         else:
             for start_m in range(lo, m_full, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
@@ -124,17 +151,19 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, Q_CNT, Q_IDX, 
                                     start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
                                     softcap, has_relb, SLOPES, RELB, 0, TILES, start_m, start_n,
                                     False, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
-    out = b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh + offs_n[:, None] * sdkn + offs_d[None, :]
+    # With the group split over programs, split sp writes its partial sums to slice sp of DK / DV.
+    out = (sp.to(tl.int64) * sdks + b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh
+           + offs_n[:, None] * sdkn + offs_d[None, :])
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=col)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=col)
 
 
 @triton.jit
 def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m, offs_d, head,
-             off, Lq, Lk, causal, scale, softcap, has_relb, need_drb, SLOPES, RELB, tile, TILES,
+             off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES,
              tq, tk, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             BQ: tl.constexpr, BK: tl.constexpr):
+             BQ: tl.constexpr, BK: tl.constexpr, NEED_DRB: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kt_ptrs = K + offs_n[None, :] * skn + offs_d[:, None]  # (D, N)
     vt_ptrs = V + offs_n[None, :] * svn + offs_d[:, None]  # (D, N)
@@ -153,30 +182,42 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
         p = tl.where(ok, p, 0.0)
     ds = p * (_dot(do, vt, IEEE) - delta[:, None])
     if HAS_MOD:
-        if need_drb != 0:
-            # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal (atomics: the
-            # same entry is hit by many tiles, heads of other batches, and this tile's elements).
+        if NEED_DRB:
+            # d rel_bias[head, j - i_abs + Lk - 1] = sum of ds on that diagonal. The tile's
+            # diagonals are summed here (row a of the tile holds diagonal t at column
+            # a + t - (BLOCK_M - 1)) and the DW sums stored to this tile's own row of DRB: no
+            # atomics; the launcher overlap-adds the rows in a fixed order (deterministic).
+            DW: tl.constexpr = 2 * BLOCK_M if BLOCK_M >= BLOCK_N else 2 * BLOCK_N
             inb = (offs_m[:, None] < Lq) & (offs_n[None, :] < Lk)
-            idx = offs_n[None, :] - (offs_m[:, None] + off) + Lk - 1
-            tl.atomic_add(DRB + head * (2 * Lk - 1) + idx, ds, mask=inb)
+            dsm = tl.where(inb, ds, 0.0)
+            diag = tl.arange(0, DW)
+            col = tl.arange(0, BLOCK_M)[:, None] + diag[None, :] - (BLOCK_M - 1)  # (M, DW)
+            on = (col >= 0) & (col < BLOCK_N)
+            g = tl.gather(dsm, tl.minimum(tl.maximum(col, 0), BLOCK_N - 1), 1)  # (M, DW)
+            # (A sub-tile past the key tail of a layout block has no row: it sums to 0 anyway.)
+            tl.store(DRB + (start_n // BLOCK_N) * DW + diag, tl.sum(tl.where(on, g, 0.0), 0),
+                     mask=(diag * 0 + start_n) < Lk)
         ds = ds * (1.0 - t * t)  # soft cap chain rule (t = 0 without a cap)
     dq += _dot(ds.to(q.dtype), tl.trans(kt), IEEE)
     return dq
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX, KV_TILE, TILES,
+def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdqb, sdqh, sdqm,
-                 H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb, need_drb,
+                 H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
                  HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                  IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BQ: tl.constexpr, BK: tl.constexpr):
+                 BQ: tl.constexpr, BK: tl.constexpr, NEED_DRB: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
     head = bh % H
     kvh = head // GROUP
     off = Lk - Lq
+    # This program's rows of the d(rel_bias) scratch: [B * h, n_qb, n_kb, DW], one per key tile.
+    DW: tl.constexpr = 2 * BLOCK_M if BLOCK_M >= BLOCK_N else 2 * BLOCK_N
+    DRB += (bh.to(tl.int64) * tl.cdiv(Lq, BLOCK_M) + qb) * tl.cdiv(Lk, BLOCK_N) * DW
     K += b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
     V += b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
     start_m = qb * BLOCK_M
@@ -190,17 +231,31 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
     lse = tl.load(LSE + bh.to(tl.int64) * Lq + offs_m, mask=row, other=float("inf"))
     delta = tl.load(DELTA + bh.to(tl.int64) * Lq + offs_m, mask=row, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    if SPARSE:  # sub-tiles of the layout's BQ x BK tiles, as in the forward
-        qbl = start_m // BQ
-        cnt = tl.load(KV_CNT + qbl)
-        for slot in range(0, cnt):
-            tk = tl.load(KV_IDX + qbl * max_kb + slot) * BK
-            tile = tl.load(KV_TILE + qbl * max_kb + slot)
-            for sub in range(0, BK // BLOCK_N):
-                dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + sub * BLOCK_N,
-                              offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                              need_drb, SLOPES, RELB, tile, TILES, qbl * BQ, tk, True, SPARSE,
-                              HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+    if SPARSE:  # full then partial key blocks, flat loops over (block, sub-tile) as in the forward
+        NSUB: tl.constexpr = BK // BLOCK_N
+        lrow = LAY + (start_m // BQ) * lay_w
+        n_f = tl.load(lrow)
+        n_p = tl.load(lrow + 1)
+        tk_next = tl.load(lrow + 2) * BK  # read one ahead, as in the forward
+        for it in range(0, n_f * NSUB):
+            tk = tk_next
+            tk_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BK
+            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
+                          offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
+                          SLOPES, RELB, 0, TILES, 0, tk, False, SPARSE,
+                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
+        tk_next = tl.load(lrow + 2 + mf) * BK
+        tile_next = tl.load(lrow + 2 + mf + mp)
+        for it in range(0, n_p * NSUB):
+            tk = tk_next
+            tile = tile_next
+            nxt = tl.minimum((it + 1) // NSUB, mp - 1)
+            tk_next = tl.load(lrow + 2 + mf + nxt) * BK
+            tile_next = tl.load(lrow + 2 + mf + mp + nxt)
+            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
+                          offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
+                          SLOPES, RELB, tile, TILES, (start_m // BQ) * BQ, tk, True, SPARSE,
+                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
     else:
         hi = Lk
         n_full = Lk // BLOCK_N
@@ -209,21 +264,14 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, KV_CNT, KV_IDX,
             n_full = tl.minimum(n_full, tl.maximum(start_m + off + 1, 0) // BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           SLOPES, RELB, 0, TILES, start_m, start_n, False, SPARSE, HAS_MOD, IEEE,
-                          BLOCK_M, BLOCK_N, BQ, BK)
+                          BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb, need_drb,
+                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           SLOPES, RELB, 0, TILES, start_m, start_n, True, SPARSE, HAS_MOD, IEEE,
-                          BLOCK_M, BLOCK_N, BQ, BK)
+                          BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
     tl.store(DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm
              + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=row[:, None])
 
-
-attn_bwd_preprocess = _attn_bwd_preprocess
-_KEY = ["Lq", "Lk", "HEAD_DIM", "HAS_MOD", "IEEE"]
-attn_bwd_dkdv_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_BWD)(_attn_bwd_dkdv)
-# The dq kernel accumulates d(rel_bias) with atomics: zero it before every autotuning trial.
-attn_bwd_dq_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_BWD,
-                                    reset_to_zero=["DRB"])(_attn_bwd_dq)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .flash_common import NO_SPECIALIZE, PRUNE_FWD, _allowed, _dot, _score, all_dense_configs
+from .flash_common import NO_SPECIALIZE, _allowed, _dot, _score
 
 
 @triton.jit
@@ -49,9 +49,9 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
+def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-              H, GROUP, Lq, Lk, max_kb, causal, scale, softcap, has_relb,
+              H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
               HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               BQ: tl.constexpr, BK: tl.constexpr):
@@ -74,18 +74,37 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     if SPARSE:
-        # The program's BLOCK_M rows lie in layout block qbl (BQ rows); each visited BK-wide key
-        # block runs as BK / BLOCK_N program tiles.
-        qbl = q_start // BQ
-        cnt = tl.load(KV_CNT + qbl)
-        for slot in range(0, cnt):
-            tk = tl.load(KV_IDX + qbl * max_kb + slot) * BK
-            tile = tl.load(KV_TILE + qbl * max_kb + slot)
-            for sub in range(0, BK // BLOCK_N):
-                acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + sub * BLOCK_N,
-                                          offs_m, offs_d, head, off, Lk, causal, scale, softcap,
-                                          has_relb, SLOPES, RELB, tile, TILES, qbl * BQ, tk, True,
-                                          SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+        # The program's BLOCK_M rows lie in layout block qbl (BQ rows); its row of the query-major
+        # plan lists the full key blocks, then the partial ones (kernels/flash_plan.py). Each
+        # BK-wide block runs as BK / BLOCK_N program tiles. One flat loop per kind over
+        # (block, sub-tile) so the software pipeliner prefetches the next tiles' K / V. The block
+        # index is read one iteration ahead and carried: K / V addresses then depend on no load
+        # of the same iteration, and Triton pipelines them as deep as the dense loop
+        # (python -m kernels.pipeline_check; read in place, the index load cost one stage).
+        NSUB: tl.constexpr = BK // BLOCK_N
+        lrow = LAY + (q_start // BQ) * lay_w
+        n_f = tl.load(lrow)
+        n_p = tl.load(lrow + 1)
+        tk_next = tl.load(lrow + 2) * BK
+        for it in range(0, n_f * NSUB):
+            tk = tk_next
+            tk_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BK
+            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
+                                      offs_m, offs_d, head, off, Lk, causal, scale, softcap,
+                                      has_relb, SLOPES, RELB, 0, TILES, 0, tk, False,
+                                      SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+        tk_next = tl.load(lrow + 2 + mf) * BK
+        tile_next = tl.load(lrow + 2 + mf + mp)
+        for it in range(0, n_p * NSUB):
+            tk = tk_next
+            tile = tile_next
+            nxt = tl.minimum((it + 1) // NSUB, mp - 1)
+            tk_next = tl.load(lrow + 2 + mf + nxt) * BK
+            tile_next = tl.load(lrow + 2 + mf + mp + nxt)
+            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
+                                      offs_m, offs_d, head, off, Lk, causal, scale, softcap,
+                                      has_relb, SLOPES, RELB, tile, TILES, (q_start // BQ) * BQ,
+                                      tk, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     else:
         # Key blocks [0, n_full) need no element mask; [n_full, hi) straddle the causal diagonal
         # or the key tail. Causal skips everything right of the last row's diagonal.
@@ -111,6 +130,3 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, KV_CNT, KV_IDX, KV_TILE, TILES,
              mask=offs_m[:, None] < Lq)
     tl.store(LSE + bh.to(tl.int64) * Lq + offs_m, lse, mask=offs_m < Lq)
 
-
-_KEY = ["Lq", "Lk", "HEAD_DIM", "HAS_MOD", "IEEE"]
-attn_fwd_dense = triton.autotune(all_dense_configs(), key=_KEY, prune_configs_by=PRUNE_FWD)(_attn_fwd)

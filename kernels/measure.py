@@ -1,6 +1,9 @@
 """Measured (never computed) memory and wall time of a piece of work, on CPU and CUDA.
 
-Time: ``median_ms`` (one closure) and ``interleaved_ms`` (several, round-robin), CUDA synchronised.
+Time: ``median_ms`` (one closure) and ``interleaved_ms`` (several, round-robin). On CUDA each run
+is timed with CUDA events recorded on the current stream around it (``torch.cuda.Event``, GPU
+time of the queued work, no host-side launch jitter) after a synchronisation; on CPU with
+``time.perf_counter``. ``timer_name(device)`` says which, for the tables and plots.
 
 CUDA: ``torch.cuda.max_memory_allocated`` after a reset, minus what was allocated before.
 CPU: the PyTorch profiler's allocator events (``[memory]`` records, one per allocation and free,
@@ -49,8 +52,29 @@ def synchronizer(device):
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
+def timer_name(device) -> str:
+    """What times a run on ``device``: "CUDA events" or "perf_counter (wall clock)"."""
+    return "CUDA events" if torch.device(device).type == "cuda" else "perf_counter (wall clock)"
+
+
+def timed_s(fn, device="cpu") -> float:
+    """Seconds one ``fn()`` takes: CUDA events on CUDA (queued work drained first), else wall time."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def median_ms(fn, device="cpu", warmup=1, repeats=5, budget_s=None):
-    """Median wall time of ``fn()`` in ms after ``warmup`` calls (CUDA synchronised).
+    """Median time of ``fn()`` in ms after ``warmup`` calls (``timed_s``: CUDA events on CUDA).
 
     With ``budget_s``, stops repeating once the total time spent exceeds it (at least one timed run).
     """
@@ -60,10 +84,7 @@ def median_ms(fn, device="cpu", warmup=1, repeats=5, budget_s=None):
     sync()
     times, spent = [], 0.0
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        dt = time.perf_counter() - t0
+        dt = timed_s(fn, device)
         times.append(dt)
         spent += dt
         if budget_s is not None and spent > budget_s:
@@ -77,15 +98,10 @@ def interleaved_ms(runs: list, device, repeats: int, budget_s: float) -> list:
     repeat ``r + 1`` of any, so a slow spell of a shared machine hits all of them alike instead of
     whichever happened to be measured then. A closure stops repeating once its total time exceeds
     ``budget_s`` (it always gets one timed run)."""
-    sync = synchronizer(device)
     times = [[] for _ in runs]
     for _ in range(repeats):
         for run, ts in zip(runs, times):
             if ts and sum(ts) > budget_s:
                 continue
-            sync()
-            t0 = time.perf_counter()
-            run()
-            sync()
-            ts.append(time.perf_counter() - t0)
+            ts.append(timed_s(run, device))
     return [1000.0 * sorted(ts)[len(ts) // 2] for ts in times]

@@ -108,18 +108,26 @@ def test_a_wrong_typed_input_to_a_ui_endpoint_gets_a_message(app_url):
 
 @pytest.mark.parametrize("how", ["cancel", "disconnect"])
 def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how):
-    """job.cancel() (or a client that goes away) stops the sweep between two modules: the next
-    benchmark, which shares the one sweep slot, starts at once instead of waiting for the whole sweep."""
+    """job.cancel() (or a client process that dies mid-sweep) stops the sweep between two modules: the
+    next benchmark, which shares the one sweep slot, starts at once instead of waiting for the sweep."""
+    import subprocess
+    import sys
     import time
     big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16, "attention": "sliding_window"})
-    first = Client(app_url, verbose=False)
     lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
-    job = first.submit(big, lengths, "forward_backward", api_name="/benchmark")
-    time.sleep(2.5)
     if how == "cancel":
+        job = Client(app_url, verbose=False).submit(big, lengths, "forward_backward", api_name="/benchmark")
+        time.sleep(2.5)
         job.cancel()
-    else:
-        first.close()
+    else:  # a separate client process, killed while its sweep runs: its connections drop
+        code = ("import sys; from gradio_client import Client; "
+                "Client(sys.argv[1], verbose=False).predict(sys.argv[2], sys.argv[3], 'forward_backward', "
+                "api_name='/benchmark')")
+        proc = subprocess.Popen([sys.executable, "-c", code, app_url, big, lengths],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(6)  # connect, submit, start the sweep
+        proc.kill()
+        proc.wait(10)
     t0 = time.perf_counter()
     recs = Client(app_url, verbose=False).predict(json.dumps(SMALL), "16", "forward", api_name="/benchmark")
     waited = time.perf_counter() - t0

@@ -7,7 +7,8 @@ import pytest
 import kernels
 from explorer import experiments as ex
 from explorer.activity import LOAD
-from explorer.sweep import attention_backend_name, latency_memory_sweep
+from explorer.experiments import model_summary
+from explorer.sweep import latency_memory_sweep
 from models import ConfigError, ModelConfig
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=2)
@@ -64,7 +65,7 @@ def test_the_record_names_the_backend_that_ran(attention, position, expected):
             build(cfg).eval()(torch.zeros(1, 128, dtype=torch.long))
     rec = latency_memory_sweep(cfg, [128], repeats=1, min_repeats=1)[0]
     assert rec["backend"] == expected == " + ".join(dict.fromkeys(ran))
-    assert attention_backend_name(cfg, "cpu", 128) == expected  # the model card's prediction agrees
+    assert model_summary(cfg, seq_len=128)["backend"] == expected  # the model card records the same
     assert rec["timer"] == "perf_counter" and rec["dtype"] == "float32"
 
 

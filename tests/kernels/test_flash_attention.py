@@ -16,9 +16,9 @@ def _inputs(B, h, h_kv, lq, lk, d, dtype, seed=0):
     return mk(B, h, lq, d), mk(B, h_kv, lk, d), mk(B, h_kv, lk, d)
 
 
-def _check(q, k, v, *, config=None, rel_bias=None, **kw):
+def _check(q, k, v, *, config=None, rel_bias=None, split=None, **kw):
     tol = TOL[q.dtype]
-    out = _flash(q, k, v, config=config, rel_bias=rel_bias, **kw)
+    out = _flash(q, k, v, config=config, rel_bias=rel_bias, split=split, **kw)
     ref, _ = attention_ref(q, k, v, rel_bias=rel_bias, **kw)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out.float(), ref.float(), atol=tol, rtol=tol)
@@ -118,8 +118,8 @@ def test_block_mask_64_runs_as_smaller_program_tiles(mods):
     """fp32 on the app's 64 x 64 layout tiles runs 32-wide program tiles: partial-tile masks,
     the causal diagonal and the tails must be read at the right offsets inside the layout tile."""
     from kernels.flash_common import sparse_meta
-    for bwd in (False, True):
-        meta = sparse_meta(64, 4, 64, 64, bwd, bool(mods))
+    for kern in ("fwd", "dkdv", "dq"):
+        meta = sparse_meta(64, 4, 64, 64, kern, bool(mods))
         assert (meta["BQ"], meta["BK"]) == (64, 64) and meta["BLOCK_M"] * meta["BLOCK_N"] < 64 * 64
     lq, lk = 150, 170
     i = torch.arange(lq)[:, None] + (lk - lq)
@@ -168,3 +168,54 @@ def test_unsupported_arguments_are_reported():
     assert "rel_k" in unsupported_reason(q, q, q, rel_k=torch.zeros(1, 3, 32))
     with pytest.raises(ValueError, match="tile"):
         flash_attention(q, q, q, block_mask=block_mask(torch.ones(8, 8, dtype=torch.bool), 8))
+
+
+@pytest.mark.parametrize("block", [32, (32, 16)])
+def test_block_mask_full_blocks_cut_by_causal(block):
+    """An all-allowed layout with causal: below-diagonal blocks run the unmasked body, blocks on
+    the diagonal the masked one without a tile, blocks above it are skipped (Lq < Lk, GQA)."""
+    lq, lk = 80, 112
+    bm = block_mask(torch.ones(lq, lk, dtype=torch.bool), block)
+    assert bm.tiles.shape[0] > 0 or (bm.kv_tile < 0).all()
+    q, k, v = _inputs(1, 4, 2, lq, lk, 32, torch.float32, seed=11)
+    _check(q, k, v, block_mask=bm, causal=True, rel_bias=torch.randn(4, 2 * lk - 1).requires_grad_())
+
+
+def test_gpu_launcher_accepts_exactly_the_compiled_layout_tiles():
+    """On a GPU (meta tensors stand in for CUDA ones) only the BlockMask tiles kernels.aot_check
+    compiles are accepted; the sparse specialisations it compiles are exactly those tiles."""
+    from kernels.aot_check import _flash_specs
+    from kernels.flash_attention import BLOCK_SIZES, GPU_LAYOUTS
+
+    q = torch.empty(1, 2, 128, 64, dtype=torch.float16, device="meta")
+    q_cpu = torch.empty(1, 2, 128, 64, dtype=torch.float16)
+    accepted = set()
+    for bq in BLOCK_SIZES:
+        for bk in BLOCK_SIZES:
+            bm = block_mask(torch.ones(128, 128, dtype=torch.bool), (bq, bk))
+            if unsupported_reason(q, q, q, block_mask=bm) is None:
+                accepted.add((bq, bk))
+            assert unsupported_reason(q_cpu, q_cpu, q_cpu, block_mask=bm) is None  # interpreter
+    assert accepted == set(GPU_LAYOUTS)
+    compiled = {tuple(int(x) for x in name.split("/")[1].split()[0].split("x"))
+                for name, *_ in _flash_specs(False) if " sparse " in name}
+    assert compiled == set(GPU_LAYOUTS)
+
+
+@pytest.mark.parametrize("split,sparse", [(2, False), (4, True)])
+def test_dkdv_group_split_matches_the_reference(split, sparse):
+    """GQA at batch 1 with the dK/dV kernel split over the query-head group (partial sums per
+    split, summed afterwards): gradients equal the reference's."""
+    lq = lk = 70
+    bm = block_mask(_random_pattern(lq, lk, seed=12, p=0.5), 32) if sparse else None
+    q, k, v = _inputs(1, 4, 1, lq, lk, 32, torch.float32, seed=13)
+    kw = dict(block_mask=bm) if sparse else dict(config=SMALL)
+    _check(q, k, v, causal=True, split=split, alibi_slopes=torch.tensor([0.1, 0.2, 0.3, 0.4]), **kw)
+
+
+def test_dkdv_split_choice():
+    from kernels.flash_attention import dkdv_split
+
+    assert dkdv_split("cpu", 4, 8) == 1  # the interpreter never splits
+    with pytest.raises(ValueError, match="split"):
+        _flash(*_inputs(1, 4, 1, 16, 16, 32, torch.float32), split=3)

@@ -50,3 +50,19 @@ def test_linear_attention_torch_path(causal):
                                atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(linear_attention_ref(q, k, v, causal=causal, chunk=32),
                                _dense(q, k, v, causal), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_linear_attention_triton_batch_and_many_chunks(causal):
+    """Batch 2, GQA, a length of several scan chunks plus a tail: every chunk's state is the
+    prefix (causal) or total (non-causal) of its own batch row and K/V head."""
+    g = torch.Generator().manual_seed(7)
+    q = torch.rand(2, 4, 77, 24, generator=g).requires_grad_()
+    k = torch.rand(2, 2, 77, 24, generator=g).requires_grad_()
+    v = torch.randn(2, 2, 77, 40, generator=g).requires_grad_()
+    out = linear_attention(q, k, v, causal=causal, force_triton=True)
+    ref = _dense(q, k, v, causal)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    do = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, [q, k, v], do), torch.autograd.grad(ref, [q, k, v], do)):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

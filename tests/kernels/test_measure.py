@@ -1,7 +1,9 @@
 """kernels.measure: the CPU peak is the allocator's, checked against tensors of known size."""
+import time
+
 import torch
 
-from kernels.measure import measure_peak, median_ms
+from kernels.measure import interleaved_ms, measure_peak, median_ms, timer_name
 
 
 def test_peak_counts_live_allocations_not_freed_ones():
@@ -31,7 +33,39 @@ def test_pre_existing_tensors_are_not_counted():
     assert peak < 1 << 20
 
 
-def test_median_ms_returns_a_positive_time_within_the_budget():
+def _sleeper(ms_per_call):
+    """A closure whose n-th call sleeps ``ms_per_call[n]`` milliseconds (a known lower bound)."""
     calls = []
-    ms = median_ms(lambda: calls.append(1), warmup=2, repeats=5)
-    assert ms >= 0 and len(calls) == 7
+
+    def run():
+        time.sleep(ms_per_call[len(calls)] / 1000.0)
+        calls.append(1)
+    return run, calls
+
+
+def test_median_ms_is_the_middle_run_not_the_first_or_the_mean():
+    # One warm-up, then five timed runs; three of the five sleep 150 ms: the median is >= 150 ms.
+    run, calls = _sleeper([0, 150, 0, 150, 0, 150])
+    assert median_ms(run, warmup=1, repeats=5) >= 150.0 and len(calls) == 6
+    # Only two of five sleep: the median is one of the short runs (the mean would be 60 ms; the
+    # margin leaves a loaded machine 100 ms of scheduling delay on the short runs).
+    run, calls = _sleeper([0, 150, 0, 0, 150, 0])
+    assert median_ms(run, warmup=1, repeats=5) < 100.0 and len(calls) == 6
+
+
+def test_median_ms_stops_at_the_budget():
+    run, calls = _sleeper([0] + [100] * 10)
+    ms = median_ms(run, warmup=1, repeats=10, budget_s=0.15)  # 100 + 100 ms > 150 ms: two runs
+    assert 1 <= len(calls) - 1 <= 2 and ms >= 100.0  # (one when a loaded machine stalls the first)
+
+
+def test_interleaved_ms_times_each_closure_separately():
+    slow, _ = _sleeper([150] * 3)
+    fast, _ = _sleeper([0] * 3)
+    ms_slow, ms_fast = interleaved_ms([slow, fast], "cpu", repeats=3, budget_s=10.0)
+    assert ms_slow >= 150.0 and ms_fast < 100.0
+
+
+def test_timer_is_named():
+    assert timer_name("cpu") == "perf_counter (wall clock)"
+    assert timer_name("cuda") == "CUDA events"

@@ -1,10 +1,10 @@
 """Attention kernel benchmark: ms and TFLOP/s against sequence length, per pattern and provider.
 
-    python -m kernels.bench                                   # every pattern / provider, fwd and fwd+bwd
-    python -m kernels.bench --mode fwd --json /tmp/bench.json # forward only, records as JSON
-    python -m kernels.bench --lengths 1024,4096 --patterns sliding_window --providers ours,flex
+    python -m models.bench_kernels                                   # every pattern / provider, fwd and fwd+bwd
+    python -m models.bench_kernels --mode fwd --json /tmp/bench.json # forward only, records as JSON
+    python -m models.bench_kernels --lengths 1024,4096 --patterns sliding_window --providers ours,flex
 
-Patterns (all causal; ``kernels/bench_providers.py``): ``full``; ``sliding_window`` (window 256);
+Patterns (all causal; ``models/bench_kernel_providers.py``): ``full``; ``sliding_window`` (window 256);
 ``bigbird`` (the catalogue's BigBird: window 256, 2 global tokens, 2 random 64-blocks per query
 block, seed 0). Providers:
   ours  ``kernels.attention`` with the pattern's ``BlockMask`` (for ``full`` the dense causal call
@@ -19,9 +19,10 @@ Shape B=1, h=8, d=64 (``--batch/--heads/--dim``); fp32 on CPU, bf16 on CUDA (``-
 Timing (DESIGN.md, "Measuring"): masks, layouts and compilation are set up outside the timing; one
 warm-up run (two for compiled providers, the first compiles), then the median of ``--repeats`` runs
 (CUDA synchronised), taken round-robin over the providers of one pattern and length so a slow spell
-of a shared machine cannot favour one of them (``kernels.measure.interleaved_ms``). A cell whose
+of a shared machine cannot favour one of them (``kernels.measure.interleaved_ms``). On CUDA every run
+is timed with CUDA events, on CPU with ``time.perf_counter``; the table title says which. A cell whose
 first run exceeds ``--budget`` seconds is "timeout", out of memory is "oom"; longer lengths of that
-pattern / provider / mode are then "skipped". FLOPs: see ``kernels/bench_providers.py``
+pattern / provider / mode are then "skipped". FLOPs: see ``models/bench_kernel_providers.py``
 (block-sparse providers count the tiles they visit; backward = 2.5x forward). ``flex`` and ``ref``
 outputs are checked against ours.
 """
@@ -35,8 +36,8 @@ import time
 
 import torch
 
-from .bench_providers import BWD_FACTOR, PATTERNS, PROVIDERS, Unavailable, prepare
-from .measure import interleaved_ms, synchronizer
+from models.bench_kernel_providers import BWD_FACTOR, PATTERNS, PROVIDERS, Unavailable, prepare
+from kernels.measure import interleaved_ms, synchronizer, timer_name
 
 CPU_LENGTHS = "1024,2048,4096,8192,16384"
 GPU_LENGTHS = "1024,2048,4096,8192,16384,32768"
@@ -203,7 +204,7 @@ def format_table(records, mode) -> str:
     line = lambda cells: "  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths)))
     title = (f"== {mode}: ms (TFLOP/s), B={r0['B']} h={r0['h']} d={r0['d']} {r0['dtype']} on {r0['device']} "
-             f"({torch.get_num_threads()} threads) ==")
+             f"({torch.get_num_threads()} threads), timed with {timer_name(r0['device'])} ==")
     out = [title, line(head)] + [line(b) for b in body]
     notes = sorted({r["status"] for r in recs if r["status"].startswith(("unavailable", "error"))})
     out += [f"  note: {n}" for n in notes]
@@ -246,7 +247,7 @@ def _csv(kind, valid=None):
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m models.bench_kernels", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     cuda = torch.cuda.is_available()
     ap.add_argument("--lengths", type=_csv(int), default=None, help=f"CPU default {CPU_LENGTHS}; GPU {GPU_LENGTHS}")
@@ -272,7 +273,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"kernels.bench: torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, "
+    print(f"models.bench_kernels: torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, "
           f"load average {load:.2f} at start", flush=True)
     records = sweep(args)
     for mode in MODES[args.mode]:

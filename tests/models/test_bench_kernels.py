@@ -1,4 +1,4 @@
-"""``python -m kernels.bench``: every cell gets a record and a status, masks equal the catalogue's.
+"""``python -m models.bench_kernels``: every cell gets a record and a status, masks equal the catalogue's.
 
 No timing is asserted. ``torch.compile(flex_attention)`` takes a minute per pattern on CPU, too slow
 for CI, so the sweep tests swap in eager ``flex_attention`` (same masks and code path around it).
@@ -10,8 +10,9 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import create_mask, flex_attention
 
-from kernels import bench, bench_providers
-from kernels.bench_providers import PATTERNS, PROVIDERS, Unavailable, dense_causal_flops, pattern_config
+from models import bench_kernel_providers as bench_providers
+from models import bench_kernels as bench
+from models.bench_kernel_providers import PATTERNS, PROVIDERS, Unavailable, dense_causal_flops, pattern_config
 
 LENGTHS = [128, 256]
 

@@ -1,4 +1,4 @@
-"""Patterns and providers of ``python -m kernels.bench`` (see ``kernels/bench.py`` for the CLI).
+"""Patterns and providers of ``python -m models.bench_kernels`` (the CLI is models/bench_kernels.py).
 
 A *provider* is one way of computing causal attention over a pattern. ``prepare(name, pattern, q)``
 builds everything that does not belong in the timing (block masks, dense reference masks,
@@ -10,9 +10,10 @@ count the work they do: the area of the tiles their block mask visits (``n_visit
 64 x 64 tiles for ours, 128 x 128 for FlexAttention) times ``4 * B * h * d``; partial (diagonal,
 window-edge) tiles count whole, as they are computed whole. Backward counts 2.5x forward.
 
-The catalogue patterns (CATALOGUE.md section 1) come from ``models.attention``: this benchmark is a
-script at the top of the stack, so it reaches up into ``models`` lazily; nothing in ``kernels``
-imports this module.
+The catalogue patterns (the structured patterns of docs/catalogue.md) come from ``models.attention``,
+which is why this benchmark lives in ``models`` and not in ``kernels`` (``kernels`` imports nothing
+from ``models``). The model imports stay inside the functions: ``import models`` does not load
+the benchmark, and the benchmark does not load the whole catalogue until a pattern needs it.
 """
 from __future__ import annotations
 

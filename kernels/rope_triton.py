@@ -1,0 +1,71 @@
+"""Triton kernel of kernels/rope.py (rotate-half RoPE; convention in that module's docstring).
+
+Imported lazily by kernels/rope.py on the Triton path only, so ``import kernels`` and ``import
+models`` need no triton.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rope_kernel(X, Y, POS, n_rows, L, log2_base, sign, HALF: tl.constexpr, HALF_PAD: tl.constexpr,
+                 BLOCK_R: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    k = tl.arange(0, HALF_PAD)
+    ok = (rows[:, None] < n_rows) & (k[None, :] < HALF)
+    pos = tl.load(POS + rows % L, mask=rows < n_rows, other=0).to(tl.float32)
+    # theta_k = base^(-2k/d) = 2^(-(k / HALF) log2(base))
+    theta = tl.exp2(-(k.to(tl.float32) / HALF) * log2_base)
+    ang = pos[:, None] * theta[None, :]
+    c = tl.cos(ang)
+    s = tl.sin(ang) * sign
+    base = rows[:, None].to(tl.int64) * (2 * HALF) + k[None, :]
+    x1 = tl.load(X + base, mask=ok, other=0.0).to(tl.float32)
+    x2 = tl.load(X + base + HALF, mask=ok, other=0.0).to(tl.float32)
+    tl.store(Y + base, (x1 * c - x2 * s).to(Y.dtype.element_ty), mask=ok)
+    tl.store(Y + base + HALF, (x2 * c + x1 * s).to(Y.dtype.element_ty), mask=ok)
+
+
+BLOCK_R = 16
+
+
+def _launch(x: torch.Tensor, positions: torch.Tensor, base: float, sign: float) -> torch.Tensor:
+    L, d = x.shape[-2], x.shape[-1]
+    xc = x.contiguous()
+    y = torch.empty_like(xc)
+    n_rows = xc.numel() // d
+    pos = positions.to(device=x.device, dtype=torch.int32).contiguous()
+    half = d // 2
+    _rope_kernel[(triton.cdiv(n_rows, BLOCK_R),)](
+        xc, y, pos, n_rows, L, math.log2(base), sign, HALF=half,
+        HALF_PAD=triton.next_power_of_2(half), BLOCK_R=BLOCK_R)
+    return y
+
+
+class _Rope(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, positions, base):
+        ctx.save_for_backward(positions)
+        ctx.base = base
+        return _launch(x, positions, base, 1.0)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (positions,) = ctx.saved_tensors
+        return _launch(dy, positions, ctx.base, -1.0), None, None
+
+
+def aot_specs(quick: bool):
+    """Specialisations kernels.aot_check compiles: (name, fn, pointer types, constexprs, warps, stages)."""
+    out = []
+    for tt in (("fp16",) if quick else ("fp16", "bf16", "fp32")):
+        for d in ((64,) if quick else (32, 64, 128)):
+            ptrs = {"X": "*" + tt, "Y": "*" + tt, "POS": "*i32"}
+            out.append((f"rope {tt} d{d}", _rope_kernel, ptrs,
+                        {"HALF": d // 2, "HALF_PAD": d // 2, "BLOCK_R": BLOCK_R}, 4, 2))
+    return out
