@@ -27,7 +27,7 @@ import pandas as pd
 
 from models import ConfigError, ModelConfig
 
-from . import checkpoint, plots_train, reproduce
+from . import checkpoint, plots_train, reproduce, trained_weights
 from .configs import as_config
 from .plots import message_figure
 from .seeding import build
@@ -131,6 +131,19 @@ def trained_model(state):
         return state["trainer"].cfg, state["trainer"].model.eval()
     if state.get("uploaded") is not None:
         return as_config(state["uploaded_key"]), state["uploaded"].eval()
+    return None
+
+
+def trained_snapshot(state):
+    """A ``TrainedWeights`` copy of this session's run (taken between optimizer steps, so a run that
+    is training meanwhile is never caught half-updated) or of its uploaded model; None without one."""
+    state = state or {}
+    trainer = state.get("trainer")
+    if trainer is not None:
+        with trainer.weights_lock:
+            return trained_weights.snapshot(trainer.cfg, trainer.model, trainer.step)
+    if state.get("uploaded") is not None:
+        return trained_weights.snapshot(as_config(state["uploaded_key"]), state["uploaded"], trained_step(state))
     return None
 
 

@@ -19,7 +19,7 @@ from models import ConfigError
 from . import trained_weights as tw
 from .ui_handlers import _problem, _state, current_config
 from .ui_text import shown
-from .ui_train import small_config, trained_model, trained_step
+from .ui_train import small_config, trained_snapshot
 
 INITIAL, TRAINED = "initial", "trained"
 SHARE_NOTE = ("The share link and the config export carry the configuration only, never trained weights: "
@@ -46,16 +46,14 @@ def switch(values: dict, weights=INITIAL, train_state=None, state=None) -> dict:
     state = {**_state(state), "drawn": None}
     if weights != TRAINED:
         return {"weights": gr.skip(), "trained": None, "state": state, "status": "Showing the initial weights."}
-    found = trained_model(train_state)
-    if found is None:
-        return _off(state, "No trained model in this session yet: train one in the Train tab (or upload one "
-                           "there), then switch to trained.")
-    cfg_trained, model = found
     try:
         cfg = current_config(values)
-        record = tw.snapshot(cfg_trained, model, trained_step(train_state))
+        record = trained_snapshot(train_state)
     except Exception as exc:  # a bad control value, or weights over the byte cap
         return _off(state, _problem(exc))
+    if record is None:
+        return _off(state, "No trained model in this session yet: train one in the Train tab (or upload one "
+                           "there), then switch to trained.")
     diff = tw.mismatch(record, cfg)
     if diff:
         return _off(state, f"The trained weights belong to another config: set {', '.join(diff[:6])} in the "
