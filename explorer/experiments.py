@@ -17,12 +17,16 @@ An encoder-decoder (``architecture="encoder_decoder"``) is called as ``model(src
 is split at a separator (``explorer.encdec``), the maps gain the encoder's and the cross-attention
 (``AttentionMaps.stacks``), the gradient norms are per stack, the FLOPs are counted on a source
 and a target of ``seq_len`` each.
+``attention_maps`` and ``gradient_norms`` take optional ``weights`` (``explorer.trained_weights``):
+a session's trained weights of the same config instead of the initial ones; without the argument
+they use the record ``trained_weights.active`` set for the current request, if it is this config's.
 
 Every request is checked against the per-request memory budget first (``explorer.budget``: the
 weights counted exactly, the activations predicted from the shapes), so a config that would not
 fit is refused with a ``ConfigError`` naming what to shrink, whichever entry point it came from.
 Results are memoised by config in one cache bounded in bytes (``explorer.cache.ByteLRU``), so
-redrawing the same config costs nothing; after a large request the freed heap is handed back to the
+redrawing the same config costs nothing (trained weights: keyed by their digest as well, see
+``explorer.trained_weights``); after a large request the freed heap is handed back to the
 system (``malloc_trim``). No per-user state lives here.
 """
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -49,6 +54,7 @@ from .device import device, gpu
 from .limits import MAX_TEXT_BYTES
 from .seeding import GLOBAL_RNG, build
 from .sweep import backend_label
+from .trained_weights import TrainedWeights, resolve
 from .sweep import latency_memory_sweep as _sweep
 from .views import Views, compute_views
 
@@ -80,13 +86,21 @@ def token_label(b: int) -> str:
 CACHE = ByteLRU()
 
 
-def _eval_model(cfg_json: str):
-    """The model of a config, built once and shared read-only (eval mode, no gradients)."""
+def _eval_model(cfg_json: str, weights: TrainedWeights | None = None):
+    """The model of a config (initial or ``weights``), built once and shared read-only (eval mode,
+    no gradients); trained models are cached under their weights' digest."""
     def make():
-        model = build(ModelConfig.from_dict(json.loads(cfg_json))).to(device()).eval()
+        model = build(ModelConfig.from_dict(json.loads(cfg_json)))
+        if weights is not None:
+            weights.load_into(model)
+        model = model.to(device()).eval()
         model.requires_grad_(False)
         return model
-    return CACHE.get(("model", cfg_json), make)
+    return CACHE.get(("model", cfg_json, _digest_of(weights)), make)
+
+
+def _digest_of(weights: TrainedWeights | None):
+    return None if weights is None else weights.digest
 
 
 def _memo(name: str, compute, *key, need: int = 0):
@@ -143,25 +157,31 @@ def _rows_ok(att: np.ndarray) -> bool:
 
 @gpu
 def attention_maps(cfg, text: str, max_bytes: int = MAX_TEXT_BYTES,
-                   separator: str = encdec.DEFAULT_SEPARATOR) -> AttentionMaps:
+                   separator: str = encdec.DEFAULT_SEPARATOR, weights: TrainedWeights | None = None) -> AttentionMaps:
     """Run the model on ``text`` (byte-level) with ``return_attention=True``; see ``AttentionMaps``.
 
-    An encoder-decoder reads ``text`` as ``source <separator> target`` (``encdec.split_text``)."""
+    An encoder-decoder reads ``text`` as ``source <separator> target`` (``encdec.split_text``).
+    ``weights`` (``explorer.trained_weights``): trained weights of this config instead of the
+    initial ones (default: the request's active record when it belongs to ``cfg``)."""
     cfg = as_config(cfg)
+    w = resolve(cfg.to_json(), weights)
     if encdec.is_seq2seq(cfg):
         src, tgt, truncated = encdec.split_text(text, separator, max_bytes)
         need = budget.check(cfg, "attention", max(len(src), len(tgt)), 1)
-        return _memo("maps2", _seq2seq_maps_cached, cfg.to_json(), tuple(src), tuple(tgt), truncated, need=need)
+        return _memo("maps2", partial(_seq2seq_maps_cached, weights=w), cfg.to_json(), tuple(src), tuple(tgt),
+                     truncated, _digest_of(w), need=need)
     ids, truncated = encode_text(text, max_bytes)
     if not ids:
         raise ConfigError("text", text, "at least one character")
     need = budget.check(cfg, "attention", len(ids), 1)
-    return _memo("maps", _attention_maps_cached, cfg.to_json(), tuple(ids), truncated, need=need)
+    return _memo("maps", partial(_attention_maps_cached, weights=w), cfg.to_json(), tuple(ids), truncated,
+                 _digest_of(w), need=need)
 
 
-def _seq2seq_maps_cached(cfg_json: str, src: tuple, tgt: tuple, truncated: bool) -> AttentionMaps:
+def _seq2seq_maps_cached(cfg_json: str, src: tuple, tgt: tuple, truncated: bool, digest=None,
+                         weights=None) -> AttentionMaps:
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
-    return encdec.seq2seq_maps(cfg, _eval_model(cfg_json), src, tgt, truncated, device(), _maps_of)
+    return encdec.seq2seq_maps(cfg, _eval_model(cfg_json, weights), src, tgt, truncated, device(), _maps_of)
 
 
 def _maps_of(attentions: list, cfg: ModelConfig, labels: list, key_labels: list, pattern: tuple,
@@ -180,9 +200,9 @@ def _maps_of(attentions: list, cfg: ModelConfig, labels: list, key_labels: list,
                          config=cfg.to_dict(), truncated=truncated, device=str(device()), notes=notes)
 
 
-def _attention_maps_cached(cfg_json: str, ids: tuple, truncated: bool) -> AttentionMaps:
+def _attention_maps_cached(cfg_json: str, ids: tuple, truncated: bool, digest=None, weights=None) -> AttentionMaps:
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
-    model = _eval_model(cfg_json)
+    model = _eval_model(cfg_json, weights)
     tokens = torch.tensor([ids], device=device())
     with torch.no_grad():
         out = model(tokens, return_attention=True)
@@ -259,8 +279,10 @@ def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 
 @gpu
-def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0) -> dict:
-    """Per-layer gradient norms at initialisation (one backward of the next-token loss).
+def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
+                   weights: TrainedWeights | None = None) -> dict:
+    """Per-layer gradient norms at initialisation (one backward of the next-token loss), or of the
+    trained ``weights`` of this config (default: the request's active record when it belongs to ``cfg``).
 
     Returns ``{"layer": [0..], "attn_out": [...], "ffn_out": [...] (empty when ffn="none"),
     "residual": [...], "loss": float, "norm_placement": str, "notes": [...]}``. The auxiliary
@@ -270,14 +292,19 @@ def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0) -> dic
     cfg = as_config(cfg)
     if int(seq_len) < 2 or int(batch) < 1:
         raise ConfigError("seq_len", seq_len, "seq_len >= 2 and batch >= 1 (next-token loss)")
+    w = resolve(cfg.to_json(), weights)
     need = budget.check(cfg, "gradients", int(seq_len), int(batch))
-    result = _memo("gradients", _gradient_norms_cached, cfg.to_json(), int(seq_len), int(batch), int(seed), need=need)
+    result = _memo("gradients", partial(_gradient_norms_cached, weights=w), cfg.to_json(), int(seq_len),
+                   int(batch), int(seed), _digest_of(w), need=need)
     return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
 
 
-def _gradient_norms_cached(cfg_json: str, seq_len: int, batch: int, seed: int) -> dict:
+def _gradient_norms_cached(cfg_json: str, seq_len: int, batch: int, seed: int, digest=None, weights=None) -> dict:
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
-    model = build(cfg).to(device()).train()  # a fresh model: gradients never touch the shared one
+    model = build(cfg)  # a fresh model: gradients never touch the shared one
+    if weights is not None:
+        weights.load_into(model)
+    model = model.to(device()).train()
     if encdec.is_seq2seq(cfg):
         src, tgt = encdec.seq2seq_batch(cfg, seq_len, batch, seed)
         with GLOBAL_RNG, torch.random.fork_rng(devices=[]):

@@ -22,6 +22,7 @@ call, carrying their memory across the segments; every batch starts from a fresh
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from typing import Callable, Optional
@@ -193,6 +194,7 @@ class Trainer:
                         for _ in range(run.eval_batches)]
         self.probe = self.task.probe(min(run.seq_len, PROBE_MAX_LEN))
         self.step = 0
+        self.weights_lock = threading.Lock()  # held while the optimizer writes the weights (snapshots read under it)
         self.history: list = []      # one dict of scalars per snapshot
         self.train_time = 0.0        # seconds inside training steps (for tokens/s)
         self.elapsed = 0.0           # seconds inside run() (training + evaluation)
@@ -228,8 +230,9 @@ class Trainer:
             self.rng_state = torch.get_rng_state()
         if run.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), run.clip)
-        self.opt.step()
-        self.step += 1
+        with self.weights_lock:
+            self.opt.step()
+            self.step += 1
         value = float(loss.detach())
         if not math.isfinite(value):
             raise FloatingPointError(f"the loss became {value} at step {self.step}")

@@ -10,7 +10,9 @@ One user action = a bounded number of requests: controls act on *commit* (a drop
 on ``input``, a number or text box on Enter / leaving the box), never on ``change``, so values the
 app itself writes (a preset, a link, an upload) cannot fire more events. A commit runs one chain:
 attention -> variant views -> gradients / model card, and a commit that changes nothing redraws
-nothing. A preset, link or upload fills the controls, then runs the same chain once.
+nothing. The "Weights" switch runs the same chain with the session's trained weights
+(``explorer.ui_trained``; the Train tab is ``explorer.ui_train``). A preset, link or upload fills
+the controls, then runs the same chain once.
 
 The attention figures of the default config are computed when the app is built, so the first page
 paints without a request; the other tabs fill on page load. The queue is bounded (a full queue
@@ -27,7 +29,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_encdec, ui_jobs, ui_views
+from . import ui_api, ui_encdec, ui_jobs, ui_train, ui_trained, ui_views
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -49,7 +51,8 @@ COMPUTE_LIMIT = max(1, int(os.environ.get("EXPLORER_COMPUTE_SLOTS", "2"))) \
 QUEUE_SIZE = int(os.environ["EXPLORER_QUEUE_SIZE"]) if os.environ.get("EXPLORER_QUEUE_SIZE", "").isdigit() else 24
 SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
-LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "100kb",
+# uploads: config JSON (refused above 100 kB by its handler) and the Train tab's trained models
+LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb",
                   "state_session_capacity": SESSIONS, "show_error": True}
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
 
@@ -138,12 +141,18 @@ def build_app() -> gr.Blocks:
         # is a few hundred bytes, and the sessions that hold it are bounded by SESSIONS
         state = gr.State(h.new_state(cfg, DEFAULT_TEXT))
         export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
+        # this session's trained-weights snapshot (explorer.trained_weights: at most MAX_TRAINED_BYTES)
+        trained = gr.State(None, time_to_live=3600)
         gr.HTML(_header())
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_id="controls"):
                 preset = gr.Dropdown([CUSTOM, *available()], value=CUSTOM, label="Preset", elem_id="preset",
                                      info="A named architecture fills every control (sizes kept small).")
                 status = gr.Markdown("", elem_id="status")
+                weights = gr.Radio([ui_trained.INITIAL, ui_trained.TRAINED], value=ui_trained.INITIAL,
+                                   label="Weights", elem_id="weights-switch",
+                                   info="trained: the Train tab's model (same config) in every tab")
+                gr.Markdown(ui_trained.SHARE_NOTE, elem_classes="hint", elem_id="weights-note")
                 ctl = _controls(cfg, marks)
                 text = gr.Textbox(DEFAULT_TEXT, lines=3, label=f"Input text (one token per byte, first "
                                   f"{MAX_TEXT_BYTES} bytes; applied on leaving the box)", elem_id="text",
@@ -162,8 +171,9 @@ def build_app() -> gr.Blocks:
             with gr.Column(scale=3, min_width=600):
                 with gr.Tabs(elem_id="tabs"):
                     tabs = _tabs(cfg, grid0, stats0, reading0)
-        comps = {**ctl, "state": state, "export_dir": export_dir, "preset": preset, "status": status, "text": text,
-                 "separator": separator, "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
+        comps = {**ctl, "state": state, "export_dir": export_dir, "trained": trained, "weights": weights,
+                 "preset": preset, "status": status, "text": text, "separator": separator,
+                 "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
                  **tabs}
         clash = set(ctl) & (set(comps) - set(ctl))
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
@@ -204,12 +214,15 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
     with gr.Tab("Model", id="model"):
         out["model_md"] = gr.Markdown("", elem_id="model-card")
         out["config_code"] = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
+    with gr.Tab("Train", id="train", elem_id="train-tab"):
+        out["train_state"] = ui_train.build_train_tab(lambda: ui_trained.train_default(cfg)).state
     return out
 
 
-ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis")
-VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "state")
-ANALYSIS_IN = (*CONTROL_FIELDS, "text", "state")
+ATTENTION_OUT = (*CONTROL_FIELDS, *h.FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis",
+                 "weights", "trained")
+VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "trained", "state")
+ANALYSIS_IN = (*CONTROL_FIELDS, "text", "trained", "state")
 FILL_OUT = (*CONTROL_FIELDS, *h.FILL)
 VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
 
@@ -230,7 +243,9 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    args = dict(fn=n.fn(lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw)), inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "state"),
+    attention = ui_trained.attention_with_weights(
+        lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw))
+    args = dict(fn=n.fn(attention), inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state"),
                 outputs=n.outs(*ATTENTION_OUT), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
@@ -239,11 +254,13 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
         att = first.then(**args)
     v_in = VIEWS_IN if views_state else VIEWS_IN[:-1]
     a_in = ANALYSIS_IN if views_state else ANALYSIS_IN[:-1]
-    views = att.then(n.fn(ui_views.refresh_views, VIEWS_RENAME), n.ins(*v_in), n.outs(*ui_views.OUTPUTS),
+    views = att.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in),
+                     n.outs(*ui_views.OUTPUTS),
                      show_progress="hidden", api_name=f"{name}_views", api_visibility="undocumented",
                      concurrency_id="compute")
-    views.then(n.fn(h.refresh_analysis), n.ins(*a_in), n.outs(*h.ANALYSIS), show_progress="hidden",
-               api_name=f"{name}_analysis", api_visibility="undocumented", concurrency_id="compute")
+    views.then(n.fn(ui_trained.with_weights(h.refresh_analysis)), n.ins(*a_in), n.outs(*h.ANALYSIS),
+               show_progress="hidden", api_name=f"{name}_analysis", api_visibility="undocumented",
+               concurrency_id="compute")
     return att
 
 
@@ -274,15 +291,21 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
     c["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
     gr.on([c["views_layer"].input, c["views_head"].input],
-          n.fn(lambda values, text, layer, head, state=None, separator=None: {
-              "view_approximation": ui_views.redraw_approximation(values, text, layer, head, separator)}, VIEWS_RENAME),
+          n.fn(ui_trained.with_weights(lambda values, text, layer, head, state=None, separator=None: {
+              "view_approximation": ui_views.redraw_approximation(values, text, layer, head, separator)}),
+               VIEWS_RENAME),
           n.ins(*VIEWS_IN[:-1]), n.outs("view_approximation"), trigger_mode="always_last", show_progress="minimal",
           api_name="redraw_view", api_visibility="undocumented", concurrency_id="compute")
+    # the weights switch: snapshot (or drop) the trained weights, then redraw every tab once
+    _redraw(n, c["weights"].input(n.fn(ui_trained.switch), n.ins(*CONTROL_FIELDS, "weights", "train_state", "state"),
+                                  n.outs(*ui_trained.SWITCH_OUT), api_name="weights_switch",
+                                  api_visibility="undocumented", concurrency_id="compute"), "weights")
     c["share_qs"].change(None, [c["share_qs"]], [c["share_url"]], js=SHARE_JS, queue=False,
                          api_visibility="private")
     demo.load(None, None, [c["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
 
-    export = c["export"].click(n.fn(ui_jobs.export_files), n.ins(*CONTROL_FIELDS, "text", "separator", "state"),
+    export = c["export"].click(n.fn(ui_trained.with_weights(ui_jobs.export_files)),
+                               n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "state"),
                                n.outs("files", "export_dir"), api_name="export", api_visibility="undocumented")
     # Gradio has copied the files into its cache (bounded by delete_cache): drop our temporary copy
     export.then(ui_jobs.cleanup_export, [c["export_dir"]], None, api_name="export_cleanup",

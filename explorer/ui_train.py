@@ -27,7 +27,7 @@ import pandas as pd
 
 from models import ConfigError, ModelConfig
 
-from . import checkpoint, plots_train, reproduce, train_encdec
+from . import checkpoint, plots_train, reproduce, train_encdec, trained_weights
 from .configs import as_config
 from .plots import message_figure
 from .seeding import build
@@ -140,6 +140,34 @@ def trained_model(state):
     return None
 
 
+def trained_snapshot(state):
+    """A ``TrainedWeights`` copy of this session's run (taken between optimizer steps, so a run that
+    is training meanwhile is never caught half-updated) or of its uploaded model; None without one."""
+    state = state or {}
+    trainer = state.get("trainer")
+    if trainer is not None:
+        with trainer.weights_lock:
+            return trained_weights.snapshot(trainer.cfg, trainer.model, trainer.step)
+    if state.get("uploaded") is not None:
+        return trained_weights.snapshot(as_config(state["uploaded_key"]), state["uploaded"], trained_step(state))
+    return None
+
+
+def trained_step(state) -> int:
+    """Optimizer steps behind ``trained_model(state)``: the run's, or the uploaded file's."""
+    state = state or {}
+    if state.get("trainer") is not None:
+        return int(state["trainer"].step)
+    return int(state.get("uploaded_step") or 0)
+
+
+def _int_or_zero(x) -> int:
+    try:
+        return max(0, int(x))
+    except (TypeError, ValueError):
+        return 0
+
+
 # ---------------------------------------------------------------------------- handlers
 def play(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights, one_step=False):
     """Generator: (state, status, curves, attention, grads) after every snapshot."""
@@ -211,7 +239,7 @@ def upload(state, file):
         return state, gr.skip(), f"⚠️ **Refused:** {e}"
     if state.get("stop") is not None:
         state["stop"].set()
-    state = {"uploaded": model, "uploaded_key": cfg.to_json()}
+    state = {"uploaded": model, "uploaded_key": cfg.to_json(), "uploaded_step": _int_or_zero(meta.get("step"))}
     return state, json.dumps(cfg.to_dict(), indent=1), (f"Loaded a model trained for {meta.get('step', '?')} steps. "
                                                        "▶ Play continues training it with the settings above.")
 
