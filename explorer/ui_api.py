@@ -26,6 +26,8 @@ def _api_config(config_json) -> ModelConfig:
         return check_limits(ModelConfig())
     if isinstance(config_json, str):
         config_json = load_json(config_json)
+    if isinstance(config_json, dict):  # the app's caps are checked before the library's validation,
+        return check_limits(ModelConfig.from_dict(config_json))  # so the message names the explorer's cap
     return check_limits(ex.as_config(config_json))
 
 
