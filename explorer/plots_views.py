@@ -256,6 +256,8 @@ def depth_figure(view, tokens: list) -> go.Figure:
 
 
 def view_figures(views, layer: int = 0, head: int = 0) -> dict:
+    from .plots_views_systems import probsparse_figure, sinkhorn_figure  # it imports _token_axis from here
+
     """``{plot name: figure}`` for every view present (the approximation gives two figures)."""
     figs = {}
     for name, view in views.items.items():
@@ -272,7 +274,12 @@ def view_figures(views, layer: int = 0, head: int = 0) -> dict:
             figs["memory"] = memory_figure(view, views.tokens)
         elif name in ("exit", "act"):
             figs[name] = depth_figure(view, views.tokens)
+        elif name == "sinkhorn":
+            figs["sinkhorn"] = sinkhorn_figure(view)
+        elif name == "probsparse":
+            figs["probsparse"] = probsparse_figure(view, views.tokens)
     return figs
 
 
-PLOT_NAMES = ("approximation", "approximation_table", "groups", "span", "experts", "memory", "exit", "act")
+PLOT_NAMES = ("approximation", "approximation_table", "groups", "span", "experts", "memory", "exit", "act",
+              "sinkhorn", "probsparse")

@@ -18,7 +18,8 @@ from .ui_handlers import _problem, _state, current_config
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
           "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
-          "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token"}
+          "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
+          "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries"}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -60,6 +61,15 @@ def views_reading(views) -> str:
     for key, what in (("exit", "exit layer"), ("act", "ACT steps")):
         if key in s:
             lines.append(f"**{what}**: mean {s[key]['mean']:.2f} of {s[key]['n_layers']}.")
+    if "sinkhorn" in s:
+        k = s["sinkhorn"]
+        lines.append(f"**sinkhorn**: a soft sorting of {k['n_blocks']} key blocks per head; max |row sum − 1| "
+                     f"{k['max_row_sum_error']:.2g}, max |column sum − 1| {k['max_col_sum_error']:.2g}.")
+    if "probsparse" in s:
+        p = s["probsparse"]
+        flat = [n for row in p["n_active"] for n in row]
+        lines.append(f"**probsparse**: {min(flat)}–{max(flat)} active queries per head (u = {p['u']}); "
+                     "the rest output the mean of V.")
     return "\n\n".join(lines)
 
 

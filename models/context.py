@@ -41,8 +41,10 @@ class LayerInfo:
     loss: Optional[Tensor] = None                # auxiliary loss of the attention core (adaptive span)
     span: Optional[Tensor] = None                # (h,) adaptive span z
     buckets: Optional[Tensor] = None             # (B, h, L) LSH buckets, first hash round
-    clusters: Optional[Tensor] = None            # (B, h, L) routing clusters of the queries
+    clusters: Optional[Tensor] = None            # (B, h, L) clusters of the queries (routing, clustered)
     key_clusters: Optional[Tensor] = None        # (B, h, Lk) routing clusters of the keys
+    sinkhorn: Optional[Tensor] = None            # (B, h, nb, nb) Sinkhorn-balanced block sorting matrix P
+    active_queries: Optional[Tensor] = None      # (B, h, L) bool: ProbSparse top-u queries (others: mean of V)
     # -- feed-forward sublayer
     experts: Optional[ExpertStats] = None        # moe / switch / hash routing statistics
     ffn_loss: Optional[Tensor] = None            # load-balancing loss (moe, switch)

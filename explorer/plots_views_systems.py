@@ -1,0 +1,66 @@
+"""Figures of ``explorer.views_systems`` (no torch): the Sinkhorn sorting matrices and ProbSparse's
+active queries, styled like ``explorer.plots_views`` so they project well."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .plots import _grid, _layout
+from .plots_views import _token_axis
+
+
+def sinkhorn_figure(view) -> go.Figure:
+    """One [nb, nb] heatmap per (layer, head): query block (rows) x key block sorted next to it (columns)."""
+    n_l, n_h, nb, _ = view.P.shape
+    doms = _grid(n_l, n_h, hgap=0.06, vgap=0.14)
+    data, layout, notes = [], {}, []
+    for i in range(n_l):
+        for h in range(n_h):
+            p = i * n_h + h
+            s = "" if p == 0 else str(p + 1)
+            xd, yd = doms[p]
+            data.append(dict(type="heatmap", z=view.P[i, h].astype(np.float32), x=list(range(nb)), y=list(range(nb)),
+                             xaxis=f"x{s}", yaxis=f"y{s}", coloraxis="coloraxis", xgap=1, ygap=1,
+                             hovertemplate=(f"layer {i}, head {h}<br>query block %{{y}} ← key block %{{x}}"
+                                            "<br>weight %{z:.3f}<extra></extra>")))
+            layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", dtick=1, showgrid=False, constrain="domain",
+                                       title=dict(text="key block (sorted in)" if i == n_l - 1 else ""))
+            layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", dtick=1, autorange="reversed", showgrid=False,
+                                       scaleanchor=f"x{s}", constrain="domain",
+                                       title=dict(text="query block" if h == 0 else ""))
+            notes.append(dict(text=f"<b>layer {i}, head {h}</b>", x=(xd[0] + xd[1]) / 2, y=yd[1], xref="paper",
+                              yref="paper", showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
+    s = view.summary()
+    rule = ("causal: only strictly earlier blocks; every row after block 0 sums to 1" if view.causal else
+            f"rows sum to 1; columns to 1 up to convergence (max |column sum − 1| = {s['max_col_sum_error']:.3g})")
+    title = (f"Sinkhorn attention: learned block sorting P ({nb} blocks of {view.block_size} tokens, "
+             f"{view.iters} Sinkhorn iterations)<br><sup>row a: how much of each key block is soft-sorted next to "
+             f"query block a; {rule}</sup>")
+    lay = _layout(title, max(420, 300 * n_l + 140), annotations=notes, **layout)
+    lay["coloraxis"] = dict(colorscale="Viridis", cmin=0.0, cmax=1.0,
+                            colorbar=dict(title=dict(text="weight", side="top"), thickness=12))
+    lay["margin"] = dict(l=70, r=70, t=120, b=60)
+    return go.Figure(data=data, layout=lay)
+
+
+def probsparse_figure(view, tokens: list) -> go.Figure:
+    """Rows = (layer, head), columns = queries: dark = active (full softmax), light = mean of V."""
+    n_l, n_h, L = view.active.shape
+    rows = [f"L{i} H{h}" for i in range(n_l) for h in range(n_h)]
+    z = view.active.reshape(n_l * n_h, L).astype(int)
+    counts = z.sum(-1)
+    trace = dict(type="heatmap", z=z, y=rows, x=list(range(L)), zmin=0, zmax=1, xgap=1, ygap=2,
+                 colorscale=[[0, "#d9dee4"], [0.5, "#d9dee4"], [0.5, "#1f4e8c"], [1, "#1f4e8c"]],
+                 customdata=[list(tokens[:L])] * len(rows),
+                 colorbar=dict(title=dict(text="query"), tickvals=[0.25, 0.75], ticktext=["mean of V", "active"],
+                               thickness=14),
+                 hovertemplate="%{y}, query %{x} '%{customdata}'<br>active: %{z}<extra></extra>")
+    rule = ("running top-u: active when its max − mean score is among the u largest of the queries so far"
+            if view.causal else "top-u of max − mean score over the whole sequence")
+    title = (f"ProbSparse: which queries attend (u = {view.u} of {L}; active per row "
+             f"{int(counts.min())}–{int(counts.max())})<br><sup>{rule}; the others output the "
+             f"{'running ' if view.causal else ''}mean of V</sup>")
+    lay = _layout(title, max(340, 34 * len(rows) + 200),
+                  xaxis=_token_axis(list(tokens[:L]), title=dict(text="query (byte) position")),
+                  yaxis=dict(autorange="reversed", title=dict(text="layer, head"), tickfont=dict(size=13)))
+    return go.Figure(data=[trace], layout=lay)

@@ -1,0 +1,81 @@
+"""Variant views of attention systems whose maps hide their mechanism (no gradio, no plots).
+
+- ``sinkhorn``: ``info.sinkhorn``, the Sinkhorn-balanced block sorting matrix ``P [nb, nb]`` per head
+  (Tay et al. 2020): row ``a`` is how much of each key block is soft-sorted next to query block ``a``.
+  The attention map only shows the mix spread over keys; ``P`` shows the learned permutation itself
+  and how close Sinkhorn balancing brought it to doubly stochastic.
+- ``probsparse``: ``info.active_queries`` (Zhou et al. 2021, Informer): which queries were among the
+  top-u by ``max - mean`` of their scores and attended, and which were given the mean of V.
+
+Batch element 0 is shown; every view has a JSON-safe ``summary()`` like ``explorer.views``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from models.attention.probsparse import n_active
+
+
+def _all(layers: list, key: str) -> bool:
+    return bool(layers) and all(isinstance(getattr(i, key), torch.Tensor) for i in layers)
+
+
+# ---------------------------------------------------------------------------- sinkhorn
+@dataclass
+class SinkhornView:
+    P: np.ndarray                # (n, h, nb, nb) sorting matrix per layer and head
+    block_size: int
+    iters: int
+    causal: bool
+
+    @property
+    def row_sums(self) -> np.ndarray:
+        return self.P.sum(-1)    # (n, h, nb): 1 for every row with a block to sort (causal: not block 0)
+
+    @property
+    def col_sums(self) -> np.ndarray:
+        return self.P.sum(-2)    # (n, h, nb): 1 at Sinkhorn convergence (bidirectional)
+
+    def summary(self) -> dict:
+        return {"n_blocks": int(self.P.shape[-1]), "block_size": self.block_size, "sinkhorn_iters": self.iters,
+                "causal": self.causal, "P": np.round(self.P, 4).tolist(),
+                "max_row_sum_error": round(float(_sum_error(self.row_sums, self.causal)), 6),
+                "max_col_sum_error": round(float(_sum_error(self.col_sums, self.causal, cols=True)), 6)}
+
+
+def _sum_error(sums: np.ndarray, causal: bool, cols: bool = False) -> float:
+    """Largest ``|sum - 1|`` over the rows (columns) that have allowed entries; causal P is strictly lower
+    triangular, so row 0 and the last column are empty, and column sums are not balanced to 1 (a column is
+    normalised over the rows up to each row in turn), so the causal column error is reported as is."""
+    if causal:
+        sums = sums[..., :-1] if cols else sums[..., 1:]
+    return float(np.abs(sums - 1).max()) if sums.size else 0.0
+
+
+def sinkhorn_view(cfg, layers: list):
+    if not _all(layers, "sinkhorn"):
+        return None
+    P = np.stack([i.sinkhorn[0].detach().double().cpu().numpy() for i in layers])  # (n, h, nb, nb)
+    return SinkhornView(P=P, block_size=int(cfg.block_size), iters=int(cfg.sinkhorn_iters), causal=bool(cfg.causal))
+
+
+# ---------------------------------------------------------------------------- probsparse
+@dataclass
+class ProbSparseView:
+    active: np.ndarray           # (n, h, L) bool: the query attended (else: mean of V)
+    u: int                       # probsparse_factor * ceil(ln L), at most L
+    causal: bool
+
+    def summary(self) -> dict:
+        return {"u": self.u, "causal": self.causal, "active": self.active.astype(int).tolist(),
+                "n_active": self.active.sum(-1).tolist()}
+
+
+def probsparse_view(cfg, layers: list):
+    if not _all(layers, "active_queries"):
+        return None
+    active = np.stack([i.active_queries[0].cpu().numpy().astype(bool) for i in layers])  # (n, h, L)
+    return ProbSparseView(active=active, u=n_active(cfg, active.shape[-1]), causal=bool(cfg.causal))

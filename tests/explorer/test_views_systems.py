@@ -1,0 +1,110 @@
+"""Sinkhorn and ProbSparse views against independent expectations: the sorting matrix is a (causal:
+strictly lower) row-stochastic matrix whose weights are exactly how the effective attention of a query
+block splits over the other key blocks; ProbSparse's active queries number u and are exactly the rows
+that are not the uniform mean of V. Plus the clustered label and the figures carrying the numbers."""
+import numpy as np
+import pytest
+import torch
+
+from explorer import experiments as ex
+from explorer import plots_views as pv
+from explorer.ui_views import LABELS, views_reading
+from models import ModelConfig, build_model
+
+TINY = dict(n_layers=2, d_model=16, n_heads=2)
+TEXT = "hello world, it's me"  # 20 bytes
+IDS = list(TEXT.encode())
+L = len(IDS)
+
+
+def _run(cfg):
+    views = ex.attention_maps(cfg, TEXT).views
+    with torch.no_grad():
+        out = build_model(cfg).eval()(torch.tensor([IDS]), return_attention=True)
+    return views, out
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sinkhorn_view_is_the_block_split_of_the_attention(causal):
+    b = 4  # 20 = 5 blocks of 4: no padding, every sorted slot mixes full blocks
+    cfg = ModelConfig(attention="sinkhorn", block_size=b, sinkhorn_iters=40, causal=causal, position="rope", **TINY)
+    views, out = _run(cfg)
+    v = views.items["sinkhorn"]
+    nb = L // b
+    assert v.P.shape == (cfg.n_layers, cfg.n_heads, nb, nb)
+    assert (v.P >= 0).all()
+    rows = v.P.sum(-1)
+    if causal:
+        assert np.allclose(np.triu(v.P[..., :, :]), 0)  # strictly earlier blocks only
+        assert np.allclose(rows[..., 0], 0) and np.allclose(rows[..., 1:], 1, atol=1e-5)
+    else:
+        assert np.allclose(rows, 1, atol=1e-5)
+        assert np.allclose(v.P.sum(-2), 1, atol=1e-2)  # Sinkhorn balanced the columns too
+        assert v.summary()["max_col_sum_error"] < 1e-2
+    for i, info in enumerate(out.layers):
+        A = info.attention[0].double().numpy()  # (h, L, L)
+        mass = A.reshape(cfg.n_heads, L, nb, b).sum(-1)  # (h, L, nb): attention of each query per key block
+        for h in range(cfg.n_heads):
+            for a in range(1 if causal else 0, nb):
+                others = [c for c in range(nb) if c != a]
+                P = v.P[i, h, a, others]
+                for q in range(a * b, (a + 1) * b):
+                    m = mass[h, q, others]
+                    # mass on a foreign block c = (sorted-slot mass) * P[a, c]: proportional to row a of P
+                    assert np.allclose(m * P.sum(), P * m.sum(), atol=1e-5), (i, h, a, q)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_probsparse_active_queries_are_the_non_uniform_rows(causal):
+    cfg = ModelConfig(attention="probsparse", probsparse_factor=1, causal=causal, position="rope", **TINY)
+    views, out = _run(cfg)
+    v = views.items["probsparse"]
+    u = min(L, int(np.ceil(np.log(L))))  # Informer: factor * ceil(ln L)
+    assert v.u == u and v.active.shape == (cfg.n_layers, cfg.n_heads, L)
+    n = v.active.sum(-1)
+    if causal:
+        assert (n >= u).all() and v.active[..., :u].all()  # the first u queries always make the running top-u
+    else:
+        assert (n == u).all()
+    allowed = np.tril(np.ones((L, L), bool)) if causal else np.ones((L, L), bool)
+    uniform = allowed / allowed.sum(-1, keepdims=True)
+    for i, info in enumerate(out.layers):
+        A = info.attention[0].double().numpy()  # (h, L, L)
+        is_mean = np.isclose(A, uniform[None], atol=1e-6).all(-1)  # (h, L)
+        lazy = ~v.active[i]
+        assert is_mean[lazy].all()
+        # an active row is an ordinary softmax: uniform only if its scores tie, which random weights never do
+        # (query 0 under a causal mask has a single key, so its row is [1] either way)
+        act = v.active[i].copy()
+        if causal:
+            act[:, 0] = False
+        assert not is_mean[act].any()
+    s = v.summary()
+    assert s["n_active"] == n.tolist()
+
+
+def test_clustered_queries_use_the_generic_cluster_label():
+    cfg = ModelConfig(attention="clustered", n_clusters=3, causal=False, position="rope", **TINY)
+    views, out = _run(cfg)
+    g = views.items["groups"]
+    assert g.what == "cluster"
+    assert np.array_equal(g.labels, np.stack([i.clusters[0].numpy() for i in out.layers]))
+    assert "groups" in pv.view_figures(views)
+
+
+def test_figures_and_reading_carry_the_numbers():
+    cfg = ModelConfig(attention="sinkhorn", block_size=4, causal=False, position="rope", **TINY)
+    views = ex.attention_maps(cfg, TEXT).views
+    fig = pv.view_figures(views)["sinkhorn"]
+    assert len(fig.data) == cfg.n_layers * cfg.n_heads
+    assert np.allclose(np.asarray(fig.data[3].z), views.items["sinkhorn"].P[1, 1], atol=1e-6)
+    assert "Sinkhorn" in fig.layout.title.text and fig.layout.xaxis3.title.text == "key block (sorted in)"
+    assert "sinkhorn" in views_reading(views) and set(pv.PLOT_NAMES) <= set(LABELS)
+
+    cfg = ModelConfig(attention="probsparse", causal=False, position="rope", **TINY)
+    views = ex.attention_maps(cfg, TEXT).views
+    fig = pv.view_figures(views)["probsparse"]
+    v = views.items["probsparse"]
+    assert np.array_equal(np.asarray(fig.data[0].z), v.active.reshape(-1, L).astype(int))
+    assert f"u = {v.u} of {L}" in fig.layout.title.text
+    assert "probsparse" in views_reading(views)
