@@ -1,5 +1,5 @@
-"""Figures of ``explorer.views_systems`` (no torch): the Sinkhorn sorting matrices and ProbSparse's
-active queries, styled like ``explorer.plots_views`` so they project well."""
+"""Figures of ``explorer.views_systems`` (no torch): the Sinkhorn sorting matrices, ProbSparse's
+active queries and the talking-heads mixing matrices, styled like ``explorer.plots_views`` so they project well."""
 from __future__ import annotations
 
 import numpy as np
@@ -64,3 +64,38 @@ def probsparse_figure(view, tokens: list) -> go.Figure:
                   xaxis=_token_axis(list(tokens[:L]), title=dict(text="query (byte) position")),
                   yaxis=dict(autorange="reversed", title=dict(text="layer, head"), tickfont=dict(size=13)))
     return go.Figure(data=[trace], layout=lay)
+
+
+def head_mix_figure(view) -> go.Figure:
+    """Per layer: the pre-softmax and post-softmax [h, h] mixing matrices side by side (diverging colours)."""
+    n_l, h, _ = view.pre.shape
+    doms = _grid(n_l, 2, hgap=0.12, vgap=0.16)
+    lim = max(1.0, float(np.abs(view.pre).max()), float(np.abs(view.post).max()))
+    data, layout, notes = [], {}, []
+    for i in range(n_l):
+        for c, (m, name) in enumerate(((view.pre[i], "scores, before softmax"), (view.post[i], "weights, after softmax"))):
+            p = 2 * i + c
+            s = "" if p == 0 else str(p + 1)
+            xd, yd = doms[p]
+            data.append(dict(type="heatmap", z=m.astype(np.float32), x=list(range(h)), y=list(range(h)),
+                             xaxis=f"x{s}", yaxis=f"y{s}", coloraxis="coloraxis", xgap=2, ygap=2,
+                             text=np.round(m, 2).astype(str).tolist() if h <= 8 else None, texttemplate="%{text}",
+                             textfont=dict(size=14),
+                             hovertemplate=(f"layer {i}, {name}<br>new head %{{y}} ← old head %{{x}}: %{{z:.3f}}"
+                                            "<extra></extra>")))
+            layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", dtick=1, showgrid=False, constrain="domain",
+                                       title=dict(text="old head (mixed in)" if i == n_l - 1 else ""))
+            layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", dtick=1, autorange="reversed", showgrid=False,
+                                       scaleanchor=f"x{s}", constrain="domain",
+                                       title=dict(text="new head" if c == 0 else ""))
+            notes.append(dict(text=f"<b>layer {i}: {name}</b>", x=(xd[0] + xd[1]) / 2, y=yd[1], xref="paper",
+                              yref="paper", showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
+    off = view.summary()["max_off_identity"]
+    title = (f"Talking heads: learned [{h}, {h}] head-mixing matrices per layer — max |W − I| = {off:.3g}"
+             "<br><sup>row n: how much of each head's scores (left) / attention weights (right) head n uses; "
+             "identity at initialisation = plain full attention</sup>")
+    lay = _layout(title, max(420, 320 * n_l + 140), annotations=notes, **layout)
+    lay["coloraxis"] = dict(colorscale="RdBu", cmid=0.0, cmin=-lim, cmax=lim, reversescale=True,
+                            colorbar=dict(title=dict(text="weight", side="top"), thickness=12))
+    lay["margin"] = dict(l=70, r=70, t=120, b=60)
+    return go.Figure(data=data, layout=lay)

@@ -19,7 +19,8 @@ from .ui_handlers import _problem, _state, current_config
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
           "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
           "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
-          "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries"}
+          "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
+          "talking_heads": "Talking-heads mixing"}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -70,6 +71,9 @@ def views_reading(views) -> str:
         flat = [n for row in p["n_active"] for n in row]
         lines.append(f"**probsparse**: {min(flat)}–{max(flat)} active queries per head (u = {p['u']}); "
                      "the rest output the mean of V.")
+    if "talking_heads" in s:
+        lines.append(f"**talking heads**: head-mixing matrices differ from the identity by at most "
+                     f"{s['talking_heads']['max_off_identity']:.3g}.")
     return "\n\n".join(lines)
 
 

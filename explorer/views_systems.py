@@ -6,6 +6,8 @@
   and how close Sinkhorn balancing brought it to doubly stochastic.
 - ``probsparse``: ``info.active_queries`` (Zhou et al. 2021, Informer): which queries were among the
   top-u by ``max - mean`` of their scores and attended, and which were given the mean of V.
+- ``talking_heads``: ``info.head_mix`` (Shazeer et al. 2020): the learned ``[h, h]`` matrices that mix
+  the heads' scores before the softmax and their weights after it (identity at initialisation).
 
 Batch element 0 is shown; every view has a JSON-safe ``summary()`` like ``explorer.views``.
 """
@@ -79,3 +81,23 @@ def probsparse_view(cfg, layers: list):
         return None
     active = np.stack([i.active_queries[0].cpu().numpy().astype(bool) for i in layers])  # (n, h, L)
     return ProbSparseView(active=active, u=n_active(cfg, active.shape[-1]), causal=bool(cfg.causal))
+
+
+# ---------------------------------------------------------------------------- talking heads
+@dataclass
+class HeadMixView:
+    pre: np.ndarray              # (n, h, h) [new head, old head] mixing of the scores (before softmax)
+    post: np.ndarray             # (n, h, h) mixing of the attention weights (after softmax)
+
+    def summary(self) -> dict:
+        eye = np.eye(self.pre.shape[-1])
+        return {"pre_softmax": np.round(self.pre, 4).tolist(), "post_softmax": np.round(self.post, 4).tolist(),
+                "max_off_identity": round(float(max(np.abs(self.pre - eye).max(), np.abs(self.post - eye).max())), 6),
+                "post_row_sums": np.round(self.post.sum(-1), 4).tolist()}
+
+
+def head_mix_view(cfg, layers: list):
+    if not _all(layers, "head_mix"):
+        return None
+    mix = np.stack([i.head_mix.detach().double().cpu().numpy() for i in layers])  # (n, 2, h, h)
+    return HeadMixView(pre=mix[:, 0], post=mix[:, 1])

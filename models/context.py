@@ -45,6 +45,7 @@ class LayerInfo:
     key_clusters: Optional[Tensor] = None        # (B, h, Lk) routing clusters of the keys
     sinkhorn: Optional[Tensor] = None            # (B, h, nb, nb) Sinkhorn-balanced block sorting matrix P
     active_queries: Optional[Tensor] = None      # (B, h, L) bool: ProbSparse top-u queries (others: mean of V)
+    head_mix: Optional[Tensor] = None            # (2, h, h) talking-heads [new, old] mixing: pre-, post-softmax
     # -- feed-forward sublayer
     experts: Optional[ExpertStats] = None        # moe / switch / hash routing statistics
     ffn_loss: Optional[Tensor] = None            # load-balancing loss (moe, switch)

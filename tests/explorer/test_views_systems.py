@@ -108,3 +108,28 @@ def test_figures_and_reading_carry_the_numbers():
     assert np.array_equal(np.asarray(fig.data[0].z), v.active.reshape(-1, L).astype(int))
     assert f"u = {v.u} of {L}" in fig.layout.title.text
     assert "probsparse" in views_reading(views)
+
+
+def test_talking_heads_view_is_the_mixing_the_forward_applied():
+    from explorer.views import compute_views
+    cfg = ModelConfig(attention="talking_heads", causal=True, **TINY)
+    model = build_model(cfg).eval()
+    gen = torch.Generator().manual_seed(0)
+    set_to = []
+    with torch.no_grad():
+        for blk in model.stack.blocks:
+            pre, post = torch.rand(2, 2, generator=gen), torch.rand(2, 2, generator=gen)
+            blk.attn.core.mix_logits.copy_(pre)
+            blk.attn.core.mix_weights.copy_(post)
+            set_to.append((pre.numpy(), post.numpy()))
+        out = model(torch.tensor([IDS]), return_attention=True)
+    views = compute_views(cfg, out.layers, list(TEXT))
+    v = views.items["talking_heads"]
+    for i, (pre, post) in enumerate(set_to):
+        assert np.allclose(v.pre[i], pre) and np.allclose(v.post[i], post)
+        # the effective map is post @ softmax rows: each row sums to that head's row of post
+        A = out.layers[i].attention[0].double().numpy()  # (h, L, L)
+        assert np.allclose(A.sum(-1), post.sum(-1)[:, None], atol=1e-5)
+    fig = pv.view_figures(views)["talking_heads"]
+    assert np.allclose(np.asarray(fig.data[3].z), set_to[1][1], atol=1e-6)
+    assert "Talking heads" in fig.layout.title.text and "talking heads" in views_reading(views)
