@@ -1,11 +1,11 @@
 """Figures of ``explorer.views_systems`` (no torch): the Sinkhorn sorting matrices, ProbSparse's
-active queries and the talking-heads mixing matrices, styled like ``explorer.plots_views`` so they project well."""
+active queries, the talking-heads mixing matrices and the residual-attention share, styled like ``explorer.plots_views`` so they project well."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .plots import _grid, _layout
+from .plots import CYCLE, _grid, _layout
 from .plots_views import _token_axis
 
 
@@ -98,4 +98,26 @@ def head_mix_figure(view) -> go.Figure:
     lay["coloraxis"] = dict(colorscale="RdBu", cmid=0.0, cmin=-lim, cmax=lim, reversescale=True,
                             colorbar=dict(title=dict(text="weight", side="top"), thickness=12))
     lay["margin"] = dict(l=70, r=70, t=120, b=60)
+    return go.Figure(data=data, layout=lay)
+
+
+def prior_figure(view) -> go.Figure:
+    """Bars per layer (one per head): the previous layer's share of the scores; predictive's alpha as a line."""
+    n_l, h = view.share.shape
+    layers = [f"layer {i}" for i in range(n_l)]
+    data = [dict(type="bar", x=layers, y=view.share[:, j].tolist(), name=f"head {j}",
+                 marker=dict(color=CYCLE[j % len(CYCLE)]),
+                 hovertemplate=f"%{{x}}, head {j}: prior share %{{y:.3f}}<extra></extra>") for j in range(h)]
+    if np.isfinite(view.alpha).any():
+        data.append(dict(type="scatter", mode="lines+markers", x=layers, y=[None if not np.isfinite(a) else float(a)
+                         for a in view.alpha], name="alpha = sigmoid(a)", line=dict(color="#c62828", width=3, dash="dash"),
+                         marker=dict(size=10), hovertemplate="%{x}: alpha %{y:.3f}<extra></extra>"))
+    what = ("previous layer's accumulated scores S_(l−1)" if view.attention == "realformer" else
+            "alpha · Conv(previous layer's attention maps)")
+    title = (f"{view.attention}: share of each layer's pre-softmax scores that comes from the previous layer"
+             f"<br><sup>share = |prior| / (|prior| + |own|), Frobenius norms over the allowed pairs; prior = {what}; "
+             "layer 0 has no previous layer</sup>")
+    lay = _layout(title, 440, barmode="group", xaxis=dict(title=dict(text="layer")),
+                  yaxis=dict(title=dict(text="share of the scores (0–1)"), range=[0, 1.05]))
+    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center")
     return go.Figure(data=data, layout=lay)

@@ -20,7 +20,7 @@ LABELS = {"approximation": "Approximate vs exact attention", "approximation_tabl
           "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
           "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
           "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
-          "talking_heads": "Talking-heads mixing"}
+          "talking_heads": "Talking-heads mixing", "residual": "Residual attention share"}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -74,6 +74,10 @@ def views_reading(views) -> str:
     if "talking_heads" in s:
         lines.append(f"**talking heads**: head-mixing matrices differ from the identity by at most "
                      f"{s['talking_heads']['max_off_identity']:.3g}.")
+    if "residual" in s:
+        r = s["residual"]
+        top = max(x for row in r["prior_share"] for x in row)
+        lines.append(f"**{r['attention']}**: up to {top:.0%} of a layer's scores come from the previous layer.")
     return "\n\n".join(lines)
 
 

@@ -8,6 +8,9 @@
   top-u by ``max - mean`` of their scores and attended, and which were given the mean of V.
 - ``talking_heads``: ``info.head_mix`` (Shazeer et al. 2020): the learned ``[h, h]`` matrices that mix
   the heads' scores before the softmax and their weights after it (identity at initialisation).
+- ``residual``: ``info.prior_share`` (RealFormer, predictive attention): how much of each layer's
+  pre-softmax scores comes from the previous layer's scores / maps, and ``info.prior_alpha``, the
+  learned mixing weight of predictive attention.
 
 Batch element 0 is shown; every view has a JSON-safe ``summary()`` like ``explorer.views``.
 """
@@ -101,3 +104,23 @@ def head_mix_view(cfg, layers: list):
         return None
     mix = np.stack([i.head_mix.detach().double().cpu().numpy() for i in layers])  # (n, 2, h, h)
     return HeadMixView(pre=mix[:, 0], post=mix[:, 1])
+
+
+# ---------------------------------------------------------------------------- residual attention
+@dataclass
+class PriorView:
+    attention: str
+    share: np.ndarray            # (n, h) |prior| / (|prior| + |own|) of the layer's scores (0: layer 0)
+    alpha: np.ndarray            # (n,) predictive attention's sigmoid(a) (NaN where unused or realformer)
+
+    def summary(self) -> dict:
+        return {"attention": self.attention, "prior_share": np.round(self.share, 4).tolist(),
+                "alpha": [None if not np.isfinite(a) else round(float(a), 4) for a in self.alpha]}
+
+
+def prior_view(cfg, layers: list):
+    if not _all(layers, "prior_share"):
+        return None
+    share = np.stack([i.prior_share[0].detach().double().cpu().numpy() for i in layers])  # (n, h)
+    alpha = np.array([float(i.prior_alpha) if isinstance(i.prior_alpha, torch.Tensor) else np.nan for i in layers])
+    return PriorView(attention=cfg.attention, share=share, alpha=alpha)

@@ -46,6 +46,8 @@ class LayerInfo:
     sinkhorn: Optional[Tensor] = None            # (B, h, nb, nb) Sinkhorn-balanced block sorting matrix P
     active_queries: Optional[Tensor] = None      # (B, h, L) bool: ProbSparse top-u queries (others: mean of V)
     head_mix: Optional[Tensor] = None            # (2, h, h) talking-heads [new, old] mixing: pre-, post-softmax
+    prior_share: Optional[Tensor] = None         # (B, h) realformer / predictive: |prior| / (|prior| + |own|) scores
+    prior_alpha: Optional[Tensor] = None         # () predictive attention's mixing weight sigmoid(a) (not layer 0)
     # -- feed-forward sublayer
     experts: Optional[ExpertStats] = None        # moe / switch / hash routing statistics
     ffn_loss: Optional[Tensor] = None            # load-balancing loss (moe, switch)
