@@ -256,7 +256,7 @@ def depth_figure(view, tokens: list) -> go.Figure:
 
 
 def view_figures(views, layer: int = 0, head: int = 0) -> dict:
-    from .plots_views_systems import head_mix_figure, prior_figure, probsparse_figure, sinkhorn_figure  # cycle
+    from .plots_views_systems import head_mix_figure, prior_figure, probsparse_figure, sinkhorn_figure, slot_figure
 
     """``{plot name: figure}`` for every view present (the approximation gives two figures)."""
     figs = {}
@@ -282,8 +282,10 @@ def view_figures(views, layer: int = 0, head: int = 0) -> dict:
             figs["talking_heads"] = head_mix_figure(view)
         elif name == "residual":
             figs["residual"] = prior_figure(view)
+        elif name == "pkm":
+            figs["pkm"] = slot_figure(view)
     return figs
 
 
 PLOT_NAMES = ("approximation", "approximation_table", "groups", "span", "experts", "memory", "exit", "act",
-              "sinkhorn", "probsparse", "talking_heads", "residual")
+              "sinkhorn", "probsparse", "talking_heads", "residual", "pkm")

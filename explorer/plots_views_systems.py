@@ -1,5 +1,5 @@
 """Figures of ``explorer.views_systems`` (no torch): the Sinkhorn sorting matrices, ProbSparse's
-active queries, the talking-heads mixing matrices and the residual-attention share, styled like ``explorer.plots_views`` so they project well."""
+active queries, the talking-heads mixing matrices, the residual-attention share and product-key memory usage, styled like ``explorer.plots_views`` so they project well."""
 from __future__ import annotations
 
 import numpy as np
@@ -120,4 +120,23 @@ def prior_figure(view) -> go.Figure:
     lay = _layout(title, 440, barmode="group", xaxis=dict(title=dict(text="layer")),
                   yaxis=dict(title=dict(text="share of the scores (0–1)"), range=[0, 1.05]))
     lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center")
+    return go.Figure(data=data, layout=lay)
+
+
+def slot_figure(view) -> go.Figure:
+    """Reads per memory row, sorted from most to least read, one line per layer (rows never read: the tail)."""
+    n_l, n = view.counts.shape
+    data = []
+    for i in range(n_l):
+        c = np.sort(view.counts[i])[::-1]
+        data.append(dict(type="scatter", mode="lines", x=list(range(1, n + 1)), y=c.tolist(),
+                         name=f"layer {i}: {int(view.used[i])} of {n} rows read", line=dict(width=3, color=CYCLE[i % len(CYCLE)]),
+                         hovertemplate=f"layer {i}: rank %{{x}} row read %{{y}} times<extra></extra>"))
+    reads = int(view.counts[0].sum())
+    title = (f"Product-key memory: how many of the {n} value rows each layer read ({reads} reads per layer)"
+             f"<br><sup>each token reads its top-{view.topk} rows per head ({view.heads} head(s)); rows sorted by reads, "
+             "most-read first; a long flat tail at 0 = memory never used</sup>")
+    lay = _layout(title, 440, xaxis=dict(title=dict(text="memory row, ranked by reads"), type="log"),
+                  yaxis=dict(title=dict(text="reads (tokens × top-k × heads)"), rangemode="tozero"))
+    lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
     return go.Figure(data=data, layout=lay)

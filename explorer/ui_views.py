@@ -20,7 +20,8 @@ LABELS = {"approximation": "Approximate vs exact attention", "approximation_tabl
           "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
           "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
           "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
-          "talking_heads": "Talking-heads mixing", "residual": "Residual attention share"}
+          "talking_heads": "Talking-heads mixing", "residual": "Residual attention share",
+          "pkm": "Product-key memory usage"}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -78,6 +79,9 @@ def views_reading(views) -> str:
         r = s["residual"]
         top = max(x for row in r["prior_share"] for x in row)
         lines.append(f"**{r['attention']}**: up to {top:.0%} of a layer's scores come from the previous layer.")
+    if "pkm" in s:
+        m = s["pkm"]
+        lines.append(f"**pkm**: {min(m['used'])}–{max(m['used'])} of {m['n_slots']} memory rows read per layer.")
     return "\n\n".join(lines)
 
 

@@ -11,6 +11,8 @@
 - ``residual``: ``info.prior_share`` (RealFormer, predictive attention): how much of each layer's
   pre-softmax scores comes from the previous layer's scores / maps, and ``info.prior_alpha``, the
   learned mixing weight of predictive attention.
+- ``pkm``: ``info.slot_counts`` (Lample et al. 2019): how many of the ``pkm_subkeys^2`` value rows of
+  the product-key memory were read, and how often each (summed over every segment and FFN call).
 
 Batch element 0 is shown; every view has a JSON-safe ``summary()`` like ``explorer.views``.
 """
@@ -124,3 +126,28 @@ def prior_view(cfg, layers: list):
     share = np.stack([i.prior_share[0].detach().double().cpu().numpy() for i in layers])  # (n, h)
     alpha = np.array([float(i.prior_alpha) if isinstance(i.prior_alpha, torch.Tensor) else np.nan for i in layers])
     return PriorView(attention=cfg.attention, share=share, alpha=alpha)
+
+
+# ---------------------------------------------------------------------------- product-key memory
+@dataclass
+class SlotView:
+    counts: np.ndarray           # (n, pkm_subkeys^2) reads of each value row per layer
+    topk: int
+    heads: int
+
+    @property
+    def used(self) -> np.ndarray:
+        return (self.counts > 0).sum(-1)  # (n,) rows read at least once
+
+    def summary(self) -> dict:
+        top = np.argsort(-self.counts, axis=-1, kind="stable")[:, :10]  # (n, 10) most-read rows
+        return {"n_slots": int(self.counts.shape[-1]), "pkm_topk": self.topk, "pkm_heads": self.heads,
+                "reads": self.counts.sum(-1).tolist(), "used": self.used.tolist(),
+                "top_slots": top.tolist(), "top_counts": np.take_along_axis(self.counts, top, -1).tolist()}
+
+
+def slot_view(cfg, layers: list):
+    if not layers or not all(isinstance(p.slot_counts, torch.Tensor) for i in layers for p in i.parts()):
+        return None
+    counts = np.stack([sum(p.slot_counts.cpu().numpy().astype(np.int64) for p in i.parts()) for i in layers])
+    return SlotView(counts=counts, topk=int(cfg.pkm_topk), heads=int(cfg.pkm_heads))
