@@ -257,6 +257,7 @@ def depth_figure(view, tokens: list) -> go.Figure:
 
 def view_figures(views, layer: int = 0, head: int = 0) -> dict:
     from .plots_views_systems import head_mix_figure, prior_figure, probsparse_figure, sinkhorn_figure, slot_figure
+    from .plots_views_systems import funnel_figure
 
     """``{plot name: figure}`` for every view present (the approximation gives two figures)."""
     figs = {}
@@ -284,8 +285,10 @@ def view_figures(views, layer: int = 0, head: int = 0) -> dict:
             figs["residual"] = prior_figure(view)
         elif name == "pkm":
             figs["pkm"] = slot_figure(view)
+        elif name == "funnel":
+            figs["funnel"] = funnel_figure(view)
     return figs
 
 
 PLOT_NAMES = ("approximation", "approximation_table", "groups", "span", "experts", "memory", "exit", "act",
-              "sinkhorn", "probsparse", "talking_heads", "residual", "pkm")
+              "sinkhorn", "probsparse", "talking_heads", "residual", "pkm", "funnel")

@@ -1,5 +1,5 @@
 """Figures of ``explorer.views_systems`` (no torch): the Sinkhorn sorting matrices, ProbSparse's
-active queries, the talking-heads mixing matrices, the residual-attention share and product-key memory usage, styled like ``explorer.plots_views`` so they project well."""
+active queries, the talking-heads mixing matrices, the residual-attention share, product-key memory usage and funnel lengths, styled like ``explorer.plots_views`` so they project well."""
 from __future__ import annotations
 
 import numpy as np
@@ -139,4 +139,20 @@ def slot_figure(view) -> go.Figure:
     lay = _layout(title, 440, xaxis=dict(title=dict(text="memory row, ranked by reads"), type="log"),
                   yaxis=dict(title=dict(text="reads (tokens × top-k × heads)"), rangemode="tozero"))
     lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
+    return go.Figure(data=data, layout=lay)
+
+
+def funnel_figure(view) -> go.Figure:
+    """Query and key positions of every layer's attention: the funnel halves the sequence per block."""
+    layers = [f"layer {i}" for i in range(len(view.queries))]
+    data = [dict(type="bar", x=layers, y=view.queries.tolist(), name="queries", marker=dict(color=CYCLE[0]),
+                 hovertemplate="%{x}: %{y} query positions<extra></extra>"),
+            dict(type="bar", x=layers, y=view.keys.tolist(), name="keys", marker=dict(color=CYCLE[1]),
+                 hovertemplate="%{x}: %{y} key positions<extra></extra>")]
+    title = (f"Funnel: sequence length per layer ({view.blocks} blocks, mean-pooled by 2 between blocks)"
+             "<br><sup>the first layer of a pooled block attends from the pooled queries to the unpooled keys; "
+             "attention cost ∝ queries × keys</sup>")
+    lay = _layout(title, 440, barmode="group", xaxis=dict(title=dict(text="layer")),
+                  yaxis=dict(title=dict(text="positions (tokens or pooled groups)"), rangemode="tozero"))
+    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center")
     return go.Figure(data=data, layout=lay)

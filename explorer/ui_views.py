@@ -21,7 +21,7 @@ LABELS = {"approximation": "Approximate vs exact attention", "approximation_tabl
           "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
           "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
           "talking_heads": "Talking-heads mixing", "residual": "Residual attention share",
-          "pkm": "Product-key memory usage"}
+          "pkm": "Product-key memory usage", "funnel": "Funnel length per layer"}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -82,6 +82,9 @@ def views_reading(views) -> str:
     if "pkm" in s:
         m = s["pkm"]
         lines.append(f"**pkm**: {min(m['used'])}–{max(m['used'])} of {m['n_slots']} memory rows read per layer.")
+    if "funnel" in s:
+        f = s["funnel"]
+        lines.append(f"**funnel**: {f['query_len'][0]} → {f['query_len'][-1]} positions over {f['funnel_blocks']} blocks.")
     return "\n\n".join(lines)
 
 

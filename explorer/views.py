@@ -18,9 +18,9 @@ a change here:
   knn, tokens).
 - ``exit``: ``info.exit_depth`` (early exit, CALM); ``act``: ``info.act_steps`` (Universal
   Transformer with ACT).
-- ``sinkhorn``, ``probsparse``, ``talking_heads``, ``residual``, ``pkm``: in ``explorer.views_systems`` (the
-  sorting matrix; the active queries; the head-mixing matrices; the previous layer's share of the scores;
-  the memory rows read).
+- ``sinkhorn``, ``probsparse``, ``talking_heads``, ``residual``, ``pkm``, ``funnel``: in ``explorer.views_systems``
+  (the sorting matrix; the active queries; the head-mixing matrices; the previous layer's share of the
+  scores; the memory rows read; the pooled length per layer).
 
 With segmented memories the model merges per-segment infos (``models.memory_view``); views that
 count (experts, memory length) read every segment from ``info.segments``. Every view is a small
@@ -38,7 +38,7 @@ from models.attention import ATTENTION, PATTERNS
 from models.context import LayerInfo
 from models.memory_view import local_reach
 
-from .views_systems import head_mix_view, prior_view, probsparse_view, sinkhorn_view, slot_view
+from .views_systems import funnel_view, head_mix_view, prior_view, probsparse_view, sinkhorn_view, slot_view
 
 GROUP_KEYS = {"buckets": ("LSH bucket", "n_buckets"), "clusters": ("cluster", "n_clusters")}
 
@@ -290,7 +290,7 @@ def act_view(cfg, layers: list):
 VIEWS = {"approximation": approximation_view, "groups": group_view, "span": span_view,
          "experts": expert_view, "memory": memory_view, "exit": exit_view, "act": act_view,
          "sinkhorn": sinkhorn_view, "probsparse": probsparse_view, "talking_heads": head_mix_view,
-         "residual": prior_view, "pkm": slot_view}
+         "residual": prior_view, "pkm": slot_view, "funnel": funnel_view}
 
 
 @dataclass

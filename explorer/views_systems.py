@@ -13,6 +13,8 @@
   learned mixing weight of predictive attention.
 - ``pkm``: ``info.slot_counts`` (Lample et al. 2019): how many of the ``pkm_subkeys^2`` value rows of
   the product-key memory were read, and how often each (summed over every segment and FFN call).
+- ``funnel``: the query and key lengths of every layer's attention (Dai et al. 2020): the sequence
+  halves from block to block; a pool-query layer has pooled queries over unpooled keys.
 
 Batch element 0 is shown; every view has a JSON-safe ``summary()`` like ``explorer.views``.
 """
@@ -151,3 +153,22 @@ def slot_view(cfg, layers: list):
         return None
     counts = np.stack([sum(p.slot_counts.cpu().numpy().astype(np.int64) for p in i.parts()) for i in layers])
     return SlotView(counts=counts, topk=int(cfg.pkm_topk), heads=int(cfg.pkm_heads))
+
+
+# ---------------------------------------------------------------------------- funnel lengths
+@dataclass
+class FunnelView:
+    queries: np.ndarray          # (n,) query positions of each layer's attention
+    keys: np.ndarray             # (n,) key positions
+    blocks: int
+
+    def summary(self) -> dict:
+        return {"funnel_blocks": self.blocks, "query_len": self.queries.tolist(), "key_len": self.keys.tolist()}
+
+
+def funnel_view(cfg, layers: list):
+    if cfg.layer != "funnel" or not _all(layers, "attention"):
+        return None
+    shapes = [tuple(i.attention.shape) for i in layers]  # (B, h, Lq, Lk) each
+    return FunnelView(queries=np.array([s[2] for s in shapes]), keys=np.array([s[3] for s in shapes]),
+                      blocks=int(cfg.funnel_blocks))

@@ -193,3 +193,16 @@ def test_pkm_usage_counts_every_read(layer):
     fig = pv.view_figures(views)["pkm"]
     assert np.asarray(fig.data[0].y).tolist() == sorted(v.counts[0].tolist(), reverse=True)
     assert "pkm" in views_reading(views)
+
+
+def test_funnel_lengths_halve_per_block():
+    cfg = ModelConfig(layer="funnel", n_layers=6, funnel_blocks=3, d_model=16, n_heads=2)
+    views, _ = _run(cfg)
+    v = views.items["funnel"]
+    per = cfg.n_layers // cfg.funnel_blocks
+    q = [-(-L // 2 ** (i // per)) for i in range(cfg.n_layers)]  # ceil(L / 2^block)
+    k = [-(-L // 2 ** (i // per - (i % per == 0 and i >= per))) for i in range(cfg.n_layers)]  # pool-query: unpooled keys
+    assert v.queries.tolist() == q and v.keys.tolist() == k
+    fig = pv.view_figures(views)["funnel"]
+    assert list(fig.data[0].y) == q and "funnel" in views_reading(views)
+    assert "funnel" not in ex.attention_maps(ModelConfig(**TINY), TEXT).views.items
