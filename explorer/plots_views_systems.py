@@ -37,7 +37,8 @@ def sinkhorn_figure(view) -> go.Figure:
              f"{view.iters} Sinkhorn iterations)<br><sup>row a: how much of each key block is soft-sorted next to "
              f"query block a; {rule}</sup>")
     lay = _layout(title, max(420, 300 * n_l + 140), annotations=notes, **layout)
-    lay["coloraxis"] = dict(colorscale="Viridis", cmin=0.0, cmax=1.0,
+    # scaled to the largest weight: an untrained P is near uniform (1 / nb) and would be one colour on [0, 1]
+    lay["coloraxis"] = dict(colorscale="Viridis", cmin=0.0, cmax=max(float(view.P.max()), 1e-6),
                             colorbar=dict(title=dict(text="weight", side="top"), thickness=12))
     lay["margin"] = dict(l=70, r=70, t=120, b=60)
     return go.Figure(data=data, layout=lay)
