@@ -256,6 +256,9 @@ def depth_figure(view, tokens: list) -> go.Figure:
 
 
 def view_figures(views, layer: int = 0, head: int = 0) -> dict:
+    from .plots_views_systems import head_mix_figure, prior_figure, probsparse_figure, sinkhorn_figure, slot_figure
+    from .plots_views_systems import funnel_figure
+
     """``{plot name: figure}`` for every view present (the approximation gives two figures)."""
     figs = {}
     for name, view in views.items.items():
@@ -272,7 +275,20 @@ def view_figures(views, layer: int = 0, head: int = 0) -> dict:
             figs["memory"] = memory_figure(view, views.tokens)
         elif name in ("exit", "act"):
             figs[name] = depth_figure(view, views.tokens)
+        elif name == "sinkhorn":
+            figs["sinkhorn"] = sinkhorn_figure(view)
+        elif name == "probsparse":
+            figs["probsparse"] = probsparse_figure(view, views.tokens)
+        elif name == "talking_heads":
+            figs["talking_heads"] = head_mix_figure(view)
+        elif name == "residual":
+            figs["residual"] = prior_figure(view)
+        elif name == "pkm":
+            figs["pkm"] = slot_figure(view)
+        elif name == "funnel":
+            figs["funnel"] = funnel_figure(view)
     return figs
 
 
-PLOT_NAMES = ("approximation", "approximation_table", "groups", "span", "experts", "memory", "exit", "act")
+PLOT_NAMES = ("approximation", "approximation_table", "groups", "span", "experts", "memory", "exit", "act",
+              "sinkhorn", "probsparse", "talking_heads", "residual", "pkm", "funnel")

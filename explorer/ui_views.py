@@ -18,7 +18,10 @@ from .ui_handlers import _problem, _state, current_config
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
           "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
-          "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token"}
+          "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
+          "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
+          "talking_heads": "Talking-heads mixing", "residual": "Residual attention share",
+          "pkm": "Product-key memory usage", "funnel": "Funnel length per layer"}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -60,6 +63,28 @@ def views_reading(views) -> str:
     for key, what in (("exit", "exit layer"), ("act", "ACT steps")):
         if key in s:
             lines.append(f"**{what}**: mean {s[key]['mean']:.2f} of {s[key]['n_layers']}.")
+    if "sinkhorn" in s:
+        k = s["sinkhorn"]
+        lines.append(f"**sinkhorn**: a soft sorting of {k['n_blocks']} key blocks per head; max |row sum − 1| "
+                     f"{k['max_row_sum_error']:.2g}, max |column sum − 1| {k['max_col_sum_error']:.2g}.")
+    if "probsparse" in s:
+        p = s["probsparse"]
+        flat = [n for row in p["n_active"] for n in row]
+        lines.append(f"**probsparse**: {min(flat)}–{max(flat)} active queries per head (u = {p['u']}); "
+                     "the rest output the mean of V.")
+    if "talking_heads" in s:
+        lines.append(f"**talking heads**: head-mixing matrices differ from the identity by at most "
+                     f"{s['talking_heads']['max_off_identity']:.3g}.")
+    if "residual" in s:
+        r = s["residual"]
+        top = max(x for row in r["prior_share"] for x in row)
+        lines.append(f"**{r['attention']}**: up to {top:.0%} of a layer's scores come from the previous layer.")
+    if "pkm" in s:
+        m = s["pkm"]
+        lines.append(f"**pkm**: {min(m['used'])}–{max(m['used'])} of {m['n_slots']} memory rows read per layer.")
+    if "funnel" in s:
+        f = s["funnel"]
+        lines.append(f"**funnel**: {f['query_len'][0]} → {f['query_len'][-1]} positions over {f['funnel_blocks']} blocks.")
     return "\n\n".join(lines)
 
 

@@ -11,13 +11,16 @@ a change here:
   (Kitaev et al. 2020) the exact counterpart uses the keys LSH uses (unit-normalised queries) and
   its self rule (a position attends itself only when it has no other key), so the error is the
   hashing alone.
-- ``groups``: ``info.buckets`` (LSH, first hash round) / ``info.clusters`` (routing queries).
+- ``groups``: ``info.buckets`` (LSH, first hash round) / ``info.clusters`` (routing, clustered queries).
 - ``span``: ``info.span`` (adaptive span ``z`` per head, Sukhbaatar et al. 2019).
 - ``experts``: ``info.experts`` (``ExpertStats``: moe / switch / hash).
 - ``memory``: ``info.memory_len`` per segment and ``info.reach`` per query (xl, compressive,
   knn, tokens).
 - ``exit``: ``info.exit_depth`` (early exit, CALM); ``act``: ``info.act_steps`` (Universal
   Transformer with ACT).
+- ``sinkhorn``, ``probsparse``, ``talking_heads``, ``residual``, ``pkm``, ``funnel``: in ``explorer.views_systems``
+  (the sorting matrix; the active queries; the head-mixing matrices; the previous layer's share of the
+  scores; the memory rows read; the pooled length per layer).
 
 With segmented memories the model merges per-segment infos (``models.memory_view``); views that
 count (experts, memory length) read every segment from ``info.segments``. Every view is a small
@@ -35,7 +38,9 @@ from models.attention import ATTENTION, PATTERNS
 from models.context import LayerInfo
 from models.memory_view import local_reach
 
-GROUP_KEYS = {"buckets": ("LSH bucket", "n_buckets"), "clusters": ("routing cluster", "n_clusters")}
+from .views_systems import funnel_view, head_mix_view, prior_view, probsparse_view, sinkhorn_view, slot_view
+
+GROUP_KEYS = {"buckets": ("LSH bucket", "n_buckets"), "clusters": ("cluster", "n_clusters")}
 
 
 def _r(x, nd: int = 5):
@@ -144,7 +149,7 @@ def approximation_view(cfg, layers: list):
 @dataclass
 class GroupView:
     key: str                     # the LayerInfo field ("buckets", "clusters")
-    what: str                    # "LSH bucket", "routing cluster"
+    what: str                    # "LSH bucket", "routing cluster", "cluster"
     labels: np.ndarray           # (n, h, L) int: group of each token per layer and head
     n_groups: int
 
@@ -158,6 +163,8 @@ def group_view(cfg, layers: list):
     for key, (what, param) in GROUP_KEYS.items():
         if layers and all(isinstance(getattr(i, key), torch.Tensor) for i in layers):
             labels = np.stack([getattr(i, key)[0].cpu().numpy().astype(np.int64) for i in layers])
+            if key == "clusters" and cfg.attention == "routing":
+                what = "routing cluster"  # online k-means shared by queries and keys; "cluster" is generic
             return GroupView(key=key, what=what, labels=labels, n_groups=int(getattr(cfg, param)))
     return None
 
@@ -281,7 +288,9 @@ def act_view(cfg, layers: list):
 
 # ---------------------------------------------------------------------------- all views
 VIEWS = {"approximation": approximation_view, "groups": group_view, "span": span_view,
-         "experts": expert_view, "memory": memory_view, "exit": exit_view, "act": act_view}
+         "experts": expert_view, "memory": memory_view, "exit": exit_view, "act": act_view,
+         "sinkhorn": sinkhorn_view, "probsparse": probsparse_view, "talking_heads": head_mix_view,
+         "residual": prior_view, "pkm": slot_view, "funnel": funnel_view}
 
 
 @dataclass

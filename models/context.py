@@ -41,10 +41,16 @@ class LayerInfo:
     loss: Optional[Tensor] = None                # auxiliary loss of the attention core (adaptive span)
     span: Optional[Tensor] = None                # (h,) adaptive span z
     buckets: Optional[Tensor] = None             # (B, h, L) LSH buckets, first hash round
-    clusters: Optional[Tensor] = None            # (B, h, L) routing clusters of the queries
+    clusters: Optional[Tensor] = None            # (B, h, L) clusters of the queries (routing, clustered)
     key_clusters: Optional[Tensor] = None        # (B, h, Lk) routing clusters of the keys
+    sinkhorn: Optional[Tensor] = None            # (B, h, nb, nb) Sinkhorn-balanced block sorting matrix P
+    active_queries: Optional[Tensor] = None      # (B, h, L) bool: ProbSparse top-u queries (others: mean of V)
+    head_mix: Optional[Tensor] = None            # (2, h, h) talking-heads [new, old] mixing: pre-, post-softmax
+    prior_share: Optional[Tensor] = None         # (B, h) realformer / predictive: |prior| / (|prior| + |own|) scores
+    prior_alpha: Optional[Tensor] = None         # () predictive attention's mixing weight sigmoid(a) (not layer 0)
     # -- feed-forward sublayer
     experts: Optional[ExpertStats] = None        # moe / switch / hash routing statistics
+    slot_counts: Optional[Tensor] = None         # (pkm_subkeys^2,) long: reads of each product-key memory row
     ffn_loss: Optional[Tensor] = None            # load-balancing loss (moe, switch)
     # -- layer structures
     gate_attn: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (B, L) mean GTrXL update gate
@@ -83,11 +89,14 @@ class LayerInfo:
             setattr(self, name, value)
 
     def record_ffn(self, aux: dict) -> None:
-        """Store an FFN sublayer's ``aux`` dict (empty for dense FFNs) as typed fields."""
+        """Store an FFN sublayer's ``aux`` dict (empty for dense FFNs) as typed fields; pkm's slot counts add up."""
         aux = dict(aux)
         loss = aux.pop("loss", None)
         if loss is not None:
             self.ffn_loss = loss
+        counts = aux.pop("slot_counts", None)
+        if counts is not None:  # a layer with several FFN calls (sandwich, macaron) reads the memory each time
+            self.slot_counts = counts if self.slot_counts is None else self.slot_counts + counts
         if aux:
             self.experts = ExpertStats(**aux)  # an unknown key raises TypeError
 

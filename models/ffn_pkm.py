@@ -61,7 +61,8 @@ class ProductKeyMemory(nn.Module):
         # all heads' k slots form one bag per token: the head outputs add up
         y = F.embedding_bag(index.reshape(B * L, -1), self.values, mode="sum",
                             per_sample_weights=weights.reshape(B * L, -1))  # (BL, d)
-        return y.view(B, L, d), {}
+        counts = torch.bincount(index.detach().reshape(-1), minlength=self.n * self.n)  # (n^2,) for the views
+        return y.view(B, L, d), {"slot_counts": counts}
 
     def output_parameters(self) -> list:
         return [self.values]

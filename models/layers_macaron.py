@@ -32,6 +32,8 @@ def record_ffn_sum(info, aux: dict) -> None:
     loss = aux.pop("loss", None)
     if loss is not None:
         info.ffn_loss = loss if info.ffn_loss is None else info.ffn_loss + loss
+    if "slot_counts" in aux:  # product-key memory reads: LayerInfo.record_ffn adds them up
+        info.record_ffn({"slot_counts": aux.pop("slot_counts")})
     if aux:
         new = ExpertStats(**aux)
         old = info.experts

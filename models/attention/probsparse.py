@@ -82,7 +82,7 @@ class ProbSparseAttention(nn.Module):
             lazy = allowed.to(work) / allowed.sum(-1, keepdim=True)  # uniform over the visible keys
         p = torch.where(active.unsqueeze(-1), full, lazy)  # (B, h, L, L)
         out = (p @ v.to(work)).to(q.dtype)
-        return out, p.to(q.dtype) if ctx.need_weights else None, {}
+        return out, p.to(q.dtype) if ctx.need_weights else None, {"active_queries": active.detach()}
 
 
 CAPS = AttentionCaps(

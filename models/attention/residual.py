@@ -37,6 +37,17 @@ from .scores import allowed_pairs, attend, dense_scores, masked_softmax
 KERNEL = 3
 
 
+def prior_share(prior, own: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``(B, h)``: ``|prior| / (|prior| + |own|)`` (Frobenius norms over the allowed pairs) of the two
+    terms of a layer's scores, detached, for the views; 0 for the first layer (no prior)."""
+    own = own.detach().float().masked_fill(~allowed, 0.0)
+    n_own = own.square().sum((-1, -2)).sqrt()  # (B, h)
+    if prior is None:
+        return torch.zeros_like(n_own)
+    n_prior = prior.detach().float().masked_fill(~allowed, 0.0).square().sum((-1, -2)).sqrt()
+    return n_prior / (n_prior + n_own).clamp_min(1e-30)
+
+
 def _carried(ctx, name: str, like: torch.Tensor):
     """The previous layer's tensor, or None for the first layer (or a mismatched shape)."""
     prev = getattr(ctx, name)
@@ -57,12 +68,14 @@ class RealFormerAttention(nn.Module):
         lq, lk = q.shape[2], k.shape[2]
         s = dense_scores(q, k, mods, self.cfg.softcap)  # (B, h, Lq, Lk)
         prev = _carried(ctx, "prev_scores", s)
+        allowed = allowed_pairs(lq, lk, self.cfg.causal, q.device)
+        share = prior_share(prev, s, allowed)
         if prev is not None:
             s = s + prev
         ctx.prev_scores = s  # unmasked: masked pairs are masked again in every layer
-        p = masked_softmax(s, allowed_pairs(lq, lk, self.cfg.causal, q.device))
+        p = masked_softmax(s, allowed)
         out = attend(p, v, mods).to(q.dtype)
-        return out, (p.to(q.dtype) if ctx.need_weights else None), {}
+        return out, (p.to(q.dtype) if ctx.need_weights else None), {"prior_share": share}
 
 
 class PredictiveAttention(nn.Module):
@@ -83,13 +96,17 @@ class PredictiveAttention(nn.Module):
         lq, lk = q.shape[2], k.shape[2]
         s = dense_scores(q, k, mods, self.cfg.softcap)  # (B, h, Lq, Lk)
         prev = _carried(ctx, "prev_probs", s)
+        allowed = allowed_pairs(lq, lk, self.cfg.causal, q.device)
+        aux = {"prior_share": prior_share(None, s, allowed)}
         if prev is not None:
             a = torch.sigmoid(self.alpha)
-            s = a.to(s.dtype) * self.predict(prev.to(s.dtype)) + (1 - a.to(s.dtype)) * s
-        p = masked_softmax(s, allowed_pairs(lq, lk, self.cfg.causal, q.device))
+            prior, own = a.to(s.dtype) * self.predict(prev.to(s.dtype)), (1 - a.to(s.dtype)) * s
+            s = prior + own
+            aux = {"prior_share": prior_share(prior, own, allowed), "prior_alpha": a.detach()}
+        p = masked_softmax(s, allowed)
         ctx.prev_probs = p
         out = attend(p, v, mods).to(q.dtype)
-        return out, (p.to(q.dtype) if ctx.need_weights else None), {}
+        return out, (p.to(q.dtype) if ctx.need_weights else None), aux
 
 
 def check_layer_to_layer(cfg, what: str) -> None:

@@ -139,7 +139,7 @@ class SinkhornAttention(nn.Module):
             eye = torch.eye(nb, device=q.device, dtype=p.dtype)
             dense = torch.einsum("bhait,bhact->bhaict", p_sort, mix) + torch.einsum("bhaij,ac->bhaicj", p_own, eye)
             probs = dense.reshape(B, h, nb * b, nb * b)[:, :, :L, :L].to(dtype)  # (B, h, L, L)
-        return out, probs, {}
+        return out, probs, {"sinkhorn": P.detach()}  # (B, h, nb, nb) for the views
 
 
 def check(cfg) -> None:

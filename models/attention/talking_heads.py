@@ -42,7 +42,8 @@ class TalkingHeadsAttention(nn.Module):
         p = masked_softmax(s, allowed_pairs(lq, lk, self.cfg.causal, q.device))
         w = torch.einsum("nm,bmij->bnij", self.mix_weights.to(p.dtype), p)  # (B, h, Lq, Lk)
         out = attend(w, v, mods).to(q.dtype)
-        return out, (w.to(q.dtype) if ctx.need_weights else None), {}
+        mix = torch.stack([self.mix_logits, self.mix_weights]).detach()  # (2, h, h) for the views
+        return out, (w.to(q.dtype) if ctx.need_weights else None), {"head_mix": mix}
 
 
 VARIANTS = (
