@@ -61,6 +61,12 @@ SHARE_JS = """(qs) => {
 }"""
 
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
+# Presentation mode and the collapsible control column are pure page state (a class on <body>, styled
+# by assets/style.css): no request, nothing kept on the server; Plotly re-measures after the switch.
+PRESENT_JS = ("() => { document.body.classList.toggle('presentation'); "
+              "setTimeout(() => window.dispatchEvent(new Event('resize')), 120); }")
+COLLAPSE_JS = ("() => { document.body.classList.toggle('controls-hidden'); "
+               "setTimeout(() => window.dispatchEvent(new Event('resize')), 120); }")
 
 
 def _header() -> str:
@@ -139,6 +145,10 @@ def build_app() -> gr.Blocks:
         state = gr.State(h.new_state(cfg, DEFAULT_TEXT))
         export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
         gr.HTML(_header())
+        with gr.Row(elem_id="view-buttons"):
+            present = gr.Button("Presentation mode", size="sm", elem_id="present-toggle", scale=0, min_width=160)
+            collapse = gr.Button("Hide / show controls", size="sm", elem_id="controls-toggle", scale=0,
+                                 min_width=160)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_id="controls"):
                 preset = gr.Dropdown([CUSTOM, *available()], value=CUSTOM, label="Preset", elem_id="preset",
@@ -158,12 +168,12 @@ def build_app() -> gr.Blocks:
                     files = gr.File(label="Downloads (config JSON, every figure in one offline HTML page)",
                                     file_count="multiple", elem_id="downloads", visible=False, interactive=False)
                     gr.Markdown("PNG: the camera button in each figure's toolbar (hover the figure).", elem_classes="hint")
-            with gr.Column(scale=3, min_width=600):
+            with gr.Column(scale=3, min_width=320, elem_id="figures"):
                 with gr.Tabs(elem_id="tabs"):
                     tabs = _tabs(cfg, grid0, stats0, reading0)
         comps = {**ctl, "state": state, "export_dir": export_dir, "preset": preset, "status": status, "text": text,
                  "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
-                 **tabs}
+                 "present": present, "collapse": collapse, **tabs}
         clash = set(ctl) & (set(comps) - set(ctl))
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         _wire(demo, ctl, Named(comps))
@@ -273,6 +283,8 @@ def _wire(demo, ctl: dict, n: Named) -> None:
               values, text, layer, head)}, VIEWS_RENAME),
           n.ins(*VIEWS_IN[:-1]), n.outs("view_approximation"), trigger_mode="always_last", show_progress="minimal",
           api_name="redraw_view", api_visibility="undocumented", concurrency_id="compute")
+    c["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
+    c["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
     c["share_qs"].change(None, [c["share_qs"]], [c["share_url"]], js=SHARE_JS, queue=False,
                          api_visibility="private")
     demo.load(None, None, [c["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
