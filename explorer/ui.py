@@ -27,7 +27,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_jobs, ui_views
+from . import ui_api, ui_compare, ui_jobs, ui_views
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -146,6 +146,7 @@ def build_app() -> gr.Blocks:
         export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
         gr.HTML(_header())
         with gr.Row(elem_id="view-buttons"):
+            pin = ui_compare.pin_button()
             present = gr.Button("Presentation mode", size="sm", elem_id="present-toggle", scale=0, min_width=160)
             collapse = gr.Button("Hide / show controls", size="sm", elem_id="controls-toggle", scale=0,
                                  min_width=160)
@@ -169,11 +170,12 @@ def build_app() -> gr.Blocks:
                                     file_count="multiple", elem_id="downloads", visible=False, interactive=False)
                     gr.Markdown("PNG: the camera button in each figure's toolbar (hover the figure).", elem_classes="hint")
             with gr.Column(scale=3, min_width=320, elem_id="figures"):
-                with gr.Tabs(elem_id="tabs"):
+                with gr.Tabs(elem_id="tabs") as tab_set:
                     tabs = _tabs(cfg, grid0, stats0, reading0)
+        pinned = gr.State(None)  # the config dict pinned as A (Compare A/B tab)
         comps = {**ctl, "state": state, "export_dir": export_dir, "preset": preset, "status": status, "text": text,
                  "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
-                 "present": present, "collapse": collapse, **tabs}
+                 "present": present, "collapse": collapse, "tabs": tab_set, "pinned": pinned, "pin": pin, **tabs}
         clash = set(ctl) & (set(comps) - set(ctl))
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         _wire(demo, ctl, Named(comps))
@@ -210,6 +212,9 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
     with gr.Tab("Model", id="model"):
         out["model_md"] = gr.Markdown("", elem_id="model-card")
         out["config_code"] = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
+    cmp = ui_compare.build_compare_tab()
+    out.update(compare_tab=cmp.tab, compare_run=cmp.refresh, compare_md=cmp.md, grid_a=cmp.grid_a,
+               grid_b=cmp.grid_b, compare_grad=cmp.grad, compare_link=cmp.link)
     return out
 
 
@@ -263,13 +268,14 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     _redraw(n, c["preset"].input(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), api_name="preset",
                                  api_visibility="undocumented", queue=False), "preset")
 
-    def link_fn(request: gr.Request):
-        return n.back(h.load_from_url(request))
+    def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
+        return n.back({**h.load_from_url(request), **ui_compare.pinned_from_url(request)})
 
     # on load the figures of the default page are already drawn: the chain redraws only for a link
     # (state["drawn"] differs), while views and analysis always fill (no state input)
-    _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT), api_name="load_link", api_visibility="undocumented"),
-            "load", views_state=False)
+    loaded = _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT, "pinned", "tabs"), api_name="load_link",
+                                  api_visibility="undocumented"), "load", views_state=False)
+    _wire_compare(n, loaded)
 
     def upload_fn(data):
         return n.back(h.upload_config(data[c["upload"]]))
@@ -307,4 +313,22 @@ def _wire(demo, ctl: dict, n: Named) -> None:
                     queue=False)
     gr.api(ui_api.api_analyze, api_name="analyze", concurrency_id="compute")
     gr.api(ui_api.api_gradients, api_name="gradients", concurrency_id="compute")
+    gr.api(ui_compare.api_compare, api_name="compare_ab", concurrency_id="compute")
     gr.api(ui_api.api_benchmark, api_name="benchmark", concurrency_id="sweep", concurrency_limit=1)
+
+
+COMPARE_IN = (*CONTROL_FIELDS, "text", "pinned")
+
+
+def _wire_compare(n: Named, loaded) -> None:
+    """Compare A/B: pin, recompute on the button or on opening the tab, and after a link has filled
+    the controls, A and the tab (``loaded``: the load chain's attention event; ``link_fn`` read the
+    link before ``SHARE_JS`` rewrites the address bar)."""
+    c = n.c
+    compare = dict(fn=n.fn(ui_compare.refresh_compare), inputs=n.ins(*COMPARE_IN), outputs=n.outs(*ui_compare.OUTPUTS),
+                   show_progress="minimal", api_visibility="undocumented", concurrency_id="compute")
+    c["pin"].click(n.fn(ui_compare.pin_config), n.ins(*CONTROL_FIELDS, "text"), n.outs("pinned"),
+                   api_name="pin_config", api_visibility="undocumented").then(api_name="compare_after_pin", **compare)
+    c["compare_run"].click(api_name="compare", **compare)
+    c["compare_tab"].select(api_name="compare_on_open", **compare)
+    loaded.then(api_name="compare_from_link", **compare)
