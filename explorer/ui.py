@@ -27,7 +27,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_compare, ui_jobs, ui_views
+from . import ui_api, ui_compare, ui_jobs, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -191,6 +191,8 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
         out["maps_md"] = gr.Markdown(reading0, elem_id="maps-reading")
         out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
         out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
+        z = ui_zoom.build_zoom()
+        out.update(zoom_layer=z.layer, zoom_head=z.head, zoom=z.plot)
     v = ui_views.build_views_tab()
     out.update(views_tab=v.tab, views_md=v.md, views_pick=v.pick, views_layer=v.layer, views_head=v.head,
                **{f"view_{n}": p for n, p in v.plots.items()})
@@ -223,6 +225,8 @@ VIEWS_IN = (*CONTROL_FIELDS, "text", "views_layer", "views_head", "state")
 ANALYSIS_IN = (*CONTROL_FIELDS, "text", "state")
 FILL_OUT = (*CONTROL_FIELDS, *h.FILL)
 VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
+ZOOM_IN = (*CONTROL_FIELDS, "text", "zoom_layer", "zoom_head")
+ZOOM_RENAME = {"zoom_layer": "layer", "zoom_head": "head"}
 
 
 def _commit_events(ctl: dict, text) -> list:
@@ -252,6 +256,8 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     views = att.then(n.fn(ui_views.refresh_views, VIEWS_RENAME), n.ins(*v_in), n.outs(*ui_views.OUTPUTS),
                      show_progress="hidden", api_name=f"{name}_views", api_visibility="undocumented",
                      concurrency_id="compute")
+    att.then(n.fn(ui_zoom.refresh_zoom, ZOOM_RENAME), n.ins(*ZOOM_IN), n.outs(*ui_zoom.OUTPUTS), show_progress="hidden",
+             api_name=f"{name}_zoom", api_visibility="undocumented", concurrency_id="compute")
     views.then(n.fn(h.refresh_analysis), n.ins(*a_in), n.outs(*h.ANALYSIS), show_progress="hidden",
                api_name=f"{name}_analysis", api_visibility="undocumented", concurrency_id="compute")
     return att
@@ -291,6 +297,9 @@ def _wire(demo, ctl: dict, n: Named) -> None:
           api_name="redraw_view", api_visibility="undocumented", concurrency_id="compute")
     c["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     c["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
+    gr.on([c["zoom_layer"].input, c["zoom_head"].input], n.fn(ui_zoom.refresh_zoom, ZOOM_RENAME), n.ins(*ZOOM_IN),
+          n.outs(*ui_zoom.OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="zoom_head",
+          api_visibility="undocumented", concurrency_id="compute")
     c["share_qs"].change(None, [c["share_qs"]], [c["share_url"]], js=SHARE_JS, queue=False,
                          api_visibility="private")
     demo.load(None, None, [c["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
