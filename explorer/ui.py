@@ -244,8 +244,11 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    args = dict(fn=n.fn(lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw)), inputs=n.ins(*CONTROL_FIELDS, "text", "state"),
-                outputs=n.outs(*ATTENTION_OUT), show_progress="minimal", api_name=f"{name}_attention",
+    def attention(values, **kw):  # the attention maps and the zoomed head: one request
+        return ui_zoom.with_zoom(values, lambda **k: h.refresh_attention(values, keep_status=fill, **k), **kw)
+
+    args = dict(fn=n.fn(attention, ZOOM_RENAME), inputs=n.ins(*CONTROL_FIELDS, "text", "state", "zoom_layer", "zoom_head"),
+                outputs=n.outs(*ATTENTION_OUT, *ui_zoom.OUTPUTS), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
         att = gr.on(first, trigger_mode="always_last", **args)
@@ -256,8 +259,6 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     views = att.then(n.fn(ui_views.refresh_views, VIEWS_RENAME), n.ins(*v_in), n.outs(*ui_views.OUTPUTS),
                      show_progress="hidden", api_name=f"{name}_views", api_visibility="undocumented",
                      concurrency_id="compute")
-    att.then(n.fn(ui_zoom.refresh_zoom, ZOOM_RENAME), n.ins(*ZOOM_IN), n.outs(*ui_zoom.OUTPUTS), show_progress="hidden",
-             api_name=f"{name}_zoom", api_visibility="undocumented", concurrency_id="compute")
     views.then(n.fn(h.refresh_analysis), n.ins(*a_in), n.outs(*h.ANALYSIS), show_progress="hidden",
                api_name=f"{name}_analysis", api_visibility="undocumented", concurrency_id="compute")
     return att
