@@ -27,7 +27,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_compare, ui_jobs, ui_views, ui_zoom
+from . import ui_api, ui_compare, ui_history, ui_jobs, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -146,6 +146,8 @@ def build_app() -> gr.Blocks:
         export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
         gr.HTML(_header())
         with gr.Row(elem_id="view-buttons"):
+            reset = gr.Button("Reset to defaults", size="sm", elem_id="reset", scale=0, min_width=150)
+            undo = gr.Button("Undo", size="sm", elem_id="undo", scale=0, min_width=90)
             pin = ui_compare.pin_button()
             present = gr.Button("Presentation mode", size="sm", elem_id="present-toggle", scale=0, min_width=160)
             collapse = gr.Button("Hide / show controls", size="sm", elem_id="controls-toggle", scale=0,
@@ -173,9 +175,11 @@ def build_app() -> gr.Blocks:
                 with gr.Tabs(elem_id="tabs") as tab_set:
                     tabs = _tabs(cfg, grid0, stats0, reading0)
         pinned = gr.State(None)  # the config dict pinned as A (Compare A/B tab)
+        history = gr.State([cfg.to_dict()])  # configs drawn so far, for Undo (explorer.ui_history)
         comps = {**ctl, "state": state, "export_dir": export_dir, "preset": preset, "status": status, "text": text,
                  "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
-                 "present": present, "collapse": collapse, "tabs": tab_set, "pinned": pinned, "pin": pin, **tabs}
+                 "present": present, "collapse": collapse, "tabs": tab_set, "pinned": pinned, "pin": pin, "history": history, "reset": reset,
+                 "undo": undo, **tabs}
         clash = set(ctl) & (set(comps) - set(ctl))
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         _wire(demo, ctl, Named(comps))
@@ -244,11 +248,13 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    def attention(values, **kw):  # the attention maps and the zoomed head: one request
-        return ui_zoom.with_zoom(values, lambda **k: h.refresh_attention(values, keep_status=fill, **k), **kw)
+    def attention(values, history=None, **kw):  # the maps, the zoomed head, the undo history: one request
+        out = ui_zoom.with_zoom(values, lambda **k: h.refresh_attention(values, keep_status=fill, **k), **kw)
+        return {**out, "history": ui_history.record(values, out, history)}
 
-    args = dict(fn=n.fn(attention, ZOOM_RENAME), inputs=n.ins(*CONTROL_FIELDS, "text", "state", "zoom_layer", "zoom_head"),
-                outputs=n.outs(*ATTENTION_OUT, *ui_zoom.OUTPUTS), show_progress="minimal", api_name=f"{name}_attention",
+    args = dict(fn=n.fn(attention, ZOOM_RENAME),
+                inputs=n.ins(*CONTROL_FIELDS, "text", "state", "zoom_layer", "zoom_head", "history"),
+                outputs=n.outs(*ATTENTION_OUT, *ui_zoom.OUTPUTS, "history"), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
         att = gr.on(first, trigger_mode="always_last", **args)
@@ -283,6 +289,12 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     loaded = _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT, "pinned", "tabs"), api_name="load_link",
                                   api_visibility="undocumented"), "load", views_state=False)
     _wire_compare(n, loaded)
+
+    _redraw(n, c["reset"].click(lambda: n.back(ui_history.reset()), None, n.outs(*FILL_OUT), api_name="reset",
+                                api_visibility="undocumented", queue=False), "reset")
+    _redraw(n, c["undo"].click(lambda data: n.back(ui_history.undo(data[c["history"]])), {c["history"]},
+                               n.outs(*FILL_OUT, "history"), api_name="undo", api_visibility="undocumented",
+                               queue=False), "undo")
 
     def upload_fn(data):
         return n.back(h.upload_config(data[c["upload"]]))
