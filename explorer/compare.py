@@ -27,7 +27,8 @@ def diff_markdown(a: ModelConfig, b: ModelConfig, card_a: dict | None = None, ca
     if not rows:
         head = "**A and B are the same configuration**: change a control to compare."
     else:
-        head = f"**{len(rows)} field{'s' if len(rows) > 1 else ''} differ** (A = pinned, B = the controls now)."
+        head = (f"**{len(rows)} field{'s differ' if len(rows) > 1 else ' differs'}** "
+                "(A = pinned, B = the controls now).")
     lines = [head, ""]
     if card_a and card_b:
         lines += ["| | A | B |", "| --- | --- | --- |",

@@ -17,6 +17,8 @@ def test_diff_lists_exactly_the_changed_fields():
     assert compare.config_diff(A, b) == expected and {"attention", "window"} <= {k for k, _, _ in expected}
     assert compare.config_diff(A, A) == []
     assert "same configuration" in compare.diff_markdown(A, A)
+    assert "2 fields differ" in compare.diff_markdown(A, b)
+    assert "1 field differs" in compare.diff_markdown(A, A.replace(attention="strided"))
     md = compare.diff_markdown(A, b, {"parameters": 10, "flops_per_token": 5.0}, {"parameters": 12, "flops_per_token": 7.0})
     assert "| `attention` | `full` | `sliding_window` |" in md and "| parameters | 10 | 12 |" in md
 
