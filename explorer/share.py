@@ -6,7 +6,8 @@
 what browsers and the server accept, so a pasted novel cannot make every later request fail. ``from_query(params)`` never raises: a malformed or hostile
 query string (unknown field, bad value, absurd size, huge text) gives the defaults back with a
 notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
-``__theme``) and Gradio's ``view`` are not ours and are ignored.
+``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are ``pin`` (the pinned A of a comparison) and
+``tab``, which ``explorer.ui_compare`` reads.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
 MAX_QUERY_CHARS = 4000
-_IGNORED = {"view"}
+_IGNORED = {"view", "pin", "tab"}  # pin / tab: the A/B comparison (explorer.ui_compare)
 
 
 def _text_value(v) -> str:

@@ -29,7 +29,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_encdec, ui_jobs, ui_train, ui_trained, ui_views
+from . import ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -64,6 +64,12 @@ SHARE_JS = """(qs) => {
 }"""
 
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
+# Presentation mode and the collapsible control column are pure page state (a class on <body>, styled
+# by assets/style.css): no request, nothing kept on the server; Plotly re-measures after the switch.
+PRESENT_JS = ("() => { document.body.classList.toggle('presentation'); "
+              "setTimeout(() => window.dispatchEvent(new Event('resize')), 120); }")
+COLLAPSE_JS = ("() => { document.body.classList.toggle('controls-hidden'); "
+               "setTimeout(() => window.dispatchEvent(new Event('resize')), 120); }")
 
 
 def _header() -> str:
@@ -144,6 +150,13 @@ def build_app() -> gr.Blocks:
         # this session's trained-weights snapshot (explorer.trained_weights: at most MAX_TRAINED_BYTES)
         trained = gr.State(None, time_to_live=3600)
         gr.HTML(_header())
+        with gr.Row(elem_id="view-buttons"):
+            reset = gr.Button("Reset to defaults", size="sm", elem_id="reset", scale=0, min_width=150)
+            undo = gr.Button("Undo", size="sm", elem_id="undo", scale=0, min_width=90)
+            pin = ui_compare.pin_button()
+            present = gr.Button("Presentation mode", size="sm", elem_id="present-toggle", scale=0, min_width=160)
+            collapse = gr.Button("Hide / show controls", size="sm", elem_id="controls-toggle", scale=0,
+                                 min_width=160)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_id="controls"):
                 preset = gr.Dropdown([CUSTOM, *available()], value=CUSTOM, label="Preset", elem_id="preset",
@@ -168,13 +181,16 @@ def build_app() -> gr.Blocks:
                     files = gr.File(label="Downloads (config JSON, every figure in one offline HTML page)",
                                     file_count="multiple", elem_id="downloads", visible=False, interactive=False)
                     gr.Markdown("PNG: the camera button in each figure's toolbar (hover the figure).", elem_classes="hint")
-            with gr.Column(scale=3, min_width=600):
-                with gr.Tabs(elem_id="tabs"):
+            with gr.Column(scale=3, min_width=320, elem_id="figures"):
+                with gr.Tabs(elem_id="tabs") as tab_set:
                     tabs = _tabs(cfg, grid0, stats0, reading0)
+        pinned = gr.State(None)  # the config dict pinned as A (Compare A/B tab)
+        history = gr.State([cfg.to_dict()])  # configs drawn so far, for Undo (explorer.ui_history)
         comps = {**ctl, "state": state, "export_dir": export_dir, "trained": trained, "weights": weights,
                  "preset": preset, "status": status, "text": text, "separator": separator,
                  "share_url": share_url, "share_qs": share_qs, "upload": upload, "export": export, "files": files,
-                 **tabs}
+                 "present": present, "collapse": collapse, "tabs": tab_set, "pinned": pinned, "pin": pin, "history": history, "reset": reset,
+                 "undo": undo, **tabs}
         clash = set(ctl) & (set(comps) - set(ctl))
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         _wire(demo, ctl, Named(comps))
@@ -191,6 +207,8 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
         out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
         out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
         out.update(ui_encdec.attention_plots())
+        z = ui_zoom.build_zoom()
+        out.update(zoom_layer=z.layer, zoom_head=z.head, zoom=z.plot)
     v = ui_views.build_views_tab()
     out.update(views_tab=v.tab, views_md=v.md, views_pick=v.pick, views_layer=v.layer, views_head=v.head,
                **{f"view_{n}": p for n, p in v.plots.items()})
@@ -214,6 +232,9 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
     with gr.Tab("Model", id="model"):
         out["model_md"] = gr.Markdown("", elem_id="model-card")
         out["config_code"] = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
+    cmp = ui_compare.build_compare_tab()
+    out.update(compare_tab=cmp.tab, compare_run=cmp.refresh, compare_md=cmp.md, grid_a=cmp.grid_a,
+               grid_b=cmp.grid_b, compare_grad=cmp.grad, compare_link=cmp.link)
     with gr.Tab("Train", id="train", elem_id="train-tab"):
         out["train_state"] = ui_train.build_train_tab(lambda: ui_trained.train_default(cfg)).state
     return out
@@ -225,6 +246,8 @@ VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "
 ANALYSIS_IN = (*CONTROL_FIELDS, "text", "trained", "state")
 FILL_OUT = (*CONTROL_FIELDS, *h.FILL)
 VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
+ZOOM_IN = (*CONTROL_FIELDS, "text", "zoom_layer", "zoom_head")
+ZOOM_RENAME = {"zoom_layer": "layer", "zoom_head": "head"}
 
 
 def _commit_events(ctl: dict, text, separator=None) -> list:
@@ -243,10 +266,14 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    attention = ui_trained.attention_with_weights(
-        lambda values, **kw: h.refresh_attention(values, keep_status=fill, **kw))
-    args = dict(fn=n.fn(attention), inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state"),
-                outputs=n.outs(*ATTENTION_OUT), show_progress="minimal", api_name=f"{name}_attention",
+    def attention(values, history=None, **kw):  # the maps, the zoomed head, the undo history: one request
+        out = ui_zoom.with_zoom(values, lambda **k: h.refresh_attention(values, keep_status=fill, **k), **kw)
+        return {**out, "history": ui_history.record(values, out, history)}
+
+    args = dict(fn=n.fn(ui_trained.attention_with_weights(attention), ZOOM_RENAME),
+                inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "zoom_layer",
+                             "zoom_head", "history"),
+                outputs=n.outs(*ATTENTION_OUT, *ui_zoom.OUTPUTS, "history"), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
         att = gr.on(first, trigger_mode="always_last", **args)
@@ -275,13 +302,20 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     _redraw(n, c["preset"].input(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), api_name="preset",
                                  api_visibility="undocumented", queue=False), "preset")
 
-    def link_fn(request: gr.Request):
-        return n.back(h.load_from_url(request))
+    def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
+        return n.back({**h.load_from_url(request), **ui_compare.pinned_from_url(request)})
 
     # on load the figures of the default page are already drawn: the chain redraws only for a link
     # (state["drawn"] differs), while views and analysis always fill (no state input)
-    _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT), api_name="load_link", api_visibility="undocumented"),
-            "load", views_state=False)
+    loaded = _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT, "pinned", "tabs"), api_name="load_link",
+                                  api_visibility="undocumented"), "load", views_state=False)
+    _wire_compare(n, loaded)
+
+    _redraw(n, c["reset"].click(lambda: n.back(ui_history.reset()), None, n.outs(*FILL_OUT), api_name="reset",
+                                api_visibility="undocumented", queue=False), "reset")
+    _redraw(n, c["undo"].click(lambda data: n.back(ui_history.undo(data[c["history"]])), {c["history"]},
+                               n.outs(*FILL_OUT, "history"), api_name="undo", api_visibility="undocumented",
+                               queue=False), "undo")
 
     def upload_fn(data):
         return n.back(h.upload_config(data[c["upload"]]))
@@ -300,6 +334,11 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     _redraw(n, c["weights"].input(n.fn(ui_trained.switch), n.ins(*CONTROL_FIELDS, "weights", "train_state", "state"),
                                   n.outs(*ui_trained.SWITCH_OUT), api_name="weights_switch",
                                   api_visibility="undocumented", concurrency_id="compute"), "weights")
+    c["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
+    c["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
+    gr.on([c["zoom_layer"].input, c["zoom_head"].input], n.fn(ui_trained.with_weights(ui_zoom.refresh_zoom), ZOOM_RENAME),
+          n.ins(*ZOOM_IN, "trained"), n.outs(*ui_zoom.OUTPUTS), trigger_mode="always_last", show_progress="minimal",
+          api_name="zoom_head", api_visibility="undocumented", concurrency_id="compute")
     c["share_qs"].change(None, [c["share_qs"]], [c["share_url"]], js=SHARE_JS, queue=False,
                          api_visibility="private")
     demo.load(None, None, [c["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
@@ -323,4 +362,22 @@ def _wire(demo, ctl: dict, n: Named) -> None:
                     queue=False)
     gr.api(ui_api.api_analyze, api_name="analyze", concurrency_id="compute")
     gr.api(ui_api.api_gradients, api_name="gradients", concurrency_id="compute")
+    gr.api(ui_compare.api_compare, api_name="compare_ab", concurrency_id="compute")
     gr.api(ui_api.api_benchmark, api_name="benchmark", concurrency_id="sweep", concurrency_limit=1)
+
+
+COMPARE_IN = (*CONTROL_FIELDS, "text", "pinned")
+
+
+def _wire_compare(n: Named, loaded) -> None:
+    """Compare A/B: pin, recompute on the button or on opening the tab, and after a link has filled
+    the controls, A and the tab (``loaded``: the load chain's attention event; ``link_fn`` read the
+    link before ``SHARE_JS`` rewrites the address bar)."""
+    c = n.c
+    compare = dict(fn=n.fn(ui_compare.refresh_compare), inputs=n.ins(*COMPARE_IN), outputs=n.outs(*ui_compare.OUTPUTS),
+                   show_progress="minimal", api_visibility="undocumented", concurrency_id="compute")
+    c["pin"].click(n.fn(ui_compare.pin_config), n.ins(*CONTROL_FIELDS, "text"), n.outs("pinned"),
+                   api_name="pin_config", api_visibility="undocumented").then(api_name="compare_after_pin", **compare)
+    c["compare_run"].click(api_name="compare", **compare)
+    c["compare_tab"].select(api_name="compare_on_open", **compare)
+    loaded.then(api_name="compare_from_link", **compare)

@@ -97,7 +97,7 @@ def test_pkm_output_is_the_softmax_weighted_sum_of_the_selected_values():
     ffn = FFN["pkm"].build(cfg)
     x = torch.randn(2, 5, cfg.d_model)
     y, aux = ffn(x)
-    assert aux == {}
+    assert set(aux) == {"slot_counts"} and int(aux["slot_counts"].sum()) == 2 * 5 * cfg.pkm_topk * cfg.pkm_heads
     half = cfg.d_model // 2
     q = x @ ffn.query.weight.T  # (B, L, heads * d)
     keys = [torch.cat([ffn.keys1[h, a], ffn.keys2[h, b]]) for h in range(2) for a in range(4) for b in range(4)]
