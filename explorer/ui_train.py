@@ -298,10 +298,14 @@ def stop_reproduction(state):
 
 
 # ---------------------------------------------------------------------------- layout
+RUN_TTL_S = 1800  # seconds an idle session keeps its run
+
 def build_train_tab(default_config=None) -> SimpleNamespace:
     """Create the Train tab's components inside the current Blocks context and wire them."""
     cfg = (default_config or small_config)()
-    state = gr.State(None)
+    # A run holds a model and its optimizer (up to ~32 MB at the parameter cap): an idle session's
+    # run is dropped after RUN_TTL_S, so abandoned tabs do not pin memory (None = start afresh).
+    state = gr.State(None, time_to_live=RUN_TTL_S)
     gr.Markdown("Train the model in the box on a task generated on the fly and watch it learn: loss, the probe's "
                 "attention next to the pattern that solves the task, and gradient norms per layer. "
                 + CAPS_TEXT, elem_classes="hint")
