@@ -76,14 +76,7 @@ class Abandoned(Exception):
 def _available_bytes(dev: torch.device) -> int:
     if dev.type == "cuda":
         return int(torch.cuda.mem_get_info(dev)[0])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 1 << 62  # unknown: rely on catching the allocator's error
+    return request_budget.available_bytes()
 
 
 def _is_oom(exc: BaseException) -> bool:
