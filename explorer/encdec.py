@@ -24,6 +24,7 @@ from models.architectures import decoder_config, encoder_config
 from models.attention import RULES, pattern_mask
 
 from .limits import MAX_TEXT_BYTES
+from .tokens import token_label
 from .views import compute_views
 
 DEFAULT_SEPARATOR = "=>"
@@ -83,7 +84,6 @@ def seq2seq_maps(cfg: ModelConfig, model, src_ids, tgt_ids, truncated: bool, dev
 
     ``maps_of(attentions, stack_cfg, q_labels, k_labels, pattern)`` builds one ``AttentionMaps``
     (``explorer.experiments``); ``pattern`` is ``(mask, kind)`` or ``(None, "support")``."""
-    from .experiments import token_label
 
     src = torch.tensor([list(src_ids)], device=dev)  # (1, Ls)
     tgt = torch.tensor([list(tgt_ids)], device=dev)  # (1, Lt)

@@ -50,6 +50,7 @@ from . import encdec
 from .branches import branch_gradient_norms
 from .cache import TRIM_AFTER, ByteLRU, release_memory
 from .configs import as_config
+from .tokens import token_label
 from .device import device, gpu
 from .limits import MAX_TEXT_BYTES
 from .seeding import GLOBAL_RNG, build
@@ -69,17 +70,6 @@ def encode_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> tuple:
     """UTF-8 bytes of ``text`` cut to ``max_bytes`` -> (token ids, truncated?)."""
     raw = str(text).encode("utf-8")
     return list(raw[:max_bytes]), len(raw) > max_bytes
-
-
-def token_label(b: int) -> str:
-    """A readable label for one byte token (space and control characters made visible)."""
-    if b == 32:
-        return "␣"
-    if b == 10:
-        return "⏎"
-    if 33 <= b < 127:
-        return chr(b)
-    return f"\\x{b:02x}"
 
 
 # Models and results of every function below, bounded in bytes (EXPLORER_CACHE_BYTES).

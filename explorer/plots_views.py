@@ -8,18 +8,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .plots import CYCLE, _grid, _layout
+from .plots_axes import token_axis as _token_axis
+from .plots_views_systems import (funnel_figure, head_mix_figure, prior_figure, probsparse_figure,
+                                  sinkhorn_figure, slot_figure)
 
 GROUP_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                 "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
-MAX_TICKS = 128 # token labels on an axis: beyond this every n-th token is labelled
-
-
-def _token_axis(tokens: list, **kw) -> dict:
-    """A numeric position axis labelled with the token characters (duplicates stay distinct)."""
-    step = max(1, -(-len(tokens) // MAX_TICKS))
-    idx = list(range(0, len(tokens), step))
-    return dict(tickmode="array", tickvals=idx, ticktext=[tokens[i] for i in idx], tickangle=0,
-                tickfont=dict(size=12 if step == 1 and len(tokens) > 64 else 14), showgrid=False, **kw)
 
 
 def _discrete(n: int) -> list:
@@ -256,8 +250,6 @@ def depth_figure(view, tokens: list) -> go.Figure:
 
 
 def view_figures(views, layer: int = 0, head: int = 0) -> dict:
-    from .plots_views_systems import head_mix_figure, prior_figure, probsparse_figure, sinkhorn_figure, slot_figure
-    from .plots_views_systems import funnel_figure
 
     """``{plot name: figure}`` for every view present (the approximation gives two figures)."""
     figs = {}

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .plots import CYCLE, _grid, _layout
-from .plots_views import _token_axis
+from .plots_axes import token_axis as _token_axis
 
 
 def sinkhorn_figure(view) -> go.Figure:

@@ -7,7 +7,6 @@ usual redraw chain, so what is shown always comes from the same handlers as a ma
 """
 from __future__ import annotations
 
-import gradio as gr
 
 from models import ModelConfig
 

@@ -32,6 +32,7 @@ from .configs import as_config
 from .plots import message_figure
 from .seeding import build
 from .tasks import ideal_pattern, model_input, task_names
+from .tokens import token_label
 from .training import (MAX_BATCH_TOKENS, MAX_TRAIN_PARAMS, MAX_TRAIN_STEPS, MAX_WALL_S, RunConfig, Trainer,
                        check_caps, stack_attention)
 
@@ -53,7 +54,6 @@ def _run_config(task, steps, lr, warmup, schedule, batch, seq_len, seed, text) -
 
 
 def _labels(tokens) -> list:
-    from .experiments import token_label
     return [token_label(t) for t in tokens]
 
 

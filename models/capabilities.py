@@ -28,6 +28,9 @@ SCORE_BIAS = "score_bias"
 RELATIVE_KV = "relative_kv"
 PAIR_SCORE = "pair_score"  # a full [B or 1, h, Lq, Lk] term added to the scores (DeBERTa p2c, TUPE)
 KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV, PAIR_SCORE})
+# What a mechanism accepts unless it says otherwise: the per-distance modifiers. A full per-pair
+# score (PAIR_SCORE) must be opted into by mechanisms that hand it to kernels.attention.
+PER_DISTANCE = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV})
 
 # keyword of kernels.attention -> modifier kind
 MODIFIER_KIND = {"rel_bias": SCORE_BIAS, "alibi_slopes": SCORE_BIAS, "rel_k": RELATIVE_KV, "rel_v": RELATIVE_KV,
@@ -43,8 +46,8 @@ class PositionCaps:
 
 @dataclass(frozen=True)
 class AttentionCaps:
-    accepts: frozenset = KINDS         # modifier kinds the mechanism honours
-    refuses_because: str = ""          # why the others are refused (shown in the ConfigError)
+    accepts: frozenset = PER_DISTANCE  # modifier kinds the mechanism honours
+    refuses_because: str = "forms its scores in its own code, which adds no per-pair score term"
     memory_keys: bool = True           # accepts keys prepended before the queries (memory)
     shared_qk: bool = False            # keys are the unit-normalised queries (Reformer's shared-QK)
     causal_modes: frozenset = frozenset({True, False})  # the causal settings it supports

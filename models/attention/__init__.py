@@ -11,7 +11,7 @@ modules and none of them imports it back.
 """
 from __future__ import annotations
 
-from ..capabilities import AttentionCaps
+from ..capabilities import KINDS, AttentionCaps
 from ..variant import Variant, register
 from . import adaptive_span, linear, lowrank, lsh, routing
 from . import axial, clustered, probsparse, sinkhorn, synthesizer  # issue 11 part 1
@@ -24,7 +24,7 @@ from .sparse import PatternAttention, pattern_block_mask
 ATTENTION: dict = {}
 
 # Softmax over a fixed pattern: every score modifier, and memory keys before the segment.
-PATTERN_CAPS = AttentionCaps()
+PATTERN_CAPS = AttentionCaps(accepts=KINDS)  # every modifier reaches kernels.attention
 
 for _p in PATTERNS.values():
     register(ATTENTION, Variant(_p.key, _p.paper, _p.summary, build=PatternAttention,

@@ -31,7 +31,7 @@ from torch import nn
 
 import kernels
 
-from ..capabilities import AttentionCaps
+from ..capabilities import KINDS, AttentionCaps
 from ..variant import Variant
 from .common import NEG
 from .sparse import BLOCK, pattern_block_mask
@@ -79,7 +79,7 @@ class AdaptiveSpanAttention(nn.Module):
 
 
 # every score modifier (the span mask is one more bias); memory was never wired for it
-CAPS = AttentionCaps(memory_keys=False, causal_modes=frozenset({True}), causal_reason=(
+CAPS = AttentionCaps(accepts=KINDS, memory_keys=False, causal_modes=frozenset({True}), causal_reason=(
     "it masks by the distance i - j to *earlier* keys (a causal language-model mechanism)"))
 
 VARIANTS = (

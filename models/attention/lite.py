@@ -106,7 +106,7 @@ def check(cfg) -> None:
                                            "would not extend")
 
 
-CAPS = AttentionCaps(memory_keys=False, refuses_because="")
+CAPS = AttentionCaps(memory_keys=False)
 
 VARIANTS = (
     Variant("lite", "Wu et al. 2020 (Lite Transformer, LSRA)",

@@ -125,7 +125,7 @@ def check(cfg) -> None:
     check_layer_to_layer(cfg, "the previous layer's attention")
 
 
-CAPS = AttentionCaps(memory_keys=False, refuses_because="")
+CAPS = AttentionCaps(memory_keys=False)
 
 VARIANTS = (
     Variant("realformer", "He et al. 2020 (RealFormer)",
