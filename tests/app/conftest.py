@@ -23,21 +23,23 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(extra_env=None, log_name="app-server.log"):
-    """``python app.py`` on 127.0.0.1 and a free port in its own process group -> its URL."""
+def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
+    """``python app.py`` (or ``python *command``) on 127.0.0.1 and a free port in its own process
+    group -> its URL."""
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}  # otherwise exactly the newcomer's `python app.py`
     env.pop("TRITON_INTERPRET", None)  # the app runs as it would in production
     log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    name = " ".join(command)
+    proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     try:
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"app.py exited with code {proc.returncode} (see .pytest_cache/{log_name})")
+                pytest.fail(f"{name} exited with code {proc.returncode} (see .pytest_cache/{log_name})")
             try:
                 with urllib.request.urlopen(url + "config", timeout=2) as r:
                     if r.status == 200:
@@ -45,11 +47,11 @@ def serve(extra_env=None, log_name="app-server.log"):
             except OSError:
                 pass
             if time.time() > deadline:
-                pytest.fail("app.py did not start within 120 s")
+                pytest.fail(f"{name} did not start within 120 s")
             time.sleep(0.5)
         yield url
         if proc.poll() is not None:  # the server thread may answer while the main thread died
-            pytest.fail(f"app.py died during the session with code {proc.returncode}")
+            pytest.fail(f"{name} died during the session with code {proc.returncode}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)  # our own process group only

@@ -3,13 +3,7 @@ step counter stops), download the trained model, and a bad setting warns instead
 
 Runs ``python -m explorer.train_demo`` (the tab alone in a small Blocks app) on a free port.
 """
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -31,41 +25,11 @@ STEP_JS = """() => { const m = (document.querySelector('#train-status').innerTex
   return m ? parseInt(m[1]) : -1; }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def train_url():
-    port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "explorer.train_demo"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.time() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"explorer.train_demo exited with code {proc.returncode}")
-            try:
-                with urllib.request.urlopen(url + "config", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                pytest.fail("explorer.train_demo did not start within 120 s")
-            time.sleep(0.5)
+    from conftest import serve  # the app tests' launcher, here for the standalone Train tab
+    with serve(log_name="train-demo.log", command=("-m", "explorer.train_demo")) as url:
         yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # our own process group only
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture()
