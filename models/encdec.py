@@ -38,6 +38,7 @@ from .errors import ConfigError
 from .layers import LAYER
 from .norms import NORM, NORM_PLACEMENT
 from .positions import POSITION
+from .stack import BlockStack, init_weights
 
 
 @dataclass
@@ -114,21 +115,11 @@ class DecoderBlock(Block):
         return x
 
 
-class DecoderStack(nn.Module):
+class DecoderStack(BlockStack):
     """``n_layers`` decoder blocks (the standard layer structure with a cross-attention sublayer)."""
 
     def __init__(self, cfg):
-        super().__init__()
-        self.blocks = nn.ModuleList(DecoderBlock(cfg, i) for i in range(cfg.n_layers))
-
-    def forward(self, x, ctx):
-        for block in self.blocks:
-            info = ctx.begin_layer(x)
-            x = block(x, ctx, info)
-        return x
-
-    def attention(self, index: int):
-        return self.blocks[index].attn
+        super().__init__(DecoderBlock(cfg, i) for i in range(cfg.n_layers))
 
 
 def _final_norm(cfg) -> nn.Module:
@@ -152,16 +143,7 @@ class EncoderDecoder(nn.Module):
         self.decoder = DecoderStack(self.dec_cfg)
         self.dec_norm = _final_norm(self.dec_cfg)
         self.head = ARCHITECTURE[cfg.architecture].build(cfg)
-        self._init_weights()
-
-    def _init_weights(self):
-        """As the decoder-only model: Xavier for projections, N(0, 0.02) for the token embedding."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.xavier_uniform_(m.weight)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-        nn.init.normal_(self.embed.weight, std=0.02)
+        init_weights(self, self.embed)  # Xavier projections, N(0, 0.02) embedding
 
     def classify(self, x):
         """Decoder final norm + LM head."""

@@ -23,6 +23,7 @@ import math
 from torch import nn
 
 from .blocks import Block
+from .stack import BlockStack
 from .layers_early_exit import EarlyExitStack
 from .layers_macaron import MacaronStack, check_needs_ffn, macaron_params
 from .layers_sandwich import SandwichStack, check_sandwich
@@ -37,21 +38,11 @@ from .variant import Variant, register
 LAYER: dict = {}
 
 
-class StandardStack(nn.Module):
+class StandardStack(BlockStack):
     """``n_layers`` independent blocks, each an attention sublayer then an FFN sublayer."""
 
     def __init__(self, cfg):
-        super().__init__()
-        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
-
-    def forward(self, x, ctx):
-        for block in self.blocks:
-            info = ctx.begin_layer(x)
-            x = block(x, ctx, info)
-        return x
-
-    def attention(self, index: int):
-        return self.blocks[index].attn
+        super().__init__(Block(cfg, i) for i in range(cfg.n_layers))
 
 
 def stack_params(cfg, parts: dict) -> int:

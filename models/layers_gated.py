@@ -27,6 +27,7 @@ from .blocks import Attention
 from .errors import ConfigError
 from .ffn import FFN
 from .norms import NORM
+from .stack import BlockStack
 
 GATE_BIAS_INIT = 2.0
 
@@ -74,18 +75,9 @@ class GatedBlock(nn.Module):
         return x
 
 
-class GatedStack(nn.Module):
+class GatedStack(BlockStack):
     def __init__(self, cfg):
-        super().__init__()
-        self.blocks = nn.ModuleList(GatedBlock(cfg, i) for i in range(cfg.n_layers))
-
-    def attention(self, index: int):
-        return self.blocks[index].attn
-
-    def forward(self, x, ctx):
-        for block in self.blocks:
-            x = block(x, ctx, ctx.begin_layer(x))
-        return x
+        super().__init__(GatedBlock(cfg, i) for i in range(cfg.n_layers))
 
 
 def check_gated(cfg):

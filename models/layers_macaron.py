@@ -24,6 +24,7 @@ from .context import ExpertStats
 from .errors import ConfigError
 from .ffn import FFN
 from .norms import NORM, NORM_PLACEMENT
+from .stack import BlockStack
 
 
 def record_ffn_sum(info, aux: dict) -> None:
@@ -69,18 +70,9 @@ class MacaronBlock(nn.Module):
         return self.res_ffn2(x, lambda h: self._half_ffn(self.ffn2, h, ctx, info))
 
 
-class MacaronStack(nn.Module):
+class MacaronStack(BlockStack):
     def __init__(self, cfg):
-        super().__init__()
-        self.blocks = nn.ModuleList(MacaronBlock(cfg, i) for i in range(cfg.n_layers))
-
-    def attention(self, index: int):
-        return self.blocks[index].attn
-
-    def forward(self, x, ctx):
-        for block in self.blocks:
-            x = block(x, ctx, ctx.begin_layer(x))
-        return x
+        super().__init__(MacaronBlock(cfg, i) for i in range(cfg.n_layers))
 
 
 def check_needs_ffn(layer: str):

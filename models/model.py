@@ -38,6 +38,7 @@ from .memory import MEMORY
 from .memory_view import merge_segments
 from .norms import NORM, NORM_PLACEMENT
 from .positions import POSITION
+from .stack import init_weights
 
 
 @dataclass
@@ -66,16 +67,7 @@ class TransformerModel(nn.Module):
         final = NORM_PLACEMENT[cfg.norm_placement].build.final_norm
         self.final_norm = NORM[cfg.norm].build(cfg.d_model, cfg) if final else nn.Identity()
         self.head = ARCHITECTURE[cfg.architecture].build(cfg)  # LM head; encoder_only: masked-LM head
-        self._init_weights()
-
-    def _init_weights(self):
-        """Xavier for projections (the 2017 paper), N(0, 0.02) for the token embedding."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.xavier_uniform_(m.weight)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-        nn.init.normal_(self.embed.weight, std=0.02)
+        init_weights(self, self.embed)  # Xavier projections, N(0, 0.02) embedding
 
     def check_tokens(self, tokens):
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype not in (torch.long, torch.int32, torch.int64):
