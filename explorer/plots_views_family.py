@@ -31,7 +31,8 @@ def induced_figure(view, tokens: list, head: int = 0) -> go.Figure:
     head = int(np.clip(head, 0, n_h - 1))
     rows = min(n_l, MAX_INDUCED_LAYERS)
     eff = view.effective
-    cols = (([0.0, 0.30], "coloraxis"), ([0.39, 0.53], "coloraxis2"), ([0.62, 0.91], "coloraxis3"))
+    # step 1 wide (m x L), step 2 narrow (L x m), the product square-ish; each colorbar in the gap after its column
+    cols = (([0.0, 0.27], "coloraxis"), ([0.41, 0.52], "coloraxis2"), ([0.66, 0.91], "coloraxis3"))
     gap = 0.12 / rows
     hgt = (1 - gap * (rows - 1)) / rows
     point = "packed position" if view.mechanism == "luna" else "inducing point"
@@ -58,12 +59,13 @@ def induced_figure(view, tokens: list, head: int = 0) -> go.Figure:
     title = (f"{view.mechanism}: attention through {m} {point}s — layer by layer, head {head} of {n_h}"
              + (f" (first {rows} of {n_l} layers)" if rows < n_l else "")
              + f"<br><sup>effective = step 2 · step 1 (L×m · m×L), the matrix applied to V: rows sum to 1 "
-             f"(max |row sum − 1| {s['max_row_sum_error']:.1g}); equals the reported map to {s['max_product_error']:.1g}</sup>")
+             f"(max |row sum − 1| {s['max_row_sum_error']:.1e}); max |product − the layer's reported map| "
+             f"{s['max_product_error']:.1e}</sup>")
     lay = _layout(title, 180 + 300 * rows, annotations=notes, **layout)
     for (xd, axis), name in zip(cols, ("step 1", "step 2", "effective")):
         z = {"coloraxis": view.pack, "coloraxis2": view.unpack, "coloraxis3": eff}[axis][:rows, head]
         lay[axis] = dict(colorscale="Viridis", cmin=0.0, cmax=max(float(np.quantile(z, 0.99)), 1e-6),
-                         colorbar=_bar(name, xd[1] + 0.01, 0.5, 0.6))
+                         colorbar=_bar(name, xd[1] + 0.008, 0.5, 0.6))
     lay["margin"] = dict(l=90, r=70, t=130, b=60)
     return go.Figure(data=data, layout=lay)
 
@@ -89,8 +91,8 @@ def lite_figure(view, tokens: list) -> go.Figure:
     mean = view.conv_share.mean()
     title = (f"Lite Transformer (LSRA): {view.n_heads - hc} attention heads + {hc} convolution heads of width {K}"
              f" — mean convolution share {mean:.0%}<br><sup>left: softmax of each head's kernel ({band}; edge rows "
-             "renormalised); right: share of each position's squared output norm (before the output projection) "
-             "from the convolution heads, the attention heads hold the rest</sup>")
+             "renormalised)<br>right: share of each position's squared output norm (before the output projection) "
+             "from the convolution heads; the attention heads hold the rest</sup>")
     lay = _layout(title, max(440, 30 * len(rows) + 240),
                   xaxis=dict(domain=[0.0, 0.42], anchor="y", dtick=1, title=dict(text="tap offset (key − query position)")),
                   yaxis=dict(domain=[0.0, 1.0], anchor="x", autorange="reversed", title=dict(text="layer, head")),
@@ -98,7 +100,7 @@ def lite_figure(view, tokens: list) -> go.Figure:
                   yaxis2=dict(domain=[0.0, 1.0], anchor="x2", range=[0, 1.02],
                               title=dict(text="convolution share of |out|² (0–1)")))
     lay["legend"] = dict(orientation="h", y=-0.22, x=0.78, xanchor="center")
-    lay["margin"] = dict(l=130, r=30, t=120, b=110)
+    lay["margin"] = dict(l=130, r=30, t=140, b=110)
     return go.Figure(data=data, layout=lay)
 
 
@@ -117,8 +119,8 @@ def retrieval_figure(view, tokens: list) -> go.Figure:
                  zmax=float(finite.max()) if finite.size else 1.0, hoverongaps=False, xgap=1, ygap=1, customdata=hover,
                  colorbar=dict(title=dict(text="squared<br>distance", side="top"), thickness=10, y=0.78, len=0.42),
                  hovertemplate="query %{x}, neighbour %{y}: distance %{z:.3f}<br>%{customdata}<extra></extra>")
-    if L <= 96:
-        trace.update(text=labels, texttemplate="%{text}", textfont=dict(size=11, color="white"))
+    if L <= 128:  # one character per cell still reads at this width
+        trace.update(text=labels, texttemplate="%{text}", textfont=dict(size=11 if L <= 80 else 9, color="white"))
     data = [trace]
     probs = view.top_probs()
     styles = {"model": ("model alone", "#1f77b4", "solid"), "memory": ("memory alone", "#2ca02c", "dot"),
@@ -142,13 +144,16 @@ def retrieval_figure(view, tokens: list) -> go.Figure:
              "each segment, so the first segment has no neighbours</sup>")
     lay = _layout(title, 620,
                   xaxis=dict(_token_axis(tokens[:L]), domain=[0, 1], anchor="y", title=dict(text="")),
-                  yaxis=dict(domain=[0.58, 1.0], anchor="x", autorange="reversed", title=dict(text="neighbour (nearest first)")),
+                  yaxis=dict(domain=[0.6, 1.0], anchor="x", autorange="reversed", title=dict(text="neighbour rank")),
                   xaxis2=dict(_token_axis(tokens[:L], title=dict(text="query (byte) position")), domain=[0, 1],
                               anchor="y2", matches="x"),
-                  yaxis2=dict(domain=[0.0, 0.46], anchor="x2", range=[0, 1.02],
-                              title=dict(text="probability / weight (0–1)")))
+                  yaxis2=dict(domain=[0.0, 0.44], anchor="x2", range=[0, 1.02],
+                              title=dict(text="probability (0–1)")))
+    lay["annotations"] = [_note("neighbours of each query: text = stored next token, colour = distance", [0, 1], 1.0),
+                          _note("probability of the output's most likely next token; dashed red: the memory's weight",
+                                [0, 1], 0.445)]
     lay["legend"] = dict(orientation="h", y=-0.16, x=0.5, xanchor="center")
-    lay["margin"] = dict(l=90, r=30, t=120, b=110)
+    lay["margin"] = dict(l=90, r=30, t=140, b=110)
     return go.Figure(data=data, layout=lay)
 
 
