@@ -22,15 +22,15 @@ IDS = list(TEXT.encode())
 L = len(IDS)
 
 
-def _run(cfg, edit=None):
-    """(views, model output, model) for ``TEXT``; ``edit(model)`` may set weights first."""
+def _run(cfg, edit=None, ids=IDS):
+    """(views, model output, model) for ``ids`` (``TEXT``); ``edit(model)`` may set weights first."""
     model = build_model(cfg).eval()
     if edit is not None:
         with torch.no_grad():
             edit(model)
     with torch.no_grad():
-        out = model(torch.tensor([IDS]), return_attention=True)
-    return compute_views(cfg, out.layers, [token_label(b) for b in IDS]), out, model
+        out = model(torch.tensor([ids]), return_attention=True)
+    return compute_views(cfg, out.layers, [token_label(b) for b in ids]), out, model
 
 
 def _values(block, info, cfg):
@@ -194,9 +194,9 @@ def test_spalm_gate_is_a_per_position_weight_in_0_1():
 
 # ---------------------------------------------------------------------------- feedback
 def test_feedback_weights_are_the_softmax_of_the_layer_parameters():
-    cfg = ModelConfig(layer="feedback", max_len=64, **{**TINY, "n_layers": 3})
-    w = [0.5, -1.0, 2.0, 0.1]
-    views, out, model = _run(cfg, lambda m: m.stack.mix.copy_(torch.tensor(w)))
+    cfg = ModelConfig(layer="feedback", max_len=64, **TINY)
+    w = [0.5, -1.0, 2.0]  # embedding, layer 1, layer 2
+    views, out, model = _run(cfg, lambda m: m.stack.mix.copy_(torch.tensor(w)), ids=IDS[:12])  # one step per token
     v = views.items["feedback"]
     ref = np.exp(w) / np.exp(w).sum()
     assert np.allclose(v.weights, ref, atol=1e-6) and math.isclose(v.weights.sum(), 1, abs_tol=1e-6)
@@ -234,7 +234,7 @@ CONFIGS = {
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_family_figures_carry_the_view(name):
-    views = _run(ModelConfig(**{**TINY, **CONFIGS[name]}))[0]
+    views = _run(ModelConfig(**{**TINY, **CONFIGS[name]}), ids=IDS[:16] if name == "feedback" else IDS)[0]
     fig = pv.view_figures(views)[name]
     v = views.items[name]
     assert fig.layout.title.text and name in pv.PLOT_NAMES and name in LABELS
