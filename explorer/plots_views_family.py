@@ -141,7 +141,7 @@ def retrieval_figure(view, tokens: list) -> go.Figure:
             "z = g·h + (1 − g)·m, m = attention of h over the neighbours' next-token embeddings; memory alone = g = 0")
     title = (f"{view.memory}: the {k} nearest stored contexts of each position — {s['positions_with_neighbours']} of {L} "
              f"positions retrieve, the top token changes at {s['top_changed']}<br><sup>{rule}; the store fills after "
-             "each segment, so the first segment has no neighbours</sup>")
+             f"each segment of {view.segment_len} tokens, so the first segment has no neighbours</sup>")
     lay = _layout(title, 620,
                   xaxis=dict(_token_axis(tokens[:L]), domain=[0, 1], anchor="y", title=dict(text="")),
                   yaxis=dict(domain=[0.6, 1.0], anchor="x", autorange="reversed", title=dict(text="neighbour rank")),

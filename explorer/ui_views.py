@@ -108,8 +108,12 @@ def family_reading(s: dict) -> list:
                      f"{v['n_attention_heads']} attention head(s); the convolution carries {share:.0%} of the output on average.")
     if "retrieval" in s:
         v = s["retrieval"]
-        lines.append(f"**{v['memory']}**: {v['positions_with_neighbours']} positions retrieve {v['knn_k']} neighbours; "
-                     f"the memory changes the top next token at {v['top_changed']}.")
+        if v["positions_with_neighbours"]:
+            lines.append(f"**{v['memory']}**: {v['positions_with_neighbours']} positions retrieve {v['knn_k']} neighbours; "
+                         f"the memory changes the top next token at {v['top_changed']}.")
+        else:
+            lines.append(f"**{v['memory']}**: the store is empty until the first segment ({v['segment_len']} tokens) "
+                         "has passed: use a longer text or a smaller segment_len to see neighbours.")
     if "feedback" in s:
         w = s["feedback"]["layer_weights"]
         top = s["feedback"]["heaviest"]

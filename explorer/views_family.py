@@ -106,6 +106,7 @@ class RetrievalView:
     p_model: np.ndarray          # (L, V) next-token distribution without the memory
     p_memory: np.ndarray         # (L, V) from the memory alone (NaN rows: empty store)
     p_mixed: np.ndarray          # (L, V) what the model outputs
+    segment_len: int = 0         # the store fills after each segment of this many tokens
 
     @property
     def top(self) -> np.ndarray:
@@ -124,7 +125,8 @@ class RetrievalView:
     def summary(self) -> dict:
         got = self.retrieved
         changed = (self.p_model.argmax(-1) != self.top) & got
-        return {"memory": self.memory, "knn_k": int(self.next.shape[1]), "positions_with_neighbours": int(got.sum()),
+        return {"memory": self.memory, "knn_k": int(self.next.shape[1]), "segment_len": self.segment_len,
+                "positions_with_neighbours": int(got.sum()),
                 "neighbour_next": self.next.tolist(), "neighbour_pos": self.pos.tolist(),
                 "neighbour_dist": [[None if not np.isfinite(d) else round(float(d), 4) for d in row] for row in self.dist],
                 "memory_weight": _r(self.mix), "top_changed": int(changed.sum()),
@@ -138,7 +140,8 @@ def retrieval_view(cfg, layers: list):
     i = found[-1]  # the memory records on the last layer
     return RetrievalView(memory=cfg.memory, next=i.lm_next[0].cpu().numpy().astype(np.int64),
                          dist=_np(i.lm_dist[0]), pos=i.lm_pos[0].cpu().numpy().astype(np.int64), mix=_np(i.lm_mix[0]),
-                         p_model=_np(i.lm_p_model[0]), p_memory=_np(i.lm_p_memory[0]), p_mixed=_np(i.lm_p_mixed[0]))
+                         p_model=_np(i.lm_p_model[0]), p_memory=_np(i.lm_p_memory[0]), p_mixed=_np(i.lm_p_mixed[0]),
+                         segment_len=int(cfg.segment_len))
 
 
 # ---------------------------------------------------------------------------- feedback

@@ -253,3 +253,12 @@ def test_family_figures_carry_the_view(name):
     else:
         assert "".join("af"[z] for z in fig.data[0].z[0]) == v.order
     assert f"**{'isab' if name == 'induced' else 'knn_lm' if name == 'retrieval' else name}**" in views_reading(views)
+
+
+def test_retrieval_before_the_store_fills_says_why_there_are_no_neighbours():
+    cfg = ModelConfig(memory="knn_lm", **{**STORE, "segment_len": 64}, **TINY)  # the whole text is one segment
+    views = _run(cfg)[0]
+    v = views.items["retrieval"]
+    assert not v.retrieved.any() and np.allclose(v.p_mixed, v.p_model)
+    assert "store is empty until the first segment (64 tokens)" in views_reading(views)
+    assert np.isnan(np.asarray(pv.view_figures(views)["retrieval"].data[0].z, dtype=float)).all()
