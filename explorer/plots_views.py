@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 
 from .plots import CYCLE, _grid, _layout
 from .plots_axes import token_axis as _token_axis
+from .plots_views_family import FAMILY_PLOTS, family_figures
 from .plots_views_systems import (funnel_figure, head_mix_figure, prior_figure, probsparse_figure,
                                   sinkhorn_figure, slot_figure)
 
@@ -104,12 +105,21 @@ def groups_figure(view, tokens: list) -> go.Figure:
     if text is not None:
         trace.update(text=text, texttemplate="%{text}", textfont=dict(size=11, color="white"))
     title = (f"Tokens coloured by {view.what} (each layer and head; {G} {view.what.split()[-1]}s)"
-             f"<br><sup>a query attends only keys of its own {view.what.split()[-1]}"
-             + (" (first hash round shown)" if view.key == "buckets" else " (query assignment)") + "</sup>")
+             f"<br><sup>{group_rule(view)}</sup>")
     lay = _layout(title, max(360, 34 * len(rows) + 200),
                   xaxis=_token_axis(tokens, title=dict(text="token (byte) position")),
                   yaxis=dict(autorange="reversed", title=dict(text="layer, head"), tickfont=dict(size=13)))
     return go.Figure(data=[trace], layout=lay)
+
+
+def group_rule(view) -> str:
+    """What a token's group means for its attention (LSH and routing: the keys it may attend;
+    clustered attention: whose softmax row it takes)."""
+    if view.what == "k-means query cluster":
+        return "each query takes its k-means cluster's attention row: the centroid's softmax over all keys"
+    if view.key == "buckets":
+        return "a query attends only keys of its own bucket (first hash round shown)"
+    return f"a query attends only keys of its own {view.what} (query assignment)"
 
 
 # ---------------------------------------------------------------------------- adaptive span
@@ -279,8 +289,9 @@ def view_figures(views, layer: int = 0, head: int = 0) -> dict:
             figs["pkm"] = slot_figure(view)
         elif name == "funnel":
             figs["funnel"] = funnel_figure(view)
+    figs.update(family_figures(views))
     return figs
 
 
 PLOT_NAMES = ("approximation", "approximation_table", "groups", "span", "experts", "memory", "exit", "act",
-              "sinkhorn", "probsparse", "talking_heads", "residual", "pkm", "funnel")
+              "sinkhorn", "probsparse", "talking_heads", "residual", "pkm", "funnel", *FAMILY_PLOTS)

@@ -21,7 +21,10 @@ LABELS = {"approximation": "Approximate vs exact attention", "approximation_tabl
           "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
           "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
           "talking_heads": "Talking-heads mixing", "residual": "Residual attention share",
-          "pkm": "Product-key memory usage", "funnel": "Funnel length per layer"}
+          "pkm": "Product-key memory usage", "funnel": "Funnel length per layer",
+          "induced": "Two-step attention through m points", "lite": "Convolution taps and branch share",
+          "retrieval": "Retrieved neighbours and next-token mix", "feedback": "Feedback memory layer weights",
+          "sandwich": "Sublayer order"}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -46,7 +49,9 @@ def views_reading(views) -> str:
                      f"mean {a['overall_mean_abs_error']:.4f} over all layers and heads.")
     if "groups" in s:
         g = s["groups"]
-        lines.append(f"**{g['what']}s**: {g['n_groups']} per head; attention stays inside a {g['what'].split()[-1]}.")
+        rule = ("each query takes its cluster centroid's attention row over all keys" if g["what"] == "k-means query cluster"
+                else f"a query attends only keys of its own {g['what']}")
+        lines.append(f"**{g['what']}s**: {g['n_groups']} per head; {rule}.")
     if "span" in s:
         flat = [x for row in s["span"]["span"] for x in row if x is not None]
         lines.append(f"**adaptive span**: learned spans {min(flat):.1f}–{max(flat):.1f} tokens "
@@ -85,7 +90,40 @@ def views_reading(views) -> str:
     if "funnel" in s:
         f = s["funnel"]
         lines.append(f"**funnel**: {f['query_len'][0]} → {f['query_len'][-1]} positions over {f['funnel_blocks']} blocks.")
+    lines += family_reading(s)
     return "\n\n".join(lines)
+
+
+def family_reading(s: dict) -> list:
+    """The reading lines of ``explorer.views_family`` (``s``: view name -> summary)."""
+    lines = []
+    if "induced" in s:
+        v = s["induced"]
+        lines.append(f"**{v['mechanism']}**: tokens → {v['n_inducing']} points → tokens; the effective map is the "
+                     f"product of the two steps (rows sum to 1 within {v['max_row_sum_error']:.1g}).")
+    if "lite" in s:
+        v = s["lite"]
+        share = sum(v["mean_conv_share"]) / len(v["mean_conv_share"])
+        lines.append(f"**lite**: {v['n_conv_heads']} convolution head(s) of width {v['conv_kernel']} beside "
+                     f"{v['n_attention_heads']} attention head(s); the convolution carries {share:.0%} of the output on average.")
+    if "retrieval" in s:
+        v = s["retrieval"]
+        if v["positions_with_neighbours"]:
+            lines.append(f"**{v['memory']}**: {v['positions_with_neighbours']} positions retrieve {v['knn_k']} neighbours; "
+                         f"the memory changes the top next token at {v['top_changed']}.")
+        else:
+            lines.append(f"**{v['memory']}**: the store is empty until the first segment ({v['segment_len']} tokens) "
+                         "has passed: use a longer text or a smaller segment_len to see neighbours.")
+    if "feedback" in s:
+        w = s["feedback"]["layer_weights"]
+        top = s["feedback"]["heaviest"]
+        what = (f"equal weights (1/{len(w)} each, as initialised)" if max(w) - min(w) < 1e-4 else
+                f"the heaviest is {'the embedding' if top == 0 else f'layer {top}'} ({w[top]:.0%})")
+        lines.append(f"**feedback**: the memory merges the embedding and {len(w) - 1} layer outputs; {what}.")
+    if "sandwich" in s:
+        v = s["sandwich"]
+        lines.append(f"**sandwich**: sublayer order `{v['order']}` (s = {v['sandwich_coeff']}).")
+    return lines
 
 
 OUTPUTS = ("views_tab", "views_md", "views_pick", "views_layer", "views_head", *(f"view_{n}" for n in PLOT_NAMES))

@@ -11,7 +11,8 @@ a change here:
   (Kitaev et al. 2020) the exact counterpart uses the keys LSH uses (unit-normalised queries) and
   its self rule (a position attends itself only when it has no other key), so the error is the
   hashing alone.
-- ``groups``: ``info.buckets`` (LSH, first hash round) / ``info.clusters`` (routing, clustered queries).
+- ``groups``: ``info.buckets`` (LSH, first hash round) / ``info.clusters`` (routing: a query attends
+  the keys of its own cluster; clustered: each query takes its k-means cluster centroid's row).
 - ``span``: ``info.span`` (adaptive span ``z`` per head, Sukhbaatar et al. 2019).
 - ``experts``: ``info.experts`` (``ExpertStats``: moe / switch / hash).
 - ``memory``: ``info.memory_len`` per segment and ``info.reach`` per query (xl, compressive,
@@ -38,6 +39,7 @@ from models.attention import ATTENTION, PATTERNS
 from models.context import LayerInfo
 from models.memory_view import local_reach
 
+from .views_family import feedback_view, induced_view, lite_view, retrieval_view, sandwich_view
 from .views_systems import funnel_view, head_mix_view, prior_view, probsparse_view, sinkhorn_view, slot_view
 
 GROUP_KEYS = {"buckets": ("LSH bucket", "n_buckets"), "clusters": ("cluster", "n_clusters")}
@@ -149,7 +151,7 @@ def approximation_view(cfg, layers: list):
 @dataclass
 class GroupView:
     key: str                     # the LayerInfo field ("buckets", "clusters")
-    what: str                    # "LSH bucket", "routing cluster", "cluster"
+    what: str                    # "LSH bucket", "routing cluster", "k-means query cluster"
     labels: np.ndarray           # (n, h, L) int: group of each token per layer and head
     n_groups: int
 
@@ -163,8 +165,8 @@ def group_view(cfg, layers: list):
     for key, (what, param) in GROUP_KEYS.items():
         if layers and all(isinstance(getattr(i, key), torch.Tensor) for i in layers):
             labels = np.stack([getattr(i, key)[0].cpu().numpy().astype(np.int64) for i in layers])
-            if key == "clusters" and cfg.attention == "routing":
-                what = "routing cluster"  # online k-means shared by queries and keys; "cluster" is generic
+            if key == "clusters":  # routing: online k-means shared by queries and keys; clustered: queries only
+                what = "routing cluster" if cfg.attention == "routing" else "k-means query cluster"
             return GroupView(key=key, what=what, labels=labels, n_groups=int(getattr(cfg, param)))
     return None
 
@@ -290,7 +292,9 @@ def act_view(cfg, layers: list):
 VIEWS = {"approximation": approximation_view, "groups": group_view, "span": span_view,
          "experts": expert_view, "memory": memory_view, "exit": exit_view, "act": act_view,
          "sinkhorn": sinkhorn_view, "probsparse": probsparse_view, "talking_heads": head_mix_view,
-         "residual": prior_view, "pkm": slot_view, "funnel": funnel_view}
+         "residual": prior_view, "pkm": slot_view, "funnel": funnel_view,
+         "induced": induced_view, "lite": lite_view, "retrieval": retrieval_view, "feedback": feedback_view,
+         "sandwich": sandwich_view}
 
 
 @dataclass

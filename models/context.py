@@ -48,11 +48,17 @@ class LayerInfo:
     head_mix: Optional[Tensor] = None            # (2, h, h) talking-heads [new, old] mixing: pre-, post-softmax
     prior_share: Optional[Tensor] = None         # (B, h) realformer / predictive: |prior| / (|prior| + |own|) scores
     prior_alpha: Optional[Tensor] = None         # () predictive attention's mixing weight sigmoid(a) (not layer 0)
+    induced_pack: Optional[Tensor] = None        # (B, h, m, Lk) isab / luna step 1: the m points read the tokens
+    induced_unpack: Optional[Tensor] = None      # (B, h, Lq, m) step 2: the tokens read the m points
+    conv_taps: Optional[Tensor] = None           # (h/2, K) lite: softmax-normalised kernel taps per conv head
+    conv_share: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # (B, L) lite: conv heads' share of |out|^2
     # -- feed-forward sublayer
     experts: Optional[ExpertStats] = None        # moe / switch / hash routing statistics
     slot_counts: Optional[Tensor] = None         # (pkm_subkeys^2,) long: reads of each product-key memory row
     ffn_loss: Optional[Tensor] = None            # load-balancing loss (moe, switch)
     # -- layer structures
+    layer_mix: Optional[Tensor] = None           # (n_layers + 1,) feedback memory weights softmax(w) over x^0..x^N
+    sublayer_depth: Optional[tuple] = None       # sandwich: (attention, FFN) positions in the 2n-sublayer order
     gate_attn: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (B, L) mean GTrXL update gate
     gate_ffn: Optional[Tensor] = field(default=None, metadata=_TOKEN)
     exit_confidence: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # (B, L) top-1 probability
@@ -72,6 +78,15 @@ class LayerInfo:
     knn_index: Optional[Tensor] = None           # (B, h, L, k) store slots retrieved
     knn_positions: Optional[Tensor] = None       # (B, h, L, k) their absolute positions
     knn_weights: Optional[Tensor] = None         # (B, h, L, k) retrieved softmax
+    lm_next: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (B, L, knn_k) knn_lm / spalm: the
+    # retrieved contexts' stored next tokens (-1: no entry), nearest first; with their squared L2 distances
+    lm_dist: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (B, L, knn_k) (NaN: no entry)
+    lm_pos: Optional[Tensor] = field(default=None, metadata=_TOKEN)    # (B, L, knn_k) positions of the contexts (-1)
+    lm_mix: Optional[Tensor] = field(default=None, metadata=_TOKEN)    # (B, L) the memory's weight in the mixture:
+    # knn_lambda (knn_lm) / 1 - g (spalm); 0 while the store is empty
+    lm_p_model: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (B, L, V) next-token probabilities
+    lm_p_memory: Optional[Tensor] = field(default=None, metadata=_TOKEN)  # without / from only / with the memory
+    lm_p_mixed: Optional[Tensor] = field(default=None, metadata=_TOKEN)   # (display: recorded when weights are)
     segments: Optional[list] = None              # per-segment LayerInfo of a merged multi-segment call
     # -- architecture (encoder-decoder, models/encdec.py)
     stack: Optional[str] = None                  # "encoder" / "decoder" (None: the single stack of decoder_only)

@@ -24,7 +24,8 @@ backward, so activation memory grows like ``L^2 * d_model * n_layers`` instead o
 check therefore caps ``max_len`` at ``FEEDBACK_MAX_LEN`` = 256 and a call longer than ``max_len``
 is refused. Records: one ``LayerInfo`` per layer, the steps merged as memory segments are
 (``memory_view.merge_segments``: rows of the attention map ``(B, h, L, L)``, per-token fields
-concatenated, auxiliary losses averaged over steps).
+concatenated, auxiliary losses averaged over steps); each also carries ``layer_mix``, the weights
+``softmax(w)`` the memory merges the layers with.
 """
 from __future__ import annotations
 
@@ -96,7 +97,10 @@ class FeedbackStack(nn.Module):
                 memory.slots[n].append(sublayer_input(block.res_attn, m))
             outputs.append(h)
             steps.append(step.layers)
-        ctx.layers.extend(merge_segments(steps, [1] * L))
+        merged = merge_segments(steps, [1] * L)
+        for info in merged:
+            info.layer_mix = weights.detach()  # (n_layers + 1,) the memory's weights, for display
+        ctx.layers.extend(merged)
         return torch.cat(outputs, dim=1)  # (B, L, d)
 
 

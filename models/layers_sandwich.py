@@ -10,7 +10,8 @@ with its own weights and the configured norm placement) are reordered as
 puts more attention at the bottom and more FFNs at the top. Parameters are those of the standard
 model. Records: one ``LayerInfo`` per attention sublayer (its ``input`` is the stream entering that
 sublayer); the ``j``-th FFN reports into the ``j``-th record, which is always open by then (the
-``j``-th ``f`` comes after the ``j``-th ``a`` in every sandwich order).
+``j``-th ``f`` comes after the ``j``-th ``a`` in every sandwich order), and ``sublayer_depth``
+records the positions (0-based, in the ``2n``-sublayer order) at which that pair actually ran.
 """
 from __future__ import annotations
 
@@ -45,14 +46,16 @@ class SandwichStack(nn.Module):
 
     def forward(self, x, ctx):
         infos, n_ffn = [], 0
-        for kind in self.order:
+        for depth, kind in enumerate(self.order):
             if kind == "a":
                 i = len(infos)
                 info = ctx.begin_layer(x)
+                info.sublayer_depth = (depth, None)
                 infos.append(info)
                 x = self.res_attn[i](x, lambda h: self.attn[i](h, ctx, info))
             else:
                 j, n_ffn = n_ffn, n_ffn + 1
+                infos[j].sublayer_depth = (infos[j].sublayer_depth[0], depth)
                 x = self.res_ffn[j](x, lambda h: self._ffn(j, h, ctx, infos[j]))
         return x
 

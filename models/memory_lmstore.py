@@ -16,7 +16,11 @@ model's past.
   learned gate ``g = sigmoid(w_g . h + b_g)`` mixes ``z = g h + (1 - g) m`` into the hidden state
   before the final norm and the head.
 
-With an empty store both leave the model exactly as it is.
+With an empty store both leave the model exactly as it is. When attention weights are requested
+(display), the last layer's ``LayerInfo`` also records each position's neighbours (stored next
+token, squared distance, position of the stored context), the memory's weight in the mixture
+(``knn_lambda``; ``1 - g`` for SPALM) and the next-token distributions without the memory, from
+the memory alone (``p_kNN``; SPALM: the head applied to ``m``, i.e. ``g = 0``) and mixed.
 
 These memories act on the model's output, not on attention, through two methods the model calls
 around its head: ``head_input(x, ctx)`` (before the final norm / head) and
@@ -67,12 +71,13 @@ class StoreMemory(Memory):
         return StoreState(**{f: getattr(base, f) for f in base.__dataclass_fields__})
 
     def retrieve(self, h: torch.Tensor, state):
-        """``(weights, next_tokens)`` of the ``knn_k`` nearest contexts, each ``(B, L, k)``; None if empty."""
+        """``(weights, next_tokens, dist, index)`` of the ``knn_k`` nearest contexts, each ``(B, L, k)``
+        (``index`` into the store); None if the store is empty."""
         if not isinstance(state, StoreState) or state.store_size() == 0:
             return None
         dist, index = nearest(h, state.store_keys.to(h.dtype), self.cfg.knn_k)
         weights = torch.softmax(-dist, dim=-1)  # (B, L, k)
-        return weights, state.store_next.gather(1, index.flatten(1)).view_as(index)
+        return weights, state.store_next.gather(1, index.flatten(1)).view_as(index), dist, index
 
     def head_input(self, x, ctx):
         ctx.layers[-1].lm_hidden = x.detach()  # the contexts to store after the segment
@@ -80,6 +85,28 @@ class StoreMemory(Memory):
 
     def final_logits(self, x, logits, ctx):
         return logits
+
+    def record(self, ctx, got, mix, p_model, p_memory, p_mixed) -> None:
+        """Display only (weights requested): the neighbours of every position, padded to ``knn_k``
+        (token / position -1, distance NaN), the memory's weight ``mix (B, L)`` and the next-token
+        distributions without / from / with the memory, on the last layer's record."""
+        if not ctx.need_weights:
+            return
+        B, L, V = p_model.shape
+        k = self.cfg.knn_k
+        nxt = p_model.new_full((B, L, k), -1, dtype=torch.long)
+        pos = torch.full_like(nxt, -1)
+        dist = p_model.new_full((B, L, k), float("nan"), dtype=torch.float32)
+        if got is not None:
+            _, n_, d_, index = got
+            n = n_.shape[-1]
+            nxt[..., :n], dist[..., :n] = n_, d_.float()
+            pos[..., :n] = ctx.state.store_pos.to(index.device)[index]
+        if p_memory is None:
+            p_memory = torch.full_like(p_model, float("nan"))
+        ctx.layers[-1].record(lm_next=nxt, lm_dist=dist, lm_pos=pos, lm_mix=mix.detach().float(),
+                              lm_p_model=p_model.detach().float(), lm_p_memory=p_memory.detach().float(),
+                              lm_p_mixed=p_mixed.detach().float())
 
     def update(self, state, ctx, attention_of):
         h, ctx.layers[-1].lm_hidden = ctx.layers[-1].lm_hidden, None  # (B, L, d)
@@ -101,12 +128,15 @@ class StoreMemory(Memory):
 class KNNLM(StoreMemory):
     def final_logits(self, x, logits, ctx):
         got = self.retrieve(x, ctx.state)
+        p_lm = torch.softmax(logits.float(), dim=-1)  # (B, L, V)
         if got is None:
+            self.record(ctx, None, p_lm.new_zeros(p_lm.shape[:2]), p_lm, None, p_lm)
             return logits
-        weights, nxt = got
+        weights, nxt = got[:2]
         lam = self.cfg.knn_lambda
         p_knn = torch.zeros_like(logits, dtype=weights.dtype).scatter_add_(-1, nxt, weights)  # (B, L, V)
-        p = lam * p_knn + (1.0 - lam) * torch.softmax(logits.float(), dim=-1)
+        p = lam * p_knn + (1.0 - lam) * p_lm
+        self.record(ctx, got, p_lm.new_full(p_lm.shape[:2], lam), p_lm, p_knn, p)
         return torch.log(p.clamp(min=torch.finfo(p.dtype).tiny)).to(logits.dtype)
 
 
@@ -121,13 +151,20 @@ class SPALM(StoreMemory):
         x = super().head_input(x, ctx)
         got = self.retrieve(x, ctx.state)
         if got is None:
+            if ctx.need_weights:
+                p = torch.softmax(ctx.classifier(x).float(), dim=-1)
+                self.record(ctx, None, p.new_zeros(p.shape[:2]), p, None, p)
             return x
-        _, nxt = got
+        nxt = got[1]
         e = self.token_embed[nxt].to(x.dtype)  # (B, L, k, d) embeddings of the retrieved next tokens
         a = torch.softmax(torch.einsum("bld,blkd->blk", x, e), dim=-1)
         m = torch.einsum("blk,blkd->bld", a, e)  # (B, L, d)
         g = torch.sigmoid(x @ self.gate_w + self.gate_b)[..., None]  # (B, L, 1)
-        return g * x + (1 - g) * m
+        z = g * x + (1 - g) * m
+        if ctx.need_weights:  # the distributions of g = 1 (model alone), g = 0 (memory alone) and the learned g
+            p_of = lambda h: torch.softmax(ctx.classifier(h).float(), dim=-1)  # noqa: E731
+            self.record(ctx, got, 1 - g[..., 0], p_of(x), p_of(m), p_of(z))
+        return z
 
 
 def check_store(cfg) -> None:

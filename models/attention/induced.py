@@ -12,7 +12,8 @@ scores scaled by ``1/sqrt(d_h)``):
     out = A2 H = (A2 A1) V
 
 so the effective attention ``A2 A1`` is exactly the matrix applied to ``V``; both factors are
-row-stochastic, hence so is their product. The inducing points are learned directly in head space
+row-stochastic, hence so is their product. With weights requested the layer also records both
+steps (``LayerInfo.induced_pack`` = ``A1``, ``induced_unpack`` = ``A2``) for the explorer's view. The inducing points are learned directly in head space
 (the paper's ``I`` through its query projection: the same family of functions with fewer
 parameters). Deviation: the paper's MAB wraps ``H`` in a residual, LayerNorm and row-wise FFN
 before the second attention; here ``H`` is used as gathered so that the layer stays one attention
@@ -70,8 +71,15 @@ class InducedSetAttention(nn.Module):
         queries = self.inducing.to(work).expand(B, -1, -1, -1)  # (B, h, m, d_h)
         key_of = lambda g: g @ self.key_of_h.to(work)  # noqa: E731  (B, h, m, d_h) @ (h, d_h, d_h)
         out, _, a1, a2 = _packed_attention(q.to(work), k, v, queries, key_of, self.cfg.softcap)
-        probs = (a2 @ a1).to(q.dtype) if ctx.need_weights else None  # (B, h, Lq, Lk)
-        return out.to(q.dtype), probs, {}
+        return out.to(q.dtype), *_display(a1, a2, q.dtype, ctx)
+
+
+def _display(a1, a2, dtype, ctx):
+    """``(probs, aux)``: the effective map ``A2 A1`` and both steps, only when weights are requested."""
+    if not ctx.need_weights:
+        return None, {}
+    probs = (a2 @ a1).to(dtype)  # (B, h, Lq, Lk)
+    return probs, {"induced_pack": a1.detach(), "induced_unpack": a2.detach()}  # (B, h, m, Lk), (B, h, Lq, m)
 
 
 def _packed_attention(q, k, v, queries, key_of, softcap):
@@ -116,8 +124,7 @@ class LunaAttention(nn.Module):
         key_of = lambda g: _heads(self.unpack_key(_merge(g).to(self.unpack_key.weight.dtype)).to(work), h)  # noqa: E731
         out, gathered, a1, a2 = _packed_attention(q.to(work), k, v, queries, key_of, self.cfg.softcap)
         ctx.packed = self.norm((_merge(gathered) + packed).to(self.norm.weight.dtype))  # (B, m, d)
-        probs = (a2 @ a1).to(q.dtype) if ctx.need_weights else None  # (B, h, Lq, Lk)
-        return out.to(q.dtype), probs, {}
+        return out.to(q.dtype), *_display(a1, a2, q.dtype, ctx)
 
 
 def check_luna(cfg) -> None:

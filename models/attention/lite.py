@@ -15,7 +15,9 @@ is exactly a banded attention matrix whose rows sum to 1 (fairseq zero-pads inst
 rows would otherwise not sum to 1).
 
 Effective attention (display): the attention heads show their softmax map, the convolution heads
-the banded matrix they apply. Deviations: the convolution branch reads the layer's value
+the banded matrix they apply; the layer also records the convolution taps (softmax of each kernel)
+and the convolution heads' share of every position's squared output norm (``LayerInfo.conv_taps``,
+``conv_share``). Deviations: the convolution branch reads the layer's value
 projection of its heads (the paper has its own input projection with a GLU), and the query / key
 projections of the convolution heads are left unused (zero gradient), which keeps the layer's
 Q/K/V projections shared with every other mechanism.
@@ -91,11 +93,21 @@ class LiteAttention(nn.Module):
             out_a = kernels.attention(qa, ka, va, causal=cfg.causal, softcap=cfg.softcap, **amods)
         out_c = self.conv(v[:, self.n_attn:])
         out = torch.cat([out_a, out_c.to(out_a.dtype)], dim=1)  # (B, h, L, d_h)
-        probs = None
+        probs, aux = None, {}
         if ctx.need_weights:
             conv = self.conv_matrix(L, q.device).to(p_a.dtype).unsqueeze(0).expand(B, -1, -1, -1)
             probs = torch.cat([p_a, conv], dim=1)  # (B, h, L, L)
-        return out, probs, {}
+            aux = {"conv_taps": torch.softmax(self.kernel.detach().float(), -1), "conv_share": conv_share(out_a, out_c)}
+        return out, probs, aux
+
+
+def conv_share(out_a: torch.Tensor, out_c: torch.Tensor) -> torch.Tensor:
+    """``(B, L)``: the convolution heads' share of each position's squared output norm (before the
+    output projection). The halves are concatenated, so ``|out|^2 = |out_a|^2 + |out_c|^2`` and the
+    attention share is ``1 -`` this one (an all-zero output counts as half and half)."""
+    ea = out_a.detach().float().pow(2).sum(dim=(1, 3))  # (B, L) over the attention heads and d_h
+    ec = out_c.detach().float().pow(2).sum(dim=(1, 3))  # (B, L) over the convolution heads
+    return torch.where(ea + ec > 0, ec / (ea + ec).clamp_min(1e-30), 0.5)
 
 
 def check(cfg) -> None:

@@ -35,6 +35,13 @@ CASES = {
     "universal_act": (dict(layer="universal", act=True), {"act"}),
     "universal": (dict(layer="universal"), set()),
     "reversible": (dict(layer="reversible"), set()),
+    "isab": (dict(attention="isab", causal=False), {"approximation", "approximation_table", "induced"}),
+    "luna": (dict(attention="luna", causal=False), {"approximation", "approximation_table", "induced"}),
+    "lite": (dict(attention="lite"), {"approximation", "approximation_table", "lite"}),
+    "knn_lm": (dict(memory="knn_lm", segment_len=8), {"memory", "retrieval"}),
+    "spalm": (dict(memory="spalm", segment_len=8), {"memory", "retrieval"}),
+    "feedback": (dict(layer="feedback", max_len=64), {"feedback"}),
+    "sandwich": (dict(layer="sandwich"), {"sandwich"}),
 }
 
 

@@ -83,11 +83,15 @@ def test_probsparse_active_queries_are_the_non_uniform_rows(causal):
     assert s["n_active"] == n.tolist()
 
 
-def test_clustered_queries_use_the_generic_cluster_label():
+def test_clustered_queries_are_labelled_k_means_query_clusters():
     cfg = ModelConfig(attention="clustered", n_clusters=3, causal=False, position="rope", **TINY)
     views, out = _run(cfg)
     g = views.items["groups"]
-    assert g.what == "cluster"
+    assert g.what == "k-means query cluster"
+    # clustered attention does not confine a query to its cluster's keys: it takes the centroid's row over all keys
+    assert "centroid's attention row over all keys" in views_reading(views)
+    assert "attends only keys" not in views_reading(views)
+    assert "k-means cluster's attention row" in pv.view_figures(views)["groups"].layout.title.text
     assert np.array_equal(g.labels, np.stack([i.clusters[0].numpy() for i in out.layers]))
     assert "groups" in pv.view_figures(views)
 
