@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlencode
 import gradio as gr
 
 from models import ConfigError, ModelConfig
+from models.config import CATEGORIES
 
 from . import compare, plots, plots_compare
 from . import experiments as ex
@@ -105,8 +106,11 @@ def refresh_compare(values: dict, text, pinned) -> dict:
 
 
 def ab_label(cfg: ModelConfig, other: ModelConfig) -> str:
-    """A short name for one side of the A/B sweep: its attention, plus up to two fields it differs in."""
-    diff = [(k, va) for k, va, _ in compare.config_diff(cfg, other) if k != "attention"][:2]
+    """A short name for one side of the A/B sweep: its attention, plus up to two other choices it
+    differs in (a parameter such as ``window`` only when no choice differs)."""
+    diff = compare.config_diff(cfg, other)
+    choices = [(k, va) for k, va, _ in diff if k in (*CATEGORIES, "causal")]
+    diff = [(k, va) for k, va in (choices or [(k, va) for k, va, _ in diff]) if k != "attention"][:2]
     return cfg.attention + (" (" + ", ".join(f"{k}={v}" for k, v in diff) + ")" if diff else "")
 
 
