@@ -29,7 +29,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
+from . import api_export, ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -346,7 +346,8 @@ def _wire(demo, ctl: dict, n: Named) -> None:
 
     export = c["export"].click(n.fn(ui_trained.with_weights(ui_jobs.export_files)),
                                n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "state"),
-                               n.outs("files", "export_dir", "status"), api_name="export", api_visibility="undocumented")
+                               n.outs("files", "export_dir", "status"), api_name="export_click",
+                               api_visibility="undocumented")  # API clients: the documented /export below
     # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy
     export.then(ui_jobs.cleanup_export, [c["export_dir"]], None, api_name="export_cleanup",
                 api_visibility="private", queue=False)
@@ -364,6 +365,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     gr.api(ui_api.api_analyze, api_name="analyze", concurrency_id="compute")
     gr.api(ui_api.api_gradients, api_name="gradients", concurrency_id="compute")
     gr.api(ui_compare.api_compare, api_name="compare_ab", concurrency_id="compute")
+    gr.api(api_export.api_export, api_name="export", concurrency_id="compute")
     gr.api(ui_api.api_benchmark, api_name="benchmark", concurrency_id="sweep", concurrency_limit=1)
 
 
