@@ -2,7 +2,7 @@
 
 No torch here. The records are ``explorer.sweep.latency_memory_sweep`` results for A (pinned) and
 B (the controls). A failed length (OOM, time-out, ...) is a cross in its config's colour placed on
-that config's curve, continued to the failed length at the slope of its last two points, so a
+that config's curve, continued (dotted) to the failed length at the slope of its last two points, so a
 reader sees whose run failed and roughly where the curve was heading.
 """
 from __future__ import annotations
@@ -46,6 +46,13 @@ def _series(records: list, label: str, side: str, key: str, scale: float, axis: 
                    customdata=[r["backend"] for r in ok],
                    hovertemplate=f"{side}, L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
     bad = [r for r in records if r["status"] != "ok"]
+    if bad and ok:  # a dotted continuation from the last measured point to the first failure
+        first = bad[0]["seq_len"]
+        if first > ok[-1]["seq_len"]:
+            traces.append(dict(type="scatter", mode="lines", x=[ok[-1]["seq_len"], first],
+                               y=[ok[-1][key] * scale, _on_curve(records, key, scale, first, fallback)],
+                               line=dict(color=color, width=2, dash="dot"), showlegend=False, legendgroup=side,
+                               xaxis=f"x{axis}", yaxis=f"y{axis}", hoverinfo="skip"))
     if bad:
         traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad],
                            y=[_on_curve(records, key, scale, r["seq_len"], fallback) for r in bad],

@@ -110,6 +110,7 @@ async def _render(figures: list) -> Rendered:
                 first = exc.args[0] if exc.args else ""
                 out.skipped = f"the browser did not start ({type(exc).__name__}: {str(first)[:160]})"
             return out
+        started = time.monotonic()
         for n, (stem, fig) in enumerate(figures):
             left = TOTAL_S - (time.monotonic() - start)
             if left <= 1.0:
@@ -127,6 +128,8 @@ async def _render(figures: list) -> Rendered:
                 out.pngs[stem] = png
             else:
                 out.notes.append(f"{stem}.png not rendered (the browser returned no PNG)")
+        log.info("PNG export: browser start %.1f s, %d of %d figures in %.1f s", started - start, len(out.pngs),
+                 len(figures), time.monotonic() - started)
     finally:
         try:
             await asyncio.wait_for(k.close(), 15.0)
