@@ -50,6 +50,14 @@ def _children(pid: int) -> list:
     return kids
 
 
+@pytest.fixture(autouse=True)
+def no_warm_browser():
+    """Each test starts without a kept browser and leaves none behind."""
+    png_render._HOLDER.shutdown()
+    yield
+    png_render._HOLDER.shutdown()
+
+
 @pytest.fixture(scope="module")
 def swept():
     return ui_jobs.run_sweep(config_values(SMALL), "16,32", "forward", h.new_state())["state"]
@@ -175,6 +183,22 @@ def test_a_browser_that_does_not_start_in_time_is_closed(monkeypatch):
     while _browser_children() and time.time() < deadline:
         time.sleep(0.2)
     assert not _browser_children()
+
+
+def test_the_browser_is_reused_while_warm_and_closed_when_idle(monkeypatch):
+    pytest.importorskip("kaleido")
+    if CHROME is None:
+        pytest.skip("no Chrome / Chromium for kaleido")
+    monkeypatch.setattr(png_render, "IDLE_S", 3.0)
+    fig = ui_jobs.plots.message_figure("x", "t")
+    first = png_render.render_pngs([("x", fig)])
+    pid = png_render._HOLDER.pid()
+    second = png_render.render_pngs([("y", fig)])
+    assert first.pngs["x"] == second.pngs["y"] and pid is not None and png_render._HOLDER.pid() == pid
+    deadline = time.time() + 30
+    while _browser_children() and time.time() < deadline:
+        time.sleep(0.5)
+    assert png_render._HOLDER.pid() is None and not _browser_children()
 
 
 def _browser_children() -> list:
