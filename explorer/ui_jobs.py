@@ -168,8 +168,8 @@ def export_sections(cfg: ModelConfig, text: str, state, separator=None) -> tuple
         sweeps += [("current", sweep["attention"], sweep["current"]), ("baseline", base, sweep["baseline"])]
     ab = session.get("ab_sweep")
     if ab:
-        sections.append(("A/B: latency and memory vs sequence length", [("ab-latency-memory", plots_compare.ab_sweep_figure(
-            ab["a"], ab["b"], ab["name_a"], ab["name_b"]))]))
+        fig = plots_compare.ab_sweep_figure(ab["a"], ab["b"], ab["name_a"], ab["name_b"])
+        sections.append(("A/B: latency and memory vs sequence length", [("ab-latency-memory", fig)]))
         sweeps += [("A", ab["name_a"], ab["a"]), ("B", ab["name_b"], ab["b"])]
     return sections, sweeps
 
