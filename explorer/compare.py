@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from models import ModelConfig
 
-from .plots import GRAD_PANELS, _grid, _layout
+from .plots import GRAD_PANELS, _grid, _layout, human_bytes
 
 COLORS = {"A": "#3949ab", "B": "#e65100"}
 
@@ -79,3 +79,40 @@ def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
     lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
     lay["margin"] = dict(l=80, r=30, t=110, b=110)
     return go.Figure(data=data, layout=lay)
+
+
+def _times(x: float, y: float) -> str:
+    """How many times ``x`` is larger than ``y`` (both positive), as text."""
+    return f"{x / y:.2f}×" if y > 0 else "∞×"
+
+
+def ab_sweep_reading(a: list, b: list, name_a: str, name_b: str) -> str:
+    """Which of A and B is faster and which smaller, and by how much, at the longest length both
+    measured; the failures of each (OOM, time-out, ...) after it."""
+    ok_a = {r["seq_len"]: r for r in a if r["status"] == "ok"}
+    ok_b = {r["seq_len"]: r for r in b if r["status"] == "ok"}
+    common = sorted(set(ok_a) & set(ok_b))
+    if not common:
+        text = "A and B have no length that both measured, so they cannot be compared here."
+    else:
+        L = common[-1]
+        ra, rb = ok_a[L], ok_b[L]
+        ta, tb, ma, mb = ra["ms"], rb["ms"], ra["peak_bytes"], rb["peak_bytes"]
+        if ta == tb:
+            speed = f"A and B take the same time ({ta:.1f} ms)"
+        else:
+            fast, slow = ("A", "B") if ta < tb else ("B", "A")
+            speed = (f"**{fast} is {_times(max(ta, tb), min(ta, tb))} faster** than {slow} "
+                     f"({min(ta, tb):.1f} ms vs {max(ta, tb):.1f} ms)")
+        if ma == mb:
+            size = f"the same peak memory ({human_bytes(ma)})"
+        else:
+            small = "A" if ma < mb else "B"
+            size = (f"**{small} needs {_times(max(ma, mb), min(ma, mb))} less peak memory** "
+                    f"({human_bytes(min(ma, mb))} vs {human_bytes(max(ma, mb))})")
+        text = f"At L={L}, the longest length both measured: {speed}, and {size}."
+    fails = [f"{side} ({name}) L={r['seq_len']}: {r['status'].upper()}"
+             for side, name, records in (("A", name_a, a), ("B", name_b, b)) for r in records if r["status"] != "ok"]
+    if fails:
+        text += " Not measured: " + "; ".join(fails) + "."
+    return text + f" A = {name_a} (pinned), B = {name_b} (the controls)."

@@ -29,7 +29,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
+from . import api_export, ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -177,10 +177,11 @@ def build_app() -> gr.Blocks:
                     share_qs = gr.Textbox("", visible=False, elem_id="share-qs")
                     with gr.Row():
                         upload = gr.UploadButton("Upload config JSON", file_types=[".json"], size="sm")
-                        export = gr.Button("Export config + figures", size="sm", elem_id="export")
-                    files = gr.File(label="Downloads (config JSON, every figure in one offline HTML page)",
-                                    file_count="multiple", elem_id="downloads", visible=False, interactive=False)
-                    gr.Markdown("PNG: the camera button in each figure's toolbar (hover the figure).", elem_classes="hint")
+                        export = gr.Button("Export zip", size="sm", elem_id="export")
+                    files = gr.File(label="Download (zip: config JSON, a PNG per figure, sweep CSV, offline HTML page)",
+                                    file_count="single", elem_id="downloads", visible=False, interactive=False)
+                    gr.Markdown("The zip's README.txt lists its files. One figure as PNG: the camera button in its "
+                                "toolbar (hover the figure).", elem_classes="hint")
             with gr.Column(scale=3, min_width=320, elem_id="figures"):
                 with gr.Tabs(elem_id="tabs") as tab_set:
                     tabs = _tabs(cfg, grid0, stats0, reading0)
@@ -234,7 +235,7 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
         out["config_code"] = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
     cmp = ui_compare.build_compare_tab()
     out.update(compare_tab=cmp.tab, compare_run=cmp.refresh, compare_md=cmp.md, grid_a=cmp.grid_a,
-               grid_b=cmp.grid_b, compare_grad=cmp.grad, compare_link=cmp.link)
+               grid_b=cmp.grid_b, compare_grad=cmp.grad, compare_link=cmp.link, **cmp.ab)
     with gr.Tab("Train", id="train", elem_id="train-tab"):
         out["train_state"] = ui_train.build_train_tab(lambda: ui_trained.train_default(cfg)).state
     return out
@@ -345,8 +346,9 @@ def _wire(demo, ctl: dict, n: Named) -> None:
 
     export = c["export"].click(n.fn(ui_trained.with_weights(ui_jobs.export_files)),
                                n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "state"),
-                               n.outs("files", "export_dir"), api_name="export", api_visibility="undocumented")
-    # Gradio has copied the files into its cache (bounded by delete_cache): drop our temporary copy
+                               n.outs("files", "export_dir", "status"), api_name="export_click",
+                               api_visibility="undocumented")  # API clients: the documented /export below
+    # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy
     export.then(ui_jobs.cleanup_export, [c["export_dir"]], None, api_name="export_cleanup",
                 api_visibility="private", queue=False)
 
@@ -363,6 +365,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     gr.api(ui_api.api_analyze, api_name="analyze", concurrency_id="compute")
     gr.api(ui_api.api_gradients, api_name="gradients", concurrency_id="compute")
     gr.api(ui_compare.api_compare, api_name="compare_ab", concurrency_id="compute")
+    gr.api(api_export.api_export, api_name="export", concurrency_id="compute")
     gr.api(ui_api.api_benchmark, api_name="benchmark", concurrency_id="sweep", concurrency_limit=1)
 
 
@@ -381,3 +384,4 @@ def _wire_compare(n: Named, loaded) -> None:
     c["compare_run"].click(api_name="compare", **compare)
     c["compare_tab"].select(api_name="compare_on_open", **compare)
     loaded.then(api_name="compare_from_link", **compare)
+    ui_compare.wire_ab_sweep(n, CONTROL_FIELDS)

@@ -14,16 +14,21 @@ from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
-from models import ModelConfig
+from models import ConfigError, ModelConfig
+from models.config import CATEGORIES
 
-from . import compare, plots
+from . import compare, plots, plots_compare
 from . import experiments as ex
-from .limits import check_limits
+from .limits import MAX_SWEEP_LEN, check_limits, parse_lengths
 from .share import from_query, to_query
 from .ui_api import _api, _api_config, _api_text  # the documented API's parsing and error rules
-from .ui_handlers import _problem, _text, _warn, current_config
+from .ui_encdec import FIXED_LEN
+from .ui_handlers import _problem, _state, _text, _warn, current_config
+from .ui_jobs import SWEEP_BUDGET_S, cancellable
 
 OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_link")
+AB_LENGTHS = "128,256,512,1024"
+AB_OUTPUTS = ("ab_sweep", "ab_md", "state")
 TAB_IDS = ("attention", "views", "gradients", "latency", "model", "compare")
 
 
@@ -43,10 +48,21 @@ def build_compare_tab() -> SimpleNamespace:
             grid_a = gr.Plot(None, label="A (pinned): attention maps", elem_id="compare-grid-a")
             grid_b = gr.Plot(None, label="B (now): attention maps", elem_id="compare-grid-b")
         grad = gr.Plot(None, label="Gradient norms, A vs B", elem_id="compare-grad")
+        with gr.Row():
+            ab_lengths = gr.Textbox(AB_LENGTHS, label=f"A/B sweep: sequence lengths (comma-separated, up to "
+                                    f"{MAX_SWEEP_LEN})", elem_id="ab-lengths")
+            ab_mode = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure", elem_id="ab-mode")
+            with gr.Column(min_width=140):
+                ab_run = gr.Button("Run A/B sweep", variant="primary", elem_id="ab-run")
+                ab_stop = gr.Button("Stop", variant="stop", size="sm", elem_id="ab-stop")
+        ab_md = gr.Markdown("Press **Run A/B sweep** to time A and B over the same lengths on this machine.",
+                            elem_id="ab-reading")
+        ab_sweep = gr.Plot(None, label="Latency and memory, A vs B", elem_id="ab-sweep")
         link = gr.Textbox("", label="Share link (A, B and this tab)", elem_id="compare-link", buttons=["copy"],
                           interactive=False)
     return SimpleNamespace(tab=tab, refresh=refresh, md=md, grid_a=grid_a, grid_b=grid_b, grad=grad,
-                           link=link)
+                           link=link, ab=dict(ab_lengths=ab_lengths, ab_mode=ab_mode, ab_run=ab_run,
+                                              ab_stop=ab_stop, ab_md=ab_md, ab_sweep=ab_sweep))
 
 
 def pin_config(values: dict, text=None) -> dict:
@@ -87,6 +103,75 @@ def refresh_compare(values: dict, text, pinned) -> dict:
         return compare_outputs(a, current_config(values), text)
     except Exception as exc:
         return {"compare_md": _warn(_problem(exc)), **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
+
+
+def ab_label(cfg: ModelConfig, other: ModelConfig) -> str:
+    """A short name for one side of the A/B sweep: its attention, plus up to two other choices it
+    differs in (a parameter such as ``window`` only when no choice differs)."""
+    diff = compare.config_diff(cfg, other)
+    choices = [(k, va) for k, va, _ in diff if k in (*CATEGORIES, "causal")]
+    diff = [(k, va) for k, va in (choices or [(k, va) for k, va, _ in diff]) if k != "attention"][:2]
+    return cfg.attention + (" (" + ", ".join(f"{k}={v}" for k, v in diff) + ")" if diff else "")
+
+
+def _sweep_one(cfg: ModelConfig, lengths: list, mode: str, progress, should_stop) -> list:
+    axis = dict(seq2seq_axis="both", fixed_len=FIXED_LEN) if cfg.architecture == "encoder_decoder" else {}
+    return ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
+                                   progress=progress, **axis)
+
+
+def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, should_stop=None) -> dict:
+    """Time A (pinned) and B (the controls) over the same lengths -> the overlaid figure, the reading
+    and the session state with the records (``ab_sweep``: the export's A/B figure and CSV rows)."""
+    state = _state(state)
+    if not pinned:
+        return {"ab_sweep": gr.skip(), "ab_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
+                "state": state}
+    try:
+        a, b = check_limits(ModelConfig.from_dict(pinned)), current_config(values)
+        lens = parse_lengths(lengths)
+        if mode not in ("forward", "forward_backward"):
+            raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
+
+        def part(lo, side):
+            if progress is None:
+                return None
+            return lambda frac, msg: progress(lo + 0.5 * frac, desc=f"{side}: {msg}")
+
+        rec_a = _sweep_one(a, lens, mode, part(0.0, "A"), should_stop)
+        rec_b = _sweep_one(b, lens, mode, part(0.5, "B"), should_stop)
+    except Exception as exc:
+        return {"ab_sweep": gr.skip(), "ab_md": _warn(_problem(exc)), "state": state}
+    name_a, name_b = ab_label(a, b), ab_label(b, a)
+    reading = compare.ab_sweep_reading(rec_a, rec_b, name_a, name_b)
+    if any(r["status"] == "cancelled" for r in rec_a + rec_b):
+        reading = "⏹ A/B sweep stopped: the lengths it did not reach are marked CANCELLED. " + reading
+    return {"ab_sweep": plots_compare.ab_sweep_figure(rec_a, rec_b, name_a, name_b), "ab_md": reading,
+            "state": {**state, "ab_sweep": {"a": rec_a, "b": rec_b, "name_a": name_a, "name_b": name_b}}}
+
+
+async def run_ab_sweep_cancellable(values: dict, pinned, lengths, mode, state, progress=None) -> dict:
+    """``run_ab_sweep``, stopped between two modules when the event is cancelled or its client leaves."""
+    return await cancellable(lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state, progress,
+                                                              should_stop))
+
+
+AB_IN = ("pinned", "ab_lengths", "ab_mode", "state")
+
+
+def wire_ab_sweep(n, control_fields) -> None:
+    """The Run A/B sweep and Stop buttons (``n``: ``explorer.ui.Named``); the sweep's own slot."""
+    c = n.c
+
+    async def ab_fn(data, progress=gr.Progress()):
+        values, args = n.split(data)
+        return n.back(await run_ab_sweep_cancellable(values, args["pinned"], args["ab_lengths"], args["ab_mode"],
+                                                     args["state"], progress))
+
+    run = c["ab_run"].click(ab_fn, n.ins(*control_fields, *AB_IN), n.outs(*AB_OUTPUTS), api_name="run_ab_sweep",
+                            api_visibility="undocumented", concurrency_id="sweep", concurrency_limit=1)
+    c["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",
+                       queue=False)
 
 
 def pinned_from_url(request: gr.Request | None) -> dict:

@@ -5,7 +5,6 @@ Handlers take control values by name and return ``{output name: value}`` like ``
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import tempfile
@@ -16,12 +15,12 @@ import gradio as gr
 from models import ConfigError, ModelConfig
 
 from . import experiments as ex
-from . import plots, plots_encdec, plots_views, report, ui_encdec
+from . import export_zip, plots, plots_compare, plots_encdec, plots_views, report, ui_encdec
 from .activity import LOAD
 from .limits import parse_lengths
 from .ui_handlers import _problem, _state, _text, _warn, analysis_outputs, attention_outputs, current_config
 from .ui_encdec import FIXED_LEN
-from .ui_text import shown_html
+from .ui_text import shown
 
 SWEEP_BUDGET_S = 3.0
 
@@ -142,55 +141,55 @@ async def run_sweep_cancellable(values: dict, lengths, mode, state, progress=Non
 
 
 # ---------------------------------------------------------------------------- export
-def _figures_html(sections: list) -> str:
-    """One page with every figure; plotly.js inlined once (the file works offline)."""
-    parts, first = [], True
-    for title, figs in sections:
-        parts.append(f"<h2 style='font-family:sans-serif'>{shown_html(title)}</h2>")
-        for fig in figs:
-            parts.append(fig.to_html(full_html=False, include_plotlyjs=first))
-            first = False
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>Transformer Family Explorer figures</title>"
-            "</head><body>" + "".join(parts) + "</body></html>")
+def export_sections(cfg: ModelConfig, text: str, state, separator=None) -> tuple:
+    """Every figure the session shows for ``cfg`` -> ``(sections, sweeps)``: ``[(title, [(stem,
+    figure), ...]), ...]`` and the sweep records ``[(series, attention, records), ...]`` (the
+    Latency tab's sweep and the Compare tab's A/B sweep, when the session ran them)."""
+    grid, stats, _ = attention_outputs(cfg, text, separator)
+    analysis = analysis_outputs(cfg, text)
+    maps = ex.attention_maps(cfg, text, separator=ui_encdec.separator(separator))
+    sections = [(f"Attention maps: {cfg.attention}", [("attention-maps", grid), ("attention-stats", stats)]),
+                ("Gradient norms at initialisation", [("gradient-norms", analysis["grad"])]),
+                ("KV cache for decoding", [("kv-cache", analysis["kv"])])]
+    if maps.stacks:  # encoder-decoder: the cross-attention and the encoder's maps, gradients per stack
+        sections[1:1] = [("Cross-attention and encoder self-attention",
+                          [("cross-attention", plots_encdec.cross_grid(maps)),
+                           ("encoder-attention", plots_encdec.encoder_grid(maps))])]
+        sections.append(("Gradient norms per stack", [("gradient-norms-per-stack", analysis["grad_stacks"]["value"])]))
+    views = [(f"view-{name}", fig) for name, fig in plots_views.view_figures(maps.views).items()]
+    if views:  # only the variants that have views (layer 0, head 0 for the comparison)
+        sections.append((f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}", views))
+    session, sweeps = _state(state), []
+    sweep = session.get("sweep")
+    if sweep:
+        base = sweep.get("baseline_name", "full")
+        fig = plots.sweep_figure(sweep["current"], sweep["baseline"], sweep["attention"], base)
+        sections.append(("Latency and memory vs sequence length", [("latency-memory", fig)]))
+        sweeps += [("current", sweep["attention"], sweep["current"]), ("baseline", base, sweep["baseline"])]
+    ab = session.get("ab_sweep")
+    if ab:
+        fig = plots_compare.ab_sweep_figure(ab["a"], ab["b"], ab["name_a"], ab["name_b"])
+        sections.append(("A/B: latency and memory vs sequence length", [("ab-latency-memory", fig)]))
+        sweeps += [("A", ab["name_a"], ab["a"]), ("B", ab["name_b"], ab["b"])]
+    return sections, sweeps
 
 
 def export_files(values: dict, text, state, separator=None) -> dict:
-    """Write ``config.json`` and ``figures.html`` (every tab's figures) into a fresh temporary folder.
+    """Write ``transformer-explorer-<hash>.zip`` (``explorer.export_zip``) into a fresh temporary folder.
 
-    -> files (the paths), export_dir (the folder: ``cleanup_export`` deletes it once Gradio has
-    copied the files into its cache, which ``delete_cache`` bounds)."""
+    -> files (the zip's path), export_dir (the folder: ``cleanup_export`` deletes it once Gradio has
+    copied the file into its cache, which ``delete_cache`` bounds), status (what the zip holds, and
+    why PNGs are missing when they are)."""
+    out = None
     try:
         cfg = current_config(values)
-        grid, stats, _ = attention_outputs(cfg, _text(text), separator)
-        analysis = analysis_outputs(cfg, _text(text))
-        maps = ex.attention_maps(cfg, _text(text), separator=ui_encdec.separator(separator))
+        sections, sweeps = export_sections(cfg, _text(text), state, separator)
+        out = tempfile.mkdtemp(prefix="explorer-export-")
+        path, summary = export_zip.write_zip(out, cfg, _text(text), sections, sweeps, separator=separator)
     except Exception as exc:
-        _warn(_problem(exc))
-        return {"files": gr.skip(), "export_dir": None}
-    sections = [(f"Attention maps: {cfg.attention}", [grid, stats]),
-                ("Gradient norms at initialisation", [analysis["grad"]]),
-                ("KV cache for decoding", [analysis["kv"]])]
-    if maps.stacks:  # encoder-decoder: the cross-attention and the encoder's maps, gradients per stack
-        sections[1:1] = [("Cross-attention and encoder self-attention", [plots_encdec.cross_grid(maps),
-                                                                         plots_encdec.encoder_grid(maps)])]
-        sections.append(("Gradient norms per stack", [analysis["grad_stacks"]["value"]]))
-    view_figs = list(plots_views.view_figures(maps.views).values())
-    if view_figs:  # only the variants that have views (layer 0, head 0 for the comparison)
-        sections.append((f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}", view_figs))
-    sweep = _state(state).get("sweep")
-    if sweep:
-        fig = plots.sweep_figure(sweep["current"], sweep["baseline"], sweep["attention"],
-                                 sweep.get("baseline_name", "full"))
-        sections.append(("Latency and memory vs sequence length", [fig]))
-    out = tempfile.mkdtemp(prefix="explorer-export-")
-    files = {"config.json": json.dumps(cfg.to_dict(), indent=2), "figures.html": _figures_html(sections)}
-    paths = []
-    for name, content in files.items():
-        path = os.path.join(out, name)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(content)
-        paths.append(path)
-    return {"files": gr.update(value=paths, visible=True), "export_dir": out}
+        cleanup_export(out)
+        return {"files": gr.skip(), "export_dir": None, "status": _warn(_problem(exc))}
+    return {"files": gr.update(value=path, visible=True), "export_dir": out, "status": f"📦 {shown(summary, 600)}"}
 
 
 def cleanup_export(export_dir) -> None:

@@ -167,13 +167,18 @@ def test_upload_config(tmp_path):
     assert "file" in h.upload_config(12)["status"]  # a wrong-typed input gets a message
 
 
-def test_export_writes_one_offline_page_and_cleanup_leaves_nothing(tmp_path):
+def test_export_writes_one_zip_with_an_offline_page_and_cleanup_leaves_nothing(tmp_path, monkeypatch):
+    import sys
+    import zipfile
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # PNGs: tests/explorer/test_export_zip.py
     state = ui_jobs.run_sweep(_values(), "16,32", "forward", h.new_state())["state"]
     out = ui_jobs.export_files(_values(), "hello", state)
-    paths, folder = out["files"]["value"], out["export_dir"]
-    assert sorted(os.path.basename(p) for p in paths) == ["config.json", "figures.html"]
-    assert ModelConfig.from_dict(json.loads(open(paths[0]).read())) == SMALL
-    page = open(paths[1]).read()
+    path, folder = out["files"]["value"], out["export_dir"]
+    assert os.path.dirname(path) == folder and os.path.basename(path).endswith(".zip")
+    with zipfile.ZipFile(path) as zf:
+        assert sorted(zf.namelist()) == ["README.txt", "config.json", "figures.html", "sweep.csv"]
+        assert ModelConfig.from_dict(json.loads(zf.read("config.json"))) == SMALL
+        page = zf.read("figures.html").decode()
     assert page.count("Plotly.newPlot") >= 5 and '<script src="https://cdn.plot.ly' not in page  # offline
     assert page.count("* plotly.js v") == 1 and len(page) < 8_000_000  # one copy of plotly.js for all figures
     ui_jobs.cleanup_export(folder)

@@ -91,11 +91,15 @@ def test_ui_sweep_varies_the_chosen_side():
     assert _vis(refresh["sweep_axis"])
 
 
-def test_export_and_views_follow_the_separator(tmp_path):
+def test_export_and_views_follow_the_separator(tmp_path, monkeypatch):
+    import sys
+    import zipfile
     from explorer import ui_jobs, ui_views
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # PNGs: tests/explorer/test_export_zip.py
     values = config_values(ModelConfig(**SMALL))
     out = ui_jobs.export_files(values, "ab|cde", None, separator="|")
-    html = open([p for p in out["files"]["value"] if p.endswith("figures.html")][0], encoding="utf-8").read()
+    with zipfile.ZipFile(out["files"]["value"]) as zf:
+        html = zf.read("figures.html").decode("utf-8")
     assert "Cross-attention and encoder self-attention" in html and "Gradient norms per stack" in html
     ui_jobs.cleanup_export(out["export_dir"])
     views = ui_views.refresh_views(values, "ab|cde", separator="|")

@@ -97,13 +97,17 @@ def test_issue_presets_validate_and_bring_their_view(preset, view):
     assert view in ex.attention_maps(cfg, TEXT).views.items
 
 
-def test_export_adds_the_views_section(tmp_path):
+def test_export_adds_the_views_section(tmp_path, monkeypatch):
+    import sys
+    import zipfile
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # PNGs: tests/explorer/test_export_zip.py
     cfg = ModelConfig(ffn="switch", **SMALL)
     out = ui_jobs.export_files(config_values(cfg), TEXT, h.new_state())
-    paths = out["files"]["value"]
     try:
-        html = open([p for p in paths if p.endswith("figures.html")][0]).read()
+        with zipfile.ZipFile(out["files"]["value"]) as zf:
+            html = zf.read("figures.html").decode()
+            config = json.loads(zf.read("config.json"))
         assert "Variant views" in html and "expert load per layer" in html and "Plotly.newPlot" in html
-        assert json.loads(open([p for p in paths if p.endswith("config.json")][0]).read())["ffn"] == "switch"
+        assert config["ffn"] == "switch"
     finally:
         ui_jobs.cleanup_export(out["export_dir"])
