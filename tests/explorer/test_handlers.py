@@ -131,7 +131,7 @@ def test_refresh_analysis_outputs():
 
 def test_apply_preset_fills_every_control():
     out = h.apply_preset("Mistral 7B (2023)")
-    assert set(out) == {*CONTROL_FIELDS, "text", "preset", "status"}
+    assert set(out) == {*CONTROL_FIELDS, *h.FILL} and set(h.FILL) == {"text", "separator", "preset", "status"}
     cfg = _filled(out)
     assert cfg.attention == "sliding_window" and cfg.n_kv_heads == 2 and out["preset"] == "Mistral 7B (2023)"
     assert all(set(out[n]) == {"__type__", "value"} for n in CONTROL_FIELDS)  # values only: no extra copies
