@@ -53,8 +53,8 @@ def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
              separator: str | None = DEFAULT_SEPARATOR) -> str:
     """``"attention=sliding_window&window=32"``: the fields that differ from the base config, the used
     part of the text, and an encoder-decoder's separator when it is not the default; at most
-    ``MAX_QUERY_CHARS`` characters (the text is left out if needed). A separator the box would refuse
-    of an encoder-decoder raises ``ConfigError`` (its figures were not drawn with it either)."""
+    ``MAX_QUERY_CHARS`` characters (the text is left out if needed). An encoder-decoder's separator
+    that the box would refuse raises ``ConfigError`` (its figures were not drawn with it either)."""
     base = preset_config(preset) if preset in PRESETS else ModelConfig()
     items = {}
     if preset in PRESETS:
@@ -113,7 +113,7 @@ def link_separator(params: dict) -> tuple:
     if raw is None:
         return DEFAULT_SEPARATOR, None
     try:
-        return check_separator(str(raw) if isinstance(raw, str) else raw), None
+        return check_separator(raw), None
     except ConfigError as exc:
         why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"
         return DEFAULT_SEPARATOR, f"The link's separator could not be used ({why}); splitting at {DEFAULT_SEPARATOR!r}."

@@ -109,8 +109,8 @@ def make_control(name: str, value, visible: bool = True, unused: bool = False, c
     label = LABELS.get(name, name)
     kw = dict(label=label, visible=visible, elem_id=f"ctl-{name}")
     if name in CATEGORIES:
-        return gr.Dropdown(choices=choices or list(registries()[name]), value=value, info=category_info(name, value, unused),
-                           **kw)
+        return gr.Dropdown(choices=choices or list(registries()[name]), value=value,
+                           info=category_info(name, value, unused), **kw)
     if base is bool:
         return gr.Checkbox(value=value, **kw)
     if base is str:
