@@ -15,6 +15,8 @@ Pure functions of the config and the text; memoisation is the caller's (``explor
 """
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -43,13 +45,21 @@ def seq2seq_lengths(L: int, axis: str, fixed_len: int) -> tuple:
 
 
 def check_separator(separator) -> str:
-    """The separator as given (never stripped: spaces may be part of it), or a ``ConfigError``."""
+    """The separator as given (never stripped: spaces may be part of it), or a ``ConfigError``.
+
+    Refused: anything but a string, the empty string, more than ``MAX_SEPARATOR_CHARS`` characters,
+    and control or format characters (a newline, a NUL, a right-to-left override): the box is one
+    line, and an invisible separator could not be seen where it splits. The echoed value is cut."""
     if separator is None:
         return DEFAULT_SEPARATOR
-    if not isinstance(separator, str) or not separator or len(separator) > MAX_SEPARATOR_CHARS:
-        raise ConfigError("separator", separator,
-                          f"a non-empty string of at most {MAX_SEPARATOR_CHARS} characters that occurs once in the "
-                          "text between the source and the target")
+    bad = (not isinstance(separator, str) or not separator or len(separator) > MAX_SEPARATOR_CHARS
+           or any(unicodedata.category(ch).startswith("C") for ch in separator))
+    if bad:
+        shown = separator[:MAX_SEPARATOR_CHARS] + "…" if isinstance(separator, str) and \
+            len(separator) > MAX_SEPARATOR_CHARS else separator
+        raise ConfigError("separator", shown,
+                          f"a non-empty string of at most {MAX_SEPARATOR_CHARS} visible characters (no control "
+                          "characters) that occurs in the text between the source and the target")
     return separator
 
 

@@ -8,6 +8,11 @@ query string (unknown field, bad value, absurd size, huge text) gives the defaul
 notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
 ``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are ``pin`` (the pinned A of a comparison) and
 ``tab``, which ``explorer.ui_compare`` reads.
+
+An encoder-decoder's link also carries the source | target separator as ``sep`` when it is not the
+default ``=>`` (a link without it splits at ``=>``); ``link_separator(params)`` reads it back, checked
+like the separator box (``explorer.encdec.check_separator``: at most 16 visible characters). A bad
+``sep`` keeps the rest of the link and falls back to the default separator, with a notice naming it.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from urllib.parse import urlencode
 
 from models import ConfigError, ModelConfig
 
+from .encdec import DEFAULT_SEPARATOR, check_separator, is_seq2seq
 from .limits import MAX_TEXT_BYTES, check_limits
 from .presets import CUSTOM, PRESETS, preset_config
 
@@ -24,6 +30,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
 MAX_QUERY_CHARS = 4000
 _IGNORED = {"view", "pin", "tab"}  # pin / tab: the A/B comparison (explorer.ui_compare)
+SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
 
 
 def _text_value(v) -> str:
@@ -42,9 +49,12 @@ def clip_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
     return raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
-def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM) -> str:
-    """``"attention=sliding_window&window=32"``: the fields that differ from the base config, and the
-    used part of the text; at most ``MAX_QUERY_CHARS`` characters (the text is left out if needed)."""
+def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
+             separator: str | None = DEFAULT_SEPARATOR) -> str:
+    """``"attention=sliding_window&window=32"``: the fields that differ from the base config, the used
+    part of the text, and an encoder-decoder's separator when it is not the default; at most
+    ``MAX_QUERY_CHARS`` characters (the text is left out if needed). An encoder-decoder's separator
+    that the box would refuse raises ``ConfigError`` (its figures were not drawn with it either)."""
     base = preset_config(preset) if preset in PRESETS else ModelConfig()
     items = {}
     if preset in PRESETS:
@@ -56,6 +66,10 @@ def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM) -
     text = clip_text(text)
     if text != DEFAULT_TEXT:
         items["text"] = text
+    if is_seq2seq(cfg):  # only an encoder-decoder reads the separator
+        separator = check_separator(separator or None)  # "" (an emptied box) is the default
+        if separator != DEFAULT_SEPARATOR:
+            items[SEP_PARAM] = separator
     query = urlencode(items)
     if len(query) > MAX_QUERY_CHARS:  # 256 bytes of text percent-encode to at most 768 characters
         items.pop("text", None)
@@ -73,6 +87,7 @@ def from_query(params: dict) -> tuple:
         size = sum(len(str(k)) + len(str(v)) for k, v in params.items())
         if size > MAX_QUERY_CHARS:
             raise ConfigError("link", f"{size} characters", f"a query string of at most {MAX_QUERY_CHARS} characters")
+        params.pop(SEP_PARAM, None)  # the separator: link_separator
         preset = str(params.pop("preset", CUSTOM))
         text = str(params.pop("text", DEFAULT_TEXT))
         base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
@@ -89,3 +104,16 @@ def from_query(params: dict) -> tuple:
         text = raw[:MAX_TEXT_BYTES].decode("utf-8", errors="ignore")
         notice = f"The text in the link was cut to its first {MAX_TEXT_BYTES} bytes."
     return cfg, text, preset, notice
+
+
+def link_separator(params: dict) -> tuple:
+    """``(separator, notice)`` of a link: its ``sep`` (checked like the separator box), else the
+    default; never raises. ``notice`` names the field and what it accepts when ``sep`` was refused."""
+    raw = dict(params or {}).get(SEP_PARAM)
+    if raw is None:
+        return DEFAULT_SEPARATOR, None
+    try:
+        return check_separator(raw), None
+    except ConfigError as exc:
+        why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"
+        return DEFAULT_SEPARATOR, f"The link's separator could not be used ({why}); splitting at {DEFAULT_SEPARATOR!r}."

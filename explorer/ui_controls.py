@@ -5,8 +5,9 @@ its type: int -> ``gr.Number(precision=0)``, float -> ``gr.Number``, bool -> ``g
 category -> ``gr.Dropdown`` of the registry keys, other str -> ``gr.Dropdown`` of its values.
 A parameter control is visible only while a chosen variant lists it in ``Variant.params``, so a
 variant registered later brings its own controls without any change here; the category dropdowns
-(norm placement included), causal, the sizes and the seed are always visible, and a category the
-current choices do not read says so in its info line (norm with placement ``none``). Number boxes
+(norm placement included), causal, the sizes and the seed are always visible. Each category's
+info line explains the selected variant (``explorer.control_info``) and updates with the selection;
+a category the current choices do not read says so there (norm with placement ``none``). Number boxes
 act on commit (Enter / leaving the box), show their range, and a whole-number field given 3.5 is
 refused with a message instead of being rounded behind the user's back. Optional numbers
 (``n_kv_heads``, ``d_ff``, ``softcap``) show 0 for None (a number box cannot be empty): every
@@ -21,6 +22,7 @@ import gradio as gr
 from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES, SIZE_RANGES
 
+from .control_info import choice_info
 from .limits import SIZE_LIMITS
 
 HIDDEN_FIELDS = ("vocab_size",)          # byte-level tokens: fixed at 256
@@ -96,8 +98,9 @@ def unused_categories(choice: dict) -> set:
     return {c for c in by_placement if c not in relevant(choice)}
 
 
-def category_info(name: str, unused: bool) -> str | None:
-    return "not used by the current choices (no variant reads it)" if unused else None
+def category_info(name: str, value, unused: bool) -> str | None:
+    """The line under a category dropdown: the selected variant's summary (``explorer.control_info``)."""
+    return choice_info(name, value, unused)
 
 
 def make_control(name: str, value, visible: bool = True, unused: bool = False, choices: list | None = None):
@@ -106,8 +109,8 @@ def make_control(name: str, value, visible: bool = True, unused: bool = False, c
     label = LABELS.get(name, name)
     kw = dict(label=label, visible=visible, elem_id=f"ctl-{name}")
     if name in CATEGORIES:
-        return gr.Dropdown(choices=choices or list(registries()[name]), value=value, info=category_info(name, unused),
-                           **kw)
+        return gr.Dropdown(choices=choices or list(registries()[name]), value=value,
+                           info=category_info(name, value, unused), **kw)
     if base is bool:
         return gr.Checkbox(value=value, **kw)
     if base is str:
@@ -172,7 +175,7 @@ def visibility_updates(values: dict) -> dict:
     out = {}
     for n in CONTROL_FIELDS:
         if n in CATEGORIES:
-            out[n] = gr.update(visible=True, info=category_info(n, n in unused))
+            out[n] = gr.update(visible=True, info=category_info(n, values.get(n), n in unused))
         else:
             out[n] = gr.update(visible=n in shown)
     return out

@@ -28,7 +28,7 @@ from . import experiments as ex
 from . import plots, report, ui_encdec
 from .limits import MAX_TEXT_BYTES, check_limits
 from .presets import CUSTOM, matching_preset, preset_config
-from .share import clip_text, from_query, to_query
+from .share import clip_text, from_query, link_separator, to_query
 from .ui_controls import CONTROL_FIELDS, config_updates, values_to_config, visibility_updates
 from .ui_text import load_json, shown, shown_html, truncate
 
@@ -194,7 +194,7 @@ def _refresh_attention(values: dict, text, state, separator=None) -> dict:
                 "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
     matched = matching_preset(cfg)
     return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": reading, "status": note or text_notice(text),
-            "share_qs": to_query(cfg, text, matched), "preset": matched,
+            "share_qs": to_query(cfg, text, matched, ui_encdec.separator(separator)), "preset": matched,
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig}}
 
 
@@ -236,13 +236,18 @@ def refresh_analysis(values: dict, text, state=None) -> dict:
 
 
 # ---------------------------------------------------------------------------- config sources
-FILL = ("text", "preset", "status")
+FILL = ("text", "separator", "preset", "status")
 
 
-def _fill(cfg: ModelConfig, text=None, preset=CUSTOM, status="") -> dict:
-    """Every control's value (visibility follows in the chained refresh), the text, preset, status."""
+def _fill(cfg: ModelConfig, text=None, preset=CUSTOM, status="", separator=None) -> dict:
+    """Every control's value (visibility follows in the chained refresh), the text, preset, status.
+
+    A new text comes with its separator (the default unless given): the text an encoder-decoder
+    preset or a link brings splits where it was written to split, whatever the box held before."""
     out = {n: gr.update(value=u["value"]) for n, u in config_updates(cfg).items()}
-    return {**out, "text": gr.skip() if text is None else text, "preset": preset, "status": status}
+    sep = gr.skip() if text is None else (separator or ui_encdec.separator(None))
+    return {**out, "text": gr.skip() if text is None else text, "separator": sep, "preset": preset,
+            "status": status}
 
 
 def _skip_fill(status=None) -> dict:
@@ -264,14 +269,17 @@ def apply_preset(name) -> dict:
 
 
 def load_from_url(request: gr.Request | None) -> dict:
-    """Restore every control from the page's query string; hostile strings fall back to defaults."""
+    """Restore every control, the text and the separator from the page's query string; hostile strings
+    fall back to defaults (a bad ``sep`` alone: the default separator, the rest of the link kept)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
     cfg, text, preset, notice = from_query(params)
+    sep, sep_notice = link_separator(params) if notice is None else (None, None)
+    notice = notice or sep_notice
     if notice:
         gr.Warning(shown_html(notice))
     if not params:
         return _skip_fill()
-    return _fill(cfg, text, preset, f"⚠️ {shown(notice)}" if notice else "")
+    return _fill(cfg, text, preset, f"⚠️ {shown(notice)}" if notice else "", separator=sep)
 
 
 def read_config_file(path) -> ModelConfig:

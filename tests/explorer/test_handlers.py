@@ -16,7 +16,7 @@ from explorer import ui_handlers as h
 from explorer.presets import CUSTOM
 from explorer.share import DEFAULT_TEXT
 from explorer.ui_controls import CONTROL_FIELDS, config_values, values_to_config, visibility_updates
-from models import ConfigError, ModelConfig
+from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES
 
 SMALL = ModelConfig(n_layers=2, d_model=32, n_heads=2)
@@ -65,7 +65,8 @@ def test_visibility_follows_the_chosen_variants_and_categories_never_hide():
             assert {"norm_placement", "norm"} <= shown(layer=layer, norm_placement=placement)
     # ... and a norm no variant reads says so
     ups = visibility_updates({"norm_placement": "none", "layer": "standard"})
-    assert "not used" in ups["norm"]["info"] and ups["norm_placement"]["info"] is None
+    assert "not used" in ups["norm"]["info"]
+    assert ups["norm_placement"]["info"] == registries()["norm_placement"]["none"].summary  # the selection explained
 
 
 def test_refresh_attention_draws_shares_and_keeps_a_tiny_state():
@@ -131,7 +132,7 @@ def test_refresh_analysis_outputs():
 
 def test_apply_preset_fills_every_control():
     out = h.apply_preset("Mistral 7B (2023)")
-    assert set(out) == {*CONTROL_FIELDS, "text", "preset", "status"}
+    assert set(out) == {*CONTROL_FIELDS, *h.FILL} and set(h.FILL) == {"text", "separator", "preset", "status"}
     cfg = _filled(out)
     assert cfg.attention == "sliding_window" and cfg.n_kv_heads == 2 and out["preset"] == "Mistral 7B (2023)"
     assert all(set(out[n]) == {"__type__", "value"} for n in CONTROL_FIELDS)  # values only: no extra copies
