@@ -16,7 +16,7 @@ FONT = dict(family="DejaVu Sans, Inter, Arial, sans-serif", size=15, color="#1f2
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", "rezero": "#9467bd",
                     "none": "#7f7f7f"}
 CYCLE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels)
+MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels; explorer.grid_pick picks which)
 
 
 def _layout(title: str, height: int, **kw) -> dict:
@@ -74,49 +74,94 @@ def _level_colorscale() -> list:
     return scale
 
 
-def attention_grid(maps) -> go.Figure:
+GRID_MAX_HEIGHT = 640  # px: the grid, title and head labels fit a 1280x720 screen in presentation mode
+GRID_MARGIN = dict(l=70, r=30, t=100, b=50)
+PANEL_MAX = 150  # px: the height of one panel when few rows are shown
+
+
+def grid_height(rows: int) -> tuple:
+    """(figure height, panel height) in px for ``rows`` rows of panels: panels of at most
+    ``PANEL_MAX`` px, shrunk so the whole figure stays within ``GRID_MAX_HEIGHT``."""
+    rows = max(1, int(rows))
+    chrome = GRID_MARGIN["t"] + GRID_MARGIN["b"]
+    gap = 8  # px between rows
+    panel = min(PANEL_MAX, (GRID_MAX_HEIGHT - chrome - gap * (rows - 1)) // rows)
+    return chrome + rows * panel + gap * (rows - 1), panel
+
+
+def _span(idx: list, n: int, what: str) -> str:
+    """``"all 4 layers"`` or ``"layers 0-3, 6 of 12"`` (consecutive indices as ranges)."""
+    if idx == list(range(n)):
+        return f"all {n} {what}"
+    parts, start = [], None
+    for i, v in enumerate(idx):
+        start = v if start is None else start
+        if i + 1 == len(idx) or idx[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return f"{what} {', '.join(parts)} of {n}"
+
+
+def attention_grid(maps, layers=None, heads=None) -> go.Figure:
     """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank.
 
-    The values travel as uint8 colour levels (``quantise``): level ``k`` is probability
+    ``layers`` / ``heads``: the indices to draw (default the first ``MAX_GRID`` of each; at most
+    ``MAX_GRID`` are drawn). Each trace's ``meta`` is its ``[layer, head]`` (the page's click-to-zoom
+    reads it). The values travel as uint8 colour levels (``quantise``): level ``k`` is probability
     ``k * step`` with ``step = cmax / 255`` (``layout.meta["p_step"]``), ``cmax`` the 99th
-    percentile of the shown probabilities, so the colour bar spans what the maps contain.
+    percentile of the shown probabilities; larger probabilities are clipped to the top colour, and
+    then the colour bar's title says so ("clipped at p99 = ...") and the hover names the top level.
     """
     att = maps.attention
-    n_l, n_h = min(att.shape[0], MAX_GRID), min(att.shape[1], MAX_GRID)
+    layers = list(range(min(att.shape[0], MAX_GRID))) if layers is None else [int(i) for i in layers][:MAX_GRID]
+    heads = list(range(min(att.shape[1], MAX_GRID))) if heads is None else [int(i) for i in heads][:MAX_GRID]
+    n_l, n_h = len(layers), len(heads)
     qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
     prefix = len(maps.key_tokens) - len(maps.tokens)
     klab = [f"{j - prefix} {t}" if j >= prefix else t for j, t in enumerate(maps.key_tokens)]
     qlab = qlab[len(qlab) - att.shape[2]:]
-    finite = att[:n_l, :n_h][np.isfinite(att[:n_l, :n_h])]
+    shown_att = att[np.ix_(layers, heads)]  # (n_l, n_h, L, Lk)
+    finite = shown_att[np.isfinite(shown_att)]
     positive = finite[finite > 0]
     cmax = max(float(np.quantile(positive, 0.99)) if positive.size else 1.0, 1e-6)
+    pmax = float(positive.max()) if positive.size else 0.0
+    clipped = pmax > cmax * (1 + 1e-6)
     step = cmax / LEVELS
-    levels = quantise(att[:n_l, :n_h], step)  # (n_l, n_h, L, Lk) uint8
+    levels = quantise(shown_att, step)  # (n_l, n_h, L, Lk) uint8
+    height, _ = grid_height(n_l)
+    vgap = 8 / max(1, height - GRID_MARGIN["t"] - GRID_MARGIN["b"])
+    top_note = f"<br>level {LEVELS} = p ≥ {cmax:.3g} (clipped)" if clipped else ""
     data, layout = [], {}
-    for k, (xd, yd) in enumerate(_grid(n_l, n_h)):
-        layer, head = divmod(k, n_h)
+    for k, (xd, yd) in enumerate(_grid(n_l, n_h, vgap=vgap)):
+        r, c = divmod(k, n_h)
+        layer, head = layers[r], heads[c]
         s = "" if k == 0 else str(k + 1)
-        data.append(dict(type="heatmap", z=levels[layer, head], x=klab, y=qlab, coloraxis="coloraxis",
+        data.append(dict(type="heatmap", z=levels[r, c], x=klab, y=qlab, coloraxis="coloraxis",
                          xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
+                         meta=[layer, head],
                          hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}"
-                                       f"<br>p ≈ %{{z}} × {step:.3g}<extra></extra>"))
+                                       f"<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into this head"
+                                       "<extra></extra>"))
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
-                                   zeroline=False, title=dict(text=f"head {head}" if layer == n_l - 1 else ""))
+                                   zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else ""))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
                                    zeroline=False, autorange="reversed",
-                                   title=dict(text=f"layer {layer}" if head == 0 else ""))
-    shown = ""
-    if n_l < att.shape[0] or n_h < att.shape[1]:
-        shown = f" (showing {n_l} of {att.shape[0]} layers, {n_h} of {att.shape[1]} heads)"
-    title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens{shown}"
-             "<br><sup>rows = queries, columns = keys; blank = not allowed (probability exactly 0)</sup>")
-    lay = _layout(title, max(420, 150 * n_l + 150), **layout)
+                                   title=dict(text=f"layer {layer}" if c == 0 else ""))
+    shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
+    title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens ({shown})"
+             "<br><sup>rows = queries, columns = keys; blank = not allowed (probability exactly 0); "
+             "click a panel to zoom</sup>")
+    lay = _layout(title, height, **layout)
+    lay["margin"] = dict(GRID_MARGIN)
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    ticktext = [f"{t:.2g}" if t else "0" for t in ticks]
+    bar_title = "attention<br>probability"
+    if clipped:  # the top colour also stands for every larger probability
+        bar_title += f"<br>clipped at<br>p99 = {cmax:.2g}<br>(max {pmax:.2g})"
     lay["coloraxis"] = dict(colorscale=_level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
-        title=dict(text="attention<br>probability"), thickness=14,
-        tickvals=[max(1.0, t / step) for t in ticks], ticktext=[f"{t:.2g}" if t else "0" for t in ticks]))
+        title=dict(text=bar_title), thickness=14, tickvals=[max(1.0, t / step) for t in ticks], ticktext=ticktext))
     lay["plot_bgcolor"] = BLANK
-    lay["meta"] = {"p_step": step, "p_max": cmax}
+    lay["meta"] = {"p_step": step, "p_max": cmax, "clipped": clipped, "layers": layers, "heads": heads}
     return go.Figure(data=data, layout=lay)
 
 
