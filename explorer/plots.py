@@ -12,6 +12,8 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from .plots_axes import legend_above
+
 FONT = dict(family="DejaVu Sans, Inter, Arial, sans-serif", size=15, color="#1f2933")
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", "rezero": "#9467bd",
                     "none": "#7f7f7f"}
@@ -166,14 +168,27 @@ def attention_grid(maps, layers=None, heads=None) -> go.Figure:
 
 
 def attention_stats(maps) -> go.Figure:
-    """Pattern mask | per-head entropy (nats) | per-head mean attention distance (tokens)."""
+    """Pattern mask | per-head entropy (nats) | per-head mean attention distance (tokens).
+
+    With a memory (Transformer-XL and the rest) the maps hold what the memory let each query see
+    (its segment and the remembered keys), which the section-1 pattern alone does not describe: the
+    left panel then shows where the maps put weight, and its title says so."""
     n_l, n_h = maps.entropy.shape
     (xd0, yd0), (xd1, yd1), (xd2, yd2) = _grid(1, 3, hgap=0.09)
     heads = [f"H{h}" for h in range(n_h)]
     layers = [f"L{i}" for i in range(n_l)]
     what = "Pattern mask" if maps.mask_kind == "pattern" else "Support of the attention"
+    mask, fraction, key_title = maps.mask, maps.allowed_fraction, "key position"
+    memory = (maps.config or {}).get("memory", "none")
+    if memory not in (None, "none"):
+        support = np.nan_to_num(maps.attention).max(axis=(0, 1)) > 0  # (L, Lk): what the maps show
+        what = (f"Where the maps put weight (memory {memory!r}: each query sees its segment and the memory; "
+                f"the {maps.config['attention']} pattern alone allows {100 * fraction:.1f}%)")
+        mask, fraction = support, float(support.mean())
+        if len(maps.key_tokens) > len(maps.tokens):
+            key_title = f"key position (first {len(maps.key_tokens) - len(maps.tokens)} = memory slots)"
     data = [
-        dict(type="heatmap", z=maps.mask.astype(np.uint8), colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
+        dict(type="heatmap", z=mask.astype(np.uint8), colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
              showscale=False, xaxis="x", yaxis="y", hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>"),
         dict(type="heatmap", z=np.round(maps.entropy, 3), x=heads, y=layers, xaxis="x2", yaxis="y2",
              colorscale="Magma", texttemplate="%{z:.2f}", colorbar=dict(x=0.64, thickness=10, len=0.8),
@@ -182,8 +197,12 @@ def attention_stats(maps) -> go.Figure:
              colorscale="Cividis", texttemplate="%{z:.1f}", colorbar=dict(x=1.0, thickness=10, len=0.8),
              hovertemplate="%{y} %{x}: mean distance %{z:.2f} tokens<extra></extra>"),
     ]
-    lay = _layout(f"{what}: {100 * maps.allowed_fraction:.1f}% of (query, key) pairs allowed", 420,
-                  xaxis=dict(domain=xd0, title=dict(text="key position"), constrain="domain"),
+    if memory not in (None, "none"):
+        title = f"{100 * fraction:.1f}% of (query, key) pairs carry weight<br><sup>{what}</sup>"
+    else:
+        title = f"{what}: {100 * fraction:.1f}% of (query, key) pairs allowed"
+    lay = _layout(title, 420,
+                  xaxis=dict(domain=xd0, title=dict(text=key_title), constrain="domain"),
                   yaxis=dict(domain=yd0, title=dict(text="query position"), autorange="reversed",
                              scaleanchor="x"),
                   xaxis2=dict(domain=xd1, anchor="y2", title=dict(text="entropy per head (nats)")),
@@ -202,7 +221,9 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
     """Per-layer gradient norms of every placement overlaid, log scale, ``current`` highlighted.
 
     ``results``: ``{placement: gradient_norms dict}``. Exact zeros cannot sit on a log axis; such
-    a placement is drawn on the bottom edge and named "= 0" in the legend.
+    a placement is drawn on the bottom edge and named "= 0" in the legend. Curves that would hide
+    each other are said: placements with the same norms in a panel (``coinciding``) and the exact
+    zeros are listed under the title with the reason.
     """
     domains = _grid(1, 3, hgap=0.07)
     data, layout = [], {}
@@ -232,10 +253,55 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
         layout.setdefault("annotations", []).append(dict(
             text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper", yref="paper",
             showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
-    lay = _layout("Gradient norms at initialisation, every norm placement (Xiong et al. 2020)", 470, **layout)
-    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center", title=dict(text="placement: "))
-    lay["margin"] = dict(l=80, r=30, t=100, b=110)
-    return go.Figure(data=data, layout=lay)
+    notes = coincidence_notes(results)
+    title = "Gradient norms at initialisation, every norm placement (Xiong et al. 2020)"
+    if notes:
+        title += "<br><sup>" + "; ".join(notes) + "</sup>"
+    lay = _layout(title, 440, **layout)
+    lay["legend"] = dict(title=dict(text="placement: "))
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data, gap=26))
+
+
+ZERO_WHY = {"rezero": "its residual gate α starts at 0, so no gradient reaches the branch weights"}
+
+
+def coinciding(results: dict, key: str, rtol: float = 1e-4) -> list:
+    """Groups (of 2 or more) of placements whose per-layer norms in panel ``key`` agree to ``rtol``."""
+    groups = []
+    for name, r in results.items():
+        vals = np.array([np.nan if v is None else v for v in r[key]], dtype=np.float64)
+        if not vals.size:
+            continue
+        for g in groups:
+            ref = g[1]
+            if ref.shape == vals.shape and np.allclose(vals, ref, rtol=rtol, atol=0, equal_nan=True):
+                g[0].append(name)
+                break
+        else:
+            groups.append(([name], vals))
+    return [names for names, _ in groups if len(names) > 1]
+
+
+def coincidence_notes(results: dict) -> list:
+    """Why curves of ``gradient_figure`` lie on top of each other: exact zeros, identical norms."""
+    notes = []
+    for key, label in GRAD_PANELS:
+        for names in coinciding(results, key):
+            vals = results[names[0]][key]
+            if all(v == 0 for v in vals if v is not None):
+                continue  # said with the zeros below
+            notes.append(f"{' = '.join(names)} coincide in {label.split(' ‖')[0]} (identical norms)")
+    zeros = {}
+    for name, r in results.items():
+        panels = [label.split(" ‖")[0] for key, label in GRAD_PANELS
+                  if r[key] and all(v == 0 for v in r[key] if v is not None)]
+        if panels:
+            zeros[name] = panels
+    for name, panels in zeros.items():
+        why = ZERO_WHY.get(name, "no gradient reaches these weights at initialisation")
+        notes.append(f"{name} is exactly 0 in {' and '.join(panels)} (drawn on the bottom edge): {why}")
+    return notes
 
 
 # ---------------------------------------------------------------------------- latency / memory
@@ -260,14 +326,32 @@ def _curve(records, key, scale, name, color, dash, axis) -> list:
                    hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
     bad = [r for r in records if r["status"] != "ok"]
     if bad:
-        top = max([r[key] * scale for r in ok], default=1.0) * 2
-        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad], y=[top] * len(bad),
-                           text=[r["status"].upper() for r in bad], textposition="top center",
-                           name=f"{name}: OOM / timeout / invalid", legendgroup=name, showlegend=False,
-                           xaxis=f"x{axis}", yaxis=f"y{axis}", marker=dict(symbol="x", size=14, color="#c62828"),
-                           customdata=[r["reason"] for r in bad],
-                           hovertemplate="L=%{x}: %{text}<br>%{customdata}<extra></extra>"))
+        ys = [_failure_y(ok, key, scale, slope, r["seq_len"]) for r in bad]
+        status = [r["status"].upper() for r in bad]
+        if ok:  # a dotted continuation from the curve's last point to its failures
+            last = max(ok, key=lambda r: r["seq_len"])
+            pts = sorted([(last["seq_len"], last[key] * scale)] + list(zip([r["seq_len"] for r in bad], ys)))
+            traces.append(dict(type="scatter", mode="lines", x=[p[0] for p in pts], y=[p[1] for p in pts],
+                               legendgroup=name, showlegend=False, hoverinfo="skip", xaxis=f"x{axis}",
+                               yaxis=f"y{axis}", line=dict(color=color, width=2, dash="dot")))
+        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad], y=ys,
+                           text=status, textposition="top center", textfont=dict(color=color, size=14),
+                           name=f"{name}: {' / '.join(sorted(set(status)))}", legendgroup=name, showlegend=False,
+                           xaxis=f"x{axis}", yaxis=f"y{axis}",
+                           marker=dict(symbol="x", size=15, color=color, line=dict(color="#c62828", width=2)),
+                           customdata=[[st, r.get("reason") or ""] for st, r in zip(status, bad)],
+                           hovertemplate=f"{name}<br>L=%{{x}}: %{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>"))
     return traces
+
+
+def _failure_y(ok: list, key: str, scale: float, slope, seq_len: int) -> float:
+    """Where a failed length sits on its own curve: the curve extended from its last point with the
+    fitted slope (or 1 with a single point); a curve without any point puts it at 1."""
+    if not ok:
+        return 1.0
+    last = max(ok, key=lambda r: r["seq_len"])
+    power = slope if slope is not None and slope > 0 else 1.0
+    return last[key] * scale * (seq_len / last["seq_len"]) ** power
 
 
 def _guides(records, key, scale, axis) -> list:
@@ -306,15 +390,32 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
         method += f"; {threads} CPU thread{'s' if threads != 1 else ''}" if current[0].get("device") == "cpu" else ""
     lens = sorted({r["seq_len"] for r in current + (baseline or [])})
     ticks = dict(tickvals=lens, ticktext=[str(n) for n in lens])
-    lay = _layout(title + f"<br><sup>median of timed runs after warm-up; memory {method}</sup>", 480,
+    note = ""
+    if not baseline:
+        note = (f"; no {baseline_name} curve: this config is its own baseline" if attention == baseline_name
+                else f"; no {baseline_name} baseline for this config")
+    elif _same_curve(current, baseline):
+        note = f"; the two curves coincide: {attention} and {baseline_name} measured within 5% at every length"
+    if any(r["status"] != "ok" for r in current + (baseline or [])):
+        note += "; × on a curve: that length of that attention failed (hover: why)"
+    lay = _layout(title + f"<br><sup>median of timed runs after warm-up; memory {method}{note}</sup>", 460,
                   xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
                   yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),
                   xaxis2=dict(domain=xd1, anchor="y2", type="log", title=dict(text="sequence length L (tokens)"),
                               **ticks),
                   yaxis2=dict(domain=yd1, anchor="x2", type="log", title=dict(text="peak memory (MiB)")))
-    lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
-    lay["margin"] = dict(l=80, r=30, t=100, b=120)
-    return go.Figure(data=data, layout=lay)
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data, rows=2))
+
+
+def _same_curve(current: list, baseline: list) -> bool:
+    """Both curves measured at the same lengths and within 5% of each other in time and memory."""
+    a = {r["seq_len"]: r for r in current if r["status"] == "ok"}
+    b = {r["seq_len"]: r for r in baseline if r["status"] == "ok"}
+    if len(a) < 2 or set(a) != set(b):
+        return False
+    return all(a[n].get(k) and b[n].get(k) and abs(a[n][k] - b[n][k]) <= 0.05 * max(a[n][k], b[n][k])
+               for n in a for k in ("ms", "peak_bytes"))
 
 
 def kv_cache_figure(kv: dict) -> go.Figure:
@@ -327,13 +428,14 @@ def kv_cache_figure(kv: dict) -> go.Figure:
                  line=dict(color=color, width=4 if key == "current" else 2.5, dash=dash),
                  hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>")
             for key, name, color, dash in lines]
+    same = [name for key, name, _, _ in lines[:2] if kv[key] == kv["current"]]
+    note = f"; current = {same[0].split(' (')[0]}: the curves coincide" if same else ""
     lay = _layout("KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values, "
-                  f"{8 * kv['bytes_per_value']}-bit</sup>", 420,
+                  f"{8 * kv['bytes_per_value']}-bit{note}</sup>", 400,
                   xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
                   yaxis=dict(type="log", title=dict(text="KV cache (MiB)")))
-    lay["legend"] = dict(orientation="h", y=-0.25, x=0.5, xanchor="center")
-    lay["margin"] = dict(l=80, r=30, t=100, b=110)
-    return go.Figure(data=data, layout=lay)
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 def human_bytes(n: float) -> str:
