@@ -105,8 +105,9 @@ def _warmup(result):
         data.append(dict(type="scatter", x=[p["step"] for p in c], y=[p["loss"] for p in c], mode="lines+markers",
                          name=f"{r['norm_placement']}-LN, warm-up {'on' if r['warmup'] else 'off'}",
                          line=dict(color=PLACEMENT_COLORS.get(r["norm_placement"]), dash="solid" if r["warmup"] else "dot")))
-    return go.Figure(data=data, layout=_layout("Post-LN needs warm-up, pre-LN does not (held-out loss)", 420,
-                                               xaxis=dict(title="step"), yaxis=dict(title="loss (nats)")))
+    return go.Figure(data=data, layout=legend_above(_layout("Post-LN needs warm-up, pre-LN does not (held-out loss)",
+                                                            420, xaxis=dict(title="step"),
+                                                            yaxis=dict(title="loss (nats)")), data))
 
 
 def _extrapolation(result):
@@ -117,9 +118,9 @@ def _extrapolation(result):
         data.append(dict(type="scatter", x=[r["eval_len"] for r in rows], y=[r["loss"] for r in rows], name=pos,
                          mode="lines+markers", line=dict(color=CYCLE[k % len(CYCLE)])))
     s = result["settings"]
-    return go.Figure(data=data, layout=_layout(f"Trained at L={s['train_len']}: loss on the last {s['eval_tokens']} "
-                                               "tokens at longer L", 420, xaxis=dict(title="evaluation length",
-                                               type="log"), yaxis=dict(title="loss (nats)")))
+    lay = _layout(f"Trained at L={s['train_len']}: loss on the last {s['eval_tokens']} tokens at longer L", 420,
+                  xaxis=dict(title="evaluation length", type="log"), yaxis=dict(title="loss (nats)"))
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 def _induction(result):
