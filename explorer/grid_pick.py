@@ -26,9 +26,11 @@ def _allowed(n: int) -> str:
     return f'"all", an index in 0..{n - 1}, a range like "0-3", or a list like "0,2,5-7"'
 
 
-def parse_pick(spec, n: int, field: str = "grid_layers") -> list:
+def parse_pick(spec, n: int, field: str = "grid_layers", strict: bool = True) -> list:
     """``spec`` against ``n`` layers (or heads) -> the sorted distinct indices to draw (at most
-    ``MAX_GRID``: the first ones). Empty or "all": ``range(min(n, MAX_GRID))``."""
+    ``MAX_GRID``: the first ones). Empty or "all": ``range(min(n, MAX_GRID))``. ``strict=False``
+    (the config changed under a kept pick): indices past ``n - 1`` are dropped, and if none is
+    left every index is drawn; a malformed spec still raises."""
     text = "" if spec is None else str(spec)
     if len(text) > MAX_SPEC_CHARS:
         raise ConfigError(field, text[:MAX_SPEC_CHARS] + "…", f"at most {MAX_SPEC_CHARS} characters: {_allowed(n)}")
@@ -41,10 +43,10 @@ def parse_pick(spec, n: int, field: str = "grid_layers") -> list:
     for part in text.split(","):
         lo, _, hi = part.partition("-")
         a, b = int(lo), int(hi) if hi.strip() else int(lo)
-        if a > b or b >= n:
+        if a > b or (strict and b >= n):
             raise ConfigError(field, part.strip(), _allowed(n))
-        out.update(range(a, b + 1))
-    return sorted(out)[:MAX_GRID]
+        out.update(range(a, min(b, n - 1) + 1))
+    return sorted(out)[:MAX_GRID] or list(range(min(n, MAX_GRID)))
 
 
 def normalise(spec) -> str:

@@ -71,7 +71,7 @@ def redraw_grid(values: dict, text, grid_layers=ALL, grid_heads=ALL, state=None,
         if drawn == state["drawn"]:
             return {"grid": gr.skip(), "share_qs": gr.skip(), "status": gr.skip(), "state": gr.skip()}
         maps = ex.attention_maps(cfg, text, separator=ui_encdec.separator(separator))
-        fig = grid_figure(maps, grid_layers, grid_heads)
+        fig = grid_figure(maps, grid_layers, grid_heads, strict=True)
     except Exception as exc:  # a bad pick (ConfigError naming the box) or config: keep the last grid
         return {"grid": gr.skip(), "share_qs": gr.skip(), "status": _warn(_problem(exc)), "state": gr.skip()}
     return {"grid": fig, "share_qs": with_grid(to_query(cfg, text, matching_preset(cfg)), grid_layers, grid_heads),

@@ -157,11 +157,13 @@ def adjust_causal(values: dict) -> tuple:
 
 
 # ---------------------------------------------------------------------------- live refresh
-def grid_figure(maps, grid_layers=None, grid_heads=None):
-    """The attention grid of the picked layers and heads (``explorer.grid_pick``; ConfigError if bad)."""
+def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
+    """The attention grid of the picked layers and heads (``explorer.grid_pick``; ConfigError if
+    malformed, or with ``strict`` out of range; otherwise indices the config lacks are dropped and
+    the title says what is shown)."""
     n_l, n_h = maps.attention.shape[:2]
-    return plots.attention_grid(maps, parse_pick(grid_layers, n_l, FIELDS["grid_layers"]),
-                                parse_pick(grid_heads, n_h, FIELDS["grid_heads"]))
+    return plots.attention_grid(maps, parse_pick(grid_layers, n_l, FIELDS["grid_layers"], strict),
+                                parse_pick(grid_heads, n_h, FIELDS["grid_heads"], strict))
 
 
 def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=None, grid_heads=None) -> tuple:

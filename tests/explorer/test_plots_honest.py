@@ -50,6 +50,12 @@ def test_bad_picks_name_the_box_and_the_valid_forms(spec):
     assert info.value.field == "Layers shown" and "0-3" in str(info.value) and len(str(info.value)) < 300
 
 
+def test_a_kept_pick_follows_a_smaller_model_when_not_strict():
+    assert parse_pick("1-5", 3, strict=False) == [1, 2] and parse_pick("6", 4, strict=False) == [0, 1, 2, 3]
+    with pytest.raises(ConfigError):
+        parse_pick("x", 4, strict=False)
+
+
 def test_picks_go_into_the_link_and_come_back_validated():
     assert grid_query("all", "") == "" and grid_query(" 0 - 3 ", "2") == "grid_layers=0-3&grid_heads=2"
     assert with_grid("attention=lsh", "1", None) == "attention=lsh&grid_layers=1"
