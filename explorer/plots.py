@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .plots_axes import legend_above
+from .plots_notes import coincidence_notes, failure_y, same_curve
 
 FONT = dict(family="DejaVu Sans, Inter, Arial, sans-serif", size=15, color="#1f2933")
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", "rezero": "#9467bd",
@@ -253,7 +254,7 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
         layout.setdefault("annotations", []).append(dict(
             text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper", yref="paper",
             showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
-    notes = coincidence_notes(results)
+    notes = coincidence_notes(results, GRAD_PANELS)
     title = "Gradient norms at initialisation, every norm placement (Xiong et al. 2020)"
     if notes:
         title += "<br><sup>" + "; ".join(notes) + "</sup>"
@@ -261,47 +262,6 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
     lay["legend"] = dict(title=dict(text="placement: "))
     lay["margin"] = dict(l=80, r=30, t=100, b=60)
     return go.Figure(data=data, layout=legend_above(lay, data, gap=26))
-
-
-ZERO_WHY = {"rezero": "its residual gate α starts at 0, so no gradient reaches the branch weights"}
-
-
-def coinciding(results: dict, key: str, rtol: float = 1e-4) -> list:
-    """Groups (of 2 or more) of placements whose per-layer norms in panel ``key`` agree to ``rtol``."""
-    groups = []
-    for name, r in results.items():
-        vals = np.array([np.nan if v is None else v for v in r[key]], dtype=np.float64)
-        if not vals.size:
-            continue
-        for g in groups:
-            ref = g[1]
-            if ref.shape == vals.shape and np.allclose(vals, ref, rtol=rtol, atol=0, equal_nan=True):
-                g[0].append(name)
-                break
-        else:
-            groups.append(([name], vals))
-    return [names for names, _ in groups if len(names) > 1]
-
-
-def coincidence_notes(results: dict) -> list:
-    """Why curves of ``gradient_figure`` lie on top of each other: exact zeros, identical norms."""
-    notes = []
-    for key, label in GRAD_PANELS:
-        for names in coinciding(results, key):
-            vals = results[names[0]][key]
-            if all(v == 0 for v in vals if v is not None):
-                continue  # said with the zeros below
-            notes.append(f"{' = '.join(names)} coincide in {label.split(' ‖')[0]} (identical norms)")
-    zeros = {}
-    for name, r in results.items():
-        panels = [label.split(" ‖")[0] for key, label in GRAD_PANELS
-                  if r[key] and all(v == 0 for v in r[key] if v is not None)]
-        if panels:
-            zeros[name] = panels
-    for name, panels in zeros.items():
-        why = ZERO_WHY.get(name, "no gradient reaches these weights at initialisation")
-        notes.append(f"{name} is exactly 0 in {' and '.join(panels)} (drawn on the bottom edge): {why}")
-    return notes
 
 
 # ---------------------------------------------------------------------------- latency / memory
@@ -326,7 +286,7 @@ def _curve(records, key, scale, name, color, dash, axis) -> list:
                    hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
     bad = [r for r in records if r["status"] != "ok"]
     if bad:
-        ys = [_failure_y(ok, key, scale, slope, r["seq_len"]) for r in bad]
+        ys = [failure_y(ok, key, scale, slope, r["seq_len"]) for r in bad]
         status = [r["status"].upper() for r in bad]
         if ok:  # a dotted continuation from the curve's last point to its failures
             last = max(ok, key=lambda r: r["seq_len"])
@@ -342,16 +302,6 @@ def _curve(records, key, scale, name, color, dash, axis) -> list:
                            customdata=[[st, r.get("reason") or ""] for st, r in zip(status, bad)],
                            hovertemplate=f"{name}<br>L=%{{x}}: %{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>"))
     return traces
-
-
-def _failure_y(ok: list, key: str, scale: float, slope, seq_len: int) -> float:
-    """Where a failed length sits on its own curve: the curve extended from its last point with the
-    fitted slope (or 1 with a single point); a curve without any point puts it at 1."""
-    if not ok:
-        return 1.0
-    last = max(ok, key=lambda r: r["seq_len"])
-    power = slope if slope is not None and slope > 0 else 1.0
-    return last[key] * scale * (seq_len / last["seq_len"]) ** power
 
 
 def _guides(records, key, scale, axis) -> list:
@@ -394,7 +344,7 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
     if not baseline:
         note = (f"; no {baseline_name} curve: this config is its own baseline" if attention == baseline_name
                 else f"; no {baseline_name} baseline for this config")
-    elif _same_curve(current, baseline):
+    elif same_curve(current, baseline):
         note = f"; the two curves coincide: {attention} and {baseline_name} measured within 5% at every length"
     if any(r["status"] != "ok" for r in current + (baseline or [])):
         note += "; × on a curve: that length of that attention failed (hover: why)"
@@ -406,16 +356,6 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
                   yaxis2=dict(domain=yd1, anchor="x2", type="log", title=dict(text="peak memory (MiB)")))
     lay["margin"] = dict(l=80, r=30, t=100, b=60)
     return go.Figure(data=data, layout=legend_above(lay, data, rows=2))
-
-
-def _same_curve(current: list, baseline: list) -> bool:
-    """Both curves measured at the same lengths and within 5% of each other in time and memory."""
-    a = {r["seq_len"]: r for r in current if r["status"] == "ok"}
-    b = {r["seq_len"]: r for r in baseline if r["status"] == "ok"}
-    if len(a) < 2 or set(a) != set(b):
-        return False
-    return all(a[n].get(k) and b[n].get(k) and abs(a[n][k] - b[n][k]) <= 0.05 * max(a[n][k], b[n][k])
-               for n in a for k in ("ms", "peak_bytes"))
 
 
 def kv_cache_figure(kv: dict) -> go.Figure:
