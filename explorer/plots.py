@@ -12,11 +12,14 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from .plots_axes import legend_above
+from .plots_notes import coincidence_notes, failure_y, same_curve
+
 FONT = dict(family="DejaVu Sans, Inter, Arial, sans-serif", size=15, color="#1f2933")
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", "rezero": "#9467bd",
                     "none": "#7f7f7f"}
 CYCLE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels)
+MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels; explorer.grid_pick picks which)
 
 
 def _layout(title: str, height: int, **kw) -> dict:
@@ -74,61 +77,119 @@ def _level_colorscale() -> list:
     return scale
 
 
-def attention_grid(maps) -> go.Figure:
+GRID_MAX_HEIGHT = 640  # px: the grid, title and head labels fit a 1280x720 screen in presentation mode
+GRID_MARGIN = dict(l=70, r=30, t=100, b=50)
+PANEL_MAX = 150  # px: the height of one panel when few rows are shown
+
+
+def grid_height(rows: int) -> tuple:
+    """(figure height, panel height) in px for ``rows`` rows of panels: panels of at most
+    ``PANEL_MAX`` px, shrunk so the whole figure stays within ``GRID_MAX_HEIGHT``."""
+    rows = max(1, int(rows))
+    chrome = GRID_MARGIN["t"] + GRID_MARGIN["b"]
+    gap = 8  # px between rows
+    panel = min(PANEL_MAX, (GRID_MAX_HEIGHT - chrome - gap * (rows - 1)) // rows)
+    return chrome + rows * panel + gap * (rows - 1), panel
+
+
+def _span(idx: list, n: int, what: str) -> str:
+    """``"all 4 layers"`` or ``"layers 0-3, 6 of 12"`` (consecutive indices as ranges)."""
+    if idx == list(range(n)):
+        return f"all {n} {what}"
+    parts, start = [], None
+    for i, v in enumerate(idx):
+        start = v if start is None else start
+        if i + 1 == len(idx) or idx[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return f"{what} {', '.join(parts)} of {n}"
+
+
+def attention_grid(maps, layers=None, heads=None) -> go.Figure:
     """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank.
 
-    The values travel as uint8 colour levels (``quantise``): level ``k`` is probability
+    ``layers`` / ``heads``: the indices to draw (default the first ``MAX_GRID`` of each; at most
+    ``MAX_GRID`` are drawn). Each trace's ``meta`` is its ``[layer, head]`` (the page's click-to-zoom
+    reads it). The values travel as uint8 colour levels (``quantise``): level ``k`` is probability
     ``k * step`` with ``step = cmax / 255`` (``layout.meta["p_step"]``), ``cmax`` the 99th
-    percentile of the shown probabilities, so the colour bar spans what the maps contain.
+    percentile of the shown probabilities; larger probabilities are clipped to the top colour, and
+    then the colour bar's title says so ("clipped at p99 = ...") and the hover names the top level.
     """
     att = maps.attention
-    n_l, n_h = min(att.shape[0], MAX_GRID), min(att.shape[1], MAX_GRID)
+    layers = list(range(min(att.shape[0], MAX_GRID))) if layers is None else [int(i) for i in layers][:MAX_GRID]
+    heads = list(range(min(att.shape[1], MAX_GRID))) if heads is None else [int(i) for i in heads][:MAX_GRID]
+    n_l, n_h = len(layers), len(heads)
     qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
     prefix = len(maps.key_tokens) - len(maps.tokens)
     klab = [f"{j - prefix} {t}" if j >= prefix else t for j, t in enumerate(maps.key_tokens)]
     qlab = qlab[len(qlab) - att.shape[2]:]
-    finite = att[:n_l, :n_h][np.isfinite(att[:n_l, :n_h])]
+    shown_att = att[np.ix_(layers, heads)]  # (n_l, n_h, L, Lk)
+    finite = shown_att[np.isfinite(shown_att)]
     positive = finite[finite > 0]
     cmax = max(float(np.quantile(positive, 0.99)) if positive.size else 1.0, 1e-6)
+    pmax = float(positive.max()) if positive.size else 0.0
+    clipped = pmax > cmax * (1 + 1e-6)
     step = cmax / LEVELS
-    levels = quantise(att[:n_l, :n_h], step)  # (n_l, n_h, L, Lk) uint8
+    levels = quantise(shown_att, step)  # (n_l, n_h, L, Lk) uint8
+    height, _ = grid_height(n_l)
+    vgap = 8 / max(1, height - GRID_MARGIN["t"] - GRID_MARGIN["b"])
+    top_note = f"<br>level {LEVELS} = p ≥ {cmax:.3g} (clipped)" if clipped else ""
     data, layout = [], {}
-    for k, (xd, yd) in enumerate(_grid(n_l, n_h)):
-        layer, head = divmod(k, n_h)
+    for k, (xd, yd) in enumerate(_grid(n_l, n_h, vgap=vgap)):
+        r, c = divmod(k, n_h)
+        layer, head = layers[r], heads[c]
         s = "" if k == 0 else str(k + 1)
-        data.append(dict(type="heatmap", z=levels[layer, head], x=klab, y=qlab, coloraxis="coloraxis",
+        data.append(dict(type="heatmap", z=levels[r, c], x=klab, y=qlab, coloraxis="coloraxis",
                          xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
+                         meta=[layer, head],
                          hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}"
-                                       f"<br>p ≈ %{{z}} × {step:.3g}<extra></extra>"))
+                                       f"<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into this head"
+                                       "<extra></extra>"))
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
-                                   zeroline=False, title=dict(text=f"head {head}" if layer == n_l - 1 else ""))
+                                   zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else ""))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
                                    zeroline=False, autorange="reversed",
-                                   title=dict(text=f"layer {layer}" if head == 0 else ""))
-    shown = ""
-    if n_l < att.shape[0] or n_h < att.shape[1]:
-        shown = f" (showing {n_l} of {att.shape[0]} layers, {n_h} of {att.shape[1]} heads)"
-    title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens{shown}"
-             "<br><sup>rows = queries, columns = keys; blank = not allowed (probability exactly 0)</sup>")
-    lay = _layout(title, max(420, 150 * n_l + 150), **layout)
+                                   title=dict(text=f"layer {layer}" if c == 0 else ""))
+    shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
+    title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens ({shown})"
+             "<br><sup>rows = queries, columns = keys; blank = not allowed (probability exactly 0); "
+             "click a panel to zoom</sup>")
+    lay = _layout(title, height, **layout)
+    lay["margin"] = dict(GRID_MARGIN)
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    ticktext = [f"{t:.2g}" if t else "0" for t in ticks]
+    bar_title = "attention<br>probability"
+    if clipped:  # the top colour also stands for every larger probability
+        bar_title += f"<br>clipped at<br>p99 = {cmax:.2g}<br>(max {pmax:.2g})"
     lay["coloraxis"] = dict(colorscale=_level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
-        title=dict(text="attention<br>probability"), thickness=14,
-        tickvals=[max(1.0, t / step) for t in ticks], ticktext=[f"{t:.2g}" if t else "0" for t in ticks]))
+        title=dict(text=bar_title), thickness=14, tickvals=[max(1.0, t / step) for t in ticks], ticktext=ticktext))
     lay["plot_bgcolor"] = BLANK
-    lay["meta"] = {"p_step": step, "p_max": cmax}
+    lay["meta"] = {"p_step": step, "p_max": cmax, "clipped": clipped, "layers": layers, "heads": heads}
     return go.Figure(data=data, layout=lay)
 
 
 def attention_stats(maps) -> go.Figure:
-    """Pattern mask | per-head entropy (nats) | per-head mean attention distance (tokens)."""
+    """Pattern mask | per-head entropy (nats) | per-head mean attention distance (tokens).
+
+    With a memory (Transformer-XL and the rest) the maps hold what the memory let each query see
+    (its segment and the remembered keys), which the section-1 pattern alone does not describe: the
+    left panel then shows where the maps put weight, and its title says so."""
     n_l, n_h = maps.entropy.shape
     (xd0, yd0), (xd1, yd1), (xd2, yd2) = _grid(1, 3, hgap=0.09)
     heads = [f"H{h}" for h in range(n_h)]
     layers = [f"L{i}" for i in range(n_l)]
     what = "Pattern mask" if maps.mask_kind == "pattern" else "Support of the attention"
+    mask, fraction, key_title = maps.mask, maps.allowed_fraction, "key position"
+    memory = (maps.config or {}).get("memory", "none")
+    if memory not in (None, "none"):
+        support = np.nan_to_num(maps.attention).max(axis=(0, 1)) > 0  # (L, Lk): what the maps show
+        what = (f"Where the maps put weight (memory {memory!r}: each query sees its segment and the memory; "
+                f"the {maps.config['attention']} pattern alone allows {100 * fraction:.1f}%)")
+        mask, fraction = support, float(support.mean())
+        if len(maps.key_tokens) > len(maps.tokens):
+            key_title = f"key position (first {len(maps.key_tokens) - len(maps.tokens)} = memory slots)"
     data = [
-        dict(type="heatmap", z=maps.mask.astype(np.uint8), colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
+        dict(type="heatmap", z=mask.astype(np.uint8), colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
              showscale=False, xaxis="x", yaxis="y", hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>"),
         dict(type="heatmap", z=np.round(maps.entropy, 3), x=heads, y=layers, xaxis="x2", yaxis="y2",
              colorscale="Magma", texttemplate="%{z:.2f}", colorbar=dict(x=0.64, thickness=10, len=0.8),
@@ -137,8 +198,12 @@ def attention_stats(maps) -> go.Figure:
              colorscale="Cividis", texttemplate="%{z:.1f}", colorbar=dict(x=1.0, thickness=10, len=0.8),
              hovertemplate="%{y} %{x}: mean distance %{z:.2f} tokens<extra></extra>"),
     ]
-    lay = _layout(f"{what}: {100 * maps.allowed_fraction:.1f}% of (query, key) pairs allowed", 420,
-                  xaxis=dict(domain=xd0, title=dict(text="key position"), constrain="domain"),
+    if memory not in (None, "none"):
+        title = f"{100 * fraction:.1f}% of (query, key) pairs carry weight<br><sup>{what}</sup>"
+    else:
+        title = f"{what}: {100 * fraction:.1f}% of (query, key) pairs allowed"
+    lay = _layout(title, 420,
+                  xaxis=dict(domain=xd0, title=dict(text=key_title), constrain="domain"),
                   yaxis=dict(domain=yd0, title=dict(text="query position"), autorange="reversed",
                              scaleanchor="x"),
                   xaxis2=dict(domain=xd1, anchor="y2", title=dict(text="entropy per head (nats)")),
@@ -157,7 +222,9 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
     """Per-layer gradient norms of every placement overlaid, log scale, ``current`` highlighted.
 
     ``results``: ``{placement: gradient_norms dict}``. Exact zeros cannot sit on a log axis; such
-    a placement is drawn on the bottom edge and named "= 0" in the legend.
+    a placement is drawn on the bottom edge and named "= 0" in the legend. Curves that would hide
+    each other are said: placements with the same norms in a panel (``coinciding``) and the exact
+    zeros are listed under the title with the reason.
     """
     domains = _grid(1, 3, hgap=0.07)
     data, layout = [], {}
@@ -187,10 +254,14 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
         layout.setdefault("annotations", []).append(dict(
             text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper", yref="paper",
             showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
-    lay = _layout("Gradient norms at initialisation, every norm placement (Xiong et al. 2020)", 470, **layout)
-    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center", title=dict(text="placement: "))
-    lay["margin"] = dict(l=80, r=30, t=100, b=110)
-    return go.Figure(data=data, layout=lay)
+    notes = coincidence_notes(results, GRAD_PANELS)
+    title = "Gradient norms at initialisation, every norm placement (Xiong et al. 2020)"
+    if notes:
+        title += "<br><sup>" + "; ".join(notes) + "</sup>"
+    lay = _layout(title, 440, **layout)
+    lay["legend"] = dict(title=dict(text="placement: "))
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data, gap=26))
 
 
 # ---------------------------------------------------------------------------- latency / memory
@@ -215,13 +286,21 @@ def _curve(records, key, scale, name, color, dash, axis) -> list:
                    hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
     bad = [r for r in records if r["status"] != "ok"]
     if bad:
-        top = max([r[key] * scale for r in ok], default=1.0) * 2
-        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad], y=[top] * len(bad),
-                           text=[r["status"].upper() for r in bad], textposition="top center",
-                           name=f"{name}: OOM / timeout / invalid", legendgroup=name, showlegend=False,
-                           xaxis=f"x{axis}", yaxis=f"y{axis}", marker=dict(symbol="x", size=14, color="#c62828"),
-                           customdata=[r["reason"] for r in bad],
-                           hovertemplate="L=%{x}: %{text}<br>%{customdata}<extra></extra>"))
+        ys = [failure_y(ok, key, scale, slope, r["seq_len"]) for r in bad]
+        status = [r["status"].upper() for r in bad]
+        if ok:  # a dotted continuation from the curve's last point to its failures
+            last = max(ok, key=lambda r: r["seq_len"])
+            pts = sorted([(last["seq_len"], last[key] * scale)] + list(zip([r["seq_len"] for r in bad], ys)))
+            traces.append(dict(type="scatter", mode="lines", x=[p[0] for p in pts], y=[p[1] for p in pts],
+                               legendgroup=name, showlegend=False, hoverinfo="skip", xaxis=f"x{axis}",
+                               yaxis=f"y{axis}", line=dict(color=color, width=2, dash="dot")))
+        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad], y=ys,
+                           text=status, textposition="top center", textfont=dict(color=color, size=14),
+                           name=f"{name}: {' / '.join(sorted(set(status)))}", legendgroup=name, showlegend=False,
+                           xaxis=f"x{axis}", yaxis=f"y{axis}",
+                           marker=dict(symbol="x", size=15, color=color, line=dict(color="#c62828", width=2)),
+                           customdata=[[st, r.get("reason") or ""] for st, r in zip(status, bad)],
+                           hovertemplate=f"{name}<br>L=%{{x}}: %{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>"))
     return traces
 
 
@@ -261,15 +340,22 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
         method += f"; {threads} CPU thread{'s' if threads != 1 else ''}" if current[0].get("device") == "cpu" else ""
     lens = sorted({r["seq_len"] for r in current + (baseline or [])})
     ticks = dict(tickvals=lens, ticktext=[str(n) for n in lens])
-    lay = _layout(title + f"<br><sup>median of timed runs after warm-up; memory {method}</sup>", 480,
+    note = ""
+    if not baseline:
+        note = (f"; no {baseline_name} curve: this config is its own baseline" if attention == baseline_name
+                else f"; no {baseline_name} baseline for this config")
+    elif same_curve(current, baseline):
+        note = f"; the two curves coincide: {attention} and {baseline_name} measured within 5% at every length"
+    if any(r["status"] != "ok" for r in current + (baseline or [])):
+        note += "; × on a curve: that length of that attention failed (hover: why)"
+    lay = _layout(title + f"<br><sup>median of timed runs after warm-up; memory {method}{note}</sup>", 460,
                   xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
                   yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),
                   xaxis2=dict(domain=xd1, anchor="y2", type="log", title=dict(text="sequence length L (tokens)"),
                               **ticks),
                   yaxis2=dict(domain=yd1, anchor="x2", type="log", title=dict(text="peak memory (MiB)")))
-    lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
-    lay["margin"] = dict(l=80, r=30, t=100, b=120)
-    return go.Figure(data=data, layout=lay)
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data, rows=2))
 
 
 def kv_cache_figure(kv: dict) -> go.Figure:
@@ -282,13 +368,14 @@ def kv_cache_figure(kv: dict) -> go.Figure:
                  line=dict(color=color, width=4 if key == "current" else 2.5, dash=dash),
                  hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>")
             for key, name, color, dash in lines]
+    same = [name for key, name, _, _ in lines[:2] if kv[key] == kv["current"]]
+    note = f"; current = {same[0].split(' (')[0]}: the curves coincide" if same else ""
     lay = _layout("KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values, "
-                  f"{8 * kv['bytes_per_value']}-bit</sup>", 420,
+                  f"{8 * kv['bytes_per_value']}-bit{note}</sup>", 400,
                   xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
                   yaxis=dict(type="log", title=dict(text="KV cache (MiB)")))
-    lay["legend"] = dict(orientation="h", y=-0.25, x=0.5, xanchor="center")
-    lay["margin"] = dict(l=80, r=30, t=100, b=110)
-    return go.Figure(data=data, layout=lay)
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 def human_bytes(n: float) -> str:

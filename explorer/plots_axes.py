@@ -1,4 +1,4 @@
-"""Axis helpers shared by the view figures (a leaf module of the plots)."""
+"""Axis and legend helpers shared by the figures (a leaf module of the plots)."""
 from __future__ import annotations
 
 MAX_TICKS = 128  # token labels on an axis: beyond this every n-th token is labelled
@@ -10,3 +10,39 @@ def token_axis(tokens: list, **kw) -> dict:
     idx = list(range(0, len(tokens), step))
     return dict(tickmode="array", tickvals=idx, ticktext=[tokens[i] for i in idx], tickangle=0,
                 tickfont=dict(size=12 if step == 1 and len(tokens) > 64 else 14), showgrid=False, **kw)
+
+
+TITLE_BAND = 78   # px at the top of a figure for its title (two lines, presentation-mode sizes)
+LEGEND_ROW = 28   # px per row of a horizontal legend
+LEGEND_WIDTH = 900  # px a legend row is assumed to have (a figure in the app's figure column)
+
+
+def legend_rows(data: list) -> int:
+    """Rows a horizontal legend of ``data``'s entries needs at ``LEGEND_WIDTH`` (about 8.5 px per
+    character at the legend's font size plus the symbol)."""
+    names = [str(d.get("name") or "") for d in data
+             if d.get("name") and d.get("showlegend", d.get("type") in ("scatter", "bar", None))]
+    width = sum(50 + 8.5 * len(n) for n in names)
+    return max(1, -(-int(width) // LEGEND_WIDTH))
+
+
+def legend_above(lay: dict, data: list | None = None, rows: int = 1, gap: int = 0) -> dict:
+    """Put ``lay``'s legend in a band between the title and the plot area (horizontal, left-aligned)
+    so it can never cover an axis title. ``rows``: legend rows to make room for (at least what
+    ``data``'s entries need, ``legend_rows``); ``gap``: px kept free just above the plot area
+    (subplot titles). The title is pinned to the top of the figure; the top margin grows to hold
+    title, legend and gap, and the figure grows by as much, so the plot area keeps its height."""
+    rows = max(rows, legend_rows(data)) if data is not None else rows
+    margin = dict(lay.get("margin") or {})
+    margin.setdefault("b", 60)
+    old_t = margin.get("t", 90)
+    margin["t"] = TITLE_BAND + rows * LEGEND_ROW + gap
+    height = lay["height"] + max(0, margin["t"] - old_t)
+    plot_px = max(1, height - margin["t"] - margin["b"])
+    title = lay.get("title") or {}
+    title = dict(text=title, y=1, yref="container", yanchor="top", pad=dict(t=12)) if isinstance(title, str) \
+        else {**title, "y": 1, "yref": "container", "yanchor": "top", "pad": dict(t=12)}
+    keep = {k: v for k, v in (lay.get("legend") or {}).items() if k not in ("x", "y", "xanchor", "yanchor", "orientation")}
+    lay.update(height=height, title=title, margin=margin, legend=dict(
+        orientation="h", x=0, xanchor="left", y=1 + (gap + 4) / plot_px, yanchor="bottom", **keep))
+    return lay

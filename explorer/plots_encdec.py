@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .plots import BLANK, LEVELS, MAX_GRID, _grid, _layout, _level_colorscale, quantise
+from .plots_axes import legend_above
 
 
 def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
@@ -91,5 +92,4 @@ def stack_gradient_figure(result: dict) -> go.Figure:
                                    title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
     lay = _layout(f"Gradient norms per stack at initialisation ({result.get('norm_placement', '')}-norm; "
                   "target next-token loss)", 420, **layout)
-    lay["legend"] = dict(orientation="h", y=-0.25, x=0.5, xanchor="center")
-    return go.Figure(data=data, layout=lay)
+    return go.Figure(data=data, layout=legend_above(lay, data))

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .plots import CYCLE, PLACEMENT_COLORS, _grid, _layout, message_figure
+from .plots_axes import legend_above
 
 MAX_LAYERS, MAX_HEADS = 4, 4  # live maps: at most 4 x 4 panels (+ the ideal pattern)
 
@@ -33,9 +34,8 @@ def curves_figure(history: list, chance: str = "") -> go.Figure:
     title = f"Loss and accuracy (step {steps[-1]})" + (f" · chance: {chance}" if chance else "")
     layout = _layout(title, 380, xaxis=dict(domain=[0, 0.6], title="step"), yaxis=dict(title="loss (nats)"),
                      xaxis2=dict(domain=[0.7, 1], title="step", anchor="y2"),
-                     yaxis2=dict(title="accuracy", range=[0, 1.02], anchor="x2"),
-                     legend=dict(orientation="h", y=-0.25))
-    return go.Figure(data=data, layout=layout)
+                     yaxis2=dict(title="accuracy", range=[0, 1.02], anchor="x2"))
+    return go.Figure(data=data, layout=legend_above(layout, data))
 
 
 def attention_figure(attention, ideal=None, labels=None, step: int = 0) -> go.Figure:
@@ -88,8 +88,8 @@ def grad_figure(grad_norms) -> go.Figure:
             data.append(dict(type="scatter", x=list(range(len(vals))), y=[np.nan if v is None else v for v in vals],
                              name=label, mode="lines+markers", line=dict(color=color)))
     layout = _layout("Gradient norms per layer (current weights)", 340, xaxis=dict(title="layer", dtick=1),
-                     yaxis=dict(title="norm", type="log"), legend=dict(orientation="h", y=-0.3))
-    return go.Figure(data=data, layout=layout)
+                     yaxis=dict(title="norm", type="log"))
+    return go.Figure(data=data, layout=legend_above(layout, data))
 
 
 # ---------------------------------------------------------------------------- reproductions
@@ -105,8 +105,9 @@ def _warmup(result):
         data.append(dict(type="scatter", x=[p["step"] for p in c], y=[p["loss"] for p in c], mode="lines+markers",
                          name=f"{r['norm_placement']}-LN, warm-up {'on' if r['warmup'] else 'off'}",
                          line=dict(color=PLACEMENT_COLORS.get(r["norm_placement"]), dash="solid" if r["warmup"] else "dot")))
-    return go.Figure(data=data, layout=_layout("Post-LN needs warm-up, pre-LN does not (held-out loss)", 420,
-                                               xaxis=dict(title="step"), yaxis=dict(title="loss (nats)")))
+    return go.Figure(data=data, layout=legend_above(_layout("Post-LN needs warm-up, pre-LN does not (held-out loss)",
+                                                            420, xaxis=dict(title="step"),
+                                                            yaxis=dict(title="loss (nats)")), data))
 
 
 def _extrapolation(result):
@@ -117,9 +118,9 @@ def _extrapolation(result):
         data.append(dict(type="scatter", x=[r["eval_len"] for r in rows], y=[r["loss"] for r in rows], name=pos,
                          mode="lines+markers", line=dict(color=CYCLE[k % len(CYCLE)])))
     s = result["settings"]
-    return go.Figure(data=data, layout=_layout(f"Trained at L={s['train_len']}: loss on the last {s['eval_tokens']} "
-                                               "tokens at longer L", 420, xaxis=dict(title="evaluation length",
-                                               type="log"), yaxis=dict(title="loss (nats)")))
+    lay = _layout(f"Trained at L={s['train_len']}: loss on the last {s['eval_tokens']} tokens at longer L", 420,
+                  xaxis=dict(title="evaluation length", type="log"), yaxis=dict(title="loss (nats)"))
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 def _induction(result):

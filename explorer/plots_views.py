@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .plots import CYCLE, _grid, _layout
+from .plots_axes import legend_above
 from .plots_axes import token_axis as _token_axis
 from .plots_views_family import FAMILY_PLOTS, family_figures
 from .plots_views_systems import (funnel_figure, head_mix_figure, prior_figure, probsparse_figure,
@@ -34,6 +35,37 @@ def _panel_title(text: str, xd, y: float = 1.0) -> dict:
 
 
 # ---------------------------------------------------------------------------- approximation
+GROUP_WORD = {"lsh": "bucket", "routing": "cluster", "clustered": "cluster"}
+WHY_LARGE = {"lsh": "expected for LSH at initialisation: random rotations of untrained queries pick the "
+                    "buckets, not the exact attention; a query alone in its bucket attends only to itself"}
+
+
+def disjoint_rows(view, layer=None, head=None) -> tuple:
+    """(rows whose exact attention mass lies entirely on keys the mechanism gives 0, rows) over all
+    layers and heads, or one (layer, head)."""
+    eff, exact = view.effective, view.exact
+    if layer is not None:
+        eff, exact = eff[layer, head], exact[layer, head]
+    outside = np.where(np.nan_to_num(eff) == 0, np.nan_to_num(exact), 0.0).sum(-1)  # exact mass off the support
+    return int((outside > 0.999).sum()), int(outside.size)
+
+
+def error_note(view, layer=None, head=None) -> list:
+    """What a large max |error| means, as short sentences (none below 0.5): a cell's |error| is 1
+    when one map puts a row's whole mass on a key the other gives 0, e.g. a row whose exact
+    attention lies entirely on keys outside the query's bucket."""
+    mx = float(view.max_error.max() if layer is None else view.max_error[layer, head])
+    if mx < 0.5:
+        return []
+    n, rows = disjoint_rows(view, layer, head)
+    where = GROUP_WORD.get(view.mechanism, "keys it keeps")
+    where = f"the query's {where}" if where != "keys it keeps" else f"the keys {view.mechanism} keeps"
+    note = [f"max |error| near 1 = a query row whose exact attention mass lies entirely on keys outside {where} "
+            f"({n} of {rows} rows here)"]
+    why = WHY_LARGE.get(view.mechanism)
+    return note + [why[0].upper() + why[1:]] if why else note
+
+
 def approximation_figure(view, tokens: list, layer: int = 0, head: int = 0) -> go.Figure:
     """Effective map | exact softmax | |error| of one (layer, head); max / mean error in the title."""
     layer = int(np.clip(layer, 0, view.effective.shape[0] - 1))
@@ -64,13 +96,15 @@ def approximation_figure(view, tokens: list, layer: int = 0, head: int = 0) -> g
     title = (f"{view.mechanism} attention vs exact softmax — layer {layer}, head {head}: "
              f"max |error| {mx:.3f}, mean |error| {mean:.4f}<br><sup>exact: {view.reference}; mean over the "
              f"allowed (query, key) pairs; blank = masked</sup>")
-    lay = _layout(title, 500, annotations=notes, **layout)
+    note = error_note(view, layer, head)
+    title += "".join(f"<br><sup>{line}</sup>" for line in note)
+    lay = _layout(title, 500 + 22 * len(note), annotations=notes, **layout)
     lay["coloraxis"] = dict(colorscale="Viridis", cmin=0.0, cmax=max(cmax, 1e-6), colorbar=dict(
         title=dict(text="prob.", side="top"), thickness=12, x=0.6, xanchor="left", len=0.8))
     lay["coloraxis2"] = dict(colorscale="Reds", cmin=0.0, cmax=max(float(err[allowed].max()), 1e-6), colorbar=dict(
         title=dict(text="|error|", side="top"), thickness=12, x=0.96, xanchor="left", len=0.8))
     lay["plot_bgcolor"] = "#eef0f3"
-    lay["margin"] = dict(l=70, r=70, t=120, b=60)
+    lay["margin"] = dict(l=70, r=70, t=120 + 22 * len(note), b=60)
     return go.Figure(data=data, layout=lay)
 
 
@@ -138,8 +172,7 @@ def span_figure(view) -> go.Figure:
                                line=dict(color="#c62828", dash="dash", width=2))],
                   annotations=[dict(text=f"max_span = {view.max_span}", xref="paper", x=1, y=view.max_span,
                                     xanchor="right", yanchor="bottom", showarrow=False, font=dict(color="#c62828"))])
-    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center")
-    return go.Figure(data=data, layout=lay)
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 # ---------------------------------------------------------------------------- experts
@@ -225,9 +258,8 @@ def memory_figure(view, tokens: list) -> go.Figure:
                   yaxis=dict(domain=yd0, anchor="x", title=dict(text="memory length (slots)")),
                   xaxis2=dict(domain=xd1, anchor="y2", title=dict(text="query position (token index)"), rangemode="tozero"),
                   yaxis2=dict(domain=yd1, anchor="x2", title=dict(text="reach (tokens back)"), rangemode="tozero"))
-    lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
-    lay["margin"] = dict(l=80, r=30, t=100, b=130)
-    return go.Figure(data=data, layout=lay)
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 # ---------------------------------------------------------------------------- exit depth / ACT steps

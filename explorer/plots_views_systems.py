@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .plots import CYCLE, _grid, _layout
+from .plots_axes import legend_above
 from .plots_axes import token_axis as _token_axis
 
 
@@ -120,8 +121,7 @@ def prior_figure(view) -> go.Figure:
              "layer 0 has no previous layer</sup>")
     lay = _layout(title, 440, barmode="group", xaxis=dict(title=dict(text="layer")),
                   yaxis=dict(title=dict(text="share of the scores (0–1)"), range=[0, 1.05]))
-    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center")
-    return go.Figure(data=data, layout=lay)
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 def slot_figure(view) -> go.Figure:
@@ -139,8 +139,7 @@ def slot_figure(view) -> go.Figure:
              "most-read first; a long flat tail at 0 = memory never used</sup>")
     lay = _layout(title, 440, xaxis=dict(title=dict(text="memory row, ranked by reads"), type="log"),
                   yaxis=dict(title=dict(text="reads (tokens × top-k × heads)"), rangemode="tozero"))
-    lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
-    return go.Figure(data=data, layout=lay)
+    return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 def funnel_figure(view) -> go.Figure:
@@ -155,5 +154,4 @@ def funnel_figure(view) -> go.Figure:
              "attention cost ∝ queries × keys</sup>")
     lay = _layout(title, 440, barmode="group", xaxis=dict(title=dict(text="layer")),
                   yaxis=dict(title=dict(text="positions (tokens or pooled groups)"), rangemode="tozero"))
-    lay["legend"] = dict(orientation="h", y=-0.2, x=0.5, xanchor="center")
-    return go.Figure(data=data, layout=lay)
+    return go.Figure(data=data, layout=legend_above(lay, data))

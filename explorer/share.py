@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
 MAX_QUERY_CHARS = 4000
-_IGNORED = {"view", "pin", "tab"}  # pin / tab: the A/B comparison (explorer.ui_compare)
+_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads"}  # pin / tab: A/B (explorer.ui_compare); grid_*: explorer.grid_pick
 SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
 
 

@@ -29,7 +29,7 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import api_export, ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
+from . import api_export, ui_api, ui_compare, ui_encdec, ui_grid, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
@@ -205,6 +205,8 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
     out = {}
     with gr.Tab("Attention", id="attention"):
         out["maps_md"] = gr.Markdown(reading0, elem_id="maps-reading")
+        g = ui_grid.build_pickers()
+        out.update(grid_layers=g.layers, grid_heads=g.heads, grid_zoom_go=g.go)
         out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
         out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
         out.update(ui_encdec.attention_plots())
@@ -273,7 +275,7 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
 
     args = dict(fn=n.fn(ui_trained.attention_with_weights(attention), ZOOM_RENAME),
                 inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "zoom_layer",
-                             "zoom_head", "history"),
+                             "zoom_head", "history", "grid_layers", "grid_heads"),
                 outputs=n.outs(*ATTENTION_OUT, *ui_zoom.OUTPUTS, "history"), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
@@ -308,7 +310,8 @@ def _wire(demo, ctl: dict, n: Named) -> None:
 
     # on load the figures of the default page are already drawn: the chain redraws only for a link
     # (state["drawn"] differs), while views and analysis always fill (no state input)
-    loaded = _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT, "pinned", "tabs"), api_name="load_link",
+    loaded = _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT, "pinned", "tabs", "grid_layers", "grid_heads"),
+                                  api_name="load_link",
                                   api_visibility="undocumented"), "load", views_state=False)
     _wire_compare(n, loaded)
 
@@ -340,6 +343,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     gr.on([c["zoom_layer"].input, c["zoom_head"].input], n.fn(ui_trained.with_weights(ui_zoom.refresh_zoom), ZOOM_RENAME),
           n.ins(*ZOOM_IN, "trained"), n.outs(*ui_zoom.OUTPUTS), trigger_mode="always_last", show_progress="minimal",
           api_name="zoom_head", api_visibility="undocumented", concurrency_id="compute")
+    ui_grid.wire(demo, n, ZOOM_IN, ZOOM_RENAME)
     c["share_qs"].change(None, [c["share_qs"]], [c["share_url"]], js=SHARE_JS, queue=False,
                          api_visibility="private")
     demo.load(None, None, [c["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")

@@ -26,6 +26,7 @@ from models.config import CATEGORIES
 
 from . import experiments as ex
 from . import plots, report, ui_encdec
+from .grid_pick import FIELDS, grid_from_params, normalise, parse_pick, with_grid
 from .limits import MAX_TEXT_BYTES, check_limits
 from .presets import CUSTOM, matching_preset, preset_config
 from .share import clip_text, from_query, link_separator, to_query
@@ -44,12 +45,17 @@ def new_state(cfg: ModelConfig | None = None, text: str | None = None) -> dict:
     "ui": digest of the controls' visibility, "sweep": last sweep records}``; ``text`` given: the
     page was built showing ``cfg``'s figures for it."""
     cfg = cfg or ModelConfig()
-    drawn = None if text is None else _digest([cfg.to_json(), clip_text(text)])
+    drawn = None if text is None else _drawn(cfg, text)
     return {"drawn": drawn, "fresh": False, "ui": _digest(_control_ui(cfg.to_dict())[1]), "sweep": None}
 
 
 def _state(state) -> dict:
     return {**new_state(), **state} if isinstance(state, dict) else new_state()
+
+
+def _drawn(cfg: ModelConfig, text: str, separator=None, picks=(None, None)) -> str:
+    """Digest of what the attention figures show: config, used text, separator, grid picks."""
+    return _digest([cfg.to_json(), clip_text(text), ui_encdec.separator(separator), *map(normalise, picks)])
 
 
 def _digest(obj) -> str:
@@ -151,19 +157,31 @@ def adjust_causal(values: dict) -> tuple:
 
 
 # ---------------------------------------------------------------------------- live refresh
-def attention_outputs(cfg: ModelConfig, text: str, separator=None) -> tuple:
+def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
+    """The attention grid of the picked layers and heads (``explorer.grid_pick``; ConfigError if
+    malformed, or with ``strict`` out of range; otherwise indices the config lacks are dropped and
+    the title says what is shown)."""
+    n_l, n_h = maps.attention.shape[:2]
+    return plots.attention_grid(maps, parse_pick(grid_layers, n_l, FIELDS["grid_layers"], strict),
+                                parse_pick(grid_heads, n_h, FIELDS["grid_heads"], strict))
+
+
+def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=None, grid_heads=None) -> tuple:
     maps = ex.attention_maps(cfg, text, separator=ui_encdec.separator(separator))
     summary = maps.summary()
-    return plots.attention_grid(maps), plots.attention_stats(maps), report.maps_reading(summary, MAX_TEXT_BYTES)
+    return (grid_figure(maps, grid_layers, grid_heads), plots.attention_stats(maps),
+            report.maps_reading(summary, MAX_TEXT_BYTES))
 
 
-def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None) -> dict:
+def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None, grid_layers=None,
+                      grid_heads=None) -> dict:
     """-> grid, stats, maps_md, status, share_qs, preset, state and every control's update.
 
     Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
-    used text unchanged redraws nothing. ``keep_status``: after a preset / link / upload filled the
+    used text unchanged redraws nothing; the grid shows the picked ``grid_layers`` / ``grid_heads``
+    (carried in the share link). ``keep_status``: after a preset / link / upload filled the
     controls, leave its status line unless there is something new to say."""
-    out = _refresh_attention(values, text, state, separator)
+    out = _refresh_attention(values, text, state, separator, (grid_layers, grid_heads))
     # the separator box is shown for an encoder-decoder whatever happened (a missing separator is the
     # error the user must be able to fix)
     seq2seq = values.get("architecture") == "encoder_decoder"
@@ -174,7 +192,7 @@ def refresh_attention(values: dict, text, state, keep_status: bool = False, sepa
     return out
 
 
-def _refresh_attention(values: dict, text, state, separator=None) -> dict:
+def _refresh_attention(values: dict, text, state, separator=None, picks=(None, None)) -> dict:
     state = _state(state)
     text = _text(text)
     values, note = adjust_causal(dict(values))
@@ -183,18 +201,18 @@ def _refresh_attention(values: dict, text, state, separator=None) -> dict:
         controls["causal"] = gr.update(value=values["causal"])
     try:
         cfg = current_config(values)
-        drawn = _digest([cfg.to_json(), clip_text(text), ui_encdec.separator(separator)])
+        drawn = _drawn(cfg, text, separator, picks)
         if drawn == state["drawn"]:
             return {**controls, **{k: gr.skip() for k in FIGURES}, "status": note or text_notice(text),
                     "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
-        grid, stats, reading = attention_outputs(cfg, text, separator)
+        grid, stats, reading = attention_outputs(cfg, text, separator, *picks)
         extra = ui_encdec.attention_updates(cfg, text, separator)
     except Exception as exc:  # ConfigError and anything else: warn, keep the last good figures
         return {**controls, **{k: gr.skip() for k in FIGURES}, "status": _warn(_problem(exc)),
                 "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
     matched = matching_preset(cfg)
     return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": reading, "status": note or text_notice(text),
-            "share_qs": to_query(cfg, text, matched, ui_encdec.separator(separator)), "preset": matched,
+            "share_qs": with_grid(to_query(cfg, text, matched, ui_encdec.separator(separator)), *picks), "preset": matched,
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig}}
 
 
@@ -272,14 +290,15 @@ def load_from_url(request: gr.Request | None) -> dict:
     """Restore every control, the text and the separator from the page's query string; hostile strings
     fall back to defaults (a bad ``sep`` alone: the default separator, the rest of the link kept)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
-    cfg, text, preset, notice = from_query(params)
+    picks, grid_notice = grid_from_params(params)  # grid_layers / grid_heads are not config fields
+    cfg, text, preset, notice = from_query({k: v for k, v in params.items() if k not in picks})
     sep, sep_notice = link_separator(params) if notice is None else (None, None)
-    notice = notice or sep_notice
+    notice = " ".join(n for n in (notice or sep_notice, grid_notice) if n) or None
     if notice:
         gr.Warning(shown_html(notice))
     if not params:
         return _skip_fill()
-    return _fill(cfg, text, preset, f"⚠️ {shown(notice)}" if notice else "", separator=sep)
+    return {**_fill(cfg, text, preset, f"⚠️ {shown(notice)}" if notice else "", separator=sep), **picks}
 
 
 def read_config_file(path) -> ModelConfig:

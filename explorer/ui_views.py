@@ -13,7 +13,7 @@ import gradio as gr
 
 from . import experiments as ex
 from .encdec import DEFAULT_SEPARATOR
-from .plots_views import PLOT_NAMES, approximation_figure, view_figures
+from .plots_views import PLOT_NAMES, approximation_figure, error_note, view_figures
 from .ui_handlers import _problem, _state, current_config
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
@@ -47,6 +47,7 @@ def views_reading(views) -> str:
         a = s["approximation"]
         lines.append(f"**{a['mechanism']}** vs exact softmax: max |error| {a['overall_max_abs_error']:.3f}, "
                      f"mean {a['overall_mean_abs_error']:.4f} over all layers and heads.")
+        lines[-1] += "".join(f" {s[0].upper()}{s[1:]}." for s in error_note(views.items["approximation"]))
     if "groups" in s:
         g = s["groups"]
         rule = ("each query takes its cluster centroid's attention row over all keys" if g["what"] == "k-means query cluster"

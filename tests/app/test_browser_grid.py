@@ -1,0 +1,91 @@
+"""The attention grid a speaker drives, in Debian's Chromium: click a panel -> the zoom shows that head
+(one request), the Layers / Heads shown pickers redraw the grid and go into the share link, a link
+restores them, and the grid fits a 1280x720 and a 1920x1080 screen in presentation mode."""
+import pytest
+from browser_page import CHROMIUM
+
+if CHROMIUM is None:
+    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
+                allow_module_level=True)
+pytest.importorskip("playwright.sync_api")
+from browser_page import Page  # noqa: E402
+
+ZOOM_TITLE = ("() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); "
+              "return e && e.layout ? e.layout.title.text : ''; }")
+GRID = "() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); return e; }"
+# the centre of the subplot that draws trace k, in page pixels (from Plotly's own axis geometry)
+PANEL_CENTRE = """(k) => {
+  const gd = document.querySelector('#attention-grid .js-plotly-plot');
+  const t = gd._fullData[k], fl = gd._fullLayout;
+  const xa = fl[t.xaxis.replace('x', 'xaxis')], ya = fl[t.yaxis.replace('y', 'yaxis')];
+  const r = gd.getBoundingClientRect();
+  return [r.left + xa._offset + xa._length / 2, r.top + ya._offset + ya._length / 2, t.name];
+}"""
+
+
+def _grid_names(page):
+    return page.page.evaluate("() => document.querySelector('#attention-grid .js-plotly-plot').data.map(t => t.name)")
+
+
+def test_click_a_panel_zooms_into_that_head(page):
+    page.page.wait_for_function(f"({ZOOM_TITLE})().includes('Layer 0, head 0')", timeout=90_000)
+    page.settle()
+    page.page.locator("#attention-grid").scroll_into_view_if_needed()
+    x, y, name = page.page.evaluate(PANEL_CENTRE, 2 * 4 + 3)  # default: 4 layers x 4 heads, row-major
+    assert name == "layer 2 head 3"
+    sent = len(page.requests)
+    page.page.mouse.click(x, y)
+    page.page.wait_for_function(f"({ZOOM_TITLE})().includes('Layer 2, head 3')", timeout=60_000)
+    page.settle()
+    assert len(page.requests) - sent == 1  # one click = one zoom request
+    assert page.value("zoom-layer") == "layer 2" and page.value("zoom-head") == "head 3"
+    x, y, name = page.page.evaluate(PANEL_CENTRE, 1 * 4 + 0)
+    page.page.mouse.click(x, y)
+    page.page.wait_for_function(f"({ZOOM_TITLE})().includes('Layer 1, head 0')", timeout=60_000)
+    page.check_clean()
+
+
+def test_pickers_redraw_the_grid_and_go_into_the_link(page, app_url, browser, shots_dir):
+    page.settle()
+    page.commit_number("grid-layers", "1-2")
+    page.page.wait_for_function(f"() => ({GRID})().data.length === 8", timeout=60_000)
+    page.commit_number("grid-heads", "3")
+    page.page.wait_for_function(f"() => ({GRID})().data.length === 2", timeout=60_000)
+    assert _grid_names(page) == ["layer 1 head 3", "layer 2 head 3"]
+    assert "layers 1-2 of 4" in page.page.evaluate(f"() => ({GRID})().layout.title.text")
+    page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input').value"
+                                ".includes('grid_layers=1-2')", timeout=30_000)
+    link = page.value("share-url")
+    assert "grid_heads=3" in link
+    # a bad pick: a warning naming the box and the valid forms; the grid stays as it was
+    page.commit_number("grid-layers", "7")
+    page.page.wait_for_function("() => document.querySelector('#status') && "
+                                "document.querySelector('#status').innerText.includes('Layers shown')", timeout=30_000)
+    assert "0-3" in page.page.locator("#status").inner_text()
+    assert _grid_names(page) == ["layer 1 head 3", "layer 2 head 3"]
+    # the link restores the picks
+    other = Page(browser, link, shots_dir)
+    try:
+        other.page.wait_for_function(f"() => ({GRID})() && ({GRID})().data.length === 2", timeout=90_000)
+        assert other.value("grid-layers") == "1-2" and other.value("grid-heads") == "3"
+        other.check_clean()
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+def test_eight_layers_fit_the_screen_in_presentation_mode(browser, app_url, shots_dir, size):
+    p = Page(browser, app_url + "?n_layers=8&n_heads=8", shots_dir)
+    try:
+        p.page.set_viewport_size({"width": size[0], "height": size[1]})
+        p.page.wait_for_function(f"() => ({GRID})().data.length === 64", timeout=90_000)
+        p.page.locator("#present-toggle").click()
+        p.page.locator("#controls-toggle").click()
+        p.page.wait_for_timeout(800)
+        p.page.locator("#attention-grid").scroll_into_view_if_needed()
+        box = p.page.evaluate(f"() => ({GRID})().getBoundingClientRect().height")
+        assert box <= size[1], f"the 8-row grid is {box}px tall on a {size[1]}px screen"
+        p.shot(f"grid-{size[0]}x{size[1]}")
+        p.check_clean()
+    finally:
+        p.close()
