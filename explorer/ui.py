@@ -30,13 +30,14 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
+from . import sessions, ui_api, ui_compare, ui_encdec, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
 from .limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
 from .presets import CUSTOM, available
 from .share import DEFAULT_TEXT
+from .share_js import SHARE_JS
 from .sweep import DEFAULT_LENGTHS
 from .ui_controls import CONTROL_FIELDS, SIZE_FIELDS, make_control, unused_categories, visible_fields
 
@@ -50,36 +51,13 @@ COMPUTE_LIMIT = max(1, int(os.environ.get("EXPLORER_COMPUTE_SLOTS", "2"))) \
     if os.environ.get("EXPLORER_COMPUTE_SLOTS", "2").isdigit() else 2
 # beyond this many waiting events the browser shows Gradio's "This application is currently busy"
 QUEUE_SIZE = int(os.environ["EXPLORER_QUEUE_SIZE"]) if os.environ.get("EXPLORER_QUEUE_SIZE", "").isdigit() else 24
-SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
+SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session
+                              # copies; besides, a session idle for EXPLORER_SESSION_TTL s (1 h) expires
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 # uploads: config JSON (refused above 100 kB by its handler) and the Train tab's trained models
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb",
                   "state_session_capacity": SESSIONS, "show_error": True}
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
-
-# Runs in the browser: put the config in the address bar and return the full link to copy.
-# Plotly writes its clip paths and gradients as url('<page address>#id') when the page has a <base>
-# (Gradio's has), with the address of the figure's first draw. Once the address bar changes, that is
-# another document, and Chromium downloads it (the whole page, ~0.6 MB) to resolve them, on every
-# redraw. So the figures are pointed at the new address along with the address bar.
-SHARE_JS = """(qs) => {
-  const url = window.location.origin + window.location.pathname + (qs ? '?' + qs : '');
-  try { window.history.replaceState(null, '', url); } catch (e) {}
-  const here = window.location.href.split('#')[0];
-  const fix = (v) => v.replace(/url\\((['"]?)[^'"#)]*#/g, 'url($1' + here + '#');
-  document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
-    if (gd._context && gd._context._baseUrl) gd._context._baseUrl = here;
-    gd.querySelectorAll('[clip-path], [style*="url("]').forEach((el) => {
-      const clip = el.getAttribute('clip-path');
-      if (clip && clip.includes('#')) el.setAttribute('clip-path', fix(clip));
-      for (const prop of ['fill', 'stroke']) {
-        const v = el.style.getPropertyValue(prop);
-        if (v && v.includes('url(')) el.style.setProperty(prop, fix(v));
-      }
-    });
-  });
-  return url;
-}"""
 
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
 # Presentation mode and the collapsible control column are pure page state (a class on <body>, styled
@@ -161,8 +139,8 @@ def build_app() -> gr.Blocks:
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
     with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False,
                    delete_cache=DELETE_CACHE) as demo:
-        # no time_to_live: an expired state would forget what the page shows (its "drawn" digest); it
-        # is a few hundred bytes, and the sessions that hold it are bounded by SESSIONS
+        # no time_to_live of its own: it goes with its session (explorer.sessions: idle sessions expire,
+        # and a page whose session expired redraws everything on its next commit)
         state = gr.State(h.new_state(cfg, DEFAULT_TEXT))
         export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
         # this session's trained-weights snapshot (explorer.trained_weights: at most MAX_TRAINED_BYTES)
@@ -213,6 +191,7 @@ def build_app() -> gr.Blocks:
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         _wire(demo, ctl, Named(comps))
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=COMPUTE_LIMIT)
+    sessions.start_expiry(demo)  # idle sessions (Gradio's copies of their outputs) expire
     return demo
 
 
@@ -304,8 +283,9 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    def attention(values, history=None, **kw):  # the grid and the undo history: the first answer, kept small
-        out = h.refresh_attention(values, keep_status=fill, stats=False, **kw)
+    def attention(values, history=None, state=None, **kw):  # the grid and the undo history: the first answer, kept small
+        state = sessions.page_state(state, loading=name == "load")  # an expired session: redraw everything
+        out = h.refresh_attention(values, state=state, keep_status=fill, stats=False, **kw)
         return {**out, "history": ui_history.record(values, out, history)}
 
     args = dict(fn=n.fn(ui_trained.attention_with_weights(attention)),

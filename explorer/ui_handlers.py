@@ -46,7 +46,7 @@ def new_state(cfg: ModelConfig | None = None, text: str | None = None) -> dict:
     "ui": digest of the controls' visibility, "sweep": last sweep records}``; ``text`` given: the
     page was built showing ``cfg``'s figures for it."""
     cfg = cfg or ModelConfig()
-    drawn = None if text is None else _digest([cfg.to_json(), clip_text(text)])
+    drawn = None if text is None else _drawn(cfg, text)
     return {"drawn": drawn, "fresh": False, "ui": _ui_digest(cfg.to_json()), "sweep": None}
 
 
@@ -54,6 +54,11 @@ def new_state(cfg: ModelConfig | None = None, text: str | None = None) -> dict:
 def _ui_digest(cfg_json: str) -> str:
     """Digest of the controls' look for a config (memoised: every handler reading a state needs the default's)."""
     return _digest(_control_ui(ModelConfig.from_dict(json.loads(cfg_json)).to_dict())[1])
+
+
+def _drawn(cfg: ModelConfig, text: str, separator=None) -> str:
+    """Digest of what the attention figures show: the config, the used text, the separator."""
+    return _digest([cfg.to_json(), clip_text(text), ui_encdec.separator(separator)])
 
 
 def _state(state) -> dict:
@@ -200,7 +205,7 @@ def _refresh_attention(values: dict, text, state, separator=None, with_stats: bo
         controls["causal"] = gr.update(value=values["causal"])
     try:
         cfg = current_config(values)
-        drawn = _digest([cfg.to_json(), clip_text(text), ui_encdec.separator(separator)])
+        drawn = _drawn(cfg, text, separator)
         if drawn == state["drawn"]:
             return {**controls, **{k: gr.skip() for k in FIGURES}, "status": note or text_notice(text),
                     "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
