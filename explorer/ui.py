@@ -301,7 +301,7 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     d_in = DETAIL_IN if views_state else DETAIL_IN[:-1]
     # the rest of the Attention tab (statistics, zoomed head) follows the grid, then the other tabs
     detail = att.then(n.fn(ui_trained.with_weights(_detail), ZOOM_RENAME), n.ins(*d_in),
-                      n.outs("stats", *ui_zoom.OUTPUTS), show_progress="hidden", api_name=f"{name}_detail",
+                      n.outs("stats", *ui_zoom.OUTPUTS), show_progress="minimal", api_name=f"{name}_detail",
                       api_visibility="undocumented", concurrency_id="compute")
     views = detail.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in),
                      n.outs(*ui_views.OUTPUTS),
