@@ -49,12 +49,14 @@ def test_long_text_keeps_the_link_short_and_a_reload_works(page, browser, text):
 
 @pytest.mark.parametrize("preset", ["Vanilla Transformer (2017)", "Shaw relative (2018)", "LLaMA (2023)"])
 def test_a_preset_draws_once_then_the_page_goes_quiet(page, preset):
-    page.settle()
+    page.wait_plot("#zoom-plot")  # the page-load chain's second event; then the rest of it
+    page.settle(quiet_ms=3_000)
     n0 = len(page.requests)
     before = page.plot(GRID)
     page.choose("preset", preset)
     page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
                                 ".value.includes('preset=')", timeout=60_000)
+    _wait_requests(page, n0 + 4)  # the last two events show no progress: settle alone may return before them
     page.settle()
     assert page.quiet_for(5_000) == 0  # no request for 5 s once the figures are drawn
     # one chain: attention, statistics and zoom, views, analysis (the preset fills the controls
@@ -62,6 +64,12 @@ def test_a_preset_draws_once_then_the_page_goes_quiet(page, preset):
     assert len(page.requests) - n0 <= 4, page.requests[n0:]
     assert page.plot(GRID)["blank"] == before["blank"]  # all three presets are causal full attention
     page.check_clean()
+
+
+def _wait_requests(page, n: int, timeout_s: float = 120) -> None:
+    deadline = time.time() + timeout_s
+    while len(page.requests) < n and time.time() < deadline:
+        page.page.wait_for_timeout(250)
 
 
 def _visible(page, field):
@@ -87,7 +95,8 @@ def test_norm_placement_stays_visible_through_layer_changes(page):
 
 
 def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
-    page.settle()
+    page.wait_plot("#zoom-plot")  # the page-load chain's second event; then the rest of it
+    page.settle(quiet_ms=3_000)
     box = page.page.locator("#ctl-d_model input")
     box.click()
     box.fill("")
@@ -97,6 +106,7 @@ def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
     box.press("Enter")
     page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
                                 ".value.includes('d_model=256')", timeout=60_000)
+    _wait_requests(page, n0 + 4)
     page.settle()
     assert page.page.locator("#status").inner_text().strip() == ""
     assert len(page.requests) - n0 <= 4  # one chain: attention, statistics and zoom, views, analysis
