@@ -6,10 +6,11 @@ are wired by name: each event's inputs are a *set* of components, Gradio passes 
 ``Named`` turns it into ``{name: value}`` (control values under their ModelConfig field names) and
 maps the handler's ``{name: value}`` result back to components.
 
-One user action = a bounded number of requests: controls act on *commit* (a dropdown or checkbox
-on ``input``, a number or text box on Enter / leaving the box), never on ``change``, so values the
-app itself writes (a preset, a link, an upload) cannot fire more events. A commit runs one chain:
-attention -> variant views -> gradients / model card, and a commit that changes nothing redraws
+One user action = a bounded number of requests: controls act on *commit* (a dropdown when its
+list closes after a pick, a checkbox on ``input``, a number or text box on Enter / leaving the box),
+never on ``change``, so values the app itself writes (a preset, a link, an upload) cannot fire more
+events. A commit runs one chain: attention grid (the first answer, kept small) -> statistics and
+zoomed head -> variant views -> gradients / model card, and a commit that changes nothing redraws
 nothing. The "Weights" switch runs the same chain with the session's trained weights
 (``explorer.ui_trained``; the Train tab is ``explorer.ui_train``). A preset, link or upload fills
 the controls, then runs the same chain once.
@@ -29,13 +30,14 @@ import gradio as gr
 from models import ModelConfig
 from models.config import CATEGORIES
 
-from . import api_export, ui_api, ui_compare, ui_encdec, ui_grid, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
+from . import api_export, sessions, ui_api, ui_compare, ui_encdec, ui_grid, ui_history, ui_jobs, ui_train, ui_trained, ui_views, ui_zoom
 from . import ui_handlers as h
 from .activity import LOAD
 from .device import configure_threads, device_label
 from .limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
 from .presets import CUSTOM, available
 from .share import DEFAULT_TEXT
+from .share_js import SHARE_JS
 from .sweep import DEFAULT_LENGTHS
 from .ui_controls import CONTROL_FIELDS, SIZE_FIELDS, make_control, unused_categories, visible_fields
 
@@ -49,19 +51,13 @@ COMPUTE_LIMIT = max(1, int(os.environ.get("EXPLORER_COMPUTE_SLOTS", "2"))) \
     if os.environ.get("EXPLORER_COMPUTE_SLOTS", "2").isdigit() else 2
 # beyond this many waiting events the browser shows Gradio's "This application is currently busy"
 QUEUE_SIZE = int(os.environ["EXPLORER_QUEUE_SIZE"]) if os.environ.get("EXPLORER_QUEUE_SIZE", "").isdigit() else 24
-SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session copies
+SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session
+                              # copies; besides, a session idle for EXPLORER_SESSION_TTL s (1 h) expires
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 # uploads: config JSON (refused above 100 kB by its handler) and the Train tab's trained models
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb",
                   "state_session_capacity": SESSIONS, "show_error": True}
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
-
-# Runs in the browser: put the config in the address bar and return the full link to copy.
-SHARE_JS = """(qs) => {
-  const url = window.location.origin + window.location.pathname + (qs ? '?' + qs : '');
-  try { window.history.replaceState(null, '', url); } catch (e) {}
-  return url;
-}"""
 
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
 # Presentation mode and the collapsible control column are pure page state (a class on <body>, styled
@@ -143,8 +139,8 @@ def build_app() -> gr.Blocks:
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
     with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False,
                    delete_cache=DELETE_CACHE) as demo:
-        # no time_to_live: an expired state would forget what the page shows (its "drawn" digest); it
-        # is a few hundred bytes, and the sessions that hold it are bounded by SESSIONS
+        # no time_to_live of its own: it goes with its session (explorer.sessions: idle sessions expire,
+        # and a page whose session expired redraws everything on its next commit)
         state = gr.State(h.new_state(cfg, DEFAULT_TEXT))
         export_dir = gr.State(None, time_to_live=600, delete_callback=ui_jobs.cleanup_export)
         # this session's trained-weights snapshot (explorer.trained_weights: at most MAX_TRAINED_BYTES)
@@ -196,6 +192,7 @@ def build_app() -> gr.Blocks:
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         _wire(demo, ctl, Named(comps))
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=COMPUTE_LIMIT)
+    sessions.start_expiry(demo)  # idle sessions (Gradio's copies of their outputs) expire
     return demo
 
 
@@ -253,11 +250,21 @@ ZOOM_IN = (*CONTROL_FIELDS, "text", "zoom_layer", "zoom_head")
 ZOOM_RENAME = {"zoom_layer": "layer", "zoom_head": "head"}
 
 
+def _picked(dropdown: gr.Dropdown):
+    """The event of a user's pick in ``dropdown``. Gradio 6.31's dropdown fires ``input`` twice for
+    one pick with the mouse (on the option, then again from the blur that closes the list), which
+    ran every redraw twice; its ``blur`` fires once per pick, mouse or keyboard (and ``input``
+    fired on every blur anyway, so nothing that committed before is lost)."""
+    return dropdown.blur
+
+
 def _commit_events(ctl: dict, text, separator=None) -> list:
     """The events that mean "the user committed a value": never ``change`` (programmatic writes fire it)."""
     events = []
     for comp in ctl.values():
-        if isinstance(comp, (gr.Dropdown, gr.Checkbox)):
+        if isinstance(comp, gr.Dropdown):
+            events.append(_picked(comp))
+        elif isinstance(comp, gr.Checkbox):
             events.append(comp.input)
         else:  # number and text boxes: Enter or leaving the box
             events += [comp.submit, comp.blur]
@@ -265,18 +272,29 @@ def _commit_events(ctl: dict, text, separator=None) -> list:
     return events + [text.blur, text.submit] + extra
 
 
+DETAIL_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "state")
+
+
+def _detail(values, text, layer=0, head=0, separator=None, state=None) -> dict:
+    """The statistics figure and the zoomed head, after the grid; skipped like the grid was."""
+    if state is not None and not h._state(state)["fresh"]:
+        return {k: gr.skip() for k in ("stats", *ui_zoom.OUTPUTS)}
+    return {**h.refresh_stats(values, text, None, separator), **ui_zoom.refresh_zoom(values, text, layer, head)}
+
+
 def _redraw(n: Named, first, name: str, views_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
     list of commit triggers)."""
     fill = not isinstance(first, list)
-    def attention(values, history=None, **kw):  # the maps, the zoomed head, the undo history: one request
-        out = ui_zoom.with_zoom(values, lambda **k: h.refresh_attention(values, keep_status=fill, **k), **kw)
+    def attention(values, history=None, state=None, **kw):  # the grid and the undo history: the first answer, kept small
+        state = sessions.page_state(state, loading=name == "load")  # an expired session: redraw everything
+        out = h.refresh_attention(values, state=state, keep_status=fill, stats=False, **kw)
         return {**out, "history": ui_history.record(values, out, history)}
 
-    args = dict(fn=n.fn(ui_trained.attention_with_weights(attention), ZOOM_RENAME),
-                inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "zoom_layer",
-                             "zoom_head", "history", "grid_layers", "grid_heads"),
-                outputs=n.outs(*ATTENTION_OUT, *ui_zoom.OUTPUTS, "history"), show_progress="minimal", api_name=f"{name}_attention",
+    args = dict(fn=n.fn(ui_trained.attention_with_weights(attention)),
+                inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "history",
+                             "grid_layers", "grid_heads"),
+                outputs=n.outs(*ATTENTION_OUT, "history"), show_progress="minimal", api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
         att = gr.on(first, trigger_mode="always_last", **args)
@@ -284,7 +302,12 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
         att = first.then(**args)
     v_in = VIEWS_IN if views_state else VIEWS_IN[:-1]
     a_in = ANALYSIS_IN if views_state else ANALYSIS_IN[:-1]
-    views = att.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in),
+    d_in = DETAIL_IN if views_state else DETAIL_IN[:-1]
+    # the rest of the Attention tab (statistics, zoomed head) follows the grid, then the other tabs
+    detail = att.then(n.fn(ui_trained.with_weights(_detail), ZOOM_RENAME), n.ins(*d_in),
+                      n.outs("stats", *ui_zoom.OUTPUTS), show_progress="minimal", api_name=f"{name}_detail",
+                      api_visibility="undocumented", concurrency_id="compute")
+    views = detail.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in),
                      n.outs(*ui_views.OUTPUTS),
                      show_progress="hidden", api_name=f"{name}_views", api_visibility="undocumented",
                      concurrency_id="compute")
@@ -302,7 +325,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     def preset_fn(data):
         return n.back(h.apply_preset(data[c["preset"]]))
 
-    _redraw(n, c["preset"].input(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), api_name="preset",
+    _redraw(n, _picked(c["preset"])(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), api_name="preset",
                                  api_visibility="undocumented", queue=False), "preset")
 
     def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
@@ -328,7 +351,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
                                   api_visibility="undocumented"), "upload")
     # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
     c["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
-    gr.on([c["views_layer"].input, c["views_head"].input],
+    gr.on([_picked(c["views_layer"]), _picked(c["views_head"])],
           n.fn(ui_trained.with_weights(lambda values, text, layer, head, state=None, separator=None: {
               "view_approximation": ui_views.redraw_approximation(values, text, layer, head, separator)}),
                VIEWS_RENAME),
@@ -340,7 +363,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
                                   api_visibility="undocumented", concurrency_id="compute"), "weights")
     c["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     c["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
-    gr.on([c["zoom_layer"].input, c["zoom_head"].input], n.fn(ui_trained.with_weights(ui_zoom.refresh_zoom), ZOOM_RENAME),
+    gr.on([_picked(c["zoom_layer"]), _picked(c["zoom_head"])], n.fn(ui_trained.with_weights(ui_zoom.refresh_zoom), ZOOM_RENAME),
           n.ins(*ZOOM_IN, "trained"), n.outs(*ui_zoom.OUTPUTS), trigger_mode="always_last", show_progress="minimal",
           api_name="zoom_head", api_visibility="undocumented", concurrency_id="compute")
     ui_grid.wire(demo, n, ZOOM_IN, ZOOM_RENAME)

@@ -14,18 +14,20 @@ sweep's records for the export. The text, the config and the figures are never k
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
 from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES
 
 from . import experiments as ex
-from . import plots, report, ui_encdec
+from . import drawn, plots, report, ui_encdec
 from .grid_pick import FIELDS, grid_from_params, normalise, parse_pick, with_grid
 from .limits import MAX_TEXT_BYTES, check_limits
 from .presets import CUSTOM, matching_preset, preset_config
@@ -46,7 +48,13 @@ def new_state(cfg: ModelConfig | None = None, text: str | None = None) -> dict:
     page was built showing ``cfg``'s figures for it."""
     cfg = cfg or ModelConfig()
     drawn = None if text is None else _drawn(cfg, text)
-    return {"drawn": drawn, "fresh": False, "ui": _digest(_control_ui(cfg.to_dict())[1]), "sweep": None}
+    return {"drawn": drawn, "fresh": False, "ui": _ui_digest(cfg.to_json()), "sweep": None}
+
+
+@functools.lru_cache(maxsize=64)
+def _ui_digest(cfg_json: str) -> str:
+    """Digest of the controls' look for a config (memoised: every handler reading a state needs the default's)."""
+    return _digest(_control_ui(ModelConfig.from_dict(json.loads(cfg_json)).to_dict())[1])
 
 
 def _state(state) -> dict:
@@ -100,6 +108,13 @@ def choice_marks(values: dict) -> dict:
         cfg = values_to_config({k: v for k, v in values.items() if k in CONTROL_FIELDS})
     except Exception:
         return {c: [(k, k) for k in registries()[c]] for c in CATEGORIES}
+    return {c: list(items) for c, items in _marks(cfg.to_json()).items()}
+
+
+@functools.lru_cache(maxsize=256)
+def _marks(cfg_json: str) -> dict:
+    """``choice_marks`` of one config, memoised (a pure function of it; ~0.1 s of validation per call)."""
+    cfg = ModelConfig.from_dict(json.loads(cfg_json))
     out = {}
     for cat in CATEGORIES:
         items = []
@@ -174,14 +189,15 @@ def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=N
 
 
 def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None, grid_layers=None,
-                      grid_heads=None) -> dict:
+                      grid_heads=None, stats: bool = True) -> dict:
     """-> grid, stats, maps_md, status, share_qs, preset, state and every control's update.
 
     Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
     used text unchanged redraws nothing; the grid shows the picked ``grid_layers`` / ``grid_heads``
     (carried in the share link). ``keep_status``: after a preset / link / upload filled the
-    controls, leave its status line unless there is something new to say."""
-    out = _refresh_attention(values, text, state, separator, (grid_layers, grid_heads))
+    controls, leave its status line unless there is something new to say. ``stats=False``: the
+    statistics figure is left to ``refresh_stats`` (the app sends the grid first, the rest follows)."""
+    out = _refresh_attention(values, text, state, separator, (grid_layers, grid_heads), stats)
     # the separator box is shown for an encoder-decoder whatever happened (a missing separator is the
     # error the user must be able to fix)
     seq2seq = values.get("architecture") == "encoder_decoder"
@@ -192,7 +208,7 @@ def refresh_attention(values: dict, text, state, keep_status: bool = False, sepa
     return out
 
 
-def _refresh_attention(values: dict, text, state, separator=None, picks=(None, None)) -> dict:
+def _refresh_attention(values: dict, text, state, separator=None, picks=(None, None), with_stats: bool = True) -> dict:
     state = _state(state)
     text = _text(text)
     values, note = adjust_causal(dict(values))
@@ -205,15 +221,50 @@ def _refresh_attention(values: dict, text, state, separator=None, picks=(None, N
         if drawn == state["drawn"]:
             return {**controls, **{k: gr.skip() for k in FIGURES}, "status": note or text_notice(text),
                     "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
-        grid, stats, reading = attention_outputs(cfg, text, separator, *picks)
+        if with_stats:
+            grid, stats, reading = attention_outputs(cfg, text, separator, *picks)
+        else:  # the grid as it is sent, memoised: a config (and pick) drawn before costs no Plotly work
+            maps = ex.attention_maps(cfg, text, separator=ui_encdec.separator(separator))
+            grid, stats = _grid_plot(cfg, text, separator, picks), gr.skip()
+            reading = report.maps_reading(maps.summary(), MAX_TEXT_BYTES)
         extra = ui_encdec.attention_updates(cfg, text, separator)
     except Exception as exc:  # ConfigError and anything else: warn, keep the last good figures
         return {**controls, **{k: gr.skip() for k in FIGURES}, "status": _warn(_problem(exc)),
                 "share_qs": gr.skip(), "preset": gr.skip(), "state": {**state, "fresh": False, "ui": sig}}
-    matched = matching_preset(cfg)
+    matched = _matching_preset(cfg.to_json())
     return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": reading, "status": note or text_notice(text),
             "share_qs": with_grid(to_query(cfg, text, matched, ui_encdec.separator(separator)), *picks), "preset": matched,
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig}}
+
+
+def refresh_stats(values: dict, text, state=None, separator=None) -> dict:
+    """-> the pattern and per-head statistics figure, after ``refresh_attention(stats=False)``;
+    skipped when that event drew nothing new or the config is bad (it already warned)."""
+    if state is not None and not _state(state)["fresh"]:
+        return {"stats": gr.skip()}
+    try:
+        return {"stats": _plot("stats", plots.attention_stats, current_config(values), _text(text), separator)}
+    except Exception as exc:
+        _problem(exc)
+        return {"stats": gr.skip()}
+
+
+def _plot(name: str, make, cfg: ModelConfig, text: str, separator) -> PlotData:
+    """``make(maps)`` as Gradio's Plot sends it, memoised beside the maps (``explorer.drawn``)."""
+    return PlotData(type="plotly", plot=drawn.figure_json(name, make, cfg, text, ui_encdec.separator(separator)))
+
+
+def _grid_plot(cfg: ModelConfig, text: str, separator, picks) -> PlotData:
+    """The attention grid of the picked layers / heads, memoised per pick like ``_plot``."""
+    layers, heads = picks
+    name = f"grid:{normalise(layers)}:{normalise(heads)}"
+    return _plot(name, lambda maps: grid_figure(maps, layers, heads), cfg, text, separator)
+
+
+@functools.lru_cache(maxsize=256)
+def _matching_preset(cfg_json: str) -> str:
+    """``presets.matching_preset``, memoised by config (it builds every preset's config per call)."""
+    return matching_preset(ModelConfig.from_dict(json.loads(cfg_json)))
 
 
 def placement_results(cfg: ModelConfig) -> tuple:

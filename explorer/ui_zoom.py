@@ -37,9 +37,3 @@ def refresh_zoom(values: dict, text, layer=0, head=0) -> dict:
     return {"zoom_layer": gr.Dropdown(choices=[(f"layer {i}", i) for i in range(n_l)], value=layer),
             "zoom_head": gr.Dropdown(choices=[(f"head {i}", i) for i in range(n_h)], value=head),
             "zoom": head_figure(maps, layer, head)}
-
-
-def with_zoom(values: dict, attention, text, layer=0, head=0, **kw) -> dict:
-    """The attention handler's outputs plus the zoom's, in one request (``attention(text=, **kw)``:
-    the Attention tab's handler); the maps are memoised, so the zoom adds no model run."""
-    return {**attention(text=text, **kw), **refresh_zoom(values, text, layer, head)}

@@ -49,18 +49,27 @@ def test_long_text_keeps_the_link_short_and_a_reload_works(page, browser, text):
 
 @pytest.mark.parametrize("preset", ["Vanilla Transformer (2017)", "Shaw relative (2018)", "LLaMA (2023)"])
 def test_a_preset_draws_once_then_the_page_goes_quiet(page, preset):
-    page.settle()
+    page.wait_plot("#zoom-plot")  # the page-load chain's second event; then the rest of it
+    page.settle(quiet_ms=3_000)
     n0 = len(page.requests)
     before = page.plot(GRID)
     page.choose("preset", preset)
     page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
                                 ".value.includes('preset=')", timeout=60_000)
+    _wait_requests(page, n0 + 4)  # the last two events show no progress: settle alone may return before them
     page.settle()
     assert page.quiet_for(5_000) == 0  # no request for 5 s once the figures are drawn
-    # one chain: attention, views, analysis (the preset itself fills the controls without the queue)
-    assert len(page.requests) - n0 <= 3, page.requests[n0:]
+    # one chain: attention, statistics and zoom, views, analysis (the preset fills the controls
+    # without the queue)
+    assert len(page.requests) - n0 <= 4, page.requests[n0:]
     assert page.plot(GRID)["blank"] == before["blank"]  # all three presets are causal full attention
     page.check_clean()
+
+
+def _wait_requests(page, n: int, timeout_s: float = 120) -> None:
+    deadline = time.time() + timeout_s
+    while len(page.requests) < n and time.time() < deadline:
+        page.page.wait_for_timeout(250)
 
 
 def _visible(page, field):
@@ -86,7 +95,8 @@ def test_norm_placement_stays_visible_through_layer_changes(page):
 
 
 def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
-    page.settle()
+    page.wait_plot("#zoom-plot")  # the page-load chain's second event; then the rest of it
+    page.settle(quiet_ms=3_000)
     box = page.page.locator("#ctl-d_model input")
     box.click()
     box.fill("")
@@ -96,9 +106,10 @@ def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
     box.press("Enter")
     page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
                                 ".value.includes('d_model=256')", timeout=60_000)
+    _wait_requests(page, n0 + 4)
     page.settle()
     assert page.page.locator("#status").inner_text().strip() == ""
-    assert len(page.requests) - n0 <= 3  # one chain: attention, views, analysis
+    assert len(page.requests) - n0 <= 4  # one chain: attention, statistics and zoom, views, analysis
     assert "whole numbers" in page.page.locator("#ctl-n_layers").inner_text()  # the range is shown
     before = page.plot(GRID)
     page.commit_number("ctl-n_layers", "3.5")
@@ -201,3 +212,47 @@ def test_stopping_a_sweep_frees_the_slot_within_one_run(page, app_url, how):
     print(f"{how}: the next sweep waited {waited:.1f} s")
     assert recs[0]["status"] == "ok"
     assert waited < 8, f"the next sweep waited {waited:.1f} s for a stopped one"
+
+
+STATS_TITLE = "() => document.querySelector('#attention-stats .js-plotly-plot').layout.title.text"
+TTL = 3  # EXPLORER_SESSION_TTL of the server below, seconds (expiry checked every 0.75 s)
+
+
+def _held(url: str, session_hash: str) -> bool:
+    """Does Gradio still hold this session? (its deep-link route answers "" for an unknown one)"""
+    import json
+    import urllib.request
+    with urllib.request.urlopen(f"{url}gradio_api/deep_link?session_hash={session_hash}", timeout=30) as r:
+        return json.loads(r.read() or b'""') != ""
+
+
+def test_an_idle_session_expires_and_the_page_still_redraws(browser, shots_dir):
+    """An idle session is dropped after the TTL; the page's next commit (back to the default
+    attention, which the rebuilt default state believes is on screen) still redraws every figure."""
+    import json
+    from conftest import serve
+    with serve({"EXPLORER_SESSION_TTL": str(TTL)}, log_name="app-server-ttl.log") as url:
+        page = Page(browser, url, shots_dir)
+        try:
+            page.settle()
+            joins = []
+            page.page.on("request", lambda r: joins.append(r.post_data) if "/queue/join" in r.url else None)
+            before, full_stats = page.plot(GRID), page.page.evaluate(STATS_TITLE)
+            page.choose("ctl-attention", "sliding_window")
+            page.wait_changed(GRID, before)
+            page.settle()
+            session = json.loads(joins[0])["session_hash"]
+            assert _held(url, session)  # the probe sees a live session
+            assert page.page.evaluate(STATS_TITLE) != full_stats  # another share of allowed pairs
+            page.page.wait_for_timeout(int((TTL + TTL / 4 + 2) * 1000))  # idle: no event
+            assert not _held(url, session)
+            sliding = page.plot(GRID)
+            page.choose("ctl-attention", "full")
+            page.wait_changed(GRID, sliding)  # redrawn, although the rebuilt state says "full is drawn"
+            page.settle()
+            assert page.plot(GRID)["blank"] == before["blank"]
+            assert page.page.evaluate(STATS_TITLE) == full_stats  # the statistics follow too
+            assert "attention=" not in page.page.url  # the share link is the default page's again
+            page.check_clean()
+        finally:
+            page.close()

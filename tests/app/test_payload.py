@@ -8,6 +8,7 @@ not allowed, and each level within half a step of the probability it stands for.
 import json
 
 import gradio as gr
+from gradio.components.plot import PlotData
 import numpy as np
 import pytest
 
@@ -26,7 +27,7 @@ def default_maps():
 
 def _wire_bytes(fig) -> int:
     """Bytes of the figure as Gradio's Plot component sends it (JSON of its PlotData)."""
-    return len(json.dumps(gr.Plot().postprocess(fig).model_dump()))
+    return len(json.dumps(gr.Plot().postprocess(fig).model_dump()))  # a PlotData passes through
 
 
 def test_default_redraw_fits_the_budget(default_maps):
@@ -65,3 +66,38 @@ def test_grid_stays_readable(default_maps):
     assert "probability" in bar.title.text and bar.ticktext[-1] == f"{lay.meta['p_max']:.2g}"
     assert lay.coloraxis.colorscale[0][1] == lay.plot_bgcolor  # level 0 (blank) shows the background
     assert lay.xaxis13.title.text == "head 0" and lay.yaxis.title.text == "layer 0"
+
+
+def _event_bytes(out: dict) -> int:
+    """Bytes of one event's outputs as Gradio sends them (figures as Plot data, the rest as JSON)."""
+    total = 0
+    for v in out.values():
+        if hasattr(v, "to_plotly_json") or isinstance(v, PlotData):
+            total += _wire_bytes(v)
+        else:
+            total += len(json.dumps(v, default=str))
+    return total
+
+
+def test_the_first_answer_of_a_commit_is_the_grid_alone():
+    """A dropdown change's first event carries the grid and small updates only: the statistics and
+    the zoomed head follow in the next event (each under the budget on its own), so the grid is
+    not waiting for them on a slow link."""
+    from explorer import ui, ui_zoom
+    from explorer import ui_handlers as h
+    from explorer.ui_controls import config_updates
+    values = {n: u["value"] for n, u in config_updates(ModelConfig(attention="sliding_window")).items()}
+    state = {**h.new_state(ModelConfig(), DEFAULT_TEXT), "seen": True}
+    first = h.refresh_attention(values, DEFAULT_TEXT, state, stats=False)
+    assert first["stats"] == gr.skip() and isinstance(first["grid"], PlotData)
+    grid_alone = _wire_bytes(first["grid"])
+    assert grid_alone == _wire_bytes(plots.attention_grid(ex.attention_maps(ModelConfig(attention="sliding_window"),
+                                                                             DEFAULT_TEXT)))  # same figure
+    assert _event_bytes(first) <= grid_alone + 12_000  # the rest: status, link, control updates
+    detail = ui._detail(values, DEFAULT_TEXT, 0, 0, None, first["state"])
+    assert set(detail) == {"stats", *ui_zoom.OUTPUTS} and _event_bytes(detail) <= BUDGET
+    assert _event_bytes(first) + _event_bytes(detail) <= BUDGET
+    # a commit that changes nothing sends next to nothing
+    again = h.refresh_attention(values, DEFAULT_TEXT, first["state"], stats=False)
+    assert _event_bytes(again) < 4_000  # ~70 "no update" markers
+    assert all(v == gr.skip() for v in ui._detail(values, DEFAULT_TEXT, 0, 0, None, again["state"]).values())
