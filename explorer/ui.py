@@ -60,6 +60,10 @@ LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
 
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
+# A step of the redraw chain that runs in the page only: it resolves after the next frame, so the
+# browser draws the grid before it starts the next event (each event's bookkeeping in Gradio's page
+# costs a few hundred ms of the main thread on a page of this size, and would otherwise come first).
+PAINT_JS = "() => new Promise((done) => requestAnimationFrame(() => setTimeout(() => done([]), 0)))"
 # Presentation mode and the collapsible control column are pure page state (a class on <body>, styled
 # by assets/style.css): no request, nothing kept on the server; Plotly re-measures after the switch.
 PRESENT_JS = ("() => { document.body.classList.toggle('presentation'); "
@@ -294,7 +298,8 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     args = dict(fn=n.fn(ui_trained.attention_with_weights(attention)),
                 inputs=n.ins(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "history",
                              "grid_layers", "grid_heads"),
-                outputs=n.outs(*ATTENTION_OUT, "history"), show_progress="minimal", api_name=f"{name}_attention",
+                outputs=n.outs(*ATTENTION_OUT, "history"), show_progress="minimal", show_progress_on=n.outs("grid"),
+                api_name=f"{name}_attention",
                 api_visibility="undocumented", concurrency_id="compute")
     if isinstance(first, list):
         att = gr.on(first, trigger_mode="always_last", **args)
@@ -303,16 +308,21 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     v_in = VIEWS_IN if views_state else VIEWS_IN[:-1]
     a_in = ANALYSIS_IN if views_state else ANALYSIS_IN[:-1]
     d_in = DETAIL_IN if views_state else DETAIL_IN[:-1]
-    # the rest of the Attention tab (statistics, zoomed head) follows the grid, then the other tabs
-    detail = att.then(n.fn(ui_trained.with_weights(_detail), ZOOM_RENAME), n.ins(*d_in),
-                      n.outs("stats", *ui_zoom.OUTPUTS), show_progress="minimal", api_name=f"{name}_detail",
+    # the rest of the Attention tab (statistics, zoomed head) follows the grid once it is painted,
+    # then the other tabs
+    painted = att.then(None, None, None, js=PAINT_JS, queue=False, api_visibility="private")
+    detail = painted.then(n.fn(ui_trained.with_weights(_detail), ZOOM_RENAME), n.ins(*d_in),
+                      n.outs("stats", *ui_zoom.OUTPUTS), show_progress="minimal", show_progress_on=n.outs("stats", "zoom"),
+                      api_name=f"{name}_detail",
                       api_visibility="undocumented", concurrency_id="compute")
     views = detail.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in),
                      n.outs(*ui_views.OUTPUTS),
-                     show_progress="hidden", api_name=f"{name}_views", api_visibility="undocumented",
+                     show_progress="hidden", show_progress_on=n.outs("views_md"), api_name=f"{name}_views",
+                     api_visibility="undocumented",
                      concurrency_id="compute")
     views.then(n.fn(ui_trained.with_weights(h.refresh_analysis)), n.ins(*a_in), n.outs(*h.ANALYSIS),
-               show_progress="hidden", api_name=f"{name}_analysis", api_visibility="undocumented",
+               show_progress="hidden", show_progress_on=n.outs("grad"), api_name=f"{name}_analysis",
+               api_visibility="undocumented",
                concurrency_id="compute")
     return att
 
@@ -325,7 +335,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     def preset_fn(data):
         return n.back(h.apply_preset(data[c["preset"]]))
 
-    _redraw(n, _picked(c["preset"])(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), api_name="preset",
+    _redraw(n, _picked(c["preset"])(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), show_progress_on=n.outs("status"), api_name="preset",
                                  api_visibility="undocumented", queue=False), "preset")
 
     def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
@@ -334,20 +344,20 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     # on load the figures of the default page are already drawn: the chain redraws only for a link
     # (state["drawn"] differs), while views and analysis always fill (no state input)
     loaded = _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT, "pinned", "tabs", "grid_layers", "grid_heads"),
-                                  api_name="load_link",
+                                  show_progress_on=n.outs("status"), api_name="load_link",
                                   api_visibility="undocumented"), "load", views_state=False)
     _wire_compare(n, loaded)
 
-    _redraw(n, c["reset"].click(lambda: n.back(ui_history.reset()), None, n.outs(*FILL_OUT), api_name="reset",
+    _redraw(n, c["reset"].click(lambda: n.back(ui_history.reset()), None, n.outs(*FILL_OUT), show_progress_on=n.outs("status"), api_name="reset",
                                 api_visibility="undocumented", queue=False), "reset")
     _redraw(n, c["undo"].click(lambda data: n.back(ui_history.undo(data[c["history"]])), {c["history"]},
-                               n.outs(*FILL_OUT, "history"), api_name="undo", api_visibility="undocumented",
+                               n.outs(*FILL_OUT, "history"), show_progress_on=n.outs("status"), api_name="undo", api_visibility="undocumented",
                                queue=False), "undo")
 
     def upload_fn(data):
         return n.back(h.upload_config(data[c["upload"]]))
 
-    _redraw(n, c["upload"].upload(upload_fn, {c["upload"]}, n.outs(*FILL_OUT), api_name="upload_config",
+    _redraw(n, c["upload"].upload(upload_fn, {c["upload"]}, n.outs(*FILL_OUT), show_progress_on=n.outs("status"), api_name="upload_config",
                                   api_visibility="undocumented"), "upload")
     # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
     c["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
@@ -359,7 +369,7 @@ def _wire(demo, ctl: dict, n: Named) -> None:
           api_name="redraw_view", api_visibility="undocumented", concurrency_id="compute")
     # the weights switch: snapshot (or drop) the trained weights, then redraw every tab once
     _redraw(n, c["weights"].input(n.fn(ui_trained.switch), n.ins(*CONTROL_FIELDS, "weights", "train_state", "state"),
-                                  n.outs(*ui_trained.SWITCH_OUT), api_name="weights_switch",
+                                  n.outs(*ui_trained.SWITCH_OUT), show_progress_on=n.outs("status"), api_name="weights_switch",
                                   api_visibility="undocumented", concurrency_id="compute"), "weights")
     c["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     c["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")

@@ -6,9 +6,41 @@ ahead-of-time compilation for sm_80 / sm_90, runs in a subprocess without it).
 """
 import os
 
+import pytest
+
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 import torch  # noqa: E402
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+AOT_TEST = "test_aot.py::test_aot_check_full"
+AOT_JOB = pytest.StashKey()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Start the ahead-of-time compile check in the background when its test is selected (see
+    tests/aot_job.py); the test waits for it."""
+    aot = [item for item in items if item.nodeid.endswith(AOT_TEST)]
+    if aot:
+        from aot_job import AotJob
+        config.stash[AOT_JOB] = AotJob()
+        items[:] = [item for item in items if item not in aot] + aot  # read its result last
+
+
+def pytest_unconfigure(config):
+    job = config.stash.get(AOT_JOB, None)
+    if job is not None:
+        job.stop()
+
+
+@pytest.fixture(scope="session")
+def aot_result(request):
+    """(return code, stdout, stderr) of the full ``python -m kernels.aot_check`` run."""
+    job = request.config.stash.get(AOT_JOB, None)
+    if job is None:  # not started after collection (an unusual plugin order): run it now
+        from aot_job import AotJob
+        job = request.config.stash[AOT_JOB] = AotJob()
+    return job.result()

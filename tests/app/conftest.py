@@ -63,10 +63,26 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
             log.close()
 
 
+APP_SERVER = pytest.StashKey()
+
+
 @pytest.fixture(scope="session")
-def app_url():
-    with serve() as url:
-        yield url
+def app_url(request):
+    """The app shared by this folder's tests; stopped once the last of them has run (below)."""
+    stack = contextlib.ExitStack()
+    request.config.stash[APP_SERVER] = stack
+    url = stack.enter_context(serve())
+    request.addfinalizer(stack.close)
+    return url
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the shared app after this folder's last test, not at the end of the whole session."""
+    here = Path(__file__).resolve().parent
+    if nextitem is None or here not in Path(nextitem.path).resolve().parents:
+        stack = item.config.stash.get(APP_SERVER, None)
+        if stack is not None:
+            stack.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,11 @@
 """Every kernel specialisation the app can launch compiles ahead of time for sm_80 and sm_90.
 
 Runs the FULL ``python -m kernels.aot_check`` (no GPU needed: ptxas ships with triton) once, in a
-subprocess without TRITON_INTERPRET. It takes a few minutes on two cores: the CI requirement.
+subprocess without TRITON_INTERPRET. It takes minutes of CPU on two cores, so the session starts it
+in the background at the lowest priority right after collection (``tests/aot_job.py``) and this
+test reads its result.
 """
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 FAMILIES = [
     *(f"{fn} {kind}" for fn in ("_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq")
@@ -26,13 +24,9 @@ def _is_family(name: str, family: str) -> bool:
         and ("mod" in words) == ("mod" in fam)
 
 
-def test_aot_check_full():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = Path(__file__).resolve().parents[2]
-    res = subprocess.run([sys.executable, "-m", "kernels.aot_check"], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=1500)
-    out = res.stdout
-    assert res.returncode == 0, out[-4000:] + res.stderr[-3000:]
+def test_aot_check_full(aot_result):
+    code, out, err = aot_result
+    assert code == 0, out[-4000:] + err[-3000:]
     assert re.search(r"\n\d+ compilations, 0 failed", out), out[-2000:]
     rows = [line.split() for line in out.splitlines()]
     # Table rows: name words..., sm, smem, regs, spill, sec.

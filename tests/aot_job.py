@@ -1,0 +1,52 @@
+"""The full ahead-of-time compile check (``python -m kernels.aot_check``) as a background job.
+
+It takes minutes of CPU on a two-core machine, so the test session starts it right after
+collection, at the lowest CPU priority (nice 19), and ``tests/kernels/test_aot.py`` waits for its
+result: the compiles use the cores the other tests leave idle (the browser tests mostly wait on
+the app and the browser) instead of adding their whole time to the run. Its output goes to
+anonymous temporary files (nothing is left on disk); a session that ends early kills it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 1800
+
+
+class AotJob:
+    """One ``python -m kernels.aot_check`` run in its own process group."""
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # real compiles
+        self.out = tempfile.TemporaryFile(mode="w+")
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.aot_check"], cwd=ROOT, env=env,
+                                     stdout=self.out, stderr=self.err, text=True, start_new_session=True,
+                                     preexec_fn=lambda: os.nice(19))
+
+    def result(self) -> tuple[int, str, str]:
+        """Wait for the run (at most TIMEOUT_S from its start) -> (return code, stdout, stderr)."""
+        left = max(1.0, TIMEOUT_S - (time.monotonic() - self.started))
+        try:
+            code = self.proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            code = -1
+        self.out.seek(0)
+        self.err.seek(0)
+        return code, self.out.read(), self.err.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.out.close()
+        self.err.close()
