@@ -57,8 +57,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def start_server(port: int, log_path: str | None = None, extra_env: dict | None = None) -> subprocess.Popen:
-    """``python app.py`` on 127.0.0.1:``port`` in its own process group; returns once it answers."""
+    """``python app.py`` on 127.0.0.1:``port`` in its own process group; returns once it answers.
+
+    A SIGTERM to the script then exits through the callers' ``finally: stop_server(proc)`` (Python's
+    default would end the script at once and leave the server running in its own group)."""
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     env.pop("TRITON_INTERPRET", None)

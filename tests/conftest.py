@@ -5,6 +5,7 @@ in the interpreter on CPU tensors (the correctness half of the GPU story; the ot
 ahead-of-time compilation for sm_80 / sm_90, runs in a subprocess without it).
 """
 import os
+import signal
 
 import pytest
 
@@ -15,6 +16,12 @@ import torch  # noqa: E402
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # pytest then tears the session down: app servers and the AOT job stop
+
+
+signal.signal(signal.SIGTERM, _interrupt)
 
 AOT_TEST = "test_aot.py::test_aot_check_full"
 AOT_JOB = pytest.StashKey()

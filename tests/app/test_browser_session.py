@@ -190,11 +190,18 @@ def test_export_serves_one_zip_and_leaves_no_temporary_copy(page):
 
 
 @pytest.mark.parametrize("how", ["stop button", "page closed"])
-def test_stopping_a_sweep_frees_the_slot_within_one_run(page, app_url, how):
+def test_stopping_a_sweep_frees_the_slot_within_one_run(browser, app_url, shots_dir, how):
+    page = Page(browser, app_url + "?attention=sliding_window&n_layers=12&d_model=512&n_heads=16", shots_dir)
+    try:
+        _stop_a_sweep(page, app_url, how)
+    finally:
+        page.close()
+
+
+def _stop_a_sweep(page, app_url, how):
     from gradio_client import Client
-    page.choose("ctl-attention", "sliding_window")
-    for field, value in (("n_layers", "12"), ("d_model", "512"), ("n_heads", "16")):
-        page.commit_number(f"ctl-{field}", value)
+    page.page.wait_for_function("() => document.querySelector('#ctl-n_layers input').value === '12'",
+                                timeout=60_000)
     page.settle()
     page.tab("Latency & memory")
     page.page.locator("#lengths textarea, #lengths input").first.fill("256,260,264,268,272,276,280,284")
