@@ -312,8 +312,8 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
     # then the other tabs
     painted = att.then(None, None, None, js=PAINT_JS, queue=False, api_visibility="private")
     detail = painted.then(n.fn(ui_trained.with_weights(_detail), ZOOM_RENAME), n.ins(*d_in),
-                      n.outs("stats", *ui_zoom.OUTPUTS), show_progress="minimal", show_progress_on=n.outs("stats", "zoom"),
-                      api_name=f"{name}_detail",
+                      n.outs("stats", *ui_zoom.OUTPUTS), show_progress="minimal",
+                      show_progress_on=n.outs("stats", "zoom"), api_name=f"{name}_detail",
                       api_visibility="undocumented", concurrency_id="compute")
     views = detail.then(n.fn(ui_trained.with_weights(ui_views.refresh_views), VIEWS_RENAME), n.ins(*v_in),
                      n.outs(*ui_views.OUTPUTS),
@@ -335,8 +335,8 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     def preset_fn(data):
         return n.back(h.apply_preset(data[c["preset"]]))
 
-    _redraw(n, _picked(c["preset"])(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), show_progress_on=n.outs("status"), api_name="preset",
-                                 api_visibility="undocumented", queue=False), "preset")
+    _redraw(n, _picked(c["preset"])(preset_fn, {c["preset"]}, n.outs(*FILL_OUT), show_progress_on=n.outs("status"),
+                                 api_name="preset", api_visibility="undocumented", queue=False), "preset")
 
     def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
         return n.back({**h.load_from_url(request), **ui_compare.pinned_from_url(request)})
@@ -348,17 +348,18 @@ def _wire(demo, ctl: dict, n: Named) -> None:
                                   api_visibility="undocumented"), "load", views_state=False)
     _wire_compare(n, loaded)
 
-    _redraw(n, c["reset"].click(lambda: n.back(ui_history.reset()), None, n.outs(*FILL_OUT), show_progress_on=n.outs("status"), api_name="reset",
-                                api_visibility="undocumented", queue=False), "reset")
+    _redraw(n, c["reset"].click(lambda: n.back(ui_history.reset()), None, n.outs(*FILL_OUT),
+                                show_progress_on=n.outs("status"), api_name="reset", api_visibility="undocumented",
+                                queue=False), "reset")
     _redraw(n, c["undo"].click(lambda data: n.back(ui_history.undo(data[c["history"]])), {c["history"]},
-                               n.outs(*FILL_OUT, "history"), show_progress_on=n.outs("status"), api_name="undo", api_visibility="undocumented",
-                               queue=False), "undo")
+                               n.outs(*FILL_OUT, "history"), show_progress_on=n.outs("status"), api_name="undo",
+                               api_visibility="undocumented", queue=False), "undo")
 
     def upload_fn(data):
         return n.back(h.upload_config(data[c["upload"]]))
 
-    _redraw(n, c["upload"].upload(upload_fn, {c["upload"]}, n.outs(*FILL_OUT), show_progress_on=n.outs("status"), api_name="upload_config",
-                                  api_visibility="undocumented"), "upload")
+    _redraw(n, c["upload"].upload(upload_fn, {c["upload"]}, n.outs(*FILL_OUT), show_progress_on=n.outs("status"),
+                                  api_name="upload_config", api_visibility="undocumented"), "upload")
     # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
     c["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
     gr.on([_picked(c["views_layer"]), _picked(c["views_head"])],
@@ -369,8 +370,9 @@ def _wire(demo, ctl: dict, n: Named) -> None:
           api_name="redraw_view", api_visibility="undocumented", concurrency_id="compute")
     # the weights switch: snapshot (or drop) the trained weights, then redraw every tab once
     _redraw(n, c["weights"].input(n.fn(ui_trained.switch), n.ins(*CONTROL_FIELDS, "weights", "train_state", "state"),
-                                  n.outs(*ui_trained.SWITCH_OUT), show_progress_on=n.outs("status"), api_name="weights_switch",
-                                  api_visibility="undocumented", concurrency_id="compute"), "weights")
+                                  n.outs(*ui_trained.SWITCH_OUT), show_progress_on=n.outs("status"),
+                                  api_name="weights_switch", api_visibility="undocumented", concurrency_id="compute"),
+            "weights")
     c["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     c["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
     gr.on([_picked(c["zoom_layer"]), _picked(c["zoom_head"])], n.fn(ui_trained.with_weights(ui_zoom.refresh_zoom), ZOOM_RENAME),
