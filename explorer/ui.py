@@ -138,6 +138,7 @@ def build_app() -> gr.Blocks:
     configure_threads()
     cfg = ModelConfig()
     grid0, stats0, reading0 = h.attention_outputs(cfg, DEFAULT_TEXT)  # first paint needs no request
+    analysis0 = h.analysis_outputs(cfg, DEFAULT_TEXT)  # nor do the Gradients and Model tabs
     marks = h.choice_marks(cfg.to_dict())
     # analytics off: no telemetry calls from an offline host (and Gradio 6.31 crashes comparing a
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
@@ -184,7 +185,7 @@ def build_app() -> gr.Blocks:
                                 "toolbar (hover the figure).", elem_classes="hint")
             with gr.Column(scale=3, min_width=320, elem_id="figures"):
                 with gr.Tabs(elem_id="tabs") as tab_set:
-                    tabs = _tabs(cfg, grid0, stats0, reading0)
+                    tabs = _tabs(cfg, grid0, stats0, reading0, analysis0)
         pinned = gr.State(None)  # the config dict pinned as A (Compare A/B tab)
         history = gr.State([cfg.to_dict()])  # configs drawn so far, for Undo (explorer.ui_history)
         comps = {**ctl, "state": state, "export_dir": export_dir, "trained": trained, "weights": weights,
@@ -200,7 +201,7 @@ def build_app() -> gr.Blocks:
     return demo
 
 
-def _tabs(cfg, grid0, stats0, reading0) -> dict:
+def _tabs(cfg, grid0, stats0, reading0, analysis0) -> dict:
     """The output tabs (inside the caller's ``gr.Tabs``) -> ``{name: component}``. A new tab is one
     more ``with gr.Tab(...)`` here (and its names in the returned dict)."""
     out = {}
@@ -217,8 +218,8 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
     out.update(views_tab=v.tab, views_md=v.md, views_pick=v.pick, views_layer=v.layer, views_head=v.head,
                **{f"view_{n}": p for n, p in v.plots.items()})
     with gr.Tab("Gradients", id="gradients"):
-        out["grad_md"] = gr.Markdown("", elem_id="grad-reading")
-        out["grad"] = gr.Plot(None, label="Gradient norms", elem_id="grad-plot")
+        out["grad_md"] = gr.Markdown(analysis0["grad_md"], elem_id="grad-reading")
+        out["grad"] = gr.Plot(analysis0["grad"], label="Gradient norms", elem_id="grad-plot")
         out["grad_stacks"] = ui_encdec.gradient_plot()
     with gr.Tab("Latency & memory", id="latency"):
         with gr.Row():
@@ -232,10 +233,11 @@ def _tabs(cfg, grid0, stats0, reading0) -> dict:
         out["sweep_md"] = gr.Markdown("Press **Run sweep** to time the current attention against "
                                       "full attention on this machine.", elem_id="sweep-reading")
         out["sweep"] = gr.Plot(None, label="Latency and memory", elem_id="sweep-plot")
-        out["kv"] = gr.Plot(None, label="KV cache", elem_id="kv-plot")
+        out["kv"] = gr.Plot(analysis0["kv"], label="KV cache", elem_id="kv-plot")
     with gr.Tab("Model", id="model"):
-        out["model_md"] = gr.Markdown("", elem_id="model-card")
-        out["config_code"] = gr.Code(cfg.to_json(), language="json", label="Config (JSON)", elem_id="config-json")
+        out["model_md"] = gr.Markdown(analysis0["model_md"], elem_id="model-card")
+        out["config_code"] = gr.Code(analysis0["config_code"], language="json", label="Config (JSON)",
+                                     elem_id="config-json")
     cmp = ui_compare.build_compare_tab()
     out.update(compare_tab=cmp.tab, compare_run=cmp.refresh, compare_md=cmp.md, grid_a=cmp.grid_a,
                grid_b=cmp.grid_b, compare_grad=cmp.grad, compare_link=cmp.link, **cmp.ab)
@@ -286,9 +288,11 @@ def _detail(values, text, layer=0, head=0, separator=None, state=None) -> dict:
     return {**h.refresh_stats(values, text, None, separator), **ui_zoom.refresh_zoom(values, text, layer, head)}
 
 
-def _redraw(n: Named, first, name: str, views_state: bool = True):
+def _redraw(n: Named, first, name: str, detail_state: bool = True):
     """Chain attention -> views -> analysis after ``first`` (an event that filled the controls, or a
-    list of commit triggers)."""
+    list of commit triggers). Each event after the grid skips when the grid event drew nothing new
+    (``state["fresh"]``); with ``detail_state=False`` the statistics and zoomed head are drawn anyway
+    (the page load: the zoomed head is not part of the pre-rendered page)."""
     fill = not isinstance(first, list)
     def attention(values, history=None, state=None, **kw):  # the grid and the undo history: the first answer, kept small
         state = sessions.page_state(state, loading=name == "load")  # an expired session: redraw everything
@@ -305,9 +309,8 @@ def _redraw(n: Named, first, name: str, views_state: bool = True):
         att = gr.on(first, trigger_mode="always_last", **args)
     else:
         att = first.then(**args)
-    v_in = VIEWS_IN if views_state else VIEWS_IN[:-1]
-    a_in = ANALYSIS_IN if views_state else ANALYSIS_IN[:-1]
-    d_in = DETAIL_IN if views_state else DETAIL_IN[:-1]
+    v_in, a_in = VIEWS_IN, ANALYSIS_IN
+    d_in = DETAIL_IN if detail_state else DETAIL_IN[:-1]
     # the rest of the Attention tab (statistics, zoomed head) follows the grid once it is painted,
     # then the other tabs
     painted = att.then(None, None, None, js=PAINT_JS, queue=False, api_visibility="private")
@@ -341,11 +344,12 @@ def _wire(demo, ctl: dict, n: Named) -> None:
     def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
         return n.back({**h.load_from_url(request), **ui_compare.pinned_from_url(request)})
 
-    # on load the figures of the default page are already drawn: the chain redraws only for a link
-    # (state["drawn"] differs), while views and analysis always fill (no state input)
+    # on load the figures of the default page are already drawn (grid, statistics, the Gradients,
+    # Latency and Model tabs): the chain redraws only for a link (state["drawn"] differs), except the
+    # zoomed head, which every load draws
     loaded = _redraw(n, demo.load(link_fn, None, n.outs(*FILL_OUT, "pinned", "tabs", "grid_layers", "grid_heads"),
                                   show_progress_on=n.outs("status"), api_name="load_link",
-                                  api_visibility="undocumented"), "load", views_state=False)
+                                  api_visibility="undocumented"), "load", detail_state=False)
     _wire_compare(n, loaded)
 
     _redraw(n, c["reset"].click(lambda: n.back(ui_history.reset()), None, n.outs(*FILL_OUT),
