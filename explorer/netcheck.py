@@ -101,15 +101,39 @@ def stop_server(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+# Counts the bytes of Gradio's event streams inside the page. Gradio's client reads each stream
+# (``/queue/data``) with ``fetch``; the DevTools protocol's ``Network.dataReceived`` misses the body
+# of some of these streamed responses (seen in Chromium 156 with network emulation on: whole events
+# of 100-270 kB went uncounted), so the stream's bytes are counted where the page reads them.
+STREAM_JS = """(() => {
+  if (window.__wire) return;
+  const w = window.__wire = {bytes: 0, last: performance.now()};
+  const fetch0 = window.fetch;
+  window.fetch = async function (...args) {
+    const res = await fetch0.apply(this, args);
+    const url = String((args[0] && args[0].url) || args[0]);
+    if (!url.includes('/queue/data') || !res.body) return res;
+    const count = new TransformStream({transform(chunk, ctl) {
+      w.bytes += chunk.byteLength; w.last = performance.now(); ctl.enqueue(chunk); }});
+    return new Response(res.body.pipeThrough(count), {status: res.status, statusText: res.statusText,
+                                                       headers: res.headers});
+  };
+})()"""
+
+
 class Wire:
-    """Bytes received by one page, from the DevTools protocol's network events, by kind of request:
-    ``stream`` (Gradio's event stream: the figures of every event), ``page`` (the HTML document),
-    ``other``. ``data:`` URLs (images Plotly makes in the page) never cross the network."""
+    """Bytes received by one page, by kind: ``stream`` (Gradio's event streams: the outputs of every
+    event, counted in the page by ``STREAM_JS``), ``page`` (the HTML document) and ``other`` (both
+    from the DevTools protocol's network events). ``data:`` URLs (images Plotly makes in the page)
+    never cross the network. Attach it before the page loads the app: the stream counter wraps the
+    page's ``fetch`` on navigation (and starts from 0 on every new document)."""
 
     def __init__(self, page, mbit: float, latency_ms: float):
-        self.bytes = {"stream": 0, "page": 0, "other": 0}
+        self.page = page
+        self.cdp_bytes = {"page": 0, "other": 0}
         self.last = time.perf_counter()
         self.urls = {}
+        page.add_init_script(STREAM_JS)
         self.cdp = page.context.new_cdp_session(page)
         self.cdp.on("Network.requestWillBeSent", self._sent)
         self.cdp.on("Network.dataReceived", self._data)
@@ -123,26 +147,36 @@ class Wire:
 
     def _data(self, ev: dict) -> None:
         kind, url = self.urls.get(ev["requestId"], ("", ""))
-        if url.startswith("data:"):
-            return
+        if url.startswith("data:") or "/queue/data" in url:
+            return  # streams are counted in the page
         path = url.split("?")[0]
-        if "/queue/data" in url:
-            what = "stream"
-        elif kind in ("Document", "Other") and not path.endswith((".ico", ".js", ".css", ".png", ".woff2")):
-            what = "page"
-        else:
-            what = "other"
-        self.bytes[what] += int(ev.get("encodedDataLength") or ev.get("dataLength") or 0)
+        page = kind in ("Document", "Other") and not path.endswith((".ico", ".js", ".css", ".png", ".woff2"))
+        self.cdp_bytes["page" if page else "other"] += int(ev.get("encodedDataLength") or ev.get("dataLength") or 0)
         self.last = time.perf_counter()
+
+    def _stream(self) -> int:
+        try:
+            return int(self.page.evaluate("() => window.__wire ? window.__wire.bytes : 0"))
+        except Exception:  # noqa: BLE001 - a page between documents: nothing counted yet
+            return 0
+
+    @property
+    def bytes(self) -> dict:
+        return {"stream": self._stream(), **self.cdp_bytes}
 
     def total(self) -> int:
         return sum(self.bytes.values())
 
-    def settle(self, page, quiet_s: float = 1.5, limit_s: float = 30.0) -> None:
+    def settle(self, page=None, quiet_s: float = 1.5, limit_s: float = 30.0) -> None:
         """Wait until nothing has arrived for ``quiet_s`` (the follow-up events are done)."""
+        page = page or self.page
         end = time.perf_counter() + limit_s
+        seen = self.total()
         while time.perf_counter() < end and time.perf_counter() - self.last < quiet_s:
             page.wait_for_timeout(200)
+            now = self.total()
+            if now != seen:
+                seen, self.last = now, time.perf_counter()
 
 
 def measure(url: str, mbit: float, latency_ms: float, runs: int) -> dict:
