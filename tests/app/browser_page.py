@@ -2,6 +2,7 @@
 that records console errors and the app's queued requests, and reads Plotly data from the page."""
 import os
 import shutil
+import time
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -44,12 +45,31 @@ class Page:
         self.shots = shots
         self.errors = []
         self.requests = []  # every event the page queued on the server (one per handler run)
+        # Gradio's client opens an event stream (/queue/data) while the page has events pending and
+        # closes it when none is left: the page is busy while a stream is open.
+        self.streams = {}  # open event stream -> when it opened
+        self.activity = time.monotonic()  # last join, stream opened or stream closed
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("request", lambda r: self.requests.append(r.url) if "/queue/join" in r.url else None)
+        self.page.on("request", self._request)
+        self.page.on("requestfinished", self._stream_closed)
+        self.page.on("requestfailed", self._stream_closed)  # the client aborts the stream when done
         self.page.goto(url)
         if wait:
             self.wait_plot("#attention-grid")
+
+    def _request(self, r):
+        if "/queue/join" in r.url:
+            self.requests.append(r.url)
+            self.activity = time.monotonic()
+        elif "/queue/data" in r.url:
+            self.streams[r] = time.monotonic()
+            self.activity = time.monotonic()
+
+    def _stream_closed(self, r):
+        if "/queue/data" in r.url:
+            self.streams.pop(r, None)
+            self.activity = time.monotonic()
 
     def plot(self, sel):
         return self.page.evaluate(PLOT_JS, sel)
@@ -82,14 +102,19 @@ class Page:
         self.page.wait_for_timeout(ms)
         return len(self.requests) - n
 
-    def settle(self, quiet_ms: int = 1500, timeout_ms: int = 60_000) -> None:
-        """Wait until no request was queued for ``quiet_ms`` and no progress indicator shows."""
-        waited = 0
-        while waited < timeout_ms:
-            if self.quiet_for(quiet_ms) == 0 and self.page.locator(".progress-text, .eta-bar").count() == 0:
+    def settle(self, quiet_ms: int = 1200, timeout_ms: int = 60_000) -> None:
+        """Wait until no event stream is open, nothing was queued, opened or closed for ``quiet_ms``
+        (a chain's next event is queued by the page once the previous one's outputs are drawn) and
+        no progress indicator shows."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while time.monotonic() < deadline:
+            self.page.wait_for_timeout(100)
+            if not self.streams and (time.monotonic() - self.activity) * 1000 >= quiet_ms \
+                    and self.page.locator(".progress-text, .eta-bar").count() == 0:
                 return
-            waited += quiet_ms
-        raise AssertionError(f"the page kept sending requests for {timeout_ms} ms")
+        now = time.monotonic()
+        raise AssertionError(f"the page was still busy after {timeout_ms} ms: event streams open "
+                             f"{[(r.url, r.failure, round(now - t, 1)) for r, t in self.streams.items()]}")
 
     def commit_number(self, elem_id, text):
         box = self.page.locator(f"#{elem_id} input")

@@ -63,24 +63,28 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
             log.close()
 
 
-APP_SERVER = pytest.StashKey()
+SHARED = pytest.StashKey()  # the ExitStack of what this folder's tests share: the app, the browser
+
+
+def _shared(config) -> contextlib.ExitStack:
+    if SHARED not in config.stash:
+        config.stash[SHARED] = contextlib.ExitStack()
+    return config.stash[SHARED]
 
 
 @pytest.fixture(scope="session")
 def app_url(request):
     """The app shared by this folder's tests; stopped once the last of them has run (below)."""
-    stack = contextlib.ExitStack()
-    request.config.stash[APP_SERVER] = stack
-    url = stack.enter_context(serve())
+    stack = _shared(request.config)
     request.addfinalizer(stack.close)
-    return url
+    return stack.enter_context(serve())
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the shared app after this folder's last test, not at the end of the whole session."""
+    """Stop the shared app and browser after this folder's last test, not at the end of the session."""
     here = Path(__file__).resolve().parent
     if nextitem is None or here not in Path(nextitem.path).resolve().parents:
-        stack = item.config.stash.get(APP_SERVER, None)
+        stack = item.config.stash.get(SHARED, None)
         if stack is not None:
             stack.close()
 
@@ -97,16 +101,17 @@ def shots_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("screenshots"))
 
 
-@pytest.fixture(scope="module")
-def browser():
+@pytest.fixture(scope="session")
+def browser(request):
+    """One Chromium for this folder's tests (each test opens its own context); closed with the app."""
     sync_api = pytest.importorskip("playwright.sync_api")
     from browser_page import ARGS, CHROMIUM
     if CHROMIUM is None:
         pytest.skip("chromium is not installed")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+    stack = _shared(request.config)
+    request.addfinalizer(stack.close)
+    p = stack.enter_context(sync_api.sync_playwright())
+    return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
 
 
 @pytest.fixture

@@ -3,21 +3,16 @@ step counter stops), download the trained model, and a bad setting warns instead
 
 Runs ``python -m explorer.train_demo`` (the tab alone in a small Blocks app) on a free port.
 """
-import shutil
 import urllib.request
-from pathlib import Path
 
 import pytest
+from browser_page import CHROMIUM
 
 from explorer import checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
     pytest.skip("chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+pytest.importorskip("playwright.sync_api")
 
 CURVE_POINTS_JS = """() => { const e = document.querySelector('#train-curves .js-plotly-plot');
   if (!e || !e.data || e.data.length < 2) return 0; return (e.data[1].x || []).length; }"""
@@ -33,10 +28,9 @@ def train_url():
 
 
 @pytest.fixture()
-def page(train_url):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+def page(browser, train_url):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    try:
         pg = ctx.new_page()
         errors = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
@@ -44,7 +38,8 @@ def page(train_url):
         pg.wait_for_selector("#train-play")
         yield pg
         assert not errors, errors
-        browser.close()
+    finally:
+        ctx.close()
 
 
 def _set_number(page, elem_id, value):
