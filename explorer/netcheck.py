@@ -15,8 +15,9 @@ Chromium through Playwright, throttles the link with the DevTools protocol
   column is the same redraw timed from Python, which adds Playwright's own checks before it clicks
   (typically 0.2-0.5 s on a loaded page) and its polling after the draw.
 
-Bytes are what the browser received on the wire (``Network.dataReceived.encodedDataLength``, which
-includes Gradio's server-sent event stream). Timings depend on the machine's load: the script says
+Bytes: the page document and other requests as sent on the wire (compressed; the DevTools
+protocol's ``Network.loadingFinished.encodedDataLength``), Gradio's event stream as the page reads it
+(uncompressed; Gradio does not compress it). Timings depend on the machine's load: the script says
 so when the server took long to compute the same request. It stops its own server when done.
 """
 from __future__ import annotations
@@ -123,8 +124,9 @@ STREAM_JS = """(() => {
 
 class Wire:
     """Bytes received by one page, by kind: ``stream`` (Gradio's event streams: the outputs of every
-    event, counted in the page by ``STREAM_JS``), ``page`` (the HTML document) and ``other`` (both
-    from the DevTools protocol's network events). ``data:`` URLs (images Plotly makes in the page)
+    event, uncompressed, counted in the page by ``STREAM_JS``), ``page`` (the HTML document) and
+    ``other`` (both as sent on the wire, compressed, from the DevTools protocol's
+    ``Network.loadingFinished``). ``data:`` URLs (images Plotly makes in the page)
     never cross the network. Attach it before the page loads the app: the stream counter wraps the
     page's ``fetch`` on navigation (and starts from 0 on every new document)."""
 
@@ -136,7 +138,7 @@ class Wire:
         page.add_init_script(STREAM_JS)
         self.cdp = page.context.new_cdp_session(page)
         self.cdp.on("Network.requestWillBeSent", self._sent)
-        self.cdp.on("Network.dataReceived", self._data)
+        self.cdp.on("Network.loadingFinished", self._finished)
         self.cdp.send("Network.enable")
         rate = mbit * 1e6 / 8  # bytes per second
         self.cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": latency_ms,
@@ -145,13 +147,14 @@ class Wire:
     def _sent(self, ev: dict) -> None:
         self.urls[ev["requestId"]] = (ev.get("type", ""), ev["request"]["url"])
 
-    def _data(self, ev: dict) -> None:
+    def _finished(self, ev: dict) -> None:
+        """A request's bytes on the wire (compressed, headers included), once it has finished."""
         kind, url = self.urls.get(ev["requestId"], ("", ""))
         if url.startswith("data:") or "/queue/data" in url:
             return  # streams are counted in the page
         path = url.split("?")[0]
         page = kind in ("Document", "Other") and not path.endswith((".ico", ".js", ".css", ".png", ".woff2"))
-        self.cdp_bytes["page" if page else "other"] += int(ev.get("encodedDataLength") or ev.get("dataLength") or 0)
+        self.cdp_bytes["page" if page else "other"] += int(ev.get("encodedDataLength") or 0)
         self.last = time.perf_counter()
 
     def _stream(self) -> int:
