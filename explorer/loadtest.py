@@ -8,11 +8,13 @@ results are not simply served from the cache), some ``/gradients``, and one host
 (the issue's Linformer config) that must come back *refused* with a message, not crash anything.
 With ``--heavy-sweep`` a ``/benchmark`` forward_backward sweep to 4096 tokens runs alongside.
 
-It prints one row per N: requests that succeeded, were refused (ConfigError messages), failed
-(anything else), p50 / p95 / max latency, throughput, and the server's RSS before, at its peak
-(sampled every 0.2 s) and after (``/proc/PID/status``; only when it started the server). It says
-when the machine was busy (load average above the core count), since the latencies then measure
-the neighbours too. It stops its own server when done.
+It prints one row per N: requests that succeeded, were refused (ConfigError messages), were
+turned away as busy (the queue was full: Gradio's "Queue is full" answer, the designed reply to
+more waiting requests than ``EXPLORER_QUEUE_SIZE``), failed (anything else), p50 / p95 / max
+latency, throughput, and the server's RSS before, at its peak (sampled every 0.2 s) and after
+(``/proc/PID/status``; only when it started the server). It says when the machine was already
+busy before it started (load average above the core count), since the latencies then measure the
+neighbours too. It stops its own server when done.
 """
 from __future__ import annotations
 
@@ -37,16 +39,19 @@ WORDS = "attention is all you need sparse patterns cost what they should on ever
 class Tally:
     latencies: list = field(default_factory=list)
     refused: int = 0
+    busy: int = 0
     failed: int = 0
     errors: list = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, ok: bool, seconds: float, refused: bool = False, error: str = "") -> None:
+    def add(self, ok: bool, seconds: float, refused: bool = False, busy: bool = False, error: str = "") -> None:
         with self.lock:
             if ok:
                 self.latencies.append(seconds)
             elif refused:
                 self.refused += 1
+            elif busy:
+                self.busy += 1
             else:
                 self.failed += 1
                 if len(self.errors) < 5:
@@ -80,6 +85,10 @@ def _is_refusal(exc: Exception) -> bool:
     return "is not valid" in str(exc)  # the ConfigError message the API returns as the client's error
 
 
+def _is_busy(exc: Exception) -> bool:
+    return "queue is full" in str(exc).lower()  # Gradio's answer when the queue holds max_size events
+
+
 def _user(url: str, uid: int, requests: int, deadline: float, tally: Tally) -> None:
     from gradio_client import Client
 
@@ -99,7 +108,7 @@ def _user(url: str, uid: int, requests: int, deadline: float, tally: Tally) -> N
             tally.add(not refusal, time.perf_counter() - t0,
                       error="" if not refusal else "the hostile config was accepted")
         except Exception as exc:
-            tally.add(False, time.perf_counter() - t0, refused=refusal and _is_refusal(exc),
+            tally.add(False, time.perf_counter() - t0, refused=refusal and _is_refusal(exc), busy=_is_busy(exc),
                       error=f"{api}: {type(exc).__name__}: {exc}")
 
 
@@ -159,7 +168,7 @@ def run_level(url: str, users: int, requests: int, seconds: float, pid: int | No
     sampler.join(timeout=2)
     time.sleep(1.0)  # let the server finish freeing
     lat = tally.latencies
-    return {"users": users, "ok": len(lat), "refused": tally.refused, "failed": tally.failed,
+    return {"users": users, "ok": len(lat), "refused": tally.refused, "busy": tally.busy, "failed": tally.failed,
             "p50": _pct(lat, 0.5), "p95": _pct(lat, 0.95), "max": max(lat) if lat else float("nan"),
             "throughput": len(lat) / wall if wall > 0 else 0.0, "rss_before": before, "rss_peak": peak[0],
             "rss_after": rss_bytes(pid) if pid else None, "errors": tally.errors, "sweep": sweep_out}
@@ -170,14 +179,14 @@ def _mb(n) -> str:
 
 
 def print_table(rows: list, heavy: bool) -> None:
-    print(f"{'users':>5} {'ok':>5} {'refused':>8} {'failed':>7} {'p50 s':>7} {'p95 s':>7} {'max s':>7} "
+    print(f"{'users':>5} {'ok':>5} {'refused':>8} {'busy':>5} {'failed':>7} {'p50 s':>7} {'p95 s':>7} {'max s':>7} "
           f"{'req/s':>6} {'RSS MB before':>14} {'peak':>6} {'after':>6}" + ("  sweep" if heavy else ""))
     for r in rows:
         sweep = ""
         if heavy:
             s = r["sweep"]
             sweep = f"  {s.get('runs', 0)} runs" + (f" ({s['error']})" if "error" in s else "")
-        print(f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
+        print(f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r.get('busy', 0):>5} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
               f"{r['max']:>7.2f} {r['throughput']:>6.2f} {_mb(r['rss_before']):>14} {_mb(r['rss_peak']):>6} "
               f"{_mb(r['rss_after']):>6}{sweep}")
         for e in r["errors"]:
@@ -226,9 +235,11 @@ def main(argv=None) -> None:
         print(f"server: per-request budget {human(request_budget())}, result cache {human(cache_budget())} "
               "(RSS after = baseline + what the cache keeps)")
     print_table(rows, args.heavy_sweep)
-    print(f"load average {load0:.1f} -> {load1:.1f} on {cores} cores" +
-          (": the machine was busy, latencies include other work (not stable figures)"
-           if max(load0, load1) > cores else ""))
+    # The load at the end counts this test's own clients and server; only the load before it started
+    # says whether something else was running.
+    print(f"load average {load0:.1f} before, {load1:.1f} after (this test's own clients and server) on {cores} cores"
+          + (": the machine was already busy, latencies include other work (not stable figures)"
+             if load0 > cores else ""))
     if any(r["failed"] for r in rows):
         print("FAILURES: see the lines above")
     lat_all = [r["p50"] for r in rows if r["ok"]]

@@ -39,9 +39,18 @@ def test_rss_of_this_process():
 
 
 def test_table_reports_failures(capsys):
-    row = {"users": 4, "ok": 10, "refused": 4, "failed": 1, "p50": 0.5, "p95": 0.9, "max": 1.2, "throughput": 2.0,
+    row = {"users": 4, "ok": 10, "refused": 4, "busy": 2, "failed": 1, "p50": 0.5, "p95": 0.9, "max": 1.2, "throughput": 2.0,
            "rss_before": 500 << 20, "rss_peak": 600 << 20, "rss_after": 510 << 20, "errors": ["/analyze: boom"],
            "sweep": {"runs": 1}}
     lt.print_table([row], heavy=True)
     out = capsys.readouterr().out
     assert "failure: /analyze: boom" in out and "1 runs" in out and " 500 " in out
+
+
+def test_a_full_queue_is_counted_as_busy_not_as_a_failure():
+    tally = lt.Tally()
+    queue_full = Exception("Queue is full! Please try again.")  # gradio_client's QueueError message
+    tally.add(False, 0.1, busy=lt._is_busy(queue_full), error=str(queue_full))
+    tally.add(False, 0.1, busy=lt._is_busy(RuntimeError("boom")), error="boom")
+    assert (tally.busy, tally.failed, tally.errors) == (1, 1, ["boom"])
+    assert not lt._is_refusal(queue_full) and not lt._is_busy(ConfigError("n_layers", 99, "at most 48"))
