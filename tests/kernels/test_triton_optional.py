@@ -1,8 +1,10 @@
 """``triton`` is needed only on CUDA Linux: with it made unimportable, ``import models`` and the
 CPU forward / backward of every mechanism family still work (macOS / Windows CPU installs).
 
-Runs in a subprocess whose ``sys.meta_path`` starts with a finder that raises ImportError for
-``triton`` and its submodules, so nothing in this test process is affected.
+Runs in subprocesses whose ``sys.meta_path`` starts with a finder that raises ImportError for
+``triton`` and its submodules, so nothing in this test process is affected: one runs a few models
+and the kernels' CPU entry points directly, the other runs the model catalogue's tests (every
+registry key forward and backward, causality, the encoder-decoder) under pytest.
 """
 import os
 import subprocess
@@ -10,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-SCRIPT = textwrap.dedent('''
+BLOCKER = textwrap.dedent('''
     import importlib.abc, sys
 
     class NoTriton(importlib.abc.MetaPathFinder):
@@ -25,7 +27,9 @@ SCRIPT = textwrap.dedent('''
         raise SystemExit("the blocker does not work")
     except ImportError:
         pass
+''')
 
+SCRIPT = BLOCKER + textwrap.dedent('''
     import torch
     import models
     import kernels
@@ -63,6 +67,24 @@ def test_models_run_on_cpu_without_triton():
     res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "OK 5" in res.stdout, res.stdout[-2000:] + res.stderr[-4000:]
+
+
+CATALOGUE_TESTS = ["tests/models/test_catalogue.py", "tests/models/test_encdec.py"]
+PYTEST_SCRIPT = BLOCKER + textwrap.dedent(f'''
+    import pytest
+    code = pytest.main(["-q", "-p", "no:cacheprovider", *{CATALOGUE_TESTS!r}])
+    assert not any(m == "triton" or m.startswith("triton.") for m in sys.modules), "triton imported"
+    raise SystemExit(int(code))
+''')
+
+
+def test_the_catalogue_tests_pass_without_triton():
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, "-c", PYTEST_SCRIPT], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-3000:]
+    assert " passed" in res.stdout, res.stdout[-2000:]
 
 
 def test_kernels_import_nothing_from_models():
