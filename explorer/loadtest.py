@@ -186,7 +186,7 @@ def print_table(rows: list, heavy: bool) -> None:
         if heavy:
             s = r["sweep"]
             sweep = f"  {s.get('runs', 0)} runs" + (f" ({s['error']})" if "error" in s else "")
-        print(f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r.get('busy', 0):>5} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
+        print(f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r['busy']:>5} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
               f"{r['max']:>7.2f} {r['throughput']:>6.2f} {_mb(r['rss_before']):>14} {_mb(r['rss_peak']):>6} "
               f"{_mb(r['rss_after']):>6}{sweep}")
         for e in r["errors"]:

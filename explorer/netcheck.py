@@ -108,14 +108,14 @@ def stop_server(proc: subprocess.Popen) -> None:
 # of 100-270 kB went uncounted), so the stream's bytes are counted where the page reads them.
 STREAM_JS = """(() => {
   if (window.__wire) return;
-  const w = window.__wire = {bytes: 0, last: performance.now()};
+  const w = window.__wire = {bytes: 0};
   const fetch0 = window.fetch;
   window.fetch = async function (...args) {
     const res = await fetch0.apply(this, args);
     const url = String((args[0] && args[0].url) || args[0]);
     if (!url.includes('/queue/data') || !res.body) return res;
     const count = new TransformStream({transform(chunk, ctl) {
-      w.bytes += chunk.byteLength; w.last = performance.now(); ctl.enqueue(chunk); }});
+      w.bytes += chunk.byteLength; ctl.enqueue(chunk); }});
     return new Response(res.body.pipeThrough(count), {status: res.status, statusText: res.statusText,
                                                        headers: res.headers});
   };

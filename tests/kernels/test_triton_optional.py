@@ -61,11 +61,16 @@ SCRIPT = BLOCKER + textwrap.dedent('''
 ''')
 
 
-def test_models_run_on_cpu_without_triton():
+def _run(script: str, timeout: int) -> subprocess.CompletedProcess:
+    """``python -c script`` from the repository root, without the interpreter flag (as on a CPU laptop)."""
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=600)
+    return subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_models_run_on_cpu_without_triton():
+    res = _run(SCRIPT, timeout=600)
     assert res.returncode == 0 and "OK 5" in res.stdout, res.stdout[-2000:] + res.stderr[-4000:]
 
 
@@ -79,10 +84,7 @@ PYTEST_SCRIPT = BLOCKER + textwrap.dedent(f'''
 
 
 def test_the_catalogue_tests_pass_without_triton():
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, "-c", PYTEST_SCRIPT], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=900)
+    res = _run(PYTEST_SCRIPT, timeout=900)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-3000:]
     assert " passed" in res.stdout, res.stdout[-2000:]
 
