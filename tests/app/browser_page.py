@@ -35,25 +35,67 @@ BLANK_JS = """([sel, blank]) => {""" + DECODE_JS + """
   return decode(e.data[0].z).filter(v => v === null || Number.isNaN(v) || v === 0).length !== blank;
 }"""
 
+# The page's own account of its events, read through a wrapper of its ``fetch``: each /queue/join
+# (its fn_index, then the event_id it got back) and each message of Gradio's event streams
+# (/queue/data, read through a tee so Gradio's reader sees the same bytes at the same pace). An event
+# is pending from its join until a ``process_completed`` (a cancel also ends with one) or an
+# ``unexpected_error`` names it. ``window.__events.last`` is the page time of the last join or
+# message (heartbeats aside); ``window.__trace`` keeps the last 300 of them for failure messages.
+TRACE_JS = """(() => {
+  if (window.__events) return;
+  const ev = window.__events = {asked: 0, answered: 0, ids: new Set(), done: new Set(), last: performance.now()};
+  const log = window.__trace = [], t0 = performance.now(), fetch0 = window.fetch;
+  const note = (what, quiet) => { if (!quiet) ev.last = performance.now();
+    log.push([Math.round(performance.now() - t0), what]); if (log.length > 300) log.shift(); };
+  const heard = (m, id) => {
+    note(`stream ${id}: ${m.msg} ${m.event_id || ''}`, m.msg === 'heartbeat');
+    if (m.event_id && (m.msg === 'process_completed' || m.msg === 'unexpected_error')) ev.done.add(m.event_id); };
+  const read = async (body, id) => {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader(); let buf = '';
+    try { for (;;) { const {value, done} = await reader.read(); if (done) break; buf += value;
+      let i; while ((i = buf.indexOf('\\n\\n')) >= 0) { const line = buf.slice(0, i); buf = buf.slice(i + 2);
+        try { heard(JSON.parse(line.replace(/^data: /, '')), id); } catch (e) { note(`stream ${id}: ${line.slice(0, 40)}`); } } }
+      note(`stream ${id} ended`); } catch (e) { note(`stream ${id} failed: ${e.name}`); } };
+  let streams = 0;
+  window.fetch = async function (...args) {
+    const url = String((args[0] && args[0].url) || args[0]);
+    if (url.includes('/queue/join')) {
+      let fn = ''; try { fn = JSON.parse(args[1].body).fn_index; } catch (e) {}
+      ev.asked++; note(`join fn ${fn}`);
+      try { const res = await fetch0.apply(this, args);
+        try { const j = await res.clone().json(); if (j && j.event_id) ev.ids.add(j.event_id);
+              note(`joined fn ${fn}: ${j && j.event_id}`); } catch (e) { note(`join fn ${fn}: no event id`); }
+        return res;
+      } finally { ev.answered++; }
+    }
+    const res = await fetch0.apply(this, args);
+    if (url.includes('/queue/data') && res.body) {
+      const id = ++streams, [mine, theirs] = res.body.tee(); note(`stream ${id} opened`); read(mine, id);
+      return new Response(theirs, {status: res.status, statusText: res.statusText, headers: res.headers});
+    }
+    return res;
+  };
+})()"""
+# -> [events pending, ms since the last join or message, progress indicators showing]
+BUSY_JS = """() => { const ev = window.__events;
+  if (!ev) return [0, 1e9, 0];
+  const pending = (ev.asked - ev.answered) + [...ev.ids].filter(id => !ev.done.has(id)).length;
+  return [pending, performance.now() - ev.last, document.querySelectorAll('.progress-text, .eta-bar').length]; }"""
+
 
 class Page:
     """A fresh context + page that records console errors and checks for error toasts."""
 
     def __init__(self, browser, url, shots=None, wait=True):
         self.ctx = browser.new_context(viewport=VIEWPORT)
+        self.ctx.add_init_script(TRACE_JS)
         self.page = self.ctx.new_page()
         self.shots = shots
         self.errors = []
         self.requests = []  # every event the page queued on the server (one per handler run)
-        # Gradio's client opens an event stream (/queue/data) while the page has events pending and
-        # closes it when none is left: the page is busy while a stream is open.
-        self.streams = {}  # open event stream -> when it opened
-        self.activity = time.monotonic()  # last join, stream opened or stream closed
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("request", self._request)
-        self.page.on("requestfinished", self._stream_closed)
-        self.page.on("requestfailed", self._stream_closed)  # the client aborts the stream when done
         self.page.goto(url)
         if wait:
             self.wait_plot("#attention-grid")
@@ -61,15 +103,6 @@ class Page:
     def _request(self, r):
         if "/queue/join" in r.url:
             self.requests.append(r.url)
-            self.activity = time.monotonic()
-        elif "/queue/data" in r.url:
-            self.streams[r] = time.monotonic()
-            self.activity = time.monotonic()
-
-    def _stream_closed(self, r):
-        if "/queue/data" in r.url:
-            self.streams.pop(r, None)
-            self.activity = time.monotonic()
 
     def plot(self, sel):
         return self.page.evaluate(PLOT_JS, sel)
@@ -103,18 +136,35 @@ class Page:
         return len(self.requests) - n
 
     def settle(self, quiet_ms: int = 1200, timeout_ms: int = 60_000) -> None:
-        """Wait until no event stream is open, nothing was queued, opened or closed for ``quiet_ms``
-        (a chain's next event is queued by the page once the previous one's outputs are drawn) and
-        no progress indicator shows."""
+        """Wait until every event the page joined has completed, nothing was joined or heard for
+        ``quiet_ms`` (a chain's next event is joined once the previous one's outputs are drawn) and no
+        progress indicator shows.
+
+        Pending events are counted from the page's own joins and stream messages, not from open
+        streams: Gradio's client can leave an event stream open with nothing pending (when a join's
+        answer reaches a busy page after the event's result came on an earlier stream, it opens a
+        stream that stays idle until the page's next event)."""
         deadline = time.monotonic() + timeout_ms / 1000
+        state = None
         while time.monotonic() < deadline:
             self.page.wait_for_timeout(100)
-            if not self.streams and (time.monotonic() - self.activity) * 1000 >= quiet_ms \
-                    and self.page.locator(".progress-text, .eta-bar").count() == 0:
+            state = self.page.evaluate(BUSY_JS)
+            pending, quiet, progress = state
+            if not pending and quiet >= quiet_ms and not progress:
                 return
-        now = time.monotonic()
-        raise AssertionError(f"the page was still busy after {timeout_ms} ms: event streams open "
-                             f"{[(r.url, r.failure, round(now - t, 1)) for r, t in self.streams.items()]}")
+        raise AssertionError(f"the page was still busy after {timeout_ms} ms (events pending, ms quiet, "
+                             f"progress indicators: {state}); what the page sent and heard "
+                             f"(ms since load):\n{self.trace_text()}")
+
+    def trace(self) -> list:
+        """The page's joins and stream messages (``TRACE_JS``), oldest first."""
+        try:
+            return self.page.evaluate("() => window.__trace || []")
+        except Exception as e:  # noqa: BLE001 - a closed page or one between documents
+            return [[0, f"no trace ({type(e).__name__})"]]
+
+    def trace_text(self, last: int = 60) -> str:
+        return "\n".join(f"{t:>8} {what}" for t, what in self.trace()[-last:])
 
     def commit_number(self, elem_id, text):
         box = self.page.locator(f"#{elem_id} input")
