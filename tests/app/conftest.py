@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # browser_page, the shared Page helper
 
 ROOT = Path(__file__).resolve().parents[2]
+LIVE_LOGS = {}  # log name -> log file of each server running now (a failing test's report shows their tails)
 
 
 def _free_port() -> int:
@@ -25,12 +27,14 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
     """``python app.py`` (or ``python *command``) on 127.0.0.1 and a free port in its own process
-    group -> its URL."""
+    group -> its URL. Its output goes to a temporary log, deleted when the server stops; while it
+    runs, a failing test's report ends with the log's last lines."""
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}  # otherwise exactly the newcomer's `python app.py`
     env.pop("TRITON_INTERPRET", None)  # the app runs as it would in production
-    log = open(ROOT / ".pytest_cache" / log_name, "w") if (ROOT / ".pytest_cache").is_dir() else subprocess.DEVNULL
+    log = tempfile.NamedTemporaryFile("w", prefix=f"explorer-{Path(log_name).stem}-", suffix=".log")
+    LIVE_LOGS[log_name] = Path(log.name)
     name = " ".join(command)
     proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -39,7 +43,7 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
     try:
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"{name} exited with code {proc.returncode} (see .pytest_cache/{log_name})")
+                pytest.fail(f"{name} exited with code {proc.returncode}:\n{_tail(Path(log.name))}")
             try:
                 with urllib.request.urlopen(url + "config", timeout=2) as r:
                     if r.status == 200:
@@ -59,8 +63,25 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-        if log is not subprocess.DEVNULL:
-            log.close()
+        LIVE_LOGS.pop(log_name, None)
+        log.close()  # and deleted
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as e:
+        return f"(no log: {e})"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test's report ends with the last lines of each running app server's log."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for log_name, path in list(LIVE_LOGS.items()):
+            report.sections.append((f"server log {log_name} (last 40 lines)", _tail(path)))
 
 
 SHARED = pytest.StashKey()  # the ExitStack of what this folder's tests share: the app, the browser
