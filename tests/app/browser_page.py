@@ -144,11 +144,15 @@ class Page:
         streams: Gradio's client can leave an event stream open with nothing pending (when a join's
         answer reaches a busy page after the event's result came on an earlier stream, it opens a
         stream that stays idle until the page's next event)."""
+        from playwright.sync_api import Error
         deadline = time.monotonic() + timeout_ms / 1000
         state = None
         while time.monotonic() < deadline:
             self.page.wait_for_timeout(100)
-            state = self.page.evaluate(BUSY_JS)
+            try:
+                state = self.page.evaluate(BUSY_JS)
+            except Error:  # a document being replaced: not settled yet
+                continue
             pending, quiet, progress = state
             if not pending and quiet >= quiet_ms and not progress:
                 return
