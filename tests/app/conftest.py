@@ -101,6 +101,7 @@ def app_url(request):
     return stack.enter_context(serve())
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown: the last test's fixtures close first
 def pytest_runtest_teardown(item, nextitem):
     """Stop the shared app and browser after this folder's last test, not at the end of the session."""
     here = Path(__file__).resolve().parent
