@@ -1,4 +1,5 @@
-"""One dropdown change in a real Chromium, counted on the wire (DevTools protocol network events):
+"""One dropdown change in a real Chromium, counted by ``explorer.netcheck.Wire`` (the event stream
+as the page reads it, the other requests from the DevTools protocol):
 one chain of four events (Gradio 6.31's dropdown fires ``input`` twice per pick, which ran the
 whole redraw twice), no download of the page document (Plotly's clip paths pointed at the old
 address after the share link rewrote it, so Chromium fetched the ~0.6 MB page on each redraw), and
@@ -25,8 +26,8 @@ CHAIN = 4  # attention grid, statistics + zoom, views, gradients + model card
 def test_a_dropdown_change_runs_one_chain_within_the_budget(browser, app_url, shots_dir, target):
     page = Page(browser, "about:blank", shots_dir, wait=False)
     try:
-        # Counting starts before the app loads: Gradio's event stream can stay open from the load
-        # chain, and DevTools reports no bytes for a request that began before it was watching.
+        # The Wire is attached before the app loads: its stream counter wraps the page's fetch when a
+        # document starts, so it sees every event stream, the load chain's included.
         wire = Wire(page.page, mbit=1000, latency_ms=0)  # counting only: no throttling
         page.page.goto(app_url)
         page.wait_plot(GRID)
