@@ -138,20 +138,34 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how)
 
 def test_a_full_queue_answers_busy():
     """With room for one waiting event, a third sweep is refused at once with the queue-full status
-    (the browser shows "This application is currently busy"), not left hanging."""
+    (the browser shows "This application is currently busy"), not left hanging.
+
+    The sweeps are submitted one after the other: Gradio counts only events that have not started,
+    so two joins that reach the server before the first one starts would already fill the queue."""
+    import time
+
     from conftest import serve
     big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16})
+    lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
+
+    def wait_for(job, codes, what):
+        deadline = time.time() + 30
+        while job.status().code.name not in codes:
+            assert not job.done(), f"{what}: the sweep ended first: {job.status()}"
+            assert time.time() < deadline, f"{what}: {job.status()}"
+            time.sleep(0.1)
+
     with serve({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-queue.log") as url:
         clients = [Client(url, verbose=False) for _ in range(3)]
-        jobs = [c.submit(big, "256,260,264,268", "forward_backward", api_name="/benchmark") for c in clients[:2]]
+        jobs = []
         try:
-            import time
-            deadline = time.time() + 30
-            while not any(j.status().code.name == "IN_QUEUE" for j in jobs):  # one runs, one waits: full
-                assert time.time() < deadline, [j.status() for j in jobs]
-                time.sleep(0.2)
+            jobs.append(clients[0].submit(big, lengths, "forward_backward", api_name="/benchmark"))
+            wait_for(jobs[0], {"PROCESSING", "PROGRESS", "ITERATING"}, "the first sweep starts")
+            jobs.append(clients[1].submit(big, lengths, "forward_backward", api_name="/benchmark"))
+            wait_for(jobs[1], {"IN_QUEUE"}, "the second sweep waits")  # one runs, one waits: full
             with pytest.raises(Exception, match="(?i)queue is full"):
                 clients[2].predict(big, "256", "forward", api_name="/benchmark")
+            assert not jobs[0].done() and not jobs[1].done(), "the refusal came while both sweeps were held"
         finally:
             for j in jobs:
                 j.cancel()
