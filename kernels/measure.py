@@ -10,12 +10,20 @@ CPU: the PyTorch profiler's allocator events (``[memory]`` records, one per allo
 including kernels' internal temporaries); the running sum of their sizes in time order is the live
 memory the work allocated, and its maximum is the peak. Tensors that existed before the call
 (weights, inputs) are not counted.
+
+The profiler's own log lines (``USDT: ... profiler_start`` / ``profiler_stop`` on stderr, two per
+measurement) would fill a benchmark's output and a server's log, so this module sets Kineto's log
+threshold above every level (``KINETO_LOG_LEVEL=6``) unless the environment already sets one. Kineto
+reads it when the first profiler starts, so it holds for any process that imports this module first.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import torch
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # Kineto's levels are 0 (verbose) to 5 (USDT): 6 is none
 
 
 def _cpu_peak(fn):
