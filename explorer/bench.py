@@ -20,6 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from kernels.busy import BusyWatch
+
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ("The quick brown fox jumps over the lazy dog; attention maps show who looks at whom. " * 2)[:128]
 
@@ -85,9 +87,10 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
-    cold = cold_start()  # first, while nothing else of ours is running
-    server = server_time()
-    sweep = sweep_time()
+    with BusyWatch() as watch:
+        cold = cold_start()  # first, while nothing else of ours is running
+        server = server_time()
+        sweep = sweep_time()
     rows = [("attention_maps + gradient_norms (default config, uncached)", f"{server['median_ms']:.0f} ms",
              "< 300 ms", f"median of {server['runs']}, {server['threads']} thread(s), {server['tokens']} tokens"),
             ("app cold start (python app.py -> server answers)",
@@ -102,7 +105,8 @@ def main(argv=None) -> dict:
     for r in sweep["records"]:
         ms = f"{r['ms']:.1f}" if r["ms"] else "-"
         print(f"  L={r['seq_len']:>5}  {r['status']:<8} {ms:>9} ms  {r['peak_bytes'] or 0:>12,d} B  {r['backend']}")
-    result = {"server": server, "cold_start": cold, "sweep": sweep}
+    print(watch.note())
+    result = {"server": server, "cold_start": cold, "sweep": sweep, "machine_busy": watch.busy}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return result

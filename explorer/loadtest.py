@@ -12,9 +12,10 @@ It prints one row per N: requests that succeeded, were refused (ConfigError mess
 turned away as busy (the queue was full: Gradio's "Queue is full" answer, the designed reply to
 more waiting requests than ``EXPLORER_QUEUE_SIZE``), failed (anything else), p50 / p95 / max
 latency, throughput, and the server's RSS before, at its peak (sampled every 0.2 s) and after
-(``/proc/PID/status``; only when it started the server). It says when the machine was already
-busy before it started (load average above the core count), since the latencies then measure the
-neighbours too. It stops its own server when done.
+(``/proc/PID/status``; only when it started the server). It says how much CPU other processes used
+while it ran (``kernels.busy``: the machine's busy time minus this process's and its server's) and
+calls the figures unstable when that was a quarter of a core or more, since the latencies then
+measure the neighbours too. It stops its own server when done.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+
+from kernels.busy import BusyWatch
 
 from .netcheck import free_port, start_server, stop_server
 
@@ -215,16 +218,14 @@ def main(argv=None) -> None:
         proc = start_server(port, extra_env=env)
         url = f"http://127.0.0.1:{port}/"
     pid = proc.pid if proc is not None else None
-    load0 = os.getloadavg()[0]
     rows = []
     try:
-        for users in levels:
-            rows.append(run_level(url, users, requests, seconds, pid, args.heavy_sweep))
+        with BusyWatch() as watch:  # the server is this process's child: its CPU is the test's own
+            for users in levels:
+                rows.append(run_level(url, users, requests, seconds, pid, args.heavy_sweep))
     finally:
         if proc is not None:
             stop_server(proc)
-    load1 = os.getloadavg()[0]
-    cores = os.cpu_count() or 1
     from .budget import human, request_budget
     from .cache import cache_budget
     print(f"load test of {url} ({requests} requests per user, {seconds:g} s per level"
@@ -235,11 +236,11 @@ def main(argv=None) -> None:
         print(f"server: per-request budget {human(request_budget())}, result cache {human(cache_budget())} "
               "(RSS after = baseline + what the cache keeps)")
     print_table(rows, args.heavy_sweep)
-    # The load at the end counts this test's own clients and server; only the load before it started
-    # says whether something else was running.
-    print(f"load average {load0:.1f} before, {load1:.1f} after (this test's own clients and server) on {cores} cores"
-          + (": the machine was already busy, latencies include other work (not stable figures)"
-             if load0 > cores else ""))
+    if proc is not None:
+        print(watch.note())  # other processes' CPU while the levels ran, this test's clients and server apart
+    else:
+        print("machine: not measured (the server at --url is not this process's child, so its work would "
+              "count as other processes')")
     if any(r["failed"] for r in rows):
         print("FAILURES: see the lines above")
     lat_all = [r["p50"] for r in rows if r["ok"]]

@@ -34,6 +34,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from kernels.busy import BusyWatch
+
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
@@ -256,8 +258,9 @@ def main(argv=None) -> None:
         proc = start_server(port)
         url = f"http://127.0.0.1:{port}/"
     try:
-        res = measure(url, args.mbit, args.latency_ms, max(1, min(args.runs, 10)))
-        busy_ms = server_ms(url)
+        with BusyWatch() as watch:
+            res = measure(url, args.mbit, args.latency_ms, max(1, min(args.runs, 10)))
+            busy_ms = server_ms(url)
     finally:
         if proc is not None:
             stop_server(proc)
@@ -276,6 +279,7 @@ def main(argv=None) -> None:
     print(f"median redraw (click to grid drawn): {med:.2f} s, max {worst:.2f} s; timed from Python: median "
           f"{statistics.median(r['harness'] for r in res['redraws']):.2f} s; one /analyze call on the server: "
           f"{busy_ms:.0f} ms")
+    print(watch.note())
     if busy_ms > 1500:
         print("note: the server was slow to compute (a busy machine): the times above are not stable figures")
 

@@ -22,6 +22,8 @@ from typing import Callable
 
 import torch
 
+from kernels.busy import BusyWatch
+
 from . import repro_efficiency, repro_extrapolation, repro_induction, repro_kv_heads, repro_warmup
 
 REPRODUCTIONS: dict = {
@@ -73,8 +75,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny settings: checks the plumbing, not the effect")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     args = parser.parse_args(argv)
-    result = run(args.name, quick=args.quick, threads=args.threads,
-                 progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    with BusyWatch() as watch:
+        result = run(args.name, quick=args.quick, threads=args.threads,
+                     progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     mod = REPRODUCTIONS[args.name]
     print(f"# {args.name}: {mod.TITLE}")
     print("settings: " + json.dumps(result["settings"], sort_keys=True))
@@ -83,6 +86,7 @@ def main(argv=None) -> int:
         print(line)
     print(f"reading: {result['reading']}")
     print(f"wall time: {result['wall_s']:.1f} s on this machine ({args.threads} thread(s))")
+    print(watch.note())
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -28,6 +28,7 @@ import time
 import torch
 
 from . import attention, block_mask_from_rows
+from .busy import BusyWatch
 from .cpu_plan import build_plan
 from .measure import interleaved_ms
 
@@ -97,14 +98,16 @@ def main(argv=None):
     print(head)
     print("-" * len(head))
     out = []
-    for pattern in args.patterns:
-        for L in args.lengths:
-            t0 = time.perf_counter()
-            r = measure(L, pattern, args)
-            out.append(r)
-            print(f"{pattern:<15}{L:>7}{r['plan_ms']:>10.2f}{r['plan_ms'] * args.layers:>10.2f}"
-                  f"{r['replan_forward_ms']:>12.2f}"
-                  f"{r['memo_forward_ms']:>10.2f}{r['saved_ms']:>9.2f}   ({time.perf_counter() - t0:.0f} s)")
+    with BusyWatch() as watch:
+        for pattern in args.patterns:
+            for L in args.lengths:
+                t0 = time.perf_counter()
+                r = measure(L, pattern, args)
+                out.append(r)
+                print(f"{pattern:<15}{L:>7}{r['plan_ms']:>10.2f}{r['plan_ms'] * args.layers:>10.2f}"
+                      f"{r['replan_forward_ms']:>12.2f}"
+                      f"{r['memo_forward_ms']:>10.2f}{r['saved_ms']:>9.2f}   ({time.perf_counter() - t0:.0f} s)")
+    print(watch.note())
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -17,6 +17,7 @@ import math
 
 import torch
 
+from kernels.busy import BusyWatch
 from kernels.measure import measure_peak, median_ms
 from models import ConfigError, ModelConfig, build_model, choices
 from models.attention import ATTENTION
@@ -58,16 +59,18 @@ def main(argv=None):
     lengths = [int(x) for x in args.lengths.split(",")]
     keys = choices()["attention"] if args.all else ["full", "sliding_window"]
     rows = []
-    for key in keys:
-        stopped = None
-        for L in lengths:
-            rec = {"status": stopped, "reason": "a shorter length already failed"} if stopped else \
-                bench_config(_base(key), L, args.device, args.budget)
-            rec.update(attention=key, seq_len=L, device=args.device)
-            rows.append(rec)
-            if rec["status"] in ("oom", "timeout"):
-                stopped = rec["status"]
+    with BusyWatch() as watch:
+        for key in keys:
+            stopped = None
+            for L in lengths:
+                rec = {"status": stopped, "reason": "a shorter length already failed"} if stopped else \
+                    bench_config(_base(key), L, args.device, args.budget)
+                rec.update(attention=key, seq_len=L, device=args.device)
+                rows.append(rec)
+                if rec["status"] in ("oom", "timeout"):
+                    stopped = rec["status"]
     _print(rows, lengths)
+    print(watch.note())
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -37,6 +37,7 @@ import time
 import torch
 
 from models.bench_kernel_providers import BWD_FACTOR, PATTERNS, PROVIDERS, Unavailable, prepare
+from kernels.busy import BusyWatch
 from kernels.measure import interleaved_ms, synchronizer, timer_name
 
 CPU_LENGTHS = "1024,2048,4096,8192,16384"
@@ -275,12 +276,14 @@ def main(argv=None):
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"models.bench_kernels: torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, "
           f"load average {load:.2f} at start", flush=True)
-    records = sweep(args)
+    with BusyWatch() as watch:
+        records = sweep(args)
     for mode in MODES[args.mode]:
         print()
         print(format_table(records, mode))
         for line in summary_lines(records, mode):
             print(line)
+    print(watch.note())
     if args.json:
         with open(args.json, "w") as f:
             json.dump(records, f, indent=1)
