@@ -152,8 +152,7 @@ def attention_grid(maps, layers=None, heads=None) -> go.Figure:
                                    title=dict(text=f"layer {layer}" if c == 0 else ""))
     shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
     title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens ({shown})"
-             "<br><sup>rows = queries, columns = keys; blank = not allowed (probability exactly 0); "
-             "click a panel to zoom</sup>")
+             "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>")
     lay = _layout(title, height, **layout)
     lay["margin"] = dict(GRID_MARGIN)
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]

@@ -15,6 +15,8 @@ def token_axis(tokens: list, **kw) -> dict:
 TITLE_BAND = 78   # px at the top of a figure for its title (two lines, presentation-mode sizes)
 LEGEND_ROW = 28   # px per row of a horizontal legend
 LEGEND_WIDTH = 900  # px a legend row is assumed to have (a figure in the app's figure column)
+NOTE_CHARS = 95   # characters per line of a title's small-print note (<sup>) before it wraps
+NOTE_LINE = 20    # px each further line of a wrapped note adds to the title band
 
 
 def legend_rows(data: list) -> int:
@@ -26,6 +28,32 @@ def legend_rows(data: list) -> int:
     return max(1, -(-int(width) // LEGEND_WIDTH))
 
 
+def _title_pad(title: dict) -> int:
+    """px from the figure's top edge to a top-anchored title. Plotly drops a top-anchored title by
+    its cap height (0.7 em) when it is one line, but sets a title of several lines (``<br>``) on its
+    first baseline, so its first line would stick out of the figure: those get the font size more."""
+    size = ((title.get("font") or {}).get("size")) or 19
+    return 12 + (size if "<br>" in str(title.get("text") or "") else 0)
+
+
+def wrap_notes(text: str, width: int = NOTE_CHARS) -> str:
+    """``text`` (a Plotly title) with each long ``<sup>`` note of plain text broken into lines of at
+    most ``width`` characters where it can be: between its clauses ("; "), which stay whole. Plotly
+    never wraps a title, it clips it at the figure's edge."""
+    parts = []
+    for part in text.split("<br>"):
+        inner = part[5:-6] if part.startswith("<sup>") and part.endswith("</sup>") else None
+        if inner is not None and "<" not in inner and len(inner) > width:
+            lines = [""]
+            for clause in inner.split("; "):
+                if lines[-1] and len(lines[-1]) + 2 + len(clause) > width:
+                    lines.append("")
+                lines[-1] = f"{lines[-1]}; {clause}" if lines[-1] else clause
+            part = "<br>".join(f"<sup>{line}</sup>" for line in lines)
+        parts.append(part)
+    return "<br>".join(parts)
+
+
 def legend_above(lay: dict, data: list | None = None, rows: int = 1, gap: int = 0) -> dict:
     """Put ``lay``'s legend in a band between the title and the plot area (horizontal, left-aligned)
     so it can never cover an axis title. ``rows``: legend rows to make room for (at least what
@@ -33,15 +61,17 @@ def legend_above(lay: dict, data: list | None = None, rows: int = 1, gap: int = 
     (subplot titles). The title is pinned to the top of the figure; the top margin grows to hold
     title, legend and gap, and the figure grows by as much, so the plot area keeps its height."""
     rows = max(rows, legend_rows(data)) if data is not None else rows
+    title = lay.get("title") or {}
+    title = dict(text=title) if isinstance(title, str) else dict(title)
+    title["text"] = wrap_notes(str(title.get("text") or ""))
+    title.update(y=1, yref="container", yanchor="top", pad=dict(t=_title_pad(title)))
+    extra_lines = max(0, title["text"].count("<br>") - 1)  # the band holds a title and one note line
     margin = dict(lay.get("margin") or {})
     margin.setdefault("b", 60)
     old_t = margin.get("t", 90)
-    margin["t"] = TITLE_BAND + rows * LEGEND_ROW + gap
+    margin["t"] = TITLE_BAND + extra_lines * NOTE_LINE + rows * LEGEND_ROW + gap
     height = lay["height"] + max(0, margin["t"] - old_t)
     plot_px = max(1, height - margin["t"] - margin["b"])
-    title = lay.get("title") or {}
-    title = dict(text=title, y=1, yref="container", yanchor="top", pad=dict(t=12)) if isinstance(title, str) \
-        else {**title, "y": 1, "yref": "container", "yanchor": "top", "pad": dict(t=12)}
     keep = {k: v for k, v in (lay.get("legend") or {}).items() if k not in ("x", "y", "xanchor", "yanchor", "orientation")}
     lay.update(height=height, title=title, margin=margin, legend=dict(
         orientation="h", x=0, xanchor="left", y=1 + (gap + 4) / plot_px, yanchor="bottom", **keep))

@@ -43,7 +43,7 @@ def coincidence_notes(results: dict, panels) -> list:
             zeros[name] = where
     for name, where in zeros.items():
         why = ZERO_WHY.get(name, "no gradient reaches these weights at initialisation")
-        notes.append(f"{name} is exactly 0 in {' and '.join(where)} (drawn on the bottom edge): {why}")
+        notes.append(f"{name} is exactly 0 in {' and '.join(where)} (drawn on the bottom edge); {why}")
     return notes
 
 

@@ -64,3 +64,42 @@ def test_a_phone_viewport_has_no_horizontal_page_scroll(browser, app_url, shots_
         page.screenshot(path=os.path.join(shots_dir, "phone.png"))
     finally:
         ctx.close()
+
+
+# Per figure of the tab: the box of Gradio's label (null when hidden), of the figure's title and of
+# the figure's own svg, in page pixels.
+BOXES_JS = """(ids) => ids.map(id => { const blk = document.querySelector('#' + id);
+  const box = e => { if (!e || e.offsetParent === null) return null; const r = e.getBoundingClientRect();
+    return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  return {id, label: box(blk.querySelector('label[data-testid="block-label"]')),
+          title: box(blk.querySelector('.gtitle')), svg: box(blk.querySelector('svg.main-svg'))}; })"""
+
+
+def _apart(a, b):
+    return a["bottom"] <= b["top"] or b["bottom"] <= a["top"] or a["right"] <= b["left"] or b["right"] <= a["left"]
+
+
+def test_figure_titles_are_whole_and_clear_of_the_labels(page):
+    """Each figure's title lies inside its figure (a title of several lines pinned to the top used to
+    stick out above it), and Gradio's label never covers it: above the figure normally, hidden in
+    presentation mode, where the title is larger and says the same."""
+    page.page.set_viewport_size({"width": 1280, "height": 720})
+    tabs = {"Attention": ["attention-grid"], "Gradients": ["grad-plot"]}
+    for mode in ("normal", "presentation"):
+        if mode == "presentation":
+            page.page.locator("#present-toggle").click()
+            page.page.wait_for_function("() => document.body.classList.contains('presentation')")
+        for tab, ids in tabs.items():
+            page.page.get_by_role("tab", name=tab).click()
+            page.page.wait_for_function("(id) => { const t = document.querySelector('#' + id + ' .gtitle'); "
+                                        "return t && t.offsetParent !== null; }", arg=ids[0])
+            for fig in page.page.evaluate(BOXES_JS, ids):
+                title, svg, label = fig["title"], fig["svg"], fig["label"]
+                assert title["top"] >= svg["top"] - 0.5, (mode, fig)
+                if mode == "presentation":
+                    assert label is None, (mode, fig)
+                else:
+                    assert label is not None and _apart(label, title), (mode, fig)
+    page.page.locator("#present-toggle").click()
+    page.page.get_by_role("tab", name="Attention").click()
+    page.check_clean()

@@ -236,3 +236,18 @@ def test_every_legend_sits_clear_of_the_axis_titles():
         above = (leg.y - 1) * (lay.height - lay.margin.t - lay.margin.b)  # px from the plot area to the legend
         assert lay.margin.t >= TITLE_BAND + legend_rows(data) * LEGEND_ROW + above - 5, f"{name}: no room"
     assert checked >= 8
+
+
+def test_long_title_notes_wrap_between_clauses_and_the_band_grows():
+    """Plotly clips a title at the figure's edge: a long note is broken between its clauses (each
+    kept whole), and the title band grows a line for each line the note gained."""
+    from explorer.plots_axes import NOTE_CHARS, NOTE_LINE, legend_above
+    clauses = [f"clause {i} says something about the figure" for i in range(6)]
+    short = legend_above(dict(height=400, title="T<br><sup>one note</sup>"))
+    lay = legend_above(dict(height=400, title="T<br><sup>" + "; ".join(clauses) + "</sup>"))
+    text = lay["title"]["text"]
+    lines = [line[5:-6] for line in text.split("<br>")[1:]]
+    assert len(lines) > 1 and all(len(line) <= NOTE_CHARS for line in lines), lines
+    assert "; ".join(lines) == "; ".join(clauses)  # same words, same order, broken only at "; "
+    assert lay["margin"]["t"] - short["margin"]["t"] == (len(lines) - 1) * NOTE_LINE
+    assert lay["title"]["pad"]["t"] > 12  # a title of several lines is set on its first baseline
