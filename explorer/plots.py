@@ -79,6 +79,7 @@ def _level_colorscale() -> list:
 
 GRID_MAX_HEIGHT = 640  # px: the grid, title and head labels fit a 1280x720 screen in presentation mode
 GRID_MARGIN = dict(l=70, r=30, t=100, b=50)
+NARROW_EXTRA = 24  # px more title band for the narrow grid's three-line title
 PANEL_MAX = 150  # px: the height of one panel when few rows are shown
 
 
@@ -105,7 +106,7 @@ def _span(idx: list, n: int, what: str) -> str:
     return f"{what} {', '.join(parts)} of {n}"
 
 
-def attention_grid(maps, layers=None, heads=None) -> go.Figure:
+def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Figure:
     """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank.
 
     ``layers`` / ``heads``: the indices to draw (default the first ``MAX_GRID`` of each; at most
@@ -114,6 +115,7 @@ def attention_grid(maps, layers=None, heads=None) -> go.Figure:
     ``k * step`` with ``step = cmax / 255`` (``layout.meta["p_step"]``), ``cmax`` the 99th
     percentile of the shown probabilities; larger probabilities are clipped to the top colour, and
     then the colour bar's title says so ("clipped at p99 = ...") and the hover names the top level.
+    ``narrow``: for half a screen (A/B side by side), the title's one long line becomes two short ones.
     """
     att = maps.attention
     layers = list(range(min(att.shape[0], MAX_GRID))) if layers is None else [int(i) for i in layers][:MAX_GRID]
@@ -146,15 +148,23 @@ def attention_grid(maps, layers=None, heads=None) -> go.Figure:
                                        f"<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into this head"
                                        "<extra></extra>"))
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
-                                   zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else ""))
+                                   zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else "",
+                                                              font=dict(size=12) if narrow else None))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
                                    zeroline=False, autorange="reversed",
                                    title=dict(text=f"layer {layer}" if c == 0 else ""))
     shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
-    title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens ({shown})"
-             "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>")
+    if narrow:
+        title = (f"Attention maps: {maps.config['attention']}<br><sup>{len(maps.tokens)} byte tokens ({shown})"
+                 "</sup><br><sup>rows = queries, columns = keys; blank = not allowed (p = 0)</sup>")
+    else:
+        title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens ({shown})"
+                 "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>")
     lay = _layout(title, height, **layout)
     lay["margin"] = dict(GRID_MARGIN)
+    if narrow:  # a third title line: the band grows, and the figure with it (the panels keep their size)
+        lay["margin"]["t"] += NARROW_EXTRA
+        lay["height"] += NARROW_EXTRA
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
     ticktext = [f"{t:.2g}" if t else "0" for t in ticks]
     bar_title = "attention<br>probability"

@@ -88,7 +88,7 @@ def compare_outputs(a: ModelConfig, b: ModelConfig, text: str) -> dict:
     seq = max(1, len(maps_b.tokens))
     md = compare.diff_markdown(a, b, ex.model_summary(a, seq_len=seq), ex.model_summary(b, seq_len=seq))
     return {"compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale.",
-            "grid_a": plots.attention_grid(maps_a), "grid_b": plots.attention_grid(maps_b),
+            "grid_a": plots.attention_grid(maps_a, narrow=True), "grid_b": plots.attention_grid(maps_b, narrow=True),
             "compare_grad": compare.gradient_compare_figure(grad_a, grad_b),
             "compare_link": compare_query(a, b, text)}
 

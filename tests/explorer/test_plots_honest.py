@@ -251,3 +251,17 @@ def test_long_title_notes_wrap_between_clauses_and_the_band_grows():
     assert "; ".join(lines) == "; ".join(clauses)  # same words, same order, broken only at "; "
     assert lay["margin"]["t"] - short["margin"]["t"] == (len(lines) - 1) * NOTE_LINE
     assert lay["title"]["pad"]["t"] > 12  # a title of several lines is set on its first baseline
+
+
+def test_a_narrow_attention_grid_title_fits_half_a_screen():
+    """A/B draws two grids side by side (about 430 px each on a 1280 px screen, some 45 characters
+    of the title's size): the narrow title says the same in lines short enough for that."""
+    import re
+    maps = ex.attention_maps(ModelConfig(n_layers=2, attention="sliding_window", window=4), "hello there")
+    wide = plots.attention_grid(maps).layout.title.text
+    narrow = plots.attention_grid(maps, narrow=True).layout.title.text
+    lines = [re.sub(r"</?sup>", "", line) for line in narrow.split("<br>")]
+    assert max(len(line) for line in lines) < max(len(re.sub(r"</?sup>", "", x)) for x in wide.split("<br>"))
+    assert len(lines[0]) <= 45 and all(len(line) <= 75 for line in lines[1:]), lines  # notes are 0.7 size
+    for fact in ("sliding_window", f"{len(maps.tokens)} byte tokens", "all 2 layers", "blank = not allowed"):
+        assert fact in narrow and fact in wide
