@@ -115,7 +115,7 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     ``k * step`` with ``step = cmax / 255`` (``layout.meta["p_step"]``), ``cmax`` the 99th
     percentile of the shown probabilities; larger probabilities are clipped to the top colour, and
     then the colour bar's title says so ("clipped at p99 = ...") and the hover names the top level.
-    ``narrow``: for half a screen (A/B side by side), the title's one long line becomes two short ones.
+    ``narrow``: for half a screen (A/B side by side): the title in three short lines, smaller head labels.
     """
     att = maps.attention
     layers = list(range(min(att.shape[0], MAX_GRID))) if layers is None else [int(i) for i in layers][:MAX_GRID]
