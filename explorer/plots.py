@@ -264,7 +264,7 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
             text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper", yref="paper",
             showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
     notes = coincidence_notes(results, GRAD_PANELS)
-    title = "Gradient norms at initialisation, every norm placement (Xiong et al. 2020)"
+    title = "Gradient norms at initialisation by norm placement (Xiong et al. 2020)"
     if notes:
         title += "<br><sup>" + "; ".join(notes) + "</sup>"
     lay = _layout(title, 440, **layout)
@@ -340,9 +340,8 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
     mode = (current[0].get("mode", "forward") if current else "forward").replace("_", " + ")
     backends = sorted({r["backend"] for r in current if r["status"] == "ok"}) or ["-"]
     base = sorted({r["backend"] for r in baseline or [] if r["status"] == "ok"})
-    title = f"{mode.capitalize()} time and memory vs length — {attention}: {', '.join(backends)}"
-    if base:
-        title += f" | {baseline_name}: {', '.join(base)}"
+    title = f"{mode.capitalize()} time and memory vs length"
+    ran = f"{attention}: {', '.join(backends)}" + (f" | {baseline_name}: {', '.join(base)}" if base else "")
     method = current[0].get("memory_method", "measured") if current else "measured"
     threads = current[0].get("threads") if current else None
     if threads:
@@ -357,7 +356,7 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
         note = f"; the two curves coincide: {attention} and {baseline_name} measured within 5% at every length"
     if any(r["status"] != "ok" for r in current + (baseline or [])):
         note += "; × on a curve: that length of that attention failed (hover: why)"
-    lay = _layout(title + f"<br><sup>median of timed runs after warm-up; memory {method}{note}</sup>", 460,
+    lay = _layout(title + f"<br><sup>{ran}; median of timed runs after warm-up; memory {method}{note}</sup>", 460,
                   xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
                   yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),
                   xaxis2=dict(domain=xd1, anchor="y2", type="log", title=dict(text="sequence length L (tokens)"),
