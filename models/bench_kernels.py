@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -273,9 +272,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"models.bench_kernels: torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, "
-          f"load average {load:.2f} at start", flush=True)
+    print(f"models.bench_kernels: torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads "
+          "(how busy the machine was: the last line)", flush=True)
     with BusyWatch() as watch:
         records = sweep(args)
     for mode in MODES[args.mode]:

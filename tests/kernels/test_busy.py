@@ -19,7 +19,7 @@ SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
 
 
 def _watched(body: str) -> dict:
-    """Run ``body`` (Python, may use ``spin(seconds)`` source, ``subprocess``, ``sys``, ``time``)
+    """Run ``body`` (Python; it may use ``SPIN.format(s=seconds)``, ``subprocess``, ``sys``, ``time``)
     inside a BusyWatch in a fresh process; return its figures."""
     code = "import json, subprocess, sys, time\nfrom kernels.busy import BusyWatch\nSPIN = {spin!r}\n" \
            "with BusyWatch() as w:\n{body}\n" \
