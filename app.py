@@ -1,5 +1,5 @@
 """Transformer Family Explorer: the Gradio app (Hugging Face Spaces runs this file)."""
-from explorer.ui import LAUNCH_OPTIONS, build_app
+from explorer.app.layout import LAUNCH_OPTIONS, build_app
 
 demo = build_app()
 

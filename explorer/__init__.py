@@ -1,4 +1,4 @@
 """The explorer: experiments (config -> results), plots (results -> figures), presets and the Gradio UI.
 
-``explorer.experiments`` and ``explorer.plots`` import no gradio; ``explorer.ui`` builds the app.
+``explorer.analysis.experiments`` and ``explorer.figures.base`` import no gradio; ``explorer.app.layout`` builds the app.
 """

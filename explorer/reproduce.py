@@ -1,58 +1,16 @@
-"""Reproduce the source texts' claims about trained models, on this machine, in a minute or two.
-
-``python -m explorer.reproduce NAME [--json out.json] [--quick] [--threads N]`` runs one
-reproduction, prints its table and writes ``{"name", "settings", "wall_s", "rows": [...]}``
-(plus extra top-level keys some reproductions add). The same functions feed the Reproductions
-panel of the Train tab. ``--quick`` shrinks every setting (seconds, for checking the plumbing);
-the effect is only expected at the default settings.
-
-- ``warmup``: post-LN vs pre-LN, with and without learning-rate warm-up (Xiong et al. 2020).
-- ``extrapolation``: train at one length, evaluate longer (ALiBi, Press et al. 2022).
-- ``induction``: a two-layer attention-only model learns induction heads (Olsson et al. 2022).
-- ``efficiency``: every attention of the catalogue, quality vs throughput vs memory (Long Range Arena).
-- ``kv_heads``: MHA vs GQA vs MQA: KV-cache bytes, decode latency, quality (Shazeer 2019; Ainslie 2023).
+"""``python -m explorer.reproduce NAME [--json out.json] [--quick] [--threads N]``: one reproduction of
+the source texts' results (``explorer.training.reproductions``), its table printed and its result
+written as JSON. ``--quick`` shrinks every setting (seconds, for checking the plumbing); the effect
+is only expected at the default settings.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
-from typing import Callable
 
-import torch
-
+from explorer.training.reproductions import REPRODUCTIONS, run
 from kernels.busy import BusyWatch
-
-from . import repro_efficiency, repro_extrapolation, repro_induction, repro_kv_heads, repro_warmup
-
-REPRODUCTIONS: dict = {
-    "warmup": repro_warmup,
-    "extrapolation": repro_extrapolation,
-    "induction": repro_induction,
-    "efficiency": repro_efficiency,
-    "kv_heads": repro_kv_heads,
-}
-
-
-def run(name: str, quick: bool = False, threads: int = 1, progress: Callable[[str], None] | None = None) -> dict:
-    """Run one reproduction; the result dict of the JSON schema above."""
-    from models import ConfigError
-
-    if name not in REPRODUCTIONS:
-        raise ConfigError("reproduction", name, f"one of {list(REPRODUCTIONS)}")
-    mod = REPRODUCTIONS[name]
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    t0 = time.perf_counter()
-    try:
-        result = mod.run(quick=quick, threads=threads, progress=progress or (lambda _msg: None))
-    finally:
-        torch.set_num_threads(old)
-    result = {"name": name, **result, "wall_s": round(time.perf_counter() - t0, 2)}
-    result["settings"] = {**result["settings"], "threads": threads, "quick": quick}
-    result["reading"] = mod.reading(result)
-    return result
 
 
 def format_table(rows: list, columns: list) -> str:
@@ -69,7 +27,7 @@ def format_table(rows: list, columns: list) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.reproduce", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m explorer.reproduce", description="Reproduce a result of the source texts on this machine.")
     parser.add_argument("name", choices=list(REPRODUCTIONS))
     parser.add_argument("--json", help="write the result to this file")
     parser.add_argument("--quick", action="store_true", help="tiny settings: checks the plumbing, not the effect")

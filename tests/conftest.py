@@ -6,6 +6,7 @@ ahead-of-time compilation for sm_80 / sm_90, runs in a subprocess without it).
 """
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -27,9 +28,16 @@ AOT_TEST = "test_aot.py::test_aot_check_full"
 AOT_JOB = pytest.StashKey()
 
 
+BROWSER_DIR = Path(__file__).resolve().parent / "browser"
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Start the ahead-of-time compile check in the background when its test is selected (see
+    """Mark every test under tests/browser ``browser`` (they serve the app, most drive Chromium), and
+    start the ahead-of-time compile check in the background when its test is selected (see
     tests/aot_job.py); the test waits for it."""
+    for item in items:
+        if BROWSER_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.browser)
     aot = [item for item in items if item.nodeid.endswith(AOT_TEST)]
     if aot:
         from aot_job import AotJob

@@ -7,6 +7,8 @@ test reads its result.
 """
 import re
 
+import pytest
+
 FAMILIES = [
     *(f"{fn} {kind}" for fn in ("_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq")
       for kind in ("dense", "dense mod", "sparse", "sparse mod")),
@@ -24,6 +26,7 @@ def _is_family(name: str, family: str) -> bool:
         and ("mod" in words) == ("mod" in fam)
 
 
+@pytest.mark.slow
 def test_aot_check_full(aot_result):
     code, out, err = aot_result
     assert code == 0, out[-4000:] + err[-3000:]

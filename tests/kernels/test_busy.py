@@ -30,6 +30,7 @@ def _watched(body: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @linux_only
 def test_a_process_outside_the_tree_is_other_work():
     """A spinning process that is not a descendant (its launcher exits at once, so it is
@@ -43,6 +44,7 @@ def test_a_process_outside_the_tree_is_other_work():
     subprocess.run([sys.executable, "-c", "import time; time.sleep(1.2)"])  # the spinner ends first
 
 
+@pytest.mark.slow
 @linux_only
 def test_a_child_process_is_counted_as_the_benchmark_own_work():
     """A benchmark that runs its work in a child (a server, a browser) owns that CPU time: a child
@@ -51,6 +53,7 @@ def test_a_child_process_is_counted_as_the_benchmark_own_work():
     assert r["own"] > 0.7, r["note"]
 
 
+@pytest.mark.slow
 @linux_only
 def test_a_grandchild_orphaned_meanwhile_is_still_counted_as_own_work():
     """A browser that closes leaves its renderers to init, which reaps them: their time reaches no

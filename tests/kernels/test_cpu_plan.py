@@ -6,8 +6,7 @@ import threading
 import pytest
 import torch
 
-from kernels import attention, attention_ref, block_mask, record_backends
-from kernels import cpu_plan
+from kernels import attention, attention_ref, block_mask, cpu_plan, record_backends
 from kernels.cpu_attention import block_sparse_attention
 from kernels.cpu_plan import SLIDING, plan
 

@@ -28,6 +28,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["_attn_fwd", "_attn_bwd_dq"])
 def test_sparse_loops_are_pipelined_like_dense(kernel):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

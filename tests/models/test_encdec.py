@@ -2,9 +2,9 @@
 properties, decoder causality, the encoder-only head, the refusals and their reasons."""
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-import torch.nn.functional as F
 from torch import nn
 
 from models import ConfigError, ModelConfig, build_model, choices

@@ -113,7 +113,7 @@ def test_models_has_no_import_cycle():
 
 
 # kernels/bench_providers.py (another engineer's file) reads the pattern layouts of models; it moves to
-# models/bench_kernel_providers.py in that engineer's branch.
+# benchmarks/kernel_providers.py in that engineer's branch.
 
 
 @pytest.mark.parametrize("module", sorted(_in("kernels")))

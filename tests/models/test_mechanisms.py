@@ -75,7 +75,10 @@ def test_effective_attention_rows_sum_to_one_and_reproduce_output(key, causal):
     cfg, core = _core(key, causal)
     q, k, v = _qkv()
     out, probs, _ = _run(core, q, k, v, need_weights=True)
-    torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:-1]), rtol=0, atol=1e-5)
+    # float32 rounds each weight by eps * |p|: trig features give signed weights whose magnitudes sum to
+    # ~1e3 in a row while the row sums to 1, so their rounding, not the normalisation, sets the tolerance
+    slack = 1e-5 + probs.abs().sum(-1) * torch.finfo(probs.dtype).eps
+    assert ((probs.sum(-1) - 1).abs() <= slack).all()
     if key == "linformer":  # probs spread the proj_len attention over positions through |E| (display only)
         assert (probs >= 0).all()
         return

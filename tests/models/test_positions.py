@@ -6,8 +6,7 @@ import torch
 
 from kernels.reference import attention_ref
 from models.config import ConfigError, ModelConfig
-from models.positions import (POSITION, alibi_slopes, apply_rope, sinusoidal_table,
-                              t5_relative_bucket)
+from models.positions import POSITION, alibi_slopes, apply_rope, sinusoidal_table, t5_relative_bucket
 
 KEYS = list(POSITION)
 TINY = dict(d_model=16, n_heads=2, n_layers=2, max_len=32, max_relative=2, t5_num_buckets=8,

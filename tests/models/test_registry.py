@@ -10,8 +10,15 @@ import torch
 
 from models import ConfigError, ModelConfig, build_model, registries
 from models.attention import ATTENTION, PATTERNS
-from models.capabilities import (KINDS, SCORE_BIAS, AttentionCaps, MemoryCaps, PositionCaps, check_combination,
-                                 refused_modifiers)
+from models.capabilities import (
+    KINDS,
+    SCORE_BIAS,
+    AttentionCaps,
+    MemoryCaps,
+    PositionCaps,
+    check_combination,
+    refused_modifiers,
+)
 from models.config import CATEGORIES, SIZE_RANGES
 from models.context import ForwardContext, LayerInfo
 from models.variant import Variant

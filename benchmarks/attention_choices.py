@@ -1,0 +1,102 @@
+"""Forward time and measured memory of every attention choice against sequence length (CPU/GPU).
+
+    python -m benchmarks.attention_choices                         # sliding_window (window 128) vs full, L = 1k..8k
+    python -m benchmarks.attention_choices --all --json out.json   # every attention key (LRA-style table vs full)
+
+Each row builds a one-layer model of the default width (d_model 128, 4 heads, causal unless the
+mechanism is bidirectional-only), times the forward pass (median after warm-up) and measures the
+peak memory the forward allocated (``kernels.measure``: profiler allocator events on CPU,
+``max_memory_allocated`` on CUDA). A length that runs out of memory or exceeds the time budget is
+printed as OOM / timeout, and longer lengths of that row are skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import torch
+
+from kernels.busy import BusyWatch
+from kernels.measure import measure_peak, median_ms
+from models import ConfigError, ModelConfig, build_model, choices
+from models.attention import ATTENTION
+
+
+def bench_config(cfg: ModelConfig, L: int, device: str, budget_s: float) -> dict:
+    try:
+        cfg = cfg.replace(max_len=max(cfg.max_len, L))
+        cfg.validate()
+    except ConfigError as e:
+        return {"status": "invalid", "reason": str(e)}
+    model = build_model(cfg).to(device).eval()
+    tokens = torch.randint(0, cfg.vocab_size, (1, L), device=device)
+    try:
+        with torch.no_grad():
+            ms = median_ms(lambda: model(tokens), device, warmup=1, repeats=5, budget_s=budget_s)
+            _, peak = measure_peak(lambda: model(tokens), device)
+    except (torch.OutOfMemoryError, MemoryError) as e:
+        return {"status": "oom", "reason": str(e).splitlines()[0]}
+    except ConfigError as e:
+        return {"status": "invalid", "reason": str(e)}
+    status = "timeout" if ms / 1000.0 > budget_s else "ok"
+    return {"status": status, "ms": ms, "peak_bytes": peak}
+
+
+def _base(key: str) -> ModelConfig:
+    causal = True in ATTENTION[key].caps.causal_modes  # causal unless the mechanism is bidirectional-only
+    return ModelConfig(attention=key, causal=causal, n_layers=1, window=128, position="rope")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--all", action="store_true", help="every attention key, not just sliding_window vs full")
+    ap.add_argument("--lengths", default="1024,2048,4096,8192")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--budget", type=float, default=20.0, help="seconds per measurement before 'timeout'")
+    ap.add_argument("--json", help="write the table to this file")
+    args = ap.parse_args(argv)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    keys = choices()["attention"] if args.all else ["full", "sliding_window"]
+    rows = []
+    with BusyWatch() as watch:
+        for key in keys:
+            stopped = None
+            for L in lengths:
+                rec = {"status": stopped, "reason": "a shorter length already failed"} if stopped else \
+                    bench_config(_base(key), L, args.device, args.budget)
+                rec.update(attention=key, seq_len=L, device=args.device)
+                rows.append(rec)
+                if rec["status"] in ("oom", "timeout"):
+                    stopped = rec["status"]
+    _print(rows, lengths)
+    print(watch.note())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def _print(rows, lengths):
+    full = {r["seq_len"]: r for r in rows if r["attention"] == "full" and r["status"] == "ok"}
+    print(f"{'attention':16s}" + "".join(f"{'L=' + str(L):>26s}" for L in lengths) + f"{'slope':>8s}")
+    for key in dict.fromkeys(r["attention"] for r in rows):
+        cells, pts = [], []
+        for L in lengths:
+            r = next(r for r in rows if r["attention"] == key and r["seq_len"] == L)
+            if r["status"] != "ok":
+                cells.append(f"{r['status']:>26s}")
+                continue
+            rel = f" x{r['ms'] / full[L]['ms']:.2f}" if L in full else ""
+            cells.append(f"{r['ms']:9.1f} ms{rel:>7s} {r['peak_bytes'] / 2**20:6.0f}MiB")
+            pts.append((L, r["ms"]))
+        slope = ""
+        if len(pts) >= 2:
+            (l0, t0), (l1, t1) = pts[0], pts[-1]
+            slope = f"{math.log(t1 / t0) / math.log(l1 / l0):.2f}"
+        print(f"{key:16s}" + "".join(cells) + f"{slope:>8s}")
+    print("ms: median forward time; xN: relative to full; MiB: measured peak allocated by the forward; "
+          "slope: log-log growth of time (1 = linear, 2 = quadratic)")
+
+
+if __name__ == "__main__":
+    main()

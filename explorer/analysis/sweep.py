@@ -1,0 +1,378 @@
+"""Latency and memory against sequence length, measured on the machine the app runs on.
+
+``latency_memory_sweep(cfg, seq_lens, mode)`` returns one record per length:
+``seq_len``, ``ms`` (median of several timed runs after a warm-up), ``peak_bytes`` (measured by
+``kernels.measure.measure_peak``: ``torch.cuda.max_memory_allocated`` on CUDA; on CPU the running
+sum of the allocator events the PyTorch profiler records, so kernels' internal buffers count too),
+``backend`` (the names ``kernels.attention`` reported while the warm-up run of that length ran:
+``kernels.record_backends``, never a prediction), ``others`` (how many other app requests computed
+during the measurement: the timing is inflated when it is not 0), ``timer``, ``dtype``,
+``status`` (``ok`` / ``oom`` / ``timeout`` / ``cancelled`` / ``invalid`` / ``error``) and ``reason``.
+
+What the timings exclude: building the model, the first run of the process (lazy initialisation,
+profiler start-up) and, per length, the block-sparse layout and its execution plan, which are built
+once per (pattern, length) and memoised (``models.attention.sparse.pattern_block_mask``, the plan
+on the ``BlockMask``): the untimed warm-up run of each length pays them. On CUDA the runs execute
+under bf16 autocast and are timed with CUDA events; on the CPU in fp32 with ``time.perf_counter``.
+
+It never raises for out-of-memory, time-outs or cancellation. The time budget holds for every
+run, the first length's included: a forward pre-hook on every module (and, with gradients, a hook
+on every module's input gradient) checks the deadline and the caller's ``should_stop`` and
+abandons the run between two modules. Chosen over a worker process because a process would pay
+torch's import and the model build again (seconds, more than the budget) and could not share the
+memoised layouts; the price is that one module call (one layer's attention) is the granularity.
+A length whose predicted time (from the previous lengths' measured scaling) exceeds the budget is
+skipped without running; after a time-out or OOM the longer lengths are skipped. A length whose
+hidden states alone would not fit in the available memory is skipped as ``oom`` without
+allocating anything. Each length's warm-up run is the one profiled for memory, so the profiler's
+overhead never enters the timings.
+
+An encoder-decoder is timed on ``model(src, tgt)``: ``seq2seq_axis="both"`` sets source and target
+length to each sweep length, ``"source"`` / ``"target"`` sweeps that side with the other held at
+``fixed_len``; each record then carries ``src_len`` and ``tgt_len``.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+
+import torch
+
+import kernels
+from explorer.analysis.seq2seq import SEQ2SEQ_AXES, seq2seq_lengths
+from explorer.runtime import budget as request_budget
+from explorer.runtime.configs import as_config
+from explorer.runtime.device import default_threads, gpu
+from explorer.runtime.device import device as default_device
+from explorer.runtime.load import LOAD
+from explorer.runtime.seeding import build
+from kernels.measure import measure_peak
+from models import ConfigError, ModelConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
+# Timings from concurrent sweeps would disturb each other, and the profiler is process-wide:
+# one measurement at a time (a lock, not shared data).
+_MEASURE_LOCK = threading.Lock()
+_OOM_WORDS = ("out of memory", "can't allocate memory", "not enough memory", "cannot allocate memory")
+
+
+def memory_method(dev) -> str:
+    if torch.device(dev).type == "cuda":
+        return "measured: torch.cuda.max_memory_allocated"
+    return "measured: peak of PyTorch profiler allocator events (CPU)"
+
+
+class Abandoned(Exception):
+    """Raised from a hook to abandon a run: the deadline passed or the caller cancelled."""
+
+
+def _available_bytes(dev: torch.device) -> int:
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    return request_budget.available_bytes()
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _OOM_WORDS)
+
+
+def _inputs(cfg: ModelConfig, L: int, batch: int, pair, dev) -> tuple:
+    """The model's arguments at sweep length ``L``: ``(tokens,)``, or ``(src, tgt)`` when ``pair``."""
+    gen = torch.Generator().manual_seed(L)
+    sizes = (L,) if pair is None else seq2seq_lengths(L, *pair)
+    return tuple(torch.randint(0, cfg.vocab_size, (batch, n), generator=gen).to(dev) for n in sizes)
+
+
+def _work(model, tokens, mode: str, dev):
+    """The closure timed: a forward (no grad) or a forward + backward, bf16 autocast on CUDA.
+    ``tokens`` is the tuple of the model's arguments."""
+    dev = torch.device(dev)
+    cast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if dev.type == "cuda" else contextlib.nullcontext
+    if mode == "forward":
+        def run():
+            with torch.no_grad(), cast():
+                model(*tokens)
+    else:
+        def run():
+            try:
+                with cast():
+                    out = model(*tokens)
+                    loss = out.logits.float().logsumexp(-1).mean() + out.aux_loss
+                loss.backward()
+            finally:  # an abandoned backward leaves partial grads: clear them either way
+                model.zero_grad(set_to_none=True)
+    return run
+
+
+def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others=0):
+    return {"seq_len": int(L), "ms": ms, "peak_bytes": peak, "backend": backend, "status": status,
+            "reason": reason, "mode": mode, "device": str(dev), "threads": torch.get_num_threads(),
+            "memory_method": memory_method(dev), "others": int(others), "timer": _timer_name(dev),
+            "dtype": str(_dtype(dev)).removeprefix("torch.")}
+
+
+@gpu
+def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
+                         repeats: int = 5, min_repeats: int = 2, time_budget_s: float = 5.0,
+                         progress=None, dev=None, threads: int | None = None, should_stop=None,
+                         seq2seq_axis: str = "both", fixed_len: int = 64) -> list:
+    """One record per length (ascending); never raises for OOM, time-out or cancel (module docstring).
+
+    ``progress(fraction, message)`` is called before each length when given. ``should_stop()`` is
+    polled between modules and between runs: once it returns True the current run is abandoned and
+    the remaining lengths are recorded as ``cancelled``. Timings use ``threads`` intra-op threads
+    (default: the app's setting, ``EXPLORER_THREADS`` or 1), set for the calling thread only.
+    ``seq2seq_axis`` / ``fixed_len``: the lengths of an encoder-decoder (module docstring).
+    """
+    cfg = as_config(cfg)
+    pair = None
+    if cfg.architecture == "encoder_decoder":
+        if seq2seq_axis not in SEQ2SEQ_AXES:
+            raise ConfigError("seq2seq_axis", seq2seq_axis, ", ".join(map(repr, SEQ2SEQ_AXES)))
+        if int(fixed_len) < 1:
+            raise ConfigError("fixed_len", fixed_len, "a positive integer")
+        pair = (seq2seq_axis, int(fixed_len))
+    if mode not in ("forward", "forward_backward"):
+        raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
+    dev = torch.device(dev) if dev is not None else default_device()
+    lens = sorted({int(n) for n in seq_lens})
+    if not lens or lens[0] < 1:
+        raise ConfigError("seq_lens", seq_lens, "positive integers")
+    stopped = should_stop or (lambda: False)
+    records, stop, history = [], None, []
+    if not _acquire(_MEASURE_LOCK, stopped):
+        return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
+    if stopped():  # not even the model build (seconds for a large config) once cancelled
+        _MEASURE_LOCK.release()
+        return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
+    try:
+        with _threads(threads or default_threads()):
+            model = build(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
+            guard = _Guard(stopped)
+            with guard.installed(model, mode):
+                for n, L in enumerate(lens):
+                    if progress is not None:
+                        progress(n / len(lens), f"{cfg.attention}: L={L} ({n + 1}/{len(lens)})")
+                    if stop is None and stopped():
+                        stop = ("cancelled", "cancelled")
+                    if stop is not None:
+                        records.append(_record(L, stop[0], "not run", mode, dev, reason=stop[1]))
+                        continue
+                    rec = _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats,
+                                       time_budget_s, history, guard, first=n == 0, pair=pair)
+                    records.append(rec)
+                    if rec["status"] == "ok":
+                        history.append((L, rec["ms"] / 1000.0))
+                    elif rec["status"] == "cancelled":
+                        stop = ("cancelled", "cancelled")
+                    elif rec["status"] in ("oom", "timeout"):
+                        stop = (rec["status"], f"skipped: a shorter length ({L}) already hit {rec['status']}")
+    finally:
+        _MEASURE_LOCK.release()
+    for rec in records if pair is not None else []:
+        rec["src_len"], rec["tgt_len"] = seq2seq_lengths(rec["seq_len"], *pair)
+    if progress is not None:
+        progress(1.0, "done")
+    return records
+
+
+def _acquire(lock, stopped, poll_s: float = 0.1) -> bool:
+    """Wait for ``lock`` unless the caller cancels meanwhile (False: not acquired)."""
+    while not lock.acquire(timeout=poll_s):
+        if stopped():
+            return False
+    return True
+
+
+class _Guard:
+    """Abandons the current run between two modules once its deadline passed or the caller cancelled."""
+
+    def __init__(self, stopped):
+        self.stopped = stopped
+        self.deadline = math.inf
+        self.why = None
+
+    def check(self) -> None:
+        if self.stopped():
+            self.why = "cancelled"
+            raise Abandoned("cancelled")
+        if time.perf_counter() > self.deadline:
+            self.why = "timeout"
+            raise Abandoned("timeout")
+
+    @contextlib.contextmanager
+    def run_until(self, seconds: float):
+        self.deadline, self.why = time.perf_counter() + seconds, None
+        try:
+            yield
+        finally:
+            self.deadline = math.inf
+
+    @contextlib.contextmanager
+    def installed(self, model, mode: str):
+        def pre_hook(_module, args):
+            self.check()
+            if mode != "forward":  # the backward pass passes through the same point again
+                for a in args:
+                    if isinstance(a, torch.Tensor) and a.requires_grad:
+                        a.register_hook(self._grad_hook)
+                        break
+
+        handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()]
+        try:
+            yield self
+        finally:
+            for hd in handles:
+                hd.remove()
+
+    def _grad_hook(self, grad):
+        self.check()
+        return grad
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(n)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def backend_label(ran: list, cfg: ModelConfig, dev) -> str:
+    """The distinct names ``kernels.attention`` reported, in call order; a mechanism that never
+    calls it (linear / low-rank / LSH attention compute their own products) says so."""
+    names = list(dict.fromkeys(ran))
+    if not names:
+        return f"torch-{torch.device(dev).type} ({cfg.attention}: own PyTorch code, no kernels.attention call)"
+    return " + ".join(names)
+
+
+def _dtype(dev) -> torch.dtype:
+    return torch.bfloat16 if torch.device(dev).type == "cuda" else torch.float32
+
+
+def _timer_name(dev) -> str:
+    return "CUDA events" if torch.device(dev).type == "cuda" else "perf_counter"
+
+
+def _timed_ms(run, dev, n: int, budget: float, guard: _Guard) -> float:
+    """Median ms of ``n`` runs (stops once their total exceeds ``budget``; at least one run).
+    CUDA: events recorded on the stream around each run; CPU: wall time."""
+    times, spent = [], 0.0
+    cuda = torch.device(dev).type == "cuda"
+    for _ in range(n):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            dt = start.elapsed_time(end) / 1000.0
+        else:
+            t0 = time.perf_counter()
+            run()
+            dt = time.perf_counter() - t0
+        times.append(dt)
+        spent += dt
+        if spent > budget:
+            break
+        guard.check()
+    times.sort()
+    return 1000.0 * times[len(times) // 2]
+
+
+def _predicted_s(history: list, L: int) -> float | None:
+    """Time at ``L`` extrapolated from the measured scaling of the last two lengths (slope in [1, 2])."""
+    if not history:
+        return None
+    (l1, t1) = history[-1]
+    slope = 2.0
+    if len(history) >= 2:
+        (l0, t0) = history[-2]
+        if t0 > 0 and t1 > 0 and l1 > l0:
+            slope = min(2.0, max(1.0, math.log(t1 / t0) / math.log(l1 / l0)))
+    return t1 * (L / l1) ** slope
+
+
+def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int:
+    """Timed runs: at least ``min_repeats``, more (up to ``repeats``) while the runs, predicted from the
+    warm-up's duration, stay within ``min(1 s, budget / 4)``; ``median_ms`` stops at ``budget``."""
+    if warm_s <= 0:
+        return repeats
+    return max(1, min(repeats, max(min_repeats, math.ceil(min(1.0, budget / 4) / warm_s))))
+
+
+def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
+                 first: bool, pair=None) -> dict:
+    longest = L if pair is None else max(seq2seq_lengths(L, *pair))
+    try:  # the per-request memory budget, predicted from the shapes before anything is allocated
+        request_budget.check(cfg, mode, longest, batch)
+    except ConfigError as exc:
+        return _record(L, "oom", "not run", mode, dev, reason=f"skipped: {exc}")
+    need = batch * L * cfg.d_model * 4 * 2  # the embeddings and one hidden state: a lower bound
+    avail = _available_bytes(dev)
+    if need > avail:
+        return _record(L, "oom", "not run", mode, dev,
+                       reason=f"skipped: the hidden states alone need {need / 2**30:.1f} GiB, "
+                              f"{avail / 2**30:.1f} GiB available")
+    pred = _predicted_s(history, L)
+    if pred is not None and pred > budget:
+        return _record(L, "timeout", "not run", mode, dev,
+                       reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s")
+    with LOAD.window() as seen:
+        rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair)
+    rec["others"] = seen["others"]  # other requests that computed while this length was measured
+    return rec
+
+
+def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair=None) -> dict:
+    backend, peak = "not run", None
+    try:
+        run = _work(model, _inputs(cfg, L, batch, pair, dev), mode, dev)
+        sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+        if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
+            with guard.run_until(budget):
+                run()
+            measure_peak(lambda: None, dev)
+        sync()
+        t0 = time.perf_counter()
+        with kernels.record_backends() as ran, guard.run_until(budget):
+            _, peak = measure_peak(run, dev)  # warm-up of this length: pays the layout / plan, measured for memory
+        backend = backend_label(ran, cfg, dev)
+        sync()
+        warm = time.perf_counter() - t0
+        if warm > budget:
+            return _record(L, "timeout", backend, mode, dev, peak=int(peak),
+                           reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
+        with guard.run_until(budget):
+            ms = _timed_ms(run, dev, _n_runs(warm, repeats, min_repeats, budget), budget, guard)
+    except Abandoned:
+        if guard.why == "cancelled":
+            return _record(L, "cancelled", backend, mode, dev, reason="cancelled during the run")
+        return _record(L, "timeout", backend, mode, dev, peak=None if peak is None else int(peak),
+                       reason=f"abandoned: a run exceeded the budget of {budget:.2f} s")
+    except ConfigError as exc:
+        return _record(L, "invalid", backend, mode, dev, reason=str(exc))
+    except (RuntimeError, MemoryError) as exc:
+        if isinstance(exc.__cause__, Abandoned) or isinstance(exc.__context__, Abandoned):
+            return _record(L, "timeout" if guard.why == "timeout" else "cancelled", backend, mode, dev,
+                           reason=f"abandoned ({guard.why})")
+        if _is_oom(exc):
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+            return _record(L, "oom", backend, mode, dev, reason=str(exc).splitlines()[0][:200])
+        log.exception("sweep run failed at L=%d", L)
+        return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+    except Exception as exc:  # a bug in a variant must not take the app down: report it
+        log.exception("sweep run failed at L=%d", L)
+        return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+    return _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))

@@ -1,0 +1,99 @@
+"""A session's trained weights, as the Attention, Variant views and Gradients tabs use them.
+
+``snapshot(cfg, model)`` copies a model's ``state_dict`` into a ``TrainedWeights`` record: the
+config JSON it belongs to, the tensors (CPU clones, so the run can keep training without changing
+what the tabs show), their SHA-256 digest (``tensor_digest``) and the step. The record
+lives in one session's ``gr.State`` only, never in a module global; it is refused above
+``MAX_TRAINED_BYTES`` so that the sessions the server keeps stay bounded.
+
+The experiments take the record as their optional ``weights`` argument, or find it in a context
+variable set by ``active(weights)`` for one request (per thread, like ``kernels.record_backends``):
+results are cached under the digest, so two sessions never see each other's weights, and a config
+that differs from the record's (another norm placement, another size) is computed from its
+initial weights. ``mismatch(weights, cfg)`` names the fields that differ, for the switch's message.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from explorer.runtime.configs import as_config
+from models import ConfigError
+
+# 2M parameters (the training cap) in float32 are 8 MB; the buffers (RoPE tables, masks) add a little
+MAX_TRAINED_BYTES = 24 << 20
+
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("explorer_trained_weights", default=None)
+
+
+def tensor_digest(tensors: dict) -> str:
+    """SHA-256 over (name, dtype, shape, raw bytes) of every tensor, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class TrainedWeights:
+    config_json: str        # ModelConfig.to_json() of the model the tensors belong to
+    tensors: dict           # name -> CPU tensor (a copy of the model's state_dict)
+    digest: str             # SHA-256 of the tensors: the cache key
+    step: int               # optimizer steps done (0: an uploaded file without a step)
+    nbytes: int
+
+    def matches(self, cfg) -> bool:
+        return as_config(cfg).to_json() == self.config_json
+
+    def load_into(self, model: torch.nn.Module) -> torch.nn.Module:
+        model.load_state_dict(self.tensors, strict=True)
+        return model
+
+
+def snapshot(cfg, model: torch.nn.Module, step: int = 0) -> TrainedWeights:
+    """A frozen copy of ``model``'s weights; ``ConfigError`` when they exceed ``MAX_TRAINED_BYTES``."""
+    cfg = as_config(cfg)
+    state = model.state_dict()
+    size = sum(t.numel() * t.element_size() for t in state.values())
+    if size > MAX_TRAINED_BYTES:
+        raise ConfigError("weights", f"{size:,} bytes", f"trained weights of at most {MAX_TRAINED_BYTES:,} bytes "
+                          "to show in the other tabs")
+    with torch.no_grad():
+        tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
+    return TrainedWeights(cfg.to_json(), tensors, tensor_digest(tensors), int(step), size)
+
+
+def mismatch(weights: TrainedWeights, cfg) -> list:
+    """The config fields whose values differ between ``cfg`` and the weights' config, as ``k=v`` of the weights."""
+    mine, other = as_config(weights.config_json).to_dict(), as_config(cfg).to_dict()
+    return [f"{k}={mine[k]!r}" for k in mine if other.get(k) != mine[k]]
+
+
+@contextlib.contextmanager
+def active(weights: Optional[TrainedWeights]):
+    """The experiments called inside this block (this thread / context only) use ``weights``."""
+    token = _ACTIVE.set(weights)
+    try:
+        yield weights
+    finally:
+        _ACTIVE.reset(token)
+
+
+def resolve(cfg_json: str, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
+    """The weights an experiment on ``cfg_json`` uses: ``weights`` if given (it must match the
+    config), else the active record when it belongs to this config, else None (initial weights)."""
+    if weights is not None:
+        if weights.config_json != cfg_json:
+            diff = mismatch(weights, cfg_json)
+            raise ConfigError("weights", "trained", f"a config equal to the one the weights were trained with "
+                              f"({', '.join(diff[:4])})")
+        return weights
+    current = _ACTIVE.get()
+    return current if current is not None and current.config_json == cfg_json else None

@@ -1,0 +1,47 @@
+"""Reset to defaults and undo: a per-session list of the configurations the figures have shown.
+
+The history is a ``gr.State`` of at most ``MAX_HISTORY`` config dicts (a few hundred bytes each),
+appended to when the attention figures are redrawn for a new config. Undo drops the newest entry
+and fills the controls with the one before, reset fills them with the defaults; both then run the
+usual redraw chain, so what is shown always comes from the same handlers as a manual edit.
+"""
+from __future__ import annotations
+
+from explorer.app.tabs import attention as h
+from explorer.app.share import DEFAULT_TEXT
+from explorer.runtime.presets import CUSTOM, matching_preset
+from models import ModelConfig
+from explorer.app.sources import fill_controls, skip_fill
+
+MAX_HISTORY = 20
+
+
+def record(values: dict, out: dict, history) -> list:
+    """``history`` with the drawn config appended when ``out`` (the attention handler's result) drew
+    new figures; unchanged otherwise."""
+    history = list(history or [])
+    if isinstance(out.get("grid"), dict) and out["grid"].get("__type__") == "update":  # gr.skip(): nothing drawn
+        return history
+    try:
+        cfg = h.current_config(h.adjust_causal(dict(values))[0]).to_dict()
+    except Exception:
+        return history
+    if not history or history[-1] != cfg:
+        history.append(cfg)
+    return history[-MAX_HISTORY:]
+
+
+def reset() -> dict:
+    """The defaults (config and text) in the controls; the history keeps what came before."""
+    return fill_controls(ModelConfig(), DEFAULT_TEXT, CUSTOM, "↺ Defaults restored; **Undo** brings the previous "
+                   "configuration back.")
+
+
+def undo(history) -> dict:
+    """The previous drawn configuration in the controls (text kept) and the shortened history."""
+    history = list(history or [])
+    if len(history) < 2:
+        return {**skip_fill("Nothing to undo."), "history": history}
+    history.pop()
+    cfg = ModelConfig.from_dict(history[-1])
+    return {**fill_controls(cfg, None, matching_preset(cfg), "↶ Previous configuration restored."), "history": history}

@@ -1,0 +1,36 @@
+"""Messages."""
+from __future__ import annotations
+import logging
+import gradio as gr
+from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.untrusted import shown, shown_html, truncate
+from models import ConfigError
+
+
+log = logging.getLogger(__name__)
+
+
+def problem(exc: Exception) -> str:
+    """The message for a failed request, truncated: the ConfigError itself, or a generic line (logged)."""
+    if isinstance(exc, ConfigError):
+        return truncate(str(exc))
+    log.exception("handler failed")
+    return truncate(f"Could not compute this configuration ({type(exc).__name__}: {str(exc)[:200]}).")
+
+
+def warn(msg: str) -> str:
+    """Toast + status line; ``msg`` may echo a hostile value, so both are escaped."""
+    gr.Warning(shown_html(msg))
+    return f"⚠️ **{shown(msg)}** The figures show the last valid configuration."
+
+
+def text_notice(text: str) -> str:
+    n = len(str(text).encode("utf-8"))
+    if n > MAX_TEXT_BYTES:
+        return (f"ℹ️ The text is {n:,} bytes; the first {MAX_TEXT_BYTES} are used (one token per byte) "
+                "and only those go into the share link.")
+    return ""
+
+
+def as_text(text) -> str:
+    return text if isinstance(text, str) else ("" if text is None else str(text))

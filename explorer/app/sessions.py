@@ -1,0 +1,101 @@
+"""Idle sessions expire: Gradio's per-session copies are dropped after ``EXPLORER_SESSION_TTL`` seconds idle.
+
+Gradio keeps one ``SessionState`` per browser session (``gradio.state_holder.StateHolder``:
+``session_data`` and ``time_last_used``, refreshed by every event of the session): the values of
+its ``gr.State`` components and a copy of every component's config, including the figures it was
+sent (a few MB per loaded page). Gradio drops a session only when more than
+``state_session_capacity`` exist (least recently used first); a ``gr.State``'s ``time_to_live``
+frees that one value, never the session. ``start_expiry(demo)`` runs ``expire_idle`` in a daemon
+thread: every session with no event for ``session_ttl()`` seconds (default one hour) is dropped,
+its states' ``delete_callback`` run, and the freed heap handed back to the system.
+
+A page whose session expired still works: its next event makes Gradio build a fresh session from
+the app's defaults, whose state says the page shows the default figures. ``page_state`` tells
+that state apart from a live one (the page-load chain marks a live state "seen"): an unseen state
+outside the load chain means "what the page shows is unknown", so the next commit redraws every
+figure and resends every control instead of skipping what it believes unchanged.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import threading
+import time
+import weakref
+
+from explorer.runtime.cache import release_memory
+
+ENV = "EXPLORER_SESSION_TTL"
+DEFAULT_TTL = 3600.0
+MIN_TTL = 1.0
+log = logging.getLogger(__name__)
+
+
+def session_ttl() -> float:
+    """Seconds a session may stay idle (``EXPLORER_SESSION_TTL``; invalid values -> one hour)."""
+    raw = os.environ.get(ENV, "").strip()
+    try:
+        ttl = float(raw) if raw else DEFAULT_TTL
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; using %g", ENV, raw[:40], DEFAULT_TTL)
+        return DEFAULT_TTL
+    return max(MIN_TTL, ttl) if ttl == ttl and ttl != float("inf") else DEFAULT_TTL
+
+
+def expire_idle(holder, ttl_s: float, now: datetime.datetime | None = None) -> int:
+    """Drop the sessions of ``holder`` (a ``StateHolder``) idle for more than ``ttl_s`` -> how many."""
+    cutoff = (now or datetime.datetime.now()) - datetime.timedelta(seconds=ttl_s)
+    dropped = []
+    with holder.lock:
+        for sid, used in list(holder.time_last_used.items()):
+            if used < cutoff:
+                holder.time_last_used.pop(sid, None)
+                session = holder.session_data.pop(sid, None)
+                if session is not None:
+                    dropped.append(session)
+    for session in dropped:  # outside the lock: a callback may touch files
+        for component, value, _ in list(session.state_components):
+            try:
+                component.delete_callback(value)
+            except Exception:
+                log.exception("delete_callback of an expired session failed")
+    session = None
+    n = len(dropped)
+    if n:
+        log.info("expired %d idle sessions (%d kept)", n, len(holder.session_data))
+        dropped.clear()
+        release_memory()
+    return n
+
+
+def start_expiry(demo, ttl_s: float | None = None) -> threading.Thread:
+    """A daemon thread expiring ``demo``'s idle sessions every ``ttl/4`` seconds (at most 60 s) once
+    it is launched; it holds the app weakly and ends when the app is gone."""
+    ttl = session_ttl() if ttl_s is None else ttl_s
+    period = max(0.5, min(60.0, ttl / 4))
+    ref = weakref.ref(demo)
+
+    def loop():
+        while True:
+            time.sleep(period)
+            app = ref()
+            if app is None:
+                return
+            holder = getattr(app, "state_holder", None)
+            del app
+            if holder is not None:
+                expire_idle(holder, ttl)
+
+    thread = threading.Thread(target=loop, name="session-expiry", daemon=True)
+    thread.start()
+    return thread
+
+
+def page_state(state, loading: bool):
+    """The main state as the attention handler should read it (see the module docstring)."""
+    if not isinstance(state, dict):
+        return state
+    if loading or state.get("seen"):
+        return {**state, "seen": True}
+    return {**state, "drawn": None, "ui": None, "seen": True}

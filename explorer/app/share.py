@@ -1,0 +1,118 @@
+"""Share links: the whole config (and the input text) in the URL query string; no gradio here.
+
+``to_query(cfg, text)`` writes only what differs from the defaults (or from a preset, named by
+``preset=``), so links stay short, and only the part of the text the app uses (its first
+``MAX_TEXT_BYTES`` bytes): a link never holds more than ``MAX_QUERY_CHARS`` characters, far below
+what browsers and the server accept, so a pasted novel cannot make every later request fail. ``from_query(params)`` never raises: a malformed or hostile
+query string (unknown field, bad value, absurd size, huge text) gives the defaults back with a
+notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
+``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are ``pin`` (the pinned A of a comparison) and
+``tab``, which ``explorer.app.tabs.compare`` reads.
+
+An encoder-decoder's link also carries the source | target separator as ``sep`` when it is not the
+default ``=>`` (a link without it splits at ``=>``); ``link_separator(params)`` reads it back, checked
+like the separator box (``explorer.analysis.seq2seq.check_separator``: at most 16 visible characters). A bad
+``sep`` keeps the rest of the link and falls back to the default separator, with a notice naming it.
+"""
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlencode
+
+from explorer.analysis.seq2seq import DEFAULT_SEPARATOR, check_separator, is_seq2seq
+from explorer.runtime.limits import MAX_TEXT_BYTES, check_limits
+from explorer.runtime.presets import CUSTOM, PRESETS, preset_config
+from models import ConfigError, ModelConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
+MAX_QUERY_CHARS = 4000
+_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads"}  # pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick
+SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
+
+
+def _text_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "none"
+    return str(v)
+
+
+def clip_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The part of ``text`` the app uses: its first ``max_bytes`` UTF-8 bytes (whole characters)."""
+    raw = str(text).encode("utf-8")
+    if len(raw) <= max_bytes:
+        return str(text)
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
+             separator: str | None = DEFAULT_SEPARATOR) -> str:
+    """``"attention=sliding_window&window=32"``: the fields that differ from the base config, the used
+    part of the text, and an encoder-decoder's separator when it is not the default; at most
+    ``MAX_QUERY_CHARS`` characters (the text is left out if needed). An encoder-decoder's separator
+    that the box would refuse raises ``ConfigError`` (its figures were not drawn with it either)."""
+    base = preset_config(preset) if preset in PRESETS else ModelConfig()
+    items = {}
+    if preset in PRESETS:
+        items["preset"] = preset
+    base_d = base.to_dict()
+    for k, v in cfg.to_dict().items():
+        if base_d[k] != v:
+            items[k] = _text_value(v)
+    text = clip_text(text)
+    if text != DEFAULT_TEXT:
+        items["text"] = text
+    if is_seq2seq(cfg):  # only an encoder-decoder reads the separator
+        separator = check_separator(separator or None)  # "" (an emptied box) is the default
+        if separator != DEFAULT_SEPARATOR:
+            items[SEP_PARAM] = separator
+    query = urlencode(items)
+    if len(query) > MAX_QUERY_CHARS:  # 256 bytes of text percent-encode to at most 768 characters
+        items.pop("text", None)
+        query = urlencode(items)
+    return query
+
+
+def from_query(params: dict) -> tuple:
+    """``(cfg, text, preset, notice)``; ``notice`` is None when the query string was used as is."""
+    params = {str(k): v for k, v in dict(params or {}).items()
+              if not str(k).startswith("__") and str(k) not in _IGNORED}
+    if not params:
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, None
+    try:
+        size = sum(len(str(k)) + len(str(v)) for k, v in params.items())
+        if size > MAX_QUERY_CHARS:
+            raise ConfigError("link", f"{size} characters", f"a query string of at most {MAX_QUERY_CHARS} characters")
+        params.pop(SEP_PARAM, None)  # the separator: link_separator
+        preset = str(params.pop("preset", CUSTOM))
+        text = str(params.pop("text", DEFAULT_TEXT))
+        base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
+        cfg = check_limits(ModelConfig.from_dict({**base, **params}))
+    except ConfigError as exc:
+        why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"  # the echoed value can be huge
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({why}); showing the defaults."
+    except Exception as exc:  # anything else a hostile string could provoke: never raise
+        log.warning("unusable share link %r: %s", params, exc)
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, "The link could not be read; showing the defaults."
+    notice = None
+    raw = text.encode("utf-8")
+    if len(raw) > MAX_TEXT_BYTES:
+        text = raw[:MAX_TEXT_BYTES].decode("utf-8", errors="ignore")
+        notice = f"The text in the link was cut to its first {MAX_TEXT_BYTES} bytes."
+    return cfg, text, preset, notice
+
+
+def link_separator(params: dict) -> tuple:
+    """``(separator, notice)`` of a link: its ``sep`` (checked like the separator box), else the
+    default; never raises. ``notice`` names the field and what it accepts when ``sep`` was refused."""
+    raw = dict(params or {}).get(SEP_PARAM)
+    if raw is None:
+        return DEFAULT_SEPARATOR, None
+    try:
+        return check_separator(raw), None
+    except ConfigError as exc:
+        why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"
+        return DEFAULT_SEPARATOR, f"The link's separator could not be used ({why}); splitting at {DEFAULT_SEPARATOR!r}."

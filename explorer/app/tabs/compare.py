@@ -1,0 +1,208 @@
+"""The "Compare A/B" tab: pin the configuration on screen as A, change the controls (B), see both.
+
+A lives in a per-session ``gr.State`` (its config dict only, a few hundred bytes). The tab shows
+what differs (fields, parameters, FLOPs per token), the attention maps of A and B side by side on
+the same text, and their gradient norms overlaid. Its share link carries B (the controls), A
+(``pin=``, itself a share query) and the active tab (``tab=compare``); opening it restores both.
+Handlers follow ``ui_handlers``' convention: values by name in, ``{name: value}`` out, a bad
+config warns and skips.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from urllib.parse import parse_qsl, urlencode
+
+import gradio as gr
+
+from explorer.analysis import compare
+from explorer.analysis import experiments as ex
+from explorer.app.api import _api, _api_config, _api_text  # the documented API's parsing and error rules
+from explorer.app.messages import problem, as_text, warn
+from explorer.app.state import read_state
+from explorer.app.controls import current_config
+from explorer.app.tabs.latency import SWEEP_BUDGET_S
+from explorer.app.jobs import cancellable
+from explorer.app.seq2seq import FIXED_LEN
+from explorer.app.share import from_query, to_query
+from explorer.figures import compare as plots_compare
+from explorer.runtime.limits import MAX_SWEEP_LEN, check_limits, parse_lengths
+from models import ConfigError, ModelConfig
+from models.config import CATEGORIES
+from explorer.figures.attention import attention_grid
+from explorer.figures.compare import gradient_compare_figure
+from explorer.figures.readings import ab_sweep_reading, diff_markdown
+
+OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_link")
+AB_LENGTHS = "128,256,512,1024"
+AB_OUTPUTS = ("ab_sweep", "ab_md", "state")
+TAB_IDS = ("attention", "views", "gradients", "latency", "model", "compare")
+
+
+def pin_button() -> gr.Button:
+    """The pin button, placed by the caller where it is always visible (above the tabs)."""
+    return gr.Button("Pin as A (compare)", variant="primary", size="sm", elem_id="pin-a", scale=0, min_width=160)
+
+
+def build_compare_tab() -> SimpleNamespace:
+    """The tab's components (inside the caller's ``gr.Tabs``)."""
+    with gr.Tab("Compare A/B", id="compare", elem_id="compare-tab") as tab:
+        with gr.Row():
+            refresh = gr.Button("Compare A with the controls now (B)", elem_id="compare-run", scale=0, min_width=260)
+        md = gr.Markdown("Press **Pin as A** (top right) to keep the configuration on screen as A, then change the controls "
+                         "and open this tab again: B is whatever the controls show.", elem_id="compare-reading")
+        with gr.Row(equal_height=False):
+            grid_a = gr.Plot(None, label="A (pinned): attention maps", elem_id="compare-grid-a")
+            grid_b = gr.Plot(None, label="B (now): attention maps", elem_id="compare-grid-b")
+        grad = gr.Plot(None, label="Gradient norms, A vs B", elem_id="compare-grad")
+        with gr.Row():
+            ab_lengths = gr.Textbox(AB_LENGTHS, label=f"A/B sweep: sequence lengths (comma-separated, up to "
+                                    f"{MAX_SWEEP_LEN})", elem_id="ab-lengths")
+            ab_mode = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure", elem_id="ab-mode")
+            with gr.Column(min_width=140):
+                ab_run = gr.Button("Run A/B sweep", variant="primary", elem_id="ab-run")
+                ab_stop = gr.Button("Stop", variant="stop", size="sm", elem_id="ab-stop")
+        ab_md = gr.Markdown("Press **Run A/B sweep** to time A and B over the same lengths on this machine.",
+                            elem_id="ab-reading")
+        ab_sweep = gr.Plot(None, label="Latency and memory, A vs B", elem_id="ab-sweep")
+        link = gr.Textbox("", label="Share link (A, B and this tab)", elem_id="compare-link", buttons=["copy"],
+                          interactive=False)
+    return SimpleNamespace(tab=tab, refresh=refresh, md=md, grid_a=grid_a, grid_b=grid_b, grad=grad,
+                           link=link, ab=dict(ab_lengths=ab_lengths, ab_mode=ab_mode, ab_run=ab_run,
+                                              ab_stop=ab_stop, ab_md=ab_md, ab_sweep=ab_sweep))
+
+
+def pin_config(values: dict, text=None) -> dict:
+    """-> ``{"pinned": A's config dict}``; a bad config warns and pins nothing."""
+    try:
+        return {"pinned": current_config(values).to_dict()}
+    except Exception as exc:
+        warn(problem(exc))
+        return {"pinned": gr.skip()}
+
+
+def compare_query(a: ModelConfig, b: ModelConfig, text: str) -> str:
+    """The share query of the comparison: B's own query, A's query under ``pin``, and the tab."""
+    qb = to_query(b, text)
+    extra = urlencode({"pin": to_query(a), "tab": "compare"})
+    return f"{qb}&{extra}" if qb else extra
+
+
+def compare_outputs(a: ModelConfig, b: ModelConfig, text: str) -> dict:
+    text = as_text(text)
+    maps_a, maps_b = ex.attention_maps(a, text), ex.attention_maps(b, text)
+    grad_a, grad_b = ex.gradient_norms(a), ex.gradient_norms(b)
+    seq = max(1, len(maps_b.tokens))
+    md = diff_markdown(compare.config_diff(a, b), ex.model_summary(a, seq_len=seq), ex.model_summary(b, seq_len=seq))
+    return {"compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale.",
+            "grid_a": attention_grid(maps_a, narrow=True), "grid_b": attention_grid(maps_b, narrow=True),
+            "compare_grad": gradient_compare_figure(grad_a, grad_b),
+            "compare_link": compare_query(a, b, text)}
+
+
+def refresh_compare(values: dict, text, pinned) -> dict:
+    """A (pinned) vs B (the controls) -> the tab's outputs; nothing pinned -> a hint, figures kept."""
+    if not pinned:
+        return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
+                **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
+    try:
+        a = check_limits(ModelConfig.from_dict(pinned))
+        return compare_outputs(a, current_config(values), text)
+    except Exception as exc:
+        return {"compare_md": warn(problem(exc)), **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
+
+
+def ab_label(cfg: ModelConfig, other: ModelConfig) -> str:
+    """A short name for one side of the A/B sweep: its attention, plus up to two other choices it
+    differs in (a parameter such as ``window`` only when no choice differs)."""
+    diff = compare.config_diff(cfg, other)
+    choices = [(k, va) for k, va, _ in diff if k in (*CATEGORIES, "causal")]
+    diff = [(k, va) for k, va in (choices or [(k, va) for k, va, _ in diff]) if k != "attention"][:2]
+    return cfg.attention + (" (" + ", ".join(f"{k}={v}" for k, v in diff) + ")" if diff else "")
+
+
+def _sweep_one(cfg: ModelConfig, lengths: list, mode: str, progress, should_stop) -> list:
+    axis = dict(seq2seq_axis="both", fixed_len=FIXED_LEN) if cfg.architecture == "encoder_decoder" else {}
+    return ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
+                                   progress=progress, **axis)
+
+
+def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, should_stop=None) -> dict:
+    """Time A (pinned) and B (the controls) over the same lengths -> the overlaid figure, the reading
+    and the session state with the records (``ab_sweep``: the export's A/B figure and CSV rows)."""
+    state = read_state(state)
+    if not pinned:
+        return {"ab_sweep": gr.skip(), "ab_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
+                "state": state}
+    try:
+        a, b = check_limits(ModelConfig.from_dict(pinned)), current_config(values)
+        lens = parse_lengths(lengths)
+        if mode not in ("forward", "forward_backward"):
+            raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
+
+        def part(lo, side):
+            if progress is None:
+                return None
+            return lambda frac, msg: progress(lo + 0.5 * frac, desc=f"{side}: {msg}")
+
+        rec_a = _sweep_one(a, lens, mode, part(0.0, "A"), should_stop)
+        rec_b = _sweep_one(b, lens, mode, part(0.5, "B"), should_stop)
+    except Exception as exc:
+        return {"ab_sweep": gr.skip(), "ab_md": warn(problem(exc)), "state": state}
+    name_a, name_b = ab_label(a, b), ab_label(b, a)
+    reading = ab_sweep_reading(rec_a, rec_b, name_a, name_b)
+    if any(r["status"] == "cancelled" for r in rec_a + rec_b):
+        reading = "⏹ A/B sweep stopped: the lengths it did not reach are marked CANCELLED. " + reading
+    return {"ab_sweep": plots_compare.ab_sweep_figure(rec_a, rec_b, name_a, name_b), "ab_md": reading,
+            "state": {**state, "ab_sweep": {"a": rec_a, "b": rec_b, "name_a": name_a, "name_b": name_b}}}
+
+
+async def run_ab_sweep_cancellable(values: dict, pinned, lengths, mode, state, progress=None) -> dict:
+    """``run_ab_sweep``, stopped between two modules when the event is cancelled or its client leaves."""
+    return await cancellable(lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state, progress,
+                                                              should_stop))
+
+
+AB_IN = ("pinned", "ab_lengths", "ab_mode", "state")
+
+
+def wire_ab_sweep(n, control_fields) -> None:
+    """The Run A/B sweep and Stop buttons (``n``: ``explorer.app.layout.Named``); the sweep's own slot."""
+    c = n.c
+
+    async def ab_fn(data, progress=gr.Progress()):
+        values, args = n.split(data)
+        return n.back(await run_ab_sweep_cancellable(values, args["pinned"], args["ab_lengths"], args["ab_mode"],
+                                                     args["state"], progress))
+
+    run = c["ab_run"].click(ab_fn, n.ins(*control_fields, *AB_IN), n.outs(*AB_OUTPUTS), api_name="run_ab_sweep",
+                            api_visibility="undocumented", concurrency_id="sweep", concurrency_limit=1)
+    c["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",
+                       queue=False)
+
+
+def pinned_from_url(request: gr.Request | None) -> dict:
+    """A link's ``pin`` (a share query of A) -> ``{"pinned": dict or None, "tabs": selected tab}``.
+    A malformed ``pin`` pins nothing (``from_query`` never raises); an unknown tab changes nothing."""
+    params = dict(request.query_params) if request is not None else {}
+    out = {"pinned": gr.skip(), "tabs": gr.skip()}
+    if "pin" in params:
+        cfg, _, _, notice = from_query(_parse(params["pin"]))
+        out["pinned"] = None if notice else cfg.to_dict()
+    if params.get("tab") in TAB_IDS:
+        out["tabs"] = gr.Tabs(selected=params["tab"])
+    return out
+
+
+def _parse(query: str) -> dict:
+    return dict(parse_qsl(str(query)[:4000], keep_blank_values=True))
+
+
+def api_compare(config_a_json: str, config_b_json: str, text: str) -> dict:
+    """``/compare``: ``{"diff": [[field, A, B], ...], "a": {...}, "b": {...}, "link": query}``, where
+    ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text."""
+    def run():
+        a, b, t = _api_config(config_a_json), _api_config(config_b_json), _api_text(text)
+        side = {k: {"attention": ex.attention_maps(c, t).summary(), "gradients": ex.gradient_norms(c)}
+                for k, c in (("a", a), ("b", b))}
+        return {"diff": [list(r) for r in compare.config_diff(a, b)], **side, "link": compare_query(a, b, t)}
+    return _api(run)

@@ -1,0 +1,84 @@
+"""Latency tab."""
+from __future__ import annotations
+import gradio as gr
+from explorer.analysis import experiments as ex
+from explorer.app.messages import problem, warn
+from explorer.app.state import read_state
+from explorer.app.controls import current_config
+from explorer.app.seq2seq import FIXED_LEN
+from explorer.figures import readings as report
+from explorer.runtime.limits import parse_lengths
+from models import ConfigError, ModelConfig
+from explorer.figures.latency import sweep_figure
+from explorer.app.jobs import cancellable
+
+
+SWEEP_BUDGET_S = 3.0
+
+
+# ---------------------------------------------------------------------------- sweep
+def sweep_baseline(cfg: ModelConfig):
+    """``(name, config)`` the sweep compares against: a reversible stack against the same model with
+    standard layers (its activation memory is what stays flat in depth), otherwise the same model
+    with ``full`` attention; ``(None, None)`` when the config is its own baseline."""
+    if cfg.layer == "reversible":
+        return "standard layers", cfg.replace(layer="standard")
+    if cfg.attention != "full":
+        return "full", cfg.replace(attention="full")
+    return None, None
+
+
+def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, should_stop=None,
+                  seq2seq_axis: str = "both") -> tuple:
+    """Sweep the current config and its baseline -> (figure, reading, records). An encoder-decoder
+    sweeps ``seq2seq_axis`` (source, target or both lengths; ``explorer.analysis.sweep``)."""
+    axis = (dict(seq2seq_axis=seq2seq_axis or "both", fixed_len=FIXED_LEN) if cfg.architecture == "encoder_decoder"
+            else {})
+    def part(lo, hi):
+        if progress is None:
+            return None
+        return lambda frac, msg: progress(lo + (hi - lo) * frac, desc=msg)
+
+    base_name, base_cfg = sweep_baseline(cfg)
+    current = ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
+                                      progress=part(0.0, 0.5 if base_cfg is not None else 1.0), **axis)
+    baseline = None
+    if base_cfg is not None:
+        try:
+            baseline = ex.latency_memory_sweep(base_cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S,
+                                               should_stop=should_stop, progress=part(0.5, 1.0), **axis)
+        except ConfigError:  # the baseline is not valid with this config: no baseline
+            baseline = None
+    name = cfg.attention if base_name != "standard layers" else f"{cfg.attention}, reversible layers"
+    if axis:
+        name += {"both": " (source = target length)", "source": f" (source length; target {FIXED_LEN})",
+                 "target": f" (target length; source {FIXED_LEN})"}[axis["seq2seq_axis"]]
+    fig = sweep_figure(current, baseline, name, base_name or "full")
+    reading = report.sweep_reading(current, baseline, name, base_name or "full")
+    if cfg.layer == "reversible" and mode == "forward":
+        reading += (" Reversible layers save *activation* memory, which only exists when gradients are taken:"
+                    " measure forward_backward to see it.")
+    return fig, reading, {"current": current, "baseline": baseline, "attention": name,
+                          "baseline_name": base_name or "full"}
+
+
+def run_sweep(values: dict, lengths, mode, state, progress=None, should_stop=None, seq2seq_axis="both") -> dict:
+    """-> sweep figure, reading, state (the records kept for the export)."""
+    state = read_state(state)
+    try:
+        cfg = current_config(values)
+        lengths = parse_lengths(lengths)
+        if mode not in ("forward", "forward_backward"):
+            raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
+        fig, reading, records = sweep_outputs(cfg, lengths, mode, progress, should_stop, seq2seq_axis)
+    except Exception as exc:
+        return {"sweep": gr.skip(), "sweep_md": warn(problem(exc)), "state": state}
+    if any(r["status"] == "cancelled" for r in records["current"] + (records["baseline"] or [])):
+        reading = "⏹ Sweep stopped: the lengths it did not reach are marked cancelled. " + reading
+    return {"sweep": fig, "sweep_md": reading, "state": {**state, "sweep": records}}
+
+
+async def run_sweep_cancellable(values: dict, lengths, mode, state, progress=None, seq2seq_axis="both") -> dict:
+    """``run_sweep``, stopped between two modules when the event is cancelled or its client leaves."""
+    return await cancellable(lambda should_stop: run_sweep(values, lengths, mode, state, progress, should_stop,
+                                                           seq2seq_axis))

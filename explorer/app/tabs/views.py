@@ -1,0 +1,187 @@
+"""The "Variant views" tab: only the views the current config's model output has (``explorer.analysis.views``).
+
+The tab and each plot are created once and shown or hidden per config: the tab is visible only
+when at least one view exists. Layer / head pickers (approximate attention only) redraw just the
+comparison figure. Like every handler, failures warn nothing extra (the attention handler already
+did) and return ``gr.skip()``, so the last good figures stay.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from explorer.analysis import experiments as ex
+from explorer.analysis.seq2seq import DEFAULT_SEPARATOR
+from explorer.app.messages import problem
+from explorer.app.state import read_state
+from explorer.app.controls import current_config
+from explorer.figures.views import PLOT_NAMES, approximation_figure, error_note, view_figures
+
+LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
+          "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
+          "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
+          "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
+          "talking_heads": "Talking-heads mixing", "residual": "Residual attention share",
+          "pkm": "Product-key memory usage", "funnel": "Funnel length per layer",
+          "induced": "Two-step attention through m points", "lite": "Convolution taps and branch share",
+          "retrieval": "Retrieved neighbours and next-token mix", "feedback": "Feedback memory layer weights",
+          "sandwich": "Sublayer order"}
+
+
+def build_views_tab() -> SimpleNamespace:
+    """Create the tab's components (inside the caller's ``gr.Tabs``); hidden until a view exists."""
+    with gr.Tab("Variant views", id="views", visible=False, elem_id="views-tab") as tab:
+        md = gr.Markdown("", elem_id="views-reading")
+        with gr.Row(visible=False) as pick:
+            layer = gr.Dropdown([("layer 0", 0)], value=0, label="Layer", elem_id="views-layer", scale=1)
+            head = gr.Dropdown([("head 0", 0)], value=0, label="Head", elem_id="views-head", scale=1)
+        plots = {n: gr.Plot(None, label=LABELS[n], elem_id=f"view-{n.replace('_', '-')}", visible=False)
+                 for n in PLOT_NAMES}
+    return SimpleNamespace(tab=tab, md=md, pick=pick, layer=layer, head=head, plots=plots)
+
+
+def views_reading(views) -> str:
+    """One line per view: what is shown and its headline number."""
+    s = {n: v.summary() for n, v in views.items.items()}
+    lines = []
+    if "approximation" in s:
+        a = s["approximation"]
+        lines.append(f"**{a['mechanism']}** vs exact softmax: max |error| {a['overall_max_abs_error']:.3f}, "
+                     f"mean {a['overall_mean_abs_error']:.4f} over all layers and heads.")
+        lines[-1] += "".join(f" {s[0].upper()}{s[1:]}." for s in error_note(views.items["approximation"]))
+    if "groups" in s:
+        g = s["groups"]
+        rule = ("each query takes its cluster centroid's attention row over all keys" if g["what"] == "k-means query cluster"
+                else f"a query attends only keys of its own {g['what']}")
+        lines.append(f"**{g['what']}s**: {g['n_groups']} per head; {rule}.")
+    if "span" in s:
+        flat = [x for row in s["span"]["span"] for x in row if x is not None]
+        lines.append(f"**adaptive span**: learned spans {min(flat):.1f}–{max(flat):.1f} tokens "
+                     f"(max_span {s['span']['max_span']}).")
+    if "experts" in s:
+        e = s["experts"]
+        lines.append(f"**{e['ffn']}**: {sum(e['dropped'])} assignments dropped over capacity across "
+                     f"{len(e['dropped'])} layers (top-{e['top_k']}).")
+    if "memory" in s:
+        m = s["memory"]
+        far = max(max(r) for r in m["reach"])
+        lines.append(f"**{m['memory']} memory**: {len(m['segments'])} segment(s); the farthest query sees "
+                     f"{far} tokens back (without memory: {max(m['reach_without_memory'])}).")
+    for key, what in (("exit", "exit layer"), ("act", "ACT steps")):
+        if key in s:
+            lines.append(f"**{what}**: mean {s[key]['mean']:.2f} of {s[key]['n_layers']}.")
+    if "sinkhorn" in s:
+        k = s["sinkhorn"]
+        lines.append(f"**sinkhorn**: a soft sorting of {k['n_blocks']} key blocks per head; max |row sum − 1| "
+                     f"{k['max_row_sum_error']:.2g}, max |column sum − 1| {k['max_col_sum_error']:.2g}.")
+    if "probsparse" in s:
+        p = s["probsparse"]
+        flat = [n for row in p["n_active"] for n in row]
+        lines.append(f"**probsparse**: {min(flat)}–{max(flat)} active queries per head (u = {p['u']}); "
+                     "the rest output the mean of V.")
+    if "talking_heads" in s:
+        lines.append(f"**talking heads**: head-mixing matrices differ from the identity by at most "
+                     f"{s['talking_heads']['max_off_identity']:.3g}.")
+    if "residual" in s:
+        r = s["residual"]
+        top = max(x for row in r["prior_share"] for x in row)
+        lines.append(f"**{r['attention']}**: up to {top:.0%} of a layer's scores come from the previous layer.")
+    if "pkm" in s:
+        m = s["pkm"]
+        lines.append(f"**pkm**: {min(m['used'])}–{max(m['used'])} of {m['n_slots']} memory rows read per layer.")
+    if "funnel" in s:
+        f = s["funnel"]
+        lines.append(f"**funnel**: {f['query_len'][0]} → {f['query_len'][-1]} positions over {f['funnel_blocks']} blocks.")
+    lines += family_reading(s)
+    return "\n\n".join(lines)
+
+
+def family_reading(s: dict) -> list:
+    """The reading lines of ``explorer.analysis.views.family`` (``s``: view name -> summary)."""
+    lines = []
+    if "induced" in s:
+        v = s["induced"]
+        lines.append(f"**{v['mechanism']}**: tokens → {v['n_inducing']} points → tokens; the effective map is the "
+                     f"product of the two steps (rows sum to 1 within {v['max_row_sum_error']:.1g}).")
+    if "lite" in s:
+        v = s["lite"]
+        share = sum(v["mean_conv_share"]) / len(v["mean_conv_share"])
+        lines.append(f"**lite**: {v['n_conv_heads']} convolution head(s) of width {v['conv_kernel']} beside "
+                     f"{v['n_attention_heads']} attention head(s); the convolution carries {share:.0%} of the output on average.")
+    if "retrieval" in s:
+        v = s["retrieval"]
+        if v["positions_with_neighbours"]:
+            lines.append(f"**{v['memory']}**: {v['positions_with_neighbours']} positions retrieve {v['knn_k']} neighbours; "
+                         f"the memory changes the top next token at {v['top_changed']}.")
+        else:
+            lines.append(f"**{v['memory']}**: the store is empty until the first segment ({v['segment_len']} tokens) "
+                         "has passed: use a longer text or a smaller segment_len to see neighbours.")
+    if "feedback" in s:
+        w = s["feedback"]["layer_weights"]
+        top = s["feedback"]["heaviest"]
+        what = (f"equal weights (1/{len(w)} each, as initialised)" if max(w) - min(w) < 1e-4 else
+                f"the heaviest is {'the embedding' if top == 0 else f'layer {top}'} ({w[top]:.0%})")
+        lines.append(f"**feedback**: the memory merges the embedding and {len(w) - 1} layer outputs; {what}.")
+    if "sandwich" in s:
+        v = s["sandwich"]
+        lines.append(f"**sandwich**: sublayer order `{v['order']}` (s = {v['sandwich_coeff']}).")
+    return lines
+
+
+OUTPUTS = ("views_tab", "views_md", "views_pick", "views_layer", "views_head", *(f"view_{n}" for n in PLOT_NAMES))
+
+
+def views_outputs(cfg, text: str, layer=0, head=0, separator=None) -> dict:
+    """-> ``{views_tab, views_md, views_pick, views_layer, views_head, view_<plot>}`` (``gr.update`` each).
+    ``separator``: where an encoder-decoder splits the text (its views are the decoder's layers)."""
+    views = ex.attention_maps(cfg, text, separator=separator or DEFAULT_SEPARATOR).views
+    figs = view_figures(views, _int(layer), _int(head))
+    approx = views.items.get("approximation")
+    if approx is not None:
+        n_l, n_h = approx.effective.shape[:2]
+        layer, head = min(_int(layer), n_l - 1), min(_int(head), n_h - 1)
+        pickers = [gr.update(visible=True),
+                   gr.update(choices=[(f"layer {i}", i) for i in range(n_l)], value=layer),
+                   gr.update(choices=[(f"head {h}", h) for h in range(n_h)], value=head)]
+    else:
+        pickers = [gr.update(visible=False), gr.update(), gr.update()]
+    plots = [gr.update(value=figs[n], visible=True) if n in figs else gr.update(value=None, visible=False)
+             for n in PLOT_NAMES]
+    return dict(zip(OUTPUTS, [gr.update(visible=bool(figs)), views_reading(views), *pickers, *plots]))
+
+
+def _int(x) -> int:
+    try:
+        return max(0, int(x))
+    except (TypeError, ValueError):
+        return 0
+
+
+def approximation_redraw(cfg, text: str, layer, head, separator=None):
+    """Only the comparison figure, for another layer / head."""
+    views = ex.attention_maps(cfg, text, separator=separator or DEFAULT_SEPARATOR).views
+    view = views.items.get("approximation")
+    if view is None:
+        return gr.skip()
+    return approximation_figure(view, views.tokens, _int(layer), _int(head))
+
+
+def refresh_views(values: dict, text, layer=0, head=0, state=None, separator=None) -> dict:
+    """Control values -> ``views_outputs``; skipped when the attention event drew nothing new
+    (``state["fresh"]`` False) or the config is bad (the attention handler already warned)."""
+    if state is not None and not read_state(state)["fresh"]:
+        return {k: gr.skip() for k in OUTPUTS}
+    try:
+        return views_outputs(current_config(values), text, layer, head, separator)
+    except Exception as exc:
+        problem(exc)
+        return {k: gr.skip() for k in OUTPUTS}
+
+
+def redraw_approximation(values: dict, text, layer, head, separator=None):
+    try:
+        return approximation_redraw(current_config(values), text, layer, head, separator)
+    except Exception as exc:
+        problem(exc)
+        return gr.skip()

@@ -1,0 +1,190 @@
+"""Attention maps -> figures: the grid of heads (one heatmap per layer x head) and the pattern / per-head statistics."""
+from __future__ import annotations
+import numpy as np
+import plotly.graph_objects as go
+from explorer.figures.base import base_layout, subplot_domains
+
+
+MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels; explorer.app.grid_pick picks which)
+
+
+# ---------------------------------------------------------------------------- attention
+LEVELS = 255  # colour levels of the attention heatmaps (uint8 on the wire; 0 = blank)
+
+
+BLANK = "#eef0f3"
+
+
+def quantise(att: np.ndarray, step: float) -> np.ndarray:
+    """Probabilities -> uint8 colour levels: ``round(p / step)`` clipped to ``[1, LEVELS]`` where
+    ``p > 0``, ``0`` where the pair is not allowed (probability exactly 0, or NaN: no weights).
+
+    Why: 16 heatmaps of 100 x 100 float32 are ~0.9 MB of base64 per redraw; one byte per cell is
+    a quarter of that, and 255 levels of one colour scale are more than the eye can tell apart.
+    A probability below ``step / 2`` still gets level 1, so an allowed pair is never blank.
+    """
+    p = np.nan_to_num(np.asarray(att, dtype=np.float64), nan=0.0)
+    q = np.clip(np.rint(p / step), 1, LEVELS)
+    return np.where(p > 0, q, 0).astype(np.uint8)
+
+
+def level_colorscale() -> list:
+    """Level 0 is the background (blank = not allowed); levels 1..255 run through Viridis."""
+    import plotly.colors as pc
+
+    lo = 0.5 / LEVELS
+    stops = pc.sequential.Viridis
+    scale = [[0.0, BLANK], [lo, BLANK]]
+    scale += [[lo + (1.0 - lo) * i / (len(stops) - 1), c] for i, c in enumerate(stops)]
+    return scale
+
+
+GRID_MAX_HEIGHT = 640  # px: the grid, title and head labels fit a 1280x720 screen in presentation mode
+
+
+GRID_MARGIN = dict(l=70, r=30, t=100, b=50)
+
+
+NARROW_EXTRA = 24  # px more title band for the narrow grid's three-line title
+
+
+PANEL_MAX = 150  # px: the height of one panel when few rows are shown
+
+
+def grid_height(rows: int) -> tuple:
+    """(figure height, panel height) in px for ``rows`` rows of panels: panels of at most
+    ``PANEL_MAX`` px, shrunk so the whole figure stays within ``GRID_MAX_HEIGHT``."""
+    rows = max(1, int(rows))
+    chrome = GRID_MARGIN["t"] + GRID_MARGIN["b"]
+    gap = 8  # px between rows
+    panel = min(PANEL_MAX, (GRID_MAX_HEIGHT - chrome - gap * (rows - 1)) // rows)
+    return chrome + rows * panel + gap * (rows - 1), panel
+
+
+def _span(idx: list, n: int, what: str) -> str:
+    """``"all 4 layers"`` or ``"layers 0-3, 6 of 12"`` (consecutive indices as ranges)."""
+    if idx == list(range(n)):
+        return f"all {n} {what}"
+    parts, start = [], None
+    for i, v in enumerate(idx):
+        start = v if start is None else start
+        if i + 1 == len(idx) or idx[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return f"{what} {', '.join(parts)} of {n}"
+
+
+def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Figure:
+    """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank.
+
+    ``layers`` / ``heads``: the indices to draw (default the first ``MAX_GRID`` of each; at most
+    ``MAX_GRID`` are drawn). Each trace's ``meta`` is its ``[layer, head]`` (the page's click-to-zoom
+    reads it). The values travel as uint8 colour levels (``quantise``): level ``k`` is probability
+    ``k * step`` with ``step = cmax / 255`` (``layout.meta["p_step"]``), ``cmax`` the 99th
+    percentile of the shown probabilities; larger probabilities are clipped to the top colour, and
+    then the colour bar's title says so ("clipped at p99 = ...") and the hover names the top level.
+    ``narrow``: for half a screen (A/B side by side): the title in three short lines, smaller head labels.
+    """
+    att = maps.attention
+    layers = list(range(min(att.shape[0], MAX_GRID))) if layers is None else [int(i) for i in layers][:MAX_GRID]
+    heads = list(range(min(att.shape[1], MAX_GRID))) if heads is None else [int(i) for i in heads][:MAX_GRID]
+    n_l, n_h = len(layers), len(heads)
+    qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
+    prefix = len(maps.key_tokens) - len(maps.tokens)
+    klab = [f"{j - prefix} {t}" if j >= prefix else t for j, t in enumerate(maps.key_tokens)]
+    qlab = qlab[len(qlab) - att.shape[2]:]
+    shown_att = att[np.ix_(layers, heads)]  # (n_l, n_h, L, Lk)
+    finite = shown_att[np.isfinite(shown_att)]
+    positive = finite[finite > 0]
+    cmax = max(float(np.quantile(positive, 0.99)) if positive.size else 1.0, 1e-6)
+    pmax = float(positive.max()) if positive.size else 0.0
+    clipped = pmax > cmax * (1 + 1e-6)
+    step = cmax / LEVELS
+    levels = quantise(shown_att, step)  # (n_l, n_h, L, Lk) uint8
+    height, _ = grid_height(n_l)
+    vgap = 8 / max(1, height - GRID_MARGIN["t"] - GRID_MARGIN["b"])
+    top_note = f"<br>level {LEVELS} = p ≥ {cmax:.3g} (clipped)" if clipped else ""
+    data, layout = [], {}
+    for k, (xd, yd) in enumerate(subplot_domains(n_l, n_h, vgap=vgap)):
+        r, c = divmod(k, n_h)
+        layer, head = layers[r], heads[c]
+        s = "" if k == 0 else str(k + 1)
+        data.append(dict(type="heatmap", z=levels[r, c], x=klab, y=qlab, coloraxis="coloraxis",
+                         xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
+                         meta=[layer, head],
+                         hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}"
+                                       f"<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into this head"
+                                       "<extra></extra>"))
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
+                                   zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else "",
+                                                              font=dict(size=12) if narrow else None))
+        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
+                                   zeroline=False, autorange="reversed",
+                                   title=dict(text=f"layer {layer}" if c == 0 else ""))
+    shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
+    if narrow:
+        title = (f"Attention maps: {maps.config['attention']}<br><sup>{len(maps.tokens)} byte tokens ({shown})"
+                 "</sup><br><sup>rows = queries, columns = keys; blank = not allowed (p = 0)</sup>")
+    else:
+        title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens ({shown})"
+                 "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>")
+    lay = base_layout(title, height, **layout)
+    lay["margin"] = dict(GRID_MARGIN)
+    if narrow:  # a third title line: the band grows, and the figure with it (the panels keep their size)
+        lay["margin"]["t"] += NARROW_EXTRA
+        lay["height"] += NARROW_EXTRA
+    ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    ticktext = [f"{t:.2g}" if t else "0" for t in ticks]
+    bar_title = "attention<br>probability"
+    if clipped:  # the top colour also stands for every larger probability
+        bar_title += f"<br>clipped at<br>p99 = {cmax:.2g}<br>(max {pmax:.2g})"
+    lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
+        title=dict(text=bar_title), thickness=14, tickvals=[max(1.0, t / step) for t in ticks], ticktext=ticktext))
+    lay["plot_bgcolor"] = BLANK
+    lay["meta"] = {"p_step": step, "p_max": cmax, "clipped": clipped, "layers": layers, "heads": heads}
+    return go.Figure(data=data, layout=lay)
+
+
+def attention_stats(maps) -> go.Figure:
+    """Pattern mask | per-head entropy (nats) | per-head mean attention distance (tokens).
+
+    With a memory (Transformer-XL and the rest) the maps hold what the memory let each query see
+    (its segment and the remembered keys), which the section-1 pattern alone does not describe: the
+    left panel then shows where the maps put weight, and its title says so."""
+    n_l, n_h = maps.entropy.shape
+    (xd0, yd0), (xd1, yd1), (xd2, yd2) = subplot_domains(1, 3, hgap=0.09)
+    heads = [f"H{h}" for h in range(n_h)]
+    layers = [f"L{i}" for i in range(n_l)]
+    what = "Pattern mask" if maps.mask_kind == "pattern" else "Support of the attention"
+    mask, fraction, key_title = maps.mask, maps.allowed_fraction, "key position"
+    memory = (maps.config or {}).get("memory", "none")
+    if memory not in (None, "none"):
+        support = np.nan_to_num(maps.attention).max(axis=(0, 1)) > 0  # (L, Lk): what the maps show
+        what = (f"Where the maps put weight (memory {memory!r}: each query sees its segment and the memory; "
+                f"the {maps.config['attention']} pattern alone allows {100 * fraction:.1f}%)")
+        mask, fraction = support, float(support.mean())
+        if len(maps.key_tokens) > len(maps.tokens):
+            key_title = f"key position (first {len(maps.key_tokens) - len(maps.tokens)} = memory slots)"
+    data = [
+        dict(type="heatmap", z=mask.astype(np.uint8), colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
+             showscale=False, xaxis="x", yaxis="y", hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>"),
+        dict(type="heatmap", z=np.round(maps.entropy, 3), x=heads, y=layers, xaxis="x2", yaxis="y2",
+             colorscale="Magma", texttemplate="%{z:.2f}", colorbar=dict(x=0.64, thickness=10, len=0.8),
+             hovertemplate="%{y} %{x}: entropy %{z:.3f} nats<extra></extra>"),
+        dict(type="heatmap", z=np.round(maps.distance, 2), x=heads, y=layers, xaxis="x3", yaxis="y3",
+             colorscale="Cividis", texttemplate="%{z:.1f}", colorbar=dict(x=1.0, thickness=10, len=0.8),
+             hovertemplate="%{y} %{x}: mean distance %{z:.2f} tokens<extra></extra>"),
+    ]
+    if memory not in (None, "none"):
+        title = f"{100 * fraction:.1f}% of (query, key) pairs carry weight<br><sup>{what}</sup>"
+    else:
+        title = f"{what}: {100 * fraction:.1f}% of (query, key) pairs allowed"
+    lay = base_layout(title, 420,
+                  xaxis=dict(domain=xd0, title=dict(text=key_title), constrain="domain"),
+                  yaxis=dict(domain=yd0, title=dict(text="query position"), autorange="reversed",
+                             scaleanchor="x"),
+                  xaxis2=dict(domain=xd1, anchor="y2", title=dict(text="entropy per head (nats)")),
+                  yaxis2=dict(domain=yd1, anchor="x2", autorange="reversed"),
+                  xaxis3=dict(domain=xd2, anchor="y3", title=dict(text="mean |i - j| per head (tokens)")),
+                  yaxis3=dict(domain=yd2, anchor="x3", autorange="reversed"))
+    return go.Figure(data=data, layout=lay)

@@ -1,0 +1,61 @@
+"""Gradient norms -> figure: per layer, every norm placement overlaid (Xiong et al. 2020)."""
+from __future__ import annotations
+import plotly.graph_objects as go
+from explorer.figures.base import legend_above
+from explorer.figures.notes import coincidence_notes
+from explorer.figures.base import CYCLE, base_layout, subplot_domains
+
+
+PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", "rezero": "#9467bd",
+                    "none": "#7f7f7f"}
+
+
+# ---------------------------------------------------------------------------- gradients
+GRAD_PANELS = (("attn_out", "attention out-proj ‖∇W‖"), ("ffn_out", "FFN out-proj ‖∇W‖"),
+               ("residual", "layer input ‖∇x‖"))
+
+
+def gradient_figure(results: dict, current: str) -> go.Figure:
+    """Per-layer gradient norms of every placement overlaid, log scale, ``current`` highlighted.
+
+    ``results``: ``{placement: gradient_norms dict}``. Exact zeros cannot sit on a log axis; such
+    a placement is drawn on the bottom edge and named "= 0" in the legend. Curves that would hide
+    each other are said: placements with the same norms in a panel (``coinciding``) and the exact
+    zeros are listed under the title with the reason.
+    """
+    domains = subplot_domains(1, 3, hgap=0.07)
+    data, layout = [], {}
+    positive = [v for r in results.values() for key, _ in GRAD_PANELS for v in r[key] if v is not None and v > 0]
+    floor = min(positive) / 10 if positive else 1e-6
+    for p, (key, label) in enumerate(GRAD_PANELS):
+        s = "" if p == 0 else str(p + 1)
+        for n, (placement, r) in enumerate(results.items()):
+            vals = r[key]
+            if not vals:
+                continue
+            zero = all(v == 0 for v in vals if v is not None)
+            is_cur = placement == current
+            color = PLACEMENT_COLORS.get(placement, CYCLE[n % len(CYCLE)])
+            name = placement + (" (current)" if is_cur else "")
+            data.append(dict(
+                type="scatter", mode="lines+markers", x=list(range(len(vals))),
+                y=[None if v is None else (v if v > 0 else floor) for v in vals], name=name + (" = 0" if zero else ""),
+                legendgroup=placement, showlegend=p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
+                line=dict(color=color, width=5 if is_cur else 2, dash="dot" if zero else "solid"),
+                marker=dict(size=11 if is_cur else 7), opacity=1.0 if is_cur else 0.6,
+                customdata=vals, hovertemplate=f"{placement}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>"))
+        xd, yd = domains[p]
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", title=dict(text="layer"), dtick=1)
+        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
+                                   title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
+        layout.setdefault("annotations", []).append(dict(
+            text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper", yref="paper",
+            showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
+    notes = coincidence_notes(results, GRAD_PANELS)
+    title = "Gradient norms at initialisation by norm placement (Xiong et al. 2020)"
+    if notes:
+        title += "<br><sup>" + "; ".join(notes) + "</sup>"
+    lay = base_layout(title, 440, **layout)
+    lay["legend"] = dict(title=dict(text="placement: "))
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data, gap=26))

@@ -1,0 +1,120 @@
+"""Latency / memory sweeps and the KV cache -> figures, with the fitted growth exponent and failures marked."""
+from __future__ import annotations
+import numpy as np
+import plotly.graph_objects as go
+from explorer.figures.base import legend_above
+from explorer.figures.notes import failure_y, same_curve
+from explorer.figures.base import base_layout, subplot_domains
+
+
+# ---------------------------------------------------------------------------- latency / memory
+def fitted_slope(records: list, key: str) -> float | None:
+    """Least-squares slope of log(value) against log(L) over the ``ok`` records (None if < 2)."""
+    pts = [(r["seq_len"], r[key]) for r in records if r["status"] == "ok" and r.get(key) and r[key] > 0]
+    if len(pts) < 2:
+        return None
+    x = np.log([p[0] for p in pts])
+    y = np.log([p[1] for p in pts])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def _curve(records, key, scale, name, color, dash, axis) -> list:
+    ok = [r for r in records if r["status"] == "ok" and r.get(key)]
+    slope = fitted_slope(records, key)
+    label = f"{name} (slope {slope:.2f})" if slope is not None else name
+    traces = [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok],
+                   y=[r[key] * scale for r in ok], name=label, legendgroup=name, showlegend=axis == "",
+                   xaxis=f"x{axis}", yaxis=f"y{axis}", line=dict(color=color, width=4, dash=dash),
+                   marker=dict(size=9), customdata=[r["backend"] for r in ok],
+                   hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
+    bad = [r for r in records if r["status"] != "ok"]
+    if bad:
+        ys = [failure_y(ok, key, scale, slope, r["seq_len"]) for r in bad]
+        status = [r["status"].upper() for r in bad]
+        if ok:  # a dotted continuation from the curve's last point to its failures
+            last = max(ok, key=lambda r: r["seq_len"])
+            pts = sorted([(last["seq_len"], last[key] * scale)] + list(zip([r["seq_len"] for r in bad], ys)))
+            traces.append(dict(type="scatter", mode="lines", x=[p[0] for p in pts], y=[p[1] for p in pts],
+                               legendgroup=name, showlegend=False, hoverinfo="skip", xaxis=f"x{axis}",
+                               yaxis=f"y{axis}", line=dict(color=color, width=2, dash="dot")))
+        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad], y=ys,
+                           text=status, textposition="top center", textfont=dict(color=color, size=14),
+                           name=f"{name}: {' / '.join(sorted(set(status)))}", legendgroup=name, showlegend=False,
+                           xaxis=f"x{axis}", yaxis=f"y{axis}",
+                           marker=dict(symbol="x", size=15, color=color, line=dict(color="#c62828", width=2)),
+                           customdata=[[st, r.get("reason") or ""] for st, r in zip(status, bad)],
+                           hovertemplate=f"{name}<br>L=%{{x}}: %{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>"))
+    return traces
+
+
+def _guides(records, key, scale, axis) -> list:
+    ok = [r for r in records if r["status"] == "ok" and r.get(key)]
+    if len(ok) < 2:
+        return []
+    l0, v0 = ok[0]["seq_len"], ok[0][key] * scale
+    xs = [r["seq_len"] for r in ok]
+    out = []
+    for power, label, dash in ((1, "O(L)", "dot"), (2, "O(L²)", "dash")):
+        out.append(dict(type="scatter", mode="lines", x=xs, y=[v0 * (x / l0) ** power for x in xs],
+                        name=label, legendgroup=label, showlegend=axis == "", xaxis=f"x{axis}", yaxis=f"y{axis}",
+                        line=dict(color="#9aa5b1", width=1.5, dash=dash), hoverinfo="skip"))
+    return out
+
+
+def sweep_figure(current: list, baseline: list | None, attention: str, baseline_name: str = "full") -> go.Figure:
+    """Log-log time and measured peak memory against L, current config vs its baseline
+    (``full`` attention, or standard layers for a reversible stack)."""
+    (xd0, yd0), (xd1, yd1) = subplot_domains(1, 2, hgap=0.1)
+    data = []
+    for key, scale, axis in (("ms", 1.0, ""), ("peak_bytes", 1 / 2**20, "2")):
+        data += _guides(current, key, scale, axis)
+        data += _curve(current, key, scale, attention, "#1f77b4", "solid", axis)
+        if baseline:
+            data += _curve(baseline, key, scale, f"{baseline_name} (baseline)", "#ff7f0e", "dash", axis)
+    mode = (current[0].get("mode", "forward") if current else "forward").replace("_", " + ")
+    backends = sorted({r["backend"] for r in current if r["status"] == "ok"}) or ["-"]
+    base = sorted({r["backend"] for r in baseline or [] if r["status"] == "ok"})
+    title = f"{mode.capitalize()} time and memory vs length"
+    ran = f"{attention}: {', '.join(backends)}" + (f" | {baseline_name}: {', '.join(base)}" if base else "")
+    method = current[0].get("memory_method", "measured") if current else "measured"
+    threads = current[0].get("threads") if current else None
+    if threads:
+        method += f"; {threads} CPU thread{'s' if threads != 1 else ''}" if current[0].get("device") == "cpu" else ""
+    lens = sorted({r["seq_len"] for r in current + (baseline or [])})
+    ticks = dict(tickvals=lens, ticktext=[str(n) for n in lens])
+    note = ""
+    if not baseline:
+        note = (f"; no {baseline_name} curve: this config is its own baseline" if attention == baseline_name
+                else f"; no {baseline_name} baseline for this config")
+    elif same_curve(current, baseline):
+        note = f"; the two curves coincide: {attention} and {baseline_name} measured within 5% at every length"
+    if any(r["status"] != "ok" for r in current + (baseline or [])):
+        note += "; × on a curve: that length of that attention failed (hover: why)"
+    lay = base_layout(title + f"<br><sup>{ran}; median of timed runs after warm-up; memory {method}{note}</sup>", 460,
+                  xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
+                  yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),
+                  xaxis2=dict(domain=xd1, anchor="y2", type="log", title=dict(text="sequence length L (tokens)"),
+                              **ticks),
+                  yaxis2=dict(domain=yd1, anchor="x2", type="log", title=dict(text="peak memory (MiB)")))
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data, rows=2))
+
+
+def kv_cache_figure(kv: dict) -> go.Figure:
+    """KV-cache bytes for decoding against L: current ``n_kv_heads`` next to MHA and MQA."""
+    mib = 1 / 2**20
+    lines = [("mha", f"MHA ({kv['n_heads']} K/V heads)", "#7f7f7f", "dash"),
+             ("mqa", "MQA (1 K/V head)", "#2ca02c", "dot"),
+             ("current", f"current ({kv['kv_heads']} K/V heads)", "#1f77b4", "solid")]
+    data = [dict(type="scatter", mode="lines+markers", x=kv["seq_len"], y=[b * mib for b in kv[key]], name=name,
+                 line=dict(color=color, width=4 if key == "current" else 2.5, dash=dash),
+                 hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>")
+            for key, name, color, dash in lines]
+    same = [name for key, name, _, _ in lines[:2] if kv[key] == kv["current"]]
+    note = f"; current = {same[0].split(' (')[0]}: the curves coincide" if same else ""
+    lay = base_layout("KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values, "
+                  f"{8 * kv['bytes_per_value']}-bit{note}</sup>", 400,
+                  xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
+                  yaxis=dict(type="log", title=dict(text="KV cache (MiB)")))
+    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    return go.Figure(data=data, layout=legend_above(lay, data))

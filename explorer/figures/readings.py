@@ -1,0 +1,179 @@
+"""Results -> short Markdown text (the one-line readings and the model card); no torch, no gradio."""
+from __future__ import annotations
+
+from explorer.figures.latency import fitted_slope
+from explorer.figures.base import human_bytes
+
+
+def _ratio(vals: list) -> str:
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "-"
+    if all(v == 0 for v in vals):
+        return "exactly 0"
+    if vals[0] == 0:
+        return "∞"
+    return f"{vals[-1] / vals[0]:.2f}×"
+
+
+def gradient_reading(results: dict, current: str, skipped: dict | None = None) -> str:
+    """One line computed from the numbers: last-layer / first-layer ratio of each placement."""
+    parts = []
+    for placement, r in results.items():
+        text = f"{placement} {_ratio(r['attn_out'])}"
+        if placement == current:
+            text = f"**{text}** (current)"
+        parts.append(text)
+    line = "Attention out-proj gradient, last layer ÷ first layer: " + " · ".join(parts) + "."
+    zero = [p for p, r in results.items() if r["attn_out"] and all(v == 0 for v in r["attn_out"])]
+    if zero:
+        line += (f" {', '.join(zero)}: every branch is multiplied by α = 0 at initialisation, so its "
+                 "weights get exactly zero gradient (drawn on the bottom edge).")
+    for note in results.get(current, {}).get("notes", []):
+        line += f" Note: {note}."
+    if skipped:
+        line += " Not comparable here: " + "; ".join(f"{p} ({why})" for p, why in skipped.items()) + "."
+    return line
+
+
+def sweep_reading(current: list, baseline: list | None, attention: str, baseline_name: str = "full") -> str:
+    """Fitted slopes and the largest length measured, as a sentence."""
+    def describe(records, name):
+        s_t, s_m = fitted_slope(records, "ms"), fitted_slope(records, "peak_bytes")
+        ok = [r for r in records if r["status"] == "ok"]
+        bad = [f"L={r['seq_len']}: {r['status']}" for r in records if r["status"] != "ok"]
+        text = f"**{name}**: time slope {s_t:.2f}" if s_t is not None else f"**{name}**: too few points for a slope"
+        if s_m is not None:
+            text += f", memory slope {s_m:.2f}"
+        if ok:
+            last = ok[-1]
+            text += f"; at L={last['seq_len']}: {last['ms']:.1f} ms, {human_bytes(last['peak_bytes'])}"
+        if bad:
+            text += " (" + ", ".join(bad) + ")"
+        return text
+
+    parts = [describe(current, attention)]
+    if baseline:
+        parts.append(describe(baseline, baseline_name))
+    text = " · ".join(parts) + ". A slope of 1 is linear in L, 2 quadratic."
+    every = current + (baseline or [])
+    ran = [r for r in every if r.get("backend") and r["backend"] != "not run"]
+    if ran:
+        backends = list(dict.fromkeys(r["backend"] for r in ran))
+        text += " Backend that ran: " + "; ".join(f"`{b}`" for b in backends) + "."
+    text += " " + timing_method(every)
+    loaded = [r for r in every if r.get("others")]
+    if loaded:
+        most = max(r["others"] for r in loaded)
+        text += (f" ⚠️ Other requests were computing during {len(loaded)} of these measurements (up to {most} at "
+                 "once): those timings are inflated; run the sweep again when the app is quiet.")
+    return text
+
+
+def timing_method(records: list) -> str:
+    """How the sweep's numbers were taken and which one-time costs they exclude."""
+    r = next((r for r in records if r.get("timer")), None)
+    if r is None:
+        return ""
+    how = ("CUDA events, bf16 autocast" if r["timer"] == "CUDA events"
+           else f"wall clock, {r.get('dtype', 'float32')}, {r.get('threads', 1)} thread(s)")
+    return (f"Median of timed runs ({how}); excluded: the model build, the process's first run and each "
+            "length's untimed warm-up, which builds and plans the block-sparse layout (memoised per "
+            "pattern and length).")
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} "
+
+
+def model_markdown(summary: dict) -> str:
+    """The Model tab: size, measured FLOPs per token, each component with its paper and summary."""
+    lines = [f"### {summary['parameters']:,} parameters · {_si(summary['flops_per_token'])}FLOPs per token",
+             f"Forward FLOPs counted by `torch.utils.flop_counter` on a {summary['flops_seq_len']}-token "
+             f"sequence (matmuls and attention; attention backend: `{summary['backend']}`).",
+             "Latency curves (Latency & memory tab) exclude one-time costs: the model build, the process's "
+             "first run, and the block-sparse layout and its execution plan, built once per (pattern, length), "
+             "memoised, and paid by the untimed warm-up run of each length.", "",
+             "| choice | key | paper | what it does | parameters |", "| --- | --- | --- | --- | --- |"]
+    st = summary.get("stacks")
+    if st:  # encoder-decoder: the two stacks, and FLOPs counted on a source and a target of that length
+        lines[1:1] = [f"Encoder-decoder: encoder {st['encoder_layers']} layers ({st['encoder_params']:,} parameters) "
+                      f"over the source; decoder {st['decoder_layers']} layers ({st['decoder_params']:,}, of which "
+                      f"cross-attention {st['cross_params']:,}) over the target; the byte embedding is shared. "
+                      f"FLOPs per target token, source and target of {summary['flops_seq_len']} tokens each."]
+    for c in summary["components"]:
+        params = ", ".join(f"`{k}={v}`" for k, v in c["params"].items()) or "–"
+        lines.append(f"| {c['category']} | `{c['key']}` | {c['paper']} | {c['summary']} | {params} |")
+    return "\n".join(lines)
+
+
+def maps_reading(summary: dict, max_bytes: int = 256) -> str:
+    """One line under the attention maps."""
+    text = (f"{summary['n_tokens']} byte tokens · {summary['n_layers']} layers × {summary['n_heads']} heads · "
+            f"{100 * summary['allowed_fraction']:.1f}% of pairs allowed ({summary['mask_kind']})")
+    if summary.get("truncated"):
+        text += f" · the text was cut to the first {max_bytes} bytes"
+    for note in summary.get("notes", []):
+        text += f" · {note}"
+    return text
+
+
+def diff_markdown(rows: list, card_a: dict | None = None, card_b: dict | None = None) -> str:
+    """The comparison's reading: a table of the differing fields (``rows``: ``[(field, A, B)]``, as
+    ``analysis.compare.config_diff`` gives them) and, given the model summaries
+    (``experiments.model_summary``), parameter count and FLOPs per token of each."""
+    if not rows:
+        head = "**A and B are the same configuration**: change a control to compare."
+    else:
+        head = (f"**{len(rows)} field{'s differ' if len(rows) > 1 else ' differs'}** "
+                "(A = pinned, B = the controls now).")
+    lines = [head, ""]
+    if card_a and card_b:
+        lines += ["| | A | B |", "| --- | --- | --- |",
+                  f"| parameters | {card_a['parameters']:,} | {card_b['parameters']:,} |",
+                  f"| FLOPs per token | {card_a['flops_per_token']:,.0f} | {card_b['flops_per_token']:,.0f} |"]
+        for k, va, vb in rows:
+            lines.append(f"| `{k}` | `{va}` | `{vb}` |")
+    elif rows:
+        lines += ["| field | A | B |", "| --- | --- | --- |"] + [f"| `{k}` | `{va}` | `{vb}` |" for k, va, vb in rows]
+    return "\n".join(lines)
+
+
+def _times(x: float, y: float) -> str:
+    """How many times ``x`` is larger than ``y`` (both positive), as text."""
+    return f"{x / y:.2f}×" if y > 0 else "∞×"
+
+
+def ab_sweep_reading(a: list, b: list, name_a: str, name_b: str) -> str:
+    """Which of A and B is faster and which smaller, and by how much, at the longest length both
+    measured; the failures of each (OOM, time-out, ...) after it."""
+    ok_a = {r["seq_len"]: r for r in a if r["status"] == "ok"}
+    ok_b = {r["seq_len"]: r for r in b if r["status"] == "ok"}
+    common = sorted(set(ok_a) & set(ok_b))
+    if not common:
+        text = "A and B have no length that both measured, so they cannot be compared here."
+    else:
+        L = common[-1]
+        ra, rb = ok_a[L], ok_b[L]
+        ta, tb, ma, mb = ra["ms"], rb["ms"], ra["peak_bytes"], rb["peak_bytes"]
+        if ta == tb:
+            speed = f"A and B take the same time ({ta:.1f} ms)"
+        else:
+            fast, slow = ("A", "B") if ta < tb else ("B", "A")
+            speed = (f"**{fast} is {_times(max(ta, tb), min(ta, tb))} faster** than {slow} "
+                     f"({min(ta, tb):.1f} ms vs {max(ta, tb):.1f} ms)")
+        if ma == mb:
+            size = f"the same peak memory ({human_bytes(ma)})"
+        else:
+            small = "A" if ma < mb else "B"
+            size = (f"**{small} needs {_times(max(ma, mb), min(ma, mb))} less peak memory** "
+                    f"({human_bytes(min(ma, mb))} vs {human_bytes(max(ma, mb))})")
+        text = f"At L={L}, the longest length both measured: {speed}, and {size}."
+    fails = [f"{side} ({name}) L={r['seq_len']}: {r['status'].upper()}"
+             for side, name, records in (("A", name_a, a), ("B", name_b, b)) for r in records if r["status"] != "ok"]
+    if fails:
+        text += " Not measured: " + "; ".join(fails) + "."
+    return text + f" A = {name_a} (pinned), B = {name_b} (the controls)."

@@ -1,0 +1,96 @@
+"""Figures of an encoder-decoder: the encoder's and the cross-attention maps, gradient norms per stack.
+
+The decoder's self-attention is drawn by ``plots.attention_grid`` like any causal stack; the
+cross-attention has target positions as queries and source positions as keys (two different
+label sets, Lt x Ls), so its grid labels each axis with its own tokens.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.figures.base import legend_above
+from explorer.figures.attention import BLANK, LEVELS, MAX_GRID, level_colorscale, quantise
+from explorer.figures.base import subplot_domains, base_layout
+
+
+def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
+    """Layers x heads heatmaps of one stack's ``AttentionMaps``; rows = ``query_side`` tokens,
+    columns = ``key_side`` tokens (the hover names both), blank = probability exactly 0."""
+    att = maps.attention
+    n_l, n_h = min(att.shape[0], MAX_GRID), min(att.shape[1], MAX_GRID)
+    qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
+    klab = [f"{j} {t}" for j, t in enumerate(maps.key_tokens)]
+    finite = att[:n_l, :n_h][np.isfinite(att[:n_l, :n_h])]
+    positive = finite[finite > 0]
+    cmax = max(float(np.quantile(positive, 0.99)) if positive.size else 1.0, 1e-6)
+    step = cmax / LEVELS
+    levels = quantise(att[:n_l, :n_h], step)  # (n_l, n_h, Lq, Lk) uint8
+    data, layout = [], {}
+    for k, (xd, yd) in enumerate(subplot_domains(n_l, n_h)):
+        layer, head = divmod(k, n_h)
+        s = "" if k == 0 else str(k + 1)
+        data.append(dict(type="heatmap", z=levels[layer, head], x=klab, y=qlab, coloraxis="coloraxis",
+                         xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
+                         hovertemplate=f"layer {layer} head {head}<br>{query_side} %{{y}}<br>{key_side} %{{x}}"
+                                       f"<br>p ≈ %{{z}} × {step:.3g}<extra></extra>"))
+        last, first = layer == n_l - 1, head == 0
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showgrid=False, zeroline=False,
+                                   showticklabels=last and n_h == 1, tickfont=dict(size=9),
+                                   title=dict(text=f"head {head} ({key_side})" if last else ""))
+        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showgrid=False, zeroline=False, autorange="reversed",
+                                   showticklabels=first and n_l == 1, tickfont=dict(size=9),
+                                   title=dict(text=f"layer {layer} ({query_side})" if first else ""))
+    shown = ""
+    if n_l < att.shape[0] or n_h < att.shape[1]:
+        shown = f" (showing {n_l} of {att.shape[0]} layers, {n_h} of {att.shape[1]} heads)"
+    full = (f"{title}: {len(maps.tokens)} {query_side} x {len(maps.key_tokens)} {key_side} tokens{shown}"
+            f"<br><sup>rows = {query_side} positions (queries), columns = {key_side} positions (keys)</sup>")
+    lay = base_layout(full, max(420, 150 * n_l + 150), **layout)
+    ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
+        title=dict(text="attention<br>probability"), thickness=14,
+        tickvals=[max(1.0, t / step) for t in ticks], ticktext=[f"{t:.2g}" if t else "0" for t in ticks]))
+    lay["plot_bgcolor"] = BLANK
+    lay["meta"] = {"p_step": step, "p_max": cmax, "query_side": query_side, "key_side": key_side}
+    return go.Figure(data=data, layout=lay)
+
+
+def cross_grid(maps) -> go.Figure:
+    """The cross-attention of an encoder-decoder's ``AttentionMaps`` (``maps.stacks["cross"]``)."""
+    return stack_grid(maps.stacks["cross"], "Cross-attention (decoder reads the source)", "target", "source")
+
+
+def encoder_grid(maps) -> go.Figure:
+    """The encoder's bidirectional self-attention (``maps.stacks["encoder"]``)."""
+    return stack_grid(maps.stacks["encoder"], "Encoder self-attention (bidirectional)", "source", "source")
+
+
+GRAD_KEYS = (("attn_out", "self-attention out-proj"), ("cross_out", "cross-attention out-proj"),
+             ("ffn_out", "FFN out-proj"), ("residual", "layer input ‖∇x‖"))
+
+
+def stack_gradient_figure(result: dict) -> go.Figure:
+    """One encoder-decoder's per-layer gradient norms (``explorer.analysis.seq2seq.seq2seq_gradient_norms``),
+    the encoder and the decoder side by side, log scale."""
+    data, layout = [], {}
+    domains = subplot_domains(1, 2, hgap=0.08)
+    for p, stack in enumerate(("encoder", "decoder")):
+        s = "" if p == 0 else str(p + 1)
+        idx = [i for i, st in enumerate(result["stack"]) if st == stack]
+        for n, (key, label) in enumerate(GRAD_KEYS):
+            vals = result.get(key) or []
+            ys = [vals[i] if i < len(vals) else None for i in idx]
+            if all(v is None for v in ys):
+                continue
+            data.append(dict(type="scatter", mode="lines+markers", x=[result["stack_layer"][i] for i in idx],
+                             y=[v if v is None or v > 0 else None for v in ys], name=label, legendgroup=key,
+                             showlegend=p == 1 or key != "cross_out" and p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
+                             hovertemplate=f"{stack} layer %{{x}}, {label}: %{{y:.3g}}<extra></extra>"))
+        xd, yd = domains[p]
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", dtick=1, title=dict(text=f"{stack} layer"))
+        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
+                                   title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
+    lay = base_layout(f"Gradient norms per stack at initialisation ({result.get('norm_placement', '')}-norm; "
+                  "target next-token loss)", 420, **layout)
+    return go.Figure(data=data, layout=legend_above(lay, data))

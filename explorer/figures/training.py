@@ -1,0 +1,180 @@
+"""Training results -> Plotly figures (no torch): live curves, probe attention beside the task's
+ideal pattern, per-layer gradient norms, and one figure per reproduction.
+
+Inputs are plain data: ``Trainer.history`` (list of dicts), ``Snapshot.attention`` (numpy array
+``(layers, heads, Lq, Lk)``), ``Snapshot.grad_norms`` (dict of lists), reproduction results (the
+JSON of ``explorer.training.reproductions``). Figures are dict-built with explicit axis domains, like
+``explorer.figures.base``, so a redraw on every snapshot stays cheap.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.figures.base import legend_above
+from explorer.figures.base import CYCLE, subplot_domains, base_layout, message_figure
+from explorer.figures.gradients import PLACEMENT_COLORS
+
+MAX_LAYERS, MAX_HEADS = 4, 4  # live maps: at most 4 x 4 panels (+ the ideal pattern)
+
+
+def curves_figure(history: list, chance: str = "") -> go.Figure:
+    """Loss (train, held-out) and held-out accuracy against the step."""
+    if not history:
+        return message_figure("Press ▶ Play to start training.", "Loss and accuracy")
+    steps = [h["step"] for h in history]
+    train = [(h["step"], h["train_loss"]) for h in history if h["train_loss"] is not None]
+    data = [
+        dict(type="scatter", x=[s for s, _ in train], y=[v for _, v in train], name="train loss",
+             mode="lines+markers", line=dict(color=CYCLE[0]), xaxis="x", yaxis="y"),
+        dict(type="scatter", x=steps, y=[h["heldout_loss"] for h in history], name="held-out loss",
+             mode="lines+markers", line=dict(color=CYCLE[1]), xaxis="x", yaxis="y"),
+        dict(type="scatter", x=steps, y=[h["heldout_acc"] for h in history], name="held-out accuracy",
+             mode="lines+markers", line=dict(color=CYCLE[2]), xaxis="x2", yaxis="y2"),
+    ]
+    title = f"Loss and accuracy (step {steps[-1]})" + (f" · chance: {chance}" if chance else "")
+    layout = base_layout(title, 380, xaxis=dict(domain=[0, 0.6], title="step"), yaxis=dict(title="loss (nats)"),
+                     xaxis2=dict(domain=[0.7, 1], title="step", anchor="y2"),
+                     yaxis2=dict(title="accuracy", range=[0, 1.02], anchor="x2"))
+    return go.Figure(data=data, layout=legend_above(layout, data))
+
+
+def attention_figure(attention, ideal=None, labels=None, step: int = 0) -> go.Figure:
+    """Layers x heads probe attention (at most 4 x 4), and the task's ideal pattern in the last column."""
+    if attention is None:
+        return message_figure("This model returns no attention weights.", "Probe attention")
+    att = np.asarray(attention)
+    n_l, n_h = min(att.shape[0], MAX_LAYERS), min(att.shape[1], MAX_HEADS)
+    cols = n_h + (1 if ideal is not None else 0)
+    domains = subplot_domains(n_l, cols, hgap=0.015, vgap=0.03)
+    data, layout = [], {}
+    for r in range(n_l):
+        for c in range(cols):
+            k = r * cols + c
+            ax = "" if k == 0 else str(k + 1)
+            if c < n_h:
+                z, name = att[r, c], f"layer {r} head {c}"
+            elif r == 0:
+                z, name = ideal, "ideal pattern"
+            else:
+                z, name = None, ""
+            xd, yd = domains[k]
+            layout[f"xaxis{ax}"] = dict(domain=xd, anchor=f"y{ax}", showticklabels=False, showgrid=False,
+                                        title=dict(text=name, font=dict(size=12)) if r == n_l - 1 or c == n_h else None)
+            layout[f"yaxis{ax}"] = dict(domain=yd, anchor=f"x{ax}", autorange="reversed", showticklabels=False,
+                                        showgrid=False, title=dict(text=f"layer {r}", font=dict(size=12)) if c == 0 else None)
+            if z is None:
+                layout[f"xaxis{ax}"]["visible"] = False
+                layout[f"yaxis{ax}"]["visible"] = False
+                continue
+            z = np.where(np.isfinite(z), z, np.nan)
+            data.append(dict(type="heatmap", z=z.astype(np.float32), x=list(range(z.shape[1])),
+                             y=list(range(z.shape[0])), xaxis=f"x{ax}", yaxis=f"y{ax}", zmin=0, zmax=1,
+                             colorscale="Blues" if c == n_h else "Viridis", showscale=k == 0, name=name,
+                             hovertemplate=f"{name}<br>query %{{y}} → key %{{x}}<br>%{{z:.3f}}<extra></extra>"))
+    note = " · right: the pattern that solves the task" if ideal is not None else ""
+    return go.Figure(data=data, layout=base_layout(f"Probe attention at step {step}{note}",
+                                               max(300, 150 + 170 * n_l), **layout))
+
+
+def grad_figure(grad_norms) -> go.Figure:
+    """Per-layer gradient norms (Xiong et al. 2020's three quantities) on the held-out batch."""
+    if not grad_norms:
+        return message_figure("Gradient norms appear after the first snapshot.", "Gradient norms per layer")
+    data = []
+    for key, label, color in (("attn_out", "‖∇W‖ attention out-proj", CYCLE[0]),
+                              ("ffn_out", "‖∇W‖ FFN out-proj", CYCLE[1]), ("residual", "‖∇x‖ layer input", CYCLE[3])):
+        vals = grad_norms.get(key) or []
+        if vals:
+            data.append(dict(type="scatter", x=list(range(len(vals))), y=[np.nan if v is None else v for v in vals],
+                             name=label, mode="lines+markers", line=dict(color=color)))
+    layout = base_layout("Gradient norms per layer (current weights)", 340, xaxis=dict(title="layer", dtick=1),
+                     yaxis=dict(title="norm", type="log"))
+    return go.Figure(data=data, layout=legend_above(layout, data))
+
+
+# ---------------------------------------------------------------------------- reproductions
+def repro_figure(result: dict) -> go.Figure:
+    return {"warmup": _warmup, "extrapolation": _extrapolation, "induction": _induction,
+            "efficiency": _efficiency, "kv_heads": _kv_heads}[result["name"]](result)
+
+
+def _warmup(result):
+    data = []
+    for r in result["rows"]:
+        c = r["curve"]
+        data.append(dict(type="scatter", x=[p["step"] for p in c], y=[p["loss"] for p in c], mode="lines+markers",
+                         name=f"{r['norm_placement']}-LN, warm-up {'on' if r['warmup'] else 'off'}",
+                         line=dict(color=PLACEMENT_COLORS.get(r["norm_placement"]), dash="solid" if r["warmup"] else "dot")))
+    return go.Figure(data=data, layout=legend_above(base_layout("Post-LN needs warm-up, pre-LN does not (held-out loss)",
+                                                            420, xaxis=dict(title="step"),
+                                                            yaxis=dict(title="loss (nats)")), data))
+
+
+def _extrapolation(result):
+    data = []
+    positions = list(dict.fromkeys(r["position"] for r in result["rows"]))
+    for k, pos in enumerate(positions):
+        rows = [r for r in result["rows"] if r["position"] == pos]
+        data.append(dict(type="scatter", x=[r["eval_len"] for r in rows], y=[r["loss"] for r in rows], name=pos,
+                         mode="lines+markers", line=dict(color=CYCLE[k % len(CYCLE)])))
+    s = result["settings"]
+    lay = base_layout(f"Trained at L={s['train_len']}: loss on the last {s['eval_tokens']} tokens at longer L", 420,
+                  xaxis=dict(title="evaluation length", type="log"), yaxis=dict(title="loss (nats)"))
+    return go.Figure(data=data, layout=legend_above(lay, data))
+
+
+def _induction(result):
+    rows = result["rows"]
+    att = np.asarray(result["attention"], dtype=np.float32)  # (layers, heads, L, L)
+    score = np.asarray(result["induction_score"])
+    layer, head = np.unravel_index(int(score.argmax()), score.shape)
+    data = [dict(type="scatter", x=[r["step"] for r in rows], y=[r["second_half_loss"] for r in rows],
+                 mode="lines+markers", name="second-half loss", xaxis="x", yaxis="y"),
+            dict(type="heatmap", z=score, x=[f"h{h}" for h in range(score.shape[1])],
+                 y=[f"layer {n}" for n in range(score.shape[0])], colorscale="Viridis", zmin=0, zmax=1,
+                 xaxis="x2", yaxis="y2", showscale=False, texttemplate="%{z:.2f}", name="induction score"),
+            dict(type="heatmap", z=att[layer, head], colorscale="Viridis", zmin=0, zmax=1, xaxis="x3", yaxis="y3",
+                 showscale=True, name=f"layer {layer} head {head}")]
+    layout = base_layout("Induction heads: loss on the repeated half, per-head score, the best head's map", 420,
+                     xaxis=dict(domain=[0, 0.3], title="step"), yaxis=dict(title="loss (nats)", type="log"),
+                     xaxis2=dict(domain=[0.38, 0.58], anchor="y2", title="induction score"),
+                     yaxis2=dict(anchor="x2", autorange="reversed"),
+                     xaxis3=dict(domain=[0.66, 0.96], anchor="y3", title=f"layer {layer} head {head}: key"),
+                     yaxis3=dict(anchor="x3", autorange="reversed", title="query"))
+    return go.Figure(data=data, layout=layout)
+
+
+def _efficiency(result):
+    rows = [r for r in result["rows"] if r["throughput_rel_full"] is not None]
+    peak = max((r["peak_bytes"] for r in rows), default=1) or 1
+    data = []
+    for k, r in enumerate(rows):
+        causal = r["objective"] == "next byte"
+        data.append(dict(type="scatter", x=[r["throughput_rel_full"]], y=[r["quality"]], mode="markers+text",
+                         text=[r["attention"] + ("" if causal else " *")], textposition="top center", name=r["attention"],
+                         marker=dict(size=[12 + 48 * (r["peak_bytes"] / peak) ** 0.5], color=CYCLE[k % len(CYCLE)],
+                                     opacity=0.6, symbol="circle" if causal else "diamond"),
+                         hovertemplate=f"{r['attention']}<br>throughput ×%{{x:.2f}} of full<br>quality %{{y:.3f}}<br>"
+                                       f"peak {r['peak_bytes'] / 2**20:.1f} MiB<extra></extra>"))
+    s = result["settings"]
+    return go.Figure(data=data, layout=base_layout(
+        f"Quality vs speed vs memory at L={s['seq_len']} (bubble area ∝ peak memory; * masked-byte objective)", 480,
+        xaxis=dict(title="training throughput relative to full", type="log"), yaxis=dict(title="held-out accuracy"),
+        showlegend=False))
+
+
+def _kv_heads(result):
+    rows = result["rows"]
+    names = [f"{r['kind']} ({r['n_kv_heads']})" for r in rows]
+    data, layout = [], {}
+    panels = (("kv_cache_bytes", "KV cache (MiB)", 2 ** -20), ("decode_ms_per_token", "decode ms / token", 1),
+              ("quality", "held-out accuracy", 1))
+    for k, (key, title, scale) in enumerate(panels):
+        ax = "" if k == 0 else str(k + 1)
+        data.append(dict(type="bar", x=names, y=[r[key] * scale for r in rows], name=title, xaxis=f"x{ax}",
+                         yaxis=f"y{ax}", marker=dict(color=CYCLE[k])))
+        layout[f"xaxis{ax}"] = dict(domain=[k * 0.35, k * 0.35 + 0.28], anchor=f"y{ax}", title=title)
+        layout[f"yaxis{ax}"] = dict(anchor=f"x{ax}")
+    return go.Figure(data=data, layout=base_layout(f"MHA vs GQA vs MQA ({result['settings']['prefill']}-token cache)", 400,
+                                               showlegend=False, **layout))

@@ -1,0 +1,40 @@
+"""One attention head, large, with every token on its axes: the zoom under the attention grid.
+
+The grid's panels are too small for token labels; this figure shows one (layer, head) with query
+and key tokens written out and the exact probabilities (float, not the grid's colour levels) in the
+hover. Its colour scale runs from 0 to the head's own maximum, so the title says so.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.figures.attention import BLANK
+from explorer.figures.base import base_layout
+
+
+def head_figure(maps, layer: int, head: int) -> go.Figure:
+    att = maps.attention
+    layer = min(max(int(layer), 0), att.shape[0] - 1)
+    head = min(max(int(head), 0), att.shape[1] - 1)
+    a = att[layer, head].astype(np.float64)  # (L, Lk)
+    # exactly 0 = not allowed: blank; float32 on the wire (half the bytes of float64, finer than the eye)
+    z = np.where(a > 0, a, np.nan).astype(np.float32)
+    prefix = len(maps.key_tokens) - len(maps.tokens)
+    qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)][len(maps.tokens) - a.shape[0]:]
+    klab = [f"{j - prefix} {t}" if j >= prefix else t for j, t in enumerate(maps.key_tokens)]
+    top = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
+    tick = dict(tickfont=dict(size=12, family="DejaVu Sans Mono, monospace"), showgrid=False, zeroline=False)
+    size = max(520, 14 * a.shape[0] + 220)
+    lay = base_layout(f"Layer {layer}, head {head}: {maps.config['attention']}"
+                  f"<br><sup>colour from 0 to this head's largest probability ({top:.3g}); blank = not allowed</sup>",
+                  size, xaxis=dict(title=dict(text="key"), tickmode="array", tickvals=klab, ticktext=klab,
+                                   side="bottom", tickangle=-90, **tick),
+                  yaxis=dict(title=dict(text="query"), autorange="reversed", tickmode="array", tickvals=qlab,
+                             ticktext=qlab, **tick))
+    lay["margin"] = dict(l=90, r=30, t=90, b=90)
+    lay["plot_bgcolor"] = BLANK
+    return go.Figure(data=[dict(type="heatmap", z=z, x=klab, y=qlab, zmin=0, zmax=top, colorscale="Viridis",
+                                hoverongaps=False, colorbar=dict(title=dict(text="p")),
+                                hovertemplate="query %{y}<br>key %{x}<br>p = %{z:.4f}<extra></extra>")],
+                     layout=lay)

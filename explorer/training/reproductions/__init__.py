@@ -1,0 +1,50 @@
+"""The source texts' claims about trained models, reproduced on this machine in a minute or two.
+
+``REPRODUCTIONS`` maps a name to its module; each module has ``TITLE``, ``COLUMNS``,
+``run(quick, threads, progress) -> dict``, ``reading(result)``, ``table_rows(result)`` and
+``extra_lines(result)``. ``run(name)`` runs one and returns ``{"name", "settings", "wall_s",
+"reading", "rows": [...]}`` (plus extra top-level keys some reproductions add). The command line is
+``python -m explorer.reproduce NAME``; the Train tab's Reproductions panel calls ``run`` too.
+
+- ``warmup``: post-LN vs pre-LN, with and without learning-rate warm-up (Xiong et al. 2020).
+- ``extrapolation``: train at one length, evaluate longer (ALiBi, Press et al. 2022).
+- ``induction``: a two-layer attention-only model learns induction heads (Olsson et al. 2022).
+- ``efficiency``: every attention of the catalogue, quality vs throughput vs memory (Long Range Arena).
+- ``kv_heads``: MHA vs GQA vs MQA: KV-cache bytes, decode latency, quality (Shazeer 2019; Ainslie 2023).
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from explorer.training.reproductions import efficiency, extrapolation, induction, kv_heads, warmup
+
+REPRODUCTIONS: dict = {
+    "warmup": warmup,
+    "extrapolation": extrapolation,
+    "induction": induction,
+    "efficiency": efficiency,
+    "kv_heads": kv_heads,
+}
+
+
+def run(name: str, quick: bool = False, threads: int = 1, progress: Callable[[str], None] | None = None) -> dict:
+    """Run one reproduction; the result dict of the JSON schema above."""
+    from models import ConfigError
+
+    if name not in REPRODUCTIONS:
+        raise ConfigError("reproduction", name, f"one of {list(REPRODUCTIONS)}")
+    mod = REPRODUCTIONS[name]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    try:
+        result = mod.run(quick=quick, threads=threads, progress=progress or (lambda _msg: None))
+    finally:
+        torch.set_num_threads(old)
+    result = {"name": name, **result, "wall_s": round(time.perf_counter() - t0, 2)}
+    result["settings"] = {**result["settings"], "threads": threads, "quick": quick}
+    result["reading"] = mod.reading(result)
+    return result

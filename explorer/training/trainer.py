@@ -1,0 +1,350 @@
+"""The training engine: a resumable generator that trains any catalogue model on a task.
+
+``Trainer(model_cfg, run)`` holds one run (model, AdamW, data RNG, dropout RNG, history);
+``trainer.run(...)`` is a generator that trains and yields a ``Snapshot`` every ``run.every``
+steps: step, train loss (mean since the last snapshot), held-out loss and accuracy on fixed
+held-out batches, learning rate, per-layer gradient norms (measured exactly as the Gradients tab
+measures them, ``explorer.analysis.gradients.branch_gradient_norms``, on the held-out batch), the probe's
+attention maps (layers x heads), tokens/s and elapsed time. It checks ``stop`` and the wall-time
+budget between steps, so a stop really stops the work; calling ``run`` again resumes where it
+left off (pause / play), with the same result as an uninterrupted run.
+
+Determinism: the data come from a private ``torch.Generator`` seeded with ``run.seed``; the model
+is built from ``model_cfg.seed``; dropout (and any other draw from torch's global RNG) uses a
+per-run RNG state swapped in under ``explorer.runtime.seeding.GLOBAL_RNG`` for each step; the number of
+intra-op threads is fixed for the run and restored after each chunk (float sums depend on it).
+So the same configs give identical snapshots.
+
+The loss is the task's scored next-token cross-entropy plus ``out.aux_loss`` (MoE load balance,
+ACT ponder cost, adaptive-span L1 ...). Memory models process each sequence in segments inside one
+call, carrying their memory across the segments; every batch starts from a fresh memory.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from explorer.analysis.gradients import branch_gradient_norms
+from explorer.analysis.seq2seq import seq2seq_gradient_norms
+from explorer.runtime.configs import as_config
+from explorer.runtime.seeding import GLOBAL_RNG, build
+from explorer.training import seq2seq as train_encdec
+from explorer.training.tasks import Batch, get_task, model_input, scored_accuracy, scored_loss, task_names
+from models import ConfigError, ModelConfig
+
+SCHEDULES = ("cosine", "constant")
+
+# What one run of the hosted app may use (two shared CPU cores): the library itself has no caps.
+MAX_TRAIN_PARAMS = 2_000_000        # model parameters
+MAX_TRAIN_STEPS = 2000
+MAX_BATCH_TOKENS = 8192             # batch_size x seq_len
+MAX_WALL_S = 180.0                  # seconds of work per press of play
+PROBE_MAX_LEN = 96   # the probe's attention is drawn as L x L heatmaps
+
+
+@dataclass
+class RunConfig:
+    """Every choice of a training run (the model is described by its own ``ModelConfig``)."""
+    task: str = "copy"
+    steps: int = 300
+    lr: float = 3e-3
+    warmup: int = 0                 # linear warm-up steps (0: none)
+    schedule: str = "cosine"        # after warm-up: cosine decay to 0, or constant
+    batch_size: int = 32
+    seq_len: int = 64
+    clip: float = 1.0               # max global gradient norm (0: no clipping)
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.98
+    every: int = 25                 # snapshot every N steps
+    eval_batches: int = 2           # held-out batches (of batch_size) per snapshot
+    seed: int = 0                   # data and dropout
+    threads: int = 1                # intra-op threads while training
+    grad_norms: bool = True         # measure per-layer gradient norms at each snapshot
+    probe: bool = True              # draw the probe's attention at each snapshot
+    text: Optional[str] = None      # lm task: the corpus (None: the Python documentation)
+
+    def validate(self) -> "RunConfig":
+        if self.task not in task_names():
+            raise ConfigError("task", self.task, f"one of {task_names()}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError("schedule", self.schedule, f"one of {list(SCHEDULES)}")
+        for name, lo in (("steps", 1), ("batch_size", 1), ("seq_len", 8), ("every", 1), ("eval_batches", 1),
+                         ("threads", 1), ("warmup", 0), ("seed", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ConfigError(name, v, f"an integer >= {lo}")
+        for name in ("lr", "clip", "weight_decay", "beta1", "beta2"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ConfigError(name, v, "a finite number >= 0")
+        if not 0 < self.lr <= 1:
+            raise ConfigError("lr", self.lr, "a learning rate in (0, 1]")
+        for name in ("beta1", "beta2"):
+            if not getattr(self, name) < 1:
+                raise ConfigError(name, getattr(self, name), "a number in [0, 1)")
+        return self
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if d["text"] is not None:
+            d["text"] = f"<{len(d['text'])} characters>"
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(unknown[0], d[unknown[0]], f"unknown run field; valid: {sorted(known)}")
+        return cls(**d).validate()
+
+
+@dataclass
+class Snapshot:
+    step: int
+    steps: int                      # the run's total
+    train_loss: Optional[float]     # mean over the steps since the previous snapshot (None at step 0)
+    heldout_loss: float
+    heldout_acc: float
+    lr: float
+    grad_norms: Optional[dict]      # branch_gradient_norms: layer, attn_out, ffn_out, residual, notes
+    attention: Optional[np.ndarray]  # (n_layers, h, Lq, Lk) float32 probe attention (NaN: none returned)
+    probe_tokens: list              # the probe's byte ids
+    tokens_per_s: float
+    elapsed_s: float
+    done: bool = False
+    message: str = ""               # why the run stopped early (stop pressed, a cap ...)
+
+
+def check_caps(model_cfg, run: RunConfig) -> ModelConfig:
+    """Refuse (ConfigError naming the field and the cap) a run the hosted app cannot afford."""
+    cfg = as_config(model_cfg)
+    run.validate()
+    n_params = cfg.approx_params()
+    if n_params > MAX_TRAIN_PARAMS:
+        raise ConfigError("d_model", cfg.d_model, f"a model of at most {MAX_TRAIN_PARAMS:,} parameters for "
+                          f"training here (this one has ~{n_params:,}); lower d_model, n_layers or max_len")
+    if run.steps > MAX_TRAIN_STEPS:
+        raise ConfigError("steps", run.steps, f"at most {MAX_TRAIN_STEPS} steps per run here")
+    if run.batch_size * run.seq_len > MAX_BATCH_TOKENS:
+        raise ConfigError("batch_size", run.batch_size, f"batch_size x seq_len <= {MAX_BATCH_TOKENS} tokens here "
+                          f"(asked {run.batch_size} x {run.seq_len} = {run.batch_size * run.seq_len})")
+    return cfg
+
+
+def lr_at(run: RunConfig, step: int) -> float:
+    """Learning rate of step ``step`` (0-based): linear warm-up, then cosine to 0 or constant."""
+    if run.warmup and step < run.warmup:
+        return run.lr * (step + 1) / run.warmup
+    if run.schedule == "constant":
+        return run.lr
+    span = max(1, run.steps - run.warmup)
+    progress = min(1.0, (step - run.warmup) / span)
+    return run.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def stack_attention(attentions) -> Optional[np.ndarray]:
+    """One ``(1, h, Lq, Lk)`` tensor (or None) per layer -> ``(n, h, Lq, Lk)``, right-aligned, NaN-filled."""
+    arrays = [a[0].detach().float().cpu().numpy() if isinstance(a, torch.Tensor) else None for a in attentions or []]
+    shapes = [a.shape for a in arrays if a is not None]
+    if not shapes:
+        return None
+    h, lq, lk = (max(s[k] for s in shapes) for k in range(3))
+    out = np.full((len(arrays), h, lq, lk), np.nan, dtype=np.float32)
+    for n, a in enumerate(arrays):
+        if a is not None:  # memory slots come first: queries are the last keys
+            out[n, :a.shape[0], lq - a.shape[1]:, lk - a.shape[2]:] = a
+    return out
+
+
+class Trainer:
+    """One training run; see the module docstring. Not shared between users: each session owns one."""
+
+    def __init__(self, model_cfg, run: RunConfig, model: Optional[torch.nn.Module] = None):
+        self.cfg: ModelConfig = as_config(model_cfg)
+        self.run_cfg = run.validate()
+        self.task = get_task(run.task, run.text)
+        self.seq2seq = self.cfg.architecture == "encoder_decoder"  # model(src, tgt): explorer.training.seq2seq
+        if self.seq2seq:
+            train_encdec.check_task(run.task)
+        if run.task == "lm" and not self.cfg.causal:
+            raise ConfigError("causal", False, "True for next-byte language modelling (a bidirectional model reads "
+                              "the byte it predicts); non-causal attention trains on the synthetic tasks, whose "
+                              "answers are hidden from its input")
+        if self.cfg.position == "learned" and run.seq_len > self.cfg.max_len:
+            raise ConfigError("seq_len", run.seq_len, f"at most max_len={self.cfg.max_len} with learned positions")
+        self.model = model if model is not None else build(self.cfg)
+        self.model.train()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=run.lr, betas=(run.beta1, run.beta2),
+                                     weight_decay=run.weight_decay)
+        self.data_gen = torch.Generator().manual_seed(run.seed)
+        with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
+            torch.manual_seed(run.seed + 1)
+            self.rng_state = torch.get_rng_state()
+        held_gen = torch.Generator().manual_seed(10_000 + run.seed)
+        self.heldout = [self.task.batch(run.batch_size, run.seq_len, held_gen, "heldout")
+                        for _ in range(run.eval_batches)]
+        self.probe = self.task.probe(min(run.seq_len, PROBE_MAX_LEN))
+        self.step = 0
+        self.weights_lock = threading.Lock()  # held while the optimizer writes the weights (snapshots read under it)
+        self.history: list = []      # one dict of scalars per snapshot
+        self.train_time = 0.0        # seconds inside training steps (for tokens/s)
+        self.elapsed = 0.0           # seconds inside run() (training + evaluation)
+        self._losses: list = []
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.run_cfg.steps
+
+    # ------------------------------------------------------------------ one step
+    def _forward(self, batch: Batch, return_attention: bool = False) -> tuple:
+        """(ModelOutput, the Batch its logits are scored against)."""
+        if self.seq2seq:
+            return train_encdec.forward(self.model, batch, return_attention)
+        return self.model(model_input(batch, self.cfg.causal), return_attention=return_attention), batch
+
+    def _loss(self, batch: Batch):
+        out, scored = self._forward(batch)
+        return scored_loss(out.logits, scored) + out.aux_loss
+
+    def train_step(self) -> float:
+        """One optimizer step on a fresh batch; returns the training loss (task loss + aux)."""
+        run = self.run_cfg
+        self.model.train()  # another view (e.g. the app's "trained weights" tabs) may have set eval mode
+        batch = self.task.batch(run.batch_size, run.seq_len, self.data_gen, "train")
+        for group in self.opt.param_groups:
+            group["lr"] = lr_at(run, self.step)
+        with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(self.rng_state)
+            loss = self._loss(batch)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.rng_state = torch.get_rng_state()
+        if run.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), run.clip)
+        with self.weights_lock:
+            self.opt.step()
+            self.step += 1
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"the loss became {value} at step {self.step}")
+        return value
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self) -> tuple:
+        """(held-out loss, held-out accuracy) on the fixed held-out batches, eval mode."""
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                losses, accs = [], []
+                for b in self.heldout:
+                    out, b = self._forward(b)
+                    logits = out.logits
+                    losses.append(float(scored_loss(logits, b)))
+                    accs.append(scored_accuracy(logits, b))
+        finally:
+            self.model.train()
+        return float(np.mean(losses)), float(np.mean(accs))
+
+    def probe_attention(self) -> Optional[np.ndarray]:
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                out, _ = self._forward(self.probe, return_attention=True)
+        finally:
+            self.model.train()
+        return stack_attention(out.cross_attentions if self.seq2seq else out.attentions)
+
+    def gradient_norms(self) -> dict:
+        """Per-layer gradient norms of the task loss on the first held-out batch (no ``.grad`` written)."""
+        self.model.eval()  # no dropout, no EMA updates: a measurement, not a step
+        try:
+            if self.seq2seq:
+                return seq2seq_gradient_norms(self.model, *train_encdec.gradient_inputs(self.heldout[0]))
+            return branch_gradient_norms(self.model, model_input(self.heldout[0], self.cfg.causal),
+                                         lambda logits, _tokens: scored_loss(logits, self.heldout[0]))
+        finally:
+            self.model.train()
+
+    def snapshot(self, message: str = "") -> Snapshot:
+        run = self.run_cfg
+        loss, acc = self.evaluate()
+        train_loss = float(np.mean(self._losses)) if self._losses else None
+        self._losses = []
+        tps = self.step * run.batch_size * run.seq_len / self.train_time if self.train_time > 0 else 0.0
+        snap = Snapshot(step=self.step, steps=run.steps, train_loss=train_loss, heldout_loss=loss, heldout_acc=acc,
+                        lr=lr_at(run, max(0, self.step - 1)), tokens_per_s=tps, elapsed_s=self.elapsed,
+                        grad_norms=self.gradient_norms() if run.grad_norms else None,
+                        attention=self.probe_attention() if run.probe else None,
+                        probe_tokens=self.probe.tokens[0].tolist(), done=self.done, message=message)
+        self.history.append({"step": snap.step, "train_loss": train_loss, "heldout_loss": loss, "heldout_acc": acc,
+                             "lr": snap.lr, "tokens_per_s": tps, "elapsed_s": self.elapsed})
+        return snap
+
+    # ------------------------------------------------------------------ the generator
+    def run(self, max_steps: Optional[int] = None, stop: Optional[Callable[[], bool]] = None,
+            max_wall_s: Optional[float] = None, every: Optional[int] = None):
+        """Train up to ``max_steps`` more steps (None: to the end), yielding a ``Snapshot`` every
+        ``every`` steps (default ``run.every``) and at the end. ``stop()`` and the wall-time budget
+        ``max_wall_s`` (seconds of this call) are checked between steps; the last snapshot's
+        ``message`` says why the run stopped early."""
+        run = self.run_cfg
+        every = every or run.every
+        target = run.steps if max_steps is None else min(run.steps, self.step + int(max_steps))
+        t_call = time.perf_counter()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(run.threads)
+        try:
+            if self.step == 0 and not self.history:
+                snap = self._timed(self.snapshot)
+                torch.set_num_threads(threads)
+                yield snap
+                torch.set_num_threads(run.threads)
+            while self.step < target:
+                message = ""
+                t0 = time.perf_counter()
+                try:
+                    while self.step < target:
+                        if stop is not None and stop():
+                            message = f"stopped at step {self.step}"
+                            break
+                        if max_wall_s is not None and time.perf_counter() - t_call > max_wall_s:
+                            message = f"stopped at step {self.step}: the wall-time cap of {max_wall_s:g} s per run was reached"
+                            break
+                        self._losses.append(self.train_step())
+                        if self.step % every == 0:
+                            break
+                finally:
+                    dt = time.perf_counter() - t0
+                    self.train_time += dt
+                    self.elapsed += dt
+                snap = self._timed(self.snapshot, message)
+                torch.set_num_threads(threads)  # other requests run between our chunks
+                yield snap
+                torch.set_num_threads(run.threads)
+                if message:
+                    return
+        finally:
+            torch.set_num_threads(threads)
+
+    def _timed(self, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        self.elapsed += time.perf_counter() - t0
+        out.elapsed_s = self.elapsed
+        self.history[-1]["elapsed_s"] = self.elapsed
+        return out
+
+
+def train(model_cfg, run: RunConfig, stop: Optional[Callable[[], bool]] = None, max_wall_s: Optional[float] = None):
+    """Generator of ``Snapshot``s of a fresh run (``Trainer(model_cfg, run).run(...)``)."""
+    trainer = Trainer(model_cfg, run)
+    yield from trainer.run(stop=stop, max_wall_s=max_wall_s)
+

@@ -1,0 +1,82 @@
+"""The Train tab in Chromium (Playwright, Debian's chromium): play, see the curves move, pause (the
+step counter stops), download the trained model, and a bad setting warns instead of crashing.
+
+Runs ``python -m benchmarks.train_tab`` (the tab alone in a small Blocks app) on a free port.
+"""
+import urllib.request
+
+import pytest
+from browser_page import CHROMIUM
+
+from explorer.training import checkpoint
+
+if CHROMIUM is None:
+    pytest.skip("chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
+pytest.importorskip("playwright.sync_api")
+
+CURVE_POINTS_JS = """() => { const e = document.querySelector('#train-curves .js-plotly-plot');
+  if (!e || !e.data || e.data.length < 2) return 0; return (e.data[1].x || []).length; }"""
+STEP_JS = """() => { const m = (document.querySelector('#train-status').innerText || '').match(/step (\\d+) \\//);
+  return m ? parseInt(m[1]) : -1; }"""
+
+
+@pytest.fixture(scope="module")
+def train_url():
+    from conftest import serve  # the app tests' launcher, here for the standalone Train tab
+    with serve(log_name="train-demo.log", command=("-m", "benchmarks.train_tab")) as url:
+        yield url
+
+
+@pytest.fixture()
+def page(browser, train_url):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    try:
+        pg = ctx.new_page()
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(train_url)
+        pg.wait_for_selector("#train-play")
+        yield pg
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def _set_number(page, elem_id, value):
+    box = page.locator(f"#{elem_id} input").first
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def test_play_moves_the_curves_then_pause_stops_and_download(page):
+    _set_number(page, "train-steps", 2000)  # long enough that only the pause can end it
+    page.click("#train-play")
+    page.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=120_000)  # the curves move
+    assert page.evaluate("() => document.querySelector('#train-attention .js-plotly-plot').data.length") >= 2
+    assert page.evaluate("() => document.querySelector('#train-grads .js-plotly-plot').data.length") >= 1
+    page.click("#train-pause")
+    page.wait_for_function("() => document.querySelector('#train-status').innerText.includes('stopped at step')",
+                           timeout=60_000)
+    stopped = page.evaluate(STEP_JS)
+    assert 0 < stopped < 2000
+    page.wait_for_timeout(3000)
+    assert page.evaluate(STEP_JS) == stopped  # the work really stopped
+    page.click("#train-download")
+    link = page.locator("#train-files a").first
+    link.wait_for(timeout=30_000)
+    hrefs = page.eval_on_selector_all("#train-files a", "els => els.map(e => e.href)")
+    weights = [h for h in hrefs if h.endswith(".safetensors")]
+    assert weights and any(h.endswith(".config.json") for h in hrefs), hrefs
+    with urllib.request.urlopen(weights[0], timeout=30) as r:  # the file the browser would save
+        cfg, model, meta = checkpoint.load(r.read())
+    assert int(meta["step"]) == stopped and cfg.n_layers == 2
+    assert page.locator(".toast-body.error").count() == 0
+
+
+def test_cap_is_refused_with_a_message(page):
+    _set_number(page, "train-batch", 4096)
+    _set_number(page, "train-len", 1024)
+    page.click("#train-play")
+    page.wait_for_function("() => document.querySelector('#train-status').innerText.includes('batch_size')",
+                           timeout=30_000)
+    assert "tokens here" in page.locator("#train-status").inner_text()

@@ -1,0 +1,123 @@
+"""The encoder-decoder in the app's handlers: separator box, extra figures, share links, controls."""
+import json
+
+import numpy as np
+
+from explorer.analysis import seq2seq as encdec
+from explorer.app import seq2seq as ui_encdec
+from explorer.app.controls import config_values, visible_fields
+from explorer.app.export import cleanup_export, export_files
+from explorer.app.share import from_query, to_query
+from explorer.app.sources import apply_preset, upload_config
+from explorer.app.state import new_state
+from explorer.app.tabs import attention as h
+from explorer.app.tabs.analysis import analysis_outputs
+from explorer.app.tabs.latency import run_sweep
+from explorer.figures.seq2seq import cross_grid
+from models import ModelConfig
+
+SMALL = dict(architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32,
+             n_heads=2, d_ff=64)
+
+
+def _vis(update):
+    return update.get("visible")
+
+
+def test_layer_count_controls_only_for_the_encoder_decoder():
+    assert {"n_encoder_layers", "n_decoder_layers"} <= visible_fields({"architecture": "encoder_decoder"})
+    for arch in ("decoder_only", "encoder_only"):
+        assert not {"n_encoder_layers", "n_decoder_layers"} & visible_fields({"architecture": arch})
+
+
+def test_refresh_draws_cross_attention_with_source_and_target_labels():
+    values = config_values(ModelConfig(**SMALL))
+    out = h.refresh_attention(values, "ab c|xyz", new_state(), separator="|")
+    assert "⚠" not in out["status"] and _vis(out["separator"]) and _vis(out["cross_grid"])
+    fig = out["cross_grid"]["value"]
+    assert len(fig.data) == 2 * 2  # decoder layers x heads
+    assert list(fig.data[0].x) == ["0 a", "1 b", "2 ␣", "3 c"] and list(fig.data[0].y) == ["0 x", "1 y", "2 z"]
+    enc = out["encoder_grid"]["value"]
+    assert len(enc.data) == 1 * 2 and list(enc.data[0].y) == ["0 a", "1 b", "2 ␣", "3 c"]
+    # the main grid is the decoder's causal self-attention over the target: 3 x 3, upper triangle blank
+    z = np.asarray(out["grid"].data[0].z)
+    assert z.shape == (3, 3) and np.all(np.triu(z, 1) == 0) and np.all(np.diag(z) > 0)
+
+
+def test_a_missing_separator_warns_and_keeps_the_box_visible():
+    values = config_values(ModelConfig(**SMALL))
+    out = h.refresh_attention(values, "no split here", new_state())
+    assert "separator" in out["status"] and _vis(out["separator"])
+    assert out["cross_grid"] == h.gr.skip()  # the last good figure stays
+
+
+def test_decoder_only_hides_the_encoder_decoder_parts():
+    out = h.refresh_attention(config_values(ModelConfig(n_layers=1, d_model=32, n_heads=2)), "abc", new_state())
+    assert not _vis(out["separator"]) and not _vis(out["cross_grid"]) and not _vis(out["encoder_grid"])
+    assert not _vis(analysis_outputs(ModelConfig(n_layers=1, d_model=32, n_heads=2), "abc")["grad_stacks"])
+
+
+def test_analysis_has_per_stack_gradients_and_the_card():
+    out = analysis_outputs(ModelConfig(**SMALL), "ab=>cd")
+    fig = out["grad_stacks"]["value"]
+    names = {t.name for t in fig.data}
+    assert {"self-attention out-proj", "cross-attention out-proj", "FFN out-proj"} <= names
+    assert json.loads(out["config_code"])["n_encoder_layers"] == 1
+
+
+def test_an_encoder_decoder_preset_fills_a_text_with_the_separator():
+    out = apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)")
+    assert out["text"] == ui_encdec.SEQ2SEQ_TEXT and encdec.DEFAULT_SEPARATOR in out["text"]
+    assert apply_preset("GPT-2 (2019)")["text"] == h.gr.skip()
+
+
+def test_share_link_carries_the_stack_depths():
+    cfg = ModelConfig(**SMALL)
+    back, text, _, notice = from_query(dict(p.split("=", 1) for p in to_query(cfg, "ab=>cd").split("&")))
+    assert notice is None and back.n_encoder_layers == 1 and back.n_decoder_layers == 2
+    assert back.architecture == "encoder_decoder"
+
+
+def test_cross_grid_of_the_reverse_text_has_every_source_column():
+    from explorer.analysis import experiments as ex
+    maps = ex.attention_maps(ModelConfig(**SMALL), ui_encdec.SEQ2SEQ_TEXT)
+    fig = cross_grid(maps)
+    src, tgt = ui_encdec.SEQ2SEQ_TEXT.split("=>")
+    assert len(fig.data[0].x) == len(src) and len(fig.data[0].y) == len(tgt)
+
+
+def test_ui_sweep_varies_the_chosen_side():
+    values = config_values(ModelConfig(**{**SMALL, "n_decoder_layers": 1}))
+    out = run_sweep(values, "4,8", "forward", None, seq2seq_axis="target")
+    recs = out["state"]["sweep"]["current"]
+    assert [(r["src_len"], r["tgt_len"]) for r in recs] == [(ui_encdec.FIXED_LEN, 4), (ui_encdec.FIXED_LEN, 8)]
+    assert "target length" in out["sweep_md"]
+    refresh = h.refresh_attention(values, "a=>b", new_state())
+    assert _vis(refresh["sweep_axis"])
+
+
+def test_export_and_views_follow_the_separator(tmp_path, monkeypatch):
+    import sys
+    import zipfile
+
+    from explorer.app.tabs import views as ui_views
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # PNGs: tests/explorer/export/test_archive.py
+    values = config_values(ModelConfig(**SMALL))
+    out = export_files(values, "ab|cde", None, separator="|")
+    with zipfile.ZipFile(out["files"]["value"]) as zf:
+        html = zf.read("figures.html").decode("utf-8")
+    assert "Cross-attention and encoder self-attention" in html and "Gradient norms per stack" in html
+    cleanup_export(out["export_dir"])
+    views = ui_views.refresh_views(values, "ab|cde", separator="|")
+    assert views["views_tab"] != h.gr.skip()  # drawn (not skipped for a missing separator)
+
+
+def test_architecture_dropdown_and_upload_carry_the_stacks(tmp_path):
+    from explorer.app.controls import CONTROL_FIELDS
+    from models.config import CATEGORIES
+    assert CATEGORIES[0] == "architecture" and "architecture" in CONTROL_FIELDS
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(SMALL))
+    out = upload_config(str(path))
+    assert out["architecture"]["value"] == "encoder_decoder"
+    assert out["n_encoder_layers"]["value"] == 1 and out["n_decoder_layers"]["value"] == 2

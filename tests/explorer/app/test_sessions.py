@@ -1,0 +1,62 @@
+"""Idle sessions expire (``explorer.app.sessions``): on Gradio's own ``StateHolder``, idle sessions are
+dropped with their states' delete callbacks, active ones kept; a state Gradio rebuilt after an
+expiry makes the next commit redraw everything."""
+import datetime
+
+import gradio as gr
+import pytest
+from gradio.state_holder import StateHolder
+
+from explorer.app import sessions
+from explorer.app.controls import config_updates
+from explorer.app.state import new_state
+from explorer.app.tabs import attention as h
+from models import ModelConfig
+
+
+@pytest.fixture
+def holder():
+    freed = []
+    with gr.Blocks() as demo:
+        kept = gr.State({"big": "x"}, delete_callback=freed.append)
+        gr.Textbox()
+    holder = StateHolder()
+    holder.set_blocks(demo)
+    return holder, kept, freed
+
+
+def test_idle_sessions_are_dropped_and_active_ones_kept(holder):
+    holder, state, freed = holder
+    for sid in ("idle", "busy"):
+        holder[sid][state._id] = {"session": sid}  # what Gradio does when an event writes a state
+    now = datetime.datetime.now()
+    holder.time_last_used["idle"] = now - datetime.timedelta(seconds=120)
+    holder.time_last_used["busy"] = now - datetime.timedelta(seconds=30)
+    assert sessions.expire_idle(holder, ttl_s=60, now=now) == 1
+    assert "idle" not in holder and "idle" not in holder.time_last_used and "busy" in holder
+    assert freed == [{"session": "idle"}]  # its states' delete callbacks ran
+    assert sessions.expire_idle(holder, ttl_s=60, now=now) == 0
+    assert sessions.expire_idle(holder, ttl_s=60, now=now + datetime.timedelta(seconds=31)) == 1
+    assert len(holder.session_data) == 0
+
+
+@pytest.mark.parametrize("raw, ttl", [("", 3600.0), ("5", 5.0), ("0", 1.0), ("-3", 1.0), ("abc", 3600.0),
+                                      ("nan", 3600.0), ("inf", 3600.0)])
+def test_ttl_from_the_environment(monkeypatch, raw, ttl):
+    monkeypatch.setenv(sessions.ENV, raw)
+    assert sessions.session_ttl() == ttl
+
+
+def _values(**kw):
+    return {n: u["value"] for n, u in config_updates(ModelConfig(**kw)).items()}
+
+
+def test_a_rebuilt_state_redraws_what_a_live_one_skips():
+    built = new_state(ModelConfig(), "hello")  # the page's initial state: the default figures are drawn
+    live = sessions.page_state(built, loading=True)  # the page-load chain saw it
+    out = h.refresh_attention(_values(), "hello", sessions.page_state(live, loading=False), stats=False)
+    assert out["grid"] == gr.skip() and out["attention"] == gr.skip() and not out["state"]["fresh"]
+    # the same commit on a state Gradio rebuilt from the defaults after the session expired
+    out = h.refresh_attention(_values(), "hello", sessions.page_state(built, loading=False), stats=False)
+    assert out["state"]["fresh"] and out["state"]["seen"]
+    assert out["grid"] != gr.skip() and out["attention"] != gr.skip()  # figures and controls are resent

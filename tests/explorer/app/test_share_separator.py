@@ -1,0 +1,78 @@
+"""Share links carry an encoder-decoder's custom separator (issue 11): written only when it is not the
+default, read back checked like the separator box, hostile values refused with a notice naming the
+field, and the link's load restores the box."""
+from types import SimpleNamespace
+from urllib.parse import parse_qsl
+
+import pytest
+
+from explorer.analysis import seq2seq as encdec
+from explorer.app.controls import CONTROL_FIELDS
+from explorer.app.share import SEP_PARAM, from_query, link_separator, to_query
+from explorer.app.sources import apply_preset, load_from_url
+from explorer.app.state import new_state
+from explorer.app.tabs import attention as h
+from models import ConfigError, ModelConfig
+
+ENCDEC = ModelConfig(architecture="encoder_decoder", n_layers=2, d_model=32, n_heads=2)
+
+
+def _params(query: str) -> dict:
+    return dict(parse_qsl(query, keep_blank_values=True))
+
+
+@pytest.mark.parametrize("sep", ["|", " -> ", "§§", "=>>", "x" * encdec.MAX_SEPARATOR_CHARS, "→"])
+def test_custom_separator_round_trips(sep):
+    text = f"source{sep}target"
+    params = _params(to_query(ENCDEC, text, separator=sep))
+    assert params[SEP_PARAM] == sep
+    cfg, got_text, _, notice = from_query(params)
+    assert (cfg, got_text, notice) == (ENCDEC, text, None)  # sep is not read as a config field
+    assert link_separator(params) == (sep, None)
+    src, tgt, _ = encdec.split_text(got_text, link_separator(params)[0])
+    assert bytes(src) == b"source" and bytes(tgt) == b"target"
+
+
+@pytest.mark.parametrize("cfg, sep", [(ENCDEC, encdec.DEFAULT_SEPARATOR), (ENCDEC, ""), (ENCDEC, None),
+                                      (ModelConfig(), "|")])
+def test_separator_left_out_when_default_or_unused(cfg, sep):
+    params = _params(to_query(cfg, "a=>b|c", separator=sep))
+    assert SEP_PARAM not in params
+    assert link_separator(params) == (encdec.DEFAULT_SEPARATOR, None)
+
+
+@pytest.mark.parametrize("raw", ["", "a\nb", "\t", "a\x00", "\u202e=>", "x" * (encdec.MAX_SEPARATOR_CHARS + 1),
+                                 "y" * 5000])
+def test_hostile_separator_is_refused_naming_the_field(raw):
+    sep, notice = link_separator({SEP_PARAM: raw, "architecture": "encoder_decoder"})
+    assert sep == encdec.DEFAULT_SEPARATOR
+    assert "separator" in notice and str(encdec.MAX_SEPARATOR_CHARS) in notice and len(notice) < 400
+    with pytest.raises(ConfigError) as err:
+        encdec.check_separator(raw)
+    assert err.value.field == "separator"
+
+
+def test_link_load_fills_the_separator_box_and_keeps_the_config():
+    query = to_query(ENCDEC, "ab|cd", separator="|")
+    out = load_from_url(SimpleNamespace(query_params=_params(query)))
+    assert out["separator"] == "|" and out["text"] == "ab|cd" and out["status"] == ""
+    assert out["architecture"]["value"] == "encoder_decoder"
+
+
+def test_link_with_a_hostile_separator_warns_escaped_and_splits_at_the_default():
+    params = {"architecture": "encoder_decoder", "text": "ab=>cd", SEP_PARAM: "<b>\x00</b>"}
+    out = load_from_url(SimpleNamespace(query_params=params))
+    assert out["separator"] == encdec.DEFAULT_SEPARATOR and out["architecture"]["value"] == "encoder_decoder"
+    assert "separator" in out["status"] and "<b>" not in out["status"]
+
+
+def test_a_new_text_comes_with_its_separator_and_the_refresh_links_it():
+    # an encoder-decoder preset brings its "=>" text, so the box is reset to "=>"
+    out = apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)")
+    assert out["separator"] == encdec.DEFAULT_SEPARATOR and encdec.DEFAULT_SEPARATOR in out["text"]
+    assert apply_preset("GPT-2 (2019)")["separator"] == h.gr.skip()  # text kept, separator kept
+    values = {k: v["value"] for k, v in apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)").items()
+              if k in CONTROL_FIELDS}
+    values.update(n_layers=1, d_model=32, n_heads=2)
+    drawn = h.refresh_attention(values, "ab|cd", new_state(), separator="|")
+    assert _params(drawn["share_qs"])[SEP_PARAM] == "|"
