@@ -22,6 +22,7 @@ model assembly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch.nn.functional as F
 from torch import nn
@@ -34,8 +35,56 @@ ARCHITECTURE: dict = {}
 
 
 @dataclass(frozen=True)
+class Stack:
+    """One stack of layers in an architecture: the sequence it reads, whether it always reads in both
+    directions, the earlier stacks it cross-attends to in every layer, and the field of its depth."""
+    name: str                    # "decoder", "encoder": how figures and results name it
+    reads: str                   # its input sequence: "tokens" (the one sequence), "source" or "target"
+    bidirectional: bool = False  # True: causal=False whatever the config says (an encoder)
+    attends: tuple = ()          # names of earlier stacks whose output it reads through cross-attention
+    depth_field: Optional[str] = None  # the config field of its layer count; None (or its value None): n_layers
+
+
+@dataclass(frozen=True)
+class Arrangement:
+    """A model as data: its stacks in the order they run (the head reads the last one's output).
+    Everything that runs a model for the app (maps, gradients, sweeps, training, figures) walks this
+    record instead of asking which architecture it is, so a new arrangement is one record."""
+    stacks: tuple
+
+    @property
+    def inputs(self) -> tuple:
+        """The sequences the model is called with, in call order: ``("tokens",)`` or ``("source", "target")``."""
+        return tuple(dict.fromkeys(s.reads for s in self.stacks))
+
+    @property
+    def head(self) -> Stack:
+        """The stack the output head reads: its self-attention is the model's main attention map."""
+        return self.stacks[-1]
+
+    @property
+    def cross(self) -> tuple:
+        """``(reader, source)`` stack-name pairs of every cross-attention."""
+        return tuple((s.name, other) for s in self.stacks for other in s.attends)
+
+    def stack(self, name: str) -> Stack:
+        return next(s for s in self.stacks if s.name == name)
+
+
+@dataclass(frozen=True)
 class ArchitectureCaps:
-    cross_attention: bool = False  # model(src, tgt): an encoder reads the source, the decoder attends to it
+    arrangement: Arrangement
+
+    @property
+    def cross_attention(self) -> bool:
+        """model(src, tgt): a stack reads another stack's output through cross-attention."""
+        return bool(self.arrangement.cross)
+
+
+DECODER = Arrangement((Stack("decoder", "tokens"),))
+ENCODER = Arrangement((Stack("encoder", "tokens", bidirectional=True),))
+ENCODER_DECODER = Arrangement((Stack("encoder", "source", bidirectional=True, depth_field="n_encoder_layers"),
+                               Stack("decoder", "target", attends=("encoder",), depth_field="n_decoder_layers")))
 
 
 # ---------------------------------------------------------------------------- heads
@@ -63,25 +112,44 @@ class MLMHead(nn.Module):
         return self.decoder(self.norm(F.gelu(self.dense(x))))
 
 
-# ---------------------------------------------------------------------------- stack configs
+# ---------------------------------------------------------------------------- stacks
+def arrangement(cfg) -> Arrangement:
+    """The arrangement of ``cfg``'s architecture (its record's capabilities)."""
+    return ARCHITECTURE[cfg.architecture].caps.arrangement
+
+
+def stack_depth(cfg, stack: Stack) -> int:
+    depth = getattr(cfg, stack.depth_field) if stack.depth_field else None
+    return cfg.n_layers if depth is None else depth
+
+
+def stack_config(cfg, stack: Stack):
+    """The config one stack of ``cfg`` is built from: a single-stack config as it is; a stack of a
+    multi-stack architecture as a single stack (encoder-only when it is bidirectional), its own depth."""
+    if len(arrangement(cfg).stacks) == 1:
+        return cfg
+    depth_fields = {s.depth_field: None for s in arrangement(cfg).stacks if s.depth_field}
+    if stack.bidirectional:
+        return cfg.replace(architecture="encoder_only", causal=False, n_layers=stack_depth(cfg, stack), **depth_fields)
+    return cfg.replace(architecture="decoder_only", n_layers=stack_depth(cfg, stack), **depth_fields)
+
+
 def n_encoder_layers(cfg) -> int:
-    return cfg.n_layers if cfg.n_encoder_layers is None else cfg.n_encoder_layers
+    return stack_depth(cfg, ENCODER_DECODER.stack("encoder"))
 
 
 def n_decoder_layers(cfg) -> int:
-    return cfg.n_layers if cfg.n_decoder_layers is None else cfg.n_decoder_layers
+    return stack_depth(cfg, ENCODER_DECODER.stack("decoder"))
 
 
 def encoder_config(cfg):
     """The config the encoder stack of an encoder-decoder is built from: bidirectional, its own depth."""
-    return cfg.replace(architecture="encoder_only", causal=False, n_layers=n_encoder_layers(cfg),
-                       n_encoder_layers=None, n_decoder_layers=None)
+    return stack_config(cfg, ENCODER_DECODER.stack("encoder"))
 
 
 def decoder_config(cfg):
     """The config the decoder stack is built from (causal, as ``cfg`` says; its own depth)."""
-    return cfg.replace(architecture="decoder_only", n_layers=n_decoder_layers(cfg),
-                       n_encoder_layers=None, n_decoder_layers=None)
+    return stack_config(cfg, ENCODER_DECODER.stack("decoder"))
 
 
 # ---------------------------------------------------------------------------- checks
@@ -163,14 +231,14 @@ def encoder_decoder_params(cfg) -> int:
 register(ARCHITECTURE, Variant(
     "decoder_only", "Radford et al. 2018 (GPT); Vaswani et al. 2017 (the decoder)",
     "One stack of layers and a language-model head; causal=True makes it a left-to-right decoder.",
-    build=lm_head, params=("causal",), caps=ArchitectureCaps()))
+    build=lm_head, params=("causal",), caps=ArchitectureCaps(DECODER)))
 register(ARCHITECTURE, Variant(
     "encoder_only", "Devlin et al. 2019 (BERT)",
     "One bidirectional stack with a masked-LM head (dense, GELU, norm, vocabulary projection).",
-    build=MLMHead, check=check_encoder_only, n_params=mlm_head_params, caps=ArchitectureCaps()))
+    build=MLMHead, check=check_encoder_only, n_params=mlm_head_params, caps=ArchitectureCaps(ENCODER)))
 register(ARCHITECTURE, Variant(
     "encoder_decoder", "Vaswani et al. 2017",
     "A bidirectional encoder reads the source; a causal decoder with cross-attention in every layer "
     "predicts the target: model(src, tgt).",
     build=lm_head, params=("n_encoder_layers", "n_decoder_layers"), check=check_encoder_decoder,
-    n_params=encoder_decoder_params, caps=ArchitectureCaps(cross_attention=True)))
+    n_params=encoder_decoder_params, caps=ArchitectureCaps(ENCODER_DECODER)))

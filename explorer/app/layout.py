@@ -55,7 +55,7 @@ from explorer.app.state import new_state
 from explorer.app.tabs.analysis import ANALYSIS, analysis_outputs, refresh_analysis
 from explorer.app.tabs.latency import run_sweep_cancellable
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="sky", neutral_hue="slate",
                        font=["DejaVu Sans", "Inter", "system-ui", "sans-serif"])
 # Queue and slots. Two analyses at once, one torch thread each, one per core of the 2-core host; a

@@ -26,7 +26,7 @@ from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.untrusted import shown_html
 from models import ModelConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MAX_ZIP_BYTES = 48 * 2**20   # uncompressed content of one archive
 README_RESERVE = 64 * 2**10  # kept for README.txt, written last
 CSV_COLUMNS = ("series", "attention", "seq_len", "mode", "latency_ms", "peak_memory_bytes", "status", "backend",
