@@ -29,9 +29,12 @@ from torch import nn
 
 from .errors import ConfigError
 from .norms import NORM, NORM_PLACEMENT
-from .variant import Variant, register
+from .qkv import projection_params
+from .variant import Param, Variant, gather
 
-ARCHITECTURE: dict = {}
+# the depth of each stack of an encoder-decoder, capped like n_layers; None: n_layers
+N_ENCODER_LAYERS = Param("n_encoder_layers", int, None, optional=True, range=(1, 512), cap=12)
+N_DECODER_LAYERS = Param("n_decoder_layers", int, None, optional=True, range=(1, 512), cap=12)
 
 
 @dataclass(frozen=True)
@@ -206,12 +209,11 @@ def mlm_head_params(cfg) -> int:
 
 
 def cross_attention_params(cfg) -> int:
-    """One cross-attention sublayer: q / o with ``n_heads``, k / v with ``n_kv_heads``, its residual wrapper."""
-    d, dh = cfg.d_model, cfg.d_head
+    """One cross-attention sublayer: its projections (``models.qkv``) and its residual wrapper."""
     norm, place = NORM.get(cfg.norm), NORM_PLACEMENT.get(cfg.norm_placement)
     norm_params = norm.n_params(cfg) if norm is not None and norm.n_params else 0
     residual = place.n_params(cfg, norm_params) if place is not None and place.n_params else 0
-    return 2 * d * cfg.n_heads * dh + 2 * d * cfg.kv_heads * dh + residual
+    return projection_params(cfg) + residual
 
 
 def encoder_decoder_params(cfg) -> int:
@@ -228,17 +230,18 @@ def encoder_decoder_params(cfg) -> int:
 
 
 # ---------------------------------------------------------------------------- registry
-register(ARCHITECTURE, Variant(
-    "decoder_only", "Radford et al. 2018 (GPT); Vaswani et al. 2017 (the decoder)",
-    "One stack of layers and a language-model head; causal=True makes it a left-to-right decoder.",
-    build=lm_head, params=("causal",), caps=ArchitectureCaps(DECODER)))
-register(ARCHITECTURE, Variant(
-    "encoder_only", "Devlin et al. 2019 (BERT)",
-    "One bidirectional stack with a masked-LM head (dense, GELU, norm, vocabulary projection).",
-    build=MLMHead, check=check_encoder_only, n_params=mlm_head_params, caps=ArchitectureCaps(ENCODER)))
-register(ARCHITECTURE, Variant(
-    "encoder_decoder", "Vaswani et al. 2017",
-    "A bidirectional encoder reads the source; a causal decoder with cross-attention in every layer "
-    "predicts the target: model(src, tgt).",
-    build=lm_head, params=("n_encoder_layers", "n_decoder_layers"), check=check_encoder_decoder,
-    n_params=encoder_decoder_params, caps=ArchitectureCaps(ENCODER_DECODER)))
+VARIANTS = (
+    Variant("decoder_only", "Radford et al. 2018 (GPT); Vaswani et al. 2017 (the decoder)",
+            "One stack of layers and a language-model head; causal=True makes it a left-to-right decoder.",
+            build=lm_head, params=("causal",), caps=ArchitectureCaps(DECODER)),
+    Variant("encoder_only", "Devlin et al. 2019 (BERT)",
+            "One bidirectional stack with a masked-LM head (dense, GELU, norm, vocabulary projection).",
+            build=MLMHead, check=check_encoder_only, n_params=mlm_head_params, caps=ArchitectureCaps(ENCODER)),
+    Variant("encoder_decoder", "Vaswani et al. 2017",
+            "A bidirectional encoder reads the source; a causal decoder with cross-attention in every layer "
+            "predicts the target: model(src, tgt).",
+            build=lm_head, params=(N_ENCODER_LAYERS, N_DECODER_LAYERS), check=check_encoder_decoder,
+            n_params=encoder_decoder_params, caps=ArchitectureCaps(ENCODER_DECODER)),
+)
+
+ARCHITECTURE = gather(VARIANTS)

@@ -25,39 +25,32 @@ from .context import LayerInfo
 from .errors import ConfigError
 from .ffn import FFN
 from .norms import NORM, NORM_PLACEMENT
+from .qkv import QKVProjection
 
 
-class Attention(nn.Module):
-    """Q/K/V projections (K/V with ``n_kv_heads`` heads: MHA / GQA / MQA), position modifier,
-    the registry's attention core, output projection."""
+class Attention(QKVProjection):
+    """Q/K/V projections (``models.qkv``), position modifier, the registry's attention core, output
+    projection."""
 
     def __init__(self, cfg, layer: int):
-        super().__init__()
+        super().__init__(cfg)
         self.cfg, self.layer = cfg, layer
-        h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
-        self.q_proj = nn.Linear(cfg.d_model, h * dh, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
-        self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=False)
         self.core = ATTENTION[cfg.attention].build(cfg)
         self.caps = ATTENTION[cfg.attention].caps or AttentionCaps()
 
     def forward(self, x, ctx, info: LayerInfo):
         cfg = self.cfg
-        B, L, _ = x.shape
-        h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        L = x.shape[1]
         index = info.index
         if ctx.memory is not None and ctx.memory.records_input:
             info.attn_input = x.detach()  # becomes this layer's memory for the next segment
         mem = ctx.prefix(index)
         kv_in = x if mem is None else torch.cat([mem.to(x.dtype), x], dim=1)  # (B, P + L, d)
-        q = self.q_proj(x).view(B, L, h, dh).transpose(1, 2)  # (B, h, L, d_h)
-        k = self.k_proj(kv_in).view(B, -1, hkv, dh).transpose(1, 2)  # (B, h_kv, P + L, d_h)
-        v = self.v_proj(kv_in).view(B, -1, hkv, dh).transpose(1, 2)
+        q, k, v = self.project(x, kv_in)  # (B, h, L, d_h), (B, h_kv, P + L, d_h) twice
         prefix = k.shape[2] - L
         q_raw, k_raw = q, k
         q, k, mods = ctx.position.modify(q, k, self.layer, k_start=ctx.k_start - prefix,
-                                         scale=1.0 / math.sqrt(dh))
+                                         scale=1.0 / math.sqrt(self.d_head))
         refused = refused_modifiers(mods, self.caps)
         if refused:  # a position encoding whose capabilities do not declare what it produced
             raise ConfigError("position", cfg.position,
@@ -73,8 +66,7 @@ class Attention(nn.Module):
             out, probs, aux = hook(self.core, q, k, v, mods, ctx, q_raw=q_raw, k_raw=k_raw, info=info)
         info.attention = probs
         info.record(**aux)
-        y = out.transpose(1, 2).reshape(B, L, h * dh)  # (B, L, h * d_h)
-        return self.out_proj(y)
+        return self.merge(out)
 
 
 class Block(nn.Module):

@@ -1,124 +1,92 @@
-"""ModelConfig: one small dataclass that names every choice, validated in one place.
+"""ModelConfig: one immutable record that names every choice, built from ``Param`` records and
+validated in one place.
 
-Field names and defaults follow docs/catalogue.md. ``validate()`` checks what holds for every
-model (types, which it coerces and stores; size caps; head divisibility; the size estimate; the
-registry keys; the capability fit of position / attention / memory) and then calls the chosen
-variants' own ``check``: a rule that matters to one variant lives on that variant's record, so a
-new variant never threads a new flag or rule through this file.
+The fields are the core records below (sizes, the category choices, causal, seed, dropout,
+softcap) followed by every ``Param`` a registered variant lists (``models.variant``), in registry
+order; a field is declared once, beside the variant or family that reads it. ``SIZE_RANGES`` (and
+the explorer's caps, labels and choices) are views of those records.
+
+``ModelConfig`` is a frozen dataclass: hashable, ``replace()`` returns a new config. Values of the
+right meaning but the wrong type (``window="8"``, ``causal="true"``) are coerced at construction;
+a value that cannot be coerced is kept as given, so ``validate()`` names its field. ``validate()``
+checks what holds for every model (types, size ranges, head divisibility, the size estimate, the
+registry keys, the capability fit of position / attention / memory) and then calls the chosen
+variants' own ``check``: a rule that matters to one variant lives on that variant's record. It runs
+once per instance (the result is remembered outside the fields) and returns the config.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, fields
-from typing import Any, Optional
 
 from .capabilities import check_combination
 from .errors import ConfigError
+from .qkv import projection_params
 from .registry import registries
+from .variant import Param
 
-__all__ = ["ModelConfig", "ConfigError", "CATEGORIES", "MAX_PARAMS", "SIZE_RANGES"]
+__all__ = ["ModelConfig", "ConfigError", "CATEGORIES", "CORE", "FIELDS", "MAX_PARAMS", "SIZE_RANGES"]
 
 CATEGORIES = ("architecture", "attention", "position", "norm_placement", "norm", "ffn", "memory", "layer")
 
+# The fields every model reads. Capped fields are sizes (the explorer's interactive caps); the
+# seed is a label of a random stream, not a size, so it has a range and no cap.
+CORE = (
+    Param("vocab_size", int, 256, range=(2, 1 << 20), cap=4096),
+    Param("max_len", int, 1024, range=(1, 1 << 20), cap=16384, label="max_len (positions)"),
+    Param("n_layers", int, 4, range=(1, 512), cap=12, label="Layers"),
+    Param("d_model", int, 128, range=(1, 1 << 16), cap=512, label="d_model"),
+    Param("n_heads", int, 4, range=(1, 4096), cap=16, label="Heads"),
+    Param("n_kv_heads", int, None, optional=True, range=(1, 4096), cap=16, label="K/V heads (0 = Heads)"),
+    Param("causal", bool, True, label="Causal (decoder) mask"),
+    # the category choices (registry keys)
+    Param("architecture", str, "decoder_only"),
+    Param("attention", str, "full", label="Attention"),
+    Param("position", str, "rope", label="Position encoding"),
+    Param("norm_placement", str, "pre", label="Norm placement"),
+    Param("norm", str, "layernorm", label="Norm"),
+    Param("ffn", str, "gelu", label="Feed-forward"),
+    Param("memory", str, "none", label="Memory"),
+    Param("layer", str, "standard", label="Layer structure"),
+    Param("seed", int, 0, range=(0, 2**63 - 1), label="Seed"),
+    Param("dropout", float, 0.0),
+    Param("softcap", float, None, optional=True, label="softcap (0 = off)"),
+)
 
-@dataclass
-class ModelConfig:
-    # size
-    vocab_size: int = 256
-    max_len: int = 1024
-    n_layers: int = 4
-    d_model: int = 128
-    n_heads: int = 4
-    n_kv_heads: Optional[int] = None
-    d_ff: Optional[int] = None
-    causal: bool = True
-    # the seven choices (registry keys)
-    attention: str = "full"
-    position: str = "rope"
-    norm_placement: str = "pre"
-    norm: str = "layernorm"
-    ffn: str = "gelu"
-    memory: str = "none"
-    layer: str = "standard"
-    seed: int = 0
-    dropout: float = 0.0
-    # section 1: structured sparse patterns
-    window: int = 64
-    dilation: int = 2
-    stride: int = 16
-    n_summary: int = 1
-    block_size: int = 16
-    n_global: int = 2
-    n_random: int = 2
-    # section 4: positions
-    max_relative: int = 16
-    t5_num_buckets: int = 32
-    t5_max_distance: int = 128
-    rope_base: float = 10000.0
-    # section 2: content-based, linearized, low-rank attention
-    n_buckets: int = 8
-    n_hashes: int = 2
-    chunk_size: int = 32
-    n_clusters: int = 4
-    cluster_decay: float = 0.999
-    n_features: int = 64
-    feature_map: str = "positive"
-    proj_len: int = 64
-    n_landmarks: int = 16
-    max_span: int = 64
-    span_ramp: int = 16
-    softcap: Optional[float] = None
-    # issue 11 part 1: axial, sinkhorn, clustered, probsparse, synthesizer_dense / synthesizer_random
-    axial_width: int = 32
-    sinkhorn_iters: int = 7
-    sinkhorn_temperature: float = 0.75
-    lloyd_iters: int = 10
-    probsparse_factor: int = 5
-    synthesizer_fixed: bool = False
-    # issue 11 part 2: isab / luna (n_inducing), lite (conv_kernel)
-    n_inducing: int = 16
-    conv_kernel: int = 7
-    # section 6: mixture of experts
-    n_experts: int = 4
-    top_k: int = 2
-    capacity_factor: float = 1.25
-    # section 7: memory
-    segment_len: int = 64
-    mem_len: int = 64
-    cmem_len: int = 32
-    compression_rate: int = 2
-    compression: str = "mean"
-    knn_size: int = 1024
-    knn_k: int = 8
-    n_memory: int = 4
-    # section 8: layer structure
-    exit_threshold: float = 0.9
-    act: bool = False
-    act_threshold: float = 0.99
-    ponder_weight: float = 0.01
-    # issue 11 section 1: architecture (models/architectures.py, models/encdec.py)
-    architecture: str = "decoder_only"
-    n_encoder_layers: Optional[int] = None  # encoder_decoder only; None = n_layers
-    n_decoder_layers: Optional[int] = None  # encoder_decoder only; None = n_layers
-    # section 8, issue 11 layer structures: sandwich, funnel
-    sandwich_coeff: int = 1
-    funnel_blocks: int = 2
-    # issue 11 attention: poolingformer
-    pool_window: int = 256
-    pool_stride: int = 4
-    # issue 11 family: floater, powernorm, pkm, knn_lm / spalm, deberta, tupe
-    floater_hidden: int = 32
-    floater_dt: float = 0.01
-    powernorm_alpha: float = 0.9
-    pkm_subkeys: int = 32
-    pkm_topk: int = 8
-    pkm_heads: int = 1
-    knn_lambda: float = 0.25
-    deberta_buckets: int = 32
-    deberta_max_distance: int = 128
-    tupe_relative: bool = False
+
+def _gather_fields() -> dict:
+    """``{name: Param}``: the core records, then every record a registered variant lists, in
+    registry order. Two different records of one name raise: a field is declared once."""
+    out = {p.name: p for p in CORE}
+    for registry in registries().values():
+        for variant in registry.values():
+            for p in variant.param_records:
+                if out.setdefault(p.name, p) is not p:
+                    raise KeyError(f"config field {p.name!r} is declared twice (again by {variant.key!r}): "
+                                   "declare it once and list that record")
+    return out
+
+
+FIELDS = _gather_fields()
+
+MAX_PARAMS = 2_000_000_000
+
+SIZE_RANGES = {name: p.range for name, p in FIELDS.items() if p.type is int}
+
+
+class _ConfigMethods:
+    """The behaviour of ``ModelConfig``; its fields come from ``FIELDS``."""
+
+    def __post_init__(self):
+        for name, p in FIELDS.items():
+            value = getattr(self, name)
+            try:
+                coerced = p.coerce(value)
+            except ConfigError:
+                continue  # kept as given: validate() reports it with the field's name
+            if coerced is not value:
+                object.__setattr__(self, name, coerced)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -142,14 +110,13 @@ class ModelConfig:
         def count(cat, *args) -> int:
             return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
 
-        d, h, hkv, dh = self.d_model, self.n_heads, self.kv_heads, self.d_head
         norm = count("norm")
-        attn = 2 * d * h * dh + 2 * d * hkv * dh + count("attention")  # q, o and k, v projections + core
+        attn = projection_params(self) + count("attention")  # q, k, v, out projections + core
         has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
         parts = {"attn": attn, "ffn": count("ffn") if has_ffn else None, "norm": norm,
                  "residual": count("norm_placement", norm)}
         final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
-        return (2 * self.vocab_size * d + (norm if final else 0) + count("layer", parts)
+        return (2 * self.vocab_size * self.d_model + (norm if final else 0) + count("layer", parts)
                 + count("position") + count("memory")
                 + count("architecture"))  # a second stack / another head: the architecture's own count
 
@@ -168,25 +135,26 @@ class ModelConfig:
         """
         if not isinstance(d, dict):
             raise ConfigError("config", type(d).__name__, "a JSON object (dict) of ModelConfig fields")
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(d) - set(known))
+        unknown = sorted(set(d) - set(FIELDS))
         if unknown:
-            raise ConfigError(unknown[0], d[unknown[0]], f"unknown field; valid fields: {', '.join(known)}")
-        kwargs = {k: _coerce(k, v, _FIELD_TYPES[k]) for k, v in d.items()}
-        return cls(**kwargs)
+            raise ConfigError(unknown[0], d[unknown[0]], f"unknown field; valid fields: {', '.join(FIELDS)}")
+        return cls(**{k: FIELDS[k].coerce(v) for k, v in d.items()})
 
     def replace(self, **changes) -> "ModelConfig":
+        """A new config with ``changes`` (checked like ``from_dict``); this one is unchanged."""
         return ModelConfig.from_dict({**self.to_dict(), **changes})
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "ModelConfig":
         """Raise ConfigError for the first invalid value or combination; return self when valid.
 
-        Values of the wrong type but the right meaning (``window="8"``, ``causal="true"``) are
-        coerced and stored, so every later check and the model read proper numbers.
+        A config is immutable, so a successful validation is remembered on the instance (outside
+        the fields: not part of equality, hashing or ``to_dict``) and not repeated.
         """
-        for f in fields(self):
-            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), _FIELD_TYPES[f.name]))
+        if self.__dict__.get("_valid"):
+            return self
+        for name, p in FIELDS.items():
+            p.coerce(getattr(self, name))  # a value construction could not coerce raises here
         for name, (lo, hi) in SIZE_RANGES.items():
             val = getattr(self, name)
             if val is not None and not lo <= val <= hi:
@@ -219,100 +187,16 @@ class ModelConfig:
             variant = regs[cat][getattr(self, cat)]
             if variant.check is not None:
                 variant.check(self)
+        object.__setattr__(self, "_valid", True)
         return self
 
 
-def _coerce(name: str, value: Any, typ: tuple) -> Any:
-    """Check ``value`` against the field type ``typ`` = (base type, optional?)."""
-    base, optional = typ
-    if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
-        if optional:
-            return None
-        raise ConfigError(name, value, f"a value of type {base.__name__} (None is not allowed)")
-    if base is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "false", "0", "no"):
-            return value.strip().lower() in ("true", "1", "yes")
-        raise ConfigError(name, value, "true or false")
-    if base is int:
-        if isinstance(value, bool):
-            raise ConfigError(name, value, "an integer")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError(name, value, "an integer")
-    if base is float:
-        if isinstance(value, bool):
-            raise ConfigError(name, value, "a number")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError(name, value, "a number")
-    if base is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(name, value, "a string")
-    return value
+def _field(p: Param) -> tuple:
+    return p.name, p.annotation, dataclasses.field(default=p.default)
 
 
-def _field_types() -> dict:
-    out = {}
-    for f in fields(ModelConfig):
-        t = f.type if isinstance(f.type, str) else f.type.__name__
-        optional = t.startswith("Optional[")
-        base = {"int": int, "float": float, "bool": bool, "str": str}[t.removeprefix("Optional[").rstrip("]")]
-        out[f.name] = (base, optional)
-    return out
-
-
-_FIELD_TYPES = _field_types()
-
-MAX_PARAMS = 2_000_000_000
-
-# [lower, upper] of every integer field. The caps are far past any experiment a researcher would run
-# and far below what would take gigabytes: beyond them a value is a typo, not an experiment
-# (sizes multiplied by the model's width are bounded again by MAX_PARAMS). Caps of a product of
-# fields (n_buckets * n_hashes, proj_len <= max_len) are in the variant's own check.
-SIZE_RANGES = {
-    "vocab_size": (2, 1 << 20), "max_len": (1, 1 << 20), "n_layers": (1, 512), "d_model": (1, 1 << 16),
-    "n_heads": (1, 4096), "n_kv_heads": (1, 4096), "d_ff": (1, 1 << 18), "seed": (0, 2**63 - 1),
-    # section 1 patterns: sizes of a rule, nothing is allocated per unit
-    "window": (1, 1 << 20), "dilation": (1, 1 << 20), "stride": (1, 1 << 20), "n_summary": (1, 1 << 20),
-    "block_size": (1, 1 << 20), "n_global": (0, 1 << 20), "n_random": (0, 1 << 20),
-    # section 4 positions: learned tables
-    "max_relative": (1, 4096), "t5_num_buckets": (2, 1024), "t5_max_distance": (1, 1 << 20),
-    # section 2 mechanisms: buffers, parameters and per-forward work grow with these
-    "n_buckets": (2, 1024), "n_hashes": (1, 16), "chunk_size": (1, 1024), "n_clusters": (1, 128),
-    "n_features": (1, 4096), "proj_len": (1, 4096), "n_landmarks": (1, 1024), "max_span": (1, 1 << 16),
-    "span_ramp": (1, 1 << 16),
-    # issue 11 part 2: isab / luna learned n_inducing x d tables (per layer), lite kernel width
-    "n_inducing": (1, 4096), "conv_kernel": (1, 1024),
-    # section 6 experts
-    "n_experts": (1, 256), "top_k": (1, 256),
-    # section 7 memory: per-layer state, stores and learned slots
-    "segment_len": (1, 1 << 20), "mem_len": (1, 1 << 14), "cmem_len": (1, 1 << 14),
-    "compression_rate": (1, 1 << 14), "knn_size": (1, 1 << 16), "knn_k": (1, 1024), "n_memory": (1, 1024),
-    # issue 11 section 1: the two stacks of an encoder-decoder, capped like n_layers
-    "n_encoder_layers": (1, 512), "n_decoder_layers": (1, 512),
-    # section 8 layer structures (issue 11): sandwich, funnel; further bounded by n_layers in their checks
-    "sandwich_coeff": (0, 512), "funnel_blocks": (1, 512),
-    # poolingformer (issue 11): window and group size; pool_window / pool_stride is capped in its check
-    "pool_window": (1, 1 << 20), "pool_stride": (1, 1 << 16),
-    # issue 11 family: FLOATER width; product-key tables (values grow as subkeys^2); DeBERTa buckets
-    "floater_hidden": (1, 4096), "pkm_subkeys": (2, 1024), "pkm_topk": (1, 1024), "pkm_heads": (1, 64),
-    "deberta_buckets": (2, 4096), "deberta_max_distance": (3, 1 << 20),
-}
-# issue 11 part 1 (axial, sinkhorn, clustered, probsparse): row width, iteration counts, Informer's factor c
-SIZE_RANGES.update({"axial_width": (1, 1 << 16), "sinkhorn_iters": (1, 64), "lloyd_iters": (1, 100),
-                    "probsparse_factor": (1, 1024)})
+ModelConfig = dataclasses.make_dataclass(
+    "ModelConfig", [_field(p) for p in FIELDS.values()], bases=(_ConfigMethods,), frozen=True,
+    namespace={"__module__": __name__,
+               "__doc__": "Every choice of a model: one field per ``FIELDS`` record, each defaulted "
+                          "(``ModelConfig(window=8)``); immutable and hashable, ``validate()`` returns it."})

@@ -36,9 +36,10 @@ from .blocks import Block
 from .context import ForwardContext, LayerInfo, layer_loss
 from .errors import ConfigError
 from .layers import LAYER
+from .layers.stack import BlockStack, init_weights
 from .norms import NORM, NORM_PLACEMENT
 from .positions import POSITION
-from .stack import BlockStack, init_weights
+from .qkv import QKVProjection
 
 
 @dataclass
@@ -61,26 +62,17 @@ class StackContext(ForwardContext):
         return out, (probs if ctx.need_weights else None), {}
 
 
-class CrossAttention(nn.Module):
+class CrossAttention(QKVProjection):
     """Queries from the decoder, keys / values from the source memory (``n_kv_heads`` K/V heads)."""
 
     def __init__(self, cfg):
-        super().__init__()
+        super().__init__(cfg)
         self.cfg = cfg
-        h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
-        self.q_proj = nn.Linear(cfg.d_model, h * dh, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
-        self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=False)
 
     def forward(self, x, ctx: StackContext, info: LayerInfo):
         cfg = self.cfg
-        h, hkv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
-        src = ctx.source
-        B, Lt, _ = x.shape
-        q = self.q_proj(x).view(B, Lt, h, dh).transpose(1, 2)  # (B, h, Lt, d_h)
-        k = self.k_proj(src).view(B, -1, hkv, dh).transpose(1, 2)  # (B, h_kv, Ls, d_h)
-        v = self.v_proj(src).view(B, -1, hkv, dh).transpose(1, 2)
+        Lt = x.shape[1]
+        q, k, v = self.project(x, ctx.source)  # (B, h, Lt, d_h), (B, h_kv, Ls, d_h) twice
         if ctx.need_weights or ctx.source_mask is not None:
             mask = None if ctx.source_mask is None else ctx.source_mask[:, None, None, :]  # (B, 1, 1, Ls)
             out, probs = kernels.attention_ref(q, k, v, causal=False, mask=mask, softcap=cfg.softcap)
@@ -95,8 +87,7 @@ class CrossAttention(nn.Module):
                 out = torch.cat([kernels.attention(q[:, :, i:i + ls].contiguous(), k, v, causal=False,
                                                    softcap=cfg.softcap)
                                  for i in range(0, Lt, ls)], dim=2)  # (B, h, Lt, d_h)
-        y = out.transpose(1, 2).reshape(B, Lt, h * dh)  # (B, Lt, h * d_h)
-        return self.out_proj(y)
+        return self.merge(out)
 
 
 class DecoderBlock(Block):
@@ -144,6 +135,12 @@ class EncoderDecoder(nn.Module):
         self.dec_norm = _final_norm(self.dec_cfg)
         self.head = ARCHITECTURE[cfg.architecture].build(cfg)
         init_weights(self, self.embed)  # Xavier projections, N(0, 0.02) embedding
+
+    def stack_parts(self) -> dict:
+        """``{stack name: (layers, modules)}``: each stack's depth and the modules only it owns
+        (positions, layers, final norm; the shared embedding and the head belong to neither)."""
+        return {"encoder": (len(self.encoder.blocks), [self.enc_position, self.encoder, self.enc_norm]),
+                "decoder": (len(self.decoder.blocks), [self.dec_position, self.decoder, self.dec_norm])}
 
     def classify(self, x):
         """Decoder final norm + LM head."""

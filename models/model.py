@@ -10,7 +10,7 @@ processed in segments of ``segment_len`` (``xl``, ``compressive``, ``knn``), eac
 the memory left by the previous ones, and ``out.state`` is the memory after the call, to pass to
 the next call. ``state=None`` starts from an empty memory (``model.new_state(batch_size)`` is
 the same, explicitly); states are immutable, so several users / streams can each keep their own.
-For several segments the per-layer info is merged as ``memory_view.merge_segments`` describes
+For several segments the per-layer info is merged as ``memory.view.merge_segments`` describes
 (attention maps over all keys used in the call, per-token entries concatenated).
 
 ``cfg.architecture`` (``models/architectures.py``) picks the model: ``decoder_only`` and
@@ -30,15 +30,15 @@ from torch import nn
 
 from .architectures import ARCHITECTURE
 from .config import ModelConfig
-from .errors import ConfigError
 from .context import ForwardContext, layer_loss
 from .encdec import EncoderDecoder
+from .errors import ConfigError
 from .layers import LAYER
+from .layers.stack import init_weights
 from .memory import MEMORY
-from .memory_view import merge_segments
+from .memory.view import merge_segments
 from .norms import NORM, NORM_PLACEMENT
 from .positions import POSITION
-from .stack import init_weights
 
 
 @dataclass

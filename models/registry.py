@@ -1,15 +1,16 @@
 """The registries of ``ModelConfig``'s choices, and ``choices()`` for the dropdowns.
 
-The records themselves (``Variant``) live in the leaf ``models.variant``; each family module owns
-its dict. This module only gathers them, so it imports the families and nothing imports it back
-except the config (to validate a choice) and the package.
+The records themselves (``Variant``) live in the leaf ``models.variant``; each family package
+gathers its modules' ``VARIANTS`` into its dict with ``variant.gather``. This module only collects
+those dicts, so it imports the families and nothing imports it back except the config (to validate
+a choice and to collect the fields the variants declare) and the package.
 """
 from __future__ import annotations
 
 from . import architectures, attention, ffn, layers, memory, norms, positions
-from .variant import Variant, register
+from .variant import Variant, gather
 
-__all__ = ["Variant", "register", "registries", "choices"]
+__all__ = ["Variant", "gather", "registries", "choices"]
 
 
 def registries() -> dict:

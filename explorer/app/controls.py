@@ -15,39 +15,29 @@ such field is a positive size or scale, so 0 is free to mean "default / off".
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import fields
 
 import gradio as gr
 
 from explorer.app.control_info import choice_info
-from explorer.runtime.limits import SIZE_LIMITS
-from models import ConfigError, ModelConfig, registries
-from models.config import CATEGORIES, SIZE_RANGES
-from explorer.runtime.limits import check_limits
+from explorer.runtime.configs import app_config, as_config
 from explorer.runtime.digest import digest
-import functools
-import json
+from models import ConfigError, ModelConfig, registries
+from models.config import CATEGORIES, FIELDS
 
 HIDDEN_FIELDS = ("vocab_size",)          # byte-level tokens: fixed at 256
 SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads")
 CONTROL_FIELDS = tuple(f.name for f in fields(ModelConfig) if f.name not in HIDDEN_FIELDS)
-STR_CHOICES = {"feature_map": ["positive", "trig"], "compression": ["mean", "conv"]}
-LABELS = {
-    "attention": "Attention", "position": "Position encoding", "norm_placement": "Norm placement",
-    "norm": "Norm", "ffn": "Feed-forward", "memory": "Memory", "layer": "Layer structure",
-    "causal": "Causal (decoder) mask", "n_layers": "Layers", "d_model": "d_model", "n_heads": "Heads",
-    "n_kv_heads": "K/V heads (0 = Heads)", "d_ff": "d_ff (0 = FFN rule)", "seed": "Seed",
-    "softcap": "softcap (0 = off)", "max_len": "max_len (positions)",
-}
+# views of the fields' records (models.config.FIELDS): a string field's values, the control labels
+STR_CHOICES = {name: list(p.choices) for name, p in FIELDS.items() if p.choices}
+LABELS = {name: p.label for name, p in FIELDS.items() if p.label is not None}
 
 
 def field_type(name: str) -> tuple:
-    """``(base type, optional?)`` of a ModelConfig field from its annotation."""
-    f = next(f for f in fields(ModelConfig) if f.name == name)
-    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    optional = t.startswith("Optional[")
-    base = {"int": int, "float": float, "bool": bool, "str": str}[t.removeprefix("Optional[").rstrip("]")]
-    return base, optional
+    """``(base type, optional?)`` of a ModelConfig field, from its record."""
+    p = FIELDS[name]
+    return p.type, p.optional
 
 
 def dependent_fields() -> set:
@@ -76,11 +66,13 @@ def visible_fields(choice: dict) -> set:
 
 
 def value_range(name: str) -> tuple | None:
-    """``(lowest, highest)`` accepted for an integer field in the app (None when unbounded)."""
-    if name not in SIZE_RANGES:
+    """``(lowest, highest)`` accepted for an integer field in the app: its record's range, capped
+    by its interactive cap (None for a field without a range)."""
+    p = FIELDS[name]
+    if p.range is None:
         return None
-    lo, hi = SIZE_RANGES[name]
-    return lo, min(hi, SIZE_LIMITS.get(name, hi))
+    lo, hi = p.range
+    return lo, hi if p.cap is None else min(hi, p.cap)
 
 
 def number_info(name: str) -> str | None:
@@ -185,7 +177,8 @@ def visibility_updates(values: dict) -> dict:
 
 
 def current_config(values: dict) -> ModelConfig:
-    return check_limits(values_to_config(values))
+    """The controls' config through the one door (``explorer.runtime.configs.app_config``)."""
+    return app_config(values_to_config(values))
 
 
 # ---------------------------------------------------------------------------- controls
@@ -194,22 +187,21 @@ def choice_marks(values: dict) -> dict:
     labelled (``linformer (needs causal off)``), so the list shows it before a choice is made."""
     try:
         cfg = values_to_config({k: v for k, v in values.items() if k in CONTROL_FIELDS})
+        return {c: list(items) for c, items in _marks(cfg).items()}
     except Exception:
         return {c: [(k, k) for k in registries()[c]] for c in CATEGORIES}
-    return {c: list(items) for c, items in _marks(cfg.to_json()).items()}
 
 
 @functools.lru_cache(maxsize=256)
-def _marks(cfg_json: str) -> dict:
-    """``choice_marks`` of one config, memoised (a pure function of it; ~0.1 s of validation per call)."""
-    cfg = ModelConfig.from_dict(json.loads(cfg_json))
+def _marks(cfg: ModelConfig) -> dict:
+    """``choice_marks`` of one config, memoised by it: every alternative key validated once."""
     out = {}
     for cat in CATEGORIES:
         items = []
         for key in registries()[cat]:
             label = key
             try:
-                cfg.replace(**{cat: key}).validate()
+                as_config(cfg.replace(**{cat: key}))
             except ConfigError as e:
                 if e.field == "causal":
                     label = f"{key} (needs causal {'off' if cfg.causal else 'on'})"
@@ -243,14 +235,14 @@ def adjust_causal(values: dict) -> tuple:
     """When the only problem is ``causal`` (linformer / Nystromformer are bidirectional only,
     adaptive span causal only), flip it -> (values, note); otherwise the values unchanged."""
     try:
-        values_to_config(values).validate()
+        as_config(values_to_config(values))
         return values, ""
     except ConfigError as e:
         if e.field != "causal":
             return values, ""
     flipped = {**values, "causal": not values.get("causal", True)}
     try:
-        values_to_config(flipped).validate()
+        as_config(values_to_config(flipped))
     except Exception:
         return values, ""
     state = "ticked" if flipped["causal"] else "unticked"
@@ -260,6 +252,6 @@ def adjust_causal(values: dict) -> tuple:
 
 
 @functools.lru_cache(maxsize=64)
-def ui_digest(cfg_json: str) -> str:
+def ui_digest(cfg: ModelConfig) -> str:
     """Digest of the controls' look for a config (memoised: every handler reading a state needs the default's)."""
-    return digest(control_ui(ModelConfig.from_dict(json.loads(cfg_json)).to_dict())[1])
+    return digest(control_ui(cfg.to_dict())[1])

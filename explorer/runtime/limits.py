@@ -12,40 +12,37 @@ from __future__ import annotations
 
 from explorer.runtime import budget
 from models import ConfigError, ModelConfig
+from models.config import FIELDS
 
 MAX_TEXT_BYTES = 256          # attention maps: byte-level tokens drawn as L x L heatmaps
 MAX_SWEEP_LEN = 8192          # latency sweep: longest sequence
 MAX_SWEEP_POINTS = 8          # latency sweep: number of lengths
+SWEEP_BUDGET_S = 3.0          # latency sweep: seconds one timed run may take before it is a time-out
 GRADIENT_REQUEST = (64, 8)     # the (seq_len, batch) the app's gradient norms run on
-SIZE_LIMITS = {
-    # model size
-    "vocab_size": 4096, "max_len": 16384, "n_layers": 12, "d_model": 512, "n_heads": 16, "n_kv_heads": 16,
-    "d_ff": 4096,
-    # section 1 patterns and section 4 positions
-    "window": 8192, "dilation": 64, "stride": 1024, "n_summary": 1024, "block_size": 1024, "n_global": 256,
-    "n_random": 256, "max_relative": 1024, "t5_num_buckets": 256, "t5_max_distance": 16384,
-    # section 2 mechanisms
-    "n_buckets": 256, "n_hashes": 8, "chunk_size": 1024, "n_clusters": 256, "n_features": 1024,
-    "proj_len": 1024, "n_landmarks": 256, "max_span": 16384, "span_ramp": 1024,
-    # section 6 experts, section 7 memory
-    "n_experts": 16, "top_k": 16, "capacity_factor": 8.0, "segment_len": 8192, "mem_len": 4096,
-    "cmem_len": 4096, "compression_rate": 64, "knn_size": 65536, "knn_k": 256, "n_memory": 256,
-    # architectures and the systems added with them
-    "n_encoder_layers": 12, "n_decoder_layers": 12, "axial_width": 1024, "sinkhorn_iters": 20, "lloyd_iters": 20,
-    "probsparse_factor": 64, "n_inducing": 256, "conv_kernel": 63, "sandwich_coeff": 12, "funnel_blocks": 12,
-    "pool_window": 8192, "pool_stride": 64, "floater_hidden": 256, "pkm_subkeys": 256, "pkm_topk": 64,
-    "pkm_heads": 8, "deberta_buckets": 256, "deberta_max_distance": 16384,
-}
+# The largest value of each size the app accepts: the ``cap`` of its record (``models.config.FIELDS``).
+SIZE_LIMITS = {name: p.cap for name, p in FIELDS.items() if p.cap is not None}
 
 
 def check_limits(cfg: ModelConfig) -> ModelConfig:
     """Validate ``cfg``, refuse sizes past the app's caps and configs whose attention maps or
     gradient norms would not fit the per-request memory budget (ConfigError); return ``cfg``."""
-    for name, top in SIZE_LIMITS.items():  # caps first: a size past its cap is named as such
+    check_caps(cfg)
+    return check_budget(cfg.validate())
+
+
+def check_caps(cfg: ModelConfig) -> ModelConfig:
+    """Refuse a size past the explorer's cap (checked before the library's validation, so a size past
+    its cap is named as such)."""
+    for name, top in SIZE_LIMITS.items():
         value = getattr(cfg, name, None)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > top:
             raise ConfigError(name, value, f"at most {top} in the explorer (keeps every request interactive)")
-    cfg.validate()
+    return cfg
+
+
+def check_budget(cfg: ModelConfig) -> ModelConfig:
+    """Refuse a valid config whose attention maps of the longest text or gradient norms of the app's
+    batch would not fit the per-request memory budget."""
     budget.check(cfg, "attention", MAX_TEXT_BYTES, 1)
     budget.check(cfg, "gradients", *GRADIENT_REQUEST)
     return cfg
@@ -66,3 +63,4 @@ def parse_lengths(text: str) -> list:
     if bad:
         raise ConfigError("seq_lens", bad[0], f"lengths between 1 and {MAX_SWEEP_LEN}")
     return sorted(set(lens))
+

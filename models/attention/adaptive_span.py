@@ -32,9 +32,12 @@ from torch import nn
 import kernels
 
 from ..capabilities import KINDS, AttentionCaps
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import NEG
 from .sparse import BLOCK, pattern_block_mask
+
+MAX_SPAN = Param("max_span", int, 64, range=(1, 1 << 16), cap=16384)
+SPAN_RAMP = Param("span_ramp", int, 16, range=(1, 1 << 16), cap=1024)
 
 SPAN_PENALTY = 2e-6
 
@@ -85,6 +88,6 @@ CAPS = AttentionCaps(accepts=KINDS, memory_keys=False, causal_modes=frozenset({T
 VARIANTS = (
     Variant("adaptive_span", "Sukhbaatar et al. 2019 (Adaptive Attention Span)",
             "Each head learns how far back it looks: a soft ramp mask of learned span z, kept short by an L1 penalty.",
-            build=AdaptiveSpanAttention, params=("max_span", "span_ramp"), caps=CAPS,
+            build=AdaptiveSpanAttention, params=(MAX_SPAN, SPAN_RAMP), caps=CAPS,
             n_params=lambda c: c.n_heads),
 )

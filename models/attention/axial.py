@@ -26,8 +26,10 @@ from torch import nn
 
 from ..capabilities import ROTARY, SCORE_BIAS, AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import NEG, expand_kv, pair_bias, scatter_dense
+
+AXIAL_WIDTH = Param("axial_width", int, 32, range=(1, 1 << 16), cap=1024)  # the row width
 
 
 def axis_attention(q, k, v, pos, mods, cfg, lk: int, head0: int):
@@ -103,5 +105,5 @@ CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False,
 VARIANTS = (
     Variant("axial", "Ho et al. 2019 (Axial Attention)",
             "The sequence is folded into rows of axial_width; half the heads attend along the row, half along the "
-            "column.", build=AxialAttention, params=("axial_width",), check=check, caps=CAPS),
+            "column.", build=AxialAttention, params=(AXIAL_WIDTH,), check=check, caps=CAPS),
 )

@@ -26,8 +26,11 @@ import torch
 from torch import nn
 
 from ..capabilities import ROTARY, AttentionCaps
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import expand_kv
+from .routing import N_CLUSTERS
+
+LLOYD_ITERS = Param("lloyd_iters", int, 10, range=(1, 100), cap=20)
 
 _SALT = 0xC1A5
 
@@ -89,5 +92,5 @@ CAPS = AttentionCaps(
 VARIANTS = (
     Variant("clustered", "Vyas et al. 2020 (Fast Transformers with Clustered Attention)",
             "Queries are grouped by K-means into n_clusters; one softmax row per centroid, shared by every query "
-            "of the cluster.", build=ClusteredAttention, params=("n_clusters", "lloyd_iters"), caps=CAPS),
+            "of the cluster.", build=ClusteredAttention, params=(N_CLUSTERS, LLOYD_ITERS), caps=CAPS),
 )

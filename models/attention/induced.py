@@ -45,9 +45,11 @@ import torch
 from torch import nn
 
 from ..capabilities import ROTARY, AttentionCaps
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import expand_kv
 from .residual import check_layer_to_layer
+
+N_INDUCING = Param("n_inducing", int, 16, range=(1, 4096), cap=256)  # a learned n_inducing x d table per layer
 
 
 def _cap(s: torch.Tensor, softcap):
@@ -147,10 +149,10 @@ LUNA_CAPS = AttentionCaps(
 VARIANTS = (
     Variant("isab", "Lee et al. 2019 (Set Transformer, ISAB)",
             "n_inducing learned points attend to the sequence, then the sequence attends to them: O(m L).",
-            build=InducedSetAttention, params=("n_inducing",), caps=CAPS,
+            build=InducedSetAttention, params=(N_INDUCING,), caps=CAPS,
             n_params=lambda c: c.n_heads * c.n_inducing * c.d_head + c.n_heads * c.d_head * c.d_head),
     Variant("luna", "Ma et al. 2021 (Luna)",
             "Pack the sequence into n_inducing positions carried from layer to layer, then unpack: O(m L).",
-            build=LunaAttention, params=("n_inducing",), check=check_luna, caps=LUNA_CAPS,
+            build=LunaAttention, params=(N_INDUCING,), check=check_luna, caps=LUNA_CAPS,
             n_params=lambda c: c.n_inducing * c.d_model + 2 * c.d_model * c.d_model + 2 * c.d_model),
 )

@@ -22,7 +22,7 @@ from .patterns import PATTERNS
 from .tiles import tile_stats
 
 
-class _ParamView:
+class ParamView:
     """The fields of a config a pattern reads (rebuilt from a memo key)."""
 
     def __init__(self, d):
@@ -77,7 +77,7 @@ def pattern_rows(cfg, L: int):
 
 @lru_cache(maxsize=32)
 def _pattern_cached(attention: str, params: tuple, causal: bool, L: int) -> torch.Tensor:
-    cfg = _ParamView({**dict(params), "attention": attention, "causal": causal})
+    cfg = ParamView({**dict(params), "attention": attention, "causal": causal})
     return pattern_rows(cfg, L)(0, L)
 
 

@@ -36,8 +36,11 @@ from kernels.linear_attention import linear_attention
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import check_no_softcap, expand_kv
+
+N_FEATURES = Param("n_features", int, 64, range=(1, 4096), cap=1024)  # random features per head
+FEATURE_MAP = Param("feature_map", str, "positive", choices=("positive", "trig"))
 
 EPS = 1e-6
 _SALT = 0x9E7F
@@ -131,11 +134,9 @@ def check(cfg) -> None:
 
 def check_performer(cfg) -> None:
     check(cfg)
-    if cfg.feature_map not in FEATURE_MAPS:
-        raise ConfigError("feature_map", cfg.feature_map, f"one of {list(FEATURE_MAPS)}")
+    if cfg.feature_map not in FEATURE_MAP.choices:
+        raise ConfigError("feature_map", cfg.feature_map, f"one of {list(FEATURE_MAP.choices)}")
 
-
-FEATURE_MAPS = ("positive", "trig")
 
 # rope acts on q, k before the feature map and works; there is no score matrix for the rest
 CAPS = AttentionCaps(accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=(
@@ -147,5 +148,5 @@ VARIANTS = (
             build=LinearAttention, check=check, caps=CAPS),
     Variant("performer", "Choromanski et al. 2021 (Performer, FAVOR+); Peng et al. 2021 (RFA)",
             "Random features whose dot product estimates the softmax kernel: softmax attention approximated in O(L).",
-            build=PerformerAttention, params=("n_features", "feature_map"), check=check_performer, caps=CAPS),
+            build=PerformerAttention, params=(N_FEATURES, FEATURE_MAP), check=check_performer, caps=CAPS),
 )

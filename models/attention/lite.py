@@ -32,8 +32,10 @@ import kernels
 
 from ..capabilities import AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import check_no_memory, expand_kv
+
+CONV_KERNEL = Param("conv_kernel", int, 7, range=(1, 1024), cap=63)  # the convolution branch's width
 
 
 def head_mods(mods: dict, heads: slice, n_heads: int) -> dict:
@@ -123,6 +125,6 @@ CAPS = AttentionCaps(memory_keys=False)
 VARIANTS = (
     Variant("lite", "Wu et al. 2020 (Lite Transformer, LSRA)",
             "Half the heads attend (long range), half run a lightweight convolution of width conv_kernel (short range).",
-            build=LiteAttention, params=("conv_kernel",), check=check, caps=CAPS,
+            build=LiteAttention, params=(CONV_KERNEL,), check=check, caps=CAPS,
             n_params=lambda c: (c.n_heads - c.n_heads // 2) * c.conv_kernel),
 )

@@ -33,8 +33,12 @@ from torch import nn
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import expand_kv
+
+# projected keys (a learned max_len x proj_len projection per layer) and landmarks
+PROJ_LEN = Param("proj_len", int, 64, range=(1, 4096), cap=1024)
+N_LANDMARKS = Param("n_landmarks", int, 16, range=(1, 1024), cap=256)
 
 
 def _work_dtype(x: torch.Tensor) -> torch.dtype:
@@ -135,9 +139,9 @@ NYSTROM_CAPS = AttentionCaps(
 VARIANTS = (
     Variant("linformer", "Wang et al. 2020 (Linformer)",
             "Keys and values are projected along the sequence to proj_len rows by learned E, F: attention in "
-            "O(L * proj_len).", build=LinformerAttention, params=("proj_len", "max_len"), check=check_linformer,
+            "O(L * proj_len).", build=LinformerAttention, params=(PROJ_LEN, "max_len"), check=check_linformer,
             caps=LINFORMER_CAPS, n_params=lambda c: 2 * c.proj_len * c.max_len),
     Variant("nystrom", "Xiong et al. 2021 (Nystromformer)",
             "Softmax attention approximated through n_landmarks segment-mean landmarks and a pseudo-inverse "
-            "(Nystrom method).", build=NystromAttention, params=("n_landmarks",), caps=NYSTROM_CAPS),
+            "(Nystrom method).", build=NystromAttention, params=(N_LANDMARKS,), caps=NYSTROM_CAPS),
 )

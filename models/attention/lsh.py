@@ -30,9 +30,14 @@ from torch import nn
 
 from ..capabilities import ROTARY, SCORE_BIAS, AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
-from .common import NEG, check_no_memory, expand_kv, gather_rows, group_ranks, pair_bias, \
-    scatter_dense
+from ..variant import Param, Variant
+from .common import NEG, check_no_memory, expand_kv, gather_rows, group_ranks, pair_bias, scatter_dense
+
+# the rotations drawn, the hash rounds and the chunk of each sorted bucket: buffers and per-forward
+# work grow with these (their product is capped in the check)
+N_BUCKETS = Param("n_buckets", int, 8, range=(2, 1024), cap=256)
+N_HASHES = Param("n_hashes", int, 2, range=(1, 16), cap=8)
+CHUNK_SIZE = Param("chunk_size", int, 32, range=(1, 1024), cap=1024)
 
 SELF_LOGIT = -1e5  # Reformer's logit for the "attend yourself" fallback
 _SALT = 0x5EF  # separates this family's random stream from the others seeded by cfg.seed
@@ -159,6 +164,6 @@ CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False,
 VARIANTS = (
     Variant("lsh", "Kitaev et al. 2020 (Reformer)",
             "Shared-QK attention inside hash buckets: similar vectors land in the same bucket and attend within "
-            "sorted chunks.", build=LSHAttention, params=("n_buckets", "n_hashes", "chunk_size"), check=check,
+            "sorted chunks.", build=LSHAttention, params=(N_BUCKETS, N_HASHES, CHUNK_SIZE), check=check,
             caps=CAPS),
 )

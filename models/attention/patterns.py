@@ -4,24 +4,36 @@ A ``Pattern`` holds everything about one key: the element rule ``rule(i, j, cfg)
 (``i`` queries as a column, ``j`` keys as a row; True = may attend; attention-gym style, so rules
 compose with ``&`` / ``|``), its tile bound ``bounds(cfg, i0, i1, j0, j1) -> (maybe, full)`` (see
 ``tiles.py``), the config fields it reads, optional block-level additions (BigBird's random
-blocks), its paper and summary, and its own check. Adding a pattern is one ``Pattern`` in
-``PATTERNS``; the attention registry, the layout builder, the memo keys and the app read it from
-there. References: Child et al. 2019 (Sparse Transformer: strided, fixed), Parmar et al. 2018
-(Image Transformer local blocks), Beltagy et al. 2020 (Longformer: sliding, dilated, global),
-Zaheer et al. 2020 (BigBird: window + global + random blocks).
+blocks), its paper and summary, and its own check. Adding a pattern is one ``Pattern`` in the
+tuple ``PATTERNS`` is gathered from; the attention registry, the layout builder, the memo keys and
+the app read it from there. The pattern sizes are declared here as ``Param`` records (``window``
+is also poolingformer's local band, ``block_size`` sinkhorn's block). References: Child et al. 2019
+(Sparse Transformer: strided, fixed), Parmar et al. 2018 (Image Transformer local blocks), Beltagy
+et al. 2020 (Longformer: sliding, dilated, global), Zaheer et al. 2020 (BigBird: window + global +
+random blocks).
 
 Bounds of rules of ``d = i - j`` are exact, because a tile's differences form the whole range
 ``[i0 - j1, i1 - j0]``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
 
 from ..errors import ConfigError
+from ..variant import Param, gather, split_params
 from .tiles import tile_stats
+
+# Sizes of a rule: nothing is allocated per unit, so the library's bounds are wide.
+WINDOW = Param("window", int, 64, range=(1, 1 << 20), cap=8192)
+DILATION = Param("dilation", int, 2, range=(1, 1 << 20), cap=64)
+STRIDE = Param("stride", int, 16, range=(1, 1 << 20), cap=1024)
+N_SUMMARY = Param("n_summary", int, 1, range=(1, 1 << 20), cap=1024)
+BLOCK_SIZE = Param("block_size", int, 16, range=(1, 1 << 20), cap=1024)
+N_GLOBAL = Param("n_global", int, 2, range=(0, 1 << 20), cap=256)
+N_RANDOM = Param("n_random", int, 2, range=(0, 1 << 20), cap=256)
 
 
 # ---------------------------------------------------------------------------- element rules
@@ -155,44 +167,45 @@ class Pattern:
     summary: str
     rule: Callable                      # rule(i, j, cfg) -> bool tensor (before the causal AND)
     bounds: Callable                    # bounds(cfg, i0, i1, j0, j1) -> (maybe, full) per tile
-    params: tuple = ()                  # config fields the rule reads: memo key and UI controls
+    # config fields the rule reads (memo key and UI controls): Param records or names of core
+    # fields; stored as names, the records in param_records (as on a Variant)
+    params: tuple = ()
     blocks: Optional[Callable] = None   # blocks(cfg, causal, L) -> (table [nb, nb], block) or None, ORed in
     check: Optional[Callable] = None    # check(cfg) raises ConfigError
+    param_records: tuple = field(default=(), repr=False, compare=False)
+
+    def __post_init__(self):
+        names, records = split_params(self.params)
+        object.__setattr__(self, "params", names)
+        object.__setattr__(self, "param_records", tuple(dict.fromkeys(self.param_records + records)))
 
 
-PATTERNS: dict = {}
-
-
-def _add(p: Pattern) -> None:
-    if p.key in PATTERNS:
-        raise KeyError(f"duplicate pattern {p.key!r}")
-    PATTERNS[p.key] = p
-
-
-_add(Pattern("full", "Vaswani et al. 2017", "Every query attends every key: the quadratic baseline.",
-             full, full_bounds))
-_add(Pattern("sliding_window", "Beltagy et al. 2020 (Longformer); Mistral 2023",
-             "Each query sees a band of `window` keys around it (causal: itself and the previous window-1).",
-             sliding_window, sliding_bounds, ("window",)))
-_add(Pattern("dilated_window", "Beltagy et al. 2020 (Longformer, dilated)",
-             "A band with gaps: every dilation-th key up to window*dilation away, widening the receptive "
-             "field at the same cost.", dilated_window, dilated_bounds, ("window", "dilation")))
-_add(Pattern("strided", "Child et al. 2019 (Sparse Transformer, strided)",
-             "The previous `stride` keys plus every stride-th key: two hops connect any pair.",
-             strided, strided_bounds, ("stride",)))
-_add(Pattern("fixed", "Child et al. 2019 (Sparse Transformer, fixed)",
-             "Attend within your block of `stride` plus the last n_summary 'summary' positions of every block.",
-             fixed, fixed_bounds, ("stride", "n_summary"), check=check_fixed))
-_add(Pattern("block_local", "Parmar et al. 2018 (Image Transformer); Qiu et al. 2019 (Blockwise)",
-             "The sequence is cut into blocks of `block_size`; each query attends only its own block.",
-             block_local, block_local_bounds, ("block_size",)))
-_add(Pattern("longformer", "Beltagy et al. 2020 (Longformer); Ainslie et al. 2020 (ETC)",
-             "A sliding window plus n_global global tokens that see and are seen by every position.",
-             longformer, longformer_bounds, ("window", "n_global")))
-_add(Pattern("bigbird", "Zaheer et al. 2020 (BigBird)",
-             "Window + global tokens + n_random random key blocks per query block: sparse yet a universal "
-             "approximator.", longformer, longformer_bounds, ("window", "n_global", "n_random", "block_size", "seed"),
-             blocks=bigbird_blocks))
+PATTERNS = gather((
+    Pattern("full", "Vaswani et al. 2017", "Every query attends every key: the quadratic baseline.",
+            full, full_bounds),
+    Pattern("sliding_window", "Beltagy et al. 2020 (Longformer); Mistral 2023",
+            "Each query sees a band of `window` keys around it (causal: itself and the previous window-1).",
+            sliding_window, sliding_bounds, (WINDOW,)),
+    Pattern("dilated_window", "Beltagy et al. 2020 (Longformer, dilated)",
+            "A band with gaps: every dilation-th key up to window*dilation away, widening the receptive "
+            "field at the same cost.", dilated_window, dilated_bounds, (WINDOW, DILATION)),
+    Pattern("strided", "Child et al. 2019 (Sparse Transformer, strided)",
+            "The previous `stride` keys plus every stride-th key: two hops connect any pair.",
+            strided, strided_bounds, (STRIDE,)),
+    Pattern("fixed", "Child et al. 2019 (Sparse Transformer, fixed)",
+            "Attend within your block of `stride` plus the last n_summary 'summary' positions of every block.",
+            fixed, fixed_bounds, (STRIDE, N_SUMMARY), check=check_fixed),
+    Pattern("block_local", "Parmar et al. 2018 (Image Transformer); Qiu et al. 2019 (Blockwise)",
+            "The sequence is cut into blocks of `block_size`; each query attends only its own block.",
+            block_local, block_local_bounds, (BLOCK_SIZE,)),
+    Pattern("longformer", "Beltagy et al. 2020 (Longformer); Ainslie et al. 2020 (ETC)",
+            "A sliding window plus n_global global tokens that see and are seen by every position.",
+            longformer, longformer_bounds, (WINDOW, N_GLOBAL)),
+    Pattern("bigbird", "Zaheer et al. 2020 (BigBird)",
+            "Window + global tokens + n_random random key blocks per query block: sparse yet a universal "
+            "approximator.", longformer, longformer_bounds, (WINDOW, N_GLOBAL, N_RANDOM, BLOCK_SIZE, "seed"),
+            blocks=bigbird_blocks),
+))
 
 # Derived views kept for callers that want one aspect (the records above are the source).
 RULES = {k: p.rule for k, p in PATTERNS.items()}

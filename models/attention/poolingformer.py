@@ -37,10 +37,15 @@ import kernels
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import NEG
 from .layout import pattern_mask
+from .patterns import WINDOW
 from .sparse import pattern_block_mask
+
+# the pooled band and the pooling group size (pool_window / pool_stride is capped in the check)
+POOL_WINDOW = Param("pool_window", int, 256, range=(1, 1 << 20), cap=8192)
+POOL_STRIDE = Param("pool_stride", int, 4, range=(1, 1 << 16), cap=64)
 
 
 MAX_BAND = 1024  # pooled groups on each side of a query: the band is L x (2 * MAX_BAND + 1) scores per head
@@ -152,6 +157,6 @@ VARIANTS = (
     Variant("poolingformer", "Zhang et al. 2021 (Poolingformer)",
             "Two levels: a sliding window, then the window's output queries mean-pooled keys/values of a "
             "larger window.",
-            build=PoolingformerAttention, params=("window", "pool_window", "pool_stride"),
+            build=PoolingformerAttention, params=(WINDOW, POOL_WINDOW, POOL_STRIDE),
             check=check_poolingformer, caps=CAPS, n_params=lambda c: c.n_heads * c.d_head ** 2),
 )

@@ -37,8 +37,12 @@ from torch import nn
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import NEG, expand_kv
+from .patterns import BLOCK_SIZE
+
+SINKHORN_ITERS = Param("sinkhorn_iters", int, 7, range=(1, 64), cap=20)
+SINKHORN_TEMPERATURE = Param("sinkhorn_temperature", float, 0.75)
 
 _SALT = 0x51C4
 
@@ -156,6 +160,6 @@ VARIANTS = (
     Variant("sinkhorn", "Tay et al. 2020 (Sparse Sinkhorn Attention)",
             "A learned sorting network, balanced by Sinkhorn iterations, brings one soft-sorted key block next to "
             "each query block; attention covers the own block and the sorted one.", build=SinkhornAttention,
-            params=("block_size", "sinkhorn_iters", "sinkhorn_temperature", "max_len"), check=check, caps=CAPS,
+            params=(BLOCK_SIZE, SINKHORN_ITERS, SINKHORN_TEMPERATURE, "max_len"), check=check, caps=CAPS,
             n_params=lambda c: c.n_heads * (c.d_head * c.d_head + c.d_head + (c.d_head + 1) * n_key_blocks(c))),
 )

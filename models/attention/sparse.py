@@ -16,7 +16,7 @@ from torch import nn
 
 import kernels
 
-from .layout import _ParamView, pattern_key, pattern_layout, pattern_mask
+from .layout import ParamView, pattern_key, pattern_layout, pattern_mask
 
 BLOCK = 64
 
@@ -31,7 +31,7 @@ def segment_mask(cfg, lq: int, prefix: int) -> torch.Tensor:
 
 @lru_cache(maxsize=16)
 def _layout_cached(attention, params, causal, lq, prefix, block):
-    view = _ParamView({**dict(params), "attention": attention, "causal": causal})
+    view = ParamView({**dict(params), "attention": attention, "causal": causal})
     return pattern_layout(view, lq, prefix, block)
 
 

@@ -28,8 +28,10 @@ from torch import nn
 
 from ..capabilities import AttentionCaps
 from ..errors import ConfigError
-from ..variant import Variant
+from ..variant import Param, Variant
 from .common import NEG, expand_kv
+
+SYNTHESIZER_FIXED = Param("synthesizer_fixed", bool, False)
 
 _SALT = 0x5E7A
 MAX_RANDOM = 1 << 26  # entries of R per layer (256 MiB in fp32): a buffer, so MAX_PARAMS does not bound it
@@ -119,7 +121,7 @@ VARIANTS = (
             n_params=lambda c: c.n_heads * (c.d_head * c.d_head + c.d_head + c.d_head * c.max_len + c.max_len)),
     Variant("synthesizer_random", "Tay et al. 2021 (Synthesizer, random)",
             "A learned (or fixed) random attention matrix per head, the same for every input: attention "
-            "without looking at the tokens.", build=RandomSynthesizer, params=("max_len", "synthesizer_fixed"),
+            "without looking at the tokens.", build=RandomSynthesizer, params=("max_len", SYNTHESIZER_FIXED),
             check=check_random, caps=CAPS,
             n_params=lambda c: 0 if c.synthesizer_fixed else c.n_heads * c.max_len * c.max_len),
 )

@@ -1,4 +1,5 @@
-"""ModelConfig validation: every invalid value or combination is a ConfigError naming the field."""
+"""ModelConfig validation: every invalid value or combination is a ConfigError naming the field; a
+config is immutable and coerces text to its fields' types at construction."""
 import json
 
 import pytest
@@ -81,7 +82,7 @@ def valid_configs(draw):
     )
     causal = draw(_small["causal"])
     if causal or cfg.position != "none":
-        cfg.causal = causal
+        cfg = cfg.replace(causal=causal)
     return cfg, draw(_small["L"])
 
 
@@ -126,14 +127,18 @@ def test_absurd_sizes_are_rejected_before_allocation():
         assert e.value.field == field
 
 
-def test_validate_stores_the_values_it_coerces():
+def test_construction_coerces_text_and_validate_names_what_it_could_not():
     cfg = ModelConfig(window="8", causal="false", position="rope", rope_base="500", softcap="none", dropout="0.1")
-    assert cfg.validate() is cfg
     assert cfg.window == 8 and isinstance(cfg.window, int) and cfg.causal is False
     assert cfg.rope_base == 500.0 and cfg.softcap is None and cfg.dropout == 0.1
-    with pytest.raises(ConfigError) as e:
-        ModelConfig(window="eight").validate()
-    assert e.value.field == "window"
+    assert cfg.validate() is cfg
+    assert cfg == ModelConfig(window=8, causal=False, position="rope", rope_base=500.0, dropout=0.1)
+    for name, raw in (("window", "eight"), ("causal", "maybe"), ("n_heads", True)):
+        cfg = ModelConfig(**{name: raw})  # no meaning as the field's type: kept as given, no error yet
+        assert getattr(cfg, name) is raw
+        with pytest.raises(ConfigError) as e:
+            cfg.validate()
+        assert e.value.field == name and repr(raw) in str(e.value)
 
 
 @pytest.mark.parametrize("changes,field", [

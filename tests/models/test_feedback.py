@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from models import ConfigError, ModelConfig, build_model
-from models.layers_feedback import FEEDBACK_MAX_LEN
+from models.layers.feedback import FEEDBACK_MAX_LEN
 
 BASE = dict(layer="feedback", n_layers=3, d_model=32, n_heads=4, max_len=64, position="none", causal=True)
 

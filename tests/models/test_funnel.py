@@ -110,7 +110,7 @@ def test_funnel_pool_query_rope_places_queries_at_their_groups_last_token():
     """Pool-query attention with rope equals attention with queries rotated at positions
     min(2p + 1, n - 1) and keys at 0 .. n - 1 (n = 9: 1, 3, 5, 7, 8)."""
     from models.context import ForwardContext, LayerInfo
-    from models.layers_funnel import pool_query_attention
+    from models.layers.funnel import pool_query_attention
     from models.positions import apply_rope
     model = _model(position="rope", causal=False, n_layers=2, funnel_blocks=2)
     a = model.stack.blocks[1].attn

@@ -8,7 +8,7 @@ import torch
 
 from models import ConfigError, ModelConfig
 from models.context import ForwardContext, LayerInfo
-from models.memory_lmstore import KNNLM, SPALM, StoreState, nearest
+from models.memory.lmstore import KNNLM, SPALM, StoreState, nearest
 
 V, D = 11, 6
 
@@ -126,7 +126,7 @@ def test_update_pairs_each_context_with_the_next_token_across_segments_fifo():
 
 def test_checks_name_their_fields():
     with pytest.raises(ConfigError, match="knn_lambda"):
-        from models.memory_lmstore import check_store
+        from models.memory.lmstore import check_store
         check_store(_cfg("knn_lm", knn_lambda=1.5))
     with pytest.raises(ConfigError, match="causal"):
         check_store(_cfg("knn_lm", causal=False))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from models import ModelConfig, build_model, choices
-from models.memory_lmstore import StoreState
+from models.memory.lmstore import StoreState
 
 pytestmark = pytest.mark.skipif("knn_lm" not in choices()["memory"],
                                 reason="knn_lm / spalm are registered once models/model.py calls the output hook")

@@ -5,7 +5,7 @@ import torch
 
 from models import ConfigError, ModelConfig, build_model
 from models.context import ForwardContext
-from models.layers_sandwich import sandwich_order
+from models.layers.sandwich import sandwich_order
 
 BASE = dict(n_layers=3, d_model=32, n_heads=4, max_len=64)
 

@@ -6,7 +6,7 @@ import torch
 
 from models import ConfigError, ModelConfig, build_model
 from models.ffn import FFN
-from models.ffn_pkm import product_topk
+from models.ffn.pkm import product_topk
 from models.norms import NORM
 
 D = 6

@@ -157,7 +157,7 @@ def test_approx_params_equals_the_built_model(cat, key, n_kv):
 
 
 def test_linformer_projections_count_once_per_layer_and_the_reported_config_is_refused():
-    """The issue's 90-byte config: 12 layers of 65536 x 8192 projections (48 GiB) must not validate."""
+    """A 90-byte config asking for 12 layers of 65536 x 8192 projections (48 GiB) must not validate."""
     with pytest.raises(ConfigError) as e:
         ModelConfig.from_dict({"attention": "linformer", "causal": False, "proj_len": 65536, "max_len": 8192,
                                "n_layers": 12}).validate()
@@ -190,4 +190,14 @@ def test_lsh_products_of_sizes_are_capped():
 
 @pytest.mark.parametrize("cat", CATEGORIES)
 def test_every_category_is_a_registry(cat):
-    assert cat in registries() and len(registries()[cat]) >= 1
+    """Each config category has exactly one registry, keyed by the variants' own keys, and it is the
+    one validation consults: the default is registered, and a key missing from it is refused naming
+    the category and listing the registered keys."""
+    assert list(registries()) == list(CATEGORIES)  # no category without a registry, no stray registry
+    reg = registries()[cat]
+    assert reg and all(isinstance(v, Variant) and v.key == key for key, v in reg.items())
+    assert cat in FIELDS and getattr(ModelConfig(), cat) in reg
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(**{cat: "no_such_variant"}).validate()
+    assert e.value.field == cat and e.value.value == "no_such_variant"
+    assert all(key in str(e.value) for key in reg)

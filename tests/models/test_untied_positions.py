@@ -8,7 +8,7 @@ import torch
 from kernels.reference import clipped_index, relative_positions
 from models import ModelConfig
 from models.positions import t5_relative_bucket
-from models.positions_untied import TUPE, DeBERTa, deberta_log_bucket
+from models.positions.untied import TUPE, DeBERTa, deberta_log_bucket
 
 
 def _implied_scores(q, k, mods):

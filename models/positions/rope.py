@@ -1,0 +1,68 @@
+"""Rotary position embedding: ``rope`` (Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary
+Position Embedding").
+
+Queries and keys are rotated by position-dependent angles before the mechanism sees them, so
+``q . k`` depends only on the distance; any mechanism that forms ``q . k`` honours it. ``apply_rope``
+runs ``kernels.rope`` (the fused Triton kernel on CUDA, PyTorch on the CPU).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels.rope import apply_rope as _kernel_rope
+from kernels.rope import apply_rope_ref as _rope_ref
+
+from ..capabilities import ROTARY, PositionCaps
+from ..errors import ConfigError
+from ..variant import Param, Variant
+from .base import NoPosition
+
+ROPE_BASE = Param("rope_base", float, 10000.0)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotate ``x [..., L, d_h]`` by ``positions [L]``; dim ``k`` pairs with ``k + d_h/2``.
+
+    The pair ``(x_k, x_{k+d_h/2})`` turns by angle ``pos * base^(-2k/d_h)`` (LLaMA's rotate-half).
+    Runs ``kernels.rope.apply_rope``: the fused Triton kernel on CUDA, PyTorch on the CPU.
+    """
+    if x.shape[-1] % 2:
+        raise ValueError(f"apply_rope needs an even head width, got d_h={x.shape[-1]}")
+    positions = torch.as_tensor(positions, device=x.device)
+    if positions.dim() == 1:
+        return _kernel_rope(x, positions, base)
+    # Per-sequence positions, e.g. [B, L] for x [B, h, L, d_h] (HF's position_ids): broadcast them.
+    if positions.dim() == 2 and x.dim() == 4 and positions.shape[0] == x.shape[0]:
+        positions = positions[:, None, :]
+    return _rope_ref(x, positions, base)
+
+
+class Rope(NoPosition):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.base = cfg.rope_base
+
+    def modify(self, q, k, layer, k_start=0, scale=None):
+        lq, lk = q.shape[2], k.shape[2]
+        k_pos = torch.arange(k_start, k_start + lk, device=q.device)
+        return apply_rope(q, k_pos[lk - lq:], self.base), apply_rope(k, k_pos, self.base), {}
+
+
+def check_rope(cfg) -> None:
+    if cfg.d_head % 2:
+        raise ConfigError(
+            "d_model", cfg.d_model,
+            f"rope rotates pairs of dimensions, so the head width d_model / n_heads = "
+            f"{cfg.d_model} / {cfg.n_heads} = {cfg.d_head} must be even; change d_model or n_heads")
+    if not (math.isfinite(cfg.rope_base) and cfg.rope_base > 0):
+        raise ConfigError("rope_base", cfg.rope_base, "a finite positive number (the angles are pos * base^(-2k/d_h))")
+
+
+VARIANTS = (
+    Variant("rope", "Su et al. 2021 (RoFormer)",
+            "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
+            build=Rope, params=(ROPE_BASE,), check=check_rope,
+            caps=PositionCaps(produces=frozenset({ROTARY}), relative=True)),
+)
