@@ -84,21 +84,34 @@ BUSY_JS = """() => { const ev = window.__events;
 
 
 class Page:
-    """A fresh context + page that records console errors and checks for error toasts."""
+    """A fresh context + page that records console errors and checks for error toasts.
 
-    def __init__(self, browser, url, shots=None, wait=True):
-        self.ctx = browser.new_context(viewport=VIEWPORT)
+    ``viewport`` (default ``VIEWPORT``) and ``context_options`` (``is_mobile``, ``accept_downloads``...)
+    go to the new context. After loading ``url`` it waits: ``wait=True`` for the app's first paint
+    (the attention grid drawn), a CSS selector for that element, ``False`` not at all.
+    ``errors`` collects console errors and uncaught page errors, ``page_errors`` the latter alone.
+    The tests open pages through the ``open_page`` fixture (tests/browser/conftest.py), which closes them."""
+
+    def __init__(self, browser, url, shots=None, wait=True, viewport=None, **context_options):
+        self.ctx = browser.new_context(viewport=viewport or VIEWPORT, **context_options)
         self.ctx.add_init_script(TRACE_JS)
         self.page = self.ctx.new_page()
         self.shots = shots
         self.errors = []
+        self.page_errors = []
         self.requests = []  # every event the page queued on the server (one per handler run)
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("pageerror", self._page_error)
         self.page.on("request", self._request)
         self.page.goto(url)
-        if wait:
+        if wait is True:
             self.wait_plot("#attention-grid")
+        elif wait:
+            self.page.wait_for_selector(wait)
+
+    def _page_error(self, e):
+        self.errors.append(str(e))
+        self.page_errors.append(str(e))
 
     def _request(self, r):
         if "/queue/join" in r.url:
@@ -180,6 +193,7 @@ class Page:
         assert not self.errors, f"browser console errors: {self.errors}"
 
     def close(self):
-        self.ctx.close()
-
-
+        """Close the context (its pages with it); closing again does nothing."""
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None

@@ -1,4 +1,11 @@
-"""One app server per test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess."""
+"""One app server per test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess;
+one Chromium for this folder's tests; pages in fresh browser contexts.
+
+Fixtures: ``app_url`` (the shared app), ``serve_app`` (the launcher, for a test that needs a server of
+its own), ``browser``, ``open_page`` (a ``browser_page.Page`` of the shared app or of any URL, at a
+viewport, waiting for the first paint, recording console errors; closed after the test), ``page``
+(``open_page()``: the shared app's start page) and ``shots_dir``. Without Chromium or Playwright the
+tests that need a browser are skipped (under CI, where Chromium must be installed, they fail)."""
 import contextlib
 import os
 import signal
@@ -94,6 +101,13 @@ def _shared(config) -> contextlib.ExitStack:
 
 
 @pytest.fixture(scope="session")
+def serve_app():
+    """``serve`` above: ``with serve_app(extra_env, log_name, command) as url`` runs a server of the
+    test's own (other settings, another app) for the length of the block."""
+    return serve
+
+
+@pytest.fixture(scope="session")
 def app_url(request):
     """The app shared by this folder's tests; stopped once the last of them has run (below)."""
     stack = _shared(request.config)
@@ -126,10 +140,12 @@ def shots_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def browser(request):
     """One Chromium for this folder's tests (each test opens its own context); closed with the app."""
-    sync_api = pytest.importorskip("playwright.sync_api")
     from browser_page import ARGS, CHROMIUM
     if CHROMIUM is None:
-        pytest.skip("chromium is not installed")
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (CI must install Debian's chromium: see .ci/run)", pytrace=False)
+        pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped")
+    sync_api = pytest.importorskip("playwright.sync_api")
     stack = _shared(request.config)
     request.addfinalizer(stack.close)
     p = stack.enter_context(sync_api.sync_playwright())
@@ -137,8 +153,26 @@ def browser(request):
 
 
 @pytest.fixture
-def page(browser, app_url, shots_dir):
+def open_page(request, browser, shots_dir):
+    """``open_page(address="", wait=True, viewport=None, **context_options)`` -> a ``Page`` in a fresh
+    browser context (see ``browser_page.Page`` for ``wait``, ``viewport`` and the options). ``address``
+    is a query string of the shared app ("?n_layers=8", which starts it if needed) or a whole URL
+    (another server's, "about:blank"). Every page opened is closed after the test."""
     from browser_page import Page
-    p = Page(browser, app_url, shots_dir)
-    yield p
-    p.close()
+    opened = []
+
+    def open_page(address="", **kw):
+        if "://" not in address and not address.startswith("about:"):
+            address = request.getfixturevalue("app_url") + address
+        opened.append(Page(browser, address, shots_dir, **kw))
+        return opened[-1]
+
+    yield open_page
+    for p in reversed(opened):
+        p.close()
+
+
+@pytest.fixture
+def page(open_page):
+    """The shared app's start page, its first paint drawn."""
+    return open_page()

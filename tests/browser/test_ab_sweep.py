@@ -1,13 +1,6 @@
 """The Compare tab's A/B sweep in Debian's Chromium: pin A, change the attention (B), run the sweep
 over two short lengths; one figure shows both per panel and the reading compares them. The same
 endpoint from ``gradio_client`` stops on the Stop endpoint's cancel."""
-import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
 
 
 def test_ab_sweep_overlays_a_and_b(page):

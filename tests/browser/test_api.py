@@ -136,7 +136,7 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how)
     assert waited < 8, f"the next benchmark waited {waited:.1f} s"
 
 
-def test_a_full_queue_answers_busy():
+def test_a_full_queue_answers_busy(serve_app):
     """With room for one waiting event, a third sweep is refused at once with the queue-full status
     (the browser shows "This application is currently busy"), not left hanging.
 
@@ -144,7 +144,6 @@ def test_a_full_queue_answers_busy():
     so two joins that reach the server before the first one starts would already fill the queue."""
     import time
 
-    from conftest import serve
     big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16})
     lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
 
@@ -155,7 +154,7 @@ def test_a_full_queue_answers_busy():
             assert time.time() < deadline, f"{what}: {job.status()}"
             time.sleep(0.1)
 
-    with serve({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-queue.log") as url:
+    with serve_app({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-queue.log") as url:
         clients = [Client(url, verbose=False) for _ in range(3)]
         jobs = []
         try:

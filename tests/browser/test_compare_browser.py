@@ -1,13 +1,5 @@
 """Compare A/B in Debian's Chromium: pin, change a control, see both maps; the comparison's share
 link restores A, B and the Compare tab in a fresh browser context."""
-import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
-from browser_page import Page  # noqa: E402
 
 
 def _both_drawn(page):
@@ -20,7 +12,7 @@ def _blank_block_local(n):
     return n * n - sum(i % 16 + 1 for i in range(n))  # blocks of 16, causal
 
 
-def test_pin_change_compare_and_share(page, browser, app_url):
+def test_pin_change_compare_and_share(page, open_page):
     page.page.locator("#pin-a").click()  # A: the default, full causal attention
     page.settle()
     before = page.plot("#attention-grid")
@@ -41,14 +33,11 @@ def test_pin_change_compare_and_share(page, browser, app_url):
     assert "tab=compare" in link and "pin=" in link
     page.check_clean()
 
-    other = Page(browser, app_url + "?" + link, page.shots, wait=False)
-    try:
-        other.page.wait_for_function("() => document.querySelector('#compare-grid-a .js-plotly-plot') && "
-                                     "document.querySelector('#compare-grid-a .js-plotly-plot').data", timeout=90_000)
-        assert other.page.get_by_role("tab", name="Compare A/B").get_attribute("aria-selected") == "true"
-        a2, b2 = _both_drawn(other)
-        assert a2["blank"] == a["blank"] and b2["blank"] == b["blank"]
-        assert other.value("ctl-attention") == "block_local"
-        other.check_clean()
-    finally:
-        other.close()
+    other = open_page("?" + link, wait=False)
+    other.page.wait_for_function("() => document.querySelector('#compare-grid-a .js-plotly-plot') && "
+                                 "document.querySelector('#compare-grid-a .js-plotly-plot').data", timeout=90_000)
+    assert other.page.get_by_role("tab", name="Compare A/B").get_attribute("aria-selected") == "true"
+    a2, b2 = _both_drawn(other)
+    assert a2["blank"] == a["blank"] and b2["blank"] == b["blank"]
+    assert other.value("ctl-attention") == "block_local"
+    other.check_clean()

@@ -1,17 +1,5 @@
 """Real browser: the Variant views tab shows the family views (lite's taps and convolution share, then
 the sandwich sublayer order) with the data the model reports, and nothing else's."""
-import os
-
-import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    if os.environ.get("CI"):
-        pytest.fail("chromium is not installed (CI must install Debian's chromium: see .ci/run)", pytrace=False)
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-
-pytest.importorskip("playwright.sync_api")
 
 TRACE_TEXT_JS = """(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');
   return e && e.data ? e.data[0].text : null; }"""

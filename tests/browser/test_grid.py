@@ -2,13 +2,6 @@
 (one request), the Layers / Heads shown pickers redraw the grid and go into the share link, a link
 restores them, and the grid fits a 1280x720 and a 1920x1080 screen in presentation mode."""
 import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
-from browser_page import Page  # noqa: E402
 
 ZOOM_TITLE = ("() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); "
               "return e && e.layout ? e.layout.title.text : ''; }")
@@ -45,7 +38,7 @@ def test_click_a_panel_zooms_into_that_head(page):
     page.check_clean()
 
 
-def test_pickers_redraw_the_grid_and_go_into_the_link(page, app_url, browser, shots_dir):
+def test_pickers_redraw_the_grid_and_go_into_the_link(page, open_page):
     page.settle()
     page.commit_number("grid-layers", "1-2")
     page.page.wait_for_function(f"() => ({GRID})().data.length === 8", timeout=60_000)
@@ -64,28 +57,22 @@ def test_pickers_redraw_the_grid_and_go_into_the_link(page, app_url, browser, sh
     assert "0-3" in page.page.locator("#status").inner_text()
     assert _grid_names(page) == ["layer 1 head 3", "layer 2 head 3"]
     # the link restores the picks
-    other = Page(browser, link, shots_dir)
-    try:
-        other.page.wait_for_function(f"() => ({GRID})() && ({GRID})().data.length === 2", timeout=90_000)
-        assert other.value("grid-layers") == "1-2" and other.value("grid-heads") == "3"
-        other.check_clean()
-    finally:
-        other.close()
+    other = open_page(link)
+    other.page.wait_for_function(f"() => ({GRID})() && ({GRID})().data.length === 2", timeout=90_000)
+    assert other.value("grid-layers") == "1-2" and other.value("grid-heads") == "3"
+    other.check_clean()
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
-def test_eight_layers_fit_the_screen_in_presentation_mode(browser, app_url, shots_dir, size):
-    p = Page(browser, app_url + "?n_layers=8&n_heads=8", shots_dir)
-    try:
-        p.page.set_viewport_size({"width": size[0], "height": size[1]})
-        p.page.wait_for_function(f"() => ({GRID})().data.length === 64", timeout=90_000)
-        p.page.locator("#present-toggle").click()
-        p.page.locator("#controls-toggle").click()
-        p.page.wait_for_timeout(800)
-        p.page.locator("#attention-grid").scroll_into_view_if_needed()
-        box = p.page.evaluate(f"() => ({GRID})().getBoundingClientRect().height")
-        assert box <= size[1], f"the 8-row grid is {box}px tall on a {size[1]}px screen"
-        p.shot(f"grid-{size[0]}x{size[1]}")
-        p.check_clean()
-    finally:
-        p.close()
+def test_eight_layers_fit_the_screen_in_presentation_mode(open_page, size):
+    p = open_page("?n_layers=8&n_heads=8")
+    p.page.set_viewport_size({"width": size[0], "height": size[1]})
+    p.page.wait_for_function(f"() => ({GRID})().data.length === 64", timeout=90_000)
+    p.page.locator("#present-toggle").click()
+    p.page.locator("#controls-toggle").click()
+    p.page.wait_for_timeout(800)
+    p.page.locator("#attention-grid").scroll_into_view_if_needed()
+    box = p.page.evaluate(f"() => ({GRID})().getBoundingClientRect().height")
+    assert box <= size[1], f"the 8-row grid is {box}px tall on a {size[1]}px screen"
+    p.shot(f"grid-{size[0]}x{size[1]}")
+    p.check_clean()

@@ -1,12 +1,4 @@
 """Undo and reset in Debian's Chromium: the controls and the map come back to what they were."""
-import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
-
 GRID = "#attention-grid"
 
 

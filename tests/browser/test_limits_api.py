@@ -1,6 +1,6 @@
-"""Through the running app's API (gradio_client): the issue's ~90-byte Linformer config and a
-config within every cap but over the per-request memory budget come back as the client's error,
-with the message naming what to shrink, and the server keeps answering afterwards."""
+"""Through the running app's API (gradio_client): a ~90-byte Linformer config (12 layers of 65536 x
+8192 projections) and a config within every cap but over the per-request memory budget come back as
+the client's error, with the message naming what to shrink, and the server keeps answering afterwards."""
 import json
 
 import pytest

@@ -4,20 +4,7 @@ Reads plot data from the page (the Plotly graph div's ``data``), checks that no 
 console error appears. Screenshots go to a temporary folder; refreshing the README's screenshots is
 its own command: ``EXPLORER_SCREENSHOTS=assets/screenshots python -m pytest tests/browser/test_pages.py``.
 """
-import os
-
-import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    if os.environ.get("CI"):
-        pytest.fail("chromium is not installed (CI must install Debian's chromium: see .ci/run)",
-                    pytrace=False)
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-
-pytest.importorskip("playwright.sync_api")
-from browser_page import Page  # noqa: E402
+from explorer.analysis import attention_maps
 
 
 def test_page_loads_with_heatmaps(page):
@@ -48,7 +35,7 @@ def test_preset_then_attention_dropdown_change_the_map(page):
     page.check_clean()
 
 
-def test_share_link_restores_every_control_in_a_new_context(page, browser):
+def test_share_link_restores_every_control_in_a_new_context(page, open_page):
     before = page.plot("#attention-grid")
     page.choose("ctl-attention", "strided")
     page.wait_changed("#attention-grid", before)
@@ -59,32 +46,26 @@ def test_share_link_restores_every_control_in_a_new_context(page, browser):
                                 ".includes('n_layers=3')")
     link = page.value("share-url")
     assert "attention=strided" in link and page.page.url == link  # the address bar carries the config too
-    other = Page(browser, link, page.shots)
-    try:
-        other.page.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').data.length === 12",
-                                     timeout=60_000)
-        assert other.value("ctl-attention") == "strided" and other.value("ctl-n_layers") == "3"
-        assert other.plot("#attention-grid")["blank"] == page.plot("#attention-grid")["blank"]
-        other.check_clean()
-    finally:
-        other.close()
+    other = open_page(link)
+    other.page.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').data.length === 12",
+                                 timeout=60_000)
+    assert other.value("ctl-attention") == "strided" and other.value("ctl-n_layers") == "3"
+    assert other.plot("#attention-grid")["blank"] == page.plot("#attention-grid")["blank"]
+    other.check_clean()
 
 
-def test_bad_input_warns_and_keeps_the_last_figures(page, browser, app_url):
+def test_bad_input_warns_and_keeps_the_last_figures(page, open_page):
     before = page.plot("#attention-grid")
     page.page.locator("#ctl-n_layers input").fill("99")
     page.page.locator("#ctl-n_layers input").press("Tab")
     page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('n_layers')")
     assert page.plot("#attention-grid") == before
     page.check_clean()
-    hostile = Page(browser, app_url + "?n_layers=%3Cscript%3E&bogus=1", page.shots)
-    try:
-        hostile.page.wait_for_function("() => document.querySelector('#status').innerText.includes('defaults')",
-                                       timeout=60_000)
-        assert hostile.value("ctl-n_layers") == "4"
-        hostile.check_clean()
-    finally:
-        hostile.close()
+    hostile = open_page("?n_layers=%3Cscript%3E&bogus=1")
+    hostile.page.wait_for_function("() => document.querySelector('#status').innerText.includes('defaults')",
+                                   timeout=60_000)
+    assert hostile.value("ctl-n_layers") == "4"
+    hostile.check_clean()
 
 
 def test_gradient_and_model_tabs(page):
@@ -119,11 +100,11 @@ def test_sweep_draws_curves(page):
 
 def _reading(preset):
     """The views reading line the app must settle on for ``preset`` (computed here, in-process)."""
-    from explorer.analysis import experiments as ex
+
     from explorer.app.share import DEFAULT_TEXT
     from explorer.app.tabs.views import views_reading
     from explorer.runtime.presets import preset_config
-    return views_reading(ex.attention_maps(preset_config(preset), DEFAULT_TEXT).views).split("\n")[0].replace("**", "")
+    return views_reading(attention_maps(preset_config(preset), DEFAULT_TEXT).views).split("\n")[0].replace("**", "")
 
 
 def _settle(page, preset):

@@ -1,7 +1,7 @@
 """What one redraw of the Attention tab sends: small enough for a 10 Mbit/s viewer, still exact enough.
 
 The grid's heatmaps travel as uint8 colour levels (``quantise``); these tests hold the
-payload to the issue's 500 kB at the default config, as Gradio serialises it, and check the levels
+payload to 500 kB (the redraw budget) at the default config, as Gradio serialises it, and check the levels
 against the model's own probabilities (the independent reference): blank exactly where a pair is
 not allowed, and each level within half a step of the probability it stands for.
 """
@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 from gradio.components.plot import PlotData
 
-from explorer.analysis import experiments as ex
 from explorer.app.share import DEFAULT_TEXT
 from explorer.app.state import new_state
 from explorer.figures.attention import LEVELS, attention_grid, attention_stats, quantise
 from models import ModelConfig
+from explorer.analysis import attention_maps
 
 BUDGET = 500_000  # bytes per redraw of the attention tab
 
 
 @pytest.fixture(scope="module")
 def default_maps():
-    return ex.attention_maps(ModelConfig(), DEFAULT_TEXT)
+    return attention_maps(ModelConfig(), DEFAULT_TEXT)
 
 
 def _wire_bytes(fig) -> int:
@@ -84,7 +84,7 @@ def test_the_first_answer_of_a_commit_is_the_grid_alone():
     """A dropdown change's first event carries the grid and small updates only: the statistics and
     the zoomed head follow in the next event (each under the budget on its own), so the grid is
     not waiting for them on a slow link."""
-    from explorer.app import layout as ui
+    from explorer.app import wiring
     from explorer.app.controls import config_updates
     from explorer.app.tabs import attention as h
     from explorer.app.tabs import zoom as ui_zoom
@@ -93,14 +93,14 @@ def test_the_first_answer_of_a_commit_is_the_grid_alone():
     first = h.refresh_attention(values, DEFAULT_TEXT, state, stats=False)
     assert first["stats"] == gr.skip() and isinstance(first["grid"], PlotData)
     grid_alone = _wire_bytes(first["grid"])
-    full = attention_grid(ex.attention_maps(ModelConfig(attention="sliding_window"), DEFAULT_TEXT))
+    full = attention_grid(attention_maps(ModelConfig(attention="sliding_window"), DEFAULT_TEXT))
     assert json.loads(first["grid"].plot) == json.loads(full.to_json())  # the same figure
     assert grid_alone < _wire_bytes(full)  # sent without Plotly's escaped slashes
     assert _event_bytes(first) <= grid_alone + 12_000  # the rest: status, link, control updates
-    detail = ui._detail(values, DEFAULT_TEXT, 0, 0, None, first["state"])
+    detail = wiring.detail(values, DEFAULT_TEXT, 0, 0, None, first["state"])
     assert set(detail) == {"stats", *ui_zoom.OUTPUTS} and _event_bytes(detail) <= BUDGET
     assert _event_bytes(first) + _event_bytes(detail) <= BUDGET
     # a commit that changes nothing sends next to nothing
     again = h.refresh_attention(values, DEFAULT_TEXT, first["state"], stats=False)
     assert _event_bytes(again) < 4_000  # ~70 "no update" markers
-    assert all(v == gr.skip() for v in ui._detail(values, DEFAULT_TEXT, 0, 0, None, again["state"]).values())
+    assert all(v == gr.skip() for v in wiring.detail(values, DEFAULT_TEXT, 0, 0, None, again["state"]).values())

@@ -3,15 +3,6 @@ Debian's Chromium. Screenshots of presentation mode go to the screenshot folder 
 refreshed)."""
 import os
 
-import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
-from browser_page import Page  # noqa: E402
-
 TITLE_PX = """() => parseFloat(getComputedStyle(document.querySelector('#attention-grid .gtitle')).fontSize)"""
 READING_PX = """() => parseFloat(getComputedStyle(document.querySelector('#maps-reading p')).fontSize)"""
 
@@ -34,36 +25,25 @@ def test_presentation_mode_enlarges_text_and_hides_controls(page):
     page.check_clean()
 
 
-def test_figures_stay_in_view_while_the_controls_scroll(browser, app_url, shots_dir):
-    p = Page(browser, app_url, shots_dir)
-    try:
-        p.page.set_viewport_size({"width": 1280, "height": 720})
-        tall = p.page.evaluate("() => document.querySelector('#controls').getBoundingClientRect().height")
-        assert tall > 720  # the case this guards: a control column taller than the screen
-        p.page.mouse.move(200, 400)
-        p.page.mouse.wheel(0, 1500)
-        p.page.wait_for_timeout(500)
-        assert p.page.evaluate("() => window.scrollY") > 500
-        top = p.page.evaluate("() => document.querySelector('#figures').getBoundingClientRect().top")
-        assert -1 <= top < 720 / 2, f"the figure column scrolled away (top at {top}px)"
-        p.check_clean()
-    finally:
-        p.close()
+def test_figures_stay_in_view_while_the_controls_scroll(page):
+    page.page.set_viewport_size({"width": 1280, "height": 720})
+    tall = page.page.evaluate("() => document.querySelector('#controls').getBoundingClientRect().height")
+    assert tall > 720  # the case this guards: a control column taller than the screen
+    page.page.mouse.move(200, 400)
+    page.page.mouse.wheel(0, 1500)
+    page.page.wait_for_timeout(500)
+    assert page.page.evaluate("() => window.scrollY") > 500
+    top = page.page.evaluate("() => document.querySelector('#figures').getBoundingClientRect().top")
+    assert -1 <= top < 720 / 2, f"the figure column scrolled away (top at {top}px)"
+    page.check_clean()
 
 
-def test_a_phone_viewport_has_no_horizontal_page_scroll(browser, app_url, shots_dir):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
-    try:
-        page = ctx.new_page()
-        page.goto(app_url)
-        page.wait_for_function("() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); "
-                               "return e && e.data && e.data.length > 0; }", timeout=90_000)
-        page.wait_for_timeout(1000)
-        width = page.evaluate("() => document.documentElement.scrollWidth")
-        assert width <= 390, f"the page is {width}px wide on a 390px screen"
-        page.screenshot(path=os.path.join(shots_dir, "phone.png"))
-    finally:
-        ctx.close()
+def test_a_phone_viewport_has_no_horizontal_page_scroll(open_page):
+    phone = open_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)  # first paint drawn
+    phone.page.wait_for_timeout(1000)
+    width = phone.page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width}px wide on a 390px screen"
+    phone.page.screenshot(path=os.path.join(phone.shots, "phone.png"))
 
 
 # Per figure of the tab: the box of Gradio's label (null when hidden), of the figure's title and of

@@ -3,13 +3,8 @@ box and the maps split there; the line under the Attention and Memory dropdowns 
 variant and follows the selection."""
 from urllib.parse import urlencode
 
-import pytest
-from browser_page import CHROMIUM, Page
-
 from explorer.app.control_info import MEMORY_ATTENTION_NOTES
 from models import registries
-
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 
 INFO_JS = """(sel) => { const e = document.querySelector(sel + ' .info-text');
   return e ? e.innerText.trim() : null; }"""
@@ -26,24 +21,20 @@ def _wait_info(page, sel, text):
     page.page.wait_for_function(f"([sel, text]) => ({INFO_JS})(sel) === text", arg=[sel, text], timeout=60_000)
 
 
-def test_link_with_a_separator_fills_the_box_and_the_maps_split_there(browser, app_url, shots_dir):
-    pytest.importorskip("playwright.sync_api")
+def test_link_with_a_separator_fills_the_box_and_the_maps_split_there(open_page):
     qs = urlencode({"architecture": "encoder_decoder", "n_layers": 2, "d_model": 32, "n_heads": 2,
                     "text": "ab|cd=>xyz", "sep": "|"})
-    page = Page(browser, f"{app_url}?{qs}", shots_dir)
-    try:
-        page.page.wait_for_function("() => { const e = document.querySelector('#cross-grid .js-plotly-plot');"
-                                    " return e && e.data && e.data.length && e.data[0].x.length === 2; }",
-                                    timeout=90_000)
-        assert page.page.locator("#separator").is_visible() and page.value("separator") == "|"
-        cross = page.page.evaluate(LABELS_JS, "#cross-grid")
-        assert cross["x"] == ["0 a", "1 b"] and len(cross["y"]) == len("cd=>xyz")  # split at "|", not "=>"
-        page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
-                                    ".value.includes('sep=%7C')", timeout=60_000)  # the link keeps it
-        page.settle()
-        page.check_clean()
-    finally:
-        page.close()
+    page = open_page(f"?{qs}")
+    page.page.wait_for_function("() => { const e = document.querySelector('#cross-grid .js-plotly-plot');"
+                                " return e && e.data && e.data.length && e.data[0].x.length === 2; }",
+                                timeout=90_000)
+    assert page.page.locator("#separator").is_visible() and page.value("separator") == "|"
+    cross = page.page.evaluate(LABELS_JS, "#cross-grid")
+    assert cross["x"] == ["0 a", "1 b"] and len(cross["y"]) == len("cd=>xyz")  # split at "|", not "=>"
+    page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
+                                ".value.includes('sep=%7C')", timeout=60_000)  # the link keeps it
+    page.settle()
+    page.check_clean()
 
 
 def test_the_line_under_a_dropdown_follows_the_selection(page):

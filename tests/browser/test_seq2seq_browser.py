@@ -7,7 +7,6 @@ maps. Browser: choose the encoder-decoder preset, see the cross-attention maps r
 import json
 
 import pytest
-from browser_page import CHROMIUM
 from gradio_client import Client
 
 ENCDEC = {"architecture": "encoder_decoder", "n_layers": 2, "n_encoder_layers": 1, "n_decoder_layers": 2,
@@ -51,9 +50,7 @@ def _labels(page, sel):
     return page.page.evaluate(AXIS_LABELS_JS, sel)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
-    pytest.importorskip("playwright.sync_api")
     assert not page.page.locator("#separator").is_visible()  # decoder-only default: no separator box
     page.choose("preset", PRESET)
     page.wait_plot("#cross-grid")

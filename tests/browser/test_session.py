@@ -1,5 +1,5 @@
 """A visitor's session in a real browser: long text, presets, layer changes, number boxes, hostile
-links, exports and a stopped sweep (issues 12 and 13). Each test failed on the app before the fix:
+links, exports and a stopped sweep. Each test failed on an earlier version of the app:
 the old page wrote 65,000 characters into the address bar, looped on presets, hid Norm placement,
 recomputed on every keystroke, rendered echoed HTML, and kept a stopped sweep running."""
 import glob
@@ -8,13 +8,6 @@ import tempfile
 import time
 
 import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
-from browser_page import Page  # noqa: E402
 
 GRID = "#attention-grid"
 
@@ -137,22 +130,19 @@ def test_linformer_while_causal_unticks_causal_and_says_so(page):
 
 @pytest.mark.parametrize("hostile", ['<a href="https://evil.example/login">Click here to re-authenticate</a>',
                                      '<img src="https://evil.example/pixel.png">'])
-def test_a_hostile_link_is_shown_as_text(browser, app_url, shots_dir, hostile):
+def test_a_hostile_link_is_shown_as_text(open_page, hostile):
     from urllib.parse import quote, urlparse
     fetched = []
-    p = Page(browser, app_url + "?attention=" + quote(hostile), shots_dir, wait=False)
-    try:
-        p.page.on("request", lambda r: fetched.append(r.url) if urlparse(r.url).hostname == "evil.example" else None)
-        p.page.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('defaults')",
-                                 timeout=60_000)
-        p.settle()
-        status = p.page.locator("#status")
-        assert status.locator("a").count() == 0 and status.locator("img").count() == 0
-        assert p.page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
-        assert "evil.example" in status.inner_text()  # shown as text
-        assert not fetched
-    finally:
-        p.close()
+    p = open_page("?attention=" + quote(hostile), wait=False)
+    p.page.on("request", lambda r: fetched.append(r.url) if urlparse(r.url).hostname == "evil.example" else None)
+    p.page.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('defaults')",
+                             timeout=60_000)
+    p.settle()
+    status = p.page.locator("#status")
+    assert status.locator("a").count() == 0 and status.locator("img").count() == 0
+    assert p.page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
+    assert "evil.example" in status.inner_text()  # shown as text
+    assert not fetched
 
 
 def _exports():
@@ -192,12 +182,8 @@ def test_export_serves_one_zip_and_leaves_no_temporary_copy(page):
 
 
 @pytest.mark.parametrize("how", ["stop button", "page closed"])
-def test_stopping_a_sweep_frees_the_slot_within_one_run(browser, app_url, shots_dir, how):
-    page = Page(browser, app_url + "?attention=sliding_window&n_layers=12&d_model=512&n_heads=16", shots_dir)
-    try:
-        _stop_a_sweep(page, app_url, how)
-    finally:
-        page.close()
+def test_stopping_a_sweep_frees_the_slot_within_one_run(open_page, app_url, how):
+    _stop_a_sweep(open_page("?attention=sliding_window&n_layers=12&d_model=512&n_heads=16"), app_url, how)
 
 
 def _stop_a_sweep(page, app_url, how):
@@ -235,34 +221,31 @@ def _held(url: str, session_hash: str) -> bool:
         return json.loads(r.read() or b'""') != ""
 
 
-def test_an_idle_session_expires_and_the_page_still_redraws(browser, shots_dir):
+def test_an_idle_session_expires_and_the_page_still_redraws(open_page, serve_app):
     """An idle session is dropped after the TTL; the page's next commit (back to the default
     attention, which the rebuilt default state believes is on screen) still redraws every figure."""
     import json
 
-    from conftest import serve
-    with serve({"EXPLORER_SESSION_TTL": str(TTL)}, log_name="app-server-ttl.log") as url:
-        page = Page(browser, url, shots_dir)
-        try:
-            page.settle()
-            joins = []
-            page.page.on("request", lambda r: joins.append(r.post_data) if "/queue/join" in r.url else None)
-            before, full_stats = page.plot(GRID), page.page.evaluate(STATS_TITLE)
-            page.choose("ctl-attention", "sliding_window")
-            page.wait_changed(GRID, before)
-            page.settle()
-            session = json.loads(joins[0])["session_hash"]
-            assert _held(url, session)  # the probe sees a live session
-            assert page.page.evaluate(STATS_TITLE) != full_stats  # another share of allowed pairs
-            page.page.wait_for_timeout(int((TTL + TTL / 4 + 2) * 1000))  # idle: no event
-            assert not _held(url, session)
-            sliding = page.plot(GRID)
-            page.choose("ctl-attention", "full")
-            page.wait_changed(GRID, sliding)  # redrawn, although the rebuilt state says "full is drawn"
-            page.settle()
-            assert page.plot(GRID)["blank"] == before["blank"]
-            assert page.page.evaluate(STATS_TITLE) == full_stats  # the statistics follow too
-            assert "attention=" not in page.page.url  # the share link is the default page's again
-            page.check_clean()
-        finally:
-            page.close()
+    with serve_app({"EXPLORER_SESSION_TTL": str(TTL)}, log_name="app-server-ttl.log") as url:
+        page = open_page(url)
+        page.settle()
+        joins = []
+        page.page.on("request", lambda r: joins.append(r.post_data) if "/queue/join" in r.url else None)
+        before, full_stats = page.plot(GRID), page.page.evaluate(STATS_TITLE)
+        page.choose("ctl-attention", "sliding_window")
+        page.wait_changed(GRID, before)
+        page.settle()
+        session = json.loads(joins[0])["session_hash"]
+        assert _held(url, session)  # the probe sees a live session
+        assert page.page.evaluate(STATS_TITLE) != full_stats  # another share of allowed pairs
+        page.page.wait_for_timeout(int((TTL + TTL / 4 + 2) * 1000))  # idle: no event
+        assert not _held(url, session)
+        sliding = page.plot(GRID)
+        page.choose("ctl-attention", "full")
+        page.wait_changed(GRID, sliding)  # redrawn, although the rebuilt state says "full is drawn"
+        page.settle()
+        assert page.plot(GRID)["blank"] == before["blank"]
+        assert page.page.evaluate(STATS_TITLE) == full_stats  # the statistics follow too
+        assert "attention=" not in page.page.url  # the share link is the default page's again
+        page.check_clean()
+        page.close()  # before its server stops

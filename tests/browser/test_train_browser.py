@@ -6,13 +6,7 @@ Runs ``python -m benchmarks.train_tab`` (the tab alone in a small Blocks app) on
 import urllib.request
 
 import pytest
-from browser_page import CHROMIUM
-
 from explorer.training import checkpoint
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
 
 CURVE_POINTS_JS = """() => { const e = document.querySelector('#train-curves .js-plotly-plot');
   if (!e || !e.data || e.data.length < 2) return 0; return (e.data[1].x || []).length; }"""
@@ -21,25 +15,18 @@ STEP_JS = """() => { const m = (document.querySelector('#train-status').innerTex
 
 
 @pytest.fixture(scope="module")
-def train_url():
-    from conftest import serve  # the app tests' launcher, here for the standalone Train tab
-    with serve(log_name="train-demo.log", command=("-m", "benchmarks.train_tab")) as url:
+def train_url(serve_app):
+    """The standalone Train tab, served by the app tests' launcher."""
+    with serve_app(log_name="train-demo.log", command=("-m", "benchmarks.train_tab")) as url:
         yield url
 
 
 @pytest.fixture()
-def page(browser, train_url):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    try:
-        pg = ctx.new_page()
-        errors = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(train_url)
-        pg.wait_for_selector("#train-play")
-        yield pg
-        assert not errors, errors
-    finally:
-        ctx.close()
+def page(open_page, train_url):
+    """The Playwright page of the Train tab, its play button shown; no uncaught page error by the end."""
+    p = open_page(train_url, wait="#train-play", viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    yield p.page
+    assert not p.page_errors, p.page_errors
 
 
 def _set_number(page, elem_id, value):

@@ -3,20 +3,10 @@ stops the work, download gives config + safetensors; then the "weights: trained"
 Attention tab from the trained model, "initial" restores the first maps, and another session (a
 fresh browser context) has no trained model to switch to."""
 import json
-import os
 import urllib.request
-
-import pytest
-from browser_page import CHROMIUM
 
 from explorer.training import checkpoint
 
-if CHROMIUM is None:
-    if os.environ.get("CI"):
-        pytest.fail("chromium is not installed (CI must install Debian's chromium: see .ci/run)", pytrace=False)
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
 from browser_page import DECODE_JS, Page  # noqa: E402
 
 CURVE_POINTS_JS = """() => { const e = document.querySelector('#train-curves .js-plotly-plot');
@@ -50,62 +40,57 @@ def _wait_maps_differ(page: Page, before: str, timeout=90_000):
                                 timeout=timeout)
 
 
-def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(browser, app_url, shots_dir):
-    page = Page(browser, app_url, shots_dir)
-    try:
-        assert "never trained weights" in page.page.locator("#weights-note").inner_text()
-        for elem_id, value in SMALL.items():  # the main controls describe the model the Train tab trains
-            page.commit_number(elem_id, value)
-            page.settle()
-        initial = _maps(page)
-        page.tab("Train")
-        box = page.page.locator("#train-steps input").first
-        box.fill("2000")  # long enough that only the pause can end it
-        box.press("Tab")
-        page.page.click("#train-play")
-        page.page.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=150_000)  # the curves move
-        page.page.click("#train-pause")
-        page.page.wait_for_function("() => document.querySelector('#train-status').innerText"
-                                    ".includes('stopped at step')", timeout=60_000)
-        stopped = page.page.evaluate(STEP_JS)
-        assert 0 < stopped < 2000
-        page.page.wait_for_timeout(3000)
-        assert page.page.evaluate(STEP_JS) == stopped  # the work really stopped
-        page.page.click("#train-download")
-        page.page.locator("#train-files a").first.wait_for(timeout=30_000)
-        hrefs = page.page.eval_on_selector_all("#train-files a", "els => els.map(e => e.href)")
-        weights = [h for h in hrefs if h.endswith(".safetensors")]
-        assert weights and any(h.endswith(".config.json") for h in hrefs), hrefs
-        with urllib.request.urlopen(weights[0], timeout=30) as r:  # the file the browser would save
-            cfg, _, meta = checkpoint.load(r.read())
-        assert int(meta["step"]) == stopped and cfg.n_layers == 2 and cfg.d_model == 64
+def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(open_page):
+    page = open_page()
+    assert "never trained weights" in page.page.locator("#weights-note").inner_text()
+    for elem_id, value in SMALL.items():  # the main controls describe the model the Train tab trains
+        page.commit_number(elem_id, value)
+        page.settle()
+    initial = _maps(page)
+    page.tab("Train")
+    box = page.page.locator("#train-steps input").first
+    box.fill("2000")  # long enough that only the pause can end it
+    box.press("Tab")
+    page.page.click("#train-play")
+    page.page.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=150_000)  # the curves move
+    page.page.click("#train-pause")
+    page.page.wait_for_function("() => document.querySelector('#train-status').innerText"
+                                ".includes('stopped at step')", timeout=60_000)
+    stopped = page.page.evaluate(STEP_JS)
+    assert 0 < stopped < 2000
+    page.page.wait_for_timeout(3000)
+    assert page.page.evaluate(STEP_JS) == stopped  # the work really stopped
+    page.page.click("#train-download")
+    page.page.locator("#train-files a").first.wait_for(timeout=30_000)
+    hrefs = page.page.eval_on_selector_all("#train-files a", "els => els.map(e => e.href)")
+    weights = [h for h in hrefs if h.endswith(".safetensors")]
+    assert weights and any(h.endswith(".config.json") for h in hrefs), hrefs
+    with urllib.request.urlopen(weights[0], timeout=30) as r:  # the file the browser would save
+        cfg, _, meta = checkpoint.load(r.read())
+    assert int(meta["step"]) == stopped and cfg.n_layers == 2 and cfg.d_model == 64
 
-        page.tab("Attention")
-        _switch(page, "trained")
-        _wait_maps_differ(page, initial)
-        assert _switch_value(page) == "trained"
-        assert f"trained for {stopped} steps" in page.page.locator("#status").inner_text()
-        page.shot("attention-trained")
-        _switch(page, "initial")
-        page.page.wait_for_function(f"([b]) => ({MAP_JS})() === b", arg=[initial], timeout=90_000)
-        page.check_clean()
-    finally:
-        page.close()
+    page.tab("Attention")
+    _switch(page, "trained")
+    _wait_maps_differ(page, initial)
+    assert _switch_value(page) == "trained"
+    assert f"trained for {stopped} steps" in page.page.locator("#status").inner_text()
+    page.shot("attention-trained")
+    _switch(page, "initial")
+    page.page.wait_for_function(f"([b]) => ({MAP_JS})() === b", arg=[initial], timeout=90_000)
+    page.check_clean()
+    page.close()  # the first visitor leaves
 
-    other = Page(browser, app_url, shots_dir)  # another visitor: a new session, nothing trained
-    try:
-        for elem_id, value in SMALL.items():
-            other.commit_number(elem_id, value)
-            other.settle()
-        before = _maps(other)
-        assert before == initial
-        _switch(other, "trained")
-        other.page.wait_for_function("() => document.querySelector('#status').innerText.includes('No trained model')",
-                                     timeout=60_000)
+    other = open_page()  # another visitor: a new session, nothing trained
+    for elem_id, value in SMALL.items():
+        other.commit_number(elem_id, value)
         other.settle()
-        assert _switch_value(other) == "initial" and _maps(other) == before
-    finally:
-        other.close()
+    before = _maps(other)
+    assert before == initial
+    _switch(other, "trained")
+    other.page.wait_for_function("() => document.querySelector('#status').innerText.includes('No trained model')",
+                                 timeout=60_000)
+    other.settle()
+    assert _switch_value(other) == "initial" and _maps(other) == before
 
 
 def test_train_endpoints_through_gradio_client(app_url):

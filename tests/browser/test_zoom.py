@@ -1,13 +1,5 @@
 """Zooming into one head in Debian's Chromium: the zoom fills on load, picking a head redraws it, and
 the pickers follow the number of layers."""
-import pytest
-from browser_page import CHROMIUM
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped",
-                allow_module_level=True)
-pytest.importorskip("playwright.sync_api")
-
 TITLE = "() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); return e && e.layout ? e.layout.title.text : ''; }"
 
 

@@ -16,7 +16,7 @@ import torch
 from models import ConfigError, ModelConfig
 from models.attention import ATTENTION
 
-CORE_BASE = dict(d_model=32, n_heads=4, n_layers=1, max_len=64, position="sinusoidal")
+CORE_BASE = {"d_model": 32, "n_heads": 4, "n_layers": 1, "max_len": 64, "position": "sinusoidal"}
 
 
 @pytest.fixture

@@ -1,15 +1,14 @@
-"""Section 2 mechanisms (lsh, routing, linear, performer, linformer, nystrom, adaptive_span) at the
-level of the attention core, each against an independent reference (formula, brute force, exact
-softmax) or a property. The model-level checks (every key, forward/backward, no leak through the
-whole model) are in test_catalogue.py."""
+"""The mechanisms of the catalogue's section 2 (lsh, routing, linear, performer, linformer, nystrom,
+adaptive_span) at the level of the attention core, each against an independent reference (formula,
+brute force, exact softmax) or a property. The model-level checks (every key, forward/backward, no
+leak through the whole model) are in test_catalogue.py."""
 import math
 
 import pytest
 import torch
 
 import kernels
-from models import ConfigError, ModelConfig
-from models.attention import ATTENTION
+from models import ConfigError
 from models.attention.adaptive_span import SPAN_PENALTY
 from models.attention.linear import elu_feature, favor_features, orthogonal_gaussian
 from models.attention.lowrank import segment_means
@@ -21,20 +20,17 @@ SMALL = dict(d_model=32, n_heads=4, n_layers=1, max_len=64, chunk_size=4, n_buck
 KEYS = ["lsh", "routing", "linear", "performer", "performer-trig", "linformer", "nystrom", "adaptive_span"]
 
 
-def _cfg(key, **kw):
-    extra = {"feature_map": "trig"} if key == "performer-trig" else {}
-    cfg = ModelConfig(**{**SMALL, "attention": key.split("-")[0], **extra, **kw})
-    cfg.validate()
-    return cfg
+@pytest.fixture
+def core_base():
+    """Chunks of 4, 4 buckets x 2 hashes, 3 clusters, 16 features, 8 projected and 4 landmark
+    positions, spans up to 8: every approximation is coarse at the test lengths (16 to 32)."""
+    return SMALL
 
 
-def _core(key, causal=True, **kw):
-    try:
-        cfg = _cfg(key, causal=causal, **kw)
-    except ConfigError as e:
-        pytest.skip(f"rejected with a reason: {e}")
-    torch.manual_seed(0)
-    return cfg, ATTENTION[cfg.attention].build(cfg)
+@pytest.fixture
+def core_aliases():
+    """``performer-trig``: the performer with trigonometric features, a case of its own in each grid."""
+    return {"performer-trig": {"attention": "performer", "feature_map": "trig"}}
 
 
 def _qkv(B=2, h=4, L=24, d=8, h_kv=None, lk=None, seed=0, grad=False):
@@ -55,8 +51,8 @@ def _params(keys=KEYS, both=True):
 
 
 @pytest.mark.parametrize("key,causal", _params())
-def test_forward_backward_finite_and_weights_path_matches(key, causal):
-    cfg, core = _core(key, causal)
+def test_forward_backward_finite_and_weights_path_matches(key, causal, core_for):
+    cfg, core = core_for(key, causal, skip_rejected=True)
     q, k, v = _qkv(grad=True)
     out, probs, aux = _run(core, q, k, v)
     assert out.shape == q.shape and probs is None
@@ -71,8 +67,8 @@ def test_forward_backward_finite_and_weights_path_matches(key, causal):
 
 
 @pytest.mark.parametrize("key,causal", _params())
-def test_effective_attention_rows_sum_to_one_and_reproduce_output(key, causal):
-    cfg, core = _core(key, causal)
+def test_effective_attention_rows_sum_to_one_and_reproduce_output(key, causal, core_for):
+    cfg, core = core_for(key, causal, skip_rejected=True)
     q, k, v = _qkv()
     out, probs, _ = _run(core, q, k, v, need_weights=True)
     # float32 rounds each weight by eps * |p|: trig features give signed weights whose magnitudes sum to
@@ -89,8 +85,8 @@ def test_effective_attention_rows_sum_to_one_and_reproduce_output(key, causal):
 
 
 @pytest.mark.parametrize("key", [k for k in KEYS if k not in ("linformer", "nystrom")])
-def test_causal_core_leaks_nothing(key):
-    cfg, core = _core(key, True)
+def test_causal_core_leaks_nothing(key, core_for):
+    cfg, core = core_for(key, True)
     core.eval()
     q, k, v = _qkv()
     base, _, _ = _run(core, q, k, v)
@@ -104,8 +100,8 @@ def test_causal_core_leaks_nothing(key):
 
 
 @pytest.mark.parametrize("key,causal", _params([k for k in KEYS if k not in ("lsh", "performer-trig")]))
-def test_gqa_equals_mha_with_repeated_kv(key, causal):
-    cfg, core = _core(key, causal)
+def test_gqa_equals_mha_with_repeated_kv(key, causal, core_for):
+    cfg, core = core_for(key, causal, skip_rejected=True)
     q, k, v = _qkv(h_kv=2)
     out, _, _ = _run(core, q, k, v)
     ref, _, _ = _run(core, q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1))
@@ -113,9 +109,9 @@ def test_gqa_equals_mha_with_repeated_kv(key, causal):
 
 
 @pytest.mark.parametrize("key", ["routing", "linear", "performer", "adaptive_span"])
-def test_memory_keys_before_the_queries(key):
+def test_memory_keys_before_the_queries(key, core_for):
     """Queries are the last Lq of Lk positions: same as the last rows of the full computation."""
-    cfg, core = _core(key, True)
+    cfg, core = core_for(key, True)
     core.eval()
     q, k, v = _qkv(L=24)
     full, pf, _ = _run(core, q, k, v, need_weights=True)
@@ -125,8 +121,8 @@ def test_memory_keys_before_the_queries(key):
 
 
 # ------------------------------------------------------------------------ linear / performer
-def test_linear_causal_equals_explicit_cumulative_sums():
-    cfg, core = _core("linear", True)
+def test_linear_causal_equals_explicit_cumulative_sums(core_for):
+    cfg, core = core_for("linear", True)
     q, k, v = _qkv(B=1, h=2, L=16)
     out, _, _ = _run(core, q, k, v)
     pq, pk = elu_feature(q).double(), elu_feature(k).double()
@@ -139,23 +135,23 @@ def test_linear_causal_equals_explicit_cumulative_sums():
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-5)
 
 
-def test_linear_bidirectional_equals_normalised_kernel_formula():
-    cfg, core = _core("linear", False)
+def test_linear_bidirectional_equals_normalised_kernel_formula(core_for):
+    cfg, core = core_for("linear", False)
     q, k, v = _qkv(B=1, h=2, L=16)
     out, _, _ = _run(core, q, k, v)
     a = elu_feature(q) @ elu_feature(k).transpose(-1, -2)
     torch.testing.assert_close(out, (a / a.sum(-1, keepdim=True)) @ v, rtol=1e-4, atol=1e-5)
 
 
-def test_orthogonal_features_have_orthogonal_blocks_and_are_seeded():
+def test_orthogonal_features_have_orthogonal_blocks_and_are_seeded(core_for):
     g = lambda s: torch.Generator().manual_seed(s)  # noqa: E731
     w = orthogonal_gaussian(20, 8, g(1))
     for blk in (w[:8], w[8:16]):
         gram = blk @ blk.T
         torch.testing.assert_close(gram, torch.diag(torch.diagonal(gram)), atol=1e-4, rtol=0)
     assert torch.equal(w, orthogonal_gaussian(20, 8, g(1)))
-    a, b = _core("performer", seed=1)[1], _core("performer", seed=2)[1]
-    assert torch.equal(a.W, _core("performer", seed=1)[1].W) and not torch.equal(a.W, b.W)
+    a, b = core_for("performer", seed=1)[1], core_for("performer", seed=2)[1]
+    assert torch.equal(a.W, core_for("performer", seed=1)[1].W) and not torch.equal(a.W, b.W)
 
 
 @pytest.mark.parametrize("kind", ["positive", "trig"])
@@ -173,7 +169,7 @@ def test_random_features_estimate_the_softmax_kernel_without_bias(kind):
 
 
 @pytest.mark.parametrize("feature_map", ["positive", "trig"])
-def test_performer_approaches_softmax_as_features_grow(feature_map):
+def test_performer_approaches_softmax_as_features_grow(feature_map, core_for):
     q, k, v = _qkv(B=1, h=4, L=32, d=8, seed=5)
     q, k = q * 0.5, k * 0.5
     exact, _ = kernels.attention_ref(q, k, v)
@@ -181,7 +177,7 @@ def test_performer_approaches_softmax_as_features_grow(feature_map):
     for m in (16, 256):
         e = []
         for seed in range(4):
-            cfg, core = _core("performer", False, n_features=m, seed=seed, feature_map=feature_map)
+            cfg, core = core_for("performer", False, n_features=m, seed=seed, feature_map=feature_map)
             out, _, _ = _run(core, q, k, v)
             e.append((out - exact).abs().mean())
         errs[m] = float(torch.stack(e).mean())
@@ -223,8 +219,8 @@ def _lsh_reference(q, v, rotations, chunk, n_buckets, causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_lsh_equals_brute_force_reference(causal):
-    cfg, core = _core("lsh", causal)
+def test_lsh_equals_brute_force_reference(causal, core_for):
+    cfg, core = core_for("lsh", causal)
     q, k, v = _qkv(B=1, h=2, L=20)
     out, _, _ = _run(core, q, k, v)
     ref = _lsh_reference(q, v, core.rotations, cfg.chunk_size, cfg.n_buckets, causal)
@@ -232,8 +228,8 @@ def test_lsh_equals_brute_force_reference(causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_lsh_never_attends_outside_its_buckets(causal):
-    cfg, core = _core("lsh", causal)
+def test_lsh_never_attends_outside_its_buckets(causal, core_for):
+    cfg, core = core_for("lsh", causal)
     q, k, v = _qkv(L=32)
     _, probs, aux = _run(core, q, k, v, need_weights=True)
     same = torch.zeros(probs.shape, dtype=torch.bool)
@@ -248,8 +244,8 @@ def test_lsh_never_attends_outside_its_buckets(causal):
         assert (probs.triu(1) == 0).all()
 
 
-def test_lsh_single_round_attends_only_its_bucket():
-    cfg, core = _core("lsh", True, n_hashes=1)
+def test_lsh_single_round_attends_only_its_bucket(core_for):
+    cfg, core = core_for("lsh", True, n_hashes=1)
     q, k, v = _qkv(L=32)
     _, probs, aux = _run(core, q, k, v, need_weights=True)
     b = aux["buckets"]
@@ -258,8 +254,8 @@ def test_lsh_single_round_attends_only_its_bucket():
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_routing_equals_dense_cluster_masked_softmax(causal):
-    cfg, core = _core("routing", causal)
+def test_routing_equals_dense_cluster_masked_softmax(causal, core_for):
+    cfg, core = core_for("routing", causal)
     q, k, v = _qkv(L=24)
     out, probs, aux = _run(core, q, k, v, need_weights=True)
     cq, ck = aux["clusters"], aux["key_clusters"]
@@ -275,8 +271,8 @@ def test_routing_equals_dense_cluster_masked_softmax(causal):
     assert not ((probs != 0) & ~mask & ~torch.eye(24, dtype=torch.bool)).any()  # never outside the cluster
 
 
-def test_routing_ema_updates_only_in_training():
-    cfg, core = _core("routing", False, cluster_decay=0.5)
+def test_routing_ema_updates_only_in_training(core_for):
+    cfg, core = core_for("routing", False, cluster_decay=0.5)
     q, k, v = _qkv(L=24)
     mu0 = core.centroids.clone()
     core.eval()
@@ -293,8 +289,8 @@ def test_routing_ema_updates_only_in_training():
 
 
 # ------------------------------------------------------------------------ low rank
-def test_nystrom_with_a_landmark_per_position_is_exact_softmax():
-    cfg, core = _core("nystrom", False, n_landmarks=16)
+def test_nystrom_with_a_landmark_per_position_is_exact_softmax(core_for):
+    cfg, core = core_for("nystrom", False, n_landmarks=16)
     q, k, v = _qkv(L=16)
     out, probs, _ = _run(core, q, k, v, need_weights=True)
     ref, p = kernels.attention_ref(q, k, v)
@@ -302,17 +298,17 @@ def test_nystrom_with_a_landmark_per_position_is_exact_softmax():
     torch.testing.assert_close(probs, p, rtol=1e-4, atol=1e-4)
 
 
-def test_nystrom_segments_when_length_is_not_a_multiple():
+def test_nystrom_segments_when_length_is_not_a_multiple(core_for):
     x = torch.arange(10.0).view(1, 1, 10, 1)
     means = segment_means(x, 4)  # segments [0,2) [2,5) [5,7) [7,10)
     torch.testing.assert_close(means.flatten(), torch.tensor([0.5, 3.0, 5.5, 8.0]))
-    cfg, core = _core("nystrom", False, n_landmarks=4)
+    cfg, core = core_for("nystrom", False, n_landmarks=4)
     out, probs, _ = _run(core, *_qkv(L=10), need_weights=True)
     assert torch.isfinite(out).all() and torch.isfinite(probs).all()
 
 
-def test_linformer_equals_its_formula_and_rejects_long_inputs():
-    cfg, core = _core("linformer", False)
+def test_linformer_equals_its_formula_and_rejects_long_inputs(core_for):
+    cfg, core = core_for("linformer", False)
     q, k, v = _qkv(L=24)
     out, probs, _ = _run(core, q, k, v, need_weights=True)
     E, F = core.E[:, :24].detach(), core.F[:, :24].detach()
@@ -325,8 +321,8 @@ def test_linformer_equals_its_formula_and_rejects_long_inputs():
 
 
 # ------------------------------------------------------------------------ adaptive span
-def test_adaptive_span_with_full_span_is_causal_softmax_and_loss_is_the_formula():
-    cfg, core = _core("adaptive_span", True, max_span=64)
+def test_adaptive_span_with_full_span_is_causal_softmax_and_loss_is_the_formula(core_for):
+    cfg, core = core_for("adaptive_span", True, max_span=64)
     q, k, v = _qkv(L=24)
     out, probs, aux = _run(core, q, k, v, need_weights=True)
     ref, p = kernels.attention_ref(q, k, v, causal=True)
@@ -336,8 +332,8 @@ def test_adaptive_span_with_full_span_is_causal_softmax_and_loss_is_the_formula(
     torch.testing.assert_close(aux["span"], torch.full((4,), 64.0))
 
 
-def test_adaptive_span_mask_is_the_papers_ramp_and_z_learns():
-    cfg, core = _core("adaptive_span", True, max_span=16, span_ramp=4)
+def test_adaptive_span_mask_is_the_papers_ramp_and_z_learns(core_for):
+    cfg, core = core_for("adaptive_span", True, max_span=16, span_ramp=4)
     with torch.no_grad():
         core.z.copy_(torch.tensor([0.0, 2.5, 7.0, 30.0]))  # 30 is clamped to max_span
     q, k, v = _qkv(L=24)
@@ -367,9 +363,9 @@ def test_adaptive_span_mask_is_the_papers_ramp_and_z_learns():
     ("lsh", "position", {"position": "xl"}), ("routing", "position", {"position": "shaw"}),
     ("lsh", "n_buckets", {"n_buckets": 5}), ("linear", "softcap", {"softcap": 30.0}),
 ])
-def test_invalid_combinations_are_rejected_with_the_reason(key, field, kw):
+def test_invalid_combinations_are_rejected_with_the_reason(key, field, kw, config_for):
     with pytest.raises(ConfigError) as e:
-        _cfg(key, **kw)
+        config_for(key, **kw)
     assert e.value.field == field
     if field == "causal":
         assert "causal" in str(e.value) and key in str(e.value)
@@ -379,9 +375,9 @@ def test_invalid_combinations_are_rejected_with_the_reason(key, field, kw):
 
 @pytest.mark.parametrize("key,position", [("lsh", "alibi"), ("lsh", "t5"), ("routing", "alibi"), ("routing", "t5"),
                                           ("adaptive_span", "t5"), ("adaptive_span", "shaw")])
-def test_score_biases_match_the_kernel_convention(key, position):
+def test_score_biases_match_the_kernel_convention(key, position, core_for):
     """With every pair allowed (one bucket / cluster, span beyond L) the biased scores are exact softmax."""
-    cfg, core = _core(key, True, n_buckets=2, chunk_size=32, n_clusters=1, max_span=64, position=position)
+    cfg, core = core_for(key, True, n_buckets=2, chunk_size=32, n_clusters=1, max_span=64, position=position)
     q, k, v = _qkv(L=24)
     if key == "lsh":
         k = q / q.norm(dim=-1, keepdim=True)
@@ -403,9 +399,9 @@ def test_score_biases_match_the_kernel_convention(key, position):
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
 
 
-def test_nystrom_keeps_float64_precision():
+def test_nystrom_keeps_float64_precision(core_for):
     """With a landmark per position Nystrom is exact softmax; in float64 it must be exact to ~1e-10."""
-    cfg, core = _core("nystrom", False, n_landmarks=12)
+    cfg, core = core_for("nystrom", False, n_landmarks=12)
     q, k, v = [t.double() for t in _qkv(B=1, h=2, L=12, d=8, seed=3)]
     out, probs, _ = _run(core, q, k, v, need_weights=True)
     assert out.dtype == torch.float64

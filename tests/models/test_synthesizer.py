@@ -6,16 +6,17 @@ import math
 import pytest
 import torch
 
-from models import ConfigError, ModelConfig, build_model
+from models import ConfigError, build_model
 from models.attention import ATTENTION
 from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=1, max_len=32, position="sinusoidal")
 
 
-def core_for(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    return cfg, ATTENTION[key].build(cfg)
+@pytest.fixture
+def core_base():
+    """32 positions: the random matrix R is (4, 32, 32), the dense W2 maps to 32 logits."""
+    return SMALL
 
 
 def qkv(L=20, seed=0, B=2, h=4, d=8):
@@ -36,7 +37,7 @@ def masked_softmax_rows(logits_row, i, causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_dense_equals_the_per_position_two_layer_formula(causal):
+def test_dense_equals_the_per_position_two_layer_formula(causal, core_for):
     cfg, core = core_for("synthesizer_dense", causal)
     with torch.no_grad():  # non-trivial biases, so a dropped term would show
         core.b1.normal_()
@@ -55,7 +56,7 @@ def test_dense_equals_the_per_position_two_layer_formula(causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_random_equals_softmax_of_its_matrix(causal):
+def test_random_equals_softmax_of_its_matrix(causal, core_for):
     cfg, core = core_for("synthesizer_random", causal)
     q, k, v = qkv()
     out, probs, _ = run(core, q, k, v)
@@ -68,7 +69,7 @@ def test_random_equals_softmax_of_its_matrix(causal):
 
 
 @pytest.mark.parametrize("fixed", [False, True])
-def test_random_attention_ignores_the_input(fixed):
+def test_random_attention_ignores_the_input(fixed, core_for, config_for):
     """The defining property: any queries, keys, values (and batch rows) give the same attention."""
     cfg, core = core_for("synthesizer_random", True, synthesizer_fixed=fixed)
     _, p1, _ = run(core, *qkv(seed=1))
@@ -76,15 +77,14 @@ def test_random_attention_ignores_the_input(fixed):
     torch.testing.assert_close(p1, p2, rtol=0, atol=0)
     torch.testing.assert_close(p1[0], p1[1], rtol=0, atol=0)
     # whole model: two different texts, identical attention in every layer
-    model = build_model(ModelConfig(**{**SMALL, "n_layers": 2, "attention": "synthesizer_random",
-                                       "synthesizer_fixed": fixed}).validate())
+    model = build_model(config_for("synthesizer_random", n_layers=2, synthesizer_fixed=fixed))
     a = model(torch.randint(0, 256, (1, 16), generator=torch.Generator().manual_seed(0)), return_attention=True)
     b = model(torch.randint(0, 256, (1, 16), generator=torch.Generator().manual_seed(5)), return_attention=True)
     for x, y in zip(a.attentions, b.attentions):
         torch.testing.assert_close(x, y, rtol=0, atol=0)
 
 
-def test_dense_attention_depends_on_the_input():
+def test_dense_attention_depends_on_the_input(core_for):
     """The contrast: the dense synthesizer's rows follow its token."""
     cfg, core = core_for("synthesizer_dense", False)
     _, p1, _ = run(core, *qkv(seed=1))
@@ -92,7 +92,7 @@ def test_dense_attention_depends_on_the_input():
     assert not torch.allclose(p1, p2)
 
 
-def test_fixed_random_matrix_is_a_buffer_and_learned_one_trains():
+def test_fixed_random_matrix_is_a_buffer_and_learned_one_trains(core_for):
     _, learned = core_for("synthesizer_random", True)
     _, fixed = core_for("synthesizer_random", True, synthesizer_fixed=True)
     assert [n for n, _ in learned.named_parameters()] == ["R"] and list(fixed.parameters()) == []
@@ -110,21 +110,19 @@ def test_fixed_random_matrix_is_a_buffer_and_learned_one_trains():
     ("synthesizer_dense", False, lambda h, dh, n: h * (dh * dh + dh + dh * n + n)),
     ("synthesizer_random", False, lambda h, dh, n: h * n * n),
     ("synthesizer_random", True, lambda h, dh, n: 0)])
-def test_parameter_count_is_the_formula_and_matches_the_model(key, fixed, want):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "synthesizer_fixed": fixed}).validate()
-    core = ATTENTION[key].build(cfg)
+def test_parameter_count_is_the_formula_and_matches_the_model(key, fixed, want, core_for):
+    cfg, core = core_for(key, synthesizer_fixed=fixed)
     assert sum(p.numel() for p in core.parameters()) == want(4, 8, 32) == ATTENTION[key].n_params(cfg)
     assert cfg.approx_params() == sum(p.numel() for p in build_model(cfg).parameters())
 
 
-def test_rope_is_refused_because_there_is_no_query_key_product():
+def test_rope_is_refused_because_there_is_no_query_key_product(config_for):
     with pytest.raises(ConfigError) as e:
-        ModelConfig(**{**SMALL, "attention": "synthesizer_dense", "position": "rope"}).validate()
+        config_for("synthesizer_dense", position="rope")
     assert e.value.field == "position" and "sinusoidal" in str(e.value) and "dot product" in str(e.value)
 
 
-def test_random_matrix_size_is_capped():
+def test_random_matrix_size_is_capped(config_for):
     with pytest.raises(ConfigError) as e:
-        ModelConfig(**{**SMALL, "attention": "synthesizer_random", "max_len": 4097,
-                       "synthesizer_fixed": True}).validate()
+        config_for("synthesizer_random", max_len=4097, synthesizer_fixed=True)
     assert e.value.field == "max_len" and "4096" in str(e.value)

@@ -1,5 +1,6 @@
 """Figures carry the results' numbers; presets validate; share links round-trip and never raise."""
 import math
+import re
 import sys
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis import experiments as ex
+from explorer.analysis import attention_maps, kv_cache_bytes
 from explorer.app.share import DEFAULT_TEXT, from_query, to_query
 from explorer.figures import base as plots
 from explorer.figures import readings as report
@@ -33,7 +34,7 @@ def test_plots_module_does_not_import_torch():
 
 
 def test_attention_grid_shows_the_maps_with_disallowed_pairs_blank():
-    maps = ex.attention_maps(ModelConfig(attention="sliding_window", window=2, **SMALL), "abcdef")
+    maps = attention_maps(ModelConfig(attention="sliding_window", window=2, **SMALL), "abcdef")
     fig = attention_grid(maps)
     assert isinstance(fig, go.Figure) and len(fig.data) == 2 * 2
     z = np.asarray(fig.data[3].z, dtype=float)  # layer 1, head 1
@@ -74,7 +75,7 @@ def test_sweep_figure_fits_slopes_and_marks_failures():
 
 
 def test_kv_figure_has_current_mha_mqa():
-    kv = ex.kv_cache_bytes(ModelConfig(n_heads=4, n_kv_heads=2), [128, 256])
+    kv = kv_cache_bytes(ModelConfig(n_heads=4, n_kv_heads=2), [128, 256])
     fig = kv_cache_figure(kv)
     ys = {t.name.split(" ")[0]: list(t.y) for t in fig.data}
     assert ys["MHA"][0] == pytest.approx(2 * ys["current"][0]) and ys["MQA"][0] == pytest.approx(ys["current"][0] / 2)
@@ -126,9 +127,21 @@ def test_long_text_in_link_is_cut_and_foreign_keys_ignored():
 @given(st.dictionaries(st.sampled_from(["attention", "n_layers", "window", "text", "preset", "x", "seed",
                                         "causal", "d_model", "n_kv_heads"]),
                        st.text(max_size=30), max_size=5))
-def test_from_query_never_raises(params):
+def test_any_link_gives_its_config_or_the_defaults_with_a_notice_naming_the_field(params):
+    """Whatever a link holds, ``from_query`` returns one of two things. Used as is (no notice): the
+    text and preset are the link's and the config, written back into a link, reads back the same.
+    Refused: exactly the defaults, with a notice that says so and names the field of the link it
+    refused (an unexpected exception would give the catch-all notice, which names no field)."""
+    from urllib.parse import parse_qsl
     cfg, text, preset, notice = from_query(params)
-    assert isinstance(cfg, ModelConfig) and isinstance(text, str)
+    if notice is None:
+        assert text == params.get("text", DEFAULT_TEXT) and preset == params.get("preset", CUSTOM)
+        again = dict(parse_qsl(to_query(cfg, text, preset), keep_blank_values=True))
+        assert from_query(again) == (cfg, text, preset, None)
+    else:
+        assert (cfg, text, preset) == (ModelConfig(), DEFAULT_TEXT, CUSTOM)
+        assert "defaults" in notice
+        assert any(re.search(rf"\b{key}=", notice) for key in params), notice
 
 
 def test_limits():
