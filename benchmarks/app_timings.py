@@ -1,4 +1,4 @@
-"""App benchmark (issue 3): ``python -m benchmarks.app_timings [--json PATH]``.
+"""The app's server-side timings: ``python -m benchmarks.app_timings [--json PATH]``.
 
 Prints, on the machine it runs on:
 - the server time of ``attention_maps`` + ``gradient_norms`` for the default config (4 layers,
@@ -20,6 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from explorer.analysis import attention_maps, clear_caches, gradient_norms
 from kernels.busy import BusyWatch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,20 +28,20 @@ TEXT = ("The quick brown fox jumps over the lazy dog; attention maps show who lo
 
 
 def server_time(runs: int = 7) -> dict:
-    from explorer.analysis import experiments as ex
+
     from explorer.runtime.device import configure_threads
     from models import ModelConfig
 
     threads = configure_threads()
     cfg = ModelConfig()
-    ex.attention_maps(cfg.replace(seed=1), TEXT)  # process warm-up (first forward, lazy imports)
-    ex.gradient_norms(cfg.replace(seed=1))
+    attention_maps(cfg.replace(seed=1), TEXT)  # process warm-up (first forward, lazy imports)
+    gradient_norms(cfg.replace(seed=1))
     times = []
     for _ in range(runs):
-        ex.clear_caches()
+        clear_caches()
         t0 = time.perf_counter()
-        ex.attention_maps(cfg, TEXT)
-        ex.gradient_norms(cfg)
+        attention_maps(cfg, TEXT)
+        gradient_norms(cfg)
         times.append(time.perf_counter() - t0)
     return {"median_ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "runs": runs,
             "threads": threads, "tokens": len(TEXT.encode())}
@@ -72,7 +73,7 @@ def cold_start(timeout: float = 120.0) -> dict:
 
 
 def sweep_time() -> dict:
-    from explorer.analysis.experiments import latency_memory_sweep
+    from explorer.analysis import latency_memory_sweep
     from explorer.analysis.sweep import DEFAULT_LENGTHS
     from models import ModelConfig
 

@@ -3,7 +3,7 @@
 Runs the app's interactive work (the attention maps and the gradient norms of a fresh config, the
 caches bypassed by a new seed per request) from 1, 2, 3 and 4 worker threads, one torch thread
 each like the app's requests, and prints requests per second and the median latency per level.
-The app's ``COMPUTE_LIMIT`` (explorer/app/layout.py) is the level past which throughput stops growing while
+The app's compute slots (``EXPLORER_COMPUTE_SLOTS``, ``explorer.runtime.settings``) are the level past which throughput stops growing while
 latency keeps rising. Timings are of the machine it runs on, at that moment: on a shared machine,
 run it when the machine is quiet and read the ratios rather than the absolute numbers.
 """
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from explorer.analysis import experiments as ex
+from explorer.analysis import attention_maps, gradient_norms
 from explorer.app.share import DEFAULT_TEXT
 from models import ModelConfig
 
@@ -28,8 +28,8 @@ def _one(seed: int) -> float:
     torch.set_num_threads(1)  # per thread, like the app's requests
     cfg = ModelConfig(seed=seed)
     t0 = time.perf_counter()
-    ex.attention_maps(cfg, DEFAULT_TEXT)
-    ex.gradient_norms(cfg)
+    attention_maps(cfg, DEFAULT_TEXT)
+    gradient_norms(cfg)
     return time.perf_counter() - t0
 
 

@@ -4,7 +4,7 @@ A *provider* is one way of computing causal attention over a pattern. ``prepare(
 builds everything that does not belong in the timing (block masks, dense reference masks,
 compiled functions) and returns a :class:`Prepared` whose ``fn(q, k, v)`` is the timed work.
 
-FLOP counts follow DESIGN.md ("Measuring"), FlashAttention convention ``4 * B * h * L^2 * d``
+FLOP counts follow the FlashAttention convention ``4 * B * h * L^2 * d``
 forward, halved for causal, for the dense providers (SDPA, the reference). Block-sparse providers
 count the work they do: the area of the tiles their block mask visits (``n_visited * bq * bk``,
 64 x 64 tiles for ours, 128 x 128 for FlexAttention) times ``4 * B * h * d``; partial (diagonal,

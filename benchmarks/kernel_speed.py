@@ -16,7 +16,7 @@ block, seed 0). Providers:
   ref   ``kernels.attention_ref``, dense; "skipped" when one fp32 score matrix exceeds ``--ref-max-gb``.
 Shape B=1, h=8, d=64 (``--batch/--heads/--dim``); fp32 on CPU, bf16 on CUDA (``--dtype``).
 
-Timing (DESIGN.md, "Measuring"): masks, layouts and compilation are set up outside the timing; one
+Timing: masks, layouts and compilation are set up outside the timing; one
 warm-up run (two for compiled providers, the first compiles), then the median of ``--repeats`` runs
 (CUDA synchronised), taken round-robin over the providers of one pattern and length so a slow spell
 of a shared machine cannot favour one of them (``kernels.measure.interleaved_ms``). On CUDA every run

@@ -5,7 +5,7 @@ starts ``python app.py`` on 127.0.0.1 (or drives ``--url``, on 127.0.0.1 only), 
 number of users N runs N concurrent ``gradio_client`` users. Each makes up to ``--requests``
 calls within ``--seconds``: mostly ``/analyze`` on a varied small config and text (seeded, so
 results are not simply served from the cache), some ``/gradients``, and one hostile request
-(the issue's Linformer config) that must come back *refused* with a message, not crash anything.
+(a Linformer config whose size hides in a product of fields) that must come back *refused* with a message, not crash anything.
 With ``--heavy-sweep`` a ``/benchmark`` forward_backward sweep to 4096 tokens runs alongside.
 
 It prints one row per N: requests that succeeded, were refused (ConfigError messages), were

@@ -34,8 +34,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kernels.busy import BusyWatch
+from explorer.analysis import attention_maps
 from explorer.figures.attention import attention_grid
+from kernels.busy import BusyWatch
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -236,11 +237,11 @@ def server_ms(url: str) -> float:
 
 def grid_json_bytes() -> int:
     """``len(fig.to_json())`` of the attention grid at the default config and text (what Gradio sends)."""
-    from explorer.analysis import experiments as ex
+
     from explorer.app.share import DEFAULT_TEXT
     from models import ModelConfig
 
-    return len(attention_grid(ex.attention_maps(ModelConfig(), DEFAULT_TEXT)).to_json())
+    return len(attention_grid(attention_maps(ModelConfig(), DEFAULT_TEXT)).to_json())
 
 
 def main(argv=None) -> None:

@@ -1,4 +1,4 @@
-"""Name of the GPU backend that runs, for latency labels (DESIGN.md: report what actually ran)."""
+"""Name of the GPU backend that runs, for latency labels (a timing names what actually ran)."""
 from __future__ import annotations
 
 import torch

@@ -3,26 +3,27 @@
 Building the attention grid as a Plotly figure and serialising it costs about as much as the
 model's forward pass once the maps are cached (~0.3 s of Plotly validation for 16 heatmaps on one
 core), and it sits on the path from a click to the redrawn grid. ``figure_json`` keeps the JSON a
-figure function made from ``experiments.attention_maps(cfg, text)`` in the experiments' byte-bounded
-cache (``explorer.runtime.cache.ByteLRU``, where its bytes count in the budget), under the same things the
-maps depend on: the config, the text, the separator and the trained weights in use. ``make`` must
-be a pure function of the maps (the figure functions of ``explorer.figures.base`` are). No gradio here.
+figure function made from ``attention_maps(cfg, text)`` in the analyses' byte-bounded cache
+(``memo.CACHE``, where its bytes count in the budget), under the same things the maps depend on: the
+config, the ids read from the text, and the trained weights in use. ``make`` must be a pure function
+of the maps (the figure functions of ``explorer.figures`` are). No gradio, no plotly here.
 """
 from __future__ import annotations
 
-from explorer.analysis import experiments as ex
-from explorer.analysis import seq2seq as encdec
+from explorer.analysis.maps import attention_maps
+from explorer.analysis.memo import CACHE, weights_key
 from explorer.analysis.weights import resolve
 from explorer.runtime.configs import as_config
+from explorer.runtime.text import model_input
 
 
-def figure_json(name: str, make, cfg, text: str, separator: str = encdec.DEFAULT_SEPARATOR) -> str:
-    """``make(attention_maps(cfg, text, separator=separator)).to_json()``, memoised under ``name``."""
+def figure_json(name: str, make, cfg, text: str, separator: str | None = None, weights=None) -> str:
+    """``make(attention_maps(cfg, text, separator=separator, weights=weights)).to_json()``, memoised
+    under ``name``."""
     cfg = as_config(cfg)
-    cfg_json = cfg.to_json()
-    weights = resolve(cfg_json, None)
-    key = ("figure", name, cfg_json, str(text), str(separator), None if weights is None else weights.digest)
-    return ex.CACHE.get(key, lambda: compact(make(ex.attention_maps(cfg, text, separator=separator)).to_json()))
+    w = resolve(cfg.to_json(), weights)
+    key = ("figure", name, cfg.to_json(), model_input(cfg, text, separator), weights_key(w))
+    return CACHE.get(key, lambda: compact(make(attention_maps(cfg, text, separator=separator, weights=w)).to_json()))
 
 
 def compact(figure_json: str) -> str:

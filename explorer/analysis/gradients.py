@@ -1,16 +1,20 @@
-"""Find the branch outputs of any layer structure and measure their gradient norms.
+"""Per-layer gradient norms (Xiong et al. 2020) of any model the catalogue builds.
 
-Xiong et al. 2020 compare, per layer, the gradient of the attention output projection, of the FFN
-output projection, and of the loss with respect to the layer's input hidden states. Layer
-structures differ (a stack of blocks, one shared block applied ``n_layers`` times, ...), so the
-branches are found by walking ``model.named_modules()``: every ``models.blocks.Attention`` (its
-``out_proj``) and every outermost module with ``output_parameters()`` (the FFNs), in order.
+Xiong et al. compare, per layer, the gradient of the attention output projection, of the FFN output
+projection, and of the loss with respect to the layer's input hidden states. ``gradient_norms(cfg)``
+measures them with one backward of the next-token loss on a seeded random batch (one sequence per
+input of the config's arrangement: the tokens, or a source and a target, where the loss is the
+target's and the encoder's gradients arrive only through cross-attention), at initialisation or with
+a session's trained weights; ``placement_results(cfg)`` does it under every norm placement.
 
-When there is one module per layer, its parameter gradient is that layer's. When one module is
-applied several times (a shared-weight Universal Transformer), the per-application gradient of a
-linear map ``y = x W^T`` is ``g^T x`` summed over tokens, computed from the call's input ``x`` and
-the gradient ``g`` of its output, captured with forward hooks; the parameter gradient is the sum
-of these. Anything else is reported per module, with a note.
+``branch_gradient_norms`` finds the branches by walking ``model.named_modules()``: every
+``models.blocks.Attention`` (its ``out_proj``), every cross-attention sublayer, and every outermost
+module with ``output_parameters()`` (the FFNs), in order; a model of several stacks reports each
+layer's stack too. When there is one module per layer, its parameter gradient is that layer's. When
+one module is applied several times (a shared-weight Universal Transformer), the per-application
+gradient of a linear map ``y = x W^T`` is ``g^T x`` summed over tokens, computed from the call's
+input ``x`` and the gradient ``g`` of its output, captured with forward hooks; the parameter gradient
+is the sum of these. Anything else is reported per module, with a note.
 
 The residual gradient (loss w.r.t. a layer's input hidden states) is taken on the tensors the
 layers actually received. A memory model runs its input in segments, one pass of the stack per
@@ -24,10 +28,87 @@ it saves memory), so no tensor holding them is on the autograd graph: reported a
 """
 from __future__ import annotations
 
+import json
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from explorer.analysis.memo import memo, weights_key
+from explorer.analysis.weights import TrainedWeights, applicable, resolve
+from explorer.runtime import budget
+from explorer.runtime.configs import as_config
+from explorer.runtime.device import device, gpu
+from explorer.runtime.seeding import GLOBAL_RNG, build
+from models import ConfigError, registries
+from models.architectures import arrangement, stack_depth
 from models.blocks import Attention
+from models.encdec import CrossAttention
+
+
+# ---------------------------------------------------------------------------- the use case
+def input_batch(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0) -> tuple:
+    """Seeded random token batches ``(batch, seq_len)``, one per input of ``cfg``'s arrangement, drawn
+    in call order from one generator (``(tokens,)``, or ``(source, target)``)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    return tuple(torch.randint(0, cfg.vocab_size, (int(batch), int(seq_len)), generator=gen)
+                 for _ in arrangement(cfg).inputs)
+
+
+def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of predicting token ``t + 1`` from position ``t``."""
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+
+
+@gpu
+def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
+                   weights: TrainedWeights | None = None) -> dict:
+    """Per-layer gradient norms of one backward of the next-token loss, at initialisation or of the
+    trained ``weights`` of this config (default: the request's active record when it belongs to ``cfg``).
+
+    Returns ``{"layer": [0..], "attn_out": [...], "ffn_out": [...] (empty when ffn="none"),
+    "residual": [...], "loss": float, "norm_placement": str, "notes": [...]}``, plus ``stack``,
+    ``stack_layer`` and ``cross_out`` for a model of several stacks. The auxiliary losses of variants
+    (MoE balance, ...) are not part of the loss: the quantities are those of the language-modelling
+    objective, as in Xiong et al. 2020.
+    """
+    cfg = as_config(cfg)
+    if int(seq_len) < 2 or int(batch) < 1:
+        raise ConfigError("seq_len", seq_len, "seq_len >= 2 and batch >= 1 (next-token loss)")
+    w = resolve(cfg.to_json(), weights)
+    need = budget.check(cfg, "gradients", int(seq_len), int(batch))
+    key = ("gradients", cfg.to_json(), int(seq_len), int(batch), int(seed), weights_key(w))
+    result = memo(key, lambda: _measure(cfg, int(seq_len), int(batch), int(seed), w), need=need)
+    return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
+
+
+def _measure(cfg, seq_len: int, batch: int, seed: int, weights) -> dict:
+    model = build(cfg)  # a fresh model: gradients never touch the shared one
+    if weights is not None:
+        weights.load_into(model)
+    model = model.to(device()).train()
+    inputs = tuple(t.to(device()) for t in input_batch(cfg, seq_len, batch, seed))
+    with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # dropout (if any) is seeded too
+        result = branch_gradient_norms(model, inputs, lambda logits, *args: next_token_loss(logits, args[-1]))
+    result["norm_placement"] = cfg.norm_placement
+    return result
+
+
+def placement_results(cfg, weights: TrainedWeights | None = None) -> tuple:
+    """Gradient norms of ``cfg`` under every registered norm placement -> (results, skipped);
+    ``weights`` (trained for one of these configs) are used for that one, the others at initialisation."""
+    results, skipped = {}, {}
+    for placement in registries()["norm_placement"]:
+        try:
+            other = cfg.replace(norm_placement=placement)
+            results[placement] = gradient_norms(other, weights=applicable(weights, other))
+        except ConfigError as exc:
+            skipped[placement] = str(exc)
+    return results, skipped
+
+
+# ---------------------------------------------------------------------------- the branches
 
 
 def outermost(model: nn.Module, pred) -> list:
@@ -74,14 +155,20 @@ def _fro(tensors) -> float:
     return float(total.sqrt())
 
 
-def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> dict:
-    """One forward + ``torch.autograd.grad`` (no ``.grad`` is written); see the module docstring."""
+def branch_gradient_norms(model: nn.Module, inputs, loss_fn) -> dict:
+    """One forward of ``model(*inputs)`` and one ``torch.autograd.grad`` of ``loss_fn(logits, *inputs)``
+    (no ``.grad`` is written); see the module docstring. ``inputs``: a tensor or a tuple of them."""
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     cfg = model.cfg
+    stacks = arrangement(cfg).stacks
+    n_layers = sum(stack_depth(cfg, s) for s in stacks)  # applied layers of every stack
     attn_mods = outermost(model, lambda m: isinstance(m, Attention))
+    cross_mods = outermost(model, lambda m: isinstance(m, CrossAttention))
     ffn_mods = outermost(model, _is_ffn)
     attn_params = [m.out_proj.weight for m in attn_mods]
+    cross_params = [m.out_proj.weight for m in cross_mods]
     ffn_groups = [list(m.output_parameters()) for m in ffn_mods]
-    shared = 0 < len(attn_mods) < cfg.n_layers
+    shared = 0 < len(attn_mods) < n_layers
     recorder = None
     if shared:  # per-application gradients need each call's input and output
         linears = [m.out_proj for m in attn_mods]
@@ -90,26 +177,27 @@ def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> di
             linears += ffn_lin
         recorder = _CallRecorder(linears)
     try:
-        out = model(tokens)
+        out = model(*inputs)
     finally:
         if recorder is not None:
             recorder.remove()
-    loss = loss_fn(out.logits, tokens)
+    loss = loss_fn(out.logits, *inputs)
     seg_inputs = [[p.input for p in info.parts()] for info in out.layers]
     hidden = [x for parts in seg_inputs for x in parts]
     flat_ffn = [p for g in ffn_groups for p in g]
     call_outs = []
     if recorder is not None:
         call_outs = [o for calls in recorder.calls.values() for _, o in calls]
-    targets = attn_params + flat_ffn + hidden + call_outs
+    targets = attn_params + cross_params + flat_ffn + hidden + call_outs
     live = [k for k, t in enumerate(targets) if t.requires_grad]  # e.g. reversible layers detach inputs
     got = torch.autograd.grad(loss, [targets[k] for k in live], allow_unused=True)
     grads = [None] * len(targets)
     for k, g in zip(live, got):
         grads[k] = g
-    n_a, n_f, n_h = len(attn_params), len(flat_ffn), len(hidden)
-    g_attn, g_ffn = grads[:n_a], grads[n_a:n_a + n_f]
-    g_hidden, g_calls = grads[n_a + n_f:n_a + n_f + n_h], grads[n_a + n_f + n_h:]
+    n_a, n_c, n_f, n_h = len(attn_params), len(cross_params), len(flat_ffn), len(hidden)
+    g_attn, g_cross = grads[:n_a], grads[n_a:n_a + n_c]
+    g_ffn = grads[n_a + n_c:n_a + n_c + n_f]
+    g_hidden, g_calls = grads[n_a + n_c + n_f:n_a + n_c + n_f + n_h], grads[n_a + n_c + n_f + n_h:]
     notes = []
     if any(g is None for g in g_hidden):
         why = ("the reversible stack recomputes each layer's input inside its custom autograd Function "
@@ -124,7 +212,7 @@ def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> di
         gs = g_hidden[k:k + len(parts)]
         k += len(parts)
         seg_norms.append(None if any(g is None for g in gs) else _fro(gs))
-    residual = _per_layer(seg_norms, cfg.n_layers, notes, "hidden states")
+    residual = _per_layer(seg_norms, n_layers, notes, "hidden states")
     if recorder is None:
         attn = [_fro([g]) for g in g_attn]
         ffn, k = [], 0
@@ -133,10 +221,34 @@ def branch_gradient_norms(model: nn.Module, tokens: torch.Tensor, loss_fn) -> di
             k += len(group)
     else:
         per_call = _per_call_weight_grads(recorder, g_calls)
-        attn = _applications([per_call[id(m.out_proj)] for m in attn_mods], cfg.n_layers, notes, "attention")
-        ffn = _ffn_applications(model, ffn_groups, per_call, g_ffn, cfg.n_layers, notes)
-    return {"layer": list(range(len(residual))), "attn_out": attn, "ffn_out": ffn, "residual": residual,
-            "loss": loss.item(), "notes": notes}
+        attn = _applications([per_call[id(m.out_proj)] for m in attn_mods], n_layers, notes, "attention")
+        ffn = _ffn_applications(model, ffn_groups, per_call, g_ffn, n_layers, notes)
+    result = {"layer": list(range(len(residual))), "attn_out": attn, "ffn_out": ffn, "residual": residual,
+              "loss": loss.item(), "notes": notes}
+    if len(stacks) > 1:
+        result.update(_stack_columns(out.layers, stacks, [_fro([g]) for g in g_cross]))
+        notes.append(f"{cfg.architecture.replace('_', '-')}: loss = next-token cross-entropy of the "
+                     f"{stacks[-1].reads} given the {' and '.join(s.reads for s in stacks[:-1])} (teacher forcing); "
+                     f"the {' and '.join(s.name for s in stacks[:-1])}'s gradients arrive only through "
+                     "cross-attention")
+    return result
+
+
+def _stack_columns(layers: list, stacks: tuple, cross: list) -> dict:
+    """``stack`` and ``stack_layer`` of every applied layer, and ``cross_out`` (None for the layers of a
+    stack without cross-attention, else its cross-attention sublayers' norms in order)."""
+    names = [info.stack for info in layers]
+    reads_other = {s.name: bool(s.attends) for s in stacks}
+    counters, stack_layer, cross_out, k = {}, [], [], 0
+    for name in names:
+        stack_layer.append(counters.get(name, 0))
+        counters[name] = stack_layer[-1] + 1
+        if reads_other.get(name):
+            cross_out.append(cross[k] if k < len(cross) else None)
+            k += 1
+        else:
+            cross_out.append(None)
+    return {"stack": names, "stack_layer": stack_layer, "cross_out": cross_out}
 
 
 def _per_layer(norms: list, n_layers: int, notes: list, what: str) -> list:

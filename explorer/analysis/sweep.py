@@ -27,9 +27,10 @@ hidden states alone would not fit in the available memory is skipped as ``oom`` 
 allocating anything. Each length's warm-up run is the one profiled for memory, so the profiler's
 overhead never enters the timings.
 
-An encoder-decoder is timed on ``model(src, tgt)``: ``seq2seq_axis="both"`` sets source and target
-length to each sweep length, ``"source"`` / ``"target"`` sweeps that side with the other held at
-``fixed_len``; each record then carries ``src_len`` and ``tgt_len``.
+A model that reads several sequences (an encoder-decoder: ``model(src, tgt)``) is timed with one
+length per input of its arrangement: ``seq2seq_axis="both"`` sets every input to each sweep length,
+an input's name (``"source"`` / ``"target"``) sweeps that input with the others held at
+``fixed_len``; each record then carries every input's length (``src_len``, ``tgt_len``).
 """
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ import time
 import torch
 
 import kernels
-from explorer.analysis.seq2seq import SEQ2SEQ_AXES, seq2seq_lengths
 from explorer.runtime import budget as request_budget
+from explorer.runtime.cache import release_memory
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import default_threads, gpu
 from explorer.runtime.device import device as default_device
@@ -51,6 +52,7 @@ from explorer.runtime.load import LOAD
 from explorer.runtime.seeding import build
 from kernels.measure import measure_peak
 from models import ConfigError, ModelConfig
+from models.architectures import arrangement
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +85,24 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _OOM_WORDS)
 
 
-def _inputs(cfg: ModelConfig, L: int, batch: int, pair, dev) -> tuple:
-    """The model's arguments at sweep length ``L``: ``(tokens,)``, or ``(src, tgt)`` when ``pair``."""
-    gen = torch.Generator().manual_seed(L)
-    sizes = (L,) if pair is None else seq2seq_lengths(L, *pair)
+LENGTH_KEYS = {"source": "src_len", "target": "tgt_len"}  # the record field of each input's length
+
+
+def sweep_axes(cfg) -> tuple:
+    """What a sweep of ``cfg`` can vary: ``()`` for one input, else ``("both", <each input>)``."""
+    names = arrangement(cfg).inputs
+    return ("both", *names) if len(names) > 1 else ()
+
+
+def input_lengths(cfg, L: int, axis: str = "both", fixed_len: int = 64) -> tuple:
+    """The length of each input of ``cfg``'s arrangement at sweep length ``L``: all of them ``L``
+    (``axis="both"``), or the input named ``axis`` at ``L`` and the others at ``fixed_len``."""
+    return tuple(L if axis in ("both", name) else fixed_len for name in arrangement(cfg).inputs)
+
+
+def _inputs(cfg: ModelConfig, sizes: tuple, batch: int, dev, seed: int) -> tuple:
+    """The model's arguments at these input lengths: ``(tokens,)``, or ``(src, tgt)``."""
+    gen = torch.Generator().manual_seed(seed)
     return tuple(torch.randint(0, cfg.vocab_size, (batch, n), generator=gen).to(dev) for n in sizes)
 
 
@@ -119,7 +135,16 @@ def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others
 
 
 @gpu
-def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
+def latency_memory_sweep(cfg, *args, **kw) -> list:
+    """``sweep``, then the freed heap handed back to the system: a sweep to 4096 tokens frees hundreds
+    of MB that glibc would otherwise keep (RSS stays high)."""
+    try:
+        return sweep(cfg, *args, **kw)
+    finally:
+        release_memory()
+
+
+def sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
                          repeats: int = 5, min_repeats: int = 2, time_budget_s: float = 5.0,
                          progress=None, dev=None, threads: int | None = None, should_stop=None,
                          seq2seq_axis: str = "both", fixed_len: int = 64) -> list:
@@ -129,13 +154,14 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     polled between modules and between runs: once it returns True the current run is abandoned and
     the remaining lengths are recorded as ``cancelled``. Timings use ``threads`` intra-op threads
     (default: the app's setting, ``EXPLORER_THREADS`` or 1), set for the calling thread only.
-    ``seq2seq_axis`` / ``fixed_len``: the lengths of an encoder-decoder (module docstring).
+    ``seq2seq_axis`` / ``fixed_len``: the lengths of a model of several inputs (module docstring).
     """
     cfg = as_config(cfg)
+    axes = sweep_axes(cfg)
     pair = None
-    if cfg.architecture == "encoder_decoder":
-        if seq2seq_axis not in SEQ2SEQ_AXES:
-            raise ConfigError("seq2seq_axis", seq2seq_axis, ", ".join(map(repr, SEQ2SEQ_AXES)))
+    if axes:
+        if seq2seq_axis not in axes:
+            raise ConfigError("seq2seq_axis", seq2seq_axis, ", ".join(map(repr, axes)))
         if int(fixed_len) < 1:
             raise ConfigError("fixed_len", fixed_len, "a positive integer")
         pair = (seq2seq_axis, int(fixed_len))
@@ -177,7 +203,8 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     finally:
         _MEASURE_LOCK.release()
     for rec in records if pair is not None else []:
-        rec["src_len"], rec["tgt_len"] = seq2seq_lengths(rec["seq_len"], *pair)
+        for name, n in zip(arrangement(cfg).inputs, input_lengths(cfg, rec["seq_len"], *pair)):
+            rec[LENGTH_KEYS.get(name, f"{name}_len")] = n
     if progress is not None:
         progress(1.0, "done")
     return records
@@ -313,7 +340,8 @@ def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int
 
 def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
                  first: bool, pair=None) -> dict:
-    longest = L if pair is None else max(seq2seq_lengths(L, *pair))
+    sizes = input_lengths(cfg, L, *(pair or ()))
+    longest = max(sizes)
     try:  # the per-request memory budget, predicted from the shapes before anything is allocated
         request_budget.check(cfg, mode, longest, batch)
     except ConfigError as exc:
@@ -337,7 +365,7 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
 def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair=None) -> dict:
     backend, peak = "not run", None
     try:
-        run = _work(model, _inputs(cfg, L, batch, pair, dev), mode, dev)
+        run = _work(model, _inputs(cfg, input_lengths(cfg, L, *(pair or ())), batch, dev, L), mode, dev)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
         if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
             with guard.run_until(budget):

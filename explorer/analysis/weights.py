@@ -6,16 +6,15 @@ what the tabs show), their SHA-256 digest (``tensor_digest``) and the step. The 
 lives in one session's ``gr.State`` only, never in a module global; it is refused above
 ``MAX_TRAINED_BYTES`` so that the sessions the server keeps stay bounded.
 
-The experiments take the record as their optional ``weights`` argument, or find it in a context
-variable set by ``active(weights)`` for one request (per thread, like ``kernels.record_backends``):
-results are cached under the digest, so two sessions never see each other's weights, and a config
-that differs from the record's (another norm placement, another size) is computed from its
-initial weights. ``mismatch(weights, cfg)`` names the fields that differ, for the switch's message.
+The analyses take the record as their ``weights`` argument, passed down from the session that owns
+it (never a global or a context variable): results are cached under the digest, so two sessions never
+see each other's weights. An analysis refuses weights of another config (``resolve``); the UI passes
+them only for the config they belong to (``applicable``: another norm placement, another size is
+computed from its initial weights). ``mismatch(weights, cfg)`` names the fields that differ, for the
+switch's message.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 from dataclasses import dataclass
 from typing import Optional
@@ -28,7 +27,6 @@ from models import ConfigError
 # 2M parameters (the training cap) in float32 are 8 MB; the buffers (RoPE tables, masks) add a little
 MAX_TRAINED_BYTES = 24 << 20
 
-_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("explorer_trained_weights", default=None)
 
 
 def tensor_digest(tensors: dict) -> str:
@@ -76,24 +74,17 @@ def mismatch(weights: TrainedWeights, cfg) -> list:
     return [f"{k}={mine[k]!r}" for k in mine if other.get(k) != mine[k]]
 
 
-@contextlib.contextmanager
-def active(weights: Optional[TrainedWeights]):
-    """The experiments called inside this block (this thread / context only) use ``weights``."""
-    token = _ACTIVE.set(weights)
-    try:
-        yield weights
-    finally:
-        _ACTIVE.reset(token)
-
-
 def resolve(cfg_json: str, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
-    """The weights an experiment on ``cfg_json`` uses: ``weights`` if given (it must match the
-    config), else the active record when it belongs to this config, else None (initial weights)."""
-    if weights is not None:
-        if weights.config_json != cfg_json:
-            diff = mismatch(weights, cfg_json)
-            raise ConfigError("weights", "trained", f"a config equal to the one the weights were trained with "
-                              f"({', '.join(diff[:4])})")
-        return weights
-    current = _ACTIVE.get()
-    return current if current is not None and current.config_json == cfg_json else None
+    """``weights`` checked against the config an analysis runs (``ConfigError`` naming the fields
+    that differ when they belong to another config); None: the initial weights."""
+    if weights is not None and weights.config_json != cfg_json:
+        diff = mismatch(weights, cfg_json)
+        raise ConfigError("weights", "trained", f"a config equal to the one the weights were trained with "
+                          f"({', '.join(diff[:4])})")
+    return weights
+
+
+def applicable(weights: Optional[TrainedWeights], cfg) -> Optional[TrainedWeights]:
+    """``weights`` when they belong to ``cfg``, else None: what the UI passes down for a config the
+    controls may have moved away from (another norm placement in the gradient figure, say)."""
+    return weights if weights is not None and weights.config_json == cfg.to_json() else None

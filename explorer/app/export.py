@@ -1,42 +1,61 @@
-"""Export."""
+"""The export: every figure the session shows for a config, in one zip that leaves nothing behind.
+
+``export_sections`` draws the figures from the analyses directly (the attention grid and its
+statistics, the other stacks' maps, gradient norms per placement and per stack, the KV cache, the
+variant views, and the session's sweeps), so the Export button and ``/export`` share one path and
+neither goes through a UI handler. ``export_files`` writes ``transformer-explorer-<hash>.zip``
+(``explorer.export.archive``) into a fresh temporary folder; ``cleanup_export`` deletes that folder
+once Gradio has copied the file into its cache (which ``delete_cache`` bounds).
+"""
 from __future__ import annotations
+
 import os
 import shutil
 import tempfile
+
 import gradio as gr
-from explorer.analysis import experiments as ex
-from explorer.app import seq2seq as ui_encdec
-from explorer.app.messages import problem, as_text, warn
-from explorer.app.state import read_state
-from explorer.app.tabs.analysis import analysis_outputs
-from explorer.app.tabs.attention import attention_outputs
+
+from explorer.analysis import attention_maps, gradient_norms, kv_cache_bytes, placement_results
+from explorer.analysis.weights import applicable
 from explorer.app.controls import current_config
-from explorer.export import archive as export_zip
-from explorer.figures import compare as plots_compare
-from explorer.figures import seq2seq as plots_encdec
-from explorer.figures import views as plots_views
+from explorer.app.messages import problem, warn
+from explorer.app.state import read_state
+from explorer.app.tabs.analysis import KV_LENGTHS
+from explorer.export import archive
+from explorer.figures.attention import attention_grid, attention_stats
+from explorer.figures.compare import ab_sweep_figure
+from explorer.figures.gradients import gradient_figure
+from explorer.figures.latency import kv_cache_figure, sweep_figure
+from explorer.figures.stacks import extra_grid, stack_gradient_figure
+from explorer.figures.views import view_figures
+from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.text import as_text, model_input
 from explorer.runtime.untrusted import shown
 from models import ModelConfig
-from explorer.figures.latency import sweep_figure
+
+TEMP_PREFIX = "explorer-export-"
 
 
-# ---------------------------------------------------------------------------- export
-def export_sections(cfg: ModelConfig, text: str, state, separator=None) -> tuple:
+def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, weights=None) -> tuple:
     """Every figure the session shows for ``cfg`` -> ``(sections, sweeps)``: ``[(title, [(stem,
     figure), ...]), ...]`` and the sweep records ``[(series, attention, records), ...]`` (the
     Latency tab's sweep and the Compare tab's A/B sweep, when the session ran them)."""
-    grid, stats, _ = attention_outputs(cfg, text, separator)
-    analysis = analysis_outputs(cfg, text)
-    maps = ex.attention_maps(cfg, text, separator=ui_encdec.separator(separator))
-    sections = [(f"Attention maps: {cfg.attention}", [("attention-maps", grid), ("attention-stats", stats)]),
-                ("Gradient norms at initialisation", [("gradient-norms", analysis["grad"])]),
-                ("KV cache for decoding", [("kv-cache", analysis["kv"])])]
-    if maps.stacks:  # encoder-decoder: the cross-attention and the encoder's maps, gradients per stack
-        sections[1:1] = [("Cross-attention and encoder self-attention",
-                          [("cross-attention", plots_encdec.cross_grid(maps)),
-                           ("encoder-attention", plots_encdec.encoder_grid(maps))])]
-        sections.append(("Gradient norms per stack", [("gradient-norms-per-stack", analysis["grad_stacks"]["value"])]))
-    views = [(f"view-{name}", fig) for name, fig in plots_views.view_figures(maps.views).items()]
+    w = applicable(weights, cfg)
+    maps = attention_maps(cfg, text, separator=separator, weights=w)
+    results, _ = placement_results(cfg, w)
+    sections = [(f"Attention maps: {cfg.attention}", [("attention-maps", attention_grid(maps)),
+                                                       ("attention-stats", attention_stats(maps))]),
+                ("Gradient norms at initialisation", [("gradient-norms", gradient_figure(results, cfg.norm_placement))]),
+                ("KV cache for decoding", [("kv-cache", kv_cache_figure(kv_cache_bytes(cfg, KV_LENGTHS)))])]
+    if maps.stacks:  # a model of several stacks: the other stacks' and the cross-attention maps, per-stack norms
+        stems = {name: ("cross-attention" if m.mask_kind == "full" else f"{m.stack}-attention")
+                 for name, m in maps.stacks.items()}
+        selfs = " and ".join(m.stack for m in maps.stacks.values() if m.mask_kind != "full")
+        sections[1:1] = [(f"Cross-attention and {selfs} self-attention",
+                          [(stems[name], extra_grid(m)) for name, m in maps.stacks.items()])]
+        sections.append(("Gradient norms per stack",
+                         [("gradient-norms-per-stack", stack_gradient_figure(gradient_norms(cfg, weights=w)))]))
+    views = [(f"view-{name}", fig) for name, fig in view_figures(maps.views).items()]
     if views:  # only the variants that have views (layer 0, head 0 for the comparison)
         sections.append((f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}", views))
     session, sweeps = read_state(state), []
@@ -48,35 +67,42 @@ def export_sections(cfg: ModelConfig, text: str, state, separator=None) -> tuple
         sweeps += [("current", sweep["attention"], sweep["current"]), ("baseline", base, sweep["baseline"])]
     ab = session.get("ab_sweep")
     if ab:
-        fig = plots_compare.ab_sweep_figure(ab["a"], ab["b"], ab["name_a"], ab["name_b"])
+        fig = ab_sweep_figure(ab["a"], ab["b"], ab["name_a"], ab["name_b"])
         sections.append(("A/B: latency and memory vs sequence length", [("ab-latency-memory", fig)]))
         sweeps += [("A", ab["name_a"], ab["a"]), ("B", ab["name_b"], ab["b"])]
     return sections, sweeps
 
 
-def export_files(values: dict, text, state, separator=None) -> dict:
-    """Write ``transformer-explorer-<hash>.zip`` (``explorer.export.archive``) into a fresh temporary folder.
-
-    -> files (the zip's path), export_dir (the folder: ``cleanup_export`` deletes it once Gradio has
-    copied the file into its cache, which ``delete_cache`` bounds), status (what the zip holds, and
-    why PNGs are missing when they are)."""
-    out = None
+def write_export(cfg: ModelConfig, text: str, state=None, separator=None, weights=None) -> tuple:
+    """The zip in a fresh temporary folder -> ``(folder, path, summary)``; the folder is deleted on failure."""
+    folder = None
     try:
-        cfg = current_config(values)
-        sections, sweeps = export_sections(cfg, as_text(text), state, separator)
-        out = tempfile.mkdtemp(prefix="explorer-export-")
-        path, summary = export_zip.write_zip(out, cfg, as_text(text), sections, sweeps, separator=separator)
+        sections, sweeps = export_sections(cfg, text, state, separator, weights)
+        folder = tempfile.mkdtemp(prefix=TEMP_PREFIX)
+        used = model_input(cfg, text, separator)
+        path, summary = archive.write_zip(folder, cfg, used.text, sections, sweeps, separator=used.separator,
+                                          text_label=f"Input text (first {MAX_TEXT_BYTES} bytes, one token per byte)")
+    except BaseException:
+        cleanup_export(folder)
+        raise
+    return folder, path, summary
+
+
+def export_files(values: dict, text, state, separator=None, weights=None) -> dict:
+    """The Export button -> files (the zip's path), export_dir (its folder, deleted by
+    ``cleanup_export`` once served), status (what the zip holds, and why PNGs are missing when they are)."""
+    try:
+        folder, path, summary = write_export(current_config(values), as_text(text), state, separator, weights)
     except Exception as exc:
-        cleanup_export(out)
         return {"files": gr.skip(), "export_dir": None, "status": warn(problem(exc))}
-    return {"files": gr.update(value=path, visible=True), "export_dir": out, "status": f"📦 {shown(summary, 600)}"}
+    return {"files": gr.update(value=path, visible=True), "export_dir": folder, "status": f"📦 {shown(summary, 600)}"}
 
 
 def cleanup_export(export_dir) -> None:
-    """Delete an export's temporary folder (only folders ``export_files`` made)."""
+    """Delete an export's temporary folder (only folders ``write_export`` made)."""
     if not isinstance(export_dir, str):
         return
     base = os.path.basename(os.path.normpath(export_dir))
     if os.path.dirname(os.path.normpath(export_dir)) == os.path.normpath(tempfile.gettempdir()) \
-            and base.startswith("explorer-export-"):
+            and base.startswith(TEMP_PREFIX):
         shutil.rmtree(export_dir, ignore_errors=True)

@@ -7,11 +7,12 @@ usual redraw chain, so what is shown always comes from the same handlers as a ma
 """
 from __future__ import annotations
 
-from explorer.app.tabs import attention as h
-from explorer.app.share import DEFAULT_TEXT
-from explorer.runtime.presets import CUSTOM, matching_preset
-from models import ModelConfig
+from explorer.app.controls import adjust_causal, current_config
 from explorer.app.sources import fill_controls, skip_fill
+from explorer.runtime.configs import app_config
+from explorer.runtime.presets import CUSTOM, matching_preset
+from explorer.runtime.text import DEFAULT_TEXT
+from models import ModelConfig
 
 MAX_HISTORY = 20
 
@@ -23,7 +24,7 @@ def record(values: dict, out: dict, history) -> list:
     if isinstance(out.get("grid"), dict) and out["grid"].get("__type__") == "update":  # gr.skip(): nothing drawn
         return history
     try:
-        cfg = h.current_config(h.adjust_causal(dict(values))[0]).to_dict()
+        cfg = current_config(adjust_causal(dict(values))[0]).to_dict()
     except Exception:
         return history
     if not history or history[-1] != cfg:
@@ -43,5 +44,5 @@ def undo(history) -> dict:
     if len(history) < 2:
         return {**skip_fill("Nothing to undo."), "history": history}
     history.pop()
-    cfg = ModelConfig.from_dict(history[-1])
+    cfg = app_config(history[-1])
     return {**fill_controls(cfg, None, matching_preset(cfg), "↶ Previous configuration restored."), "history": history}

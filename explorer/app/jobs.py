@@ -1,47 +1,21 @@
-"""Long jobs of the app: the latency sweep (cancellable) and the export (leaves no files behind).
+"""Work that outlives a quick request: run in a worker thread, stopped when nobody wants it.
 
-Handlers take control values by name and return ``{output name: value}`` like ``ui_handlers``.
+``cancellable(work)`` runs ``work(should_stop)`` in a worker thread; ``should_stop()`` turns True when
+the event is cancelled (``job.cancel()``, a Stop button) or its client disconnects
+(``gradio_compat.client_gone_probe``). The event, and so its concurrency slot, ends only once the
+worker has stopped, so the next job starts at once and never runs beside an abandoned one.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
 
-
+from explorer.app.gradio_compat import client_gone_probe
 from explorer.runtime.load import LOAD
 
 
-def client_gone_probe():
-    """A no-argument check: has the browser / client of the running event gone away?
-
-    Gradio marks a running event's job not ``alive`` when its client's event stream closes
-    (``queueing.clean_events``) but neither cancels the task nor offers a public accessor, so this
-    reads that flag defensively (any surprise means "still connected"). Must be created in the
-    event's context (it reads Gradio's per-event context variables)."""
-    try:
-        from gradio.context import LocalContext
-        blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
-    except Exception:
-        return lambda: False
-    if blocks is None or event_id is None:
-        return lambda: False
-
-    def gone() -> bool:
-        try:
-            for job_set in blocks._queue.active_jobs:
-                for job in job_set or []:
-                    if getattr(job, "_id", None) == event_id:
-                        return not job.alive
-        except Exception:
-            return False
-        return False
-    return gone
-
-
 async def cancellable(work):
-    """Run ``work(should_stop)`` in a worker thread; ``should_stop()`` turns True when the event is
-    cancelled (``job.cancel()``, the Stop button) or its client disconnects. The event (and so its
-    concurrency slot) ends only once the worker has stopped, so the next job starts at once."""
+    """``await`` the result of ``work(should_stop)`` run in a worker thread (see the module docstring)."""
     stop = threading.Event()
     gone = client_gone_probe()
 
@@ -56,5 +30,3 @@ async def cancellable(work):
         stop.set()
         await asyncio.wait({task})
         raise
-
-

@@ -1,11 +1,19 @@
-"""Messages."""
+"""What a visitor reads when something goes wrong or needs saying: escaped, truncated, never a traceback.
+
+``problem(exc)`` is the message of a failed request: the ``ConfigError`` itself (it names the field
+and what it accepts), or a generic line for anything else (logged with its traceback for the host,
+never shown). ``warn(msg)`` shows it as a toast and returns the status line; the echoed value may
+be hostile, so both are escaped (``explorer.runtime.untrusted``).
+"""
 from __future__ import annotations
+
 import logging
+
 import gradio as gr
+
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.untrusted import shown, shown_html, truncate
 from models import ConfigError
-
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +33,9 @@ def warn(msg: str) -> str:
 
 
 def text_notice(text: str) -> str:
+    """The status line for a text longer than the model reads ("" otherwise)."""
     n = len(str(text).encode("utf-8"))
     if n > MAX_TEXT_BYTES:
         return (f"ℹ️ The text is {n:,} bytes; the first {MAX_TEXT_BYTES} are used (one token per byte) "
                 "and only those go into the share link.")
     return ""
-
-
-def as_text(text) -> str:
-    return text if isinstance(text, str) else ("" if text is None else str(text))

@@ -19,52 +19,30 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
 import threading
 import time
 import weakref
 
+from explorer.app.gradio_compat import drop_idle_sessions, session_holder
+from explorer.runtime import settings
 from explorer.runtime.cache import release_memory
 
-ENV = "EXPLORER_SESSION_TTL"
-DEFAULT_TTL = 3600.0
-MIN_TTL = 1.0
 log = logging.getLogger(__name__)
 
 
-def session_ttl() -> float:
-    """Seconds a session may stay idle (``EXPLORER_SESSION_TTL``; invalid values -> one hour)."""
-    raw = os.environ.get(ENV, "").strip()
-    try:
-        ttl = float(raw) if raw else DEFAULT_TTL
-    except ValueError:
-        log.warning("%s=%r is not a number of seconds; using %g", ENV, raw[:40], DEFAULT_TTL)
-        return DEFAULT_TTL
-    return max(MIN_TTL, ttl) if ttl == ttl and ttl != float("inf") else DEFAULT_TTL
-
-
 def expire_idle(holder, ttl_s: float, now: datetime.datetime | None = None) -> int:
-    """Drop the sessions of ``holder`` (a ``StateHolder``) idle for more than ``ttl_s`` -> how many."""
+    """Drop the sessions of ``holder`` (Gradio's ``StateHolder``) idle for more than ``ttl_s``, run
+    their states' delete callbacks, hand the freed heap back -> how many were dropped."""
     cutoff = (now or datetime.datetime.now()) - datetime.timedelta(seconds=ttl_s)
-    dropped = []
-    with holder.lock:
-        for sid, used in list(holder.time_last_used.items()):
-            if used < cutoff:
-                holder.time_last_used.pop(sid, None)
-                session = holder.session_data.pop(sid, None)
-                if session is not None:
-                    dropped.append(session)
-    for session in dropped:  # outside the lock: a callback may touch files
-        for component, value, _ in list(session.state_components):
-            try:
-                component.delete_callback(value)
-            except Exception:
-                log.exception("delete_callback of an expired session failed")
-    session = None
-    n = len(dropped)
+    n, kept, states = drop_idle_sessions(holder, cutoff)
+    for component, value in states:  # outside the holder's lock: a callback may touch files
+        try:
+            component.delete_callback(value)
+        except Exception:
+            log.exception("delete_callback of an expired session failed")
+    states.clear()
     if n:
-        log.info("expired %d idle sessions (%d kept)", n, len(holder.session_data))
-        dropped.clear()
+        log.info("expired %d idle sessions (%d kept)", n, kept)
         release_memory()
     return n
 
@@ -72,7 +50,7 @@ def expire_idle(holder, ttl_s: float, now: datetime.datetime | None = None) -> i
 def start_expiry(demo, ttl_s: float | None = None) -> threading.Thread:
     """A daemon thread expiring ``demo``'s idle sessions every ``ttl/4`` seconds (at most 60 s) once
     it is launched; it holds the app weakly and ends when the app is gone."""
-    ttl = session_ttl() if ttl_s is None else ttl_s
+    ttl = settings.session_ttl() if ttl_s is None else ttl_s
     period = max(0.5, min(60.0, ttl / 4))
     ref = weakref.ref(demo)
 
@@ -82,7 +60,7 @@ def start_expiry(demo, ttl_s: float | None = None) -> threading.Thread:
             app = ref()
             if app is None:
                 return
-            holder = getattr(app, "state_holder", None)
+            holder = session_holder(app)
             del app
             if holder is not None:
                 expire_idle(holder, ttl)

@@ -1,9 +1,10 @@
 """Share links: the whole config (and the input text) in the URL query string; no gradio here.
 
 ``to_query(cfg, text)`` writes only what differs from the defaults (or from a preset, named by
-``preset=``), so links stay short, and only the part of the text the app uses (its first
-``MAX_TEXT_BYTES`` bytes): a link never holds more than ``MAX_QUERY_CHARS`` characters, far below
-what browsers and the server accept, so a pasted novel cannot make every later request fail. ``from_query(params)`` never raises: a malformed or hostile
+``preset=``), so links stay short, and only the part of the text the model reads
+(``explorer.runtime.text.model_input``): a link never holds more than ``MAX_QUERY_CHARS`` characters,
+far below what browsers and the server accept, so a pasted novel cannot make every later request
+fail. ``from_query(params)`` never raises: a malformed or hostile
 query string (unknown field, bad value, absurd size, huge text) gives the defaults back with a
 notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
 ``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are ``pin`` (the pinned A of a comparison) and
@@ -11,7 +12,7 @@ notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign
 
 An encoder-decoder's link also carries the source | target separator as ``sep`` when it is not the
 default ``=>`` (a link without it splits at ``=>``); ``link_separator(params)`` reads it back, checked
-like the separator box (``explorer.analysis.seq2seq.check_separator``: at most 16 visible characters). A bad
+like the separator box (``explorer.runtime.text.check_separator``: at most 16 visible characters). A bad
 ``sep`` keeps the rest of the link and falls back to the default separator, with a notice naming it.
 """
 from __future__ import annotations
@@ -19,16 +20,26 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlencode
 
-from explorer.analysis.seq2seq import DEFAULT_SEPARATOR, check_separator, is_seq2seq
-from explorer.runtime.limits import MAX_TEXT_BYTES, check_limits
+from explorer.runtime.configs import app_config
+from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.presets import CUSTOM, PRESETS, preset_config
+from explorer.runtime.text import (
+    DEFAULT_SEPARATOR,
+    DEFAULT_TEXT,
+    MAX_SEPARATOR_CHARS,
+    check_separator,
+    clip_text,
+    model_input,
+    reads_pair,
+)
 from models import ConfigError, ModelConfig
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
 MAX_QUERY_CHARS = 4000
 _IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads"}  # pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick
+# a source / target text is up to MAX_TEXT_BYTES of its two sides plus the separator between them
+MAX_LINK_TEXT_BYTES = MAX_TEXT_BYTES + 4 * MAX_SEPARATOR_CHARS
 SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
 
 
@@ -38,14 +49,6 @@ def _text_value(v) -> str:
     if v is None:
         return "none"
     return str(v)
-
-
-def clip_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The part of ``text`` the app uses: its first ``max_bytes`` UTF-8 bytes (whole characters)."""
-    raw = str(text).encode("utf-8")
-    if len(raw) <= max_bytes:
-        return str(text)
-    return raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
 def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
@@ -62,10 +65,13 @@ def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
     for k, v in cfg.to_dict().items():
         if base_d[k] != v:
             items[k] = _text_value(v)
-    text = clip_text(text)
+    try:
+        text = model_input(cfg, text, separator).text  # what the figures were drawn from
+    except ConfigError:
+        text = clip_text(text)
     if text != DEFAULT_TEXT:
         items["text"] = text
-    if is_seq2seq(cfg):  # only an encoder-decoder reads the separator
+    if reads_pair(cfg):  # only a source / target model reads the separator
         separator = check_separator(separator or None)  # "" (an emptied box) is the default
         if separator != DEFAULT_SEPARATOR:
             items[SEP_PARAM] = separator
@@ -90,7 +96,7 @@ def from_query(params: dict) -> tuple:
         preset = str(params.pop("preset", CUSTOM))
         text = str(params.pop("text", DEFAULT_TEXT))
         base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
-        cfg = check_limits(ModelConfig.from_dict({**base, **params}))
+        cfg = app_config({**base, **params})
     except ConfigError as exc:
         why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"  # the echoed value can be huge
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({why}); showing the defaults."
@@ -98,10 +104,10 @@ def from_query(params: dict) -> tuple:
         log.warning("unusable share link %r: %s", params, exc)
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, "The link could not be read; showing the defaults."
     notice = None
-    raw = text.encode("utf-8")
-    if len(raw) > MAX_TEXT_BYTES:
-        text = raw[:MAX_TEXT_BYTES].decode("utf-8", errors="ignore")
-        notice = f"The text in the link was cut to its first {MAX_TEXT_BYTES} bytes."
+    most = MAX_LINK_TEXT_BYTES if reads_pair(cfg) else MAX_TEXT_BYTES
+    if len(text.encode("utf-8")) > most:
+        text = clip_text(text, most)
+        notice = f"The text in the link was cut to its first {most} bytes."
     return cfg, text, preset, notice
 
 
@@ -116,3 +122,10 @@ def link_separator(params: dict) -> tuple:
     except ConfigError as exc:
         why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"
         return DEFAULT_SEPARATOR, f"The link's separator could not be used ({why}); splitting at {DEFAULT_SEPARATOR!r}."
+
+
+def compare_query(a: ModelConfig, b: ModelConfig, text: str, separator=None) -> str:
+    """The share query of the comparison: B's own query, A's query under ``pin``, and the tab."""
+    qb = to_query(b, text, separator=separator)
+    extra = urlencode({"pin": to_query(a, separator=separator), "tab": "compare"})
+    return f"{qb}&{extra}" if qb else extra

@@ -1,33 +1,38 @@
-"""Sources."""
+"""Where a whole configuration comes from besides the controls: a preset, a share link, an uploaded file.
+
+Each source fills every control at once (``fill_controls``: values only; the chained redraw then
+draws it once and updates the controls' visibility), through the one config door
+(``explorer.runtime.configs.app_config``), so each is held to the same caps and budget as the
+controls. A source that cannot be used leaves the controls as they are and says why, naming the
+field; a link's other hostile values fall back to the defaults with a notice (``explorer.app.share``).
+"""
 from __future__ import annotations
+
 import os
+
 import gradio as gr
-from explorer.app import seq2seq as ui_encdec
+
 from explorer.app.controls import CONTROL_FIELDS, config_updates
 from explorer.app.grid_pick import grid_from_params
+from explorer.app.messages import problem, warn
 from explorer.app.share import from_query, link_separator
-from explorer.runtime.limits import check_limits
+from explorer.runtime.configs import app_config
 from explorer.runtime.presets import CUSTOM, matching_preset, preset_config
+from explorer.runtime.text import DEFAULT_SEPARATOR, default_text, reads_pair
 from explorer.runtime.untrusted import load_json, shown, shown_html
 from models import ConfigError, ModelConfig
-from explorer.app.messages import problem
-from explorer.app.messages import warn
-
 
 MAX_UPLOAD_BYTES = 100_000
-
-
-# ---------------------------------------------------------------------------- config sources
 FILL = ("text", "separator", "preset", "status")
 
 
 def fill_controls(cfg: ModelConfig, text=None, preset=CUSTOM, status="", separator=None) -> dict:
     """Every control's value (visibility follows in the chained refresh), the text, preset, status.
 
-    A new text comes with its separator (the default unless given): the text an encoder-decoder
-    preset or a link brings splits where it was written to split, whatever the box held before."""
+    A new text comes with its separator (the default unless given): the text a preset or a link
+    brings splits where it was written to split, whatever the box held before."""
     out = {n: gr.update(value=u["value"]) for n, u in config_updates(cfg).items()}
-    sep = gr.skip() if text is None else (separator or ui_encdec.separator(None))
+    sep = gr.skip() if text is None else (separator or DEFAULT_SEPARATOR)
     return {**out, "text": gr.skip() if text is None else text, "separator": sep, "preset": preset,
             "status": status}
 
@@ -40,14 +45,15 @@ def skip_fill(status=None) -> dict:
 
 
 def apply_preset(name) -> dict:
-    """A preset fills every control (the chained refresh then draws it once)."""
+    """A preset fills every control (the chained refresh then draws it once); a preset whose model
+    reads a source and a target brings an example text that splits at the separator."""
     if name == CUSTOM:
         return skip_fill()
     try:
-        cfg = check_limits(preset_config(name))
+        cfg = app_config(preset_config(name))
     except Exception as exc:
         return skip_fill(warn(problem(exc)))
-    return fill_controls(cfg, ui_encdec.SEQ2SEQ_TEXT if cfg.architecture == "encoder_decoder" else None, name, "")
+    return fill_controls(cfg, default_text(cfg) if reads_pair(cfg) else None, name, "")
 
 
 def load_from_url(request: gr.Request | None) -> dict:
@@ -66,7 +72,7 @@ def load_from_url(request: gr.Request | None) -> dict:
 
 
 def read_config_file(path) -> ModelConfig:
-    """A JSON config file -> validated config; size, nesting and number length bounded."""
+    """A JSON config file -> a config through the door; size, nesting and number length bounded."""
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError("file", type(path).__name__, "a JSON file")
     size = os.path.getsize(path)
@@ -76,7 +82,7 @@ def read_config_file(path) -> ModelConfig:
         data = load_json(f.read(), what="file")
     if not isinstance(data, dict):
         raise ConfigError("file", type(data).__name__, "a JSON object of ModelConfig fields")
-    return check_limits(ModelConfig.from_dict(data))
+    return app_config(data)
 
 
 def upload_config(path) -> dict:

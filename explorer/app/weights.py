@@ -4,8 +4,9 @@
 copy, so training on does not change what the tabs show until the switch is pressed again) into
 the session's ``trained`` state, or clears it. It turns itself back to "initial" with a message
 when there is no trained model or the controls describe another config. ``with_weights(handler)``
-runs a compute handler with that record active for its request only; ``attention_with_weights``
-also turns the switch off when a commit changes the config away from the trained one.
+hands that record to a compute handler as its ``weights`` argument (the handlers pass it down to the
+analyses, which use it only for the config it belongs to); ``attention_with_weights`` also turns the
+switch off when a commit changes the config away from the trained one.
 
 The share link and the config export carry the configuration only: the weights never leave the
 session except through the Train tab's download.
@@ -15,12 +16,11 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import weights as tw
+from explorer.app.controls import current_config
 from explorer.app.messages import problem
 from explorer.app.state import read_state
-from explorer.app.controls import current_config
 from explorer.app.tabs.train import small_config, trained_snapshot
 from explorer.runtime.untrusted import shown
-from models import ConfigError
 
 INITIAL, TRAINED = "initial", "trained"
 SHARE_NOTE = ("The share link and the config export carry the configuration only, never trained weights: "
@@ -65,10 +65,9 @@ def switch(values: dict, weights=INITIAL, train_state=None, state=None) -> dict:
 
 
 def with_weights(handler):
-    """``handler(values, **kw)`` run with the session's trained weights (``trained=``) active."""
+    """``handler(values, **kw)`` called with the session's trained weights (``trained=``) as ``weights``."""
     def run(values: dict, trained=None, **kw):
-        with tw.active(trained):
-            return handler(values, **kw)
+        return handler(values, weights=trained, **kw)
     return run
 
 
@@ -85,15 +84,13 @@ def attention_with_weights(handler):
         if trained is not None:
             try:
                 diff = tw.mismatch(trained, current_config(values))
-            except (ConfigError, Exception):
+            except Exception:
                 diff = []  # the handler warns about the bad value itself
             if diff:
-                with tw.active(None):
-                    out = handler(values, **kw)
+                out = handler(values, **kw)
                 msg = (f"Weights switched to initial: the trained weights belong to another config "
                        f"({', '.join(diff[:6])}).")
                 gr.Info(shown(msg))
                 return {**out, "weights": INITIAL, "trained": None, "status": f"ℹ️ {shown(msg)}"}
-        with tw.active(trained):
-            return {**handler(values, **kw), **keep}
+        return {**handler(values, weights=trained, **kw), **keep}
     return run

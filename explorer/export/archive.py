@@ -5,7 +5,8 @@ the app version and commit, the input text), ``figures.html`` (every figure, int
 offline: plotly.js inlined once), one PNG per figure (``explorer.export.png``; skipped, and said so
 in README.txt, where kaleido or a Chrome is missing) and ``sweep.csv`` when the session ran a sweep.
 The archive is bounded: at most ``MAX_ZIP_BYTES`` of content (a file that would pass it is left out
-and README.txt says so). No gradio here: ``explorer.app.jobs`` wires it.
+and README.txt says so). The text is the part the model read (the caller's ``model_input(...).text``).
+No gradio and no torch here: ``explorer.app.export`` draws the figures and calls ``write_zip``.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import csv
 import datetime as dt
 import functools
 import hashlib
+import html
 import io
 import json
 import os
@@ -21,10 +23,12 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from explorer.export.png import png_size, render_pngs
-from explorer.runtime.limits import MAX_TEXT_BYTES
-from explorer.runtime.untrusted import shown_html
-from models import ModelConfig
+
+if TYPE_CHECKING:
+    from models import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_ZIP_BYTES = 48 * 2**20   # uncompressed content of one archive
@@ -33,7 +37,7 @@ CSV_COLUMNS = ("series", "attention", "seq_len", "mode", "latency_ms", "peak_mem
                "device", "src_len", "tgt_len", "reason")
 
 
-def zip_name(cfg: ModelConfig, text: str) -> str:
+def zip_name(cfg: "ModelConfig", text: str) -> str:
     """``transformer-explorer-<10 hex digits of the config and text>.zip``."""
     digest = hashlib.sha1((cfg.to_json() + "\0" + text).encode("utf-8")).hexdigest()[:10]
     return f"transformer-explorer-{digest}.zip"
@@ -44,7 +48,7 @@ def figures_html(sections: list) -> str:
     ``sections``: ``[(title, [(stem, figure), ...]), ...]``."""
     parts, first = [], True
     for title, figs in sections:
-        parts.append(f"<h2 style='font-family:sans-serif'>{shown_html(title)}</h2>")
+        parts.append(f"<h2 style='font-family:sans-serif'>{html.escape(title)}</h2>")
         for _, fig in figs:
             parts.append(fig.to_html(full_html=False, include_plotlyjs=first))
             first = False
@@ -97,17 +101,16 @@ def app_version() -> str:
 
 
 def _printable(text: str) -> str:
-    """The text as the model read it (its first bytes), control characters written as escapes."""
-    used = text.encode("utf-8")[:MAX_TEXT_BYTES].decode("utf-8", errors="ignore")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in used)
+    """The text with control characters written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _readme(cfg, text, separator, files: list, png_note: str, left_out: list) -> str:
+def _readme(cfg, text, separator, files: list, png_note: str, left_out: list, text_label: str) -> str:
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["Transformer Family Explorer export", "", f"Created: {now}", f"App: {app_version()}",
              f"Configuration: attention={cfg.attention}, position={cfg.position}, norm_placement={cfg.norm_placement}, "
              f"ffn={cfg.ffn}, memory={cfg.memory}, layer={cfg.layer}",
-             f"Input text (first {MAX_TEXT_BYTES} bytes, one token per byte): {_printable(text)}"]
+             f"{text_label}: {_printable(text)}"]
     if separator:
         lines.append(f"Source / target separator: {_printable(str(separator))[:16]}")
     lines += ["", "Files:"]
@@ -119,11 +122,11 @@ def _readme(cfg, text, separator, files: list, png_note: str, left_out: list) ->
     return "\n".join(lines) + "\n"
 
 
-def write_zip(out_dir: str, cfg: ModelConfig, text: str, sections: list, sweeps: list,
-              separator=None, render=render_pngs) -> tuple:
+def write_zip(out_dir: str, cfg: "ModelConfig", text: str, sections: list, sweeps: list,
+              separator=None, render=render_pngs, text_label: str = "Input text (one token per byte)") -> tuple:
     """Write the archive into ``out_dir`` -> ``(path, summary)``; ``summary`` is one line for the
     status (what it holds, and why PNGs are missing if they are). ``sections`` as ``figures_html``;
-    ``sweeps`` as ``sweep_rows``; ``render``: ``png_render.render_pngs`` (tests replace it)."""
+    ``sweeps`` as ``sweep_rows``; ``render``: ``png.render_pngs`` (tests replace it)."""
     figures = [(f"{n:02d}-{stem}", fig) for n, (stem, fig) in
                enumerate((item for _, figs in sections for item in figs), start=1)]
     titles = {f"{n:02d}-{stem}": title for n, (title, stem) in
@@ -155,7 +158,7 @@ def write_zip(out_dir: str, cfg: ModelConfig, text: str, sections: list, sweeps:
         kept.append((name, content, what))
         total += size
     readme = _readme(cfg, text, separator, [("README.txt", "this file")] + [(n, w) for n, _, w in kept],
-                     png_note, left_out)[:README_RESERVE]
+                     png_note, left_out, text_label)[:README_RESERVE]
     path = os.path.join(out_dir, zip_name(cfg, text))
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("README.txt", readme)

@@ -1,9 +1,10 @@
 """Attention maps -> figures: the grid of heads (one heatmap per layer x head) and the pattern / per-head statistics."""
 from __future__ import annotations
+
 import numpy as np
 import plotly.graph_objects as go
-from explorer.figures.base import base_layout, subplot_domains
 
+from explorer.figures.base import base_layout, subplot_domains
 
 MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels; explorer.app.grid_pick picks which)
 

@@ -3,14 +3,13 @@
 Figures are built from plain dicts (``go.Figure(data=[...], layout={...})``) with explicit subplot
 domains, which is several times faster than ``make_subplots`` + ``add_trace`` for a grid of 16+
 heatmaps; the explorer redraws on every control change. Inputs are the results of
-``explorer.analysis.experiments`` (duck-typed: numpy arrays, dicts and lists).
+``explorer.analysis`` (duck-typed: numpy arrays, dicts and lists).
 """
 from __future__ import annotations
 
 import math
 
 import plotly.graph_objects as go
-
 
 FONT = dict(family="DejaVu Sans, Inter, Arial, sans-serif", size=15, color="#1f2933")
 CYCLE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]

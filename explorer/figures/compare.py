@@ -12,7 +12,7 @@ import math
 
 import plotly.graph_objects as go
 
-from explorer.figures.base import subplot_domains, base_layout
+from explorer.figures.base import base_layout, subplot_domains
 from explorer.figures.gradients import GRAD_PANELS
 
 COLORS = {"A": "#3949ab", "B": "#e65100"}
@@ -96,7 +96,7 @@ def ab_sweep_figure(a: list, b: list, name_a: str, name_b: str) -> go.Figure:
 
 
 def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
-    """Per-layer gradient norms of A and B overlaid (``experiments.gradient_norms`` results), log scale.
+    """Per-layer gradient norms of A and B overlaid (``analysis.gradient_norms`` results), log scale.
 
     Zeros cannot sit on a log axis: they are drawn at a floor a decade below the smallest positive
     value and the legend says "= 0". Identical curves are said to be identical (B drawn dashed on A).

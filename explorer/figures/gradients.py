@@ -1,10 +1,10 @@
 """Gradient norms -> figure: per layer, every norm placement overlaid (Xiong et al. 2020)."""
 from __future__ import annotations
-import plotly.graph_objects as go
-from explorer.figures.base import legend_above
-from explorer.figures.notes import coincidence_notes
-from explorer.figures.base import CYCLE, base_layout, subplot_domains
 
+import plotly.graph_objects as go
+
+from explorer.figures.base import CYCLE, base_layout, legend_above, subplot_domains
+from explorer.figures.notes import coincidence_notes
 
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", "rezero": "#9467bd",
                     "none": "#7f7f7f"}

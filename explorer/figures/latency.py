@@ -1,10 +1,11 @@
 """Latency / memory sweeps and the KV cache -> figures, with the fitted growth exponent and failures marked."""
 from __future__ import annotations
+
 import numpy as np
 import plotly.graph_objects as go
-from explorer.figures.base import legend_above
+
+from explorer.figures.base import base_layout, legend_above, subplot_domains
 from explorer.figures.notes import failure_y, same_curve
-from explorer.figures.base import base_layout, subplot_domains
 
 
 # ---------------------------------------------------------------------------- latency / memory

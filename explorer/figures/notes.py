@@ -1,4 +1,4 @@
-"""What the figures say about their own curves (a leaf module of the plots; numpy only): curves that
+"""What the figures say about their own curves (a leaf module of the figures; numpy only): curves that
 coincide and why, exact zeros, and where a failed sweep length sits on its own curve."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def coinciding(results: dict, key: str, rtol: float = 1e-4) -> list:
 
 
 def coincidence_notes(results: dict, panels) -> list:
-    """Why curves of ``plots.gradient_figure`` lie on top of each other: exact zeros, identical norms.
+    """Why curves of ``figures.gradients.gradient_figure`` lie on top of each other: exact zeros, identical norms.
     ``panels``: ``((key, label), ...)`` of the figure's panels."""
     notes = []
     for key, label in panels:

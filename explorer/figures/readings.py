@@ -1,8 +1,8 @@
 """Results -> short Markdown text (the one-line readings and the model card); no torch, no gradio."""
 from __future__ import annotations
 
-from explorer.figures.latency import fitted_slope
 from explorer.figures.base import human_bytes
+from explorer.figures.latency import fitted_slope
 
 
 def _ratio(vals: list) -> str:
@@ -124,7 +124,7 @@ def maps_reading(summary: dict, max_bytes: int = 256) -> str:
 def diff_markdown(rows: list, card_a: dict | None = None, card_b: dict | None = None) -> str:
     """The comparison's reading: a table of the differing fields (``rows``: ``[(field, A, B)]``, as
     ``analysis.compare.config_diff`` gives them) and, given the model summaries
-    (``experiments.model_summary``), parameter count and FLOPs per token of each."""
+    (``analysis.model_summary``), parameter count and FLOPs per token of each."""
     if not rows:
         head = "**A and B are the same configuration**: change a control to compare."
     else:

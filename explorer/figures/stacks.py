@@ -1,17 +1,18 @@
-"""Figures of an encoder-decoder: the encoder's and the cross-attention maps, gradient norms per stack.
+"""Figures of a model of several stacks: the other stacks' and the cross-attention maps, gradient
+norms per stack.
 
-The decoder's self-attention is drawn by ``plots.attention_grid`` like any causal stack; the
-cross-attention has target positions as queries and source positions as keys (two different
-label sets, Lt x Ls), so its grid labels each axis with its own tokens.
+The head stack's self-attention is drawn by ``figures.attention.attention_grid`` like any stack; the
+others come from ``AttentionMaps.stacks``, each map set naming its stack and the inputs its queries and
+keys are positions of (``sides``: a cross-attention has target positions as queries and source
+positions as keys, two label sets, so its grid labels each axis with its own tokens).
 """
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.base import legend_above
 from explorer.figures.attention import BLANK, LEVELS, MAX_GRID, level_colorscale, quantise
-from explorer.figures.base import subplot_domains, base_layout
+from explorer.figures.base import base_layout, legend_above, subplot_domains
 
 
 def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
@@ -56,14 +57,16 @@ def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
     return go.Figure(data=data, layout=lay)
 
 
-def cross_grid(maps) -> go.Figure:
-    """The cross-attention of an encoder-decoder's ``AttentionMaps`` (``maps.stacks["cross"]``)."""
-    return stack_grid(maps.stacks["cross"], "Cross-attention (decoder reads the source)", "target", "source")
+def map_title(maps) -> str:
+    """"Cross-attention (decoder reads the source)", "Encoder self-attention (bidirectional)"."""
+    if maps.mask_kind == "full":
+        return f"Cross-attention ({maps.stack} reads the {maps.sides[1]})"
+    return f"{maps.stack.capitalize()} self-attention" + ("" if maps.config.get("causal") else " (bidirectional)")
 
 
-def encoder_grid(maps) -> go.Figure:
-    """The encoder's bidirectional self-attention (``maps.stacks["encoder"]``)."""
-    return stack_grid(maps.stacks["encoder"], "Encoder self-attention (bidirectional)", "source", "source")
+def extra_grid(maps) -> go.Figure:
+    """The grid of one map set of ``AttentionMaps.stacks``, titled and labelled from its own record."""
+    return stack_grid(maps, map_title(maps), *maps.sides)
 
 
 GRAD_KEYS = (("attn_out", "self-attention out-proj"), ("cross_out", "cross-attention out-proj"),
@@ -71,11 +74,12 @@ GRAD_KEYS = (("attn_out", "self-attention out-proj"), ("cross_out", "cross-atten
 
 
 def stack_gradient_figure(result: dict) -> go.Figure:
-    """One encoder-decoder's per-layer gradient norms (``explorer.analysis.seq2seq.seq2seq_gradient_norms``),
-    the encoder and the decoder side by side, log scale."""
+    """Per-layer gradient norms of a model of several stacks (``analysis.gradient_norms``: its results
+    carry ``stack`` and ``stack_layer``), one panel per stack in the order they run, log scale."""
     data, layout = [], {}
-    domains = subplot_domains(1, 2, hgap=0.08)
-    for p, stack in enumerate(("encoder", "decoder")):
+    stacks = list(dict.fromkeys(result["stack"]))
+    domains = subplot_domains(1, len(stacks), hgap=0.08)
+    for p, stack in enumerate(stacks):
         s = "" if p == 0 else str(p + 1)
         idx = [i for i, st in enumerate(result["stack"]) if st == stack]
         for n, (key, label) in enumerate(GRAD_KEYS):
@@ -83,14 +87,15 @@ def stack_gradient_figure(result: dict) -> go.Figure:
             ys = [vals[i] if i < len(vals) else None for i in idx]
             if all(v is None for v in ys):
                 continue
+            shown = {t["legendgroup"] for t in data}
             data.append(dict(type="scatter", mode="lines+markers", x=[result["stack_layer"][i] for i in idx],
                              y=[v if v is None or v > 0 else None for v in ys], name=label, legendgroup=key,
-                             showlegend=p == 1 or key != "cross_out" and p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
+                             showlegend=key not in shown, xaxis=f"x{s}", yaxis=f"y{s}",
                              hovertemplate=f"{stack} layer %{{x}}, {label}: %{{y:.3g}}<extra></extra>"))
         xd, yd = domains[p]
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", dtick=1, title=dict(text=f"{stack} layer"))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
                                    title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
     lay = base_layout(f"Gradient norms per stack at initialisation ({result.get('norm_placement', '')}-norm; "
-                  "target next-token loss)", 420, **layout)
+                  f"{stacks[-1]}'s next-token loss)", 420, **layout)
     return go.Figure(data=data, layout=legend_above(lay, data))

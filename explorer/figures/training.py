@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.base import legend_above
-from explorer.figures.base import CYCLE, subplot_domains, base_layout, message_figure
+from explorer.figures.base import CYCLE, base_layout, legend_above, message_figure, subplot_domains
 from explorer.figures.gradients import PLACEMENT_COLORS
 
 MAX_LAYERS, MAX_HEADS = 4, 4  # live maps: at most 4 x 4 panels (+ the ideal pattern)

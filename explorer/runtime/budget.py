@@ -9,28 +9,23 @@ fields to shrink, ranked by how much halving each would save.
 The budget follows the machine: ``EXPLORER_REQUEST_BUDGET`` sets it, either in bytes (``"2G"``,
 ``"512M"``, ``"1500000000"``) or as a fraction of the memory available right now (``"0.2"``);
 unset, it is a quarter of the available memory (``/proc/meminfo`` ``MemAvailable``), at most
-``MAX_DEFAULT_BUDGET``. Every entry point (the UI, the API, share links, uploaded files, the sweep
+``settings.MAX_DEFAULT_BUDGET``. Every entry point (the UI, the API, share links, uploaded files, the sweep
 per length) calls ``check`` with the request it is about to run.
 """
 from __future__ import annotations
 
-import os
-
+from explorer.runtime import settings
 from explorer.runtime.seeding import GLOBAL_RNG
 from models import ConfigError, ModelConfig
 from models.footprint import footprint
 
-__all__ = ["check", "request_budget", "predict", "ENV", "human"]
+__all__ = ["check", "request_budget", "predict", "human", "available_bytes"]
 
-ENV = "EXPLORER_REQUEST_BUDGET"
-DEFAULT_FRACTION = 0.25
-MAX_DEFAULT_BUDGET = 8 << 30  # a visitor never gets more than 8 GiB by default, however big the host
 # fields a visitor can shrink, tried in this order when naming what to shrink (the request's own
 # length and batch are tried too)
 SHRINKABLE = ("n_layers", "d_model", "d_ff", "n_experts", "n_heads", "vocab_size", "max_len", "proj_len",
               "knn_size", "n_features", "n_landmarks", "chunk_size", "n_buckets", "n_hashes", "mem_len",
               "cmem_len", "n_memory", "knn_k", "top_k", "n_clusters")
-_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def human(n: float) -> str:
@@ -52,31 +47,9 @@ def available_bytes() -> int:
     return 4 << 30
 
 
-def parse_budget(text: str, available: int) -> int:
-    """``"2G"`` / ``"512m"`` / ``"1500000000"`` -> bytes; ``"0.2"`` (a number below 1) -> that
-    fraction of ``available``. ConfigError for anything else."""
-    s = str(text).strip().lower().removesuffix("b").removesuffix("i")
-    try:
-        if s and s[-1] in _UNITS:
-            value = int(float(s[:-1]) * _UNITS[s[-1]])
-        else:
-            num = float(s)
-            value = int(num * available) if 0 < num < 1 else int(num)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(ENV, text, "a size like 2G or 512M, a byte count, or a fraction of the "
-                                     "available memory like 0.2")
-    return value
-
-
 def request_budget() -> int:
-    """Bytes one request may use (see the module docstring)."""
-    avail = available_bytes()
-    env = os.environ.get(ENV, "").strip()
-    if env:
-        return parse_budget(env, avail)
-    return min(int(DEFAULT_FRACTION * avail), MAX_DEFAULT_BUDGET)
+    """Bytes one request may use now (``settings.request_budget`` of the available memory)."""
+    return settings.request_budget(available_bytes())
 
 
 def predict(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> int:

@@ -1,4 +1,4 @@
-"""A memo of the experiments' results bounded in bytes, and giving freed memory back to the system.
+"""A memo bounded in bytes, and giving freed memory back to the system.
 
 ``functools.lru_cache(maxsize=4)`` bounds entries, not bytes: four large MoE models pinned ~12 GB.
 ``ByteLRU`` keeps the most recently used results while the bytes of the tensors and arrays they
@@ -9,7 +9,7 @@ larger than the whole budget is returned but not kept.
 Freed tensors go back to glibc's heap, not to the system, so the process's RSS stays at its high
 water mark after a big request. ``release_memory()`` calls ``malloc_trim(0)`` (glibc only; a no-op
 elsewhere); the cache calls it once its evictions since the last trim add up to ``TRIM_AFTER``
-bytes, and the experiments after a large request, so RSS returns near its baseline.
+bytes, and the analyses after a large request, so RSS returns near its baseline.
 
 Thread-safe: one lock guards the table; values are computed outside it (two threads asking for the
 same new key may both compute it; the second result replaces the first, both are correct).
@@ -19,29 +19,23 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
-import os
 import threading
 from collections import OrderedDict
 
 import numpy as np
 import torch
 
-from explorer.runtime.budget import available_bytes, parse_budget
+from explorer.runtime import settings
+from explorer.runtime.budget import available_bytes
 
-__all__ = ["ByteLRU", "nbytes", "release_memory", "cache_budget", "ENV"]
+__all__ = ["ByteLRU", "nbytes", "release_memory", "cache_budget"]
 
-ENV = "EXPLORER_CACHE_BYTES"
-DEFAULT_FRACTION = 0.1
-MAX_DEFAULT = 1 << 30
 TRIM_AFTER = 32 << 20  # evicting or finishing something this big is worth a malloc_trim
 
 
 def cache_budget() -> int:
-    env = os.environ.get(ENV, "").strip()
-    avail = available_bytes()
-    if env:
-        return parse_budget(env, avail)
-    return min(int(DEFAULT_FRACTION * avail), MAX_DEFAULT)
+    """Bytes the cache may hold now (``settings.cache_bytes`` of the available memory)."""
+    return settings.cache_bytes(available_bytes())
 
 
 def nbytes(value, _seen=None) -> int:

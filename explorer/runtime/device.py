@@ -1,14 +1,14 @@
-"""Where the experiments run, and the ZeroGPU hook.
+"""Where the analyses run, and the ZeroGPU hook.
 
-On a CUDA machine the experiments run on the GPU (our Triton kernels); otherwise on the CPU. On a
+On a CUDA machine the analyses run on the GPU (our Triton kernels); otherwise on the CPU. On a
 Hugging Face ZeroGPU Space the ``spaces`` package provides ``spaces.GPU``, which must wrap every
 function that touches the GPU; elsewhere ``gpu`` is the identity decorator.
 """
 from __future__ import annotations
 
-import os
-
 import torch
+
+from explorer.runtime import settings
 
 try:  # ZeroGPU Spaces only
     import spaces  # type: ignore
@@ -47,7 +47,5 @@ def configure_threads() -> int:
 
 
 def default_threads() -> int:
-    try:
-        return max(1, int(os.environ.get("EXPLORER_THREADS", "1")))
-    except ValueError:
-        return 1
+    """``EXPLORER_THREADS`` (``explorer.runtime.settings``)."""
+    return settings.threads()

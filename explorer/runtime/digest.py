@@ -1,5 +1,6 @@
 """A short stable digest of JSON-able data: what the figures show, how the controls look."""
 from __future__ import annotations
+
 import hashlib
 import json
 

@@ -125,7 +125,7 @@ PRESETS: dict = {
         "timing signal and ACT halting per token (threshold 1 - 0.01); post-LN, ReLU.",
         dict(attention="full", position="sinusoidal", layer="universal", act=True, act_threshold=0.99,
              norm_placement="post", norm="layernorm", ffn="relu", causal=True)),
-    # issue 11 section 1: encoder-decoder architectures (models/architectures.py)
+    # encoder-decoder architectures (models/architectures.py)
     "Original Transformer (Vaswani 2017, encoder-decoder)": (
         "Vaswani et al. 2017: bidirectional encoder + causal decoder with cross-attention in every "
         "layer; sinusoidal positions, post-LN, ReLU.",
@@ -135,13 +135,13 @@ PRESETS: dict = {
         "Lewis et al. 2020: encoder-decoder with learned positions (one table per stack), post-LN, GELU.",
         dict(architecture="encoder_decoder", attention="full", position="learned", max_len=1024,
              norm_placement="post", norm="layernorm", ffn="gelu", causal=True)),
-    # issue 11, part 2
+    # score mixing across layers
     "RealFormer (2020)": (
         "He et al. 2020: BERT (bidirectional, learned positions, post-LN, GELU) with residual attention: "
         "each layer's pre-softmax scores add the previous layer's.",
         dict(attention="realformer", position="learned", max_len=512, norm_placement="post", norm="layernorm",
              ffn="gelu", causal=False)),
-    # issue 11 layer structures
+    # layer structures
     "Sandwich Transformer (2020)": (
         "Press et al. 2020: the sublayers reordered a^s (af)^(n-s) f^s; their best 16-layer model has "
         "s = 6, here s = 2 of 4 layers; sinusoidal positions, pre-LN, ReLU, causal.",
@@ -155,7 +155,7 @@ PRESETS: dict = {
              norm_placement="post", norm="layernorm", ffn="gelu", causal=False)),
 }
 
-# issue 11 part 1: the models the axial, sinkhorn, probsparse and synthesizer papers name
+# the models the axial, sinkhorn, probsparse and synthesizer papers name
 PRESETS.update({
     "Axial Transformer (2019)": (
         "Ho et al. 2019: the sequence folded into rows of 32 (a 32-pixel-wide image); half the heads attend "
@@ -181,7 +181,7 @@ PRESETS.update({
              ffn="relu", causal=True)),
 })
 
-# issue 11: the other models the catalogue's papers name (Talking-Heads, clustered attention and
+# the other models the catalogue's papers name (Talking-Heads, clustered attention and
 # product-key memory are mechanisms the papers add to existing models: no model name, no preset)
 PRESETS.update({
     "Set Transformer (2019)": (

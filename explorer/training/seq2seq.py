@@ -62,7 +62,7 @@ def cross_ideal(task: str, tokens) -> Optional[np.ndarray]:
 
 
 def gradient_inputs(batch: Batch) -> tuple:
-    """(source, target tokens) of a held-out batch for ``encdec.seq2seq_gradient_norms``, whose loss
+    """(source, target tokens) of a held-out batch for ``analysis.gradients.branch_gradient_norms``, whose loss
     (the target's next-token cross-entropy) is exactly the scored loss: every target position after
     SEP is an answer."""
     src, tgt = split_batch(batch)

@@ -30,10 +30,10 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from explorer.analysis.gradients import branch_gradient_norms
-from explorer.analysis.seq2seq import seq2seq_gradient_norms
+from explorer.analysis.gradients import branch_gradient_norms, next_token_loss
 from explorer.runtime.configs import as_config
 from explorer.runtime.seeding import GLOBAL_RNG, build
+from explorer.runtime.text import reads_pair
 from explorer.training import seq2seq as train_encdec
 from explorer.training.tasks import Batch, get_task, model_input, scored_accuracy, scored_loss, task_names
 from models import ConfigError, ModelConfig
@@ -171,7 +171,7 @@ class Trainer:
         self.cfg: ModelConfig = as_config(model_cfg)
         self.run_cfg = run.validate()
         self.task = get_task(run.task, run.text)
-        self.seq2seq = self.cfg.architecture == "encoder_decoder"  # model(src, tgt): explorer.training.seq2seq
+        self.seq2seq = reads_pair(self.cfg)  # model(src, tgt): tasks split at SEP (explorer.training.seq2seq)
         if self.seq2seq:
             train_encdec.check_task(run.task)
         if run.task == "lm" and not self.cfg.causal:
@@ -266,10 +266,11 @@ class Trainer:
         """Per-layer gradient norms of the task loss on the first held-out batch (no ``.grad`` written)."""
         self.model.eval()  # no dropout, no EMA updates: a measurement, not a step
         try:
-            if self.seq2seq:
-                return seq2seq_gradient_norms(self.model, *train_encdec.gradient_inputs(self.heldout[0]))
+            if self.seq2seq:  # the target's next-token loss is exactly the scored loss
+                return branch_gradient_norms(self.model, train_encdec.gradient_inputs(self.heldout[0]),
+                                             lambda logits, _src, tgt: next_token_loss(logits, tgt))
             return branch_gradient_norms(self.model, model_input(self.heldout[0], self.cfg.causal),
-                                         lambda logits, _tokens: scored_loss(logits, self.heldout[0]))
+                                         lambda logits, _inputs: scored_loss(logits, self.heldout[0]))
         finally:
             self.model.train()
 

@@ -4,33 +4,35 @@ A lives in a per-session ``gr.State`` (its config dict only, a few hundred bytes
 what differs (fields, parameters, FLOPs per token), the attention maps of A and B side by side on
 the same text, and their gradient norms overlaid. Its share link carries B (the controls), A
 (``pin=``, itself a share query) and the active tab (``tab=compare``); opening it restores both.
-Handlers follow ``ui_handlers``' convention: values by name in, ``{name: value}`` out, a bad
-config warns and skips.
+Both configs read the same text with the same separator. Handlers take values by name and return
+``{name: value}``; a bad config warns and skips. ``/compare_ab`` (``explorer.app.api``) serves the same
+comparison to API clients.
 """
 from __future__ import annotations
 
 from types import SimpleNamespace
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 import gradio as gr
 
-from explorer.analysis import compare
-from explorer.analysis import experiments as ex
-from explorer.app.api import _api, _api_config, _api_text  # the documented API's parsing and error rules
-from explorer.app.messages import problem, as_text, warn
-from explorer.app.state import read_state
+from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, model_summary
+from explorer.analysis.sweep import sweep_axes
 from explorer.app.controls import current_config
-from explorer.app.tabs.latency import SWEEP_BUDGET_S
 from explorer.app.jobs import cancellable
-from explorer.app.seq2seq import FIXED_LEN
-from explorer.app.share import from_query, to_query
-from explorer.figures import compare as plots_compare
-from explorer.runtime.limits import MAX_SWEEP_LEN, check_limits, parse_lengths
+from explorer.app.messages import problem, warn
+from explorer.app.share import from_query
+from explorer.app.state import read_state
+from explorer.app.tabs.latency import FIXED_LEN
+from explorer.runtime.limits import SWEEP_BUDGET_S
+from explorer.figures.attention import attention_grid
+from explorer.figures.compare import ab_sweep_figure, gradient_compare_figure
+from explorer.figures.readings import ab_sweep_reading, diff_markdown
+from explorer.runtime.configs import app_config
+from explorer.runtime.limits import MAX_SWEEP_LEN, parse_lengths
+from explorer.runtime.text import as_text
 from models import ConfigError, ModelConfig
 from models.config import CATEGORIES
-from explorer.figures.attention import attention_grid
-from explorer.figures.compare import gradient_compare_figure
-from explorer.figures.readings import ab_sweep_reading, diff_markdown
+from explorer.app.share import compare_query
 
 OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_link")
 AB_LENGTHS = "128,256,512,1024"
@@ -80,33 +82,27 @@ def pin_config(values: dict, text=None) -> dict:
         return {"pinned": gr.skip()}
 
 
-def compare_query(a: ModelConfig, b: ModelConfig, text: str) -> str:
-    """The share query of the comparison: B's own query, A's query under ``pin``, and the tab."""
-    qb = to_query(b, text)
-    extra = urlencode({"pin": to_query(a), "tab": "compare"})
-    return f"{qb}&{extra}" if qb else extra
-
-
-def compare_outputs(a: ModelConfig, b: ModelConfig, text: str) -> dict:
+def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None) -> dict:
+    """The tab's figures and reading for A and B on the same text and separator."""
     text = as_text(text)
-    maps_a, maps_b = ex.attention_maps(a, text), ex.attention_maps(b, text)
-    grad_a, grad_b = ex.gradient_norms(a), ex.gradient_norms(b)
+    maps_a, maps_b = attention_maps(a, text, separator=separator), attention_maps(b, text, separator=separator)
+    grad_a, grad_b = gradient_norms(a), gradient_norms(b)
     seq = max(1, len(maps_b.tokens))
-    md = diff_markdown(compare.config_diff(a, b), ex.model_summary(a, seq_len=seq), ex.model_summary(b, seq_len=seq))
+    md = diff_markdown(config_diff(a, b), model_summary(a, seq_len=seq), model_summary(b, seq_len=seq))
     return {"compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale.",
             "grid_a": attention_grid(maps_a, narrow=True), "grid_b": attention_grid(maps_b, narrow=True),
             "compare_grad": gradient_compare_figure(grad_a, grad_b),
-            "compare_link": compare_query(a, b, text)}
+            "compare_link": compare_query(a, b, text, separator)}
 
 
-def refresh_compare(values: dict, text, pinned) -> dict:
+def refresh_compare(values: dict, text, pinned, separator=None) -> dict:
     """A (pinned) vs B (the controls) -> the tab's outputs; nothing pinned -> a hint, figures kept."""
     if not pinned:
         return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
                 **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
     try:
-        a = check_limits(ModelConfig.from_dict(pinned))
-        return compare_outputs(a, current_config(values), text)
+        a = app_config(pinned)
+        return compare_outputs(a, current_config(values), text, separator)
     except Exception as exc:
         return {"compare_md": warn(problem(exc)), **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
 
@@ -114,15 +110,15 @@ def refresh_compare(values: dict, text, pinned) -> dict:
 def ab_label(cfg: ModelConfig, other: ModelConfig) -> str:
     """A short name for one side of the A/B sweep: its attention, plus up to two other choices it
     differs in (a parameter such as ``window`` only when no choice differs)."""
-    diff = compare.config_diff(cfg, other)
+    diff = config_diff(cfg, other)
     choices = [(k, va) for k, va, _ in diff if k in (*CATEGORIES, "causal")]
     diff = [(k, va) for k, va in (choices or [(k, va) for k, va, _ in diff]) if k != "attention"][:2]
     return cfg.attention + (" (" + ", ".join(f"{k}={v}" for k, v in diff) + ")" if diff else "")
 
 
 def _sweep_one(cfg: ModelConfig, lengths: list, mode: str, progress, should_stop) -> list:
-    axis = dict(seq2seq_axis="both", fixed_len=FIXED_LEN) if cfg.architecture == "encoder_decoder" else {}
-    return ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
+    axis = dict(seq2seq_axis="both", fixed_len=FIXED_LEN) if sweep_axes(cfg) else {}
+    return latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
                                    progress=progress, **axis)
 
 
@@ -134,7 +130,7 @@ def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, shou
         return {"ab_sweep": gr.skip(), "ab_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
                 "state": state}
     try:
-        a, b = check_limits(ModelConfig.from_dict(pinned)), current_config(values)
+        a, b = app_config(pinned), current_config(values)
         lens = parse_lengths(lengths)
         if mode not in ("forward", "forward_backward"):
             raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
@@ -152,7 +148,7 @@ def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, shou
     reading = ab_sweep_reading(rec_a, rec_b, name_a, name_b)
     if any(r["status"] == "cancelled" for r in rec_a + rec_b):
         reading = "⏹ A/B sweep stopped: the lengths it did not reach are marked CANCELLED. " + reading
-    return {"ab_sweep": plots_compare.ab_sweep_figure(rec_a, rec_b, name_a, name_b), "ab_md": reading,
+    return {"ab_sweep": ab_sweep_figure(rec_a, rec_b, name_a, name_b), "ab_md": reading,
             "state": {**state, "ab_sweep": {"a": rec_a, "b": rec_b, "name_a": name_a, "name_b": name_b}}}
 
 
@@ -165,19 +161,18 @@ async def run_ab_sweep_cancellable(values: dict, pinned, lengths, mode, state, p
 AB_IN = ("pinned", "ab_lengths", "ab_mode", "state")
 
 
-def wire_ab_sweep(n, control_fields) -> None:
-    """The Run A/B sweep and Stop buttons (``n``: ``explorer.app.layout.Named``); the sweep's own slot."""
-    c = n.c
-
+def wire_ab_sweep(ui, control_fields) -> None:
+    """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.wiring.Components``); the sweep's own slot."""
     async def ab_fn(data, progress=gr.Progress()):
-        values, args = n.split(data)
-        return n.back(await run_ab_sweep_cancellable(values, args["pinned"], args["ab_lengths"], args["ab_mode"],
-                                                     args["state"], progress))
+        values, named = ui.split(data)
+        return ui.back(await run_ab_sweep_cancellable(values, named["pinned"], named["ab_lengths"], named["ab_mode"],
+                                                      named["state"], progress))
 
-    run = c["ab_run"].click(ab_fn, n.ins(*control_fields, *AB_IN), n.outs(*AB_OUTPUTS), api_name="run_ab_sweep",
-                            api_visibility="undocumented", concurrency_id="sweep", concurrency_limit=1)
-    c["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",
-                       queue=False)
+    run = ui["ab_run"].click(ab_fn, ui.inputs(*control_fields, *AB_IN), ui.outputs(*AB_OUTPUTS),
+                             api_name="run_ab_sweep", api_visibility="undocumented", concurrency_id="sweep",
+                             concurrency_limit=1)
+    ui["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",
+                        queue=False)
 
 
 def pinned_from_url(request: gr.Request | None) -> dict:
@@ -195,14 +190,3 @@ def pinned_from_url(request: gr.Request | None) -> dict:
 
 def _parse(query: str) -> dict:
     return dict(parse_qsl(str(query)[:4000], keep_blank_values=True))
-
-
-def api_compare(config_a_json: str, config_b_json: str, text: str) -> dict:
-    """``/compare``: ``{"diff": [[field, A, B], ...], "a": {...}, "b": {...}, "link": query}``, where
-    ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text."""
-    def run():
-        a, b, t = _api_config(config_a_json), _api_config(config_b_json), _api_text(text)
-        side = {k: {"attention": ex.attention_maps(c, t).summary(), "gradients": ex.gradient_norms(c)}
-                for k, c in (("a", a), ("b", b))}
-        return {"diff": [list(r) for r in compare.config_diff(a, b)], **side, "link": compare_query(a, b, t)}
-    return _api(run)

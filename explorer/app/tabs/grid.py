@@ -1,12 +1,12 @@
 """The attention grid a speaker can drive: which layers / heads it shows, and click a panel to zoom.
 
 - "Layers shown" / "Heads shown" (``explorer.app.grid_pick`` specs: "all", "0-3", "0,2,5-7"): a commit
-  redraws only the grid from the memoised maps (``experiments.attention_maps``: no model run when
-  the maps are cached) and puts the picks into the share link.
+  redraws only the grid from the memoised maps and puts the picks into the share link
+  (``tabs.attention.redraw_grid``, which draws and links like a control's commit).
 - Click a panel: ``CLICK_JS`` (attached once on page load) listens to Plotly's ``plotly_click`` on
-  the grid, reads the clicked trace's ``meta = [layer, head]`` (``plots.attention_grid``), keeps it
-  on the page and clicks a hidden button; that button's ``PICK_JS`` writes it into the zoom's
-  layer / head pickers in the browser, and one request redraws the zoom (``ui_zoom.refresh_zoom``).
+  the grid, reads the clicked trace's ``meta = [layer, head]`` (``figures.attention.attention_grid``),
+  keeps it on the page and clicks a hidden button; that button's ``PICK_JS`` writes it into the
+  zoom's layer / head pickers in the browser, and one request redraws the zoom (``tabs.zoom``).
 """
 from __future__ import annotations
 
@@ -14,18 +14,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.analysis import experiments as ex
-from explorer.app import seq2seq as ui_encdec
 from explorer.app import weights as ui_trained
 from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.grid_pick import ALL, MAX_GRID, with_grid
-from explorer.app.state import drawn_digest, read_state
-from explorer.app.messages import problem, as_text, warn
-from explorer.app.controls import current_config
-from explorer.app.tabs.attention import grid_figure
-from explorer.app.share import to_query
+from explorer.app.grid_pick import ALL, MAX_GRID
 from explorer.app.tabs import zoom as ui_zoom
-from explorer.runtime.presets import matching_preset
+from explorer.app.tabs.attention import redraw_grid
 
 OUTPUTS = ("grid", "share_qs", "status", "state")
 HINT = f'"all", "2", "0-3" or "0,2,5-7"; at most {MAX_GRID} are drawn'
@@ -65,36 +58,17 @@ def build_pickers() -> SimpleNamespace:
     return SimpleNamespace(layers=layers, heads=heads, go=go)
 
 
-def redraw_grid(values: dict, text, grid_layers=ALL, grid_heads=ALL, state=None, separator=None) -> dict:
-    """-> the grid of the picked layers / heads, the share link, status and state; nothing is
-    redrawn when the picks and config are what the grid already shows."""
-    state = read_state(state)
-    text = as_text(text)
-    try:
-        cfg = current_config(values)
-        drawn = drawn_digest(cfg, text, separator, (grid_layers, grid_heads))
-        if drawn == state["drawn"]:
-            return {"grid": gr.skip(), "share_qs": gr.skip(), "status": gr.skip(), "state": gr.skip()}
-        maps = ex.attention_maps(cfg, text, separator=ui_encdec.separator(separator))
-        fig = grid_figure(maps, grid_layers, grid_heads, strict=True)
-    except Exception as exc:  # a bad pick (ConfigError naming the box) or config: keep the last grid
-        return {"grid": gr.skip(), "share_qs": gr.skip(), "status": warn(problem(exc)), "state": gr.skip()}
-    return {"grid": fig, "share_qs": with_grid(to_query(cfg, text, matching_preset(cfg)), grid_layers, grid_heads),
-            "status": "", "state": {**state, "drawn": drawn, "fresh": False}}
-
-
-def wire(demo, n, zoom_in: tuple, zoom_rename: dict) -> None:
-    """The pickers redraw only the grid; a click on a panel zooms into it. ``n``: ``explorer.app.layout.Named``
-    (components by name); ``zoom_in`` / ``zoom_rename``: the zoom event's inputs and their renaming."""
-    c = n.c
-    gr.on([c["grid_layers"].submit, c["grid_layers"].blur, c["grid_heads"].submit, c["grid_heads"].blur],
-          n.fn(ui_trained.with_weights(redraw_grid)),
-          n.ins(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained"),
-          n.outs(*OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="redraw_grid",
+def wire(demo, ui, zoom_in: tuple, zoom_rename: dict) -> None:
+    """The pickers redraw only the grid; a click on a panel zooms into it. ``ui``:
+    ``explorer.app.wiring.Components``; ``zoom_in`` / ``zoom_rename``: the zoom event's inputs and their renaming."""
+    gr.on([ui["grid_layers"].submit, ui["grid_layers"].blur, ui["grid_heads"].submit, ui["grid_heads"].blur],
+          ui.handler(ui_trained.with_weights(redraw_grid)),
+          ui.inputs(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained"),
+          ui.outputs(*OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="redraw_grid",
           api_visibility="undocumented", concurrency_id="compute")
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
-    c["grid_zoom_go"].click(None, [c["zoom_layer"], c["zoom_head"]], [c["zoom_layer"], c["zoom_head"]],
-                            js=PICK_JS, queue=False, api_visibility="private").then(
-        n.fn(ui_trained.with_weights(ui_zoom.refresh_zoom), zoom_rename), n.ins(*zoom_in, "trained"),
-        n.outs(*ui_zoom.OUTPUTS), show_progress="minimal", api_name="zoom_click", api_visibility="undocumented",
+    ui["grid_zoom_go"].click(None, [ui["zoom_layer"], ui["zoom_head"]], [ui["zoom_layer"], ui["zoom_head"]],
+                             js=PICK_JS, queue=False, api_visibility="private").then(
+        ui.handler(ui_trained.with_weights(ui_zoom.refresh_zoom), zoom_rename), ui.inputs(*zoom_in),
+        ui.outputs(*ui_zoom.OUTPUTS), show_progress="minimal", api_name="zoom_click", api_visibility="undocumented",
         concurrency_id="compute")

@@ -1,22 +1,30 @@
-"""Latency tab."""
+"""The Latency & memory tab's sweep: the current config against its baseline, measured on this machine.
+
+The baseline is what the choice is compared with: the same model with full attention, or with
+standard layers for a reversible stack. A model of several inputs sweeps the length of one of them
+(or all), the others held at ``FIXED_LEN``. The sweep runs in its own concurrency slot and stops
+between two modules when Stop is pressed or the page goes away (``explorer.app.jobs``).
+"""
 from __future__ import annotations
+
 import gradio as gr
-from explorer.analysis import experiments as ex
+
+from explorer.analysis import latency_memory_sweep
+from explorer.analysis.sweep import sweep_axes
+from explorer.app.controls import current_config
+from explorer.app.jobs import cancellable
 from explorer.app.messages import problem, warn
 from explorer.app.state import read_state
-from explorer.app.controls import current_config
-from explorer.app.seq2seq import FIXED_LEN
-from explorer.figures import readings as report
+from explorer.figures.latency import sweep_figure
+from explorer.figures.readings import sweep_reading
 from explorer.runtime.limits import parse_lengths
 from models import ConfigError, ModelConfig
-from explorer.figures.latency import sweep_figure
-from explorer.app.jobs import cancellable
+from models.architectures import arrangement
+from explorer.runtime.limits import SWEEP_BUDGET_S
+
+FIXED_LEN = 64  # the other inputs' length when a sweep varies one input of several
 
 
-SWEEP_BUDGET_S = 3.0
-
-
-# ---------------------------------------------------------------------------- sweep
 def sweep_baseline(cfg: ModelConfig):
     """``(name, config)`` the sweep compares against: a reversible stack against the same model with
     standard layers (its activation memory is what stays flat in depth), otherwise the same model
@@ -30,36 +38,43 @@ def sweep_baseline(cfg: ModelConfig):
 
 def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, should_stop=None,
                   seq2seq_axis: str = "both") -> tuple:
-    """Sweep the current config and its baseline -> (figure, reading, records). An encoder-decoder
-    sweeps ``seq2seq_axis`` (source, target or both lengths; ``explorer.analysis.sweep``)."""
-    axis = (dict(seq2seq_axis=seq2seq_axis or "both", fixed_len=FIXED_LEN) if cfg.architecture == "encoder_decoder"
-            else {})
+    """Sweep the current config and its baseline -> (figure, reading, records). A model of several
+    inputs sweeps ``seq2seq_axis`` (one input's length or all of them; ``explorer.analysis.sweep``)."""
+    axis = dict(seq2seq_axis=seq2seq_axis or "both", fixed_len=FIXED_LEN) if sweep_axes(cfg) else {}
+
     def part(lo, hi):
         if progress is None:
             return None
         return lambda frac, msg: progress(lo + (hi - lo) * frac, desc=msg)
 
     base_name, base_cfg = sweep_baseline(cfg)
-    current = ex.latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
+    current = latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
                                       progress=part(0.0, 0.5 if base_cfg is not None else 1.0), **axis)
     baseline = None
     if base_cfg is not None:
         try:
-            baseline = ex.latency_memory_sweep(base_cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S,
+            baseline = latency_memory_sweep(base_cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S,
                                                should_stop=should_stop, progress=part(0.5, 1.0), **axis)
         except ConfigError:  # the baseline is not valid with this config: no baseline
             baseline = None
     name = cfg.attention if base_name != "standard layers" else f"{cfg.attention}, reversible layers"
     if axis:
-        name += {"both": " (source = target length)", "source": f" (source length; target {FIXED_LEN})",
-                 "target": f" (target length; source {FIXED_LEN})"}[axis["seq2seq_axis"]]
+        name += axis_note(arrangement(cfg).inputs, axis["seq2seq_axis"])
     fig = sweep_figure(current, baseline, name, base_name or "full")
-    reading = report.sweep_reading(current, baseline, name, base_name or "full")
+    reading = sweep_reading(current, baseline, name, base_name or "full")
     if cfg.layer == "reversible" and mode == "forward":
         reading += (" Reversible layers save *activation* memory, which only exists when gradients are taken:"
                     " measure forward_backward to see it.")
     return fig, reading, {"current": current, "baseline": baseline, "attention": name,
                           "baseline_name": base_name or "full"}
+
+
+def axis_note(inputs: tuple, axis: str) -> str:
+    """" (source = target length)", " (source length; target 64)": what the sweep's length is."""
+    if axis == "both":
+        return f" ({' = '.join(inputs)} length)"
+    others = ", ".join(f"{name} {FIXED_LEN}" for name in inputs if name != axis)
+    return f" ({axis} length; {others})"
 
 
 def run_sweep(values: dict, lengths, mode, state, progress=None, should_stop=None, seq2seq_axis="both") -> dict:

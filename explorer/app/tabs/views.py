@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.analysis import experiments as ex
-from explorer.analysis.seq2seq import DEFAULT_SEPARATOR
+from explorer.analysis import attention_maps
+from explorer.analysis.weights import applicable
+from explorer.app.controls import current_config
 from explorer.app.messages import problem
 from explorer.app.state import read_state
-from explorer.app.controls import current_config
 from explorer.figures.views import PLOT_NAMES, approximation_figure, error_note, view_figures
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
@@ -132,10 +132,10 @@ def family_reading(s: dict) -> list:
 OUTPUTS = ("views_tab", "views_md", "views_pick", "views_layer", "views_head", *(f"view_{n}" for n in PLOT_NAMES))
 
 
-def views_outputs(cfg, text: str, layer=0, head=0, separator=None) -> dict:
+def views_outputs(cfg, text: str, layer=0, head=0, separator=None, weights=None) -> dict:
     """-> ``{views_tab, views_md, views_pick, views_layer, views_head, view_<plot>}`` (``gr.update`` each).
-    ``separator``: where an encoder-decoder splits the text (its views are the decoder's layers)."""
-    views = ex.attention_maps(cfg, text, separator=separator or DEFAULT_SEPARATOR).views
+    ``separator``: where a source / target text splits (the views are the head stack's layers)."""
+    views = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)).views
     figs = view_figures(views, _int(layer), _int(head))
     approx = views.items.get("approximation")
     if approx is not None:
@@ -158,30 +158,31 @@ def _int(x) -> int:
         return 0
 
 
-def approximation_redraw(cfg, text: str, layer, head, separator=None):
+def approximation_redraw(cfg, text: str, layer, head, separator=None, weights=None):
     """Only the comparison figure, for another layer / head."""
-    views = ex.attention_maps(cfg, text, separator=separator or DEFAULT_SEPARATOR).views
+    views = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)).views
     view = views.items.get("approximation")
     if view is None:
         return gr.skip()
     return approximation_figure(view, views.tokens, _int(layer), _int(head))
 
 
-def refresh_views(values: dict, text, layer=0, head=0, state=None, separator=None) -> dict:
+def refresh_views(values: dict, text, layer=0, head=0, state=None, separator=None, weights=None) -> dict:
     """Control values -> ``views_outputs``; skipped when the attention event drew nothing new
     (``state["fresh"]`` False) or the config is bad (the attention handler already warned)."""
     if state is not None and not read_state(state)["fresh"]:
         return {k: gr.skip() for k in OUTPUTS}
     try:
-        return views_outputs(current_config(values), text, layer, head, separator)
+        return views_outputs(current_config(values), text, layer, head, separator, weights)
     except Exception as exc:
         problem(exc)
         return {k: gr.skip() for k in OUTPUTS}
 
 
-def redraw_approximation(values: dict, text, layer, head, separator=None):
+def redraw_approximation(values: dict, text, layer, head, separator=None, weights=None):
+    """The approximation figure for the picked layer / head (its pickers' event)."""
     try:
-        return approximation_redraw(current_config(values), text, layer, head, separator)
+        return approximation_redraw(current_config(values), text, layer, head, separator, weights)
     except Exception as exc:
         problem(exc)
         return gr.skip()

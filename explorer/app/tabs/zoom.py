@@ -1,15 +1,17 @@
 """Zoom into one head of the Attention tab: layer / head pickers and a large labelled heatmap
-(``plots_zoom.head_figure``). The pickers' choices follow the config's layers and heads; the maps
-come from the same memoised ``experiments.attention_maps`` as the grid, so a zoom costs no model run."""
+(``figures.zoom.head_figure``). The pickers' choices follow the config's layers and heads; the maps
+come from the same memoised ``analysis.attention_maps`` as the grid (same text, separator and
+weights), so a zoom costs no model run."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.analysis import experiments as ex
-from explorer.app.messages import problem, as_text
+from explorer.analysis import attention_maps
+from explorer.analysis.weights import applicable
 from explorer.app.controls import current_config
+from explorer.app.messages import problem
 from explorer.figures.zoom import head_figure
 
 OUTPUTS = ("zoom_layer", "zoom_head", "zoom")
@@ -25,10 +27,11 @@ def build_zoom() -> SimpleNamespace:
     return SimpleNamespace(layer=layer, head=head, plot=plot)
 
 
-def refresh_zoom(values: dict, text, layer=0, head=0) -> dict:
+def refresh_zoom(values: dict, text, layer=0, head=0, separator=None, weights=None) -> dict:
     """-> pickers (choices of this config, value kept when it still exists) and the head's figure."""
     try:
-        maps = ex.attention_maps(current_config(values), as_text(text))
+        cfg = current_config(values)
+        maps = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg))
     except Exception as exc:
         problem(exc)
         return {k: gr.skip() for k in OUTPUTS}

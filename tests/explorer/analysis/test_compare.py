@@ -3,7 +3,7 @@ from urllib.parse import parse_qsl
 
 from explorer.analysis import compare
 from explorer.app.share import from_query
-from explorer.app.tabs.compare import compare_query
+from explorer.app.share import compare_query
 from explorer.figures.compare import gradient_compare_figure
 from explorer.figures.readings import diff_markdown
 from models import ModelConfig

@@ -6,8 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis import experiments as ex
-from explorer.analysis import seq2seq as encdec
+from explorer.analysis import (
+    attention_maps,
+    gradient_norms,
+    input_batch,
+    kv_cache_bytes,
+    latency_memory_sweep,
+    model_summary,
+)
+from explorer.runtime.text import model_input
 from models import ConfigError, ModelConfig, build_model
 
 
@@ -18,26 +25,32 @@ def small(**kw):
     return ModelConfig(**base)
 
 
+def split(text, sep, max_bytes=256):
+    inp = model_input(small(), text, sep, max_bytes)
+    return list(inp.ids("source")), list(inp.ids("target")), inp.truncated
+
+
 def test_split_at_first_separator_into_bytes():
-    src, tgt, cut = encdec.split_text("ab=>c=>é", "=>")
+    src, tgt, cut = split("ab=>c=>é", "=>")
     assert src == list(b"ab") and tgt == list("c=>é".encode("utf-8")) and not cut
-    src, tgt, cut = encdec.split_text("abc | xy", " | ")
+    src, tgt, cut = split("abc | xy", " | ")
     assert bytes(src) == b"abc" and bytes(tgt) == b"xy"
-    src, tgt, cut = encdec.split_text("a" * 10 + "|" + "b" * 3, "|", max_bytes=8)
+    src, tgt, cut = split("a" * 10 + "|" + "b" * 3, "|", max_bytes=8)
     assert len(src) == 4 and len(tgt) == 3 and cut
+    assert split("a=>b", "")[:2] == ([ord("a")], [ord("b")])  # an emptied box is the default separator
 
 
 @pytest.mark.parametrize("text, sep, field", [("no separator here", "=>", "separator"), ("=>tgt", "=>", "text"),
-                                              ("src=>", "=>", "text"), ("a=>b", "", "separator")])
+                                              ("src=>", "=>", "text"), ("a\nb", "\n", "separator")])
 def test_bad_split_names_the_field(text, sep, field):
     with pytest.raises(ConfigError) as err:
-        encdec.split_text(text, sep)
+        split(text, sep)
     assert err.value.field == field
 
 
 def test_three_kinds_of_maps_match_the_model():
     cfg = small()
-    maps = ex.attention_maps(cfg, "hello=>olleh!!")
+    maps = attention_maps(cfg, "hello=>olleh!!")
     src, tgt = torch.tensor([list(b"hello")]), torch.tensor([list(b"olleh!!")])
     with torch.no_grad():
         out = build_model(cfg).eval()(src, tgt, return_attention=True)
@@ -58,15 +71,15 @@ def test_three_kinds_of_maps_match_the_model():
 
 
 def test_decoder_only_maps_have_no_stacks():
-    maps = ex.attention_maps(ModelConfig(n_layers=1, d_model=32, n_heads=2), "a=>b")
+    maps = attention_maps(ModelConfig(n_layers=1, d_model=32, n_heads=2), "a=>b")
     assert maps.stacks is None and "cross_maps" not in maps.summary() and len(maps.tokens) == 4
 
 
 def test_gradient_norms_per_stack_match_backward():
     cfg = small()
-    got = ex.gradient_norms(cfg, seq_len=6, batch=2, seed=3)
+    got = gradient_norms(cfg, seq_len=6, batch=2, seed=3)
     model = build_model(cfg).train()
-    src, tgt = encdec.seq2seq_batch(cfg, 6, 2, 3)
+    src, tgt = input_batch(cfg, 6, 2, 3)
     torch.manual_seed(3)
     logits = model(src, tgt).logits
     F.cross_entropy(logits[:, :-1].reshape(-1, 256), tgt[:, 1:].reshape(-1)).backward()
@@ -83,13 +96,13 @@ def test_gradient_norms_per_stack_match_backward():
 
 def test_kv_cache_counts_decoder_layers():
     cfg = small()
-    got = ex.kv_cache_bytes(cfg, [10])
+    got = kv_cache_bytes(cfg, [10])
     assert got["current"] == [2 * 3 * cfg.kv_heads * cfg.d_head * 10 * 2]
 
 
 def test_summary_counts_every_parameter():
     cfg = small()
-    s = ex.model_summary(cfg, seq_len=8)
+    s = model_summary(cfg, seq_len=8)
     assert s["parameters"] == sum(p.numel() for p in build_model(cfg).parameters())
     assert s["flops_per_token"] > 0
 
@@ -97,25 +110,25 @@ def test_summary_counts_every_parameter():
 @pytest.mark.parametrize("axis, pairs", [("both", [(4, 4), (8, 8)]), ("source", [(4, 6), (8, 6)]),
                                          ("target", [(6, 4), (6, 8)])])
 def test_sweep_times_source_and_target_lengths(axis, pairs):
-    from explorer.analysis.sweep import _inputs
+    from explorer.analysis.sweep import _inputs, input_lengths
     cfg = small(n_decoder_layers=1, n_encoder_layers=1)
-    recs = ex.latency_memory_sweep(cfg, [4, 8], seq2seq_axis=axis, fixed_len=6, repeats=1, min_repeats=1)
+    recs = latency_memory_sweep(cfg, [4, 8], seq2seq_axis=axis, fixed_len=6, repeats=1, min_repeats=1)
     assert [(r["src_len"], r["tgt_len"]) for r in recs] == pairs
     assert all(r["status"] == "ok" and r["ms"] > 0 and r["peak_bytes"] > 0 for r in recs), recs
-    src, tgt = _inputs(cfg, 8, 2, (axis, 6), "cpu")
+    src, tgt = _inputs(cfg, input_lengths(cfg, 8, axis, 6), 2, "cpu", 8)
     assert (src.shape[1], tgt.shape[1]) == pairs[1] and src.shape[0] == tgt.shape[0] == 2
 
 
 def test_sweep_refuses_an_unknown_axis():
     with pytest.raises(ConfigError) as err:
-        ex.latency_memory_sweep(small(), [4], seq2seq_axis="sideways")
+        latency_memory_sweep(small(), [4], seq2seq_axis="sideways")
     assert err.value.field == "seq2seq_axis"
 
 
 def test_model_card_splits_the_stacks():
     from explorer.figures import readings as report
     cfg = small()
-    s = ex.model_summary(cfg, seq_len=8)
+    s = model_summary(cfg, seq_len=8)
     model = build_model(cfg)
     st = s["stacks"]
     assert (st["encoder_layers"], st["decoder_layers"]) == (2, 3)
@@ -125,4 +138,4 @@ def test_model_card_splits_the_stacks():
     assert st["cross_params"] == 3 * 4 * 32 * 32  # q, k, v, out projections of d_model x d_model per layer
     card = report.model_markdown(s)
     assert "encoder 2 layers" in card and "decoder 3 layers" in card
-    assert ex.model_summary(ModelConfig(n_layers=1, d_model=32, n_heads=2), 8)["stacks"] is None
+    assert model_summary(ModelConfig(n_layers=1, d_model=32, n_heads=2), 8)["stacks"] is None

@@ -5,9 +5,7 @@ import time
 import pytest
 
 import kernels
-from explorer.analysis import experiments as ex
-from explorer.analysis.experiments import model_summary
-from explorer.analysis.sweep import latency_memory_sweep
+from explorer.analysis import latency_memory_sweep, model_summary
 from explorer.app.tabs.latency import sweep_baseline, sweep_outputs
 from explorer.runtime.load import LOAD
 from models import ConfigError, ModelConfig
@@ -18,7 +16,7 @@ KEYS = {"seq_len", "ms", "peak_bytes", "backend", "status", "reason"}
 
 @pytest.mark.parametrize("mode", ["forward", "forward_backward"])
 def test_ok_records_are_measured(mode):
-    recs = ex.latency_memory_sweep(ModelConfig(**SMALL), [32, 16], mode, repeats=2, min_repeats=1)
+    recs = latency_memory_sweep(ModelConfig(**SMALL), [32, 16], mode, repeats=2, min_repeats=1)
     assert [r["seq_len"] for r in recs] == [16, 32]
     for r in recs:
         assert KEYS <= set(r) and r["status"] == "ok", r
@@ -27,29 +25,29 @@ def test_ok_records_are_measured(mode):
 
 
 def test_impossible_length_is_an_oom_record_not_an_exception():
-    recs = ex.latency_memory_sweep(ModelConfig(**SMALL), [16, 2 ** 40, 2 ** 41], repeats=1, min_repeats=1)
+    recs = latency_memory_sweep(ModelConfig(**SMALL), [16, 2 ** 40, 2 ** 41], repeats=1, min_repeats=1)
     assert [r["status"] for r in recs] == ["ok", "oom", "oom"]
     assert recs[1]["ms"] is None and "GiB" in recs[1]["reason"]
 
 
 def test_over_budget_lengths_time_out_and_the_rest_are_skipped():
-    recs = ex.latency_memory_sweep(ModelConfig(**SMALL), [16, 32, 64], time_budget_s=1e-9)
+    recs = latency_memory_sweep(ModelConfig(**SMALL), [16, 32, 64], time_budget_s=1e-9)
     assert [r["status"] for r in recs] == ["timeout"] * 3
     assert "budget" in recs[0]["reason"] and "skipped" in recs[1]["reason"]
 
 
 def test_invalid_length_is_reported_with_the_reason():
     cfg = ModelConfig(position="learned", max_len=20, **SMALL)
-    recs = ex.latency_memory_sweep(cfg, [16, 32], repeats=1, min_repeats=1)
+    recs = latency_memory_sweep(cfg, [16, 32], repeats=1, min_repeats=1)
     assert [r["status"] for r in recs] == ["ok", "invalid"]
     assert "max_len" in recs[1]["reason"]
 
 
 def test_bad_mode_and_lengths_raise_config_error():
     with pytest.raises(ConfigError):
-        ex.latency_memory_sweep(ModelConfig(**SMALL), [16], mode="sideways")
+        latency_memory_sweep(ModelConfig(**SMALL), [16], mode="sideways")
     with pytest.raises(ConfigError):
-        ex.latency_memory_sweep(ModelConfig(**SMALL), [0])
+        latency_memory_sweep(ModelConfig(**SMALL), [0])
 
 
 @pytest.mark.parametrize("attention,position,expected", [

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 
 from explorer.app import api as ui_api
@@ -25,6 +26,11 @@ from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES
 
 SMALL = ModelConfig(n_layers=2, d_model=32, n_heads=2)
+
+
+def as_figure(value) -> go.Figure:
+    """A figure a handler sent: a ``go.Figure``, or the memoised JSON Gradio's Plot sends (``PlotData``)."""
+    return value if isinstance(value, go.Figure) else pio.from_json(value.plot)
 
 
 def _values(cfg=SMALL, **kw):
@@ -76,7 +82,7 @@ def test_visibility_follows_the_chosen_variants_and_categories_never_hide():
 
 def test_refresh_attention_draws_shares_and_keeps_a_tiny_state():
     out = h.refresh_attention(_values(), "hello", new_state())
-    assert isinstance(out["grid"], go.Figure) and isinstance(out["stats"], go.Figure)
+    assert isinstance(as_figure(out["grid"]), go.Figure) and isinstance(as_figure(out["stats"]), go.Figure)
     assert "5 byte tokens" in out["maps_md"] and out["preset"] == CUSTOM
     assert "n_layers=2" in out["share_qs"] and "text=hello" in out["share_qs"]
     state = out["state"]
@@ -122,7 +128,7 @@ def test_a_huge_echoed_value_is_truncated():
 def test_linformer_while_causal_unticks_causal_and_says_so():
     out = h.refresh_attention(_values(attention="linformer", position="learned"), "hello", new_state())
     assert out["causal"]["value"] is False and "Causal unticked" in out["status"]
-    assert isinstance(out["grid"], go.Figure)
+    assert as_figure(out["grid"]).data
     labels = dict((k, lab) for lab, k in choice_marks(_values())["attention"])
     assert labels["linformer"] == "linformer (needs causal off)" and labels["full"] == "full"
 

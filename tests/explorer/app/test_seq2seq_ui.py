@@ -1,10 +1,12 @@
 """The encoder-decoder in the app's handlers: separator box, extra figures, share links, controls."""
+import base64
 import json
 
 import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
 
-from explorer.analysis import seq2seq as encdec
-from explorer.app import seq2seq as ui_encdec
+from explorer.analysis import attention_maps
 from explorer.app.controls import config_values, visible_fields
 from explorer.app.export import cleanup_export, export_files
 from explorer.app.share import from_query, to_query
@@ -12,12 +14,27 @@ from explorer.app.sources import apply_preset, upload_config
 from explorer.app.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.analysis import analysis_outputs
-from explorer.app.tabs.latency import run_sweep
-from explorer.figures.seq2seq import cross_grid
+from explorer.app.tabs.latency import FIXED_LEN, run_sweep
+from explorer.figures.stacks import extra_grid
+from explorer.runtime.text import DEFAULT_SEPARATOR, SEQ2SEQ_TEXT
 from models import ModelConfig
 
 SMALL = dict(architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32,
              n_heads=2, d_ff=64)
+
+
+def as_figure(value) -> go.Figure:
+    """A figure a handler sent: a ``go.Figure``, or the memoised JSON Gradio's Plot sends (``PlotData``)."""
+    return value if isinstance(value, go.Figure) else pio.from_json(value.plot)
+
+
+def z_of(trace) -> np.ndarray:
+    """A heatmap's z as an array, also when Plotly's JSON carries it as a typed array (base64 ``bdata``)."""
+    z = trace.z
+    if isinstance(z, dict) and "bdata" in z:
+        shape = [int(n) for n in str(z.get("shape", "")).split(",") if n.strip()]
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape)
+    return np.asarray(z)
 
 
 def _vis(update):
@@ -40,7 +57,7 @@ def test_refresh_draws_cross_attention_with_source_and_target_labels():
     enc = out["encoder_grid"]["value"]
     assert len(enc.data) == 1 * 2 and list(enc.data[0].y) == ["0 a", "1 b", "2 ␣", "3 c"]
     # the main grid is the decoder's causal self-attention over the target: 3 x 3, upper triangle blank
-    z = np.asarray(out["grid"].data[0].z)
+    z = z_of(as_figure(out["grid"]).data[0])
     assert z.shape == (3, 3) and np.all(np.triu(z, 1) == 0) and np.all(np.diag(z) > 0)
 
 
@@ -67,7 +84,7 @@ def test_analysis_has_per_stack_gradients_and_the_card():
 
 def test_an_encoder_decoder_preset_fills_a_text_with_the_separator():
     out = apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)")
-    assert out["text"] == ui_encdec.SEQ2SEQ_TEXT and encdec.DEFAULT_SEPARATOR in out["text"]
+    assert out["text"] == SEQ2SEQ_TEXT and DEFAULT_SEPARATOR in out["text"]
     assert apply_preset("GPT-2 (2019)")["text"] == h.gr.skip()
 
 
@@ -79,10 +96,10 @@ def test_share_link_carries_the_stack_depths():
 
 
 def test_cross_grid_of_the_reverse_text_has_every_source_column():
-    from explorer.analysis import experiments as ex
-    maps = ex.attention_maps(ModelConfig(**SMALL), ui_encdec.SEQ2SEQ_TEXT)
-    fig = cross_grid(maps)
-    src, tgt = ui_encdec.SEQ2SEQ_TEXT.split("=>")
+
+    maps = attention_maps(ModelConfig(**SMALL), SEQ2SEQ_TEXT)
+    fig = extra_grid(maps.stacks["cross"])
+    src, tgt = SEQ2SEQ_TEXT.split("=>")
     assert len(fig.data[0].x) == len(src) and len(fig.data[0].y) == len(tgt)
 
 
@@ -90,7 +107,7 @@ def test_ui_sweep_varies_the_chosen_side():
     values = config_values(ModelConfig(**{**SMALL, "n_decoder_layers": 1}))
     out = run_sweep(values, "4,8", "forward", None, seq2seq_axis="target")
     recs = out["state"]["sweep"]["current"]
-    assert [(r["src_len"], r["tgt_len"]) for r in recs] == [(ui_encdec.FIXED_LEN, 4), (ui_encdec.FIXED_LEN, 8)]
+    assert [(r["src_len"], r["tgt_len"]) for r in recs] == [(FIXED_LEN, 4), (FIXED_LEN, 8)]
     assert "target length" in out["sweep_md"]
     refresh = h.refresh_attention(values, "a=>b", new_state())
     assert _vis(refresh["sweep_axis"])

@@ -40,13 +40,6 @@ def test_idle_sessions_are_dropped_and_active_ones_kept(holder):
     assert len(holder.session_data) == 0
 
 
-@pytest.mark.parametrize("raw, ttl", [("", 3600.0), ("5", 5.0), ("0", 1.0), ("-3", 1.0), ("abc", 3600.0),
-                                      ("nan", 3600.0), ("inf", 3600.0)])
-def test_ttl_from_the_environment(monkeypatch, raw, ttl):
-    monkeypatch.setenv(sessions.ENV, raw)
-    assert sessions.session_ttl() == ttl
-
-
 def _values(**kw):
     return {n: u["value"] for n, u in config_updates(ModelConfig(**kw)).items()}
 

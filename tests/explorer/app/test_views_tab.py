@@ -7,7 +7,7 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 
-from explorer.analysis import experiments as ex
+from explorer.analysis import attention_maps
 from explorer.app.controls import config_values
 from explorer.app.export import cleanup_export, export_files
 from explorer.app.state import new_state
@@ -93,10 +93,10 @@ def test_bad_config_skips_every_view_output():
     ("Memorizing Transformer (2022)", "memory"), ("Switch Transformer (2021)", "experts"),
     ("Universal Transformer (2019)", "act"), ("GTrXL (2020)", "memory"),
 ])
-def test_issue_presets_validate_and_bring_their_view(preset, view):
+def test_paper_presets_validate_and_bring_their_view(preset, view):
     cfg = check_limits(preset_config(preset))
     assert matching_preset(cfg) == preset
-    assert view in ex.attention_maps(cfg, TEXT).views.items
+    assert view in attention_maps(cfg, TEXT).views.items
 
 
 def test_export_adds_the_views_section(tmp_path, monkeypatch):

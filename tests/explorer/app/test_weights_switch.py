@@ -3,6 +3,7 @@ switching to trained changes the maps, switching back restores them, another ses
 them, a config that does not match turns the switch off with a message."""
 import json
 
+import plotly.graph_objects as go
 import pytest
 
 from explorer.app import weights as ui_trained
@@ -47,7 +48,9 @@ def plain(markdown: str) -> str:
 
 
 def fig(f) -> str:
-    return json.dumps(f.to_plotly_json()["data"], sort_keys=True, default=str)
+    """The data of a figure a handler sent (a ``go.Figure`` or the JSON of Gradio's ``PlotData``)."""
+    data = f.to_plotly_json()["data"] if isinstance(f, go.Figure) else json.loads(f.plot)["data"]
+    return json.dumps(data, sort_keys=True, default=str)
 
 
 def test_switching_to_trained_changes_the_maps_and_back_restores_them(train_state):

@@ -1,16 +1,16 @@
-"""Figures that say what they show (issue 13 §2): the grid's picks, size and clipped colour scale; the
+"""Figures that say what they show: the grid's picks, size and clipped colour scale; the
 memory in Transformer-XL's pattern panel; sweep failures on their own curve; coinciding curves; the
-LSH error; and legends that never sit on an axis title, over every figure builder of plots*.py."""
+LSH error; and legends that never sit on an axis title, over every figure builder of explorer.figures."""
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from explorer.analysis import experiments as ex
+from explorer.analysis import attention_maps, gradient_norms, kv_cache_bytes
 from explorer.app.grid_pick import MAX_GRID, grid_from_params, grid_query, parse_pick, with_grid
 from explorer.app.share import DEFAULT_TEXT
 from explorer.app.tabs import views as ui_views
-from explorer.figures import seq2seq as plots_encdec
+from explorer.figures import stacks as plots_encdec
 from explorer.figures import training as plots_train
 from explorer.figures import views as plots_views
 from explorer.figures.attention import PANEL_MAX, attention_grid, attention_stats, grid_height, quantise
@@ -31,7 +31,7 @@ def _maps(att, tokens=None):
 
 # ---------------------------------------------------------------------------- the grid
 def test_picked_layers_and_heads_are_the_panels_drawn():
-    maps = ex.attention_maps(ModelConfig(**SMALL), "hello world")
+    maps = attention_maps(ModelConfig(**SMALL), "hello world")
     fig = attention_grid(maps, [0, 2], [1, 3])
     assert [t.meta for t in fig.data] == [(0, 1), (0, 3), (2, 1), (2, 3)]
     step = fig.layout.meta["p_step"]
@@ -78,7 +78,7 @@ def test_grid_height_fits_a_720p_screen_and_panels_shrink_with_rows():
     assert all(h <= 640 for h, _ in heights)  # + tab bar and reading: within 720 px (browser test checks)
     panels = [p for _, p in heights]
     assert panels == sorted(panels, reverse=True) and panels[0] == PANEL_MAX and panels[-1] >= 40
-    maps = ex.attention_maps(ModelConfig(n_layers=8, n_heads=8, d_model=64), "hi there")
+    maps = attention_maps(ModelConfig(n_layers=8, n_heads=8, d_model=64), "hi there")
     assert attention_grid(maps).layout.height == grid_height(8)[0]
 
 
@@ -99,13 +99,13 @@ def test_a_clipped_colour_scale_says_so():
 
 # ---------------------------------------------------------------------------- stats panel with memory
 def test_transformer_xl_pattern_panel_shows_the_memory_the_maps_show():
-    maps = ex.attention_maps(preset_config("Transformer-XL (2019)"), DEFAULT_TEXT)
+    maps = attention_maps(preset_config("Transformer-XL (2019)"), DEFAULT_TEXT)
     support = (np.nan_to_num(maps.attention) > 0).any(axis=(0, 1))
     assert not np.array_equal(support, maps.mask)  # the case: the plain causal pattern is not what is drawn
     fig = attention_stats(maps)
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), support.astype(np.uint8))
     assert f"{100 * support.mean():.1f}%" in fig.layout.title.text and "memory 'xl'" in fig.layout.title.text
-    plain = ex.attention_maps(ModelConfig(**SMALL), "hello world")  # no memory: the pattern itself
+    plain = attention_maps(ModelConfig(**SMALL), "hello world")  # no memory: the pattern itself
     np.testing.assert_array_equal(np.asarray(attention_stats(plain).data[0].z), plain.mask.astype(np.uint8))
 
 
@@ -156,9 +156,9 @@ def test_gradient_figure_says_which_curves_coincide_and_why_zeros():
 
 
 def test_kv_figure_says_when_current_is_mha():
-    kv = ex.kv_cache_bytes(ModelConfig(n_heads=4), [128, 256])
+    kv = kv_cache_bytes(ModelConfig(n_heads=4), [128, 256])
     assert "current = MHA: the curves coincide" in kv_cache_figure(kv).layout.title.text
-    kv = ex.kv_cache_bytes(ModelConfig(n_heads=4, n_kv_heads=2), [128, 256])
+    kv = kv_cache_bytes(ModelConfig(n_heads=4, n_kv_heads=2), [128, 256])
     assert "coincide" not in kv_cache_figure(kv).layout.title.text
 
 
@@ -173,7 +173,7 @@ def test_lsh_max_error_is_explained_with_the_rows_outside_the_bucket():
     view.effective = np.array([[[[1.0, 0.0], [0.6, 0.4]]]])
     view.max_error = np.abs(view.effective - exact).max(axis=(2, 3))
     assert plots_views.error_note(view) == []  # max |error| 0.4: nothing to explain
-    maps = ex.attention_maps(ModelConfig(attention="lsh", **SMALL), DEFAULT_TEXT)
+    maps = attention_maps(ModelConfig(attention="lsh", **SMALL), DEFAULT_TEXT)
     reading = ui_views.views_reading(maps.views)
     approx = maps.views.items["approximation"]
     if approx.max_error.max() >= 0.5:
@@ -192,7 +192,7 @@ def _view_figures():
     figs = {}
     for extra in cfgs:
         try:
-            maps = ex.attention_maps(ModelConfig(**{**SMALL, **extra}), DEFAULT_TEXT[:60])
+            maps = attention_maps(ModelConfig(**{**SMALL, **extra}), DEFAULT_TEXT[:60])
         except ConfigError:
             continue
         figs.update({f"{extra}:{k}": f for k, f in plots_views.view_figures(maps.views).items()})
@@ -201,12 +201,12 @@ def _view_figures():
 
 def _all_figures():
     figs = _view_figures()
-    results = {p: ex.gradient_norms(ModelConfig(norm_placement=p, **SMALL), seq_len=16, batch=2)
+    results = {p: gradient_norms(ModelConfig(norm_placement=p, **SMALL), seq_len=16, batch=2)
                for p in ("pre", "post", "rezero")}
     figs["gradient"] = gradient_figure(results, "pre")
     recs = [_rec(128, ms=1.0, peak=2 ** 20), _rec(256, ms=2.0, peak=2 ** 21), _rec(512, "oom")]
     figs["sweep"] = sweep_figure(recs, recs, "sliding_window")
-    figs["kv"] = kv_cache_figure(ex.kv_cache_bytes(ModelConfig(n_heads=4, n_kv_heads=2), [128, 256]))
+    figs["kv"] = kv_cache_figure(kv_cache_bytes(ModelConfig(n_heads=4, n_kv_heads=2), [128, 256]))
     figs["encdec_grad"] = plots_encdec.stack_gradient_figure(
         {"stack": ["encoder", "decoder"], "stack_layer": [0, 0], "attn_out": [1.0, 2.0], "ffn_out": [1.0, 0.5],
          "residual": [2.0, 1.0], "cross_out": [None, 0.3], "norm_placement": "pre"})
@@ -263,7 +263,7 @@ def test_a_narrow_attention_grid_title_fits_half_a_screen():
     """A/B draws two grids side by side (about 430 px each on a 1280 px screen, some 45 characters
     of the title's size): the narrow title says the same in lines short enough for that."""
     import re
-    maps = ex.attention_maps(ModelConfig(n_layers=2, attention="sliding_window", window=4), "hello there")
+    maps = attention_maps(ModelConfig(n_layers=2, attention="sliding_window", window=4), "hello there")
     wide = attention_grid(maps).layout.title.text
     narrow = attention_grid(maps, narrow=True).layout.title.text
     lines = [re.sub(r"</?sup>", "", line) for line in narrow.split("<br>")]

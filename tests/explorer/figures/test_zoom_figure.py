@@ -2,14 +2,14 @@
 import numpy as np
 import pytest
 
-from explorer.analysis import experiments as ex
+from explorer.analysis import attention_maps
 from explorer.figures.zoom import head_figure
 from models import ModelConfig
 
 
 @pytest.fixture(scope="module")
 def maps():
-    return ex.attention_maps(ModelConfig(n_layers=2, d_model=32, n_heads=2, attention="sliding_window", window=3),
+    return attention_maps(ModelConfig(n_layers=2, d_model=32, n_heads=2, attention="sliding_window", window=3),
                              "hello world")
 
 

@@ -5,14 +5,16 @@ import json
 
 import gradio as gr
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from explorer.analysis import experiments as ex
+from explorer.analysis import attention_maps, clear_caches, gradient_norms
 from explorer.app import api as ui_api
 from explorer.app.share import from_query
 from explorer.app.sources import upload_config
 from explorer.runtime import budget
+from explorer.runtime import settings
 from explorer.runtime.limits import MAX_TEXT_BYTES, SIZE_LIMITS, check_limits
 from kernels.measure import measure_peak
 from models import ConfigError, ModelConfig, registries
@@ -45,9 +47,9 @@ def test_linformer_config_is_refused_everywhere(tmp_path, monkeypatch):
     # Within the library's caps (proj_len <= 4096) the same shape is still ~0.8e9 parameters: the
     # experiments' budget refuses it before anything is allocated.
     within = {**LINFORMER, "proj_len": 4096}
-    monkeypatch.setenv(budget.ENV, "1G")
+    monkeypatch.setenv(settings.REQUEST_BUDGET, "1G")
     with pytest.raises(ConfigError) as err:
-        ex.attention_maps(within, "abc")
+        attention_maps(within, "abc")
     msg = str(err.value)  # E and F are (max_len, proj_len) per layer: any of the three halves them
     assert err.value.field in ("proj_len", "max_len", "n_layers") and "budget" in msg and "shrink" in msg
     assert all(f"{name} (now {within[name]}" in msg for name in ("proj_len", "max_len", "n_layers"))
@@ -75,29 +77,15 @@ def test_every_integer_size_field_is_capped():
     assert set(SIZE_RANGES) - set(SIZE_LIMITS) == {"seed"}
 
 
-def test_budget_from_the_environment(monkeypatch):
-    assert budget.parse_budget("2G", 10) == 2 << 30
-    assert budget.parse_budget("512MiB", 10) == 512 << 20
-    assert budget.parse_budget("0.5", 1000) == 500
-    assert budget.parse_budget("1500", 10) == 1500
-    for bad in ("", "-1", "lots", "0"):
-        with pytest.raises(ConfigError):
-            budget.parse_budget(bad, 10)
-    monkeypatch.delenv(budget.ENV, raising=False)
-    assert 0 < budget.request_budget() <= min(budget.available_bytes(), budget.MAX_DEFAULT_BUDGET)
-    monkeypatch.setenv(budget.ENV, "3M")
-    assert budget.request_budget() == 3 << 20
-
-
 def test_over_budget_names_what_to_shrink(monkeypatch):
     cfg = ModelConfig(n_layers=8, d_model=256, n_heads=8)
     need = budget.predict(cfg, "gradients", 64, 8)
-    monkeypatch.setenv(budget.ENV, str(need - 1))
+    monkeypatch.setenv(settings.REQUEST_BUDGET, str(need - 1))
     with pytest.raises(ConfigError) as err:
-        ex.gradient_norms(cfg, 64, 8)
+        gradient_norms(cfg, 64, 8)
     msg = str(err.value)
     assert err.value.field in ("n_layers", "d_model", "batch", "seq_len") and "halving it saves" in msg
-    monkeypatch.setenv(budget.ENV, str(need))
+    monkeypatch.setenv(settings.REQUEST_BUDGET, str(need))
     assert budget.check(cfg, "gradients", 64, 8) == need  # exactly at the budget: accepted
 
 
@@ -118,28 +106,28 @@ def app_configs(draw):
     return d
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@hypothesis_settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(data=app_configs(), L=st.integers(2, MAX_TEXT_BYTES))
 def test_accepted_requests_stay_within_the_promised_budget(data, L):
     """For a config the app accepts (under a small budget, so that acceptance means something),
     the peak PyTorch really allocates for its attention maps and gradient norms is at most the
     prediction, which is at most the budget."""
     import os
-    os.environ[budget.ENV] = str(REQUEST_BUDGET)
+    os.environ[settings.REQUEST_BUDGET] = str(REQUEST_BUDGET)
     try:
         try:
             cfg = check_limits(ModelConfig.from_dict(data))
         except ConfigError:
             return  # refused: nothing to measure
         text = "".join(chr(97 + i % 26) for i in range(L))
-        ex.clear_caches()
-        _, peak = measure_peak(lambda: ex.attention_maps(cfg, text))
+        clear_caches()
+        _, peak = measure_peak(lambda: attention_maps(cfg, text))
         promised = budget.predict(cfg, "attention", L, 1)
         assert peak <= promised <= REQUEST_BUDGET
-        ex.clear_caches()
-        _, peak = measure_peak(lambda: ex.gradient_norms(cfg, 64, 8))
+        clear_caches()
+        _, peak = measure_peak(lambda: gradient_norms(cfg, 64, 8))
         promised = budget.predict(cfg, "gradients", 64, 8)
         assert peak <= promised <= REQUEST_BUDGET
     finally:
-        os.environ.pop(budget.ENV, None)
-        ex.clear_caches()
+        os.environ.pop(settings.REQUEST_BUDGET, None)
+        clear_caches()

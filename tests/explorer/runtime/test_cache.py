@@ -83,22 +83,23 @@ RSS_SCRIPT = r"""
 import gc, json
 import torch
 torch.set_num_threads(1)
-from explorer.analysis import experiments as ex
+
 from models import ModelConfig
+from explorer.analysis import attention_maps, clear_caches, gradient_norms
 
 def rss():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
 
 small = ModelConfig(n_layers=1, d_model=16, n_heads=1)
-ex.gradient_norms(small, 16, 2); ex.attention_maps(small, "warm")  # one-time costs first
-ex.clear_caches(); gc.collect()
+gradient_norms(small, 16, 2); attention_maps(small, "warm")  # one-time costs first
+clear_caches(); gc.collect()
 base = rss()
 big = ModelConfig(n_layers=8, d_model=384, n_heads=8, d_ff=1536)
-ex.gradient_norms(big, 128, 8)
-ex.attention_maps(big, "x" * 256)
+gradient_norms(big, 128, 8)
+attention_maps(big, "x" * 256)
 peak = rss()
-ex.clear_caches(); gc.collect()
+clear_caches(); gc.collect()
 print(json.dumps({"base": base, "peak": peak, "after": rss()}))
 """
 

@@ -1,4 +1,4 @@
-"""The presets of issue 11 for the models the catalogue's papers name: each one validates within the
+"""The presets for the models the catalogue's papers name: each one validates within the
 app's limits, selects the paper's variant, runs forward and backward with finite, non-zero gradients,
 fills every control through the preset handler and is recognised again from the filled config."""
 import pytest

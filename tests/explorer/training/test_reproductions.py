@@ -1,4 +1,4 @@
-"""Each reproduction runs end to end at tiny settings and writes the JSON schema of the issue; the
+"""Each reproduction runs end to end at tiny settings and writes its JSON schema; the
 plain-text table and the figure are built from it. (The effects themselves are benchmarks:
 ``python -m explorer.reproduce NAME``, never asserted here.)"""
 import json

@@ -1,0 +1,104 @@
+"""Every ``EXPLORER_*`` environment variable the app reads, parsed in one place, one way.
+
+| variable | meaning | default |
+| --- | --- | --- |
+| ``EXPLORER_REQUEST_BUDGET`` | bytes one request may use: ``2G``, ``512M``, a byte count, or a fraction of the available memory like ``0.2`` | a quarter of the available memory, at most 8 GiB |
+| ``EXPLORER_CACHE_BYTES`` | bytes of memoised results, same forms | a tenth of the available memory, at most 1 GiB |
+| ``EXPLORER_COMPUTE_SLOTS`` | analyses computed at once | 2 |
+| ``EXPLORER_QUEUE_SIZE`` | requests waiting before the app answers "busy" | 24 |
+| ``EXPLORER_THREADS`` | intra-op threads per computation | 1 |
+| ``EXPLORER_SESSION_TTL`` | seconds a browser session may stay idle before its server-side copy is dropped | 3600 |
+
+Each is read when asked, so a test or a benchmark can set it for a server it starts. A count or a
+duration that cannot be read falls back to its default (logged, naming the variable): a typo in a
+Space's settings never stops the app from starting. A memory size that cannot be read is refused
+with a ``ConfigError`` naming the variable, since guessing a memory limit would be worse.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+
+from models import ConfigError
+
+log = logging.getLogger(__name__)
+
+REQUEST_BUDGET = "EXPLORER_REQUEST_BUDGET"
+CACHE_BYTES = "EXPLORER_CACHE_BYTES"
+COMPUTE_SLOTS = "EXPLORER_COMPUTE_SLOTS"
+QUEUE_SIZE = "EXPLORER_QUEUE_SIZE"
+THREADS = "EXPLORER_THREADS"
+SESSION_TTL = "EXPLORER_SESSION_TTL"
+
+MAX_DEFAULT_BUDGET = 8 << 30  # a visitor never gets more than 8 GiB by default, however big the host
+MAX_DEFAULT_CACHE = 1 << 30
+_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _raw(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def parse_size(text: str, available: int, name: str = REQUEST_BUDGET) -> int:
+    """``"2G"`` / ``"512m"`` / ``"1500000000"`` -> bytes; ``"0.2"`` (a number below 1) -> that
+    fraction of ``available``. ``ConfigError`` naming ``name`` for anything else."""
+    s = str(text).strip().lower().removesuffix("b").removesuffix("i")
+    try:
+        if s and s[-1] in _UNITS:
+            value = int(float(s[:-1]) * _UNITS[s[-1]])
+        else:
+            num = float(s)
+            value = int(num * available) if 0 < num < 1 else int(num)
+    except (ValueError, OverflowError):
+        value = 0
+    if value <= 0:
+        raise ConfigError(name, text, "a size like 2G or 512M, a byte count, or a fraction of the "
+                                      "available memory like 0.2")
+    return value
+
+
+def _number(name: str, default, minimum, kind=int):
+    raw = _raw(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        log.warning("%s=%r is not a usable %s; using %s", name, raw[:40], kind.__name__, default)
+        return default
+    return max(minimum, value)
+
+
+def request_budget(available: int) -> int:
+    """Bytes one request may use, given the memory available now."""
+    raw = _raw(REQUEST_BUDGET)
+    return parse_size(raw, available, REQUEST_BUDGET) if raw else min(available // 4, MAX_DEFAULT_BUDGET)
+
+
+def cache_bytes(available: int) -> int:
+    """Bytes the memo of results may hold, given the memory available now."""
+    raw = _raw(CACHE_BYTES)
+    return parse_size(raw, available, CACHE_BYTES) if raw else min(available // 10, MAX_DEFAULT_CACHE)
+
+
+def compute_slots() -> int:
+    """Analyses computed at once (measure with ``python -m benchmarks.compute_slots``)."""
+    return _number(COMPUTE_SLOTS, 2, 1)
+
+
+def queue_size() -> int:
+    """Events waiting before a full queue answers "busy"."""
+    return _number(QUEUE_SIZE, 24, 1)
+
+
+def threads() -> int:
+    """Intra-op threads per computation: one per request avoids oversubscribing a small host."""
+    return _number(THREADS, 1, 1)
+
+
+def session_ttl() -> float:
+    """Seconds a session may stay idle (at least one)."""
+    return float(_number(SESSION_TTL, 3600.0, 1.0, float))

@@ -1,0 +1,115 @@
+"""What a model reads from a text: the one path from the text box, a share link, an upload or an API
+call to token ids.
+
+Tokens are bytes: the UTF-8 bytes of the text are the ids. A model whose arrangement reads one sequence
+reads the text's first ``MAX_TEXT_BYTES`` bytes; one that reads a source and a target (an
+encoder-decoder) splits the text at the first occurrence of its separator and reads at most
+``MAX_TEXT_BYTES // 2`` bytes of each side, so the pair costs what one text costs. ``model_input`` is
+the only function that does this, and ``check_separator`` the only check of a separator (1 to
+``MAX_SEPARATOR_CHARS`` visible characters): the figures, the share link, the API and the export all
+read the same ids from the same text.
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from explorer.runtime.limits import MAX_TEXT_BYTES
+from models import ConfigError
+from models.architectures import arrangement
+
+DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
+DEFAULT_SEPARATOR = "=>"
+SEQ2SEQ_TEXT = "the quick brown fox=>xof nworb kciuq eht"  # reverse: the alignment is the anti-diagonal
+MAX_SEPARATOR_CHARS = 16
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """The token ids a model reads from one text: ``sequences`` holds ``(name, ids)`` pairs in the
+    arrangement's call order (``("tokens", ...)``, or ``("source", ...), ("target", ...)``)."""
+    text: str                # the part of the text the model reads (what a share link carries)
+    separator: str | None    # where a source / target text splits; None for one sequence
+    sequences: tuple         # ((name, tuple of ids), ...)
+    truncated: bool          # a side was cut to its byte budget
+
+    def ids(self, name: str) -> tuple:
+        return dict(self.sequences)[name]
+
+    @property
+    def longest(self) -> int:
+        return max(len(ids) for _, ids in self.sequences)
+
+
+def clip_text(text, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The first ``max_bytes`` UTF-8 bytes of ``text`` (whole characters)."""
+    raw = str(text).encode("utf-8")
+    if len(raw) <= max_bytes:
+        return str(text)
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def check_separator(separator) -> str:
+    """The separator as given (never stripped: spaces may be part of it); None is the default.
+
+    Refused with a ``ConfigError``: anything but a string, the empty string, more than ``MAX_SEPARATOR_CHARS``
+    characters, control or format characters (a newline, a NUL, a right-to-left override: the box is
+    one line, and an invisible separator could not be seen where it splits). The echoed value is cut."""
+    if separator is None:
+        return DEFAULT_SEPARATOR
+    bad = (not isinstance(separator, str) or not separator or len(separator) > MAX_SEPARATOR_CHARS
+           or any(unicodedata.category(ch).startswith("C") for ch in separator))
+    if bad:
+        shown = separator[:MAX_SEPARATOR_CHARS] + "…" if isinstance(separator, str) and \
+            len(separator) > MAX_SEPARATOR_CHARS else separator
+        raise ConfigError("separator", shown,
+                          f"a non-empty string of at most {MAX_SEPARATOR_CHARS} visible characters (no control "
+                          "characters) that occurs in the text between the source and the target")
+    return separator
+
+
+def reads_pair(cfg) -> bool:
+    """True when ``cfg``'s model reads a source and a target (its text is split at a separator)."""
+    return len(arrangement(cfg).inputs) > 1
+
+
+def default_text(cfg) -> str:
+    """The example text of ``cfg``'s arrangement (a source => target pair for an encoder-decoder)."""
+    return SEQ2SEQ_TEXT if reads_pair(cfg) else DEFAULT_TEXT
+
+
+def as_text(text, default: str | None = None) -> str:
+    """A text value from a box or an API call: None (or "" when ``default`` is given) -> ``default`` or
+    ""; anything but a string is refused, naming the field."""
+    if text is None or (text == "" and default is not None):
+        return default or ""
+    if not isinstance(text, str):
+        raise ConfigError("text", type(text).__name__, "a string")
+    return text
+
+
+def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES) -> ModelInput:
+    """The ids ``cfg``'s model reads from ``text`` (see the module docstring); ``separator`` None or ""
+    (an emptied box) is the default. ``ConfigError`` for an empty text, a separator refused or missing
+    from the text, or an empty source / target."""
+    text = as_text(text)
+    names = arrangement(cfg).inputs
+    if len(names) == 1:
+        raw = text.encode("utf-8")
+        if not raw:
+            raise ConfigError("text", text, "at least one character")
+        return ModelInput(clip_text(text, max_bytes), None, ((names[0], tuple(raw[:max_bytes])),),
+                          len(raw) > max_bytes)
+    separator = check_separator(separator or None)
+    if separator not in text:
+        raise ConfigError("separator", separator,
+                          f"a separator present in the text: write the source, then {separator!r}, then the target")
+    src, tgt = text.split(separator, 1)
+    half = max(1, int(max_bytes) // 2)
+    s, t = src.encode("utf-8"), tgt.encode("utf-8")
+    if not s or not t:
+        side = "source (before" if not s else "target (after"
+        raise ConfigError("text", text, f"a non-empty {side} {separator!r})")
+    used = clip_text(src, half) + separator + clip_text(tgt, half)
+    return ModelInput(used, separator, ((names[0], tuple(s[:half])), (names[1], tuple(t[:half]))),
+                      len(s) > half or len(t) > half)
