@@ -3,7 +3,7 @@
 Layers, each importing only those listed before it (``tests/models/test_imports.py`` checks it):
 
 - ``runtime/``: what every request needs: settings, the config door, the text path, limits and
-  memory budget, the byte-bounded cache, device and seeding, presets, untrusted-input helpers.
+  memory budget, the byte-bounded cache, device, presets, untrusted-input helpers.
 - ``analysis/``: config -> results (attention maps, gradient norms, sweeps, model card, views);
   torch, no gradio, no plotly.
 - ``training/``: trainer, tasks, checkpoints, the reproductions of the source texts' results.

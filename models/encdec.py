@@ -34,6 +34,7 @@ from .architectures import ARCHITECTURE, decoder_config, encoder_config
 from .attention import PATTERNS, pattern_mask
 from .blocks import Block
 from .context import ForwardContext, LayerInfo, layer_loss
+from .dropout import Dropout
 from .errors import ConfigError
 from .layers import LAYER
 from .layers.stack import BlockStack, init_weights
@@ -126,7 +127,7 @@ class EncoderDecoder(nn.Module):
         self.cfg = cfg
         self.enc_cfg, self.dec_cfg = encoder_config(cfg), decoder_config(cfg)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.enc_position = POSITION[cfg.position].build(self.enc_cfg)
         self.encoder = LAYER[cfg.layer].build(self.enc_cfg)
         self.enc_norm = _final_norm(self.enc_cfg)

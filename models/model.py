@@ -31,6 +31,7 @@ from torch import nn
 from .architectures import ARCHITECTURE
 from .config import ModelConfig
 from .context import ForwardContext, layer_loss
+from .dropout import Dropout, RandomSource, use_random_source
 from .encdec import EncoderDecoder
 from .errors import ConfigError
 from .layers import LAYER
@@ -60,7 +61,7 @@ class TransformerModel(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.position = POSITION[cfg.position].build(cfg)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.stack = LAYER[cfg.layer].build(cfg)
         mem = MEMORY[cfg.memory].build
         self.memory = mem(cfg) if mem is not None else None
@@ -158,11 +159,14 @@ def build_model(cfg: ModelConfig) -> nn.Module:
         cfg = ModelConfig.from_dict(cfg)
     cfg.validate()
     # Module constructors draw from torch's process-wide RNG; builds on several threads (a served
-    # app) would interleave their draws, so a build holds the RNG to itself.
+    # app) would interleave their draws, so a build holds the RNG to itself. Nothing else in a model
+    # touches it: its dropouts draw from the model's own source.
     with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         cross = ARCHITECTURE[cfg.architecture].caps.cross_attention
-        return (EncoderDecoderModel if cross else TransformerModel)(cfg)
+        model = (EncoderDecoderModel if cross else TransformerModel)(cfg)
+    use_random_source(model, RandomSource(cfg.seed))  # dropout never draws from the global RNG
+    return model
 
 
 _BUILD_LOCK = threading.Lock()

@@ -39,8 +39,7 @@ from explorer.analysis.weights import TrainedWeights, applicable, resolve
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
-from explorer.runtime.seeding import GLOBAL_RNG, build
-from models import ConfigError, registries
+from models import ConfigError, build_model, registries
 from models.architectures import arrangement, stack_depth
 from models.blocks import Attention
 from models.encdec import CrossAttention
@@ -83,14 +82,13 @@ def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
 
 
 def _measure(cfg, seq_len: int, batch: int, seed: int, weights) -> dict:
-    model = build(cfg)  # a fresh model: gradients never touch the shared one
+    model = build_model(cfg)  # a fresh model: gradients never touch the shared one
     if weights is not None:
         weights.load_into(model)
     model = model.to(device()).train()
+    model.random.reseed(seed)  # dropout (if any) is seeded too, from the model's own source
     inputs = tuple(t.to(device()) for t in input_batch(cfg, seq_len, batch, seed))
-    with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # dropout (if any) is seeded too
-        result = branch_gradient_norms(model, inputs, lambda logits, *args: next_token_loss(logits, args[-1]))
+    result = branch_gradient_norms(model, inputs, lambda logits, *args: next_token_loss(logits, args[-1]))
     result["norm_placement"] = cfg.norm_placement
     return result
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from explorer.analysis.weights import TrainedWeights
 from explorer.runtime.cache import TRIM_AFTER, ByteLRU, release_memory
 from explorer.runtime.device import device
-from explorer.runtime.seeding import build
+from models import build_model
 
 CACHE = ByteLRU()
 
@@ -25,7 +25,7 @@ def weights_key(weights: TrainedWeights | None):
 def eval_model(cfg, weights: TrainedWeights | None = None):
     """The model of a validated config (initial or ``weights``), built once and shared read-only."""
     def make():
-        model = build(cfg)
+        model = build_model(cfg)
         if weights is not None:
             weights.load_into(model)
         model = model.to(device()).eval()

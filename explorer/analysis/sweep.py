@@ -49,7 +49,7 @@ from explorer.runtime.configs import as_config
 from explorer.runtime.device import default_threads, gpu
 from explorer.runtime.device import device as default_device
 from explorer.runtime.load import LOAD
-from explorer.runtime.seeding import build
+from models import build_model
 from kernels.measure import measure_peak
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement
@@ -180,7 +180,7 @@ def sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 
         return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
     try:
         with _threads(threads or default_threads()):
-            model = build(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
+            model = build_model(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
             guard = _Guard(stopped)
             with guard.installed(model, mode):
                 for n, L in enumerate(lens):

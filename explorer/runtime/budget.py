@@ -15,7 +15,6 @@ per length) calls ``check`` with the request it is about to run.
 from __future__ import annotations
 
 from explorer.runtime import settings
-from explorer.runtime.seeding import GLOBAL_RNG
 from models import ConfigError, ModelConfig
 from models.footprint import footprint
 
@@ -54,8 +53,7 @@ def request_budget() -> int:
 
 def predict(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> int:
     """Predicted peak bytes of one request (weights + activations), see ``models.footprint``."""
-    with GLOBAL_RNG:  # the meta build seeds the global RNG like any build
-        return footprint(cfg, kind, seq_len, batch).total
+    return footprint(cfg, kind, seq_len, batch).total
 
 
 def _halved(cfg: ModelConfig, name: str):

@@ -24,7 +24,7 @@ from safetensors.torch import save as st_save
 
 from explorer.analysis.weights import tensor_digest
 from explorer.runtime.configs import as_config
-from explorer.runtime.seeding import build
+from models import build_model
 from models import ConfigError
 
 FORMAT = "transformer-family-explorer/weights"
@@ -95,7 +95,7 @@ def load(source: Union[str, Path, bytes], config=None) -> tuple:
     if tensor_digest(tensors) != meta.get("sha256"):
         raise ConfigError("weights", "sha256", "tensors matching the digest saved with them: the file was "
                           "modified after it was saved (or is incomplete)")
-    model = build(cfg)
+    model = build_model(cfg)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))

@@ -10,10 +10,11 @@ budget between steps, so a stop really stops the work; calling ``run`` again res
 left off (pause / play), with the same result as an uninterrupted run.
 
 Determinism: the data come from a private ``torch.Generator`` seeded with ``run.seed``; the model
-is built from ``model_cfg.seed``; dropout (and any other draw from torch's global RNG) uses a
-per-run RNG state swapped in under ``explorer.runtime.seeding.GLOBAL_RNG`` for each step; the number of
-intra-op threads is fixed for the run and restored after each chunk (float sums depend on it).
-So the same configs give identical snapshots.
+is built from ``model_cfg.seed``; dropout draws from the model's own random source
+(``models.dropout``), reseeded with ``run.seed + 1`` when the run starts, so a step touches no
+process-wide RNG and holds no lock; the number of intra-op threads is fixed for the run and
+restored after each chunk (float sums depend on it). So the same configs give identical snapshots,
+whatever else the server runs at the same time.
 
 The loss is the task's scored next-token cross-entropy plus ``out.aux_loss`` (MoE load balance,
 ACT ponder cost, adaptive-span L1 ...). Memory models process each sequence in segments inside one
@@ -32,11 +33,11 @@ import torch
 
 from explorer.analysis.gradients import branch_gradient_norms, next_token_loss
 from explorer.runtime.configs import as_config
-from explorer.runtime.seeding import GLOBAL_RNG, build
 from explorer.runtime.text import reads_pair
 from explorer.training import seq2seq as train_encdec
 from explorer.training.tasks import Batch, get_task, model_input, scored_accuracy, scored_loss, task_names
-from models import ConfigError, ModelConfig
+from models import ConfigError, ModelConfig, build_model
+from models.dropout import RandomSource, use_random_source
 
 SCHEDULES = ("cosine", "constant")
 
@@ -180,14 +181,12 @@ class Trainer:
                               "answers are hidden from its input")
         if self.cfg.position == "learned" and run.seq_len > self.cfg.max_len:
             raise ConfigError("seq_len", run.seq_len, f"at most max_len={self.cfg.max_len} with learned positions")
-        self.model = model if model is not None else build(self.cfg)
+        self.model = model if model is not None else build_model(self.cfg)
         self.model.train()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=run.lr, betas=(run.beta1, run.beta2),
                                      weight_decay=run.weight_decay)
         self.data_gen = torch.Generator().manual_seed(run.seed)
-        with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
-            torch.manual_seed(run.seed + 1)
-            self.rng_state = torch.get_rng_state()
+        use_random_source(self.model, RandomSource(run.seed + 1))  # this run's dropout masks
         held_gen = torch.Generator().manual_seed(10_000 + run.seed)
         self.heldout = [self.task.batch(run.batch_size, run.seq_len, held_gen, "heldout")
                         for _ in range(run.eval_batches)]
@@ -221,12 +220,9 @@ class Trainer:
         batch = self.task.batch(run.batch_size, run.seq_len, self.data_gen, "train")
         for group in self.opt.param_groups:
             group["lr"] = lr_at(run, self.step)
-        with GLOBAL_RNG, torch.random.fork_rng(devices=[]):
-            torch.set_rng_state(self.rng_state)
-            loss = self._loss(batch)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.rng_state = torch.get_rng_state()
+        loss = self._loss(batch)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
         if run.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), run.clip)
         with self.weights_lock:

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..blocks import Attention
+from ..dropout import Dropout
 from ..errors import ConfigError
 from ..ffn import FFN
 from ..norms import NORM
@@ -62,7 +63,7 @@ class GatedBlock(nn.Module):
         if self.ffn is not None:
             self.norm_ffn = NORM[cfg.norm].build(cfg.d_model, cfg)
             self.gate_ffn = GRUGate(cfg.d_model)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(self, x, ctx, info):
         y = F.relu(self.drop(self.attn(self.norm_attn(x), ctx, info)))

@@ -11,7 +11,8 @@ width ``d`` without a new parameter). The whole stack is one ``torch.autograd.Fu
 forward runs without building a graph and saves only the last layer's ``(Y1, Y2)``; backward
 walks the layers from the top, reconstructs ``X2 = Y2 - G(Y1)`` and ``X1 = Y1 - F(X2)`` while
 recomputing each sublayer with gradients, so activation memory does not grow with depth. Dropout
-(and any other randomness) is replayed by restoring the RNG state recorded before each sublayer.
+is replayed by restoring the state of the model's random source (``models.dropout``) recorded before each
+sublayer.
 
 Inversion needs residuals that *add* a function of the stream: ``pre`` (``x + F(Norm(x))``),
 ``sandwich``, ``rezero`` and ``none``; ``post`` (``Norm(x + F(x))``) cannot be inverted and is
@@ -27,6 +28,7 @@ from torch import nn
 
 from ..blocks import Block
 from ..context import LayerInfo, layer_loss
+from ..dropout import random_sources
 from ..errors import ConfigError
 from ..variant import Variant
 from .stack import stack_params
@@ -48,20 +50,23 @@ def check_reversible(cfg):
             "needs residuals of the form y = x + F(x); post-norm's Norm(x + F(x)) cannot be inverted")
 
 
-def _rng_state(device):
-    state = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
+def _rng_state(sources: list) -> list:
+    """The state of the random sources the stack's dropouts draw from (``models.dropout``)."""
+    return [source.state() for source in sources]
 
 
 @contextmanager
-def _replay(state, device):
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.set_rng_state(state["cpu"])
-        if "cuda" in state:
-            torch.cuda.set_rng_state(state["cuda"], device)
+def _replay(states: list, sources: list):
+    """Recompute with the sources as they were in the forward pass, then put them back: the recomputed
+    dropout masks equal the first ones, and later draws continue where the forward left off."""
+    now = _rng_state(sources)
+    for source, state in zip(sources, states):
+        source.set_state(state)
+    try:
         yield
+    finally:
+        for source, state in zip(sources, now):
+            source.set_state(state)
 
 
 class ReversibleStack(nn.Module):
@@ -102,11 +107,12 @@ class _Reversible(torch.autograd.Function):
     def forward(fctx, x, stack, ctx, has_loss, *params):
         x1 = x2 = x
         rng, losses = [], []
+        sources = random_sources(stack)
         for block in stack.blocks:
             info = ctx.begin_layer((x1 + x2) / 2)
-            s_f = _rng_state(x.device)
+            s_f = _rng_state(sources)
             y1 = x1 + stack.f(block, x2, ctx, info)
-            s_g = _rng_state(x.device)
+            s_g = _rng_state(sources)
             g = stack.g(block, y1, ctx, info)
             y2 = x2 if g is None else x2 + g
             rng.append((s_f, s_g))
@@ -115,14 +121,13 @@ class _Reversible(torch.autograd.Function):
             losses.append(x.new_zeros(()) if loss is None else loss.detach().to(x.dtype))
             x1, x2 = y1, y2
         fctx.save_for_backward(x1, x2)
-        fctx.stack, fctx.ctx, fctx.rng, fctx.params = stack, ctx, rng, params
+        fctx.stack, fctx.ctx, fctx.rng, fctx.params, fctx.sources = stack, ctx, rng, params, sources
         return (x1 + x2) / 2, torch.stack(losses)
 
     @staticmethod
     def backward(fctx, g_out, g_losses):
         y1, y2 = fctx.saved_tensors
         stack, ctx, params = fctx.stack, fctx.ctx, fctx.params
-        device = y1.device
         gy1 = gy2 = g_out / 2
         grads = [None] * len(params)
 
@@ -143,14 +148,14 @@ class _Reversible(torch.autograd.Function):
                 if block.ffn is not None:
                     y1d = y1.detach().requires_grad_(True)
                     info = LayerInfo(index=i)
-                    with _replay(s_g, device):
+                    with _replay(s_g, fctx.sources):
                         g = stack.g(block, y1d, ctx, info)
                     loss = info.ffn_loss
                     gy1 = gy1 + backprop([g, loss], [gy2, g_losses[i]], y1d)
                     x2 = y2 - g.detach()
                 x2d = x2.detach().requires_grad_(True)
                 info = LayerInfo(index=i)
-                with _replay(s_f, device):
+                with _replay(s_f, fctx.sources):
                     f = stack.f(block, x2d, ctx, info)
                 gx2 = gy2 + backprop([f, info.loss], [gy1, g_losses[i]], x2d)
                 x1 = y1 - f.detach()

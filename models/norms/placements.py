@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..dropout import Dropout
 from ..variant import Variant
 
 
@@ -26,7 +27,7 @@ class Residual(nn.Module):
 
     def __init__(self, cfg, make_norm):
         super().__init__()
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(self, x, fn):
         return x + self.drop(fn(x))

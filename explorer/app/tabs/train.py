@@ -29,7 +29,7 @@ from explorer.analysis import weights as trained_weights
 from explorer.figures import training as plots_train
 from explorer.figures.base import message_figure
 from explorer.runtime.configs import as_config
-from explorer.runtime.seeding import build
+from models import build_model
 from explorer.runtime.tokens import token_label
 from explorer.training import checkpoint, reproductions
 from explorer.training import seq2seq as train_encdec
@@ -101,7 +101,7 @@ def _figures(state: dict, weights: str = "trained"):
 
 def _initial_attention(trainer: Trainer):
     """The probe's attention under the run's initial weights (rebuilt from the config: deterministic)."""
-    model = build(trainer.cfg).eval()
+    model = build_model(trainer.cfg).eval()
     import torch
     with torch.no_grad():
         if trainer.seq2seq:

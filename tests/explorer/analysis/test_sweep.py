@@ -60,9 +60,9 @@ def test_the_record_names_the_backend_that_ran(attention, position, expected):
     with kernels.record_backends() as ran:  # the independent witness: a plain forward of the same model
         import torch
 
-        from explorer.runtime.seeding import build
+        from models import build_model
         with torch.no_grad():
-            build(cfg).eval()(torch.zeros(1, 128, dtype=torch.long))
+            build_model(cfg).eval()(torch.zeros(1, 128, dtype=torch.long))
     rec = latency_memory_sweep(cfg, [128], repeats=1, min_repeats=1)[0]
     assert rec["backend"] == expected == " + ".join(dict.fromkeys(ran))
     assert model_summary(cfg, seq_len=128)["backend"] == expected  # the model card records the same
