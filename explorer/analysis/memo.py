@@ -5,13 +5,15 @@
 the config, the inputs and the digest of the trained weights in use (None: initial weights), so two
 sessions never see each other's weights and redrawing a config costs nothing. After a request
 predicted to need ``TRIM_AFTER`` bytes or more, the freed heap goes back to the system
-(``malloc_trim``). No per-user state lives here.
+(``malloc_trim``). A computation holds its predicted bytes in the server's memory pool
+(``explorer.runtime.pool``) while it runs. No per-user state lives here.
 """
 from __future__ import annotations
 
 from explorer.analysis.weights import TrainedWeights
 from explorer.runtime.cache import TRIM_AFTER, ByteLRU, release_memory
 from explorer.runtime.device import device
+from explorer.runtime.pool import POOL
 from models import build_model
 
 CACHE = ByteLRU()
@@ -35,14 +37,17 @@ def eval_model(cfg, weights: TrainedWeights | None = None):
 
 
 def memo(key: tuple, compute, need: int = 0):
-    """``compute()`` memoised under ``key`` (a tuple starting with the result's name); a request
-    predicted to need more than ``TRIM_AFTER`` bytes hands its freed heap back to the system once done."""
+    """``compute()`` memoised under ``key`` (a tuple starting with the result's name). Computing holds
+    the ``need`` bytes the request was predicted to use in the server's memory pool (waiting, or
+    refused as busy, while other work holds the pool); a request of ``TRIM_AFTER`` bytes or more hands
+    its freed heap back to the system once done."""
     def run():
-        try:
-            return compute()
-        finally:
-            if need >= TRIM_AFTER:
-                release_memory()
+        with POOL.reserve(need, f"this {key[0]} request"):
+            try:
+                return compute()
+            finally:
+                if need >= TRIM_AFTER:
+                    release_memory()
     return CACHE.get(key, run)
 
 

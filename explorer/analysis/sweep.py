@@ -49,6 +49,8 @@ from explorer.runtime.configs import as_config
 from explorer.runtime.device import default_threads, gpu
 from explorer.runtime.device import device as default_device
 from explorer.runtime.load import LOAD
+from explorer.runtime.pool import POOL, Busy, available_bytes, is_out_of_memory
+from explorer.runtime.stopping import Abandoned, Guard
 from models import build_model
 from kernels.measure import measure_peak
 from models import ConfigError, ModelConfig
@@ -60,29 +62,16 @@ DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
 # Timings from concurrent sweeps would disturb each other, and the profiler is process-wide:
 # one measurement at a time (a lock, not shared data).
 _MEASURE_LOCK = threading.Lock()
-_OOM_WORDS = ("out of memory", "can't allocate memory", "not enough memory", "cannot allocate memory")
-
-
 def memory_method(dev) -> str:
     if torch.device(dev).type == "cuda":
         return "measured: torch.cuda.max_memory_allocated"
     return "measured: peak of PyTorch profiler allocator events (CPU)"
 
 
-class Abandoned(Exception):
-    """Raised from a hook to abandon a run: the deadline passed or the caller cancelled."""
-
-
 def _available_bytes(dev: torch.device) -> int:
     if dev.type == "cuda":
         return int(torch.cuda.mem_get_info(dev)[0])
-    return request_budget.available_bytes()
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-        return True
-    return isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _OOM_WORDS)
+    return available_bytes()
 
 
 LENGTH_KEYS = {"source": "src_len", "target": "tgt_len"}  # the record field of each input's length
@@ -181,8 +170,8 @@ def sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 
     try:
         with _threads(threads or default_threads()):
             model = build_model(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
-            guard = _Guard(stopped)
-            with guard.installed(model, mode):
+            guard = Guard(stopped)
+            with guard.installed(model, backward=mode != "forward"):
                 for n, L in enumerate(lens):
                     if progress is not None:
                         progress(n / len(lens), f"{cfg.attention}: L={L} ({n + 1}/{len(lens)})")
@@ -218,52 +207,6 @@ def _acquire(lock, stopped, poll_s: float = 0.1) -> bool:
     return True
 
 
-class _Guard:
-    """Abandons the current run between two modules once its deadline passed or the caller cancelled."""
-
-    def __init__(self, stopped):
-        self.stopped = stopped
-        self.deadline = math.inf
-        self.why = None
-
-    def check(self) -> None:
-        if self.stopped():
-            self.why = "cancelled"
-            raise Abandoned("cancelled")
-        if time.perf_counter() > self.deadline:
-            self.why = "timeout"
-            raise Abandoned("timeout")
-
-    @contextlib.contextmanager
-    def run_until(self, seconds: float):
-        self.deadline, self.why = time.perf_counter() + seconds, None
-        try:
-            yield
-        finally:
-            self.deadline = math.inf
-
-    @contextlib.contextmanager
-    def installed(self, model, mode: str):
-        def pre_hook(_module, args):
-            self.check()
-            if mode != "forward":  # the backward pass passes through the same point again
-                for a in args:
-                    if isinstance(a, torch.Tensor) and a.requires_grad:
-                        a.register_hook(self._grad_hook)
-                        break
-
-        handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()]
-        try:
-            yield self
-        finally:
-            for hd in handles:
-                hd.remove()
-
-    def _grad_hook(self, grad):
-        self.check()
-        return grad
-
-
 @contextlib.contextmanager
 def _threads(n: int):
     previous = torch.get_num_threads()
@@ -291,7 +234,7 @@ def _timer_name(dev) -> str:
     return "CUDA events" if torch.device(dev).type == "cuda" else "perf_counter"
 
 
-def _timed_ms(run, dev, n: int, budget: float, guard: _Guard) -> float:
+def _timed_ms(run, dev, n: int, budget: float, guard: Guard) -> float:
     """Median ms of ``n`` runs (stops once their total exceeds ``budget``; at least one run).
     CUDA: events recorded on the stream around each run; CPU: wall time."""
     times, spent = [], 0.0
@@ -343,7 +286,7 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
     sizes = input_lengths(cfg, L, *(pair or ()))
     longest = max(sizes)
     try:  # the per-request memory budget, predicted from the shapes before anything is allocated
-        request_budget.check(cfg, mode, longest, batch)
+        predicted = request_budget.check(cfg, mode, longest, batch)
     except ConfigError as exc:
         return _record(L, "oom", "not run", mode, dev, reason=f"skipped: {exc}")
     need = batch * L * cfg.d_model * 4 * 2  # the embeddings and one hidden state: a lower bound
@@ -356,8 +299,11 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
     if pred is not None and pred > budget:
         return _record(L, "timeout", "not run", mode, dev,
                        reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s")
-    with LOAD.window() as seen:
-        rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair)
+    try:  # the length's predicted bytes held in the server's pool while it runs
+        with POOL.reserve(predicted, f"length {L} of the sweep"), LOAD.window() as seen:
+            rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair)
+    except Busy as exc:
+        return _record(L, "oom", "not run", mode, dev, reason=f"skipped: {exc}")
     rec["others"] = seen["others"]  # other requests that computed while this length was measured
     return rec
 
@@ -394,7 +340,7 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
         if isinstance(exc.__cause__, Abandoned) or isinstance(exc.__context__, Abandoned):
             return _record(L, "timeout" if guard.why == "timeout" else "cancelled", backend, mode, dev,
                            reason=f"abandoned ({guard.why})")
-        if _is_oom(exc):
+        if is_out_of_memory(exc):
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
             return _record(L, "oom", backend, mode, dev, reason=str(exc).splitlines()[0][:200])

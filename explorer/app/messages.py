@@ -1,17 +1,20 @@
 """What a visitor reads when something goes wrong or needs saying: escaped, truncated, never a traceback.
 
 ``problem(exc)`` is the message of a failed request: the ``ConfigError`` itself (it names the field
-and what it accepts), or a generic line for anything else (logged with its traceback for the host,
-never shown). ``warn(msg)`` shows it as a toast and returns the status line; the echoed value may
+and what it accepts), a plain line for running out of memory, or a generic line with an incident
+number for anything else; the exception's own text (allocator sizes, type errors, recursion depth)
+is logged with its traceback for the host under that number, never shown. ``warn(msg)`` shows it as a toast and returns the status line; the echoed value may
 be hostile, so both are escaped (``explorer.runtime.untrusted``).
 """
 from __future__ import annotations
 
 import logging
+import secrets
 
 import gradio as gr
 
 from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.pool import is_out_of_memory
 from explorer.runtime.untrusted import shown, shown_html, truncate
 from models import ConfigError
 
@@ -22,8 +25,14 @@ def problem(exc: Exception) -> str:
     """The message for a failed request, truncated: the ConfigError itself, or a generic line (logged)."""
     if isinstance(exc, ConfigError):
         return truncate(str(exc))
-    log.exception("handler failed")
-    return truncate(f"Could not compute this configuration ({type(exc).__name__}: {str(exc)[:200]}).")
+    incident = secrets.token_hex(4)
+    log.error("handler failed (incident %s)", incident, exc_info=exc)
+    if is_out_of_memory(exc):
+        return ("This request ran out of memory on this server: make the model or the text smaller "
+                f"(incident {incident}).")
+    return (f"Could not compute this configuration: an internal error (incident {incident}, logged for the "
+            "host of this app). Try another setting.")
+
 
 
 def warn(msg: str) -> str:

@@ -15,6 +15,7 @@ per length) calls ``check`` with the request it is about to run.
 from __future__ import annotations
 
 from explorer.runtime import settings
+from explorer.runtime.pool import POOL, available_bytes
 from models import ConfigError, ModelConfig
 from models.footprint import footprint
 
@@ -34,25 +35,21 @@ def human(n: float) -> str:
     return f"{int(n)} B"
 
 
-def available_bytes() -> int:
-    """``MemAvailable`` of ``/proc/meminfo``; 4 GiB when it cannot be read (not Linux)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 4 << 30
-
-
 def request_budget() -> int:
-    """Bytes one request may use now (``settings.request_budget`` of the available memory)."""
-    return settings.request_budget(available_bytes())
+    """Bytes one request may use now (``settings.request_budget`` of the available memory, within the
+    server's pool)."""
+    return settings.request_budget(available_bytes(), POOL.total)
+
+
+TRAIN = "train"  # a training step: a forward and backward, plus the optimizer's two moments per parameter
 
 
 def predict(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> int:
-    """Predicted peak bytes of one request (weights + activations), see ``models.footprint``."""
+    """Predicted peak bytes of one request (weights + activations), see ``models.footprint``; ``"train"``
+    adds AdamW's two float32 moments per parameter to a forward and backward."""
+    if kind == TRAIN:
+        fp = footprint(cfg, "forward_backward", seq_len, batch)
+        return fp.total + 2 * fp.param_bytes
     return footprint(cfg, kind, seq_len, batch).total
 
 
@@ -89,7 +86,8 @@ def _what_to_shrink(cfg: ModelConfig, kind: str, seq_len: int, batch: int, need:
 def check(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> int:
     """Refuse (ConfigError) a request predicted to exceed the budget; return the predicted bytes.
 
-    ``kind``: ``"attention"`` (maps of ``seq_len`` tokens), ``"gradients"`` (forward + backward of a
+    ``kind``: ``"attention"`` (maps of ``seq_len`` tokens), ``"train"`` (an optimizer step of a ``(batch,
+    seq_len)`` batch), ``"gradients"`` (forward + backward of a
     ``(batch, seq_len)`` batch), ``"forward"`` or ``"forward_backward"`` (a sweep point).
     """
     need = predict(cfg, kind, seq_len, batch)

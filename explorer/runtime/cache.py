@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from explorer.runtime import settings
-from explorer.runtime.budget import available_bytes
+from explorer.runtime.pool import available_bytes
 
 __all__ = ["ByteLRU", "nbytes", "release_memory", "cache_budget"]
 

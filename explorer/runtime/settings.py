@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | ``EXPLORER_REQUEST_BUDGET`` | bytes one request may use: ``2G``, ``512M``, a byte count, or a fraction of the available memory like ``0.2`` | a quarter of the available memory, at most 8 GiB |
 | ``EXPLORER_CACHE_BYTES`` | bytes of memoised results, same forms | a tenth of the available memory, at most 1 GiB |
+| ``EXPLORER_SERVER_MEMORY`` | bytes all work running at once may hold together (``explorer.runtime.pool``), same forms | four fifths of the memory available when the app starts |
 | ``EXPLORER_COMPUTE_SLOTS`` | analyses computed at once | 2 |
 | ``EXPLORER_QUEUE_SIZE`` | requests waiting before the app answers "busy" | 24 |
 | ``EXPLORER_THREADS`` | intra-op threads per computation | 1 |
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 REQUEST_BUDGET = "EXPLORER_REQUEST_BUDGET"
 CACHE_BYTES = "EXPLORER_CACHE_BYTES"
+SERVER_MEMORY = "EXPLORER_SERVER_MEMORY"
 COMPUTE_SLOTS = "EXPLORER_COMPUTE_SLOTS"
 QUEUE_SIZE = "EXPLORER_QUEUE_SIZE"
 THREADS = "EXPLORER_THREADS"
@@ -72,16 +74,28 @@ def _number(name: str, default, minimum, kind=int):
     return max(minimum, value)
 
 
-def request_budget(available: int) -> int:
-    """Bytes one request may use, given the memory available now."""
+def request_budget(available: int, pool: int | None = None) -> int:
+    """Bytes one request may use, given the memory available now (and never more than the ``pool``
+    all running work shares)."""
     raw = _raw(REQUEST_BUDGET)
-    return parse_size(raw, available, REQUEST_BUDGET) if raw else min(available // 4, MAX_DEFAULT_BUDGET)
+    value = parse_size(raw, available, REQUEST_BUDGET) if raw else min(available // 4, MAX_DEFAULT_BUDGET)
+    return value if pool is None else min(value, pool)
 
 
 def cache_bytes(available: int) -> int:
     """Bytes the memo of results may hold, given the memory available now."""
     raw = _raw(CACHE_BYTES)
     return parse_size(raw, available, CACHE_BYTES) if raw else min(available // 10, MAX_DEFAULT_CACHE)
+
+
+def server_memory_set() -> bool:
+    return bool(_raw(SERVER_MEMORY))
+
+
+def server_memory(available: int) -> int:
+    """Bytes all the server's running work may hold together, given the memory available now."""
+    raw = _raw(SERVER_MEMORY)
+    return parse_size(raw, available, SERVER_MEMORY) if raw else int(available * 0.8)
 
 
 def compute_slots() -> int:

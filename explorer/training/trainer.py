@@ -33,6 +33,7 @@ import torch
 
 from explorer.analysis.gradients import branch_gradient_norms, next_token_loss
 from explorer.runtime.configs import as_config
+from explorer.runtime.stopping import Abandoned, Guard, ambient_stop
 from explorer.runtime.text import reads_pair
 from explorer.training import seq2seq as train_encdec
 from explorer.training.tasks import Batch, get_task, model_input, scored_accuracy, scored_loss, task_names
@@ -197,6 +198,7 @@ class Trainer:
         self.train_time = 0.0        # seconds inside training steps (for tokens/s)
         self.elapsed = 0.0           # seconds inside run() (training + evaluation)
         self._losses: list = []
+        self._last_grads = self._last_attention = None  # of the last snapshot (repeated by a stopped one)
 
     @property
     def done(self) -> bool:
@@ -214,15 +216,24 @@ class Trainer:
         return scored_loss(out.logits, scored) + out.aux_loss
 
     def train_step(self) -> float:
-        """One optimizer step on a fresh batch; returns the training loss (task loss + aux)."""
+        """One optimizer step on a fresh batch; returns the training loss (task loss + aux). A step the
+        guard abandons (``Abandoned``, raised inside the forward or backward) changes nothing: the
+        weights, the optimizer, the data and dropout generators are as before it."""
         run = self.run_cfg
         self.model.train()  # another view (e.g. the app's "trained weights" tabs) may have set eval mode
+        data_state, random_state = self.data_gen.get_state(), self.model.random.state()
         batch = self.task.batch(run.batch_size, run.seq_len, self.data_gen, "train")
         for group in self.opt.param_groups:
             group["lr"] = lr_at(run, self.step)
-        loss = self._loss(batch)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        try:
+            loss = self._loss(batch)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+        except Abandoned:
+            self.opt.zero_grad(set_to_none=True)
+            self.data_gen.set_state(data_state)
+            self.model.random.set_state(random_state)
+            raise
         if run.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), run.clip)
         with self.weights_lock:
@@ -281,6 +292,7 @@ class Trainer:
                         grad_norms=self.gradient_norms() if run.grad_norms else None,
                         attention=self.probe_attention() if run.probe else None,
                         probe_tokens=self.probe.tokens[0].tolist(), done=self.done, message=message)
+        self._last_grads, self._last_attention = snap.grad_norms, snap.attention
         self.history.append({"step": snap.step, "train_loss": train_loss, "heldout_loss": loss, "heldout_acc": acc,
                              "lr": snap.lr, "tokens_per_s": tps, "elapsed_s": self.elapsed})
         return snap
@@ -289,47 +301,81 @@ class Trainer:
     def run(self, max_steps: Optional[int] = None, stop: Optional[Callable[[], bool]] = None,
             max_wall_s: Optional[float] = None, every: Optional[int] = None):
         """Train up to ``max_steps`` more steps (None: to the end), yielding a ``Snapshot`` every
-        ``every`` steps (default ``run.every``) and at the end. ``stop()`` and the wall-time budget
-        ``max_wall_s`` (seconds of this call) are checked between steps; the last snapshot's
-        ``message`` says why the run stopped early."""
+        ``every`` steps (default ``run.every``) and at the end. ``stop()`` (default: the ambient stop of
+        ``explorer.runtime.stopping.stop_when``, if any: a stop of the enclosing work raises ``Abandoned``
+        out of the generator instead of ending it with a snapshot) and the wall-time budget
+        ``max_wall_s`` (seconds of this call) are checked before every module of every step
+        (``explorer.runtime.stopping.Guard``), so a stop ends the work within one module's run; the
+        abandoned step changes nothing, and the last snapshot's ``message`` says why the run stopped
+        early (it repeats the previous evaluation instead of running a new one)."""
         run = self.run_cfg
         every = every or run.every
         target = run.steps if max_steps is None else min(run.steps, self.step + int(max_steps))
-        t_call = time.perf_counter()
+        ambient = stop is None and ambient_stop() is not None  # the enclosing work stops: no snapshot, it ends
+        guard = Guard(stop or ambient_stop() or (lambda: False))
+
+        def why() -> str:
+            if guard.why == "cancelled":
+                return f"stopped at step {self.step}"
+            return f"stopped at step {self.step}: the wall-time cap of {max_wall_s:g} s per run was reached"
+
+        def evaluated():
+            try:
+                return self._timed(self.snapshot), ""
+            except Abandoned:  # stopped while evaluating at a snapshot's step: its losses are reported now
+                if ambient and guard.why == "cancelled":
+                    raise
+                pending, self._losses = self._losses, []
+                return self.stopped_snapshot(why(), float(np.mean(pending)) if pending else None), why()
+
         threads = torch.get_num_threads()
         torch.set_num_threads(run.threads)
         try:
-            if self.step == 0 and not self.history:
-                snap = self._timed(self.snapshot)
-                torch.set_num_threads(threads)
-                yield snap
-                torch.set_num_threads(run.threads)
-            while self.step < target:
-                message = ""
-                t0 = time.perf_counter()
-                try:
-                    while self.step < target:
-                        if stop is not None and stop():
-                            message = f"stopped at step {self.step}"
-                            break
-                        if max_wall_s is not None and time.perf_counter() - t_call > max_wall_s:
-                            message = f"stopped at step {self.step}: the wall-time cap of {max_wall_s:g} s per run was reached"
-                            break
-                        self._losses.append(self.train_step())
-                        if self.step % every == 0:
-                            break
-                finally:
-                    dt = time.perf_counter() - t0
-                    self.train_time += dt
-                    self.elapsed += dt
-                snap = self._timed(self.snapshot, message)
-                torch.set_num_threads(threads)  # other requests run between our chunks
-                yield snap
-                torch.set_num_threads(run.threads)
-                if message:
-                    return
+            with guard.run_until(math.inf if max_wall_s is None else max_wall_s), guard.installed(self.model):
+                if self.step == 0 and not self.history:
+                    snap, message = evaluated()
+                    torch.set_num_threads(threads)
+                    yield snap
+                    torch.set_num_threads(run.threads)
+                    if message:
+                        return
+                while self.step < target:
+                    message = ""
+                    t0 = time.perf_counter()
+                    try:
+                        while self.step < target:
+                            self._losses.append(self.train_step())
+                            if self.step % every == 0:
+                                break
+                    except Abandoned:
+                        if ambient and guard.why == "cancelled":
+                            raise
+                        message = why()
+                    finally:
+                        dt = time.perf_counter() - t0
+                        self.train_time += dt
+                        self.elapsed += dt
+                    if message:
+                        snap = self.stopped_snapshot(message)
+                    else:
+                        snap, message = evaluated()
+                    torch.set_num_threads(threads)  # other requests run between our chunks
+                    yield snap
+                    torch.set_num_threads(run.threads)
+                    if message:
+                        return
         finally:
             torch.set_num_threads(threads)
+
+    def stopped_snapshot(self, message: str, train_loss: Optional[float] = None) -> Snapshot:
+        """The last evaluation again, at the current step, with ``message``: a stop computes nothing more."""
+        last = self.history[-1] if self.history else {}
+        snap = Snapshot(step=self.step, steps=self.run_cfg.steps, train_loss=train_loss,
+                        heldout_loss=last.get("heldout_loss", float("nan")), heldout_acc=last.get("heldout_acc", 0.0),
+                        lr=lr_at(self.run_cfg, max(0, self.step - 1)), tokens_per_s=last.get("tokens_per_s", 0.0),
+                        elapsed_s=self.elapsed, grad_norms=self._last_grads, attention=self._last_attention,
+                        probe_tokens=self.probe.tokens[0].tolist(), done=self.done, message=message)
+        return snap
 
     def _timed(self, fn, *args):
         t0 = time.perf_counter()

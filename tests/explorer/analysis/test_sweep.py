@@ -79,8 +79,10 @@ BIG = ModelConfig(n_layers=12, d_model=512, n_heads=16)
 
 @pytest.fixture
 def roomy(monkeypatch):
-    """Lift the per-request memory budget, so the time budget / the stop is what ends a run."""
+    """Lift the per-request memory budget and the server's pool, so the time budget / the stop is what
+    ends a run."""
     monkeypatch.setenv("EXPLORER_REQUEST_BUDGET", "64G")
+    monkeypatch.setenv("EXPLORER_SERVER_MEMORY", "64G")
 
 
 def test_the_budget_holds_for_the_first_length(roomy):

@@ -131,3 +131,23 @@ def test_accepted_requests_stay_within_the_promised_budget(data, L):
     finally:
         os.environ.pop(settings.REQUEST_BUDGET, None)
         clear_caches()
+
+
+@pytest.mark.parametrize("kw", [
+    {}, {"attention": "talking_heads"}, {"ffn": "moe"}, {"memory": "xl", "segment_len": 16, "mem_len": 16},
+    {"layer": "reversible"}, {"attention": "linformer", "causal": False, "proj_len": 16},
+    {"architecture": "encoder_decoder"},
+])
+def test_a_training_step_stays_within_its_prediction(kw):
+    """One optimizer step of a fresh run (the model, a forward and backward, AdamW's two moments per
+    parameter) allocates at most what ``predict(cfg, "train", ...)`` promised before anything was built."""
+    from explorer.training.trainer import RunConfig, Trainer
+
+    cfg = ModelConfig(n_layers=2, d_model=64, n_heads=4, max_len=128, position="rope", **kw).validate()
+    run = RunConfig(task="copy", steps=2, batch_size=8, seq_len=64, grad_norms=False, probe=False, eval_batches=1)
+
+    def step():
+        Trainer(cfg, run).train_step()
+
+    _, peak = measure_peak(step)
+    assert 0 < peak <= budget.predict(cfg, budget.TRAIN, 64, 8)

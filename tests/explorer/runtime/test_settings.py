@@ -5,6 +5,7 @@ import pytest
 
 from explorer.runtime import budget, settings
 from explorer.runtime.cache import cache_budget
+from explorer.runtime.pool import available_bytes
 from models import ConfigError
 
 
@@ -24,7 +25,7 @@ def test_an_unusable_size_is_refused_naming_the_variable(bad):
 def test_the_budgets_follow_the_environment_and_default_to_a_share_of_the_machine(monkeypatch):
     monkeypatch.delenv(settings.REQUEST_BUDGET, raising=False)
     monkeypatch.delenv(settings.CACHE_BYTES, raising=False)
-    avail = budget.available_bytes()
+    avail = available_bytes()
     assert 0 < budget.request_budget() <= min(avail // 4, settings.MAX_DEFAULT_BUDGET) + (64 << 20)
     assert 0 < cache_budget() <= min(avail // 10, settings.MAX_DEFAULT_CACHE) + (64 << 20)
     monkeypatch.setenv(settings.REQUEST_BUDGET, "3M")

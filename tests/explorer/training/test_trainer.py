@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.runtime.stopping import Abandoned, stop_when
 from explorer.training import trainer as tr
 from explorer.training.tasks import task_names
 from models import ConfigError, ModelConfig, choices
@@ -30,15 +31,41 @@ def test_yields_snapshot_every_n_steps_with_its_fields():
     assert s.tokens_per_s > 0 and s.elapsed_s > 0 and 0 <= s.heldout_acc <= 1
 
 
-def test_stop_is_checked_between_steps():
-    calls = []
-
-    def stop():
-        calls.append(1)
-        return len(calls) > 3  # three steps are allowed, the fourth check stops
-
-    snaps = list(tr.train(ModelConfig(**TINY), _run(steps=50, every=10), stop=stop))
+def test_a_stop_ends_the_run_at_the_next_module():
+    trainer = tr.Trainer(ModelConfig(**TINY), _run(steps=50, every=10))
+    snaps = list(trainer.run(stop=lambda: trainer.step >= 3))
     assert snaps[-1].step == 3 and "stopped at step 3" in snaps[-1].message and not snaps[-1].done
+
+
+def test_a_step_abandoned_halfway_changes_nothing():
+    """A stop inside a step's backward pass abandons it; playing on gives exactly the uninterrupted run."""
+    cfg = ModelConfig(**TINY, dropout=0.1)
+    whole = _digest(tr.train(cfg, _run()))
+    trainer = tr.Trainer(cfg, _run())
+    calls = {"n": 0}
+
+    def stop_in_step_4():  # called before every module, and at every input gradient in backward
+        if trainer.step == 4:
+            calls["n"] += 1
+        return calls["n"] > 25
+
+    first = list(trainer.run(stop=stop_in_step_4))
+    assert first[-1].step == 4 and "stopped at step 4" in first[-1].message and calls["n"] > 25
+    assert _digest(first + list(trainer.run()))[-1] == whole[-1]
+
+
+def test_an_ambient_stop_ends_the_enclosing_work_instead_of_yielding_a_snapshot():
+    """Under ``stop_when`` (a reproduction's stop) a run without its own stop raises ``Abandoned`` out of
+    the generator, inside the step, and leaves the step undone; a run given its own stop keeps it."""
+    trainer = tr.Trainer(ModelConfig(**TINY), _run(steps=50, every=10))
+    with stop_when(lambda: trainer.step >= 3):
+        with pytest.raises(Abandoned):
+            list(trainer.run())
+        assert trainer.step == 3
+        own = list(trainer.run(stop=lambda: trainer.step >= 5))
+    assert own[-1].step == 5 and "stopped at step 5" in own[-1].message
+    list(trainer.run())  # outside: nothing stops it
+    assert trainer.done
 
 
 def test_wall_time_cap_stops_with_a_message():

@@ -1,0 +1,98 @@
+"""Stopping work inside a forward or backward pass, not only between them.
+
+A ``Guard`` installed on a model checks, before every module's forward and (with gradients) at every
+module's input gradient in the backward pass, whether its caller asked to stop or its deadline passed,
+and raises ``Abandoned`` there. So a stop, a pause, a client that left or a time budget ends the work
+within one module's run (a fraction of a second for the explorer's sizes), whatever the length of the
+pass: the sweep abandons a timed run this way and the trainer an optimizer step.
+
+``stop_when(should_stop)`` makes ``should_stop`` the *ambient* stop of the enclosed work (a context
+variable: per thread and per task, never shared between visitors): code that runs many trainings
+(a reproduction) needs no stop argument threaded through it, ``Trainer.run`` and ``check_stop()``
+read it.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import time
+
+import torch
+
+
+class Abandoned(Exception):
+    """Raised from a hook to abandon a run: the deadline passed or the caller stopped it."""
+
+
+_AMBIENT: contextvars.ContextVar = contextvars.ContextVar("explorer_stop", default=None)
+
+
+@contextlib.contextmanager
+def stop_when(should_stop):
+    """``should_stop`` is the ambient stop of the enclosed work (see the module docstring)."""
+    token = _AMBIENT.set(should_stop)
+    try:
+        yield
+    finally:
+        _AMBIENT.reset(token)
+
+
+def ambient_stop():
+    """The ambient stop (a no-argument callable), or None outside ``stop_when``."""
+    return _AMBIENT.get()
+
+
+def check_stop() -> None:
+    """Raise ``Abandoned`` when the ambient stop says so (nothing outside ``stop_when``)."""
+    stop = _AMBIENT.get()
+    if stop is not None and stop():
+        raise Abandoned("cancelled")
+
+
+class Guard:
+    """Abandons the current pass between two modules once its deadline passed or ``stopped()``."""
+
+    def __init__(self, stopped):
+        self.stopped = stopped
+        self.deadline = math.inf
+        self.why = None
+
+    def check(self) -> None:
+        if self.stopped():
+            self.why = "cancelled"
+            raise Abandoned("cancelled")
+        if time.perf_counter() > self.deadline:
+            self.why = "timeout"
+            raise Abandoned("timeout")
+
+    @contextlib.contextmanager
+    def run_until(self, seconds: float):
+        """A deadline ``seconds`` from now for the enclosed work."""
+        self.deadline, self.why = time.perf_counter() + seconds, None
+        try:
+            yield
+        finally:
+            self.deadline = math.inf
+
+    @contextlib.contextmanager
+    def installed(self, model, backward: bool = True):
+        """Hooks on every module of ``model`` for the enclosed work (``backward``: in the backward pass too)."""
+        def pre_hook(_module, args):
+            self.check()
+            if backward:  # the backward pass passes through the same point again
+                for a in args:
+                    if isinstance(a, torch.Tensor) and a.requires_grad:
+                        a.register_hook(self._grad_hook)
+                        break
+
+        handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()]
+        try:
+            yield self
+        finally:
+            for hd in handles:
+                hd.remove()
+
+    def _grad_hook(self, grad):
+        self.check()
+        return grad

@@ -1,0 +1,32 @@
+"""What a visitor reads when a request fails: the ConfigError itself, or a plain line with an incident
+number; the exception's own text (allocator sizes, type names, recursion) never reaches the page."""
+import logging
+
+import pytest
+
+from explorer.app.messages import problem
+from models import ConfigError
+
+
+def test_a_config_error_is_shown_as_it_is():
+    assert problem(ConfigError("n_heads", 3, "a divisor of d_model")) == "n_heads=3 is not valid: a divisor of d_model"
+
+
+@pytest.mark.parametrize("exc, secret", [
+    (RecursionError("maximum recursion depth exceeded while calling a Python object"), "recursion"),
+    (TypeError("unsupported operand type(s) for +: 'NoneType' and 'int'"), "NoneType"),
+    (OverflowError("cannot convert float infinity to integer"), "infinity"),
+    (KeyError("/etc/passwd"), "passwd"),
+])
+def test_an_internal_error_is_a_generic_line_with_an_incident_logged_for_the_host(exc, secret, caplog):
+    with caplog.at_level(logging.ERROR):
+        msg = problem(exc)
+    assert secret not in msg and type(exc).__name__ not in msg and "incident" in msg
+    incident = msg.split("incident ")[1][:8]
+    assert any(incident in r.getMessage() and r.exc_info for r in caplog.records)  # the host can find it
+
+
+def test_running_out_of_memory_says_so_without_the_allocator_text():
+    msg = problem(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: "
+                               "you tried to allocate 268435456 bytes"))
+    assert "ran out of memory" in msg and "alloc_cpu" not in msg and "268435456" not in msg
