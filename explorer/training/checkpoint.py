@@ -7,9 +7,13 @@ beside it as ``config.json`` for people to read. safetensors stores raw tensors 
 a file never executes code (unlike ``torch.load`` of a pickle).
 
 Loading refuses, with a ``ConfigError`` that says what is wrong: a file that is not safetensors
-or whose header is corrupt, a config that does not validate, a digest that does not match the
-tensors (the file was edited), a separate config that differs from the embedded one, and any
-tensor missing, unexpected, or of a shape or dtype this config's model does not have.
+or whose header is corrupt, a config that does not validate (or that the caller's ``check`` refuses:
+the app's caps and memory budget), a digest that does not match the tensors (the file was edited), a
+separate config that differs from the embedded one, and any tensor missing, unexpected, or of a shape
+or dtype this config's model does not have. Everything but the digest is checked from the header
+alone, before a tensor is read or the model is built: the config's ``check``, then the header's
+tensor names, shapes and dtypes against those of the model built on the ``meta`` device (which
+allocates nothing). So a small file whose header asks for a huge model costs nothing to refuse.
 """
 from __future__ import annotations
 
@@ -73,13 +77,22 @@ def read_metadata(data: bytes) -> dict:
     return meta
 
 
-def load(source: Union[str, Path, bytes], config=None) -> tuple:
+def read_header(data: bytes) -> dict:
+    """The whole safetensors header (tensor entries and ``__metadata__``) of a file already checked by
+    ``read_metadata``."""
+    (n,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + n])
+
+
+def load(source: Union[str, Path, bytes], config=None, check=None) -> tuple:
     """``(cfg, model, metadata)`` from a saved file (path or bytes); ``config`` (a ModelConfig,
-    dict, JSON string or path of a config.json), when given, must equal the embedded one."""
+    dict, JSON string or path of a config.json), when given, must equal the embedded one; ``check``
+    (``ModelConfig -> ModelConfig``, raising ``ConfigError``) vets the embedded config before anything
+    is built (the app passes its caps and budget)."""
     data = _read(source)
     meta = read_metadata(data)
     try:
-        cfg = as_config(meta["config"])
+        cfg = as_config(meta["config"]) if check is None else check(meta["config"])
     except KeyError:
         raise ConfigError("weights", "metadata", "a file whose metadata holds the model config") from None
     if config is not None:
@@ -88,30 +101,64 @@ def load(source: Union[str, Path, bytes], config=None) -> tuple:
             diff = sorted(k for k, v in other.to_dict().items() if cfg.to_dict()[k] != v)
             raise ConfigError("config", diff[0], f"the config the weights were saved with "
                               f"({', '.join(f'{k}={getattr(cfg, k)!r}' for k in diff[:4])})")
+    _match(_header_shapes(read_header(data)), _meta_shapes(cfg))  # names, shapes and dtypes, nothing allocated
     try:
         tensors = st_load(data)
-    except Exception as e:  # safetensors raises its own error types for corrupt data
-        raise ConfigError("weights", "data", f"a readable .safetensors file ({str(e)[:160]})") from None
+    except Exception:  # safetensors raises its own error types for corrupt data
+        raise ConfigError("weights", "data", "a readable .safetensors file (its tensors could not be read)") from None
     if tensor_digest(tensors) != meta.get("sha256"):
         raise ConfigError("weights", "sha256", "tensors matching the digest saved with them: the file was "
                           "modified after it was saved (or is incomplete)")
     model = build_model(cfg)
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
+    _match({k: (tuple(t.shape), t.dtype) for k, t in tensors.items()},
+           {k: (tuple(t.shape), t.dtype) for k, t in model.state_dict().items()})
+    model.load_state_dict(tensors, strict=True)
+    return cfg, model, meta
+
+
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+          "BOOL": torch.bool}
+
+
+def _header_shapes(header: dict) -> dict:
+    """``{name: (shape, dtype)}`` of the header's tensor entries."""
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
+            raise ConfigError("weights", str(name)[:80], "a tensor entry with a shape in the header")
+        out[name] = (tuple(entry["shape"]), DTYPES.get(entry.get("dtype"), entry.get("dtype")))
+    return out
+
+
+def _meta_shapes(cfg) -> dict | None:
+    """``{name: (shape, dtype)}`` of the config's model built on the meta device; None when a module
+    cannot be built there (its tensors are then compared after the real build)."""
+    try:
+        with torch.device("meta"):
+            return {k: (tuple(t.shape), t.dtype) for k, t in build_model(cfg).state_dict().items()}
+    except Exception:
+        return None
+
+
+def _match(got: dict, expected: dict | None) -> None:
+    """Refuse tensors missing, unexpected, or of another shape or dtype than ``expected``."""
+    if expected is None:
+        return
+    missing = sorted(set(expected) - set(got))
+    unexpected = sorted(set(got) - set(expected))
     if missing:
         raise ConfigError("weights", missing[0], f"every tensor of this config's model; {len(missing)} missing "
                           f"(e.g. {', '.join(missing[:3])})")
     if unexpected:
-        raise ConfigError("weights", unexpected[0], f"only tensors of this config's model; {len(unexpected)} "
-                          f"unexpected (e.g. {', '.join(unexpected[:3])})")
-    for name, t in expected.items():
-        got = tensors[name]
-        if tuple(got.shape) != tuple(t.shape) or got.dtype != t.dtype:
-            raise ConfigError("weights", name, f"shape {tuple(t.shape)} and dtype {t.dtype} for this config; the "
-                              f"file has {tuple(got.shape)} {got.dtype}")
-    model.load_state_dict(tensors, strict=True)
-    return cfg, model, meta
+        raise ConfigError("weights", unexpected[0][:80], f"only tensors of this config's model; {len(unexpected)} "
+                          f"unexpected (e.g. {', '.join(u[:80] for u in unexpected[:3])})")
+    for name, (shape, dtype) in expected.items():
+        if got[name] != (shape, dtype):
+            raise ConfigError("weights", name, f"shape {shape} and dtype {dtype} for this config; the "
+                              f"file has {got[name][0]} {got[name][1]}")
 
 
 def _read(source) -> bytes:

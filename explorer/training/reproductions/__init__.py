@@ -1,6 +1,7 @@
 """The source texts' claims about trained models, reproduced on this machine in a minute or two.
 
-``REPRODUCTIONS`` maps a name to its module; each module has ``TITLE``, ``COLUMNS``,
+``REPRODUCTIONS`` maps a name to its module; each module has ``TITLE``, ``COST`` (its measured wall
+time and peak memory, ``explorer.training.reproductions.cost``), ``COLUMNS``,
 ``run(quick, threads, progress) -> dict``, ``reading(result)``, ``table_rows(result)`` and
 ``extra_lines(result)``. ``run(name)`` runs one and returns ``{"name", "settings", "wall_s",
 "reading", "rows": [...]}`` (plus extra top-level keys some reproductions add). The command line is

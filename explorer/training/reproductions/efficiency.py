@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import torch
 
+from explorer.training.reproductions.cost import Cost
 from explorer.training.tasks import model_input, scored_loss
+from explorer.runtime.stopping import check_stop
 from explorer.training.trainer import RunConfig, Trainer
 from kernels.measure import interleaved_ms, measure_peak
 from models import ConfigError, ModelConfig, choices
 
 TITLE = "quality vs speed vs memory of every attention (Long Range Arena style)"
-COLUMNS = ["attention", "objective", "throughput_rel_full", "step_ms", "quality", "heldout_loss", "peak_bytes"]
+COST = Cost(seconds=315, peak_bytes=972718080)  # python -m benchmarks.repro_costs efficiency
+COLUMNS = ["attention", "objective", "position", "throughput_rel_full", "step_ms", "quality", "heldout_loss", "peak_bytes"]
 
 
 def settings(quick: bool) -> dict:
@@ -33,16 +36,21 @@ def settings(quick: bool) -> dict:
 
 
 def model_config(attention: str, s: dict) -> ModelConfig:
-    """The shared architecture with ``attention``; causal unless the mechanism is bidirectional only."""
+    """The shared architecture with ``attention``: rope and causal, unless the mechanism cannot have them
+    (bidirectional only: ``causal=False``; logits without a query-key product, as the synthesizers: the
+    absolute ``sinusoidal`` encoding of their paper)."""
     base = dict(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], attention=attention,
                 max_len=s["seq_len"], position="rope", window=s["window"], block_size=s["block_size"],
                 chunk_size=s["block_size"], proj_len=s["block_size"], n_landmarks=s["block_size"] // 4, seed=0)
-    try:
-        return ModelConfig(**base).validate()
-    except ConfigError as e:
-        if e.field != "causal":
-            raise
-        return ModelConfig(**base, causal=False).validate()
+    fallback = {"causal": False, "position": "sinusoidal"}
+    for _ in range(len(fallback) + 1):
+        try:
+            return ModelConfig(**base).validate()
+        except ConfigError as e:
+            if e.field not in fallback or base.get(e.field) == fallback[e.field]:
+                raise
+            base[e.field] = fallback[e.field]
+    return ModelConfig(**base).validate()
 
 
 def _peak_bytes(trainer: Trainer) -> int:
@@ -64,6 +72,7 @@ def _step_closure(trainer: Trainer):
     opt = torch.optim.AdamW(trainer.model.parameters(), lr=0.0)  # lr 0: timing leaves the weights alone
 
     def step():
+        check_stop()  # a stopped reproduction ends between two timed steps
         out = trainer.model(model_input(batch, trainer.cfg.causal))
         (scored_loss(out.logits, batch) + out.aux_loss).backward()
         opt.step()
@@ -87,6 +96,7 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
         peak = _peak_bytes(trainer)
         trainers.append(trainer)
         rows.append({"attention": att, "objective": "next byte" if cfg.causal else "masked bytes (bidirectional)",
+                     "position": cfg.position,
                      "quality": round(snap.heldout_acc, 4), "heldout_loss": round(snap.heldout_loss, 4),
                      "peak_bytes": peak, "train_s": round(trainer.elapsed, 1)})
         progress(f"efficiency: {att}: accuracy {snap.heldout_acc:.3f}, peak {peak / 2**20:.1f} MiB, "

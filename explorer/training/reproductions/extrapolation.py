@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import torch
 
+from explorer.training.reproductions.cost import Cost
 from explorer.training.tasks import Batch, python_docs, scored_loss, split_corpus
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 
 TITLE = "train short, test long (Press et al. 2022)"
+COST = Cost(seconds=70, peak_bytes=347668480)  # python -m benchmarks.repro_costs extrapolation
 COLUMNS = ["position", "eval_len", "loss"]
 POSITIONS = ("alibi", "t5", "sinusoidal", "rope", "learned")
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from explorer.training.reproductions.cost import Cost
 from explorer.training.tasks import get_task, ideal_induction, model_input
 from explorer.training.trainer import RunConfig, Trainer, stack_attention
 from models import ModelConfig
 
 TITLE = "induction heads in a 2-layer attention-only model (Olsson et al. 2022)"
+COST = Cost(seconds=15, peak_bytes=199671808)  # python -m benchmarks.repro_costs induction
 COLUMNS = ["step", "second_half_loss"]
 
 

@@ -21,11 +21,14 @@ import time
 import torch
 import torch.nn.functional as F
 
+from explorer.runtime.stopping import check_stop
+from explorer.training.reproductions.cost import Cost
 from explorer.training.trainer import RunConfig, Trainer
 from models import ConfigError, ModelConfig
 from models.positions import apply_rope
 
 TITLE = "MHA vs GQA vs MQA: KV cache, decode latency, quality"
+COST = Cost(seconds=29, peak_bytes=261230592)  # python -m benchmarks.repro_costs kv_heads
 COLUMNS = ["n_kv_heads", "kind", "kv_cache_bytes", "decode_ms_per_token", "quality", "heldout_loss"]
 
 
@@ -102,6 +105,7 @@ def decode_latency(model, prefill: int, n_tokens: int) -> tuple:
     cache = dec.cache_bytes()
     times = []
     for _ in range(n_tokens):
+        check_stop()
         nxt = logits[:, -1:].argmax(-1)
         t0 = time.perf_counter()
         logits = dec.step(nxt)
@@ -120,6 +124,7 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
         trainer = Trainer(cfg, rc)
         for snap in trainer.run():
             pass
+        check_stop()
         model = trainer.model.eval()
         check = max(check, decode_check(model, trainer.heldout[0].tokens[:2]))
         cache, ms = decode_latency(model, s["prefill"], s["decode_tokens"])

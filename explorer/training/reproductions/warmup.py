@@ -5,10 +5,12 @@ without. Four runs, same learning rate, same seed, same data: post / pre x warm-
 """
 from __future__ import annotations
 
+from explorer.training.reproductions.cost import Cost
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 
 TITLE = "warm-up and norm placement (Xiong et al. 2020)"
+COST = Cost(seconds=58, peak_bytes=263983104)  # python -m benchmarks.repro_costs warmup
 COLUMNS = ["norm_placement", "warmup", "final_loss", "loss_at_1/3"]
 
 

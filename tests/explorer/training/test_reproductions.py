@@ -10,7 +10,7 @@ from explorer import reproduce
 from explorer.figures import training as plots_train
 from explorer.training.reproductions.induction import _shifted
 from explorer.training.tasks import ideal_induction
-from models import ConfigError
+from models import ConfigError, ModelConfig
 
 ROW_KEYS = {
     "warmup": {"norm_placement", "warmup", "final_loss", "curve"},
@@ -54,3 +54,17 @@ def test_shifted_stripe_by_hand():
 def test_unknown_reproduction_is_refused():
     with pytest.raises(ConfigError, match="reproduction"):
         reproduce.run("nope")
+
+
+def test_every_attention_of_the_efficiency_reproduction_has_a_valid_model():
+    """The full settings (not the quick ones) build a config for every attention of the catalogue, rope and
+    causal wherever the mechanism allows, else the fallback its constraint names."""
+    from explorer.training.reproductions import efficiency
+
+    s = efficiency.settings(quick=False)
+    for att in s["attentions"]:
+        cfg = efficiency.model_config(att, s)
+        assert cfg.attention == att
+        if cfg.position != "rope":  # rope was refused for this mechanism, by the library's own rule
+            with pytest.raises(ConfigError):
+                ModelConfig(**{**cfg.to_dict(), "position": "rope"}).validate()
