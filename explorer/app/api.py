@@ -6,7 +6,9 @@ the explorer's caps, validation, the memory budget; JSON parsed with bounded siz
 length) and its text through the one text path (``explorer.runtime.text``: an empty text is the
 config's example text; a source / target model splits it at ``separator``), then calls the analyses'
 use cases, never a UI handler. Errors come back as ``gr.Error(message)``: the ``ConfigError`` text
-(naming the field and what it accepts), truncated; never a traceback.
+(naming the field and what it accepts), truncated; never a traceback. ``/benchmark`` and ``/export``
+are heavy jobs (``explorer.app.jobs``): admitted in their own family, one per visitor, run at low
+priority; a full family answers "busy" at once instead of waiting in the queue.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from explorer.analysis import attention_maps, config_diff, gradient_norms, laten
 from explorer.analysis.sweep import sweep_axes
 from explorer.app.export import cleanup_export, write_export
 from explorer.app.gradio_compat import cache_file
-from explorer.app.jobs import cancellable
+from explorer.app.jobs import run_job
 from explorer.app.messages import problem
 from explorer.app.share import compare_query
 from explorer.runtime.limits import SWEEP_BUDGET_S
@@ -35,6 +37,17 @@ def call(fn):
     try:
         with LOAD.busy():
             return fn()
+    except gr.Error:
+        raise
+    except Exception as exc:
+        raise gr.Error(problem(exc)) from None
+
+
+async def heavy_call(family: str, request, fn):
+    """``fn(should_stop)`` as a heavy job of ``family`` (``explorer.app.jobs.run_job``); failures, "busy"
+    included, -> ``gr.Error`` with the message only."""
+    try:
+        return await run_job(family, request, lambda should_stop: call(lambda: fn(should_stop)))
     except gr.Error:
         raise
     except Exception as exc:
@@ -62,7 +75,8 @@ def api_gradients(config_json: str) -> dict:
     return call(lambda: gradient_norms(app_config(config_json)))
 
 
-async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis: str = "both") -> list:
+async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis: str = "both",
+                        request: gr.Request = None) -> list:
     """Latency / memory sweep records of the config's attention at the given lengths (stops between
     two modules when the job is cancelled or the client disconnects). A model of several inputs (an
     encoder-decoder) varies ``seq2seq_axis`` ("both", "source" or "target"; records carry
@@ -74,15 +88,16 @@ async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis:
         axis = {"seq2seq_axis": seq2seq_axis or "both"} if sweep_axes(cfg) else {}
         return latency_memory_sweep(cfg, parse_lengths(lengths or "128,256,512"), mode or "forward",
                                     time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop, **axis)
-    return await cancellable(lambda should_stop: call(lambda: run(should_stop)))
+    return await heavy_call("sweep", request, run)
 
 
-def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR) -> dict:
+async def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
+                     request: gr.Request = None) -> dict:
     """The export zip (config.json, README.txt, figures.html, a PNG per figure when the server has
     kaleido and a Chrome) of the config on the text -> the file (``gradio_client`` downloads it).
     The zip goes into Gradio's file cache (aged out like the button's downloads) and the temporary
     folder is deleted before the call returns: an API client has no page to run a clean-up step."""
-    def run():
+    def run(_should_stop):
         cfg = app_config(config_json)
         folder, path, _ = write_export(cfg, request_text(cfg, text), None, separator)
         try:
@@ -90,7 +105,7 @@ def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR) 
                 return cache_file(f.read(), os.path.basename(path))
         finally:
             cleanup_export(folder)
-    return call(run)
+    return await heavy_call("export", request, run)
 
 
 def api_compare(config_a_json: str, config_b_json: str, text: str, separator: str = DEFAULT_SEPARATOR) -> dict:

@@ -11,8 +11,10 @@ A commit runs one chain: attention grid (the first answer, kept small) -> statis
 -> variant views -> gradients / model card; a commit that changes nothing redraws nothing. The
 "Weights" switch runs the same chain with the session's trained weights; a preset, link, upload,
 reset or undo fills the controls, then runs the same chain once. Interactive work shares the
-"compute" slots; the sweeps have their own slot, freed within one module's run when stopped or
-abandoned.
+"compute" slots; sweeps and exports are heavy jobs (``explorer.app.jobs``): wired with no Gradio
+concurrency limit, so they never wait in the queue every event shares, admitted in their own family
+(one per visitor, "busy" when full), run at low priority, their slot freed within one module's run
+when stopped or abandoned.
 """
 from __future__ import annotations
 
@@ -29,8 +31,11 @@ from explorer.app.state import read_state
 from explorer.app.tabs import compare, grid, views, zoom
 from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
 from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
-from explorer.app.tabs.latency import run_sweep_cancellable
+from explorer.app.jobs import run_job
+from explorer.app.messages import problem, warn
+from explorer.app.tabs.latency import run_sweep_job
 from explorer.runtime.load import LOAD
+from models import ConfigError
 
 RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
 # A step of the redraw chain that runs in the page only: it resolves after the next frame, so the
@@ -231,22 +236,29 @@ def wire_tabs(demo, ui: Components) -> None:
     ui["share_qs"].change(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False,
                           api_visibility="private")
     demo.load(None, None, [ui["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
-    exported = ui["export"].click(ui.handler(weights_switch.with_weights(export_files)),
-                                  ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "state"),
+    export_handler = ui.handler(weights_switch.with_weights(export_files))
+
+    async def export_fn(data, request: gr.Request):
+        try:
+            return await run_job("export", request, lambda _should_stop: export_handler(data))
+        except ConfigError as exc:  # busy: this visitor's other job, or the export slot taken
+            return ui.back({"files": gr.skip(), "export_dir": gr.skip(), "status": warn(problem(exc))})
+
+    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "state"),
                                   ui.outputs("files", "export_dir", "status"), api_name="export_click",
-                                  **QUIET)  # API clients: the documented /export
+                                  concurrency_limit=None, **QUIET)  # API clients: the documented /export
     # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy
     exported.then(cleanup_export, [ui["export_dir"]], None, api_name="export_cleanup", api_visibility="private",
                   queue=False)
 
-    async def sweep_fn(data, progress=gr.Progress()):
+    async def sweep_fn(data, request: gr.Request, progress=gr.Progress()):
         values, named = ui.split(data)
-        return ui.back(await run_sweep_cancellable(values, named["lengths"], named["mode"], named["state"], progress,
-                                                   named.get("sweep_axis")))
+        return ui.back(await run_sweep_job(values, named["lengths"], named["mode"], named["state"], progress,
+                                           named.get("sweep_axis"), request))
 
     run = ui["run"].click(sweep_fn, ui.inputs(*CONTROL_FIELDS, "lengths", "mode", "sweep_axis", "state"),
-                          ui.outputs("sweep", "sweep_md", "state"), api_name="run_sweep", concurrency_id="sweep",
-                          concurrency_limit=1, **QUIET)
+                          ui.outputs("sweep", "sweep_md", "state"), api_name="run_sweep", concurrency_limit=None,
+                          **QUIET)
     ui["stop"].click(None, None, None, cancels=[run], api_name="stop_sweep", queue=False, **QUIET)
 
 
@@ -265,9 +277,9 @@ def wire_compare(ui: Components, loaded) -> None:
 
 
 def wire_api() -> None:
-    """The documented endpoints (``explorer.app.api``), in the same slots as the UI's work."""
+    """The documented endpoints (``explorer.app.api``), in the same slots or families as the UI's work."""
     gr.api(api.api_analyze, api_name="analyze", concurrency_id="compute")
     gr.api(api.api_gradients, api_name="gradients", concurrency_id="compute")
     gr.api(api.api_compare, api_name="compare_ab", concurrency_id="compute")
-    gr.api(api.api_export, api_name="export", concurrency_id="compute")
-    gr.api(api.api_benchmark, api_name="benchmark", concurrency_id="sweep", concurrency_limit=1)
+    gr.api(api.api_export, api_name="export", concurrency_limit=None)  # heavy jobs: admitted by explorer.app.jobs
+    gr.api(api.api_benchmark, api_name="benchmark", concurrency_limit=None)

@@ -8,6 +8,7 @@ viewport, waiting for the first paint, recording console errors; closed after th
 tests that need a browser are skipped (under CI, where Chromium must be installed, they fail)."""
 import contextlib
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -32,10 +33,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
+def serve(extra_env=None, log_name="app-server.log", command=("app.py",), limit_as=None, info=None):
     """``python app.py`` (or ``python *command``) on 127.0.0.1 and a free port in its own process
     group -> its URL. Its output goes to a temporary log, deleted when the server stops; while it
-    runs, a failing test's report ends with the log's last lines."""
+    runs, a failing test's report ends with the log's last lines. ``limit_as``: an address-space limit
+    in bytes (``RLIMIT_AS``, as ``prlimit --as``), standing in for the memory of a small host; ``info``:
+    a dict that receives the server's ``pid``."""
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}  # otherwise exactly the newcomer's `python app.py`
@@ -43,8 +46,14 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",)):
     log = tempfile.NamedTemporaryFile("w", prefix=f"explorer-{Path(log_name).stem}-", suffix=".log")
     LIVE_LOGS[log_name] = Path(log.name)
     name = " ".join(command)
+    def limit():
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (int(limit_as), int(limit_as)))
+
     proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=limit)
+    if info is not None:
+        info["pid"] = proc.pid
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     try:
@@ -102,8 +111,8 @@ def _shared(config) -> contextlib.ExitStack:
 
 @pytest.fixture(scope="session")
 def serve_app():
-    """``serve`` above: ``with serve_app(extra_env, log_name, command) as url`` runs a server of the
-    test's own (other settings, another app) for the length of the block."""
+    """``serve`` above: ``with serve_app(extra_env, log_name, command, limit_as, info) as url`` runs a
+    server of the test's own (other settings, another app, a memory limit) for the length of the block."""
     return serve
 
 

@@ -61,7 +61,7 @@ def test_play_moves_the_curves_then_pause_stops_and_download(page):
 
 
 def test_cap_is_refused_with_a_message(page):
-    _set_number(page, "train-batch", 4096)
+    _set_number(page, "train-batch", 512)
     _set_number(page, "train-len", 1024)
     page.click("#train-play")
     page.wait_for_function("() => document.querySelector('#train-status').innerText.includes('batch_size')",

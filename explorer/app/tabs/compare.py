@@ -18,7 +18,7 @@ import gradio as gr
 from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, model_summary
 from explorer.analysis.sweep import sweep_axes
 from explorer.app.controls import current_config
-from explorer.app.jobs import cancellable
+from explorer.app.jobs import run_job
 from explorer.app.messages import problem, warn
 from explorer.app.share import from_query
 from explorer.app.state import read_state
@@ -152,25 +152,29 @@ def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, shou
             "state": {**state, "ab_sweep": {"a": rec_a, "b": rec_b, "name_a": name_a, "name_b": name_b}}}
 
 
-async def run_ab_sweep_cancellable(values: dict, pinned, lengths, mode, state, progress=None) -> dict:
-    """``run_ab_sweep``, stopped between two modules when the event is cancelled or its client leaves."""
-    return await cancellable(lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state, progress,
-                                                              should_stop))
+async def run_ab_sweep_job(values: dict, pinned, lengths, mode, state, progress=None, request=None) -> dict:
+    """``run_ab_sweep`` as a heavy job of the sweep family (``explorer.app.jobs``), stopped between two
+    modules when the event is cancelled or its client leaves; a busy server answers with a message."""
+    try:
+        return await run_job("sweep", request, lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state,
+                                                                               progress, should_stop))
+    except ConfigError as exc:
+        return {"ab_sweep": gr.skip(), "ab_md": warn(problem(exc)), "state": read_state(state)}
 
 
 AB_IN = ("pinned", "ab_lengths", "ab_mode", "state")
 
 
 def wire_ab_sweep(ui, control_fields) -> None:
-    """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.wiring.Components``); the sweep's own slot."""
-    async def ab_fn(data, progress=gr.Progress()):
+    """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.wiring.Components``); a sweep-family job."""
+    async def ab_fn(data, request: gr.Request, progress=gr.Progress()):
         values, named = ui.split(data)
-        return ui.back(await run_ab_sweep_cancellable(values, named["pinned"], named["ab_lengths"], named["ab_mode"],
-                                                      named["state"], progress))
+        return ui.back(await run_ab_sweep_job(values, named["pinned"], named["ab_lengths"], named["ab_mode"],
+                                              named["state"], progress, request))
 
+    # a heavy job: admitted by explorer.app.jobs (never waits in Gradio's shared queue)
     run = ui["ab_run"].click(ab_fn, ui.inputs(*control_fields, *AB_IN), ui.outputs(*AB_OUTPUTS),
-                             api_name="run_ab_sweep", api_visibility="undocumented", concurrency_id="sweep",
-                             concurrency_limit=1)
+                             api_name="run_ab_sweep", api_visibility="undocumented", concurrency_limit=None)
     ui["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",
                         queue=False)
 

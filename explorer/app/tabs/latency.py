@@ -2,8 +2,9 @@
 
 The baseline is what the choice is compared with: the same model with full attention, or with
 standard layers for a reversible stack. A model of several inputs sweeps the length of one of them
-(or all), the others held at ``FIXED_LEN``. The sweep runs in its own concurrency slot and stops
-between two modules when Stop is pressed or the page goes away (``explorer.app.jobs``).
+(or all), the others held at ``FIXED_LEN``. The sweep is a heavy job of the "sweep" family
+(``explorer.app.jobs``): one at a time on the server, at low priority, stopped between two modules
+when Stop is pressed or the page goes away.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import gradio as gr
 from explorer.analysis import latency_memory_sweep
 from explorer.analysis.sweep import sweep_axes
 from explorer.app.controls import current_config
-from explorer.app.jobs import cancellable
+from explorer.app.jobs import run_job
 from explorer.app.messages import problem, warn
 from explorer.app.state import read_state
 from explorer.figures.latency import sweep_figure
@@ -93,7 +94,11 @@ def run_sweep(values: dict, lengths, mode, state, progress=None, should_stop=Non
     return {"sweep": fig, "sweep_md": reading, "state": {**state, "sweep": records}}
 
 
-async def run_sweep_cancellable(values: dict, lengths, mode, state, progress=None, seq2seq_axis="both") -> dict:
-    """``run_sweep``, stopped between two modules when the event is cancelled or its client leaves."""
-    return await cancellable(lambda should_stop: run_sweep(values, lengths, mode, state, progress, should_stop,
-                                                           seq2seq_axis))
+async def run_sweep_job(values: dict, lengths, mode, state, progress=None, seq2seq_axis="both", request=None) -> dict:
+    """``run_sweep`` as a heavy job of the sweep family, stopped between two modules when the event is
+    cancelled or its client leaves; a busy server answers with a message (the figure is kept)."""
+    try:
+        return await run_job("sweep", request, lambda should_stop: run_sweep(values, lengths, mode, state, progress,
+                                                                            should_stop, seq2seq_axis))
+    except ConfigError as exc:
+        return {"sweep": gr.skip(), "sweep_md": warn(problem(exc)), "state": read_state(state)}

@@ -4,10 +4,13 @@ import asyncio
 import csv
 import io
 import sys
+import threading
 import zipfile
+from types import SimpleNamespace
 
 import pytest
 
+from explorer.app import jobs
 from explorer.app.controls import config_values
 from explorer.app.export import cleanup_export, export_files
 from explorer.app.state import new_state
@@ -77,15 +80,34 @@ def test_stopped_before_it_starts_records_cancelled():
     assert out["ab_md"].startswith("⏹ A/B sweep stopped")
 
 
-def test_cancelling_the_event_stops_the_worker():
+def test_cancelling_the_event_stops_the_worker_before_its_slot_is_freed():
     async def main():
-        task = asyncio.ensure_future(ui_compare.run_ab_sweep_cancellable(
-            config_values(B), A.to_dict(), "16,32", "forward", None))
-        await asyncio.sleep(0.05)
+        task = asyncio.ensure_future(ui_compare.run_ab_sweep_job(
+            config_values(B), A.to_dict(), "16,32,64,128,256,512,1024,2048", "forward", None))
+        await asyncio.sleep(0.3)
+        assert jobs.HEAVY.running("sweep") == 1
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        assert jobs.HEAVY.running("sweep") == 0  # the worker had ended when the event did
+        assert not [t for t in threading.enumerate() if t.name == "explorer-job"]
     asyncio.run(main())
+
+
+def test_a_second_sweep_of_the_same_visitor_is_refused_with_a_message():
+    who = SimpleNamespace(session_hash="ab-visitor")
+
+    async def main():
+        first = asyncio.ensure_future(ui_compare.run_ab_sweep_job(
+            config_values(B), A.to_dict(), "16,32,64,128,256,512,1024,2048", "forward", None, request=who))
+        await asyncio.sleep(0.3)
+        second = await ui_compare.run_ab_sweep_job(config_values(B), A.to_dict(), "16", "forward", None, request=who)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        return second
+    out = asyncio.run(main())
+    assert "One heavy job at a time" in out["ab_md"].replace("\\", "")
 
 
 def test_export_carries_the_ab_sweep(monkeypatch):

@@ -102,6 +102,7 @@ def test_the_compare_link_carries_the_separator():
 def test_the_export_splits_a_long_separator_where_analyze_does(tmp_path):
     """/export used to cut the separator to 8 characters: with the text ``src0123456789tgt`` and the
     separator ``0123456789`` it read the target as ``89tgt`` while /analyze read ``tgt``."""
+    import asyncio
     import zipfile
 
     from explorer.app import api
@@ -109,7 +110,7 @@ def test_the_export_splits_a_long_separator_where_analyze_does(tmp_path):
     text, sep = "src0123456789tgt", "0123456789"
     summary = api.api_analyze(ENCDEC.to_json(), text, sep)
     assert summary["tokens"] == ["t", "g", "t"] and summary["encoder_maps"]["tokens"] == ["s", "r", "c"]
-    exported = api.api_export(ENCDEC.to_json(), text, sep)
+    exported = asyncio.run(api.api_export(ENCDEC.to_json(), text, sep))
     with zipfile.ZipFile(exported["path"]) as z:
         page = z.read("figures.html").decode("utf-8")
     assert '"y":["0 t","1 g","2 t"]' in page and '"0 8"' not in page  # the target's rows, as /analyze reads it

@@ -1,81 +1,279 @@
-"""Train tab handlers without a browser: play streams figures, the stop flag ends the loop between
-steps, a tampered upload is refused with a message, and a reproduction streams then draws."""
+"""Train tab handlers without a browser: a press streams figures, Pause and Reset stop it inside a step,
+every input is bounded with a field-named message, a visitor has one heavy job at a time, the slot is
+freed only once the work has ended, downloads leave nothing behind, and uploads are checked from their
+header before anything is built."""
+import asyncio
+import glob
 import json
+import os
+import tempfile
+import time
+from types import SimpleNamespace
 
+import pytest
+import torch
+
+from explorer.app import jobs
 from explorer.app.tabs import train as U
-from explorer.training import reproductions
+from explorer.app.tabs import train_files, train_repro, train_runs
+from explorer.runtime.pool import POOL
+from explorer.training import checkpoint, reproductions
+from models import ModelConfig, build_model
 
 CFG = json.dumps(U.small_config().replace(d_model=32, n_layers=1).to_dict())
 
 
-def _play(state, steps=10, task="copy", batch=8, seq_len=16, **kw):
-    return U.play(state, CFG, task, steps, 3e-3, 0, "cosine", batch, seq_len, 0, "", "trained", **kw)
+def visitor(name="a"):
+    return SimpleNamespace(session_hash=f"visitor-{name}-{time.monotonic_ns()}")
 
 
-def test_play_streams_snapshots_and_figures():
-    outs = list(_play(None))
+def args(steps=10, task="copy", batch=8, seq_len=16, cfg=CFG, text="", lr=3e-3, seed=0):
+    return (cfg, task, steps, lr, 0, "cosine", batch, seq_len, seed, text, "trained")
+
+
+def drain(agen) -> list:
+    async def run():
+        return [out async for out in agen]
+    return asyncio.run(run())
+
+
+def play(state=None, request=None, **kw) -> list:
+    return drain(train_runs.play(state, *args(**kw), request=request))
+
+
+async def _until(agen, predicate, limit=400):
+    """Items of ``agen`` up to the first one for which ``predicate`` holds."""
+    seen = []
+    async for out in agen:
+        seen.append(out)
+        if predicate(out) or len(seen) >= limit:
+            return seen
+    return seen
+
+
+def test_a_press_answers_at_once_then_streams_snapshots_and_figures():
+    outs = play()
+    assert outs[0][1].startswith("⏳")  # the first answer, before any work
     state, status, curves, att, grads = outs[-1]
     assert "step 10 / 10" in status and "Finished" in status
     assert len(curves.data) == 3 and len(att.data) >= 3 and len(grads.data) >= 2
-    assert len(outs) >= 3  # step 0, then every few steps
+    assert len(outs) >= 4  # the first answer, step 0, then every few steps
+    assert jobs.HEAVY.running() == 0
 
 
-def test_pause_flag_stops_between_steps():
-    gen = _play(None, steps=500)
-    state = next(gen)[0]  # the step-0 snapshot
-    U.pause(state)  # what the Pause button does (another request, same session state)
-    last = list(gen)[-1]
-    assert "stopped at step" in last[1] and last[0]["trainer"].step < 500
+@pytest.mark.parametrize("when", ["first answer", "first snapshot"])
+def test_pause_stops_the_press_inside_a_step_even_at_its_start(when):
+    who = visitor()
+
+    async def run():
+        gen = train_runs.play(None, *args(steps=2000, batch=32, seq_len=64), request=who)
+        seen = await _until(gen, lambda o: o[1].startswith("⏳") if when == "first answer" else "step 0" in o[1])
+        t0 = time.perf_counter()
+        train_runs.pause(seen[-1][0], request=who)  # what the Pause button does: another request, same visitor
+        rest = [out async for out in gen]
+        return seen + rest, time.perf_counter() - t0
+
+    outs, took = asyncio.run(run())
+    last = outs[-1]
+    assert "stopped at step" in last[1] and last[0]["trainer"].step < 2000
+    assert took < 5.0  # stopped within one module's run, not after the press's 180 s
+    assert jobs.HEAVY.running() == 0
 
 
-def test_caps_and_bad_settings_warn_instead_of_raising():
-    out = list(_play(None, batch=4096, seq_len=1024))
-    assert "batch_size" in out[-1][1] and "tokens here" in out[-1][1]
-    out = list(U.play(None, "{not json", "copy", 10, 3e-3, 0, "cosine", 8, 16, 0, "", "trained"))
-    assert "config" in out[-1][1]
+@pytest.mark.parametrize("field, kw", [
+    ("steps", {"steps": "abc"}), ("steps", {"steps": 10**9}), ("steps", {"steps": 2.5}),
+    ("lr", {"lr": float("nan")}), ("lr", {"lr": 5.0}), ("batch_size", {"batch": -1}),
+    ("seq_len", {"seq_len": [1, 2]}), ("seed", {"seed": True}), ("task", {"task": "<b>x</b>"}),
+    ("text", {"task": "lm", "text": "x" * (600 * 1024)}),
+    ("batch_size", {"batch": 512, "seq_len": 1024}),           # tokens per batch past the cap
+    ("config", {"cfg": "{not json"}),
+])
+def test_every_input_is_bounded_with_a_message_naming_its_field(field, kw):
+    outs = play(**kw)
+    shown = outs[0][1].replace("\\", "")  # the status is Markdown-escaped
+    assert len(outs) == 1 and "⚠️" in shown and field in shown, shown[:300]
+    assert "Traceback" not in shown and "<b>" not in shown and len(shown) < 2000
 
 
-def test_download_then_upload_and_tampered_upload(tmp_path):
-    state = list(_play(None))[-1][0]
-    files = U.download(state)["value"]
+def test_a_press_that_would_exhaust_the_memory_is_refused_from_its_config_before_building(monkeypatch):
+    """Talking heads at 8192 tokens: the full score matrix of each layer, refused by the budget of one
+    optimizer step (or a cap) before a model is built."""
+    built = []
+    monkeypatch.setattr(train_runs, "Trainer", lambda *a, **k: built.append(1))
+    cfg = json.dumps({"n_layers": 12, "d_model": 64, "n_heads": 4, "attention": "talking_heads", "max_len": 8192,
+                      "position": "rope"})
+    t0 = time.perf_counter()
+    outs = play(cfg=cfg, steps=2, batch=1, seq_len=8192)
+    assert "⚠️" in outs[-1][1] and not built and time.perf_counter() - t0 < 5
+
+
+def test_one_heavy_job_per_visitor_and_a_busy_message_when_the_slots_are_taken():
+    a, b, c = visitor("a"), visitor("b"), visitor("c")
+
+    async def run():
+        ga = train_runs.play(None, *args(steps=2000, batch=32, seq_len=64), request=a)
+        gb = train_runs.play(None, *args(steps=2000, batch=32, seq_len=64), request=b)
+        await _until(ga, lambda o: "step 0" in o[1])
+        await _until(gb, lambda o: "step 0" in o[1])
+        again = [o async for o in train_runs.play(None, *args(), request=a)]         # a's second press
+        repro = [o async for o in train_repro.run_reproduction("induction", None, request=a)]
+        third = [o async for o in train_runs.play(None, *args(), request=c)]        # both train slots taken
+        train_runs.pause(None, request=a), train_runs.pause(None, request=b)
+        [o async for o in ga], [o async for o in gb]
+        return again, repro, third
+
+    again, repro, third = asyncio.run(run())
+    assert "One heavy job at a time" in again[-1][1]
+    assert "One heavy job at a time" in repro[-1][1]
+    assert "busy" in third[-1][1] and "training run slots" in third[-1][1]
+    assert jobs.HEAVY.running() == 0
+
+
+def test_a_cancelled_press_frees_its_slot_only_once_its_work_has_ended():
+    who = visitor()
+
+    async def run():
+        gen = train_runs.play(None, *args(steps=2000, batch=32, seq_len=64), request=who)
+        seen = await _until(gen, lambda o: "step 0" in o[1])
+        trainer = seen[-1][0]["trainer"]
+        await gen.aclose()  # what Gradio does when the event is cancelled or the page goes away
+        return trainer, jobs.HEAVY.running("train")
+
+    trainer, running_after = asyncio.run(run())
+    assert running_after == 0
+    step = trainer.step
+    time.sleep(0.5)
+    assert trainer.step == step  # nothing trains on behind the visitor's back
+
+
+def test_a_press_waits_for_nothing_when_the_memory_pool_is_held(monkeypatch):
+    monkeypatch.setenv("EXPLORER_SERVER_MEMORY", "2G")
+    with POOL.reserve(POOL.total - (1 << 20), "others' work"):
+        outs = play(request=visitor())
+    assert "busy" in outs[-1][1].lower() and "MiB" in outs[-1][1]
+
+
+def test_reset_stops_the_press_and_forgets_the_run():
+    who = visitor()
+
+    async def run():
+        gen = train_runs.play(None, *args(steps=2000, batch=32, seq_len=64), request=who)
+        seen = await _until(gen, lambda o: "step 0" in o[1])
+        out = train_runs.reset(seen[-1][0], request=who)
+        rest = [o async for o in gen]
+        return out, rest
+
+    out, rest = asyncio.run(run())
+    assert out[0] == {} and "Reset" in out[1]
+    assert "stopped at step" in rest[-1][1]
+
+
+def test_download_leaves_nothing_behind_then_upload_continues_and_a_tampered_file_is_refused(tmp_path):
+    state = play()[-1][0]
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "train-*")))
+    for _ in range(3):
+        files = train_files.download(state)["value"]
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "train-*"))) == before
     weights = next(f for f in files if f.endswith(".safetensors"))
-    new_state, config, status = U.upload({}, weights)
+    new_state, config, status = train_files.upload({}, weights)
     assert json.loads(config) == json.loads(CFG) and "Loaded" in status and "uploaded" in new_state
+    outs = play(new_state)
+    assert "uploaded weights" in outs[-1][1]
     data = bytearray(open(weights, "rb").read())
     data[-1] ^= 0xFF
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(bytes(data))
-    _, config, status = U.upload({}, str(bad))
+    _, config, status = train_files.upload({}, str(bad))
     assert "Refused" in status and "modified" in status
 
 
-def test_trained_model_for_the_other_tabs():
-    assert U.trained_model(None) is None
-    state = list(_play(None))[-1][0]
-    cfg, model = U.trained_model(state)
-    assert cfg.to_dict() == json.loads(CFG) and model is state["trainer"].model and not model.training
+def _crafted(path, config: dict) -> None:
+    """A valid file of one small tensor whose header asks for ``config`` (digest right)."""
+    data = checkpoint.to_bytes(torch.nn.Linear(2, 2), U.small_config())
+    header = checkpoint.read_header(data)
+    header["__metadata__"]["config"] = json.dumps(config)
+    body = json.dumps(header).encode()
+    body += b" " * (-len(body) % 8)
+    n = int.from_bytes(data[:8], "little")
+    path.write_bytes(len(body).to_bytes(8, "little") + body + data[8 + n:])
 
 
-def test_initial_weights_switch_draws_the_untrained_maps():
-    state = list(_play(None, steps=20))[-1][0]
-    trained = U._figures(state, "trained")[1]
-    initial = U._figures(state, "initial")[1]
-    assert "step 20" in trained.layout.title.text and "step 0" in initial.layout.title.text
+def test_an_upload_asking_for_a_huge_model_is_refused_from_its_header(tmp_path, monkeypatch):
+    built = []
+    monkeypatch.setattr(checkpoint, "build_model", lambda cfg: built.append(cfg) or build_model(cfg))
+    path = tmp_path / "huge.safetensors"
+    _crafted(path, {"n_layers": 9, "d_model": 4096, "n_heads": 32, "d_ff": 16384, "max_len": 1024})
+    assert path.stat().st_size < 4096
+    t0 = time.perf_counter()
+    _, _, status = train_files.upload({}, str(path))
+    assert "Refused" in status and not built and time.perf_counter() - t0 < 2
+
+
+def test_a_valid_model_over_the_training_cap_is_refused(tmp_path):
+    cfg = ModelConfig(n_layers=2, d_model=256, n_heads=4, max_len=256, ffn="moe")  # 4.86 M parameters
+    assert cfg.approx_params() > 2_000_000
+    weights, _ = checkpoint.save(build_model(cfg), tmp_path, cfg)
+    state, _, status = train_files.upload({}, str(weights))
+    assert "Refused" in status and "2,000,000" in status and "uploaded" not in state
+
+
+def test_a_header_whose_tensors_do_not_match_its_config_is_refused_before_building(tmp_path, monkeypatch):
+    path = tmp_path / "mismatch.safetensors"
+    _crafted(path, json.loads(CFG))  # the tensors are a 2 x 2 linear layer's
+    built = []
+    monkeypatch.setattr(checkpoint, "build_model", lambda cfg: built.append(build_model(cfg)) or built[-1])
+    _, _, status = train_files.upload({}, str(path))
+    assert "Refused" in status and "weights" in status
+    assert built and all(p.device.type == "meta" for m in built for p in m.parameters())  # compared, not built
 
 
 def test_reproduction_streams_progress_then_figure(monkeypatch):
     real = reproductions.run
     monkeypatch.setattr(reproductions, "run", lambda name, progress=None: real(name, quick=True, progress=progress))
-    outs = list(U.run_reproduction("kv_heads", {}))
-    assert outs[0][1].startswith("Running")
+    outs = drain(train_repro.run_reproduction("kv_heads", {}, request=visitor()))
+    assert outs[0][1].startswith("Running") and "on two CPU cores" in outs[0][1]
     state, reading, fig, table = outs[-1]
     assert "MHA" in reading and len(fig.data) == 3 and list(table.columns) == reproductions.REPRODUCTIONS["kv_heads"].COLUMNS
 
 
-def test_reproduction_stop_ends_the_work(monkeypatch):
-    real = reproductions.run
-    monkeypatch.setattr(reproductions, "run", lambda name, progress=None: real(name, quick=True, progress=progress))
-    gen = U.run_reproduction("warmup", {})
-    state = next(gen)[0]
-    U.stop_reproduction(state)
-    assert "stopped" in list(gen)[-1][1]
+def test_reproduction_stop_ends_the_work_inside_a_training_step(monkeypatch):
+    who = visitor()
+
+    async def run():
+        gen = train_repro.run_reproduction("warmup", {}, request=who)
+        seen = await _until(gen, lambda o: "step" in o[1])
+        t0 = time.perf_counter()
+        train_repro.stop_reproduction(None, request=who)
+        rest = [o async for o in gen]
+        return seen + rest, time.perf_counter() - t0
+
+    outs, took = asyncio.run(run())
+    assert "stopped" in outs[-1][1] and took < 5.0 and jobs.HEAVY.running() == 0
+
+
+def test_an_unknown_reproduction_is_refused_with_the_valid_names():
+    outs = drain(train_repro.run_reproduction("<script>", {}, request=visitor()))
+    assert "reproduction" in outs[-1][1] and "induction" in outs[-1][1] and "<script>" not in outs[-1][1]
+
+
+def test_trained_model_for_the_other_tabs():
+    assert U.trained_model(None) is None
+    state = play()[-1][0]
+    cfg, model = U.trained_model(state)
+    assert cfg.to_dict() == json.loads(CFG) and model is state["trainer"].model and not model.training
+
+
+def test_initial_weights_switch_draws_the_untrained_maps():
+    state = play(steps=20)[-1][0]
+    trained = train_runs.figures(state, "trained")[1]
+    initial = train_runs.figures(state, "initial")[1]
+    assert "step 20" in trained.layout.title.text and "step 0" in initial.layout.title.text
+
+
+def test_the_app_writes_no_interface_files_into_the_source_tree():
+    """Gradio writes a ``.pyi`` beside the source of every component subclass: the app defines none."""
+    import pathlib
+
+    import explorer.app.layout  # noqa: F401  (every tab's components)
+    root = pathlib.Path(U.__file__).resolve().parents[3]
+    assert not list((root / "explorer").rglob("*.pyi"))

@@ -10,7 +10,7 @@ from explorer.app import weights as ui_trained
 from explorer.app.controls import config_updates
 from explorer.app.state import new_state
 from explorer.app.tabs import attention as h
-from explorer.app.tabs import train as ui_train
+from explorer.app.tabs import train_files
 from explorer.app.tabs.analysis import refresh_analysis
 from explorer.app.tabs.train import small_config
 from explorer.training import checkpoint
@@ -28,7 +28,7 @@ def values_of(cfg) -> dict:
 
 @pytest.fixture(scope="module")
 def train_state():
-    """Session A's Train tab state after a short copy run (what ``ui_train.play`` leaves in it)."""
+    """Session A's Train tab state after a short copy run (what a press of Play leaves in it)."""
     trainer = Trainer(small_config(), RunConfig(task="copy", steps=60, lr=3e-3, warmup=10, batch_size=16,
                                                 seq_len=17, every=30, seed=0))
     list(trainer.run())
@@ -100,7 +100,7 @@ def test_a_switch_left_on_after_the_snapshot_expired_turns_off():
 def test_a_downloaded_run_uploaded_again_can_be_switched_on(train_state, tmp_path):
     trainer = train_state["trainer"]
     weights_path, _ = checkpoint.save(trainer.model, tmp_path, trainer.cfg, extra={"step": trainer.step})
-    uploaded, _, note = ui_train.upload(None, str(weights_path))  # a new session's Train tab
+    uploaded, _, note = train_files.upload(None, str(weights_path))  # a new session's Train tab
     assert "trained for 60 steps" in note
     on = ui_trained.switch(values_of(small_config()), "trained", uploaded, new_state())
     assert on["trained"].step == 60

@@ -1,0 +1,80 @@
+"""The Train tab's files: download the trained model, upload one to continue training it.
+
+Download writes the safetensors file and its config into a temporary folder, copies both into
+Gradio's file cache (named by content, aged out by ``delete_cache``) and deletes the folder before it
+returns: repeated downloads leave nothing behind. Upload checks the file's header before anything is
+built: its size, the embedded config through the training door (the app's caps and budget, the
+training cap on parameters: ``train_inputs.upload_config``), then the tensor names, shapes and dtypes
+(``explorer.training.checkpoint``); building it holds its bytes in the server's memory pool. A refusal
+is a message naming what is wrong, and keeps nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import gradio as gr
+
+from explorer.app.gradio_compat import cache_file
+from explorer.app.messages import problem
+from explorer.app.tabs.train_inputs import upload_config
+from explorer.runtime.cache import release_memory
+from explorer.runtime.pool import POOL
+from explorer.runtime.untrusted import shown, shown_html
+from explorer.training import checkpoint
+from models import ConfigError
+
+MAX_UPLOAD_BYTES = 24 << 20  # the app's max_file_size: a model at the training cap is ~8 MB
+
+
+def download(state):
+    """The run's model as ``<attention>-<task>-step<N>.safetensors`` and ``.config.json`` (or a warning)."""
+    trainer = (state or {}).get("trainer")
+    if trainer is None:
+        gr.Warning("Nothing to download yet: train first (or upload a model).")
+        return gr.update(value=None, visible=False)
+    folder = tempfile.mkdtemp(prefix="train-")
+    try:
+        run = trainer.run_cfg.to_dict()
+        with trainer.weights_lock:  # never half-way through an optimizer step
+            paths = checkpoint.save(trainer.model, folder, trainer.cfg, extra={"step": trainer.step, "run": run},
+                                    stem=f"{trainer.cfg.attention}-{run['task']}-step{trainer.step}")
+        cached = [cache_file(p.read_bytes(), p.name)["path"] for p in paths]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return gr.update(value=cached, visible=True)
+
+
+def _int_or_zero(x) -> int:
+    try:
+        return max(0, int(x))
+    except (TypeError, ValueError):
+        return 0
+
+
+def upload(state, file):
+    """Load a saved model: its config fills the config box; ▶ continues training from its weights."""
+    state = dict(state or {})
+    try:
+        path = file if isinstance(file, str) else getattr(file, "name", None)
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise ConfigError("weights", type(file).__name__, "an uploaded .safetensors file")
+        size = os.path.getsize(path)
+        if size > MAX_UPLOAD_BYTES:
+            raise ConfigError("weights", f"{size:,} bytes", f"a file of at most {MAX_UPLOAD_BYTES:,} bytes")
+        # the file's bytes, the tensors read from it and the model built: about three copies
+        with POOL.reserve(3 * size, "this upload", wait_s=5.0):
+            cfg, model, meta = checkpoint.load(path, check=upload_config)
+    except ConfigError as exc:
+        release_memory()
+        gr.Warning(shown_html(str(exc)))
+        return state, gr.skip(), f"⚠️ **Refused:** {shown(str(exc))}"
+    except Exception as exc:  # never an internal message on the page
+        release_memory()
+        return state, gr.skip(), f"⚠️ **Refused:** {shown(problem(exc))}"
+    state = {"uploaded": model, "uploaded_key": cfg.to_json(), "uploaded_step": _int_or_zero(meta.get("step"))}
+    return state, json.dumps(cfg.to_dict(), indent=1), (f"Loaded a model trained for {_int_or_zero(meta.get('step'))}"
+                                                       " steps. ▶ Play continues training it with the settings "
+                                                       "above.")
