@@ -1,12 +1,15 @@
 """Load test of the running app through its public API, bounded in users, requests and seconds.
 
-``python -m benchmarks.loadtest [--users 1,4,16,32] [--requests 6] [--seconds 60] [--heavy-sweep]``
+``python -m benchmarks.loadtest [--users 1,4,16,32] [--requests 6] [--seconds 60] [--heavy-sweep] [--heavy-jobs]``
 starts ``python app.py`` on 127.0.0.1 (or drives ``--url``, on 127.0.0.1 only), then for each
 number of users N runs N concurrent ``gradio_client`` users. Each makes up to ``--requests``
 calls within ``--seconds``: mostly ``/analyze`` on a varied small config and text (seeded, so
 results are not simply served from the cache), some ``/gradients``, and one hostile request
 (a Linformer config whose size hides in a product of fields) that must come back *refused* with a message, not crash anything.
-With ``--heavy-sweep`` a ``/benchmark`` forward_backward sweep to 4096 tokens runs alongside.
+With ``--heavy-sweep`` a ``/benchmark`` forward_backward sweep to 4096 tokens runs alongside. With
+``--heavy-jobs`` each level runs twice, alone and then beside the heavy work a public Space sees
+(two visitors training, one running a reproduction, one exporting in a loop), and the table adds the
+loaded p95 over the unloaded one: what a visitor of the interactive tabs feels (the target is 2x).
 
 It prints one row per N: requests that succeeded, were refused (ConfigError messages), were
 turned away as busy (the queue was full: Gradio's "Queue is full" answer, the designed reply to
@@ -131,12 +134,43 @@ def _sweep(url: str, deadline: float, done: threading.Event, out: dict) -> None:
     out["runs"] = runs
 
 
+TRAIN = dict(n_layers=2, d_model=64, n_heads=4, max_len=256, position="rope")
+
+
+def _heavy_jobs(url: str, done: threading.Event, out: dict) -> None:
+    """Two trainings, a reproduction and a loop of exports, from four visitors, until ``done``."""
+    from gradio_client import Client
+
+    visitors = [Client(url, verbose=False) for _ in range(4)]
+    jobs = [v.submit(json.dumps(TRAIN), "copy", 2000, 3e-3, 30, "cosine", 32, 64, 0, "", "trained",
+                     api_name="/train_play") for v in visitors[:2]]
+    jobs.append(visitors[2].submit("extrapolation", api_name="/train_reproduce"))
+    exports = 0
+    while not done.is_set():
+        try:
+            visitors[3].predict(json.dumps({"attention": "bigbird"}), "heavy work beside", "=>", api_name="/export")
+            exports += 1
+        except Exception as exc:
+            out["error"] = f"{type(exc).__name__}: {exc}"[:200]
+            done.wait(1.0)
+    for v in visitors[:2]:
+        v.predict(api_name="/train_pause")
+    visitors[2].predict(api_name="/train_reproduce_stop")
+    for job in jobs:
+        try:
+            job.result(timeout=60)
+        except Exception as exc:
+            out["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    out["exports"] = exports
+
+
 def _pct(values: list, q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] if s else float("nan")
 
 
-def run_level(url: str, users: int, requests: int, seconds: float, pid: int | None, heavy: bool) -> dict:
+def run_level(url: str, users: int, requests: int, seconds: float, pid: int | None, heavy: bool,
+              jobs: bool = False) -> dict:
     tally = Tally()
     deadline = time.time() + seconds
     before = rss_bytes(pid) if pid else None
@@ -156,6 +190,12 @@ def run_level(url: str, users: int, requests: int, seconds: float, pid: int | No
     sweeper = threading.Thread(target=_sweep, args=(url, deadline, done, sweep_out), daemon=True) if heavy else None
     if sweeper:
         sweeper.start()
+    jobs_out: dict = {}
+    worker = threading.Thread(target=_heavy_jobs, args=(url, done, jobs_out), daemon=True) if jobs else None
+    if worker:
+        worker.start()
+        time.sleep(5.0)  # the heavy work is running before the visitors come
+        deadline = time.time() + seconds
     t0 = time.perf_counter()
     threads = [threading.Thread(target=_user, args=(url, u, requests, deadline, tally), daemon=True)
                for u in range(users)]
@@ -167,13 +207,16 @@ def run_level(url: str, users: int, requests: int, seconds: float, pid: int | No
     done.set()
     if sweeper:
         sweeper.join(timeout=300)
+    if worker:
+        worker.join(timeout=300)
     sampler.join(timeout=2)
     time.sleep(1.0)  # let the server finish freeing
     lat = tally.latencies
     return {"users": users, "ok": len(lat), "refused": tally.refused, "busy": tally.busy, "failed": tally.failed,
             "p50": _pct(lat, 0.5), "p95": _pct(lat, 0.95), "max": max(lat) if lat else float("nan"),
             "throughput": len(lat) / wall if wall > 0 else 0.0, "rss_before": before, "rss_peak": peak[0],
-            "rss_after": rss_bytes(pid) if pid else None, "errors": tally.errors, "sweep": sweep_out}
+            "rss_after": rss_bytes(pid) if pid else None, "errors": tally.errors, "sweep": sweep_out,
+            "heavy_jobs": jobs_out if jobs else None}
 
 
 def _mb(n) -> str:
@@ -191,6 +234,12 @@ def print_table(rows: list, heavy: bool) -> None:
         print(f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r['busy']:>5} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
               f"{r['max']:>7.2f} {r['throughput']:>6.2f} {_mb(r['rss_before']):>14} {_mb(r['rss_peak']):>6} "
               f"{_mb(r['rss_after']):>6}{sweep}")
+        if r.get("heavy_jobs") is not None:
+            alone = next((a for a in rows if a["users"] == r["users"] and a.get("heavy_jobs") is None), None)
+            ratio = r["p95"] / alone["p95"] if alone and alone["p95"] else float("nan")
+            h = r["heavy_jobs"]
+            print(f"      ^ beside 2 trainings, a reproduction and {h.get('exports', 0)} exports: p95 x{ratio:.1f} "
+                  "of the same users alone" + (f" ({h['error']})" if "error" in h else ""))
         for e in r["errors"]:
             print(f"      failure: {e}")
 
@@ -202,6 +251,8 @@ def main(argv=None) -> None:
     ap.add_argument("--requests", type=int, default=6, help="requests per user (at most 50)")
     ap.add_argument("--seconds", type=float, default=60.0, help="time limit per level (at most 600)")
     ap.add_argument("--heavy-sweep", action="store_true", help="run a forward_backward sweep alongside")
+    ap.add_argument("--heavy-jobs", action="store_true", help="each level alone, then beside trainings, a "
+                    "reproduction and exports (p95 ratio)")
     ap.add_argument("--cache-bytes", help="EXPLORER_CACHE_BYTES of the server it starts (e.g. 256M)")
     ap.add_argument("--request-budget", help="EXPLORER_REQUEST_BUDGET of the server it starts (e.g. 1G)")
     args = ap.parse_args(argv)
@@ -222,6 +273,8 @@ def main(argv=None) -> None:
         with BusyWatch() as watch:  # the server is this process's child: its CPU is the test's own
             for users in levels:
                 rows.append(run_level(url, users, requests, seconds, pid, args.heavy_sweep))
+                if args.heavy_jobs:
+                    rows.append(run_level(url, users, requests, seconds, pid, args.heavy_sweep, jobs=True))
     finally:
         if proc is not None:
             stop_server(proc)

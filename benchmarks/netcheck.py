@@ -66,8 +66,11 @@ def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def start_server(port: int, log_path: str | None = None, extra_env: dict | None = None) -> subprocess.Popen:
+def start_server(port: int, log_path: str | None = None, extra_env: dict | None = None,
+                 limit_as: int | None = None) -> subprocess.Popen:
     """``python app.py`` on 127.0.0.1:``port`` in its own process group; returns once it answers.
+    ``limit_as``: an address-space limit in bytes (``RLIMIT_AS``, as ``prlimit --as``), standing in
+    for the memory of a small host.
 
     A SIGTERM to the script then exits through the callers' ``finally: stop_server(proc)`` (Python's
     default would end the script at once and leave the server running in its own group)."""
@@ -78,8 +81,13 @@ def start_server(port: int, log_path: str | None = None, extra_env: dict | None 
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     env.pop("TRITON_INTERPRET", None)
     out = open(log_path, "w") if log_path else subprocess.DEVNULL
+    def limit():
+        if limit_as:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (int(limit_as), int(limit_as)))
+
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=limit)
     deadline = time.time() + 180
     while True:
         if proc.poll() is not None:
