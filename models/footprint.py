@@ -13,7 +13,9 @@
 
 The prediction is an upper bound by construction: each layer's working set counts several live
 copies of its widest activations, its score matrices and the variant's own intermediates
-(features, landmarks, buckets, experts' capacity), and saved activations count every layer. A
+(features, landmarks, buckets, experts' capacity), saved activations count every layer, and the
+build's temporary of its largest tensor is counted (a product-key memory's value table is most of
+a tiny model). A
 test measures real peaks (PyTorch's allocator events) on sampled configs and checks
 ``measured <= predicted``; being generous only means the app refuses a config somewhat earlier.
 """
@@ -67,7 +69,7 @@ def weights(cfg: ModelConfig) -> tuple:
     QKV projection or the vocabulary head), which sets the size of the widest activation.
     The caller holds whatever lock guards the global RNG (``build_model`` seeds it).
     """
-    return _weights(cfg.to_json())
+    return _weights(cfg.to_json())[:4]
 
 
 @lru_cache(maxsize=256)
@@ -81,7 +83,8 @@ def _weights(cfg_json: str) -> tuple:
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
     widest = max([m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)] + [cfg.d_model])
-    return n_params, param_bytes, buffer_bytes, widest
+    largest = max([t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())] + [0])
+    return n_params, param_bytes, buffer_bytes, widest, largest
 
 
 def _keys(cfg: ModelConfig, L: int) -> int:
@@ -135,7 +138,7 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
     """Weights (exact) and predicted activation peak (upper bound) of one request; see the module doc."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: one of {KINDS}")
-    n_params, pbytes, bbytes, widest = weights(cfg)
+    n_params, pbytes, bbytes, widest, largest = _weights(cfg.to_json())
     B, L, h = int(batch), int(seq_len), cfg.n_heads
     Lk = _keys(cfg, L)
     steps = cfg.n_layers  # universal layers apply one block n_layers times: the same activations
@@ -152,7 +155,9 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
     mechanism = MECHANISM_COPIES * B * h * L * _mechanism_width(cfg, L) * F32
     logits = B * L * cfg.vocab_size * F32
     per_layer = HIDDEN_COPIES * hidden + SCORE_COPIES * scores + mechanism
-    parts = {"one layer's working set": per_layer, "logits": 3 * logits}
+    # a request builds its model: initialising a tensor (``randn(...) * scale``) briefly holds a
+    # temporary of its size next to it
+    parts = {"one layer's working set": per_layer, "logits": 3 * logits, "initialising the largest weight": largest}
     if kind == "attention":
         maps = B * h * L * Lk * F32
         # the returned weights and the views' exact/approximate maps per layer, the NumPy copy and

@@ -5,7 +5,7 @@ import json
 
 import gradio as gr
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
@@ -108,6 +108,8 @@ def app_configs(draw):
 
 @hypothesis_settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(data=app_configs(), L=st.integers(2, MAX_TEXT_BYTES))
+@example(data={"attention": "full", "position": "none", "ffn": "pkm", "norm_placement": "post", "n_layers": 1,
+               "n_heads": 1, "d_model": 8, "max_len": 256}, L=2)  # the build's temporary of the value table
 def test_accepted_requests_stay_within_the_promised_budget(data, L):
     """For a config the app accepts (under a small budget, so that acceptance means something),
     the peak PyTorch really allocates for its attention maps and gradient norms is at most the
