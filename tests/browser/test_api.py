@@ -137,34 +137,58 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how)
 
 
 def test_a_full_queue_answers_busy(serve_app):
-    """With room for one waiting event, a third sweep is refused at once with the queue-full status
-    (the browser shows "This application is currently busy"), not left hanging.
+    """With one compute slot and room for one waiting event, a third interactive request is refused at
+    once with the queue-full status (the browser shows "This application is currently busy"), not left
+    hanging.
 
-    The sweeps are submitted one after the other: Gradio counts only events that have not started,
+    The requests are submitted one after the other: Gradio counts only events that have not started,
     so two joins that reach the server before the first one starts would already fill the queue."""
     import time
 
-    big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16})
-    lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
+    def big(seed):  # gradient norms of 12 layers of width 512: seconds of work on a 2-core CPU
+        return json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16, "d_ff": 4096, "seed": seed})
 
     def wait_for(job, codes, what):
         deadline = time.time() + 30
         while job.status().code.name not in codes:
-            assert not job.done(), f"{what}: the sweep ended first: {job.status()}"
+            assert not job.done(), f"{what}: the request ended first: {job.status()}"
             assert time.time() < deadline, f"{what}: {job.status()}"
-            time.sleep(0.1)
+            time.sleep(0.05)
 
-    with serve_app({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-queue.log") as url:
+    env = {"EXPLORER_QUEUE_SIZE": "1", "EXPLORER_COMPUTE_SLOTS": "1"}
+    with serve_app(env, "app-server-queue.log") as url:
         clients = [Client(url, verbose=False) for _ in range(3)]
         jobs = []
         try:
-            jobs.append(clients[0].submit(big, lengths, "forward_backward", api_name="/benchmark"))
-            wait_for(jobs[0], {"PROCESSING", "PROGRESS", "ITERATING"}, "the first sweep starts")
-            jobs.append(clients[1].submit(big, lengths, "forward_backward", api_name="/benchmark"))
-            wait_for(jobs[1], {"IN_QUEUE"}, "the second sweep waits")  # one runs, one waits: full
+            jobs.append(clients[0].submit(big(1), api_name="/gradients"))
+            wait_for(jobs[0], {"PROCESSING", "PROGRESS", "ITERATING"}, "the first request starts")
+            jobs.append(clients[1].submit(big(2), api_name="/gradients"))
+            wait_for(jobs[1], {"IN_QUEUE"}, "the second request waits")  # one runs, one waits: full
             with pytest.raises(Exception, match="(?i)queue is full"):
-                clients[2].predict(big, "256", "forward", api_name="/benchmark")
-            assert not jobs[0].done() and not jobs[1].done(), "the refusal came while both sweeps were held"
+                clients[2].predict(big(3), api_name="/gradients")
+            assert not jobs[0].done() and not jobs[1].done(), "the refusal came while both requests were held"
+        finally:
+            for j in jobs:
+                j.cancel()
+
+
+def test_heavy_jobs_never_take_the_queue(serve_app):
+    """Sweeps are heavy jobs: with room for one waiting event, two sweeps (one running, one waiting for
+    the sweep slot) leave the queue empty, and interactive requests go on being answered."""
+    import time
+
+    big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16})
+    lengths = "256,260,264,268,272,276,280,284"  # a sweep of tens of seconds on a 2-core CPU
+    with serve_app({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-heavy.log") as url:
+        clients = [Client(url, verbose=False) for _ in range(3)]
+        jobs = [clients[0].submit(big, lengths, "forward_backward", api_name="/benchmark")]
+        try:
+            time.sleep(3)
+            jobs.append(clients[1].submit(big, lengths, "forward_backward", api_name="/benchmark"))
+            time.sleep(1)
+            assert not jobs[0].done() and not jobs[1].done()
+            for n in range(3):
+                assert clients[2].predict(json.dumps({"seed": n}), "abc", api_name="/analyze")["n_tokens"] == 3
         finally:
             for j in jobs:
                 j.cancel()
