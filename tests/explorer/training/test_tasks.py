@@ -1,5 +1,6 @@
 """Task generators and their metric against hand-written examples."""
 import math
+import random
 
 import numpy as np
 import pytest
@@ -67,12 +68,31 @@ def test_recall_answers_match_their_keys(name):
             assert row[t - 2] == T.QUERY and row[t] == facts[row[t - 1]]
 
 
-def test_lm_split_is_heldout_tail():
+def test_the_documentation_split_shares_no_paragraph_with_the_training_text():
+    """Measure: no held-out paragraph has a 64-byte run that occurs in the training bytes (a plain 10% tail
+    of pydoc_data.topics has 8.5% of its 64-byte windows in the rest), and the held-out text is the tail's
+    paragraphs, in order."""
     data = T.python_docs()
     assert len(data) > 300_000
     train, held = T.split_corpus(data)
-    assert train + held == data and abs(len(held) / len(data) - 0.1) < 1e-3
-    task = T.get_task("lm", text="abcdefghij" * 20)  # 200 bytes: train 180, held 20
+    seen = T.windows(train)
+    held_paras = T.paragraphs(held)
+    assert len(held) > 20_000 and data.startswith(train)
+    assert not any(p[i:i + 64] in seen for p in held_paras for i in range(len(p) - 63))
+    tail = T.paragraphs(data[len(train):])
+    assert set(held_paras) <= set(tail) and len(held_paras) < len(tail)  # some paragraphs were dropped
+
+
+def test_a_repeated_paragraph_is_not_held_out():
+    rng = random.Random(0)
+    paras = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(100)) for _ in range(30)]
+    paras[-2] = paras[3]  # a verbatim repeat in the tail
+    train, held = T.split_corpus(b"\n\n".join(paras))
+    assert paras[3] in T.paragraphs(train) and T.paragraphs(held) == [paras[-3], paras[-1]]
+
+
+def test_a_short_text_is_split_as_a_contiguous_tail():
+    task = T.get_task("lm", text="abcdefghij" * 20)  # 200 bytes, one paragraph: train 180, held 20
     b = task.batch(2, 12, _gen(), "heldout")
     text = ("abcdefghij" * 20).encode()[180:]
     for row in b.tokens.tolist():
@@ -110,3 +130,18 @@ def test_seeded_and_validated():
         T.get_task("nope")
     with pytest.raises(ConfigError, match="seq_len"):
         T.get_task("copy").batch(1, 3, _gen())
+
+
+@pytest.mark.parametrize("L", [48, 128, 160, 384])
+def test_the_induction_string_never_repeats_a_symbol(L):
+    b = T.get_task("induction").batch(50, L, _gen(), "train")
+    for row, m in zip(b.tokens.tolist(), b.mask.tolist()):
+        first = m.index(True) - 1  # the second copy starts one before its first scored token
+        n = L - first
+        x = row[first - n:first]
+        assert row[first:] == x and len(set(x)) == n
+
+
+def test_the_induction_task_refuses_a_length_it_cannot_serve():
+    with pytest.raises(ConfigError, match="seq_len"):
+        T.get_task("induction").batch(1, 386, _gen(), "train")

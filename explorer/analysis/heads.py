@@ -1,0 +1,144 @@
+"""What each attention head does on the current text: a label and the score that decided it.
+
+``classify_head(att, ids, key_ids)`` reads one head's map (queries x keys, rows summing to 1; the keys
+may start with memory slots, the queries being the last keys) and the byte ids of the queries and keys,
+and scores six behaviours, each a mean over the query rows where it is defined:
+
+| label | score | threshold |
+| --- | --- | --- |
+| previous-token | weight on key ``p - 1`` | 0.4 |
+| induction | weight on the key after the earlier occurrence of the current bigram (query ``p`` whose bytes ``p-1, p`` occurred at ``j-1, j`` before: key ``j + 1``), over those rows (at least 3) | 0.3 |
+| first-token | weight on the first key (the first token: a "sink") | 0.4 |
+| delimiter | weight on spaces, newlines and punctuation, when they are at most half of the keys each row sees and the weight is at least 1.5x their share | 0.5 |
+| local | weight on keys within 3 positions back (the query itself included) | 0.6 |
+| broad | row entropy over the log of the keys the row sees | 0.75 |
+
+A head gets the first label, in the order of the table, whose score reaches its threshold (the
+specific behaviours before the generic ones: a previous-token head is also local); none reached is
+"mixed". Each threshold is the weight a head that does nothing else would put there and more than
+the fraction a uniform head gives (a uniform row over 30 keys puts 0.03 on each). Rows the head
+leaves empty (NaN, or a zero row of a query with no allowed key) are skipped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+LABELS = ("previous-token", "induction", "first-token", "delimiter", "local", "broad")
+THRESHOLDS = {"previous-token": 0.4, "induction": 0.3, "first-token": 0.4, "delimiter": 0.5, "local": 0.6,
+              "broad": 0.75}
+DESCRIBE = {
+    "previous-token": "reads the token just before the query",
+    "induction": "reads the token that followed the earlier occurrence of the current pair of tokens",
+    "first-token": "parks its weight on the first token (an attention sink)",
+    "delimiter": "reads spaces, newlines and punctuation",
+    "local": "reads a short window of the last few tokens",
+    "broad": "spreads its weight over many tokens",
+    "mixed": "does none of these clearly on this text",
+}
+LOCAL_SPAN = 3
+MIN_INDUCTION_ROWS = 3
+DELIMITERS = frozenset(b" \t\n.,;:!?()[]{}'\"-")
+
+
+@dataclass(frozen=True)
+class HeadLabel:
+    label: str                   # one of LABELS or "mixed"
+    score: float                 # the score that decided it (the best score for "mixed")
+    scores: dict = field(default_factory=dict)  # every behaviour's score (NaN: undefined on this text)
+
+    def short(self) -> str:
+        """"induction 0.71": what a grid panel shows."""
+        return f"{self.label} {self.score:.2f}" if self.label != "mixed" else "mixed"
+
+    def sentence(self) -> str:
+        """What the zoomed head says in words."""
+        if self.label == "mixed":
+            best = max(((k, v) for k, v in self.scores.items() if np.isfinite(v)), key=lambda kv: kv[1] /
+                       THRESHOLDS[kv[0]], default=None)
+            near = f" (closest: {best[0]} {best[1]:.2f}, threshold {THRESHOLDS[best[0]]})" if best else ""
+            return f"This head {DESCRIBE['mixed']}{near}."
+        return (f"A {self.label} head: it {DESCRIBE[self.label]} (score {self.score:.2f}, threshold "
+                f"{THRESHOLDS[self.label]}).")
+
+
+def _rows(att: np.ndarray) -> np.ndarray:
+    """Indices of the query rows the head filled (finite, summing to about one)."""
+    s = np.nan_to_num(att, nan=0.0).sum(-1)
+    return np.nonzero(np.isfinite(att).all(-1) & (s > 0.5))[0]
+
+
+def induction_targets(ids: list) -> dict:
+    """``{p: j + 1}`` for each query ``p`` whose bigram ``(ids[p-1], ids[p])`` occurred earlier ending at
+    ``j`` (the latest such ``j`` with ``j + 1 < p``)."""
+    last, out = {}, {}
+    for p in range(1, len(ids)):
+        pair = (ids[p - 1], ids[p])
+        j = last.get(pair)
+        if j is not None and j + 1 < p:
+            out[p] = j + 1
+        last[pair] = p
+    return out
+
+
+def scores(att: np.ndarray, ids: list, key_ids: list | None = None) -> dict:
+    """Every behaviour's score of one head (see the module docstring); NaN where undefined."""
+    att = np.asarray(att, dtype=np.float64)
+    L, Lk = att.shape
+    key_ids = list(ids) if key_ids is None else list(key_ids)
+    offset = Lk - L  # memory slots come first: query p sits at key p + offset
+    rows = _rows(att)
+    out = {k: float("nan") for k in LABELS}
+    if rows.size == 0:
+        return out
+    q = rows[rows + offset >= 1]  # rows with a previous key
+    if q.size:
+        out["previous-token"] = float(att[q, q + offset - 1].mean())
+    targets = {p: j for p, j in induction_targets(list(ids)).items() if p in set(rows.tolist())}
+    if len(targets) >= MIN_INDUCTION_ROWS:
+        out["induction"] = float(np.mean([att[p, j + offset] for p, j in targets.items()]))
+    first = offset  # the first token's key (after the memory slots)
+    q = rows[rows > 0]
+    if q.size:
+        out["first-token"] = float(att[q, first].mean())
+    delim = np.array([k in DELIMITERS for k in key_ids], dtype=bool)
+    if delim.any():
+        mass, share = [], []
+        for p in rows:
+            seen = att[p] > 0
+            n = max(1, int(seen.sum()))
+            mass.append(att[p, delim].sum())
+            share.append((delim & seen).sum() / n)
+        mass, share = float(np.mean(mass)), float(np.mean(share))
+        if share <= 0.5 and mass >= 1.5 * share:
+            out["delimiter"] = mass
+        else:
+            out["delimiter"] = 0.0
+    band = [att[p, max(0, p + offset - LOCAL_SPAN):p + offset + 1].sum() for p in rows]
+    out["local"] = float(np.mean(band))
+    ent = []
+    for p in rows:
+        seen = att[p][att[p] > 0]
+        if seen.size > 1:
+            ent.append(float(-(seen * np.log(seen)).sum() / np.log(seen.size)))
+    if ent:
+        out["broad"] = float(np.mean(ent))
+    return out
+
+
+def classify_head(att: np.ndarray, ids: list, key_ids: list | None = None) -> HeadLabel:
+    """The head's label (see the module docstring)."""
+    s = scores(att, ids, key_ids)
+    for label in LABELS:
+        if np.isfinite(s[label]) and s[label] >= THRESHOLDS[label]:
+            return HeadLabel(label, round(s[label], 4), s)
+    finite = [v for v in s.values() if np.isfinite(v)]
+    return HeadLabel("mixed", round(max(finite), 4) if finite else float("nan"), s)
+
+
+def classify_heads(attention: np.ndarray, ids: list, key_ids: list | None = None) -> list:
+    """``[[HeadLabel per head] per layer]`` of an ``(n_layers, h, L, Lk)`` array (a layer with no maps:
+    every head "mixed" with NaN scores)."""
+    return [[classify_head(attention[n, k], ids, key_ids) for k in range(attention.shape[1])]
+            for n in range(attention.shape[0])]
