@@ -34,11 +34,12 @@ CATEGORIES = ("architecture", "attention", "position", "norm_placement", "norm",
 # seed is a label of a random stream, not a size, so it has a range and no cap.
 CORE = (
     Param("vocab_size", int, 256, range=(2, 1 << 20), cap=4096),
-    Param("max_len", int, 1024, range=(1, 1 << 20), cap=16384, label="max_len (positions)"),
+    Param("max_len", int, 1024, range=(1, 1 << 20), cap=16384, label="max_len (positions)", surgery=True),
     Param("n_layers", int, 4, range=(1, 512), cap=12, label="Layers"),
     Param("d_model", int, 128, range=(1, 1 << 16), cap=512, label="d_model"),
     Param("n_heads", int, 4, range=(1, 4096), cap=16, label="Heads"),
-    Param("n_kv_heads", int, None, optional=True, range=(1, 4096), cap=16, label="K/V heads (0 = Heads)"),
+    Param("n_kv_heads", int, None, optional=True, range=(1, 4096), cap=16, label="K/V heads (0 = Heads)",
+          surgery=True),
     Param("causal", bool, True, label="Causal (decoder) mask"),
     # the category choices (registry keys)
     Param("architecture", str, "decoder_only"),
@@ -51,7 +52,7 @@ CORE = (
     Param("layer", str, "standard", label="Layer structure"),
     Param("seed", int, 0, range=(0, 2**63 - 1), label="Seed"),
     Param("dropout", float, 0.0),
-    Param("softcap", float, None, optional=True, label="softcap (0 = off)"),
+    Param("softcap", float, None, optional=True, label="softcap (0 = off)", surgery=True),
 )
 
 

@@ -37,6 +37,9 @@ class Param:
     (``SIZE_LIMITS``); None for a field that is no size. ``label``: the app's control label (None:
     the name). ``choices``: the values of a string field that is no registry category.
     ``optional``: None is a value (the field's default rule, e.g. ``d_ff=None``: the FFN's rule).
+    ``surgery``: changing this field keeps a trained model's weights valid (a pattern's sizes, the
+    softcap, RoPE's base and scale, ``n_kv_heads`` by merging or repeating K/V heads): the explorer
+    then keeps the trained weights and shows what the change does (``models.surgery``).
     """
     name: str
     type: type
@@ -46,6 +49,7 @@ class Param:
     label: Optional[str] = None
     choices: tuple = ()
     optional: bool = False
+    surgery: bool = False
 
     def __post_init__(self):
         if self.type not in _TYPES:
@@ -110,6 +114,9 @@ class Variant:
     check: Optional[Callable] = None  # check(cfg) raises ConfigError for a bad value or combination
     n_params: Optional[Callable] = None  # n_params(cfg) -> parameters this variant adds to the model
     caps: Any = None                # capabilities: PositionCaps / AttentionCaps / MemoryCaps
+    # True when a model trained with another surgery-safe variant of the family can switch to this one
+    # and keep its weights: it adds no weights and reads the same projections (``models.surgery``)
+    surgery: bool = False
     param_records: tuple = field(default=(), repr=False, compare=False)
 
     def __post_init__(self):

@@ -28,7 +28,7 @@ def _pattern_variant(p: Pattern) -> Variant:
     records = {r.name: r for r in p.param_records}
     return Variant(p.key, p.paper, p.summary, build=PatternAttention,
                    params=tuple(records.get(n, n) for n in p.params if n != "seed"), check=p.check,
-                   caps=PATTERN_CAPS)
+                   caps=PATTERN_CAPS, surgery=True)
 
 
 ATTENTION = gather(

@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..variant import Param, Variant
 from .common import NEG, expand_kv, pair_bias, scatter_dense
 
-AXIAL_WIDTH = Param("axial_width", int, 32, range=(1, 1 << 16), cap=1024)  # the row width
+AXIAL_WIDTH = Param("axial_width", int, 32, range=(1, 1 << 16), cap=1024, surgery=True)  # the row width
 
 
 def axis_attention(q, k, v, pos, mods, cfg, lk: int, head0: int):
@@ -105,5 +105,5 @@ CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False,
 VARIANTS = (
     Variant("axial", "Ho et al. 2019 (Axial Attention)",
             "The sequence is folded into rows of axial_width; half the heads attend along the row, half along the "
-            "column.", build=AxialAttention, params=(AXIAL_WIDTH,), check=check, caps=CAPS),
+            "column.", build=AxialAttention, params=(AXIAL_WIDTH,), check=check, caps=CAPS, surgery=True),
 )

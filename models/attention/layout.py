@@ -30,7 +30,9 @@ class ParamView:
 
 
 def pattern_key(cfg) -> tuple:
-    return tuple((p, getattr(cfg, p)) for p in PATTERNS[cfg.attention].params)
+    spec = PATTERNS[cfg.attention]
+    defaults = {r.name: r.default for r in spec.param_records}  # a partial view (poolingformer's band) lacks some
+    return tuple((p, getattr(cfg, p, defaults.get(p))) for p in spec.params)
 
 
 def _block_bounds(bounds, table, bs):
@@ -47,12 +49,27 @@ def _block_bounds(bounds, table, bs):
     return widened
 
 
+def _with_sinks(rule, bounds, n: int):
+    """The rule and bounds with the first ``n`` keys always visible (attention sinks)."""
+    def sink_rule(i, j):
+        return rule(i, j) | (j < n)
+
+    def sink_bounds(i0, i1, j0, j1):
+        maybe, full = bounds(i0, i1, j0, j1)
+        return maybe | (j0 < n), full | (j1 < n)
+
+    return sink_rule, sink_bounds
+
+
 def full_rule(cfg, L: int):
     """``(rule(i, j), bounds(i0, i1, j0, j1))`` of ``cfg``'s pattern over ``L`` positions, before the
-    causal AND, block additions included."""
+    causal AND, attention sinks (the first ``n_sinks`` keys, StreamingLLM) and block additions included."""
     spec = PATTERNS[cfg.attention]
     rule = lambda i, j: spec.rule(i, j, cfg)  # noqa: E731
     bounds = lambda *r: spec.bounds(cfg, *r)  # noqa: E731
+    sinks = getattr(cfg, "n_sinks", 0) if "n_sinks" in spec.params else 0
+    if sinks:
+        rule, bounds = _with_sinks(rule, bounds, sinks)
     extra = spec.blocks(cfg, bool(cfg.causal), L) if spec.blocks is not None else None
     if extra is None:
         return rule, bounds

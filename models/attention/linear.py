@@ -39,8 +39,8 @@ from ..errors import ConfigError
 from ..variant import Param, Variant
 from .common import check_no_softcap, expand_kv
 
-N_FEATURES = Param("n_features", int, 64, range=(1, 4096), cap=1024)  # random features per head
-FEATURE_MAP = Param("feature_map", str, "positive", choices=("positive", "trig"))
+N_FEATURES = Param("n_features", int, 64, range=(1, 4096), cap=1024, surgery=True)  # random features per head
+FEATURE_MAP = Param("feature_map", str, "positive", choices=("positive", "trig"), surgery=True)
 
 EPS = 1e-6
 _SALT = 0x9E7F
@@ -145,8 +145,9 @@ CAPS = AttentionCaps(accepts=frozenset({ROTARY}), memory_keys=False, refuses_bec
 VARIANTS = (
     Variant("linear", "Katharopoulos et al. 2020 (Transformers are RNNs)",
             "exp(q.k) replaced by elu+1 feature maps: attention becomes running sums, linear in L.",
-            build=LinearAttention, check=check, caps=CAPS),
+            build=LinearAttention, check=check, caps=CAPS, surgery=True),
     Variant("performer", "Choromanski et al. 2021 (Performer, FAVOR+); Peng et al. 2021 (RFA)",
             "Random features whose dot product estimates the softmax kernel: softmax attention approximated in O(L).",
-            build=PerformerAttention, params=(N_FEATURES, FEATURE_MAP), check=check_performer, caps=CAPS),
+            build=PerformerAttention, params=(N_FEATURES, FEATURE_MAP), check=check_performer, caps=CAPS,
+            surgery=True),
 )

@@ -27,13 +27,17 @@ from ..variant import Param, gather, split_params
 from .tiles import tile_stats
 
 # Sizes of a rule: nothing is allocated per unit, so the library's bounds are wide.
-WINDOW = Param("window", int, 64, range=(1, 1 << 20), cap=8192)
-DILATION = Param("dilation", int, 2, range=(1, 1 << 20), cap=64)
-STRIDE = Param("stride", int, 16, range=(1, 1 << 20), cap=1024)
-N_SUMMARY = Param("n_summary", int, 1, range=(1, 1 << 20), cap=1024)
-BLOCK_SIZE = Param("block_size", int, 16, range=(1, 1 << 20), cap=1024)
-N_GLOBAL = Param("n_global", int, 2, range=(0, 1 << 20), cap=256)
-N_RANDOM = Param("n_random", int, 2, range=(0, 1 << 20), cap=256)
+WINDOW = Param("window", int, 64, range=(1, 1 << 20), cap=8192, surgery=True)
+DILATION = Param("dilation", int, 2, range=(1, 1 << 20), cap=64, surgery=True)
+STRIDE = Param("stride", int, 16, range=(1, 1 << 20), cap=1024, surgery=True)
+N_SUMMARY = Param("n_summary", int, 1, range=(1, 1 << 20), cap=1024, surgery=True)
+BLOCK_SIZE = Param("block_size", int, 16, range=(1, 1 << 20), cap=1024, surgery=True)
+N_GLOBAL = Param("n_global", int, 2, range=(0, 1 << 20), cap=256, surgery=True)
+# StreamingLLM's attention sinks (Xiao et al. 2024): the first n_sinks keys stay visible under any
+# pattern, since trained heads park attention there; 0 = the pattern as published.
+N_SINKS = Param("n_sinks", int, 0, range=(0, 1 << 20), cap=64, label="Attention sinks (first keys kept)",
+                surgery=True)
+N_RANDOM = Param("n_random", int, 2, range=(0, 1 << 20), cap=256, surgery=True)
 
 
 # ---------------------------------------------------------------------------- element rules
@@ -185,25 +189,26 @@ PATTERNS = gather((
             full, full_bounds),
     Pattern("sliding_window", "Beltagy et al. 2020 (Longformer); Mistral 2023",
             "Each query sees a band of `window` keys around it (causal: itself and the previous window-1).",
-            sliding_window, sliding_bounds, (WINDOW,)),
+            sliding_window, sliding_bounds, (WINDOW, N_SINKS)),
     Pattern("dilated_window", "Beltagy et al. 2020 (Longformer, dilated)",
             "A band with gaps: every dilation-th key up to window*dilation away, widening the receptive "
-            "field at the same cost.", dilated_window, dilated_bounds, (WINDOW, DILATION)),
+            "field at the same cost.", dilated_window, dilated_bounds, (WINDOW, DILATION, N_SINKS)),
     Pattern("strided", "Child et al. 2019 (Sparse Transformer, strided)",
             "The previous `stride` keys plus every stride-th key: two hops connect any pair.",
-            strided, strided_bounds, (STRIDE,)),
+            strided, strided_bounds, (STRIDE, N_SINKS)),
     Pattern("fixed", "Child et al. 2019 (Sparse Transformer, fixed)",
             "Attend within your block of `stride` plus the last n_summary 'summary' positions of every block.",
-            fixed, fixed_bounds, (STRIDE, N_SUMMARY), check=check_fixed),
+            fixed, fixed_bounds, (STRIDE, N_SUMMARY, N_SINKS), check=check_fixed),
     Pattern("block_local", "Parmar et al. 2018 (Image Transformer); Qiu et al. 2019 (Blockwise)",
             "The sequence is cut into blocks of `block_size`; each query attends only its own block.",
-            block_local, block_local_bounds, (BLOCK_SIZE,)),
+            block_local, block_local_bounds, (BLOCK_SIZE, N_SINKS)),
     Pattern("longformer", "Beltagy et al. 2020 (Longformer); Ainslie et al. 2020 (ETC)",
             "A sliding window plus n_global global tokens that see and are seen by every position.",
-            longformer, longformer_bounds, (WINDOW, N_GLOBAL)),
+            longformer, longformer_bounds, (WINDOW, N_GLOBAL, N_SINKS)),
     Pattern("bigbird", "Zaheer et al. 2020 (BigBird)",
             "Window + global tokens + n_random random key blocks per query block: sparse yet a universal "
-            "approximator.", longformer, longformer_bounds, (WINDOW, N_GLOBAL, N_RANDOM, BLOCK_SIZE, "seed"),
+            "approximator.", longformer, longformer_bounds, (WINDOW, N_GLOBAL, N_RANDOM, BLOCK_SIZE, N_SINKS,
+                                                                                   "seed"),
             blocks=bigbird_blocks),
 ))
 

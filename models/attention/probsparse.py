@@ -28,7 +28,7 @@ from ..capabilities import ROTARY, SCORE_BIAS, AttentionCaps
 from ..variant import Param, Variant
 from .common import NEG, expand_kv, pair_bias
 
-PROBSPARSE_FACTOR = Param("probsparse_factor", int, 5, range=(1, 1024), cap=64)  # Informer's c
+PROBSPARSE_FACTOR = Param("probsparse_factor", int, 5, range=(1, 1024), cap=64, surgery=True)  # Informer's c
 
 
 def n_active(cfg, L: int) -> int:
@@ -95,5 +95,5 @@ VARIANTS = (
     Variant("probsparse", "Zhou et al. 2021 (Informer, ProbSparse)",
             "Only the probsparse_factor * ceil(ln L) queries with the most peaked scores (max - mean) attend; "
             "the others output the mean of the values.", build=ProbSparseAttention, params=(PROBSPARSE_FACTOR,),
-            caps=CAPS),
+            caps=CAPS, surgery=True),
 )

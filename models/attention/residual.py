@@ -130,7 +130,7 @@ CAPS = AttentionCaps(memory_keys=False)
 VARIANTS = (
     Variant("realformer", "He et al. 2020 (RealFormer)",
             "Residual attention: each layer's pre-softmax scores add the previous layer's scores.",
-            build=RealFormerAttention, check=check, caps=CAPS),
+            build=RealFormerAttention, check=check, caps=CAPS, surgery=True),
     Variant("predictive_attention", "Wang et al. 2021 (Predictive Attention Transformer)",
             "A 3x3 convolution over the previous layer's attention maps, mixed into the scores with a learned weight.",
             build=PredictiveAttention, check=check, caps=CAPS,

@@ -30,8 +30,8 @@ from ..errors import ConfigError
 from ..variant import Param, Variant
 from .common import NEG, expand_kv, gather_rows, group_ranks, pair_bias, scatter_dense
 
-N_CLUSTERS = Param("n_clusters", int, 4, range=(1, 128), cap=256)  # clustered attention reads it too
-CLUSTER_DECAY = Param("cluster_decay", float, 0.999)
+N_CLUSTERS = Param("n_clusters", int, 4, range=(1, 128), cap=256, surgery=True)  # clustered attention reads it too
+CLUSTER_DECAY = Param("cluster_decay", float, 0.999, surgery=True)
 
 _SALT = 0x2071
 
@@ -130,5 +130,6 @@ CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False,
 VARIANTS = (
     Variant("routing", "Roy et al. 2021 (Routing Transformer)",
             "Queries and keys are routed to their nearest of n_clusters learned centroids and attend only within "
-            "the cluster.", build=RoutingAttention, params=(N_CLUSTERS, CLUSTER_DECAY), check=check, caps=CAPS),
+            "the cluster.", build=RoutingAttention, params=(N_CLUSTERS, CLUSTER_DECAY), check=check, caps=CAPS,
+            surgery=True),
 )

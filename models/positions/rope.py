@@ -19,7 +19,10 @@ from ..errors import ConfigError
 from ..variant import Param, Variant
 from .base import NoPosition
 
-ROPE_BASE = Param("rope_base", float, 10000.0)
+ROPE_BASE = Param("rope_base", float, 10000.0, surgery=True)
+# Position interpolation (Chen et al. 2023): positions are divided by rope_scale, so a model trained on
+# L positions reads rope_scale * L at the angles it knows; 1 = plain RoPE.
+ROPE_SCALE = Param("rope_scale", float, 1.0, label="RoPE position scale (interpolation)", surgery=True)
 
 
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
@@ -43,10 +46,14 @@ class Rope(NoPosition):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.base = cfg.rope_base
+        self.pos_scale = cfg.rope_scale
 
     def modify(self, q, k, layer, k_start=0, scale=None):
         lq, lk = q.shape[2], k.shape[2]
         k_pos = torch.arange(k_start, k_start + lk, device=q.device)
+        if self.pos_scale != 1:  # interpolated (fractional) positions: the reference rotation
+            k_pos = k_pos.to(torch.float32) / self.pos_scale
+            return _rope_ref(q, k_pos[lk - lq:], self.base), _rope_ref(k, k_pos, self.base), {}
         return apply_rope(q, k_pos[lk - lq:], self.base), apply_rope(k, k_pos, self.base), {}
 
 
@@ -58,11 +65,14 @@ def check_rope(cfg) -> None:
             f"{cfg.d_model} / {cfg.n_heads} = {cfg.d_head} must be even; change d_model or n_heads")
     if not (math.isfinite(cfg.rope_base) and cfg.rope_base > 0):
         raise ConfigError("rope_base", cfg.rope_base, "a finite positive number (the angles are pos * base^(-2k/d_h))")
+    if not (math.isfinite(cfg.rope_scale) and 0.01 <= cfg.rope_scale <= 1000):
+        raise ConfigError("rope_scale", cfg.rope_scale, "a number from 0.01 to 1000 (positions are divided by it; "
+                          "1 = plain RoPE)")
 
 
 VARIANTS = (
     Variant("rope", "Su et al. 2021 (RoFormer)",
             "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
-            build=Rope, params=(ROPE_BASE,), check=check_rope,
+            build=Rope, params=(ROPE_BASE, ROPE_SCALE), check=check_rope,
             caps=PositionCaps(produces=frozenset({ROTARY}), relative=True)),
 )
