@@ -19,15 +19,14 @@ the interpreter's own documentation, ~460 KB) or on the user's text, with a held
 """
 from __future__ import annotations
 
-import re
-
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 
+from explorer.runtime.corpus import (HELDOUT_FRACTION, OVERLAP_WINDOW, overlaps, paragraphs,  # noqa: F401
+                                     python_docs, split_corpus, windows)
 from models import ConfigError
 
 SYMBOLS = list(range(ord("0"), ord("0") + 64))   # 64 content symbols: '0'..'o' (chance ln 64 = 4.16)
@@ -41,8 +40,9 @@ SEP = ord("|")
 PAD = ord(".")
 QUERY = ord("?")
 MASK = ord("#")    # non-causal models see the scored tokens replaced by this (else they read the answer)
-HELDOUT_FRACTION = 0.1
 MASKED_FRACTION = 0.15                           # the ``masked`` task scores 15% of the bytes (BERT)
+REPEAT_FRACTION = 0.5                            # ``lm_repeat``: half the training windows repeat a random string
+PRINTABLE = (32, 126)                            # ... of random printable ASCII bytes
 MIN_LEN = 8
 
 
@@ -222,66 +222,28 @@ def ideal_induction(tokens) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- language modelling
-@lru_cache(maxsize=1)
-def python_docs() -> bytes:
-    """The interpreter's own documentation topics (``pydoc_data.topics``), UTF-8, sorted by topic."""
-    from pydoc_data.topics import topics
-    return "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
+def _repeat_rows(tokens: torch.Tensor, mask: torch.Tensor, gen: torch.Generator) -> tuple:
+    """A random ``REPEAT_FRACTION`` of the rows become a random string of printable bytes (8 to L/4 of
+    them) written again and again until the window is full; the first copy is not scored (nothing can
+    predict it). The string is new to the model, so the only way to predict its repeats is to find the
+    previous copy and read what came next there (an induction head); a passage of the corpus would not
+    do, since a small model soon knows the corpus by heart."""
+    B, L = tokens.shape
+    rows = (torch.rand(B, generator=gen) < REPEAT_FRACTION).nonzero().flatten().tolist()
+    for r in rows:
+        n = int(torch.randint(8, max(L // 4, 9) + 1, (1,), generator=gen))
+        s = torch.randint(PRINTABLE[0], PRINTABLE[1] + 1, (n,), generator=gen)
+        tokens[r] = s.repeat(L // n + 1)[:L]
+        mask[r, :n] = False
+    return tokens, mask
 
 
-OVERLAP_WINDOW = 64  # bytes: a held-out paragraph sharing a run this long with the training text is dropped
-MIN_PARAGRAPHS = 10
-
-
-def paragraphs(data: bytes) -> list:
-    """The non-blank paragraphs of ``data`` (split at blank lines)."""
-    return [p for p in re.split(rb"\n[ \t]*\n", data) if p.strip()]
-
-
-def windows(data: bytes, width: int = OVERLAP_WINDOW) -> set:
-    """Every ``width``-byte substring of ``data``."""
-    return {data[i:i + width] for i in range(len(data) - width + 1)}
-
-
-def overlaps(part: bytes, seen: set, width: int = OVERLAP_WINDOW) -> bool:
-    """Whether ``part`` shares a ``width``-byte run with the text whose ``windows`` are ``seen`` (a part
-    shorter than ``width`` never does: it is too short to be a copy worth the name)."""
-    return any(part[i:i + width] in seen for i in range(len(part) - width + 1))
-
-
-@lru_cache(maxsize=4)
-def split_corpus(data: bytes, fraction: float = HELDOUT_FRACTION) -> tuple:
-    """(train, heldout): no held-out paragraph shares a run of ``OVERLAP_WINDOW`` bytes with the training
-    part (runs that straddle two held-out paragraphs, about 0.4% of the Python documentation's
-    held-out windows, are joins of unrelated paragraphs and are kept).
-
-    The text is cut at a paragraph boundary so that about the last ``fraction`` of its bytes is held
-    out; then every held-out paragraph that shares a ``OVERLAP_WINDOW``-byte run with the training part
-    (or with an earlier held-out paragraph) is dropped: the Python documentation repeats whole sections
-    between topics (8.5% of a plain tail's 64-byte windows occur verbatim in the rest), and a model
-    that memorised them would look better on held-out text than it is. A text of fewer than
-    ``MIN_PARAGRAPHS`` paragraphs is split as a contiguous tail (there is nothing to deduplicate by)."""
-    paras = paragraphs(data)
-    if len(paras) < MIN_PARAGRAPHS:
-        cut = int(len(data) * (1 - fraction))
-        return data[:cut], data[cut:]
-    total, k, tail = sum(len(p) + 2 for p in paras), len(paras), 0
-    while k > 1 and tail + len(paras[k - 1]) + 2 <= fraction * total:
-        k -= 1
-        tail += len(paras[k]) + 2
-    train = b"\n\n".join(paras[:k])
-    seen, held = windows(train), []
-    for p in paras[k:]:
-        if not overlaps(p, seen):
-            held.append(p)
-            seen |= windows(p)
-    return train, b"\n\n".join(held)
-
-
-def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0) -> Task:
+def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0, repeat: bool = False) -> Task:
     """Byte-level LM on ``text`` (None: the Python documentation); every position but 0 scored, or
     (``fraction < 1``: the ``masked`` task) a random ``fraction`` of them, which a bidirectional
-    model sees hidden behind ``MASK`` (masked-byte prediction, as BERT's masked LM)."""
+    model sees hidden behind ``MASK`` (masked-byte prediction, as BERT's masked LM). ``repeat`` (the
+    ``lm_repeat`` task): half the training windows are a random string repeated (held-out
+    windows never are, so the held-out loss is the plain one)."""
     data = python_docs() if text is None else str(text).encode("utf-8")
     train, held = split_corpus(data)
     arrays = {"train": torch.tensor(list(train), dtype=torch.long),
@@ -298,11 +260,15 @@ def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0)
             mask = torch.ones(batch, L, dtype=torch.bool)
         else:
             mask = torch.rand(batch, L, generator=gen) < fraction
+        if repeat and split == "train":
+            tokens, mask = _repeat_rows(tokens, mask, gen)
         mask[:, 0] = False
         return Batch(tokens, mask)
 
     what = "the Python documentation (pydoc_data.topics)" if text is None else f"your text ({len(data)} bytes)"
     how = "next-byte prediction" if fraction >= 1 else f"prediction of a random {fraction:.0%} of the bytes"
+    if repeat:
+        how += f"; {REPEAT_FRACTION:.0%} of the training windows are a random string repeated (induction pays)"
     return Task(name, f"byte-level language modelling ({how}) on {what}; the last 10% is held out, less "
                 "any paragraph that repeats training text", make,
                 chance="ln 256 = 5.55 for a uniform byte")
@@ -328,13 +294,15 @@ def get_task(name: str, text: Optional[str] = None) -> Task:
         return lm_task(text)
     if name == "masked":
         return lm_task(text, name="masked", fraction=MASKED_FRACTION)
+    if name == "lm_repeat":
+        return lm_task(text, name="lm_repeat", repeat=True)
     if name not in TASKS:
         raise ConfigError("task", name, f"one of {task_names()}")
     return TASKS[name]
 
 
 def task_names() -> list:
-    return [*TASKS, "lm", "masked"]
+    return [*TASKS, "lm", "lm_repeat", "masked"]
 
 
 def ideal_pattern(name: str, tokens) -> Optional[np.ndarray]:

@@ -176,7 +176,7 @@ class Trainer:
         self.seq2seq = reads_pair(self.cfg)  # model(src, tgt): tasks split at SEP (explorer.training.seq2seq)
         if self.seq2seq:
             train_encdec.check_task(run.task)
-        if run.task == "lm" and not self.cfg.causal:
+        if run.task in ("lm", "lm_repeat") and not self.cfg.causal:
             raise ConfigError("causal", False, "True for next-byte language modelling (a bidirectional model reads "
                               "the byte it predicts); non-causal attention trains on the synthetic tasks, whose "
                               "answers are hidden from its input")

@@ -96,7 +96,7 @@ def corpus(task: str, text) -> str | None:
     if size > MAX_TRAIN_TEXT_BYTES:
         raise ConfigError("text", f"<{size:,} bytes>", f"a text of at most {MAX_TRAIN_TEXT_BYTES:,} bytes "
                           "(about the size of the Python documentation the lm task reads by default)")
-    return text if task in ("lm", "masked") and text.strip() else None
+    return text if task in ("lm", "lm_repeat", "masked") and text.strip() else None
 
 
 def run_config(task, steps, lr, warmup, schedule, batch, seq_len, seed, text) -> RunConfig:
