@@ -37,6 +37,10 @@ DESCRIBE = {
     "broad": "spreads its weight over many tokens",
     "mixed": "does none of these clearly on this text",
 }
+RULES_TEXT = ("previous-token: weight on key p-1 ≥ 0.4; induction: weight on the key after the earlier occurrence "
+              "of the current pair of tokens ≥ 0.3; first-token: weight on the first key ≥ 0.4; delimiter: weight "
+              "on spaces and punctuation ≥ 0.5 and ≥ 1.5× their share; local: weight within 3 keys back ≥ 0.6; "
+              "broad: row entropy ≥ 0.75 of its maximum; the first rule met, in this order, names the head")
 LOCAL_SPAN = 3
 MIN_INDUCTION_ROWS = 3
 DELIMITERS = frozenset(b" \t\n.,;:!?()[]{}'\"-")

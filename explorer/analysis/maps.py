@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from explorer.analysis.heads import RULES_TEXT, classify_heads
 from explorer.analysis.memo import eval_model, memo, weights_key
 from explorer.analysis.views import Views, compute_views
 from explorer.analysis.weights import TrainedWeights, resolve
@@ -53,11 +54,24 @@ class AttentionMaps:
     stacks: dict = None          # other stacks and cross-attentions: {"encoder": AttentionMaps, "cross": ...}
     stack: str = "decoder"       # the stack whose queries these are
     sides: tuple = ("tokens", "tokens")  # the inputs the queries and the keys are positions of
+    ids: list = None             # byte id of each query token
+    key_ids: list = None         # byte id of each key (-1: a memory slot); None for a cross-attention's keys
+    _heads: list = field(default=None, repr=False, compare=False)
+
+    def heads(self) -> list | None:
+        """``[[HeadLabel per head] per map]`` of a self-attention (``explorer.analysis.heads``); None for a
+        cross-attention (previous-token, induction ... name positions of one sequence)."""
+        if self.ids is None or self.key_ids is None:
+            return None
+        if self._heads is None:  # the maps are memoised and never change: classify once
+            self._heads = classify_heads(self.attention, self.ids, self.key_ids)
+        return self._heads
 
     def summary(self) -> dict:
         """JSON-safe digest (no full maps): what the ``/analyze`` endpoint returns."""
         def clean(a):
             return [[None if not np.isfinite(x) else round(float(x), 4) for x in row] for row in a]
+        heads = self.heads()
         return {
             "n_tokens": len(self.tokens), "n_keys": len(self.key_tokens), "tokens": self.tokens,
             "n_layers": int(self.attention.shape[0]), "n_heads": int(self.attention.shape[1]),
@@ -66,6 +80,9 @@ class AttentionMaps:
             "row_sums_ok": bool(rows_ok(self.attention)), "truncated": self.truncated,
             "device": self.device, "attention": self.config["attention"], "notes": self.notes,
             "views": self.views.summary() if self.views is not None else {},
+            "head_rules": None if heads is None else RULES_TEXT,
+            "heads": None if heads is None else [[{"label": h.label, "score": None if not np.isfinite(h.score)
+                                                   else round(float(h.score), 4)} for h in row] for row in heads],
             **({f"{k}_maps": m.summary() for k, m in self.stacks.items()} if self.stacks else {}),
         }
 
@@ -96,18 +113,20 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
     with torch.no_grad():
         out = model(*args, return_attention=True)
     labels = {name: [token_label(b) for b in inp.ids(name)] for name in arr.inputs}
+    ids = {name: list(inp.ids(name)) for name in arr.inputs}
     single = len(arr.stacks) == 1
     layers = {s.name: [i for i in out.layers if single or getattr(i, "stack", None) == s.name] for s in arr.stacks}
     maps = {}
     for s in arr.stacks:
         stack_cfg = stack_config(cfg, s)
         maps[s.name] = _self_maps([i.attention for i in layers[s.name]], stack_cfg, labels[s.reads], inp.truncated,
-                                  s.name, s.reads)
+                                  s.name, s.reads, ids[s.reads])
     for reader, source in arr.cross:
         r, src = arr.stack(reader), arr.stack(source)
         key = "cross" if len(arr.cross) == 1 else f"cross_{reader}_{source}"
         maps[key] = _cross_maps([i.cross_attention for i in layers[reader]], stack_config(cfg, r),
-                                labels[r.reads], labels[src.reads], inp.truncated, reader, (r.reads, src.reads))
+                                labels[r.reads], labels[src.reads], inp.truncated, reader, (r.reads, src.reads),
+                                ids[r.reads])
     head = arr.head
     main = maps.pop(head.name)
     main.views = compute_views(stack_config(cfg, head), layers[head.name], labels[head.reads])
@@ -119,7 +138,8 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
     return main
 
 
-def _self_maps(attentions: list, cfg, labels: list, truncated: bool, stack: str, reads: str) -> AttentionMaps:
+def _self_maps(attentions: list, cfg, labels: list, truncated: bool, stack: str, reads: str,
+               ids: list) -> AttentionMaps:
     """One stack's self-attention; keys before the queries (a memory's slots) come first."""
     L = len(labels)
     maps, notes = stack_maps(attentions, cfg, L)
@@ -129,11 +149,11 @@ def _self_maps(attentions: list, cfg, labels: list, truncated: bool, stack: str,
     return AttentionMaps(tokens=labels, key_tokens=[f"mem{m}" for m in range(prefix)] + labels, attention=maps,
                          mask=mask, mask_kind=kind, allowed_fraction=float(mask.mean()), entropy=entropy,
                          distance=distance, config=cfg.to_dict(), truncated=truncated, device=str(device()),
-                         notes=notes, stack=stack, sides=(reads, reads))
+                         notes=notes, stack=stack, sides=(reads, reads), ids=ids, key_ids=[-1] * prefix + ids)
 
 
 def _cross_maps(attentions: list, cfg, q_labels: list, k_labels: list, truncated: bool, stack: str,
-                sides: tuple) -> AttentionMaps:
+                sides: tuple, ids: list) -> AttentionMaps:
     """Cross-attention: full softmax over the other stack's tokens; |i - j| between positions of two
     different sequences means nothing, so the distance is NaN."""
     maps, notes = stack_maps(attentions, cfg, len(q_labels))
@@ -142,7 +162,7 @@ def _cross_maps(attentions: list, cfg, q_labels: list, k_labels: list, truncated
     return AttentionMaps(tokens=q_labels, key_tokens=k_labels, attention=maps, mask=mask, mask_kind="full",
                          allowed_fraction=1.0, entropy=entropy, distance=np.full_like(distance, np.nan),
                          config=cfg.to_dict(), truncated=truncated, device=str(device()), notes=notes,
-                         stack=stack, sides=sides)
+                         stack=stack, sides=sides, ids=ids)
 
 
 def stack_maps(attentions: list, cfg, L: int) -> tuple:

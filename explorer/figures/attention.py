@@ -75,6 +75,12 @@ def _span(idx: list, n: int, what: str) -> str:
     return f"{what} {', '.join(parts)} of {n}"
 
 
+def head_labels(maps):
+    """The maps' head labels (``maps.heads()``: a self-attention on bytes), or None."""
+    heads = getattr(maps, "heads", None)
+    return heads() if callable(heads) else None
+
+
 def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Figure:
     """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank.
 
@@ -105,17 +111,23 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     height, _ = grid_height(n_l)
     vgap = 8 / max(1, height - GRID_MARGIN["t"] - GRID_MARGIN["b"])
     top_note = f"<br>level {LEVELS} = p ≥ {cmax:.3g} (clipped)" if clipped else ""
-    data, layout = [], {}
+    kinds = head_labels(maps)
+    data, layout, notes = [], {}, []
     for k, (xd, yd) in enumerate(subplot_domains(n_l, n_h, vgap=vgap)):
         r, c = divmod(k, n_h)
         layer, head = layers[r], heads[c]
         s = "" if k == 0 else str(k + 1)
+        kind = kinds[layer][head].short() if kinds is not None else ""
         data.append(dict(type="heatmap", z=levels[r, c], x=klab, y=qlab, coloraxis="coloraxis",
                          xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
                          meta=[layer, head],
-                         hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}"
-                                       f"<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into this head"
-                                       "<extra></extra>"))
+                         hovertemplate=f"layer {layer} head {head}{': ' + kind if kind else ''}<br>query %{{y}}"
+                                       f"<br>key %{{x}}<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into "
+                                       "this head<extra></extra>"))
+        if kind:  # the head's type on this text, in the panel's top right corner (above the causal blank)
+            notes.append(dict(text=kind, xref=f"x{s} domain", yref=f"y{s} domain", x=0.98, y=0.98, xanchor="right",
+                              yanchor="top", showarrow=False, font=dict(size=10 if narrow else 12),
+                              bgcolor="rgba(255,255,255,0.8)"))
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
                                    zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else "",
                                                               font=dict(size=12) if narrow else None))
@@ -131,6 +143,8 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
                  "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>")
     lay = base_layout(title, height, **layout)
     lay["margin"] = dict(GRID_MARGIN)
+    if notes:
+        lay["annotations"] = list(lay.get("annotations", [])) + notes
     if narrow:  # a third title line: the band grows, and the figure with it (the panels keep their size)
         lay["margin"]["t"] += NARROW_EXTRA
         lay["height"] += NARROW_EXTRA

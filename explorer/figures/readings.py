@@ -118,7 +118,24 @@ def maps_reading(summary: dict, max_bytes: int = 256) -> str:
         text += f" · the text was cut to the first {max_bytes} bytes"
     for note in summary.get("notes", []):
         text += f" · {note}"
-    return text
+    return text + head_table(summary.get("heads"), summary.get("head_rules"))
+
+
+def head_table(heads, rules: str | None = None) -> str:
+    """What each head does on this text (``summary["heads"]``): a layer x head Markdown table, "" without."""
+    if not heads:
+        return ""
+    n_h = max(len(row) for row in heads)
+    lines = ["", "", "**Head types on this text** (the label and the score that decided it)", "",
+             "| layer | " + " | ".join(f"head {k}" for k in range(n_h)) + " |",
+             "| --- |" + " --- |" * n_h]
+    for n, row in enumerate(heads):
+        cells = [h["label"] if h["label"] == "mixed" or h["score"] is None else f"{h['label']} {h['score']:.2f}"
+                 for h in row]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if rules:
+        lines += ["", f"<sup>Rules: {rules}.</sup>"]
+    return "\n".join(lines)
 
 
 def diff_markdown(rows: list, card_a: dict | None = None, card_b: dict | None = None) -> str:

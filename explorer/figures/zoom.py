@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.attention import BLANK
+from explorer.figures.attention import BLANK, head_labels
 from explorer.figures.base import base_layout
 
 
@@ -26,13 +26,15 @@ def head_figure(maps, layer: int, head: int) -> go.Figure:
     top = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
     tick = dict(tickfont=dict(size=12, family="DejaVu Sans Mono, monospace"), showgrid=False, zeroline=False)
     size = max(520, 14 * a.shape[0] + 220)
-    lay = base_layout(f"Layer {layer}, head {head}: {maps.config['attention']}"
+    kinds = head_labels(maps)
+    kind = f"<br><sup>{kinds[layer][head].sentence()}</sup>" if kinds is not None else ""
+    lay = base_layout(f"Layer {layer}, head {head}: {maps.config['attention']}{kind}"
                   f"<br><sup>colour from 0 to this head's largest probability ({top:.3g}); blank = not allowed</sup>",
                   size, xaxis=dict(title=dict(text="key"), tickmode="array", tickvals=klab, ticktext=klab,
                                    side="bottom", tickangle=-90, **tick),
                   yaxis=dict(title=dict(text="query"), autorange="reversed", tickmode="array", tickvals=qlab,
                              ticktext=qlab, **tick))
-    lay["margin"] = dict(l=90, r=30, t=90, b=90)
+    lay["margin"] = dict(l=90, r=30, t=110 if kind else 90, b=90)
     lay["plot_bgcolor"] = BLANK
     return go.Figure(data=[dict(type="heatmap", z=z, x=klab, y=qlab, zmin=0, zmax=top, colorscale="Viridis",
                                 hoverongaps=False, colorbar=dict(title=dict(text="p")),
