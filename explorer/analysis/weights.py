@@ -46,6 +46,8 @@ class TrainedWeights:
     digest: str             # SHA-256 of the tensors: the cache key
     step: int               # optimizer steps done (0: an uploaded file without a step)
     nbytes: int
+    source: str = ""        # where they come from, as the page says it ("your run", a bundle's description)
+    surgery: tuple = ()     # fields changed from the config they were trained with (``explorer.analysis.surgery``)
 
     def matches(self, cfg) -> bool:
         return as_config(cfg).to_json() == self.config_json

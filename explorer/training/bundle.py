@@ -1,0 +1,164 @@
+"""The trained models shipped with the app: their recipes, how they are made, and how they are read.
+
+Each bundle is a model of the app's default size trained on this kind of CPU by a recipe below, and
+lives in ``assets/bundles/`` as two files: ``<name>.safetensors`` (its parameters in float16; buffers
+such as RoPE tables are rebuilt from the config) and ``<name>.json``, the manifest: the full config,
+the recipe, the data (the Python documentation's split, ``explorer.training.tasks.split_corpus``, and
+the SHA-256 of its bytes), the steps, the wall time, the final train and held-out loss, the loss of
+each of the first ``REPLAY_STEPS`` steps and at every snapshot, the command that made it, the commit
+and the versions.
+
+``python -m explorer.training.bundle [NAME ...] [--out DIR]`` regenerates them: the same recipe, seed and
+bytes of data give the same losses (training is deterministic on one intra-op thread; other CPUs or
+torch versions agree within float tolerance). A test replays the first steps of a recipe and compares
+them with the manifest, so a stored model cannot silently drift from its recipe.
+
+Reading them is ``explorer.analysis.bundled`` (the analyses draw them; this module only makes them).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from explorer.analysis.bundled import BUNDLE_DIR, FORMAT, ROOT
+from explorer.training.tasks import python_docs, split_corpus
+from explorer.training.trainer import RunConfig, Trainer
+from models import ModelConfig
+
+REPLAY_STEPS = 20      # the first steps' losses, recorded one by one (what the replay test compares)
+MAX_TOTAL_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a bundle is trained: its config (overrides of the defaults) and its run."""
+    name: str
+    title: str
+    config: dict
+    task: str = "lm_repeat"
+    steps: int = 3000
+    batch_size: int = 16
+    seq_len: int = 256
+    lr: float = 3e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    seed: int = 0
+    every: int = 100
+    notes: str = ""
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(**self.config).validate()
+
+    def run_config(self) -> RunConfig:
+        return RunConfig(task=self.task, steps=self.steps, lr=self.lr, warmup=self.warmup, schedule="cosine",
+                         batch_size=self.batch_size, seq_len=self.seq_len, weight_decay=self.weight_decay,
+                         seed=self.seed, every=self.every, threads=1, grad_norms=False, probe=False,
+                         eval_batches=4)
+
+
+RECIPES = {r.name: r for r in (
+    Recipe("default", "the default model: pre-LN, RoPE, full attention", {}),
+    Recipe("post_ln", "post-LN (the original Transformer's placement), with warm-up", {"norm_placement": "post"}),
+    Recipe("alibi", "ALiBi positions instead of RoPE", {"position": "alibi"}),
+    Recipe("sliding_window", "sliding-window attention (64 keys back)", {"attention": "sliding_window"}),
+    Recipe("gqa", "grouped-query attention: 4 query heads share 2 K/V heads", {"n_kv_heads": 2}),
+    Recipe("moe", "a mixture of 4 experts (top-2) in place of the dense FFN", {"ffn": "moe", "d_ff": 256}),
+    Recipe("encoder_decoder", "an encoder-decoder (2 + 2 layers) that reverses a string", {
+        "architecture": "encoder_decoder", "n_layers": 2}, task="reverse", steps=1500, batch_size=32, seq_len=48,
+        every=100),
+)}
+
+
+def data_digest() -> str:
+    return hashlib.sha256(python_docs()).hexdigest()
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _parameters(model: torch.nn.Module) -> dict:
+    return {k: v.detach().to(torch.float16).contiguous() for k, v in model.named_parameters()}
+
+
+def replay(recipe: Recipe, steps: int) -> list:
+    """The train loss of each of the recipe's first ``steps`` steps, from a fresh run."""
+    trainer = Trainer(recipe.model_config(), recipe.run_config())
+    return [trainer.train_step() for _ in range(steps)]
+
+
+def train(recipe: Recipe, out: Path = BUNDLE_DIR, log=print) -> dict:
+    """Train ``recipe`` and write its two files into ``out``; returns the manifest."""
+    cfg, run = recipe.model_config(), recipe.run_config()
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg, run)
+    first = [trainer.train_step() for _ in range(REPLAY_STEPS)]  # the same steps a run would take
+    trajectory = []
+    for snap in trainer.run():
+        trajectory.append({"step": snap.step, "train_loss": None if snap.train_loss is None else
+                           round(snap.train_loss, 6), "heldout_loss": round(snap.heldout_loss, 6),
+                           "heldout_acc": round(snap.heldout_acc, 6)})
+        log(f"{recipe.name}: step {snap.step}/{run.steps} held-out loss {snap.heldout_loss:.3f} "
+            f"({time.perf_counter() - t0:.0f} s)")
+    wall = time.perf_counter() - t0
+    train_bytes, held_bytes = (len(p) for p in split_corpus(python_docs()))
+    last = trajectory[-1]
+    manifest = {
+        "name": recipe.name, "title": recipe.title, "order": list(RECIPES).index(recipe.name), "config": cfg.to_dict(), "recipe": asdict(recipe),
+        "task": recipe.task, "steps": trainer.step, "seed": recipe.seed, "wall_s": round(wall, 1),
+        "final_train_loss": last["train_loss"], "final_heldout_loss": last["heldout_loss"],
+        "final_heldout_acc": last["heldout_acc"],
+        "first_steps": [round(x, 6) for x in first], "trajectory": trajectory,
+        "data": {"corpus": "pydoc_data.topics" if recipe.task.startswith("lm") else f"generated ({recipe.task} task)",
+                 "sha256": data_digest(), "train_bytes": train_bytes, "heldout_bytes": held_bytes,
+                 "split": "explorer.training.tasks.split_corpus: a paragraph-aligned 10% tail, less every "
+                          "paragraph sharing a 64-byte run with the training part"},
+        "parameters": sum(p.numel() for p in trainer.model.parameters()), "dtype": "float16",
+        "command": f"python -m explorer.training.bundle {recipe.name}", "commit": _commit(),
+        "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.machine(),
+                    "threads": 1},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    weights = out / f"{recipe.name}.safetensors"
+    save_file(_parameters(trainer.model), str(weights), metadata={"format": FORMAT, "config": cfg.to_json()})
+    manifest["file_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    manifest["file_bytes"] = weights.stat().st_size
+    (out / f"{recipe.name}.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m explorer.training.bundle", description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help=f"recipes to train (default: all of {', '.join(RECIPES)})")
+    ap.add_argument("--out", default=str(BUNDLE_DIR), help="where to write them (default: assets/bundles)")
+    args = ap.parse_args(argv)
+    chosen = args.names or list(RECIPES)
+    unknown = [n for n in chosen if n not in RECIPES]
+    if unknown:
+        ap.error(f"unknown recipe {unknown[0]!r}; valid: {', '.join(RECIPES)}")
+    torch.set_num_threads(1)
+    print("| bundle | parameters | file (MB) | steps | train time here (s) | held-out loss |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name in chosen:
+        m = train(RECIPES[name], Path(args.out), log=lambda msg: print(msg, file=sys.stderr, flush=True))
+        print(f"| {name} | {m['parameters']:,} | {m['file_bytes'] / 2**20:.2f} | {m['steps']} | {m['wall_s']:.0f} | "
+              f"{m['final_heldout_loss']:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
