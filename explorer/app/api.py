@@ -16,7 +16,7 @@ import os
 
 import gradio as gr
 
-from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep
+from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, surgery
 from explorer.analysis.sweep import sweep_axes
 from explorer.app.export import cleanup_export, write_export
 from explorer.app.gradio_compat import cache_file
@@ -30,6 +30,8 @@ from explorer.runtime.load import LOAD
 from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text
 from explorer.runtime.untrusted import truncate
 from models import ConfigError
+
+API_WEIGHTS = ("bundled", "initial")
 
 
 def call(fn):
@@ -59,20 +61,48 @@ def request_text(cfg, text) -> str:
     return as_text(text, default=default_text(cfg))
 
 
-def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR) -> dict:
-    """Attention maps summary: per (layer, head) entropy and mean distance, the allowed fraction.
+def request_weights(cfg, weights) -> tuple:
+    """``(TrainedWeights or None, {"used", "source", ...})`` of an API call's ``weights`` choice:
+    ``bundled`` (the default) draws the bundled model that serves the config (trained with it, or moved
+    to it by surgery) and falls back to the initial weights with the reason; ``initial`` never loads one."""
+    choice = "bundled" if weights in (None, "") else weights
+    if choice not in API_WEIGHTS:
+        raise ConfigError("weights", truncate(str(choice), 40), f"one of {list(API_WEIGHTS)}")
+    if choice == "initial":
+        return None, {"used": "initial", "source": "initial weights (the config's seed)"}
+    record = surgery.weights_for(cfg)
+    if record is None:
+        return None, {"used": "initial", "requested": "bundled", "source": surgery.why_not(cfg)}
+    return record, {"used": "bundled", "source": record.source, "step": record.step,
+                    "surgery": list(record.surgery)}
 
-    An encoder-decoder reads ``text`` as ``source <separator> target``; its summary is the decoder's
-    self-attention with ``encoder_maps`` and ``cross_maps`` (query = target, key = source) added."""
+
+def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled") -> dict:
+    """Attention maps summary: per (layer, head) entropy and mean distance, head labels, the allowed fraction.
+
+    ``weights``: ``bundled`` (default: the trained model shipped for this config, or moved to it by
+    surgery; the initial weights when none serves it) or ``initial``; the result's ``weights`` says
+    which were used and where they came from. An encoder-decoder reads ``text`` as ``source <separator>
+    target``; its summary is the decoder's self-attention with ``encoder_maps`` and ``cross_maps``
+    (query = target, key = source) added."""
     def run():
         cfg = app_config(config_json)
-        return attention_maps(cfg, request_text(cfg, text), separator=separator).summary()
+        record, used = request_weights(cfg, weights)
+        summary = attention_maps(cfg, request_text(cfg, text), separator=separator, weights=record).summary()
+        return {**summary, "weights": used}
     return call(run)
 
 
-def api_gradients(config_json: str) -> dict:
-    """``gradient_norms`` of the config: per-layer attn_out, ffn_out and residual gradient norms."""
-    return call(lambda: gradient_norms(app_config(config_json)))
+def api_gradients(config_json: str, weights: str = "bundled") -> dict:
+    """``gradient_norms`` of the config: per-layer attn_out, ffn_out and residual gradient norms.
+
+    ``weights``: ``bundled`` (default, where a bundle serves the config) or ``initial``; the result's
+    ``weights`` says which were used."""
+    def run():
+        cfg = app_config(config_json)
+        record, used = request_weights(cfg, weights)
+        return {**gradient_norms(cfg, weights=record), "weights": used}
+    return call(run)
 
 
 async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis: str = "both",

@@ -26,12 +26,13 @@ from explorer.app.export import cleanup_export
 from explorer.app.state import new_state
 from explorer.app.tabs import compare as compare_tab
 from explorer.app.tabs import grid as grid_pickers
+from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs import train as train_tab
 from explorer.app.tabs import views as views_tab
 from explorer.app.tabs import zoom as zoom_box
 from explorer.app.tabs.analysis import analysis_outputs
 from explorer.app.tabs.attention import attention_outputs
-from explorer.app.weights import INITIAL, SHARE_NOTE, TRAINED, train_default
+from explorer.app.weights import BUNDLED, CHOICES, SHARE_NOTE, chosen, train_default, weights_line
 from explorer.app.wiring import wire
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label
@@ -63,8 +64,10 @@ def header() -> str:
 def build_app() -> gr.Blocks:
     configure_threads()
     cfg = ModelConfig()
-    first_paint = attention_outputs(cfg, DEFAULT_TEXT)  # grid, statistics, reading: no request needed
-    analysis = analysis_outputs(cfg, DEFAULT_TEXT)     # nor for the Gradients, Latency and Model tabs
+    weights = chosen(cfg.to_dict(), BUNDLED, None)      # the bundled model when one serves the default config
+    first_paint = attention_outputs(cfg, DEFAULT_TEXT, weights=weights)  # grid, statistics, reading: no request
+    analysis = analysis_outputs(cfg, DEFAULT_TEXT, weights)              # nor for the Gradients, Latency, Model tabs
+    surgery = surgery_tab.surgery_outputs(cfg, DEFAULT_TEXT, None, weights)  # nor for the Surgery tab
     # analytics off: no telemetry calls from an offline host (and Gradio 6.31 crashes comparing a
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
     with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False,
@@ -72,7 +75,7 @@ def build_app() -> gr.Blocks:
         comps = {
             # per-session values: no time_to_live of the main state's own (it goes with its session:
             # explorer.app.sessions expires idle sessions, and an expired page redraws everything)
-            "state": gr.State(new_state(cfg, DEFAULT_TEXT)),
+            "state": gr.State(new_state(cfg, DEFAULT_TEXT, weights)),
             "export_dir": gr.State(None, time_to_live=600, delete_callback=cleanup_export),
             "trained": gr.State(None, time_to_live=3600),  # the Train tab's snapshot (analysis.weights)
             "pinned": gr.State(None),                      # the config pinned as A (Compare A/B)
@@ -89,10 +92,10 @@ def build_app() -> gr.Blocks:
                                           min_width=160)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_id="controls"):
-                controls = control_column(cfg, comps)
+                controls = control_column(cfg, comps, weights_line(cfg.to_dict(), BUNDLED, weights))
             with gr.Column(scale=3, min_width=320, elem_id="figures"):
                 with gr.Tabs(elem_id="tabs") as comps["tabs"]:
-                    comps.update(figure_tabs(cfg, first_paint, analysis))
+                    comps.update(figure_tabs(cfg, first_paint, analysis, surgery))
         clash = set(controls) & set(comps)
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         wire(demo, controls, {**controls, **comps})
@@ -101,14 +104,17 @@ def build_app() -> gr.Blocks:
     return demo
 
 
-def control_column(cfg: ModelConfig, comps: dict) -> dict:
-    """The left column: preset, status, weights, every config control, the text and the share box.
-    Adds the non-config components to ``comps``; returns ``{field: control}``."""
+def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
+    """The left column: preset, status, weights (and the line saying which are drawn), every config
+    control, the text and the share box. Adds the non-config components to ``comps``; returns
+    ``{field: control}``."""
     comps["preset"] = gr.Dropdown([CUSTOM, *available()], value=CUSTOM, label="Preset", elem_id="preset",
                                   info="A named architecture fills every control (sizes kept small).")
     comps["status"] = gr.Markdown("", elem_id="status")
-    comps["weights"] = gr.Radio([INITIAL, TRAINED], value=INITIAL, label="Weights", elem_id="weights-switch",
-                                info="trained: the Train tab's model (same config) in every tab")
+    comps["weights"] = gr.Radio(CHOICES, value=BUNDLED, label="Weights", elem_id="weights-switch",
+                                info="bundled: a model trained on this CPU and shipped with the app; your run: "
+                                     "the Train tab's model (same config)")
+    comps["weights_md"] = gr.Markdown(weights_md, elem_id="weights-line")
     gr.Markdown(SHARE_NOTE, elem_classes="hint", elem_id="weights-note")
     controls = config_controls(cfg, choice_marks(cfg.to_dict()))
     comps["text"] = gr.Textbox(DEFAULT_TEXT, lines=3, label=f"Input text (one token per byte, first {MAX_TEXT_BYTES} "
@@ -152,7 +158,7 @@ def config_controls(cfg: ModelConfig, marks: dict) -> dict:
     return made
 
 
-def figure_tabs(cfg: ModelConfig, first_paint: tuple, analysis: dict) -> dict:
+def figure_tabs(cfg: ModelConfig, first_paint: tuple, analysis: dict, surgery: dict) -> dict:
     """The output tabs (inside the caller's ``gr.Tabs``) -> ``{name: component}``. A new tab is one
     more ``with gr.Tab(...)`` here (and its names in the returned dict)."""
     grid0, stats0, reading0 = first_paint
@@ -190,6 +196,9 @@ def figure_tabs(cfg: ModelConfig, first_paint: tuple, analysis: dict) -> dict:
         out["model_md"] = gr.Markdown(analysis["model_md"], elem_id="model-card")
         out["config_code"] = gr.Code(analysis["config_code"], language="json", label="Config (JSON)",
                                      elem_id="config-json")
+    cut = surgery_tab.build_surgery_tab(surgery)
+    out.update(surgery_tab=cut.tab, surgery_md=cut.md, surgery_diff=cut.diff, surgery_table=cut.table,
+               surgery_table_md=cut.table_md)
     compare = compare_tab.build_compare_tab()
     out.update(compare_tab=compare.tab, compare_run=compare.refresh, compare_md=compare.md, grid_a=compare.grid_a,
                grid_b=compare.grid_b, compare_grad=compare.grad, compare_link=compare.link, **compare.ab)

@@ -15,10 +15,10 @@ from explorer.runtime.text import DEFAULT_SEPARATOR, clip_text
 from models import ModelConfig
 
 
-def new_state(cfg: ModelConfig | None = None, text: str | None = None) -> dict:
-    """A fresh state; ``text`` given: the page was built showing ``cfg``'s figures for it."""
+def new_state(cfg: ModelConfig | None = None, text: str | None = None, weights=None) -> dict:
+    """A fresh state; ``text`` given: the page was built showing ``cfg``'s figures for it (with ``weights``)."""
     cfg = cfg or ModelConfig()
-    drawn = None if text is None else drawn_digest(cfg, text)
+    drawn = None if text is None else drawn_digest(cfg, text, weights=weights)
     return {"drawn": drawn, "fresh": False, "ui": ui_digest(cfg), "sweep": None}
 
 

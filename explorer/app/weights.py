@@ -1,52 +1,99 @@
-"""The "weights: initial / trained" switch: handlers that let the other tabs draw the Train tab's model.
+"""The "Weights" control: which weights every tab draws, and the handlers that pass them down.
 
-``switch`` snapshots the session's trained model (``explorer.analysis.weights.snapshot``: a bounded
-copy, so training on does not change what the tabs show until the switch is pressed again) into
-the session's ``trained`` state, or clears it. It turns itself back to "initial" with a message
-when there is no trained model or the controls describe another config. ``with_weights(handler)``
-hands that record to a compute handler as its ``weights`` argument (the handlers pass it down to the
-analyses, which use it only for the config it belongs to); ``attention_with_weights`` also turns the
-switch off when a commit changes the config away from the trained one.
+Three choices:
+- ``bundled`` (the default): the trained model shipped with the app for the current config
+  (``explorer.analysis.bundled``: a bundle trained with exactly this config, or one whose weights
+  still mean the same under it, ``explorer.analysis.surgery``); a config no bundle serves is drawn at
+  initialisation, and the weights line says why and what to train.
+- ``initial``: the config's initial weights (its seed).
+- ``trained`` ("your run"): the Train tab's model, snapshotted by ``switch`` into the session's
+  ``trained`` state (a bounded copy, so training on does not change what the tabs show until the
+  switch is pressed again); it turns itself back to ``bundled`` with a message when there is no run or
+  the controls describe another config.
 
-The share link and the config export carry the configuration only: the weights never leave the
-session except through the Train tab's download.
+``with_weights(handler)`` resolves the choice into a ``TrainedWeights`` record (or None) for the
+config on the controls and hands it to a compute handler as its ``weights`` argument (the analyses
+use it only for the config it belongs to); ``attention_with_weights`` does the same for the first
+event of a redraw, adds the weights line (``weights_md``: which weights are drawn and where they came
+from) and turns the switch off when a commit moves the config away from the session's run.
+
+The share link and the config export carry the configuration only: a session's own weights never
+leave it except through the Train tab's download; the bundled ones are the app's.
 """
 from __future__ import annotations
 
 import gradio as gr
 
+from explorer.analysis import surgery
 from explorer.analysis import weights as tw
 from explorer.app.controls import current_config
 from explorer.app.messages import problem
 from explorer.app.state import read_state
+from explorer.app.tabs.surgery import loss_line
 from explorer.app.tabs.train import small_config, trained_snapshot
 from explorer.runtime.untrusted import shown
 
-INITIAL, TRAINED = "initial", "trained"
-SHARE_NOTE = ("The share link and the config export carry the configuration only, never trained weights: "
+BUNDLED, INITIAL, TRAINED = "bundled", "initial", "trained"
+CHOICES = [("bundled (trained)", BUNDLED), ("initial", INITIAL), ("your run (Train tab)", TRAINED)]
+SHARE_NOTE = ("The share link and the config export carry the configuration only, never your run's weights: "
               "those stay in this browser session (download them from the Train tab).")
 SWITCH_OUT = ("weights", "trained", "state", "status")
 
 
 def train_default(cfg):
     """The Train tab's starting model: the app's config made small enough to learn in a minute
-    (``ui_train.small_config``'s size), every other field as the controls have it, so that setting
-    the two size controls to the same values lets the other tabs show the trained weights."""
+    (``small_config``'s size), every other field as the controls have it, so that setting the two
+    size controls to the same values lets the other tabs show the trained weights."""
     small = small_config()
     return cfg.replace(n_layers=small.n_layers, d_model=small.d_model)
 
 
+def chosen(values: dict, choice, trained):
+    """The record ``choice`` means for the config on the controls (None: initial weights)."""
+    if choice == TRAINED:
+        return trained
+    if choice in (BUNDLED, None):
+        try:
+            return surgery.weights_for(current_config(values))
+        except Exception:  # a bad control value: the handler warns about it itself
+            return None
+    return None
+
+
+def weights_line(values: dict, choice, record, text=None) -> str:
+    """The line under the switch: which weights the tabs draw, where they came from, and (a bundle moved
+    to another architecture) what the move costs in held-out loss on ``text``."""
+    if choice == INITIAL:
+        return "Drawing the **initial weights** (untrained, from the config's seed)."
+    if record is not None:
+        line = f"Drawing the weights of the **{shown(record.source or 'session run')}**."
+        if record.surgery and text is not None:
+            try:
+                change = surgery.loss_change(current_config(values), text)
+            except Exception as exc:  # over the budget, say: the line says so instead of the figures
+                return f"{line} (Loss not measured: {shown(problem(exc))})"
+            return f"{line} Surgery: {loss_line(change)}."
+        return line
+    try:
+        why = surgery.why_not(current_config(values))
+    except Exception:
+        why = "the controls do not describe a valid config"
+    return f"ℹ️ No bundled model serves this config ({shown(why)}): drawing the **initial weights**."
+
+
 def _off(state: dict, why: str) -> dict:
     gr.Warning(shown(why))
-    return {"weights": INITIAL, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**"}
+    return {"weights": BUNDLED, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**"}
 
 
-def switch(values: dict, weights=INITIAL, train_state=None, state=None) -> dict:
+def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
     """-> ``{weights, trained, state, status}``; the state's "drawn" digest is cleared so the chain
     that follows redraws every tab with the chosen weights."""
     state = {**read_state(state), "drawn": None}
+    if weights not in (BUNDLED, INITIAL, TRAINED):
+        return _off(state, f"weights={str(weights)[:40]!r} is not valid: one of {[c for _, c in CHOICES]}")
     if weights != TRAINED:
-        return {"weights": gr.skip(), "trained": None, "state": state, "status": "Showing the initial weights."}
+        return {"weights": gr.skip(), "trained": None, "state": state, "status": ""}
     try:
         cfg = current_config(values)
         record = trained_snapshot(train_state)
@@ -54,43 +101,49 @@ def switch(values: dict, weights=INITIAL, train_state=None, state=None) -> dict:
         return _off(state, problem(exc))
     if record is None:
         return _off(state, "No trained model in this session yet: train one in the Train tab (or upload one "
-                           "there), then switch to trained.")
+                           "there), then switch to your run.")
     diff = tw.mismatch(record, cfg)
     if diff:
-        return _off(state, f"The trained weights belong to another config: set {', '.join(diff[:6])} in the "
-                           "controls, then switch to trained again.")
+        return _off(state, f"Your run belongs to another config: set {', '.join(diff[:6])} in the controls, "
+                           "then switch to your run again.")
+    record = tw.TrainedWeights(**{**record.__dict__, "source": f"your run, after {record.step} steps"})
     return {"weights": gr.skip(), "trained": record, "state": state,
-            "status": f"Showing the weights trained for {record.step} steps (switch again to pick up later steps). "
+            "status": f"Showing your run's weights, trained for {record.step} steps (switch again to pick up later "
+                      "steps). "
                       "The gradient figure's other norm placements stay at initialisation."}
 
 
 def with_weights(handler):
-    """``handler(values, **kw)`` called with the session's trained weights (``trained=``) as ``weights``."""
-    def run(values: dict, trained=None, **kw):
-        return handler(values, weights=trained, **kw)
+    """``handler(values, **kw)`` called with the chosen weights (``explorer.app.weights.chosen``) as ``weights``."""
+    def run(values: dict, trained=None, weights=BUNDLED, **kw):
+        return handler(values, weights=chosen(values, weights, trained), **kw)
     return run
 
 
 def attention_with_weights(handler):
-    """Like ``with_weights``; a config that no longer matches the weights, or a switch left on
-    ``trained`` after the snapshot expired, turns the switch off (outputs ``weights`` and
-    ``trained`` added to the handler's)."""
-    def run(values: dict, trained=None, weights=None, **kw):
+    """Like ``with_weights``, plus the weights line (``weights_md``); a config that no longer matches
+    the session's run, or a switch left on "your run" after the snapshot expired, turns the switch
+    back to bundled (outputs ``weights`` and ``trained`` added to the handler's)."""
+    def run(values: dict, trained=None, weights=BUNDLED, **kw):
         keep = {"weights": gr.skip(), "trained": gr.skip()}
-        if trained is None and weights == TRAINED:  # the session's snapshot expired (its state's time to live)
-            out = handler(values, **kw)
-            msg = "Weights switched to initial: this session's trained snapshot expired; switch to trained again."
-            return {**out, "weights": INITIAL, "trained": None, "status": f"ℹ️ {shown(msg)}"}
-        if trained is not None:
-            try:
-                diff = tw.mismatch(trained, current_config(values))
-            except Exception:
-                diff = []  # the handler warns about the bad value itself
-            if diff:
-                out = handler(values, **kw)
-                msg = (f"Weights switched to initial: the trained weights belong to another config "
-                       f"({', '.join(diff[:6])}).")
+        if weights == TRAINED:
+            msg = None
+            if trained is None:  # the session's snapshot expired (its state's time to live)
+                msg = "Weights switched to bundled: this session's snapshot of your run expired; switch again."
+            else:
+                try:
+                    diff = tw.mismatch(trained, current_config(values))
+                except Exception:
+                    diff = []  # the handler warns about the bad value itself
+                if diff:
+                    msg = f"Weights switched to bundled: your run belongs to another config ({', '.join(diff[:6])})."
+            if msg is not None:
                 gr.Info(shown(msg))
-                return {**out, "weights": INITIAL, "trained": None, "status": f"ℹ️ {shown(msg)}"}
-        return {**handler(values, weights=trained, **kw), **keep}
+                record = chosen(values, BUNDLED, None)
+                out = handler(values, weights=record, **kw)
+                return {**out, "weights": BUNDLED, "trained": None, "status": f"ℹ️ {shown(msg)}",
+                        "weights_md": weights_line(values, BUNDLED, record, kw.get("text"))}
+        record = chosen(values, weights, trained)
+        return {**handler(values, weights=record, **kw), **keep,
+                "weights_md": weights_line(values, weights, record, kw.get("text"))}
     return run

@@ -30,6 +30,7 @@ from explorer.app.sources import FILL, apply_preset, load_from_url, upload_confi
 from explorer.app.state import read_state
 from explorer.app.tabs import compare, grid, views, zoom
 from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
+from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
 from explorer.app.jobs import run_job
 from explorer.app.messages import problem, warn
@@ -52,11 +53,12 @@ COLLAPSE_JS = ("() => { document.body.classList.toggle('controls-hidden'); "
 ATTENTION_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "history", "grid_layers",
                 "grid_heads")
 ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis",
-                 "weights", "trained", "history")
-DETAIL_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "state")
-VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "trained", "state")
-ANALYSIS_IN = (*CONTROL_FIELDS, "text", "trained", "state")
-ZOOM_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained")
+                 "weights", "trained", "history", "weights_md")
+DETAIL_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "weights", "state")
+VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "trained", "weights", "state")
+ANALYSIS_IN = (*CONTROL_FIELDS, "text", "trained", "weights", "state")
+ZOOM_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "weights")
+SURGERY_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state")
 COMPARE_IN = (*CONTROL_FIELDS, "text", "separator", "pinned")
 FILL_OUT = (*CONTROL_FIELDS, *FILL)
 VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
@@ -157,9 +159,12 @@ def redraw_chain(ui: Components, first, name: str, detail_state: bool = True):
                           ui.inputs(*VIEWS_IN), ui.outputs(*views.OUTPUTS), show_progress="hidden",
                           show_progress_on=ui.outputs("views_md"), api_name=f"{name}_views", concurrency_id="compute",
                           **QUIET)
-    viewed.then(ui.handler(weights_switch.with_weights(refresh_analysis)), ui.inputs(*ANALYSIS_IN),
-                ui.outputs(*ANALYSIS), show_progress="hidden", show_progress_on=ui.outputs("grad"),
-                api_name=f"{name}_analysis", concurrency_id="compute", **QUIET)
+    analysed = viewed.then(ui.handler(weights_switch.with_weights(refresh_analysis)), ui.inputs(*ANALYSIS_IN),
+                           ui.outputs(*ANALYSIS), show_progress="hidden", show_progress_on=ui.outputs("grad"),
+                           api_name=f"{name}_analysis", concurrency_id="compute", **QUIET)
+    analysed.then(ui.handler(weights_switch.with_weights(surgery_tab.refresh_surgery)), ui.inputs(*SURGERY_IN),
+                  ui.outputs(*surgery_tab.OUTPUTS), show_progress="hidden", show_progress_on=ui.outputs("surgery_md"),
+                  api_name=f"{name}_surgery", concurrency_id="compute", **QUIET)
     return drawn
 
 
@@ -244,7 +249,7 @@ def wire_tabs(demo, ui: Components) -> None:
         except ConfigError as exc:  # busy: this visitor's other job, or the export slot taken
             return ui.back({"files": gr.skip(), "export_dir": gr.skip(), "status": warn(problem(exc))})
 
-    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "state"),
+    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state"),
                                   ui.outputs("files", "export_dir", "status"), api_name="export_click",
                                   concurrency_limit=None, **QUIET)  # API clients: the documented /export
     # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy

@@ -248,6 +248,40 @@ PRESETS.update({
              norm_placement="pre", norm="layernorm", ffn="relu", causal=True)),
 })
 
+# The models shipped with trained weights (``assets/bundles``, made by ``explorer.training.bundle``): picking
+# one of these draws its bundle. The overrides repeat the bundle recipes' configs on purpose: a test fails
+# when a preset and its bundle's manifest drift apart.
+BUNDLE_PRESETS = {
+    "Trained: default (pre-LN, RoPE)": "default",
+    "Trained: post-LN": "post_ln",
+    "Trained: ALiBi": "alibi",
+    "Trained: sliding window": "sliding_window",
+    "Trained: GQA (2 K/V heads)": "gqa",
+    "Trained: MoE (4 experts)": "moe",
+    "Trained: encoder-decoder (reverse)": "encoder_decoder",
+}
+PRESETS = {**{  # first in the dropdown
+    "Trained: default (pre-LN, RoPE)": (
+        "The app's default model with bundled trained weights: byte-level LM on the Python documentation "
+        "(pre-LN, RoPE, full attention, 4 layers, d_model 128).", {}),
+    "Trained: post-LN": (
+        "The default model with the original Transformer's post-LN placement, trained the same way.",
+        dict(norm_placement="post")),
+    "Trained: ALiBi": ("The default model with ALiBi's distance penalty instead of RoPE, trained the same way.",
+                       dict(position="alibi")),
+    "Trained: sliding window": (
+        "The default model with sliding-window attention (64 keys back), trained the same way.",
+        dict(attention="sliding_window")),
+    "Trained: GQA (2 K/V heads)": ("The default model with 4 query heads sharing 2 K/V heads, trained the same way.",
+                                   dict(n_kv_heads=2)),
+    "Trained: MoE (4 experts)": (
+        "The default model with a mixture of 4 experts (top-2, d_ff 256 each) as FFN, trained the same way.",
+        dict(ffn="moe", d_ff=256)),
+    "Trained: encoder-decoder (reverse)": (
+        "A 2 + 2 layer encoder-decoder trained to write a string backwards (type 'abc=>cba').",
+        dict(architecture="encoder_decoder", n_layers=2)),
+}, **PRESETS}
+
 CUSTOM = "(custom)"
 DEFAULT_PRESET = "LLaMA (2023)"
 
@@ -272,9 +306,11 @@ def available() -> list:
 
 
 def matching_preset(cfg: ModelConfig) -> str:
-    """The preset whose config equals ``cfg`` exactly (ignoring the seed), else ``CUSTOM``."""
+    """The preset whose config equals ``cfg`` exactly (ignoring the seed), else ``CUSTOM``; a paper's
+    preset wins over a trained one of the same config (BLOOM is the ALiBi bundle's architecture)."""
     d = {**cfg.to_dict(), "seed": 0}
-    for name in available():
+    names = available()
+    for name in [n for n in names if n not in BUNDLE_PRESETS] + [n for n in names if n in BUNDLE_PRESETS]:
         if preset_config(name).to_dict() == d:
             return name
     return CUSTOM

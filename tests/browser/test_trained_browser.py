@@ -1,7 +1,7 @@
 """The Train tab inside the main app (``python app.py``) in Chromium: play, the curves move, pause
-stops the work, download gives config + safetensors; then the "weights: trained" switch redraws the
+stops the work, download gives config + safetensors; then the "Weights: your run" choice redraws the
 Attention tab from the trained model, "initial" restores the first maps, and another session (a
-fresh browser context) has no trained model to switch to."""
+fresh browser context) has no trained model to switch to (its choice falls back to bundled)."""
 import json
 import urllib.request
 
@@ -42,7 +42,7 @@ def _wait_maps_differ(page: Page, before: str, timeout=90_000):
 
 def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(open_page):
     page = open_page()
-    assert "never trained weights" in page.page.locator("#weights-note").inner_text()
+    assert "never your run's weights" in page.page.locator("#weights-note").inner_text()
     for elem_id, value in SMALL.items():  # the main controls describe the model the Train tab trains
         page.commit_number(elem_id, value)
         page.settle()
@@ -70,7 +70,7 @@ def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(ope
     assert int(meta["step"]) == stopped and cfg.n_layers == 2 and cfg.d_model == 64
 
     page.tab("Attention")
-    _switch(page, "trained")
+    _switch(page, "your run")
     _wait_maps_differ(page, initial)
     assert _switch_value(page) == "trained"
     assert f"trained for {stopped} steps" in page.page.locator("#status").inner_text()
@@ -86,11 +86,11 @@ def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(ope
         other.settle()
     before = _maps(other)
     assert before == initial
-    _switch(other, "trained")
+    _switch(other, "your run")
     other.page.wait_for_function("() => document.querySelector('#status').innerText.includes('No trained model')",
                                  timeout=60_000)
     other.settle()
-    assert _switch_value(other) == "initial" and _maps(other) == before
+    assert _switch_value(other) == "bundled" and _maps(other) == before  # no bundle serves this small config
 
 
 def test_train_endpoints_through_gradio_client(app_url):

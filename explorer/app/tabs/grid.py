@@ -63,7 +63,8 @@ def wire(demo, ui, zoom_in: tuple, zoom_rename: dict) -> None:
     ``explorer.app.wiring.Components``; ``zoom_in`` / ``zoom_rename``: the zoom event's inputs and their renaming."""
     gr.on([ui["grid_layers"].submit, ui["grid_layers"].blur, ui["grid_heads"].submit, ui["grid_heads"].blur],
           ui.handler(ui_trained.with_weights(redraw_grid)),
-          ui.inputs(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained"),
+          ui.inputs(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained",
+                    "weights"),
           ui.outputs(*OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="redraw_grid",
           api_visibility="undocumented", concurrency_id="compute")
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")

@@ -1,6 +1,6 @@
-"""The "weights: initial / trained" switch, through the app's handlers as ``explorer.app.layout`` wires them:
-switching to trained changes the maps, switching back restores them, another session never sees
-them, a config that does not match turns the switch off with a message."""
+"""The "Weights" control (bundled / initial / your run), through the app's handlers as ``explorer.app.layout``
+wires them: switching to your run changes the maps, switching back restores them, another session
+never sees them, a config that does not match turns the switch back to bundled with a message."""
 import json
 
 import plotly.graph_objects as go
@@ -35,12 +35,16 @@ def train_state():
     return {"trainer": trainer}
 
 
-def draw(values, state, trained):
-    """One commit: the attention event, then the analysis event (as the chain runs them)."""
-    out = attention(values, text=TEXT, state=state, trained=trained)
+def draw(values, state, trained, weights=None):
+    """One commit: the attention event, then the analysis event (as the chain runs them); the radio
+    reads "your run" while the session holds a record, else ``weights`` (default: bundled)."""
+    weights = weights or ("trained" if trained is not None else "bundled")
+    out = attention(values, text=TEXT, state=state, trained=trained, weights=weights)
     if isinstance(out["trained"], dict):  # gr.skip(): the session's record is unchanged
         out = {**out, "trained": trained}
-    return out, analysis(values, text=TEXT, state=out["state"], trained=out["trained"])
+    if isinstance(out["weights"], str):
+        weights = out["weights"]
+    return out, analysis(values, text=TEXT, state=out["state"], trained=out["trained"], weights=weights)
 
 
 def plain(markdown: str) -> str:
@@ -73,7 +77,7 @@ def test_another_session_never_sees_the_trained_weights(train_state):
     mine = ui_trained.switch(values, "trained", train_state, new_state())
     assert mine["trained"] is not None
     other = ui_trained.switch(values, "trained", None, new_state())  # session B has trained nothing
-    assert other["weights"] == "initial" and other["trained"] is None and "No trained model" in other["status"]
+    assert other["weights"] == "bundled" and other["trained"] is None and "No trained model" in other["status"]
     theirs, _ = draw(values, other["state"], other["trained"])
     alone, _ = draw(values, new_state(), None)
     assert fig(theirs["grid"]) == fig(alone["grid"])
@@ -82,19 +86,19 @@ def test_another_session_never_sees_the_trained_weights(train_state):
 def test_a_config_that_does_not_match_turns_the_switch_off(train_state):
     values = values_of(small_config().replace(n_layers=3))
     out = ui_trained.switch(values, "trained", train_state, new_state())
-    assert out["weights"] == "initial" and out["trained"] is None and "n_layers=2" in plain(out["status"])
+    assert out["weights"] == "bundled" and out["trained"] is None and "n_layers=2" in plain(out["status"])
     # switched on for the right config, then a commit changes the config: the switch turns off
     good = values_of(small_config())
     on = ui_trained.switch(good, "trained", train_state, new_state())
-    changed = attention(values, text=TEXT, state=on["state"], trained=on["trained"])
-    assert changed["weights"] == "initial" and changed["trained"] is None and "n_layers=2" in plain(changed["status"])
+    changed = attention(values, text=TEXT, state=on["state"], trained=on["trained"], weights="trained")
+    assert changed["weights"] == "bundled" and changed["trained"] is None and "n_layers=2" in plain(changed["status"])
 
 
 def test_a_switch_left_on_after_the_snapshot_expired_turns_off():
     values = values_of(small_config())
     out = attention(values, text=TEXT, state=new_state(), trained=None, weights="trained")
-    assert out["weights"] == "initial" and out["trained"] is None and "expired" in out["status"]
-    assert not isinstance(out["grid"], dict)  # drawn, from the initial weights
+    assert out["weights"] == "bundled" and out["trained"] is None and "expired" in out["status"]
+    assert not isinstance(out["grid"], dict)  # drawn, from the bundled weights (or the initial ones)
 
 
 def test_a_downloaded_run_uploaded_again_can_be_switched_on(train_state, tmp_path):
