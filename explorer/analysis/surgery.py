@@ -47,6 +47,11 @@ MAX_TEXT_SCORED = 2048        # bytes of the visitor's text scored per change
 TABLE_SUFFIX = ".surgery.json"
 
 
+def is_lm(bundle) -> bool:
+    """Whether ``bundle`` is a byte-level language model (the losses and the table are nats per byte)."""
+    return bundle.manifest["task"].startswith("lm")
+
+
 def _param_state(bundle) -> dict:
     names = {n for n, _ in bundle.model().named_parameters()}
     return {k: v for k, v in bundle.state.items() if k in names}
@@ -167,6 +172,8 @@ def loss_change(cfg, text: str) -> dict | None:
         return None
     name, changed = found[0]
     b = bundled.load(name)
+    if not is_lm(b):  # a seq2seq bundle has no byte-level loss on a text
+        return None
     data = str(text).encode("utf-8")[:MAX_TEXT_SCORED]
     budget.check(cfg, "attention", max(len(data), PASSAGE_BYTES), 1)
     before, after = _scores(b.config.to_json(), data), _scores(cfg.to_json(), data)
@@ -204,6 +211,8 @@ def table(name: str = "default", lengths: tuple | None = None, log=None) -> dict
     """The Surgery table of bundle ``name``: held-out nats/byte of every row at each length (the same
     ``HELDOUT_BYTES`` bytes cut into windows of that length; every position but the first of a window scored)."""
     b = bundled.load(name)
+    if not is_lm(b):
+        raise ConfigError("bundle", name, f"a language-model bundle: {[n for n in bundled.names() if is_lm(bundled.load(n))]}")
     trained = int(b.manifest["recipe"]["seq_len"])
     lengths = lengths or (trained, 4 * trained)
     data = list(heldout_text())

@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import save_file
 
 from explorer.analysis.bundled import BUNDLE_DIR, FORMAT, ROOT
-from explorer.training.tasks import python_docs, split_corpus
+from explorer.training.tasks import get_task, python_docs, split_corpus
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 
@@ -48,7 +48,12 @@ class Recipe:
     task: str = "lm_repeat"
     steps: int = 3000
     batch_size: int = 16
-    seq_len: int = 256
+    seq_len: int = 128
+    # a curriculum: the first induction_steps train on the induction task (random strings repeated, batches
+    # of induction_batch x induction_len), where only an induction circuit lowers the loss; then the task
+    induction_steps: int = 600
+    induction_batch: int = 32
+    induction_len: int = 64
     lr: float = 3e-3
     warmup: int = 100
     weight_decay: float = 0.01
@@ -75,7 +80,7 @@ RECIPES = {r.name: r for r in (
     Recipe("moe", "a mixture of 4 experts (top-2) in place of the dense FFN", {"ffn": "moe", "d_ff": 256}),
     Recipe("encoder_decoder", "an encoder-decoder (2 + 2 layers) that reverses a string", {
         "architecture": "encoder_decoder", "n_layers": 2}, task="reverse", steps=1500, batch_size=32, seq_len=48,
-        every=100),
+        every=100, induction_steps=0),
 )}
 
 
@@ -95,9 +100,37 @@ def _parameters(model: torch.nn.Module) -> dict:
     return {k: v.detach().to(torch.float16).contiguous() for k, v in model.named_parameters()}
 
 
+class Curriculum:
+    """The recipe's training data as one task: the induction task for the first ``induction_steps`` steps
+    of ``trainer`` (its own batch and length), the recipe's task after; held-out batches are always the
+    recipe's task (so the held-out loss is the language model's throughout)."""
+
+    def __init__(self, trainer: Trainer, recipe: Recipe):
+        self.trainer, self.recipe, self.main = trainer, recipe, trainer.task
+        self.first = get_task("induction")
+        self.name = self.main.name
+
+    def batch(self, batch: int, seq_len: int, gen, split: str = "train"):
+        r = self.recipe
+        if split == "train" and self.trainer.step < r.induction_steps:
+            return self.first.batch(r.induction_batch, r.induction_len, gen, split)
+        return self.main.batch(batch, seq_len, gen, split)
+
+    def __getattr__(self, name):  # probe, chance, ...: the recipe's task
+        return getattr(self.main, name)
+
+
+def trainer_for(recipe: Recipe) -> Trainer:
+    """A fresh trainer of ``recipe``, its curriculum installed."""
+    trainer = Trainer(recipe.model_config(), recipe.run_config())
+    if recipe.induction_steps:
+        trainer.task = Curriculum(trainer, recipe)
+    return trainer
+
+
 def replay(recipe: Recipe, steps: int) -> list:
     """The train loss of each of the recipe's first ``steps`` steps, from a fresh run."""
-    trainer = Trainer(recipe.model_config(), recipe.run_config())
+    trainer = trainer_for(recipe)
     return [trainer.train_step() for _ in range(steps)]
 
 
@@ -105,7 +138,7 @@ def train(recipe: Recipe, out: Path = BUNDLE_DIR, log=print) -> dict:
     """Train ``recipe`` and write its two files into ``out``; returns the manifest."""
     cfg, run = recipe.model_config(), recipe.run_config()
     t0 = time.perf_counter()
-    trainer = Trainer(cfg, run)
+    trainer = trainer_for(recipe)
     first = [trainer.train_step() for _ in range(REPLAY_STEPS)]  # the same steps a run would take
     trajectory = []
     for snap in trainer.run():
@@ -125,8 +158,11 @@ def train(recipe: Recipe, out: Path = BUNDLE_DIR, log=print) -> dict:
         "first_steps": [round(x, 6) for x in first], "trajectory": trajectory,
         "data": {"corpus": "pydoc_data.topics" if recipe.task.startswith("lm") else f"generated ({recipe.task} task)",
                  "sha256": data_digest(), "train_bytes": train_bytes, "heldout_bytes": held_bytes,
-                 "split": "explorer.training.tasks.split_corpus: a paragraph-aligned 10% tail, less every "
-                          "paragraph sharing a 64-byte run with the training part"},
+                 "split": "explorer.runtime.corpus.split_corpus: a paragraph-aligned 10% tail, less every "
+                          "paragraph sharing a 64-byte run with the training part",
+                 "curriculum": (f"steps 0-{recipe.induction_steps - 1}: the induction task ({recipe.induction_batch} "
+                                f"x {recipe.induction_len}); then {recipe.task} ({recipe.batch_size} x {recipe.seq_len})")
+                 if recipe.induction_steps else f"{recipe.task} throughout"},
         "parameters": sum(p.numel() for p in trainer.model.parameters()), "dtype": "float16",
         "command": f"python -m explorer.training.bundle {recipe.name}", "commit": _commit(),
         "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.machine(),

@@ -53,8 +53,10 @@ def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -
         change = surgery_analysis.loss_change(cfg, text)
         diff = surgery_analysis.difference(cfg, text, separator)
         name = diff[2] if diff else (change or {}).get("bundle", "default")
+        loss = loss_line(change)
         md = (f"**Surgery on bundle '{shown(name)}'**: {shown(_changes(cfg, weights.surgery))}, the trained weights "
-              f"unchanged. {loss_line(change)}.")
+              f"unchanged." + (f" Surgery: {loss}." if loss else " (No byte-level loss: this bundle is no language "
+                               "model.)"))
         fig = difference_grid(diff[0].attention, diff[1].attention, diff[0].tokens, _changes(cfg, diff[3]), name) \
             if diff else empty
     elif exact is not None and weights is not None:
