@@ -1,7 +1,9 @@
-"""``python -m explorer.reproduce NAME [--json out.json] [--quick] [--threads N]``: one reproduction of
-the source texts' results (``explorer.training.reproductions``), its table printed and its result
-written as JSON. ``--quick`` shrinks every setting (seconds, for checking the plumbing); the effect
-is only expected at the default settings.
+"""``python -m explorer.reproduce NAME [--json out.json] [--quick] [--threads N] [--store]``: one
+reproduction of the source texts' results (``explorer.training.reproductions``), its table printed and
+its result written as JSON. ``--quick`` shrinks every setting (seconds, for checking the plumbing); the
+effect is only expected at the default settings. ``--store`` keeps the run as the one the Train tab shows
+at once (``assets/reproductions/NAME.json``, ``explorer.training.reproductions.stored``); NAME ``all``
+runs every reproduction.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import argparse
 import json
 import sys
 
-from explorer.training.reproductions import REPRODUCTIONS, run
+from explorer.training.reproductions import REPRODUCTIONS, run, stored
 from kernels.busy import BusyWatch
 
 
@@ -28,11 +30,23 @@ def format_table(rows: list, columns: list) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer.reproduce", description="Reproduce a result of the source texts on this machine.")
-    parser.add_argument("name", choices=list(REPRODUCTIONS))
+    parser.add_argument("name", choices=[*REPRODUCTIONS, "all"])
     parser.add_argument("--json", help="write the result to this file")
     parser.add_argument("--quick", action="store_true", help="tiny settings: checks the plumbing, not the effect")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
+    parser.add_argument("--store", action="store_true", help="store the run for the Train tab (not with --quick)")
     args = parser.parse_args(argv)
+    if args.store and args.quick:
+        parser.error("--store keeps full runs only: drop --quick")
+    names = list(REPRODUCTIONS) if args.name == "all" else [args.name]
+    for name in names:
+        json_path = args.json if len(names) == 1 or not args.json else f"{args.json.removesuffix('.json')}.{name}.json"
+        one(name, args, json_path)
+    return 0
+
+
+def one(name: str, args, json_path: str | None) -> None:
+    args.name = name
     with BusyWatch() as watch:
         result = run(args.name, quick=args.quick, threads=args.threads,
                      progress=lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -45,10 +59,11 @@ def main(argv=None) -> int:
     print(f"reading: {result['reading']}")
     print(f"wall time: {result['wall_s']:.1f} s on this machine ({args.threads} thread(s))")
     print(watch.note())
-    if args.json:
-        with open(args.json, "w") as f:
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump(result, f, indent=1)
-    return 0
+    if args.store:
+        print(f"stored: {stored.store(result)}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from explorer.app.tabs.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBE
 from explorer.app.tabs.train_runs import CAPS_TEXT, trained_model, trained_snapshot, trained_step
 from explorer.figures import training as plots_train
 from explorer.training import reproductions
+from explorer.training.reproductions import stored as stored_runs
 from explorer.training.tasks import task_names
 from models import ModelConfig
 
@@ -94,11 +95,17 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
         with gr.Row():
             repro_name = gr.Dropdown(list(reproductions.REPRODUCTIONS), value="induction", label="Reproduction",
                                      info=train_repro.choices_info(), elem_id="train-repro-name")
-            repro_btn = gr.Button("Run", variant="primary", elem_id="train-repro-run")
+            repro_btn = gr.Button("Run live on this machine", variant="primary", elem_id="train-repro-run")
             repro_stop = gr.Button("Stop", elem_id="train-repro-stop")
-        repro_md = gr.Markdown("", elem_id="train-repro-reading")
-        repro_plot = gr.Plot(None, label="Result", elem_id="train-repro-plot")
-        repro_table = gr.Dataframe(None, label="Table", elem_id="train-repro-table", interactive=False)
+        first = train_repro.show_stored("induction")  # the stored run: on the page from the first second
+        repro_md = gr.Markdown(first[0], elem_id="train-repro-reading")
+        repro_plot = gr.Plot(first[1], label="Result", elem_id="train-repro-plot")
+        repro_slider = gr.Slider(**{"minimum": 0, "maximum": 1, "step": 1, "label": "Timeline: step",
+                                    **train_repro.slider_args(stored_runs.load("induction"))},
+                                 elem_id="train-repro-step")
+        repro_timeline = gr.Plot(first[4], label="Timeline", elem_id="train-repro-timeline")
+        repro_table = gr.Dataframe(first[2], label="Table", elem_id="train-repro-table", interactive=False)
+        repro_live = gr.State(None, time_to_live=3600)  # this session's last live run (the timeline's source)
 
     inputs = [state, config, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights]
     outputs = [state, status, curves, attention, grads]
@@ -115,12 +122,18 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
     download_btn.click(train_files.download, [state], [files], api_name="train_download", concurrency_id="compute")
     upload_btn.upload(train_files.upload, [state, upload_btn], [state, config, status], api_name="train_upload",
                       concurrency_id="compute")
-    repro_btn.click(train_repro.run_reproduction, [repro_name, state], [state, repro_md, repro_plot, repro_table],
+    repro_out = [repro_md, repro_plot, repro_table, repro_slider, repro_timeline, repro_live]
+    repro_btn.click(train_repro.run_reproduction, [repro_name, state], [state, *repro_out],
                     api_name="train_reproduce", show_progress="minimal", **HEAVY_EVENT)
+    repro_name.change(train_repro.show_stored, [repro_name], repro_out, api_name="train_reproduction_stored",
+                      show_progress="hidden", queue=False)
+    repro_slider.change(train_repro.show_step, [repro_name, repro_slider, repro_live], [repro_timeline],
+                        api_name="train_reproduction_step", show_progress="hidden", trigger_mode="always_last",
+                        concurrency_id="compute")
     repro_stop.click(train_repro.stop_reproduction, [state], [state], api_name="train_reproduce_stop", queue=False)
     return SimpleNamespace(state=state, config=config, task=task, steps=steps, lr=lr, warmup=warmup,
                            schedule=schedule, batch=batch, seq_len=seq_len, seed=seed, text=text, weights=weights,
                            play=play_btn, pause=pause_btn, step=step_btn, reset=reset_btn, status=status, curves=curves,
                            attention=attention, grads=grads, download=download_btn, upload=upload_btn, files=files,
                            repro_name=repro_name, repro_run=repro_btn, repro_md=repro_md, repro_plot=repro_plot,
-                           repro_table=repro_table)
+                           repro_table=repro_table, repro_slider=repro_slider, repro_timeline=repro_timeline)

@@ -1,4 +1,10 @@
-"""The Train tab's reproductions: one button each, a heavy job of the "reproduce" family.
+"""The Train tab's reproductions: the stored run at once, a live run one press away, a timeline.
+
+Picking a reproduction shows its stored run (``explorer.training.reproductions.stored``: the last full
+run, with the machine, date and commit it ran on): reading, figure, table, and for ``induction`` and
+``warmup`` a timeline slider over its snapshots (maps, curves, gradient norms at that step; the phase
+change marked). **Run live on this machine** recomputes it as a heavy job of the "reproduce" family and
+overlays the live curves on the stored ones; the timeline then steps through the live run.
 
 A reproduction is fixed work (no visitor sets its sizes): its ``COST`` (wall time and peak memory,
 measured by ``python -m benchmarks.repro_costs``) is what the page tells the visitor to expect and
@@ -21,7 +27,59 @@ from explorer.runtime.pool import POOL
 from explorer.runtime.stopping import Abandoned, stop_when
 from explorer.runtime.untrusted import shown
 from explorer.training import reproductions
+from explorer.training.reproductions import stored as stored_runs
 from models import ConfigError
+
+TIMELINE_OUT = ("slider", "timeline")
+
+
+def _table(mod, result) -> pd.DataFrame:
+    return pd.DataFrame(mod.table_rows(result), columns=mod.COLUMNS)
+
+
+def _text(mod, result, head: str) -> str:
+    return (f"**{mod.TITLE}** · {head}\n\n{result['reading']}\n\n"
+            + "\n\n".join(f"`{line}`" for line in mod.extra_lines(result)))
+
+
+def slider_args(result) -> dict:
+    """The timeline slider's settings for ``result``: its snapshot steps, at the last one; hidden without."""
+    steps = plots_train.timeline_steps(result)
+    if not steps:
+        return dict(visible=False, value=0)
+    gap = steps[1] - steps[0] if len(steps) > 1 else 1
+    return dict(visible=True, minimum=steps[0], maximum=steps[-1], step=gap, value=steps[-1],
+                label=f"Timeline: step (snapshots every {gap} steps; drag to see the run at that step)")
+
+
+def slider_update(result) -> dict:
+    return gr.update(**slider_args(result))
+
+
+def show_stored(name):
+    """-> (reading, figure, table, slider, timeline, live=None) of the stored run of ``name``."""
+    try:
+        name = choice("reproduction", name, list(reproductions.REPRODUCTIONS))
+    except ConfigError as exc:
+        return f"⚠️ {shown(str(exc))}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), None
+    mod, record = reproductions.REPRODUCTIONS[name], stored_runs.load(name)
+    if record is None:
+        return (f"**{mod.TITLE}**: no stored run yet; press **Run live on this machine** ({expected(name)}).",
+                None, None, gr.update(visible=False), None, None)
+    steps = plots_train.timeline_steps(record)
+    return (_text(mod, record, stored_runs.provenance(record)), plots_train.repro_figure(record), _table(mod, record),
+            slider_update(record), plots_train.timeline_figure(record, steps[-1]) if steps else None, None)
+
+
+def show_step(name, step, live):
+    """The timeline figure at ``step`` of the live run when there is one for ``name``, else the stored run."""
+    result = live if isinstance(live, dict) and live.get("name") == name else stored_runs.load(str(name)) \
+        if name in reproductions.REPRODUCTIONS else None
+    try:
+        step = int(float(step or 0))
+    except (TypeError, ValueError):
+        step = 0
+    return plots_train.timeline_figure(result, step)
 
 
 def expected(name: str) -> str:
@@ -34,13 +92,17 @@ def choices_info() -> str:
     return "Measured on two CPU cores: " + ", ".join(f"{n} {expected(n)}" for n in reproductions.REPRODUCTIONS)
 
 
+SKIP3 = (gr.skip(), gr.skip(), gr.skip())
+
+
 async def run_reproduction(name, state, request: gr.Request = None):
-    """Async generator of ``(state, reading, figure, table)``: progress lines, then the result."""
+    """Async generator of ``(state, reading, figure, table, slider, timeline, live)``: progress lines, then
+    the live result overlaid on the stored run."""
     state = dict(state or {})
     try:
         name = choice("reproduction", name, list(reproductions.REPRODUCTIONS))
     except ConfigError as exc:
-        yield state, f"⚠️ {shown(str(exc))}", gr.skip(), gr.skip()
+        yield state, f"⚠️ {shown(str(exc))}", gr.skip(), gr.skip(), *SKIP3
         return
     mod = reproductions.REPRODUCTIONS[name]
 
@@ -59,18 +121,23 @@ async def run_reproduction(name, state, request: gr.Request = None):
         async with aclosing(stream_job("reproduce", request, work, first=("progress", ""))) as items:
             async for kind, value in items:
                 if kind == "progress":
-                    yield state, f"{running}\n\n{shown(value)}" if value else running, gr.skip(), gr.skip()
+                    yield state, f"{running}\n\n{shown(value)}" if value else running, gr.skip(), gr.skip(), *SKIP3
                     continue
-                table = pd.DataFrame(mod.table_rows(value), columns=mod.COLUMNS)
-                text = (f"**{mod.TITLE}** · {value['wall_s']:.0f} s on this machine\n\n{value['reading']}\n\n"
-                        + "\n\n".join(f"`{line}`" for line in mod.extra_lines(value)))
-                yield state, text, plots_train.repro_figure(value), table
+                record = stored_runs.load(name)
+                figure = plots_train.repro_figure(value)
+                head = f"live run: {value['wall_s']:.0f} s on this machine"
+                if record is not None:
+                    figure = plots_train.overlay(figure, plots_train.repro_figure(record))
+                    head += f" (dashed: the {stored_runs.provenance(record)})"
+                steps = plots_train.timeline_steps(value)
+                yield (state, _text(mod, value, head), figure, _table(mod, value), slider_update(value),
+                       plots_train.timeline_figure(value, steps[-1]) if steps else gr.skip(), value)
     except Abandoned:
-        yield state, f"■ {name}: stopped.", gr.skip(), gr.skip()
+        yield state, f"■ {name}: stopped.", gr.skip(), gr.skip(), *SKIP3
     except ConfigError as exc:  # busy
-        yield state, f"⚠️ {shown(str(exc))}", gr.skip(), gr.skip()
+        yield state, f"⚠️ {shown(str(exc))}", gr.skip(), gr.skip(), *SKIP3
     except Exception as exc:  # never a traceback or an internal message on the page
-        yield state, f"⚠️ {name}: {shown(problem(exc))}", gr.skip(), gr.skip()
+        yield state, f"⚠️ {name}: {shown(problem(exc))}", gr.skip(), gr.skip(), *SKIP3
 
 
 def stop_reproduction(state, request: gr.Request = None):

@@ -81,16 +81,27 @@ def _step_closure(trainer: Trainer):
     return step
 
 
+def _trainer(s: dict, att: str, threads: int = 1) -> Trainer:
+    cfg = model_config(att, s)
+    task = "lm" if cfg.causal else "masked"
+    rc = RunConfig(task=task, steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
+                   seq_len=s["seq_len"], every=s["steps"], seed=0, threads=threads, grad_norms=False, probe=False,
+                   eval_batches=2)
+    return Trainer(cfg, rc)
+
+
+def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
+    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.replay``)."""
+    s = settings(quick)
+    return _trainer(s, s["attentions"][0], threads)
+
+
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
     s = settings(quick)
     rows, trainers = [], []
     for att in s["attentions"]:
-        cfg = model_config(att, s)
-        task = "lm" if cfg.causal else "masked"
-        rc = RunConfig(task=task, steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
-                       seq_len=s["seq_len"], every=s["steps"], seed=0, threads=threads, grad_norms=False, probe=False,
-                       eval_batches=2)
-        trainer = Trainer(cfg, rc)
+        trainer = _trainer(s, att, threads)
+        cfg = trainer.cfg
         for snap in trainer.run():
             pass
         peak = _peak_bytes(trainer)

@@ -45,18 +45,28 @@ def _eval_batches(lengths: list, n: int, last: int) -> dict:
     return out
 
 
+def _trainer(s: dict, pos: str, threads: int = 1) -> Trainer:
+    max_len = s["learned_max_len"] if pos == "learned" else max(s["eval_lens"])
+    cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], position=pos,
+                      max_len=max_len, seed=0)
+    rc = RunConfig(task="lm", steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
+                   seq_len=s["train_len"], every=s["steps"], seed=0, threads=threads, weight_decay=0.01,
+                   grad_norms=False, probe=False)
+    return Trainer(cfg, rc)
+
+
+def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
+    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.replay``)."""
+    return _trainer(settings(quick), POSITIONS[0], threads)
+
+
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
     s = settings(quick)
     evals = _eval_batches(s["eval_lens"], s["eval_seqs"], s["eval_tokens"])
     rows, train_s = [], {}
     for pos in POSITIONS:
         max_len = s["learned_max_len"] if pos == "learned" else max(s["eval_lens"])
-        cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], position=pos,
-                          max_len=max_len, seed=0)
-        rc = RunConfig(task="lm", steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
-                       seq_len=s["train_len"], every=s["steps"], seed=0, threads=threads, weight_decay=0.01,
-                       grad_norms=False, probe=False)
-        trainer = Trainer(cfg, rc)
+        trainer = _trainer(s, pos, threads)
         for snap in trainer.run():
             progress(f"extrapolation: {pos} step {snap.step} held-out loss {snap.heldout_loss:.3f}")
         train_s[pos] = round(trainer.elapsed, 1)
@@ -93,6 +103,10 @@ def reading(result: dict) -> str:
     parts = [f"{p} {by[(p, short)]:.2f} -> {by[(p, long)]:.2f}" for p in POSITIONS if (p, long) in by]
     growth = {p: by[(p, long)] - by[(p, short)] for p in POSITIONS if (p, long) in by}
     best = min(growth, key=growth.get)
-    return (f"Loss on the last {result['settings']['eval_tokens']} tokens, trained at L={short}, at L={short} -> "
-            f"L={long}: " + ", ".join(parts) + f". The flattest is {best}; learned positions are evaluated only up "
-            f"to their max_len={result['settings']['learned_max_len']}.")
+    last, n = result["settings"]["eval_tokens"], result["settings"]["eval_seqs"]
+    return (f"Trained at L={short}. Scored: the last {last} bytes of each of {n} held-out windows, the windows of "
+            f"every length ending at the same {n} places of the held-out text (at L={short} the first byte of a "
+            f"window has nothing before it, so bytes 1-{short - 1}); only the context before those bytes grows, so "
+            f"this is not a loss over all tokens. L={short} -> L={long}: " + ", ".join(parts) +
+            f". The flattest is {best}; learned positions are evaluated only up to their "
+            f"max_len={result['settings']['learned_max_len']}.")

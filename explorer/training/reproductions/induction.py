@@ -8,6 +8,8 @@ key (1 = a perfect induction head; a uniform causal head scores about ``1 / posi
 """
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import torch
 
@@ -68,27 +70,67 @@ def look_back(maps: np.ndarray, offsets=(1, 2)) -> dict:
     return {d: np.stack([maps[..., p, p - d] for p in range(d, L)], -1).mean(-1) for d in offsets}
 
 
-def run(quick: bool = False, threads: int = 1, progress=lambda _m: None, seed: int = 0) -> dict:
-    """The run; ``seed`` seeds the initial weights and the data (the reading reports what this seed learned)."""
-    s = settings(quick)
+def _trainer(s: dict, seed: int = 0, threads: int = 1) -> Trainer:
     cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], ffn="none",
                       position="rope", max_len=s["seq_len"], seed=seed)
     rc = RunConfig(task="induction", steps=s["steps"], lr=s["lr"], warmup=s["warmup"], batch_size=s["batch_size"],
-                   seq_len=s["seq_len"], every=s["every"], seed=seed, threads=threads, grad_norms=False, probe=False)
-    trainer = Trainer(cfg, rc)
-    rows = []
+                   seq_len=s["seq_len"], every=s["every"], seed=seed, threads=threads, grad_norms=False, probe=True)
+    return Trainer(cfg, rc)
+
+
+def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
+    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.replay``)."""
+    return _trainer(settings(quick), 0, threads)
+
+
+def encode_maps(maps: np.ndarray) -> str:
+    """Attention ``(layers, heads, L, L)`` in [0, 1] as base64 of uint8 levels (p = level / 255; read back by
+    ``explorer.figures.training.decode_maps``)."""
+    return base64.b64encode(np.clip(np.rint(np.nan_to_num(maps) * 255), 0, 255).astype(np.uint8).tobytes()).decode()
+
+
+def probe_score(maps: np.ndarray, tokens: list) -> np.ndarray:
+    """(layers, heads) induction score of the probe's maps: mean attention on the induction key."""
+    ideal = ideal_induction(tokens)
+    rows = ideal.sum(1) > 0
+    return (np.nan_to_num(maps) * ideal).sum(-1)[..., rows].mean(-1)
+
+
+def run(quick: bool = False, threads: int = 1, progress=lambda _m: None, seed: int = 0) -> dict:
+    """The run; ``seed`` seeds the initial weights and the data (the reading reports what this seed learned).
+    ``timeline``: at every snapshot the loss, the induction score of each head on the probe sequence and
+    its maps (``encode_maps``), for the timeline of the Train tab."""
+    s = settings(quick)
+    trainer = _trainer(s, seed, threads)
+    rows, timeline = [], []
     for snap in trainer.run():
         rows.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4)})
+        maps = np.asarray(snap.attention, dtype=np.float32)
+        timeline.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4),
+                         "score": np.round(probe_score(maps, snap.probe_tokens), 4).tolist(),
+                         "maps": encode_maps(maps)})
         progress(f"induction: step {snap.step} second-half loss {snap.heldout_loss:.3f}")
+    probe_shape = list(np.asarray(snap.attention).shape)
     score, maps, tokens = induction_scores(trainer.model, s["seq_len"], s["score_seqs"])
     back = look_back(maps)
     return {"settings": {**s, "seed": seed, "model": "attention-only (ffn none), rope, pre-LN",
                          "optimizer": "AdamW, warm-up then cosine", "train_seconds": round(trainer.elapsed, 1)},
             "look_back": {str(d): [[round(float(v), 4) for v in layer] for layer in m] for d, m in back.items()},
             "rows": rows,
+            "timeline": timeline, "probe_tokens": snap.probe_tokens, "maps_shape": probe_shape,
+            "phase_change": phase_change(timeline),
             "induction_score": [[round(float(v), 4) for v in layer] for layer in score[1]],
             "stripe_score": {str(c - 1): [[round(float(v), 4) for v in layer] for layer in score[c]] for c in SHIFTS},
             "attention": np.round(maps, 3).tolist(), "attention_tokens": tokens}
+
+
+def phase_change(timeline: list) -> int | None:
+    """The step at which the best head's induction score rose most between two snapshots (None: < 2)."""
+    best = [max(max(row) for row in t["score"]) for t in timeline]
+    if len(best) < 2:
+        return None
+    k = int(np.argmax(np.diff(best)))
+    return timeline[k + 1]["step"]
 
 
 def table_rows(result: dict) -> list:

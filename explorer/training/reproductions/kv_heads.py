@@ -113,15 +113,25 @@ def decode_latency(model, prefill: int, n_tokens: int) -> tuple:
     return cache, statistics.median(times)
 
 
+def _trainer(s: dict, kv: int, threads: int = 1) -> Trainer:
+    cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], n_kv_heads=kv,
+                      position="rope", max_len=max(s["prefill"] + s["decode_tokens"], s["seq_len"]), seed=0)
+    rc = RunConfig(task="lm", steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
+                   seq_len=s["seq_len"], every=s["steps"], seed=0, threads=threads, grad_norms=False, probe=False)
+    return Trainer(cfg, rc)
+
+
+def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
+    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.replay``)."""
+    s = settings(quick)
+    return _trainer(s, s["kv_heads"][0], threads)
+
+
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
     s = settings(quick)
     rows, check = [], 0.0
     for kv in s["kv_heads"]:
-        cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], n_kv_heads=kv,
-                          position="rope", max_len=max(s["prefill"] + s["decode_tokens"], s["seq_len"]), seed=0)
-        rc = RunConfig(task="lm", steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
-                       seq_len=s["seq_len"], every=s["steps"], seed=0, threads=threads, grad_norms=False, probe=False)
-        trainer = Trainer(cfg, rc)
+        trainer = _trainer(s, kv, threads)
         for snap in trainer.run():
             pass
         check_stop()

@@ -22,25 +22,38 @@ def settings(quick: bool) -> dict:
             "lr": 3e-3, "steps": 150, "warmup_steps": 50, "every": 15}
 
 
+def _trainer(s: dict, placement: str, warm: bool, threads: int = 1) -> Trainer:
+    cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], max_len=s["seq_len"],
+                      norm_placement=placement, position="rope", ffn="gelu", seed=0)
+    rc = RunConfig(task=s["task"], steps=s["steps"], lr=s["lr"], warmup=s["warmup_steps"] if warm else 0,
+                   schedule="cosine", batch_size=s["batch_size"], seq_len=s["seq_len"], every=s["every"],
+                   clip=0.0, beta2=0.98, seed=0, threads=threads, grad_norms=True, probe=False,
+                   eval_batches=2)
+    return Trainer(cfg, rc)
+
+
+def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
+    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.replay``)."""
+    return _trainer(settings(quick), "post", False, threads)
+
+
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
     s = settings(quick)
     rows = []
     for placement in ("post", "pre"):
         for warm in (False, True):
-            cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], max_len=s["seq_len"],
-                              norm_placement=placement, position="rope", ffn="gelu", seed=0)
-            rc = RunConfig(task=s["task"], steps=s["steps"], lr=s["lr"], warmup=s["warmup_steps"] if warm else 0,
-                           schedule="cosine", batch_size=s["batch_size"], seq_len=s["seq_len"], every=s["every"],
-                           clip=0.0, beta2=0.98, seed=0, threads=threads, grad_norms=False, probe=False,
-                           eval_batches=2)
-            trainer = Trainer(cfg, rc)
+            trainer = _trainer(s, placement, warm, threads)
+            grads = []
             for snap in trainer.run():
+                grads.append({"step": snap.step, "residual": [round(float(v), 6) for v in snap.grad_norms["residual"]]})
                 progress(f"warmup: {placement}-LN, warm-up {'on' if warm else 'off'}: step {snap.step} "
                          f"held-out loss {snap.heldout_loss:.3f}")
             curve = [{"step": h["step"], "loss": round(h["heldout_loss"], 4)} for h in trainer.history]
-            rows.append({"norm_placement": placement, "warmup": warm, "final_loss": curve[-1]["loss"], "curve": curve})
+            rows.append({"norm_placement": placement, "warmup": warm, "final_loss": curve[-1]["loss"], "curve": curve,
+                         "grad_norms": grads})
     return {"settings": {**s, "optimizer": "AdamW (betas 0.9, 0.98, no weight decay, no clipping)",
-                         "schedule": "linear warm-up (when on) then cosine to 0", "loss": "held-out copy loss"},
+                         "schedule": "linear warm-up (when on) then cosine to 0", "loss": "held-out copy loss",
+                         "grad_norms": "per-layer residual-stream gradient norm of the held-out loss at each snapshot"},
             "rows": rows}
 
 

@@ -232,8 +232,23 @@ def test_reproduction_streams_progress_then_figure(monkeypatch):
     monkeypatch.setattr(reproductions, "run", lambda name, progress=None: real(name, quick=True, progress=progress))
     outs = drain(train_repro.run_reproduction("kv_heads", {}, request=visitor()))
     assert outs[0][1].startswith("Running") and "on two CPU cores" in outs[0][1]
-    state, reading, fig, table = outs[-1]
-    assert "MHA" in reading and len(fig.data) == 3 and list(table.columns) == reproductions.REPRODUCTIONS["kv_heads"].COLUMNS
+    state, reading, fig, table, slider, timeline, live = outs[-1]
+    assert "MHA" in reading and list(table.columns) == reproductions.REPRODUCTIONS["kv_heads"].COLUMNS
+    assert "live run" in reading and "dashed: the stored run" in reading  # the stored run drawn under the live one
+    assert len(fig.data) == 6 and [t.name.startswith("stored: ") for t in fig.data] == [True] * 3 + [False] * 3
+    assert live["name"] == "kv_heads" and slider["visible"] is False  # no snapshots to step through
+
+
+def test_picking_a_reproduction_shows_its_stored_run_at_once():
+    reading, fig, table, slider, timeline, live = train_repro.show_stored("induction")
+    assert "stored run of" in reading and "commit" in reading and len(table) > 0 and live is None
+    assert slider["visible"] and slider["value"] == slider["maximum"] > slider["minimum"] == 0
+    assert "at step" in timeline.layout.title.text
+    early = train_repro.show_step("induction", 25, None)
+    assert "at step 25 of" in early.layout.title.text
+    assert "no snapshots" in train_repro.show_step("efficiency", 0, None).layout.annotations[0].text
+    bad = train_repro.show_stored("<b>x</b>")
+    assert "reproduction" in bad[0] and "<b>" not in bad[0]
 
 
 def test_reproduction_stop_ends_the_work_inside_a_training_step(monkeypatch):
