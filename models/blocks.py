@@ -66,6 +66,11 @@ class Attention(QKVProjection):
             out, probs, aux = hook(self.core, q, k, v, mods, ctx, q_raw=q_raw, k_raw=k_raw, info=info)
         info.attention = probs
         info.record(**aux)
+        dropped = cfg.ablated.get(self.layer) if cfg.ablate_heads else None
+        if dropped:  # ablated heads: their output never reaches the residual stream (their map still shows)
+            keep = torch.ones(out.shape[1], 1, 1, dtype=out.dtype, device=out.device)
+            keep[sorted(dropped)] = 0
+            out = out * keep
         return self.merge(out)
 
 

@@ -53,7 +53,10 @@ CORE = (
     Param("seed", int, 0, range=(0, 2**63 - 1), label="Seed"),
     Param("dropout", float, 0.0),
     Param("softcap", float, None, optional=True, label="softcap (0 = off)", surgery=True),
+    # heads whose output is dropped (zeroed before the output projection): "layer.head" pairs, comma-separated
+    Param("ablate_heads", str, "", label="Ablated heads (layer.head, ...; empty = none)", surgery=True),
 )
+MAX_ABLATED = 256
 
 
 def _gather_fields() -> dict:
@@ -93,6 +96,27 @@ class _ConfigMethods:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def ablated(self) -> dict:
+        """``{layer: frozenset(heads)}`` of ``ablate_heads`` ("1.2, 1.3" -> {1: {2, 3}}); ConfigError naming
+        the field for text that is no list of in-range ``layer.head`` pairs."""
+        text = (self.ablate_heads or "").strip()
+        if not text:
+            return {}
+        valid = (f"comma-separated layer.head pairs with 0 <= layer < n_layers={self.n_layers} and 0 <= head < "
+                 f"n_heads={self.n_heads}, e.g. '1.0, 1.3' (at most {MAX_ABLATED})")
+        out = {}
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if len(parts) > MAX_ABLATED or len(text) > 8 * MAX_ABLATED:
+            raise ConfigError("ablate_heads", text[:40], valid)
+        for part in parts:
+            layer, dot, head = part.partition(".")
+            if not (dot and layer.isdigit() and head.isdigit()) or int(layer) >= self.n_layers \
+                    or int(head) >= self.n_heads:
+                raise ConfigError("ablate_heads", part[:40], valid)
+            out.setdefault(int(layer), set()).add(int(head))
+        return {k: frozenset(v) for k, v in out.items()}
 
     @property
     def kv_heads(self) -> int:
@@ -172,6 +196,7 @@ class _ConfigMethods:
                               f"None (MHA) or a divisor of n_heads={self.n_heads}: {divisors}")
         if self.softcap is not None and not (math.isfinite(self.softcap) and self.softcap > 0):
             raise ConfigError("softcap", self.softcap, "None or a finite positive number")
+        self.ablated  # parses and bounds ablate_heads (ConfigError naming the field)
         regs = registries()
         for cat in CATEGORIES:
             key = getattr(self, cat)

@@ -33,17 +33,19 @@ import torch
 import torch.nn.functional as F
 
 from explorer.analysis import bundled
+from explorer.analysis.memo import eval_model, memo, weights_key
 from explorer.analysis.weights import TrainedWeights, tensor_digest
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.corpus import python_docs, split_corpus
+from explorer.runtime.limits import MAX_TEXT_BYTES
 from models import ConfigError, registries, surgery
 from models.attention import PATTERNS
 
 HELDOUT_BYTES = 4096          # the fixed held-out passage: the first 4 KiB of the held-out split
 PASSAGE_BYTES = 512           # the passage the page scores beside the visitor's text
 SINKS = 4                     # StreamingLLM keeps 4 initial tokens
-MAX_TEXT_SCORED = 2048        # bytes of the visitor's text scored per change
+MAX_TEXT_SCORED = MAX_TEXT_BYTES  # bytes of the visitor's text scored per change: those the maps draw
 TABLE_SUFFIX = ".surgery.json"
 
 
@@ -85,13 +87,15 @@ def _adapted(name: str, cfg_json: str) -> TrainedWeights:
 
 
 def adapted(cfg) -> TrainedWeights | None:
-    """The bundle's weights moved to ``cfg`` (``models.surgery.transplant``), or None without a bundle that
-    can serve it (``ConfigError`` from the move itself names the field)."""
+    """The weights of the bundle that needs the fewest changes, moved to ``cfg`` (``models.surgery.transplant``),
+    or None without a bundle that can serve it."""
     cfg = as_config(cfg)
-    found = candidates(cfg)
-    if not found:
-        return None
-    return _adapted(found[0][0], cfg.to_json())
+    for name, _changed in candidates(cfg):
+        try:
+            return _adapted(name, cfg.to_json())
+        except ConfigError:  # the move needs a weight this bundle lacks (a table of another size): the next
+            continue
+    return None
 
 
 def weights_for(cfg) -> TrainedWeights | None:
@@ -134,7 +138,7 @@ def nats_per_byte(model, ids: list, window: int) -> float:
     """Mean next-byte loss over ``ids`` cut into windows of ``window`` bytes (positions 1.. of each scored)."""
     ids = ids[: len(ids) // window * window] if len(ids) >= window else ids
     width = min(window, len(ids))
-    x = torch.tensor(ids, dtype=torch.long).view(-1, width)
+    x = torch.tensor(ids, dtype=torch.long, device=next(model.parameters()).device).view(-1, width)
     total, count = 0.0, 0
     with torch.no_grad():
         for row in x.split(4):  # 4 windows per pass: bounded memory at any length
@@ -150,17 +154,20 @@ def _model(weights: TrainedWeights, cfg):
     return weights.load_into(build_model(cfg)).eval()
 
 
-@lru_cache(maxsize=64)
-def _scores(cfg_json: str, text: bytes) -> dict:
-    cfg = as_config(cfg_json)
-    w = bundled.bundled_weights(cfg) or adapted(cfg)
+def _scores(cfg, text: bytes) -> dict:
+    """Nats/byte of ``cfg`` with the bundled weights that serve it, on ``text`` and on the fixed passage;
+    memoised and held in the server's memory pool like every analysis (``explorer.analysis.memo``)."""
+    w = weights_for(cfg)
     if w is None:
         raise ConfigError("weights", "bundled", why_not(cfg))
-    model = _model(w, cfg)
-    L = min(len(text), MAX_TEXT_SCORED)
     passage = heldout_text()[:PASSAGE_BYTES]
-    return {"text": nats_per_byte(model, list(text[:L]), L) if L >= 2 else math.nan,
-            "heldout": nats_per_byte(model, list(passage), len(passage))}
+    need = budget.check(cfg, "attention", max(len(text), len(passage)), 1)
+
+    def compute():
+        model = eval_model(cfg, w)
+        return {"text": nats_per_byte(model, list(text), len(text)) if len(text) >= 2 else math.nan,
+                "heldout": nats_per_byte(model, list(passage), len(passage))}
+    return memo(("surgery-loss", cfg.to_json(), text, weights_key(w)), compute, need=need)
 
 
 def loss_change(cfg, text: str) -> dict | None:
@@ -175,8 +182,7 @@ def loss_change(cfg, text: str) -> dict | None:
     if not is_lm(b):  # a seq2seq bundle has no byte-level loss on a text
         return None
     data = str(text).encode("utf-8")[:MAX_TEXT_SCORED]
-    budget.check(cfg, "attention", max(len(data), PASSAGE_BYTES), 1)
-    before, after = _scores(b.config.to_json(), data), _scores(cfg.to_json(), data)
+    before, after = _scores(b.config, data), _scores(cfg, data)
     return {"bundle": name, "changed": changed, "before": before, "after": after,
             "delta": {k: after[k] - before[k] for k in before}}
 
@@ -191,19 +197,17 @@ def rows_for(b) -> list:
     and without sinks), and RoPE position interpolation for a RoPE bundle."""
     rows = []
     for key in surgery_attentions():
-        if key == b.config.attention:
-            rows.append((f"{key} (as trained)", b.config))
-            continue
         try:
             cfg = b.config.replace(attention=key).validate()
             surgery.check(b.config, cfg)
         except ConfigError:
             continue
-        rows.append((key, cfg))
-        if key in PATTERNS and "n_sinks" in PATTERNS[key].params:
+        rows.append((f"{key} (as trained)" if key == b.config.attention else key, cfg))
+        if key in PATTERNS and "n_sinks" in PATTERNS[key].params and not b.config.n_sinks:
             rows.append((f"{key} + {SINKS} sinks", cfg.replace(n_sinks=SINKS).validate()))
     if b.config.position == "rope":
-        rows.append(("full, RoPE positions / 4 (interpolation)", b.config.replace(rope_scale=4.0).validate()))
+        rows.append((f"{b.config.attention}, RoPE positions / 4 (interpolation)",
+                     b.config.replace(rope_scale=4.0).validate()))
     return rows
 
 
@@ -218,7 +222,7 @@ def table(name: str = "default", lengths: tuple | None = None, log=None) -> dict
     data = list(heldout_text())
     out = []
     for label, cfg in rows_for(b):
-        w = bundled.bundled_weights(cfg) or _adapted(name, cfg.to_json())
+        w = bundled.bundled_weights(cfg) if cfg == b.config else _adapted(name, cfg.to_json())  # this bundle's own
         model = _model(w, cfg)
         row = {"label": label, "attention": cfg.attention, "n_sinks": getattr(cfg, "n_sinks", 0),
                "changed": list(surgery.changed_fields(b.config, cfg)), "loss": {}}

@@ -198,10 +198,11 @@ def figure_tabs(cfg: ModelConfig, first_paint: tuple, analysis: dict, surgery: d
                                      elem_id="config-json")
     cut = surgery_tab.build_surgery_tab(surgery)
     out.update(surgery_tab=cut.tab, surgery_md=cut.md, surgery_diff=cut.diff, surgery_table=cut.table,
-               surgery_table_md=cut.table_md)
+               surgery_table_md=cut.table_md, surgery_train=cut.train)
     compare = compare_tab.build_compare_tab()
     out.update(compare_tab=compare.tab, compare_run=compare.refresh, compare_md=compare.md, grid_a=compare.grid_a,
                grid_b=compare.grid_b, compare_grad=compare.grad, compare_link=compare.link, **compare.ab)
     with gr.Tab("Train", id="train", elem_id="train-tab"):
-        out["train_state"] = train_tab.build_train_tab(lambda: train_default(cfg)).state
+        train = train_tab.build_train_tab(lambda: train_default(cfg))
+        out.update(train_state=train.state, train_config=train.config, train_task=train.task)
     return out

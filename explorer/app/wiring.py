@@ -231,6 +231,8 @@ def wire_tabs(demo, ui: Components) -> None:
           ui.handler(weights_switch.with_weights(approximation), VIEWS_RENAME), ui.inputs(*VIEWS_IN[:-1]),
           ui.outputs("view_approximation"), trigger_mode="always_last", show_progress="minimal",
           api_name="redraw_view", concurrency_id="compute", **QUIET)
+    ui["surgery_train"].click(ui.handler(surgery_tab.to_train_tab), ui.inputs(*CONTROL_FIELDS),
+                              ui.outputs(*surgery_tab.TRAIN_OUT), api_name="surgery_train", queue=False, **QUIET)
     ui["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     ui["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
     gr.on([picked(ui["zoom_layer"]), picked(ui["zoom_head"])],

@@ -125,10 +125,19 @@ def _extrapolation(result):
     return go.Figure(data=data, layout=legend_above(lay, data))
 
 
+def _stripe(result: dict) -> int:
+    """The stripe the run learned (0: key t-n+1, 1: key t-n+2; older results: 0)."""
+    return int(result.get("stripe", 0))
+
+
+STRIPE_KEY = {0: "t-n+1", 1: "t-n+2"}
+
+
 def _induction(result):
     rows = result["rows"]
     att = np.asarray(result["attention"], dtype=np.float32)  # (layers, heads, L, L)
-    score = np.asarray(result["induction_score"])
+    d = _stripe(result)
+    score = np.asarray(result["stripe_score"][str(d)] if "stripe_score" in result else result["induction_score"])
     layer, head = np.unravel_index(int(score.argmax()), score.shape)
     data = [dict(type="scatter", x=[r["step"] for r in rows], y=[r["second_half_loss"] for r in rows],
                  mode="lines+markers", name="second-half loss", xaxis="x", yaxis="y"),
@@ -137,9 +146,10 @@ def _induction(result):
                  xaxis="x2", yaxis="y2", showscale=False, texttemplate="%{z:.2f}", name="induction score"),
             dict(type="heatmap", z=att[layer, head], colorscale="Viridis", zmin=0, zmax=1, xaxis="x3", yaxis="y3",
                  showscale=True, name=f"layer {layer} head {head}")]
-    layout = base_layout("Induction heads: loss on the repeated half, per-head score, the best head's map", 420,
-                     xaxis=dict(domain=[0, 0.3], title="step"), yaxis=dict(title="loss (nats)", type="log"),
-                     xaxis2=dict(domain=[0.38, 0.58], anchor="y2", title="induction score"),
+    layout = base_layout("Induction heads: loss on the repeated half, per-head score, the best head's map"
+                         f"<br><sup>score: attention on key {STRIPE_KEY.get(d, d)}, the stripe this run learned</sup>",
+                         440, xaxis=dict(domain=[0, 0.3], title="step"), yaxis=dict(title="loss (nats)", type="log"),
+                     xaxis2=dict(domain=[0.38, 0.58], anchor="y2", title=f"score on {STRIPE_KEY.get(d, d)}"),
                      yaxis2=dict(anchor="x2", autorange="reversed"),
                      xaxis3=dict(domain=[0.66, 0.96], anchor="y3", title=f"layer {layer} head {head}: key"),
                      yaxis3=dict(anchor="x3", autorange="reversed", title="query"))
@@ -221,7 +231,7 @@ def timeline_steps(result: dict | None) -> list:
     """The steps the timeline of ``result`` can show ([] when it has none)."""
     if not result:
         return []
-    if result["name"] == "induction" and result.get("timeline"):
+    if result["name"] == "induction" and result.get("timeline") and "stripes" in result["timeline"][0]:
         return [t["step"] for t in result["timeline"]]
     if result["name"] == "warmup" and result["rows"] and result["rows"][0].get("grad_norms"):
         return [g["step"] for g in result["rows"][0]["grad_norms"]]
@@ -251,17 +261,17 @@ def decode_maps(text: str, shape) -> np.ndarray:
 
 
 def _induction_timeline(result: dict, step: int) -> go.Figure:
-    tl = result["timeline"]
+    tl, d = result["timeline"], str(_stripe(result))
     snap = snapshot_at(tl, step)
     steps = [t["step"] for t in tl]
-    best = [max(max(r) for r in t["score"]) for t in tl]
-    final = np.asarray(tl[-1]["score"])
+    best = [max(max(r) for r in t["stripes"][d]) for t in tl]
+    final = np.asarray(tl[-1]["stripes"][d])
     layer, head = np.unravel_index(int(final.argmax()), final.shape)
     maps = decode_maps(snap["maps"], result["maps_shape"])
-    score = np.asarray(snap["score"])
+    score = np.asarray(snap["stripes"][d])
     data = [dict(type="scatter", x=steps, y=[t["second_half_loss"] for t in tl], name="second-half loss (nats)",
                  mode="lines+markers", line=dict(color=CYCLE[1]), xaxis="x", yaxis="y"),
-            dict(type="scatter", x=steps, y=best, name="best induction score", mode="lines+markers",
+            dict(type="scatter", x=steps, y=best, name="best head's score", mode="lines+markers",
                  line=dict(color=CYCLE[2]), xaxis="x", yaxis="y4"),
             dict(type="heatmap", z=score, x=[f"h{h}" for h in range(score.shape[1])],
                  y=[f"layer {n}" for n in range(score.shape[0])], colorscale="Viridis", zmin=0, zmax=1,
@@ -276,8 +286,9 @@ def _induction_timeline(result: dict, step: int) -> go.Figure:
                            line=dict(color="#444", dash="dot")))
         notes.append(dict(text=f"phase change, step {phase}", x=phase, xref="x", y=1.02, yref="paper",
                           showarrow=False, font=dict(size=13), xanchor="left"))
-    title = (f"Induction heads at step {snap['step']} of {steps[-1]}: loss, each head's induction score, "
-             f"layer {layer} head {head}'s map")
+    title = (f"Induction heads at step {snap['step']} of {steps[-1]}: loss, each head's score, layer {layer} head "
+             f"{head}'s map<br><sup>score: attention on key {STRIPE_KEY.get(int(d), d)}, the stripe this run "
+             "learned</sup>")
     lay = base_layout(title, 440, shapes=shapes, annotations=notes,
                       xaxis=dict(domain=[0, 0.3], title="step"), yaxis=dict(title="loss (nats)", type="log"),
                       yaxis4=dict(overlaying="y", side="right", range=[0, 1], title="score", showgrid=False),

@@ -18,7 +18,9 @@ from explorer.runtime.limits import MAX_TEXT_BYTES
 from models import ConfigError
 from models.architectures import arrangement
 
-DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
+# A repeated rare word: on its second copy the bundled model's induction heads read the byte that followed
+# the first copy (layer 1, scores 0.83-0.88), beside a previous-token head in layer 0 and local heads.
+DEFAULT_TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
 DEFAULT_SEPARATOR = "=>"
 SEQ2SEQ_TEXT = "the quick brown fox=>xof nworb kciuq eht"  # reverse: the alignment is the anti-diagonal
 MAX_SEPARATOR_CHARS = 16

@@ -142,3 +142,25 @@ def test_rope_scale_is_position_interpolation():
     assert torch.allclose(k2, apply_rope_ref(k, pos, BASE.rope_base), atol=1e-6)
     with pytest.raises(ConfigError, match="rope_scale"):
         BASE.replace(rope_scale=0.0).validate()
+
+
+def test_ablating_a_head_is_zeroing_its_slice_of_the_output_projection(trained):
+    """Reference: a head's output enters the residual stream only through its d_head columns of out_proj."""
+    model, params, x = trained
+    cut = surgery.transplant(params, BASE, BASE.replace(ablate_heads="1.0, 1.3").validate())
+    by_hand = build_model(BASE).eval()
+    by_hand.load_state_dict(model.state_dict())
+    d_h = BASE.d_head
+    with torch.no_grad():
+        w = by_hand.stack.blocks[1].attn.out_proj.weight
+        for h in (0, 3):
+            w[:, h * d_h:(h + 1) * d_h] = 0
+        assert torch.allclose(cut(x).logits, by_hand(x).logits, atol=1e-5)
+        assert not torch.allclose(cut(x).logits, model(x).logits, atol=1e-3)
+
+
+@pytest.mark.parametrize("bad", ["2.0", "0.4", "1", "a.b", "1.0;1.1"])
+def test_ablate_heads_refuses_what_is_no_head_by_name(bad):
+    with pytest.raises(ConfigError) as err:
+        BASE.replace(ablate_heads=bad).validate()
+    assert err.value.field == "ablate_heads"

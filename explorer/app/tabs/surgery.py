@@ -11,6 +11,7 @@ Filled after the other tabs by one event of the redraw chain (skipped when the g
 """
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import gradio as gr
@@ -89,7 +90,26 @@ def build_surgery_tab(first: dict) -> SimpleNamespace:
     """The tab's components (inside the caller's ``gr.Tabs``), filled with ``first`` (the first paint)."""
     with gr.Tab("Surgery", id="surgery", elem_id="surgery-tab") as tab:
         md = gr.Markdown(first["surgery_md"], elem_id="surgery-reading")
+        train = gr.Button("Train this config in the Train tab", size="sm", elem_id="surgery-train", scale=0,
+                          min_width=280)
         diff = gr.Plot(first["surgery_diff"], label="Difference view", elem_id="surgery-diff")
         table = gr.Plot(first["surgery_table"], label="Surgery table", elem_id="surgery-table")
         table_md = gr.Markdown(first["surgery_table_md"], elem_id="surgery-table-md")
-    return SimpleNamespace(tab=tab, md=md, diff=diff, table=table, table_md=table_md)
+    return SimpleNamespace(tab=tab, md=md, diff=diff, table=table, table_md=table_md, train=train)
+
+
+TRAIN_OUT = ("train_config", "train_task", "tabs", "status")
+
+
+def to_train_tab(values: dict) -> dict:
+    """The controls' config into the Train tab's config box (task: byte LM when it is causal), and that tab
+    opened: what a config that needs other weights is offered."""
+    try:
+        cfg = current_config(values)
+    except Exception as exc:
+        return {"train_config": gr.skip(), "train_task": gr.skip(), "tabs": gr.skip(),
+                "status": f"⚠️ {shown(problem(exc))}"}
+    task = "lm" if cfg.causal and cfg.architecture == "decoder_only" else "copy"
+    return {"train_config": json.dumps(cfg.to_dict(), indent=1), "train_task": task, "tabs": gr.Tabs(selected="train"),
+            "status": f"The Train tab holds this config (task {task}): press ▶ Play there. "
+                      f"{shown(surgery_analysis.why_not(cfg))}."}

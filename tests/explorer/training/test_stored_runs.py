@@ -41,8 +41,11 @@ def test_the_stored_induction_run_learned_and_its_timeline_shows_it(records):
     tl = r["timeline"]
     assert tl[0]["step"] == 0 and tl[-1]["step"] == r["settings"]["steps"]
     assert tl[-1]["second_half_loss"] < 0.2 < 3.0 < tl[0]["second_half_loss"]
-    best = [max(max(row) for row in t["score"]) for t in tl]
+    d = str(r["stripe"])                                  # the stripe this run learned: t-n+1 or t-n+2
+    assert r["stripe_score"][d] == max(r["stripe_score"][k] for k in ("0", "1"))  # the stronger of the two
+    best = [max(max(row) for row in t["stripes"][d]) for t in tl]
     assert best[-1] > 0.5 > best[0]
+    assert f"key t-n+{int(d) + 1}" in r["reading"]
     assert tl[0]["step"] < r["phase_change"] <= tl[-1]["step"]
     # the stored maps decode to attention rows that sum to one (up to the uint8 levels)
     maps = plots.decode_maps(tl[-1]["maps"], r["maps_shape"])
@@ -58,7 +61,7 @@ def test_the_timeline_shows_the_snapshot_at_the_chosen_step(step, records):
     assert f"at step {snap['step']} of" in fig.layout.title.text
     assert fig.layout.shapes[0].x0 == snap["step"]                   # the red line sits at the snapshot
     heat = next(t for t in fig.data if t.name == "induction score")
-    assert np.allclose(np.asarray(heat.z), np.asarray(snap["score"]))
+    assert np.allclose(np.asarray(heat.z), np.asarray(snap["stripes"][str(r["stripe"])]))
     w = records["warmup"]
     wfig = plots.timeline_figure(w, step)
     wsnap = plots.snapshot_at(w["rows"][0]["grad_norms"], step)

@@ -145,3 +145,21 @@ def test_the_induction_string_never_repeats_a_symbol(L):
 def test_the_induction_task_refuses_a_length_it_cannot_serve():
     with pytest.raises(ConfigError, match="seq_len"):
         T.get_task("induction").batch(1, 386, _gen(), "train")
+
+
+def test_lm_repeat_repeats_random_strings_in_training_windows_only():
+    task = T.get_task("lm_repeat")
+    b = task.batch(64, 128, _gen(), "train")
+    repeated = 0
+    for row, m in zip(b.tokens.tolist(), b.mask.tolist()):
+        n = next((k for k in range(8, 33) if row[k:] == (row[:k] * (128 // k + 1))[k:128]), None)
+        if n is None:
+            assert all(m[1:])                           # a plain window: every byte but the first scored
+            continue
+        repeated += 1
+        assert all(32 <= t <= 126 for t in row[:n])      # printable bytes
+        assert not any(m[:n]) and all(m[n:])             # the first copy is not scored, its repeats are
+    assert 16 <= repeated <= 48                          # about half of 64 (REPEAT_FRACTION)
+    held = task.batch(64, 128, _gen(), "heldout")
+    docs = T.split_corpus(T.python_docs())[1]
+    assert all(bytes(r) in docs for r in held.tokens.tolist()) and held.mask[:, 1:].all()

@@ -1,0 +1,119 @@
+"""The bundled trained models (assets/bundles): present, intact, made by their recipes, served to the page.
+
+References: the manifest each bundle was written with (its SHA-256, config, recorded first steps), the
+presets that name them, the held-out split (a trained model must beat the initial one there by far),
+and the stored Surgery table (a row recomputed from the weights must agree with it).
+"""
+import json
+import math
+
+import pytest
+import torch
+
+from explorer.analysis import bundled, surgery
+from explorer.runtime.configs import as_config
+from explorer.runtime.presets import BUNDLE_PRESETS, preset_config
+from explorer.training import bundle
+from models import build_model
+from models import surgery as models_surgery
+
+
+@pytest.fixture(scope="module")
+def manifests():
+    return {n: json.loads((bundled.BUNDLE_DIR / f"{n}.json").read_text()) for n in bundled.names()}
+
+
+def test_every_recipe_has_its_bundle_and_nothing_else(manifests):
+    assert list(manifests) == list(bundle.RECIPES)
+    for name, m in manifests.items():
+        assert (bundled.BUNDLE_DIR / f"{name}.safetensors").is_file()
+        assert m["steps"] == bundle.RECIPES[name].steps and m["seed"] == bundle.RECIPES[name].seed
+        for key in ("command", "commit", "wall_s", "final_train_loss", "final_heldout_loss", "data", "machine"):
+            assert m[key] not in (None, ""), (name, key)
+        assert m["command"] == f"python -m explorer.training.bundle {name}"
+
+
+def test_all_bundles_fit_the_size_cap():
+    total = sum(p.stat().st_size for p in bundled.BUNDLE_DIR.iterdir())
+    assert total <= bundle.MAX_TOTAL_BYTES, f"{total:,} bytes"
+
+
+def test_bundles_load_and_match_their_manifests(manifests):
+    for name, m in manifests.items():
+        b = bundled.load(name)                        # digest and parameter names checked on the way in
+        assert b.config == as_config(m["config"]) == bundle.RECIPES[name].model_config()
+        assert sum(t.numel() for k, t in b.state.items() if k in dict(b.model().named_parameters())) \
+            == m["parameters"]
+
+
+def test_a_tampered_bundle_is_refused(tmp_path):
+    for suffix in (".json", ".safetensors"):
+        (tmp_path / f"default{suffix}").write_bytes((bundled.BUNDLE_DIR / f"default{suffix}").read_bytes())
+    data = bytearray((tmp_path / "default.safetensors").read_bytes())
+    data[-3] ^= 0xFF
+    (tmp_path / "default.safetensors").write_bytes(bytes(data))
+    with pytest.raises(Exception, match="digest"):
+        bundled.load.__wrapped__("default", tmp_path)
+
+
+@pytest.mark.parametrize("preset", list(BUNDLE_PRESETS))
+def test_each_trained_preset_is_its_bundles_config(preset, manifests):
+    name = BUNDLE_PRESETS[preset]
+    assert preset_config(preset).validate() == as_config(manifests[name]["config"]), \
+        f"preset {preset!r} no longer matches bundle {name!r}: retrain it or fix the preset"
+    assert bundled.bundle_for(preset_config(preset)).name == name
+
+
+def test_the_training_data_is_the_one_the_bundles_saw(manifests):
+    digest = bundle.data_digest()
+    lm = {n: m for n, m in manifests.items() if m["task"].startswith("lm")}
+    if any(m["data"]["sha256"] != digest for m in lm.values()):
+        pytest.skip("this Python's pydoc_data.topics differs from the one the bundles were trained on")
+    assert lm
+
+
+def test_replaying_the_first_steps_of_a_recipe_gives_the_recorded_losses(manifests):
+    """Same seed, same bytes: the first steps of the default recipe agree with its manifest."""
+    m = manifests["default"]
+    if m["data"]["sha256"] != bundle.data_digest():
+        pytest.skip("this Python's pydoc_data.topics differs from the one the bundle was trained on")
+    threads = torch.get_num_threads()
+    try:
+        got = bundle.replay(bundle.RECIPES["default"], 5)
+    finally:
+        torch.set_num_threads(threads)
+    assert got == pytest.approx(m["first_steps"][:5], rel=2e-3, abs=2e-3)
+    assert got[0] == pytest.approx(math.log(256), abs=0.3)  # the first step is at chance, as a check of the check
+
+
+def test_a_bundled_lm_beats_its_initial_weights_on_held_out_text():
+    b = bundled.load("default")
+    ids = list(surgery.heldout_text()[:1024])
+    trained = surgery.nats_per_byte(b.model(), ids, 256)
+    initial = surgery.nats_per_byte(build_model(b.config).eval(), ids, 256)
+    assert trained < 2.0 < 5.0 < initial  # ln 256 = 5.55 at initialisation
+    assert trained == pytest.approx(b.manifest["final_heldout_loss"], abs=0.25)
+
+
+def test_the_stored_surgery_table_agrees_with_the_weights():
+    for name in bundled.names():
+        b = bundled.load(name)
+        if not surgery.is_lm(b):
+            assert surgery.stored_table(name) is None
+            continue
+        stored = surgery.stored_table(name)
+        L = b.manifest["recipe"]["seq_len"]
+        assert stored is not None and stored["lengths"] == [L, 4 * L], name
+        labels = [r["label"] for r in stored["rows"]]
+        assert f"{b.config.attention} (as trained)" in labels and "performer" in labels
+        assert "sliding_window + 4 sinks" in labels or b.config.attention == "sliding_window"
+    stored = surgery.stored_table("default")
+    labels = [r["label"] for r in stored["rows"]]
+    for label in ("full (as trained)", "sliding_window"):  # two rows recomputed from the weights
+        row = stored["rows"][labels.index(label)]
+        cfg = dict(surgery.rows_for(bundled.load("default")))[label]
+        b = bundled.load("default")
+        params = {k: v for k, v in b.model().named_parameters()}
+        model = b.model() if label.endswith("(as trained)") else models_surgery.transplant(params, b.config, cfg)
+        again = surgery.nats_per_byte(model, list(surgery.heldout_text()), stored["lengths"][0])
+        assert again == pytest.approx(row["loss"][str(stored["lengths"][0])], abs=2e-3), label
