@@ -83,14 +83,14 @@ def test_replaying_the_first_steps_of_a_recipe_gives_the_recorded_losses(manifes
     finally:
         torch.set_num_threads(threads)
     assert got == pytest.approx(m["first_steps"][:5], rel=2e-3, abs=2e-3)
-    assert got[0] == pytest.approx(math.log(256), abs=0.3)  # the first step is at chance, as a check of the check
+    assert got[0] > math.log(64)  # the first step knows nothing (the induction task's chance: ln 64), as a check
 
 
 def test_a_bundled_lm_beats_its_initial_weights_on_held_out_text():
     b = bundled.load("default")
-    ids = list(surgery.heldout_text()[:1024])
-    trained = surgery.nats_per_byte(b.model(), ids, 256)
-    initial = surgery.nats_per_byte(build_model(b.config).eval(), ids, 256)
+    ids, L = list(surgery.heldout_text()[:1024]), b.manifest["recipe"]["seq_len"]
+    trained = surgery.nats_per_byte(b.model(), ids, L)
+    initial = surgery.nats_per_byte(build_model(b.config).eval(), ids, L)
     assert trained < 2.0 < 5.0 < initial  # ln 256 = 5.55 at initialisation
     assert trained == pytest.approx(b.manifest["final_heldout_loss"], abs=0.25)
 
@@ -105,7 +105,7 @@ def test_the_stored_surgery_table_agrees_with_the_weights():
         L = b.manifest["recipe"]["seq_len"]
         assert stored is not None and stored["lengths"] == [L, 4 * L], name
         labels = [r["label"] for r in stored["rows"]]
-        assert f"{b.config.attention} (as trained)" in labels and "performer" in labels
+        assert f"{b.config.attention} (as trained)" in labels and len(labels) >= 10, name
         assert "sliding_window + 4 sinks" in labels or b.config.attention == "sliding_window"
     stored = surgery.stored_table("default")
     labels = [r["label"] for r in stored["rows"]]
