@@ -99,7 +99,8 @@ def test_a_clipped_colour_scale_says_so():
 
 # ---------------------------------------------------------------------------- stats panel with memory
 def test_transformer_xl_pattern_panel_shows_the_memory_the_maps_show():
-    maps = attention_maps(preset_config("Transformer-XL (2019)"), DEFAULT_TEXT)
+    text = "The quick brown fox jumps over the lazy dog. Attention is all you need; sparse attention is cheaper."
+    maps = attention_maps(preset_config("Transformer-XL (2019)"), text)  # longer than a segment: memory shows
     support = (np.nan_to_num(maps.attention) > 0).any(axis=(0, 1))
     assert not np.array_equal(support, maps.mask)  # the case: the plain causal pattern is not what is drawn
     fig = attention_stats(maps)
