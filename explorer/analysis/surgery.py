@@ -154,9 +154,10 @@ def _model(weights: TrainedWeights, cfg):
     return weights.load_into(build_model(cfg)).eval()
 
 
-def _scores(cfg, text: bytes) -> dict:
-    """Nats/byte of ``cfg`` with the bundled weights that serve it, on ``text`` and on the fixed passage;
-    memoised and held in the server's memory pool like every analysis (``explorer.analysis.memo``)."""
+def _scores(cfg, text: bytes, window: int) -> dict:
+    """Nats/byte of ``cfg`` with the bundled weights that serve it, on ``text`` (read whole, as the maps
+    read it) and on the fixed passage (in windows of ``window``, the bundle's trained length); memoised
+    and held in the server's memory pool like every analysis (``explorer.analysis.memo``)."""
     w = weights_for(cfg)
     if w is None:
         raise ConfigError("weights", "bundled", why_not(cfg))
@@ -166,8 +167,8 @@ def _scores(cfg, text: bytes) -> dict:
     def compute():
         model = eval_model(cfg, w)
         return {"text": nats_per_byte(model, list(text), len(text)) if len(text) >= 2 else math.nan,
-                "heldout": nats_per_byte(model, list(passage), len(passage))}
-    return memo(("surgery-loss", cfg.to_json(), text, weights_key(w)), compute, need=need)
+                "heldout": nats_per_byte(model, list(passage), window)}
+    return memo(("surgery-loss", cfg.to_json(), text, window, weights_key(w)), compute, need=need)
 
 
 def loss_change(cfg, text: str) -> dict | None:
@@ -182,7 +183,8 @@ def loss_change(cfg, text: str) -> dict | None:
     if not is_lm(b):  # a seq2seq bundle has no byte-level loss on a text
         return None
     data = str(text).encode("utf-8")[:MAX_TEXT_SCORED]
-    before, after = _scores(b.config, data), _scores(cfg, data)
+    window = int(b.manifest["recipe"]["seq_len"])
+    before, after = _scores(b.config, data, window), _scores(cfg, data, window)
     return {"bundle": name, "changed": changed, "before": before, "after": after,
             "delta": {k: after[k] - before[k] for k in before}}
 

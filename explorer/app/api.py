@@ -138,13 +138,19 @@ async def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPAR
     return await heavy_call("export", request, run)
 
 
-def api_compare(config_a_json: str, config_b_json: str, text: str, separator: str = DEFAULT_SEPARATOR) -> dict:
+def api_compare(config_a_json: str, config_b_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
+                weights: str = "bundled") -> dict:
     """``/compare_ab``: ``{"diff": [[field, A, B], ...], "a": {...}, "b": {...}, "link": query}``, where
-    ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text."""
+    ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text, each as
+    ``/analyze`` and ``/gradients`` give them for the same ``weights`` choice."""
+    def one(cfg, t):
+        record, used = request_weights(cfg, weights)
+        return {"attention": {**attention_maps(cfg, t, separator=separator, weights=record).summary(), "weights": used},
+                "gradients": {**gradient_norms(cfg, weights=record), "weights": used}}
+
     def run():
         a, b = app_config(config_a_json), app_config(config_b_json)
         t = request_text(b, text)
-        side = {k: {"attention": attention_maps(c, t, separator=separator).summary(), "gradients": gradient_norms(c)}
-                for k, c in (("a", a), ("b", b))}
+        side = {k: one(c, t) for k, c in (("a", a), ("b", b))}
         return {"diff": [list(r) for r in config_diff(a, b)], **side, "link": compare_query(a, b, t, separator)}
     return call(run)

@@ -64,7 +64,8 @@ def header() -> str:
 def build_app() -> gr.Blocks:
     configure_threads()
     cfg = ModelConfig()
-    weights = chosen(cfg.to_dict(), BUNDLED, None)      # the bundled model when one serves the default config
+    values = {name: getattr(cfg, name) for name in CONTROL_FIELDS}  # the controls as the page opens
+    weights = chosen(values, BUNDLED, None)             # the bundled model when one serves the default config
     first_paint = attention_outputs(cfg, DEFAULT_TEXT, weights=weights)  # grid, statistics, reading: no request
     analysis = analysis_outputs(cfg, DEFAULT_TEXT, weights)              # nor for the Gradients, Latency, Model tabs
     surgery = surgery_tab.surgery_outputs(cfg, DEFAULT_TEXT, None, weights)  # nor for the Surgery tab
@@ -92,7 +93,7 @@ def build_app() -> gr.Blocks:
                                           min_width=160)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_id="controls"):
-                controls = control_column(cfg, comps, weights_line(cfg.to_dict(), BUNDLED, weights))
+                controls = control_column(cfg, comps, weights_line(values, BUNDLED, weights, DEFAULT_TEXT))
             with gr.Column(scale=3, min_width=320, elem_id="figures"):
                 with gr.Tabs(elem_id="tabs") as comps["tabs"]:
                     comps.update(figure_tabs(cfg, first_paint, analysis, surgery))

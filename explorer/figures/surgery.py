@@ -1,7 +1,7 @@
 """Figures of architecture surgery: what a change does to a trained model's maps and loss (Plotly only).
 
-- ``difference_grid(after, before, tokens, ...)``: layers x heads of (attention after the change) minus
-  (the bundled model's own attention), on one diverging scale: red = more weight, blue = less.
+- ``difference_grid(after, before, tokens, ...)``: how much attention every head moved, and (attention
+  after the change) minus (the bundled model's own) for the heads that moved most: red = more, blue = less.
 - ``table_figure(table)``: the Surgery table as bars, held-out nats/byte of every surgery-safe attention
   at each length, the trained model's value as a line; a row that could not run is a marked point.
 - ``table_markdown(table)``: the same numbers as a Markdown table (the page's text and the export).
@@ -13,38 +13,63 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.base import CYCLE, base_layout, legend_above, message_figure, subplot_domains
+from explorer.figures.base import CYCLE, base_layout, legend_above, message_figure
 
-MAX_PANELS = 4  # layers and heads each: a difference grid of at most 4 x 4 panels
+SHOWN = 4       # the difference view draws the heads the change moved most (the page's bytes stay bounded)
+LEVELS = 127    # int8 levels each side of zero
+
+
+def moved_fraction(after: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """``(layers, heads)``: the mean over queries of the total variation between the two rows (0 = the same
+    attention, 1 = disjoint), the share of its attention a head moved."""
+    return np.abs(np.nan_to_num(after) - np.nan_to_num(before)).sum(axis=-1).mean(axis=-1) / 2
 
 
 def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change: str, bundle: str) -> go.Figure:
-    """``after`` and ``before``: ``(layers, heads, L, L)`` attention of the changed and the bundled model."""
+    """``after`` and ``before``: ``(layers, heads, L, L)`` attention of the changed and the bundled model.
+
+    Left: how much of its attention every head moved (layers x heads); right: (after - before) of the
+    ``SHOWN`` heads that moved most, on one diverging scale (red = more weight after the change, blue =
+    less), sent as int8 levels."""
     if after.shape != before.shape:
         return message_figure("The change alters the maps' shape: no difference to draw.", "Difference view")
-    diff = np.nan_to_num(after - before)[:MAX_PANELS, :MAX_PANELS]
-    n_l, n_h = diff.shape[:2]
-    scale = float(np.quantile(np.abs(diff), 0.995)) if diff.size else 0.0
-    scale = max(scale, 1e-3)
+    moved = moved_fraction(after, before)
+    n_l, n_h = moved.shape
+    order = np.argsort(-moved, axis=None)[:SHOWN]
+    picks = [tuple(int(v) for v in np.unravel_index(k, moved.shape)) for k in order]
+    diff = np.stack([np.nan_to_num(after[p] - before[p]) for p in picks])  # (SHOWN, L, L)
+    scale = max(float(np.quantile(np.abs(diff), 0.995)) if diff.size else 0.0, 1e-3)
+    step = scale / LEVELS
+    levels = np.clip(np.rint(diff / step), -LEVELS, LEVELS).astype(np.int8)
     labels = [f"{i} {t}" for i, t in enumerate(tokens)]
-    data, layout = [], {}
-    for k, (xd, yd) in enumerate(subplot_domains(n_l, n_h, vgap=0.03)):
-        r, c = divmod(k, n_h)
-        s = "" if k == 0 else str(k + 1)
-        moved = float(np.abs(diff[r, c]).sum(axis=-1).mean() / 2)  # mean total variation per query
-        data.append(dict(type="heatmap", z=diff[r, c].round(4), x=labels, y=labels, coloraxis="coloraxis",
-                         xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {r} head {c}",
-                         hovertemplate=f"layer {r} head {c}<br>query %{{y}}<br>key %{{x}}<br>Δp = %{{z:.3f}}"
-                                       f"<br>this head moved {moved:.0%} of its attention<extra></extra>"))
-        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False, zeroline=False,
-                                   title=dict(text=f"head {c}" if r == n_l - 1 else ""))
-        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False, zeroline=False,
-                                   autorange="reversed", title=dict(text=f"layer {r}" if c == 0 else ""))
-    title = (f"Difference view: {change} minus bundle '{bundle}' as trained"
-             "<br><sup>rows = queries, columns = keys; red = more attention after the change, blue = less</sup>")
-    lay = base_layout(title, 170 * n_l + 150, **layout)
-    lay["coloraxis"] = dict(colorscale="RdBu", reversescale=True, cmin=-scale, cmax=scale, cmid=0,
-                            colorbar=dict(title=dict(text="Δ attention<br>probability"), thickness=14))
+    width = 0.8 / (len(picks) + 1)
+    data = [dict(type="heatmap", z=moved.round(3), x=[f"h{h}" for h in range(n_h)], y=[f"L{n}" for n in range(n_l)],
+                 colorscale="Greys", zmin=0, zmax=1, showscale=False, texttemplate="%{z:.0%}", xaxis="x", yaxis="y",
+                 name="attention moved", hovertemplate="layer %{y} head %{x}: moved %{z:.0%} of its attention"
+                                                       "<extra></extra>")]
+    layout = {"xaxis": dict(domain=[0, width * 0.9], title=dict(text="moved, per head")),
+              "yaxis": dict(autorange="reversed", anchor="x")}
+    for k, (layer, head) in enumerate(picks):
+        s = str(k + 2)
+        x0 = width * (k + 1) + 0.02
+        data.append(dict(type="heatmap", z=levels[k], x=labels, y=labels, coloraxis="coloraxis", xaxis=f"x{s}",
+                         yaxis=f"y{s}", name=f"layer {layer} head {head}",
+                         hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>Δp ≈ %{{z}} × "
+                                       f"{step:.3g}<extra></extra>"))
+        layout[f"xaxis{s}"] = dict(domain=[x0, x0 + width * 0.92], anchor=f"y{s}", showticklabels=False,
+                                   showgrid=False, zeroline=False,
+                                   title=dict(text=f"L{layer} h{head}: {moved[layer, head]:.0%}"))
+        layout[f"yaxis{s}"] = dict(anchor=f"x{s}", showticklabels=False, showgrid=False, zeroline=False,
+                                   autorange="reversed")
+    title = (f"Difference view: {change} minus bundle '{bundle}' as trained<br><sup>left: share of its attention "
+             f"each head moved; right: the {len(picks)} heads that moved most, after minus before (rows = queries, "
+             "columns = keys; red = more, blue = less)</sup>")
+    lay = base_layout(title, 380, **layout)
+    ticks = [-scale, -scale / 2, 0.0, scale / 2, scale]
+    lay["coloraxis"] = dict(colorscale="RdBu", reversescale=True, cmin=-LEVELS, cmax=LEVELS, cmid=0,
+                            colorbar=dict(title=dict(text="Δ attention<br>probability"), thickness=14,
+                                          tickvals=[t / step for t in ticks], ticktext=[f"{t:+.2g}" for t in ticks]))
+    lay["meta"] = {"dp_step": step, "shown": [list(p) for p in picks]}
     return go.Figure(data=data, layout=lay)
 
 

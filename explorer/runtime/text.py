@@ -18,9 +18,10 @@ from explorer.runtime.limits import MAX_TEXT_BYTES
 from models import ConfigError
 from models.architectures import arrangement
 
-# A repeated rare word: on its second copy the bundled model's induction heads read the byte that followed
-# the first copy (layer 1, scores 0.83-0.88), beside a previous-token head in layer 0 and local heads.
-DEFAULT_TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
+# A repeated rare word: on its second copy the bundled model's four layer-1 heads read the byte that followed
+# the first copy (induction 0.46-0.57 over every repeated pair of the text), beside a previous-token head in
+# layer 0 and local heads; 89 bytes, so a 64-key window and the sparse patterns differ from full attention.
+DEFAULT_TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Heads find the first copy."
 DEFAULT_SEPARATOR = "=>"
 SEQ2SEQ_TEXT = "the quick brown fox=>xof nworb kciuq eht"  # reverse: the alignment is the anti-diagonal
 MAX_SEPARATOR_CHARS = 16

@@ -51,12 +51,12 @@ def test_a_preset_draws_once_then_the_page_goes_quiet(page):
         page.page.wait_for_function("(w) => { const v = document.querySelector('#share-url textarea, "
                                     "#share-url input').value; return v.includes('preset=') && v.includes(w); }",
                                     arg=word, timeout=60_000)
-        _wait_requests(page, n0 + 4)  # the last two events show no progress: settle alone may return before them
+        _wait_requests(page, n0 + 5)  # the last two events show no progress: settle alone may return before them
         page.settle()
         assert page.quiet_for(2_500) == 0, preset  # no request for 2.5 s once the figures are drawn
-        # one chain: attention, statistics and zoom, views, analysis (the preset fills the controls
-        # without the queue)
-        assert len(page.requests) - n0 <= 4, (preset, page.requests[n0:])
+        # one chain: attention, statistics and zoom, views, analysis, surgery (the preset fills the
+        # controls without the queue)
+        assert len(page.requests) - n0 <= 5, (preset, page.requests[n0:])
         assert page.plot(GRID)["blank"] == before["blank"], preset  # all three are causal full attention
     page.check_clean()
 
@@ -101,10 +101,10 @@ def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
     box.press("Enter")
     page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
                                 ".value.includes('d_model=256')", timeout=60_000)
-    _wait_requests(page, n0 + 4)
+    _wait_requests(page, n0 + 5)
     page.settle()
     assert page.page.locator("#status").inner_text().strip() == ""
-    assert len(page.requests) - n0 <= 4  # one chain: attention, statistics and zoom, views, analysis
+    assert len(page.requests) - n0 <= 5  # one chain: attention, statistics and zoom, views, analysis, surgery
     assert "whole numbers" in page.page.locator("#ctl-n_layers").inner_text()  # the range is shown
     before = page.plot(GRID)
     page.commit_number("ctl-n_layers", "3.5")

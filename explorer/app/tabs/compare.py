@@ -15,24 +15,24 @@ from urllib.parse import parse_qsl
 
 import gradio as gr
 
-from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, model_summary
+from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, model_summary, surgery
 from explorer.analysis.sweep import sweep_axes
+from explorer.analysis.weights import applicable
 from explorer.app.controls import current_config
 from explorer.app.jobs import run_job
 from explorer.app.messages import problem, warn
-from explorer.app.share import from_query
+from explorer.app.share import compare_query, from_query
 from explorer.app.state import read_state
 from explorer.app.tabs.latency import FIXED_LEN
-from explorer.runtime.limits import SWEEP_BUDGET_S
 from explorer.figures.attention import attention_grid
 from explorer.figures.compare import ab_sweep_figure, gradient_compare_figure
 from explorer.figures.readings import ab_sweep_reading, diff_markdown
 from explorer.runtime.configs import app_config
-from explorer.runtime.limits import MAX_SWEEP_LEN, parse_lengths
+from explorer.runtime.limits import MAX_SWEEP_LEN, SWEEP_BUDGET_S, parse_lengths
 from explorer.runtime.text import as_text
+from explorer.runtime.untrusted import shown
 from models import ConfigError, ModelConfig
 from models.config import CATEGORIES
-from explorer.app.share import compare_query
 
 OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_link")
 AB_LENGTHS = "128,256,512,1024"
@@ -73,6 +73,15 @@ def build_compare_tab() -> SimpleNamespace:
                                               ab_stop=ab_stop, ab_md=ab_md, ab_sweep=ab_sweep))
 
 
+def side_weights(choice, trained=None):
+    """``cfg -> TrainedWeights or None`` for the page's Weights choice (default: bundled)."""
+    if choice == "initial":
+        return lambda cfg: None
+    if choice == "trained":
+        return lambda cfg: applicable(trained, cfg)
+    return surgery.weights_for
+
+
 def pin_config(values: dict, text=None) -> dict:
     """-> ``{"pinned": A's config dict}``; a bad config warns and pins nothing."""
     try:
@@ -82,27 +91,36 @@ def pin_config(values: dict, text=None) -> dict:
         return {"pinned": gr.skip()}
 
 
-def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None) -> dict:
-    """The tab's figures and reading for A and B on the same text and separator."""
+def _source(record) -> str:
+    return record.source if record is not None else "initial weights"
+
+
+def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None, weights_for=None) -> dict:
+    """The tab's figures and reading for A and B on the same text and separator; ``weights_for(cfg)``: the
+    weights each side is drawn with (the page's Weights choice; None: initial weights)."""
     text = as_text(text)
-    maps_a, maps_b = attention_maps(a, text, separator=separator), attention_maps(b, text, separator=separator)
-    grad_a, grad_b = gradient_norms(a), gradient_norms(b)
+    wa, wb = (weights_for(a), weights_for(b)) if weights_for is not None else (None, None)
+    maps_a = attention_maps(a, text, separator=separator, weights=wa)
+    maps_b = attention_maps(b, text, separator=separator, weights=wb)
+    grad_a, grad_b = gradient_norms(a, weights=wa), gradient_norms(b, weights=wb)
     seq = max(1, len(maps_b.tokens))
     md = diff_markdown(config_diff(a, b), model_summary(a, seq_len=seq), model_summary(b, seq_len=seq))
-    return {"compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale.",
+    drawn = f"\n\nWeights: A {shown(_source(wa))}; B {shown(_source(wb))}."
+    return {"compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale." + drawn,
             "grid_a": attention_grid(maps_a, narrow=True), "grid_b": attention_grid(maps_b, narrow=True),
             "compare_grad": gradient_compare_figure(grad_a, grad_b),
             "compare_link": compare_query(a, b, text, separator)}
 
 
-def refresh_compare(values: dict, text, pinned, separator=None) -> dict:
-    """A (pinned) vs B (the controls) -> the tab's outputs; nothing pinned -> a hint, figures kept."""
+def refresh_compare(values: dict, text, pinned, separator=None, weights=None, trained=None) -> dict:
+    """A (pinned) vs B (the controls) -> the tab's outputs, each side drawn with the page's Weights choice
+    (``weights``: bundled / initial / your run; ``trained``: the session's run); nothing pinned -> a hint."""
     if not pinned:
         return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
                 **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
     try:
         a = app_config(pinned)
-        return compare_outputs(a, current_config(values), text, separator)
+        return compare_outputs(a, current_config(values), text, separator, side_weights(weights, trained))
     except Exception as exc:
         return {"compare_md": warn(problem(exc)), **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
 
