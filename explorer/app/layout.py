@@ -57,7 +57,7 @@ DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older
 def header() -> str:
     return (f"<div id='app-header'><h1>Transformer Family Explorer</h1>"
             f"<p>Assemble a transformer from the catalogue and see what each choice does: attention maps, "
-            f"gradient norms at initialisation, and latency / memory measured on this machine.</p>"
+            f"head labels on a trained model, gradient norms, and latency / memory measured on this machine.</p>"
             f"<span class='device-badge'>running on {device_label()}</span></div>")
 
 
