@@ -117,16 +117,3 @@ def bundled_weights(cfg) -> TrainedWeights | None:
     """The ``TrainedWeights`` of the bundle trained with exactly ``cfg`` (None without one)."""
     b = bundle_for(cfg)
     return None if b is None else _record(b.name)
-
-
-def closest(cfg) -> tuple:
-    """``(bundle name, [changed fields])`` of the bundle whose config differs from ``cfg`` in the fewest
-    fields (None, [] without any bundle)."""
-    target = as_config(cfg).to_dict()
-    best = (None, [])
-    for name in names():
-        mine = load(name).config.to_dict()
-        diff = [k for k in target if mine.get(k) != target[k]]
-        if best[0] is None or len(diff) < len(best[1]):
-            best = (name, diff)
-    return best
