@@ -74,10 +74,11 @@ def weights(cfg: ModelConfig) -> tuple:
 
 @lru_cache(maxsize=256)
 def _weights(cfg_json: str) -> tuple:
+    from .meta import on_meta
     from .model import build_model  # late: the model imports the registries, which import config
 
     cfg = ModelConfig.from_dict(json.loads(cfg_json))
-    with torch.device("meta"):
+    with on_meta():
         model = build_model(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())

@@ -28,8 +28,8 @@ from safetensors.torch import save as st_save
 
 from explorer.analysis.weights import tensor_digest
 from explorer.runtime.configs import as_config
-from models import build_model
-from models import ConfigError
+from models import ConfigError, build_model
+from models.meta import on_meta
 
 FORMAT = "transformer-family-explorer/weights"
 VERSION = "1"
@@ -137,7 +137,7 @@ def _meta_shapes(cfg) -> dict | None:
     """``{name: (shape, dtype)}`` of the config's model built on the meta device; None when a module
     cannot be built there (its tensors are then compared after the real build)."""
     try:
-        with torch.device("meta"):
+        with on_meta():
             return {k: (tuple(t.shape), t.dtype) for k, t in build_model(cfg).state_dict().items()}
     except Exception:
         return None
