@@ -31,7 +31,7 @@ from explorer.app.messages import problem
 from explorer.app.state import read_state
 from explorer.app.tabs.surgery import loss_line
 from explorer.app.tabs.train import small_config, trained_snapshot
-from explorer.runtime.untrusted import shown
+from explorer.runtime.untrusted import shown, shown_html
 
 BUNDLED, INITIAL, TRAINED = "bundled", "initial", "trained"
 CHOICES = [("bundled (trained)", BUNDLED), ("initial", INITIAL), ("your run (Train tab)", TRAINED)]
@@ -82,7 +82,7 @@ def weights_line(values: dict, choice, record, text=None) -> str:
 
 
 def _off(state: dict, why: str) -> dict:
-    gr.Warning(shown(why))
+    gr.Warning(shown_html(why))
     return {"weights": BUNDLED, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**"}
 
 
@@ -138,7 +138,7 @@ def attention_with_weights(handler):
                 if diff:
                     msg = f"Weights switched to bundled: your run belongs to another config ({', '.join(diff[:6])})."
             if msg is not None:
-                gr.Info(shown(msg))
+                gr.Info(shown_html(msg))
                 record = chosen(values, BUNDLED, None)
                 out = handler(values, weights=record, **kw)
                 return {**out, "weights": BUNDLED, "trained": None, "status": f"ℹ️ {shown(msg)}",

@@ -30,3 +30,16 @@ def test_running_out_of_memory_says_so_without_the_allocator_text():
     msg = problem(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: "
                                "you tried to allocate 268435456 bytes"))
     assert "ran out of memory" in msg and "alloc_cpu" not in msg and "268435456" not in msg
+
+
+def test_toasts_are_html_not_markdown(monkeypatch):
+    """A toast renders HTML: a Markdown escape ("n\\_layers") would show its backslash to the visitor."""
+    from explorer.app import weights as ui_weights
+
+    toasts = []
+    monkeypatch.setattr(ui_weights.gr, "Warning", lambda msg, *a, **k: toasts.append(msg))
+    monkeypatch.setattr(ui_weights.gr, "Info", lambda msg, *a, **k: toasts.append(msg))
+    out = ui_weights.switch({}, weights="your_run <b>*x*</b>")
+    assert toasts and "weights=" in toasts[0] and "your_run" in toasts[0]
+    assert "\\" not in toasts[0] and "<b>" not in toasts[0] and "&lt;b&gt;" in toasts[0]
+    assert "\\_" in out["status"]  # the status line is Markdown, so there the escape belongs
