@@ -13,7 +13,7 @@ import math
 import plotly.graph_objects as go
 
 from explorer.figures.base import base_layout, subplot_domains
-from explorer.figures.gradients import GRAD_PANELS
+from explorer.figures.gradients import GRAD_PANELS, layer_axis, placement_color
 
 COLORS = {"A": "#3949ab", "B": "#e65100"}
 PANELS = (("ms", 1.0, "time per batch (ms)"), ("peak_bytes", 1 / 2**20, "peak memory (MiB)"))
@@ -105,6 +105,13 @@ def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
     positive = [v for r in (grad_a, grad_b) for key, _ in GRAD_PANELS for v in r[key] if v is not None and v > 0]
     floor = min(positive) / 10 if positive else 1e-6
     same = all(grad_a[key] == grad_b[key] for key, _ in GRAD_PANELS)
+    n_layers = max([len(r[key]) for r in (grad_a, grad_b) for key, _ in GRAD_PANELS] + [1])
+    # sides that differ in norm placement wear the placement's colour of the Gradients tab (post red,
+    # pre blue, ...), so a post-vs-pre comparison reads the same on both tabs; otherwise A / B colours
+    placements = (grad_a.get("norm_placement"), grad_b.get("norm_placement"))
+    by_placement = placements[0] != placements[1] and all(placements)
+    colors = {name: placement_color(pl, COLORS[name]) if by_placement else COLORS[name]
+              for name, pl in zip("AB", placements)}
     data, layout = [], {"annotations": []}
     for p, (key, label) in enumerate(GRAD_PANELS):
         s = "" if p == 0 else str(p + 1)
@@ -117,11 +124,11 @@ def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
                              y=[None if v is None else (v if v > 0 else floor) for v in vals],
                              name=f"{name} ({r.get('norm_placement', '')})" + (" = 0" if zero else ""),
                              legendgroup=name, showlegend=p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
-                             line=dict(color=COLORS[name], width=4 if name == "A" else 2,
+                             line=dict(color=colors[name], width=4 if name == "A" else 2,
                                        dash="dash" if name == "B" else "solid"),
                              customdata=vals, hovertemplate=f"{name}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>"))
         xd, yd = domains[p]
-        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", title=dict(text="layer"), dtick=1)
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", **layer_axis(n_layers))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
                                    title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
         layout["annotations"].append(dict(text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper",

@@ -11,6 +11,19 @@ PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "sandwich": "#2ca02c", 
 
 
 # ---------------------------------------------------------------------------- gradients
+def layer_axis(n_layers: int) -> dict:
+    """The x axis of a per-layer plot: exactly the layers 0 .. n-1 (no -1 or n from autorange
+    padding), at most about eight tick labels so 12 or 24 layers stay readable on a projector."""
+    n = max(1, int(n_layers))
+    step = max(1, -(-n // 8))
+    return dict(range=[-0.5, n - 0.5], tickmode="linear", tick0=0, dtick=step, title=dict(text="layer"))
+
+
+def placement_color(placement: str, fallback: str) -> str:
+    """One colour per norm placement, the same in every figure (Gradients and Compare)."""
+    return PLACEMENT_COLORS.get(placement, fallback)
+
+
 GRAD_PANELS = (("attn_out", "attention out-proj ‖∇W‖"), ("ffn_out", "FFN out-proj ‖∇W‖"),
                ("residual", "layer input ‖∇x‖"))
 
@@ -27,6 +40,7 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
     data, layout = [], {}
     positive = [v for r in results.values() for key, _ in GRAD_PANELS for v in r[key] if v is not None and v > 0]
     floor = min(positive) / 10 if positive else 1e-6
+    n_layers = max([len(r[key]) for r in results.values() for key, _ in GRAD_PANELS] + [1])
     for p, (key, label) in enumerate(GRAD_PANELS):
         s = "" if p == 0 else str(p + 1)
         for n, (placement, r) in enumerate(results.items()):
@@ -35,7 +49,7 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
                 continue
             zero = all(v == 0 for v in vals if v is not None)
             is_cur = placement == current
-            color = PLACEMENT_COLORS.get(placement, CYCLE[n % len(CYCLE)])
+            color = placement_color(placement, CYCLE[n % len(CYCLE)])
             name = placement + (" (current)" if is_cur else "")
             data.append(dict(
                 type="scatter", mode="lines+markers", x=list(range(len(vals))),
@@ -45,7 +59,7 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
                 marker=dict(size=11 if is_cur else 7), opacity=1.0 if is_cur else 0.6,
                 customdata=vals, hovertemplate=f"{placement}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>"))
         xd, yd = domains[p]
-        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", title=dict(text="layer"), dtick=1)
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", **layer_axis(n_layers))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
                                    title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
         layout.setdefault("annotations", []).append(dict(
