@@ -19,10 +19,38 @@ def fitted_slope(records: list, key: str) -> float | None:
     return float(np.polyfit(x, y, 1)[0])
 
 
+def end_slope(records: list, key: str) -> float | None:
+    """Slope of log(value) against log(L) between the two longest ``ok`` lengths (None if < 3 points,
+    where it would equal the fit): where a curve bends (a linear cost giving way to a quadratic one at
+    long lengths) the end says more than the fit over every length."""
+    pts = sorted((r["seq_len"], r[key]) for r in records if r["status"] == "ok" and r.get(key) and r[key] > 0)
+    if len(pts) < 3 or pts[-1][0] <= pts[-2][0]:
+        return None
+    (l0, v0), (l1, v1) = pts[-2], pts[-1]
+    return float(np.log(v1 / v0) / np.log(l1 / l0))
+
+
+BEND = 0.25  # an end slope this far from the fitted one is said
+
+
+def slope_text(records: list, key: str) -> str | None:
+    """"1.02" or, for a bending curve, "1.02 overall, 1.81 at the longest lengths" (None: too few points)."""
+    fit = fitted_slope(records, key)
+    if fit is None:
+        return None
+    end = end_slope(records, key)
+    if end is not None and abs(end - fit) >= BEND:
+        return f"{fit:.2f} overall, {end:.2f} at the longest lengths"
+    return f"{fit:.2f}"
+
+
 def _curve(records, key, scale, name, color, dash, axis) -> list:
     ok = [r for r in records if r["status"] == "ok" and r.get(key)]
     slope = fitted_slope(records, key)
+    end = end_slope(records, key)
     label = f"{name} (slope {slope:.2f})" if slope is not None else name
+    if slope is not None and end is not None and abs(end - slope) >= BEND:
+        label = f"{name} (slope {slope:.2f}, {end:.2f} at the end)"
     traces = [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok],
                    y=[r[key] * scale for r in ok], name=label, legendgroup=name, showlegend=axis == "",
                    xaxis=f"x{axis}", yaxis=f"y{axis}", line=dict(color=color, width=4, dash=dash),

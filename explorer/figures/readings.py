@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from explorer.figures.base import human_bytes
-from explorer.figures.latency import fitted_slope
+from explorer.figures.latency import slope_text
 
 
 def _ratio(vals: list) -> str:
@@ -39,12 +39,12 @@ def gradient_reading(results: dict, current: str, skipped: dict | None = None) -
 def sweep_reading(current: list, baseline: list | None, attention: str, baseline_name: str = "full") -> str:
     """Fitted slopes and the largest length measured, as a sentence."""
     def describe(records, name):
-        s_t, s_m = fitted_slope(records, "ms"), fitted_slope(records, "peak_bytes")
+        s_t, s_m = slope_text(records, "ms"), slope_text(records, "peak_bytes")
         ok = [r for r in records if r["status"] == "ok"]
         bad = [f"L={r['seq_len']}: {r['status']}" for r in records if r["status"] != "ok"]
-        text = f"**{name}**: time slope {s_t:.2f}" if s_t is not None else f"**{name}**: too few points for a slope"
+        text = f"**{name}**: time slope {s_t}" if s_t is not None else f"**{name}**: too few points for a slope"
         if s_m is not None:
-            text += f", memory slope {s_m:.2f}"
+            text += f", memory slope {s_m}"
         if ok:
             last = ok[-1]
             text += f"; at L={last['seq_len']}: {last['ms']:.1f} ms, {human_bytes(last['peak_bytes'])}"
