@@ -96,8 +96,8 @@ def _title_pad(title: dict) -> int:
 
 def wrap_notes(text: str, width: int = NOTE_CHARS) -> str:
     """``text`` (a Plotly title) with each long ``<sup>`` note of plain text broken into lines of at
-    most ``width`` characters where it can be: between its clauses ("; "), which stay whole. Plotly
-    never wraps a title, it clips it at the figure's edge."""
+    most ``width`` characters where it can be: between its clauses ("; "), a clause longer than a
+    line between its words. Plotly never wraps a title, it clips it at the figure's edge."""
     parts = []
     for part in text.split("<br>"):
         inner = part[5:-6] if part.startswith("<sup>") and part.endswith("</sup>") else None
@@ -107,6 +107,9 @@ def wrap_notes(text: str, width: int = NOTE_CHARS) -> str:
                 if lines[-1] and len(lines[-1]) + 2 + len(clause) > width:
                     lines.append("")
                 lines[-1] = f"{lines[-1]}; {clause}" if lines[-1] else clause
+                while len(lines[-1]) > width and " " in lines[-1][:width]:  # a clause longer than a line
+                    cut = lines[-1].rfind(" ", 0, width)
+                    lines[-1:] = [lines[-1][:cut], lines[-1][cut + 1:]]
             part = "<br>".join(f"<sup>{line}</sup>" for line in lines)
         parts.append(part)
     return "<br>".join(parts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.base import base_layout
+from explorer.figures.base import NOTE_LINE, base_layout, wrap_notes
 from explorer.figures.views.common import panel_title
 
 GROUP_WORD = {"lsh": "bucket", "routing": "cluster", "clustered": "cluster"}
@@ -67,18 +67,20 @@ def approximation_figure(view, tokens: list, layer: int = 0, head: int = 0) -> g
                                    constrain="domain")
         notes.append(panel_title(name, xd))
     mx, mean = float(view.max_error[layer, head]), float(view.mean_error[layer, head])
-    title = (f"{view.mechanism} attention vs exact softmax — layer {layer}, head {head}: "
-             f"max |error| {mx:.3f}, mean |error| {mean:.4f}<br><sup>exact: {view.reference}; mean over the "
-             f"allowed (query, key) pairs; blank = masked</sup>")
-    note = error_note(view, layer, head)
-    title += "".join(f"<br><sup>{line}</sup>" for line in note)
-    lay = base_layout(title, 500 + 22 * len(note), annotations=notes, **layout)
+    # a short headline and the rest as wrapped small print: the notes run to 190 characters, which
+    # Plotly would clip at the figure's edge (it never wraps a title)
+    title = wrap_notes(f"{view.mechanism} vs exact softmax — layer {layer}, head {head}<br><sup>max |error| "
+                       f"{mx:.3f}, mean |error| {mean:.4f}; exact: {view.reference}; mean over the allowed "
+                       "(query, key) pairs; blank = masked</sup>"
+                       + "".join(f"<br><sup>{line}</sup>" for line in error_note(view, layer, head)))
+    notes_px = NOTE_LINE * max(0, title.count("<br>") - 1)
+    lay = base_layout(title, 500 + notes_px, annotations=notes, **layout)
     lay["coloraxis"] = dict(colorscale="Viridis", cmin=0.0, cmax=max(cmax, 1e-6), colorbar=dict(
         title=dict(text="prob.", side="top"), thickness=12, x=0.6, xanchor="left", len=0.8))
     lay["coloraxis2"] = dict(colorscale="Reds", cmin=0.0, cmax=max(float(err[allowed].max()), 1e-6), colorbar=dict(
         title=dict(text="|error|", side="top"), thickness=12, x=0.96, xanchor="left", len=0.8))
     lay["plot_bgcolor"] = "#eef0f3"
-    lay["margin"] = dict(l=70, r=70, t=120 + 22 * len(note), b=60)
+    lay["margin"] = dict(l=70, r=70, t=120 + notes_px, b=60)
     return go.Figure(data=data, layout=lay)
 
 

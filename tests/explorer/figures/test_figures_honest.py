@@ -181,7 +181,8 @@ def test_lsh_max_error_is_explained_with_the_rows_outside_the_bucket():
         assert "outside the query's bucket" in reading
         fig = plots_views.approximation_figure(approx, maps.tokens, *np.unravel_index(approx.max_error.argmax(),
                                                                                      approx.max_error.shape))
-        assert "outside the query's bucket" in fig.layout.title.text
+        title = " ".join(fig.layout.title.text.replace("<sup>", "").replace("</sup>", "").split("<br>"))
+        assert "outside the query's bucket" in title  # the small print is wrapped into lines
 
 
 # ---------------------------------------------------------------------------- legends
