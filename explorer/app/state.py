@@ -19,7 +19,7 @@ def new_state(cfg: ModelConfig | None = None, text: str | None = None, weights=N
     """A fresh state; ``text`` given: the page was built showing ``cfg``'s figures for it (with ``weights``)."""
     cfg = cfg or ModelConfig()
     drawn = None if text is None else drawn_digest(cfg, text, weights=weights)
-    return {"drawn": drawn, "fresh": False, "ui": ui_digest(cfg), "sweep": None}
+    return {"drawn": drawn, "fresh": False, "ui": ui_digest(cfg), "sweep": None, "arch": cfg.architecture}
 
 
 def read_state(state) -> dict:

@@ -91,6 +91,32 @@ def as_text(text, default: str | None = None) -> str:
     return text
 
 
+def paired_text(cfg, text: str, separator=None) -> tuple:
+    """``(text, note)``: the text an encoder-decoder can read when the user has just switched to one.
+
+    A text without the separator would be refused (``model_input``), which on the first click of
+    "encoder_decoder" showed a warning and stale maps: the decoder's example text becomes the
+    encoder-decoder's example (with the box's separator); any other text is kept and split at the
+    space nearest its middle (source before, target after), and ``note`` says so. A text that
+    already holds the separator, or a config that reads one sequence, comes back unchanged (note "").
+    """
+    if not reads_pair(cfg):
+        return text, ""
+    sep = check_separator(separator or None)
+    if sep in text:
+        return text, ""
+    if not text.strip() or text == DEFAULT_TEXT:
+        return SEQ2SEQ_TEXT.replace(DEFAULT_SEPARATOR, sep), (
+            f"An encoder-decoder reads a source and a target: the text is its example, split at {sep!r}.")
+    mid = len(text) // 2
+    spaces = [i for i, ch in enumerate(text) if ch == " " and 0 < i < len(text) - 1]
+    cut = min(spaces, key=lambda i: abs(i - mid)) if spaces else max(1, mid)
+    src, tgt = text[:cut].rstrip() or text[:cut], text[cut:].lstrip() or text[cut:]
+    return f"{src}{sep}{tgt}", (f"An encoder-decoder reads a source and a target: {sep!r} was inserted at "
+                                f"character {len(src)} of your text (source before it, target after); move it "
+                                "to split elsewhere.")
+
+
 def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES) -> ModelInput:
     """The ids ``cfg``'s model reads from ``text`` (see the module docstring); ``separator`` None or ""
     (an emptied box) is the default. ``ConfigError`` for an empty text, a separator refused or missing

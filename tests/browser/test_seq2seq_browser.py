@@ -85,3 +85,17 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
 def test_benchmark_varies_source_or_target(client):
     recs = client.predict(json.dumps(ENCDEC), "8,16", "forward", "source", api_name="/benchmark")
     assert [(r["src_len"], r["tgt_len"]) for r in recs] == [(8, 64), (16, 64)]
+
+
+def test_first_click_on_encoder_decoder_draws_without_a_warning(page):
+    """Picking encoder_decoder in the architecture dropdown on the landing page: the example text
+    becomes a source => target pair, the cross-attention grid draws, and no warning shows."""
+    page.choose("ctl-architecture", "encoder_decoder")
+    page.wait_plot("#cross-grid")
+    page.settle()
+    assert "=>" in page.value("text") and page.page.locator("#separator").is_visible()
+    assert page.page.locator(".toast-body.warning").count() == 0, "a warning toast on the first click"
+    src, tgt = page.value("text").split("=>")
+    cross = _labels(page, "#cross-grid")
+    assert len(cross["x"]) == len(src) and len(cross["y"]) == len(tgt)
+    page.check_clean()

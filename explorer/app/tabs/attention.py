@@ -30,7 +30,7 @@ from explorer.figures.attention import attention_grid, attention_stats
 from explorer.figures.readings import maps_reading
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.presets import matching_preset
-from explorer.runtime.text import as_text
+from explorer.runtime.text import as_text, paired_text
 from models import ModelConfig
 
 FIGURES = ("grid", "stats", "maps_md", *stacks.FIGURES)
@@ -95,22 +95,29 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
     # the separator box and the sweep's axis follow the architecture whatever happens next (a missing
     # separator is the error the user must be able to fix)
     controls.update(stacks.box_updates(values.get("architecture")))
+    arch = values.get("architecture")
     try:
         cfg = current_config(values)
+        if arch != state.get("arch"):  # just switched to an encoder-decoder: give the text its separator
+            text, paired = paired_text(cfg, text, separator)
+            if paired:
+                controls["text"] = text
+                note = f"{note} {paired}".strip()
         w = applicable(weights, cfg)
         drawn = drawn_digest(cfg, text, separator, picks, w)
         if drawn == state["drawn"]:
             return {**controls, **unchanged, "status": note or text_notice(text),
-                    "state": {**state, "fresh": False, "ui": sig}}
+                    "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
         grid, link = draw_grid(cfg, text, separator, picks, w)
         maps = attention_maps(cfg, text, separator=separator, weights=w)
         stats = plot_data(figure_json("stats", attention_stats, cfg, text, separator, w)) if with_stats else gr.skip()
         extra = stacks.attention_updates(cfg, text, separator, w)
     except Exception as exc:  # ConfigError and anything else: warn, keep the last good figures
-        return {**controls, **unchanged, "status": warn(problem(exc)), "state": {**state, "fresh": False, "ui": sig}}
+        return {**controls, **unchanged, "status": warn(problem(exc)),
+                "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
     return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": maps_reading(maps.summary(), MAX_TEXT_BYTES),
             "status": note or text_notice(text), "share_qs": link, "preset": preset_of(cfg),
-            "state": {**state, "drawn": drawn, "fresh": True, "ui": sig}}
+            "state": {**state, "drawn": drawn, "fresh": True, "ui": sig, "arch": arch}}
 
 
 def refresh_stats(values: dict, text, state=None, separator=None, weights=None) -> dict:

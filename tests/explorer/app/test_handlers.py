@@ -86,7 +86,7 @@ def test_refresh_attention_draws_shares_and_keeps_a_tiny_state():
     assert "5 byte tokens" in out["maps_md"] and out["preset"] == CUSTOM
     assert "n_layers=2" in out["share_qs"] and "text=hello" in out["share_qs"]
     state = out["state"]
-    assert state["fresh"] and set(state) == {"drawn", "fresh", "ui", "sweep"}
+    assert state["fresh"] and set(state) == {"drawn", "fresh", "ui", "sweep", "arch"}
     assert len(json.dumps(state)) < 200  # no text, no config, no figure in the session state
     again = h.refresh_attention(_values(), "hello", state)  # a commit that changes nothing
     assert all(_is_skip(again[k]) for k in (*h.FIGURES, "share_qs")) and not again["state"]["fresh"]

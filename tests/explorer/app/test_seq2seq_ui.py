@@ -16,7 +16,7 @@ from explorer.app.tabs import attention as h
 from explorer.app.tabs.analysis import analysis_outputs
 from explorer.app.tabs.latency import FIXED_LEN, run_sweep
 from explorer.figures.stacks import extra_grid
-from explorer.runtime.text import DEFAULT_SEPARATOR, SEQ2SEQ_TEXT
+from explorer.runtime.text import DEFAULT_SEPARATOR, DEFAULT_TEXT, SEQ2SEQ_TEXT
 from models import ModelConfig
 
 SMALL = dict(architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32,
@@ -62,10 +62,30 @@ def test_refresh_draws_cross_attention_with_source_and_target_labels():
 
 
 def test_a_missing_separator_warns_and_keeps_the_box_visible():
+    """A separator deleted while the encoder-decoder is already drawn: the user's edit is warned about."""
     values = config_values(ModelConfig(**SMALL))
-    out = h.refresh_attention(values, "no split here", new_state())
+    out = h.refresh_attention(values, "no split here", {**new_state(), "arch": "encoder_decoder"})
     assert "separator" in out["status"] and _vis(out["separator"])
     assert out["cross_grid"] == h.gr.skip()  # the last good figure stays
+    assert "text" not in out  # the user's text is left as typed
+
+
+def test_first_click_on_encoder_decoder_switches_the_example_text():
+    """From the decoder's page (its example text), picking encoder_decoder draws its example pair."""
+    values = config_values(ModelConfig(**SMALL))
+    out = h.refresh_attention(values, DEFAULT_TEXT, new_state())
+    assert "⚠" not in out["status"] and out["text"] == SEQ2SEQ_TEXT
+    assert _vis(out["cross_grid"]) and out["state"]["arch"] == "encoder_decoder"
+
+
+def test_first_click_keeps_the_users_text_and_inserts_the_separator():
+    values = config_values(ModelConfig(**SMALL))
+    out = h.refresh_attention(values, "translate this sentence please", new_state(), separator="|")
+    assert "⚠" not in out["status"] and "inserted" in out["status"]
+    assert out["text"] == "translate this|sentence please"  # split at the space nearest the middle
+    src, tgt = out["text"].split("|")
+    cross = out["cross_grid"]["value"]
+    assert len(cross.data[0].x) == len(src) and len(cross.data[0].y) == len(tgt)
 
 
 def test_decoder_only_hides_the_encoder_decoder_parts():
