@@ -1,8 +1,9 @@
 """The export: every figure the session shows for a config, in one zip that leaves nothing behind.
 
-``export_sections`` draws the figures from the analyses directly (the attention grid and its
-statistics, the other stacks' maps, gradient norms per placement and per stack, the KV cache, the
-variant views, and the session's sweeps), so the Export button and ``/export`` share one path and
+``export_sections`` draws the figures from the analyses directly (the attention grid, its statistics
+and the zoomed head, the other stacks' maps, gradient norms per placement and per stack, the KV cache,
+the variant views, the Surgery tab, the Compare tab when A is pinned, the Train tab's run, and the
+session's sweeps), so the Export button and ``/export`` share one path and
 neither goes through a UI handler. ``export_files`` writes ``transformer-explorer-<hash>.zip``
 (``explorer.export.archive``) into a fresh temporary folder; ``cleanup_export`` deletes that folder
 once Gradio has copied the file into its cache (which ``delete_cache`` bounds).
@@ -20,6 +21,8 @@ from explorer.analysis.weights import applicable
 from explorer.app.controls import current_config
 from explorer.app.messages import problem, warn
 from explorer.app.state import read_state
+from explorer.app.tabs import compare, train_runs
+from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs.analysis import KV_LENGTHS
 from explorer.export import archive
 from explorer.figures.attention import attention_grid, attention_stats
@@ -28,6 +31,8 @@ from explorer.figures.gradients import gradient_figure
 from explorer.figures.latency import kv_cache_figure, sweep_figure
 from explorer.figures.stacks import extra_grid, stack_gradient_figure
 from explorer.figures.views import view_figures
+from explorer.figures.zoom import head_figure
+from explorer.runtime.configs import app_config
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import as_text, model_input
 from explorer.runtime.untrusted import shown
@@ -36,17 +41,25 @@ from models import ModelConfig
 TEMP_PREFIX = "explorer-export-"
 
 
-def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, weights=None) -> tuple:
+def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, weights=None, zoom=None,
+                    pinned=None, train_state=None) -> tuple:
     """Every figure the session shows for ``cfg`` -> ``(sections, sweeps)``: ``[(title, [(stem,
     figure), ...]), ...]`` and the sweep records ``[(series, attention, records), ...]`` (the
-    Latency tab's sweep and the Compare tab's A/B sweep, when the session ran them)."""
+    Latency tab's sweep and the Compare tab's A/B sweep, when the session ran them).
+
+    ``zoom``: the zoomed head ``(layer, head)``; ``pinned``: the Compare tab's A (a config dict), drawn
+    against ``cfg`` as B; ``train_state``: the Train tab's state, whose run's figures are added when
+    it holds one. Each figure's section names it (the statistics PNG is no "Attention maps")."""
     w = applicable(weights, cfg)
     maps = attention_maps(cfg, text, separator=separator, weights=w)
     results, _ = placement_results(cfg, w)
-    sections = [(f"Attention maps: {cfg.attention}", [("attention-maps", attention_grid(maps)),
-                                                       ("attention-stats", attention_stats(maps))]),
-                ("Gradient norms at initialisation", [("gradient-norms", gradient_figure(results, cfg.norm_placement))]),
-                ("KV cache for decoding", [("kv-cache", kv_cache_figure(kv_cache_bytes(cfg, KV_LENGTHS)))])]
+    sections = [(f"Attention maps: {cfg.attention}", [("attention-maps", attention_grid(maps))]),
+                ("Attention pattern and per-head statistics", [("attention-stats", attention_stats(maps))])]
+    if zoom is not None and any(v is not None for v in zoom):  # the page's zoom (an API export has none)
+        layer, head = _zoomed(zoom)
+        sections.append((f"Zoomed head: layer {layer}, head {head}", [("zoomed-head", head_figure(maps, layer, head))]))
+    sections += [("Gradient norms by norm placement", [("gradient-norms", gradient_figure(results, cfg.norm_placement))]),
+                 ("KV cache for decoding", [("kv-cache", kv_cache_figure(kv_cache_bytes(cfg, KV_LENGTHS)))])]
     if maps.stacks:  # a model of several stacks: the other stacks' and the cross-attention maps, per-stack norms
         stems = {name: ("cross-attention" if m.mask_kind == "full" else f"{m.stack}-attention")
                  for name, m in maps.stacks.items()}
@@ -58,6 +71,11 @@ def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, wei
     views = [(f"view-{name}", fig) for name, fig in view_figures(maps.views).items()]
     if views:  # only the variants that have views (layer 0, head 0 for the comparison)
         sections.append((f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}", views))
+    if w is not None:  # drawn with trained weights: the Surgery tab's figures
+        sections += _surgery_section(cfg, text, separator, w)
+    if pinned:
+        sections.append(_compare_section(app_config(pinned), cfg, text, separator, weights))
+    sections += _train_section(train_state)
     session, sweeps = read_state(state), []
     sweep = session.get("sweep")
     if sweep:
@@ -73,11 +91,52 @@ def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, wei
     return sections, sweeps
 
 
-def write_export(cfg: ModelConfig, text: str, state=None, separator=None, weights=None) -> tuple:
-    """The zip in a fresh temporary folder -> ``(folder, path, summary)``; the folder is deleted on failure."""
+def _zoomed(zoom) -> tuple:
+    """The zoom pickers' values as ints (clamped to the model by ``head_figure``); bad values are layer / head 0."""
+    try:
+        return max(0, int(zoom[0] or 0)), max(0, int(zoom[1] or 0))
+    except (TypeError, ValueError, IndexError):
+        return 0, 0
+
+
+def _surgery_section(cfg: ModelConfig, text: str, separator, w) -> list:
+    """The Surgery tab's difference view (when the weights are a bundle's, operated on) and its table."""
+    out = surgery_tab.surgery_outputs(cfg, text, separator, w)
+    figs = [("surgery-difference", out["surgery_diff"])] if w is not None and w.surgery else []
+    if out["surgery_table_md"]:
+        figs.append(("surgery-table", out["surgery_table"]))
+    return [("Surgery on the bundled weights", figs)] if figs else []
+
+
+def _compare_section(a: ModelConfig, b: ModelConfig, text: str, separator, weights) -> tuple:
+    """A (pinned) vs B (the controls), each drawn as the Compare tab draws it for the page's Weights choice."""
+    if weights is None:
+        choice = "initial"
+    elif str(weights.source).startswith("your run"):
+        choice = "trained"
+    else:
+        choice = "bundled"
+    out = compare.compare_outputs(a, b, text, separator, compare.side_weights(choice, weights))
+    return ("Compare A (pinned) / B (the controls)", [("compare-a", out["grid_a"]), ("compare-b", out["grid_b"]),
+                                                     ("compare-gradients", out["compare_grad"])])
+
+
+def _train_section(train_state) -> list:
+    """The Train tab's curves, probe attention and gradient norms, when the session holds a run."""
+    if not isinstance(train_state, dict) or train_state.get("trainer") is None or train_state.get("snap") is None:
+        return []
+    curves, probe, grads = train_runs.figures(train_state)
+    task = train_state["trainer"].run_cfg.task
+    return [(f"Training run ({task} task, step {train_state['snap'].step})",
+             [("train-curves", curves), ("train-probe-attention", probe), ("train-gradient-norms", grads)])]
+
+
+def write_export(cfg: ModelConfig, text: str, state=None, separator=None, weights=None, **extra) -> tuple:
+    """The zip in a fresh temporary folder -> ``(folder, path, summary)``; the folder is deleted on failure.
+    ``extra``: ``export_sections``' zoom, pinned and train_state."""
     folder = None
     try:
-        sections, sweeps = export_sections(cfg, text, state, separator, weights)
+        sections, sweeps = export_sections(cfg, text, state, separator, weights, **extra)
         folder = tempfile.mkdtemp(prefix=TEMP_PREFIX)
         used = model_input(cfg, text, separator)
         path, summary = archive.write_zip(folder, cfg, used.text, sections, sweeps, separator=used.separator,
@@ -88,11 +147,14 @@ def write_export(cfg: ModelConfig, text: str, state=None, separator=None, weight
     return folder, path, summary
 
 
-def export_files(values: dict, text, state, separator=None, weights=None) -> dict:
+def export_files(values: dict, text, state, separator=None, weights=None, zoom_layer=None, zoom_head=None,
+                 pinned=None, train_state=None) -> dict:
     """The Export button -> files (the zip's path), export_dir (its folder, deleted by
-    ``cleanup_export`` once served), status (what the zip holds, and why PNGs are missing when they are)."""
+    ``cleanup_export`` once served), status (what the zip holds, and why PNGs are missing when they are).
+    The zoomed head, the Compare tab (when A is pinned) and the Train tab's run come along."""
     try:
-        folder, path, summary = write_export(current_config(values), as_text(text), state, separator, weights)
+        folder, path, summary = write_export(current_config(values), as_text(text), state, separator, weights,
+                                             zoom=(zoom_layer, zoom_head), pinned=pinned, train_state=train_state)
     except Exception as exc:
         return {"files": gr.skip(), "export_dir": None, "status": warn(problem(exc))}
     return {"files": gr.update(value=path, visible=True), "export_dir": folder, "status": f"📦 {shown(summary, 600)}"}
