@@ -32,6 +32,12 @@ def test_click_a_panel_zooms_into_that_head(page):
     page.settle()
     assert len(page.requests) - sent == 1  # one click = one zoom request
     assert page.value("zoom-layer") == "layer 2" and page.value("zoom-head") == "head 3"
+    # the zoom that changed is on screen (it sits below the grid, out of sight at 1280x720 before)
+    top, bottom, height = page.page.evaluate(
+        "() => { const r = document.querySelector('#zoom-plot').getBoundingClientRect();"
+        " return [r.top, r.bottom, window.innerHeight]; }")
+    assert 0 <= top < height - min(bottom - top, height) / 2, (top, bottom, height)
+    page.page.locator("#attention-grid").scroll_into_view_if_needed()
     x, y, name = page.page.evaluate(PANEL_CENTRE, 1 * 4 + 0)
     page.page.mouse.click(x, y)
     page.page.wait_for_function(f"({ZOOM_TITLE})().includes('Layer 1, head 0')", timeout=60_000)

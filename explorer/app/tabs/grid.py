@@ -6,7 +6,8 @@
 - Click a panel: ``CLICK_JS`` (attached once on page load) listens to Plotly's ``plotly_click`` on
   the grid, reads the clicked trace's ``meta = [layer, head]`` (``figures.attention.attention_grid``),
   keeps it on the page and clicks a hidden button; that button's ``PICK_JS`` writes it into the
-  zoom's layer / head pickers in the browser, and one request redraws the zoom (``tabs.zoom``).
+  zoom's layer / head pickers in the browser and scrolls the zoom on screen when it is not, and one
+  request redraws the zoom (``tabs.zoom``).
 """
 from __future__ import annotations
 
@@ -43,8 +44,19 @@ CLICK_JS = """() => {
   hook();
   new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
 }"""
-# The hidden button's client-side step: the clicked [layer, head] into the zoom pickers.
-PICK_JS = "(layer, head) => { const p = window.__gridPick; window.__gridPick = null; return p || [layer, head]; }"
+# The hidden button's client-side step: the clicked [layer, head] into the zoom pickers, and the zoom
+# brought on screen when it is not (it sits below the grid: an update there went unseen).
+PICK_JS = """(layer, head) => {
+  const p = window.__gridPick; window.__gridPick = null;
+  const box = document.querySelector('#zoom-plot') || document.querySelector('#zoom-box');
+  if (p && box) {
+    const r = box.getBoundingClientRect();
+    if (r.top < 0 || r.top > window.innerHeight - Math.min(r.height, window.innerHeight) / 2) {
+      box.scrollIntoView({behavior: 'smooth', block: 'nearest'});
+    }
+  }
+  return p || [layer, head];
+}"""
 
 
 def build_pickers() -> SimpleNamespace:
