@@ -38,9 +38,22 @@ def reset() -> dict:
                    "configuration back.")
 
 
-def undo(history) -> dict:
-    """The previous drawn configuration in the controls (text kept) and the shortened history."""
+def undo(history, values: dict | None = None) -> dict:
+    """The previous drawn configuration in the controls (text kept) and the shortened history.
+
+    ``values``: the controls as the page holds them. When they differ from the newest entry, the
+    figures for them have not been recorded yet (Undo pressed right after Reset, before the reset's
+    redraw answered): the newest entry is then the configuration to go back to, and it stays."""
     history = list(history or [])
+    if history and values:
+        try:
+            pending = current_config(adjust_causal(dict(values))[0]).to_dict() != history[-1]
+        except Exception:  # controls that describe no valid config: go back to the last drawn one
+            pending = True
+        if pending:
+            cfg = app_config(history[-1])
+            return {**fill_controls(cfg, None, matching_preset(cfg), "↶ Previous configuration restored."),
+                    "history": history}
     if len(history) < 2:
         return {**skip_fill("Nothing to undo."), "history": history}
     history.pop()

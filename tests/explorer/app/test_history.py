@@ -23,3 +23,17 @@ def test_record_and_undo():
     assert ui_history.undo(out["history"])["status"] == "Nothing to undo."
     many = [ModelConfig(n_layers=1 + k % 2, seed=k).to_dict() for k in range(30)]
     assert len(ui_history.record(_values(b), {"grid": object()}, many)) == ui_history.MAX_HISTORY
+
+
+def test_undo_right_after_reset_restores_the_config_before_the_reset():
+    """Reset fills the defaults at once; its redraw records them later. An Undo pressed in between must
+    bring back the configuration the figures showed before the reset, not the one before that."""
+    w, x = ModelConfig(attention="strided"), ModelConfig(attention="sliding_window", window=8)
+    history = [w.to_dict(), x.to_dict()]  # x is drawn; Reset then put the defaults in the controls
+    out = ui_history.undo(history, _values(ModelConfig()))
+    assert out["attention"]["value"] == "sliding_window" and out["window"]["value"] == 8
+    assert out["history"] == history  # x stays the newest entry: the page is going back to it
+    # once the reset's redraw has recorded the defaults, Undo pops them as usual
+    recorded = ui_history.record(_values(ModelConfig()), {"grid": object()}, history)
+    out = ui_history.undo(recorded, _values(ModelConfig()))
+    assert out["attention"]["value"] == "sliding_window" and out["history"] == history
