@@ -17,7 +17,7 @@ from explorer.app.grid_pick import grid_from_params
 from explorer.app.messages import problem, warn
 from explorer.app.share import from_query, link_separator
 from explorer.runtime.configs import app_config
-from explorer.runtime.presets import CUSTOM, matching_preset, preset_config
+from explorer.runtime.presets import CUSTOM, matching_preset, preset_config, preset_text
 from explorer.runtime.text import DEFAULT_SEPARATOR, default_text, reads_pair
 from explorer.runtime.untrusted import load_json, shown, shown_html
 from models import ConfigError, ModelConfig
@@ -46,14 +46,16 @@ def skip_fill(status=None) -> dict:
 
 def apply_preset(name) -> dict:
     """A preset fills every control (the chained refresh then draws it once); a preset whose model
-    reads a source and a target brings an example text that splits at the separator."""
+    reads a source and a target brings an example text that splits at the separator, a lesson preset
+    the text its lesson needs."""
     if name == CUSTOM:
         return skip_fill()
     try:
         cfg = app_config(preset_config(name))
     except Exception as exc:
         return skip_fill(warn(problem(exc)))
-    return fill_controls(cfg, default_text(cfg) if reads_pair(cfg) else None, name, "")
+    text = preset_text(name) or (default_text(cfg) if reads_pair(cfg) else None)
+    return fill_controls(cfg, text, name, "")
 
 
 def load_from_url(request: gr.Request | None) -> dict:
