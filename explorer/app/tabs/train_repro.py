@@ -14,6 +14,7 @@ a cancelled event or a client that left end it inside the current training step.
 """
 from __future__ import annotations
 
+import time
 from contextlib import aclosing
 
 import gradio as gr
@@ -88,6 +89,23 @@ def expected(name: str) -> str:
     return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
 
 
+LOG_LINES = 4  # the live run's latest progress lines shown under its bar
+BAR = 20       # cells of the text progress bar
+
+
+def running_line(name: str, elapsed: float, log: list) -> str:
+    """The live run's status: a bar of the elapsed time against the measured duration (an estimate,
+    said as one), what the figure shows meanwhile, and the latest progress lines."""
+    total = reproductions.REPRODUCTIONS[name].COST.seconds
+    done = min(0.99, elapsed / max(total, 1e-9))
+    cells = int(done * BAR)
+    bar = "▰" * cells + "▱" * (BAR - cells)
+    lines = "\n".join(f"- {line}" for line in log)  # escaped Markdown: no code span, where escapes show
+    return (f"⏳ Running **{name}** live: `{bar}` {elapsed:.0f} s of {expected(name)} (measured on two CPU "
+            "cores; press **Stop** to end it). The figure shows the stored run until the live one draws "
+            "over it." + (f"\n\n{lines}" if lines else ""))
+
+
 def choices_info() -> str:
     return "Measured on two CPU cores: " + ", ".join(f"{n} {expected(n)}" for n in reproductions.REPRODUCTIONS)
 
@@ -116,12 +134,19 @@ async def run_reproduction(name, state, request: gr.Request = None):
             result = reproductions.run(name, progress=progress)
         emit(("result", result))
 
-    running = f"Running **{name}** … ({expected(name)} on two CPU cores)"
+    start, log = time.monotonic(), []
     try:
         async with aclosing(stream_job("reproduce", request, work, first=("progress", ""))) as items:
             async for kind, value in items:
                 if kind == "progress":
-                    yield state, f"{running}\n\n{shown(value)}" if value else running, gr.skip(), gr.skip(), *SKIP3
+                    if value:
+                        log = [*log, shown(value)][-LOG_LINES:]
+                    line = running_line(name, time.monotonic() - start, log)
+                    if not value and not log:  # the start: the stored run, said to be the stored one
+                        _, figure, table, slider, timeline, _ = show_stored(name)
+                        yield state, line, figure, table, slider, timeline, None
+                    else:
+                        yield state, line, gr.skip(), gr.skip(), *SKIP3
                     continue
                 record = stored_runs.load(name)
                 figure = plots_train.repro_figure(value)

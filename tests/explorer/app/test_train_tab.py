@@ -231,7 +231,13 @@ def test_reproduction_streams_progress_then_figure(monkeypatch):
     real = reproductions.run
     monkeypatch.setattr(reproductions, "run", lambda name, progress=None: real(name, quick=True, progress=progress))
     outs = drain(train_repro.run_reproduction("kv_heads", {}, request=visitor()))
-    assert outs[0][1].startswith("Running") and "on two CPU cores" in outs[0][1]
+    first = outs[0]
+    assert first[1].startswith("⏳ Running **kv_heads** live") and "on two CPU cores" in first[1] and "▱" in first[1]
+    assert "shows the stored run until" in first[1]
+    stored = train_repro.show_stored("kv_heads")[1]  # the figure at the start: the stored run, not a past live one
+    assert [t.name for t in first[2].data] == [t.name for t in stored.data] and first[6] is None
+    logged = [o[1] for o in outs[1:-1] if "\n- kv" in o[1]]
+    assert logged and all(line.count("\n- ") <= train_repro.LOG_LINES for line in logged)
     state, reading, fig, table, slider, timeline, live = outs[-1]
     assert "MHA" in reading and list(table.columns) == reproductions.REPRODUCTIONS["kv_heads"].COLUMNS
     assert "live run" in reading and "dashed: the stored run" in reading  # the stored run drawn under the live one
