@@ -106,9 +106,12 @@ def load(source: Union[str, Path, bytes], config=None, check=None) -> tuple:
         tensors = st_load(data)
     except Exception:  # safetensors raises its own error types for corrupt data
         raise ConfigError("weights", "data", "a readable .safetensors file (its tensors could not be read)") from None
-    if tensor_digest(tensors) != meta.get("sha256"):
+    if tensor_digest(tensors) != meta.get("sha256"):  # accidental damage only: a recomputed digest passes
         raise ConfigError("weights", "sha256", "tensors matching the digest saved with them: the file was "
                           "modified after it was saved (or is incomplete)")
+    for name, t in tensors.items():  # NaN / Inf would draw blank maps and poison every loss
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ConfigError("weights", name[:80], "finite numbers only (this tensor holds NaN or Inf)")
     model = build_model(cfg)
     _match({k: (tuple(t.shape), t.dtype) for k, t in tensors.items()},
            {k: (tuple(t.shape), t.dtype) for k, t in model.state_dict().items()})

@@ -1,4 +1,4 @@
-"""Save -> load round trip (identical logits) and refusal of tampered or mismatched files."""
+"""Save -> load round trip (identical logits) and refusal of damaged, mismatched or non-finite files."""
 import json
 
 import pytest
@@ -78,3 +78,19 @@ def test_invalid_embedded_config_is_refused(trained):
             "sha256": ck.tensor_digest(tensors)}
     with pytest.raises(ConfigError, match="attention"):
         ck.load(save(tensors, metadata=meta))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_weights_are_refused_even_with_a_recomputed_digest(trained, bad):
+    """The digest only catches accidental damage: a file saved (digest recomputed) with NaN / Inf weights
+    passes it, and is refused by the finiteness check, naming the tensor."""
+    import copy
+
+    poisoned = copy.deepcopy(trained)
+    name, param = next(iter(poisoned.named_parameters()))
+    with torch.no_grad():
+        param.view(-1)[0] = bad
+    data = ck.to_bytes(poisoned)  # a fresh, valid digest over the poisoned tensors
+    with pytest.raises(ConfigError, match="NaN or Inf") as err:
+        ck.load(data)
+    assert name in str(err.value)
