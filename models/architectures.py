@@ -105,6 +105,7 @@ class MLMHead(nn.Module):
         self.dense = nn.Linear(cfg.d_model, cfg.d_model)
         self.norm = NORM[cfg.norm].build(cfg.d_model, cfg)
         self.decoder = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.approximate = cfg.gelu_approx  # the GELU of the FFNs (BERT's head uses its hidden_act)
 
     @property
     def weight(self):
@@ -112,7 +113,7 @@ class MLMHead(nn.Module):
         return self.decoder.weight
 
     def forward(self, x):
-        return self.decoder(self.norm(F.gelu(self.dense(x))))
+        return self.decoder(self.norm(F.gelu(self.dense(x), approximate=self.approximate)))
 
 
 # ---------------------------------------------------------------------------- stacks

@@ -55,6 +55,11 @@ CORE = (
     Param("softcap", float, None, optional=True, label="softcap (0 = off)", surgery=True),
     # heads whose output is dropped (zeroed before the output projection): "layer.head" pairs, comma-separated
     Param("ablate_heads", str, "", label="Ablated heads (layer.head, ...; empty = none)", surgery=True),
+    # What pretrained checkpoints need (models/hf); each default keeps every catalogue model as it was.
+    Param("norm_eps", float, 1e-5, label="Norm epsilon (layernorm, rmsnorm)"),
+    Param("attn_bias", str, "none", choices=("none", "qkv", "all"), label="Attention projection biases"),
+    Param("gelu_approx", str, "none", choices=("none", "tanh"), label="GELU approximation (gelu, geglu, MLM head)"),
+    Param("embed_norm", bool, False, label="Norm after the embeddings (BERT)"),
 )
 MAX_ABLATED = 256
 
@@ -141,7 +146,8 @@ class _ConfigMethods:
         parts = {"attn": attn, "ffn": count("ffn") if has_ffn else None, "norm": norm,
                  "residual": count("norm_placement", norm)}
         final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
-        return (2 * self.vocab_size * self.d_model + (norm if final else 0) + count("layer", parts)
+        return (2 * self.vocab_size * self.d_model + (norm if final else 0) + (norm if self.embed_norm else 0)
+                + count("layer", parts)
                 + count("position") + count("memory")
                 + count("architecture"))  # a second stack / another head: the architecture's own count
 
@@ -196,6 +202,12 @@ class _ConfigMethods:
                               f"None (MHA) or a divisor of n_heads={self.n_heads}: {divisors}")
         if self.softcap is not None and not (math.isfinite(self.softcap) and self.softcap > 0):
             raise ConfigError("softcap", self.softcap, "None or a finite positive number")
+        if not (math.isfinite(self.norm_eps) and 0 < self.norm_eps <= 0.1):
+            raise ConfigError("norm_eps", self.norm_eps, "a number in (0, 0.1] (added to the variance in layernorm / "
+                              "rmsnorm)")
+        for name in ("attn_bias", "gelu_approx"):  # read by every model, whatever its variants
+            if getattr(self, name) not in FIELDS[name].choices:
+                raise ConfigError(name, getattr(self, name), f"one of {list(FIELDS[name].choices)}")
         self.ablated  # parses and bounds ablate_heads (ConfigError naming the field)
         regs = registries()
         for cat in CATEGORIES:

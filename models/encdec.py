@@ -114,6 +114,11 @@ class DecoderStack(BlockStack):
         super().__init__(DecoderBlock(cfg, i) for i in range(cfg.n_layers))
 
 
+def _embed_norm(cfg) -> nn.Module:
+    """Each stack's norm of its summed embeddings (BART's ``layernorm_embedding``) when ``cfg.embed_norm``."""
+    return NORM[cfg.norm].build(cfg.d_model, cfg) if cfg.embed_norm else nn.Identity()
+
+
 def _final_norm(cfg) -> nn.Module:
     final = NORM_PLACEMENT[cfg.norm_placement].build.final_norm
     return NORM[cfg.norm].build(cfg.d_model, cfg) if final else nn.Identity()
@@ -129,9 +134,11 @@ class EncoderDecoder(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.drop = Dropout(cfg.dropout)
         self.enc_position = POSITION[cfg.position].build(self.enc_cfg)
+        self.enc_embed_norm = _embed_norm(self.enc_cfg)
         self.encoder = LAYER[cfg.layer].build(self.enc_cfg)
         self.enc_norm = _final_norm(self.enc_cfg)
         self.dec_position = POSITION[cfg.position].build(self.dec_cfg)
+        self.dec_embed_norm = _embed_norm(self.dec_cfg)
         self.decoder = DecoderStack(self.dec_cfg)
         self.dec_norm = _final_norm(self.dec_cfg)
         self.head = ARCHITECTURE[cfg.architecture].build(cfg)
@@ -140,8 +147,10 @@ class EncoderDecoder(nn.Module):
     def stack_parts(self) -> dict:
         """``{stack name: (layers, modules)}``: each stack's depth and the modules only it owns
         (positions, layers, final norm; the shared embedding and the head belong to neither)."""
-        return {"encoder": (len(self.encoder.blocks), [self.enc_position, self.encoder, self.enc_norm]),
-                "decoder": (len(self.decoder.blocks), [self.dec_position, self.decoder, self.dec_norm])}
+        return {"encoder": (len(self.encoder.blocks), [self.enc_position, self.enc_embed_norm, self.encoder,
+                                                       self.enc_norm]),
+                "decoder": (len(self.decoder.blocks), [self.dec_position, self.dec_embed_norm, self.decoder,
+                                                       self.dec_norm])}
 
     def classify(self, x):
         """Decoder final norm + LM head."""
@@ -189,12 +198,12 @@ class EncoderDecoder(nn.Module):
         dev = src.device
         enc_ctx = StackContext(tokens=src, position=self.enc_position, need_weights=return_attention,
                                positions=torch.arange(Ls, device=dev), stack_cfg=self.enc_cfg, key_mask=mask)
-        x = self.enc_position.embed(self.embed(src), torch.arange(Ls, device=dev))  # (B, Ls, d)
+        x = self.enc_embed_norm(self.enc_position.embed(self.embed(src), torch.arange(Ls, device=dev)))  # (B, Ls, d)
         memory = self.enc_norm(self.encoder(self.drop(x), enc_ctx))  # (B, Ls, d)
         dec_ctx = StackContext(tokens=tgt, position=self.dec_position, need_weights=return_attention,
                                positions=torch.arange(Lt, device=dev), classifier=self.classify,
                                stack_cfg=self.dec_cfg, source=memory, source_mask=mask)
-        y = self.dec_position.embed(self.embed(tgt), torch.arange(Lt, device=dev))  # (B, Lt, d)
+        y = self.dec_embed_norm(self.dec_position.embed(self.embed(tgt), torch.arange(Lt, device=dev)))  # (B, Lt, d)
         logits = self.classify(self.decoder(self.drop(y), dec_ctx))  # (B, Lt, vocab)
         for info in enc_ctx.layers:
             info.stack = "encoder"

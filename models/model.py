@@ -61,6 +61,8 @@ class TransformerModel(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.position = POSITION[cfg.position].build(cfg)
+        # a norm of the summed embeddings before the first layer (BERT); cfg.embed_norm=False: none
+        self.embed_norm = NORM[cfg.norm].build(cfg.d_model, cfg) if cfg.embed_norm else nn.Identity()
         self.drop = Dropout(cfg.dropout)
         self.stack = LAYER[cfg.layer].build(cfg)
         mem = MEMORY[cfg.memory].build
@@ -123,7 +125,7 @@ class TransformerModel(nn.Module):
         # absolute encodings number positions within the segment (memory keys carry no position
         # for them: only kNN / token memories allow absolute encodings); relative ones use k_start
         pos = torch.arange(L, device=tokens.device)
-        x = self.position.embed(self.embed(tokens), pos)  # (B, L, d)
+        x = self.embed_norm(self.position.embed(self.embed(tokens), pos))  # (B, L, d)
         x = self.stack(self.drop(x), ctx)
         if self.memory is None:
             return self.classify(x), ctx

@@ -1,7 +1,8 @@
 """The Q/K/V and output projections of multi-head attention, shared by every attention sublayer.
 
 ``QKVProjection`` owns ``q_proj``, ``k_proj``, ``v_proj`` (``n_heads`` query heads, ``n_kv_heads``
-key/value heads: MHA, GQA or MQA) and ``out_proj``, all without bias. The self-attention sublayer
+key/value heads: MHA, GQA or MQA) and ``out_proj``, without bias unless ``cfg.attn_bias`` asks for them
+(``"qkv"``: q, k, v, as Qwen2; ``"all"``: the output projection too, as GPT-2 and BERT). The self-attention sublayer
 (``models.blocks.Attention``), the decoder's cross-attention (``models.encdec``) and the layer
 structures that call a sublayer's projections on other inputs (funnel's pooled queries, the
 compressive memory's reconstruction loss) subclass or call it, so the head split is written once.
@@ -16,7 +17,10 @@ from torch import nn
 
 def projection_params(cfg) -> int:
     """Parameters of one ``QKVProjection``: q and out with ``n_heads``, k and v with ``n_kv_heads``."""
-    return 2 * cfg.d_model * cfg.n_heads * cfg.d_head + 2 * cfg.d_model * cfg.kv_heads * cfg.d_head
+    weights = 2 * cfg.d_model * cfg.n_heads * cfg.d_head + 2 * cfg.d_model * cfg.kv_heads * cfg.d_head
+    bias = cfg.attn_bias
+    qkv = (cfg.n_heads + 2 * cfg.kv_heads) * cfg.d_head if bias in ("qkv", "all") else 0
+    return weights + qkv + (cfg.d_model if bias == "all" else 0)
 
 
 class QKVProjection(nn.Module):
@@ -24,10 +28,12 @@ class QKVProjection(nn.Module):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
         h, hkv, dh = self.n_heads, self.n_kv_heads, self.d_head
-        self.q_proj = nn.Linear(cfg.d_model, h * dh, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=False)
-        self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=False)
+        bias = cfg.attn_bias
+        qkv_bias, out_bias = bias in ("qkv", "all"), bias == "all"
+        self.q_proj = nn.Linear(cfg.d_model, h * dh, bias=qkv_bias)
+        self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
+        self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
+        self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=out_bias)
 
     def heads(self, t: torch.Tensor, n_heads: int) -> torch.Tensor:
         """``(B, L, n_heads * d_h) -> (B, n_heads, L, d_h)``."""

@@ -26,7 +26,7 @@ from .registry import registries
 
 __all__ = ["changed_fields", "check", "safe_field", "transfer", "transplant"]
 
-KV_NAMES = ("k_proj.weight", "v_proj.weight")
+KV_NAMES = ("k_proj.weight", "v_proj.weight", "k_proj.bias", "v_proj.bias")
 
 
 def changed_fields(a, b) -> list:
@@ -66,14 +66,15 @@ def check(a, b) -> None:
 
 
 def _regroup(w: torch.Tensor, ha: int, hb: int) -> torch.Tensor:
-    """A K or V projection weight ``[ha * d_h, d]`` as ``hb`` heads: mean of groups, or repeats."""
-    d_h = w.shape[0] // ha
-    heads = w.reshape(ha, d_h, w.shape[1])
+    """A K or V projection weight ``[ha * d_h, d]`` (or its bias ``[ha * d_h]``) as ``hb`` heads: mean of
+    groups, or repeats."""
+    d_h, rest = w.shape[0] // ha, tuple(w.shape[1:])
+    heads = w.reshape(ha, d_h, *rest)
     if hb < ha:
-        heads = heads.reshape(hb, ha // hb, d_h, w.shape[1]).mean(dim=1)
+        heads = heads.reshape(hb, ha // hb, d_h, *rest).mean(dim=1)
     else:
         heads = heads.repeat_interleave(hb // ha, dim=0)
-    return heads.reshape(hb * d_h, w.shape[1])
+    return heads.reshape(hb * d_h, *rest)
 
 
 def transfer(state: dict, a, b) -> dict:
@@ -83,7 +84,7 @@ def transfer(state: dict, a, b) -> dict:
     ha, hb = a.kv_heads, b.kv_heads
     out = {}
     for name, tensor in state.items():
-        if ha != hb and name.endswith(KV_NAMES) and tensor.dim() == 2 and tensor.shape[0] == ha * a.d_head:
+        if ha != hb and name.endswith(KV_NAMES) and tensor.dim() in (1, 2) and tensor.shape[0] == ha * a.d_head:
             out[name] = _regroup(tensor, ha, hb)
         else:
             out[name] = tensor.clone()

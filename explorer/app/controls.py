@@ -26,7 +26,9 @@ from explorer.runtime.digest import digest
 from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES, FIELDS
 
-HIDDEN_FIELDS = ("vocab_size",)          # byte-level tokens: fixed at 256
+# byte-level tokens: vocab_size fixed at 256; the fields a pretrained checkpoint's fidelity needs (models.hf:
+# LayerNorm eps, projection biases, tanh GELU, an embedding norm) keep their defaults in the app's controls
+HIDDEN_FIELDS = ("vocab_size", "norm_eps", "attn_bias", "gelu_approx", "embed_norm")
 SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads")
 CONTROL_FIELDS = tuple(f.name for f in fields(ModelConfig) if f.name not in HIDDEN_FIELDS)
 # views of the fields' records (models.config.FIELDS): a string field's values, the control labels

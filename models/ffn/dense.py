@@ -7,6 +7,9 @@
   ``d_ff = round(8 d / 3)`` so the three matrices match the two of a ``4 d`` dense FFN.
 - ``none``: no FFN sublayer (``build=None``; the model skips it).
 
+The GELU of ``gelu`` and ``geglu`` is exact (erf) unless ``cfg.gelu_approx == "tanh"`` (GPT-2's
+``gelu_new``, T5 v1.1's gated GELU).
+
 The registry ``FFN`` (these, the experts of ``moe.py`` and the product keys of ``pkm.py``) is
 gathered in ``models/ffn/__init__.py``.
 
@@ -15,6 +18,8 @@ gathered in ``models/ffn/__init__.py``.
 ``output_parameters()`` lists the output-projection weights used for gradient-norm plots.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -74,9 +79,14 @@ class ReLUFFN(DenseFFN):
         super().__init__(cfg, F.relu)
 
 
+def gelu(cfg):
+    """The GELU of ``cfg``: exact (erf), or the tanh approximation when ``cfg.gelu_approx == "tanh"``."""
+    return functools.partial(F.gelu, approximate=cfg.gelu_approx)
+
+
 class GELUFFN(DenseFFN):
     def __init__(self, cfg):
-        super().__init__(cfg, F.gelu)
+        super().__init__(cfg, gelu(cfg))
 
 
 class SwishFFN(DenseFFN):
@@ -91,7 +101,7 @@ class GLU(GatedFFN):
 
 class GEGLU(GatedFFN):
     def __init__(self, cfg):
-        super().__init__(cfg, F.gelu)
+        super().__init__(cfg, gelu(cfg))
 
 
 class SwiGLU(GatedFFN):

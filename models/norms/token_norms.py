@@ -1,6 +1,7 @@
 """The norms that normalise each token's feature vector on its own (``build(d, cfg) -> nn.Module``).
 
-All with ``eps = EPS = 1e-5``:
+All with ``eps = EPS = 1e-5``, except that LayerNorm and RMSNorm read ``cfg.norm_eps`` (default ``EPS``;
+pretrained checkpoints bring their own: BERT 1e-12, Llama 1e-6):
 - ``layernorm``: Ba et al. 2016, "Layer Normalization" (learnable gain and bias).
 - ``rmsnorm``: Zhang & Sennrich 2019, "Root Mean Square Layer Normalization": ``x / rms(x) * g``.
 - ``scalenorm``: Nguyen & Salazar 2019, "Transformers without Tears": ``g * x / |x|``, one scalar
@@ -25,23 +26,29 @@ from ..variant import Variant
 EPS = 1e-5
 
 
+def _eps(cfg) -> float:
+    return EPS if cfg is None else cfg.norm_eps
+
+
 class LayerNorm(nn.Module):
     def __init__(self, d: int, cfg=None):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d))
         self.bias = nn.Parameter(torch.zeros(d))
+        self.eps = _eps(cfg)
 
     def forward(self, x):
-        return kernel_norms.layer_norm(x, self.weight, self.bias, EPS)
+        return kernel_norms.layer_norm(x, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(nn.Module):
     def __init__(self, d: int, cfg=None):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d))
+        self.eps = _eps(cfg)
 
     def forward(self, x):
-        return kernel_norms.rms_norm(x, self.weight, EPS)
+        return kernel_norms.rms_norm(x, self.weight, self.eps)
 
 
 class ScaleNorm(nn.Module):

@@ -1,0 +1,21 @@
+"""Pretrained Hugging Face checkpoints as catalogue models: read without ``transformers``, never unpickled.
+
+```python
+from models.hf import load, plan
+p = plan("path/to/folder")          # config.json + safetensors headers only: family, ModelConfig,
+                                    # parameter count, bytes, notes; ConfigError for anything refused
+ckpt = load("path/to/folder")       # Checkpoint: name, family, config, model (eval), tokenizer,
+                                    # n_params, source, notes
+ckpt.logits(ids, attention_mask=None, decoder_ids=None)   # (B, L, vocab)
+ckpt.tokenizer.encode(text); ckpt.tokenizer.pieces(ids)    # readable tokens: "␣the", "↵", "##ing"
+```
+
+Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``bert`` (masked-LM
+logits); ``t5`` (encoder-decoder). Each maps ``config.json`` onto catalogue choices and every tensor
+onto a catalogue parameter (``models/hf/<family>.py``); what the catalogue cannot express is refused by
+name. The mapping table, what is refused and the parameter cap: docs/checkpoints.md.
+"""
+from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
+from .tokenizer import Tokenizer
+
+__all__ = ["load", "plan", "Checkpoint", "Plan", "Tokenizer", "FAMILIES", "MODEL_TYPES", "DEFAULT_MAX_PARAMS"]

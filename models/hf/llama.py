@@ -1,0 +1,107 @@
+"""Llama-style decoders: Llama (and SmolLM, which is a Llama), Mistral, Qwen2.
+
+Catalogue choices: decoder-only, causal, ``rope`` (``rope_theta`` -> ``rope_base``; linear
+``rope_scaling`` -> ``rope_scale``; any other scaling refused by name), pre-norm ``rmsnorm``
+(``rms_norm_eps``) with a final norm, ``swiglu`` FFN of width ``intermediate_size`` (gate_proj is
+the Swish branch, up_proj the linear one), ``num_key_value_heads`` K/V heads (GQA), attention
+``sliding_window`` with ``window = sliding_window`` when every layer slides (Mistral; Qwen2 with
+``use_sliding_window``), q/k/v biases for Qwen2 (``attn_bias="qkv"``) and Llama's
+``attention_bias`` (``"all"``), LM head tied to the embedding when ``tie_word_embeddings``.
+A window on some layers only is refused: the catalogue has one attention per model.
+"""
+from __future__ import annotations
+
+from .fields import Fields, rope
+from .mapping import Rule, Tie
+
+MODEL_TYPES = ("llama", "mistral", "qwen2")
+
+NAMES = {"d_model": "hidden_size", "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads",
+         "n_layers": "num_hidden_layers", "d_ff": "intermediate_size", "vocab_size": "vocab_size",
+         "max_len": "max_position_embeddings", "norm_eps": "rms_norm_eps", "window": "sliding_window",
+         "rope_base": "rope_theta", "rope_scale": "rope_scaling"}  # catalogue field -> config.json key
+
+
+def _window(f: Fields, n_layers: int):
+    """The sliding window every layer uses, or None for full attention; mixed layers refused."""
+    model_type = f.hf.get("model_type")
+    window = f.hf.get("sliding_window")
+    types = f.hf.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n_layers or not set(types) <= {"full_attention",
+                                                                                        "sliding_attention"}:
+            f.refuse("layer_types", str(types)[:80], "one of 'full_attention' / 'sliding_attention' per layer")
+        kinds = set(types)
+    elif model_type == "qwen2":
+        if not f.flag("use_sliding_window", False) or window is None:
+            kinds = {"full_attention"}
+        else:
+            first = f.integer("max_window_layers", 28, lo=0)
+            kinds = {"sliding_attention" if i >= first else "full_attention" for i in range(n_layers)}
+    else:
+        kinds = {"full_attention"} if window is None else {"sliding_attention"}
+    if kinds == {"full_attention"}:
+        return None
+    if len(kinds) > 1:
+        f.refuse("layer_types", "full and sliding layers", "the same attention in every layer (a sliding window on "
+                 "some layers only is not supported)")
+    return f.integer("sliding_window", lo=1, hi=1 << 20)
+
+
+def config(f: Fields) -> tuple:
+    model_type = f.text("model_type")
+    d, heads = f.integer("hidden_size", lo=1), f.integer("num_attention_heads", lo=1)
+    kv = f.integer("num_key_value_heads", heads, lo=1)
+    n_layers = f.integer("num_hidden_layers", lo=1)
+    act = f.text("hidden_act", "silu")
+    if act != "silu":
+        f.refuse("hidden_act", act, f"hidden_act {act!r} is not supported: 'silu' (SwiGLU)")
+    if heads and d % heads == 0 and f.hf.get("head_dim") not in (None, d // heads):
+        f.refuse("head_dim", f.hf.get("head_dim"), f"hidden_size / num_attention_heads = {d // heads} (a head width "
+                 "of its own is not supported)")
+    if f.hf.get("mlp_bias", False) is not False:
+        f.refuse("mlp_bias", f.hf.get("mlp_bias"), "false (the catalogue's SwiGLU has no biases)")
+    bias = "qkv" if model_type == "qwen2" else ("all" if f.flag("attention_bias", False) else "none")
+    window = _window(f, n_layers)
+    tied = f.flag("tie_word_embeddings", False)
+    notes = [f"{model_type}: RoPE, RMSNorm, SwiGLU, {kv} K/V heads for {heads} query heads",
+             "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)"]
+    if window is not None:
+        notes.append(f"sliding window of {window} keys in every layer")
+    fields = dict(architecture="decoder_only", causal=True, position="rope", norm_placement="pre", norm="rmsnorm",
+                  ffn="swiglu", attn_bias=bias, vocab_size=f.integer("vocab_size", lo=1),
+                  max_len=f.integer("max_position_embeddings", 2048, lo=1), n_layers=n_layers, d_model=d,
+                  n_heads=heads, n_kv_heads=kv, d_ff=f.integer("intermediate_size", lo=1),
+                  norm_eps=f.number("rms_norm_eps", 1e-6), **rope(f))
+    fields.update(attention="full") if window is None else fields.update(attention="sliding_window", window=window)
+    return fields, notes
+
+
+def _tied(f: Fields) -> bool:
+    return f.flag("tie_word_embeddings", False)
+
+
+def canonical(f: Fields, name: str):
+    name = name.removeprefix("model.")
+    if name.endswith("rotary_emb.inv_freq") or (name == "lm_head.weight" and _tied(f)):
+        return None  # a buffer recomputed from rope_theta; the tied head is the embedding
+    return name
+
+
+def rules(f: Fields, cfg) -> dict:
+    out = {"embed.weight": Rule(("embed_tokens.weight",)), "final_norm.weight": Rule(("norm.weight",)),
+           "head.weight": Tie("embed.weight") if _tied(f) else Rule(("lm_head.weight",))}
+    bias = cfg.attn_bias
+    for i in range(cfg.n_layers):
+        src, dst = f"layers.{i}.", f"stack.blocks.{i}."
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            mine = "out_proj" if proj == "o_proj" else proj
+            out[dst + f"attn.{mine}.weight"] = Rule((src + f"self_attn.{proj}.weight",))
+            if bias == "all" or (bias == "qkv" and proj != "o_proj"):
+                out[dst + f"attn.{mine}.bias"] = Rule((src + f"self_attn.{proj}.bias",))
+        out[dst + "res_attn.norm.weight"] = Rule((src + "input_layernorm.weight",))
+        out[dst + "res_ffn.norm.weight"] = Rule((src + "post_attention_layernorm.weight",))
+        out[dst + "ffn.w.weight"] = Rule((src + "mlp.gate_proj.weight",))
+        out[dst + "ffn.v.weight"] = Rule((src + "mlp.up_proj.weight",))
+        out[dst + "ffn.w2.weight"] = Rule((src + "mlp.down_proj.weight",))
+    return out
