@@ -1,9 +1,13 @@
 """The model card of a config: parameters, measured FLOPs per token, components, KV-cache bytes.
 
 ``model_summary(cfg, seq_len)`` counts the built model's parameters (per stack too, for a model of
-several stacks), measures the forward FLOPs per token with ``torch.utils.flop_counter`` at
-``seq_len`` (every input of the arrangement at that length; the CPU SDPA kernel counted with the
-FlashAttention convention, ``4 B h Lq Lk d`` halved for causal), and names the backend
+several stacks), measures the forward FLOPs per token with ``torch.utils.flop_counter``'s formulas
+at ``seq_len`` (``flops.FlopCount``: the same total as its ``FlopCounterMode`` without importing
+``torch._dynamo``; every input of the arrangement at that length; the CPU SDPA kernel counted with
+the FlashAttention convention, ``4 B h Lq Lk d`` halved for causal, as are CUDA's SDPA kernels; the
+attention our Triton kernels compute, which no aten op does, is added from
+``kernels.record_kernel_flops`` in the same convention, a block-sparse call counting the tiles it
+computes), and names the backend
 ``kernels.attention`` reported while it ran. ``kv_cache_bytes(cfg, seq_lens)`` is computed, not
 measured: the cache decoding keeps is exactly ``2 * layers * kv_heads * d_head * L`` stored values
 (the head stack's layers; cross-attention K/V are computed once from the source).
@@ -15,7 +19,8 @@ import json
 import torch
 
 import kernels
-from explorer.analysis.memo import eval_model, memo
+from explorer.analysis.flops import FlopCount
+from explorer.analysis.memo import Request, eval_model, memo
 from explorer.analysis.sweep import backend_label
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
@@ -33,26 +38,46 @@ def sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p=0.0, is_causal
     return flops // 2 if is_causal else flops
 
 
-@gpu
+def sdpa_bias_flops(query_shape, key_shape, value_shape, attn_bias_shape=None, compute_log_sumexp=False,
+                    dropout_p=0.0, is_causal=False, *args, out_shape=None, **kwargs) -> int:
+    """The same convention for the CUDA SDPA kernels whose fourth argument is the bias (efficient, cuDNN)."""
+    return sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p, is_causal)
+
+
 def model_summary(cfg, seq_len: int = 128) -> dict:
-    """Parameter count, measured forward FLOPs per token at ``seq_len``, and the chosen components."""
-    cfg = as_config(cfg)
-    need = budget.check(cfg, "forward", int(seq_len), 1)
-    result = memo(("summary", cfg.to_json(), int(seq_len)), lambda: _summary(cfg, int(seq_len)), need=need)
+    """Parameter count, measured forward FLOPs per token at ``seq_len``, and the chosen components
+    (memoised on the caller's side: a hit costs no GPU call)."""
+    req = summary_request(cfg, seq_len)
+    result = memo(req.key, lambda: req.compute(), need=req.need)
     return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
 
 
-def _summary(cfg, seq_len: int) -> dict:
-    from torch.utils.flop_counter import FlopCounterMode
+def summary_request(cfg, seq_len: int = 128) -> Request:
+    """What ``model_summary`` computes, checked and keyed on the caller's side (no model runs)."""
+    cfg = as_config(cfg)
+    need = budget.check(cfg, "forward", int(seq_len), 1)
+    return Request(("summary", cfg.to_json(), int(seq_len)), need, compute_summary, (cfg.to_json(), int(seq_len)))
 
+
+@gpu(duration=30)
+def compute_summary(cfg_json: str, seq_len: int) -> dict:
+    """The GPU call of ``model_summary``: one counted forward pass (picklable in and out)."""
+    return _summary(as_config(cfg_json), seq_len)
+
+
+def _summary(cfg, seq_len: int) -> dict:
     model = eval_model(cfg)
     seq_len = min(seq_len, cfg.max_len) if cfg.position == "learned" else seq_len
     tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(0))
     args = [tokens.flip(-1) if k else tokens for k in range(len(arrangement(cfg).inputs))]  # one per input
-    custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: sdpa_cpu_flops}
-    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=custom) as counter, \
-            kernels.record_backends() as ran:  # what really ran, not a prediction
+    custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: sdpa_cpu_flops,
+              torch.ops.aten._scaled_dot_product_flash_attention: sdpa_cpu_flops,  # CUDA: same arguments
+              torch.ops.aten._scaled_dot_product_efficient_attention: sdpa_bias_flops,
+              torch.ops.aten._scaled_dot_product_cudnn_attention: sdpa_bias_flops}
+    with torch.no_grad(), FlopCount(custom) as counter, kernels.record_backends() as ran, \
+            kernels.record_kernel_flops() as in_kernels:  # what really ran, not a prediction
         model(*(a.to(device()) for a in args))
+    total = counter.total + sum(in_kernels)  # the Triton kernels' attention: no aten op to count
     regs = registries()
     components = []
     for cat in regs:
@@ -62,7 +87,7 @@ def _summary(cfg, seq_len: int) -> dict:
     return {
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "stacks": stack_sizes(model) if len(arrangement(cfg).stacks) > 1 else None,
-        "flops_per_token": counter.get_total_flops() / seq_len, "flops_seq_len": seq_len,
+        "flops_per_token": total / seq_len, "flops_seq_len": seq_len,
         "backend": backend_label(ran, cfg, device()),
         "components": components, "config": cfg.to_dict(),
     }

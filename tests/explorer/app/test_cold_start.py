@@ -1,0 +1,76 @@
+"""``import app`` in a fresh process (what a Space does on waking): the page carries the default
+config's figures and model card, and nothing on that path imports ``torch._dynamo`` (~1.7 s of a
+cold start: ``benchmarks.cold_start`` times the phases; this checks the property, not a time)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gradio")
+
+ROOT = Path(__file__).resolve().parents[3]
+
+COLD = r"""
+import json, sys
+import app
+dynamo = "torch._dynamo" in sys.modules
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+from explorer.analysis import model_summary
+from explorer.analysis.memo import eval_model
+from explorer.analysis.summary import sdpa_cpu_flops
+from explorer.runtime import settings
+from explorer.runtime.text import DEFAULT_TEXT
+from models import ModelConfig
+
+cfg = ModelConfig()
+seq = len(DEFAULT_TEXT.encode())
+tokens = torch.randint(0, cfg.vocab_size, (1, seq), generator=torch.Generator().manual_seed(0))
+custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: sdpa_cpu_flops}
+with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=custom) as ref:  # the reference counter
+    eval_model(cfg)(tokens)
+props = {c["props"].get("elem_id"): c["props"] for c in app.demo.config["components"] if "props" in c}
+plots, backgrounds = {}, set()
+for name in ("attention-grid", "attention-stats", "grad-plot", "kv-plot"):
+    value = props[name].get("value") or {}
+    fig = json.loads(value["plot"]) if value.get("type") == "plotly" else {"data": []}
+    plots[name] = len(fig["data"])
+    backgrounds.add(fig.get("layout", {}).get("template", {}).get("layout", {}).get("plot_bgcolor"))
+print(json.dumps({"dynamo": dynamo, "plots": plots, "backgrounds": sorted(map(str, backgrounds)),
+                  "card": props["model-card"]["value"],
+                  "card_flops": model_summary(cfg, seq_len=seq)["flops_per_token"],
+                  "ref_flops": ref.get_total_flops() / seq,
+                  "queue": [app.demo._queue.max_size, app.demo._queue.default_concurrency_limit],
+                  "settings": [settings.queue_size(), settings.compute_slots()]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def cold():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False"}
+    got = subprocess.run([sys.executable, "-c", COLD], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert got.returncode == 0, got.stderr[-3000:]
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def test_the_first_paint_does_not_import_torch_dynamo(cold):
+    assert cold["dynamo"] is False
+
+
+def test_the_page_opens_with_the_default_figures_drawn(cold):
+    assert all(n > 0 for n in cold["plots"].values()), cold["plots"]
+    assert cold["backgrounds"] == ["white"]  # each with the plotly_white template
+
+
+def test_the_model_card_says_the_flops_torch_flop_counter_measures(cold):
+    assert cold["card_flops"] == pytest.approx(cold["ref_flops"]) and cold["ref_flops"] > 0
+    assert "parameters" in cold["card"] and "FLOPs per token" in cold["card"]
+
+
+def test_the_queue_has_the_settings_limits(cold):
+    assert cold["queue"] == cold["settings"]
