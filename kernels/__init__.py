@@ -3,8 +3,16 @@
 CUDA tensors run our Triton kernels; CPU tensors run block-sparse PyTorch. Importing this package
 imports neither Triton nor any model code.
 """
-from .attention import attention, attention_backend, attention_ref, record_backends
+from .attention import (
+    attention,
+    attention_backend,
+    attention_flops,
+    attention_ref,
+    record_backends,
+    record_kernel_flops,
+)
 from .block_mask import BlockMask, block_mask, block_mask_from_rows, block_mask_from_tiles
 
-__all__ = ["attention", "attention_backend", "attention_ref", "record_backends", "BlockMask", "block_mask", "block_mask_from_rows",
+__all__ = ["attention", "attention_backend", "attention_ref", "attention_flops", "record_backends",
+           "record_kernel_flops", "BlockMask", "block_mask", "block_mask_from_rows",
            "block_mask_from_tiles"]

@@ -7,7 +7,9 @@ Dispatch:
   (``kernels/cpu_attention.py``); a dense pattern without tables goes to
   ``scaled_dot_product_attention``.
 ``attention_backend`` names the backend these arguments take, for benchmarks and plots;
-``record_backends`` collects the names of the backends that really ran inside a ``with`` block.
+``record_backends`` collects the names of the backends that really ran inside a ``with`` block;
+``record_kernel_flops`` the forward FLOPs of the calls that ran in a Triton kernel (``attention_flops``:
+no aten op does that work, so ``torch.utils.flop_counter`` cannot see it).
 Score convention and reference: ``kernels/reference.py``.
 """
 from __future__ import annotations
@@ -24,7 +26,8 @@ from .block_mask import BlockMask, _device_key, block_mask_from_rows
 from .cpu_attention import block_sparse_attention
 from .reference import attention_ref, relative_positions
 
-__all__ = ["attention", "attention_backend", "attention_ref", "record_backends"]
+__all__ = ["attention", "attention_backend", "attention_ref", "attention_flops", "record_backends",
+           "record_kernel_flops"]
 
 # Per thread / asyncio task (a ContextVar, never shared between users): the list that
 # ``record_backends`` hands out, or None when nobody is recording.
@@ -42,6 +45,33 @@ def record_backends():
         yield ran
     finally:
         _RECORDER.reset(token)
+
+
+_FLOPS: contextvars.ContextVar = contextvars.ContextVar("kernels_attention_flops", default=None)
+
+
+@contextlib.contextmanager
+def record_kernel_flops():
+    """``with record_kernel_flops() as flops:`` -> ``flops`` lists ``attention_flops`` of every
+    ``attention`` call made inside the block by this thread that ran in a Triton kernel."""
+    flops: list = []
+    token = _FLOPS.set(flops)
+    try:
+        yield flops
+    finally:
+        _FLOPS.reset(token)
+
+
+def attention_flops(q_shape, k_shape, causal: bool = False, block_mask: BlockMask | None = None) -> int:
+    """Forward FLOPs in the FlashAttention convention: ``4 B h Lq Lk d`` (two matrix products),
+    halved for causal; with a ``BlockMask``, ``4 B h d`` per query-key pair of the tiles it computes
+    (its layout already holds any causal cut). ``h``: query heads."""
+    B, h, lq, d = (int(n) for n in q_shape)
+    if block_mask is not None:
+        pairs = int(block_mask.kv_counts.sum()) * block_mask.block_q * block_mask.block_k
+        return 4 * B * h * d * pairs
+    flops = 4 * B * h * lq * int(k_shape[2]) * d
+    return flops // 2 if causal else flops
 
 
 def _ran(name_fn) -> None:
@@ -110,6 +140,8 @@ def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, ali
         from .flash_attention import flash_attention
         from .gpu_info import triton_backend_name
         _ran(lambda: triton_backend_name(q.device) + (" block-sparse" if block_mask is not None else ""))
+        if (flops := _FLOPS.get()) is not None:
+            flops.append(attention_flops(q.shape, k.shape, causal, block_mask))
         return flash_attention(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
                                rel_bias=rel_bias, softcap=softcap, scale=scale)
     if block_mask is None and rel_k is None and rel_v is None and softcap is None:

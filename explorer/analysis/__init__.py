@@ -7,6 +7,9 @@ budget before allocating, and memoises its result in ``memo.CACHE``):
 ``config_diff`` (``compare.py``); the variant views of a forward pass are in ``views/``, trained
 weights in ``weights.py``, figures memoised beside the maps in ``figure_memo.py``. Every function
 walks the config's arrangement (``models.architectures``) rather than asking for an architecture.
+What runs on the GPU is a GPU call (``explorer.runtime.device.gpu``) with picklable arguments:
+``compute_maps``, ``compute_gradients``, ``compute_summary``, ``memo.compute_batch`` (several misses at
+once) and ``sweep.measure_length``; the use cases above memoise on the caller's side of them.
 """
 from explorer.analysis.compare import config_diff
 from explorer.analysis.gradients import gradient_norms, input_batch, next_token_loss, placement_results

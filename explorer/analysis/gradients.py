@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.analysis.memo import memo, weights_key
+from explorer.analysis.memo import Request, fetch, memo, weights_key
 from explorer.analysis.weights import TrainedWeights, applicable, resolve
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
@@ -59,11 +59,10 @@ def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
 
-@gpu
 def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
                    weights: TrainedWeights | None = None) -> dict:
     """Per-layer gradient norms of one backward of the next-token loss, at initialisation or of the
-    trained ``weights`` of this config (default: the request's active record when it belongs to ``cfg``).
+    trained ``weights`` of this config (an argument, never read from a context: None is the initial weights).
 
     Returns ``{"layer": [0..], "attn_out": [...], "ffn_out": [...] (empty when ffn="none"),
     "residual": [...], "loss": float, "norm_placement": str, "notes": [...]}``, plus ``stack``,
@@ -71,14 +70,27 @@ def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
     (MoE balance, ...) are not part of the loss: the quantities are those of the language-modelling
     objective, as in Xiong et al. 2020.
     """
+    req = gradients_request(cfg, seq_len, batch, seed, weights)
+    result = memo(req.key, lambda: req.compute(), need=req.need)  # on the caller's side: a hit costs no GPU call
+    return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
+
+
+def gradients_request(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
+                      weights: TrainedWeights | None = None) -> Request:
+    """What ``gradient_norms`` computes, checked and keyed on the caller's side (no model runs)."""
     cfg = as_config(cfg)
     if int(seq_len) < 2 or int(batch) < 1:
         raise ConfigError("seq_len", seq_len, "seq_len >= 2 and batch >= 1 (next-token loss)")
     w = resolve(cfg.to_json(), weights)
     need = budget.check(cfg, "gradients", int(seq_len), int(batch))
     key = ("gradients", cfg.to_json(), int(seq_len), int(batch), int(seed), weights_key(w))
-    result = memo(key, lambda: _measure(cfg, int(seq_len), int(batch), int(seed), w), need=need)
-    return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
+    return Request(key, need, compute_gradients, (cfg.to_json(), int(seq_len), int(batch), int(seed), w))
+
+
+@gpu(duration=60)
+def compute_gradients(cfg_json: str, seq_len: int, batch: int, seed: int, weights) -> dict:
+    """The GPU call of ``gradient_norms``: one forward and backward (picklable in and out)."""
+    return _measure(as_config(cfg_json), seq_len, batch, seed, weights)
 
 
 def _measure(cfg, seq_len: int, batch: int, seed: int, weights) -> dict:
@@ -95,15 +107,17 @@ def _measure(cfg, seq_len: int, batch: int, seed: int, weights) -> dict:
 
 def placement_results(cfg, weights: TrainedWeights | None = None) -> tuple:
     """Gradient norms of ``cfg`` under every registered norm placement -> (results, skipped);
-    ``weights`` (trained for one of these configs) are used for that one, the others at initialisation."""
-    results, skipped = {}, {}
+    ``weights`` (trained for one of these configs) are used for that one, the others at initialisation.
+    The placements not memoised yet are computed in one GPU call (``explorer.analysis.memo.fetch``)."""
+    requests, skipped = {}, {}
     for placement in registries()["norm_placement"]:
         try:
             other = cfg.replace(norm_placement=placement)
-            results[placement] = gradient_norms(other, weights=applicable(weights, other))
+            requests[placement] = gradients_request(other, weights=applicable(weights, other))
         except ConfigError as exc:
             skipped[placement] = str(exc)
-    return results, skipped
+    got = fetch(list(requests.values()))
+    return {p: json.loads(json.dumps(r)) for p, r in zip(requests, got)}, skipped
 
 
 # ---------------------------------------------------------------------------- the branches

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from explorer.analysis.heads import RULES_TEXT, classify_heads
-from explorer.analysis.memo import eval_model, memo, weights_key
+from explorer.analysis.memo import Request, eval_model, memo, weights_key
 from explorer.analysis.views import Views, compute_views
 from explorer.analysis.weights import TrainedWeights, resolve
 from explorer.runtime import budget
@@ -93,17 +93,30 @@ def rows_ok(att: np.ndarray) -> bool:
     return bool(np.all((np.abs(s - 1) < 1e-3) | (np.abs(s) < 1e-6)))
 
 
-@gpu
 def attention_maps(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | None = None,
                    weights: TrainedWeights | None = None) -> AttentionMaps:
     """The maps of ``cfg`` on ``text`` (see the module docstring). ``separator``: where the text of a
     source / target model splits (None: the default); ``weights``: trained weights of this config
-    instead of the initial ones (default: the request's active record when it belongs to ``cfg``)."""
+    instead of the initial ones (an argument, never read from a context: a GPU call's worker sees only
+    its arguments). Memoised here, on the caller's side: a result already computed costs no GPU call."""
+    req = maps_request(cfg, text, max_bytes, separator, weights)
+    return memo(req.key, lambda: req.compute(), need=req.need)
+
+
+def maps_request(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | None = None,
+                 weights: TrainedWeights | None = None) -> Request:
+    """What ``attention_maps`` computes, checked and keyed on the caller's side (no model runs)."""
     cfg = as_config(cfg)
     w = resolve(cfg.to_json(), weights)
     inp = model_input(cfg, text, separator, max_bytes)
     need = budget.check(cfg, "attention", inp.longest, 1)
-    return memo(("maps", cfg.to_json(), inp, weights_key(w)), lambda: _compute(cfg, inp, w), need=need)
+    return Request(("maps", cfg.to_json(), inp, weights_key(w)), need, compute_maps, (cfg.to_json(), inp, w))
+
+
+@gpu(duration=30)
+def compute_maps(cfg_json: str, inp: ModelInput, weights: TrainedWeights | None) -> AttentionMaps:
+    """The GPU call of ``attention_maps``: one forward pass with attention weights (picklable in and out)."""
+    return _compute(as_config(cfg_json), inp, weights)
 
 
 def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:

@@ -7,16 +7,25 @@ sessions never see each other's weights and redrawing a config costs nothing. Af
 predicted to need ``TRIM_AFTER`` bytes or more, the freed heap goes back to the system
 (``malloc_trim``). A computation holds its predicted bytes in the server's memory pool
 (``explorer.runtime.pool``) while it runs. No per-user state lives here.
+
+The results are memoised on the caller's side of the GPU calls (``explorer.runtime.device``): an
+analysis builds a ``Request`` (checked, keyed, its GPU function and picklable arguments), and only a
+miss makes a GPU call; ``fetch`` computes several misses in one (a Compare click's six analyses). The
+models are memoised where they run, per device.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from explorer.analysis.weights import TrainedWeights
 from explorer.runtime.cache import TRIM_AFTER, ByteLRU, release_memory
-from explorer.runtime.device import device
+from explorer.runtime.device import DEFAULT_DURATION, device, gpu
 from explorer.runtime.pool import POOL
 from models import build_model
 
 CACHE = ByteLRU()
+MAX_BATCH_S = 120  # seconds of GPU one batch of analyses asks for at most
 
 
 def weights_key(weights: TrainedWeights | None):
@@ -33,7 +42,8 @@ def eval_model(cfg, weights: TrainedWeights | None = None):
         model = model.to(device()).eval()
         model.requires_grad_(False)
         return model
-    return CACHE.get(("model", cfg.to_json(), weights_key(weights)), make)
+    # per device: the start-up paint builds it on the CPU (``on_cpu``), the GPU calls on CUDA
+    return CACHE.get(("model", cfg.to_json(), weights_key(weights), str(device())), make)
 
 
 def memo(key: tuple, compute, need: int = 0):
@@ -49,6 +59,46 @@ def memo(key: tuple, compute, need: int = 0):
                 if need >= TRIM_AFTER:
                     release_memory()
     return CACHE.get(key, run)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One analysis, checked and keyed on the caller's side: ``fn(*args)`` (a GPU function, picklable
+    arguments) computes the value memoised under ``key``, predicted to need ``need`` bytes."""
+    key: tuple
+    need: int
+    fn: Callable
+    args: tuple
+
+    def compute(self):
+        return self.fn(*self.args)
+
+
+def _batch_duration(jobs) -> int:
+    return min(MAX_BATCH_S, sum(int(getattr(fn, "gpu_duration", DEFAULT_DURATION)) for fn, _ in jobs))
+
+
+@gpu(duration=_batch_duration)
+def compute_batch(jobs: list) -> list:
+    """``[fn(*args) for fn, args in jobs]`` in one GPU call (each ``fn`` a GPU function, run directly)."""
+    return [fn(*args) for fn, args in jobs]
+
+
+def fetch(requests: list) -> list:
+    """Each request's value: from the memo, or, for those not memoised yet, computed together in one GPU
+    call (``compute_batch``, holding the largest ``need`` in the server's pool) and memoised."""
+    missing = list({r.key: r for r in requests if r.key not in CACHE}.values())
+    if missing:
+        need = max(r.need for r in missing)
+        with POOL.reserve(need, f"these {len(missing)} {missing[0].key[0]} requests"):
+            try:
+                values = compute_batch([(r.fn, r.args) for r in missing])
+            finally:
+                if need >= TRIM_AFTER:
+                    release_memory()
+        for r, value in zip(missing, values):
+            CACHE.put(r.key, value)
+    return [memo(r.key, r.compute, need=r.need) for r in requests]  # evicted meanwhile: computed again
 
 
 def clear_caches() -> None:

@@ -38,6 +38,7 @@ from explorer.analysis.weights import TrainedWeights, tensor_digest
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.corpus import python_docs, split_corpus
+from explorer.runtime.device import gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from models import ConfigError, registries, surgery
 from models.attention import PATTERNS
@@ -164,11 +165,16 @@ def _scores(cfg, text: bytes, window: int) -> dict:
     passage = heldout_text()[:PASSAGE_BYTES]
     need = budget.check(cfg, "attention", max(len(text), len(passage)), 1)
 
-    def compute():
-        model = eval_model(cfg, w)
-        return {"text": nats_per_byte(model, list(text), len(text)) if len(text) >= 2 else math.nan,
-                "heldout": nats_per_byte(model, list(passage), window)}
-    return memo(("surgery-loss", cfg.to_json(), text, window, weights_key(w)), compute, need=need)
+    return memo(("surgery-loss", cfg.to_json(), text, window, weights_key(w)),
+                lambda: compute_scores(cfg.to_json(), text, passage, window, w), need=need)
+
+
+@gpu(duration=30)
+def compute_scores(cfg_json: str, text: bytes, passage: bytes, window: int, weights: TrainedWeights) -> dict:
+    """The GPU call of ``_scores``: nats/byte on the text (read whole) and on the passage (in windows)."""
+    model = eval_model(as_config(cfg_json), weights)
+    return {"text": nats_per_byte(model, list(text), len(text)) if len(text) >= 2 else math.nan,
+            "heldout": nats_per_byte(model, list(passage), window)}
 
 
 def loss_change(cfg, text: str) -> dict | None:

@@ -7,13 +7,23 @@ sum of the allocator events the PyTorch profiler records, so kernels' internal b
 ``backend`` (the names ``kernels.attention`` reported while the warm-up run of that length ran:
 ``kernels.record_backends``, never a prediction), ``others`` (how many other app requests computed
 during the measurement: the timing is inflated when it is not 0), ``timer``, ``dtype``,
-``status`` (``ok`` / ``oom`` / ``timeout`` / ``cancelled`` / ``invalid`` / ``error``) and ``reason``.
+``status`` (``ok`` / ``oom`` / ``timeout`` / ``cancelled`` / ``invalid`` / ``error``), ``reason`` and, when
+an untimed first run had to compile, ``compile_s``.
 
-What the timings exclude: building the model, the first run of the process (lazy initialisation,
-profiler start-up) and, per length, the block-sparse layout and its execution plan, which are built
-once per (pattern, length) and memoised (``models.attention.sparse.pattern_block_mask``, the plan
-on the ``BlockMask``): the untimed warm-up run of each length pays them. On CUDA the runs execute
-under bf16 autocast and are timed with CUDA events; on the CPU in fp32 with ``time.perf_counter``.
+The sweep is driven from the caller's side, one GPU call per length (``measure_length``: picklable
+arguments, a ``StopToken`` for the stop, the model kept between the lengths of one sweep), so on a
+ZeroGPU Space each call is a short GPU burst and nothing unpicklable crosses to the worker.
+
+What the timings exclude: building the model, its first run (lazy initialisation, profiler start-up)
+and, on CUDA, each length's first run (Triton compiling the kernels for that shape). These untimed
+runs are repeated until one fits the time budget while each gets further through the model than the
+one before (``_settle``): a compile that took longer than the budget is reported in the length's
+record as ``compile_s`` (and the ``reason``), not as a time-out. Triton keeps compiled kernels in a
+lasting ``TRITON_CACHE_DIR`` (``explorer.runtime.device``), so a restart compiles nothing again. Nor,
+per length, the block-sparse layout and its execution plan, which are built once per (pattern,
+length) and memoised (``models.attention.sparse.pattern_block_mask``, the plan on the
+``BlockMask``): the untimed warm-up run of each length pays them. On CUDA the runs execute under
+bf16 autocast and are timed with CUDA events; on the CPU in fp32 with ``time.perf_counter``.
 
 It never raises for out-of-memory, time-outs or cancellation. The time budget holds for every
 run, the first length's included: a forward pre-hook on every module (and, with gradients, a hook
@@ -44,16 +54,17 @@ import torch
 
 import kernels
 from explorer.runtime import budget as request_budget
+from explorer.runtime import settings
 from explorer.runtime.cache import release_memory
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import default_threads, gpu
 from explorer.runtime.device import device as default_device
 from explorer.runtime.load import LOAD
 from explorer.runtime.pool import POOL, Busy, available_bytes, is_out_of_memory
+from explorer.runtime.signals import stop_channel
 from explorer.runtime.stopping import Abandoned, Guard
-from models import build_model
 from kernels.measure import measure_peak
-from models import ConfigError, ModelConfig
+from models import ConfigError, ModelConfig, build_model
 from models.architectures import arrangement
 
 log = logging.getLogger(__name__)
@@ -123,27 +134,20 @@ def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others
             "dtype": str(_dtype(dev)).removeprefix("torch.")}
 
 
-@gpu
-def latency_memory_sweep(cfg, *args, **kw) -> list:
-    """``sweep``, then the freed heap handed back to the system: a sweep to 4096 tokens frees hundreds
-    of MB that glibc would otherwise keep (RSS stays high)."""
-    try:
-        return sweep(cfg, *args, **kw)
-    finally:
-        release_memory()
-
-
-def sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
+def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
                          repeats: int = 5, min_repeats: int = 2, time_budget_s: float = 5.0,
                          progress=None, dev=None, threads: int | None = None, should_stop=None,
                          seq2seq_axis: str = "both", fixed_len: int = 64) -> list:
     """One record per length (ascending); never raises for OOM, time-out or cancel (module docstring).
 
-    ``progress(fraction, message)`` is called before each length when given. ``should_stop()`` is
-    polled between modules and between runs: once it returns True the current run is abandoned and
-    the remaining lengths are recorded as ``cancelled``. Timings use ``threads`` intra-op threads
-    (default: the app's setting, ``EXPLORER_THREADS`` or 1), set for the calling thread only.
-    ``seq2seq_axis`` / ``fixed_len``: the lengths of a model of several inputs (module docstring).
+    The caller's side of the sweep: one ``measure_length`` GPU call per length, so every GPU call takes
+    picklable arguments and lasts one length (ZeroGPU: ``explorer.runtime.device``). ``progress(fraction,
+    message)`` is called here before each length when given. ``should_stop()`` is polled here and,
+    through a ``StopToken`` (``explorer.runtime.signals``), between modules inside the GPU call: once it
+    returns True the current run is abandoned and the remaining lengths are recorded as ``cancelled``.
+    Timings use ``threads`` intra-op threads (default: the app's setting, ``EXPLORER_THREADS`` or 1), set
+    for the measuring thread only. ``seq2seq_axis`` / ``fixed_len``: the lengths of a model of several
+    inputs (module docstring).
     """
     cfg = as_config(cfg)
     axes = sweep_axes(cfg)
@@ -156,47 +160,95 @@ def sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 
         pair = (seq2seq_axis, int(fixed_len))
     if mode not in ("forward", "forward_backward"):
         raise ConfigError("mode", mode, "'forward' or 'forward_backward'")
-    dev = torch.device(dev) if dev is not None else default_device()
     lens = sorted({int(n) for n in seq_lens})
     if not lens or lens[0] < 1:
         raise ConfigError("seq_lens", seq_lens, "positive integers")
+    shown = torch.device(dev) if dev is not None else default_device()  # for the records of lengths not run
     stopped = should_stop or (lambda: False)
     records, stop, history = [], None, []
     if not _acquire(_MEASURE_LOCK, stopped):
-        return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
-    if stopped():  # not even the model build (seconds for a large config) once cancelled
-        _MEASURE_LOCK.release()
-        return [_record(L, "cancelled", "not run", mode, dev, reason="cancelled before it started") for L in lens]
+        return [_record(L, "cancelled", "not run", mode, shown, reason="cancelled before it started") for L in lens]
+    opts = dict(batch=int(batch), repeats=int(repeats), min_repeats=int(min_repeats),
+                time_budget_s=float(time_budget_s), dev=None if dev is None else str(dev),
+                threads=int(threads or default_threads()), pair=pair)
     try:
-        with _threads(threads or default_threads()):
-            model = build_model(cfg).to(dev).eval()  # private to this sweep: backward writes its .grad
-            guard = Guard(stopped)
-            with guard.installed(model, backward=mode != "forward"):
-                for n, L in enumerate(lens):
-                    if progress is not None:
-                        progress(n / len(lens), f"{cfg.attention}: L={L} ({n + 1}/{len(lens)})")
-                    if stop is None and stopped():
-                        stop = ("cancelled", "cancelled")
-                    if stop is not None:
-                        records.append(_record(L, stop[0], "not run", mode, dev, reason=stop[1]))
-                        continue
-                    rec = _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats,
-                                       time_budget_s, history, guard, first=n == 0, pair=pair)
-                    records.append(rec)
-                    if rec["status"] == "ok":
-                        history.append((L, rec["ms"] / 1000.0))
-                    elif rec["status"] == "cancelled":
-                        stop = ("cancelled", "cancelled")
-                    elif rec["status"] in ("oom", "timeout"):
-                        stop = (rec["status"], f"skipped: a shorter length ({L}) already hit {rec['status']}")
+        with stop_channel(should_stop) as token:
+            for n, L in enumerate(lens):
+                if progress is not None:
+                    progress(n / len(lens), f"{cfg.attention}: L={L} ({n + 1}/{len(lens)})")
+                if stop is None and stopped():
+                    stop = ("cancelled", "cancelled")
+                if stop is not None:
+                    records.append(_record(L, stop[0], "not run", mode, shown, reason=stop[1]))
+                    continue
+                rec = measure_length(cfg.to_json(), L, mode, history=tuple(history), stop=token,
+                                     keep=n + 1 < len(lens), **opts)
+                shown = torch.device(rec["device"])
+                records.append(rec)
+                if rec["status"] == "ok":
+                    history.append((L, rec["ms"] / 1000.0))
+                elif rec["status"] == "cancelled":
+                    stop = ("cancelled", "cancelled")
+                elif rec["status"] in ("oom", "timeout"):
+                    stop = (rec["status"], f"skipped: a shorter length ({L}) already hit {rec['status']}")
     finally:
         _MEASURE_LOCK.release()
+        _forget_model()  # in this process; a ZeroGPU worker let it go with the last length (keep=False)
+        release_memory()  # a sweep to 4096 tokens frees hundreds of MB that glibc would otherwise keep
     for rec in records if pair is not None else []:
         for name, n in zip(arrangement(cfg).inputs, input_lengths(cfg, rec["seq_len"], *pair)):
             rec[LENGTH_KEYS.get(name, f"{name}_len")] = n
     if progress is not None:
         progress(1.0, "done")
     return records
+
+
+def _length_duration(cfg_json, L, mode, *, time_budget_s: float = 5.0, **_kw) -> int:
+    """Seconds of GPU one length may need: the untimed first runs (a compile, a few seconds), the
+    memory-profiled warm-up and the timed runs (each stopped at the budget), and the model build."""
+    return int(math.ceil(20 + 4 * float(time_budget_s)))
+
+
+@gpu(duration=_length_duration)
+def measure_length(cfg_json: str, L: int, mode: str, *, batch: int, repeats: int, min_repeats: int,
+                   time_budget_s: float, history: tuple, stop, dev: str | None, threads: int, pair,
+                   keep: bool) -> dict:
+    """The record of one length (a GPU call: every argument and the result are picklable). ``history``:
+    the ``(length, seconds)`` measured before, for the prediction that skips a length; ``stop``: a
+    ``StopToken``; ``keep``: keep the model for the next length of the same sweep (else let it go)."""
+    cfg = as_config(cfg_json)
+    dev = torch.device(dev) if dev is not None else default_device()
+    if stop():
+        return _record(L, "cancelled", "not run", mode, dev, reason="cancelled")
+    try:
+        with _threads(threads):
+            model, first = _sweep_model(cfg, dev)
+            guard = Guard(stop)
+            with guard.installed(model, backward=mode != "forward"):
+                return _measure_one(model, cfg, int(L), mode, dev, batch, repeats, min_repeats, time_budget_s,
+                                    list(history), guard, first=first, pair=pair)
+    finally:
+        if not keep:
+            _forget_model()
+
+
+# The model of the sweep running now (its config and device): built by its first length, reused by the next
+# ones. A cache of one entry, private to the measuring (``_MEASURE_LOCK``): a backward writes its ``.grad``.
+_MODEL: dict = {}
+
+
+def _sweep_model(cfg, dev) -> tuple:
+    """``(model, first)``: ``first`` when it was built now, so its first run pays one-time costs."""
+    key = (cfg.to_json(), str(dev))
+    if key not in _MODEL:
+        _MODEL.clear()
+        _MODEL[key] = build_model(cfg).to(dev).eval()
+        return _MODEL[key], True
+    return _MODEL[key], False
+
+
+def _forget_model() -> None:
+    _MODEL.clear()
 
 
 def _acquire(lock, stopped, poll_s: float = 0.1) -> bool:
@@ -313,10 +365,11 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
     try:
         run = _work(model, _inputs(cfg, input_lengths(cfg, L, *(pair or ())), batch, dev, L), mode, dev)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-        if first:  # the process's first run of this model pays one-time costs (lazy init, profiler start-up)
-            with guard.run_until(budget):
-                run()
-            measure_peak(lambda: None, dev)
+        compile_s = None
+        if first or dev.type == "cuda":  # one-time costs: lazy init and, on CUDA, Triton compiling this shape
+            compile_s = _settle(run, sync, model, guard, budget)
+        if first:
+            measure_peak(lambda: None, dev)  # the profiler's start-up, outside the profiled warm-up
         sync()
         t0 = time.perf_counter()
         with kernels.record_backends() as ran, guard.run_until(budget):
@@ -349,4 +402,49 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
     except Exception as exc:  # a bug in a variant must not take the app down: report it
         log.exception("sweep run failed at L=%d", L)
         return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
-    return _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))
+    rec = _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))
+    if compile_s is not None:
+        rec["compile_s"] = round(compile_s, 3)
+        rec["reason"] = f"compile: the untimed first run took {compile_s:.2f} s (not in the timings)"
+    return rec
+
+
+MAX_SETTLE_RUNS = 8
+
+
+def _settle(run, sync, model, guard: Guard, budget: float) -> float | None:
+    """Untimed runs until one fits the budget: the seconds the slower ones took (their one-time work:
+    a Triton compile, lazy initialisation), or None when the first one fitted.
+
+    A compile happens inside one module's call, which the guard cannot interrupt; the run is abandoned
+    at the next module, and the following run passes that module at full speed. So a run is repeated
+    while each attempt gets further through the model's modules than the one before (one-time work is
+    behind it), within ``settings.compile_budget()`` seconds and ``MAX_SETTLE_RUNS`` runs; a run that
+    gets no further is a real time-out (``Abandoned``, the guard's reason ``timeout``)."""
+    reached, spent, start = -1, 0.0, time.perf_counter()
+    limit = settings.compile_budget()
+    for _ in range(MAX_SETTLE_RUNS):
+        entered = [0]
+        handles = [m.register_forward_pre_hook(lambda *_a: entered.__setitem__(0, entered[0] + 1))
+                   for m in model.modules()]
+        t0 = time.perf_counter()
+        try:
+            with guard.run_until(budget):
+                run()
+            sync()
+        except Abandoned:
+            if guard.why == "cancelled":
+                raise
+        finally:
+            for h in handles:
+                h.remove()
+        took = time.perf_counter() - t0
+        if took <= budget:
+            return spent or None
+        spent += took
+        if entered[0] <= reached or time.perf_counter() - start > limit:
+            guard.why = "timeout"
+            raise Abandoned("timeout")
+        reached = entered[0]
+    guard.why = "timeout"
+    raise Abandoned("timeout")

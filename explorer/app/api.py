@@ -17,15 +17,15 @@ import os
 import gradio as gr
 
 from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, surgery
+from explorer.analysis.compare import compare_pair
 from explorer.analysis.sweep import sweep_axes
 from explorer.app.export import cleanup_export, write_export
 from explorer.app.gradio_compat import cache_file
 from explorer.app.jobs import run_job
 from explorer.app.messages import problem
 from explorer.app.share import compare_query
-from explorer.runtime.limits import SWEEP_BUDGET_S
 from explorer.runtime.configs import app_config
-from explorer.runtime.limits import parse_lengths
+from explorer.runtime.limits import SWEEP_BUDGET_S, parse_lengths
 from explorer.runtime.load import LOAD
 from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text
 from explorer.runtime.untrusted import truncate
@@ -143,14 +143,12 @@ def api_compare(config_a_json: str, config_b_json: str, text: str, separator: st
     """``/compare_ab``: ``{"diff": [[field, A, B], ...], "a": {...}, "b": {...}, "link": query}``, where
     ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text, each as
     ``/analyze`` and ``/gradients`` give them for the same ``weights`` choice."""
-    def one(cfg, t):
-        record, used = request_weights(cfg, weights)
-        return {"attention": {**attention_maps(cfg, t, separator=separator, weights=record).summary(), "weights": used},
-                "gradients": {**gradient_norms(cfg, weights=record), "weights": used}}
-
     def run():
         a, b = app_config(config_a_json), app_config(config_b_json)
         t = request_text(b, text)
-        side = {k: one(c, t) for k, c in (("a", a), ("b", b))}
+        (record_a, used_a), (record_b, used_b) = request_weights(a, weights), request_weights(b, weights)
+        pair = compare_pair(a, b, t, separator, record_a, record_b)  # one GPU call for both sides
+        side = {k: {"attention": {**maps.summary(), "weights": used}, "gradients": {**grads, "weights": used}}
+                for k, maps, grads, used in zip("ab", pair["maps"], pair["gradients"], (used_a, used_b))}
         return {"diff": [list(r) for r in config_diff(a, b)], **side, "link": compare_query(a, b, t, separator)}
     return call(run)

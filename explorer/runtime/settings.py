@@ -9,6 +9,8 @@
 | ``EXPLORER_QUEUE_SIZE`` | requests waiting before the app answers "busy" | 24 |
 | ``EXPLORER_THREADS`` | intra-op threads per computation | 1 |
 | ``EXPLORER_SESSION_TTL`` | seconds a browser session may stay idle before its server-side copy is dropped | 3600 |
+| ``EXPLORER_COMPILE_BUDGET`` | seconds a sweep's untimed first call of a model may take (Triton compiles its kernels there) | 120 |
+| ``TRITON_CACHE_DIR`` | where Triton keeps compiled kernels, kept across restarts (set by ``explorer.runtime.device.triton_cache``, created when a GPU first runs) | ``$XDG_CACHE_HOME/transformer-explorer/triton`` (``~/.cache/...``) |
 
 Each is read when asked, so a test or a benchmark can set it for a server it starts. A count or a
 duration that cannot be read falls back to its default (logged, naming the variable): a typo in a
@@ -32,6 +34,8 @@ COMPUTE_SLOTS = "EXPLORER_COMPUTE_SLOTS"
 QUEUE_SIZE = "EXPLORER_QUEUE_SIZE"
 THREADS = "EXPLORER_THREADS"
 SESSION_TTL = "EXPLORER_SESSION_TTL"
+COMPILE_BUDGET = "EXPLORER_COMPILE_BUDGET"
+TRITON_CACHE_DIR = "TRITON_CACHE_DIR"  # Triton's own variable: the app only gives it a lasting default
 
 MAX_DEFAULT_BUDGET = 8 << 30  # a visitor never gets more than 8 GiB by default, however big the host
 MAX_DEFAULT_CACHE = 1 << 30
@@ -116,3 +120,19 @@ def threads() -> int:
 def session_ttl() -> float:
     """Seconds a session may stay idle (at least one)."""
     return float(_number(SESSION_TTL, 3600.0, 1.0, float))
+
+
+def compile_budget() -> float:
+    """Seconds a sweep's untimed first call may take (at least one): kernel compilation happens there."""
+    return float(_number(COMPILE_BUDGET, 120.0, 1.0, float))
+
+
+def triton_cache_dir() -> str:
+    """``TRITON_CACHE_DIR`` when set, else ``transformer-explorer/triton`` under the user's cache folder
+    (``XDG_CACHE_HOME``, default ``~/.cache``): outside the repository, kept across restarts, so a
+    restarted server reloads its compiled kernels instead of compiling them again. Not created here."""
+    raw = _raw(TRITON_CACHE_DIR)
+    if raw:
+        return raw
+    base = _raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "transformer-explorer", "triton")

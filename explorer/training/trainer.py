@@ -204,12 +204,50 @@ class Trainer:
     def done(self) -> bool:
         return self.step >= self.run_cfg.steps
 
+    # ------------------------------------------------------------------ where it trains
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def to(self, device) -> "Trainer":
+        """The model and the optimizer's state on ``device`` (a GPU burst moves them there and back:
+        ``explorer.training.bursts``). The data and dropout generators stay on the CPU, so the batches
+        and masks are the same on every device."""
+        device = torch.device(device)
+        self.model.to(device)
+        for state in self.opt.state.values():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor) and not (key == "step" and value.dim() == 0 and
+                                                            value.device.type == "cpu"):
+                    state[key] = value.to(device)
+        return self
+
+    def __getstate__(self) -> dict:  # pickled into a GPU worker and back: everything but the lock
+        state = dict(self.__dict__)
+        del state["weights_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.weights_lock = threading.Lock()
+
+    def adopt(self, other: "Trainer") -> "Trainer":
+        """Take ``other``'s state (the same run, come back from a GPU worker as a copy); this object's
+        lock is kept."""
+        if other is not self:
+            lock = self.weights_lock
+            with lock:
+                self.__dict__.update(other.__getstate__())
+                self.weights_lock = lock
+        return self
+
     # ------------------------------------------------------------------ one step
     def _forward(self, batch: Batch, return_attention: bool = False) -> tuple:
         """(ModelOutput, the Batch its logits are scored against)."""
         if self.seq2seq:
             return train_encdec.forward(self.model, batch, return_attention)
-        return self.model(model_input(batch, self.cfg.causal), return_attention=return_attention), batch
+        tokens = model_input(batch, self.cfg.causal).to(self.device)
+        return self.model(tokens, return_attention=return_attention), batch
 
     def _loss(self, batch: Batch):
         out, scored = self._forward(batch)
@@ -273,10 +311,11 @@ class Trainer:
         """Per-layer gradient norms of the task loss on the first held-out batch (no ``.grad`` written)."""
         self.model.eval()  # no dropout, no EMA updates: a measurement, not a step
         try:
+            dev = self.device
             if self.seq2seq:  # the target's next-token loss is exactly the scored loss
-                return branch_gradient_norms(self.model, train_encdec.gradient_inputs(self.heldout[0]),
-                                             lambda logits, _src, tgt: next_token_loss(logits, tgt))
-            return branch_gradient_norms(self.model, model_input(self.heldout[0], self.cfg.causal),
+                inputs = tuple(t.to(dev) for t in train_encdec.gradient_inputs(self.heldout[0]))
+                return branch_gradient_norms(self.model, inputs, lambda logits, _src, tgt: next_token_loss(logits, tgt))
+            return branch_gradient_norms(self.model, model_input(self.heldout[0], self.cfg.causal).to(dev),
                                          lambda logits, _inputs: scored_loss(logits, self.heldout[0]))
         finally:
             self.model.train()

@@ -33,6 +33,8 @@ layer; a pooled layer's ``input`` and attention map are at its own resolution (p
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 from torch import nn
 
@@ -76,6 +78,17 @@ def pool_query_mask(lq: int, lk: int, device=None):
     return torch.arange(lk, device=device)[None, :] <= 2 * p + 1
 
 
+@lru_cache(maxsize=16)
+def pool_query_block_mask(lq: int, lk: int) -> kernels.BlockMask:
+    """The memoised ``BlockMask`` of ``pool_query_mask(lq, lk)``, built on the CPU a band of rows at a
+    time; ``.to(device)`` keeps one copy per device with its execution plans. So a forward builds no
+    layout, runs no host sync for it and plans nothing after the first call at a length."""
+    def rows(start: int, stop: int):  # (stop - start, lk) bool
+        p = torch.arange(start, stop)[:, None]
+        return torch.arange(lk)[None, :] <= 2 * p + 1
+    return kernels.block_mask_from_rows(rows, int(lq), int(lk), KERNEL_BLOCK, torch.device("cpu"))
+
+
 def pool_query_attention(attn, xq, xkv, causal: bool, ctx, info):
     """The ``Attention`` module's projections with queries ``xq (B, n', d)`` and keys/values ``xkv (B, n, d)``."""
     cfg = attn.cfg
@@ -92,12 +105,12 @@ def pool_query_attention(attn, xq, xkv, causal: bool, ctx, info):
         raise ConfigError("position", cfg.position, f"an encoding without score modifiers with layer='funnel' "
                                                     f"(got {sorted(mods)})")
     q = grid.index_select(2, rows)                               # (B, h, n', d_h)
-    mask = pool_query_mask(lq, lk, xq.device) if causal else None
     if ctx.need_weights:
+        mask = pool_query_mask(lq, lk, xq.device) if causal else None
         out, probs = kernels.attention_ref(q, k, v, mask=mask, softcap=cfg.softcap)
         info.attention = probs  # (B, h, n', n)
     else:  # block-sparse on the exact pattern (partial tiles keep their element mask)
-        bm = None if mask is None else kernels.block_mask(mask, KERNEL_BLOCK)
+        bm = pool_query_block_mask(lq, lk).to(xq.device) if causal else None
         out = kernels.attention(q, k, v, block_mask=bm, softcap=cfg.softcap)
     return attn.merge(out)  # (B, n', d)
 

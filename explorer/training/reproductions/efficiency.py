@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import torch
 
+from explorer.runtime.stopping import check_stop
+from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
 from explorer.training.tasks import model_input, scored_loss
-from explorer.runtime.stopping import check_stop
 from explorer.training.trainer import RunConfig, Trainer
 from kernels.measure import interleaved_ms, measure_peak
 from models import ConfigError, ModelConfig, choices
@@ -102,7 +103,7 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
     for att in s["attentions"]:
         trainer = _trainer(s, att, threads)
         cfg = trainer.cfg
-        for snap in trainer.run():
+        for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
             pass
         peak = _peak_bytes(trainer)
         trainers.append(trainer)

@@ -13,6 +13,7 @@ import base64
 import numpy as np
 import torch
 
+from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
 from explorer.training.tasks import get_task, ideal_induction, model_input
 from explorer.training.trainer import RunConfig, Trainer, stack_attention
@@ -114,7 +115,7 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None, seed: i
     s = settings(quick)
     trainer = _trainer(s, seed, threads)
     rows, timeline = [], []
-    for snap in trainer.run():
+    for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
         rows.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4)})
         maps = np.asarray(snap.attention, dtype=np.float32)
         timeline.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4),

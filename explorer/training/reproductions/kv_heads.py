@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.runtime.stopping import check_stop
+from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
 from explorer.training.trainer import RunConfig, Trainer
 from models import ConfigError, ModelConfig
@@ -132,7 +133,7 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
     rows, check = [], 0.0
     for kv in s["kv_heads"]:
         trainer = _trainer(s, kv, threads)
-        for snap in trainer.run():
+        for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
             pass
         check_stop()
         model = trainer.model.eval()

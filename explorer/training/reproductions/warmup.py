@@ -5,6 +5,7 @@ without. Four runs, same learning rate, same seed, same data: post / pre x warm-
 """
 from __future__ import annotations
 
+from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
@@ -44,7 +45,7 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
         for warm in (False, True):
             trainer = _trainer(s, placement, warm, threads)
             grads = []
-            for snap in trainer.run():
+            for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
                 grads.append({"step": snap.step, "residual": [round(float(v), 6) for v in snap.grad_norms["residual"]]})
                 progress(f"warmup: {placement}-LN, warm-up {'on' if warm else 'off'}: step {snap.step} "
                          f"held-out loss {snap.heldout_loss:.3f}")
