@@ -32,10 +32,10 @@ from explorer.app.tabs import views as views_tab
 from explorer.app.tabs import zoom as zoom_box
 from explorer.app.tabs.analysis import analysis_outputs
 from explorer.app.tabs.attention import attention_outputs
-from explorer.app.weights import BUNDLED, CHOICES, SHARE_NOTE, chosen, train_default, weights_line
+from explorer.app.weights import BUNDLED, CHOICES, SHARE_NOTE, chosen, weights_line
 from explorer.app.wiring import wire
 from explorer.runtime import settings
-from explorer.runtime.device import configure_threads, device_label
+from explorer.runtime.device import configure_threads, device_label, on_cpu
 from explorer.runtime.limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
 from explorer.runtime.presets import CUSTOM, available
 from explorer.runtime.text import DEFAULT_TEXT
@@ -66,13 +66,17 @@ def build_app() -> gr.Blocks:
     cfg = ModelConfig()
     values = {name: getattr(cfg, name) for name in CONTROL_FIELDS}  # the controls as the page opens
     weights = chosen(values, BUNDLED, None)             # the bundled model when one serves the default config
-    first_paint = attention_outputs(cfg, DEFAULT_TEXT, weights=weights)  # grid, statistics, reading: no request
-    analysis = analysis_outputs(cfg, DEFAULT_TEXT, weights)              # nor for the Gradients, Latency, Model tabs
-    surgery = surgery_tab.surgery_outputs(cfg, DEFAULT_TEXT, None, weights)  # nor for the Surgery tab
+    with on_cpu():  # at start-up: no GPU call, no CUDA before the server forks (ZeroGPU)
+        first_paint = attention_outputs(cfg, DEFAULT_TEXT, weights=weights)  # grid, statistics, reading: no request
+        analysis = analysis_outputs(cfg, DEFAULT_TEXT, weights)  # nor for the Gradients, Latency, Model tabs
+        surgery = surgery_tab.surgery_outputs(cfg, DEFAULT_TEXT, None, weights)  # nor for the Surgery tab
     # analytics off: no telemetry calls from an offline host (and Gradio 6.31 crashes comparing a
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
     with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False,
                    delete_cache=DELETE_CACHE) as demo:
+        # the queue first: Gradio rebuilds its server app (and the page config) on every queue() call,
+        # which costs least while the page is empty; the settings are read when an event is queued
+        demo.queue(max_size=settings.queue_size(), default_concurrency_limit=settings.compute_slots())
         comps = {
             # per-session values: no time_to_live of the main state's own (it goes with its session:
             # explorer.app.sessions expires idle sessions, and an expired page redraws everything)
@@ -95,12 +99,13 @@ def build_app() -> gr.Blocks:
             with gr.Column(scale=1, min_width=330, elem_id="controls"):
                 controls = control_column(cfg, comps, weights_line(values, BUNDLED, weights, DEFAULT_TEXT))
             with gr.Column(scale=3, min_width=320, elem_id="figures"):
-                with gr.Tabs(elem_id="tabs") as comps["tabs"]:
+                # "wrap": every tab one tap away on a phone or in presentation mode (Gradio's default
+                # hides the tabs that do not fit behind a "..." menu)
+                with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as comps["tabs"]:
                     comps.update(figure_tabs(cfg, first_paint, analysis, surgery))
         clash = set(controls) & set(comps)
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         wire(demo, controls, {**controls, **comps})
-    demo.queue(max_size=settings.queue_size(), default_concurrency_limit=settings.compute_slots())
     sessions.start_expiry(demo)  # idle sessions (Gradio's copies of their outputs) expire
     return demo
 
@@ -114,7 +119,7 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
     comps["status"] = gr.Markdown("", elem_id="status")
     comps["weights"] = gr.Radio(CHOICES, value=BUNDLED, label="Weights", elem_id="weights-switch",
                                 info="bundled: a model trained on this CPU and shipped with the app; your run: "
-                                     "the Train tab's model (same config)")
+                                     "the Train tab's model (trained on these controls)")
     comps["weights_md"] = gr.Markdown(weights_md, elem_id="weights-line")
     gr.Markdown(SHARE_NOTE, elem_classes="hint", elem_id="weights-note")
     controls = config_controls(cfg, choice_marks(cfg.to_dict()))
@@ -202,8 +207,10 @@ def figure_tabs(cfg: ModelConfig, first_paint: tuple, analysis: dict, surgery: d
                surgery_table_md=cut.table_md, surgery_train=cut.train)
     compare = compare_tab.build_compare_tab()
     out.update(compare_tab=compare.tab, compare_run=compare.refresh, compare_md=compare.md, grid_a=compare.grid_a,
-               grid_b=compare.grid_b, compare_grad=compare.grad, compare_link=compare.link, **compare.ab)
+               grid_b=compare.grid_b, compare_grad=compare.grad, compare_link=compare.link,
+               compare_qs=compare.link_qs, **compare.ab)
     with gr.Tab("Train", id="train", elem_id="train-tab"):
-        train = train_tab.build_train_tab(lambda: train_default(cfg))
-        out.update(train_state=train.state, train_config=train.config, train_task=train.task)
+        train = train_tab.build_train_tab(controls_config=cfg)
+        out.update(train_state=train.state, train_config=train.config, train_task=train.task,
+                   train_source=train.source, train_synced=train.synced)
     return out

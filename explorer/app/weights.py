@@ -9,7 +9,9 @@ Three choices:
 - ``trained`` ("your run"): the Train tab's model, snapshotted by ``switch`` into the session's
   ``trained`` state (a bounded copy, so training on does not change what the tabs show until the
   switch is pressed again); it turns itself back to ``bundled`` with a message when there is no run or
-  the controls describe another config.
+  the controls describe another config. A run of the controls' model scaled down to the training cap
+  (``explorer.app.tabs.train_source``) is not another config: the switch sets the size controls to the
+  run's (``SWITCH_OUT`` names them) and draws it.
 
 ``with_weights(handler)`` resolves the choice into a ``TrainedWeights`` record (or None) for the
 config on the controls and hands it to a compute handler as its ``weights`` argument (the analyses
@@ -29,23 +31,17 @@ from explorer.analysis import weights as tw
 from explorer.app.controls import current_config
 from explorer.app.messages import problem
 from explorer.app.state import read_state
+from explorer.app.tabs import train_source
 from explorer.app.tabs.surgery import loss_line
-from explorer.app.tabs.train import small_config, trained_snapshot
+from explorer.app.tabs.train import trained_snapshot
 from explorer.runtime.untrusted import shown, shown_html
 
 BUNDLED, INITIAL, TRAINED = "bundled", "initial", "trained"
 CHOICES = [("bundled (trained)", BUNDLED), ("initial", INITIAL), ("your run (Train tab)", TRAINED)]
 SHARE_NOTE = ("The share link and the config export carry the configuration only, never your run's weights: "
               "those stay in this browser session (download them from the Train tab).")
-SWITCH_OUT = ("weights", "trained", "state", "status")
-
-
-def train_default(cfg):
-    """The Train tab's starting model: the app's config made small enough to learn in a minute
-    (``small_config``'s size), every other field as the controls have it, so that setting the two
-    size controls to the same values lets the other tabs show the trained weights."""
-    small = small_config()
-    return cfg.replace(n_layers=small.n_layers, d_model=small.d_model)
+# and the size controls: set to the run's when it is the controls' model scaled down to the training cap
+SWITCH_OUT = ("weights", "trained", "state", "status", *train_source.SCALED)
 
 
 def chosen(values: dict, choice, trained):
@@ -83,7 +79,8 @@ def weights_line(values: dict, choice, record, text=None) -> str:
 
 def _off(state: dict, why: str) -> dict:
     gr.Warning(shown_html(why))
-    return {"weights": BUNDLED, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**"}
+    return {"weights": BUNDLED, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**",
+            **{name: gr.skip() for name in train_source.SCALED}}
 
 
 def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
@@ -92,8 +89,9 @@ def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
     state = {**read_state(state), "drawn": None}
     if weights not in (BUNDLED, INITIAL, TRAINED):
         return _off(state, f"weights={str(weights)[:40]!r} is not valid: one of {[c for _, c in CHOICES]}")
+    sizes = {name: gr.skip() for name in train_source.SCALED}
     if weights != TRAINED:
-        return {"weights": gr.skip(), "trained": None, "state": state, "status": ""}
+        return {"weights": gr.skip(), "trained": None, "state": state, "status": "", **sizes}
     try:
         cfg = current_config(values)
         record = trained_snapshot(train_state)
@@ -103,13 +101,18 @@ def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
         return _off(state, "No trained model in this session yet: train one in the Train tab (or upload one "
                            "there), then switch to your run.")
     diff = tw.mismatch(record, cfg)
-    if diff:
+    resized = train_source.apply_run(values, record) if diff else None
+    if diff and resized is None:
         return _off(state, f"Your run belongs to another config: set {', '.join(diff[:6])} in the controls, "
                            "then switch to your run again.")
+    note = ""
+    if resized:  # the run is the controls' model scaled down to the training cap: draw it at its size
+        sizes.update(resized)
+        note = f"Controls set to your run's size ({', '.join(f'{k} = {v}' for k, v in resized.items())}). "
     record = tw.TrainedWeights(**{**record.__dict__, "source": f"your run, after {record.step} steps"})
-    return {"weights": gr.skip(), "trained": record, "state": state,
-            "status": f"Showing your run's weights, trained for {record.step} steps (switch again to pick up later "
-                      "steps). "
+    return {"weights": gr.skip(), "trained": record, "state": state, **sizes,
+            "status": f"{note}Showing your run's weights, trained for {record.step} steps (switch again to pick up "
+                      "later steps). "
                       "The gradient figure's other norm placements stay at initialisation."}
 
 

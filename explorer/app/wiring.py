@@ -25,10 +25,11 @@ from explorer.app import history as undo_history
 from explorer.app import weights as weights_switch
 from explorer.app.controls import CONTROL_FIELDS
 from explorer.app.export import cleanup_export, export_files
+from explorer.app.fit_js import FIT_JS
 from explorer.app.share_js import SHARE_JS
 from explorer.app.sources import FILL, apply_preset, load_from_url, upload_config
 from explorer.app.state import read_state
-from explorer.app.tabs import compare, grid, views, zoom
+from explorer.app.tabs import compare, grid, train_source, views, zoom
 from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
 from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
@@ -51,9 +52,9 @@ COLLAPSE_JS = ("() => { document.body.classList.toggle('controls-hidden'); "
                "setTimeout(() => window.dispatchEvent(new Event('resize')), 120); }")
 
 ATTENTION_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "history", "grid_layers",
-                "grid_heads")
-ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis",
-                 "weights", "trained", "history", "weights_md")
+                "grid_heads", "train_synced")
+ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis", "text",
+                 "weights", "trained", "history", "weights_md", *train_source.OUTPUTS)
 DETAIL_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "weights", "state")
 VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "trained", "weights", "state")
 ANALYSIS_IN = (*CONTROL_FIELDS, "text", "trained", "weights", "state")
@@ -137,10 +138,11 @@ def redraw_chain(ui: Components, first, name: str, detail_state: bool = True):
     drawn anyway (the page load: the zoomed head is not part of the pre-rendered page)."""
     filled = not isinstance(first, list)
 
-    def attention(values, history=None, state=None, **kw):  # the grid and the undo history: the first answer
+    def attention(values, history=None, state=None, train_synced=None, **kw):  # the first answer: the grid,
         state = sessions.page_state(state, loading=name == "load")  # an expired session: redraw everything
         out = refresh_attention(values, state=state, keep_status=filled, stats=False, **kw)
-        return {**out, "history": undo_history.record(values, out, history)}
+        return {**out, "history": undo_history.record(values, out, history),  # the undo history, and the
+                **train_source.follow(values, train_synced)}  # Train tab's model when the controls changed
 
     grid_event = dict(fn=ui.handler(weights_switch.attention_with_weights(attention)),
                       inputs=ui.inputs(*ATTENTION_IN), outputs=ui.outputs(*ATTENTION_OUT), show_progress="minimal",
@@ -201,7 +203,12 @@ def wire_sources(demo, ui: Components) -> None:
     redraw_chain(ui, ui["reset"].click(lambda: ui.back(undo_history.reset()), None, ui.outputs(*FILL_OUT),
                                        show_progress_on=ui.outputs("status"), api_name="reset", queue=False, **QUIET),
                  "reset")
-    redraw_chain(ui, ui["undo"].click(lambda data: ui.back(undo_history.undo(data[ui["history"]])), {ui["history"]},
+
+    def undo_fn(data):  # the controls too: Undo right after Reset, before its redraw recorded the defaults
+        values, named = ui.split(data)
+        return ui.back(undo_history.undo(named["history"], values))
+
+    redraw_chain(ui, ui["undo"].click(undo_fn, ui.inputs(*CONTROL_FIELDS, "history"),
                                       ui.outputs(*FILL_OUT, "history"), show_progress_on=ui.outputs("status"),
                                       api_name="undo", queue=False, **QUIET), "undo")
 
@@ -243,6 +250,7 @@ def wire_tabs(demo, ui: Components) -> None:
     ui["share_qs"].change(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False,
                           api_visibility="private")
     demo.load(None, None, [ui["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
+    demo.load(None, None, None, js=FIT_JS, queue=False, api_visibility="private")  # figures fit when shown
     export_handler = ui.handler(weights_switch.with_weights(export_files))
 
     async def export_fn(data, request: gr.Request):
@@ -251,7 +259,8 @@ def wire_tabs(demo, ui: Components) -> None:
         except ConfigError as exc:  # busy: this visitor's other job, or the export slot taken
             return ui.back({"files": gr.skip(), "export_dir": gr.skip(), "status": warn(problem(exc))})
 
-    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state"),
+    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state",
+                                                   "zoom_layer", "zoom_head", "pinned", "train_state"),
                                   ui.outputs("files", "export_dir", "status"), api_name="export_click",
                                   concurrency_limit=None, **QUIET)  # API clients: the documented /export
     # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy
@@ -280,6 +289,9 @@ def wire_compare(ui: Components, loaded) -> None:
     ui["compare_run"].click(api_name="compare", **refresh)
     ui["compare_tab"].select(api_name="compare_on_open", **refresh)
     loaded.then(api_name="compare_from_link", **refresh)
+    # the comparison's full link, and the address bar in step with it (as the main share link)
+    ui["compare_qs"].change(None, [ui["compare_qs"]], [ui["compare_link"]], js=SHARE_JS, queue=False,
+                            api_visibility="private")
     compare.wire_ab_sweep(ui, CONTROL_FIELDS)
 
 

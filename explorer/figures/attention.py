@@ -128,11 +128,13 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
             notes.append(dict(text=kind, xref=f"x{s} domain", yref=f"y{s} domain", x=0.98, y=0.98, xanchor="right",
                               yanchor="top", showarrow=False, font=dict(size=10 if narrow else 12),
                               bgcolor="rgba(255,255,255,0.8)"))
-        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False,
+        # square cells at any width (a wide screen otherwise stretches each map ~3:1): the axis with
+        # room to spare gives it up (constrain="domain"), the panel stays centred in its slot
+        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False, constrain="domain",
                                    zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else "",
                                                               font=dict(size=12) if narrow else None))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
-                                   zeroline=False, autorange="reversed",
+                                   zeroline=False, autorange="reversed", scaleanchor=f"x{s}", constrain="domain",
                                    title=dict(text=f"layer {layer}" if c == 0 else ""))
     shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
     if narrow:

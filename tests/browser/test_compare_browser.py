@@ -30,10 +30,11 @@ def test_pin_change_compare_and_share(page, open_page):
     assert "attention" in reading and "block_local" in reading and "full" in reading
     page.shot("compare_ab")
     link = page.value("compare-link")
-    assert "tab=compare" in link and "pin=" in link
+    assert link.startswith("http://127.0.0.1:") and "tab=compare" in link and "pin=" in link  # a full URL
+    assert page.page.url == link  # the address bar carries the comparison
     page.check_clean()
 
-    other = open_page("?" + link, wait=False)
+    other = open_page(link, wait=False)  # the whole URL, as a visitor pastes it
     other.page.wait_for_function("() => document.querySelector('#compare-grid-a .js-plotly-plot') && "
                                  "document.querySelector('#compare-grid-a .js-plotly-plot').data", timeout=90_000)
     assert other.page.get_by_role("tab", name="Compare A/B").get_attribute("aria-selected") == "true"

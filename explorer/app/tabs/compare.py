@@ -15,7 +15,8 @@ from urllib.parse import parse_qsl
 
 import gradio as gr
 
-from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, model_summary, surgery
+from explorer.analysis import config_diff, latency_memory_sweep, surgery
+from explorer.analysis.compare import compare_pair
 from explorer.analysis.sweep import sweep_axes
 from explorer.analysis.weights import applicable
 from explorer.app.controls import current_config
@@ -34,7 +35,7 @@ from explorer.runtime.untrusted import shown
 from models import ConfigError, ModelConfig
 from models.config import CATEGORIES
 
-OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_link")
+OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_qs")
 AB_LENGTHS = "128,256,512,1024"
 AB_OUTPUTS = ("ab_sweep", "ab_md", "state")
 TAB_IDS = ("attention", "views", "gradients", "latency", "model", "compare")
@@ -66,10 +67,13 @@ def build_compare_tab() -> SimpleNamespace:
         ab_md = gr.Markdown("Press **Run A/B sweep** to time A and B over the same lengths on this machine.",
                             elem_id="ab-reading")
         ab_sweep = gr.Plot(None, label="Latency and memory, A vs B", elem_id="ab-sweep")
+        # the server writes the comparison's query (hidden); the page's share script turns it into
+        # the full link in the visible box and puts it in the address bar
         link = gr.Textbox("", label="Share link (A, B and this tab)", elem_id="compare-link", buttons=["copy"],
                           interactive=False)
+        link_qs = gr.Textbox("", visible=False, elem_id="compare-qs")
     return SimpleNamespace(tab=tab, refresh=refresh, md=md, grid_a=grid_a, grid_b=grid_b, grad=grad,
-                           link=link, ab=dict(ab_lengths=ab_lengths, ab_mode=ab_mode, ab_run=ab_run,
+                           link=link, link_qs=link_qs, ab=dict(ab_lengths=ab_lengths, ab_mode=ab_mode, ab_run=ab_run,
                                               ab_stop=ab_stop, ab_md=ab_md, ab_sweep=ab_sweep))
 
 
@@ -100,16 +104,14 @@ def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None, w
     weights each side is drawn with (the page's Weights choice; None: initial weights)."""
     text = as_text(text)
     wa, wb = (weights_for(a), weights_for(b)) if weights_for is not None else (None, None)
-    maps_a = attention_maps(a, text, separator=separator, weights=wa)
-    maps_b = attention_maps(b, text, separator=separator, weights=wb)
-    grad_a, grad_b = gradient_norms(a, weights=wa), gradient_norms(b, weights=wb)
-    seq = max(1, len(maps_b.tokens))
-    md = diff_markdown(config_diff(a, b), model_summary(a, seq_len=seq), model_summary(b, seq_len=seq))
+    pair = compare_pair(a, b, text, separator, wa, wb)  # one GPU call for both sides
+    (maps_a, maps_b), (grad_a, grad_b) = pair["maps"], pair["gradients"]
+    md = diff_markdown(config_diff(a, b), *pair["summaries"])
     drawn = f"\n\nWeights: A {shown(_source(wa))}; B {shown(_source(wb))}."
     return {"compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale." + drawn,
             "grid_a": attention_grid(maps_a, narrow=True), "grid_b": attention_grid(maps_b, narrow=True),
             "compare_grad": gradient_compare_figure(grad_a, grad_b),
-            "compare_link": compare_query(a, b, text, separator)}
+            "compare_qs": compare_query(a, b, text, separator)}
 
 
 def refresh_compare(values: dict, text, pinned, separator=None, weights=None, trained=None) -> dict:

@@ -1,11 +1,14 @@
 """The Train tab: press play and watch the assembled model learn; reproductions one button each.
 
-``build_train_tab(default_config=None)`` must be called inside an open ``gr.Blocks()`` (and
-``gr.Tab("Train")``) context; it creates the whole tab, wires its own events (api names prefixed
-``train_``) and returns a namespace of its components. ``default_config`` is a zero-argument
-callable returning the ``ModelConfig`` the tab starts from (default: ``small_config()``); the
-config box (``.config``, JSON) is the model that trains, so the app can keep it in sync with the
-main controls by writing the JSON of the current config into it.
+``build_train_tab(default_config=None, controls_config=None)`` must be called inside an open
+``gr.Blocks()`` (and ``gr.Tab("Train")``) context; it creates the whole tab, wires its own events (api
+names prefixed ``train_``) and returns a namespace of its components. The config box (``.config``,
+JSON) is the model that trains. In the app, ``controls_config`` is the config on the main controls as
+the page opens: the box starts with it (scaled down to the training caps), a visible line (``.source``)
+says what trains and what was scaled down, and ``.synced`` remembers the controls' config the box was
+written from; the app's redraws keep the box in step with the controls (``train_source.follow``).
+Alone (``benchmarks.train_tab``), ``default_config`` is a zero-argument callable returning the
+``ModelConfig`` the box starts from (default: ``small_config()``).
 
 The handlers live beside this file: the run (``train_runs``: play, step, pause, reset), its files
 (``train_files``: download, upload), the reproductions (``train_repro``) and the bounds of every input
@@ -21,7 +24,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.app.tabs import train_files, train_repro, train_runs
+from explorer.app.tabs import train_files, train_repro, train_runs, train_source
 from explorer.app.tabs.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
 from explorer.app.tabs.train_runs import CAPS_TEXT, trained_model, trained_snapshot, trained_step
 from explorer.figures import training as plots_train
@@ -49,15 +52,20 @@ RUN_TTL_S = 1800  # seconds an idle session keeps its run
 HEAVY_EVENT = dict(concurrency_limit=None)  # admitted by explorer.app.jobs, never queued by Gradio
 
 
-def build_train_tab(default_config=None) -> SimpleNamespace:
+def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespace:
     """Create the Train tab's components inside the current Blocks context and wire them."""
-    cfg = (default_config or small_config)()
+    if controls_config is not None:  # the app: the model on the controls, within the training caps
+        box, line, synced = train_source.initial(controls_config)
+    else:
+        box, line, synced = json.dumps((default_config or small_config)().to_dict(), indent=1), "", None
     # A run holds a model and its optimizer (up to ~32 MB at the parameter cap): an idle session's
     # run is dropped after RUN_TTL_S, so abandoned tabs do not pin memory (None = start afresh).
     state = gr.State(None, time_to_live=RUN_TTL_S)
     gr.Markdown("Train the model in the box on a task generated on the fly and watch it learn: loss, the probe's "
                 "attention next to the pattern that solves the task, and gradient norms per layer. "
                 + CAPS_TEXT, elem_classes="hint")
+    source = gr.Markdown(line, elem_id="train-source", visible=controls_config is not None)
+    synced = gr.State(synced)  # the controls' config (JSON) the box was last written from
     with gr.Row():
         task = gr.Dropdown(task_names(), value="copy", label="Task", elem_id="train-task",
                            info="lm: next byte of the Python docs (or your text); masked: 15% of bytes hidden")
@@ -80,7 +88,7 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
     attention = gr.Plot(None, label="Probe attention", elem_id="train-attention")
     grads = gr.Plot(None, label="Gradient norms", elem_id="train-grads")
     with gr.Accordion("Model and data", open=False):
-        config = gr.Code(json.dumps(cfg.to_dict(), indent=1), language="json", label="Model config (JSON)",
+        config = gr.Code(box, language="json", label="Model config (JSON)",
                          interactive=True, elem_id="train-config")
         text = gr.Textbox("", lines=3, max_length=MAX_TRAIN_TEXT_BYTES, elem_id="train-text",
                           label=f"Your text for the lm / masked tasks (empty: the Python documentation; at most "
@@ -131,7 +139,7 @@ def build_train_tab(default_config=None) -> SimpleNamespace:
                         api_name="train_reproduction_step", show_progress="hidden", trigger_mode="always_last",
                         concurrency_id="compute")
     repro_stop.click(train_repro.stop_reproduction, [state], [state], api_name="train_reproduce_stop", queue=False)
-    return SimpleNamespace(state=state, config=config, task=task, steps=steps, lr=lr, warmup=warmup,
+    return SimpleNamespace(state=state, config=config, source=source, synced=synced, task=task, steps=steps, lr=lr, warmup=warmup,
                            schedule=schedule, batch=batch, seq_len=seq_len, seed=seed, text=text, weights=weights,
                            play=play_btn, pause=pause_btn, step=step_btn, reset=reset_btn, status=status, curves=curves,
                            attention=attention, grads=grads, download=download_btn, upload=upload_btn, files=files,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -24,13 +25,24 @@ from explorer.runtime.cache import release_memory
 from explorer.runtime.pool import POOL
 from explorer.runtime.untrusted import shown, shown_html
 from explorer.training import checkpoint
-from models import ConfigError
+from models import ConfigError, ModelConfig
+from models.config import CATEGORIES
 
 MAX_UPLOAD_BYTES = 24 << 20  # the app's max_file_size: a model at the training cap is ~8 MB
 
 
+def config_stem(cfg: ModelConfig) -> str:
+    """The config's name in a file name: its attention, then each other choice (position, norm placement,
+    ...) that differs from the default config's, ``-``-joined (``sliding_window-alibi``)."""
+    default = ModelConfig()
+    picked = [cfg.attention] + [str(getattr(cfg, c)) for c in CATEGORIES
+                                if c != "attention" and getattr(cfg, c) != getattr(default, c)]
+    return "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", p) for p in picked)
+
+
 def download(state):
-    """The run's model as ``<attention>-<task>-step<N>.safetensors`` and ``.config.json`` (or a warning)."""
+    """The run's model as ``<config>-<task>-step<N>.safetensors`` and ``.config.json`` (``config_stem``;
+    or a warning)."""
     trainer = (state or {}).get("trainer")
     if trainer is None:
         gr.Warning("Nothing to download yet: train first (or upload a model).")
@@ -40,7 +52,7 @@ def download(state):
         run = trainer.run_cfg.to_dict()
         with trainer.weights_lock:  # never half-way through an optimizer step
             paths = checkpoint.save(trainer.model, folder, trainer.cfg, extra={"step": trainer.step, "run": run},
-                                    stem=f"{trainer.cfg.attention}-{run['task']}-step{trainer.step}")
+                                    stem=f"{config_stem(trainer.cfg)}-{run['task']}-step{trainer.step}")
         cached = [cache_file(p.read_bytes(), p.name)["path"] for p in paths]
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -95,7 +95,7 @@ def test_the_compare_link_carries_the_separator():
     from explorer.app.tabs.compare import compare_outputs
 
     out = compare_outputs(ENCDEC.replace(n_heads=1), ENCDEC, "ab|cd", separator="|")
-    params = _params(out["compare_link"])
+    params = _params(out["compare_qs"])
     assert params[SEP_PARAM] == "|" and _params(params["pin"])[SEP_PARAM] == "|"
 
 
