@@ -29,6 +29,7 @@ PATTERNS = {
     "full": {},
     "sliding_window": {"window": 256},
     "bigbird": {"window": 256, "n_global": 2, "n_random": 2, "block_size": 64, "seed": 0},
+    "longformer": {"window": 256, "n_global": 2},
 }
 PROVIDERS = ("ours", "sdpa", "flex", "ref")
 BWD_FACTOR = 2.5  # backward FLOPs / forward FLOPs (FlashAttention convention)
@@ -82,10 +83,19 @@ def _prepare_ours(pattern, q):
 
 
 def _prepare_sdpa(pattern, q):
+    """Dense causal SDPA; on CUDA forced to the flash backend (the FlashAttention-2 yardstick), so
+    the table never compares against whichever backend SDPA happened to pick."""
     B, h, L, d = q.shape
     label = "sdpa causal (dense)" if pattern == "full" else "sdpa causal (dense baseline, not the pattern)"
-    return Prepared(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), label,
-                    dense_causal_flops(B, h, L, d), same_pattern=pattern == "full")
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    if q.device.type == "cuda":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def fn(q, k, v):
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        label = label.replace("sdpa", "sdpa flash backend")
+    return Prepared(fn, label, dense_causal_flops(B, h, L, d), same_pattern=pattern == "full")
 
 
 def flex_mask_mod(pattern: str, L: int):
@@ -107,12 +117,14 @@ def flex_block_mask(pattern: str, L: int, device):
 
 @functools.lru_cache(maxsize=1)
 def compiled_flex():
-    """``torch.compile(flex_attention)``, built once (compilation itself happens at the first call)."""
+    """``torch.compile(flex_attention, dynamic=False)``, built once (compilation itself happens at the
+    first call of each shape): static shapes, as FlexAttention's own benchmarks compile it; a
+    dynamic-shape kernel would be slower and not the yardstick."""
     try:
         from torch.nn.attention.flex_attention import flex_attention
     except ImportError as e:
         raise Unavailable(f"no flex_attention in torch {torch.__version__}: {e}") from e
-    return torch.compile(flex_attention)
+    return torch.compile(flex_attention, dynamic=False)
 
 
 def _prepare_flex(pattern, q):

@@ -6,25 +6,31 @@
 
 Patterns (all causal; ``benchmarks/kernel_providers.py``): ``full``; ``sliding_window`` (window 256);
 ``bigbird`` (the catalogue's BigBird: window 256, 2 global tokens, 2 random 64-blocks per query
-block, seed 0). Providers:
+block, seed 0); ``longformer`` (window 256, 2 global tokens). Providers:
   ours  ``kernels.attention`` with the pattern's ``BlockMask`` (for ``full`` the dense causal call
         the models make); the backend that ran is reported (``kernels.attention_backend``).
-  sdpa  ``scaled_dot_product_attention(is_causal=True)``: dense causal. For the sparse patterns it
-        is the dense baseline the pattern is compared with, not the pattern itself.
-  flex  ``torch.compile(flex_attention)`` with ``create_block_mask`` of the same pattern (BLOCK_SIZE
-        128). FlexAttention has no CPU backward: those cells are "n/a".
+  sdpa  ``scaled_dot_product_attention(is_causal=True)`` (flash backend forced on CUDA): dense causal.
+        For the sparse patterns it is the dense baseline the pattern is compared with, not the pattern.
+  flex  ``torch.compile(flex_attention, dynamic=False)`` with ``create_block_mask`` of the same pattern
+        (BLOCK_SIZE 128). FlexAttention has no CPU backward: those cells are "n/a".
   ref   ``kernels.attention_ref``, dense; "skipped" when one fp32 score matrix exceeds ``--ref-max-gb``.
-Shape B=1, h=8, d=64 (``--batch/--heads/--dim``); fp32 on CPU, bf16 on CUDA (``--dtype``).
+Shape: on CPU B=1, h=8, d=64 (``--batch/--heads/--dim``); on CUDA the FlashAttention papers' shape,
+``--tokens 16384`` in total (B = 16384 / L), h = 16, d = 128, so the figures compare with published
+ones. fp32 on CPU, bf16 on CUDA (``--dtype``). On CUDA ``sdpa`` is forced to the flash backend
+(``torch.nn.attention.sdpa_kernel``) and says so.
 
 Timing: masks, layouts and compilation are set up outside the timing; one
-warm-up run (two for compiled providers, the first compiles), then the median of ``--repeats`` runs
-(CUDA synchronised), taken round-robin over the providers of one pattern and length so a slow spell
-of a shared machine cannot favour one of them (``kernels.measure.interleaved_ms``). On CUDA every run
-is timed with CUDA events, on CPU with ``time.perf_counter``; the table title says which. A cell whose
+warm-up run (two for compiled providers, the first compiles). On CPU the median of ``--repeats``
+runs, taken round-robin over the providers of one pattern and length so a slow spell of a shared
+machine cannot favour one of them (``kernels.measure.interleaved_ms``, ``time.perf_counter``). On
+CUDA ``triton.testing.do_bench`` (median of runs enqueued back to back between CUDA events, no host
+synchronisation between them, L2 flushed before each), so a short length measures the kernel and
+not the launch. The table title says which timer ran. The full GPU report (correctness, syncs,
+targets): ``python -m benchmarks.gpu_report``. A cell whose
 first run exceeds ``--budget`` seconds is "timeout", out of memory is "oom"; longer lengths of that
 pattern / provider / mode are then "skipped". FLOPs: see ``benchmarks/kernel_providers.py``
 (block-sparse providers count the tiles they visit; backward = 2.5x forward). ``flex`` and ``ref``
-outputs are checked against ours.
+outputs (and in ``fwd_bwd`` the gradients of q, k, v too) are checked against ours: ``max_diff``.
 """
 from __future__ import annotations
 
@@ -64,12 +70,11 @@ def _work(fn, mode, q, k, v):
                 return fn(q, k, v)
         return run
     qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-    grad = torch.randn_like(q)
+    grad = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(q.device, q.dtype)
 
     def run():
         out = fn(qg, kg, vg)
-        torch.autograd.grad(out, (qg, kg, vg), grad)
-        return out
+        return (out, *torch.autograd.grad(out, (qg, kg, vg), grad))  # compared across providers
     return run
 
 
@@ -96,16 +101,17 @@ def first_run(prep, mode, q, k, v, budget_s):
 def sweep(args, log=print):
     """Run every (pattern, L, provider, mode) cell; returns the list of records."""
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
-    B, h, d = args.batch, args.heads, args.dim
+    h, d = args.heads, args.dim
     modes = MODES[args.mode]
     stopped = {}      # (pattern, provider, mode) -> why longer lengths are skipped
     unavailable = {}  # provider -> reason
     records = []
     for pattern in args.patterns:
         for L in args.lengths:
+            B = max(1, args.tokens // L) if args.tokens else args.batch
             gen = torch.Generator().manual_seed(0)
             q, k, v = (torch.randn(B, h, L, d, generator=gen).to(device, dtype) for _ in range(3))
-            ours_out = None
+            ours_out = {}  # mode -> ours' output (and gradients), what the others are checked against
             timed = []  # (record, run): cells that passed their first run, timed together below
             cells = []
             for provider in args.providers:
@@ -138,10 +144,12 @@ def sweep(args, log=print):
                         rec["flops"] = prep.flops_fwd * (1.0 if mode == "fwd" else 1.0 + BWD_FACTOR)
                         try:
                             rec["status"], run, out = first_run(prep, mode, q, k, v, args.budget)
-                            if provider == "ours" and ours_out is None:
-                                ours_out = out.detach()
-                            elif ours_out is not None and prep.same_pattern and provider != "ours":
-                                rec["max_diff"] = float((out.detach().float() - ours_out.float()).abs().max())
+                            out = out if isinstance(out, tuple) else (out,)
+                            if provider == "ours" and mode not in ours_out:
+                                ours_out[mode] = [t.detach() for t in out]
+                            elif mode in ours_out and prep.same_pattern and provider != "ours":
+                                rec["max_diff"] = max(float((a.detach().float() - b.float()).abs().max())
+                                                      for a, b in zip(out, ours_out[mode]))
                             del out
                             if run is not None:
                                 timed.append((rec, run))
@@ -154,8 +162,7 @@ def sweep(args, log=print):
                         stopped[key] = f"{rec['status']} at L={L}"
                     cells.append(rec)
             try:
-                for (rec, _), ms in zip(timed, interleaved_ms([r for _, r in timed], device, args.repeats,
-                                                              args.budget)):
+                for (rec, _), ms in zip(timed, _time_cells([r for _, r in timed], device, args)):
                     rec["ms"], rec["tflops"] = ms, rec["flops"] / (ms / 1e3) / 1e12
             except Exception as e:  # noqa: BLE001 - a run that passed once and then fails is a cell
                 for rec, _ in timed:
@@ -167,6 +174,14 @@ def sweep(args, log=print):
                 log(f"[{rec['mode']}] {pattern} L={L} {rec['provider']}: {_cell(rec)}", file=sys.stderr, flush=True)
                 _warn_diff(rec, log)
     return records
+
+
+def _time_cells(runs, device, args) -> list:
+    """Median ms per closure: back to back with L2 flushes on CUDA (do_bench), round-robin on CPU."""
+    if device.type == "cuda":
+        from benchmarks.gpu_report.speed import bench_ms
+        return [bench_ms(run, quick=args.repeats < 5) for run in runs]
+    return interleaved_ms(runs, device, args.repeats, args.budget)
 
 
 def _warn_diff(rec, log):
@@ -203,8 +218,10 @@ def format_table(records, mode) -> str:
     widths = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
     line = lambda cells: "  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths)))
-    title = (f"== {mode}: ms (TFLOP/s), B={r0['B']} h={r0['h']} d={r0['d']} {r0['dtype']} on {r0['device']} "
-             f"({torch.get_num_threads()} threads), timed with {timer_name(r0['device'])} ==")
+    batch = f"B={r0['B']}" if len({r['B'] for r in recs}) == 1 else "B=tokens/L"
+    timer = "do_bench (CUDA events, back to back, L2 flushed)" if r0["device"] == "cuda" else timer_name(r0["device"])
+    title = (f"== {mode}: ms (TFLOP/s), {batch} h={r0['h']} d={r0['d']} {r0['dtype']} on {r0['device']} "
+             f"({torch.get_num_threads()} threads), timed with {timer} ==")
     out = [title, line(head)] + [line(b) for b in body]
     notes = sorted({r["status"] for r in recs if r["status"].startswith(("unavailable", "error"))})
     out += [f"  note: {n}" for n in notes]
@@ -259,14 +276,19 @@ def parse_args(argv=None):
     ap.add_argument("--ref-max-gb", type=float, default=1.0, help="skip ref above this fp32 score-matrix size")
     ap.add_argument("--device", default="cuda" if cuda else "cpu")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=1, help="batch when --tokens is 0")
+    ap.add_argument("--tokens", type=int, default=None,
+                    help="tokens per batch (B = tokens / L); CUDA default 16384, CPU default 0 (use --batch)")
+    ap.add_argument("--heads", type=int, default=None, help="CPU default 8; CUDA 16 (h d = 2048)")
+    ap.add_argument("--dim", type=int, default=None, help="CPU default 64; CUDA 128")
     ap.add_argument("--json", help="write the records (list of dicts) to this file")
     args = ap.parse_args(argv)
     on_gpu = torch.device(args.device).type == "cuda"
     args.lengths = args.lengths or _csv(int)(GPU_LENGTHS if on_gpu else CPU_LENGTHS)
     args.dtype = args.dtype or ("bfloat16" if on_gpu else "float32")
+    args.tokens = (16384 if on_gpu else 0) if args.tokens is None else args.tokens
+    args.heads = args.heads or (16 if on_gpu else 8)
+    args.dim = args.dim or (128 if on_gpu else 64)
     return args
 
 

@@ -62,6 +62,7 @@ def _flash_specs(quick: bool):
     and the individual modifiers are run-time scalars, so they add no variants.
     """
     import torch
+
     from .flash_attention import DTYPES, GPU_LAYOUTS, HEAD_DIMS, unsupported_reason
     from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
     from .flash_common import DENSE_LAYOUT, dense_meta, drb_meta, sparse_meta
@@ -131,6 +132,12 @@ def _small_kernel_specs(quick: bool):
     return specs
 
 
+def all_specs(quick: bool):
+    """Every specialisation the app can launch: flash attention's, then the small kernels'
+    (``(name, jit function, pointer types, constexprs, warps, stages)``)."""
+    return _flash_specs(quick) + _small_kernel_specs(quick)
+
+
 def _resource_usage(cubin: bytes) -> tuple[int, int]:
     """(registers, spill bytes) from cuobjdump; (-1, -1) if the tool is unavailable."""
     import triton
@@ -148,9 +155,12 @@ def _resource_usage(cubin: bytes) -> tuple[int, int]:
     return (int(regs.group(1)) if regs else -1), (int(spill.group(1)) if spill else -1)
 
 
-def _compile(job):
+def compile_job(job):
+    """Compile one job ``(name, (module, function), ptrs, consts, warps, stages, cc)`` in this process ->
+    ``(name, cc, shared memory, registers, spill bytes, seconds, CPU seconds, error or None)``."""
     name, fn_ref, ptrs, consts, warps, stages, cc = job
     import importlib
+
     import triton
     mod, attr = fn_ref  # JIT functions are imported in the worker (they do not pickle)
     fn = getattr(importlib.import_module(mod), attr)
@@ -204,7 +214,7 @@ def main(argv=None) -> int:
     if not args.cache:
         tmp = tempfile.TemporaryDirectory(prefix="aot_check_")
         os.environ["TRITON_CACHE_DIR"] = tmp.name
-    specs = _flash_specs(args.quick) + _small_kernel_specs(args.quick)
+    specs = all_specs(args.quick)
     jobs = [(name, (fn.fn.__module__, fn.fn.__name__), ptrs, consts, w, st, cc)
             for cc in SMEM_LIMIT for name, fn, ptrs, consts, w, st in specs
             if re.search(args.only, name)]
@@ -215,7 +225,7 @@ def main(argv=None) -> int:
     header = f"{'kernel':58s} {'sm':>3s} {'smem':>8s} {'regs':>5s} {'spill':>5s} {'sec':>6s}"
     print(header, flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(_compile, job) for job in jobs]
+        futures = [pool.submit(compile_job, job) for job in jobs]
         for fut in as_completed(futures):
             name, cc, smem, regs, stack, sec, cpu, err = fut.result()
             cpu_total += cpu

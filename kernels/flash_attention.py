@@ -9,6 +9,8 @@ CPU tensors under ``TRITON_INTERPRET=1`` (interpreted; used by the tests).
 Supported: fp16 / bf16 with head dim 32, 64, 128; fp32 with head dim 32, 64; any Lq <= Lk (masked tails); causal;
 GQA / MQA; a BlockMask with block sizes in {16, 32, 64, 128}; ALiBi slopes; rel_bias (with
 gradient); soft-capping. Not supported here (the torch path handles them): rel_k / rel_v.
+The kernels' grid y is ``B * h``; a batch with more than 65535 of them runs as several launches
+over batch slices (kernels/grid_limits.py).
 """
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ import math
 import torch
 import triton
 
-from .block_mask import BlockMask
 from .flash_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
 from .flash_common import DENSE_LAYOUT, dense_meta, drb_meta, sparse_meta
-from .flash_plan import triton_plan
 from .flash_fwd import _attn_fwd
+from .flash_plan import triton_plan
+from .grid_limits import batch_slices
 
 HEAD_DIMS = (32, 64, 128)
 BLOCK_SIZES = (16, 32, 64, 128)  # BlockMask tiles the kernels handle (the interpreter runs any)
@@ -102,7 +104,7 @@ class _FlashAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, rel_bias, causal, bm, alibi_slopes, softcap, scale, config, split):
         B, h, lq, d = q.shape
         h_kv, lk = k.shape[1], k.shape[2]
-        q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+        q, k, v = (_kernel_layout(t) for t in (q, k, v))
         o = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty(B, h, lq, dtype=torch.float32, device=q.device)  # (B, h, Lq)
         dummy = torch.zeros(1, dtype=torch.float32, device=q.device)
@@ -199,6 +201,34 @@ class _FlashAttention(torch.autograd.Function):
         return dq, dk, dv, d_rel, None, None, None, None, None, None, None
 
 
+def _kernel_layout(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as the kernels read it: unit stride along d, and offsets inside one head (``row *
+    stride``, computed in int32; the batch / head offsets are int64) below 2^31; else a copy."""
+    if t.stride(-1) == 1 and t.shape[2] * t.stride(2) < 2**31:
+        return t
+    return t.contiguous()
+
+
+def check_modifiers(q, k, alibi_slopes=None, rel_bias=None) -> None:
+    """Raise ValueError naming the argument when ``alibi_slopes`` is not ``[h]`` or ``rel_bias`` not
+    ``[h, 2 Lk - 1]`` floats on q's device: the kernels read them through raw pointers, so a wrong
+    shape would read out of bounds instead of failing."""
+    h, lk = q.shape[1], k.shape[2]
+    for name, t, want in (("alibi_slopes", alibi_slopes, (h,)), ("rel_bias", rel_bias, (h, 2 * lk - 1))):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"flash_attention: {name} must be a tensor of shape {list(want)}, got {type(t).__name__}")
+        if tuple(t.shape) != want:
+            expected = "[h]" if name == "alibi_slopes" else "[h, 2 Lk - 1]"
+            raise ValueError(f"flash_attention: {name} must have shape {expected} = {list(want)} "
+                             f"(h = {h} query heads, Lk = {lk}), got {list(t.shape)}")
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"flash_attention: {name} must be a floating-point tensor, got {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"flash_attention: {name} is on {t.device}, q on {q.device}; put both on one device")
+
+
 def _flash(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,
            softcap=None, scale=None, config=None, split=None):
     """``flash_attention`` with an optional fixed tile ``config`` (dict with BLOCK_M, BLOCK_N,
@@ -214,8 +244,12 @@ def _flash(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bia
     softcap = None if softcap is None else float(softcap)
     if split is not None and (k.shape[1] == 0 or (q.shape[1] // k.shape[1]) % split):
         raise ValueError(f"split {split} must divide the GQA group {q.shape[1] // k.shape[1]}")
-    return _FlashAttention.apply(q, k, v, rel_bias, bool(causal), bm, alibi_slopes, softcap,
-                                 scale, config, split)
+    check_modifiers(q, k, alibi_slopes, rel_bias)
+    # Grid y is B * h (at most 65535 on CUDA): a larger batch runs as several launches.
+    parts = batch_slices(q.shape[0], q.shape[1], "query heads")
+    outs = [_FlashAttention.apply(q[s], k[s], v[s], rel_bias, bool(causal), bm, alibi_slopes, softcap,
+                                  scale, config, split) for s in parts]
+    return outs[0] if len(outs) == 1 else torch.cat(outs, 0)
 
 
 def flash_attention(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,
@@ -224,7 +258,8 @@ def flash_attention(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None
 
     ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``. Differentiable in q, k, v
     and ``rel_bias [h, 2 Lk - 1]``. Raises ValueError for arguments the kernel does not support
-    (see :func:`unsupported_reason`).
+    (see :func:`unsupported_reason`) and for modifier tensors of the wrong shape, dtype or device
+    (:func:`check_modifiers`).
     """
     return _flash(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
                   rel_bias=rel_bias, softcap=softcap, scale=scale)

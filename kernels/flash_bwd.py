@@ -1,21 +1,50 @@
-"""FlashAttention-2 backward kernels with block sparsity and fused score modifiers.
+"""FlashAttention-2 backward (Dao 2023, Algorithm 2) with block sparsity and fused score modifiers.
 
-Algorithm and specialisation trade-offs: see kernels/flash_common.py. ``p = 2^(s - lse)`` is
-recomputed from the saved base-2 log-sum-exp; ``delta_i = sum_d o_id do_id``;
-``ds = p (do v^T - delta)``; the soft cap multiplies ``ds`` by ``1 - tanh^2`` before it reaches
+Algorithm, per (batch, head), scores in log2 units (kernels/flash_common.py), ``lse`` the
+forward's base-2 log-sum-exp per query row:
+- ``_attn_bwd_preprocess``: ``delta_i = sum_d o_id do_id`` (one program per query block).
+- ``_attn_bwd_dkdv``: one program per key block, ``K_j``, ``V_j`` and the fp32 accumulators
+  ``dK_j``, ``dV_j`` resident; for every query tile ``i`` that visits the block, P is recomputed
+  once::
+
+      s^T  = K_j Q_i^T                  (1)   p^T = 2^(s^T - lse_i)
+      dV_j += p^T dO_i                  (2)
+      dp^T = V_j dO_i^T                 (3)   ds^T = p^T (dp^T - delta_i)
+      dK_j += ds^T Q_i                  (4)   (dK_j scaled once at the end)
+
+- ``_attn_bwd_dq``: one program per query block, ``Q_i``, ``dO_i`` resident; for every key tile:
+  ``s = Q_i K_j^T`` (5), ``dp = dO_i V_j^T`` (6), ``ds``, ``dQ_i += ds K_j`` (7).
+
+Seven matrix products per (query tile, key tile) where FlashAttention-2 has five: FA2 adds
+``ds K_j`` into dQ inside the dK/dV pass with fp32 atomic adds, whose order changes from run to
+run (dQ is then not bitwise reproducible; flash-attn's deterministic mode serialises them). Here
+the dQ kernel recomputes s and dp (two more products: the backward does 3.5x the forward's
+products instead of 2.5x), and every gradient is a fixed-order sum: no atomics, no O(L^2)
+scratch, bitwise reproducible. The soft cap multiplies ``ds`` by ``1 - tanh^2`` before it reaches
 q and k (d(rel_bias) takes ``ds`` before that factor).
-- ``_attn_bwd_dkdv``: grid ``(cdiv(Lk, BLOCK_N), B * h_kv, n_split)``; loops over ``gps`` of the
-  query heads sharing the K/V head and over the query blocks that visit the key block (key-major
-  plan). With GQA / MQA at batch 1 ``B * h_kv * cdiv(Lk, BLOCK_N)`` programs may be fewer than the
-  SMs: the launcher then splits the group over ``n_split`` programs, each writing its partial
-  dK / dV to its own slice, summed afterwards in a fixed order (deterministic, no atomics).
-- ``_attn_bwd_dq``: grid ``(cdiv(Lq, BLOCK_M), B * h)``; same key-block walk as the forward. For
-  d(rel_bias) each tile reduces ``ds`` along its ``BLOCK_M + BLOCK_N - 1`` diagonals in registers
-  and stores the sums to its own scratch row (``[B h, n_qb, n_kb, DW]``, O(L^2 / BLOCK) floats);
+
+Walks and grids (grid y is at most 65535: the launcher runs larger batches as slices,
+kernels/grid_limits.py):
+- dK/dV: grid ``(cdiv(Lk, BLOCK_N), B * h_kv, n_split)``; loops over ``gps`` of the query heads
+  sharing the K/V head (GQA / MQA: no K/V copies, no atomics) and over the query tiles that visit
+  the key block: dense, from the causal diagonal to Lq; block-sparse, the key-major plan (full
+  blocks unmasked, then partial ones with their int8 tiles). With GQA / MQA at batch 1
+  ``B * h_kv * cdiv(Lk, BLOCK_N)`` programs may be fewer than the SMs: the launcher then splits
+  the group over ``n_split`` programs, each writing its partial dK / dV to its own slice, summed
+  afterwards in a fixed order.
+- The dense dK/dV walk is ONE loop: the query tiles that straddle the causal diagonal
+  (``start_m < m_full``) apply the element mask under a uniform branch. The FA2 / Triton-tutorial
+  shape (a masked loop over the band, then an unmasked loop, both software-pipelined inside the
+  GQA loop) spilled: 255 registers and 384 B of stack at bf16 d128 64 x 64 on sm_90
+  (one loop: none), 344 B at d64 on sm_80 (one loop: 72 B; none on sm_90); measured with
+  ``python -m kernels.aot_check``. The branch costs the tiles below the band one scalar compare.
+- dQ: grid ``(cdiv(Lq, BLOCK_M), B * h)``; the same key walk as the forward. For d(rel_bias) each
+  tile reduces ``ds`` along its ``BLOCK_M + BLOCK_N - 1`` diagonals in registers and stores the
+  sums to its own scratch row (``[B h, n_qb, n_kb, DW]``, O(L^2 / BLOCK) floats);
   :func:`kernels.flash_attention.rel_bias_grad` overlap-adds the rows (``F.fold``, a gather per
-  output, no atomics): deterministic, unlike element-wise atomics on the whole score tile.
-Both follow the FA2 order (scores, p, the first product, then dp and ds) so at most two
-[M, N] fp32 tiles are live; d = 128 runs with 8 warps (see the configs in flash_common.py).
+  output, no atomics).
+Both follow the FA2 order inside a tile (scores, p, the first product, then dp and ds) so at most
+two [M, N] fp32 tiles are live. Tiles per dtype / head dim: the lookup in flash_common.py.
 """
 from __future__ import annotations
 
@@ -34,17 +63,17 @@ def _attn_bwd_preprocess(O, DO, DELTA, sob, soh, som, sdob, sdoh, sdom, H, Lq,
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row = offs_m[:, None] < Lq
-    o = tl.load(O + b.to(tl.int64) * sob + head * soh + offs_m[:, None] * som + offs_d[None, :],
-                mask=row, other=0.0).to(tl.float32)
-    do = tl.load(DO + b.to(tl.int64) * sdob + head * sdoh + offs_m[:, None] * sdom + offs_d[None, :],
-                 mask=row, other=0.0).to(tl.float32)
+    o = tl.load(O + b.to(tl.int64) * sob + head.to(tl.int64) * soh + offs_m[:, None] * som
+                + offs_d[None, :], mask=row, other=0.0).to(tl.float32)
+    do = tl.load(DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh + offs_m[:, None] * sdom
+                 + offs_d[None, :], mask=row, other=0.0).to(tl.float32)
     tl.store(DELTA + bh.to(tl.int64) * Lq + offs_m, tl.sum(o * do, 1), mask=offs_m < Lq)
 
 
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, offs_n, offs_d, head,
                off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES, tq, tk,
-               MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
+               m_mask, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BQ: tl.constexpr, BK: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -56,9 +85,18 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
                     softcap, has_relb, SLOPES, RELB, HAS_MOD)  # (N, M)
     pt = tl.exp2(st - lse[None, :])
     if MASKED:
-        ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq, tk,
-                      SPARSE, BQ, BK)
-        pt = tl.where(ok, pt, 0.0)
+        if SPARSE:  # a partial block of the block mask
+            ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq, tk,
+                          SPARSE, BQ, BK)
+            pt = tl.where(ok, pt, 0.0)
+        else:
+            # Dense: only the query tiles starting before m_mask (the band [lo, m_full)) straddle
+            # the causal diagonal. A uniform branch in the one loop: a masked loop followed by an
+            # unmasked one spilled (module docstring).
+            if start_m < m_mask:
+                ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq,
+                              tk, SPARSE, BQ, BK)
+                pt = tl.where(ok, pt, 0.0)
     do = tl.load(DO + offs_m[:, None] * sdom + offs_d[None, :], mask=row[:, None], other=0.0)  # (M, D)
     dv += _dot(pt.to(do.dtype), do, IEEE)
     delta = tl.load(DELTA + offs_m, mask=row, other=0.0)
@@ -93,8 +131,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
                 + offs_d[None, :], mask=col, other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    # Dense causal: query blocks [lo, m_full) straddle the diagonal, [m_full, Lq) are below it.
-    # Padded keys (past Lk) only pollute rows of dk/dv that are never stored: no tail mask needed.
+    # Dense causal: query tiles [lo, m_full) straddle the diagonal (element mask), [m_full, Lq)
+    # are below it. Padded keys (past Lk) only pollute rows of dk/dv that are never stored, and
+    # rows past Lq have p = 0: no tail mask needed.
     lo = 0
     m_full = 0
     if causal != 0:
@@ -125,7 +164,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
                 tq_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BQ
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m, start_n,
                                     offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
-                                    has_relb, SLOPES, RELB, 0, TILES, 0, kbl * BK, False, SPARSE,
+                                    has_relb, SLOPES, RELB, 0, TILES, 0, kbl * BK, 0, False, SPARSE,
                                     HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
             tq_next = tl.load(lrow + 2 + mf) * BQ
             tile_next = tl.load(lrow + 2 + mf + mp)
@@ -138,19 +177,14 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
                                     tq + (it % NSUB) * BLOCK_M, start_n, offs_n, offs_d, head, off,
                                     Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
-                                    TILES, tq, kbl * BK, True, SPARSE, HAS_MOD, IEEE, BLOCK_M,
-                                    BLOCK_N, BQ, BK)
+                                    TILES, tq, kbl * BK, 0, True, SPARSE, HAS_MOD, IEEE,
+                                    BLOCK_M, BLOCK_N, BQ, BK)
         else:
-            for start_m in range(lo, m_full, BLOCK_M):
+            for start_m in range(lo, Lq, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
                                     start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
                                     softcap, has_relb, SLOPES, RELB, 0, TILES, start_m, start_n,
-                                    True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
-            for start_m in range(m_full, Lq, BLOCK_M):
-                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
-                                    softcap, has_relb, SLOPES, RELB, 0, TILES, start_m, start_n,
-                                    False, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+                                    m_full, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     # With the group split over programs, split sp writes its partial sums to slice sp of DK / DV.
     out = (sp.to(tl.int64) * sdks + b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh
            + offs_n[:, None] * sdkn + offs_d[None, :])

@@ -121,11 +121,12 @@ def _cfg(bm, bn, warps, stages):
 # (which does not change the best tile, only the grid), would only pretend to choose. The values
 # are the FlashAttention-2 / Triton-tutorial shapes, cut down until kernels.aot_check reports
 # them within shared memory and at (or near) zero spills on sm_80 and sm_90:
-# - fp16 / bf16: 128 x 64 forward (64 x 64 with modifiers), 64 x 64 backward; d = 128 uses 8
-#   warps, otherwise its accumulators (and in the backward the resident k, v / q, do tiles) need
-#   more than 255 registers per thread.
-# - fp32 (tf32x3 dots split every operand into hi / lo halves): 32- and 64-wide tiles; the d = 128
-#   backward runs 32 x 32 with 8 warps (~100-116 KB of shared memory on sm_80).
+# - fp16 / bf16: 128 x 64 forward (64 x 64 with modifiers), 64 x 64 backward (32 x 64 with
+#   modifiers: 64 x 64 spilled 96-400 B in the dK/dV kernel); d = 128 uses 8 warps, otherwise its
+#   accumulators (and in the backward the resident k, v / q, do tiles) need more than 255
+#   registers per thread.
+# - fp32 (tf32x3 dots split every operand into hi / lo halves): 32- and 64-wide tiles; the d = 64
+#   and d = 128 backward run 32 x 32 with 8 warps (d = 128: ~100-116 KB of shared memory on sm_80).
 # - stages: 3 in the forward (K and V prefetched two tiles ahead), 2 in the backward (its five
 #   resident tiles leave no shared memory for a deeper ring); fp32 2 throughout.
 # Every entry is compiled for both GPU generations by kernels.aot_check; the launcher runs no
@@ -135,9 +136,9 @@ _FWD = {2: {32: _cfg(128, 64, 4, 3), 64: _cfg(128, 64, 4, 3), 128: _cfg(128, 64,
 _FWD_MOD = {2: {32: _cfg(64, 64, 4, 3), 64: _cfg(64, 64, 4, 3), 128: _cfg(64, 64, 8, 3)},
             4: {32: _cfg(64, 32, 4, 2), 64: _cfg(64, 32, 4, 2), 128: _cfg(32, 32, 4, 2)}}
 _BWD = {2: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 64, 4, 2), 128: _cfg(64, 64, 8, 2)},
-        4: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 32, 4, 2), 128: _cfg(32, 32, 8, 2)}}
-_BWD_MOD = {2: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 64, 4, 2), 128: _cfg(32, 64, 8, 2)},
-            4: {32: _cfg(32, 32, 4, 2), 64: _cfg(32, 32, 4, 2), 128: _cfg(32, 32, 8, 2)}}
+        4: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 32, 8, 2), 128: _cfg(32, 32, 8, 2)}}
+_BWD_MOD = {2: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 64, 4, 2), 128: _cfg(32, 64, 8, 2)},
+            4: {32: _cfg(32, 32, 4, 2), 64: _cfg(32, 32, 8, 2), 128: _cfg(32, 32, 8, 2)}}
 
 
 def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) -> dict:
@@ -152,8 +153,9 @@ def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) ->
 # block index is read one iteration ahead), which keeps the prefetched tiles' address tensors
 # live; on the dense tile these kernels then spilled more than before the full / partial split
 # (kernels.aot_check on sm_80 / sm_90), on the halved tile they do not. Listed, not computed.
-_SPARSE_HALVE = {("dkdv", nb, d, mod) for nb in (2, 4) for d in (32, 64, 128) for mod in (False, True)} \
-    | {("dq", 2, 64, True), ("dq", 4, 32, False), ("dq", 4, 32, True), ("fwd", 4, 64, True)}
+_SPARSE_HALVE = {("dkdv", nb, d, mod) for nb in (2, 4) for d in (32, 64, 128) for mod in (False, True)
+                 if (nb, d, mod) not in ((2, 32, True), (2, 64, True))} \
+    | {("dq", 4, 32, False), ("dq", 4, 32, True), ("fwd", 4, 64, True)}
 # ... and those that keep the dense tile but run 8 warps (halving it still spilled: 32 x 16 fp32
 # d = 128 forward, 24-96 B on sm_90; 32 x 32 with 8 warps: none).
 _SPARSE_WARPS = {("fwd", 4, 128, False): 8, ("fwd", 4, 128, True): 8}

@@ -35,17 +35,20 @@ def linear_attention(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6
                      force_triton: bool = False):
     """``phi_q [B, h, L, m]``, ``phi_k [B, h_kv, L, m]``, ``v [B, h_kv, L, d]`` -> ``[B, h, L, d]``.
 
-    Triton on CUDA tensors (or when ``force_triton``) with feature / value dims <= 64; chunked
-    torch prefix sums otherwise.
+    Triton on CUDA tensors (or when ``force_triton``) with feature / value dims <= 64 (a batch
+    with ``B * h > 65535`` as several launches: kernels/grid_limits.py); chunked torch prefix
+    sums otherwise.
     """
     if phi_q.shape[1] % phi_k.shape[1] or phi_k.shape[:3] != v.shape[:3]:
         raise ValueError(f"linear_attention: bad shapes {tuple(phi_q.shape)} {tuple(phi_k.shape)} "
                          f"{tuple(v.shape)}")
     if (phi_q.is_cuda or force_triton) and padded_dim(phi_q.shape[-1], v.shape[-1]) <= MAX_PAD:
+        from .grid_limits import batch_slices
         from .linear_attention_triton import _LinearAttention  # triton only on this path
-        out = _LinearAttention.apply(phi_q.float(), phi_k.float(), v.float(), bool(causal),
-                                     float(eps))
-        return out.to(v.dtype)
+        # Grid y is B * h (at most 65535 on CUDA): a larger batch runs as several launches.
+        outs = [_LinearAttention.apply(phi_q[s].float(), phi_k[s].float(), v[s].float(), bool(causal),
+                                       float(eps)) for s in batch_slices(phi_q.shape[0], phi_q.shape[1])]
+        return (outs[0] if len(outs) == 1 else torch.cat(outs, 0)).to(v.dtype)
     return linear_attention_ref(phi_q, phi_k, v, causal=causal, eps=eps)
 
 
@@ -77,3 +80,11 @@ def linear_attention_ref(phi_q, phi_k, v, *, causal: bool = False, eps: float = 
     return torch.cat(outs, dim=2).to(v.dtype)
 
 
+def linear_attention_dense(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6):
+    """The definition with the ``L x L`` matrix, computed in the inputs' dtype (float64 inputs give a
+    reference for tests and benchmarks; ``linear_attention_ref`` always computes in float32)."""
+    rep = phi_q.shape[1] // phi_k.shape[1]
+    k, vv = phi_k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    a = phi_q @ k.transpose(-1, -2)  # (B, h, L, L)
+    a = a.tril() if causal else a
+    return (a @ vv) / (a.sum(-1, keepdim=True) + eps)

@@ -43,7 +43,7 @@ def _norm_bwd(X, W, DY, DX, MEAN, RSTD, DW_PART, DB_PART, n_rows, N,
     dw = tl.zeros([BLOCK_N], tl.float32)
     db = tl.zeros([BLOCK_N], tl.float32)
     for row in range(pid, n_rows, n_prog):
-        off = cols.to(tl.int64) + row * N  # rows * N < 2**31
+        off = tl.cast(row, tl.int64) * N + cols  # int64 before the product: rows * N may pass 2**31
         x = tl.load(X + off, mask=ok, other=0.0).to(tl.float32)
         dy = tl.load(DY + off, mask=ok, other=0.0).to(tl.float32)
         rstd = tl.load(RSTD + row)

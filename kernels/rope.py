@@ -4,7 +4,8 @@ Dimension ``k < d/2`` pairs with ``k + d/2`` (GPT-NeoX / LLaMA layout) and rotat
 ``pos * theta_k`` with ``theta_k = base^(-2k/d)``:
 ``y_k = x_k cos - x_{k+d/2} sin``, ``y_{k+d/2} = x_{k+d/2} cos + x_k sin``.
 The backward is the inverse rotation (same kernel with ``sin`` negated). The angles are computed
-in the kernel from the positions, so no cos/sin table is materialised.
+in the kernel from the positions and a ``d/2`` table of frequencies, so no cos/sin table is
+materialised.
 The Triton kernel lives in kernels/rope_triton.py, imported only on the Triton path.
 """
 from __future__ import annotations
