@@ -30,7 +30,7 @@ from explorer.app.tabs.train_runs import CAPS_TEXT, trained_model, trained_snaps
 from explorer.figures import training as plots_train
 from explorer.training import reproductions
 from explorer.training.reproductions import stored as stored_runs
-from explorer.training.tasks import task_names
+from explorer.training.tasks import learns_in, task_names
 from models import ModelConfig
 
 __all__ = ["build_train_tab", "small_config", "trained_model", "trained_snapshot", "trained_step", "RUN_TTL_S"]
@@ -45,6 +45,17 @@ def _number(value, label: str, field: str, elem_id: str, **kw):
     lo, hi, integer = NUMBERS[field]
     return lenient_number(value, label=label, precision=0 if integer else None, minimum=lo, maximum=hi,
                          elem_id=elem_id, **kw)
+
+
+def step_info(task: str) -> str:
+    return f"{task} here: {learns_in(task)[1]}"
+
+
+def task_steps(task):
+    """The steps box for a newly picked task: its measured steps to learn, and what they do (a bad name: unchanged)."""
+    if task not in task_names():
+        return gr.skip()
+    return gr.update(value=learns_in(task)[0], info=step_info(task))
 
 
 # ---------------------------------------------------------------------------- layout
@@ -69,7 +80,7 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
     with gr.Row():
         task = gr.Dropdown(task_names(), value="copy", label="Task", elem_id="train-task",
                            info="lm: next byte of the Python docs (or your text); masked: 15% of bytes hidden")
-        steps = _number(300, "Steps", "steps", "train-steps")
+        steps = _number(learns_in("copy")[0], "Steps", "steps", "train-steps", info=step_info("copy"))
         lr = _number(3e-3, "Learning rate", "lr", "train-lr")
         warmup = _number(30, "Warm-up steps", "warmup", "train-warmup")
         schedule = gr.Radio(["cosine", "constant"], value="cosine", label="After warm-up", elem_id="train-schedule")
@@ -130,6 +141,8 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
     download_btn.click(train_files.download, [state], [files], api_name="train_download", concurrency_id="compute")
     upload_btn.upload(train_files.upload, [state, upload_btn], [state, config, status], api_name="train_upload",
                       concurrency_id="compute")
+    # a task brings the steps it needs here to learn visibly, and says what they were measured to do
+    task.change(task_steps, [task], [steps], api_visibility="private", queue=False)
     repro_out = [repro_md, repro_plot, repro_table, repro_slider, repro_timeline, repro_live]
     repro_btn.click(train_repro.run_reproduction, [repro_name, state], [state, *repro_out],
                     api_name="train_reproduce", show_progress="minimal", **HEAVY_EVENT)

@@ -298,3 +298,18 @@ def test_the_app_writes_no_interface_files_into_the_source_tree():
     import explorer.app.layout  # noqa: F401  (every tab's components)
     root = pathlib.Path(U.__file__).resolve().parents[3]
     assert not list((root / "explorer").rglob("*.pyi"))
+
+
+def test_a_task_brings_the_steps_it_needs_and_says_what_they_do():
+    from explorer.app.tabs import train as train_tab
+    from explorer.training.tasks import LEARNS_IN, task_names
+
+    up = train_tab.task_steps("induction")
+    assert up["value"] == LEARNS_IN["induction"][0] >= 1000 and "93%" in up["info"]
+    assert train_tab.task_steps("copy")["value"] == 300
+    assert "no accuracy target" in train_tab.task_steps("lm")["info"]
+    assert train_tab.task_steps("<script>") == train_tab.gr.skip()
+    assert set(LEARNS_IN) <= set(task_names())
+    for steps, _ in LEARNS_IN.values():  # every proposal within the tab's own bound on steps
+        lo, hi, _ = train_tab.NUMBERS["steps"]
+        assert lo <= steps <= hi
