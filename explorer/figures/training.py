@@ -95,6 +95,22 @@ def grad_figure(grad_norms) -> go.Figure:
 
 
 # ---------------------------------------------------------------------------- reproductions
+def live_curves_figure(points: dict, name: str, colors: dict | None = None) -> go.Figure:
+    """A reproduction's held-out loss so far while it runs: ``points`` is ``{series: [(step, loss), ...]}``
+    in arrival order (``explorer.training.reproductions.Point``)."""
+    data = []
+    for n, (series, pts) in enumerate(points.items()):
+        color = (colors or {}).get(series.split("-LN")[0], CYCLE[n % len(CYCLE)])
+        data.append(dict(type="scatter", mode="lines+markers", x=[p[0] for p in pts], y=[p[1] for p in pts],
+                         name=series, line=dict(color=color, width=3, dash="dot" if series.endswith(" off") else "solid"),
+                         marker=dict(size=7)))
+    last = max((p[0] for pts in points.values() for p in pts), default=0)
+    lay = base_layout(f"{name}: live run in progress (held-out loss so far, step {last})<br><sup>the full "
+                      "figure replaces this when the run ends</sup>", 420,
+                      xaxis=dict(title=dict(text="step")), yaxis=dict(title=dict(text="loss (nats)")))
+    return go.Figure(data=data, layout=legend_above(lay, data))
+
+
 def repro_figure(result: dict) -> go.Figure:
     return {"warmup": _warmup, "extrapolation": _extrapolation, "induction": _induction,
             "efficiency": _efficiency, "kv_heads": _kv_heads}[result["name"]](result)

@@ -4,7 +4,9 @@ Picking a reproduction shows its stored run (``explorer.training.reproductions.s
 run, with the machine, date and commit it ran on): reading, figure, table, and for ``induction`` and
 ``warmup`` a timeline slider over its snapshots (maps, curves, gradient norms at that step; the phase
 change marked). **Run live on this machine** recomputes it as a heavy job of the "reproduce" family and
-overlays the live curves on the stored ones; the timeline then steps through the live run.
+overlays the live curves on the stored ones; the timeline then steps through the live run. While it
+runs, the panel shows a bar of its elapsed time against its measured duration, its latest progress
+lines and, for the reproductions that train curves, the held-out loss so far (``Point`` progress).
 
 A reproduction is fixed work (no visitor sets its sizes): its ``COST`` (wall time and peak memory,
 measured by ``python -m benchmarks.repro_costs``) is what the page tells the visitor to expect and
@@ -24,6 +26,7 @@ from explorer.app.jobs import HEAVY, stream_job, visitor_of
 from explorer.app.messages import problem
 from explorer.app.tabs.train_inputs import choice
 from explorer.figures import training as plots_train
+from explorer.figures.gradients import PLACEMENT_COLORS
 from explorer.runtime.pool import POOL
 from explorer.runtime.stopping import Abandoned, stop_when
 from explorer.runtime.untrusted import shown
@@ -90,6 +93,7 @@ def expected(name: str) -> str:
 
 
 LOG_LINES = 4  # the live run's latest progress lines shown under its bar
+REDRAW_S = 1.0  # the live curves are redrawn at most this often (seconds)
 BAR = 20       # cells of the text progress bar
 
 
@@ -134,17 +138,24 @@ async def run_reproduction(name, state, request: gr.Request = None):
             result = reproductions.run(name, progress=progress)
         emit(("result", result))
 
-    start, log = time.monotonic(), []
+    start, log, points, drawn = time.monotonic(), [], {}, 0.0
     try:
         async with aclosing(stream_job("reproduce", request, work, first=("progress", ""))) as items:
             async for kind, value in items:
                 if kind == "progress":
                     if value:
                         log = [*log, shown(value)][-LOG_LINES:]
-                    line = running_line(name, time.monotonic() - start, log)
+                    if isinstance(value, reproductions.Point):
+                        points.setdefault(value.series, []).append((value.step, value.value))
+                    now = time.monotonic()
+                    line = running_line(name, now - start, log)
                     if not value and not log:  # the start: the stored run, said to be the stored one
                         _, figure, table, slider, timeline, _ = show_stored(name)
                         yield state, line, figure, table, slider, timeline, None
+                    elif points and now - drawn >= REDRAW_S:  # the curves so far, at most once a REDRAW_S
+                        drawn = now
+                        yield (state, line, plots_train.live_curves_figure(points, name, PLACEMENT_COLORS),
+                               gr.skip(), *SKIP3)
                     else:
                         yield state, line, gr.skip(), gr.skip(), *SKIP3
                     continue

@@ -3,7 +3,9 @@
 ``REPRODUCTIONS`` maps a name to its module; each module has ``TITLE``, ``COST`` (its measured wall
 time and peak memory, ``explorer.training.reproductions.cost``), ``COLUMNS``,
 ``run(quick, threads, progress) -> dict``, ``reading(result)``, ``table_rows(result)`` and
-``extra_lines(result)``. ``run(name)`` runs one and returns ``{"name", "settings", "wall_s",
+``extra_lines(result)``. ``progress`` receives lines of text; a line that is also a point of a live
+curve (held-out loss at a step) is a ``Point`` (a ``str`` carrying ``series``, ``step``, ``value``), so
+the Train tab draws partial curves while a run goes on. ``run(name)`` runs one and returns ``{"name", "settings", "wall_s",
 "reading", "rows": [...]}`` (plus extra top-level keys some reproductions add). The command line is
 ``python -m explorer.reproduce NAME``; the Train tab's Reproductions panel calls ``run`` too.
 
@@ -21,6 +23,9 @@ from typing import Callable
 import torch
 
 from explorer.training.reproductions import efficiency, extrapolation, induction, kv_heads, warmup
+from explorer.training.reproductions.point import Point
+
+__all__ = ["REPRODUCTIONS", "Point", "run"]
 
 REPRODUCTIONS: dict = {
     "warmup": warmup,

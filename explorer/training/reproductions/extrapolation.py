@@ -12,6 +12,7 @@ import torch
 
 from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
+from explorer.training.reproductions.point import Point
 from explorer.training.tasks import Batch, python_docs, scored_loss, split_corpus
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
@@ -69,7 +70,8 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
         max_len = s["learned_max_len"] if pos == "learned" else max(s["eval_lens"])
         trainer = _trainer(s, pos, threads)
         for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
-            progress(f"extrapolation: {pos} step {snap.step} held-out loss {snap.heldout_loss:.3f}")
+            progress(Point(f"extrapolation: {pos} step {snap.step} held-out loss {snap.heldout_loss:.3f}", pos,
+                           snap.step, snap.heldout_loss))
         train_s[pos] = round(trainer.elapsed, 1)
         model = trainer.model.eval()
         for L, b in evals.items():

@@ -15,6 +15,7 @@ import torch
 
 from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
+from explorer.training.reproductions.point import Point
 from explorer.training.tasks import get_task, ideal_induction, model_input
 from explorer.training.trainer import RunConfig, Trainer, stack_attention
 from models import ModelConfig
@@ -120,7 +121,8 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None, seed: i
         maps = np.asarray(snap.attention, dtype=np.float32)
         timeline.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4),
                          "stripes": probe_scores(maps, snap.probe_tokens), "maps": encode_maps(maps)})
-        progress(f"induction: step {snap.step} second-half loss {snap.heldout_loss:.3f}")
+        progress(Point(f"induction: step {snap.step} second-half loss {snap.heldout_loss:.3f}", "second-half loss",
+                       snap.step, snap.heldout_loss))
     probe_shape = list(np.asarray(snap.attention).shape)
     score, maps, tokens = induction_scores(trainer.model, s["seq_len"], s["score_seqs"])
     back = look_back(maps)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
+from explorer.training.reproductions.point import Point
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 
@@ -47,8 +48,9 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
             grads = []
             for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
                 grads.append({"step": snap.step, "residual": [round(float(v), 6) for v in snap.grad_norms["residual"]]})
-                progress(f"warmup: {placement}-LN, warm-up {'on' if warm else 'off'}: step {snap.step} "
-                         f"held-out loss {snap.heldout_loss:.3f}")
+                series = f"{placement}-LN, warm-up {'on' if warm else 'off'}"
+                progress(Point(f"warmup: {series}: step {snap.step} held-out loss {snap.heldout_loss:.3f}",
+                               series, snap.step, snap.heldout_loss))
             curve = [{"step": h["step"], "loss": round(h["heldout_loss"], 4)} for h in trainer.history]
             rows.append({"norm_placement": placement, "warmup": warm, "final_loss": curve[-1]["loss"], "curve": curve,
                          "grad_norms": grads})
