@@ -27,7 +27,6 @@ import gradio as gr
 from explorer.app.tabs import train_files, train_repro, train_runs, train_source
 from explorer.app.tabs.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
 from explorer.app.tabs.train_runs import CAPS_TEXT, trained_model, trained_snapshot, trained_step
-from explorer.figures import training as plots_train
 from explorer.training import reproductions
 from explorer.training.reproductions import stored as stored_runs
 from explorer.training.tasks import learns_in, task_names
@@ -72,33 +71,39 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
     # A run holds a model and its optimizer (up to ~32 MB at the parameter cap): an idle session's
     # run is dropped after RUN_TTL_S, so abandoned tabs do not pin memory (None = start afresh).
     state = gr.State(None, time_to_live=RUN_TTL_S)
-    gr.Markdown("Train the model in the box on a task generated on the fly and watch it learn: loss, the probe's "
-                "attention next to the pattern that solves the task, and gradient norms per layer. "
-                + CAPS_TEXT, elem_classes="hint")
     source = gr.Markdown(line, elem_id="train-source", visible=controls_config is not None)
     synced = gr.State(synced)  # the controls' config (JSON) the box was last written from
-    with gr.Row():
-        task = gr.Dropdown(task_names(), value="copy", label="Task", elem_id="train-task",
-                           info="lm: next byte of the Python docs (or your text); masked: 15% of bytes hidden")
-        steps = _number(learns_in("copy")[0], "Steps", "steps", "train-steps", info=step_info("copy"))
-        lr = _number(3e-3, "Learning rate", "lr", "train-lr")
-        warmup = _number(30, "Warm-up steps", "warmup", "train-warmup")
-        schedule = gr.Radio(["cosine", "constant"], value="cosine", label="After warm-up", elem_id="train-schedule")
-    with gr.Row():
-        batch = _number(32, "Batch size", "batch_size", "train-batch")
-        seq_len = _number(32, "Sequence length", "seq_len", "train-len")
-        seed = _number(0, "Data seed", "seed", "train-seed", info=f"0 to {MAX_SEED:,}")
-        weights = gr.Radio(list(WEIGHTS), value="trained", label="Weights shown in the maps", elem_id="train-weights")
-    with gr.Row():
-        play_btn = gr.Button("▶ Play", variant="primary", elem_id="train-play")
-        pause_btn = gr.Button("❚❚ Pause", elem_id="train-pause")
-        step_btn = gr.Button("Step", elem_id="train-step")
-        reset_btn = gr.Button("↺ Reset", elem_id="train-reset")
-    status = gr.Markdown("Press ▶ Play.", elem_id="train-status")
-    curves = gr.Plot(plots_train.curves_figure([]), label="Loss and accuracy", elem_id="train-curves")
+    # one screen (1280 x 720): the buttons, the settings in short rows and the status beside the curves
+    with gr.Row(elem_id="train-top"):
+        with gr.Column(scale=1, min_width=320, elem_id="train-settings"):
+            with gr.Row(elem_id="train-buttons"):
+                play_btn = gr.Button("▶ Play", variant="primary", elem_id="train-play", min_width=70)
+                pause_btn = gr.Button("❚❚ Pause", elem_id="train-pause", min_width=70)
+                step_btn = gr.Button("Step", elem_id="train-step", min_width=60)
+                reset_btn = gr.Button("↺ Reset", elem_id="train-reset", min_width=70)
+            status = gr.Markdown("Press ▶ Play.", elem_id="train-status")
+            with gr.Row():
+                task = gr.Dropdown(task_names(), value="copy", label="Task", elem_id="train-task", min_width=100)
+                steps = _number(learns_in("copy")[0], "Steps", "steps", "train-steps", info=step_info("copy"),
+                                min_width=160, scale=2)
+            with gr.Row():
+                lr = _number(3e-3, "LR", "lr", "train-lr", min_width=70)
+                warmup = _number(30, "Warm-up", "warmup", "train-warmup", min_width=70)
+                batch = _number(32, "Batch", "batch_size", "train-batch", min_width=70)
+                seq_len = _number(32, "Length", "seq_len", "train-len", min_width=70)
+        with gr.Column(scale=1, min_width=360):
+            curves = gr.Plot(train_runs.curves_figure(), label="Loss and accuracy", elem_id="train-curves")
+    weights = gr.Radio(list(WEIGHTS), value="trained", label="Weights shown in the maps", elem_id="train-weights")
     attention = gr.Plot(None, label="Probe attention", elem_id="train-attention")
     grads = gr.Plot(None, label="Gradient norms", elem_id="train-grads")
-    with gr.Accordion("Model and data", open=False):
+    with gr.Accordion("Model and data, seed and schedule", open=False):
+        gr.Markdown("Train the model in the box on a task generated on the fly and watch it learn: loss, the "
+                    "probe's attention next to the pattern that solves the task, and gradient norms per layer. "
+                    "Tasks: lm is the next byte of the Python docs (or your text below); masked hides 15% of the "
+                    "bytes. " + CAPS_TEXT, elem_classes="hint")
+        with gr.Row():
+            seed = _number(0, "Data seed", "seed", "train-seed", info=f"0 to {MAX_SEED:,}")
+            schedule = gr.Radio(["cosine", "constant"], value="cosine", label="After warm-up", elem_id="train-schedule")
         config = gr.Code(box, language="json", label="Model config (JSON)",
                          interactive=True, elem_id="train-config")
         text = gr.Textbox("", lines=3, max_length=MAX_TRAIN_TEXT_BYTES, elem_id="train-text",
@@ -140,7 +145,8 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
                    show_progress="hidden", concurrency_id="compute")
     download_btn.click(train_files.download, [state], [files], api_name="train_download", concurrency_id="compute")
     upload_btn.upload(train_files.upload, [state, upload_btn], [state, config, status], api_name="train_upload",
-                      concurrency_id="compute")
+                      concurrency_id="compute").then(
+        train_files.restored, [state, weights], [task, attention], api_visibility="private", concurrency_id="compute")
     # a task brings the steps it needs here to learn visibly, and says what they were measured to do
     task.change(task_steps, [task], [steps], api_visibility="private", queue=False)
     repro_out = [repro_md, repro_plot, repro_table, repro_slider, repro_timeline, repro_live]

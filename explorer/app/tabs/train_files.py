@@ -6,7 +6,9 @@ returns: repeated downloads leave nothing behind. Upload checks the file's heade
 built: its size, the embedded config through the training door (the app's caps and budget, the
 training cap on parameters: ``train_inputs.upload_config``), then the tensor names, shapes and dtypes
 (``explorer.training.checkpoint``); building it holds its bytes in the server's memory pool. A refusal
-is a message naming what is wrong, and keeps nothing.
+is a message naming what is wrong, and keeps nothing. A loaded file restores its run's task (the
+header's ``run``, checked like any input): ``restored`` sets the Task dropdown and draws that task's
+probe map under the uploaded weights.
 """
 from __future__ import annotations
 
@@ -20,11 +22,13 @@ import gradio as gr
 
 from explorer.app.gradio_compat import cache_file
 from explorer.app.messages import problem
-from explorer.app.tabs.train_inputs import upload_config
+from explorer.app.tabs import train_runs
+from explorer.app.tabs.train_inputs import WEIGHTS, number, upload_config
 from explorer.runtime.cache import release_memory
 from explorer.runtime.pool import POOL
 from explorer.runtime.untrusted import shown, shown_html
 from explorer.training import checkpoint
+from explorer.training.tasks import task_names
 from models import ConfigError, ModelConfig
 from models.config import CATEGORIES
 
@@ -66,6 +70,33 @@ def _int_or_zero(x) -> int:
         return 0
 
 
+def saved_run(meta: dict) -> tuple:
+    """``(task, seq_len)`` of the run saved in a file's header (the Train tab's download writes it); a
+    missing or invalid value (the header is the visitor's): ``(None, None)`` for that part."""
+    try:
+        run = json.loads(meta.get("run") or "{}")
+    except (TypeError, ValueError):
+        run = {}
+    run = run if isinstance(run, dict) else {}
+    task = run.get("task") if isinstance(run.get("task"), str) and run.get("task") in task_names() else None
+    try:
+        seq_len = number("seq_len", run.get("seq_len"))
+    except ConfigError:
+        seq_len = None
+    return task, seq_len
+
+
+def restored(state, weights="trained"):
+    """After an upload: the Task dropdown set to the file's task, and that task's probe map under the
+    uploaded weights (``gr.skip()`` for both when nothing was loaded)."""
+    state = state or {}
+    if state.get("uploaded") is None:
+        return gr.skip(), gr.skip()
+    task = state.get("uploaded_task")
+    return (gr.skip() if task is None else gr.update(value=task),
+            train_runs.uploaded_probe(state, weights if weights in WEIGHTS else "trained"))
+
+
 def upload(state, file):
     """Load a saved model: its config fills the config box; ▶ continues training from its weights."""
     state = dict(state or {})
@@ -86,7 +117,10 @@ def upload(state, file):
     except Exception as exc:  # never an internal message on the page
         release_memory()
         return state, gr.skip(), f"⚠️ **Refused:** {shown(problem(exc))}"
-    state = {"uploaded": model, "uploaded_key": cfg.to_json(), "uploaded_step": _int_or_zero(meta.get("step"))}
+    task, seq_len = saved_run(meta)
+    state = {"uploaded": model, "uploaded_key": cfg.to_json(), "uploaded_step": _int_or_zero(meta.get("step")),
+             "uploaded_task": task, "uploaded_seq_len": seq_len}
+    on = f" on {task}" if task else ""
     return state, json.dumps(cfg.to_dict(), indent=1), (f"Loaded a model trained for {_int_or_zero(meta.get('step'))}"
-                                                       " steps. ▶ Play continues training it with the settings "
+                                                       f" steps{on}. ▶ Play continues training it with the settings "
                                                        "above.")

@@ -6,7 +6,9 @@ nothing is module-global. A press of Play (or Step) is a heavy job of the "train
 (``train_inputs.training_config``: caps and the memory budget of one optimizer step, from the config
 alone) before anything is built; admitted, it reserves its predicted bytes in the server's memory pool
 (``explorer.runtime.pool``; "busy" when the pool is held by others) and trains in a low-priority worker
-thread, which builds each snapshot's figures there and hands them to the page as they come.
+thread, which builds each snapshot's figures there and hands them to the page as they come, at most
+one every ``SEND_EVERY_S`` seconds (the newest; stale ones are dropped, the last one always sent), its
+maps at most every ``MAPS_EVERY_S`` seconds.
 
 Pause and Reset stop the visitor's running press through ``HEAVY.stop`` (the press checks inside every
 module of its forward and backward passes, ``explorer.runtime.stopping``), as do a cancelled event, a
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import time
 from contextlib import aclosing
 from dataclasses import replace
 
@@ -31,20 +35,31 @@ from explorer.figures import training as plots_train
 from explorer.figures.base import message_figure
 from explorer.runtime.configs import as_config
 from explorer.runtime.pool import POOL
+from explorer.runtime.text import reads_pair
 from explorer.runtime.tokens import token_label
 from explorer.runtime.untrusted import shown, shown_html
 from explorer.training import seq2seq as train_encdec
-from explorer.training.tasks import ideal_pattern, model_input
+from explorer.training.tasks import get_task, ideal_pattern, model_input
 from explorer.training.trainer import (
     MAX_BATCH_TOKENS,
     MAX_TRAIN_PARAMS,
     MAX_TRAIN_STEPS,
     MAX_WALL_S,
+    PROBE_MAX_LEN,
     RunConfig,
     Trainer,
     stack_attention,
 )
 from models import ConfigError, build_model
+
+# While a press trains, the page gets a snapshot at most every SEND_EVERY_S seconds (plus the last one):
+# a browser redraws three figures per snapshot, and snapshots sent faster than it draws queue up on the
+# page (the display lagging the trainer, the page's main thread busy). A snapshot not yet sent when a
+# newer one is ready is dropped.
+SEND_EVERY_S = 0.75
+# The probe map and the gradient norms (most of a redraw's cost on the page) follow at most every
+# MAPS_EVERY_S seconds; the last snapshot of a press always carries them.
+MAPS_EVERY_S = 3.0
 
 CAPS_TEXT = (f"Caps per run on this server: ≤ {MAX_TRAIN_PARAMS:,} parameters, ≤ {MAX_TRAIN_STEPS} steps, "
              f"batch × length ≤ {MAX_BATCH_TOKENS} tokens, ≤ {MAX_WALL_S:g} s of work per press of ▶, one "
@@ -71,9 +86,11 @@ def status_text(snap, note: str = "") -> str:
 def figures(state: dict, weights: str = "trained"):
     """(curves, probe attention beside the pattern that solves the task, gradient norms) of the run."""
     trainer, snap = state.get("trainer"), state.get("snap")
+    if trainer is None and state.get("uploaded") is not None:  # an uploaded model: its task's probe
+        return curves_figure(), uploaded_probe(state, weights), plots_train.grad_figure(None)
     if trainer is None or snap is None:
         empty = message_figure("Press ▶ Play to start training.", "")
-        return plots_train.curves_figure([]), empty, plots_train.grad_figure(None)
+        return curves_figure(), empty, plots_train.grad_figure(None)
     task = trainer.run_cfg.task
     probe = snap.probe_tokens
     attention, step = snap.attention, snap.step
@@ -83,19 +100,64 @@ def figures(state: dict, weights: str = "trained"):
         ideal, labels = train_encdec.cross_ideal(task, probe), None
     else:
         ideal, labels = ideal_pattern(task, probe), _labels(probe)
-    return (plots_train.curves_figure(trainer.history, trainer.task.chance),
+    return (curves_figure(trainer.history, trainer.task.chance),
             plots_train.attention_figure(attention, ideal, labels, step),
             plots_train.grad_figure(snap.grad_norms))
 
 
+CURVES_HEIGHT = 320  # px: beside the controls, ▶ Play and the whole curves fit a 1280 x 720 screen
+
+
+def curves_figure(history=(), chance: str = ""):
+    """The loss and accuracy curves at the height the tab gives them (beside its controls)."""
+    return plots_train.curves_figure(list(history), chance).update_layout(height=CURVES_HEIGHT)
+
+
+def _curves(state: dict):
+    trainer = state["trainer"]
+    return curves_figure(trainer.history, trainer.task.chance)
+
+
 def _initial_attention(trainer: Trainer):
     """The probe's attention under the run's initial weights (rebuilt from the config: deterministic)."""
-    model = build_model(trainer.cfg).eval()
-    with torch.no_grad():
-        if trainer.seq2seq:
-            return stack_attention(train_encdec.forward(model, trainer.probe, True)[0].cross_attentions)
-        out = model(model_input(trainer.probe, trainer.cfg.causal), return_attention=True)
+    return probe_attention(trainer.cfg, build_model(trainer.cfg), trainer.probe)
+
+
+def probe_attention(cfg, model, probe):
+    """The probe's attention (its cross-attention for an encoder-decoder) under ``model``, in eval mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            if reads_pair(cfg):
+                return stack_attention(train_encdec.forward(model, probe, True)[0].cross_attentions)
+            out = model(model_input(probe, cfg.causal), return_attention=True)
+    finally:
+        model.train(was_training)
     return stack_attention(out.attentions)
+
+
+def uploaded_probe(state: dict, weights: str = "trained"):
+    """The probe attention map of the uploaded model's task (the one in its file's header), beside the
+    pattern that solves it; ``weights="initial"``: the same config's initial weights."""
+    cfg, task = as_config(state["uploaded_key"]), state.get("uploaded_task") or "copy"
+    try:
+        if reads_pair(cfg):
+            train_encdec.check_task(task)
+        probe = get_task(task).probe(min(int(state.get("uploaded_seq_len") or 32), PROBE_MAX_LEN))
+        tokens = probe.tokens[0].tolist()
+        model = build_model(cfg) if weights == "initial" else state["uploaded"]
+        attention = probe_attention(cfg, model, probe)
+        if reads_pair(cfg):
+            ideal, labels = train_encdec.cross_ideal(task, tokens), None
+        else:
+            ideal, labels = ideal_pattern(task, tokens), _labels(tokens)
+    except ConfigError as exc:  # a task this model cannot read (e.g. an encoder-decoder on lm)
+        return message_figure(f"No probe map for this model: {shown(str(exc))}", "")
+    except Exception as exc:  # never a traceback or an internal message on the page
+        return message_figure(f"No probe map for this model: {shown(problem(exc))}", "")
+    step = 0 if weights == "initial" else int(state.get("uploaded_step") or 0)
+    return plots_train.attention_figure(attention, ideal, labels, step)
 
 
 def _key(cfg_json: str, run: RunConfig) -> str:
@@ -146,11 +208,21 @@ def _plan(state: dict, cfg_json, run: RunConfig) -> dict:
     key = _key(cfg.to_json(), run)
     trainer = state.get("trainer")
     same = trainer is not None and state.get("key") == key
-    if same and trainer.done and run.steps <= trainer.step:
-        raise ConfigError("steps", run.steps, f"more than the {trainer.step} steps this run has done (or ↺ Reset "
-                          "to train again from the initial weights)")
     note = "Settings changed: a new run started from fresh weights." if trainer is not None and not same else ""
-    return {"cfg": cfg, "need": need, "key": key, "continue": same, "note": note}
+    return {"cfg": cfg, "need": need, "key": key, "continue": same, "note": note,
+            "finished": same and trainer.step > 0 and run.steps <= trainer.step}
+
+
+def finished_text(state: dict, steps: int) -> str:
+    """The status of a press that has nothing to train: the run's last summary, kept, and what to do."""
+    trainer = state["trainer"]
+    snap = state.get("snap") or trainer.stopped_snapshot("")
+    if trainer.done:
+        why = f"This run is finished ({trainer.step} of {trainer.run_cfg.steps} steps)"
+    else:
+        why = f"This run has done {trainer.step} steps and Steps is {steps}"
+    return status_text(snap, f"ℹ️ {why}: raise Steps above {trainer.step} to continue it, or ↺ Reset to train "
+                             "again from the initial weights.")
 
 
 def _start(state: dict, plan: dict, run: RunConfig) -> tuple:
@@ -185,21 +257,55 @@ async def press(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_l
         gr.Warning(shown_html(str(exc)))
         yield _refusal(state, str(exc))
         return
+    if plan["finished"]:  # nothing to train: the summary stays, with what would continue the run
+        yield state, finished_text(state, run.steps), gr.skip(), gr.skip(), gr.skip()
+        return
+
+    latest, taken = [(0, None)], [0]  # (number, page answer) of the newest snapshot; the number the page took
 
     def work(should_stop, emit):
         with POOL.reserve(plan["need"], "this training run", wait_s=0):
             trainer, note = _start(state, plan, run)
+            sent = maps_sent = -math.inf
+            pending = None
+
+            def send(snap, last: bool):  # figures are built for the snapshots the page gets, no others
+                nonlocal maps_sent
+                now = time.monotonic()
+                if last or now - maps_sent >= MAPS_EVERY_S:
+                    curves, attention, grads = figures(state, weights)
+                    maps_sent = now
+                else:  # the curves move; the maps (the page's costliest redraw) wait for their turn
+                    curves, attention, grads = _curves(state), gr.skip(), gr.skip()
+                    number, answer = latest[0]
+                    if number > taken[0] and not isinstance(answer[3], dict):  # maps the page has not taken: kept
+                        attention, grads = answer[3], answer[4]
+                latest[0] = (latest[0][0] + 1, (state, status_text(snap, note), curves, attention, grads))
+                emit(latest[0][0])
+                return time.monotonic()
+
             for snap in trainer.run(max_steps=1 if one_step else None, stop=should_stop, max_wall_s=MAX_WALL_S,
                                     every=1 if one_step else None):
                 state["snap"] = snap
                 if snap.message and "cap" in snap.message:
                     gr.Info(snap.message)
-                emit((state, status_text(snap, note), *figures(state, weights)))
+                final = bool(snap.done or snap.message)
+                if final or time.monotonic() - sent >= SEND_EVERY_S:
+                    sent, pending = send(snap, final), None
+                else:
+                    pending = snap  # sent at the end if nothing newer is
+            if pending is not None:
+                send(pending, True)
 
     first = (state, "⏳ Training: the first evaluation is on its way …", gr.skip(), gr.skip(), gr.skip())
     try:
         async with aclosing(stream_job("train", request, work, first=first)) as outs:
             async for out in outs:
+                if isinstance(out, int):  # a snapshot's number: only the newest is sent, older ones are stale
+                    number, answer = latest[0]
+                    if out < number:
+                        continue
+                    taken[0], out = number, answer
                 yield out
     except (ConfigError, FloatingPointError) as exc:  # refused (busy, a task that does not fit) or diverged
         gr.Warning(shown_html(str(exc)))

@@ -57,7 +57,7 @@ def test_a_press_answers_at_once_then_streams_snapshots_and_figures():
     state, status, curves, att, grads = outs[-1]
     assert "step 10 / 10" in status and "Finished" in status
     assert len(curves.data) == 3 and len(att.data) >= 3 and len(grads.data) >= 2
-    assert len(outs) >= 4  # the first answer, step 0, then every few steps
+    assert len(outs) >= 3  # the first answer, step 0, then the newest snapshot at most every SEND_EVERY_S
     assert jobs.HEAVY.running() == 0
 
 
@@ -313,3 +313,123 @@ def test_a_task_brings_the_steps_it_needs_and_says_what_they_do():
     for steps, _ in LEARNS_IN.values():  # every proposal within the tab's own bound on steps
         lo, hi, _ = train_tab.NUMBERS["steps"]
         assert lo <= steps <= hi
+
+
+# ---------------------------------------------------------------------------- a finished run, uploads, throttling
+@pytest.mark.parametrize("press", [train_runs.play, train_runs.step])
+def test_a_press_after_a_finished_run_keeps_its_summary_and_says_how_to_continue(press):
+    state = play(steps=10)[-1][0]
+    outs = drain(press(state, *args(steps=10)))
+    assert len(outs) == 1
+    state2, status, *figs = outs[0]
+    assert "⚠️" not in status and "not valid" not in status  # the user typed nothing wrong
+    assert "step 10 / 10" in status and "held-out loss" in status  # the final summary stays
+    assert "finished (10 of 10 steps)" in status and "raise Steps" in status
+    assert all(f == train_runs.gr.skip() for f in figs) and state2["trainer"].step == 10
+    more = play(state2, steps=15)  # Steps raised: the same run continues to the new total
+    assert "step 15 / 15" in more[-1][1] and more[-1][0]["trainer"] is state["trainer"]
+    assert more[-1][0]["trainer"].step == 15
+
+
+def test_a_press_with_steps_below_the_steps_done_trains_nothing_and_says_so():
+    state = None
+    for _ in range(2):  # two Steps of a 10-step run: not finished, 2 steps done
+        state = drain(train_runs.step(state, *args(steps=10)))[-1][0]
+    assert state["trainer"].step == 2 and not state["trainer"].done
+    outs = play(state, steps=2)
+    assert len(outs) == 1 and "⚠️" not in outs[0][1] and "has done 2 steps and Steps is 2" in outs[0][1]
+    assert "step 2 / 10" in outs[0][1] and state["trainer"].step == 2
+
+
+def _snapshot_answers(outs) -> list:
+    return [o for o in outs if not o[1].startswith("⏳")]
+
+
+def test_snapshots_reach_the_page_at_most_every_send_interval_and_the_last_always(monkeypatch):
+    monkeypatch.setattr(train_runs, "SEND_EVERY_S", 1e6)  # nothing is due after the first: only first and last
+    outs = _snapshot_answers(play(steps=40))  # snapshots at steps 0, 5, ..., 40
+    assert 1 <= len(outs) <= 2 and "step 40 / 40" in outs[-1][1] and "Finished" in outs[-1][1]
+    assert len(outs) == 1 or "step 0 / 40" in outs[0][1]  # (step 0 dropped if the last was ready first)
+    one = _snapshot_answers(drain(train_runs.step(None, *args(steps=40))))  # Step: the step's snapshot, always
+    assert "step 1 / 40" in one[-1][1] and 1 <= len(one) <= 2  # step 0 is dropped when step 1 is ready first
+    monkeypatch.setattr(train_runs, "SEND_EVERY_S", 0.0)  # every snapshot due
+    assert len(_snapshot_answers(play(steps=40))) >= 2
+
+
+def test_snapshots_the_page_has_not_taken_are_dropped_for_the_newest(monkeypatch):
+    monkeypatch.setattr(train_runs, "SEND_EVERY_S", 0.0)  # the worker sends every snapshot
+    drawn, figures = [], train_runs.figures
+    monkeypatch.setattr(train_runs, "figures", lambda *a: drawn.append(1) or figures(*a))
+
+    async def run():
+        gen = train_runs.play(None, *args(steps=40), request=visitor())
+        seen = await _until(gen, lambda o: not o[1].startswith("⏳"))  # the first snapshot the page gets
+        trainer = seen[-1][0]["trainer"]
+        for _ in range(1200):  # a slow page: it reads nothing while the run trains to its end
+            if len(drawn) == 9:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        return seen, [o async for o in gen], trainer
+
+    seen, rest, trainer = asyncio.run(run())
+    assert len(trainer.history) == 9  # 9 snapshots trained (steps 0, 5, ..., 40) ...
+    assert len(rest) <= 1 and "step 40 / 40" in (seen + rest)[-1][1]  # ... the page gets the newest, not 8 stale
+
+
+def test_an_uploaded_model_restores_its_task_and_draws_its_probe_map():
+    state = play(steps=10, task="reverse")[-1][0]
+    trained = state["snap"].attention  # the probe's attention under these weights, as the run drew it
+    files = train_files.download(state)["value"]
+    weights = next(f for f in files if f.endswith(".safetensors"))
+    new_state, _, status = train_files.upload({}, weights)
+    assert new_state["uploaded_task"] == "reverse" and "on reverse" in status
+    task, fig = train_files.restored(new_state, "trained")
+    assert task["value"] == "reverse"
+    heat = [t for t in fig.data if t.name.startswith("layer")]
+    assert len(heat) == trained.shape[0] * trained.shape[1] and "step 10" in fig.layout.title.text
+    assert any(t.name == "ideal pattern" for t in fig.data)  # the pattern that solves reverse, beside it
+    for t in heat:
+        layer, head = int(t.name.split()[1]), int(t.name.split()[3])
+        assert torch.allclose(torch.as_tensor(t.z, dtype=torch.float32),
+                              torch.as_tensor(trained[layer, head], dtype=torch.float32), atol=1e-5)
+    curves, att, _ = train_runs.figures(new_state, "trained")  # the weights switch draws it too
+    assert "step 10" in att.layout.title.text
+    assert "step 0" in train_runs.figures(new_state, "initial")[1].layout.title.text
+
+
+def test_a_hostile_run_in_an_uploaded_header_restores_nothing_and_breaks_nothing(tmp_path):
+    cfg = U.small_config().replace(d_model=32, n_layers=1)
+    for run in ('{"task": "<script>", "seq_len": "abc"}', "[1, 2]", "not json", '{"task": 5, "seq_len": 1e99}'):
+        path, _ = checkpoint.save(build_model(cfg), tmp_path, cfg, extra={"step": 3, "run": run})
+        state, _, status = train_files.upload({}, str(path))
+        assert "Loaded" in status and state["uploaded_task"] is None and state["uploaded_seq_len"] is None
+        task, fig = train_files.restored(state)
+        assert task == train_files.gr.skip() and "step 3" in fig.layout.title.text  # the default probe
+    assert train_files.restored({}) == (train_files.gr.skip(), train_files.gr.skip())
+
+
+def test_the_maps_follow_at_most_every_maps_interval_and_with_the_last_snapshot(monkeypatch):
+    monkeypatch.setattr(train_runs, "SEND_EVERY_S", 0.0)  # every snapshot sends the curves ...
+    monkeypatch.setattr(train_runs, "MAPS_EVERY_S", 1e6)  # ... the maps only with the first and the last
+    outs = _snapshot_answers(play(steps=40))
+    titles = [o[3].layout.title.text for o in outs if not isinstance(o[3], dict)]
+    assert all("step 0" in t or "step 40" in t for t in titles)  # never a map of a step in between
+    assert "step 40" in outs[-1][3].layout.title.text and "step 40 / 40" in outs[-1][1]
+    assert all(len(o[2].data) == 3 for o in outs)  # the curves come with every answer
+
+
+def test_a_live_reproduction_draws_its_curves_so_far(monkeypatch):
+    """While warmup runs, the panel draws each run's held-out loss so far (from its Point progress lines),
+    then the full figure; each partial figure holds only the points reported before it."""
+    real = reproductions.run
+    monkeypatch.setattr(reproductions, "run", lambda name, progress=None: real(name, quick=True, progress=progress))
+    monkeypatch.setattr(train_repro, "REDRAW_S", 0.0)
+    outs = drain(train_repro.run_reproduction("warmup", {}, request=visitor()))
+    partial = [o[2] for o in outs[1:-1] if hasattr(o[2], "layout") and "live run in progress" in o[2].layout.title.text]
+    assert len(partial) >= 2
+    counts = [sum(len(t.x) for t in fig.data) for fig in partial]
+    assert counts == sorted(counts) and counts[-1] > counts[0]  # curves grow as the run goes on
+    assert {t.name for t in partial[-1].data} <= {f"{p}-LN, warm-up {w}" for p in ("post", "pre") for w in ("on", "off")}
+    final = outs[-1][2]
+    assert "live run in progress" not in final.layout.title.text  # the finished run's own figure
