@@ -15,10 +15,23 @@ Plotly never wraps a title: on a narrow figure (a phone) it runs past the figure
 cut. After each draw and resize, a title wider than its figure is broken into lines between words
 (each ``<br>`` line, ``<sup>`` notes with their own smaller type), and the top margin grows by the
 lines added (the plot area gives up that height: a relayout of the height would fix the width too).
+
+In presentation mode the attention grid (``FIT_HEIGHT``) is also made to fit the screen's height: its
+height becomes at most the viewport's height below the grid's top when the page and the figure column
+are scrolled to their tops (the header, buttons and tabs above it), never under ``MIN_HEIGHT`` px. Its
+panels tie their y scale to x (``scaleanchor``, ``constrain="domain"``), so the cells stay square and
+the panels narrow. Out of presentation mode it gets back the height the server asked for. The relayout
+sets the height with ``autosize`` on and no fixed width, so later resizes still follow the container;
+the height the server asked for is remembered per plot (``__asked``): a redraw that brings another
+height than the one fitted is a new request.
 """
+
+FIT_HEIGHT = "#attention-grid"  # the figures fitted to the screen's height in presentation mode
+MIN_HEIGHT = 300                # px: below this the grid would be unreadable; the page scrolls instead
 
 FIT_JS = """() => {
   if (window.__fitPlots) return;
+  const FIT_HEIGHT = '""" + FIT_HEIGHT + """', MIN_HEIGHT = """ + str(MIN_HEIGHT) + """;
   const seen = new WeakSet(), pending = new Set();
   let frame = 0, scan = 0;
   const misfit = (gd) => {
@@ -58,12 +71,30 @@ FIT_JS = """() => {
     // not the height: a relayout of the height fixes the width too, and the figure would no longer fit
     P.relayout(gd, {'title.text': lines.join('<br>'), 'margin.t': full.margin.t + grow});
   };
+  const room = (gd) => {  // px from the plot's top to the screen's bottom, page and figure column at their tops
+    const col = document.getElementById('figures'), row = col && col.parentElement;
+    if (!col || !row) return window.innerHeight;
+    const top = gd.getBoundingClientRect().top - col.getBoundingClientRect().top + col.scrollTop
+      + row.getBoundingClientRect().top + window.scrollY;
+    return window.innerHeight - top - 8;
+  };
+  const fitHeight = (gd) => {
+    const P = window.Plotly, full = gd._fullLayout, box = gd.closest(FIT_HEIGHT);
+    if (!P || !full || !box || gd.offsetParent === null) return;
+    if (gd.__fitted === undefined || Math.abs(full.height - gd.__fitted) > 1) gd.__asked = full.height;  // a redraw's
+    const asked = gd.__asked;
+    const want = document.body.classList.contains('presentation')
+      ? Math.min(asked, Math.max(MIN_HEIGHT, Math.floor(room(gd)))) : asked;
+    gd.__fitted = want;
+    if (Math.abs(full.height - want) > 1) P.relayout(gd, {height: want, width: null, autosize: true});
+  };
   const fit = () => {
     frame = 0;
     const P = window.Plotly;
     for (const gd of pending) {
       pending.delete(gd);
-      if (P && misfit(gd)) Promise.resolve(P.Plots.resize(gd)).then(() => wrapTitle(gd)); else wrapTitle(gd);
+      const after = () => { wrapTitle(gd); fitHeight(gd); };
+      if (P && misfit(gd)) Promise.resolve(P.Plots.resize(gd)).then(after); else after();
     }
   };
   const ask = (gd) => { pending.add(gd); if (!frame) frame = requestAnimationFrame(fit); };
@@ -80,6 +111,10 @@ FIT_JS = """() => {
   };
   new MutationObserver(() => { if (!scan) scan = requestAnimationFrame(look); })
     .observe(document.body, {childList: true, subtree: true});
-  window.__fitPlots = {look, misfit, wrapTitle};
+  // presentation mode on / off, a taller or shorter window: the heights fitted to the screen change
+  const refit = () => { for (const gd of document.querySelectorAll(FIT_HEIGHT + ' .js-plotly-plot')) ask(gd); };
+  new MutationObserver(refit).observe(document.body, {attributes: true, attributeFilter: ['class']});
+  window.addEventListener('resize', refit);
+  window.__fitPlots = {look, misfit, wrapTitle, fitHeight};
   look();
 }"""

@@ -26,15 +26,16 @@ from explorer.app import weights as weights_switch
 from explorer.app.controls import CONTROL_FIELDS
 from explorer.app.export import cleanup_export, export_files
 from explorer.app.fit_js import FIT_JS
+from explorer.app.jobs import run_job
+from explorer.app.messages import problem, warn
+from explorer.app.render_once_js import RENDER_ONCE_JS
 from explorer.app.share_js import SHARE_JS
 from explorer.app.sources import FILL, apply_preset, load_from_url, upload_config
 from explorer.app.state import read_state
-from explorer.app.tabs import compare, grid, train_source, views, zoom
-from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
+from explorer.app.tabs import compare, grid, stack_zoom, train_source, views, zoom
 from explorer.app.tabs import surgery as surgery_tab
+from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
 from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
 from explorer.app.tabs.latency import run_sweep_job
 from explorer.runtime.load import LOAD
 from models import ConfigError
@@ -247,10 +248,12 @@ def wire_tabs(demo, ui: Components) -> None:
           ui.outputs(*zoom.OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="zoom_head",
           concurrency_id="compute", **QUIET)
     grid.wire(demo, ui, ZOOM_IN, ZOOM_RENAME)
+    stack_zoom.wire(demo, ui)  # a click on a panel of the encoder-decoder's extra grids
     ui["share_qs"].change(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False,
                           api_visibility="private")
     demo.load(None, None, [ui["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
     demo.load(None, None, None, js=FIT_JS, queue=False, api_visibility="private")  # figures fit when shown
+    demo.load(None, None, None, js=RENDER_ONCE_JS, queue=False, api_visibility="private")  # one draw per update
     export_handler = ui.handler(weights_switch.with_weights(export_files))
 
     async def export_fn(data, request: gr.Request):

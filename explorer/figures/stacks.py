@@ -17,7 +17,11 @@ from explorer.figures.base import base_layout, legend_above, subplot_domains
 
 def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
     """Layers x heads heatmaps of one stack's ``AttentionMaps``; rows = ``query_side`` tokens,
-    columns = ``key_side`` tokens (the hover names both), blank = probability exactly 0."""
+    columns = ``key_side`` tokens (the hover names both), blank = probability exactly 0.
+
+    The outer panels label their tokens (the first column its queries, the bottom row its keys; Plotly
+    writes every n-th where all would overlap). Each trace's ``meta`` is its ``[layer, head]``: a click
+    on a panel zooms into it (``explorer.app.tabs.stack_zoom``)."""
     att = maps.attention
     n_l, n_h = min(att.shape[0], MAX_GRID), min(att.shape[1], MAX_GRID)
     qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
@@ -33,20 +37,22 @@ def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
         s = "" if k == 0 else str(k + 1)
         data.append(dict(type="heatmap", z=levels[layer, head], x=klab, y=qlab, coloraxis="coloraxis",
                          xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
+                         meta=[layer, head],
                          hovertemplate=f"layer {layer} head {head}<br>{query_side} %{{y}}<br>{key_side} %{{x}}"
-                                       f"<br>p ≈ %{{z}} × {step:.3g}<extra></extra>"))
+                                       f"<br>p ≈ %{{z}} × {step:.3g}<br>click: zoom into this head<extra></extra>"))
         last, first = layer == n_l - 1, head == 0
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showgrid=False, zeroline=False,
-                                   showticklabels=last and n_h == 1, tickfont=dict(size=9),
+                                   showticklabels=last, tickfont=dict(size=9),
                                    title=dict(text=f"head {head} ({key_side})" if last else ""))
         layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showgrid=False, zeroline=False, autorange="reversed",
-                                   showticklabels=first and n_l == 1, tickfont=dict(size=9),
+                                   showticklabels=first, tickfont=dict(size=9),
                                    title=dict(text=f"layer {layer} ({query_side})" if first else ""))
     shown = ""
     if n_l < att.shape[0] or n_h < att.shape[1]:
         shown = f" (showing {n_l} of {att.shape[0]} layers, {n_h} of {att.shape[1]} heads)"
     full = (f"{title}: {len(maps.tokens)} {query_side} x {len(maps.key_tokens)} {key_side} tokens{shown}"
-            f"<br><sup>rows = {query_side} positions (queries), columns = {key_side} positions (keys)</sup>")
+            f"<br><sup>rows = {query_side} positions (queries), columns = {key_side} positions (keys); "
+            "click a panel to zoom</sup>")
     lay = base_layout(full, max(420, 150 * n_l + 150), **layout)
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
     lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(

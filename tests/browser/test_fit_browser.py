@@ -113,3 +113,60 @@ def test_presentation_mode_fits_one_screen(open_page, size):
     assert not _wait_fitted(p)
     assert not p.evaluate(SMALL_TEXT_JS, "#grad-plot")
     page.check_clean()
+
+
+# The attention grid with the page and the figure column scrolled to their tops: its box, its figure's
+# height, and its first panel's pixels per key and per query.
+GRID_AT_TOP_JS = """() => { window.scrollTo(0, 0); const col = document.getElementById('figures'); col.scrollTop = 0;
+  const g = document.querySelector('#attention-grid .js-plotly-plot'), r = g.getBoundingClientRect(), l = g._fullLayout;
+  const x = l.xaxis, y = l.yaxis;
+  return {top: r.top, bottom: r.bottom, height: l.height, title: g.querySelector('.gtitle').getBoundingClientRect().top,
+          cell: [x._length / (x.range[1] - x.range[0]), y._length / Math.abs(y.range[0] - y.range[1])]}; }"""
+
+
+def _grid_at_top(p, fits, timeout=15_000):
+    """The grid's geometry once ``fits(geometry)`` holds (or the timeout passes: the caller asserts)."""
+    deadline = p.evaluate("() => performance.now()") + timeout
+    while True:
+        g = p.evaluate(GRID_AT_TOP_JS)
+        if fits(g) or p.evaluate("() => performance.now()") > deadline:
+            return g
+        p.wait_for_timeout(150)
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+def test_presentation_grid_fits_below_the_header(open_page, size):
+    """Presentation mode at the projector's size: with the page and the figure column at their tops
+    (the header, buttons and tabs above the grid), the whole attention grid and its title are on
+    screen, its cells square; also after a redraw (the pickers: fewer layers, then all again). Back
+    in normal mode the grid has the height the server drew it at (``grid_height``)."""
+    from explorer.figures.attention import MAX_GRID, grid_height
+    from models import ModelConfig
+
+    rows = min(ModelConfig().n_layers, MAX_GRID)
+    page = open_page(viewport={"width": size[0], "height": size[1]})
+    p = page.page
+    p.locator("#present-toggle").click()
+    p.wait_for_function("() => document.body.classList.contains('presentation')")
+
+    def on_screen(g):
+        return g["top"] >= -1 and g["bottom"] <= size[1] + 0.5 and g["title"] >= g["top"] - 1
+
+    def check(what):
+        g = _grid_at_top(p, on_screen)
+        assert on_screen(g), (what, size, g)
+        assert abs(g["cell"][0] / g["cell"][1] - 1) < 0.05, (what, "cells not square", g)
+        return g
+
+    check("presentation")
+    for spec, n in (("0-1", 2), ("all", rows)):
+        p.locator("#grid-layers textarea, #grid-layers input").first.fill(spec)
+        p.locator("#grid-layers textarea, #grid-layers input").first.press("Enter")
+        page.settle()
+        g = check(f"layers {spec}")
+        assert g["height"] <= grid_height(n)[0] + 1, (spec, g)  # never taller than the server asked
+    p.locator("#present-toggle").click()
+    p.wait_for_function("() => !document.body.classList.contains('presentation')")
+    g = _grid_at_top(p, lambda g: abs(g["height"] - grid_height(rows)[0]) <= 1)
+    assert abs(g["height"] - grid_height(rows)[0]) <= 1, ("normal mode: the server's height", g)
+    page.check_clean()

@@ -99,3 +99,48 @@ def test_first_click_on_encoder_decoder_draws_without_a_warning(page):
     cross = _labels(page, "#cross-grid")
     assert len(cross["x"]) == len(src) and len(cross["y"]) == len(tgt)
     page.check_clean()
+
+
+# The rendered tick labels of an extra grid's outer panels: {x: [...], y: [...]} (what is on screen)
+TICKS_JS = """(sel) => { const g = document.querySelector(sel + ' .js-plotly-plot');
+  const texts = (cls) => [...g.querySelectorAll(cls + ' text')].filter(t => t.getBoundingClientRect().width > 0)
+    .map(t => t.textContent);
+  return {x: texts('.xaxislayer-above'), y: texts('.yaxislayer-above')}; }"""
+# The page position of the centre of the panel of trace ``i`` in a grid, and that trace's meta.
+PANEL_JS = """([sel, i]) => { const g = document.querySelector(sel + ' .js-plotly-plot'), t = g.data[i];
+  const l = g._fullLayout, xa = l[(t.xaxis || 'x').replace('x', 'xaxis')], ya = l[(t.yaxis || 'y').replace('y', 'yaxis')];
+  const r = g.getBoundingClientRect();
+  return {x: r.left + xa._offset + xa._length / 2, y: r.top + ya._offset + ya._length / 2, meta: t.meta}; }"""
+ZOOM_TITLE_JS = """() => { const t = document.querySelector('#stack-zoom .gtitle');
+  return t && t.getBoundingClientRect().width > 0 ? t.textContent : null; }"""
+
+
+def test_extra_grids_label_tokens_and_zoom_on_a_click(page):
+    """The cross-attention grid labels its outer panels with the source (columns) and target (rows)
+    tokens; a click on a panel shows that head large under the grids, its title naming the map, the
+    layer and the head, with every token on its axes; a click on another panel changes it."""
+    page.choose("preset", PRESET)
+    page.wait_plot("#cross-grid")
+    page.settle()
+    p = page.page
+    src, tgt = page.value("text").split("=>")
+    cross = _labels(page, "#cross-grid")
+    ticks = p.evaluate(TICKS_JS, "#cross-grid")
+    assert ticks["x"] and set(ticks["x"]) <= set(cross["x"]), ticks  # source tokens under the bottom row
+    assert ticks["y"] and set(ticks["y"]) <= set(cross["y"]), ticks  # target tokens beside the first column
+    assert not p.locator("#stack-zoom").is_visible()  # nothing picked yet
+    seen = []
+    for i in (cross["n"] - 1, 0):  # the last panel (deepest layer, last head), then the first
+        p.locator("#cross-grid").scroll_into_view_if_needed()
+        panel = p.evaluate(PANEL_JS, ["#cross-grid", i])
+        p.mouse.click(panel["x"], panel["y"])
+        layer, head = panel["meta"]
+        want = f"Layer {layer}, head {head}: Cross-attention"
+        p.wait_for_function(f"() => {{ const t = ({ZOOM_TITLE_JS})(); return t && t.startsWith({want!r}); }}",
+                            timeout=30_000)
+        seen.append(p.evaluate(ZOOM_TITLE_JS))
+        zoom = _labels(page, "#stack-zoom")
+        assert zoom["x"] == cross["x"] and zoom["y"] == cross["y"]  # every source and target token
+        assert len(zoom["x"]) == len(src) and len(zoom["y"]) == len(tgt)
+    assert seen[0] != seen[1]
+    page.check_clean()
