@@ -203,3 +203,21 @@ def test_exports_are_one_per_visitor_and_leave_interactive_work_alone(server):
 def test_the_server_is_alive_and_within_its_limit_at_the_end(server):
     analyze_ok(server)
     assert rss_mb(server["pid"]) * 2**20 < LIMIT_AS
+
+
+def test_an_upload_with_nan_weights_is_refused_naming_the_tensor(server, tmp_path):
+    """A file saved with a valid, recomputed digest over NaN weights: the digest passes, the finiteness check
+    refuses it and names the tensor (the maps would be blank and every loss NaN)."""
+    from explorer.training import checkpoint
+    from models import ModelConfig, build_model
+
+    model = build_model(ModelConfig(n_layers=1, d_model=32, n_heads=2, max_len=64))
+    name, param = next(iter(model.named_parameters()))
+    with torch.no_grad():
+        param.view(-1)[3] = float("nan")
+    path = tmp_path / "nan.safetensors"
+    path.write_bytes(checkpoint.to_bytes(model))
+    _, status = client(server).predict(handle_file(str(path)), api_name="/train_upload")
+    shown = status.replace("\\", "")  # the status line is escaped Markdown
+    assert "Refused" in shown and "NaN or Inf" in shown and name in shown
+    analyze_ok(server)
