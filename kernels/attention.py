@@ -35,31 +35,30 @@ _RECORDER: contextvars.ContextVar = contextvars.ContextVar("kernels_attention_ba
 
 
 @contextlib.contextmanager
+def _recording(var: contextvars.ContextVar):
+    """A fresh list set as ``var`` for this thread / task while the block runs."""
+    out: list = []
+    token = var.set(out)
+    try:
+        yield out
+    finally:
+        var.reset(token)
+
+
 def record_backends():
     """``with record_backends() as ran:`` -> ``ran`` lists the backend name of every
     ``attention`` call made inside the block by this thread, in call order (the names of
     ``attention_backend``: "triton (sm_90) block-sparse", "sdpa (cpu)", "torch-cpu block-sparse")."""
-    ran: list = []
-    token = _RECORDER.set(ran)
-    try:
-        yield ran
-    finally:
-        _RECORDER.reset(token)
+    return _recording(_RECORDER)
 
 
 _FLOPS: contextvars.ContextVar = contextvars.ContextVar("kernels_attention_flops", default=None)
 
 
-@contextlib.contextmanager
 def record_kernel_flops():
     """``with record_kernel_flops() as flops:`` -> ``flops`` lists ``attention_flops`` of every
     ``attention`` call made inside the block by this thread that ran in a Triton kernel."""
-    flops: list = []
-    token = _FLOPS.set(flops)
-    try:
-        yield flops
-    finally:
-        _FLOPS.reset(token)
+    return _recording(_FLOPS)
 
 
 def attention_flops(q_shape, k_shape, causal: bool = False, block_mask: BlockMask | None = None) -> int:

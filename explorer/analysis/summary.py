@@ -32,10 +32,8 @@ from models.encdec import CrossAttention
 
 def sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p=0.0, is_causal=False, *args,
                    out_shape=None, **kwargs) -> int:
-    """FlashAttention convention: ``4 B h Lq Lk d`` forward, halved for causal (CPU SDPA kernel)."""
-    b, h, lq, d = query_shape
-    flops = 4 * b * h * lq * key_shape[-2] * d
-    return flops // 2 if is_causal else flops
+    """FlashAttention convention, as our kernels count it (``kernels.attention_flops``), for SDPA's kernel."""
+    return kernels.attention_flops(query_shape, key_shape, bool(is_causal))
 
 
 def sdpa_bias_flops(query_shape, key_shape, value_shape, attn_bias_shape=None, compute_log_sumexp=False,
