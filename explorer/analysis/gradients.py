@@ -75,31 +75,44 @@ def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
     return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
 
 
+def text_gradient_norms(cfg, tokens, weights: TrainedWeights | None = None) -> dict:
+    """``gradient_norms`` on one given sequence (a pretrained checkpoint's tokens of the visitor's text:
+    its language-modelling loss on that text) instead of random batches."""
+    tokens = tuple(int(t) for t in tokens)
+    req = gradients_request(cfg, len(tokens), 1, 0, weights, tokens=tokens)
+    return json.loads(json.dumps(memo(req.key, lambda: req.compute(), need=req.need)))
+
+
 def gradients_request(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
-                      weights: TrainedWeights | None = None) -> Request:
-    """What ``gradient_norms`` computes, checked and keyed on the caller's side (no model runs)."""
+                      weights: TrainedWeights | None = None, tokens: tuple | None = None) -> Request:
+    """What ``gradient_norms`` computes, checked and keyed on the caller's side (no model runs);
+    ``tokens``: one given sequence (batch 1, a decoder's) instead of seeded random batches."""
     cfg = as_config(cfg)
     if int(seq_len) < 2 or int(batch) < 1:
         raise ConfigError("seq_len", seq_len, "seq_len >= 2 and batch >= 1 (next-token loss)")
+    if tokens is not None and (len(arrangement(cfg).inputs) != 1 or any(not 0 <= t < cfg.vocab_size for t in tokens)):
+        raise ConfigError("tokens", len(tokens), f"one sequence of ids below vocab_size={cfg.vocab_size} for a "
+                          "single-stack model")
     w = resolve(cfg.to_json(), weights)
     need = budget.check(cfg, "gradients", int(seq_len), int(batch))
-    key = ("gradients", cfg.to_json(), int(seq_len), int(batch), int(seed), weights_key(w))
-    return Request(key, need, compute_gradients, (cfg.to_json(), int(seq_len), int(batch), int(seed), w))
+    key = ("gradients", cfg.to_json(), int(seq_len), int(batch), int(seed), weights_key(w), tokens)
+    return Request(key, need, compute_gradients, (cfg.to_json(), int(seq_len), int(batch), int(seed), w, tokens))
 
 
 @gpu(duration=60)
-def compute_gradients(cfg_json: str, seq_len: int, batch: int, seed: int, weights) -> dict:
+def compute_gradients(cfg_json: str, seq_len: int, batch: int, seed: int, weights, tokens=None) -> dict:
     """The GPU call of ``gradient_norms``: one forward and backward (picklable in and out)."""
-    return _measure(as_config(cfg_json), seq_len, batch, seed, weights)
+    return _measure(as_config(cfg_json), seq_len, batch, seed, weights, tokens)
 
 
-def _measure(cfg, seq_len: int, batch: int, seed: int, weights) -> dict:
+def _measure(cfg, seq_len: int, batch: int, seed: int, weights, tokens=None) -> dict:
     model = build_model(cfg)  # a fresh model: gradients never touch the shared one
     if weights is not None:
         weights.load_into(model)
     model = model.to(device()).train()
     model.random.reseed(seed)  # dropout (if any) is seeded too, from the model's own source
-    inputs = tuple(t.to(device()) for t in input_batch(cfg, seq_len, batch, seed))
+    batches = input_batch(cfg, seq_len, batch, seed) if tokens is None else (torch.tensor([list(tokens)]),)
+    inputs = tuple(t.to(device()) for t in batches)
     result = branch_gradient_norms(model, inputs, lambda logits, *args: next_token_loss(logits, args[-1]))
     result["norm_placement"] = cfg.norm_placement
     return result

@@ -30,7 +30,6 @@ from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import ModelInput, model_input
-from explorer.runtime.tokens import token_label
 from models import ConfigError
 from models.architectures import arrangement, stack_config
 from models.attention import RULES, pattern_mask
@@ -54,6 +53,7 @@ class AttentionMaps:
     stacks: dict = None          # other stacks and cross-attentions: {"encoder": AttentionMaps, "cross": ...}
     stack: str = "decoder"       # the stack whose queries these are
     sides: tuple = ("tokens", "tokens")  # the inputs the queries and the keys are positions of
+    vocabulary: str = "bytes"    # what a token is: "bytes", or "tokenizer" (a pretrained checkpoint's)
     ids: list = None             # byte id of each query token
     key_ids: list = None         # byte id of each key (-1: a memory slot); None for a cross-attention's keys
     _heads: list = field(default=None, repr=False, compare=False)
@@ -79,6 +79,7 @@ class AttentionMaps:
             "entropy": clean(self.entropy), "mean_distance": clean(self.distance),
             "row_sums_ok": bool(rows_ok(self.attention)), "truncated": self.truncated,
             "device": self.device, "attention": self.config["attention"], "notes": self.notes,
+            "vocabulary": self.vocabulary,
             "views": self.views.summary() if self.views is not None else {},
             "head_rules": None if heads is None else RULES_TEXT,
             "heads": None if heads is None else [[{"label": h.label, "score": None if not np.isfinite(h.score)
@@ -108,7 +109,7 @@ def maps_request(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | No
     """What ``attention_maps`` computes, checked and keyed on the caller's side (no model runs)."""
     cfg = as_config(cfg)
     w = resolve(cfg.to_json(), weights)
-    inp = model_input(cfg, text, separator, max_bytes)
+    inp = model_input(cfg, text, separator, max_bytes, tokenizer=None if w is None else w.tokenizer)
     need = budget.check(cfg, "attention", inp.longest, 1)
     return Request(("maps", cfg.to_json(), inp, weights_key(w)), need, compute_maps, (cfg.to_json(), inp, w))
 
@@ -125,7 +126,7 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
     args = [torch.tensor([list(inp.ids(name))], device=device()) for name in arr.inputs]  # (1, L) each
     with torch.no_grad():
         out = model(*args, return_attention=True)
-    labels = {name: [token_label(b) for b in inp.ids(name)] for name in arr.inputs}
+    labels = {name: list(inp.labels(name)) for name in arr.inputs}
     ids = {name: list(inp.ids(name)) for name in arr.inputs}
     single = len(arr.stacks) == 1
     layers = {s.name: [i for i in out.layers if single or getattr(i, "stack", None) == s.name] for s in arr.stacks}
@@ -140,6 +141,9 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
         maps[key] = _cross_maps([i.cross_attention for i in layers[reader]], stack_config(cfg, r),
                                 labels[r.reads], labels[src.reads], inp.truncated, reader, (r.reads, src.reads),
                                 ids[r.reads])
+    if inp.pieces:
+        for m in maps.values():
+            m.vocabulary = "tokenizer"
     head = arr.head
     main = maps.pop(head.name)
     main.views = compute_views(stack_config(cfg, head), layers[head.name], labels[head.reads])

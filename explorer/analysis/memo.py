@@ -36,9 +36,7 @@ def weights_key(weights: TrainedWeights | None):
 def eval_model(cfg, weights: TrainedWeights | None = None):
     """The model of a validated config (initial or ``weights``), built once and shared read-only."""
     def make():
-        model = build_model(cfg)
-        if weights is not None:
-            weights.load_into(model)
+        model = build_model(cfg) if weights is None else weights.eval_model(cfg)
         model = model.to(device()).eval()
         model.requires_grad_(False)
         return model

@@ -16,7 +16,7 @@ switch's message.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -48,12 +48,31 @@ class TrainedWeights:
     nbytes: int
     source: str = ""        # where they come from, as the page says it ("your run", a bundle's description)
     surgery: tuple = ()     # fields changed from the config they were trained with (``explorer.analysis.surgery``)
+    # a pretrained checkpoint's (``explorer.analysis.checkpoints``): the tokenizer its ids come from (None: bytes)
+    tokenizer: object = field(default=None, repr=False, compare=False)
+    shared: bool = False    # tensors held read-only by the host: an eval model uses them without a copy
+    checkpoint: str = ""    # the checkpoint's id (what a share link carries instead of the weights)
 
     def matches(self, cfg) -> bool:
         return as_config(cfg).to_json() == self.config_json
 
     def load_into(self, model: torch.nn.Module) -> torch.nn.Module:
         model.load_state_dict(self.tensors, strict=True)
+        return model
+
+    def eval_model(self, cfg) -> torch.nn.Module:
+        """A model of ``cfg`` holding these weights, for inference only: ``shared`` weights are assigned (the
+        model's parameters are these tensors, so a 500 MB checkpoint is not held twice), others copied."""
+        from models import build_model
+        from models.meta import on_meta
+
+        if not self.shared:
+            return self.load_into(build_model(cfg))
+        with on_meta():
+            model = build_model(cfg)
+        if any(True for _ in model.buffers()):  # buffers (random features, tables) are the config's own: real build
+            model = build_model(cfg)
+        model.load_state_dict(self.tensors, strict=True, assign=True)
         return model
 
 

@@ -16,8 +16,16 @@ import os
 
 import gradio as gr
 
-from explorer.analysis import attention_maps, config_diff, gradient_norms, latency_memory_sweep, surgery
+from explorer.analysis import (
+    attention_maps,
+    checkpoint_surgery,
+    config_diff,
+    gradient_norms,
+    latency_memory_sweep,
+    surgery,
+)
 from explorer.analysis.compare import compare_pair
+from explorer.analysis.gradients import text_gradient_norms
 from explorer.analysis.sweep import sweep_axes
 from explorer.app.export import cleanup_export, write_export
 from explorer.app.gradio_compat import cache_file
@@ -27,11 +35,12 @@ from explorer.app.share import compare_query
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import SWEEP_BUDGET_S, parse_lengths
 from explorer.runtime.load import LOAD
-from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text
-from explorer.runtime.untrusted import truncate
+from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text, model_input
+from explorer.runtime.untrusted import load_json, truncate
 from models import ConfigError
 
-API_WEIGHTS = ("bundled", "initial")
+API_WEIGHTS = ("bundled", "initial", "checkpoint:<id>")
+CKPT = "checkpoint:"
 
 
 def call(fn):
@@ -61,11 +70,34 @@ def request_text(cfg, text) -> str:
     return as_text(text, default=default_text(cfg))
 
 
+def checkpoint_of(weights) -> str | None:
+    return weights[len(CKPT):] if isinstance(weights, str) and weights.startswith(CKPT) else None
+
+
+def request_config(config_json, weights):
+    """An API call's config: through the one door (``app_config``), or, for ``weights="checkpoint:<id>"``,
+    the checkpoint's config with ``config_json``'s fields as its surgery (empty: the checkpoint as trained;
+    a field that needs other weights is refused naming it)."""
+    ckpt = checkpoint_of(weights)
+    if ckpt is None:
+        return app_config(config_json)
+    changes = {} if config_json in (None, "") else load_json(config_json)
+    if not isinstance(changes, dict):
+        raise ConfigError("config", type(changes).__name__, "a JSON object of the fields to change on the checkpoint")
+    return checkpoint_surgery.config_for(ckpt, changes)
+
+
 def request_weights(cfg, weights) -> tuple:
     """``(TrainedWeights or None, {"used", "source", ...})`` of an API call's ``weights`` choice:
     ``bundled`` (the default) draws the bundled model that serves the config (trained with it, or moved
-    to it by surgery) and falls back to the initial weights with the reason; ``initial`` never loads one."""
+    to it by surgery) and falls back to the initial weights with the reason; ``initial`` never loads one;
+    ``checkpoint:<id>`` draws a pretrained checkpoint the host offers (``request_config`` made ``cfg``)."""
     choice = "bundled" if weights in (None, "") else weights
+    ckpt = checkpoint_of(choice)
+    if ckpt is not None:
+        record = checkpoint_surgery.weights_for(ckpt, cfg)
+        return record, {"used": "checkpoint", "checkpoint": ckpt, "source": record.source,
+                        "surgery": list(record.surgery)}
     if choice not in API_WEIGHTS:
         raise ConfigError("weights", truncate(str(choice), 40), f"one of {list(API_WEIGHTS)}")
     if choice == "initial":
@@ -81,14 +113,22 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
     """Attention maps summary: per (layer, head) entropy and mean distance, head labels, the allowed fraction.
 
     ``weights``: ``bundled`` (default: the trained model shipped for this config, or moved to it by
-    surgery; the initial weights when none serves it) or ``initial``; the result's ``weights`` says
-    which were used and where they came from. An encoder-decoder reads ``text`` as ``source <separator>
-    target``; its summary is the decoder's self-attention with ``encoder_maps`` and ``cross_maps``
-    (query = target, key = source) added."""
+    surgery; the initial weights when none serves it), ``initial``, or ``checkpoint:<id>`` (a pretrained
+    checkpoint this host offers: ``config_json`` then lists the fields to change on its config, ``""`` for
+    none; its tokenizer reads the text, and a change adds ``perplexity``: the checkpoint as trained and
+    after it, on the text and on a fixed held-out passage); the result's ``weights`` says which were used
+    and where they came from. An encoder-decoder reads ``text`` as ``source <separator> target``; its
+    summary is the decoder's self-attention with ``encoder_maps`` and ``cross_maps`` (query = target,
+    key = source) added."""
     def run():
-        cfg = app_config(config_json)
+        cfg = request_config(config_json, weights)
         record, used = request_weights(cfg, weights)
-        summary = attention_maps(cfg, request_text(cfg, text), separator=separator, weights=record).summary()
+        text_in = request_text(cfg, text)
+        summary = attention_maps(cfg, text_in, separator=separator, weights=record).summary()
+        if record is not None and record.checkpoint and record.surgery:
+            change = checkpoint_surgery.loss_change(record.checkpoint, cfg, text_in)
+            if change:
+                used["perplexity"] = {k: list(v) for k, v in change["perplexity"].items()}
         return {**summary, "weights": used}
     return call(run)
 
@@ -96,11 +136,15 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
 def api_gradients(config_json: str, weights: str = "bundled") -> dict:
     """``gradient_norms`` of the config: per-layer attn_out, ffn_out and residual gradient norms.
 
-    ``weights``: ``bundled`` (default, where a bundle serves the config) or ``initial``; the result's
-    ``weights`` says which were used."""
+    ``weights``: ``bundled`` (default, where a bundle serves the config), ``initial``, or
+    ``checkpoint:<id>`` (``config_json``: the fields to change on its config; the loss is its next-token
+    loss on the example text, through its tokenizer); the result's ``weights`` says which were used."""
     def run():
-        cfg = app_config(config_json)
+        cfg = request_config(config_json, weights)
         record, used = request_weights(cfg, weights)
+        if record is not None and record.checkpoint:
+            ids = model_input(cfg, default_text(cfg), max_bytes=128, tokenizer=record.tokenizer).sequences[-1][1]
+            return {**text_gradient_norms(cfg, ids, record), "weights": used}
         return {**gradient_norms(cfg, weights=record), "weights": used}
     return call(run)
 

@@ -178,9 +178,27 @@ def visibility_updates(values: dict) -> dict:
     return out
 
 
+# the key ``explorer.app.weights`` adds to the control values while a pretrained checkpoint is drawn
+CHECKPOINT_KEY = "checkpoint"
+
+
 def current_config(values: dict) -> ModelConfig:
-    """The controls' config through the one door (``explorer.runtime.configs.app_config``)."""
+    """The controls' config through the one door (``explorer.runtime.configs.app_config``); while a
+    checkpoint is drawn (``values[CHECKPOINT_KEY]``: its id), the checkpoint's config with the controls'
+    surgery-safe changes (``explorer.analysis.checkpoint_surgery.config_for``: its sizes are its own,
+    past the app's caps, and its weights are within the checkpoint cap and the memory budget)."""
+    if isinstance(values, dict) and values.get(CHECKPOINT_KEY):
+        from explorer.analysis.checkpoint_surgery import config_for
+
+        plain = without_checkpoint(values)
+        parsed = values_to_config(plain)
+        return config_for(values[CHECKPOINT_KEY], {k: getattr(parsed, k) for k in plain})
     return app_config(values_to_config(values))
+
+
+def without_checkpoint(values: dict) -> dict:
+    """The control values alone (``CHECKPOINT_KEY`` dropped)."""
+    return {k: v for k, v in values.items() if k != CHECKPOINT_KEY}
 
 
 # ---------------------------------------------------------------------------- controls

@@ -14,6 +14,7 @@ import gradio as gr
 
 from explorer.analysis.sweep import DEFAULT_LENGTHS
 from explorer.app import sessions, stacks
+from explorer.app.checkpoint_door import build_door
 from explorer.app.controls import (
     CONTROL_FIELDS,
     SIZE_FIELDS,
@@ -33,7 +34,7 @@ from explorer.app.tabs import views as views_tab
 from explorer.app.tabs import zoom as zoom_box
 from explorer.app.tabs.analysis import analysis_outputs
 from explorer.app.tabs.attention import attention_outputs
-from explorer.app.weights import BUNDLED, CHOICES, SHARE_NOTE, chosen, weights_line
+from explorer.app.weights import BUNDLED, SHARE_NOTE, all_choices, chosen, weights_line
 from explorer.app.wiring import wire
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
@@ -125,10 +126,12 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
     comps["preset"] = gr.Dropdown([CUSTOM, *available()], value=CUSTOM, label="Preset", elem_id="preset",
                                   info="A named architecture fills every control (sizes kept small).")
     comps["status"] = gr.Markdown("", elem_id="status")
-    comps["weights"] = gr.Radio(CHOICES, value=BUNDLED, label="Weights", elem_id="weights-switch",
+    comps["weights"] = gr.Radio(all_choices(), value=BUNDLED, label="Weights", elem_id="weights-switch",
                                 info="bundled: a model trained on this CPU and shipped with the app; your run: "
-                                     "the Train tab's model (trained on these controls)")
+                                     "the Train tab's model (trained on these controls); checkpoint: a pretrained "
+                                     "model in Hugging Face's format")
     comps["weights_md"] = gr.Markdown(weights_md, elem_id="weights-line")
+    build_door(comps)
     gr.Markdown(SHARE_NOTE, elem_classes="hint", elem_id="weights-note")
     controls = config_controls(cfg, choice_marks(cfg.to_dict()))
     comps["text"] = gr.Textbox(DEFAULT_TEXT, lines=3, label=f"Input text (one token per byte, first {MAX_TEXT_BYTES} "

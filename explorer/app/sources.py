@@ -15,7 +15,7 @@ import gradio as gr
 from explorer.app.controls import CONTROL_FIELDS, config_updates
 from explorer.app.grid_pick import grid_from_params
 from explorer.app.messages import problem, warn
-from explorer.app.share import from_query, link_separator
+from explorer.app.share import CKPT_PARAM, from_query, link_separator
 from explorer.runtime.configs import app_config
 from explorer.runtime.presets import CUSTOM, matching_preset, preset_config, preset_text
 from explorer.runtime.text import DEFAULT_SEPARATOR, default_text, reads_pair
@@ -63,6 +63,11 @@ def load_from_url(request: gr.Request | None) -> dict:
     fall back to defaults (a bad ``sep`` alone: the default separator, the rest of the link kept)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
     picks, grid_notice = grid_from_params(params)  # grid_layers / grid_heads are not config fields
+    if CKPT_PARAM in params:  # a pretrained checkpoint's link: its id and the controls' changes to its config
+        from explorer.app.checkpoint_link import restore
+
+        return {**restore({k: v for k, v in params.items() if k not in picks and not str(k).startswith("__")
+                           and k not in ("view", "pin", "tab")}, fill_controls), **picks}
     cfg, text, preset, notice = from_query({k: v for k, v in params.items() if k not in picks})
     sep, sep_notice = link_separator(params) if notice is None else (None, None)
     notice = " ".join(n for n in (notice or sep_notice, grid_notice) if n) or None

@@ -26,26 +26,63 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import surgery
+from explorer.analysis import checkpoint_surgery, checkpoints, surgery
 from explorer.analysis import weights as tw
-from explorer.app.controls import current_config
+from explorer.app.controls import (
+    CHECKPOINT_KEY,
+    CONTROL_FIELDS,
+    config_updates,
+    current_config,
+    values_to_config,
+    without_checkpoint,
+)
 from explorer.app.messages import problem
 from explorer.app.state import read_state
 from explorer.app.tabs import train_source
-from explorer.app.tabs.surgery import loss_line
+from explorer.app.tabs.surgery import loss_line, perplexity_line
 from explorer.app.tabs.train import trained_snapshot
+from explorer.runtime.limits import check_caps
 from explorer.runtime.untrusted import shown, shown_html
+from models import ModelConfig
 
 BUNDLED, INITIAL, TRAINED = "bundled", "initial", "trained"
+CKPT = "checkpoint:"  # a pretrained checkpoint's choice: "checkpoint:<id>" (explorer.analysis.checkpoints)
 CHOICES = [("bundled (trained)", BUNDLED), ("initial", INITIAL), ("your run (Train tab)", TRAINED)]
 SHARE_NOTE = ("The share link and the config export carry the configuration only, never your run's weights: "
-              "those stay in this browser session (download them from the Train tab).")
-# and the size controls: set to the run's when it is the controls' model scaled down to the training cap
-SWITCH_OUT = ("weights", "trained", "state", "status", *train_source.SCALED)
+              "those stay in this browser session (download them from the Train tab). A checkpoint's link "
+              "carries its name.")
+# and every control: set to the run's sizes when it is the controls' model scaled down to the training cap, to a
+# checkpoint's architecture when one is opened
+SWITCH_OUT = ("weights", "trained", "state", "status", *CONTROL_FIELDS)
+
+
+def checkpoint_id(choice) -> str | None:
+    """The checkpoint id of a Weights choice ("checkpoint:<id>"), else None."""
+    return choice[len(CKPT):] if isinstance(choice, str) and choice.startswith(CKPT) else None
+
+
+def all_choices(extra=()) -> list:
+    """The Weights choices: bundled, initial, your run, and a checkpoint per id the host offers (and ``extra``
+    ids: a Hub model or an upload this session opened)."""
+    ids = list(dict.fromkeys([*checkpoints.choice_ids(), *extra]))
+    return CHOICES + [(f"checkpoint: {i}", CKPT + i) for i in ids]
+
+
+def with_checkpoint(values: dict, choice) -> dict:
+    """The control values, plus the checkpoint key when ``choice`` is a checkpoint (``current_config``
+    then gives the checkpoint's config with the controls' surgery)."""
+    ckpt = checkpoint_id(choice)
+    return {**without_checkpoint(values), CHECKPOINT_KEY: ckpt} if ckpt else without_checkpoint(values)
 
 
 def chosen(values: dict, choice, trained):
     """The record ``choice`` means for the config on the controls (None: initial weights)."""
+    ckpt = checkpoint_id(choice)
+    if ckpt:
+        try:
+            return checkpoint_surgery.weights_for(ckpt, current_config(with_checkpoint(values, choice)))
+        except Exception:  # a change the checkpoint cannot take: the handler warns about it itself
+            return None
     if choice == TRAINED:
         return trained
     if choice in (BUNDLED, None):
@@ -61,6 +98,8 @@ def weights_line(values: dict, choice, record, text=None) -> str:
     to another architecture) what the move costs in held-out loss on ``text``."""
     if choice == INITIAL:
         return "Drawing the **initial weights** (untrained, from the config's seed)."
+    if checkpoint_id(choice):
+        return checkpoint_line(values, choice, record, text)
     if record is not None:
         line = f"Drawing the weights of the **{shown(record.source or 'session run')}**."
         if record.surgery and text is not None:
@@ -77,19 +116,73 @@ def weights_line(values: dict, choice, record, text=None) -> str:
     return f"ℹ️ No bundled model serves this config ({shown(why)}): drawing the **initial weights**."
 
 
+def checkpoint_line(values: dict, choice, record, text=None) -> str:
+    """The weights line of a checkpoint: which one, and (surgery) the perplexity change on the text and
+    on the fixed passage."""
+    if record is None:
+        return "⚠️ The checkpoint cannot be drawn with these controls (the status line says why)."
+    line = f"Drawing **{shown(record.source)}**."
+    if not record.surgery or text is None:
+        return line
+    try:
+        change = checkpoint_surgery.loss_change(checkpoint_id(choice), current_config(with_checkpoint(values, choice)),
+                                                text)
+    except Exception as exc:  # over the budget, say: the line says so instead of the figures
+        return f"{line} (Perplexity not measured: {shown(problem(exc))})"
+    return f"{line} Surgery: {perplexity_line(change)}." if change else line
+
+
+def _skip_controls() -> dict:
+    return {name: gr.skip() for name in CONTROL_FIELDS}
+
+
 def _off(state: dict, why: str) -> dict:
     gr.Warning(shown_html(why))
     return {"weights": BUNDLED, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**",
-            **{name: gr.skip() for name in train_source.SCALED}}
+            **_skip_controls()}
+
+
+def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -> dict:
+    """Load checkpoint ``ckpt_id`` and fill every control with its architecture (the chain that follows
+    draws it; ``select``: the Weights choice is set to it, with ``extra`` ids among the choices); refused
+    with a message naming the problem, the weights back to bundled."""
+    try:
+        loaded = checkpoints.load(ckpt_id)
+    except Exception as exc:  # not offered, past the cap or the budget, a malformed file: said, nothing drawn
+        return _off(state, problem(exc))
+    fill = {n: gr.update(value=u["value"]) for n, u in config_updates(loaded.config).items()}
+    tok = "its tokenizer's tokens" if loaded.tokenizer is not None else "token ids (it has no tokenizer.json)"
+    status = (f"✅ Opened **{shown(loaded.describe())}** (read in {loaded.load_s:.2f} s; the maps show {tok}). "
+              "The controls show its architecture: change the attention pattern, window, sinks, K/V heads, RoPE "
+              "scale or ablated heads to operate on it (the Surgery tab measures what each change costs); other "
+              "choices need other weights.")
+    weights = gr.update(choices=all_choices(extra), value=CKPT + loaded.id) if select else gr.skip()
+    return {"weights": weights, "trained": None, "state": state, "status": status, **fill}
+
+
+def _leave_checkpoint(values: dict) -> dict | None:
+    """Every control back to the defaults when they hold a checkpoint's sizes (past the explorer's caps)."""
+    try:
+        check_caps(values_to_config(without_checkpoint(values)))
+        return None
+    except Exception:
+        return {n: gr.update(value=u["value"]) for n, u in config_updates(ModelConfig()).items()}
 
 
 def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
     """-> ``{weights, trained, state, status}``; the state's "drawn" digest is cleared so the chain
     that follows redraws every tab with the chosen weights."""
     state = {**read_state(state), "drawn": None}
+    if checkpoint_id(weights):
+        return open_checkpoint(state, checkpoint_id(weights))
     if weights not in (BUNDLED, INITIAL, TRAINED):
-        return _off(state, f"weights={str(weights)[:40]!r} is not valid: one of {[c for _, c in CHOICES]}")
-    sizes = {name: gr.skip() for name in train_source.SCALED}
+        return _off(state, f"weights={str(weights)[:40]!r} is not valid: one of {[c for _, c in all_choices()]}")
+    values = without_checkpoint(values)
+    sizes = _skip_controls()
+    reset = _leave_checkpoint(values)
+    if reset is not None:  # back from a checkpoint: its sizes are past the caps of every other choice
+        return {"weights": gr.skip(), "trained": None, "state": state, **reset,
+                "status": "Controls reset to the defaults: the checkpoint's sizes are past the explorer's caps."}
     if weights != TRAINED:
         return {"weights": gr.skip(), "trained": None, "state": state, "status": "", **sizes}
     try:
@@ -119,6 +212,7 @@ def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
 def with_weights(handler):
     """``handler(values, **kw)`` called with the chosen weights (``explorer.app.weights.chosen``) as ``weights``."""
     def run(values: dict, trained=None, weights=BUNDLED, **kw):
+        values = with_checkpoint(values, weights)
         return handler(values, weights=chosen(values, weights, trained), **kw)
     return run
 
@@ -129,6 +223,7 @@ def attention_with_weights(handler):
     back to bundled (outputs ``weights`` and ``trained`` added to the handler's)."""
     def run(values: dict, trained=None, weights=BUNDLED, **kw):
         keep = {"weights": gr.skip(), "trained": gr.skip()}
+        values = with_checkpoint(values, weights)
         if weights == TRAINED:
             msg = None
             if trained is None:  # the session's snapshot expired (its state's time to live)
@@ -146,6 +241,15 @@ def attention_with_weights(handler):
                 out = handler(values, weights=record, **kw)
                 return {**out, "weights": BUNDLED, "trained": None, "status": f"ℹ️ {shown(msg)}",
                         "weights_md": weights_line(values, BUNDLED, record, kw.get("text"))}
+        if checkpoint_id(weights):
+            try:
+                checkpoints.load(checkpoint_id(weights))
+            except Exception as exc:  # an upload the server no longer holds, a folder removed meanwhile
+                msg = f"Weights switched to bundled: {problem(exc)}"
+                gr.Warning(shown_html(msg))
+                values = without_checkpoint(values)
+                return {**{n: gr.skip() for n in CONTROL_FIELDS}, **(_leave_checkpoint(values) or {}),
+                        "weights": BUNDLED, "trained": None, "status": f"⚠️ {shown(msg)}", "weights_md": ""}
         record = chosen(values, weights, trained)
         return {**handler(values, weights=record, **kw), **keep,
                 "weights_md": weights_line(values, weights, record, kw.get("text"))}

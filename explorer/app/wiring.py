@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.app import api, sessions
+from explorer.app import api, checkpoint_door, sessions
 from explorer.app import history as undo_history
 from explorer.app import weights as weights_switch
-from explorer.app.controls import CONTROL_FIELDS
+from explorer.app.controls import CONTROL_FIELDS, without_checkpoint
 from explorer.app.export import cleanup_export, export_files
 from explorer.app.fit_js import FIT_JS
 from explorer.app.jobs import run_job
@@ -143,7 +143,8 @@ def redraw_chain(ui: Components, first, name: str, detail_state: bool = True):
         state = sessions.page_state(state, loading=name == "load")  # an expired session: redraw everything
         out = refresh_attention(values, state=state, keep_status=filled, stats=False, **kw)
         return {**out, "history": undo_history.record(values, out, history),  # the undo history, and the
-                **train_source.follow(values, train_synced)}  # Train tab's model when the controls changed
+                **train_source.follow(without_checkpoint(values), train_synced)}  # Train tab's model when the
+                                                                                   # controls changed
 
     grid_event = dict(fn=ui.handler(weights_switch.attention_with_weights(attention)),
                       inputs=ui.inputs(*ATTENTION_IN), outputs=ui.outputs(*ATTENTION_OUT), show_progress="minimal",
@@ -197,7 +198,7 @@ def wire_sources(demo, ui: Components) -> None:
     # Latency and Model tabs): the chain redraws only for a link (state["drawn"] differs), except the
     # zoomed head, which every load draws
     loaded = redraw_chain(ui, demo.load(link_fn, None, ui.outputs(*FILL_OUT, "pinned", "tabs", "grid_layers",
-                                                                  "grid_heads"),
+                                                                  "grid_heads", "weights", "ckpt_extra"),
                                         show_progress_on=ui.outputs("status"), api_name="load_link", **QUIET),
                           "load", detail_state=False)
     wire_compare(ui, loaded)
@@ -225,6 +226,17 @@ def wire_sources(demo, ui: Components) -> None:
                                    ui.outputs(*weights_switch.SWITCH_OUT), show_progress_on=ui.outputs("status"),
                                    api_name="weights_switch", concurrency_id="compute", **QUIET)
     redraw_chain(ui, switched, "weights")
+    # a checkpoint opened by name or uploaded: the Weights choice and every control set, then one redraw
+    opened = ui["ckpt_open"].click(ui.handler(checkpoint_door.open_named),
+                                   ui.inputs(*CONTROL_FIELDS, "ckpt_id", "ckpt_extra", "state"),
+                                   ui.outputs(*checkpoint_door.OUT), show_progress_on=ui.outputs("status"),
+                                   api_name="open_checkpoint", concurrency_id="compute", **QUIET)
+    redraw_chain(ui, opened, "checkpoint")
+    uploaded = ui["ckpt_upload"].upload(ui.handler(checkpoint_door.open_upload),
+                                        ui.inputs(*CONTROL_FIELDS, "ckpt_upload", "ckpt_extra", "state"),
+                                        ui.outputs(*checkpoint_door.OUT), show_progress_on=ui.outputs("status"),
+                                        api_name="upload_checkpoint", concurrency_id="compute", **QUIET)
+    redraw_chain(ui, uploaded, "checkpoint_upload")
 
 
 def wire_tabs(demo, ui: Components) -> None:
@@ -272,10 +284,11 @@ def wire_tabs(demo, ui: Components) -> None:
 
     async def sweep_fn(data, request: gr.Request, progress=gr.Progress()):
         values, named = ui.split(data)
+        values = weights_switch.with_checkpoint(values, named.get("weights"))  # a checkpoint: at its sizes
         return ui.back(await run_sweep_job(values, named["lengths"], named["mode"], named["state"], progress,
                                            named.get("sweep_axis"), request))
 
-    run = ui["run"].click(sweep_fn, ui.inputs(*CONTROL_FIELDS, "lengths", "mode", "sweep_axis", "state"),
+    run = ui["run"].click(sweep_fn, ui.inputs(*CONTROL_FIELDS, "lengths", "mode", "sweep_axis", "state", "weights"),
                           ui.outputs("sweep", "sweep_md", "state"), api_name="run_sweep", concurrency_limit=None,
                           **QUIET)
     ui["stop"].click(None, None, None, cancels=[run], api_name="stop_sweep", queue=False, **QUIET)

@@ -28,7 +28,7 @@ GRAD_PANELS = (("attn_out", "attention out-proj ‖∇W‖"), ("ffn_out", "FFN o
                ("residual", "layer input ‖∇x‖"))
 
 
-def gradient_figure(results: dict, current: str) -> go.Figure:
+def gradient_figure(results: dict, current: str, title: str | None = None) -> go.Figure:
     """Per-layer gradient norms of every placement overlaid, log scale, ``current`` highlighted.
 
     ``results``: ``{placement: gradient_norms dict}``. Exact zeros cannot sit on a log axis; such
@@ -66,7 +66,7 @@ def gradient_figure(results: dict, current: str) -> go.Figure:
             text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper", yref="paper",
             showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
     notes = coincidence_notes(results, GRAD_PANELS)
-    title = "Gradient norms at initialisation by norm placement (Xiong et al. 2020)"
+    title = title or "Gradient norms at initialisation by norm placement (Xiong et al. 2020)"
     if notes:
         title += "<br><sup>" + "; ".join(notes) + "</sup>"
     lay = base_layout(title, 440, **layout)

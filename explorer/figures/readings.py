@@ -112,10 +112,12 @@ def model_markdown(summary: dict) -> str:
 
 def maps_reading(summary: dict, max_bytes: int = 256) -> str:
     """One line under the attention maps."""
-    text = (f"{summary['n_tokens']} byte tokens · {summary['n_layers']} layers × {summary['n_heads']} heads · "
+    tokenizer = summary.get("vocabulary") == "tokenizer"
+    kind = "tokens (the checkpoint's tokenizer)" if tokenizer else "byte tokens"
+    text = (f"{summary['n_tokens']} {kind} · {summary['n_layers']} layers × {summary['n_heads']} heads · "
             f"{100 * summary['allowed_fraction']:.1f}% of pairs allowed ({summary['mask_kind']})")
     if summary.get("truncated"):
-        text += f" · the text was cut to the first {max_bytes} bytes"
+        text += f" · the text was cut to the first {max_bytes} {'tokens' if tokenizer else 'bytes'}"
     for note in summary.get("notes", []):
         text += f" · {note}"
     return text + head_table(summary.get("heads"), summary.get("head_rules"))

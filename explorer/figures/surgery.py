@@ -25,7 +25,8 @@ def moved_fraction(after: np.ndarray, before: np.ndarray) -> np.ndarray:
     return np.abs(np.nan_to_num(after) - np.nan_to_num(before)).sum(axis=-1).mean(axis=-1) / 2
 
 
-def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change: str, bundle: str) -> go.Figure:
+def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change: str, bundle: str,
+                    what: str = "bundle") -> go.Figure:
     """``after`` and ``before``: ``(layers, heads, L, L)`` attention of the changed and the bundled model.
 
     Left: how much of its attention every head moved (layers x heads); right: (after - before) of the
@@ -61,7 +62,7 @@ def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change:
                                    title=dict(text=f"L{layer} h{head}: {moved[layer, head]:.0%}"))
         layout[f"yaxis{s}"] = dict(anchor=f"x{s}", showticklabels=False, showgrid=False, zeroline=False,
                                    autorange="reversed")
-    title = (f"Difference view: {change} minus bundle '{bundle}' as trained<br><sup>left: share of its attention "
+    title = (f"Difference view: {change} minus {what} '{bundle}' as trained<br><sup>left: share of its attention "
              f"each head moved; right: the {len(picks)} heads that moved most, after minus before (rows = queries, "
              "columns = keys; red = more, blue = less)</sup>")
     lay = base_layout(title, 380, **layout)
@@ -83,6 +84,7 @@ def table_figure(table: dict | None) -> go.Figure:
         return message_figure("No Surgery table for this bundle (python -m explorer.analysis.surgery --write "
                               "makes it).", "Surgery table")
     rows, lengths = table["rows"], table["lengths"]
+    unit = table.get("unit", "nats/byte")
     labels = [r["label"] for r in rows]
     data = []
     for i, L in enumerate(lengths):
@@ -90,7 +92,7 @@ def table_figure(table: dict | None) -> go.Figure:
         data.append(dict(type="bar", x=labels, y=ys, name=f"L = {L}" + (" (trained length)" if L == table["trained_length"]
                                                                else f" ({L // table['trained_length']}x)"),
                            marker_color=CYCLE[i % len(CYCLE)],
-                           hovertemplate="%{x}<br>L = " + str(L) + ": %{y:.3f} nats/byte<extra></extra>"))
+                           hovertemplate="%{x}<br>L = " + str(L) + ": %{y:.3f} " + unit + "<extra></extra>"))
         missing = [lab for lab, y in zip(labels, ys) if math.isnan(y)]
         if missing:
             data.append(dict(type="scatter", x=missing, y=[0] * len(missing), mode="markers",
@@ -101,12 +103,17 @@ def table_figure(table: dict | None) -> go.Figure:
     if base is not None:
         y0 = _value(base, table["trained_length"])
         shapes.append(dict(type="line", xref="paper", x0=0, x1=1, y0=y0, y1=y0, line=dict(dash="dash", color="#444")))
-    title = (f"Surgery table: bundle '{table['bundle']}' under every attention that reads its weights"
-             f"<br><sup>held-out loss, {table['scored_bytes']} bytes of the Python documentation the model never "
-             f"trained on; dashed: as trained at L = {table['trained_length']}</sup>")
+    if "checkpoint" in table:
+        title = (f"Surgery table: checkpoint '{table['checkpoint']}' under every change that keeps its weights"
+                 f"<br><sup>held-out loss, {table['scored_tokens']} tokens of the Python documentation's held-out "
+                 f"split; dashed: as trained at L = {table['trained_length']}</sup>")
+    else:
+        title = (f"Surgery table: bundle '{table['bundle']}' under every attention that reads its weights"
+                 f"<br><sup>held-out loss, {table['scored_bytes']} bytes of the Python documentation the model never "
+                 f"trained on; dashed: as trained at L = {table['trained_length']}</sup>")
     lay = base_layout(title, 560, barmode="group", shapes=shapes,
                       xaxis=dict(title=dict(text="attention (weights unchanged)"), tickangle=-35, automargin=True),
-                      yaxis=dict(title=dict(text="held-out loss (nats/byte)"), rangemode="tozero"))
+                      yaxis=dict(title=dict(text=f"held-out loss ({unit})"), rangemode="tozero"))
     legend_above(lay, data)
     return go.Figure(data=data, layout=lay)
 
@@ -120,5 +127,5 @@ def table_markdown(table: dict | None) -> str:
     for r in table["rows"]:
         cells = ["n/a" if math.isnan(_value(r, L)) else f"{_value(r, L):.3f}" for L in lengths]
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
-    lines.append(f"\nHeld-out loss in nats/byte: {table['scoring']}.")
+    lines.append(f"\nHeld-out loss in {table.get('unit', 'nats/byte')}: {table['scoring']}.")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.tokens import token_label
 from models import ConfigError
 from models.architectures import arrangement
 
@@ -35,9 +36,16 @@ class ModelInput:
     separator: str | None    # where a source / target text splits; None for one sequence
     sequences: tuple         # ((name, tuple of ids), ...)
     truncated: bool          # a side was cut to its byte budget
+    pieces: tuple = ()       # ((name, tuple of readable tokens), ...) of a tokenizer's ids; () for bytes
 
     def ids(self, name: str) -> tuple:
         return dict(self.sequences)[name]
+
+    def labels(self, name: str) -> tuple:
+        """The readable token of each id: the tokenizer's pieces, or the bytes made visible."""
+        if self.pieces:
+            return dict(self.pieces)[name]
+        return tuple(token_label(b) for b in self.ids(name))
 
     @property
     def longest(self) -> int:
@@ -117,11 +125,15 @@ def paired_text(cfg, text: str, separator=None) -> tuple:
                                 "to split elsewhere.")
 
 
-def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES) -> ModelInput:
+def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES, tokenizer=None) -> ModelInput:
     """The ids ``cfg``'s model reads from ``text`` (see the module docstring); ``separator`` None or ""
     (an emptied box) is the default. ``ConfigError`` for an empty text, a separator refused or missing
-    from the text, or an empty source / target."""
+    from the text, or an empty source / target. ``tokenizer``: a pretrained checkpoint's
+    (``models.hf.Tokenizer``): the ids are its tokens, at most ``max_bytes`` of them per text
+    (``tokenized_input``)."""
     text = as_text(text)
+    if tokenizer is not None:
+        return tokenized_input(cfg, text, separator, max_bytes, tokenizer)
     names = arrangement(cfg).inputs
     if len(names) == 1:
         raw = text.encode("utf-8")
@@ -142,3 +154,31 @@ def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES) -> M
     used = clip_text(src, half) + separator + clip_text(tgt, half)
     return ModelInput(used, separator, ((names[0], tuple(s[:half])), (names[1], tuple(t[:half]))),
                       len(s) > half or len(t) > half)
+
+
+def tokenized_input(cfg, text: str, separator, max_tokens: int, tokenizer) -> ModelInput:
+    """``model_input`` through a checkpoint's tokenizer: the text (at most ``4 * max_tokens`` characters
+    are tokenised: no token is shorter than a quarter of a character's bytes) split like a byte text, each
+    side's first ``max_tokens`` tokens (half each for a source and a target), their readable pieces."""
+    names = arrangement(cfg).inputs
+    text = text[:4 * max_tokens * (2 if len(names) > 1 else 1)]
+    if len(names) == 1:
+        sides, budget_each = [text], int(max_tokens)
+    else:
+        separator = check_separator(separator or None)
+        if separator not in text:
+            raise ConfigError("separator", separator,
+                              f"a separator present in the text: write the source, then {separator!r}, then the target")
+        sides, budget_each = text.split(separator, 1), max(1, int(max_tokens) // 2)
+    seqs, pieces, used, cut = [], [], [], False
+    for name, side in zip(names, sides):
+        ids = tokenizer.encode(side)
+        if not ids:
+            raise ConfigError("text", side[:40], "text that gives at least one token")
+        cut = cut or len(ids) > budget_each
+        ids = ids[:budget_each]
+        seqs.append((name, tuple(ids)))
+        pieces.append((name, tuple(tokenizer.pieces(ids))))
+        used.append(tokenizer.decode(ids) if len(ids) == budget_each else side)
+    return ModelInput((separator or "").join(used) if len(names) > 1 else used[0], separator if len(names) > 1
+                      else None, tuple(seqs), cut, tuple(pieces))

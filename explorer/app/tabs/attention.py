@@ -24,13 +24,13 @@ from explorer.app.controls import adjust_causal, control_outputs, current_config
 from explorer.app.gradio_compat import plot_data
 from explorer.app.grid_pick import FIELDS, normalise, parse_pick, with_grid
 from explorer.app.messages import problem, text_notice, warn
-from explorer.app.share import to_query
+from explorer.app.share import checkpoint_query, to_query
 from explorer.app.state import drawn_digest, read_state
 from explorer.figures.attention import attention_grid, attention_stats
 from explorer.figures.readings import maps_reading
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.presets import matching_preset
-from explorer.runtime.text import as_text, paired_text
+from explorer.runtime.text import as_text, model_input, paired_text
 from models import ModelConfig
 
 FIGURES = ("grid", "stats", "maps_md", *stacks.FIGURES)
@@ -53,8 +53,15 @@ def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=N
             maps_reading(maps.summary(), MAX_TEXT_BYTES))
 
 
-def share_query(cfg: ModelConfig, text: str, separator, picks) -> str:
-    """The share link's query string of what the grid shows (config, text, separator, picks)."""
+def share_query(cfg: ModelConfig, text: str, separator, picks, weights=None) -> str:
+    """The share link's query string of what the grid shows (config, text, separator, picks); for a
+    checkpoint's weights, its id and the controls' changes to its config."""
+    if weights is not None and weights.checkpoint:
+        from explorer.analysis import checkpoints
+
+        used = model_input(cfg, text, separator, tokenizer=weights.tokenizer).text
+        base = checkpoints.load(weights.checkpoint).config
+        return with_grid(checkpoint_query(weights.checkpoint, base, cfg, text, used), *picks)
     return with_grid(to_query(cfg, text, preset_of(cfg), separator), *picks)
 
 
@@ -68,7 +75,7 @@ def draw_grid(cfg: ModelConfig, text: str, separator, picks, weights=None, stric
         grid_figure(attention_maps(cfg, text, separator=separator, weights=w), layers, heads, strict=True)
     grid = plot_data(figure_json(f"grid:{normalise(layers)}:{normalise(heads)}",
                                  lambda maps: grid_figure(maps, layers, heads), cfg, text, separator, w))
-    return grid, share_query(cfg, text, separator, picks)
+    return grid, share_query(cfg, text, separator, picks, w)
 
 
 def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None, grid_layers=None,

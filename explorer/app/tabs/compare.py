@@ -120,6 +120,11 @@ def refresh_compare(values: dict, text, pinned, separator=None, weights=None, tr
     if not pinned:
         return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
                 **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
+    if isinstance(weights, str) and weights.startswith("checkpoint:"):
+        return {"compare_md": "Compare A/B draws the catalogue's models (bundled, initial or your run). For a "
+                              "pretrained checkpoint, the Surgery tab compares a change with the checkpoint as "
+                              "trained: its difference view and perplexity on your text.",
+                **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
     try:
         a = app_config(pinned)
         return compare_outputs(a, current_config(values), text, separator, side_weights(weights, trained))

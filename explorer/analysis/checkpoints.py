@@ -1,0 +1,192 @@
+"""Pretrained checkpoints as weights the analyses draw: which ones this host offers, and loading one.
+
+A checkpoint is a Hugging Face folder (``config.json``, ``*.safetensors``, ``tokenizer.json``) read by
+``models.hf`` (never ``transformers``, never a pickle). The app names one by an id:
+
+- a folder name: every folder holding a ``config.json`` directly under a root (``assets/checkpoints``,
+  shipped with the app, then each folder of ``EXPLORER_CHECKPOINTS``, separated by ``os.pathsep``; a
+  root that is itself a checkpoint is offered under its own name). Nothing outside the roots is read.
+- ``hub:<owner>/<name>``: a Hugging Face Hub model, only where ``EXPLORER_HUB_DOWNLOADS=1`` (a Space
+  sets it as a variable in its settings); its safetensors are sized from the Hub's listing before
+  anything is downloaded, and only config, weights and tokenizer files are fetched.
+- ``upload:<sha256>``: a checkpoint a visitor uploaded (``explorer.app.checkpoint_upload``), kept in a
+  small memo by the digest of its files' contents.
+
+``load(ckpt_id)`` plans the checkpoint from its headers first (``models.hf.plan``: family, config,
+parameter count against ``max_params()``, every tensor's shape), refuses it when its weights would not
+fit the per-request memory budget, and only then reads the weights, holding their bytes in the
+server's memory pool while it does. The result, a ``Loaded`` record (its ``weights`` a
+``TrainedWeights`` carrying the tokenizer), is memoised per id: at most ``MAX_LOADED`` models stay
+in memory, shared read-only by every session like the bundles.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from explorer.analysis.bundled import ROOT
+from explorer.analysis.weights import TrainedWeights, tensor_digest
+from explorer.runtime import budget
+from explorer.runtime.cache import ByteLRU
+from explorer.runtime.pool import POOL
+from models import ConfigError, ModelConfig
+
+SHIPPED = ROOT / "assets" / "checkpoints"
+ROOTS_ENV = "EXPLORER_CHECKPOINTS"
+HUB_ENV = "EXPLORER_HUB_DOWNLOADS"
+MAX_PARAMS_ENV = "EXPLORER_CHECKPOINT_MAX_PARAMS"
+HUB_PREFIX, UPLOAD_PREFIX = "hub:", "upload:"
+DEFAULT_MAX_PARAMS = 200_000_000  # measured: a 186 M model loads in 0.27 s and runs 128 tokens in 0.23 s on 2 cores
+MAX_LOADED = 2
+MAX_ID_CHARS = 120
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+UPLOAD_ID = re.compile(r"^[0-9a-f]{64}$")
+HUB_FILES = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json")
+
+_LOADED = ByteLRU(max_entries=MAX_LOADED)
+_UPLOADS = ByteLRU(max_entries=MAX_LOADED)  # id -> folder-free Loaded of an upload (its files deleted)
+_LOCK = threading.Lock()  # one checkpoint read at a time: two visitors asking for one model read it once
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A checkpoint in memory: its catalogue config, its weights (with the tokenizer) and what the page says."""
+    id: str
+    name: str
+    family: str
+    config: ModelConfig
+    weights: TrainedWeights = field(repr=False)
+    n_params: int
+    notes: tuple
+    load_s: float
+
+    @property
+    def tokenizer(self):
+        return self.weights.tokenizer
+
+    def describe(self) -> str:
+        """"checkpoint 'byte-llama' (llama, 2.1 M parameters)"."""
+        return f"checkpoint '{self.name}' ({self.family}, {count(self.n_params)} parameters)"
+
+
+def count(n: int) -> str:
+    """"134.5 M", "2.10 M", "48,640"."""
+    return f"{n / 1e6:.1f} M" if n >= 1e7 else f"{n / 1e6:.2f} M" if n >= 1e6 else f"{n:,}"
+
+
+def max_params() -> int:
+    """The parameter cap for a checkpoint served interactively (``EXPLORER_CHECKPOINT_MAX_PARAMS``)."""
+    raw = os.environ.get(MAX_PARAMS_ENV, "").strip().replace("_", "")
+    if not raw:
+        return DEFAULT_MAX_PARAMS
+    try:
+        value = int(float(raw))
+    except ValueError:
+        raise ConfigError(MAX_PARAMS_ENV, raw[:40], "a whole number of parameters, e.g. 200000000") from None
+    return max(1, value)
+
+
+def hub_allowed() -> bool:
+    return os.environ.get(HUB_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def roots() -> list:
+    """The folders checkpoints are offered from: the shipped one, then ``EXPLORER_CHECKPOINTS``'s."""
+    extra = [Path(p).expanduser() for p in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if p.strip()]
+    return [r for r in [SHIPPED, *extra] if r.is_dir()]
+
+
+def offered() -> dict:
+    """``{name: folder}`` of the checkpoints this host offers (a folder name that is no valid id is skipped)."""
+    found = {}
+    for root in roots():
+        folders = [root] if (root / "config.json").is_file() else sorted(p for p in root.iterdir() if p.is_dir())
+        for folder in folders:
+            if (folder / "config.json").is_file() and NAME.match(folder.name) and folder.name not in found:
+                found[folder.name] = folder
+    return found
+
+
+def check_id(ckpt_id) -> str:
+    """``ckpt_id`` as a well-formed id (ConfigError naming the field and the ids offered otherwise)."""
+    ok = isinstance(ckpt_id, str) and len(ckpt_id) <= MAX_ID_CHARS and (
+        NAME.match(ckpt_id) or (ckpt_id.startswith(HUB_PREFIX) and HUB_ID.match(ckpt_id[len(HUB_PREFIX):]))
+        or (ckpt_id.startswith(UPLOAD_PREFIX) and UPLOAD_ID.match(ckpt_id[len(UPLOAD_PREFIX):])))
+    if not ok:
+        shown = ckpt_id[:60] if isinstance(ckpt_id, str) else type(ckpt_id).__name__
+        raise ConfigError("checkpoint", shown, valid_ids())
+    return ckpt_id
+
+
+def valid_ids() -> str:
+    names = sorted(offered())
+    hub = (f"or '{HUB_PREFIX}<owner>/<name>' (a Hugging Face Hub model)" if hub_allowed()
+           else f"(Hub ids need {HUB_ENV}=1 on the host)")
+    return f"a checkpoint this host offers: {names or 'none'} {hub}"
+
+
+def folder_of(ckpt_id: str) -> Path:
+    """The local folder of an offered name or of a Hub id (downloaded now if allowed and not cached)."""
+    ckpt_id = check_id(ckpt_id)
+    if ckpt_id.startswith(HUB_PREFIX):
+        if not hub_allowed():
+            raise ConfigError("checkpoint", ckpt_id, f"a checkpoint on this host: {sorted(offered()) or 'none'} "
+                              f"(this host does not download from the Hub: {HUB_ENV} is not set)")
+        from explorer.analysis.hub import download  # only a host that allows downloads imports the Hub client
+        return download(ckpt_id[len(HUB_PREFIX):], max_bytes=max_params() * 4)
+    found = offered().get(ckpt_id)
+    if found is None:
+        raise ConfigError("checkpoint", ckpt_id, valid_ids())
+    return found
+
+
+def load(ckpt_id: str) -> Loaded:
+    """The checkpoint ``ckpt_id`` in memory (memoised; see the module docstring)."""
+    ckpt_id = check_id(ckpt_id)
+    if ckpt_id.startswith(UPLOAD_PREFIX):
+        key = ("upload", ckpt_id)
+        if key not in _UPLOADS:
+            raise ConfigError("checkpoint", ckpt_id[:20] + "…", "an upload this server still holds (uploads are "
+                              "kept for a while only): upload the checkpoint again")
+        return _UPLOADS.get(key, lambda: None)
+    with _LOCK:
+        return _LOADED.get(("local", ckpt_id), lambda: read(folder_of(ckpt_id), ckpt_id))
+
+
+def read(folder, ckpt_id: str, name: str | None = None) -> Loaded:
+    """Plan, budget and read the checkpoint in ``folder`` (no memo)."""
+    from models import hf
+
+    t0 = time.perf_counter()
+    plan = hf.plan(folder, max_params=max_params())
+    limit = budget.request_budget()
+    if plan.n_bytes > limit:
+        raise ConfigError("checkpoint", f"{plan.n_params / 1e6:.1f} M parameters",
+                          f"weights within the per-request memory budget of {budget.human(limit)} (these need "
+                          f"{budget.human(plan.n_bytes)})")
+    with POOL.reserve(plan.n_bytes, f"loading checkpoint '{plan.name}'"):
+        ckpt = hf.load(folder, max_params=max_params())
+    state = ckpt.model.state_dict()  # the loaded model's own tensors (a tied head shares the embedding's)
+    name = name or plan.name
+    weights = TrainedWeights(ckpt.config.to_json(), state, tensor_digest(state), 0,
+                             sum(t.numel() * t.element_size() for t in ckpt.model.parameters()),
+                             source=f"checkpoint '{name}' ({ckpt.family}, {count(ckpt.n_params)} parameters, "
+                                    "pretrained)", tokenizer=ckpt.tokenizer, shared=True, checkpoint=ckpt_id)
+    return Loaded(ckpt_id, name, ckpt.family, ckpt.config, weights, ckpt.n_params, ckpt.notes,
+                  time.perf_counter() - t0)
+
+
+def keep_upload(loaded: Loaded) -> None:
+    """Hold an uploaded checkpoint under its id (``upload:<sha256 of its files>``) for later requests."""
+    _UPLOADS.put(("upload", loaded.id), loaded)
+
+
+def choice_ids() -> list:
+    """The ids the Weights control lists (the host's own checkpoints; Hub ids and uploads are added
+    to it when a visitor opens one)."""
+    return sorted(offered())

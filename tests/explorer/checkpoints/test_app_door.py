@@ -1,0 +1,116 @@
+"""The app's door to a checkpoint, at the handler level: the Weights switch fills the controls with its
+architecture, every tab draws it (tokens, surgery, gradients, card, latency), the share link carries its
+id and its surgery, and what the host cannot load falls back to the bundled model with a message."""
+from types import SimpleNamespace
+from urllib.parse import parse_qs
+
+import pytest
+
+from explorer.app import api
+from explorer.app import weights as W
+from explorer.app.checkpoint_door import open_named
+from explorer.app.controls import CONTROL_FIELDS, config_values
+from explorer.app.sources import load_from_url
+from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.tabs.attention import refresh_attention
+from explorer.app.tabs.latency import run_sweep
+from explorer.app.tabs.surgery import refresh_surgery
+from models import ModelConfig
+
+TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
+CHOICE = "checkpoint:tiny"
+
+
+def _values(out, before):
+    return {k: (out[k]["value"] if isinstance(out.get(k), dict) and "value" in out[k] else before[k])
+            for k in CONTROL_FIELDS}
+
+
+@pytest.fixture
+def opened(tiny):
+    values = config_values(ModelConfig())
+    out = W.switch(values, CHOICE, None, None)
+    return _values(out, values), out
+
+
+def _draw(values, state=None, text=TEXT):
+    handler = W.attention_with_weights(lambda v, **kw: refresh_attention(v, **kw))
+    return handler(values, trained=None, weights=CHOICE, text=text, state=state, separator=None)
+
+
+def test_switch_fills_the_controls_and_the_grid_shows_its_tokens(tiny, opened):
+    ckpt, model, cfg, tok = tiny
+    values, out = opened
+    assert (values["d_model"], values["n_kv_heads"], values["norm"], values["ffn"]) == (32, 2, "rmsnorm", "swiglu")
+    assert "Opened" in out["status"] and "tiny" in out["status"]
+    drawn = _draw(values, out["state"])
+    assert "password" in str(drawn["grid"]) and "tiny" in drawn["weights_md"]
+    query = parse_qs(drawn["share_qs"])
+    assert query["ckpt"] == ["tiny"] and "d_model" not in query and "vocab_size" not in query
+    assert "tokens (the checkpoint's tokenizer)" in drawn["maps_md"]
+
+
+def test_a_window_is_surgery_with_its_perplexity_and_the_link_carries_it(opened):
+    values, out = opened
+    window = {**values, "attention": "sliding_window", "window": 3}
+    drawn = _draw(window, out["state"])
+    assert "perplexity" in drawn["weights_md"].lower() and "moved to attention" in drawn["weights_md"]
+    query = parse_qs(drawn["share_qs"])
+    assert (query["ckpt"], query["attention"], query["window"]) == (["tiny"], ["sliding_window"], ["3"])
+    tab = W.with_weights(refresh_surgery)(window, trained=None, weights=CHOICE, text=TEXT)
+    assert "Perplexity" in tab["surgery_md"] and "checkpoint" in tab["surgery_diff"].layout.title.text
+    restored = load_from_url(SimpleNamespace(query_params={k: v[0] for k, v in query.items()}))
+    assert restored["weights"]["value"] == CHOICE and restored["window"]["value"] == 3
+    assert restored["d_model"]["value"] == 32
+
+
+def test_a_change_that_needs_other_weights_is_named(opened):
+    values, out = opened
+    drawn = _draw({**values, "ffn": "gelu"}, out["state"])
+    assert "ffn" in drawn["status"] and "swiglu" in drawn["status"]
+
+
+def test_link_to_a_checkpoint_the_host_lacks_falls_back(tiny):
+    out = load_from_url(SimpleNamespace(query_params={"ckpt": "elsewhere", "attention": "sliding_window",
+                                                      "window": "8", "text": "hello"}))
+    assert "cannot load" in out["status"] and out["weights"]["value"] == "bundled"
+    assert out["attention"]["value"] == "sliding_window" and out["text"] == "hello"
+    hostile = load_from_url(SimpleNamespace(query_params={"ckpt": "<img src=x onerror=alert(1)>"}))
+    assert "<img" not in hostile["status"]
+
+
+def test_leaving_the_checkpoint_resets_sizes_past_the_caps(tiny, monkeypatch, opened):
+    values, out = opened
+    big = {**values, "d_model": 4096}  # as a real checkpoint's would be
+    back = W.switch(big, "bundled", None, None)
+    assert back["d_model"]["value"] == ModelConfig().d_model and "reset" in back["status"]
+
+
+def test_gradients_card_and_latency_at_its_sizes(tiny, opened):
+    ckpt, model, cfg, tok = tiny
+    values, out = opened
+    tabs = W.with_weights(refresh_analysis)(values, trained=None, weights=CHOICE, text=TEXT)
+    assert "next-token loss on your text" in tabs["grad"].layout.title.text
+    per_token = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * 2
+    assert f"{per_token:,} bytes per token" in tabs["model_md"] and "tiny" in tabs["model_md"]
+    swept = run_sweep(W.with_checkpoint(values, CHOICE), "16,32", "forward", None)
+    assert swept["state"]["sweep"]["current"][0]["status"] == "ok"
+
+
+def test_open_by_name_and_a_bad_name(tiny):
+    state = None
+    out = open_named(config_values(ModelConfig()), "tiny", [], state)
+    assert out["weights"]["value"] == CHOICE and out["d_model"]["value"] == 32
+    bad = open_named(config_values(ModelConfig()), "../../etc", [], state)
+    assert "checkpoint" in bad["status"] and "tiny" in bad["status"]
+
+
+def test_api_draws_a_checkpoint_with_changes(tiny):
+    ckpt, model, cfg, tok = tiny
+    out = api.api_analyze('{"attention": "sliding_window", "window": 3}', TEXT, weights=CHOICE)
+    assert out["tokens"] == tok.pieces(tok.encode(TEXT)) and out["weights"]["used"] == "checkpoint"
+    assert set(out["weights"]["perplexity"]) == {"text", "heldout"}
+    grads = api.api_gradients("", weights=CHOICE)
+    assert len(grads["attn_out"]) == cfg.n_layers
+    with pytest.raises(Exception, match="ffn"):
+        api.api_analyze('{"ffn": "gelu"}', TEXT, weights=CHOICE)
