@@ -81,6 +81,11 @@ def head_labels(maps):
     return heads() if callable(heads) else None
 
 
+def _unit(maps) -> str:
+    """What one token is: a byte, or a piece of a pretrained checkpoint's tokenizer."""
+    return "tokenizer tokens" if getattr(maps, "vocabulary", "bytes") == "tokenizer" else "byte tokens"
+
+
 def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Figure:
     """Layers x heads heatmaps of the effective attention; disallowed pairs (exactly 0) are blank.
 
@@ -138,10 +143,10 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
                                    title=dict(text=f"layer {layer}" if c == 0 else ""))
     shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
     if narrow:
-        title = (f"Attention maps: {maps.config['attention']}<br><sup>{len(maps.tokens)} byte tokens ({shown})"
+        title = (f"Attention maps: {maps.config['attention']}<br><sup>{len(maps.tokens)} {_unit(maps)} ({shown})"
                  "</sup><br><sup>rows = queries, columns = keys; blank = not allowed (p = 0)</sup>")
     else:
-        title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} byte tokens ({shown})"
+        title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} {_unit(maps)} ({shown})"
                  "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>")
     lay = base_layout(title, height, **layout)
     lay["margin"] = dict(GRID_MARGIN)
