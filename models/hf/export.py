@@ -1,0 +1,104 @@
+"""``save_llama``: a catalogue model written as a Hugging Face Llama checkpoint folder.
+
+The folder holds what the Hub would: ``config.json`` (a ``LlamaConfig`` in the classic spelling,
+``rope_theta`` / ``rope_scaling`` / ``torch_dtype``, that transformers 5 still reads),
+``model.safetensors`` under the Hub's tensor names and ``tokenizer.json`` when given, so
+``models.hf.load`` and ``transformers.LlamaForCausalLM.from_pretrained`` read the same model.
+
+The writer is the loader run backwards, so the two cannot drift apart: the config is mapped back
+through ``llama.config`` and must give the catalogue config again, field for field (anything a Llama
+cannot express, e.g. ``norm="layernorm"`` or attention biases, is refused naming that field), and the
+tensor names come from ``llama.rules`` read in reverse. Those rules copy every tensor as it is (the
+Hub's Llama layout already rotates the two halves of a head, as the catalogue's RoPE does, so no
+permutation is undone); a rule that transformed its tensor would have no inverse here and is refused.
+A sliding window is written as ``mistral`` (a Llama with a window): transformers' Llama ignores one.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..config import CORE, ModelConfig
+from ..errors import ConfigError
+from ..ffn import ffn_hidden_size
+from ..registry import registries
+from . import files, llama, mapping
+from .fields import Fields
+from .loader import Plan, plan
+
+# Not part of what a Llama computes at inference: the init seed, training-time dropout, and the GELU
+# approximation (a Llama has no GELU).
+NOT_COMPARED = {"seed", "dropout", "gelu_approx"}
+TOKEN_IDS = {"bos_token_id", "eos_token_id", "pad_token_id"}
+
+
+def hf_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | None = None) -> dict:
+    """The ``config.json`` of ``cfg``: every key the loader reads, in the classic Llama spelling."""
+    hf = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": cfg.vocab_size,
+          "hidden_size": cfg.d_model, "intermediate_size": ffn_hidden_size(cfg), "num_hidden_layers": cfg.n_layers,
+          "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.d_head,
+          "hidden_act": "silu", "max_position_embeddings": cfg.max_len, "rms_norm_eps": cfg.norm_eps,
+          "rope_theta": cfg.rope_base, "rope_scaling": None, "attention_bias": False, "attention_dropout": 0.0,
+          "mlp_bias": False, "tie_word_embeddings": tied, "torch_dtype": str(dtype).removeprefix("torch."),
+          "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+    if cfg.rope_scale != 1:
+        hf["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scale}
+    if cfg.attention == "sliding_window":
+        hf.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=cfg.window)
+    clash = sorted(set(extra or ()) & (set(hf) - TOKEN_IDS))
+    if clash:
+        raise ConfigError("extra", clash[0], "keys save_llama does not derive from the config (this one is "
+                          f"{hf[clash[0]]!r} by the model's config)")
+    return {**hf, **(extra or {})}
+
+
+def check_expressible(cfg: ModelConfig, hf: dict) -> None:
+    """Refuse ``cfg`` unless the loader reads ``hf`` back as ``cfg``: the first field (in the config's
+    order) that comes back different is named. Fields no chosen variant reads are not compared."""
+    fields, _ = llama.config(Fields(hf))
+    back = ModelConfig(**fields)
+    resolved = cfg.replace(n_kv_heads=cfg.kv_heads, d_ff=ffn_hidden_size(cfg))
+    regs = registries()
+    read = {p.name for p in CORE} | {n for cat in regs for n in regs[cat][getattr(cfg, cat)].params}
+    for name in (n for n in cfg.to_dict() if n in read - NOT_COMPARED):
+        if getattr(resolved, name) != getattr(back, name):
+            raise ConfigError(name, getattr(cfg, name), f"{getattr(back, name)!r}: save_llama writes a Llama "
+                              "checkpoint (a causal decoder: RoPE, pre-norm RMSNorm, SwiGLU, no biases, full or "
+                              "sliding-window attention), which has no place for this value")
+
+
+def save_llama(model: torch.nn.Module, cfg: ModelConfig, folder, *, dtype: torch.dtype = torch.bfloat16,
+               tokenizer_json: str | None = None, extra: dict | None = None) -> Plan:
+    """Write ``model`` (built from ``cfg``) into ``folder`` as a Llama checkpoint; returns the loader's
+    ``plan`` of the written folder (a check that it reads back). ``extra``: more ``config.json`` keys
+    (``bos_token_id`` / ``eos_token_id``, ...)."""
+    cfg = cfg.validate()
+    check_expressible(cfg, hf_config(cfg, False, dtype, extra))  # before the model's parts are looked at
+    tied = model.head.weight is model.embed.weight  # the loader ties by sharing the Parameter
+    hf = hf_config(cfg, tied, dtype, extra)
+    rules = llama.rules(Fields(hf), cfg)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    if set(params) != set(rules):
+        odd = min(set(params) ^ set(rules))
+        raise ConfigError("model", odd, "the parameters of a model built from cfg (the model and cfg disagree)")
+    tensors = {}
+    for target, rule in rules.items():
+        if isinstance(rule, mapping.Tie):
+            continue  # the Hub's tied head is the embedding, stored once
+        if not isinstance(rule, mapping.Rule) or len(rule.sources) != 1 or rule.fn is not mapping.same:
+            raise ConfigError("weights", target, "a parameter the Llama mapping copies as it is (this rule "
+                              "transforms it and has no inverse here)")
+        source = rule.sources[0]
+        name = source if source == "lm_head.weight" else "model." + source
+        tensors[name] = params[target].detach().to("cpu", dtype).contiguous()
+    from safetensors.torch import save_file
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / files.CONFIG).write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n")
+    save_file(tensors, str(out / files.SINGLE), metadata={"format": "pt"})
+    if tokenizer_json is not None:
+        (out / files.TOKENIZER).write_text(tokenizer_json, encoding="utf-8")
+    return plan(out)
