@@ -173,7 +173,15 @@ def loss_change(ckpt_id: str, cfg, text: str) -> dict | None:
 
 # ---------------------------------------------------------------------------- the table
 def trained_length(loaded) -> int:
-    """The length the table calls "trained": the checkpoint's context, at most 256 tokens on a CPU."""
+    """The length the table calls "trained": the ``recipe.seq_len`` of a ``manifest.json`` beside the
+    checkpoint (one trained here), else its context, at most 256 tokens on a CPU."""
+    folder = checkpoints.offered().get(loaded.id)
+    manifest = None if folder is None else folder / "manifest.json"
+    if manifest is not None and manifest.is_file() and manifest.stat().st_size < 1 << 20:
+        try:
+            return int(json.loads(manifest.read_text())["recipe"]["seq_len"])
+        except (ValueError, KeyError, TypeError):
+            pass
     return int(min(loaded.config.max_len or 256, 256))
 
 
@@ -198,9 +206,8 @@ def rows_for(loaded, length: int) -> list:
         rows.append((f"{key} ({quarter})" if windowed else key, cfg))
         if key in PATTERNS and "n_sinks" in PATTERNS[key].params and not base.n_sinks:
             rows.append((f"{rows[-1][0]} + {SINKS} sinks", cfg.replace(n_sinks=SINKS).validate()))
-    if base.kv_heads > 1 and base.kv_heads % 2 == 0:
-        rows.append((f"K/V heads {base.kv_heads} -> {base.kv_heads // 2} (mean-pooled)",
-                     base.replace(n_kv_heads=base.kv_heads // 2).validate()))
+    for kv in sorted({base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}, reverse=True):
+        rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
     if base.position == "rope":
         rows.append(("RoPE positions / 4 (interpolation)", base.replace(rope_scale=base.rope_scale * 4).validate()))
     rows.append(("head 0 of every layer ablated",
