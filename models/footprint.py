@@ -65,8 +65,10 @@ class Footprint:
 def weights(cfg: ModelConfig) -> tuple:
     """``(n_params, param_bytes, buffer_bytes, widest)`` of ``build_model(cfg)``, built on the meta device.
 
-    ``widest`` is the largest output width of any linear map (the FFN's hidden size, the fused
-    QKV projection or the vocabulary head), which sets the size of the widest activation.
+    ``widest`` is the largest output width of any linear map inside the layers (the FFN's hidden size,
+    the fused QKV projection), which sets the size of the widest activation a layer saves; the vocabulary
+    head's output is the logits, counted on their own (a pretrained model's 50k-token head would
+    otherwise count as every layer's width, 50 times the real activations).
     The caller holds whatever lock guards the global RNG (``build_model`` seeds it).
     """
     return _weights(cfg.to_json())[:4]
@@ -83,7 +85,9 @@ def _weights(cfg_json: str) -> tuple:
     n_params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
-    widest = max([m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)] + [cfg.d_model])
+    head = getattr(model, "head", None)
+    widest = max([m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head]
+                 + [cfg.d_model])
     largest = max([t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())] + [0])
     return n_params, param_bytes, buffer_bytes, widest, largest
 

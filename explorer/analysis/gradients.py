@@ -106,9 +106,12 @@ def compute_gradients(cfg_json: str, seq_len: int, batch: int, seed: int, weight
 
 
 def _measure(cfg, seq_len: int, batch: int, seed: int, weights, tokens=None) -> dict:
-    model = build_model(cfg)  # a fresh model: gradients never touch the shared one
-    if weights is not None:
-        weights.load_into(model)
+    if weights is not None and weights.shared:  # a checkpoint's read-only tensors: the backward only reads them
+        model = weights.eval_model(cfg)
+    else:
+        model = build_model(cfg)  # a fresh model: gradients never touch the shared one
+        if weights is not None:
+            weights.load_into(model)
     model = model.to(device()).train()
     model.random.reseed(seed)  # dropout (if any) is seeded too, from the model's own source
     batches = input_batch(cfg, seq_len, batch, seed) if tokens is None else (torch.tensor([list(tokens)]),)

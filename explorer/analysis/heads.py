@@ -106,28 +106,23 @@ def scores(att: np.ndarray, ids: list, key_ids: list | None = None) -> dict:
     q = rows[rows > 0]
     if q.size:
         out["first-token"] = float(att[q, first].mean())
+    # the rest row by row, as whole arrays (a pretrained model has 270 heads of 256 rows)
+    a = att[rows]                                    # (rows, Lk)
+    seen = a > 0
+    n_seen = seen.sum(1)
     delim = np.array([k in DELIMITERS for k in key_ids], dtype=bool)
     if delim.any():
-        mass, share = [], []
-        for p in rows:
-            seen = att[p] > 0
-            n = max(1, int(seen.sum()))
-            mass.append(att[p, delim].sum())
-            share.append((delim & seen).sum() / n)
-        mass, share = float(np.mean(mass)), float(np.mean(share))
-        if share <= 0.5 and mass >= 1.5 * share:
-            out["delimiter"] = mass
-        else:
-            out["delimiter"] = 0.0
-    band = [att[p, max(0, p + offset - LOCAL_SPAN):p + offset + 1].sum() for p in rows]
-    out["local"] = float(np.mean(band))
-    ent = []
-    for p in rows:
-        seen = att[p][att[p] > 0]
-        if seen.size > 1:
-            ent.append(float(-(seen * np.log(seen)).sum() / np.log(seen.size)))
-    if ent:
-        out["broad"] = float(np.mean(ent))
+        mass = float(a[:, delim].sum(1).mean())
+        share = float(((seen & delim).sum(1) / np.maximum(1, n_seen)).mean())
+        out["delimiter"] = mass if share <= 0.5 and mass >= 1.5 * share else 0.0
+    k = np.arange(Lk)[None, :]
+    at = rows[:, None] + offset                      # each query's own key
+    out["local"] = float((a * ((k >= at - LOCAL_SPAN) & (k <= at))).sum(1).mean())
+    many = n_seen > 1
+    if many.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            plogp = np.where(seen, a * np.log(np.where(seen, a, 1.0)), 0.0).sum(1)
+        out["broad"] = float((-plogp[many] / np.log(n_seen[many])).mean())
     return out
 
 

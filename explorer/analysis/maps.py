@@ -213,15 +213,17 @@ def pattern_or_support(cfg, maps: np.ndarray, L: int, prefix: int) -> tuple:
 
 
 def head_stats(maps: np.ndarray) -> tuple:
-    """Per (layer, head): mean entropy (nats) and mean distance |i - j| (tokens) over the queries."""
-    p = np.nan_to_num(maps.astype(np.float64))
+    """Per (layer, head): mean entropy (nats) and mean distance |i - j| (tokens) over the queries (each
+    row's sum accumulated in float64; a pretrained model's 30 x 9 maps of 256 tokens in a fraction of a
+    second)."""
+    p = torch.nan_to_num(torch.from_numpy(np.ascontiguousarray(maps, dtype=np.float32)))
     lq, lk = maps.shape[2], maps.shape[3]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ent = -np.where(p > 0, p * np.log(p), 0.0).sum(-1)  # (n, h, L)
-    i = np.arange(lq)[:, None] + (lk - lq)  # absolute key index of each query
-    dist = (p * np.abs(i - np.arange(lk)[None, :])).sum(-1)
+    # only p > 0 counts (an approximation such as Nystrom's can give negative weights)
+    ent = -torch.where(p > 0, p * torch.log(p.clamp_min(1e-38)), 0.0).sum(-1, dtype=torch.float64)
+    i = torch.arange(lq)[:, None] + (lk - lq)  # absolute key index of each query
+    dist = (p * (i - torch.arange(lk)[None, :]).abs().float()).sum(-1, dtype=torch.float64)
     missing = np.isnan(maps).all(axis=(2, 3))
-    ent, dist = ent.mean(-1), dist.mean(-1)
+    ent, dist = ent.mean(-1).numpy(), dist.mean(-1).numpy()
     ent[missing] = np.nan
     dist[missing] = np.nan
     return ent.astype(np.float32), dist.astype(np.float32)

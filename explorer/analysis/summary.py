@@ -42,29 +42,32 @@ def sdpa_bias_flops(query_shape, key_shape, value_shape, attn_bias_shape=None, c
     return sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p, is_causal)
 
 
-def model_summary(cfg, seq_len: int = 128) -> dict:
+def model_summary(cfg, seq_len: int = 128, weights=None) -> dict:
     """Parameter count, measured forward FLOPs per token at ``seq_len``, and the chosen components
-    (memoised on the caller's side: a hit costs no GPU call)."""
-    req = summary_request(cfg, seq_len)
+    (memoised on the caller's side: a hit costs no GPU call). ``weights``: the model they are counted on
+    (the count does not depend on them; a pretrained checkpoint's model is already built, an initial one
+    of its size would cost a second of random initialisation)."""
+    req = summary_request(cfg, seq_len, weights)
     result = memo(req.key, lambda: req.compute(), need=req.need)
     return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
 
 
-def summary_request(cfg, seq_len: int = 128) -> Request:
+def summary_request(cfg, seq_len: int = 128, weights=None) -> Request:
     """What ``model_summary`` computes, checked and keyed on the caller's side (no model runs)."""
     cfg = as_config(cfg)
     need = budget.check(cfg, "forward", int(seq_len), 1)
-    return Request(("summary", cfg.to_json(), int(seq_len)), need, compute_summary, (cfg.to_json(), int(seq_len)))
+    w = weights if weights is not None and weights.shared and weights.matches(cfg) else None
+    return Request(("summary", cfg.to_json(), int(seq_len)), need, compute_summary, (cfg.to_json(), int(seq_len), w))
 
 
 @gpu(duration=30)
-def compute_summary(cfg_json: str, seq_len: int) -> dict:
+def compute_summary(cfg_json: str, seq_len: int, weights=None) -> dict:
     """The GPU call of ``model_summary``: one counted forward pass (picklable in and out)."""
-    return _summary(as_config(cfg_json), seq_len)
+    return _summary(as_config(cfg_json), seq_len, weights)
 
 
-def _summary(cfg, seq_len: int) -> dict:
-    model = eval_model(cfg)
+def _summary(cfg, seq_len: int, weights=None) -> dict:
+    model = eval_model(cfg, weights)
     seq_len = min(seq_len, cfg.max_len) if cfg.position == "learned" else seq_len
     tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(0))
     args = [tokens.flip(-1) if k else tokens for k in range(len(arrangement(cfg).inputs))]  # one per input

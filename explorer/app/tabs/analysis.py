@@ -59,7 +59,7 @@ def stack_layers(cfg: ModelConfig) -> int:
 
 def card(cfg: ModelConfig, seq: int, weights=None) -> str:
     """The model card, with the KV cache per decoded token and, for a checkpoint, where it comes from."""
-    md = model_markdown(model_summary(cfg, seq_len=seq))
+    md = model_markdown(model_summary(cfg, seq_len=seq, weights=weights))
     per_token = kv_cache_bytes(cfg, [1])["current"][0]
     head, sep, rest = md.partition("\n")
     kv = (f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × {cfg.kv_heads} K/V "
