@@ -50,7 +50,8 @@ HUB_FILES = ("config.json", "*.safetensors", "model.safetensors.index.json", "to
 
 _LOADED = ByteLRU(max_entries=MAX_LOADED)
 _UPLOADS = ByteLRU(max_entries=MAX_LOADED)  # id -> folder-free Loaded of an upload (its files deleted)
-_LOCK = threading.Lock()  # one checkpoint read at a time: two visitors asking for one model read it once
+_LOCK = threading.Lock()  # one checkpoint read at a time (a fraction of a second each): two visitors asking for one
+                          # model read it once
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,12 @@ def load(ckpt_id: str) -> Loaded:
             raise ConfigError("checkpoint", ckpt_id[:20] + "…", "an upload this server still holds (uploads are "
                               "kept for a while only): upload the checkpoint again")
         return _UPLOADS.get(key, lambda: None)
+    key = ("local", ckpt_id)
+    if key in _LOADED:
+        return _LOADED.get(key, lambda: None)
+    folder = folder_of(ckpt_id)  # a Hub download happens here, outside the lock: other checkpoints still open
     with _LOCK:
-        return _LOADED.get(("local", ckpt_id), lambda: read(folder_of(ckpt_id), ckpt_id))
+        return _LOADED.get(key, lambda: read(folder, ckpt_id))
 
 
 def read(folder, ckpt_id: str, name: str | None = None) -> Loaded:

@@ -160,6 +160,18 @@ def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -
     return {"weights": weights, "trained": None, "state": state, "status": status, **fill}
 
 
+def after_fill(out: dict, weights) -> dict:
+    """A preset, Reset or an uploaded config filled the controls while a checkpoint was drawn: the
+    catalogue's model is drawn from now on (bundled weights), and the status says so."""
+    filled = any(not (isinstance(out[n], dict) and set(out[n]) == {"__type__"}) for n in CONTROL_FIELDS
+                 if n in out)  # gr.skip() is an update without values
+    if not checkpoint_id(weights) or not filled:
+        return {**out, "weights": gr.skip()}
+    note = "Weights switched to bundled: the controls now describe a model of the catalogue."
+    status = out.get("status")
+    return {**out, "weights": BUNDLED, "status": f"{status} {note}".strip() if isinstance(status, str) else note}
+
+
 def _leave_checkpoint(values: dict) -> dict | None:
     """Every control back to the defaults when they hold a checkpoint's sizes (past the explorer's caps)."""
     try:

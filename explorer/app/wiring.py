@@ -185,9 +185,9 @@ def wire_sources(demo, ui: Components) -> None:
     """What fills every control at once, each followed by one redraw chain: a preset, the page's link
     (on load), reset, undo, an uploaded config, and the weights switch."""
     def preset_fn(data):
-        return ui.back(apply_preset(data[ui["preset"]]))
+        return ui.back(weights_switch.after_fill(apply_preset(data[ui["preset"]]), data[ui["weights"]]))
 
-    redraw_chain(ui, picked(ui["preset"])(preset_fn, {ui["preset"]}, ui.outputs(*FILL_OUT),
+    redraw_chain(ui, picked(ui["preset"])(preset_fn, {ui["preset"], ui["weights"]}, ui.outputs(*FILL_OUT, "weights"),
                                           show_progress_on=ui.outputs("status"), api_name="preset", queue=False,
                                           **QUIET), "preset")
 
@@ -202,7 +202,10 @@ def wire_sources(demo, ui: Components) -> None:
                                         show_progress_on=ui.outputs("status"), api_name="load_link", **QUIET),
                           "load", detail_state=False)
     wire_compare(ui, loaded)
-    redraw_chain(ui, ui["reset"].click(lambda: ui.back(undo_history.reset()), None, ui.outputs(*FILL_OUT),
+    def reset_fn(data):
+        return ui.back(weights_switch.after_fill(undo_history.reset(), data[ui["weights"]]))
+
+    redraw_chain(ui, ui["reset"].click(reset_fn, {ui["weights"]}, ui.outputs(*FILL_OUT, "weights"),
                                        show_progress_on=ui.outputs("status"), api_name="reset", queue=False, **QUIET),
                  "reset")
 
@@ -215,9 +218,9 @@ def wire_sources(demo, ui: Components) -> None:
                                       api_name="undo", queue=False, **QUIET), "undo")
 
     def upload_fn(data):
-        return ui.back(upload_config(data[ui["upload"]]))
+        return ui.back(weights_switch.after_fill(upload_config(data[ui["upload"]]), data[ui["weights"]]))
 
-    redraw_chain(ui, ui["upload"].upload(upload_fn, {ui["upload"]}, ui.outputs(*FILL_OUT),
+    redraw_chain(ui, ui["upload"].upload(upload_fn, {ui["upload"], ui["weights"]}, ui.outputs(*FILL_OUT, "weights"),
                                          show_progress_on=ui.outputs("status"), api_name="upload_config", **QUIET),
                  "upload")
     # the weights switch: snapshot (or drop) the trained weights, then redraw every tab once

@@ -8,6 +8,7 @@ ckpt = load("path/to/folder")       # Checkpoint: name, family, config, model (e
                                     # n_params, source, notes
 ckpt.logits(ids, attention_mask=None, decoder_ids=None)   # (B, L, vocab)
 ckpt.tokenizer.encode(text); ckpt.tokenizer.pieces(ids)    # readable tokens: "␣the", "↵", "##ing"
+save_llama(model, cfg, "out/folder", tokenizer_json=byte_tokenizer_json())  # a catalogue Llama, written back
 ```
 
 Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``bert`` (masked-LM
@@ -15,7 +16,10 @@ logits); ``t5`` (encoder-decoder). Each maps ``config.json`` onto catalogue choi
 onto a catalogue parameter (``models/hf/<family>.py``); what the catalogue cannot express is refused by
 name. The mapping table, what is refused and the parameter cap: docs/checkpoints.md.
 """
+from .byte_tokenizer import byte_tokenizer_json
+from .export import save_llama
 from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
 from .tokenizer import Tokenizer
 
-__all__ = ["load", "plan", "Checkpoint", "Plan", "Tokenizer", "FAMILIES", "MODEL_TYPES", "DEFAULT_MAX_PARAMS"]
+__all__ = ["load", "plan", "Checkpoint", "Plan", "Tokenizer", "FAMILIES", "MODEL_TYPES", "DEFAULT_MAX_PARAMS",
+           "save_llama", "byte_tokenizer_json"]

@@ -114,3 +114,32 @@ def test_api_draws_a_checkpoint_with_changes(tiny):
     assert len(grads["attn_out"]) == cfg.n_layers
     with pytest.raises(Exception, match="ffn"):
         api.api_analyze('{"ffn": "gelu"}', TEXT, weights=CHOICE)
+
+
+def test_a_preset_or_reset_leaves_the_checkpoint(tiny):
+    from explorer.app import history
+    from explorer.app.sources import apply_preset, skip_fill
+    from explorer.runtime.presets import available
+
+    preset = W.after_fill(apply_preset(available()[0]), CHOICE)
+    assert preset["weights"] == "bundled" and "switched to bundled" in preset["status"]
+    reset = W.after_fill(history.reset(), CHOICE)
+    assert reset["weights"] == "bundled"
+    assert W.after_fill(skip_fill(), CHOICE)["weights"] == {"__type__": "update"}  # nothing filled: kept
+    assert W.after_fill(apply_preset(available()[0]), "bundled")["weights"] == {"__type__": "update"}
+
+
+def test_export_of_a_checkpoint_view(tiny, opened, tmp_path):
+    import zipfile
+
+    from explorer.app.export import cleanup_export, export_files
+
+    values, out = opened
+    result = W.with_weights(export_files)(values, trained=None, weights=CHOICE, text=TEXT, separator=None,
+                                          state=None, zoom_layer=0, zoom_head=0, pinned=None, train_state=None)
+    try:
+        with zipfile.ZipFile(result["files"]["value"]) as z:
+            config = next(n for n in z.namelist() if n.endswith(".json"))
+            assert '"vocab_size": 400' in z.read(config).decode()  # the checkpoint's config, its sizes
+    finally:
+        cleanup_export(result["export_dir"])
