@@ -48,8 +48,10 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]
 UPLOAD_ID = re.compile(r"^[0-9a-f]{64}$")
 HUB_FILES = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json")
 
-_LOADED = ByteLRU(max_entries=MAX_LOADED)
-_UPLOADS = ByteLRU(max_entries=MAX_LOADED)  # id -> folder-free Loaded of an upload (its files deleted)
+# bounded by count, not by the results' cache budget: a 200 M model (800 MB) must stay loaded on a host whose
+# cache budget is smaller, or every click would read it again; the budget check before a read bounds each one
+_LOADED = ByteLRU(max_bytes=1 << 62, max_entries=MAX_LOADED)
+_UPLOADS = ByteLRU(max_bytes=1 << 62, max_entries=MAX_LOADED)  # id -> Loaded of an upload (its files deleted)
 _LOCK = threading.Lock()  # one checkpoint read at a time (a fraction of a second each): two visitors asking for one
                           # model read it once
 

@@ -1,6 +1,6 @@
 """The "Weights" control: which weights every tab draws, and the handlers that pass them down.
 
-Three choices:
+Four kinds of choice:
 - ``bundled`` (the default): the trained model shipped with the app for the current config
   (``explorer.analysis.bundled``: a bundle trained with exactly this config, or one whose weights
   still mean the same under it, ``explorer.analysis.surgery``); a config no bundle serves is drawn at
@@ -19,8 +19,16 @@ use it only for the config it belongs to); ``attention_with_weights`` does the s
 event of a redraw, adds the weights line (``weights_md``: which weights are drawn and where they came
 from) and turns the switch off when a commit moves the config away from the session's run.
 
+- ``checkpoint:<id>``: a pretrained checkpoint (``explorer.analysis.checkpoints``). Choosing one fills every
+  control with its architecture (``open_checkpoint``); while it is chosen the handlers get the control
+  values with its id (``with_checkpoint``), so ``current_config`` is the checkpoint's config with the
+  controls' surgery, and the weights line reports the perplexity change. A preset, Reset or an uploaded
+  config switches back to bundled (``after_fill``), as does choosing another weight (the controls go
+  back to the defaults when the checkpoint's sizes are past the explorer's caps).
+
 The share link and the config export carry the configuration only: a session's own weights never
-leave it except through the Train tab's download; the bundled ones are the app's.
+leave it except through the Train tab's download; the bundled ones are the app's; a checkpoint's link
+carries its id.
 """
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def redraw_chain(ui: Components, first, name: str, detail_state: bool = True):
     def attention(values, history=None, state=None, train_synced=None, **kw):  # the first answer: the grid,
         state = sessions.page_state(state, loading=name == "load")  # an expired session: redraw everything
         out = refresh_attention(values, state=state, keep_status=filled, stats=False, **kw)
-        return {**out, "history": undo_history.record(values, out, history),  # the undo history, and the
+        return {**out, "history": undo_history.record(without_checkpoint(values), out, history),  # undo, and the
                 **train_source.follow(without_checkpoint(values), train_synced)}  # Train tab's model when the
                                                                                    # controls changed
 
@@ -211,10 +211,10 @@ def wire_sources(demo, ui: Components) -> None:
 
     def undo_fn(data):  # the controls too: Undo right after Reset, before its redraw recorded the defaults
         values, named = ui.split(data)
-        return ui.back(undo_history.undo(named["history"], values))
+        return ui.back(weights_switch.after_fill(undo_history.undo(named["history"], values), named["weights"]))
 
-    redraw_chain(ui, ui["undo"].click(undo_fn, ui.inputs(*CONTROL_FIELDS, "history"),
-                                      ui.outputs(*FILL_OUT, "history"), show_progress_on=ui.outputs("status"),
+    redraw_chain(ui, ui["undo"].click(undo_fn, ui.inputs(*CONTROL_FIELDS, "history", "weights"),
+                                      ui.outputs(*FILL_OUT, "history", "weights"), show_progress_on=ui.outputs("status"),
                                       api_name="undo", queue=False, **QUIET), "undo")
 
     def upload_fn(data):
