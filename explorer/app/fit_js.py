@@ -58,7 +58,7 @@ FIT_JS = """() => {
     const size = parseFloat(getComputedStyle(t).fontSize) || 16, room = edge - box.left - 8;
     let added = 0;
     const lines = text.split('<br>').map((line) => {
-      const note = line.match(/^<sup>([^<]*)<\/sup>$/), inner = note ? note[1] : line;
+      const note = line.match(/^<sup>([^<]*)<\\/sup>$/), inner = note ? note[1] : line;
       if (!note && /</.test(inner)) return line;  // other markup: left whole
       const per = Math.max(12, Math.floor(room / (size * (note ? 0.8 : 1) * 0.56)));
       if (inner.length <= per) return line;

@@ -113,7 +113,7 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
         w = applicable(weights, cfg)
         drawn = drawn_digest(cfg, text, separator, picks, w)
         if drawn == state["drawn"]:
-            return {**controls, **unchanged, "status": note or text_notice(text),
+            return {**controls, **unchanged, "status": note or notice(text, w),
                     "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
         grid, link = draw_grid(cfg, text, separator, picks, w)
         maps = attention_maps(cfg, text, separator=separator, weights=w)
@@ -123,7 +123,7 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
         return {**controls, **unchanged, "status": warn(problem(exc)),
                 "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
     return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": maps_reading(maps.summary(), MAX_TEXT_BYTES),
-            "status": note or text_notice(text), "share_qs": link, "preset": preset_of(cfg),
+            "status": note or notice(text, w), "share_qs": link, "preset": preset_of(cfg),
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig, "arch": arch}}
 
 
@@ -160,6 +160,11 @@ def redraw_grid(values: dict, text, grid_layers=None, grid_heads=None, state=Non
 
 
 @functools.lru_cache(maxsize=256)
+def notice(text: str, weights) -> str:
+    """The long-text notice of a byte model (a checkpoint's maps reading says where its tokenizer cut)."""
+    return "" if weights is not None and weights.checkpoint else text_notice(text)
+
+
 def preset_of(cfg: ModelConfig) -> str:
     """``presets.matching_preset``, memoised by the (frozen) config: it builds every preset's config."""
     return matching_preset(cfg)
