@@ -159,12 +159,12 @@ def redraw_grid(values: dict, text, grid_layers=None, grid_heads=None, state=Non
     return {"grid": grid, "share_qs": link, "status": "", "state": {**state, "drawn": drawn, "fresh": False}}
 
 
-@functools.lru_cache(maxsize=256)
 def notice(text: str, weights) -> str:
     """The long-text notice of a byte model (a checkpoint's maps reading says where its tokenizer cut)."""
     return "" if weights is not None and weights.checkpoint else text_notice(text)
 
 
+@functools.lru_cache(maxsize=256)
 def preset_of(cfg: ModelConfig) -> str:
     """``presets.matching_preset``, memoised by the (frozen) config: it builds every preset's config."""
     return matching_preset(cfg)
