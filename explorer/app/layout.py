@@ -135,7 +135,8 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
     gr.Markdown(SHARE_NOTE, elem_classes="hint", elem_id="weights-note")
     controls = config_controls(cfg, choice_marks(cfg.to_dict()))
     comps["text"] = gr.Textbox(DEFAULT_TEXT, lines=3, label=f"Input text (one token per byte, first {MAX_TEXT_BYTES} "
-                               "bytes; a checkpoint's own tokens; applied on leaving the box)", elem_id="text", max_length=MAX_TEXT_CHARS)
+                               "bytes; a checkpoint's own tokens; applied on leaving the box)", elem_id="text",
+                               max_length=MAX_TEXT_CHARS)
     comps["separator"] = stacks.separator_box()
     with gr.Accordion("Share & export", open=True):
         comps["share_url"] = gr.Textbox("", label="Share link (this configuration)", elem_id="share-url",

@@ -26,6 +26,7 @@ DEFAULT_TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. H
 DEFAULT_SEPARATOR = "=>"
 SEQ2SEQ_TEXT = "the quick brown fox=>xof nworb kciuq eht"  # reverse: the alignment is the anti-diagonal
 MAX_SEPARATOR_CHARS = 16
+CHARS_PER_TOKEN = 64  # characters tokenised per token a checkpoint reads (tokenized_input)
 
 
 @dataclass(frozen=True)
@@ -157,11 +158,12 @@ def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES, toke
 
 
 def tokenized_input(cfg, text: str, separator, max_tokens: int, tokenizer) -> ModelInput:
-    """``model_input`` through a checkpoint's tokenizer: the text (at most ``4 * max_tokens`` characters
-    are tokenised: no token is shorter than a quarter of a character's bytes) split like a byte text, each
-    side's first ``max_tokens`` tokens (half each for a source and a target), their readable pieces."""
+    """``model_input`` through a checkpoint's tokenizer: the text split like a byte text, each side's first
+    ``max_tokens`` tokens (half each for a source and a target), their readable pieces. At most
+    ``CHARS_PER_TOKEN * max_tokens`` characters are tokenised (a bound on the work an API call's text can
+    ask for; a token of a real vocabulary is far shorter)."""
     names = arrangement(cfg).inputs
-    text = text[:4 * max_tokens * (2 if len(names) > 1 else 1)]
+    text = text[:CHARS_PER_TOKEN * max_tokens * (2 if len(names) > 1 else 1)]
     if len(names) == 1:
         sides, budget_each = [text], int(max_tokens)
     else:
