@@ -12,9 +12,9 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import checkpoint_surgery, checkpoints
-from explorer.app.controls import CONTROL_FIELDS
+from explorer.app.controls import CONTROL_FIELDS, HIDDEN_FIELDS
 from explorer.app.messages import problem
-from explorer.app.share import CKPT_PARAM, from_query
+from explorer.app.share import CKPT_PARAM, SEP_PARAM, from_query, link_separator
 from explorer.app.weights import CKPT, all_choices
 from explorer.runtime.presets import CUSTOM
 from explorer.runtime.untrusted import shown, shown_html
@@ -25,7 +25,8 @@ def restore(params: dict, fill_controls) -> dict:
     """``fill_controls(cfg, text, preset, status)`` of the link's checkpoint and changes, plus the Weights
     choice; or, when this host cannot load it, of the rest of the link, with the reason."""
     raw = str(params.get(CKPT_PARAM, ""))[:checkpoints.MAX_ID_CHARS + 1]
-    rest = {k: v for k, v in params.items() if k != CKPT_PARAM}
+    separator, sep_notice = link_separator(params)
+    rest = {k: v for k, v in params.items() if k not in (CKPT_PARAM, SEP_PARAM)}
     text = str(rest.get("text", ""))[:4096] or None
     try:
         ckpt_id = checkpoints.check_id(raw)
@@ -42,13 +43,11 @@ def restore(params: dict, fill_controls) -> dict:
         msg = (f"This link opens checkpoint {raw[:60]!r}, which this host cannot load ({why}); showing the bundled "
                "model instead.")
         gr.Warning(shown_html(msg))
-        keep = {k: v for k, v in rest.items() if k not in ("vocab_size", "norm_eps", "attn_bias", "gelu_approx",
-                                                           "embed_norm")}
+        keep = {k: v for k, v in rest.items() if k not in HIDDEN_FIELDS}  # a checkpoint's own, not the app's
         cfg, text2, preset, notice = from_query(keep)
         status = f"⚠️ {shown(msg)}" + (f" {shown(notice)}" if notice else "")
-        return {**fill_controls(cfg, text2, preset, status), "weights": gr.update(value="bundled")}
+        return {**fill_controls(cfg, text2, preset, status, separator=separator), "weights": gr.update(value="bundled")}
     extra = [] if ckpt_id in checkpoints.choice_ids() else [ckpt_id]
-    status = f"Opened {shown(loaded.describe())} from the link."
-    return {**fill_controls(cfg, text, CUSTOM, status), "weights": gr.update(choices=all_choices(extra),
-                                                                             value=CKPT + ckpt_id),
-            "ckpt_extra": extra}
+    status = f"Opened {shown(loaded.describe())} from the link." + (f" ⚠️ {shown(sep_notice)}" if sep_notice else "")
+    return {**fill_controls(cfg, text, CUSTOM, status, separator=separator),
+            "weights": gr.update(choices=all_choices(extra), value=CKPT + ckpt_id), "ckpt_extra": extra}

@@ -37,7 +37,8 @@ from models import ConfigError, ModelConfig
 log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
-_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt"}  # pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick
+# pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick; ckpt: explorer.app.checkpoint_link
+_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt"}
 # a source / target text is up to MAX_TEXT_BYTES of its two sides plus the separator between them
 MAX_LINK_TEXT_BYTES = MAX_TEXT_BYTES + 4 * MAX_SEPARATOR_CHARS
 SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
@@ -132,13 +133,17 @@ def compare_query(a: ModelConfig, b: ModelConfig, text: str, separator=None) -> 
     return f"{qb}&{extra}" if qb else extra
 
 
-def checkpoint_query(ckpt_id: str, base: ModelConfig, cfg: ModelConfig, text: str, used_text: str) -> str:
+def checkpoint_query(ckpt_id: str, base: ModelConfig, cfg: ModelConfig, used_text: str,
+                     separator: str | None = None) -> str:
     """A checkpoint's share query: its id, the fields the controls changed from its config (its surgery),
-    and the part of the text its tokenizer read (``used_text``), never its weights."""
+    the part of the text its tokenizer read (``used_text``) and an encoder-decoder's separator when it is
+    not the default; never its weights."""
     items = {CKPT_PARAM: ckpt_id}
     base_d = base.to_dict()
     items.update({k: _text_value(v) for k, v in cfg.to_dict().items() if base_d[k] != v})
     if used_text != DEFAULT_TEXT:
         items["text"] = used_text
+    if reads_pair(cfg) and separator and separator != DEFAULT_SEPARATOR:
+        items[SEP_PARAM] = check_separator(separator)
     query = urlencode(items)
     return query if len(query) <= MAX_QUERY_CHARS else urlencode({k: v for k, v in items.items() if k != "text"})

@@ -61,7 +61,7 @@ def share_query(cfg: ModelConfig, text: str, separator, picks, weights=None) -> 
 
         used = model_input(cfg, text, separator, tokenizer=weights.tokenizer).text
         base = checkpoints.load(weights.checkpoint).config
-        return with_grid(checkpoint_query(weights.checkpoint, base, cfg, text, used), *picks)
+        return with_grid(checkpoint_query(weights.checkpoint, base, cfg, used, separator), *picks)
     return with_grid(to_query(cfg, text, preset_of(cfg), separator), *picks)
 
 

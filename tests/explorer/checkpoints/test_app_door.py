@@ -143,3 +143,13 @@ def test_export_of_a_checkpoint_view(tiny, opened, tmp_path):
             assert '"vocab_size": 400' in z.read(config).decode()  # the checkpoint's config, its sizes
     finally:
         cleanup_export(result["export_dir"])
+
+
+def test_an_encoder_decoder_checkpoint_link_keeps_its_separator(tiny):
+    from explorer.app.share import checkpoint_query
+
+    cfg = ModelConfig(architecture="encoder_decoder").validate()
+    query = parse_qs(checkpoint_query("tiny", cfg, cfg.replace(n_sinks=0), "a ## b", "##"))
+    assert query["sep"] == ["##"] and query["ckpt"] == ["tiny"]
+    restored = load_from_url(SimpleNamespace(query_params={"ckpt": "tiny", "sep": "##", "text": "hello"}))
+    assert restored["separator"] == "##" and restored["weights"]["value"] == CHOICE
