@@ -92,7 +92,8 @@ def data_digest() -> str:
     return hashlib.sha256(python_docs()).hexdigest()
 
 
-def _commit() -> str:
+def head_commit() -> str:
+    """The repository's HEAD, as a manifest records what made it ("unknown" outside a git checkout)."""
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -168,7 +169,7 @@ def train(recipe: Recipe, out: Path = BUNDLE_DIR, log=print) -> dict:
                                 f"x {recipe.induction_len}); then {recipe.task} ({recipe.batch_size} x {recipe.seq_len})")
                  if recipe.induction_steps else f"{recipe.task} throughout"},
         "parameters": sum(p.numel() for p in trainer.model.parameters()), "dtype": "float16",
-        "command": f"python -m explorer.training.bundle {recipe.name}", "commit": _commit(),
+        "command": f"python -m explorer.training.bundle {recipe.name}", "commit": head_commit(),
         "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.machine(),
                     "threads": 1},
     }

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from explorer.analysis.bundled import ROOT
-from explorer.training.bundle import Recipe, _commit, data_digest, trainer_for
+from explorer.training.bundle import Recipe, data_digest, head_commit, trainer_for
 from explorer.training.tasks import model_input, python_docs, scored_loss, split_corpus
 from models.hf import load
 from models.hf.byte_tokenizer import byte_tokenizer_json
@@ -87,7 +87,7 @@ def make(recipe: Recipe = RECIPE, out: Path = OUT, log=print) -> dict:
         "files": {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.name != "manifest.json"},
         "command": "python -m explorer.training.stand_in" + ("" if recipe.steps == RECIPE.steps
                                                             else f" --steps {recipe.steps}"),
-        "commit": _commit(),
+        "commit": head_commit(),
         "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.machine(),
                     "threads": 1},
     }
