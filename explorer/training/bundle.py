@@ -139,19 +139,26 @@ def replay(recipe: Recipe, steps: int) -> list:
     return [trainer.train_step() for _ in range(steps)]
 
 
+def run_logged(trainer: Trainer, name: str, steps: int, t0: float, log=print) -> list:
+    """Run ``trainer`` to its end, one log line per snapshot -> the manifest's trajectory (step, losses,
+    held-out accuracy)."""
+    trajectory = []
+    for snap in trainer.run():
+        trajectory.append({"step": snap.step, "train_loss": None if snap.train_loss is None else
+                           round(snap.train_loss, 6), "heldout_loss": round(snap.heldout_loss, 6),
+                           "heldout_acc": round(snap.heldout_acc, 6)})
+        log(f"{name}: step {snap.step}/{steps} held-out loss {snap.heldout_loss:.3f} "
+            f"({time.perf_counter() - t0:.0f} s)")
+    return trajectory
+
+
 def train(recipe: Recipe, out: Path = BUNDLE_DIR, log=print) -> dict:
     """Train ``recipe`` and write its two files into ``out``; returns the manifest."""
     cfg, run = recipe.model_config(), recipe.run_config()
     t0 = time.perf_counter()
     trainer = trainer_for(recipe)
     first = [trainer.train_step() for _ in range(REPLAY_STEPS)]  # the same steps a run would take
-    trajectory = []
-    for snap in trainer.run():
-        trajectory.append({"step": snap.step, "train_loss": None if snap.train_loss is None else
-                           round(snap.train_loss, 6), "heldout_loss": round(snap.heldout_loss, 6),
-                           "heldout_acc": round(snap.heldout_acc, 6)})
-        log(f"{recipe.name}: step {snap.step}/{run.steps} held-out loss {snap.heldout_loss:.3f} "
-            f"({time.perf_counter() - t0:.0f} s)")
+    trajectory = run_logged(trainer, recipe.name, run.steps, t0, log)
     wall = time.perf_counter() - t0
     train_bytes, held_bytes = (len(p) for p in split_corpus(python_docs()))
     last = trajectory[-1]

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from explorer.analysis.bundled import ROOT
-from explorer.training.bundle import Recipe, data_digest, head_commit, trainer_for
+from explorer.training.bundle import Recipe, data_digest, head_commit, run_logged, trainer_for
 from explorer.training.tasks import model_input, python_docs, scored_loss, split_corpus
 from models.hf import load
 from models.hf.byte_tokenizer import byte_tokenizer_json
@@ -59,13 +59,7 @@ def make(recipe: Recipe = RECIPE, out: Path = OUT, log=print) -> dict:
     """Train ``recipe``, write the checkpoint folder ``out`` and its manifest; returns the manifest."""
     t0 = time.perf_counter()
     trainer = trainer_for(recipe)
-    trajectory = []
-    for snap in trainer.run():
-        trajectory.append({"step": snap.step, "train_loss": None if snap.train_loss is None else
-                           round(snap.train_loss, 6), "heldout_loss": round(snap.heldout_loss, 6),
-                           "heldout_acc": round(snap.heldout_acc, 6)})
-        log(f"{recipe.name}: step {snap.step}/{recipe.steps} held-out loss {snap.heldout_loss:.3f} "
-            f"({time.perf_counter() - t0:.0f} s)")
+    trajectory = run_logged(trainer, recipe.name, recipe.steps, t0, log)
     wall = time.perf_counter() - t0
     cfg = recipe.model_config()
     save_llama(trainer.model, cfg, out, dtype=DTYPE, tokenizer_json=byte_tokenizer_json())
