@@ -77,9 +77,10 @@ def _regroup(w: torch.Tensor, ha: int, hb: int) -> torch.Tensor:
     return heads.reshape(hb * d_h, *rest)
 
 
-def transfer(state: dict, a, b) -> dict:
+def transfer(state: dict, a, b, copy: bool = True) -> dict:
     """The parameters of ``b`` from those of a model of ``a`` (``check(a, b)`` first); ``state`` is
-    not modified (every tensor is a new one)."""
+    not modified (every tensor is a new one; ``copy=False``: the unchanged ones are ``state``'s own, for a
+    caller that only reads them, such as a pretrained checkpoint shared by every session)."""
     check(a, b)
     ha, hb = a.kv_heads, b.kv_heads
     out = {}
@@ -87,7 +88,7 @@ def transfer(state: dict, a, b) -> dict:
         if ha != hb and name.endswith(KV_NAMES) and tensor.dim() in (1, 2) and tensor.shape[0] == ha * a.d_head:
             out[name] = _regroup(tensor, ha, hb)
         else:
-            out[name] = tensor.clone()
+            out[name] = tensor.clone() if copy else tensor
     return out
 
 

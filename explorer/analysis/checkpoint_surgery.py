@@ -37,7 +37,6 @@ from explorer.runtime.limits import MAX_TEXT_BYTES
 from models import ConfigError, surgery
 from models.attention import PATTERNS
 
-KV_NAMES = surgery.KV_NAMES
 _MOVED = ByteLRU(max_entries=2)  # (id, config) -> TrainedWeights after surgery: the same tensors but the K/V
 TABLE_TOKENS = 2048  # tokens of the held-out split the table scores
 ROWS = 8  # windows per forward pass when scoring
@@ -69,12 +68,8 @@ def weights_for(ckpt_id: str, cfg) -> TrainedWeights:
 
 def _moved(loaded, cfg) -> TrainedWeights:
     a = loaded.config
-    surgery.check(a, cfg)
     ha, hb = a.kv_heads, cfg.kv_heads
-    state = {}
-    for name, t in loaded.weights.tensors.items():
-        regroup = ha != hb and name.endswith(KV_NAMES) and t.dim() in (1, 2) and t.shape[0] == ha * a.d_head
-        state[name] = surgery._regroup(t, ha, hb) if regroup else t  # shared: nothing is ever written into it
+    state = surgery.transfer(loaded.weights.tensors, a, cfg, copy=False)  # shared: nothing is written into them
     add_buffers(state, cfg)
     check_shapes(state, cfg)
     changed = tuple(surgery.changed_fields(a, cfg))
