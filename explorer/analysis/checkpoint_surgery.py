@@ -22,12 +22,10 @@ import math
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
 
 from explorer.analysis import checkpoints
 from explorer.analysis.memo import eval_model, memo, weights_key
-from explorer.analysis.surgery import PASSAGE_BYTES, SINKS, heldout_text, surgery_attentions
+from explorer.analysis.surgery import PASSAGE_BYTES, SINKS, heldout_text, nats_per_byte, surgery_attentions
 from explorer.analysis.weights import TrainedWeights
 from explorer.runtime import budget
 from explorer.runtime.cache import ByteLRU
@@ -39,7 +37,6 @@ from models.attention import PATTERNS
 
 _MOVED = ByteLRU(max_entries=2)  # (id, config) -> TrainedWeights after surgery: the same tensors but the K/V
 TABLE_TOKENS = 2048  # tokens of the held-out split the table scores
-ROWS = 8  # windows per forward pass when scoring
 
 
 def config_for(ckpt_id: str, overrides: dict | None = None):
@@ -117,23 +114,6 @@ def passage_ids(tokenizer) -> list:
     return tokenizer.encode(heldout_text()[:PASSAGE_BYTES].decode("utf-8", errors="ignore"))
 
 
-def nats_per_token(model, ids: list, window: int) -> float:
-    """Mean next-token loss over ``ids`` cut into whole windows of ``window`` tokens (all of ``ids`` when
-    shorter), ``ROWS`` windows per forward pass; every position but the first of a window scored."""
-    width = min(int(window), len(ids))
-    if width < 2:
-        return math.nan
-    dev = next(model.parameters()).device
-    x = torch.tensor(ids[: len(ids) // width * width], dtype=torch.long, device=dev).view(-1, width)
-    total = 0.0
-    with torch.no_grad():
-        for rows in x.split(ROWS):
-            logits = model(rows).logits.float()
-            total += F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1),
-                                     reduction="sum").item()
-    return total / (x.shape[0] * (width - 1))
-
-
 def scores(ckpt_id: str, cfg, text: str) -> dict:
     """``{"text", "heldout"}`` nats per token of ``cfg`` with the checkpoint's weights (memoised)."""
     cfg = as_config(cfg)
@@ -148,8 +128,8 @@ def scores(ckpt_id: str, cfg, text: str) -> dict:
 @gpu(duration=30)
 def compute_scores(cfg_json: str, ids: tuple, passage: tuple, weights: TrainedWeights) -> dict:
     model = eval_model(as_config(cfg_json), weights)
-    return {"text": nats_per_token(model, list(ids), len(ids)) if len(ids) >= 2 else math.nan,
-            "heldout": nats_per_token(model, list(passage), max(len(passage), 2))}
+    return {"text": nats_per_byte(model, list(ids), len(ids)) if len(ids) >= 2 else math.nan,
+            "heldout": nats_per_byte(model, list(passage), max(len(passage), 2))}
 
 
 def loss_change(ckpt_id: str, cfg, text: str) -> dict | None:
@@ -225,7 +205,7 @@ def table(ckpt_id: str, lengths: tuple | None = None, log=None) -> dict:
         for L in lengths:
             t0 = time.perf_counter()
             try:
-                row["loss"][str(L)] = round(nats_per_token(model, data, L), 4)
+                row["loss"][str(L)] = round(nats_per_byte(model, data, L), 4)
             except (RuntimeError, ConfigError) as e:
                 row["loss"][str(L)] = None
                 row.setdefault("errors", {})[str(L)] = str(e)[:120]

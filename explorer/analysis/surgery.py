@@ -136,7 +136,8 @@ def heldout_text() -> bytes:
 
 
 def nats_per_byte(model, ids: list, window: int) -> float:
-    """Mean next-byte loss over ``ids`` cut into windows of ``window`` bytes (positions 1.. of each scored)."""
+    """Mean next-byte loss over ``ids`` cut into windows of ``window`` bytes (positions 1.. of each scored);
+    for a checkpoint's tokenizer the same per token (``explorer.analysis.checkpoint_surgery``)."""
     ids = ids[: len(ids) // window * window] if len(ids) >= window else ids
     width = min(window, len(ids))
     x = torch.tensor(ids, dtype=torch.long, device=next(model.parameters()).device).view(-1, width)
