@@ -366,8 +366,8 @@ def test_snapshots_the_page_has_not_taken_are_dropped_for_the_newest(monkeypatch
         seen = await _until(gen, lambda o: not o[1].startswith("⏳"))  # the first snapshot the page gets
         trainer = seen[-1][0]["trainer"]
         for _ in range(1200):  # a slow page: it reads nothing while the run trains to its end
-            if len(drawn) == 9:
-                break
+            if len(trainer.history) == 9:  # (it waited for 9 drawings, which a page that reads nothing never
+                break                      # makes: every run sat out the whole minute)
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)
         return seen, [o async for o in gen], trainer
