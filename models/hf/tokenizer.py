@@ -10,14 +10,20 @@ characters and bytes that are part of a longer UTF-8 character as ``<0xNN>``. Se
 pieces (``▁the``, byte fallback ``<0x0A>``) are rendered the same way. WordPiece continuations keep
 their ``##`` (they say "glued to the previous piece"); special tokens (``[CLS]``, ``<|endoftext|>``)
 are shown as they are.
+
+The ``tokenizers`` package is never called in this process: a ``tokenizer.json`` is attacker-written
+data (a normalizer that grows text by 20,000x, a regex that panics), so it runs in a worker process of
+its own (``tokenizer_worker``, driven by ``tokenizer_process``); only its answers come back: ids, text,
+and the vocabulary's pieces (read once, when the tokenizer is loaded).
 """
 from __future__ import annotations
 
-import json
 import re
+import threading
 from pathlib import Path
 
 from ..errors import ConfigError
+from .tokenizer_process import TokenizerProcess, WorkerFailed
 
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -40,17 +46,6 @@ def byte_alphabet() -> dict:
 CHAR_TO_BYTE = {c: b for b, c in byte_alphabet().items()}
 
 
-def _has_type(node, kind: str) -> bool:
-    """Whether a tokenizer.json component (or a Sequence of them) is of ``kind``."""
-    if isinstance(node, dict):
-        if node.get("type") == kind:
-            return True
-        return any(_has_type(v, kind) for v in node.values() if isinstance(v, (dict, list)))
-    if isinstance(node, list):
-        return any(_has_type(v, kind) for v in node)
-    return False
-
-
 def render(data: bytes) -> str:
     """Bytes of one token as readable text: whitespace drawn, broken UTF-8 and control bytes as <0xNN>."""
     out, i = [], 0
@@ -71,51 +66,116 @@ def render(data: bytes) -> str:
 
 
 class Tokenizer:
-    """The ``tokenizers`` tokenizer of a checkpoint and how its pieces are drawn."""
+    """A checkpoint's ``tokenizer.json``, run in a worker process of its own, and how its pieces are drawn.
 
-    def __init__(self, tok, spec: dict):
-        self.tok = tok
-        self.byte_level = _has_type(spec.get("pre_tokenizer"), "ByteLevel") or _has_type(spec.get("decoder"),
-                                                                                          "ByteLevel")
-        self.metaspace = _has_type(spec.get("pre_tokenizer"), "Metaspace") or _has_type(spec.get("decoder"),
-                                                                                         "Metaspace")
-        model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
-        self.kind = str(model.get("type", "unknown"))
-        self.special = {t.get("id") for t in spec.get("added_tokens") or () if isinstance(t, dict) and t.get("special")}
+    The ``tokenizers`` package runs only in that worker (``tokenizer_process``): memory-capped,
+    killed past a deadline, vetted on probe texts when it is read, and every result bounded per input.
+    A tokenizer whose worker failed is started again on the next call, at most ``MAX_FAILURES`` times;
+    after that every call raises the last reason (a tokenizer that crashes that often is not run again).
+    """
+
+    MAX_FAILURES = 2
+    LOAD_SECONDS = 30.0     # build and vet: a 30 MB tokenizer.json takes ~1-3 s on a busy core
+    CALL_SECONDS = 10.0     # one encode / decode of at most MAX_CHARS characters
+    MAX_CHARS = 1 << 20     # characters one encode reads (the app asks for far fewer)
+
+    def __init__(self, data: bytes, info: dict, process: TokenizerProcess):
+        self._data, self._process, self._lock = data, process, threading.Lock()
+        self._failures, self._reason = 0, ""
+        self.kind = str(info["kind"])
+        self.byte_level, self.metaspace = bool(info["byte_level"]), bool(info["metaspace"])
+        self.special = {int(i) for i in info["special"]}
+        self.tokens = [str(t) for t in info["tokens"]]
+        if len(self.tokens) != int(info["vocab_size"]):
+            raise ConfigError("tokenizer.json", "contents", "a vocabulary whose ids run from 0 to its size")
 
     @classmethod
     def from_file(cls, path, max_bytes: int = 64 << 20) -> "Tokenizer":
-        from tokenizers import Tokenizer as HFTokenizer
-
         path = Path(path)
         size = path.stat().st_size
         if size > max_bytes:
             raise ConfigError("tokenizer.json", f"{size} bytes", f"a tokenizer of at most {max_bytes} bytes")
-        text = path.read_text(encoding="utf-8", errors="strict")
+        return cls.from_bytes(path.read_bytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Tokenizer":
+        """The tokenizer of a ``tokenizer.json``'s bytes: built and vetted in a new worker, or ConfigError."""
         try:
-            spec = json.loads(text)
-            tok = HFTokenizer.from_str(text)
-        except Exception as e:  # the tokenizers parser's own errors carry no common type
-            raise ConfigError("tokenizer.json", "contents", f"a tokenizer the tokenizers package reads ({e})"[:300]) \
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError("tokenizer.json", f"byte {e.start}: {data[e.start:e.start + 4]!r}",
+                              "a UTF-8 text file (JSON)") from None
+        process, info = cls._start(data)
+        return cls(data, info, process)
+
+    @staticmethod
+    def _start(data: bytes):
+        process = TokenizerProcess()
+        try:
+            info = process.call({"op": "load"}, data, Tokenizer.LOAD_SECONDS)
+        except WorkerFailed as e:
+            process.stop()
+            raise ConfigError("tokenizer.json", "contents", "a tokenizer the tokenizers package reads and runs "
+                              f"within bounds ({e.reason})"[:400]) from None
+        return process, info
+
+    def _call(self, header: dict):
+        with self._lock:
+            if self._process is None:
+                if self._failures >= self.MAX_FAILURES:
+                    raise ConfigError("tokenizer.json", "contents", f"a tokenizer that runs: it failed "
+                                      f"{self._failures} times ({self._reason})"[:400])
+                self._process, _ = self._start(self._data)
+            process = self._process
+        try:
+            return process.call(header, deadline_s=self.CALL_SECONDS)
+        except WorkerFailed as e:
+            if e.fatal:
+                with self._lock:
+                    if self._process is process:
+                        self._process, self._failures, self._reason = None, self._failures + 1, e.reason
+            raise ConfigError("tokenizer.json", "contents", f"a tokenizer that runs within bounds ({e.reason})"[:400]) \
                 from None
-        if not isinstance(spec, dict):
-            raise ConfigError("tokenizer.json", type(spec).__name__, "a JSON object")
-        return cls(tok, spec)
+
+    def close(self) -> None:
+        """Stop the worker now (dropping the tokenizer does the same)."""
+        with self._lock:
+            if self._process is not None:
+                self._process.stop()
+            self._process, self._failures, self._reason = None, self.MAX_FAILURES, "closed"
+
+    def __getstate__(self):
+        return {"data": self._data}
+
+    def __setstate__(self, state):
+        other = Tokenizer.from_bytes(state["data"])
+        self.__dict__.update(other.__dict__)
+        other._process = None
+
+    def __deepcopy__(self, memo):
+        return self  # nothing of it changes: one worker serves every copy
 
     @property
     def vocab_size(self) -> int:
         """Ids run from 0 to vocab_size - 1 (added tokens included)."""
-        return self.tok.get_vocab_size(with_added_tokens=True)
+        return len(self.tokens)
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list:
-        return self.tok.encode(text, add_special_tokens=add_special_tokens).ids
+        text = str(text)
+        if len(text) > self.MAX_CHARS:
+            raise ConfigError("text", f"{len(text)} characters", f"at most {self.MAX_CHARS} characters per encode")
+        return [int(i) for i in self._call({"op": "encode", "text": text, "special": bool(add_special_tokens)})]
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        return self.tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        ids = [int(i) for i in ids]
+        if len(ids) > self.MAX_CHARS:
+            raise ConfigError("ids", f"{len(ids)} ids", f"at most {self.MAX_CHARS} ids per decode")
+        return str(self._call({"op": "decode", "ids": ids, "skip": bool(skip_special_tokens)}))
 
     def token(self, i: int) -> str:
         """The raw vocabulary entry of id ``i`` (``Ġthe``, ``##ing``, ``▁the``); '' for an unused id."""
-        return self.tok.id_to_token(int(i)) or ""
+        i = int(i)
+        return self.tokens[i] if 0 <= i < len(self.tokens) else ""
 
     def piece(self, i: int) -> str:
         """Token ``i`` as a person reads it (see the module docstring)."""
