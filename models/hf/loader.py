@@ -9,6 +9,7 @@ the model, reads each tensor (refusing NaN / Inf), copies it in, and reads ``tok
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -45,6 +46,8 @@ class Plan:
     notes: tuple                # how the checkpoint maps onto the catalogue, one line each
     hf_config: dict = field(repr=False, default_factory=dict)
     headers: dict = field(repr=False, default_factory=dict)  # tensor name -> files.TensorEntry
+    # the model built on the meta device while planning: ``load(planned=...)`` allocates a copy of it
+    meta: Optional[torch.nn.Module] = field(repr=False, default=None, compare=False)
 
 
 @dataclass
@@ -150,13 +153,15 @@ def plan(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = tor
     _cap(n_params, max_params)
     itemsize = torch.empty((), dtype=dtype).element_size()
     name = found.folder.resolve().name
-    return Plan(name, family, cfg, n_params, n_params * itemsize, str(path), found, notes, hf, headers)
+    return Plan(name, family, cfg, n_params, n_params * itemsize, str(path), found, notes, hf, headers, meta)
 
 
 def load(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = torch.float32,
-         tokenizer: bool = True) -> Checkpoint:
-    """The checkpoint in folder ``path`` as a catalogue model (eval mode, ``dtype``) with its tokenizer."""
-    p = plan(path, max_params=max_params, dtype=dtype)
+         tokenizer: bool = True, planned: Optional[Plan] = None) -> Checkpoint:
+    """The checkpoint in folder ``path`` as a catalogue model (eval mode, ``dtype``) with its tokenizer;
+    ``planned``: ``plan(path)``'s result when the caller made it already (a caller that budgets the read
+    between the two: the config, headers and model are then read and built once)."""
+    p = planned if planned is not None else plan(path, max_params=max_params, dtype=dtype)
     tok = None
     if tokenizer and p.files.tokenizer is not None:  # read before the model is allocated: a refusal costs nothing
         tok = Tokenizer.from_file(p.files.tokenizer)
@@ -168,8 +173,11 @@ def load(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = tor
     module = FAMILIES[p.family]
     rules = module.rules(f, p.config)
     tensors = mapping.canonical_names(headers, lambda name: module.canonical(f, name))
-    with on_meta():
-        model = build_model(p.config)
+    if p.meta is not None:
+        model = copy.deepcopy(p.meta)  # the plan's meta model (no storage to copy): not built again
+    else:
+        with on_meta():
+            model = build_model(p.config)
     if any(True for _ in model.buffers()):  # to_empty would leave buffers unset: build for real instead
         model = build_model(p.config)
     else:
