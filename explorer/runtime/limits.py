@@ -15,7 +15,7 @@ from models import ConfigError, ModelConfig
 from models.config import FIELDS
 
 MAX_TEXT_BYTES = 256          # attention maps: byte-level tokens drawn as L x L heatmaps
-MAX_SWEEP_LEN = 8192          # latency sweep: longest sequence
+MAX_SWEEP_LEN = 16384         # latency sweep: longest sequence (where sparse patterns pull away on a CPU)
 MAX_SWEEP_POINTS = 8          # latency sweep: number of lengths
 SWEEP_BUDGET_S = 3.0          # latency sweep: seconds one timed run may take before it is a time-out
 GRADIENT_REQUEST = (64, 8)     # the (seq_len, batch) the app's gradient norms run on
