@@ -18,6 +18,7 @@ ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 NAMES = {"d_model": "hidden_size", "n_heads": "num_attention_heads", "n_layers": "num_hidden_layers",
          "d_ff": "intermediate_size", "vocab_size": "vocab_size", "max_len": "max_position_embeddings",
          "norm_eps": "layer_norm_eps"}  # catalogue field -> config.json key
+SIZES = {"type_vocab_size": (1, 1 << 20, "BERT's token types; type 0 is read")}  # checked by models.hf.sizes
 UNUSED = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids", "embeddings.token_type_ids")
 
 

@@ -33,7 +33,7 @@ class Fields:
             return default
         return value
 
-    def integer(self, key: str, default=MISSING, lo: int = 0, hi: int = 1 << 40) -> int:
+    def integer(self, key: str, default=MISSING, lo: int = 0, hi: int = 1 << 20) -> int:
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise ConfigError(self.name(key), value, f"an integer in [{lo}, {hi}]")

@@ -6,7 +6,10 @@
   whatever code the file carries. Pickles beside safetensors are never opened.
 - ``read_config(path)``: the JSON object of ``config.json`` (size-capped).
 - ``read_headers(files)``: ``{tensor name: TensorEntry}`` from every safetensors header, checked
-  (dtype, shape, data offsets inside the file, no name twice) before a tensor byte is read.
+  (dtype, shape, data offsets inside the file that tile it as ``safetensors`` requires: in order, no
+  overlap, no gap; no name twice) before a tensor byte is read.
+
+Every JSON file is parsed by ``strict_json``: an absurd number, string or nesting is refused by name.
 - ``open_tensors(entries)``: a context manager reading one tensor at a time (memory-mapped by
   ``safetensors``).
 
@@ -15,7 +18,6 @@ Every refusal is a ``ConfigError`` naming the file or the tensor.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 import struct
@@ -25,6 +27,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ConfigError
+from . import strict_json
 
 CONFIG = "config.json"
 SINGLE = "model.safetensors"
@@ -40,6 +43,7 @@ MAX_CONFIG_BYTES = 1 << 20       # a config.json is a few kB
 MAX_INDEX_BYTES = 16 << 20       # an index lists every tensor name once
 MAX_HEADER_BYTES = 64 << 20      # a safetensors header: JSON of names, dtypes, shapes, offsets
 MAX_TOKENIZER_BYTES = 64 << 20   # the largest tokenizer.json files are ~30 MB
+MAX_NAME_CHARS = 1 << 16         # a tensor name, a shard name, a header's metadata value
 SHARD_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}\.safetensors$")  # a plain file name, no folder
 
 # safetensors dtype -> torch dtype; only floating weights are weights a model can read
@@ -105,15 +109,12 @@ def find(folder) -> Files:
     return Files(path, config, weights, tokenizer if tokenizer.is_file() else None)
 
 
-def read_json(path: Path, cap: int) -> dict:
+def read_json(path: Path, cap: int, max_string: int = strict_json.MAX_CONFIG_STRING) -> dict:
     """The JSON object in ``path`` (at most ``cap`` bytes); ConfigError naming the file otherwise."""
     size = path.stat().st_size
     if size > cap:
         raise ConfigError(path.name, f"{size} bytes", f"a JSON file of at most {cap} bytes")
-    try:
-        data = json.loads(path.read_bytes())
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ConfigError(path.name, "contents", "valid JSON") from None
+    data = strict_json.loads(path.read_bytes(), path.name, max_string)
     if not isinstance(data, dict):
         raise ConfigError(path.name, type(data).__name__, "a JSON object")
     return data
@@ -125,7 +126,7 @@ def read_config(path: Path) -> dict:
 
 def _shards(folder: Path, index: Path) -> tuple:
     """The shard files the index names (plain file names inside ``folder``), in first-use order."""
-    weight_map = read_json(index, MAX_INDEX_BYTES).get("weight_map")
+    weight_map = read_json(index, MAX_INDEX_BYTES, MAX_NAME_CHARS).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise ConfigError(INDEX, "weight_map", "an object mapping each tensor name to its shard file")
     shards = []
@@ -152,16 +153,15 @@ def read_header(path: Path) -> dict:
             raise ConfigError(path.name, f"header of {n} bytes", f"a .safetensors header inside the file and at "
                               f"most {MAX_HEADER_BYTES} bytes")
         raw = f.read(n)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ConfigError(path.name, "header", "a .safetensors file (the header is not valid JSON)") from None
+    header = strict_json.loads(raw, f"{path.name} header", MAX_NAME_CHARS)
     if not isinstance(header, dict):
         raise ConfigError(path.name, "header", "a .safetensors header (a JSON object)")
     data_bytes = size - 8 - n
-    out = {}
+    out, spans = {}, []
     for name, entry in header.items():
         if name == "__metadata__":
+            if entry is not None and not (isinstance(entry, dict) and all(isinstance(v, str) for v in entry.values())):
+                raise ConfigError(f"{path.name}: __metadata__", str(entry)[:80], "null or an object of strings")
             continue
         if not isinstance(entry, dict):
             raise ConfigError(path.name, name[:80], "a tensor entry with dtype, shape and data_offsets")
@@ -178,7 +178,25 @@ def read_header(path: Path) -> dict:
             raise ConfigError(f"{path.name}: {name[:80]}", str(offsets)[:80],
                               f"data offsets inside the file that hold shape {shape} of {dtype}")
         out[name] = TensorEntry(name, path, dtype, tuple(shape))
+        spans.append((offsets[0], offsets[1], name))
+    _tiled(path, spans, data_bytes)
     return out
+
+
+def _tiled(path: Path, spans: list, data_bytes: int) -> None:
+    """Refuse data offsets that do not tile the data section: sorted by start, each tensor begins where
+    the one before ends, and the last ends at the end of the file (what ``safetensors`` checks when
+    the file is opened; checked here so a plan that passes is a file that opens)."""
+    end, before = 0, None
+    for start, stop, name in sorted(spans):
+        if start != end:
+            why = (f"overlaps {before[:80]!r}" if start < end else f"leaves {start - end} bytes unused before it")
+            raise ConfigError(f"{path.name}: {name[:80]}", [start, stop], f"data offsets that start where the "
+                              f"tensor before ends ({end}): this one {why}")
+        end, before = stop, name
+    if end != data_bytes:
+        raise ConfigError(path.name, f"{data_bytes - end} bytes after the last tensor",
+                          "a data section the tensors cover exactly (the header's offsets end at the file's end)")
 
 
 def read_headers(files: tuple) -> dict:

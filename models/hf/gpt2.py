@@ -23,6 +23,7 @@ ACTIVATIONS = {"gelu_new": ("gelu", "tanh"), "gelu_pytorch_tanh": ("gelu", "tanh
 # catalogue field -> config.json key
 NAMES = {"d_model": "n_embd", "n_heads": "n_head", "n_layers": "n_layer", "max_len": "n_positions",
          "d_ff": "n_inner", "vocab_size": "vocab_size", "norm_eps": "layer_norm_epsilon"}
+SIZES = {}  # every size GPT-2 reads has a catalogue field (models.hf.sizes)
 BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers of old checkpoints
 
 

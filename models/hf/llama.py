@@ -20,6 +20,9 @@ NAMES = {"d_model": "hidden_size", "n_heads": "num_attention_heads", "n_kv_heads
          "n_layers": "num_hidden_layers", "d_ff": "intermediate_size", "vocab_size": "vocab_size",
          "max_len": "max_position_embeddings", "norm_eps": "rms_norm_eps", "window": "sliding_window",
          "rope_base": "rope_theta", "rope_scale": "rope_scaling"}  # catalogue field -> config.json key
+# sizes read without a catalogue field (models.hf.sizes checks them before this module reads the config)
+SIZES = {"max_window_layers": (0, 1 << 20, "the first layer of Qwen2's sliding window; layers before it are full"),
+         "head_dim": (1, 1 << 16, "the width of one head, the catalogue's d_model / n_heads")}
 
 
 def _window(f: Fields, n_layers: int):
@@ -28,16 +31,17 @@ def _window(f: Fields, n_layers: int):
     window = f.hf.get("sliding_window")
     types = f.hf.get("layer_types")
     if types is not None:
-        if not isinstance(types, list) or len(types) != n_layers or not set(types) <= {"full_attention",
-                                                                                        "sliding_attention"}:
+        if not isinstance(types, list) or len(types) != n_layers or not all(
+                t in ("full_attention", "sliding_attention") for t in types):
             f.refuse("layer_types", str(types)[:80], "one of 'full_attention' / 'sliding_attention' per layer")
         kinds = set(types)
     elif model_type == "qwen2":
         if not f.flag("use_sliding_window", False) or window is None:
             kinds = {"full_attention"}
-        else:
-            first = f.integer("max_window_layers", 28, lo=0)
-            kinds = {"sliding_attention" if i >= first else "full_attention" for i in range(n_layers)}
+        else:  # layers i >= max_window_layers slide: which kinds occur follows from the bounds, no loop
+            first = f.integer("max_window_layers", 28, lo=0, hi=1 << 20)
+            kinds = ({"full_attention"} if first > 0 else set()) | (
+                {"sliding_attention"} if first < n_layers else set())
     else:
         kinds = {"full_attention"} if window is None else {"sliding_attention"}
     if kinds == {"full_attention"}:

@@ -1,7 +1,8 @@
 """``plan(path)`` and ``load(path)``: a Hugging Face checkpoint folder as a catalogue model.
 
-``plan`` reads only text: ``config.json``, the safetensors headers and the index. It maps the config
-onto catalogue choices (the family's ``config``; anything not expressible is refused by name),
+``plan`` reads only text: ``config.json``, the safetensors headers and the index. It checks every size
+of the config against the catalogue's ranges (``sizes``), then maps the config onto catalogue choices
+(the family's ``config``; anything not expressible is refused by name),
 validates the ``ModelConfig``, counts the parameters from the config (nothing is allocated) and checks
 them against ``max_params``, then builds the model on the meta device and checks every tensor's name,
 shape and dtype against it through the family's weight mapping. ``load`` does the same, then allocates
@@ -19,7 +20,7 @@ from ..config import ModelConfig
 from ..errors import ConfigError
 from ..meta import on_meta
 from ..model import build_model
-from . import bert, files, gpt2, llama, mapping, t5
+from . import bert, files, gpt2, llama, mapping, sizes, t5
 from .fields import Fields
 from .tokenizer import Tokenizer
 
@@ -101,10 +102,10 @@ def _mask(mask, ids) -> torch.Tensor:
 
 def _family(f: Fields) -> str:
     model_type = f.hf.get("model_type")
-    if model_type not in MODEL_TYPES:
+    if not isinstance(model_type, str) or model_type not in MODEL_TYPES:  # a list or an object is no name
         arch = f.hf.get("architectures")
         shown = model_type if isinstance(model_type, str) else str(model_type)[:40]
-        raise ConfigError("config.json: model_type", shown, f"an architecture this loader maps: "
+        raise ConfigError("config.json: model_type", shown, f"a string naming an architecture this loader maps: "
                           f"{', '.join(sorted(MODEL_TYPES))} (architectures={str(arch)[:60]} is not supported)")
     return MODEL_TYPES[model_type]
 
@@ -140,6 +141,7 @@ def plan(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = tor
     f = Fields(hf, headers)
     family = _family(f)
     module = FAMILIES[family]
+    sizes.check(module, hf)  # every size bounded before the family's code loops or allocates by one
     cfg, notes = _config(family, f)
     rules = module.rules(f, cfg)
     tied = sum(cfg.vocab_size * cfg.d_model for r in rules.values() if isinstance(r, mapping.Tie))

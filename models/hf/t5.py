@@ -24,6 +24,7 @@ NAMES = {"d_model": "d_model", "n_heads": "num_heads", "n_layers": "num_layers",
          "n_decoder_layers": "num_decoder_layers", "d_ff": "d_ff", "vocab_size": "vocab_size",
          "norm_eps": "layer_norm_epsilon", "t5_num_buckets": "relative_attention_num_buckets",
          "t5_max_distance": "relative_attention_max_distance"}  # catalogue field -> config.json key
+SIZES = {"d_kv": (1, 1 << 16, "the width of one head, the catalogue's d_model / n_heads")}  # models.hf.sizes
 
 
 def _head(f: Fields) -> str:
