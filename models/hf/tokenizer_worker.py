@@ -14,7 +14,7 @@ a ``load``). Requests: ``load`` (build, vet on ``PROBES``, answer the vocabulary
 ``encode``, ``decode``. Each answer is ``{"ok": result}`` or ``{"error": reason, "panic": bool}``;
 after a panic or a ``MemoryError`` the worker answers and exits (its state is not trusted again).
 stdin's end (the parent is gone) ends it; ``SIGALRM`` (default action: terminate) ends a request that
-outlives its deadline while the parent cannot (the parent was killed mid-request). Nothing but this
+(and its answer) outlives its deadline by ``ALARM_MARGIN_S`` while the parent cannot (the parent was killed mid-request). Nothing but this
 file's frames reaches stdout: fd 1 is moved to a private descriptor and /dev/null takes its place.
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ MAX_NORMALIZED_PER_CHAR = 32         # the normalizer's characters per input cha
 MAX_CHARS_PER_TOKEN = 1024           # decode: characters per id
 SLACK = 64                           # special tokens a post-processor adds, whatever the text's length
 MAX_VOCAB = 1 << 21                  # ids a vocabulary may use (the largest real ones hold ~262 K)
+ALARM_MARGIN_S = 1.0                 # past its deadline the parent kills the worker; past this too, SIGALRM does
 DECODE_CHUNK = 4096                  # ids per decode when the whole vocabulary is vetted
 PROBES = (  # texts each tokenizer is vetted on: ordinary text, long runs, and backtracking bait
     "a", "The quick brown fox jumps over the lazy dog. 0123456789", "".join(map(chr, range(32, 127))),
@@ -154,6 +155,7 @@ def main() -> None:
     limit = int(sys.argv[1])
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # an abort leaves no core file behind
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # terminate, even if the parent ignored it (exec keeps SIG_IGN)
     out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -162,7 +164,7 @@ def main() -> None:
         header, payload = read_frame(0)
         if header is None:
             return  # the parent closed the pipe (it stopped the worker, or it is gone)
-        signal.alarm(max(1, int(header.get("deadline_s", 10)) + 2))
+        signal.setitimer(signal.ITIMER_REAL, float(header.get("deadline_s", 10)) + ALARM_MARGIN_S)
         fatal = False
         try:
             answer = {"ok": worker.handle(header, payload)}
@@ -174,8 +176,8 @@ def main() -> None:
             panic = type(e).__name__ == "PanicException"
             fatal = panic or not isinstance(e, Exception)
             answer = {"error": f"{'it panicked: ' if panic else ''}{type(e).__name__}: {e}"[:400], "panic": panic}
-        signal.alarm(0)
-        write_frame(out, answer)
+        write_frame(out, answer)  # within the alarm too: an answer nobody reads ends the worker
+        signal.setitimer(signal.ITIMER_REAL, 0)
         if fatal:
             os._exit(3)
 
