@@ -1,0 +1,122 @@
+"""``kernels.pooled_attention``: pooled attention maps at any length, from the attention kernels themselves.
+
+What it returns (per head: the mass each query block puts on each key block, and per query the
+entropy, mean attention distance, sink mass and local-window mass) and the formulas:
+``kernels/pooled_dense.py``. How: the attention's own tiled structure, in two steps per query block:
+the row log-sum-exp of the forward, then one pass over exactly the tiles the layout computes, adding
+each tile's probabilities into its cell of a grid of at most ``max_cells x max_cells`` per head.
+Memory is ``O(B h n_cells^2 + B h L)`` plus one tile (Triton) or one cache-sized chunk (CPU) of
+scores; no ``L x L`` tensor exists at any point.
+
+Dispatch, as ``kernels.attention``:
+- CUDA tensors the Triton kernel supports -> ``kernels/pooled_triton.py`` (the forward kernel's base-2
+  log-sum-exp, then a second kernel that writes per-(query tile, cell column) partial sums);
+- everything else (CPU, ``rel_k``) -> ``kernels/pooled_cpu.py`` (block-sparse strips).
+
+The scores are those of ``kernels/reference.py`` for the same arguments (``causal``, ``block_mask``,
+``alibi_slopes``, ``rel_bias``, ``softcap``, ``scale``, ``rel_k``; ``rel_v`` does not change the
+probabilities). Without a ``block_mask`` the dense pattern runs as the all-visited layout, or the
+lower-triangular one when ``causal`` (tiles above the diagonal are never visited).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from .block_mask import BlockMask, _device_key, block_mask_from_tiles
+from .pooled_cpu import pooled_block_sparse
+from .pooled_dense import MAX_CELLS, TILE, PooledAttention, check_stats_args, pooled_block
+
+__all__ = ["pooled_attention", "pooled_backend", "dense_layout"]
+
+
+@functools.lru_cache(maxsize=8)  # a layout keeps its plans: a few per process, like the models' memo
+def _dense_layout_on(lq: int, lk: int, tile: int, causal: bool, device: str) -> BlockMask:
+    nqb, nkb = -(-lq // tile), -(-lk // tile)
+    off = lk - lq  # queries are the last lq keys
+    qb = torch.arange(nqb)[:, None]
+    kb = torch.arange(nkb)[None, :]
+    first_row, last_row = qb * tile + off, torch.clamp(qb * tile + tile - 1, max=lq - 1) + off
+    first_key, last_key = kb * tile, kb * tile + tile - 1
+    visited = (first_key <= last_row) if causal else torch.ones(nqb, nkb, dtype=torch.bool)
+    inside = (qb * tile + tile <= lq) & (last_key < lk)
+    full = visited & inside & ((last_key <= first_row) if causal else True)
+    pq, pk = (visited & ~full).nonzero(as_tuple=True)  # row-major, as block_mask_from_tiles wants
+    i = (pq[:, None, None] * tile + torch.arange(tile)[:, None])  # (n, tile, 1)
+    j = (pk[:, None, None] * tile + torch.arange(tile)[None, :])  # (n, 1, tile)
+    tiles = (i < lq) & (j < lk) & ((j <= i + off) if causal else True)
+    bm = block_mask_from_tiles(lq, lk, tile, tile, visited, full, tiles)
+    return bm.to(device)
+
+
+def dense_layout(lq: int, lk: int, causal: bool, device, tile: int = TILE) -> BlockMask:
+    """The layout of dense attention over ``lq x lk`` (lower-triangular when ``causal``), memoised."""
+    return _dense_layout_on(int(lq), int(lk), int(tile), bool(causal), _device_key(device))
+
+
+def _triton_reason(q, k, bm, rel_k) -> str | None:
+    """None when the Triton pooled kernel runs these arguments, else why the torch path is used."""
+    if q.device.type != "cuda":
+        return "not a CUDA tensor"
+    try:
+        from .pooled_triton import unsupported_reason
+    except ImportError as e:  # triton missing
+        return f"triton unavailable ({e})"
+    return unsupported_reason(q, k, block_mask=bm, rel_k=rel_k)
+
+
+def pooled_backend(q, k, *, block_mask=None, rel_k=None) -> str:
+    """Name of the backend :func:`pooled_attention` runs for these arguments."""
+    if _triton_reason(q, k, block_mask, rel_k) is None:
+        from .gpu_info import triton_backend_name
+        return triton_backend_name(q.device) + " pooled"
+    return f"torch-{q.device.type} block-sparse"
+
+
+def _check(q, k, block_mask):
+    if q.dim() != 4 or k.dim() != 4:
+        raise ValueError(f"pooled_attention expects 4-D q, k [B, h, L, d]; got {tuple(q.shape)}, {tuple(k.shape)}")
+    if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or q.shape[1] % k.shape[1]:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} do not match (batch, head dim, "
+                         "query heads a multiple of K/V heads)")
+    if q.shape[2] > k.shape[2]:
+        raise ValueError(f"Lq={q.shape[2]} > Lk={k.shape[2]}: queries are the last Lq key positions")
+    if block_mask is not None and (block_mask.q_len, block_mask.k_len) != (q.shape[2], k.shape[2]):
+        raise ValueError(f"block mask is for {(block_mask.q_len, block_mask.k_len)}, "
+                         f"inputs are {(q.shape[2], k.shape[2])}")
+
+
+def pooled_attention(q, k, *, causal=False, block_mask: BlockMask | None = None, alibi_slopes=None,
+                     rel_bias=None, softcap=None, scale=None, rel_k=None, max_cells: int = MAX_CELLS,
+                     block: int | None = None, sink_k: int = 4, window: int = 64) -> PooledAttention:
+    """Pooled attention of ``q [B, h, Lq, d]`` over ``k [B, h_kv, Lk, d]`` (see the module docstring).
+
+    ``block``: the cell size in positions (a multiple of the layout tile); by default the smallest
+    one giving at most ``max_cells`` cells per side (:func:`kernels.pooled_dense.pooled_block`).
+    ``sink_k``: how many first keys count as sinks; ``window``: the local window (``|j - i| < window``).
+    """
+    _check(q, k, block_mask)
+    check_stats_args(sink_k, window)
+    lq, lk = q.shape[2], k.shape[2]
+    bm = block_mask.to(q.device) if block_mask is not None else None
+    tile_q, tile_k = (TILE, TILE) if bm is None else (bm.block_q, bm.block_k)
+    if block is None:
+        block_q, block_k = pooled_block(lq, max_cells, tile_q), pooled_block(lk, max_cells, tile_k)
+    else:
+        if block < 1 or block % tile_q or block % tile_k:
+            raise ValueError(f"block {block} must be a positive multiple of the layout tile {tile_q}x{tile_k}")
+        block_q = block_k = int(block)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    softcap = None if softcap is None else float(softcap)
+    if _triton_reason(q, k, bm, rel_k) is None:
+        from .pooled_triton import pooled_triton
+        return pooled_triton(q, k, causal=causal, block_mask=bm, alibi_slopes=alibi_slopes, rel_bias=rel_bias,
+                             softcap=softcap, scale=scale, block_q=block_q, block_k=block_k, sink_k=sink_k,
+                             window=window)
+    if bm is None:
+        bm, causal = dense_layout(lq, lk, causal, q.device), False  # the layout holds the causal cut
+    return pooled_block_sparse(q, k, bm, block_q=block_q, block_k=block_k, causal=causal, scale=scale,
+                               alibi_slopes=alibi_slopes, rel_bias=rel_bias, softcap=softcap, rel_k=rel_k,
+                               sink_k=sink_k, window=window)

@@ -1,0 +1,211 @@
+"""Pooled attention maps on the block-sparse PyTorch path (CPU, and any device without Triton).
+
+It walks the layout exactly as the block-sparse forward does (``kernels/cpu_plan.py``: query blocks
+grouped by how many key blocks they visit, the visited key blocks gathered into one strip per query
+block, chunks of query blocks sized to stay in cache) and computes the same scores
+(``kernels/reference.py``: scale, soft cap, ``rel_k``, ``rel_bias``, ALiBi, the layout's partial
+tiles, causality). A strip holds every key its query block visits, so the row maximum ``m`` and the
+row sum ``l`` of ``e = exp(s - m)`` (the forward's log-sum-exp ``lse = m + ln l``) come from the
+strip, and every statistic is a sum over the strip of ``e`` times a per-key weight, divided by ``l``:
+
+- tile masses: ``e`` summed over each visited tile's keys, then over the cell's query rows and
+  scattered into the ``(n_qp, n_kp)`` grid: the grid, never ``L x L``, is what is kept;
+- one batched matmul ``e [rows, K] @ [k_j | 1 | j | j < sink_k] [K, d + 3]`` gives ``l``, the first
+  moment ``sum e j``, the sink mass and ``E K``; without score terms that need the elementwise scores
+  (soft cap, ``rel_bias``, ``rel_k``), ``sum_j e s = (scale q) . (E K) - slope * sum_j e |j - i|``, so
+  the entropy ``H = lse - sum p s`` needs no extra pass over the scores;
+- ``sum e |j - i| = i l - sum e j + 2 sum_{j > i} e (j - i)``: the last term is evaluated only on the
+  key slots right of the query block's first row (none but the diagonal for a causal layout), and
+  the window mass only on the slots within ``window`` of the block: ascending slots make both a
+  contiguous slice of the strip, a view.
+
+Memory: the grid ``O(B h n_qp n_kp)``, the statistics ``O(B h L)``, and one chunk of scores.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .block_mask import BlockMask
+from .cpu_plan import EMPTY, plan
+from .pooled_dense import PooledAttention, rows_per_block
+from .reference import clipped_index
+
+_CHUNK_BYTES = 4 << 20  # scores of one chunk of query blocks: cache-sized elementwise passes
+_FLOOR = -1e30  # the score of a disallowed pair: exp underflows to exactly 0, and 0 * _FLOOR is 0
+
+
+def _rel_bias_at(rel_bias, rel, lk: int):
+    return rel_bias[:, (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)]
+
+
+def _masked_slots(masked, bk: int):
+    """``(first, stop)`` of the key slots where ``masked (Rc, 1, bq, K)`` has a True (a range)."""
+    hit = masked.flatten(0, 2).any(0).view(-1, bk).any(-1).nonzero()
+    return (int(hit[0]), int(hit[-1]) + 1) if hit.numel() else (0, 0)
+
+
+def _slot_range(idx, bk: int, lo, hi):
+    """``(first, stop)`` slots of ascending key blocks ``idx (R, c)`` that hold a key in ``[lo, hi]``
+    (per-row bounds ``(R,)``), as one range common to the rows (empty: first == stop)."""
+    c = idx.shape[1]
+    first_key, last_key = idx * bk, idx * bk + bk - 1
+    hit = (last_key >= lo[:, None]) & (first_key <= hi[:, None])  # (R, c)
+    if not bool(hit.any()):
+        return 0, 0
+    cols = torch.arange(c, device=idx.device).expand_as(hit)
+    return int(cols[hit].min()), int(cols[hit].max()) + 1
+
+
+def pooled_block_sparse(q, k, bm: BlockMask, *, block_q: int, block_k: int, causal=False, scale=None,
+                        alibi_slopes=None, rel_bias=None, softcap=None, rel_k=None, sink_k: int = 4,
+                        window: int = 64) -> PooledAttention:
+    """``q [B, h, Lq, d]``, ``k [B, h_kv, Lk, d]`` over the layout ``bm`` -> :class:`PooledAttention`."""
+    B, h, lq, d = q.shape
+    hkv, lk = k.shape[1], k.shape[2]
+    g = h // hkv
+    bq, bk = bm.block_q, bm.block_k
+    if block_q % bq or block_k % bk:
+        raise ValueError(f"pooled blocks {block_q}x{block_k} must be multiples of the layout tile {bq}x{bk}")
+    nqb, nkb = bm.n_q_blocks, bm.n_k_blocks
+    nqp, nkp = -(-lq // block_q), -(-lk // block_k)
+    acc = torch.promote_types(q.dtype, torch.float32)
+    dev = q.device
+    c = _Call(q, k, bm, causal, 1.0 / math.sqrt(d) if scale is None else float(scale), acc, alibi_slopes,
+              rel_bias, softcap, rel_k, int(sink_k), int(window), block_q // bq, block_k // bk, nkp)
+    grid = torch.zeros(B * hkv, g, nqp * nkp, dtype=acc, device=dev)
+    stats = torch.zeros(4, B * hkv, nqb, g, bq, dtype=acc, device=dev)  # entropy, distance, sink, local
+    groups, _ = plan(bm, lq, lk, dev)
+    for grp in groups:
+        if grp.kind == EMPTY:
+            continue
+        R, n_slots = grp.idx.shape
+        # Chunks of (K/V heads, query blocks) whose scores stay cache-sized.
+        per_head_row = g * bq * n_slots * bk * torch.finfo(acc).bits // 8
+        heads = max(1, min(B * hkv, _CHUNK_BYTES // per_head_row))
+        step = max(1, _CHUNK_BYTES // (per_head_row * heads))
+        for h0 in range(0, B * hkv, heads):
+            for r0 in range(0, R, step):
+                _chunk(c, grp, slice(h0, min(B * hkv, h0 + heads)), r0, min(R, r0 + step), grid, stats)
+    mass = grid.view(B, h, nqp, nkp) / rows_per_block(lq, block_q, dev).to(acc)[:, None]
+    stats = stats.view(4, B, hkv, nqb, g, bq).permute(0, 1, 2, 4, 3, 5).reshape(4, B, h, nqb * bq)[..., :lq]
+    return PooledAttention(mass=mass, entropy=stats[0], distance=stats[1], sink=stats[2], local=stats[3],
+                           block_q=block_q, block_k=block_k, q_len=lq, k_len=lk, sink_k=int(sink_k),
+                           window=int(window), backend=f"torch-{dev.type} block-sparse")
+
+
+class _Call:
+    """The inputs of one call, laid out as the chunks read them (K/V heads of the batch flattened)."""
+
+    def __init__(self, q, k, bm, causal, scale, acc, alibi_slopes, rel_bias, softcap, rel_k, sink_k,
+                 window, fq, fk, nkp):
+        B, h, lq, d = q.shape
+        hkv, lk = k.shape[1], k.shape[2]
+        self.g, self.d, self.lq, self.lk, self.off = h // hkv, d, lq, lk, lk - lq
+        self.bq, self.bk, self.nkb = bm.block_q, bm.block_k, bm.n_k_blocks
+        nqb = bm.n_q_blocks
+        self.causal, self.acc, self.softcap = causal, acc, softcap
+        self.sink_k, self.window, self.fq, self.fk, self.nkp = sink_k, window, fq, fk, nkp
+        qs = F.pad(q.to(acc) * scale, (0, 0, 0, nqb * self.bq - lq))
+        # (B h_kv, n_qb, g*bq, d): the query heads of one K/V head side by side, as the forward lays them.
+        self.qp = qs.view(B, hkv, self.g, nqb, self.bq, d).permute(0, 1, 3, 2, 4, 5).reshape(
+            B * hkv, nqb, self.g * self.bq, d)
+        self.kflat = F.pad(k.to(acc), (0, 0, 0, self.nkb * self.bk - lk)).reshape(B * hkv, -1, d)
+        self.qr = None
+        if rel_k is not None:  # q . rel_k for every table row: (B h_kv, n_qb, g, bq, R_rel)
+            qr = F.pad(qs[:, :, :lq] @ rel_k.to(acc).transpose(-1, -2), (0, 0, 0, nqb * self.bq - lq))
+            self.qr = qr.view(B, hkv, self.g, nqb, self.bq, -1).permute(0, 1, 3, 2, 4, 5).reshape(
+                B * hkv, nqb, self.g, self.bq, -1)
+        self.slopes = None if alibi_slopes is None else alibi_slopes.to(acc).view(hkv, 1, self.g, 1, 1).repeat(B, 1, 1, 1, 1)
+        self.rel_bias = None if rel_bias is None else rel_bias.to(acc).view(hkv, self.g, -1).repeat(B, 1, 1)
+        self.t_local = torch.arange(self.bk, device=q.device, dtype=acc)  # key offset inside its block
+
+
+def _strip(c: _Call, grp, hs: slice, r0: int, r1: int):
+    """Queries ``(H', Rc, g*bq, d)`` and transposed key strips ``(H', Rc, d, n_slots*bk)`` of a chunk:
+    views when the rows are consecutive and slide by one key block each (a window's bulk)."""
+    Rc, (_, n_slots) = r1 - r0, grp.idx.shape
+    K = n_slots * c.bk
+    if grp.row_start is not None:
+        qg = c.qp[hs, grp.row_start + r0:grp.row_start + r1]
+    else:
+        qg = c.qp[hs].index_select(1, grp.rows[r0:r1])
+    if grp.key_start is not None:
+        lo = (grp.key_start + r0) * c.bk
+        kt = c.kflat[hs, lo:lo + (Rc - 1) * c.bk + K].unfold(1, K, c.bk)  # (H', Rc, d, K)
+    else:
+        H = qg.shape[0]
+        kblocks = c.kflat[hs].view(H, c.nkb, c.bk, c.d)
+        kt = kblocks.index_select(1, grp.idx[r0:r1].flatten()).view(H, Rc, K, c.d).transpose(-1, -2)
+    return qg, kt
+
+
+def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
+    """Scores of one chunk, their softmax, and its cells and statistics added into ``grid`` / ``stats``."""
+    rows, idx = grp.rows[r0:r1], grp.idx[r0:r1]  # (Rc,), (Rc, n_slots)
+    Rc, n_slots = idx.shape
+    bq, bk, g, acc = c.bq, c.bk, c.g, c.acc
+    K = n_slots * bk
+    qg, kt = _strip(c, grp, hs, r0, r1)
+    H = qg.shape[0]
+    s = (qg @ kt).view(H, Rc, g, bq, K)  # (H', Rc, g, bq, K)
+    needs_rel = c.qr is not None or c.rel_bias is not None or c.slopes is not None
+    rel = grp.rel(r0, r1) if needs_rel else None  # (Rc, bq, K): j - i_abs
+    if c.qr is not None:
+        ridx = clipped_index(rel, c.qr.shape[-1])[None, :, None].expand(H, Rc, g, bq, K)
+        s = s + c.qr[hs].index_select(1, rows).gather(-1, ridx)
+    if c.softcap is not None:
+        s = c.softcap * torch.tanh(s / c.softcap)
+    if c.rel_bias is not None:
+        s = s + _rel_bias_at(c.rel_bias[hs].reshape(-1, c.rel_bias.shape[-1]), rel, c.lk).view(
+            H, g, Rc, bq, K).transpose(1, 2)
+    if c.slopes is not None:
+        s = s - c.slopes[hs] * rel.abs().to(acc)[None, :, None]
+    masked = None if grp.masked is None else grp.masked[r0:r1]  # (Rc, 1, bq, K)
+    if c.causal:
+        future = grp.future(r0, r1)[:, None]
+        masked = future if masked is None else masked | future
+    if masked is not None:  # a finite floor: p = 0 exactly there, and p * s stays 0 (not NaN)
+        a, b = _masked_slots(masked, bk)
+        if b > a:
+            s[..., a * bk:b * bk].masked_fill_(masked[..., a * bk:b * bk], _FLOOR)
+    m = s.amax(-1)  # (H', Rc, g, bq)
+    p = torch.softmax(s, dim=-1)
+    live = m > _FLOOR / 2  # rows with an allowed key (the others get p = 0)
+    valid = (rows[:, None] * bq + torch.arange(bq, device=rows.device) < c.lq)[:, None]  # (Rc, 1, bq)
+    keep = (live & valid).to(acc)
+    lse = m - torch.log(p.amax(-1).clamp_min(torch.finfo(acc).tiny))  # p at the row max is exp(m - lse)
+    entropy = lse - (p * s).sum(-1)  # H = lse - sum p s
+    tiles = p.view(H, Rc, g, bq, n_slots, bk).sum(-1)  # (H', Rc, g, bq, n_slots)
+    i_abs = (rows[:, None] * bq + torch.arange(bq, device=rows.device) + c.off).to(acc)  # (Rc, bq)
+    # sum p j: each block's first key times its mass, plus the offsets inside the blocks (one matvec)
+    first = (tiles * (idx * bk).to(acc).view(Rc, 1, 1, n_slots)).sum(-1) + p @ c.t_local.repeat(n_slots)
+    dist = i_abs[:, None] - first  # sum p (i - j) with sum p = 1
+    i0 = rows * bq + c.off
+    a, b = _slot_range(idx, bk, i0 + 1, torch.full_like(i0, c.nkb * bk))
+    if b > a:  # keys right of some row: twice their (j - i), so (i - j) becomes |j - i|
+        right = _rel_slice(grp, r0, r1, a, b, bk, acc).clamp(min=0)[:, None]
+        dist = dist + 2 * (p[..., a * bk:b * bk] * right).sum(-1)
+    local = torch.zeros_like(m)
+    a, b = _slot_range(idx, bk, i0 - (c.window - 1), rows * bq + bq - 1 + c.off + (c.window - 1))
+    if b > a:
+        near = (_rel_slice(grp, r0, r1, a, b, bk, acc).abs() < c.window)[:, None]
+        local = (p[..., a * bk:b * bk] * near).sum(-1)
+    sink = torch.zeros_like(m)
+    a, b = _slot_range(idx, bk, torch.zeros_like(i0), torch.full_like(i0, c.sink_k - 1))
+    if b > a and c.sink_k > 0:
+        first_keys = ((idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) < c.sink_k)
+        sink = (p[..., a * bk:b * bk] * first_keys.view(Rc, 1, 1, -1).to(acc)).sum(-1)
+    part = torch.stack([entropy, dist, sink, local]) * keep  # (4, H', Rc, g, bq)
+    stats[:, hs].index_copy_(2, rows, part)
+    cells = ((tiles * keep[..., None]).sum(3))  # (H', Rc, g, n_slots): summed over the block's rows
+    cell = (rows // c.fq)[:, None] * c.nkp + idx // c.fk  # (Rc, n_slots)
+    grid[hs].scatter_add_(2, cell.flatten().expand(H, g, -1), cells.permute(0, 2, 1, 3).reshape(H, g, -1))
+
+
+def _rel_slice(grp, r0: int, r1: int, a: int, b: int, bk: int, dtype) -> torch.Tensor:
+    """``j - i_abs`` of rows ``r0:r1`` on key slots ``a:b`` only: (Rc, bq, (b - a) bk)."""
+    rel_key = grp.rel_key[r0:r1, :, a * bk:b * bk]
+    return rel_key.to(dtype) - torch.arange(grp.bq, device=rel_key.device, dtype=dtype)[:, None]
