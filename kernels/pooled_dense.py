@@ -44,7 +44,8 @@ class PooledAttention:
     k_len: int
     sink_k: int
     window: int
-    backend: str             # what computed it ("torch-cpu block-sparse", "triton (sm_90)", "dense", ...)
+    backend: str             # what computed it ("torch-cpu block-sparse", "triton (sm_90) pooled", "dense", ...)
+    note: str = ""           # what was left out and why (e.g. an entropy with no closed form), else ""
 
     def stats(self) -> dict:
         """The per-query statistics by name, each ``(B, h, Lq)``."""
