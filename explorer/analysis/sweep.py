@@ -7,8 +7,22 @@ sum of the allocator events the PyTorch profiler records, so kernels' internal b
 ``backend`` (the names ``kernels.attention`` reported while the warm-up run of that length ran:
 ``kernels.record_backends``, never a prediction), ``others`` (how many other app requests computed
 during the measurement: the timing is inflated when it is not 0), ``timer``, ``dtype``,
-``status`` (``ok`` / ``oom`` / ``timeout`` / ``cancelled`` / ``invalid`` / ``error``), ``reason`` and, when
-an untimed first run had to compile, ``compile_s``.
+``status`` (``ok`` / ``oom`` / ``timeout`` / ``cancelled`` / ``invalid`` / ``error``), ``reason``, ``n_heads`` and
+``batch`` (for the size an ``L x L`` score matrix would have), ``attn_ms`` and, when an untimed first run had to
+compile, ``compile_s``.
+
+``attn_ms`` is the attention's own time inside the same timed forwards: the time spent in the attention
+*cores* of the model's layers (``models.blocks.Attention.core``: from the projected, position-modified
+q, k, v to the heads' outputs, the call to ``kernels.attention`` included; projections, FFNs, norms and the
+head excluded), summed over the layers of one forward, median over the timed runs. Taken by a pre- and a
+post-hook on each core (``perf_counter`` on the CPU, CUDA events on the stream on CUDA), so it is the very
+attention the whole-model time contains, with the model's head sizes, position modifiers and pattern
+layout; ``None`` for a forward_backward (a hook sees the forward only) and for a model without an
+attention core (an encoder-decoder's cross-attention is not counted: its self-attention layers are).
+
+The default lengths (``DEFAULT_LENGTHS``) reach 16384 tokens, where the structured patterns pull away
+from full attention on a CPU; full attention stops where its budget says (a predicted time past the
+budget, or the memory budget), and that stop is a record of its own (``timeout`` / ``oom``).
 
 The sweep is driven from the caller's side, one GPU call per length (``measure_length``: picklable
 arguments, a ``StopToken`` for the stop, the model kept between the lengths of one sweep), so on a
@@ -53,6 +67,7 @@ import time
 import torch
 
 import kernels
+from explorer.analysis.core_timer import CoreTimer
 from explorer.runtime import budget as request_budget
 from explorer.runtime import settings
 from explorer.runtime.cache import release_memory
@@ -69,7 +84,10 @@ from models.architectures import arrangement
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
+# 256 .. 16384: on this 2-core CPU, the default model's structured patterns at 8192 run 2-4x faster than full
+# attention and at 16384 still fit the default budget, while full attention's predicted time there does not
+# (benchmarks/attention_choices.py --sweep measures both and the sweep's wall time).
+DEFAULT_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 # Timings from concurrent sweeps would disturb each other, and the profiler is process-wide:
 # one measurement at a time (a lock, not shared data).
 _MEASURE_LOCK = threading.Lock()
@@ -127,8 +145,8 @@ def _work(model, tokens, mode: str, dev):
     return run
 
 
-def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others=0):
-    return {"seq_len": int(L), "ms": ms, "peak_bytes": peak, "backend": backend, "status": status,
+def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others=0, attn_ms=None):
+    return {"seq_len": int(L), "ms": ms, "attn_ms": attn_ms, "peak_bytes": peak, "backend": backend, "status": status,
             "reason": reason, "mode": mode, "device": str(dev), "threads": torch.get_num_threads(),
             "memory_method": memory_method(dev), "others": int(others), "timer": _timer_name(dev),
             "dtype": str(_dtype(dev)).removeprefix("torch.")}
@@ -195,6 +213,8 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
         _MEASURE_LOCK.release()
         _forget_model()  # in this process; a ZeroGPU worker let it go with the last length (keep=False)
         release_memory()  # a sweep to 4096 tokens frees hundreds of MB that glibc would otherwise keep
+    for rec in records:
+        rec.update(n_heads=int(cfg.n_heads), batch=int(batch))
     for rec in records if pair is not None else []:
         for name, n in zip(arrangement(cfg).inputs, input_lengths(cfg, rec["seq_len"], *pair)):
             rec[LENGTH_KEYS.get(name, f"{name}_len")] = n
@@ -286,12 +306,15 @@ def _timer_name(dev) -> str:
     return "CUDA events" if torch.device(dev).type == "cuda" else "perf_counter"
 
 
-def _timed_ms(run, dev, n: int, budget: float, guard: Guard) -> float:
-    """Median ms of ``n`` runs (stops once their total exceeds ``budget``; at least one run).
+def _timed_ms(run, dev, n: int, budget: float, guard: Guard, cores: CoreTimer | None = None) -> tuple:
+    """``(ms, attn_ms)``: median ms of ``n`` runs (stops once their total exceeds ``budget``; at least one
+    run) and the median of their attention cores' summed time (None without ``cores``).
     CUDA: events recorded on the stream around each run; CPU: wall time."""
-    times, spent = [], 0.0
+    times, attn, spent = [], [], 0.0
     cuda = torch.device(dev).type == "cuda"
     for _ in range(n):
+        if cores is not None:
+            cores.reset()
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -304,12 +327,15 @@ def _timed_ms(run, dev, n: int, budget: float, guard: Guard) -> float:
             run()
             dt = time.perf_counter() - t0
         times.append(dt)
+        if cores is not None:
+            attn.append(cores.seconds())
         spent += dt
         if spent > budget:
             break
         guard.check()
     times.sort()
-    return 1000.0 * times[len(times) // 2]
+    attn.sort()
+    return 1000.0 * times[len(times) // 2], (1000.0 * attn[len(attn) // 2] if attn else None)
 
 
 def _predicted_s(history: list, L: int) -> float | None:
@@ -380,8 +406,10 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
         if warm > budget:
             return _record(L, "timeout", backend, mode, dev, peak=int(peak),
                            reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
-        with guard.run_until(budget):
-            ms = _timed_ms(run, dev, _n_runs(warm, repeats, min_repeats, budget), budget, guard)
+        timer = CoreTimer(model, dev) if mode == "forward" else None
+        with guard.run_until(budget), (timer or contextlib.nullcontext()):
+            ms, attn_ms = _timed_ms(run, dev, _n_runs(warm, repeats, min_repeats, budget), budget, guard,
+                                    timer or None)
     except Abandoned:
         if guard.why == "cancelled":
             return _record(L, "cancelled", backend, mode, dev, reason="cancelled during the run")
@@ -402,7 +430,7 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
     except Exception as exc:  # a bug in a variant must not take the app down: report it
         log.exception("sweep run failed at L=%d", L)
         return _record(L, "error", backend, mode, dev, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
-    rec = _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak))
+    rec = _record(L, "ok", backend, mode, dev, ms=ms, peak=int(peak), attn_ms=attn_ms)
     if compile_s is not None:
         rec["compile_s"] = round(compile_s, 3)
         rec["reason"] = f"compile: the untimed first run took {compile_s:.2f} s (not in the timings)"

@@ -1,4 +1,10 @@
-"""Latency / memory sweeps and the KV cache -> figures, with the fitted growth exponent and failures marked."""
+"""Latency / memory sweeps and the KV cache -> figures, with the fitted growth exponent and failures marked.
+
+The time panel draws each attention twice: the whole model's forward (thick) and the attention's own
+time inside it (``attn_ms``, thin dotted, same colour), so the share the attention takes, and how it
+grows, reads off the plot. Slope guides (O(L), O(L²), dashed) start on the current curve and span its
+last three doublings: a curve parallel to one grows at that power.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -76,17 +82,45 @@ def _curve(records, key, scale, name, color, dash, axis) -> list:
     return traces
 
 
-def _guides(records, key, scale, axis) -> list:
-    ok = [r for r in records if r["status"] == "ok" and r.get(key)]
+def _attention_curve(records, name, color, axis) -> list:
+    """The attention's own time (``attn_ms``) of the ``ok`` lengths: thin, dotted, the curve's colour."""
+    ok = [r for r in records if r["status"] == "ok" and r.get("attn_ms")]
+    if not ok:
+        return []
+    slope = fitted_slope(records, "attn_ms")
+    label = f"{name}: attention alone" + (f" (slope {slope:.2f})" if slope is not None else "")
+    share = [f"{100 * r['attn_ms'] / r['ms']:.0f}% of the forward" for r in ok]
+    return [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok], y=[r["attn_ms"] for r in ok],
+                 name=label, legendgroup=f"{name} attention", showlegend=axis == "", xaxis=f"x{axis}",
+                 yaxis=f"y{axis}", line=dict(color=color, width=2, dash="dot"), marker=dict(size=6, symbol="diamond"),
+                 customdata=share,
+                 hovertemplate=f"{name}, attention alone<br>L=%{{x}}: %{{y:.3g}} ms (%{{customdata}})<extra></extra>")]
+
+
+GUIDE_SPAN = 8  # the guides span the curve's last three doublings (L_max / 8 .. L_max)
+
+
+def guide_points(records, key, scale) -> list:
+    """``[(L, value)]`` of the ``ok`` points a guide starts on and spans: the longest length and those within
+    ``GUIDE_SPAN`` of it ([] with fewer than two)."""
+    ok = sorted((r["seq_len"], r[key] * scale) for r in records if r["status"] == "ok" and r.get(key))
     if len(ok) < 2:
         return []
-    l0, v0 = ok[0]["seq_len"], ok[0][key] * scale
-    xs = [r["seq_len"] for r in ok]
+    span = [p for p in ok if p[0] * GUIDE_SPAN >= ok[-1][0]]
+    return span if len(span) >= 2 else ok[-2:]
+
+
+def _guides(records, key, scale, axis) -> list:
+    pts = guide_points(records, key, scale)
+    if not pts:
+        return []
+    (l0, v0), xs = pts[0], [p[0] for p in pts]
     out = []
-    for power, label, dash in ((1, "O(L)", "dot"), (2, "O(L²)", "dash")):
+    for power, label, dash in ((1, "O(L)", "dash"), (2, "O(L²)", "longdash")):
         out.append(dict(type="scatter", mode="lines", x=xs, y=[v0 * (x / l0) ** power for x in xs],
                         name=label, legendgroup=label, showlegend=axis == "", xaxis=f"x{axis}", yaxis=f"y{axis}",
-                        line=dict(color="#9aa5b1", width=1.5, dash=dash), hoverinfo="skip"))
+                        line=dict(color="#9aa5b1", width=1.5, dash=dash),
+                        hovertemplate=f"{label}: slope {power} through L={l0}<extra></extra>"))
     return out
 
 
@@ -96,10 +130,14 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
     (xd0, yd0), (xd1, yd1) = subplot_domains(1, 2, hgap=0.1)
     data = []
     for key, scale, axis in (("ms", 1.0, ""), ("peak_bytes", 1 / 2**20, "2")):
-        data += _guides(current, key, scale, axis)
+        anchor = current if guide_points(current, key, scale) else (baseline or [])
+        data += _guides(anchor, key, scale, axis)
         data += _curve(current, key, scale, attention, "#1f77b4", "solid", axis)
         if baseline:
             data += _curve(baseline, key, scale, f"{baseline_name} (baseline)", "#ff7f0e", "dash", axis)
+        if key == "ms":
+            data += _attention_curve(current, attention, "#1f77b4", axis)
+            data += _attention_curve(baseline or [], f"{baseline_name} (baseline)", "#ff7f0e", axis)
     mode = (current[0].get("mode", "forward") if current else "forward").replace("_", " + ")
     backends = sorted({r["backend"] for r in current if r["status"] == "ok"}) or ["-"]
     base = sorted({r["backend"] for r in baseline or [] if r["status"] == "ok"})
@@ -118,7 +156,9 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
     elif same_curve(current, baseline):
         note = f"; the two curves coincide: {attention} and {baseline_name} measured within 5% at every length"
     if any(r["status"] != "ok" for r in current + (baseline or [])):
-        note += "; × on a curve: that length of that attention failed (hover: why)"
+        note += "; × on a curve: that length of that attention failed or was stopped (hover: why)"
+    if any(r.get("attn_ms") for r in current + (baseline or [])):
+        note += "; dotted: the attention alone inside the same forwards"
     lay = base_layout(title + f"<br><sup>{ran}; median of timed runs after warm-up; memory {method}{note}</sup>", 460,
                   xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
                   yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),

@@ -37,7 +37,9 @@ def gradient_reading(results: dict, current: str, skipped: dict | None = None) -
 
 
 def sweep_reading(current: list, baseline: list | None, attention: str, baseline_name: str = "full") -> str:
-    """Fitted slopes and the largest length measured, as a sentence."""
+    """Fitted slopes, the largest length measured, how much faster the current attention is than its
+    baseline (whole forward and attention alone), where the baseline stopped, and what the memory curves
+    measure (which kernel ran and whether it holds an L x L matrix), as sentences."""
     def describe(records, name):
         s_t, s_m = slope_text(records, "ms"), slope_text(records, "peak_bytes")
         ok = [r for r in records if r["status"] == "ok"]
@@ -48,6 +50,8 @@ def sweep_reading(current: list, baseline: list | None, attention: str, baseline
         if ok:
             last = ok[-1]
             text += f"; at L={last['seq_len']}: {last['ms']:.1f} ms, {human_bytes(last['peak_bytes'])}"
+            if last.get("attn_ms"):
+                text += f", of which the attention alone {last['attn_ms']:.1f} ms ({100 * last['attn_ms'] / last['ms']:.0f}%)"
         if bad:
             text += " (" + ", ".join(bad) + ")"
         return text
@@ -56,11 +60,10 @@ def sweep_reading(current: list, baseline: list | None, attention: str, baseline
     if baseline:
         parts.append(describe(baseline, baseline_name))
     text = " · ".join(parts) + ". A slope of 1 is linear in L, 2 quadratic."
+    if baseline:
+        text += speed_sentence(current, baseline, attention, baseline_name)
     every = current + (baseline or [])
-    ran = [r for r in every if r.get("backend") and r["backend"] != "not run"]
-    if ran:
-        backends = list(dict.fromkeys(r["backend"] for r in ran))
-        text += " Backend that ran: " + "; ".join(f"`{b}`" for b in backends) + "."
+    text += memory_sentence(current, baseline, attention, baseline_name)
     text += " " + timing_method(every)
     loaded = [r for r in every if r.get("others")]
     if loaded:
@@ -68,6 +71,89 @@ def sweep_reading(current: list, baseline: list | None, attention: str, baseline
         text += (f" ⚠️ Other requests were computing during {len(loaded)} of these measurements (up to {most} at "
                  "once): those timings are inflated; run the sweep again when the app is quiet.")
     return text
+
+
+def speed_sentence(current: list, baseline: list, attention: str, baseline_name: str) -> str:
+    """" At L=8192 sliding_window's forward is 4.5× faster than full's (the attention alone: 9.1×); full
+    stopped at L=16384 (timeout: ...), which sliding_window ran in 700 ms." ("" without a common length)."""
+    ok_c = {r["seq_len"]: r for r in current if r["status"] == "ok"}
+    ok_b = {r["seq_len"]: r for r in baseline if r["status"] == "ok"}
+    common = sorted(set(ok_c) & set(ok_b))
+    text = ""
+    if common:
+        L = common[-1]
+        c, b = ok_c[L], ok_b[L]
+        ratio = b["ms"] / c["ms"] if c["ms"] > 0 else float("inf")
+        word = f"{ratio:.2f}× faster than" if ratio >= 1 else f"{1 / ratio:.2f}× slower than"
+        text = f" At L={L}, the longest length both measured, {attention}'s forward is {word} {baseline_name}'s"
+        if c.get("attn_ms") and b.get("attn_ms"):
+            text += f" (the attention alone: {b['attn_ms'] / c['attn_ms']:.2f}×)"
+        text += "."
+    stops = [r for r in baseline if r["status"] in ("timeout", "oom") and r["seq_len"] in ok_c]
+    if stops:
+        r = stops[0]
+        text += (f" {baseline_name} stopped at L={r['seq_len']} ({r['status']}: {r.get('reason') or 'no reason given'}), "
+                 f"which {attention} ran in {ok_c[r['seq_len']]['ms']:.0f} ms.")
+    return text
+
+
+# What each kernel of ``kernels.attention`` holds: the sweep's memory reading says it per backend that ran.
+OWN_CODE = "no kernels.attention call"
+BACKEND_MEMORY = (
+    ("sdpa", "PyTorch's fused scaled_dot_product_attention (a flash-style kernel): it streams blocks of keys "
+             "through a running softmax and never holds the L × L scores"),
+    ("triton", "our Triton kernel: each tile of scores lives in on-chip memory, never the L × L matrix"),
+    ("torch-", "our block-sparse PyTorch path: it computes only the pattern's tiles, a chunk of rows at a time "
+               "with a running softmax, never the L × L scores"),
+)
+
+
+def backend_memory(backend: str) -> str:
+    """Whether the kernel named ``backend`` (a sweep record's, maybe ``a + b``) holds an L x L matrix."""
+    if OWN_CODE in backend:
+        return ("the mechanism's own PyTorch code, not a kernel of ours: whether it holds an L × L matrix is its "
+                "own (a memory slope near 2 says it does)")
+    said = [how for name in backend.split(" + ") for key, how in BACKEND_MEMORY if name.startswith(key)]
+    return "; ".join(dict.fromkeys(said)) or "a kernel this reading does not describe"
+
+
+def memory_sentence(current: list, baseline: list | None, attention: str, baseline_name: str) -> str:
+    """Which kernel ran for each attention and whether it materialises L x L, checked against the measured
+    peak: the size one L x L score matrix of every head would have at the longest length measured."""
+    named = [(attention, current), (baseline_name, baseline or [])]
+    kernels = []
+    for name, records in named:
+        ran = list(dict.fromkeys(r["backend"] for r in records if r.get("backend") and r["backend"] != "not run"))
+        kernels += [f"`{b}` ({name}): {backend_memory(b)}" for b in ran]
+    if not kernels:
+        return ""
+    text = " Memory: the kernels that ran are " + "; ".join(kernels) + "."
+    ok = [r for _, records in named for r in records if r["status"] == "ok" and r.get("peak_bytes")]
+    if not ok or not ok[0].get("n_heads"):
+        return text
+    L = max(r["seq_len"] for r in ok)
+    at = [r for r in ok if r["seq_len"] == L]
+    peak = max(r["peak_bytes"] for r in at)
+    width = 2 if at[0].get("dtype") in ("bfloat16", "float16") else 4
+    square = at[0].get("batch", 1) * at[0]["n_heads"] * L * L * width
+    text += (f" At L={L} the measured peak is {human_bytes(peak)}, where one {at[0].get('dtype', 'float32')} L × L score "
+             f"matrix for the {at[0]['n_heads']} heads alone would be {human_bytes(square)}")
+    if peak >= square:
+        return text + "."
+    text += ": none is held, and the memory that is measured (activations, logits) grows like L"
+    c = {r["seq_len"]: r["peak_bytes"] for r in current if r["status"] == "ok" and r.get("peak_bytes")}
+    b = {r["seq_len"]: r["peak_bytes"] for r in baseline or [] if r["status"] == "ok" and r.get("peak_bytes")}
+    common = sorted(set(c) & set(b))
+    if common:
+        n = common[-1]
+        ratio = c[n] / b[n]
+        if max(ratio, 1 / ratio) <= 1.25:
+            text += (f". That is why the memory curves of {attention} and {baseline_name} look alike (within 25% at "
+                     f"L={n}): a sparse pattern saves time here (fewer tiles computed), not memory")
+        else:
+            text += (f"; at L={n} {attention}'s peak is {ratio:.2f}× {baseline_name}'s: what differs is the "
+                     "kernels' working memory, not an L × L matrix")
+    return text + "."
 
 
 def timing_method(records: list) -> str:

@@ -145,3 +145,31 @@ def test_nested_busy_counts_one_request():
         assert LOAD.snapshot()[0] == 1
         rec = latency_memory_sweep(ModelConfig(**SMALL), [16], repeats=1, min_repeats=1)[0]
     assert rec["others"] == 0 and LOAD.snapshot()[0] == 0
+
+
+def test_the_default_lengths_reach_16384_for_a_sparse_pattern_and_full_stops_marked():
+    """The default sweep reaches 16384 tokens on the CPU for a structured pattern; full attention, whose time
+    grows like L², stops at its time budget, and the stop is a record drawn on the figure. The budget here
+    is 3x the sparse pattern's own time at 16384 measured just before (so the test holds on a loaded
+    machine): full attention's quadratic cost is many times that."""
+    from explorer.analysis.sweep import DEFAULT_LENGTHS
+    from explorer.figures.latency import sweep_figure
+    from explorer.figures.readings import sweep_reading
+    from explorer.runtime.limits import SWEEP_BUDGET_S, parse_lengths
+
+    assert max(DEFAULT_LENGTHS) == 16384 and parse_lengths(",".join(map(str, DEFAULT_LENGTHS))) == list(DEFAULT_LENGTHS)
+    sparse = latency_memory_sweep(ModelConfig(attention="sliding_window", **SMALL), DEFAULT_LENGTHS,
+                                  repeats=1, min_repeats=1, time_budget_s=SWEEP_BUDGET_S)
+    assert [r["status"] for r in sparse] == ["ok"] * len(DEFAULT_LENGTHS)
+    assert all(r["backend"] == "torch-cpu block-sparse" for r in sparse)
+    budget = 3 * sparse[-1]["ms"] / 1000
+    full = latency_memory_sweep(ModelConfig(**SMALL), DEFAULT_LENGTHS, repeats=1, min_repeats=1, time_budget_s=budget)
+    statuses = [r["status"] for r in full]
+    assert statuses[-1] == "timeout" and statuses[0] == "ok", statuses
+    first_stop = statuses.index("timeout")
+    assert statuses[first_stop:] == ["timeout"] * (len(statuses) - first_stop)  # the longer lengths skipped
+    fig = sweep_figure(sparse, full, "sliding_window")
+    marks = [t for t in fig.data if t.name == "full (baseline): TIMEOUT" and t.xaxis == "x"]
+    assert marks and 16384 in list(marks[0].x)
+    reading = sweep_reading(sparse, full, "sliding_window")
+    assert f"full stopped at L={full[first_stop]['seq_len']} (timeout" in reading
