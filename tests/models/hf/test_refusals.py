@@ -225,3 +225,91 @@ def test_huge_finite_weights_are_not_mistaken_for_inf():
 
     assert finite(torch.full((1000,), 3e38))  # its float32 sum overflows; every value is finite
     assert not finite(torch.tensor([1.0, float("nan")])) and not finite(torch.tensor([float("inf"), -1e38]))
+
+
+def _rewrite_header(path, change):
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = change(header, data[8 + n:])
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + body)
+
+
+def _shift(name, by):
+    def change(header, body):
+        header[name]["data_offsets"] = [o + by for o in header[name]["data_offsets"]]
+        return body
+    return change
+
+
+def _swap(a, b):
+    def change(header, body):  # the two tensors' bytes change places, and so do their offsets: still a tiling
+        (sa, ea), (sb, eb) = header[a]["data_offsets"], header[b]["data_offsets"]
+        assert ea == sb
+        header[b]["data_offsets"], header[a]["data_offsets"] = [sa, sa + eb - sb], [sa + eb - sb, eb]
+        return body[:sa] + body[sb:eb] + body[sa:ea] + body[eb:]
+    return change
+
+
+def _first_two(folder):
+    data = (folder / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = {k: v for k, v in json.loads(data[8:8 + n]).items() if k != "__metadata__"}
+    ordered = sorted(header, key=lambda k: header[k]["data_offsets"][0])
+    return ordered[0], ordered[1], header
+
+
+@pytest.mark.parametrize("case", ["overlap", "gap", "trailing", "swapped", "metadata"])
+def test_safetensors_offsets_are_checked_as_safetensors_checks_them(saved, tmp_path, case):
+    """Offsets must tile the data section (in start order, each tensor where the one before ends, the last at
+    the file's end): a plan that passes is a file ``safetensors`` opens, and a refused one is a file it
+    refuses. Tensors stored in another order than their names (swapped) are fine for both."""
+    from safetensors import SafetensorError, safe_open
+
+    folder, _ = copy(saved, "gpt2", tmp_path)
+    path = folder / "model.safetensors"
+    original = load(folder).model.state_dict()
+    a, b, header = _first_two(folder)
+    size_a = header[a]["data_offsets"][1] - header[a]["data_offsets"][0]
+    change = {"overlap": _shift(b, -min(4, size_a)),  # b starts inside a
+              "gap": lambda h, body: _gap(h, body, b),
+              "trailing": lambda h, body: body + b"\0" * 8,
+              "swapped": _swap(a, b),
+              "metadata": lambda h, body: h.update({"__metadata__": {"format": 1}}) or body}[case]
+    _rewrite_header(path, change)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            reference = {k: f.get_tensor(k) for k in f.keys()}
+    except SafetensorError:
+        reference = None
+    if reference is None:
+        with pytest.raises(ConfigError) as e:
+            plan(folder)
+        assert "model.safetensors" in e.value.field
+        if case in ("overlap", "gap"):
+            assert b in e.value.field and "start where the tensor before ends" in e.value.allowed
+    else:
+        assert case == "swapped"
+        moved = load(folder).model.state_dict()  # each tensor read where the header says it now is
+        assert moved.keys() == original.keys() and all(torch.equal(moved[k], original[k]) for k in original)
+
+
+def _gap(header, body, name):
+    """``name`` and every tensor after it move 4 bytes later, 4 unused bytes before it."""
+    start = header[name]["data_offsets"][0]
+    for entry in header.values():
+        if isinstance(entry, dict) and "data_offsets" in entry and entry["data_offsets"][0] >= start:
+            entry["data_offsets"] = [o + 4 for o in entry["data_offsets"]]
+    return body[:start] + b"\0" * 4 + body[start:]
+
+
+def test_a_5000_digit_integer_in_a_safetensors_header_is_refused_by_name(saved, tmp_path):
+    folder, _ = copy(saved, "gpt2", tmp_path)
+    path = folder / "model.safetensors"
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    raw = data[8:8 + n].replace(b'"data_offsets":[0,', b'"data_offsets":[' + b"1" * 5000 + b",", 1)
+    assert raw != data[8:8 + n]
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+    refused(folder, "model.safetensors header", "5000 digits")
