@@ -123,10 +123,11 @@ def _flash_specs(quick: bool):
 
 
 def _small_kernel_specs(quick: bool):
-    """RoPE, norms and linear attention: each Triton module lists its own launchable specialisations."""
-    from . import linear_attention_triton, norms_triton, rope_triton
+    """RoPE, norms, linear attention and pooled maps: each Triton module lists its own launchable
+    specialisations."""
+    from . import linear_attention_triton, norms_triton, pooled_triton, rope_triton
     specs = []
-    for mod in (rope_triton, norms_triton, linear_attention_triton):
+    for mod in (rope_triton, norms_triton, linear_attention_triton, pooled_triton):
         # quick: one specialisation of each small kernel module
         specs.extend(mod.aot_specs(quick)[:1] if quick else mod.aot_specs(quick))
     return specs

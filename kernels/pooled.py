@@ -56,7 +56,7 @@ def dense_layout(lq: int, lk: int, causal: bool, device, tile: int = TILE) -> Bl
     return _dense_layout_on(int(lq), int(lk), int(tile), bool(causal), _device_key(device))
 
 
-def _triton_reason(q, k, bm, rel_k) -> str | None:
+def _triton_reason(q, k, bm, rel_k, n_cols: int = MAX_CELLS) -> str | None:
     """None when the Triton pooled kernel runs these arguments, else why the torch path is used."""
     if q.device.type != "cuda":
         return "not a CUDA tensor"
@@ -64,7 +64,7 @@ def _triton_reason(q, k, bm, rel_k) -> str | None:
         from .pooled_triton import unsupported_reason
     except ImportError as e:  # triton missing
         return f"triton unavailable ({e})"
-    return unsupported_reason(q, k, block_mask=bm, rel_k=rel_k)
+    return unsupported_reason(q, k, block_mask=bm, rel_k=rel_k, max_cols=n_cols)
 
 
 def pooled_backend(q, k, *, block_mask=None, rel_k=None) -> str:
@@ -110,7 +110,7 @@ def pooled_attention(q, k, *, causal=False, block_mask: BlockMask | None = None,
         block_q = block_k = int(block)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     softcap = None if softcap is None else float(softcap)
-    if _triton_reason(q, k, bm, rel_k) is None:
+    if _triton_reason(q, k, bm, rel_k, -(-lk // block_k)) is None:
         from .pooled_triton import pooled_triton
         return pooled_triton(q, k, causal=causal, block_mask=bm, alibi_slopes=alibi_slopes, rel_bias=rel_bias,
                              softcap=softcap, scale=scale, block_q=block_q, block_k=block_k, sink_k=sink_k,
