@@ -2,6 +2,14 @@
 
     python -m benchmarks.attention_choices                         # sliding_window (window 128) vs full, L = 1k..8k
     python -m benchmarks.attention_choices --all --json out.json   # every attention key (LRA-style table vs full)
+    python -m benchmarks.attention_choices --sweep                 # the Latency tab's default sweep, 4 attentions
+
+``--sweep`` measures what the Latency tab measures: ``explorer.analysis.sweep.latency_memory_sweep`` of the
+default model (4 layers, d_model 128, 4 heads; window 64, blocks of 16) at the tab's default lengths and
+time budget, for full attention, sliding_window, longformer and bigbird. It prints the whole forward and
+the attention alone inside it (``attn_ms``), each relative to full attention; the speed-up at 8192 tokens
+against the 2x the structured patterns should reach there; and each attention's sweep wall time (the
+tab's default sweep of a pattern is its wall time plus full attention's, the baseline).
 
 Each row builds a one-layer model of the default width (d_model 128, 4 heads, causal unless the
 mechanism is bidirectional-only), times the forward pass (median after warm-up) and measures the
@@ -14,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 
 import torch
 
@@ -48,14 +57,78 @@ def _base(key: str) -> ModelConfig:
     return ModelConfig(attention=key, causal=causal, n_layers=1, window=128, position="rope")
 
 
+LENGTHS = "1024,2048,4096,8192"
+SWEEP_KEYS = ("full", "sliding_window", "longformer", "bigbird")
+TARGET_L, TARGET_X = 8192, 2.0  # the structured patterns at 8192 tokens: at least 2x faster than full
+
+
+def sweep_rows(lengths, budget_s: float) -> tuple:
+    """``(rows, wall seconds per attention)``: the Latency tab's sweep of the default model per key."""
+    from explorer.analysis.sweep import latency_memory_sweep
+    rows, walls = [], {}
+    for key in SWEEP_KEYS:
+        t0 = time.perf_counter()
+        recs = latency_memory_sweep(ModelConfig(attention=key), lengths, "forward", time_budget_s=budget_s)
+        walls[key] = time.perf_counter() - t0
+        rows += [{**r, "attention": key} for r in recs]
+    return rows, walls
+
+
+def _print_sweep(rows, lengths, walls):
+    full = {r["seq_len"]: r for r in rows if r["attention"] == "full" and r["status"] == "ok"}
+    first = next((r for r in rows if r["status"] == "ok"), {})
+    print(f"Latency tab sweep, default model, forward, {first.get('threads', '?')} thread(s), {first.get('device', '?')}")
+    print(f"{'attention':16s}" + "".join(f"{'L=' + str(L):>27s}" for L in lengths) + f"{'sweep s':>9s}")
+    for key in SWEEP_KEYS:
+        cells = []
+        for L in lengths:
+            r = next(r for r in rows if r["attention"] == key and r["seq_len"] == L)
+            if r["status"] != "ok":
+                cells.append(f"{r['status'].upper():>27s}")
+                continue
+            f = full.get(L)
+            rel = f" x{f['ms'] / r['ms']:.1f}" if f and key != "full" else ""
+            rel_a = f" x{f['attn_ms'] / r['attn_ms']:.1f}" if f and key != "full" and r.get("attn_ms") else ""
+            cells.append(f"{r['ms']:7.0f}{rel:>6s} |{r.get('attn_ms') or 0:7.0f}{rel_a:>6s}")
+        print(f"{key:16s}" + "".join(cells) + f"{walls[key]:9.1f}")
+    print("cell: whole forward ms (xN: full's time / this one's) | the attention alone inside it, ms (xN likewise); "
+          "a word: that length's status (full stops at its time budget)")
+    f = full.get(TARGET_L)
+    for key in SWEEP_KEYS[1:]:
+        r = next((r for r in rows if r["attention"] == key and r["seq_len"] == TARGET_L and r["status"] == "ok"), None)
+        if r is None or f is None:
+            print(f"{key} at L={TARGET_L}: not compared ({'full' if f is None else key} not measured there)")
+            continue
+        fwd, alone = f["ms"] / r["ms"], f["attn_ms"] / r["attn_ms"]
+        ok = "yes" if min(fwd, alone) >= TARGET_X else "NO"
+        print(f"{key} at L={TARGET_L}: forward {fwd:.2f}x, attention alone {alone:.2f}x faster than full "
+              f"(at least {TARGET_X:g}x: {ok})")
+    for key in SWEEP_KEYS[1:]:
+        print(f"Latency tab default sweep of {key} (with its full baseline): {walls[key] + walls['full']:.1f} s")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="every attention key, not just sliding_window vs full")
-    ap.add_argument("--lengths", default="1024,2048,4096,8192")
+    ap.add_argument("--lengths", default=LENGTHS)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per measurement before 'timeout'")
     ap.add_argument("--json", help="write the table to this file")
+    ap.add_argument("--sweep", action="store_true", help="the Latency tab's sweep: full, sliding_window, longformer, "
+                                                        "bigbird, whole forward and attention alone")
     args = ap.parse_args(argv)
+    if args.sweep:
+        from explorer.analysis.sweep import DEFAULT_LENGTHS
+        from explorer.runtime.limits import SWEEP_BUDGET_S
+        lengths = DEFAULT_LENGTHS if args.lengths == LENGTHS else [int(x) for x in args.lengths.split(",")]
+        with BusyWatch() as watch:
+            rows, walls = sweep_rows(lengths, SWEEP_BUDGET_S)
+        _print_sweep(rows, lengths, walls)
+        print(watch.note())
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return
     lengths = [int(x) for x in args.lengths.split(",")]
     keys = choices()["attention"] if args.all else ["full", "sliding_window"]
     rows = []

@@ -12,13 +12,10 @@ during the measurement: the timing is inflated when it is not 0), ``timer``, ``d
 compile, ``compile_s``.
 
 ``attn_ms`` is the attention's own time inside the same timed forwards: the time spent in the attention
-*cores* of the model's layers (``models.blocks.Attention.core``: from the projected, position-modified
-q, k, v to the heads' outputs, the call to ``kernels.attention`` included; projections, FFNs, norms and the
-head excluded), summed over the layers of one forward, median over the timed runs. Taken by a pre- and a
-post-hook on each core (``perf_counter`` on the CPU, CUDA events on the stream on CUDA), so it is the very
-attention the whole-model time contains, with the model's head sizes, position modifiers and pattern
-layout; ``None`` for a forward_backward (a hook sees the forward only) and for a model without an
-attention core (an encoder-decoder's cross-attention is not counted: its self-attention layers are).
+*cores* of the model's layers (``explorer.analysis.core_timer``), summed over the layers of one forward,
+median over the timed runs: the very attention the whole-model time contains, with the model's head sizes,
+position modifiers and pattern layout; ``None`` for a forward_backward (a hook sees the forward only) and
+for a model without an attention core.
 
 The default lengths (``DEFAULT_LENGTHS``) reach 16384 tokens, where the structured patterns pull away
 from full attention on a CPU; full attention stops where its budget says (a predicted time past the

@@ -20,3 +20,17 @@ def test_models_bench_prints_no_profiler_noise_and_says_how_busy_the_machine_was
     assert not re.search(r"USDT|STAGE:|profiler_(start|stop)|Completed Stage", text), text[-2000:]
     assert re.search(r"\d+MiB", out.stdout), "memory is still measured (through the profiler)"
     assert re.search(r"^machine: .*(quiet enough|TOO BUSY)", out.stdout, re.M), out.stdout
+
+
+@pytest.mark.slow
+def test_the_sweep_table_compares_each_pattern_with_full_forward_and_attention_alone():
+    out = subprocess.run([sys.executable, "-m", "benchmarks.attention_choices", "--sweep", "--lengths", "64,128"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {line.split()[0]: line for line in out.stdout.splitlines() if len(line.split()) > 2 and
+            line.split()[0] in ("full", "sliding_window", "longformer", "bigbird") and line.split()[1] != "at"}
+    assert set(rows) == {"full", "sliding_window", "longformer", "bigbird"}
+    assert re.search(r"\d+\s+x\d+\.\d \|\s+\d+\s+x\d+\.\d", rows["bigbird"]), rows["bigbird"]  # forward | alone
+    assert "bigbird at L=8192: not compared" in out.stdout  # 8192 was not among the lengths
+    assert re.search(r"default sweep of bigbird \(with its full baseline\): \d+\.\d s", out.stdout)
+    assert re.search(r"^machine: ", out.stdout, re.M)
