@@ -1,12 +1,16 @@
-"""A checkpoint a visitor uploads: its files checked, read from a temporary folder, and deleted.
+"""A checkpoint a visitor uploads: its files checked, copied into a folder of our own, read, and the copy deleted.
 
 ``receive(paths)`` accepts the files of a small Hugging Face checkpoint (``config.json``, the
 ``*.safetensors`` and their index, ``tokenizer.json``; at most ``MAX_FILES`` files and
 ``max_bytes()`` bytes together, ``EXPLORER_UPLOAD_CHECKPOINT_BYTES``), refuses any other name (a pickle
-with the reason), copies them into a temporary folder under a fixed name each (the uploaded names
-never reach a path), reads the checkpoint through ``explorer.analysis.checkpoints.read`` (plan, cap,
-budget, then the weights), and removes both the temporary folder and the uploaded files. The
-checkpoint stays in memory under ``upload:<sha256 of the files>`` (``checkpoints.keep_upload``).
+with the reason), copies them into a temporary folder it creates, under a fixed name each (the uploaded
+names never reach a path), reads the checkpoint through ``explorer.analysis.checkpoints.read`` (plan,
+cap, budget, then the weights) and removes that folder. The checkpoint stays in memory under
+``upload:<sha256 of the files>`` (``checkpoints.keep_upload``).
+
+The paths it is handed are not its own: it never writes or deletes them (Gradio's upload cache ages them
+out). Each must be a regular file inside Gradio's upload cache (``settings.upload_dir()``) and, where the
+caller can tell (``owned``), the visitor's own upload; any other path is refused by name, unread.
 """
 from __future__ import annotations
 
@@ -38,8 +42,16 @@ def _original_name(path: str) -> str:
     return os.path.basename(str(path))
 
 
-def check_files(paths) -> dict:
-    """``{name: path}`` of the uploaded files, or ConfigError naming the problem (nothing read yet)."""
+def _inside(path, root: str) -> bool:
+    """Is ``path`` a regular file (not a link) under ``root``, once every link on the way is resolved?"""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real.startswith(base + os.sep) and not os.path.islink(path) and os.path.isfile(real)
+
+
+def check_files(paths, root: str | None = None, owned=None) -> dict:
+    """``{name: path}`` of the uploaded files, or ConfigError naming the problem (nothing read yet). A
+    path outside ``root`` (Gradio's upload cache), a link, or one ``owned(path)`` disowns is refused."""
+    root = settings.upload_dir() if root is None else root
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())
     if not paths:
         raise ConfigError("checkpoint upload", None, "config.json, model.safetensors and tokenizer.json")
@@ -56,6 +68,9 @@ def check_files(paths) -> dict:
                               "model-00001-of-0000N.safetensors with model.safetensors.index.json), tokenizer.json")
         if name in files:
             raise ConfigError("checkpoint upload", name, "each file once")
+        if not _inside(p, root) or (owned is not None and not owned(p)):
+            raise ConfigError("checkpoint upload", name[:60], "files this visitor uploaded to this server "
+                              f"(Gradio's upload cache); {name[:60]} is not one of them")
         total += os.path.getsize(p)
         files[name] = p
     if total > max_bytes():
@@ -75,24 +90,18 @@ def digest(files: dict) -> str:
     return h.hexdigest()
 
 
-def receive(paths) -> checkpoints.Loaded:
-    """Check, read and keep an uploaded checkpoint (see the module docstring); its files are deleted."""
-    try:
-        files = check_files(paths)
-        ckpt_id = checkpoints.UPLOAD_PREFIX + digest(files)
+def receive(paths, root: str | None = None, owned=None) -> checkpoints.Loaded:
+    """Check, read and keep an uploaded checkpoint (see the module docstring). ``root``: where uploads
+    lie (default Gradio's upload cache); ``owned(path)``: is it this visitor's upload (default: not asked).
+    The handed files are left as they are; the copy is made and deleted in a folder of its own."""
+    files = check_files(paths, root, owned)
+    with tempfile.TemporaryDirectory(prefix="explorer-upload-") as tmp:
+        copies = {name: str(shutil.copyfile(path, Path(tmp) / name)) for name, path in files.items()}
+        ckpt_id = checkpoints.UPLOAD_PREFIX + digest(copies)  # of the bytes read, not of a path read again
         try:
             return checkpoints.load(ckpt_id)  # the same files uploaded again
         except ConfigError:
             pass
-        with tempfile.TemporaryDirectory(prefix="explorer-upload-") as tmp:
-            for name, path in files.items():
-                shutil.copyfile(path, Path(tmp) / name)
-            loaded = checkpoints.read(tmp, ckpt_id, name=f"upload-{ckpt_id[len(checkpoints.UPLOAD_PREFIX):][:8]}")
-        checkpoints.keep_upload(loaded)
-        return loaded
-    finally:
-        for p in ([paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())):
-            try:
-                os.remove(p)
-            except OSError:
-                pass
+        loaded = checkpoints.read(tmp, ckpt_id, name=f"upload-{ckpt_id[len(checkpoints.UPLOAD_PREFIX):][:8]}")
+    checkpoints.keep_upload(loaded)
+    return loaded

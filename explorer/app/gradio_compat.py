@@ -13,14 +13,24 @@ Gradio upgrade that moves one of them breaks this file only, and its tests say w
 - ``drop_idle_sessions(demo, cutoff)``: Gradio keeps every session's states and outputs in its
   ``StateHolder`` and drops one only past ``state_session_capacity``; this drops those idle since
   ``cutoff`` and returns their ``(component, value)`` state pairs for the delete callbacks.
+- ``bound_sessions(holder, owner, per_owner, total)``: replaces the holder's one eviction rule (the
+  least recently used session of all, in ``StateHolder.update``) by a per-owner one, so a flood of new
+  sessions from one client address evicts only that address's own sessions.
+- ``shorten_errors(limit)``: Gradio's ``error_payload`` (the message an event's failure sends, also
+  its own validation's, which quotes the refused value whole) cut to ``limit`` characters.
+- ``queued_events(app, address)``: how many events of the queue (waiting or running) come from an address.
+- ``upload_folder()``, ``event_request()``: Gradio's upload cache, the running event's request.
 """
 from __future__ import annotations
 
 import datetime
+import logging
 
 from gradio.components.plot import PlotData
 from gradio.processing_utils import save_bytes_to_cache
 from gradio.utils import get_upload_folder
+
+log = logging.getLogger(__name__)
 
 
 def plot_data(figure_json: str) -> PlotData:
@@ -72,9 +82,103 @@ def drop_idle_sessions(holder, cutoff: datetime.datetime) -> tuple:
         for sid, used in list(holder.time_last_used.items()):
             if used < cutoff:
                 holder.time_last_used.pop(sid, None)
+                getattr(holder, "explorer_owners", {}).pop(sid, None)
                 session = holder.session_data.pop(sid, None)
                 if session is not None:
                     dropped.append(session)
         kept = len(holder.session_data)
-    states = [(component, value) for session in dropped for component, value, _ in list(session.state_components)]
-    return len(dropped), kept, states
+    return len(dropped), kept, _states(dropped)
+
+
+def _states(sessions) -> list:
+    return [(component, value) for session in sessions for component, value, _ in list(session.state_components)]
+
+
+def bound_sessions(holder, owner, per_owner: int, total: int) -> None:
+    """Evict ``holder``'s sessions per owner: a session is tagged with ``owner()`` (its client address)
+    when it is created; past ``per_owner`` sessions of one owner, that owner's least recently used one
+    goes; past ``total`` in all, the least recently used one of the owner holding the most. The evicted
+    sessions' states get their delete callbacks (Gradio's own eviction skips them). Idempotent."""
+    if getattr(holder, "explorer_owners", None) is not None:
+        return
+    owners: dict = {}
+    holder.explorer_owners = owners
+
+    def evict(sid, out):
+        holder.time_last_used.pop(sid, None)
+        owners.pop(sid, None)
+        session = holder.session_data.pop(sid, None)
+        if session is not None:
+            out.append(session)
+
+    def update(session_id: str) -> None:  # StateHolder.update's place: called by every holder[session_id]
+        evicted: list = []
+        with holder.lock:
+            data = holder.session_data
+            if session_id not in data:
+                return
+            data.move_to_end(session_id)
+            if session_id not in owners:  # a new session: the only moment an owner's count grows
+                who = owners[session_id] = owner()
+                mine = [sid for sid in data if owners.get(sid) == who]
+                for sid in mine[:max(0, len(mine) - per_owner)]:
+                    evict(sid, evicted)
+            while len(data) > total:
+                counts: dict = {}
+                for sid in data:
+                    counts[owners.get(sid)] = counts.get(owners.get(sid), 0) + 1
+                top = max(counts, key=counts.get)
+                evict(next(sid for sid in data if owners.get(sid) == top and sid != session_id), evicted)
+        for component, value in _states(evicted):  # outside the lock: a callback may touch files
+            try:
+                component.delete_callback(value)
+            except Exception:
+                log.exception("delete_callback of an evicted session failed")
+
+    holder.capacity = max(holder.capacity, total)
+    holder.update = update
+
+
+def shorten_errors(limit: int) -> None:
+    """Cut every error message Gradio sends (``error_payload``, in its routes and its queue) to ``limit``
+    characters: its head and its tail, saying how much was left out. Idempotent."""
+    import gradio.queueing
+    import gradio.utils
+    original = gradio.utils.error_payload
+    if getattr(original, "explorer_limit", None) is not None:
+        return
+
+    def error_payload(error, show_error):
+        content = original(error, show_error)
+        text = content.get("error")
+        if isinstance(text, str) and len(text) > limit:
+            keep = max(1, limit // 2 - 20)
+            content["error"] = f"{text[:keep]} … [{len(text) - 2 * keep:,} characters left out] … {text[-keep:]}"
+        return content
+
+    error_payload.explorer_limit = limit
+    gradio.utils.error_payload = error_payload
+    gradio.queueing.error_payload = error_payload
+
+
+def queued_events(app, address_of, address: str) -> int:
+    """Events in ``app``'s queue (waiting or running) whose request ``address_of`` names ``address``."""
+    try:
+        events = list(app.get_blocks()._queue.event_ids_to_events.values())
+    except Exception:
+        return 0
+    return sum(1 for event in events if address_of(getattr(event, "request", None)) == address)
+
+
+def upload_folder() -> str:
+    """Gradio's upload cache: where its upload route writes (``<folder>/<content hash>/<name>``)."""
+    return get_upload_folder()
+
+
+def event_request():
+    """The ``gr.Request`` of the event running in this context (None outside an event)."""
+    try:
+        from gradio.context import LocalContext
+        return LocalContext.request.get(None)
+    except Exception:
+        return None

@@ -6,7 +6,9 @@ latency sweeps. A heavy event is wired with ``concurrency_limit=None`` so it nev
 queue (which every event shares: a flood of presses there would lock everyone out); instead it asks
 ``HEAVY`` for a slot of its family here, where
 
-- one visitor (a Gradio session) has at most one heavy job at a time, whatever its family;
+- one visitor has at most one heavy job at a time, whatever its family: a visitor is a client address
+  (``explorer.app.visitors``: sessions are free to make, addresses are not), or the Gradio session when the
+  request names no address; Stop, Pause and Reset reach the session's own job only;
 - a family's slots full, a job waits up to its family's ``WAIT_S`` (at most as many waiting as there
   are slots), else is answered at once with ``Busy``, a message, never a queue;
 - the work runs in a fresh worker thread at the lowest CPU priority (``nice`` 19), so the two cores go
@@ -31,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from explorer.app import visitors
 from explorer.app.gradio_compat import client_gone_probe
 from explorer.runtime.load import LOAD
 from explorer.runtime.pool import Busy
@@ -45,9 +48,11 @@ POLL_S = 0.05     # how often a waiting handler looks at its worker
 
 @dataclass
 class Ticket:
-    """One admitted job: its family, its visitor (None: a direct call, no per-visitor rule) and stop flag."""
+    """One admitted job: its family, its visitor's session and client address (both None: a direct call,
+    no per-visitor rule) and its stop flag."""
     family: str
     visitor: str | None
+    client: str | None = None
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -65,24 +70,28 @@ class Admission:
         with self._lock:
             return sum(1 for t in self._running if family in (None, t.family))
 
-    def _try(self, family: str, visitor) -> Ticket | None:
+    def _try(self, family: str, visitor, client) -> Ticket | None:
         with self._lock:
-            mine = next((t for t in self._running if visitor is not None and t.visitor == visitor), None)
+            mine = next((t for t in self._running if (client is not None and t.client == client)
+                         or (client is None and visitor is not None and t.visitor == visitor)), None)
             if mine is not None:
                 what = NAMES.get(mine.family, mine.family)
-                raise Busy(f"One heavy job at a time per visitor: your {what} is still running; stop it (or wait "
-                           "for it to end) first.")
+                whose = "your" if mine.visitor == visitor else "a"
+                where = "" if mine.visitor == visitor else " from your address (another tab or client)"
+                raise Busy(f"One heavy job at a time per visitor: {whose} {what}{where} is still running; stop it "
+                           "(or wait for it to end) first.")
             if sum(t.family == family for t in self._running) < self.limits[family]:
-                ticket = Ticket(family, visitor)
+                ticket = Ticket(family, visitor, client)
                 self._running.append(ticket)
                 return ticket
         return None
 
-    async def admit(self, family: str, visitor: str | None) -> Ticket:
-        """A slot of ``family`` for ``visitor``, waiting up to the family's ``wait_s``; else ``Busy``."""
+    async def admit(self, family: str, visitor: str | None, client: str | None = None) -> Ticket:
+        """A slot of ``family`` for ``visitor`` (a session) at ``client`` (its address), waiting up to the
+        family's ``wait_s``; else ``Busy``."""
         if family not in self.limits:
             raise ValueError(f"unknown job family {family!r}; valid: {sorted(self.limits)}")
-        ticket = self._try(family, visitor)
+        ticket = self._try(family, visitor, client)
         if ticket is not None:
             return ticket
         deadline = time.monotonic() + self.wait_s.get(family, 0.0)
@@ -93,7 +102,7 @@ class Admission:
         try:
             while not full and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
-                ticket = self._try(family, visitor)
+                ticket = self._try(family, visitor, client)
                 if ticket is not None:
                     return ticket
         finally:
@@ -124,8 +133,13 @@ HEAVY = Admission(LIMITS, WAIT_S)
 
 
 def visitor_of(request) -> str | None:
-    """The visitor a request comes from: its Gradio session (None for a direct call, as in tests)."""
+    """The session a request comes from: its Gradio session (None for a direct call, as in tests)."""
     return getattr(request, "session_hash", None) or None
+
+
+def client_of(request) -> str | None:
+    """The client address a request comes from (None for a direct call or a request without one)."""
+    return visitors.of_request(request)
 
 
 def low_priority() -> None:
@@ -189,7 +203,7 @@ async def _guarded(worker: _Worker, stop: threading.Event, wait):
 async def run_job(family: str, request, work):
     """Admit a ``family`` job for the request's visitor, run ``work(should_stop)`` at low priority in a
     worker thread and return its result (its exception re-raised); ``Busy`` when not admitted."""
-    ticket = await HEAVY.admit(family, visitor_of(request))
+    ticket = await HEAVY.admit(family, visitor_of(request), client_of(request))
     worker = _Worker(lambda should_stop, _emit: work(should_stop), ticket.stop, True,
                      on_end=lambda: HEAVY.release(ticket))
     await _guarded(worker, ticket.stop, worker.ended())
@@ -202,7 +216,7 @@ async def stream_job(family: str, request, work, first=_END):
     emit)`` at low priority in a worker thread and yield every item it ``emit``-s as it comes; the
     work's exception is raised after the items it emitted. ``Busy`` (before anything is yielded) when
     not admitted."""
-    ticket = await HEAVY.admit(family, visitor_of(request))
+    ticket = await HEAVY.admit(family, visitor_of(request), client_of(request))
     if first is not _END:
         try:
             yield first

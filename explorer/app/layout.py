@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from explorer.analysis.sweep import DEFAULT_LENGTHS
-from explorer.app import sessions, stacks
+from explorer.app import request_limits, sessions, stacks
 from explorer.app.checkpoint_door import build_door
 from explorer.app.controls import (
     CONTROL_FIELDS,
@@ -24,6 +25,8 @@ from explorer.app.controls import (
     visible_fields,
 )
 from explorer.app.export import cleanup_export
+from explorer.app.gradio_compat import shorten_errors
+from explorer.app.request_limits import RequestLimits
 from explorer.app.state import new_state
 from explorer.app.tabs import compare as compare_tab
 from explorer.app.tabs import grid as grid_pickers
@@ -54,12 +57,17 @@ THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="sky", neutral_hue="s
     body_text_color_subdued="*neutral_600", body_text_color_subdued_dark="*neutral_400",
     input_placeholder_color="*neutral_600", input_placeholder_color_dark="*neutral_400",
     block_label_text_color="*primary_700", block_title_text_color="*primary_700")
-SESSIONS = 200                # sessions kept (least recently used dropped first): bounds Gradio's per-session
-                              # copies; besides, a session idle for EXPLORER_SESSION_TTL s (1 h) expires
+SESSIONS = 200                # sessions kept in all: bounds Gradio's per-session copies. Past it (and past
+                              # EXPLORER_SESSIONS_PER_CLIENT of one address), the least recently used session
+                              # of the address holding the most goes (explorer.app.request_limits); besides,
+                              # a session idle for EXPLORER_SESSION_TTL s (1 h) expires
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 # uploads: config JSON (refused above 100 kB by its handler) and the Train tab's trained models
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb",
-                  "state_session_capacity": SESSIONS, "show_error": True}
+                  "state_session_capacity": SESSIONS, "show_error": True,
+                  # bodies, uploads, queue places and sessions bounded per request and per client address
+                  "app_kwargs": {"middleware": [Middleware(RequestLimits)]}}
+ERROR_CHARS = 600             # Gradio's error messages (its validation quotes a refused value whole) cut to this
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
 
 
@@ -116,6 +124,8 @@ def build_app() -> gr.Blocks:
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         wire(demo, controls, {**controls, **comps})
     sessions.start_expiry(demo)  # idle sessions (Gradio's copies of their outputs) expire
+    request_limits.start_sweeper(demo)  # unclaimed uploads are deleted after EXPLORER_UPLOAD_TTL s
+    shorten_errors(ERROR_CHARS)
     return demo
 
 

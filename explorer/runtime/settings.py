@@ -10,6 +10,11 @@
 | ``EXPLORER_THREADS`` | intra-op threads per computation | 1 |
 | ``EXPLORER_SESSION_TTL`` | seconds a browser session may stay idle before its server-side copy is dropped | 3600 |
 | ``EXPLORER_COMPILE_BUDGET`` | seconds a sweep's untimed first call of a model may take (Triton compiles its kernels there) | 120 |
+| ``EXPLORER_CLIENT_ADDRESS`` | which address names a visitor for the per-visitor limits: ``socket`` (the connection's peer), ``forwarded-first`` (the first entry of ``X-Forwarded-For``, as a Space's proxy sets it), or a number N (the N-th entry from the right: the address the outermost of N trusted proxies saw; a client cannot forge it) | ``forwarded-first`` where ``SPACE_ID`` is set (a Space), else ``socket`` |
+| ``EXPLORER_SESSIONS_PER_CLIENT`` | browser sessions one client address keeps on the server (its least recently used goes first; other addresses' sessions are never evicted for it) | 16 |
+| ``EXPLORER_EVENTS_PER_CLIENT`` | events one client address may have waiting or running in the queue at once (more are answered 429 before they take a place) | 8 |
+| ``EXPLORER_MAX_BODY`` | bytes of one request body other than an upload (413 above) | ``1M`` |
+| ``EXPLORER_UPLOAD_TTL`` | seconds an upload stays in Gradio's upload cache (handlers copy or read it at once) | 300 |
 | ``TRITON_CACHE_DIR`` | where Triton keeps compiled kernels, kept across restarts (set by ``explorer.runtime.device.triton_cache``, created when a GPU first runs) | ``$XDG_CACHE_HOME/transformer-explorer/triton`` (``~/.cache/...``) |
 
 Each is read when asked, so a test or a benchmark can set it for a server it starts. A count or a
@@ -22,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
 
 from models import ConfigError
 
@@ -35,6 +41,11 @@ QUEUE_SIZE = "EXPLORER_QUEUE_SIZE"
 THREADS = "EXPLORER_THREADS"
 SESSION_TTL = "EXPLORER_SESSION_TTL"
 COMPILE_BUDGET = "EXPLORER_COMPILE_BUDGET"
+CLIENT_ADDRESS = "EXPLORER_CLIENT_ADDRESS"
+SESSIONS_PER_CLIENT = "EXPLORER_SESSIONS_PER_CLIENT"
+EVENTS_PER_CLIENT = "EXPLORER_EVENTS_PER_CLIENT"
+MAX_BODY = "EXPLORER_MAX_BODY"
+UPLOAD_TTL = "EXPLORER_UPLOAD_TTL"
 TRITON_CACHE_DIR = "TRITON_CACHE_DIR"  # Triton's own variable: the app only gives it a lasting default
 
 MAX_DEFAULT_BUDGET = 8 << 30  # a visitor never gets more than 8 GiB by default, however big the host
@@ -125,6 +136,47 @@ def session_ttl() -> float:
 def compile_budget() -> float:
     """Seconds a sweep's untimed first call may take (at least one): kernel compilation happens there."""
     return float(_number(COMPILE_BUDGET, 120.0, 1.0, float))
+
+
+def client_address_mode() -> str | int:
+    """``"socket"``, ``"forwarded-first"`` or a count of trusted proxies (see the table): a value that
+    cannot be read falls back to the default, logged."""
+    raw = _raw(CLIENT_ADDRESS).lower()
+    default = "forwarded-first" if _raw("SPACE_ID") else "socket"
+    if not raw:
+        return default
+    if raw in ("socket", "forwarded-first"):
+        return raw
+    if raw.isdigit() and 0 < int(raw) <= 16:
+        return int(raw)
+    log.warning("%s=%r is not socket, forwarded-first or a proxy count 1-16; using %s", CLIENT_ADDRESS, raw[:40],
+                default)
+    return default
+
+
+def sessions_per_client() -> int:
+    return _number(SESSIONS_PER_CLIENT, 16, 1)
+
+
+def events_per_client() -> int:
+    return _number(EVENTS_PER_CLIENT, 8, 1)
+
+
+def max_body() -> int:
+    """Bytes of one non-upload request body."""
+    raw = _raw(MAX_BODY)
+    return parse_size(raw, 1 << 40, MAX_BODY) if raw else 1 << 20
+
+
+def upload_ttl() -> float:
+    """Seconds an upload stays in Gradio's upload cache (at least ten)."""
+    return float(_number(UPLOAD_TTL, 300.0, 10.0, float))
+
+
+def upload_dir() -> str:
+    """Gradio's upload cache (``GRADIO_TEMP_DIR``, else ``gradio`` in the system's temporary folder), read
+    the way Gradio reads it, for code below the app layer that must not import Gradio."""
+    return _raw("GRADIO_TEMP_DIR") or os.path.realpath(os.path.join(tempfile.gettempdir(), "gradio"))
 
 
 def triton_cache_dir() -> str:

@@ -147,3 +147,31 @@ def test_a_stream_yields_items_as_they_come_and_stops_when_closed():
         return got, jobs.HEAVY.running("train")
     got, running = asyncio.run(main())
     assert got == ["first", 0, 1, 2, 3] and running == 0 and stopped
+
+
+def test_one_heavy_job_per_client_address_whatever_its_sessions():
+    adm = jobs.Admission({"train": 2, "reproduce": 1})
+
+    async def main():
+        t = await adm.admit("train", "tab1", "10.0.0.1")
+        for family in ("train", "reproduce"):  # a second tab, or a fresh session, at the same address
+            with pytest.raises(Busy, match="from your address"):
+                await adm.admit(family, "tab2", "10.0.0.1")
+        with pytest.raises(Busy, match="your training run is still running"):
+            await adm.admit("train", "tab1", "10.0.0.1")
+        other = await adm.admit("train", "tab3", "10.0.0.2")  # another visitor gets the second slot
+        assert not adm.stop("tab2") and not t.stop.is_set()  # a stop reaches its own session's job only
+        assert adm.stop("tab1") and t.stop.is_set()
+        return other
+    assert asyncio.run(main()).client == "10.0.0.2"
+
+
+def test_the_client_address_comes_from_the_request(monkeypatch):
+    monkeypatch.delenv("EXPLORER_CLIENT_ADDRESS", raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+
+    def req(host, forwarded=None):
+        return SimpleNamespace(session_hash="s", client=SimpleNamespace(host=host),
+                               headers={"x-forwarded-for": forwarded} if forwarded else {})
+    assert jobs.client_of(req("10.1.1.1", "9.9.9.9")) == "10.1.1.1"  # a forged header is not read here
+    assert jobs.client_of(request("s")) is None and jobs.client_of(None) is None

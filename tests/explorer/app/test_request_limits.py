@@ -1,0 +1,140 @@
+"""Request bodies, uploads and queue places bounded per request and per client address
+(``explorer.app.request_limits``), on a small Starlette app standing in for Gradio's routes: what is
+refused is refused before the app reads it, errors never quote the input whole, and the upload sweep
+deletes only the upload route's own files, only inside the upload cache."""
+import json
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from explorer.app import request_limits, visitors
+from explorer.runtime import settings
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """-> (client, calls, root): a TestClient of the app behind ``RequestLimits``, what its routes saw,
+    and its upload cache."""
+    root = tmp_path / "uploads"
+    root.mkdir()
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(root))
+    monkeypatch.setenv(settings.CLIENT_ADDRESS, "forwarded-first")
+    monkeypatch.setattr(request_limits, "UPLOADS", request_limits.Uploads())
+    calls = []
+
+    async def join(request):
+        body = await request.body()
+        calls.append(("join", len(body), visitors.current()))
+        return JSONResponse({"event_id": "e"})
+
+    async def upload(request):
+        body = await request.body()
+        folder = root / f"{len(calls):040d}"
+        folder.mkdir()
+        (folder / "f.bin").write_bytes(body)
+        calls.append(("upload", len(body), visitors.current()))
+        return JSONResponse([str(folder / "f.bin"), "/etc/passwd"])  # a path outside is never recorded
+
+    async def broken(request):
+        raise KeyError("fn_index")
+
+    async def invalid(request):
+        detail = [{"type": "string_type", "loc": ["body", "session_hash"], "msg": "Input should be a valid string",
+                   "input": ["x" * 100_000]}]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    async def failed(request):
+        return JSONResponse({"error": "Value: " + "y" * 50_000 + " is not in the list of choices"}, status_code=500)
+
+    app = Starlette(routes=[Route("/gradio_api/queue/join", join, methods=["POST"]),
+                            Route("/gradio_api/upload", upload, methods=["POST"]),
+                            Route("/gradio_api/broken", broken, methods=["POST"]),
+                            Route("/gradio_api/invalid", invalid, methods=["POST"]),
+                            Route("/gradio_api/run/failed", failed, methods=["POST"])],
+                    middleware=[Middleware(request_limits.RequestLimits)])
+    app.queued = []
+    app.get_blocks = lambda: SimpleNamespace(_queue=SimpleNamespace(
+        event_ids_to_events={i: e for i, e in enumerate(app.queued)}))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, calls, root, app
+
+
+def test_a_body_over_its_cap_is_refused_unread(served, monkeypatch):
+    client, calls, _, _ = served
+    monkeypatch.setenv(settings.MAX_BODY, "1k")
+    r = client.post("/gradio_api/queue/join", content=b"x" * 2000)
+    assert r.status_code == 413 and "at most 1,024 bytes" in r.json()["detail"] and calls == []
+    chunks = (b"x" * 512 for _ in range(4))  # no length: counted as it comes and cut at the cap
+    r = client.post("/gradio_api/queue/join", content=chunks)
+    assert r.status_code == 413 and calls == []
+    r = client.post("/gradio_api/queue/join", content=b"x" * 1000, headers={"X-Forwarded-For": "10.0.0.1"})
+    assert r.status_code == 200 and calls == [("join", 1000, "10.0.0.1")]  # the route sees the visitor
+
+
+def test_an_address_holds_a_bounded_number_of_queue_places(served, monkeypatch):
+    client, calls, _, app = served
+    monkeypatch.setenv(settings.EVENTS_PER_CLIENT, "3")
+    mine = SimpleNamespace(client=SimpleNamespace(host="testclient"), headers={"x-forwarded-for": "10.0.0.1"})
+    other = SimpleNamespace(client=SimpleNamespace(host="testclient"), headers={"x-forwarded-for": "10.0.0.2"})
+    app.queued[:] = [SimpleNamespace(request=mine)] * 3 + [SimpleNamespace(request=other)] * 5
+    r = client.post("/gradio_api/queue/join", json={}, headers={"X-Forwarded-For": "10.0.0.1"})
+    assert r.status_code == 429 and "3 waiting or running" in r.json()["detail"] and calls == []
+    r = client.post("/gradio_api/queue/join", json={}, headers={"X-Forwarded-For": "10.0.0.3"})
+    assert r.status_code == 200  # another address is not held back by the first one's events
+
+
+def test_a_route_exception_is_a_short_400_and_errors_never_quote_the_input(served):
+    client, *_ = served
+    r = client.post("/gradio_api/broken", json={})
+    assert r.status_code == 400 and r.json()["detail"] == "Malformed request (KeyError); nothing was done."
+    r = client.post("/gradio_api/invalid", json={})
+    assert r.status_code == 422 and len(r.content) < 2 * request_limits.ERROR_CHARS + 100
+    assert "body.session_hash: Input should be a valid string" in r.json()["detail"] and "xxxx" not in r.text
+    r = client.post("/gradio_api/run/failed", json={})
+    assert r.status_code == 400 and len(r.json()["error"]) <= request_limits.ERROR_CHARS
+    assert r.json()["error"].startswith("Value: yyy")
+
+
+def test_uploads_are_counted_per_address_and_swept_inside_the_cache_only(served, tmp_path):
+    client, calls, root, _ = served
+    r = client.post("/gradio_api/upload", content=b"u" * 300, headers={"X-Forwarded-For": "10.0.0.5"})
+    assert r.status_code == 200
+    stored = r.json()[0]
+    uploads = request_limits.UPLOADS
+    assert uploads.owns(stored, "10.0.0.5") and not uploads.owns(stored, "10.0.0.6")
+    assert not uploads.known("/etc/passwd") and uploads.used("10.0.0.5") >= 150
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the app's")
+    inside_link = root / ("l" * 40)
+    inside_link.mkdir()
+    os.symlink(outside, inside_link / "f.bin")
+    uploads.end("10.0.0.5", 0, [str(outside), str(inside_link / "f.bin")])  # as if they had been recorded
+    assert uploads.sweep(300, str(root), now=time.time() + 10) == 0  # nothing is old yet
+    assert uploads.sweep(300, str(root), now=time.time() + 301) == 1
+    assert not os.path.exists(stored) and not os.path.exists(os.path.dirname(stored))
+    assert outside.read_text() == "not the app's" and os.path.islink(inside_link / "f.bin")
+
+
+def test_each_address_has_its_own_upload_allowance(monkeypatch):
+    monkeypatch.setenv("EXPLORER_UPLOAD_CHECKPOINT_BYTES", "1M")
+    uploads, cap = request_limits.Uploads(), request_limits.upload_cap()
+    assert cap == 2 << 20
+    for _ in range(request_limits.CLIENT_UPLOADS):
+        assert uploads.begin("10.0.0.1", cap)
+    assert not uploads.begin("10.0.0.1", cap) and uploads.begin("10.0.0.2", cap)
+    uploads.end("10.0.0.1", cap, [])  # a refused or failed upload gives its reservation back
+    assert uploads.begin("10.0.0.1", cap)
+
+
+def test_the_upload_route_refuses_an_address_past_its_allowance(served, monkeypatch):
+    client, calls, *_ = served
+    monkeypatch.setattr(request_limits, "CLIENT_UPLOADS", 0)
+    r = client.post("/gradio_api/upload", content=b"u" * 10, headers={"X-Forwarded-For": "10.0.0.7"})
+    assert r.status_code == 429 and calls == []
