@@ -119,14 +119,14 @@ class Worker:
         if self.tok.normalizer is not None:
             n = len(self.tok.normalizer.normalize_str(probe))
             if n > MAX_NORMALIZED_PER_CHAR * len(probe) + SLACK:
-                raise Refused(f"its normalizer turned {len(probe)} characters into {n}")
+                raise Refused(f"its normalizer made {n:,} characters out of {len(probe):,}")
         for special in (False, True):
             self.decode(self.encode(probe, special), not special)
 
     def encode(self, text: str, special: bool) -> list:
         ids = self.tok.encode(text, add_special_tokens=special).ids
         if len(ids) > MAX_TOKENS_PER_CHAR * len(text) + SLACK:
-            raise Refused(f"{len(ids)} tokens from {len(text)} characters; at most {MAX_TOKENS_PER_CHAR} "
+            raise Refused(f"{len(ids):,} tokens out of {len(text):,} characters; at most {MAX_TOKENS_PER_CHAR} "
                           "per character")
         if ids and not 0 <= min(ids) <= max(ids) < self.vocab_size:
             raise Refused(f"ids outside its vocabulary of {self.vocab_size}")
@@ -135,7 +135,7 @@ class Worker:
     def decode(self, ids: list, skip: bool) -> str:
         text = self.tok.decode(ids, skip_special_tokens=skip)
         if len(text) > MAX_CHARS_PER_TOKEN * len(ids) + SLACK:
-            raise Refused(f"{len(text)} characters from {len(ids)} ids; at most {MAX_CHARS_PER_TOKEN} per id")
+            raise Refused(f"{len(text):,} characters out of {len(ids):,} ids; at most {MAX_CHARS_PER_TOKEN} per id")
         return text
 
     def handle(self, header: dict, payload: bytes):
