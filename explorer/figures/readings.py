@@ -204,9 +204,27 @@ def maps_reading(summary: dict, max_bytes: int = 256) -> str:
             f"{100 * summary['allowed_fraction']:.1f}% of pairs allowed ({summary['mask_kind']})")
     if summary.get("truncated"):
         text += f" · the text was cut to the first {max_bytes} {'tokens' if tokenizer else 'bytes'}"
+    if allows_every_pair(summary):
+        text += (f" · at {summary['n_tokens']} tokens {summary['attention']}'s pattern covers every pair full attention "
+                 f"allows, so its maps are full attention's: a longer text (up to {max_bytes} "
+                 f"{'tokens' if tokenizer else 'bytes'}) shows where it differs")
     for note in summary.get("notes", []):
         text += f" · {note}"
     return text + head_table(summary.get("heads"), summary.get("head_rules"))
+
+
+def allows_every_pair(summary: dict) -> bool:
+    """True when a structured pattern other than full allows exactly full attention's pairs at this length.
+    A pattern is a subset of full attention (causal or not) and memory keys are all allowed, so the same
+    number of allowed pairs is the same set: all of them, or the causal triangle and the memory columns."""
+    if summary.get("mask_kind") != "pattern" or summary.get("attention") in (None, "full"):
+        return False
+    lq, lk = summary["n_tokens"], summary.get("n_keys", summary["n_tokens"])
+    if not lq or not lk:
+        return False
+    causal = (lq * (lq + 1) // 2 + lq * (lk - lq)) / (lq * lk)
+    allowed = summary["allowed_fraction"]
+    return abs(allowed - causal) < 0.5 / (lq * lk) or allowed >= 1 - 0.5 / (lq * lk)
 
 
 def head_table(heads, rules: str | None = None) -> str:
