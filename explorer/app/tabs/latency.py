@@ -63,6 +63,9 @@ def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, sho
         name += axis_note(arrangement(cfg).inputs, axis["seq2seq_axis"])
     fig = sweep_figure(current, baseline, name, base_name or "full")
     reading = sweep_reading(current, baseline, name, base_name or "full")
+    if base_cfg is None and cfg.attention == "full":
+        reading += (" Full attention is its own baseline: choose sliding_window, longformer or bigbird under Attention "
+                    "and sweep again to see a structured pattern pull away from it past a few thousand tokens.")
     if cfg.layer == "reversible" and mode == "forward":
         reading += (" Reversible layers save *activation* memory, which only exists when gradients are taken:"
                     " measure forward_backward to see it.")

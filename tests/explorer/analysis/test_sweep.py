@@ -173,3 +173,10 @@ def test_the_default_lengths_reach_16384_for_a_sparse_pattern_and_full_stops_mar
     assert marks and 16384 in list(marks[0].x)
     reading = sweep_reading(sparse, full, "sliding_window")
     assert f"full stopped at L={full[first_stop]['seq_len']} (timeout" in reading
+
+
+def test_full_attention_alone_points_to_a_structured_pattern():
+    _, reading, rec = sweep_outputs(ModelConfig(**SMALL), [32], "forward")
+    assert rec["baseline"] is None and "choose sliding_window, longformer or bigbird" in reading
+    _, reading, _ = sweep_outputs(ModelConfig(attention="sliding_window", **SMALL), [32], "forward")
+    assert "choose sliding_window" not in reading and "`sdpa (cpu)` (full)" in reading
