@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from explorer.analysis import finite
 from explorer.analysis.gradients import gradients_request
 from explorer.analysis.maps import maps_request
 from explorer.analysis.memo import fetch
@@ -31,5 +32,7 @@ def compare_pair(a, b, text: str, separator: str | None = None, weights_a: Train
     seq = max(1, len(inp_b.ids(arrangement(cfg_b).head.reads)))  # B's query tokens: what its maps show
     got = fetch([*maps, gradients_request(a, weights=weights_a), gradients_request(b, weights=weights_b),
                  summary_request(a, seq), summary_request(b, seq)])
+    for m, cfg, w in ((got[0], a, weights_a), (got[1], b, weights_b)):
+        finite.refuse(m.nonfinite, "attention maps", cfg, w)
     fresh = [json.loads(json.dumps(r)) for r in got[2:]]  # fresh copies: callers may modify them
     return {"maps": (got[0], got[1]), "gradients": (fresh[0], fresh[1]), "summaries": (fresh[2], fresh[3])}

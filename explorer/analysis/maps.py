@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from explorer.analysis import finite
 from explorer.analysis.heads import RULES_TEXT, classify_heads
 from explorer.analysis.memo import Request, eval_model, memo, weights_key
 from explorer.analysis.views import Views, compute_views
@@ -56,6 +57,7 @@ class AttentionMaps:
     vocabulary: str = "bytes"    # what a token is: "bytes", or "tokenizer" (a pretrained checkpoint's)
     ids: list = None             # byte id of each query token
     key_ids: list = None         # byte id of each key (-1: a memory slot); None for a cross-attention's keys
+    nonfinite: str = None        # where the forward pass stopped being finite (``explorer.analysis.finite``)
     _heads: list = field(default=None, repr=False, compare=False)
 
     def heads(self) -> list | None:
@@ -101,7 +103,9 @@ def attention_maps(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | 
     instead of the initial ones (an argument, never read from a context: a GPU call's worker sees only
     its arguments). Memoised here, on the caller's side: a result already computed costs no GPU call."""
     req = maps_request(cfg, text, max_bytes, separator, weights)
-    return memo(req.key, lambda: req.compute(), need=req.need)
+    maps = memo(req.key, lambda: req.compute(), need=req.need)
+    finite.refuse(maps.nonfinite, "attention maps", cfg, weights)  # a sentence, not a page of NaN
+    return maps
 
 
 def maps_request(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | None = None,
@@ -147,6 +151,7 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
     head = arr.head
     main = maps.pop(head.name)
     main.views = compute_views(stack_config(cfg, head), layers[head.name], labels[head.reads])
+    main.nonfinite = finite.forward_reading(out)
     if maps:
         main.stacks = maps
         sizes = " and ".join(f"a {name} of {len(inp.ids(name))}" for name in arr.inputs)
