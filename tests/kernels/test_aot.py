@@ -14,6 +14,7 @@ FAMILIES = [
       for kind in ("dense", "dense mod", "sparse", "sparse mod")),
     "bwd_preprocess", "rope", "layer_norm fwd", "layer_norm bwd", "rms_norm fwd", "rms_norm bwd",
     "_la_chunk_kv", "_la_fwd_chunk", "_la_bwd_dq_chunk", "_la_chunk_grad", "_la_bwd_dkdv_chunk",
+    *(f"_pooled_fwd {kind}" for kind in ("dense", "dense mod", "sparse", "sparse mod")),
 ]
 FLASH_DTYPE_DIMS = ["fp16 d32", "fp16 d64", "fp16 d128", "bf16 d32", "bf16 d64", "bf16 d128",
                     "fp32 d32", "fp32 d64", "fp32 d128"]
