@@ -42,7 +42,7 @@ class AttnCase:
 @dataclass(frozen=True)
 class OpCase:
     name: str
-    op: str                      # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset"
+    op: str                      # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled"
     dtype: torch.dtype
     shape: tuple
     extra: dict = field(default_factory=dict)
@@ -127,6 +127,15 @@ def op_cases(gpu: bool) -> list[OpCase]:
         shape = (2, 4, 2, 1000, 32, 64) if gpu else (1, 2, 1, 40, 16, 32)  # B, h, h_kv, L, m, d
         out.append(OpCase(f"linear_attention fp32 GQA causal={causal}", "linear_attention", FP32, shape,
                           {"causal": causal}))
+    # Pooled attention maps (kernels/pooled_triton.py): cells and per-query statistics of the two-pass
+    # kernel against attention_ref's probabilities pooled in float64; dense causal, and a sliding window
+    # with sinks as a BlockMask, with the score modifiers; B, h, h_kv, L, d.
+    for dt in (FP16, FP32) if not gpu else (BF16, FP16, FP32):
+        shape = (1, 8, 2, 2000, 64) if gpu else (1, 2, 1, 130, 32)
+        s = _skip(dt, gpu)
+        out.append(OpCase(f"pooled maps {_tag(dt)} dense causal GQA", "pooled", dt, shape, {"causal": True}, skip=s))
+        out.append(OpCase(f"pooled maps {_tag(dt)} sliding_window + sinks, alibi + softcap", "pooled", dt, shape,
+                          {"pattern": "sliding_window", "mods": ("alibi", "softcap")}, skip=s))
     if gpu:
         # rows * N past 2^31 elements: the norm kernels' row offsets must be int64.
         out.append(OpCase("layer_norm offsets > 2^31 elements bf16", "norm_offset", BF16,

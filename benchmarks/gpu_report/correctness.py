@@ -170,6 +170,8 @@ def run_op_case(case: OpCase, device) -> dict:
         yard = F.layer_norm(xs, xs.shape[-1:], w, b, 1e-5)
         ok, checks = _compare(["out (last rows)"], [y], [ref], [yard], dt)
         return {"ok": ok, "checks": checks, "yardstick": "F.layer_norm"}
+    if case.op == "pooled":
+        return _pooled_case(case, device, rnd)
     if case.op == "rope":
         x = rnd(*case.shape).to(dt).requires_grad_()
         pos = torch.arange(case.shape[-2], device=device)
@@ -211,6 +213,44 @@ def run_op_case(case: OpCase, device) -> dict:
     names = ["out"] + [f"d{i}" for i in range(len(ins))]
     ok, checks = _compare(names, ours, refs, yard, dt)
     return {"ok": ok, "checks": checks, "yardstick": yard_name}
+
+
+def _pooled_case(case: OpCase, device, rnd) -> dict:
+    """Pooled maps from the Triton kernels (interpreted on CPU) against the float64 reference's
+    probabilities pooled the same way; yardstick: the torch block-sparse path in the input dtype."""
+    from kernels.block_mask import block_mask
+    from kernels.pooled import dense_layout
+    from kernels.pooled_cpu import pooled_block_sparse
+    from kernels.pooled_dense import pool_probs, pooled_block
+    from kernels.pooled_triton import pooled_triton
+    from kernels.reference import attention_ref
+
+    B, h, h_kv, L, d = case.shape
+    dt, ex = case.dtype, case.extra
+    q, k = rnd(B, h, L, d).to(dt), rnd(B, h_kv, L, d).to(dt)
+    causal = bool(ex.get("causal", False))
+    bm = None
+    if ex.get("pattern") == "sliding_window":
+        i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        bm = block_mask(((i - j).abs() < 64) | (j < 4), 64).to(device)
+    mods = {}
+    if "alibi" in ex.get("mods", ()):
+        mods["alibi_slopes"] = torch.linspace(0.02, 0.5, h, device=device)
+    if "softcap" in ex.get("mods", ()):
+        mods["softcap"] = 20.0
+    block = pooled_block(L, 256)
+    kw = dict(causal=causal, scale=d ** -0.5, sink_k=4, window=64, **mods)
+    ours = pooled_triton(q, k, block_mask=bm, block_q=block, block_k=block, **kw)
+    m64 = {n: t.double() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
+    _, p = attention_ref(q.double(), k.double(), k.double(), causal=causal, block_mask=bm, **m64)
+    ref = pool_probs(p, block, block, sink_k=4, window=64)
+    layout = bm if bm is not None else dense_layout(L, L, causal, device)
+    yard = pooled_block_sparse(q, k, layout, block_q=block, block_k=block, causal=causal and bm is not None,
+                               **{n: v for n, v in kw.items() if n != "causal"})
+    names = ["mass", "entropy", "distance", "sink", "local"]
+    ok, checks = _compare(names, [getattr(ours, n) for n in names], [getattr(ref, n) for n in names],
+                          [getattr(yard, n) for n in names], dt)
+    return {"ok": ok, "checks": checks, "yardstick": "pooled_block_sparse (torch, input dtype)"}
 
 
 def run_case(case, device, attn_fn) -> dict:

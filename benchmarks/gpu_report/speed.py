@@ -194,6 +194,46 @@ def ops_sweep(device, quick, deadline, log) -> list[dict]:
     return recs
 
 
+POOLED_L, POOLED_HEADS = 16384, 16
+
+
+def pooled_sweep(device, quick, deadline, log) -> list[dict]:
+    """Pooled attention maps (kernels.pooled_attention: the forward's lse + the pooled pass) of 16 heads
+    at 16k tokens, d 64 bf16, dense causal and a 64-key sliding window, beside one forward of
+    ``flash_attention`` on the same inputs (the pooled maps cost about two forward passes)."""
+    from kernels.block_mask import block_mask_from_rows
+    from kernels.flash_attention import flash_attention
+    from kernels.pooled import pooled_attention
+
+    g = torch.Generator(device=device).manual_seed(0)
+    L, h = POOLED_L, POOLED_HEADS
+    q, k, v = (torch.randn(1, h, L, 64, device=device, dtype=torch.bfloat16, generator=g) for _ in range(3))
+
+    def window(a, b):
+        i, j = torch.arange(a, b, device=device)[:, None], torch.arange(L, device=device)[None, :]
+        return ((i - j).abs() < 64) & (j <= i)
+    layouts = {"full causal": None, "sliding_window(64) causal": block_mask_from_rows(window, L, L, 64, device)}
+    recs = []
+    for pattern, bm in layouts.items():
+        kw = {"block_mask": bm} if bm is not None else {"causal": True}
+        for prov, fn in (("ours", lambda: pooled_attention(q, k, **kw)),
+                         ("flash forward", lambda: flash_attention(q, k, v, **kw))):
+            rec = {"op": f"pooled maps {pattern} 1x{h}x{L}x64 bf16", "pattern": pattern, "L": L, "provider": prov}
+            if time.monotonic() > deadline:
+                rec.update(ms=None, status="skipped: time budget")
+            else:
+                try:
+                    with torch.no_grad():
+                        fn()
+                        torch.cuda.synchronize()
+                        rec.update(ms=bench_ms(fn, quick), status="ok")
+                except Exception as e:  # noqa: BLE001
+                    rec.update(ms=None, status=f"error: {type(e).__name__}: {str(e)[:160]}")
+            recs.append(rec)
+            log(f"  speed: {rec['op']} {prov}: {rec['status']} {'' if rec['ms'] is None else '%.2f ms' % rec['ms']}")
+    return recs
+
+
 def _op_cell(fn, ins, mode, quick) -> dict:
     try:
         with torch.no_grad():
@@ -260,7 +300,11 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
     dense = dense_sweep(device, quick, deadline, log)
     sparse = sparse_sweep(device, quick, deadline, log)
     ops = ops_sweep(device, quick, deadline, log)
-    data = {"status": "ok", "dense": dense, "sparse": sparse, "ops": ops, "seconds": time.perf_counter() - t0,
+    pooled = pooled_sweep(device, quick, deadline, log)
+    data = {"status": "ok", "dense": dense, "sparse": sparse, "ops": ops, "pooled": pooled,
+            "seconds": time.perf_counter() - t0,
             "flop_convention": "fwd 4 B h L^2 d, /2 causal; fwd+bwd = 3.5 x fwd (bwd = 2.5 x fwd)",
             "timer": "triton.testing.do_bench median, L2 flushed"}
-    return data, markdown(dense, sparse, ops)
+    md = markdown(dense, sparse, ops) + "\n\nPooled attention maps (256 x 256 cells per head, with per-query stats; ms):\n\n" \
+        + md_table(["op", "provider", "ms"], [[r["op"], r["provider"], _ms(r["ms"])] for r in pooled])
+    return data, md

@@ -38,7 +38,7 @@ def test_cpu_report_passes_and_marks_the_gpu_sections_skipped(tmp_path):
     assert sec["environment"]["info"]["TRITON_INTERPRET"] == "1"
     status = {t["target"]: t["status"] for t in sec["targets"]["targets"]}
     assert status["zero correctness failures"] == "met"
-    assert sum(s == "not measured" for s in status.values()) == 5  # syncs + four speed targets
+    assert sum(s == "not measured" for s in status.values()) == 6  # syncs + five speed targets
     md = (tmp_path / "gpu_report.md").read_text()
     assert "# GPU report (complete)" in md and "| status | case |" in md
     assert "skipped on CPU (Triton interpreter)" in md
@@ -95,5 +95,17 @@ def test_speed_targets_are_met_or_missed_from_the_measured_ratios(fwd, flex, wan
                             "syncs": {"status": "ok", "total_syncs": 0}, "speed": _speed(fwd, flex)})
     status = [t["status"] for t in data["targets"]]
     assert status[:2] == ["MISSED", "met"]  # one correctness failure; zero syncs
-    assert status[2:] == want
+    assert status[2:6] == want
+    assert status[6] == "not measured"  # no pooled cell in this speed record
     assert "FlashAttention-2: about 335 TFLOP/s" in md
+
+
+@pytest.mark.parametrize("ms,want", [((40.0, 99.0), "met"), ((40.0, 101.0), "MISSED"), ((None, None), "not measured")])
+def test_pooled_maps_target_reads_the_slowest_pooled_cell(ms, want):
+    pooled = [{"provider": "ours", "pattern": p, "L": 16384, "ms": t} for p, t in zip(("window", "full"), ms)]
+    pooled.append({"provider": "flash forward", "pattern": "full", "L": 16384, "ms": 500.0})  # not ours: ignored
+    data, _ = targets.run({"speed": {**_speed(0.9, 0.9), "pooled": pooled}})
+    row = next(t for t in data["targets"] if t["target"].startswith("pooled maps of 16 heads at 16384"))
+    assert row["status"] == want
+    if ms[1] is not None:
+        assert f"{ms[1]:.1f} ms (full)" in row["measured"]
