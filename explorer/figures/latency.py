@@ -116,8 +116,10 @@ def _guides(records, key, scale, axis) -> list:
         return []
     (l0, v0), xs = pts[0], [p[0] for p in pts]
     out = []
-    for power, label, dash in ((1, "O(L)", "dash"), (2, "O(L²)", "longdash")):
-        out.append(dict(type="scatter", mode="lines", x=xs, y=[v0 * (x / l0) ** power for x in xs],
+    for power, label, dash in ((1, "O(L)", "dash"), (2, "O(L²)", "dashdot")):
+        out.append(dict(type="scatter", mode="lines+text", x=xs, y=[v0 * (x / l0) ** power for x in xs],
+                        text=[""] * (len(xs) - 1) + ["L²" if power == 2 else "L"], textposition="top left",
+                        textfont=dict(color="#7b8794", size=13),
                         name=label, legendgroup=label, showlegend=axis == "", xaxis=f"x{axis}", yaxis=f"y{axis}",
                         line=dict(color="#9aa5b1", width=1.5, dash=dash),
                         hovertemplate=f"{label}: slope {power} through L={l0}<extra></extra>"))

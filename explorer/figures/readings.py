@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from explorer.figures.base import human_bytes
-from explorer.figures.latency import slope_text
+from explorer.figures.latency import fitted_slope, slope_text
 
 
 def _ratio(vals: list) -> str:
@@ -140,7 +140,10 @@ def memory_sentence(current: list, baseline: list | None, attention: str, baseli
              f"matrix for the {at[0]['n_heads']} heads alone would be {human_bytes(square)}")
     if peak >= square:
         return text + "."
-    text += ": none is held, and the memory that is measured (activations, logits) grows like L"
+    text += ": none is held"
+    slopes = [fitted_slope(records, "peak_bytes") for _, records in named if records]
+    if slopes and all(x is not None and x < 1.4 for x in slopes):
+        text += ", and the memory that is measured (activations, logits) grows like L"
     c = {r["seq_len"]: r["peak_bytes"] for r in current if r["status"] == "ok" and r.get("peak_bytes")}
     b = {r["seq_len"]: r["peak_bytes"] for r in baseline or [] if r["status"] == "ok" and r.get("peak_bytes")}
     common = sorted(set(c) & set(b))
