@@ -14,10 +14,16 @@ A checkpoint is a Hugging Face folder (``config.json``, ``*.safetensors``, ``tok
 
 ``load(ckpt_id)`` plans the checkpoint from its headers first (``models.hf.plan``: family, config,
 parameter count against ``max_params()``, every tensor's shape), refuses it when its weights would not
-fit the per-request memory budget, and only then reads the weights, holding their bytes in the
-server's memory pool while it does. The result, a ``Loaded`` record (its ``weights`` a
-``TrainedWeights`` carrying the tokenizer), is memoised per id: at most ``MAX_LOADED`` models stay
-in memory, shared read-only by every session like the bundles.
+fit the per-request memory budget, and only then reads the weights (``models.hf.load`` of that plan: the
+config and the headers are read, the model built, once), holding their bytes in the server's memory
+pool while it does. The result, a ``Loaded`` record (its ``weights`` a ``TrainedWeights`` carrying the
+tokenizer), is memoised per id: at most ``MAX_LOADED`` models stay in memory, shared read-only by every
+session like the bundles. A request loads its checkpoint once and passes the record on
+(``explorer.analysis.source``): ``load`` given a ``Loaded`` returns it as it is.
+
+A refused upload (named by the digest of its files' contents, so the same id always means the same
+bytes) is remembered with its reason (``_REFUSED``, at most ``MAX_REFUSED``): asking for it again answers at
+once instead of parsing an 18 MB tokenizer in a compute slot on every request.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +49,7 @@ MAX_PARAMS_ENV = "EXPLORER_CHECKPOINT_MAX_PARAMS"
 HUB_PREFIX, UPLOAD_PREFIX = "hub:", "upload:"
 DEFAULT_MAX_PARAMS = 200_000_000  # measured: a 186 M model loads in 0.27 s and runs 128 tokens in 0.23 s on 2 cores
 MAX_LOADED = 2
+MAX_REFUSED = 256  # refusals remembered (a few hundred bytes each)
 MAX_ID_CHARS = 120
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -52,6 +60,8 @@ HUB_FILES = ("config.json", "*.safetensors", "model.safetensors.index.json", "to
 # cache budget is smaller, or every click would read it again; the budget check before a read bounds each one
 _LOADED = ByteLRU(max_bytes=1 << 62, max_entries=MAX_LOADED)
 _UPLOADS = ByteLRU(max_bytes=1 << 62, max_entries=MAX_LOADED)  # id -> Loaded of an upload (its files deleted)
+_REFUSED: OrderedDict = OrderedDict()  # upload id -> the ConfigError's (field, value, allowed)
+_LOCK_REFUSED = threading.Lock()
 _LOCK = threading.Lock()  # one checkpoint read at a time (a fraction of a second each): two visitors asking for one
                           # model read it once
 
@@ -63,7 +73,7 @@ class Loaded:
     name: str
     family: str
     config: ModelConfig
-    weights: TrainedWeights = field(repr=False)
+    weights: TrainedWeights = field(repr=False, compare=False)  # out of eq / hash: the record keys a memo by id
     n_params: int
     notes: tuple
     load_s: float
@@ -148,8 +158,11 @@ def folder_of(ckpt_id: str) -> Path:
     return found
 
 
-def load(ckpt_id: str) -> Loaded:
-    """The checkpoint ``ckpt_id`` in memory (memoised; see the module docstring)."""
+def load(ckpt_id) -> Loaded:
+    """The checkpoint ``ckpt_id`` in memory (memoised; see the module docstring); a ``Loaded`` record is
+    returned as it is (the request that loaded it passes it on instead of its id)."""
+    if isinstance(ckpt_id, Loaded):
+        return ckpt_id
     ckpt_id = check_id(ckpt_id)
     if ckpt_id.startswith(UPLOAD_PREFIX):
         key = ("upload", ckpt_id)
@@ -165,19 +178,54 @@ def load(ckpt_id: str) -> Loaded:
         return _LOADED.get(key, lambda: read(folder, ckpt_id))
 
 
+def _remembered(ckpt_id: str) -> bool:
+    return ckpt_id.startswith(UPLOAD_PREFIX)
+
+
+def refused(ckpt_id: str) -> None:
+    """Raise the reason ``ckpt_id`` was refused before, if it was (see the module docstring)."""
+    with _LOCK_REFUSED:
+        why = _REFUSED.get(ckpt_id)
+        if why is not None:
+            _REFUSED.move_to_end(ckpt_id)
+    if why is not None:
+        raise ConfigError(*why)
+
+
+def _refuse(ckpt_id: str, exc: ConfigError) -> None:
+    """Remember why a checkpoint named by its contents was refused (bounded: the oldest forgotten)."""
+    if not _remembered(ckpt_id):
+        return
+    with _LOCK_REFUSED:
+        _REFUSED[ckpt_id] = (exc.field, exc.value, exc.allowed)
+        _REFUSED.move_to_end(ckpt_id)
+        while len(_REFUSED) > MAX_REFUSED:
+            _REFUSED.popitem(last=False)
+
+
 def read(folder, ckpt_id: str, name: str | None = None) -> Loaded:
-    """Plan, budget and read the checkpoint in ``folder`` (no memo)."""
+    """Plan, budget and read the checkpoint in ``folder`` (no memo of the result; a refusal of an upload
+    is remembered by its id)."""
     from models import hf
 
+    refused(ckpt_id)
     t0 = time.perf_counter()
-    plan = hf.plan(folder, max_params=max_params())
-    limit = budget.request_budget()
-    if plan.n_bytes > limit:
-        raise ConfigError("checkpoint", f"{plan.n_params / 1e6:.1f} M parameters",
-                          f"weights within the per-request memory budget of {budget.human(limit)} (these need "
-                          f"{budget.human(plan.n_bytes)})")
-    with POOL.reserve(plan.n_bytes, f"loading checkpoint '{plan.name}'"):
-        ckpt = hf.load(folder, max_params=max_params())
+    try:
+        plan = hf.plan(folder, max_params=max_params())
+        limit = budget.request_budget()
+        if plan.n_bytes > limit:
+            raise ConfigError("checkpoint", f"{plan.n_params / 1e6:.1f} M parameters",
+                              f"weights within the per-request memory budget of {budget.human(limit)} (these need "
+                              f"{budget.human(plan.n_bytes)})")
+    except ConfigError as exc:
+        _refuse(ckpt_id, exc)
+        raise
+    with POOL.reserve(plan.n_bytes, f"loading checkpoint '{plan.name}'"):  # busy: not remembered, asked again
+        try:
+            ckpt = hf.load(folder, max_params=max_params(), planned=plan)
+        except ConfigError as exc:  # the tensors or the tokenizer refused
+            _refuse(ckpt_id, exc)
+            raise
     state = ckpt.model.state_dict()  # the loaded model's own tensors (a tied head shares the embedding's)
     name = name or plan.name
     weights = TrainedWeights(ckpt.config.to_json(), state, tensor_digest(state), 0,
