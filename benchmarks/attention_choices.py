@@ -9,7 +9,9 @@ default model (4 layers, d_model 128, 4 heads; window 64, blocks of 16) at the t
 time budget, for full attention, sliding_window, longformer and bigbird. It prints the whole forward and
 the attention alone inside it (``attn_ms``), each relative to full attention; the speed-up at 8192 tokens
 against the 2x the structured patterns should reach there; and each attention's sweep wall time (the
-tab's default sweep of a pattern is its wall time plus full attention's, the baseline).
+tab's default sweep of a pattern is its wall time plus full attention's, the baseline). ``--lengths`` and
+``--budget`` override the tab's lengths and per-run budget (e.g. ``--lengths 8192 --budget 30`` for the
+2x check alone on a busy machine).
 
 Each row builds a one-layer model of the default width (d_model 128, 4 heads, causal unless the
 mechanism is bidirectional-only), times the forward pass (median after warm-up) and measures the
@@ -112,7 +114,8 @@ def main(argv=None):
     ap.add_argument("--all", action="store_true", help="every attention key, not just sliding_window vs full")
     ap.add_argument("--lengths", default=LENGTHS)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--budget", type=float, default=20.0, help="seconds per measurement before 'timeout'")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds per measurement before 'timeout' (default 20; with --sweep the tab's budget)")
     ap.add_argument("--json", help="write the table to this file")
     ap.add_argument("--sweep", action="store_true", help="the Latency tab's sweep: full, sliding_window, longformer, "
                                                         "bigbird, whole forward and attention alone")
@@ -122,7 +125,7 @@ def main(argv=None):
         from explorer.runtime.limits import SWEEP_BUDGET_S
         lengths = DEFAULT_LENGTHS if args.lengths == LENGTHS else [int(x) for x in args.lengths.split(",")]
         with BusyWatch() as watch:
-            rows, walls = sweep_rows(lengths, SWEEP_BUDGET_S)
+            rows, walls = sweep_rows(lengths, SWEEP_BUDGET_S if args.budget is None else args.budget)
         _print_sweep(rows, lengths, walls)
         print(watch.note())
         if args.json:
@@ -137,7 +140,7 @@ def main(argv=None):
             stopped = None
             for L in lengths:
                 rec = {"status": stopped, "reason": "a shorter length already failed"} if stopped else \
-                    bench_config(_base(key), L, args.device, args.budget)
+                    bench_config(_base(key), L, args.device, 20.0 if args.budget is None else args.budget)
                 rec.update(attention=key, seq_len=L, device=args.device)
                 rows.append(rec)
                 if rec["status"] in ("oom", "timeout"):
