@@ -11,7 +11,7 @@
 | ``EXPLORER_SESSION_TTL`` | seconds a browser session may stay idle before its server-side copy is dropped | 3600 |
 | ``EXPLORER_COMPILE_BUDGET`` | seconds a sweep's untimed first call of a model may take (Triton compiles its kernels there) | 120 |
 | ``EXPLORER_CLIENT_ADDRESS`` | which address names a visitor for the per-visitor limits: ``socket`` (the connection's peer), ``forwarded-first`` (the first entry of ``X-Forwarded-For``, as a Space's proxy sets it), or a number N (the N-th entry from the right: the address the outermost of N trusted proxies saw; a client cannot forge it) | ``forwarded-first`` where ``SPACE_ID`` is set (a Space), else ``socket`` |
-| ``EXPLORER_SESSIONS_PER_CLIENT`` | browser sessions one client address keeps on the server (its least recently used goes first; other addresses' sessions are never evicted for it) | 16 |
+| ``EXPLORER_SESSIONS_PER_CLIENT`` | browser sessions one client address keeps on the server (its least recently used goes first; other addresses' sessions are never evicted for it) | 32 |
 | ``EXPLORER_EVENTS_PER_CLIENT`` | events one client address may have waiting or running in the queue at once (more are answered 429 before they take a place) | 8 |
 | ``EXPLORER_MAX_BODY`` | bytes of one request body other than an upload (413 above) | ``1M`` |
 | ``EXPLORER_UPLOAD_TTL`` | seconds an upload stays in Gradio's upload cache (handlers copy or read it at once) | 300 |
@@ -155,7 +155,7 @@ def client_address_mode() -> str | int:
 
 
 def sessions_per_client() -> int:
-    return _number(SESSIONS_PER_CLIENT, 16, 1)
+    return _number(SESSIONS_PER_CLIENT, 32, 1)
 
 
 def events_per_client() -> int:

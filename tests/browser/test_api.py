@@ -179,8 +179,10 @@ def test_heavy_jobs_never_take_the_queue(serve_app):
 
     big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16})
     lengths = "256,260,264,268,272,276,280,284"  # a sweep of tens of seconds on a 2-core CPU
-    with serve_app({"EXPLORER_QUEUE_SIZE": "1"}, "app-server-heavy.log") as url:
-        clients = [Client(url, verbose=False) for _ in range(3)]
+    # three visitors (one heavy job per client address): each names its address as a proxy would
+    env = {"EXPLORER_QUEUE_SIZE": "1", "EXPLORER_CLIENT_ADDRESS": "forwarded-first"}
+    with serve_app(env, "app-server-heavy.log") as url:
+        clients = [Client(url, verbose=False, headers={"X-Forwarded-For": f"10.0.0.{i + 1}"}) for i in range(3)]
         jobs = [clients[0].submit(big, lengths, "forward_backward", api_name="/benchmark")]
         try:
             time.sleep(3)
