@@ -3,9 +3,12 @@
 Gradio keeps one ``SessionState`` per browser session (``gradio.state_holder.StateHolder``:
 ``session_data`` and ``time_last_used``, refreshed by every event of the session): the values of
 its ``gr.State`` components and a copy of every component's config, including the figures it was
-sent (a few MB per loaded page). Gradio drops a session only when more than
-``state_session_capacity`` exist (least recently used first); a ``gr.State``'s ``time_to_live``
-frees that one value, never the session. ``start_expiry(demo)`` runs ``expire_idle`` in a daemon
+sent (a few MB per loaded page). Gradio itself drops a session only when more than
+``state_session_capacity`` exist (the least recently used of all, whoever made the others), so the app
+replaces that rule (``gradio_compat.bound_sessions``, installed by ``explorer.app.request_limits``):
+each client address keeps at most ``settings.sessions_per_client()`` sessions and a flood of new ones
+evicts only its own. A ``gr.State``'s ``time_to_live`` frees that one value, never the session.
+``start_expiry(demo)`` runs ``expire_idle`` in a daemon
 thread: every session with no event for ``session_ttl()`` seconds (default one hour) is dropped,
 its states' ``delete_callback`` run, and the freed heap handed back to the system.
 
