@@ -15,45 +15,20 @@ Dispatch, as ``kernels.attention``:
 
 The scores are those of ``kernels/reference.py`` for the same arguments (``causal``, ``block_mask``,
 ``alibi_slopes``, ``rel_bias``, ``softcap``, ``scale``, ``rel_k``; ``rel_v`` does not change the
-probabilities). Without a ``block_mask`` the dense pattern runs as the all-visited layout, or the
-lower-triangular one when ``causal`` (tiles above the diagonal are never visited).
+probabilities). Without a ``block_mask`` the dense pattern is walked tile by tile (causal: never
+above the diagonal) without a stored layout.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
 
-from .block_mask import BlockMask, _device_key, block_mask_from_tiles
+from .block_mask import BlockMask
 from .pooled_cpu import pooled_block_sparse
 from .pooled_dense import MAX_CELLS, TILE, PooledAttention, check_stats_args, pooled_block
 
-__all__ = ["pooled_attention", "pooled_backend", "dense_layout"]
-
-
-@functools.lru_cache(maxsize=8)  # a layout keeps its plans: a few per process, like the models' memo
-def _dense_layout_on(lq: int, lk: int, tile: int, causal: bool, device: str) -> BlockMask:
-    nqb, nkb = -(-lq // tile), -(-lk // tile)
-    off = lk - lq  # queries are the last lq keys
-    qb = torch.arange(nqb)[:, None]
-    kb = torch.arange(nkb)[None, :]
-    first_row, last_row = qb * tile + off, torch.clamp(qb * tile + tile - 1, max=lq - 1) + off
-    first_key, last_key = kb * tile, kb * tile + tile - 1
-    visited = (first_key <= last_row) if causal else torch.ones(nqb, nkb, dtype=torch.bool)
-    inside = (qb * tile + tile <= lq) & (last_key < lk)
-    full = visited & inside & ((last_key <= first_row) if causal else True)
-    pq, pk = (visited & ~full).nonzero(as_tuple=True)  # row-major, as block_mask_from_tiles wants
-    i = (pq[:, None, None] * tile + torch.arange(tile)[:, None])  # (n, tile, 1)
-    j = (pk[:, None, None] * tile + torch.arange(tile)[None, :])  # (n, 1, tile)
-    tiles = (i < lq) & (j < lk) & ((j <= i + off) if causal else True)
-    bm = block_mask_from_tiles(lq, lk, tile, tile, visited, full, tiles)
-    return bm.to(device)
-
-
-def dense_layout(lq: int, lk: int, causal: bool, device, tile: int = TILE) -> BlockMask:
-    """The layout of dense attention over ``lq x lk`` (lower-triangular when ``causal``), memoised."""
-    return _dense_layout_on(int(lq), int(lk), int(tile), bool(causal), _device_key(device))
+__all__ = ["pooled_attention", "pooled_backend"]
 
 
 def _triton_reason(q, k, bm, rel_k, n_cols: int = MAX_CELLS) -> str | None:
@@ -115,8 +90,6 @@ def pooled_attention(q, k, *, causal=False, block_mask: BlockMask | None = None,
         return pooled_triton(q, k, causal=causal, block_mask=bm, alibi_slopes=alibi_slopes, rel_bias=rel_bias,
                              softcap=softcap, scale=scale, block_q=block_q, block_k=block_k, sink_k=sink_k,
                              window=window)
-    if bm is None:
-        bm, causal = dense_layout(lq, lk, causal, q.device), False  # the layout holds the causal cut
     return pooled_block_sparse(q, k, bm, block_q=block_q, block_k=block_k, causal=causal, scale=scale,
                                alibi_slopes=alibi_slopes, rel_bias=rel_bias, softcap=softcap, rel_k=rel_k,
                                sink_k=sink_k, window=window)

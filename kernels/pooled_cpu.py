@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .block_mask import BlockMask
-from .cpu_plan import EMPTY, plan
+from .cpu_plan import EMPTY, STRIPS, Group, _rel, plan
 from .pooled_dense import PooledAttention, rows_per_block
 from .reference import clipped_index
 
@@ -59,25 +59,28 @@ def _slot_range(idx, bk: int, lo, hi):
     return int(cols[hit].min()), int(cols[hit].max()) + 1
 
 
-def pooled_block_sparse(q, k, bm: BlockMask, *, block_q: int, block_k: int, causal=False, scale=None,
+def pooled_block_sparse(q, k, bm: BlockMask | None, *, block_q: int, block_k: int, causal=False, scale=None,
                         alibi_slopes=None, rel_bias=None, softcap=None, rel_k=None, sink_k: int = 4,
-                        window: int = 64) -> PooledAttention:
-    """``q [B, h, Lq, d]``, ``k [B, h_kv, Lk, d]`` over the layout ``bm`` -> :class:`PooledAttention`."""
+                        window: int = 64, tile: int = 64) -> PooledAttention:
+    """``q [B, h, Lq, d]``, ``k [B, h_kv, Lk, d]`` over the layout ``bm`` -> :class:`PooledAttention`.
+
+    ``bm`` None: dense attention (``causal`` or not) on ``tile x tile`` tiles, walked without a stored
+    plan (a dense layout's plan would hold every partial row's element mask: ``O(L^2)`` bits)."""
     B, h, lq, d = q.shape
     hkv, lk = k.shape[1], k.shape[2]
     g = h // hkv
-    bq, bk = bm.block_q, bm.block_k
+    bq, bk = (tile, tile) if bm is None else (bm.block_q, bm.block_k)
     if block_q % bq or block_k % bk:
         raise ValueError(f"pooled blocks {block_q}x{block_k} must be multiples of the layout tile {bq}x{bk}")
-    nqb, nkb = bm.n_q_blocks, bm.n_k_blocks
+    nqb, nkb = -(-lq // bq), -(-lk // bk)
     nqp, nkp = -(-lq // block_q), -(-lk // block_k)
     acc = torch.promote_types(q.dtype, torch.float32)
     dev = q.device
-    c = _Call(q, k, bm, causal, 1.0 / math.sqrt(d) if scale is None else float(scale), acc, alibi_slopes,
+    c = _Call(q, k, bq, bk, causal, 1.0 / math.sqrt(d) if scale is None else float(scale), acc, alibi_slopes,
               rel_bias, softcap, rel_k, int(sink_k), int(window), block_q // bq, block_k // bk, nkp)
     grid = torch.zeros(B * hkv, g, nqp * nkp, dtype=acc, device=dev)
     stats = torch.zeros(4, B * hkv, nqb, g, bq, dtype=acc, device=dev)  # entropy, distance, sink, local
-    groups, _ = plan(bm, lq, lk, dev)
+    groups = plan(bm, lq, lk, dev)[0] if bm is not None else _dense_groups(lq, lk, bq, bk, causal, dev)
     for grp in groups:
         if grp.kind == EMPTY:
             continue
@@ -99,13 +102,13 @@ def pooled_block_sparse(q, k, bm: BlockMask, *, block_q: int, block_k: int, caus
 class _Call:
     """The inputs of one call, laid out as the chunks read them (K/V heads of the batch flattened)."""
 
-    def __init__(self, q, k, bm, causal, scale, acc, alibi_slopes, rel_bias, softcap, rel_k, sink_k,
+    def __init__(self, q, k, bq, bk, causal, scale, acc, alibi_slopes, rel_bias, softcap, rel_k, sink_k,
                  window, fq, fk, nkp):
         B, h, lq, d = q.shape
         hkv, lk = k.shape[1], k.shape[2]
         self.g, self.d, self.lq, self.lk, self.off = h // hkv, d, lq, lk, lk - lq
-        self.bq, self.bk, self.nkb = bm.block_q, bm.block_k, bm.n_k_blocks
-        nqb = bm.n_q_blocks
+        self.bq, self.bk, self.nkb = bq, bk, -(-lk // bk)
+        nqb = -(-lq // bq)
         self.causal, self.acc, self.softcap = causal, acc, softcap
         self.sink_k, self.window, self.fq, self.fk, self.nkp = sink_k, window, fq, fk, nkp
         qs = F.pad(q.to(acc) * scale, (0, 0, 0, nqb * self.bq - lq))
@@ -132,7 +135,9 @@ def _strip(c: _Call, grp, hs: slice, r0: int, r1: int):
         qg = c.qp[hs, grp.row_start + r0:grp.row_start + r1]
     else:
         qg = c.qp[hs].index_select(1, grp.rows[r0:r1])
-    if grp.key_start is not None:
+    if getattr(grp, "shared_keys", False):  # one strip for every row: a view, broadcast over the rows
+        kt = c.kflat[hs, None, :K].transpose(-1, -2)  # (H', 1, d, K)
+    elif grp.key_start is not None:
         lo = (grp.key_start + r0) * c.bk
         kt = c.kflat[hs, lo:lo + (Rc - 1) * c.bk + K].unfold(1, K, c.bk)  # (H', Rc, d, K)
     else:
@@ -150,7 +155,10 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     K = n_slots * bk
     qg, kt = _strip(c, grp, hs, r0, r1)
     H = qg.shape[0]
-    s = (qg @ kt).view(H, Rc, g, bq, K)  # (H', Rc, g, bq, K)
+    if kt.shape[1] == 1 and Rc > 1:  # a shared strip: the rows ride in the matmul's M dimension
+        s = (qg.reshape(H, Rc * g * bq, c.d) @ kt[:, 0]).view(H, Rc, g, bq, K)
+    else:
+        s = (qg @ kt).view(H, Rc, g, bq, K)  # (H', Rc, g, bq, K)
     needs_rel = c.qr is not None or c.rel_bias is not None or c.slopes is not None
     rel = grp.rel(r0, r1) if needs_rel else None  # (Rc, bq, K): j - i_abs
     if c.qr is not None:
@@ -163,14 +171,23 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
             H, g, Rc, bq, K).transpose(1, 2)
     if c.slopes is not None:
         s = s - c.slopes[hs] * rel.abs().to(acc)[None, :, None]
-    masked = None if grp.masked is None else grp.masked[r0:r1]  # (Rc, 1, bq, K)
-    if c.causal:
-        future = grp.future(r0, r1)[:, None]
-        masked = future if masked is None else masked | future
-    if masked is not None:  # a finite floor: p = 0 exactly there, and p * s stays 0 (not NaN)
+    # Disallowed pairs get a finite floor: p = 0 exactly there, and p * s stays 0 (not NaN). Each mask
+    # is applied on the slots it touches only: the layout's partial tiles, the keys right of the
+    # block's first query (causal), the keys past the sequence (dense walk).
+    i0 = rows * bq + c.off
+    if grp.masked is not None:
+        masked = grp.masked[r0:r1]  # (Rc, 1, bq, K)
         a, b = _masked_slots(masked, bk)
         if b > a:
             s[..., a * bk:b * bk].masked_fill_(masked[..., a * bk:b * bk], _FLOOR)
+    if c.causal:
+        a, b = _slot_range(idx, bk, i0 + 1, torch.full_like(i0, c.nkb * bk))
+        if b > a:
+            s[..., a * bk:b * bk].masked_fill_((_rel_slice(grp, r0, r1, a, b, bk, torch.long) > 0)[:, None], _FLOOR)
+    a, b = _slot_range(idx, bk, torch.full_like(i0, c.lk), torch.full_like(i0, c.nkb * bk))
+    if b > a:
+        past = (idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) >= c.lk  # (Rc, b - a, bk)
+        s[..., a * bk:b * bk].masked_fill_(past.view(Rc, 1, 1, -1), _FLOOR)
     m = s.amax(-1)  # (H', Rc, g, bq)
     p = torch.softmax(s, dim=-1)
     live = m > _FLOOR / 2  # rows with an allowed key (the others get p = 0)
@@ -183,7 +200,6 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     # sum p j: each block's first key times its mass, plus the offsets inside the blocks (one matvec)
     first = (tiles * (idx * bk).to(acc).view(Rc, 1, 1, n_slots)).sum(-1) + p @ c.t_local.repeat(n_slots)
     dist = i_abs[:, None] - first  # sum p (i - j) with sum p = 1
-    i0 = rows * bq + c.off
     a, b = _slot_range(idx, bk, i0 + 1, torch.full_like(i0, c.nkb * bk))
     if b > a:  # keys right of some row: twice their (j - i), so (i - j) becomes |j - i|
         right = _rel_slice(grp, r0, r1, a, b, bk, acc).clamp(min=0)[:, None]
@@ -209,3 +225,31 @@ def _rel_slice(grp, r0: int, r1: int, a: int, b: int, bk: int, dtype) -> torch.T
     """``j - i_abs`` of rows ``r0:r1`` on key slots ``a:b`` only: (Rc, bq, (b - a) bk)."""
     rel_key = grp.rel_key[r0:r1, :, a * bk:b * bk]
     return rel_key.to(dtype) - torch.arange(grp.bq, device=rel_key.device, dtype=dtype)[:, None]
+
+
+_DENSE_ROWS = 16  # query blocks per generated group of a dense walk: bounds its j - i table
+
+
+def _dense_groups(lq: int, lk: int, bq: int, bk: int, causal: bool, device):
+    """The groups of dense attention, made one at a time: query blocks ``r`` with the same number of
+    key blocks (``0 .. last``; causal: up to the block's last row's diagonal), in runs of at most
+    ``_DENSE_ROWS``, each a strip of consecutive key blocks from 0 (a view of K)."""
+    nqb, nkb, off = -(-lq // bq), -(-lk // bk), lk - lq
+    rows = torch.arange(nqb, device=device)
+    last_row = torch.clamp(rows * bq + bq - 1, max=lq - 1) + off
+    counts = torch.clamp(last_row // bk + 1, max=nkb) if causal else torch.full_like(rows, nkb)
+    start = 0
+    while start < nqb:
+        stop = start + 1
+        while stop < nqb and stop - start < _DENSE_ROWS and counts[stop] == counts[start]:
+            stop += 1
+        c = int(counts[start])
+        r = rows[start:stop]
+        idx = torch.arange(c, device=device).expand(stop - start, c)
+        yield _DenseGroup(STRIPS, bq, r, idx, None, _rel(r, idx, bq, bk, lq, lk), False, start, None)
+        start = stop
+
+
+class _DenseGroup(Group):
+    """A group of the dense walk: every row reads the same keys, ``0 .. c bk - 1``."""
+    shared_keys = True

@@ -140,14 +140,21 @@ def _pooled_fwd(Q, K, LSE, SLOPES, RELB, LAY, TILES, PART, ENT, DIST, SINK, LOCA
     tl.store(LOCAL + row, local, mask=offs_m < Lq)
 
 
+# (element bytes, head dim) -> changes to the forward's tile for the pooled pass, whose statistics and
+# cell row hold more registers than the forward's output accumulator frees: fp32 d 128 (tf32x3
+# splits every operand) spilled 176-360 B on the forward's 32 x 32 tile (kernels.aot_check, sm_80 / sm_90).
+_POOLED_TILE = {(4, 128): {"BLOCK_N": 16, "num_warps": 8}}
+
+
 def pooled_meta(head_dim: int, elem_bytes: int, has_mod: bool, layout=None) -> dict:
     """Launch meta of the forward (lse) and of ``_pooled_fwd`` for a dense launch (``layout`` None) or a
-    block-sparse one on a ``(block_q, block_k)`` layout: the forward's tile, query tile capped at 64."""
+    block-sparse one on a ``(block_q, block_k)`` layout: the forward's tile, query tile capped at 64,
+    with the changes of ``_POOLED_TILE``."""
     if layout is None:
         fwd = {**dense_meta(head_dim, elem_bytes, False, has_mod), **DENSE_LAYOUT}
     else:
         fwd = sparse_meta(head_dim, elem_bytes, layout[0], layout[1], "fwd", has_mod)
-    return fwd, {**fwd, "BLOCK_M": min(64, fwd["BLOCK_M"])}
+    return fwd, {**fwd, "BLOCK_M": min(64, fwd["BLOCK_M"]), **_POOLED_TILE.get((min(elem_bytes, 4), head_dim), {})}
 
 
 def unsupported_reason(q, k, *, block_mask=None, rel_k=None, max_cols: int = NCOL, **_) -> str | None:

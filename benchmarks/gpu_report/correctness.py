@@ -219,7 +219,6 @@ def _pooled_case(case: OpCase, device, rnd) -> dict:
     """Pooled maps from the Triton kernels (interpreted on CPU) against the float64 reference's
     probabilities pooled the same way; yardstick: the torch block-sparse path in the input dtype."""
     from kernels.block_mask import block_mask
-    from kernels.pooled import dense_layout
     from kernels.pooled_cpu import pooled_block_sparse
     from kernels.pooled_dense import pool_probs, pooled_block
     from kernels.pooled_triton import pooled_triton
@@ -244,9 +243,7 @@ def _pooled_case(case: OpCase, device, rnd) -> dict:
     m64 = {n: t.double() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
     _, p = attention_ref(q.double(), k.double(), k.double(), causal=causal, block_mask=bm, **m64)
     ref = pool_probs(p, block, block, sink_k=4, window=64)
-    layout = bm if bm is not None else dense_layout(L, L, causal, device)
-    yard = pooled_block_sparse(q, k, layout, block_q=block, block_k=block, causal=causal and bm is not None,
-                               **{n: v for n, v in kw.items() if n != "causal"})
+    yard = pooled_block_sparse(q, k, bm, block_q=block, block_k=block, **kw)
     names = ["mass", "entropy", "distance", "sink", "local"]
     ok, checks = _compare(names, [getattr(ours, n) for n in names], [getattr(ref, n) for n in names],
                           [getattr(yard, n) for n in names], dt)
