@@ -140,10 +140,14 @@ def _pooled_fwd(Q, K, LSE, SLOPES, RELB, LAY, TILES, PART, ENT, DIST, SINK, LOCA
     tl.store(LOCAL + row, local, mask=offs_m < Lq)
 
 
-# (element bytes, head dim) -> changes to the forward's tile for the pooled pass, whose statistics and
-# cell row hold more registers than the forward's output accumulator frees: fp32 d 128 (tf32x3
-# splits every operand) spilled 176-360 B on the forward's 32 x 32 tile (kernels.aot_check, sm_80 / sm_90).
-_POOLED_TILE = {(4, 128): {"BLOCK_N": 16, "num_warps": 8}}
+# (element bytes, head dim, sparse, has_mod) -> changes to the forward's tile for the pooled pass,
+# whose statistics and cell row hold more registers than the forward's output accumulator frees
+# (measured with kernels.aot_check on sm_80 / sm_90): fp32 d 128 (tf32x3 splits every operand)
+# spilled 176-360 B on the forward's 32 x 32 tile, none on 32 x 16 with 8 warps; fp16 / bf16 d 32
+# dense with modifiers spilled 432-488 B on 64 x 64.
+_FP32_D128 = {"BLOCK_N": 16, "num_warps": 8}
+_POOLED_TILE = {**{(4, 128, sp, mod): _FP32_D128 for sp in (False, True) for mod in (False, True)},
+                (2, 32, False, True): {"BLOCK_N": 32}}
 
 
 def pooled_meta(head_dim: int, elem_bytes: int, has_mod: bool, layout=None) -> dict:
@@ -154,7 +158,8 @@ def pooled_meta(head_dim: int, elem_bytes: int, has_mod: bool, layout=None) -> d
         fwd = {**dense_meta(head_dim, elem_bytes, False, has_mod), **DENSE_LAYOUT}
     else:
         fwd = sparse_meta(head_dim, elem_bytes, layout[0], layout[1], "fwd", has_mod)
-    return fwd, {**fwd, "BLOCK_M": min(64, fwd["BLOCK_M"]), **_POOLED_TILE.get((min(elem_bytes, 4), head_dim), {})}
+    key = (min(elem_bytes, 4), head_dim, layout is not None, has_mod)
+    return fwd, {**fwd, "BLOCK_M": min(64, fwd["BLOCK_M"]), **_POOLED_TILE.get(key, {})}
 
 
 def unsupported_reason(q, k, *, block_mask=None, rel_k=None, max_cols: int = NCOL, **_) -> str | None:

@@ -12,12 +12,12 @@ TOL = {torch.float32: 2e-4, torch.float16: 3e-3}
 
 
 def _check(h, hkv, lq, lk, *, dtype=torch.float32, causal=True, mask=None, block=64, sink_k=3, window=9,
-           seed=0, **mods):
+           seed=0, d=32, **mods):
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(1, h, lq, 32, generator=g).to(dtype)
-    k = torch.randn(1, hkv, lk, 32, generator=g).to(dtype)
+    q = torch.randn(1, h, lq, d, generator=g).to(dtype)
+    k = torch.randn(1, hkv, lk, d, generator=g).to(dtype)
     bm = None if mask is None else block_mask(mask, 64)
-    out = pooled_triton(q, k, causal=causal, block_mask=bm, scale=32 ** -0.5, block_q=block, block_k=block,
+    out = pooled_triton(q, k, causal=causal, block_mask=bm, scale=d ** -0.5, block_q=block, block_k=block,
                         sink_k=sink_k, window=window, **mods)
     mods64 = {n: t.double() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
     _, p = attention_ref(q.double(), k.double(), k.double(), causal=causal, block_mask=bm, **mods64)
@@ -49,6 +49,13 @@ def test_block_sparse_layout_with_sinks():
 
 def test_half_precision():
     _check(2, 1, 100, 100, dtype=torch.float16, seed=2)
+
+
+def test_tiles_of_their_own():
+    """The pooled pass's own tiles (pooled_triton._POOLED_TILE): fp32 d 128 on 32 x 16, fp16 d 32 dense
+    with modifiers on 64 x 32; the lse pass keeps the forward's."""
+    _check(1, 1, 80, 80, d=128, seed=3)
+    _check(2, 1, 90, 90, dtype=torch.float16, seed=4, alibi_slopes=torch.tensor([0.2, 0.4]))
 
 
 def test_refusals_and_specs():
