@@ -8,7 +8,7 @@ any depth) and pre-LN does not. A per-layer profile of one 4-layer model cannot 
 about depth, so ``depth_scaling(cfg)`` measures it: for each depth in ``DEPTHS`` and each registered
 norm placement, the visitor's config with that depth and placement is built at initialisation
 (``build_model``, the catalogue's init: Xavier-uniform projections, N(0, 0.02) embedding, which is the
-Xavier init the theorem assumes for the matrices it bounds) under ``SEEDS`` seeds, one backward of
+Xavier init the theorem assumes for the matrices it bounds) under seeds ``0 .. SEEDS - 1``, one backward of
 the next-token loss on a fixed seeded batch of random tokens (``gradients.input_batch``) is taken, and
 the Frobenius norm of the gradient of every layer's FFN output parameters is kept
 (``gradients.branch_gradient_norms``' ``ffn_out``: ``ffn.w2.weight`` of a dense FFN, every expert's
@@ -68,6 +68,8 @@ def depth_scaling(cfg, weights: TrainedWeights | None = None, depths=DEPTHS, see
     depths = tuple(sorted({int(d) for d in depths}))
     if not depths or depths[0] < 1 or int(seeds) < 1:
         raise ConfigError("depths", list(depths), "depths >= 1 and seeds >= 1")
+    # the curve depends on neither the visitor's depth nor seed (it takes its own): one memo entry for all
+    sweep = _at_depth(sweep, depths[0]).replace(seed=0)
     requests, skipped, skipped_depths = {}, {}, {}
     for placement in registries()["norm_placement"]:
         if placements is not None and placement not in placements:
@@ -138,7 +140,7 @@ def _at_depth(cfg, depth: int):
     return cfg.replace(**fields)
 
 
-@gpu(duration=60)
+@gpu(duration=20)  # about 70 small models: a few seconds on a GPU
 def compute_depth_scaling(cfg_json: str, depths: tuple, seeds: int, seq_len: int, batch: int) -> dict:
     """The GPU call of one placement's sweep: ``len(depths) x seeds`` models, one backward each."""
     cfg = as_config(cfg_json)
