@@ -10,6 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import checkpoint_upload, checkpoints
+from explorer.app import request_limits
 from explorer.app import weights as weights_switch
 from explorer.app.messages import problem
 from explorer.app.state import read_state
@@ -70,12 +71,12 @@ def open_named(values: dict, ckpt_id=None, ckpt_extra=None, state=None) -> dict:
 
 
 def open_upload(values: dict, ckpt_upload=None, ckpt_extra=None, state=None) -> dict:
-    """The upload button: the files checked, read and deleted (``explorer.analysis.checkpoint_upload``)."""
+    """The upload button: the files checked, copied and read (``explorer.analysis.checkpoint_upload``)."""
     try:
-        loaded = checkpoint_upload.receive(ckpt_upload)
+        loaded = checkpoint_upload.receive(ckpt_upload, owned=request_limits.owns)  # this visitor's uploads only
     except Exception as exc:
         return _refused(state, exc)
     extra = _extra(ckpt_extra, loaded.id)
     out = weights_switch.open_checkpoint(read_state(state), loaded.id, extra, select=True)
-    return {**out, "ckpt_extra": extra, "status": f"{out['status']} Uploaded files read and deleted; "
+    return {**out, "ckpt_extra": extra, "status": f"{out['status']} Uploaded files read; "
             f"this server keeps the model in memory for a while as {shown(loaded.name)}."}

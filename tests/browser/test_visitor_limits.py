@@ -146,5 +146,6 @@ def test_a_path_handed_to_the_upload_handler_is_neither_deleted_nor_read(server,
             said = event(other, url, "upload_checkpoint", secrets.token_hex(8), **{"checkpoint-upload": [
                 {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": "config.json"}]})
             assert "checkpoint:upload:" not in said, said[-300:]
+    assert "is not one of them" in said, said[-300:]  # another visitor's upload: refused by name, unread
     assert outside.read_text() == '{"model_type": "llama", "hidden_size": 64}'  # not deleted, not written
     assert os.path.exists(inside)  # another visitor's upload is still there
