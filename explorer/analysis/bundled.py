@@ -29,6 +29,7 @@ from models import ConfigError, ModelConfig, build_model
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE_DIR = ROOT / "assets" / "bundles"
 FORMAT = "transformer-family-explorer/bundle"
+SURGERY_SUFFIX = ".surgery.json"  # the Surgery table stored beside a bundle (``explorer.analysis.surgery``)
 
 
 @dataclass
@@ -44,13 +45,28 @@ class Bundle:
 
     def source(self) -> str:
         """What the page says the weights are: "bundled model 'default': 3000 steps of byte-level LM on
-        the Python documentation, held-out loss 1.52 nats/byte"."""
+        the Python documentation, held-out loss 1.386 nats/byte (4096 bytes in windows of 128, the trained
+        length)"."""
         m = self.manifest
         if m["task"].startswith("lm"):
             what, unit = "byte-level LM on the Python documentation", " nats/byte"
         else:
             what, unit = f"the {m['task']} task", " nats/token"
-        return f"bundled model '{self.name}': {m['steps']} steps of {what}, held-out loss {m['final_heldout_loss']:.2f}{unit}"
+        return f"bundled model '{self.name}': {m['steps']} steps of {what}, held-out loss {self.heldout(unit)}"
+
+    def heldout(self, unit: str = "") -> str:
+        """The held-out loss the page gives this model, everywhere the same: its Surgery table's (stored beside
+        it by ``explorer.analysis.surgery``: the held-out bytes in windows of the trained length), else the
+        training's last held-out evaluation."""
+        path = BUNDLE_DIR / f"{self.name}{SURGERY_SUFFIX}"
+        try:
+            table = json.loads(path.read_text())
+            row = next(r for r in table["rows"] if r["label"].endswith("(as trained)"))
+            L = table["trained_length"]
+            return (f"{row['loss'][str(L)]:.3f}{unit} ({table['scored_tokens']} bytes in windows of {L}, the trained "
+                    "length)")
+        except (OSError, ValueError, KeyError, TypeError, StopIteration):
+            return f"{self.manifest['final_heldout_loss']:.3f}{unit}"
 
     def model(self) -> torch.nn.Module:
         model = build_model(self.config)

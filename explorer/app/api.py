@@ -18,7 +18,6 @@ import gradio as gr
 
 from explorer.analysis import (
     attention_maps,
-    checkpoint_surgery,
     config_diff,
     gradient_norms,
     latency_memory_sweep,
@@ -84,7 +83,7 @@ def request_config(config_json, weights):
     changes = {} if config_json in (None, "") else load_json(config_json)
     if not isinstance(changes, dict):
         raise ConfigError("config", type(changes).__name__, "a JSON object of the fields to change on the checkpoint")
-    return checkpoint_surgery.config_for(ckpt, changes)
+    return surgery.config_for(ckpt, changes)
 
 
 def request_weights(cfg, weights) -> tuple:
@@ -95,7 +94,7 @@ def request_weights(cfg, weights) -> tuple:
     choice = "bundled" if weights in (None, "") else weights
     ckpt = checkpoint_of(choice)
     if ckpt is not None:
-        record = checkpoint_surgery.weights_for(ckpt, cfg)
+        record = surgery.weights_for(cfg, checkpoint=ckpt)
         return record, {"used": "checkpoint", "checkpoint": ckpt, "source": record.source,
                         "surgery": list(record.surgery)}
     if choice not in API_WEIGHTS:
@@ -126,9 +125,9 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
         text_in = request_text(cfg, text)
         summary = attention_maps(cfg, text_in, separator=separator, weights=record).summary()
         if record is not None and record.checkpoint and record.surgery:
-            change = checkpoint_surgery.loss_change(record.checkpoint, cfg, text_in)
+            change = surgery.loss_change(cfg, text_in, checkpoint=record.checkpoint)
             if change:
-                used["perplexity"] = {k: list(v) for k, v in change["perplexity"].items()}
+                used["perplexity"], used["loss"] = change.perplexity(), change.summary()
         return {**summary, "weights": used}
     return call(run)
 

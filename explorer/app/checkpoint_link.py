@@ -3,7 +3,7 @@
 The link carries the checkpoint's id, the fields the controls changed from its config (its surgery) and
 the text. ``restore(params)`` loads the checkpoint (only one this host offers, or a Hub id where
 downloads are allowed, or an upload it still holds), applies the changes through the same check as the
-controls (``explorer.analysis.checkpoint_surgery.config_for``) and fills every control and the Weights
+controls (``explorer.analysis.surgery.config_for``) and fills every control and the Weights
 choice. A host that cannot load it says so, names why, and opens the rest of the link on the bundled
 models (the changes the catalogue's default config can take, the text).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import checkpoint_surgery, checkpoints
+from explorer.analysis import checkpoints, surgery
 from explorer.app.controls import CONTROL_FIELDS, HIDDEN_FIELDS
 from explorer.app.messages import problem
 from explorer.app.share import CKPT_PARAM, SEP_PARAM, from_query, link_separator
@@ -37,7 +37,7 @@ def restore(params: dict, fill_controls) -> dict:
             raise ConfigError(unknown[0], str(rest[unknown[0]])[:40], f"fields of the checkpoint's config: "
                               f"{', '.join(CONTROL_FIELDS)}")
         cfg = loaded.config.replace(**changes)  # strings coerced like a link's other values
-        cfg = checkpoint_surgery.config_for(ckpt_id, {k: getattr(cfg, k) for k in changes})
+        cfg = surgery.config_for(ckpt_id, {k: getattr(cfg, k) for k in changes})
     except Exception as exc:
         why = problem(exc)
         msg = (f"This link opens checkpoint {raw[:60]!r}, which this host cannot load ({why}); showing the bundled "

@@ -185,10 +185,10 @@ CHECKPOINT_KEY = "checkpoint"
 def current_config(values: dict) -> ModelConfig:
     """The controls' config through the one door (``explorer.runtime.configs.app_config``); while a
     checkpoint is drawn (``values[CHECKPOINT_KEY]``: its id), the checkpoint's config with the controls'
-    surgery-safe changes (``explorer.analysis.checkpoint_surgery.config_for``: its sizes are its own,
+    surgery-safe changes (``explorer.analysis.surgery.config_for``: its sizes are its own,
     past the app's caps, and its weights are within the checkpoint cap and the memory budget)."""
     if isinstance(values, dict) and values.get(CHECKPOINT_KEY):
-        from explorer.analysis.checkpoint_surgery import config_for
+        from explorer.analysis.surgery import config_for
 
         plain = without_checkpoint(values)
         parsed = values_to_config(plain)

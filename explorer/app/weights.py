@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import checkpoint_surgery, checkpoints, surgery
+from explorer.analysis import checkpoints, surgery
 from explorer.analysis import weights as tw
 from explorer.app.controls import (
     CHECKPOINT_KEY,
@@ -47,7 +47,7 @@ from explorer.app.controls import (
 from explorer.app.messages import problem
 from explorer.app.state import read_state
 from explorer.app.tabs import train_source
-from explorer.app.tabs.surgery import loss_line, perplexity_line
+from explorer.app.tabs.surgery import loss_line
 from explorer.app.tabs.train import trained_snapshot
 from explorer.runtime.limits import check_caps
 from explorer.runtime.untrusted import shown, shown_html
@@ -88,7 +88,7 @@ def chosen(values: dict, choice, trained):
     ckpt = checkpoint_id(choice)
     if ckpt:
         try:
-            return checkpoint_surgery.weights_for(ckpt, current_config(with_checkpoint(values, choice)))
+            return surgery.weights_for(current_config(with_checkpoint(values, choice)), checkpoint=ckpt)
         except Exception:  # a change the checkpoint cannot take: the handler warns about it itself
             return None
     if choice == TRAINED:
@@ -133,11 +133,11 @@ def checkpoint_line(values: dict, choice, record, text=None) -> str:
     if not record.surgery or text is None:
         return line
     try:
-        change = checkpoint_surgery.loss_change(checkpoint_id(choice), current_config(with_checkpoint(values, choice)),
-                                                text)
+        change = surgery.loss_change(current_config(with_checkpoint(values, choice)), text,
+                                      checkpoint=checkpoint_id(choice))
     except Exception as exc:  # over the budget, say: the line says so instead of the figures
         return f"{line} (Perplexity not measured: {shown(problem(exc))})"
-    return f"{line} Surgery: {perplexity_line(change)}." if change else line
+    return f"{line} Surgery: {loss_line(change)}." if change else line
 
 
 def _skip_controls() -> dict:

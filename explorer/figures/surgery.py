@@ -2,8 +2,9 @@
 
 - ``difference_grid(after, before, tokens, ...)``: how much attention every head moved, and (attention
   after the change) minus (the bundled model's own) for the heads that moved most: red = more, blue = less.
-- ``table_figure(table)``: the Surgery table as bars, held-out nats/byte of every surgery-safe attention
-  at each length, the trained model's value as a line; a row that could not run is a marked point.
+- ``table_figure(table)``: the Surgery table as bars, held-out loss of every change that keeps the weights
+  at each length (in tokens, past the trained length or not), the trained model's value as a line; a row
+  that could not run is a marked point.
 - ``table_markdown(table)``: the same numbers as a Markdown table (the page's text and the export).
 """
 from __future__ import annotations
@@ -79,40 +80,41 @@ def _value(row: dict, L) -> float:
     return math.nan if v is None else float(v)
 
 
+def length_label(L: int, trained: int) -> str:
+    """"L = 128 tokens (trained length)", "L = 512 tokens (4x past the trained length)"."""
+    if L == trained:
+        return f"L = {L} tokens (trained length)"
+    return f"L = {L} tokens ({L / trained:g}x {'past' if L > trained else 'of'} the trained length)"
+
+
 def table_figure(table: dict | None) -> go.Figure:
+    """The Surgery table (``explorer.analysis.surgery``: the same shape for a bundle and a checkpoint) as bars."""
     if not table or not table.get("rows"):
-        return message_figure("No Surgery table for this bundle (python -m explorer.analysis.surgery --write "
-                              "makes it).", "Surgery table")
-    rows, lengths = table["rows"], table["lengths"]
-    unit = table.get("unit", "nats/byte")
+        return message_figure("No Surgery table stored for this model (python -m explorer.analysis.surgery "
+                              "--write makes it).", "Surgery table")
+    rows, lengths, trained = table["rows"], table["lengths"], table["trained_length"]
+    unit = table["unit"]
     labels = [r["label"] for r in rows]
     data = []
     for i, L in enumerate(lengths):
         ys = [_value(r, L) for r in rows]
-        data.append(dict(type="bar", x=labels, y=ys, name=f"L = {L}" + (" (trained length)" if L == table["trained_length"]
-                                                               else f" ({L // table['trained_length']}x)"),
-                           marker_color=CYCLE[i % len(CYCLE)],
-                           hovertemplate="%{x}<br>L = " + str(L) + ": %{y:.3f} " + unit + "<extra></extra>"))
+        data.append(dict(type="bar", x=labels, y=ys, name=length_label(L, trained), marker_color=CYCLE[i % len(CYCLE)],
+                         hovertemplate="%{x}<br>L = " + str(L) + " tokens: %{y:.3f} " + unit + "<extra></extra>"))
         missing = [lab for lab, y in zip(labels, ys) if math.isnan(y)]
         if missing:
             data.append(dict(type="scatter", x=missing, y=[0] * len(missing), mode="markers",
-                             name=f"could not run at L = {L}",
-                                   marker=dict(symbol="x", size=14, color="#d62728")))
+                             name=f"could not run at L = {L}", marker=dict(symbol="x", size=14, color="#d62728")))
     base = next((r for r in rows if r["label"].endswith("(as trained)")), None)
     shapes = []
     if base is not None:
-        y0 = _value(base, table["trained_length"])
+        y0 = _value(base, trained)
         shapes.append(dict(type="line", xref="paper", x0=0, x1=1, y0=y0, y1=y0, line=dict(dash="dash", color="#444")))
-    if "checkpoint" in table:
-        title = (f"Surgery table: checkpoint '{table['checkpoint']}' under every change that keeps its weights"
-                 f"<br><sup>held-out loss, {table['scored_tokens']} tokens of the Python documentation's held-out "
-                 f"split; dashed: as trained at L = {table['trained_length']}</sup>")
-    else:
-        title = (f"Surgery table: bundle '{table['bundle']}' under every attention that reads its weights"
-                 f"<br><sup>held-out loss, {table['scored_bytes']} bytes of the Python documentation the model never "
-                 f"trained on; dashed: as trained at L = {table['trained_length']}</sup>")
+    title = (f"Surgery table: {table['label']} under every change that keeps its weights<br><sup>held-out loss, "
+             f"{table['scored_tokens']} tokens of the Python documentation it never trained on, in windows of each "
+             f"length; windowed patterns keep {table['window']} keys; dashed: as trained at its trained length "
+             f"({trained} tokens)</sup>")
     lay = base_layout(title, 560, barmode="group", shapes=shapes,
-                      xaxis=dict(title=dict(text="attention (weights unchanged)"), tickangle=-35, automargin=True),
+                      xaxis=dict(title=dict(text="change (weights unchanged)"), tickangle=-35, automargin=True),
                       yaxis=dict(title=dict(text=f"held-out loss ({unit})"), rangemode="tozero"))
     legend_above(lay, data)
     return go.Figure(data=data, layout=lay)
@@ -121,11 +123,11 @@ def table_figure(table: dict | None) -> go.Figure:
 def table_markdown(table: dict | None) -> str:
     if not table or not table.get("rows"):
         return ""
-    lengths = table["lengths"]
-    head = "| attention (same weights) | " + " | ".join(f"L = {L}" for L in lengths) + " |"
+    lengths, trained = table["lengths"], table["trained_length"]
+    head = "| change (same weights) | " + " | ".join(length_label(L, trained) for L in lengths) + " |"
     lines = [head, "| --- | " + " | ".join("---:" for _ in lengths) + " |"]
     for r in table["rows"]:
         cells = ["n/a" if math.isnan(_value(r, L)) else f"{_value(r, L):.3f}" for L in lengths]
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
-    lines.append(f"\nHeld-out loss in {table.get('unit', 'nats/byte')}: {table['scoring']}.")
+    lines.append(f"\nHeld-out loss of {table['label']} in {table['unit']}: {table['scoring']}.")
     return "\n".join(lines)

@@ -64,7 +64,7 @@ def test_the_surgery_tab_for_a_change_a_bundle_and_no_bundle():
     assert "Surgery on bundle" in moved["surgery_md"] and "nats/byte" in moved["surgery_md"]
     diff = moved["surgery_diff"].to_plotly_json()
     assert diff["data"] and all(d["type"] == "heatmap" for d in diff["data"])
-    assert moved["surgery_table"].to_plotly_json()["data"] and "L = 128 | L = 512" in moved["surgery_table_md"]
+    assert moved["surgery_table"].to_plotly_json()["data"] and "L = 128 tokens (trained length) | L = 512 tokens (4x past the trained length)" in moved["surgery_table_md"]
     own = surgery_outputs(ModelConfig(), DEFAULT_TEXT, None, ui_weights.chosen(values_of(ModelConfig()), "bundled", None))
     assert "as trained" in own["surgery_md"]
     none = surgery_outputs(ModelConfig(d_model=96), DEFAULT_TEXT, None, None)

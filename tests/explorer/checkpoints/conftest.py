@@ -14,12 +14,13 @@ def tiny_root(tmp_path_factory):
 @pytest.fixture
 def tiny(tiny_root, monkeypatch):
     """``(checkpoint id, original model, its config, its tokenizer)`` with the root offered."""
-    from explorer.analysis import checkpoint_surgery, checkpoints
+    from explorer.analysis import checkpoints
+    from explorer.analysis.surgery import moved
 
     root, model, cfg, tok = tiny_root
     monkeypatch.setenv(checkpoints.ROOTS_ENV, str(root))
     checkpoints._LOADED.clear()
-    checkpoint_surgery._MOVED.clear()
+    moved._MOVED.clear()
     yield "tiny", model, cfg, tok
     checkpoints._LOADED.clear()
-    checkpoint_surgery._MOVED.clear()
+    moved._MOVED.clear()

@@ -58,7 +58,7 @@ def test_a_window_is_surgery_with_its_perplexity_and_the_link_carries_it(opened)
     query = parse_qs(drawn["share_qs"])
     assert (query["ckpt"], query["attention"], query["window"]) == (["tiny"], ["sliding_window"], ["3"])
     tab = W.with_weights(refresh_surgery)(window, trained=None, weights=CHOICE, text=TEXT)
-    assert "Perplexity" in tab["surgery_md"] and "checkpoint" in tab["surgery_diff"].layout.title.text
+    assert "perplexity" in tab["surgery_md"] and "checkpoint" in tab["surgery_diff"].layout.title.text
     restored = load_from_url(SimpleNamespace(query_params={k: v[0] for k, v in query.items()}))
     assert restored["weights"]["value"] == CHOICE and restored["window"]["value"] == 3
     assert restored["d_model"]["value"] == 32

@@ -1,5 +1,5 @@
 """Pretrained checkpoints as the analyses draw them (``explorer.analysis.checkpoints`` and
-``checkpoint_surgery``), against the model the checkpoint was written from: its tokens, attention and
+``explorer.analysis.surgery``), against the model the checkpoint was written from: its tokens, attention and
 loss computed here with plain PyTorch, and ``models.surgery`` as the reference of a K/V merge."""
 import math
 import shutil
@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis import attention_maps, checkpoint_surgery, checkpoints
+from explorer.analysis import attention_maps, checkpoints
+from explorer.analysis import surgery as analysis_surgery
 from explorer.analysis.gradients import text_gradient_norms
 from explorer.runtime.text import model_input
 from models import ConfigError, build_model, surgery
@@ -33,7 +34,7 @@ def test_tokens_and_attention_are_the_written_models(tiny):
     ckpt, model, cfg, tok = tiny
     loaded = checkpoints.load(ckpt)
     assert loaded.config == cfg and loaded.n_params == sum(p.numel() for p in model.parameters())
-    w = checkpoint_surgery.weights_for(ckpt, loaded.config)
+    w = analysis_surgery.weights_for(loaded.config, checkpoint=ckpt)
     maps = attention_maps(loaded.config, TEXT, weights=w)
     ids = tok.encode(TEXT)
     assert maps.tokens == tok.pieces(ids) and "␣password" in maps.tokens and maps.ids == ids
@@ -56,9 +57,9 @@ def test_only_surgery_safe_changes_are_accepted(tiny):
     ckpt, model, cfg, tok = tiny
     for field, value in (("ffn", "gelu"), ("norm", "layernorm"), ("d_model", 64), ("position", "alibi")):
         with pytest.raises(ConfigError) as e:
-            checkpoint_surgery.config_for(ckpt, {field: value})
+            analysis_surgery.config_for(ckpt, {field: value})
         assert e.value.field == field and "checkpoint 'tiny'" in str(e.value)
-    moved = checkpoint_surgery.config_for(ckpt, {"attention": "sliding_window", "window": 4, "n_sinks": 2})
+    moved = analysis_surgery.config_for(ckpt, {"attention": "sliding_window", "window": 4, "n_sinks": 2})
     assert (moved.attention, moved.window, moved.n_sinks, moved.d_model) == ("sliding_window", 4, 2, cfg.d_model)
 
 
@@ -70,22 +71,32 @@ def _loss(model, ids):
 
 def test_loss_change_matches_plain_pytorch(tiny):
     ckpt, model, cfg, tok = tiny
-    window = checkpoint_surgery.config_for(ckpt, {"attention": "sliding_window", "window": 3})
-    change = checkpoint_surgery.loss_change(ckpt, window, TEXT)
+    window = analysis_surgery.config_for(ckpt, {"attention": "sliding_window", "window": 3})
+    change = analysis_surgery.loss_change(window, TEXT, checkpoint=ckpt)
     ids = tok.encode(TEXT)
     params = dict(model.named_parameters())
     after = surgery.transplant(params, cfg, window)  # the catalogue's own surgery, as the reference
-    assert change["before"]["text"] == pytest.approx(_loss(model, ids), rel=1e-5)
-    assert change["after"]["text"] == pytest.approx(_loss(after, ids), rel=1e-5)
-    assert change["after"]["text"] != pytest.approx(change["before"]["text"], rel=1e-6)  # a 3-key window matters
-    assert change["perplexity"]["text"][0] == pytest.approx(math.exp(change["before"]["text"]))
-    assert checkpoint_surgery.loss_change(ckpt, cfg, TEXT) is None  # no change, nothing to say
+    (tb, ta), (hb, ha) = change.text, change.heldout
+    assert tb.nats == pytest.approx(_loss(model, ids), rel=1e-5)
+    assert ta.nats == pytest.approx(_loss(after, ids), rel=1e-5)
+    assert ta.nats != pytest.approx(tb.nats, rel=1e-6)  # a 3-key window matters
+    assert change.perplexity()["text"][0] == pytest.approx(math.exp(tb.nats))
+    assert change.unit == "nats/token" and change.kind == "checkpoint" and change.changed == ("attention", "window")
+    # the text is read whole and says its length against the trained length; the held-out passage is read in
+    # windows of the trained length, the mean of the plain per-window losses
+    L = analysis_surgery.checkpoint_origin(ckpt).trained_length
+    assert (tb.tokens, tb.length, tb.trained_length, tb.past) == (len(ids), len(ids), L, len(ids) > L)
+    held = tok.encode(analysis_surgery.heldout_text().decode("utf-8", errors="ignore"))
+    windows = [held[i:i + L] for i in range(0, len(held) // L * L, L)]
+    assert hb.length == L and not hb.past and "the trained length" in hb.reading()
+    assert hb.nats == pytest.approx(sum(_loss(model, w) for w in windows) / len(windows), rel=1e-4)
+    assert analysis_surgery.loss_change(cfg, TEXT, checkpoint=ckpt) is None  # no change, nothing to say
 
 
 def test_merged_kv_heads_are_the_mean_of_the_pair(tiny):
     ckpt, model, cfg, tok = tiny
-    mqa = checkpoint_surgery.config_for(ckpt, {"n_kv_heads": 1})
-    w = checkpoint_surgery.weights_for(ckpt, mqa)
+    mqa = analysis_surgery.config_for(ckpt, {"n_kv_heads": 1})
+    w = analysis_surgery.weights_for(mqa, checkpoint=ckpt)
     ref = surgery.transfer(dict(model.named_parameters()), cfg, mqa)
     for name, t in ref.items():
         torch.testing.assert_close(w.tensors[name], t.detach())
@@ -98,7 +109,7 @@ def test_merged_kv_heads_are_the_mean_of_the_pair(tiny):
 def test_text_gradients_match_a_plain_backward(tiny):
     ckpt, model, cfg, tok = tiny
     ids = tok.encode(TEXT)
-    w = checkpoint_surgery.weights_for(ckpt, cfg)
+    w = analysis_surgery.weights_for(cfg, checkpoint=ckpt)
     got = text_gradient_norms(cfg, ids, w)
     ref = build_model(cfg)
     ref.load_state_dict(model.state_dict())
@@ -130,14 +141,17 @@ def test_parameter_cap_and_budget_refuse_before_reading_weights(tiny, monkeypatc
 
 def test_table_rows_keep_the_weights_and_score_them(tiny, monkeypatch):
     ckpt, *_ = tiny
-    monkeypatch.setattr(checkpoint_surgery, "TABLE_TOKENS", 256)
-    result = checkpoint_surgery.table(ckpt, lengths=(16,))
+    from explorer.analysis.surgery import tabulate as table_module
+
+    full = table_module.heldout_ids
+    monkeypatch.setattr(table_module, "heldout_ids", lambda origin: full(origin)[:256])
+    result = analysis_surgery.table(analysis_surgery.checkpoint_origin(ckpt), lengths=(16,))
     labels = [r["label"] for r in result["rows"]]
     assert labels[0] == "full (as trained)" and any("sinks" in lab for lab in labels)
     assert any(lab.startswith("K/V heads 2 -> 1") for lab in labels) and any("RoPE" in lab for lab in labels)
     loss = {r["label"]: r["loss"]["16"] for r in result["rows"]}
     assert all(v is not None and 0 < v < 10 for v in loss.values())
-    assert result["unit"] == "nats/token"
+    assert result["unit"] == "nats/token" and result["kind"] == "checkpoint" and result["scored_tokens"] == 256
 
 
 def test_folder_without_tokenizer_still_draws_ids(tiny_root, tmp_path, monkeypatch):

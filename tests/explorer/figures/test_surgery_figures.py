@@ -31,8 +31,8 @@ def test_the_difference_view_leads_with_the_head_that_moved():
 
 
 def test_the_table_figure_and_markdown_say_the_tables_numbers():
-    table = {"bundle": "default", "trained_length": 128, "lengths": [128, 512], "scored_bytes": 4096,
-             "scoring": "the first 4096 bytes", "unit": "nats/byte",
+    table = {"model": "default", "kind": "bundle", "label": "bundle 'default'", "trained_length": 128, "window": 64,
+             "lengths": [128, 512], "scored_tokens": 4096, "scoring": "the first 4096 bytes", "unit": "nats/byte",
              "rows": [{"label": "full (as trained)", "loss": {"128": 1.4, "512": 3.2}},
                       {"label": "routing", "loss": {"128": 3.6, "512": None}}]}
     fig = table_figure(table)
@@ -43,3 +43,7 @@ def test_the_table_figure_and_markdown_say_the_tables_numbers():
     assert fig.layout.shapes[0].y0 == 1.4                                    # as trained, the dashed line
     md = table_markdown(table)
     assert "| routing | 3.600 | n/a |" in md and "nats/byte" in md
+    # every length says it is in tokens and where it stands against the trained length
+    assert [b.name for b in bars] == ["L = 128 tokens (trained length)", "L = 512 tokens (4x past the trained length)"]
+    assert "L = 512 tokens (4x past the trained length)" in md.splitlines()[0]
+    assert "keep 64 keys" in fig.layout.title.text

@@ -89,31 +89,34 @@ def test_replaying_the_first_steps_of_a_recipe_gives_the_recorded_losses(manifes
 def test_a_bundled_lm_beats_its_initial_weights_on_held_out_text():
     b = bundled.load("default")
     ids, L = list(surgery.heldout_text()[:1024]), b.manifest["recipe"]["seq_len"]
-    trained = surgery.nats_per_byte(b.model(), ids, L)
-    initial = surgery.nats_per_byte(build_model(b.config).eval(), ids, L)
+    trained = surgery.nats_per_token(b.model(), ids, L)
+    initial = surgery.nats_per_token(build_model(b.config).eval(), ids, L)
     assert trained < 2.0 < 5.0 < initial  # ln 256 = 5.55 at initialisation
     assert trained == pytest.approx(b.manifest["final_heldout_loss"], abs=0.25)
 
 
 def test_the_stored_surgery_table_agrees_with_the_weights():
     for name in bundled.names():
-        b = bundled.load(name)
-        if not surgery.is_lm(b):
-            assert surgery.stored_table(name) is None
+        origin = surgery.bundle_origin(name)
+        if not origin.lm:
+            assert surgery.stored_table(origin) is None
             continue
-        stored = surgery.stored_table(name)
-        L = b.manifest["recipe"]["seq_len"]
+        stored = surgery.stored_table(origin)
+        L = origin.trained_length
         assert stored is not None and stored["lengths"] == [L, 4 * L], name
+        assert [r["label"] for r in stored["rows"]] == [lab for lab, _ in surgery.rows_for(origin)], name
+        assert stored["window"] == origin.window == 64 and stored["unit"] == "nats/byte"
         labels = [r["label"] for r in stored["rows"]]
-        assert f"{b.config.attention} (as trained)" in labels and len(labels) >= 10, name
-        assert "sliding_window + 4 sinks" in labels or b.config.attention == "sliding_window"
-    stored = surgery.stored_table("default")
+        assert f"{origin.config.attention} (as trained)" in labels and len(labels) >= 10, name
+        assert "sliding_window (64) + 4 sinks" in labels or origin.config.attention == "sliding_window"
+    origin = surgery.bundle_origin("default")
+    stored = surgery.stored_table(origin)
     labels = [r["label"] for r in stored["rows"]]
-    for label in ("full (as trained)", "sliding_window"):  # two rows recomputed from the weights
+    for label in ("full (as trained)", "sliding_window (64)"):  # two rows recomputed from the weights
         row = stored["rows"][labels.index(label)]
-        cfg = dict(surgery.rows_for(bundled.load("default")))[label]
+        cfg = dict(surgery.rows_for(origin))[label]
         b = bundled.load("default")
         params = {k: v for k, v in b.model().named_parameters()}
         model = b.model() if label.endswith("(as trained)") else models_surgery.transplant(params, b.config, cfg)
-        again = surgery.nats_per_byte(model, list(surgery.heldout_text()), stored["lengths"][0])
+        again = surgery.nats_per_token(model, list(surgery.heldout_text()), stored["lengths"][0])
         assert again == pytest.approx(row["loss"][str(stored["lengths"][0])], abs=2e-3), label
