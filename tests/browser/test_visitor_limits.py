@@ -149,3 +149,15 @@ def test_a_path_handed_to_the_upload_handler_is_neither_deleted_nor_read(server,
     assert "is not one of them" in said, said[-300:]  # another visitor's upload: refused by name, unread
     assert outside.read_text() == '{"model_type": "llama", "hidden_size": 64}'  # not deleted, not written
     assert os.path.exists(inside)  # another visitor's upload is still there
+
+
+def test_an_invalid_value_is_answered_4xx_without_being_echoed(server):
+    url, _ = server
+    with visitor("10.6.0.1") as c:
+        said = event(c, url, "preset", secrets.token_hex(8), preset="x" * 900_000)  # not one of the choices
+        queued = c.post(url + "gradio_api/call/analyze", json={"data": ["{}", "hi", "|", "y" * 900_000]})
+        body = c.get(url + f"gradio_api/call/analyze/{queued.json()['event_id']}").text
+        invalid = c.post(url + "gradio_api/queue/join", json={"data": [], "session_hash": [1] * 150_000})
+    assert said.startswith('{"detail": "Value: xxx') and len(said) < 2_000, said[:200]  # was a 500 of 900 kB
+    assert "event: error" in body and len(body) < 2_000, body[:200]
+    assert invalid.status_code == 422 and len(invalid.content) < 2_000 and "session_hash" in invalid.text
