@@ -6,6 +6,10 @@ measures them with one backward of the next-token loss on a seeded random batch 
 input of the config's arrangement: the tokens, or a source and a target, where the loss is the
 target's and the encoder's gradients arrive only through cross-attention), at initialisation or with
 a session's trained weights; ``placement_results(cfg)`` does it under every norm placement.
+``drawn_gradients(cfg, text, weights)`` is the one path of the page's Gradients tab, ``/gradients`` and
+the export: a pretrained checkpoint's norms of its next-token loss on the visitor's text (its own
+placement only: another needs other weights), any other weights' on the seeded batch under every
+placement (the weights for the placement they belong to, the others at initialisation).
 
 ``branch_gradient_norms`` finds the branches by walking ``model.named_modules()``: every
 ``models.blocks.Attention`` (its ``out_proj``), every cross-attention sublayer, and every outermost
@@ -29,6 +33,7 @@ it saves memory), so no tensor holding them is on the autograd graph: reported a
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +44,7 @@ from explorer.analysis.weights import TrainedWeights, applicable, resolve
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
+from explorer.runtime.text import default_text, model_input
 from models import ConfigError, build_model, registries
 from models.architectures import arrangement, stack_depth
 from models.blocks import Attention
@@ -93,7 +99,7 @@ def gradients_request(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
     if tokens is not None and (len(arrangement(cfg).inputs) != 1 or any(not 0 <= t < cfg.vocab_size for t in tokens)):
         raise ConfigError("tokens", len(tokens), f"one sequence of ids below vocab_size={cfg.vocab_size} for a "
                           "single-stack model")
-    w = resolve(cfg.to_json(), weights)
+    w = resolve(cfg, weights)
     need = budget.check(cfg, "gradients", int(seq_len), int(batch))
     key = ("gradients", cfg.to_json(), int(seq_len), int(batch), int(seed), weights_key(w), tokens)
     return Request(key, need, compute_gradients, (cfg.to_json(), int(seq_len), int(batch), int(seed), w, tokens))
@@ -134,6 +140,47 @@ def placement_results(cfg, weights: TrainedWeights | None = None) -> tuple:
             skipped[placement] = str(exc)
     got = fetch(list(requests.values()))
     return {p: json.loads(json.dumps(r)) for p, r in zip(requests, got)}, skipped
+
+
+CHECKPOINT_GRADIENT_TOKENS = 128  # a pretrained model's backward on a CPU: 128 tokens of the text
+
+
+@dataclass(frozen=True)
+class DrawnGradients:
+    """The gradient norms a page, an API call and an export show for one config and weights."""
+    results: dict                 # norm placement -> ``gradient_norms``' result
+    skipped: dict                 # placement(s) -> why not measured
+    tokens: int                   # the sequence the norms were measured on (a checkpoint: its text's tokens)
+    on_text: bool = False         # a checkpoint's loss on the visitor's text (else the seeded batch)
+    notes: tuple = field(default=())
+
+
+def drawn_gradients(cfg, text: str | None = None, weights=None, every_placement: bool = True) -> DrawnGradients:
+    """The gradient norms of ``cfg`` drawn with ``weights`` (a record, None or a request's ``WeightsSource``;
+    see the module docstring). ``every_placement=False``: the config's own placement only (the API).
+    ``text``: the visitor's text (None or "": the config's example text)."""
+    cfg = as_config(cfg)
+    w = applicable(weights, cfg)
+    if w is not None and w.checkpoint:
+        return _checkpoint_gradients(cfg, text or default_text(cfg), w)
+    seq = 64  # gradient_norms' seeded batch
+    if not every_placement:
+        return DrawnGradients({cfg.norm_placement: gradient_norms(cfg, weights=w)}, {}, seq)
+    results, skipped = placement_results(cfg, w)
+    return DrawnGradients(results, skipped, seq)
+
+
+def _checkpoint_gradients(cfg, text: str, weights: TrainedWeights) -> DrawnGradients:
+    ids = model_input(cfg, text, max_bytes=CHECKPOINT_GRADIENT_TOKENS,
+                      tokenizer=weights.tokenizer).ids("tokens") if len(arrangement(cfg).inputs) == 1 else ()
+    why = "a pretrained checkpoint is drawn with its own norm placement (another one needs other weights)"
+    others = [p for p in registries()["norm_placement"] if p != cfg.norm_placement]
+    skipped = {", ".join(others): why}
+    if len(ids) < 2:
+        note = "an encoder-decoder's" if ids == () else "a text of one token's"
+        return DrawnGradients({}, {cfg.norm_placement: f"no next-token loss on {note} checkpoint text", **skipped},
+                              max(1, len(ids)), on_text=True)
+    return DrawnGradients({cfg.norm_placement: text_gradient_norms(cfg, ids, weights)}, skipped, len(ids), on_text=True)
 
 
 # ---------------------------------------------------------------------------- the branches

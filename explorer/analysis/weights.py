@@ -10,8 +10,8 @@ The analyses take the record as their ``weights`` argument, passed down from the
 it (never a global or a context variable): results are cached under the digest, so two sessions never
 see each other's weights. An analysis refuses weights of another config (``resolve``); the UI passes
 them only for the config they belong to (``applicable``: another norm placement, another size is
-computed from its initial weights). ``mismatch(weights, cfg)`` names the fields that differ, for the
-switch's message.
+computed from its initial weights; given a request's ``explorer.analysis.source.WeightsSource``, the
+record it resolved). ``mismatch(weights, cfg)`` names the fields that differ, for the switch's message.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class TrainedWeights:
     checkpoint: str = ""    # the checkpoint's id (what a share link carries instead of the weights)
 
     def matches(self, cfg) -> bool:
-        return as_config(cfg).to_json() == self.config_json
+        return _json(cfg) == self.config_json
 
     def load_into(self, model: torch.nn.Module) -> torch.nn.Module:
         model.load_state_dict(self.tensors, strict=True)
@@ -95,17 +95,26 @@ def mismatch(weights: TrainedWeights, cfg) -> list:
     return [f"{k}={mine[k]!r}" for k in mine if other.get(k) != mine[k]]
 
 
-def resolve(cfg_json: str, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
-    """``weights`` checked against the config an analysis runs (``ConfigError`` naming the fields
-    that differ when they belong to another config); None: the initial weights."""
-    if weights is not None and weights.config_json != cfg_json:
-        diff = mismatch(weights, cfg_json)
+def _json(cfg) -> str:
+    return cfg if isinstance(cfg, str) else as_config(cfg).to_json()
+
+
+def resolve(cfg, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
+    """``weights`` checked against the config an analysis runs (a ``ModelConfig`` or its JSON;
+    ``ConfigError`` naming the fields that differ when they belong to another config); None: the initial
+    weights."""
+    if weights is not None and weights.config_json != _json(cfg):
+        diff = mismatch(weights, cfg)
         raise ConfigError("weights", "trained", f"a config equal to the one the weights were trained with "
                           f"({', '.join(diff[:4])})")
     return weights
 
 
-def applicable(weights: Optional[TrainedWeights], cfg) -> Optional[TrainedWeights]:
+def applicable(weights, cfg) -> Optional[TrainedWeights]:
     """``weights`` when they belong to ``cfg``, else None: what the UI passes down for a config the
-    controls may have moved away from (another norm placement in the gradient figure, say)."""
-    return weights if weights is not None and weights.config_json == cfg.to_json() else None
+    controls may have moved away from (another norm placement in the gradient figure, say). ``weights``:
+    a ``TrainedWeights`` record, None, or a request's ``WeightsSource`` (``explorer.analysis.source``:
+    its record, for the config it was resolved for)."""
+    if weights is not None and not isinstance(weights, TrainedWeights):
+        return weights.for_config(cfg)  # a WeightsSource (duck-typed: that module imports this one)
+    return weights if weights is not None and weights.matches(cfg) else None

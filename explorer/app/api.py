@@ -4,8 +4,10 @@
 them by name). Each reads its config through the one door (``explorer.runtime.configs.app_config``:
 the explorer's caps, validation, the memory budget; JSON parsed with bounded size, nesting and number
 length) and its text through the one text path (``explorer.runtime.text``: an empty text is the
-config's example text; a source / target model splits it at ``separator``), then calls the analyses'
-use cases, never a UI handler. Errors come back as ``gr.Error(message)``: the ``ConfigError`` text
+config's example text; a source / target model splits it at ``separator``) and its weights through
+the one weights source (``request_source``: the ``weights`` choice resolved once into an
+``explorer.analysis.source.WeightsSource``, the checkpoint loaded once), then calls the analyses' use
+cases with that record, never a UI handler: the page, the API and the export draw the same weights. Errors come back as ``gr.Error(message)``: the ``ConfigError`` text
 (naming the field and what it accepts), truncated; never a traceback. ``/benchmark`` and ``/export``
 are heavy jobs (``explorer.app.jobs``): admitted in their own family, one per visitor, run at low
 priority; a full family answers "busy" at once instead of waiting in the queue.
@@ -16,15 +18,11 @@ import os
 
 import gradio as gr
 
-from explorer.analysis import (
-    attention_maps,
-    config_diff,
-    gradient_norms,
-    latency_memory_sweep,
-    surgery,
-)
+from explorer.analysis import attention_maps, checkpoints, config_diff, latency_memory_sweep, surgery
+from explorer.analysis import source as weights_source
 from explorer.analysis.compare import compare_pair
-from explorer.analysis.gradients import text_gradient_norms
+from explorer.analysis.gradients import drawn_gradients
+from explorer.analysis.source import WeightsSource
 from explorer.analysis.sweep import sweep_axes
 from explorer.app.export import cleanup_export, write_export
 from explorer.app.gradio_compat import cache_file
@@ -34,12 +32,11 @@ from explorer.app.share import compare_query
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import SWEEP_BUDGET_S, parse_lengths
 from explorer.runtime.load import LOAD
-from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text, model_input
+from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text
 from explorer.runtime.untrusted import load_json, truncate
 from models import ConfigError
 
-API_WEIGHTS = ("bundled", "initial", "checkpoint:<id>")
-CKPT = "checkpoint:"
+API_WEIGHTS = (weights_source.BUNDLED, weights_source.INITIAL, weights_source.CHECKPOINT_PREFIX + "<id>")
 
 
 def call(fn):
@@ -69,43 +66,23 @@ def request_text(cfg, text) -> str:
     return as_text(text, default=default_text(cfg))
 
 
-def checkpoint_of(weights) -> str | None:
-    return weights[len(CKPT):] if isinstance(weights, str) and weights.startswith(CKPT) else None
-
-
-def request_config(config_json, weights):
-    """An API call's config: through the one door (``app_config``), or, for ``weights="checkpoint:<id>"``,
-    the checkpoint's config with ``config_json``'s fields as its surgery (empty: the checkpoint as trained;
-    a field that needs other weights is refused naming it)."""
-    ckpt = checkpoint_of(weights)
+def request_source(config_json, weights) -> WeightsSource:
+    """An API call's config and weights, resolved once: ``bundled`` (None or "", the default) draws the
+    bundled model that serves the config (trained with it, or moved to it by surgery) and falls back to the
+    initial weights with the reason; ``initial`` never loads one; ``checkpoint:<id>`` draws a pretrained
+    checkpoint the host offers, loaded once, with ``config_json``'s fields as its surgery (empty: the
+    checkpoint as trained; a field that needs other weights is refused naming it)."""
+    choice = weights_source.BUNDLED if weights in (None, "") else weights
+    ckpt = weights_source.checkpoint_id(choice)
     if ckpt is None:
-        return app_config(config_json)
+        if choice not in (weights_source.BUNDLED, weights_source.INITIAL):
+            raise ConfigError("weights", truncate(str(choice), 40), f"one of {list(API_WEIGHTS)}")
+        return weights_source.resolve(choice, app_config(config_json))
     changes = {} if config_json in (None, "") else load_json(config_json)
     if not isinstance(changes, dict):
         raise ConfigError("config", type(changes).__name__, "a JSON object of the fields to change on the checkpoint")
-    return surgery.config_for(ckpt, changes)
-
-
-def request_weights(cfg, weights) -> tuple:
-    """``(TrainedWeights or None, {"used", "source", ...})`` of an API call's ``weights`` choice:
-    ``bundled`` (the default) draws the bundled model that serves the config (trained with it, or moved
-    to it by surgery) and falls back to the initial weights with the reason; ``initial`` never loads one;
-    ``checkpoint:<id>`` draws a pretrained checkpoint the host offers (``request_config`` made ``cfg``)."""
-    choice = "bundled" if weights in (None, "") else weights
-    ckpt = checkpoint_of(choice)
-    if ckpt is not None:
-        record = surgery.weights_for(cfg, checkpoint=ckpt)
-        return record, {"used": "checkpoint", "checkpoint": ckpt, "source": record.source,
-                        "surgery": list(record.surgery)}
-    if choice not in API_WEIGHTS:
-        raise ConfigError("weights", truncate(str(choice), 40), f"one of {list(API_WEIGHTS)}")
-    if choice == "initial":
-        return None, {"used": "initial", "source": "initial weights (the config's seed)"}
-    record = surgery.weights_for(cfg)
-    if record is None:
-        return None, {"used": "initial", "requested": "bundled", "source": surgery.why_not(cfg)}
-    return record, {"used": "bundled", "source": record.source, "step": record.step,
-                    "surgery": list(record.surgery)}
+    loaded = checkpoints.load(ckpt)
+    return weights_source.resolve(choice, weights_source.checkpoint_config(loaded, changes), loaded=loaded)
 
 
 def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled") -> dict:
@@ -120,31 +97,36 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
     summary is the decoder's self-attention with ``encoder_maps`` and ``cross_maps`` (query = target,
     key = source) added."""
     def run():
-        cfg = request_config(config_json, weights)
-        record, used = request_weights(cfg, weights)
-        text_in = request_text(cfg, text)
-        summary = attention_maps(cfg, text_in, separator=separator, weights=record).summary()
-        if record is not None and record.checkpoint and record.surgery:
-            change = surgery.loss_change(cfg, text_in, checkpoint=record.checkpoint)
+        src = request_source(config_json, weights)
+        used = src.used()
+        text_in = request_text(src.config, text)
+        summary = attention_maps(src.config, text_in, separator=separator, weights=src.weights).summary()
+        if src.loaded is not None and src.surgery:
+            change = surgery.loss_change(src.config, text_in, checkpoint=src.loaded)
             if change:
                 used["perplexity"], used["loss"] = change.perplexity(), change.summary()
         return {**summary, "weights": used}
     return call(run)
 
 
-def api_gradients(config_json: str, weights: str = "bundled") -> dict:
-    """``gradient_norms`` of the config: per-layer attn_out, ffn_out and residual gradient norms.
+def api_gradients(config_json: str, weights: str = "bundled", text: str = "") -> dict:
+    """Per-layer attn_out, ffn_out and residual gradient norms of the config, as the Gradients tab draws
+    them for its norm placement (``explorer.analysis.gradients.drawn_gradients``, the one path of the page,
+    the API and the export).
 
-    ``weights``: ``bundled`` (default, where a bundle serves the config), ``initial``, or
-    ``checkpoint:<id>`` (``config_json``: the fields to change on its config; the loss is its next-token
-    loss on the example text, through its tokenizer); the result's ``weights`` says which were used."""
+    ``weights``: ``bundled`` (default, where a bundle serves the config), ``initial`` (both: the seeded
+    random batch), or ``checkpoint:<id>`` (``config_json``: the fields to change on its config; the loss
+    is its next-token loss on ``text``, "" for the example text, through its tokenizer: the first 128
+    tokens; an encoder-decoder's is refused with the reason); the result's ``weights`` says which were
+    used, ``tokens`` how long the sequence was."""
     def run():
-        cfg = request_config(config_json, weights)
-        record, used = request_weights(cfg, weights)
-        if record is not None and record.checkpoint:
-            ids = model_input(cfg, default_text(cfg), max_bytes=128, tokenizer=record.tokenizer).sequences[-1][1]
-            return {**text_gradient_norms(cfg, ids, record), "weights": used}
-        return {**gradient_norms(cfg, weights=record), "weights": used}
+        src = request_source(config_json, weights)
+        drawn = drawn_gradients(src.config, as_text(text, default=""), src, every_placement=False)
+        placement = src.config.norm_placement
+        if placement not in drawn.results:
+            why = drawn.skipped.get(placement, "not measured")
+            raise ConfigError("weights", truncate(src.choice, 60), f"weights whose gradients can be measured ({why})")
+        return {**drawn.results[placement], "tokens": drawn.tokens, "weights": src.used()}
     return call(run)
 
 
@@ -164,15 +146,16 @@ async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis:
     return await heavy_call("sweep", request, run)
 
 
-async def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
+async def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled",
                      request: gr.Request = None) -> dict:
     """The export zip (config.json, README.txt, figures.html, a PNG per figure when the server has
     kaleido and a Chrome) of the config on the text -> the file (``gradio_client`` downloads it).
-    The zip goes into Gradio's file cache (aged out like the button's downloads) and the temporary
-    folder is deleted before the call returns: an API client has no page to run a clean-up step."""
+    ``weights``: as ``/analyze`` takes it (default bundled): the zip holds the figures the page draws
+    for that choice. The zip goes into Gradio's file cache (aged out like the button's downloads) and the
+    temporary folder is deleted before the call returns: an API client has no page to run a clean-up step."""
     def run(_should_stop):
-        cfg = app_config(config_json)
-        folder, path, _ = write_export(cfg, request_text(cfg, text), None, separator)
+        src = request_source(config_json, weights)
+        folder, path, _ = write_export(src.config, request_text(src.config, text), None, separator, src)
         try:
             with open(path, "rb") as f:
                 return cache_file(f.read(), os.path.basename(path))
@@ -187,10 +170,14 @@ def api_compare(config_a_json: str, config_b_json: str, text: str, separator: st
     ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text, each as
     ``/analyze`` and ``/gradients`` give them for the same ``weights`` choice."""
     def run():
-        a, b = app_config(config_a_json), app_config(config_b_json)
+        if weights_source.checkpoint_id(weights) is not None:
+            raise ConfigError("weights", truncate(str(weights), 40), "bundled or initial: Compare draws the catalogue's "
+                              "models (a checkpoint's surgery is /analyze's perplexity)")
+        side_a, side_b = request_source(config_a_json, weights), request_source(config_b_json, weights)
+        a, b = side_a.config, side_b.config
         t = request_text(b, text)
-        (record_a, used_a), (record_b, used_b) = request_weights(a, weights), request_weights(b, weights)
-        pair = compare_pair(a, b, t, separator, record_a, record_b)  # one GPU call for both sides
+        used_a, used_b = side_a.used(), side_b.used()
+        pair = compare_pair(a, b, t, separator, side_a.weights, side_b.weights)  # one GPU call for both sides
         side = {k: {"attention": {**maps.summary(), "weights": used}, "gradients": {**grads, "weights": used}}
                 for k, maps, grads, used in zip("ab", pair["maps"], pair["gradients"], (used_a, used_b))}
         return {"diff": [list(r) for r in config_diff(a, b)], **side, "link": compare_query(a, b, t, separator)}

@@ -12,10 +12,11 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import checkpoints, surgery
+from explorer.analysis.source import checkpoint_choice
 from explorer.app.controls import CONTROL_FIELDS, HIDDEN_FIELDS
 from explorer.app.messages import problem
 from explorer.app.share import CKPT_PARAM, SEP_PARAM, from_query, link_separator
-from explorer.app.weights import CKPT, all_choices
+from explorer.app.weights import all_choices
 from explorer.runtime.presets import CUSTOM
 from explorer.runtime.untrusted import shown, shown_html
 from models import ConfigError
@@ -37,7 +38,7 @@ def restore(params: dict, fill_controls) -> dict:
             raise ConfigError(unknown[0], str(rest[unknown[0]])[:40], f"fields of the checkpoint's config: "
                               f"{', '.join(CONTROL_FIELDS)}")
         cfg = loaded.config.replace(**changes)  # strings coerced like a link's other values
-        cfg = surgery.config_for(ckpt_id, {k: getattr(cfg, k) for k in changes})
+        cfg = surgery.config_for(loaded, {k: getattr(cfg, k) for k in changes})
     except Exception as exc:
         why = problem(exc)
         msg = (f"This link opens checkpoint {raw[:60]!r}, which this host cannot load ({why}); showing the bundled "
@@ -50,4 +51,4 @@ def restore(params: dict, fill_controls) -> dict:
     extra = [] if ckpt_id in checkpoints.choice_ids() else [ckpt_id]
     status = f"Opened {shown(loaded.describe())} from the link." + (f" ⚠️ {shown(sep_notice)}" if sep_notice else "")
     return {**fill_controls(cfg, text, CUSTOM, status, separator=separator),
-            "weights": gr.update(choices=all_choices(extra), value=CKPT + ckpt_id), "ckpt_extra": extra}
+            "weights": gr.update(choices=all_choices(extra), value=checkpoint_choice(ckpt_id)), "ckpt_extra": extra}

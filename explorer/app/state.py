@@ -8,7 +8,8 @@ controls are not re-sent (each re-send would store a copy in Gradio's session).
 from __future__ import annotations
 
 from explorer.analysis.memo import weights_key
-from explorer.app.controls import ui_digest
+from explorer.analysis.source import WeightsSource
+from explorer.app.controls import current_config, ui_digest
 from explorer.app.grid_pick import normalise
 from explorer.runtime.digest import digest
 from explorer.runtime.text import DEFAULT_SEPARATOR, clip_text
@@ -31,3 +32,10 @@ def drawn_digest(cfg: ModelConfig, text: str, separator=None, picks=(None, None)
     """Digest of what the attention figures show: config, used text, separator, grid picks, weights."""
     return digest([cfg.to_json(), clip_text(text), separator or DEFAULT_SEPARATOR, *map(normalise, picks),
                    weights_key(weights)])
+
+
+def drawn_config(values: dict, weights=None) -> ModelConfig:
+    """The config a handler draws: the one its request's weights source was resolved for
+    (``explorer.analysis.source.WeightsSource``, passed down as ``weights``), else the controls' own
+    (``current_config``: a bad value raises the error the handler shows)."""
+    return weights.config if isinstance(weights, WeightsSource) else current_config(values)

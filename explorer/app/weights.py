@@ -12,19 +12,20 @@ Four kinds of choice:
   the controls describe another config. A run of the controls' model scaled down to the training cap
   (``explorer.app.tabs.train_source``) is not another config: the switch sets the size controls to the
   run's (``SWITCH_OUT`` names them) and draws it.
-
-``with_weights(handler)`` resolves the choice into a ``TrainedWeights`` record (or None) for the
-config on the controls and hands it to a compute handler as its ``weights`` argument (the analyses
-use it only for the config it belongs to); ``attention_with_weights`` does the same for the first
-event of a redraw, adds the weights line (``weights_md``: which weights are drawn and where they came
-from) and turns the switch off when a commit moves the config away from the session's run.
-
 - ``checkpoint:<id>``: a pretrained checkpoint (``explorer.analysis.checkpoints``). Choosing one fills every
   control with its architecture (``open_checkpoint``); while it is chosen the handlers get the control
-  values with its id (``with_checkpoint``), so ``current_config`` is the checkpoint's config with the
-  controls' surgery, and the weights line reports the perplexity change. A preset, Reset or an uploaded
+  values with the loaded checkpoint (``drawing``), so ``current_config`` is the checkpoint's config with
+  the controls' surgery, and the weights line reports the loss and perplexity change. A preset, Reset or an uploaded
   config switches back to bundled (``after_fill``), as does choosing another weight (the controls go
   back to the defaults when the checkpoint's sizes are past the explorer's caps).
+
+``with_weights(handler)`` resolves the choice once per request (``source_of``: an
+``explorer.analysis.source.WeightsSource``, the kind, the config drawn, its record, the loaded checkpoint)
+and hands it to a compute handler as its ``weights`` argument; the handler takes the config from it and
+passes it down to the analyses, which use the record only for the config it belongs to.
+``attention_with_weights`` does the same for the first event of a redraw, adds the weights line
+(``weights_md``: which weights are drawn and where they came from) and turns the switch off when a
+commit moves the config away from the session's run.
 
 The share link and the config export carry the configuration only: a session's own weights never
 leave it except through the Train tab's download; the bundled ones are the app's; a checkpoint's link
@@ -35,7 +36,9 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import checkpoints, surgery
+from explorer.analysis import source as weights_source
 from explorer.analysis import weights as tw
+from explorer.analysis.source import BUNDLED, INITIAL, TRAINED, WeightsSource, checkpoint_choice, checkpoint_id
 from explorer.app.controls import (
     CHECKPOINT_KEY,
     CONTROL_FIELDS,
@@ -53,8 +56,7 @@ from explorer.runtime.limits import check_caps
 from explorer.runtime.untrusted import shown, shown_html
 from models import ModelConfig
 
-BUNDLED, INITIAL, TRAINED = "bundled", "initial", "trained"
-CKPT = "checkpoint:"  # a pretrained checkpoint's choice: "checkpoint:<id>" (explorer.analysis.checkpoints)
+CKPT = weights_source.CHECKPOINT_PREFIX  # a pretrained checkpoint's choice: "checkpoint:<id>"
 CHOICES = [("bundled (trained)", BUNDLED), ("initial", INITIAL), ("your run (Train tab)", TRAINED)]
 SHARE_NOTE = ("The share link and the config export carry the configuration only, never your run's weights: "
               "those stay in this browser session (download them from the Train tab). A checkpoint's link "
@@ -64,16 +66,11 @@ SHARE_NOTE = ("The share link and the config export carry the configuration only
 SWITCH_OUT = ("weights", "trained", "state", "status", *CONTROL_FIELDS)
 
 
-def checkpoint_id(choice) -> str | None:
-    """The checkpoint id of a Weights choice ("checkpoint:<id>"), else None."""
-    return choice[len(CKPT):] if isinstance(choice, str) and choice.startswith(CKPT) else None
-
-
 def all_choices(extra=()) -> list:
     """The Weights choices: bundled, initial, your run, and a checkpoint per id the host offers (and ``extra``
     ids: a Hub model or an upload this session opened)."""
     ids = list(dict.fromkeys([*checkpoints.choice_ids(), *extra]))
-    return CHOICES + [(f"checkpoint: {i}", CKPT + i) for i in ids]
+    return CHOICES + [(f"checkpoint: {i}", checkpoint_choice(i)) for i in ids]
 
 
 def with_checkpoint(values: dict, choice) -> dict:
@@ -83,58 +80,78 @@ def with_checkpoint(values: dict, choice) -> dict:
     return {**without_checkpoint(values), CHECKPOINT_KEY: ckpt} if ckpt else without_checkpoint(values)
 
 
-def chosen(values: dict, choice, trained):
-    """The record ``choice`` means for the config on the controls (None: initial weights)."""
+def drawing(values: dict, loaded) -> dict:
+    """The control values with the loaded checkpoint under ``CHECKPOINT_KEY`` (``current_config`` then
+    applies the controls' surgery to its config without looking the checkpoint up again)."""
+    return {**without_checkpoint(values), CHECKPOINT_KEY: loaded}
+
+
+def source_of(values: dict, choice, trained=None, loaded=None) -> WeightsSource:
+    """The request's one resolution of the Weights ``choice`` for the controls (``ConfigError`` for a bad
+    control value, a change the checkpoint cannot take, a checkpoint that cannot be loaded; ``loaded``: the
+    checkpoint, when the caller loaded it already)."""
     ckpt = checkpoint_id(choice)
-    if ckpt:
-        try:
-            return surgery.weights_for(current_config(with_checkpoint(values, choice)), checkpoint=ckpt)
-        except Exception:  # a change the checkpoint cannot take: the handler warns about it itself
-            return None
-    if choice == TRAINED:
-        return trained
-    if choice in (BUNDLED, None):
-        try:
-            return surgery.weights_for(current_config(values))
-        except Exception:  # a bad control value: the handler warns about it itself
-            return None
-    return None
+    if ckpt is not None:
+        loaded = loaded if loaded is not None else checkpoints.load(ckpt)
+        return weights_source.resolve(choice, current_config(drawing(values, loaded)), loaded=loaded)
+    return weights_source.resolve(choice, current_config(without_checkpoint(values)), trained)
+
+
+def _resolved(values: dict, choice, trained=None, loaded=None) -> tuple:
+    """``(source or None, values for the handler)``: None when the choice cannot be drawn with these
+    controls (the handler, reading the config itself, warns naming the field)."""
+    try:
+        src = source_of(values, choice, trained, loaded)
+    except Exception:  # a bad control value, a change the checkpoint cannot take: the handler says it
+        return None, with_checkpoint(values, choice)
+    return src, (drawing(values, src.loaded) if src.loaded is not None else without_checkpoint(values))
+
+
+def chosen(values: dict, choice, trained):
+    """The record ``choice`` means for the config on the controls (None: initial weights); the page's
+    first paint (``explorer.app.layout``) draws with it."""
+    src = _resolved(values, choice, trained)[0]
+    return src.weights if src is not None else None
 
 
 def weights_line(values: dict, choice, record, text=None) -> str:
-    """The line under the switch: which weights the tabs draw, where they came from, and (a bundle moved
-    to another architecture) what the move costs in held-out loss on ``text``."""
-    if choice == INITIAL:
+    """The weights line of the page's first paint (``explorer.app.layout``): ``source_line`` of the choice."""
+    return source_line(_resolved(values, choice, record if choice == TRAINED else None)[0], text, choice)
+
+
+def source_line(src: WeightsSource | None, text=None, choice=None) -> str:
+    """The line under the switch: which weights the tabs draw, where they came from, and (a bundle or a
+    checkpoint moved to another architecture) what the move costs on ``text`` (None: not measured)."""
+    if src is None:
+        if checkpoint_id(choice):
+            return "⚠️ The checkpoint cannot be drawn with these controls (the status line says why)."
+        return ("ℹ️ No bundled model serves this config (the controls do not describe a valid config): drawing "
+                "the **initial weights**.")
+    if src.kind == INITIAL:
         return "Drawing the **initial weights** (untrained, from the config's seed)."
-    if checkpoint_id(choice):
-        return checkpoint_line(values, choice, record, text)
-    if record is not None:
-        line = f"Drawing the weights of the **{shown(record.source or 'session run')}**."
-        if record.surgery and text is not None:
-            try:
-                change = surgery.loss_change(current_config(values), text)
-            except Exception as exc:  # over the budget, say: the line says so instead of the figures
-                return f"{line} (Loss not measured: {shown(problem(exc))})"
-            return f"{line} Surgery: {loss_line(change)}."
-        return line
-    try:
-        why = surgery.why_not(current_config(values))
-    except Exception:
-        why = "the controls do not describe a valid config"
-    return f"ℹ️ No bundled model serves this config ({shown(why)}): drawing the **initial weights**."
+    if src.loaded is not None:
+        return checkpoint_line(src, text)
+    if src.weights is None:
+        why = src.why or "your run belongs to another config"
+        return f"ℹ️ No bundled model serves this config ({shown(why)}): drawing the **initial weights**."
+    line = f"Drawing the weights of the **{shown(src.weights.source or 'session run')}**."
+    if src.surgery and text is not None:
+        try:
+            change = surgery.loss_change(src.config, text)
+        except Exception as exc:  # over the budget, say: the line says so instead of the figures
+            return f"{line} (Loss not measured: {shown(problem(exc))})"
+        return f"{line} Surgery: {loss_line(change)}."
+    return line
 
 
-def checkpoint_line(values: dict, choice, record, text=None) -> str:
-    """The weights line of a checkpoint: which one, and (surgery) the perplexity change on the text and
-    on the fixed passage."""
-    if record is None:
-        return "⚠️ The checkpoint cannot be drawn with these controls (the status line says why)."
-    line = f"Drawing **{shown(record.source)}**."
-    if not record.surgery or text is None:
+def checkpoint_line(src: WeightsSource, text=None) -> str:
+    """The weights line of a checkpoint: which one, and (surgery) the loss and perplexity change on the
+    text and on the held-out passage."""
+    line = f"Drawing **{shown(src.source)}**."
+    if not src.surgery or text is None:
         return line
     try:
-        change = surgery.loss_change(current_config(with_checkpoint(values, choice)), text,
-                                      checkpoint=checkpoint_id(choice))
+        change = surgery.loss_change(src.config, text, checkpoint=src.loaded)
     except Exception as exc:  # over the budget, say: the line says so instead of the figures
         return f"{line} (Perplexity not measured: {shown(problem(exc))})"
     return f"{line} Surgery: {loss_line(change)}." if change else line
@@ -164,7 +181,7 @@ def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -
               "The controls show its architecture: change the attention pattern, window, sinks, K/V heads, RoPE "
               "scale or ablated heads to operate on it (the Surgery tab measures what each change costs); other "
               "choices need other weights.")
-    weights = gr.update(choices=all_choices(extra), value=CKPT + loaded.id) if select else gr.skip()
+    weights = gr.update(choices=all_choices(extra), value=checkpoint_choice(loaded.id)) if select else gr.skip()
     return {"weights": weights, "trained": None, "state": state, "status": status, **fill}
 
 
@@ -230,10 +247,11 @@ def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
 
 
 def with_weights(handler):
-    """``handler(values, **kw)`` called with the chosen weights (``explorer.app.weights.chosen``) as ``weights``."""
+    """``handler(values, **kw)`` called with the request's ``WeightsSource`` (``source_of``, resolved once
+    here) as ``weights``, or None when the controls cannot be drawn (the handler warns)."""
     def run(values: dict, trained=None, weights=BUNDLED, **kw):
-        values = with_checkpoint(values, weights)
-        return handler(values, weights=chosen(values, weights, trained), **kw)
+        src, values = _resolved(values, weights, trained)
+        return handler(values, weights=src, **kw)
     return run
 
 
@@ -243,34 +261,28 @@ def attention_with_weights(handler):
     back to bundled (outputs ``weights`` and ``trained`` added to the handler's)."""
     def run(values: dict, trained=None, weights=BUNDLED, **kw):
         keep = {"weights": gr.skip(), "trained": gr.skip()}
-        values = with_checkpoint(values, weights)
-        if weights == TRAINED:
-            msg = None
-            if trained is None:  # the session's snapshot expired (its state's time to live)
-                msg = "Weights switched to bundled: this session's snapshot of your run expired; switch again."
-            else:
-                try:
-                    diff = tw.mismatch(trained, current_config(values))
-                except Exception:
-                    diff = []  # the handler warns about the bad value itself
-                if diff:
-                    msg = f"Weights switched to bundled: your run belongs to another config ({', '.join(diff[:6])})."
-            if msg is not None:
-                gr.Info(shown_html(msg))
-                record = chosen(values, BUNDLED, None)
-                out = handler(values, weights=record, **kw)
-                return {**out, "weights": BUNDLED, "trained": None, "status": f"ℹ️ {shown(msg)}",
-                        "weights_md": weights_line(values, BUNDLED, record, kw.get("text"))}
+        loaded = None
         if checkpoint_id(weights):
             try:
-                checkpoints.load(checkpoint_id(weights))
+                loaded = checkpoints.load(checkpoint_id(weights))  # resolved with it below, not looked up again
             except Exception as exc:  # an upload the server no longer holds, a folder removed meanwhile
                 msg = f"Weights switched to bundled: {problem(exc)}"
                 gr.Warning(shown_html(msg))
                 values = without_checkpoint(values)
                 return {**{n: gr.skip() for n in CONTROL_FIELDS}, **(_leave_checkpoint(values) or {}),
                         "weights": BUNDLED, "trained": None, "status": f"⚠️ {shown(msg)}", "weights_md": ""}
-        record = chosen(values, weights, trained)
-        return {**handler(values, weights=record, **kw), **keep,
-                "weights_md": weights_line(values, weights, record, kw.get("text"))}
+        src, values = _resolved(values, weights, trained, loaded)
+        if weights == TRAINED and (trained is None or (src is not None and src.weights is None)):
+            if trained is None:  # the session's snapshot expired (its state's time to live)
+                msg = "Weights switched to bundled: this session's snapshot of your run expired; switch again."
+            else:
+                diff = tw.mismatch(trained, src.config)
+                msg = f"Weights switched to bundled: your run belongs to another config ({', '.join(diff[:6])})."
+            gr.Info(shown_html(msg))
+            src = weights_source.resolve(BUNDLED, src.config) if src is not None else None
+            out = handler(values, weights=src, **kw)
+            return {**out, "weights": BUNDLED, "trained": None, "status": f"ℹ️ {shown(msg)}",
+                    "weights_md": source_line(src, kw.get("text"), BUNDLED)}
+        return {**handler(values, weights=src, **kw), **keep,
+                "weights_md": source_line(src, kw.get("text"), weights)}
     return run

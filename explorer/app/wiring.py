@@ -278,10 +278,11 @@ def wire_tabs(demo, ui: Components) -> None:
             return ui.back({"files": gr.skip(), "export_dir": gr.skip(), "status": warn(problem(exc))})
 
     exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state",
-                                                   "zoom_layer", "zoom_head", "pinned", "train_state"),
+                                                   "zoom_layer", "zoom_head", "pinned", "train_state", "export_dir"),
                                   ui.outputs("files", "export_dir", "status"), api_name="export_click",
                                   concurrency_limit=None, **QUIET)  # API clients: the documented /export
-    # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy
+    # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy (a session
+    # whose clean-up never ran has it deleted by its next export, and explorer.app.export bounds them all)
     exported.then(cleanup_export, [ui["export_dir"]], None, api_name="export_cleanup", api_visibility="private",
                   queue=False)
 
@@ -301,7 +302,7 @@ def wire_compare(ui: Components, loaded) -> None:
     """Compare A/B: pin, recompute on the button or on opening the tab, and after a link has filled
     the controls, A and the tab (``loaded``: the load chain's attention event; the link was read
     before ``SHARE_JS`` rewrites the address bar)."""
-    refresh = dict(fn=ui.handler(compare.refresh_compare), inputs=ui.inputs(*COMPARE_IN),
+    refresh = dict(fn=ui.handler(weights_switch.with_weights(compare.refresh_compare)), inputs=ui.inputs(*COMPARE_IN),
                    outputs=ui.outputs(*compare.OUTPUTS), show_progress="minimal", concurrency_id="compute", **QUIET)
     ui["pin"].click(ui.handler(compare.pin_config), ui.inputs(*CONTROL_FIELDS, "text"), ui.outputs("pinned"),
                     api_name="pin_config", **QUIET).then(api_name="compare_after_pin", **refresh)

@@ -8,7 +8,9 @@ good figures stay on screen and no traceback reaches the page.
 ``draw_grid`` is the one place that draws the grid and writes the share link of what it shows (the
 config, the text the model read, its separator, the picked layers / heads): a control's commit and a
 change of "Layers shown" / "Heads shown" both go through it. ``weights``: the session's trained
-weights, used for the config they belong to only (``analysis.weights.applicable``).
+weights, used for the config they belong to only (``analysis.weights.applicable``): the request's
+``explorer.analysis.source.WeightsSource`` (resolved once by ``explorer.app.weights``), whose config the
+handlers draw.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from explorer.app.gradio_compat import plot_data
 from explorer.app.grid_pick import FIELDS, normalise, parse_pick, with_grid
 from explorer.app.messages import problem, text_notice, warn
 from explorer.app.share import checkpoint_query, to_query
-from explorer.app.state import drawn_digest, read_state
+from explorer.app.state import drawn_config, drawn_digest, read_state
 from explorer.figures.attention import attention_grid, attention_stats
 from explorer.figures.readings import maps_reading
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -55,13 +57,15 @@ def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=N
 
 def share_query(cfg: ModelConfig, text: str, separator, picks, weights=None) -> str:
     """The share link's query string of what the grid shows (config, text, separator, picks); for a
-    checkpoint's weights, its id and the controls' changes to its config."""
-    if weights is not None and weights.checkpoint:
+    checkpoint's weights, its id and the controls' changes to its config (``weights``: the request's
+    source, whose loaded checkpoint gives the config as trained, or a record)."""
+    w = applicable(weights, cfg)
+    if w is not None and w.checkpoint:
         from explorer.analysis import checkpoints
 
-        used = model_input(cfg, text, separator, tokenizer=weights.tokenizer).text
-        base = checkpoints.load(weights.checkpoint).config
-        return with_grid(checkpoint_query(weights.checkpoint, base, cfg, used, separator), *picks)
+        used = model_input(cfg, text, separator, tokenizer=w.tokenizer).text
+        base = checkpoints.load(getattr(weights, "loaded", None) or w.checkpoint).config
+        return with_grid(checkpoint_query(w.checkpoint, base, cfg, used, separator), *picks)
     return with_grid(to_query(cfg, text, preset_of(cfg), separator), *picks)
 
 
@@ -75,7 +79,7 @@ def draw_grid(cfg: ModelConfig, text: str, separator, picks, weights=None, stric
         grid_figure(attention_maps(cfg, text, separator=separator, weights=w), layers, heads, strict=True)
     grid = plot_data(figure_json(f"grid:{normalise(layers)}:{normalise(heads)}",
                                  lambda maps: grid_figure(maps, layers, heads), cfg, text, separator, w))
-    return grid, share_query(cfg, text, separator, picks, w)
+    return grid, share_query(cfg, text, separator, picks, weights)
 
 
 def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None, grid_layers=None,
@@ -104,7 +108,7 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
     controls.update(stacks.box_updates(values.get("architecture")))
     arch = values.get("architecture")
     try:
-        cfg = current_config(values)
+        cfg = current_config(values) if note else drawn_config(values, weights)  # adjusted: not what was resolved
         if arch != state.get("arch"):  # just switched to an encoder-decoder: give the text its separator
             text, paired = paired_text(cfg, text, separator)
             if paired:
@@ -115,7 +119,7 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
         if drawn == state["drawn"]:
             return {**controls, **unchanged, "status": note or notice(text, w),
                     "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
-        grid, link = draw_grid(cfg, text, separator, picks, w)
+        grid, link = draw_grid(cfg, text, separator, picks, weights)
         maps = attention_maps(cfg, text, separator=separator, weights=w)
         stats = plot_data(figure_json("stats", attention_stats, cfg, text, separator, w)) if with_stats else gr.skip()
         extra = stacks.attention_updates(cfg, text, separator, w)
@@ -133,7 +137,7 @@ def refresh_stats(values: dict, text, state=None, separator=None, weights=None) 
     if state is not None and not read_state(state)["fresh"]:
         return {"stats": gr.skip()}
     try:
-        cfg = current_config(values)
+        cfg = drawn_config(values, weights)
         return {"stats": plot_data(figure_json("stats", attention_stats, cfg, as_text(text), separator,
                                                applicable(weights, cfg)))}
     except Exception as exc:
@@ -149,7 +153,7 @@ def redraw_grid(values: dict, text, grid_layers=None, grid_heads=None, state=Non
     text = as_text(text)
     picks = (grid_layers, grid_heads)
     try:
-        cfg = current_config(values)
+        cfg = drawn_config(values, weights)
         drawn = drawn_digest(cfg, text, separator, picks, applicable(weights, cfg))
         if drawn == state["drawn"]:
             return {"grid": gr.skip(), "share_qs": gr.skip(), "status": gr.skip(), "state": gr.skip()}

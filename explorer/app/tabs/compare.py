@@ -15,15 +15,16 @@ from urllib.parse import parse_qsl
 
 import gradio as gr
 
-from explorer.analysis import config_diff, latency_memory_sweep, surgery
+from explorer.analysis import config_diff, latency_memory_sweep
 from explorer.analysis.compare import compare_pair
+from explorer.analysis.source import CHECKPOINT, WeightsSource
 from explorer.analysis.sweep import sweep_axes
 from explorer.analysis.weights import applicable
 from explorer.app.controls import current_config
 from explorer.app.jobs import run_job
 from explorer.app.messages import problem, warn
 from explorer.app.share import compare_query, from_query
-from explorer.app.state import read_state
+from explorer.app.state import drawn_config, read_state
 from explorer.app.tabs.latency import FIXED_LEN
 from explorer.figures.attention import attention_grid
 from explorer.figures.compare import ab_sweep_figure, gradient_compare_figure
@@ -77,13 +78,14 @@ def build_compare_tab() -> SimpleNamespace:
                                               ab_stop=ab_stop, ab_md=ab_md, ab_sweep=ab_sweep))
 
 
-def side_weights(choice, trained=None):
-    """``cfg -> TrainedWeights or None`` for the page's Weights choice (default: bundled)."""
-    if choice == "initial":
-        return lambda cfg: None
-    if choice == "trained":
-        return lambda cfg: applicable(trained, cfg)
-    return surgery.weights_for
+def side_weights(weights=None):
+    """``cfg -> TrainedWeights or None``: what each side is drawn with for the request's weights source
+    (``WeightsSource.for_other``: the same choice for A's config: its bundle, your run when it belongs to it,
+    the initial weights); a bare record draws a side only when it belongs to its config, None the initial
+    weights."""
+    if isinstance(weights, WeightsSource):
+        return weights.for_other
+    return lambda cfg: applicable(weights, cfg)
 
 
 def pin_config(values: dict, text=None) -> dict:
@@ -114,20 +116,21 @@ def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None, w
             "compare_qs": compare_query(a, b, text, separator)}
 
 
-def refresh_compare(values: dict, text, pinned, separator=None, weights=None, trained=None) -> dict:
+def refresh_compare(values: dict, text, pinned, separator=None, weights=None) -> dict:
     """A (pinned) vs B (the controls) -> the tab's outputs, each side drawn with the page's Weights choice
-    (``weights``: bundled / initial / your run; ``trained``: the session's run); nothing pinned -> a hint."""
+    (``weights``: the request's ``WeightsSource``, ``explorer.app.weights.with_weights``); nothing pinned ->
+    a hint."""
     if not pinned:
         return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
                 **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
-    if isinstance(weights, str) and weights.startswith("checkpoint:"):
+    if isinstance(weights, WeightsSource) and weights.kind == CHECKPOINT:
         return {"compare_md": "Compare A/B draws the catalogue's models (bundled, initial or your run). For a "
                               "pretrained checkpoint, the Surgery tab compares a change with the checkpoint as "
                               "trained: its difference view and perplexity on your text.",
                 **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
     try:
         a = app_config(pinned)
-        return compare_outputs(a, current_config(values), text, separator, side_weights(weights, trained))
+        return compare_outputs(a, drawn_config(values, weights), text, separator, side_weights(weights))
     except Exception as exc:
         return {"compare_md": warn(problem(exc)), **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
 

@@ -17,8 +17,9 @@ import gradio as gr
 from explorer.analysis import attention_maps
 from explorer.analysis.weights import applicable
 from explorer.app import weights as ui_weights
-from explorer.app.controls import CONTROL_FIELDS, current_config
+from explorer.app.controls import CONTROL_FIELDS
 from explorer.app.messages import problem, warn
+from explorer.app.state import drawn_config
 from explorer.figures.stacks import map_title
 from explorer.figures.zoom import head_figure
 from models import ConfigError
@@ -76,7 +77,7 @@ def refresh_stack_zoom(values: dict, text, pick=None, separator=None, weights=No
 
     try:
         slot, layer, head = parse_pick(pick)
-        cfg = current_config(values)
+        cfg = drawn_config(values, weights)  # the config the request's weights source was resolved for
         maps = slot_maps(attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)))
         if slot not in maps:
             have = ", ".join(k for k, v in GRIDS.items() if v in maps) or "none"

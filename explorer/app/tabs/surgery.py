@@ -17,9 +17,10 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import bundled, surgery
+from explorer.analysis.weights import applicable
 from explorer.app.controls import current_config
 from explorer.app.messages import problem
-from explorer.app.state import read_state
+from explorer.app.state import drawn_config, read_state
 from explorer.figures.base import message_figure
 from explorer.figures.surgery import difference_grid, table_figure, table_markdown
 from explorer.runtime.untrusted import shown
@@ -94,7 +95,8 @@ def refresh_surgery(values: dict, text, separator=None, state=None, weights=None
     if state is not None and not read_state(state)["fresh"]:
         return {k: gr.skip() for k in OUTPUTS}
     try:
-        return surgery_outputs(current_config(values), text, separator, weights)
+        cfg = drawn_config(values, weights)  # the request's weights source (explorer.app.weights.with_weights)
+        return surgery_outputs(cfg, text, separator, applicable(weights, cfg))
     except Exception as exc:  # the attention event already warned about a bad value
         msg = problem(exc)
         return {"surgery_md": f"⚠️ {shown(msg)}", **{k: gr.skip() for k in OUTPUTS[1:]}}
