@@ -4,6 +4,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernels import attention_ref, block_mask, pooled_attention
 from kernels.pooled_dense import pool_probs, pooled_block
@@ -135,3 +136,31 @@ def test_arguments_are_checked():
         pooled_attention(q, k, window=0)
     with pytest.raises(ValueError, match="block mask is for"):
         pooled_attention(q, k, block_mask=block_mask(torch.ones(12, 12, dtype=torch.bool), 16))
+
+
+class _LargestTensor(TorchDispatchMode):
+    """Records the largest number of elements of any tensor an aten op returns inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("causal,mask", [(True, None), (False, None), (False, "band")])
+def test_never_an_L_by_L_tensor(causal, mask):
+    """At 4096 tokens no op of the pass returns a tensor of even an eighth of L x L elements."""
+    L = 4096
+    q, k = _qk(1, 1, 1, L, L, d=8, seed=6)
+    q, k = q.float(), k.float()
+    bm = None if mask is None else block_mask(_band(L, L, 100), 64)
+    with _LargestTensor() as seen:
+        out = pooled_attention(q, k, causal=causal, block_mask=bm)
+    assert out.mass.shape == (1, 1, 64, 64)
+    assert 0 < seen.largest < L * L // 8, seen.largest

@@ -40,3 +40,25 @@ def test_entropy_left_out_past_its_length_and_said_so():
 def test_shapes_checked():
     with pytest.raises(ValueError, match="do not match"):
         pooled_linear(torch.rand(1, 3, 8, 4), torch.rand(1, 2, 8, 4), causal=True, block_q=64)
+
+
+def test_linear_in_the_length_past_the_entropy_limit():
+    """Past the entropy's limit nothing of L x L size is made: the largest tensor is O(L x features)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Largest(TorchDispatchMode):
+        largest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    Largest.largest = max(Largest.largest, t.numel())
+            return out
+
+    L = 8192
+    pq = torch.rand(1, 2, L, 16, dtype=torch.float64)
+    with Largest():
+        out = pooled_linear(pq, pq, causal=True, block_q=64, entropy_max_len=4096)
+    assert out.mass.shape == (1, 2, 128, 128)
+    assert Largest.largest <= 2 * (L + 1) * 16 * 2, Largest.largest
