@@ -1,23 +1,25 @@
 """Pooled attention maps on the block-sparse PyTorch path (CPU, and any device without Triton).
 
-It walks the layout exactly as the block-sparse forward does (``kernels/cpu_plan.py``: query blocks
-grouped by how many key blocks they visit, the visited key blocks gathered into one strip per query
-block, chunks of query blocks sized to stay in cache) and computes the same scores
+It walks the layout as the block-sparse forward does (``kernels/cpu_plan.py``: query blocks grouped
+by how many key blocks they visit, the visited key blocks gathered into one strip per query block,
+sliding runs as strided views of K; dense attention is walked tile by tile without a stored plan),
+in chunks of (K/V heads, query blocks) sized to stay in cache, and computes the same scores
 (``kernels/reference.py``: scale, soft cap, ``rel_k``, ``rel_bias``, ALiBi, the layout's partial
-tiles, causality). A strip holds every key its query block visits, so the row maximum ``m`` and the
-row sum ``l`` of ``e = exp(s - m)`` (the forward's log-sum-exp ``lse = m + ln l``) come from the
-strip, and every statistic is a sum over the strip of ``e`` times a per-key weight, divided by ``l``:
+tiles, causality). A strip holds every key its query block visits, so the softmax over the strip is
+the forward's ``p``, and its log-sum-exp is ``lse = m - ln max_j p_ij`` (``m`` the row maximum).
+Per chunk:
 
-- tile masses: ``e`` summed over each visited tile's keys, then over the cell's query rows and
-  scattered into the ``(n_qp, n_kp)`` grid: the grid, never ``L x L``, is what is kept;
-- one batched matmul ``e [rows, K] @ [k_j | 1 | j | j < sink_k] [K, d + 3]`` gives ``l``, the first
-  moment ``sum e j``, the sink mass and ``E K``; without score terms that need the elementwise scores
-  (soft cap, ``rel_bias``, ``rel_k``), ``sum_j e s = (scale q) . (E K) - slope * sum_j e |j - i|``, so
-  the entropy ``H = lse - sum p s`` needs no extra pass over the scores;
-- ``sum e |j - i| = i l - sum e j + 2 sum_{j > i} e (j - i)``: the last term is evaluated only on the
-  key slots right of the query block's first row (none but the diagonal for a causal layout), and
-  the window mass only on the slots within ``window`` of the block: ascending slots make both a
-  contiguous slice of the strip, a view.
+- cells: ``p`` summed over each visited tile's keys, then over the cell's query rows, scattered into
+  the ``(n_qp, n_kp)`` grid: the grid, never ``L x L``, is what is kept;
+- entropy ``H = lse - sum_j p s`` (one product-sum over the strip);
+- distance ``sum p |j - i| = i - sum p j + 2 sum_{j > i} p (j - i)``: ``sum p j`` is each tile's first
+  key times its mass plus one matrix-vector product with the offsets inside a tile; the last term is
+  evaluated only on the key slots right of the query block's first row (the diagonal alone when
+  causal). The window and sink masses likewise read only the slots within reach. Ascending slots
+  make each such range one contiguous slice of the strip, a view.
+
+Disallowed pairs get a finite floor (``-1e30``) rather than ``-inf``: ``p`` is exactly 0 there and
+``p * s`` stays 0.
 
 Memory: the grid ``O(B h n_qp n_kp)``, the statistics ``O(B h L)``, and one chunk of scores.
 """
