@@ -16,6 +16,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
+from explorer.analysis import finite
 from explorer.analysis.memo import eval_model, memo, weights_key
 from explorer.analysis.surgery.moved import weights_for
 from explorer.analysis.surgery.origin import Origin, origin_of
@@ -149,6 +150,7 @@ def losses(origin: Origin, cfg, weights: TrainedWeights, text_ids: tuple = ()) -
         values = memo(("surgery-loss", cfg, runs, weights_key(weights)), lambda: compute_losses(cfg, runs, weights),
                       need=need)
     values = ([stored] if stored is not None else []) + list(values)
+    finite.refuse_losses(values, "losses", cfg, weights)  # a sentence naming the overflow, not a NaN loss
     heldout = Loss(values[0], len(held), min(L, len(held)), L, origin.unit)
     text = Loss(values[1], len(text_ids), len(text_ids), L, origin.unit) if len(text_ids) >= 2 else None
     return heldout, text
