@@ -11,7 +11,9 @@ the first request it bounds the store per address, ``gradio_compat.bound_session
 - one address may send at most ``CLIENT_BODY_BYTES`` of bodies at once, and may hold at most
   ``CLIENT_UPLOADS`` times ``upload_cap()`` of uploads not yet aged out (429 beyond);
 - a request joining the queue from an address that already has ``settings.events_per_client()``
-  events waiting or running is answered 429 before it takes a queue place;
+  events waiting or running is answered 429 before it takes a queue place, and a request naming a
+  new session from an address that made ``settings.new_sessions_per_minute()`` (60) in the last
+  minute is answered 429 before Gradio builds it;
 - an error answer longer than ``ERROR_CHARS`` is cut (FastAPI's validation, which quotes the refused
   input whole, told by field and message only); Gradio's 500 for an event that could not take its input
   becomes a 400, and an exception escaping a route (malformed input Gradio does not check) is answered
@@ -53,6 +55,50 @@ def upload_cap() -> int:
 
 def _joins_queue(path: str) -> bool:
     return path.endswith(JOIN_SUFFIXES) or "/call/" in path
+
+
+def _makes_sessions(path: str) -> bool:
+    """The routes whose body's ``session_hash`` makes Gradio create that session if it is new."""
+    return _joins_queue(path) or "/run/" in path or "/api/" in path or path.rstrip("/").endswith("/component_server")
+
+
+async def _read_whole(receive, cap: int):
+    """The request's body read whole (at most ``cap`` bytes) -> a ``receive`` that hands it on again
+    (``.body`` holds it), or None past the cap."""
+    chunks, total = [], 0
+    while True:
+        message = await receive()
+        if message.get("type") != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        total += len(chunks[-1])
+        if total > cap:
+            return None
+        if not message.get("more_body"):
+            break
+    body, given = b"".join(chunks), False
+
+    async def replay():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+    replay.body = body
+    return replay
+
+
+def _session_allowed(app, body: bytes, address: str) -> bool:
+    """False when the body names a session Gradio does not hold yet and ``address`` has made
+    ``settings.new_sessions_per_minute()`` new ones in the last minute."""
+    holder = getattr(app, "state_holder", None)
+    try:
+        session = json.loads(body).get("session_hash") if body[:1] == b"{" else None
+    except (ValueError, AttributeError):
+        return True  # Gradio answers a malformed body itself
+    if not isinstance(session, str) or holder is None or session in holder.session_data:
+        return True
+    return visitors.NEW_SESSIONS.allow(address)
 
 
 class Uploads:
@@ -207,6 +253,13 @@ class RequestLimits:
                                             f"bytes in the last {settings.upload_ttl() / 60:.0f} minutes "
                                             f"(at most {CLIENT_UPLOADS * upload_cap():,}).")
         try:
+            if method == "POST" and _makes_sessions(path):
+                receive = await _read_whole(receive, cap)
+                if receive is None:
+                    return await _answer(send, 413, f"Request body refused: more than {cap:,} bytes.")
+                if not _session_allowed(scope.get("app"), receive.body, address):
+                    return await _answer(send, 429, "Too many new sessions from your address in the last minute; "
+                                                    "reload the page in a minute.")
             await self._relay(scope, receive, send, cap, upload, address, size)
         finally:
             _release(address, size)

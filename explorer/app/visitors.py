@@ -14,12 +14,15 @@ bodies and uploads) count per client address instead:
 /64 network (one host is commonly handed a whole /64, so single addresses are free to make); a value
 that is no address falls back to the peer's. ``CURRENT`` holds the address of the HTTP request being
 handled (set by ``explorer.app.request_limits``), which Gradio's session store reads when a request
-creates a session.
+creates a session; ``NEW_SESSIONS`` bounds how many new sessions an address may make per minute.
 """
 from __future__ import annotations
 
+import collections
 import contextvars
 import ipaddress
+import threading
+import time
 
 from explorer.runtime import settings
 
@@ -78,3 +81,30 @@ def of_request(request) -> str | None:
 def current() -> str:
     """The address of the request being handled in this context (``UNKNOWN`` outside one)."""
     return CURRENT.get() or UNKNOWN
+
+
+class Rate:
+    """At most ``per_minute()`` new things per address in any 60 s (for new sessions: each costs Gradio a
+    copy of the page's config, ~0.1 s of a core, so a flood of them is refused before Gradio makes them)."""
+
+    def __init__(self, per_minute):
+        self.per_minute = per_minute
+        self._lock = threading.Lock()
+        self._seen: dict = {}  # address -> deque of times, at most per_minute() long
+
+    def allow(self, address: str, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            times = self._seen.setdefault(address, collections.deque())
+            while times and times[0] <= now - 60:
+                times.popleft()
+            if len(times) >= self.per_minute():
+                return False
+            times.append(now)
+            if len(self._seen) > 4096:  # forget the addresses quiet for a minute
+                for a in [a for a, t in self._seen.items() if not t or t[-1] <= now - 60]:
+                    del self._seen[a]
+            return True
+
+
+NEW_SESSIONS = Rate(settings.new_sessions_per_minute)

@@ -12,9 +12,15 @@
 | ``EXPLORER_COMPILE_BUDGET`` | seconds a sweep's untimed first call of a model may take (Triton compiles its kernels there) | 120 |
 | ``EXPLORER_CLIENT_ADDRESS`` | which address names a visitor for the per-visitor limits: ``socket`` (the connection's peer), ``forwarded-first`` (the first entry of ``X-Forwarded-For``, as a Space's proxy sets it), or a number N (the N-th entry from the right: the address the outermost of N trusted proxies saw; a client cannot forge it) | ``forwarded-first`` where ``SPACE_ID`` is set (a Space), else ``socket`` |
 | ``EXPLORER_SESSIONS_PER_CLIENT`` | browser sessions one client address keeps on the server (its least recently used goes first; other addresses' sessions are never evicted for it) | 32 |
+| ``EXPLORER_NEW_SESSIONS_PER_MINUTE`` | new browser sessions one client address may open per minute (each costs Gradio ~0.1 s of a core; more are answered 429) | 60 |
 | ``EXPLORER_EVENTS_PER_CLIENT`` | events one client address may have waiting or running in the queue at once (more are answered 429 before they take a place) | 8 |
 | ``EXPLORER_MAX_BODY`` | bytes of one request body other than an upload (413 above) | ``1M`` |
 | ``EXPLORER_UPLOAD_TTL`` | seconds an upload stays in Gradio's upload cache (handlers copy or read it at once) | 300 |
+| ``EXPLORER_CHECKPOINTS`` | folders of Hugging Face checkpoints to offer besides the shipped one (``os.pathsep``-separated; a folder holding ``config.json`` or folders of them) | none |
+| ``EXPLORER_HUB_DOWNLOADS`` | ``1`` lets visitors open Hub models by id (``hub:<owner>/<name>``), downloaded on first use | off |
+| ``EXPLORER_HUB_CACHE`` | where Hub downloads are kept | ``huggingface_hub``'s default |
+| ``EXPLORER_CHECKPOINT_MAX_PARAMS`` | parameters of the largest checkpoint served (a whole number, ``_`` allowed) | 200000000 |
+| ``EXPLORER_UPLOAD_CHECKPOINT_BYTES`` | bytes of an uploaded checkpoint's files together, same forms as the memory sizes | ``24M`` |
 | ``TRITON_CACHE_DIR`` | where Triton keeps compiled kernels, kept across restarts (set by ``explorer.runtime.device.triton_cache``, created when a GPU first runs) | ``$XDG_CACHE_HOME/transformer-explorer/triton`` (``~/.cache/...``) |
 
 Each is read when asked, so a test or a benchmark can set it for a server it starts. A count or a
@@ -44,8 +50,14 @@ COMPILE_BUDGET = "EXPLORER_COMPILE_BUDGET"
 CLIENT_ADDRESS = "EXPLORER_CLIENT_ADDRESS"
 SESSIONS_PER_CLIENT = "EXPLORER_SESSIONS_PER_CLIENT"
 EVENTS_PER_CLIENT = "EXPLORER_EVENTS_PER_CLIENT"
+NEW_SESSIONS = "EXPLORER_NEW_SESSIONS_PER_MINUTE"
 MAX_BODY = "EXPLORER_MAX_BODY"
 UPLOAD_TTL = "EXPLORER_UPLOAD_TTL"
+CHECKPOINTS = "EXPLORER_CHECKPOINTS"
+HUB_DOWNLOADS = "EXPLORER_HUB_DOWNLOADS"
+HUB_CACHE = "EXPLORER_HUB_CACHE"
+CHECKPOINT_MAX_PARAMS = "EXPLORER_CHECKPOINT_MAX_PARAMS"
+UPLOAD_CHECKPOINT_BYTES = "EXPLORER_UPLOAD_CHECKPOINT_BYTES"
 TRITON_CACHE_DIR = "TRITON_CACHE_DIR"  # Triton's own variable: the app only gives it a lasting default
 
 MAX_DEFAULT_BUDGET = 8 << 30  # a visitor never gets more than 8 GiB by default, however big the host
@@ -162,6 +174,10 @@ def events_per_client() -> int:
     return _number(EVENTS_PER_CLIENT, 8, 1)
 
 
+def new_sessions_per_minute() -> int:
+    return _number(NEW_SESSIONS, 60, 1)
+
+
 def max_body() -> int:
     """Bytes of one non-upload request body."""
     raw = _raw(MAX_BODY)
@@ -171,6 +187,40 @@ def max_body() -> int:
 def upload_ttl() -> float:
     """Seconds an upload stays in Gradio's upload cache (at least ten)."""
     return float(_number(UPLOAD_TTL, 300.0, 10.0, float))
+
+
+def checkpoint_roots() -> list:
+    """The folders named by ``EXPLORER_CHECKPOINTS`` (``~`` expanded; empty entries skipped)."""
+    return [os.path.expanduser(p) for p in _raw(CHECKPOINTS).split(os.pathsep) if p.strip()]
+
+
+def hub_downloads() -> bool:
+    """Whether visitors may open Hub models by id (``EXPLORER_HUB_DOWNLOADS``: 1, true, yes or on)."""
+    return _raw(HUB_DOWNLOADS).lower() in ("1", "true", "yes", "on")
+
+
+def hub_cache() -> str | None:
+    """Where Hub downloads are kept (None: ``huggingface_hub``'s default)."""
+    return _raw(HUB_CACHE) or None
+
+
+def checkpoint_max_params(default: int) -> int:
+    """Parameters of the largest checkpoint served; a value that is no number is refused naming the
+    variable (guessing a cap on what a host loads would be worse)."""
+    raw = _raw(CHECKPOINT_MAX_PARAMS).replace("_", "")
+    if not raw:
+        return default
+    try:
+        value = int(float(raw))
+    except (ValueError, OverflowError):
+        raise ConfigError(CHECKPOINT_MAX_PARAMS, raw[:40], "a whole number of parameters, e.g. 200000000") from None
+    return max(1, value)
+
+
+def upload_checkpoint_bytes(default: int) -> int:
+    """Bytes of an uploaded checkpoint's files together (a size like the memory sizes)."""
+    raw = _raw(UPLOAD_CHECKPOINT_BYTES)
+    return parse_size(raw, 1 << 40, UPLOAD_CHECKPOINT_BYTES) if raw else default
 
 
 def upload_dir() -> str:

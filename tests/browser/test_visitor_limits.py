@@ -72,7 +72,8 @@ def test_a_session_flood_from_one_address_keeps_another_visitors_state(server):
             codes = {flood.post(url + "gradio_api/run/undo",
                                 json={"data": [], "session_hash": secrets.token_hex(8)}).status_code for _ in range(250)}
             spent = time.perf_counter() - t0
-        assert codes == {400}, codes  # an event without its inputs: a short 400, never a 500
+        # an event without its inputs: a short 400, never a 500; past 60 new sessions a minute, a 429
+        assert codes == {400, 429}, codes
         after = event(victim, url, "compare", session)
     assert '"success":true' in after and "Nothing pinned" not in after, (spent, after[-300:])
 

@@ -31,7 +31,7 @@ def served(tmp_path, monkeypatch):
 
     async def join(request):
         body = await request.body()
-        calls.append(("join", len(body), visitors.current()))
+        calls.append(("join", len(body), visitors.current(), body[:20]))
         return JSONResponse({"event_id": "e"})
 
     async def upload(request):
@@ -60,6 +60,7 @@ def served(tmp_path, monkeypatch):
                             Route("/gradio_api/run/failed", failed, methods=["POST"])],
                     middleware=[Middleware(request_limits.RequestLimits)])
     app.queued = []
+    app.state_holder = SimpleNamespace(session_data={"known": object()}, explorer_owners={})
     app.get_blocks = lambda: SimpleNamespace(_queue=SimpleNamespace(
         event_ids_to_events={i: e for i, e in enumerate(app.queued)}))
     with TestClient(app, raise_server_exceptions=False) as client:
@@ -75,7 +76,7 @@ def test_a_body_over_its_cap_is_refused_unread(served, monkeypatch):
     r = client.post("/gradio_api/queue/join", content=chunks)
     assert r.status_code == 413 and calls == []
     r = client.post("/gradio_api/queue/join", content=b"x" * 1000, headers={"X-Forwarded-For": "10.0.0.1"})
-    assert r.status_code == 200 and calls == [("join", 1000, "10.0.0.1")]  # the route sees the visitor
+    assert r.status_code == 200 and calls == [("join", 1000, "10.0.0.1", b"x" * 20)]  # the route sees the visitor
 
 
 def test_an_address_holds_a_bounded_number_of_queue_places(served, monkeypatch):
@@ -138,3 +139,24 @@ def test_the_upload_route_refuses_an_address_past_its_allowance(served, monkeypa
     monkeypatch.setattr(request_limits, "CLIENT_UPLOADS", 0)
     r = client.post("/gradio_api/upload", content=b"u" * 10, headers={"X-Forwarded-For": "10.0.0.7"})
     assert r.status_code == 429 and calls == []
+
+
+def test_new_sessions_per_address_are_rated_before_gradio_builds_them(served, monkeypatch):
+    client, calls, _, _ = served
+    monkeypatch.setenv(settings.NEW_SESSIONS, "5")
+    monkeypatch.setattr(visitors, "NEW_SESSIONS", visitors.Rate(settings.new_sessions_per_minute))
+
+    def join(session, ip):
+        body = json.dumps({"data": ["z" * 3000], "session_hash": session})
+        return client.post("/gradio_api/queue/join", content=body, headers={"X-Forwarded-For": ip}).status_code
+    assert [join(f"new{i}", "10.0.0.1") for i in range(7)] == [200] * 5 + [429] * 2
+    assert join("known", "10.0.0.1") == 200  # a session the server holds is never rated
+    assert join("new99", "10.0.0.2") == 200  # nor is another address
+    sizes = [len(json.dumps({"data": ["z" * 3000], "session_hash": s})) for s in ("new0",) * 5 + ("known", "new99")]
+    assert [c[1] for c in calls] == sizes  # the body read for the check reaches the route whole
+
+
+def test_the_rate_forgets_after_a_minute():
+    rate = visitors.Rate(lambda: 2)
+    assert rate.allow("a", now=0) and rate.allow("a", now=1) and not rate.allow("a", now=2)
+    assert rate.allow("a", now=60.5) and not rate.allow("a", now=60.8)  # the first one is a minute old
