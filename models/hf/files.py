@@ -44,6 +44,7 @@ MAX_INDEX_BYTES = 16 << 20       # an index lists every tensor name once
 MAX_HEADER_BYTES = 64 << 20      # a safetensors header: JSON of names, dtypes, shapes, offsets
 MAX_TOKENIZER_BYTES = 64 << 20   # the largest tokenizer.json files are ~30 MB
 MAX_NAME_CHARS = 1 << 16         # a tensor name, a shard name, a header's metadata value
+MAX_SHARDS = 1024                # safetensors files one index may name
 SHARD_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}\.safetensors$")  # a plain file name, no folder
 
 # safetensors dtype -> torch dtype; only floating weights are weights a model can read
@@ -129,12 +130,14 @@ def _shards(folder: Path, index: Path) -> tuple:
     weight_map = read_json(index, MAX_INDEX_BYTES, MAX_NAME_CHARS).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise ConfigError(INDEX, "weight_map", "an object mapping each tensor name to its shard file")
-    shards = []
+    shards = {}  # in first-use order; a dict: a list's membership test made this loop quadratic in the index
     for name, shard in weight_map.items():
         if not isinstance(shard, str) or not SHARD_NAME.match(shard) or shard.startswith("."):
             raise ConfigError(INDEX, str(shard)[:80], "plain .safetensors file names in the checkpoint folder")
-        if shard not in shards:
-            shards.append(shard)
+        shards.setdefault(shard, None)
+        if len(shards) > MAX_SHARDS:
+            raise ConfigError(INDEX, f"more than {MAX_SHARDS} shard files", f"at most {MAX_SHARDS} shards (the "
+                              "largest public checkpoints have a few hundred)")
     for shard in shards:
         if not (folder / shard).is_file():
             raise ConfigError(INDEX, shard, "shards that exist in the checkpoint folder (this one is missing)")

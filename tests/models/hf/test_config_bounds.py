@@ -187,3 +187,17 @@ def test_ordinary_nesting_and_numbers_still_read(saved, tmp_path):
     cfg["seed_like"] = 2 ** 63 - 1
     (folder / "config.json").write_text(json.dumps(cfg))
     assert plan(folder).family == "t5"
+
+
+def test_an_index_naming_a_hundred_thousand_shards_is_refused_before_any_is_looked_for(tmp_path):
+    """A 3 MB index of distinct shard names: refused at the shard cap (a list's membership test once made
+    this loop quadratic: minutes of a compute slot for one upload)."""
+    from models.hf.files import INDEX, MAX_SHARDS
+
+    folder = tmp_path / "index"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(QWEN2_BOMB))
+    (folder / INDEX).write_text(json.dumps({"weight_map": {f"t{i}": f"s{i}.safetensors" for i in range(100_000)}}))
+    with hang_guard(), pytest.raises(ConfigError) as e:
+        plan(folder)
+    assert e.value.field == INDEX and f"at most {MAX_SHARDS} shards" in e.value.allowed
