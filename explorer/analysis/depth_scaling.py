@@ -32,6 +32,7 @@ import math
 import torch
 
 from explorer.analysis.bundled import bundle_for, bundled_weights
+from explorer.analysis.depth_stored import preload
 from explorer.analysis.gradients import branch_gradient_norms, gradient_norms, input_batch, next_token_loss, outermost
 from explorer.analysis.memo import Request, fetch
 from explorer.analysis.weights import TrainedWeights, applicable
@@ -64,21 +65,10 @@ def depth_scaling(cfg, weights: TrainedWeights | None = None, depths=DEPTHS, see
     the loss or gradient was not finite at that depth (a placement without a norm overflows).
     """
     cfg = as_config(cfg)
-    sweep, notes = sweep_config(cfg, max_d_model)
+    sweep, notes, requests, skipped, skipped_depths = sweep_requests(cfg, depths, seeds, seq_len, batch, max_d_model,
+                                                                     placements)
     depths = tuple(sorted({int(d) for d in depths}))
-    if not depths or depths[0] < 1 or int(seeds) < 1:
-        raise ConfigError("depths", list(depths), "depths >= 1 and seeds >= 1")
-    # the curve depends on neither the visitor's depth nor seed (it takes its own): one memo entry for all
-    sweep = _at_depth(sweep, depths[0]).replace(seed=0)
-    requests, skipped, skipped_depths = {}, {}, {}
-    for placement in registries()["norm_placement"]:
-        if placements is not None and placement not in placements:
-            continue
-        try:
-            other = sweep.replace(norm_placement=placement).validate()
-            requests[placement], skipped_depths[placement] = _request(other, depths, int(seeds), int(seq_len), int(batch))
-        except ConfigError as exc:
-            skipped[placement] = str(exc)
+    preload(requests.values())  # the landing config's sweep is stored with the code: no compute at start-up
     got = fetch(list(requests.values()))
     result = {"depths": list(depths), "d_model": sweep.d_model, "seeds": int(seeds), "seq_len": int(seq_len),
               "batch": int(batch), "loss": LOSS, "init": INIT, "placements": {}, "skipped": skipped,
@@ -93,6 +83,28 @@ def depth_scaling(cfg, weights: TrainedWeights | None = None, depths=DEPTHS, see
         result["placements"][placement] = value
     result["trained"] = trained_points(cfg, weights, int(seq_len), int(batch), result["quantity"])
     return result
+
+
+def sweep_requests(cfg, depths=DEPTHS, seeds: int = SEEDS, seq_len: int = SEQ_LEN, batch: int = BATCH,
+                   max_d_model: int = MAX_D_MODEL, placements=None) -> tuple:
+    """``(sweep config, notes, {placement: Request}, {placement: why skipped}, {placement: {depth: why}})``:
+    what ``depth_scaling`` computes, checked and keyed on the caller's side (no model runs)."""
+    sweep, notes = sweep_config(as_config(cfg), max_d_model)
+    depths = tuple(sorted({int(d) for d in depths}))
+    if not depths or depths[0] < 1 or int(seeds) < 1:
+        raise ConfigError("depths", list(depths), "depths >= 1 and seeds >= 1")
+    # the curve depends on neither the visitor's depth nor seed (it takes its own): one memo entry for all
+    sweep = _at_depth(sweep, depths[0]).replace(seed=0)
+    requests, skipped, skipped_depths = {}, {}, {}
+    for placement in registries()["norm_placement"]:
+        if placements is not None and placement not in placements:
+            continue
+        try:
+            other = sweep.replace(norm_placement=placement).validate()
+            requests[placement], skipped_depths[placement] = _request(other, depths, int(seeds), int(seq_len), int(batch))
+        except ConfigError as exc:
+            skipped[placement] = str(exc)
+    return sweep, notes, requests, skipped, skipped_depths
 
 
 def sweep_config(cfg, max_d_model: int = MAX_D_MODEL) -> tuple:
@@ -118,7 +130,13 @@ def _request(cfg, depths: tuple, seeds: int, seq_len: int, batch: int) -> tuple:
     """The sweep of one placement, checked and keyed on the caller's side -> ``(Request, skipped depths)``;
     a depth over the memory budget or refused by the config is skipped, saying why."""
     kept, skipped, need = [], {}, 0
-    for depth in depths:
+    try:  # the deepest fits: so do the others (a model's footprint grows with its depth), one check for all
+        need = budget.check(_at_depth(cfg, depths[-1]).validate(), "gradients", seq_len, batch)
+        depths_to_check = ()
+        kept = list(depths)
+    except ConfigError:
+        depths_to_check = depths
+    for depth in depths_to_check:
         try:
             deep = _at_depth(cfg, depth).validate()
             need = max(need, budget.check(deep, "gradients", seq_len, batch))

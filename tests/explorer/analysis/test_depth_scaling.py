@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from explorer.analysis import clear_caches, depth_stored
 from explorer.analysis import depth_scaling as ds
 from explorer.analysis.bundled import bundled_weights
 from explorer.analysis.gradients import gradient_norms
@@ -125,3 +126,33 @@ def test_loglog_slope_recovers_a_power_law():
     depths = [2, 4, 8, 16]
     assert ds.loglog_slope(depths, [3 * d ** -0.5 for d in depths]) == pytest.approx(-0.5)
     assert ds.loglog_slope(depths, [0.0, None, 1.0, 0.0]) is None  # fewer than two positive points
+
+
+def test_the_stored_landing_sweep_is_what_the_code_computes():
+    stored = depth_stored.stored_values()
+    _, _, requests, _, _ = ds.sweep_requests(ModelConfig())  # the config the page opens with
+    assert set(requests) == {"post", "pre", "sandwich", "rezero", "none"}
+    assert all(depth_stored.key_text(r.key) in stored for r in requests.values())  # start-up computes none
+    for placement in ("post", "pre"):
+        req = requests[placement]
+        value = stored[depth_stored.key_text(req.key)]
+        cfg_json, depths, seeds, seq_len, batch = req.args
+        some = (depths[0], depths[-1])  # each depth is its own models: a subset recomputes exactly
+        fresh = ds.compute_depth_scaling(cfg_json, some, seeds, seq_len, batch)
+        for i, depth in enumerate(some):
+            k = depths.index(depth)
+            assert fresh["last"][i] == pytest.approx(value["last"][k], rel=1e-4), (placement, depth)
+            assert fresh["profile"][i] == pytest.approx(value["profile"][k], rel=1e-4), (placement, depth)
+
+
+def test_the_landing_sweep_is_read_not_computed(monkeypatch):
+    clear_caches()
+
+    def computed(*args):
+        raise AssertionError("the stored sweep was computed again")
+
+    monkeypatch.setattr(ds, "compute_depth_scaling", computed)
+    r = ds.depth_scaling(ModelConfig(n_layers=6, seed=3))  # neither the depth nor the seed moves the curve
+    _, _, requests, _, _ = ds.sweep_requests(ModelConfig())
+    want = depth_stored.stored_values()[depth_stored.key_text(requests["pre"].key)]
+    assert r["placements"]["pre"]["last"] == want["last"]
