@@ -27,15 +27,14 @@ from models import ConfigError
 from models.hf.files import PICKLES
 
 MAX_FILES = 8
-BYTES_ENV = "EXPLORER_UPLOAD_CHECKPOINT_BYTES"
+BYTES_ENV = settings.UPLOAD_CHECKPOINT_BYTES
 DEFAULT_BYTES = 24 << 20  # Gradio's per-file upload limit in this app (LAUNCH_OPTIONS)
 NAMES = re.compile(r"^(config\.json|tokenizer\.json|model\.safetensors|model\.safetensors\.index\.json|"
                    r"model-\d{5}-of-\d{5}\.safetensors)$")
 
 
 def max_bytes() -> int:
-    raw = os.environ.get(BYTES_ENV, "").strip()
-    return settings.parse_size(raw, 1 << 40, BYTES_ENV) if raw else DEFAULT_BYTES
+    return settings.upload_checkpoint_bytes(DEFAULT_BYTES)
 
 
 def _original_name(path: str) -> str:

@@ -13,11 +13,11 @@ import fnmatch
 import os
 from pathlib import Path
 
+from explorer.runtime import settings
 from models import ConfigError
 from models.hf.files import PICKLES
 
 PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json")
-CACHE_ENV = "EXPLORER_HUB_CACHE"
 
 
 def wanted(name: str) -> bool:
@@ -46,7 +46,7 @@ def download(repo_id: str, max_bytes: int) -> Path:
                           f"model's safetensors are {total / 1e6:.0f} MB)")
     try:
         path = snapshot_download(repo_id, allow_patterns=list(PATTERNS),
-                                 cache_dir=os.environ.get(CACHE_ENV) or None)
+                                 cache_dir=settings.hub_cache())
     except Exception as exc:
         raise ConfigError("checkpoint", shown, f"a Hub model this host can download ({type(exc).__name__}: "
                           f"{str(exc)[:120]})") from None

@@ -42,11 +42,6 @@ def field_type(name: str) -> tuple:
     return p.type, p.optional
 
 
-def dependent_fields() -> set:
-    """Fields some variant lists as a parameter (shown only when a chosen variant reads them)."""
-    return {p for reg in registries().values() for v in reg.values() for p in v.params}
-
-
 def always_visible() -> set:
     """The choices that define the model: never hidden, whatever another choice reads."""
     return set(CATEGORIES) | {"causal", "seed"} | set(SIZE_FIELDS)

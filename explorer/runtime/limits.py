@@ -1,7 +1,8 @@
 """Size limits of the hosted explorer, so one visitor cannot stall the queue or exhaust the memory.
 
 The library accepts any size; the app and its API refuse configs past these bounds with a
-``ConfigError`` that names the field, like every other invalid choice. Two layers: every size
+``ConfigError`` that names the field, like every other invalid choice, through the one door
+(``explorer.runtime.configs.app_config``, which applies both checks here). Two layers: every size
 field has a cap (``SIZE_LIMITS``: what an interactive explorer needs, a little more than the
 largest preset), and the combination must fit the per-request memory budget (``explorer.runtime.budget``)
 for the requests the app makes of every config: the attention maps of the longest text and the
@@ -21,13 +22,6 @@ SWEEP_BUDGET_S = 3.0          # latency sweep: seconds one timed run may take be
 GRADIENT_REQUEST = (64, 8)     # the (seq_len, batch) the app's gradient norms run on
 # The largest value of each size the app accepts: the ``cap`` of its record (``models.config.FIELDS``).
 SIZE_LIMITS = {name: p.cap for name, p in FIELDS.items() if p.cap is not None}
-
-
-def check_limits(cfg: ModelConfig) -> ModelConfig:
-    """Validate ``cfg``, refuse sizes past the app's caps and configs whose attention maps or
-    gradient norms would not fit the per-request memory budget (ConfigError); return ``cfg``."""
-    check_caps(cfg)
-    return check_budget(cfg.validate())
 
 
 def check_caps(cfg: ModelConfig) -> ModelConfig:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from benchmarks import loadtest as lt
-from explorer.runtime.limits import check_limits
+from explorer.runtime.configs import app_config
 from models import ConfigError, ModelConfig
 
 
@@ -18,11 +18,11 @@ def test_each_user_sends_the_hostile_config_once_and_valid_configs_otherwise():
     hostile = [r for r in reqs if r[2]]
     assert len(hostile) == 1 and json.loads(hostile[0][1][0]) == lt.HOSTILE
     with pytest.raises(ConfigError) as err:
-        check_limits(ModelConfig.from_dict(lt.HOSTILE))
+        app_config(ModelConfig.from_dict(lt.HOSTILE))
     assert lt._is_refusal(err.value)
     for api, args, _ in (r for r in reqs if not r[2]):
         assert api in ("/analyze", "/gradients")
-        check_limits(ModelConfig.from_dict(json.loads(args[0])))  # the app accepts every other request
+        app_config(ModelConfig.from_dict(json.loads(args[0])))  # the app accepts every other request
 
 
 def test_percentiles_match_numpy_nearest_rank():

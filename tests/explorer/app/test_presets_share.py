@@ -16,7 +16,8 @@ from explorer.figures import readings as report
 from explorer.figures.attention import attention_grid, attention_stats
 from explorer.figures.gradients import gradient_figure
 from explorer.figures.latency import fitted_slope, kv_cache_figure, sweep_figure
-from explorer.runtime.limits import check_limits, parse_lengths
+from explorer.runtime.configs import app_config
+from explorer.runtime.limits import parse_lengths
 from explorer.runtime.presets import CUSTOM, available, matching_preset, preset_config
 from models import ConfigError, ModelConfig
 
@@ -83,7 +84,7 @@ def test_kv_figure_has_current_mha_mqa():
 
 @pytest.mark.parametrize("name", REQUIRED_PRESETS)
 def test_required_presets_validate_and_are_offered(name):
-    cfg = check_limits(preset_config(name))
+    cfg = app_config(preset_config(name))
     assert name in available()
     assert matching_preset(cfg) == name
 
@@ -146,7 +147,7 @@ def test_any_link_gives_its_config_or_the_defaults_with_a_notice_naming_the_fiel
 
 def test_limits():
     with pytest.raises(ConfigError, match="n_layers"):
-        check_limits(ModelConfig(n_layers=13))
+        app_config(ModelConfig(n_layers=13))
     assert parse_lengths(" 256,128;128 ") == [128, 256]
     for bad in ("", "a,b", "0", "100000", ",".join(["8"] * 9)):
         with pytest.raises(ConfigError):

@@ -13,7 +13,7 @@ from explorer.app.export import cleanup_export, export_files
 from explorer.app.state import new_state
 from explorer.app.tabs import views as ui_views
 from explorer.figures.views import PLOT_NAMES
-from explorer.runtime.limits import check_limits
+from explorer.runtime.configs import app_config
 from explorer.runtime.presets import matching_preset, preset_config
 from models import ModelConfig
 
@@ -94,7 +94,7 @@ def test_bad_config_skips_every_view_output():
     ("Universal Transformer (2019)", "act"), ("GTrXL (2020)", "memory"),
 ])
 def test_paper_presets_validate_and_bring_their_view(preset, view):
-    cfg = check_limits(preset_config(preset))
+    cfg = app_config(preset_config(preset))
     assert matching_preset(cfg) == preset
     assert view in attention_maps(cfg, TEXT).views.items
 

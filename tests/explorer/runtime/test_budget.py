@@ -15,7 +15,8 @@ from explorer.app.share import from_query
 from explorer.app.sources import upload_config
 from explorer.runtime import budget
 from explorer.runtime import settings
-from explorer.runtime.limits import MAX_TEXT_BYTES, SIZE_LIMITS, check_limits
+from explorer.runtime.configs import app_config
+from explorer.runtime.limits import MAX_TEXT_BYTES, SIZE_LIMITS, check_budget
 from kernels.measure import measure_peak
 from models import ConfigError, ModelConfig, registries
 
@@ -38,7 +39,7 @@ def _api(data) -> str:
 
 def test_linformer_config_is_refused_everywhere(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as err:
-        check_limits(ModelConfig.from_dict(LINFORMER))
+        app_config(ModelConfig.from_dict(LINFORMER))
     assert err.value.field == "proj_len" and "at most 1024" in str(err.value)
     assert "proj_len" in _api(LINFORMER)
     cfg, _, _, notice = from_query({k: str(v) for k, v in LINFORMER.items()})
@@ -64,7 +65,7 @@ def _over_cap(name):
 def test_every_size_field_has_a_cap_on_every_entry_point(name, tmp_path):
     data = _over_cap(name)
     with pytest.raises(ConfigError) as err:
-        check_limits(ModelConfig.from_dict(data))
+        app_config(ModelConfig.from_dict(data))
     assert err.value.field == name
     assert name in _api(data)
     _, _, _, notice = from_query({name: str(data[name])})
@@ -118,7 +119,7 @@ def test_accepted_requests_stay_within_the_promised_budget(data, L):
     os.environ[settings.REQUEST_BUDGET] = str(REQUEST_BUDGET)
     try:
         try:
-            cfg = check_limits(ModelConfig.from_dict(data))
+            cfg = check_budget(app_config(ModelConfig.from_dict(data)))  # the budget set here, not a remembered pass
         except ConfigError:
             return  # refused: nothing to measure
         text = "".join(chr(97 + i % 26) for i in range(L))

@@ -6,7 +6,7 @@ import torch
 
 from explorer.app.controls import CONTROL_FIELDS, values_to_config
 from explorer.app.sources import apply_preset
-from explorer.runtime.limits import check_limits
+from explorer.runtime.configs import app_config
 from explorer.runtime.presets import PRESETS, available, matching_preset, preset_config
 from models import build_model
 
@@ -36,7 +36,7 @@ PAPER_PRESETS = {
 @pytest.mark.parametrize("name", PAPER_PRESETS)
 def test_paper_preset_validates_and_is_the_papers_model(name):
     assert name in available()
-    cfg = check_limits(preset_config(name))
+    cfg = app_config(preset_config(name))
     for field, value in PAPER_PRESETS[name].items():
         assert getattr(cfg, field) == value, field
     assert matching_preset(cfg) == name
