@@ -20,7 +20,7 @@ MAX_DIGITS = 20          # an integer literal: 2**64 has 20 digits, and every si
 MAX_NUMBER_CHARS = 64    # a float literal: 17 significant digits and an exponent need 24
 MAX_DEPTH = 32           # config.json nests a few levels (rope_scaling, task_specific_params.translation)
 MAX_CONFIG_STRING = 4096  # the longest strings of config.json are paths and class names
-MAX_CONTAINERS = 1 << 16  # objects and lists in one file: a safetensors header has one per tensor
+MAX_CONTAINERS = 1 << 16  # objects and lists in one file: a safetensors header has three per tensor
 
 
 class Absurd:
@@ -77,7 +77,7 @@ def check(data, name: str, max_string: int = MAX_CONFIG_STRING) -> None:
                 seen += 1
                 if seen > MAX_CONTAINERS:
                     _refuse(name, "", f"more than {MAX_CONTAINERS} objects and lists", f"at most {MAX_CONTAINERS} "
-                            "(a model's file holds a few, or one per tensor)")
+                            "(config.json holds a few, a safetensors header three per tensor)")
                 todo.append((item, _path(path, key), depth + 1))
             elif isinstance(item, (str, Absurd)):
                 _scalar(item, name, _path(path, key), max_string)
