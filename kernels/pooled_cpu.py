@@ -139,9 +139,9 @@ def _strip(c: _Call, grp, hs: slice, r0: int, r1: int):
         qg = c.qp[hs].index_select(1, grp.rows[r0:r1])
     if getattr(grp, "shared_keys", False):  # one strip for every row: a view, broadcast over the rows
         kt = c.kflat[hs, None, :K].transpose(-1, -2)  # (H', 1, d, K)
-    elif grp.key_start is not None:
-        lo = (grp.key_start + r0) * c.bk
-        kt = c.kflat[hs, lo:lo + (Rc - 1) * c.bk + K].unfold(1, K, c.bk)  # (H', Rc, d, K)
+    elif grp.key_start is not None:  # overlapping windows, bk keys apart: a strided view, no copy
+        kf = c.kflat[hs, (grp.key_start + r0) * c.bk:]
+        kt = kf.as_strided((kf.shape[0], Rc, K, c.d), (kf.stride(0), c.bk * c.d, c.d, 1)).transpose(-1, -2)
     else:
         H = qg.shape[0]
         kblocks = c.kflat[hs].view(H, c.nkb, c.bk, c.d)
@@ -159,8 +159,11 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     H = qg.shape[0]
     if kt.shape[1] == 1 and Rc > 1:  # a shared strip: the rows ride in the matmul's M dimension
         s = (qg.reshape(H, Rc * g * bq, c.d) @ kt[:, 0]).view(H, Rc, g, bq, K)
-    else:
-        s = (qg @ kt).view(H, Rc, g, bq, K)  # (H', Rc, g, bq, K)
+    else:  # one batched matmul per head: its batch stride is the strip's, so strided views stay views
+        s = qg.new_empty(H, Rc, g * bq, K)
+        for n in range(H):
+            torch.bmm(qg[n], kt[n], out=s[n])
+        s = s.view(H, Rc, g, bq, K)  # (H', Rc, g, bq, K)
     needs_rel = c.qr is not None or c.rel_bias is not None or c.slopes is not None
     rel = grp.rel(r0, r1) if needs_rel else None  # (Rc, bq, K): j - i_abs
     if c.qr is not None:
