@@ -118,7 +118,7 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
     random batch), or ``checkpoint:<id>`` (``config_json``: the fields to change on its config; the loss
     is its next-token loss on ``text``, "" for the example text, through its tokenizer: the first 128
     tokens; an encoder-decoder's is refused with the reason); the result's ``weights`` says which were
-    used, ``tokens`` how long the sequence was."""
+    used."""
     def run():
         src = request_source(config_json, weights)
         drawn = drawn_gradients(src.config, as_text(text, default=""), src, every_placement=False)
@@ -126,7 +126,7 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
         if placement not in drawn.results:
             why = drawn.skipped.get(placement, "not measured")
             raise ConfigError("weights", truncate(src.choice, 60), f"weights whose gradients can be measured ({why})")
-        return {**drawn.results[placement], "tokens": drawn.tokens, "weights": src.used()}
+        return {**drawn.results[placement], "weights": src.used()}
     return call(run)
 
 

@@ -116,7 +116,6 @@ def test_a_checkpoint_exports_its_own_placement_and_its_tokenizers_text(tiny):
     assert "checkpoint's tokenizer" in readme and used.text[:20] in readme
     # /gradients reads the same text and draws the same numbers as the tab's placement
     api_grads = api.api_gradients("", f"checkpoint:{ckpt_id}", TEXT)
-    assert api_grads["tokens"] == len(used.ids("tokens")[:128])
     tab = W.with_weights(refresh_analysis)(values, trained=None, weights=f"checkpoint:{ckpt_id}", text=TEXT)["grad"]
     ys = list(traces(tab).values())
     for key in ("attn_out", "ffn_out", "residual"):  # each of the tab's curves is the API's numbers
