@@ -41,9 +41,9 @@ def gradient_panel(cfg: ModelConfig, text: str, weights=None) -> tuple:
         title = (f"Gradient norms of the pretrained checkpoint's next-token loss on your text ({drawn.tokens} tokens), "
                  f"{cfg.norm_placement} placement")
     reading = gradient_reading(drawn.results, cfg.norm_placement, drawn.skipped)
-    shown = None if drawn.on_text else depth_panel(cfg, weights, drawn.results)  # Theorem 1 above the profile
-    if shown is not None:
-        return shown[0], f"{shown[1]}\n\n{reading}", drawn
+    theorem = None if drawn.on_text else depth_panel(cfg, weights, drawn.results)  # Theorem 1 above the profile
+    if theorem is not None:
+        return theorem[0], f"{theorem[1]}\n\n{reading}", drawn
     return gradient_figure(drawn.results, cfg.norm_placement, title), reading, drawn
 
 

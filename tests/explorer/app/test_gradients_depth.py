@@ -27,3 +27,17 @@ def test_no_measurable_depth_leaves_the_per_layer_figure(monkeypatch):
     monkeypatch.setattr(gradients_depth, "depth_scaling", functools.partial(analysis.depth_scaling, depths=(2,), seeds=1))
     monkeypatch.setattr(budget, "request_budget", lambda: 1)  # nothing fits
     assert gradients_depth.depth_panel(SMALL, None, {}) is None
+
+
+def test_the_gradients_tab_opens_on_theorem_1_with_the_bundles_as_stars():
+    from explorer.analysis.bundled import bundled_weights
+    from explorer.app.tabs.analysis import analysis_outputs
+    from explorer.runtime.text import DEFAULT_TEXT
+
+    cfg = ModelConfig()  # the page's first paint: the 'default' bundle (pre-LN); 'post_ln' is its post-LN twin
+    out = analysis_outputs(cfg, DEFAULT_TEXT, bundled_weights(cfg))
+    fig, reading = out["grad"], out["grad_md"]
+    assert fig.layout.title.text.startswith("Theorem 1 (Xiong et al. 2020)")
+    stars = {t.name for t in fig.data if t.mode == "markers"}
+    assert stars == {"post, trained ('post_ln' bundle)", "pre, trained ('default' bundle)"}
+    assert "does not shrink with depth" in reading and "last layer ÷ first layer" in reading  # both panels read
