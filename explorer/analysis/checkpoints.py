@@ -9,7 +9,7 @@ A checkpoint is a Hugging Face folder (``config.json``, ``*.safetensors``, ``tok
 - ``hub:<owner>/<name>``: a Hugging Face Hub model, only where ``EXPLORER_HUB_DOWNLOADS=1`` (a Space
   sets it as a variable in its settings); its safetensors are sized from the Hub's listing before
   anything is downloaded, and only config, weights and tokenizer files are fetched.
-- ``upload:<sha256>``: a checkpoint a visitor uploaded (``explorer.app.checkpoint_upload``), kept in a
+- ``upload:<sha256>``: a checkpoint a visitor uploaded (``explorer.analysis.checkpoint_upload``), kept in a
   small memo by the digest of its files' contents.
 
 ``load(ckpt_id)`` plans the checkpoint from its headers first (``models.hf.plan``: family, config,

@@ -98,7 +98,8 @@ def views_reading(views) -> str:
 
 
 def family_reading(s: dict) -> list:
-    """The reading lines of ``explorer.analysis.views.family`` (``s``: view name -> summary)."""
+    """The reading lines of the views ``explorer.analysis.views`` names induced, lite, retrieval and feedback
+    (``s``: view name -> summary)."""
     lines = []
     if "induced" in s:
         v = s["induced"]

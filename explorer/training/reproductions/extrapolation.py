@@ -58,7 +58,7 @@ def _trainer(s: dict, pos: str, threads: int = 1) -> Trainer:
 
 
 def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
-    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.replay``)."""
+    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.stored.replay``)."""
     return _trainer(settings(quick), POSITIONS[0], threads)
 
 

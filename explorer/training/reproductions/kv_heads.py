@@ -123,7 +123,7 @@ def _trainer(s: dict, kv: int, threads: int = 1) -> Trainer:
 
 
 def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
-    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.replay``)."""
+    """The run's first trainer, as ``run`` builds it (``explorer.training.reproductions.stored.replay``)."""
     s = settings(quick)
     return _trainer(s, s["kv_heads"][0], threads)
 
