@@ -110,7 +110,11 @@ class Tokenizer:
 
     @staticmethod
     def _start(data: bytes):
-        process = TokenizerProcess()
+        try:
+            process = TokenizerProcess()
+        except OSError as e:  # no process to be had (the host's process or memory limits)
+            raise ConfigError("tokenizer.json", "contents", f"a tokenizer this host can start a process for ({e})") \
+                from None
         try:
             info = process.call({"op": "load"}, data, Tokenizer.LOAD_SECONDS)
         except WorkerFailed as e:
@@ -162,6 +166,10 @@ class Tokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list:
         text = str(text)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate, which JSON can carry and UTF-8 cannot
+            raise ConfigError("text", f"character {e.start}: {text[e.start]!r}", "Unicode text") from None
         if len(text) > self.MAX_CHARS:
             raise ConfigError("text", f"{len(text)} characters", f"at most {self.MAX_CHARS} characters per encode")
         return [int(i) for i in self._call({"op": "encode", "text": text, "special": bool(add_special_tokens)})]

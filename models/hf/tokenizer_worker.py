@@ -152,7 +152,9 @@ class Worker:
 
 
 def main() -> None:
-    limit = int(sys.argv[1])
+    limit, hard = int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)  # a process may lower its hard limit, never raise it
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # an abort leaves no core file behind
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # terminate, even if the parent ignored it (exec keeps SIG_IGN)

@@ -106,3 +106,12 @@ def test_no_rust_tokenizer_in_this_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120,
                          cwd=os.getcwd())
     assert out.stdout.split() == ["hi", "False"], out.stderr[-2000:]
+
+
+def test_a_lone_surrogate_in_the_text_is_refused_as_text():
+    """JSON can carry "\\ud800" and UTF-8 cannot: the text is refused by its own name, the tokenizer lives."""
+    tok = Tokenizer.from_bytes(hostile_json({}).encode())
+    with pytest.raises(ConfigError, match="text=.*Unicode text") as err:
+        tok.encode("ab\ud800c")
+    assert err.value.field == "text" and tok.decode(tok.encode("abc")) == "abc"
+    tok.close()
