@@ -71,6 +71,8 @@ class Attention(QKVProjection):
             keep = torch.ones(out.shape[1], 1, 1, dtype=out.dtype, device=out.device)
             keep[sorted(dropped)] = 0
             out = out * keep
+        if ctx.interventions is not None:  # cached / replaced head results (models/interventions.py)
+            out = ctx.interventions.at_heads(self, out, info)
         return self.merge(out)
 
 
@@ -97,4 +99,6 @@ class Block(nn.Module):
     def _ffn(self, h, ctx, info):
         y, aux = self.ffn(h, ctx.tokens)
         info.record_ffn(aux)
+        if ctx.interventions is not None:
+            y = ctx.interventions.at_ffn(self.layer, y, info)
         return y

@@ -91,6 +91,11 @@ class LayerInfo:
     # -- architecture (encoder-decoder, models/encdec.py)
     stack: Optional[str] = None                  # "encoder" / "decoder" (None: the single stack of decoder_only)
     cross_attention: Optional[Tensor] = None     # (B, h, Lt, Ls) decoder -> source attention, when requested
+    # -- cached by an ``Interventions`` record with ``cache=True`` (models/interventions.py)
+    head_results: Optional[Tensor] = None        # (B, h, L, d_h) each head's z_h, before the output projection
+    head_outputs: Optional[Tensor] = None        # (B, h, L, d) each head's write z_h W_O^h to the residual stream
+    ffn_output: Optional[Tensor] = None          # (B, L, d) the FFN sublayer's output
+    output: Optional[Tensor] = None              # (B, L, d) the residual stream leaving the block
     # -- internal hand-offs to the memory update (cleared by it)
     attn_input: Optional[Tensor] = None          # (B, L, d) this layer's attention input
     knn_new: Optional[tuple] = None              # (keys, values) to append to the kNN store
@@ -143,6 +148,7 @@ class ForwardContext:
     prev_scores: Optional[torch.Tensor] = None  # (B, h, L, Lk) previous layer's pre-softmax scores
     prev_probs: Optional[torch.Tensor] = None   # (B, h, L, Lk) previous layer's attention weights
     packed: Optional[torch.Tensor] = None       # (B, n_inducing, d) Luna's packed sequence for the next layer
+    interventions: Any = None  # models.interventions.Interventions: head / FFN / residual reads and replacements
 
     def begin_layer(self, x: torch.Tensor) -> LayerInfo:
         """Open (and record) the record of the next applied layer, whose input is ``x``."""

@@ -88,17 +88,20 @@ class TransformerModel(nn.Module):
             return None
         return self.memory.new_state(batch_size, device if device is not None else self.head.weight.device)
 
-    def forward(self, tokens, return_attention: bool = False, state=None) -> ModelOutput:
+    def forward(self, tokens, return_attention: bool = False, state=None, interventions=None) -> ModelOutput:
         """Logits for ``tokens (B, L)``; with a memory, ``state`` is the memory so far (None: fresh)
-        and ``out.state`` the memory after these tokens (the input is unchanged)."""
+        and ``out.state`` the memory after these tokens (the input is unchanged). ``interventions``
+        (``models.interventions.Interventions``) caches or replaces head, FFN and residual activations."""
         self.check_tokens(tokens)
         tokens = tokens.long()
         B, L = tokens.shape
+        if interventions is not None:
+            interventions.check(self.cfg, B, L)
         mem = self.memory
         if mem is None:
             if state is not None:
                 raise ConfigError("state", type(state).__name__, "None: this model has no memory (memory='none')")
-            logits, ctx = self._segment(tokens, return_attention, None, 0)
+            logits, ctx = self._segment(tokens, return_attention, None, 0, interventions)
             return self._output(logits, ctx.layers, return_attention, None)
         state = mem.check_state(state, B, tokens.device)
         seg = self.cfg.segment_len if mem.segmented else L
@@ -115,13 +118,13 @@ class TransformerModel(nn.Module):
         layers = merge_segments(segments, lengths)
         return self._output(torch.cat(logits, dim=1), layers, return_attention, state)
 
-    def _segment(self, tokens, return_attention, state, k_start):
+    def _segment(self, tokens, return_attention, state, k_start, interventions=None):
         """One pass of the stack over one segment whose first token sits at ``k_start``."""
         L = tokens.shape[1]
         ctx = ForwardContext(tokens=tokens, position=self.position, need_weights=return_attention,
                              k_start=k_start, memory=self.memory, state=state,
                              positions=torch.arange(k_start, k_start + L, device=tokens.device),
-                             classifier=self.classify)
+                             classifier=self.classify, interventions=interventions)
         # absolute encodings number positions within the segment (memory keys carry no position
         # for them: only kNN / token memories allow absolute encodings); relative ones use k_start
         pos = torch.arange(L, device=tokens.device)

@@ -1,0 +1,126 @@
+"""One typed record of what a forward pass reads out of, or writes into, its blocks.
+
+TransformerLens names every intermediate activation so that caching, ablation and patching are one
+mechanism; here the same is a frozen record passed as ``model(tokens, interventions=Interventions(...))``
+(it travels in the ``ForwardContext``; no module keeps it, no hook is registered). Its points, per
+block of the standard layer structure:
+
+- ``replace_heads[(layer, head)]``: the head's result ``z_h`` (``(B, L, d_h)``: its attention-weighted
+  values, before the output projection) is replaced by ``"zero"`` or a tensor broadcastable to
+  ``(B, L, d_h)``. The head's output in the residual stream is ``z_h W_O^h`` (``W_O^h``: the output
+  projection's columns of head ``h``), linear in ``z_h``, so replacing ``z_h`` replaces that output:
+  zero ablation (``"zero"``), mean ablation (the mean of ``z_h`` over a reference text: a ``(d_h,)``
+  tensor) and activation patching (``z_h`` of another run, ``(B, L, d_h)``) are this one field.
+  Replacing ``z_h`` rather than ``z_h W_O^h`` keeps the output projection's own matmul, so patching
+  every head with the clean run's results gives the clean run's attention output bit for bit.
+- ``replace_ffn[layer]``: the FFN sublayer's output (``(B, L, d)``, before it joins the residual stream).
+- ``replace_resid[layer]``: the residual stream entering block ``layer``; ``layer = n_layers`` is the
+  stack's output (what the final norm reads).
+- ``cache=True``: every block's ``LayerInfo`` keeps ``head_results`` ``(B, h, L, d_h)``, ``head_outputs``
+  ``(B, h, L, d)`` (``z_h W_O^h`` per head: their sum over heads plus the output bias is the attention
+  sublayer's output), ``ffn_output`` ``(B, L, d)`` and ``output`` ``(B, L, d)`` (the stream leaving the
+  block; ``input`` is always kept). Caching changes no arithmetic: the logits are the plain call's.
+
+The record is defined on the standard layer structure of the single-stack architectures
+(``decoder_only``, ``encoder_only``) without a memory: other structures reorder, share or repeat their
+sublayers, so "the output of head h of layer l" is not one tensor there. ``check`` says so by
+``ConfigError`` naming the field.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Union
+
+import torch
+
+from .errors import ConfigError
+
+Value = Union[torch.Tensor, str]  # "zero" or a tensor broadcastable to the replaced activation
+ZERO = "zero"
+ARCHITECTURES = ("decoder_only", "encoder_only")
+
+
+@dataclass(frozen=True, eq=False)
+class Interventions:
+    replace_heads: Mapping = field(default_factory=dict)   # {(layer, head): "zero" | (B|1, L|1, d_h) tensor}
+    replace_ffn: Mapping = field(default_factory=dict)     # {layer: "zero" | (B|1, L|1, d) tensor}
+    replace_resid: Mapping = field(default_factory=dict)   # {layer in 0..n_layers: (B|1, L|1, d) tensor}
+    cache: bool = False
+
+    def __post_init__(self):
+        for name in ("replace_heads", "replace_ffn", "replace_resid"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def check(self, cfg, batch: int, length: int) -> None:
+        """``ConfigError`` naming the field for a model the record is not defined on, or a point or value
+        out of range for ``cfg`` and a ``(batch, length)`` input."""
+        if cfg.layer != "standard":
+            raise ConfigError("layer", cfg.layer, "'standard': interventions (cached, ablated or patched head "
+                              "and FFN outputs) are defined on the standard layer structure's blocks")
+        if cfg.architecture not in ARCHITECTURES:
+            raise ConfigError("architecture", cfg.architecture, f"one of {list(ARCHITECTURES)} for interventions")
+        if cfg.memory != "none":
+            raise ConfigError("memory", cfg.memory, "'none' for interventions (a memory splits the call in segments)")
+        for key, value in self.replace_heads.items():
+            ok = isinstance(key, tuple) and len(key) == 2 and all(isinstance(i, int) for i in key)
+            if not ok or not (0 <= key[0] < cfg.n_layers and 0 <= key[1] < cfg.n_heads):
+                raise ConfigError("replace_heads", str(key)[:40], f"(layer, head) with 0 <= layer < {cfg.n_layers} "
+                                  f"and 0 <= head < {cfg.n_heads}")
+            _check_value("replace_heads", value, cfg.d_head, batch, length, zero=True)
+        for name, points, top in (("replace_ffn", self.replace_ffn, cfg.n_layers - 1),
+                                  ("replace_resid", self.replace_resid, cfg.n_layers)):
+            for layer, value in points.items():
+                if not isinstance(layer, int) or not 0 <= layer <= top:
+                    raise ConfigError(name, str(layer)[:40], f"a layer index in 0..{top}")
+                _check_value(name, value, cfg.d_model, batch, length, zero=name == "replace_ffn")
+
+    # -- applied by the blocks (models.blocks, models.layers.standard)
+    def at_heads(self, attn, out: torch.Tensor, info) -> torch.Tensor:
+        """``out (B, h, L, d_h)``, the heads' results of ``attn``'s layer, with this layer's replacements;
+        records them (and each head's ``z_h W_O^h``) in ``info`` when caching."""
+        mine = {h: v for (layer, h), v in self.replace_heads.items() if layer == attn.layer}
+        if mine:
+            out = out.clone()
+            for h, value in mine.items():
+                out[:, h] = 0 if isinstance(value, str) else value.to(out.dtype)
+        if self.cache:
+            info.head_results = out
+            info.head_outputs = head_outputs(attn, out)
+        return out
+
+    def at_ffn(self, layer: int, y: torch.Tensor, info) -> torch.Tensor:
+        """The FFN output ``y (B, L, d)`` of ``layer`` with its replacement; recorded when caching."""
+        value = self.replace_ffn.get(layer)
+        if value is not None:
+            y = torch.zeros_like(y) if isinstance(value, str) else value.to(y.dtype).expand_as(y)
+        if self.cache:
+            info.ffn_output = y
+        return y
+
+    def at_resid(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        """The residual stream entering ``layer`` (``n_layers``: leaving the stack) with its replacement."""
+        value = self.replace_resid.get(layer)
+        return x if value is None else value.to(x.dtype).expand_as(x)
+
+
+def head_outputs(attn, out: torch.Tensor) -> torch.Tensor:
+    """Each head's write to the residual stream, ``z_h W_O^h``: ``out (B, h, L, d_h)`` -> ``(B, h, L, d)``.
+    Summed over heads, plus the output projection's bias, it is ``attn.merge(out)`` (to float rounding)."""
+    d, h, dh = attn.out_proj.weight.shape[0], attn.n_heads, attn.d_head
+    w = attn.out_proj.weight.view(d, h, dh)  # (d, h, d_h): W_O^h = w[:, h]
+    return torch.einsum("bhlk,dhk->bhld", out, w.to(out.dtype))
+
+
+def _check_value(name: str, value, width: int, batch: int, length: int, zero: bool) -> None:
+    if isinstance(value, str):
+        if zero and value == ZERO:
+            return
+        raise ConfigError(name, value[:40], "'zero' or a tensor" if zero else "a tensor")
+    if not isinstance(value, torch.Tensor) or value.dim() > 3 or value.dim() == 0 or value.shape[-1] != width:
+        raise ConfigError(name, tuple(getattr(value, "shape", ())) or type(value).__name__,
+                          f"a tensor broadcastable to (batch={batch}, length={length}, {width})")
+    lead = (1,) * (3 - value.dim()) + tuple(value.shape[:-1])
+    if lead[0] not in (1, batch) or lead[1] not in (1, length) or not torch.isfinite(value).all():
+        raise ConfigError(name, tuple(value.shape), f"a finite tensor broadcastable to (batch={batch}, "
+                          f"length={length}, {width})")
