@@ -79,7 +79,7 @@ def depth_scaling(cfg, weights: TrainedWeights | None = None, depths=DEPTHS, see
         value["slope"] = loglog_slope(value["depths"], value["last"])
         result["quantity"] = value.pop("quantity")
         # the deepest model's name of it, with its layer index written as L-1 (the same at every depth)
-        result["parameter"] = value.pop("parameter").replace(f".{value['depths'][-1] - 1}.", ".{L-1}.", 1)
+        result["parameter"] = value.pop("parameter").replace(f".{value['depths'][-1] - 1}.", ".{L-1}.")
         result["placements"][placement] = value
     result["trained"] = trained_points(cfg, weights, int(seq_len), int(batch), result["quantity"])
     return result

@@ -104,7 +104,7 @@ def depth_figure(depth: dict, current: str, per_layer: dict | None = None, per_l
         "xaxis": dict(type="log", domain=[0, 1], anchor="y", tickmode="array", tickvals=depths,
                       ticktext=[str(d) for d in depths], title=dict(text="depth L (layers, log scale)")),
         "yaxis": dict(type="log", domain=[top_lo, 1], anchor="x", exponentformat="power", dtick="D2",
-                      title=dict(text="last-layer ‖∇W2‖ (nats per unit weight)"),
+                      title=dict(text="last-layer ‖∇W2‖ (nats/weight)"),
                       **({"range": span} if span else {})),
     }
     notes = []
