@@ -21,6 +21,7 @@
 | ``EXPLORER_HUB_CACHE`` | where Hub downloads are kept | ``huggingface_hub``'s default |
 | ``EXPLORER_CHECKPOINT_MAX_PARAMS`` | parameters of the largest checkpoint served (a whole number, ``_`` allowed) | 200000000 |
 | ``EXPLORER_UPLOAD_CHECKPOINT_BYTES`` | bytes of an uploaded checkpoint's files together, same forms as the memory sizes | ``24M`` |
+| ``EXPLORER_LONG_CONTEXT_MAX_TOKENS`` | the longest passage the long-context view reads (tokens; its lengths above it are not offered) | 16384 |
 | ``TRITON_CACHE_DIR`` | where Triton keeps compiled kernels, kept across restarts (set by ``explorer.runtime.device.triton_cache``, created when a GPU first runs) | ``$XDG_CACHE_HOME/transformer-explorer/triton`` (``~/.cache/...``) |
 
 Each is read when asked, so a test or a benchmark can set it for a server it starts. A count or a
@@ -58,6 +59,7 @@ HUB_DOWNLOADS = "EXPLORER_HUB_DOWNLOADS"
 HUB_CACHE = "EXPLORER_HUB_CACHE"
 CHECKPOINT_MAX_PARAMS = "EXPLORER_CHECKPOINT_MAX_PARAMS"
 UPLOAD_CHECKPOINT_BYTES = "EXPLORER_UPLOAD_CHECKPOINT_BYTES"
+LONG_CONTEXT_MAX_TOKENS = "EXPLORER_LONG_CONTEXT_MAX_TOKENS"
 TRITON_CACHE_DIR = "TRITON_CACHE_DIR"  # Triton's own variable: the app only gives it a lasting default
 
 MAX_DEFAULT_BUDGET = 8 << 30  # a visitor never gets more than 8 GiB by default, however big the host
@@ -221,6 +223,11 @@ def upload_checkpoint_bytes(default: int) -> int:
     """Bytes of an uploaded checkpoint's files together (a size like the memory sizes)."""
     raw = _raw(UPLOAD_CHECKPOINT_BYTES)
     return parse_size(raw, 1 << 40, UPLOAD_CHECKPOINT_BYTES) if raw else default
+
+
+def long_context_max_tokens() -> int:
+    """The longest passage the long-context view reads, in tokens (at least 1024)."""
+    return _number(LONG_CONTEXT_MAX_TOKENS, 16384, 1024)
 
 
 def upload_dir() -> str:
