@@ -6,8 +6,8 @@ Each case runs ``models.long_context.pooled_maps`` on the bundled model 'default
 = 16 heads, RoPE, trained at 1024 bytes): one forward of the whole model at ``L`` tokens with the
 pooled pass of every layer (``kernels.pooled_attention``, 256 x 256 cells per head, per-query
 statistics) and the per-token loss. ``sw16k`` runs the same weights with a 64-key sliding window
-(surgery: the pattern has no parameters of its own). The text is the repository's documentation,
-bytes repeated up to ``L``. Printed: the whole call's seconds (the model's forward at ``L`` included:
+(surgery: the pattern has no parameters of its own). The text is the held-out part of the bundles'
+corpus (``explorer.runtime.corpus``), the same bytes on every run. Printed: the whole call's seconds (the model's forward at ``L`` included:
 at 16k tokens it is most of the time) and, apart, the seconds inside the pooled kernels.
 
 Targets (the issue's, on this 2-core CPU): sliding_window(64) at 16384 <= 2 s, full at 4096 <= 1.5 s,
@@ -27,7 +27,6 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = {"sw16k": ("sliding_window", 16384, 2.0), "full4k": ("full", 4096, 1.5), "full16k": ("full", 16384, 15.0)}
 
 
@@ -58,8 +57,11 @@ class PeakRSS:
 
 
 def text_tokens(L: int) -> torch.Tensor:
-    """``(1, L)`` byte ids of the documentation, repeated up to ``L``."""
-    data = b"".join(p.read_bytes() for p in sorted((ROOT / "docs").glob("*.md"))) or b"no documentation found "
+    """``(1, L)`` byte ids of the held-out part of the bundles' corpus (the Python documentation the
+    bundles were not trained on), repeated up to ``L`` if it is shorter."""
+    from explorer.runtime.corpus import python_docs, split_corpus
+
+    data = split_corpus(python_docs())[1]
     reps = -(-L // len(data))
     return torch.tensor(list((data * reps)[:L]), dtype=torch.long)[None]
 
