@@ -100,4 +100,4 @@ def upload_config(path) -> dict:
         cfg = read_config_file(path)
     except Exception as exc:
         return skip_fill(warn(problem(exc)))
-    return fill_controls(cfg, None, matching_preset(cfg), "✅ Config loaded.")
+    return fill_controls(cfg, None, matching_preset(cfg), "✓ Config loaded.")

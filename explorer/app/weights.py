@@ -177,7 +177,7 @@ def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -
         return _off(state, problem(exc))
     fill = {n: gr.update(value=u["value"]) for n, u in config_updates(loaded.config).items()}
     tok = "its tokenizer's tokens" if loaded.tokenizer is not None else "token ids (it has no tokenizer.json)"
-    status = (f"✅ Opened **{shown(loaded.describe())}** (read in {loaded.load_s:.2f} s; the maps show {tok}). "
+    status = (f"✓ Opened **{shown(loaded.describe())}** (read in {loaded.load_s:.2f} s; the maps show {tok}). "
               "The controls show its architecture: change the attention pattern, window, sinks, K/V heads, RoPE "
               "scale or ablated heads to operate on it (the Surgery tab measures what each change costs); other "
               "choices need other weights.")
