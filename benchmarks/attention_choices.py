@@ -13,6 +13,11 @@ tab's default sweep of a pattern is its wall time plus full attention's, the bas
 ``--budget`` override the tab's lengths and per-run budget (e.g. ``--lengths 8192 --budget 30`` for the
 2x check alone on a busy machine).
 
+``--head-to-head N`` is the 2x check made for a shared machine: the four default models at 8192 tokens
+(``--lengths`` to change it) run round-robin, N forwards each, and the table gives each one's fastest
+forward and fastest attention alone (other work only ever adds time, so the minimum is the closest to the
+machine's own speed, and the round-robin exposes every attention to the same interference).
+
 Each row builds a one-layer model of the default width (d_model 128, 4 heads, causal unless the
 mechanism is bidirectional-only), times the forward pass (median after warm-up) and measures the
 peak memory the forward allocated (``kernels.measure``: profiler allocator events on CPU,
@@ -76,6 +81,41 @@ def sweep_rows(lengths, budget_s: float) -> tuple:
     return rows, walls
 
 
+def head_to_head(L: int, rounds: int) -> dict:
+    """``{key: (best forward ms, best attention-alone ms)}`` of the default model at ``L``, the keys' forwards
+    run round-robin ``rounds`` times after one warm-up each."""
+    from explorer.analysis.core_timer import CoreTimer
+    models = {key: build_model(ModelConfig(attention=key)).eval() for key in SWEEP_KEYS}
+    tokens = torch.randint(0, 256, (1, L), generator=torch.Generator().manual_seed(0))
+    best = {key: (math.inf, math.inf) for key in SWEEP_KEYS}
+    with torch.no_grad():
+        for model in models.values():
+            model(tokens)  # one-time costs: lazy initialisation, the block-sparse layout and its plan
+        for _ in range(rounds):
+            for key, model in models.items():
+                with CoreTimer(model, "cpu") as timer:
+                    timer.reset()
+                    t0 = time.perf_counter()
+                    model(tokens)
+                    whole = time.perf_counter() - t0
+                    alone = timer.seconds()
+                best[key] = (min(best[key][0], 1000 * whole), min(best[key][1], 1000 * alone))
+    return best
+
+
+def _print_head_to_head(best: dict, L: int, rounds: int):
+    f = best["full"]
+    print(f"Head to head at L={L}: default model, forward, {torch.get_num_threads()} thread(s), fastest of {rounds} "
+          "round-robin runs each")
+    print(f"{'attention':16s}{'forward ms':>12s}{'x full':>8s}{'attention ms':>14s}{'x full':>8s}")
+    for key, (whole, alone) in best.items():
+        print(f"{key:16s}{whole:12.0f}{f[0] / whole:8.2f}{alone:14.0f}{f[1] / alone:8.2f}")
+    for key in SWEEP_KEYS[1:]:
+        fwd, alone = f[0] / best[key][0], f[1] / best[key][1]
+        print(f"{key} at L={L}: forward {fwd:.2f}x, attention alone {alone:.2f}x faster than full "
+              f"(at least {TARGET_X:g}x: {'yes' if min(fwd, alone) >= TARGET_X else 'NO'})")
+
+
 def _print_sweep(rows, lengths, walls):
     full = {r["seq_len"]: r for r in rows if r["attention"] == "full" and r["status"] == "ok"}
     first = next((r for r in rows if r["status"] == "ok"), {})
@@ -119,7 +159,18 @@ def main(argv=None):
     ap.add_argument("--json", help="write the table to this file")
     ap.add_argument("--sweep", action="store_true", help="the Latency tab's sweep: full, sliding_window, longformer, "
                                                         "bigbird, whole forward and attention alone")
+    ap.add_argument("--head-to-head", type=int, metavar="N", help="the 2x check on a shared machine: full, "
+                    "sliding_window, longformer, bigbird round-robin N times at 8192 (or --lengths), fastest each")
     args = ap.parse_args(argv)
+    if args.head_to_head:
+        from explorer.runtime.device import configure_threads
+        configure_threads()  # the app's intra-op threads (EXPLORER_THREADS, default 1), as the sweep uses
+        L = TARGET_L if args.lengths == LENGTHS else int(args.lengths.split(",")[-1])
+        with BusyWatch() as watch:
+            best = head_to_head(L, args.head_to_head)
+        _print_head_to_head(best, L, args.head_to_head)
+        print(watch.note())
+        return
     if args.sweep:
         from explorer.analysis.sweep import DEFAULT_LENGTHS
         from explorer.runtime.limits import SWEEP_BUDGET_S

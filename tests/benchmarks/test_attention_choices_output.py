@@ -34,3 +34,16 @@ def test_the_sweep_table_compares_each_pattern_with_full_forward_and_attention_a
     assert "bigbird at L=8192: not compared" in out.stdout  # 8192 was not among the lengths
     assert re.search(r"default sweep of bigbird \(with its full baseline\): \d+\.\d s", out.stdout)
     assert re.search(r"^machine: ", out.stdout, re.M)
+
+
+@pytest.mark.slow
+def test_the_head_to_head_table_gives_each_pattern_against_full():
+    out = subprocess.run([sys.executable, "-m", "benchmarks.attention_choices", "--head-to-head", "1", "--lengths", "128"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Head to head at L=128" in out.stdout and "fastest of 1 round-robin" in out.stdout
+    for key in ("sliding_window", "longformer", "bigbird"):
+        assert re.search(rf"^{key} at L=128: forward \d+\.\d\dx, attention alone \d+\.\d\dx faster than full "
+                         r"\(at least 2x: (yes|NO)\)$", out.stdout, re.M), out.stdout
+    assert re.search(r"^full\s+\d+\s+1\.00\s+\d+\s+1\.00$", out.stdout, re.M)  # full against itself
+    assert re.search(r"^machine: ", out.stdout, re.M)
