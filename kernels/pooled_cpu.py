@@ -157,7 +157,7 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     K = n_slots * bk
     qg, kt = _strip(c, grp, hs, r0, r1)
     H = qg.shape[0]
-    if kt.shape[1] == 1 and Rc > 1:  # a shared strip: the rows ride in the matmul's M dimension
+    if kt.shape[1] == 1:  # a shared strip: the rows ride in the matmul's M dimension
         s = (qg.reshape(H, Rc * g * bq, c.d) @ kt[:, 0]).view(H, Rc, g, bq, K)
     else:  # one batched matmul per head: its batch stride is the strip's, so strided views stay views
         s = qg.new_empty(H, Rc, g * bq, K)
