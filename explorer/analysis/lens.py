@@ -1,0 +1,98 @@
+"""Per-layer predictions (the logit lens, nostalgebraist 2020): what the model would predict if it stopped
+after each layer.
+
+For each position, the residual stream after the embedding and after each block goes through the model's
+own classifier (final norm + LM head, ``model.classify``): top-k tokens, the probability and rank of the
+target, and the loss per layer. The target is the next token for a causal model (``decoder_only``) and the
+token itself for a bidirectional one (``encoder_only``: what the masked-LM head reads back out of an unmasked
+input). The last row is the classifier applied to the stack's output: the model's own logits, bit for bit.
+
+"The residual stream" is what one block hands the next (``LayerInfo.output``, cached by the
+``models.interventions`` record). With pre-LN, sandwich, ReZero or no norm that is the un-normalised sum of
+the embedding and the sublayers' writes, and the final norm normalises it as it would the last one; with
+post-LN each block's output is already normalised (its second norm's output) and the model has no final
+norm, so the head reads it directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from models.interventions import Interventions
+from explorer.runtime.tokens import token_label
+
+TOP_K = 5
+
+
+def cached_run(model, ids: torch.Tensor):
+    """``model(ids)`` with every block's activations cached (``ModelOutput``; ``layers[i]`` holds them)."""
+    with torch.no_grad():
+        return model(ids, interventions=Interventions(cache=True))
+
+
+def streams(out) -> list:
+    """The residual stream after the embedding and after each block: ``n_layers + 1`` tensors ``(B, L, d)``."""
+    return [out.layers[0].input] + [info.output for info in out.layers]
+
+
+def stream_meaning(cfg) -> str:
+    if cfg.norm_placement == "post":
+        return "each block's output (post-LN: already normalised by the block's second norm; no final norm)"
+    return (f"each block's output, the un-normalised residual sum ({cfg.norm_placement} placement), "
+            "read through the final norm and the head")
+
+
+def targets(cfg, ids: torch.Tensor) -> tuple:
+    """``(positions, target ids)`` scored: next tokens for a causal model, the tokens themselves otherwise."""
+    L = ids.shape[1]
+    if cfg.architecture == "decoder_only":
+        return torch.arange(L - 1), ids[0, 1:]
+    return torch.arange(L), ids[0]
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    rows: tuple              # "embedding", "layer 0", ..., "layer n-1"
+    tokens: tuple            # (L,) the input ids
+    positions: tuple         # scored positions (the target of position i is target_ids[i])
+    target_ids: tuple
+    top_ids: torch.Tensor    # (R, L, k)
+    top_probs: torch.Tensor  # (R, L, k)
+    target_prob: torch.Tensor  # (R, P) probability of the target at each scored position
+    target_rank: torch.Tensor  # (R, P) long: 0 = the top prediction
+    loss: torch.Tensor       # (R,) mean -log p(target) over the scored positions, nats per token
+    stream: str              # what "the residual stream" is for this model
+
+    def to_json(self, label=None) -> dict:
+        """Plain lists (the API's shape); ``label(id) -> str`` names tokens (bytes by default)."""
+        label = label or token_label
+        return {
+            "rows": list(self.rows), "stream": self.stream,
+            "tokens": [label(t) for t in self.tokens], "token_ids": list(self.tokens),
+            "positions": list(self.positions), "targets": [label(t) for t in self.target_ids],
+            "top_tokens": [[[label(int(t)) for t in pos] for pos in row] for row in self.top_ids],
+            "top_ids": self.top_ids.tolist(), "top_probs": _rounded(self.top_probs),
+            "target_prob": _rounded(self.target_prob), "target_rank": self.target_rank.tolist(),
+            "loss_per_layer": _rounded(self.loss), "unit": "nats per token",
+        }
+
+
+def logit_lens(model, ids: torch.Tensor, k: int = TOP_K) -> LogitLens:
+    """The logit lens of ``model`` on ``ids (1, L)`` (see the module docstring)."""
+    cfg = model.cfg
+    out = cached_run(model, ids)
+    with torch.no_grad():
+        logits = torch.stack([model.classify(x)[0] for x in streams(out)])  # (R, L, V)
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    pos, tgt = targets(cfg, ids)
+    lp = logp[:, pos, tgt]  # (R, P)
+    rank = (logp[:, pos] > lp.unsqueeze(-1)).sum(-1)  # tokens strictly more likely than the target
+    top = logp.topk(min(k, logp.shape[-1]), dim=-1)
+    rows = ("embedding",) + tuple(f"layer {i}" for i in range(len(out.layers)))
+    return LogitLens(rows, tuple(ids[0].tolist()), tuple(pos.tolist()), tuple(tgt.tolist()), top.indices,
+                     top.values.exp(), lp.exp(), rank, -lp.mean(-1), stream_meaning(cfg))
+
+
+def _rounded(t: torch.Tensor, digits: int = 5):
+    return torch.round(t.float(), decimals=digits).tolist()
