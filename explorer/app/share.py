@@ -4,9 +4,9 @@
 ``preset=``), so links stay short, and only the part of the text the model reads
 (``explorer.runtime.text.model_input``): a link never holds more than ``MAX_QUERY_CHARS`` characters,
 far below what browsers and the server accept, so a pasted novel cannot make every later request
-fail. ``from_query(params)`` never raises: a malformed or hostile
-query string (unknown field, bad value, absurd size, huge text) gives the defaults back with a
-notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
+fail. ``from_query(params)`` never raises: a field it refuses (unknown, bad value, over a cap) is
+dropped and named in a notice while the rest of the link is used; an unreadable query string (absurd
+size) gives the defaults back with a notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
 ``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are ``pin`` (the pinned A of a comparison) and
 ``tab``, which ``explorer.app.tabs.compare`` reads.
 
@@ -37,8 +37,9 @@ from models import ConfigError, ModelConfig
 log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
-# pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick; ckpt: explorer.app.checkpoint_link
-_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt"}
+# pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick; ckpt: explorer.app.checkpoint_link;
+# lc_len / lc_src: explorer.app.tabs.long_context
+_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt", "lc_len", "lc_src"}  # lc_*: the long-context tab
 # a source / target text is up to MAX_TEXT_BYTES of its two sides plus the separator between them
 MAX_LINK_TEXT_BYTES = MAX_TEXT_BYTES + 4 * MAX_SEPARATOR_CHARS
 SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
@@ -85,7 +86,12 @@ def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
 
 
 def from_query(params: dict) -> tuple:
-    """``(cfg, text, preset, notice)``; ``notice`` is None when the query string was used as is."""
+    """``(cfg, text, preset, notice)``; ``notice`` is None when the query string was used as is.
+
+    A link whose fields are refused one by one keeps the others: each field the config refuses (its
+    ``ConfigError`` names it) is dropped and named in the notice, the rest of the link (its text, its
+    preset, its other fields) is used. Only a link that cannot be read at all (too long, or refused
+    for a reason no single field of it explains) gives the defaults."""
     params = {str(k): v for k, v in dict(params or {}).items()
               if not str(k).startswith("__") and str(k) not in _IGNORED}
     if not params:
@@ -95,22 +101,51 @@ def from_query(params: dict) -> tuple:
         if size > MAX_QUERY_CHARS:
             raise ConfigError("link", f"{size} characters", f"a query string of at most {MAX_QUERY_CHARS} characters")
         params.pop(SEP_PARAM, None)  # the separator: link_separator
-        preset = str(params.pop("preset", CUSTOM))
         text = str(params.pop("text", DEFAULT_TEXT))
-        base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
-        cfg = app_config({**base, **params})
+        cfg, preset, refused = _kept_fields(str(params.pop("preset", CUSTOM)), params)
     except ConfigError as exc:
-        why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"  # the echoed value can be huge
-        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({why}); showing the defaults."
+        return ModelConfig(), DEFAULT_TEXT, CUSTOM, f"The link could not be used ({_short(exc)}); showing the defaults."
     except Exception as exc:  # anything else a hostile string could provoke: never raise
         log.warning("unusable share link %r: %s", params, exc)
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, "The link could not be read; showing the defaults."
-    notice = None
+    notes = []
+    if refused:
+        names = ", ".join(refused)
+        why = "; ".join(_short(e, 120) for e in refused.values())
+        notes.append(f"The link's {names} could not be used ({why}); the rest of the link is kept.")
     most = MAX_LINK_TEXT_BYTES if reads_pair(cfg) else MAX_TEXT_BYTES
     if len(text.encode("utf-8")) > most:
         text = clip_text(text, most)
-        notice = f"The text in the link was cut to its first {most} bytes."
-    return cfg, text, preset, notice
+        notes.append(f"The text in the link was cut to its first {most} bytes.")
+    return cfg, text, preset, " ".join(notes) or None
+
+
+def _short(exc: Exception, most: int = 200) -> str:
+    why = str(exc)
+    return why if len(why) <= most else why[:most] + "…"  # the echoed value can be huge
+
+
+def _kept_fields(preset: str, fields: dict) -> tuple:
+    """``(cfg, preset, refused)``: the config of ``preset`` (CUSTOM: the defaults) with every field of
+    ``fields`` the config accepts; ``refused`` maps each dropped field (an unknown preset is the field
+    ``preset``) to its ``ConfigError``. A refusal naming no field of the link raises it."""
+    refused = {}
+    try:
+        base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
+    except ConfigError as exc:
+        refused["preset"] = exc
+        preset, base = CUSTOM, ModelConfig().to_dict()
+    fields = dict(fields)
+    for name in [k for k in fields if k not in base]:  # unknown fields: refused without a try each
+        refused[name] = ConfigError(name, _short(ValueError(fields.pop(name)), 40), "not a field of the model")
+    while True:  # each round drops one field, so at most len(fields) + 1 rounds
+        try:
+            return app_config({**base, **fields}), preset, refused
+        except ConfigError as exc:
+            if exc.field not in fields:
+                raise
+            refused[exc.field] = exc
+            del fields[exc.field]
 
 
 def link_separator(params: dict) -> tuple:
@@ -122,8 +157,7 @@ def link_separator(params: dict) -> tuple:
     try:
         return check_separator(raw), None
     except ConfigError as exc:
-        why = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "…"
-        return DEFAULT_SEPARATOR, f"The link's separator could not be used ({why}); splitting at {DEFAULT_SEPARATOR!r}."
+        return DEFAULT_SEPARATOR, f"The link's separator could not be used ({_short(exc)}); splitting at {DEFAULT_SEPARATOR!r}."
 
 
 def compare_query(a: ModelConfig, b: ModelConfig, text: str, separator=None) -> str:

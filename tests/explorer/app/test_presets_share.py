@@ -111,11 +111,25 @@ def test_custom_config_and_text_round_trip():
     {"window": "-3", "attention": "sliding_window"}, {"preset": "GPT-7"}, {"causal": "maybe"},
     {"text": "x" * 5000}, {"d_model": "<script>alert(1)</script>"},
 ])
-def test_hostile_links_fall_back_to_defaults_with_a_notice(params):
+def test_hostile_links_keep_their_valid_fields_with_a_notice(params):
     cfg, text, preset, notice = from_query(params)
     assert notice
     if "text" not in params:
-        assert cfg == ModelConfig() and text == DEFAULT_TEXT
+        kept = {k: v for k, v in params.items() if k == "attention" and v == "sliding_window"}
+        assert cfg == ModelConfig(**kept) and text == DEFAULT_TEXT and preset == CUSTOM
+
+
+def test_one_bad_field_keeps_the_rest_of_the_link():
+    """A bad ``seed`` no longer throws away a valid ``text`` and ``attention``: the notice names the
+    refused fields (and only those), everything else of the link is used."""
+    params = {"seed": "x", "bogus": "1", "attention": "sliding_window", "window": "32", "text": "hello there"}
+    cfg, text, preset, notice = from_query(params)
+    assert (cfg.attention, cfg.window, cfg.seed) == ("sliding_window", 32, ModelConfig().seed)
+    assert text == "hello there" and preset == CUSTOM
+    assert "seed=" in notice and "bogus=" in notice and "window=" not in notice and "attention=" not in notice
+    assert "kept" in notice and "defaults" not in notice
+    cfg, _, preset, notice = from_query({"preset": "GPT-7", "n_layers": "3"})  # an unknown preset: the defaults' base
+    assert preset == CUSTOM and cfg == ModelConfig(n_layers=3) and "preset=" in notice
 
 
 def test_long_text_in_link_is_cut_and_foreign_keys_ignored():
@@ -128,21 +142,28 @@ def test_long_text_in_link_is_cut_and_foreign_keys_ignored():
 @given(st.dictionaries(st.sampled_from(["attention", "n_layers", "window", "text", "preset", "x", "seed",
                                         "causal", "d_model", "n_kv_heads"]),
                        st.text(max_size=30), max_size=5))
-def test_any_link_gives_its_config_or_the_defaults_with_a_notice_naming_the_field(params):
-    """Whatever a link holds, ``from_query`` returns one of two things. Used as is (no notice): the
-    text and preset are the link's and the config, written back into a link, reads back the same.
-    Refused: exactly the defaults, with a notice that says so and names the field of the link it
-    refused (an unexpected exception would give the catch-all notice, which names no field)."""
+def test_any_link_gives_its_config_or_its_valid_fields_with_a_notice_naming_the_refused(params):
+    """Whatever a link holds, ``from_query`` returns a config that, written back into a link, reads
+    back the same. Used as is (no notice): the text and preset are the link's. Refused in part: the
+    notice names a field of the link it refused (an unexpected exception would give the catch-all
+    notice, which names no field) and the link's text is kept; every field the notice does not name
+    holds the link's value as the config reads it."""
     from urllib.parse import parse_qsl
     cfg, text, preset, notice = from_query(params)
+    again = dict(parse_qsl(to_query(cfg, text, preset), keep_blank_values=True))
+    assert from_query(again) == (cfg, text, preset, None)
     if notice is None:
         assert text == params.get("text", DEFAULT_TEXT) and preset == params.get("preset", CUSTOM)
-        again = dict(parse_qsl(to_query(cfg, text, preset), keep_blank_values=True))
-        assert from_query(again) == (cfg, text, preset, None)
     else:
-        assert (cfg, text, preset) == (ModelConfig(), DEFAULT_TEXT, CUSTOM)
-        assert "defaults" in notice
         assert any(re.search(rf"\b{key}=", notice) for key in params), notice
+        if "defaults" in notice:  # refused for a reason no single field explains: the defaults
+            assert (cfg, text, preset) == (ModelConfig(), DEFAULT_TEXT, CUSTOM)
+            return
+        assert text == params.get("text", DEFAULT_TEXT)
+        named = {key for key in params if re.search(rf"\b{key}=", notice)}
+        kept = {k: v for k, v in params.items() if k not in named | {"text", "preset"}}
+        base = preset_config(preset).to_dict() if preset != CUSTOM else ModelConfig().to_dict()
+        assert cfg == app_config({**base, **kept})
 
 
 def test_limits():
