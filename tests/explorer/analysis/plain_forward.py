@@ -27,13 +27,14 @@ def perturbed(**fields):
 
 
 def _ln(x, norm):
-    w = norm.weight.double()
+    w = norm.weight.detach().double()
     if hasattr(norm, "bias"):
-        return F.layer_norm(x, x.shape[-1:], w, norm.bias.double(), norm.eps)
+        return F.layer_norm(x, x.shape[-1:], w, norm.bias.detach().double(), norm.eps)
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * w
 
 
-def plain_run(model, ids):
+def plain_run(model, ids, patch=None):
+    """``patch``: ``{(layer, head): (L, d)}`` writes that replace those heads' own (activation patching)."""
     cfg = model.cfg
     h, dh = cfg.n_heads, cfg.d_head
     d = lambda t: t.detach().double()  # noqa: E731
@@ -52,6 +53,9 @@ def plain_run(model, ids):
         z = torch.softmax(s, -1) @ v  # (h, L, dh)
         wo = d(a.out_proj.weight).view(cfg.d_model, h, dh)
         per = torch.stack([z[i] @ wo[:, i].T for i in range(h)])  # (h, L, d)
+        for (layer, head), write in (patch or {}).items():
+            if layer == block.layer:
+                per[head] = write
         x = x + per.sum(0) + d(a.out_proj.bias)
         u = _ln(x, block.res_ffn.norm)
         f = F.gelu(u @ d(block.ffn.w1.weight).T + d(block.ffn.w1.bias)) @ d(block.ffn.w2.weight).T + d(block.ffn.w2.bias)
