@@ -21,7 +21,6 @@ test measures real peaks (PyTorch's allocator events) on sampled configs and che
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -71,15 +70,14 @@ def weights(cfg: ModelConfig) -> tuple:
     otherwise count as every layer's width, 50 times the real activations).
     The caller holds whatever lock guards the global RNG (``build_model`` seeds it).
     """
-    return _weights(cfg.to_json())[:4]
+    return _weights(cfg)[:4]
 
 
 @lru_cache(maxsize=256)
-def _weights(cfg_json: str) -> tuple:
+def _weights(cfg: ModelConfig) -> tuple:  # memoised by the frozen config itself
     from .meta import on_meta
     from .model import build_model  # late: the model imports the registries, which import config
 
-    cfg = ModelConfig.from_dict(json.loads(cfg_json))
     with on_meta():
         model = build_model(cfg)
     n_params = sum(p.numel() for p in model.parameters())
@@ -143,7 +141,7 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
     """Weights (exact) and predicted activation peak (upper bound) of one request; see the module doc."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: one of {KINDS}")
-    n_params, pbytes, bbytes, widest, largest = _weights(cfg.to_json())
+    n_params, pbytes, bbytes, widest, largest = _weights(cfg)
     B, L, h = int(batch), int(seq_len), cfg.n_heads
     Lk = _keys(cfg, L)
     steps = cfg.n_layers  # universal layers apply one block n_layers times: the same activations

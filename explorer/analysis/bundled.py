@@ -110,15 +110,15 @@ def load(name: str, directory: Path = BUNDLE_DIR) -> Bundle:
 
 @lru_cache(maxsize=1)
 def _by_config(directory: Path = BUNDLE_DIR) -> dict:
-    """``{config JSON: name}``; a manifest's config is read through the config door, so a field added to
+    """``{config: name}`` (the frozen ``ModelConfig`` is the key); a manifest's config is read through the config door, so a field added to
     ``ModelConfig`` since the bundle was made takes its default (which is what the bundle was made with)."""
-    return {as_config(json.loads((directory / f"{n}.json").read_text())["config"]).to_json(): n
+    return {as_config(json.loads((directory / f"{n}.json").read_text())["config"]): n
             for n in names(directory)}
 
 
 def bundle_for(cfg) -> Bundle | None:
     """The bundle trained with exactly ``cfg``, else None."""
-    name = _by_config().get(as_config(cfg).to_json())
+    name = _by_config().get(as_config(cfg))
     return None if name is None else load(name)
 
 
@@ -126,7 +126,7 @@ def bundle_for(cfg) -> Bundle | None:
 def _record(name: str) -> TrainedWeights:
     b = load(name)
     size = sum(t.numel() * t.element_size() for t in b.state.values())
-    return TrainedWeights(b.config.to_json(), b.state, tensor_digest(b.state), b.step, size, source=b.source())
+    return TrainedWeights(b.config, b.state, tensor_digest(b.state), b.step, size, source=b.source())
 
 
 def bundled_weights(cfg) -> TrainedWeights | None:

@@ -218,7 +218,7 @@ def read(folder, ckpt_id: str, name: str | None = None) -> Loaded:
             raise
     state = ckpt.model.state_dict()  # the loaded model's own tensors (a tied head shares the embedding's)
     name = name or plan.name
-    weights = TrainedWeights(ckpt.config.to_json(), state, tensor_digest(state), 0,
+    weights = TrainedWeights(ckpt.config, state, tensor_digest(state), 0,
                              sum(t.numel() * t.element_size() for t in ckpt.model.parameters()),
                              source=f"checkpoint '{name}' ({ckpt.family}, {count(ckpt.n_params)} parameters, "
                                     "pretrained)", tokenizer=ckpt.tokenizer, shared=True, checkpoint=ckpt_id)

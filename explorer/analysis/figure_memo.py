@@ -21,8 +21,8 @@ def figure_json(name: str, make, cfg, text: str, separator: str | None = None, w
     """``make(attention_maps(cfg, text, separator=separator, weights=weights)).to_json()``, memoised
     under ``name``."""
     cfg = as_config(cfg)
-    w = resolve(cfg.to_json(), weights)
-    key = ("figure", name, cfg.to_json(), model_input(cfg, text, separator, tokenizer=None if w is None else w.tokenizer),
+    w = resolve(cfg, weights)
+    key = ("figure", name, cfg, model_input(cfg, text, separator, tokenizer=None if w is None else w.tokenizer),
            weights_key(w))
     return CACHE.get(key, lambda: compact(make(attention_maps(cfg, text, separator=separator, weights=w)).to_json()))
 

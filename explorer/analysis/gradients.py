@@ -45,7 +45,7 @@ from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
 from explorer.runtime.text import default_text, model_input
-from models import ConfigError, build_model, registries
+from models import ConfigError, ModelConfig, build_model, registries
 from models.architectures import arrangement, stack_depth
 from models.blocks import Attention
 from models.encdec import CrossAttention
@@ -101,14 +101,14 @@ def gradients_request(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
                           "single-stack model")
     w = resolve(cfg, weights)
     need = budget.check(cfg, "gradients", int(seq_len), int(batch))
-    key = ("gradients", cfg.to_json(), int(seq_len), int(batch), int(seed), weights_key(w), tokens)
-    return Request(key, need, compute_gradients, (cfg.to_json(), int(seq_len), int(batch), int(seed), w, tokens))
+    key = ("gradients", cfg, int(seq_len), int(batch), int(seed), weights_key(w), tokens)
+    return Request(key, need, compute_gradients, (cfg, int(seq_len), int(batch), int(seed), w, tokens))
 
 
 @gpu(duration=60)
-def compute_gradients(cfg_json: str, seq_len: int, batch: int, seed: int, weights, tokens=None) -> dict:
+def compute_gradients(cfg: ModelConfig, seq_len: int, batch: int, seed: int, weights, tokens=None) -> dict:
     """The GPU call of ``gradient_norms``: one forward and backward (picklable in and out)."""
-    return _measure(as_config(cfg_json), seq_len, batch, seed, weights, tokens)
+    return _measure(cfg, seq_len, batch, seed, weights, tokens)
 
 
 def _measure(cfg, seq_len: int, batch: int, seed: int, weights, tokens=None) -> dict:

@@ -31,7 +31,7 @@ from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import ModelInput, model_input
-from models import ConfigError
+from models import ConfigError, ModelConfig
 from models.architectures import arrangement, stack_config
 from models.attention import RULES, pattern_mask
 
@@ -112,16 +112,16 @@ def maps_request(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | No
                  weights: TrainedWeights | None = None) -> Request:
     """What ``attention_maps`` computes, checked and keyed on the caller's side (no model runs)."""
     cfg = as_config(cfg)
-    w = resolve(cfg.to_json(), weights)
+    w = resolve(cfg, weights)
     inp = model_input(cfg, text, separator, max_bytes, tokenizer=None if w is None else w.tokenizer)
     need = budget.check(cfg, "attention", inp.longest, 1)
-    return Request(("maps", cfg.to_json(), inp, weights_key(w)), need, compute_maps, (cfg.to_json(), inp, w))
+    return Request(("maps", cfg, inp, weights_key(w)), need, compute_maps, (cfg, inp, w))
 
 
 @gpu(duration=30)
-def compute_maps(cfg_json: str, inp: ModelInput, weights: TrainedWeights | None) -> AttentionMaps:
+def compute_maps(cfg: ModelConfig, inp: ModelInput, weights: TrainedWeights | None) -> AttentionMaps:
     """The GPU call of ``attention_maps``: one forward pass with attention weights (picklable in and out)."""
-    return _compute(as_config(cfg_json), inp, weights)
+    return _compute(cfg, inp, weights)
 
 
 def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:

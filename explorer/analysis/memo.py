@@ -41,7 +41,7 @@ def eval_model(cfg, weights: TrainedWeights | None = None):
         model.requires_grad_(False)
         return model
     # per device: the start-up paint builds it on the CPU (``on_cpu``), the GPU calls on CUDA
-    return CACHE.get(("model", cfg.to_json(), weights_key(weights), str(device())), make)
+    return CACHE.get(("model", cfg, weights_key(weights), str(device())), make)
 
 
 def memo(key: tuple, compute, need: int = 0):

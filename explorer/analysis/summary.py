@@ -25,7 +25,7 @@ from explorer.analysis.sweep import backend_label
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
-from models import registries
+from models import ModelConfig, registries
 from models.architectures import arrangement, stack_depth
 from models.encdec import CrossAttention
 
@@ -57,13 +57,13 @@ def summary_request(cfg, seq_len: int = 128, weights=None) -> Request:
     cfg = as_config(cfg)
     need = budget.check(cfg, "forward", int(seq_len), 1)
     w = weights if weights is not None and weights.shared and weights.matches(cfg) else None
-    return Request(("summary", cfg.to_json(), int(seq_len)), need, compute_summary, (cfg.to_json(), int(seq_len), w))
+    return Request(("summary", cfg, int(seq_len)), need, compute_summary, (cfg, int(seq_len), w))
 
 
 @gpu(duration=30)
-def compute_summary(cfg_json: str, seq_len: int, weights=None) -> dict:
+def compute_summary(cfg: ModelConfig, seq_len: int, weights=None) -> dict:
     """The GPU call of ``model_summary``: one counted forward pass (picklable in and out)."""
-    return _summary(as_config(cfg_json), seq_len, weights)
+    return _summary(cfg, seq_len, weights)
 
 
 def _summary(cfg, seq_len: int, weights=None) -> dict:

@@ -196,7 +196,7 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
                 if stop is not None:
                     records.append(_record(L, stop[0], "not run", mode, shown, reason=stop[1]))
                     continue
-                rec = measure_length(cfg.to_json(), L, mode, history=tuple(history), stop=token,
+                rec = measure_length(cfg, L, mode, history=tuple(history), stop=token,
                                      keep=n + 1 < len(lens), **opts)
                 shown = torch.device(rec["device"])
                 records.append(rec)
@@ -220,20 +220,19 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     return records
 
 
-def _length_duration(cfg_json, L, mode, *, time_budget_s: float = 5.0, **_kw) -> int:
+def _length_duration(cfg, L, mode, *, time_budget_s: float = 5.0, **_kw) -> int:
     """Seconds of GPU one length may need: the untimed first runs (a compile, a few seconds), the
     memory-profiled warm-up and the timed runs (each stopped at the budget), and the model build."""
     return int(math.ceil(20 + 4 * float(time_budget_s)))
 
 
 @gpu(duration=_length_duration)
-def measure_length(cfg_json: str, L: int, mode: str, *, batch: int, repeats: int, min_repeats: int,
+def measure_length(cfg: ModelConfig, L: int, mode: str, *, batch: int, repeats: int, min_repeats: int,
                    time_budget_s: float, history: tuple, stop, dev: str | None, threads: int, pair,
                    keep: bool) -> dict:
     """The record of one length (a GPU call: every argument and the result are picklable). ``history``:
     the ``(length, seconds)`` measured before, for the prediction that skips a length; ``stop``: a
     ``StopToken``; ``keep``: keep the model for the next length of the same sweep (else let it go)."""
-    cfg = as_config(cfg_json)
     dev = torch.device(dev) if dev is not None else default_device()
     if stop():
         return _record(L, "cancelled", "not run", mode, dev, reason="cancelled")
@@ -256,7 +255,7 @@ _MODEL: dict = {}
 
 def _sweep_model(cfg, dev) -> tuple:
     """``(model, first)``: ``first`` when it was built now, so its first run pays one-time costs."""
-    key = (cfg.to_json(), str(dev))
+    key = (cfg, str(dev))
     if key not in _MODEL:
         _MODEL.clear()
         _MODEL[key] = build_model(cfg).to(dev).eval()

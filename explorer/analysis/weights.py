@@ -1,8 +1,8 @@
 """A session's trained weights, as the Attention, Variant views and Gradients tabs use them.
 
 ``snapshot(cfg, model)`` copies a model's ``state_dict`` into a ``TrainedWeights`` record: the
-config JSON it belongs to, the tensors (CPU clones, so the run can keep training without changing
-what the tabs show), their SHA-256 digest (``tensor_digest``) and the step. The record
+config it belongs to (the frozen ``ModelConfig``), the tensors (CPU clones, so the run can keep
+training without changing what the tabs show), their SHA-256 digest (``tensor_digest``) and the step. The record
 lives in one session's ``gr.State`` only, never in a module global; it is refused above
 ``MAX_TRAINED_BYTES`` so that the sessions the server keeps stay bounded.
 
@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 
 from explorer.runtime.configs import as_config
-from models import ConfigError
+from models import ConfigError, ModelConfig
 
 # 2M parameters (the training cap) in float32 are 8 MB; the buffers (RoPE tables, masks) add a little
 MAX_TRAINED_BYTES = 24 << 20
@@ -41,7 +41,7 @@ def tensor_digest(tensors: dict) -> str:
 
 @dataclass(frozen=True)
 class TrainedWeights:
-    config_json: str        # ModelConfig.to_json() of the model the tensors belong to
+    config: ModelConfig     # the config of the model the tensors belong to (frozen: compared and hashed as is)
     tensors: dict           # name -> CPU tensor (a copy of the model's state_dict)
     digest: str             # SHA-256 of the tensors: the cache key
     step: int               # optimizer steps done (0: an uploaded file without a step)
@@ -54,7 +54,7 @@ class TrainedWeights:
     checkpoint: str = ""    # the checkpoint's id (what a share link carries instead of the weights)
 
     def matches(self, cfg) -> bool:
-        return _json(cfg) == self.config_json
+        return as_config(cfg) == self.config
 
     def load_into(self, model: torch.nn.Module) -> torch.nn.Module:
         model.load_state_dict(self.tensors, strict=True)
@@ -86,24 +86,20 @@ def snapshot(cfg, model: torch.nn.Module, step: int = 0) -> TrainedWeights:
                           "to show in the other tabs")
     with torch.no_grad():
         tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
-    return TrainedWeights(cfg.to_json(), tensors, tensor_digest(tensors), int(step), size)
+    return TrainedWeights(cfg, tensors, tensor_digest(tensors), int(step), size)
 
 
 def mismatch(weights: TrainedWeights, cfg) -> list:
     """The config fields whose values differ between ``cfg`` and the weights' config, as ``k=v`` of the weights."""
-    mine, other = as_config(weights.config_json).to_dict(), as_config(cfg).to_dict()
+    mine, other = weights.config.to_dict(), as_config(cfg).to_dict()
     return [f"{k}={mine[k]!r}" for k in mine if other.get(k) != mine[k]]
-
-
-def _json(cfg) -> str:
-    return cfg if isinstance(cfg, str) else as_config(cfg).to_json()
 
 
 def resolve(cfg, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
     """``weights`` checked against the config an analysis runs (a ``ModelConfig`` or its JSON;
     ``ConfigError`` naming the fields that differ when they belong to another config); None: the initial
     weights."""
-    if weights is not None and weights.config_json != _json(cfg):
+    if weights is not None and weights.config != as_config(cfg):
         diff = mismatch(weights, cfg)
         raise ConfigError("weights", "trained", f"a config equal to the one the weights were trained with "
                           f"({', '.join(diff[:4])})")

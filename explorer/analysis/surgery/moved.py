@@ -36,7 +36,7 @@ def _adapted(name: str, cfg: ModelConfig) -> TrainedWeights:
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     changed = tuple(surgery.changed_fields(b.config, cfg))
     size = sum(t.numel() * t.element_size() for t in state.values())
-    return TrainedWeights(cfg.to_json(), state, tensor_digest(state), b.step, size,
+    return TrainedWeights(cfg, state, tensor_digest(state), b.step, size,
                           source=f"{b.source()}, moved to {_shown(cfg, changed)} (surgery: the same weights)",
                           surgery=changed)
 
@@ -75,7 +75,7 @@ def _moved(loaded, cfg: ModelConfig) -> TrainedWeights:
     changed = tuple(surgery.changed_fields(a, cfg))
     kv = "kv" if a.kv_heads != cfg.kv_heads else ""
     digest = f"{loaded.weights.digest}:{kv}{cfg.kv_heads}"  # the tensors are the checkpoint's
-    return TrainedWeights(cfg.to_json(), state, digest, 0, loaded.weights.nbytes,
+    return TrainedWeights(cfg, state, digest, 0, loaded.weights.nbytes,
                           source=f"{loaded.weights.source}, moved to {_shown(cfg, changed)} (surgery: the same "
                                  "weights)", surgery=changed, tokenizer=loaded.tokenizer, shared=True,
                           checkpoint=loaded.id)

@@ -118,7 +118,7 @@ def upload(state, file):
         release_memory()
         return state, gr.skip(), f"⚠️ **Refused:** {shown(problem(exc))}"
     task, seq_len = saved_run(meta)
-    state = {"uploaded": model, "uploaded_key": cfg.to_json(), "uploaded_step": _int_or_zero(meta.get("step")),
+    state = {"uploaded": model, "uploaded_key": cfg, "uploaded_step": _int_or_zero(meta.get("step")),
              "uploaded_task": task, "uploaded_seq_len": seq_len}
     on = f" on {task}" if task else ""
     return state, json.dumps(cfg.to_dict(), indent=1), (f"Loaded a model trained for {_int_or_zero(meta.get('step'))}"

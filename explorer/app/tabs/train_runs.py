@@ -233,7 +233,7 @@ def _start(state: dict, plan: dict, run: RunConfig) -> tuple:
             trainer.run_cfg = replace(trainer.run_cfg, steps=run.steps, every=run.every)
         return trainer, ""
     cfg = plan["cfg"]
-    model = state.pop("uploaded", None) if state.get("uploaded_key") == cfg.to_json() else None
+    model = state.pop("uploaded", None) if state.get("uploaded_key") == cfg else None
     trainer = Trainer(cfg, run, model=model)
     state.update(trainer=trainer, key=plan["key"], snap=None)
     state.pop("uploaded_key", None), state.pop("uploaded_step", None)

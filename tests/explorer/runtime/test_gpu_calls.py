@@ -66,6 +66,9 @@ def test_every_gpu_call_of_the_app_survives_pickling():
         back = pickle.loads(pickle.dumps(result))
         assert _same(sent, (args, kwargs)), name
         assert _same(back, result), name
+    configs = [args[0] for name, args, _, _ in calls if name.rsplit(".", 1)[-1] != "compute_batch"]
+    assert configs and all(isinstance(c, ModelConfig) for c in configs)  # the frozen config crosses, never its JSON
+    assert all(pickle.loads(pickle.dumps(c)) == c and hash(pickle.loads(pickle.dumps(c))) == hash(c) for c in configs)
     stops = [kw["stop"] for name, _, kw, _ in calls if name.endswith("measure_length")]
     assert stops and all(isinstance(s, StopToken) for s in stops)  # the stop crosses as a token, not a lambda
 

@@ -80,11 +80,11 @@ def test_a_compare_click_runs_its_six_analyses_in_one_worker_call(zero_gpu, monk
 def test_a_sweep_length_runs_in_the_worker_and_a_lambda_cannot_cross(zero_gpu):
     measure = zero_gpu(sweep.measure_length)
     with stop_channel(lambda: False) as token:
-        rec = measure(SMALL.to_json(), 32, "forward", batch=1, repeats=2, min_repeats=1, time_budget_s=5.0,
+        rec = measure(SMALL, 32, "forward", batch=1, repeats=2, min_repeats=1, time_budget_s=5.0,
                       history=(), stop=token, dev=None, threads=1, pair=None, keep=False)
     assert rec["status"] == "ok" and rec["ms"] > 0 and rec["seq_len"] == 32
     with pytest.raises(pickle.PicklingError):  # what the old sweep did: its should_stop was a lambda
-        measure(SMALL.to_json(), 32, "forward", batch=1, repeats=2, min_repeats=1, time_budget_s=5.0,
+        measure(SMALL, 32, "forward", batch=1, repeats=2, min_repeats=1, time_budget_s=5.0,
                 history=(), stop=lambda: False, dev=None, threads=1, pair=None, keep=False)
 
 
@@ -96,7 +96,7 @@ def test_a_stop_pressed_in_the_server_ends_the_run_in_the_worker(zero_gpu, monke
     threading.Timer(0.5, pressed.set).start()
     t0 = time.perf_counter()
     with stop_channel(pressed.is_set) as token:
-        rec = measure(BIG.to_json(), 2048, "forward_backward", batch=1, repeats=5, min_repeats=2,
+        rec = measure(BIG, 2048, "forward_backward", batch=1, repeats=5, min_repeats=2,
                       time_budget_s=60.0, history=(), stop=token, dev=None, threads=1, pair=None, keep=False)
     assert rec["status"] == "cancelled", rec
     assert time.perf_counter() - t0 < 15
