@@ -35,7 +35,6 @@ from .grid_limits import batch_slices
 from .pooled_dense import MAX_CELLS, PooledAttention, rows_per_block
 
 NCOL = MAX_CELLS  # cell columns held in registers by a program (a compile-time size)
-LN2 = 0.6931471805599453
 
 
 @triton.jit
