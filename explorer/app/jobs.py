@@ -1,8 +1,8 @@
 """Heavy work beside light work: admitted per family, run at low priority, stopped when nobody wants it.
 
 Interactive requests (maps, statistics, gradients) share Gradio's "compute" slots. Heavy work comes in
-families, each with its own number of slots (``LIMITS``): training presses, reproductions, exports and
-latency sweeps. A heavy event is wired with ``concurrency_limit=None`` so it never waits in Gradio's
+families, each with its own number of slots (``LIMITS``): training presses, reproductions, exports,
+latency sweeps and long-context views. A heavy event is wired with ``concurrency_limit=None`` so it never waits in Gradio's
 queue (which every event shares: a flood of presses there would lock everyone out); instead it asks
 ``HEAVY`` for a slot of its family here, where
 
@@ -38,9 +38,10 @@ from explorer.app.gradio_compat import client_gone_probe
 from explorer.runtime.load import LOAD
 from explorer.runtime.pool import Busy
 
-LIMITS = {"train": 2, "reproduce": 1, "export": 1, "sweep": 1}
-WAIT_S = {"train": 0.0, "reproduce": 0.0, "export": 20.0, "sweep": 30.0}
-NAMES = {"train": "training run", "reproduce": "reproduction", "export": "export", "sweep": "latency sweep"}
+LIMITS = {"train": 2, "reproduce": 1, "export": 1, "sweep": 1, "long_context": 1}
+WAIT_S = {"train": 0.0, "reproduce": 0.0, "export": 20.0, "sweep": 30.0, "long_context": 20.0}
+NAMES = {"train": "training run", "reproduce": "reproduction", "export": "export", "sweep": "latency sweep",
+         "long_context": "long-context view"}
 _END = object()   # the end of a job's items
 STALE_S = 30.0    # a job whose output nobody has read for this long is abandoned
 POLL_S = 0.05     # how often a waiting handler looks at its worker

@@ -33,6 +33,7 @@ from explorer.app.share_js import SHARE_JS
 from explorer.app.sources import FILL, apply_preset, load_from_url, upload_config
 from explorer.app.state import read_state
 from explorer.app.tabs import compare, grid, stack_zoom, train_source, views, zoom
+from explorer.app.tabs import long_context as long_context_tab
 from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
 from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
@@ -178,6 +179,7 @@ def wire(demo, controls: dict, by_name: dict) -> None:
     redraw_chain(ui, commit_events(controls, ui["text"], ui["separator"]), "refresh")
     wire_sources(demo, ui)
     wire_tabs(demo, ui)
+    long_context_tab.wire(demo, ui)  # its events and the /long_context endpoint
     wire_api()
 
 

@@ -81,15 +81,15 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
                                        "<br>colour level %{z} (log scale)<extra></extra>"))
         layout[f"xaxis{a}"] = dict(domain=xd, anchor=f"y{a}", showticklabels=r == n_l - 1, showgrid=False,
                                    constrain="domain", zeroline=False,
-                                   title=dict(text=f"head {c}: key position" if r == n_l - 1 else ""))
+                                   title=dict(text=f"head {c}" if r == n_l - 1 else ""))
         layout[f"yaxis{a}"] = dict(domain=yd, anchor=f"x{a}", showticklabels=c == 0, showgrid=False, zeroline=False,
                                    autorange="reversed", scaleanchor=f"x{a}", constrain="domain",
-                                   title=dict(text=f"layer {r}: query" if c == 0 else ""))
+                                   title=dict(text=f"layer {r}" if c == 0 else ""))
     title = (f"Pooled attention, {s.name}: {result.length} {result.unit}s, {_trained_note(result)}"
-             f"<br><sup>cell = {bq} queries x {bk} keys: the mass the query block puts on the key block "
-             f"(log colour; blank = none); {s.backend}</sup>")
+             f"<br><sup>rows: query position, columns: key position ({result.unit}s); cell = {bq} x {bk}: the mass "
+             f"the query block puts on the key block (log colour; blank = none); {s.backend}</sup>")
     lay = base_layout(title, height, **layout)
-    lay["margin"] = dict(l=80, r=30, t=100, b=60)
+    lay["margin"] = dict(l=90, r=30, t=100, b=60)
     ticks = [t for t in range(int(np.floor(lo)), int(np.ceil(hi)) + 1)]
     lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
         title=dict(text="mass per<br>cell (log)"), thickness=14,

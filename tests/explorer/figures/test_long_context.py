@@ -40,7 +40,8 @@ def test_figures_say_what_they_show():
     r = fake()
     grid = pooled_grid(r, 1)
     assert "Pooled attention, window: 16384 bytes, trained at 128 bytes (128x past it)" in grid.layout.title.text
-    assert grid.layout.xaxis13.title.text == "head 0: key position" and grid.layout.yaxis.title.text == "layer 0: query"
+    assert grid.layout.xaxis13.title.text == "head 0" and grid.layout.yaxis.title.text == "layer 0"
+    assert "rows: query position, columns: key position (bytes)" in grid.layout.title.text
     assert grid.layout.coloraxis.colorbar.title.text.startswith("mass per")
     loss = loss_figure(r)
     assert loss.layout.xaxis.title.text == "position (bytes)" and loss.layout.yaxis.title.text == "loss (nats per byte)"
