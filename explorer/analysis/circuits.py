@@ -41,10 +41,13 @@ PRINTABLE = (10,) + tuple(range(32, 127))
 KINDS = ("K", "Q", "V")
 
 
-def check(cfg) -> None:
-    if cfg.vocab_size > MAX_VOCAB:
+def check(cfg, tokens=None) -> None:
+    """``ConfigError`` for a model without head circuits here, or a vocabulary too large to read whole
+    (``tokens`` then names at most ``MAX_VOCAB`` of them: ``frequent_tokens``)."""
+    if cfg.vocab_size > MAX_VOCAB and (tokens is None or len(tokens) > MAX_VOCAB):
         raise ConfigError("vocab_size", cfg.vocab_size, f"at most {MAX_VOCAB} (byte-level models) for full "
-                          "circuits; a checkpoint is read on the most frequent tokens of its text")
+                          f"circuits; a larger vocabulary is read on at most {MAX_VOCAB} chosen tokens "
+                          "(the most frequent of a text: frequent_tokens)")
     if cfg.architecture != "decoder_only" or cfg.layer != "standard":
         raise ConfigError("layer", cfg.layer, "'standard' of a decoder_only model for head circuits")
 
@@ -112,13 +115,23 @@ class HeadCircuits:
         return out
 
 
-def head_circuits(model, tokens: tuple = PRINTABLE) -> HeadCircuits:
-    """Every head's OV and QK circuit on ``tokens``, and its copying scores (see the module docstring)."""
+def frequent_tokens(ids: torch.Tensor, n: int = 64) -> tuple:
+    """The ``n`` most frequent token ids of ``ids`` (most frequent first, ties by id): the rows and columns of
+    a large-vocabulary model's circuits."""
+    values, counts = torch.unique(ids.flatten(), return_counts=True)
+    order = sorted(range(len(values)), key=lambda i: (-int(counts[i]), int(values[i])))[:n]
+    return tuple(int(values[i]) for i in order)
+
+
+def head_circuits(model, tokens: tuple | None = None) -> HeadCircuits:
+    """Every head's OV and QK circuit on ``tokens`` (default: the printable ASCII bytes and newline), and its
+    copying scores (see the module docstring)."""
     cfg = model.cfg
-    check(cfg)
+    check(cfg, tokens)
+    tokens = PRINTABLE if tokens is None else tuple(tokens)
     idx = torch.tensor(tokens, dtype=torch.long)
-    if idx.min() < 0 or idx.max() >= cfg.vocab_size:
-        raise ConfigError("tokens", list(tokens)[:8], f"token ids in 0..{cfg.vocab_size - 1}")
+    if len(idx) < 2 or idx.min() < 0 or idx.max() >= cfg.vocab_size:
+        raise ConfigError("tokens", list(tokens)[:8], f"at least 2 token ids in 0..{cfg.vocab_size - 1}")
     unembed = _unembed(model)[:, idx]  # (d, T)
     ovs, qks, eig, diag = [], [], [], []
     for layer in range(cfg.n_layers):

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from explorer.analysis.circuits import composition, head_circuits
+from explorer.analysis.circuits import composition, frequent_tokens, head_circuits
 from models import ConfigError, ModelConfig, build_model
 from plain_forward import PLAIN, perturbed
 
@@ -66,6 +66,19 @@ def test_k_composition_is_one_for_aligned_heads_and_zero_for_orthogonal_ones():
     a1.k_proj.weight[8] = e[4]      # keys now read a dimension layer 0 does not write
     assert float(composition(model, 0, 1, "K").scores[0, 1]) == pytest.approx(0.0)
     assert 0 < k.baseline < 1 and k.to_json()["top"][0]["score"] == pytest.approx(1.0)
+
+
+def test_a_large_vocabulary_is_read_on_the_most_frequent_tokens_of_a_text():
+    model = perturbed(vocab_size=1000)
+    ids = torch.tensor([[5, 9, 9, 700, 9, 5, 3, 700, 700, 700]])
+    assert frequent_tokens(ids, 3) == (700, 9, 5)
+    c = head_circuits(model, frequent_tokens(ids, 3))
+    other = head_circuits(model, (5, 9, 700))  # the same tokens in the other order
+    torch.testing.assert_close(c.ov, other.ov.flip(-1, -2))
+    torch.testing.assert_close(c.qk, other.qk.flip(-1, -2))
+    with pytest.raises(ConfigError) as e:
+        head_circuits(model)
+    assert e.value.field == "vocab_size"
 
 
 @pytest.mark.parametrize("fields, call, field", [
