@@ -67,8 +67,8 @@ def build_long_context_tab() -> dict:
         with gr.Row():
             out["lc_layer"] = gr.Dropdown([0], value=0, label="Layer", elem_id="lc-layer", min_width=90)
             out["lc_head"] = gr.Dropdown([0], value=0, label="Head (zoom)", elem_id="lc-head", min_width=90)
-            out["lc_qcell"] = gr.Number(None, label="Query cell (empty: the last)", precision=0, elem_id="lc-qcell")
-            out["lc_kcell"] = gr.Number(None, label="Key cell (empty: its strongest off the diagonal)",
+            out["lc_qcell"] = gr.Number(-1, label="Query cell (-1: the last)", precision=0, elem_id="lc-qcell")
+            out["lc_kcell"] = gr.Number(-1, label="Key cell (-1: the row's strongest off the diagonal)",
                                         precision=0, elem_id="lc-kcell")
             out["lc_zoom_go"] = gr.Button("Zoom / redraw", size="sm", elem_id="lc-zoom-go")
         out["lc_stats"] = gr.Plot(None, label="Per-head statistics", elem_id="lc-stats")
@@ -133,8 +133,13 @@ def csv_bytes(result) -> bytes:
     return buf.getvalue().encode()
 
 
+def _cell(value):
+    """A cell picker's value: None (the default cell) for an empty box or a negative number."""
+    return None if value in (None, "") or float(value) < 0 else int(value)
+
+
 def _zoom_or_none(result, side, layer, head, q_cell, k_cell, tokenizer):
-    z = lc.zoom(result, side, layer, head, q_cell, k_cell)
+    z = lc.zoom(result, side, layer, head, _cell(q_cell), _cell(k_cell))
     return zoom_figure(z, labels_of(result, tokenizer))
 
 
