@@ -146,7 +146,7 @@ def _request(cfg, depths: tuple, seeds: int, seq_len: int, batch: int) -> tuple:
     if not kept:
         raise ConfigError("n_layers", list(depths), "; ".join(sorted(set(skipped.values())))[:300])
     key = ("depth_scaling", cfg.to_json(), tuple(kept), seeds, seq_len, batch)
-    return Request(key, need, compute_depth_scaling, (cfg.to_json(), tuple(kept), seeds, seq_len, batch)), skipped
+    return Request(key, need, compute_depth_scaling, (cfg, tuple(kept), seeds, seq_len, batch)), skipped
 
 
 def _at_depth(cfg, depth: int):
@@ -159,9 +159,9 @@ def _at_depth(cfg, depth: int):
 
 
 @gpu(duration=20)  # about 70 small models: a few seconds on a GPU
-def compute_depth_scaling(cfg_json: str, depths: tuple, seeds: int, seq_len: int, batch: int) -> dict:
-    """The GPU call of one placement's sweep: ``len(depths) x seeds`` models, one backward each."""
-    cfg = as_config(cfg_json)
+def compute_depth_scaling(cfg, depths: tuple, seeds: int, seq_len: int, batch: int) -> dict:
+    """The GPU call of one placement's sweep (``cfg``: the frozen ``ModelConfig``, picklable):
+    ``len(depths) x seeds`` models, one backward each."""
     last, per_seed, profile = [], [], []
     quantity, parameter = "ffn_out", ""
     for depth in depths:

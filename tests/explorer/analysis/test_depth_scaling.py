@@ -136,9 +136,9 @@ def test_the_stored_landing_sweep_is_what_the_code_computes():
     for placement in ("post", "pre"):
         req = requests[placement]
         value = stored[depth_stored.key_text(req.key)]
-        cfg_json, depths, seeds, seq_len, batch = req.args
+        cfg, depths, seeds, seq_len, batch = req.args
         some = (depths[0], depths[-1])  # each depth is its own models: a subset recomputes exactly
-        fresh = ds.compute_depth_scaling(cfg_json, some, seeds, seq_len, batch)
+        fresh = ds.compute_depth_scaling(cfg, some, seeds, seq_len, batch)
         for i, depth in enumerate(some):
             k = depths.index(depth)
             assert fresh["last"][i] == pytest.approx(value["last"][k], rel=1e-4), (placement, depth)
