@@ -14,6 +14,9 @@ the first request it bounds the store per address, ``gradio_compat.bound_session
   events waiting or running is answered 429 before it takes a queue place, and a request naming a
   new session from an address that made ``settings.new_sessions_per_minute()`` (60) in the last
   minute is answered 429 before Gradio builds it;
+- a query string over ``PAGE_QUERY_BYTES`` (Gradio's root-url code answers a bare 500 past 64 KB) is
+  dropped from a page request and replaced by its length for an event, whose share-link reader refuses
+  it with the notice of any over-long link;
 - an error answer longer than ``ERROR_CHARS`` is cut (FastAPI's validation, which quotes the refused
   input whole, told by field and message only); Gradio's 500 for an event that could not take its input
   becomes a 400, and an exception escaping a route (malformed input Gradio does not check) is answered
@@ -34,9 +37,11 @@ import os
 import threading
 import time
 import weakref
+from urllib.parse import urlencode
 
 from explorer.analysis import checkpoint_upload
 from explorer.app import gradio_compat, visitors
+from explorer.app.share import LONG_LINK_PARAM
 from explorer.runtime import settings
 
 log = logging.getLogger(__name__)
@@ -46,6 +51,9 @@ CLIENT_UPLOADS = 4            # uploads not yet aged out, per address, in multip
 ERROR_CHARS = 1000            # an error answer longer than this is cut
 HELD_BYTES = 2 << 20          # of an error answer, at most this much is held to be read and cut
 JOIN_SUFFIXES = ("/queue/join",)
+# A query string longer than this is not handed to Gradio whole (``_long_query``): its root-url code answers
+# a bare 500 for a URL over 64 KB; the share link's reader (``explorer.app.share``) caps links far below.
+PAGE_QUERY_BYTES = 16 << 10
 
 
 def upload_cap() -> int:
@@ -99,6 +107,15 @@ def _session_allowed(app, body: bytes, address: str) -> bool:
     if not isinstance(session, str) or holder is None or session in holder.session_data:
         return True
     return visitors.NEW_SESSIONS.allow(address)
+
+
+def _long_query(query: bytes, path: str) -> bytes:
+    """A query string over ``PAGE_QUERY_BYTES`` as Gradio is given it: none for the page itself (its HTML
+    needs none), its length alone for an event (Gradio's client sends the page's query with each event;
+    the share link's reader, ``explorer.app.share.from_query``, refuses it as any over-long link)."""
+    if "/gradio_api/" not in path:
+        return b""
+    return urlencode({LONG_LINK_PARAM: len(query)}).encode()
 
 
 class Uploads:
@@ -226,6 +243,8 @@ class RequestLimits:
 
     async def _limited(self, scope, receive, send, address):
         path, method = scope.get("path", ""), scope.get("method", "GET")
+        if len(scope.get("query_string") or b"") > PAGE_QUERY_BYTES:
+            scope = {**scope, "query_string": _long_query(scope["query_string"], path)}
         upload = method == "POST" and path.rstrip("/").endswith("/upload")
         cap = upload_cap() if upload else settings.max_body()
         raw = dict(scope.get("headers") or ()).get(b"content-length")

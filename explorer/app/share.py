@@ -42,6 +42,8 @@ MAX_QUERY_CHARS = 4000
 _IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt", "lc_len", "lc_src"}  # lc_*: the long-context tab
 # a source / target text is up to MAX_TEXT_BYTES of its two sides plus the separator between them
 MAX_LINK_TEXT_BYTES = MAX_TEXT_BYTES + 4 * MAX_SEPARATOR_CHARS
+# what explorer.app.request_limits sends Gradio in place of a query string too long to hand on: its length
+LONG_LINK_PARAM = "__link_chars"
 SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
 CKPT_PARAM = "ckpt"  # a pretrained checkpoint's id (explorer.app.checkpoint_link reads it back)
 
@@ -91,13 +93,17 @@ def from_query(params: dict) -> tuple:
     A link whose fields are refused one by one keeps the others: each field the config refuses (its
     ``ConfigError`` names it) is dropped and named in the notice, the rest of the link (its text, its
     preset, its other fields) is used. Only a link that cannot be read at all (too long, or refused
-    for a reason no single field of it explains) gives the defaults."""
+    for a reason no single field of it explains) gives the defaults. ``LONG_LINK_PARAM`` stands for a
+    link the server would not hand on whole (its length): it is refused as too long."""
+    long_link = dict(params or {}).get(LONG_LINK_PARAM)
     params = {str(k): v for k, v in dict(params or {}).items()
               if not str(k).startswith("__") and str(k) not in _IGNORED}
-    if not params:
+    if not params and not str(long_link).isdigit():
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, None
     try:
         size = sum(len(str(k)) + len(str(v)) for k, v in params.items())
+        if str(long_link).isdigit():  # the server had the whole link's length only
+            size = max(size, int(long_link))
         if size > MAX_QUERY_CHARS:
             raise ConfigError("link", f"{size} characters", f"a query string of at most {MAX_QUERY_CHARS} characters")
         params.pop(SEP_PARAM, None)  # the separator: link_separator
