@@ -145,3 +145,34 @@ def legend_above(lay: dict, data: list | None = None, rows: int = 1, gap: int = 
     lay.update(height=height, title=title, margin=margin, legend=dict(
         orientation="h", x=0, xanchor="left", y=1 + (gap + 4) / plot_px, yanchor="bottom", **keep))
     return lay
+
+
+def decade_ticks(fig: go.Figure) -> go.Figure:
+    """Log axes labelled at whole decades only (1, 10, 100 written as powers of ten), the digits between
+    them as unlabelled minor ticks with their grid lines: Plotly's default labels the 2s and 5s too,
+    which read as "2, 1, 5, 2, 10^-1" down an axis. An axis whose traces' values hold fewer than two
+    whole decades (it would show one label or none) and an axis with its own ticks are left as they are."""
+    lay = fig.layout
+    spans: dict = {}
+    for trace in fig.data:
+        for letter in ("x", "y"):
+            values = getattr(trace, letter, None)
+            if values is None:
+                continue
+            name = (getattr(trace, f"{letter}axis", None) or letter).replace(letter, f"{letter}axis", 1)
+            try:
+                positive = [float(v) for v in values if v is not None and float(v) > 0 and math.isfinite(float(v))]
+            except (TypeError, ValueError):  # categories, dates: not a log axis's values
+                continue
+            if positive:
+                lo, hi = spans.get(name, (math.inf, 0.0))
+                spans[name] = (min(lo, min(positive)), max(hi, max(positive)))
+    for name, (lo, hi) in spans.items():
+        axis = lay[name] if name in lay else None
+        if axis is None or axis.type != "log" or axis.tickvals is not None or axis.dtick is not None:
+            continue
+        if math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) < 1:  # fewer than two decades to label
+            continue
+        axis.update(dtick=1, exponentformat="power", minor=dict(dtick="D1", ticks="outside", ticklen=3, showgrid=True,
+                                                               gridcolor="rgba(0,0,0,0.04)"))
+    return fig

@@ -12,10 +12,14 @@ import math
 
 import plotly.graph_objects as go
 
-from explorer.figures.base import base_layout, subplot_domains
+from explorer.figures.base import base_layout, decade_ticks, subplot_domains
 from explorer.figures.gradients import GRAD_PANELS, layer_axis, placement_color
 
+# A and B stay apart for every reader: blue against orange (distinct under deuteranopia and protanopia),
+# and each side its own line (A solid and wider, B dashed) and marker (A circle, B diamond)
 COLORS = {"A": "#3949ab", "B": "#e65100"}
+MARKERS = {"A": "circle", "B": "diamond"}
+DASHES = {"A": "solid", "B": "dash"}
 PANELS = (("ms", 1.0, "time per batch (ms)"), ("peak_bytes", 1 / 2**20, "peak memory (MiB)"))
 
 
@@ -43,8 +47,8 @@ def _series(records: list, label: str, side: str, key: str, scale: float, axis: 
     color = COLORS[side]
     traces = [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok], y=[r[key] * scale for r in ok],
                    name=label, legendgroup=side, showlegend=axis == "", xaxis=f"x{axis}", yaxis=f"y{axis}",
-                   line=dict(color=color, width=4 if side == "A" else 3, dash="solid" if side == "A" else "dash"),
-                   marker=dict(size=9, symbol="circle" if side == "A" else "diamond"),
+                   line=dict(color=color, width=4 if side == "A" else 3, dash=DASHES[side]),
+                   marker=dict(size=9, symbol=MARKERS[side]),
                    customdata=[r["backend"] for r in ok],
                    hovertemplate=f"{side}, L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
     bad = [r for r in records if r["status"] != "ok"]
@@ -91,7 +95,7 @@ def ab_sweep_figure(a: list, b: list, name_a: str, name_b: str) -> go.Figure:
                   f"memory {method}; ✕ = a length that ran out of memory or time</sup>", 500, **layout)
     lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
     lay["margin"] = dict(l=80, r=30, t=100, b=120)
-    return go.Figure(data=data, layout=lay)
+    return decade_ticks(go.Figure(data=data, layout=lay))
 
 
 
@@ -124,8 +128,8 @@ def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
                              y=[None if v is None else (v if v > 0 else floor) for v in vals],
                              name=f"{name} ({r.get('norm_placement', '')})" + (" = 0" if zero else ""),
                              legendgroup=name, showlegend=p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
-                             line=dict(color=colors[name], width=4 if name == "A" else 2,
-                                       dash="dash" if name == "B" else "solid"),
+                             line=dict(color=colors[name], width=4 if name == "A" else 2, dash=DASHES[name]),
+                             marker=dict(size=8, symbol=MARKERS[name]),
                              customdata=vals, hovertemplate=f"{name}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>"))
         xd, yd = domains[p]
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", **layer_axis(n_layers))
@@ -139,4 +143,4 @@ def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
     lay = base_layout(title, 470, **layout)
     lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
     lay["margin"] = dict(l=80, r=30, t=110, b=110)
-    return go.Figure(data=data, layout=lay)
+    return decade_ticks(go.Figure(data=data, layout=lay))

@@ -13,8 +13,8 @@ import base64
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.base import CYCLE, base_layout, legend_above, message_figure, subplot_domains
-from explorer.figures.gradients import PLACEMENT_COLORS
+from explorer.figures.base import CYCLE, base_layout, decade_ticks, legend_above, message_figure, subplot_domains
+from explorer.figures.gradients import PLACEMENT_COLORS, PLACEMENT_MARKERS
 
 MAX_LAYERS, MAX_HEADS = 4, 4  # live maps: at most 4 x 4 panels (+ the ideal pattern)
 
@@ -91,7 +91,7 @@ def grad_figure(grad_norms) -> go.Figure:
                              name=label, mode="lines+markers", line=dict(color=color)))
     layout = base_layout("Gradient norms per layer (current weights)", 340, xaxis=dict(title="layer", dtick=1),
                      yaxis=dict(title="norm", type="log"))
-    return go.Figure(data=data, layout=legend_above(layout, data))
+    return decade_ticks(go.Figure(data=data, layout=legend_above(layout, data)))
 
 
 # ---------------------------------------------------------------------------- reproductions
@@ -112,8 +112,8 @@ def live_curves_figure(points: dict, name: str, colors: dict | None = None) -> g
 
 
 def repro_figure(result: dict) -> go.Figure:
-    return {"warmup": _warmup, "extrapolation": _extrapolation, "induction": _induction,
-            "efficiency": _efficiency, "kv_heads": _kv_heads}[result["name"]](result)
+    return decade_ticks({"warmup": _warmup, "extrapolation": _extrapolation, "induction": _induction,
+                         "efficiency": _efficiency, "kv_heads": _kv_heads}[result["name"]](result))
 
 
 def _warmup(result):
@@ -122,7 +122,8 @@ def _warmup(result):
         c = r["curve"]
         data.append(dict(type="scatter", x=[p["step"] for p in c], y=[p["loss"] for p in c], mode="lines+markers",
                          name=f"{r['norm_placement']}-LN, warm-up {'on' if r['warmup'] else 'off'}",
-                         line=dict(color=PLACEMENT_COLORS.get(r["norm_placement"]), dash="solid" if r["warmup"] else "dot")))
+                         line=dict(color=PLACEMENT_COLORS.get(r["norm_placement"]), dash="solid" if r["warmup"] else "dot"),
+                         marker=dict(symbol=PLACEMENT_MARKERS.get(r["norm_placement"], "circle"), size=7)))
     return go.Figure(data=data, layout=legend_above(base_layout("Post-LN needs warm-up, pre-LN does not (held-out loss)",
                                                             420, xaxis=dict(title="step"),
                                                             yaxis=dict(title="loss (nats)")), data))
@@ -267,8 +268,8 @@ def timeline_figure(result: dict | None, step: int) -> go.Figure:
         return message_figure("This reproduction records no snapshots to step through (the timeline is for "
                               "induction and warmup).", "Timeline")
     if result["name"] == "induction":
-        return _induction_timeline(result, int(step))
-    return _warmup_timeline(result, int(step))
+        return decade_ticks(_induction_timeline(result, int(step)))
+    return decade_ticks(_warmup_timeline(result, int(step)))
 
 
 def decode_maps(text: str, shape) -> np.ndarray:
@@ -328,6 +329,7 @@ def _warmup_timeline(result: dict, step: int) -> go.Figure:
         at = g["step"]
         data.append(dict(type="scatter", x=list(range(len(g["residual"]))), y=g["residual"], mode="lines+markers",
                          name=name, line=dict(color=color, dash=dash), xaxis="x2", yaxis="y2", legendgroup=name,
+                         marker=dict(symbol=PLACEMENT_MARKERS.get(r["norm_placement"], "circle"), size=7),
                          showlegend=False))
     lay = base_layout(f"Warm-up at step {at}: held-out loss, and each layer's gradient norm at that step", 440,
                       shapes=[_vline(at)], xaxis=dict(domain=[0, 0.45], title="step"),
