@@ -76,9 +76,9 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
         r, c = divmod(k, n_h)
         a = "" if k == 0 else str(k + 1)
         data.append(dict(type="heatmap", z=levels[r, c], x=xs, y=ys, coloraxis="coloraxis", xaxis=f"x{a}",
-                         yaxis=f"y{a}", meta=[s.layers[r] if r < len(s.layers) else r, c], hoverongaps=False,
+                         yaxis=f"y{a}", meta=[r, c], hoverongaps=False,
                          hovertemplate=f"layer {r} head {c}<br>queries %{{y}}..+{bq}<br>keys %{{x}}..+{bk}"
-                                       "<br>colour level %{z} (log scale)<extra></extra>"))
+                                       "<br>colour level %{z} (log scale)<br>click: the exact map of this cell<extra></extra>"))
         layout[f"xaxis{a}"] = dict(domain=xd, anchor=f"y{a}", showticklabels=r == n_l - 1, showgrid=False,
                                    constrain="domain", zeroline=False,
                                    title=dict(text=f"head {c}" if r == n_l - 1 else ""))
@@ -87,7 +87,7 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
                                    title=dict(text=f"layer {r}" if c == 0 else ""))
     title = (f"Pooled attention, {s.name}: {result.length} {result.unit}s, {_trained_note(result)}"
              f"<br><sup>rows: query position, columns: key position ({result.unit}s); cell = {bq} x {bk}: the mass "
-             f"the query block puts on the key block (log colour; blank = none); {s.backend}</sup>")
+             f"the query block puts on the key block (log colour; blank = none; click a cell to zoom); {s.backend}</sup>")
     lay = base_layout(title, height, **layout)
     lay["margin"] = dict(l=90, r=30, t=100, b=60)
     ticks = [t for t in range(int(np.floor(lo)), int(np.ceil(hi)) + 1)]

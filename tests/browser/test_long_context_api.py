@@ -14,6 +14,19 @@ GRID_TITLE = ("() => { const e = document.querySelector('#lc-grid .js-plotly-plo
               "return e && e.layout ? e.layout.title.text : ''; }")
 
 
+ZOOM_TITLE = ("() => { const e = document.querySelector('#lc-zoom .js-plotly-plot'); "
+              "return e && e.layout ? e.layout.title.text : ''; }")
+# the page position of cell (query a, key b) of the panel drawing trace k, from Plotly's own axis geometry
+CELL = """([k, a, b]) => {
+  const gd = document.querySelector('#lc-grid .js-plotly-plot');
+  const t = gd._fullData[k], fl = gd._fullLayout, m = gd.layout.meta;
+  const xa = fl[t.xaxis.replace('x', 'xaxis')], ya = fl[t.yaxis.replace('y', 'yaxis')];
+  const r = gd.getBoundingClientRect();
+  return [r.left + xa._offset + xa.l2p((b + 0.5) * m.block_k - m.block_k / 2),
+          r.top + ya._offset + ya.l2p((a + 0.5) * m.block_q - m.block_q / 2)];
+}"""
+
+
 @pytest.fixture(scope="module")
 def client(app_url):
     return Client(app_url, verbose=False)
@@ -50,4 +63,10 @@ def test_the_tab_draws_its_default_scene(open_page):
     page.page.wait_for_function("() => document.querySelector('#lc-loss .js-plotly-plot')", timeout=60_000)
     assert page.page.evaluate("() => document.querySelector('#lc-loss .js-plotly-plot').data.length") == 2
     page.shot("long_context", full_page=True)
+    page.settle()
+    page.page.locator("#lc-grid").scroll_into_view_if_needed()
+    x, y = page.page.evaluate(CELL, [1 * 4 + 2, 30, 3])  # layer 1 head 2, query cell 30, key cell 3
+    page.page.mouse.click(x, y)
+    page.page.wait_for_function(f"({ZOOM_TITLE})().includes('layer 1 head 2')", timeout=120_000)
+    assert "queries 1920-1983, keys 192-255" in page.page.evaluate(ZOOM_TITLE)
     page.check_clean()

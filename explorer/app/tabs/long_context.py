@@ -71,6 +71,7 @@ def build_long_context_tab() -> dict:
             out["lc_kcell"] = gr.Number(-1, label="Key cell (-1: the row's strongest off the diagonal)",
                                         precision=0, elem_id="lc-kcell")
             out["lc_zoom_go"] = gr.Button("Zoom / redraw", size="sm", elem_id="lc-zoom-go")
+        out["lc_click_go"] = gr.Button("zoom", elem_id="lc-click-go", elem_classes="offscreen", size="sm")
         out["lc_stats"] = gr.Plot(None, label="Per-head statistics", elem_id="lc-stats")
         out["lc_zoom"] = gr.Plot(None, label="Exact token-level map of one cell", elem_id="lc-zoom")
         with gr.Row():
@@ -167,6 +168,34 @@ def draw(values, weights=None, lc_length=None, lc_source="heldout", lc_text="", 
             "lc_drawn": True}
 
 
+# Runs once per page: a click on a panel of the grid keeps [layer, head, query cell, key cell] (the trace's
+# meta and the clicked cell's start positions over the computed block, ``pooled_grid``'s layout meta) and
+# presses the hidden button, whose client-side step (PICK_JS) writes them into the pickers before the zoom runs.
+CLICK_JS = """() => {
+  const hook = () => {
+    const gd = document.querySelector('#lc-grid .js-plotly-plot');
+    if (!gd || typeof gd.on !== 'function' || gd.__lcHooked) return;
+    gd.__lcHooked = true;
+    gd.on('plotly_click', (ev) => {
+      const pt = ev && ev.points && ev.points[0], m = pt && pt.data && pt.data.meta;
+      const lm = gd.layout && gd.layout.meta;
+      if (!Array.isArray(m) || m.length !== 2 || !lm) return;
+      const bq = lm.block_q / lm.factor, bk = lm.block_k / lm.factor;
+      window.__lcPick = [Number(m[0]), Number(m[1]), Math.floor(Number(pt.y) / bq), Math.floor(Number(pt.x) / bk)];
+      const go = document.querySelector('#lc-click-go');
+      const btn = go && (go.tagName === 'BUTTON' ? go : go.querySelector('button'));
+      if (btn) btn.click();
+    });
+  };
+  hook();
+  new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
+}"""
+PICK_JS = """(layer, head, q, k) => {
+  const p = window.__lcPick; window.__lcPick = null;
+  const box = document.querySelector('#lc-zoom');
+  if (p && box) box.scrollIntoView({behavior: 'smooth', block: 'nearest'});
+  return p || [layer, head, q, k];
+}"""
 SHARE_JS = ("(qs) => { if (!qs) return ''; const u = new URL(window.location.href); "
             "for (const [k, v] of new URLSearchParams(qs)) u.searchParams.set(k, v); return u.toString(); }")
 
@@ -216,7 +245,11 @@ def wire(demo, ui) -> None:
                    api_name="long_context_zoom", api_visibility="undocumented")
     opened = ui["lc_tab"].select(open_fn, ui.inputs(*names, "lc_drawn"), outputs, concurrency_limit=None,
                                  api_name="long_context_open", api_visibility="undocumented")
-    ui["lc_stop"].click(None, None, None, cancels=[run, redraw, opened], queue=False, api_visibility="private")
+    demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
+    picks = ui.outputs("lc_layer", "lc_head", "lc_qcell", "lc_kcell")
+    clicked = ui["lc_click_go"].click(None, picks, picks, js=PICK_JS, queue=False, api_visibility="private").then(
+        run_fn, inputs, outputs, concurrency_limit=None, api_name="long_context_click", api_visibility="undocumented")
+    ui["lc_stop"].click(None, None, None, cancels=[run, redraw, opened, clicked], queue=False, api_visibility="private")
     ui["lc_qs"].change(None, [ui["lc_qs"]], [ui["lc_link"]], js=SHARE_JS, queue=False, api_visibility="private")
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))
