@@ -82,16 +82,20 @@ def logit_lens(model, ids: torch.Tensor, k: int = TOP_K) -> LogitLens:
     """The logit lens of ``model`` on ``ids (1, L)`` (see the module docstring)."""
     cfg = model.cfg
     out = cached_run(model, ids)
-    with torch.no_grad():
-        logits = torch.stack([model.classify(x)[0] for x in streams(out)])  # (R, L, V)
-    logp = torch.log_softmax(logits.float(), dim=-1)
     pos, tgt = targets(cfg, ids)
-    lp = logp[:, pos, tgt]  # (R, P)
-    rank = (logp[:, pos] > lp.unsqueeze(-1)).sum(-1)  # tokens strictly more likely than the target
-    top = logp.topk(min(k, logp.shape[-1]), dim=-1)
+    lps, ranks, top_ids, top_lp = [], [], [], []
+    for x in streams(out):  # one row at a time: (L, V) logits, never (R, L, V) (a checkpoint's V is large)
+        with torch.no_grad():
+            logp = torch.log_softmax(model.classify(x)[0].float(), dim=-1)  # (L, V)
+        lp = logp[pos, tgt]  # (P,)
+        lps.append(lp)
+        ranks.append((logp[pos] > lp.unsqueeze(-1)).sum(-1))  # tokens strictly more likely than the target
+        top = logp.topk(min(k, logp.shape[-1]), dim=-1)
+        top_ids.append(top.indices), top_lp.append(top.values)
+    lp = torch.stack(lps)
     rows = ("embedding",) + tuple(f"layer {i}" for i in range(len(out.layers)))
-    return LogitLens(rows, tuple(ids[0].tolist()), tuple(pos.tolist()), tuple(tgt.tolist()), top.indices,
-                     top.values.exp(), lp.exp(), rank, -lp.mean(-1), stream_meaning(cfg))
+    return LogitLens(rows, tuple(ids[0].tolist()), tuple(pos.tolist()), tuple(tgt.tolist()), torch.stack(top_ids),
+                     torch.stack(top_lp).exp(), lp.exp(), torch.stack(ranks), -lp.mean(-1), stream_meaning(cfg))
 
 
 def _rounded(t: torch.Tensor, digits: int = 5):
