@@ -23,6 +23,7 @@ import gradio as gr
 from explorer.app.control_info import choice_info
 from explorer.runtime.configs import app_config, as_config
 from explorer.runtime.digest import digest
+from explorer.runtime.presets import CUSTOM, preset_info
 from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES, FIELDS
 
@@ -270,3 +271,13 @@ def adjust_causal(values: dict) -> tuple:
 def ui_digest(cfg: ModelConfig) -> str:
     """Digest of the controls' look for a config (memoised: every handler reading a state needs the default's)."""
     return digest(control_ui(cfg.to_dict())[1])
+
+
+def preset_update(match: str) -> dict:
+    """The Preset dropdown after a redraw whose controls match the preset ``match`` (``CUSTOM``: none).
+    A match is said in the line under the dropdown and the dropdown keeps what the visitor chose (it
+    used to switch itself, e.g. to "BLOOM (2022)" after picking ALiBi); controls that match no preset
+    put it back on ``CUSTOM``, so it never names a preset the figures do not show."""
+    if match == CUSTOM:
+        return gr.update(value=CUSTOM, info=preset_info(CUSTOM))
+    return gr.update(info=preset_info(match))

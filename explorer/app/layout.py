@@ -43,7 +43,7 @@ from explorer.app.wiring import wire
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
 from explorer.runtime.limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
-from explorer.runtime.presets import CUSTOM, available
+from explorer.runtime.presets import CUSTOM, PRESET_INFO, available
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig
 from models.config import CATEGORIES
@@ -135,7 +135,7 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
     control, the text and the share box. Adds the non-config components to ``comps``; returns
     ``{field: control}``."""
     comps["preset"] = gr.Dropdown([CUSTOM, *available()], value=CUSTOM, label="Preset", elem_id="preset",
-                                  info="A named architecture fills every control (sizes kept small).")
+                                  info=PRESET_INFO)
     comps["status"] = gr.Markdown("", elem_id="status")
     comps["weights"] = gr.Radio(all_choices(), value=BUNDLED, label="Weights", elem_id="weights-switch",
                                 info="bundled: a model trained on this CPU and shipped with the app; your run: "

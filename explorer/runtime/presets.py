@@ -335,6 +335,15 @@ def available() -> list:
     return names
 
 
+PRESET_INFO = "A named architecture fills every control (sizes kept small)."
+
+
+def preset_info(name: str) -> str:
+    """The line under the Preset dropdown: which named preset the controls match (``name``, from
+    ``matching_preset``), said in words rather than by switching the dropdown under the visitor."""
+    return PRESET_INFO if name == CUSTOM else f"The controls match {name}. {PRESET_INFO}"
+
+
 def matching_preset(cfg: ModelConfig) -> str:
     """The preset whose config equals ``cfg`` exactly (ignoring the seed), else ``CUSTOM``; a paper's
     preset wins over a trained one of the same config (BLOOM is the ALiBi bundle's architecture)."""

@@ -22,7 +22,7 @@ from explorer.analysis import attention_maps
 from explorer.analysis.figure_memo import figure_json
 from explorer.analysis.weights import applicable
 from explorer.app import stacks
-from explorer.app.controls import adjust_causal, control_outputs, current_config
+from explorer.app.controls import adjust_causal, control_outputs, current_config, preset_update
 from explorer.app.gradio_compat import plot_data
 from explorer.app.grid_pick import FIELDS, normalise, parse_pick, with_grid
 from explorer.app.messages import problem, text_notice, warn
@@ -127,7 +127,7 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
         return {**controls, **unchanged, "status": warn(problem(exc)),
                 "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
     return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": maps_reading(maps.summary(), MAX_TEXT_BYTES),
-            "status": note or notice(text, w), "share_qs": link, "preset": preset_of(cfg),
+            "status": note or notice(text, w), "share_qs": link, "preset": preset_update(preset_of(cfg)),
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig, "arch": arch}}
 
 

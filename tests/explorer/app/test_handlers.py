@@ -83,7 +83,7 @@ def test_visibility_follows_the_chosen_variants_and_categories_never_hide():
 def test_refresh_attention_draws_shares_and_keeps_a_tiny_state():
     out = h.refresh_attention(_values(), "hello", new_state())
     assert isinstance(as_figure(out["grid"]), go.Figure) and isinstance(as_figure(out["stats"]), go.Figure)
-    assert "5 byte tokens" in out["maps_md"] and out["preset"] == CUSTOM
+    assert "5 byte tokens" in out["maps_md"] and out["preset"]["value"] == CUSTOM
     assert "n_layers=2" in out["share_qs"] and "text=hello" in out["share_qs"]
     state = out["state"]
     assert state["fresh"] and set(state) == {"drawn", "fresh", "ui", "sweep", "arch"}
@@ -234,3 +234,17 @@ def test_text_notice():
     assert h.text_notice("short") == ""
     assert "300 bytes" in h.text_notice("x" * 300)
     assert DEFAULT_TEXT and len(DEFAULT_TEXT.encode()) <= 256
+
+
+def test_a_config_matching_a_preset_is_said_not_switched():
+    """Position = ALiBi on the default controls is BLOOM's config: the line under the Preset dropdown
+    says so and the dropdown keeps the visitor's choice; a config matching nothing puts it on custom."""
+    from explorer.app.tabs.attention import preset_of
+    from explorer.runtime.configs import app_config
+    from explorer.runtime.presets import matching_preset, preset_config
+    name = matching_preset(preset_config("BLOOM (2022)"))
+    out = h.refresh_attention({**config_values(preset_config("BLOOM (2022)"))}, "hello", new_state())
+    assert preset_of(app_config(preset_config("BLOOM (2022)"))) == name == "BLOOM (2022)"
+    assert "value" not in out["preset"] and out["preset"]["info"].startswith("The controls match BLOOM (2022).")
+    out = h.refresh_attention(_values(), "hello", new_state())
+    assert out["preset"]["value"] == CUSTOM and "match" not in out["preset"]["info"]
