@@ -26,13 +26,15 @@ measured on the same batch with one seed.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import time
 
 import torch
 
 from explorer.analysis.bundled import bundle_for, bundled_weights
-from explorer.analysis.depth_stored import preload
+from explorer.analysis.depth_stored import STORED, preload, write
 from explorer.analysis.gradients import branch_gradient_norms, gradient_norms, input_batch, next_token_loss, outermost
 from explorer.analysis.memo import Request, fetch
 from explorer.analysis.weights import TrainedWeights, applicable
@@ -238,3 +240,28 @@ def loglog_slope(depths: list, values: list):
     my = sum(y for _, y in pts) / len(pts)
     sxx = sum((x - mx) ** 2 for x, _ in pts)
     return None if sxx == 0 else sum((x - mx) * (y - my) for x, y in pts) / sxx
+
+
+def store() -> dict:
+    """Compute the sweep of ``ModelConfig()`` (the config the page opens with) from the code, nothing
+    stored or memoised read, and write it where start-up reads it (``explorer.analysis.depth_stored``)."""
+    from models import ModelConfig
+
+    t0 = time.perf_counter()
+    _, _, requests, _, _ = sweep_requests(ModelConfig())
+    sweeps = [{"key": r.key, "value": r.compute()} for r in requests.values()]
+    return write(sweeps, time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Store the landing config's depth sweep (Theorem 1 panel).")
+    parser.add_argument("--write", action="store_true", help=f"recompute and write {STORED.name}")
+    if parser.parse_args().write:
+        record = store()
+        print(f"wrote {STORED} ({len(record['sweeps'])} placements, {record['seconds']} s)")
+    else:
+        parser.print_help()
+
+
+if __name__ == "__main__":
+    main()

@@ -7,15 +7,13 @@ of its request (the sweep config's JSON, depths, seeds, batch), and ``preload(re
 stored value of a request into the memo before it is fetched. A key names the whole config, so a
 config field added or changed since the file was written only misses (the sweep is computed, as for
 any other config). A test recomputes stored depths from the code and compares, so a change to the
-models' init or forward cannot leave the file stale silently; ``python -m explorer.analysis.depth_stored
+models' init or forward cannot leave the file stale silently; ``python -m explorer.analysis.depth_scaling
 --write`` regenerates it (for ``ModelConfig()``, the config the page opens with).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,36 +47,16 @@ def preload(requests) -> int:
     return done
 
 
-def write(path: Path = STORED) -> dict:
-    """Compute the sweep of ``ModelConfig()`` from the code (nothing stored or memoised is read) and store it."""
+def write(sweeps: list, seconds: float, path: Path = STORED) -> dict:
+    """Store ``sweeps`` (``[{"key": memo key, "value": computed value}]``, computed from the code by
+    ``explorer.analysis.depth_scaling.store``) with the commit and torch version they were computed at."""
     import torch
 
-    from explorer.analysis.depth_scaling import sweep_requests
-    from models import ModelConfig
-
-    t0 = time.perf_counter()
-    _, _, requests, _, _ = sweep_requests(ModelConfig())
-    sweeps = [{"key": list(r.key), "value": r.compute()} for r in requests.values()]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=path.parent).stdout.strip()
     record = {"about": "explorer.analysis.depth_stored: the landing config's depth sweep at initialisation",
-              "commit": commit, "torch": torch.__version__, "seconds": round(time.perf_counter() - t0, 1),
-              "sweeps": sweeps}
+              "commit": commit, "torch": torch.__version__, "seconds": round(seconds, 1),
+              "sweeps": [{"key": list(s["key"]), "value": s["value"]} for s in sweeps]}
     path.write_text(json.dumps(record, indent=1) + "\n")
     stored_values.cache_clear()
     return record
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"recompute and write {STORED.name}")
-    args = parser.parse_args()
-    if args.write:
-        record = write()
-        print(f"wrote {STORED} ({len(record['sweeps'])} placements, {record['seconds']} s)")
-    else:
-        print(f"{STORED}: {len(stored_values())} stored sweeps")
-
-
-if __name__ == "__main__":
-    main()
