@@ -125,7 +125,7 @@ def loss_figure(result, n_bins: int = 64) -> go.Figure:
     for k, (s, b) in enumerate(zip(result.sides, bins)):
         if b is None:
             continue
-        data.append(dict(type="scatter", mode="lines+markers", x=np.round(centres, 1), y=np.round(b, 4), name=s.name,
+        data.append(dict(type="scatter", mode="lines+markers", x=centres.astype(np.float32), y=np.asarray(b, dtype=np.float32), name=s.name,
                          line=dict(color=CYCLE[k], width=3), marker=dict(size=5),
                          hovertemplate=f"{s.name}<br>position %{{x:.0f}}: %{{y:.3f}} nats<extra></extra>"))
     shapes, notes = _vmarks(result)
@@ -142,7 +142,7 @@ def loss_figure(result, n_bins: int = 64) -> go.Figure:
 
 def stats_figure(result, layer: int = 0, n_bins: int = 64) -> go.Figure:
     """Per-head statistics of one layer against position: entropy, distance, sink and local mass; a line per
-    head, solid as trained and dashed after the change."""
+    head, solid as trained and dashed after the change (values as float32 arrays: binary on the wire)."""
     centres, bins = result.stats_bins(n_bins)
     s0 = result.sides[0]
     layer = int(min(max(0, layer), s0.mass.shape[0] - 1))
@@ -153,7 +153,8 @@ def stats_figure(result, layer: int = 0, n_bins: int = 64) -> go.Figure:
         a = "" if i == 0 else str(i + 1)
         for k, (s, b) in enumerate(zip(result.sides, bins)):
             for h in range(b[name].shape[1]):
-                data.append(dict(type="scatter", mode="lines", x=np.round(centres, 1), y=np.round(b[name][layer, h], 4),
+                data.append(dict(type="scatter", mode="lines", x=centres.astype(np.float32),
+                                 y=np.asarray(b[name][layer, h], dtype=np.float32),
                                  xaxis=f"x{a}", yaxis=f"y{a}", name=f"head {h}, {s.name}", legendgroup=f"{k}-{h}",
                                  showlegend=i == 0, line=dict(color=CYCLE[h % len(CYCLE)], dash="solid" if k == 0 else "dash"),
                                  hovertemplate=f"head {h}, {s.name}<br>position %{{x:.0f}}: %{{y:.3f}}<extra></extra>"))
@@ -183,7 +184,7 @@ def zoom_figure(z, labels=None) -> go.Figure:
     title = (f"Exact attention of layer {z.layer} head {z.head} ({z.side}): queries {r0}-{r1 - 1}, keys {c0}-{c1 - 1}"
              f"<br><sup>log10 probability, blank = not allowed; the cell's mass: exact {z.exact:.4f}, "
              f"pooled map {z.pooled:.4f}</sup>")
-    return go.Figure(data=[dict(type="heatmap", z=np.round(logp, 3), x=xs, y=ys, colorscale="Viridis", hoverongaps=False,
+    return go.Figure(data=[dict(type="heatmap", z=logp.astype(np.float32), x=xs, y=ys, colorscale="Viridis", hoverongaps=False,
                                 colorbar=dict(title=dict(text="log10 p")),
                                 hovertemplate="query %{y}<br>key %{x}<br>log10 p = %{z:.2f}<extra></extra>")],
                      layout=base_layout(title, 560, plot_bgcolor=BLANK,
