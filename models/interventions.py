@@ -55,13 +55,7 @@ class Interventions:
     def check(self, cfg, batch: int, length: int) -> None:
         """``ConfigError`` naming the field for a model the record is not defined on, or a point or value
         out of range for ``cfg`` and a ``(batch, length)`` input."""
-        if cfg.layer != "standard":
-            raise ConfigError("layer", cfg.layer, "'standard': interventions (cached, ablated or patched head "
-                              "and FFN outputs) are defined on the standard layer structure's blocks")
-        if cfg.architecture not in ARCHITECTURES:
-            raise ConfigError("architecture", cfg.architecture, f"one of {list(ARCHITECTURES)} for interventions")
-        if cfg.memory != "none":
-            raise ConfigError("memory", cfg.memory, "'none' for interventions (a memory splits the call in segments)")
+        check_model(cfg)
         for key, value in self.replace_heads.items():
             ok = isinstance(key, tuple) and len(key) == 2 and all(isinstance(i, int) for i in key)
             if not ok or not (0 <= key[0] < cfg.n_layers and 0 <= key[1] < cfg.n_heads):
@@ -102,6 +96,17 @@ class Interventions:
         """The residual stream entering ``layer`` (``n_layers``: leaving the stack) with its replacement."""
         value = self.replace_resid.get(layer)
         return x if value is None else value.to(x.dtype).expand_as(x)
+
+
+def check_model(cfg) -> None:
+    """``ConfigError`` naming the field when ``cfg``'s model has no intervention points (see the module docstring)."""
+    if cfg.architecture not in ARCHITECTURES:
+        raise ConfigError("architecture", cfg.architecture, f"one of {list(ARCHITECTURES)} for interventions")
+    if cfg.layer != "standard":
+        raise ConfigError("layer", cfg.layer, "'standard': interventions (cached, ablated or patched head "
+                          "and FFN outputs) are defined on the standard layer structure's blocks")
+    if cfg.memory != "none":
+        raise ConfigError("memory", cfg.memory, "'none' for interventions (a memory splits the call in segments)")
 
 
 def head_outputs(attn, out: torch.Tensor) -> torch.Tensor:

@@ -57,8 +57,11 @@ def _kv(cfg, h: int) -> int:
 
 
 def _pre_norm(model, layer: int):
+    """The norm applied to the attention input of ``layer`` (pre-LN, sandwich), else None (post-LN's norm
+    comes after the residual sum: the next block reads its output, which the circuit starts from)."""
     res = model.stack.blocks[layer].res_attn
-    return getattr(res, "norm", getattr(res, "norm_in", None))
+    return {"pre": getattr(res, "norm", None), "sandwich": getattr(res, "norm_in", None)}.get(
+        model.cfg.norm_placement)
 
 
 def _fold(norm, cfg) -> torch.Tensor:

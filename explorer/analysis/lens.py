@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.interventions import Interventions
+from models.interventions import Interventions, check_model
 from explorer.runtime.tokens import token_label
 
 TOP_K = 5
@@ -27,6 +27,7 @@ TOP_K = 5
 
 def cached_run(model, ids: torch.Tensor):
     """``model(ids)`` with every block's activations cached (``ModelOutput``; ``layers[i]`` holds them)."""
+    check_model(model.cfg)
     with torch.no_grad():
         return model(ids, interventions=Interventions(cache=True))
 

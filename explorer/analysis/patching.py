@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from models import ConfigError
-from models.interventions import Interventions
+from models.interventions import Interventions, check_model
 from explorer.analysis.lens import cached_run
 
 MODES = ("zero", "mean")
@@ -43,6 +43,7 @@ def heldout_ids(window: int = HELDOUT_WINDOW) -> torch.Tensor:
 def next_token_loss(model, ids: torch.Tensor, interventions: Optional[Interventions] = None,
                     positions: Optional[torch.Tensor] = None) -> float:
     """Mean ``-log p(next token)`` over ``ids (B, L)`` (or over ``positions`` only), nats per token."""
+    check_model(model.cfg)
     with torch.no_grad():
         logits = model(ids, interventions=interventions).logits[:, :-1].float()
     loss = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, L - 1)
@@ -139,6 +140,7 @@ def patch_heads(model, clean: torch.Tensor, corrupted: torch.Tensor,
                 positions: Optional[Iterable] = None) -> Patching:
     """Per head (and per FFN), the fraction of the logit difference restored by patching its clean output
     into the corrupted run; ``clean`` and ``corrupted`` are ``(1, L)`` ids of one length."""
+    check_model(model.cfg)
     if corrupted.shape != clean.shape:
         raise ConfigError("corrupted", f"{corrupted.shape[-1]} tokens", f"{clean.shape[-1]} tokens, the clean "
                           "text's length")

@@ -33,6 +33,15 @@ def test_ov_and_qk_match_the_modules_with_the_norms_linear_part():
 
 
 @torch.no_grad()
+def test_post_ln_circuits_start_from_the_embedding_itself():
+    model = perturbed(norm_placement="post")  # its norms sit after the residual sums, none before attention
+    c = head_circuits(model, tokens=tuple(range(40)))
+    a = model.stack.blocks[1].attn
+    ov = model.embed.weight @ a.v_proj.weight[:8].T @ a.out_proj.weight[:, :8].T @ model.head.weight.T
+    torch.testing.assert_close(c.ov[1, 0].float(), ov, atol=1e-5, rtol=1e-4)
+
+
+@torch.no_grad()
 def test_a_constructed_copier_scores_one():
     model = build_model(ModelConfig(**BARE)).eval()
     eye = torch.eye(32)

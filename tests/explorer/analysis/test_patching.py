@@ -98,3 +98,13 @@ def test_heldout_passage_is_the_first_bytes_of_the_split_in_windows():
     from explorer.analysis.surgery.loss import heldout_text
     held = heldout_ids(128)
     assert held.shape[1] == 128 and bytes(held.flatten().tolist()) == heldout_text()[:held.numel()]
+
+
+def test_an_encoder_decoder_is_refused_naming_the_architecture():
+    from explorer.analysis.lens import logit_lens
+    model = build_model(ModelConfig(**{**PLAIN, "architecture": "encoder_decoder"})).eval()
+    for call in (lambda: logit_lens(model, sample_ids()), lambda: ablate(model, sample_ids(), [(0, 0)]),
+                 lambda: patch_heads(model, *pair())):
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert e.value.field == "architecture"
