@@ -46,8 +46,8 @@ def test_choose_a_checkpoint_see_its_tokens_apply_a_window(open_page, ckpt_serve
     page.commit_number("ctl-window", "3")
     page.page.wait_for_function(f"() => ({WEIGHTS_LINE})().includes('window=3')", timeout=90_000)
     line = _line(page)
-    assert "moved to" in line and "Perplexity" in line
-    before, after = [float(x) for x in line.split("Perplexity")[1].split("(")[0].replace("*", "").split("→")]
+    assert "moved to" in line and "perplexity" in line  # "held-out loss a → b nats/token (+d; perplexity p → q)"
+    before, after = [float(x) for x in line.split("perplexity")[1].split(")")[0].replace("*", "").split("→")]
     assert before != after  # three keys per query change what the model predicts
     page.settle()
     share = page.page.locator("#share-url input, #share-url textarea").first.input_value()
@@ -59,7 +59,7 @@ def test_choose_a_checkpoint_see_its_tokens_apply_a_window(open_page, ckpt_serve
     page.check_clean()
 
     again = open_page(share)  # the link opens the checkpoint with its window in a fresh context
-    again.page.wait_for_function(f"() => ({WEIGHTS_LINE})().includes('Perplexity')", timeout=90_000)
+    again.page.wait_for_function(f"() => ({WEIGHTS_LINE})().includes('perplexity')", timeout=90_000)
     checked = again.page.evaluate("() => document.querySelector('#weights-switch input:checked').value")
     assert checked == "checkpoint:tiny" and again.value("ctl-window") == "3"
     again.check_clean()
