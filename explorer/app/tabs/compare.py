@@ -32,7 +32,7 @@ from explorer.figures.readings import ab_sweep_reading, diff_markdown
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import MAX_SWEEP_LEN, SWEEP_BUDGET_S, parse_lengths
 from explorer.runtime.text import as_text
-from explorer.runtime.untrusted import shown
+from explorer.runtime.untrusted import shown, shown_html
 from models import ConfigError, ModelConfig
 from models.config import CATEGORIES
 
@@ -209,12 +209,15 @@ def wire_ab_sweep(ui, control_fields) -> None:
 
 def pinned_from_url(request: gr.Request | None) -> dict:
     """A link's ``pin`` (a share query of A) -> ``{"pinned": dict or None, "tabs": selected tab}``.
-    A malformed ``pin`` pins nothing (``from_query`` never raises); an unknown tab changes nothing."""
+    A malformed ``pin`` pins nothing and says so in a warning (``from_query`` never raises); an unknown tab
+    changes nothing."""
     params = dict(request.query_params) if request is not None else {}
     out = {"pinned": gr.skip(), "tabs": gr.skip()}
     if "pin" in params:
         cfg, _, _, notice = from_query(_parse(params["pin"]))
         out["pinned"] = None if notice else cfg.to_dict()
+        if notice:  # said, not dropped silently
+            gr.Warning(shown_html(f"The link's pinned A (pin) was not used, nothing is pinned: {notice}"))
     if params.get("tab") in TAB_IDS:
         out["tabs"] = gr.Tabs(selected=params["tab"])
     return out

@@ -122,3 +122,17 @@ def test_export_carries_the_ab_sweep(monkeypatch):
         cleanup_export(out["export_dir"])
     assert [(r["series"], r["seq_len"]) for r in rows] == [("A", "16"), ("B", "16")]
     assert rows[0]["attention"] == "full" and "A/B: latency and memory" in html
+
+
+def test_a_bad_pin_in_a_link_pins_nothing_and_says_so(monkeypatch):
+    from types import SimpleNamespace
+
+    from explorer.app.tabs import compare as tab
+    said = []
+    monkeypatch.setattr(tab.gr, "Warning", lambda msg: said.append(msg))
+    out = tab.pinned_from_url(SimpleNamespace(query_params={"pin": "n_layers=1e9&attention=sliding_window"}))
+    assert out["pinned"] is None and len(said) == 1
+    assert "pin" in said[0] and "n_layers=" in said[0]
+    said.clear()
+    out = tab.pinned_from_url(SimpleNamespace(query_params={"pin": "attention=sliding_window"}))
+    assert out["pinned"]["attention"] == "sliding_window" and said == []
