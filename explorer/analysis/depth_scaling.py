@@ -41,7 +41,8 @@ from explorer.analysis.weights import TrainedWeights, applicable
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
-from models import ConfigError, build_model, registries
+from models import ConfigError, ModelConfig, build_model, registries
+from models.attention import PARAMS, pattern_mask
 from models.blocks import Attention
 
 DEPTHS = (2, 4, 6, 8, 12, 16, 24)
@@ -111,9 +112,31 @@ def sweep_requests(cfg, depths=DEPTHS, seeds: int = SEEDS, seq_len: int = SEQ_LE
 
 def sweep_config(cfg, max_d_model: int = MAX_D_MODEL) -> tuple:
     """``(config, notes)``: the visitor's config, narrowed to ``max_d_model`` when wider (heads, K/V heads
-    and an explicit ``d_ff`` scaled with it; kept as is when the narrowed config would not validate)."""
+    and an explicit ``d_ff`` scaled with it; kept as is when the narrowed config would not validate), and
+    a structured pattern that allows every pair full attention allows on the sweep's ``SEQ_LEN`` tokens
+    measured as full attention (the same computation, so one memo entry serves every such pattern)."""
+    cfg, notes = _pattern_as_full(cfg)
     if cfg.d_model <= max_d_model:
+        return cfg, notes
+    narrow, more = _narrow(cfg, max_d_model)
+    return narrow, notes + more
+
+
+def _pattern_as_full(cfg) -> tuple:
+    """``cfg`` with ``attention="full"`` (its pattern's parameters at their defaults) when its structured
+    pattern allows exactly full attention's pairs at ``SEQ_LEN`` tokens, else ``cfg`` unchanged."""
+    if cfg.attention == "full" or cfg.attention not in PARAMS:
         return cfg, []
+    full = cfg.replace(attention="full")
+    if not torch.equal(pattern_mask(cfg, SEQ_LEN), pattern_mask(full, SEQ_LEN)):
+        return cfg, []
+    defaults = ModelConfig()
+    full = full.replace(**{n: getattr(defaults, n) for n in PARAMS[cfg.attention]
+                           if n != "seed" and hasattr(defaults, n)}).validate()
+    return full, [f"{cfg.attention} allows every pair full attention allows on {SEQ_LEN} tokens: measured as full"]
+
+
+def _narrow(cfg, max_d_model: int) -> tuple:
     d = int(max_d_model)
     heads = next((h for h in range(min(cfg.n_heads, d), 0, -1) if d % h == 0 and (d // h) % 2 == 0), 1)
     kv = cfg.n_kv_heads
