@@ -134,3 +134,20 @@ def test_bad_inputs_are_refused_by_name(monkeypatch):
     assert lc.allowed_lengths() == [1024, 2048]
     with pytest.raises(ConfigError, match="EXPLORER_LONG_CONTEXT_MAX_TOKENS=2048"):
         lc.check_length(4096)
+
+
+def test_a_stop_ends_the_view_and_gives_the_memory_back():
+    from explorer.runtime.pool import POOL
+    from explorer.runtime.stopping import Abandoned
+
+    src = source.resolve("bundled", ModelConfig())
+    seen = []
+    held = POOL.held()
+
+    def stop():
+        return len(seen) >= 3  # after the third layer reported: inside the first model's forward
+
+    with pytest.raises(Abandoned):
+        lc.long_context(src, 1024, "heldout", should_stop=stop, progress=lambda f, msg: seen.append((f, msg)))
+    assert POOL.held() == held
+    assert [round(f, 3) for f, _ in seen] == [0.0, 0.125, 0.25] and "layer 2 of 4 at 1024 tokens" in seen[2][1]
