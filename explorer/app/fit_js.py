@@ -16,6 +16,10 @@ cut. After each draw and resize, a title wider than its figure is broken into li
 (each ``<br>`` line, ``<sup>`` notes with their own smaller type), and the top margin grows by the
 lines added (the plot area gives up that height: a relayout of the height would fix the width too).
 
+Each figure is named for assistive technology after each draw: ``role="img"`` with its title as
+``aria-label`` (the plain text of its lines), described (``aria-describedby``) by the reading of its tab
+(the element whose id ends in ``-reading``), which says in words what the figure shows.
+
 In presentation mode the attention grid (``FIT_HEIGHT``) is also made to fit the screen's height: its
 height becomes at most the viewport's height below the grid's top when the page and the figure column
 are scrolled to their tops (the header, buttons and tabs above it), never under ``MIN_HEIGHT`` px. Its
@@ -88,12 +92,22 @@ FIT_JS = """() => {
     gd.__fitted = want;
     if (Math.abs(full.height - want) > 1) P.relayout(gd, {height: want, width: null, autosize: true});
   };
+  const name = (gd) => {  // an image with its title as its name, described by its tab's reading
+    const title = gd.layout && gd.layout.title, text = typeof title === 'string' ? title : title && title.text;
+    const plain = String(text || '').replace(/<br\s*\/?>/gi, '. ').replace(/<[^>]*>/g, '').replace(/\s+/g, ' ').trim();
+    const label = plain || (gd.closest('.block') && gd.closest('.block').querySelector('[data-testid="block-label"]')
+      || {}).textContent || 'figure';
+    gd.setAttribute('role', 'img');
+    if (gd.getAttribute('aria-label') !== label) gd.setAttribute('aria-label', label);
+    const panel = gd.closest('[role="tabpanel"]'), reading = panel && panel.querySelector('[id$="-reading"]');
+    if (reading) gd.setAttribute('aria-describedby', reading.id); else gd.removeAttribute('aria-describedby');
+  };
   const fit = () => {
     frame = 0;
     const P = window.Plotly;
     for (const gd of pending) {
       pending.delete(gd);
-      const after = () => { wrapTitle(gd); fitHeight(gd); };
+      const after = () => { wrapTitle(gd); fitHeight(gd); name(gd); };
       if (P && misfit(gd)) Promise.resolve(P.Plots.resize(gd)).then(after); else after();
     }
   };
@@ -115,6 +129,6 @@ FIT_JS = """() => {
   const refit = () => { for (const gd of document.querySelectorAll(FIT_HEIGHT + ' .js-plotly-plot')) ask(gd); };
   new MutationObserver(refit).observe(document.body, {attributes: true, attributeFilter: ['class']});
   window.addEventListener('resize', refit);
-  window.__fitPlots = {look, misfit, wrapTitle, fitHeight};
+  window.__fitPlots = {look, misfit, wrapTitle, fitHeight, name};
   look();
 }"""

@@ -4,11 +4,15 @@ The history is a ``gr.State`` of at most ``MAX_HISTORY`` config dicts (a few hun
 appended to when the attention figures are redrawn for a new config. Undo drops the newest entry
 and fills the controls with the one before, reset fills them with the defaults; both then run the
 usual redraw chain, so what is shown always comes from the same handlers as a manual edit.
+
+The browser's own history holds the committed links (``explorer.app.share_js`` pushes one per change):
+``from_address`` reads the address bar again when Back or Forward brings an earlier one, as the page's
+load does, an address without a query being the defaults.
 """
 from __future__ import annotations
 
 from explorer.app.controls import adjust_causal, current_config
-from explorer.app.sources import fill_controls, skip_fill
+from explorer.app.sources import fill_controls, load_from_url, skip_fill
 from explorer.runtime.configs import app_config
 from explorer.runtime.presets import CUSTOM, matching_preset
 from explorer.runtime.text import DEFAULT_TEXT
@@ -59,3 +63,12 @@ def undo(history, values: dict | None = None) -> dict:
     history.pop()
     cfg = app_config(history[-1])
     return {**fill_controls(cfg, None, matching_preset(cfg), "↶ Previous configuration restored."), "history": history}
+
+
+def from_address(request) -> dict:
+    """The controls of the link now in the address bar (``request``: the event's, whose query Gradio's
+    client takes from the address bar): the defaults for an address without one, else as on load."""
+    params = dict(request.query_params) if request is not None and request.query_params else {}
+    if not any(not str(k).startswith("__") for k in params):
+        return fill_controls(ModelConfig(), DEFAULT_TEXT, CUSTOM, "")
+    return load_from_url(request)

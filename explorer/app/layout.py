@@ -43,6 +43,7 @@ from explorer.app.wiring import wire
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
 from explorer.runtime.limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
+from explorer.app.share_js import LONG_LINK_HEAD
 from explorer.runtime.presets import CUSTOM, PRESET_INFO, available
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig
@@ -64,7 +65,7 @@ SESSIONS = 200                # sessions kept in all: bounds Gradio's per-sessio
                               # a session idle for EXPLORER_SESSION_TTL s (1 h) expires
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 # uploads: config JSON (refused above 100 kB by its handler) and the Train tab's trained models
-LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb",
+LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb", "head": LONG_LINK_HEAD,
                   "state_session_capacity": SESSIONS, "show_error": True,
                   # bodies, uploads, queue places and sessions bounded per request and per client address
                   "app_kwargs": {"middleware": [Middleware(RequestLimits)]}}
@@ -153,6 +154,8 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
         comps["share_url"] = gr.Textbox("", label="Share link (this configuration)", elem_id="share-url",
                                         buttons=["copy"], interactive=False)
         comps["share_qs"] = gr.Textbox("", visible=False, elem_id="share-qs")
+        # pressed by the page's script when Back / Forward brings an earlier link (explorer.app.share_js)
+        comps["url_back"] = gr.Button("read the address bar", visible="hidden", elem_id="url-back")
         with gr.Row():
             comps["upload"] = gr.UploadButton("Upload config JSON", file_types=[".json"], size="sm")
             comps["export"] = gr.Button("Export zip", size="sm", elem_id="export")

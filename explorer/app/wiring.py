@@ -28,6 +28,7 @@ from explorer.app.export import cleanup_export, export_files
 from explorer.app.fit_js import FIT_JS
 from explorer.app.jobs import run_job
 from explorer.app.messages import problem, warn
+from explorer.app.keyboard_js import KEYBOARD_JS
 from explorer.app.render_once_js import RENDER_ONCE_JS
 from explorer.app.share_js import SHARE_JS
 from explorer.app.sources import FILL, apply_preset, load_from_url, upload_config
@@ -204,6 +205,18 @@ def wire_sources(demo, ui: Components) -> None:
                                         show_progress_on=ui.outputs("status"), api_name="load_link", **QUIET),
                           "load", detail_state=False)
     wire_compare(ui, loaded)
+    # once a link is read, the address bar and the Share box hold what is shown: the link's normalised
+    # form, or the plain address when the link was refused (never the refused query)
+    loaded.then(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
+    # Back / Forward: the address bar holds an earlier committed link (explorer.app.share_js); it is read
+    # again as on load, and its figures drawn, without reloading the page
+    def back_fn(request: gr.Request):
+        return ui.back({**undo_history.from_address(request), **compare.pinned_from_url(request)})
+
+    redraw_chain(ui, ui["url_back"].click(back_fn, None, ui.outputs(*FILL_OUT, "pinned", "tabs", "grid_layers",
+                                                                    "grid_heads", "weights", "ckpt_extra"),
+                                          show_progress_on=ui.outputs("status"), api_name="back_link", **QUIET),
+                 "back", detail_state=False)
     def reset_fn(data):
         return ui.back(weights_switch.after_fill(undo_history.reset(), data[ui["weights"]]))
 
@@ -271,6 +284,7 @@ def wire_tabs(demo, ui: Components) -> None:
     demo.load(None, None, [ui["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
     demo.load(None, None, None, js=FIT_JS, queue=False, api_visibility="private")  # figures fit when shown
     demo.load(None, None, None, js=RENDER_ONCE_JS, queue=False, api_visibility="private")  # one draw per update
+    demo.load(None, None, None, js=KEYBOARD_JS, queue=False, api_visibility="private")  # Enter keeps focus
     export_handler = ui.handler(weights_switch.with_weights(export_files))
 
     async def export_fn(data, request: gr.Request):

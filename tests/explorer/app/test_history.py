@@ -37,3 +37,17 @@ def test_undo_right_after_reset_restores_the_config_before_the_reset():
     recorded = ui_history.record(_values(ModelConfig()), {"grid": object()}, history)
     out = ui_history.undo(recorded, _values(ModelConfig()))
     assert out["attention"]["value"] == "sliding_window" and out["history"] == history
+
+
+def test_the_address_bar_is_read_again_on_back_and_forward():
+    """Back to an address without a query: the defaults; with one: the link's config, as on load."""
+    from types import SimpleNamespace
+
+    from explorer.app.controls import CONTROL_FIELDS
+    from explorer.app.history import from_address
+    plain = from_address(SimpleNamespace(query_params={}))
+    assert plain["attention"]["value"] == "full" and plain["preset"] == "(custom)"
+    assert from_address(SimpleNamespace(query_params={"__theme": "dark"}))["attention"]["value"] == "full"
+    linked = from_address(SimpleNamespace(query_params={"attention": "sliding_window", "window": "16"}))
+    assert linked["attention"]["value"] == "sliding_window" and linked["window"]["value"] == 16
+    assert set(CONTROL_FIELDS) <= set(linked)
