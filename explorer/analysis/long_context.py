@@ -13,8 +13,11 @@
 
 Each side is one forward of the model at ``L`` tokens (``models.long_context.pooled_maps``: every layer's
 kernels, plus the pooled pass of each layer in their tiled structure; activations at ``L``, never ``L x
-L``), under a ``Guard`` (``explorer.runtime.stopping``: a stop ends it within one module) and inside one
-reservation of the memory pool (``footprint``'s forward at ``L`` plus the pooled grids and statistics).
+L``), one GPU call per side (``compute_side``, ``@gpu``: on a CUDA host or a ZeroGPU Space the model and tokens
+go to the GPU and the pooled pass is the Triton kernel; the maps come back as numpy arrays and the reading
+names the backend that ran), under a ``Guard`` (a stop crosses as a ``StopToken`` and ends it within one
+module; each layer's progress comes back on the same token) and inside one reservation of the memory pool
+(``footprint``'s forward at ``L`` plus the pooled grids and statistics).
 
 ``zoom(result, side, layer, head, q_cell, k_cell)`` computes one cell's exact token-level map: the
 model's forward up to that layer with a hook that takes the layer's post-position ``q``, ``k`` and score
@@ -23,6 +26,7 @@ then stops the forward. Bins (``loss_bins``, ``stats_bins``) are means over equa
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass, field
@@ -33,8 +37,10 @@ import torch
 from explorer.analysis import surgery
 from explorer.analysis.long_context_text import Passage, passage
 from explorer.runtime import budget, settings
+from explorer.runtime.device import device, gpu
 from explorer.runtime.pool import POOL
-from explorer.runtime.stopping import Guard
+from explorer.runtime.signals import NEVER, StopToken, stop_channel
+from explorer.runtime.stopping import Abandoned, Guard
 from kernels.reference import clipped_index, expand_kv
 from models import ConfigError, build_model
 from models import surgery as model_surgery
@@ -185,26 +191,72 @@ def predicted_bytes(cfg, length: int) -> int:
     return need + heads * (256 * 256 * 8 + 4 * length * 8) + (16 << 20)
 
 
-def _run(model, tokens, should_stop, report) -> object:
-    guard = Guard(should_stop or (lambda: False))
-    layers = [m for m in model.modules() if isinstance(m, Attention)]
-    hooks = [m.register_forward_pre_hook(lambda *_a, i=i: report(i / max(1, len(layers))))
-             for i, m in enumerate(layers)]
+def _side_duration(model, tokens, stop=None) -> int:
+    """Seconds a GPU may take for one side: a few for the forward, more at 16k tokens and many layers."""
+    layers = sum(1 for m in model.modules() if isinstance(m, Attention))
+    return int(min(120, 15 + layers * tokens.shape[-1] // 2048))
+
+
+def _on(model, dev: torch.device):
+    """``model`` on ``dev``: itself on the CPU; elsewhere a copy whose tensors are made there directly (the
+    caller's model stays on the CPU, where the zoom reads it, and is never moved under another request)."""
+    if dev.type == "cpu":
+        return model
+    memo = {}
+    for t in list(model.parameters()) + list(model.buffers()):
+        moved = t.detach().to(dev)
+        memo[id(t)] = torch.nn.Parameter(moved, requires_grad=False) if isinstance(t, torch.nn.Parameter) else moved
+    return copy.deepcopy(model, memo)
+
+
+@gpu(duration=_side_duration)
+def compute_side(model, tokens: torch.Tensor, stop: StopToken = NEVER) -> dict:
+    """The GPU call of one side: ``pooled_maps`` of ``model`` on ``tokens (1, L)`` on ``device()`` (on CUDA the
+    pooled pass is the Triton kernel), ``stop.report``-ing each layer and polling ``stop`` between modules.
+
+    One call per model, not per group of layers: the pooled pass rides the model's own forward (a hook on
+    each attention core), so a group of layers would have to send its ``(L, d)`` hidden state and every
+    position table back and forth; progress per layer crosses instead on the stop token's shared page.
+    Returns plain values only (a worker returns no exception intact): numpy arrays of the maps, statistics
+    and loss, or ``{"error": (field, value, allowed)}`` for a ``ConfigError``, ``{"stopped": why}`` for a stop."""
+    dev = device()
+    m = _on(model, dev)
+    layers = [a for a in m.modules() if isinstance(a, Attention)]
+    hooks = [a.register_forward_pre_hook(lambda *_a, i=i: stop.report(i / max(1, len(layers))))
+             for i, a in enumerate(layers)]
     try:
-        with guard.installed(model, backward=False):
-            return pooled_maps(model, tokens)
+        with Guard(stop).installed(m, backward=False):
+            maps = pooled_maps(m, tokens.to(dev))
+    except ConfigError as e:
+        return {"error": (e.field, e.value, e.allowed)}
+    except Abandoned as e:
+        return {"stopped": str(e) or "stopped"}
     finally:
         for h in hooks:
             h.remove()
-
-
-def _side(name, cfg, model, maps) -> Side:
-    mass = torch.stack([m.mass[0] for m in maps.maps]).float().numpy()
-    stats = {k: torch.stack([getattr(m, k)[0] for m in maps.maps]).float().numpy() for k in STATS}
-    loss = None if maps.loss is None else maps.loss[0].float().numpy()
     first = maps.maps[0]
-    return Side(name, cfg, model, mass, stats, loss, first.block_q, first.block_k, first.backend, maps.method,
-                list(maps.notes), list(maps.layers))
+    return {"mass": torch.stack([x.mass[0] for x in maps.maps]).float().cpu().numpy(),
+            "stats": {k: torch.stack([getattr(x, k)[0] for x in maps.maps]).float().cpu().numpy() for k in STATS},
+            "loss": None if maps.loss is None else maps.loss[0].float().cpu().numpy(),
+            "block_q": int(first.block_q), "block_k": int(first.block_k), "backend": str(first.backend),
+            "method": maps.method, "notes": [str(n) for n in maps.notes], "layers": [int(i) for i in maps.layers],
+            "device": str(dev)}
+
+
+def _side(name, cfg, model, tokens, should_stop, report) -> Side:
+    """One side through the GPU call; its errors raised here, on the caller's side."""
+    with stop_channel(should_stop or _never, progress=report) as token:
+        out = compute_side(model, tokens, stop=token)
+    if "error" in out:
+        raise ConfigError(*out["error"])
+    if out.get("stopped"):
+        raise Abandoned(out["stopped"])
+    return Side(name, cfg, model, out["mass"], out["stats"], out["loss"], out["block_q"], out["block_k"],
+                out["backend"], out["method"], out["notes"], out["layers"])
+
+
+def _never() -> bool:
+    return False
 
 
 def long_context(src, length=DEFAULT_LENGTH, source: str = "heldout", text=None, change: str = "window",
@@ -235,8 +287,7 @@ def long_context(src, length=DEFAULT_LENGTH, source: str = "heldout", text=None,
                 if progress is not None:
                     progress((k + frac) / len(drawn), f"{name}: layer {int(frac * cfg.n_layers)} of {cfg.n_layers} "
                                                       f"at {L} tokens")
-            model = make()
-            sides.append(_side(name, cfg, model, _run(model, tokens, should_stop, report)))
+            sides.append(_side(name, cfg, make(), tokens, should_stop, report))
     unit = "byte" if src.tokenizer is None else "token"
     return LongContext(L, text_in, unit, trained, origin, sides, notes, need, time.perf_counter() - t0)
 

@@ -55,3 +55,20 @@ def test_a_caller_that_already_stopped_gets_a_set_token_and_none_gets_never():
         assert token is NEVER and not token()
     NEVER.set()
     assert not NEVER() and StopToken(-1) == NEVER
+
+
+def test_progress_reported_on_the_token_reaches_the_caller():
+    import pickle as _pickle
+    import time as _time
+
+    from explorer.runtime.signals import stop_channel as _channel
+
+    seen = []
+    with _channel(None, poll_s=0.01, progress=seen.append) as token:
+        worker_side = _pickle.loads(_pickle.dumps(token))  # what a worker receives: the slot only
+        for f in (0.0, 0.25, 0.5):
+            worker_side.report(f)
+            deadline = _time.time() + 5
+            while (not seen or seen[-1] != f) and _time.time() < deadline:
+                _time.sleep(0.005)
+    assert seen == [0.0, 0.25, 0.5] and not token()  # exact quarters; progress never stops the work

@@ -10,6 +10,7 @@ import time
 import types
 
 import numpy as np
+import torch
 import pytest
 
 pytest.importorskip("spaces")
@@ -117,3 +118,27 @@ def test_training_bursts_in_the_worker_give_the_uninterrupted_run(zero_gpu, monk
     trainer = tr.Trainer(cfg, run)
     assert digest(bursts.run_in_bursts(trainer)) == whole
     assert trainer.done and len(zero_gpu.released) == 3  # three bursts, each released its GPU
+
+
+def test_a_long_context_side_runs_in_the_worker_with_progress_and_errors_as_values(zero_gpu, monkeypatch):
+    from explorer.analysis import long_context as lc
+    from explorer.runtime.signals import StopToken
+    from models import ConfigError, build_model
+
+    cfg = SMALL.replace(attention="sliding_window", window=8)
+    model = build_model(cfg).eval()
+    tokens = torch.randint(0, cfg.vocab_size, (1, 96))
+    here = lc.compute_side(model, tokens)
+    remote_fn = zero_gpu(lc.compute_side)
+    monkeypatch.setattr(lc, "compute_side", remote_fn)
+    seen = []
+    side = lc._side("as trained", cfg, model, tokens, None, seen.append)
+    assert len(zero_gpu.released) == 1 and side.model is model  # the zoom reads the caller's own model
+    np.testing.assert_allclose(side.mass, here["mass"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(side.loss, here["loss"], rtol=1e-5, atol=1e-6)
+    assert side.backend == here["backend"] == "torch-cpu block-sparse" and here["device"] == "cpu"
+    assert seen and seen == sorted(seen) and set(seen) <= {0.0, 0.5}  # per layer, from the worker's page
+    bad = remote_fn(build_model(SMALL.replace(memory="xl", segment_len=16)).eval(), tokens, StopToken(-1))
+    assert isinstance(bad["error"][0], str) and bad["error"][0] == "memory"  # a plain value, not an exception
+    with pytest.raises(ConfigError, match="memory"):
+        lc._side("x", cfg, build_model(SMALL.replace(memory="xl", segment_len=16)).eval(), tokens, None, None)
