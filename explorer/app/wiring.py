@@ -35,6 +35,7 @@ from explorer.app.sources import FILL, apply_preset, load_from_url, upload_confi
 from explorer.app.state import read_state
 from explorer.app.tabs import compare, grid, stack_zoom, train_source, views, zoom
 from explorer.app.tabs import long_context as long_context_tab
+from explorer.app.tabs import why as why_tab
 from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
 from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
@@ -181,6 +182,7 @@ def wire(demo, controls: dict, by_name: dict) -> None:
     wire_sources(demo, ui)
     wire_tabs(demo, ui)
     long_context_tab.wire(demo, ui)  # its events and the /long_context endpoint
+    why_tab.wire(demo, ui)  # its events and the /logit_lens, /attribution, /ablation, /patching endpoints
     wire_api()
 
 
@@ -205,9 +207,6 @@ def wire_sources(demo, ui: Components) -> None:
                                         show_progress_on=ui.outputs("status"), api_name="load_link", **QUIET),
                           "load", detail_state=False)
     wire_compare(ui, loaded)
-    # once a link is read, the address bar and the Share box hold what is shown: the link's normalised
-    # form, or the plain address when the link was refused (never the refused query)
-    loaded.then(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
     # Back / Forward: the address bar holds an earlier committed link (explorer.app.share_js); it is read
     # again as on load, and its figures drawn, without reloading the page
     def back_fn(request: gr.Request):
@@ -324,7 +323,10 @@ def wire_compare(ui: Components, loaded) -> None:
                     api_name="pin_config", **QUIET).then(api_name="compare_after_pin", **refresh)
     ui["compare_run"].click(api_name="compare", **refresh)
     ui["compare_tab"].select(api_name="compare_on_open", **refresh)
-    loaded.then(api_name="compare_from_link", **refresh)
+    linked = loaded.then(api_name="compare_from_link", **refresh)
+    # once a link is read, the address bar and the Share box hold what is shown: the link's normalised
+    # form, or the plain address when the link was refused (never the refused query)
+    linked.then(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
     # the comparison's full link, and the address bar in step with it (as the main share link)
     ui["compare_qs"].change(None, [ui["compare_qs"]], [ui["compare_link"]], js=SHARE_JS, queue=False,
                             api_visibility="private")
