@@ -31,6 +31,7 @@ from explorer.app.state import new_state
 from explorer.app.tabs import compare as compare_tab
 from explorer.app.tabs import grid as grid_pickers
 from explorer.app.tabs import long_context as long_context_tab
+from explorer.app.tabs import why as why_tab
 from explorer.app.tabs import stack_zoom as stack_zoom_box
 from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs import train as train_tab
@@ -238,6 +239,7 @@ def figure_tabs(cfg: ModelConfig, first_paint: tuple, analysis: dict, surgery: d
                grid_b=compare.grid_b, compare_grad=compare.grad, compare_link=compare.link,
                compare_qs=compare.link_qs, **compare.ab)
     out.update(long_context_tab.build_long_context_tab())
+    out.update(why_tab.build_why_tab())
     with gr.Tab("Train", id="train", elem_id="train-tab"):
         train = train_tab.build_train_tab(controls_config=cfg)
         out.update(train_state=train.state, train_config=train.config, train_task=train.task,

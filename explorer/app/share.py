@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 4000
 # pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick; ckpt: explorer.app.checkpoint_link;
 # lc_len / lc_src: explorer.app.tabs.long_context
-_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt", "lc_len", "lc_src"}  # lc_*: the long-context tab
+_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt", "lc_len", "lc_src",  # lc_*: the long-context tab
+            "why_pos", "why_alt", "why_bad"}  # why_*: explorer.app.tabs.why
 # a source / target text is up to MAX_TEXT_BYTES of its two sides plus the separator between them
 MAX_LINK_TEXT_BYTES = MAX_TEXT_BYTES + 4 * MAX_SEPARATOR_CHARS
 # what explorer.app.request_limits sends Gradio in place of a query string too long to hand on: its length

@@ -67,7 +67,7 @@ def load_from_url(request: gr.Request | None) -> dict:
         from explorer.app.checkpoint_link import restore
 
         return {**restore({k: v for k, v in params.items() if k not in picks and not str(k).startswith("__")
-                           and k not in ("view", "pin", "tab", "lc_len", "lc_src")}, fill_controls), **picks}
+                           and k not in ("view", "pin", "tab", "lc_len", "lc_src", "why_pos", "why_alt", "why_bad")}, fill_controls), **picks}
     cfg, text, preset, notice = from_query({k: v for k, v in params.items() if k not in picks})
     sep, sep_notice = link_separator(params) if notice is None else (None, None)
     notice = " ".join(n for n in (notice or sep_notice, grid_notice) if n) or None

@@ -35,6 +35,7 @@ from explorer.app.sources import FILL, apply_preset, load_from_url, upload_confi
 from explorer.app.state import read_state
 from explorer.app.tabs import compare, grid, stack_zoom, train_source, views, zoom
 from explorer.app.tabs import long_context as long_context_tab
+from explorer.app.tabs import why as why_tab
 from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
 from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
@@ -181,6 +182,7 @@ def wire(demo, controls: dict, by_name: dict) -> None:
     wire_sources(demo, ui)
     wire_tabs(demo, ui)
     long_context_tab.wire(demo, ui)  # its events and the /long_context endpoint
+    why_tab.wire(demo, ui)  # its events and the /logit_lens, /attribution, /ablation, /patching endpoints
     wire_api()
 
 

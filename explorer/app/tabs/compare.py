@@ -39,7 +39,7 @@ from models.config import CATEGORIES
 OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_qs")
 AB_LENGTHS = "128,256,512,1024"
 AB_OUTPUTS = ("ab_sweep", "ab_md", "state")
-TAB_IDS = ("attention", "views", "gradients", "latency", "model", "compare", "long_context")
+TAB_IDS = ("attention", "views", "gradients", "latency", "model", "compare", "long_context", "why")
 
 
 def pin_button() -> gr.Button:

@@ -1,0 +1,202 @@
+"""The Why tab and the ``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching`` endpoints: what each head
+does to the prediction, on the weights on screen and the text in the box.
+
+The tab draws four views (``explorer.app.tabs.why_views``, each an analysis of ``explorer.analysis``): the
+logit lens (layers x positions), direct logit attribution at a chosen position (layers x heads + FFN, the
+attention grid's layout; an alternative token optional), ablation of the heads ticked (zero or mean; the
+loss change on the text and the held-out passage) and activation patching between the text (clean) and a
+corrupted one of the same length (default: the second copy of its longest repeated word changed) as a
+grid. A view a model cannot have (attribution of a post-LN model, any view of an encoder-decoder or of a
+non-standard layer) is replaced by a warning naming the field and its valid values; the others are drawn.
+Opening the tab draws it once per session; "Explain" redraws. The weights are the request's
+``WeightsSource`` (resolved once by ``explorer.app.weights.with_weights``). The share link adds
+``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from explorer.app import weights as weights_switch
+from explorer.app.api import call, request_source
+from explorer.app.controls import CONTROL_FIELDS
+from explorer.app.gradio_compat import cache_file
+from explorer.app.messages import problem
+from explorer.app.share import MAX_LINK_TEXT_BYTES
+from explorer.app.tabs import why_views as wv
+from explorer.app.tabs.long_context import SHARE_JS
+from explorer.figures.interpretability import attribution_figure, lens_figure, patching_figure
+from explorer.runtime.configs import app_config
+from explorer.runtime.untrusted import shown
+
+INPUTS = ("text", "why_pos", "why_alt", "why_heads", "why_mode", "why_bad")
+OUTPUTS = ("why_md", "why_lens", "why_attr", "why_abl_md", "why_patch", "why_csv", "why_heads", "why_qs", "why_drawn")
+MAX_ALT_CHARS = 16
+INTRO = ("**Why**: what each head does to the prediction. The logit lens reads the prediction after every layer; "
+         "attribution splits one logit among the heads (the final norm's scale frozen at its value on this forward "
+         "pass); ablation removes the ticked heads; patching swaps one head's output from the text into a "
+         "corrupted copy and measures how much of the right answer comes back.")
+
+
+def build_why_tab() -> dict:
+    """The tab's components by name (inside the caller's ``gr.Tabs``)."""
+    cfg = app_config("")
+    out = {}
+    with gr.Tab("Why", id="why") as out["why_tab"]:
+        out["why_md"] = gr.Markdown(INTRO, elem_id="why-reading")
+        out["why_lens"] = gr.Plot(None, label="Logit lens", elem_id="why-lens")
+        with gr.Row():
+            out["why_pos"] = gr.Number(-1, precision=0, elem_id="why-pos",
+                                       label="Attribution at position (-1: inside the second copy of the repeated word)")
+            out["why_alt"] = gr.Textbox("", max_length=MAX_ALT_CHARS, elem_id="why-alt",
+                                        label="Alternative token (empty: the actual next token alone)")
+            out["why_run"] = gr.Button("Explain", variant="primary", elem_id="why-run")
+        out["why_attr"] = gr.Plot(None, label="Direct logit attribution", elem_id="why-attr")
+        with gr.Row():
+            out["why_heads"] = gr.CheckboxGroup(wv.head_labels(cfg), value=wv.default_heads(cfg), elem_id="why-heads",
+                                                label=f"Heads to ablate (layer.head; at most {wv.MAX_ABLATED})")
+            out["why_mode"] = gr.Radio([("zero", "zero"), ("mean over the held-out passage", "mean")], value="zero",
+                                       label="Ablation", elem_id="why-mode")
+            out["why_ablate"] = gr.Button("Ablate", elem_id="why-ablate")
+        out["why_abl_md"] = gr.Markdown("", elem_id="why-ablation")
+        out["why_bad"] = gr.Textbox("", lines=2, max_length=MAX_LINK_TEXT_BYTES, elem_id="why-bad",
+                                    label="Corrupted text for patching (same length; empty: the second copy of the "
+                                          "repeated word changed)")
+        out["why_patch"] = gr.Plot(None, label="Activation patching", elem_id="why-patch")
+        with gr.Row():
+            out["why_csv"] = gr.File(None, label="Grids (CSV)", interactive=False, elem_id="why-csv")
+            out["why_link"] = gr.Textbox("", label="Share link (this view)", buttons=["copy"], interactive=False,
+                                         elem_id="why-link")
+        out["why_qs"] = gr.Textbox("", visible=False)
+        out["why_drawn"] = gr.State(False)
+    return out
+
+
+def _warned(view: str, exc: Exception) -> str:
+    return f"⚠️ **{view}:** {shown(problem(exc))}"
+
+
+def ablation_reading(a: dict) -> str:
+    heads = ", ".join(f"{l}.{h}" for l, h in a["heads"])
+    t, h = a["text"], a["heldout"]
+    return (f"**{a['mode'].capitalize()} ablation of {heads}**: loss on the text **{t['before']:.3f} → "
+            f"{t['after']:.3f}** ({t['change']:+.3f}) {a['unit']}; on the held-out passage {h['before']:.3f} → "
+            f"{h['after']:.3f} ({h['change']:+.3f}).")
+
+
+def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, why_mode="zero", why_bad="",
+         **_kw) -> dict:
+    """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
+    notes, got = [], {}
+    runs = (("lens", "Logit lens", lambda: wv.lens(weights, text)),
+            ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
+            ("abl", "Ablation", lambda: wv.ablation(weights, text, why_heads or [], why_mode or "zero")),
+            ("patch", "Patching", lambda: wv.patching(weights, text, why_bad)))
+    for key, name, fn in runs:
+        try:
+            got[key] = fn()
+        except Exception as exc:  # a refused model or input (ConfigError), the budget, anything: said, not raised
+            notes.append(_warned(name, exc))
+    heads = gr.skip()
+    if weights is not None:
+        labels = wv.head_labels(weights.config)
+        kept = [h for h in (why_heads or []) if h in labels]
+        heads = gr.update(choices=labels, value=kept if why_heads else wv.default_heads(weights.config))
+    csv = wv.csv_text(got.get("lens"), got.get("attr"), got.get("patch"), got.get("abl"))
+    pos = got["attr"]["position"] if "attr" in got else why_pos
+    qs = urlencode({"why_pos": pos, **({"why_alt": why_alt} if why_alt else {}),
+                    **({"why_bad": why_bad} if why_bad else {}), "tab": "why"})
+    return {"why_md": "\n\n".join([INTRO, *notes]),
+            "why_lens": lens_figure(got["lens"]) if "lens" in got else None,
+            "why_attr": attribution_figure(got["attr"]) if "attr" in got else None,
+            "why_abl_md": ablation_reading(got["abl"]) if "abl" in got else "",
+            "why_patch": patching_figure(got["patch"]) if "patch" in got else None,
+            "why_csv": cache_file(csv.encode(), "why_grids.csv")["path"], "why_heads": heads, "why_qs": qs,
+            "why_drawn": True}
+
+
+def from_link(request: gr.Request) -> dict:
+    """A link's ``why_pos`` / ``why_alt`` / ``why_bad`` -> the boxes (anything malformed or too long is ignored)."""
+    params = dict(request.query_params) if request is not None else {}
+    out = {"why_pos": gr.skip(), "why_alt": gr.skip(), "why_bad": gr.skip()}
+    pos = params.get("why_pos", "")
+    if pos.lstrip("-").isdigit() and len(pos) <= 6:
+        out["why_pos"] = int(pos)
+    if 0 < len(params.get("why_alt", "")) <= MAX_ALT_CHARS:
+        out["why_alt"] = params["why_alt"]
+    if 0 < len(params.get("why_bad", "").encode("utf-8")) <= MAX_LINK_TEXT_BYTES:
+        out["why_bad"] = params["why_bad"]
+    return out
+
+
+def wire(demo, ui) -> None:
+    """The tab's events and its endpoints (``ui``: ``explorer.app.wiring.Components``)."""
+    names = (*CONTROL_FIELDS, "trained", "weights", *INPUTS)
+
+    def drawn(data, first_only: bool):
+        values, named = ui.split(data)
+        if first_only and named.pop("why_drawn", False):
+            return ui.back({k: gr.skip() for k in OUTPUTS})
+        named.pop("why_drawn", None)
+        trained, choice = named.pop("trained", None), named.pop("weights", None)
+        with_w = weights_switch.with_weights(draw)
+        return ui.back(call(lambda: with_w(values, trained=trained, weights=choice, **named)))
+
+    inputs, outputs = ui.inputs(*names), ui.outputs(*OUTPUTS)
+    gr.on([ui["why_run"].click, ui["why_ablate"].click], lambda data: drawn(data, False), inputs, outputs,
+          api_name="why_draw", api_visibility="undocumented", concurrency_id="compute")
+    ui["why_tab"].select(lambda data: drawn(data, True), ui.inputs(*names, "why_drawn"), outputs,
+                         api_name="why_open", api_visibility="undocumented", concurrency_id="compute")
+    ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=SHARE_JS, queue=False, api_visibility="private")
+
+    def link_fn(request: gr.Request):
+        return ui.back(from_link(request))
+
+    demo.load(link_fn, None, ui.outputs("why_pos", "why_alt", "why_bad"), queue=False, api_visibility="private")
+    for fn, name in ((api_logit_lens, "logit_lens"), (api_attribution, "attribution"), (api_ablation, "ablation"),
+                     (api_patching, "patching")):
+        gr.api(fn, api_name=name, concurrency_id="compute")
+
+
+def _answer(config_json, weights, fn) -> dict:
+    def run():
+        src = request_source(config_json, weights)
+        return {**fn(src), "weights": src.used()}
+    return call(run)
+
+
+def api_logit_lens(config_json: str = "", text: str = "", weights: str = "bundled") -> dict:
+    """Logit lens of the config on ``text`` ("" : the example text; at most 256 tokens read, as the maps):
+    per layer (``rows``: the embedding, then each block) and position, the top tokens and probabilities, the
+    target's probability and rank (0: the top), and the loss per layer in nats per token. ``weights`` as
+    ``/analyze`` takes it. Refused (naming the field): an encoder-decoder, a non-standard layer, a memory."""
+    return _answer(config_json, weights, lambda src: wv.lens(src, text))
+
+
+def api_attribution(config_json: str = "", text: str = "", position: int = -1, alternative: str = "",
+                    weights: str = "bundled") -> dict:
+    """Direct logit attribution at ``position`` (0..L-2; -1: the first token of the second copy of the text's
+    longest repeated word) to the logit of the actual next token, minus ``alternative``'s (one token, "" for
+    none): ``heads[layer][head]``, ``ffn[layer]``, the embedding's, position's and biases' terms, their
+    ``total`` and the model's ``logit``. The final norm's scale is frozen at its forward value. Refused
+    (naming ``norm_placement``) for post-LN, sandwich and ReZero."""
+    return _answer(config_json, weights, lambda src: wv.attribution(src, text, position, alternative))
+
+
+def api_ablation(config_json: str = "", text: str = "", heads: str = "", mode: str = "zero",
+                 weights: str = "bundled") -> dict:
+    """The loss (nats per token) on ``text`` and on the held-out passage before and after ablating ``heads``
+    ("layer.head" labels separated by commas, at most 32; "": every head of layer 1, or of layer 0 in a
+    one-layer model) by ``mode`` (``zero`` or ``mean``: the head's mean
+    output over the held-out passage)."""
+    return _answer(config_json, weights, lambda src: wv.ablation(
+        src, text, wv.default_heads(src.config) if heads in (None, "") else heads, mode))
+
+
+def api_patching(config_json: str = "", text: str = "", corrupted: str = "", weights: str = "bundled") -> dict:
+    """Activation patching from ``text`` (clean) into ``corrupted`` (same number of tokens; "": the clean text
+    with the second copy of its longest repeated word changed): ``heads[layer][head]`` and ``ffn[layer]``,
+    the fraction of the clean-vs-corrupted logit difference restored, with the checks (everything patched: 1,
+    nothing: 0). At most 128 forward passes (heads + FFNs + 4), else refused naming ``patching``."""
+    return _answer(config_json, weights, lambda src: wv.patching(src, text, corrupted))

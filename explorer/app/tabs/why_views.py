@@ -1,0 +1,256 @@
+"""The Why tab's computations, without Gradio: inputs checked and capped, each view memoised, the CSV.
+
+Each view runs the analyses of ``explorer.analysis`` (``lens``, ``attribution``, ``patching``) on the
+weights a request resolved once (an ``explorer.analysis.source.WeightsSource``) and the text's tokens as
+the maps read them (``explorer.runtime.text.model_input``: bytes, or a checkpoint's tokenizer), and
+answers the analysis's ``to_json()`` with tokens labelled (bytes made visible, or the tokenizer's pieces).
+
+Caps, checked before any model runs and refused by ``ConfigError`` naming the field: at most
+``MAX_TOKENS`` tokens of text (longer texts are cut, as the maps cut them), a position inside the text,
+at most ``MAX_ABLATED`` heads ablated at once, and at most ``MAX_PATCH_FORWARDS`` forward passes for the
+patching grid (one per head and per FFN, plus the clean, the corrupted, everything and nothing). Each
+view holds its predicted bytes in the server's memory pool (``explorer.analysis.memo.memo``, with
+``explorer.runtime.budget.check``'s prediction) and is memoised by weights, config and inputs.
+"""
+from __future__ import annotations
+
+import csv
+import io
+
+import torch
+
+from explorer.analysis import attribution as attribution_mod
+from explorer.analysis.lens import logit_lens
+from explorer.analysis.memo import eval_model, memo, weights_key
+from explorer.analysis.patching import HELDOUT_WINDOW, MODES, ablate, default_pair, patch_heads
+from explorer.runtime import budget
+from explorer.runtime.device import device, gpu
+from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.text import as_text, default_text, model_input
+from explorer.runtime.tokens import token_label
+from models import ConfigError
+from models.interventions import check_model
+
+MAX_TOKENS = MAX_TEXT_BYTES      # tokens of text a view reads (the maps' cap)
+MAX_ABLATED = 32                 # heads ablated at once
+MAX_PATCH_FORWARDS = 128         # forward passes of one patching grid (a 12-layer, 16-head model needs 208)
+HELDOUT_TOKENS = 4096            # tokens of the held-out passage scored by an ablation
+VIEWS = ("lens", "attribution", "ablation", "patching")
+
+
+def check(src, view: str) -> None:
+    """``ConfigError`` naming the field when ``view`` cannot run on ``src``'s model (see ``models.interventions``;
+    attribution also needs the pre-LN or no-norm placement and a causal model)."""
+    if src is None:
+        raise ConfigError("weights", "none", "a config the controls can draw (see the status line)")
+    check_model(src.config)
+    if view == "attribution":
+        attribution_mod.check(src.config)
+
+
+def _max_tokens(cfg) -> int:
+    return min(MAX_TOKENS, int(cfg.max_len)) if getattr(cfg, "max_len", None) else MAX_TOKENS
+
+
+def token_ids(src, text) -> list:
+    """The ids ``src``'s model reads from ``text`` ("" or None: the config's example text), at most
+    ``MAX_TOKENS`` (and the model's ``max_len``)."""
+    text = as_text(text, default=default_text(src.config))
+    inp = model_input(src.config, text, None, _max_tokens(src.config), tokenizer=src.tokenizer)
+    if len(inp.sequences) != 1:
+        raise ConfigError("architecture", src.config.architecture, "a model of one sequence (the Why views read "
+                          "one text)")
+    ids = list(inp.sequences[0][1])
+    if len(ids) < 2:
+        raise ConfigError("text", text[:40], "a text of at least 2 tokens")
+    return ids
+
+
+def labeller(tokenizer):
+    """``id -> readable token``: the tokenizer's piece, or the byte made visible."""
+    if tokenizer is None:
+        return token_label
+    return lambda i: str(tokenizer.pieces([int(i)])[0])
+
+
+def default_position(src, text, ids: list) -> int:
+    """Where attribution looks by default: the first token of the second copy of the text's longest
+    repeated word (its next token is what an induction head predicts), else the second-to-last token."""
+    try:
+        _, corrupted = default_pair(as_text(text, default=default_text(src.config)))
+        bad = token_ids(src, corrupted)
+    except ConfigError:
+        return len(ids) - 2
+    diff = [i for i, (a, b) in enumerate(zip(ids, bad)) if a != b]
+    return min(diff[0], len(ids) - 2) if diff else len(ids) - 2
+
+
+def position_of(value, n: int, fallback: int) -> int:
+    """A position box's value: None, "" or a negative number -> ``fallback``; else an integer in 0..n-2."""
+    if value in (None, ""):
+        return fallback
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError("position", str(value)[:20], f"an integer in 0..{n - 2} (-1: the default)") from None
+    if p != int(p) or p >= n - 1:
+        raise ConfigError("position", str(value)[:20], f"an integer in 0..{n - 2} (-1: the default)")
+    return fallback if p < 0 else int(p)
+
+
+def alternative_id(src, value):
+    """The alternative token: "" or None -> none; else a text that is exactly one token."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ConfigError("alternative", type(value).__name__, "a string of one token, or empty")
+    ids = list(value.encode("utf-8")) if src.tokenizer is None else list(src.tokenizer.encode(value[:64]))
+    if len(ids) != 1:
+        what = "one byte (one ASCII character)" if src.tokenizer is None else "exactly one token of the checkpoint"
+        raise ConfigError("alternative", value[:20], f"{what}, or empty for the actual next token alone")
+    return int(ids[0])
+
+
+def parse_heads(value, cfg) -> list:
+    """Head labels "L.H" (a list, or one string separated by commas) -> sorted ``(layer, head)`` pairs."""
+    items = value.split(",") if isinstance(value, str) else list(value or [])
+    valid = f"labels 'layer.head' with layer in 0..{cfg.n_layers - 1} and head in 0..{cfg.n_heads - 1}"
+    if len(items) > MAX_ABLATED:
+        raise ConfigError("heads", f"{len(items)} heads", f"at most {MAX_ABLATED} heads at once")
+    out = set()
+    for item in items:
+        try:
+            layer, head = (int(x) for x in str(item).strip().split("."))
+        except ValueError:
+            raise ConfigError("heads", str(item)[:20], valid) from None
+        if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+            raise ConfigError("heads", str(item)[:20], valid)
+        out.add((layer, head))
+    if not out:
+        raise ConfigError("heads", "none", f"at least one head: {valid}")
+    return sorted(out)
+
+
+def head_labels(cfg) -> list:
+    return [f"{l}.{h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+
+
+def default_heads(cfg) -> list:
+    """The heads ablated by default: layer 1's (the default bundle's induction heads), or layer 0's."""
+    layer = 1 if cfg.n_layers > 1 else 0
+    return [f"{layer}.{h}" for h in range(cfg.n_heads)]
+
+
+def patch_forwards(cfg) -> int:
+    return cfg.n_layers * cfg.n_heads + cfg.n_layers + 4
+
+
+def check_patching(cfg) -> None:
+    n = patch_forwards(cfg)
+    if n > MAX_PATCH_FORWARDS:
+        raise ConfigError("patching", f"{n} forward passes ({cfg.n_layers} layers x {cfg.n_heads} heads)",
+                          f"at most {MAX_PATCH_FORWARDS} forward passes: a model of at most "
+                          f"{MAX_PATCH_FORWARDS - 4} heads and FFNs in all")
+
+
+def heldout_tokens(tokenizer, window: int) -> torch.Tensor:
+    """The held-out passage in ``(n, window)`` windows: its bytes, or a checkpoint's tokens of it."""
+    from explorer.analysis.surgery.loss import heldout_text
+    raw = heldout_text()
+    ids = list(raw) if tokenizer is None else list(tokenizer.encode(raw.decode("utf-8", "replace")))
+    ids = ids[:HELDOUT_TOKENS]
+    n = max(1, len(ids) // window)
+    return torch.tensor(ids[:n * window], dtype=torch.long).view(n, -1)
+
+
+def _window(cfg) -> int:
+    return min(HELDOUT_WINDOW, int(cfg.max_len)) if getattr(cfg, "max_len", None) else HELDOUT_WINDOW
+
+
+@gpu(duration=60)
+def compute_view(view: str, cfg, weights, ids: tuple, params: tuple) -> dict:
+    """One view's JSON (a GPU function: picklable in and out)."""
+    model = eval_model(cfg, weights)
+    dev = device()
+    x = torch.tensor([list(ids)], device=dev)
+    label = labeller(weights.tokenizer if weights is not None else None)
+    p = dict(params)
+    if view == "lens":
+        return logit_lens(model, x).to_json(label)
+    if view == "attribution":
+        return attribution_mod.attribute(model, x, p["position"], alternative=p["alternative"]).to_json(label)
+    if view == "ablation":
+        held = heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev)
+        return ablate(model, x, p["heads"], p["mode"], heldout=held).to_json()
+    bad = torch.tensor([list(p["corrupted"])], device=dev)
+    return patch_heads(model, x, bad).to_json()
+
+
+def view(src, name: str, ids: list, **params) -> dict:
+    """``name``'s JSON on ``ids``, memoised by weights, config and inputs, holding its predicted bytes."""
+    cfg = src.config
+    need = budget.check(cfg, "attention", len(ids), 1)
+    if name == "ablation":
+        w = _window(cfg)
+        need = max(need, budget.check(cfg, "forward", w, HELDOUT_TOKENS // w))
+    frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
+    key = ("why_" + name, cfg, weights_key(src.weights), tuple(ids), frozen)
+    return memo(key, lambda: compute_view(name, cfg, src.weights, tuple(ids), frozen), need=need)
+
+
+def lens(src, text) -> dict:
+    check(src, "lens")
+    return view(src, "lens", token_ids(src, text))
+
+
+def attribution(src, text, position=None, alternative=None) -> dict:
+    check(src, "attribution")
+    ids = token_ids(src, text)
+    pos = position_of(position, len(ids), default_position(src, text, ids))
+    return view(src, "attribution", ids, position=pos, alternative=alternative_id(src, alternative))
+
+
+def ablation(src, text, heads, mode="zero") -> dict:
+    check(src, "ablation")
+    if mode not in MODES:
+        raise ConfigError("mode", str(mode)[:20], f"one of {list(MODES)}")
+    pairs = parse_heads(heads, src.config)
+    return view(src, "ablation", token_ids(src, text), heads=tuple(pairs), mode=mode)
+
+
+def patching(src, text, corrupted=None) -> dict:
+    """Patching of ``text`` (clean) and ``corrupted`` ("" or None: ``patching.default_pair``'s)."""
+    check(src, "patching")
+    check_patching(src.config)
+    text = as_text(text, default=default_text(src.config))
+    bad = default_pair(text)[1] if corrupted in (None, "") else as_text(corrupted)
+    ids, bad_ids = token_ids(src, text), token_ids(src, bad)
+    if len(bad_ids) != len(ids):
+        raise ConfigError("corrupted", f"{len(bad_ids)} tokens", f"{len(ids)} tokens, the clean text's length")
+    return {**view(src, "patching", ids, corrupted=tuple(bad_ids)), "corrupted_text": bad}
+
+
+def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None) -> str:
+    """The views' numbers as one CSV: ``view,row,column,label,value``."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["view", "row", "column", "label", "value"])
+    if lens_json:
+        for r, row in enumerate(lens_json["rows"]):
+            for i, p in enumerate(lens_json["positions"]):
+                w.writerow(["lens_p_target", row, p, lens_json["targets"][i], lens_json["target_prob"][r][i]])
+                w.writerow(["lens_rank", row, p, lens_json["targets"][i], lens_json["target_rank"][r][i]])
+                w.writerow(["lens_top", row, p, lens_json["top_tokens"][r][p][0], lens_json["top_probs"][r][p][0]])
+            w.writerow(["lens_loss", row, "", lens_json["unit"], lens_json["loss_per_layer"][r]])
+    for name, grid in (("attribution", attr_json), ("patching", patch_json)):
+        if grid:
+            for layer, row in enumerate(grid["heads"]):
+                for head, v in enumerate(row):
+                    w.writerow([name, f"layer {layer}", f"head {head}", grid.get("measure", ""), v])
+                w.writerow([name, f"layer {layer}", "FFN", grid.get("measure", ""), grid["ffn"][layer]])
+    if ablation_json:
+        for where in ("text", "heldout"):
+            for k in ("before", "after", "change"):
+                w.writerow(["ablation_" + ablation_json["mode"], where, k, ablation_json["unit"],
+                            ablation_json[where][k]])
+    return buf.getvalue()

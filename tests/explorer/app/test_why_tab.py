@@ -1,0 +1,111 @@
+"""The Why tab's handlers against the analyses' own outputs on the default bundle and the landing text: the
+figures draw the numbers ``logit_lens``, ``attribute``, ``ablate`` and ``patch_heads`` give for the same
+model and tokens; a model a view refuses gets a warning naming the field while the other views draw; caps
+and link fields are refused or ignored by name."""
+import csv
+import html
+import io
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.analysis import source
+from explorer.analysis.attribution import attribute
+from explorer.analysis.lens import logit_lens
+from explorer.analysis.patching import default_pair, patch_heads
+from explorer.app.tabs import why, why_views as wv
+from explorer.runtime.configs import app_config
+from explorer.runtime.text import DEFAULT_TEXT
+from models import ConfigError
+
+
+@pytest.fixture(scope="module")
+def src():
+    return source.resolve("bundled", app_config(""))
+
+
+@pytest.fixture(scope="module")
+def drawn(src):
+    return why.draw({}, weights=src, text=DEFAULT_TEXT, why_pos=-1, why_alt="", why_heads=["1.0", "1.1", "1.2", "1.3"],
+                    why_mode="zero", why_bad="")
+
+
+def test_the_figures_draw_the_analyses_numbers(src, drawn):
+    model = src.weights.eval_model(src.config).eval()
+    ids = torch.tensor([list(DEFAULT_TEXT.encode())])
+    lens = logit_lens(model, ids)
+    np.testing.assert_allclose(np.array(drawn["why_lens"].data[0].z, dtype=float), lens.target_prob.numpy(), atol=1e-5)
+    second = DEFAULT_TEXT.index("Xq7Rv9Lm2", DEFAULT_TEXT.index("Xq7Rv9Lm2") + 1)
+    attr = attribute(model, ids, second)  # default position: the second copy's first byte, predicting 'q'
+    z = np.array(drawn["why_attr"].data[0].z, dtype=float)
+    np.testing.assert_allclose(z[:, :-1], attr.heads.numpy(), atol=1e-5)
+    np.testing.assert_allclose(z[:, -1], attr.ffn.numpy(), atol=1e-5)
+    bad = torch.tensor([list(default_pair(DEFAULT_TEXT)[1].encode())])
+    patch = patch_heads(model, ids, bad)
+    np.testing.assert_allclose(np.array(drawn["why_patch"].data[0].z, dtype=float)[:, :-1], patch.heads.numpy(),
+                               atol=1e-5)
+    assert "+" in drawn["why_abl_md"] and "ablation of 1.0, 1.1, 1.2, 1.3" in drawn["why_abl_md"]
+    assert "⚠️" not in drawn["why_md"] and drawn["why_qs"] == f"why_pos={second}&tab=why"
+
+
+def test_the_induction_heads_carry_the_second_copy(src):
+    """On the landing text the layer-1 heads push the second copy's next byte, and zeroing them raises the loss."""
+    attr = wv.attribution(src, DEFAULT_TEXT)
+    layer1, others = np.array(attr["heads"][1]), np.abs(np.array(attr["heads"][2:]))
+    assert attr["token"] == "q" and layer1.sum() > 4 * others.sum()
+    abl = wv.ablation(src, DEFAULT_TEXT, ["1.0", "1.1", "1.2", "1.3"], "zero")
+    assert abl["text"]["change"] > 0.5
+
+
+def test_the_csv_holds_every_grid(drawn):
+    rows = list(csv.DictReader(io.StringIO(open(drawn["why_csv"]).read())))
+    views = {r["view"] for r in rows}
+    assert {"lens_p_target", "lens_rank", "lens_loss", "attribution", "patching", "ablation_zero"} <= views
+    attr = [float(r["value"]) for r in rows if r["view"] == "attribution" and r["column"] != "FFN"]
+    np.testing.assert_allclose(attr, np.array(drawn["why_attr"].data[0].z, dtype=float)[:, :-1].ravel(), atol=1e-6)
+
+
+def test_a_post_ln_model_warns_on_attribution_and_draws_the_rest():
+    post = source.resolve("initial", app_config('{"norm_placement": "post"}'))
+    out = why.draw({}, weights=post, text="abcabcabc", why_pos=-1, why_alt="", why_heads=["0.0"], why_mode="zero",
+                   why_bad="abdabcabd")
+    md = html.unescape(out["why_md"]).replace("\\", "")  # the warning is escaped Markdown
+    assert "**Attribution:**" in md and "norm_placement" in md and "['pre', 'none']" in md
+    assert out["why_attr"] is None and out["why_lens"] is not None and out["why_patch"] is not None
+
+
+def test_an_encoder_decoder_is_refused_by_name():
+    s2s = source.resolve("initial", app_config('{"architecture": "encoder_decoder"}'))
+    out = why.draw({}, weights=s2s, text="ab=>ba", why_heads=["0.0"])
+    assert out["why_md"].count("architecture") >= 4 and out["why_lens"] is None and out["why_patch"] is None
+
+
+def test_caps_and_bad_values_name_the_field(src):
+    cfg = src.config
+    with pytest.raises(ConfigError, match="position"):
+        wv.position_of(200, 20, 3)
+    assert wv.position_of(-1, 20, 3) == 3 and wv.position_of("", 20, 3) == 3 and wv.position_of(18, 20, 3) == 18
+    with pytest.raises(ConfigError, match="at most 32 heads"):
+        wv.parse_heads(["0.0"] * 33, cfg)
+    with pytest.raises(ConfigError, match=r"heads.*layer in 0\.\.3"):
+        wv.parse_heads(["4.0"], cfg)
+    assert wv.parse_heads("1.2, 0.1,1.2", cfg) == [(0, 1), (1, 2)]
+    with pytest.raises(ConfigError, match="alternative"):
+        wv.alternative_id(src, "ab")
+    assert wv.alternative_id(src, "Z") == ord("Z") and wv.alternative_id(src, "") is None
+    with pytest.raises(ConfigError, match="patching"):
+        wv.check_patching(types.SimpleNamespace(n_layers=12, n_heads=16))
+    wv.check_patching(types.SimpleNamespace(n_layers=4, n_heads=4))
+    with pytest.raises(ConfigError, match="corrupted"):
+        wv.patching(src, "abcdef", "abc")
+    with pytest.raises(ConfigError, match="mode"):
+        wv.ablation(src, "abcdef", ["0.0"], "half")
+
+
+def test_link_fields_fill_the_boxes_and_junk_is_ignored():
+    req = types.SimpleNamespace(query_params={"why_pos": "12", "why_alt": "x", "why_bad": "abc"})
+    assert why.from_link(req) == {"why_pos": 12, "why_alt": "x", "why_bad": "abc"}
+    junk = why.from_link(types.SimpleNamespace(query_params={"why_pos": "1e9x", "why_alt": "y" * 99}))
+    assert all(not isinstance(v, (int, str)) for v in junk.values())  # gr.skip() each
