@@ -27,12 +27,13 @@ def moved_fraction(after: np.ndarray, before: np.ndarray) -> np.ndarray:
 
 
 def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change: str, bundle: str,
-                    what: str = "bundle") -> go.Figure:
+                    what: str = "bundle", why_unmoved: str = "") -> go.Figure:
     """``after`` and ``before``: ``(layers, heads, L, L)`` attention of the changed and the bundled model.
 
     Left: how much of its attention every head moved (layers x heads); right: (after - before) of the
     ``SHOWN`` heads that moved most, on one diverging scale (red = more weight after the change, blue =
-    less), sent as int8 levels."""
+    less), sent as int8 levels. ``why_unmoved``: the sentence saying why every head reads 0% (the title
+    says it instead of the legend, so the view is never a blank grid without a reason)."""
     if after.shape != before.shape:
         return message_figure("The change alters the maps' shape: no difference to draw.", "Difference view")
     moved = moved_fraction(after, before)
@@ -66,6 +67,8 @@ def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change:
     title = (f"Difference view: {change} minus {what} '{bundle}' as trained<br><sup>left: share of its attention "
              f"each head moved; right: the {len(picks)} heads that moved most, after minus before (rows = queries, "
              "columns = keys; red = more, blue = less)</sup>")
+    if why_unmoved:
+        title = f"Difference view: {change} minus {what} '{bundle}' as trained<br><sup>{why_unmoved}</sup>"
     lay = base_layout(title, 380, **layout)
     ticks = [-scale, -scale / 2, 0.0, scale / 2, scale]
     lay["coloraxis"] = dict(colorscale="RdBu", reversescale=True, cmin=-LEVELS, cmax=LEVELS, cmid=0,
@@ -73,6 +76,11 @@ def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change:
                                           tickvals=[t / step for t in ticks], ticktext=[f"{t:+.2g}" for t in ticks]))
     lay["meta"] = {"dp_step": step, "shown": [list(p) for p in picks]}
     return go.Figure(data=data, layout=lay)
+
+
+def unmoved(after: np.ndarray, before: np.ndarray, below: float = 0.005) -> bool:
+    """True when no head moved ``below`` of its attention or more: the grid would read 0% everywhere."""
+    return after.shape == before.shape and float(moved_fraction(after, before).max(initial=0.0)) < below
 
 
 def _value(row: dict, L) -> float:

@@ -15,6 +15,7 @@ import json
 from types import SimpleNamespace
 
 import gradio as gr
+import torch
 
 from explorer.analysis import bundled, surgery
 from explorer.analysis.weights import applicable
@@ -22,9 +23,10 @@ from explorer.app.controls import current_config
 from explorer.app.messages import problem
 from explorer.app.state import drawn_config, read_state
 from explorer.figures.base import message_figure
-from explorer.figures.surgery import difference_grid, table_figure, table_markdown
+from explorer.figures.surgery import difference_grid, table_figure, table_markdown, unmoved
 from explorer.runtime.untrusted import shown
-from models import ModelConfig
+from models import ConfigError, ModelConfig
+from models.attention import pattern_mask
 
 OUTPUTS = ("surgery_md", "surgery_diff", "surgery_table", "surgery_table_md")
 SAFE_HINT = ("Changes that keep the trained weights: any structured pattern and its sizes, attention sinks, "
@@ -45,6 +47,23 @@ def loss_line(change) -> str:
         return line + "; your text is too short to score"
     tb, ta = change.text
     return line + f"; on your text ({tb.reading()}) {tb.nats:.3f} → {ta.nats:.3f} ({ta.nats - tb.nats:+.3f})"
+
+
+def why_unmoved(before: ModelConfig, after: ModelConfig, length: int) -> str:
+    """Why every head of the difference view reads 0%: ``before`` and ``after`` allow exactly the same pairs
+    at this text's ``length`` tokens (``pattern_mask``: the pattern differs only past it), or the change
+    moves less than half a percent of any head's attention here. Both point at the Long context tab."""
+    go_long = "the Long context tab draws both at 1024 to 16384 tokens, where patterns part"
+    try:
+        a, b = pattern_mask(before, length), pattern_mask(after, length)
+    except ConfigError:  # not a structured pattern on one side: no pair rule to compare
+        a = b = None
+    if a is not None and bool(torch.equal(a, b)):
+        return (f"Every head reads 0%: at this text's {length} tokens, attention={after.attention!r} allows exactly "
+                f"the pairs attention={before.attention!r} allows ({float(a.float().mean()):.1%} of all pairs), so "
+                f"the same weights give the same maps; {go_long}.")
+    return (f"Every head reads 0%: on this text's {length} tokens the change moves less than 0.5% of any head's "
+            f"attention (the pairs it removes carry almost none); {go_long}.")
 
 
 def _changes(cfg: ModelConfig, changed) -> str:
@@ -74,8 +93,11 @@ def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -
         loss = loss_line(change) or ("no next-token loss (this model is no causal language model)")
         md = (f"**Surgery on {shown(origin.label)}**: {shown(_changes(cfg, weights.surgery))}, the trained weights "
               f"unchanged. {loss}.")
+        why = why_unmoved(origin.config, cfg, len(diff[0].tokens)) \
+            if diff and unmoved(diff[0].attention, diff[1].attention) else ""
+        md += f" {why}" if why else ""
         fig = difference_grid(diff[0].attention, diff[1].attention, diff[0].tokens, _changes(cfg, diff[3]),
-                              origin.name, what=origin.kind) if diff else empty
+                              origin.name, what=origin.kind, why_unmoved=why) if diff else empty
     elif ckpt or (weights is not None and bundled.bundle_for(cfg) is not None):
         origin = surgery.origin_of(cfg, ckpt)
         md = (f"The controls show **{shown(origin.label)}** as trained. Change the architecture to see what the "

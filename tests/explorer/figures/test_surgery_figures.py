@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from explorer.figures.surgery import difference_grid, moved_fraction, table_figure, table_markdown
+from explorer.figures.surgery import difference_grid, moved_fraction, table_figure, table_markdown, unmoved
 
 
 def _maps(seed, shape=(2, 3, 12)):
@@ -47,3 +47,12 @@ def test_the_table_figure_and_markdown_say_the_tables_numbers():
     assert [b.name for b in bars] == ["L = 128 tokens (trained length)", "L = 512 tokens (4x past the trained length)"]
     assert "L = 512 tokens (4x past the trained length)" in md.splitlines()[0]
     assert "keep 64 keys" in fig.layout.title.text
+
+
+def test_a_difference_view_where_no_head_moved_says_why_in_its_title():
+    before = _maps(2)
+    assert unmoved(before, before.copy()) and not unmoved(_maps(3), before)
+    fig = difference_grid(before, before.copy(), list("abcdefghijkl"), "window=64", "default",
+                          why_unmoved="Every head reads 0%: the same pairs.")
+    assert "Every head reads 0%: the same pairs." in fig.layout.title.text
+    assert "Every head reads 0%" not in difference_grid(_maps(3), before, list("abcdefghijkl"), "w", "d").layout.title.text
