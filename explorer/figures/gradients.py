@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from explorer.figures.base import CYCLE, base_layout, legend_above, subplot_domains
+from explorer.figures.base import CYCLE, base_layout, decade_ticks, legend_above, subplot_domains
 from explorer.figures.notes import coincidence_notes
 
 # Okabe-Ito colours (distinguishable with every common colour-vision deficiency), and a marker and a dash
@@ -55,7 +55,7 @@ def gradient_figure(results: dict, current: str, title: str | None = None) -> go
     lay = base_layout(title, 440, **layout)
     lay["legend"] = dict(title=dict(text="placement: "))
     lay["margin"] = dict(l=80, r=30, t=100, b=60)
-    return go.Figure(data=data, layout=legend_above(lay, data, gap=26))
+    return decade_ticks(go.Figure(data=data, layout=legend_above(lay, data, gap=26)))
 
 
 def gradient_panels(results: dict, current: str, domains: list, first_axis: int = 1,

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.figures.attention import BLANK, LEVELS, MAX_GRID, level_colorscale, quantise
-from explorer.figures.base import base_layout, legend_above, subplot_domains
+from explorer.figures.base import base_layout, decade_ticks, legend_above, subplot_domains
 
 
 def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
@@ -104,4 +104,4 @@ def stack_gradient_figure(result: dict) -> go.Figure:
                                    title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
     lay = base_layout(f"Gradient norms per stack at initialisation ({result.get('norm_placement', '')}-norm; "
                   f"{stacks[-1]}'s next-token loss)", 420, **layout)
-    return go.Figure(data=data, layout=legend_above(lay, data))
+    return decade_ticks(go.Figure(data=data, layout=legend_above(lay, data)))

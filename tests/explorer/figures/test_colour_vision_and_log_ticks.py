@@ -129,3 +129,9 @@ def test_compare_log_axes_label_decades():
         assert fig.layout[name].dtick == 1, name
     sweep = ab_sweep_figure(_records(0.01), _records(30.0), "a", "b")  # ms over five decades
     assert sweep.layout.yaxis.dtick == 1 and sweep.layout.xaxis.tickvals is not None
+
+
+def test_the_gradients_figure_labels_decades():
+    fig = gradient_figure({"post": _grad("post", 1.0), "pre": _grad("pre", 1.0)}, "post")
+    logs = [name for name in fig.layout if name.startswith("yaxis") and fig.layout[name].type == "log"]
+    assert logs and all(fig.layout[name].dtick == 1 for name in logs)
