@@ -182,7 +182,7 @@ def wire(demo, controls: dict, by_name: dict) -> None:
     wire_sources(demo, ui)
     wire_tabs(demo, ui)
     long_context_tab.wire(demo, ui)  # its events and the /long_context endpoint
-    why_tab.wire(demo, ui)  # its events and the /logit_lens, /attribution, /ablation, /patching endpoints
+    why_tab.wire(demo, ui)  # its events and the /logit_lens, /attribution, /ablation, /patching, /circuits endpoints
     wire_api()
 
 

@@ -1,9 +1,9 @@
-"""``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching`` from ``gradio_client`` on the served app, and the
+"""``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits`` from ``gradio_client`` on the served app, and the
 Why tab in Chromium.
 
 Answers are checked against properties that hold whatever the weights: the lens's probabilities are in
 [0, 1] with one row per layer plus the embedding; attribution's terms add up to the logit; ablation's
-change is after minus before; patching everything restores 1 and nothing 0. Bad fields and caps are
+change is after minus before; patching everything restores 1 and nothing 0; copying scores lie in [-1, 1]. Bad fields and caps are
 refused naming the field."""
 import pytest
 from gradio_client import Client
@@ -29,6 +29,10 @@ def test_each_endpoint_answers_on_the_landing_text(client):
     patch = client.predict("", "", "", "bundled", api_name="/patching")
     assert patch["checks"]["everything_patched"] == pytest.approx(1.0, abs=1e-6)
     assert patch["checks"]["nothing_patched"] == pytest.approx(0.0, abs=1e-6)
+    circ = client.predict("", "", "K", 0, 1, "bundled", api_name="/circuits")
+    eigen = circ["copying"]["copying_eigen"]
+    assert len(eigen) == 4 and all(-1 - 1e-9 <= v <= 1 + 1e-9 for row in eigen for v in row)
+    assert len(circ["composition"]["scores"]) == 4 and circ["composition"]["kind"] == "K"
 
 
 def test_bad_fields_and_caps_are_refused_by_name(client):
@@ -48,6 +52,8 @@ def test_bad_fields_and_caps_are_refused_by_name(client):
         client.predict("", "", "1.0", "half", "bundled", api_name="/ablation")
     with pytest.raises(Exception, match=r"patching.*at most 128 forward passes"):
         client.predict('{"n_layers": 12, "n_heads": 16, "d_model": 256}', "", "", "initial", api_name="/patching")
+    with pytest.raises(Exception, match="kind"):
+        client.predict("", "", "X", 0, 1, "bundled", api_name="/circuits")
     with pytest.raises(Exception, match="corrupted"):
         client.predict("", "abcdef", "abc", "bundled", api_name="/patching")
 
@@ -58,5 +64,6 @@ def test_the_tab_draws_the_lens(open_page):
     page.page.wait_for_function(f"({LENS_TITLE})().includes('Logit lens')", timeout=240_000)
     page.page.wait_for_function("() => document.querySelector('#why-patch .js-plotly-plot')", timeout=120_000)
     assert "loss per layer" in page.page.evaluate(LENS_TITLE)
+    page.page.wait_for_function("() => document.querySelector('#why-comp .js-plotly-plot')", timeout=60_000)
     page.shot("why", full_page=True)
     page.check_clean()

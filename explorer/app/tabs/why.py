@@ -1,13 +1,15 @@
-"""The Why tab and the ``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching`` endpoints: what each head
-does to the prediction, on the weights on screen and the text in the box.
+"""The Why tab and the ``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits`` endpoints:
+what each head does to the prediction, on the weights on screen and the text in the box.
 
-The tab draws four views (``explorer.app.tabs.why_views``, each an analysis of ``explorer.analysis``): the
+The tab draws five views (``explorer.app.tabs.why_views``, each an analysis of ``explorer.analysis``): the
 logit lens (layers x positions), direct logit attribution at a chosen position (layers x heads + FFN, the
 attention grid's layout; an alternative token optional), ablation of the heads ticked (zero or mean; the
 loss change on the text and the held-out passage) and activation patching between the text (clean) and a
 corrupted one of the same length (default: the second copy of its longest repeated word changed) as a
-grid. A view a model cannot have (attribution of a post-LN model, any view of an encoder-decoder or of a
-non-standard layer) is replaced by a warning naming the field and its valid values; the others are drawn.
+grid, and the head circuits (each head's OV copying score, the K-, Q- or V-composition of layer 0's heads
+with layer 1's). A view a model cannot have (attribution of a post-LN model, any view of an encoder-decoder
+or of a non-standard layer) is replaced by a warning naming the field and its valid values; the others are
+drawn.
 Opening the tab draws it once per session; "Explain" redraws. The weights are the request's
 ``WeightsSource`` (resolved once by ``explorer.app.weights.with_weights``). The share link adds
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
@@ -26,17 +28,21 @@ from explorer.app.messages import problem
 from explorer.app.share import MAX_LINK_TEXT_BYTES
 from explorer.app.tabs import why_views as wv
 from explorer.app.tabs.long_context import SHARE_JS
-from explorer.figures.interpretability import attribution_figure, lens_figure, patching_figure
+from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
+                                               patching_figure)
 from explorer.runtime.configs import app_config
 from explorer.runtime.untrusted import shown
 
-INPUTS = ("text", "why_pos", "why_alt", "why_heads", "why_mode", "why_bad")
-OUTPUTS = ("why_md", "why_lens", "why_attr", "why_abl_md", "why_patch", "why_csv", "why_heads", "why_qs", "why_drawn")
+INPUTS = ("text", "why_pos", "why_alt", "why_heads", "why_mode", "why_bad", "why_kind")
+OUTPUTS = ("why_md", "why_lens", "why_attr", "why_abl_md", "why_patch", "why_copy", "why_comp", "why_csv", "why_heads",
+           "why_qs", "why_drawn")
 MAX_ALT_CHARS = 16
 INTRO = ("**Why**: what each head does to the prediction. The logit lens reads the prediction after every layer; "
          "attribution splits one logit among the heads (the final norm's scale frozen at its value on this forward "
          "pass); ablation removes the ticked heads; patching swaps one head's output from the text into a "
-         "corrupted copy and measures how much of the right answer comes back.")
+         "corrupted copy and measures how much of the right answer comes back; the circuits read what each head "
+         "copies and which heads compose from the weights alone. One figure as PNG: the camera button in its "
+         "toolbar.")
 
 
 def build_why_tab() -> dict:
@@ -47,8 +53,8 @@ def build_why_tab() -> dict:
         out["why_md"] = gr.Markdown(INTRO, elem_id="why-reading")
         out["why_lens"] = gr.Plot(None, label="Logit lens", elem_id="why-lens")
         with gr.Row():
-            out["why_pos"] = gr.Number(-1, precision=0, elem_id="why-pos",
-                                       label="Attribution at position (-1: inside the second copy of the repeated word)")
+            out["why_pos"] = gr.Number(-1, precision=0, elem_id="why-pos", label="Attribution at position "
+                                       "(-1: inside the second copy of the repeated word)")
             out["why_alt"] = gr.Textbox("", max_length=MAX_ALT_CHARS, elem_id="why-alt",
                                         label="Alternative token (empty: the actual next token alone)")
             out["why_run"] = gr.Button("Explain", variant="primary", elem_id="why-run")
@@ -64,6 +70,11 @@ def build_why_tab() -> dict:
                                     label="Corrupted text for patching (same length; empty: the second copy of the "
                                           "repeated word changed)")
         out["why_patch"] = gr.Plot(None, label="Activation patching", elem_id="why-patch")
+        out["why_kind"] = gr.Radio([("K (keys read what it writes: induction)", "K"), ("Q", "Q"), ("V", "V")],
+                                   value="K", label="Composition of layer 0's heads with layer 1's", elem_id="why-kind")
+        with gr.Row():
+            out["why_copy"] = gr.Plot(None, label="OV copying scores", elem_id="why-copy")
+            out["why_comp"] = gr.Plot(None, label="Composition", elem_id="why-comp")
         with gr.Row():
             out["why_csv"] = gr.File(None, label="Grids (CSV)", interactive=False, elem_id="why-csv")
             out["why_link"] = gr.Textbox("", label="Share link (this view)", buttons=["copy"], interactive=False,
@@ -86,13 +97,14 @@ def ablation_reading(a: dict) -> str:
 
 
 def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, why_mode="zero", why_bad="",
-         **_kw) -> dict:
+         why_kind="K", **_kw) -> dict:
     """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
     notes, got = [], {}
     runs = (("lens", "Logit lens", lambda: wv.lens(weights, text)),
             ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
             ("abl", "Ablation", lambda: wv.ablation(weights, text, why_heads or [], why_mode or "zero")),
-            ("patch", "Patching", lambda: wv.patching(weights, text, why_bad)))
+            ("patch", "Patching", lambda: wv.patching(weights, text, why_bad)),
+            ("circ", "Circuits", lambda: wv.circuits(weights, text, why_kind or "K")))
     for key, name, fn in runs:
         try:
             got[key] = fn()
@@ -103,7 +115,10 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
         labels = wv.head_labels(weights.config)
         kept = [h for h in (why_heads or []) if h in labels]
         heads = gr.update(choices=labels, value=kept if why_heads else wv.default_heads(weights.config))
-    csv = wv.csv_text(got.get("lens"), got.get("attr"), got.get("patch"), got.get("abl"))
+    csv = wv.csv_text(got.get("lens"), got.get("attr"), got.get("patch"), got.get("abl"), got.get("circ"))
+    circ = got.get("circ") or {}
+    if circ.get("composition_note"):
+        notes.append(f"_Circuits: {circ['composition_note']}._")
     pos = got["attr"]["position"] if "attr" in got else why_pos
     qs = urlencode({"why_pos": pos, **({"why_alt": why_alt} if why_alt else {}),
                     **({"why_bad": why_bad} if why_bad else {}), "tab": "why"})
@@ -112,6 +127,8 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
             "why_attr": attribution_figure(got["attr"]) if "attr" in got else None,
             "why_abl_md": ablation_reading(got["abl"]) if "abl" in got else "",
             "why_patch": patching_figure(got["patch"]) if "patch" in got else None,
+            "why_copy": copying_figure(circ["copying"]) if circ else None,
+            "why_comp": composition_figure(circ["composition"]) if circ.get("composition") else None,
             "why_csv": cache_file(csv.encode(), "why_grids.csv")["path"], "why_heads": heads, "why_qs": qs,
             "why_drawn": True}
 
@@ -144,8 +161,8 @@ def wire(demo, ui) -> None:
         return ui.back(call(lambda: with_w(values, trained=trained, weights=choice, **named)))
 
     inputs, outputs = ui.inputs(*names), ui.outputs(*OUTPUTS)
-    gr.on([ui["why_run"].click, ui["why_ablate"].click], lambda data: drawn(data, False), inputs, outputs,
-          api_name="why_draw", api_visibility="undocumented", concurrency_id="compute")
+    gr.on([ui["why_run"].click, ui["why_ablate"].click, ui["why_kind"].input], lambda data: drawn(data, False), inputs,
+          outputs, api_name="why_draw", api_visibility="undocumented", concurrency_id="compute")
     ui["why_tab"].select(lambda data: drawn(data, True), ui.inputs(*names, "why_drawn"), outputs,
                          api_name="why_open", api_visibility="undocumented", concurrency_id="compute")
     ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=SHARE_JS, queue=False, api_visibility="private")
@@ -155,7 +172,7 @@ def wire(demo, ui) -> None:
 
     demo.load(link_fn, None, ui.outputs("why_pos", "why_alt", "why_bad"), queue=False, api_visibility="private")
     for fn, name in ((api_logit_lens, "logit_lens"), (api_attribution, "attribution"), (api_ablation, "ablation"),
-                     (api_patching, "patching")):
+                     (api_patching, "patching"), (api_circuits, "circuits")):
         gr.api(fn, api_name=name, concurrency_id="compute")
 
 
@@ -200,3 +217,13 @@ def api_patching(config_json: str = "", text: str = "", corrupted: str = "", wei
     the fraction of the clean-vs-corrupted logit difference restored, with the checks (everything patched: 1,
     nothing: 0). At most 128 forward passes (heads + FFNs + 4), else refused naming ``patching``."""
     return _answer(config_json, weights, lambda src: wv.patching(src, text, corrupted))
+
+
+def api_circuits(config_json: str = "", text: str = "", kind: str = "K", earlier: int = 0, later: int = 1,
+                 weights: str = "bundled") -> dict:
+    """Head circuits from the weights alone: ``copying`` (each head's OV copying scores, ``copying_eigen`` and
+    ``copying_diagonal``, on the printable bytes and newline, or for a larger vocabulary the 64 most frequent
+    tokens of ``text``) and ``composition``: ``kind`` (K, Q or V) composition of layer ``earlier``'s heads with
+    layer ``later``'s, with the random baseline (None for a one-layer model). Refused (naming the field): an
+    encoder-decoder, a non-standard layer, ``d_model`` over 1024."""
+    return _answer(config_json, weights, lambda src: wv.circuits(src, text, kind, earlier, later))

@@ -20,6 +20,7 @@ import io
 import torch
 
 from explorer.analysis import attribution as attribution_mod
+from explorer.analysis import circuits as circuits_mod
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.memo import eval_model, memo, weights_key
 from explorer.analysis.patching import HELDOUT_WINDOW, MODES, ablate, default_pair, patch_heads
@@ -35,7 +36,9 @@ MAX_TOKENS = MAX_TEXT_BYTES      # tokens of text a view reads (the maps' cap)
 MAX_ABLATED = 32                 # heads ablated at once
 MAX_PATCH_FORWARDS = 128         # forward passes of one patching grid (a 12-layer, 16-head model needs 208)
 HELDOUT_TOKENS = 4096            # tokens of the held-out passage scored by an ablation
-VIEWS = ("lens", "attribution", "ablation", "patching")
+MAX_CIRCUIT_WIDTH = 1024         # d_model of a model whose head circuits are read (d x d products per head pair)
+FREQUENT = 64                    # a large vocabulary's circuits: the text's most frequent tokens
+VIEWS = ("lens", "attribution", "ablation", "patching", "circuits")
 
 
 def check(src, view: str) -> None:
@@ -46,6 +49,10 @@ def check(src, view: str) -> None:
     check_model(src.config)
     if view == "attribution":
         attribution_mod.check(src.config)
+    if view == "circuits":
+        circuits_mod.check(src.config, tokens=() if src.config.vocab_size > circuits_mod.MAX_VOCAB else None)
+        if src.config.d_model > MAX_CIRCUIT_WIDTH:
+            raise ConfigError("d_model", src.config.d_model, f"at most {MAX_CIRCUIT_WIDTH} for head circuits here")
 
 
 def _max_tokens(cfg) -> int:
@@ -182,8 +189,25 @@ def compute_view(view: str, cfg, weights, ids: tuple, params: tuple) -> dict:
     if view == "ablation":
         held = heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev)
         return ablate(model, x, p["heads"], p["mode"], heldout=held).to_json()
+    if view == "circuits":
+        return _circuits(model, x, p, label)
     bad = torch.tensor([list(p["corrupted"])], device=dev)
     return patch_heads(model, x, bad).to_json()
+
+
+def _circuits(model, x: torch.Tensor, p: dict, label) -> dict:
+    """Copying scores of every head (on the printable bytes, or the text's most frequent tokens) and one
+    composition between two layers (None for a one-layer model, said in ``composition_note``)."""
+    cfg = model.cfg
+    tokens = None if cfg.vocab_size <= circuits_mod.MAX_VOCAB else circuits_mod.frequent_tokens(x.cpu(), FREQUENT)
+    with torch.no_grad():
+        out = {"copying": circuits_mod.head_circuits(model, tokens).to_json(label), "composition": None,
+               "composition_note": ""}
+        if cfg.n_layers < 2:
+            out["composition_note"] = "one layer: no composition between layers"
+        else:
+            out["composition"] = circuits_mod.composition(model, p["earlier"], p["later"], p["kind"]).to_json()
+    return out
 
 
 def view(src, name: str, ids: list, **params) -> dict:
@@ -230,7 +254,32 @@ def patching(src, text, corrupted=None) -> dict:
     return {**view(src, "patching", ids, corrupted=tuple(bad_ids)), "corrupted_text": bad}
 
 
-def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None) -> str:
+def _layer(value, name: str, cfg) -> int:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = -1.0
+    if v != int(v) or not 0 <= v < cfg.n_layers:
+        raise ConfigError(name, str(value)[:20], f"a layer in 0..{cfg.n_layers - 1}")
+    return int(v)
+
+
+def circuits(src, text, kind="K", earlier=0, later=1) -> dict:
+    """Head circuits: each head's OV copying scores and ``kind``-composition of layer ``earlier``'s heads
+    with layer ``later``'s (``explorer.analysis.circuits``); ``text`` picks a large vocabulary's tokens."""
+    check(src, "circuits")
+    cfg = src.config
+    if kind not in circuits_mod.KINDS:
+        raise ConfigError("kind", str(kind)[:20], f"one of {list(circuits_mod.KINDS)}")
+    if cfg.n_layers > 1:
+        earlier, later = _layer(earlier, "earlier", cfg), _layer(later, "later", cfg)
+        if earlier >= later:
+            raise ConfigError("later", later, f"a layer after earlier={earlier}, at most {cfg.n_layers - 1}")
+    ids = token_ids(src, text) if cfg.vocab_size > circuits_mod.MAX_VOCAB else [0, 0]
+    return view(src, "circuits", ids, kind=kind, earlier=earlier, later=later)
+
+
+def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None, circuits_json=None) -> str:
     """The views' numbers as one CSV: ``view,row,column,label,value``."""
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -248,6 +297,15 @@ def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None
                 for head, v in enumerate(row):
                     w.writerow([name, f"layer {layer}", f"head {head}", grid.get("measure", ""), v])
                 w.writerow([name, f"layer {layer}", "FFN", grid.get("measure", ""), grid["ffn"][layer]])
+    if circuits_json:
+        for layer, row in enumerate(circuits_json["copying"]["copying_eigen"]):
+            for head, v in enumerate(row):
+                w.writerow(["copying_eigen", f"layer {layer}", f"head {head}", "", v])
+        comp = circuits_json["composition"]
+        for a, row in enumerate(comp["scores"] if comp else []):
+            for b, v in enumerate(row):
+                w.writerow([comp["kind"] + "_composition", f"{comp['earlier_layer']}.{a}", f"{comp['later_layer']}.{b}",
+                            f"random baseline {comp['random_baseline']:.4f}", v])
     if ablation_json:
         for where in ("text", "heldout"):
             for k in ("before", "after", "change"):

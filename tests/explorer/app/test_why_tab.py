@@ -1,6 +1,6 @@
 """The Why tab's handlers against the analyses' own outputs on the default bundle and the landing text: the
-figures draw the numbers ``logit_lens``, ``attribute``, ``ablate`` and ``patch_heads`` give for the same
-model and tokens; a model a view refuses gets a warning naming the field while the other views draw; caps
+figures draw the numbers ``logit_lens``, ``attribute``, ``patch_heads``, ``head_circuits`` and ``composition``
+give for the same model and tokens; a model a view refuses gets a warning naming the field while the other views draw; caps
 and link fields are refused or ignored by name."""
 import csv
 import html
@@ -13,6 +13,7 @@ import torch
 
 from explorer.analysis import source
 from explorer.analysis.attribution import attribute
+from explorer.analysis.circuits import composition, head_circuits
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.patching import default_pair, patch_heads
 from explorer.app.tabs import why, why_views as wv
@@ -47,6 +48,10 @@ def test_the_figures_draw_the_analyses_numbers(src, drawn):
     np.testing.assert_allclose(np.array(drawn["why_patch"].data[0].z, dtype=float)[:, :-1], patch.heads.numpy(),
                                atol=1e-5)
     assert "+" in drawn["why_abl_md"] and "ablation of 1.0, 1.1, 1.2, 1.3" in drawn["why_abl_md"]
+    circ = head_circuits(model)
+    np.testing.assert_allclose(np.array(drawn["why_copy"].data[0].z, dtype=float), circ.eigen.numpy(), atol=1e-6)
+    comp = composition(model, 0, 1, "K")
+    np.testing.assert_allclose(np.array(drawn["why_comp"].data[0].z, dtype=float), comp.scores.numpy(), atol=1e-6)
     assert "⚠️" not in drawn["why_md"] and drawn["why_qs"] == f"why_pos={second}&tab=why"
 
 
@@ -62,7 +67,8 @@ def test_the_induction_heads_carry_the_second_copy(src):
 def test_the_csv_holds_every_grid(drawn):
     rows = list(csv.DictReader(io.StringIO(open(drawn["why_csv"]).read())))
     views = {r["view"] for r in rows}
-    assert {"lens_p_target", "lens_rank", "lens_loss", "attribution", "patching", "ablation_zero"} <= views
+    assert {"lens_p_target", "lens_rank", "lens_loss", "attribution", "patching", "ablation_zero", "copying_eigen",
+            "K_composition"} <= views
     attr = [float(r["value"]) for r in rows if r["view"] == "attribution" and r["column"] != "FFN"]
     np.testing.assert_allclose(attr, np.array(drawn["why_attr"].data[0].z, dtype=float)[:, :-1].ravel(), atol=1e-6)
 
@@ -79,7 +85,7 @@ def test_a_post_ln_model_warns_on_attribution_and_draws_the_rest():
 def test_an_encoder_decoder_is_refused_by_name():
     s2s = source.resolve("initial", app_config('{"architecture": "encoder_decoder"}'))
     out = why.draw({}, weights=s2s, text="ab=>ba", why_heads=["0.0"])
-    assert out["why_md"].count("architecture") >= 4 and out["why_lens"] is None and out["why_patch"] is None
+    assert out["why_md"].count("architecture") >= 5 and out["why_lens"] is None and out["why_patch"] is None
 
 
 def test_caps_and_bad_values_name_the_field(src):
@@ -102,6 +108,12 @@ def test_caps_and_bad_values_name_the_field(src):
         wv.patching(src, "abcdef", "abc")
     with pytest.raises(ConfigError, match="mode"):
         wv.ablation(src, "abcdef", ["0.0"], "half")
+    with pytest.raises(ConfigError, match="kind"):
+        wv.circuits(src, "", "X")
+    with pytest.raises(ConfigError, match=r"later.*a layer after earlier=2"):
+        wv.circuits(src, "", "K", 2, 1)
+    with pytest.raises(ConfigError, match=r"earlier.*0\.\.3"):
+        wv.circuits(src, "", "K", "x", 1)
 
 
 def test_link_fields_fill_the_boxes_and_junk_is_ignored():
