@@ -34,9 +34,14 @@ def _grid_figure(z: list, x: list, title: str, bar: str, hover: str, zmid: float
         yaxis=dict(title=dict(text="layer"), autorange="reversed")))
 
 
-def lens_figure(lens: dict) -> go.Figure:
+LENS_SPAN = 48  # positions shown at first around a focus, so each cell's top token stays readable
+
+
+def lens_figure(lens: dict, focus: int | None = None, span: int = LENS_SPAN) -> go.Figure:
     """Layers x positions: the probability of the target at each position after each layer, each cell
-    labelled with that layer's top token; the title gives the loss per layer."""
+    labelled with that layer's top token; the title gives the loss per layer. With ``focus`` (a position)
+    and more than ``span`` positions, the x axis first shows the ``span`` around it (pan or double-click
+    for all)."""
     pos = lens["positions"]
     probs = lens["target_prob"]
     top = [[lens["top_tokens"][r][p][0] for p in pos] for r in range(len(lens["rows"]))]
@@ -48,10 +53,15 @@ def lens_figure(lens: dict) -> go.Figure:
                        hovertemplate="%{y}, position %{x}: top %{text}, target %{customdata} "
                                      "p=%{z:.3f}<extra></extra>")
     tokens = [lens["tokens"][p] for p in pos]
+    xaxis = token_axis(tokens, title=dict(text="position (the token read there)"))
+    shown = ""
+    if focus is not None and len(pos) > span:
+        lo = max(0, min(int(focus) - span // 2, len(pos) - span))
+        xaxis["range"] = [lo - 0.5, lo + span - 0.5]
+        shown = f"; positions {lo}-{lo + span - 1} of {len(pos)} shown (drag or double-click for all)"
     return go.Figure(data=[trace], layout=base_layout(
         f"Logit lens: p(next token) after each layer (cells: top prediction)<br><sup>loss per layer, "
-        f"{lens['unit']}: {losses}</sup>", 160 + 48 * len(lens["rows"]),
-        xaxis=token_axis(tokens, title=dict(text="position (the token read there)")),
+        f"{lens['unit']}: {losses}{shown}</sup>", 160 + 48 * len(lens["rows"]), xaxis=xaxis,
         yaxis=dict(title=dict(text="residual stream after"), autorange="reversed")))
 
 

@@ -123,7 +123,8 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
     qs = urlencode({"why_pos": pos, **({"why_alt": why_alt} if why_alt else {}),
                     **({"why_bad": why_bad} if why_bad else {}), "tab": "why"})
     return {"why_md": "\n\n".join([INTRO, *notes]),
-            "why_lens": lens_figure(got["lens"]) if "lens" in got else None,
+            "why_lens": lens_figure(got["lens"], got["attr"]["position"] if "attr" in got else None)
+            if "lens" in got else None,
             "why_attr": attribution_figure(got["attr"]) if "attr" in got else None,
             "why_abl_md": ablation_reading(got["abl"]) if "abl" in got else "",
             "why_patch": patching_figure(got["patch"]) if "patch" in got else None,

@@ -40,6 +40,8 @@ def test_the_figures_draw_the_analyses_numbers(src, drawn):
     np.testing.assert_allclose(np.array(drawn["why_lens"].data[0].z, dtype=float), lens.target_prob.numpy(), atol=1e-5)
     second = DEFAULT_TEXT.index("Xq7Rv9Lm2", DEFAULT_TEXT.index("Xq7Rv9Lm2") + 1)
     attr = attribute(model, ids, second)  # default position: the second copy's first byte, predicting 'q'
+    lo, hi = drawn["why_lens"].layout.xaxis.range  # the lens opens on the positions around it
+    assert lo < second < hi and hi - lo == 48
     z = np.array(drawn["why_attr"].data[0].z, dtype=float)
     np.testing.assert_allclose(z[:, :-1], attr.heads.numpy(), atol=1e-5)
     np.testing.assert_allclose(z[:, -1], attr.ffn.numpy(), atol=1e-5)
