@@ -239,16 +239,18 @@ def wire(demo, ui) -> None:
         return await drawn(data, request, progress, True)
 
     inputs, outputs = ui.inputs(*names), ui.outputs(*OUTPUTS)
+    spinner = dict(show_progress_on=ui.outputs("lc_grid", "lc_loss"))  # not one spinner on each of ten outputs
     run = ui["lc_run"].click(run_fn, inputs, outputs, api_name="long_context_draw", concurrency_limit=None,
-                             api_visibility="undocumented")
+                             api_visibility="undocumented", **spinner)
     redraw = gr.on([ui["lc_zoom_go"].click, ui["lc_side"].input], run_fn, inputs, outputs, concurrency_limit=None,
-                   api_name="long_context_zoom", api_visibility="undocumented")
+                   api_name="long_context_zoom", api_visibility="undocumented", **spinner)
     opened = ui["lc_tab"].select(open_fn, ui.inputs(*names, "lc_drawn"), outputs, concurrency_limit=None,
-                                 api_name="long_context_open", api_visibility="undocumented")
+                                 api_name="long_context_open", api_visibility="undocumented", **spinner)
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
     picks = ui.outputs("lc_layer", "lc_head", "lc_qcell", "lc_kcell")
     clicked = ui["lc_click_go"].click(None, picks, picks, js=PICK_JS, queue=False, api_visibility="private").then(
-        run_fn, inputs, outputs, concurrency_limit=None, api_name="long_context_click", api_visibility="undocumented")
+        run_fn, inputs, outputs, concurrency_limit=None, api_name="long_context_click", api_visibility="undocumented",
+        **spinner)
     ui["lc_stop"].click(None, None, None, cancels=[run, redraw, opened, clicked], queue=False, api_visibility="private")
     ui["lc_qs"].change(None, [ui["lc_qs"]], [ui["lc_link"]], js=SHARE_JS, queue=False, api_visibility="private")
     def link_fn(request: gr.Request):

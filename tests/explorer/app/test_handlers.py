@@ -156,7 +156,8 @@ def test_load_from_url_restores_or_falls_back_with_an_escaped_notice():
     cfg = _filled(out)
     assert cfg.attention == "strided" and cfg.stride == 8 and out["text"] == "abc"
     bad = load_from_url(SimpleNamespace(query_params={"n_layers": "999999"}))
-    assert _filled(bad) == ModelConfig() and "defaults" in bad["status"]
+    # a refused field is named and dropped; the rest of the link (here nothing) is kept
+    assert _filled(bad) == ModelConfig() and "n\\_layers" in bad["status"] and "rest of the link" in bad["status"]
     hostile = load_from_url(SimpleNamespace(query_params={"attention": "<a href=https://evil.example>x</a>"}))
     assert "<a" not in hostile["status"] and "&lt;a" in hostile["status"]
     assert all(_is_skip(x) for x in load_from_url(SimpleNamespace(query_params={})).values())
@@ -203,7 +204,7 @@ def test_run_sweep_records_and_bad_lengths():
     out = run_sweep(_values(), "16,32", "forward", new_state())
     assert isinstance(out["sweep"], go.Figure) and "full" in out["sweep_md"]
     assert [r["status"] for r in out["state"]["sweep"]["current"]] == ["ok", "ok"]
-    assert "excluded" in out["sweep_md"] and "Backend that ran" in out["sweep_md"]
+    assert "excluded" in out["sweep_md"] and "the kernels that ran are `sdpa (cpu)`" in out["sweep_md"]
     vals = _values(SMALL.replace(attention="sliding_window", window=8))
     state = run_sweep(vals, "16", "forward", new_state())["state"]
     assert state["sweep"]["baseline"][0]["backend"] == "sdpa (cpu)"
