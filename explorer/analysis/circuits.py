@@ -48,6 +48,12 @@ def check(cfg, tokens=None) -> None:
         raise ConfigError("vocab_size", cfg.vocab_size, f"at most {MAX_VOCAB} (byte-level models) for full "
                           f"circuits; a larger vocabulary is read on at most {MAX_VOCAB} chosen tokens "
                           "(the most frequent of a text: frequent_tokens)")
+    check_structure(cfg)
+
+
+def check_structure(cfg) -> None:
+    """``ConfigError`` for a model whose heads have no circuits here (any vocabulary: a composition reads
+    ``d x d`` matrices only)."""
     if cfg.architecture != "decoder_only" or cfg.layer != "standard":
         raise ConfigError("layer", cfg.layer, "'standard' of a decoder_only model for head circuits")
 
@@ -191,7 +197,7 @@ class Composition:
 def composition(model, earlier: int = 0, later: int = 1, kind: str = "K", draws: int = 20) -> Composition:
     """``kind``-composition scores of every head of layer ``earlier`` with every head of layer ``later``."""
     cfg = model.cfg
-    check(cfg)
+    check_structure(cfg)
     if kind not in KINDS:
         raise ConfigError("kind", kind, f"one of {list(KINDS)}")
     if not (isinstance(earlier, int) and isinstance(later, int) and 0 <= earlier < later < cfg.n_layers):

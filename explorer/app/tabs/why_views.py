@@ -242,13 +242,30 @@ def ablation(src, text, heads, mode="zero") -> dict:
     return view(src, "ablation", token_ids(src, text), heads=tuple(pairs), mode=mode)
 
 
+def same_length(ids: list, bad: list, vocab: int) -> list:
+    """A tokenizer may split the changed word into another number of tokens: the clean ids with the tokens
+    that differ (between the common prefix and suffix of ``ids`` and ``bad``) each replaced by the next id."""
+    a = 0
+    while a < min(len(ids), len(bad)) and ids[a] == bad[a]:
+        a += 1
+    b = 0
+    while b < min(len(ids), len(bad)) - a and ids[-1 - b] == bad[-1 - b]:
+        b += 1
+    return ids[:a] + [(t + 1) % vocab for t in ids[a:len(ids) - b]] + ids[len(ids) - b:]
+
+
 def patching(src, text, corrupted=None) -> dict:
-    """Patching of ``text`` (clean) and ``corrupted`` ("" or None: ``patching.default_pair``'s)."""
+    """Patching of ``text`` (clean) and ``corrupted`` ("" or None: ``patching.default_pair``'s; through a
+    tokenizer that splits the changed word differently, its changed tokens each moved to the next id, so
+    the two runs have one length: ``corrupted_text`` says what was run)."""
     check(src, "patching")
     check_patching(src.config)
     text = as_text(text, default=default_text(src.config))
     bad = default_pair(text)[1] if corrupted in (None, "") else as_text(corrupted)
     ids, bad_ids = token_ids(src, text), token_ids(src, bad)
+    if len(bad_ids) != len(ids) and corrupted in (None, "") and src.tokenizer is not None:
+        bad_ids = same_length(ids, bad_ids, src.config.vocab_size)
+        bad = src.tokenizer.decode(bad_ids)
     if len(bad_ids) != len(ids):
         raise ConfigError("corrupted", f"{len(bad_ids)} tokens", f"{len(ids)} tokens, the clean text's length")
     return {**view(src, "patching", ids, corrupted=tuple(bad_ids)), "corrupted_text": bad}

@@ -123,3 +123,35 @@ def test_link_fields_fill_the_boxes_and_junk_is_ignored():
     assert why.from_link(req) == {"why_pos": 12, "why_alt": "x", "why_bad": "abc"}
     junk = why.from_link(types.SimpleNamespace(query_params={"why_pos": "1e9x", "why_alt": "y" * 99}))
     assert all(not isinstance(v, (int, str)) for v in junk.values())  # gr.skip() each
+
+
+@pytest.fixture
+def tiny_source(tmp_path, monkeypatch):
+    """A pretrained-format Llama with a BPE tokenizer (``tests/tiny_checkpoint.py``), resolved as the page does."""
+    from tiny_checkpoint import make_checkpoint
+
+    from explorer.analysis import checkpoints
+    make_checkpoint(tmp_path / "tiny")
+    monkeypatch.setenv(checkpoints.ROOTS_ENV, str(tmp_path))
+    checkpoints._LOADED.clear()
+    loaded = checkpoints.load("tiny")
+    yield source.resolve(source.checkpoint_choice("tiny"), loaded.config, loaded=loaded)
+    checkpoints._LOADED.clear()
+
+
+def test_a_checkpoint_reads_its_tokenizer_pieces(tiny_source):
+    tok = tiny_source.tokenizer
+    ids = tok.encode(DEFAULT_TEXT)
+    lens = wv.lens(tiny_source, DEFAULT_TEXT)
+    assert lens["token_ids"] == ids and lens["tokens"] == [str(p) for p in tok.pieces(ids)]
+    assert len(ids) < len(DEFAULT_TEXT.encode())  # tokens, not bytes
+    bad = tok.encode(default_pair(DEFAULT_TEXT)[1])
+    assert len(bad) != len(ids)  # the tokenizer splits the changed word otherwise: the default is made per token
+    patch = wv.patching(tiny_source, DEFAULT_TEXT)
+    assert patch["checks"]["everything_patched"] == pytest.approx(1.0, abs=1e-6)
+    run = tok.encode(patch["corrupted_text"])
+    assert len(run) == len(ids) and patch["positions"] == [i for i in range(len(ids) - 1) if ids[i + 1] != run[i + 1]]
+    circ = wv.circuits(tiny_source, DEFAULT_TEXT)  # vocabulary 400: the text's most frequent tokens
+    assert len(circ["copying"]["tokens"]) == len(set(ids)) and len(circ["composition"]["scores"]) == 4
+    with pytest.raises(ConfigError, match="exactly one token"):
+        wv.alternative_id(tiny_source, "Xq7Rv9Lm2 again")
