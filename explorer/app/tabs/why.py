@@ -90,10 +90,12 @@ def _warned(view: str, exc: Exception) -> str:
 
 def ablation_reading(a: dict) -> str:
     heads = ", ".join(f"{l}.{h}" for l, h in a["heads"])
-    t, h = a["text"], a["heldout"]
-    return (f"**{a['mode'].capitalize()} ablation of {heads}**: loss on the text **{t['before']:.3f} → "
-            f"{t['after']:.3f}** ({t['change']:+.3f}) {a['unit']}; on the held-out passage {h['before']:.3f} → "
-            f"{h['after']:.3f} ({h['change']:+.3f}).")
+    t, h, r = a["text"], a["heldout"], a.get("repeat")
+    copy = (f" On the second copy of the repeated word (its tokens after the first, which induction predicts): "
+            f"**{r['before']:.3f} → {r['after']:.3f}** ({r['change']:+.3f}).") if r else ""
+    return (f"**{a['mode'].capitalize()} ablation of {heads}**: loss on the text {t['before']:.3f} → "
+            f"{t['after']:.3f} ({t['change']:+.3f}) {a['unit']}; on the held-out passage {h['before']:.3f} → "
+            f"{h['after']:.3f} ({h['change']:+.3f}).{copy}")
 
 
 def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, why_mode="zero", why_bad="",
@@ -204,7 +206,8 @@ def api_attribution(config_json: str = "", text: str = "", position: int = -1, a
 
 def api_ablation(config_json: str = "", text: str = "", heads: str = "", mode: str = "zero",
                  weights: str = "bundled") -> dict:
-    """The loss (nats per token) on ``text`` and on the held-out passage before and after ablating ``heads``
+    """The loss (nats per token) on ``text``, on the held-out passage and (``repeat``, when a word of the text
+    repeats) on the second copy's tokens after its first, before and after ablating ``heads``
     ("layer.head" labels separated by commas, at most 32; "": every head of layer 1, or of layer 0 in a
     one-layer model) by ``mode`` (``zero`` or ``mean``: the head's mean
     output over the held-out passage)."""

@@ -23,7 +23,8 @@ from explorer.analysis import attribution as attribution_mod
 from explorer.analysis import circuits as circuits_mod
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.memo import eval_model, memo, weights_key
-from explorer.analysis.patching import HELDOUT_WINDOW, MODES, ablate, default_pair, patch_heads
+from explorer.analysis.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair, next_token_loss,
+                                        patch_heads)
 from explorer.runtime import budget
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -80,15 +81,23 @@ def labeller(tokenizer):
     return lambda i: str(tokenizer.pieces([int(i)])[0])
 
 
-def default_position(src, text, ids: list) -> int:
-    """Where attribution looks by default: the first token of the second copy of the text's longest
-    repeated word (its next token is what an induction head predicts), else the second-to-last token."""
+def repeat_tokens(src, text, ids: list) -> list:
+    """The token positions of the second copy of the text's longest repeated word (``default_pair``), [] when
+    no word repeats."""
     try:
         _, corrupted = default_pair(as_text(text, default=default_text(src.config)))
         bad = token_ids(src, corrupted)
     except ConfigError:
-        return len(ids) - 2
-    diff = [i for i, (a, b) in enumerate(zip(ids, bad)) if a != b]
+        return []
+    if len(bad) != len(ids):
+        bad = same_length(ids, bad, src.config.vocab_size)
+    return [i for i, (a, b) in enumerate(zip(ids, bad)) if a != b]
+
+
+def default_position(src, text, ids: list) -> int:
+    """Where attribution looks by default: the first token of the second copy of the text's longest
+    repeated word (its next token is what an induction head predicts), else the second-to-last token."""
+    diff = repeat_tokens(src, text, ids)
     return min(diff[0], len(ids) - 2) if diff else len(ids) - 2
 
 
@@ -188,7 +197,13 @@ def compute_view(view: str, cfg, weights, ids: tuple, params: tuple) -> dict:
         return attribution_mod.attribute(model, x, p["position"], alternative=p["alternative"]).to_json(label)
     if view == "ablation":
         held = heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev)
-        return ablate(model, x, p["heads"], p["mode"], heldout=held).to_json()
+        out = ablate(model, x, p["heads"], p["mode"], heldout=held).to_json()
+        if p["repeat"]:  # the second copy of the repeated word, after its first token: what induction predicts
+            pos = torch.tensor(p["repeat"], device=dev)
+            before = next_token_loss(model, x, positions=pos)
+            after = next_token_loss(model, x, ablation_record(model, p["heads"], p["mode"], held), positions=pos)
+            out["repeat"] = {"positions": list(p["repeat"]), "before": before, "after": after, "change": after - before}
+        return out
     if view == "circuits":
         return _circuits(model, x, p, label)
     bad = torch.tensor([list(p["corrupted"])], device=dev)
@@ -239,7 +254,9 @@ def ablation(src, text, heads, mode="zero") -> dict:
     if mode not in MODES:
         raise ConfigError("mode", str(mode)[:20], f"one of {list(MODES)}")
     pairs = parse_heads(heads, src.config)
-    return view(src, "ablation", token_ids(src, text), heads=tuple(pairs), mode=mode)
+    ids = token_ids(src, text)
+    repeat = tuple(d - 1 for d in repeat_tokens(src, text, ids)[1:])  # positions predicting the copy's later tokens
+    return view(src, "ablation", ids, heads=tuple(pairs), mode=mode, repeat=repeat)
 
 
 def same_length(ids: list, bad: list, vocab: int) -> list:
@@ -324,7 +341,7 @@ def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None
                 w.writerow([comp["kind"] + "_composition", f"{comp['earlier_layer']}.{a}", f"{comp['later_layer']}.{b}",
                             f"random baseline {comp['random_baseline']:.4f}", v])
     if ablation_json:
-        for where in ("text", "heldout"):
+        for where in ("text", "heldout") + (("repeat",) if ablation_json.get("repeat") else ()):
             for k in ("before", "after", "change"):
                 w.writerow(["ablation_" + ablation_json["mode"], where, k, ablation_json["unit"],
                             ablation_json[where][k]])

@@ -20,6 +20,7 @@ from explorer.app.tabs import why, why_views as wv
 from explorer.runtime.configs import app_config
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ConfigError
+from models.interventions import Interventions
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_the_figures_draw_the_analyses_numbers(src, drawn):
     patch = patch_heads(model, ids, bad)
     np.testing.assert_allclose(np.array(drawn["why_patch"].data[0].z, dtype=float)[:, :-1], patch.heads.numpy(),
                                atol=1e-5)
-    assert "+" in drawn["why_abl_md"] and "ablation of 1.0, 1.1, 1.2, 1.3" in drawn["why_abl_md"]
+    assert "ablation of 1.0, 1.1, 1.2, 1.3" in drawn["why_abl_md"] and "second copy" in drawn["why_abl_md"]
     circ = head_circuits(model)
     np.testing.assert_allclose(np.array(drawn["why_copy"].data[0].z, dtype=float), circ.eigen.numpy(), atol=1e-6)
     comp = composition(model, 0, 1, "K")
@@ -64,6 +65,18 @@ def test_the_induction_heads_carry_the_second_copy(src):
     assert attr["token"] == "q" and layer1.sum() > 4 * others.sum()
     abl = wv.ablation(src, DEFAULT_TEXT, ["1.0", "1.1", "1.2", "1.3"], "zero")
     assert abl["text"]["change"] > 0.5
+    # the second copy's bytes after its first, predicted at the positions before them: a plain forward's loss
+    second = DEFAULT_TEXT.index("Xq7Rv9Lm2", DEFAULT_TEXT.index("Xq7Rv9Lm2") + 1)
+    assert abl["repeat"]["positions"] == list(range(second, second + 8))
+    model = src.weights.eval_model(src.config).eval()
+    ids = torch.tensor([list(DEFAULT_TEXT.encode())])
+    zero = Interventions(replace_heads={(1, h): "zero" for h in range(4)})
+    for record, key in ((None, "before"), (zero, "after")):
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids, interventions=record).logits[0].float(), -1)
+        ref = -logp[second:second + 8].gather(1, ids[0, second + 1:second + 9, None]).mean()
+        assert abl["repeat"][key] == pytest.approx(float(ref), abs=1e-5)
+    assert abl["repeat"]["before"] < 0.1 and abl["repeat"]["after"] > 3  # the induction heads carry the copy
 
 
 def test_the_csv_holds_every_grid(drawn):
