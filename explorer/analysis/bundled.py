@@ -126,7 +126,7 @@ def bundle_for(cfg) -> Bundle | None:
 def _record(name: str) -> TrainedWeights:
     b = load(name)
     size = sum(t.numel() * t.element_size() for t in b.state.values())
-    return TrainedWeights(b.config, b.state, tensor_digest(b.state), b.step, size, source=b.source())
+    return TrainedWeights(b.config, b.state, tensor_digest(b.state), b.step, size, source=b.source(), bundle=name)
 
 
 def bundled_weights(cfg) -> TrainedWeights | None:

@@ -157,7 +157,7 @@ def _params(model) -> dict:
 def _as_trained(src):
     """``(config, model, trained length, what)`` of the model the weights were trained as."""
     if src.weights is not None:
-        origin = surgery.origin_of(src.config, src.loaded)
+        origin = surgery.origin_of(src.config, src.loaded, src.weights.bundle or None)
         if origin is not None:
             return origin.config, origin.weights.eval_model(origin.config).eval(), origin.trained_length, origin.label
         return src.config, src.weights.eval_model(src.config).eval(), None, src.source

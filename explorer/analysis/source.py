@@ -2,9 +2,12 @@
 
 A choice is one of four kinds, spelled here once:
 
-- ``bundled`` (the default): the trained model shipped with the app for the config (``explorer.analysis.
-  bundled``), or a bundle whose weights keep their meaning under it (``explorer.analysis.surgery``); a
-  config no bundle serves is drawn at initialisation, and ``why`` says why.
+- ``bundled`` (the default): the weights on screen, the default bundle, moved to the config when it is a
+  surgery of them (``explorer.analysis.surgery``); a config that needs other weights draws the bundle
+  trained with it (``explorer.analysis.bundled``) or the nearest one; a config no bundle serves is drawn at
+  initialisation, and ``why`` says why. ``bundle:<name>``: the same with bundle ``name`` on screen (a
+  "Trained: ..." preset, or the page's "a model trained with this pattern exists: show it"): another
+  bundle is only ever shown by that explicit choice, never because the controls happen to match it.
 - ``initial``: the config's initial weights (its seed).
 - ``trained`` ("your run"): a session's own run (``explorer.analysis.weights.TrainedWeights``), passed in
   by the session that holds it.
@@ -23,13 +26,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from explorer.analysis import checkpoints, surgery
+from explorer.analysis import bundled, checkpoints, surgery
 from explorer.analysis.weights import TrainedWeights
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig
 
 BUNDLED, INITIAL, TRAINED, CHECKPOINT = "bundled", "initial", "trained", "checkpoint"
 CHECKPOINT_PREFIX = CHECKPOINT + ":"  # a checkpoint's choice: "checkpoint:<id>"
+BUNDLE_PREFIX = "bundle:"  # a bundle chosen by name: "bundle:<name>" (kind bundled, that bundle on screen)
 KINDS = (BUNDLED, INITIAL, TRAINED, CHECKPOINT)
 
 
@@ -45,16 +49,32 @@ def checkpoint_choice(ckpt_id: str) -> str:
     return CHECKPOINT_PREFIX + ckpt_id
 
 
+def bundle_name(choice) -> str | None:
+    """The bundle a Weights choice names ("bundle:<name>"), else None; ``ConfigError`` for a name that is no
+    bundle."""
+    if not (isinstance(choice, str) and choice.startswith(BUNDLE_PREFIX)):
+        return None
+    name = choice[len(BUNDLE_PREFIX):]
+    if name not in bundled.names():
+        raise ConfigError("weights", choice[:60], f"a bundle among {[BUNDLE_PREFIX + n for n in bundled.names()]}")
+    return name
+
+
+def bundle_choice(name: str) -> str:
+    """The Weights choice of bundle ``name``."""
+    return BUNDLE_PREFIX + name
+
+
 def kind_of(choice) -> str:
     """The kind of a Weights choice (None and "" are bundled, the default); ``ConfigError`` naming the
     valid choices for anything else."""
-    if choice in (None, ""):
+    if choice in (None, "") or bundle_name(choice) is not None:
         return BUNDLED
     if checkpoint_id(choice) is not None:
         return CHECKPOINT
     if choice in (BUNDLED, INITIAL, TRAINED):
         return choice
-    raise ConfigError("weights", str(choice)[:40], f"one of {[BUNDLED, INITIAL, TRAINED, CHECKPOINT_PREFIX + '<id>']}")
+    raise ConfigError("weights", str(choice)[:40], f"one of {[BUNDLED, INITIAL, TRAINED, BUNDLE_PREFIX + '<name>', CHECKPOINT_PREFIX + '<id>']}")
 
 
 @dataclass(frozen=True)
@@ -65,11 +85,23 @@ class WeightsSource:
     weights: TrainedWeights | None = field(default=None, repr=False)  # None: the initial weights
     loaded: checkpoints.Loaded | None = field(default=None, repr=False)  # the checkpoint (kind "checkpoint")
     why: str = ""                               # bundled asked for, initial drawn: why no bundle serves it
+    bundle: str = ""                            # the bundle chosen by name ("bundle:<name>"); "" the default
 
     @property
     def choice(self) -> str:
-        """The Weights choice this record resolves ("bundled", ..., "checkpoint:<id>")."""
-        return checkpoint_choice(self.loaded.id) if self.loaded is not None else self.kind
+        """The Weights choice this record resolves ("bundled", "bundle:<name>", ..., "checkpoint:<id>")."""
+        if self.loaded is not None:
+            return checkpoint_choice(self.loaded.id)
+        return bundle_choice(self.bundle) if self.bundle else self.kind
+
+    @property
+    def trained_exists(self) -> str:
+        """The bundle trained with exactly this config when the weights drawn are another's under surgery
+        (what the page offers to show, explicitly), else ""."""
+        if self.kind != BUNDLED or self.weights is None or not self.surgery:
+            return ""
+        own = bundled.bundled_weights(self.config)
+        return own.bundle if own is not None else ""
 
     @property
     def checkpoint(self) -> str:
@@ -110,7 +142,7 @@ class WeightsSource:
             raise ConfigError("weights", self.choice[:60], "bundled, initial or your run: a pretrained checkpoint "
                               "is drawn with its own architecture only")
         if self.kind == BUNDLED:
-            return self.weights if cfg == self.config else surgery.weights_for(cfg)
+            return self.weights if cfg == self.config else surgery.weights_for(cfg, bundle=self.bundle or None)
         return self.for_config(cfg)
 
     def used(self) -> dict:
@@ -147,5 +179,6 @@ def resolve(choice, cfg, trained: TrainedWeights | None = None,
         return WeightsSource(TRAINED, cfg, trained if trained is not None and trained.matches(cfg) else None)
     if kind == INITIAL:
         return WeightsSource(INITIAL, cfg)
-    record = surgery.weights_for(cfg)
-    return WeightsSource(BUNDLED, cfg, record, why="" if record is not None else surgery.why_not(cfg))
+    name = bundle_name(choice) or ""
+    record = surgery.weights_for(cfg, bundle=name or None)
+    return WeightsSource(BUNDLED, cfg, record, why="" if record is not None else surgery.why_not(cfg), bundle=name)

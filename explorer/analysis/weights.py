@@ -52,6 +52,7 @@ class TrainedWeights:
     tokenizer: object = field(default=None, repr=False, compare=False)
     shared: bool = False    # tensors held read-only by the host: an eval model uses them without a copy
     checkpoint: str = ""    # the checkpoint's id (what a share link carries instead of the weights)
+    bundle: str = ""        # the bundle the tensors are (or were moved from): the weights on screen
 
     def matches(self, cfg) -> bool:
         return as_config(cfg) == self.config

@@ -39,7 +39,7 @@ from explorer.app.tabs import views as views_tab
 from explorer.app.tabs import zoom as zoom_box
 from explorer.app.tabs.analysis import analysis_outputs
 from explorer.app.tabs.attention import attention_outputs
-from explorer.app.weights import BUNDLED, SHARE_NOTE, all_choices, chosen, weights_line
+from explorer.app.weights import BUNDLED, SHARE_NOTE, SHOW_TRAINED, all_choices, chosen, weights_line
 from explorer.app.wiring import wire
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
@@ -144,6 +144,7 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
                                      "the Train tab's model (trained on these controls); checkpoint: a pretrained "
                                      "model in Hugging Face's format")
     comps["weights_md"] = gr.Markdown(weights_md, elem_id="weights-line")
+    comps["weights_show"] = gr.Button(SHOW_TRAINED, visible=False, size="sm", elem_id="weights-show")
     build_door(comps)
     gr.Markdown(SHARE_NOTE, elem_classes="hint", elem_id="weights-note")
     controls = config_controls(cfg, choice_marks(cfg.to_dict()))

@@ -1,10 +1,14 @@
 """The "Weights" control: which weights every tab draws, and the handlers that pass them down.
 
 Four kinds of choice:
-- ``bundled`` (the default): the trained model shipped with the app for the current config
-  (``explorer.analysis.bundled``: a bundle trained with exactly this config, or one whose weights
-  still mean the same under it, ``explorer.analysis.surgery``); a config no bundle serves is drawn at
-  initialisation, and the weights line says why and what to train.
+- ``bundled`` (the default): the weights on screen (the default bundle) under the controls' surgery when
+  their weights still mean the same under it (``explorer.analysis.surgery``), else the bundle trained with
+  the config that needs other weights; a config no bundle serves is drawn at initialisation, and the
+  weights line says why and what to train. ``bundle:<name>``: bundle ``name`` on screen, chosen explicitly:
+  by a "Trained: ..." preset (``after_fill``, a link's ``with_trained_preset``) or by the button the page
+  shows when a bundle was trained with exactly the controls' config while other weights are operated on
+  ("A model trained with this pattern exists: show it", ``show_trained``). A preset, Reset, Undo or an
+  upload that leaves that bundle's config goes back to ``bundled``.
 - ``initial``: the config's initial weights (its seed).
 - ``trained`` ("your run"): the Train tab's model, snapshotted by ``switch`` into the session's
   ``trained`` state (a bounded copy, so training on does not change what the tabs show until the
@@ -38,7 +42,16 @@ import gradio as gr
 from explorer.analysis import checkpoints, surgery
 from explorer.analysis import source as weights_source
 from explorer.analysis import weights as tw
-from explorer.analysis.source import BUNDLED, INITIAL, TRAINED, WeightsSource, checkpoint_choice, checkpoint_id
+from explorer.analysis.source import (
+    BUNDLED,
+    INITIAL,
+    TRAINED,
+    WeightsSource,
+    bundle_choice,
+    bundle_name,
+    checkpoint_choice,
+    checkpoint_id,
+)
 from explorer.app.controls import (
     CHECKPOINT_KEY,
     CONTROL_FIELDS,
@@ -53,6 +66,7 @@ from explorer.app.tabs import train_source
 from explorer.app.tabs.surgery import loss_line
 from explorer.app.tabs.train import trained_snapshot
 from explorer.runtime.limits import check_caps
+from explorer.runtime.presets import BUNDLE_PRESETS
 from explorer.runtime.untrusted import shown, shown_html
 from models import ModelConfig
 
@@ -66,11 +80,62 @@ SHARE_NOTE = ("The share link and the config export carry the configuration only
 SWITCH_OUT = ("weights", "trained", "state", "status", *CONTROL_FIELDS)
 
 
-def all_choices(extra=()) -> list:
+SHOW_TRAINED = "A model trained with this pattern exists: show it"
+
+
+def all_choices(extra=(), bundle: str | None = None) -> list:
     """The Weights choices: bundled, initial, your run, and a checkpoint per id the host offers (and ``extra``
-    ids: a Hub model or an upload this session opened)."""
+    ids: a Hub model or an upload this session opened); ``bundle``: the bundle chosen by name, after bundled."""
     ids = list(dict.fromkeys([*checkpoints.choice_ids(), *extra]))
-    return CHOICES + [(f"checkpoint: {i}", checkpoint_choice(i)) for i in ids]
+    named = [(f"bundle '{bundle}' as trained", bundle_choice(bundle))] if bundle else []
+    return CHOICES[:1] + named + CHOICES[1:] + [(f"checkpoint: {i}", checkpoint_choice(i)) for i in ids]
+
+
+def bundle_update(name: str) -> dict:
+    """The Weights control set to bundle ``name`` (its choice added)."""
+    return gr.update(choices=all_choices(bundle=name), value=bundle_choice(name))
+
+
+def trained_preset(name: str) -> str | None:
+    """The "Trained: ..." preset of bundle ``name``, if any."""
+    return next((p for p, b in BUNDLE_PRESETS.items() if b == name), None)
+
+
+def show_button(src: WeightsSource | None) -> dict:
+    """The "show it" button: visible when the weights drawn are under surgery and a bundle was trained with
+    exactly the controls' config (``WeightsSource.trained_exists``)."""
+    name = src.trained_exists if src is not None else ""
+    return gr.update(visible=bool(name), value=f"{SHOW_TRAINED} (bundle '{name}')" if name else SHOW_TRAINED)
+
+
+SHOW_OUT = ("weights", "preset", "state", "status", "weights_show")
+
+
+def show_trained(values: dict, weights=BUNDLED, state=None) -> dict:
+    """The explicit switch the page offers: the bundle trained with exactly the controls' config, as trained
+    (the Weights choice "bundle:<name>", the preset its "Trained: ..." one so the share link and Undo carry
+    it); the chain that follows redraws every tab."""
+    state = {**read_state(state), "drawn": None}
+    try:
+        src = source_of(values, weights)
+    except Exception as exc:  # a bad control value: nothing switched
+        return {"weights": gr.skip(), "preset": gr.skip(), "state": state, "status": f"⚠️ {shown(problem(exc))}",
+                "weights_show": gr.skip()}
+    name = src.trained_exists
+    if not name:
+        return {"weights": gr.skip(), "preset": gr.skip(), "state": state, "weights_show": gr.update(visible=False),
+                "status": "No bundle was trained with exactly these controls: the weights on screen stay."}
+    preset = trained_preset(name)
+    return {"weights": bundle_update(name), "preset": preset if preset else gr.skip(), "state": state,
+            "weights_show": gr.update(visible=False),
+            "status": f"Showing **bundle '{shown(name)}'**, trained with this configuration (before: "
+                      f"{shown(src.source)}). Choose 'bundled' in Weights to operate on the default model again."}
+
+
+def with_trained_preset(out: dict) -> dict:
+    """A filled page (a link) whose preset is a "Trained: ..." one draws that bundle by name."""
+    name = BUNDLE_PRESETS.get(out.get("preset")) if isinstance(out.get("preset"), str) else None
+    return {**out, "weights": bundle_update(name)} if name and "weights" not in out else out
 
 
 def with_checkpoint(values: dict, choice) -> dict:
@@ -135,9 +200,12 @@ def source_line(src: WeightsSource | None, text=None, choice=None) -> str:
         why = src.why or "your run belongs to another config"
         return f"ℹ️ No bundled model serves this config ({shown(why)}): drawing the **initial weights**."
     line = f"Drawing the weights of the **{shown(src.weights.source or 'session run')}**."
+    if src.trained_exists:
+        line += (f" A model trained with this pattern exists (bundle '{shown(src.trained_exists)}'): the button "
+                 "below shows it; until then the weights on screen are operated on.")
     if src.surgery and text is not None:
         try:
-            change = surgery.loss_change(src.config, text)
+            change = surgery.loss_change(src.config, text, bundle=src.weights.bundle or None)
         except Exception as exc:  # over the budget, say: the line says so instead of the figures
             return f"{line} (Loss not measured: {shown(problem(exc))})"
         return f"{line} Surgery: {loss_line(change)}."
@@ -187,14 +255,27 @@ def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -
 
 def after_fill(out: dict, weights) -> dict:
     """A preset, Reset or an uploaded config filled the controls while a checkpoint was drawn: the
-    catalogue's model is drawn from now on (bundled weights), and the status says so."""
+    catalogue's model is drawn from now on (bundled weights), and the status says so. A "Trained: ..."
+    preset draws its bundle by name; any other fill leaves a bundle chosen by name for ``bundled``."""
     filled = any(not (isinstance(out[n], dict) and set(out[n]) == {"__type__"}) for n in CONTROL_FIELDS
                  if n in out)  # gr.skip() is an update without values
+    preset = BUNDLE_PRESETS.get(out.get("preset")) if filled and isinstance(out.get("preset"), str) else None
+    if preset:
+        return {**out, "weights": bundle_update(preset)}
+    if filled and _named_bundle(weights):
+        return {**out, "weights": BUNDLED}
     if not checkpoint_id(weights) or not filled:
         return {**out, "weights": gr.skip()}
     note = "Weights switched to bundled: the controls now describe a model of the catalogue."
     status = out.get("status")
     return {**out, "weights": BUNDLED, "status": f"{status} {note}".strip() if isinstance(status, str) else note}
+
+
+def _named_bundle(weights) -> str | None:
+    try:
+        return bundle_name(weights)
+    except Exception:  # a name that is no bundle (a hostile value): not a bundle choice
+        return None
 
 
 def _leave_checkpoint(values: dict) -> dict | None:
@@ -212,7 +293,7 @@ def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
     state = {**read_state(state), "drawn": None}
     if checkpoint_id(weights):
         return open_checkpoint(state, checkpoint_id(weights))
-    if weights not in (BUNDLED, INITIAL, TRAINED):
+    if weights not in (BUNDLED, INITIAL, TRAINED) and not _named_bundle(weights):
         return _off(state, f"weights={str(weights)[:40]!r} is not valid: one of {[c for _, c in all_choices()]}")
     values = without_checkpoint(values)
     sizes = _skip_controls()
@@ -270,7 +351,8 @@ def attention_with_weights(handler):
                 gr.Warning(shown_html(msg))
                 values = without_checkpoint(values)
                 return {**{n: gr.skip() for n in CONTROL_FIELDS}, **(_leave_checkpoint(values) or {}),
-                        "weights": BUNDLED, "trained": None, "status": f"⚠️ {shown(msg)}", "weights_md": ""}
+                        "weights": BUNDLED, "trained": None, "status": f"⚠️ {shown(msg)}", "weights_md": "",
+                        "weights_show": gr.update(visible=False)}
         src, values = _resolved(values, weights, trained, loaded)
         if weights == TRAINED and (trained is None or (src is not None and src.weights is None)):
             if trained is None:  # the session's snapshot expired (its state's time to live)
@@ -282,7 +364,7 @@ def attention_with_weights(handler):
             src = weights_source.resolve(BUNDLED, src.config) if src is not None else None
             out = handler(values, weights=src, **kw)
             return {**out, "weights": BUNDLED, "trained": None, "status": f"ℹ️ {shown(msg)}",
-                    "weights_md": source_line(src, kw.get("text"), BUNDLED)}
+                    "weights_md": source_line(src, kw.get("text"), BUNDLED), "weights_show": show_button(src)}
         return {**handler(values, weights=src, **kw), **keep,
-                "weights_md": source_line(src, kw.get("text"), weights)}
+                "weights_md": source_line(src, kw.get("text"), weights), "weights_show": show_button(src)}
     return run

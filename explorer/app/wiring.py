@@ -58,7 +58,7 @@ COLLAPSE_JS = ("() => { document.body.classList.toggle('controls-hidden'); "
 ATTENTION_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "history", "grid_layers",
                 "grid_heads", "train_synced")
 ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis", "text",
-                 "weights", "trained", "history", "weights_md", *train_source.OUTPUTS)
+                 "weights", "trained", "history", "weights_md", "weights_show", *train_source.OUTPUTS)
 DETAIL_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "weights", "state")
 VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "trained", "weights", "state")
 ANALYSIS_IN = (*CONTROL_FIELDS, "text", "trained", "weights", "state")
@@ -197,7 +197,8 @@ def wire_sources(demo, ui: Components) -> None:
                                           **QUIET), "preset")
 
     def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
-        return ui.back({**load_from_url(request), **compare.pinned_from_url(request)})
+        filled = weights_switch.with_trained_preset(load_from_url(request))  # a "Trained: ..." link: its bundle
+        return ui.back({**filled, **compare.pinned_from_url(request)})
 
     # on load the figures of the default page are already drawn (grid, statistics, the Gradients,
     # Latency and Model tabs): the chain redraws only for a link (state["drawn"] differs), except the
@@ -243,6 +244,12 @@ def wire_sources(demo, ui: Components) -> None:
                                    ui.outputs(*weights_switch.SWITCH_OUT), show_progress_on=ui.outputs("status"),
                                    api_name="weights_switch", concurrency_id="compute", **QUIET)
     redraw_chain(ui, switched, "weights")
+    # "a model trained with this pattern exists: show it": the explicit switch to that bundle, then one redraw
+    showing = ui["weights_show"].click(ui.handler(weights_switch.show_trained), ui.inputs(*CONTROL_FIELDS, "weights",
+                                                                                          "state"),
+                                       ui.outputs(*weights_switch.SHOW_OUT), show_progress_on=ui.outputs("status"),
+                                       api_name="show_trained", concurrency_id="compute", **QUIET)
+    redraw_chain(ui, showing, "show_trained")
     # a checkpoint opened by name or uploaded: the Weights choice and every control set, then one redraw
     opened = ui["ckpt_open"].click(ui.handler(checkpoint_door.open_named),
                                    ui.inputs(*CONTROL_FIELDS, "ckpt_id", "ckpt_extra", "state"),

@@ -162,16 +162,16 @@ def heldout_loss(origin: Origin) -> Loss:
     return losses(origin, origin.config, origin.weights)[0]
 
 
-def loss_change(cfg, text: str, checkpoint=None) -> LossChange | None:
+def loss_change(cfg, text: str, checkpoint=None, bundle: str | None = None) -> LossChange | None:
     """The loss of the model as trained and of ``cfg`` with its weights (``weights_for``), held out and on
     ``text`` (its first ``MAX_TEXT_BYTES`` tokens, as the maps draw them, read whole); None when ``cfg`` is the model as
     trained, no bundle serves it, or its next-token loss means nothing (``Origin.lm``)."""
     cfg = as_config(cfg)
-    origin = origin_of(cfg, checkpoint)
+    origin = origin_of(cfg, checkpoint, bundle)
     if origin is None or cfg == origin.config or not origin.lm or not cfg.causal:
         return None
     ids = tuple(origin.encode(str(text)[:MAX_TEXT_BYTES * CHARS_PER_TOKEN])[:MAX_TEXT_BYTES])
     h0, t0 = losses(origin, origin.config, origin.weights, ids)
-    h1, t1 = losses(origin, cfg, weights_for(cfg, checkpoint), ids)
+    h1, t1 = losses(origin, cfg, weights_for(cfg, checkpoint, bundle), ids)
     return LossChange(origin.label, origin.kind, tuple(surgery.changed_fields(origin.config, cfg)), (h0, h1),
                       None if t0 is None else (t0, t1))

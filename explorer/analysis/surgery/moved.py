@@ -1,8 +1,9 @@
 """The trained weights a config reads: a bundle's or a checkpoint's, moved to the config when it differs.
 
-- ``weights_for(cfg, checkpoint=None)``: the ``TrainedWeights`` that serve ``cfg``, memoised. Without
-  ``checkpoint``: the bundle trained with ``cfg``, else the bundle that needs the fewest changes with its
-  parameters moved to ``cfg`` (``models.surgery.transplant``), else None (``why_not`` says why). With
+- ``weights_for(cfg, checkpoint=None, bundle=None)``: the ``TrainedWeights`` that serve ``cfg``, memoised.
+  Without ``checkpoint``: the weights on screen (``bundle``, else the default bundle) moved to ``cfg`` when it
+  is a surgery of them (``models.surgery.transplant``), else the bundle trained with ``cfg``, else the one
+  that needs the fewest changes (``origin.candidates``), else None (``why_not`` says why). With
   ``checkpoint`` (an id): the checkpoint's own record for its own config, else the same tensors under
   ``cfg`` (shared, K/V heads mean-pooled or repeated where their number changed); a ``cfg`` that needs
   other tensors is refused naming the field (``config_for`` made it, so that is a changed mechanism's
@@ -38,16 +39,13 @@ def _adapted(name: str, cfg: ModelConfig) -> TrainedWeights:
     size = sum(t.numel() * t.element_size() for t in state.values())
     return TrainedWeights(cfg, state, tensor_digest(state), b.step, size,
                           source=f"{b.source()}, moved to {_shown(cfg, changed)} (surgery: the same weights)",
-                          surgery=changed)
+                          surgery=changed, bundle=name)
 
 
-def _bundle_weights(cfg: ModelConfig) -> TrainedWeights | None:
-    own = bundled.bundled_weights(cfg)
-    if own is not None:
-        return own
-    for name, _changed in candidates(cfg):
+def _bundle_weights(cfg: ModelConfig, bundle: str | None = None) -> TrainedWeights | None:
+    for name, changed in candidates(cfg, bundle):
         try:
-            return _adapted(name, cfg)
+            return bundled.bundled_weights(cfg) if not changed else _adapted(name, cfg)
         except ConfigError:  # the move needs a weight this bundle lacks (a table of another size): the next
             continue
     return None
@@ -60,11 +58,12 @@ def _checkpoint_weights(checkpoint, cfg: ModelConfig) -> TrainedWeights:
     return _MOVED.get((loaded.id, loaded.weights.digest, cfg), lambda: _moved(loaded, cfg))
 
 
-def weights_for(cfg, checkpoint=None) -> TrainedWeights | None:
+def weights_for(cfg, checkpoint=None, bundle: str | None = None) -> TrainedWeights | None:
     """The trained weights that serve ``cfg``: the checkpoint ``checkpoint``'s (an id, or the ``Loaded``
-    record a request loaded once), else a bundle's (see the module docstring); None when no bundle serves it."""
+    record a request loaded once), else a bundle's, ``bundle`` (the weights on screen) first (see the module
+    docstring); None when no bundle serves it."""
     cfg = as_config(cfg)
-    return _checkpoint_weights(checkpoint, cfg) if checkpoint else _bundle_weights(cfg)
+    return _checkpoint_weights(checkpoint, cfg) if checkpoint else _bundle_weights(cfg, bundle)
 
 
 def _moved(loaded, cfg: ModelConfig) -> TrainedWeights:
@@ -153,9 +152,10 @@ def difference(cfg, text: str, separator=None, checkpoint=None, weights=None) ->
     from explorer.analysis.maps import attention_maps  # the maps read this package's weights records
 
     cfg = as_config(cfg)
-    origin = origin_of(cfg, checkpoint)
+    bundle = getattr(weights, "bundle", "") or None
+    origin = origin_of(cfg, checkpoint, bundle)
     if origin is None or cfg == origin.config:
         return None
-    after = attention_maps(cfg, text, separator=separator, weights=weights or weights_for(cfg, checkpoint))
+    after = attention_maps(cfg, text, separator=separator, weights=weights or weights_for(cfg, checkpoint, bundle))
     before = attention_maps(origin.config, text, separator=separator, weights=origin.weights)
     return after, before, origin, tuple(surgery.changed_fields(origin.config, cfg))

@@ -15,6 +15,7 @@ from explorer.analysis.weights import TrainedWeights
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig, surgery
 
+DEFAULT_BUNDLE = "default"  # the weights on screen when the visitor chose no bundle by name
 MIN_WINDOW = 8          # a checkpoint's windowed rows: a quarter of its trained length, at least this
 MAX_CONTEXT_SCORED = 256  # a checkpoint without a manifest: its context, at most this many tokens on a CPU
 
@@ -92,8 +93,12 @@ def checkpoint_trained_length(loaded) -> int:
     return int(min(loaded.config.max_len or MAX_CONTEXT_SCORED, MAX_CONTEXT_SCORED))
 
 
-def candidates(cfg) -> list:
-    """``[(bundle name, changed fields)]`` of every bundle whose weights ``cfg`` can read, fewest changes first."""
+def candidates(cfg, bundle: str | None = None) -> list:
+    """``[(bundle name, changed fields)]`` of every bundle whose weights ``cfg`` can read: the weights on screen
+    first (``bundle``, the one the visitor chose by name, else the default bundle) when ``cfg`` is a surgery of
+    them, then the others, fewest changes first. So a surgery-safe change operates on the weights on screen
+    even when another bundle was trained with exactly ``cfg`` (showing that one is an explicit choice); a
+    change that needs other weights draws the bundle trained with it, or the nearest one."""
     cfg = as_config(cfg)
     found = []
     for name in bundled.names():
@@ -103,13 +108,14 @@ def candidates(cfg) -> list:
         except ConfigError:
             continue
         found.append((name, tuple(surgery.changed_fields(b.config, cfg))))
-    return sorted(found, key=lambda x: len(x[1]))
+    base = bundle or DEFAULT_BUNDLE
+    return sorted(found, key=lambda x: (x[0] != base, len(x[1])))
 
 
-def origin_of(cfg, checkpoint=None) -> Origin | None:
-    """The model ``cfg`` is a surgery of: the checkpoint ``checkpoint`` (an id or a ``Loaded`` record), else the bundle that needs the
-    fewest changes (None when no bundle's weights can serve ``cfg``)."""
+def origin_of(cfg, checkpoint=None, bundle: str | None = None) -> Origin | None:
+    """The model ``cfg`` is a surgery of: the checkpoint ``checkpoint`` (an id or a ``Loaded`` record), else the
+    first of ``candidates(cfg, bundle)`` (None when no bundle's weights can serve ``cfg``)."""
     if checkpoint:
         return checkpoint_origin(checkpoint)
-    found = candidates(cfg)
+    found = candidates(cfg, bundle)
     return bundle_origin(found[0][0]) if found else None

@@ -84,12 +84,13 @@ def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -
     """``{surgery_md, surgery_diff, surgery_table, surgery_table_md}`` for ``cfg`` drawn with ``weights``
     (a bundle's, moved or not, or a checkpoint's: the same verbs, ``explorer.analysis.surgery``)."""
     ckpt = weights.checkpoint if weights is not None and weights.checkpoint else None
+    base = weights.bundle if weights is not None and weights.bundle else None  # the bundle on screen
     empty = message_figure("No surgery: the controls show the trained model as trained, or a model no bundle "
                            "serves.", "Difference view")
     if weights is not None and weights.surgery:
-        change = surgery.loss_change(cfg, text, checkpoint=ckpt)
+        change = surgery.loss_change(cfg, text, checkpoint=ckpt, bundle=base)
         diff = surgery.difference(cfg, text, separator, checkpoint=ckpt, weights=weights)
-        origin = diff[2] if diff else surgery.origin_of(cfg, ckpt)
+        origin = diff[2] if diff else surgery.origin_of(cfg, ckpt, base)
         loss = loss_line(change) or ("no next-token loss (this model is no causal language model)")
         md = (f"**Surgery on {shown(origin.label)}**: {shown(_changes(cfg, weights.surgery))}, the trained weights "
               f"unchanged. {loss}.")
@@ -99,7 +100,7 @@ def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -
         fig = difference_grid(diff[0].attention, diff[1].attention, diff[0].tokens, _changes(cfg, diff[3]),
                               origin.name, what=origin.kind, why_unmoved=why) if diff else empty
     elif ckpt or (weights is not None and bundled.bundle_for(cfg) is not None):
-        origin = surgery.origin_of(cfg, ckpt)
+        origin = surgery.origin_of(cfg, ckpt, base)
         md = (f"The controls show **{shown(origin.label)}** as trained. Change the architecture to see what the "
               f"change does to its trained weights. {SAFE_HINT}")
         fig = empty

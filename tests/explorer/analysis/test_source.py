@@ -80,3 +80,23 @@ def test_a_checkpoint_resolves_once_with_its_record_and_draws_only_its_own_archi
         src.for_other(ModelConfig())
     as_trained = source.resolve("checkpoint:byte-llama", loaded.config, loaded=loaded)
     assert as_trained.weights is loaded.weights and not as_trained.surgery
+
+
+def test_a_surgery_safe_change_operates_on_the_weights_on_screen_and_names_the_trained_one():
+    sw = bundled.load("sliding_window").config              # a bundle trained with exactly this config exists
+    src = source.resolve("bundled", sw)
+    default = bundled.bundled_weights(ModelConfig())
+    assert src.weights.bundle == "default" and src.weights.surgery == ("attention",)
+    assert src.trained_exists == "sliding_window" and src.choice == "bundled"
+    # the same tensors as the default bundle's (a pattern has no parameters of its own), not the other bundle's
+    own = bundled.bundled_weights(sw)
+    key = "blocks.0.attn.qkv.weight" if "blocks.0.attn.qkv.weight" in default.tensors else next(iter(default.tensors))
+    assert (src.weights.tensors[key] == default.tensors[key]).all() and not (own.tensors[key] == default.tensors[key]).all()
+    shown = source.resolve("bundle:sliding_window", sw)    # the explicit choice: that bundle as trained
+    assert shown.weights is own and not shown.surgery and shown.trained_exists == "" and shown.choice == "bundle:sliding_window"
+    narrower = source.resolve("bundle:sliding_window", sw.replace(window=32))  # surgery on the bundle on screen
+    assert narrower.weights.bundle == "sliding_window" and narrower.weights.surgery == ("window",)
+    post = source.resolve("bundled", ModelConfig(norm_placement="post"))  # needs other weights: its own bundle
+    assert post.weights.bundle == "post_ln" and not post.surgery and post.trained_exists == ""
+    with pytest.raises(ConfigError, match="weights"):
+        source.resolve("bundle:nope", sw)
