@@ -88,11 +88,13 @@ class Ablation:
 
 
 def ablate(model, ids: torch.Tensor, heads: Iterable, mode: str = "zero",
-           reference: Optional[torch.Tensor] = None, heldout: Optional[torch.Tensor] = None) -> Ablation:
+           reference: Optional[torch.Tensor] = None, heldout: Optional[torch.Tensor] = None,
+           means: Optional[dict] = None) -> Ablation:
     """The loss change on ``ids`` and on the held-out passage when ``heads`` (``(layer, head)`` pairs) are
-    zero- or mean-ablated (the mean over ``reference``, default the held-out passage)."""
+    zero- or mean-ablated (the mean over ``reference``, default the held-out passage; ``means``: those
+    means, ``head_means``, already computed)."""
     held = heldout_ids() if heldout is None else heldout
-    record = ablation_record(model, heads, mode, reference if reference is not None else held)
+    record = ablation_record(model, heads, mode, reference if reference is not None else held, means)
     heads = tuple(sorted(record.replace_heads))
     return Ablation(heads, mode, next_token_loss(model, ids), next_token_loss(model, ids, record),
                     next_token_loss(model, held), next_token_loss(model, held, record))

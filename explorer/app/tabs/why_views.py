@@ -23,8 +23,8 @@ from explorer.analysis import attribution as attribution_mod
 from explorer.analysis import circuits as circuits_mod
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.memo import eval_model, memo, weights_key
-from explorer.analysis.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair, next_token_loss,
-                                        patch_heads)
+from explorer.analysis.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair, head_means,
+                                        next_token_loss, patch_heads)
 from explorer.runtime import budget
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -197,11 +197,12 @@ def compute_view(view: str, cfg, weights, ids: tuple, params: tuple) -> dict:
         return attribution_mod.attribute(model, x, p["position"], alternative=p["alternative"]).to_json(label)
     if view == "ablation":
         held = heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev)
-        out = ablate(model, x, p["heads"], p["mode"], heldout=held).to_json()
+        means = head_means(model, held) if p["mode"] == "mean" else None  # one pass, for both records
+        out = ablate(model, x, p["heads"], p["mode"], heldout=held, means=means).to_json()
         if p["repeat"]:  # the second copy of the repeated word, after its first token: what induction predicts
             pos = torch.tensor(p["repeat"], device=dev)
             before = next_token_loss(model, x, positions=pos)
-            after = next_token_loss(model, x, ablation_record(model, p["heads"], p["mode"], held), positions=pos)
+            after = next_token_loss(model, x, ablation_record(model, p["heads"], p["mode"], held, means), positions=pos)
             out["repeat"] = {"positions": list(p["repeat"]), "before": before, "after": after, "change": after - before}
         return out
     if view == "circuits":
