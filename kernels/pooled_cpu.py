@@ -126,6 +126,14 @@ class _Call:
         self.slopes = None if alibi_slopes is None else alibi_slopes.to(acc).view(hkv, 1, self.g, 1, 1).repeat(B, 1, 1, 1, 1)
         self.rel_bias = None if rel_bias is None else rel_bias.to(acc).view(hkv, self.g, -1).repeat(B, 1, 1)
         self.t_local = torch.arange(self.bk, device=q.device, dtype=acc)  # key offset inside its block
+        self._work = [q.new_empty(0, dtype=acc), q.new_empty(0, dtype=acc)]
+
+    def work(self, i: int, n: int) -> torch.Tensor:
+        """The first ``n`` elements of reused buffer ``i`` (0: scores, 1: probabilities), grown by
+        doubling: one allocation for all the chunks of a call, not one (page-faulted afresh) per chunk."""
+        if self._work[i].numel() < n:
+            self._work[i] = self._work[i].new_empty(max(n, 2 * self._work[i].numel()))
+        return self._work[i][:n]
 
 
 def _strip(c: _Call, grp, hs: slice, r0: int, r1: int):
@@ -157,13 +165,13 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     K = n_slots * bk
     qg, kt = _strip(c, grp, hs, r0, r1)
     H = qg.shape[0]
+    s = c.work(0, H * Rc * g * bq * K).view(H, Rc, g * bq, K)
     if kt.shape[1] == 1:  # a shared strip: the rows ride in the matmul's M dimension
-        s = (qg.reshape(H, Rc * g * bq, c.d) @ kt[:, 0]).view(H, Rc, g, bq, K)
+        torch.bmm(qg.reshape(H, Rc * g * bq, c.d), kt[:, 0], out=s.view(H, Rc * g * bq, K))
     else:  # one batched matmul per head: its batch stride is the strip's, so strided views stay views
-        s = qg.new_empty(H, Rc, g * bq, K)
         for n in range(H):
             torch.bmm(qg[n], kt[n], out=s[n])
-        s = s.view(H, Rc, g, bq, K)  # (H', Rc, g, bq, K)
+    s = s.view(H, Rc, g, bq, K)  # (H', Rc, g, bq, K)
     needs_rel = c.qr is not None or c.rel_bias is not None or c.slopes is not None
     rel = grp.rel(r0, r1) if needs_rel else None  # (Rc, bq, K): j - i_abs
     if c.qr is not None:
@@ -194,12 +202,12 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
         past = (idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) >= c.lk  # (Rc, b - a, bk)
         s[..., a * bk:b * bk].masked_fill_(past.view(Rc, 1, 1, -1), _FLOOR)
     m = s.amax(-1)  # (H', Rc, g, bq)
-    p = torch.softmax(s, dim=-1)
+    p = torch.softmax(s, dim=-1, out=c.work(1, s.numel()).view(s.shape))
     live = m > _FLOOR / 2  # rows with an allowed key (the others get p = 0)
     valid = (rows[:, None] * bq + torch.arange(bq, device=rows.device) < c.lq)[:, None]  # (Rc, 1, bq)
     keep = (live & valid).to(acc)
     lse = m - torch.log(p.amax(-1).clamp_min(torch.finfo(acc).tiny))  # p at the row max is exp(m - lse)
-    entropy = lse - (p * s).sum(-1)  # H = lse - sum p s
+    entropy = lse - s.mul_(p).sum(-1)  # H = lse - sum p s (s is not read again: its buffer takes p s)
     tiles = p.view(H, Rc, g, bq, n_slots, bk).sum(-1)  # (H', Rc, g, bq, n_slots)
     i_abs = (rows[:, None] * bq + torch.arange(bq, device=rows.device) + c.off).to(acc)  # (Rc, bq)
     # sum p j: each block's first key times its mass, plus the offsets inside the blocks (one matvec)
