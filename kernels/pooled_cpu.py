@@ -26,6 +26,7 @@ Memory: the grid ``O(B h n_qp n_kp)``, the statistics ``O(B h L)``, and one chun
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 import torch
 import torch.nn.functional as F
@@ -49,16 +50,16 @@ def _masked_slots(masked, bk: int):
     return (int(hit[0]), int(hit[-1]) + 1) if hit.numel() else (0, 0)
 
 
-def _slot_range(idx, bk: int, lo, hi):
-    """``(first, stop)`` slots of ascending key blocks ``idx (R, c)`` that hold a key in ``[lo, hi]``
-    (per-row bounds ``(R,)``), as one range common to the rows (empty: first == stop)."""
-    c = idx.shape[1]
-    first_key, last_key = idx * bk, idx * bk + bk - 1
-    hit = (last_key >= lo[:, None]) & (first_key <= hi[:, None])  # (R, c)
-    if not bool(hit.any()):
-        return 0, 0
-    cols = torch.arange(c, device=idx.device).expand_as(hit)
-    return int(cols[hit].min()), int(cols[hit].max()) + 1
+def _slot_range(first_keys: list, bk: int, lo: list, hi: list) -> tuple[int, int]:
+    """``(first, stop)`` slots of ascending key blocks (``first_keys``: each row's blocks' first keys,
+    Python lists) that hold a key in ``[lo, hi]`` (per-row bounds), as one range common to the rows
+    (empty: first == stop). Two bisections per row in Python: no tensor op, no synchronisation."""
+    a, b = len(first_keys[0]) if first_keys else 0, 0
+    for fk, l, h in zip(first_keys, lo, hi):
+        s0, s1 = bisect_right(fk, l - bk), bisect_right(fk, h)  # first key > l - bk: last key >= l
+        if s1 > s0:
+            a, b = min(a, s0), max(b, s1)
+    return (a, b) if b > a else (0, 0)
 
 
 def pooled_block_sparse(q, k, bm: BlockMask | None, *, block_q: int, block_k: int, causal=False, scale=None,
@@ -187,17 +188,19 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     # Disallowed pairs get a finite floor: p = 0 exactly there, and p * s stays 0 (not NaN). Each mask
     # is applied on the slots it touches only: the layout's partial tiles, the keys right of the
     # block's first query (causal), the keys past the sequence (dense walk).
-    i0 = rows * bq + c.off
+    first_keys, row_i0 = (idx * bk).tolist(), [r * bq + c.off for r in rows.tolist()]
+    key_end = [c.nkb * bk] * Rc
+    right_of_first = _slot_range(first_keys, bk, [i + 1 for i in row_i0], key_end)  # causal cut, |j - i| fix
     if grp.masked is not None:
         masked = grp.masked[r0:r1]  # (Rc, 1, bq, K)
         a, b = _masked_slots(masked, bk)
         if b > a:
             s[..., a * bk:b * bk].masked_fill_(masked[..., a * bk:b * bk], _FLOOR)
     if c.causal:
-        a, b = _slot_range(idx, bk, i0 + 1, torch.full_like(i0, c.nkb * bk))
+        a, b = right_of_first
         if b > a:
             s[..., a * bk:b * bk].masked_fill_((_rel_slice(grp, r0, r1, a, b, bk, torch.long) > 0)[:, None], _FLOOR)
-    a, b = _slot_range(idx, bk, torch.full_like(i0, c.lk), torch.full_like(i0, c.nkb * bk))
+    a, b = _slot_range(first_keys, bk, [c.lk] * Rc, key_end)
     if b > a:
         past = (idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) >= c.lk  # (Rc, b - a, bk)
         s[..., a * bk:b * bk].masked_fill_(past.view(Rc, 1, 1, -1), _FLOOR)
@@ -213,17 +216,18 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     # sum p j: each block's first key times its mass, plus the offsets inside the blocks (one matvec)
     first = (tiles * (idx * bk).to(acc).view(Rc, 1, 1, n_slots)).sum(-1) + p @ c.t_local.repeat(n_slots)
     dist = i_abs[:, None] - first  # sum p (i - j) with sum p = 1
-    a, b = _slot_range(idx, bk, i0 + 1, torch.full_like(i0, c.nkb * bk))
+    a, b = right_of_first
     if b > a:  # keys right of some row: twice their (j - i), so (i - j) becomes |j - i|
         right = _rel_slice(grp, r0, r1, a, b, bk, acc).clamp(min=0)[:, None]
         dist = dist + 2 * (p[..., a * bk:b * bk] * right).sum(-1)
     local = torch.zeros_like(m)
-    a, b = _slot_range(idx, bk, i0 - (c.window - 1), rows * bq + bq - 1 + c.off + (c.window - 1))
+    a, b = _slot_range(first_keys, bk, [i - (c.window - 1) for i in row_i0],
+                       [i + bq - 1 + (c.window - 1) for i in row_i0])
     if b > a:
         near = (_rel_slice(grp, r0, r1, a, b, bk, acc).abs() < c.window)[:, None]
         local = (p[..., a * bk:b * bk] * near).sum(-1)
     sink = torch.zeros_like(m)
-    a, b = _slot_range(idx, bk, torch.zeros_like(i0), torch.full_like(i0, c.sink_k - 1))
+    a, b = _slot_range(first_keys, bk, [0] * Rc, [c.sink_k - 1] * Rc)
     if b > a and c.sink_k > 0:
         first_keys = ((idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) < c.sink_k)
         sink = (p[..., a * bk:b * bk] * first_keys.view(Rc, 1, 1, -1).to(acc)).sum(-1)
