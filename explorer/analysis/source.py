@@ -74,7 +74,8 @@ def kind_of(choice) -> str:
         return CHECKPOINT
     if choice in (BUNDLED, INITIAL, TRAINED):
         return choice
-    raise ConfigError("weights", str(choice)[:40], f"one of {[BUNDLED, INITIAL, TRAINED, BUNDLE_PREFIX + '<name>', CHECKPOINT_PREFIX + '<id>']}")
+    valid = [BUNDLED, INITIAL, TRAINED, BUNDLE_PREFIX + "<name>", CHECKPOINT_PREFIX + "<id>"]
+    raise ConfigError("weights", str(choice)[:40], f"one of {valid}")
 
 
 @dataclass(frozen=True)

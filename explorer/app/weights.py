@@ -52,6 +52,7 @@ from explorer.analysis.source import (
     checkpoint_choice,
     checkpoint_id,
 )
+from explorer.analysis.surgery.origin import DEFAULT_BUNDLE
 from explorer.app.controls import (
     CHECKPOINT_KEY,
     CONTROL_FIELDS,
@@ -133,9 +134,11 @@ def show_trained(values: dict, weights=BUNDLED, state=None) -> dict:
 
 
 def with_trained_preset(out: dict) -> dict:
-    """A filled page (a link) whose preset is a "Trained: ..." one draws that bundle by name."""
+    """A filled page (a link) whose preset is a "Trained: ..." one (not the default's) draws that bundle by name."""
     name = BUNDLE_PRESETS.get(out.get("preset")) if isinstance(out.get("preset"), str) else None
-    return {**out, "weights": bundle_update(name)} if name and "weights" not in out else out
+    if not name or name == DEFAULT_BUNDLE or "weights" in out:
+        return out
+    return {**out, "weights": bundle_update(name)}
 
 
 def with_checkpoint(values: dict, choice) -> dict:
@@ -256,19 +259,20 @@ def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -
 def after_fill(out: dict, weights) -> dict:
     """A preset, Reset or an uploaded config filled the controls while a checkpoint was drawn: the
     catalogue's model is drawn from now on (bundled weights), and the status says so. A "Trained: ..."
-    preset draws its bundle by name; any other fill leaves a bundle chosen by name for ``bundled``."""
+    preset of a bundle other than the default draws that bundle by name; any other fill leaves a bundle
+    chosen by name for ``bundled`` (the default bundle on screen)."""
     filled = any(not (isinstance(out[n], dict) and set(out[n]) == {"__type__"}) for n in CONTROL_FIELDS
                  if n in out)  # gr.skip() is an update without values
-    preset = BUNDLE_PRESETS.get(out.get("preset")) if filled and isinstance(out.get("preset"), str) else None
-    if preset:
-        return {**out, "weights": bundle_update(preset)}
-    if filled and _named_bundle(weights):
-        return {**out, "weights": BUNDLED}
-    if not checkpoint_id(weights) or not filled:
+    name = BUNDLE_PRESETS.get(out.get("preset")) if filled and isinstance(out.get("preset"), str) else None
+    named = name if name and name != DEFAULT_BUNDLE else None
+    if not filled or not (named or _named_bundle(weights) or checkpoint_id(weights)):
         return {**out, "weights": gr.skip()}
+    out = {**out, "weights": bundle_update(named) if named else BUNDLED}
+    if not checkpoint_id(weights):
+        return out
     note = "Weights switched to bundled: the controls now describe a model of the catalogue."
     status = out.get("status")
-    return {**out, "weights": BUNDLED, "status": f"{status} {note}".strip() if isinstance(status, str) else note}
+    return {**out, "status": f"{status} {note}".strip() if isinstance(status, str) else note}
 
 
 def _named_bundle(weights) -> str | None:

@@ -32,7 +32,8 @@ def table(origin: Origin, lengths: tuple | None = None, log=None, only: set | No
     for label, cfg in rows_for(origin):
         if only is not None and label not in only:
             continue
-        model = eval_model(cfg, weights_for(cfg, origin.name) if origin.kind == "checkpoint" else weights_for(cfg, bundle=origin.name))
+        model = eval_model(cfg, weights_for(cfg, origin.name) if origin.kind == "checkpoint"
+                           else weights_for(cfg, bundle=origin.name))
         row = {"label": label, "changed": list(surgery.changed_fields(origin.config, cfg)), "loss": {}}
         for L in lengths:
             t0 = time.perf_counter()
