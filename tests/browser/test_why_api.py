@@ -67,3 +67,17 @@ def test_the_tab_draws_the_lens(open_page):
     page.page.wait_for_function("() => document.querySelector('#why-comp .js-plotly-plot')", timeout=60_000)
     page.shot("why", full_page=True)
     page.check_clean()
+
+
+ATTR_TITLE = ("() => { const e = document.querySelector('#why-attr .js-plotly-plot'); "
+              "return e && e.layout ? e.layout.title.text : ''; }")
+
+
+def test_a_link_opens_the_tab_at_its_position(open_page):
+    page = open_page("?tab=why&why_pos=40&why_alt=x", wait="#why-pos")
+    page.page.wait_for_function(f"({ATTR_TITLE})().includes('position 40')", timeout=240_000)
+    assert "'x'" in page.page.evaluate(ATTR_TITLE)
+    page.page.wait_for_function("() => document.querySelector('#why-link textarea, #why-link input') && "
+                                "(document.querySelector('#why-link textarea, #why-link input').value || '')"
+                                ".includes('why_pos=40')", timeout=60_000)
+    page.check_clean()
