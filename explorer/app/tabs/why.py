@@ -164,10 +164,11 @@ def wire(demo, ui) -> None:
         return ui.back(call(lambda: with_w(values, trained=trained, weights=choice, **named)))
 
     inputs, outputs = ui.inputs(*names), ui.outputs(*OUTPUTS)
+    progress = dict(show_progress="minimal", show_progress_on=ui.outputs("why_lens"))  # one loading target
     gr.on([ui["why_run"].click, ui["why_ablate"].click, ui["why_kind"].input], lambda data: drawn(data, False), inputs,
-          outputs, api_name="why_draw", api_visibility="undocumented", concurrency_id="compute")
+          outputs, api_name="why_draw", api_visibility="undocumented", concurrency_id="compute", **progress)
     ui["why_tab"].select(lambda data: drawn(data, True), ui.inputs(*names, "why_drawn"), outputs,
-                         api_name="why_open", api_visibility="undocumented", concurrency_id="compute")
+                         api_name="why_open", api_visibility="undocumented", concurrency_id="compute", **progress)
     ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=SHARE_JS, queue=False, api_visibility="private")
 
     def link_fn(request: gr.Request):
