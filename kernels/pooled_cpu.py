@@ -126,7 +126,8 @@ class _Call:
                 B * hkv, nqb, self.g, self.bq, -1)
         self.slopes = None if alibi_slopes is None else alibi_slopes.to(acc).view(hkv, 1, self.g, 1, 1).repeat(B, 1, 1, 1, 1)
         self.rel_bias = None if rel_bias is None else rel_bias.to(acc).view(hkv, self.g, -1).repeat(B, 1, 1)
-        self.t_local = torch.arange(self.bk, device=q.device, dtype=acc)  # key offset inside its block
+        # each key's offset inside its block, for a strip of up to every key block (sliced per chunk)
+        self.t_local = torch.arange(self.bk, device=q.device, dtype=acc).repeat(self.nkb)
         self._work = [q.new_empty(0, dtype=acc), q.new_empty(0, dtype=acc)]
 
     def work(self, i: int, n: int) -> torch.Tensor:
@@ -214,7 +215,7 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     tiles = p.view(H, Rc, g, bq, n_slots, bk).sum(-1)  # (H', Rc, g, bq, n_slots)
     i_abs = (rows[:, None] * bq + torch.arange(bq, device=rows.device) + c.off).to(acc)  # (Rc, bq)
     # sum p j: each block's first key times its mass, plus the offsets inside the blocks (one matvec)
-    first = (tiles * (idx * bk).to(acc).view(Rc, 1, 1, n_slots)).sum(-1) + p @ c.t_local.repeat(n_slots)
+    first = (tiles * (idx * bk).to(acc).view(Rc, 1, 1, n_slots)).sum(-1) + p @ c.t_local[:K]
     dist = i_abs[:, None] - first  # sum p (i - j) with sum p = 1
     a, b = right_of_first
     if b > a:  # keys right of some row: twice their (j - i), so (i - j) becomes |j - i|
