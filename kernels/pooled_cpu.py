@@ -21,7 +21,9 @@ Per chunk:
 Disallowed pairs get a finite floor (``-1e30``) rather than ``-inf``: ``p`` is exactly 0 there and
 ``p * s`` stays 0.
 
-Memory: the grid ``O(B h n_qp n_kp)``, the statistics ``O(B h L)``, and one chunk of scores.
+Memory: the grid ``O(B h n_qp n_kp)``, the statistics ``O(B h L)``, and two chunk buffers (scores,
+probabilities) of ``_CHUNK_BYTES`` each, or one query block's strip for the query heads of one K/V
+head when that is larger, reused by every chunk of the call.
 """
 from __future__ import annotations
 
