@@ -13,7 +13,8 @@ FIGS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g =>
     box: g.getBoundingClientRect().width, block: g.closest('.block').getBoundingClientRect().width}))"""
 TABS_JS = """() => [...document.querySelectorAll('#tabs button[role="tab"]')].filter(b => b.offsetParent !== null)
     .map(b => b.innerText.trim())"""
-ALL_TABS = ["Attention", "Gradients", "Latency & memory", "Model", "Surgery", "Compare A/B", "Train"]
+ALL_TABS = ["Attention", "Gradients", "Latency & memory", "Model", "Surgery", "Compare A/B", "Long context", "Why",
+            "Train"]
 
 
 def _misfits(page, tol=2):

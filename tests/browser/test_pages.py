@@ -62,8 +62,10 @@ def test_bad_input_warns_and_keeps_the_last_figures(page, open_page):
     assert page.plot("#attention-grid") == before
     page.check_clean()
     hostile = open_page("?n_layers=%3Cscript%3E&bogus=1")
-    hostile.page.wait_for_function("() => document.querySelector('#status').innerText.includes('defaults')",
+    # the refused fields are named (escaped, never run) and the rest of the link is kept
+    hostile.page.wait_for_function("() => document.querySelector('#status').innerText.includes('could not be used')",
                                    timeout=60_000)
+    assert "n_layers" in hostile.page.locator("#status").inner_text()
     assert hostile.value("ctl-n_layers") == "4"
     hostile.check_clean()
 
