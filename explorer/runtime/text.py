@@ -21,13 +21,16 @@ from models.architectures import arrangement
 
 # A repeated rare word: on its later copies the bundled model's four layer-1 heads read the byte that followed
 # an earlier copy (induction 0.32-0.37 over every repeated pair of the text), beside a previous-token head in
-# layer 0 and local heads. 185 bytes, so that every structured pattern allows a different set of pairs than
+# layer 0 and local heads. 110 bytes, so that every structured pattern allows a different set of pairs than
 # full attention (``models.attention.pattern_mask``): the third copy sits more than 64 bytes after the second,
 # out of a 64-key window's reach; BigBird's random blocks (16 bytes each) have room to land off the window
 # (at 89 bytes BigBird allowed exactly full attention's pairs). Each copy is within 128 bytes of the copy
 # before it, the length the bundled models were trained at: their induction heads never saw a longer distance.
-DEFAULT_TEXT = ("The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Later, far from both copies, a "
-                "64-byte window no longer reaches them. Type Xq7Rv9Lm2 once more; Xq7Rv9Lm2 is the password.")
+# No longer: the 16 maps of a redraw grow with the square of the length and must stay within the 500 kB
+# redraw budget (tests/browser/test_payload.py: 185 bytes sent 893 kB, 128 bytes 583 kB for the grid and
+# its detail event).
+DEFAULT_TEXT = ("The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Much later, out of a window's reach: "
+                "Xq7Rv9Lm2.")
 DEFAULT_SEPARATOR = "=>"
 SEQ2SEQ_TEXT = "the quick brown fox=>xof nworb kciuq eht"  # reverse: the alignment is the anti-diagonal
 MAX_SEPARATOR_CHARS = 16

@@ -5,6 +5,7 @@ answered with a message while ``/analyze`` keeps answering; a pause, a cancel an
 inside a step; downloads leave nothing on disk; every Train tab input is bounded with a field-named
 message; the server is alive and within its limit at the end."""
 import glob
+import itertools
 import json
 import os
 import struct
@@ -27,12 +28,19 @@ HUGE_UPLOAD = dict(n_layers=9, d_model=4096, n_heads=32, d_ff=16384, max_len=102
 def server(serve_app, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("server-tmp")
     info = {}
-    with serve_app({"TMPDIR": str(tmp)}, log_name="training-api.log", limit_as=LIMIT_AS, info=info) as url:
+    # each client names its own address as a Space's proxy would: the per-visitor limits key on addresses
+    env = {"TMPDIR": str(tmp), "EXPLORER_CLIENT_ADDRESS": "forwarded-first"}
+    with serve_app(env, log_name="training-api.log", limit_as=LIMIT_AS, info=info) as url:
         yield {"url": url, "tmp": tmp, "pid": info["pid"]}
 
 
+_ADDRESSES = itertools.count(1)
+
+
 def client(server) -> Client:
-    return Client(server["url"], verbose=False)  # one client, one session: one visitor
+    """One client, one session, one address: one visitor."""
+    n = next(_ADDRESSES)
+    return Client(server["url"], verbose=False, headers={"X-Forwarded-For": f"10.1.{n // 250}.{n % 250 + 1}"})
 
 
 def press(c, cfg=SMALL, steps=2000, batch=32, seq_len=64, task="copy", text="", api="/train_play", **over):
