@@ -26,9 +26,10 @@ from models.architectures import arrangement
 # out of a 64-key window's reach; BigBird's random blocks (16 bytes each) have room to land off the window
 # (at 89 bytes BigBird allowed exactly full attention's pairs). Each copy is within 128 bytes of the copy
 # before it, the length the bundled models were trained at: their induction heads never saw a longer distance.
-# No longer: the 16 maps of a redraw grow with the square of the length and must stay within the 500 kB
-# redraw budget (tests/browser/test_payload.py: 185 bytes sent 893 kB, 128 bytes 583 kB for the grid and
-# its detail event).
+# No longer: the maps of a redraw grow with the square of the length; the grid and its detail event must stay
+# within 500 kB (tests/browser/test_payload.py: 185 bytes sent 893 kB, 128 bytes 583 kB) and the whole chain
+# within 650 kB (tests/browser/test_redraw_wire.py: ~600 kB at 110 bytes); under ~100 bytes BigBird allows
+# exactly full attention's pairs again.
 DEFAULT_TEXT = ("The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Much later, out of a window's reach: "
                 "Xq7Rv9Lm2.")
 DEFAULT_SEPARATOR = "=>"

@@ -3,14 +3,17 @@ as the page reads it, the other requests from the DevTools protocol):
 one chain of five events (Gradio 6.31's dropdown fires ``input`` twice per pick, which ran the
 whole redraw twice), no download of the page document (Plotly's clip paths pointed at the old
 address after the share link rewrote it, so Chromium fetched the ~0.6 MB page on each redraw), and
-the 500 kB budget per redraw. Bytes only: times are the benchmark's (``python -m benchmarks.netcheck``)."""
+the 650 kB budget per whole redraw chain. Bytes only: times are the benchmark's (``python -m benchmarks.netcheck``)."""
 import json
 
 import pytest
 from benchmarks.netcheck import Wire
 
 GRID = "#attention-grid"
-BUDGET = 500_000  # bytes per redraw: about 0.4 s at 10 Mbit/s
+# bytes per redraw chain, about 0.5 s at 10 Mbit/s: the landing text must be over ~100 bytes for BigBird's random
+# blocks to differ from full attention at the defaults, and the five events' maps grow with its square (the 110-byte
+# text sends ~600 kB in all; the attention event alone stays within test_payload's 500 kB)
+BUDGET = 650_000
 CHAIN = 5  # attention grid, statistics + zoom, views, gradients + model card, surgery
 
 
