@@ -105,7 +105,7 @@ def figures(state: dict, weights: str = "trained"):
             plots_train.grad_figure(snap.grad_norms))
 
 
-CURVES_HEIGHT = 320  # px: beside the controls, ▶ Play and the whole curves fit a 1280 x 720 screen
+CURVES_HEIGHT = 300  # px: beside the controls, ▶ Play and the whole curves fit a 1280 x 720 screen
 
 
 def curves_figure(history=(), chance: str = ""):
