@@ -138,10 +138,28 @@ def test_bad_inputs_are_refused_by_name(monkeypatch):
         lc.check_length(4096)
 
 
-def test_a_stop_ends_the_view_and_gives_the_memory_back():
+def test_a_stop_ends_the_view_and_gives_the_memory_back(monkeypatch):
+    import time
+
     from explorer.runtime.pool import POOL
     from explorer.runtime.stopping import Abandoned
+    from models.blocks import Attention
 
+    # Each layer lasts three polls of the stop channel's watcher (50 ms), so that every layer's report is
+    # seen and the stop lands inside the first model's forward whatever the machine's speed (on a quick
+    # machine the four layers could otherwise end between two polls and no stop would be asked in time).
+    real = lc.pooled_maps
+
+    def slow_pooled_maps(model, tokens):
+        hooks = [a.register_forward_pre_hook(lambda *_a: time.sleep(0.15))
+                 for a in model.modules() if isinstance(a, Attention)]
+        try:
+            return real(model, tokens)
+        finally:
+            for h in hooks:
+                h.remove()
+
+    monkeypatch.setattr(lc, "pooled_maps", slow_pooled_maps)
     src = source.resolve("bundled", ModelConfig())
     seen = []
     held = POOL.held()
