@@ -5,6 +5,12 @@ collection, at the lowest CPU priority (nice 19), and ``tests/kernels/test_aot.p
 result: the compiles use the cores the other tests leave idle (the browser tests mostly wait on
 the app and the browser) instead of adding their whole time to the run. Its output goes to
 anonymous temporary files (nothing is left on disk); a session that ends early kills it.
+
+Under pytest-xdist (``-n 2``) the tests run in worker processes, any of which may draw
+``test_aot.py``: the controlling process starts the one job (``SharedAotJob``, before the workers
+start) with its output in a temporary folder named by ``EXPLORER_AOT_DIR``, which the workers
+inherit; the worker that runs the test waits for the job's exit status file there (``shared_result``).
+The controller stops the job and deletes the folder when the session ends.
 """
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ import os
 import signal
 import subprocess
 import sys
+import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -58,3 +66,54 @@ class AotJob:
             self.proc.wait()
         self.out.close()
         self.err.close()
+
+
+AOT_DIR_ENV = "EXPLORER_AOT_DIR"
+
+
+class SharedAotJob:
+    """The one job of an xdist session, started by the controlling process; its stdout, stderr and exit
+    status (written when it ends) in a fresh temporary folder that ``AOT_DIR_ENV`` names to the workers."""
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        self.folder = tempfile.mkdtemp(prefix="explorer-aot-")
+        with open(os.path.join(self.folder, "started"), "w") as f:
+            f.write(repr(time.time()))
+        self.out = open(os.path.join(self.folder, "out"), "w")
+        self.err = open(os.path.join(self.folder, "err"), "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.aot_check"], cwd=ROOT, env=env,
+                                     stdout=self.out, stderr=self.err, text=True, preexec_fn=_background)
+        threading.Thread(target=self._status, name="aot-status", daemon=True).start()
+        os.environ[AOT_DIR_ENV] = self.folder
+
+    def _status(self) -> None:
+        code = self.proc.wait()
+        with open(os.path.join(self.folder, "rc.tmp"), "w") as f:
+            f.write(str(code))
+        os.replace(os.path.join(self.folder, "rc.tmp"), os.path.join(self.folder, "rc"))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.out.close()
+        self.err.close()
+        os.environ.pop(AOT_DIR_ENV, None)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def shared_result(folder: str) -> tuple[int, str, str]:
+    """In a worker: wait for the controller's job (at most TIMEOUT_S from its start) -> (code, stdout, stderr);
+    -1 when it did not end in time."""
+    with open(os.path.join(folder, "started")) as f:
+        started = float(f.read())
+    rc = os.path.join(folder, "rc")
+    while not os.path.exists(rc) and time.time() - started < TIMEOUT_S:
+        time.sleep(1.0)
+    code = int(open(rc).read()) if os.path.exists(rc) else -1
+
+    def read(name):
+        with open(os.path.join(folder, name)) as f:
+            return f.read()
+    return code, read("out"), read("err")
