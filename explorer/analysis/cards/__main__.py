@@ -9,7 +9,7 @@ import sys
 import time
 
 from explorer.analysis.cards.stored import fresh_card, origin_named, shipped, write_card
-from explorer.figures.cards import cards_table_md
+from explorer.analysis.cards.table import cards_table_md
 from explorer.runtime.device import configure_threads
 from models import ConfigError
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from explorer.analysis import bundled
 from explorer.analysis.grounded import MIN_EFFECT, ablation_effects, grounded_labels, probe_label
-from explorer.analysis.probes import COPY_LEN, REPEAT_LENGTH, make_probes, prefix_matching
+from explorer.analysis.probes import COPY_LEN, REPEAT_LENGTH, Probes, make_probes, prefix_matching
 from explorer.analysis.surgery.loss import heldout_text
 from plain_forward import PLAIN, perturbed, plain_run
 
@@ -54,7 +54,11 @@ def plain_loss(model, ids, positions, patch=None):
 
 
 def test_mean_ablation_effect_equals_a_plain_recomputation():
-    model, probes = perturbed(), small_probes()
+    model, full = perturbed(), small_probes()
+    rows = [0, 9, 18]  # one sequence per copy distance, two natural windows: a short plain loop
+    probes = Probes(full.repeat[rows], tuple(full.distances[r] for r in rows), full.natural[:2], full.periodic,
+                    full.alphabet, full.trained_length)
+    assert len(set(probes.distances)) == 3
     base, effects, _ = ablation_effects(model, probes)
     n = probes.natural.shape[1]
     copy_pos = [torch.arange(d, d + COPY_LEN - 1) for d in probes.distances]
@@ -74,7 +78,12 @@ def default_grounded():
     from explorer.analysis.surgery import bundle_origin
     origin = bundle_origin("default")
     model = bundled.load("default").model()
-    return grounded_labels(model, make_probes(origin.encode, heldout_text(), origin.trained_length))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # many small forwards: two threads on a busy machine make them several times slower
+    try:
+        return grounded_labels(model, make_probes(origin.encode, heldout_text(), origin.trained_length))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_the_default_bundle_has_its_known_induction_heads(default_grounded):
