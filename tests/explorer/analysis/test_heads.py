@@ -167,3 +167,19 @@ def test_empty_rows_are_skipped_and_a_layer_without_maps_is_mixed():
     assert classify_head(a, IDS).label == "previous-token"
     grid = classify_heads(np.full((1, 2, L, L), np.nan), IDS)
     assert [h.label for h in grid[0]] == ["mixed", "mixed"]
+
+
+@pytest.mark.parametrize("bundle", ["moe", "alibi"])
+def test_periodic_text_gives_no_induction_label_on_trained_weights(bundle):
+    """Under the old rule (latest occurrence only, no distance correction, any layer) "abab..." made the MoE's
+    layer-0 head 0 and ALiBi's heads 1.0 and 2.0 induction heads: positional heads lining up with the period."""
+    import torch
+    from explorer.analysis import bundled
+    ids = list(b"ab" * 15)
+    with torch.no_grad():
+        att = bundled.load(bundle).model()(torch.tensor([ids]), return_attention=True).attentions
+    maps = np.stack([a[0].numpy() for a in att])
+    old = [(n, k) for n in range(maps.shape[0]) for k in range(maps.shape[1])
+           if np.mean([maps[n, k, p, js[-1]] for p, js in induction_targets(ids).items()]) >= THRESHOLDS["induction"]]
+    assert old  # what the old rule read off this text
+    assert all(h.label != "induction" for row in classify_heads(maps, ids) for h in row)
