@@ -51,8 +51,8 @@ def probe_losses(model, probes: Probes, record: Interventions | None = None, whi
             logits = model(ids, interventions=record).logits[:, :-1].float()
         loss = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, L - 1)
         if name == "copy":
-            d = torch.tensor(probes.distances)
-            loss = loss.gather(1, d[:, None] + torch.arange(COPY_LEN - 1)[None])  # queries D .. D + N - 2
+            d = torch.tensor(probes.distances, device=ids.device)
+            loss = loss.gather(1, d[:, None] + torch.arange(COPY_LEN - 1, device=ids.device)[None])  # D .. D + N - 2
         out[name] = float(loss.mean())
     return out
 

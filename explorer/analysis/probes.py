@@ -59,6 +59,11 @@ class Probes:
     alphabet: tuple              # the token ids random probes draw from
     trained_length: int
 
+    def to(self, device) -> "Probes":
+        """The same probes with their tensors on ``device``."""
+        return Probes(self.repeat.to(device), self.distances, self.natural.to(device), self.periodic.to(device),
+                      self.alphabet, self.trained_length)
+
     def second_copy(self, row: int) -> range:
         """Query positions of ``repeat`` row ``row``'s second copy."""
         d = self.distances[row]
@@ -136,7 +141,7 @@ def attentions(model, ids: torch.Tensor) -> np.ndarray:
     """``(n_layers, B, h, L, L)`` float64 maps of ``model`` on ``ids``."""
     with torch.no_grad():
         att = model(ids, return_attention=True).attentions
-    return np.stack([a.double().numpy() for a in att])
+    return np.stack([a.double().cpu().numpy() for a in att])
 
 
 def probe_scores(model, probes: Probes) -> dict:

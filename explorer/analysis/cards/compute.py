@@ -64,8 +64,8 @@ def _ce(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _copy_rows(ids_loss: torch.Tensor, distances) -> torch.Tensor:
-    d = torch.as_tensor(distances)
-    return ids_loss.gather(1, d[:, None] + torch.arange(COPY_LEN - 1)[None])  # queries D .. D + N - 2
+    d = torch.as_tensor(distances, device=ids_loss.device)
+    return ids_loss.gather(1, d[:, None] + torch.arange(COPY_LEN - 1, device=ids_loss.device)[None])  # D .. D + N - 2
 
 
 def lens_losses(model, probes: Probes) -> dict:
@@ -87,7 +87,7 @@ def copy_curve(model, probes: Probes) -> dict:
     ``fails_at``."""
     ds, second, acc, first = list(curve_distances(probes.trained_length)), [], [], []
     for d in ds:
-        ids = distance_probe(probes, d)
+        ids = distance_probe(probes, d).to(probes.repeat.device)
         with torch.no_grad():
             logits = model(ids).logits
         loss = _ce(logits, ids)
