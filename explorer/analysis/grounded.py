@@ -34,7 +34,8 @@ from models.interventions import Interventions, check_model
 CAUSE = {"induction": "copy", "previous-token": "copy"}  # every other label: "natural"
 CAUSE_TEXT = {"copy": "the second copy of repeated random tokens", "natural": "held-out natural text"}
 MIN_EFFECT = 0.05   # nats per token: a loss change this large confirms the role (about 5% in perplexity)
-PROBE_OF = {"induction": "repeated random tokens (prefix matching)"}  # every other label: natural text
+PROBE_OF = {"induction": "repeated random tokens, by prefix matching"}  # every other label: natural text
+SAYS = {**DESCRIBE, "induction": "reads the token that followed each earlier occurrence of the current token"}
 
 
 def cause_of(label: str) -> str:
@@ -105,8 +106,18 @@ class GroundedLabel:
         if self.label == "mixed":
             return f"Head {self.layer}.{self.head} meets no probe rule; {cause}."
         verdict = "confirmed" if self.confirmed else f"not confirmed (under {MIN_EFFECT} nats)"
+        copy = self.effects.get("copy", float("nan"))
+        also = (f" It is also part of the copying circuit: ablated, the second copy's loss changes by {copy:+.3f}."
+                if self.cause != "copy" and copy >= MIN_EFFECT else "")
         return (f"Head {self.layer}.{self.head}: {self.label} on {where} (score {self.score:.2f}, threshold "
-                f"{THRESHOLDS[self.label]}): it {DESCRIBE[self.label]}; {cause}: {verdict}.")
+                f"{THRESHOLDS[self.label]}): it {SAYS[self.label]}; {cause}: {verdict}.{also}")
+
+    @classmethod
+    def from_json(cls, d: dict) -> "GroundedLabel":
+        """The label back from ``to_json`` (a stored card's ``heads`` entries); a missing number is NaN."""
+        num = lambda v: float("nan") if v is None else float(v)  # noqa: E731
+        return cls(d["layer"], d["head"], d["label"], num(d["score"]), num(d["effect"]), d["cause"], d["confirmed"],
+                   {k: num(v) for k, v in d["scores"].items()}, {k: num(v) for k, v in d["effects"].items()})
 
     def to_json(self) -> dict:
         r = lambda v: None if v is None or not np.isfinite(v) else round(float(v), 4)  # noqa: E731

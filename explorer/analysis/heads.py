@@ -73,8 +73,8 @@ class HeadLabel:
                        THRESHOLDS[kv[0]], default=None)
             near = f" (closest: {best[0]} {best[1]:.2f}, threshold {THRESHOLDS[best[0]]})" if best else ""
             return f"This head {DESCRIBE['mixed']}{near}."
-        article = "An" if self.label[0] in "aeiou" else "A"
-        return (f"{article} {self.label} head: it {DESCRIBE[self.label]} (score {self.score:.2f}, threshold "
+        article = "an" if self.label[0] in "aeiou" else "a"
+        return (f"On this text, {article} {self.label} head: it {DESCRIBE[self.label]} (score {self.score:.2f}, threshold "
                 f"{THRESHOLDS[self.label]}).")
 
 

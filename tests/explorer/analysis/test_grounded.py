@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.analysis import bundled
-from explorer.analysis.grounded import MIN_EFFECT, ablation_effects, grounded_labels, probe_label
+from explorer.analysis.grounded import MIN_EFFECT, GroundedLabel, ablation_effects, grounded_labels, probe_label
 from explorer.analysis.probes import COPY_LEN, REPEAT_LENGTH, Probes, make_probes, prefix_matching
 from explorer.analysis.surgery.loss import heldout_text
 from plain_forward import PLAIN, perturbed, plain_run
@@ -96,3 +96,5 @@ def test_the_default_bundle_has_its_known_induction_heads(default_grounded):
     assert all(h.confirmed == (h.effect >= MIN_EFFECT) for row in g.heads for h in row)
     js = g.to_json()
     assert js["heads"][1][0]["label"] == "induction" and js["unit"] == "nats per token"
+    back = GroundedLabel.from_json(js["heads"][1][0])
+    assert back.label == "induction" and back.sentence().startswith("Head 1.0: induction on repeated random tokens")

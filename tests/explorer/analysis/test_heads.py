@@ -38,6 +38,7 @@ def mix(target_of, weight=0.9):
 def test_previous_token():
     lab = classify_head(mix(lambda p: p - 1 if p else None), IDS)
     assert lab.label == "previous-token" and lab.score > 0.9
+    assert lab.sentence().startswith("On this text, a previous-token head")  # the per-text reading says so
 
 
 def spread(targets: dict, weight=0.9, n=L):
