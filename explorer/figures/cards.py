@@ -1,0 +1,83 @@
+"""Circuit cards side by side (``explorer.analysis.cards``): does every architecture build the same circuit?
+
+- ``cards_figure(cards)``: three stacked panels sharing one colour per model: the second copy's loss against
+  the copy distance (where induction fails), the logit-lens loss after each layer on held-out text, and
+  each model's heads by grounded role (bars; hover: which heads, and what mean-ablating them costs).
+
+The same cards as a Markdown table: ``explorer.analysis.cards.cards_table_md``.
+
+Cards are the stored JSON dicts; a skipped card (a model without per-head intervention points) is left out
+of the panels.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from explorer.figures.base import CYCLE, base_layout, legend_above, message_figure
+
+NARROW_LEGEND_ROWS = 5  # model legend rows kept free above the plots: seven names wrap to five at 390 px
+ROLE_COLOURS = {"induction": "#d62728", "previous-token": "#1f77b4", "local": "#2ca02c", "first-token": "#9467bd",
+                "delimiter": "#ff7f0e", "broad": "#8c564b", "mixed": "#bbbbbb"}
+
+
+def _heads_of(card: dict, label: str) -> list:
+    return [h for row in card["heads"] for h in row if h["label"] == label]
+
+
+def _name(h: dict) -> str:
+    return f"{h['layer']}.{h['head']}" + ("" if h["confirmed"] else "?")
+
+
+def _axis(domain: list, title: str, **kw) -> dict:
+    return dict(domain=domain, title=dict(text=title), automargin=True, **kw)
+
+
+def cards_figure(cards: list) -> go.Figure:
+    """The cards side by side (module docstring): copy curve, logit lens, heads by role."""
+    done = [c for c in cards if not c.get("skipped")]
+    if not done:
+        return message_figure("No circuit card to draw (python -m explorer.analysis.cards --write stores them).",
+                              "Circuit cards")
+    unit = done[0]["unit"]
+    data = []
+    depth = max(len(c["lens"]["natural"]) for c in done)
+    for i, c in enumerate(done):
+        colour = CYCLE[i % len(CYCLE)]
+        cc = c["copy_curve"]
+        data.append(dict(type="scatter", x=cc["distances"], y=cc["second_copy"], mode="lines+markers",
+                         name=c["model"], legendgroup=c["model"], line=dict(color=colour, width=3), xaxis="x",
+                         yaxis="y", hovertemplate=c["model"] + ": distance %{x} tokens, second copy %{y:.2f} "
+                         + unit + "<extra></extra>"))
+        data.append(dict(type="scatter", x=list(range(len(c["lens"]["natural"]))), y=c["lens"]["natural"],
+                         mode="lines+markers", name=c["model"], legendgroup=c["model"], showlegend=False,
+                         line=dict(color=colour, width=3), xaxis="x2", yaxis="y2",
+                         customdata=c["lens"]["rows"], hovertemplate=c["model"] + ", after %{customdata}: %{y:.2f} "
+                         + unit + "<extra></extra>"))
+    models = [c["model"] for c in done]
+    for label, colour in ROLE_COLOURS.items():
+        counts, hover = [], []
+        for c in done:
+            heads = _heads_of(c, label)
+            counts.append(len(heads))
+            hover.append(", ".join(f"{_name(h)} ({h['effect']:+.2f} nats)" for h in heads) or "none")
+        if any(counts):
+            data.append(dict(type="bar", orientation="h", y=models, x=counts, name=label, marker_color=colour,
+                             xaxis="x3", yaxis="y3", legend="legend2", customdata=hover,
+                             hovertemplate="%{y}: %{x} " + label + " heads: %{customdata}<extra></extra>"))
+    title = ("Circuit cards: every model, same probes<br><sup>top: 2nd-copy loss of 16 random tokens vs distance"
+             "</sup><br><sup>middle: logit-lens loss on held-out text per layer</sup><br><sup>bottom: heads by "
+             "grounded role (? = not confirmed)</sup>")
+    lay = base_layout(title, 1020, barmode="stack",
+                      xaxis=_axis([0, 1], "copy distance (tokens)", anchor="y"),
+                      yaxis=_axis([0.71, 1.0], f"2nd-copy loss ({unit})", type="log", anchor="x"),
+                      xaxis2=_axis([0, 1], "after layer (emb: the embedding)", anchor="y2",
+                                   tickmode="array", tickvals=list(range(depth)),
+                                   ticktext=["emb"] + [f"L{i}" for i in range(depth - 1)]),
+                      yaxis2=_axis([0.37, 0.6], f"lens loss ({unit})", anchor="x2", rangemode="tozero"),
+                      xaxis3=_axis([0, 1], "heads (count)", anchor="y3"),
+                      yaxis3=_axis([0, 0.26], "", anchor="x3", autorange="reversed"),
+                      legend2=dict(orientation="h", x=0, y=-0.08, xanchor="left", yanchor="top",
+                                   title=dict(text="role"), traceorder="normal"))
+    lay["margin"] = dict(l=70, r=20, t=90, b=120)
+    legend_above(lay, data[::2][:len(done)], rows=NARROW_LEGEND_ROWS)
+    return go.Figure(data=data, layout=lay)

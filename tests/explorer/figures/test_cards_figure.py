@@ -1,0 +1,38 @@
+"""The circuit cards' figure and table, drawn from the stored cards: a title, every axis titled with its unit,
+a copy curve and a lens curve per model card, role bars that count every head; the table has a row per card
+and says why a card was skipped."""
+import json
+
+from explorer.analysis import bundled
+from explorer.analysis.cards import cards_table_md
+from explorer.figures.cards import cards_figure
+
+
+def stored():
+    return [json.loads((bundled.BUNDLE_DIR / f"{n}.card.json").read_text()) for n in bundled.names()]
+
+
+def test_the_figure_has_a_title_axis_titles_and_a_trace_per_model():
+    cards = stored()
+    done = [c for c in cards if not c["skipped"]]
+    fig = cards_figure(cards)
+    assert fig.layout.title.text.startswith("Circuit cards")
+    for axis in ("xaxis", "yaxis", "xaxis2", "yaxis2", "xaxis3"):
+        assert fig.layout[axis].title.text, axis
+    assert "nats/byte" in fig.layout.yaxis.title.text and "tokens" in fig.layout.xaxis.title.text
+    lines = [t for t in fig.data if t.type == "scatter" and t.xaxis == "x"]
+    assert [t.name for t in lines] == [c["model"] for c in done]
+    assert list(lines[0].y) == done[0]["copy_curve"]["second_copy"]
+    bars = [t for t in fig.data if t.type == "bar"]
+    per_model = [sum(t.x[i] for t in bars) for i in range(len(done))]
+    assert per_model == [c["architecture"]["n_layers"] * c["architecture"]["n_heads"] for c in done]
+
+
+def test_the_table_has_a_row_per_card_and_says_why_one_was_skipped():
+    cards = stored()
+    md = cards_table_md(cards)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith(("| model", "| ---"))]
+    assert len(rows) == len(cards)
+    assert any("skipped" in r and r.startswith("| encoder_decoder") for r in rows)
+    assert "1.0 1.1 1.2 1.3" in next(r for r in rows if r.startswith("| default "))
+    assert cards_figure([c for c in cards if c["skipped"]]).layout.title.text == "Circuit cards"
