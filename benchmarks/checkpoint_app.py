@@ -33,8 +33,8 @@ def run(model: str, text_bytes: int) -> list:
     import transformers
 
     from explorer.analysis import checkpoints
-    from explorer.app import weights as W
-    from explorer.app.controls import CONTROL_FIELDS, config_values
+    from explorer.app.controls import weights as W
+    from explorer.app.controls.fields import CONTROL_FIELDS, config_values
     from explorer.app.tabs.analysis import refresh_analysis
     from explorer.app.tabs.attention import refresh_attention
     from explorer.app.tabs.surgery import refresh_surgery

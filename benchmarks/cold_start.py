@@ -104,9 +104,8 @@ def child() -> dict:
 
     plotly.basedatatypes.BaseFigure.to_json = figures.wrap(plotly.basedatatypes.BaseFigure.to_json)
 
-    import explorer.app.layout as layout
+    import explorer.app.page.layout as layout
     from explorer.app.tabs import surgery
-
     _wrap_module(layout, analyses, {"attention_outputs", "analysis_outputs"})
     _wrap_module(surgery, analyses, {"surgery_outputs"})
     marks["our_imports"] = _clocks()

@@ -5,7 +5,7 @@
 reads and model builds (``models.hf``); for one ``/analyze`` with ``weights="checkpoint:byte-llama"`` (as
 trained, then with a 16-key window: surgery), the checkpoint look-ups by id (``checkpoints.load`` given a
 string; a request that holds the loaded record passes it on instead); for one commit of the page (the five
-events of the redraw chain, as ``explorer.app.wiring`` runs them), the weights resolutions
+events of the redraw chain, as ``explorer.app.page.wiring`` runs them), the weights resolutions
 (``explorer.analysis.source.resolve``) and look-ups, on the bundled model and on the checkpoint.
 """
 from __future__ import annotations
@@ -46,15 +46,15 @@ def main() -> None:
     checkpoints.load("byte-llama")
     print("cold read of byte-llama:", dict(COUNTS))
 
-    from explorer.app import api
+    from explorer.app.api import endpoints as api
     for label, cfg in (("as trained", ""), ("window 16", '{"attention": "sliding_window", "window": 16}')):
         COUNTS.clear()
         api.api_analyze(cfg, TEXT, weights="checkpoint:byte-llama")
         print(f"/analyze checkpoint ({label}):", dict(COUNTS))
 
-    from explorer.app import weights as W
-    from explorer.app import wiring
-    from explorer.app.controls import config_values
+    from explorer.app.controls import weights as W
+    from explorer.app.page import wiring
+    from explorer.app.controls.fields import config_values
     from explorer.app.tabs import views
     from explorer.app.tabs.analysis import refresh_analysis
     from explorer.app.tabs.attention import refresh_attention

@@ -6,7 +6,7 @@ offline: plotly.js inlined once), one PNG per figure (``explorer.export.png``; s
 in README.txt, where kaleido or a Chrome is missing) and ``sweep.csv`` when the session ran a sweep.
 The archive is bounded: at most ``MAX_ZIP_BYTES`` of content (a file that would pass it is left out
 and README.txt says so). The text is the part the model read (the caller's ``model_input(...).text``).
-No gradio and no torch here: ``explorer.app.export`` draws the figures and calls ``write_zip``.
+No gradio and no torch here: ``explorer.app.api.export`` draws the figures and calls ``write_zip``.
 """
 from __future__ import annotations
 

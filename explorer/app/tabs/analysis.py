@@ -16,10 +16,10 @@ import gradio as gr
 from explorer.analysis import kv_cache_bytes, model_summary
 from explorer.analysis.gradients import drawn_gradients
 from explorer.analysis.weights import applicable
-from explorer.app import stacks
-from explorer.app.messages import problem
-from explorer.app.state import drawn_config, read_state
-from explorer.app.tabs.gradients_depth import depth_panel
+from explorer.app.tabs.parts import stacks
+from explorer.app.server.messages import problem
+from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.tabs.parts.gradients_depth import depth_panel
 from explorer.figures.gradients import gradient_figure
 from explorer.figures.latency import kv_cache_figure
 from explorer.figures.readings import gradient_reading, model_markdown

@@ -1,7 +1,7 @@
 """The Attention tab's handlers: the grid of maps, its statistics, the reading and the share link.
 
 A handler takes ``values`` (``{ModelConfig field: control value}``) and named arguments and returns
-``{output name: value}`` (``explorer.app.wiring`` maps names to components). Failures warn (the
+``{output name: value}`` (``explorer.app.page.wiring`` maps names to components). Failures warn (the
 message names the field, escaped and truncated) and return ``gr.skip()`` for the figures, so the last
 good figures stay on screen and no traceback reaches the page.
 
@@ -9,7 +9,7 @@ good figures stay on screen and no traceback reaches the page.
 config, the text the model read, its separator, the picked layers / heads): a control's commit and a
 change of "Layers shown" / "Heads shown" both go through it. ``weights``: the session's trained
 weights, used for the config they belong to only (``analysis.weights.applicable``): the request's
-``explorer.analysis.source.WeightsSource`` (resolved once by ``explorer.app.weights``), whose config the
+``explorer.analysis.source.WeightsSource`` (resolved once by ``explorer.app.controls.weights``), whose config the
 handlers draw.
 """
 from __future__ import annotations
@@ -21,13 +21,13 @@ import gradio as gr
 from explorer.analysis import attention_maps
 from explorer.analysis.figure_memo import figure_json
 from explorer.analysis.weights import applicable
-from explorer.app import stacks
-from explorer.app.controls import adjust_causal, control_outputs, current_config, preset_update
-from explorer.app.gradio_compat import plot_data
-from explorer.app.grid_pick import FIELDS, normalise, parse_pick, with_grid
-from explorer.app.messages import problem, text_notice, warn
-from explorer.app.share import checkpoint_query, to_query
-from explorer.app.state import drawn_config, drawn_digest, read_state
+from explorer.app.tabs.parts import stacks
+from explorer.app.controls.fields import adjust_causal, control_outputs, current_config, preset_update
+from explorer.app.server.gradio_compat import plot_data
+from explorer.app.controls.grid_pick import FIELDS, normalise, parse_pick, with_grid
+from explorer.app.server.messages import problem, text_notice, warn
+from explorer.app.controls.share import checkpoint_query, to_query
+from explorer.app.controls.state import drawn_config, drawn_digest, read_state
 from explorer.figures.attention import attention_grid, attention_stats
 from explorer.figures.readings import maps_reading
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -39,7 +39,7 @@ FIGURES = ("grid", "stats", "maps_md", *stacks.FIGURES)
 
 
 def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
-    """The attention grid of the picked layers and heads (``explorer.app.grid_pick``; ConfigError if
+    """The attention grid of the picked layers and heads (``explorer.app.controls.grid_pick``; ConfigError if
     malformed, or with ``strict`` out of range; otherwise indices the config lacks are dropped and
     the title says what is shown)."""
     n_l, n_h = maps.attention.shape[:2]

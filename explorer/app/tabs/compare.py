@@ -5,7 +5,7 @@ what differs (fields, parameters, FLOPs per token), the attention maps of A and 
 the same text, and their gradient norms overlaid. Its share link carries B (the controls), A
 (``pin=``, itself a share query) and the active tab (``tab=compare``); opening it restores both.
 Both configs read the same text with the same separator. Handlers take values by name and return
-``{name: value}``; a bad config warns and skips. ``/compare_ab`` (``explorer.app.api``) serves the same
+``{name: value}``; a bad config warns and skips. ``/compare_ab`` (``explorer.app.api.endpoints``) serves the same
 comparison to API clients.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ from explorer.analysis.compare import compare_pair
 from explorer.analysis.source import CHECKPOINT, WeightsSource
 from explorer.analysis.sweep import sweep_axes
 from explorer.analysis.weights import applicable
-from explorer.app.controls import current_config
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
-from explorer.app.share import compare_query, from_query
-from explorer.app.state import drawn_config, read_state
+from explorer.app.controls.fields import current_config
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
+from explorer.app.controls.share import compare_query, from_query
+from explorer.app.controls.state import drawn_config, read_state
 from explorer.app.tabs.latency import FIXED_LEN
 from explorer.figures.attention import attention_grid
 from explorer.figures.compare import ab_sweep_figure, gradient_compare_figure
@@ -118,7 +118,7 @@ def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None, w
 
 def refresh_compare(values: dict, text, pinned, separator=None, weights=None) -> dict:
     """A (pinned) vs B (the controls) -> the tab's outputs, each side drawn with the page's Weights choice
-    (``weights``: the request's ``WeightsSource``, ``explorer.app.weights.with_weights``); nothing pinned ->
+    (``weights``: the request's ``WeightsSource``, ``explorer.app.controls.weights.with_weights``); nothing pinned ->
     a hint."""
     if not pinned:
         return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
@@ -181,7 +181,7 @@ def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, shou
 
 
 async def run_ab_sweep_job(values: dict, pinned, lengths, mode, state, progress=None, request=None) -> dict:
-    """``run_ab_sweep`` as a heavy job of the sweep family (``explorer.app.jobs``), stopped between two
+    """``run_ab_sweep`` as a heavy job of the sweep family (``explorer.app.server.jobs``), stopped between two
     modules when the event is cancelled or its client leaves; a busy server answers with a message."""
     try:
         return await run_job("sweep", request, lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state,
@@ -194,13 +194,13 @@ AB_IN = ("pinned", "ab_lengths", "ab_mode", "state")
 
 
 def wire_ab_sweep(ui, control_fields) -> None:
-    """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.wiring.Components``); a sweep-family job."""
+    """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.page.wiring.Components``); a sweep-family job."""
     async def ab_fn(data, request: gr.Request, progress=gr.Progress()):
         values, named = ui.split(data)
         return ui.back(await run_ab_sweep_job(values, named["pinned"], named["ab_lengths"], named["ab_mode"],
                                               named["state"], progress, request))
 
-    # a heavy job: admitted by explorer.app.jobs (never waits in Gradio's shared queue)
+    # a heavy job: admitted by explorer.app.server.jobs (never waits in Gradio's shared queue)
     run = ui["ab_run"].click(ab_fn, ui.inputs(*control_fields, *AB_IN), ui.outputs(*AB_OUTPUTS),
                              api_name="run_ab_sweep", api_visibility="undocumented", concurrency_limit=None)
     ui["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",

@@ -3,7 +3,7 @@
 The baseline is what the choice is compared with: the same model with full attention, or with
 standard layers for a reversible stack. A model of several inputs sweeps the length of one of them
 (or all), the others held at ``FIXED_LEN``. The sweep is a heavy job of the "sweep" family
-(``explorer.app.jobs``): one at a time on the server, at low priority, stopped between two modules
+(``explorer.app.server.jobs``): one at a time on the server, at low priority, stopped between two modules
 when Stop is pressed or the page goes away.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ import gradio as gr
 
 from explorer.analysis import latency_memory_sweep
 from explorer.analysis.sweep import sweep_axes
-from explorer.app.controls import current_config
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
-from explorer.app.state import read_state
+from explorer.app.controls.fields import current_config
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
+from explorer.app.controls.state import read_state
 from explorer.figures.latency import sweep_figure
 from explorer.figures.readings import sweep_reading
 from explorer.runtime.limits import parse_lengths

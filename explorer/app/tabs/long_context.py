@@ -3,8 +3,8 @@
 The visitor picks a length, a text (held out, with a long-range repeat, or pasted) and what to draw beside
 the model as trained (a 64-key window, the window with sinks, or the controls' own surgery); "Draw" runs
 ``explorer.analysis.long_context`` on the weights on screen (the request's ``WeightsSource``, resolved
-once by ``explorer.app.weights.with_weights``) as a heavy job of the ``long_context`` family
-(``explorer.app.jobs``: one per visitor, low priority, a progress bar per layer, Stop or a closed page
+once by ``explorer.app.controls.weights.with_weights``) as a heavy job of the ``long_context`` family
+(``explorer.app.server.jobs``: one per visitor, low priority, a progress bar per layer, Stop or a closed page
 ends it within one module). Opening the tab draws its default scene once per session: the controls'
 model at 2048 tokens (16x the default bundle's trained length) beside the same weights under a 64-key
 window. The last results are memoised by weights, config and inputs (``_RESULTS``), so the zoom (a
@@ -21,12 +21,12 @@ import numpy as np
 
 from explorer.analysis import long_context as lc
 from explorer.analysis.long_context_text import MAX_PASTED_BYTES, SOURCES
-from explorer.app import weights as weights_switch
-from explorer.app.api import call, request_source
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.gradio_compat import cache_file
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
+from explorer.app.controls import weights as weights_switch
+from explorer.app.server.calls import call, request_source
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.stopping import Abandoned
@@ -212,7 +212,7 @@ def from_link(request: gr.Request) -> dict:
 
 
 def wire(demo, ui) -> None:
-    """The tab's events and the ``/long_context`` endpoint (``ui``: ``explorer.app.wiring.Components``)."""
+    """The tab's events and the ``/long_context`` endpoint (``ui``: ``explorer.app.page.wiring.Components``)."""
     names = (*CONTROL_FIELDS, "trained", "weights", *INPUTS)
 
     async def drawn(data, request, progress, first_only: bool):

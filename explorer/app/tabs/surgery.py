@@ -19,10 +19,11 @@ import torch
 
 from explorer.analysis import bundled, surgery
 from explorer.analysis.weights import applicable
-from explorer.app.controls import current_config
-from explorer.app.messages import problem
-from explorer.app.state import drawn_config, read_state
+from explorer.app.controls.fields import current_config
+from explorer.app.server.messages import problem
+from explorer.app.controls.state import drawn_config, read_state
 from explorer.figures.base import message_figure
+from explorer.figures.readings import loss_line
 from explorer.figures.surgery import difference_grid, table_figure, table_markdown, unmoved
 from explorer.runtime.untrusted import shown
 from models import ConfigError, ModelConfig
@@ -32,21 +33,6 @@ OUTPUTS = ("surgery_md", "surgery_diff", "surgery_table", "surgery_table_md")
 SAFE_HINT = ("Changes that keep the trained weights: any structured pattern and its sizes, attention sinks, "
              "linear / Performer / routing / axial / ProbSparse / RealFormer attention, the softcap, RoPE's base "
              "and position scale, fewer or more K/V heads.")
-
-
-def loss_line(change) -> str:
-    """A ``surgery.LossChange`` in one line: "held-out loss 1.386 → 1.396 nats/byte (+0.010; perplexity 4.00 →
-    4.04), 4096 tokens in windows of 128, the trained length; on your text (89 tokens read whole, within the
-    trained length (128)) 1.30 → 1.38 (+0.08)"."""
-    if not change:
-        return ""
-    b, a = change.heldout
-    line = (f"held-out loss **{b.nats:.3f} → {a.nats:.3f}** {change.unit} ({a.nats - b.nats:+.3f}; perplexity "
-            f"{b.perplexity:.2f} → {a.perplexity:.2f}), {b.reading()}")
-    if change.text is None:
-        return line + "; your text is too short to score"
-    tb, ta = change.text
-    return line + f"; on your text ({tb.reading()}) {tb.nats:.3f} → {ta.nats:.3f} ({ta.nats - tb.nats:+.3f})"
 
 
 def why_unmoved(before: ModelConfig, after: ModelConfig, length: int) -> str:
@@ -118,7 +104,7 @@ def refresh_surgery(values: dict, text, separator=None, state=None, weights=None
     if state is not None and not read_state(state)["fresh"]:
         return {k: gr.skip() for k in OUTPUTS}
     try:
-        cfg = drawn_config(values, weights)  # the request's weights source (explorer.app.weights.with_weights)
+        cfg = drawn_config(values, weights)  # the request's weights source (explorer.app.controls.weights.with_weights)
         return surgery_outputs(cfg, text, separator, applicable(weights, cfg))
     except Exception as exc:  # the attention event already warned about a bad value
         msg = problem(exc)

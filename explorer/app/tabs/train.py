@@ -12,7 +12,7 @@ Alone (``benchmarks.train_tab``), ``default_config`` is a zero-argument callable
 
 The handlers live beside this file: the run (``train_runs``: play, step, pause, reset), its files
 (``train_files``: download, upload), the reproductions (``train_repro``) and the bounds of every input
-(``train_inputs``). Play, Step and the reproductions are heavy jobs (``explorer.app.jobs``): wired
+(``train_inputs``). Play, Step and the reproductions are heavy jobs (``explorer.app.server.jobs``): wired
 with no Gradio concurrency limit, so a flood of presses never fills the queue every event shares;
 they are admitted in their own family instead (one heavy job per visitor, "busy" when the family's
 slots are taken) and run at low priority beside the interactive tabs.
@@ -24,9 +24,16 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.app.tabs import train_files, train_repro, train_runs, train_source
-from explorer.app.tabs.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
-from explorer.app.tabs.train_runs import CAPS_TEXT, trained_model, trained_snapshot, trained_step
+from explorer.app.tabs.parts import train_files
+
+from explorer.app.tabs.parts import train_repro
+
+from explorer.app.tabs.parts import train_runs
+
+from explorer.app.controls import train_source
+from explorer.app.tabs.parts.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
+from explorer.app.controls.your_run import trained_model, trained_snapshot, trained_step
+from explorer.app.tabs.parts.train_runs import CAPS_TEXT
 from explorer.training import reproductions
 from explorer.training.reproductions import stored as stored_runs
 from explorer.training.tasks import learns_in, task_names
@@ -59,7 +66,7 @@ def task_steps(task):
 
 # ---------------------------------------------------------------------------- layout
 RUN_TTL_S = 1800  # seconds an idle session keeps its run
-HEAVY_EVENT = dict(concurrency_limit=None)  # admitted by explorer.app.jobs, never queued by Gradio
+HEAVY_EVENT = dict(concurrency_limit=None)  # admitted by explorer.app.server.jobs, never queued by Gradio
 
 
 def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespace:

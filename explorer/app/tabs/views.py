@@ -13,9 +13,9 @@ import gradio as gr
 
 from explorer.analysis import attention_maps
 from explorer.analysis.weights import applicable
-from explorer.app.controls import current_config
-from explorer.app.messages import problem
-from explorer.app.state import read_state
+from explorer.app.controls.fields import current_config
+from explorer.app.server.messages import problem
+from explorer.app.controls.state import read_state
 from explorer.figures.views import PLOT_NAMES, approximation_figure, error_note, view_figures
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",

@@ -1,7 +1,7 @@
 """The Why tab and the ``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits`` endpoints:
 what each head does to the prediction, on the weights on screen and the text in the box.
 
-The tab draws five views (``explorer.app.tabs.why_views``, each an analysis of ``explorer.analysis``): the
+The tab draws five views (``explorer.app.tabs.parts.why_views``, each an analysis of ``explorer.analysis``): the
 logit lens (layers x positions), direct logit attribution at a chosen position (layers x heads + FFN, the
 attention grid's layout; an alternative token optional), ablation of the heads ticked (zero or mean; the
 loss change on the text and the held-out passage) and activation patching between the text (clean) and a
@@ -11,7 +11,7 @@ with layer 1's). A view a model cannot have (attribution of a post-LN model, any
 or of a non-standard layer) is replaced by a warning naming the field and its valid values; the others are
 drawn.
 Opening the tab draws it once per session; "Explain" redraws. The weights are the request's
-``WeightsSource`` (resolved once by ``explorer.app.weights.with_weights``). The share link adds
+``WeightsSource`` (resolved once by ``explorer.app.controls.weights.with_weights``). The share link adds
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
 """
 from __future__ import annotations
@@ -20,13 +20,13 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from explorer.app import weights as weights_switch
-from explorer.app.api import call, request_source
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.gradio_compat import cache_file
-from explorer.app.messages import problem
-from explorer.app.share import MAX_LINK_TEXT_BYTES
-from explorer.app.tabs import why_views as wv
+from explorer.app.controls import weights as weights_switch
+from explorer.app.server.calls import call, request_source
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.server.messages import problem
+from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
+from explorer.app.tabs.parts import why_views as wv
 from explorer.app.tabs.long_context import SHARE_JS
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
@@ -151,7 +151,7 @@ def from_link(request: gr.Request) -> dict:
 
 
 def wire(demo, ui) -> None:
-    """The tab's events and its endpoints (``ui``: ``explorer.app.wiring.Components``)."""
+    """The tab's events and its endpoints (``ui``: ``explorer.app.page.wiring.Components``)."""
     names = (*CONTROL_FIELDS, "trained", "weights", *INPUTS)
 
     def drawn(data, first_only: bool):

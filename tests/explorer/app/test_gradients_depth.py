@@ -1,10 +1,10 @@
-"""The Gradients tab's Theorem 1 panel (``explorer.app.tabs.gradients_depth``): the depth sweep of the
+"""The Gradients tab's Theorem 1 panel (``explorer.app.tabs.parts.gradients_depth``): the depth sweep of the
 config above its per-layer profile, and the profile alone when no depth could be measured."""
 import functools
 
 from explorer.analysis import depth_scaling as analysis
 from explorer.analysis.gradients import placement_results
-from explorer.app.tabs import gradients_depth
+from explorer.app.tabs.parts import gradients_depth
 from explorer.runtime import budget
 from models import ModelConfig
 

@@ -12,12 +12,12 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from explorer.app import api as ui_api
-from explorer.app.controls import CONTROL_FIELDS, choice_marks, config_values, values_to_config, visibility_updates
-from explorer.app.export import cleanup_export, export_files
-from explorer.app.share import DEFAULT_TEXT
-from explorer.app.sources import FILL, apply_preset, load_from_url, upload_config
-from explorer.app.state import new_state
+from explorer.app.api import endpoints as ui_api
+from explorer.app.controls.fields import CONTROL_FIELDS, choice_marks, config_values, values_to_config, visibility_updates
+from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.share import DEFAULT_TEXT
+from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.analysis import refresh_analysis
 from explorer.app.tabs.latency import run_sweep

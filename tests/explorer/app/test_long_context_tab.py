@@ -6,7 +6,7 @@ import pytest
 
 from explorer.analysis import long_context as lc
 from explorer.analysis import source
-from explorer.app.share import from_query
+from explorer.app.controls.share import from_query
 from explorer.app.tabs.long_context import _json, as_json, from_link
 from models import ConfigError, ModelConfig
 

@@ -7,11 +7,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from explorer.analysis import attention_maps
-from explorer.app.controls import config_values, visible_fields
-from explorer.app.export import cleanup_export, export_files
-from explorer.app.share import from_query, to_query
-from explorer.app.sources import apply_preset, upload_config
-from explorer.app.state import new_state
+from explorer.app.controls.fields import config_values, visible_fields
+from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.share import from_query, to_query
+from explorer.app.controls.sources import apply_preset, upload_config
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.analysis import analysis_outputs
 from explorer.app.tabs.latency import FIXED_LEN, run_sweep
@@ -150,7 +150,7 @@ def test_export_and_views_follow_the_separator(tmp_path, monkeypatch):
 
 
 def test_architecture_dropdown_and_upload_carry_the_stacks(tmp_path):
-    from explorer.app.controls import CONTROL_FIELDS
+    from explorer.app.controls.fields import CONTROL_FIELDS
     from models.config import CATEGORIES
     assert CATEGORIES[0] == "architecture" and "architecture" in CONTROL_FIELDS
     path = tmp_path / "cfg.json"

@@ -1,4 +1,4 @@
-"""The "Weights" control (bundled / initial / your run), through the app's handlers as ``explorer.app.layout``
+"""The "Weights" control (bundled / initial / your run), through the app's handlers as ``explorer.app.page.layout``
 wires them: switching to your run changes the maps, switching back restores them, another session
 never sees them, a config that does not match turns the switch back to bundled with a message."""
 import json
@@ -6,11 +6,11 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from explorer.app import weights as ui_trained
-from explorer.app.controls import config_updates
-from explorer.app.state import new_state
+from explorer.app.controls import weights as ui_trained
+from explorer.app.controls.fields import config_updates
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
-from explorer.app.tabs import train_files
+from explorer.app.tabs.parts import train_files
 from explorer.app.tabs.analysis import refresh_analysis
 from explorer.app.tabs.train import small_config
 from explorer.training import checkpoint

@@ -13,11 +13,11 @@ import plotly.io as pio
 import pytest
 
 from explorer.analysis import checkpoints
-from explorer.app import api
-from explorer.app import weights as W
-from explorer.app.controls import config_values
-from explorer.app.export import cleanup_export, export_files, export_sections
-from explorer.app.state import drawn_config
+from explorer.app.api import endpoints as api
+from explorer.app.controls import weights as W
+from explorer.app.controls.fields import config_values
+from explorer.app.api.export import cleanup_export, export_files, export_sections
+from explorer.app.controls.state import drawn_config
 from explorer.app.tabs.analysis import refresh_analysis
 from explorer.app.tabs.attention import refresh_attention
 from explorer.app.tabs.train import small_config

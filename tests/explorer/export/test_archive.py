@@ -16,9 +16,9 @@ import zipfile
 
 import pytest
 
-from explorer.app.controls import config_values
-from explorer.app.export import cleanup_export, export_files, export_sections
-from explorer.app.state import new_state
+from explorer.app.controls.fields import config_values
+from explorer.app.api.export import cleanup_export, export_files, export_sections
+from explorer.app.controls.state import new_state
 from explorer.app.tabs.latency import run_sweep
 from explorer.export import archive as export_zip
 from explorer.export import png as png_render

@@ -11,9 +11,9 @@ import threading
 import numpy as np
 
 from explorer.analysis import clear_caches, gradient_norms
-from explorer.app import api as ui_api
-from explorer.app.controls import config_values
-from explorer.app.state import new_state
+from explorer.app.api import endpoints as ui_api
+from explorer.app.controls.fields import config_values
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as attention_tab
 from explorer.app.tabs import compare as compare_tab
 from explorer.app.tabs.analysis import refresh_analysis
@@ -129,7 +129,7 @@ for pkg in (explorer, models, kernels):
         if info.name.endswith("__main__"):
             continue
         importlib.import_module(info.name)
-from explorer.app.layout import build_app
+from explorer.app.page.layout import build_app
 build_app()
 import app
 print("no cuda")

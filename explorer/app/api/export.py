@@ -27,9 +27,10 @@ import gradio as gr
 from explorer.analysis import attention_maps, gradient_norms, kv_cache_bytes
 from explorer.analysis.source import CHECKPOINT, WeightsSource
 from explorer.analysis.weights import applicable
-from explorer.app.messages import problem, warn
-from explorer.app.state import drawn_config, read_state
-from explorer.app.tabs import compare, train_runs
+from explorer.app.server.messages import problem, warn
+from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.tabs import compare
+from explorer.app.tabs.parts import train_runs
 from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs.analysis import KV_LENGTHS, gradient_panel
 from explorer.export import archive

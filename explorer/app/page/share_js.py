@@ -5,7 +5,7 @@ returns the full link for the copy box. Each committed change is an entry of the
 (``history.pushState``), so Back and Forward step through the configurations instead of leaving the
 app; the first rewrite of a landing link (its normalised or refused form) and the redraw that follows a
 Back or Forward replace the entry instead. On ``popstate`` the script presses the hidden ``#url-back``
-button, whose event reads the address bar again as the page's load does (``explorer.app.history.
+button, whose event reads the address bar again as the page's load does (``explorer.app.controls.history.
 from_address``) and redraws: no reload.
 """
 

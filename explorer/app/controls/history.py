@@ -5,14 +5,14 @@ appended to when the attention figures are redrawn for a new config. Undo drops 
 and fills the controls with the one before, reset fills them with the defaults; both then run the
 usual redraw chain, so what is shown always comes from the same handlers as a manual edit.
 
-The browser's own history holds the committed links (``explorer.app.share_js`` pushes one per change):
+The browser's own history holds the committed links (``explorer.app.page.share_js`` pushes one per change):
 ``from_address`` reads the address bar again when Back or Forward brings an earlier one, as the page's
 load does, an address without a query being the defaults.
 """
 from __future__ import annotations
 
-from explorer.app.controls import adjust_causal, current_config
-from explorer.app.sources import fill_controls, load_from_url, skip_fill
+from explorer.app.controls.fields import adjust_causal, current_config
+from explorer.app.controls.sources import fill_controls, load_from_url, skip_fill
 from explorer.runtime.configs import app_config
 from explorer.runtime.presets import CUSTOM, matching_preset
 from explorer.runtime.text import DEFAULT_TEXT

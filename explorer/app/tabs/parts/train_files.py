@@ -20,10 +20,10 @@ import tempfile
 
 import gradio as gr
 
-from explorer.app.gradio_compat import cache_file
-from explorer.app.messages import problem
-from explorer.app.tabs import train_runs
-from explorer.app.tabs.train_inputs import WEIGHTS, number, upload_config
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.server.messages import problem
+from explorer.app.tabs.parts import train_runs
+from explorer.app.tabs.parts.train_inputs import WEIGHTS, number, upload_config
 from explorer.runtime.cache import release_memory
 from explorer.runtime.pool import POOL
 from explorer.runtime.untrusted import shown, shown_html

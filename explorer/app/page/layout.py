@@ -2,7 +2,7 @@
 
 ``build_app()`` computes the default config's figures first (the page paints without a request),
 creates every widget under a name, and hands the names to ``wiring.wire``. The controls are generated
-from ``ModelConfig``'s fields and the registries (``explorer.app.controls``), so a registered variant
+from ``ModelConfig``'s fields and the registries (``explorer.app.controls.fields``), so a registered variant
 brings its own. The queue is bounded (a full queue answers "busy") and the concurrency slots come from
 ``explorer.runtime.settings``.
 """
@@ -14,9 +14,11 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from explorer.analysis.sweep import DEFAULT_LENGTHS
-from explorer.app import request_limits, sessions, stacks
-from explorer.app.checkpoint_door import build_door
-from explorer.app.controls import (
+from explorer.app.server import request_limits
+from explorer.app.server import sessions
+from explorer.app.tabs.parts import stacks
+from explorer.app.controls.checkpoint_door import build_door
+from explorer.app.controls.fields import (
     CONTROL_FIELDS,
     SIZE_FIELDS,
     choice_marks,
@@ -24,27 +26,27 @@ from explorer.app.controls import (
     unused_categories,
     visible_fields,
 )
-from explorer.app.export import cleanup_export
-from explorer.app.gradio_compat import shorten_errors
-from explorer.app.request_limits import RequestLimits
-from explorer.app.state import new_state
+from explorer.app.api.export import cleanup_export
+from explorer.app.server.gradio_compat import shorten_errors
+from explorer.app.server.request_limits import RequestLimits
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import compare as compare_tab
-from explorer.app.tabs import grid as grid_pickers
+from explorer.app.tabs.parts import grid as grid_pickers
 from explorer.app.tabs import long_context as long_context_tab
 from explorer.app.tabs import why as why_tab
-from explorer.app.tabs import stack_zoom as stack_zoom_box
+from explorer.app.tabs.parts import stack_zoom as stack_zoom_box
 from explorer.app.tabs import surgery as surgery_tab
 from explorer.app.tabs import train as train_tab
 from explorer.app.tabs import views as views_tab
-from explorer.app.tabs import zoom as zoom_box
+from explorer.app.tabs.parts import zoom as zoom_box
 from explorer.app.tabs.analysis import analysis_outputs
 from explorer.app.tabs.attention import attention_outputs
-from explorer.app.weights import BUNDLED, SHARE_NOTE, SHOW_TRAINED, all_choices, chosen, weights_line
-from explorer.app.wiring import wire
+from explorer.app.controls.weights import BUNDLED, SHARE_NOTE, SHOW_TRAINED, all_choices, chosen, weights_line
+from explorer.app.page.wiring import wire
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
 from explorer.runtime.limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
-from explorer.app.share_js import LONG_LINK_HEAD
+from explorer.app.page.share_js import LONG_LINK_HEAD
 from explorer.runtime.presets import CUSTOM, PRESET_INFO, available
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig
@@ -62,7 +64,7 @@ THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="sky", neutral_hue="s
     block_label_text_color="*primary_700", block_title_text_color="*primary_700")
 SESSIONS = 200                # sessions kept in all: bounds Gradio's per-session copies. Past it (and past
                               # EXPLORER_SESSIONS_PER_CLIENT of one address), the least recently used session
-                              # of the address holding the most goes (explorer.app.request_limits); besides,
+                              # of the address holding the most goes (explorer.app.server.request_limits); besides,
                               # a session idle for EXPLORER_SESSION_TTL s (1 h) expires
 MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 bytes are used anyway)
 # uploads: config JSON (refused above 100 kB by its handler) and the Train tab's trained models
@@ -99,7 +101,7 @@ def build_app() -> gr.Blocks:
         demo.queue(max_size=settings.queue_size(), default_concurrency_limit=settings.compute_slots())
         comps = {
             # per-session values: no time_to_live of the main state's own (it goes with its session:
-            # explorer.app.sessions expires idle sessions, and an expired page redraws everything)
+            # explorer.app.server.sessions expires idle sessions, and an expired page redraws everything)
             "state": gr.State(new_state(cfg, DEFAULT_TEXT, weights)),
             "export_dir": gr.State(None, time_to_live=600, delete_callback=cleanup_export),
             "trained": gr.State(None, time_to_live=3600),  # the Train tab's snapshot (analysis.weights)
@@ -156,7 +158,7 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
         comps["share_url"] = gr.Textbox("", label="Share link (this configuration)", elem_id="share-url",
                                         buttons=["copy"], interactive=False)
         comps["share_qs"] = gr.Textbox("", visible=False, elem_id="share-qs")
-        # pressed by the page's script when Back / Forward brings an earlier link (explorer.app.share_js)
+        # pressed by the page's script when Back / Forward brings an earlier link (explorer.app.page.share_js)
         comps["url_back"] = gr.Button("read the address bar", visible="hidden", elem_id="url-back")
         with gr.Row():
             comps["upload"] = gr.UploadButton("Upload config JSON", file_types=[".json"], size="sm")

@@ -1,12 +1,12 @@
 """Zoom into one head of the encoder-decoder's extra grids (cross-attention, encoder self-attention).
 
 A click on a panel of ``#cross-grid`` or ``#encoder-grid`` works like the main grid's
-(``explorer.app.tabs.grid``): ``CLICK_JS`` reads the clicked trace's ``meta = [layer, head]``
+(``explorer.app.tabs.parts.grid``): ``CLICK_JS`` reads the clicked trace's ``meta = [layer, head]``
 (``figures.stacks.stack_grid``), keeps ``[grid, layer, head]`` on the page and presses a hidden button;
 its ``PICK_JS`` writes them into a hidden box as ``"cross-grid 1 2"`` and brings the zoom on screen, and
 one request draws that head large with its tokens on both axes (``figures.zoom.head_figure``) from the
 memoised maps (no model run). The zoom is hidden until the first click, and again whenever the maps are
-redrawn (``explorer.app.stacks.attention_updates``): it never shows a head of maps no longer on screen.
+redrawn (``explorer.app.tabs.parts.stacks.attention_updates``): it never shows a head of maps no longer on screen.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import gradio as gr
 
 from explorer.analysis import attention_maps
 from explorer.analysis.weights import applicable
-from explorer.app import weights as ui_weights
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.messages import problem, warn
-from explorer.app.state import drawn_config
+from explorer.app.controls import weights as ui_weights
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.server.messages import problem, warn
+from explorer.app.controls.state import drawn_config
 from explorer.figures.stacks import map_title
 from explorer.figures.zoom import head_figure
 from models import ConfigError
@@ -73,7 +73,7 @@ def parse_pick(pick) -> tuple:
 
 def refresh_stack_zoom(values: dict, text, pick=None, separator=None, weights=None) -> dict:
     """-> the picked head of the picked extra grid, large (a warning and nothing redrawn on bad input)."""
-    from explorer.app.stacks import slot_maps
+    from explorer.app.tabs.parts.stacks import slot_maps
 
     try:
         slot, layer, head = parse_pick(pick)
@@ -94,7 +94,7 @@ def refresh_stack_zoom(values: dict, text, pick=None, separator=None, weights=No
 
 
 def wire(demo, ui) -> None:
-    """A click on an extra grid's panel -> the zoom (``ui``: ``explorer.app.wiring.Components``)."""
+    """A click on an extra grid's panel -> the zoom (``ui``: ``explorer.app.page.wiring.Components``)."""
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
     ui["stack_zoom_go"].click(None, [ui["stack_pick"]], [ui["stack_pick"]], js=PICK_JS, queue=False,
                               api_visibility="private").then(

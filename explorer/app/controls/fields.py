@@ -6,7 +6,7 @@ category -> ``gr.Dropdown`` of the registry keys, other str -> ``gr.Dropdown`` o
 A parameter control is visible only while a chosen variant lists it in ``Variant.params``, so a
 variant registered later brings its own controls without any change here; the category dropdowns
 (norm placement included), causal, the sizes and the seed are always visible. Each category's
-info line explains the selected variant (``explorer.app.control_info``) and updates with the selection;
+info line explains the selected variant (``explorer.app.controls.control_info``) and updates with the selection;
 a category the current choices do not read says so there (norm with placement ``none``). Number boxes
 act on commit (Enter / leaving the box), show their range, and a whole-number field given 3.5 is
 refused with a message instead of being rounded behind the user's back. Optional numbers
@@ -20,7 +20,7 @@ from dataclasses import fields
 
 import gradio as gr
 
-from explorer.app.control_info import choice_info
+from explorer.app.controls.control_info import choice_info
 from explorer.runtime.configs import app_config, as_config
 from explorer.runtime.digest import digest
 from explorer.runtime.presets import CUSTOM, preset_info
@@ -92,7 +92,7 @@ def unused_categories(choice: dict) -> set:
 
 
 def category_info(name: str, value, unused: bool) -> str | None:
-    """The line under a category dropdown: the selected variant's summary (``explorer.app.control_info``)."""
+    """The line under a category dropdown: the selected variant's summary (``explorer.app.controls.control_info``)."""
     return choice_info(name, value, unused)
 
 
@@ -174,7 +174,7 @@ def visibility_updates(values: dict) -> dict:
     return out
 
 
-# the key ``explorer.app.weights`` adds to the control values while a pretrained checkpoint is drawn
+# the key ``explorer.app.controls.weights`` adds to the control values while a pretrained checkpoint is drawn
 CHECKPOINT_KEY = "checkpoint"
 
 

@@ -14,7 +14,7 @@ Four kinds of choice:
   ``trained`` state (a bounded copy, so training on does not change what the tabs show until the
   switch is pressed again); it turns itself back to ``bundled`` with a message when there is no run or
   the controls describe another config. A run of the controls' model scaled down to the training cap
-  (``explorer.app.tabs.train_source``) is not another config: the switch sets the size controls to the
+  (``explorer.app.controls.train_source``) is not another config: the switch sets the size controls to the
   run's (``SWITCH_OUT`` names them) and draws it.
 - ``checkpoint:<id>``: a pretrained checkpoint (``explorer.analysis.checkpoints``). Choosing one fills every
   control with its architecture (``open_checkpoint``); while it is chosen the handlers get the control
@@ -53,7 +53,7 @@ from explorer.analysis.source import (
     checkpoint_id,
 )
 from explorer.analysis.surgery.origin import DEFAULT_BUNDLE
-from explorer.app.controls import (
+from explorer.app.controls.fields import (
     CHECKPOINT_KEY,
     CONTROL_FIELDS,
     config_updates,
@@ -61,13 +61,13 @@ from explorer.app.controls import (
     values_to_config,
     without_checkpoint,
 )
-from explorer.app.messages import problem
-from explorer.app.state import read_state
-from explorer.app.tabs import train_source
-from explorer.app.tabs.surgery import loss_line
-from explorer.app.tabs.train import trained_snapshot
+from explorer.app.server.messages import problem
+from explorer.app.controls.state import read_state
+from explorer.app.controls import train_source
+from explorer.app.controls.your_run import trained_snapshot
 from explorer.runtime.limits import check_caps
 from explorer.runtime.presets import BUNDLE_PRESETS
+from explorer.figures.readings import loss_line
 from explorer.runtime.untrusted import shown, shown_html
 from models import ModelConfig
 
@@ -177,13 +177,13 @@ def _resolved(values: dict, choice, trained=None, loaded=None) -> tuple:
 
 def chosen(values: dict, choice, trained):
     """The record ``choice`` means for the config on the controls (None: initial weights); the page's
-    first paint (``explorer.app.layout``) draws with it."""
+    first paint (``explorer.app.page.layout``) draws with it."""
     src = _resolved(values, choice, trained)[0]
     return src.weights if src is not None else None
 
 
 def weights_line(values: dict, choice, record, text=None) -> str:
-    """The weights line of the page's first paint (``explorer.app.layout``): ``source_line`` of the choice."""
+    """The weights line of the page's first paint (``explorer.app.page.layout``): ``source_line`` of the choice."""
     return source_line(_resolved(values, choice, record if choice == TRAINED else None)[0], text, choice)
 
 

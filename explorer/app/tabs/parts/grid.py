@@ -1,13 +1,13 @@
 """The attention grid a speaker can drive: which layers / heads it shows, and click a panel to zoom.
 
-- "Layers shown" / "Heads shown" (``explorer.app.grid_pick`` specs: "all", "0-3", "0,2,5-7"): a commit
+- "Layers shown" / "Heads shown" (``explorer.app.controls.grid_pick`` specs: "all", "0-3", "0,2,5-7"): a commit
   redraws only the grid from the memoised maps and puts the picks into the share link
   (``tabs.attention.redraw_grid``, which draws and links like a control's commit).
 - Click a panel: ``CLICK_JS`` (attached once on page load) listens to Plotly's ``plotly_click`` on
   the grid, reads the clicked trace's ``meta = [layer, head]`` (``figures.attention.attention_grid``),
   keeps it on the page and clicks a hidden button; that button's ``PICK_JS`` writes it into the
   zoom's layer / head pickers in the browser and scrolls the zoom on screen when it is not, and one
-  request redraws the zoom (``tabs.zoom``).
+  request redraws the zoom (``parts.zoom``).
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.app import weights as ui_trained
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.grid_pick import ALL, MAX_GRID
-from explorer.app.tabs import zoom as ui_zoom
+from explorer.app.controls import weights as ui_trained
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.controls.grid_pick import ALL, MAX_GRID
+from explorer.app.tabs.parts import zoom as ui_zoom
 from explorer.app.tabs.attention import redraw_grid
 
 OUTPUTS = ("grid", "share_qs", "status", "state")
@@ -72,7 +72,7 @@ def build_pickers() -> SimpleNamespace:
 
 def wire(demo, ui, zoom_in: tuple, zoom_rename: dict) -> None:
     """The pickers redraw only the grid; a click on a panel zooms into it. ``ui``:
-    ``explorer.app.wiring.Components``; ``zoom_in`` / ``zoom_rename``: the zoom event's inputs and their renaming."""
+    ``explorer.app.page.wiring.Components``; ``zoom_in`` / ``zoom_rename``: the zoom event's inputs and their renaming."""
     gr.on([ui["grid_layers"].submit, ui["grid_layers"].blur, ui["grid_heads"].submit, ui["grid_heads"].blur],
           ui.handler(ui_trained.with_weights(redraw_grid)),
           ui.inputs(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained",

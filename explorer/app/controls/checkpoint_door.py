@@ -1,7 +1,7 @@
 """The "Open a pretrained checkpoint" box: a checkpoint by name (or Hub id), or uploaded files.
 
 Opening one puts "checkpoint: <id>" among the Weights choices and selects it, fills every control with
-its architecture (``explorer.app.weights.open_checkpoint``), and the redraw chain that follows draws it
+its architecture (``explorer.app.controls.weights.open_checkpoint``), and the redraw chain that follows draws it
 in every tab. Hub ids and uploads this session opened are kept in ``ckpt_extra`` (a per-session list of
 ids, never weights: an upload's weights live in the server's small memo of uploads by their digest).
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import checkpoint_upload, checkpoints
-from explorer.app import request_limits
-from explorer.app import weights as weights_switch
-from explorer.app.messages import problem
-from explorer.app.state import read_state
+from explorer.app.server import request_limits
+from explorer.app.controls import weights as weights_switch
+from explorer.app.server.messages import problem
+from explorer.app.controls.state import read_state
 from explorer.runtime.untrusted import shown, shown_html
 
 OUT = (*weights_switch.SWITCH_OUT, "ckpt_extra")

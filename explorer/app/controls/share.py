@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlencode
 
+from explorer.app.server.request_limits import LONG_LINK_PARAM
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.presets import CUSTOM, PRESETS, preset_config
@@ -37,16 +38,14 @@ from models import ConfigError, ModelConfig
 log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
-# pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.grid_pick; ckpt: explorer.app.checkpoint_link;
+# pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.controls.grid_pick; ckpt: explorer.app.controls.checkpoint_link;
 # lc_len / lc_src: explorer.app.tabs.long_context
 _IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt", "lc_len", "lc_src",  # lc_*: the long-context tab
             "why_pos", "why_alt", "why_bad"}  # why_*: explorer.app.tabs.why
 # a source / target text is up to MAX_TEXT_BYTES of its two sides plus the separator between them
 MAX_LINK_TEXT_BYTES = MAX_TEXT_BYTES + 4 * MAX_SEPARATOR_CHARS
-# what explorer.app.request_limits sends Gradio in place of a query string too long to hand on: its length
-LONG_LINK_PARAM = "__link_chars"
 SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
-CKPT_PARAM = "ckpt"  # a pretrained checkpoint's id (explorer.app.checkpoint_link reads it back)
+CKPT_PARAM = "ckpt"  # a pretrained checkpoint's id (explorer.app.controls.checkpoint_link reads it back)
 
 
 def _text_value(v) -> str:

@@ -7,7 +7,7 @@ queue (which every event shares: a flood of presses there would lock everyone ou
 ``HEAVY`` for a slot of its family here, where
 
 - one visitor has at most one heavy job at a time, whatever its family: a visitor is a client address
-  (``explorer.app.visitors``: sessions are free to make, addresses are not), or the Gradio session when the
+  (``explorer.app.server.visitors``: sessions are free to make, addresses are not), or the Gradio session when the
   request names no address; Stop, Pause and Reset reach the session's own job only;
 - a family's slots full, a job waits up to its family's ``WAIT_S`` (at most as many waiting as there
   are slots), else is answered at once with ``Busy``, a message, never a queue;
@@ -33,8 +33,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from explorer.app import visitors
-from explorer.app.gradio_compat import client_gone_probe
+from explorer.app.server import visitors
+from explorer.app.server.gradio_compat import client_gone_probe
 from explorer.runtime.load import LOAD
 from explorer.runtime.pool import Busy
 

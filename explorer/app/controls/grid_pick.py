@@ -6,7 +6,7 @@ share link, so they are hostile: bounded in length, only digits, commas, dashes 
 bad one raises a ``ConfigError`` naming the field and the valid forms.
 
 The share link carries a non-default pick as ``grid_layers=`` / ``grid_heads=`` (``grid_query`` /
-``grid_from_params``); ``explorer.app.share`` must ignore these keys (they are not ModelConfig fields).
+``grid_from_params``); ``explorer.app.controls.share`` must ignore these keys (they are not ModelConfig fields).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def grid_query(layers=None, heads=None) -> str:
 
 
 def with_grid(query: str, layers=None, heads=None) -> str:
-    """A share query with the grid picks appended (``query`` from ``explorer.app.share.to_query``)."""
+    """A share query with the grid picks appended (``query`` from ``explorer.app.controls.share.to_query``)."""
     extra = grid_query(layers, heads)
     return "&".join(q for q in (query, extra) if q)
 

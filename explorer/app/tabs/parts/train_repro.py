@@ -11,7 +11,7 @@ lines and, for the reproductions that train curves, the held-out loss so far (``
 A reproduction is fixed work (no visitor sets its sizes): its ``COST`` (wall time and peak memory,
 measured by ``python -m benchmarks.repro_costs``) is what the page tells the visitor to expect and
 what the job holds in the server's memory pool while it runs. It runs in a low-priority worker thread
-(``explorer.app.jobs``) with the job's stop as the ambient stop (``explorer.runtime.stopping``): Stop,
+(``explorer.app.server.jobs``) with the job's stop as the ambient stop (``explorer.runtime.stopping``): Stop,
 a cancelled event or a client that left end it inside the current training step.
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from contextlib import aclosing
 import gradio as gr
 import pandas as pd
 
-from explorer.app.jobs import HEAVY, stream_job, visitor_of
-from explorer.app.messages import problem
-from explorer.app.tabs.train_inputs import choice
+from explorer.app.server.jobs import HEAVY, stream_job, visitor_of
+from explorer.app.server.messages import problem
+from explorer.app.tabs.parts.train_inputs import choice
 from explorer.figures import training as plots_train
 from explorer.figures.gradients import PLACEMENT_COLORS
 from explorer.runtime.pool import POOL

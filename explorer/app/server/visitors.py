@@ -13,7 +13,7 @@ bodies and uploads) count per client address instead:
 ``settings.client_address_mode()`` (``EXPLORER_CLIENT_ADDRESS``) chooses. An IPv6 address counts as its
 /64 network (one host is commonly handed a whole /64, so single addresses are free to make); a value
 that is no address falls back to the peer's. ``CURRENT`` holds the address of the HTTP request being
-handled (set by ``explorer.app.request_limits``), which Gradio's session store reads when a request
+handled (set by ``explorer.app.server.request_limits``), which Gradio's session store reads when a request
 creates a session; ``NEW_SESSIONS`` bounds how many new sessions an address may make per minute.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ A commit runs one chain: attention grid (the first answer, kept small) -> statis
 -> variant views -> gradients / model card; a commit that changes nothing redraws nothing. The
 "Weights" switch runs the same chain with the session's trained weights; a preset, link, upload,
 reset or undo fills the controls, then runs the same chain once. Interactive work shares the
-"compute" slots; sweeps and exports are heavy jobs (``explorer.app.jobs``): wired with no Gradio
+"compute" slots; sweeps and exports are heavy jobs (``explorer.app.server.jobs``): wired with no Gradio
 concurrency limit, so they never wait in the queue every event shares, admitted in their own family
 (one per visitor, "busy" when full), run at low priority, their slot freed within one module's run
 when stopped or abandoned.
@@ -20,20 +20,28 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.app import api, checkpoint_door, sessions
-from explorer.app import history as undo_history
-from explorer.app import weights as weights_switch
-from explorer.app.controls import CONTROL_FIELDS, without_checkpoint
-from explorer.app.export import cleanup_export, export_files
-from explorer.app.fit_js import FIT_JS
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
-from explorer.app.keyboard_js import KEYBOARD_JS
-from explorer.app.render_once_js import RENDER_ONCE_JS
-from explorer.app.share_js import SHARE_JS
-from explorer.app.sources import FILL, apply_preset, load_from_url, upload_config
-from explorer.app.state import read_state
-from explorer.app.tabs import compare, grid, stack_zoom, train_source, views, zoom
+from explorer.app.api import endpoints as api
+
+from explorer.app.controls import checkpoint_door
+
+from explorer.app.server import sessions
+from explorer.app.controls import history as undo_history
+from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.fields import CONTROL_FIELDS, without_checkpoint
+from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.page.fit_js import FIT_JS
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
+from explorer.app.page.keyboard_js import KEYBOARD_JS
+from explorer.app.page.render_once_js import RENDER_ONCE_JS
+from explorer.app.page.share_js import SHARE_JS
+from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
+from explorer.app.controls.state import read_state
+from explorer.app.tabs import compare, views
+from explorer.app.tabs.parts import grid
+from explorer.app.tabs.parts import stack_zoom
+from explorer.app.controls import train_source
+from explorer.app.tabs.parts import zoom
 from explorer.app.tabs import long_context as long_context_tab
 from explorer.app.tabs import why as why_tab
 from explorer.app.tabs import surgery as surgery_tab
@@ -208,7 +216,7 @@ def wire_sources(demo, ui: Components) -> None:
                                         show_progress_on=ui.outputs("status"), api_name="load_link", **QUIET),
                           "load", detail_state=False)
     wire_compare(ui, loaded)
-    # Back / Forward: the address bar holds an earlier committed link (explorer.app.share_js); it is read
+    # Back / Forward: the address bar holds an earlier committed link (explorer.app.page.share_js); it is read
     # again as on load, and its figures drawn, without reloading the page
     def back_fn(request: gr.Request):
         return ui.back({**undo_history.from_address(request), **compare.pinned_from_url(request)})
@@ -304,7 +312,7 @@ def wire_tabs(demo, ui: Components) -> None:
                                   ui.outputs("files", "export_dir", "status"), api_name="export_click",
                                   concurrency_limit=None, **QUIET)  # API clients: the documented /export
     # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy (a session
-    # whose clean-up never ran has it deleted by its next export, and explorer.app.export bounds them all)
+    # whose clean-up never ran has it deleted by its next export, and explorer.app.api.export bounds them all)
     exported.then(cleanup_export, [ui["export_dir"]], None, api_name="export_cleanup", api_visibility="private",
                   queue=False)
 
@@ -341,9 +349,9 @@ def wire_compare(ui: Components, loaded) -> None:
 
 
 def wire_api() -> None:
-    """The documented endpoints (``explorer.app.api``), in the same slots or families as the UI's work."""
+    """The documented endpoints (``explorer.app.api.endpoints``), in the same slots or families as the UI's work."""
     gr.api(api.api_analyze, api_name="analyze", concurrency_id="compute")
     gr.api(api.api_gradients, api_name="gradients", concurrency_id="compute")
     gr.api(api.api_compare, api_name="compare_ab", concurrency_id="compute")
-    gr.api(api.api_export, api_name="export", concurrency_limit=None)  # heavy jobs: admitted by explorer.app.jobs
+    gr.api(api.api_export, api_name="export", concurrency_limit=None)  # heavy jobs: admitted by explorer.app.server.jobs
     gr.api(api.api_benchmark, api_name="benchmark", concurrency_limit=None)

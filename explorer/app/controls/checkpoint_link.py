@@ -13,10 +13,10 @@ import gradio as gr
 
 from explorer.analysis import checkpoints, surgery
 from explorer.analysis.source import checkpoint_choice
-from explorer.app.controls import CONTROL_FIELDS, HIDDEN_FIELDS
-from explorer.app.messages import problem
-from explorer.app.share import CKPT_PARAM, SEP_PARAM, from_query, link_separator
-from explorer.app.weights import all_choices
+from explorer.app.controls.fields import CONTROL_FIELDS, HIDDEN_FIELDS
+from explorer.app.server.messages import problem
+from explorer.app.controls.share import CKPT_PARAM, SEP_PARAM, from_query, link_separator
+from explorer.app.controls.weights import all_choices
 from explorer.runtime.presets import CUSTOM
 from explorer.runtime.untrusted import shown, shown_html
 from models import ConfigError

@@ -9,7 +9,7 @@ the one weights source (``request_source``: the ``weights`` choice resolved once
 ``explorer.analysis.source.WeightsSource``, the checkpoint loaded once), then calls the analyses' use
 cases with that record, never a UI handler: the page, the API and the export draw the same weights. Errors come back as ``gr.Error(message)``: the ``ConfigError`` text
 (naming the field and what it accepts), truncated; never a traceback. ``/benchmark`` and ``/export``
-are heavy jobs (``explorer.app.jobs``): admitted in their own family, one per visitor, run at low
+are heavy jobs (``explorer.app.server.jobs``): admitted in their own family, one per visitor, run at low
 priority; a full family answers "busy" at once instead of waiting in the queue.
 """
 from __future__ import annotations
@@ -18,72 +18,20 @@ import os
 
 import gradio as gr
 
-from explorer.analysis import attention_maps, checkpoints, config_diff, latency_memory_sweep, surgery
+from explorer.analysis import attention_maps, config_diff, latency_memory_sweep, surgery
 from explorer.analysis import source as weights_source
 from explorer.analysis.compare import compare_pair
 from explorer.analysis.gradients import drawn_gradients
-from explorer.analysis.source import WeightsSource
 from explorer.analysis.sweep import sweep_axes
-from explorer.app.export import cleanup_export, write_export
-from explorer.app.gradio_compat import cache_file
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem
-from explorer.app.share import compare_query
+from explorer.app.api.export import cleanup_export, write_export
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.server.calls import call, heavy_call, request_source, request_text
+from explorer.app.controls.share import compare_query
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import SWEEP_BUDGET_S, parse_lengths
-from explorer.runtime.load import LOAD
-from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text
-from explorer.runtime.untrusted import load_json, truncate
+from explorer.runtime.text import DEFAULT_SEPARATOR, as_text
+from explorer.runtime.untrusted import truncate
 from models import ConfigError
-
-API_WEIGHTS = (weights_source.BUNDLED, weights_source.INITIAL, weights_source.CHECKPOINT_PREFIX + "<id>")
-
-
-def call(fn):
-    """``fn()`` counted as one running request; any failure -> ``gr.Error`` with the message only."""
-    try:
-        with LOAD.busy():
-            return fn()
-    except gr.Error:
-        raise
-    except Exception as exc:
-        raise gr.Error(problem(exc)) from None
-
-
-async def heavy_call(family: str, request, fn):
-    """``fn(should_stop)`` as a heavy job of ``family`` (``explorer.app.jobs.run_job``); failures, "busy"
-    included, -> ``gr.Error`` with the message only."""
-    try:
-        return await run_job(family, request, lambda should_stop: call(lambda: fn(should_stop)))
-    except gr.Error:
-        raise
-    except Exception as exc:
-        raise gr.Error(problem(exc)) from None
-
-
-def request_text(cfg, text) -> str:
-    """An API call's text: None or "" -> the config's example text; anything but a string is refused."""
-    return as_text(text, default=default_text(cfg))
-
-
-def request_source(config_json, weights) -> WeightsSource:
-    """An API call's config and weights, resolved once: ``bundled`` (None or "", the default) draws the
-    bundled model that serves the config (trained with it, or moved to it by surgery) and falls back to the
-    initial weights with the reason; ``initial`` never loads one; ``checkpoint:<id>`` draws a pretrained
-    checkpoint the host offers, loaded once, with ``config_json``'s fields as its surgery (empty: the
-    checkpoint as trained; a field that needs other weights is refused naming it)."""
-    choice = weights_source.BUNDLED if weights in (None, "") else weights
-    ckpt = weights_source.checkpoint_id(choice)
-    if ckpt is None:
-        if choice not in (weights_source.BUNDLED, weights_source.INITIAL):
-            raise ConfigError("weights", truncate(str(choice), 40), f"one of {list(API_WEIGHTS)}")
-        return weights_source.resolve(choice, app_config(config_json))
-    changes = {} if config_json in (None, "") else load_json(config_json)
-    if not isinstance(changes, dict):
-        raise ConfigError("config", type(changes).__name__, "a JSON object of the fields to change on the checkpoint")
-    loaded = checkpoints.load(ckpt)
-    return weights_source.resolve(choice, weights_source.checkpoint_config(loaded, changes), loaded=loaded)
-
 
 def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled") -> dict:
     """Attention maps summary: per (layer, head) entropy and mean distance, head labels, the allowed fraction.

@@ -5,7 +5,7 @@ Gradio keeps one ``SessionState`` per browser session (``gradio.state_holder.Sta
 its ``gr.State`` components and a copy of every component's config, including the figures it was
 sent (a few MB per loaded page). Gradio itself drops a session only when more than
 ``state_session_capacity`` exist (the least recently used of all, whoever made the others), so the app
-replaces that rule (``gradio_compat.bound_sessions``, installed by ``explorer.app.request_limits``):
+replaces that rule (``gradio_compat.bound_sessions``, installed by ``explorer.app.server.request_limits``):
 each client address keeps at most ``settings.sessions_per_client()`` sessions and a flood of new ones
 evicts only its own. A ``gr.State``'s ``time_to_live`` frees that one value, never the session.
 ``start_expiry(demo)`` runs ``expire_idle`` in a daemon
@@ -26,7 +26,7 @@ import threading
 import time
 import weakref
 
-from explorer.app.gradio_compat import drop_idle_sessions, session_holder
+from explorer.app.server.gradio_compat import drop_idle_sessions, session_holder
 from explorer.runtime import settings
 from explorer.runtime.cache import release_memory
 

@@ -2,7 +2,7 @@
 
 Per visitor: the run (model, optimizer, data generator, history) lives in the session's ``gr.State``;
 nothing is module-global. A press of Play (or Step) is a heavy job of the "train" family
-(``explorer.app.jobs``): its inputs are bounded and its config passes the training door
+(``explorer.app.server.jobs``): its inputs are bounded and its config passes the training door
 (``train_inputs.training_config``: caps and the memory budget of one optimizer step, from the config
 alone) before anything is built; admitted, it reserves its predicted bytes in the server's memory pool
 (``explorer.runtime.pool``; "busy" when the pool is held by others) and trains in a low-priority worker
@@ -27,10 +27,9 @@ from dataclasses import replace
 import gradio as gr
 import torch
 
-from explorer.analysis import weights as trained_weights
-from explorer.app.jobs import HEAVY, stream_job, visitor_of
-from explorer.app.messages import problem
-from explorer.app.tabs.train_inputs import WEIGHTS, choice, run_config, training_config
+from explorer.app.server.jobs import HEAVY, stream_job, visitor_of
+from explorer.app.server.messages import problem
+from explorer.app.tabs.parts.train_inputs import WEIGHTS, choice, run_config, training_config
 from explorer.figures import training as plots_train
 from explorer.figures.base import message_figure
 from explorer.runtime.configs import as_config
@@ -167,38 +166,6 @@ def _key(cfg_json: str, run: RunConfig) -> str:
     d["text"] = None if run.text is None else hashlib.sha256(run.text.encode("utf-8", "surrogatepass")).hexdigest()
     d.pop("steps"), d.pop("every")
     return json.dumps([json.loads(cfg_json), d], sort_keys=True)
-
-
-def trained_model(state):
-    """``(ModelConfig, model in eval mode)`` of this session's run (or its uploaded model), else None:
-    what the other tabs draw when their "weights: trained" switch is on (pass ``tab.state``)."""
-    state = state or {}
-    if state.get("trainer") is not None:
-        return state["trainer"].cfg, state["trainer"].model.eval()
-    if state.get("uploaded") is not None:
-        return as_config(state["uploaded_key"]), state["uploaded"].eval()
-    return None
-
-
-def trained_snapshot(state):
-    """A ``TrainedWeights`` copy of this session's run (taken between optimizer steps, so a run that
-    is training meanwhile is never caught half-updated) or of its uploaded model; None without one."""
-    state = state or {}
-    trainer = state.get("trainer")
-    if trainer is not None:
-        with trainer.weights_lock:
-            return trained_weights.snapshot(trainer.cfg, trainer.model, trainer.step)
-    if state.get("uploaded") is not None:
-        return trained_weights.snapshot(as_config(state["uploaded_key"]), state["uploaded"], trained_step(state))
-    return None
-
-
-def trained_step(state) -> int:
-    """Optimizer steps behind ``trained_model(state)``: the run's, or the uploaded file's."""
-    state = state or {}
-    if state.get("trainer") is not None:
-        return int(state["trainer"].step)
-    return int(state.get("uploaded_step") or 0)
 
 
 def _plan(state: dict, cfg_json, run: RunConfig) -> dict:

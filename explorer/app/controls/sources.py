@@ -4,7 +4,7 @@ Each source fills every control at once (``fill_controls``: values only; the cha
 draws it once and updates the controls' visibility), through the one config door
 (``explorer.runtime.configs.app_config``), so each is held to the same caps and budget as the
 controls. A source that cannot be used leaves the controls as they are and says why, naming the
-field; a link's other hostile values fall back to the defaults with a notice (``explorer.app.share``).
+field; a link's other hostile values fall back to the defaults with a notice (``explorer.app.controls.share``).
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import os
 
 import gradio as gr
 
-from explorer.app.controls import CONTROL_FIELDS, config_updates
-from explorer.app.grid_pick import grid_from_params
-from explorer.app.messages import problem, warn
-from explorer.app.share import CKPT_PARAM, from_query, link_separator
+from explorer.app.controls.fields import CONTROL_FIELDS, config_updates
+from explorer.app.controls.grid_pick import grid_from_params
+from explorer.app.server.messages import problem, warn
+from explorer.app.controls.share import CKPT_PARAM, from_query, link_separator
 from explorer.runtime.configs import app_config
 from explorer.runtime.presets import CUSTOM, matching_preset, preset_config, preset_text
 from explorer.runtime.text import DEFAULT_SEPARATOR, default_text, reads_pair
@@ -64,7 +64,7 @@ def load_from_url(request: gr.Request | None) -> dict:
     params = dict(request.query_params) if request is not None and request.query_params else {}
     picks, grid_notice = grid_from_params(params)  # grid_layers / grid_heads are not config fields
     if CKPT_PARAM in params:  # a pretrained checkpoint's link: its id and the controls' changes to its config
-        from explorer.app.checkpoint_link import restore
+        from explorer.app.controls.checkpoint_link import restore
 
         return {**restore({k: v for k, v in params.items() if k not in picks and not str(k).startswith("__")
                            and k not in ("view", "pin", "tab", "lc_len", "lc_src", "why_pos", "why_alt", "why_bad")}, fill_controls), **picks}

@@ -20,7 +20,7 @@ import json
 import gradio as gr
 
 from explorer.analysis import weights as tw
-from explorer.app.controls import current_config
+from explorer.app.controls.fields import current_config
 from explorer.runtime.configs import app_config
 from explorer.runtime.untrusted import shown
 from explorer.training.trainer import MAX_TRAIN_PARAMS

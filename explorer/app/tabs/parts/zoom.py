@@ -10,8 +10,8 @@ import gradio as gr
 
 from explorer.analysis import attention_maps
 from explorer.analysis.weights import applicable
-from explorer.app.controls import current_config
-from explorer.app.messages import problem
+from explorer.app.controls.fields import current_config
+from explorer.app.server.messages import problem
 from explorer.figures.zoom import head_figure
 
 OUTPUTS = ("zoom_layer", "zoom_head", "zoom")

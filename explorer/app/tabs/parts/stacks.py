@@ -20,7 +20,7 @@ from models.architectures import ENCODER_DECODER, arrangement
 
 FIXED_LEN = 64  # the sweep's other inputs (explorer.analysis.sweep's default fixed_len)
 # The two extra map slots of the Attention tab: the first cross-attention and the first other stack;
-# and the zoom into one of their heads (explorer.app.tabs.stack_zoom), hidden whenever they are redrawn.
+# and the zoom into one of their heads (explorer.app.tabs.parts.stack_zoom), hidden whenever they are redrawn.
 FIGURES = ("encoder_grid", "cross_grid", "stack_zoom")
 ANALYSIS = ("grad_stacks",)
 

@@ -40,8 +40,8 @@ import weakref
 from urllib.parse import urlencode
 
 from explorer.analysis import checkpoint_upload
-from explorer.app import gradio_compat, visitors
-from explorer.app.share import LONG_LINK_PARAM
+from explorer.app.server import gradio_compat
+from explorer.app.server import visitors
 from explorer.runtime import settings
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,11 @@ ERROR_CHARS = 1000            # an error answer longer than this is cut
 HELD_BYTES = 2 << 20          # of an error answer, at most this much is held to be read and cut
 JOIN_SUFFIXES = ("/queue/join",)
 # A query string longer than this is not handed to Gradio whole (``_long_query``): its root-url code answers
-# a bare 500 for a URL over 64 KB; the share link's reader (``explorer.app.share``) caps links far below.
+# a bare 500 for a URL over 64 KB; the share link's reader (``explorer.app.controls.share``) caps links far below.
 PAGE_QUERY_BYTES = 16 << 10
+
+# what is sent to Gradio in place of a query string too long to hand on: its length (explorer.app.controls.share reads it)
+LONG_LINK_PARAM = "__link_chars"
 
 
 def upload_cap() -> int:
@@ -112,7 +115,7 @@ def _session_allowed(app, body: bytes, address: str) -> bool:
 def _long_query(query: bytes, path: str) -> bytes:
     """A query string over ``PAGE_QUERY_BYTES`` as Gradio is given it: none for the page itself (its HTML
     needs none), its length alone for an event (Gradio's client sends the page's query with each event;
-    the share link's reader, ``explorer.app.share.from_query``, refuses it as any over-long link)."""
+    the share link's reader, ``explorer.app.controls.share.from_query``, refuses it as any over-long link)."""
     if "/gradio_api/" not in path:
         return b""
     return urlencode({LONG_LINK_PARAM: len(query)}).encode()

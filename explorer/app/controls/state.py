@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from explorer.analysis.memo import weights_key
 from explorer.analysis.source import WeightsSource
-from explorer.app.controls import current_config, ui_digest
-from explorer.app.grid_pick import normalise
+from explorer.app.controls.fields import current_config, ui_digest
+from explorer.app.controls.grid_pick import normalise
 from explorer.runtime.digest import digest
 from explorer.runtime.text import DEFAULT_SEPARATOR, clip_text
 from models import ModelConfig
