@@ -53,12 +53,10 @@ def main() -> None:
         print(f"/analyze checkpoint ({label}):", dict(COUNTS))
 
     from explorer.app.controls import weights as W
-    from explorer.app.page import wiring
+    from explorer.app.page.wiring import stage_handler
     from explorer.app.controls.fields import config_values
-    from explorer.app.tabs import views
-    from explorer.app.tabs.analysis import refresh_analysis
     from explorer.app.tabs.attention import refresh_attention
-    from explorer.app.tabs.surgery import refresh_surgery
+    from explorer.app.tabs.contract import STAGES
     from models import ModelConfig
 
     def attention(values, **kw):
@@ -69,11 +67,10 @@ def main() -> None:
         COUNTS.clear()
         kw = dict(trained=None, weights=choice, text=TEXT)
         W.attention_with_weights(attention)(values, state=None, separator=None, **kw)
-        W.with_weights(wiring.detail)(values, separator=None, **kw)
-        W.with_weights(views.refresh_views)(values, separator=None, layer=0, head=0, **kw)
-        W.with_weights(refresh_analysis)(values, **kw)
-        W.with_weights(refresh_surgery)(values, separator=None, **kw)
-        print(f"one commit, five events ({choice}):", dict(COUNTS))
+        for stage in STAGES:  # one request per stage, as the page runs them
+            W.with_weights(stage_handler(stage))(values, separator=None, zoom_layer=0, zoom_head=0, views_layer=0,
+                                                 views_head=0, **kw)
+        print(f"one commit, {1 + len(STAGES)} events ({choice}):", dict(COUNTS))
 
 
 if __name__ == "__main__":

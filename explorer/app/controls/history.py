@@ -5,7 +5,7 @@ appended to when the attention figures are redrawn for a new config. Undo drops 
 and fills the controls with the one before, reset fills them with the defaults; both then run the
 usual redraw chain, so what is shown always comes from the same handlers as a manual edit.
 
-The browser's own history holds the committed links (``explorer.app.page.share_js`` pushes one per change):
+The browser's own history holds the committed links (``explorer.app.controls.share_js`` pushes one per change):
 ``from_address`` reads the address bar again when Back or Forward brings an earlier one, as the page's
 load does, an address without a query being the defaults.
 """
@@ -65,10 +65,11 @@ def undo(history, values: dict | None = None) -> dict:
     return {**fill_controls(cfg, None, matching_preset(cfg), "↶ Previous configuration restored."), "history": history}
 
 
-def from_address(request) -> dict:
+def from_address(request, owned=frozenset()) -> dict:
     """The controls of the link now in the address bar (``request``: the event's, whose query Gradio's
-    client takes from the address bar): the defaults for an address without one, else as on load."""
+    client takes from the address bar): the defaults for an address without one, else as on load
+    (``owned``: the parameters the tabs read themselves)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
     if not any(not str(k).startswith("__") for k in params):
         return fill_controls(ModelConfig(), DEFAULT_TEXT, CUSTOM, "")
-    return load_from_url(request)
+    return load_from_url(request, owned)

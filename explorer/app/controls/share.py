@@ -7,8 +7,8 @@ far below what browsers and the server accept, so a pasted novel cannot make eve
 fail. ``from_query(params)`` never raises: a field it refuses (unknown, bad value, over a cap) is
 dropped and named in a notice while the rest of the link is used; an unreadable query string (absurd
 size) gives the defaults back with a notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
-``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are ``pin`` (the pinned A of a comparison) and
-``tab``, which ``explorer.app.tabs.compare`` reads.
+``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are the page's ``tab``, grid picks and
+checkpoint id (``PAGE_PARAMS``) and the parameters each tab reads itself (``Tab.link``, handed in as ``owned``).
 
 An encoder-decoder's link also carries the source | target separator as ``sep`` when it is not the
 default ``=>`` (a link without it splits at ``=>``); ``link_separator(params)`` reads it back, checked
@@ -38,10 +38,10 @@ from models import ConfigError, ModelConfig
 log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
-# pin / tab: A/B (explorer.app.tabs.compare); grid_*: explorer.app.controls.grid_pick; ckpt: explorer.app.controls.checkpoint_link;
-# lc_len / lc_src: explorer.app.tabs.long_context
-_IGNORED = {"view", "pin", "tab", "grid_layers", "grid_heads", "ckpt", "lc_len", "lc_src",  # lc_*: the long-context tab
-            "why_pos", "why_alt", "why_bad"}  # why_*: explorer.app.tabs.why
+# the page's own parameters that are no config field: Gradio's view, the tab to open (explorer.app.page.wiring),
+# the grid's picks (explorer.app.controls.grid_pick) and a checkpoint's id (explorer.app.controls.checkpoint_link);
+# the tabs' own (Tab.link: pin, lc_len, why_pos, ...) are handed to from_query by its caller as ``owned``
+PAGE_PARAMS = frozenset({"view", "tab", "grid_layers", "grid_heads", "ckpt"})
 # a source / target text is up to MAX_TEXT_BYTES of its two sides plus the separator between them
 MAX_LINK_TEXT_BYTES = MAX_TEXT_BYTES + 4 * MAX_SEPARATOR_CHARS
 SEP_PARAM = "sep"  # the encoder-decoder's source | target separator (read by link_separator)
@@ -87,8 +87,9 @@ def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
     return query
 
 
-def from_query(params: dict) -> tuple:
-    """``(cfg, text, preset, notice)``; ``notice`` is None when the query string was used as is.
+def from_query(params: dict, owned=frozenset()) -> tuple:
+    """``(cfg, text, preset, notice)``; ``notice`` is None when the query string was used as is. ``owned``:
+    parameters the tabs read themselves (``explorer.app.tabs.TAB_LINK_PARAMS``), left out like ``PAGE_PARAMS``.
 
     A link whose fields are refused one by one keeps the others: each field the config refuses (its
     ``ConfigError`` names it) is dropped and named in the notice, the rest of the link (its text, its
@@ -97,7 +98,7 @@ def from_query(params: dict) -> tuple:
     link the server would not hand on whole (its length): it is refused as too long."""
     long_link = dict(params or {}).get(LONG_LINK_PARAM)
     params = {str(k): v for k, v in dict(params or {}).items()
-              if not str(k).startswith("__") and str(k) not in _IGNORED}
+              if not str(k).startswith("__") and str(k) not in PAGE_PARAMS and str(k) not in owned}
     if not params and not str(long_link).isdigit():
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, None
     try:

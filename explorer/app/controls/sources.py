@@ -58,17 +58,18 @@ def apply_preset(name) -> dict:
     return fill_controls(cfg, text, name, "")
 
 
-def load_from_url(request: gr.Request | None) -> dict:
+def load_from_url(request: gr.Request | None, owned=frozenset()) -> dict:
     """Restore every control, the text and the separator from the page's query string; hostile strings
-    fall back to defaults (a bad ``sep`` alone: the default separator, the rest of the link kept)."""
+    fall back to defaults (a bad ``sep`` alone: the default separator, the rest of the link kept).
+    ``owned``: the parameters the tabs read themselves (``explorer.app.tabs.TAB_LINK_PARAMS``)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
     picks, grid_notice = grid_from_params(params)  # grid_layers / grid_heads are not config fields
     if CKPT_PARAM in params:  # a pretrained checkpoint's link: its id and the controls' changes to its config
         from explorer.app.controls.checkpoint_link import restore
 
         return {**restore({k: v for k, v in params.items() if k not in picks and not str(k).startswith("__")
-                           and k not in ("view", "pin", "tab", "lc_len", "lc_src", "why_pos", "why_alt", "why_bad")}, fill_controls), **picks}
-    cfg, text, preset, notice = from_query({k: v for k, v in params.items() if k not in picks})
+                           and k not in owned and k not in ("view", "tab")}, fill_controls), **picks}
+    cfg, text, preset, notice = from_query({k: v for k, v in params.items() if k not in picks}, owned)
     sep, sep_notice = link_separator(params) if notice is None else (None, None)
     notice = " ".join(n for n in (notice or sep_notice, grid_notice) if n) or None
     if notice:

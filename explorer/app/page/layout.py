@@ -13,7 +13,6 @@ from pathlib import Path
 import gradio as gr
 from starlette.middleware import Middleware
 
-from explorer.analysis.sweep import DEFAULT_LENGTHS
 from explorer.app.server import request_limits
 from explorer.app.server import sessions
 from explorer.app.tabs.parts import stacks
@@ -30,23 +29,14 @@ from explorer.app.api.export import cleanup_export
 from explorer.app.server.gradio_compat import shorten_errors
 from explorer.app.server.request_limits import RequestLimits
 from explorer.app.controls.state import new_state
-from explorer.app.tabs import compare as compare_tab
-from explorer.app.tabs.parts import grid as grid_pickers
-from explorer.app.tabs import long_context as long_context_tab
-from explorer.app.tabs import why as why_tab
-from explorer.app.tabs.parts import stack_zoom as stack_zoom_box
-from explorer.app.tabs import surgery as surgery_tab
-from explorer.app.tabs import train as train_tab
-from explorer.app.tabs import views as views_tab
-from explorer.app.tabs.parts import zoom as zoom_box
-from explorer.app.tabs.analysis import analysis_outputs
-from explorer.app.tabs.attention import attention_outputs
 from explorer.app.controls.weights import BUNDLED, SHARE_NOTE, SHOW_TRAINED, all_choices, chosen, weights_line
 from explorer.app.page.wiring import wire
+from explorer.app.tabs import TABS
+from explorer.app.tabs.contract import Landing
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
-from explorer.runtime.limits import MAX_SWEEP_LEN, MAX_TEXT_BYTES
-from explorer.app.page.share_js import LONG_LINK_HEAD
+from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.app.controls.share_js import LONG_LINK_HEAD
 from explorer.runtime.presets import CUSTOM, PRESET_INFO, available
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig
@@ -88,10 +78,7 @@ def build_app() -> gr.Blocks:
     cfg = ModelConfig()
     values = {name: getattr(cfg, name) for name in CONTROL_FIELDS}  # the controls as the page opens
     weights = chosen(values, BUNDLED, None)             # the bundled model when one serves the default config
-    with on_cpu():  # at start-up: no GPU call, no CUDA before the server forks (ZeroGPU)
-        first_paint = attention_outputs(cfg, DEFAULT_TEXT, weights=weights)  # grid, statistics, reading: no request
-        analysis = analysis_outputs(cfg, DEFAULT_TEXT, weights)  # nor for the Gradients, Latency, Model tabs
-        surgery = surgery_tab.surgery_outputs(cfg, DEFAULT_TEXT, None, weights)  # nor for the Surgery tab
+    landing = Landing(cfg, DEFAULT_TEXT, weights)      # every tab's first paint is drawn from it, before any request
     # analytics off: no telemetry calls from an offline host (and Gradio 6.31 crashes comparing a
     # theme whose font list mixes names and Font objects with its built-in themes when it is on).
     with gr.Blocks(title="Transformer Family Explorer", fill_width=True, analytics_enabled=False,
@@ -112,7 +99,9 @@ def build_app() -> gr.Blocks:
         with gr.Row(elem_id="view-buttons"):
             comps["reset"] = gr.Button("Reset to defaults", size="sm", elem_id="reset", scale=0, min_width=150)
             comps["undo"] = gr.Button("Undo", size="sm", elem_id="undo", scale=0, min_width=90)
-            comps["pin"] = compare_tab.pin_button()
+            for tab in TABS:  # a tab's buttons that stay visible above the tabs (Compare's "Pin as A")
+                if tab.toolbar is not None:
+                    comps.update(tab.toolbar())
             comps["present"] = gr.Button("Presentation mode", size="sm", elem_id="present-toggle", scale=0,
                                          min_width=160)
             comps["collapse"] = gr.Button("Hide / show controls", size="sm", elem_id="controls-toggle", scale=0,
@@ -123,8 +112,9 @@ def build_app() -> gr.Blocks:
             with gr.Column(scale=3, min_width=320, elem_id="figures"):
                 # "wrap": every tab one tap away on a phone or in presentation mode (Gradio's default
                 # hides the tabs that do not fit behind a "..." menu)
-                with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as comps["tabs"]:
-                    comps.update(figure_tabs(cfg, first_paint, analysis, surgery))
+                with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as comps["tabs"], on_cpu():
+                    # at start-up: no GPU call, no CUDA before the server forks (ZeroGPU)
+                    comps.update(figure_tabs(landing))
         clash = set(controls) & set(comps)
         assert not clash, f"component names shadow ModelConfig fields: {clash}"
         wire(demo, controls, {**controls, **comps})
@@ -158,7 +148,7 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
         comps["share_url"] = gr.Textbox("", label="Share link (this configuration)", elem_id="share-url",
                                         buttons=["copy"], interactive=False)
         comps["share_qs"] = gr.Textbox("", visible=False, elem_id="share-qs")
-        # pressed by the page's script when Back / Forward brings an earlier link (explorer.app.page.share_js)
+        # pressed by the page's script when Back / Forward brings an earlier link (explorer.app.controls.share_js)
         comps["url_back"] = gr.Button("read the address bar", visible="hidden", elem_id="url-back")
         with gr.Row():
             comps["upload"] = gr.UploadButton("Upload config JSON", file_types=[".json"], size="sm")
@@ -194,57 +184,13 @@ def config_controls(cfg: ModelConfig, marks: dict) -> dict:
     return made
 
 
-def figure_tabs(cfg: ModelConfig, first_paint: tuple, analysis: dict, surgery: dict) -> dict:
-    """The output tabs (inside the caller's ``gr.Tabs``) -> ``{name: component}``. A new tab is one
-    more ``with gr.Tab(...)`` here (and its names in the returned dict)."""
-    grid0, stats0, reading0 = first_paint
+def figure_tabs(landing: Landing) -> dict:
+    """Every registered tab (``explorer.app.tabs.TABS``), in order, inside the caller's ``gr.Tabs`` ->
+    ``{name: component}``; a name two tabs both claim is an error at start-up."""
     out = {}
-    with gr.Tab("Attention", id="attention"):
-        out["maps_md"] = gr.Markdown(reading0, elem_id="maps-reading")
-        pickers = grid_pickers.build_pickers()
-        out.update(grid_layers=pickers.layers, grid_heads=pickers.heads, grid_zoom_go=pickers.go)
-        out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
-        out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
-        out.update(stacks.attention_plots())
-        stack_zoom = stack_zoom_box.build_stack_zoom()
-        out.update(stack_pick=stack_zoom.pick, stack_zoom_go=stack_zoom.go, stack_zoom=stack_zoom.plot)
-        zoom = zoom_box.build_zoom()
-        out.update(zoom_layer=zoom.layer, zoom_head=zoom.head, zoom=zoom.plot)
-    views = views_tab.build_views_tab()
-    out.update(views_tab=views.tab, views_md=views.md, views_pick=views.pick, views_layer=views.layer,
-               views_head=views.head, **{f"view_{name}": plot for name, plot in views.plots.items()})
-    with gr.Tab("Gradients", id="gradients"):
-        out["grad_md"] = gr.Markdown(analysis["grad_md"], elem_id="grad-reading")
-        out["grad"] = gr.Plot(analysis["grad"], label="Gradient norms", elem_id="grad-plot")
-        out["grad_stacks"] = stacks.gradient_plot()
-    with gr.Tab("Latency & memory", id="latency"):
-        with gr.Row():
-            out["lengths"] = gr.Textbox(",".join(map(str, DEFAULT_LENGTHS)), elem_id="lengths",
-                                        label=f"Sequence lengths (comma-separated, up to {MAX_SWEEP_LEN})")
-            out["mode"] = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure", elem_id="mode")
-            out["sweep_axis"] = stacks.axis_radio()
-            with gr.Column(min_width=120):
-                out["run"] = gr.Button("Run sweep", variant="primary", elem_id="run-sweep")
-                out["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-sweep", size="sm")
-        out["sweep_md"] = gr.Markdown("Press **Run sweep** to time the current attention against "
-                                      "full attention on this machine.", elem_id="sweep-reading")
-        out["sweep"] = gr.Plot(None, label="Latency and memory", elem_id="sweep-plot")
-        out["kv"] = gr.Plot(analysis["kv"], label="KV cache", elem_id="kv-plot")
-    with gr.Tab("Model", id="model"):
-        out["model_md"] = gr.Markdown(analysis["model_md"], elem_id="model-card")
-        out["config_code"] = gr.Code(analysis["config_code"], language="json", label="Config (JSON)",
-                                     elem_id="config-json")
-    cut = surgery_tab.build_surgery_tab(surgery)
-    out.update(surgery_tab=cut.tab, surgery_md=cut.md, surgery_diff=cut.diff, surgery_table=cut.table,
-               surgery_table_md=cut.table_md, surgery_train=cut.train)
-    compare = compare_tab.build_compare_tab()
-    out.update(compare_tab=compare.tab, compare_run=compare.refresh, compare_md=compare.md, grid_a=compare.grid_a,
-               grid_b=compare.grid_b, compare_grad=compare.grad, compare_link=compare.link,
-               compare_qs=compare.link_qs, **compare.ab)
-    out.update(long_context_tab.build_long_context_tab())
-    out.update(why_tab.build_why_tab())
-    with gr.Tab("Train", id="train", elem_id="train-tab"):
-        train = train_tab.build_train_tab(controls_config=cfg)
-        out.update(train_state=train.state, train_config=train.config, train_task=train.task,
-                   train_source=train.source, train_synced=train.synced)
+    for tab in TABS:
+        made = tab.build(landing)
+        clash = set(made) & set(out)
+        assert not clash, f"tab {tab.id!r} reuses component names: {clash}"
+        out.update(made)
     return out

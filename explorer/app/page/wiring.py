@@ -1,16 +1,17 @@
-"""The app's events: which user action runs which handler, with which inputs, in which queue slot.
+"""The page's events: which user action runs which handler, with which inputs, in which queue slot.
 
-Handlers are wired by name: each event's inputs are a *set* of components, Gradio passes them as one
-dict, ``Components.handler`` turns it into ``{name: value}`` (control values under their
-``ModelConfig`` field names) and maps the handler's ``{name: value}`` result back to components.
+Handlers are wired by name (``explorer.app.controls.events.Components``): control values reach a handler
+under their ``ModelConfig`` field names, everything else under its component's name.
 
 One user action is a bounded number of requests: controls act on *commit* (a dropdown when its list
 closes after a pick, a checkbox on ``input``, a number or text box on Enter / leaving the box), never
 on ``change``, so values the app itself writes (a preset, a link, an upload) cannot fire more events.
-A commit runs one chain: attention grid (the first answer, kept small) -> statistics and zoomed head
--> variant views -> gradients / model card; a commit that changes nothing redraws nothing. The
-"Weights" switch runs the same chain with the session's trained weights; a preset, link, upload,
-reset or undo fills the controls, then runs the same chain once. Interactive work shares the
+A commit runs one chain: the attention grid (the first answer, kept small, which also writes the
+controls, the status line and the share link), then one request per stage of
+``explorer.app.tabs.contract.STAGES``, each running the steps every registered tab has in that stage;
+a commit that changes nothing redraws nothing. The "Weights" switch runs the same chain with the
+session's trained weights; a preset, link, upload, reset or undo fills the controls, then runs the same
+chain once. Each tab wires its own events and endpoints (``Tab.wire``). Interactive work shares the
 "compute" slots; sweeps and exports are heavy jobs (``explorer.app.server.jobs``): wired with no Gradio
 concurrency limit, so they never wait in the queue every event shares, admitted in their own family
 (one per visitor, "busy" when full), run at low priority, their slot freed within one module's run
@@ -21,37 +22,25 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.app.api import endpoints as api
-
-from explorer.app.controls import checkpoint_door
-
-from explorer.app.server import sessions
+from explorer.app.api.export import EXPORT_IN, cleanup_export, export_files
+from explorer.app.controls import checkpoint_door, train_source
 from explorer.app.controls import history as undo_history
 from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.events import QUIET, Components, picked
 from explorer.app.controls.fields import CONTROL_FIELDS, without_checkpoint
-from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.share_js import SHARE_JS
+from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
 from explorer.app.page.fit_js import FIT_JS
-from explorer.app.server.jobs import run_job
-from explorer.app.server.messages import problem, warn
 from explorer.app.page.keyboard_js import KEYBOARD_JS
 from explorer.app.page.render_once_js import RENDER_ONCE_JS
-from explorer.app.page.share_js import SHARE_JS
-from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
-from explorer.app.controls.state import read_state
-from explorer.app.tabs import compare, views
-from explorer.app.tabs.parts import grid
-from explorer.app.tabs.parts import stack_zoom
-from explorer.app.controls import train_source
-from explorer.app.tabs.parts import zoom
-from explorer.app.tabs import long_context as long_context_tab
-from explorer.app.tabs import why as why_tab
-from explorer.app.tabs import surgery as surgery_tab
-from explorer.app.tabs.analysis import ANALYSIS, refresh_analysis
-from explorer.app.tabs.attention import FIGURES, refresh_attention, refresh_stats
-from explorer.app.tabs.latency import run_sweep_job
-from explorer.runtime.load import LOAD
+from explorer.app.server import sessions
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
+from explorer.app.tabs import TAB_IDS, TAB_LINK_PARAMS, TABS, compare
+from explorer.app.tabs.attention import FIGURES, refresh_attention
+from explorer.app.tabs.contract import STAGES, Page
 from models import ConfigError
 
-RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
 # A step of the redraw chain that runs in the page only: it resolves after the next frame, so the
 # browser draws the grid before it starts the next event (each event's bookkeeping in Gradio's page
 # costs a few hundred ms of the main thread on a page of this size, and would otherwise come first).
@@ -67,59 +56,9 @@ ATTENTION_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "sta
                 "grid_heads", "train_synced")
 ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis", "text",
                  "weights", "trained", "history", "weights_md", "weights_show", *train_source.OUTPUTS)
-DETAIL_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "weights", "state")
-VIEWS_IN = (*CONTROL_FIELDS, "text", "separator", "views_layer", "views_head", "trained", "weights", "state")
-ANALYSIS_IN = (*CONTROL_FIELDS, "text", "trained", "weights", "state")
-ZOOM_IN = (*CONTROL_FIELDS, "text", "separator", "zoom_layer", "zoom_head", "trained", "weights")
-SURGERY_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state")
-COMPARE_IN = (*CONTROL_FIELDS, "text", "separator", "pinned", "weights", "trained")
 FILL_OUT = (*CONTROL_FIELDS, *FILL)
-VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
-ZOOM_RENAME = {"zoom_layer": "layer", "zoom_head": "head"}
-QUIET = dict(api_visibility="undocumented")  # UI events: callable, not listed in the API page
-
-
-class Components:
-    """Components by name; ``handler(fn)`` adapts ``fn(values, **named) -> {name: value}``
-    (``values``: the control values by field name) to Gradio's dict-in / dict-out convention."""
-
-    def __init__(self, by_name: dict):
-        self.by_name = by_name
-        self.names = {comp: name for name, comp in by_name.items()}
-
-    def __getitem__(self, name: str):
-        return self.by_name[name]
-
-    def inputs(self, *names) -> set:
-        return {self.by_name[name] for name in names}
-
-    def outputs(self, *names) -> list:
-        return [self.by_name[name] for name in names]
-
-    def split(self, data: dict) -> tuple:
-        """Gradio's ``{component: value}`` -> ``(control values by field, other values by name)``."""
-        named = {self.names[comp]: value for comp, value in data.items()}
-        return {name: named.pop(name) for name in CONTROL_FIELDS if name in named}, named
-
-    def back(self, out: dict) -> dict:
-        return {self.by_name[name]: value for name, value in out.items()}
-
-    def handler(self, fn, rename: dict | None = None):
-        rename = rename or {}
-
-        def run(data: dict):
-            values, named = self.split(data)
-            with LOAD.busy():
-                return self.back(fn(values, **{rename.get(k, k): v for k, v in named.items()}))
-        return run
-
-
-def picked(dropdown: gr.Dropdown):
-    """The event of a user's pick in ``dropdown``. Gradio 6.31's dropdown fires ``input`` twice for
-    one pick with the mouse (on the option, then again from the blur that closes the list), which
-    ran every redraw twice; its ``blur`` fires once per pick, mouse or keyboard (and ``input``
-    fired on every blur anyway, so nothing that committed before is lost)."""
-    return dropdown.blur
+LINK_OUT = (*FILL_OUT, "pinned", "tabs", "grid_layers", "grid_heads", "weights", "ckpt_extra")
+WEIGHTS_IN = ("trained", "weights")  # what ``with_weights`` resolves into the request's one WeightsSource
 
 
 def commit_events(controls: dict, text, separator) -> list:
@@ -135,19 +74,48 @@ def commit_events(controls: dict, text, separator) -> list:
     return events + [text.blur, text.submit, separator.blur, separator.submit]
 
 
-def detail(values, text, layer=0, head=0, separator=None, state=None, weights=None) -> dict:
-    """The statistics figure and the zoomed head, after the grid; skipped like the grid was."""
-    if state is not None and not read_state(state)["fresh"]:
-        return {name: gr.skip() for name in ("stats", *zoom.OUTPUTS)}
-    return {**refresh_stats(values, text, None, separator, weights),
-            **zoom.refresh_zoom(values, text, layer, head, separator, weights)}
+def stage_steps(stage: str) -> list:
+    """The registered tabs' steps of ``stage``, in the registry's order."""
+    return [step for tab in TABS for step in tab.steps if step.stage == stage]
 
 
-def redraw_chain(ui: Components, first, name: str, detail_state: bool = True):
-    """Chain attention -> detail -> views -> analysis after ``first`` (an event that filled the
-    controls, or a list of commit triggers). Each event after the grid skips when the grid event drew
-    nothing new (``state["fresh"]``); with ``detail_state=False`` the statistics and zoomed head are
-    drawn anyway (the page load: the zoomed head is not part of the pre-rendered page)."""
+def stage_handler(stage: str, on_load: bool = False):
+    """``run(values, weights=None, **named) -> {name: value}``: every registered tab's step of ``stage`` called
+    in turn with the request's weights source, their outputs merged (``named``: component values by name).
+    On the page's load (``on_load``) a step marked ``on_load`` is handed no ``state``, so it draws even
+    though the grid drew nothing new."""
+    steps = stage_steps(stage)
+
+    def run(values, weights=None, **named):
+        out = {}
+        for step in steps:
+            args = {step.rename.get(n, n): named[n] for n in _inputs(step, on_load) if n in named}
+            out.update(step.fn(values, weights=weights, **args))
+        return out
+    return run
+
+
+def _inputs(step, on_load: bool) -> tuple:
+    return tuple(n for n in step.inputs if not (on_load and step.on_load and n == "state"))
+
+
+def stage_event(ui: Components, stage: str, on_load: bool) -> dict:
+    """One request for ``stage`` (``stage_handler``), its weights source resolved once for every step."""
+    steps = stage_steps(stage)
+    names = tuple(dict.fromkeys(n for step in steps for n in _inputs(step, on_load)))
+    outputs = tuple(dict.fromkeys(n for step in steps for n in step.outputs))
+    return dict(fn=ui.handler(weights_switch.with_weights(stage_handler(stage, on_load))),
+                inputs=ui.inputs(*CONTROL_FIELDS, *names, *WEIGHTS_IN), outputs=ui.outputs(*outputs),
+                show_progress="minimal" if stage == "detail" else "hidden",
+                show_progress_on=ui.outputs(*(steps[0].progress_on or steps[0].outputs[:1])), concurrency_id="compute",
+                **QUIET)
+
+
+def redraw_chain(ui: Components, first, name: str, on_load: bool = False):
+    """Chain the grid, then every stage of the registered tabs, after ``first`` (an event that filled the
+    controls, or a list of commit triggers). Each stage skips when the grid event drew nothing new
+    (``state["fresh"]``), except, on the page's load (``on_load``), the steps marked ``on_load`` (the
+    zoomed head is not part of the pre-rendered page)."""
     filled = not isinstance(first, list)
 
     def attention(values, history=None, state=None, train_synced=None, **kw):  # the first answer: the grid,
@@ -162,24 +130,12 @@ def redraw_chain(ui: Components, first, name: str, detail_state: bool = True):
                       show_progress_on=ui.outputs("grid"), api_name=f"{name}_attention", concurrency_id="compute",
                       **QUIET)
     drawn = gr.on(first, trigger_mode="always_last", **grid_event) if not filled else first.then(**grid_event)
-    detail_in = DETAIL_IN if detail_state else DETAIL_IN[:-1]
-    # the rest of the Attention tab (statistics, zoomed head) follows the grid once it is painted,
-    # then the other tabs
-    painted = drawn.then(None, None, None, js=PAINT_JS, queue=False, api_visibility="private")
-    details = painted.then(ui.handler(weights_switch.with_weights(detail), ZOOM_RENAME), ui.inputs(*detail_in),
-                           ui.outputs("stats", *zoom.OUTPUTS), show_progress="minimal",
-                           show_progress_on=ui.outputs("stats", "zoom"), api_name=f"{name}_detail",
-                           concurrency_id="compute", **QUIET)
-    viewed = details.then(ui.handler(weights_switch.with_weights(views.refresh_views), VIEWS_RENAME),
-                          ui.inputs(*VIEWS_IN), ui.outputs(*views.OUTPUTS), show_progress="hidden",
-                          show_progress_on=ui.outputs("views_md"), api_name=f"{name}_views", concurrency_id="compute",
-                          **QUIET)
-    analysed = viewed.then(ui.handler(weights_switch.with_weights(refresh_analysis)), ui.inputs(*ANALYSIS_IN),
-                           ui.outputs(*ANALYSIS), show_progress="hidden", show_progress_on=ui.outputs("grad"),
-                           api_name=f"{name}_analysis", concurrency_id="compute", **QUIET)
-    analysed.then(ui.handler(weights_switch.with_weights(surgery_tab.refresh_surgery)), ui.inputs(*SURGERY_IN),
-                  ui.outputs(*surgery_tab.OUTPUTS), show_progress="hidden", show_progress_on=ui.outputs("surgery_md"),
-                  api_name=f"{name}_surgery", concurrency_id="compute", **QUIET)
+    # the rest of the Attention tab (statistics, zoomed head) follows the grid once it is painted, then the
+    # other tabs' stages
+    event = drawn.then(None, None, None, js=PAINT_JS, queue=False, api_visibility="private")
+    for stage in STAGES:
+        if stage_steps(stage):
+            event = event.then(api_name=f"{name}_{stage}", **stage_event(ui, stage, on_load))
     return drawn
 
 
@@ -187,16 +143,24 @@ def wire(demo, controls: dict, by_name: dict) -> None:
     """Connect every event of the page (``controls``: the config controls; ``by_name``: every component)."""
     ui = Components(by_name)
     redraw_chain(ui, commit_events(controls, ui["text"], ui["separator"]), "refresh")
-    wire_sources(demo, ui)
-    wire_tabs(demo, ui)
-    long_context_tab.wire(demo, ui)  # its events and the /long_context endpoint
-    why_tab.wire(demo, ui)  # its events and the /logit_lens, /attribution, /ablation, /patching, /circuits endpoints
+    loaded = wire_sources(demo, ui)
+    wire_page(demo, ui)
+    page = Page(demo, ui, loaded)
+    for tab in TABS:  # each tab's own events and endpoints
+        if tab.wire is not None:
+            tab.wire(page)
     wire_api()
 
 
-def wire_sources(demo, ui: Components) -> None:
+def link_tab(request: gr.Request | None) -> dict:
+    """A link's ``tab`` -> the tab opened (an id no registered tab has changes nothing)."""
+    params = dict(request.query_params) if request is not None and request.query_params else {}
+    return {"tabs": gr.Tabs(selected=params["tab"]) if params.get("tab") in TAB_IDS else gr.skip()}
+
+
+def wire_sources(demo, ui: Components):
     """What fills every control at once, each followed by one redraw chain: a preset, the page's link
-    (on load), reset, undo, an uploaded config, and the weights switch."""
+    (on load), reset, undo, an uploaded config, and the weights switch. Returns the load chain's grid event."""
     def preset_fn(data):
         return ui.back(weights_switch.after_fill(apply_preset(data[ui["preset"]]), data[ui["weights"]]))
 
@@ -205,26 +169,23 @@ def wire_sources(demo, ui: Components) -> None:
                                           **QUIET), "preset")
 
     def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
-        filled = weights_switch.with_trained_preset(load_from_url(request))  # a "Trained: ..." link: its bundle
-        return ui.back({**filled, **compare.pinned_from_url(request)})
+        filled = weights_switch.with_trained_preset(load_from_url(request, TAB_LINK_PARAMS))  # "Trained: ...": its bundle
+        return ui.back({**filled, **compare.pinned_from_url(request), **link_tab(request)})
 
     # on load the figures of the default page are already drawn (grid, statistics, the Gradients,
     # Latency and Model tabs): the chain redraws only for a link (state["drawn"] differs), except the
     # zoomed head, which every load draws
-    loaded = redraw_chain(ui, demo.load(link_fn, None, ui.outputs(*FILL_OUT, "pinned", "tabs", "grid_layers",
-                                                                  "grid_heads", "weights", "ckpt_extra"),
-                                        show_progress_on=ui.outputs("status"), api_name="load_link", **QUIET),
-                          "load", detail_state=False)
-    wire_compare(ui, loaded)
-    # Back / Forward: the address bar holds an earlier committed link (explorer.app.page.share_js); it is read
-    # again as on load, and its figures drawn, without reloading the page
+    loaded = redraw_chain(ui, demo.load(link_fn, None, ui.outputs(*LINK_OUT), show_progress_on=ui.outputs("status"),
+                                        api_name="load_link", **QUIET), "load", on_load=True)
+    # Back / Forward: the address bar holds an earlier committed link (explorer.app.controls.share_js); it is
+    # read again as on load, and its figures drawn, without reloading the page
     def back_fn(request: gr.Request):
-        return ui.back({**undo_history.from_address(request), **compare.pinned_from_url(request)})
+        return ui.back({**undo_history.from_address(request, TAB_LINK_PARAMS), **compare.pinned_from_url(request),
+                        **link_tab(request)})
 
-    redraw_chain(ui, ui["url_back"].click(back_fn, None, ui.outputs(*FILL_OUT, "pinned", "tabs", "grid_layers",
-                                                                    "grid_heads", "weights", "ckpt_extra"),
-                                          show_progress_on=ui.outputs("status"), api_name="back_link", **QUIET),
-                 "back", detail_state=False)
+    redraw_chain(ui, ui["url_back"].click(back_fn, None, ui.outputs(*LINK_OUT), show_progress_on=ui.outputs("status"),
+                                          api_name="back_link", **QUIET), "back", on_load=True)
+
     def reset_fn(data):
         return ui.back(weights_switch.after_fill(undo_history.reset(), data[ui["weights"]]))
 
@@ -269,30 +230,14 @@ def wire_sources(demo, ui: Components) -> None:
                                         ui.outputs(*checkpoint_door.OUT), show_progress_on=ui.outputs("status"),
                                         api_name="upload_checkpoint", concurrency_id="compute", **QUIET)
     redraw_chain(ui, uploaded, "checkpoint_upload")
+    return loaded
 
 
-def wire_tabs(demo, ui: Components) -> None:
-    """The tabs' own events: views pickers, zoom, grid pickers, share link, export, the sweep."""
-    # figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
-    ui["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
-
-    def approximation(values, text, layer, head, separator=None, weights=None):
-        return {"view_approximation": views.redraw_approximation(values, text, layer, head, separator, weights)}
-
-    gr.on([picked(ui["views_layer"]), picked(ui["views_head"])],
-          ui.handler(weights_switch.with_weights(approximation), VIEWS_RENAME), ui.inputs(*VIEWS_IN[:-1]),
-          ui.outputs("view_approximation"), trigger_mode="always_last", show_progress="minimal",
-          api_name="redraw_view", concurrency_id="compute", **QUIET)
-    ui["surgery_train"].click(ui.handler(surgery_tab.to_train_tab), ui.inputs(*CONTROL_FIELDS),
-                              ui.outputs(*surgery_tab.TRAIN_OUT), api_name="surgery_train", queue=False, **QUIET)
+def wire_page(demo, ui: Components) -> None:
+    """The page frame's own events: presentation mode, the control column, the share link, the page
+    scripts, and the Export button (every registered tab's part, a heavy job of the export family)."""
     ui["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     ui["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
-    gr.on([picked(ui["zoom_layer"]), picked(ui["zoom_head"])],
-          ui.handler(weights_switch.with_weights(zoom.refresh_zoom), ZOOM_RENAME), ui.inputs(*ZOOM_IN),
-          ui.outputs(*zoom.OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="zoom_head",
-          concurrency_id="compute", **QUIET)
-    grid.wire(demo, ui, ZOOM_IN, ZOOM_RENAME)
-    stack_zoom.wire(demo, ui)  # a click on a panel of the encoder-decoder's extra grids
     ui["share_qs"].change(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False,
                           api_visibility="private")
     demo.load(None, None, [ui["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
@@ -307,45 +252,13 @@ def wire_tabs(demo, ui: Components) -> None:
         except ConfigError as exc:  # busy: this visitor's other job, or the export slot taken
             return ui.back({"files": gr.skip(), "export_dir": gr.skip(), "status": warn(problem(exc))})
 
-    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state",
-                                                   "zoom_layer", "zoom_head", "pinned", "train_state", "export_dir"),
+    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, *EXPORT_IN, *WEIGHTS_IN),
                                   ui.outputs("files", "export_dir", "status"), api_name="export_click",
                                   concurrency_limit=None, **QUIET)  # API clients: the documented /export
     # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy (a session
     # whose clean-up never ran has it deleted by its next export, and explorer.app.api.export bounds them all)
     exported.then(cleanup_export, [ui["export_dir"]], None, api_name="export_cleanup", api_visibility="private",
                   queue=False)
-
-    async def sweep_fn(data, request: gr.Request, progress=gr.Progress()):
-        values, named = ui.split(data)
-        values = weights_switch.with_checkpoint(values, named.get("weights"))  # a checkpoint: at its sizes
-        return ui.back(await run_sweep_job(values, named["lengths"], named["mode"], named["state"], progress,
-                                           named.get("sweep_axis"), request))
-
-    run = ui["run"].click(sweep_fn, ui.inputs(*CONTROL_FIELDS, "lengths", "mode", "sweep_axis", "state", "weights"),
-                          ui.outputs("sweep", "sweep_md", "state"), api_name="run_sweep", concurrency_limit=None,
-                          **QUIET)
-    ui["stop"].click(None, None, None, cancels=[run], api_name="stop_sweep", queue=False, **QUIET)
-
-
-def wire_compare(ui: Components, loaded) -> None:
-    """Compare A/B: pin, recompute on the button or on opening the tab, and after a link has filled
-    the controls, A and the tab (``loaded``: the load chain's attention event; the link was read
-    before ``SHARE_JS`` rewrites the address bar)."""
-    refresh = dict(fn=ui.handler(weights_switch.with_weights(compare.refresh_compare)), inputs=ui.inputs(*COMPARE_IN),
-                   outputs=ui.outputs(*compare.OUTPUTS), show_progress="minimal", concurrency_id="compute", **QUIET)
-    ui["pin"].click(ui.handler(compare.pin_config), ui.inputs(*CONTROL_FIELDS, "text"), ui.outputs("pinned"),
-                    api_name="pin_config", **QUIET).then(api_name="compare_after_pin", **refresh)
-    ui["compare_run"].click(api_name="compare", **refresh)
-    ui["compare_tab"].select(api_name="compare_on_open", **refresh)
-    linked = loaded.then(api_name="compare_from_link", **refresh)
-    # once a link is read, the address bar and the Share box hold what is shown: the link's normalised
-    # form, or the plain address when the link was refused (never the refused query)
-    linked.then(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
-    # the comparison's full link, and the address bar in step with it (as the main share link)
-    ui["compare_qs"].change(None, [ui["compare_qs"]], [ui["compare_link"]], js=SHARE_JS, queue=False,
-                            api_visibility="private")
-    compare.wire_ab_sweep(ui, CONTROL_FIELDS)
 
 
 def wire_api() -> None:

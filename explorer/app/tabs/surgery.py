@@ -19,8 +19,10 @@ import torch
 
 from explorer.analysis import bundled, surgery
 from explorer.analysis.weights import applicable
-from explorer.app.controls.fields import current_config
+from explorer.app.controls.fields import CONTROL_FIELDS, current_config
 from explorer.app.server.messages import problem
+from explorer.app.controls.events import QUIET
+from explorer.app.tabs.contract import Landing, Page, Step, Tab
 from explorer.app.controls.state import drawn_config, read_state
 from explorer.figures.base import message_figure
 from explorer.figures.readings import loss_line
@@ -138,3 +140,35 @@ def to_train_tab(values: dict) -> dict:
     return {"train_config": json.dumps(cfg.to_dict(), indent=1), "train_task": task, "tabs": gr.Tabs(selected="train"),
             "status": f"The Train tab holds this config (task {task}): press ▶ Play there. "
                       f"{shown(surgery.why_not(cfg))}."}
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+def build(landing: Landing) -> dict:
+    cut = build_surgery_tab(surgery_outputs(landing.cfg, landing.text, None, landing.weights))
+    return {"surgery_tab": cut.tab, "surgery_md": cut.md, "surgery_diff": cut.diff, "surgery_table": cut.table,
+            "surgery_table_md": cut.table_md, "surgery_train": cut.train}
+
+
+def wire(page: Page) -> None:
+    """"Train this config in the Train tab": the controls' config into its box, that tab opened."""
+    ui = page.ui
+    ui["surgery_train"].click(ui.handler(to_train_tab), ui.inputs(*CONTROL_FIELDS), ui.outputs(*TRAIN_OUT),
+                              api_name="surgery_train", queue=False, **QUIET)
+
+
+def export(scene) -> list:
+    """The difference view (when the trained weights are operated on) and the surgery table, drawn with
+    trained weights only (the tab has nothing to say about initial weights)."""
+    w = scene.w
+    if w is None:
+        return []
+    out = surgery_outputs(scene.cfg, scene.text, scene.separator, w)
+    figs = [("surgery-difference", out["surgery_diff"])] if w.surgery else []
+    if out["surgery_table_md"]:
+        figs.append(("surgery-table", out["surgery_table"]))
+    what = "the checkpoint's pretrained weights" if w.checkpoint else "the trained weights"
+    return [(f"Surgery on {what}", figs)] if figs else []
+
+
+TAB = Tab("surgery", build, steps=(Step("surgery", refresh_surgery, ("text", "separator", "state"), OUTPUTS),),
+          wire=wire, export=export)

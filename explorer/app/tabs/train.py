@@ -33,6 +33,7 @@ from explorer.app.tabs.parts import train_runs
 from explorer.app.controls import train_source
 from explorer.app.tabs.parts.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
 from explorer.app.controls.your_run import trained_model, trained_snapshot, trained_step
+from explorer.app.tabs.contract import Landing, Tab
 from explorer.app.tabs.parts.train_runs import CAPS_TEXT
 from explorer.training import reproductions
 from explorer.training.reproductions import stored as stored_runs
@@ -171,3 +172,25 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
                            attention=attention, grads=grads, download=download_btn, upload=upload_btn, files=files,
                            repro_name=repro_name, repro_run=repro_btn, repro_md=repro_md, repro_plot=repro_plot,
                            repro_table=repro_table, repro_slider=repro_slider, repro_timeline=repro_timeline)
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+def build(landing: Landing) -> dict:
+    """The Train tab on the controls' model (fitted to the training caps); its events are wired as it is built."""
+    with gr.Tab("Train", id="train", elem_id="train-tab"):
+        train = build_train_tab(controls_config=landing.cfg)
+    return {"train_state": train.state, "train_config": train.config, "train_task": train.task,
+            "train_source": train.source, "train_synced": train.synced}
+
+
+def export(scene) -> list:
+    """The run's curves, probe attention and gradient norms, when the session holds a run."""
+    state = scene.train_state
+    if not isinstance(state, dict) or state.get("trainer") is None or state.get("snap") is None:
+        return []
+    curves, probe, grads = train_runs.figures(state)
+    return [(f"Training run ({state['trainer'].run_cfg.task} task, step {state['snap'].step})",
+             [("train-curves", curves), ("train-probe-attention", probe), ("train-gradient-norms", grads)])]
+
+
+TAB = Tab("train", build, export=export)

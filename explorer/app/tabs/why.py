@@ -26,8 +26,9 @@ from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.messages import problem
 from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
+from explorer.app.controls.share_js import TAB_LINK_JS
+from explorer.app.tabs.contract import Page, Tab
 from explorer.app.tabs.parts import why_views as wv
-from explorer.app.tabs.long_context import SHARE_JS
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
 from explorer.runtime.configs import app_config
@@ -150,8 +151,9 @@ def from_link(request: gr.Request) -> dict:
     return out
 
 
-def wire(demo, ui) -> None:
-    """The tab's events and its endpoints (``ui``: ``explorer.app.page.wiring.Components``)."""
+def wire(page: Page) -> None:
+    """The tab's events and its endpoints."""
+    demo, ui = page.demo, page.ui
     names = (*CONTROL_FIELDS, "trained", "weights", *INPUTS)
 
     def drawn(data, first_only: bool):
@@ -169,7 +171,7 @@ def wire(demo, ui) -> None:
           outputs, api_name="why_draw", api_visibility="undocumented", concurrency_id="compute", **progress)
     ui["why_tab"].select(lambda data: drawn(data, True), ui.inputs(*names, "why_drawn"), outputs,
                          api_name="why_open", api_visibility="undocumented", concurrency_id="compute", **progress)
-    ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=SHARE_JS, queue=False, api_visibility="private")
+    ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=TAB_LINK_JS, queue=False, api_visibility="private")
 
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))
@@ -232,3 +234,6 @@ def api_circuits(config_json: str = "", text: str = "", kind: str = "K", earlier
     layer ``later``'s, with the random baseline (None for a one-layer model). Refused (naming the field): an
     encoder-decoder, a non-standard layer, ``d_model`` over 1024."""
     return _answer(config_json, weights, lambda src: wv.circuits(src, text, kind, earlier, later))
+
+
+TAB = Tab("why", lambda landing: build_why_tab(), wire=wire, link=("why_pos", "why_alt", "why_bad"))

@@ -11,15 +11,19 @@ from explorer.app.controls.fields import config_updates
 from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.parts import train_files
-from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.train import small_config
 from explorer.training import checkpoint
 from explorer.training.trainer import RunConfig, Trainer
 
+# the chain's analysis stage as the page runs it: the Gradients, Model and Latency (KV cache) tabs' steps
+analysis_stage = stage_handler("analysis")
+
+
 TEXT = "_CVe<dHi|_CVe<dHi"  # the copy task's probe: 8 symbols, the separator, their copy
 
 attention = ui_trained.attention_with_weights(h.refresh_attention)
-analysis = ui_trained.with_weights(refresh_analysis)
+analysis = ui_trained.with_weights(analysis_stage)
 
 
 def values_of(cfg) -> dict:

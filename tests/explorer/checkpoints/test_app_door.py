@@ -11,11 +11,15 @@ from explorer.app.controls import weights as W
 from explorer.app.controls.checkpoint_door import open_named
 from explorer.app.controls.fields import CONTROL_FIELDS, config_values
 from explorer.app.controls.sources import load_from_url
-from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.attention import refresh_attention
 from explorer.app.tabs.latency import run_sweep
 from explorer.app.tabs.surgery import refresh_surgery
 from models import ModelConfig
+
+# the chain's analysis stage as the page runs it: the Gradients, Model and Latency (KV cache) tabs' steps
+analysis_stage = stage_handler("analysis")
+
 
 TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
 CHOICE = "checkpoint:tiny"
@@ -89,7 +93,7 @@ def test_leaving_the_checkpoint_resets_sizes_past_the_caps(tiny, monkeypatch, op
 def test_gradients_card_and_latency_at_its_sizes(tiny, opened):
     ckpt, model, cfg, tok = tiny
     values, out = opened
-    tabs = W.with_weights(refresh_analysis)(values, trained=None, weights=CHOICE, text=TEXT)
+    tabs = W.with_weights(analysis_stage)(values, trained=None, weights=CHOICE, text=TEXT)
     assert "next-token loss on your text" in tabs["grad"].layout.title.text
     per_token = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * 2
     assert f"{per_token:,} bytes per token" in tabs["model_md"] and "tiny" in tabs["model_md"]

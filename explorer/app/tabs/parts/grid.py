@@ -19,7 +19,6 @@ from explorer.app.controls import weights as ui_trained
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.grid_pick import ALL, MAX_GRID
 from explorer.app.tabs.parts import zoom as ui_zoom
-from explorer.app.tabs.attention import redraw_grid
 
 OUTPUTS = ("grid", "share_qs", "status", "state")
 HINT = f'"all", "2", "0-3" or "0,2,5-7"; at most {MAX_GRID} are drawn'
@@ -70,9 +69,10 @@ def build_pickers() -> SimpleNamespace:
     return SimpleNamespace(layers=layers, heads=heads, go=go)
 
 
-def wire(demo, ui, zoom_in: tuple, zoom_rename: dict) -> None:
-    """The pickers redraw only the grid; a click on a panel zooms into it. ``ui``:
-    ``explorer.app.page.wiring.Components``; ``zoom_in`` / ``zoom_rename``: the zoom event's inputs and their renaming."""
+def wire(demo, ui, zoom_in: tuple, zoom_rename: dict, redraw_grid) -> None:
+    """The pickers redraw only the grid (``redraw_grid``: the Attention tab's handler); a click on a panel
+    zooms into it. ``ui``: ``explorer.app.controls.events.Components``; ``zoom_in`` / ``zoom_rename``: the
+    zoom event's inputs and their renaming."""
     gr.on([ui["grid_layers"].submit, ui["grid_layers"].blur, ui["grid_heads"].submit, ui["grid_heads"].blur],
           ui.handler(ui_trained.with_weights(redraw_grid)),
           ui.inputs(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained",

@@ -94,7 +94,7 @@ def refresh_stack_zoom(values: dict, text, pick=None, separator=None, weights=No
 
 
 def wire(demo, ui) -> None:
-    """A click on an extra grid's panel -> the zoom (``ui``: ``explorer.app.page.wiring.Components``)."""
+    """A click on an extra grid's panel -> the zoom (``ui``: ``explorer.app.controls.events.Components``)."""
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
     ui["stack_zoom_go"].click(None, [ui["stack_pick"]], [ui["stack_pick"]], js=PICK_JS, queue=False,
                               api_visibility="private").then(

@@ -58,3 +58,7 @@ LONG_LINK_CHARS = 16384
 LONG_LINK_HEAD = ("<script>(() => { const q = window.location.search; if (q.length > " + str(LONG_LINK_CHARS)
                   + ") { try { window.history.replaceState(null, '', window.location.pathname + '?__link_chars=' + "
                   "(q.length - 1)); } catch (e) {} } })();</script>")
+
+# A tab's own link (its parameters and tab=): the page's address with them set, for the tab's share box
+TAB_LINK_JS = ("(qs) => { if (!qs) return ''; const u = new URL(window.location.href); "
+            "for (const [k, v] of new URLSearchParams(qs)) u.searchParams.set(k, v); return u.toString(); }")
