@@ -28,7 +28,7 @@ import gradio as gr
 from explorer.analysis.weights import applicable
 from explorer.app.server.messages import problem, warn
 from explorer.app.controls.state import drawn_config, read_state
-from explorer.app.tabs import TABS
+from explorer.app import tabs as registry
 from explorer.app.tabs.contract import ExportScene
 from explorer.export import archive
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -37,10 +37,13 @@ from explorer.runtime.untrusted import shown
 from models import ModelConfig
 
 TEMP_PREFIX = "explorer-export-"
-# what the Export button hands ``export_files`` besides the controls and the weights: the page's own inputs and
-# every registered tab's ``export_inputs``
-EXPORT_IN = ("text", "separator", "state", "zoom_layer", "zoom_head", "pinned", "train_state", "export_dir",
-             *dict.fromkeys(n for tab in TABS for n in tab.export_inputs))
+# what the Export button hands ``export_files`` besides the controls, the weights and the tabs' ``export_inputs``
+EXPORT_IN = ("text", "separator", "state", "zoom_layer", "zoom_head", "pinned", "train_state", "export_dir")
+
+
+def export_inputs() -> tuple:
+    """The Export button's inputs besides the controls and the weights: ``EXPORT_IN`` and the tabs' own."""
+    return (*EXPORT_IN, *dict.fromkeys(n for tab in registry.TABS for n in tab.export_inputs))
 MAX_EXPORT_DIRS = 8  # export folders alive at once (1.6 MB each with PNGs): the oldest is deleted past it
 _OWNED: OrderedDict = OrderedDict()  # folder -> None: the export folders this process made and has not deleted
 _OWNED_LOCK = threading.Lock()
@@ -61,7 +64,7 @@ def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, wei
     scene = ExportScene(cfg, text, separator, weights, applicable(weights, cfg), session, zoom, pinned, train_state,
                         dict(extra or {}))
     sections, sweeps = [], []
-    for tab in TABS:
+    for tab in registry.TABS:
         if tab.export is not None:
             sections += tab.export(scene)
         if tab.export_sweeps is not None:

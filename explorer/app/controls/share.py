@@ -89,7 +89,7 @@ def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
 
 def from_query(params: dict, owned=frozenset()) -> tuple:
     """``(cfg, text, preset, notice)``; ``notice`` is None when the query string was used as is. ``owned``:
-    parameters the tabs read themselves (``explorer.app.tabs.TAB_LINK_PARAMS``), left out like ``PAGE_PARAMS``.
+    parameters the tabs read themselves (``explorer.app.tabs.link_params``), left out like ``PAGE_PARAMS``.
 
     A link whose fields are refused one by one keeps the others: each field the config refuses (its
     ``ConfigError`` names it) is dropped and named in the notice, the rest of the link (its text, its

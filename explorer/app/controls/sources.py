@@ -61,7 +61,7 @@ def apply_preset(name) -> dict:
 def load_from_url(request: gr.Request | None, owned=frozenset()) -> dict:
     """Restore every control, the text and the separator from the page's query string; hostile strings
     fall back to defaults (a bad ``sep`` alone: the default separator, the rest of the link kept).
-    ``owned``: the parameters the tabs read themselves (``explorer.app.tabs.TAB_LINK_PARAMS``)."""
+    ``owned``: the parameters the tabs read themselves (``explorer.app.tabs.link_params``)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
     picks, grid_notice = grid_from_params(params)  # grid_layers / grid_heads are not config fields
     if CKPT_PARAM in params:  # a pretrained checkpoint's link: its id and the controls' changes to its config

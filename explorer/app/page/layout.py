@@ -31,7 +31,7 @@ from explorer.app.server.request_limits import RequestLimits
 from explorer.app.controls.state import new_state
 from explorer.app.controls.weights import BUNDLED, SHARE_NOTE, SHOW_TRAINED, all_choices, chosen, weights_line
 from explorer.app.page.wiring import wire
-from explorer.app.tabs import TABS
+from explorer.app import tabs as registry
 from explorer.app.tabs.contract import Landing
 from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
@@ -99,7 +99,7 @@ def build_app() -> gr.Blocks:
         with gr.Row(elem_id="view-buttons"):
             comps["reset"] = gr.Button("Reset to defaults", size="sm", elem_id="reset", scale=0, min_width=150)
             comps["undo"] = gr.Button("Undo", size="sm", elem_id="undo", scale=0, min_width=90)
-            for tab in TABS:  # a tab's buttons that stay visible above the tabs (Compare's "Pin as A")
+            for tab in registry.TABS:  # a tab's buttons that stay visible above the tabs (Compare's "Pin as A")
                 if tab.toolbar is not None:
                     comps.update(tab.toolbar())
             comps["present"] = gr.Button("Presentation mode", size="sm", elem_id="present-toggle", scale=0,
@@ -188,7 +188,7 @@ def figure_tabs(landing: Landing) -> dict:
     """Every registered tab (``explorer.app.tabs.TABS``), in order, inside the caller's ``gr.Tabs`` ->
     ``{name: component}``; a name two tabs both claim is an error at start-up."""
     out = {}
-    for tab in TABS:
+    for tab in registry.TABS:
         made = tab.build(landing)
         clash = set(made) & set(out)
         assert not clash, f"tab {tab.id!r} reuses component names: {clash}"

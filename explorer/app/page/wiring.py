@@ -22,7 +22,7 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.app.api import endpoints as api
-from explorer.app.api.export import EXPORT_IN, cleanup_export, export_files
+from explorer.app.api.export import cleanup_export, export_files, export_inputs
 from explorer.app.controls import checkpoint_door, train_source
 from explorer.app.controls import history as undo_history
 from explorer.app.controls import weights as weights_switch
@@ -36,7 +36,7 @@ from explorer.app.page.render_once_js import RENDER_ONCE_JS
 from explorer.app.server import sessions
 from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, warn
-from explorer.app.tabs import TAB_IDS, TAB_LINK_PARAMS, TABS, compare
+from explorer.app import tabs as registry
 from explorer.app.tabs.attention import FIGURES, refresh_attention
 from explorer.app.tabs.contract import STAGES, Page
 from models import ConfigError
@@ -57,7 +57,7 @@ ATTENTION_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "sta
 ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis", "text",
                  "weights", "trained", "history", "weights_md", "weights_show", *train_source.OUTPUTS)
 FILL_OUT = (*CONTROL_FIELDS, *FILL)
-LINK_OUT = (*FILL_OUT, "pinned", "tabs", "grid_layers", "grid_heads", "weights", "ckpt_extra")
+LINK_OUT = (*FILL_OUT, "tabs", "grid_layers", "grid_heads", "weights", "ckpt_extra")  # and the tabs' link_outputs
 WEIGHTS_IN = ("trained", "weights")  # what ``with_weights`` resolves into the request's one WeightsSource
 
 
@@ -76,7 +76,7 @@ def commit_events(controls: dict, text, separator) -> list:
 
 def stage_steps(stage: str) -> list:
     """The registered tabs' steps of ``stage``, in the registry's order."""
-    return [step for tab in TABS for step in tab.steps if step.stage == stage]
+    return [step for tab in registry.TABS for step in tab.steps if step.stage == stage]
 
 
 def stage_handler(stage: str, on_load: bool = False):
@@ -146,16 +146,25 @@ def wire(demo, controls: dict, by_name: dict) -> None:
     loaded = wire_sources(demo, ui)
     wire_page(demo, ui)
     page = Page(demo, ui, loaded)
-    for tab in TABS:  # each tab's own events and endpoints
+    for tab in registry.TABS:  # each tab's own events and endpoints
         if tab.wire is not None:
             tab.wire(page)
     wire_api()
 
 
 def link_tab(request: gr.Request | None) -> dict:
-    """A link's ``tab`` -> the tab opened (an id no registered tab has changes nothing)."""
+    """A link's ``tab`` -> the tab opened (an id no registered tab has changes nothing), and what each tab
+    sets from its own parameters in this event (``Tab.from_link``)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
-    return {"tabs": gr.Tabs(selected=params["tab"]) if params.get("tab") in TAB_IDS else gr.skip()}
+    out = {"tabs": gr.Tabs(selected=params["tab"]) if params.get("tab") in registry.ids() else gr.skip()}
+    for tab in registry.TABS:
+        if tab.from_link is not None:
+            out.update(tab.from_link(request))
+    return out
+
+
+def link_outputs() -> tuple:
+    return (*LINK_OUT, *dict.fromkeys(n for tab in registry.TABS for n in tab.link_outputs))
 
 
 def wire_sources(demo, ui: Components):
@@ -168,22 +177,22 @@ def wire_sources(demo, ui: Components):
                                           show_progress_on=ui.outputs("status"), api_name="preset", queue=False,
                                           **QUIET), "preset")
 
-    def link_fn(request: gr.Request):  # a comparison link also carries A and the tab to open
-        filled = weights_switch.with_trained_preset(load_from_url(request, TAB_LINK_PARAMS))  # "Trained: ...": its bundle
-        return ui.back({**filled, **compare.pinned_from_url(request), **link_tab(request)})
+    def link_fn(request: gr.Request):  # a link also carries the tab to open and the tabs' own (Compare's A)
+        filled = weights_switch.with_trained_preset(load_from_url(request, registry.link_params()))  # "Trained: ...": its bundle
+        return ui.back({**filled, **link_tab(request)})
 
     # on load the figures of the default page are already drawn (grid, statistics, the Gradients,
     # Latency and Model tabs): the chain redraws only for a link (state["drawn"] differs), except the
     # zoomed head, which every load draws
-    loaded = redraw_chain(ui, demo.load(link_fn, None, ui.outputs(*LINK_OUT), show_progress_on=ui.outputs("status"),
+    loaded = redraw_chain(ui, demo.load(link_fn, None, ui.outputs(*link_outputs()), show_progress_on=ui.outputs("status"),
                                         api_name="load_link", **QUIET), "load", on_load=True)
     # Back / Forward: the address bar holds an earlier committed link (explorer.app.controls.share_js); it is
     # read again as on load, and its figures drawn, without reloading the page
     def back_fn(request: gr.Request):
-        return ui.back({**undo_history.from_address(request, TAB_LINK_PARAMS), **compare.pinned_from_url(request),
+        return ui.back({**undo_history.from_address(request, registry.link_params()),
                         **link_tab(request)})
 
-    redraw_chain(ui, ui["url_back"].click(back_fn, None, ui.outputs(*LINK_OUT), show_progress_on=ui.outputs("status"),
+    redraw_chain(ui, ui["url_back"].click(back_fn, None, ui.outputs(*link_outputs()), show_progress_on=ui.outputs("status"),
                                           api_name="back_link", **QUIET), "back", on_load=True)
 
     def reset_fn(data):
@@ -252,7 +261,7 @@ def wire_page(demo, ui: Components) -> None:
         except ConfigError as exc:  # busy: this visitor's other job, or the export slot taken
             return ui.back({"files": gr.skip(), "export_dir": gr.skip(), "status": warn(problem(exc))})
 
-    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, *EXPORT_IN, *WEIGHTS_IN),
+    exported = ui["export"].click(export_fn, ui.inputs(*CONTROL_FIELDS, *export_inputs(), *WEIGHTS_IN),
                                   ui.outputs("files", "export_dir", "status"), api_name="export_click",
                                   concurrency_limit=None, **QUIET)  # API clients: the documented /export
     # Gradio has copied the file into its cache (bounded by delete_cache): drop our temporary copy (a session

@@ -29,7 +29,7 @@ from explorer.app.server.messages import problem, warn
 from explorer.app.controls.share import compare_query, from_query
 from explorer.app.controls.state import drawn_config, read_state
 from explorer.app.tabs.contract import Page, Tab
-from explorer.app.tabs.latency import FIXED_LEN
+from explorer.app.tabs.parts.stacks import FIXED_LEN
 from explorer.figures.attention import attention_grid
 from explorer.figures.compare import ab_sweep_figure, gradient_compare_figure
 from explorer.figures.readings import ab_sweep_reading, diff_markdown
@@ -285,4 +285,5 @@ def export_sweeps(session: dict) -> list:
     return [("A", ab["name_a"], ab["a"]), ("B", ab["name_b"], ab["b"])] if ab else []
 
 
-TAB = Tab("compare", build, wire=wire, export=export, export_sweeps=export_sweeps, link=("pin",), toolbar=toolbar)
+TAB = Tab("compare", build, wire=wire, export=export, export_sweeps=export_sweeps, link=("pin",),
+          from_link=pinned_from_url, link_outputs=("pinned",), toolbar=toolbar)

@@ -90,7 +90,9 @@ class Tab:
     figure), ...]), ...]``: its sections of the zip, and ``export_sweeps(session) -> [(series, attention,
     records), ...]``: its sweeps' rows for the zip's CSV; ``export_inputs``: its components whose values the
     page's Export button hands the export (``ExportScene.extra``, by name). ``link``: the share-link parameters it reads
-    itself (the page's link reader leaves them alone)."""
+    itself (the page's link reader leaves them alone); ``from_link(request) -> {name: value}``: what it sets
+    from them within the page's own link event (``link_outputs``: those names), for a tab whose events
+    follow that event (a tab may instead read its parameters in an event of its own, in ``wire``)."""
     id: str
     build: Callable
     steps: tuple = ()
@@ -99,6 +101,8 @@ class Tab:
     export_sweeps: Callable | None = None
     export_inputs: tuple = ()
     link: tuple = ()
+    from_link: Callable | None = None
+    link_outputs: tuple = ()
     toolbar: Callable | None = None
 
 

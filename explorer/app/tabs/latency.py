@@ -21,13 +21,13 @@ from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, warn
 from explorer.app.tabs.contract import Landing, Page, Step, Tab
 from explorer.app.tabs.parts import stacks
+from explorer.app.tabs.parts.stacks import FIXED_LEN  # the other inputs' length when a sweep varies one of several
 from explorer.figures.latency import kv_cache_figure, sweep_figure
 from explorer.figures.readings import sweep_reading
 from explorer.runtime.limits import MAX_SWEEP_LEN, SWEEP_BUDGET_S, parse_lengths
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement
 
-FIXED_LEN = 64  # the other inputs' length when a sweep varies one input of several
 
 
 def sweep_baseline(cfg: ModelConfig):
