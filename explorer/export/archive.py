@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 MAX_ZIP_BYTES = 48 * 2**20   # uncompressed content of one archive
 README_RESERVE = 64 * 2**10  # kept for README.txt, written last
-CSV_COLUMNS = ("series", "attention", "seq_len", "mode", "latency_ms", "peak_memory_bytes", "status", "backend",
-               "device", "src_len", "tgt_len", "reason")
+# attention_ms: the attention cores' own share of latency_ms (explorer.analysis.core_timer), empty where not timed
+CSV_COLUMNS = ("series", "attention", "seq_len", "mode", "latency_ms", "attention_ms", "peak_memory_bytes", "status",
+               "backend", "device", "src_len", "tgt_len", "reason")
 
 
 def zip_name(cfg: "ModelConfig", text: str) -> str:
@@ -64,6 +65,7 @@ def sweep_rows(sweeps: list) -> list:
         for r in records or []:
             rows.append({"series": series, "attention": name, "seq_len": r["seq_len"], "mode": r.get("mode", ""),
                          "latency_ms": "" if r.get("ms") is None else f"{r['ms']:.6g}",
+                         "attention_ms": "" if r.get("attn_ms") is None else f"{r['attn_ms']:.6g}",
                          "peak_memory_bytes": "" if r.get("peak_bytes") is None else int(r["peak_bytes"]),
                          "status": "ok" if r["status"] == "ok" else str(r["status"]).upper(),
                          "backend": r.get("backend", ""), "device": r.get("device", ""),
