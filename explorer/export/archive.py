@@ -142,7 +142,8 @@ def write_zip(out_dir: str, cfg: "ModelConfig", text: str, sections: list, sweep
     if rows:
         entries.append(("sweep.csv", sweep_csv(rows),
                         "the latency / memory sweep: one row per (series, attention, length, mode); latency_ms is "
-                        "the median of timed runs, peak_memory_bytes measured; status ok, OOM, TIMEOUT, CANCELLED ..."))
+                        "the median of timed runs and attention_ms the attention cores' share of it, peak_memory_bytes "
+                        "measured; status ok, OOM, TIMEOUT, CANCELLED ..."))
     for stem, fig in figures:
         if stem in rendered.pngs:
             w, h = png_size(fig)
