@@ -210,7 +210,8 @@ def maps_reading(summary: dict, max_bytes: int = 256) -> str:
     if allows_every_pair(summary):
         text += (f" · at {summary['n_tokens']} tokens {summary['attention']}'s pattern covers every pair full attention "
                  f"allows, so its maps are full attention's: a longer text (up to {max_bytes} "
-                 f"{'tokens' if tokenizer else 'bytes'}) shows where it differs")
+                 f"{'tokens' if tokenizer else 'bytes'}) shows where it differs, and the **Long context** tab draws "
+                 f"the same weights at 1024 to 16384 tokens, where the pattern parts from full attention")
     for note in summary.get("notes", []):
         text += f" · {note}"
     return text + head_table(summary.get("heads"), summary.get("head_rules"))
