@@ -17,7 +17,7 @@ from explorer.app.controls.grid_pick import grid_from_params
 from explorer.app.server.messages import problem, warn
 from explorer.app.controls.share import CKPT_PARAM, from_query, link_separator
 from explorer.runtime.configs import app_config
-from explorer.runtime.presets import CUSTOM, matching_preset, preset_config, preset_text
+from explorer.runtime.presets import CUSTOM, LESSONS, matching_preset, preset_config, preset_text
 from explorer.runtime.text import DEFAULT_SEPARATOR, default_text, reads_pair
 from explorer.runtime.untrusted import load_json, shown, shown_html
 from models import ConfigError, ModelConfig
@@ -55,7 +55,9 @@ def apply_preset(name) -> dict:
     except Exception as exc:
         return skip_fill(warn(problem(exc)))
     text = preset_text(name) or (default_text(cfg) if reads_pair(cfg) else None)
-    return fill_controls(cfg, text, name, "")
+    # a lesson says what to look at (its instructions), once, in the status line the redraw keeps
+    status = f"**{shown(name)}**: {shown(LESSONS[name][0])}" if name in LESSONS else ""
+    return fill_controls(cfg, text, name, status)
 
 
 def load_from_url(request: gr.Request | None, owned=frozenset()) -> dict:

@@ -28,8 +28,9 @@ Four kinds of choice:
 and hands it to a compute handler as its ``weights`` argument; the handler takes the config from it and
 passes it down to the analyses, which use the record only for the config it belongs to.
 ``attention_with_weights`` does the same for the first event of a redraw, adds the weights line
-(``weights_md``: which weights are drawn and where they came from) and turns the switch off when a
-commit moves the config away from the session's run.
+(``weights_md``: which weights are drawn and where they came from), relabels the radio's "bundled" entry
+while no bundle serves the controls (``radio_update``: the radio and the line never disagree) and turns
+the switch off when a commit moves the config away from the session's run.
 
 The share link and the config export carry the configuration only: a session's own weights never
 leave it except through the Train tab's download; the bundled ones are the app's; a checkpoint's link
@@ -84,12 +85,27 @@ SWITCH_OUT = ("weights", "trained", "state", "status", *CONTROL_FIELDS)
 SHOW_TRAINED = "A model trained with this pattern exists: show it"
 
 
-def all_choices(extra=(), bundle: str | None = None) -> list:
+# the "bundled" entry's label while no bundle serves the controls: the radio says what the tabs draw
+NO_BUNDLE_LABEL = "bundled: none serves these controls, so initial weights"
+
+
+def all_choices(extra=(), bundle: str | None = None, bundled_label: str | None = None) -> list:
     """The Weights choices: bundled, initial, your run, and a checkpoint per id the host offers (and ``extra``
-    ids: a Hub model or an upload this session opened); ``bundle``: the bundle chosen by name, after bundled."""
-    ids = list(dict.fromkeys([*checkpoints.choice_ids(), *extra]))
+    ids: a Hub model or an upload this session opened); ``bundle``: the bundle chosen by name, after bundled;
+    ``bundled_label``: the "bundled" entry's label (default "bundled (trained)")."""
+    ids = list(dict.fromkeys([*checkpoints.choice_ids(), *(extra or ())]))
     named = [(f"bundle '{bundle}' as trained", bundle_choice(bundle))] if bundle else []
-    return CHOICES[:1] + named + CHOICES[1:] + [(f"checkpoint: {i}", checkpoint_choice(i)) for i in ids]
+    first = [(bundled_label or CHOICES[0][0], BUNDLED)]
+    return first + named + CHOICES[1:] + [(f"checkpoint: {i}", checkpoint_choice(i)) for i in ids]
+
+
+def radio_update(src: WeightsSource | None, choice, extra=()) -> dict:
+    """The Weights radio as one source of truth: its choices again (the value kept), the "bundled" entry
+    reading ``NO_BUNDLE_LABEL`` while "bundled" is chosen and no bundle serves the controls (the tabs then
+    draw the initial weights, as the line under it says)."""
+    none_serves = choice == BUNDLED and (src is None or src.weights is None)
+    return gr.update(choices=all_choices(extra, bundle=_named_bundle(choice),
+                                         bundled_label=NO_BUNDLE_LABEL if none_serves else None))
 
 
 def bundle_update(name: str) -> dict:
@@ -344,8 +360,8 @@ def attention_with_weights(handler):
     """Like ``with_weights``, plus the weights line (``weights_md``); a config that no longer matches
     the session's run, or a switch left on "your run" after the snapshot expired, turns the switch
     back to bundled (outputs ``weights`` and ``trained`` added to the handler's)."""
-    def run(values: dict, trained=None, weights=BUNDLED, **kw):
-        keep = {"weights": gr.skip(), "trained": gr.skip()}
+    def run(values: dict, trained=None, weights=BUNDLED, ckpt_extra=None, **kw):
+        keep = {"trained": gr.skip()}
         loaded = None
         if checkpoint_id(weights):
             try:
@@ -367,8 +383,9 @@ def attention_with_weights(handler):
             gr.Info(shown_html(msg))
             src = weights_source.resolve(BUNDLED, src.config) if src is not None else None
             out = handler(values, weights=src, **kw)
-            return {**out, "weights": BUNDLED, "trained": None, "status": f"ℹ️ {shown(msg)}",
+            return {**out, "weights": gr.update(value=BUNDLED, choices=radio_update(src, BUNDLED, ckpt_extra)["choices"]),
+                    "trained": None, "status": f"ℹ️ {shown(msg)}",
                     "weights_md": source_line(src, kw.get("text"), BUNDLED), "weights_show": show_button(src)}
-        return {**handler(values, weights=src, **kw), **keep,
+        return {**handler(values, weights=src, **kw), **keep, "weights": radio_update(src, weights, ckpt_extra),
                 "weights_md": source_line(src, kw.get("text"), weights), "weights_show": show_button(src)}
     return run

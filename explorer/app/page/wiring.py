@@ -53,7 +53,7 @@ COLLAPSE_JS = ("() => { document.body.classList.toggle('controls-hidden'); "
                "setTimeout(() => window.dispatchEvent(new Event('resize')), 120); }")
 
 ATTENTION_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "history", "grid_layers",
-                "grid_heads", "train_synced")
+                "grid_heads", "train_synced", "ckpt_extra")
 ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis", "text",
                  "weights", "trained", "history", "weights_md", "weights_show", *train_source.OUTPUTS)
 FILL_OUT = (*CONTROL_FIELDS, *FILL)

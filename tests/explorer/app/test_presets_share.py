@@ -210,3 +210,16 @@ def test_sweep_reading_says_what_ran_how_it_was_timed_and_when_it_was_loaded():
     assert "1 of these measurements" in loaded and "up to 2" in loaded
     cuda = report.timing_method([{**rec, "timer": "CUDA events", "dtype": "bfloat16"}])
     assert "CUDA events" in cuda and "bf16" in cuda
+
+
+def test_lessons_come_first_and_say_what_to_look_at():
+    from explorer.app.controls.sources import apply_preset
+    from explorer.runtime.presets import LESSONS
+
+    names = available()
+    assert names[:len(LESSONS)] == list(LESSONS)  # found first, not among the last of 50-odd entries
+    for name, (about, _, _) in LESSONS.items():
+        out = apply_preset(name)
+        said = out["status"].replace("\\", "")  # escaped as Markdown
+        assert out["preset"] == name and name in said and about in said
+    assert apply_preset(names[len(LESSONS)])["status"] == ""  # a named architecture fills the controls quietly
