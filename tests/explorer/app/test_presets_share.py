@@ -220,6 +220,6 @@ def test_lessons_come_first_and_say_what_to_look_at():
     assert names[:len(LESSONS)] == list(LESSONS)  # found first, not among the last of 50-odd entries
     for name, (about, _, _) in LESSONS.items():
         out = apply_preset(name)
-        said = out["status"].replace("\\", "")  # escaped as Markdown
+        said = __import__("html").unescape(out["status"].replace("\\", ""))  # escaped as Markdown and HTML
         assert out["preset"] == name and name in said and about in said
     assert apply_preset(names[len(LESSONS)])["status"] == ""  # a named architecture fills the controls quietly
