@@ -33,9 +33,9 @@ def run(model: str, text_bytes: int) -> list:
     import transformers
 
     from explorer.analysis import checkpoints
-    from explorer.app import weights as W
-    from explorer.app.controls import CONTROL_FIELDS, config_values
-    from explorer.app.tabs.analysis import refresh_analysis
+    from explorer.app.controls import weights as W
+    from explorer.app.controls.fields import CONTROL_FIELDS, config_values
+    from explorer.app.page.wiring import stage_handler
     from explorer.app.tabs.attention import refresh_attention
     from explorer.app.tabs.surgery import refresh_surgery
     from explorer.runtime.text import DEFAULT_TEXT
@@ -62,7 +62,7 @@ def run(model: str, text_bytes: int) -> list:
         _timed(rows, f"Attention tab: maps of {text_bytes} tokens", lambda: draw(values, trained=None, weights=choice,
                                                                                text=text, state=None, separator=None))
         _timed(rows, "Gradients + Model tabs (128 tokens)",
-               lambda: W.with_weights(refresh_analysis)(values, trained=None, weights=choice, text=text))
+               lambda: W.with_weights(stage_handler("analysis"))(values, trained=None, weights=choice, text=text))
         window = {**values, "attention": "sliding_window", "window": 64}
         _timed(rows, "a 64-key window: maps + perplexity line", lambda: draw(window, trained=None, weights=choice,
                                                                              text=text, state=None, separator=None))

@@ -104,10 +104,11 @@ def child() -> dict:
 
     plotly.basedatatypes.BaseFigure.to_json = figures.wrap(plotly.basedatatypes.BaseFigure.to_json)
 
-    import explorer.app.layout as layout
-    from explorer.app.tabs import surgery
-
-    _wrap_module(layout, analyses, {"attention_outputs", "analysis_outputs"})
+    from explorer.app.tabs import attention, gradients, latency, model, surgery
+    _wrap_module(attention, analyses, {"attention_outputs"})  # the tabs' first paint (Tab.build)
+    _wrap_module(gradients, analyses, {"gradients_outputs"})
+    _wrap_module(model, analyses, {"model_outputs"})
+    _wrap_module(latency, analyses, {"kv_cache_bytes"})
     _wrap_module(surgery, analyses, {"surgery_outputs"})
     marks["our_imports"] = _clocks()
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from explorer.analysis import attention_maps, gradient_norms
-from explorer.app.share import DEFAULT_TEXT
+from explorer.app.controls.share import DEFAULT_TEXT
 from models import ModelConfig
 
 

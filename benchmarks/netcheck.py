@@ -246,7 +246,7 @@ def server_ms(url: str) -> float:
 def grid_json_bytes() -> int:
     """``len(fig.to_json())`` of the attention grid at the default config and text (what Gradio sends)."""
 
-    from explorer.app.share import DEFAULT_TEXT
+    from explorer.app.controls.share import DEFAULT_TEXT
     from models import ModelConfig
 
     return len(attention_grid(attention_maps(ModelConfig(), DEFAULT_TEXT)).to_json())

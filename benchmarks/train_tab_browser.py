@@ -85,7 +85,7 @@ def _payload_bytes() -> dict:
     """JSON bytes of one snapshot's three figures, at the tab's default settings (server side)."""
     import asyncio
 
-    from explorer.app.tabs import train_runs
+    from explorer.app.tabs.parts import train_runs
     from explorer.app.tabs.train import small_config
 
     cfg = json.dumps(small_config().to_dict())

@@ -5,7 +5,7 @@
 reads and model builds (``models.hf``); for one ``/analyze`` with ``weights="checkpoint:byte-llama"`` (as
 trained, then with a 16-key window: surgery), the checkpoint look-ups by id (``checkpoints.load`` given a
 string; a request that holds the loaded record passes it on instead); for one commit of the page (the five
-events of the redraw chain, as ``explorer.app.wiring`` runs them), the weights resolutions
+events of the redraw chain, as ``explorer.app.page.wiring`` runs them), the weights resolutions
 (``explorer.analysis.source.resolve``) and look-ups, on the bundled model and on the checkpoint.
 """
 from __future__ import annotations
@@ -46,19 +46,17 @@ def main() -> None:
     checkpoints.load("byte-llama")
     print("cold read of byte-llama:", dict(COUNTS))
 
-    from explorer.app import api
+    from explorer.app.api import endpoints as api
     for label, cfg in (("as trained", ""), ("window 16", '{"attention": "sliding_window", "window": 16}')):
         COUNTS.clear()
         api.api_analyze(cfg, TEXT, weights="checkpoint:byte-llama")
         print(f"/analyze checkpoint ({label}):", dict(COUNTS))
 
-    from explorer.app import weights as W
-    from explorer.app import wiring
-    from explorer.app.controls import config_values
-    from explorer.app.tabs import views
-    from explorer.app.tabs.analysis import refresh_analysis
+    from explorer.app.controls import weights as W
+    from explorer.app.page.wiring import stage_handler
+    from explorer.app.controls.fields import config_values
     from explorer.app.tabs.attention import refresh_attention
-    from explorer.app.tabs.surgery import refresh_surgery
+    from explorer.app.tabs.contract import STAGES
     from models import ModelConfig
 
     def attention(values, **kw):
@@ -69,11 +67,10 @@ def main() -> None:
         COUNTS.clear()
         kw = dict(trained=None, weights=choice, text=TEXT)
         W.attention_with_weights(attention)(values, state=None, separator=None, **kw)
-        W.with_weights(wiring.detail)(values, separator=None, **kw)
-        W.with_weights(views.refresh_views)(values, separator=None, layer=0, head=0, **kw)
-        W.with_weights(refresh_analysis)(values, **kw)
-        W.with_weights(refresh_surgery)(values, separator=None, **kw)
-        print(f"one commit, five events ({choice}):", dict(COUNTS))
+        for stage in STAGES:  # one request per stage, as the page runs them
+            W.with_weights(stage_handler(stage))(values, separator=None, zoom_layer=0, zoom_head=0, views_layer=0,
+                                                 views_head=0, **kw)
+        print(f"one commit, {1 + len(STAGES)} events ({choice}):", dict(COUNTS))
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ def test_the_checker_tells_a_real_reference_from_a_moved_one():
     assert resolves("explorer.runtime.settings")
     assert not resolves("explorer.analysis.checkpoint_surgery.table") and not resolves("models.config.no_such_name")
     assert resolves_short("bundled.bundled_weights") and not resolves_short("bundled.no_such_function")
-    assert resolves_short("tabs.zoom") and resolves("models.blocks.Attention.core")  # a submodule, what __init__ sets
+    assert resolves_short("parts.zoom") and resolves("models.blocks.Attention.core")  # a submodule, what __init__ sets
     assert resolves_short("cfg.window") and resolves_short("maps.py")  # a value's attribute, a file name
     assert len(references()) > 200  # the docs do name code: a pattern that found nothing would pass vacuously
 

@@ -1,8 +1,5 @@
-"""The Gradio app, the only part of the code that imports gradio.
-
-``layout`` builds the page and ``wiring`` connects its events; ``tabs/`` holds one module per tab's
-handlers; ``api`` every documented endpoint; ``controls`` (the config controls and the controls' side
-of the config door), ``sources`` (preset, link, upload), ``share`` / ``share_js`` (share links),
-``state``, ``messages``, ``history`` (undo / reset), ``weights`` (the trained-weights switch),
-``stacks`` (what a model of several stacks adds to the page), ``export``, ``jobs`` (heavy work:
-admitted per family, low priority, stoppable), ``sessions`` (idle sessions expire), ``gradio_compat`` (the Gradio internals relied on)."""
+"""The Gradio app, the only part of the code that imports gradio, in five folders on five floors (a module
+imports only its floor and those below): ``server`` (limits per visitor, sessions, heavy jobs, one API
+request), ``controls`` (the config controls, the session's state, links, uploads, the Weights choice),
+``tabs`` (one module per tab, registered in ``tabs.TABS``; what a tab is: ``tabs.contract``), ``api`` (the
+documented endpoints and the export) and ``page`` (the page frame and its events: ``page.layout.build_app``)."""

@@ -6,7 +6,7 @@ offline: plotly.js inlined once), one PNG per figure (``explorer.export.png``; s
 in README.txt, where kaleido or a Chrome is missing) and ``sweep.csv`` when the session ran a sweep.
 The archive is bounded: at most ``MAX_ZIP_BYTES`` of content (a file that would pass it is left out
 and README.txt says so). The text is the part the model read (the caller's ``model_input(...).text``).
-No gradio and no torch here: ``explorer.app.export`` draws the figures and calls ``write_zip``.
+No gradio and no torch here: ``explorer.app.api.export`` draws the figures and calls ``write_zip``.
 """
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 MAX_ZIP_BYTES = 48 * 2**20   # uncompressed content of one archive
 README_RESERVE = 64 * 2**10  # kept for README.txt, written last
-CSV_COLUMNS = ("series", "attention", "seq_len", "mode", "latency_ms", "peak_memory_bytes", "status", "backend",
-               "device", "src_len", "tgt_len", "reason")
+# attention_ms: the attention cores' own share of latency_ms (explorer.analysis.core_timer), empty where not timed
+CSV_COLUMNS = ("series", "attention", "seq_len", "mode", "latency_ms", "attention_ms", "peak_memory_bytes", "status",
+               "backend", "device", "src_len", "tgt_len", "reason")
 
 
 def zip_name(cfg: "ModelConfig", text: str) -> str:
@@ -64,6 +65,7 @@ def sweep_rows(sweeps: list) -> list:
         for r in records or []:
             rows.append({"series": series, "attention": name, "seq_len": r["seq_len"], "mode": r.get("mode", ""),
                          "latency_ms": "" if r.get("ms") is None else f"{r['ms']:.6g}",
+                         "attention_ms": "" if r.get("attn_ms") is None else f"{r['attn_ms']:.6g}",
                          "peak_memory_bytes": "" if r.get("peak_bytes") is None else int(r["peak_bytes"]),
                          "status": "ok" if r["status"] == "ok" else str(r["status"]).upper(),
                          "backend": r.get("backend", ""), "device": r.get("device", ""),
@@ -140,7 +142,8 @@ def write_zip(out_dir: str, cfg: "ModelConfig", text: str, sections: list, sweep
     if rows:
         entries.append(("sweep.csv", sweep_csv(rows),
                         "the latency / memory sweep: one row per (series, attention, length, mode); latency_ms is "
-                        "the median of timed runs, peak_memory_bytes measured; status ok, OOM, TIMEOUT, CANCELLED ..."))
+                        "the median of timed runs and attention_ms the attention cores' share of it, peak_memory_bytes "
+                        "measured; status ok, OOM, TIMEOUT, CANCELLED ..."))
     for stem, fig in figures:
         if stem in rendered.pngs:
             w, h = png_size(fig)

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from explorer.figures.base import base_layout, subplot_domains
 
-MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels; explorer.app.grid_pick picks which)
+MAX_GRID = 8  # at most 8 layers x 8 heads of heatmaps (64 panels; explorer.app.controls.grid_pick picks which)
 
 
 # ---------------------------------------------------------------------------- attention

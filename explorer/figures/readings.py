@@ -210,7 +210,8 @@ def maps_reading(summary: dict, max_bytes: int = 256) -> str:
     if allows_every_pair(summary):
         text += (f" · at {summary['n_tokens']} tokens {summary['attention']}'s pattern covers every pair full attention "
                  f"allows, so its maps are full attention's: a longer text (up to {max_bytes} "
-                 f"{'tokens' if tokenizer else 'bytes'}) shows where it differs")
+                 f"{'tokens' if tokenizer else 'bytes'}) shows where it differs, and the **Long context** tab draws "
+                 f"the same weights at 1024 to 16384 tokens, where the pattern parts from full attention")
     for note in summary.get("notes", []):
         text += f" · {note}"
     return text + head_table(summary.get("heads"), summary.get("head_rules"))
@@ -303,3 +304,18 @@ def ab_sweep_reading(a: list, b: list, name_a: str, name_b: str) -> str:
     if fails:
         text += " Not measured: " + "; ".join(fails) + "."
     return text + f" A = {name_a} (pinned), B = {name_b} (the controls)."
+
+
+def loss_line(change) -> str:
+    """A ``surgery.LossChange`` in one line: "held-out loss 1.386 → 1.396 nats/byte (+0.010; perplexity 4.00 →
+    4.04), 4096 tokens in windows of 128, the trained length; on your text (89 tokens read whole, within the
+    trained length (128)) 1.30 → 1.38 (+0.08)"."""
+    if not change:
+        return ""
+    b, a = change.heldout
+    line = (f"held-out loss **{b.nats:.3f} → {a.nats:.3f}** {change.unit} ({a.nats - b.nats:+.3f}; perplexity "
+            f"{b.perplexity:.2f} → {a.perplexity:.2f}), {b.reading()}")
+    if change.text is None:
+        return line + "; your text is too short to score"
+    tb, ta = change.text
+    return line + f"; on your text ({tb.reading()}) {tb.nats:.3f} → {ta.nats:.3f} ({ta.nats - tb.nats:+.3f})"

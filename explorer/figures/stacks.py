@@ -21,7 +21,7 @@ def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
 
     The outer panels label their tokens (the first column its queries, the bottom row its keys; Plotly
     writes every n-th where all would overlap). Each trace's ``meta`` is its ``[layer, head]``: a click
-    on a panel zooms into it (``explorer.app.tabs.stack_zoom``)."""
+    on a panel zooms into it (``explorer.app.tabs.parts.stack_zoom``)."""
     att = maps.attention
     n_l, n_h = min(att.shape[0], MAX_GRID), min(att.shape[1], MAX_GRID)
     qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]

@@ -324,9 +324,10 @@ def preset_config(name: str) -> ModelConfig:
 
 
 def available() -> list:
-    """Names of the presets whose variants are all registered and whose combination validates."""
+    """Names of the presets whose variants are all registered and whose combination validates, the lessons
+    first (what a newcomer or a speaker looks for), then the named architectures."""
     names = []
-    for name in PRESETS:
+    for name in sorted(PRESETS, key=lambda n: n not in LESSONS):  # stable: each group keeps its order
         try:
             preset_config(name).validate()
         except ConfigError:
@@ -346,10 +347,11 @@ def preset_info(name: str) -> str:
 
 def matching_preset(cfg: ModelConfig) -> str:
     """The preset whose config equals ``cfg`` exactly (ignoring the seed), else ``CUSTOM``; a paper's
-    preset wins over a trained one of the same config (BLOOM is the ALiBi bundle's architecture)."""
+    preset wins over a trained one of the same config (BLOOM is the ALiBi bundle's architecture), and both
+    over a lesson (the BigBird lesson is BigBird's config at another text)."""
     d = {**cfg.to_dict(), "seed": 0}
     names = available()
-    for name in [n for n in names if n not in BUNDLE_PRESETS] + [n for n in names if n in BUNDLE_PRESETS]:
+    for name in sorted(names, key=lambda n: (n in LESSONS, n in BUNDLE_PRESETS)):
         if preset_config(name).to_dict() == d:
             return name
     return CUSTOM

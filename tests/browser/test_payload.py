@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from gradio.components.plot import PlotData
 
-from explorer.app.share import DEFAULT_TEXT
-from explorer.app.state import new_state
+from explorer.app.controls.share import DEFAULT_TEXT
+from explorer.app.controls.state import new_state
 from explorer.figures.attention import LEVELS, attention_grid, attention_stats, quantise
 from models import ModelConfig
 from explorer.analysis import attention_maps
@@ -84,10 +84,9 @@ def test_the_first_answer_of_a_commit_is_the_grid_alone():
     """A dropdown change's first event carries the grid and small updates only: the statistics and
     the zoomed head follow in the next event (each under the budget on its own), so the grid is
     not waiting for them on a slow link."""
-    from explorer.app import wiring
-    from explorer.app.controls import config_updates
+    from explorer.app.controls.fields import config_updates
     from explorer.app.tabs import attention as h
-    from explorer.app.tabs import zoom as ui_zoom
+    from explorer.app.tabs.parts import zoom as ui_zoom
     values = {n: u["value"] for n, u in config_updates(ModelConfig(attention="sliding_window")).items()}
     state = {**new_state(ModelConfig(), DEFAULT_TEXT), "seen": True}
     first = h.refresh_attention(values, DEFAULT_TEXT, state, stats=False)
@@ -97,10 +96,10 @@ def test_the_first_answer_of_a_commit_is_the_grid_alone():
     assert json.loads(first["grid"].plot) == json.loads(full.to_json())  # the same figure
     assert grid_alone < _wire_bytes(full)  # sent without Plotly's escaped slashes
     assert _event_bytes(first) <= grid_alone + 12_000  # the rest: status, link, control updates
-    detail = wiring.detail(values, DEFAULT_TEXT, 0, 0, None, first["state"])
+    detail = h.detail(values, DEFAULT_TEXT, 0, 0, None, first["state"])
     assert set(detail) == {"stats", *ui_zoom.OUTPUTS} and _event_bytes(detail) <= BUDGET
     assert _event_bytes(first) + _event_bytes(detail) <= BUDGET
     # a commit that changes nothing sends next to nothing
     again = h.refresh_attention(values, DEFAULT_TEXT, first["state"], stats=False)
     assert _event_bytes(again) < 4_000  # ~70 "no update" markers
-    assert all(v == gr.skip() for v in wiring.detail(values, DEFAULT_TEXT, 0, 0, None, again["state"]).values())
+    assert all(v == gr.skip() for v in h.detail(values, DEFAULT_TEXT, 0, 0, None, again["state"]).values())

@@ -3,7 +3,7 @@ box and the maps split there; the line under the Attention and Memory dropdowns 
 variant and follows the selection."""
 from urllib.parse import urlencode
 
-from explorer.app.control_info import MEMORY_ATTENTION_NOTES
+from explorer.app.controls.control_info import MEMORY_ATTENTION_NOTES
 from models import registries
 
 INFO_JS = """(sel) => { const e = document.querySelector(sel + ' .info-text');

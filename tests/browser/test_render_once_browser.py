@@ -1,4 +1,4 @@
-"""Each figure update is drawn once (``explorer.app.render_once_js``), in Debian's Chromium: during a
+"""Each figure update is drawn once (``explorer.app.page.render_once_js``), in Debian's Chromium: during a
 redraw chain the draws Gradio starts on outgoing plot elements are skipped, and every figure on the
 page still shows the new value (the grid's panels follow the new layer count, no blank plot)."""
 

@@ -198,8 +198,8 @@ def test_analysis_training_and_runtime_import_neither_gradio_nor_plotly(module):
 
 
 def test_the_api_calls_use_cases_never_a_tab_handler():
-    """``explorer.app.api`` reaches the analyses and the export directly: no module of ``app/tabs``."""
-    assert sorted(e for e in GRAPH["explorer.app.api"] if e.startswith("explorer.app.tabs")) == []
+    """``explorer.app.api.endpoints`` reaches the analyses and the export directly: no module of ``app/tabs``."""
+    assert sorted(e for e in GRAPH["explorer.app.api.endpoints"] if e.startswith("explorer.app.tabs")) == []
 
 
 def test_the_library_imports_no_benchmark():

@@ -1,7 +1,7 @@
 """The Attention tab's handlers: the grid of maps, its statistics, the reading and the share link.
 
 A handler takes ``values`` (``{ModelConfig field: control value}``) and named arguments and returns
-``{output name: value}`` (``explorer.app.wiring`` maps names to components). Failures warn (the
+``{output name: value}`` (``explorer.app.page.wiring`` maps names to components). Failures warn (the
 message names the field, escaped and truncated) and return ``gr.skip()`` for the figures, so the last
 good figures stay on screen and no traceback reaches the page.
 
@@ -9,7 +9,7 @@ good figures stay on screen and no traceback reaches the page.
 config, the text the model read, its separator, the picked layers / heads): a control's commit and a
 change of "Layers shown" / "Heads shown" both go through it. ``weights``: the session's trained
 weights, used for the config they belong to only (``analysis.weights.applicable``): the request's
-``explorer.analysis.source.WeightsSource`` (resolved once by ``explorer.app.weights``), whose config the
+``explorer.analysis.source.WeightsSource`` (resolved once by ``explorer.app.controls.weights``), whose config the
 handlers draw.
 """
 from __future__ import annotations
@@ -21,15 +21,23 @@ import gradio as gr
 from explorer.analysis import attention_maps
 from explorer.analysis.figure_memo import figure_json
 from explorer.analysis.weights import applicable
-from explorer.app import stacks
-from explorer.app.controls import adjust_causal, control_outputs, current_config, preset_update
-from explorer.app.gradio_compat import plot_data
-from explorer.app.grid_pick import FIELDS, normalise, parse_pick, with_grid
-from explorer.app.messages import problem, text_notice, warn
-from explorer.app.share import checkpoint_query, to_query
-from explorer.app.state import drawn_config, drawn_digest, read_state
+from explorer.app.tabs.parts import stacks
+from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.events import QUIET, picked
+from explorer.app.controls.fields import CONTROL_FIELDS, adjust_causal, control_outputs, current_config, preset_update
+from explorer.app.server.gradio_compat import plot_data
+from explorer.app.controls.grid_pick import FIELDS, normalise, parse_pick, with_grid
+from explorer.app.server.messages import problem, text_notice, warn
+from explorer.app.controls.share import checkpoint_query, to_query
+from explorer.app.controls.state import drawn_config, drawn_digest, read_state
+from explorer.app.tabs.contract import Landing, Page, Step, Tab
+from explorer.app.tabs.parts import grid as grid_pickers
+from explorer.app.tabs.parts import stack_zoom as stack_zoom_box
+from explorer.app.tabs.parts import zoom as zoom_box
 from explorer.figures.attention import attention_grid, attention_stats
 from explorer.figures.readings import maps_reading
+from explorer.figures.stacks import extra_grid
+from explorer.figures.zoom import head_figure
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.presets import matching_preset
 from explorer.runtime.text import as_text, model_input, paired_text
@@ -39,7 +47,7 @@ FIGURES = ("grid", "stats", "maps_md", *stacks.FIGURES)
 
 
 def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
-    """The attention grid of the picked layers and heads (``explorer.app.grid_pick``; ConfigError if
+    """The attention grid of the picked layers and heads (``explorer.app.controls.grid_pick``; ConfigError if
     malformed, or with ``strict`` out of range; otherwise indices the config lacks are dropped and
     the title says what is shown)."""
     n_l, n_h = maps.attention.shape[:2]
@@ -172,3 +180,78 @@ def notice(text: str, weights) -> str:
 def preset_of(cfg: ModelConfig) -> str:
     """``presets.matching_preset``, memoised by the (frozen) config: it builds every preset's config."""
     return matching_preset(cfg)
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+ZOOM_IN = ("text", "separator", "zoom_layer", "zoom_head")
+ZOOM_RENAME = {"zoom_layer": "layer", "zoom_head": "head"}
+
+
+def build(landing: Landing) -> dict:
+    """The Attention tab: the reading, the grid's pickers, the grid, its statistics, a model of several stacks'
+    extra grids and their zoom, and the zoomed head; the first paint drawn here (no request)."""
+    grid0, stats0, reading0 = attention_outputs(landing.cfg, landing.text, weights=landing.weights)
+    out = {}
+    with gr.Tab("Attention", id="attention"):
+        out["maps_md"] = gr.Markdown(reading0, elem_id="maps-reading")
+        pickers = grid_pickers.build_pickers()
+        out.update(grid_layers=pickers.layers, grid_heads=pickers.heads, grid_zoom_go=pickers.go)
+        out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
+        out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
+        out.update(stacks.attention_plots())
+        stack_zoom = stack_zoom_box.build_stack_zoom()
+        out.update(stack_pick=stack_zoom.pick, stack_zoom_go=stack_zoom.go, stack_zoom=stack_zoom.plot)
+        zoom = zoom_box.build_zoom()
+        out.update(zoom_layer=zoom.layer, zoom_head=zoom.head, zoom=zoom.plot)
+    return out
+
+
+def detail(values, text, layer=0, head=0, separator=None, state=None, weights=None) -> dict:
+    """The statistics figure and the zoomed head, after the grid; skipped like the grid was."""
+    if state is not None and not read_state(state)["fresh"]:
+        return {name: gr.skip() for name in ("stats", *zoom_box.OUTPUTS)}
+    return {**refresh_stats(values, text, None, separator, weights),
+            **zoom_box.refresh_zoom(values, text, layer, head, separator, weights)}
+
+
+def wire(page: Page) -> None:
+    """The zoom's pickers, the grid's pickers and click-to-zoom, the extra grids' zoom."""
+    ui = page.ui
+    zoom_in = (*CONTROL_FIELDS, *ZOOM_IN, "trained", "weights")
+    gr.on([picked(ui["zoom_layer"]), picked(ui["zoom_head"])],
+          ui.handler(weights_switch.with_weights(zoom_box.refresh_zoom), ZOOM_RENAME), ui.inputs(*zoom_in),
+          ui.outputs(*zoom_box.OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="zoom_head",
+          concurrency_id="compute", **QUIET)
+    grid_pickers.wire(page.demo, ui, zoom_in, ZOOM_RENAME, redraw_grid)
+    stack_zoom_box.wire(page.demo, ui)  # a click on a panel of the encoder-decoder's extra grids
+
+
+def _zoomed(zoom) -> tuple:
+    """The zoom pickers' values as ints (clamped to the model by ``head_figure``); bad values are layer / head 0."""
+    try:
+        return max(0, int(zoom[0] or 0)), max(0, int(zoom[1] or 0))
+    except (TypeError, ValueError, IndexError):
+        return 0, 0
+
+
+def export(scene) -> list:
+    """The grid, the other stacks' and cross-attention maps, the statistics and the page's zoomed head."""
+    maps, cfg = scene.maps, scene.cfg
+    sections = [(f"Attention maps: {cfg.attention}", [("attention-maps", attention_grid(maps))])]
+    if maps.stacks:  # a model of several stacks: the other stacks' and the cross-attention maps
+        stems = {name: ("cross-attention" if m.mask_kind == "full" else f"{m.stack}-attention")
+                 for name, m in maps.stacks.items()}
+        selfs = " and ".join(m.stack for m in maps.stacks.values() if m.mask_kind != "full")
+        sections.append((f"Cross-attention and {selfs} self-attention",
+                         [(stems[name], extra_grid(m)) for name, m in maps.stacks.items()]))
+    sections.append(("Attention pattern and per-head statistics", [("attention-stats", attention_stats(maps))]))
+    if scene.zoom is not None and any(v is not None for v in scene.zoom):  # the page's zoom (an API export has none)
+        layer, head = _zoomed(scene.zoom)
+        sections.append((f"Zoomed head: layer {layer}, head {head}", [("zoomed-head", head_figure(maps, layer, head))]))
+    return sections
+
+
+TAB = Tab("attention", build,
+          steps=(Step("detail", detail, (*ZOOM_IN, "state"), ("stats", *zoom_box.OUTPUTS), ZOOM_RENAME, on_load=True,
+                      progress_on=("stats", "zoom")),),
+          wire=wire, export=export)

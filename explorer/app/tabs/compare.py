@@ -5,7 +5,7 @@ what differs (fields, parameters, FLOPs per token), the attention maps of A and 
 the same text, and their gradient norms overlaid. Its share link carries B (the controls), A
 (``pin=``, itself a share query) and the active tab (``tab=compare``); opening it restores both.
 Both configs read the same text with the same separator. Handlers take values by name and return
-``{name: value}``; a bad config warns and skips. ``/compare_ab`` (``explorer.app.api``) serves the same
+``{name: value}``; a bad config warns and skips. ``/compare_ab`` (``explorer.app.api.endpoints``) serves the same
 comparison to API clients.
 """
 from __future__ import annotations
@@ -20,12 +20,16 @@ from explorer.analysis.compare import compare_pair
 from explorer.analysis.source import CHECKPOINT, WeightsSource
 from explorer.analysis.sweep import sweep_axes
 from explorer.analysis.weights import applicable
-from explorer.app.controls import current_config
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
-from explorer.app.share import compare_query, from_query
-from explorer.app.state import drawn_config, read_state
-from explorer.app.tabs.latency import FIXED_LEN
+from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.events import QUIET
+from explorer.app.controls.fields import CONTROL_FIELDS, current_config
+from explorer.app.controls.share_js import SHARE_JS
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
+from explorer.app.controls.share import compare_query, from_query
+from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.tabs.contract import Page, Tab
+from explorer.app.tabs.parts.stacks import FIXED_LEN
 from explorer.figures.attention import attention_grid
 from explorer.figures.compare import ab_sweep_figure, gradient_compare_figure
 from explorer.figures.readings import ab_sweep_reading, diff_markdown
@@ -39,7 +43,6 @@ from models.config import CATEGORIES
 OUTPUTS = ("compare_md", "grid_a", "grid_b", "compare_grad", "compare_qs")
 AB_LENGTHS = "128,256,512,1024"
 AB_OUTPUTS = ("ab_sweep", "ab_md", "state")
-TAB_IDS = ("attention", "views", "gradients", "latency", "model", "compare", "long_context", "why")
 
 
 def pin_button() -> gr.Button:
@@ -118,7 +121,7 @@ def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None, w
 
 def refresh_compare(values: dict, text, pinned, separator=None, weights=None) -> dict:
     """A (pinned) vs B (the controls) -> the tab's outputs, each side drawn with the page's Weights choice
-    (``weights``: the request's ``WeightsSource``, ``explorer.app.weights.with_weights``); nothing pinned ->
+    (``weights``: the request's ``WeightsSource``, ``explorer.app.controls.weights.with_weights``); nothing pinned ->
     a hint."""
     if not pinned:
         return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
@@ -181,7 +184,7 @@ def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, shou
 
 
 async def run_ab_sweep_job(values: dict, pinned, lengths, mode, state, progress=None, request=None) -> dict:
-    """``run_ab_sweep`` as a heavy job of the sweep family (``explorer.app.jobs``), stopped between two
+    """``run_ab_sweep`` as a heavy job of the sweep family (``explorer.app.server.jobs``), stopped between two
     modules when the event is cancelled or its client leaves; a busy server answers with a message."""
     try:
         return await run_job("sweep", request, lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state,
@@ -194,13 +197,13 @@ AB_IN = ("pinned", "ab_lengths", "ab_mode", "state")
 
 
 def wire_ab_sweep(ui, control_fields) -> None:
-    """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.wiring.Components``); a sweep-family job."""
+    """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.controls.events.Components``); a sweep-family job."""
     async def ab_fn(data, request: gr.Request, progress=gr.Progress()):
         values, named = ui.split(data)
         return ui.back(await run_ab_sweep_job(values, named["pinned"], named["ab_lengths"], named["ab_mode"],
                                               named["state"], progress, request))
 
-    # a heavy job: admitted by explorer.app.jobs (never waits in Gradio's shared queue)
+    # a heavy job: admitted by explorer.app.server.jobs (never waits in Gradio's shared queue)
     run = ui["ab_run"].click(ab_fn, ui.inputs(*control_fields, *AB_IN), ui.outputs(*AB_OUTPUTS),
                              api_name="run_ab_sweep", api_visibility="undocumented", concurrency_limit=None)
     ui["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",
@@ -208,20 +211,79 @@ def wire_ab_sweep(ui, control_fields) -> None:
 
 
 def pinned_from_url(request: gr.Request | None) -> dict:
-    """A link's ``pin`` (a share query of A) -> ``{"pinned": dict or None, "tabs": selected tab}``.
-    A malformed ``pin`` pins nothing and says so in a warning (``from_query`` never raises); an unknown tab
-    changes nothing."""
+    """A link's ``pin`` (a share query of A) -> ``{"pinned": dict or None}``. A malformed ``pin`` pins nothing
+    and says so in a warning (``from_query`` never raises)."""
     params = dict(request.query_params) if request is not None else {}
-    out = {"pinned": gr.skip(), "tabs": gr.skip()}
+    out = {"pinned": gr.skip()}
     if "pin" in params:
         cfg, _, _, notice = from_query(_parse(params["pin"]))
         out["pinned"] = None if notice else cfg.to_dict()
         if notice:  # said, not dropped silently
             gr.Warning(shown_html(f"The link's pinned A (pin) was not used, nothing is pinned: {notice}"))
-    if params.get("tab") in TAB_IDS:
-        out["tabs"] = gr.Tabs(selected=params["tab"])
     return out
 
 
 def _parse(query: str) -> dict:
     return dict(parse_qsl(str(query)[:4000], keep_blank_values=True))
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+COMPARE_IN = (*CONTROL_FIELDS, "text", "separator", "pinned", "weights", "trained")
+
+
+def toolbar() -> dict:
+    return {"pin": pin_button()}
+
+
+def build(landing) -> dict:
+    compare = build_compare_tab()
+    return {"compare_tab": compare.tab, "compare_run": compare.refresh, "compare_md": compare.md,
+            "grid_a": compare.grid_a, "grid_b": compare.grid_b, "compare_grad": compare.grad,
+            "compare_link": compare.link, "compare_qs": compare.link_qs, **compare.ab}
+
+
+def wire(page: Page) -> None:
+    """Pin, recompute on the button or on opening the tab, and after a link has filled the controls, A
+    (``Page.loaded``: the load chain's attention event; the link was read before ``SHARE_JS`` rewrites the
+    address bar); the comparison's own link; the A/B sweep."""
+    ui = page.ui
+    refresh = dict(fn=ui.handler(weights_switch.with_weights(refresh_compare)), inputs=ui.inputs(*COMPARE_IN),
+                   outputs=ui.outputs(*OUTPUTS), show_progress="minimal", concurrency_id="compute", **QUIET)
+    ui["pin"].click(ui.handler(pin_config), ui.inputs(*CONTROL_FIELDS, "text"), ui.outputs("pinned"),
+                    api_name="pin_config", **QUIET).then(api_name="compare_after_pin", **refresh)
+    ui["compare_run"].click(api_name="compare", **refresh)
+    ui["compare_tab"].select(api_name="compare_on_open", **refresh)
+    linked = page.loaded.then(api_name="compare_from_link", **refresh)
+    # once a link is read, the address bar and the Share box hold what is shown: the link's normalised
+    # form, or the plain address when the link was refused (never the refused query)
+    linked.then(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
+    # the comparison's full link, and the address bar in step with it (as the main share link)
+    ui["compare_qs"].change(None, [ui["compare_qs"]], [ui["compare_link"]], js=SHARE_JS, queue=False,
+                            api_visibility="private")
+    wire_ab_sweep(ui, CONTROL_FIELDS)
+
+
+def export(scene) -> list:
+    """A (pinned) against B (the controls), drawn as the tab draws them for the page's Weights choice (a
+    checkpoint has no Compare), and the session's A/B sweep."""
+    sections = []
+    weights = scene.weights
+    if scene.pinned and not (isinstance(weights, WeightsSource) and weights.kind == CHECKPOINT):
+        out = compare_outputs(app_config(scene.pinned), scene.cfg, scene.text, scene.separator, side_weights(weights))
+        sections.append(("Compare A (pinned) / B (the controls)", [("compare-a", out["grid_a"]),
+                                                                  ("compare-b", out["grid_b"]),
+                                                                  ("compare-gradients", out["compare_grad"])]))
+    ab = scene.session.get("ab_sweep")
+    if ab:
+        fig = ab_sweep_figure(ab["a"], ab["b"], ab["name_a"], ab["name_b"])
+        sections.append(("A/B: latency and memory vs sequence length", [("ab-latency-memory", fig)]))
+    return sections
+
+
+def export_sweeps(session: dict) -> list:
+    ab = session.get("ab_sweep")
+    return [("A", ab["name_a"], ab["a"]), ("B", ab["name_b"], ab["b"])] if ab else []
+
+
+TAB = Tab("compare", build, wire=wire, export=export, export_sweeps=export_sweeps, link=("pin",),
+          from_link=pinned_from_url, link_outputs=("pinned",), toolbar=toolbar)

@@ -1,29 +1,33 @@
-"""The Latency & memory tab's sweep: the current config against its baseline, measured on this machine.
+"""The Latency & memory tab: the sweep of the current config against its baseline, measured on this machine,
+and the KV cache a decoder keeps (filled in the chain's analysis stage).
 
 The baseline is what the choice is compared with: the same model with full attention, or with
 standard layers for a reversible stack. A model of several inputs sweeps the length of one of them
 (or all), the others held at ``FIXED_LEN``. The sweep is a heavy job of the "sweep" family
-(``explorer.app.jobs``): one at a time on the server, at low priority, stopped between two modules
+(``explorer.app.server.jobs``): one at a time on the server, at low priority, stopped between two modules
 when Stop is pressed or the page goes away.
 """
 from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import latency_memory_sweep
-from explorer.analysis.sweep import sweep_axes
-from explorer.app.controls import current_config
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
-from explorer.app.state import read_state
-from explorer.figures.latency import sweep_figure
+from explorer.analysis import kv_cache_bytes, latency_memory_sweep
+from explorer.analysis.sweep import DEFAULT_LENGTHS, sweep_axes
+from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.events import QUIET
+from explorer.app.controls.fields import CONTROL_FIELDS, current_config
+from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
+from explorer.app.tabs.contract import Landing, Page, Step, Tab
+from explorer.app.tabs.parts import stacks
+from explorer.app.tabs.parts.stacks import FIXED_LEN  # the other inputs' length when a sweep varies one of several
+from explorer.figures.latency import kv_cache_figure, sweep_figure
 from explorer.figures.readings import sweep_reading
-from explorer.runtime.limits import parse_lengths
+from explorer.runtime.limits import MAX_SWEEP_LEN, SWEEP_BUDGET_S, parse_lengths
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement
-from explorer.runtime.limits import SWEEP_BUDGET_S
 
-FIXED_LEN = 64  # the other inputs' length when a sweep varies one input of several
 
 
 def sweep_baseline(cfg: ModelConfig):
@@ -105,3 +109,75 @@ async def run_sweep_job(values: dict, lengths, mode, state, progress=None, seq2s
                                                                             should_stop, seq2seq_axis))
     except ConfigError as exc:
         return {"sweep": gr.skip(), "sweep_md": warn(problem(exc)), "state": read_state(state)}
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+KV_LENGTHS = [2 ** k for k in range(7, 18)]
+
+
+def refresh_kv(values: dict, state=None, weights=None) -> dict:
+    """-> the KV-cache figure of the drawn config; skipped like the other tabs of the analysis stage."""
+    if state is not None and not read_state(state)["fresh"]:
+        return {"kv": gr.skip()}
+    try:
+        return {"kv": kv_cache_figure(kv_cache_bytes(drawn_config(values, weights), KV_LENGTHS))}
+    except Exception as exc:
+        problem(exc)
+        return {"kv": gr.skip()}
+
+
+def build(landing: Landing) -> dict:
+    out = {}
+    with gr.Tab("Latency & memory", id="latency"):
+        with gr.Row():
+            out["lengths"] = gr.Textbox(",".join(map(str, DEFAULT_LENGTHS)), elem_id="lengths",
+                                        label=f"Sequence lengths (comma-separated, up to {MAX_SWEEP_LEN})")
+            out["mode"] = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure", elem_id="mode")
+            out["sweep_axis"] = stacks.axis_radio()
+            with gr.Column(min_width=120):
+                out["run"] = gr.Button("Run sweep", variant="primary", elem_id="run-sweep")
+                out["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-sweep", size="sm")
+        out["sweep_md"] = gr.Markdown("Press **Run sweep** to time the current attention against "
+                                      "full attention on this machine.", elem_id="sweep-reading")
+        out["sweep"] = gr.Plot(None, label="Latency and memory", elem_id="sweep-plot")
+        out["kv"] = gr.Plot(kv_cache_figure(kv_cache_bytes(landing.cfg, KV_LENGTHS)), label="KV cache", elem_id="kv-plot")
+    return out
+
+
+def wire(page: Page) -> None:
+    """Run sweep (a heavy job of the sweep family, at a checkpoint's sizes when one is drawn) and Stop."""
+    ui = page.ui
+
+    async def sweep_fn(data, request: gr.Request, progress=gr.Progress()):
+        values, named = ui.split(data)
+        values = weights_switch.with_checkpoint(values, named.get("weights"))  # a checkpoint: at its sizes
+        return ui.back(await run_sweep_job(values, named["lengths"], named["mode"], named["state"], progress,
+                                           named.get("sweep_axis"), request))
+
+    run = ui["run"].click(sweep_fn, ui.inputs(*CONTROL_FIELDS, "lengths", "mode", "sweep_axis", "state", "weights"),
+                          ui.outputs("sweep", "sweep_md", "state"), api_name="run_sweep", concurrency_limit=None,
+                          **QUIET)
+    ui["stop"].click(None, None, None, cancels=[run], api_name="stop_sweep", queue=False, **QUIET)
+
+
+def export(scene) -> list:
+    """The KV cache of the config and the session's sweep, when it ran one."""
+    sections = [("KV cache for decoding", [("kv-cache", kv_cache_figure(kv_cache_bytes(scene.cfg, KV_LENGTHS)))])]
+    sweep = scene.session.get("sweep")
+    if sweep:
+        fig = sweep_figure(sweep["current"], sweep["baseline"], sweep["attention"], sweep.get("baseline_name", "full"))
+        sections.append(("Latency and memory vs sequence length", [("latency-memory", fig)]))
+    return sections
+
+
+def export_sweeps(session: dict) -> list:
+    """The session's sweep rows for the zip's CSV: the current config and its baseline."""
+    sweep = session.get("sweep")
+    if not sweep:
+        return []
+    return [("current", sweep["attention"], sweep["current"]),
+            ("baseline", sweep.get("baseline_name", "full"), sweep["baseline"])]
+
+
+TAB = Tab("latency", build, steps=(Step("analysis", refresh_kv, ("state",), ("kv",)),), wire=wire, export=export,
+          export_sweeps=export_sweeps)

@@ -3,8 +3,8 @@
 The visitor picks a length, a text (held out, with a long-range repeat, or pasted) and what to draw beside
 the model as trained (a 64-key window, the window with sinks, or the controls' own surgery); "Draw" runs
 ``explorer.analysis.long_context`` on the weights on screen (the request's ``WeightsSource``, resolved
-once by ``explorer.app.weights.with_weights``) as a heavy job of the ``long_context`` family
-(``explorer.app.jobs``: one per visitor, low priority, a progress bar per layer, Stop or a closed page
+once by ``explorer.app.controls.weights.with_weights``) as a heavy job of the ``long_context`` family
+(``explorer.app.server.jobs``: one per visitor, low priority, a progress bar per layer, Stop or a closed page
 ends it within one module). Opening the tab draws its default scene once per session: the controls'
 model at 2048 tokens (16x the default bundle's trained length) beside the same weights under a 64-key
 window. The last results are memoised by weights, config and inputs (``_RESULTS``), so the zoom (a
@@ -21,12 +21,14 @@ import numpy as np
 
 from explorer.analysis import long_context as lc
 from explorer.analysis.long_context_text import MAX_PASTED_BYTES, SOURCES
-from explorer.app import weights as weights_switch
-from explorer.app.api import call, request_source
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.gradio_compat import cache_file
-from explorer.app.jobs import run_job
-from explorer.app.messages import problem, warn
+from explorer.app.controls import weights as weights_switch
+from explorer.app.server.calls import call, request_source
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.controls.share_js import TAB_LINK_JS
+from explorer.app.tabs.contract import Page, Tab
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.server.jobs import run_job
+from explorer.app.server.messages import problem, warn
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.stopping import Abandoned
@@ -196,8 +198,6 @@ PICK_JS = """(layer, head, q, k) => {
   if (p && box) box.scrollIntoView({behavior: 'smooth', block: 'nearest'});
   return p || [layer, head, q, k];
 }"""
-SHARE_JS = ("(qs) => { if (!qs) return ''; const u = new URL(window.location.href); "
-            "for (const [k, v] of new URLSearchParams(qs)) u.searchParams.set(k, v); return u.toString(); }")
 
 
 def from_link(request: gr.Request) -> dict:
@@ -211,8 +211,9 @@ def from_link(request: gr.Request) -> dict:
     return out
 
 
-def wire(demo, ui) -> None:
-    """The tab's events and the ``/long_context`` endpoint (``ui``: ``explorer.app.wiring.Components``)."""
+def wire(page: Page) -> None:
+    """The tab's events and the ``/long_context`` endpoint."""
+    demo, ui = page.demo, page.ui
     names = (*CONTROL_FIELDS, "trained", "weights", *INPUTS)
 
     async def drawn(data, request, progress, first_only: bool):
@@ -252,7 +253,7 @@ def wire(demo, ui) -> None:
         run_fn, inputs, outputs, concurrency_limit=None, api_name="long_context_click", api_visibility="undocumented",
         **spinner)
     ui["lc_stop"].click(None, None, None, cancels=[run, redraw, opened, clicked], queue=False, api_visibility="private")
-    ui["lc_qs"].change(None, [ui["lc_qs"]], [ui["lc_link"]], js=SHARE_JS, queue=False, api_visibility="private")
+    ui["lc_qs"].change(None, [ui["lc_qs"]], [ui["lc_link"]], js=TAB_LINK_JS, queue=False, api_visibility="private")
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))
 
@@ -318,3 +319,26 @@ async def api_long_context(config_json: str = "", length: str = "2048", source: 
     except Exception as exc:
         raise gr.Error(problem(exc)) from None
 
+
+
+EXPORT_INPUTS = ("lc_length", "lc_source", "lc_text", "lc_change", "lc_side", "lc_layer", "lc_drawn")
+
+
+def export(scene) -> list:
+    """The view as the visitor last drew it (its length, text and change; the memoised result when it is
+    still held, else drawn again within the memory pool): the pooled grid, the per-token loss and the
+    statistics. Nothing when the tab was never drawn in this session (and for an API export)."""
+    x = scene.extra
+    if not x.get("lc_drawn") or scene.weights is None:
+        return []
+    result = compute(scene.weights, x.get("lc_length") or lc.DEFAULT_LENGTH, x.get("lc_source") or "heldout",
+                     x.get("lc_text") or "", x.get("lc_change") or "window")
+    side = min(int(x.get("lc_side") or 0), len(result.sides) - 1)
+    layer = min(int(x.get("lc_layer") or 0), result.sides[0].mass.shape[0] - 1)
+    return [(f"Long context: {result.length} {result.unit}s of {result.passage.source} text",
+             [("long-context-maps", pooled_grid(result, side)), ("long-context-loss", loss_figure(result)),
+              ("long-context-stats", stats_figure(result, layer))])]
+
+
+TAB = Tab("long_context", lambda landing: build_long_context_tab(), wire=wire, export=export,
+          export_inputs=EXPORT_INPUTS, link=("lc_len", "lc_src"))

@@ -19,10 +19,13 @@ import torch
 
 from explorer.analysis import bundled, surgery
 from explorer.analysis.weights import applicable
-from explorer.app.controls import current_config
-from explorer.app.messages import problem
-from explorer.app.state import drawn_config, read_state
+from explorer.app.controls.fields import CONTROL_FIELDS, current_config
+from explorer.app.server.messages import problem
+from explorer.app.controls.events import QUIET
+from explorer.app.tabs.contract import Landing, Page, Step, Tab
+from explorer.app.controls.state import drawn_config, read_state
 from explorer.figures.base import message_figure
+from explorer.figures.readings import loss_line
 from explorer.figures.surgery import difference_grid, table_figure, table_markdown, unmoved
 from explorer.runtime.untrusted import shown
 from models import ConfigError, ModelConfig
@@ -32,21 +35,6 @@ OUTPUTS = ("surgery_md", "surgery_diff", "surgery_table", "surgery_table_md")
 SAFE_HINT = ("Changes that keep the trained weights: any structured pattern and its sizes, attention sinks, "
              "linear / Performer / routing / axial / ProbSparse / RealFormer attention, the softcap, RoPE's base "
              "and position scale, fewer or more K/V heads.")
-
-
-def loss_line(change) -> str:
-    """A ``surgery.LossChange`` in one line: "held-out loss 1.386 → 1.396 nats/byte (+0.010; perplexity 4.00 →
-    4.04), 4096 tokens in windows of 128, the trained length; on your text (89 tokens read whole, within the
-    trained length (128)) 1.30 → 1.38 (+0.08)"."""
-    if not change:
-        return ""
-    b, a = change.heldout
-    line = (f"held-out loss **{b.nats:.3f} → {a.nats:.3f}** {change.unit} ({a.nats - b.nats:+.3f}; perplexity "
-            f"{b.perplexity:.2f} → {a.perplexity:.2f}), {b.reading()}")
-    if change.text is None:
-        return line + "; your text is too short to score"
-    tb, ta = change.text
-    return line + f"; on your text ({tb.reading()}) {tb.nats:.3f} → {ta.nats:.3f} ({ta.nats - tb.nats:+.3f})"
 
 
 def why_unmoved(before: ModelConfig, after: ModelConfig, length: int) -> str:
@@ -118,7 +106,7 @@ def refresh_surgery(values: dict, text, separator=None, state=None, weights=None
     if state is not None and not read_state(state)["fresh"]:
         return {k: gr.skip() for k in OUTPUTS}
     try:
-        cfg = drawn_config(values, weights)  # the request's weights source (explorer.app.weights.with_weights)
+        cfg = drawn_config(values, weights)  # the request's weights source (explorer.app.controls.weights.with_weights)
         return surgery_outputs(cfg, text, separator, applicable(weights, cfg))
     except Exception as exc:  # the attention event already warned about a bad value
         msg = problem(exc)
@@ -152,3 +140,35 @@ def to_train_tab(values: dict) -> dict:
     return {"train_config": json.dumps(cfg.to_dict(), indent=1), "train_task": task, "tabs": gr.Tabs(selected="train"),
             "status": f"The Train tab holds this config (task {task}): press ▶ Play there. "
                       f"{shown(surgery.why_not(cfg))}."}
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+def build(landing: Landing) -> dict:
+    cut = build_surgery_tab(surgery_outputs(landing.cfg, landing.text, None, landing.weights))
+    return {"surgery_tab": cut.tab, "surgery_md": cut.md, "surgery_diff": cut.diff, "surgery_table": cut.table,
+            "surgery_table_md": cut.table_md, "surgery_train": cut.train}
+
+
+def wire(page: Page) -> None:
+    """"Train this config in the Train tab": the controls' config into its box, that tab opened."""
+    ui = page.ui
+    ui["surgery_train"].click(ui.handler(to_train_tab), ui.inputs(*CONTROL_FIELDS), ui.outputs(*TRAIN_OUT),
+                              api_name="surgery_train", queue=False, **QUIET)
+
+
+def export(scene) -> list:
+    """The difference view (when the trained weights are operated on) and the surgery table, drawn with
+    trained weights only (the tab has nothing to say about initial weights)."""
+    w = scene.w
+    if w is None:
+        return []
+    out = surgery_outputs(scene.cfg, scene.text, scene.separator, w)
+    figs = [("surgery-difference", out["surgery_diff"])] if w.surgery else []
+    if out["surgery_table_md"]:
+        figs.append(("surgery-table", out["surgery_table"]))
+    what = "the checkpoint's pretrained weights" if w.checkpoint else "the trained weights"
+    return [(f"Surgery on {what}", figs)] if figs else []
+
+
+TAB = Tab("surgery", build, steps=(Step("surgery", refresh_surgery, ("text", "separator", "state"), OUTPUTS),),
+          wire=wire, export=export)

@@ -12,7 +12,7 @@ Alone (``benchmarks.train_tab``), ``default_config`` is a zero-argument callable
 
 The handlers live beside this file: the run (``train_runs``: play, step, pause, reset), its files
 (``train_files``: download, upload), the reproductions (``train_repro``) and the bounds of every input
-(``train_inputs``). Play, Step and the reproductions are heavy jobs (``explorer.app.jobs``): wired
+(``train_inputs``). Play, Step and the reproductions are heavy jobs (``explorer.app.server.jobs``): wired
 with no Gradio concurrency limit, so a flood of presses never fills the queue every event shares;
 they are admitted in their own family instead (one heavy job per visitor, "busy" when the family's
 slots are taken) and run at low priority beside the interactive tabs.
@@ -24,9 +24,17 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.app.tabs import train_files, train_repro, train_runs, train_source
-from explorer.app.tabs.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
-from explorer.app.tabs.train_runs import CAPS_TEXT, trained_model, trained_snapshot, trained_step
+from explorer.app.tabs.parts import train_files
+
+from explorer.app.tabs.parts import train_repro
+
+from explorer.app.tabs.parts import train_runs
+
+from explorer.app.controls import train_source
+from explorer.app.tabs.parts.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
+from explorer.app.controls.your_run import trained_model, trained_snapshot, trained_step
+from explorer.app.tabs.contract import Landing, Tab
+from explorer.app.tabs.parts.train_runs import CAPS_TEXT
 from explorer.training import reproductions
 from explorer.training.reproductions import stored as stored_runs
 from explorer.training.tasks import learns_in, task_names
@@ -59,7 +67,7 @@ def task_steps(task):
 
 # ---------------------------------------------------------------------------- layout
 RUN_TTL_S = 1800  # seconds an idle session keeps its run
-HEAVY_EVENT = dict(concurrency_limit=None)  # admitted by explorer.app.jobs, never queued by Gradio
+HEAVY_EVENT = dict(concurrency_limit=None)  # admitted by explorer.app.server.jobs, never queued by Gradio
 
 
 def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespace:
@@ -164,3 +172,25 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
                            attention=attention, grads=grads, download=download_btn, upload=upload_btn, files=files,
                            repro_name=repro_name, repro_run=repro_btn, repro_md=repro_md, repro_plot=repro_plot,
                            repro_table=repro_table, repro_slider=repro_slider, repro_timeline=repro_timeline)
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+def build(landing: Landing) -> dict:
+    """The Train tab on the controls' model (fitted to the training caps); its events are wired as it is built."""
+    with gr.Tab("Train", id="train", elem_id="train-tab"):
+        train = build_train_tab(controls_config=landing.cfg)
+    return {"train_state": train.state, "train_config": train.config, "train_task": train.task,
+            "train_source": train.source, "train_synced": train.synced}
+
+
+def export(scene) -> list:
+    """The run's curves, probe attention and gradient norms, when the session holds a run."""
+    state = scene.train_state
+    if not isinstance(state, dict) or state.get("trainer") is None or state.get("snap") is None:
+        return []
+    curves, probe, grads = train_runs.figures(state)
+    return [(f"Training run ({state['trainer'].run_cfg.task} task, step {state['snap'].step})",
+             [("train-curves", curves), ("train-probe-attention", probe), ("train-gradient-norms", grads)])]
+
+
+TAB = Tab("train", build, export=export)

@@ -13,9 +13,12 @@ import gradio as gr
 
 from explorer.analysis import attention_maps
 from explorer.analysis.weights import applicable
-from explorer.app.controls import current_config
-from explorer.app.messages import problem
-from explorer.app.state import read_state
+from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.events import QUIET, picked
+from explorer.app.controls.fields import CONTROL_FIELDS, current_config
+from explorer.app.server.messages import problem
+from explorer.app.controls.state import read_state
+from explorer.app.tabs.contract import Page, Step, Tab
 from explorer.figures.views import PLOT_NAMES, approximation_figure, error_note, view_figures
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
@@ -187,3 +190,42 @@ def redraw_approximation(values: dict, text, layer, head, separator=None, weight
     except Exception as exc:
         problem(exc)
         return gr.skip()
+
+
+# ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
+VIEWS_IN = ("text", "separator", "views_layer", "views_head")
+VIEWS_RENAME = {"views_layer": "layer", "views_head": "head"}
+# figures drawn while their tab was hidden have Plotly's default width: re-measure on opening it
+RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 80); }"
+
+
+def build(landing) -> dict:
+    views = build_views_tab()
+    return {"views_tab": views.tab, "views_md": views.md, "views_pick": views.pick, "views_layer": views.layer,
+            "views_head": views.head, **{f"view_{name}": plot for name, plot in views.plots.items()}}
+
+
+def wire(page: Page) -> None:
+    """Re-measure the figures on opening the tab; the approximation's layer / head pickers redraw its figure."""
+    ui = page.ui
+    ui["views_tab"].select(None, None, None, js=RESIZE_JS, queue=False, api_visibility="private")
+
+    def approximation(values, text, layer, head, separator=None, weights=None):
+        return {"view_approximation": redraw_approximation(values, text, layer, head, separator, weights)}
+
+    gr.on([picked(ui["views_layer"]), picked(ui["views_head"])],
+          ui.handler(weights_switch.with_weights(approximation), VIEWS_RENAME),
+          ui.inputs(*CONTROL_FIELDS, *VIEWS_IN, "trained", "weights"), ui.outputs("view_approximation"),
+          trigger_mode="always_last", show_progress="minimal", api_name="redraw_view", concurrency_id="compute",
+          **QUIET)
+
+
+def export(scene) -> list:
+    """The views the config's model has (layer 0, head 0 for the approximation)."""
+    cfg = scene.cfg
+    views = [(f"view-{name}", fig) for name, fig in view_figures(scene.maps.views).items()]
+    return [(f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}", views)] if views else []
+
+
+TAB = Tab("views", build, steps=(Step("views", refresh_views, (*VIEWS_IN, "state"), OUTPUTS, VIEWS_RENAME),),
+          wire=wire, export=export)

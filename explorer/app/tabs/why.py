@@ -1,7 +1,7 @@
 """The Why tab and the ``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits`` endpoints:
 what each head does to the prediction, on the weights on screen and the text in the box.
 
-The tab draws five views (``explorer.app.tabs.why_views``, each an analysis of ``explorer.analysis``): the
+The tab draws five views (``explorer.app.tabs.parts.why_views``, each an analysis of ``explorer.analysis``): the
 logit lens (layers x positions), direct logit attribution at a chosen position (layers x heads + FFN, the
 attention grid's layout; an alternative token optional), ablation of the heads ticked (zero or mean; the
 loss change on the text and the held-out passage) and activation patching between the text (clean) and a
@@ -11,7 +11,7 @@ with layer 1's). A view a model cannot have (attribution of a post-LN model, any
 or of a non-standard layer) is replaced by a warning naming the field and its valid values; the others are
 drawn.
 Opening the tab draws it once per session; "Explain" redraws. The weights are the request's
-``WeightsSource`` (resolved once by ``explorer.app.weights.with_weights``). The share link adds
+``WeightsSource`` (resolved once by ``explorer.app.controls.weights.with_weights``). The share link adds
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
 """
 from __future__ import annotations
@@ -20,14 +20,15 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from explorer.app import weights as weights_switch
-from explorer.app.api import call, request_source
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.gradio_compat import cache_file
-from explorer.app.messages import problem
-from explorer.app.share import MAX_LINK_TEXT_BYTES
-from explorer.app.tabs import why_views as wv
-from explorer.app.tabs.long_context import SHARE_JS
+from explorer.app.controls import weights as weights_switch
+from explorer.app.server.calls import call, request_source
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.server.messages import problem
+from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
+from explorer.app.controls.share_js import TAB_LINK_JS
+from explorer.app.tabs.contract import Page, Tab
+from explorer.app.tabs.parts import why_views as wv
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
 from explorer.runtime.configs import app_config
@@ -150,8 +151,9 @@ def from_link(request: gr.Request) -> dict:
     return out
 
 
-def wire(demo, ui) -> None:
-    """The tab's events and its endpoints (``ui``: ``explorer.app.wiring.Components``)."""
+def wire(page: Page) -> None:
+    """The tab's events and its endpoints."""
+    demo, ui = page.demo, page.ui
     names = (*CONTROL_FIELDS, "trained", "weights", *INPUTS)
 
     def drawn(data, first_only: bool):
@@ -169,7 +171,7 @@ def wire(demo, ui) -> None:
           outputs, api_name="why_draw", api_visibility="undocumented", concurrency_id="compute", **progress)
     ui["why_tab"].select(lambda data: drawn(data, True), ui.inputs(*names, "why_drawn"), outputs,
                          api_name="why_open", api_visibility="undocumented", concurrency_id="compute", **progress)
-    ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=SHARE_JS, queue=False, api_visibility="private")
+    ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=TAB_LINK_JS, queue=False, api_visibility="private")
 
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))
@@ -232,3 +234,6 @@ def api_circuits(config_json: str = "", text: str = "", kind: str = "K", earlier
     layer ``later``'s, with the random baseline (None for a one-layer model). Refused (naming the field): an
     encoder-decoder, a non-standard layer, ``d_model`` over 1024."""
     return _answer(config_json, weights, lambda src: wv.circuits(src, text, kind, earlier, later))
+
+
+TAB = Tab("why", lambda landing: build_why_tab(), wire=wire, link=("why_pos", "why_alt", "why_bad"))

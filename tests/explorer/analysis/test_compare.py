@@ -2,8 +2,8 @@
 from urllib.parse import parse_qsl
 
 from explorer.analysis import compare
-from explorer.app.share import from_query
-from explorer.app.share import compare_query
+from explorer.app.controls.share import from_query
+from explorer.app.controls.share import compare_query
 from explorer.figures.compare import gradient_compare_figure
 from explorer.figures.readings import diff_markdown
 from models import ModelConfig

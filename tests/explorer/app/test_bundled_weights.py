@@ -10,10 +10,10 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 
-from explorer.app import api
-from explorer.app import weights as ui_weights
-from explorer.app.controls import config_updates
-from explorer.app.state import new_state
+from explorer.app.api import endpoints as api
+from explorer.app.controls import weights as ui_weights
+from explorer.app.controls.fields import config_updates
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.surgery import surgery_outputs
 from explorer.runtime.text import DEFAULT_TEXT

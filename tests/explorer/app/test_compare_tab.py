@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.app import jobs
-from explorer.app.controls import config_values
-from explorer.app.export import cleanup_export, export_files
-from explorer.app.state import new_state
+from explorer.app.server import jobs
+from explorer.app.controls.fields import config_values
+from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import compare as ui_compare
 from explorer.figures import compare as plots_compare
 from explorer.figures.compare import COLORS

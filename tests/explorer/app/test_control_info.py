@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from explorer.analysis import attention_maps
-from explorer.app.controls import config_values, make_control
-from explorer.app.state import new_state
+from explorer.app.controls.fields import config_values, make_control
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from models import ModelConfig, registries
 from models.config import CATEGORIES

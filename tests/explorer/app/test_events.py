@@ -14,7 +14,7 @@ MANY = 8  # outputs above which an event must name where its progress shows
 
 @pytest.fixture(scope="module")
 def deps():
-    from explorer.app.layout import build_app
+    from explorer.app.page.layout import build_app
     demo = build_app()
     return demo.config["dependencies"]
 

@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from explorer.app import export
-from explorer.app.controls import config_values
+from explorer.app.api import export
+from explorer.app.controls.fields import config_values
 from models import ModelConfig
 
 SMALL = ModelConfig(n_layers=1, d_model=16, n_heads=2)

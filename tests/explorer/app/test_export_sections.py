@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer.analysis import attention_maps
-from explorer.app.export import export_sections
+from explorer.app.api.export import export_sections
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 

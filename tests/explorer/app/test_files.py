@@ -4,8 +4,8 @@ places have theirs beside their code: uploads in test_request_limits and checkpo
 folders in test_export_folders, Triton's cache in runtime/test_triton_cache.)"""
 import os
 
-from explorer.app.gradio_compat import cache_file
-from explorer.app.tabs import train_files
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.tabs.parts import train_files
 from explorer.training import checkpoint
 from models import ModelConfig, build_model
 

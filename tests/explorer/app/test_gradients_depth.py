@@ -1,10 +1,10 @@
-"""The Gradients tab's Theorem 1 panel (``explorer.app.tabs.gradients_depth``): the depth sweep of the
+"""The Gradients tab's Theorem 1 panel (``explorer.app.tabs.parts.gradients_depth``): the depth sweep of the
 config above its per-layer profile, and the profile alone when no depth could be measured."""
 import functools
 
 from explorer.analysis import depth_scaling as analysis
 from explorer.analysis.gradients import placement_results
-from explorer.app.tabs import gradients_depth
+from explorer.app.tabs.parts import gradients_depth
 from explorer.runtime import budget
 from models import ModelConfig
 
@@ -31,11 +31,11 @@ def test_no_measurable_depth_leaves_the_per_layer_figure(monkeypatch):
 
 def test_the_gradients_tab_opens_on_theorem_1_with_the_bundles_as_stars():
     from explorer.analysis.bundled import bundled_weights
-    from explorer.app.tabs.analysis import analysis_outputs
+    from explorer.app.tabs.gradients import gradients_outputs
     from explorer.runtime.text import DEFAULT_TEXT
 
     cfg = ModelConfig()  # the page's first paint: the 'default' bundle (pre-LN); 'post_ln' is its post-LN twin
-    out = analysis_outputs(cfg, DEFAULT_TEXT, bundled_weights(cfg))
+    out = gradients_outputs(cfg, DEFAULT_TEXT, bundled_weights(cfg))
     fig, reading = out["grad"], out["grad_md"]
     assert fig.layout.title.text.startswith("Theorem 1 (Xiong et al. 2020)")
     stars = {t.name for t in fig.data if t.mode == "markers"}

@@ -12,18 +12,22 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from explorer.app import api as ui_api
-from explorer.app.controls import CONTROL_FIELDS, choice_marks, config_values, values_to_config, visibility_updates
-from explorer.app.export import cleanup_export, export_files
-from explorer.app.share import DEFAULT_TEXT
-from explorer.app.sources import FILL, apply_preset, load_from_url, upload_config
-from explorer.app.state import new_state
+from explorer.app.api import endpoints as ui_api
+from explorer.app.controls.fields import CONTROL_FIELDS, choice_marks, config_values, values_to_config, visibility_updates
+from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.share import DEFAULT_TEXT
+from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
-from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.latency import run_sweep
 from explorer.runtime.presets import CUSTOM
 from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES
+
+# the chain's analysis stage as the page runs it: the Gradients, Model and Latency (KV cache) tabs' steps
+analysis_stage = stage_handler("analysis")
+
 
 SMALL = ModelConfig(n_layers=2, d_model=32, n_heads=2)
 
@@ -91,7 +95,7 @@ def test_refresh_attention_draws_shares_and_keeps_a_tiny_state():
     again = h.refresh_attention(_values(), "hello", state)  # a commit that changes nothing
     assert all(_is_skip(again[k]) for k in (*h.FIGURES, "share_qs")) and not again["state"]["fresh"]
     assert all(_is_skip(again[n]) for n in CONTROL_FIELDS)  # controls not re-sent either
-    assert all(_is_skip(x) for x in refresh_analysis(_values(), "hello", again["state"]).values())
+    assert all(_is_skip(x) for x in analysis_stage(_values(), text="hello", state=again["state"]).values())
 
 
 def test_long_text_is_used_up_to_256_bytes_and_only_that_goes_into_the_link():
@@ -108,7 +112,7 @@ def test_refresh_attention_bad_config_keeps_figures_and_escapes_the_echo():
     assert out["state"]["drawn"] == state["drawn"]
     out = h.refresh_attention(_values(n_layers=99), "x", state)
     assert "n\\_layers" in out["status"]
-    assert all(_is_skip(x) for x in refresh_analysis(_values(n_layers=99), "x").values())
+    assert all(_is_skip(x) for x in analysis_stage(_values(n_layers=99), text="x").values())
 
 
 @pytest.mark.parametrize("hostile", ['<a href="https://evil.example">Click here to re-authenticate</a>',
@@ -133,8 +137,8 @@ def test_linformer_while_causal_unticks_causal_and_says_so():
     assert labels["linformer"] == "linformer (needs causal off)" and labels["full"] == "full"
 
 
-def test_refresh_analysis_outputs():
-    out = refresh_analysis(_values(), "hello")
+def test_analysis_stage_outputs():
+    out = analysis_stage(_values(), text="hello")
     assert isinstance(out["grad"], go.Figure) and isinstance(out["kv"], go.Figure)
     assert "last layer ÷ first layer" in out["grad_md"] and "rezero exactly 0" in out["grad_md"]
     assert "parameters" in out["model_md"] and "one-time costs" in out["model_md"]

@@ -1,8 +1,8 @@
 """The undo history: appended only when figures were drawn for a new config, bounded, popped by undo."""
 import gradio as gr
 
-from explorer.app import history as ui_history
-from explorer.app.controls import CONTROL_FIELDS
+from explorer.app.controls import history as ui_history
+from explorer.app.controls.fields import CONTROL_FIELDS
 from models import ModelConfig
 
 
@@ -43,8 +43,8 @@ def test_the_address_bar_is_read_again_on_back_and_forward():
     """Back to an address without a query: the defaults; with one: the link's config, as on load."""
     from types import SimpleNamespace
 
-    from explorer.app.controls import CONTROL_FIELDS
-    from explorer.app.history import from_address
+    from explorer.app.controls.fields import CONTROL_FIELDS
+    from explorer.app.controls.history import from_address
     plain = from_address(SimpleNamespace(query_params={}))
     assert plain["attention"]["value"] == "full" and plain["preset"] == "(custom)"
     assert from_address(SimpleNamespace(query_params={"__theme": "dark"}))["attention"]["value"] == "full"

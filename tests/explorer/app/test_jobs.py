@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.app import jobs
+from explorer.app.server import jobs
 from explorer.runtime.pool import Busy
 
 

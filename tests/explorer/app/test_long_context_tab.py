@@ -6,7 +6,8 @@ import pytest
 
 from explorer.analysis import long_context as lc
 from explorer.analysis import source
-from explorer.app.share import from_query
+from explorer.app.controls.share import from_query
+from explorer.app.tabs import link_params
 from explorer.app.tabs.long_context import _json, as_json, from_link
 from models import ConfigError, ModelConfig
 
@@ -16,7 +17,9 @@ def test_link_fields_fill_the_pickers_and_leave_the_config_alone():
     assert got == {"lc_length": "4096", "lc_source": "repeat"}
     bad = from_link(SimpleNamespace(query_params={"lc_len": "5000", "lc_src": "<script>"}))
     assert all(getattr(v, "__class__", None).__name__ != "str" for v in bad.values())  # skipped, never echoed
-    cfg, _, _, notice = from_query({"lc_len": "4096", "lc_src": "repeat", "attention": "sliding_window"})
+    owned = link_params()  # the registry hands the link reader the tabs' own parameters
+    assert {"lc_len", "lc_src"} <= owned
+    cfg, _, _, notice = from_query({"lc_len": "4096", "lc_src": "repeat", "attention": "sliding_window"}, owned)
     assert notice is None and cfg.attention == "sliding_window"
 
 

@@ -12,8 +12,8 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from explorer.app import request_limits
-from explorer.app.share import from_query
+from explorer.app.server import request_limits
+from explorer.app.controls.share import from_query
 
 
 def _call(method: str, path: str, query: str) -> tuple:

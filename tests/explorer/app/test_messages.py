@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from explorer.app.messages import problem
+from explorer.app.server.messages import problem
 from models import ConfigError
 
 
@@ -34,8 +34,7 @@ def test_running_out_of_memory_says_so_without_the_allocator_text():
 
 def test_toasts_are_html_not_markdown(monkeypatch):
     """A toast renders HTML: a Markdown escape ("n\\_layers") would show its backslash to the visitor."""
-    from explorer.app import weights as ui_weights
-
+    from explorer.app.controls import weights as ui_weights
     toasts = []
     monkeypatch.setattr(ui_weights.gr, "Warning", lambda msg, *a, **k: toasts.append(msg))
     monkeypatch.setattr(ui_weights.gr, "Info", lambda msg, *a, **k: toasts.append(msg))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer.analysis import attention_maps, kv_cache_bytes
-from explorer.app.share import DEFAULT_TEXT, from_query, to_query
+from explorer.app.controls.share import DEFAULT_TEXT, from_query, to_query
 from explorer.figures import base as plots
 from explorer.figures import readings as report
 from explorer.figures.attention import attention_grid, attention_stats
@@ -185,7 +185,7 @@ def test_human_bytes():
 def test_a_link_holds_only_the_used_text_and_stays_short(text):
     from urllib.parse import parse_qsl
 
-    from explorer.app.share import MAX_QUERY_CHARS, clip_text
+    from explorer.app.controls.share import MAX_QUERY_CHARS, clip_text
     q = to_query(ModelConfig(attention="bigbird", n_random=3, seed=7), text)
     assert len(q) <= MAX_QUERY_CHARS
     used = clip_text(text)
@@ -195,7 +195,7 @@ def test_a_link_holds_only_the_used_text_and_stays_short(text):
 
 
 def test_long_link_texts_are_clipped_to_whole_characters():
-    from explorer.app.share import clip_text
+    from explorer.app.controls.share import clip_text
     assert clip_text("中" * 8000) == "中" * 85  # 85 * 3 = 255 bytes: the 86th would cut a character
     assert len(to_query(ModelConfig(), "a" * 65_000)) < 300
 
@@ -210,3 +210,16 @@ def test_sweep_reading_says_what_ran_how_it_was_timed_and_when_it_was_loaded():
     assert "1 of these measurements" in loaded and "up to 2" in loaded
     cuda = report.timing_method([{**rec, "timer": "CUDA events", "dtype": "bfloat16"}])
     assert "CUDA events" in cuda and "bf16" in cuda
+
+
+def test_lessons_come_first_and_say_what_to_look_at():
+    from explorer.app.controls.sources import apply_preset
+    from explorer.runtime.presets import LESSONS
+
+    names = available()
+    assert names[:len(LESSONS)] == list(LESSONS)  # found first, not among the last of 50-odd entries
+    for name, (about, _, _) in LESSONS.items():
+        out = apply_preset(name)
+        said = __import__("html").unescape(out["status"].replace("\\", ""))  # escaped as Markdown and HTML
+        assert out["preset"] == name and name in said and about in said
+    assert apply_preset(names[len(LESSONS)])["status"] == ""  # a named architecture fills the controls quietly

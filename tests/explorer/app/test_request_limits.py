@@ -1,5 +1,5 @@
 """Request bodies, uploads and queue places bounded per request and per client address
-(``explorer.app.request_limits``), on a small Starlette app standing in for Gradio's routes: what is
+(``explorer.app.server.request_limits``), on a small Starlette app standing in for Gradio's routes: what is
 refused is refused before the app reads it, errors never quote the input whole, and the upload sweep
 deletes only the upload route's own files, only inside the upload cache."""
 import json
@@ -14,7 +14,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from explorer.app import request_limits, visitors
+from explorer.app.server import request_limits
+
+from explorer.app.server import visitors
 from explorer.runtime import settings
 
 

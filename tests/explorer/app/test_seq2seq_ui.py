@@ -7,13 +7,13 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from explorer.analysis import attention_maps
-from explorer.app.controls import config_values, visible_fields
-from explorer.app.export import cleanup_export, export_files
-from explorer.app.share import from_query, to_query
-from explorer.app.sources import apply_preset, upload_config
-from explorer.app.state import new_state
+from explorer.app.controls.fields import config_values, visible_fields
+from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.share import from_query, to_query
+from explorer.app.controls.sources import apply_preset, upload_config
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
-from explorer.app.tabs.analysis import analysis_outputs
+from explorer.app.tabs.gradients import gradients_outputs
 from explorer.app.tabs.latency import FIXED_LEN, run_sweep
 from explorer.figures.stacks import extra_grid
 from explorer.runtime.text import DEFAULT_SEPARATOR, DEFAULT_TEXT, SEQ2SEQ_TEXT
@@ -91,11 +91,11 @@ def test_first_click_keeps_the_users_text_and_inserts_the_separator():
 def test_decoder_only_hides_the_encoder_decoder_parts():
     out = h.refresh_attention(config_values(ModelConfig(n_layers=1, d_model=32, n_heads=2)), "abc", new_state())
     assert not _vis(out["separator"]) and not _vis(out["cross_grid"]) and not _vis(out["encoder_grid"])
-    assert not _vis(analysis_outputs(ModelConfig(n_layers=1, d_model=32, n_heads=2), "abc")["grad_stacks"])
+    assert not _vis(gradients_outputs(ModelConfig(n_layers=1, d_model=32, n_heads=2), "abc")["grad_stacks"])
 
 
 def test_analysis_has_per_stack_gradients_and_the_card():
-    out = analysis_outputs(ModelConfig(**SMALL), "ab=>cd")
+    out = gradients_outputs(ModelConfig(**SMALL), "ab=>cd")
     fig = out["grad_stacks"]["value"]
     names = {t.name for t in fig.data}
     assert {"self-attention out-proj", "cross-attention out-proj", "FFN out-proj"} <= names
@@ -150,7 +150,7 @@ def test_export_and_views_follow_the_separator(tmp_path, monkeypatch):
 
 
 def test_architecture_dropdown_and_upload_carry_the_stacks(tmp_path):
-    from explorer.app.controls import CONTROL_FIELDS
+    from explorer.app.controls.fields import CONTROL_FIELDS
     from models.config import CATEGORIES
     assert CATEGORIES[0] == "architecture" and "architecture" in CONTROL_FIELDS
     path = tmp_path / "cfg.json"

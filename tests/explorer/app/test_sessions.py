@@ -1,4 +1,4 @@
-"""Idle sessions expire (``explorer.app.sessions``): on Gradio's own ``StateHolder``, idle sessions are
+"""Idle sessions expire (``explorer.app.server.sessions``): on Gradio's own ``StateHolder``, idle sessions are
 dropped with their states' delete callbacks, active ones kept; a state Gradio rebuilt after an
 expiry makes the next commit redraw everything."""
 import datetime
@@ -7,9 +7,9 @@ import gradio as gr
 import pytest
 from gradio.state_holder import StateHolder
 
-from explorer.app import sessions
-from explorer.app.controls import config_updates
-from explorer.app.state import new_state
+from explorer.app.server import sessions
+from explorer.app.controls.fields import config_updates
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from models import ModelConfig
 
@@ -56,7 +56,7 @@ def test_a_rebuilt_state_redraws_what_a_live_one_skips():
 
 
 def _flood(holder, state, owner, sids):
-    from explorer.app import visitors
+    from explorer.app.server import visitors
     for sid in sids:
         token = visitors.CURRENT.set(owner)
         try:
@@ -66,8 +66,8 @@ def _flood(holder, state, owner, sids):
 
 
 def test_a_flood_from_one_address_evicts_only_that_addresses_sessions(holder):
-    from explorer.app import visitors
-    from explorer.app.gradio_compat import bound_sessions
+    from explorer.app.server import visitors
+    from explorer.app.server.gradio_compat import bound_sessions
     holder, state, freed = holder
     bound_sessions(holder, visitors.current, per_owner=4, total=10)
     _flood(holder, state, "10.0.0.1", ["victim"])
@@ -80,8 +80,8 @@ def test_a_flood_from_one_address_evicts_only_that_addresses_sessions(holder):
 
 
 def test_past_the_total_the_address_holding_most_gives_way(holder):
-    from explorer.app import visitors
-    from explorer.app.gradio_compat import bound_sessions
+    from explorer.app.server import visitors
+    from explorer.app.server.gradio_compat import bound_sessions
     holder, state, _ = holder
     bound_sessions(holder, visitors.current, per_owner=5, total=6)
     _flood(holder, state, "10.0.0.1", ["a1", "a2"])
@@ -96,8 +96,8 @@ def test_past_the_total_the_address_holding_most_gives_way(holder):
 
 
 def test_expiry_forgets_the_owner_of_a_dropped_session(holder):
-    from explorer.app import visitors
-    from explorer.app.gradio_compat import bound_sessions
+    from explorer.app.server import visitors
+    from explorer.app.server.gradio_compat import bound_sessions
     holder, state, _ = holder
     bound_sessions(holder, visitors.current, per_owner=4, total=10)
     _flood(holder, state, "10.0.0.1", ["old"])

@@ -7,10 +7,10 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.share import SEP_PARAM, from_query, link_separator, to_query
-from explorer.app.sources import apply_preset, load_from_url
-from explorer.app.state import new_state
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.controls.share import SEP_PARAM, from_query, link_separator, to_query
+from explorer.app.controls.sources import apply_preset, load_from_url
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.runtime.text import DEFAULT_SEPARATOR, MAX_SEPARATOR_CHARS, check_separator, model_input
 from models import ConfigError, ModelConfig
@@ -105,8 +105,7 @@ def test_the_export_splits_a_long_separator_where_analyze_does(tmp_path):
     import asyncio
     import zipfile
 
-    from explorer.app import api
-
+    from explorer.app.api import endpoints as api
     text, sep = "src0123456789tgt", "0123456789"
     summary = api.api_analyze(ENCDEC.to_json(), text, sep)
     assert summary["tokens"] == ["t", "g", "t"] and summary["encoder_maps"]["tokens"] == ["s", "r", "c"]

@@ -1,14 +1,14 @@
 """The encoder-decoder's extra grids: token labels on their outer panels, and the zoom into one of
-their heads (``explorer.app.tabs.stack_zoom``) checked against the maps it draws from."""
+their heads (``explorer.app.tabs.parts.stack_zoom``) checked against the maps it draws from."""
 import warnings
 
 import numpy as np
 import pytest
 
 from explorer.analysis import attention_maps
-from explorer.app.controls import CONTROL_FIELDS
-from explorer.app.stacks import FIGURES, attention_updates, slot_maps
-from explorer.app.tabs.stack_zoom import parse_pick, refresh_stack_zoom
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.tabs.parts.stacks import FIGURES, attention_updates, slot_maps
+from explorer.app.tabs.parts.stack_zoom import parse_pick, refresh_stack_zoom
 from explorer.figures.stacks import extra_grid, map_title
 from models import ConfigError, ModelConfig
 

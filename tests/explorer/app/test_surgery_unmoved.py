@@ -1,7 +1,7 @@
 """The Surgery tab's difference view never reads 0% for every head without saying why: the pairs a pattern
 allows at the text's length, counted by hand, against the sentence it writes."""
-from explorer.app import weights as ui_weights
-from explorer.app.controls import config_updates
+from explorer.app.controls import weights as ui_weights
+from explorer.app.controls.fields import config_updates
 from explorer.app.tabs.surgery import surgery_outputs, why_unmoved
 from models import ModelConfig
 

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from explorer.app import weights as ui_weights
-from explorer.app.controls import config_updates
-from explorer.app.state import new_state
-from explorer.app.tabs import train_source as ts
-from explorer.app.tabs.train_files import config_stem
+from explorer.app.controls import weights as ui_weights
+from explorer.app.controls.fields import config_updates
+from explorer.app.controls.state import new_state
+from explorer.app.controls import train_source as ts
+from explorer.app.tabs.parts.train_files import config_stem
 from explorer.training.trainer import MAX_TRAIN_PARAMS, RunConfig, Trainer
 from models import ModelConfig, build_model
 

@@ -13,9 +13,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from explorer.app import jobs
+from explorer.app.server import jobs
 from explorer.app.tabs import train as U
-from explorer.app.tabs import train_files, train_repro, train_runs
+from explorer.app.tabs.parts import train_files
+from explorer.app.tabs.parts import train_repro
+from explorer.app.tabs.parts import train_runs
 from explorer.runtime.pool import POOL
 from explorer.training import checkpoint, reproductions
 from models import ModelConfig, build_model
@@ -295,7 +297,7 @@ def test_the_app_writes_no_interface_files_into_the_source_tree():
     """Gradio writes a ``.pyi`` beside the source of every component subclass: the app defines none."""
     import pathlib
 
-    import explorer.app.layout  # noqa: F401  (every tab's components)
+    import explorer.app.page.layout  # noqa: F401  (every tab's components)
     root = pathlib.Path(U.__file__).resolve().parents[3]
     assert not list((root / "explorer").rglob("*.pyi"))
 

@@ -8,9 +8,9 @@ import plotly.graph_objects as go
 import pytest
 
 from explorer.analysis import attention_maps
-from explorer.app.controls import config_values
-from explorer.app.export import cleanup_export, export_files
-from explorer.app.state import new_state
+from explorer.app.controls.fields import config_values
+from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import views as ui_views
 from explorer.figures.views import PLOT_NAMES
 from explorer.runtime.configs import app_config

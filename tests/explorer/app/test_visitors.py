@@ -1,11 +1,11 @@
-"""A visitor is a client address (``explorer.app.visitors``): the peer's unless the app is told to read
+"""A visitor is a client address (``explorer.app.server.visitors``): the peer's unless the app is told to read
 the proxy's header; a header a client writes itself is never read where the app faces clients directly,
 and past a known number of trusted proxies only the entry the outermost one wrote counts."""
 from types import SimpleNamespace
 
 import pytest
 
-from explorer.app import visitors
+from explorer.app.server import visitors
 from explorer.runtime import settings
 
 

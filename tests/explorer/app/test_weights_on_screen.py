@@ -4,9 +4,9 @@ offer, a "Trained: ..." preset and a link carrying one switch by name; any other
 import html
 
 from explorer.analysis import bundled
-from explorer.app import weights as ui_weights
-from explorer.app.controls import config_updates
-from explorer.app.state import new_state
+from explorer.app.controls import weights as ui_weights
+from explorer.app.controls.fields import config_updates
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.runtime.presets import BUNDLE_PRESETS
 from explorer.runtime.text import DEFAULT_TEXT

@@ -1,4 +1,4 @@
-"""The "Weights" control (bundled / initial / your run), through the app's handlers as ``explorer.app.layout``
+"""The "Weights" control (bundled / initial / your run), through the app's handlers as ``explorer.app.page.layout``
 wires them: switching to your run changes the maps, switching back restores them, another session
 never sees them, a config that does not match turns the switch back to bundled with a message."""
 import json
@@ -6,20 +6,25 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from explorer.app import weights as ui_trained
-from explorer.app.controls import config_updates
-from explorer.app.state import new_state
+from explorer.app.controls import weights as ui_trained
+from explorer.app.controls.fields import config_updates
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
-from explorer.app.tabs import train_files
-from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.tabs.parts import train_files
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.train import small_config
 from explorer.training import checkpoint
 from explorer.training.trainer import RunConfig, Trainer
+from models import ModelConfig
+
+# the chain's analysis stage as the page runs it: the Gradients, Model and Latency (KV cache) tabs' steps
+analysis_stage = stage_handler("analysis")
+
 
 TEXT = "_CVe<dHi|_CVe<dHi"  # the copy task's probe: 8 symbols, the separator, their copy
 
 attention = ui_trained.attention_with_weights(h.refresh_attention)
-analysis = ui_trained.with_weights(refresh_analysis)
+analysis = ui_trained.with_weights(analysis_stage)
 
 
 def values_of(cfg) -> dict:
@@ -42,9 +47,14 @@ def draw(values, state, trained, weights=None):
     out = attention(values, text=TEXT, state=state, trained=trained, weights=weights)
     if isinstance(out["trained"], dict):  # gr.skip(): the session's record is unchanged
         out = {**out, "trained": trained}
-    if isinstance(out["weights"], str):
-        weights = out["weights"]
+    if chosen(out["weights"]) is not None:
+        weights = chosen(out["weights"])
     return out, analysis(values, text=TEXT, state=out["state"], trained=out["trained"], weights=weights)
+
+
+def chosen(radio):
+    """The value the attention event sets the Weights radio to (None: kept)."""
+    return radio if isinstance(radio, str) else radio.get("value") if isinstance(radio, dict) else None
 
 
 def plain(markdown: str) -> str:
@@ -91,13 +101,13 @@ def test_a_config_that_does_not_match_turns_the_switch_off(train_state):
     good = values_of(small_config())
     on = ui_trained.switch(good, "trained", train_state, new_state())
     changed = attention(values, text=TEXT, state=on["state"], trained=on["trained"], weights="trained")
-    assert changed["weights"] == "bundled" and changed["trained"] is None and "n_layers=2" in plain(changed["status"])
+    assert chosen(changed["weights"]) == "bundled" and changed["trained"] is None and "n_layers=2" in plain(changed["status"])
 
 
 def test_a_switch_left_on_after_the_snapshot_expired_turns_off():
     values = values_of(small_config())
     out = attention(values, text=TEXT, state=new_state(), trained=None, weights="trained")
-    assert out["weights"] == "bundled" and out["trained"] is None and "expired" in out["status"]
+    assert chosen(out["weights"]) == "bundled" and out["trained"] is None and "expired" in out["status"]
     assert not isinstance(out["grid"], dict)  # drawn, from the bundled weights (or the initial ones)
 
 
@@ -109,3 +119,14 @@ def test_a_downloaded_run_uploaded_again_can_be_switched_on(train_state, tmp_pat
     on = ui_trained.switch(values_of(small_config()), "trained", uploaded, new_state())
     assert on["trained"].step == 60
     assert on["trained"].digest == checkpoint.tensor_digest(trainer.model.state_dict())
+
+
+def test_the_radio_says_initial_weights_while_no_bundle_serves_the_controls():
+    """One source of truth: the line under the radio and the radio's own "bundled" entry agree."""
+    served = attention(values_of(ModelConfig()), text=TEXT, state=new_state(), trained=None, weights="bundled")
+    assert served["weights"]["choices"][0] == ("bundled (trained)", "bundled") and "value" not in served["weights"]
+    unserved_cfg = ModelConfig(d_model=96)  # no bundle was trained at this width, and surgery cannot change it
+    out = attention(values_of(unserved_cfg), text=TEXT, state=new_state(), trained=None, weights="bundled")
+    assert "initial weights" in plain(out["weights_md"])
+    assert out["weights"]["choices"][0] == (ui_trained.NO_BUNDLE_LABEL, "bundled")
+    assert "initial weights" in ui_trained.NO_BUNDLE_LABEL

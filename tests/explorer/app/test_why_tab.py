@@ -16,7 +16,8 @@ from explorer.analysis.attribution import attribute
 from explorer.analysis.circuits import composition, head_circuits
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.patching import default_pair, patch_heads
-from explorer.app.tabs import why, why_views as wv
+from explorer.app.tabs import why
+from explorer.app.tabs.parts import why_views as wv
 from explorer.runtime.configs import app_config
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ConfigError

@@ -6,16 +6,20 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from explorer.app import api
-from explorer.app import weights as W
-from explorer.app.checkpoint_door import open_named
-from explorer.app.controls import CONTROL_FIELDS, config_values
-from explorer.app.sources import load_from_url
-from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.api import endpoints as api
+from explorer.app.controls import weights as W
+from explorer.app.controls.checkpoint_door import open_named
+from explorer.app.controls.fields import CONTROL_FIELDS, config_values
+from explorer.app.controls.sources import load_from_url
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.attention import refresh_attention
 from explorer.app.tabs.latency import run_sweep
 from explorer.app.tabs.surgery import refresh_surgery
 from models import ModelConfig
+
+# the chain's analysis stage as the page runs it: the Gradients, Model and Latency (KV cache) tabs' steps
+analysis_stage = stage_handler("analysis")
+
 
 TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
 CHOICE = "checkpoint:tiny"
@@ -89,7 +93,7 @@ def test_leaving_the_checkpoint_resets_sizes_past_the_caps(tiny, monkeypatch, op
 def test_gradients_card_and_latency_at_its_sizes(tiny, opened):
     ckpt, model, cfg, tok = tiny
     values, out = opened
-    tabs = W.with_weights(refresh_analysis)(values, trained=None, weights=CHOICE, text=TEXT)
+    tabs = W.with_weights(analysis_stage)(values, trained=None, weights=CHOICE, text=TEXT)
     assert "next-token loss on your text" in tabs["grad"].layout.title.text
     per_token = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * 2
     assert f"{per_token:,} bytes per token" in tabs["model_md"] and "tiny" in tabs["model_md"]
@@ -117,8 +121,8 @@ def test_api_draws_a_checkpoint_with_changes(tiny):
 
 
 def test_a_preset_or_reset_leaves_the_checkpoint(tiny):
-    from explorer.app import history
-    from explorer.app.sources import apply_preset, skip_fill
+    from explorer.app.controls import history
+    from explorer.app.controls.sources import apply_preset, skip_fill
     from explorer.runtime.presets import available
 
     preset = W.after_fill(apply_preset(available()[0]), CHOICE)
@@ -132,7 +136,7 @@ def test_a_preset_or_reset_leaves_the_checkpoint(tiny):
 def test_export_of_a_checkpoint_view(tiny, opened, tmp_path):
     import zipfile
 
-    from explorer.app.export import cleanup_export, export_files
+    from explorer.app.api.export import cleanup_export, export_files
 
     values, out = opened
     result = W.with_weights(export_files)(values, trained=None, weights=CHOICE, text=TEXT, separator=None,
@@ -146,7 +150,7 @@ def test_export_of_a_checkpoint_view(tiny, opened, tmp_path):
 
 
 def test_an_encoder_decoder_checkpoint_link_keeps_its_separator(tiny):
-    from explorer.app.share import checkpoint_query
+    from explorer.app.controls.share import checkpoint_query
 
     cfg = ModelConfig(architecture="encoder_decoder").validate()
     query = parse_qs(checkpoint_query("tiny", cfg, cfg.replace(n_sinks=0), "a ## b", "##"))

@@ -13,17 +13,21 @@ import plotly.io as pio
 import pytest
 
 from explorer.analysis import checkpoints
-from explorer.app import api
-from explorer.app import weights as W
-from explorer.app.controls import config_values
-from explorer.app.export import cleanup_export, export_files, export_sections
-from explorer.app.state import drawn_config
-from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.api import endpoints as api
+from explorer.app.controls import weights as W
+from explorer.app.controls.fields import config_values
+from explorer.app.api.export import cleanup_export, export_files, export_sections
+from explorer.app.controls.state import drawn_config
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.attention import refresh_attention
 from explorer.app.tabs.train import small_config
 from explorer.runtime.text import model_input
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
+
+# the chain's analysis stage as the page runs it: the Gradients, Model and Latency (KV cache) tabs' steps
+analysis_stage = stage_handler("analysis")
+
 
 TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
 
@@ -69,7 +73,7 @@ def page(values: dict, choice: str, trained=None) -> dict:
     grid = W.attention_with_weights(lambda v, **kw: refresh_attention(v, **kw))(
         values, trained=trained, weights=choice, text=TEXT, state=None, separator=None)
     assert not isinstance(grid["weights"], str), "the switch must stay on the choice"
-    grads = W.with_weights(refresh_analysis)(values, trained=trained, weights=choice, text=TEXT)
+    grads = W.with_weights(analysis_stage)(values, trained=trained, weights=choice, text=TEXT)
     return {"grid": grid["grid"], "grad": grads["grad"], "weights_md": grid["weights_md"]}
 
 
@@ -116,7 +120,7 @@ def test_a_checkpoint_exports_its_own_placement_and_its_tokenizers_text(tiny):
     assert "checkpoint's tokenizer" in readme and used.text[:20] in readme
     # /gradients reads the same text and draws the same numbers as the tab's placement
     api_grads = api.api_gradients("", f"checkpoint:{ckpt_id}", TEXT)
-    tab = W.with_weights(refresh_analysis)(values, trained=None, weights=f"checkpoint:{ckpt_id}", text=TEXT)["grad"]
+    tab = W.with_weights(analysis_stage)(values, trained=None, weights=f"checkpoint:{ckpt_id}", text=TEXT)["grad"]
     ys = list(traces(tab).values())
     for key in ("attn_out", "ffn_out", "residual"):  # each of the tab's curves is the API's numbers
         assert any(len(y) == len(api_grads[key]) and np.allclose(y, api_grads[key], rtol=1e-6) for y in ys), key

@@ -16,9 +16,9 @@ import zipfile
 
 import pytest
 
-from explorer.app.controls import config_values
-from explorer.app.export import cleanup_export, export_files, export_sections
-from explorer.app.state import new_state
+from explorer.app.controls.fields import config_values
+from explorer.app.api.export import cleanup_export, export_files, export_sections
+from explorer.app.controls.state import new_state
 from explorer.app.tabs.latency import run_sweep
 from explorer.export import archive as export_zip
 from explorer.export import png as png_render
@@ -94,6 +94,8 @@ def test_zip_holds_config_csv_html_and_pngs_of_the_expected_size(swept):
     for row, (series, r) in zip(rows, records):
         assert row["series"] == series and int(row["seq_len"]) == r["seq_len"] and row["mode"] == "forward"
         assert float(row["latency_ms"]) == pytest.approx(r["ms"], rel=1e-5)
+        assert row["attention_ms"] == "" if r.get("attn_ms") is None else \
+            float(row["attention_ms"]) == pytest.approx(r["attn_ms"], rel=1e-5)
         assert int(row["peak_memory_bytes"]) == r["peak_bytes"] and row["status"] == "ok"
         assert row["backend"] == r["backend"]
     assert {r["attention"] for r in rows} == {"sliding_window", "full"}
@@ -218,3 +220,11 @@ def _browser_children() -> list:
         if b"chrom" in cmd:
             out.append(pid)
     return out
+
+
+def test_the_csv_carries_the_attention_cores_own_time():
+    recs = [{"seq_len": 256, "ms": 12.5, "attn_ms": 4.25, "peak_bytes": 10, "status": "ok", "mode": "forward"},
+            {"seq_len": 512, "ms": None, "attn_ms": None, "peak_bytes": None, "status": "oom", "mode": "forward"}]
+    rows = list(csv.DictReader(io.StringIO(export_zip.sweep_csv(export_zip.sweep_rows([("current", "full", recs)])))))
+    assert [r["attention_ms"] for r in rows] == ["4.25", ""] and [r["latency_ms"] for r in rows] == ["12.5", ""]
+    assert rows[1]["status"] == "OOM" and list(rows[0]) == list(export_zip.CSV_COLUMNS)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from explorer.analysis import attention_maps, gradient_norms, kv_cache_bytes
-from explorer.app.grid_pick import MAX_GRID, grid_from_params, grid_query, parse_pick, with_grid
-from explorer.app.share import DEFAULT_TEXT
+from explorer.app.controls.grid_pick import MAX_GRID, grid_from_params, grid_query, parse_pick, with_grid
+from explorer.app.controls.share import DEFAULT_TEXT
 from explorer.app.tabs import views as ui_views
 from explorer.figures import stacks as plots_encdec
 from explorer.figures import training as plots_train

@@ -34,4 +34,5 @@ def test_the_reading_points_to_a_longer_text():
     assert torch.equal(mask, torch.ones(L, L, dtype=torch.bool).tril())  # the old landing text's length
     text = maps_reading(_summary("bigbird", mask), 256)
     assert "covers every pair full attention allows" in text and "longer text (up to 256 bytes)" in text
+    assert "**Long context** tab" in text  # where the pattern parts from full attention
     assert "covers every pair" not in maps_reading(_summary("full", mask), 256)

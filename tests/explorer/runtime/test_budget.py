@@ -10,9 +10,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from explorer.analysis import attention_maps, clear_caches, gradient_norms
-from explorer.app import api as ui_api
-from explorer.app.share import from_query
-from explorer.app.sources import upload_config
+from explorer.app.api import endpoints as ui_api
+from explorer.app.controls.share import from_query
+from explorer.app.controls.sources import upload_config
 from explorer.runtime import budget
 from explorer.runtime import settings
 from explorer.runtime.configs import app_config

@@ -11,16 +11,20 @@ import threading
 import numpy as np
 
 from explorer.analysis import clear_caches, gradient_norms
-from explorer.app import api as ui_api
-from explorer.app.controls import config_values
-from explorer.app.state import new_state
+from explorer.app.api import endpoints as ui_api
+from explorer.app.controls.fields import config_values
+from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as attention_tab
 from explorer.app.tabs import compare as compare_tab
-from explorer.app.tabs.analysis import refresh_analysis
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.latency import run_sweep
 from explorer.runtime.device import gpu, record_gpu_calls
 from explorer.runtime.signals import StopToken
 from models import ModelConfig
+
+# the chain's analysis stage as the page runs it: the Gradients, Model and Latency (KV cache) tabs' steps
+analysis_stage = stage_handler("analysis")
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SMALL = ModelConfig(n_layers=2, d_model=32, n_heads=2, seed=4321)  # a seed no other test draws: nothing memoised
@@ -49,7 +53,7 @@ def test_every_gpu_call_of_the_app_survives_pickling():
     stop = threading.Event()
     with record_gpu_calls() as calls:
         attention_tab.refresh_attention(config_values(SMALL), "hello gpu", new_state())
-        refresh_analysis(config_values(SMALL), "hello gpu")
+        analysis_stage(config_values(SMALL), text="hello gpu")
         run_sweep(config_values(OTHER), "16,32", "forward", new_state(), should_stop=stop.is_set)
         compare_tab.refresh_compare(config_values(OTHER), "hello gpu", SMALL.to_dict())
         compare_tab.run_ab_sweep(config_values(OTHER), SMALL.to_dict(), "16", "forward", new_state(),
@@ -129,9 +133,10 @@ for pkg in (explorer, models, kernels):
         if info.name.endswith("__main__"):
             continue
         importlib.import_module(info.name)
-from explorer.app.layout import build_app
+from explorer.app.page.layout import build_app
 build_app()
 import app
+
 print("no cuda")
 """
 

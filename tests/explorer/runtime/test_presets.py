@@ -4,8 +4,8 @@ fills every control through the preset handler and is recognised again from the 
 import pytest
 import torch
 
-from explorer.app.controls import CONTROL_FIELDS, values_to_config
-from explorer.app.sources import apply_preset
+from explorer.app.controls.fields import CONTROL_FIELDS, values_to_config
+from explorer.app.controls.sources import apply_preset
 from explorer.runtime.configs import app_config
 from explorer.runtime.presets import PRESETS, available, matching_preset, preset_config
 from models import build_model
@@ -70,7 +70,7 @@ def test_paper_preset_fills_every_control(name):
 def test_lesson_presets_bring_a_text_at_which_the_pattern_shows():
     """On the lesson's text, the sparse pattern keeps well under half of what full attention keeps
     (on the 100-byte default text BigBird kept 49.9% of pairs against full's 50.5%)."""
-    from explorer.app.sources import apply_preset
+    from explorer.app.controls.sources import apply_preset
     from explorer.runtime.limits import MAX_TEXT_BYTES
     from explorer.runtime.presets import LESSON_TEXT, LESSONS
     from models.attention import pattern_mask
@@ -90,7 +90,7 @@ def test_lesson_presets_bring_a_text_at_which_the_pattern_shows():
 def test_the_gradient_lesson_is_deep_and_post_ln_and_keeps_the_text():
     import gradio as gr
 
-    from explorer.app.sources import apply_preset
+    from explorer.app.controls.sources import apply_preset
 
     cfg = preset_config("Lesson: post-LN vs pre-LN gradients (12 layers)")
     assert cfg.n_layers == 12 and cfg.norm_placement == "post"

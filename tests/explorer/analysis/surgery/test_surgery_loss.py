@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from explorer.analysis import bundled, checkpoints
 from explorer.analysis import surgery
 from explorer.analysis.surgery.__main__ import main, markdown
-from explorer.app.tabs.surgery import loss_line
+from explorer.figures.readings import loss_line
 from models import ConfigError
 
 TEXT = "def area(r):\n    return 3.14159 * r * r  # the area of a circle of radius r\n"

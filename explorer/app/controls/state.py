@@ -1,0 +1,41 @@
+"""The per-session state of the main redraw chain: tiny, and never the figures, the text or the config.
+
+``{"drawn": digest of what the attention figures show, "fresh": drawn by the last edit, "ui": digest
+of the controls' look, "sweep": the last sweep's records (for the export)}``. A commit whose digest
+equals ``drawn`` redraws nothing; the later events of the chain skip unless ``fresh``; unchanged
+controls are not re-sent (each re-send would store a copy in Gradio's session).
+"""
+from __future__ import annotations
+
+from explorer.analysis.memo import weights_key
+from explorer.analysis.source import WeightsSource
+from explorer.app.controls.fields import current_config, ui_digest
+from explorer.app.controls.grid_pick import normalise
+from explorer.runtime.digest import digest
+from explorer.runtime.text import DEFAULT_SEPARATOR, clip_text
+from models import ModelConfig
+
+
+def new_state(cfg: ModelConfig | None = None, text: str | None = None, weights=None) -> dict:
+    """A fresh state; ``text`` given: the page was built showing ``cfg``'s figures for it (with ``weights``)."""
+    cfg = cfg or ModelConfig()
+    drawn = None if text is None else drawn_digest(cfg, text, weights=weights)
+    return {"drawn": drawn, "fresh": False, "ui": ui_digest(cfg), "sweep": None, "arch": cfg.architecture}
+
+
+def read_state(state) -> dict:
+    """``state`` completed with the defaults (Gradio may hand over None or a partial dict)."""
+    return {**new_state(), **state} if isinstance(state, dict) else new_state()
+
+
+def drawn_digest(cfg: ModelConfig, text: str, separator=None, picks=(None, None), weights=None) -> str:
+    """Digest of what the attention figures show: config, used text, separator, grid picks, weights."""
+    return digest([cfg.to_json(), clip_text(text), separator or DEFAULT_SEPARATOR, *map(normalise, picks),
+                   weights_key(weights)])
+
+
+def drawn_config(values: dict, weights=None) -> ModelConfig:
+    """The config a handler draws: the one its request's weights source was resolved for
+    (``explorer.analysis.source.WeightsSource``, passed down as ``weights``), else the controls' own
+    (``current_config``: a bad value raises the error the handler shows)."""
+    return weights.config if isinstance(weights, WeightsSource) else current_config(values)

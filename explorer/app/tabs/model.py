@@ -1,0 +1,83 @@
+"""The Model tab: the model card (parameters, measured FLOPs per token at the text's length, the KV cache per
+decoded token, a checkpoint's origin) and the config as JSON, filled in the chain's analysis stage."""
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+
+from explorer.analysis import kv_cache_bytes, model_summary
+from explorer.analysis.weights import applicable
+from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.server.messages import problem
+from explorer.app.tabs.contract import Landing, Step, Tab
+from explorer.figures.readings import model_markdown
+from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.text import model_input
+from explorer.runtime.untrusted import shown
+from models import ModelConfig
+from models.architectures import arrangement, stack_depth
+
+OUTPUTS = ("model_md", "config_code")
+
+
+def stack_layers(cfg: ModelConfig) -> int:
+    return stack_depth(cfg, arrangement(cfg).head)
+
+
+def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
+    """The model card, with the KV cache per decoded token and, for a checkpoint (``loaded``: the request's
+    record; looked up by the weights' id otherwise), where it comes from."""
+    md = model_markdown(model_summary(cfg, seq_len=seq, weights=weights))
+    per_token = kv_cache_bytes(cfg, [1])["current"][0]
+    head, sep, rest = md.partition("\n")
+    kv = (f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × {cfg.kv_heads} K/V "
+          f"heads × {cfg.d_head} × K and V × 2 bytes).")
+    if weights is not None and weights.checkpoint:
+        from explorer.analysis import checkpoints
+        loaded = checkpoints.load(loaded or weights.checkpoint)
+        kv += (f"\n\nPretrained **{shown(loaded.describe())}**, vocabulary of {cfg.vocab_size:,} tokens: "
+               + "; ".join(shown(n) for n in loaded.notes) + ".")
+    return f"{head}\n{kv}\n{rest}" if sep else f"{md}\n{kv}"
+
+
+def text_length(cfg: ModelConfig, text: str, w=None) -> int:
+    """The length the card's FLOPs are measured at: the tokens a checkpoint's tokenizer reads from ``text``,
+    else the text's bytes (at most ``MAX_TEXT_BYTES``)."""
+    if w is not None and getattr(w, "tokenizer", None) is not None:
+        try:
+            return max(1, len(model_input(cfg, text, tokenizer=w.tokenizer).sequences[0][1]))
+        except Exception:  # an empty text: the card at length 1
+            return 1
+    return max(1, min(len(str(text or "").encode("utf-8")), MAX_TEXT_BYTES))
+
+
+def model_outputs(cfg: ModelConfig, text: str, weights=None) -> dict:
+    """``{model_md, config_code}`` of ``cfg`` drawn with ``weights`` (a ``WeightsSource`` or a record)."""
+    w = applicable(weights, cfg)
+    return {"model_md": card(cfg, text_length(cfg, text, w), w, getattr(weights, "loaded", None)),
+            "config_code": json.dumps(cfg.to_dict(), indent=2)}
+
+
+def refresh_model(values: dict, text, state=None, weights=None) -> dict:
+    """-> the card and the config JSON; skipped like the other tabs of the analysis stage."""
+    if state is not None and not read_state(state)["fresh"]:
+        return {k: gr.skip() for k in OUTPUTS}
+    try:
+        return model_outputs(drawn_config(values, weights), text, weights)
+    except Exception as exc:
+        problem(exc)
+        return {k: gr.skip() for k in OUTPUTS}
+
+
+def build(landing: Landing) -> dict:
+    first = model_outputs(landing.cfg, landing.text, landing.weights)
+    out = {}
+    with gr.Tab("Model", id="model"):
+        out["model_md"] = gr.Markdown(first["model_md"], elem_id="model-card")
+        out["config_code"] = gr.Code(first["config_code"], language="json", label="Config (JSON)",
+                                     elem_id="config-json")
+    return out
+
+
+TAB = Tab("model", build, steps=(Step("analysis", refresh_model, ("text", "state"), OUTPUTS),))
