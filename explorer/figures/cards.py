@@ -81,3 +81,23 @@ def cards_figure(cards: list) -> go.Figure:
     lay["margin"] = dict(l=70, r=20, t=90, b=120)
     legend_above(lay, data[::2][:len(done)], rows=NARROW_LEGEND_ROWS)
     return go.Figure(data=data, layout=lay)
+
+
+def roles_table_md(grounded: dict) -> str:
+    """The weights on screen's heads by grounded role, one row per layer (``grounded_view.grounded_json``): the
+    role, its probe score and what mean-ablating the head costs on the role's probe ("?": the cost is below
+    the threshold, so the cause does not confirm the probe's label)."""
+    rows = grounded.get("heads") or []
+    if not rows:
+        return ""
+    n_heads = max(len(r) for r in rows)
+
+    def cell(h: dict) -> str:
+        if h["label"] == "mixed":
+            return f"mixed ({h['effect']:+.2f})"
+        return f"{h['label']}{'' if h['confirmed'] else '?'} {h['score']:.2f} ({h['effect']:+.2f})"
+
+    head = "| layer | " + " | ".join(f"head {i}" for i in range(n_heads)) + " |"
+    lines = [head, "|" + " --- |" * (n_heads + 1)]
+    lines += [f"| {row[0]['layer']} | " + " | ".join(cell(h) for h in row) + " |" for row in rows if row]
+    return "\n".join(lines)

@@ -31,12 +31,21 @@ from explorer.app.tabs.contract import Page, Tab
 from explorer.app.tabs.parts import why_views as wv
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
+from explorer.analysis.cards import cards_table_md, load_cards
+from explorer.analysis.grounded_view import grounded_json
+from explorer.figures.base import message_figure
+from explorer.figures.cards import cards_figure, roles_table_md
 from explorer.runtime.configs import app_config
 from explorer.runtime.untrusted import shown
 
 INPUTS = ("text", "why_pos", "why_alt", "why_heads", "why_mode", "why_bad", "why_kind")
-OUTPUTS = ("why_md", "why_lens", "why_attr", "why_abl_md", "why_patch", "why_copy", "why_comp", "why_csv", "why_heads",
-           "why_qs", "why_drawn")
+OUTPUTS = ("why_md", "why_roles", "why_lens", "why_attr", "why_abl_md", "why_patch", "why_copy", "why_comp", "why_csv",
+           "why_heads", "why_qs", "why_drawn")
+ROLES_INTRO = ("**Head roles by fixed probes and their cause** (independent of your text): each head's role is read on "
+               "fixed probe texts (random strings repeated at several distances, held-out prose, periodic text) and "
+               "confirmed by mean-ablating the head: the number in brackets is the loss change, in nats per token, "
+               "on the probe the role predicts; \"?\": below the threshold, so the cause does not confirm it. The "
+               "Attention tab's labels are read on your text.")
 MAX_ALT_CHARS = 16
 INTRO = ("**Why**: what each head does to the prediction. The logit lens reads the prediction after every layer; "
          "attribution splits one logit among the heads (the final norm's scale frozen at its value on this forward "
@@ -52,6 +61,7 @@ def build_why_tab() -> dict:
     out = {}
     with gr.Tab("Why", id="why") as out["why_tab"]:
         out["why_md"] = gr.Markdown(INTRO, elem_id="why-reading")
+        out["why_roles"] = gr.Markdown("", elem_id="why-roles")
         out["why_lens"] = gr.Plot(None, label="Logit lens", elem_id="why-lens")
         with gr.Row():
             out["why_pos"] = gr.Number(-1, precision=0, elem_id="why-pos", label="Attribution at position "
@@ -82,7 +92,30 @@ def build_why_tab() -> dict:
                                          elem_id="why-link")
         out["why_qs"] = gr.Textbox("", visible=False)
         out["why_drawn"] = gr.State(False)
+        with gr.Accordion("Circuit cards: the same circuit across the shipped models", open=False,
+                          elem_id="why-cards-box"):
+            fig, table = cards_section()
+            out["why_cards"] = gr.Plot(fig, label="Circuit cards", elem_id="why-cards")
+            out["why_cards_md"] = gr.Markdown(table, elem_id="why-cards-table")
     return out
+
+
+def cards_section() -> tuple:
+    """``(figure, Markdown)`` of the circuit cards stored beside the shipped models (``explorer.analysis.cards``):
+    one per model, read at start-up; a card that fails its checks is said instead of drawn."""
+    try:
+        cards = load_cards()
+    except Exception as exc:  # an edited card or one of other weights: said, the page still builds
+        return message_figure(problem(exc), "Circuit cards"), f"⚠️ {shown(problem(exc))}"
+    return cards_figure(cards), cards_table_md(cards)
+
+
+def roles_reading(weights) -> str:
+    """The grounded roles of the weights on screen (the stored card of a shipped model as trained, else
+    computed on the probes), or why there are none."""
+    g = grounded_json(weights.config, weights.weights)
+    where = "from " + g["source"]
+    return f"{ROLES_INTRO} _Source: {shown(where)}._\n\n{roles_table_md(g)}"
 
 
 def _warned(view: str, exc: Exception) -> str:
@@ -103,7 +136,8 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
          why_kind="K", **_kw) -> dict:
     """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
     notes, got = [], {}
-    runs = (("lens", "Logit lens", lambda: wv.lens(weights, text)),
+    runs = (("roles", "Head roles", lambda: roles_reading(weights)),
+            ("lens", "Logit lens", lambda: wv.lens(weights, text)),
             ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
             ("abl", "Ablation", lambda: wv.ablation(weights, text, why_heads or [], why_mode or "zero")),
             ("patch", "Patching", lambda: wv.patching(weights, text, why_bad)),
@@ -125,7 +159,7 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
     pos = got["attr"]["position"] if "attr" in got else why_pos
     qs = urlencode({"why_pos": pos, **({"why_alt": why_alt} if why_alt else {}),
                     **({"why_bad": why_bad} if why_bad else {}), "tab": "why"})
-    return {"why_md": "\n\n".join([INTRO, *notes]),
+    return {"why_md": "\n\n".join([INTRO, *notes]), "why_roles": got.get("roles", ""),
             "why_lens": lens_figure(got["lens"], got["attr"]["position"] if "attr" in got else None)
             if "lens" in got else None,
             "why_attr": attribution_figure(got["attr"]) if "attr" in got else None,
@@ -236,4 +270,13 @@ def api_circuits(config_json: str = "", text: str = "", kind: str = "K", earlier
     return _answer(config_json, weights, lambda src: wv.circuits(src, text, kind, earlier, later))
 
 
-TAB = Tab("why", lambda landing: build_why_tab(), wire=wire, link=("why_pos", "why_alt", "why_bad"))
+def export(scene) -> list:
+    """The circuit cards (static: stored beside the models), when the visitor opened the tab in this session."""
+    if not scene.extra.get("why_drawn"):
+        return []
+    fig, _table = cards_section()
+    return [("Circuit cards across the shipped models", [("circuit-cards", fig)])]
+
+
+TAB = Tab("why", lambda landing: build_why_tab(), wire=wire, export=export, export_inputs=("why_drawn",),
+          link=("why_pos", "why_alt", "why_bad"))

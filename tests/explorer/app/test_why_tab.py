@@ -169,3 +169,30 @@ def test_a_checkpoint_reads_its_tokenizer_pieces(tiny_source):
     assert len(circ["copying"]["tokens"]) == len(set(ids)) and len(circ["composition"]["scores"]) == 4
     with pytest.raises(ConfigError, match="exactly one token"):
         wv.alternative_id(tiny_source, "Xq7Rv9Lm2 again")
+
+
+def test_the_head_roles_are_the_stored_cards_for_a_bundle_as_trained(drawn):
+    """The roles table is the default bundle's circuit card (independent of the text): its four layer-1 heads
+    induction, layer 0 head 0 previous-token, each with the card's ablation cost."""
+    from explorer.analysis.cards import load_card
+
+    card = load_card("default")
+    roles = html.unescape(drawn["why_roles"]).replace("\\", "")
+    assert "circuit card stored beside the model" in roles
+    rows = [line for line in roles.splitlines() if line.startswith("| 1 |")]
+    assert len(rows) == 1 and rows[0].count("induction") == 4
+    for h in card["heads"][1]:
+        assert f"{h['label']} {h['score']:.2f} ({h['effect']:+.2f})" in rows[0]
+    assert "previous-token" in next(line for line in roles.splitlines() if line.startswith("| 0 |"))
+
+
+def test_the_circuit_cards_are_on_the_tab_and_in_its_export():
+    from explorer.analysis.cards import load_cards
+
+    fig, table = why.cards_section()
+    names = {t.name for t in fig.data}
+    assert {c["model"] for c in load_cards() if not c.get("skipped")} <= names  # every model not skipped, drawn
+    assert table.startswith("| model |")
+    scene = types.SimpleNamespace(extra={"why_drawn": True})
+    assert [title for title, _ in why.export(scene)] == ["Circuit cards across the shipped models"]
+    assert why.export(types.SimpleNamespace(extra={})) == []  # not opened in this session: not in the zip
