@@ -14,6 +14,7 @@ from explorer.app.controls.sources import apply_preset, upload_config
 from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.gradients import gradients_outputs
+from explorer.app.tabs.model import model_outputs
 from explorer.app.tabs.latency import FIXED_LEN, run_sweep
 from explorer.figures.stacks import extra_grid
 from explorer.runtime.text import DEFAULT_SEPARATOR, DEFAULT_TEXT, SEQ2SEQ_TEXT
@@ -99,7 +100,7 @@ def test_analysis_has_per_stack_gradients_and_the_card():
     fig = out["grad_stacks"]["value"]
     names = {t.name for t in fig.data}
     assert {"self-attention out-proj", "cross-attention out-proj", "FFN out-proj"} <= names
-    assert json.loads(out["config_code"])["n_encoder_layers"] == 1
+    assert json.loads(model_outputs(ModelConfig(**SMALL), "ab=>cd")["config_code"])["n_encoder_layers"] == 1
 
 
 def test_an_encoder_decoder_preset_fills_a_text_with_the_separator():
