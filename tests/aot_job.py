@@ -41,9 +41,11 @@ class AotJob:
     """One ``python -m kernels.aot_check`` run in its own process group, at the lowest priority."""
 
     def __init__(self):
+        self._start(tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+"))
+
+    def _start(self, out, err) -> None:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # real compiles
-        self.out = tempfile.TemporaryFile(mode="w+")
-        self.err = tempfile.TemporaryFile(mode="w+")
+        self.out, self.err = out, err
         self.started = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "kernels.aot_check"], cwd=ROOT, env=env,
                                      stdout=self.out, stderr=self.err, text=True, preexec_fn=_background)
@@ -71,19 +73,15 @@ class AotJob:
 AOT_DIR_ENV = "EXPLORER_AOT_DIR"
 
 
-class SharedAotJob:
+class SharedAotJob(AotJob):
     """The one job of an xdist session, started by the controlling process; its stdout, stderr and exit
     status (written when it ends) in a fresh temporary folder that ``AOT_DIR_ENV`` names to the workers."""
 
     def __init__(self):
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         self.folder = tempfile.mkdtemp(prefix="explorer-aot-")
         with open(os.path.join(self.folder, "started"), "w") as f:
             f.write(repr(time.time()))
-        self.out = open(os.path.join(self.folder, "out"), "w")
-        self.err = open(os.path.join(self.folder, "err"), "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.aot_check"], cwd=ROOT, env=env,
-                                     stdout=self.out, stderr=self.err, text=True, preexec_fn=_background)
+        self._start(open(os.path.join(self.folder, "out"), "w"), open(os.path.join(self.folder, "err"), "w"))
         threading.Thread(target=self._status, name="aot-status", daemon=True).start()
         os.environ[AOT_DIR_ENV] = self.folder
 
@@ -94,11 +92,7 @@ class SharedAotJob:
         os.replace(os.path.join(self.folder, "rc.tmp"), os.path.join(self.folder, "rc"))
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.out.close()
-        self.err.close()
+        super().stop()
         os.environ.pop(AOT_DIR_ENV, None)
         shutil.rmtree(self.folder, ignore_errors=True)
 

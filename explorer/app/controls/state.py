@@ -7,10 +7,13 @@ controls are not re-sent (each re-send would store a copy in Gradio's session).
 """
 from __future__ import annotations
 
+import gradio as gr
+
 from explorer.analysis.memo import weights_key
 from explorer.analysis.source import WeightsSource
 from explorer.app.controls.fields import current_config, ui_digest
 from explorer.app.controls.grid_pick import normalise
+from explorer.app.server.messages import problem
 from explorer.runtime.digest import digest
 from explorer.runtime.text import DEFAULT_SEPARATOR, clip_text
 from models import ModelConfig
@@ -39,3 +42,16 @@ def drawn_config(values: dict, weights=None) -> ModelConfig:
     (``explorer.analysis.source.WeightsSource``, passed down as ``weights``), else the controls' own
     (``current_config``: a bad value raises the error the handler shows)."""
     return weights.config if isinstance(weights, WeightsSource) else current_config(values)
+
+
+def after_the_grid(state, outputs: tuple, draw) -> dict:
+    """A later step of the redraw chain: ``draw()`` when the grid event drew something new (``state["fresh"]``;
+    ``state`` None: always, as on the page's load), else a skip for every one of ``outputs``; a failure (a bad
+    config: the grid event already warned, naming the field) skips too and keeps the last good figures."""
+    if state is not None and not read_state(state)["fresh"]:
+        return {k: gr.skip() for k in outputs}
+    try:
+        return draw()
+    except Exception as exc:
+        problem(exc)
+        return {k: gr.skip() for k in outputs}

@@ -14,8 +14,7 @@ import gradio as gr
 from explorer.analysis import gradient_norms
 from explorer.analysis.gradients import drawn_gradients
 from explorer.analysis.weights import applicable
-from explorer.app.controls.state import drawn_config, read_state
-from explorer.app.server.messages import problem
+from explorer.app.controls.state import after_the_grid, drawn_config
 from explorer.app.tabs.contract import Landing, Step, Tab
 from explorer.app.tabs.parts import stacks
 from explorer.app.tabs.parts.gradients_depth import depth_panel
@@ -52,13 +51,7 @@ def gradients_outputs(cfg: ModelConfig, text: str, weights=None) -> dict:
 def refresh_gradients(values: dict, text, state=None, weights=None) -> dict:
     """-> the gradient figure, its reading and the per-stack figure; skipped when the attention event drew
     nothing new or the config is bad (the attention handler already warned)."""
-    if state is not None and not read_state(state)["fresh"]:
-        return {k: gr.skip() for k in OUTPUTS}
-    try:
-        return gradients_outputs(drawn_config(values, weights), text, weights)
-    except Exception as exc:
-        problem(exc)
-        return {k: gr.skip() for k in OUTPUTS}
+    return after_the_grid(state, OUTPUTS, lambda: gradients_outputs(drawn_config(values, weights), text, weights))
 
 
 def build(landing: Landing) -> dict:

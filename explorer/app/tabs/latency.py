@@ -16,7 +16,7 @@ from explorer.analysis.sweep import DEFAULT_LENGTHS, sweep_axes
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
-from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.controls.state import after_the_grid, drawn_config, read_state
 from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, warn
 from explorer.app.tabs.contract import Landing, Page, Step, Tab
@@ -117,13 +117,8 @@ KV_LENGTHS = [2 ** k for k in range(7, 18)]
 
 def refresh_kv(values: dict, state=None, weights=None) -> dict:
     """-> the KV-cache figure of the drawn config; skipped like the other tabs of the analysis stage."""
-    if state is not None and not read_state(state)["fresh"]:
-        return {"kv": gr.skip()}
-    try:
-        return {"kv": kv_cache_figure(kv_cache_bytes(drawn_config(values, weights), KV_LENGTHS))}
-    except Exception as exc:
-        problem(exc)
-        return {"kv": gr.skip()}
+    return after_the_grid(state, ("kv",), lambda: {"kv": kv_cache_figure(kv_cache_bytes(drawn_config(values, weights),
+                                                                                        KV_LENGTHS))})
 
 
 def build(landing: Landing) -> dict:

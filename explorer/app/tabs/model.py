@@ -8,8 +8,7 @@ import gradio as gr
 
 from explorer.analysis import kv_cache_bytes, model_summary
 from explorer.analysis.weights import applicable
-from explorer.app.controls.state import drawn_config, read_state
-from explorer.app.server.messages import problem
+from explorer.app.controls.state import after_the_grid, drawn_config
 from explorer.app.tabs.contract import Landing, Step, Tab
 from explorer.figures.readings import model_markdown
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -61,13 +60,7 @@ def model_outputs(cfg: ModelConfig, text: str, weights=None) -> dict:
 
 def refresh_model(values: dict, text, state=None, weights=None) -> dict:
     """-> the card and the config JSON; skipped like the other tabs of the analysis stage."""
-    if state is not None and not read_state(state)["fresh"]:
-        return {k: gr.skip() for k in OUTPUTS}
-    try:
-        return model_outputs(drawn_config(values, weights), text, weights)
-    except Exception as exc:
-        problem(exc)
-        return {k: gr.skip() for k in OUTPUTS}
+    return after_the_grid(state, OUTPUTS, lambda: model_outputs(drawn_config(values, weights), text, weights))
 
 
 def build(landing: Landing) -> dict:
