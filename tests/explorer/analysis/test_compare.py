@@ -2,6 +2,7 @@
 from urllib.parse import parse_qsl
 
 from explorer.analysis import compare
+from explorer.app.tabs import link_params
 from explorer.app.controls.share import from_query
 from explorer.app.controls.share import compare_query
 from explorer.figures.compare import gradient_compare_figure
@@ -39,7 +40,7 @@ def test_share_query_restores_both():
     b = A.replace(attention="strided")
     q = dict(parse_qsl(compare_query(A, b, "hello")))
     assert q["tab"] == "compare"
-    cfg_b, text, _, notice = from_query(q)  # the main link ignores pin / tab
+    cfg_b, text, _, notice = from_query(q, link_params())  # the main link leaves pin to Compare, tab to the page
     assert notice is None and cfg_b == b and text == "hello"
     cfg_a, _, _, notice = from_query(dict(parse_qsl(q["pin"])))
     assert notice is None and cfg_a == A
