@@ -2,8 +2,9 @@
 
 ``python_docs()`` is the interpreter's own documentation (``pydoc_data.topics``): present wherever
 Python is, nothing to download. ``split_corpus(data)`` cuts a text into a training part and a held-out
-part whose scored text (its paragraphs joined as they are read) shares no 64-byte run with it (the documentation repeats whole sections between topics, and a
-model that memorised them would look better on "held-out" text than it is). The training tasks
+part whose scored text (its paragraphs joined as they are read) shares no 64-byte run with it (the
+documentation repeats whole sections between topics, and a model that memorised them would look better
+on "held-out" text than it is). The training tasks
 (``explorer.training.tasks``) and the analyses that score a bundled model on held-out text
 (``explorer.analysis.surgery``) both read it from here. ``unigram_loss(train, held)`` is the held-out loss
 of a model that knows only the byte frequencies: the floor a language model must get under to have
@@ -25,7 +26,7 @@ def python_docs() -> bytes:
     return "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
 
 
-OVERLAP_WINDOW = 64  # bytes: a held-out paragraph that brings a run this long seen before into the scored text is dropped
+OVERLAP_WINDOW = 64  # bytes: a held-out paragraph that brings a training run this long into the scored text is dropped
 SEP = b"\n\n"       # how paragraphs are joined, in both parts
 MIN_PARAGRAPHS = 10
 
@@ -62,14 +63,14 @@ def split_corpus(data: bytes, fraction: float = HELDOUT_FRACTION) -> tuple:
     The text is cut at a paragraph boundary so that about the last ``fraction`` of its bytes is held
     out; then the held-out paragraphs are appended one by one, in order, and a paragraph is dropped when
     appending it would bring in a window of the training part (the windows across the join included) or
-    when it shares a run with an earlier held-out paragraph: the Python documentation repeats whole sections between
-    topics (8.5% of a plain tail's 64-byte windows occur verbatim in the rest), and a model that
-    memorised them would look better on held-out text than it is. Checking each paragraph alone is not
-    enough: paragraphs shorter than the window are never checked, and dropping the paragraphs between
-    two others joins them into runs that were copied whole (the ``with`` statement's examples, copied
-    from ``compound``, joined into runs of up to 135 bytes that occur in the training part). A text of
-    fewer than ``MIN_PARAGRAPHS`` paragraphs is split as a contiguous tail (there is nothing to
-    deduplicate by)."""
+    when it shares a run with an earlier held-out paragraph: the Python documentation repeats whole
+    sections between topics (8.5% of a plain tail's 64-byte windows occur verbatim in the rest), and a
+    model that memorised them would look better on held-out text than it is. Checking each paragraph
+    alone is not enough: paragraphs shorter than the window are never checked, and dropping the
+    paragraphs between two others joins them into runs that were copied whole (the ``with`` statement's
+    examples, copied from ``compound``, joined into runs of up to 135 bytes that occur in the training
+    part). A text of fewer than ``MIN_PARAGRAPHS`` paragraphs is split as a contiguous tail (there is
+    nothing to deduplicate by)."""
     paras = paragraphs(data)
     if len(paras) < MIN_PARAGRAPHS:
         cut = int(len(data) * (1 - fraction))
