@@ -117,7 +117,8 @@ def table_figure(table: dict | None) -> go.Figure:
     if base is not None:
         y0 = _value(base, trained)
         shapes.append(dict(type="line", xref="paper", x0=0, x1=1, y0=y0, y1=y0, line=dict(dash="dash", color="#444")))
-    title = (f"Surgery table: {table['label']} under every change that keeps its weights<br><sup>held-out loss, "
+    title = (f"Surgery table: {table['label']} under every change that keeps its weights, windows of "
+             f"{table['window']} keys<br><sup>held-out loss, "
              f"{table['scored_tokens']} tokens of the Python documentation it never trained on, in windows of each "
              f"length; windowed patterns keep {table['window']} keys; dashed: as trained at its trained length "
              f"({trained} tokens)</sup>")
@@ -132,7 +133,8 @@ def table_markdown(table: dict | None) -> str:
     if not table or not table.get("rows"):
         return ""
     lengths, trained = table["lengths"], table["trained_length"]
-    head = "| change (same weights) | " + " | ".join(length_label(L, trained) for L in lengths) + " |"
+    head = (f"| change (same weights; windows of {table['window']} keys) | "
+            + " | ".join(length_label(L, trained) for L in lengths) + " |")
     lines = [head, "| --- | " + " | ".join("---:" for _ in lengths) + " |"]
     for r in table["rows"]:
         cells = ["n/a" if math.isnan(_value(r, L)) else f"{_value(r, L):.3f}" for L in lengths]

@@ -4,7 +4,8 @@ Each bundle is a model of the app's default size trained on this kind of CPU by 
 lives in ``assets/bundles/`` as two files: ``<name>.safetensors`` (its parameters in float16; buffers
 such as RoPE tables are rebuilt from the config) and ``<name>.json``, the manifest: the full config,
 the recipe, the data (the Python documentation's split, ``explorer.training.tasks.split_corpus``, and
-the SHA-256 of its bytes), the steps, the wall time, the final train and held-out loss, the loss of
+the SHA-256 of its bytes), the steps, the wall time, the final train loss (and apart, its language-model
+part and its auxiliary part: the MoE's load balancing, 0 for the others), the held-out loss, the loss of
 each of the first ``REPLAY_STEPS`` steps and at every snapshot, the command that made it, the commit
 and the versions.
 
@@ -73,11 +74,13 @@ class Recipe:
 
 RECIPES = {r.name: r for r in (
     Recipe("default", "the default model: pre-LN, RoPE, full attention", {}),
-    # post-LN at the others' 3e-3 stalls at 3.3 nats/byte held-out (measured, 3000 steps): the instability
-    # Xiong et al. describe; a third of the learning rate and a longer warm-up train it
+    # post-LN at the others' 3e-3 stalls at 3.31 nats/byte held-out (measured, 3000 steps), the loss of a
+    # byte-frequency model (explorer.runtime.corpus.unigram_loss: 3.30): the instability Xiong et al.
+    # describe; a third of the learning rate and a longer warm-up train it
     Recipe("post_ln", "post-LN (the original Transformer's placement), with a longer warm-up and lr 1e-3",
            {"norm_placement": "post"}, lr=1e-3, warmup=300,
-           notes="post-LN at lr 3e-3 with 100 warm-up steps stalled at 3.3 nats/byte held-out"),
+           notes="post-LN at lr 3e-3 with 100 warm-up steps stalled at 3.31 nats/byte held-out, the loss of a "
+                 "byte-frequency (unigram) model (explorer.runtime.corpus.unigram_loss: 3.30)"),
     Recipe("alibi", "ALiBi positions instead of RoPE", {"position": "alibi"}),
     Recipe("sliding_window", "sliding-window attention (64 keys back)", {"attention": "sliding_window"}),
     Recipe("gqa", "grouped-query attention: 4 query heads share 2 K/V heads", {"n_kv_heads": 2}),
@@ -86,6 +89,17 @@ RECIPES = {r.name: r for r in (
         "architecture": "encoder_decoder", "n_layers": 2}, task="reverse", steps=1500, batch_size=32, seq_len=48,
         every=100, induction_steps=0),
 )}
+
+
+SPLIT = ("explorer.runtime.corpus.split_corpus: a paragraph-aligned 10% tail, less every paragraph whose "
+         "joining would bring a 64-byte run of the training part into the held-out text as it is scored")
+
+
+def train_loss_parts(train_loss: float, aux_loss: float) -> dict:
+    """The manifest's final train loss split in two: the language model's own loss and the auxiliary loss
+    added to it (the MoE's load balancing, ``models.ffn.moe.BALANCE_WEIGHT`` times ``E sum_e f_e P_e`` per
+    layer; 0 for a model that adds none)."""
+    return {"final_train_lm_loss": round(train_loss - aux_loss, 6), "final_train_aux_loss": round(aux_loss, 6)}
 
 
 def data_digest() -> str:
@@ -145,7 +159,8 @@ def run_logged(trainer: Trainer, name: str, steps: int, t0: float, log=print) ->
     trajectory = []
     for snap in trainer.run():
         trajectory.append({"step": snap.step, "train_loss": None if snap.train_loss is None else
-                           round(snap.train_loss, 6), "heldout_loss": round(snap.heldout_loss, 6),
+                           round(snap.train_loss, 6), "train_aux_loss": None if snap.train_aux_loss is None else
+                           round(snap.train_aux_loss, 6), "heldout_loss": round(snap.heldout_loss, 6),
                            "heldout_acc": round(snap.heldout_acc, 6)})
         log(f"{name}: step {snap.step}/{steps} held-out loss {snap.heldout_loss:.3f} "
             f"({time.perf_counter() - t0:.0f} s)")
@@ -165,13 +180,12 @@ def train(recipe: Recipe, out: Path = BUNDLE_DIR, log=print) -> dict:
     manifest = {
         "name": recipe.name, "title": recipe.title, "order": list(RECIPES).index(recipe.name), "config": cfg.to_dict(), "recipe": asdict(recipe),
         "task": recipe.task, "steps": trainer.step, "seed": recipe.seed, "wall_s": round(wall, 1),
-        "final_train_loss": last["train_loss"], "final_heldout_loss": last["heldout_loss"],
-        "final_heldout_acc": last["heldout_acc"],
+        "final_train_loss": last["train_loss"], **train_loss_parts(last["train_loss"], last["train_aux_loss"]),
+        "final_heldout_loss": last["heldout_loss"], "final_heldout_acc": last["heldout_acc"],
         "first_steps": [round(x, 6) for x in first], "trajectory": trajectory,
         "data": {"corpus": "pydoc_data.topics" if recipe.task.startswith("lm") else f"generated ({recipe.task} task)",
                  "sha256": data_digest(), "train_bytes": train_bytes, "heldout_bytes": held_bytes,
-                 "split": "explorer.runtime.corpus.split_corpus: a paragraph-aligned 10% tail, less every "
-                          "paragraph sharing a 64-byte run with the training part",
+                 "split": SPLIT,
                  "curriculum": (f"steps 0-{recipe.induction_steps - 1}: the induction task ({recipe.induction_batch} "
                                 f"x {recipe.induction_len}); then {recipe.task} ({recipe.batch_size} x {recipe.seq_len})")
                  if recipe.induction_steps else f"{recipe.task} throughout"},

@@ -270,7 +270,7 @@ def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0,
     if repeat:
         how += f"; {REPEAT_FRACTION:.0%} of the training windows are a random string repeated (induction pays)"
     return Task(name, f"byte-level language modelling ({how}) on {what}; the last 10% is held out, less "
-                "any paragraph that repeats training text", make,
+                "any paragraph that, joined to the others, would repeat training text", make,
                 chance="ln 256 = 5.55 for a uniform byte")
 
 

@@ -17,7 +17,8 @@ restored after each chunk (float sums depend on it). So the same configs give id
 whatever else the server runs at the same time.
 
 The loss is the task's scored next-token cross-entropy plus ``out.aux_loss`` (MoE load balance,
-ACT ponder cost, adaptive-span L1 ...). Memory models process each sequence in segments inside one
+ACT ponder cost, adaptive-span L1 ...); a snapshot reports that part apart (``train_aux_loss``), so the
+language model's own loss is ``train_loss - train_aux_loss``. Memory models process each sequence in segments inside one
 call, carrying their memory across the segments; every batch starts from a fresh memory.
 """
 from __future__ import annotations
@@ -123,6 +124,7 @@ class Snapshot:
     elapsed_s: float
     done: bool = False
     message: str = ""               # why the run stopped early (stop pressed, a cap ...)
+    train_aux_loss: Optional[float] = None  # the part of train_loss that is out.aux_loss (MoE balancing, ...)
 
 
 def check_caps(model_cfg, run: RunConfig) -> ModelConfig:
@@ -198,6 +200,8 @@ class Trainer:
         self.train_time = 0.0        # seconds inside training steps (for tokens/s)
         self.elapsed = 0.0           # seconds inside run() (training + evaluation)
         self._losses: list = []
+        self._aux_losses: list = []  # out.aux_loss of the same steps as _losses (part of them)
+        self.last_aux = 0.0          # out.aux_loss of the last train_step
         self._last_grads = self._last_attention = None  # of the last snapshot (repeated by a stopped one)
 
     @property
@@ -249,9 +253,11 @@ class Trainer:
         tokens = model_input(batch, self.cfg.causal).to(self.device)
         return self.model(tokens, return_attention=return_attention), batch
 
-    def _loss(self, batch: Batch):
+    def _loss(self, batch: Batch) -> tuple:
+        """(task loss, ``out.aux_loss``): kept apart so that a run reports the language model's loss and
+        the auxiliary terms (MoE load balancing, ...) each on its own."""
         out, scored = self._forward(batch)
-        return scored_loss(out.logits, scored) + out.aux_loss
+        return scored_loss(out.logits, scored), out.aux_loss
 
     def train_step(self) -> float:
         """One optimizer step on a fresh batch; returns the training loss (task loss + aux). A step the
@@ -264,7 +270,8 @@ class Trainer:
         for group in self.opt.param_groups:
             group["lr"] = lr_at(run, self.step)
         try:
-            loss = self._loss(batch)
+            task_loss, aux = self._loss(batch)
+            loss = task_loss + aux
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
         except Abandoned:
@@ -277,7 +284,7 @@ class Trainer:
         with self.weights_lock:
             self.opt.step()
             self.step += 1
-        value = float(loss.detach())
+        value, self.last_aux = float(loss.detach()), float(aux.detach())
         if not math.isfinite(value):
             raise FloatingPointError(f"the loss became {value} at step {self.step}")
         return value
@@ -324,15 +331,18 @@ class Trainer:
         run = self.run_cfg
         loss, acc = self.evaluate()
         train_loss = float(np.mean(self._losses)) if self._losses else None
-        self._losses = []
+        aux_loss = float(np.mean(self._aux_losses)) if self._aux_losses else None
+        self._losses, self._aux_losses = [], []
         tps = self.step * run.batch_size * run.seq_len / self.train_time if self.train_time > 0 else 0.0
         snap = Snapshot(step=self.step, steps=run.steps, train_loss=train_loss, heldout_loss=loss, heldout_acc=acc,
                         lr=lr_at(run, max(0, self.step - 1)), tokens_per_s=tps, elapsed_s=self.elapsed,
                         grad_norms=self.gradient_norms() if run.grad_norms else None,
                         attention=self.probe_attention() if run.probe else None,
-                        probe_tokens=self.probe.tokens[0].tolist(), done=self.done, message=message)
+                        probe_tokens=self.probe.tokens[0].tolist(), done=self.done, message=message,
+                        train_aux_loss=aux_loss)
         self._last_grads, self._last_attention = snap.grad_norms, snap.attention
-        self.history.append({"step": snap.step, "train_loss": train_loss, "heldout_loss": loss, "heldout_acc": acc,
+        self.history.append({"step": snap.step, "train_loss": train_loss, "train_aux_loss": aux_loss,
+                             "heldout_loss": loss, "heldout_acc": acc,
                              "lr": snap.lr, "tokens_per_s": tps, "elapsed_s": self.elapsed})
         return snap
 
@@ -364,7 +374,7 @@ class Trainer:
             except Abandoned:  # stopped while evaluating at a snapshot's step: its losses are reported now
                 if ambient and guard.why == "cancelled":
                     raise
-                pending, self._losses = self._losses, []
+                pending, self._losses, self._aux_losses = self._losses, [], []
                 return self.stopped_snapshot(why(), float(np.mean(pending)) if pending else None), why()
 
         threads = torch.get_num_threads()
@@ -384,6 +394,7 @@ class Trainer:
                     try:
                         while self.step < target:
                             self._losses.append(self.train_step())
+                            self._aux_losses.append(self.last_aux)
                             if self.step % every == 0:
                                 break
                     except Abandoned:

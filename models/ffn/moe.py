@@ -31,8 +31,11 @@ Conventions the paper leaves open:
 - Load-balancing loss (``moe`` and ``switch``): ``n_experts * sum_e f_e P_e`` over all ``B * L``
   tokens of the call, ``f_e`` = fraction of tokens whose top-1 choice is ``e`` (GShard uses the
   first choice; counted before capacity drops; no gradient), ``P_e`` = mean router probability of
-  ``e``. It is 1 for perfectly uniform routing. It goes into ``aux["loss"]`` with coefficient 1
-  (the catalogue gives none), so ``out.aux_loss`` sums one such term per MoE layer.
+  ``e``. It is 1 for perfectly uniform routing. It goes into ``aux["loss"]`` times
+  ``BALANCE_WEIGHT`` = 0.01, Switch's alpha (Fedus et al. 2021, section 2.2: large enough to balance
+  the experts, small enough not to swamp the language model's loss; at 1 per layer a 4-layer model's
+  training loss carried ~4 nats of balancing that no routing can lower below 4), so ``out.aux_loss``
+  sums one such weighted term per MoE layer.
 
 ``aux`` (all three): ``"expert_counts"`` LongTensor ``[n_experts]`` (assignments per expert, all
 top-k choices, before dropping), ``"dropped"`` int (assignments dropped for capacity),
@@ -55,6 +58,7 @@ from .dense import D_FF, GELUFFN, dense_params
 N_EXPERTS = Param("n_experts", int, 4, range=(1, 256), cap=16)
 TOP_K = Param("top_k", int, 2, range=(1, 256), cap=16)
 CAPACITY_FACTOR = Param("capacity_factor", float, 1.25, cap=8.0)
+BALANCE_WEIGHT = 0.01  # the load-balancing loss's coefficient: Switch's alpha = 1e-2
 
 
 def capacity(cfg, group_size: int, k: int) -> int:
@@ -147,7 +151,8 @@ class _RoutedFFN(_ExpertsFFN):
         y = self.combine(xs.reshape(G * S, d), top_e.reshape(G * S, self.k),
                          gates.reshape(G * S, self.k), keep.reshape(G * S, self.k))
         aux = self.stats(top_e, keep, lead, cap)
-        aux["loss"] = load_balancing_loss(probs.reshape(G * S, -1), top_e[..., 0].reshape(-1), self.n_experts)
+        aux["loss"] = BALANCE_WEIGHT * load_balancing_loss(probs.reshape(G * S, -1), top_e[..., 0].reshape(-1),
+                                                           self.n_experts)
         return y.reshape(x.shape), aux
 
 

@@ -19,7 +19,7 @@ from models import ConfigError
 def markdown(result: dict) -> str:
     ls, t = result["lengths"], result["trained_length"]
     head = [f"{result['label']}: held-out loss ({result['unit']}; perplexity in brackets)\n",
-            "| change (same weights) | " + " | ".join(
+            f"| change (same weights; windows of {result['window']} keys) | " + " | ".join(
                 f"L={L} tokens" + (" (trained)" if L == t else f" ({L / t:g}x past trained)" if L > t else "")
                 for L in ls) + " |",
             "| --- | " + " | ".join("---" for _ in ls) + " |"]

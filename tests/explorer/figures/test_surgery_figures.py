@@ -47,6 +47,11 @@ def test_the_table_figure_and_markdown_say_the_tables_numbers():
     assert [b.name for b in bars] == ["L = 128 tokens (trained length)", "L = 512 tokens (4x past the trained length)"]
     assert "L = 512 tokens (4x past the trained length)" in md.splitlines()[0]
     assert "keep 64 keys" in fig.layout.title.text
+    # a bundle's table (64 keys) and a checkpoint's (a quarter of its trained length) differ: each says its own
+    assert "windows of 64 keys" in fig.layout.title.text.split("<br>")[0]
+    assert "windows of 64 keys" in md.splitlines()[0]
+    other = table_figure(dict(table, window=32)).layout.title.text.split("<br>")[0]
+    assert "windows of 32 keys" in other and "32 keys" in table_markdown(dict(table, window=32)).splitlines()[0]
 
 
 def test_a_difference_view_where_no_head_moved_says_why_in_its_title():

@@ -33,6 +33,20 @@ def test_every_recipe_has_its_bundle_and_nothing_else(manifests):
         assert m["command"] == f"python -m explorer.training.bundle {name}"
 
 
+def test_every_manifest_gives_the_language_model_loss_and_the_auxiliary_loss_apart(manifests):
+    """The final train loss is the LM loss plus the auxiliary loss; only the MoE adds one, its load balancing
+    weighted 0.01 per layer (Switch's alpha): between 0.01 (uniform routing) and 0.01 x n_experts per layer."""
+    for name, m in manifests.items():
+        lm, aux = m["final_train_lm_loss"], m["final_train_aux_loss"]
+        assert lm + aux == pytest.approx(m["final_train_loss"], abs=2e-6), name
+        if m["config"]["ffn"] == "moe":
+            layers, experts = m["config"]["n_layers"], m["config"]["n_experts"]
+            assert 0.01 * layers <= aux <= 0.01 * layers * experts, (name, aux)
+            assert lm < 2.0, name  # the language model's loss, no longer hidden under ~4 of balancing
+        else:
+            assert aux == 0.0, name
+
+
 def test_all_bundles_fit_the_size_cap():
     total = sum(p.stat().st_size for p in bundled.BUNDLE_DIR.iterdir())
     assert total <= bundle.MAX_TOTAL_BYTES, f"{total:,} bytes"

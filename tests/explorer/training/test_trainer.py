@@ -1,5 +1,7 @@
 """The training generator: yields, stops, is deterministic, resumes, lowers every task's loss, and
 trains every registry entry of the catalogue (with aux losses and memories)."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -152,8 +154,35 @@ def test_aux_loss_is_part_of_the_training_loss():
     batch = trainer.task.batch(4, 16, torch.Generator().manual_seed(0))
     out = trainer.model(batch.tokens)
     assert out.aux_loss.item() > 0
-    expected = (tr.scored_loss(out.logits, batch) + out.aux_loss).item()
-    assert trainer._loss(batch).item() == pytest.approx(expected)
+    task_loss, aux = trainer._loss(batch)
+    assert task_loss.item() == pytest.approx(tr.scored_loss(out.logits, batch).item())
+    assert aux.item() == pytest.approx(out.aux_loss.item())
+
+
+@pytest.mark.parametrize("ffn", ["moe", "gelu"])
+def test_a_snapshot_reports_the_auxiliary_loss_apart(ffn):
+    """The snapshot's ``train_aux_loss`` is the mean ``out.aux_loss`` of the steps since the previous one,
+    recomputed here from copies of the weights and batches each step saw (0 for a dense FFN)."""
+    cfg = ModelConfig(**TINY, ffn=ffn)
+    trainer = tr.Trainer(cfg, _run(steps=3, every=3, task="lm", seq_len=16))
+    seen = []
+    step = trainer.train_step
+
+    def recorded():
+        model = copy.deepcopy(trainer.model)
+        state = trainer.data_gen.get_state()
+        batch = trainer.task.batch(trainer.run_cfg.batch_size, trainer.run_cfg.seq_len, trainer.data_gen, "train")
+        trainer.data_gen.set_state(state)
+        model.train()
+        with torch.no_grad():
+            seen.append(float(model(tr.model_input(batch, True)).aux_loss))
+        return step()
+
+    trainer.train_step = recorded
+    last = list(trainer.run())[-1]
+    assert len(seen) == 3 and last.train_aux_loss == pytest.approx(float(np.mean(seen)), rel=1e-5, abs=1e-7)
+    assert (last.train_aux_loss > 0) == (ffn == "moe") and trainer.history[-1]["train_aux_loss"] == last.train_aux_loss
+    assert last.train_aux_loss < last.train_loss
 
 
 @pytest.mark.slow

@@ -92,6 +92,7 @@ def test_byte_llamas_headline_is_at_its_trained_length_and_agrees_with_its_table
 def test_the_one_command_prints_either_table_and_refuses_what_it_cannot_score(capsys):
     md = markdown(surgery.stored_table(surgery.checkpoint_origin("byte-llama")))
     assert "L=512 tokens (4x past trained)" in md and "L=128 tokens (trained)" in md and "32 keys" in md
+    assert "windows of 32 keys" in next(line for line in md.splitlines() if line.startswith("| change"))
     with pytest.raises(SystemExit):
         main(["encoder_decoder"])  # no byte-level loss: refused with the reason, no traceback
     assert "causal language model" in capsys.readouterr().err
