@@ -107,6 +107,8 @@ PHONE_JS = """() => {
       out[xa + '.title.text'] = `L${t.meta[0]} H${t.meta[1]}`;
       out[xa + '.title.standoff'] = 2;
       out[xa + '.title.font.size'] = label;
+      out[xa + '.showticklabels'] = false;  // positions: on the zoomed map, which has room for them
+      out[ya + '.showticklabels'] = false;
       out[ya + '.title.text'] = '';
     });
     // margins as set: a colour bar that pushes them shrinks the plot area, and the square panels with it
@@ -140,7 +142,7 @@ PHONE_JS = """() => {
     const legend = gd.data.some((t) => t.showlegend !== false && t.name && (t.showlegend || /scatter|bar/.test(t.type)))
       && orig.showlegend !== false;
     if (stack) {
-      const GAP = 78;  // x tick labels and title of one panel, the next panel's title
+      const GAP = 92;  // x tick labels and title of one panel, the next panel's title
       panels.sort((a, b) => (b.yd[1] - a.yd[1]) || (a.xd[0] - b.xd[0]));
       // the paper annotations (subplot and row titles) go with the panel they sit on or above
       const notes = [];
@@ -155,7 +157,7 @@ PHONE_JS = """() => {
       });
       const hs = panels.map((p) => p.square ? Math.min(Wp, 320)
         : Math.max(170, Math.min(260, (p.yd[1] - p.yd[0]) * origHp)));
-      const gaps = panels.map((p) => GAP + Math.max(0, ...notes.filter((n) => n.p === p && n.above).map((n) => n.reach - 24)));
+      const gaps = panels.map((p) => GAP + Math.max(0, ...notes.filter((n) => n.p === p && n.above).map((n) => n.reach - 14)));
       Hp = hs.reduce((a, b) => a + b, 0) + gaps.slice(1).reduce((a, b) => a + b, 0);
       let top = 0;
       placed = panels.map((p, i) => { if (i) top += gaps[i]; const y1 = 1 - top / Hp, y0 = 1 - (top + hs[i]) / Hp;
@@ -175,7 +177,9 @@ PHONE_JS = """() => {
                                      len: p.y1 - p.y0, lenmode: 'fraction', thickness: 10}});
       });
     } else if (panels.length === 1 && gd.data.some((t) => t.type === 'heatmap')) {
-      Hp = Math.min(full._size.h, Math.max(200, Wp));  // a heatmap no taller than it is wide
+      // a heatmap no taller than it is wide, nor so short that its colour bar's labels meet
+      Hp = Math.max(200, Math.min(origHp, Wp));
+      placed[0].px = Hp;
     }
     for (const p of placed) {  // token axes: every n-th label, so that neighbours never touch
       for (const [name, len, along] of [[p.xa, Wp, 'x'], [p.ya, p.px, 'y']]) {
@@ -189,22 +193,34 @@ PHONE_JS = """() => {
         out[name + '.tickvals'] = vals.filter((_, i) => i % step === 0);
         out[name + '.ticktext'] = text.filter((_, i) => i % step === 0);
       }
+      // the two axes' first labels (a 0 and a 0) meet at the corner: each a few px off its axis
+      out[p.xa + '.ticklabelstandoff'] = 4;
+      out[p.ya + '.ticklabelstandoff'] = 4;
+      for (const name of [p.xa, p.ya]) {  // a log axis over decades: decades only (no 2s and 5s between them)
+        const r = full[name] && full[name].range;
+        if (get(orig, name + '.type') === 'log' && r && Math.abs(r[1] - r[0]) >= 1.5 && get(orig, name + '.dtick') !== 1
+            && get(orig, name + '.tickmode') !== 'array') out[name + '.dtick'] = 1;
+      }
+      const angle = get(orig, p.xa + '.tickangle');  // slanted category labels: upright, smaller, one per category
+      if (angle && Math.abs(angle) !== 90 && get(orig, p.xa + '.tickmode') !== 'array') {
+        const cats = (full[p.xa]._categories || []).map(plain);
+        out[p.xa + '.tickangle'] = -90;
+        out[p.xa + '.tickfont.size'] = 11;
+        p.depth = Math.max(0, ...cats.map((c) => textW(c, 11))) + 34;
+      }
       if (!stack) continue;
       if (get(orig, p.xa + '.type') !== 'log' && !get(orig, p.xa + '.dtick') && get(orig, p.xa + '.tickmode') !== 'array')
         out[p.xa + '.nticks'] = 6;
-      const yr = full[p.ya] && full[p.ya].range;  // a short log axis: decades only (no 2s and 5s between them)
-      if (get(orig, p.ya + '.type') === 'log' && yr && Math.abs(yr[1] - yr[0]) >= 1.5 && get(orig, p.ya + '.dtick') !== 1)
-        out[p.ya + '.dtick'] = 1;
     }
-    let mb = m.b != null ? m.b : 60;
+    let mb = Math.max(m.b != null ? m.b : 60, ...placed.map((p) => p.depth || 0));
     if (legend) {
       const names = gd.data.filter((t) => t.showlegend !== false && t.name).map((t) => plain(t.name));
       const rows = names.reduce((acc, nm) => { const w = textW(nm, 13) + 40;
         if (acc.x + w > Wp) { acc.rows++; acc.x = 0; } acc.x += w; return acc; }, {rows: 1, x: 0}).rows;
-      const below = 64;  // the last panel's tick labels and axis title
-      Object.assign(out, {'legend.orientation': 'h', 'legend.x': 0, 'legend.xanchor': 'left',
-        'legend.y': -below / Hp, 'legend.yanchor': 'top', 'legend.font.size': 13});
-      mb = below + rows * 24 + 12;
+      const below = Math.max(64, ...placed.map((p) => p.depth || 0));  // the last panel's tick labels and title
+      Object.assign(out, {'legend.orientation': 'h', 'legend.x': 0, 'legend.xanchor': 'left', 'legend.yref': 'container',
+        'legend.y': 0, 'legend.yanchor': 'bottom', 'legend.font.size': 13});
+      mb = below + rows * 24 + 16;
     }
     Object.assign(out, {'margin.l': ml, 'margin.r': mr, 'margin.b': mb, height: Math.round(mt + Hp + mb)});
     const keys = new Set(), bar = {};
@@ -286,7 +302,8 @@ PHONE_JS = """() => {
     el.focus({preventScroll: true});
     label();
   });
-  const mount = () => { const app = document.querySelector('.gradio-container');
+  // inside `.contain`: Gradio scopes the page's stylesheet to `.gradio-container .contain`
+  const mount = () => { const app = document.querySelector('.gradio-container .contain');
     if (!app || jump.isConnected) return !!app; app.prepend(jump); label(); return true; };
   if (!mount()) { const w = new MutationObserver(() => { if (mount()) w.disconnect(); });
     w.observe(document.body, {childList: true, subtree: true}); }
