@@ -212,11 +212,14 @@ PHONE_JS = """() => {
       if (get(orig, p.xa + '.type') !== 'log' && !get(orig, p.xa + '.dtick') && get(orig, p.xa + '.tickmode') !== 'array')
         out[p.xa + '.nticks'] = 6;
     }
-    let mb = Math.max(m.b != null ? m.b : 60, ...placed.map((p) => p.depth || 0));
+    let renamed = null, mb = Math.max(m.b != null ? m.b : 60, ...placed.map((p) => p.depth || 0));
     if (legend) {
+      const long = (nm) => textW(nm, 13) + 40 > W - 12;  // an entry wider than the screen: on two lines
       const names = gd.data.filter((t) => t.showlegend !== false && t.name).map((t) => plain(t.name));
-      const rows = names.reduce((acc, nm) => { const w = textW(nm, 13) + 40;
-        if (acc.x + w > Wp) { acc.rows++; acc.x = 0; } acc.x += w; return acc; }, {rows: 1, x: 0}).rows;
+      const rows = names.reduce((acc, nm) => { const w = long(nm) ? W : textW(nm, 13) + 40;
+        if (acc.x + w > Wp) { acc.rows++; acc.x = 0; } acc.x += w; acc.rows += long(nm) ? 1 : 0; return acc; },
+        {rows: 1, x: 0}).rows;
+      if (names.some(long)) renamed = gd.data.map((t) => t.name && long(plain(t.name)) ? halves(plain(t.name)) : t.name ?? null);
       const below = Math.max(64, ...placed.map((p) => p.depth || 0));  // the last panel's tick labels and title
       Object.assign(out, {'legend.orientation': 'h', 'legend.x': 0, 'legend.xanchor': 'left', 'legend.yref': 'container',
         'legend.y': 0, 'legend.yanchor': 'bottom', 'legend.font.size': 13});
@@ -226,6 +229,7 @@ PHONE_JS = """() => {
     const keys = new Set(), bar = {};
     for (const c of Object.values(traces)) for (const k of Object.keys(c)) keys.add(k);
     for (const k of keys) bar['colorbar.' + k] = gd.data.map((_, i) => traces[i] ? traces[i][k] : get(bars[i], k) ?? null);
+    if (renamed) bar.name = renamed;
     return {layout: out, traces: bar};
   };
 
@@ -237,7 +241,7 @@ PHONE_JS = """() => {
     let st = gd.__phone;
     if (!st || st.layout !== gd.layout)
       st = gd.__phone = {layout: gd.layout, copy: clone(gd.layout), bars: gd.data.map((t) => clone(t.colorbar)),
-                         keys: [], traceKeys: [], key: null};
+                         names: gd.data.map((t) => t.name ?? null), keys: [], traceKeys: [], key: null};
     const fitH = present() && gd.closest('#attention-grid') ? Math.floor(room(gd)) : 0;
     const key = [W, full.margin.t, fitH, present()].join();
     if (st.key === key) return;
@@ -247,7 +251,8 @@ PHONE_JS = """() => {
     else if (W < NARROW) plan = stackPlan(gd, st.copy, st.bars, W);
     const lay = {}, tr = {};
     for (const k of st.keys) if (!(k in plan.layout)) lay[k] = get(st.copy, k) ?? null;  // back to the server's
-    for (const k of st.traceKeys) if (!(k in plan.traces)) tr[k] = st.bars.map((b) => get(b, k.slice(9)) ?? null);
+    for (const k of st.traceKeys) if (!(k in plan.traces))
+      tr[k] = k === 'name' ? st.names : st.bars.map((b) => get(b, k.slice(9)) ?? null);
     Object.assign(lay, plan.layout);
     Object.assign(tr, plan.traces);
     st.keys = Object.keys(plan.layout);
