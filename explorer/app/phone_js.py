@@ -19,7 +19,8 @@ over and a wider window gets the server's layout back):
   text is the annotation's hover text (and the Attention tab's table names every head in full);
 * other figures narrower than ``NARROW`` px: their panels stacked in one column (subplot titles and
   colour bars move with their panel), the legend below the plot, token axes labelled every n-th
-  token so that labels never touch, and a single heatmap no taller than it is wide.
+  token so that labels never touch, and a single heatmap no taller than it is wide;
+* the zoomed head (``ZOOM``) in presentation mode: one screen tall, its token labels thinned likewise.
 
 On a phone (``PHONE`` px wide and under) the figure column comes first (assets/style.css) and a
 fixed button jumps between the controls and the open tab's first figure: "Result" while the controls
@@ -30,9 +31,11 @@ button (touch, Enter, Space), and a jump moves keyboard focus to where it scroll
 NARROW = 600     # px: a figure narrower than this gets the narrow layout
 MIN_PANEL = 96   # px: the smallest attention panel of a narrow grid
 PHONE = 700      # px: the window width at and under which the phone layout (and its button) applies
+ZOOM = "#zoom-plot, #stack-zoom"  # the zoomed heads: one screen tall in presentation mode
 
 PHONE_JS = """() => {
   if (window.__phoneLayout) return;
+  const ZOOM = '""" + ZOOM + """';
   const NARROW = """ + str(NARROW) + """, MIN_PANEL = """ + str(MIN_PANEL) + """, PHONE = """ + str(PHONE) + """;
   const state = window.__phoneLayout = {adapted: 0};
   const body = document.body, present = () => body.classList.contains('presentation');
@@ -126,6 +129,33 @@ PHONE_JS = """() => {
     return out;
   };
 
+  // a token axis of `len` px: every n-th label, so that neighbours never touch
+  const thin = (orig, name, len, along, out, font) => {
+    const vals = get(orig, name + '.tickvals'), text = get(orig, name + '.ticktext');
+    if (get(orig, name + '.tickmode') !== 'array' || !vals || !text || !vals.length) return;
+    const angle = get(orig, name + '.tickangle'), size = font || get(orig, name + '.tickfont.size') || 12;
+    const each = along === 'y' || Math.abs(angle || 0) === 90 ? size * 1.3 : Math.max(...text.map((t) => textW(t, size)));
+    const step = Math.max(1, Math.ceil(vals.length * each / Math.max(1, len)));
+    if (step === 1) return;
+    out[name + '.tickvals'] = vals.filter((_, i) => i % step === 0);
+    out[name + '.ticktext'] = text.filter((_, i) => i % step === 0);
+  };
+
+  // the projected zoom (one head, a row per token: 1760 px for 110 tokens) within one screen's height
+  const zoomPlan = (gd, orig) => {
+    const full = gd._fullLayout, out = {}, H = window.innerHeight - 16;
+    if ((orig.height || full.height) <= H) return out;
+    // presentation type (assets/style.css): 24 px title lines, 18 px tick labels, which Plotly does not know of
+    const lines = (String(get(gd.layout, 'title.text') || '').match(/<br>/g) || []).length + 1;
+    const mt = Math.max(full.margin.t, 46 + lines * 27), Hp = H - mt - full.margin.b;
+    // the title pinned to the top (a title of several lines is set on its first baseline: a line's height down)
+    Object.assign(out, {height: H, 'margin.t': mt, 'title.y': 1, 'title.yref': 'container', 'title.yanchor': 'top',
+                        'title.pad.t': 36});
+    thin(orig, 'xaxis', Math.min(full._size.w, Hp), 'x', out, 18);
+    thin(orig, 'yaxis', Hp, 'y', out, 18);
+    return out;
+  };
+
   // narrow non-grid figures: panels in one column, legend below, fewer token labels, heatmaps not too tall
   const stackPlan = (gd, orig, bars, W) => {
     const full = gd._fullLayout, out = {}, traces = {}, m = orig.margin || {};
@@ -181,18 +211,9 @@ PHONE_JS = """() => {
       Hp = Math.max(200, Math.min(origHp, Wp));
       placed[0].px = Hp;
     }
-    for (const p of placed) {  // token axes: every n-th label, so that neighbours never touch
-      for (const [name, len, along] of [[p.xa, Wp, 'x'], [p.ya, p.px, 'y']]) {
-        const vals = get(orig, name + '.tickvals'), text = get(orig, name + '.ticktext');
-        if (get(orig, name + '.tickmode') !== 'array' || !vals || !text || !vals.length) continue;
-        const angle = get(orig, name + '.tickangle'), size = get(orig, name + '.tickfont.size') || 12;
-        const each = along === 'y' || Math.abs(angle || 0) === 90 ? size * 1.3
-          : Math.max(...text.map((t) => textW(t, size)));
-        const step = Math.max(1, Math.ceil(vals.length * each / Math.max(1, len)));
-        if (step === 1) continue;
-        out[name + '.tickvals'] = vals.filter((_, i) => i % step === 0);
-        out[name + '.ticktext'] = text.filter((_, i) => i % step === 0);
-      }
+    for (const p of placed) {
+      thin(orig, p.xa, Wp, 'x', out);
+      thin(orig, p.ya, p.px, 'y', out);
       // the two axes' first labels (a 0 and a 0) meet at the corner: each a few px off its axis
       out[p.xa + '.ticklabelstandoff'] = 4;
       out[p.ya + '.ticklabelstandoff'] = 4;
@@ -243,12 +264,13 @@ PHONE_JS = """() => {
       st = gd.__phone = {layout: gd.layout, copy: clone(gd.layout), bars: gd.data.map((t) => clone(t.colorbar)),
                          names: gd.data.map((t) => t.name ?? null), keys: [], traceKeys: [], key: null};
     const fitH = present() && gd.closest('#attention-grid') ? Math.floor(room(gd)) : 0;
-    const key = [W, full.margin.t, fitH, present()].join();
+    const key = [W, full.margin.t, fitH, present(), window.innerHeight].join();
     if (st.key === key) return;
     st.key = key;
     let plan = {layout: {}, traces: {}};
     if (isGrid(gd)) plan.layout = gridPlan(gd, st.copy, W, fitH);
     else if (W < NARROW) plan = stackPlan(gd, st.copy, st.bars, W);
+    else if (present() && gd.closest(ZOOM)) plan.layout = zoomPlan(gd, st.copy);
     const lay = {}, tr = {};
     for (const k of st.keys) if (!(k in plan.layout)) lay[k] = get(st.copy, k) ?? null;  // back to the server's
     for (const k of st.traceKeys) if (!(k in plan.traces))

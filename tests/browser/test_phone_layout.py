@@ -3,7 +3,7 @@ on the phone the attention grid starts on the first screen, a control change is 
 from its figure, no figure of any tab prints text over text (the boxes of its SVG text elements),
 and the grid's panels stay at least ``MIN_PANEL`` px; in presentation mode the grid's head labels
 fit their panels (a short code, the full label on hover) and touch neither each other nor the
-panels' titles, and the panels grow when the controls are hidden.
+panels' titles, the panels grow when the controls are hidden, and the zoomed head is one screen tall.
 
 The page's layout script (``explorer.app.phone_js.PHONE_JS``) is added to each page as well: it
 installs itself once, so a page that already runs it is unchanged."""
@@ -166,8 +166,11 @@ def test_projected_grid_labels_fit_their_panels_at_1280(open_page):
                 assert _apart(labels[i][2], b[2]), f"{a!r} overlaps {b[0]!r}"
             for t in titles:
                 assert _apart(labels[i][2], t), f"{a!r} overlaps a panel title at {t}"
-        overlaps = p.evaluate(OVERLAPS_JS)["attention-grid"]
-        assert not overlaps, overlaps
+        overlaps = p.evaluate(OVERLAPS_JS)
+        assert not overlaps["attention-grid"], overlaps["attention-grid"]
+        assert not overlaps["zoom-plot"], overlaps["zoom-plot"]  # the zoomed head: its token labels apart
+        zoom = p.evaluate("() => document.querySelector('#zoom-plot .js-plotly-plot').getBoundingClientRect().height")
+        assert zoom <= PROJECTOR["height"], f"the zoomed head is {zoom:.0f} px tall on a 720 px screen"
         bottom = p.evaluate("() => document.querySelector('#attention-grid .js-plotly-plot').getBoundingClientRect()"
                             ".bottom")
         assert bottom <= PROJECTOR["height"] + 1, f"the grid ends at {bottom:.0f} px"
