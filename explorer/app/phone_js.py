@@ -22,21 +22,21 @@ over and a wider window gets the server's layout back):
   token so that labels never touch, and a single heatmap no taller than it is wide;
 * the zoomed head (``ZOOM``) in presentation mode: one screen tall, its token labels thinned likewise.
 
-On a phone (``PHONE`` px wide and under) the figure column comes first (assets/style.css) and a
-fixed button jumps between the controls and the open tab's first figure: "Result" while the controls
-are on screen (so a control change is one tap from its figure), "Controls" otherwise. It is a real
-button (touch, Enter, Space), and a jump moves keyboard focus to where it scrolled.
+On a phone the figure column comes first (assets/style.css) and ``JUMP_JS``'s button
+(``explorer.app.phone_jump_js``) jumps between the controls and the open tab's first figure.
+``PHONE_JS`` installs both; run twice, it changes nothing.
 """
+
+from explorer.app.phone_jump_js import JUMP_JS
 
 NARROW = 600     # px: a figure narrower than this gets the narrow layout
 MIN_PANEL = 96   # px: the smallest attention panel of a narrow grid
-PHONE = 700      # px: the window width at and under which the phone layout (and its button) applies
 ZOOM = "#zoom-plot, #stack-zoom"  # the zoomed heads: one screen tall in presentation mode
 
-PHONE_JS = """() => {
+LAYOUT_JS = """() => {
   if (window.__phoneLayout) return;
   const ZOOM = '""" + ZOOM + """';
-  const NARROW = """ + str(NARROW) + """, MIN_PANEL = """ + str(MIN_PANEL) + """, PHONE = """ + str(PHONE) + """;
+  const NARROW = """ + str(NARROW) + """, MIN_PANEL = """ + str(MIN_PANEL) + """;
   const state = window.__phoneLayout = {adapted: 0};
   const body = document.body, present = () => body.classList.contains('presentation');
   const seg = (k) => { const m = k.match(/^(\\w+)\\[(\\d+)\\]$/); return m ? [m[1], +m[2]] : [k]; };
@@ -300,40 +300,6 @@ PHONE_JS = """() => {
   new MutationObserver(() => setTimeout(all, 150)).observe(body, {attributes: true, attributeFilter: ['class']});
   window.addEventListener('resize', () => setTimeout(all, 150));
   watch();
-
-  // the phone's jump button: "Result" from the controls to the open tab's first figure, "Controls" back
-  const jump = document.createElement('button');
-  jump.id = 'phone-jump';
-  jump.type = 'button';
-  const target = () => {
-    if (jump.dataset.to === 'controls') return document.getElementById('controls');
-    const panel = [...document.querySelectorAll('#tabs [role="tabpanel"]')].find((p) => p.offsetParent !== null);
-    const plot = panel && [...panel.querySelectorAll('.js-plotly-plot')].find((p) => p.offsetParent !== null);
-    return (plot && plot.closest('.block')) || document.getElementById('tabs');
-  };
-  const label = () => {
-    const controls = document.getElementById('controls');
-    const inControls = controls && controls.getBoundingClientRect().top < window.innerHeight * 0.5;
-    const to = inControls ? 'result' : 'controls';
-    if (jump.dataset.to === to) return;
-    jump.dataset.to = to;
-    jump.textContent = inControls ? '\\u2191 Result' : 'Controls \\u2193';
-    jump.setAttribute('aria-label', inControls ? 'Jump to the figure of the open tab' : 'Jump to the controls');
-  };
-  jump.addEventListener('click', () => {
-    const el = target();
-    if (!el) return;
-    const y = el.getBoundingClientRect().top + window.scrollY - 8;
-    window.scrollTo({top: Math.max(0, y), behavior: 'instant'});
-    if (!el.hasAttribute('tabindex')) el.setAttribute('tabindex', '-1');
-    el.focus({preventScroll: true});
-    label();
-  });
-  // inside `.contain`: Gradio scopes the page's stylesheet to `.gradio-container .contain`
-  const mount = () => { const app = document.querySelector('.gradio-container .contain');
-    if (!app || jump.isConnected) return !!app; app.prepend(jump); label(); return true; };
-  if (!mount()) { const w = new MutationObserver(() => { if (mount()) w.disconnect(); });
-    w.observe(document.body, {childList: true, subtree: true}); }
-  window.addEventListener('scroll', label, {passive: true});
-  window.addEventListener('resize', label);
 }"""
+
+PHONE_JS = "() => { (" + LAYOUT_JS + ")(); (" + JUMP_JS + ")(); }"  # the one script the page installs
