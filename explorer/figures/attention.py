@@ -160,8 +160,10 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     bar_title = "attention<br>probability"
     if clipped:  # the top colour also stands for every larger probability
         bar_title += f"<br>clipped at<br>p99 = {cmax:.2g}<br>(max {pmax:.2g})"
+    # tick labels under their ticks: the top one otherwise touches the last line of a title of five
     lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
-        title=dict(text=bar_title), thickness=14, tickvals=[max(1.0, t / step) for t in ticks], ticktext=ticktext))
+        title=dict(text=bar_title), thickness=14, tickvals=[max(1.0, t / step) for t in ticks], ticktext=ticktext,
+        ticklabelposition="outside bottom"))
     lay["plot_bgcolor"] = BLANK
     lay["meta"] = {"p_step": step, "p_max": cmax, "clipped": clipped, "layers": layers, "heads": heads}
     return go.Figure(data=data, layout=lay)

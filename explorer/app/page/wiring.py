@@ -32,6 +32,7 @@ from explorer.app.controls.share_js import SHARE_JS
 from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
 from explorer.app.page.fit_js import FIT_JS
 from explorer.app.page.keyboard_js import KEYBOARD_JS
+from explorer.app.page.phone_js import PHONE_JS
 from explorer.app.page.render_once_js import RENDER_ONCE_JS
 from explorer.app.server import sessions
 from explorer.app.server.jobs import run_job
@@ -253,6 +254,7 @@ def wire_page(demo, ui: Components) -> None:
     demo.load(None, None, None, js=FIT_JS, queue=False, api_visibility="private")  # figures fit when shown
     demo.load(None, None, None, js=RENDER_ONCE_JS, queue=False, api_visibility="private")  # one draw per update
     demo.load(None, None, None, js=KEYBOARD_JS, queue=False, api_visibility="private")  # Enter keeps focus
+    demo.load(None, None, None, js=PHONE_JS, queue=False, api_visibility="private")  # phone and projected layouts
     export_handler = ui.handler(weights_switch.with_weights(export_files))
 
     async def export_fn(data, request: gr.Request):
