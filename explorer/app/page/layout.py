@@ -42,7 +42,7 @@ from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig
 from models.config import CATEGORIES
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "assets"  # explorer/app/page/layout.py -> the repository
 # Help text (the controls' info lines, the .hint notes, the header's line) and placeholders: the Soft
 # theme's slate-400 reads at 2.45-2.56:1 on its light backgrounds; slate-600 reaches 7.2:1 (WCAG AA
 # asks >= 4.5:1). The labels' indigo-500 on indigo-100 reads at 3.6:1; indigo-700 at 6.3:1. Dark mode
