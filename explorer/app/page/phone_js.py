@@ -4,7 +4,7 @@ a script installed once on page load.
 The server draws each figure for a laptop's figure column (~900 px). On a 390 px phone that puts three
 panels side by side at ~90 px each (titles, colour bars and axis titles overprint), 16 attention
 panels at 26 px, and a 110-token axis with a label every 2 px. In presentation mode at 1280 x 720 the
-grid is fitted to the screen's height (``explorer.app.fit_js``), its panels shrink to ~77 px under
+grid is fitted to the screen's height (``explorer.app.page.fit_js``), its panels shrink to ~77 px under
 labels that grew to 20 px, and two thirds of the width stay white.
 
 ``PHONE_JS`` re-lays out each Plotly figure after each draw (``plotly_afterplot``), window resize and
