@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .block_mask import BlockMask
-from .cpu_plan import EMPTY, SLIDING, STACKED, STRIPS, Group, plan
+from .cpu_plan import EMPTY, GATHERED, SLIDING, STACKED, STRIPS, Group, plan
 from .reference import clipped_index
 
 
@@ -62,11 +62,12 @@ def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
     row (the strips zero such rows). Without score modifiers it is the kernel's whole
     ``(P * g * sq, K)`` mask, rows ordered as the call's queries; with them, the ``(P, sq, K)`` base
     the modifiers are added to. Memoised in the group: it depends only on the layout, the dtype,
-    causality and ``g``, so the layers and calls that reuse a plan build it once."""
+    causality and ``g``, so the layers and calls that reuse a plan build it once. ``rel()``: the
+    call's ``j - i``, made only when needed (a gathered group's is as large as its scores)."""
     plain = c.alibi_slopes is None and c.rel_bias is None
     key = (c.dtype, c.causal, g, plain)
     if key not in grp.masks:
-        allowed = window & (rel <= 0) if c.causal else window  # (P, sq, K); rel: j - i
+        allowed = window & (rel() <= 0) if c.causal else window  # (P, sq, K); rel: j - i
         mask = None
         if bool(allowed.any(-1).all()):
             # An additive float mask: a boolean one costs the kernel a conversion per call.
@@ -88,16 +89,22 @@ def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call"):
     mask = _call_mask(grp, window, rel, c, g)
     if mask is None:
         return None
+    # A call solves qg.shape[1] problems: one mask for all of them (P = 1), or P masks, one per problem
+    # (a gathered group) or stacked along the queries of one problem (a stacked prefix).
+    P, K = window.shape[0], window.shape[-1]
+    n = qg.shape[1] if P > 1 else 1
     if c.alibi_slopes is not None or c.rel_bias is not None:
-        P, sq, K = mask.shape
+        _, sq, _ = mask.shape
+        rel = rel()
         bias = mask.expand(hkv * g, P, sq, K)
         if c.rel_bias is not None:
             bias = bias + _rel_bias_at(c.rel_bias, rel, c.lk).to(bias.dtype)
         if c.alibi_slopes is not None:
             bias = bias - c.alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
-        bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, 1, P * g * sq, K)
-        mask = bias.expand(B, hkv, 1, P * g * sq, K).reshape(B * hkv, 1, P * g * sq, K)
-    return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask, scale=c.scale)
+        bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, P, g * sq, K)
+        return F.scaled_dot_product_attention(qg, kw, vw, scale=c.scale, attn_mask=bias.expand(
+            B, hkv, P, g * sq, K).reshape(B * hkv, n, -1, K))
+    return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask.view(1, n, -1, K), scale=c.scale)  # 4-D: a 3-D mask costs the CPU kernel 3x
 
 
 def _run_sliding(c: "_Call", grp: Group) -> list:
@@ -117,12 +124,12 @@ def _run_sliding(c: "_Call", grp: Group) -> list:
         qg = qrun.reshape(B * hkv, 2 * R, sq, d)
         kw = _window_batch(c.kflat, 2 * grp.key_start, 2 * R, K, sq)
         vw = _window_batch(c.vflat, 2 * grp.key_start, 2 * R, K, sq)
-        o = _fused(qg, kw, vw, grp, grp.half, grp.rel(0, 1)[:, :sq, :K], c)
+        o = _fused(qg, kw, vw, grp, grp.half, lambda: grp.rel(0, 1)[:, :sq, :K], c)
     else:
         qg = qrun.reshape(B * hkv, R, g * bq, d)
         kw = _window_batch(c.kflat, grp.key_start, R, K, bk)
         vw = _window_batch(c.vflat, grp.key_start, R, K, bk)
-        o = _fused(qg, kw, vw, grp, grp.window, grp.rel(0, 1), c)
+        o = _fused(qg, kw, vw, grp, grp.window, lambda: grp.rel(0, 1), c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
@@ -138,8 +145,28 @@ def _run_stacked(c: "_Call", grp: Group) -> list:
     qg = c.qp[:, :, grp.row_start:grp.row_start + R].reshape(B * hkv, 1, R * g * bq, d)
     kw = c.kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
     vw = c.vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
-    o = _fused(qg, kw, vw, grp, grp.window, grp.rel(), c)
+    o = _fused(qg, kw, vw, grp, grp.window, grp.rel, c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
+
+
+def _run_gathered(c: "_Call", grp: Group) -> list:
+    """Gathered sub-blocks (``kernels/cpu_compact.py``): each query block's kept keys, ``grp.bk`` a
+    sub-block, copied into one row of a batch, and one fused call over the batch with each row's
+    ``(bq, K)`` element mask: the work is the keys the pattern uses, not the tiles they lie in."""
+    if not c.fusable:
+        return _run_strips(c, grp)
+    B, hkv, g, d = c.B, c.hkv, c.g, c.d
+    R, n = grp.idx.shape
+    kp, vp = c.blocks(grp.bk)
+    idx = grp.idx.flatten()  # index_select: its backward is an index_add
+    kw = kp.index_select(2, idx).view(B * hkv, R, n * grp.bk, d)
+    vw = vp.index_select(2, idx).view(B * hkv, R, n * grp.bk, d)
+    if grp.row_start is not None:
+        qg = c.qp[:, :, grp.row_start:grp.row_start + R]
+    else:
+        qg = c.qp.index_select(2, grp.rows)
+    o = _fused(qg.reshape(B * hkv, R, g * grp.bq, d), kw, vw, grp, grp.window, grp.rel, c)
+    return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, grp.bq, d)]
 
 
 def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):
@@ -287,6 +314,13 @@ class _Call:
     def dtype(self) -> torch.dtype:
         return self.qp.dtype
 
+    def blocks(self, bk: Optional[int]) -> tuple:
+        """K and V by blocks of ``bk`` keys (None: the layout's tiles): (B, h_kv, n, bk, d) views."""
+        if bk is None or bk == self.kp.shape[3]:
+            return self.kp, self.vp
+        B, hkv, n, d = self.kflat.shape
+        return self.kflat.view(B, hkv, n // bk, bk, d), self.vflat.view(B, hkv, n // bk, bk, d)
+
     @property
     def fusable(self) -> bool:
         """The fused kernel takes a mask and additive biases only: a softcap and relative tables
@@ -299,11 +333,12 @@ def _run_strips(c: _Call, grp: Group) -> list:
     passes (mask, softmax) are memory-bound, and a cache-sized chunk runs them several times
     faster."""
     R, n_kb = grp.idx.shape
-    bq, bk = grp.bq, c.kp.shape[3]
+    kp, vp = c.blocks(grp.bk)
+    bq, bk = grp.bq, kp.shape[3]
     step = max(_MIN_ROWS, _CHUNK_BYTES // (c.B * c.hkv * c.g * bq * n_kb * bk * c.qp.element_size()))
     return [_attend(qg, kt, vg, qrg, grp, r0, r1, c.causal, c.scale, c.softcap, c.rel_bias, c.alibi_slopes,
                     c.rel_v, c.lk)
-            for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, c.kp, c.vp, c.qr, grp, step, c.track)]
+            for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, kp, vp, c.qr, grp, step, c.track)]
 
 
 class _Zeros(torch.autograd.Function):
@@ -330,7 +365,8 @@ def _run_empty(c: _Call, grp: Group) -> list:
 
 
 # One runner per kind of group (``kernels/cpu_plan.py``): each returns parts (B, h_kv, R, g, bq, d).
-_RUNNERS = {STRIPS: _run_strips, SLIDING: _run_sliding, STACKED: _run_stacked, EMPTY: _run_empty}
+_RUNNERS = {STRIPS: _run_strips, SLIDING: _run_sliding, STACKED: _run_stacked, GATHERED: _run_gathered,
+            EMPTY: _run_empty}
 
 
 def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, alibi_slopes=None,
