@@ -11,8 +11,14 @@ ride in the matmul's M dimension, so K/V are never copied per query head.
 Sliding layouts (a sliding window's bulk, and the rows before it) skip the strips: each run is one
 call of PyTorch's fused CPU attention kernel over overlapping strided views of K and V, with the
 run's shared mask as an additive bias (Longformer's "sliding chunks", fused), so no score matrix and
-no copy of K/V is made. The plan (``kernels/cpu_plan.py``) gives every group its kind ("strips",
-"sliding", "stacked", "empty"), and one runner below computes each kind; it depends only on the
+no copy of K/V is made.
+
+Layouts whose query blocks use a few keys scattered over many tiles (BigBird's random blocks of 16
+keys, Longformer's global keys) gather finer: the keys each query block uses, by sub-blocks of 16 (or
+8, 32) keys (``kernels/cpu_compact.py``), are copied into one row of a batch and one fused call runs
+the batch with each row's element mask, so a random block costs its own keys, not the 64-key tile it
+lies in. The plan (``kernels/cpu_plan.py``) gives every group its kind ("strips", "sliding",
+"stacked", "gathered", "empty"), and one runner below computes each kind; it depends only on the
 layout, so it is computed once per ``BlockMask`` and device and memoised on it. Score convention:
 ``kernels/reference.py``.
 """
@@ -104,7 +110,8 @@ def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call"):
         bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, P, g * sq, K)
         return F.scaled_dot_product_attention(qg, kw, vw, scale=c.scale, attn_mask=bias.expand(
             B, hkv, P, g * sq, K).reshape(B * hkv, n, -1, K))
-    return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask.view(1, n, -1, K), scale=c.scale)  # 4-D: a 3-D mask costs the CPU kernel 3x
+    # A 4-D mask: with a 3-D one the CPU kernel ran 3x slower (torch 2.13).
+    return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask.view(1, n, -1, K), scale=c.scale)
 
 
 def _run_sliding(c: "_Call", grp: Group) -> list:

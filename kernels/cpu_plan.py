@@ -66,7 +66,8 @@ class Group:
     half: Optional[torch.Tensor] = None
     # The fused kinds' additive masks, by (dtype, causal, heads per K/V head): filled on first use.
     masks: dict = field(default_factory=dict, repr=False)
-    # Keys per entry of ``idx``: None for the layout's tiles (``block_k``); GATHERED: the sub-block width.
+    # Keys per entry of ``idx``: None for the layout's tiles (``block_k``); the sub-block width for a
+    # group made by ``cpu_compact`` (GATHERED, or STRIPS when one of its query rows allows no key).
     bk: Optional[int] = None
 
     def rel(self, r0: int = 0, r1: Optional[int] = None, dtype=None) -> torch.Tensor:
