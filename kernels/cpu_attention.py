@@ -24,7 +24,7 @@ layout, so it is computed once per ``BlockMask`` and device and memoised on it. 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -164,10 +164,10 @@ def _run_gathered(c: "_Call", grp: Group) -> list:
         return _run_strips(c, grp)
     B, hkv, g, d = c.B, c.hkv, c.g, c.d
     R, n = grp.idx.shape
-    kp, vp = c.blocks(grp.bk)
+    kf, vf = c.flat_blocks(grp.bk)
     idx = grp.idx.flatten()  # index_select: its backward is an index_add
-    kw = kp.index_select(2, idx).view(B * hkv, R, n * grp.bk, d)
-    vw = vp.index_select(2, idx).view(B * hkv, R, n * grp.bk, d)
+    kw = kf.index_select(1, idx).view(B * hkv, R, n * grp.bk, d)
+    vw = vf.index_select(1, idx).view(B * hkv, R, n * grp.bk, d)
     if grp.row_start is not None:
         qg = c.qp[:, :, grp.row_start:grp.row_start + R]
     else:
@@ -304,6 +304,7 @@ class _Call:
     lk: int
     track: bool                    # autograd records this call
     sources: tuple                 # every tensor argument, for the empty kind's gradient
+    flat: dict = field(default_factory=dict)  # flat_blocks' K/V by sub-block width, made on first use
 
     @property
     def B(self) -> int:
@@ -327,6 +328,15 @@ class _Call:
             return self.kp, self.vp
         B, hkv, n, d = self.kflat.shape
         return self.kflat.view(B, hkv, n // bk, bk, d), self.vflat.view(B, hkv, n // bk, bk, d)
+
+    def flat_blocks(self, bk: int) -> tuple:
+        """K and V as ``(B * h_kv, n, bk * d)``, made once per call (a copy only when K / V are views of
+        another layout, as a model's heads are): PyTorch's CPU ``index_select`` gathers dim 1 of this
+        3-D form ~4x faster than dim 2 of the 5-D blocks."""
+        if bk not in self.flat:
+            B, hkv, n, d = self.kflat.shape
+            self.flat[bk] = tuple(x.reshape(B * hkv, n // bk, bk * d) for x in (self.kflat, self.vflat))
+        return self.flat[bk]
 
     @property
     def fusable(self) -> bool:
