@@ -69,7 +69,7 @@ def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
     ``(P * g * sq, K)`` mask, rows ordered as the call's queries; with them, the ``(P, sq, K)`` base
     the modifiers are added to. Memoised in the group: it depends only on the layout, the dtype,
     causality and ``g``, so the layers and calls that reuse a plan build it once. ``rel()``: the
-    call's ``j - i``, made only when needed (a gathered group's is as large as its scores)."""
+    ``j - i`` of ``window``'s rows, made only when needed (a gathered group's is as large as its scores)."""
     plain = c.alibi_slopes is None and c.rel_bias is None
     key = (c.dtype, c.causal, g, plain)
     if key not in grp.masks:
@@ -86,23 +86,24 @@ def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
     return grp.masks[key]
 
 
-def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call"):
+def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call", rows=None):
     """One fused attention call of queries ``qg (B*h_kv, P', P*g*sq, d)`` against key windows
     ``kw, vw (B*h_kv, P', K, d)``, with ``window``'s mask and the score modifiers as one additive
-    mask; PyTorch's fused CPU kernel streams the scores without storing them. None: see
-    :func:`_call_mask`."""
+    mask; PyTorch's fused CPU kernel streams the scores without storing them. The ``P`` rows of
+    ``window`` are one mask for every problem (P = 1), or stacked along the queries of one problem (a
+    stacked prefix); with ``rows = (r0, r1)``, rows ``r0:r1`` are the masks of the call's problems,
+    one each (a gathered group). ``rel(r0, r1)``: ``j - i`` of those rows. None: see :func:`_call_mask`."""
     B, hkv, g = c.B, c.hkv, c.g
     mask = _call_mask(grp, window, rel, c, g)
     if mask is None:
         return None
-    # A call solves qg.shape[1] problems: one mask for all of them (P = 1), or P masks, one per problem
-    # (a gathered group) or stacked along the queries of one problem (a stacked prefix).
     P, K = window.shape[0], window.shape[-1]
-    n = qg.shape[1] if P > 1 else 1
+    r0, r1 = (0, P) if rows is None else rows
+    n = 1 if rows is None else r1 - r0  # masks in the call's batch dim
     if c.alibi_slopes is not None or c.rel_bias is not None:
-        _, sq, _ = mask.shape
-        rel = rel()
-        bias = mask.expand(hkv * g, P, sq, K)
+        base, rel = mask[r0:r1], rel(r0, r1)  # (P', sq, K)
+        P, sq, _ = base.shape
+        bias = base.expand(hkv * g, P, sq, K)
         if c.rel_bias is not None:
             bias = bias + _rel_bias_at(c.rel_bias, rel, c.lk).to(bias.dtype)
         if c.alibi_slopes is not None:
@@ -111,6 +112,7 @@ def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call"):
         return F.scaled_dot_product_attention(qg, kw, vw, scale=c.scale, attn_mask=bias.expand(
             B, hkv, P, g * sq, K).reshape(B * hkv, n, -1, K))
     # A 4-D mask: with a 3-D one the CPU kernel ran 3x slower (torch 2.13).
+    mask = mask.view(P, -1, K)[r0:r1] if rows is not None else mask
     return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask.view(1, n, -1, K), scale=c.scale)
 
 
@@ -131,12 +133,12 @@ def _run_sliding(c: "_Call", grp: Group) -> list:
         qg = qrun.reshape(B * hkv, 2 * R, sq, d)
         kw = _window_batch(c.kflat, 2 * grp.key_start, 2 * R, K, sq)
         vw = _window_batch(c.vflat, 2 * grp.key_start, 2 * R, K, sq)
-        o = _fused(qg, kw, vw, grp, grp.half, lambda: grp.rel(0, 1)[:, :sq, :K], c)
+        o = _fused(qg, kw, vw, grp, grp.half, lambda *_: grp.rel(0, 1)[:, :sq, :K], c)
     else:
         qg = qrun.reshape(B * hkv, R, g * bq, d)
         kw = _window_batch(c.kflat, grp.key_start, R, K, bk)
         vw = _window_batch(c.vflat, grp.key_start, R, K, bk)
-        o = _fused(qg, kw, vw, grp, grp.window, lambda: grp.rel(0, 1), c)
+        o = _fused(qg, kw, vw, grp, grp.window, lambda *_: grp.rel(0, 1), c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
@@ -159,21 +161,32 @@ def _run_stacked(c: "_Call", grp: Group) -> list:
 def _run_gathered(c: "_Call", grp: Group) -> list:
     """Gathered sub-blocks (``kernels/cpu_compact.py``): each query block's kept keys, ``grp.bk`` a
     sub-block, copied into one row of a batch, and one fused call over the batch with each row's
-    ``(bq, K)`` element mask: the work is the keys the pattern uses, not the tiles they lie in."""
+    ``(bq, K)`` element mask: the work is the keys the pattern uses, not the tiles they lie in.
+    Without autograd the rows run in chunks whose copied keys and values stay cache-sized, so the
+    copies never outgrow what the strips held (under autograd the kernel keeps them for the backward
+    whatever the chunking: one call)."""
     if not c.fusable:
         return _run_strips(c, grp)
-    B, hkv, g, d = c.B, c.hkv, c.g, c.d
+    B, hkv, g, d, bq, s = c.B, c.hkv, c.g, c.d, grp.bq, grp.bk
     R, n = grp.idx.shape
-    kf, vf = c.flat_blocks(grp.bk)
-    idx = grp.idx.flatten()  # index_select: its backward is an index_add
-    kw = kf.index_select(1, idx).view(B * hkv, R, n * grp.bk, d)
-    vw = vf.index_select(1, idx).view(B * hkv, R, n * grp.bk, d)
+    kf, vf = c.flat_blocks(s)
     if grp.row_start is not None:
         qg = c.qp[:, :, grp.row_start:grp.row_start + R]
     else:
         qg = c.qp.index_select(2, grp.rows)
-    o = _fused(qg.reshape(B * hkv, R, g * grp.bq, d), kw, vw, grp, grp.window, grp.rel, c)
-    return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, grp.bq, d)]
+    qg = qg.reshape(B * hkv, R, g * bq, d)
+    step = R if c.track else max(1, _CHUNK_BYTES // (2 * B * hkv * n * s * d * c.qp.element_size()))
+    parts = []
+    for r0 in range(0, R, step):
+        r1 = min(R, r0 + step)
+        idx = grp.idx[r0:r1].flatten()  # index_select: its backward is an index_add
+        kw = kf.index_select(1, idx).view(B * hkv, r1 - r0, n * s, d)
+        vw = vf.index_select(1, idx).view(B * hkv, r1 - r0, n * s, d)
+        o = _fused(qg[:, r0:r1], kw, vw, grp, grp.window, grp.rel, c, rows=(r0, r1))
+        if o is None:
+            return _run_strips(c, grp)
+        parts.append(o.view(B, hkv, r1 - r0, g, bq, d))
+    return parts
 
 
 def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):

@@ -148,3 +148,24 @@ def test_bigbird_work_follows_its_used_keys():
         bwd = _macs(lambda: out[0].sum().backward())
         assert fwd <= 1.05 * keys and bwd <= 2 * 1.05 * keys, (causal, fwd / keys, bwd / keys)
         assert fwd <= 0.6 * tiles, (causal, fwd / tiles)
+
+
+@pytest.mark.parametrize("mod", ["none", "alibi", "rel_bias"])
+@pytest.mark.parametrize("heads", [(4, 4), (4, 2)])
+def test_chunked_gathered_rows_without_autograd(monkeypatch, mod, heads):
+    """Without autograd a gathered group runs in chunks of rows (one row each here): each chunk reads
+    its own rows' masks and score modifiers, and the whole equals the reference."""
+    import kernels.cpu_attention as cpu
+
+    monkeypatch.setattr(cpu, "_CHUNK_BYTES", 1)
+    L = 517
+    cfg = ModelConfig(attention="bigbird", causal=True, max_len=L)
+    bm = pattern_block_mask(cfg, L)
+    assert max(grp.rows.numel() for grp in plan(bm, L, L, "cpu")[0] if grp.kind == GATHERED) > 1
+    h, hkv = heads
+    q, k, v = (t.detach() for t in _qkv(h, hkv, L, L, 8, torch.float64))
+    mods = {name: t.detach() for name, t in _mods(mod, h, L, 8).items()}
+    with torch.no_grad():
+        out = block_sparse_attention(q, k, v, bm, scale=0.3, **mods)
+    ref, _ = attention_ref(q, k, v, mask=pattern_mask(cfg, L), scale=0.3, **mods)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
