@@ -37,6 +37,7 @@ from .reference import clipped_index
 
 _CHUNK_BYTES = 2 << 20  # scores of one chunk: cache-sized, so the elementwise passes stay in cache
 _MIN_ROWS = 4  # ... but never fewer query blocks than this, or per-op overhead dominates
+_GATHER_BYTES = 16 << 20  # keys and values a gathered chunk copies without autograd (_run_gathered)
 
 
 def _pad(x, n: int):
@@ -162,9 +163,11 @@ def _run_gathered(c: "_Call", grp: Group) -> list:
     """Gathered sub-blocks (``kernels/cpu_compact.py``): each query block's kept keys, ``grp.bk`` a
     sub-block, copied into one row of a batch, and one fused call over the batch with each row's
     ``(bq, K)`` element mask: the work is the keys the pattern uses, not the tiles they lie in.
-    Without autograd the rows run in chunks whose copied keys and values stay cache-sized, so the
-    copies never outgrow what the strips held (under autograd the kernel keeps them for the backward
-    whatever the chunking: one call)."""
+    Without autograd the rows run in chunks of at most ``_GATHER_BYTES`` of copied keys and values,
+    so the copies stay a few times K's size at any length (BigBird at 16384 tokens: 36 MiB allocated,
+    the 64-key strips took 130); chunks much smaller (2 MiB) made each call's threads wait on one
+    another so often that two threads on two busy cores ran 2x slower. Under autograd the kernel keeps
+    the copies for the backward whatever the chunking: one call."""
     if not c.fusable:
         return _run_strips(c, grp)
     B, hkv, g, d, bq, s = c.B, c.hkv, c.g, c.d, grp.bq, grp.bk
@@ -175,7 +178,7 @@ def _run_gathered(c: "_Call", grp: Group) -> list:
     else:
         qg = c.qp.index_select(2, grp.rows)
     qg = qg.reshape(B * hkv, R, g * bq, d)
-    step = R if c.track else max(1, _CHUNK_BYTES // (2 * B * hkv * n * s * d * c.qp.element_size()))
+    step = R if c.track else max(1, _GATHER_BYTES // (2 * B * hkv * n * s * d * c.qp.element_size()))
     parts = []
     for r0 in range(0, R, step):
         r1 = min(R, r0 + step)

@@ -157,7 +157,7 @@ def test_chunked_gathered_rows_without_autograd(monkeypatch, mod, heads):
     its own rows' masks and score modifiers, and the whole equals the reference."""
     import kernels.cpu_attention as cpu
 
-    monkeypatch.setattr(cpu, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(cpu, "_GATHER_BYTES", 1)
     L = 517
     cfg = ModelConfig(attention="bigbird", causal=True, max_len=L)
     bm = pattern_block_mask(cfg, L)
