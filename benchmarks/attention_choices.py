@@ -14,9 +14,10 @@ tab's default sweep of a pattern is its wall time plus full attention's, the bas
 2x check alone on a busy machine).
 
 ``--head-to-head N`` is the 2x check made for a shared machine: the four default models at 8192 tokens
-(``--lengths`` to change it) run round-robin, N forwards each, and the table gives each one's fastest
-forward and fastest attention alone (other work only ever adds time, so the minimum is the closest to the
-machine's own speed, and the round-robin exposes every attention to the same interference).
+(``--lengths`` to change it; several lengths give one table each) run round-robin, N forwards each, and
+the table gives each one's fastest forward and fastest attention alone (other work only ever adds time,
+so the minimum is the closest to the machine's own speed, and the round-robin exposes every attention to
+the same interference), then the medians. ``--threads`` sets the intra-op threads (default: the app's).
 
 Each row builds a one-layer model of the default width (d_model 128, 4 heads, causal unless the
 mechanism is bidirectional-only), times the forward pass (median after warm-up) and measures the
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import time
 
 import torch
@@ -82,12 +84,12 @@ def sweep_rows(lengths, budget_s: float) -> tuple:
 
 
 def head_to_head(L: int, rounds: int) -> dict:
-    """``{key: (best forward ms, best attention-alone ms)}`` of the default model at ``L``, the keys' forwards
-    run round-robin ``rounds`` times after one warm-up each."""
+    """``{key: ([forward ms], [attention-alone ms])}`` of the default model at ``L``, one entry per round: the
+    keys' forwards run round-robin ``rounds`` times after one warm-up each."""
     from explorer.analysis.core_timer import CoreTimer
     models = {key: build_model(ModelConfig(attention=key)).eval() for key in SWEEP_KEYS}
     tokens = torch.randint(0, 256, (1, L), generator=torch.Generator().manual_seed(0))
-    best = {key: (math.inf, math.inf) for key in SWEEP_KEYS}
+    times = {key: ([], []) for key in SWEEP_KEYS}
     with torch.no_grad():
         for model in models.values():
             model(tokens)  # one-time costs: lazy initialisation, the block-sparse layout and its plan
@@ -99,17 +101,23 @@ def head_to_head(L: int, rounds: int) -> dict:
                     model(tokens)
                     whole = time.perf_counter() - t0
                     alone = timer.seconds()
-                best[key] = (min(best[key][0], 1000 * whole), min(best[key][1], 1000 * alone))
-    return best
+                times[key][0].append(1000 * whole)
+                times[key][1].append(1000 * alone)
+    return times
 
 
-def _print_head_to_head(best: dict, L: int, rounds: int):
-    f = best["full"]
+def _print_head_to_head(times: dict, L: int, rounds: int):
+    best = {key: (min(whole), min(alone)) for key, (whole, alone) in times.items()}
+    mid = {key: (statistics.median(whole), statistics.median(alone)) for key, (whole, alone) in times.items()}
+    f, fm = best["full"], mid["full"]
     print(f"Head to head at L={L}: default model, forward, {torch.get_num_threads()} thread(s), fastest of {rounds} "
           "round-robin runs each")
     print(f"{'attention':16s}{'forward ms':>12s}{'x full':>8s}{'attention ms':>14s}{'x full':>8s}")
     for key, (whole, alone) in best.items():
         print(f"{key:16s}{whole:12.0f}{f[0] / whole:8.2f}{alone:14.0f}{f[1] / alone:8.2f}")
+    print(f"medians of the same runs: " + ", ".join(
+        f"{key} {whole:.0f} ms (x{fm[0] / whole:.2f}) | {alone:.0f} ms (x{fm[1] / alone:.2f})"
+        for key, (whole, alone) in mid.items()))
     for key in SWEEP_KEYS[1:]:
         fwd, alone = f[0] / best[key][0], f[1] / best[key][1]
         print(f"{key} at L={L}: forward {fwd:.2f}x, attention alone {alone:.2f}x faster than full "
@@ -160,16 +168,21 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true", help="the Latency tab's sweep: full, sliding_window, longformer, "
                                                         "bigbird, whole forward and attention alone")
     ap.add_argument("--head-to-head", type=int, metavar="N", help="the 2x check on a shared machine: full, "
-                    "sliding_window, longformer, bigbird round-robin N times at 8192 (or --lengths), fastest each")
+                    "sliding_window, longformer, bigbird round-robin N times at 8192 (or each of --lengths), "
+                    "fastest and median each")
+    ap.add_argument("--threads", type=int, default=None, help="with --head-to-head: intra-op threads "
+                    "(default: the app's, EXPLORER_THREADS)")
     args = ap.parse_args(argv)
     if args.head_to_head:
         from explorer.runtime.device import configure_threads
         configure_threads()  # the app's intra-op threads (EXPLORER_THREADS, default 1), as the sweep uses
-        L = TARGET_L if args.lengths == LENGTHS else int(args.lengths.split(",")[-1])
-        with BusyWatch() as watch:
-            best = head_to_head(L, args.head_to_head)
-        _print_head_to_head(best, L, args.head_to_head)
-        print(watch.note())
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        for L in [TARGET_L] if args.lengths == LENGTHS else [int(x) for x in args.lengths.split(",")]:
+            with BusyWatch() as watch:
+                times = head_to_head(L, args.head_to_head)
+            _print_head_to_head(times, L, args.head_to_head)
+            print(watch.note())
         return
     if args.sweep:
         from explorer.analysis.sweep import DEFAULT_LENGTHS

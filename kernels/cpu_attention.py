@@ -11,26 +11,33 @@ ride in the matmul's M dimension, so K/V are never copied per query head.
 Sliding layouts (a sliding window's bulk, and the rows before it) skip the strips: each run is one
 call of PyTorch's fused CPU attention kernel over overlapping strided views of K and V, with the
 run's shared mask as an additive bias (Longformer's "sliding chunks", fused), so no score matrix and
-no copy of K/V is made. The plan (``kernels/cpu_plan.py``) gives every group its kind ("strips",
-"sliding", "stacked", "empty"), and one runner below computes each kind; it depends only on the
+no copy of K/V is made.
+
+Layouts whose query blocks use a few keys scattered over many tiles (BigBird's random blocks of 16
+keys, Longformer's global keys) gather finer: the keys each query block uses, by sub-blocks of 16 (or
+8, 32) keys (``kernels/cpu_compact.py``), are copied into one row of a batch and one fused call runs
+the batch with each row's element mask, so a random block costs its own keys, not the 64-key tile it
+lies in. The plan (``kernels/cpu_plan.py``) gives every group its kind ("strips", "sliding",
+"stacked", "gathered", "empty"), and one runner below computes each kind; it depends only on the
 layout, so it is computed once per ``BlockMask`` and device and memoised on it. Score convention:
 ``kernels/reference.py``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from .block_mask import BlockMask
-from .cpu_plan import EMPTY, SLIDING, STACKED, STRIPS, Group, plan
+from .cpu_plan import EMPTY, GATHERED, SLIDING, STACKED, STRIPS, Group, plan
 from .reference import clipped_index
 
 
 _CHUNK_BYTES = 2 << 20  # scores of one chunk: cache-sized, so the elementwise passes stay in cache
 _MIN_ROWS = 4  # ... but never fewer query blocks than this, or per-op overhead dominates
+_GATHER_BYTES = 16 << 20  # keys and values a gathered chunk copies without autograd (_run_gathered)
 
 
 def _pad(x, n: int):
@@ -62,11 +69,12 @@ def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
     row (the strips zero such rows). Without score modifiers it is the kernel's whole
     ``(P * g * sq, K)`` mask, rows ordered as the call's queries; with them, the ``(P, sq, K)`` base
     the modifiers are added to. Memoised in the group: it depends only on the layout, the dtype,
-    causality and ``g``, so the layers and calls that reuse a plan build it once."""
+    causality and ``g``, so the layers and calls that reuse a plan build it once. ``rel()``: the
+    ``j - i`` of ``window``'s rows, made only when needed (a gathered group's is as large as its scores)."""
     plain = c.alibi_slopes is None and c.rel_bias is None
     key = (c.dtype, c.causal, g, plain)
     if key not in grp.masks:
-        allowed = window & (rel <= 0) if c.causal else window  # (P, sq, K); rel: j - i
+        allowed = window & (rel() <= 0) if c.causal else window  # (P, sq, K); rel: j - i
         mask = None
         if bool(allowed.any(-1).all()):
             # An additive float mask: a boolean one costs the kernel a conversion per call.
@@ -79,25 +87,34 @@ def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
     return grp.masks[key]
 
 
-def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call"):
+def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call", rows=None):
     """One fused attention call of queries ``qg (B*h_kv, P', P*g*sq, d)`` against key windows
     ``kw, vw (B*h_kv, P', K, d)``, with ``window``'s mask and the score modifiers as one additive
-    mask; PyTorch's fused CPU kernel streams the scores without storing them. None: see
-    :func:`_call_mask`."""
+    mask; PyTorch's fused CPU kernel streams the scores without storing them. The ``P`` rows of
+    ``window`` are one mask for every problem (P = 1), or stacked along the queries of one problem (a
+    stacked prefix); with ``rows = (r0, r1)``, rows ``r0:r1`` are the masks of the call's problems,
+    one each (a gathered group). ``rel(r0, r1)``: ``j - i`` of those rows. None: see :func:`_call_mask`."""
     B, hkv, g = c.B, c.hkv, c.g
     mask = _call_mask(grp, window, rel, c, g)
     if mask is None:
         return None
+    P, K = window.shape[0], window.shape[-1]
+    r0, r1 = (0, P) if rows is None else rows
+    n = 1 if rows is None else r1 - r0  # masks in the call's batch dim
     if c.alibi_slopes is not None or c.rel_bias is not None:
-        P, sq, K = mask.shape
-        bias = mask.expand(hkv * g, P, sq, K)
+        base, rel = mask[r0:r1], rel(r0, r1)  # (P', sq, K)
+        P, sq, _ = base.shape
+        bias = base.expand(hkv * g, P, sq, K)
         if c.rel_bias is not None:
             bias = bias + _rel_bias_at(c.rel_bias, rel, c.lk).to(bias.dtype)
         if c.alibi_slopes is not None:
             bias = bias - c.alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
-        bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, 1, P * g * sq, K)
-        mask = bias.expand(B, hkv, 1, P * g * sq, K).reshape(B * hkv, 1, P * g * sq, K)
-    return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask, scale=c.scale)
+        bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, P, g * sq, K)
+        return F.scaled_dot_product_attention(qg, kw, vw, scale=c.scale, attn_mask=bias.expand(
+            B, hkv, P, g * sq, K).reshape(B * hkv, n, -1, K))
+    # A 4-D mask: with a 3-D one the CPU kernel ran 3x slower (torch 2.13).
+    mask = mask.view(P, -1, K)[r0:r1] if rows is not None else mask
+    return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask.view(1, n, -1, K), scale=c.scale)
 
 
 def _run_sliding(c: "_Call", grp: Group) -> list:
@@ -117,12 +134,12 @@ def _run_sliding(c: "_Call", grp: Group) -> list:
         qg = qrun.reshape(B * hkv, 2 * R, sq, d)
         kw = _window_batch(c.kflat, 2 * grp.key_start, 2 * R, K, sq)
         vw = _window_batch(c.vflat, 2 * grp.key_start, 2 * R, K, sq)
-        o = _fused(qg, kw, vw, grp, grp.half, grp.rel(0, 1)[:, :sq, :K], c)
+        o = _fused(qg, kw, vw, grp, grp.half, lambda *_: grp.rel(0, 1)[:, :sq, :K], c)
     else:
         qg = qrun.reshape(B * hkv, R, g * bq, d)
         kw = _window_batch(c.kflat, grp.key_start, R, K, bk)
         vw = _window_batch(c.vflat, grp.key_start, R, K, bk)
-        o = _fused(qg, kw, vw, grp, grp.window, grp.rel(0, 1), c)
+        o = _fused(qg, kw, vw, grp, grp.window, lambda *_: grp.rel(0, 1), c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
@@ -138,8 +155,41 @@ def _run_stacked(c: "_Call", grp: Group) -> list:
     qg = c.qp[:, :, grp.row_start:grp.row_start + R].reshape(B * hkv, 1, R * g * bq, d)
     kw = c.kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
     vw = c.vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
-    o = _fused(qg, kw, vw, grp, grp.window, grp.rel(), c)
+    o = _fused(qg, kw, vw, grp, grp.window, grp.rel, c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
+
+
+def _run_gathered(c: "_Call", grp: Group) -> list:
+    """Gathered sub-blocks (``kernels/cpu_compact.py``): each query block's kept keys, ``grp.bk`` a
+    sub-block, copied into one row of a batch, and one fused call over the batch with each row's
+    ``(bq, K)`` element mask: the work is the keys the pattern uses, not the tiles they lie in.
+    Without autograd the rows run in chunks of at most ``_GATHER_BYTES`` of copied keys and values,
+    so the copies stay a few times K's size at any length (BigBird at 16384 tokens: 36 MiB allocated,
+    the 64-key strips took 130); chunks much smaller (2 MiB) made each call's threads wait on one
+    another so often that two threads on two busy cores ran 2x slower. Under autograd the kernel keeps
+    the copies for the backward whatever the chunking: one call."""
+    if not c.fusable:
+        return _run_strips(c, grp)
+    B, hkv, g, d, bq, s = c.B, c.hkv, c.g, c.d, grp.bq, grp.bk
+    R, n = grp.idx.shape
+    kf, vf = c.flat_blocks(s)
+    if grp.row_start is not None:
+        qg = c.qp[:, :, grp.row_start:grp.row_start + R]
+    else:
+        qg = c.qp.index_select(2, grp.rows)
+    qg = qg.reshape(B * hkv, R, g * bq, d)
+    step = R if c.track else max(1, _GATHER_BYTES // (2 * B * hkv * n * s * d * c.qp.element_size()))
+    parts = []
+    for r0 in range(0, R, step):
+        r1 = min(R, r0 + step)
+        idx = grp.idx[r0:r1].flatten()  # index_select: its backward is an index_add
+        kw = kf.index_select(1, idx).view(B * hkv, r1 - r0, n * s, d)
+        vw = vf.index_select(1, idx).view(B * hkv, r1 - r0, n * s, d)
+        o = _fused(qg[:, r0:r1], kw, vw, grp, grp.window, grp.rel, c, rows=(r0, r1))
+        if o is None:
+            return _run_strips(c, grp)
+        parts.append(o.view(B, hkv, r1 - r0, g, bq, d))
+    return parts
 
 
 def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):
@@ -270,6 +320,7 @@ class _Call:
     lk: int
     track: bool                    # autograd records this call
     sources: tuple                 # every tensor argument, for the empty kind's gradient
+    flat: dict = field(default_factory=dict)  # flat_blocks' K/V by sub-block width, made on first use
 
     @property
     def B(self) -> int:
@@ -287,6 +338,22 @@ class _Call:
     def dtype(self) -> torch.dtype:
         return self.qp.dtype
 
+    def blocks(self, bk: Optional[int]) -> tuple:
+        """K and V by blocks of ``bk`` keys (None: the layout's tiles): (B, h_kv, n, bk, d) views."""
+        if bk is None or bk == self.kp.shape[3]:
+            return self.kp, self.vp
+        B, hkv, n, d = self.kflat.shape
+        return self.kflat.view(B, hkv, n // bk, bk, d), self.vflat.view(B, hkv, n // bk, bk, d)
+
+    def flat_blocks(self, bk: int) -> tuple:
+        """K and V as ``(B * h_kv, n, bk * d)``, made once per call (a copy only when K / V are views of
+        another layout, as a model's heads are): PyTorch's CPU ``index_select`` gathers dim 1 of this
+        3-D form ~4x faster than dim 2 of the 5-D blocks."""
+        if bk not in self.flat:
+            B, hkv, n, d = self.kflat.shape
+            self.flat[bk] = tuple(x.reshape(B * hkv, n // bk, bk * d) for x in (self.kflat, self.vflat))
+        return self.flat[bk]
+
     @property
     def fusable(self) -> bool:
         """The fused kernel takes a mask and additive biases only: a softcap and relative tables
@@ -299,11 +366,12 @@ def _run_strips(c: _Call, grp: Group) -> list:
     passes (mask, softmax) are memory-bound, and a cache-sized chunk runs them several times
     faster."""
     R, n_kb = grp.idx.shape
-    bq, bk = grp.bq, c.kp.shape[3]
+    kp, vp = c.blocks(grp.bk)
+    bq, bk = grp.bq, kp.shape[3]
     step = max(_MIN_ROWS, _CHUNK_BYTES // (c.B * c.hkv * c.g * bq * n_kb * bk * c.qp.element_size()))
     return [_attend(qg, kt, vg, qrg, grp, r0, r1, c.causal, c.scale, c.softcap, c.rel_bias, c.alibi_slopes,
                     c.rel_v, c.lk)
-            for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, c.kp, c.vp, c.qr, grp, step, c.track)]
+            for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, kp, vp, c.qr, grp, step, c.track)]
 
 
 class _Zeros(torch.autograd.Function):
@@ -330,7 +398,8 @@ def _run_empty(c: _Call, grp: Group) -> list:
 
 
 # One runner per kind of group (``kernels/cpu_plan.py``): each returns parts (B, h_kv, R, g, bq, d).
-_RUNNERS = {STRIPS: _run_strips, SLIDING: _run_sliding, STACKED: _run_stacked, EMPTY: _run_empty}
+_RUNNERS = {STRIPS: _run_strips, SLIDING: _run_sliding, STACKED: _run_stacked, GATHERED: _run_gathered,
+            EMPTY: _run_empty}
 
 
 def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, alibi_slopes=None,

@@ -14,6 +14,9 @@ each run by one function of ``kernels/cpu_attention.py``:
   a handful of key blocks; they are merged into one group whose rows all read the same key range and
   run as one fused call against that range, with a ``(R, bq, K)`` dense mask, instead of one small
   call per count.
+* ``"gathered"``: strips whose keys are gathered at a finer grain than the tiles, ``bk`` keys a
+  sub-block, keeping only the sub-blocks the pattern uses (``kernels/cpu_compact.py``: BigBird's
+  random blocks, Longformer's global keys); run as one fused call over the gathered keys.
 * ``"empty"``: query blocks that visit no key block output zeros.
 
 The fused kinds fall back to strips for the arguments the fused kernel cannot take (softcap,
@@ -30,8 +33,9 @@ from typing import Optional
 import torch
 
 from .block_mask import BlockMask
+from .cpu_compact import compact
 
-STRIPS, SLIDING, STACKED, EMPTY = "strips", "sliding", "stacked", "empty"
+STRIPS, SLIDING, STACKED, GATHERED, EMPTY = "strips", "sliding", "stacked", "gathered", "empty"
 
 # Half-block windows need at least this many queries per half: below it, twice as many (smaller)
 # attention problems per call cost the fused kernel more in per-problem overhead than the bq / 2
@@ -45,7 +49,7 @@ _STACK_WASTE = 2
 
 @dataclass
 class Group:
-    kind: str                          # STRIPS, SLIDING, STACKED or EMPTY: which runner computes it
+    kind: str                          # STRIPS, SLIDING, STACKED, GATHERED or EMPTY: which runner computes it
     bq: int                            # queries per block
     rows: torch.Tensor                 # (R,) query blocks of this group
     idx: torch.Tensor                  # (R, c) key blocks they visit
@@ -55,13 +59,16 @@ class Group:
     row_start: Optional[int]           # rows are row_start, row_start+1, ...: slice instead of gather
     key_start: Optional[int]           # row r visits key blocks key_start+r .. key_start+r+c-1: a strided view
     # SLIDING: the (1, bq, c*bk) mask shared by the run; STACKED: (R, bq, K) over key blocks
-    # idx[0]; None for the other kinds.
+    # idx[0]; GATHERED: (R, bq, c*bk), each row's own; None for the other kinds.
     window: Optional[torch.Tensor] = None
     # SLIDING only, (1, bq/2, c*bk - bq/2): the window of half a query block, when both halves of
     # the block see the same window shifted by bq/2 (a sliding window): half blocks read fewer keys.
     half: Optional[torch.Tensor] = None
     # The fused kinds' additive masks, by (dtype, causal, heads per K/V head): filled on first use.
     masks: dict = field(default_factory=dict, repr=False)
+    # Keys per entry of ``idx``: None for the layout's tiles (``block_k``); the sub-block width for a
+    # group made by ``cpu_compact`` (GATHERED, or STRIPS when one of its query rows allows no key).
+    bk: Optional[int] = None
 
     def rel(self, r0: int = 0, r1: Optional[int] = None, dtype=None) -> torch.Tensor:
         """``j - i_abs`` of every (query, key) pair of rows ``r0:r1``: (R', bq, c*bk), as integers
@@ -85,18 +92,19 @@ def _consecutive_start(x: torch.Tensor) -> Optional[int]:
     return None
 
 
-def plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
+def plan(bm: BlockMask, lq: int, lk: int, device, gather: bool = True) -> tuple:
     """``(groups, inverse)``: the groups, and the permutation back to query-block order (or None).
+    ``gather=False``: no GATHERED group, every ``idx`` in the layout's tiles (the pooled maps' walk).
 
     Planned once per layout, device and lengths, then read from ``bm.plans``."""
-    key = ("cpu", str(torch.device(device)), lq, lk)
+    key = ("cpu", str(torch.device(device)), lq, lk) + (() if gather else ("tiles",))
     found = bm.plans.get(key)
     if found is None:  # compute, then keep whichever plan a concurrent caller stored first
-        found = bm.plans.setdefault(key, build_plan(bm, lq, lk, device))
+        found = bm.plans.setdefault(key, build_plan(bm, lq, lk, device, gather))
     return found
 
 
-def build_plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
+def build_plan(bm: BlockMask, lq: int, lk: int, device, gather: bool = True) -> tuple:
     """The plan of ``bm`` (no memo): ``(groups, inverse)`` as :func:`plan` returns it."""
     bq, bk = bm.block_q, bm.block_k
     counts = bm.kv_counts.to(device).long()
@@ -121,9 +129,21 @@ def build_plan(bm: BlockMask, lq: int, lk: int, device) -> tuple:
         # both blocks have the same size.
         groups.extend(_window_runs(grp) if bq == bk else [grp])
     groups = _stack_prefix(groups, bq, bk, lq, lk)
+    if gather:
+        groups = _gathered(groups, bq, bk, lq, lk)
     inverse = torch.argsort(torch.cat([g.rows for g in groups]))
     identity = bool((inverse == torch.arange(inverse.numel(), device=device)).all())
     return groups, None if identity else inverse
+
+
+def _gathered(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
+    """The strips groups re-gathered by the sub-blocks they use where it pays (``cpu_compact``)."""
+    def make(rows, idx, masked, s, empty):
+        allowed = None if empty else (torch.ones(rows.numel(), bq, idx.shape[1] * s, dtype=torch.bool,
+                                                 device=rows.device) if masked is None else ~masked[:, 0])
+        return Group(STRIPS if empty else GATHERED, bq, rows, idx, masked, _rel(rows, idx, bq, s, lq, lk),
+                     empty, _consecutive_start(rows), None, allowed, bk=s)
+    return compact(groups, bk, STRIPS, make)
 
 
 def _rel(rows, idx, bq, bk, lq, lk):

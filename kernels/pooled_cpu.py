@@ -85,7 +85,7 @@ def pooled_block_sparse(q, k, bm: BlockMask | None, *, block_q: int, block_k: in
               rel_bias, softcap, rel_k, int(sink_k), int(window), block_q // bq, block_k // bk, nkp)
     grid = torch.zeros(B * hkv, g, nqp * nkp, dtype=acc, device=dev)
     stats = torch.zeros(4, B * hkv, nqb, g, bq, dtype=acc, device=dev)  # entropy, distance, sink, local
-    groups = plan(bm, lq, lk, dev)[0] if bm is not None else _dense_groups(lq, lk, bq, bk, causal, dev)
+    groups = plan(bm, lq, lk, dev, False)[0] if bm is not None else _dense_groups(lq, lk, bq, bk, causal, dev)
     for grp in groups:
         if grp.kind == EMPTY:
             continue
