@@ -126,7 +126,11 @@ def app_url(request):
 
 @pytest.hookimpl(trylast=True)  # after pytest's own teardown: the last test's fixtures close first
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the shared app and browser after this folder's last test, not at the end of the session."""
+    """Stop the shared app and browser after this folder's last test, not at the end of the session. Not in
+    a pytest-xdist worker: it gets this folder's files between others' (``--dist loadfile``), and its
+    session-scoped ``app_url`` and ``browser`` would stay cached after a close; there they end with the session."""
+    if hasattr(item.config, "workerinput"):
+        return
     here = Path(__file__).resolve().parent
     if nextitem is None or here not in Path(nextitem.path).resolve().parents:
         stack = item.config.stash.get(SHARED, None)

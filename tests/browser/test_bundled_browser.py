@@ -6,7 +6,8 @@ import re
 
 WEIGHTS_LINE = "() => (document.querySelector('#weights-line') || {}).innerText || ''"
 LABELS_JS = """() => { const e = document.querySelector('#attention-grid .js-plotly-plot');
-  if (!e || !e.layout) return []; return (e.layout.annotations || []).map(a => a.text); }"""
+  if (!e || !e.layout) return []; return (e.layout.annotations || []).map(a => a.hovertext || a.text); }"""
+# (a label wider than its panel shows a short code, "IND 0.71", with the full label as its hover text)
 KINDS = ("previous-token", "induction", "first-token", "delimiter", "local", "broad", "mixed")
 
 
