@@ -38,7 +38,7 @@ def head_figure(maps, layer: int, head: int, title: str | None = None) -> go.Fig
                                    side="bottom", tickangle=-90, **tick),
                   yaxis=dict(title=dict(text=f"query{q_side}"), autorange="reversed", tickmode="array", tickvals=qlab,
                              ticktext=qlab, **tick))
-    lay["margin"] = dict(l=90, r=30, t=110 if kind else 90, b=90)
+    lay["margin"] = dict(l=90, r=30, t=130 if kind else 90, b=90)  # the head's sentence: a line more on a phone
     lay["plot_bgcolor"] = BLANK
     return go.Figure(data=[dict(type="heatmap", z=z, x=klab, y=qlab, zmin=0, zmax=top, colorscale="Viridis",
                                 hoverongaps=False, colorbar=dict(title=dict(text="p")),

@@ -68,7 +68,8 @@ LAYOUT_JS = """() => {
 
   // the head labels of a grid whose panels are `size` px: font from the panel, a short code when too wide
   const fitLabels = (orig, size, out) => {
-    const font = Math.max(9, Math.min(16, Math.round(size / 7.5)));
+    // projected: never under 16 px (a short code fits where the full label does not); elsewhere from the panel
+    const font = present() ? Math.max(16, Math.min(20, Math.round(size / 6))) : Math.max(9, Math.min(16, Math.round(size / 7.5)));
     (orig.annotations || []).forEach((a, i) => {
       if (!/ domain$/.test(String(a.xref || ''))) return;
       const full = a.text, [mid, short] = code(full);
