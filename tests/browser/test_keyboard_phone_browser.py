@@ -54,6 +54,9 @@ def test_keyboard_contrast_names_and_status_at_1280(open_page):
     low = [r for r in rows if r[-1] < AA]
     assert not low, f"accent text under {AA}:1: {low}"
 
+    # a figure is named in the frame after it is drawn: wait for the frames, then read every name
+    p.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter((gd) => gd.offsetParent !== null).every((gd) => gd.getAttribute('role') === 'img')""", timeout=15_000)
     names = p.evaluate(NAMES_JS)
     assert len(names) >= 2, names
     for fid, role, label, described in names:

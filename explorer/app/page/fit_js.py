@@ -16,7 +16,8 @@ cut. After each draw and resize, a title wider than its figure is broken into li
 (each ``<br>`` line, ``<sup>`` notes with their own smaller type), and the top margin grows by the
 lines added (the plot area gives up that height: a relayout of the height would fix the width too).
 
-Each figure is named for assistive technology after each draw: ``role="img"`` with its title as
+Each figure is named for assistive technology when it is first seen and after each draw (a failed
+resize still names it): ``role="img"`` with its title as
 ``aria-label`` (the plain text of its lines), described (``aria-describedby``) by the reading of its tab
 (the element whose id ends in ``-reading``), which says in words what the figure shows.
 
@@ -94,7 +95,7 @@ FIT_JS = """() => {
   };
   const name = (gd) => {  // an image with its title as its name, described by its tab's reading
     const title = gd.layout && gd.layout.title, text = typeof title === 'string' ? title : title && title.text;
-    const plain = String(text || '').replace(/<br\s*\/?>/gi, '. ').replace(/<[^>]*>/g, '').replace(/\s+/g, ' ').trim();
+    const plain = String(text || '').replace(/<br\\s*\\/?>/gi, '. ').replace(/<[^>]*>/g, '').replace(/\\s+/g, ' ').trim();
     const label = plain || (gd.closest('.block') && gd.closest('.block').querySelector('[data-testid="block-label"]')
       || {}).textContent || 'figure';
     gd.setAttribute('role', 'img');
@@ -108,7 +109,7 @@ FIT_JS = """() => {
     for (const gd of pending) {
       pending.delete(gd);
       const after = () => { wrapTitle(gd); fitHeight(gd); name(gd); };
-      if (P && misfit(gd)) Promise.resolve(P.Plots.resize(gd)).then(after); else after();
+      if (P && misfit(gd)) Promise.resolve(P.Plots.resize(gd)).then(after, after); else after();
     }
   };
   const ask = (gd) => { pending.add(gd); if (!frame) frame = requestAnimationFrame(fit); };
@@ -120,6 +121,7 @@ FIT_JS = """() => {
         seen.add(gd);
         watch.observe(gd);
         if (gd.on) gd.on('plotly_afterplot', () => ask(gd));  // a redraw: its title may not fit
+        if (gd.layout) name(gd);  // named at once, not a frame later
       }
     }
   };
