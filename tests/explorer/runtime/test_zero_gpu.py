@@ -3,6 +3,7 @@ arguments into a worker process forked from this one, runs the function there an
 back. Only what needs a real ZeroGPU host is replaced: the scheduler's HTTP calls (``client``) and the
 CUDA set-up of the worker (``spaces.zero.torch``, which cannot import on a CPU build of torch; the
 stand-in is the package's own no-op fallback for a machine without torch)."""
+import multiprocessing
 import pickle
 import sys
 import threading
@@ -23,6 +24,20 @@ from models import ModelConfig  # noqa: E402
 
 SMALL = ModelConfig(n_layers=2, d_model=32, n_heads=2, seed=77)
 BIG = ModelConfig(n_layers=12, d_model=512, n_heads=16)
+
+
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether process ``pid`` has ended (exited or a zombie) within ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 @pytest.fixture
@@ -50,7 +65,15 @@ def zero_gpu(monkeypatch):
         return wrappers.regular_function_wrapper(decorated.on_device, decorated.gpu_duration, None)
 
     wrap.released = released
-    return wrap
+    yield wrap
+    # ZeroGPU keeps its forked workers for the next call. Here they would outlive the test holding copies
+    # of every descriptor this process had open at the fork: under pytest-xdist that includes the pipe to
+    # Playwright's driver when browser tests ran earlier in the same worker, and the driver, never seeing
+    # that pipe close, kept the worker's end of the session waiting for ever.
+    for child in multiprocessing.active_children():
+        child.kill()  # a worker waiting on its queue does not answer SIGTERM
+        child.join(10)
+        assert _gone(child.pid), child
 
 
 def test_attention_maps_in_the_worker_equal_those_computed_here(zero_gpu, monkeypatch):
