@@ -1,5 +1,5 @@
 """One app server per test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess;
-one Chromium for this folder's tests; pages in fresh browser contexts.
+one Chromium per test file; pages in fresh browser contexts.
 
 Fixtures: ``app_url`` (the shared app), ``serve_app`` (the launcher, for a test that needs a server of
 its own), ``browser``, ``open_page`` (a ``browser_page.Page`` of the shared app or of any URL, at a
@@ -100,7 +100,7 @@ def pytest_runtest_makereport(item, call):
             report.sections.append((f"server log {log_name} (last 40 lines)", _tail(path)))
 
 
-SHARED = pytest.StashKey()  # the ExitStack of what this folder's tests share: the app, the browser
+SHARED = pytest.StashKey()  # the ExitStack of what this folder's tests share: the app
 
 
 def _shared(config) -> contextlib.ExitStack:
@@ -126,9 +126,9 @@ def app_url(request):
 
 @pytest.hookimpl(trylast=True)  # after pytest's own teardown: the last test's fixtures close first
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the shared app and browser after this folder's last test, not at the end of the session. Not in
-    a pytest-xdist worker: it gets this folder's files between others' (``--dist loadfile``), and its
-    session-scoped ``app_url`` and ``browser`` would stay cached after a close; there they end with the session."""
+    """Stop the shared app after this folder's last test, not at the end of the session. Not in a
+    pytest-xdist worker: it gets this folder's files between others' (``--dist loadfile``), and its
+    session-scoped ``app_url`` would stay cached after a close; there the app ends with the session."""
     if hasattr(item.config, "workerinput"):
         return
     here = Path(__file__).resolve().parent
@@ -150,19 +150,22 @@ def shots_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("screenshots"))
 
 
-@pytest.fixture(scope="session")
-def browser(request):
-    """One Chromium for this folder's tests (each test opens its own context); closed with the app."""
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium per test file (each test opens its own context), closed with the file's last test.
+    Playwright's sync API keeps its event loop set as the thread's running loop while it is started, so
+    a later test of the same process that calls ``asyncio.run`` (a ``gradio_client`` call, the app's own
+    handlers) would fail: under pytest-xdist a worker runs other folders' files after a browser file."""
     from browser_page import ARGS, CHROMIUM
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (CI must install Debian's chromium: see .ci/run)", pytrace=False)
         pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped")
     sync_api = pytest.importorskip("playwright.sync_api")
-    stack = _shared(request.config)
-    request.addfinalizer(stack.close)
-    p = stack.enter_context(sync_api.sync_playwright())
-    return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture
