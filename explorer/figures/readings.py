@@ -200,7 +200,13 @@ def model_markdown(summary: dict) -> str:
 
 
 def maps_reading(summary: dict, max_bytes: int = 256) -> str:
-    """One line under the attention maps."""
+    """The attention maps' reading: ``maps_line`` and the head table (``head_table``)."""
+    return maps_line(summary, max_bytes) + head_table(summary.get("heads"), summary.get("head_rules"))
+
+
+def maps_line(summary: dict, max_bytes: int = 256) -> str:
+    """One line over the attention maps: tokens, layers and heads, the pairs allowed, what was cut, and when
+    the pattern allows every pair full attention does, where to see it differ."""
     tokenizer = summary.get("vocabulary") == "tokenizer"
     kind = "tokens (the checkpoint's tokenizer)" if tokenizer else "byte tokens"
     text = (f"{summary['n_tokens']} {kind} · {summary['n_layers']} layers × {summary['n_heads']} heads · "
@@ -214,7 +220,7 @@ def maps_reading(summary: dict, max_bytes: int = 256) -> str:
                  f"the same weights at 1024 to 16384 tokens, where the pattern parts from full attention")
     for note in summary.get("notes", []):
         text += f" · {note}"
-    return text + head_table(summary.get("heads"), summary.get("head_rules"))
+    return text
 
 
 def allows_every_pair(summary: dict) -> bool:

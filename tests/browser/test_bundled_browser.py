@@ -25,7 +25,7 @@ def test_landing_page_draws_the_bundled_model_with_head_labels(open_page):
     assert len(labels) == 16, labels  # 4 layers x 4 heads, each labelled
     assert any(re.match(r"previous-token [01]\.\d\d", t) for t in labels), labels
     assert sum(t.startswith("induction") for t in labels) >= 2, labels  # trained: an initial model has none
-    assert "head" in page.page.locator("#maps-reading").inner_text().lower()
+    assert "Head types on this text" in page.page.locator("#head-types").inner_text()  # the table under the grid
     page.shot("landing-bundled")
 
     page.choose("ctl-attention", "strided")  # no bundle has it: the default bundle's weights, moved

@@ -35,7 +35,7 @@ from explorer.app.tabs.parts import grid as grid_pickers
 from explorer.app.tabs.parts import stack_zoom as stack_zoom_box
 from explorer.app.tabs.parts import zoom as zoom_box
 from explorer.figures.attention import attention_grid, attention_stats
-from explorer.figures.readings import maps_reading
+from explorer.figures.readings import head_table, maps_line
 from explorer.figures.stacks import extra_grid
 from explorer.figures.zoom import head_figure
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -43,7 +43,7 @@ from explorer.runtime.presets import matching_preset
 from explorer.runtime.text import as_text, model_input, paired_text
 from models import ModelConfig
 
-FIGURES = ("grid", "stats", "maps_md", *stacks.FIGURES)
+FIGURES = ("grid", "stats", "maps_md", "heads_md", *stacks.FIGURES)
 
 
 def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
@@ -57,10 +57,16 @@ def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
 
 def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=None, grid_heads=None,
                       weights=None) -> tuple:
-    """(grid, statistics, reading) of ``cfg`` on ``text``: the first paint of the page."""
+    """(grid, statistics, reading line, head table) of ``cfg`` on ``text``: the first paint of the page."""
     maps = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg))
-    return (grid_figure(maps, grid_layers, grid_heads), attention_stats(maps),
-            maps_reading(maps.summary(), MAX_TEXT_BYTES))
+    return (grid_figure(maps, grid_layers, grid_heads), attention_stats(maps), *readings(maps))
+
+
+def readings(maps) -> tuple:
+    """(the line over the grid, the head table under it) of ``maps``: the grid comes before the table, so it
+    is on the first screen."""
+    summary = maps.summary()
+    return maps_line(summary, MAX_TEXT_BYTES), head_table(summary.get("heads"), summary.get("head_rules"))
 
 
 def share_query(cfg: ModelConfig, text: str, separator, picks, weights=None) -> str:
@@ -92,7 +98,7 @@ def draw_grid(cfg: ModelConfig, text: str, separator, picks, weights=None, stric
 
 def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None, grid_layers=None,
                       grid_heads=None, stats: bool = True, weights=None) -> dict:
-    """-> grid, stats, maps_md, status, share_qs, preset, state and every control's update.
+    """-> grid, stats, maps_md (the line over the grid), heads_md (the head table under it), status, share_qs, preset, state and every control's update.
 
     Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
     used text unchanged redraws nothing; the grid shows the picked ``grid_layers`` / ``grid_heads``
@@ -134,7 +140,7 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
     except Exception as exc:  # ConfigError and anything else: warn, keep the last good figures
         return {**controls, **unchanged, "status": warn(problem(exc)),
                 "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
-    return {**controls, **extra, "grid": grid, "stats": stats, "maps_md": maps_reading(maps.summary(), MAX_TEXT_BYTES),
+    return {**controls, **extra, "grid": grid, "stats": stats, **dict(zip(("maps_md", "heads_md"), readings(maps))),
             "status": note or notice(text, w), "share_qs": link, "preset": preset_update(preset_of(cfg)),
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig, "arch": arch}}
 
@@ -190,13 +196,16 @@ ZOOM_RENAME = {"zoom_layer": "layer", "zoom_head": "head"}
 def build(landing: Landing) -> dict:
     """The Attention tab: the reading, the grid's pickers, the grid, its statistics, a model of several stacks'
     extra grids and their zoom, and the zoomed head; the first paint drawn here (no request)."""
-    grid0, stats0, reading0 = attention_outputs(landing.cfg, landing.text, weights=landing.weights)
+    grid0, stats0, reading0, heads0 = attention_outputs(landing.cfg, landing.text, weights=landing.weights)
     out = {}
     with gr.Tab("Attention", id="attention"):
+        # the first screen: one line, then the grid (its title says what it shows: no block label over it);
+        # the pickers that filter it and the per-text head table come after it
         out["maps_md"] = gr.Markdown(reading0, elem_id="maps-reading")
+        out["grid"] = gr.Plot(grid0, label="Attention maps", show_label=False, elem_id="attention-grid")
         pickers = grid_pickers.build_pickers()
         out.update(grid_layers=pickers.layers, grid_heads=pickers.heads, grid_zoom_go=pickers.go)
-        out["grid"] = gr.Plot(grid0, label="Attention maps", elem_id="attention-grid")
+        out["heads_md"] = gr.Markdown(heads0, elem_id="head-types")
         out["stats"] = gr.Plot(stats0, label="Pattern and per-head statistics", elem_id="attention-stats")
         out.update(stacks.attention_plots())
         stack_zoom = stack_zoom_box.build_stack_zoom()

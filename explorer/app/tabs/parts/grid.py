@@ -59,7 +59,7 @@ PICK_JS = """(layer, head) => {
 
 
 def build_pickers() -> SimpleNamespace:
-    """The two pickers (above the grid) and the hidden button the click presses."""
+    """The two pickers (under the grid) and the hidden button the click presses."""
     with gr.Row(elem_id="grid-pickers"):
         layers = gr.Textbox(ALL, label="Layers shown", elem_id="grid-layers", max_lines=1, max_length=64,
                             info=HINT, scale=1)
