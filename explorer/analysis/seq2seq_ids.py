@@ -21,6 +21,9 @@ from explorer.training.tasks import SEP, SYMBOLS
 from models import ConfigError
 
 START = SEP  # the decoder's first input token in the seq2seq tasks (``|``)
+# the encoder-decoder bundle's source length: its recipe's seq_len 48 split as ``explorer.training.seq2seq`` splits
+# it, (48 - 1) // 2 symbols (the bundle saw no other length; tests hold this to the recipe)
+TRAINED_SOURCE = 23
 
 
 @dataclass(frozen=True)
