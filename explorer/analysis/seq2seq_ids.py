@@ -49,7 +49,7 @@ def pair_ids(source, target, device=None) -> Seq2SeqIds:
 
 
 def seq2seq(cfg) -> bool:
-    return cfg.architecture == "encoder_decoder"
+    return getattr(cfg, "architecture", None) == "encoder_decoder"
 
 
 def check_ids(cfg, ids) -> None:

@@ -110,12 +110,24 @@ def cards_section() -> tuple:
     return cards_figure(cards), cards_table_md(cards)
 
 
+SEQ2SEQ_ROLES_INTRO = ("**Cross-attention heads by fixed reversal probes and their cause** (independent of your "
+                       "text): a head is \"mirror\" when it attends, from target position t, to source position "
+                       "Ls-1-t (the number is that mean attention, on random strings of the trained length and "
+                       "their reversals); in brackets the loss change, in nats per token, when it is mean-ablated "
+                       "alone. \"?\": below the threshold alone and together with the other mirror heads.")
+
+
 def roles_reading(weights) -> str:
     """The grounded roles of the weights on screen (the stored card of a shipped model as trained, else
-    computed on the probes), or why there are none."""
+    computed on the probes; an encoder-decoder: its reversal card's cross-attention heads), or why there are
+    none."""
     g = grounded_json(weights.config, weights.weights)
     where = "from " + g["source"]
-    return f"{ROLES_INTRO} _Source: {shown(where)}._\n\n{roles_table_md(g)}"
+    intro = SEQ2SEQ_ROLES_INTRO if g.get("stack") else ROLES_INTRO
+    together = g.get("groups", {}).get("mirror")
+    extra = (f" Every mirror head mean-ablated together: {together['effect']:+.2f} nats per token."
+             if g.get("stack") and together else "")
+    return f"{intro} _Source: {shown(where)}._{extra}\n\n{roles_table_md(g)}"
 
 
 def _warned(view: str, exc: Exception) -> str:
@@ -123,12 +135,13 @@ def _warned(view: str, exc: Exception) -> str:
 
 
 def ablation_reading(a: dict) -> str:
-    heads = ", ".join(f"{l}.{h}" for l, h in a["heads"])
+    heads = ", ".join(f"{h[0]} {h[1]}.{h[2]}" if len(h) == 3 else f"{h[0]}.{h[1]}" for h in a["heads"])
     t, h, r = a["text"], a["heldout"], a.get("repeat")
     copy = (f" On the second copy of the repeated word (its tokens after the first, which induction predicts): "
             f"**{r['before']:.3f} → {r['after']:.3f}** ({r['change']:+.3f}).") if r else ""
     return (f"**{a['mode'].capitalize()} ablation of {heads}**: loss on the text {t['before']:.3f} → "
-            f"{t['after']:.3f} ({t['change']:+.3f}) {a['unit']}; on the held-out passage {h['before']:.3f} → "
+            f"{t['after']:.3f} ({t['change']:+.3f}) {a['unit']}; on {a.get('heldout_name', 'the held-out passage')} "
+            f"{h['before']:.3f} → "
             f"{h['after']:.3f} ({h['change']:+.3f}).{copy}")
 
 
@@ -136,6 +149,9 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
          why_kind="K", **_kw) -> dict:
     """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
     notes, got = [], {}
+    if weights is not None and why_heads:  # labels of another model's heads (a switch of architecture): the defaults
+        labels = wv.head_labels(weights.config)
+        why_heads = [h for h in why_heads if h in labels] or wv.default_heads(weights.config)
     runs = (("roles", "Head roles", lambda: roles_reading(weights)),
             ("lens", "Logit lens", lambda: wv.lens(weights, text)),
             ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
