@@ -8,7 +8,7 @@ the next token of the decoder's input, exactly as for a decoder-only model, and 
 the whole target) predicts nothing that was scored in training.
 
 ``reversal_probes`` are the fixed strings the encoder-decoder's card and mean ablation read: random strings
-of the task alphabet (``explorer.training.tasks.SYMBOLS``) and their reversals, at a chosen length.
+of the task alphabet (``SYMBOLS``, the training tasks') and their reversals, at a chosen length.
 """
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from typing import Union
 
 import torch
 
-from explorer.training.tasks import SEP, SYMBOLS
 from models import ConfigError
 
-START = SEP  # the decoder's first input token in the seq2seq tasks (``|``)
+# the training tasks' separator and symbols (``explorer.training.tasks.SEP``, ``SYMBOLS``; analysis may not import
+# training, so they are repeated here and a test holds them equal)
+START = ord("|")  # the decoder's first input token in the seq2seq tasks
+SYMBOLS = list(range(ord("0"), ord("0") + 64))
 # the encoder-decoder bundle's source length: its recipe's seq_len 48 split as ``explorer.training.seq2seq`` splits
 # it, (48 - 1) // 2 symbols (the bundle saw no other length; tests hold this to the recipe)
 TRAINED_SOURCE = 23

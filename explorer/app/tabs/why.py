@@ -7,9 +7,11 @@ attention grid's layout; an alternative token optional), ablation of the heads t
 loss change on the text and the held-out passage) and activation patching between the text (clean) and a
 corrupted one of the same length (default: the second copy of its longest repeated word changed) as a
 grid, and the head circuits (each head's OV copying score, the K-, Q- or V-composition of layer 0's heads
-with layer 1's). A view a model cannot have (attribution of a post-LN model, any view of an encoder-decoder
-or of a non-standard layer) is replaced by a warning naming the field and its valid values; the others are
-drawn.
+with layer 1's). A view a model cannot have (attribution of a post-LN model, the circuits of an
+encoder-decoder, any view of a non-standard layer) is replaced by a warning naming the field and its valid
+values; the others are drawn. An encoder-decoder reads the text as the other tabs do (source ``=>`` target)
+and is read on its decoder, teacher-forced on START + the target; its grids are decoder layers x (self-attention
+heads, cross-attention heads, FFN), patching adds the encoder's layers as rows (``why_views``).
 Opening the tab draws it once per session; "Explain" redraws. The weights are the request's
 ``WeightsSource`` (resolved once by ``explorer.app.controls.weights.with_weights``). The share link adds
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
@@ -243,7 +245,8 @@ def api_logit_lens(config_json: str = "", text: str = "", weights: str = "bundle
     """Logit lens of the config on ``text`` ("" : the example text; at most 256 tokens read, as the maps):
     per layer (``rows``: the embedding, then each block) and position, the top tokens and probabilities, the
     target's probability and rank (0: the top), and the loss per layer in nats per token. ``weights`` as
-    ``/analyze`` takes it. Refused (naming the field): an encoder-decoder, a non-standard layer, a memory."""
+    ``/analyze`` takes it. An encoder-decoder's text is "source=>target": the rows are its decoder's, teacher-forced
+    on START + the target. Refused (naming the field): a non-standard layer, a memory."""
     return _answer(config_json, weights, lambda src: wv.lens(src, text))
 
 
@@ -282,7 +285,8 @@ def api_circuits(config_json: str = "", text: str = "", kind: str = "K", earlier
     ``copying_diagonal``, on the printable bytes and newline, or for a larger vocabulary the 64 most frequent
     tokens of ``text``) and ``composition``: ``kind`` (K, Q or V) composition of layer ``earlier``'s heads with
     layer ``later``'s, with the random baseline (None for a one-layer model). Refused (naming the field): an
-    encoder-decoder, a non-standard layer, ``d_model`` over 1024."""
+    encoder-decoder (``architecture``: its cross-attention heads read another stream), a non-standard layer,
+    ``d_model`` over 1024."""
     return _answer(config_json, weights, lambda src: wv.circuits(src, text, kind, earlier, later))
 
 

@@ -91,6 +91,9 @@ def test_the_ids_must_fit_the_arrangement():
 
 
 def test_reversal_probes_are_the_reverse_task():
+    from explorer.analysis import seq2seq_ids
+    from explorer.training import tasks
+    assert seq2seq_ids.START == tasks.SEP and seq2seq_ids.SYMBOLS == tasks.SYMBOLS
     p = reversal_probes(3, 7, seed=1)
     assert p.source.shape == (3, 7) and p.target.shape == (3, 8)
     assert torch.equal(p.target[:, 1:], p.source.flip(1)) and bool((p.target[:, 0] == START).all())
