@@ -95,6 +95,8 @@ class LayerInfo:
     head_results: Optional[Tensor] = None        # (B, h, L, d_h) each head's z_h, before the output projection
     head_outputs: Optional[Tensor] = None        # (B, h, L, d) each head's write z_h W_O^h to the residual stream
     ffn_output: Optional[Tensor] = None          # (B, L, d) the FFN sublayer's output
+    cross_head_results: Optional[Tensor] = None  # (B, h, Lt, d_h) decoder cross-attention heads' z_h (encoder_decoder)
+    cross_head_outputs: Optional[Tensor] = None  # (B, h, Lt, d) their writes z_h W_O^h
     output: Optional[Tensor] = None              # (B, L, d) the residual stream leaving the block
     # -- internal hand-offs to the memory update (cleared by it)
     attn_input: Optional[Tensor] = None          # (B, L, d) this layer's attention input

@@ -38,6 +38,7 @@ from .dropout import Dropout
 from .errors import ConfigError
 from .layers import LAYER
 from .layers.stack import BlockStack, init_weights
+from .layers.standard import StandardStack
 from .norms import NORM, NORM_PLACEMENT
 from .positions import POSITION
 from .qkv import QKVProjection
@@ -66,9 +67,9 @@ class StackContext(ForwardContext):
 class CrossAttention(QKVProjection):
     """Queries from the decoder, keys / values from the source memory (``n_kv_heads`` K/V heads)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer: int = 0):
         super().__init__(cfg)
-        self.cfg = cfg
+        self.cfg, self.layer = cfg, layer
 
     def forward(self, x, ctx: StackContext, info: LayerInfo):
         cfg = self.cfg
@@ -88,6 +89,8 @@ class CrossAttention(QKVProjection):
                 out = torch.cat([kernels.attention(q[:, :, i:i + ls].contiguous(), k, v, causal=False,
                                                    softcap=cfg.softcap)
                                  for i in range(0, Lt, ls)], dim=2)  # (B, h, Lt, d_h)
+        if ctx.interventions is not None:  # cached / replaced cross-attention head results (models/interventions.py)
+            out = ctx.interventions.at_cross(self, out, info)
         return self.merge(out)
 
 
@@ -96,7 +99,7 @@ class DecoderBlock(Block):
 
     def __init__(self, cfg, layer: int):
         super().__init__(cfg, layer)
-        self.cross = CrossAttention(cfg)
+        self.cross = CrossAttention(cfg, layer)
         self.res_cross = NORM_PLACEMENT[cfg.norm_placement].build(cfg, lambda: NORM[cfg.norm].build(cfg.d_model, cfg))
 
     def forward(self, x, ctx, info: LayerInfo):
@@ -107,11 +110,12 @@ class DecoderBlock(Block):
         return x
 
 
-class DecoderStack(BlockStack):
-    """``n_layers`` decoder blocks (the standard layer structure with a cross-attention sublayer)."""
+class DecoderStack(StandardStack):
+    """``n_layers`` decoder blocks (the standard layer structure with a cross-attention sublayer; its
+    ``forward`` applies an ``Interventions`` record as the standard stack does)."""
 
     def __init__(self, cfg):
-        super().__init__(DecoderBlock(cfg, i) for i in range(cfg.n_layers))
+        BlockStack.__init__(self, (DecoderBlock(cfg, i) for i in range(cfg.n_layers)))
 
 
 def _embed_norm(cfg) -> nn.Module:
@@ -183,8 +187,10 @@ class EncoderDecoder(nn.Module):
                               "score is formed. Batch sources of equal length instead")
         return src_mask.to(src.device)
 
-    def run(self, src, tgt=None, src_mask=None, return_attention: bool = False) -> dict:
-        """The ``ModelOutput`` fields for source ``src [B, Ls]`` and target ``tgt [B, Lt]``."""
+    def run(self, src, tgt=None, src_mask=None, return_attention: bool = False, interventions=None) -> dict:
+        """The ``ModelOutput`` fields for source ``src [B, Ls]`` and target ``tgt [B, Lt]``; ``interventions``
+        (``models.interventions.Interventions``: the decoder's points, ``.encoder`` the encoder's) caches or
+        replaces head, cross-attention head, FFN and residual activations."""
         if tgt is None:
             raise ConfigError("tgt", None, "a target LongTensor [batch, length]: an encoder-decoder is called as "
                                            "model(src, tgt, src_mask=None) (source and target)")
@@ -195,14 +201,17 @@ class EncoderDecoder(nn.Module):
         mask = self._check_mask(src, src_mask)
         src, tgt = src.long(), tgt.long()
         (B, Ls), Lt = src.shape, tgt.shape[1]
+        if interventions is not None:
+            interventions.check(self.cfg, B, Lt, source_length=Ls)
         dev = src.device
         enc_ctx = StackContext(tokens=src, position=self.enc_position, need_weights=return_attention,
-                               positions=torch.arange(Ls, device=dev), stack_cfg=self.enc_cfg, key_mask=mask)
+                               positions=torch.arange(Ls, device=dev), stack_cfg=self.enc_cfg, key_mask=mask,
+                               interventions=None if interventions is None else interventions.for_encoder())
         x = self.enc_embed_norm(self.enc_position.embed(self.embed(src), torch.arange(Ls, device=dev)))  # (B, Ls, d)
         memory = self.enc_norm(self.encoder(self.drop(x), enc_ctx))  # (B, Ls, d)
         dec_ctx = StackContext(tokens=tgt, position=self.dec_position, need_weights=return_attention,
                                positions=torch.arange(Lt, device=dev), classifier=self.classify,
-                               stack_cfg=self.dec_cfg, source=memory, source_mask=mask)
+                               stack_cfg=self.dec_cfg, source=memory, source_mask=mask, interventions=interventions)
         y = self.dec_embed_norm(self.dec_position.embed(self.embed(tgt), torch.arange(Lt, device=dev)))  # (B, Lt, d)
         logits = self.classify(self.decoder(self.drop(y), dec_ctx))  # (B, Lt, vocab)
         for info in enc_ctx.layers:

@@ -21,16 +21,26 @@ block of the standard layer structure:
   sublayer's output), ``ffn_output`` ``(B, L, d)`` and ``output`` ``(B, L, d)`` (the stream leaving the
   block; ``input`` is always kept). Caching changes no arithmetic: the logits are the plain call's.
 
-The record is defined on the standard layer structure of the single-stack architectures
-(``decoder_only``, ``encoder_only``) without a memory: other structures reorder, share or repeat their
-sublayers, so "the output of head h of layer l" is not one tensor there. ``check`` says so by
-``ConfigError`` naming the field.
+For an ``encoder_decoder`` (``models/encdec.py``) the fields above are the decoder's (the stack the
+output head reads; ``replace_heads`` its causal self-attention heads, ``replace_resid[0]`` its summed
+target embeddings), and two more points exist:
+
+- ``replace_cross[(layer, head)]``: decoder layer ``layer``'s cross-attention head result
+  ``(B, Lt, d_h)``, as ``replace_heads`` (cached as ``LayerInfo.cross_head_results`` /
+  ``cross_head_outputs``). Everything the decoder learns about the source arrives through these heads.
+- ``encoder``: a record of the same type for the encoder stack (its heads, FFNs and residual stream,
+  at the source's length ``Ls``); it may not itself hold ``replace_cross`` or an ``encoder``. The
+  encoder's blocks are cached when either record asks (``cache``).
+
+The record is defined on the standard layer structure without a memory: other structures reorder,
+share or repeat their sublayers, so "the output of head h of layer l" is not one tensor there.
+``check`` says so by ``ConfigError`` naming the field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping, Union
+from typing import Mapping, Optional, Union
 
 import torch
 
@@ -38,7 +48,7 @@ from .errors import ConfigError
 
 Value = Union[torch.Tensor, str]  # "zero" or a tensor broadcastable to the replaced activation
 ZERO = "zero"
-ARCHITECTURES = ("decoder_only", "encoder_only")
+ARCHITECTURES = ("decoder_only", "encoder_only", "encoder_decoder")
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,21 +57,41 @@ class Interventions:
     replace_ffn: Mapping = field(default_factory=dict)     # {layer: "zero" | (B|1, L|1, d) tensor}
     replace_resid: Mapping = field(default_factory=dict)   # {layer in 0..n_layers: (B|1, L|1, d) tensor}
     cache: bool = False
+    # encoder_decoder only: the decoder's cross-attention heads, and the encoder stack's own record
+    replace_cross: Mapping = field(default_factory=dict)   # {(layer, head): "zero" | (B|1, Lt|1, d_h) tensor}
+    encoder: Optional["Interventions"] = None
 
     def __post_init__(self):
-        for name in ("replace_heads", "replace_ffn", "replace_resid"):
+        for name in ("replace_heads", "replace_ffn", "replace_resid", "replace_cross"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
-    def check(self, cfg, batch: int, length: int) -> None:
+    def check(self, cfg, batch: int, length: int, source_length: Optional[int] = None) -> None:
         """``ConfigError`` naming the field for a model the record is not defined on, or a point or value
-        out of range for ``cfg`` and a ``(batch, length)`` input."""
+        out of range for ``cfg`` and a ``(batch, length)`` input (an encoder-decoder: ``length`` is the
+        target's, ``source_length`` the source's)."""
         check_model(cfg)
-        for key, value in self.replace_heads.items():
-            ok = isinstance(key, tuple) and len(key) == 2 and all(isinstance(i, int) for i in key)
-            if not ok or not (0 <= key[0] < cfg.n_layers and 0 <= key[1] < cfg.n_heads):
-                raise ConfigError("replace_heads", str(key)[:40], f"(layer, head) with 0 <= layer < {cfg.n_layers} "
-                                  f"and 0 <= head < {cfg.n_heads}")
-            _check_value("replace_heads", value, cfg.d_head, batch, length, zero=True)
+        if cfg.architecture != "encoder_decoder":
+            for name in ("replace_cross", "encoder"):
+                if getattr(self, name):
+                    raise ConfigError(name, "given", f"empty with architecture={cfg.architecture!r}: only an "
+                                      "encoder_decoder has cross-attention heads and an encoder stack")
+            self._check_stack(cfg, batch, length)
+            return
+        from .architectures import decoder_config, encoder_config
+        dec = decoder_config(cfg)
+        self._check_stack(dec, batch, length)
+        _check_heads("replace_cross", self.replace_cross, dec, batch, length)
+        if self.encoder is not None:
+            if not isinstance(self.encoder, Interventions):
+                raise ConfigError("encoder", type(self.encoder).__name__, "None or an Interventions record")
+            for name in ("replace_cross", "encoder"):
+                if getattr(self.encoder, name):
+                    raise ConfigError(f"encoder.{name}", "given", "empty: the encoder has no cross-attention")
+            self.encoder._check_stack(encoder_config(cfg), batch, length if source_length is None else source_length)
+
+    def _check_stack(self, cfg, batch: int, length: int) -> None:
+        """The points of one stack of ``cfg.n_layers`` standard blocks."""
+        _check_heads("replace_heads", self.replace_heads, cfg, batch, length)
         for name, points, top in (("replace_ffn", self.replace_ffn, cfg.n_layers - 1),
                                   ("replace_resid", self.replace_resid, cfg.n_layers)):
             for layer, value in points.items():
@@ -69,18 +99,27 @@ class Interventions:
                     raise ConfigError(name, str(layer)[:40], f"a layer index in 0..{top}")
                 _check_value(name, value, cfg.d_model, batch, length, zero=name == "replace_ffn")
 
-    # -- applied by the blocks (models.blocks, models.layers.standard)
+    def for_encoder(self) -> "Interventions":
+        """The record the encoder stack runs with: ``encoder`` (or an empty one), caching when either asks."""
+        enc = self.encoder if self.encoder is not None else Interventions()
+        return replace(enc, cache=True) if self.cache and not enc.cache else enc
+
+    # -- applied by the blocks (models.blocks, models.encdec, models.layers.standard)
     def at_heads(self, attn, out: torch.Tensor, info) -> torch.Tensor:
         """``out (B, h, L, d_h)``, the heads' results of ``attn``'s layer, with this layer's replacements;
         records them (and each head's ``z_h W_O^h``) in ``info`` when caching."""
-        mine = {h: v for (layer, h), v in self.replace_heads.items() if layer == attn.layer}
-        if mine:
-            out = out.clone()
-            for h, value in mine.items():
-                out[:, h] = 0 if isinstance(value, str) else value.to(out.dtype)
+        out = _replaced(self.replace_heads, attn.layer, out)
         if self.cache:
             info.head_results = out
             info.head_outputs = head_outputs(attn, out)
+        return out
+
+    def at_cross(self, attn, out: torch.Tensor, info) -> torch.Tensor:
+        """The same for the cross-attention heads of decoder layer ``attn.layer`` (``out (B, h, Lt, d_h)``)."""
+        out = _replaced(self.replace_cross, attn.layer, out)
+        if self.cache:
+            info.cross_head_results = out
+            info.cross_head_outputs = head_outputs(attn, out)
         return out
 
     def at_ffn(self, layer: int, y: torch.Tensor, info) -> torch.Tensor:
@@ -96,6 +135,25 @@ class Interventions:
         """The residual stream entering ``layer`` (``n_layers``: leaving the stack) with its replacement."""
         value = self.replace_resid.get(layer)
         return x if value is None else value.to(x.dtype).expand_as(x)
+
+
+def _replaced(points: Mapping, layer: int, out: torch.Tensor) -> torch.Tensor:
+    """``out (B, h, L, d_h)`` with the heads of ``layer`` in ``points`` replaced (a copy when any is)."""
+    mine = {h: v for (l, h), v in points.items() if l == layer}
+    if mine:
+        out = out.clone()
+        for h, value in mine.items():
+            out[:, h] = 0 if isinstance(value, str) else value.to(out.dtype)
+    return out
+
+
+def _check_heads(name: str, points: Mapping, cfg, batch: int, length: int) -> None:
+    for key, value in points.items():
+        ok = isinstance(key, tuple) and len(key) == 2 and all(isinstance(i, int) for i in key)
+        if not ok or not (0 <= key[0] < cfg.n_layers and 0 <= key[1] < cfg.n_heads):
+            raise ConfigError(name, str(key)[:40], f"(layer, head) with 0 <= layer < {cfg.n_layers} "
+                              f"and 0 <= head < {cfg.n_heads}")
+        _check_value(name, value, cfg.d_head, batch, length, zero=True)
 
 
 def check_model(cfg) -> None:

@@ -16,7 +16,7 @@ For several segments the per-layer info is merged as ``memory.view.merge_segment
 ``cfg.architecture`` (``models/architectures.py``) picks the model: ``decoder_only`` and
 ``encoder_only`` are this ``TransformerModel`` with the record's head (LM head / masked-LM head);
 ``encoder_decoder`` is ``EncoderDecoderModel`` (``models/encdec.py``), called as
-``model(src, tgt, src_mask=None, return_attention=False)``, whose output also carries
+``model(src, tgt, src_mask=None, return_attention=False, interventions=None)``, whose output also carries
 ``encoder_attentions`` and ``cross_attentions``.
 """
 from __future__ import annotations
@@ -154,8 +154,9 @@ class TransformerModel(nn.Module):
 class EncoderDecoderModel(EncoderDecoder):
     """``model(src, tgt, src_mask=None, return_attention=False)`` (models/encdec.py) -> ``ModelOutput``."""
 
-    def forward(self, src, tgt=None, src_mask=None, return_attention: bool = False) -> ModelOutput:
-        return ModelOutput(**self.run(src, tgt, src_mask=src_mask, return_attention=return_attention))
+    def forward(self, src, tgt=None, src_mask=None, return_attention: bool = False, interventions=None) -> ModelOutput:
+        return ModelOutput(**self.run(src, tgt, src_mask=src_mask, return_attention=return_attention,
+                                      interventions=interventions))
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

@@ -18,6 +18,13 @@ would be without it (that is ablation's question, ``explorer.analysis.patching``
 Post-LN normalises after every sublayer, so no sum of per-component terms equals the logit there; sandwich
 normalises each sublayer's output and ReZero scales it, which the decomposition does not model: those
 placements are refused by ``ConfigError`` naming ``norm_placement``.
+
+An ``encoder_decoder`` is decomposed on its decoder (ids: a ``Seq2SeqIds``, ``explorer.analysis.seq2seq_ids``):
+its stream is ``e + r + sum_l (sum_h o_lh + b_l + sum_h c_lh + b'_l + f_l)`` with each decoder layer's
+self-attention heads ``o_lh`` and cross-attention heads ``c_lh = z_lh W_O^h`` (bias ``b'_l``), read through the
+decoder's final norm. The encoder has no term of its own: everything it computes reaches the decoder's stream
+only through the cross-attention heads' writes, so an encoder head's share of a logit is inside the cross
+heads' terms (ablate or patch the encoder head to measure its effect).
 """
 from __future__ import annotations
 
@@ -28,16 +35,20 @@ import torch
 
 from models import ConfigError
 from explorer.analysis.lens import cached_run
+from explorer.analysis.seq2seq_ids import Ids, decoder_ids, head_layers
 from explorer.runtime.tokens import token_label
 
 PLACEMENTS = ("pre", "none")
 NORMS = ("layernorm", "rmsnorm")
 
 
+ARCHITECTURES = ("decoder_only", "encoder_decoder")
+
+
 def check(cfg) -> None:
-    if cfg.architecture != "decoder_only":
-        raise ConfigError("architecture", cfg.architecture, "'decoder_only' for direct logit attribution (the "
-                          "masked-LM head is not linear)")
+    if cfg.architecture not in ARCHITECTURES:
+        raise ConfigError("architecture", cfg.architecture, f"one of {list(ARCHITECTURES)} for direct logit "
+                          "attribution (the masked-LM head is not linear)")
     if cfg.norm_placement not in PLACEMENTS:
         raise ConfigError("norm_placement", cfg.norm_placement, f"one of {list(PLACEMENTS)} for direct logit "
                           "attribution (a linear decomposition of the logit holds only there)")
@@ -57,10 +68,12 @@ class Attribution:
     biases: float              # attention output biases + the final norm's bias + the head's bias
     logit: float               # the model's own logit (or logit difference)
     scale: float               # the final norm's scale s, frozen at its forward value (1 without a norm)
+    cross: Optional[torch.Tensor] = None  # (n_layers, n_heads) an encoder-decoder's cross-attention heads
 
     @property
     def total(self) -> float:
-        return float(self.heads.sum() + self.ffn.sum()) + self.embedding + self.position_term + self.biases
+        cross = 0.0 if self.cross is None else float(self.cross.sum())
+        return float(self.heads.sum() + self.ffn.sum()) + cross + self.embedding + self.position_term + self.biases
 
     def to_json(self, label=None) -> dict:
         label = label or token_label
@@ -71,15 +84,22 @@ class Attribution:
                 "position_embedding": self.position_term, "biases": self.biases, "total": self.total,
                 "logit": self.logit, "final_norm_scale": self.scale,
                 "measure": "logit difference" if self.alternative is not None else "logit",
-                "note": "final norm's scale frozen at its value on this forward pass"}
+                "note": "final norm's scale frozen at its value on this forward pass",
+                **({} if self.cross is None else {
+                    "cross": self.cross.tolist(),
+                    "note": "decoder heads: self-attention (heads) and cross-attention (cross); the encoder "
+                            "reaches the logit only through the cross-attention heads; the decoder's final "
+                            "norm's scale frozen at its value on this forward pass"})}
 
 
-def attribute(model, ids: torch.Tensor, position: int, token: Optional[int] = None,
+def attribute(model, ids: Ids, position: int, token: Optional[int] = None,
               alternative: Optional[int] = None) -> Attribution:
     """Each head's and FFN's direct contribution to the logit of ``token`` (default: the actual next token)
-    at ``position`` of ``ids (1, L)``, minus the same for ``alternative`` when given."""
+    at ``position`` of ``ids (1, L)`` (an encoder-decoder: of its decoder's input), minus the same for
+    ``alternative`` when given."""
     cfg = model.cfg
     check(cfg)
+    run_ids, ids = ids, decoder_ids(ids)
     L = ids.shape[1]
     if not isinstance(position, int) or not 0 <= position < L:
         raise ConfigError("position", position, f"an integer in 0..{L - 1}")
@@ -90,38 +110,45 @@ def attribute(model, ids: torch.Tensor, position: int, token: Optional[int] = No
     for name, t in (("token", token), ("alternative", alternative)):
         if t is not None and (not isinstance(t, int) or not 0 <= t < cfg.vocab_size):
             raise ConfigError(name, t, f"a token id in 0..{cfg.vocab_size - 1}")
-    out = cached_run(model, ids)
+    out = cached_run(model, run_ids)
+    layers = head_layers(out)
+    seq2seq = cfg.architecture == "encoder_decoder"
+    final_norm, embed_norm, blocks = ((model.dec_norm, model.dec_embed_norm, model.decoder.blocks) if seq2seq
+                                      else (model.final_norm, model.embed_norm, model.stack.blocks))
     u = model.head.weight[token].detach().double()  # (d,)
     if alternative is not None:
         u = u - model.head.weight[alternative].detach().double()
-    read, bias_term, scale = _reader(model, out.layers[-1].output[0, position].double(), u)
+    read, bias_term, scale = _reader(final_norm, cfg.norm, layers[-1].output[0, position].double(), u)
 
-    x0 = out.layers[0].input[0, position].double()
+    x0 = layers[0].input[0, position].double()
     tok = model.embed.weight[ids[0, position]].detach().double()
-    if isinstance(model.embed_norm, torch.nn.Identity):
+    if isinstance(embed_norm, torch.nn.Identity):
         embedding, position_term = read(tok), read(x0 - tok)
     else:  # a norm of the summed embeddings (BERT): one term for token + position
         embedding, position_term = read(x0), 0.0
-    heads = torch.stack([read(info.head_outputs[0, :, position].double()) for info in out.layers])
-    ffn = torch.stack([read(info.ffn_output[0, position].double()) for info in out.layers])
+    heads = torch.stack([read(info.head_outputs[0, :, position].double()) for info in layers])
+    ffn = torch.stack([read(info.ffn_output[0, position].double()) for info in layers])
+    cross = torch.stack([read(info.cross_head_outputs[0, :, position].double()) for info in layers]) \
+        if seq2seq else None
     biases = bias_term
-    for block in model.stack.blocks:
-        if block.attn.out_proj.bias is not None:
-            biases = biases + float(read(block.attn.out_proj.bias.detach().double()))
+    for block in blocks:
+        for proj in (block.attn.out_proj, *((block.cross.out_proj,) if seq2seq else ())):
+            if proj.bias is not None:
+                biases = biases + float(read(proj.bias.detach().double()))
     logits = out.logits[0, position].double()
     logit = logits[token] - (logits[alternative] if alternative is not None else 0.0)
     return Attribution(position, token, alternative, heads.float(), ffn.float(), float(embedding),
-                       float(position_term), float(biases), float(logit), scale)
+                       float(position_term), float(biases), float(logit), scale,
+                       None if cross is None else cross.float())
 
 
-def _reader(model, x: torch.Tensor, u: torch.Tensor):
+def _reader(norm, kind: str, x: torch.Tensor, u: torch.Tensor):
     """``(read, constant, scale)``: ``read(c)`` is component ``c``'s term of ``u . norm(x)`` with the norm's
-    scale frozen at ``x``'s; ``constant`` the norm's bias term."""
-    norm = model.final_norm
+    scale frozen at ``x``'s; ``constant`` the norm's bias term (``kind``: the config's ``norm``)."""
     if isinstance(norm, torch.nn.Identity):
         return (lambda c: c @ u), 0.0, 1.0
     g = norm.weight.detach().double() * u
-    if model.cfg.norm == "layernorm":
+    if kind == "layernorm":
         s = float(torch.sqrt(x.var(unbiased=False) + norm.eps))
         return (lambda c: ((c - c.mean(-1, keepdim=True)) @ g) / s), float(norm.bias.detach().double() @ u), s
     s = float(torch.sqrt((x * x).mean() + norm.eps))

@@ -54,7 +54,12 @@ def check(cfg, tokens=None) -> None:
 def check_structure(cfg) -> None:
     """``ConfigError`` for a model whose heads have no circuits here (any vocabulary: a composition reads
     ``d x d`` matrices only)."""
-    if cfg.architecture != "decoder_only" or cfg.layer != "standard":
+    if cfg.architecture != "decoder_only":
+        why = (": cross-attention heads read the encoder's stream, not the decoder's, so token-to-token OV/QK "
+               "products and one stream's composition do not describe them"
+               if cfg.architecture == "encoder_decoder" else "")
+        raise ConfigError("architecture", cfg.architecture, f"'decoder_only' for head circuits{why}")
+    if cfg.layer != "standard":
         raise ConfigError("layer", cfg.layer, "'standard' of a decoder_only model for head circuits")
 
 

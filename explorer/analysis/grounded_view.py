@@ -65,6 +65,14 @@ def grounded_json(cfg, weights: TrainedWeights | None = None) -> dict:
     cfg = as_config(cfg)
     check_model(cfg)
     card = stored_card(cfg, weights)
+    if cfg.architecture == "encoder_decoder":  # roles by the reversal card (explorer.analysis.cards.seq2seq)
+        if card is None or card.get("task") != "reverse":
+            raise ConfigError("architecture", cfg.architecture, "the encoder-decoder bundle as trained for head "
+                              "roles: an encoder-decoder's roles (cross-attention heads reading the mirrored "
+                              "source position) are read on reversal probes, stored for that bundle only")
+        return {**{k: card[k] for k in ("heads", "groups", "baseline", "min_effect")},
+                "thresholds": {"mirror_score": card["seq2seq_probes"]["mirror_score"]},
+                "stack": "decoder cross-attention", "unit": "nats per token", "source": STORED}
     if card is not None:
         return {**{k: card[k] for k in ("heads", "groups", "baseline", "min_effect", "thresholds")},
                 "unit": "nats per token", "source": STORED}

@@ -7,7 +7,9 @@
 The same cards as a Markdown table: ``explorer.analysis.cards.cards_table_md``.
 
 Cards are the stored JSON dicts; a skipped card (a model without per-head intervention points) is left out
-of the panels.
+of the panels. An encoder-decoder's reversal card (``task: "reverse"``) has no copy curve (its panel leaves it
+out); its lens line is its decoder's on the reversal probes (dashed), and its heads are its cross-attention
+heads, ``mirror`` when they read the mirrored source position.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from explorer.figures.base import CYCLE, base_layout, legend_above, message_figu
 
 NARROW_LEGEND_ROWS = 5  # model legend rows kept free above the plots: seven names wrap to five at 390 px
 ROLE_COLOURS = {"induction": "#d62728", "previous-token": "#1f77b4", "local": "#2ca02c", "first-token": "#9467bd",
-                "delimiter": "#ff7f0e", "broad": "#8c564b", "mixed": "#bbbbbb"}
+                "delimiter": "#ff7f0e", "broad": "#8c564b", "mirror": "#17becf", "mixed": "#bbbbbb"}
 
 
 def _heads_of(card: dict, label: str) -> list:
@@ -25,7 +27,12 @@ def _heads_of(card: dict, label: str) -> list:
 
 
 def _name(h: dict) -> str:
-    return f"{h['layer']}.{h['head']}" + ("" if h["confirmed"] else "?")
+    kind = f"{h['kind']} " if h.get("kind") else ""
+    return f"{kind}{h['layer']}.{h['head']}" + ("" if h["confirmed"] else "?")
+
+
+def _reversal(card: dict) -> bool:
+    return card.get("task") == "reverse"
 
 
 def _axis(domain: list, title: str, **kw) -> dict:
@@ -39,20 +46,28 @@ def cards_figure(cards: list) -> go.Figure:
         return message_figure("No circuit card to draw (python -m explorer.analysis.cards --write stores them).",
                               "Circuit cards")
     unit = done[0]["unit"]
-    data = []
-    depth = max(len(c["lens"]["natural"]) for c in done)
+    data, first = [], []  # first: each model's first trace, which carries its legend entry
+
+    def lens_of(c):
+        return c["lens"]["reversal"] if _reversal(c) else c["lens"]["natural"]
+    depth = max(len(lens_of(c)) for c in done)
     for i, c in enumerate(done):
         colour = CYCLE[i % len(CYCLE)]
-        cc = c["copy_curve"]
-        data.append(dict(type="scatter", x=cc["distances"], y=cc["second_copy"], mode="lines+markers",
-                         name=c["model"], legendgroup=c["model"], line=dict(color=colour, width=3), xaxis="x",
-                         yaxis="y", hovertemplate=c["model"] + ": distance %{x} tokens, second copy %{y:.2f} "
-                         + unit + "<extra></extra>"))
-        data.append(dict(type="scatter", x=list(range(len(c["lens"]["natural"]))), y=c["lens"]["natural"],
-                         mode="lines+markers", name=c["model"], legendgroup=c["model"], showlegend=False,
-                         line=dict(color=colour, width=3), xaxis="x2", yaxis="y2",
-                         customdata=c["lens"]["rows"], hovertemplate=c["model"] + ", after %{customdata}: %{y:.2f} "
-                         + unit + "<extra></extra>"))
+        if not _reversal(c):
+            cc = c["copy_curve"]
+            data.append(dict(type="scatter", x=cc["distances"], y=cc["second_copy"], mode="lines+markers",
+                             name=c["model"], legendgroup=c["model"], line=dict(color=colour, width=3), xaxis="x",
+                             yaxis="y", hovertemplate=c["model"] + ": distance %{x} tokens, second copy %{y:.2f} "
+                             + unit + "<extra></extra>"))
+            first.append(data[-1])
+        where = " (decoder, reversal probes)" if _reversal(c) else ""
+        data.append(dict(type="scatter", x=list(range(len(lens_of(c)))), y=lens_of(c),
+                         mode="lines+markers", name=c["model"], legendgroup=c["model"], showlegend=_reversal(c),
+                         line=dict(color=colour, width=3, dash="dash" if _reversal(c) else "solid"), xaxis="x2",
+                         yaxis="y2", customdata=c["lens"]["rows"],
+                         hovertemplate=c["model"] + where + ", after %{customdata}: %{y:.2f} " + unit + "<extra></extra>"))
+        if _reversal(c):
+            first.append(data[-1])
     models = [c["model"] for c in done]
     for label, colour in ROLE_COLOURS.items():
         counts, hover = [], []
@@ -65,8 +80,8 @@ def cards_figure(cards: list) -> go.Figure:
                              xaxis="x3", yaxis="y3", legend="legend2", customdata=hover,
                              hovertemplate="%{y}: %{x} " + label + " heads: %{customdata}<extra></extra>"))
     title = ("Circuit cards: every model, same probes<br><sup>top: 2nd-copy loss of 16 random tokens vs distance"
-             "</sup><br><sup>middle: logit-lens loss on held-out text per layer</sup><br><sup>bottom: heads by "
-             "grounded role (? = not confirmed)</sup>")
+             "</sup><br><sup>middle: logit-lens loss on held-out text per layer (dashed: a decoder on reversals)"
+             "</sup><br><sup>bottom: heads by grounded role (? = not confirmed)</sup>")
     lay = base_layout(title, 1020, barmode="stack",
                       xaxis=_axis([0, 1], "copy distance (tokens)", anchor="y"),
                       yaxis=_axis([0.71, 1.0], f"2nd-copy loss ({unit})", type="log", anchor="x"),
@@ -79,7 +94,7 @@ def cards_figure(cards: list) -> go.Figure:
                       legend2=dict(orientation="h", x=0, y=-0.08, xanchor="left", yanchor="top",
                                    title=dict(text="role"), traceorder="normal"))
     lay["margin"] = dict(l=70, r=20, t=90, b=120)
-    legend_above(lay, data[::2][:len(done)], rows=NARROW_LEGEND_ROWS)
+    legend_above(lay, first, rows=NARROW_LEGEND_ROWS)
     return go.Figure(data=data, layout=lay)
 
 

@@ -4,6 +4,10 @@ Inputs are the ``to_json()`` dicts of ``explorer.analysis.lens``, ``attribution`
 ``circuits`` (what the API answers), so the page, the export and the API draw the same numbers. Grids of
 heads are layers (rows, layer 0 at the top, as the attention grid) x heads, with the FFN as a last
 column where the analysis gives one. Signed quantities use a diverging scale centred on 0.
+
+An encoder-decoder's grids (a ``cross`` grid in the dict) are decoder layers x (self-attention heads ``self h``,
+then cross-attention heads ``cross h``, then the FFN); patching adds the encoder's layers as rows above them
+(``encoder i``: its heads in the ``self`` columns, no cross-attention, its FFN).
 """
 from __future__ import annotations
 
@@ -15,22 +19,41 @@ DIVERGING = "RdBu"      # red: pushes down / harms; blue: pushes up / restores
 SEQUENTIAL = "Viridis"
 
 
-def _head_grid(values: list, ffn: list | None) -> tuple:
-    """``(z, x labels)``: rows of head values, the FFN value appended as a last column when given."""
+def _head_grid(values: list, ffn: list | None, cross: list | None = None) -> tuple:
+    """``(z, x labels)``: rows of head values (then an encoder-decoder's cross heads), the FFN value appended
+    as a last column when given."""
     n_heads = len(values[0]) if values else 0
-    z = [list(row) + ([ffn[i]] if ffn is not None else []) for i, row in enumerate(values)]
-    return z, [f"head {h}" for h in range(n_heads)] + (["FFN"] if ffn is not None else [])
+    z = [list(row) + (list(cross[i]) if cross is not None else []) + ([ffn[i]] if ffn is not None else [])
+         for i, row in enumerate(values)]
+    heads = ([f"self {h}" for h in range(n_heads)] + [f"cross {h}" for h in range(n_heads)] if cross is not None
+             else [f"head {h}" for h in range(n_heads)])
+    return z, heads + (["FFN"] if ffn is not None else [])
+
+
+def _seq2seq_rows(grid: dict, z: list) -> tuple:
+    """``(z, row labels)`` of an encoder-decoder's grid: the encoder's rows (when the dict has them) above the
+    decoder's."""
+    rows = [f"decoder {i}" for i in range(len(z))]
+    enc = grid.get("encoder")
+    if not enc:
+        return z, rows
+    n_heads = len(enc[0])
+    enc_z = [list(row) + [None] * n_heads + [grid["encoder_ffn"][i]] for i, row in enumerate(enc)]
+    return enc_z + z, [f"encoder {i}" for i in range(len(enc))] + rows
 
 
 def _grid_figure(z: list, x: list, title: str, bar: str, hover: str, zmid: float | None = 0.0,
-                 text_fmt: str = "{:+.2f}") -> go.Figure:
-    rows = [f"layer {i}" for i in range(len(z))]
+                 text_fmt: str = "{:+.2f}", rows: list | None = None) -> go.Figure:
+    rows = rows or [f"layer {i}" for i in range(len(z))]
+    seq2seq = x and x[0].startswith("self")
+    x_title = ("head: self-attention (its stack's), cross-attention (decoder), and the layer's FFN" if seq2seq
+               else "head (and the layer's FFN)")
     text = [["" if v is None else text_fmt.format(v) for v in row] for row in z]
     trace = go.Heatmap(z=z, x=x, y=rows, text=text, texttemplate="%{text}", colorscale=DIVERGING if zmid is not None
                        else SEQUENTIAL, zmid=zmid, colorbar=dict(title=dict(text=bar, side="right")),
                        hovertemplate=hover + "<extra></extra>")
     return go.Figure(data=[trace], layout=base_layout(
-        title, 140 + 60 * len(z), xaxis=dict(title=dict(text="head (and the layer's FFN)"), side="bottom"),
+        title, 140 + 60 * len(z), xaxis=dict(title=dict(text=x_title), side="bottom"),
         yaxis=dict(title=dict(text="layer"), autorange="reversed")))
 
 
@@ -67,25 +90,29 @@ def lens_figure(lens: dict, focus: int | None = None, span: int = LENS_SPAN) -> 
 
 def attribution_figure(attr: dict) -> go.Figure:
     """Layers x heads (+ FFN): each head's direct contribution to the target's logit (or logit difference)."""
-    z, x = _head_grid(attr["heads"], attr["ffn"])
+    z, x = _head_grid(attr["heads"], attr["ffn"], attr.get("cross"))
+    rows = _seq2seq_rows(attr, z)[1] if attr.get("cross") is not None else None
     what = attr["measure"] + f" of {attr['token']!r}" + (f" − {attr['alternative']!r}" if attr["alternative"]
                                                           is not None else "")
     rest = (f"embedding {attr['embedding']:+.2f}, position {attr['position_embedding']:+.2f}, biases "
             f"{attr['biases']:+.2f}; total {attr['total']:.2f} = logit {attr['logit']:.2f}")
     return _grid_figure(z, x, f"Direct logit attribution at position {attr['position']}: {what}<br><sup>final "
                         f"norm's scale frozen at its forward value; {rest}</sup>", "logit contribution",
-                        "%{y}, %{x}: %{z:+.3f}")
+                        "%{y}, %{x}: %{z:+.3f}", rows=rows)
 
 
 def patching_figure(patch: dict) -> go.Figure:
     """Layers x heads (+ FFN): the fraction of the clean-vs-corrupted logit difference restored by patching."""
-    z, x = _head_grid(patch["heads"], patch["ffn"])
+    z, x = _head_grid(patch["heads"], patch["ffn"], patch.get("cross"))
+    rows = None
+    if patch.get("cross") is not None:
+        z, rows = _seq2seq_rows(patch, z)
     ld = patch["logit_difference"]
     return _grid_figure(z, x, f"Activation patching: fraction of the logit difference restored<br><sup>clean "
                         f"{ld['clean']:.2f}, corrupted {ld['corrupted']:.2f}; everything patched "
                         f"{patch['checks']['everything_patched']:.2f}, nothing "
                         f"{patch['checks']['nothing_patched']:.2f}</sup>", "fraction restored",
-                        "%{y}, %{x}: %{z:+.3f} restored")
+                        "%{y}, %{x}: %{z:+.3f} restored", rows=rows)
 
 
 def copying_figure(circuits: dict) -> go.Figure:

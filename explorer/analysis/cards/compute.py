@@ -15,8 +15,11 @@ checkpoint, as trained) on the fixed probe texts (``explorer.analysis.probes``) 
   predicts) beside it, and ``fails_at``: the first distance at which fewer than ``FAIL_ACCURACY`` of the second
   copy's tokens are the model's top prediction (None: copying holds at every distance measured).
 
-A model the intervention record does not cover (an encoder-decoder, another layer structure, a memory) or
-whose next-token loss means nothing gets a card that says why it was skipped.
+An encoder-decoder trained on the reverse task gets the card of its own circuit instead
+(``explorer.analysis.cards.seq2seq``: cross-attention heads that read the mirrored source position, confirmed by
+mean ablation, the decoder's logit lens, the source length at which reversal fails; ``task: "reverse"`` marks
+it). A model the intervention record does not cover (another layer structure, a memory), an encoder-decoder
+of another task, or a model whose next-token loss means nothing gets a card that says why it was skipped.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from explorer.analysis.cards.seq2seq import seq2seq_card
 from explorer.analysis.grounded import MIN_EFFECT, grounded_labels
 from explorer.analysis.lens import cached_run, streams
 from explorer.analysis.probes import (COPY_LEN, LABEL_DISTANCES, NATURAL_WINDOWS, PERIODIC, REPEAT_BATCH,
@@ -112,9 +116,21 @@ def skip_reason(origin: Origin) -> str | None:
         check_model(origin.config)
     except ConfigError as e:
         return f"no per-head intervention points: {e}"
+    if origin.config.architecture == "encoder_decoder":
+        task = trained_task(origin)
+        return None if task == "reverse" else (f"an encoder-decoder trained on {task or 'an unknown task'}: its "
+                                               "card's probes are reversals")
     if not origin.lm or origin.config.architecture != "decoder_only":
         return "not a causal language model: its next-token loss means nothing"
     return None
+
+
+def trained_task(origin: Origin) -> str | None:
+    """The task a bundle was trained on (its manifest's ``task``); None for a checkpoint."""
+    if origin.kind != "bundle":
+        return None
+    from explorer.analysis import bundled
+    return bundled.load(origin.name).manifest.get("task")
 
 
 def compute_card(origin: Origin, weights_sha256: str, log=None) -> dict:
@@ -125,6 +141,11 @@ def compute_card(origin: Origin, weights_sha256: str, log=None) -> dict:
         return {**card, "skipped": reason}
     t0 = time.perf_counter()
     model = origin.weights.eval_model(origin.config).eval()
+    if origin.config.architecture == "encoder_decoder":
+        card.update(skipped=None, **seq2seq_card(model))
+        if log:
+            log(f"{origin.label}: {time.perf_counter() - t0:.1f} s")
+        return card
     probes = make_probes(origin.encode, heldout_text(), origin.trained_length)
     grounded = grounded_labels(model, probes).to_json()
     copy = np.array([[h["effects"]["copy"] for h in row] for row in grounded["heads"]])

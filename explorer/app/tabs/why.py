@@ -7,9 +7,11 @@ attention grid's layout; an alternative token optional), ablation of the heads t
 loss change on the text and the held-out passage) and activation patching between the text (clean) and a
 corrupted one of the same length (default: the second copy of its longest repeated word changed) as a
 grid, and the head circuits (each head's OV copying score, the K-, Q- or V-composition of layer 0's heads
-with layer 1's). A view a model cannot have (attribution of a post-LN model, any view of an encoder-decoder
-or of a non-standard layer) is replaced by a warning naming the field and its valid values; the others are
-drawn.
+with layer 1's). A view a model cannot have (attribution of a post-LN model, the circuits of an
+encoder-decoder, any view of a non-standard layer) is replaced by a warning naming the field and its valid
+values; the others are drawn. An encoder-decoder reads the text as the other tabs do (source ``=>`` target)
+and is read on its decoder, teacher-forced on START + the target; its grids are decoder layers x (self-attention
+heads, cross-attention heads, FFN), patching adds the encoder's layers as rows (``why_views``).
 Opening the tab draws it once per session; "Explain" redraws. The weights are the request's
 ``WeightsSource`` (resolved once by ``explorer.app.controls.weights.with_weights``). The share link adds
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
@@ -110,12 +112,24 @@ def cards_section() -> tuple:
     return cards_figure(cards), cards_table_md(cards)
 
 
+SEQ2SEQ_ROLES_INTRO = ("**Cross-attention heads by fixed reversal probes and their cause** (independent of your "
+                       "text): a head is \"mirror\" when it attends, from target position t, to source position "
+                       "Ls-1-t (the number is that mean attention, on random strings of the trained length and "
+                       "their reversals); in brackets the loss change, in nats per token, when it is mean-ablated "
+                       "alone. \"?\": below the threshold alone and together with the other mirror heads.")
+
+
 def roles_reading(weights) -> str:
     """The grounded roles of the weights on screen (the stored card of a shipped model as trained, else
-    computed on the probes), or why there are none."""
+    computed on the probes; an encoder-decoder: its reversal card's cross-attention heads), or why there are
+    none."""
     g = grounded_json(weights.config, weights.weights)
     where = "from " + g["source"]
-    return f"{ROLES_INTRO} _Source: {shown(where)}._\n\n{roles_table_md(g)}"
+    intro = SEQ2SEQ_ROLES_INTRO if g.get("stack") else ROLES_INTRO
+    together = g.get("groups", {}).get("mirror")
+    extra = (f" Every mirror head mean-ablated together: {together['effect']:+.2f} nats per token."
+             if g.get("stack") and together else "")
+    return f"{intro} _Source: {shown(where)}._{extra}\n\n{roles_table_md(g)}"
 
 
 def _warned(view: str, exc: Exception) -> str:
@@ -123,12 +137,13 @@ def _warned(view: str, exc: Exception) -> str:
 
 
 def ablation_reading(a: dict) -> str:
-    heads = ", ".join(f"{l}.{h}" for l, h in a["heads"])
+    heads = ", ".join(f"{h[0]} {h[1]}.{h[2]}" if len(h) == 3 else f"{h[0]}.{h[1]}" for h in a["heads"])
     t, h, r = a["text"], a["heldout"], a.get("repeat")
     copy = (f" On the second copy of the repeated word (its tokens after the first, which induction predicts): "
             f"**{r['before']:.3f} → {r['after']:.3f}** ({r['change']:+.3f}).") if r else ""
     return (f"**{a['mode'].capitalize()} ablation of {heads}**: loss on the text {t['before']:.3f} → "
-            f"{t['after']:.3f} ({t['change']:+.3f}) {a['unit']}; on the held-out passage {h['before']:.3f} → "
+            f"{t['after']:.3f} ({t['change']:+.3f}) {a['unit']}; on {a.get('heldout_name', 'the held-out passage')} "
+            f"{h['before']:.3f} → "
             f"{h['after']:.3f} ({h['change']:+.3f}).{copy}")
 
 
@@ -136,6 +151,9 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
          why_kind="K", **_kw) -> dict:
     """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
     notes, got = [], {}
+    if weights is not None and why_heads:  # labels of another model's heads (a switch of architecture): the defaults
+        labels = wv.head_labels(weights.config)
+        why_heads = [h for h in why_heads if h in labels] or wv.default_heads(weights.config)
     runs = (("roles", "Head roles", lambda: roles_reading(weights)),
             ("lens", "Logit lens", lambda: wv.lens(weights, text)),
             ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
@@ -227,7 +245,8 @@ def api_logit_lens(config_json: str = "", text: str = "", weights: str = "bundle
     """Logit lens of the config on ``text`` ("" : the example text; at most 256 tokens read, as the maps):
     per layer (``rows``: the embedding, then each block) and position, the top tokens and probabilities, the
     target's probability and rank (0: the top), and the loss per layer in nats per token. ``weights`` as
-    ``/analyze`` takes it. Refused (naming the field): an encoder-decoder, a non-standard layer, a memory."""
+    ``/analyze`` takes it. An encoder-decoder's text is "source=>target": the rows are its decoder's, teacher-forced
+    on START + the target. Refused (naming the field): a non-standard layer, a memory."""
     return _answer(config_json, weights, lambda src: wv.lens(src, text))
 
 
@@ -266,7 +285,8 @@ def api_circuits(config_json: str = "", text: str = "", kind: str = "K", earlier
     ``copying_diagonal``, on the printable bytes and newline, or for a larger vocabulary the 64 most frequent
     tokens of ``text``) and ``composition``: ``kind`` (K, Q or V) composition of layer ``earlier``'s heads with
     layer ``later``'s, with the random baseline (None for a one-layer model). Refused (naming the field): an
-    encoder-decoder, a non-standard layer, ``d_model`` over 1024."""
+    encoder-decoder (``architecture``: its cross-attention heads read another stream), a non-standard layer,
+    ``d_model`` over 1024."""
     return _answer(config_json, weights, lambda src: wv.circuits(src, text, kind, earlier, later))
 
 

@@ -100,11 +100,11 @@ def test_heldout_passage_is_the_first_bytes_of_the_split_in_windows():
     assert held.shape[1] == 128 and bytes(held.flatten().tolist()) == heldout_text()[:held.numel()]
 
 
-def test_an_encoder_decoder_is_refused_naming_the_architecture():
+def test_an_encoder_decoder_given_one_sequence_is_refused_naming_the_ids():
     from explorer.analysis.lens import logit_lens
     model = build_model(ModelConfig(**{**PLAIN, "architecture": "encoder_decoder"})).eval()
-    for call in (lambda: logit_lens(model, sample_ids()), lambda: ablate(model, sample_ids(), [(0, 0)]),
+    for call in (lambda: logit_lens(model, sample_ids()), lambda: ablate(model, sample_ids(), [("self", 0, 0)]),
                  lambda: patch_heads(model, *pair())):
         with pytest.raises(ConfigError) as e:
             call()
-        assert e.value.field == "architecture"
+        assert e.value.field == "ids"

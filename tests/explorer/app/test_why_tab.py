@@ -98,10 +98,39 @@ def test_a_post_ln_model_warns_on_attribution_and_draws_the_rest():
     assert out["why_attr"] is None and out["why_lens"] is not None and out["why_patch"] is not None
 
 
-def test_an_encoder_decoder_is_refused_by_name():
+def test_the_encoder_decoder_bundle_is_read_on_its_decoder():
+    from explorer.analysis.bundled import load
+    cfg = load("encoder_decoder").config
+    s2s = source.resolve("bundled", cfg)
+    text = "abcdefghij0123456789ABC=>CBA9876543210jihgfedcba"  # a reversal of the trained length
+    out = why.draw({}, weights=s2s, text=text, why_heads=["0.0"])  # a stale label: the defaults (every cross head)
+    assert out["why_lens"] is not None and out["why_attr"] is not None and out["why_patch"] is not None
+    assert "mirror" in out["why_roles"] and "cross 0.0" in out["why_abl_md"]
+    md = html.unescape(out["why_md"]).replace("\\", "")
+    assert "Circuits:** architecture" in md and "cross-attention heads read the encoder's stream" in md
+    assert "Ablation" not in md and "Patching" not in md
+    lens = wv.lens(s2s, text)
+    assert lens["tokens"][0] == "|" and "".join(lens["targets"]) == text.split("=>")[1]
+    assert lens["loss_per_layer"][-1] < 0.01 < lens["loss_per_layer"][0]
+    attr = wv.attribution(s2s, text, 3, "")
+    assert abs(attr["total"] - attr["logit"]) < 1e-3 and len(attr["cross"]) == 2
+    assert [t.name for t in out["why_attr"].data] == [None] and list(out["why_attr"].data[0].x)[4] == "cross 0"
+    patch = wv.patching(s2s, text, "")
+    assert patch["checks"] == {"everything_patched": 1.0, "nothing_patched": 0.0}
+    assert list(out["why_patch"].data[0].y)[:2] == ["encoder 0", "encoder 1"]
+    with pytest.raises(ConfigError, match="target length"):
+        wv.patching(s2s, text, "abcdefghij0123456789ABC=>CBA")
+    assert wv.parse_heads("cross 1.2, enc 0.3", cfg) == [("cross", 1, 2), ("encoder", 0, 3)]
+    with pytest.raises(ConfigError, match="heads"):
+        wv.parse_heads("1.2", cfg)
+    assert wv.patch_forwards(cfg) == 2 * 4 * 3 + 2 + 2 + 4
+    assert "cross head 3" in wv.csv_text(None, attr, patch)
+
+
+def test_an_untrained_encoder_decoder_has_no_roles_but_the_other_views():
     s2s = source.resolve("initial", app_config('{"architecture": "encoder_decoder"}'))
-    out = why.draw({}, weights=s2s, text="ab=>ba", why_heads=["0.0"])
-    assert out["why_md"].count("architecture") >= 5 and out["why_lens"] is None and out["why_patch"] is None
+    out = why.draw({}, weights=s2s, text="ab=>ba", why_heads=["cross 0.0"])
+    assert "Head roles:** architecture" in out["why_md"] and out["why_lens"] is not None
 
 
 def test_caps_and_bad_values_name_the_field(src):

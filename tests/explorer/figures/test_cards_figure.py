@@ -21,8 +21,13 @@ def test_the_figure_has_a_title_axis_titles_and_a_trace_per_model():
         assert fig.layout[axis].title.text, axis
     assert "nats/byte" in fig.layout.yaxis.title.text and "tokens" in fig.layout.xaxis.title.text
     lines = [t for t in fig.data if t.type == "scatter" and t.xaxis == "x"]
-    assert [t.name for t in lines] == [c["model"] for c in done]
+    assert [t.name for t in lines] == [c["model"] for c in done if c.get("task") != "reverse"]  # no copy curve
     assert list(lines[0].y) == done[0]["copy_curve"]["second_copy"]
+    lens = [t for t in fig.data if t.type == "scatter" and t.xaxis == "x2"]
+    assert [t.name for t in lens] == [c["model"] for c in done]
+    seq = next(t for t in lens if t.name == "encoder_decoder")
+    assert list(seq.y) == next(c for c in done if c["model"] == "encoder_decoder")["lens"]["reversal"]
+    assert seq.line.dash == "dash" and seq.showlegend  # its only trace carries its legend entry
     bars = [t for t in fig.data if t.type == "bar"]
     per_model = [sum(t.x[i] for t in bars) for i in range(len(done))]
     assert per_model == [c["architecture"]["n_layers"] * c["architecture"]["n_heads"] for c in done]
@@ -32,7 +37,12 @@ def test_the_table_has_a_row_per_card_and_says_why_one_was_skipped():
     cards = stored()
     md = cards_table_md(cards)
     rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith(("| model", "| ---"))]
-    assert len(rows) == len(cards)
-    assert any("skipped" in r and r.startswith("| encoder_decoder") for r in rows)
+    seq = [c for c in cards if c.get("task") == "reverse"]
+    assert len(rows) == len(cards) + len(seq) == len(cards) + 1  # the encoder-decoder: a row in each table
+    assert any("see the encoder-decoder table" in r and r.startswith("| encoder_decoder") for r in rows)
+    seq_row = [r for r in rows if r.startswith("| encoder_decoder") and "mirror" not in r and "table below" not in r]
+    assert len(seq_row) == 1 and "0.0 0.1 0.2 0.3 1.0 1.1 1.2 1.3" in seq_row[0]
     assert "1.0 1.1 1.2 1.3" in next(r for r in rows if r.startswith("| default "))
-    assert cards_figure([c for c in cards if c["skipped"]]).layout.title.text == "Circuit cards"
+    skipped = [{**cards[0], "skipped": "no per-head intervention points: layer 'gated'"}]
+    assert "skipped: no per-head" in cards_table_md(skipped)
+    assert cards_figure(skipped).layout.title.text == "Circuit cards"

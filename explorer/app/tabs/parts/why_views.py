@@ -11,6 +11,13 @@ at most ``MAX_ABLATED`` heads ablated at once, and at most ``MAX_PATCH_FORWARDS`
 patching grid (one per head and per FFN, plus the clean, the corrupted, everything and nothing). Each
 view holds its predicted bytes in the server's memory pool (``explorer.analysis.memo.memo``, with
 ``explorer.runtime.budget.check``'s prediction) and is memoised by weights, config and inputs.
+
+An encoder-decoder reads the text as the other tabs do (``model_input``: the source before the separator
+``=>``, the target after it) and its decoder is teacher-forced on START + the target
+(``explorer.analysis.seq2seq_ids``), so position ``p`` predicts the target's token ``p``. Its heads are
+labelled ``self L.H`` (decoder self-attention), ``cross L.H`` (cross-attention) and ``enc L.H`` (encoder);
+ablation's reference is the reversal probes; patching's default corrupted text changes the source's longest
+word and its mirror in the target (``patching.seq2seq_default_pair``). The head circuits stay decoder-only.
 """
 from __future__ import annotations
 
@@ -23,12 +30,13 @@ from explorer.analysis import attribution as attribution_mod
 from explorer.analysis import circuits as circuits_mod
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.memo import eval_model, memo, weights_key
-from explorer.analysis.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair, head_means,
-                                        next_token_loss, patch_heads)
+from explorer.analysis.patching import (HELDOUT_WINDOW, KINDS, MODES, ablate, ablation_record, default_pair,
+                                        head_means, next_token_loss, patch_heads, reference_ids, seq2seq_default_pair)
+from explorer.analysis.seq2seq_ids import START, Seq2SeqIds, seq2seq
 from explorer.runtime import budget
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
-from explorer.runtime.text import as_text, default_text, model_input
+from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text, model_input
 from explorer.runtime.tokens import token_label
 from models import ConfigError
 from models.interventions import check_model
@@ -60,15 +68,21 @@ def _max_tokens(cfg) -> int:
     return min(MAX_TOKENS, int(cfg.max_len)) if getattr(cfg, "max_len", None) else MAX_TOKENS
 
 
+def source_ids(src, text) -> tuple:
+    """An encoder-decoder's source ids from ``text`` (the part before the separator); () for one sequence."""
+    if not seq2seq(src.config):
+        return ()
+    text = as_text(text, default=default_text(src.config))
+    return tuple(model_input(src.config, text, None, _max_tokens(src.config), tokenizer=src.tokenizer).ids("source"))
+
+
 def token_ids(src, text) -> list:
     """The ids ``src``'s model reads from ``text`` ("" or None: the config's example text), at most
-    ``MAX_TOKENS`` (and the model's ``max_len``)."""
+    ``MAX_TOKENS`` (and the model's ``max_len``); an encoder-decoder's decoder input, START + the target (the
+    part after the separator; ``source_ids`` gives the source)."""
     text = as_text(text, default=default_text(src.config))
     inp = model_input(src.config, text, None, _max_tokens(src.config), tokenizer=src.tokenizer)
-    if len(inp.sequences) != 1:
-        raise ConfigError("architecture", src.config.architecture, "a model of one sequence (the Why views read "
-                          "one text)")
-    ids = list(inp.sequences[0][1])
+    ids = [START, *inp.ids("target")] if seq2seq(src.config) else list(inp.sequences[0][1])
     if len(ids) < 2:
         raise ConfigError("text", text[:40], "a text of at least 2 tokens")
     return ids
@@ -96,7 +110,10 @@ def repeat_tokens(src, text, ids: list) -> list:
 
 def default_position(src, text, ids: list) -> int:
     """Where attribution looks by default: the first token of the second copy of the text's longest
-    repeated word (its next token is what an induction head predicts), else the second-to-last token."""
+    repeated word (its next token is what an induction head predicts), else the second-to-last token; an
+    encoder-decoder: the middle of the target."""
+    if seq2seq(src.config):
+        return max(0, (len(ids) - 2) // 2)
     diff = repeat_tokens(src, text, ids)
     return min(diff[0], len(ids) - 2) if diff else len(ids) - 2
 
@@ -127,8 +144,22 @@ def alternative_id(src, value):
     return int(ids[0])
 
 
+LABEL_KINDS = {"self": "self", "cross": "cross", "enc": "encoder"}  # an encoder-decoder's head label prefixes
+
+
+def _depths(cfg) -> dict:
+    from models.architectures import decoder_config, encoder_config
+    if not seq2seq(cfg):
+        return {"self": cfg.n_layers}
+    dec = decoder_config(cfg).n_layers
+    return {"self": dec, "cross": dec, "encoder": encoder_config(cfg).n_layers}
+
+
 def parse_heads(value, cfg) -> list:
-    """Head labels "L.H" (a list, or one string separated by commas) -> sorted ``(layer, head)`` pairs."""
+    """Head labels "L.H" (a list, or one string separated by commas) -> sorted ``(layer, head)`` pairs; an
+    encoder-decoder's "self L.H", "cross L.H", "enc L.H" -> ``(kind, layer, head)``."""
+    if seq2seq(cfg):
+        return _parse_seq2seq_heads(value, cfg)
     items = value.split(",") if isinstance(value, str) else list(value or [])
     valid = f"labels 'layer.head' with layer in 0..{cfg.n_layers - 1} and head in 0..{cfg.n_heads - 1}"
     if len(items) > MAX_ABLATED:
@@ -147,24 +178,57 @@ def parse_heads(value, cfg) -> list:
     return sorted(out)
 
 
+def _parse_seq2seq_heads(value, cfg) -> list:
+    items = value.split(",") if isinstance(value, str) else list(value or [])
+    depth = _depths(cfg)
+    valid = (f"labels 'self L.H', 'cross L.H' (decoder layer L in 0..{depth['self'] - 1}) or 'enc L.H' (encoder "
+             f"layer L in 0..{depth['encoder'] - 1}), head H in 0..{cfg.n_heads - 1}")
+    if len(items) > MAX_ABLATED:
+        raise ConfigError("heads", f"{len(items)} heads", f"at most {MAX_ABLATED} heads at once")
+    out = set()
+    for item in items:
+        try:
+            prefix, rest = str(item).strip().split()
+            kind = LABEL_KINDS[prefix]
+            layer, head = (int(x) for x in rest.split("."))
+        except (ValueError, KeyError):
+            raise ConfigError("heads", str(item)[:20], valid) from None
+        if not (0 <= layer < depth[kind] and 0 <= head < cfg.n_heads):
+            raise ConfigError("heads", str(item)[:20], valid)
+        out.add((kind, layer, head))
+    if not out:
+        raise ConfigError("heads", "none", f"at least one head: {valid}")
+    return sorted(out, key=lambda k: (KINDS.index(k[0]), k[1], k[2]))
+
+
 def head_labels(cfg) -> list:
-    return [f"{l}.{h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    """Every head's label: "L.H"; an encoder-decoder's decoder layers' self then cross heads, then the encoder's."""
+    if not seq2seq(cfg):
+        return [f"{l}.{h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    depth, short = _depths(cfg), {v: k for k, v in LABEL_KINDS.items()}
+    return [f"{short[k]} {l}.{h}" for k in KINDS for l in range(depth[k]) for h in range(cfg.n_heads)]
 
 
 def default_heads(cfg) -> list:
-    """The heads ablated by default: layer 1's (the default bundle's induction heads), or layer 0's."""
+    """The heads ablated by default: layer 1's (the default bundle's induction heads), or layer 0's; an
+    encoder-decoder's every cross-attention head (the reversal bundle's mirror heads, which back each other up)."""
+    if seq2seq(cfg):
+        return [f"cross {l}.{h}" for l in range(_depths(cfg)["cross"]) for h in range(cfg.n_heads)]
     layer = 1 if cfg.n_layers > 1 else 0
     return [f"{layer}.{h}" for h in range(cfg.n_heads)]
 
 
 def patch_forwards(cfg) -> int:
-    return cfg.n_layers * cfg.n_heads + cfg.n_layers + 4
+    """Forward passes of one patching grid: one per head of every kind and per FFN, plus 4."""
+    depth = _depths(cfg)
+    return sum(depth.values()) * cfg.n_heads + depth["self"] + depth.get("encoder", 0) + 4
 
 
 def check_patching(cfg) -> None:
     n = patch_forwards(cfg)
     if n > MAX_PATCH_FORWARDS:
-        raise ConfigError("patching", f"{n} forward passes ({cfg.n_layers} layers x {cfg.n_heads} heads)",
+        raise ConfigError("patching", f"{n} forward passes ({sum(_depths(cfg).values())} layers of heads x "
+                          f"{cfg.n_heads} heads)",
                           f"at most {MAX_PATCH_FORWARDS} forward passes: a model of at most "
                           f"{MAX_PATCH_FORWARDS - 4} heads and FFNs in all")
 
@@ -188,15 +252,16 @@ def compute_view(view: str, cfg, weights, ids: tuple, params: tuple) -> dict:
     """One view's JSON (a GPU function: picklable in and out)."""
     model = eval_model(cfg, weights)
     dev = device()
-    x = torch.tensor([list(ids)], device=dev)
-    label = labeller(weights.tokenizer if weights is not None else None)
     p = dict(params)
+    x = _ids(ids, p.get("source"), dev)
+    label = labeller(weights.tokenizer if weights is not None else None)
     if view == "lens":
         return logit_lens(model, x).to_json(label)
     if view == "attribution":
         return attribution_mod.attribute(model, x, p["position"], alternative=p["alternative"]).to_json(label)
     if view == "ablation":
-        held = heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev)
+        held = (reference_ids(cfg).to(dev) if seq2seq(cfg)
+                else heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev))
         means = head_means(model, held) if p["mode"] == "mean" else None  # one pass, for both records
         out = ablate(model, x, p["heads"], p["mode"], heldout=held, means=means).to_json()
         if p["repeat"]:  # the second copy of the repeated word, after its first token: what induction predicts
@@ -207,8 +272,14 @@ def compute_view(view: str, cfg, weights, ids: tuple, params: tuple) -> dict:
         return out
     if view == "circuits":
         return _circuits(model, x, p, label)
-    bad = torch.tensor([list(p["corrupted"])], device=dev)
+    bad = _ids(p["corrupted"], p.get("corrupted_source"), dev)
     return patch_heads(model, x, bad).to_json()
+
+
+def _ids(ids, source, dev):
+    """``(1, L)`` ids, or a ``Seq2SeqIds`` when ``source`` (an encoder-decoder's) is given."""
+    x = torch.tensor([list(ids)], device=dev)
+    return x if not source else Seq2SeqIds(torch.tensor([list(source)], device=dev), x)
 
 
 def _circuits(model, x: torch.Tensor, p: dict, label) -> dict:
@@ -238,16 +309,23 @@ def view(src, name: str, ids: list, **params) -> dict:
     return memo(key, lambda: compute_view(name, cfg, src.weights, tuple(ids), frozen), need=need)
 
 
+def _source(src, text) -> dict:
+    """The ``source`` parameter of an encoder-decoder's view ({} for one sequence)."""
+    s = source_ids(src, text)
+    return {"source": s} if s else {}
+
+
 def lens(src, text) -> dict:
     check(src, "lens")
-    return view(src, "lens", token_ids(src, text))
+    return view(src, "lens", token_ids(src, text), **_source(src, text))
 
 
 def attribution(src, text, position=None, alternative=None) -> dict:
     check(src, "attribution")
     ids = token_ids(src, text)
     pos = position_of(position, len(ids), default_position(src, text, ids))
-    return view(src, "attribution", ids, position=pos, alternative=alternative_id(src, alternative))
+    return view(src, "attribution", ids, position=pos, alternative=alternative_id(src, alternative),
+                **_source(src, text))
 
 
 def ablation(src, text, heads, mode="zero") -> dict:
@@ -256,8 +334,9 @@ def ablation(src, text, heads, mode="zero") -> dict:
         raise ConfigError("mode", str(mode)[:20], f"one of {list(MODES)}")
     pairs = parse_heads(heads, src.config)
     ids = token_ids(src, text)
-    repeat = tuple(d - 1 for d in repeat_tokens(src, text, ids)[1:])  # positions predicting the copy's later tokens
-    return view(src, "ablation", ids, heads=tuple(pairs), mode=mode, repeat=repeat)
+    repeat = () if seq2seq(src.config) else tuple(d - 1 for d in repeat_tokens(src, text, ids)[1:])  # positions
+    # predicting the copy's later tokens
+    return view(src, "ablation", ids, heads=tuple(pairs), mode=mode, repeat=repeat, **_source(src, text))
 
 
 def same_length(ids: list, bad: list, vocab: int) -> list:
@@ -279,6 +358,8 @@ def patching(src, text, corrupted=None) -> dict:
     check(src, "patching")
     check_patching(src.config)
     text = as_text(text, default=default_text(src.config))
+    if seq2seq(src.config):
+        return _seq2seq_patching(src, text, corrupted)
     bad = default_pair(text)[1] if corrupted in (None, "") else as_text(corrupted)
     ids, bad_ids = token_ids(src, text), token_ids(src, bad)
     if len(bad_ids) != len(ids) and corrupted in (None, "") and src.tokenizer is not None:
@@ -287,6 +368,24 @@ def patching(src, text, corrupted=None) -> dict:
     if len(bad_ids) != len(ids):
         raise ConfigError("corrupted", f"{len(bad_ids)} tokens", f"{len(ids)} tokens, the clean text's length")
     return {**view(src, "patching", ids, corrupted=tuple(bad_ids)), "corrupted_text": bad}
+
+
+def _seq2seq_patching(src, text, corrupted) -> dict:
+    """An encoder-decoder's patching: clean and corrupted "source=>target" texts of one source length and one
+    target length (default: ``seq2seq_default_pair`` of the clean text's two sides)."""
+    if corrupted in (None, ""):
+        inp = model_input(src.config, text, None, _max_tokens(src.config))
+        source, target = (bytes(inp.ids(n)).decode("utf-8", "replace") for n in ("source", "target"))
+        bad = DEFAULT_SEPARATOR.join(seq2seq_default_pair(source, target))
+    else:
+        bad = as_text(corrupted)
+    ids, bad_ids = token_ids(src, text), token_ids(src, bad)
+    s, bad_s = source_ids(src, text), source_ids(src, bad)
+    for side, a, b in (("source", s, bad_s), ("target", ids, bad_ids)):
+        if len(a) != len(b):
+            raise ConfigError("corrupted", f"{len(b)} {side} tokens", f"{len(a)} tokens, the clean text's {side} length")
+    return {**view(src, "patching", ids, corrupted=tuple(bad_ids), source=s, corrupted_source=bad_s),
+            "corrupted_text": bad}
 
 
 def _layer(value, name: str, cfg) -> int:
@@ -328,10 +427,18 @@ def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None
             w.writerow(["lens_loss", row, "", lens_json["unit"], lens_json["loss_per_layer"][r]])
     for name, grid in (("attribution", attr_json), ("patching", patch_json)):
         if grid:
+            seq = grid.get("cross") is not None  # an encoder-decoder: decoder self, cross, and the encoder's heads
             for layer, row in enumerate(grid["heads"]):
+                where = f"decoder layer {layer}" if seq else f"layer {layer}"
                 for head, v in enumerate(row):
-                    w.writerow([name, f"layer {layer}", f"head {head}", grid.get("measure", ""), v])
-                w.writerow([name, f"layer {layer}", "FFN", grid.get("measure", ""), grid["ffn"][layer]])
+                    w.writerow([name, where, f"self head {head}" if seq else f"head {head}", grid.get("measure", ""), v])
+                for head, v in enumerate(grid["cross"][layer] if seq else []):
+                    w.writerow([name, where, f"cross head {head}", grid.get("measure", ""), v])
+                w.writerow([name, where, "FFN", grid.get("measure", ""), grid["ffn"][layer]])
+            for layer, row in enumerate(grid.get("encoder") or []):
+                for head, v in enumerate(row):
+                    w.writerow([name, f"encoder layer {layer}", f"head {head}", grid.get("measure", ""), v])
+                w.writerow([name, f"encoder layer {layer}", "FFN", grid.get("measure", ""), grid["encoder_ffn"][layer]])
     if circuits_json:
         for layer, row in enumerate(circuits_json["copying"]["copying_eigen"]):
             for head, v in enumerate(row):
