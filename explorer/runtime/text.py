@@ -33,7 +33,10 @@ from models.architectures import arrangement
 DEFAULT_TEXT = ("The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Much later, out of a window's reach: "
                 "Xq7Rv9Lm2.")
 DEFAULT_SEPARATOR = "=>"
-SEQ2SEQ_TEXT = "the quick brown fox=>xof nworb kciuq eht"  # reverse: the alignment is the anti-diagonal
+# The encoder-decoder's example: a source and its reversal (the alignment is the anti-diagonal), written in the
+# symbols its bundle was trained on ('0'..'o': digits, capitals, '_', a-o) at its trained length, 23 symbols. On
+# "the quick brown fox" (letters past 'o', 19 symbols) the bundle's decoder lost 7.9 nats per token; on this, 0.0002.
+SEQ2SEQ_TEXT = "REVERSE_THIS_TEXT_12345=>54321_TXET_SIHT_ESREVER"
 MAX_SEPARATOR_CHARS = 16
 CHARS_PER_TOKEN = 64  # characters tokenised per token a checkpoint reads (tokenized_input)
 

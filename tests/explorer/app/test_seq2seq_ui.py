@@ -159,3 +159,19 @@ def test_architecture_dropdown_and_upload_carry_the_stacks(tmp_path):
     out = upload_config(str(path))
     assert out["architecture"]["value"] == "encoder_decoder"
     assert out["n_encoder_layers"]["value"] == 1 and out["n_decoder_layers"]["value"] == 2
+
+
+def test_the_example_text_is_one_the_bundled_encoder_decoder_reverses():
+    """The example a visitor gets on switching to an encoder-decoder is its trained task: a source of the task's
+    symbols at the bundle's trained length and its exact reversal, which the bundle's decoder predicts (last
+    layer of the logit lens: the model's own output) at under 0.05 nats per token."""
+    from explorer.analysis import bundled
+    from explorer.analysis.seq2seq_ids import SYMBOLS, TRAINED_SOURCE
+    from explorer.app.tabs import why
+
+    src, tgt = SEQ2SEQ_TEXT.split(DEFAULT_SEPARATOR)
+    assert tgt == src[::-1] and len(src) == TRAINED_SOURCE and set(src.encode()) <= set(SYMBOLS)
+    cfg = bundled.load("encoder_decoder").config
+    out = why.api_logit_lens(cfg.to_json(), SEQ2SEQ_TEXT, "bundled")
+    assert out["loss_per_layer"][-1] < 0.05, out["loss_per_layer"]
+    assert out["loss_per_layer"][0] > 3  # the embedding alone cannot: the reversal is the decoder's work
