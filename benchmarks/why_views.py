@@ -13,6 +13,7 @@ import time
 
 from explorer.analysis import source
 from explorer.analysis.memo import CACHE, eval_model
+from explorer.app.tabs.parts import why_heads as wh
 from explorer.app.tabs.parts import why_views as wv
 from explorer.figures import interpretability as figs
 from explorer.runtime.configs import app_config
@@ -39,7 +40,7 @@ def main() -> None:
     configure_threads()
     src = source.resolve("bundled", app_config(""))
     keep = lambda: eval_model(src.config, src.weights)  # noqa: E731
-    heads = wv.default_heads(src.config)
+    heads = wh.default_heads(src.config)
     views = {
         "logit lens + figure": lambda: figs.lens_figure(wv.lens(src, DEFAULT_TEXT)),
         "attribution + figure": lambda: figs.attribution_figure(wv.attribution(src, DEFAULT_TEXT)),

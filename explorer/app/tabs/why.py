@@ -30,6 +30,7 @@ from explorer.app.server.messages import problem
 from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
 from explorer.app.controls.share_js import TAB_LINK_JS
 from explorer.app.tabs.contract import Page, Tab
+from explorer.app.tabs.parts import why_heads as wh
 from explorer.app.tabs.parts import why_views as wv
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
@@ -73,8 +74,8 @@ def build_why_tab() -> dict:
             out["why_run"] = gr.Button("Explain", variant="primary", elem_id="why-run")
         out["why_attr"] = gr.Plot(None, label="Direct logit attribution", elem_id="why-attr")
         with gr.Row():
-            out["why_heads"] = gr.CheckboxGroup(wv.head_labels(cfg), value=wv.default_heads(cfg), elem_id="why-heads",
-                                                label=f"Heads to ablate (layer.head; at most {wv.MAX_ABLATED})")
+            out["why_heads"] = gr.CheckboxGroup(wh.head_labels(cfg), value=wh.default_heads(cfg), elem_id="why-heads",
+                                                label=f"Heads to ablate (layer.head; at most {wh.MAX_ABLATED})")
             out["why_mode"] = gr.Radio([("zero", "zero"), ("mean over the held-out passage", "mean")], value="zero",
                                        label="Ablation", elem_id="why-mode")
             out["why_ablate"] = gr.Button("Ablate", elem_id="why-ablate")
@@ -152,8 +153,8 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
     """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
     notes, got = [], {}
     if weights is not None and why_heads:  # labels of another model's heads (a switch of architecture): the defaults
-        labels = wv.head_labels(weights.config)
-        why_heads = [h for h in why_heads if h in labels] or wv.default_heads(weights.config)
+        labels = wh.head_labels(weights.config)
+        why_heads = [h for h in why_heads if h in labels] or wh.default_heads(weights.config)
     runs = (("roles", "Head roles", lambda: roles_reading(weights)),
             ("lens", "Logit lens", lambda: wv.lens(weights, text)),
             ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
@@ -167,9 +168,9 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
             notes.append(_warned(name, exc))
     heads = gr.skip()
     if weights is not None:
-        labels = wv.head_labels(weights.config)
+        labels = wh.head_labels(weights.config)
         kept = [h for h in (why_heads or []) if h in labels]
-        heads = gr.update(choices=labels, value=kept if why_heads else wv.default_heads(weights.config))
+        heads = gr.update(choices=labels, value=kept if why_heads else wh.default_heads(weights.config))
     csv = wv.csv_text(got.get("lens"), got.get("attr"), got.get("patch"), got.get("abl"), got.get("circ"))
     circ = got.get("circ") or {}
     if circ.get("composition_note"):
@@ -268,7 +269,7 @@ def api_ablation(config_json: str = "", text: str = "", heads: str = "", mode: s
     one-layer model) by ``mode`` (``zero`` or ``mean``: the head's mean
     output over the held-out passage)."""
     return _answer(config_json, weights, lambda src: wv.ablation(
-        src, text, wv.default_heads(src.config) if heads in (None, "") else heads, mode))
+        src, text, wh.default_heads(src.config) if heads in (None, "") else heads, mode))
 
 
 def api_patching(config_json: str = "", text: str = "", corrupted: str = "", weights: str = "bundled") -> dict:

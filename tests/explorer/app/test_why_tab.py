@@ -17,6 +17,7 @@ from explorer.analysis.circuits import composition, head_circuits
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.patching import default_pair, patch_heads
 from explorer.app.tabs import why
+from explorer.app.tabs.parts import why_heads as wh
 from explorer.app.tabs.parts import why_views as wv
 from explorer.runtime.configs import app_config
 from explorer.runtime.text import DEFAULT_TEXT
@@ -120,9 +121,9 @@ def test_the_encoder_decoder_bundle_is_read_on_its_decoder():
     assert list(out["why_patch"].data[0].y)[:2] == ["encoder 0", "encoder 1"]
     with pytest.raises(ConfigError, match="target length"):
         wv.patching(s2s, text, "abcdefghij0123456789ABC=>CBA")
-    assert wv.parse_heads("cross 1.2, enc 0.3", cfg) == [("cross", 1, 2), ("encoder", 0, 3)]
+    assert wh.parse_heads("cross 1.2, enc 0.3", cfg) == [("cross", 1, 2), ("encoder", 0, 3)]
     with pytest.raises(ConfigError, match="heads"):
-        wv.parse_heads("1.2", cfg)
+        wh.parse_heads("1.2", cfg)
     assert wv.patch_forwards(cfg) == 2 * 4 * 3 + 2 + 2 + 4
     assert "cross head 3" in wv.csv_text(None, attr, patch)
 
@@ -139,10 +140,10 @@ def test_caps_and_bad_values_name_the_field(src):
         wv.position_of(200, 20, 3)
     assert wv.position_of(-1, 20, 3) == 3 and wv.position_of("", 20, 3) == 3 and wv.position_of(18, 20, 3) == 18
     with pytest.raises(ConfigError, match="at most 32 heads"):
-        wv.parse_heads(["0.0"] * 33, cfg)
+        wh.parse_heads(["0.0"] * 33, cfg)
     with pytest.raises(ConfigError, match=r"heads.*layer in 0\.\.3"):
-        wv.parse_heads(["4.0"], cfg)
-    assert wv.parse_heads("1.2, 0.1,1.2", cfg) == [(0, 1), (1, 2)]
+        wh.parse_heads(["4.0"], cfg)
+    assert wh.parse_heads("1.2, 0.1,1.2", cfg) == [(0, 1), (1, 2)]
     with pytest.raises(ConfigError, match="alternative"):
         wv.alternative_id(src, "ab")
     assert wv.alternative_id(src, "Z") == ord("Z") and wv.alternative_id(src, "") is None

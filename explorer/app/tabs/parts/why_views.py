@@ -7,7 +7,7 @@ answers the analysis's ``to_json()`` with tokens labelled (bytes made visible, o
 
 Caps, checked before any model runs and refused by ``ConfigError`` naming the field: at most
 ``MAX_TOKENS`` tokens of text (longer texts are cut, as the maps cut them), a position inside the text,
-at most ``MAX_ABLATED`` heads ablated at once, and at most ``MAX_PATCH_FORWARDS`` forward passes for the
+at most ``why_heads.MAX_ABLATED`` heads ablated at once, and at most ``MAX_PATCH_FORWARDS`` forward passes for the
 patching grid (one per head and per FFN, plus the clean, the corrupted, everything and nothing). Each
 view holds its predicted bytes in the server's memory pool (``explorer.analysis.memo.memo``, with
 ``explorer.runtime.budget.check``'s prediction) and is memoised by weights, config and inputs.
@@ -30,9 +30,10 @@ from explorer.analysis import attribution as attribution_mod
 from explorer.analysis import circuits as circuits_mod
 from explorer.analysis.lens import logit_lens
 from explorer.analysis.memo import eval_model, memo, weights_key
-from explorer.analysis.patching import (HELDOUT_WINDOW, KINDS, MODES, ablate, ablation_record, default_pair,
+from explorer.analysis.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair,
                                         head_means, next_token_loss, patch_heads, reference_ids, seq2seq_default_pair)
 from explorer.analysis.seq2seq_ids import START, Seq2SeqIds, seq2seq
+from explorer.app.tabs.parts.why_heads import depths, parse_heads
 from explorer.runtime import budget
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -42,7 +43,6 @@ from models import ConfigError
 from models.interventions import check_model
 
 MAX_TOKENS = MAX_TEXT_BYTES      # tokens of text a view reads (the maps' cap)
-MAX_ABLATED = 32                 # heads ablated at once
 MAX_PATCH_FORWARDS = 128         # forward passes of one patching grid (a 12-layer, 16-head model needs 208)
 HELDOUT_TOKENS = 4096            # tokens of the held-out passage scored by an ablation
 MAX_CIRCUIT_WIDTH = 1024         # d_model of a model whose head circuits are read (d x d products per head pair)
@@ -144,90 +144,16 @@ def alternative_id(src, value):
     return int(ids[0])
 
 
-LABEL_KINDS = {"self": "self", "cross": "cross", "enc": "encoder"}  # an encoder-decoder's head label prefixes
-
-
-def _depths(cfg) -> dict:
-    from models.architectures import decoder_config, encoder_config
-    if not seq2seq(cfg):
-        return {"self": cfg.n_layers}
-    dec = decoder_config(cfg).n_layers
-    return {"self": dec, "cross": dec, "encoder": encoder_config(cfg).n_layers}
-
-
-def parse_heads(value, cfg) -> list:
-    """Head labels "L.H" (a list, or one string separated by commas) -> sorted ``(layer, head)`` pairs; an
-    encoder-decoder's "self L.H", "cross L.H", "enc L.H" -> ``(kind, layer, head)``."""
-    if seq2seq(cfg):
-        return _parse_seq2seq_heads(value, cfg)
-    items = value.split(",") if isinstance(value, str) else list(value or [])
-    valid = f"labels 'layer.head' with layer in 0..{cfg.n_layers - 1} and head in 0..{cfg.n_heads - 1}"
-    if len(items) > MAX_ABLATED:
-        raise ConfigError("heads", f"{len(items)} heads", f"at most {MAX_ABLATED} heads at once")
-    out = set()
-    for item in items:
-        try:
-            layer, head = (int(x) for x in str(item).strip().split("."))
-        except ValueError:
-            raise ConfigError("heads", str(item)[:20], valid) from None
-        if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
-            raise ConfigError("heads", str(item)[:20], valid)
-        out.add((layer, head))
-    if not out:
-        raise ConfigError("heads", "none", f"at least one head: {valid}")
-    return sorted(out)
-
-
-def _parse_seq2seq_heads(value, cfg) -> list:
-    items = value.split(",") if isinstance(value, str) else list(value or [])
-    depth = _depths(cfg)
-    valid = (f"labels 'self L.H', 'cross L.H' (decoder layer L in 0..{depth['self'] - 1}) or 'enc L.H' (encoder "
-             f"layer L in 0..{depth['encoder'] - 1}), head H in 0..{cfg.n_heads - 1}")
-    if len(items) > MAX_ABLATED:
-        raise ConfigError("heads", f"{len(items)} heads", f"at most {MAX_ABLATED} heads at once")
-    out = set()
-    for item in items:
-        try:
-            prefix, rest = str(item).strip().split()
-            kind = LABEL_KINDS[prefix]
-            layer, head = (int(x) for x in rest.split("."))
-        except (ValueError, KeyError):
-            raise ConfigError("heads", str(item)[:20], valid) from None
-        if not (0 <= layer < depth[kind] and 0 <= head < cfg.n_heads):
-            raise ConfigError("heads", str(item)[:20], valid)
-        out.add((kind, layer, head))
-    if not out:
-        raise ConfigError("heads", "none", f"at least one head: {valid}")
-    return sorted(out, key=lambda k: (KINDS.index(k[0]), k[1], k[2]))
-
-
-def head_labels(cfg) -> list:
-    """Every head's label: "L.H"; an encoder-decoder's decoder layers' self then cross heads, then the encoder's."""
-    if not seq2seq(cfg):
-        return [f"{l}.{h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
-    depth, short = _depths(cfg), {v: k for k, v in LABEL_KINDS.items()}
-    return [f"{short[k]} {l}.{h}" for k in KINDS for l in range(depth[k]) for h in range(cfg.n_heads)]
-
-
-def default_heads(cfg) -> list:
-    """The heads ablated by default: layer 1's (the default bundle's induction heads), or layer 0's; an
-    encoder-decoder's every cross-attention head (the reversal bundle's mirror heads, which back each other up)."""
-    if seq2seq(cfg):
-        return [f"cross {l}.{h}" for l in range(_depths(cfg)["cross"]) for h in range(cfg.n_heads)]
-    layer = 1 if cfg.n_layers > 1 else 0
-    return [f"{layer}.{h}" for h in range(cfg.n_heads)]
-
-
 def patch_forwards(cfg) -> int:
     """Forward passes of one patching grid: one per head of every kind and per FFN, plus 4."""
-    depth = _depths(cfg)
+    depth = depths(cfg)
     return sum(depth.values()) * cfg.n_heads + depth["self"] + depth.get("encoder", 0) + 4
 
 
 def check_patching(cfg) -> None:
     n = patch_forwards(cfg)
     if n > MAX_PATCH_FORWARDS:
-        raise ConfigError("patching", f"{n} forward passes ({sum(_depths(cfg).values())} layers of heads x "
+        raise ConfigError("patching", f"{n} forward passes ({sum(depths(cfg).values())} layers of heads x "
                           f"{cfg.n_heads} heads)",
                           f"at most {MAX_PATCH_FORWARDS} forward passes: a model of at most "
                           f"{MAX_PATCH_FORWARDS - 4} heads and FFNs in all")
