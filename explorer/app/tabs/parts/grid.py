@@ -43,19 +43,20 @@ CLICK_JS = """() => {
   hook();
   new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
 }"""
+# Brings the zoom on screen when it is not (it sits below the grid: an update there went unseen): its top
+# to the top of the screen, the zoom usually being taller than half of it.
+SHOW_ZOOM = """const box = document.querySelector('#zoom-plot') || document.querySelector('#zoom-box');
+  if (box) { const r = box.getBoundingClientRect();
+    if (r.top < 0 || r.top > window.innerHeight - Math.min(r.height, window.innerHeight) / 2)
+      box.scrollIntoView({block: 'start'}); }"""
 # The hidden button's client-side step: the clicked [layer, head] into the zoom pickers, and the zoom
-# brought on screen when it is not (it sits below the grid: an update there went unseen).
+# brought on screen at once; once the zoom is redrawn (the page above it may have moved) again (SHOWN_JS).
 PICK_JS = """(layer, head) => {
   const p = window.__gridPick; window.__gridPick = null;
-  const box = document.querySelector('#zoom-plot') || document.querySelector('#zoom-box');
-  if (p && box) {
-    const r = box.getBoundingClientRect();
-    if (r.top < 0 || r.top > window.innerHeight - Math.min(r.height, window.innerHeight) / 2) {
-      box.scrollIntoView({behavior: 'smooth', block: 'nearest'});
-    }
-  }
+  if (p) { window.__zoomShow = true; """ + SHOW_ZOOM + """ }
   return p || [layer, head];
 }"""
+SHOWN_JS = """() => { if (!window.__zoomShow) return; window.__zoomShow = false; """ + SHOW_ZOOM + """ }"""
 
 
 def build_pickers() -> SimpleNamespace:
@@ -84,4 +85,4 @@ def wire(demo, ui, zoom_in: tuple, zoom_rename: dict, redraw_grid) -> None:
                              js=PICK_JS, queue=False, api_visibility="private").then(
         ui.handler(ui_trained.with_weights(ui_zoom.refresh_zoom), zoom_rename), ui.inputs(*zoom_in),
         ui.outputs(*ui_zoom.OUTPUTS), show_progress="minimal", api_name="zoom_click", api_visibility="undocumented",
-        concurrency_id="compute")
+        concurrency_id="compute").then(None, None, None, js=SHOWN_JS, queue=False, api_visibility="private")
