@@ -80,10 +80,10 @@ def test_a_session_flood_from_one_address_keeps_another_visitors_state(server):
 
 def test_thirty_queue_joins_from_one_address_leave_places_for_others(server):
     url, _ = server
-    with visitor("10.2.0.1") as flood:
-        codes = [flood.post(url + "gradio_api/call/analyze",
-                            json={"data": ["{}", f"a text of its own {i} " * 10, "|", "bundled"]}).status_code
-                 for i in range(30)]
+    with visitor("10.2.0.1") as flood, ThreadPoolExecutor(30) as pool:  # all at once: a job ending between
+        # posts sent one by one freed its place (CI's quick run accepted 13 of 30 that way)
+        codes = list(pool.map(lambda i: flood.post(url + "gradio_api/call/analyze", json={
+            "data": ["{}", f"a text of its own {i} " * 10, "|", "bundled"]}).status_code, range(30)))
     assert codes.count(429) >= 30 - 8 - 4 and set(codes) <= {200, 429}, codes  # at most 8 held at once
     with visitor("10.2.0.2") as other:
         answers = [analyze(other, url) for _ in range(3)]

@@ -11,7 +11,8 @@ the first request it bounds the store per address, ``gradio_compat.bound_session
 - one address may send at most ``CLIENT_BODY_BYTES`` of bodies at once, and may hold at most
   ``CLIENT_UPLOADS`` times ``upload_cap()`` of uploads not yet aged out (429 beyond);
 - a request joining the queue from an address that already has ``settings.events_per_client()``
-  events waiting or running is answered 429 before it takes a queue place, and a request naming a
+  events waiting or running, or joins still on their way into the queue (joins sent all at once), is
+  answered 429 before it takes a queue place, and a request naming a
   new session from an address that made ``settings.new_sessions_per_minute()`` (60) in the last
   minute is answered 429 before Gradio builds it;
 - a query string over ``PAGE_QUERY_BYTES`` (Gradio's root-url code answers a bare 500 past 64 KB) is
@@ -203,6 +204,30 @@ def _reserve(address: str, size: int) -> bool:
         return True
 
 
+_JOINING: dict = {}  # address -> queue joins past the check whose event may not be in Gradio's queue yet
+
+
+def _join(address: str, queued: int, cap: int) -> int:
+    """Counts one more queue join of ``address`` unless its ``queued`` events plus the joins still on their way
+    reach ``cap``; -> 0 when counted, else what it holds. Joins sent all at once each pass a check of the queue
+    alone before any of them is queued (30 concurrent joins from one address all got in, filling the queue)."""
+    with _IN_FLIGHT_LOCK:
+        held = queued + _JOINING.get(address, 0)
+        if held >= cap:
+            return held
+        _JOINING[address] = _JOINING.get(address, 0) + 1
+        return 0
+
+
+def _joined(address: str) -> None:
+    with _IN_FLIGHT_LOCK:
+        left = _JOINING.get(address, 0) - 1
+        if left > 0:
+            _JOINING[address] = left
+        else:
+            _JOINING.pop(address, None)
+
+
 def _release(address: str, size: int) -> None:
     with _IN_FLIGHT_LOCK:
         left = _IN_FLIGHT.get(address, 0) - size
@@ -261,12 +286,21 @@ class RequestLimits:
         # a body of unknown length is counted at its cap while it lasts; a bodiless request (a GET
         # stream may last minutes) at nothing
         size = length if length is not None else 0 if method in ("GET", "HEAD", "OPTIONS") else cap
-        if method == "POST" and _joins_queue(path):
+        joins = method == "POST" and _joins_queue(path)
+        if joins:
             app = scope.get("app")
-            held = gradio_compat.queued_events(app, visitors.of_request, address) if app is not None else 0
-            if held >= settings.events_per_client():
+            queued = gradio_compat.queued_events(app, visitors.of_request, address) if app is not None else 0
+            held = _join(address, queued, settings.events_per_client())
+            if held:
                 return await _answer(send, 429, f"Too many requests at once from your address ({held} waiting or "
                                                 "running); wait for them to finish.")
+        try:
+            return await self._bounded(scope, receive, send, address, path, method, upload, cap, size)
+        finally:
+            if joins:
+                _joined(address)
+
+    async def _bounded(self, scope, receive, send, address, path, method, upload, cap, size):
         if not _reserve(address, size):
             return await _answer(send, 429, "Too many request bodies at once from your address; try again shortly.")
         if upload and not UPLOADS.begin(address, size):
