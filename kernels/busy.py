@@ -3,8 +3,9 @@
 ``BusyWatch`` is a context manager around the measuring part of a benchmark. On Linux it reads the
 CPU time the whole machine spent busy (``/proc/stat``: user, nice, system, irq, softirq and steal,
 which is time a hypervisor gave to other guests) at the start and at the end, and the CPU time of
-this process and every process it started (``/proc/<pid>/stat``: utime + stime), sampled five times
-a second so that children which end meanwhile are counted too. What the machine spent that this process tree did not is *other work*: its
+this process and every process it started (``/proc/<pid>/stat``: utime + stime, plus cutime + cstime
+for the children each one reaped), sampled five times a second so that processes which end
+meanwhile are counted too. What the machine spent that this process tree did not is *other work*: its
 average over the wall time, in cores, says how much of the machine the benchmark had to share.
 
 ``note()`` gives one line for the benchmark's output. When other work averaged more than
@@ -35,9 +36,10 @@ def _machine_busy_s() -> float | None:
 
 
 def _proc_stats() -> dict:
-    """{(pid, start time): (ppid, own cpu seconds)} of every process readable in /proc. The start
-    time tells a reused pid apart; the cpu is utime + stime of the process itself, not of its
-    reaped children (those are counted while they live)."""
+    """{(pid, start time): (ppid, own cpu seconds, reaped children's cpu seconds)} of every process
+    readable in /proc. The start time tells a reused pid apart; own is utime + stime, the children's
+    is cutime + cstime: what the process's children (and theirs, when waited for) spent, added when
+    the process reaps them."""
     out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -48,45 +50,62 @@ def _proc_stats() -> dict:
         except OSError:  # gone meanwhile, or not ours to read
             continue
         rest = text[text.rfind(")") + 2:].split()  # the command name may hold spaces and brackets
-        out[(int(name), int(rest[19]))] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / _TICK)
+        out[(int(name), int(rest[19]))] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / _TICK,
+                                           (int(rest[13]) + int(rest[14])) / _TICK)
     return out
 
 
-def _tree(stats: dict, root: int) -> dict:
-    """{(pid, start): cpu seconds} of ``root`` and all its live descendants in ``stats``."""
+def _tree(stats: dict, root: int) -> list:
+    """The keys ``(pid, start)`` of ``root`` and all its live descendants in ``stats``."""
     children: dict = {}
-    for key, (ppid, _) in stats.items():
+    for key, (ppid, _, _) in stats.items():
         children.setdefault(ppid, []).append(key)
-    mine = {key: cpu for key, (_, cpu) in stats.items() if key[0] == root}
+    mine = [key for key in stats if key[0] == root]
     todo = list(mine)
     while todo:
         for key in children.get(todo.pop()[0], ()):
-            mine[key] = stats[key][1]
+            mine.append(key)
             todo.append(key)
     return mine
 
 
 class _TreeSampler:
     """CPU seconds this process tree spent since the start, sampled every ``interval`` seconds by a
-    daemon thread. Sampling is what counts the processes that end meanwhile: a browser's renderers,
+    daemon thread. Each process counts its own time and its reaped children's (cutime), so a child
+    that the tree waits for is counted whole, to its last tick, when its parent reaps it; such a
+    child's own samples then drop out (its parent's figure holds them). Sampling is what counts
+    the processes that end without a parent in the tree to reap them: a browser's renderers,
     orphaned when the browser closes, are reaped by init, and their time never reaches any
-    ``cutime`` of this tree. A process once seen in the tree stays counted after it is re-parented.
-    What a process spends after its last sample, or a child that lives and ends between two
-    samples, is missed (under ``interval`` each) and shows as other work."""
+    ``cutime`` of this tree. A process once seen in the tree stays counted after it is re-parented;
+    what such an orphan spends after its last sample, or a process that lives and ends between
+    two samples without a parent in the tree, is missed (under ``interval`` each) and shows as
+    other work."""
 
     def __init__(self, root: int, interval: float = 0.2):
         self.root, self.interval = root, interval
-        self.first = _tree(_proc_stats(), root)  # processes alive at the start count from here
-        self.last = dict(self.first)
+        self.first: dict = {}   # {key: cpu (own + reaped children's) at the start}
+        self.last: dict = {}    # {key: cpu at its latest sample}
+        self.parent: dict = {}  # {key: its parent's key, while that parent was in the tree}
+        self.reaped: set = set()  # keys gone while their parent in the tree lived: held in its cutime
+        self._sample()
+        self.first = dict(self.last)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="busy-watch", daemon=True)
         self._thread.start()
 
     def _sample(self) -> None:
         stats = _proc_stats()
-        self.last.update(_tree(stats, self.root))
+        by_pid = {pid: (pid, start) for pid, start in stats}
         # once seen in the tree, a process stays ours when its parent leaves and it is re-parented
-        self.last.update({key: stats[key][1] for key in self.last.keys() & stats.keys()})
+        ours = set(_tree(stats, self.root)) | (self.last.keys() & stats.keys())
+        for key in ours:
+            self.last[key] = stats[key][1] + stats[key][2]
+        for key in ours:
+            parent = by_pid.get(stats[key][0])
+            self.parent[key] = parent if parent in self.last else None
+        for key in self.last.keys() - stats.keys() - self.reaped:
+            if self.parent.get(key) in stats:  # it ended and its parent, still here, reaped it
+                self.reaped.add(key)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -96,7 +115,8 @@ class _TreeSampler:
         self._stop.set()
         self._thread.join()
         self._sample()
-        return sum(cpu - self.first.get(key, 0.0) for key, cpu in self.last.items())
+        return sum((0.0 if key in self.reaped else cpu) - self.first.get(key, 0.0)
+                   for key, cpu in self.last.items())
 
 
 def _load() -> float | None:
