@@ -8,7 +8,7 @@ Chromium through Playwright, throttles the link with the DevTools protocol
 - first paint: bytes the page downloads until the attention grid is drawn, and the time it takes;
 - redraw: after a dropdown change (the attention pattern, alternating between two values), the
   time from the click on the option (the page's own ``pointerdown``, read with ``performance.now()``)
-  until Plotly has drawn the grid of the new pattern (its ``plotly_afterplot`` event), the bytes
+  until the first animation frame that finds the grid of the new pattern drawn in the page, the bytes
   received by then, and the bytes of the whole redraw once the follow-up events are done, by kind:
   Gradio's event stream (every event's outputs), the page document (Chromium fetches it again after
   the share link rewrites the URL with ``history.replaceState``), other requests. The "harness"
@@ -43,16 +43,18 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]
 TITLE_JS = """(word) => { const e = document.querySelector('#attention-grid .js-plotly-plot');
   return !!(e && e.layout && e.layout.title && String(e.layout.title.text || e.layout.title).includes(word)); }"""
-# Before a click: note the page's time of the next pointerdown, and of the first plotly_afterplot of
-# the grid whose title names ``word`` (the new pattern drawn). Plotly keeps the same graph div across
-# Gradio's updates (``Plotly.react``), so one listener per click is enough; it removes itself.
+# Before a click: note the page's time of the next pointerdown, and of the first animation frame in
+# which the grid whose title names ``word`` (the new pattern) is in the page, drawn. Gradio 6's Plot
+# component mounts a new graph div for every new figure (a keyed block around Plotly's ``react``),
+# so a listener on the old div never hears the new draw: each frame looks the grid up again.
 ARM_JS = """(word) => { const t = window.__redraw = {down: 0, drawn: 0};
   document.addEventListener('pointerdown', () => { t.down = t.down || performance.now(); }, {capture: true, once: true});
-  const e = document.querySelector('#attention-grid .js-plotly-plot');
-  const done = () => { const title = e.layout && e.layout.title;
-    if (!t.drawn && title && String(title.text || title).includes(word)) { t.drawn = performance.now();
-      e.removeListener('plotly_afterplot', done); } };
-  e.on('plotly_afterplot', done); }"""
+  const tick = (now) => { const e = document.querySelector('#attention-grid .js-plotly-plot');
+    const title = e && e.layout && e.layout.title;
+    if (title && String(title.text || title).includes(word) && e.querySelector('.main-svg .heatmaplayer')) {
+      t.drawn = performance.now(); return; }
+    requestAnimationFrame(tick); };
+  requestAnimationFrame(tick); }"""
 DRAWN_JS = "() => { const t = window.__redraw; return t && t.down && t.drawn ? (t.drawn - t.down) / 1000 : null; }"
 
 

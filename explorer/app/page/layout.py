@@ -37,6 +37,7 @@ from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.app.controls.share_js import LONG_LINK_HEAD
+from explorer.app.page.transport import COMPRESSION
 from explorer.runtime.presets import CUSTOM, PRESET_INFO, available
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig
@@ -61,7 +62,7 @@ MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 by
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb", "head": LONG_LINK_HEAD,
                   "state_session_capacity": SESSIONS, "show_error": True,
                   # bodies, uploads, queue places and sessions bounded per request and per client address
-                  "app_kwargs": {"middleware": [Middleware(RequestLimits)]}}
+                  "app_kwargs": {"middleware": [Middleware(RequestLimits), COMPRESSION]}}
 ERROR_CHARS = 600             # Gradio's error messages (its validation quotes a refused value whole) cut to this
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
 
