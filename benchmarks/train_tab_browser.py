@@ -1,7 +1,7 @@
 """The Train tab in Debian's Chromium at 1280x720 while it trains: does it fit one screen, how far the
 drawn step lags the trainer, and how busy the page's main thread is.
 
-    python -m benchmarks.train_tab_browser [--root DIR] [--seconds 20] [--steps 2000]
+    python -m benchmarks.train_tab_browser [--root DIR] [--seconds 20] [--steps 2000] [--click-every 1]
 
 Serves ``python app.py`` from ``--root`` (default: this checkout; another checkout measures the code
 before a change) on a free port, opens it in headless Chromium (Playwright) at 1280x720, opens the
@@ -11,6 +11,10 @@ Train tab and prints:
   against the viewport's 720 px;
 - while training ``--steps`` steps for ``--seconds`` seconds: the status redraws per second, and the
   main thread's busy fraction (the sum of the ``longtask`` entries, tasks over 50 ms, in the window);
+- the page's answer to clicks while it trains: a click on the status line about every
+  ``--click-every`` seconds, timed by Chromium's Event Timing API (``PerformanceEventTiming``: from
+  the input to the next paint after its handlers ran; entries exist only for events of 16 ms and
+  more, so a click without one answered faster): the worst and the median, target <= 100 ms;
 - then ❚❚ Pause: the seconds until the page shows "stopped at step N", and the lag in steps between
   the last step drawn before the pause and N (snapshots queued on their way to the page show as both);
 - the JSON bytes of the three figures of one snapshot (the payload of one redraw), server side.
@@ -24,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -38,9 +43,11 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 
 # what the page records from its first script on: long tasks, and each step the status shows (page time)
 INIT_JS = """(() => {
-  window.__long = []; window.__steps = [];
+  window.__long = []; window.__steps = []; window.__events = [];
   new PerformanceObserver(l => l.getEntries().forEach(e => window.__long.push([e.startTime, e.duration])))
     .observe({type: 'longtask', buffered: true});
+  new PerformanceObserver(l => l.getEntries().forEach(e => window.__events.push([e.name, e.startTime, e.duration])))
+    .observe({type: 'event', durationThreshold: 16, buffered: true});
   const watch = () => {
     const el = document.querySelector('#train-status');
     if (!el) { setTimeout(watch, 200); return; }
@@ -96,7 +103,7 @@ def _payload_bytes() -> dict:
     return {name: len(fig.to_json()) for name, fig in zip(("curves", "attention", "grads"), last[2:])}
 
 
-def measure(url: str, seconds: float, steps: int) -> dict:
+def measure(url: str, seconds: float, steps: int, click_every: float = 1.0) -> dict:
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -123,8 +130,12 @@ def measure(url: str, seconds: float, steps: int) -> dict:
         page.click("#train-play")
         page.wait_for_function("() => window.__steps.length > 0", timeout=180_000)
         t0 = page.evaluate("() => performance.now()")
-        page.wait_for_timeout(int(seconds * 1000))
-        t1, drawn = page.evaluate("() => [performance.now(), window.__steps.slice()]")
+        clicks, status = [], page.locator("#train-status")
+        while page.evaluate("() => performance.now()") - t0 < seconds * 1000:
+            clicks.append(page.evaluate("() => performance.now()"))
+            status.click(timeout=10_000)
+            page.wait_for_timeout(int(click_every * 1000))
+        t1, drawn, events = page.evaluate("() => [performance.now(), window.__steps.slice(), window.__events.slice()]")
         page.click("#train-pause")
         t_pause = page.evaluate("() => performance.now()")
         page.wait_for_function("() => document.querySelector('#train-status').innerText.includes('stopped at step')",
@@ -134,10 +145,17 @@ def measure(url: str, seconds: float, steps: int) -> dict:
         longs = page.evaluate("() => window.__long.slice()")
         browser.close()
     busy = sum(max(0.0, min(s + d, t1) - max(s, t0)) for s, d in longs)
+    # each click's slowest event (pointerdown, pointerup, click) from its input to the next paint; 0 when
+    # none reached the 16 ms threshold of the Event Timing API
+    answers = [max([d for name, s, d in events if name in ("pointerdown", "pointerup", "click") and c <= s < c + 1000]
+                   or [0.0]) for c in clicks]
     in_window = [s for t, s in drawn if t0 <= t <= t1]
     return {"viewport_h": 720, "top_bottom_px": fit, "window_s": round((t1 - t0) / 1000, 1),
             "redraws_per_s": round(len(in_window) / ((t1 - t0) / 1000), 2),
             "main_thread_busy": round(busy / (t1 - t0), 3),
+            "clicks": len(answers), "click_to_paint_ms_max": round(max(answers or [0.0])),
+            "click_to_paint_ms_median": round(statistics.median(answers)) if answers else None,
+            "clicks_over_100_ms": sum(a > 100 for a in answers),
             "last_drawn_step_before_pause": drawn[-1][1] if drawn else None, "stopped_at_step": stopped,
             "lag_steps": stopped - (drawn[-1][1] if drawn else 0), "pause_to_shown_s": round((t_stop - t_pause) / 1000, 2)}
 
@@ -147,12 +165,13 @@ def main(argv=None) -> None:
     ap.add_argument("--root", default=str(ROOT), help="checkout whose app.py is served (default: this one)")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--click-every", type=float, default=1.0, help="seconds between clicks while training")
     ap.add_argument("--no-payload", action="store_true", help="skip the server-side payload measurement")
     a = ap.parse_args(argv)
     with tempfile.NamedTemporaryFile("w", prefix="train-tab-browser-", suffix=".log") as log:
         proc, url = _serve(Path(a.root), log)
         try:
-            out = measure(url, a.seconds, a.steps)
+            out = measure(url, a.seconds, a.steps, a.click_every)
         finally:
             os.killpg(proc.pid, signal.SIGTERM)  # the server this script started, its own process group
             proc.wait(timeout=30)
