@@ -238,13 +238,30 @@ def control_ui(values: dict) -> tuple:
     return vis, plain
 
 
+FIELD_DIGEST_CHARS = 6  # hex characters per control in ``state["ui"]``: 82 controls -> 492 characters a session
+
+
+def field_digests(plain: dict) -> str:
+    """One short digest per control of its look (visibility, note, marked choices), in
+    ``CONTROL_FIELDS`` order: what ``state["ui"]`` keeps (a string, so a session's state stays small)."""
+    return "".join(digest(plain.get(n))[:FIELD_DIGEST_CHARS] for n in CONTROL_FIELDS)
+
+
+def _field_digest(sig, i: int) -> str | None:
+    part = sig[i * FIELD_DIGEST_CHARS:(i + 1) * FIELD_DIGEST_CHARS] if isinstance(sig, str) else ""
+    return part if len(part) == FIELD_DIGEST_CHARS else None
+
+
 def control_outputs(values: dict, state: dict) -> tuple:
-    """Control updates only when they differ from what the page shows (``state["ui"]``)."""
+    """Updates of the controls whose look differs from what the page shows (``state["ui"]``, one
+    digest per control), ``gr.skip()`` for the others; and the new digests. Picking a pattern that
+    shows one more field re-sends that field, not every dropdown with its whole list of choices
+    (each update the page applies costs its main thread; each re-send is a copy in Gradio's session)."""
     ups, plain = control_ui(values)
-    sig = digest(plain)
-    if sig == state.get("ui"):
-        return {n: gr.skip() for n in CONTROL_FIELDS}, sig
-    return ups, sig
+    sig = field_digests(plain)
+    shown = state.get("ui")
+    return {n: ups[n] if n in ups and _field_digest(sig, i) != _field_digest(shown, i) else gr.skip()
+            for i, n in enumerate(CONTROL_FIELDS)}, sig
 
 
 def adjust_causal(values: dict) -> tuple:
@@ -269,8 +286,9 @@ def adjust_causal(values: dict) -> tuple:
 
 @functools.lru_cache(maxsize=64)
 def ui_digest(cfg: ModelConfig) -> str:
-    """Digest of the controls' look for a config (memoised: every handler reading a state needs the default's)."""
-    return digest(control_ui(cfg.to_dict())[1])
+    """``field_digests`` of the controls' look for a config (memoised: every handler reading a state
+    needs the default's)."""
+    return field_digests(control_ui(cfg.to_dict())[1])
 
 
 def preset_update(match: str) -> dict:

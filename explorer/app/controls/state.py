@@ -1,7 +1,7 @@
 """The per-session state of the main redraw chain: tiny, and never the figures, the text or the config.
 
-``{"drawn": digest of what the attention figures show, "fresh": drawn by the last edit, "ui": digest
-of the controls' look, "sweep": the last sweep's records (for the export)}``. A commit whose digest
+``{"drawn": digest of what the attention figures show, "fresh": drawn by the last edit, "ui": a short digest
+per control of its look, "sweep": the last sweep's records (for the export)}``. A commit whose digest
 equals ``drawn`` redraws nothing; the later events of the chain skip unless ``fresh``; unchanged
 controls are not re-sent (each re-send would store a copy in Gradio's session).
 """

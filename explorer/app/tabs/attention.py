@@ -114,8 +114,8 @@ def refresh_attention(values: dict, text, state, keep_status: bool = False, sepa
 def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats: bool, weights) -> dict:
     values, note = adjust_causal(dict(values))
     controls, sig = control_outputs(values, state)
-    if note:
-        controls["causal"] = gr.update(value=values["causal"])
+    if note:  # the flipped box, with its look when that changed too
+        controls["causal"] = {**controls["causal"], "value": values["causal"]}
     unchanged = {**{k: gr.skip() for k in FIGURES}, "share_qs": gr.skip(), "preset": gr.skip()}
     # the separator box and the sweep's axis follow the architecture whatever happens next (a missing
     # separator is the error the user must be able to fix)

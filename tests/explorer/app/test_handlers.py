@@ -13,7 +13,15 @@ import plotly.io as pio
 import pytest
 
 from explorer.app.api import endpoints as ui_api
-from explorer.app.controls.fields import CONTROL_FIELDS, choice_marks, config_values, values_to_config, visibility_updates
+from explorer.app.controls.fields import (
+    CONTROL_FIELDS,
+    FIELD_DIGEST_CHARS,
+    choice_marks,
+    config_values,
+    control_ui,
+    values_to_config,
+    visibility_updates,
+)
 from explorer.app.api.export import cleanup_export, export_files
 from explorer.app.controls.share import DEFAULT_TEXT
 from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
@@ -91,7 +99,8 @@ def test_refresh_attention_draws_shares_and_keeps_a_tiny_state():
     assert "n_layers=2" in out["share_qs"] and "text=hello" in out["share_qs"]
     state = out["state"]
     assert state["fresh"] and set(state) == {"drawn", "fresh", "ui", "sweep", "arch"}
-    assert len(json.dumps(state)) < 200  # no text, no config, no figure in the session state
+    # no text, no config, no figure in the session state: two digests and a short one per control
+    assert len(json.dumps(state)) < 150 + len(CONTROL_FIELDS) * FIELD_DIGEST_CHARS
     again = h.refresh_attention(_values(), "hello", state)  # a commit that changes nothing
     assert all(_is_skip(again[k]) for k in (*h.FIGURES, "share_qs")) and not again["state"]["fresh"]
     assert all(_is_skip(again[n]) for n in CONTROL_FIELDS)  # controls not re-sent either
@@ -253,3 +262,18 @@ def test_a_config_matching_a_preset_is_said_not_switched():
     assert "value" not in out["preset"] and out["preset"]["info"].startswith("The controls match BLOOM (2022).")
     out = h.refresh_attention(_values(), "hello", new_state())
     assert out["preset"]["value"] == CUSTOM and "match" not in out["preset"]["info"]
+
+
+def test_a_commit_resends_exactly_the_controls_whose_look_changed():
+    """Picking a pattern re-sends the controls whose visibility, note or choices differ (the reference:
+    ``control_ui`` of the two configs compared field by field), each as ``control_ui`` makes it, and
+    skips the rest, where it used to re-send every control with its whole list of choices."""
+    before = _values()
+    first = h.refresh_attention(before, "hello", new_state())
+    after = {**before, "attention": "sliding_window"}
+    out = h.refresh_attention(after, "hello", first["state"])
+    old_plain, (new_ups, new_plain) = control_ui(before)[1], control_ui(after)
+    changed = {n for n in CONTROL_FIELDS if old_plain.get(n) != new_plain.get(n)}
+    assert changed and len(changed) < len(CONTROL_FIELDS) / 2, changed
+    assert {n for n in CONTROL_FIELDS if not _is_skip(out[n])} == changed
+    assert all(out[n] == new_ups[n] for n in changed)
