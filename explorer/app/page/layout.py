@@ -21,6 +21,7 @@ from explorer.app.controls.fields import (
     CONTROL_FIELDS,
     SIZE_FIELDS,
     choice_marks,
+    config_values,
     make_control,
     unused_categories,
     visible_fields,
@@ -95,7 +96,8 @@ def build_app() -> gr.Blocks:
             "trained": gr.State(None, time_to_live=3600),  # the Train tab's snapshot (analysis.weights)
             "pinned": gr.State(None),                      # the config pinned as A (Compare A/B)
             "history": gr.State([cfg.to_dict()]),          # configs drawn so far, for Undo
-        }
+            "committed": gr.State(config_values(cfg)),     # the controls the last grid was drawn with: the
+        }                                                  # chain's later stages read them (controls.committed)
         gr.HTML(header())
         with gr.Row(elem_id="view-buttons"):
             comps["reset"] = gr.Button("Reset to defaults", size="sm", elem_id="reset", scale=0, min_width=150)

@@ -24,6 +24,7 @@ import gradio as gr
 from explorer.app.api import endpoints as api
 from explorer.app.api.export import cleanup_export, export_files, export_inputs
 from explorer.app.controls import checkpoint_door, train_source
+from explorer.app.controls.committed import committing, from_committed
 from explorer.app.controls import history as undo_history
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, Components, picked
@@ -55,7 +56,7 @@ COLLAPSE_JS = ("() => { document.body.classList.toggle('controls-hidden'); "
 
 ATTENTION_IN = (*CONTROL_FIELDS, "text", "separator", "trained", "weights", "state", "history", "grid_layers",
                 "grid_heads", "train_synced", "ckpt_extra")
-ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "separator", "sweep_axis", "text",
+ATTENTION_OUT = (*CONTROL_FIELDS, *FIGURES, "status", "share_qs", "preset", "state", "committed", "separator", "sweep_axis", "text",
                  "weights", "trained", "history", "weights_md", "weights_show", *train_source.OUTPUTS)
 FILL_OUT = (*CONTROL_FIELDS, *FILL)
 LINK_OUT = (*FILL_OUT, "tabs", "grid_layers", "grid_heads", "weights", "ckpt_extra")  # and the tabs' link_outputs
@@ -105,8 +106,8 @@ def stage_event(ui: Components, stage: str, on_load: bool) -> dict:
     steps = stage_steps(stage)
     names = tuple(dict.fromkeys(n for step in steps for n in _inputs(step, on_load)))
     outputs = tuple(dict.fromkeys(n for step in steps for n in step.outputs))
-    return dict(fn=ui.handler(weights_switch.with_weights(stage_handler(stage, on_load))),
-                inputs=ui.inputs(*CONTROL_FIELDS, *names, *WEIGHTS_IN), outputs=ui.outputs(*outputs),
+    return dict(fn=ui.handler(from_committed(weights_switch.with_weights(stage_handler(stage, on_load)))),
+                inputs=ui.inputs("committed", *names, *WEIGHTS_IN), outputs=ui.outputs(*outputs),
                 show_progress="minimal" if stage == "detail" else "hidden",
                 show_progress_on=ui.outputs(*(steps[0].progress_on or steps[0].outputs[:1])), concurrency_id="compute",
                 **QUIET)
@@ -126,7 +127,7 @@ def redraw_chain(ui: Components, first, name: str, on_load: bool = False):
                 **train_source.follow(without_checkpoint(values), train_synced)}  # Train tab's model when the
                                                                                    # controls changed
 
-    grid_event = dict(fn=ui.handler(weights_switch.attention_with_weights(attention)),
+    grid_event = dict(fn=ui.handler(committing(weights_switch.attention_with_weights(attention))),
                       inputs=ui.inputs(*ATTENTION_IN), outputs=ui.outputs(*ATTENTION_OUT), show_progress="minimal",
                       show_progress_on=ui.outputs("grid"), api_name=f"{name}_attention", concurrency_id="compute",
                       **QUIET)
