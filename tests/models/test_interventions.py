@@ -6,17 +6,13 @@ import torch
 
 from models import ConfigError, ModelConfig, build_model
 from models.interventions import Interventions
+from perturbed import perturbed_model
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64, vocab_size=50, position="rope", seed=3)
 
 
 def small_model(**fields):
-    model = build_model(ModelConfig(**{**SMALL, **fields}))
-    with torch.no_grad():  # non-trivial norms and biases, so that a term forgotten in a sum shows
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                p.add_(0.1 * torch.randn_like(p))
-    return model.eval()
+    return perturbed_model(SMALL, **fields)
 
 
 def tokens(seed=0, n=24, vocab=50):
