@@ -20,7 +20,11 @@ over and a wider window gets the server's layout back):
 * other figures narrower than ``NARROW`` px: their panels stacked in one column (subplot titles and
   colour bars move with their panel), the legend below the plot, token axes labelled every n-th
   token so that labels never touch, and a single heatmap no taller than it is wide;
-* the zoomed head (``ZOOM``) in presentation mode: one screen tall, its token labels thinned likewise.
+* the zoomed head (``ZOOM``) in presentation mode: one screen tall, its token labels thinned likewise;
+* other figures in presentation mode: an axis of slanted category labels (the Surgery table's changes)
+  laid out at the projected type's sizes (``PRESENT_TICK``, ``PRESENT_TITLE``: assets/style.css), which
+  Plotly otherwise does not know of: it makes room for the labels at the size it knows, and the first
+  labels, a fifth longer, ran past the figure's left edge.
 
 On a phone the figure column comes first (assets/style.css) and ``JUMP_JS``'s button
 (``explorer.app.page.phone_jump_js``) jumps between the controls and the open tab's first figure.
@@ -32,11 +36,13 @@ from explorer.app.page.phone_jump_js import JUMP_JS
 NARROW = 600     # px: a figure narrower than this gets the narrow layout
 MIN_PANEL = 96   # px: the smallest attention panel of a narrow grid
 ZOOM = "#zoom-plot, #stack-zoom"  # the zoomed heads: one screen tall in presentation mode
+PRESENT_TICK, PRESENT_TITLE = 18, 20  # px: presentation mode's tick labels and axis titles (assets/style.css)
 
 LAYOUT_JS = """() => {
   if (window.__phoneLayout) return;
   const ZOOM = '""" + ZOOM + """';
   const NARROW = """ + str(NARROW) + """, MIN_PANEL = """ + str(MIN_PANEL) + """;
+  const PRESENT_TICK = """ + str(PRESENT_TICK) + """, PRESENT_TITLE = """ + str(PRESENT_TITLE) + """;
   const state = window.__phoneLayout = {adapted: 0};
   const body = document.body, present = () => body.classList.contains('presentation');
   const seg = (k) => { const m = k.match(/^(\\w+)\\[(\\d+)\\]$/); return m ? [m[1], +m[2]] : [k]; };
@@ -157,6 +163,26 @@ LAYOUT_JS = """() => {
     return out;
   };
 
+  // projected: slanted category labels at the size the page shows them, so that Plotly's margins hold them;
+  // the figure grows by the depth they and their axis title gain, so that its plot area keeps its height
+  const slantPlan = (gd, orig) => {
+    const full = gd._fullLayout, out = {};
+    let extra = 0;
+    for (const name of Object.keys(orig).filter((k) => /^xaxis\\d*$/.test(k))) {
+      const angle = get(orig, name + '.tickangle');
+      if (!angle || Math.abs(angle) === 90 || get(orig, name + '.tickmode') === 'array' || !full[name]) continue;
+      const tick = get(orig, name + '.tickfont.size') || get(orig, 'font.size') || 12;
+      const title = get(orig, name + '.title.font.size') || get(orig, 'font.size') || 12;
+      const chars = Math.max(0, ...(full[name]._categories || []).map((c) => plain(c).length));
+      const sin = Math.abs(Math.sin(angle * Math.PI / 180));
+      extra = Math.max(extra, Math.ceil(chars * 0.6 * (PRESENT_TICK - tick) * sin + 1.3 * (PRESENT_TITLE - title)));
+      out[name + '.tickfont.size'] = PRESENT_TICK;
+      out[name + '.title.font.size'] = PRESENT_TITLE;
+    }
+    if (extra > 0) out.height = (orig.height || full.height) + extra;
+    return out;
+  };
+
   // narrow non-grid figures: panels in one column, legend below, fewer token labels, heatmaps not too tall
   const stackPlan = (gd, orig, bars, W) => {
     const full = gd._fullLayout, out = {}, traces = {}, m = orig.margin || {};
@@ -272,6 +298,7 @@ LAYOUT_JS = """() => {
     if (isGrid(gd)) plan.layout = gridPlan(gd, st.copy, W, fitH);
     else if (W < NARROW) plan = stackPlan(gd, st.copy, st.bars, W);
     else if (present() && gd.closest(ZOOM)) plan.layout = zoomPlan(gd, st.copy);
+    else if (present()) plan.layout = slantPlan(gd, st.copy);
     const lay = {}, tr = {};
     for (const k of st.keys) if (!(k in plan.layout)) lay[k] = get(st.copy, k) ?? null;  // back to the server's
     for (const k of st.traceKeys) if (!(k in plan.traces))

@@ -26,7 +26,8 @@ from explorer.app.tabs.contract import Landing, Page, Step, Tab
 from explorer.app.controls.state import drawn_config, read_state
 from explorer.figures.base import message_figure
 from explorer.figures.readings import loss_line
-from explorer.figures.surgery import difference_grid, table_figure, table_markdown, unmoved
+from explorer.figures.surgery import difference_grid, moved_fraction, moved_sentence, table_figure, \
+    table_markdown, unmoved
 from explorer.runtime.untrusted import shown
 from models import ConfigError, ModelConfig
 from models.attention import pattern_mask
@@ -85,6 +86,8 @@ def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -
         why = why_unmoved(origin.config, cfg, len(diff[0].tokens)) \
             if diff and unmoved(diff[0].attention, diff[1].attention) else ""
         md += f" {why}" if why else ""
+        if diff and not why and diff[0].attention.shape == diff[1].attention.shape:
+            md += " " + moved_sentence(moved_fraction(diff[0].attention, diff[1].attention))
         fig = difference_grid(diff[0].attention, diff[1].attention, diff[0].tokens, _changes(cfg, diff[3]),
                               origin.name, what=origin.kind, why_unmoved=why) if diff else empty
     elif ckpt or (weights is not None and bundled.bundle_for(cfg) is not None):
