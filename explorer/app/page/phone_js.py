@@ -78,7 +78,7 @@ LAYOUT_JS = """() => {
     const font = present() ? Math.max(16, Math.min(20, Math.round(size / 6))) : Math.max(9, Math.min(16, Math.round(size / 7.5)));
     (orig.annotations || []).forEach((a, i) => {
       if (!/ domain$/.test(String(a.xref || ''))) return;
-      const full = a.text, [mid, short] = code(full);
+      const full = a._label || a.text, [mid, short] = code(full);  // _label: the server's, kept by prefit
       const text = [full, mid, short].find((t) => textW(t, font) <= size - 4) || short;
       out[`annotations[${i}].text`] = text;
       out[`annotations[${i}].hovertext`] = text === full ? null : plain(full);
@@ -314,6 +314,46 @@ LAYOUT_JS = """() => {
     if ('height' in lay) Object.assign(lay, {width: null, autosize: true});
     P.update(gd, tr, lay);
   };
+
+  // Before Plotly draws a grid on a laptop-wide figure, its head labels are fitted already (the
+  // server's text kept as `_label`), so the fit after the draw finds nothing to change: otherwise
+  // every redraw drew the grid twice (Gradio mounts a new graph div per figure: the second draw, a
+  // relayout of 16 labels, cost ~140 ms of the main thread). Narrow and projected grids, whose panels
+  // move, are still laid out after the draw.
+  const prefit = (gd, data, layout) => {
+    if (!layout || !Array.isArray(data) || !data.length || present() || !isGrid({data})) return;
+    const W = Math.round(gd.getBoundingClientRect().width), m = layout.margin || {};
+    if (!W || W < NARROW || !layout.height || m.t == null) return;
+    const xa = layout[axisName(data[0].xaxis, 'x')] || {}, ya = layout[axisName(data[0].yaxis, 'y')] || {};
+    const xd = xa.domain || [0, 1], yd = ya.domain || [0, 1];
+    const size = Math.min((xd[1] - xd[0]) * (W - (m.l || 0) - (m.r || 0) - 60),
+                          (yd[1] - yd[0]) * (layout.height - m.t - (m.b || 0)));
+    const out = {};
+    fitLabels(layout, size, out);
+    (layout.annotations || []).forEach((a, i) => {
+      if (!(`annotations[${i}].text` in out)) return;
+      a._label = a._label || a.text;
+      a.text = out[`annotations[${i}].text`];
+      a.hovertext = out[`annotations[${i}].hovertext`] ?? undefined;
+      a.font = {...(a.font || {}), size: out[`annotations[${i}].font.size`]};
+    });
+  };
+  const wrap = (P) => {
+    if (!P || P.__prefit) return P;
+    const react = P.react;
+    P.react = function (gd, data, layout, ...rest) {
+      try { prefit(gd, data, layout); } catch (e) { console.warn('grid prefit', e); }
+      return react.call(this, gd, data, layout, ...rest);
+    };
+    P.__prefit = true;
+    return P;
+  };
+  if (window.Plotly) wrap(window.Plotly);
+  else {  // Gradio's plot module sets window.Plotly when it loads: wrap it then
+    let plotly;
+    Object.defineProperty(window, 'Plotly', {configurable: true, enumerable: true,
+      get: () => plotly, set: (v) => { plotly = wrap(v); }});
+  }
 
   const seen = new WeakSet(), pending = new Set();
   let frame = 0;
