@@ -26,6 +26,10 @@ over and a wider window gets the server's layout back):
   Plotly otherwise does not know of: it makes room for the labels at the size it knows, and the first
   labels, a fifth longer, ran past the figure's left edge.
 
+A laptop-wide grid's labels are fitted *before* Plotly draws it (the script wraps ``Plotly.react``,
+which Gradio's plot component calls on a new graph div for every figure), so the fit after the draw
+finds nothing to change and the grid is drawn once, not twice.
+
 On a phone the figure column comes first (assets/style.css) and ``JUMP_JS``'s button
 (``explorer.app.page.phone_jump_js``) jumps between the controls and the open tab's first figure.
 ``PHONE_JS`` installs both; run twice, it changes nothing.
