@@ -7,19 +7,15 @@ import torch.nn.functional as F
 
 from explorer.analysis.patching import (ablate, head_means, patch_heads, reference_ids, seq2seq_default_pair)
 from explorer.analysis.seq2seq_ids import Seq2SeqIds, TRAINED_SOURCE, pair_ids
-from models import ConfigError, ModelConfig, build_model
+from models import ConfigError, ModelConfig
+from perturbed import perturbed_model
 
 SMALL = dict(architecture="encoder_decoder", d_model=32, n_heads=4, n_layers=2, n_encoder_layers=2, max_len=64,
              vocab_size=128, position="rope", seed=11)
 
 
 def perturbed(**fields):
-    model = build_model(ModelConfig(**{**SMALL, **fields}))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                p.add_(0.2 * torch.randn_like(p))
-    return model.eval()
+    return perturbed_model(SMALL, scale=0.2, **fields)
 
 
 def clean_and_corrupted():
