@@ -62,8 +62,10 @@ MAX_TEXT_CHARS = 4096         # the text box refuses more (only the first 256 by
 # uploads: config JSON (refused above 100 kB by its handler) and the Train tab's trained models
 LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file_size": "24mb", "head": LONG_LINK_HEAD,
                   "state_session_capacity": SESSIONS, "show_error": True,
-                  # bodies, uploads, queue places and sessions bounded per request and per client address
-                  "app_kwargs": {"middleware": [Middleware(RequestLimits), COMPRESSION]}}
+                  # bodies, uploads, queue places and sessions bounded per request and per client address;
+                  # compression outside the limits: it compresses answers they have already cut, and they
+                  # read answers (an upload's paths, an error's fields) uncompressed
+                  "app_kwargs": {"middleware": [COMPRESSION, Middleware(RequestLimits)]}}
 ERROR_CHARS = 600             # Gradio's error messages (its validation quotes a refused value whole) cut to this
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
 
