@@ -28,7 +28,7 @@ ZeroGPU Space each call is a short GPU burst and nothing unpicklable crosses to 
 What the timings exclude: building the model, its first run (lazy initialisation, profiler start-up)
 and, on CUDA, each length's first run (Triton compiling the kernels for that shape). These untimed
 runs are repeated until one fits the time budget while each gets further through the model than the
-one before (``_settle``): a compile that took longer than the budget is reported in the length's
+one before (``sweep_runs.settle``): a compile that took longer than the budget is reported in the length's
 record as ``compile_s`` (and the ``reason``), not as a time-out. Triton keeps compiled kernels in a
 lasting ``TRITON_CACHE_DIR`` (``explorer.runtime.device``), so a restart compiles nothing again. Nor,
 per length, the block-sparse layout and its execution plan, which are built once per (pattern,
@@ -65,8 +65,9 @@ import torch
 
 import kernels
 from explorer.analysis.core_timer import CoreTimer
+from explorer.analysis.sweep_runs import (intra_op_threads, n_runs, predicted_s, run_dtype, settle, timed_ms,
+                                          timer_name, work)
 from explorer.runtime import budget as request_budget
-from explorer.runtime import settings
 from explorer.runtime.cache import release_memory
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import default_threads, gpu
@@ -121,32 +122,11 @@ def _inputs(cfg: ModelConfig, sizes: tuple, batch: int, dev, seed: int) -> tuple
     return tuple(torch.randint(0, cfg.vocab_size, (batch, n), generator=gen).to(dev) for n in sizes)
 
 
-def _work(model, tokens, mode: str, dev):
-    """The closure timed: a forward (no grad) or a forward + backward, bf16 autocast on CUDA.
-    ``tokens`` is the tuple of the model's arguments."""
-    dev = torch.device(dev)
-    cast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if dev.type == "cuda" else contextlib.nullcontext
-    if mode == "forward":
-        def run():
-            with torch.no_grad(), cast():
-                model(*tokens)
-    else:
-        def run():
-            try:
-                with cast():
-                    out = model(*tokens)
-                    loss = out.logits.float().logsumexp(-1).mean() + out.aux_loss
-                loss.backward()
-            finally:  # an abandoned backward leaves partial grads: clear them either way
-                model.zero_grad(set_to_none=True)
-    return run
-
-
 def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others=0, attn_ms=None):
     return {"seq_len": int(L), "ms": ms, "attn_ms": attn_ms, "peak_bytes": peak, "backend": backend, "status": status,
             "reason": reason, "mode": mode, "device": str(dev), "threads": torch.get_num_threads(),
-            "memory_method": memory_method(dev), "others": int(others), "timer": _timer_name(dev),
-            "dtype": str(_dtype(dev)).removeprefix("torch.")}
+            "memory_method": memory_method(dev), "others": int(others), "timer": timer_name(dev),
+            "dtype": str(run_dtype(dev)).removeprefix("torch.")}
 
 
 def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
@@ -237,7 +217,7 @@ def measure_length(cfg: ModelConfig, L: int, mode: str, *, batch: int, repeats: 
     if stop():
         return _record(L, "cancelled", "not run", mode, dev, reason="cancelled")
     try:
-        with _threads(threads):
+        with intra_op_threads(threads):
             model, first = _sweep_model(cfg, dev)
             guard = Guard(stop)
             with guard.installed(model, backward=mode != "forward"):
@@ -275,16 +255,6 @@ def _acquire(lock, stopped, poll_s: float = 0.1) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _threads(n: int):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(n)))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def backend_label(ran: list, cfg: ModelConfig, dev) -> str:
     """The distinct names ``kernels.attention`` reported, in call order; a mechanism that never
     calls it (linear / low-rank / LSH attention compute their own products) says so."""
@@ -292,67 +262,6 @@ def backend_label(ran: list, cfg: ModelConfig, dev) -> str:
     if not names:
         return f"torch-{torch.device(dev).type} ({cfg.attention}: own PyTorch code, no kernels.attention call)"
     return " + ".join(names)
-
-
-def _dtype(dev) -> torch.dtype:
-    return torch.bfloat16 if torch.device(dev).type == "cuda" else torch.float32
-
-
-def _timer_name(dev) -> str:
-    return "CUDA events" if torch.device(dev).type == "cuda" else "perf_counter"
-
-
-def _timed_ms(run, dev, n: int, budget: float, guard: Guard, cores: CoreTimer | None = None) -> tuple:
-    """``(ms, attn_ms)``: median ms of ``n`` runs (stops once their total exceeds ``budget``; at least one
-    run) and the median of their attention cores' summed time (None without ``cores``).
-    CUDA: events recorded on the stream around each run; CPU: wall time."""
-    times, attn, spent = [], [], 0.0
-    cuda = torch.device(dev).type == "cuda"
-    for _ in range(n):
-        if cores is not None:
-            cores.reset()
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            dt = start.elapsed_time(end) / 1000.0
-        else:
-            t0 = time.perf_counter()
-            run()
-            dt = time.perf_counter() - t0
-        times.append(dt)
-        if cores is not None:
-            attn.append(cores.seconds())
-        spent += dt
-        if spent > budget:
-            break
-        guard.check()
-    times.sort()
-    attn.sort()
-    return 1000.0 * times[len(times) // 2], (1000.0 * attn[len(attn) // 2] if attn else None)
-
-
-def _predicted_s(history: list, L: int) -> float | None:
-    """Time at ``L`` extrapolated from the measured scaling of the last two lengths (slope in [1, 2])."""
-    if not history:
-        return None
-    (l1, t1) = history[-1]
-    slope = 2.0
-    if len(history) >= 2:
-        (l0, t0) = history[-2]
-        if t0 > 0 and t1 > 0 and l1 > l0:
-            slope = min(2.0, max(1.0, math.log(t1 / t0) / math.log(l1 / l0)))
-    return t1 * (L / l1) ** slope
-
-
-def _n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int:
-    """Timed runs: at least ``min_repeats``, more (up to ``repeats``) while the runs, predicted from the
-    warm-up's duration, stay within ``min(1 s, budget / 4)``; ``median_ms`` stops at ``budget``."""
-    if warm_s <= 0:
-        return repeats
-    return max(1, min(repeats, max(min_repeats, math.ceil(min(1.0, budget / 4) / warm_s))))
 
 
 def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
@@ -369,7 +278,7 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
         return _record(L, "oom", "not run", mode, dev,
                        reason=f"skipped: the hidden states alone need {need / 2**30:.1f} GiB, "
                               f"{avail / 2**30:.1f} GiB available")
-    pred = _predicted_s(history, L)
+    pred = predicted_s(history, L)
     if pred is not None and pred > budget:
         return _record(L, "timeout", "not run", mode, dev,
                        reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s")
@@ -385,11 +294,11 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
 def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair=None) -> dict:
     backend, peak = "not run", None
     try:
-        run = _work(model, _inputs(cfg, input_lengths(cfg, L, *(pair or ())), batch, dev, L), mode, dev)
+        run = work(model, _inputs(cfg, input_lengths(cfg, L, *(pair or ())), batch, dev, L), mode, dev)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
         compile_s = None
         if first or dev.type == "cuda":  # one-time costs: lazy init and, on CUDA, Triton compiling this shape
-            compile_s = _settle(run, sync, model, guard, budget)
+            compile_s = settle(run, sync, model, guard, budget)
         if first:
             measure_peak(lambda: None, dev)  # the profiler's start-up, outside the profiled warm-up
         sync()
@@ -404,7 +313,7 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
                            reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
         timer = CoreTimer(model, dev) if mode == "forward" else None
         with guard.run_until(budget), (timer or contextlib.nullcontext()):
-            ms, attn_ms = _timed_ms(run, dev, _n_runs(warm, repeats, min_repeats, budget), budget, guard,
+            ms, attn_ms = timed_ms(run, dev, n_runs(warm, repeats, min_repeats, budget), budget, guard,
                                     timer or None)
     except Abandoned:
         if guard.why == "cancelled":
@@ -431,44 +340,3 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
         rec["compile_s"] = round(compile_s, 3)
         rec["reason"] = f"compile: the untimed first run took {compile_s:.2f} s (not in the timings)"
     return rec
-
-
-MAX_SETTLE_RUNS = 8
-
-
-def _settle(run, sync, model, guard: Guard, budget: float) -> float | None:
-    """Untimed runs until one fits the budget: the seconds the slower ones took (their one-time work:
-    a Triton compile, lazy initialisation), or None when the first one fitted.
-
-    A compile happens inside one module's call, which the guard cannot interrupt; the run is abandoned
-    at the next module, and the following run passes that module at full speed. So a run is repeated
-    while each attempt gets further through the model's modules than the one before (one-time work is
-    behind it), within ``settings.compile_budget()`` seconds and ``MAX_SETTLE_RUNS`` runs; a run that
-    gets no further is a real time-out (``Abandoned``, the guard's reason ``timeout``)."""
-    reached, spent, start = -1, 0.0, time.perf_counter()
-    limit = settings.compile_budget()
-    for _ in range(MAX_SETTLE_RUNS):
-        entered = [0]
-        handles = [m.register_forward_pre_hook(lambda *_a: entered.__setitem__(0, entered[0] + 1))
-                   for m in model.modules()]
-        t0 = time.perf_counter()
-        try:
-            with guard.run_until(budget):
-                run()
-            sync()
-        except Abandoned:
-            if guard.why == "cancelled":
-                raise
-        finally:
-            for h in handles:
-                h.remove()
-        took = time.perf_counter() - t0
-        if took <= budget:
-            return spent or None
-        spent += took
-        if entered[0] <= reached or time.perf_counter() - start > limit:
-            guard.why = "timeout"
-            raise Abandoned("timeout")
-        reached = entered[0]
-    guard.why = "timeout"
-    raise Abandoned("timeout")
