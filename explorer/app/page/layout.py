@@ -38,7 +38,7 @@ from explorer.runtime import settings
 from explorer.runtime.device import configure_threads, device_label, on_cpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.app.controls.share_js import LONG_LINK_HEAD
-from explorer.app.page.transport import COMPRESSION
+from explorer.app.page.transport import PAGE_DELIVERY
 from explorer.runtime.presets import CUSTOM, PRESET_INFO, available
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig
@@ -65,7 +65,7 @@ LAUNCH_OPTIONS = {"theme": THEME, "css_paths": [ASSETS / "style.css"], "max_file
                   # bodies, uploads, queue places and sessions bounded per request and per client address;
                   # compression outside the limits: it compresses answers they have already cut, and they
                   # read answers (an upload's paths, an error's fields) uncompressed
-                  "app_kwargs": {"middleware": [COMPRESSION, Middleware(RequestLimits)]}}
+                  "app_kwargs": {"middleware": [PAGE_DELIVERY, Middleware(RequestLimits)]}}
 ERROR_CHARS = 600             # Gradio's error messages (its validation quotes a refused value whole) cut to this
 DELETE_CACHE = (300, 900)     # every 5 min, delete served files (exports) older than 15 min
 

@@ -90,14 +90,20 @@ LAYOUT_JS = """() => {
     });
   };
 
+  // px of a panel of a grid laid out as the server arranged it, in a figure `W` wide and `height` tall
+  // whose top margin is `top` (the layout's before a draw, Plotly's after it)
+  const panelSize = (orig, data, W, height, top) => {
+    const m = orig.margin || {};
+    const xa = orig[axisName(data[0].xaxis, 'x')] || {}, ya = orig[axisName(data[0].yaxis, 'y')] || {};
+    const xd = xa.domain || [0, 1], yd = ya.domain || [0, 1];
+    return Math.min((xd[1] - xd[0]) * (W - (m.l || 0) - (m.r || 0) - 60), (yd[1] - yd[0]) * (height - top - (m.b || 0)));
+  };
+
   const gridPlan = (gd, orig, W, fitH) => {
     const narrow = W < NARROW, out = {}, m = orig.margin || {};
     if (!narrow && !fitH) {  // the server's arrangement: only the labels fit their panels
-      const xa = orig[axisName(gd.data[0].xaxis, 'x')] || {}, ya = orig[axisName(gd.data[0].yaxis, 'y')] || {};
-      const xd = xa.domain || [0, 1], yd = ya.domain || [0, 1], full = gd._fullLayout;
-      const size = Math.min((xd[1] - xd[0]) * (W - (m.l || 0) - (m.r || 0) - 60),
-                            (yd[1] - yd[0]) * (full.height - full.margin.t - (m.b || 0)));
-      fitLabels(orig, size, out);
+      const full = gd._fullLayout;
+      fitLabels(orig, panelSize(orig, gd.data, W, full.height, full.margin.t), out);
       return out;
     }
     const n = gd.data.length, label = present() ? 20 : 12, rowGap = label + 14, gapX = 8;
@@ -328,12 +334,8 @@ LAYOUT_JS = """() => {
     if (!layout || !Array.isArray(data) || !data.length || present() || !isGrid({data})) return;
     const W = Math.round(gd.getBoundingClientRect().width), m = layout.margin || {};
     if (!W || W < NARROW || !layout.height || m.t == null) return;
-    const xa = layout[axisName(data[0].xaxis, 'x')] || {}, ya = layout[axisName(data[0].yaxis, 'y')] || {};
-    const xd = xa.domain || [0, 1], yd = ya.domain || [0, 1];
-    const size = Math.min((xd[1] - xd[0]) * (W - (m.l || 0) - (m.r || 0) - 60),
-                          (yd[1] - yd[0]) * (layout.height - m.t - (m.b || 0)));
     const out = {};
-    fitLabels(layout, size, out);
+    fitLabels(layout, panelSize(layout, data, W, layout.height, m.t), out);
     (layout.annotations || []).forEach((a, i) => {
       if (!(`annotations[${i}].text` in out)) return;
       a._label = a._label || a.text;

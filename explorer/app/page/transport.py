@@ -1,14 +1,13 @@
 """How the first screen reaches a viewer over a slow link: the page compressed, Plotly fetched early.
 
 Measured with ``python -m benchmarks.netcheck`` (10 Mbit/s, 40 ms, Chromium): the page document is
-about 1 MB of HTML, most of it the first screen's figures as JSON inside Gradio's config, and Gradio
-sends it uncompressed (its JavaScript comes pre-compressed with Brotli, the document does not).
-Gradio's Brotli middleware compresses only paths with a text file's extension (``.js``, ``.css``,
-``.json``...), so the document at ``/`` goes uncompressed. ``COMPRESSION`` gzips the responses of 1 kB
-or more that it leaves (Starlette's middleware skips event streams, zips, images and fonts), which
-takes the document to about a ninth. Gradio's plot component imports Plotly (1.3 MB compressed) only once a plot mounts, after the
-document and the page's scripts have arrived and run; ``preload_head()`` names it in the page's head
-so that the browser fetches it alongside them.
+about 1 MB of HTML, most of it the first screen's figures as JSON inside Gradio's config. Gradio's
+Brotli middleware compresses only paths with a text file's extension (``.js``, ``.css``, ``.json``...),
+so the document at ``/`` went uncompressed. ``PAGE_DELIVERY`` gzips the responses of 1 kB or more that
+it leaves (Starlette's middleware skips event streams, zips, images and fonts): the document to about
+a ninth. Gradio's plot component imports Plotly (1.3 MB compressed) only once a plot mounts, after the
+document and the page's scripts have arrived and run; a ``Link`` header on every HTML page
+(``preload_links()``) names it, so that the browser fetches it alongside them.
 """
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ class PageDelivery:
         return await self.app(scope, receive, send_linked)
 
 
-COMPRESSION = Middleware(PageDelivery)
+PAGE_DELIVERY = Middleware(PageDelivery)
 
 
 def preload_links(assets: Path = FRONTEND_ASSETS) -> str:
