@@ -69,12 +69,12 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
     box.fill("ab|cd=>xyz")
     box.press("Tab")
     page.page.wait_for_function("(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
-                                " return e && e.data && e.data[0].x.length === 5; }", arg="#cross-grid")
+                                " return e && e.data && e.data[0].x.length === 5; }", arg="#cross-grid", timeout=120_000)
     sep = page.page.locator("#separator input, #separator textarea").first
     sep.fill("|")
     sep.press("Tab")
     page.page.wait_for_function("(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
-                                " return e && e.data && e.data[0].x.length === 2; }", arg="#cross-grid")
+                                " return e && e.data && e.data[0].x.length === 2; }", arg="#cross-grid", timeout=120_000)
     moved = _labels(page, "#cross-grid")
     assert moved["x"] == ["0 a", "1 b"] and len(moved["y"]) == len("cd=>xyz")
     enc = _labels(page, "#encoder-grid")
