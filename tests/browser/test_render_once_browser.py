@@ -24,3 +24,52 @@ def test_a_redraw_chain_skips_the_outgoing_draws_and_shows_the_new_figures(page)
     state = p.evaluate(STATE_JS)
     assert state["panels"] == 3 * heads and not state["blank"], state
     page.check_clean()
+
+
+# per animation frame (what the next paint shows), each Attention figure's box: its height when it holds a drawn figure, else 0
+FRAMES_JS = """() => { window.__frames = [];
+  const tick = () => { window.__frames.push(['attention-grid', 'attention-stats', 'zoom-plot'].map((id) => {
+      const box = document.getElementById(id);
+      const drawn = box && [...box.querySelectorAll('.js-plotly-plot')].some((g) => g.isConnected && g._fullLayout);
+      return drawn ? Math.round(box.getBoundingClientRect().height) : 0; }));
+    if (!window.__stopFrames) requestAnimationFrame(tick); };
+  window.__stopFrames = false; requestAnimationFrame(tick); }"""
+
+
+def test_every_frame_of_a_redraw_shows_a_figure_in_each_box(page):
+    """The draws run in tasks after Gradio's swap of the elements: the old figure stays until the new one is drawn."""
+    p = page.page
+    page.settle()
+    before = p.evaluate(COUNTS_JS)
+    p.evaluate(FRAMES_JS)
+    page.choose("ctl-attention", "sliding_window")
+    p.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').layout.title.text"
+                        ".includes('sliding')", timeout=60_000)
+    page.settle()
+    p.evaluate("() => { window.__stopFrames = true; }")
+    frames = p.evaluate("() => window.__frames")
+    after = p.evaluate(COUNTS_JS)
+    assert len(frames) > 10, frames
+    blank = [i for i, f in enumerate(frames) if 0 in f]
+    assert not blank, (len(frames), blank[:10], [frames[i] for i in blank[:10]])
+    assert after["kept"] > before["kept"], (before, after)  # outgoing figures stood in for the new elements
+
+
+DRAW_ORDER_JS = """async () => {
+  const make = () => { const d = document.createElement('div'); d.style.width = '300px'; document.body.appendChild(d); return d; };
+  const a = make(), b = make(), fig = [{type: 'heatmap', z: [[1, 2], [3, 4]]}];
+  const pa = Plotly.react(a, fig, {height: 200}), pb = Plotly.react(b, fig, {height: 200});
+  const seen = [[!!a._fullLayout, !!b._fullLayout]];           // as the calls return
+  await new Promise((r) => setTimeout(r, 0));
+  seen.push([!!a._fullLayout, !!b._fullLayout]);                // one task later
+  const done = await Promise.all([pa, pb]);
+  seen.push([!!a._fullLayout, !!b._fullLayout, done[0] === a, done[1] === b]);
+  Plotly.purge(a); Plotly.purge(b); a.remove(); b.remove();
+  return seen; }"""
+
+
+def test_each_draw_runs_in_a_task_of_its_own(page):
+    """Two figures asked for in one task: neither is drawn as the calls return, the first one task later, the
+    second after it; each promise resolves with its element, as Plotly's own does."""
+    page.settle()
+    assert page.page.evaluate(DRAW_ORDER_JS) == [[False, False], [True, False], [True, True, True, True]]
