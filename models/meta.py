@@ -39,3 +39,14 @@ def on_meta():
     """``with on_meta(): model = build_model(cfg)``: shapes and dtypes only, initialisers skipped."""
     with torch.device("meta"), _SkipMetaWrites():
         yield
+
+
+def materialize(model: torch.nn.Module, device="cpu") -> torch.nn.Module:
+    """``model.to_empty(device=device)`` without its cost: every tensor of a meta-built model replaced by
+    uninitialised storage of the same shape and dtype on ``device`` (the caller fills it).
+
+    ``to_empty`` calls ``torch.empty_like`` on each meta tensor, which goes through a Python reference that
+    imports ``torch.fx.experimental.symbolic_shapes`` and sympy on first use: 0.3-0.4 s of a cold start
+    (the Why tab's cards load a shipped checkpoint as the page is built). ``torch.empty`` with the shape
+    and dtype makes the same contiguous tensors without that import."""
+    return model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device=device))

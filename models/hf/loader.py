@@ -18,7 +18,7 @@ import torch
 
 from ..config import ModelConfig
 from ..errors import ConfigError
-from ..meta import on_meta
+from ..meta import materialize, on_meta
 from ..model import build_model
 from . import bert, files, gpt2, llama, mapping, sizes, t5
 from .fields import Fields
@@ -183,7 +183,7 @@ def load(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = tor
     if any(True for _ in model.buffers()):  # to_empty would leave buffers unset: build for real instead
         model = build_model(p.config)
     else:
-        model = model.to_empty(device="cpu")
+        model = materialize(model, "cpu")
     model = model.to(dtype)
     with files.open_tensors(p.files.weights) as read:
         mapping.fill(model, rules, tensors, read, dtype)
