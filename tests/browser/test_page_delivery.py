@@ -63,3 +63,38 @@ def test_plotly_is_fetched_before_the_app_script_asks_for_it(open_page):
     assert t["plotly"] is not None and t["app"] is not None, t
     assert t["plotly"] < t["interactive"] and t["plotly"] <= t["app"], t
     page.check_clean()
+
+
+# per animation frame from the start: the first frame in which window.Plotly exists, and the first in which the
+# grid's plot element is in the page
+FRAMES_JS = """(() => { window.__seen = {};
+  const tick = () => { const s = window.__seen, t = performance.now();
+    if (s.plotly === undefined && window.Plotly) s.plotly = t;
+    if (s.grid === undefined && document.querySelector('#attention-grid [data-testid=plotly]')) s.grid = t;
+    if (s.plotly === undefined || s.grid === undefined) requestAnimationFrame(tick); };
+  requestAnimationFrame(tick); })()"""
+
+
+def test_the_page_runs_plotlys_cartesian_build_evaluated_before_the_grid_mounts(browser, app_url):
+    """The plot module is answered with the cartesian build (``plotly_build``), and the document's async module
+    script evaluates it as soon as it has arrived: window.Plotly exists frames before Gradio mounts the grid's
+    plot element (before, the element's mount imported it: the same frame or later)."""
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    try:
+        ctx.add_init_script(FRAMES_JS)
+        page = ctx.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(app_url)
+        page.wait_for_function("() => { const e = document.querySelector('#attention-grid .js-plotly-plot');"
+                               " return e && e._fullLayout; }", timeout=90_000)
+        seen = page.evaluate("() => window.__seen")
+        version = page.evaluate("() => window.Plotly.version")
+        traces = page.evaluate("() => Object.keys(window.Plotly.PlotSchema.get().traces)")
+        tags = page.evaluate("() => document.querySelectorAll('script[type=module][async][src*=PlotlyPlot-]').length")
+    finally:
+        ctx.close()
+    assert version == "3.4.0" and "sankey" not in traces and {"heatmap", "scatter", "bar"} <= set(traces), (version, traces)
+    assert tags == 1
+    assert seen["plotly"] < seen["grid"], seen
+    assert not errors, errors
