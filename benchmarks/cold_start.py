@@ -85,6 +85,8 @@ def _wrap_module(module, timer: _Timer, names=None) -> None:
 
 def child() -> dict:
     """One cold start, in this (fresh) process -> ``{phase: {"cpu": s, "wall": s}}``."""
+    import gc
+    gc.disable()  # as app.py's first line: its start-up runs without the cyclic collector (on again once built)
     marks = {"start": _clocks()}
     import torch  # noqa: F401
     marks["torch"] = _clocks()

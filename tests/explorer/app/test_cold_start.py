@@ -15,8 +15,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 COLD = r"""
 import json, sys
+import gc
 import app
 dynamo = "torch._dynamo" in sys.modules
+collector = [gc.isenabled(), gc.get_freeze_count()]
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -40,7 +42,7 @@ for name in ("attention-grid", "attention-stats", "grad-plot", "kv-plot"):
     fig = json.loads(value["plot"]) if value.get("type") == "plotly" else {"data": []}
     plots[name] = len(fig["data"])
     backgrounds.add(fig.get("layout", {}).get("template", {}).get("layout", {}).get("plot_bgcolor"))
-print(json.dumps({"dynamo": dynamo, "plots": plots, "backgrounds": sorted(map(str, backgrounds)),
+print(json.dumps({"dynamo": dynamo, "collector": collector, "plots": plots, "backgrounds": sorted(map(str, backgrounds)),
                   "card": props["model-card"]["value"],
                   "card_flops": model_summary(cfg, seq_len=seq)["flops_per_token"],
                   "ref_flops": ref.get_total_flops() / seq,
@@ -74,3 +76,10 @@ def test_the_model_card_says_the_flops_torch_flop_counter_measures(cold):
 
 def test_the_queue_has_the_settings_limits(cold):
     assert cold["queue"] == cold["settings"]
+
+
+def test_the_garbage_collector_is_back_on_with_the_start_up_frozen(cold):
+    """app.py turns the collector off while the page is built (~1 s of a 5 s start); a server left without it
+    would never free cyclic garbage: it is on again, the start-up's objects frozen out of its way."""
+    enabled, frozen = cold["collector"]
+    assert enabled and frozen > 100_000, cold["collector"]
