@@ -73,3 +73,26 @@ def test_each_draw_runs_in_a_task_of_its_own(page):
     second after it; each promise resolves with its element, as Plotly's own does."""
     page.settle()
     assert page.page.evaluate(DRAW_ORDER_JS) == [[False, False], [True, False], [True, True, True, True]]
+
+
+# per Attention box: how many plot elements it holds, and the drawn one's title
+BOXES_JS = """() => ['attention-grid', 'attention-stats', 'zoom-plot'].map((id) => {
+  const plots = [...document.getElementById(id).querySelectorAll('.js-plotly-plot')];
+  return [id, plots.length, plots.map((g) => String((g.layout.title || {}).text || ''))]; })"""
+
+
+def test_quick_changes_leave_one_figure_per_box_showing_the_last_pick(page):
+    """Picks faster than the draws: every outgoing figure that stood in is gone once the page settles, and each box
+    shows exactly one figure, the grid's for the last pick."""
+    p = page.page
+    page.settle()
+    for option in ("sliding_window", "bigbird", "strided", "longformer"):
+        page.choose("ctl-attention", option)
+        p.wait_for_timeout(150)
+    p.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').layout.title.text"
+                        ".includes('longformer')", timeout=90_000)
+    page.settle()
+    boxes = p.evaluate(BOXES_JS)
+    assert all(n == 1 for _, n, _ in boxes), boxes
+    assert "longformer" in boxes[0][2][0], boxes
+    page.check_clean()

@@ -246,7 +246,8 @@ def test_an_idle_session_expires_and_the_page_still_redraws(open_page, serve_app
         page.settle()
         session = json.loads(joins[0])["session_hash"]
         assert _held(url, session)  # the probe sees a live session
-        assert page.page.evaluate(STATS_TITLE) != full_stats  # another share of allowed pairs
+        # another share of allowed pairs (the statistics come with the chain's detail step, drawn a task later)
+        page.page.wait_for_function(f"(old) => ({STATS_TITLE})() !== old", arg=full_stats, timeout=60_000)
         page.page.wait_for_timeout(int((TTL + TTL / 4 + 2) * 1000))  # idle: no event
         assert not _held(url, session)
         sliding = page.plot(GRID)
