@@ -238,7 +238,7 @@ def measure(url: str, mbit: float, latency_ms: float, runs: int, first_runs: int
             ctx.close()
         finally:
             browser.close()
-    return {"first": firsts[0], "firsts": firsts, "redraws": redraws}
+    return {"firsts": firsts, "redraws": redraws}
 
 
 def server_ms(url: str) -> float:
