@@ -206,9 +206,9 @@ def measure(url: str, mbit: float, latency_ms: float, runs: int, first_runs: int
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=ARGS)
         try:
-            firsts = []
-            for n in range(first_runs):  # each in a fresh context: no cache, no compiled code kept
-                if n:
+            firsts, ctx = [], None
+            for _ in range(first_runs):  # each in a fresh context: no cache, no compiled code kept
+                if ctx is not None:
                     ctx.close()
                 ctx = browser.new_context(viewport={"width": 1600, "height": 1100})
                 page = ctx.new_page()
