@@ -34,6 +34,15 @@ def truncate(text, limit: int = MAX_SHOWN_CHARS) -> str:
     return text[:limit] + f"… ({len(text):,} characters in all)"
 
 
+def words(text, limit: int) -> str:
+    """``text`` whole, or cut at its last comma or space before ``limit`` (never inside a word or a name)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(", ", 0, limit), text.rfind(" ", 0, limit))
+    return text[: cut if cut > limit // 2 else limit].rstrip(", ") + f"… ({len(text):,} characters in all)"
+
+
 def shown(text, limit: int = MAX_SHOWN_CHARS) -> str:
     """``text`` as inert characters in Markdown: truncated, Markdown-escaped, then HTML-escaped."""
     return html.escape(_MD_SPECIAL.sub(r"\\\1", truncate(text, limit)), quote=True)

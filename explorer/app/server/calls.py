@@ -13,7 +13,7 @@ from explorer.analysis import checkpoints
 from explorer.analysis import source as weights_source
 from explorer.analysis.source import WeightsSource
 from explorer.app.server.jobs import run_job
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import refused
 from explorer.runtime.configs import app_config
 from explorer.runtime.load import LOAD
 from explorer.runtime.text import as_text, default_text
@@ -31,7 +31,7 @@ def call(fn):
     except gr.Error:
         raise
     except Exception as exc:
-        raise gr.Error(problem(exc)) from None
+        raise refused(exc) from None
 
 
 async def heavy_call(family: str, request, fn):
@@ -42,7 +42,7 @@ async def heavy_call(family: str, request, fn):
     except gr.Error:
         raise
     except Exception as exc:
-        raise gr.Error(problem(exc)) from None
+        raise refused(exc) from None
 
 
 def request_text(cfg, text) -> str:

@@ -15,16 +15,20 @@ import gradio as gr
 
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.pool import is_out_of_memory
-from explorer.runtime.untrusted import shown, shown_html, truncate
+from explorer.runtime.untrusted import shown, shown_html, truncate, words
 from models import ConfigError
 
 log = logging.getLogger(__name__)
 
 
+MAX_ALLOWED_CHARS = 2000  # what a field accepts is ours (every choice), but it may quote a value: bounded too
+
+
 def problem(exc: Exception) -> str:
-    """The message for a failed request, truncated: the ConfigError itself, or a generic line (logged)."""
+    """The message for a failed request: the ConfigError (the echoed value truncated, the valid values whole,
+    or cut at a comma or space where over ``MAX_ALLOWED_CHARS``), or a generic line (logged)."""
     if isinstance(exc, ConfigError):
-        return truncate(str(exc))
+        return f"{exc.field}={truncate(repr(exc.value), 120)} is not valid: {words(str(exc.allowed), MAX_ALLOWED_CHARS)}"
     incident = secrets.token_hex(4)
     log.error("handler failed (incident %s)", incident, exc_info=exc)
     if is_out_of_memory(exc):
@@ -35,10 +39,18 @@ def problem(exc: Exception) -> str:
 
 
 
+def refused(exc: Exception) -> gr.Error:
+    """The ``gr.Error`` a failed request raises: ``problem(exc)``; a refusal (``ConfigError``: the visitor's value)
+    is answered without a traceback in the server's console (a failure is logged with its incident)."""
+    return gr.Error(problem(exc), print_exception=False)
+
+
 def warn(msg: str) -> str:
-    """Toast + status line; ``msg`` may echo a hostile value, so both are escaped."""
-    gr.Warning(shown_html(msg))
-    return f"⚠️ **{shown(msg)}** The figures show the last valid configuration."
+    """Toast + status line; ``msg`` may echo a hostile value, so both are escaped (bounded: ``problem`` cut
+    the echoed value already; what a field accepts is kept whole)."""
+    limit = MAX_ALLOWED_CHARS + 400
+    gr.Warning(shown_html(msg, limit))
+    return f"⚠️ **{shown(msg, limit)}** The figures show the last valid configuration."
 
 
 def text_notice(text: str) -> str:

@@ -28,7 +28,7 @@ from explorer.app.controls.share_js import TAB_LINK_JS
 from explorer.app.tabs.contract import Page, Tab
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.jobs import run_job
-from explorer.app.server.messages import problem, warn
+from explorer.app.server.messages import problem, refused, warn
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.stopping import Abandoned
@@ -304,7 +304,7 @@ async def api_long_context(config_json: str = "", length: str = "2048", source: 
             raise ConfigError("cells", str(cells)[:20], "an integer in [1, 256]")
         cells = int(cells)
     except ConfigError as exc:
-        raise gr.Error(problem(exc)) from None
+        raise refused(exc) from None
 
     def work(should_stop):
         def run():
@@ -317,7 +317,7 @@ async def api_long_context(config_json: str = "", length: str = "2048", source: 
     except gr.Error:
         raise
     except Exception as exc:
-        raise gr.Error(problem(exc)) from None
+        raise refused(exc) from None
 
 
 

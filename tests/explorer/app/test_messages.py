@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import problem, refused
 from models import ConfigError
 
 
@@ -42,3 +42,23 @@ def test_toasts_are_html_not_markdown(monkeypatch):
     assert toasts and "weights=" in toasts[0] and "your_run" in toasts[0]
     assert "\\" not in toasts[0] and "<b>" not in toasts[0] and "&lt;b&gt;" in toasts[0]
     assert "\\_" in out["status"]  # the status line is Markdown, so there the escape belongs
+
+
+def test_a_refusal_lists_every_valid_choice_whole_and_cuts_only_the_echoed_value():
+    from models import choices
+    valid = choices()["attention"]
+    msg = problem(ConfigError("attention", "x" * 5000, f"one of {valid}"))
+    assert all(repr(k) in msg for k in valid)  # no choice cut mid-word (the old message stopped at 'synth…)
+    assert msg.startswith("attention='xxx") and "(5,002 characters in all)" in msg
+
+
+def test_an_over_long_list_of_valid_values_is_cut_between_words():
+    allowed = ", ".join(f"choice_{i:04d}" for i in range(400))
+    msg = problem(ConfigError("field", "v", allowed))
+    kept = msg.split("is not valid: ")[1].split("…")[0]
+    assert kept.split(", ")[-1] in allowed.split(", ") and len(msg) < 2200
+
+
+def test_a_refusal_is_raised_without_a_traceback_in_the_console():
+    err = refused(ConfigError("window", 0, "an integer >= 1"))
+    assert err.print_exception is False and "window=0 is not valid" in err.message
