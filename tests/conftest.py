@@ -61,12 +61,16 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Mark every test under tests/browser ``browser`` (they serve the app, most drive Chromium), and
+    """Mark every test under tests/browser ``browser`` (they serve the app, most drive Chromium), the cases
+    the fast loop leaves out ``exhaustive``, and
     start the ahead-of-time compile check in the background when its test is selected (see
     tests/aot_job.py; under xdist the controller started it); the test waits for it."""
     for item in items:
         if BROWSER_DIR in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.browser)
+    from fast_loop import mark_exhaustive  # the fast loop's sample (tests/fast_loop.py)
+
+    mark_exhaustive(items)
     aot = [item for item in items if item.nodeid.endswith(AOT_TEST)]
     if aot:
         from aot_job import AOT_DIR_ENV, AotJob
