@@ -17,11 +17,14 @@ the core's inputs, the post-position ``q``, ``k`` and score modifiers of the pos
   past it a ``ConfigError`` says why (the map exists only as an ``L x L`` matrix).
 
 It also returns the per-token next-token loss of that same forward (causal models), which the
-long-context view plots against position; ``progress(fraction)``, when given, is told at each core call
-which share of the model's attention layers came before it.
+long-context view plots against position. Inside ``with reporting(progress):`` the same observer tells
+``progress(fraction)``, at each core call, the share of the model's attention layers before it (a context
+variable, per thread and task, so a caller reports a long forward's progress without changing its call).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
 
 import torch
@@ -38,6 +41,17 @@ from .errors import ConfigError
 from .interventions import Interventions
 
 DENSE_MAX_LEN = 2048  # mechanisms without a tiled or analytic map: their dense map up to this length
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("pooled_maps_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting(progress):
+    """``progress`` (a callable of one float in [0, 1)) hears the enclosed ``pooled_maps`` calls' progress."""
+    token = _PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 @dataclass
@@ -86,10 +100,9 @@ def _token_loss(model, logits, tokens):
 
 
 def pooled_maps(model, tokens, max_cells: int = MAX_CELLS, sink_k: int = 4, window: int = 64,
-                dense_max_len: int = DENSE_MAX_LEN, progress=None) -> LongContextMaps:
+                dense_max_len: int = DENSE_MAX_LEN) -> LongContextMaps:
     """Per layer ``[B, h, n_qp, n_kp]`` masses and per-head per-query statistics of ``model`` on
-    ``tokens (B, L)``, plus the per-token loss of the same forward (module docstring). ``progress``: None
-    or a callable of one float in [0, 1), called at each core call."""
+    ``tokens (B, L)``, plus the per-token loss of the same forward (module docstring)."""
     _check(model, tokens)
     if not 1 <= int(max_cells) <= MAX_CELLS:
         raise ConfigError("max_cells", max_cells, f"an integer in [1, {MAX_CELLS}]")
@@ -100,19 +113,19 @@ def pooled_maps(model, tokens, max_cells: int = MAX_CELLS, sink_k: int = 4, wind
     layers = [m for m in model.modules() if isinstance(m, Attention)]
     kinds = {_kind(m.core) for m in layers}
     kw = dict(max_cells=int(max_cells), sink_k=int(sink_k), window=int(window))
+    report = _reporter(layers, _PROGRESS.get())
     if kinds != {"dense"}:
         try:
-            return _observed(model, tokens, layers, kw, progress)
+            return _observed(model, tokens, kw, report)
         except _PairBias:
             reason = f"position={model.cfg.position!r} adds a per-pair bias, which exists only as an L x L matrix"
     else:
         reason = f"attention={model.cfg.attention!r} has no tiled or analytic map; its effective map is L x L"
-    return _dense(model, tokens, kw, dense_max_len, reason, _reporter(layers, progress))
+    return _dense(model, tokens, kw, dense_max_len, reason, report)
 
 
-def _observed(model, tokens, layers, kw, progress=None) -> LongContextMaps:
+def _observed(model, tokens, kw, report=None) -> LongContextMaps:
     maps, index, methods = [], [], set()
-    report = _reporter(layers, progress)
 
     def observe(call):
         attn, q, k, mods = call.attn, call.q, call.k, call.mods

@@ -48,7 +48,7 @@ from models.attention.layout import pattern_rows
 from models.attention.sparse import PatternAttention
 from models.blocks import Attention
 from models.interventions import Interventions
-from models.long_context import pooled_maps
+from models.long_context import pooled_maps, reporting
 
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
 DEFAULT_LENGTH = 2048   # the default bundle was trained at 128 bytes: 16x its trained length
@@ -215,16 +215,17 @@ def compute_side(model, tokens: torch.Tensor, stop: StopToken = NEVER) -> dict:
     """The GPU call of one side: ``pooled_maps`` of ``model`` on ``tokens (1, L)`` on ``device()`` (on CUDA the
     pooled pass is the Triton kernel), ``stop.report``-ing each layer and polling ``stop`` between modules.
 
-    One call per model, not per group of layers: the pooled pass rides the model's own forward (an
-    observer of each attention core, ``Interventions.observe_cores``), so a group of layers would have to send its ``(L, d)`` hidden state and every
-    position table back and forth; progress per layer crosses instead on the stop token's shared page.
+    One call per model, not per group of layers: the pooled pass rides the model's own forward (an observer
+    of each attention core, ``Interventions.observe_cores``), so a group of layers would have to send its
+    ``(L, d)`` hidden state and every position table back and forth; progress per layer (``reporting``)
+    crosses instead on the stop token's shared page.
     Returns plain values only (a worker returns no exception intact): numpy arrays of the maps, statistics
     and loss, or ``{"error": (field, value, allowed)}`` for a ``ConfigError``, ``{"stopped": why}`` for a stop."""
     dev = device()
     m = _on(model, dev)
     try:
-        with Guard(stop).installed(m, backward=False):
-            maps = pooled_maps(m, tokens.to(dev), progress=stop.report)
+        with Guard(stop).installed(m, backward=False), reporting(stop.report):
+            maps = pooled_maps(m, tokens.to(dev))
     except ConfigError as e:
         return {"error": (e.field, e.value, e.allowed)}
     except Abandoned as e:
