@@ -20,18 +20,19 @@ block of the standard layer structure:
   ``(B, h, L, d)`` (``z_h W_O^h`` per head: their sum over heads plus the output bias is the attention
   sublayer's output), ``ffn_output`` ``(B, L, d)`` and ``output`` ``(B, L, d)`` (the stream leaving the
   block; ``input`` is always kept). Caching changes no arithmetic: the logits are the plain call's.
-- ``observe_cores``: a read point at every attention core call, the one way code outside the model sees
-  what a core receives. The callable gets one :class:`CoreInputs` (the ``models.blocks.Attention``
-  whose core runs, the post-position ``q (B, h, L, d_h)``, ``k`` and ``v (B, h_kv, Lk, d_h)``, and the
-  position encoding's score modifiers as a read-only mapping) just before the core runs, in call order
-  (a layer structure that applies one layer several times calls it each time). Contract: it only reads
-  (the tensors are the core's own, not copies: never modify them in place); its return value is ignored;
-  an exception it raises ends the forward and propagates out of the model call as it is (a reader with
-  what it needs stops the pass that way). It changes no arithmetic. Unlike the points above it is defined on
+- ``observe_cores``: a read point at every attention core call, for code outside the model that needs
+  what a core receives without asking for the ``L x L`` maps (``return_attention`` keeps ``q``, ``k`` too,
+  beside them). The callable gets one :class:`CoreInputs` (the ``models.blocks.Attention`` whose core
+  runs, the post-position ``q (B, h, L, d_h)``, ``k`` and ``v (B, h_kv, Lk, d_h)``, and the position
+  encoding's score modifiers as a read-only mapping) just before the core runs, in call order (a layer
+  structure that applies one layer several times calls it each time). Contract: it only reads (the
+  tensors are the core's own, not copies: never modify them in place); its return value is ignored; an
+  exception it raises ends the forward and propagates out of the model call as it is (a reader with what
+  it needs stops the pass that way). It changes no arithmetic. Unlike the points above it is defined on
   every layer structure and architecture (an encoder-decoder: both stacks' self-attention cores; the
-  cross-attention has no core), but not with a memory (the call is split in segments and the kNN
-  layer wraps its core call). The long-context pooled maps (``models.long_context``) and the
-  long-context zoom read each core's ``q``, ``k`` through it.
+  cross-attention has no core), but not with a memory (the call is split in segments and the kNN layer
+  wraps its core call). The long-context pooled maps (``models.long_context``) and the long-context
+  zoom read each core's ``q``, ``k`` through it.
 
 For an ``encoder_decoder`` (``models/encdec.py``) the fields above are the decoder's (the stack the
 output head reads; ``replace_heads`` its causal self-attention heads, ``replace_resid[0]`` its summed
