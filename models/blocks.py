@@ -1,9 +1,11 @@
 """The attention sublayer and the standard transformer block (attention then FFN).
 
 ``Attention`` reads two things from the forward context besides its input: the layer's memory
-prefix (hidden states prepended to keys/values: Transformer-XL, compressive, memory tokens) and
-an optional hook that replaces the core call (the kNN layer of the Memorizing Transformer gets the
-pre-position queries/keys to retrieve with and mixes retrieved and local attention). Memory
+prefix (hidden states prepended to keys/values: Transformer-XL, compressive, memory tokens), an
+optional hook that replaces the core call (the kNN layer of the Memorizing Transformer gets the
+pre-position queries/keys to retrieve with and mixes retrieved and local attention), and the
+``Interventions`` record (``models/interventions.py``: its core observer, its head replacements;
+``ModelConfig.ablate_heads`` goes through the same head replacement). Memory
 prefixes live in the space of the attention input (after a pre-norm), so memory and current
 tokens are projected alike. When attention weights are requested (``ctx.need_weights``), the
 layer's ``LayerInfo`` also keeps the post-position ``q``, ``k`` and score modifiers (detached references, no
@@ -24,6 +26,7 @@ from .capabilities import AttentionCaps, refused_modifiers
 from .context import LayerInfo
 from .errors import ConfigError
 from .ffn import FFN
+from .interventions import ablation_points, replace_head_results
 from .norms import NORM, NORM_PLACEMENT
 from .qkv import QKVProjection
 
@@ -59,6 +62,8 @@ class Attention(QKVProjection):
         if ctx.need_weights:  # display only: lets the explorer redo exact softmax on these very q, k
             info.q, info.k = q.detach(), k.detach()  # (B, h, L, d_h), (B, h_kv, P + L, d_h)
             info.score_mods = {n: t.detach() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
+        if ctx.interventions is not None:  # the record's read point at the core (models/interventions.py)
+            ctx.interventions.at_core(self, q, k, v, mods)
         hook = ctx.attention_hook(index)
         if hook is None:
             out, probs, aux = self.core(q, k, v, mods, ctx)
@@ -66,11 +71,9 @@ class Attention(QKVProjection):
             out, probs, aux = hook(self.core, q, k, v, mods, ctx, q_raw=q_raw, k_raw=k_raw, info=info)
         info.attention = probs
         info.record(**aux)
-        dropped = cfg.ablated.get(self.layer) if cfg.ablate_heads else None
-        if dropped:  # ablated heads: their output never reaches the residual stream (their map still shows)
-            keep = torch.ones(out.shape[1], 1, 1, dtype=out.dtype, device=out.device)
-            keep[sorted(dropped)] = 0
-            out = out * keep
+        if cfg.ablate_heads:  # ablated heads (a config field): the record's "zero", through the same function;
+            # their output never reaches the residual stream (their map still shows)
+            out = replace_head_results(ablation_points(cfg), self.layer, out)
         if ctx.interventions is not None:  # cached / replaced head results (models/interventions.py)
             out = ctx.interventions.at_heads(self, out, info)
         return self.merge(out)

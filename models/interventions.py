@@ -20,6 +20,19 @@ block of the standard layer structure:
   ``(B, h, L, d)`` (``z_h W_O^h`` per head: their sum over heads plus the output bias is the attention
   sublayer's output), ``ffn_output`` ``(B, L, d)`` and ``output`` ``(B, L, d)`` (the stream leaving the
   block; ``input`` is always kept). Caching changes no arithmetic: the logits are the plain call's.
+- ``observe_cores``: a read point at every attention core call, for code outside the model that needs
+  what a core receives without asking for the ``L x L`` maps (``return_attention`` keeps ``q``, ``k`` too,
+  beside them). The callable gets one :class:`CoreInputs` (the ``models.blocks.Attention`` whose core
+  runs, the post-position ``q (B, h, L, d_h)``, ``k`` and ``v (B, h_kv, Lk, d_h)``, and the position
+  encoding's score modifiers as a read-only mapping) just before the core runs, in call order (a layer
+  structure that applies one layer several times calls it each time). Contract: it only reads (the
+  tensors are the core's own, not copies: never modify them in place); its return value is ignored; an
+  exception it raises ends the forward and propagates out of the model call as it is (a reader with what
+  it needs stops the pass that way). It changes no arithmetic. Unlike the points above it is defined on
+  every layer structure and architecture (an encoder-decoder: both stacks' self-attention cores; the
+  cross-attention has no core), but not with a memory (the call is split in segments and the kNN layer
+  wraps its core call). The long-context pooled maps (``models.long_context``) and the long-context
+  zoom read each core's ``q``, ``k`` through it.
 
 For an ``encoder_decoder`` (``models/encdec.py``) the fields above are the decoder's (the stack the
 output head reads; ``replace_heads`` its causal self-attention heads, ``replace_resid[0]`` its summed
@@ -29,18 +42,39 @@ target embeddings), and two more points exist:
   ``(B, Lt, d_h)``, as ``replace_heads`` (cached as ``LayerInfo.cross_head_results`` /
   ``cross_head_outputs``). Everything the decoder learns about the source arrives through these heads.
 - ``encoder``: a record of the same type for the encoder stack (its heads, FFNs and residual stream,
-  at the source's length ``Ls``); it may not itself hold ``replace_cross`` or an ``encoder``. The
-  encoder's blocks are cached when either record asks (``cache``).
+  at the source's length ``Ls``); it may not itself hold ``replace_cross``, ``observe_cores`` (the outer
+  record's observer sees both stacks) or an ``encoder``. The encoder's blocks are cached when either
+  record asks (``cache``).
 
-The record is defined on the standard layer structure without a memory: other structures reorder,
-share or repeat their sublayers, so "the output of head h of layer l" is not one tensor there.
+The block points are defined on the standard layer structure without a memory: other structures
+reorder, share or repeat their sublayers, so "the output of head h of layer l" is not one tensor there.
 ``check`` says so by ``ConfigError`` naming the field.
+
+What else reaches inside a forward, and why it is not this record:
+
+- ``ModelConfig.ablate_heads`` (the Surgery controls) zeroes head results as ``replace_heads`` ``"zero"``
+  does, through the same function (:func:`replace_head_results`, called by ``models.blocks.Attention``
+  before the record's own points, which win for a head both name). It stays a config field because it
+  is configuration, not a per-call request: it travels in share links, checkpoints and the Surgery
+  tables, holds in training as in every other forward, and is defined on every layer structure,
+  architecture and memory, where the record's block points are not.
+- ``ForwardContext.attention_hook`` (``models.context``) replaces a core call with the model's own
+  computation: the Memorizing Transformer's kNN layer, and an encoder-decoder's key padding. It is part
+  of what the model computes, chosen by its config, not a reading or a change made from outside.
+- ``return_attention`` (``ctx.need_weights``) is an output: the effective maps, and with them each
+  layer's ``q``, ``k`` and score modifiers in ``LayerInfo`` (detached references, for the views that redo
+  exact softmax on them).
+- No forward hook is registered in ``models``. In ``explorer`` three remain, each for work on a plain
+  call of any model that changes no value (``tests/models/test_interventions_hooks.py`` lists them
+  with their reasons): the stop ``Guard`` on every module (``explorer.runtime.stopping``), the
+  attention-core timer of the latency sweep (``explorer.analysis.core_timer``) and the per-application
+  recorder of shared layers' output linears (``explorer.analysis.gradients``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import torch
 
@@ -52,6 +86,16 @@ ARCHITECTURES = ("decoder_only", "encoder_only", "encoder_decoder")
 
 
 @dataclass(frozen=True, eq=False)
+class CoreInputs:
+    """What one attention core call receives, as ``Interventions.observe_cores`` sees it (read only)."""
+    attn: Any               # the models.blocks.Attention whose core runs (.core, .layer, .cfg)
+    q: torch.Tensor         # (B, h, L, d_h) post-position queries
+    k: torch.Tensor         # (B, h_kv, Lk, d_h) post-position keys (Lk - L: a memory prefix, none here)
+    v: torch.Tensor         # (B, h_kv, Lk, d_h) values
+    mods: Mapping           # the position encoding's score modifiers (kernels.attention's keywords)
+
+
+@dataclass(frozen=True, eq=False)
 class Interventions:
     replace_heads: Mapping = field(default_factory=dict)   # {(layer, head): "zero" | (B|1, L|1, d_h) tensor}
     replace_ffn: Mapping = field(default_factory=dict)     # {layer: "zero" | (B|1, L|1, d) tensor}
@@ -60,6 +104,8 @@ class Interventions:
     # encoder_decoder only: the decoder's cross-attention heads, and the encoder stack's own record
     replace_cross: Mapping = field(default_factory=dict)   # {(layer, head): "zero" | (B|1, Lt|1, d_h) tensor}
     encoder: Optional["Interventions"] = None
+    # every attention core call: CoreInputs -> None, before the core runs (module docstring)
+    observe_cores: Optional[Callable[[CoreInputs], Any]] = None
 
     def __post_init__(self):
         for name in ("replace_heads", "replace_ffn", "replace_resid", "replace_cross"):
@@ -68,7 +114,16 @@ class Interventions:
     def check(self, cfg, batch: int, length: int, source_length: Optional[int] = None) -> None:
         """``ConfigError`` naming the field for a model the record is not defined on, or a point or value
         out of range for ``cfg`` and a ``(batch, length)`` input (an encoder-decoder: ``length`` is the
-        target's, ``source_length`` the source's)."""
+        target's, ``source_length`` the source's). A record that only observes is defined on every model
+        without a memory."""
+        if self.observe_cores is not None and not callable(self.observe_cores):
+            raise ConfigError("observe_cores", type(self.observe_cores).__name__,
+                              "None or a callable of one CoreInputs")
+        if self.observes_only:
+            if cfg.memory != "none":
+                raise ConfigError("memory", cfg.memory, "'none' for observe_cores (a memory splits the call in "
+                                  "segments and its kNN layer wraps the core call)")
+            return
         check_model(cfg)
         if cfg.architecture != "encoder_decoder":
             for name in ("replace_cross", "encoder"):
@@ -87,6 +142,9 @@ class Interventions:
             for name in ("replace_cross", "encoder"):
                 if getattr(self.encoder, name):
                     raise ConfigError(f"encoder.{name}", "given", "empty: the encoder has no cross-attention")
+            if self.encoder.observe_cores is not None:
+                raise ConfigError("encoder.observe_cores", "given",
+                                  "None: the outer record's observer sees both stacks")
             self.encoder._check_stack(encoder_config(cfg), batch, length if source_length is None else source_length)
 
     def _check_stack(self, cfg, batch: int, length: int) -> None:
@@ -99,16 +157,30 @@ class Interventions:
                     raise ConfigError(name, str(layer)[:40], f"a layer index in 0..{top}")
                 _check_value(name, value, cfg.d_model, batch, length, zero=name == "replace_ffn")
 
+    @property
+    def observes_only(self) -> bool:
+        """Whether the record only observes the cores (no replacement, no cache, no encoder record)."""
+        return self.observe_cores is not None and not (self.replace_heads or self.replace_ffn or self.replace_resid
+                                                       or self.replace_cross or self.cache or self.encoder is not None)
+
     def for_encoder(self) -> "Interventions":
-        """The record the encoder stack runs with: ``encoder`` (or an empty one), caching when either asks."""
+        """The record the encoder stack runs with: ``encoder`` (or an empty one), caching when either asks,
+        with this record's core observer."""
         enc = self.encoder if self.encoder is not None else Interventions()
-        return replace(enc, cache=True) if self.cache and not enc.cache else enc
+        if self.cache and not enc.cache:
+            enc = replace(enc, cache=True)
+        return enc if self.observe_cores is None else replace(enc, observe_cores=self.observe_cores)
 
     # -- applied by the blocks (models.blocks, models.encdec, models.layers.standard)
+    def at_core(self, attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: Mapping) -> None:
+        """Show ``attn``'s core inputs to ``observe_cores`` (when set), just before the core runs."""
+        if self.observe_cores is not None:
+            self.observe_cores(CoreInputs(attn, q, k, v, MappingProxyType(mods)))
+
     def at_heads(self, attn, out: torch.Tensor, info) -> torch.Tensor:
         """``out (B, h, L, d_h)``, the heads' results of ``attn``'s layer, with this layer's replacements;
         records them (and each head's ``z_h W_O^h``) in ``info`` when caching."""
-        out = _replaced(self.replace_heads, attn.layer, out)
+        out = replace_head_results(self.replace_heads, attn.layer, out)
         if self.cache:
             info.head_results = out
             info.head_outputs = head_outputs(attn, out)
@@ -116,7 +188,7 @@ class Interventions:
 
     def at_cross(self, attn, out: torch.Tensor, info) -> torch.Tensor:
         """The same for the cross-attention heads of decoder layer ``attn.layer`` (``out (B, h, Lt, d_h)``)."""
-        out = _replaced(self.replace_cross, attn.layer, out)
+        out = replace_head_results(self.replace_cross, attn.layer, out)
         if self.cache:
             info.cross_head_results = out
             info.cross_head_outputs = head_outputs(attn, out)
@@ -137,14 +209,21 @@ class Interventions:
         return x if value is None else value.to(x.dtype).expand_as(x)
 
 
-def _replaced(points: Mapping, layer: int, out: torch.Tensor) -> torch.Tensor:
-    """``out (B, h, L, d_h)`` with the heads of ``layer`` in ``points`` replaced (a copy when any is)."""
+def replace_head_results(points: Mapping, layer: int, out: torch.Tensor) -> torch.Tensor:
+    """``out (B, h, L, d_h)`` with the heads of ``layer`` in ``points`` (``{(layer, head): "zero" | tensor}``)
+    replaced (a copy when any is): the record's ``replace_heads`` / ``replace_cross`` and the config's
+    ``ablate_heads`` (:func:`ablation_points`) alike."""
     mine = {h: v for (l, h), v in points.items() if l == layer}
     if mine:
         out = out.clone()
         for h, value in mine.items():
             out[:, h] = 0 if isinstance(value, str) else value.to(out.dtype)
     return out
+
+
+def ablation_points(cfg) -> dict:
+    """``cfg.ablate_heads`` as head points: ``{(layer, head): "zero"}`` (empty when it names none)."""
+    return {(layer, head): ZERO for layer, heads in cfg.ablated.items() for head in heads} if cfg.ablate_heads else {}
 
 
 def _check_heads(name: str, points: Mapping, cfg, batch: int, length: int) -> None:

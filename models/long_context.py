@@ -1,9 +1,10 @@
 """Pooled attention maps of a whole model at long lengths, and its per-token loss, from one forward.
 
 ``pooled_maps(model, tokens)`` runs the model's ordinary forward (no attention weights requested,
-so every layer runs its own kernels and nothing holds ``L x L``) with a pre-hook on each attention
-core: the hook receives the core's inputs, the post-position ``q``, ``k`` and score modifiers of the
-position encoding (``models.blocks.Attention``), and turns them into that layer's pooled map:
+so every layer runs its own kernels and nothing holds ``L x L``) with an ``Interventions`` record that
+only observes (``observe_cores``, ``models/interventions.py``): at each attention core call it receives
+the core's inputs, the post-position ``q``, ``k`` and score modifiers of the position encoding
+(``models.blocks.Attention``), and turns them into that layer's pooled map:
 
 - structured patterns (section 1: full, sliding_window, dilated_window, strided, fixed,
   block_local, longformer, bigbird; sinks included): ``kernels.pooled_attention`` with the same
@@ -16,10 +17,14 @@ position encoding (``models.blocks.Attention``), and turns them into that layer'
   past it a ``ConfigError`` says why (the map exists only as an ``L x L`` matrix).
 
 It also returns the per-token next-token loss of that same forward (causal models), which the
-long-context view plots against position.
+long-context view plots against position. Inside ``with reporting(progress):`` the same observer tells
+``progress(fraction)``, at each core call, the share of the model's attention layers before it (a context
+variable, per thread and task, so a caller reports a long forward's progress without changing its call).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
 
 import torch
@@ -33,8 +38,20 @@ from .attention.linear import LinearAttention
 from .attention.sparse import PatternAttention, pattern_block_mask
 from .blocks import Attention
 from .errors import ConfigError
+from .interventions import Interventions
 
 DENSE_MAX_LEN = 2048  # mechanisms without a tiled or analytic map: their dense map up to this length
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("pooled_maps_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting(progress):
+    """``progress`` (a callable of one float in [0, 1)) hears the enclosed ``pooled_maps`` calls' progress."""
+    token = _PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 @dataclass
@@ -96,64 +113,70 @@ def pooled_maps(model, tokens, max_cells: int = MAX_CELLS, sink_k: int = 4, wind
     layers = [m for m in model.modules() if isinstance(m, Attention)]
     kinds = {_kind(m.core) for m in layers}
     kw = dict(max_cells=int(max_cells), sink_k=int(sink_k), window=int(window))
+    report = _reporter(layers, _PROGRESS.get())
     if kinds != {"dense"}:
         try:
-            return _hooked(model, tokens, layers, kw)
+            return _observed(model, tokens, kw, report)
         except _PairBias:
             reason = f"position={model.cfg.position!r} adds a per-pair bias, which exists only as an L x L matrix"
     else:
         reason = f"attention={model.cfg.attention!r} has no tiled or analytic map; its effective map is L x L"
-    return _dense(model, tokens, kw, dense_max_len, reason)
+    return _dense(model, tokens, kw, dense_max_len, reason, report)
 
 
-def _hooked(model, tokens, layers, kw) -> LongContextMaps:
+def _observed(model, tokens, kw, report=None) -> LongContextMaps:
     maps, index, methods = [], [], set()
 
-    def hook(attn):
-        def pre(core, args):
-            q, k, _v, mods, _ctx = args
-            kind = _kind(core)
-            if kind == "linear":
-                phi_q, phi_k = core.features(q, k)
-                lq, lk = q.shape[2], k.shape[2]
-                maps.append(pooled_linear(phi_q, phi_k, causal=core.cfg.causal,
-                                          block_q=pooled_block(lq, kw["max_cells"]),
-                                          block_k=pooled_block(lk, kw["max_cells"]), sink_k=kw["sink_k"],
-                                          window=kw["window"]))
-                methods.add("analytic (feature maps)")
-            elif kind == "pattern":
-                if mods.get("pair_bias") is not None:
-                    raise _PairBias()
-                cfg = core.cfg
-                extra = {n: mods[n] for n in ("alibi_slopes", "rel_bias", "rel_k") if mods.get(n) is not None}
-                if cfg.attention == "full":
-                    extra["causal"] = cfg.causal
-                else:  # the layout holds the causal cut, as in PatternAttention
-                    extra["block_mask"] = pattern_block_mask(cfg, q.shape[2], k.shape[2] - q.shape[2]).to(q.device)
-                maps.append(pooled_attention(q, k, softcap=cfg.softcap, **extra, **kw))
-                methods.add("kernels")
-            else:
-                raise ConfigError("attention", core.cfg.attention, "one mechanism per model")
-            index.append(attn.layer)
-        return pre
+    def observe(call):
+        attn, q, k, mods = call.attn, call.q, call.k, call.mods
+        if report is not None:
+            report(call)
+        core = attn.core
+        kind = _kind(core)
+        if kind == "linear":
+            phi_q, phi_k = core.features(q, k)
+            lq, lk = q.shape[2], k.shape[2]
+            maps.append(pooled_linear(phi_q, phi_k, causal=core.cfg.causal,
+                                      block_q=pooled_block(lq, kw["max_cells"]),
+                                      block_k=pooled_block(lk, kw["max_cells"]), sink_k=kw["sink_k"],
+                                      window=kw["window"]))
+            methods.add("analytic (feature maps)")
+        elif kind == "pattern":
+            if mods.get("pair_bias") is not None:
+                raise _PairBias()
+            cfg = core.cfg
+            extra = {n: mods[n] for n in ("alibi_slopes", "rel_bias", "rel_k") if mods.get(n) is not None}
+            if cfg.attention == "full":
+                extra["causal"] = cfg.causal
+            else:  # the layout holds the causal cut, as in PatternAttention
+                extra["block_mask"] = pattern_block_mask(cfg, q.shape[2], k.shape[2] - q.shape[2]).to(q.device)
+            maps.append(pooled_attention(q, k, softcap=cfg.softcap, **extra, **kw))
+            methods.add("kernels")
+        else:
+            raise ConfigError("attention", core.cfg.attention, "one mechanism per model")
+        index.append(attn.layer)
 
-    handles = [m.core.register_forward_pre_hook(hook(m)) for m in layers]
-    try:
-        with torch.no_grad():
-            out = model(tokens)
-    finally:
-        for h in handles:
-            h.remove()
+    with torch.no_grad():
+        out = model(tokens, interventions=Interventions(observe_cores=observe))
     return LongContextMaps(maps, index, _token_loss(model, out.logits, tokens), " + ".join(sorted(methods)),
                            [m.note for m in maps if m.note][:1])
 
 
-def _dense(model, tokens, kw, dense_max_len: int, reason: str) -> LongContextMaps:
+def _reporter(layers, progress):
+    """An observer telling ``progress`` the share of ``layers`` before each core call's layer (None: no progress)."""
+    if progress is None:
+        return None
+    order = {id(m): i for i, m in enumerate(layers)}
+    return lambda call: progress(order[id(call.attn)] / max(1, len(layers)))
+
+
+def _dense(model, tokens, kw, dense_max_len: int, reason: str, report=None) -> LongContextMaps:
     L = tokens.shape[1]
     if L > dense_max_len:
         raise ConfigError("tokens", f"{L} tokens", f"at most {dense_max_len} tokens: {reason}")
     with torch.no_grad():
-        out = model(tokens, return_attention=True)
+        out = model(tokens, return_attention=True,
+                    interventions=None if report is None else Interventions(observe_cores=report))
     maps = []
     for probs in out.attentions:
         lq, lk = probs.shape[-2:]

@@ -20,8 +20,8 @@ module; each layer's progress comes back on the same token) and inside one reser
 (``footprint``'s forward at ``L`` plus the pooled grids and statistics).
 
 ``zoom(result, side, layer, head, q_cell, k_cell)`` computes one cell's exact token-level map: the
-model's forward up to that layer with a hook that takes the layer's post-position ``q``, ``k`` and score
-modifiers and evaluates the softmax of the cell's query rows over all keys (``rows x L``, float64),
+model's forward up to that layer with an ``Interventions`` record whose core observer takes the layer's
+post-position ``q``, ``k`` and score modifiers and evaluates the softmax of the cell's query rows over all keys (``rows x L``, float64),
 then stops the forward. Bins (``loss_bins``, ``stats_bins``) are means over equal position ranges.
 """
 from __future__ import annotations
@@ -47,7 +47,8 @@ from models import surgery as model_surgery
 from models.attention.layout import pattern_rows
 from models.attention.sparse import PatternAttention
 from models.blocks import Attention
-from models.long_context import pooled_maps
+from models.interventions import Interventions
+from models.long_context import pooled_maps, reporting
 
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
 DEFAULT_LENGTH = 2048   # the default bundle was trained at 128 bytes: 16x its trained length
@@ -214,26 +215,21 @@ def compute_side(model, tokens: torch.Tensor, stop: StopToken = NEVER) -> dict:
     """The GPU call of one side: ``pooled_maps`` of ``model`` on ``tokens (1, L)`` on ``device()`` (on CUDA the
     pooled pass is the Triton kernel), ``stop.report``-ing each layer and polling ``stop`` between modules.
 
-    One call per model, not per group of layers: the pooled pass rides the model's own forward (a hook on
-    each attention core), so a group of layers would have to send its ``(L, d)`` hidden state and every
-    position table back and forth; progress per layer crosses instead on the stop token's shared page.
+    One call per model, not per group of layers: the pooled pass rides the model's own forward (an observer
+    of each attention core, ``Interventions.observe_cores``), so a group of layers would have to send its
+    ``(L, d)`` hidden state and every position table back and forth; progress per layer (``reporting``)
+    crosses instead on the stop token's shared page.
     Returns plain values only (a worker returns no exception intact): numpy arrays of the maps, statistics
     and loss, or ``{"error": (field, value, allowed)}`` for a ``ConfigError``, ``{"stopped": why}`` for a stop."""
     dev = device()
     m = _on(model, dev)
-    layers = [a for a in m.modules() if isinstance(a, Attention)]
-    hooks = [a.register_forward_pre_hook(lambda *_a, i=i: stop.report(i / max(1, len(layers))))
-             for i, a in enumerate(layers)]
     try:
-        with Guard(stop).installed(m, backward=False):
+        with Guard(stop).installed(m, backward=False), reporting(stop.report):
             maps = pooled_maps(m, tokens.to(dev))
     except ConfigError as e:
         return {"error": (e.field, e.value, e.allowed)}
     except Abandoned as e:
         return {"stopped": str(e) or "stopped"}
-    finally:
-        for h in hooks:
-            h.remove()
     first = maps.maps[0]
     return {"mass": torch.stack([x.mass[0] for x in maps.maps]).float().cpu().numpy(),
             "stats": {k: torch.stack([getattr(x, k)[0] for x in maps.maps]).float().cpu().numpy() for k in STATS},
@@ -307,7 +303,7 @@ class Zoom:
 
 
 class _Captured(Exception):
-    """Raised from the zoom's hook once it has the rows: the rest of the forward is not needed."""
+    """Raised from the zoom's core observer once it has the rows: the rest of the forward is not needed."""
 
 
 def exact_rows(core, q, k, mods, r0: int, r1: int, head: int) -> torch.Tensor:
@@ -368,19 +364,17 @@ def zoom(result: LongContext, side: int = 0, layer: int = 0, head: int = 0, q_ce
     attn = [m for m in s.model.modules() if isinstance(m, Attention)][layer]
     got = {}
 
-    def hook(core, args):
-        q, k, _v, mods, _ctx = args
-        got["p"] = exact_rows(core, q, k, mods, r0, r1, head)
-        raise _Captured()
+    def capture(call):  # the picked layer's core inputs; the rest of the forward is not needed
+        if call.attn is attn:
+            got["p"] = exact_rows(attn.core, call.q, call.k, call.mods, r0, r1, head)
+            raise _Captured()
 
-    handle = attn.core.register_forward_pre_hook(hook)
     try:
         with torch.no_grad():
-            s.model(torch.tensor([result.passage.ids], dtype=torch.long))
+            s.model(torch.tensor([result.passage.ids], dtype=torch.long),
+                    interventions=Interventions(observe_cores=capture))
     except _Captured:
         pass
-    finally:
-        handle.remove()
     p = got["p"]
     region = p[:, c0:c1]
     return Zoom(s.name, layer, head, (r0, r1), (c0, c1), region.float().numpy(),

@@ -298,7 +298,7 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
         compile_s = None
         if first or dev.type == "cuda":  # one-time costs: lazy init and, on CUDA, Triton compiling this shape
-            compile_s = settle(run, sync, model, guard, budget)
+            compile_s = settle(run, sync, guard, budget)
         if first:
             measure_peak(lambda: None, dev)  # the profiler's start-up, outside the profiled warm-up
         sync()

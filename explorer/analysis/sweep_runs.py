@@ -112,7 +112,7 @@ def n_runs(warm_s: float, repeats: int, min_repeats: int, budget: float) -> int:
 MAX_SETTLE_RUNS = 8
 
 
-def settle(run, sync, model, guard: Guard, budget: float) -> float | None:
+def settle(run, sync, guard: Guard, budget: float) -> float | None:
     """Untimed runs until one fits the budget: the seconds the slower ones took (their one-time work:
     a Triton compile, lazy initialisation), or None when the first one fitted.
 
@@ -120,13 +120,12 @@ def settle(run, sync, model, guard: Guard, budget: float) -> float | None:
     at the next module, and the following run passes that module at full speed. So a run is repeated
     while each attempt gets further through the model's modules than the one before (one-time work is
     behind it), within ``settings.compile_budget()`` seconds and ``MAX_SETTLE_RUNS`` runs; a run that
-    gets no further is a real time-out (``Abandoned``, the guard's reason ``timeout``)."""
+    gets no further is a real time-out (``Abandoned``, the guard's reason ``timeout``). How far a run got
+    is the count of module forwards ``guard`` (installed on the model ``run`` calls) let through."""
     reached, spent, start = -1, 0.0, time.perf_counter()
     limit = settings.compile_budget()
     for _ in range(MAX_SETTLE_RUNS):
-        entered = [0]
-        handles = [m.register_forward_pre_hook(lambda *_a: entered.__setitem__(0, entered[0] + 1))
-                   for m in model.modules()]
+        before = guard.entered
         t0 = time.perf_counter()
         try:
             with guard.run_until(budget):
@@ -135,16 +134,14 @@ def settle(run, sync, model, guard: Guard, budget: float) -> float | None:
         except Abandoned:
             if guard.why == "cancelled":
                 raise
-        finally:
-            for h in handles:
-                h.remove()
         took = time.perf_counter() - t0
+        entered = guard.entered - before
         if took <= budget:
             return spent or None
         spent += took
-        if entered[0] <= reached or time.perf_counter() - start > limit:
+        if entered <= reached or time.perf_counter() - start > limit:
             guard.why = "timeout"
             raise Abandoned("timeout")
-        reached = entered[0]
+        reached = entered
     guard.why = "timeout"
     raise Abandoned("timeout")

@@ -57,6 +57,7 @@ class Guard:
         self.stopped = stopped
         self.deadline = math.inf
         self.why = None
+        self.entered = 0  # module forwards the installed guard let through (how far a run got)
 
     def check(self) -> None:
         if self.stopped():
@@ -80,6 +81,7 @@ class Guard:
         """Hooks on every module of ``model`` for the enclosed work (``backward``: in the backward pass too)."""
         def pre_hook(_module, args):
             self.check()
+            self.entered += 1
             if backward:  # the backward pass passes through the same point again
                 for a in args:
                     if isinstance(a, torch.Tensor) and a.requires_grad:
