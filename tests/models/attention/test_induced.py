@@ -2,39 +2,25 @@
 properties: ISAB's map is the product of two row-stochastic maps and is permutation-equivariant without
 positions; Luna carries its packed sequence from layer to layer."""
 import math
+from functools import partial
 
 import pytest
 import torch
+from cores import build_core, check_parameter_count, context, draw_qkv
 
 from models import ConfigError, ModelConfig, build_model
-from models.attention import ATTENTION
-from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64, n_inducing=5, conv_kernel=4)
 H, L, D = 4, 12, 8
-
-
-def _core(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    torch.manual_seed(0)
-    return cfg, ATTENTION[key].build(cfg)
-
-
-def _qkv(seed=0, B=2, h_kv=H):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(B, H, L, D, generator=g)
-    return [q] + [torch.randn(B, h_kv, L, D, generator=g) for _ in range(2)]
-
-
-def _ctx(need_weights=True):
-    return ForwardContext(tokens=None, position=None, need_weights=need_weights)
+_core = partial(build_core, SMALL, torch_seed=0)
+_qkv = partial(draw_qkv, L=L)
 
 
 # ------------------------------------------------------------------------------ isab
 def test_isab_equals_two_attentions_through_the_inducing_points():
     cfg, core = _core("isab", False)
     q, k, v = _qkv()
-    out, probs, _ = core(q, k, v, {}, _ctx())
+    out, probs, _ = core(q, k, v, {}, context())
     I, Wk = core.inducing.detach(), core.key_of_h.detach()
     for b in range(2):
         for n in range(H):
@@ -51,13 +37,13 @@ def test_isab_equals_two_attentions_through_the_inducing_points():
 def test_isab_is_permutation_equivariant_and_gqa_equals_repeated_kv():
     cfg, core = _core("isab", False)
     q, k, v = _qkv()
-    out, _, _ = core(q, k, v, {}, _ctx(False))
+    out, _, _ = core(q, k, v, {}, context(False))
     perm = torch.randperm(L, generator=torch.Generator().manual_seed(1))
-    out_p, _, _ = core(q[:, :, perm], k[:, :, perm], v[:, :, perm], {}, _ctx(False))
+    out_p, _, _ = core(q[:, :, perm], k[:, :, perm], v[:, :, perm], {}, context(False))
     torch.testing.assert_close(out_p, out[:, :, perm], rtol=1e-5, atol=1e-5)  # a set function
     q, k, v = _qkv(h_kv=2)
-    a, _, _ = core(q, k, v, {}, _ctx(False))
-    b, _, _ = core(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), {}, _ctx(False))
+    a, _, _ = core(q, k, v, {}, context(False))
+    b, _, _ = core(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), {}, context(False))
     torch.testing.assert_close(a, b)
 
 
@@ -72,7 +58,7 @@ def test_isab_is_refused_causal_and_with_score_biases():
 # ------------------------------------------------------------------------------ luna
 def test_luna_packs_unpacks_and_carries_the_packed_sequence():
     cfg, core = _core("luna", False)
-    ctx = _ctx()
+    ctx = context()
     calls = [_qkv(0), _qkv(1)]
     results = [core(q, k, v, {}, ctx) for q, k, v in calls]
     Wq, Wk = core.pack_query.weight.detach(), core.unpack_key.weight.detach()  # (d, d), y = x W^T
@@ -123,7 +109,4 @@ def test_luna_refusals_name_the_field(kw, field):
     ("luna", 5 * H * D + 2 * (H * D) ** 2 + 2 * H * D, dict(causal=False)),
 ])
 def test_parameter_count_per_layer(key, extra, kw):
-    cfg = ModelConfig(**SMALL, attention=key, **kw).validate()
-    base = ModelConfig(**SMALL, attention="full", **kw).validate().approx_params()
-    assert cfg.approx_params() - base == SMALL["n_layers"] * extra
-    assert sum(p.numel() for p in build_model(cfg).parameters()) == cfg.approx_params()
+    check_parameter_count(SMALL, key, extra, **kw)

@@ -1,32 +1,18 @@
 """Lite (Wu et al. 2020, long-short range attention) against a plain-PyTorch formula written here (explicit
 loops), and its defining property: its convolution heads are a renormalised, causal-when-causal moving average."""
 import math
+from functools import partial
 
 import pytest
 import torch
+from cores import build_core, check_parameter_count, context, draw_qkv
 
 from models import ConfigError, ModelConfig, build_model
-from models.attention import ATTENTION
-from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64, n_inducing=5, conv_kernel=4)
 H, L, D = 4, 12, 8
-
-
-def _core(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    torch.manual_seed(0)
-    return cfg, ATTENTION[key].build(cfg)
-
-
-def _qkv(seed=0, B=2, h_kv=H):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(B, H, L, D, generator=g)
-    return [q] + [torch.randn(B, h_kv, L, D, generator=g) for _ in range(2)]
-
-
-def _ctx(need_weights=True):
-    return ForwardContext(tokens=None, position=None, need_weights=need_weights)
+_core = partial(build_core, SMALL, torch_seed=0)
+_qkv = partial(draw_qkv, L=L)
 
 
 def _conv_ref(v, w, causal):
@@ -52,7 +38,7 @@ def test_lite_splits_heads_into_attention_and_lightweight_convolution(causal, K)
     cfg, core = _core("lite", causal, conv_kernel=K, position="alibi")
     q, k, v = _qkv(h_kv=2)
     slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
-    out, probs, _ = core(q, k, v, {"alibi_slopes": slopes}, _ctx())
+    out, probs, _ = core(q, k, v, {"alibi_slopes": slopes}, context())
     kk, vv = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
     i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
     dist = (i - j).abs() if not causal else (i - j)
@@ -67,7 +53,7 @@ def test_lite_splits_heads_into_attention_and_lightweight_convolution(causal, K)
     torch.testing.assert_close(out[:, 2:], _conv_ref(vv[:, 2:], w, causal), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(probs.sum(-1), torch.ones(2, H, L))
     torch.testing.assert_close(probs @ vv, out, rtol=1e-5, atol=1e-5)  # the map is what is applied
-    fast, _, _ = core(q, k, v, {"alibi_slopes": slopes}, _ctx(False))  # kernels.attention path
+    fast, _, _ = core(q, k, v, {"alibi_slopes": slopes}, context(False))  # kernels.attention path
     torch.testing.assert_close(fast, out, rtol=1e-5, atol=1e-5)
 
 
@@ -84,10 +70,10 @@ def test_lite_kernel_path_equals_dense_reference_path_for_every_position(positio
 def test_lite_causal_convolution_reads_no_future():
     cfg, core = _core("lite", True, conv_kernel=5)
     q, k, v = _qkv()
-    base, _, _ = core(q, k, v, {}, _ctx(False))
+    base, _, _ = core(q, k, v, {}, context(False))
     v2 = v.clone()
     v2[:, :, 7:] += 5.0
-    out, _, _ = core(q, k, v2, {}, _ctx(False))
+    out, _, _ = core(q, k, v2, {}, context(False))
     torch.testing.assert_close(out[:, :, :7], base[:, :, :7])
     assert not torch.allclose(out[:, 2:, 7:], base[:, 2:, 7:])
 
@@ -104,7 +90,4 @@ def test_lite_needs_an_even_number_of_heads(n_heads):
     ("lite", (H // 2) * 4, {}),
 ])
 def test_parameter_count_per_layer(key, extra, kw):
-    cfg = ModelConfig(**SMALL, attention=key, **kw).validate()
-    base = ModelConfig(**SMALL, attention="full", **kw).validate().approx_params()
-    assert cfg.approx_params() - base == SMALL["n_layers"] * extra
-    assert sum(p.numel() for p in build_model(cfg).parameters()) == cfg.approx_params()
+    check_parameter_count(SMALL, key, extra, **kw)

@@ -1,30 +1,18 @@
 """ProbSparse attention (Informer, Zhou et al. 2021) against the paper's selection rule computed query by query."""
 import math
+from functools import partial
 
 import pytest
 import torch
+from cores import build_core, draw_qkv, run
 
 import kernels
 from models import ModelConfig
-from models.attention import ATTENTION
 from models.attention.probsparse import n_active
-from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=1, max_len=64, position="rope")
-
-
-def core_for(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    return cfg, ATTENTION[key].build(cfg)
-
-
-def qkv(L=20, seed=0, B=2, h=4, d=8):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, h, L, d, generator=g, dtype=torch.float64).float() for _ in range(3)]
-
-
-def run(core, q, k, v, mods=None):
-    return core(q, k, v, mods or {}, ForwardContext(tokens=None, position=None, need_weights=True))
+core_for = partial(build_core, SMALL)
+qkv = partial(draw_qkv, via_float64=True)  # each drawn in float64, rounded to float32
 
 
 def probsparse_reference(q, k, v, u, causal, bias=None):

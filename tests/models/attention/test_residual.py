@@ -2,31 +2,18 @@
 (explicit loops over heads and taps), plus the property that pins them to full attention (a one-layer
 RealFormer is plain softmax attention)."""
 import math
+from functools import partial
 
 import pytest
 import torch
+from cores import build_core, check_parameter_count, context, draw_qkv
 
 from models import ConfigError, ModelConfig, build_model
-from models.attention import ATTENTION
-from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64)
 H, L, D = 4, 12, 8
-
-
-def _core(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    torch.manual_seed(0)
-    return cfg, ATTENTION[key].build(cfg)
-
-
-def _qkv(seed=0, B=2):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, H, L, D, generator=g) for _ in range(3)]
-
-
-def _ctx(need_weights=True):
-    return ForwardContext(tokens=None, position=None, need_weights=need_weights)
+_core = partial(build_core, SMALL, torch_seed=0)
+_qkv = partial(draw_qkv, L=L)
 
 
 def _bias(seed=1):
@@ -55,7 +42,7 @@ def test_realformer_adds_the_previous_layers_scores(causal):
     q1, k1, v1 = _qkv(0)
     q2, k2, v2 = _qkv(1)
     q3, k3, v3 = _qkv(2)
-    ctx = _ctx()
+    ctx = context()
     outs = [core(q, k, v, mods, ctx) for q, k, v in ((q1, k1, v1), (q2, k2, v2), (q3, k3, v3))]
     s1 = q1 @ k1.transpose(-1, -2) / math.sqrt(D) + bias
     s2 = q2 @ k2.transpose(-1, -2) / math.sqrt(D) + bias + s1
@@ -85,7 +72,7 @@ def test_predictive_attention_convolves_the_previous_map(causal):
         core.alpha.fill_(0.3)
     q1, k1, v1 = _qkv(0)
     q2, k2, v2 = _qkv(1)
-    ctx = _ctx()
+    ctx = context()
     _, p1, _ = core(q1, k1, v1, {}, ctx)
     out, p2, _ = core(q2, k2, v2, {}, ctx)
     torch.testing.assert_close(p1, torch.softmax(
@@ -129,7 +116,4 @@ def test_previous_layer_mechanisms_refuse_other_stacks_and_memories(key, field, 
 
 @pytest.mark.parametrize("key,extra", [("realformer", 0), ("predictive_attention", H * H * 9 + H + 1)])
 def test_parameter_count_per_layer(key, extra):
-    cfg = ModelConfig(**SMALL, attention=key).validate()
-    base = ModelConfig(**SMALL, attention="full").validate().approx_params()
-    assert cfg.approx_params() - base == SMALL["n_layers"] * extra
-    assert sum(p.numel() for p in build_model(cfg).parameters()) == cfg.approx_params()
+    check_parameter_count(SMALL, key, extra)

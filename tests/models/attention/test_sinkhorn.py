@@ -1,31 +1,19 @@
 """Sparse Sinkhorn attention (Tay et al. 2020) against a loop implementation of the paper in probability
 space (not log space), plus the Sinkhorn balancing's own properties."""
 import math
+from functools import partial
 
 import pytest
 import torch
+from cores import build_core, draw_qkv, run
 
 import kernels
-from models import ModelConfig
 from models.attention import ATTENTION
 from models.attention.sinkhorn import sinkhorn
-from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=1, max_len=64, position="rope")
-
-
-def core_for(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    return cfg, ATTENTION[key].build(cfg)
-
-
-def qkv(L=20, seed=0, B=2, h=4, d=8):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, h, L, d, generator=g) for _ in range(3)]
-
-
-def run(core, q, k, v, mods=None):
-    return core(q, k, v, mods or {}, ForwardContext(tokens=None, position=None, need_weights=True))
+core_for = partial(build_core, SMALL)
+qkv = draw_qkv
 
 
 def sinkhorn_reference(core, q, k, v, cfg):

@@ -1,31 +1,18 @@
 """talking_heads against a plain-PyTorch formula written here from the paper (explicit loops over heads),
 plus the property that pins it to full attention (identity mixing at init)."""
 import math
+from functools import partial
 
 import pytest
 import torch
+from cores import build_core, check_parameter_count, context, draw_qkv
 
 from models import ModelConfig, build_model
-from models.attention import ATTENTION
-from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64)
 H, L, D = 4, 12, 8
-
-
-def _core(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    torch.manual_seed(0)
-    return cfg, ATTENTION[key].build(cfg)
-
-
-def _qkv(seed=0, B=2):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, H, L, D, generator=g) for _ in range(3)]
-
-
-def _ctx(need_weights=True):
-    return ForwardContext(tokens=None, position=None, need_weights=need_weights)
+_core = partial(build_core, SMALL, torch_seed=0)
+_qkv = partial(draw_qkv, L=L)
 
 
 def _bias(seed=1):
@@ -55,7 +42,7 @@ def test_talking_heads_equals_the_papers_formula(causal):
         core.mix_weights.copy_(torch.randn(H, H, generator=g))
     q, k, v = _qkv()
     mods, bias = _bias()
-    out, probs, _ = core(q, k, v, mods, _ctx())
+    out, probs, _ = core(q, k, v, mods, context())
     P1, P2 = core.mix_logits.detach(), core.mix_weights.detach()
     logits = [q[:, n] @ k[:, n].transpose(-1, -2) / math.sqrt(D) + bias[n] for n in range(H)]
     want_w, want_out = [], []
@@ -97,14 +84,11 @@ def test_talking_heads_with_memory_keys_at_init_is_full_attention(memory):
 def test_talking_heads_mixing_learns():
     cfg, core = _core("talking_heads", True)
     q, k, v = _qkv()
-    out, _, _ = core(q, k, v, {}, _ctx(False))
+    out, _, _ = core(q, k, v, {}, context(False))
     out.pow(2).sum().backward()
     assert core.mix_logits.grad.abs().sum() > 0 and core.mix_weights.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize("key,extra", [("talking_heads", 2 * H * H)])
 def test_parameter_count_per_layer(key, extra):
-    cfg = ModelConfig(**SMALL, attention=key).validate()
-    base = ModelConfig(**SMALL, attention="full").validate().approx_params()
-    assert cfg.approx_params() - base == SMALL["n_layers"] * extra
-    assert sum(p.numel() for p in build_model(cfg).parameters()) == cfg.approx_params()
+    check_parameter_count(SMALL, key, extra)

@@ -1,18 +1,13 @@
 """Early exit (Elbayad et al. 2020; Schuster et al. 2022; catalogue section 8): exit depths, threshold one
 is the plain model, an exited token keeps its exit layer's logits."""
-import torch
+from functools import partial
 
-from models import ModelConfig, build_model
+import torch
+from stacks import draw_tokens, model_from
 
 BASE = dict(n_layers=3, d_model=32, n_heads=4, max_len=128)
-
-
-def _model(**kw):
-    return build_model(ModelConfig(**{**BASE, **kw}))
-
-
-def _tokens(B=2, n=24, seed=0):
-    return torch.randint(0, 256, (B, n), generator=torch.Generator().manual_seed(seed))
+_model = partial(model_from, BASE)
+_tokens = draw_tokens
 
 
 def test_early_exit_depths_are_in_range_and_gradients_flow():

@@ -1,18 +1,15 @@
 """Gated residuals (GTrXL, Parisotto et al. 2020; catalogue section 8): near identity at init, pre-norm only."""
+from functools import partial
+
 import pytest
 import torch
+from stacks import draw_tokens, model_from
 
-from models import ConfigError, ModelConfig, build_model
+from models import ConfigError, ModelConfig
 
 BASE = dict(n_layers=3, d_model=32, n_heads=4, max_len=128)
-
-
-def _model(**kw):
-    return build_model(ModelConfig(**{**BASE, **kw}))
-
-
-def _tokens(B=2, n=24, seed=0):
-    return torch.randint(0, 256, (B, n), generator=torch.Generator().manual_seed(seed))
+_model = partial(model_from, BASE)
+_tokens = draw_tokens
 
 
 def test_gated_is_near_identity_at_init():

@@ -1,24 +1,16 @@
 """Macaron (Lu et al. 2019) against a hand-built reference with the same weights; Macaron and Sandwich both
 need an FFN."""
+from functools import partial
+
 import pytest
 import torch
+from stacks import draw_tokens, model_from, stack_context
 
-from models import ConfigError, ModelConfig, build_model
-from models.context import ForwardContext
+from models import ConfigError, ModelConfig
 
 BASE = dict(n_layers=3, d_model=32, n_heads=4, max_len=64)
-
-
-def _model(**kw):
-    return build_model(ModelConfig(**{**BASE, **kw}))
-
-
-def _tokens(B=2, n=20, seed=0):
-    return torch.randint(0, 256, (B, n), generator=torch.Generator().manual_seed(seed))
-
-
-def _ctx(model, tokens):
-    return ForwardContext(tokens=tokens, position=model.position, positions=torch.arange(tokens.shape[1]))
+_model = partial(model_from, BASE)
+_tokens = partial(draw_tokens, n=20)
 
 
 @pytest.mark.parametrize("placement", ["pre", "post"])
@@ -26,7 +18,7 @@ def test_macaron_equals_two_half_ffn_steps_around_attention(placement):
     """Pre: x + 1/2 FFN1(N(x)); x + Attn(N(x)); x + 1/2 FFN2(N(x)). Post: N(x + ...) each time."""
     model = _model(layer="macaron", norm_placement=placement).eval()
     t = _tokens()
-    ctx = _ctx(model, t)
+    ctx = stack_context(model, t)
     x = model.embed(t)
     for b in model.stack.blocks:
         info = ctx.begin_layer(x)
@@ -56,7 +48,7 @@ def test_macaron_adds_the_losses_of_both_expert_ffns():
     t = _tokens()
     out = model(t)
     b = model.stack.blocks[0]
-    ctx = _ctx(model, t)
+    ctx = stack_context(model, t)
     x = model.embed(t)
     x1 = x + 0.5 * b.ffn1(b.res_ffn1.norm(x), t)[0]
     loss1 = b.ffn1(b.res_ffn1.norm(x), t)[1]["loss"]

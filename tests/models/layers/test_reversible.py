@@ -1,38 +1,29 @@
 """Reversible layers (RevNet, Gomez et al. 2017; Reformer, Kitaev et al. 2020; catalogue section 8):
 gradients equal those without recomputation, activation memory is flat in depth, post-norm is refused."""
+from functools import partial
+
 import pytest
 import torch
+from stacks import draw_tokens, model_from, stack_context
 
-from models import ConfigError, ModelConfig, build_model, choices
+from models import ConfigError, ModelConfig, choices
 
 BASE = dict(n_layers=3, d_model=32, n_heads=4, max_len=128)
-
-
-def _model(**kw):
-    return build_model(ModelConfig(**{**BASE, **kw}))
-
-
-def _tokens(B=2, n=24, seed=0):
-    return torch.randint(0, 256, (B, n), generator=torch.Generator().manual_seed(seed))
+_model = partial(model_from, BASE)
+_tokens = draw_tokens
 
 
 def _reversible_reference(model, tokens):
     """The same weights, pre-norm, run with ordinary autograd (every activation stored)."""
     x = model.drop(model.embed(tokens))
     x1 = x2 = x
-    ctx = _ctx(model, tokens)
+    ctx = stack_context(model, tokens, classifier=True)
     for block in model.stack.blocks:
         info = ctx.begin_layer(x1)
         y1 = x1 + block.res_attn.drop(block.attn(block.res_attn.norm(x2), ctx, info))
         y2 = x2 + block.res_ffn.drop(block.ffn(block.res_ffn.norm(y1), tokens)[0])
         x1, x2 = y1, y2
     return model.head(model.final_norm((x1 + x2) / 2))
-
-
-def _ctx(model, tokens):
-    from models.context import ForwardContext
-    return ForwardContext(tokens=tokens, position=model.position,
-                          positions=torch.arange(tokens.shape[1]), classifier=model.classify)
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2])

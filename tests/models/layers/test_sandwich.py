@@ -1,24 +1,16 @@
 """Sandwich (Press et al. 2020) layer structure against a hand-built reference with the same weights."""
+from functools import partial
+
 import pytest
 import torch
+from stacks import draw_tokens, model_from, stack_context
 
-from models import ConfigError, ModelConfig, build_model
-from models.context import ForwardContext
+from models import ConfigError, ModelConfig
 from models.layers.sandwich import sandwich_order
 
 BASE = dict(n_layers=3, d_model=32, n_heads=4, max_len=64)
-
-
-def _model(**kw):
-    return build_model(ModelConfig(**{**BASE, **kw}))
-
-
-def _tokens(B=2, n=20, seed=0):
-    return torch.randint(0, 256, (B, n), generator=torch.Generator().manual_seed(seed))
-
-
-def _ctx(model, tokens):
-    return ForwardContext(tokens=tokens, position=model.position, positions=torch.arange(tokens.shape[1]))
+_model = partial(model_from, BASE)
+_tokens = partial(draw_tokens, n=20)
 
 
 def test_sandwich_order_is_the_papers_formula():
@@ -55,7 +47,7 @@ def test_sandwich_equals_the_hand_built_sequence():
     model = _model(layer="sandwich", sandwich_coeff=1).eval()
     st = model.stack
     t = _tokens()
-    ctx = _ctx(model, t)
+    ctx = stack_context(model, t)
     x = model.embed(t)
     a, f = iter(range(3)), iter(range(3))
     for kind in "aafaff":  # n=3, s=1: a (a f) (a f) f

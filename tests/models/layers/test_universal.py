@@ -1,24 +1,13 @@
 """The Universal Transformer (Dehghani et al. 2019) with ACT halting (Graves 2016; catalogue section 8):
 shared weights, the timing signal before the shared block, the ponder cost."""
-import torch
+from functools import partial
 
-from models import ModelConfig, build_model
+import torch
+from stacks import draw_tokens, model_from, stack_context
 
 BASE = dict(n_layers=3, d_model=32, n_heads=4, max_len=128)
-
-
-def _model(**kw):
-    return build_model(ModelConfig(**{**BASE, **kw}))
-
-
-def _tokens(B=2, n=24, seed=0):
-    return torch.randint(0, 256, (B, n), generator=torch.Generator().manual_seed(seed))
-
-
-def _ctx(model, tokens):
-    from models.context import ForwardContext
-    return ForwardContext(tokens=tokens, position=model.position,
-                          positions=torch.arange(tokens.shape[1]), classifier=model.classify)
+_model = partial(model_from, BASE)
+_tokens = draw_tokens
 
 
 def test_universal_shares_weights_across_steps():
@@ -36,7 +25,7 @@ def test_universal_steps_apply_the_shared_block_after_the_timing_signal():
     model = _model(layer="universal", n_layers=3)
     t = _tokens()
     out = model(t)
-    ctx = _ctx(model, t)
+    ctx = stack_context(model, t, classifier=True)
     table = sinusoidal_table(24, 32)
     x = model.embed(t)  # rope: nothing added at the embedding
     for step in range(3):

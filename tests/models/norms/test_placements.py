@@ -1,24 +1,11 @@
 """Residual norm placements (post, pre, sandwich, rezero, none) against the formulas of catalogue section 5."""
 import pytest
 import torch
+from norm_inputs import D, draw, perturbed
 from torch import nn
 
 from models.config import ModelConfig
 from models.norms import NORM, NORM_PLACEMENT
-
-D = 8
-
-
-def _x(*shape, seed=0):
-    torch.manual_seed(seed)
-    return torch.randn(*shape, D) * 3 + 1
-
-
-def _perturbed(norm):
-    with torch.no_grad():  # move parameters off their init so the test sees them used
-        for p in norm.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
-    return norm
 
 
 def _placement(key, dropout=0.0):
@@ -27,7 +14,7 @@ def _placement(key, dropout=0.0):
     made = []
 
     def make_norm():
-        made.append(_perturbed(NORM["rmsnorm"].build(D, cfg)))
+        made.append(perturbed(NORM["rmsnorm"].build(D, cfg)))
         return made[-1]
 
     return NORM_PLACEMENT[key].build(cfg, make_norm), made
@@ -45,7 +32,7 @@ def test_placement_metadata_and_gradients(key):
     assert v.key == key and v.paper and v.summary
     res, made = _placement(key)
     assert isinstance(res.final_norm, bool)
-    x = _x(2, 3).requires_grad_()
+    x = draw(2, 3).requires_grad_()
     y = res(x, _sublayer())
     assert y.shape == x.shape
     y.sum().backward()
@@ -64,7 +51,7 @@ def test_final_norm_flags():
 def test_placement_formula(key):
     res, made = _placement(key)
     f = _sublayer()
-    x = _x(2, 3)
+    x = draw(2, 3)
     want = {
         "post": lambda: made[0](x + f(x)),
         "pre": lambda: x + f(made[0](x)),
@@ -81,7 +68,7 @@ def test_placement_formula(key):
 def test_rezero_identity_at_init_and_learns():
     res, made = _placement("rezero")
     assert made == [] and res.alpha.item() == 0.0
-    x = _x(2, 3)
+    x = draw(2, 3)
     f = _sublayer()
     torch.testing.assert_close(res(x, f), x)
     res(x, f).sum().backward()
@@ -94,7 +81,7 @@ def test_rezero_identity_at_init_and_learns():
 @pytest.mark.parametrize("key", sorted(set(NORM_PLACEMENT) & {"pre", "rezero", "none"}))
 def test_dropout_hits_sublayer_only(key):
     res, _ = _placement(key, dropout=0.5)
-    x = _x(4, 6)
+    x = draw(4, 6)
     ones = lambda t: torch.ones_like(t)  # noqa: E731
     if key == "rezero":
         with torch.no_grad():

@@ -5,17 +5,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from norm_inputs import D, draw, perturbed
 from torch import nn
 
 from models.config import ModelConfig
 from models.norms import EPS, NORM
-
-D = 8
-
-
-def _x(*shape, seed=0):
-    torch.manual_seed(seed)
-    return torch.randn(*shape, D) * 3 + 1
 
 
 @pytest.mark.parametrize("key", list(NORM))
@@ -23,7 +17,7 @@ def test_norm_shape_dtype_gradient(key):
     v = NORM[key]
     assert v.key == key and v.paper and v.summary
     norm = v.build(D, ModelConfig(d_model=D, n_heads=2))
-    x = _x(2, 3).requires_grad_()
+    x = draw(2, 3).requires_grad_()
     y = norm(x)
     assert y.shape == x.shape and y.dtype == x.dtype and torch.isfinite(y).all()
     (y * torch.randn_like(y)).sum().backward()
@@ -32,16 +26,9 @@ def test_norm_shape_dtype_gradient(key):
         assert p.grad is not None
 
 
-def _perturbed(norm):
-    with torch.no_grad():  # move parameters off their init so the test sees them used
-        for p in norm.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
-    return norm
-
-
 def test_layernorm_matches_torch():
-    norm = _perturbed(NORM["layernorm"].build(D, None))
-    x = _x(4, 5)
+    norm = perturbed(NORM["layernorm"].build(D, None))
+    x = draw(4, 5)
     want = nn.LayerNorm(D, eps=1e-5)
     want.load_state_dict({"weight": norm.weight.detach(), "bias": norm.bias.detach()})
     torch.testing.assert_close(norm(x), want(x))
@@ -50,8 +37,8 @@ def test_layernorm_matches_torch():
 
 
 def test_rmsnorm_formula():
-    norm = _perturbed(NORM["rmsnorm"].build(D, None))
-    x = _x(4, 5)
+    norm = perturbed(NORM["rmsnorm"].build(D, None))
+    x = draw(4, 5)
     rms = torch.sqrt((x ** 2).mean(-1, keepdim=True) + 1e-5)
     torch.testing.assert_close(norm(x), x / rms * norm.weight)
     assert [p.shape for p in norm.parameters()] == [(D,)]
@@ -61,7 +48,7 @@ def test_scalenorm_formula():
     norm = NORM["scalenorm"].build(D, None)
     (g,) = list(norm.parameters())
     assert g.shape == () and abs(g.item() - math.sqrt(D)) < 1e-6
-    x = _x(4, 5)
+    x = draw(4, 5)
     torch.testing.assert_close(norm(x), math.sqrt(D) * x / x.norm(dim=-1, keepdim=True))
     assert torch.allclose(norm(x).norm(dim=-1), torch.full((4, 5), math.sqrt(D)))
     assert torch.isfinite(norm(torch.zeros(2, D))).all()
@@ -70,7 +57,7 @@ def test_scalenorm_formula():
 def test_adanorm_value_and_detached_gradient():
     norm = NORM["adanorm"].build(D, None)
     assert list(norm.parameters()) == []
-    x = _x(3, 4).double().requires_grad_()
+    x = draw(3, 4).double().requires_grad_()
     mu = x.mean(-1, keepdim=True)
     y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS)
     torch.testing.assert_close(norm(x), 1.0 * (1 - 0.1 * y) * y)
