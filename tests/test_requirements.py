@@ -109,7 +109,7 @@ def test_every_package_the_product_imports_is_in_requirements():
 
 def test_the_check_sees_a_missing_line():
     # scipy is what a test once imported unlisted: against the runtime list alone it must be caught
-    assert _unlisted(_py("tests/models/test_floater.py"), _requirements("requirements.txt"))
+    assert _unlisted(_py("tests/models/positions/test_floater.py"), _requirements("requirements.txt"))
 
 
 if __name__ == "__main__":  # pragma: no cover

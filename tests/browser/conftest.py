@@ -1,5 +1,6 @@
 """One app server per test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess;
-one Chromium per test file; pages in fresh browser contexts.
+one Chromium per run of consecutive test files that use it (per pytest-xdist worker); pages in fresh
+browser contexts.
 
 Fixtures: ``app_url`` (the shared app), ``serve_app`` (the launcher, for a test that needs a server of
 its own), ``browser``, ``open_page`` (a ``browser_page.Page`` of the shared app or of any URL, at a
@@ -126,9 +127,11 @@ def app_url(request):
 
 @pytest.hookimpl(trylast=True)  # after pytest's own teardown: the last test's fixtures close first
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the shared app after this folder's last test, not at the end of the session. Not in a
-    pytest-xdist worker: it gets this folder's files between others' (``--dist loadfile``), and its
-    session-scoped ``app_url`` would stay cached after a close; there the app ends with the session."""
+    """Hand the Chromium over to the next test file or close it (``_hand_over``); stop the shared app
+    after this folder's last test, not at the end of the session. Not in a pytest-xdist worker: it gets
+    this folder's files between others' (``--dist loadfile``), and its session-scoped ``app_url`` would
+    stay cached after a close; there the app ends with the session."""
+    _hand_over(item, nextitem)
     if hasattr(item.config, "workerinput"):
         return
     here = Path(__file__).resolve().parent
@@ -150,22 +153,60 @@ def shots_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("screenshots"))
 
 
+BROWSER = pytest.StashKey()  # (ExitStack, Chromium) of this process's browser while it runs
+
+
 @pytest.fixture(scope="module")
-def browser():
-    """One Chromium per test file (each test opens its own context), closed with the file's last test.
-    Playwright's sync API keeps its event loop set as the thread's running loop while it is started, so
-    a later test of the same process that calls ``asyncio.run`` (a ``gradio_client`` call, the app's own
-    handlers) would fail: under pytest-xdist a worker runs other folders' files after a browser file."""
+def browser(request):
+    """The process's Chromium (each test opens its own context): launched by the first test file that
+    needs it and kept for the files that follow while they need it too, closed before the first test
+    of a file that does not (``_hand_over`` below) and at the end of the session. Playwright's sync API
+    keeps its event loop set as the thread's running loop while it is started, so a later test of the
+    same process that calls ``asyncio.run`` (a ``gradio_client`` call, the app's own handlers) would
+    fail: under pytest-xdist a worker runs other folders' files after a browser file."""
     from browser_page import ARGS, CHROMIUM
+    held = request.config.stash.get(BROWSER, None)
+    if held is not None:
+        return held[1]
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (CI must install Debian's chromium: see .ci/run)", pytrace=False)
         pytest.skip("chromium is not installed (apt-get install -y chromium); browser tests skipped")
     sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
+    stack = contextlib.ExitStack()
+    try:
+        playwright = stack.enter_context(sync_api.sync_playwright())
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        stack.callback(chromium.close)
+    except BaseException:
+        stack.close()
+        raise
+    request.config.stash[BROWSER] = stack, chromium
+    return chromium
+
+
+def _close_browser(config) -> None:
+    held = config.stash.get(BROWSER, None)
+    if held is not None:
+        del config.stash[BROWSER]
+        held[0].close()
+
+
+def _hand_over(item, nextitem) -> None:
+    """After a test file's last test (its fixtures already torn down): close the contexts it left open
+    in the shared Chromium, and the Chromium itself unless the next test uses it."""
+    held = item.config.stash.get(BROWSER, None)
+    if held is None or (nextitem is not None and getattr(nextitem, "module", None) is item.module):
+        return
+    if nextitem is None or "browser" not in nextitem.fixturenames:
+        _close_browser(item.config)
+        return
+    for ctx in list(held[1].contexts):  # a test's context, had it escaped open_page: the next file starts clean
+        ctx.close()
+
+
+def pytest_sessionfinish(session):
+    _close_browser(session.config)  # an interrupted run: the Chromium of the test that was running
 
 
 @pytest.fixture

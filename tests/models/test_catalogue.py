@@ -92,7 +92,7 @@ def test_causal_models_leak_nothing(key):
 # layout) from the one with weights (the dense masked reference): the section-1 patterns and the
 # adaptive span's windowed layout. The other section-2 mechanisms compute the weights on the same
 # path, so comparing the two would compare the code with itself; they are checked against
-# independent formulas in test_mechanisms.py.
+# independent formulas in attention/test_mechanisms.py.
 TWO_PATHS = list(PATTERNS) + ["adaptive_span"]
 
 

@@ -5,8 +5,8 @@ Gradients are finite and reach what they should, the effective attention is a di
 reproduces the output, the weights path equals the fast path, GQA equals MHA with repeated K/V, causal
 cores and models leak nothing from later positions, the size estimate equals the built model, every key
 is valid in some (causal, position) setting, refused combinations name the field, and float64 keeps
-its precision. Per-mechanism references (formulas, brute force) are in test_axial_sinkhorn.py,
-test_clustered_probsparse.py and test_synthesizer.py.
+its precision. Per-mechanism references (formulas, brute force) are in test_axial.py, test_sinkhorn.py,
+test_clustered.py, test_probsparse.py and test_synthesizer.py.
 """
 import pytest
 import torch

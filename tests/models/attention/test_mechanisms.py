@@ -1,7 +1,7 @@
 """The mechanisms of the catalogue's section 2 (lsh, routing, linear, performer, linformer, nystrom,
 adaptive_span) at the level of the attention core, each against an independent reference (formula,
 brute force, exact softmax) or a property. The model-level checks (every key, forward/backward, no
-leak through the whole model) are in test_catalogue.py."""
+leak through the whole model) are in tests/models/test_catalogue.py."""
 import math
 
 import pytest

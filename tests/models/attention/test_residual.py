@@ -1,32 +1,19 @@
-"""talking_heads, realformer, predictive_attention: each against a plain-PyTorch formula written
-here from the papers (explicit loops over heads and taps), plus the properties that pin them to
-full attention (identity mixing at init; a one-layer RealFormer is plain softmax attention)."""
+"""realformer and predictive_attention: each against a plain-PyTorch formula written here from the papers
+(explicit loops over heads and taps), plus the property that pins them to full attention (a one-layer
+RealFormer is plain softmax attention)."""
 import math
+from functools import partial
 
 import pytest
 import torch
+from cores import build_core, check_parameter_count, context, draw_qkv
 
 from models import ConfigError, ModelConfig, build_model
-from models.attention import ATTENTION
-from models.context import ForwardContext
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64)
 H, L, D = 4, 12, 8
-
-
-def _core(key, causal, **kw):
-    cfg = ModelConfig(**{**SMALL, "attention": key, "causal": causal, **kw}).validate()
-    torch.manual_seed(0)
-    return cfg, ATTENTION[key].build(cfg)
-
-
-def _qkv(seed=0, B=2):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, H, L, D, generator=g) for _ in range(3)]
-
-
-def _ctx(need_weights=True):
-    return ForwardContext(tokens=None, position=None, need_weights=need_weights)
+_core = partial(build_core, SMALL, torch_seed=0)
+_qkv = partial(draw_qkv, L=L)
 
 
 def _bias(seed=1):
@@ -47,63 +34,6 @@ def _mask(causal):
     return (j <= i) if causal else torch.ones(L, L, dtype=torch.bool)
 
 
-# ------------------------------------------------------------------------------ talking heads
-@pytest.mark.parametrize("causal", [True, False])
-def test_talking_heads_equals_the_papers_formula(causal):
-    cfg, core = _core("talking_heads", causal)
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        core.mix_logits.copy_(torch.randn(H, H, generator=g))
-        core.mix_weights.copy_(torch.randn(H, H, generator=g))
-    q, k, v = _qkv()
-    mods, bias = _bias()
-    out, probs, _ = core(q, k, v, mods, _ctx())
-    P1, P2 = core.mix_logits.detach(), core.mix_weights.detach()
-    logits = [q[:, n] @ k[:, n].transpose(-1, -2) / math.sqrt(D) + bias[n] for n in range(H)]
-    want_w, want_out = [], []
-    soft = []
-    for n in range(H):
-        mixed = sum(P1[n, m] * logits[m] for m in range(H))
-        soft.append(torch.softmax(mixed.masked_fill(~_mask(causal), -math.inf), -1))
-    for n in range(H):
-        w = sum(P2[n, m] * soft[m] for m in range(H))
-        want_w.append(w)
-        want_out.append(w @ v[:, n])
-    torch.testing.assert_close(probs, torch.stack(want_w, 1), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(out, torch.stack(want_out, 1), rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("position", ["rope", "t5", "alibi", "shaw", "xl"])
-@pytest.mark.parametrize("causal", [True, False])
-def test_talking_heads_at_init_is_full_attention(position, causal):
-    """Identity mixing at init: the same weights give the same logits as attention='full' (run by the kernels)."""
-    kw = dict(SMALL, causal=causal, position=position)
-    th = build_model(ModelConfig(**kw, attention="talking_heads"))
-    full = build_model(ModelConfig(**kw, attention="full"))
-    full.load_state_dict(th.state_dict(), strict=False)
-    t = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(0))
-    torch.testing.assert_close(th(t).logits, full(t).logits, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("memory", ["xl", "tokens"])
-def test_talking_heads_with_memory_keys_at_init_is_full_attention(memory):
-    """Keys prepended before the queries (memory) are honoured as on the dense path."""
-    kw = dict(SMALL, causal=True, position="xl", memory=memory, segment_len=8, mem_len=8, n_memory=3)
-    th = build_model(ModelConfig(**kw, attention="talking_heads"))
-    full = build_model(ModelConfig(**kw, attention="full"))
-    full.load_state_dict(th.state_dict(), strict=False)
-    t = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(0))
-    torch.testing.assert_close(th(t).logits, full(t).logits, rtol=1e-4, atol=1e-4)
-
-
-def test_talking_heads_mixing_learns():
-    cfg, core = _core("talking_heads", True)
-    q, k, v = _qkv()
-    out, _, _ = core(q, k, v, {}, _ctx(False))
-    out.pow(2).sum().backward()
-    assert core.mix_logits.grad.abs().sum() > 0 and core.mix_weights.grad.abs().sum() > 0
-
-
 # ------------------------------------------------------------------------------ realformer
 @pytest.mark.parametrize("causal", [True, False])
 def test_realformer_adds_the_previous_layers_scores(causal):
@@ -112,7 +42,7 @@ def test_realformer_adds_the_previous_layers_scores(causal):
     q1, k1, v1 = _qkv(0)
     q2, k2, v2 = _qkv(1)
     q3, k3, v3 = _qkv(2)
-    ctx = _ctx()
+    ctx = context()
     outs = [core(q, k, v, mods, ctx) for q, k, v in ((q1, k1, v1), (q2, k2, v2), (q3, k3, v3))]
     s1 = q1 @ k1.transpose(-1, -2) / math.sqrt(D) + bias
     s2 = q2 @ k2.transpose(-1, -2) / math.sqrt(D) + bias + s1
@@ -142,7 +72,7 @@ def test_predictive_attention_convolves_the_previous_map(causal):
         core.alpha.fill_(0.3)
     q1, k1, v1 = _qkv(0)
     q2, k2, v2 = _qkv(1)
-    ctx = _ctx()
+    ctx = context()
     _, p1, _ = core(q1, k1, v1, {}, ctx)
     out, p2, _ = core(q2, k2, v2, {}, ctx)
     torch.testing.assert_close(p1, torch.softmax(
@@ -184,10 +114,6 @@ def test_previous_layer_mechanisms_refuse_other_stacks_and_memories(key, field, 
     assert e.value.field == field
 
 
-@pytest.mark.parametrize("key,extra", [("talking_heads", 2 * H * H), ("realformer", 0),
-                                       ("predictive_attention", H * H * 9 + H + 1)])
+@pytest.mark.parametrize("key,extra", [("realformer", 0), ("predictive_attention", H * H * 9 + H + 1)])
 def test_parameter_count_per_layer(key, extra):
-    cfg = ModelConfig(**SMALL, attention=key).validate()
-    base = ModelConfig(**SMALL, attention="full").validate().approx_params()
-    assert cfg.approx_params() - base == SMALL["n_layers"] * extra
-    assert sum(p.numel() for p in build_model(cfg).parameters()) == cfg.approx_params()
+    check_parameter_count(SMALL, key, extra)
