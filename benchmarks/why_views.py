@@ -12,7 +12,7 @@ import statistics
 import time
 
 from explorer.analysis import source
-from explorer.analysis.memo import CACHE, eval_model
+from explorer.analysis.common.memo import CACHE, eval_model
 from explorer.app.tabs.parts import why_heads as wh
 from explorer.app.tabs.parts import why_views as wv
 from explorer.figures import interpretability as figs

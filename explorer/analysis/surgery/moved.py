@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from explorer.analysis import bundled
+from explorer.analysis.weights import bundled
 from explorer.analysis.surgery.origin import candidates, loaded_of, origin_of
-from explorer.analysis.weights import TrainedWeights, tensor_digest
+from explorer.analysis.weights.trained import TrainedWeights, tensor_digest
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig, surgery
@@ -149,7 +149,7 @@ def difference(cfg, text: str, separator=None, checkpoint=None, weights=None) ->
     """``(maps after, maps of the model as trained, the origin, changed fields)`` on ``text``, or None when
     ``cfg`` is no surgery (the model as trained, or a config no bundle serves). ``weights``: the record
     the page draws for ``cfg`` (default ``weights_for``)."""
-    from explorer.analysis.maps import attention_maps  # the maps read this package's weights records
+    from explorer.analysis.maps.attention import attention_maps  # the maps read this package's weights records
 
     cfg = as_config(cfg)
     bundle = getattr(weights, "bundle", "") or None

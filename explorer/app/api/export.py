@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from explorer.analysis.weights import applicable
+from explorer.analysis.weights.trained import applicable
 from explorer.app.server.messages import problem, warn
 from explorer.app.controls.state import drawn_config, read_state
 from explorer.app import tabs as registry

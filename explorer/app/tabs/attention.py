@@ -19,8 +19,8 @@ import functools
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.figure_memo import figure_json
-from explorer.analysis.weights import applicable
+from explorer.analysis.maps.figure_memo import figure_json
+from explorer.analysis.weights.trained import applicable
 from explorer.app.tabs.parts import stacks
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, picked
@@ -75,7 +75,7 @@ def share_query(cfg: ModelConfig, text: str, separator, picks, weights=None) -> 
     source, whose loaded checkpoint gives the config as trained, or a record)."""
     w = applicable(weights, cfg)
     if w is not None and w.checkpoint:
-        from explorer.analysis import checkpoints
+        from explorer.analysis.weights import checkpoints
 
         used = model_input(cfg, text, separator, tokenizer=w.tokenizer).text
         base = checkpoints.load(getattr(weights, "loaded", None) or w.checkpoint).config

@@ -18,8 +18,8 @@ import gradio as gr
 from explorer.analysis import config_diff, latency_memory_sweep
 from explorer.analysis.compare import compare_pair
 from explorer.analysis.source import CHECKPOINT, WeightsSource
-from explorer.analysis.sweep import sweep_axes
-from explorer.analysis.weights import applicable
+from explorer.analysis.cost.sweep import sweep_axes
+from explorer.analysis.weights.trained import applicable
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config

@@ -1,6 +1,6 @@
 """The Gradients tab: per-layer gradient norms of every norm placement, filled in the chain's analysis stage.
 
-``gradient_panel`` draws the figure and its reading (``explorer.analysis.gradients.drawn_gradients``, the
+``gradient_panel`` draws the figure and its reading (``explorer.analysis.gradients.norms.drawn_gradients``, the
 path the export and ``/gradients`` take too: every norm placement, the weights drawn for the placement
 they belong to, the others at initialisation; a pretrained checkpoint's own placement on its loss on the
 text); on a bundled model with a post-LN twin, Theorem 1's depth-scaling panel stands above the profile
@@ -12,8 +12,8 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import gradient_norms
-from explorer.analysis.gradients import drawn_gradients
-from explorer.analysis.weights import applicable
+from explorer.analysis.gradients.norms import drawn_gradients
+from explorer.analysis.weights.trained import applicable
 from explorer.app.controls.state import after_the_grid, drawn_config
 from explorer.app.tabs.contract import Landing, Step, Tab
 from explorer.app.tabs.parts import stacks

@@ -17,8 +17,9 @@ from types import SimpleNamespace
 import gradio as gr
 import torch
 
-from explorer.analysis import bundled, surgery
-from explorer.analysis.weights import applicable
+from explorer.analysis.weights import bundled
+from explorer.analysis import surgery
+from explorer.analysis.weights.trained import applicable
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
 from explorer.app.server.messages import problem
 from explorer.app.controls.events import QUIET

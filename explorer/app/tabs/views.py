@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import applicable
+from explorer.analysis.weights.trained import applicable
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, picked
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config

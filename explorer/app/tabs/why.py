@@ -34,8 +34,8 @@ from explorer.app.tabs.parts import why_heads as wh
 from explorer.app.tabs.parts import why_views as wv
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
-from explorer.analysis.cards import cards_table_md, load_cards
-from explorer.analysis.grounded_view import grounded_json
+from explorer.analysis.why.cards import cards_table_md, load_cards
+from explorer.analysis.why.grounded_view import grounded_json
 from explorer.figures.base import message_figure
 from explorer.figures.cards import cards_figure, roles_table_md
 from explorer.runtime.configs import app_config
@@ -104,7 +104,7 @@ def build_why_tab() -> dict:
 
 
 def cards_section() -> tuple:
-    """``(figure, Markdown)`` of the circuit cards stored beside the shipped models (``explorer.analysis.cards``):
+    """``(figure, Markdown)`` of the circuit cards stored beside the shipped models (``explorer.analysis.why.cards``):
     one per model, read at start-up; a card that fails its checks is said instead of drawn."""
     try:
         cards = load_cards()

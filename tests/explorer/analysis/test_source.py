@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.analysis import bundled, source
-from explorer.analysis.weights import applicable, snapshot
+from explorer.analysis.weights import bundled
+from explorer.analysis import source
+from explorer.analysis.weights.trained import applicable, snapshot
 from models import ConfigError, ModelConfig, build_model
 
 SMALL = ModelConfig(n_layers=1, d_model=16, n_heads=2)
@@ -69,7 +70,7 @@ def test_the_same_bundled_choice_draws_a_pinned_configs_own_bundle():
 
 
 def test_a_checkpoint_resolves_once_with_its_record_and_draws_only_its_own_architecture():
-    from explorer.analysis import checkpoints
+    from explorer.analysis.weights import checkpoints
 
     loaded = checkpoints.load("byte-llama")
     windowed = source.checkpoint_config(loaded, {"attention": "sliding_window", "window": 16})

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from explorer.analysis import source
-from explorer.analysis.attribution import attribute
-from explorer.analysis.circuits import composition, head_circuits
-from explorer.analysis.lens import logit_lens
-from explorer.analysis.patching import default_pair, patch_heads
+from explorer.analysis.why.attribution import attribute
+from explorer.analysis.why.circuits import composition, head_circuits
+from explorer.analysis.why.lens import logit_lens
+from explorer.analysis.why.patching import default_pair, patch_heads
 from explorer.app.tabs import why
 from explorer.app.tabs.parts import why_heads as wh
 from explorer.app.tabs.parts import why_views as wv
@@ -100,7 +100,7 @@ def test_a_post_ln_model_warns_on_attribution_and_draws_the_rest():
 
 
 def test_the_encoder_decoder_bundle_is_read_on_its_decoder():
-    from explorer.analysis.bundled import load
+    from explorer.analysis.weights.bundled import load
     cfg = load("encoder_decoder").config
     s2s = source.resolve("bundled", cfg)
     text = "abcdefghij0123456789ABC=>CBA9876543210jihgfedcba"  # a reversal of the trained length
@@ -174,7 +174,7 @@ def tiny_source(tmp_path, monkeypatch):
     """A pretrained-format Llama with a BPE tokenizer (``tests/tiny_checkpoint.py``), resolved as the page does."""
     from tiny_checkpoint import make_checkpoint
 
-    from explorer.analysis import checkpoints
+    from explorer.analysis.weights import checkpoints
     make_checkpoint(tmp_path / "tiny")
     monkeypatch.setenv(checkpoints.ROOTS_ENV, str(tmp_path))
     checkpoints._LOADED.clear()
@@ -204,7 +204,7 @@ def test_a_checkpoint_reads_its_tokenizer_pieces(tiny_source):
 def test_the_head_roles_are_the_stored_cards_for_a_bundle_as_trained(drawn):
     """The roles table is the default bundle's circuit card (independent of the text): its four layer-1 heads
     induction, layer 0 head 0 previous-token, each with the card's ablation cost."""
-    from explorer.analysis.cards import load_card
+    from explorer.analysis.why.cards import load_card
 
     card = load_card("default")
     roles = html.unescape(drawn["why_roles"]).replace("\\", "")
@@ -217,7 +217,7 @@ def test_the_head_roles_are_the_stored_cards_for_a_bundle_as_trained(drawn):
 
 
 def test_the_circuit_cards_are_on_the_tab_and_in_its_export():
-    from explorer.analysis.cards import load_cards
+    from explorer.analysis.why.cards import load_cards
 
     fig, table = why.cards_section()
     names = {t.name for t in fig.data}

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import applicable
+from explorer.analysis.weights.trained import applicable
 from explorer.app.controls import weights as ui_weights
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.server.messages import problem, warn

@@ -3,8 +3,8 @@
 ``heads``), every head's label, and the heads ablated by default."""
 from __future__ import annotations
 
-from explorer.analysis.patching import KINDS
-from explorer.analysis.seq2seq_ids import seq2seq
+from explorer.analysis.why.patching import KINDS
+from explorer.analysis.why.seq2seq_ids import seq2seq
 from models import ConfigError
 
 MAX_ABLATED = 32                 # heads ablated at once

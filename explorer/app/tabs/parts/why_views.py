@@ -9,12 +9,12 @@ Caps, checked before any model runs and refused by ``ConfigError`` naming the fi
 ``MAX_TOKENS`` tokens of text (longer texts are cut, as the maps cut them), a position inside the text,
 at most ``why_heads.MAX_ABLATED`` heads ablated at once, and at most ``MAX_PATCH_FORWARDS`` forward passes for the
 patching grid (one per head and per FFN, plus the clean, the corrupted, everything and nothing). Each
-view holds its predicted bytes in the server's memory pool (``explorer.analysis.memo.memo``, with
+view holds its predicted bytes in the server's memory pool (``explorer.analysis.common.memo.memo``, with
 ``explorer.runtime.budget.check``'s prediction) and is memoised by weights, config and inputs.
 
 An encoder-decoder reads the text as the other tabs do (``model_input``: the source before the separator
 ``=>``, the target after it) and its decoder is teacher-forced on START + the target
-(``explorer.analysis.seq2seq_ids``), so position ``p`` predicts the target's token ``p``. Its heads are
+(``explorer.analysis.why.seq2seq_ids``), so position ``p`` predicts the target's token ``p``. Its heads are
 labelled ``self L.H`` (decoder self-attention), ``cross L.H`` (cross-attention) and ``enc L.H`` (encoder);
 ablation's reference is the reversal probes; patching's default corrupted text changes the source's longest
 word and its mirror in the target (``patching.seq2seq_default_pair``). The head circuits stay decoder-only.
@@ -26,13 +26,13 @@ import io
 
 import torch
 
-from explorer.analysis import attribution as attribution_mod
-from explorer.analysis import circuits as circuits_mod
-from explorer.analysis.lens import logit_lens
-from explorer.analysis.memo import eval_model, memo, weights_key
-from explorer.analysis.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair,
+from explorer.analysis.why import attribution as attribution_mod
+from explorer.analysis.why import circuits as circuits_mod
+from explorer.analysis.why.lens import logit_lens
+from explorer.analysis.common.memo import eval_model, memo, weights_key
+from explorer.analysis.why.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair,
                                         head_means, next_token_loss, patch_heads, reference_ids, seq2seq_default_pair)
-from explorer.analysis.seq2seq_ids import START, Seq2SeqIds, seq2seq
+from explorer.analysis.why.seq2seq_ids import START, Seq2SeqIds, seq2seq
 from explorer.app.tabs.parts.why_heads import depths, parse_heads
 from explorer.runtime import budget
 from explorer.runtime.device import device, gpu
@@ -326,7 +326,7 @@ def _layer(value, name: str, cfg) -> int:
 
 def circuits(src, text, kind="K", earlier=0, later=1) -> dict:
     """Head circuits: each head's OV copying scores and ``kind``-composition of layer ``earlier``'s heads
-    with layer ``later``'s (``explorer.analysis.circuits``); ``text`` picks a large vocabulary's tokens."""
+    with layer ``later``'s (``explorer.analysis.why.circuits``); ``text`` picks a large vocabulary's tokens."""
     check(src, "circuits")
     cfg = src.config
     if kind not in circuits_mod.KINDS:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import applicable
+from explorer.analysis.weights.trained import applicable
 from explorer.app.controls.fields import current_config
 from explorer.app.server.messages import problem
 from explorer.figures.zoom import head_figure
