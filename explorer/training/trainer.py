@@ -168,6 +168,21 @@ def stack_attention(attentions) -> Optional[np.ndarray]:
     return out
 
 
+def model_probe_attention(cfg, model, probe) -> Optional[np.ndarray]:
+    """The probe's attention (its cross-attention for an encoder-decoder) under ``model``, in eval mode
+    (``stack_attention``'s array); the model's mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            if reads_pair(cfg):
+                return stack_attention(train_encdec.forward(model, probe, True)[0].cross_attentions)
+            out = model(model_input(probe, cfg.causal), return_attention=True)
+    finally:
+        model.train(was_training)
+    return stack_attention(out.attentions)
+
+
 class Trainer:
     """One training run; see the module docstring. Not shared between users: each session owns one."""
 

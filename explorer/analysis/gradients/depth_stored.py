@@ -19,7 +19,7 @@ from pathlib import Path
 
 from explorer.analysis.common.memo import CACHE
 
-STORED = Path(__file__).resolve().parents[2] / "assets" / "depth_scaling.json"
+STORED = Path(__file__).resolve().parents[3] / "assets" / "depth_scaling.json"
 
 
 def key_text(key) -> str:

@@ -9,7 +9,9 @@
   other tensors is refused naming the field (``config_for`` made it, so that is a changed mechanism's
   tensors, caught here).
 - ``config_for(checkpoint, overrides)``: the checkpoint's config with the controls' surgery-safe changes.
-- ``difference(cfg, text, ...)``: the maps after the surgery and those of the model as trained.
+- ``difference(cfg, text, ...)``: the maps after the surgery and those of the model as trained;
+  ``same_pairs(before, after, length)``: the share of pairs both configs allow when their patterns allow
+  exactly the same pairs at ``length`` tokens (why a difference view can read 0% everywhere), else None.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from explorer.analysis.weights.trained import TrainedWeights, tensor_digest
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig, surgery
+from models.attention import pattern_mask
 
 _MOVED = ByteLRU(max_entries=2)  # (id, digest, config) -> a checkpoint's weights moved: the same tensors
 
@@ -159,3 +162,14 @@ def difference(cfg, text: str, separator=None, checkpoint=None, weights=None) ->
     after = attention_maps(cfg, text, separator=separator, weights=weights or weights_for(cfg, checkpoint, bundle))
     before = attention_maps(origin.config, text, separator=separator, weights=origin.weights)
     return after, before, origin, tuple(surgery.changed_fields(origin.config, cfg))
+
+
+def same_pairs(before: ModelConfig, after: ModelConfig, length: int) -> float | None:
+    """The share of all query-key pairs ``before`` allows when ``after`` allows exactly the same ones at
+    ``length`` tokens (``pattern_mask``: the patterns differ only past it), else None (a pair differs, or a
+    side is no structured pattern, so there is no pair rule to compare)."""
+    try:
+        a, b = pattern_mask(before, length), pattern_mask(after, length)
+    except ConfigError:
+        return None
+    return float(a.float().mean()) if bool(a.shape == b.shape and (a == b).all()) else None

@@ -26,7 +26,7 @@ from explorer.analysis.weights.trained import TrainedWeights, tensor_digest
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig, build_model
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUNDLE_DIR = ROOT / "assets" / "bundles"
 FORMAT = "transformer-family-explorer/bundle"
 SURGERY_SUFFIX = ".surgery.json"  # the Surgery table stored beside a bundle (``explorer.analysis.surgery``)

@@ -13,7 +13,7 @@ from explorer.analysis.cost.summary import sdpa_cpu_flops
 from models import ConfigError, ModelConfig, build_model, choices
 from models.architectures import arrangement
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SMALL = dict(n_layers=2, d_model=32, n_heads=2)
 CUSTOM = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: sdpa_cpu_flops}
 

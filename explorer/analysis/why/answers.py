@@ -7,7 +7,7 @@ answers the analysis's ``to_json()`` with tokens labelled (bytes made visible, o
 
 Caps, checked before any model runs and refused by ``ConfigError`` naming the field: at most
 ``MAX_TOKENS`` tokens of text (longer texts are cut, as the maps cut them), a position inside the text,
-at most ``why_heads.MAX_ABLATED`` heads ablated at once, and at most ``MAX_PATCH_FORWARDS`` forward passes for the
+at most ``head_labels.MAX_ABLATED`` heads ablated at once, and at most ``MAX_PATCH_FORWARDS`` forward passes for the
 patching grid (one per head and per FFN, plus the clean, the corrupted, everything and nothing). Each
 view holds its predicted bytes in the server's memory pool (``explorer.analysis.common.memo.memo``, with
 ``explorer.runtime.budget.check``'s prediction) and is memoised by weights, config and inputs.
@@ -33,7 +33,7 @@ from explorer.analysis.common.memo import eval_model, memo, weights_key
 from explorer.analysis.why.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair,
                                         head_means, next_token_loss, patch_heads, reference_ids, seq2seq_default_pair)
 from explorer.analysis.why.seq2seq_ids import START, Seq2SeqIds, seq2seq
-from explorer.app.tabs.parts.why_heads import depths, parse_heads
+from explorer.analysis.why.head_labels import depths, parse_heads
 from explorer.runtime import budget
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
