@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis import surgery
-from explorer.analysis.weights.trained import TrainedWeights
+from explorer.analysis.weights.trained import TrainedWeights, applicable
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig
 
@@ -157,6 +157,16 @@ class WeightsSource:
             return {**out, "requested": self.kind} if self.kind != INITIAL else out
         out = {"used": self.kind, "source": self.source, "step": self.weights.step, "surgery": list(self.surgery)}
         return out
+
+
+def drawn_for(weights, cfg) -> TrainedWeights | None:
+    """The record a handler's ``weights`` (a request's ``WeightsSource``, a ``TrainedWeights`` record or
+    None) draws for ``cfg``: the weights when they belong to ``cfg`` (``WeightsSource.for_config``,
+    ``applicable``), else None, the initial weights. The one weights check of an event: a handler calls it
+    once and passes the record down to the analyses, which take records only."""
+    if isinstance(weights, WeightsSource):
+        return weights.for_config(cfg)
+    return applicable(weights, cfg)
 
 
 def checkpoint_config(loaded: checkpoints.Loaded, changes: dict | None = None) -> ModelConfig:

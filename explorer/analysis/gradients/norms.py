@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from explorer.analysis.common.memo import Request, fetch, memo, weights_key
-from explorer.analysis.weights.trained import TrainedWeights, applicable, resolve
+from explorer.analysis.weights.trained import TrainedWeights, applicable, checked_for
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
@@ -99,7 +99,7 @@ def gradients_request(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
     if tokens is not None and (len(arrangement(cfg).inputs) != 1 or any(not 0 <= t < cfg.vocab_size for t in tokens)):
         raise ConfigError("tokens", len(tokens), f"one sequence of ids below vocab_size={cfg.vocab_size} for a "
                           "single-stack model")
-    w = resolve(cfg, weights)
+    w = checked_for(cfg, weights)
     need = budget.check(cfg, "gradients", int(seq_len), int(batch))
     key = ("gradients", cfg, int(seq_len), int(batch), int(seed), weights_key(w), tokens)
     return Request(key, need, compute_gradients, (cfg, int(seq_len), int(batch), int(seed), w, tokens))
@@ -155,12 +155,13 @@ class DrawnGradients:
     notes: tuple = field(default=())
 
 
-def drawn_gradients(cfg, text: str | None = None, weights=None, every_placement: bool = True) -> DrawnGradients:
-    """The gradient norms of ``cfg`` drawn with ``weights`` (a record, None or a request's ``WeightsSource``;
-    see the module docstring). ``every_placement=False``: the config's own placement only (the API).
+def drawn_gradients(cfg, text: str | None = None, weights: TrainedWeights | None = None,
+                    every_placement: bool = True) -> DrawnGradients:
+    """The gradient norms of ``cfg`` drawn with ``weights`` (the record drawn for ``cfg``, checked once by
+    the caller: ``explorer.analysis.source.drawn_for``; None: the initial weights; see the module docstring). ``every_placement=False``: the config's own placement only (the API).
     ``text``: the visitor's text (None or "": the config's example text)."""
     cfg = as_config(cfg)
-    w = applicable(weights, cfg)
+    w = weights
     if w is not None and w.checkpoint:
         return _checkpoint_gradients(cfg, text or default_text(cfg), w)
     seq = 64  # gradient_norms' seeded batch

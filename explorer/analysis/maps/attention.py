@@ -25,7 +25,7 @@ from explorer.analysis.common import finite
 from explorer.analysis.maps.heads import RULES_TEXT, classify_heads
 from explorer.analysis.common.memo import Request, eval_model, memo, weights_key
 from explorer.analysis.views import Views, compute_views
-from explorer.analysis.weights.trained import TrainedWeights, resolve
+from explorer.analysis.weights.trained import TrainedWeights, checked_for
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
@@ -102,8 +102,14 @@ def attention_maps(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | 
     source / target model splits (None: the default); ``weights``: trained weights of this config
     instead of the initial ones (an argument, never read from a context: a GPU call's worker sees only
     its arguments). Memoised here, on the caller's side: a result already computed costs no GPU call."""
-    req = maps_request(cfg, text, max_bytes, separator, weights)
+    return fetch_maps(maps_request(cfg, text, max_bytes, separator, weights))
+
+
+def fetch_maps(req: Request) -> AttentionMaps:
+    """The maps ``req`` (a ``maps_request``, its weights checked once there) names: memoised, computed by
+    its GPU call on a miss; a forward pass that is not finite is refused by name (``finite.refuse``)."""
     maps = memo(req.key, lambda: req.compute(), need=req.need)
+    cfg, _, weights = req.args
     finite.refuse(maps.nonfinite, "attention maps", cfg, weights)  # a sentence, not a page of NaN
     return maps
 
@@ -112,7 +118,7 @@ def maps_request(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | No
                  weights: TrainedWeights | None = None) -> Request:
     """What ``attention_maps`` computes, checked and keyed on the caller's side (no model runs)."""
     cfg = as_config(cfg)
-    w = resolve(cfg, weights)
+    w = checked_for(cfg, weights)
     inp = model_input(cfg, text, separator, max_bytes, tokenizer=None if w is None else w.tokenizer)
     need = budget.check(cfg, "attention", inp.longest, 1)
     return Request(("maps", cfg, inp, weights_key(w)), need, compute_maps, (cfg, inp, w))

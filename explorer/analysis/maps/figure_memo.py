@@ -10,21 +10,17 @@ of the maps (the figure functions of ``explorer.figures`` are). No gradio, no pl
 """
 from __future__ import annotations
 
-from explorer.analysis.maps.attention import attention_maps
-from explorer.analysis.common.memo import CACHE, weights_key
-from explorer.analysis.weights.trained import resolve
-from explorer.runtime.configs import as_config
-from explorer.runtime.text import model_input
+from explorer.analysis.maps.attention import fetch_maps, maps_request
+from explorer.analysis.common.memo import CACHE
 
 
 def figure_json(name: str, make, cfg, text: str, separator: str | None = None, weights=None) -> str:
     """``make(attention_maps(cfg, text, separator=separator, weights=weights)).to_json()``, memoised
-    under ``name``."""
-    cfg = as_config(cfg)
-    w = resolve(cfg, weights)
-    key = ("figure", name, cfg, model_input(cfg, text, separator, tokenizer=None if w is None else w.tokenizer),
-           weights_key(w))
-    return CACHE.get(key, lambda: compact(make(attention_maps(cfg, text, separator=separator, weights=w)).to_json()))
+    under ``name``; the weights are checked against ``cfg`` once (``maps_request``) for the figure and the
+    maps both."""
+    req = maps_request(cfg, text, separator=separator, weights=weights)
+    key = ("figure", name, *req.key[1:])  # the config, the ids read from the text, the weights' key
+    return CACHE.get(key, lambda: compact(make(fetch_maps(req)).to_json()))
 
 
 def compact(figure_json: str) -> str:

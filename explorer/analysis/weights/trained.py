@@ -8,10 +8,10 @@ lives in one session's ``gr.State`` only, never in a module global; it is refuse
 
 The analyses take the record as their ``weights`` argument, passed down from the session that owns
 it (never a global or a context variable): results are cached under the digest, so two sessions never
-see each other's weights. An analysis refuses weights of another config (``resolve``); the UI passes
+see each other's weights. An analysis refuses weights of another config (``checked_for``); the UI passes
 them only for the config they belong to (``applicable``: another norm placement, another size is
-computed from its initial weights; given a request's ``explorer.analysis.source.WeightsSource``, the
-record it resolved). ``mismatch(weights, cfg)`` names the fields that differ, for the switch's message.
+computed from its initial weights; a request's ``explorer.analysis.source.WeightsSource`` gives its
+record through ``source.drawn_for``). ``mismatch(weights, cfg)`` names the fields that differ, for the switch's message.
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def mismatch(weights: TrainedWeights, cfg) -> list:
     return [f"{k}={mine[k]!r}" for k in mine if other.get(k) != mine[k]]
 
 
-def resolve(cfg, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
+def checked_for(cfg, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
     """``weights`` checked against the config an analysis runs (a ``ModelConfig`` or its JSON;
     ``ConfigError`` naming the fields that differ when they belong to another config); None: the initial
     weights."""
@@ -107,11 +107,8 @@ def resolve(cfg, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWe
     return weights
 
 
-def applicable(weights, cfg) -> Optional[TrainedWeights]:
-    """``weights`` when they belong to ``cfg``, else None: what the UI passes down for a config the
-    controls may have moved away from (another norm placement in the gradient figure, say). ``weights``:
-    a ``TrainedWeights`` record, None, or a request's ``WeightsSource`` (``explorer.analysis.source``:
-    its record, for the config it was resolved for)."""
-    if weights is not None and not isinstance(weights, TrainedWeights):
-        return weights.for_config(cfg)  # a WeightsSource (duck-typed: that module imports this one)
+def applicable(weights: Optional[TrainedWeights], cfg) -> Optional[TrainedWeights]:
+    """``weights`` when they belong to ``cfg``, else None: what an analysis draws for a config the
+    controls may have moved away from (another norm placement in the gradient figure, say). A request's
+    ``WeightsSource`` goes through ``explorer.analysis.source.drawn_for`` instead."""
     return weights if weights is not None and weights.matches(cfg) else None

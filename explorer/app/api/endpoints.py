@@ -69,7 +69,7 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
     used."""
     def run():
         src = request_source(config_json, weights)
-        drawn = drawn_gradients(src.config, as_text(text, default=""), src, every_placement=False)
+        drawn = drawn_gradients(src.config, as_text(text, default=""), src.weights, every_placement=False)
         placement = src.config.norm_placement
         if placement not in drawn.results:
             why = drawn.skipped.get(placement, "not measured")

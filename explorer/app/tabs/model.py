@@ -7,7 +7,7 @@ import json
 import gradio as gr
 
 from explorer.analysis import kv_cache_bytes, model_summary
-from explorer.analysis.weights.trained import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.controls.state import after_the_grid, drawn_config
 from explorer.app.tabs.contract import Landing, Step, Tab
 from explorer.figures.readings import model_markdown
@@ -53,7 +53,7 @@ def text_length(cfg: ModelConfig, text: str, w=None) -> int:
 
 def model_outputs(cfg: ModelConfig, text: str, weights=None) -> dict:
     """``{model_md, config_code}`` of ``cfg`` drawn with ``weights`` (a ``WeightsSource`` or a record)."""
-    w = applicable(weights, cfg)
+    w = drawn_for(weights, cfg)
     return {"model_md": card(cfg, text_length(cfg, text, w), w, getattr(weights, "loaded", None)),
             "config_code": json.dumps(cfg.to_dict(), indent=2)}
 

@@ -18,7 +18,7 @@ import gradio as gr
 
 from explorer.analysis.weights import bundled
 from explorer.analysis import surgery
-from explorer.analysis.weights.trained import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
 from explorer.app.server.messages import problem
 from explorer.app.controls.events import QUIET
@@ -106,7 +106,7 @@ def refresh_surgery(values: dict, text, separator=None, state=None, weights=None
         return {k: gr.skip() for k in OUTPUTS}
     try:
         cfg = drawn_config(values, weights)  # the request's weights source (explorer.app.controls.weights.with_weights)
-        return surgery_outputs(cfg, text, separator, applicable(weights, cfg))
+        return surgery_outputs(cfg, text, separator, drawn_for(weights, cfg))
     except Exception as exc:  # the attention event already warned about a bad value
         msg = problem(exc)
         return {"surgery_md": f"⚠️ {shown(msg)}", **{k: gr.skip() for k in OUTPUTS[1:]}}

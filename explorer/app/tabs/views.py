@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights.trained import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, picked
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
@@ -139,7 +139,7 @@ OUTPUTS = ("views_tab", "views_md", "views_pick", "views_layer", "views_head", *
 def views_outputs(cfg, text: str, layer=0, head=0, separator=None, weights=None) -> dict:
     """-> ``{views_tab, views_md, views_pick, views_layer, views_head, view_<plot>}`` (``gr.update`` each).
     ``separator``: where a source / target text splits (the views are the head stack's layers)."""
-    views = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)).views
+    views = attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg)).views
     figs = view_figures(views, _int(layer), _int(head))
     approx = views.items.get("approximation")
     if approx is not None:
@@ -164,7 +164,7 @@ def _int(x) -> int:
 
 def approximation_redraw(cfg, text: str, layer, head, separator=None, weights=None):
     """Only the comparison figure, for another layer / head."""
-    views = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)).views
+    views = attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg)).views
     view = views.items.get("approximation")
     if view is None:
         return gr.skip()

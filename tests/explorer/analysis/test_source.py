@@ -8,7 +8,8 @@ import torch
 
 from explorer.analysis.weights import bundled
 from explorer.analysis import source
-from explorer.analysis.weights.trained import applicable, snapshot
+from explorer.analysis.source import drawn_for
+from explorer.analysis.weights.trained import snapshot
 from models import ConfigError, ModelConfig, build_model
 
 SMALL = ModelConfig(n_layers=1, d_model=16, n_heads=2)
@@ -37,7 +38,7 @@ def test_bundled_draws_the_bundle_trained_with_the_config():
     assert src.kind == "bundled" and src.config == cfg and src.weights is bundled.bundled_weights(cfg)
     assert src.used()["used"] == "bundled" and src.why == "" and src.choice == "bundled"
     other = cfg.replace(norm_placement="post")  # another placement: its own initial weights, never these
-    assert src.for_config(other) is None and applicable(src, other) is None and applicable(src, cfg) is src.weights
+    assert src.for_config(other) is None and drawn_for(src, other) is None and drawn_for(src, cfg) is src.weights
 
 
 def test_a_config_no_bundle_serves_says_why_and_draws_the_initial_weights():
