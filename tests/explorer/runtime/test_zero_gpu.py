@@ -16,7 +16,10 @@ import pytest
 
 pytest.importorskip("spaces")
 
-from explorer.analysis import clear_caches, maps, memo, sweep  # noqa: E402
+from explorer.analysis import clear_caches  # noqa: E402
+from explorer.analysis.common import memo  # noqa: E402
+from explorer.analysis.cost import sweep  # noqa: E402
+from explorer.analysis.maps import attention as maps  # noqa: E402
 from explorer.analysis.compare import compare_pair  # noqa: E402
 from explorer.analysis.maps.attention import attention_maps  # noqa: E402
 from explorer.runtime.signals import stop_channel  # noqa: E402
