@@ -74,7 +74,7 @@ def cold_start(timeout: float = 120.0) -> dict:
 
 def sweep_time() -> dict:
     from explorer.analysis import latency_memory_sweep
-    from explorer.analysis.sweep import DEFAULT_LENGTHS
+    from explorer.analysis.cost.sweep import DEFAULT_LENGTHS
     from models import ModelConfig
 
     t0 = time.perf_counter()

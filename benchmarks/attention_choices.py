@@ -4,7 +4,7 @@
     python -m benchmarks.attention_choices --all --json out.json   # every attention key (LRA-style table vs full)
     python -m benchmarks.attention_choices --sweep                 # the Latency tab's default sweep, 4 attentions
 
-``--sweep`` measures what the Latency tab measures: ``explorer.analysis.sweep.latency_memory_sweep`` of the
+``--sweep`` measures what the Latency tab measures: ``explorer.analysis.cost.sweep.latency_memory_sweep`` of the
 default model (4 layers, d_model 128, 4 heads; window 64, blocks of 16) at the tab's default lengths and
 time budget, for full attention, sliding_window, longformer and bigbird. It prints the whole forward and
 the attention alone inside it (``attn_ms``), each relative to full attention; the speed-up at 8192 tokens
@@ -73,7 +73,7 @@ TARGET_L, TARGET_X = 8192, 2.0  # the structured patterns at 8192 tokens: at lea
 
 def sweep_rows(lengths, budget_s: float) -> tuple:
     """``(rows, wall seconds per attention)``: the Latency tab's sweep of the default model per key."""
-    from explorer.analysis.sweep import latency_memory_sweep
+    from explorer.analysis.cost.sweep import latency_memory_sweep
     rows, walls = [], {}
     for key in SWEEP_KEYS:
         t0 = time.perf_counter()
@@ -86,7 +86,7 @@ def sweep_rows(lengths, budget_s: float) -> tuple:
 def head_to_head(L: int, rounds: int) -> dict:
     """``{key: ([forward ms], [attention-alone ms])}`` of the default model at ``L``, one entry per round: the
     keys' forwards run round-robin ``rounds`` times after one warm-up each."""
-    from explorer.analysis.core_timer import CoreTimer
+    from explorer.analysis.cost.core_timer import CoreTimer
     models = {key: build_model(ModelConfig(attention=key)).eval() for key in SWEEP_KEYS}
     tokens = torch.randint(0, 256, (1, L), generator=torch.Generator().manual_seed(0))
     times = {key: ([], []) for key in SWEEP_KEYS}
@@ -185,7 +185,7 @@ def main(argv=None):
             print(watch.note())
         return
     if args.sweep:
-        from explorer.analysis.sweep import DEFAULT_LENGTHS
+        from explorer.analysis.cost.sweep import DEFAULT_LENGTHS
         from explorer.runtime.limits import SWEEP_BUDGET_S
         lengths = DEFAULT_LENGTHS if args.lengths == LENGTHS else [int(x) for x in args.lengths.split(",")]
         with BusyWatch() as watch:

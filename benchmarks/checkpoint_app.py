@@ -32,7 +32,7 @@ def _timed(rows: list, what: str, fn):
 def run(model: str, text_bytes: int) -> list:
     import transformers
 
-    from explorer.analysis import checkpoints
+    from explorer.analysis.weights import checkpoints
     from explorer.app.controls import weights as W
     from explorer.app.controls.fields import CONTROL_FIELDS, config_values
     from explorer.app.page.wiring import stage_handler

@@ -23,11 +23,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis import bundled
-from explorer.analysis.attribution import attribute
-from explorer.analysis.circuits import composition, head_circuits
-from explorer.analysis.lens import logit_lens
-from explorer.analysis.patching import ablate, default_pair, head_means, heldout_ids, patch_heads
+from explorer.analysis.weights import bundled
+from explorer.analysis.why.attribution import attribute
+from explorer.analysis.why.circuits import composition, head_circuits
+from explorer.analysis.why.lens import logit_lens
+from explorer.analysis.why.patching import ablate, default_pair, head_means, heldout_ids, patch_heads
 from explorer.runtime.device import configure_threads
 from explorer.runtime.text import DEFAULT_TEXT
 from kernels.busy import BusyWatch

@@ -1,7 +1,7 @@
 """Xiong et al. 2020's Theorem 1 as the Gradients tab measures it, and what the measurement costs.
 
 ``python -m benchmarks.depth_scaling [--preset NAME] [--seeds 2] [--json out.json]`` runs
-``explorer.analysis.depth_scaling.depth_scaling`` on a preset's config (default: the catalogue's default,
+``explorer.analysis.gradients.depth_scaling.depth_scaling`` on a preset's config (default: the catalogue's default,
 whose pre-LN and post-LN variants have trained bundles) cold (nothing memoised), with the app's thread
 count (``EXPLORER_THREADS``), and prints the last layer's FFN output gradient norm per depth and norm
 placement, each placement's log-log slope and its ratio deepest / shallowest against 1/sqrt(L)'s, the
@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from explorer.analysis.bundled import bundled_weights
-from explorer.analysis.depth_scaling import DEPTHS, SEEDS, depth_scaling
-from explorer.analysis.memo import clear_caches
+from explorer.analysis.weights.bundled import bundled_weights
+from explorer.analysis.gradients.depth_scaling import DEPTHS, SEEDS, depth_scaling
+from explorer.analysis.common.memo import clear_caches
 from explorer.runtime.device import configure_threads
 from explorer.runtime.presets import preset_config
 from kernels.busy import BusyWatch

@@ -157,7 +157,7 @@ def _crafted_upload(path: str) -> None:
     import numpy as np
     import torch
 
-    from explorer.analysis.weights import tensor_digest
+    from explorer.analysis.weights.trained import tensor_digest
     data = np.zeros(4, np.float32)
     meta = {"format": "transformer-family-explorer/weights", "version": "1", "config": json.dumps(HUGE_UPLOAD),
             "sha256": tensor_digest({"x": torch.zeros(4)})}

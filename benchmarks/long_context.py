@@ -68,7 +68,7 @@ def text_tokens(L: int) -> torch.Tensor:
 
 
 def bundle_model(attention: str):
-    from explorer.analysis.bundled import load
+    from explorer.analysis.weights.bundled import load
     from models import ModelConfig, build_model
 
     bundle = load("default")

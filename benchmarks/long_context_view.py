@@ -4,7 +4,7 @@
 
 For each length: the bundled model 'default' (full attention, RoPE, trained at 128 bytes) as trained and
 under a 64-key sliding window (the same weights), on held-out documentation, through the view's own
-call (``explorer.analysis.long_context.long_context``: the passage, both forwards with the pooled pass of
+call (``explorer.analysis.long_context.view.long_context``: the passage, both forwards with the pooled pass of
 every layer, the loss) and the tab's figures (``explorer.figures.long_context``). Printed: the view's
 seconds (both sides), the figures' seconds, the JSON bytes of the grid, the loss and the statistics
 figures (what one redraw sends), each side's mean loss, and the machine's load average (other processes
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from explorer.analysis import source
-    from explorer.analysis.long_context import long_context
+    from explorer.analysis.long_context.view import long_context
     from explorer.figures.long_context import loss_figure, pooled_grid, stats_figure
     from models import ModelConfig
 

@@ -194,7 +194,7 @@ def attack(root: Path, limit_as: str, name: str, timeout_s: float) -> dict:
         weights, said = upload(server, folder)
         row.update(upload_s=time.perf_counter() - t0, upload=said[:240])
         if not weights.startswith("checkpoint:upload:"):  # refused: the id it would have had
-            from explorer.analysis.checkpoint_upload import digest
+            from explorer.analysis.weights.checkpoint_upload import digest
             weights = "checkpoint:upload:" + digest({n: folder / n for n in FILES})
         result, t0 = {}, time.perf_counter()
 

@@ -32,13 +32,13 @@ def count(module: str, attr: str, label: str, when=None) -> None:
 
 
 def main() -> None:
-    from explorer.analysis import checkpoints
+    from explorer.analysis.weights import checkpoints
 
     count("models.hf.loader", "plan", "plans")          # models.hf.load's own call
     count("models.hf", "plan", "plans")                 # the callers' (models.hf re-exports it)
     count("models.hf.files", "read_headers", "header reads")
     count("models.hf.loader", "build_model", "model builds")
-    count("explorer.analysis.checkpoints", "load", "checkpoint look-ups by id", when=lambda x, *a, **k: isinstance(x, str))
+    count("explorer.analysis.weights.checkpoints", "load", "checkpoint look-ups by id", when=lambda x, *a, **k: isinstance(x, str))
     count("explorer.analysis.source", "resolve", "weights resolutions")
 
     checkpoints._LOADED.clear()

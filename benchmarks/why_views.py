@@ -1,5 +1,5 @@
 """Seconds per view of the Why tab on this CPU: the landing text on the default bundle, as a page or an API
-call computes it (``explorer.app.tabs.parts.why_views``: tokens, budget check, memory pool, the analysis, its JSON;
+call computes it (``explorer.analysis.why.answers``: tokens, budget check, memory pool, the analysis, its JSON;
 the figure drawn from it), the memo emptied before each run so nothing is reused.
 
 ``python -m benchmarks.why_views [--repeats 3]`` prints the median of ``--repeats`` per view (one thread, as
@@ -12,9 +12,9 @@ import statistics
 import time
 
 from explorer.analysis import source
-from explorer.analysis.memo import CACHE, eval_model
-from explorer.app.tabs.parts import why_heads as wh
-from explorer.app.tabs.parts import why_views as wv
+from explorer.analysis.common.memo import CACHE, eval_model
+from explorer.analysis.why import head_labels as wh
+from explorer.analysis.why import answers as wv
 from explorer.figures import interpretability as figs
 from explorer.runtime.configs import app_config
 from explorer.runtime.device import configure_threads

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from explorer.analysis import finite
-from explorer.analysis.gradients import gradients_request
-from explorer.analysis.maps import maps_request
-from explorer.analysis.memo import fetch
-from explorer.analysis.summary import summary_request
-from explorer.analysis.weights import TrainedWeights
+from explorer.analysis.common import finite
+from explorer.analysis.gradients.norms import gradients_request
+from explorer.analysis.maps.attention import maps_request
+from explorer.analysis.common.memo import fetch
+from explorer.analysis.cost.summary import summary_request
+from explorer.analysis.weights.trained import TrainedWeights
 from explorer.runtime.configs import as_config
 from models import ModelConfig
 from models.architectures import arrangement
@@ -25,7 +25,7 @@ def compare_pair(a, b, text: str, separator: str | None = None, weights_a: Train
                  weights_b: TrainedWeights | None = None) -> dict:
     """A's and B's attention maps on ``text``, gradient norms and model cards (at B's token count), as
     ``{"maps": (A, B), "gradients": (A, B), "summaries": (A, B)}``: the six analyses of a Compare click,
-    those not memoised yet computed in one GPU call (``explorer.analysis.memo.fetch``)."""
+    those not memoised yet computed in one GPU call (``explorer.analysis.common.memo.fetch``)."""
     maps = (maps_request(a, text, separator=separator, weights=weights_a),
             maps_request(b, text, separator=separator, weights=weights_b))
     cfg_b, inp_b = as_config(b), maps[1].args[1]

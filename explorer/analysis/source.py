@@ -4,14 +4,14 @@ A choice is one of four kinds, spelled here once:
 
 - ``bundled`` (the default): the weights on screen, the default bundle, moved to the config when it is a
   surgery of them (``explorer.analysis.surgery``); a config that needs other weights draws the bundle
-  trained with it (``explorer.analysis.bundled``) or the nearest one; a config no bundle serves is drawn at
+  trained with it (``explorer.analysis.weights.bundled``) or the nearest one; a config no bundle serves is drawn at
   initialisation, and ``why`` says why. ``bundle:<name>``: the same with bundle ``name`` on screen (a
   "Trained: ..." preset, or the page's "a model trained with this pattern exists: show it"): another
   bundle is only ever shown by that explicit choice, never because the controls happen to match it.
 - ``initial``: the config's initial weights (its seed).
-- ``trained`` ("your run"): a session's own run (``explorer.analysis.weights.TrainedWeights``), passed in
+- ``trained`` ("your run"): a session's own run (``explorer.analysis.weights.trained.TrainedWeights``), passed in
   by the session that holds it.
-- ``checkpoint:<id>``: a pretrained checkpoint (``explorer.analysis.checkpoints``), loaded once; its config
+- ``checkpoint:<id>``: a pretrained checkpoint (``explorer.analysis.weights.checkpoints``), loaded once; its config
   carries the controls' surgery (``surgery.config_for``), its weights are the same tensors moved to it
   (``surgery.weights_for``) and its tokenizer reads the text. The loaded record is what the surgery verbs
   are handed afterwards, never the id again.
@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from explorer.analysis import bundled, checkpoints, surgery
-from explorer.analysis.weights import TrainedWeights
+from explorer.analysis.weights import bundled, checkpoints
+from explorer.analysis import surgery
+from explorer.analysis.weights.trained import TrainedWeights, applicable
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig
 
@@ -156,6 +157,16 @@ class WeightsSource:
             return {**out, "requested": self.kind} if self.kind != INITIAL else out
         out = {"used": self.kind, "source": self.source, "step": self.weights.step, "surgery": list(self.surgery)}
         return out
+
+
+def drawn_for(weights, cfg) -> TrainedWeights | None:
+    """The record a handler's ``weights`` (a request's ``WeightsSource``, a ``TrainedWeights`` record or
+    None) draws for ``cfg``: the weights when they belong to ``cfg`` (``WeightsSource.for_config``,
+    ``applicable``), else None, the initial weights. The one weights check of an event: a handler calls it
+    once and passes the record down to the analyses, which take records only."""
+    if isinstance(weights, WeightsSource):
+        return weights.for_config(cfg)
+    return applicable(weights, cfg)
 
 
 def checkpoint_config(loaded: checkpoints.Loaded, changes: dict | None = None) -> ModelConfig:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 MAX_ZIP_BYTES = 48 * 2**20   # uncompressed content of one archive
 README_RESERVE = 64 * 2**10  # kept for README.txt, written last
-# attention_ms: the attention cores' own share of latency_ms (explorer.analysis.core_timer), empty where not timed
+# attention_ms: the attention cores' own share of latency_ms (explorer.analysis.cost.core_timer), empty where not timed
 CSV_COLUMNS = ("series", "attention", "seq_len", "mode", "latency_ms", "attention_ms", "peak_memory_bytes", "status",
                "backend", "device", "src_len", "tgt_len", "reason")
 

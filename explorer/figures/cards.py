@@ -1,10 +1,10 @@
-"""Circuit cards side by side (``explorer.analysis.cards``): does every architecture build the same circuit?
+"""Circuit cards side by side (``explorer.analysis.why.cards``): does every architecture build the same circuit?
 
 - ``cards_figure(cards)``: three stacked panels sharing one colour per model: the second copy's loss against
   the copy distance (where induction fails), the logit-lens loss after each layer on held-out text, and
   each model's heads by grounded role (bars; hover: which heads, and what mean-ablating them costs).
 
-The same cards as a Markdown table: ``explorer.analysis.cards.cards_table_md``.
+The same cards as a Markdown table: ``explorer.analysis.why.cards.cards_table_md``.
 
 Cards are the stored JSON dicts; a skipped card (a model without per-head intervention points) is left out
 of the panels. An encoder-decoder's reversal card (``task: "reverse"``) has no copy curve (its panel leaves it
@@ -43,7 +43,7 @@ def cards_figure(cards: list) -> go.Figure:
     """The cards side by side (module docstring): copy curve, logit lens, heads by role."""
     done = [c for c in cards if not c.get("skipped")]
     if not done:
-        return message_figure("No circuit card to draw (python -m explorer.analysis.cards --write stores them).",
+        return message_figure("No circuit card to draw (python -m explorer.analysis.why.cards --write stores them).",
                               "Circuit cards")
     unit = done[0]["unit"]
     data, first = [], []  # first: each model's first trace, which carries its legend entry

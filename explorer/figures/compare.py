@@ -1,7 +1,7 @@
 """A/B comparison -> figures: the gradient norms of A and B overlaid, and the A/B sweep (latency in ms
 and peak memory in MiB against length).
 
-No torch here. The records are ``explorer.analysis.sweep.latency_memory_sweep`` results for A (pinned) and
+No torch here. The records are ``explorer.analysis.cost.sweep.latency_memory_sweep`` results for A (pinned) and
 B (the controls). A failed length (OOM, time-out, ...) is a cross in its config's colour placed on
 that config's curve, continued (dotted) to the failed length at the slope of its last two points, so a
 reader sees whose run failed and roughly where the curve was heading.

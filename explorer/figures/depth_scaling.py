@@ -6,7 +6,7 @@ pre-LN's first point, and a star for a trained model of the config at its own de
 per-layer profile of the visitor's config (``figures.gradients.gradient_panels``), as before. The
 placement without a norm grows by orders of magnitude with depth; the y range is that of the other
 placements (it would squeeze them into a sliver), its curve leaves the plot and the legend says
-where it goes. Input: ``explorer.analysis.depth_scaling.depth_scaling``'s result (plain dicts).
+where it goes. Input: ``explorer.analysis.gradients.depth_scaling.depth_scaling``'s result (plain dicts).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Interpretability results -> figures: logit lens, direct logit attribution, patching, head circuits.
 
-Inputs are the ``to_json()`` dicts of ``explorer.analysis.lens``, ``attribution``, ``patching`` and
+Inputs are the ``to_json()`` dicts of ``explorer.analysis.why.lens``, ``attribution``, ``patching`` and
 ``circuits`` (what the API answers), so the page, the export and the API draw the same numbers. Grids of
 heads are layers (rows, layer 0 at the top, as the attention grid) x heads, with the FFN as a last
 column where the analysis gives one. Signed quantities use a diverging scale centred on 0.

@@ -1,6 +1,6 @@
 """Long-context results -> figures: the pooled grid, the per-token loss, per-head statistics, one exact cell.
 
-Inputs are ``explorer.analysis.long_context`` results read duck-typed (numpy arrays on ``sides``; no
+Inputs are ``explorer.analysis.long_context.view`` results read duck-typed (numpy arrays on ``sides``; no
 torch here). The grid travels as uint8 colour levels on a log scale (``log_levels``): level 0 is a cell
 no query reaches (mass exactly 0), levels 1..255 run from ``floor`` to the largest mass in log10. A
 display holds at most ``PAYLOAD_CELLS`` cells over all its panels: a model with more heads or a longer

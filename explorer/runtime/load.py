@@ -5,7 +5,7 @@ number shown without saying so misleads. Every handler runs inside ``busy()``; t
 ``window()`` around each measured length and reports how many *other* requests overlapped it.
 
 ``LOAD`` is the one process-wide instance: it holds two counters and a lock, never a user's data
-(like the measurement lock in ``explorer.analysis.sweep``).
+(like the measurement lock in ``explorer.analysis.cost.sweep``).
 """
 from __future__ import annotations
 

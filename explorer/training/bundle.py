@@ -14,7 +14,7 @@ bytes of data give the same losses (training is deterministic on one intra-op th
 torch versions agree within float tolerance). A test replays the first steps of a recipe and compares
 them with the manifest, so a stored model cannot silently drift from its recipe.
 
-Reading them is ``explorer.analysis.bundled`` (the analyses draw them; this module only makes them).
+Reading them is ``explorer.analysis.weights.bundled`` (the analyses draw them; this module only makes them).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from explorer.analysis.bundled import BUNDLE_DIR, FORMAT, ROOT
+from explorer.analysis.weights.bundled import BUNDLE_DIR, FORMAT, ROOT
 from explorer.training.tasks import get_task, python_docs, split_corpus
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig

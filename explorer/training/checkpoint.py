@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from explorer.analysis.weights import tensor_digest
+from explorer.analysis.weights.trained import tensor_digest
 from explorer.runtime.configs import as_config
 from models import ConfigError, build_model
 from models.meta import on_meta

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from explorer.analysis.bundled import ROOT
+from explorer.analysis.weights.bundled import ROOT
 from explorer.training.bundle import Recipe, data_digest, head_commit, run_logged, trainer_for
 from explorer.training.tasks import model_input, python_docs, scored_loss, split_corpus
 from models.hf import load

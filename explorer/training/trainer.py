@@ -4,7 +4,7 @@
 ``trainer.run(...)`` is a generator that trains and yields a ``Snapshot`` every ``run.every``
 steps: step, train loss (mean since the last snapshot), held-out loss and accuracy on fixed
 held-out batches, learning rate, per-layer gradient norms (measured exactly as the Gradients tab
-measures them, ``explorer.analysis.gradients.branch_gradient_norms``, on the held-out batch), the probe's
+measures them, ``explorer.analysis.gradients.norms.branch_gradient_norms``, on the held-out batch), the probe's
 attention maps (layers x heads), tokens/s and elapsed time. It checks ``stop`` and the wall-time
 budget between steps, so a stop really stops the work; calling ``run`` again resumes where it
 left off (pause / play), with the same result as an uninterrupted run.
@@ -32,7 +32,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from explorer.analysis.gradients import branch_gradient_norms, next_token_loss
+from explorer.analysis.gradients.norms import branch_gradient_norms, next_token_loss
 from explorer.runtime.configs import as_config
 from explorer.runtime.stopping import Abandoned, Guard, ambient_stop
 from explorer.runtime.text import reads_pair
@@ -166,6 +166,21 @@ def stack_attention(attentions) -> Optional[np.ndarray]:
         if a is not None:  # memory slots come first: queries are the last keys
             out[n, :a.shape[0], lq - a.shape[1]:, lk - a.shape[2]:] = a
     return out
+
+
+def model_probe_attention(cfg, model, probe) -> Optional[np.ndarray]:
+    """The probe's attention (its cross-attention for an encoder-decoder) under ``model``, in eval mode
+    (``stack_attention``'s array); the model's mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            if reads_pair(cfg):
+                return stack_attention(train_encdec.forward(model, probe, True)[0].cross_attentions)
+            out = model(model_input(probe, cfg.causal), return_attention=True)
+    finally:
+        model.train(was_training)
+    return stack_attention(out.attentions)
 
 
 class Trainer:

@@ -104,7 +104,7 @@ def _reading(preset):
     """The views reading line the app must settle on for ``preset`` (computed here, in-process)."""
 
     from explorer.app.controls.share import DEFAULT_TEXT
-    from explorer.app.tabs.views import views_reading
+    from explorer.figures.views import views_reading
     from explorer.runtime.presets import preset_config
     return views_reading(attention_maps(preset_config(preset), DEFAULT_TEXT).views).split("\n")[0].replace("**", "")
 

@@ -13,7 +13,7 @@ import pytest
 from gradio_client import Client, handle_file
 from tokenizer_attacks import LATE, LATE_TEXT, hostile_checkpoint, hostile_json
 
-from explorer.analysis.checkpoint_upload import digest
+from explorer.analysis.weights.checkpoint_upload import digest
 
 LIMIT_AS = 8 << 30
 GROWTH = 512 << 20  # the server's peak RSS may grow by this much over all the attacks

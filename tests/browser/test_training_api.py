@@ -16,7 +16,7 @@ import pytest
 import torch
 from gradio_client import Client, handle_file
 
-from explorer.analysis.weights import tensor_digest
+from explorer.analysis.weights.trained import tensor_digest
 
 LIMIT_AS = 8 << 30
 SMALL = dict(n_layers=2, d_model=64, n_heads=4, max_len=256, position="rope")

@@ -11,7 +11,8 @@ the new config, and this package says what the move costs:
   ``origin_of(cfg, checkpoint)`` finds it.
 - ``moved.py``: ``weights_for(cfg, checkpoint)`` the weights that serve ``cfg``; ``config_for`` a
   checkpoint's config with the controls' changes; ``why_not(cfg)`` why no bundle serves ``cfg``;
-  ``difference`` the maps after the change beside those of the model as trained.
+  ``difference`` the maps after the change beside those of the model as trained; ``same_pairs`` whether the
+  change allows exactly the pairs the model as trained allows at a length.
 - ``loss.py``: ``loss_change(cfg, text, checkpoint)`` a ``LossChange`` of ``Loss`` records (the model as
   trained and after the change, held out and on the visitor's text, each saying its length against the
   trained length); ``heldout_loss(origin)`` the model's one held-out number.
@@ -23,12 +24,12 @@ Everything here is read-only and memoised by config (the bundles and checkpoints
 """
 from explorer.analysis.surgery.loss import HELDOUT_BYTES, Loss, LossChange, heldout_loss, heldout_text, loss_change
 from explorer.analysis.surgery.loss import nats_per_token
-from explorer.analysis.surgery.moved import config_for, difference, weights_for, why_not
+from explorer.analysis.surgery.moved import config_for, difference, same_pairs, weights_for, why_not
 from explorer.analysis.surgery.origin import Origin, bundle_origin, checkpoint_origin, is_lm, origin_of
 from explorer.analysis.surgery.stored import as_trained, rows_for, stored_loss, stored_table
 from explorer.analysis.surgery.tabulate import table, write_table
 
 __all__ = ["Origin", "origin_of", "bundle_origin", "checkpoint_origin", "is_lm", "weights_for", "config_for",
-           "why_not", "difference", "Loss", "LossChange", "loss_change", "heldout_loss", "heldout_text",
+           "why_not", "difference", "same_pairs", "Loss", "LossChange", "loss_change", "heldout_loss", "heldout_text",
            "nats_per_token", "HELDOUT_BYTES", "rows_for", "table", "write_table", "stored_table", "stored_loss",
            "as_trained"]

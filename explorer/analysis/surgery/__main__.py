@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from explorer.analysis import bundled, checkpoints
+from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis.surgery.origin import bundle_origin, checkpoint_origin
 from explorer.analysis.surgery.tabulate import table, write_table
 from models import ConfigError

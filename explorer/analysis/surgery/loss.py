@@ -16,12 +16,12 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis import finite
-from explorer.analysis.memo import eval_model, memo, weights_key
+from explorer.analysis.common import finite
+from explorer.analysis.common.memo import eval_model, memo, weights_key
 from explorer.analysis.surgery.moved import weights_for
 from explorer.analysis.surgery.origin import Origin, origin_of
 from explorer.analysis.surgery.stored import stored_loss
-from explorer.analysis.weights import TrainedWeights
+from explorer.analysis.weights.trained import TrainedWeights
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.corpus import python_docs, split_corpus
@@ -137,7 +137,7 @@ def compute_losses(cfg: ModelConfig, runs: tuple, weights: TrainedWeights) -> li
 def losses(origin: Origin, cfg, weights: TrainedWeights, text_ids: tuple = ()) -> tuple:
     """``(held-out Loss, text Loss or None)`` of ``cfg`` with ``weights``: the held-out one from the table
     stored beside ``origin`` when ``cfg`` is one of its rows (the same computation, done once), the rest
-    computed, memoised and held in the server's memory pool like every analysis (``explorer.analysis.memo``)."""
+    computed, memoised and held in the server's memory pool like every analysis (``explorer.analysis.common.memo``)."""
     cfg = as_config(cfg)
     held = tuple(heldout_ids(origin))
     L = origin.trained_length

@@ -9,18 +9,21 @@
   other tensors is refused naming the field (``config_for`` made it, so that is a changed mechanism's
   tensors, caught here).
 - ``config_for(checkpoint, overrides)``: the checkpoint's config with the controls' surgery-safe changes.
-- ``difference(cfg, text, ...)``: the maps after the surgery and those of the model as trained.
+- ``difference(cfg, text, ...)``: the maps after the surgery and those of the model as trained;
+  ``same_pairs(before, after, length)``: the share of pairs both configs allow when their patterns allow
+  exactly the same pairs at ``length`` tokens (why a difference view can read 0% everywhere), else None.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
-from explorer.analysis import bundled
+from explorer.analysis.weights import bundled
 from explorer.analysis.surgery.origin import candidates, loaded_of, origin_of
-from explorer.analysis.weights import TrainedWeights, tensor_digest
+from explorer.analysis.weights.trained import TrainedWeights, tensor_digest
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig, surgery
+from models.attention import pattern_mask
 
 _MOVED = ByteLRU(max_entries=2)  # (id, digest, config) -> a checkpoint's weights moved: the same tensors
 
@@ -149,7 +152,7 @@ def difference(cfg, text: str, separator=None, checkpoint=None, weights=None) ->
     """``(maps after, maps of the model as trained, the origin, changed fields)`` on ``text``, or None when
     ``cfg`` is no surgery (the model as trained, or a config no bundle serves). ``weights``: the record
     the page draws for ``cfg`` (default ``weights_for``)."""
-    from explorer.analysis.maps import attention_maps  # the maps read this package's weights records
+    from explorer.analysis.maps.attention import attention_maps  # the maps read this package's weights records
 
     cfg = as_config(cfg)
     bundle = getattr(weights, "bundle", "") or None
@@ -159,3 +162,14 @@ def difference(cfg, text: str, separator=None, checkpoint=None, weights=None) ->
     after = attention_maps(cfg, text, separator=separator, weights=weights or weights_for(cfg, checkpoint, bundle))
     before = attention_maps(origin.config, text, separator=separator, weights=origin.weights)
     return after, before, origin, tuple(surgery.changed_fields(origin.config, cfg))
+
+
+def same_pairs(before: ModelConfig, after: ModelConfig, length: int) -> float | None:
+    """The share of all query-key pairs ``before`` allows when ``after`` allows exactly the same ones at
+    ``length`` tokens (``pattern_mask``: the patterns differ only past it), else None (a pair differs, or a
+    side is no structured pattern, so there is no pair rule to compare)."""
+    try:
+        a, b = pattern_mask(before, length), pattern_mask(after, length)
+    except ConfigError:
+        return None
+    return float(a.float().mean()) if bool(a.shape == b.shape and (a == b).all()) else None

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from explorer.analysis import bundled, checkpoints
-from explorer.analysis.weights import TrainedWeights
+from explorer.analysis.weights import bundled, checkpoints
+from explorer.analysis.weights.trained import TrainedWeights
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig, surgery
 
@@ -68,7 +68,7 @@ def bundle_origin(name: str) -> Origin:
 
 def loaded_of(checkpoint) -> "checkpoints.Loaded":
     """A checkpoint in memory: ``checkpoint`` itself when the caller loaded it already (a request loads it
-    once), else the id loaded through ``explorer.analysis.checkpoints``."""
+    once), else the id loaded through ``explorer.analysis.weights.checkpoints``."""
     return checkpoint if isinstance(checkpoint, checkpoints.Loaded) else checkpoints.load(checkpoint)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from explorer.analysis import bundled, checkpoints
+from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis.surgery.origin import Origin
 from models import ConfigError, registries, surgery
 from models.attention import PATTERNS

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import time
 
-from explorer.analysis import checkpoints
-from explorer.analysis.memo import eval_model
+from explorer.analysis.weights import checkpoints
+from explorer.analysis.common.memo import eval_model
 from explorer.analysis.surgery.loss import HELDOUT_BYTES, heldout_ids, nats_per_token
 from explorer.analysis.surgery.moved import weights_for
 from explorer.analysis.surgery.origin import Origin

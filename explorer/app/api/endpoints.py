@@ -21,8 +21,8 @@ import gradio as gr
 from explorer.analysis import attention_maps, config_diff, latency_memory_sweep, surgery
 from explorer.analysis import source as weights_source
 from explorer.analysis.compare import compare_pair
-from explorer.analysis.gradients import drawn_gradients
-from explorer.analysis.sweep import sweep_axes
+from explorer.analysis.gradients.norms import drawn_gradients
+from explorer.analysis.cost.sweep import sweep_axes
 from explorer.app.api.export import cleanup_export, write_export
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.calls import call, heavy_call, request_source, request_text
@@ -59,7 +59,7 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
 
 def api_gradients(config_json: str, weights: str = "bundled", text: str = "") -> dict:
     """Per-layer attn_out, ffn_out and residual gradient norms of the config, as the Gradients tab draws
-    them for its norm placement (``explorer.analysis.gradients.drawn_gradients``, the one path of the page,
+    them for its norm placement (``explorer.analysis.gradients.norms.drawn_gradients``, the one path of the page,
     the API and the export).
 
     ``weights``: ``bundled`` (default, where a bundle serves the config), ``initial`` (both: the seeded
@@ -69,7 +69,7 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
     used."""
     def run():
         src = request_source(config_json, weights)
-        drawn = drawn_gradients(src.config, as_text(text, default=""), src, every_placement=False)
+        drawn = drawn_gradients(src.config, as_text(text, default=""), src.weights, every_placement=False)
         placement = src.config.norm_placement
         if placement not in drawn.results:
             why = drawn.skipped.get(placement, "not measured")

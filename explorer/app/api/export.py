@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from explorer.analysis.weights import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.server.messages import problem, warn
 from explorer.app.controls.state import drawn_config, read_state
 from explorer.app import tabs as registry
@@ -61,7 +61,7 @@ def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, wei
     it holds one; ``extra``: the values of the tabs' ``export_inputs`` by name (none for an API export).
     ``weights``: the request's ``WeightsSource`` (or a record, or None: the initial weights)."""
     session = read_state(state)
-    scene = ExportScene(cfg, text, separator, weights, applicable(weights, cfg), session, zoom, pinned, train_state,
+    scene = ExportScene(cfg, text, separator, weights, drawn_for(weights, cfg), session, zoom, pinned, train_state,
                         dict(extra or {}))
     sections, sweeps = [], []
     for tab in registry.TABS:
@@ -79,7 +79,7 @@ def write_export(cfg: ModelConfig, text: str, state=None, separator=None, weight
     try:
         sections, sweeps = export_sections(cfg, text, state, separator, weights, **extra)
         folder = _new_folder()
-        tokenizer = getattr(applicable(weights, cfg), "tokenizer", None)
+        tokenizer = getattr(drawn_for(weights, cfg), "tokenizer", None)
         used = model_input(cfg, text, separator, tokenizer=tokenizer)  # the text as the maps read it
         label = (f"Input text (the first {MAX_TEXT_BYTES} tokens of the checkpoint's tokenizer)" if tokenizer is not None
                  else f"Input text (first {MAX_TEXT_BYTES} bytes, one token per byte)")

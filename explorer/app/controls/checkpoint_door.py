@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import checkpoint_upload, checkpoints
+from explorer.analysis.weights import checkpoint_upload, checkpoints
 from explorer.app.server import request_limits
 from explorer.app.controls import weights as weights_switch
 from explorer.app.server.messages import problem
@@ -71,7 +71,7 @@ def open_named(values: dict, ckpt_id=None, ckpt_extra=None, state=None) -> dict:
 
 
 def open_upload(values: dict, ckpt_upload=None, ckpt_extra=None, state=None) -> dict:
-    """The upload button: the files checked, copied and read (``explorer.analysis.checkpoint_upload``)."""
+    """The upload button: the files checked, copied and read (``explorer.analysis.weights.checkpoint_upload``)."""
     try:
         loaded = checkpoint_upload.receive(ckpt_upload, owned=request_limits.owns)  # this visitor's uploads only
     except Exception as exc:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import checkpoints, surgery
+from explorer.analysis.weights import checkpoints
+from explorer.analysis import surgery
 from explorer.analysis.source import checkpoint_choice
 from explorer.app.controls.fields import CONTROL_FIELDS, HIDDEN_FIELDS
 from explorer.app.server.messages import problem

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis.memo import weights_key
+from explorer.analysis.common.memo import weights_key
 from explorer.analysis.source import WeightsSource
 from explorer.app.controls.fields import current_config, ui_digest
 from explorer.app.controls.grid_pick import normalise

@@ -19,7 +19,7 @@ import json
 
 import gradio as gr
 
-from explorer.analysis import weights as tw
+from explorer.analysis.weights import trained as tw
 from explorer.app.controls.fields import current_config
 from explorer.runtime.configs import app_config
 from explorer.runtime.untrusted import shown

@@ -16,7 +16,7 @@ Four kinds of choice:
   the controls describe another config. A run of the controls' model scaled down to the training cap
   (``explorer.app.controls.train_source``) is not another config: the switch sets the size controls to the
   run's (``SWITCH_OUT`` names them) and draws it.
-- ``checkpoint:<id>``: a pretrained checkpoint (``explorer.analysis.checkpoints``). Choosing one fills every
+- ``checkpoint:<id>``: a pretrained checkpoint (``explorer.analysis.weights.checkpoints``). Choosing one fills every
   control with its architecture (``open_checkpoint``); while it is chosen the handlers get the control
   values with the loaded checkpoint (``drawing``), so ``current_config`` is the checkpoint's config with
   the controls' surgery, and the weights line reports the loss and perplexity change. A preset, Reset or an uploaded
@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import checkpoints, surgery
+from explorer.analysis.weights import checkpoints
+from explorer.analysis import surgery
 from explorer.analysis import source as weights_source
-from explorer.analysis import weights as tw
+from explorer.analysis.weights import trained as tw
 from explorer.analysis.source import (
     BUNDLED,
     INITIAL,

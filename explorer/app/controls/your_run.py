@@ -6,7 +6,7 @@ controls never import a tab.
 """
 from __future__ import annotations
 
-from explorer.analysis import weights as trained_weights
+from explorer.analysis.weights import trained as trained_weights
 from explorer.runtime.configs import as_config
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis import checkpoints
+from explorer.analysis.weights import checkpoints
 from explorer.analysis import source as weights_source
 from explorer.analysis.source import WeightsSource
 from explorer.app.server.jobs import run_job

@@ -40,7 +40,7 @@ import time
 import weakref
 from urllib.parse import urlencode
 
-from explorer.analysis import checkpoint_upload
+from explorer.analysis.weights import checkpoint_upload
 from explorer.app.server import gradio_compat
 from explorer.app.server import visitors
 from explorer.runtime import settings

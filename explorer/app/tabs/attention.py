@@ -8,7 +8,7 @@ good figures stay on screen and no traceback reaches the page.
 ``draw_grid`` is the one place that draws the grid and writes the share link of what it shows (the
 config, the text the model read, its separator, the picked layers / heads): a control's commit and a
 change of "Layers shown" / "Heads shown" both go through it. ``weights``: the session's trained
-weights, used for the config they belong to only (``analysis.weights.applicable``): the request's
+weights, used for the config they belong to only (``explorer.analysis.source.drawn_for``): the request's
 ``explorer.analysis.source.WeightsSource`` (resolved once by ``explorer.app.controls.weights``), whose config the
 handlers draw.
 """
@@ -19,8 +19,8 @@ import functools
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.figure_memo import figure_json
-from explorer.analysis.weights import applicable
+from explorer.analysis.maps.figure_memo import figure_json
+from explorer.analysis.source import drawn_for
 from explorer.app.tabs.parts import stacks
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, picked
@@ -58,7 +58,7 @@ def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
 def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=None, grid_heads=None,
                       weights=None) -> tuple:
     """(grid, statistics, reading line, head table) of ``cfg`` on ``text``: the first paint of the page."""
-    maps = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg))
+    maps = attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg))
     return (grid_figure(maps, grid_layers, grid_heads), attention_stats(maps), *readings(maps))
 
 
@@ -69,31 +69,32 @@ def readings(maps) -> tuple:
     return maps_line(summary, MAX_TEXT_BYTES), head_table(summary.get("heads"), summary.get("head_rules"))
 
 
-def share_query(cfg: ModelConfig, text: str, separator, picks, weights=None) -> str:
+def share_query(cfg: ModelConfig, text: str, separator, picks, w=None, loaded=None) -> str:
     """The share link's query string of what the grid shows (config, text, separator, picks); for a
-    checkpoint's weights, its id and the controls' changes to its config (``weights``: the request's
-    source, whose loaded checkpoint gives the config as trained, or a record)."""
-    w = applicable(weights, cfg)
+    checkpoint's weights, its id and the controls' changes to its config (``w``: the weights drawn for
+    ``cfg``, checked by the caller; ``loaded``: the request's loaded checkpoint, which gives the config as
+    trained, else looked up by the weights' id)."""
     if w is not None and w.checkpoint:
-        from explorer.analysis import checkpoints
+        from explorer.analysis.weights import checkpoints
 
         used = model_input(cfg, text, separator, tokenizer=w.tokenizer).text
-        base = checkpoints.load(getattr(weights, "loaded", None) or w.checkpoint).config
+        base = checkpoints.load(loaded or w.checkpoint).config
         return with_grid(checkpoint_query(w.checkpoint, base, cfg, used, separator), *picks)
     return with_grid(to_query(cfg, text, preset_of(cfg), separator), *picks)
 
 
-def draw_grid(cfg: ModelConfig, text: str, separator, picks, weights=None, strict: bool = False) -> tuple:
+def draw_grid(cfg: ModelConfig, text: str, separator, picks, w=None, loaded=None, strict: bool = False) -> tuple:
     """``(grid as sent, share query)``: the grid of the picked layers / heads, memoised per config,
-    text, weights and pick (``figure_memo``: a config drawn before costs no Plotly work); ``strict``
-    refuses picks the model does not have (ConfigError naming the box) instead of dropping them."""
-    w = applicable(weights, cfg)
+    text, weights and pick (``figure_memo``: a config drawn before costs no Plotly work); ``w``: the weights
+    drawn for ``cfg``, checked by the caller once per event (``drawn_for``), ``loaded`` the request's
+    checkpoint; ``strict`` refuses picks the model does not have (ConfigError naming the box) instead of
+    dropping them."""
     layers, heads = picks
     if strict:
         grid_figure(attention_maps(cfg, text, separator=separator, weights=w), layers, heads, strict=True)
     grid = plot_data(figure_json(f"grid:{normalise(layers)}:{normalise(heads)}",
                                  lambda maps: grid_figure(maps, layers, heads), cfg, text, separator, w))
-    return grid, share_query(cfg, text, separator, picks, weights)
+    return grid, share_query(cfg, text, separator, picks, w, loaded)
 
 
 def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None, grid_layers=None,
@@ -128,12 +129,12 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
             if paired:
                 controls["text"] = text
                 note = f"{note} {paired}".strip()
-        w = applicable(weights, cfg)
+        w = drawn_for(weights, cfg)  # the one weights check of the event, passed down
         drawn = drawn_digest(cfg, text, separator, picks, w)
         if drawn == state["drawn"]:
             return {**controls, **unchanged, "status": note or notice(text, w),
                     "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
-        grid, link = draw_grid(cfg, text, separator, picks, weights)
+        grid, link = draw_grid(cfg, text, separator, picks, w, _loaded(weights))
         maps = attention_maps(cfg, text, separator=separator, weights=w)
         stats = plot_data(figure_json("stats", attention_stats, cfg, text, separator, w)) if with_stats else gr.skip()
         extra = stacks.attention_updates(cfg, text, separator, w)
@@ -145,6 +146,11 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
             "state": {**state, "drawn": drawn, "fresh": True, "ui": sig, "arch": arch}}
 
 
+def _loaded(weights):
+    """The request's loaded checkpoint (a ``WeightsSource``'s), else None."""
+    return getattr(weights, "loaded", None)
+
+
 def refresh_stats(values: dict, text, state=None, separator=None, weights=None) -> dict:
     """-> the pattern and per-head statistics figure, after ``refresh_attention(stats=False)``;
     skipped when that event drew nothing new or the config is bad (it already warned)."""
@@ -153,7 +159,7 @@ def refresh_stats(values: dict, text, state=None, separator=None, weights=None) 
     try:
         cfg = drawn_config(values, weights)
         return {"stats": plot_data(figure_json("stats", attention_stats, cfg, as_text(text), separator,
-                                               applicable(weights, cfg)))}
+                                               drawn_for(weights, cfg)))}
     except Exception as exc:
         problem(exc)
         return {"stats": gr.skip()}
@@ -168,10 +174,11 @@ def redraw_grid(values: dict, text, grid_layers=None, grid_heads=None, state=Non
     picks = (grid_layers, grid_heads)
     try:
         cfg = drawn_config(values, weights)
-        drawn = drawn_digest(cfg, text, separator, picks, applicable(weights, cfg))
+        w = drawn_for(weights, cfg)  # the one weights check of the event, passed down
+        drawn = drawn_digest(cfg, text, separator, picks, w)
         if drawn == state["drawn"]:
             return {"grid": gr.skip(), "share_qs": gr.skip(), "status": gr.skip(), "state": gr.skip()}
-        grid, link = draw_grid(cfg, text, separator, picks, weights, strict=True)
+        grid, link = draw_grid(cfg, text, separator, picks, w, _loaded(weights), strict=True)
     except Exception as exc:  # a bad pick (ConfigError naming the box) or config: keep the last grid
         return {"grid": gr.skip(), "share_qs": gr.skip(), "status": warn(problem(exc)), "state": gr.skip()}
     return {"grid": grid, "share_qs": link, "status": "", "state": {**state, "drawn": drawn, "fresh": False}}

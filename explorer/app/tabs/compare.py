@@ -18,8 +18,8 @@ import gradio as gr
 from explorer.analysis import config_diff, latency_memory_sweep
 from explorer.analysis.compare import compare_pair
 from explorer.analysis.source import CHECKPOINT, WeightsSource
-from explorer.analysis.sweep import sweep_axes
-from explorer.analysis.weights import applicable
+from explorer.analysis.cost.sweep import sweep_axes
+from explorer.analysis.source import drawn_for
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
@@ -88,7 +88,7 @@ def side_weights(weights=None):
     weights."""
     if isinstance(weights, WeightsSource):
         return weights.for_other
-    return lambda cfg: applicable(weights, cfg)
+    return lambda cfg: drawn_for(weights, cfg)
 
 
 def pin_config(values: dict, text=None) -> dict:

@@ -1,6 +1,6 @@
 """The Gradients tab: per-layer gradient norms of every norm placement, filled in the chain's analysis stage.
 
-``gradient_panel`` draws the figure and its reading (``explorer.analysis.gradients.drawn_gradients``, the
+``gradient_panel`` draws the figure and its reading (``explorer.analysis.gradients.norms.drawn_gradients``, the
 path the export and ``/gradients`` take too: every norm placement, the weights drawn for the placement
 they belong to, the others at initialisation; a pretrained checkpoint's own placement on its loss on the
 text); on a bundled model with a post-LN twin, Theorem 1's depth-scaling panel stands above the profile
@@ -12,8 +12,8 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import gradient_norms
-from explorer.analysis.gradients import drawn_gradients
-from explorer.analysis.weights import applicable
+from explorer.analysis.gradients.norms import drawn_gradients
+from explorer.analysis.source import drawn_for
 from explorer.app.controls.state import after_the_grid, drawn_config
 from explorer.app.tabs.contract import Landing, Step, Tab
 from explorer.app.tabs.parts import stacks
@@ -28,7 +28,8 @@ OUTPUTS = ("grad", "grad_md", *stacks.ANALYSIS)
 
 def gradient_panel(cfg: ModelConfig, text: str, weights=None) -> tuple:
     """``(figure, reading, drawn)``: the Gradients tab's figure and reading of ``cfg`` drawn with ``weights``
-    (a ``WeightsSource``, a record or None) and the ``DrawnGradients`` they show; the export draws this."""
+    (the record drawn for ``cfg``, ``explorer.analysis.source.drawn_for``'s, or None) and the
+    ``DrawnGradients`` they show; the export draws this."""
     drawn = drawn_gradients(cfg, text, weights)
     title = None
     if drawn.on_text:
@@ -43,7 +44,7 @@ def gradient_panel(cfg: ModelConfig, text: str, weights=None) -> tuple:
 
 def gradients_outputs(cfg: ModelConfig, text: str, weights=None) -> dict:
     """``{grad, grad_md, grad_stacks}`` of ``cfg`` drawn with ``weights``."""
-    w = applicable(weights, cfg)
+    w = drawn_for(weights, cfg)
     fig, reading, _drawn = gradient_panel(cfg, text, w)
     return {"grad": fig, "grad_md": reading, **stacks.analysis_updates(cfg, w)}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import kv_cache_bytes, latency_memory_sweep
-from explorer.analysis.sweep import DEFAULT_LENGTHS, sweep_axes
+from explorer.analysis.cost.sweep import DEFAULT_LENGTHS, sweep_axes
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
@@ -44,7 +44,7 @@ def sweep_baseline(cfg: ModelConfig):
 def sweep_outputs(cfg: ModelConfig, lengths: list, mode: str, progress=None, should_stop=None,
                   seq2seq_axis: str = "both") -> tuple:
     """Sweep the current config and its baseline -> (figure, reading, records). A model of several
-    inputs sweeps ``seq2seq_axis`` (one input's length or all of them; ``explorer.analysis.sweep``)."""
+    inputs sweeps ``seq2seq_axis`` (one input's length or all of them; ``explorer.analysis.cost.sweep``)."""
     axis = dict(seq2seq_axis=seq2seq_axis or "both", fixed_len=FIXED_LEN) if sweep_axes(cfg) else {}
 
     def part(lo, hi):

@@ -2,7 +2,7 @@
 
 The visitor picks a length, a text (held out, with a long-range repeat, or pasted) and what to draw beside
 the model as trained (a 64-key window, the window with sinks, or the controls' own surgery); "Draw" runs
-``explorer.analysis.long_context`` on the weights on screen (the request's ``WeightsSource``, resolved
+``explorer.analysis.long_context.view`` on the weights on screen (the request's ``WeightsSource``, resolved
 once by ``explorer.app.controls.weights.with_weights``) as a heavy job of the ``long_context`` family
 (``explorer.app.server.jobs``: one per visitor, low priority, a progress bar per layer, Stop or a closed page
 ends it within one module). Opening the tab draws its default scene once per session: the controls'
@@ -19,8 +19,8 @@ import io
 import gradio as gr
 import numpy as np
 
-from explorer.analysis import long_context as lc
-from explorer.analysis.long_context_text import MAX_PASTED_BYTES, SOURCES
+from explorer.analysis.long_context import view as lc
+from explorer.analysis.long_context.text import MAX_PASTED_BYTES, SOURCES
 from explorer.app.controls import weights as weights_switch
 from explorer.app.server.calls import call, request_source
 from explorer.app.controls.fields import CONTROL_FIELDS

@@ -7,7 +7,7 @@ import json
 import gradio as gr
 
 from explorer.analysis import kv_cache_bytes, model_summary
-from explorer.analysis.weights import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.controls.state import after_the_grid, drawn_config
 from explorer.app.tabs.contract import Landing, Step, Tab
 from explorer.figures.readings import model_markdown
@@ -33,7 +33,7 @@ def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
     kv = (f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × {cfg.kv_heads} K/V "
           f"heads × {cfg.d_head} × K and V × 2 bytes).")
     if weights is not None and weights.checkpoint:
-        from explorer.analysis import checkpoints
+        from explorer.analysis.weights import checkpoints
         loaded = checkpoints.load(loaded or weights.checkpoint)
         kv += (f"\n\nPretrained **{shown(loaded.describe())}**, vocabulary of {cfg.vocab_size:,} tokens: "
                + "; ".join(shown(n) for n in loaded.notes) + ".")
@@ -53,7 +53,7 @@ def text_length(cfg: ModelConfig, text: str, w=None) -> int:
 
 def model_outputs(cfg: ModelConfig, text: str, weights=None) -> dict:
     """``{model_md, config_code}`` of ``cfg`` drawn with ``weights`` (a ``WeightsSource`` or a record)."""
-    w = applicable(weights, cfg)
+    w = drawn_for(weights, cfg)
     return {"model_md": card(cfg, text_length(cfg, text, w), w, getattr(weights, "loaded", None)),
             "config_code": json.dumps(cfg.to_dict(), indent=2)}
 

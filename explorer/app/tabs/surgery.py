@@ -15,10 +15,10 @@ import json
 from types import SimpleNamespace
 
 import gradio as gr
-import torch
 
-from explorer.analysis import bundled, surgery
-from explorer.analysis.weights import applicable
+from explorer.analysis.weights import bundled
+from explorer.analysis import surgery
+from explorer.analysis.source import drawn_for
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
 from explorer.app.server.messages import problem
 from explorer.app.controls.events import QUIET
@@ -29,8 +29,7 @@ from explorer.figures.readings import loss_line
 from explorer.figures.surgery import difference_grid, moved_fraction, moved_sentence, table_figure, \
     table_markdown, unmoved
 from explorer.runtime.untrusted import shown
-from models import ConfigError, ModelConfig
-from models.attention import pattern_mask
+from models import ModelConfig
 
 OUTPUTS = ("surgery_md", "surgery_diff", "surgery_table", "surgery_table_md")
 SAFE_HINT = ("Changes that keep the trained weights: any structured pattern and its sizes, attention sinks, "
@@ -40,16 +39,13 @@ SAFE_HINT = ("Changes that keep the trained weights: any structured pattern and 
 
 def why_unmoved(before: ModelConfig, after: ModelConfig, length: int) -> str:
     """Why every head of the difference view reads 0%: ``before`` and ``after`` allow exactly the same pairs
-    at this text's ``length`` tokens (``pattern_mask``: the pattern differs only past it), or the change
+    at this text's ``length`` tokens (``surgery.same_pairs``: the pattern differs only past it), or the change
     moves less than half a percent of any head's attention here. Both point at the Long context tab."""
     go_long = "the Long context tab draws both at 1024 to 16384 tokens, where patterns part"
-    try:
-        a, b = pattern_mask(before, length), pattern_mask(after, length)
-    except ConfigError:  # not a structured pattern on one side: no pair rule to compare
-        a = b = None
-    if a is not None and bool(torch.equal(a, b)):
+    share = surgery.same_pairs(before, after, length)
+    if share is not None:
         return (f"Every head reads 0%: at this text's {length} tokens, attention={after.attention!r} allows exactly "
-                f"the pairs attention={before.attention!r} allows ({float(a.float().mean()):.1%} of all pairs), so "
+                f"the pairs attention={before.attention!r} allows ({share:.1%} of all pairs), so "
                 f"the same weights give the same maps; {go_long}.")
     return (f"Every head reads 0%: on this text's {length} tokens the change moves less than 0.5% of any head's "
             f"attention (the pairs it removes carry almost none); {go_long}.")
@@ -110,7 +106,7 @@ def refresh_surgery(values: dict, text, separator=None, state=None, weights=None
         return {k: gr.skip() for k in OUTPUTS}
     try:
         cfg = drawn_config(values, weights)  # the request's weights source (explorer.app.controls.weights.with_weights)
-        return surgery_outputs(cfg, text, separator, applicable(weights, cfg))
+        return surgery_outputs(cfg, text, separator, drawn_for(weights, cfg))
     except Exception as exc:  # the attention event already warned about a bad value
         msg = problem(exc)
         return {"surgery_md": f"⚠️ {shown(msg)}", **{k: gr.skip() for k in OUTPUTS[1:]}}

@@ -12,14 +12,14 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, picked
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
 from explorer.app.server.messages import problem
 from explorer.app.controls.state import read_state
 from explorer.app.tabs.contract import Page, Step, Tab
-from explorer.figures.views import PLOT_NAMES, approximation_figure, error_note, view_figures
+from explorer.figures.views import PLOT_NAMES, approximation_figure, view_figures, views_reading
 
 LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
           "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
@@ -44,102 +44,13 @@ def build_views_tab() -> SimpleNamespace:
     return SimpleNamespace(tab=tab, md=md, pick=pick, layer=layer, head=head, plots=plots)
 
 
-def views_reading(views) -> str:
-    """One line per view: what is shown and its headline number."""
-    s = {n: v.summary() for n, v in views.items.items()}
-    lines = []
-    if "approximation" in s:
-        a = s["approximation"]
-        lines.append(f"**{a['mechanism']}** vs exact softmax: max |error| {a['overall_max_abs_error']:.3f}, "
-                     f"mean {a['overall_mean_abs_error']:.4f} over all layers and heads.")
-        lines[-1] += "".join(f" {s[0].upper()}{s[1:]}." for s in error_note(views.items["approximation"]))
-    if "groups" in s:
-        g = s["groups"]
-        rule = ("each query takes its cluster centroid's attention row over all keys" if g["what"] == "k-means query cluster"
-                else f"a query attends only keys of its own {g['what']}")
-        lines.append(f"**{g['what']}s**: {g['n_groups']} per head; {rule}.")
-    if "span" in s:
-        flat = [x for row in s["span"]["span"] for x in row if x is not None]
-        lines.append(f"**adaptive span**: learned spans {min(flat):.1f}–{max(flat):.1f} tokens "
-                     f"(max_span {s['span']['max_span']}).")
-    if "experts" in s:
-        e = s["experts"]
-        lines.append(f"**{e['ffn']}**: {sum(e['dropped'])} assignments dropped over capacity across "
-                     f"{len(e['dropped'])} layers (top-{e['top_k']}).")
-    if "memory" in s:
-        m = s["memory"]
-        far = max(max(r) for r in m["reach"])
-        lines.append(f"**{m['memory']} memory**: {len(m['segments'])} segment(s); the farthest query sees "
-                     f"{far} tokens back (without memory: {max(m['reach_without_memory'])}).")
-    for key, what in (("exit", "exit layer"), ("act", "ACT steps")):
-        if key in s:
-            lines.append(f"**{what}**: mean {s[key]['mean']:.2f} of {s[key]['n_layers']}.")
-    if "sinkhorn" in s:
-        k = s["sinkhorn"]
-        lines.append(f"**sinkhorn**: a soft sorting of {k['n_blocks']} key blocks per head; max |row sum − 1| "
-                     f"{k['max_row_sum_error']:.2g}, max |column sum − 1| {k['max_col_sum_error']:.2g}.")
-    if "probsparse" in s:
-        p = s["probsparse"]
-        flat = [n for row in p["n_active"] for n in row]
-        lines.append(f"**probsparse**: {min(flat)}–{max(flat)} active queries per head (u = {p['u']}); "
-                     "the rest output the mean of V.")
-    if "talking_heads" in s:
-        lines.append(f"**talking heads**: head-mixing matrices differ from the identity by at most "
-                     f"{s['talking_heads']['max_off_identity']:.3g}.")
-    if "residual" in s:
-        r = s["residual"]
-        top = max(x for row in r["prior_share"] for x in row)
-        lines.append(f"**{r['attention']}**: up to {top:.0%} of a layer's scores come from the previous layer.")
-    if "pkm" in s:
-        m = s["pkm"]
-        lines.append(f"**pkm**: {min(m['used'])}–{max(m['used'])} of {m['n_slots']} memory rows read per layer.")
-    if "funnel" in s:
-        f = s["funnel"]
-        lines.append(f"**funnel**: {f['query_len'][0]} → {f['query_len'][-1]} positions over {f['funnel_blocks']} blocks.")
-    lines += family_reading(s)
-    return "\n\n".join(lines)
-
-
-def family_reading(s: dict) -> list:
-    """The reading lines of the views ``explorer.analysis.views`` names induced, lite, retrieval and feedback
-    (``s``: view name -> summary)."""
-    lines = []
-    if "induced" in s:
-        v = s["induced"]
-        lines.append(f"**{v['mechanism']}**: tokens → {v['n_inducing']} points → tokens; the effective map is the "
-                     f"product of the two steps (rows sum to 1 within {v['max_row_sum_error']:.1g}).")
-    if "lite" in s:
-        v = s["lite"]
-        share = sum(v["mean_conv_share"]) / len(v["mean_conv_share"])
-        lines.append(f"**lite**: {v['n_conv_heads']} convolution head(s) of width {v['conv_kernel']} beside "
-                     f"{v['n_attention_heads']} attention head(s); the convolution carries {share:.0%} of the output on average.")
-    if "retrieval" in s:
-        v = s["retrieval"]
-        if v["positions_with_neighbours"]:
-            lines.append(f"**{v['memory']}**: {v['positions_with_neighbours']} positions retrieve {v['knn_k']} neighbours; "
-                         f"the memory changes the top next token at {v['top_changed']}.")
-        else:
-            lines.append(f"**{v['memory']}**: the store is empty until the first segment ({v['segment_len']} tokens) "
-                         "has passed: use a longer text or a smaller segment_len to see neighbours.")
-    if "feedback" in s:
-        w = s["feedback"]["layer_weights"]
-        top = s["feedback"]["heaviest"]
-        what = (f"equal weights (1/{len(w)} each, as initialised)" if max(w) - min(w) < 1e-4 else
-                f"the heaviest is {'the embedding' if top == 0 else f'layer {top}'} ({w[top]:.0%})")
-        lines.append(f"**feedback**: the memory merges the embedding and {len(w) - 1} layer outputs; {what}.")
-    if "sandwich" in s:
-        v = s["sandwich"]
-        lines.append(f"**sandwich**: sublayer order `{v['order']}` (s = {v['sandwich_coeff']}).")
-    return lines
-
-
 OUTPUTS = ("views_tab", "views_md", "views_pick", "views_layer", "views_head", *(f"view_{n}" for n in PLOT_NAMES))
 
 
 def views_outputs(cfg, text: str, layer=0, head=0, separator=None, weights=None) -> dict:
     """-> ``{views_tab, views_md, views_pick, views_layer, views_head, view_<plot>}`` (``gr.update`` each).
     ``separator``: where a source / target text splits (the views are the head stack's layers)."""
-    views = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)).views
+    views = attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg)).views
     figs = view_figures(views, _int(layer), _int(head))
     approx = views.items.get("approximation")
     if approx is not None:
@@ -164,7 +75,7 @@ def _int(x) -> int:
 
 def approximation_redraw(cfg, text: str, layer, head, separator=None, weights=None):
     """Only the comparison figure, for another layer / head."""
-    views = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)).views
+    views = attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg)).views
     view = views.items.get("approximation")
     if view is None:
         return gr.skip()

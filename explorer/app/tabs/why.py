@@ -1,7 +1,7 @@
 """The Why tab and the ``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits`` endpoints:
 what each head does to the prediction, on the weights on screen and the text in the box.
 
-The tab draws five views (``explorer.app.tabs.parts.why_views``, each an analysis of ``explorer.analysis``): the
+The tab draws five views (``explorer.analysis.why.answers``, each an analysis of ``explorer.analysis``): the
 logit lens (layers x positions), direct logit attribution at a chosen position (layers x heads + FFN, the
 attention grid's layout; an alternative token optional), ablation of the heads ticked (zero or mean; the
 loss change on the text and the held-out passage) and activation patching between the text (clean) and a
@@ -11,7 +11,7 @@ with layer 1's). A view a model cannot have (attribution of a post-LN model, the
 encoder-decoder, any view of a non-standard layer) is replaced by a warning naming the field and its valid
 values; the others are drawn. An encoder-decoder reads the text as the other tabs do (source ``=>`` target)
 and is read on its decoder, teacher-forced on START + the target; its grids are decoder layers x (self-attention
-heads, cross-attention heads, FFN), patching adds the encoder's layers as rows (``why_views``).
+heads, cross-attention heads, FFN), patching adds the encoder's layers as rows (``answers``).
 Opening the tab draws it once per session; "Explain" redraws. The weights are the request's
 ``WeightsSource`` (resolved once by ``explorer.app.controls.weights.with_weights``). The share link adds
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
@@ -30,12 +30,12 @@ from explorer.app.server.messages import problem
 from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
 from explorer.app.controls.share_js import TAB_LINK_JS
 from explorer.app.tabs.contract import Page, Tab
-from explorer.app.tabs.parts import why_heads as wh
-from explorer.app.tabs.parts import why_views as wv
+from explorer.analysis.why import head_labels as wh
+from explorer.analysis.why import answers as wv
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
-from explorer.analysis.cards import cards_table_md, load_cards
-from explorer.analysis.grounded_view import grounded_json
+from explorer.analysis.why.cards import cards_table_md, load_cards
+from explorer.analysis.why.grounded_view import grounded_json
 from explorer.figures.base import message_figure
 from explorer.figures.cards import cards_figure, roles_table_md
 from explorer.runtime.configs import app_config
@@ -104,7 +104,7 @@ def build_why_tab() -> dict:
 
 
 def cards_section() -> tuple:
-    """``(figure, Markdown)`` of the circuit cards stored beside the shipped models (``explorer.analysis.cards``):
+    """``(figure, Markdown)`` of the circuit cards stored beside the shipped models (``explorer.analysis.why.cards``):
     one per model, read at start-up; a card that fails its checks is said instead of drawn."""
     try:
         cards = load_cards()

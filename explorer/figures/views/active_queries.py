@@ -27,3 +27,10 @@ def probsparse_figure(view, tokens: list) -> go.Figure:
                       xaxis=token_axis(list(tokens[:L]), title=dict(text="query (byte) position")),
                       yaxis=dict(autorange="reversed", title=dict(text="layer, head"), tickfont=dict(size=13)))
     return go.Figure(data=[trace], layout=lay)
+
+
+def probsparse_reading(s: dict, view) -> str:
+    """The tab's line: active queries per head."""
+    flat = [n for row in s["n_active"] for n in row]
+    return (f"**probsparse**: {min(flat)}–{max(flat)} active queries per head (u = {s['u']}); "
+            "the rest output the mean of V.")

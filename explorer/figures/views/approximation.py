@@ -97,3 +97,10 @@ def approximation_table(view) -> go.Figure:
              "over allowed pairs (max in brackets)</sup>")
     return go.Figure(data=data, layout=base_layout(title, max(300, 70 * n_l + 170), xaxis=dict(side="bottom"),
                                                yaxis=dict(autorange="reversed", title=dict(text="layer"))))
+
+
+def approximation_reading(s: dict, view) -> str:
+    """The tab's line: the mechanism's largest and mean error against exact softmax, with ``error_note``."""
+    line = (f"**{s['mechanism']}** vs exact softmax: max |error| {s['overall_max_abs_error']:.3f}, "
+            f"mean {s['overall_mean_abs_error']:.4f} over all layers and heads.")
+    return line + "".join(f" {n[0].upper()}{n[1:]}." for n in error_note(view))

@@ -44,3 +44,10 @@ def lite_figure(view, tokens: list) -> go.Figure:
     lay["legend"] = dict(orientation="h", y=-0.22, x=0.78, xanchor="center")
     lay["margin"] = dict(l=130, r=30, t=140, b=110)
     return go.Figure(data=data, layout=lay)
+
+
+def lite_reading(s: dict, view) -> str:
+    """The tab's line: convolution and attention heads, and the convolution's share of the output."""
+    share = sum(s["mean_conv_share"]) / len(s["mean_conv_share"])
+    return (f"**lite**: {s['n_conv_heads']} convolution head(s) of width {s['conv_kernel']} beside "
+            f"{s['n_attention_heads']} attention head(s); the convolution carries {share:.0%} of the output on average.")

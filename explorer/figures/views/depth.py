@@ -34,3 +34,13 @@ def depth_figure(view, tokens: list) -> go.Figure:
                                         xanchor="right", yanchor="bottom", showarrow=False,
                                         font=dict(color="#c62828"))])
     return go.Figure(data=data, layout=lay)
+
+
+def exit_reading(s: dict, view) -> str:
+    """The tab's line: the mean exit layer."""
+    return f"**exit layer**: mean {s['mean']:.2f} of {s['n_layers']}."
+
+
+def act_reading(s: dict, view) -> str:
+    """The tab's line: the mean number of ACT steps."""
+    return f"**ACT steps**: mean {s['mean']:.2f} of {s['n_layers']}."

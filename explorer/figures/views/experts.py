@@ -53,3 +53,9 @@ def experts_figure(view, tokens: list) -> go.Figure:
     title = (f"{view.ffn}: expert load per layer — {total} of {view.n_tokens * view.top_k * n_l} assignments dropped"
              f"<br><sup>top-{view.top_k} routing of {view.n_tokens} tokens per layer; {cap_text}</sup>")
     return go.Figure(data=data, layout=base_layout(title, 460 + 240 * rows, annotations=notes, shapes=shapes, **layout))
+
+
+def experts_reading(s: dict, view) -> str:
+    """The tab's line: assignments dropped over capacity."""
+    return (f"**{s['ffn']}**: {sum(s['dropped'])} assignments dropped over capacity across "
+            f"{len(s['dropped'])} layers (top-{s['top_k']}).")

@@ -38,3 +38,10 @@ def group_rule(view) -> str:
     if view.key == "buckets":
         return "a query attends only keys of its own bucket (first hash round shown)"
     return f"a query attends only keys of its own {view.what} (query assignment)"
+
+
+def groups_reading(s: dict, view) -> str:
+    """The tab's line: groups per head and the rule a query follows."""
+    rule = ("each query takes its cluster centroid's attention row over all keys" if s["what"] == "k-means query cluster"
+            else f"a query attends only keys of its own {s['what']}")
+    return f"**{s['what']}s**: {s['n_groups']} per head; {rule}."

@@ -47,3 +47,10 @@ def memory_figure(view, tokens: list) -> go.Figure:
                       yaxis2=dict(domain=yd1, anchor="x2", title=dict(text="reach (tokens back)"), rangemode="tozero"))
     lay["margin"] = dict(l=80, r=30, t=100, b=60)
     return go.Figure(data=data, layout=legend_above(lay, data))
+
+
+def memory_reading(s: dict, view) -> str:
+    """The tab's line: segments and the farthest reach, with and without the memory."""
+    far = max(max(r) for r in s["reach"])
+    return (f"**{s['memory']} memory**: {len(s['segments'])} segment(s); the farthest query sees "
+            f"{far} tokens back (without memory: {max(s['reach_without_memory'])}).")

@@ -63,3 +63,15 @@ def prior_figure(view) -> go.Figure:
     lay = base_layout(title, 440, barmode="group", xaxis=dict(title=dict(text="layer")),
                       yaxis=dict(title=dict(text="share of the scores (0–1)"), range=[0, 1.05]))
     return go.Figure(data=data, layout=legend_above(lay, data))
+
+
+def head_mix_reading(s: dict, view) -> str:
+    """The tab's line: how far the head-mixing matrices are from the identity."""
+    return (f"**talking heads**: head-mixing matrices differ from the identity by at most "
+            f"{s['max_off_identity']:.3g}.")
+
+
+def prior_reading(s: dict, view) -> str:
+    """The tab's line: the largest share of a layer's scores from the previous layer."""
+    top = max(x for row in s["prior_share"] for x in row)
+    return f"**{s['attention']}**: up to {top:.0%} of a layer's scores come from the previous layer."

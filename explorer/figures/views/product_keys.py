@@ -24,3 +24,8 @@ def slot_figure(view) -> go.Figure:
     lay = base_layout(title, 440, xaxis=dict(title=dict(text="memory row, ranked by reads"), type="log"),
                       yaxis=dict(title=dict(text="reads (tokens × top-k × heads)"), rangemode="tozero"))
     return go.Figure(data=data, layout=legend_above(lay, data))
+
+
+def slot_reading(s: dict, view) -> str:
+    """The tab's line: memory rows read per layer."""
+    return f"**pkm**: {min(s['used'])}–{max(s['used'])} of {s['n_slots']} memory rows read per layer."

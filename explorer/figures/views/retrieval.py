@@ -60,3 +60,12 @@ def retrieval_figure(view, tokens: list) -> go.Figure:
     lay["legend"] = dict(orientation="h", y=-0.16, x=0.5, xanchor="center")
     lay["margin"] = dict(l=90, r=30, t=140, b=110)
     return go.Figure(data=data, layout=lay)
+
+
+def retrieval_reading(s: dict, view) -> str:
+    """The tab's line: neighbours retrieved and where they change the top next token (or why none yet)."""
+    if s["positions_with_neighbours"]:
+        return (f"**{s['memory']}**: {s['positions_with_neighbours']} positions retrieve {s['knn_k']} neighbours; "
+                f"the memory changes the top next token at {s['top_changed']}.")
+    return (f"**{s['memory']}**: the store is empty until the first segment ({s['segment_len']} tokens) "
+            "has passed: use a longer text or a smaller segment_len to see neighbours.")

@@ -40,3 +40,9 @@ def sinkhorn_figure(view) -> go.Figure:
                             colorbar=dict(title=dict(text="weight", side="top"), thickness=12))
     lay["margin"] = dict(l=70, r=70, t=120, b=60)
     return go.Figure(data=data, layout=lay)
+
+
+def sinkhorn_reading(s: dict, view) -> str:
+    """The tab's line: blocks sorted and how doubly stochastic the sorting is."""
+    return (f"**sinkhorn**: a soft sorting of {s['n_blocks']} key blocks per head; max |row sum − 1| "
+            f"{s['max_row_sum_error']:.2g}, max |column sum − 1| {s['max_col_sum_error']:.2g}.")

@@ -24,3 +24,9 @@ def span_figure(view) -> go.Figure:
                                         xanchor="right", yanchor="bottom", showarrow=False,
                                         font=dict(color="#c62828"))])
     return go.Figure(data=data, layout=legend_above(lay, data))
+
+
+def span_reading(s: dict, view) -> str:
+    """The tab's line: the range of the learned spans."""
+    flat = [x for row in s["span"] for x in row if x is not None]
+    return f"**adaptive span**: learned spans {min(flat):.1f}–{max(flat):.1f} tokens (max_span {s['max_span']})."

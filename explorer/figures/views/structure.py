@@ -63,3 +63,21 @@ def sandwich_figure(view) -> go.Figure:
     lay = base_layout(title, 300, xaxis=dict(title=dict(text="depth (sublayer position, input → output)"), dtick=1),
                       yaxis=dict(showticklabels=False, title=dict(text="")))
     return go.Figure(data=[trace], layout=lay)
+
+
+def funnel_reading(s: dict, view) -> str:
+    """The tab's line: positions before and after the funnel."""
+    return f"**funnel**: {s['query_len'][0]} → {s['query_len'][-1]} positions over {s['funnel_blocks']} blocks."
+
+
+def feedback_reading(s: dict, view) -> str:
+    """The tab's line: what the feedback memory weighs most."""
+    w, top = s["layer_weights"], s["heaviest"]
+    what = (f"equal weights (1/{len(w)} each, as initialised)" if max(w) - min(w) < 1e-4 else
+            f"the heaviest is {'the embedding' if top == 0 else f'layer {top}'} ({w[top]:.0%})")
+    return f"**feedback**: the memory merges the embedding and {len(w) - 1} layer outputs; {what}."
+
+
+def sandwich_reading(s: dict, view) -> str:
+    """The tab's line: the sublayer order."""
+    return f"**sandwich**: sublayer order `{s['order']}` (s = {s['sandwich_coeff']})."

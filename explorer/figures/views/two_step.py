@@ -58,3 +58,9 @@ def induced_figure(view, tokens: list, head: int = 0) -> go.Figure:
                          colorbar=_colorbar(name, xd[1] + 0.008, 0.5, 0.6))
     lay["margin"] = dict(l=90, r=70, t=130, b=60)
     return go.Figure(data=data, layout=lay)
+
+
+def induced_reading(s: dict, view) -> str:
+    """The tab's line: the two steps through the inducing points."""
+    return (f"**{s['mechanism']}**: tokens → {s['n_inducing']} points → tokens; the effective map is the "
+            f"product of the two steps (rows sum to 1 within {s['max_row_sum_error']:.1g}).")

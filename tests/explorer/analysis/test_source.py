@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.analysis import bundled, source
-from explorer.analysis.weights import applicable, snapshot
+from explorer.analysis.weights import bundled
+from explorer.analysis import source
+from explorer.analysis.source import drawn_for
+from explorer.analysis.weights.trained import snapshot
 from models import ConfigError, ModelConfig, build_model
 
 SMALL = ModelConfig(n_layers=1, d_model=16, n_heads=2)
@@ -36,7 +38,7 @@ def test_bundled_draws_the_bundle_trained_with_the_config():
     assert src.kind == "bundled" and src.config == cfg and src.weights is bundled.bundled_weights(cfg)
     assert src.used()["used"] == "bundled" and src.why == "" and src.choice == "bundled"
     other = cfg.replace(norm_placement="post")  # another placement: its own initial weights, never these
-    assert src.for_config(other) is None and applicable(src, other) is None and applicable(src, cfg) is src.weights
+    assert src.for_config(other) is None and drawn_for(src, other) is None and drawn_for(src, cfg) is src.weights
 
 
 def test_a_config_no_bundle_serves_says_why_and_draws_the_initial_weights():
@@ -69,7 +71,7 @@ def test_the_same_bundled_choice_draws_a_pinned_configs_own_bundle():
 
 
 def test_a_checkpoint_resolves_once_with_its_record_and_draws_only_its_own_architecture():
-    from explorer.analysis import checkpoints
+    from explorer.analysis.weights import checkpoints
 
     loaded = checkpoints.load("byte-llama")
     windowed = source.checkpoint_config(loaded, {"attention": "sliding_window", "window": 16})

@@ -23,8 +23,8 @@ collector = [gc.isenabled(), gc.get_freeze_count()]
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 from explorer.analysis import model_summary
-from explorer.analysis.memo import eval_model
-from explorer.analysis.summary import sdpa_cpu_flops
+from explorer.analysis.common.memo import eval_model
+from explorer.analysis.cost.summary import sdpa_cpu_flops
 from explorer.runtime import settings
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig

@@ -2,8 +2,8 @@
 config above its per-layer profile, and the profile alone when no depth could be measured."""
 import functools
 
-from explorer.analysis import depth_scaling as analysis
-from explorer.analysis.gradients import placement_results
+from explorer.analysis.gradients import depth_scaling as analysis
+from explorer.analysis.gradients.norms import placement_results
 from explorer.app.tabs.parts import gradients_depth
 from explorer.runtime import budget
 from models import ModelConfig
@@ -30,7 +30,7 @@ def test_no_measurable_depth_leaves_the_per_layer_figure(monkeypatch):
 
 
 def test_the_gradients_tab_opens_on_theorem_1_with_the_bundles_as_stars():
-    from explorer.analysis.bundled import bundled_weights
+    from explorer.analysis.weights.bundled import bundled_weights
     from explorer.app.tabs.gradients import gradients_outputs
     from explorer.runtime.text import DEFAULT_TEXT
 

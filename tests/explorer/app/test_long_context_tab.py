@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from explorer.analysis import long_context as lc
+from explorer.analysis.long_context import view as lc
 from explorer.analysis import source
 from explorer.app.controls.share import from_query
 from explorer.app.tabs import link_params

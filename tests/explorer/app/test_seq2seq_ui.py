@@ -165,8 +165,8 @@ def test_the_example_text_is_one_the_bundled_encoder_decoder_reverses():
     """The example a visitor gets on switching to an encoder-decoder is its trained task: a source of the task's
     symbols at the bundle's trained length and its exact reversal, which the bundle's decoder predicts (last
     layer of the logit lens: the model's own output) at under 0.05 nats per token."""
-    from explorer.analysis import bundled
-    from explorer.analysis.seq2seq_ids import SYMBOLS, TRAINED_SOURCE
+    from explorer.analysis.weights import bundled
+    from explorer.analysis.why.seq2seq_ids import SYMBOLS, TRAINED_SOURCE
     from explorer.app.tabs import why
 
     src, tgt = SEQ2SEQ_TEXT.split(DEFAULT_SEPARATOR)

@@ -3,7 +3,7 @@ sliding_window keeps the default bundle's tensors (surgery) and offers the bundl
 offer, a "Trained: ..." preset and a link carrying one switch by name; any other fill goes back."""
 import html
 
-from explorer.analysis import bundled
+from explorer.analysis.weights import bundled
 from explorer.app.controls import weights as ui_weights
 from explorer.app.controls.fields import config_updates
 from explorer.app.controls.state import new_state

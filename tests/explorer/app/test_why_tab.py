@@ -1,7 +1,7 @@
 """The Why tab's handlers against the analyses' own outputs on the default bundle and the landing text: the
 figures draw the numbers ``logit_lens``, ``attribute``, ``patch_heads``, ``head_circuits`` and ``composition``
-give for the same model and tokens; a model a view refuses gets a warning naming the field while the other views draw; caps
-and link fields are refused or ignored by name."""
+give for the same model and tokens; a model a view refuses gets a warning naming the field while the other views draw;
+link fields are ignored when malformed (the answers' own caps: ``tests/explorer/analysis/why/test_answers.py``)."""
 import csv
 import html
 import io
@@ -12,17 +12,16 @@ import pytest
 import torch
 
 from explorer.analysis import source
-from explorer.analysis.attribution import attribute
-from explorer.analysis.circuits import composition, head_circuits
-from explorer.analysis.lens import logit_lens
-from explorer.analysis.patching import default_pair, patch_heads
+from explorer.analysis.why.attribution import attribute
+from explorer.analysis.why.circuits import composition, head_circuits
+from explorer.analysis.why.lens import logit_lens
+from explorer.analysis.why.patching import default_pair, patch_heads
 from explorer.app.tabs import why
-from explorer.app.tabs.parts import why_heads as wh
-from explorer.app.tabs.parts import why_views as wv
+from explorer.analysis.why import head_labels as wh
+from explorer.analysis.why import answers as wv
 from explorer.runtime.configs import app_config
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ConfigError
-from models.interventions import Interventions
 
 
 @pytest.fixture(scope="module")
@@ -60,27 +59,6 @@ def test_the_figures_draw_the_analyses_numbers(src, drawn):
     assert "⚠️" not in drawn["why_md"] and drawn["why_qs"] == f"why_pos={second}&tab=why"
 
 
-def test_the_induction_heads_carry_the_second_copy(src):
-    """On the landing text the layer-1 heads push the second copy's next byte, and zeroing them raises the loss."""
-    attr = wv.attribution(src, DEFAULT_TEXT)
-    layer1, others = np.array(attr["heads"][1]), np.abs(np.array(attr["heads"][2:]))
-    assert attr["token"] == "q" and layer1.sum() > 4 * others.sum()
-    abl = wv.ablation(src, DEFAULT_TEXT, ["1.0", "1.1", "1.2", "1.3"], "zero")
-    assert abl["text"]["change"] > 0.5
-    # the second copy's bytes after its first, predicted at the positions before them: a plain forward's loss
-    second = DEFAULT_TEXT.index("Xq7Rv9Lm2", DEFAULT_TEXT.index("Xq7Rv9Lm2") + 1)
-    assert abl["repeat"]["positions"] == list(range(second, second + 8))
-    model = src.weights.eval_model(src.config).eval()
-    ids = torch.tensor([list(DEFAULT_TEXT.encode())])
-    zero = Interventions(replace_heads={(1, h): "zero" for h in range(4)})
-    for record, key in ((None, "before"), (zero, "after")):
-        with torch.no_grad():
-            logp = torch.log_softmax(model(ids, interventions=record).logits[0].float(), -1)
-        ref = -logp[second:second + 8].gather(1, ids[0, second + 1:second + 9, None]).mean()
-        assert abl["repeat"][key] == pytest.approx(float(ref), abs=1e-5)
-    assert abl["repeat"]["before"] < 0.1 and abl["repeat"]["after"] > 3  # the induction heads carry the copy
-
-
 def test_the_csv_holds_every_grid(drawn):
     rows = list(csv.DictReader(io.StringIO(open(drawn["why_csv"]).read())))
     views = {r["view"] for r in rows}
@@ -100,7 +78,7 @@ def test_a_post_ln_model_warns_on_attribution_and_draws_the_rest():
 
 
 def test_the_encoder_decoder_bundle_is_read_on_its_decoder():
-    from explorer.analysis.bundled import load
+    from explorer.analysis.weights.bundled import load
     cfg = load("encoder_decoder").config
     s2s = source.resolve("bundled", cfg)
     text = "abcdefghij0123456789ABC=>CBA9876543210jihgfedcba"  # a reversal of the trained length
@@ -134,34 +112,6 @@ def test_an_untrained_encoder_decoder_has_no_roles_but_the_other_views():
     assert "Head roles:** architecture" in out["why_md"] and out["why_lens"] is not None
 
 
-def test_caps_and_bad_values_name_the_field(src):
-    cfg = src.config
-    with pytest.raises(ConfigError, match="position"):
-        wv.position_of(200, 20, 3)
-    assert wv.position_of(-1, 20, 3) == 3 and wv.position_of("", 20, 3) == 3 and wv.position_of(18, 20, 3) == 18
-    with pytest.raises(ConfigError, match="at most 32 heads"):
-        wh.parse_heads(["0.0"] * 33, cfg)
-    with pytest.raises(ConfigError, match=r"heads.*layer in 0\.\.3"):
-        wh.parse_heads(["4.0"], cfg)
-    assert wh.parse_heads("1.2, 0.1,1.2", cfg) == [(0, 1), (1, 2)]
-    with pytest.raises(ConfigError, match="alternative"):
-        wv.alternative_id(src, "ab")
-    assert wv.alternative_id(src, "Z") == ord("Z") and wv.alternative_id(src, "") is None
-    with pytest.raises(ConfigError, match="patching"):
-        wv.check_patching(types.SimpleNamespace(n_layers=12, n_heads=16))
-    wv.check_patching(types.SimpleNamespace(n_layers=4, n_heads=4))
-    with pytest.raises(ConfigError, match="corrupted"):
-        wv.patching(src, "abcdef", "abc")
-    with pytest.raises(ConfigError, match="mode"):
-        wv.ablation(src, "abcdef", ["0.0"], "half")
-    with pytest.raises(ConfigError, match="kind"):
-        wv.circuits(src, "", "X")
-    with pytest.raises(ConfigError, match=r"later.*a layer after earlier=2"):
-        wv.circuits(src, "", "K", 2, 1)
-    with pytest.raises(ConfigError, match=r"earlier.*0\.\.3"):
-        wv.circuits(src, "", "K", "x", 1)
-
-
 def test_link_fields_fill_the_boxes_and_junk_is_ignored():
     req = types.SimpleNamespace(query_params={"why_pos": "12", "why_alt": "x", "why_bad": "abc"})
     assert why.from_link(req) == {"why_pos": 12, "why_alt": "x", "why_bad": "abc"}
@@ -169,42 +119,10 @@ def test_link_fields_fill_the_boxes_and_junk_is_ignored():
     assert all(not isinstance(v, (int, str)) for v in junk.values())  # gr.skip() each
 
 
-@pytest.fixture
-def tiny_source(tmp_path, monkeypatch):
-    """A pretrained-format Llama with a BPE tokenizer (``tests/tiny_checkpoint.py``), resolved as the page does."""
-    from tiny_checkpoint import make_checkpoint
-
-    from explorer.analysis import checkpoints
-    make_checkpoint(tmp_path / "tiny")
-    monkeypatch.setenv(checkpoints.ROOTS_ENV, str(tmp_path))
-    checkpoints._LOADED.clear()
-    loaded = checkpoints.load("tiny")
-    yield source.resolve(source.checkpoint_choice("tiny"), loaded.config, loaded=loaded)
-    checkpoints._LOADED.clear()
-
-
-def test_a_checkpoint_reads_its_tokenizer_pieces(tiny_source):
-    tok = tiny_source.tokenizer
-    ids = tok.encode(DEFAULT_TEXT)
-    lens = wv.lens(tiny_source, DEFAULT_TEXT)
-    assert lens["token_ids"] == ids and lens["tokens"] == [str(p) for p in tok.pieces(ids)]
-    assert len(ids) < len(DEFAULT_TEXT.encode())  # tokens, not bytes
-    bad = tok.encode(default_pair(DEFAULT_TEXT)[1])
-    assert len(bad) != len(ids)  # the tokenizer splits the changed word otherwise: the default is made per token
-    patch = wv.patching(tiny_source, DEFAULT_TEXT)
-    assert patch["checks"]["everything_patched"] == pytest.approx(1.0, abs=1e-6)
-    run = tok.encode(patch["corrupted_text"])
-    assert len(run) == len(ids) and patch["positions"] == [i for i in range(len(ids) - 1) if ids[i + 1] != run[i + 1]]
-    circ = wv.circuits(tiny_source, DEFAULT_TEXT)  # vocabulary 400: the text's most frequent tokens
-    assert len(circ["copying"]["tokens"]) == len(set(ids)) and len(circ["composition"]["scores"]) == 4
-    with pytest.raises(ConfigError, match="exactly one token"):
-        wv.alternative_id(tiny_source, "Xq7Rv9Lm2 again")
-
-
 def test_the_head_roles_are_the_stored_cards_for_a_bundle_as_trained(drawn):
     """The roles table is the default bundle's circuit card (independent of the text): its four layer-1 heads
     induction, layer 0 head 0 previous-token, each with the card's ablation cost."""
-    from explorer.analysis.cards import load_card
+    from explorer.analysis.why.cards import load_card
 
     card = load_card("default")
     roles = html.unescape(drawn["why_roles"]).replace("\\", "")
@@ -217,7 +135,7 @@ def test_the_head_roles_are_the_stored_cards_for_a_bundle_as_trained(drawn):
 
 
 def test_the_circuit_cards_are_on_the_tab_and_in_its_export():
-    from explorer.analysis.cards import load_cards
+    from explorer.analysis.why.cards import load_cards
 
     fig, table = why.cards_section()
     names = {t.name for t in fig.data}

@@ -14,7 +14,7 @@ def tiny_root(tmp_path_factory):
 @pytest.fixture
 def tiny(tiny_root, monkeypatch):
     """``(checkpoint id, original model, its config, its tokenizer)`` with the root offered."""
-    from explorer.analysis import checkpoints
+    from explorer.analysis.weights import checkpoints
     from explorer.analysis.surgery import moved
 
     root, model, cfg, tok = tiny_root

@@ -1,4 +1,4 @@
-"""Pretrained checkpoints as the analyses draw them (``explorer.analysis.checkpoints`` and
+"""Pretrained checkpoints as the analyses draw them (``explorer.analysis.weights.checkpoints`` and
 ``explorer.analysis.surgery``), against the model the checkpoint was written from: its tokens, attention and
 loss computed here with plain PyTorch, and ``models.surgery`` as the reference of a K/V merge."""
 import math
@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis import attention_maps, checkpoints
+from explorer.analysis import attention_maps
+from explorer.analysis.weights import checkpoints
 from explorer.analysis import surgery as analysis_surgery
-from explorer.analysis.gradients import text_gradient_norms
+from explorer.analysis.gradients.norms import text_gradient_norms
 from explorer.runtime.text import model_input
 from models import ConfigError, build_model, surgery
 

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from explorer.analysis import checkpoints
+from explorer.analysis.weights import checkpoints
 from explorer.app.api import endpoints as api
 from explorer.app.controls import weights as W
 from explorer.app.controls.fields import config_values

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from explorer.analysis import checkpoints
+from explorer.analysis.weights import checkpoints
 from models import ConfigError, hf
 
 UPLOAD = checkpoints.UPLOAD_PREFIX + "ab" * 32

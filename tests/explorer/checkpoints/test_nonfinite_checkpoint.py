@@ -5,7 +5,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from tiny_checkpoint import make_checkpoint
 
-from explorer.analysis import attention_maps, checkpoints
+from explorer.analysis import attention_maps
+from explorer.analysis.weights import checkpoints
 from explorer.analysis import surgery as analysis_surgery
 from explorer.analysis.surgery import moved
 from models import ConfigError

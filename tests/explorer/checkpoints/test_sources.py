@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from explorer.analysis import checkpoint_upload, checkpoints, hub
+from explorer.analysis.weights import checkpoint_upload, checkpoints, hub
 from models import ConfigError
 
 

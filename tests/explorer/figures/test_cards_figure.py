@@ -3,8 +3,8 @@ a copy curve and a lens curve per model card, role bars that count every head; t
 and says why a card was skipped."""
 import json
 
-from explorer.analysis import bundled
-from explorer.analysis.cards import cards_table_md
+from explorer.analysis.weights import bundled
+from explorer.analysis.why.cards import cards_table_md
 from explorer.figures.cards import cards_figure
 
 

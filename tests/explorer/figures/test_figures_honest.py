@@ -9,7 +9,6 @@ import pytest
 from explorer.analysis import attention_maps, gradient_norms, kv_cache_bytes
 from explorer.app.controls.grid_pick import MAX_GRID, grid_from_params, grid_query, parse_pick, with_grid
 from explorer.app.controls.share import DEFAULT_TEXT
-from explorer.app.tabs import views as ui_views
 from explorer.figures import stacks as plots_encdec
 from explorer.figures import training as plots_train
 from explorer.figures import views as plots_views
@@ -175,7 +174,7 @@ def test_lsh_max_error_is_explained_with_the_rows_outside_the_bucket():
     view.max_error = np.abs(view.effective - exact).max(axis=(2, 3))
     assert plots_views.error_note(view) == []  # max |error| 0.4: nothing to explain
     maps = attention_maps(ModelConfig(attention="lsh", **SMALL), DEFAULT_TEXT)
-    reading = ui_views.views_reading(maps.views)
+    reading = plots_views.views_reading(maps.views)
     approx = maps.views.items["approximation"]
     if approx.max_error.max() >= 0.5:
         assert "outside the query's bucket" in reading

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.analysis.attribution import attribute
-from explorer.analysis.circuits import composition, head_circuits
-from explorer.analysis.lens import logit_lens
-from explorer.analysis.patching import patch_heads
+from explorer.analysis.why.attribution import attribute
+from explorer.analysis.why.circuits import composition, head_circuits
+from explorer.analysis.why.lens import logit_lens
+from explorer.analysis.why.patching import patch_heads
 from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
                                                patching_figure)
 from models import ModelConfig, build_model

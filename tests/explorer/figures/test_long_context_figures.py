@@ -3,8 +3,8 @@ axis labels and units, the trained length marked, and the grid's payload at 16 h
 import numpy as np
 import torch
 
-from explorer.analysis.long_context import LongContext, Side
-from explorer.analysis.long_context_text import Passage
+from explorer.analysis.long_context.view import LongContext, Side
+from explorer.analysis.long_context.text import Passage
 from explorer.figures.long_context import coarsen, log_levels, loss_figure, pooled_grid, stats_figure, zoom_figure
 from kernels.pooled_dense import pool_probs
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.analysis.bundled import bundled_weights
-from explorer.analysis.maps import attention_maps
+from explorer.analysis.weights.bundled import bundled_weights
+from explorer.analysis.maps.attention import attention_maps
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig

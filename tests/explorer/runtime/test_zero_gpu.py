@@ -16,9 +16,12 @@ import pytest
 
 pytest.importorskip("spaces")
 
-from explorer.analysis import clear_caches, maps, memo, sweep  # noqa: E402
+from explorer.analysis import clear_caches  # noqa: E402
+from explorer.analysis.common import memo  # noqa: E402
+from explorer.analysis.cost import sweep  # noqa: E402
+from explorer.analysis.maps import attention as maps  # noqa: E402
 from explorer.analysis.compare import compare_pair  # noqa: E402
-from explorer.analysis.maps import attention_maps  # noqa: E402
+from explorer.analysis.maps.attention import attention_maps  # noqa: E402
 from explorer.runtime.signals import stop_channel  # noqa: E402
 from models import ModelConfig  # noqa: E402
 
@@ -144,7 +147,7 @@ def test_training_bursts_in_the_worker_give_the_uninterrupted_run(zero_gpu, monk
 
 
 def test_a_long_context_side_runs_in_the_worker_with_progress_and_errors_as_values(zero_gpu, monkeypatch):
-    from explorer.analysis import long_context as lc
+    from explorer.analysis.long_context import view as lc
     from explorer.runtime.signals import StopToken
     from models import ConfigError, build_model
 

@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from explorer.analysis import bundled, surgery
+from explorer.analysis.weights import bundled
+from explorer.analysis import surgery
 from explorer.runtime.configs import as_config
 from explorer.runtime.presets import BUNDLE_PRESETS, preset_config
 from explorer.training import bundle

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.controls import weights as ui_weights
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.server.messages import problem, warn
@@ -78,7 +78,7 @@ def refresh_stack_zoom(values: dict, text, pick=None, separator=None, weights=No
     try:
         slot, layer, head = parse_pick(pick)
         cfg = drawn_config(values, weights)  # the config the request's weights source was resolved for
-        maps = slot_maps(attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg)))
+        maps = slot_maps(attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg)))
         if slot not in maps:
             have = ", ".join(k for k, v in GRIDS.items() if v in maps) or "none"
             raise ConfigError("stack_pick", str(pick)[:40], f"a grid this model draws ({have})")

@@ -18,7 +18,7 @@ from explorer.runtime.text import DEFAULT_SEPARATOR, MAX_SEPARATOR_CHARS
 from models import registries
 from models.architectures import ENCODER_DECODER, arrangement
 
-FIXED_LEN = 64  # the sweep's other inputs (explorer.analysis.sweep's default fixed_len)
+FIXED_LEN = 64  # the sweep's other inputs (explorer.analysis.cost.sweep's default fixed_len)
 # The two extra map slots of the Attention tab: the first cross-attention and the first other stack;
 # and the zoom into one of their heads (explorer.app.tabs.parts.stack_zoom), hidden whenever they are redrawn.
 FIGURES = ("encoder_grid", "cross_grid", "stack_zoom")

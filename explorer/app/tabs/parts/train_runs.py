@@ -25,7 +25,6 @@ from contextlib import aclosing
 from dataclasses import replace
 
 import gradio as gr
-import torch
 
 from explorer.app.server.jobs import HEAVY, stream_job, visitor_of
 from explorer.app.server.messages import problem
@@ -38,7 +37,7 @@ from explorer.runtime.text import reads_pair
 from explorer.runtime.tokens import token_label
 from explorer.runtime.untrusted import shown, shown_html
 from explorer.training import seq2seq as train_encdec
-from explorer.training.tasks import get_task, ideal_pattern, model_input
+from explorer.training.tasks import get_task, ideal_pattern
 from explorer.training.trainer import (
     MAX_BATCH_TOKENS,
     MAX_TRAIN_PARAMS,
@@ -47,7 +46,7 @@ from explorer.training.trainer import (
     PROBE_MAX_LEN,
     RunConfig,
     Trainer,
-    stack_attention,
+    model_probe_attention,
 )
 from models import ConfigError, build_model
 
@@ -119,21 +118,7 @@ def _curves(state: dict):
 
 def _initial_attention(trainer: Trainer):
     """The probe's attention under the run's initial weights (rebuilt from the config: deterministic)."""
-    return probe_attention(trainer.cfg, build_model(trainer.cfg), trainer.probe)
-
-
-def probe_attention(cfg, model, probe):
-    """The probe's attention (its cross-attention for an encoder-decoder) under ``model``, in eval mode."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            if reads_pair(cfg):
-                return stack_attention(train_encdec.forward(model, probe, True)[0].cross_attentions)
-            out = model(model_input(probe, cfg.causal), return_attention=True)
-    finally:
-        model.train(was_training)
-    return stack_attention(out.attentions)
+    return model_probe_attention(trainer.cfg, build_model(trainer.cfg), trainer.probe)
 
 
 def uploaded_probe(state: dict, weights: str = "trained"):
@@ -146,7 +131,7 @@ def uploaded_probe(state: dict, weights: str = "trained"):
         probe = get_task(task).probe(min(int(state.get("uploaded_seq_len") or 32), PROBE_MAX_LEN))
         tokens = probe.tokens[0].tolist()
         model = build_model(cfg) if weights == "initial" else state["uploaded"]
-        attention = probe_attention(cfg, model, probe)
+        attention = model_probe_attention(cfg, model, probe)
         if reads_pair(cfg):
             ideal, labels = train_encdec.cross_ideal(task, tokens), None
         else:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import applicable
+from explorer.analysis.source import drawn_for
 from explorer.app.controls.fields import current_config
 from explorer.app.server.messages import problem
 from explorer.figures.zoom import head_figure
@@ -31,7 +31,7 @@ def refresh_zoom(values: dict, text, layer=0, head=0, separator=None, weights=No
     """-> pickers (choices of this config, value kept when it still exists) and the head's figure."""
     try:
         cfg = current_config(values)
-        maps = attention_maps(cfg, text, separator=separator, weights=applicable(weights, cfg))
+        maps = attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg))
     except Exception as exc:
         problem(exc)
         return {k: gr.skip() for k in OUTPUTS}

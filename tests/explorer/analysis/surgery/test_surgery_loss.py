@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis import bundled, checkpoints
+from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis import surgery
 from explorer.analysis.surgery.__main__ import main, markdown
 from explorer.figures.readings import loss_line

@@ -5,7 +5,7 @@ import pytest
 from view_runs import TEXT, TINY, app_run
 
 from explorer.analysis import attention_maps
-from explorer.app.tabs.views import views_reading
+from explorer.figures.views import views_reading
 from explorer.figures import views as pv
 from models import ModelConfig
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 from view_runs import REPEATED_TEXT, TINY_ROPE, block_values, model_run, softmax64
 
-from explorer.app.tabs.views import LABELS, views_reading
+from explorer.app.tabs.views import LABELS
+from explorer.figures.views import views_reading
 from explorer.figures import views as pv
 from models import ModelConfig
 

@@ -4,7 +4,7 @@ not confined to its cluster's keys)."""
 import numpy as np
 from view_runs import TINY, app_run
 
-from explorer.app.tabs.views import views_reading
+from explorer.figures.views import views_reading
 from explorer.figures import views as pv
 from models import ModelConfig
 

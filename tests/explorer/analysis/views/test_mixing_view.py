@@ -7,7 +7,7 @@ import torch
 from view_runs import TEXT, TINY, app_run
 
 from explorer.analysis.views import compute_views
-from explorer.app.tabs.views import views_reading
+from explorer.figures.views import views_reading
 from explorer.figures import views as pv
 from models import ModelConfig, build_model
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from view_runs import TEXT, TINY, app_run
 
-from explorer.app.tabs.views import views_reading
+from explorer.figures.views import views_reading
 from explorer.figures import views as pv
 from models import ModelConfig, build_model
 

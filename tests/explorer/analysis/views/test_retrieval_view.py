@@ -7,7 +7,8 @@ import numpy as np
 import torch
 from view_runs import REPEATED_TEXT, TINY_ROPE, model_run
 
-from explorer.app.tabs.views import LABELS, views_reading
+from explorer.app.tabs.views import LABELS
+from explorer.figures.views import views_reading
 from explorer.figures import views as pv
 from models import ModelConfig, build_model
 

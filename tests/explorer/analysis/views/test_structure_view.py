@@ -9,7 +9,8 @@ import torch
 from view_runs import REPEATED_TEXT, TEXT, TINY, TINY_ROPE, app_run, model_run
 
 from explorer.analysis import attention_maps
-from explorer.app.tabs.views import LABELS, views_reading
+from explorer.app.tabs.views import LABELS
+from explorer.figures.views import views_reading
 from explorer.figures import views as pv
 from models import ModelConfig
 

@@ -65,3 +65,8 @@ def test_every_field_the_views_read_is_a_layer_info_field():
     empty = [LayerInfo(index=0, input=torch.zeros(1, 3, 16)), LayerInfo(index=1, input=torch.zeros(1, 3, 16))]
     cfg = ModelConfig(**TINY)
     assert all(fn(cfg, empty) is None for fn in VIEWS.values())
+
+
+def test_every_view_has_its_reading_beside_its_figure_in_the_registry_order():
+    assert list(pv.READINGS) == list(VIEWS)  # the tab's lines come in the views' order, one per view
+    assert all(fn.__module__.startswith("explorer.figures.views.") for fn in pv.READINGS.values())

@@ -1,0 +1,123 @@
+"""The model card of a config: parameters, measured FLOPs per token, components, KV-cache bytes.
+
+``model_summary(cfg, seq_len)`` counts the built model's parameters (per stack too, for a model of
+several stacks), measures the forward FLOPs per token with ``torch.utils.flop_counter``'s formulas
+at ``seq_len`` (``flops.FlopCount``: the same total as its ``FlopCounterMode`` without importing
+``torch._dynamo``; every input of the arrangement at that length; the CPU SDPA kernel counted with
+the FlashAttention convention, ``4 B h Lq Lk d`` halved for causal, as are CUDA's SDPA kernels; the
+attention our Triton kernels compute, which no aten op does, is added from
+``kernels.record_kernel_flops`` in the same convention, a block-sparse call counting the tiles it
+computes), and names the backend
+``kernels.attention`` reported while it ran. ``kv_cache_bytes(cfg, seq_lens)`` is computed, not
+measured: the cache decoding keeps is exactly ``2 * layers * kv_heads * d_head * L`` stored values
+(the head stack's layers; cross-attention K/V are computed once from the source).
+"""
+from __future__ import annotations
+
+import json
+
+import torch
+
+import kernels
+from explorer.analysis.cost.flops import FlopCount
+from explorer.analysis.common.memo import Request, eval_model, memo
+from explorer.analysis.cost.sweep import backend_label
+from explorer.runtime import budget
+from explorer.runtime.configs import as_config
+from explorer.runtime.device import device, gpu
+from models import ModelConfig, registries
+from models.architectures import arrangement, stack_depth
+from models.encdec import CrossAttention
+
+
+def sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p=0.0, is_causal=False, *args,
+                   out_shape=None, **kwargs) -> int:
+    """FlashAttention convention, as our kernels count it (``kernels.attention_flops``), for SDPA's kernel."""
+    return kernels.attention_flops(query_shape, key_shape, bool(is_causal))
+
+
+def sdpa_bias_flops(query_shape, key_shape, value_shape, attn_bias_shape=None, compute_log_sumexp=False,
+                    dropout_p=0.0, is_causal=False, *args, out_shape=None, **kwargs) -> int:
+    """The same convention for the CUDA SDPA kernels whose fourth argument is the bias (efficient, cuDNN)."""
+    return sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p, is_causal)
+
+
+def model_summary(cfg, seq_len: int = 128, weights=None) -> dict:
+    """Parameter count, measured forward FLOPs per token at ``seq_len``, and the chosen components
+    (memoised on the caller's side: a hit costs no GPU call). ``weights``: the model they are counted on
+    (the count does not depend on them; a pretrained checkpoint's model is already built, an initial one
+    of its size would cost a second of random initialisation)."""
+    req = summary_request(cfg, seq_len, weights)
+    result = memo(req.key, lambda: req.compute(), need=req.need)
+    return json.loads(json.dumps(result))  # a fresh copy: callers may modify it
+
+
+def summary_request(cfg, seq_len: int = 128, weights=None) -> Request:
+    """What ``model_summary`` computes, checked and keyed on the caller's side (no model runs)."""
+    cfg = as_config(cfg)
+    need = budget.check(cfg, "forward", int(seq_len), 1)
+    w = weights if weights is not None and weights.shared and weights.matches(cfg) else None
+    return Request(("summary", cfg, int(seq_len)), need, compute_summary, (cfg, int(seq_len), w))
+
+
+@gpu(duration=30)
+def compute_summary(cfg: ModelConfig, seq_len: int, weights=None) -> dict:
+    """The GPU call of ``model_summary``: one counted forward pass (picklable in and out)."""
+    return _summary(cfg, seq_len, weights)
+
+
+def _summary(cfg, seq_len: int, weights=None) -> dict:
+    model = eval_model(cfg, weights)
+    seq_len = min(seq_len, cfg.max_len) if cfg.position == "learned" else seq_len
+    tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(0))
+    args = [tokens.flip(-1) if k else tokens for k in range(len(arrangement(cfg).inputs))]  # one per input
+    custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: sdpa_cpu_flops,
+              torch.ops.aten._scaled_dot_product_flash_attention: sdpa_cpu_flops,  # CUDA: same arguments
+              torch.ops.aten._scaled_dot_product_efficient_attention: sdpa_bias_flops,
+              torch.ops.aten._scaled_dot_product_cudnn_attention: sdpa_bias_flops}
+    with torch.no_grad(), FlopCount(custom) as counter, kernels.record_backends() as ran, \
+            kernels.record_kernel_flops() as in_kernels:  # what really ran, not a prediction
+        model(*(a.to(device()) for a in args))
+    total = counter.total + sum(in_kernels)  # the Triton kernels' attention: no aten op to count
+    regs = registries()
+    components = []
+    for cat in regs:
+        v = regs[cat][getattr(cfg, cat)]
+        components.append({"category": cat, "key": v.key, "paper": v.paper, "summary": v.summary,
+                           "params": {p: getattr(cfg, p) for p in v.params if hasattr(cfg, p)}})
+    return {
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "stacks": stack_sizes(model) if len(arrangement(cfg).stacks) > 1 else None,
+        "flops_per_token": total / seq_len, "flops_seq_len": seq_len,
+        "backend": backend_label(ran, cfg, device()),
+        "components": components, "config": cfg.to_dict(),
+    }
+
+
+def stack_sizes(model) -> dict:
+    """``{<stack>_layers, <stack>_params}`` of each stack (its positions and final norm included; the
+    shared token embedding and the head in neither) and ``cross_params`` of the cross-attention
+    sublayers (inside the reading stack's count too), from the model's ``stack_parts()``."""
+    out, cross = {}, 0
+    for name, (layers, modules) in model.stack_parts().items():
+        out[f"{name}_layers"] = layers
+        out[f"{name}_params"] = int(sum(p.numel() for m in modules for p in m.parameters()))
+    for m in model.modules():
+        if isinstance(m, CrossAttention):
+            cross += int(sum(p.numel() for p in m.parameters()))
+    return {**out, "cross_params": cross}
+
+
+def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
+    """Bytes of K and V cached for decoding ``L`` tokens: ``2 * layers * kv_heads * d_head * L``
+    values (fp16 by default), for the current ``n_kv_heads``, MHA and MQA (Shazeer 2019; Ainslie et
+    al. 2023). ``layers``: those of the stack the head reads (the decoder's self-attention)."""
+    cfg = as_config(cfg)
+    lens = [int(n) for n in seq_lens]
+    layers = stack_depth(cfg, arrangement(cfg).head)
+
+    def cache(kv):
+        return [2 * layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
+
+    return {"seq_len": lens, "current": cache(cfg.kv_heads), "mha": cache(cfg.n_heads), "mqa": cache(1),
+            "kv_heads": cfg.kv_heads, "n_heads": cfg.n_heads, "bytes_per_value": bytes_per_value}
