@@ -67,8 +67,8 @@ What else reaches inside a forward, and why it is not this record:
 - No forward hook is registered in ``models``. In ``explorer`` three remain, each for work on a plain
   call of any model that changes no value (``tests/models/test_interventions_hooks.py`` lists them
   with their reasons): the stop ``Guard`` on every module (``explorer.runtime.stopping``), the
-  attention-core timer of the latency sweep (``explorer.analysis.core_timer``) and the per-application
-  recorder of shared layers' output linears (``explorer.analysis.gradients``).
+  attention-core timer of the latency sweep (``explorer.analysis.cost.core_timer``) and the per-application
+  recorder of shared layers' output linears (``explorer.analysis.gradients.norms``).
 """
 from __future__ import annotations
 

@@ -19,10 +19,10 @@ ALLOWED = {
     ("explorer/runtime/stopping.py", "installed"):
         "the stop Guard checks a stop or deadline before every module's forward (and in the backward), on "
         "calls it does not make (a training step, the sweep's timed runs), for every model",
-    ("explorer/analysis/core_timer.py", "__enter__"):
+    ("explorer/analysis/cost/core_timer.py", "__enter__"):
         "the sweep's attention timer marks each core's start and end inside the very forward it times "
         "(an observer sees a core's inputs, not its end, and a record in the call would be timed too)",
-    ("explorer/analysis/gradients.py", "__init__"):
+    ("explorer/analysis/gradients/norms.py", "__init__"):
         "per-application gradients of shared layers need each call's input and output of their output "
         "linears, in layer structures that share or repeat sublayers, where the record has no points",
 }
