@@ -10,7 +10,7 @@
 | ``EXPLORER_THREADS`` | intra-op threads per computation | 1 |
 | ``EXPLORER_SESSION_TTL`` | seconds a browser session may stay idle before its server-side copy is dropped | 3600 |
 | ``EXPLORER_COMPILE_BUDGET`` | seconds a sweep's untimed first call of a model may take (Triton compiles its kernels there) | 120 |
-| ``EXPLORER_CLIENT_ADDRESS`` | which address names a visitor for the per-visitor limits: ``socket`` (the connection's peer), ``forwarded-first`` (the first entry of ``X-Forwarded-For``, as a Space's proxy sets it), or a number N (the N-th entry from the right: the address the outermost of N trusted proxies saw; a client cannot forge it) | ``forwarded-first`` where ``SPACE_ID`` is set (a Space), else ``socket`` |
+| ``EXPLORER_CLIENT_ADDRESS`` | which address names a visitor for the per-visitor limits: ``socket`` (the connection's peer), a number N (the N-th entry of ``X-Forwarded-For`` from the right: the address the outermost of N trusted proxies saw; a client cannot forge it), ``space`` (1, read only from a peer in a private network, as a Space's proxy connects) or ``forwarded-first`` (the first entry: forgeable by any client, for tests behind a proxy that overwrites the header) | ``space`` where ``SPACE_ID`` is set (a Space), else ``socket`` |
 | ``EXPLORER_SESSIONS_PER_CLIENT`` | browser sessions one client address keeps on the server (its least recently used goes first; other addresses' sessions are never evicted for it) | 32 |
 | ``EXPLORER_NEW_SESSIONS_PER_MINUTE`` | new browser sessions one client address may open per minute (each costs Gradio ~0.1 s of a core; more are answered 429) | 60 |
 | ``EXPLORER_EVENTS_PER_CLIENT`` | events one client address may have waiting or running in the queue at once (more are answered 429 before they take a place) | 8 |
@@ -153,17 +153,17 @@ def compile_budget() -> float:
 
 
 def client_address_mode() -> str | int:
-    """``"socket"``, ``"forwarded-first"`` or a count of trusted proxies (see the table): a value that
-    cannot be read falls back to the default, logged."""
+    """``"socket"``, ``"space"``, ``"forwarded-first"`` or a count of trusted proxies (see the table): a value
+    that cannot be read falls back to the default, logged."""
     raw = _raw(CLIENT_ADDRESS).lower()
-    default = "forwarded-first" if _raw("SPACE_ID") else "socket"
+    default = "space" if _raw("SPACE_ID") else "socket"
     if not raw:
         return default
-    if raw in ("socket", "forwarded-first"):
+    if raw in ("socket", "space", "forwarded-first"):
         return raw
     if raw.isdigit() and 0 < int(raw) <= 16:
         return int(raw)
-    log.warning("%s=%r is not socket, forwarded-first or a proxy count 1-16; using %s", CLIENT_ADDRESS, raw[:40],
+    log.warning("%s=%r is not socket, space, forwarded-first or a proxy count 1-16; using %s", CLIENT_ADDRESS, raw[:40],
                 default)
     return default
 
