@@ -5,8 +5,12 @@
 | ``EXPLORER_REQUEST_BUDGET`` | bytes one request may use: ``2G``, ``512M``, a byte count, or a fraction of the available memory like ``0.2`` | a quarter of the available memory, at most 8 GiB |
 | ``EXPLORER_CACHE_BYTES`` | bytes of memoised results, same forms | a tenth of the available memory, at most 1 GiB |
 | ``EXPLORER_SERVER_MEMORY`` | bytes all work running at once may hold together (``explorer.runtime.pool``), same forms | four fifths of the memory available when the app starts |
-| ``EXPLORER_COMPUTE_SLOTS`` | analyses computed at once | 2 |
-| ``EXPLORER_QUEUE_SIZE`` | requests waiting before the app answers "busy" | 24 |
+| ``EXPLORER_COMPUTE_SLOTS`` | analyses computed at once (besides ``EXPLORER_GUEST_SLOTS``) | 2 |
+| ``EXPLORER_GUEST_SLOTS`` | more analyses computed at once, each for an address with nothing running and within its share (``explorer.runtime.fair``) | 4 |
+| ``EXPLORER_QUEUE_SIZE`` | requests waiting before the app answers "busy"; its last quarter is kept for addresses with nothing waiting | 64 |
+| ``EXPLORER_REQUEST_SECONDS`` | predicted seconds of one core one request may take (``explorer.runtime.cost``; more is refused by name before it runs) | 20 |
+| ``EXPLORER_VISITOR_SHARE`` | seconds of one core one address may use per ``EXPLORER_SHARE_WINDOW`` (a request past it is refused; past a quarter of it, its work runs at the lowest priority) | 240 |
+| ``EXPLORER_SHARE_WINDOW`` | the window of the visitor share, in seconds | 600 |
 | ``EXPLORER_THREADS`` | intra-op threads per computation | 1 |
 | ``EXPLORER_SESSION_TTL`` | seconds a browser session may stay idle before its server-side copy is dropped | 3600 |
 | ``EXPLORER_COMPILE_BUDGET`` | seconds a sweep's untimed first call of a model may take (Triton compiles its kernels there) | 120 |
@@ -44,6 +48,10 @@ REQUEST_BUDGET = "EXPLORER_REQUEST_BUDGET"
 CACHE_BYTES = "EXPLORER_CACHE_BYTES"
 SERVER_MEMORY = "EXPLORER_SERVER_MEMORY"
 COMPUTE_SLOTS = "EXPLORER_COMPUTE_SLOTS"
+GUEST_SLOTS = "EXPLORER_GUEST_SLOTS"
+REQUEST_SECONDS = "EXPLORER_REQUEST_SECONDS"
+VISITOR_SHARE = "EXPLORER_VISITOR_SHARE"
+SHARE_WINDOW = "EXPLORER_SHARE_WINDOW"
 QUEUE_SIZE = "EXPLORER_QUEUE_SIZE"
 THREADS = "EXPLORER_THREADS"
 SESSION_TTL = "EXPLORER_SESSION_TTL"
@@ -132,9 +140,29 @@ def compute_slots() -> int:
     return _number(COMPUTE_SLOTS, 2, 1)
 
 
+def guest_slots() -> int:
+    """Analyses computed at once beyond ``compute_slots``, each for an address with nothing running within its share."""
+    return _number(GUEST_SLOTS, 4, 0)
+
+
 def queue_size() -> int:
     """Events waiting before a full queue answers "busy"."""
-    return _number(QUEUE_SIZE, 24, 1)
+    return _number(QUEUE_SIZE, 64, 1)
+
+
+def request_seconds() -> float:
+    """Predicted seconds of one core one request may take (at least one)."""
+    return float(_number(REQUEST_SECONDS, 20.0, 1.0, float))
+
+
+def visitor_share() -> float:
+    """Seconds of one core one client address may use per ``share_window()`` (at least one)."""
+    return float(_number(VISITOR_SHARE, 240.0, 1.0, float))
+
+
+def share_window() -> float:
+    """The window of ``visitor_share``, in seconds (at least ten)."""
+    return float(_number(SHARE_WINDOW, 600.0, 10.0, float))
 
 
 def threads() -> int:

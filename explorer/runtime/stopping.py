@@ -9,7 +9,11 @@ pass: the sweep abandons a timed run this way and the trainer an optimizer step.
 ``stop_when(should_stop)`` makes ``should_stop`` the *ambient* stop of the enclosed work (a context
 variable: per thread and per task, never shared between visitors): code that runs many trainings
 (a reproduction) needs no stop argument threaded through it, ``Trainer.run`` and ``check_stop()``
-read it.
+read it. The first ``stop_when`` also installs one process-wide forward pre-hook on every module
+(``torch.nn.modules.module.register_module_forward_pre_hook``) that calls ``check_stop()``: so every forward
+pass of every analysis (each pass of a Why view, each layer of a long context, each figure of an export)
+is abandoned between two modules once its caller stops, without a check threaded into the analysis. Work
+outside ``stop_when`` (the start-up paint, tests) pays one context-variable read per module.
 """
 from __future__ import annotations
 
@@ -26,11 +30,23 @@ class Abandoned(Exception):
 
 
 _AMBIENT: contextvars.ContextVar = contextvars.ContextVar("explorer_stop", default=None)
+_WATCH = {"handle": None}  # the one global forward pre-hook, once installed (never per visitor)
+
+
+def _every_module(_module, _args):
+    check_stop()
+
+
+def watch_every_module() -> None:
+    """Install (once) the forward pre-hook on every module that checks the ambient stop."""
+    if _WATCH["handle"] is None:
+        _WATCH["handle"] = torch.nn.modules.module.register_module_forward_pre_hook(_every_module)
 
 
 @contextlib.contextmanager
 def stop_when(should_stop):
     """``should_stop`` is the ambient stop of the enclosed work (see the module docstring)."""
+    watch_every_module()
     token = _AMBIENT.set(should_stop)
     try:
         yield

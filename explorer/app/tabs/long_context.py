@@ -30,6 +30,7 @@ from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, warn
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
+from explorer.runtime import cost
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.stopping import Abandoned
 from explorer.runtime.tokens import token_label
@@ -93,9 +94,13 @@ def _key(src, length, source, text, change) -> tuple:
 
 
 def compute(src, length, source, text, change, should_stop=None, progress=None):
-    """The memoised ``long_context`` result of these inputs."""
-    return _RESULTS.get(_key(src, length, source, text, change), lambda: lc.long_context(
-        src, length, source, text, change, should_stop=should_stop, progress=progress))
+    """The memoised ``long_context`` result of these inputs (a miss: its predicted compute checked first, two
+    forward passes at ``length`` tokens, refused by name past a heavy job's budget)."""
+    def run():
+        n = lc.check_length(length)
+        cost.charge(src.config, [(2, n, 1)], f"The long-context view at {n} tokens", heavy=True)
+        return lc.long_context(src, length, source, text, change, should_stop=should_stop, progress=progress)
+    return _RESULTS.get(_key(src, length, source, text, change), run)
 
 
 def labels_of(result, tokenizer) -> list:
@@ -309,7 +314,7 @@ async def api_long_context(config_json: str = "", length: str = "2048", source: 
     def work(should_stop):
         def run():
             src = request_source(config_json, weights)
-            result = lc.long_context(src, length, source, text, change, should_stop=should_stop)
+            result = compute(src, length, source, text, change, should_stop=should_stop)
             return {**as_json(result, cells), "weights": src.used()}
         return call(run)
     try:

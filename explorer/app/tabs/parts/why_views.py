@@ -34,7 +34,7 @@ from explorer.analysis.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_
                                         head_means, next_token_loss, patch_heads, reference_ids, seq2seq_default_pair)
 from explorer.analysis.seq2seq_ids import START, Seq2SeqIds, seq2seq
 from explorer.app.tabs.parts.why_heads import depths, parse_heads
-from explorer.runtime import budget
+from explorer.runtime import budget, cost
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text, model_input
@@ -232,7 +232,21 @@ def view(src, name: str, ids: list, **params) -> dict:
         need = max(need, budget.check(cfg, "forward", w, HELDOUT_TOKENS // w))
     frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
     key = ("why_" + name, cfg, weights_key(src.weights), tuple(ids), frozen)
-    return memo(key, lambda: compute_view(name, cfg, src.weights, tuple(ids), frozen), need=need)
+
+    def compute():  # a miss: its predicted compute checked first (refused by name past the budget)
+        cost.charge(cfg, cost_parts(name, cfg, len(ids), params), f"The {name} view")
+        return compute_view(name, cfg, src.weights, tuple(ids), frozen)
+    return memo(key, compute, need=need)
+
+
+def cost_parts(name: str, cfg, n: int, params: dict) -> list:
+    """The forward passes of one view, as ``explorer.runtime.cost.predict`` takes them."""
+    if name == "patching":
+        return [(patch_forwards(cfg), n, 1)]
+    if name == "ablation":
+        w = _window(cfg)
+        return [(2 + 2 * bool(params.get("repeat")), n, 1), (2 + (params.get("mode") == "mean"), w, HELDOUT_TOKENS // w)]
+    return [(3 if name == "attribution" else 1, n, 1)]
 
 
 def _source(src, text) -> dict:
