@@ -25,6 +25,8 @@ def problem(exc: Exception) -> str:
     """The message for a failed request, truncated: the ConfigError itself, or a generic line (logged)."""
     if isinstance(exc, ConfigError):
         return truncate(str(exc))
+    if isinstance(exc, UnicodeError):  # a lone surrogate in some text field that reached an encoder
+        return "A text of this request is not valid Unicode (it holds a lone surrogate); remove that character."
     incident = secrets.token_hex(4)
     log.error("handler failed (incident %s)", incident, exc_info=exc)
     if is_out_of_memory(exc):

@@ -32,6 +32,7 @@ from explorer.app.server.messages import problem, warn
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
 from explorer.runtime import cost
 from explorer.runtime.cache import ByteLRU
+from explorer.runtime.numbers import whole_number
 from explorer.runtime.stopping import Abandoned
 from explorer.runtime.tokens import token_label
 from models import ConfigError
@@ -143,7 +144,10 @@ def csv_bytes(result) -> bytes:
 
 def _cell(value):
     """A cell picker's value: None (the default cell) for an empty box or a negative number."""
-    return None if value in (None, "") or float(value) < 0 else int(value)
+    if value in (None, ""):
+        return None
+    v = whole_number(value, "cell", what="a whole number (negative: the default cell)")
+    return None if v < 0 else v
 
 
 def _zoom_or_none(result, side, layer, head, q_cell, k_cell, tokenizer):
@@ -305,9 +309,7 @@ async def api_long_context(config_json: str = "", length: str = "2048", source: 
     query block's cells sum to 1); bins are means over 64 equal position ranges."""
     try:  # refused before the job is admitted: a bad field costs no slot
         lc.check_length(length)
-        if not isinstance(cells, (int, float, str)) or not str(cells).strip().isdigit() or not 1 <= int(cells) <= 256:
-            raise ConfigError("cells", str(cells)[:20], "an integer in [1, 256]")
-        cells = int(cells)
+        cells = whole_number(cells, "cells", 1, 256, what="an integer in [1, 256]")
     except ConfigError as exc:
         raise gr.Error(problem(exc)) from None
 

@@ -37,6 +37,7 @@ from explorer.app.tabs.parts.why_heads import depths, parse_heads
 from explorer.runtime import budget, cost
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.numbers import whole_number
 from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text, model_input
 from explorer.runtime.tokens import token_label
 from models import ConfigError
@@ -122,13 +123,8 @@ def position_of(value, n: int, fallback: int) -> int:
     """A position box's value: None, "" or a negative number -> ``fallback``; else an integer in 0..n-2."""
     if value in (None, ""):
         return fallback
-    try:
-        p = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError("position", str(value)[:20], f"an integer in 0..{n - 2} (-1: the default)") from None
-    if p != int(p) or p >= n - 1:
-        raise ConfigError("position", str(value)[:20], f"an integer in 0..{n - 2} (-1: the default)")
-    return fallback if p < 0 else int(p)
+    p = whole_number(value, "position", high=n - 2, what=f"an integer in 0..{n - 2} (-1: the default)")
+    return fallback if p < 0 else p
 
 
 def alternative_id(src, value):
@@ -329,13 +325,7 @@ def _seq2seq_patching(src, text, corrupted) -> dict:
 
 
 def _layer(value, name: str, cfg) -> int:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = -1.0
-    if v != int(v) or not 0 <= v < cfg.n_layers:
-        raise ConfigError(name, str(value)[:20], f"a layer in 0..{cfg.n_layers - 1}")
-    return int(v)
+    return whole_number(value, name, 0, cfg.n_layers - 1, what=f"a layer in 0..{cfg.n_layers - 1}")
 
 
 def circuits(src, text, kind="K", earlier=0, later=1) -> dict:
