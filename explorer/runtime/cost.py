@@ -35,7 +35,8 @@ _VISITOR: contextvars.ContextVar = contextvars.ContextVar("explorer_cost_visitor
 _PREDICTED: contextvars.ContextVar = contextvars.ContextVar("explorer_cost_predicted", default=None)
 _RATE = {"flops": None}
 _RATE_LOCK = threading.Lock()
-MEASURE = (256, 512, 1024)  # the calibration matmul: (m, k, n), about 0.27 GFLOP
+MEASURE = (128, 512, 512)  # the calibration matmul: (m, k, n), 67 MFLOP (a few ms): the best of REPEATS is taken,
+REPEATS = 20               # so that one of them runs uncontended on a busy host
 
 
 class Learned:
@@ -58,15 +59,15 @@ LEARNED = Learned()
 
 
 def rate() -> float:
-    """FLOP/s of a float32 matmul on this machine with the app's threads (the best of five after a first
-    untimed one, measured once)."""
+    """FLOP/s of a float32 matmul on this machine with the app's threads (the best of ``REPEATS`` after a
+    first untimed one, measured once)."""
     with _RATE_LOCK:
         if _RATE["flops"] is None:
             m, k, n = MEASURE
             a, b = torch.randn(m, k), torch.randn(k, n)
             a @ b  # the first call sets up the library's kernels
             best = float("inf")
-            for _ in range(5):
+            for _ in range(REPEATS):
                 t0 = time.perf_counter()
                 a @ b
                 best = min(best, time.perf_counter() - t0)

@@ -8,7 +8,8 @@ sending everything the caps allow keep a fifth waiting behind all of theirs. Her
 - ``pick``: which waiting event starts when a slot frees: per-address queues served in turn (the address
   with the fewest events running goes first, then the one that used least lately, then the oldest event),
   and beyond the group's ``limit`` slots up to ``guests`` more for an address with nothing running that is
-  within its share (``light``): a visitor who asks little never waits for a slot held by those who ask a lot;
+  within its share and has at most ``LIGHT_EVENTS`` events in the queue: a visitor who asks little never
+  waits for a slot held by those who ask a lot;
 - ``over_share``: an address that used more than a part of its share lately, whose work runs at the lowest CPU
   priority (``explorer.app.server.calls``) so that the cores go to the others first.
 
@@ -74,6 +75,7 @@ class Ledger:
 LEDGER = Ledger(settings.share_window)
 
 
+LIGHT_EVENTS = 2  # an address with more events than this waiting or running is not a light visitor
 HEAVY_PART = 16  # an address that used more than this part of its share lately yields: lowest priority, no guest slot
 
 
@@ -87,20 +89,24 @@ def over_share(address: str | None, used=None) -> bool:
 def pick(waiting: list, running: dict, limit: int | None, guests: int, light) -> int | None:
     """The index in ``waiting`` (the addresses of a group's waiting events, oldest first) of the event to start
     now, or None: ``running`` counts the group's running events per address; ``limit`` (None: no limit) the
-    group's slots, ``guests`` the extra slots for an address with nothing running for which ``light(address)``
-    holds; ``light(address)`` also orders the turns (an address within its share first)."""
+    group's slots, ``guests`` the extra slots for a light address with nothing running: ``light(address)``
+    holds and it has at most ``LIGHT_EVENTS`` events waiting or running; lightness also orders the turns."""
     if not waiting:
         return None
     total = sum(running.values())
     if limit is not None and total >= limit + guests:
         return None
+    held = dict(running)
+    for address in waiting:
+        held[address] = held.get(address, 0) + 1
     seen: dict = {}
     order = []
     for i, address in enumerate(waiting):
         if address in seen:
             continue  # an address's own events keep their order: only its oldest competes
         seen[address] = i
-        order.append((running.get(address, 0), not light(address), i))
+        heavy = held[address] > LIGHT_EVENTS or not light(address)
+        order.append((running.get(address, 0), heavy, i))
     order.sort()
     if limit is None or total < limit:
         return order[0][2]

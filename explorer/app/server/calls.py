@@ -11,7 +11,8 @@ truncated), never a traceback. Inside ``call`` the work
 - stops between two modules of any forward pass once its client goes away or nobody opened its result
   stream (``explorer.runtime.stopping.stop_when`` with ``streams.gone_probe``);
 - runs in a fresh thread at the lowest CPU priority when its visitor is over a part of its share
-  (``fair.over_share``), so the cores go to the other visitors first. ``request_source`` is the API's door to the weights: the ``weights`` choice
+  (``fair.over_share``) or has more than ``fair.LIGHT_EVENTS`` events in the queue, so the cores go to the
+  other visitors first. ``request_source`` is the API's door to the weights: the ``weights`` choice
 resolved once into an ``explorer.analysis.source.WeightsSource``, a checkpoint loaded once.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from explorer.analysis import checkpoints
 from explorer.analysis import source as weights_source
 from explorer.analysis.source import WeightsSource
 from explorer.app.server import visitors
-from explorer.app.server.gradio_compat import event_request
+from explorer.app.server.gradio_compat import event_request, events_of_current
 from explorer.app.server.jobs import low_priority, run_job
 from explorer.app.server.messages import problem
 from explorer.app.server.streams import gone_probe
@@ -52,8 +53,8 @@ def call(fn):
             return fn() if _INSIDE.get() else _charged(fn)
     except gr.Error:
         raise
-    except Exception as exc:
-        raise gr.Error(problem(exc)) from None
+    except Exception as exc:  # a refusal (ConfigError) is an answer, not a fault: no traceback in the log
+        raise gr.Error(problem(exc), print_exception=not isinstance(exc, ConfigError)) from None
 
 
 def _charged(fn):
@@ -64,7 +65,8 @@ def _charged(fn):
     token = _INSIDE.set(True)
     try:
         with cost.visitor(address) as seen, stop_when(gone_probe()):
-            if fair.over_share(address):
+            crowded = address is not None and events_of_current(visitors.of_request, address) > fair.LIGHT_EVENTS
+            if crowded or fair.over_share(address):
                 result, spent = _yielding(fn)
             else:
                 t0 = time.thread_time()

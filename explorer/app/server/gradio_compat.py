@@ -21,6 +21,8 @@ Gradio upgrade that moves one of them breaks this file only, and its tests say w
 - ``queued_events(app, address)``: how many events of the queue (waiting or running) come from an address.
 - ``fair_queue(queue, address_of, choose)``: which waiting event of a slot group starts next, chosen by
   ``choose`` (``explorer.runtime.fair.pick``) instead of the oldest first (``Queue.get_events``).
+- ``header_timeout(seconds)``: uvicorn (Gradio's server) waits for a request's headers forever; a connection
+  that has not sent a whole request head within ``seconds`` is closed.
 - ``patient_self_check()``: ``launch()``'s check of its own address (``networking.url_ok``: a HEAD with a
   3 s timeout, whose time-out exits the app) made to wait for an answer while the server is busy.
 - ``upload_folder()``, ``event_request()``: Gradio's upload cache, the running event's request.
@@ -190,6 +192,18 @@ def queued_events(app, address_of, address: str) -> int:
     return sum(1 for event in events if address_of(getattr(event, "request", None)) == address)
 
 
+def events_of_current(address_of, address) -> int:
+    """Events of the running event's app (waiting or running) whose request ``address_of`` names ``address``
+    (0 outside an event)."""
+    try:
+        from gradio.context import LocalContext
+        blocks = LocalContext.blocks.get(None)
+        events = list(blocks._queue.event_ids_to_events.values()) if blocks is not None else []
+    except Exception:
+        return 0
+    return sum(1 for event in events if address_of(getattr(event, "request", None)) == address)
+
+
 def upload_folder() -> str:
     """Gradio's upload cache: where its upload route writes (``<folder>/<content hash>/<name>``)."""
     return get_upload_folder()
@@ -269,3 +283,39 @@ def patient_self_check(wait_s: float = 60.0, read_s: float = 10.0) -> None:
 
     url_ok.explorer_patient = True
     networking.url_ok = url_ok
+
+
+def header_timeout(seconds: float) -> None:
+    """Close a connection of Gradio's uvicorn server that sent no whole request head within ``seconds`` of
+    connecting (uvicorn's own ``timeout_keep_alive`` covers only the idle time after an answer: 1500 half-sent
+    requests from one address were held open for good). Patches the HTTP protocols uvicorn may use
+    (``h11``; ``httptools`` where installed). Idempotent."""
+    classes = []
+    try:
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+        classes.append(H11Protocol)
+    except ImportError:
+        pass
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+        classes.append(HttpToolsProtocol)
+    except ImportError:
+        pass
+    for cls in classes:
+        if getattr(cls.connection_made, "explorer_header_timeout", False):
+            continue
+        original = cls.connection_made
+
+        def connection_made(self, transport, _original=original):
+            _original(self, transport)
+
+            def expire():
+                if self.cycle is None and not transport.is_closing():  # no request head yet
+                    transport.close()
+            try:
+                self.loop.call_later(seconds, expire)
+            except Exception:
+                log.exception("could not time out a connection's request head")
+
+        connection_made.explorer_header_timeout = True
+        cls.connection_made = connection_made

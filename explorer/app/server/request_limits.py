@@ -36,6 +36,7 @@ uploaded a path.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_BODY_BYTES = 32 << 20  # bodies one address may be sending at once (uploads and the rest)
 CLIENT_UPLOADS = 4            # uploads not yet aged out, per address, in multiples of upload_cap()
+BODY_IDLE_S = 30.0            # a request body that stops arriving this long is answered 408
 ERROR_CHARS = 1000            # an error answer longer than this is cut
 HELD_BYTES = 2 << 20          # of an error answer, at most this much is held to be read and cut
 JOIN_SUFFIXES = ("/queue/join",)
@@ -84,7 +86,10 @@ async def _read_whole(receive, cap: int):
     (``.body`` holds it), or None past the cap."""
     chunks, total = [], 0
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), BODY_IDLE_S)
+        except asyncio.TimeoutError:
+            raise _Stalled from None
         if message.get("type") != "http.request":
             break
         chunks.append(message.get("body", b""))
@@ -262,6 +267,10 @@ class _TooLarge(Exception):
     pass
 
 
+class _Stalled(Exception):
+    """A request body that stopped arriving for ``BODY_IDLE_S``."""
+
+
 class RequestLimits:
     """The ASGI middleware (see the module docstring)."""
 
@@ -329,7 +338,10 @@ class RequestLimits:
                                             f"(at most {CLIENT_UPLOADS * upload_cap():,}).")
         try:
             if method == "POST" and _makes_sessions(path):
-                receive = await _read_whole(receive, cap)
+                try:
+                    receive = await _read_whole(receive, cap)
+                except _Stalled:
+                    return await _answer(send, 408, f"Request body not received within {BODY_IDLE_S:.0f} s.")
                 if receive is None:
                     return await _answer(send, 413, f"Request body refused: more than {cap:,} bytes.")
                 if not _session_allowed(scope.get("app"), receive.body, address):

@@ -7,12 +7,16 @@
   theirs.
 - ``launch()``'s check of its own address waits for a busy server instead of exiting
   (``gradio_compat.patient_self_check``).
+- A connection that sends no whole request head within ``HEADER_S`` is closed (``gradio_compat.header_timeout``;
+  a request body that stops arriving for ``request_limits.BODY_IDLE_S`` is answered 408 there).
 """
 from __future__ import annotations
 
 from explorer.app.server import visitors
-from explorer.app.server.gradio_compat import fair_queue, patient_self_check
+from explorer.app.server.gradio_compat import fair_queue, header_timeout, patient_self_check
 from explorer.runtime import fair, settings
+
+HEADER_S = 20.0  # seconds a new connection may take to send its first request head
 
 
 def _address(request) -> str:
@@ -33,3 +37,4 @@ def install(demo) -> None:
     """Fair order in ``demo``'s queue and a patient start-up check (idempotent)."""
     install_queue(demo._queue)
     patient_self_check()
+    header_timeout(HEADER_S)
