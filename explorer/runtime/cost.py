@@ -4,8 +4,8 @@
 passes over a ``(batch, seq_len)`` input, a forward costing ``2 x parameters`` FLOPs per token plus
 ``4 x keys x d_model`` per token and layer for the attention scores (the parameters counted exactly on the
 meta device, ``models.footprint.weights``), divided by the rate this machine's single-thread matmuls reach
-(``rate``: measured once, a fraction of a second) and scaled by ``LEARNED``, the ratio of measured to
-predicted CPU seconds of the requests run so far (so the prediction follows the model's measured cost).
+(``rate``: measured once, a fraction of a second) and scaled by ``LEARNED``, per kind of request the ratio
+of measured to predicted CPU seconds of the requests run so far (so the prediction follows the measured cost).
 
 ``charge(cfg, parts, what)`` checks the prediction before anything runs:
 
@@ -42,7 +42,7 @@ REPEATS = 20               # so that one of them runs uncontended on a busy host
 class Learned:
     """The ratio of measured to predicted seconds, a moving average kept within ``[low, high]``."""
 
-    def __init__(self, low: float = 0.5, high: float = 4.0, weight: float = 0.2):
+    def __init__(self, low: float = 0.5, high: float = 8.0, weight: float = 0.3):
         self.low, self.high, self.weight = low, high, weight
         self._lock = threading.Lock()
         self.ratio = 1.0
@@ -55,7 +55,30 @@ class Learned:
             self.ratio = (1 - self.weight) * self.ratio + self.weight * seen
 
 
-LEARNED = Learned()
+class Corrections:
+    """One ``Learned`` ratio per kind of request (a Why view, the long-context view, a sweep: their passes cost
+    differently per FLOP), at most ``MAX_KINDS`` of them."""
+
+    MAX_KINDS = 64
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._kinds: dict = {}
+
+    def of(self, kind: str | None) -> Learned:
+        with self._lock:
+            found = self._kinds.get(kind)
+            if found is None:
+                found = Learned()
+                if len(self._kinds) < self.MAX_KINDS:
+                    self._kinds[kind] = found
+            return found
+
+    def observe(self, kind: str | None, predicted: float, measured: float) -> None:
+        self.of(kind).observe(predicted, measured)
+
+
+LEARNED = Corrections()
 
 
 def rate() -> float:
@@ -83,17 +106,18 @@ def forward_flops(cfg, seq_len: int, batch: int = 1) -> float:
     return float(batch) * seq_len * (2.0 * n_params + 4.0 * layers * keys * cfg.d_model)
 
 
-def predict(cfg, parts) -> float:
-    """Seconds of one core for ``parts``: ``[(passes, seq_len, batch), ...]``."""
+def predict(cfg, parts, kind: str | None = None) -> float:
+    """Seconds of one core for ``parts``: ``[(passes, seq_len, batch), ...]``, with the measured correction of
+    ``kind``."""
     flops = sum(p * forward_flops(cfg, max(1, int(n)), max(1, int(b))) for p, n, b in parts)
-    return flops / rate() * LEARNED.ratio
+    return flops / rate() * LEARNED.of(kind).ratio
 
 
 @contextlib.contextmanager
 def visitor(address: str | None):
     """The client address the enclosed work is charged to; yields a dict whose ``"predicted"`` sums the
-    seconds ``charge`` predicted inside."""
-    seen = {"predicted": 0.0}
+    seconds ``charge`` predicted inside (``"kind"``: the last kind charged)."""
+    seen = {"predicted": 0.0, "kind": None}
     t1, t2 = _VISITOR.set(address), _PREDICTED.set(seen)
     try:
         yield seen
@@ -125,11 +149,12 @@ class OverBudget(ConfigError):
 HEAVY_BUDGET = 6  # a heavy job (its own slots, lowest priority: a long context, a sweep, an export) may take this many request budgets
 
 
-def charge(cfg, parts, what: str, heavy: bool = False) -> float:
-    """Predict ``parts`` of ``cfg`` (see ``predict``) and refuse ``what`` (``OverBudget``, a ConfigError naming
-    it) when over the per-request budget (``heavy``: ``HEAVY_BUDGET`` of them) or over what the visitor has left
-    of its share; -> the predicted seconds."""
-    need = predict(cfg, parts)
+def charge(cfg, parts, what: str, heavy: bool = False, kind: str | None = None) -> float:
+    """Predict ``parts`` of ``cfg`` (see ``predict``; ``kind``, default ``what``, names its measured correction)
+    and refuse ``what`` (``OverBudget``, a ConfigError naming it) when over the per-request budget (``heavy``:
+    ``HEAVY_BUDGET`` of them) or over what the visitor has left of its share; -> the predicted seconds."""
+    kind = what if kind is None else kind
+    need = predict(cfg, parts, kind)
     budget = settings.request_seconds() * (HEAVY_BUDGET if heavy else 1)
     if need > budget:
         raise OverBudget(what, need, f"{what} refused: it needs about {_s(need)} of compute, over the "
@@ -146,4 +171,5 @@ def charge(cfg, parts, what: str, heavy: bool = False) -> float:
     seen = _PREDICTED.get()
     if seen is not None:
         seen["predicted"] += need
+        seen["kind"] = kind
     return need

@@ -75,7 +75,7 @@ def _charged(fn):
                 finally:
                     spent = time.thread_time() - t0
                     fair.LEDGER.add(address, spent)
-            cost.LEARNED.observe(seen["predicted"], spent)
+            cost.LEARNED.observe(seen["kind"], seen["predicted"], spent)
             return result
     finally:
         _INSIDE.reset(token)

@@ -99,7 +99,7 @@ def compute(src, length, source, text, change, should_stop=None, progress=None):
     forward passes at ``length`` tokens, refused by name past a heavy job's budget)."""
     def run():
         n = lc.check_length(length)
-        cost.charge(src.config, [(2, n, 1)], f"The long-context view at {n} tokens", heavy=True)
+        cost.charge(src.config, [(2, n, 1)], f"The long-context view at {n} tokens", heavy=True, kind="long context")
         return lc.long_context(src, length, source, text, change, should_stop=should_stop, progress=progress)
     return _RESULTS.get(_key(src, length, source, text, change), run)
 

@@ -30,7 +30,7 @@ def test_the_costliest_patching_the_caps_accept_is_refused_by_name(monkeypatch):
 
 def test_a_heavy_job_gets_more_budget(monkeypatch):
     monkeypatch.setenv(settings.REQUEST_SECONDS, "1")
-    monkeypatch.setattr(cost, "predict", lambda cfg, parts: 3.0)
+    monkeypatch.setattr(cost, "predict", lambda cfg, parts, kind=None: 3.0)
     with pytest.raises(ConfigError):
         cost.charge(ModelConfig(), [(1, 8, 1)], "x")
     assert cost.charge(ModelConfig(), [(1, 8, 1)], "x", heavy=True) == 3.0
@@ -38,7 +38,7 @@ def test_a_heavy_job_gets_more_budget(monkeypatch):
 
 def test_a_visitor_past_its_share_is_refused_and_others_are_not(monkeypatch):
     monkeypatch.setenv(settings.VISITOR_SHARE, "10")
-    monkeypatch.setattr(cost, "predict", lambda cfg, parts: 2.0)
+    monkeypatch.setattr(cost, "predict", lambda cfg, parts, kind=None: 2.0)
     ledger = fair.Ledger(window_s=600)
     monkeypatch.setattr(cost, "LEDGER", ledger)
     ledger.add("10.0.0.1", 9.0)
@@ -49,6 +49,12 @@ def test_a_visitor_past_its_share_is_refused_and_others_are_not(monkeypatch):
     with cost.visitor("10.0.0.2") as seen:
         assert cost.charge(ModelConfig(), [(1, 8, 1)], "/analyze") == 2.0
     assert seen["predicted"] == 2.0
+
+
+def test_each_kind_learns_its_own_correction():
+    corrections = cost.Corrections()
+    corrections.observe("long context", 1.0, 6.0)
+    assert corrections.of("long context").ratio > 1.0 and corrections.of("The lens view").ratio == 1.0
 
 
 def test_the_learned_ratio_follows_measurements_within_bounds():
