@@ -13,7 +13,8 @@ read it. The first ``stop_when`` also installs one process-wide forward pre-hook
 (``torch.nn.modules.module.register_module_forward_pre_hook``) that calls ``check_stop()``: so every forward
 pass of every analysis (each pass of a Why view, each layer of a long context, each figure of an export)
 is abandoned between two modules once its caller stops, without a check threaded into the analysis. Work
-outside ``stop_when`` (the start-up paint, tests) pays one context-variable read per module.
+outside ``stop_when`` (the start-up paint, tests) pays one context-variable read per module; work inside a
+``Guard`` is left to the guard, which tells a stop from a time-out.
 """
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ class Abandoned(Exception):
 
 _AMBIENT: contextvars.ContextVar = contextvars.ContextVar("explorer_stop", default=None)
 _WATCH = {"handle": None}  # the one global forward pre-hook, once installed (never per visitor)
+GUARDED = "_explorer_guards"  # on a module: how many Guards are installed on it now
 
 
-def _every_module(_module, _args):
-    check_stop()
+def _every_module(module, _args):
+    if not getattr(module, GUARDED, 0):  # a Guard's own hooks check (and tell why they stopped) there
+        check_stop()
 
 
 def watch_every_module() -> None:
@@ -102,10 +105,15 @@ class Guard:
                         a.register_hook(self._grad_hook)
                         break
 
-        handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()]
+        modules = list(model.modules())
+        handles = [m.register_forward_pre_hook(pre_hook) for m in modules]
+        for m in modules:  # a marker on the module, not in a context: a generator may resume in another one
+            m.__dict__[GUARDED] = m.__dict__.get(GUARDED, 0) + 1
         try:
             yield self
         finally:
+            for m in modules:
+                m.__dict__[GUARDED] = max(0, m.__dict__.get(GUARDED, 1) - 1)
             for hd in handles:
                 hd.remove()
 
