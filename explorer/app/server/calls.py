@@ -34,7 +34,7 @@ from explorer.app.server.streams import gone_probe
 from explorer.runtime import cost, fair
 from explorer.runtime.configs import app_config
 from explorer.runtime.load import LOAD
-from explorer.runtime.stopping import stop_when
+from explorer.runtime.stopping import Abandoned, stop_when
 from explorer.runtime.text import as_text, default_text
 from explorer.runtime.untrusted import load_json, truncate
 from models import ConfigError
@@ -53,6 +53,8 @@ def call(fn):
             return fn() if _INSIDE.get() else _charged(fn)
     except gr.Error:
         raise
+    except Abandoned:  # its client left or never read it: nobody to answer, nothing to log
+        raise gr.Error("Stopped: nobody is waiting for this request any more.", print_exception=False) from None
     except Exception as exc:  # a refusal (ConfigError) is an answer, not a fault: no traceback in the log
         raise gr.Error(problem(exc), print_exception=not isinstance(exc, ConfigError)) from None
 

@@ -54,11 +54,11 @@ def test_a_visitor_past_its_share_is_refused_and_others_are_not(monkeypatch):
 def test_each_kind_learns_its_own_correction():
     corrections = cost.Corrections()
     corrections.observe("long context", 1.0, 6.0)
-    assert corrections.of("long context").ratio > 1.0 and corrections.of("The lens view").ratio == 1.0
+    assert corrections.of("long context").ratio > cost.FIRST_RATIO == corrections.of("The lens view").ratio
 
 
 def test_the_learned_ratio_follows_measurements_within_bounds():
-    learned = cost.Learned(low=0.5, high=4.0, weight=0.5)
+    learned = cost.Learned(low=0.5, high=4.0, weight=0.5, first=1.0)
     learned.observe(1.0, 2.0)
     assert learned.ratio == pytest.approx(1.5)
     for _ in range(50):
