@@ -155,12 +155,16 @@ class OverBudget(ConfigError):
 HEAVY_BUDGET = 6  # a heavy job (its own slots, lowest priority: a long context, a sweep, an export) may take this many request budgets
 
 
-def charge(cfg, parts, what: str, heavy: bool = False, kind: str | None = None) -> float:
-    """Predict ``parts`` of ``cfg`` (see ``predict``; ``kind``, default ``what``, names its measured correction)
-    and refuse ``what`` (``OverBudget``, a ConfigError naming it) when over the per-request budget (``heavy``:
-    ``HEAVY_BUDGET`` of them) or over what the visitor has left of its share; -> the predicted seconds."""
+def charge(cfg, parts, what: str, heavy: bool = False, kind: str | None = None,
+           ceiling: float | None = None) -> float:
+    """Predict ``parts`` of ``cfg`` (see ``predict``; ``kind``, default ``what``, names its measured correction;
+    ``ceiling``: the seconds past which the work stops itself, a time-budgeted sweep) and refuse ``what``
+    (``OverBudget``, a ConfigError naming it) when over the per-request budget (``heavy``: ``HEAVY_BUDGET`` of
+    them) or over what the visitor has left of its share; -> the predicted seconds."""
     kind = what if kind is None else kind
     need = predict(cfg, parts, kind)
+    if ceiling is not None:
+        need = min(need, ceiling)
     budget = settings.request_seconds() * (HEAVY_BUDGET if heavy else 1)
     if need > budget:
         raise OverBudget(what, need, f"{what} refused: it needs about {_s(need)} of compute, over the "

@@ -37,6 +37,7 @@ from explorer.runtime.untrusted import truncate
 from models import ConfigError
 
 SWEEP_PASSES = 6  # forward passes a sweep runs per length (its untimed first runs and its timed repeats), about
+SWEEP_RUNS = 4    # runs of a length, each abandoned past SWEEP_BUDGET_S: what a sweep of a large model costs at most
 # the figures of an export: the maps, the gradients of every norm placement (4) and the page's other views
 EXPORT_PARTS = [(4, MAX_TEXT_BYTES, 1), (3 * 4, *GRADIENT_REQUEST)]
 
@@ -107,7 +108,9 @@ async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis:
         axis = {"seq2seq_axis": seq2seq_axis or "both"} if sweep_axes(cfg) else {}
         lens = parse_lengths(lengths or "128,256,512")
         passes = SWEEP_PASSES * (3 if mode == "forward_backward" else 1)
-        cost.charge(cfg, [(passes, n, 1) for n in lens], "/benchmark", heavy=True)
+        # each length's runs stop at the time budget: its untimed and timed runs take at most a few budgets
+        cost.charge(cfg, [(passes, n, 1) for n in lens], "/benchmark", heavy=True,
+                    ceiling=len(lens) * SWEEP_RUNS * SWEEP_BUDGET_S)
         return latency_memory_sweep(cfg, lens, mode or "forward",
                                     time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop, **axis)
     return await heavy_call("sweep", request, run)

@@ -192,6 +192,14 @@ def queued_events(app, address_of, address: str) -> int:
     return sum(1 for event in events if address_of(getattr(event, "request", None)) == address)
 
 
+def waiting_events(app) -> int:
+    """Events waiting (not yet started) in ``app``'s queue: what Gradio compares with the queue's ``max_size``."""
+    try:
+        return len(app.get_blocks()._queue)
+    except Exception:
+        return 0
+
+
 def events_of_current(address_of, address) -> int:
     """Events of the running event's app (waiting or running) whose request ``address_of`` names ``address``
     (0 outside an event)."""

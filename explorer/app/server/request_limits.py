@@ -12,9 +12,9 @@ the first request it bounds the store per address, ``gradio_compat.bound_session
   ``CLIENT_UPLOADS`` times ``upload_cap()`` of uploads not yet aged out (429 beyond);
 - a request joining the queue from an address that already has ``settings.events_per_client()``
   events waiting or running, or joins still on their way into the queue (joins sent all at once), is
-  answered 429 before it takes a queue place, as is one from an address holding any when only the queue's
-  reserved last quarter is left (``reserved``: so addresses that filled the rest never make a newcomer
-  read "Queue is full"), and a request naming a
+  answered 429 before it takes a queue place; one from an address holding any when only the queue's
+  reserved last quarter is left is answered 503, as Gradio answers a full queue (``reserved``: so addresses
+  that filled the rest never make a newcomer read "Queue is full"), and a request naming a
   new session from an address that made ``settings.new_sessions_per_minute()`` (60) in the last
   minute is answered 429 before Gradio builds it;
 - a query string over ``PAGE_QUERY_BYTES`` (Gradio's root-url code answers a bare 500 past 64 KB) is
@@ -219,8 +219,8 @@ _JOINING: dict = {}  # address -> queue joins past the check whose event may not
 
 def _join(address: str, queued: int, cap: int, total: int = 0, size: int | None = None) -> int:
     """Counts one more queue join of ``address`` unless its ``queued`` events plus the joins still on their way
-    reach ``cap``, or the queue (``total`` events of ``size`` places) has only its reserved last quarter left
-    and the address holds any; -> 0 when counted, else what it holds. Joins sent all at once each pass a check
+    reach ``cap``, or the queue (``total`` events waiting of ``size`` places) has only its reserved last quarter
+    left and the address holds any; -> 0 when counted, else what it holds. Joins sent all at once each pass a check
     of the queue alone before any of them is queued (30 concurrent joins from one address all got in, filling
     the queue); the reserve keeps places for a newcomer however many addresses filled the rest."""
     with _IN_FLIGHT_LOCK:
@@ -317,8 +317,13 @@ class RequestLimits:
         if joins:
             app = scope.get("app")
             queued = gradio_compat.queued_events(app, visitors.of_request, address) if app is not None else 0
-            total = gradio_compat.queued_events(app, lambda _r: None, None) if app is not None else 0
-            held = _join(address, queued, settings.events_per_client(), total, settings.queue_size())
+            waiting = gradio_compat.waiting_events(app) if app is not None else 0
+            size = settings.queue_size()
+            held = _join(address, queued, settings.events_per_client(), waiting, size)
+            if held and held < settings.events_per_client():  # the reserve: Gradio's own queue-full answer
+                return await _answer(send, 503, f"Queue is full for addresses already waiting: its last "
+                                                f"{reserved(size)} places are kept for other visitors; wait for "
+                                                f"your {held} request(s) to finish.")
             if held:
                 return await _answer(send, 429, f"Too many requests at once from your address ({held} waiting or "
                                                 "running); wait for them to finish.")
