@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.heavy_load [--limit-as 8G] [--seconds 40] [--parts upload,flood,stop] [--json out.json]`` starts
 ``python app.py`` on 127.0.0.1 (under an address-space limit when given, standing in for the memory
-of a small Space) and drives it through the public API as anonymous visitors would:
+of a small Space) and drives it through the public API as anonymous visitors would, each from its own
+loopback address (``benchmarks.sources``: the app's per-visitor limits see them as distinct visitors):
 
 - **interactive under load**: ``/analyze`` p50 / p95 from one visitor, alone, then while two visitors
   press ``/train_play``, one runs a reproduction and one exports; the ratio is what a visitor feels.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import itertools
 import json
 import os
 import statistics
@@ -30,6 +32,7 @@ import tempfile
 import threading
 import time
 
+from benchmarks import sources
 from benchmarks.loadtest import rss_bytes
 from benchmarks.netcheck import free_port, start_server, stop_server
 from kernels.busy import BusyWatch
@@ -41,9 +44,14 @@ HUGE_UPLOAD = dict(n_layers=9, d_model=4096, n_heads=32, d_ff=16384, vocab_size=
 TEXT = "The quick brown fox jumps over the lazy dog. Attention is all you need."
 
 
+_VISITORS = itertools.count()
+
+
 def _client(url):
+    """A new visitor: a ``gradio_client`` whose connections leave from its own loopback address."""
     from gradio_client import Client
-    return Client(url, verbose=False)
+    sources.install()
+    return Client(url, verbose=False, headers=sources.headers(sources.address(next(_VISITORS))))
 
 
 def _outcome(exc: Exception | None, status: str = "") -> str:

@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.loadtest [--users 1,4,16,32] [--requests 6] [--seconds 60] [--heavy-sweep] [--heavy-jobs]``
 starts ``python app.py`` on 127.0.0.1 (or drives ``--url``, on 127.0.0.1 only), then for each
-number of users N runs N concurrent ``gradio_client`` users. Each makes up to ``--requests``
+number of users N runs N concurrent ``gradio_client`` users, each from its own loopback address
+(``benchmarks.sources``). Each makes up to ``--requests``
 calls within ``--seconds``: mostly ``/analyze`` on a varied small config and text (seeded, so
 results are not simply served from the cache), some ``/gradients``, and one hostile request
 (a Linformer config whose size hides in a product of fields) that must come back *refused* with a message, not crash anything.
@@ -31,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from benchmarks import sources
 from benchmarks.netcheck import free_port, start_server, stop_server
 from kernels.busy import BusyWatch
 
@@ -38,6 +40,14 @@ ATTENTIONS = ["full", "sliding_window", "dilated_window", "strided", "block_loca
 POSITIONS = ["rope", "alibi", "sinusoidal", "t5"]
 HOSTILE = {"attention": "linformer", "causal": False, "proj_len": 65536, "max_len": 8192, "n_layers": 12}
 WORDS = "attention is all you need sparse patterns cost what they should on every backend".split()
+
+
+def visitor(url: str, uid: int):
+    """Visitor ``uid``: a ``gradio_client`` whose connections leave from its own loopback address
+    (``benchmarks.sources``), so the app's per-visitor limits count it as one visitor among many."""
+    from gradio_client import Client
+    sources.install()
+    return Client(url, verbose=False, headers=sources.headers(sources.address(uid)))
 
 
 @dataclass
@@ -95,10 +105,8 @@ def _is_busy(exc: Exception) -> bool:
 
 
 def _user(url: str, uid: int, requests: int, deadline: float, tally: Tally) -> None:
-    from gradio_client import Client
-
     try:
-        client = Client(url, verbose=False)
+        client = visitor(url, uid)
     except Exception as exc:  # the server did not even answer the handshake
         tally.add(False, 0.0, error=f"connect: {type(exc).__name__}: {exc}")
         return
@@ -118,9 +126,7 @@ def _user(url: str, uid: int, requests: int, deadline: float, tally: Tally) -> N
 
 
 def _sweep(url: str, deadline: float, done: threading.Event, out: dict) -> None:
-    from gradio_client import Client
-
-    client = Client(url, verbose=False)
+    client = visitor(url, 1000)
     runs = 0
     while not done.is_set() and time.time() < deadline:
         t0 = time.perf_counter()
@@ -139,9 +145,7 @@ TRAIN = dict(n_layers=2, d_model=64, n_heads=4, max_len=256, position="rope")
 
 def _heavy_jobs(url: str, done: threading.Event, out: dict) -> None:
     """Two trainings, a reproduction and a loop of exports, from four visitors, until ``done``."""
-    from gradio_client import Client
-
-    visitors = [Client(url, verbose=False) for _ in range(4)]
+    visitors = [visitor(url, 1001 + i) for i in range(4)]
     jobs = [v.submit(json.dumps(TRAIN), "copy", 2000, 3e-3, 30, "cosine", 32, 64, 0, "", "trained",
                      api_name="/train_play") for v in visitors[:2]]
     jobs.append(visitors[2].submit("extrapolation", api_name="/train_reproduce"))

@@ -5,12 +5,16 @@
 | ``EXPLORER_REQUEST_BUDGET`` | bytes one request may use: ``2G``, ``512M``, a byte count, or a fraction of the available memory like ``0.2`` | a quarter of the available memory, at most 8 GiB |
 | ``EXPLORER_CACHE_BYTES`` | bytes of memoised results, same forms | a tenth of the available memory, at most 1 GiB |
 | ``EXPLORER_SERVER_MEMORY`` | bytes all work running at once may hold together (``explorer.runtime.pool``), same forms | four fifths of the memory available when the app starts |
-| ``EXPLORER_COMPUTE_SLOTS`` | analyses computed at once | 2 |
-| ``EXPLORER_QUEUE_SIZE`` | requests waiting before the app answers "busy" | 24 |
+| ``EXPLORER_COMPUTE_SLOTS`` | analyses computed at once (besides ``EXPLORER_GUEST_SLOTS``) | 2 |
+| ``EXPLORER_GUEST_SLOTS`` | more analyses computed at once, each for an address with nothing running and within its share (``explorer.runtime.fair``) | 4 |
+| ``EXPLORER_QUEUE_SIZE`` | requests waiting before the app answers "busy"; its last quarter is kept for addresses with nothing waiting | 64 |
+| ``EXPLORER_REQUEST_SECONDS`` | predicted seconds of one core one request may take (``explorer.runtime.cost``; more is refused by name before it runs) | 20 |
+| ``EXPLORER_VISITOR_SHARE`` | seconds of one core one address may use per ``EXPLORER_SHARE_WINDOW`` (a request past it is refused; past a quarter of it, its work runs at the lowest priority) | 240 |
+| ``EXPLORER_SHARE_WINDOW`` | the window of the visitor share, in seconds | 600 |
 | ``EXPLORER_THREADS`` | intra-op threads per computation | 1 |
 | ``EXPLORER_SESSION_TTL`` | seconds a browser session may stay idle before its server-side copy is dropped | 3600 |
 | ``EXPLORER_COMPILE_BUDGET`` | seconds a sweep's untimed first call of a model may take (Triton compiles its kernels there) | 120 |
-| ``EXPLORER_CLIENT_ADDRESS`` | which address names a visitor for the per-visitor limits: ``socket`` (the connection's peer), ``forwarded-first`` (the first entry of ``X-Forwarded-For``, as a Space's proxy sets it), or a number N (the N-th entry from the right: the address the outermost of N trusted proxies saw; a client cannot forge it) | ``forwarded-first`` where ``SPACE_ID`` is set (a Space), else ``socket`` |
+| ``EXPLORER_CLIENT_ADDRESS`` | which address names a visitor for the per-visitor limits: ``socket`` (the connection's peer), a number N (the N-th entry of ``X-Forwarded-For`` from the right: the address the outermost of N trusted proxies saw; a client cannot forge it), ``space`` (1, read only from a peer in a private network, as a Space's proxy connects) or ``forwarded-first`` (the first entry: forgeable by any client, for tests behind a proxy that overwrites the header) | ``space`` where ``SPACE_ID`` is set (a Space), else ``socket`` |
 | ``EXPLORER_SESSIONS_PER_CLIENT`` | browser sessions one client address keeps on the server (its least recently used goes first; other addresses' sessions are never evicted for it) | 32 |
 | ``EXPLORER_NEW_SESSIONS_PER_MINUTE`` | new browser sessions one client address may open per minute (each costs Gradio ~0.1 s of a core; more are answered 429) | 60 |
 | ``EXPLORER_EVENTS_PER_CLIENT`` | events one client address may have waiting or running in the queue at once (more are answered 429 before they take a place) | 8 |
@@ -44,6 +48,10 @@ REQUEST_BUDGET = "EXPLORER_REQUEST_BUDGET"
 CACHE_BYTES = "EXPLORER_CACHE_BYTES"
 SERVER_MEMORY = "EXPLORER_SERVER_MEMORY"
 COMPUTE_SLOTS = "EXPLORER_COMPUTE_SLOTS"
+GUEST_SLOTS = "EXPLORER_GUEST_SLOTS"
+REQUEST_SECONDS = "EXPLORER_REQUEST_SECONDS"
+VISITOR_SHARE = "EXPLORER_VISITOR_SHARE"
+SHARE_WINDOW = "EXPLORER_SHARE_WINDOW"
 QUEUE_SIZE = "EXPLORER_QUEUE_SIZE"
 THREADS = "EXPLORER_THREADS"
 SESSION_TTL = "EXPLORER_SESSION_TTL"
@@ -132,9 +140,29 @@ def compute_slots() -> int:
     return _number(COMPUTE_SLOTS, 2, 1)
 
 
+def guest_slots() -> int:
+    """Analyses computed at once beyond ``compute_slots``, each for an address with nothing running within its share."""
+    return _number(GUEST_SLOTS, 4, 0)
+
+
 def queue_size() -> int:
     """Events waiting before a full queue answers "busy"."""
-    return _number(QUEUE_SIZE, 24, 1)
+    return _number(QUEUE_SIZE, 64, 1)
+
+
+def request_seconds() -> float:
+    """Predicted seconds of one core one request may take (at least one)."""
+    return float(_number(REQUEST_SECONDS, 20.0, 1.0, float))
+
+
+def visitor_share() -> float:
+    """Seconds of one core one client address may use per ``share_window()`` (at least one)."""
+    return float(_number(VISITOR_SHARE, 240.0, 1.0, float))
+
+
+def share_window() -> float:
+    """The window of ``visitor_share``, in seconds (at least ten)."""
+    return float(_number(SHARE_WINDOW, 600.0, 10.0, float))
 
 
 def threads() -> int:
@@ -153,17 +181,17 @@ def compile_budget() -> float:
 
 
 def client_address_mode() -> str | int:
-    """``"socket"``, ``"forwarded-first"`` or a count of trusted proxies (see the table): a value that
-    cannot be read falls back to the default, logged."""
+    """``"socket"``, ``"space"``, ``"forwarded-first"`` or a count of trusted proxies (see the table): a value
+    that cannot be read falls back to the default, logged."""
     raw = _raw(CLIENT_ADDRESS).lower()
-    default = "forwarded-first" if _raw("SPACE_ID") else "socket"
+    default = "space" if _raw("SPACE_ID") else "socket"
     if not raw:
         return default
-    if raw in ("socket", "forwarded-first"):
+    if raw in ("socket", "space", "forwarded-first"):
         return raw
     if raw.isdigit() and 0 < int(raw) <= 16:
         return int(raw)
-    log.warning("%s=%r is not socket, forwarded-first or a proxy count 1-16; using %s", CLIENT_ADDRESS, raw[:40],
+    log.warning("%s=%r is not socket, space, forwarded-first or a proxy count 1-16; using %s", CLIENT_ADDRESS, raw[:40],
                 default)
     return default
 

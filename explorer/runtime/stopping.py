@@ -9,7 +9,12 @@ pass: the sweep abandons a timed run this way and the trainer an optimizer step.
 ``stop_when(should_stop)`` makes ``should_stop`` the *ambient* stop of the enclosed work (a context
 variable: per thread and per task, never shared between visitors): code that runs many trainings
 (a reproduction) needs no stop argument threaded through it, ``Trainer.run`` and ``check_stop()``
-read it.
+read it. The first ``stop_when`` also installs one process-wide forward pre-hook on every module
+(``torch.nn.modules.module.register_module_forward_pre_hook``) that calls ``check_stop()``: so every forward
+pass of every analysis (each pass of a Why view, each layer of a long context, each figure of an export)
+is abandoned between two modules once its caller stops, without a check threaded into the analysis. Work
+outside ``stop_when`` (the start-up paint, tests) pays one context-variable read per module; work inside a
+``Guard`` is left to the guard, which tells a stop from a time-out.
 """
 from __future__ import annotations
 
@@ -26,11 +31,25 @@ class Abandoned(Exception):
 
 
 _AMBIENT: contextvars.ContextVar = contextvars.ContextVar("explorer_stop", default=None)
+_WATCH = {"handle": None}  # the one global forward pre-hook, once installed (never per visitor)
+GUARDED = "_explorer_guards"  # on a module: how many Guards are installed on it now
+
+
+def _every_module(module, _args):
+    if not getattr(module, GUARDED, 0):  # a Guard's own hooks check (and tell why they stopped) there
+        check_stop()
+
+
+def watch_every_module() -> None:
+    """Install (once) the forward pre-hook on every module that checks the ambient stop."""
+    if _WATCH["handle"] is None:
+        _WATCH["handle"] = torch.nn.modules.module.register_module_forward_pre_hook(_every_module)
 
 
 @contextlib.contextmanager
 def stop_when(should_stop):
     """``should_stop`` is the ambient stop of the enclosed work (see the module docstring)."""
+    watch_every_module()
     token = _AMBIENT.set(should_stop)
     try:
         yield
@@ -88,10 +107,15 @@ class Guard:
                         a.register_hook(self._grad_hook)
                         break
 
-        handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()]
+        modules = list(model.modules())
+        handles = [m.register_forward_pre_hook(pre_hook) for m in modules]
+        for m in modules:  # a marker on the module, not in a context: a generator may resume in another one
+            m.__dict__[GUARDED] = m.__dict__.get(GUARDED, 0) + 1
         try:
             yield self
         finally:
+            for m in modules:
+                m.__dict__[GUARDED] = max(0, m.__dict__.get(GUARDED, 1) - 1)
             for hd in handles:
                 hd.remove()
 

@@ -104,11 +104,16 @@ def default_text(cfg) -> str:
 
 def as_text(text, default: str | None = None) -> str:
     """A text value from a box or an API call: None (or "" when ``default`` is given) -> ``default`` or
-    ""; anything but a string is refused, naming the field."""
+    ""; anything but a string, or a string that is not valid Unicode (a lone surrogate), is refused, naming
+    the field."""
     if text is None or (text == "" and default is not None):
         return default or ""
     if not isinstance(text, str):
         raise ConfigError("text", type(text).__name__, "a string")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate (JSON's "\ud800"): no text a model can read
+        raise ConfigError("text", f"character {exc.start}", "valid Unicode text (a lone surrogate is not)") from None
     return text
 
 

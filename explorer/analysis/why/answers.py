@@ -34,9 +34,10 @@ from explorer.analysis.why.patching import (HELDOUT_WINDOW, MODES, ablate, ablat
                                         head_means, next_token_loss, patch_heads, reference_ids, seq2seq_default_pair)
 from explorer.analysis.why.seq2seq_ids import START, Seq2SeqIds, seq2seq
 from explorer.analysis.why.head_labels import depths, parse_heads
-from explorer.runtime import budget
+from explorer.runtime import budget, cost
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
+from explorer.runtime.numbers import whole_number
 from explorer.runtime.text import DEFAULT_SEPARATOR, as_text, default_text, model_input
 from explorer.runtime.tokens import token_label
 from models import ConfigError
@@ -122,13 +123,8 @@ def position_of(value, n: int, fallback: int) -> int:
     """A position box's value: None, "" or a negative number -> ``fallback``; else an integer in 0..n-2."""
     if value in (None, ""):
         return fallback
-    try:
-        p = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError("position", str(value)[:20], f"an integer in 0..{n - 2} (-1: the default)") from None
-    if p != int(p) or p >= n - 1:
-        raise ConfigError("position", str(value)[:20], f"an integer in 0..{n - 2} (-1: the default)")
-    return fallback if p < 0 else int(p)
+    p = whole_number(value, "position", high=n - 2, what=f"an integer in 0..{n - 2} (-1: the default)")
+    return fallback if p < 0 else p
 
 
 def alternative_id(src, value):
@@ -232,7 +228,21 @@ def view(src, name: str, ids: list, **params) -> dict:
         need = max(need, budget.check(cfg, "forward", w, HELDOUT_TOKENS // w))
     frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
     key = ("why_" + name, cfg, weights_key(src.weights), tuple(ids), frozen)
-    return memo(key, lambda: compute_view(name, cfg, src.weights, tuple(ids), frozen), need=need)
+
+    def compute():  # a miss: its predicted compute checked first (refused by name past the budget)
+        cost.charge(cfg, cost_parts(name, cfg, len(ids), params), f"The {name} view")
+        return compute_view(name, cfg, src.weights, tuple(ids), frozen)
+    return memo(key, compute, need=need)
+
+
+def cost_parts(name: str, cfg, n: int, params: dict) -> list:
+    """The forward passes of one view, as ``explorer.runtime.cost.predict`` takes them."""
+    if name == "patching":
+        return [(patch_forwards(cfg), n, 1)]
+    if name == "ablation":
+        w = _window(cfg)
+        return [(2 + 2 * bool(params.get("repeat")), n, 1), (2 + (params.get("mode") == "mean"), w, HELDOUT_TOKENS // w)]
+    return [(3 if name == "attribution" else 1, n, 1)]
 
 
 def _source(src, text) -> dict:
@@ -315,13 +325,7 @@ def _seq2seq_patching(src, text, corrupted) -> dict:
 
 
 def _layer(value, name: str, cfg) -> int:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = -1.0
-    if v != int(v) or not 0 <= v < cfg.n_layers:
-        raise ConfigError(name, str(value)[:20], f"a layer in 0..{cfg.n_layers - 1}")
-    return int(v)
+    return whole_number(value, name, 0, cfg.n_layers - 1, what=f"a layer in 0..{cfg.n_layers - 1}")
 
 
 def circuits(src, text, kind="K", earlier=0, later=1) -> dict:

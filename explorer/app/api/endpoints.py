@@ -10,7 +10,9 @@ the one weights source (``request_source``: the ``weights`` choice resolved once
 cases with that record, never a UI handler: the page, the API and the export draw the same weights. Errors come back as ``gr.Error(message)``: the ``ConfigError`` text
 (naming the field and what it accepts), truncated; never a traceback. ``/benchmark`` and ``/export``
 are heavy jobs (``explorer.app.server.jobs``): admitted in their own family, one per visitor, run at low
-priority; a full family answers "busy" at once instead of waiting in the queue.
+priority; a full family answers "busy" at once instead of waiting in the queue. Every endpoint's predicted
+compute is checked before it runs (``explorer.runtime.cost.charge``: refused by name past the per-request
+budget or the visitor's share).
 """
 from __future__ import annotations
 
@@ -27,11 +29,23 @@ from explorer.app.api.export import cleanup_export, write_export
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.calls import call, heavy_call, request_source, request_text
 from explorer.app.controls.share import compare_query
+from explorer.runtime import cost
 from explorer.runtime.configs import app_config
-from explorer.runtime.limits import SWEEP_BUDGET_S, parse_lengths
+from explorer.runtime.limits import GRADIENT_REQUEST, MAX_TEXT_BYTES, SWEEP_BUDGET_S, parse_lengths
 from explorer.runtime.text import DEFAULT_SEPARATOR, as_text
 from explorer.runtime.untrusted import truncate
 from models import ConfigError
+
+SWEEP_PASSES = 6  # forward passes a sweep runs per length (its untimed first runs and its timed repeats), about
+SWEEP_RUNS = 4    # runs of a length, each abandoned past SWEEP_BUDGET_S: what a sweep of a large model costs at most
+# the figures of an export: the maps, the gradients of every norm placement (4) and the page's other views
+EXPORT_PARTS = [(4, MAX_TEXT_BYTES, 1), (3 * 4, *GRADIENT_REQUEST)]
+
+
+def _tokens(text: str) -> int:
+    """The tokens the maps read of ``text`` (bytes, at most ``MAX_TEXT_BYTES``)."""
+    return max(1, min(MAX_TEXT_BYTES, len(text.encode("utf-8", "replace"))))
+
 
 def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled") -> dict:
     """Attention maps summary: per (layer, head) entropy and mean distance, head labels, the allowed fraction.
@@ -48,6 +62,8 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
         src = request_source(config_json, weights)
         used = src.used()
         text_in = request_text(src.config, text)
+        cost.charge(src.config, [(1 + 4 * bool(src.loaded is not None and src.surgery), _tokens(text_in), 1)],
+                    "/analyze")
         summary = attention_maps(src.config, text_in, separator=separator, weights=src.weights).summary()
         if src.loaded is not None and src.surgery:
             change = surgery.loss_change(src.config, text_in, checkpoint=src.loaded)
@@ -69,6 +85,7 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
     used."""
     def run():
         src = request_source(config_json, weights)
+        cost.charge(src.config, [(3, *GRADIENT_REQUEST)], "/gradients")
         drawn = drawn_gradients(src.config, as_text(text, default=""), src.weights, every_placement=False)
         placement = src.config.norm_placement
         if placement not in drawn.results:
@@ -89,7 +106,12 @@ async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis:
         if mode not in (None, "", "forward", "forward_backward"):
             raise ConfigError("mode", truncate(mode, 40), "'forward' or 'forward_backward'")
         axis = {"seq2seq_axis": seq2seq_axis or "both"} if sweep_axes(cfg) else {}
-        return latency_memory_sweep(cfg, parse_lengths(lengths or "128,256,512"), mode or "forward",
+        lens = parse_lengths(lengths or "128,256,512")
+        passes = SWEEP_PASSES * (3 if mode == "forward_backward" else 1)
+        # each length's runs stop at the time budget: its untimed and timed runs take at most a few budgets
+        cost.charge(cfg, [(passes, n, 1) for n in lens], "/benchmark", heavy=True,
+                    ceiling=len(lens) * SWEEP_RUNS * SWEEP_BUDGET_S)
+        return latency_memory_sweep(cfg, lens, mode or "forward",
                                     time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop, **axis)
     return await heavy_call("sweep", request, run)
 
@@ -103,6 +125,7 @@ async def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPAR
     temporary folder is deleted before the call returns: an API client has no page to run a clean-up step."""
     def run(_should_stop):
         src = request_source(config_json, weights)
+        cost.charge(src.config, EXPORT_PARTS, "/export", heavy=True)
         folder, path, _ = write_export(src.config, request_text(src.config, text), None, separator, src)
         try:
             with open(path, "rb") as f:
@@ -124,6 +147,8 @@ def api_compare(config_a_json: str, config_b_json: str, text: str, separator: st
         side_a, side_b = request_source(config_a_json, weights), request_source(config_b_json, weights)
         a, b = side_a.config, side_b.config
         t = request_text(b, text)
+        for side in (a, b):
+            cost.charge(side, [(1, _tokens(t), 1), (3, *GRADIENT_REQUEST)], "/compare_ab")
         used_a, used_b = side_a.used(), side_b.used()
         pair = compare_pair(a, b, t, separator, side_a.weights, side_b.weights)  # one GPU call for both sides
         side = {k: {"attention": {**maps.summary(), "weights": used}, "gradients": {**grads, "weights": used}}

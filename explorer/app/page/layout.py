@@ -14,6 +14,7 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from explorer.app.server import request_limits
+from explorer.app.server import scheduling
 from explorer.app.server import sessions
 from explorer.app.tabs.parts import stacks
 from explorer.app.controls.checkpoint_door import build_door
@@ -126,6 +127,7 @@ def build_app() -> gr.Blocks:
     sessions.start_expiry(demo)  # idle sessions (Gradio's copies of their outputs) expire
     request_limits.start_sweeper(demo)  # unclaimed uploads are deleted after EXPLORER_UPLOAD_TTL s
     shorten_errors(ERROR_CHARS)
+    scheduling.install(demo)  # per-address turns in the queue; launch's self-check waits for a busy server
     return demo
 
 

@@ -14,8 +14,8 @@ queue (which every event shares: a flood of presses there would lock everyone ou
 - the work runs in a fresh worker thread at the lowest CPU priority (``nice`` 19), so the two cores go
   to interactive requests first and heavy work takes what is left;
 - ``should_stop()`` turns True when the visitor stops the job (``HEAVY.stop``: Pause, Stop, Reset), the
-  event is cancelled, the client disconnects (``gradio_compat.client_gone_probe``) or nobody has read
-  the job's output for ``STALE_S``; the work checks it inside its long steps
+  event is cancelled, the client disconnects or never opened the result stream
+  (``explorer.app.server.streams.gone_probe``) or nobody has read the job's output for ``STALE_S``; the work checks it inside its long steps
   (``explorer.runtime.stopping``), and the job's slot is freed only once its thread has ended.
 
 ``run_job`` awaits one result; ``stream_job`` is an async generator of what the work ``emit``-s.
@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 from explorer.app.server import visitors
-from explorer.app.server.gradio_compat import client_gone_probe
+from explorer.app.server.streams import gone_probe
 from explorer.runtime.load import LOAD
 from explorer.runtime.pool import Busy
 
@@ -159,7 +159,7 @@ class _Worker:
         self.items: queue.Queue = queue.Queue()
         self.result = self.error = None
         self.read = time.monotonic()
-        gone = client_gone_probe()
+        gone = gone_probe()
 
         def should_stop() -> bool:
             return stop.is_set() or gone() or time.monotonic() - self.read > STALE_S

@@ -29,6 +29,8 @@ def problem(exc: Exception) -> str:
     or cut at a comma or space where over ``MAX_ALLOWED_CHARS``), or a generic line (logged)."""
     if isinstance(exc, ConfigError):
         return f"{exc.field}={truncate(repr(exc.value), 120)} is not valid: {words(str(exc.allowed), MAX_ALLOWED_CHARS)}"
+    if isinstance(exc, UnicodeError):  # a lone surrogate in some text field that reached an encoder
+        return "A text of this request is not valid Unicode (it holds a lone surrogate); remove that character."
     incident = secrets.token_hex(4)
     log.error("handler failed (incident %s)", incident, exc_info=exc)
     if is_out_of_memory(exc):

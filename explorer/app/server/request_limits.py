@@ -12,12 +12,16 @@ the first request it bounds the store per address, ``gradio_compat.bound_session
   ``CLIENT_UPLOADS`` times ``upload_cap()`` of uploads not yet aged out (429 beyond);
 - a request joining the queue from an address that already has ``settings.events_per_client()``
   events waiting or running, or joins still on their way into the queue (joins sent all at once), is
-  answered 429 before it takes a queue place, and a request naming a
+  answered 429 before it takes a queue place; one from an address holding any when only the queue's
+  reserved last quarter is left is answered 503, as Gradio answers a full queue (``reserved``: so addresses
+  that filled the rest never make a newcomer read "Queue is full"), and a request naming a
   new session from an address that made ``settings.new_sessions_per_minute()`` (60) in the last
   minute is answered 429 before Gradio builds it;
 - a query string over ``PAGE_QUERY_BYTES`` (Gradio's root-url code answers a bare 500 past 64 KB) is
   dropped from a page request and replaced by its length for an event, whose share-link reader refuses
   it with the notice of any over-long link;
+- a request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400: conflicting framing);
+  a GET that opens a result stream is recorded (``streams.STREAMS``: work nobody reads is stopped);
 - an error answer longer than ``ERROR_CHARS`` is cut (FastAPI's validation, which quotes the refused
   input whole, told by field and message only); Gradio's 500 for an event that could not take its input
   becomes a 400, and an exception escaping a route (malformed input Gradio does not check) is answered
@@ -32,6 +36,7 @@ uploaded a path.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -43,12 +48,14 @@ from urllib.parse import urlencode
 from explorer.analysis.weights import checkpoint_upload
 from explorer.app.server import gradio_compat
 from explorer.app.server import visitors
+from explorer.app.server.streams import STREAMS
 from explorer.runtime import settings
 
 log = logging.getLogger(__name__)
 
 CLIENT_BODY_BYTES = 32 << 20  # bodies one address may be sending at once (uploads and the rest)
 CLIENT_UPLOADS = 4            # uploads not yet aged out, per address, in multiples of upload_cap()
+BODY_IDLE_S = 30.0            # a request body that stops arriving this long is answered 408
 ERROR_CHARS = 1000            # an error answer longer than this is cut
 HELD_BYTES = 2 << 20          # of an error answer, at most this much is held to be read and cut
 JOIN_SUFFIXES = ("/queue/join",)
@@ -79,7 +86,10 @@ async def _read_whole(receive, cap: int):
     (``.body`` holds it), or None past the cap."""
     chunks, total = [], 0
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), BODY_IDLE_S)
+        except asyncio.TimeoutError:
+            raise _Stalled from None
         if message.get("type") != "http.request":
             break
         chunks.append(message.get("body", b""))
@@ -207,16 +217,24 @@ def _reserve(address: str, size: int) -> bool:
 _JOINING: dict = {}  # address -> queue joins past the check whose event may not be in Gradio's queue yet
 
 
-def _join(address: str, queued: int, cap: int) -> int:
+def _join(address: str, queued: int, cap: int, total: int = 0, size: int | None = None) -> int:
     """Counts one more queue join of ``address`` unless its ``queued`` events plus the joins still on their way
-    reach ``cap``; -> 0 when counted, else what it holds. Joins sent all at once each pass a check of the queue
-    alone before any of them is queued (30 concurrent joins from one address all got in, filling the queue)."""
+    reach ``cap``, or the queue (``total`` events waiting of ``size`` places) has only its reserved last quarter
+    left and the address holds any; -> 0 when counted, else what it holds. Joins sent all at once each pass a check
+    of the queue alone before any of them is queued (30 concurrent joins from one address all got in, filling
+    the queue); the reserve keeps places for a newcomer however many addresses filled the rest."""
     with _IN_FLIGHT_LOCK:
         held = queued + _JOINING.get(address, 0)
-        if held >= cap:
+        full = size is not None and held and total + sum(_JOINING.values()) >= size - reserved(size)
+        if held >= cap or full:
             return held
         _JOINING[address] = _JOINING.get(address, 0) + 1
         return 0
+
+
+def reserved(size: int) -> int:
+    """Places of a queue of ``size`` kept for addresses with nothing waiting or running: its last quarter."""
+    return max(1, size // 4) if size > 1 else 0
 
 
 def _joined(address: str) -> None:
@@ -249,6 +267,10 @@ class _TooLarge(Exception):
     pass
 
 
+class _Stalled(Exception):
+    """A request body that stopped arriving for ``BODY_IDLE_S``."""
+
+
 class RequestLimits:
     """The ASGI middleware (see the module docstring)."""
 
@@ -275,7 +297,12 @@ class RequestLimits:
             scope = {**scope, "query_string": _long_query(scope["query_string"], path)}
         upload = method == "POST" and path.rstrip("/").endswith("/upload")
         cap = upload_cap() if upload else settings.max_body()
-        raw = dict(scope.get("headers") or ()).get(b"content-length")
+        headers = dict(scope.get("headers") or ())
+        raw = headers.get(b"content-length")
+        if raw is not None and b"transfer-encoding" in headers:  # conflicting framing (request smuggling)
+            return await _answer(send, 400, "Both Content-Length and Transfer-Encoding sent: refused.")
+        if method == "GET" and "/gradio_api/" in path:
+            STREAMS.record(path, scope.get("query_string") or b"")
         try:
             length = int(raw) if raw is not None else None
         except ValueError:
@@ -290,7 +317,13 @@ class RequestLimits:
         if joins:
             app = scope.get("app")
             queued = gradio_compat.queued_events(app, visitors.of_request, address) if app is not None else 0
-            held = _join(address, queued, settings.events_per_client())
+            waiting = gradio_compat.waiting_events(app) if app is not None else 0
+            size = settings.queue_size()
+            held = _join(address, queued, settings.events_per_client(), waiting, size)
+            if held and held < settings.events_per_client():  # the reserve: Gradio's own queue-full answer
+                return await _answer(send, 503, f"Queue is full for addresses already waiting: its last "
+                                                f"{reserved(size)} places are kept for other visitors; wait for "
+                                                f"your {held} request(s) to finish.")
             if held:
                 return await _answer(send, 429, f"Too many requests at once from your address ({held} waiting or "
                                                 "running); wait for them to finish.")
@@ -310,7 +343,10 @@ class RequestLimits:
                                             f"(at most {CLIENT_UPLOADS * upload_cap():,}).")
         try:
             if method == "POST" and _makes_sessions(path):
-                receive = await _read_whole(receive, cap)
+                try:
+                    receive = await _read_whole(receive, cap)
+                except _Stalled:
+                    return await _answer(send, 408, f"Request body not received within {BODY_IDLE_S:.0f} s.")
                 if receive is None:
                     return await _answer(send, 413, f"Request body refused: more than {cap:,} bytes.")
                 if not _session_allowed(scope.get("app"), receive.body, address):

@@ -5,10 +5,14 @@ per session limits nothing. The per-visitor limits (sessions kept, events queued
 bodies and uploads) count per client address instead:
 
 - ``socket``: the connection's peer address, where the app faces its visitors directly;
-- ``forwarded-first``: the first entry of ``X-Forwarded-For``, the visitor's address as a Space's proxy
-  forwards it (the default where ``SPACE_ID`` is set);
 - ``N`` (a number): the N-th entry of ``X-Forwarded-For`` from the right, the address the outermost of N
-  trusted proxies saw: what a client writes into the header itself sits left of it and is never read.
+  trusted proxies saw: what a client writes into the header itself sits left of it and is never read;
+- ``space`` (the default where ``SPACE_ID`` is set): ``1``, the entry a Space's proxy appends, read only when
+  the connection comes from a private network (where that proxy connects from); a connection from anywhere
+  else (loopback: a process on the host itself; a public address) is named by its peer, so a header a
+  client sends straight to the app is never read;
+- ``forwarded-first``: the first entry, which any client can write: only behind a proxy that overwrites
+  the header (tests use it to play many visitors from one host).
 
 ``settings.client_address_mode()`` (``EXPLORER_CLIENT_ADDRESS``) chooses. An IPv6 address counts as its
 /64 network (one host is commonly handed a whole /64, so single addresses are free to make); a value
@@ -44,9 +48,22 @@ def normalise(text) -> str | None:
     return str(ip)
 
 
+def _from_proxy(peer) -> bool:
+    """Is ``peer`` where a Space's proxy connects from: a private address that is not loopback?"""
+    try:
+        ip = ipaddress.ip_address(str(peer).strip().strip("[]"))
+    except ValueError:
+        return False
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_private and not ip.is_loopback
+
+
 def address(peer, forwarded: str | None) -> str:
     """The visitor's address from the connection's ``peer`` and the ``X-Forwarded-For`` header."""
     mode = settings.client_address_mode()
+    if mode == "space":
+        mode = 1 if _from_proxy(peer) else "socket"
     if mode != "socket" and forwarded:
         hops = [h.strip() for h in str(forwarded).split(",") if h.strip()]
         if hops:

@@ -30,7 +30,9 @@ from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, refused, warn
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
+from explorer.runtime import cost
 from explorer.runtime.cache import ByteLRU
+from explorer.runtime.numbers import whole_number
 from explorer.runtime.stopping import Abandoned
 from explorer.runtime.tokens import token_label
 from models import ConfigError
@@ -93,9 +95,13 @@ def _key(src, length, source, text, change) -> tuple:
 
 
 def compute(src, length, source, text, change, should_stop=None, progress=None):
-    """The memoised ``long_context`` result of these inputs."""
-    return _RESULTS.get(_key(src, length, source, text, change), lambda: lc.long_context(
-        src, length, source, text, change, should_stop=should_stop, progress=progress))
+    """The memoised ``long_context`` result of these inputs (a miss: its predicted compute checked first, two
+    forward passes at ``length`` tokens, refused by name past a heavy job's budget)."""
+    def run():
+        n = lc.check_length(length)
+        cost.charge(src.config, [(2, n, 1)], f"The long-context view at {n} tokens", heavy=True, kind="long context")
+        return lc.long_context(src, length, source, text, change, should_stop=should_stop, progress=progress)
+    return _RESULTS.get(_key(src, length, source, text, change), run)
 
 
 def labels_of(result, tokenizer) -> list:
@@ -138,7 +144,10 @@ def csv_bytes(result) -> bytes:
 
 def _cell(value):
     """A cell picker's value: None (the default cell) for an empty box or a negative number."""
-    return None if value in (None, "") or float(value) < 0 else int(value)
+    if value in (None, ""):
+        return None
+    v = whole_number(value, "cell", what="a whole number (negative: the default cell)")
+    return None if v < 0 else v
 
 
 def _zoom_or_none(result, side, layer, head, q_cell, k_cell, tokenizer):
@@ -300,16 +309,14 @@ async def api_long_context(config_json: str = "", length: str = "2048", source: 
     query block's cells sum to 1); bins are means over 64 equal position ranges."""
     try:  # refused before the job is admitted: a bad field costs no slot
         lc.check_length(length)
-        if not isinstance(cells, (int, float, str)) or not str(cells).strip().isdigit() or not 1 <= int(cells) <= 256:
-            raise ConfigError("cells", str(cells)[:20], "an integer in [1, 256]")
-        cells = int(cells)
+        cells = whole_number(cells, "cells", 1, 256, what="an integer in [1, 256]")
     except ConfigError as exc:
         raise refused(exc) from None
 
     def work(should_stop):
         def run():
             src = request_source(config_json, weights)
-            result = lc.long_context(src, length, source, text, change, should_stop=should_stop)
+            result = compute(src, length, source, text, change, should_stop=should_stop)
             return {**as_json(result, cells), "weights": src.used()}
         return call(run)
     try:

@@ -63,8 +63,15 @@ def served(tmp_path, monkeypatch):
                     middleware=[Middleware(request_limits.RequestLimits)])
     app.queued = []
     app.state_holder = SimpleNamespace(session_data={"known": object()}, explorer_owners={})
-    app.get_blocks = lambda: SimpleNamespace(_queue=SimpleNamespace(
-        event_ids_to_events={i: e for i, e in enumerate(app.queued)}))
+    class Queue:  # Gradio's: its events by id (waiting or running), its length the waiting ones (here: all)
+        @property
+        def event_ids_to_events(self):
+            return dict(enumerate(app.queued))
+
+        def __len__(self):
+            return len(app.queued)
+
+    app.get_blocks = lambda: SimpleNamespace(_queue=Queue())
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, calls, root, app
 
@@ -162,3 +169,26 @@ def test_the_rate_forgets_after_a_minute():
     rate = visitors.Rate(lambda: 2)
     assert rate.allow("a", now=0) and rate.allow("a", now=1) and not rate.allow("a", now=2)
     assert rate.allow("a", now=60.5) and not rate.allow("a", now=60.8)  # the first one is a minute old
+
+
+def test_the_queue_keeps_its_last_quarter_for_newcomers(served, monkeypatch):
+    """Addresses that already hold places stop at the reserve: a newcomer never reads "Queue is full" because
+    a few other addresses filled the queue."""
+    client, calls, _, app = served
+    monkeypatch.setenv(settings.QUEUE_SIZE, "16")
+    monkeypatch.setenv(settings.EVENTS_PER_CLIENT, "8")
+    attackers = [SimpleNamespace(client=SimpleNamespace(host="testclient"), headers={"x-forwarded-for": f"10.0.1.{i}"})
+                 for i in range(3)]
+    app.queued[:] = [SimpleNamespace(request=a) for a in attackers for _ in range(4)]  # 12 of 16: the reserve is 4
+    r = client.post("/gradio_api/queue/join", json={}, headers={"X-Forwarded-For": "10.0.1.0"})
+    assert r.status_code == 503 and "kept for other visitors" in r.json()["detail"]
+    r = client.post("/gradio_api/queue/join", json={}, headers={"X-Forwarded-For": "10.0.9.9"})
+    assert r.status_code == 200 and calls[-1][2] == "10.0.9.9"
+    assert request_limits.reserved(64) == 16 and request_limits.reserved(1) == 0
+
+
+def test_conflicting_framing_is_refused(served):
+    client, calls, _, _ = served
+    r = client.post("/gradio_api/queue/join", content=b"{}",
+                    headers={"Content-Length": "2", "Transfer-Encoding": "chunked"})
+    assert r.status_code == 400 and "Transfer-Encoding" in r.json()["detail"] and calls == []

@@ -41,7 +41,7 @@ def test_session_ttl(monkeypatch, raw, ttl):
 
 
 @pytest.mark.parametrize("name, read, default", [(settings.COMPUTE_SLOTS, settings.compute_slots, 2),
-                                                 (settings.QUEUE_SIZE, settings.queue_size, 24),
+                                                 (settings.QUEUE_SIZE, settings.queue_size, 64),
                                                  (settings.THREADS, settings.threads, 1)])
 @pytest.mark.parametrize("raw, expected", [("", None), ("3", 3), ("0", 1), ("-2", 1), ("two", None), ("2.5", None)])
 def test_counts_have_a_floor_of_one_and_fall_back_to_their_default(monkeypatch, name, read, default, raw, expected):
