@@ -1,4 +1,4 @@
-"""The full ahead-of-time compile check (``python -m kernels.aot_check``) as a background job.
+"""The full ahead-of-time compile check (``python -m kernels.tools.aot_check``) as a background job.
 
 It takes minutes of CPU on a two-core machine, so the test session starts it right after
 collection, at the lowest CPU priority (nice 19), and ``tests/kernels/test_aot.py`` waits for its
@@ -38,7 +38,7 @@ def _background() -> None:
 
 
 class AotJob:
-    """One ``python -m kernels.aot_check`` run in its own process group, at the lowest priority."""
+    """One ``python -m kernels.tools.aot_check`` run in its own process group, at the lowest priority."""
 
     def __init__(self):
         self._start(tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+"))
@@ -47,7 +47,7 @@ class AotJob:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # real compiles
         self.out, self.err = out, err
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.aot_check"], cwd=ROOT, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.tools.aot_check"], cwd=ROOT, env=env,
                                      stdout=self.out, stderr=self.err, text=True, preexec_fn=_background)
 
     def result(self) -> tuple[int, str, str]:

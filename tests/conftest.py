@@ -83,7 +83,7 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session")
 def aot_result(request):
-    """(return code, stdout, stderr) of the full ``python -m kernels.aot_check`` run."""
+    """(return code, stdout, stderr) of the full ``python -m kernels.tools.aot_check`` run."""
     from aot_job import AOT_DIR_ENV, shared_result
 
     if os.environ.get(AOT_DIR_ENV):  # an xdist worker: the controller's job
