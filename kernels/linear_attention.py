@@ -26,8 +26,6 @@ padded to one size (32 or 64), so the launcher can only pick the variants the AO
 """
 from __future__ import annotations
 
-import torch
-
 from .backend import triton_reason
 from .cpu.linear_attention import linear_attention_ref
 

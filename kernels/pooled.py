@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from .backend import triton_backend_name, triton_reason
 from .block_mask import BlockMask
 from .cpu.pooled import pooled_block_sparse
-from .pooled_dense import MAX_CELLS, TILE, PooledAttention, check_stats_args, pooled_block
+from .pooled_dense import (
+    MAX_CELLS,
+    TILE,
+    PooledAttention,
+    check_stats_args,
+    pooled_block,
+)
 
 __all__ = ["pooled_attention", "pooled_backend"]
 

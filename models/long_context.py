@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from kernels.cpu.pooled_linear import pooled_linear
 from kernels.pooled import pooled_attention
 from kernels.pooled_dense import MAX_CELLS, PooledAttention, pool_probs, pooled_block
-from kernels.cpu.pooled_linear import pooled_linear
 
 from .attention.linear import LinearAttention
 from .attention.sparse import PatternAttention, pattern_block_mask

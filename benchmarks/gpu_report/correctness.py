@@ -152,7 +152,10 @@ def run_attention_case(case: AttnCase, device, attn_fn) -> dict:
 
 
 def run_op_case(case: OpCase, device) -> dict:
-    from kernels.cpu.linear_attention import linear_attention_dense, linear_attention_ref
+    from kernels.cpu.linear_attention import (
+        linear_attention_dense,
+        linear_attention_ref,
+    )
     from kernels.cpu.rope import apply_rope_ref
     from kernels.linear_attention import linear_attention
     from kernels.norms import layer_norm, rms_norm

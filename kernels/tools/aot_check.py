@@ -6,7 +6,13 @@ shared memory (compiled metadata) and registers / spill (stack frame) bytes (``c
 --dump-resource-usage`` on the cubin) and exit non-zero if anything fails to compile or exceeds
 the target's shared memory per block. Run with TRITON_INTERPRET unset:
 
-    python -m kernels.tools.aot_check [--quick] [--jobs 2] [--only REGEX] [--cache]
+    python -m kernels.tools.aot_check [--quick | --stamp] [--jobs 2] [--only REGEX] [--cache]
+
+``--quick``: a smoke compile of each kernel once (its fp16 / d64 / block-sparse variant where it has
+those), seconds instead of minutes. ``--stamp``: the full check, then, if it passes, the digest of
+the compiled sources in ``kernels/tools/aot_stamp.txt`` (``kernels/tools/aot_stamp.py``; the test
+suite runs the full check only when that stamp is stale). Run it after changing a kernel and commit
+the stamp with the change.
 
 What "every specialisation" means: the constexpr variants and lookup-table tiles each kernel
 module lists (flash attention: ``_flash_specs``; the others: their ``aot_specs``), compiled with
@@ -25,6 +31,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from . import aot_stamp
 
 # Before triton is imported (also in the workers): fuse multiply-adds like the JIT default does,
 # and say so explicitly so triton does not warn about the unset knob.
@@ -84,9 +92,8 @@ def _flash_specs(quick: bool):
             strides = {"s" + t + a: "i32" for t in ("q", "k", "v", "o", "do", "dk", "dq")
                        for a in ("s", "b", "h", "m", "n")}
             ptrs = {**io, **aux, **lay, "TILES": "*i8", **strides}
-            if not quick:
-                specs.append((f"bwd_preprocess {tt} d{d}", _attn_bwd_preprocess, ptrs,
-                              {"HEAD_DIM": d, "BLOCK_M": 64}, 4, 2))
+            specs.append((f"bwd_preprocess {tt} d{d}", _attn_bwd_preprocess, ptrs,
+                          {"HEAD_DIM": d, "BLOCK_M": 64}, 4, 2))
             for fn, bwd, kern in ((_attn_fwd, False, "fwd"), (_attn_bwd_dkdv, True, "dkdv"),
                                  (_attn_bwd_dq, True, "dq")):
                 for sparse in (False, True):
@@ -101,8 +108,8 @@ def _flash_specs(quick: bool):
                             meta = dense_meta(d, dtype.itemsize, bwd, has_mod)
                             metas = [({"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"],
                                        **DENSE_LAYOUT}, meta["num_warps"], meta["num_stages"])]
-                        if quick and (has_mod or fn is _attn_bwd_dkdv or not sparse):
-                            continue  # quick: the plain block-sparse forward and dq kernels
+                        if quick and (has_mod or not sparse):
+                            continue  # quick: the plain block-sparse kernels
                         if fn is _attn_bwd_dq:  # NEED_DRB: d(rel_bias) wanted (modifiers only)
                             metas = [(m, w, st, False) for m, w, st in metas] + \
                                 [(drb_meta(m), w, st, True) for m, w, st in metas if has_mod]
@@ -128,15 +135,21 @@ def _small_kernel_specs(quick: bool):
     from ..triton import linear_attention, norms, pooled, rope
     specs = []
     for mod in (rope, norms, linear_attention, pooled):
-        # quick: one specialisation of each small kernel module
-        specs.extend(mod.aot_specs(quick)[:1] if quick else mod.aot_specs(quick))
+        specs.extend(mod.aot_specs(quick))
     return specs
 
 
 def all_specs(quick: bool):
     """Every specialisation the app can launch: flash attention's, then the small kernels'
-    (``(name, jit function, pointer types, constexprs, warps, stages)``)."""
-    return _flash_specs(quick) + _small_kernel_specs(quick)
+    (``(name, jit function, pointer types, constexprs, warps, stages)``). ``quick``: each kernel
+    (jit function) once, its first specialisation of the modules' representative subsets."""
+    specs = _flash_specs(quick) + _small_kernel_specs(quick)
+    if quick:
+        first = {}
+        for spec in specs:
+            first.setdefault(spec[1], spec)
+        specs = list(first.values())
+    return specs
 
 
 def _resource_usage(cubin: bytes) -> tuple[int, int]:
@@ -202,7 +215,10 @@ def _cost(job) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="compile a representative subset")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="a smoke compile: each kernel once per target")
+    mode.add_argument("--stamp", action="store_true",
+                      help="the full check; when it passes, record it in kernels/tools/aot_stamp.txt")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--only", default="", help="compile only kernels whose name matches this regex")
     ap.add_argument("--cache", action="store_true",
@@ -211,6 +227,10 @@ def main(argv=None) -> int:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("aot_check: unset TRITON_INTERPRET (ASTSource needs real JIT functions)")
         return 2
+    if args.stamp and args.only:
+        print("aot_check: --stamp records a full pass; drop --only")
+        return 2
+    started_from = aot_stamp.digest()  # what a passing --stamp run records (edits during the run do not count)
     tmp = None
     if not args.cache:
         tmp = tempfile.TemporaryDirectory(prefix="aot_check_")
@@ -220,6 +240,7 @@ def main(argv=None) -> int:
             for cc in SMEM_LIMIT for name, fn, ptrs, consts, w, st in specs
             if re.search(args.only, name)]
     jobs.sort(key=_cost, reverse=True)
+    print(f"mode: {'quick' if args.quick else 'full'}{' (filtered)' if args.only else ''}", flush=True)
     t0 = time.perf_counter()
     rows = []
     cpu_total = 0.0
@@ -249,6 +270,9 @@ def main(argv=None) -> int:
           f"(~{cpu_total / max(1, args.jobs):.0f} s wall on {args.jobs} idle cores)")
     if tmp is not None:
         tmp.cleanup()
+    if args.stamp and not failed:
+        aot_stamp.write(started_from)
+        print(f"stamp written: {aot_stamp.STAMP}")
     return 1 if failed else 0
 
 

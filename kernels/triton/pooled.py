@@ -26,13 +26,14 @@ import torch
 import triton
 import triton.language as tl
 
+from ..pooled_dense import MAX_CELLS, PooledAttention, rows_per_block
+from .flash.common import (DENSE_LAYOUT, NO_SPECIALIZE, _dense_bounds, _masked_score, _partial_block, _query_tile,
+                           dense_meta, sparse_meta)
+from .flash.fwd import _attn_fwd
 from .flash.launcher import GPU_LAYOUTS, _kernel_layout, check_modifiers
 from .flash.launcher import unsupported_reason as _flash_reason
-from .flash.common import DENSE_LAYOUT, NO_SPECIALIZE, _allowed, _dot, _score, dense_meta, sparse_meta
-from .flash.fwd import _attn_fwd
 from .flash.plan import triton_plan
 from .grid_limits import batch_slices
-from ..pooled_dense import MAX_CELLS, PooledAttention, rows_per_block
 
 NCOL = MAX_CELLS  # cell columns held in registers by a program (a compile-time size)
 
@@ -50,12 +51,8 @@ def _pool_tile(cols, ent, dist, sink, local, q, lse, K, skn, start_n, offs_m, of
         kt = tl.load(kt_ptrs, mask=offs_n[None, :] < Lk, other=0.0)
     else:
         kt = tl.load(kt_ptrs)
-    s, _t = _score(_dot(q, kt, IEEE), offs_m[:, None], offs_n[None, :], head, off, Lk, scale,
-                   softcap, has_relb, SLOPES, RELB, HAS_MOD)
-    if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk,
-                      SPARSE, BQ, BK)
-        s = tl.where(ok, s, float("-inf"))
+    s = _masked_score(q, kt, offs_m, offs_n, head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
+                      tile, TILES, tq, tk, MASKED, SPARSE, HAS_MOD, IEEE, BQ, BK)
     p = tl.exp2(s - lse[:, None])  # 0 where s = -inf or the row is empty (lse = +inf)
     live = p > 0.0
     rel = offs_n[None, :] - (offs_m[:, None] + off)  # j - i_abs
@@ -75,18 +72,8 @@ def _pooled_fwd(Q, K, LSE, SLOPES, RELB, LAY, TILES, PART, ENT, DIST, SINK, LOCA
                 HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                 IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BQ: tl.constexpr, BK: tl.constexpr, NCOL: tl.constexpr):
-    qb = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    head = bh % H
-    kvh = head // GROUP  # GQA / MQA: index the shared K/V head, no copies
-    off = Lk - Lq  # queries are the last Lq key positions
-    Q += b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
-    K += b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
-    q_start = qb * BLOCK_M
-    offs_m = q_start + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + offs_m[:, None] * sqm + offs_d[None, :], mask=offs_m[:, None] < Lq, other=0.0)
+    bh, b, head, kvh, off, K, q_start, offs_m, offs_d, q = _query_tile(  # the forward's prologue
+        Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM, BLOCK_M)
     lse = tl.load(LSE + bh.to(tl.int64) * Lq + offs_m, mask=offs_m < Lq, other=float("inf"))
     cols = tl.zeros([NCOL], tl.float32)
     ent = tl.zeros([BLOCK_M], tl.float32)
@@ -106,19 +93,14 @@ def _pooled_fwd(Q, K, LSE, SLOPES, RELB, LAY, TILES, PART, ENT, DIST, SINK, LOCA
                 head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, 0, TILES, 0, tk, sink_k,
                 window, col_k, False, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NCOL)
         for it in range(0, n_p * NSUB):
-            tk = tl.load(lrow + 2 + mf + it // NSUB) * BK
-            tile = tl.load(lrow + 2 + mf + mp + it // NSUB)
+            tk, tile = _partial_block(lrow, it // NSUB, mf, mp, BK)
             cols, ent, dist, sink, local = _pool_tile(
                 cols, ent, dist, sink, local, q, lse, K, skn, tk + (it % NSUB) * BLOCK_N, offs_m, offs_d,
                 head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES,
                 (q_start // BQ) * BQ, tk, sink_k, window, col_k, True, SPARSE, HAS_MOD, IEEE, BLOCK_M,
                 BLOCK_N, BQ, BK, NCOL)
     else:
-        hi = Lk
-        n_full = Lk // BLOCK_N
-        if causal != 0:
-            hi = tl.minimum(Lk, tl.maximum(q_start + BLOCK_M + off, 0))
-            n_full = tl.minimum(n_full, tl.maximum(q_start + off + 1, 0) // BLOCK_N)
+        n_full, hi = _dense_bounds(q_start, off, Lk, causal, BLOCK_M, BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             cols, ent, dist, sink, local = _pool_tile(
                 cols, ent, dist, sink, local, q, lse, K, skn, start_n, offs_m, offs_d, head, off, Lk,
@@ -131,7 +113,7 @@ def _pooled_fwd(Q, K, LSE, SLOPES, RELB, LAY, TILES, PART, ENT, DIST, SINK, LOCA
                 window, col_k, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NCOL)
     empty = lse == float("inf")
     entropy = tl.where(empty, 0.0, (lse - ent) * 0.6931471805599453)  # ln 2 (lse - sum p s), base-2 s
-    tl.store(PART + (bh.to(tl.int64) * tl.num_programs(0) + qb) * NCOL + tl.arange(0, NCOL), cols)
+    tl.store(PART + (bh.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * NCOL + tl.arange(0, NCOL), cols)
     row = bh.to(tl.int64) * Lq + offs_m
     tl.store(ENT + row, entropy, mask=offs_m < Lq)
     tl.store(DIST + row, dist, mask=offs_m < Lq)

@@ -51,7 +51,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import NO_SPECIALIZE, _allowed, _dot, _score
+from .common import (
+    NO_SPECIALIZE,
+    _allowed,
+    _dense_bounds,
+    _dot,
+    _partial_block,
+    _query_tile,
+    _score,
+)
 
 
 @triton.jit
@@ -166,14 +174,11 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
                                     offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
                                     has_relb, SLOPES, RELB, 0, TILES, 0, kbl * BK, 0, False, SPARSE,
                                     HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
-            tq_next = tl.load(lrow + 2 + mf) * BQ
-            tile_next = tl.load(lrow + 2 + mf + mp)
+            tq_next, tile_next = _partial_block(lrow, 0, mf, mp, BQ)
             for it in range(0, n_p * NSUB):
                 tq = tq_next
                 tile = tile_next
-                nxt = tl.minimum((it + 1) // NSUB, mp - 1)
-                tq_next = tl.load(lrow + 2 + mf + nxt) * BQ
-                tile_next = tl.load(lrow + 2 + mf + mp + nxt)
+                tq_next, tile_next = _partial_block(lrow, tl.minimum((it + 1) // NSUB, mp - 1), mf, mp, BQ)
                 dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
                                     tq + (it % NSUB) * BLOCK_M, start_n, offs_n, offs_d, head, off,
                                     Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
@@ -243,23 +248,13 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
                  HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
                  IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BQ: tl.constexpr, BK: tl.constexpr, NEED_DRB: tl.constexpr):
-    qb = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    head = bh % H
-    kvh = head // GROUP
-    off = Lk - Lq
+    bh, b, head, kvh, off, K, start_m, offs_m, offs_d, q = _query_tile(
+        Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM, BLOCK_M)
     # This program's rows of the d(rel_bias) scratch: [B * h, n_qb, n_kb, DW], one per key tile.
     DW: tl.constexpr = 2 * BLOCK_M if BLOCK_M >= BLOCK_N else 2 * BLOCK_N
-    DRB += (bh.to(tl.int64) * tl.cdiv(Lq, BLOCK_M) + qb) * tl.cdiv(Lk, BLOCK_N) * DW
-    K += b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
+    DRB += (bh.to(tl.int64) * tl.cdiv(Lq, BLOCK_M) + tl.program_id(0)) * tl.cdiv(Lk, BLOCK_N) * DW
     V += b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
-    start_m = qb * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
     row = offs_m < Lq
-    q = tl.load(Q + b.to(tl.int64) * sqb + head.to(tl.int64) * sqh + offs_m[:, None] * sqm
-                + offs_d[None, :], mask=row[:, None], other=0.0)
     do = tl.load(DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh + offs_m[:, None] * sdom
                  + offs_d[None, :], mask=row[:, None], other=0.0)
     lse = tl.load(LSE + bh.to(tl.int64) * Lq + offs_m, mask=row, other=float("inf"))
@@ -278,24 +273,17 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
                           offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           SLOPES, RELB, 0, TILES, 0, tk, False, SPARSE,
                           HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
-        tk_next = tl.load(lrow + 2 + mf) * BK
-        tile_next = tl.load(lrow + 2 + mf + mp)
+        tk_next, tile_next = _partial_block(lrow, 0, mf, mp, BK)
         for it in range(0, n_p * NSUB):
             tk = tk_next
             tile = tile_next
-            nxt = tl.minimum((it + 1) // NSUB, mp - 1)
-            tk_next = tl.load(lrow + 2 + mf + nxt) * BK
-            tile_next = tl.load(lrow + 2 + mf + mp + nxt)
+            tk_next, tile_next = _partial_block(lrow, tl.minimum((it + 1) // NSUB, mp - 1), mf, mp, BK)
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
                           offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
                           SLOPES, RELB, tile, TILES, (start_m // BQ) * BQ, tk, True, SPARSE,
                           HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
     else:
-        hi = Lk
-        n_full = Lk // BLOCK_N
-        if causal != 0:
-            hi = tl.minimum(Lk, tl.maximum(start_m + BLOCK_M + off, 0))
-            n_full = tl.minimum(n_full, tl.maximum(start_m + off + 1, 0) // BLOCK_N)
+        n_full, hi = _dense_bounds(start_m, off, Lk, causal, BLOCK_M, BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
                           offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,

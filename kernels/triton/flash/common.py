@@ -109,6 +109,63 @@ def _allowed(qi, kj, off, Lk, causal, tile, TILES, q_start, k_start,
     return ok
 
 
+@triton.jit
+def _masked_score(q, kt, offs_m, offs_n, head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
+                  tile, TILES, tq, tk, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
+                  IEEE: tl.constexpr, BQ: tl.constexpr, BK: tl.constexpr):
+    """Scores ``s`` of a forward-direction tile (query rows ``offs_m``, keys ``offs_n``, ``kt`` = k^T),
+    ``-inf`` where a ``MASKED`` tile's element mask forbids the pair."""
+    s, _t = _score(_dot(q, kt, IEEE), offs_m[:, None], offs_n[None, :], head, off, Lk, scale,
+                   softcap, has_relb, SLOPES, RELB, HAS_MOD)
+    if MASKED:
+        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk,
+                      SPARSE, BQ, BK)
+        s = tl.where(ok, s, float("-inf"))
+    return s
+
+
+@triton.jit
+def _partial_block(lrow, i, mf, mp, BK: tl.constexpr):
+    """Partial block ``i`` of a plan row (kernels/triton/flash/plan.py): its first key (query, in
+    the key-major plan) position and its mask tile."""
+    return tl.load(lrow + 2 + mf + i) * BK, tl.load(lrow + 2 + mf + mp + i)
+
+
+@triton.jit
+def _query_tile(Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Prologue of a program over (query tile, batch * head), the forward's and the pooled pass's:
+    its indices, ``K`` moved to the K/V head it reads (GQA / MQA: the shared head, no copies) and
+    its ``BLOCK_M`` query rows ``q`` (zero past ``Lq``). Queries are the last ``Lq`` key positions:
+    query row ``i`` sits at key position ``i + off``."""
+    qb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    head = bh % H
+    kvh = head // GROUP
+    off = Lk - Lq
+    Q += b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
+    K += b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
+    q_start = qb * BLOCK_M
+    offs_m = q_start + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + offs_m[:, None] * sqm + offs_d[None, :], mask=offs_m[:, None] < Lq, other=0.0)
+    return bh, b, head, kvh, off, K, q_start, offs_m, offs_d, q
+
+
+@triton.jit
+def _dense_bounds(q_start, off, Lk, causal, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The dense walk of the query tile at ``q_start``: key blocks ``[0, n_full)`` need no element
+    mask, ``[n_full, hi)`` straddle the causal diagonal or the key tail. Causal skips every block
+    right of the last row's diagonal. -> ``(n_full, hi)`` in key positions' block units / keys."""
+    hi = Lk
+    n_full = Lk // BLOCK_N
+    if causal != 0:
+        hi = tl.minimum(Lk, tl.maximum(q_start + BLOCK_M + off, 0))
+        n_full = tl.minimum(n_full, tl.maximum(q_start + off + 1, 0) // BLOCK_N)
+    return n_full, hi
+
+
 # --------------------------------------------------------------------------- tile lookup
 def _cfg(bm, bn, warps, stages):
     return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}

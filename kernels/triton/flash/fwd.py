@@ -9,7 +9,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import NO_SPECIALIZE, _allowed, _dot, _score
+from .common import (
+    NO_SPECIALIZE,
+    _dense_bounds,
+    _dot,
+    _masked_score,
+    _partial_block,
+    _query_tile,
+)
 
 
 @triton.jit
@@ -29,17 +36,13 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
     else:
         kt = tl.load(kt_ptrs)
         v = tl.load(v_ptrs)
-    s, _t = _score(_dot(q, kt, IEEE), offs_m[:, None], offs_n[None, :], head, off, Lk, scale,
-                   softcap, has_relb, SLOPES, RELB, HAS_MOD)
+    s = _masked_score(q, kt, offs_m, offs_n, head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
+                      tile, TILES, tq, tk, MASKED, SPARSE, HAS_MOD, IEEE, BQ, BK)
+    m_new = tl.maximum(m_i, tl.max(s, 1))
     if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk,
-                      SPARSE, BQ, BK)
-        s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
         # A row that has seen no allowed key keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
     else:
-        m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = m_new
     alpha = tl.exp2(m_i - m_use)
     p = tl.exp2(s - m_use[:, None])
@@ -55,20 +58,10 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
               HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               BQ: tl.constexpr, BK: tl.constexpr):
-    qb = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    head = bh % H
-    kvh = head // GROUP  # GQA / MQA: index the shared K/V head, no copies
-    off = Lk - Lq  # queries are the last Lq key positions
-    Q += b.to(tl.int64) * sqb + head.to(tl.int64) * sqh
-    K += b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
+    bh, b, head, kvh, off, K, q_start, offs_m, offs_d, q = _query_tile(
+        Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM, BLOCK_M)
     V += b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
     O += b.to(tl.int64) * sob + head.to(tl.int64) * soh
-    q_start = qb * BLOCK_M
-    offs_m = q_start + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + offs_m[:, None] * sqm + offs_d[None, :], mask=offs_m[:, None] < Lq, other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -93,26 +86,17 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
                                       offs_m, offs_d, head, off, Lk, causal, scale, softcap,
                                       has_relb, SLOPES, RELB, 0, TILES, 0, tk, False,
                                       SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
-        tk_next = tl.load(lrow + 2 + mf) * BK
-        tile_next = tl.load(lrow + 2 + mf + mp)
+        tk_next, tile_next = _partial_block(lrow, 0, mf, mp, BK)
         for it in range(0, n_p * NSUB):
             tk = tk_next
             tile = tile_next
-            nxt = tl.minimum((it + 1) // NSUB, mp - 1)
-            tk_next = tl.load(lrow + 2 + mf + nxt) * BK
-            tile_next = tl.load(lrow + 2 + mf + mp + nxt)
+            tk_next, tile_next = _partial_block(lrow, tl.minimum((it + 1) // NSUB, mp - 1), mf, mp, BK)
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
                                       offs_m, offs_d, head, off, Lk, causal, scale, softcap,
                                       has_relb, SLOPES, RELB, tile, TILES, (q_start // BQ) * BQ,
                                       tk, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
     else:
-        # Key blocks [0, n_full) need no element mask; [n_full, hi) straddle the causal diagonal
-        # or the key tail. Causal skips everything right of the last row's diagonal.
-        hi = Lk
-        n_full = Lk // BLOCK_N
-        if causal != 0:
-            hi = tl.minimum(Lk, tl.maximum(q_start + BLOCK_M + off, 0))
-            n_full = tl.minimum(n_full, tl.maximum(q_start + off + 1, 0) // BLOCK_N)
+        n_full, hi = _dense_bounds(q_start, off, Lk, causal, BLOCK_M, BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
             acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
                                       head, off, Lk, causal, scale, softcap, has_relb, SLOPES,

@@ -19,11 +19,11 @@ import math
 import torch
 import triton
 
+from ..grid_limits import batch_slices
 from .bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
 from .common import DENSE_LAYOUT, dense_meta, drb_meta, sparse_meta
 from .fwd import _attn_fwd
 from .plan import triton_plan
-from ..grid_limits import batch_slices
 
 HEAD_DIMS = (32, 64, 128)
 BLOCK_SIZES = (16, 32, 64, 128)  # BlockMask tiles the kernels handle (the interpreter runs any)

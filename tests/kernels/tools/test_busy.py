@@ -13,7 +13,7 @@ import pytest
 from kernels.tools import busy
 from kernels.tools.busy import BusyWatch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
 # spins for ``s`` seconds of its own CPU, however many other processes share the cores (the tests run beside

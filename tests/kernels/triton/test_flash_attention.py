@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from kernels.block_mask import block_mask
-from kernels.triton.flash.launcher import _flash, flash_attention, unsupported_reason
 from kernels.reference import attention_ref
+from kernels.triton.flash.launcher import _flash, flash_attention, unsupported_reason
 
 TOL = {torch.float32: 2e-4, torch.float16: 2e-2, torch.bfloat16: 8e-2}
 SMALL = dict(BLOCK_M=32, BLOCK_N=32)

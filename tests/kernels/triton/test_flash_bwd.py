@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from kernels.block_mask import block_mask
-from kernels.triton.flash.launcher import _flash, flash_attention
-from kernels.triton.flash.common import dense_meta
 from kernels.reference import attention_ref
+from kernels.triton.flash.common import dense_meta
+from kernels.triton.flash.launcher import _flash, flash_attention
 
 TOL = {torch.float16: 2e-2, torch.bfloat16: 8e-2, torch.float32: 2e-4}
 
@@ -146,7 +146,7 @@ def test_dense_dkdv_is_one_pipelined_loop_of_four_products_without_spills():
     from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=Path(__file__).resolve().parents[2], env=env,
+    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=Path(__file__).resolve().parents[3], env=env,
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = json.loads(res.stdout.strip().splitlines()[-1])

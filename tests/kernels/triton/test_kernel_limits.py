@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import kernels.triton.grid_limits as grid_limits
-from kernels.triton.flash.launcher import flash_attention
-from kernels.triton.grid_limits import batch_slices
 from kernels.cpu.linear_attention import linear_attention_dense
 from kernels.linear_attention import linear_attention
 from kernels.reference import attention_ref
+from kernels.triton.flash.launcher import flash_attention
+from kernels.triton.grid_limits import batch_slices
 
 
 @pytest.mark.parametrize("batch,per_item,limit", [(1, 8, 65535), (10, 3, 7), (9, 3, 9), (5, 5, 5), (7, 1, 3)])
