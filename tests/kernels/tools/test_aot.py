@@ -67,7 +67,7 @@ def test_aot_compile(aot_result):
     mode = re.search(r"^mode: (\w+)", out, re.M)
     full = mode is not None and mode.group(1) == "full"
     renew = (f"run the full check, `python -m kernels.tools.aot_check` (TRITON_INTERPRET unset), fix what "
-             f"fails, then `{COMMAND}` and commit {STAMP.name}")
+             f"fails, then `{COMMAND}` and commit kernels/tools/{STAMP.name}")
     assert code == 0, f"{'full' if full else 'smoke'} compile check failed: {renew}\n" + out[-4000:] + err[-3000:]
     assert re.search(r"\n\d+ compilations, 0 failed", out), out[-2000:]
     table = _table(out)
