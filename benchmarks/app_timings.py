@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from explorer.analysis import attention_maps, clear_caches, gradient_norms
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ("The quick brown fox jumps over the lazy dog; attention maps show who looks at whom. " * 2)[:128]

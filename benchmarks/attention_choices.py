@@ -21,7 +21,7 @@ the same interference), then the medians. ``--threads`` sets the intra-op thread
 
 Each row builds a one-layer model of the default width (d_model 128, 4 heads, causal unless the
 mechanism is bidirectional-only), times the forward pass (median after warm-up) and measures the
-peak memory the forward allocated (``kernels.measure``: profiler allocator events on CPU,
+peak memory the forward allocated (``kernels.tools.measure``: profiler allocator events on CPU,
 ``max_memory_allocated`` on CUDA). A length that runs out of memory or exceeds the time budget is
 printed as OOM / timeout, and longer lengths of that row are skipped.
 """
@@ -35,8 +35,8 @@ import time
 
 import torch
 
-from kernels.busy import BusyWatch
-from kernels.measure import measure_peak, median_ms
+from kernels.tools.busy import BusyWatch
+from kernels.tools.measure import measure_peak, median_ms
 from models import ConfigError, ModelConfig, build_model, choices
 from models.attention import ATTENTION
 

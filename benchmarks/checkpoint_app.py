@@ -19,7 +19,7 @@ import time
 import torch
 
 from benchmarks.checkpoint_load import MODELS
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 
 def _timed(rows: list, what: str, fn):

@@ -19,8 +19,8 @@ import time
 
 import torch
 
-from kernels.busy import BusyWatch
-from kernels.measure import median_ms
+from kernels.tools.busy import BusyWatch
+from kernels.tools.measure import median_ms
 
 MODELS = {
     "smollm-135m": ("LlamaConfig", "LlamaForCausalLM",

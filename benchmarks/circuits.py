@@ -30,7 +30,7 @@ from explorer.analysis.why.lens import logit_lens
 from explorer.analysis.why.patching import ablate, default_pair, head_means, heldout_ids, patch_heads
 from explorer.runtime.device import configure_threads
 from explorer.runtime.text import DEFAULT_TEXT
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 from models.interventions import Interventions
 
 N = 30  # bytes per copy

@@ -1,7 +1,7 @@
 """What planning costs the CPU path, and what memoising the plan saves: ``python -m benchmarks.cpu_plan``.
 
 A model calls ``kernels.attention`` once per layer with the same (memoised) ``BlockMask``. The CPU
-path derives an execution plan from the layout (``kernels/cpu_plan.py``); that plan is memoised on
+path derives an execution plan from the layout (``kernels/cpu/plan.py``); that plan is memoised on
 the mask, so a model pays for it once per layout, not once per layer and call. This script
 measures, for a model-like loop (``--layers`` attention calls per forward, same mask, ``B = 1``,
 ``--heads`` heads of ``--head-dim``), at each length:
@@ -13,7 +13,7 @@ measures, for a model-like loop (``--layers`` attention calls per forward, same 
     saved          replan - memo (compare with layers x plan ms: the memo also keeps the fused
                    windows' additive masks, which re-planning rebuilt every call)
 
-Times are medians of round-robin runs (``kernels.measure.interleaved_ms``), forward only, no
+Times are medians of round-robin runs (``kernels.tools.measure.interleaved_ms``), forward only, no
 autograd, on ``--threads`` threads. Patterns are built like the model's (causal AND, 64 x 64 tiles)
 with ``block_mask_from_rows``: ``sliding_window`` (``|i - j| < window``) and ``longformer`` (the
 window plus ``n_global`` global tokens).
@@ -28,9 +28,9 @@ import time
 import torch
 
 from kernels import attention, block_mask_from_rows
-from kernels.busy import BusyWatch
-from kernels.cpu_plan import build_plan
-from kernels.measure import interleaved_ms
+from kernels.tools.busy import BusyWatch
+from kernels.cpu.plan import build_plan
+from kernels.tools.measure import interleaved_ms
 
 
 def _rows(pattern: str, window: int, n_global: int):

@@ -21,7 +21,7 @@ from explorer.analysis.gradients.depth_scaling import DEPTHS, SEEDS, depth_scali
 from explorer.analysis.common.memo import clear_caches
 from explorer.runtime.device import configure_threads
 from explorer.runtime.presets import preset_config
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 from models import ModelConfig
 
 

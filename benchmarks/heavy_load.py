@@ -16,7 +16,7 @@ loopback address (``benchmarks.sources``: the app's per-visitor limits see them 
 - **disk**: temporary folders left behind by 10 calls of ``/train_download``.
 
 The server's RSS (``/proc/PID/status``) is sampled every 0.2 s; the peak above its idle RSS is printed
-for each part. Ends with the ``machine:`` line (``kernels.busy``): figures taken while other processes
+for each part. Ends with the ``machine:`` line (``kernels.tools.busy``): figures taken while other processes
 used a quarter of a core or more are unstable.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import time
 from benchmarks import sources
 from benchmarks.loadtest import rss_bytes
 from benchmarks.netcheck import free_port, start_server, stop_server
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 SMALL_TRAIN = dict(n_layers=2, d_model=64, n_heads=4, max_len=256, position="rope")
 HUGE_TRAIN = dict(n_layers=12, d_model=64, n_heads=4, attention="talking_heads", max_len=8192, position="rope")

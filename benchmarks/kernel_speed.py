@@ -22,7 +22,7 @@ ones. fp32 on CPU, bf16 on CUDA (``--dtype``). On CUDA ``sdpa`` is forced to the
 Timing: masks, layouts and compilation are set up outside the timing; one
 warm-up run (two for compiled providers, the first compiles). On CPU the median of ``--repeats``
 runs, taken round-robin over the providers of one pattern and length so a slow spell of a shared
-machine cannot favour one of them (``kernels.measure.interleaved_ms``, ``time.perf_counter``). On
+machine cannot favour one of them (``kernels.tools.measure.interleaved_ms``, ``time.perf_counter``). On
 CUDA ``triton.testing.do_bench`` (median of runs enqueued back to back between CUDA events, no host
 synchronisation between them, L2 flushed before each), so a short length measures the kernel and
 not the launch. The table title says which timer ran. The full GPU report (correctness, syncs,
@@ -42,8 +42,8 @@ import time
 import torch
 
 from benchmarks.kernel_providers import BWD_FACTOR, PATTERNS, PROVIDERS, Unavailable, prepare
-from kernels.busy import BusyWatch
-from kernels.measure import interleaved_ms, synchronizer, timer_name
+from kernels.tools.busy import BusyWatch
+from kernels.tools.measure import interleaved_ms, synchronizer, timer_name
 
 CPU_LENGTHS = "1024,2048,4096,8192,16384"
 GPU_LENGTHS = "1024,2048,4096,8192,16384,32768"

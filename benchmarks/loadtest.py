@@ -17,7 +17,7 @@ turned away as busy (the queue was full: Gradio's "Queue is full" answer, the de
 more waiting requests than ``EXPLORER_QUEUE_SIZE``), failed (anything else), p50 / p95 / max
 latency, throughput, and the server's RSS before, at its peak (sampled every 0.2 s) and after
 (``/proc/PID/status``; only when it started the server). It says how much CPU other processes used
-while it ran (``kernels.busy``: the machine's busy time minus this process's and its server's) and
+while it ran (``kernels.tools.busy``: the machine's busy time minus this process's and its server's) and
 calls the figures unstable when that was a quarter of a core or more, since the latencies then
 measure the neighbours too. It stops its own server when done.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from benchmarks import sources
 from benchmarks.netcheck import free_port, start_server, stop_server
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 ATTENTIONS = ["full", "sliding_window", "dilated_window", "strided", "block_local", "longformer", "bigbird"]
 POSITIONS = ["rope", "alibi", "sinusoidal", "t5"]

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from explorer.analysis import attention_maps
 from explorer.figures.attention import attention_grid
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

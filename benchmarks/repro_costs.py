@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 CHILD = r"""
 import json, resource, sys, time

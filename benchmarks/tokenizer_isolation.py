@@ -30,7 +30,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

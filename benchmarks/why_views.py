@@ -19,7 +19,7 @@ from explorer.figures import interpretability as figs
 from explorer.runtime.configs import app_config
 from explorer.runtime.device import configure_threads
 from explorer.runtime.text import DEFAULT_TEXT
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 
 def timed(fn, repeats: int, keep) -> float:

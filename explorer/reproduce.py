@@ -12,7 +12,7 @@ import json
 import sys
 
 from explorer.training.reproductions import REPRODUCTIONS, run, stored
-from kernels.busy import BusyWatch
+from kernels.tools.busy import BusyWatch
 
 
 def format_table(rows: list, columns: list) -> str:

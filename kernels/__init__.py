@@ -12,9 +12,9 @@ from .attention import (
     record_kernel_flops,
 )
 from .block_mask import BlockMask, block_mask, block_mask_from_rows, block_mask_from_tiles
+from .cpu.pooled_linear import pooled_linear
 from .pooled import pooled_attention, pooled_backend
 from .pooled_dense import PooledAttention, pool_probs, pooled_block
-from .pooled_linear import pooled_linear
 
 __all__ = ["attention", "attention_backend", "attention_ref", "attention_flops", "record_backends",
            "record_kernel_flops", "BlockMask", "block_mask", "block_mask_from_rows",

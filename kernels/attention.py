@@ -2,9 +2,9 @@
 
 Dispatch:
 - CUDA tensors whose arguments the Triton kernel supports -> FlashAttention-2-style Triton kernel
-  (``kernels/flash_attention.py``), block-sparse when a ``BlockMask`` is given;
+  (``kernels/triton/flash/launcher.py``), block-sparse when a ``BlockMask`` is given;
 - everything else (CPU tensors, or ``rel_k`` / ``rel_v`` tables) -> the block-sparse PyTorch path
-  (``kernels/cpu_attention.py``); a dense pattern without tables goes to
+  (``kernels/cpu/attention.py``); a dense pattern without tables goes to
   ``scaled_dot_product_attention``.
 ``attention_backend`` names the backend these arguments take, for benchmarks and plots;
 ``record_backends`` collects the names of the backends that really ran inside a ``with`` block;
@@ -22,8 +22,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .backend import triton_backend_name, triton_reason
 from .block_mask import BlockMask, _device_key, block_mask_from_rows
-from .cpu_attention import block_sparse_attention
+from .cpu.attention import block_sparse_attention
 from .reference import attention_ref, relative_positions
 
 __all__ = ["attention", "attention_backend", "attention_ref", "attention_flops", "record_backends",
@@ -79,20 +80,9 @@ def _ran(name_fn) -> None:
         ran.append(name_fn())
 
 
-def _unsupported(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
-    """Why the Triton kernel cannot run these arguments (None if it can), device aside."""
-    try:
-        from .flash_attention import unsupported_reason
-    except ImportError as e:  # triton missing
-        return f"triton unavailable ({e})"
-    return unsupported_reason(q, k, v, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
-
-
-def _triton_reason(q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
-    """None when the Triton kernel runs these arguments, else why the torch path is used."""
-    if q.device.type != "cuda":
-        return "not a CUDA tensor"
-    return _unsupported(q, k, v, block_mask, rel_k, rel_v)
+def _triton_reason(device, q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
+    """None when the Triton kernel runs these arguments on ``device``, else why the torch path is used."""
+    return triton_reason(device, "flash.launcher", q, k, v, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
 
 
 def attention_backend(device, *, block_mask: BlockMask | None = None, rel_k=None, rel_v=None,
@@ -103,8 +93,7 @@ def attention_backend(device, *, block_mask: BlockMask | None = None, rel_k=None
         lq, lk = (1, 1) if block_mask is None else (block_mask.q_len, block_mask.k_len)
         q = torch.empty(1, 1, lq, head_dim, dtype=dtype, device="meta")
         k = torch.empty(1, 1, lk, head_dim, dtype=dtype, device="meta")
-        if _unsupported(q, k, k, block_mask, rel_k, rel_v) is None:
-            from .gpu_info import triton_backend_name
+        if _triton_reason(device, q, k, k, block_mask, rel_k, rel_v) is None:
             return triton_backend_name(device) + (" block-sparse" if block_mask is not None else "")
     if block_mask is None and rel_k is None and rel_v is None and softcap is None:
         return f"sdpa ({device.type})"
@@ -135,9 +124,8 @@ def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, ali
         return attention_ref(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
                              rel_bias=rel_bias, softcap=softcap, scale=scale, rel_k=rel_k, rel_v=rel_v,
                              pair_bias=pair_bias)[0]
-    if q.device.type == "cuda" and _triton_reason(q, k, v, block_mask, rel_k, rel_v) is None:
-        from .flash_attention import flash_attention
-        from .gpu_info import triton_backend_name
+    if _triton_reason(q.device, q, k, v, block_mask, rel_k, rel_v) is None:
+        from .triton.flash.launcher import flash_attention
         _ran(lambda: triton_backend_name(q.device) + (" block-sparse" if block_mask is not None else ""))
         if (flops := _FLOPS.get()) is not None:
             flops.append(attention_flops(q.shape, k.shape, causal, block_mask))

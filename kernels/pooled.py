@@ -9,9 +9,9 @@ Memory is ``O(B h n_cells^2 + B h L)`` plus one tile (Triton) or one cache-sized
 scores; no ``L x L`` tensor exists at any point.
 
 Dispatch, as ``kernels.attention``:
-- CUDA tensors the Triton kernel supports -> ``kernels/pooled_triton.py`` (the forward kernel's base-2
+- CUDA tensors the Triton kernel supports -> ``kernels/triton/pooled.py`` (the forward kernel's base-2
   log-sum-exp, then a second kernel that writes per-(query tile, cell column) partial sums);
-- everything else (CPU, ``rel_k``) -> ``kernels/pooled_cpu.py`` (block-sparse strips).
+- everything else (CPU, ``rel_k``) -> ``kernels/cpu/pooled.py`` (block-sparse strips).
 
 The scores are those of ``kernels/reference.py`` for the same arguments (``causal``, ``block_mask``,
 ``alibi_slopes``, ``rel_bias``, ``softcap``, ``scale``, ``rel_k``; ``rel_v`` does not change the
@@ -22,30 +22,28 @@ from __future__ import annotations
 
 import math
 
-import torch
-
+from .backend import triton_backend_name, triton_reason
 from .block_mask import BlockMask
-from .pooled_cpu import pooled_block_sparse
-from .pooled_dense import MAX_CELLS, TILE, PooledAttention, check_stats_args, pooled_block
+from .cpu.pooled import pooled_block_sparse
+from .pooled_dense import (
+    MAX_CELLS,
+    TILE,
+    PooledAttention,
+    check_stats_args,
+    pooled_block,
+)
 
 __all__ = ["pooled_attention", "pooled_backend"]
 
 
 def _triton_reason(q, k, bm, rel_k, n_cols: int = MAX_CELLS) -> str | None:
     """None when the Triton pooled kernel runs these arguments, else why the torch path is used."""
-    if q.device.type != "cuda":
-        return "not a CUDA tensor"
-    try:
-        from .pooled_triton import unsupported_reason
-    except ImportError as e:  # triton missing
-        return f"triton unavailable ({e})"
-    return unsupported_reason(q, k, block_mask=bm, rel_k=rel_k, max_cols=n_cols)
+    return triton_reason(q.device, "pooled", q, k, block_mask=bm, rel_k=rel_k, max_cols=n_cols)
 
 
 def pooled_backend(q, k, *, block_mask=None, rel_k=None) -> str:
     """Name of the backend :func:`pooled_attention` runs for these arguments."""
     if _triton_reason(q, k, block_mask, rel_k) is None:
-        from .gpu_info import triton_backend_name
         return triton_backend_name(q.device) + " pooled"
     return f"torch-{q.device.type} block-sparse"
 
@@ -86,7 +84,7 @@ def pooled_attention(q, k, *, causal=False, block_mask: BlockMask | None = None,
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     softcap = None if softcap is None else float(softcap)
     if _triton_reason(q, k, bm, rel_k, -(-lk // block_k)) is None:
-        from .pooled_triton import pooled_triton
+        from .triton.pooled import pooled_triton
         return pooled_triton(q, k, causal=causal, block_mask=bm, alibi_slopes=alibi_slopes, rel_bias=rel_bias,
                              softcap=softcap, scale=scale, block_q=block_q, block_k=block_k, sink_k=sink_k,
                              window=window)

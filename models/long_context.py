@@ -10,7 +10,7 @@ the core's inputs, the post-position ``q``, ``k`` and score modifiers of the pos
   block_local, longformer, bigbird; sinks included): ``kernels.pooled_attention`` with the same
   block layout, causality, soft cap and modifiers (RoPE acts on q, k; ALiBi, T5, Shaw / XL tables
   ride along) that ``PatternAttention`` hands ``kernels.attention``;
-- linear and Performer: ``kernels.pooled_linear`` on the core's own feature maps, analytically;
+- linear and Performer: ``kernels.cpu.pooled_linear`` on the core's own feature maps, analytically;
 - every other mechanism (LSH, routing, clustered, Nystrom, ...), and patterns under a position
   encoding with a per-pair bias (DeBERTa, TUPE): its dense effective map (the forward with
   attention weights, ``out.attentions``) pooled the same way, up to ``dense_max_len`` tokens;
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from kernels.cpu.pooled_linear import pooled_linear
 from kernels.pooled import pooled_attention
 from kernels.pooled_dense import MAX_CELLS, PooledAttention, pool_probs, pooled_block
-from kernels.pooled_linear import pooled_linear
 
 from .attention.linear import LinearAttention
 from .attention.sparse import PatternAttention, pattern_block_mask

@@ -1,10 +1,12 @@
-"""The full ahead-of-time compile check (``python -m kernels.aot_check``) as a background job.
+"""The ahead-of-time compile check (``python -m kernels.tools.aot_check``) as a background job.
 
-It takes minutes of CPU on a two-core machine, so the test session starts it right after
-collection, at the lowest CPU priority (nice 19), and ``tests/kernels/test_aot.py`` waits for its
-result: the compiles use the cores the other tests leave idle (the browser tests mostly wait on
-the app and the browser) instead of adding their whole time to the run. Its output goes to
-anonymous temporary files (nothing is left on disk); a session that ends early kills it.
+The full check runs when the kernels changed since its last stamped pass (``full_check_reason``),
+a smoke compile (``--quick``) otherwise. The full one takes minutes of CPU on a two-core machine,
+so the test session starts the job right after collection, at the lowest CPU priority (nice 19),
+and ``tests/kernels/tools/test_aot.py`` waits for its result: the compiles use the cores the other
+tests leave idle (the browser tests mostly wait on the app and the browser) instead of adding their
+whole time to the run. Its output goes to anonymous temporary files (nothing is left on disk); a
+session that ends early kills it.
 
 Under pytest-xdist (``-n 2``) the tests run in worker processes, any of which may draw
 ``test_aot.py``: the controlling process starts the one job (``SharedAotJob``, before the workers
@@ -37,8 +39,22 @@ def _background() -> None:
     os.nice(19)
 
 
+FULL_ENV = "EXPLORER_AOT_FULL"
+
+
+def full_check_reason(env: bool = True) -> str | None:
+    """Why the full check must run (``EXPLORER_AOT_FULL=1``, or the stamp of the last full pass no
+    longer matches the kernel sources and triton: ``kernels/tools/aot_stamp.py``); None when a
+    smoke compile (``--quick``) will do. ``env=False``: the stamp alone."""
+    if env and os.environ.get(FULL_ENV, "") not in ("", "0"):
+        return f"{FULL_ENV} is set"
+    from kernels.tools.aot_stamp import stale_reason
+    return stale_reason()
+
+
 class AotJob:
-    """One ``python -m kernels.aot_check`` run in its own process group, at the lowest priority."""
+    """One ``python -m kernels.tools.aot_check`` run (full, or ``--quick`` when the stamp is current:
+    ``full_check_reason``) in its own process group, at the lowest priority."""
 
     def __init__(self):
         self._start(tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+"))
@@ -47,7 +63,8 @@ class AotJob:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # real compiles
         self.out, self.err = out, err
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.aot_check"], cwd=ROOT, env=env,
+        args = [] if full_check_reason() is not None else ["--quick"]
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.tools.aot_check", *args], cwd=ROOT, env=env,
                                      stdout=self.out, stderr=self.err, text=True, preexec_fn=_background)
 
     def result(self) -> tuple[int, str, str]:

@@ -26,7 +26,7 @@ def _interrupt(signum, frame):
 
 signal.signal(signal.SIGTERM, _interrupt)
 
-AOT_TEST = "test_aot.py::test_aot_check_full"
+AOT_TEST = "test_aot.py::test_aot_compile"
 AOT_JOB = pytest.StashKey()
 
 
@@ -39,7 +39,7 @@ def _xdist_controller(config) -> bool:
 
 
 def _selects_aot(config) -> bool:
-    """Whether the run's arguments and marker expression select ``test_aot_check_full`` (a ``-k`` run
+    """Whether the run's arguments and marker expression select ``test_aot_compile`` (a ``-k`` run
     does not start the shared job: its worker starts its own if it draws the test)."""
     from _pytest.mark.expression import Expression
 
@@ -48,7 +48,7 @@ def _selects_aot(config) -> bool:
     if config.option.markexpr and not Expression.compile(config.option.markexpr).evaluate(
             lambda name, **kw: name == "slow"):
         return False
-    target = (Path(__file__).resolve().parent / "kernels" / "test_aot.py")
+    target = (Path(__file__).resolve().parent / "kernels" / "tools" / "test_aot.py")
     args = [Path(str(a).split("::")[0]).resolve() for a in config.args] or [Path.cwd()]
     return any(a == target or a in target.parents for a in args)
 
@@ -87,7 +87,7 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session")
 def aot_result(request):
-    """(return code, stdout, stderr) of the full ``python -m kernels.aot_check`` run."""
+    """(return code, stdout, stderr) of the ``python -m kernels.tools.aot_check`` run (tests/aot_job.py)."""
     from aot_job import AOT_DIR_ENV, shared_result
 
     if os.environ.get(AOT_DIR_ENV):  # an xdist worker: the controller's job

@@ -127,7 +127,7 @@ def op_cases(gpu: bool) -> list[OpCase]:
         shape = (2, 4, 2, 1000, 32, 64) if gpu else (1, 2, 1, 40, 16, 32)  # B, h, h_kv, L, m, d
         out.append(OpCase(f"linear_attention fp32 GQA causal={causal}", "linear_attention", FP32, shape,
                           {"causal": causal}))
-    # Pooled attention maps (kernels/pooled_triton.py): cells and per-query statistics of the two-pass
+    # Pooled attention maps (kernels/triton/pooled.py): cells and per-query statistics of the two-pass
     # kernel against attention_ref's probabilities pooled in float64; dense causal, and a sliding window
     # with sinks as a BlockMask, with the score modifiers; B, h, h_kv, L, d.
     for dt in (FP16, FP32) if not gpu else (BF16, FP16, FP32):

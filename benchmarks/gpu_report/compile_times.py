@@ -1,8 +1,8 @@
 """Compile section (CUDA only, run first): every specialisation compiled for this GPU, then first calls.
 
-1. Every kernel specialisation kernels.aot_check lists, compiled ahead of time for this GPU's
+1. Every kernel specialisation kernels.tools.aot_check lists, compiled ahead of time for this GPU's
    compute capability into a fresh Triton cache, one process per core
-   (``kernels.aot_check.compile_job``): seconds, registers, spill bytes and shared memory per
+   (``kernels.tools.aot_check.compile_job``): seconds, registers, spill bytes and shared memory per
    variant (cuobjdump on the cubin, as aot_check). The rest of the report then runs with this cache
    as its ``TRITON_CACHE_DIR``.
 2. The app's variants (first_call.py), each in a fresh subprocess: with an empty cache (first call =
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def aot_for_this_gpu(device, quick, deadline, cache: str) -> list[dict]:
     """Compile every specialisation for this GPU into ``cache``; pending jobs are cancelled past
     ``deadline`` (the running ones finish)."""
-    from kernels.aot_check import all_specs, compile_job
+    from kernels.tools.aot_check import all_specs, compile_job
 
     major, minor = torch.cuda.get_device_capability(device)
     cc = major * 10 + minor
@@ -90,9 +90,9 @@ AOT_SHARE = 0.35  # at most this share of the budget goes to the ahead-of-time c
 
 def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, str]:
     if torch.device(device).type != "cuda":
-        return ({"status": "skipped", "reason": "needs CUDA; without a GPU `python -m kernels.aot_check` "
+        return ({"status": "skipped", "reason": "needs CUDA; without a GPU `python -m kernels.tools.aot_check` "
                  "compiles every specialisation for sm_80 / sm_90"},
-                "skipped on CPU: `python -m kernels.aot_check` compiles every specialisation for sm_80 / sm_90 "
+                "skipped on CPU: `python -m kernels.tools.aot_check` compiles every specialisation for sm_80 / sm_90 "
                 "without a GPU")
     t0 = time.perf_counter()
     data, md = {"status": "ok"}, []

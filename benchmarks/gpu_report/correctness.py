@@ -152,9 +152,14 @@ def run_attention_case(case: AttnCase, device, attn_fn) -> dict:
 
 
 def run_op_case(case: OpCase, device) -> dict:
-    from kernels.linear_attention import linear_attention, linear_attention_dense, linear_attention_ref
+    from kernels.cpu.linear_attention import (
+        linear_attention_dense,
+        linear_attention_ref,
+    )
+    from kernels.cpu.rope import apply_rope_ref
+    from kernels.linear_attention import linear_attention
     from kernels.norms import layer_norm, rms_norm
-    from kernels.rope import apply_rope, apply_rope_ref
+    from kernels.rope import apply_rope
 
     g = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
     rnd = lambda *s: torch.randn(*s, generator=g).to(device)  # noqa: E731
@@ -219,10 +224,10 @@ def _pooled_case(case: OpCase, device, rnd) -> dict:
     """Pooled maps from the Triton kernels (interpreted on CPU) against the float64 reference's
     probabilities pooled the same way; yardstick: the torch block-sparse path in the input dtype."""
     from kernels.block_mask import block_mask
-    from kernels.pooled_cpu import pooled_block_sparse
+    from kernels.cpu.pooled import pooled_block_sparse
     from kernels.pooled_dense import pool_probs, pooled_block
-    from kernels.pooled_triton import pooled_triton
     from kernels.reference import attention_ref
+    from kernels.triton.pooled import pooled_triton
 
     B, h, h_kv, L, d = case.shape
     dt, ex = case.dtype, case.extra
@@ -289,7 +294,7 @@ def _worst(rec) -> str:
 
 def run(device, attn_fn=None, cases=None, log=print) -> tuple[dict, str]:
     """All cases (or ``cases``) -> (section data, Markdown)."""
-    from kernels.flash_attention import flash_attention
+    from kernels.triton.flash.launcher import flash_attention
 
     attn_fn = attn_fn or flash_attention
     gpu = torch.device(device).type == "cuda"

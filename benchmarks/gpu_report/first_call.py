@@ -16,7 +16,7 @@ import torch
 
 def variants(device):
     import kernels
-    from kernels.flash_attention import flash_attention
+    from kernels.triton.flash.launcher import flash_attention
 
     L = 256
     lay = torch.arange(L)

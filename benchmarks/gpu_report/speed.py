@@ -8,7 +8,7 @@ forward, so forward + backward is 3.5x forward. Block-sparse cells are compared 
 provider visits its own tile size), not by FLOP/s.
 
 Shapes (FlashAttention papers): 16k tokens in total (``B = 16384 / L``), ``h d = 2048``, d 64 / 128,
-L 512 .. 16k, bf16. Providers: ours (``kernels.flash_attention``), SDPA forced to the flash backend
+L 512 .. 16k, bf16. Providers: ours (``kernels.triton.flash.launcher``), SDPA forced to the flash backend
 and to cuDNN (``torch.nn.attention.sdpa_kernel``), FlexAttention compiled with ``dynamic=False``
 and a causal BlockMask (d 128, causal, a few lengths: each shape compiles anew). Then the
 block-sparse patterns (benchmarks/kernel_providers.py) at 16k against Flex and dense SDPA, and
@@ -76,7 +76,7 @@ def _flex():
 
 
 def _ours(q, k, v, causal):
-    from kernels.flash_attention import flash_attention
+    from kernels.triton.flash.launcher import flash_attention
     return lambda: flash_attention(q, k, v, causal=causal)
 
 
@@ -159,9 +159,11 @@ def sparse_sweep(device, quick, deadline, log) -> list[dict]:
 
 
 def ops_sweep(device, quick, deadline, log) -> list[dict]:
-    from kernels.linear_attention import linear_attention, linear_attention_ref
+    from kernels.cpu.linear_attention import linear_attention_ref
+    from kernels.cpu.rope import apply_rope_ref
+    from kernels.linear_attention import linear_attention
     from kernels.norms import layer_norm, rms_norm
-    from kernels.rope import apply_rope, apply_rope_ref
+    from kernels.rope import apply_rope
 
     g = torch.Generator(device=device).manual_seed(0)
     def mk(*s, dt=torch.bfloat16):
@@ -202,8 +204,8 @@ def pooled_sweep(device, quick, deadline, log) -> list[dict]:
     at 16k tokens, d 64 bf16, dense causal and a 64-key sliding window, beside one forward of
     ``flash_attention`` on the same inputs (the pooled maps cost about two forward passes)."""
     from kernels.block_mask import block_mask_from_rows
-    from kernels.flash_attention import flash_attention
     from kernels.pooled import pooled_attention
+    from kernels.triton.flash.launcher import flash_attention
 
     g = torch.Generator(device=device).manual_seed(0)
     L, h = POOLED_L, POOLED_HEADS

@@ -20,7 +20,7 @@ N_CALLS = 200
 
 def _ops(device):
     import kernels
-    from kernels.flash_attention import flash_attention
+    from kernels.triton.flash.launcher import flash_attention
     from kernels.linear_attention import linear_attention
     from kernels.norms import layer_norm
     from kernels.rope import apply_rope
@@ -67,7 +67,7 @@ def check_syncs(device) -> list[dict]:
 
 
 def cpu_us_per_call(device) -> list[dict]:
-    from kernels.flash_attention import flash_attention
+    from kernels.triton.flash.launcher import flash_attention
 
     q = torch.randn(1, 2, 128, 64, device=device, dtype=torch.bfloat16)
     rows = []

@@ -11,8 +11,8 @@ import math
 
 import torch
 
+from kernels.cpu.rope import apply_rope_ref as _rope_ref
 from kernels.rope import apply_rope as _kernel_rope
-from kernels.rope import apply_rope_ref as _rope_ref
 
 from ..capabilities import ROTARY, PositionCaps
 from ..errors import ConfigError

@@ -10,7 +10,7 @@ import torch
 
 from benchmarks.gpu_report import correctness, targets
 from benchmarks.gpu_report.cases import AttnCase, attention_cases, op_cases
-from kernels.flash_attention import flash_attention
+from kernels.triton.flash.launcher import flash_attention
 
 QUIET = lambda *a, **k: None  # noqa: E731
 

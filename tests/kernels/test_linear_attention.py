@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from kernels.linear_attention import linear_attention, linear_attention_ref
+from kernels.cpu.linear_attention import linear_attention_ref
+from kernels.linear_attention import linear_attention
 
 
 def _dense(q, k, v, causal, eps=1e-6):

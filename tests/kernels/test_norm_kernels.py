@@ -3,7 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.norms import layer_norm, layer_norm_ref, rms_norm, rms_norm_ref
+from kernels.cpu.norms import layer_norm_ref, rms_norm_ref
+from kernels.norms import layer_norm, rms_norm
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 5e-3)])

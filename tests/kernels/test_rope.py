@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from kernels.rope import apply_rope, apply_rope_ref
+from kernels.cpu.rope import apply_rope_ref
+from kernels.rope import apply_rope
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3)])

@@ -3,7 +3,7 @@ entry; the activation prediction bounds the peak PyTorch's allocator really reac
 import pytest
 import torch
 
-from kernels.measure import measure_peak
+from kernels.tools.measure import measure_peak
 from models import ConfigError, ModelConfig, build_model, registries
 from models.footprint import footprint, weights
 

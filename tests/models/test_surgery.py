@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.rope import apply_rope_ref
+from kernels.cpu.rope import apply_rope_ref
 from models import ConfigError, ModelConfig, build_model, registries, surgery
 from models.attention import pattern_mask
 from models.config import FIELDS

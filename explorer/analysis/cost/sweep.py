@@ -2,7 +2,7 @@
 
 ``latency_memory_sweep(cfg, seq_lens, mode)`` returns one record per length:
 ``seq_len``, ``ms`` (median of several timed runs after a warm-up), ``peak_bytes`` (measured by
-``kernels.measure.measure_peak``: ``torch.cuda.max_memory_allocated`` on CUDA; on CPU the running
+``kernels.tools.measure.measure_peak``: ``torch.cuda.max_memory_allocated`` on CUDA; on CPU the running
 sum of the allocator events the PyTorch profiler records, so kernels' internal buffers count too),
 ``backend`` (the names ``kernels.attention`` reported while the warm-up run of that length ran:
 ``kernels.record_backends``, never a prediction), ``others`` (how many other app requests computed
@@ -76,7 +76,7 @@ from explorer.runtime.load import LOAD
 from explorer.runtime.pool import POOL, Busy, available_bytes, is_out_of_memory
 from explorer.runtime.signals import stop_channel
 from explorer.runtime.stopping import Abandoned, Guard
-from kernels.measure import measure_peak
+from kernels.tools.measure import measure_peak
 from models import ConfigError, ModelConfig, build_model
 from models.architectures import arrangement
 

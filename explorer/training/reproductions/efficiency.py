@@ -2,10 +2,10 @@
 of the catalogue trained for the same steps on the same long sequences, on this machine.
 
 x = training throughput relative to ``full`` (tokens/s of one optimizer step, timed after training,
-round-robin over all the models with ``kernels.measure.interleaved_ms`` so a busy spell of a shared
+round-robin over all the models with ``kernels.tools.measure.interleaved_ms`` so a busy spell of a shared
 machine slows every mechanism alike), y = held-out quality (byte accuracy),
 bubble = measured peak memory of one training step (forward + backward; PyTorch allocator events
-on CPU, ``max_memory_allocated`` on CUDA, ``kernels.measure.measure_peak``). The task is byte-level
+on CPU, ``max_memory_allocated`` on CUDA, ``kernels.tools.measure.measure_peak``). The task is byte-level
 language modelling on the Python documentation at ``seq_len`` >= 512. ``linformer`` and
 ``nystrom`` are bidirectional only (a causal mask cannot be applied to their projections), so
 they train on the masked variant of the same text (15% of the bytes hidden and predicted from
@@ -20,7 +20,7 @@ from explorer.training.bursts import run_in_bursts
 from explorer.training.reproductions.cost import Cost
 from explorer.training.tasks import model_input, scored_loss
 from explorer.training.trainer import RunConfig, Trainer
-from kernels.measure import interleaved_ms, measure_peak
+from kernels.tools.measure import interleaved_ms, measure_peak
 from models import ConfigError, ModelConfig, choices
 
 TITLE = "quality vs speed vs memory of every attention (Long Range Arena style)"
@@ -123,7 +123,7 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
         r["throughput_rel_full"] = round(r["tokens_per_s"] / full, 3) if full else None
     return {"settings": {**s, "task": "byte LM on pydoc_data.topics (masked bytes for bidirectional-only mechanisms)",
                          "quality": "held-out byte accuracy", "memory": "measured peak of one training step "
-                         "(kernels.measure.measure_peak)", "position": "rope",
+                         "(kernels.tools.measure.measure_peak)", "position": "rope",
                          "throughput": "median of one optimizer step per model, timed round-robin after training"},
             "rows": rows}
 

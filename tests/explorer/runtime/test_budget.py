@@ -17,7 +17,7 @@ from explorer.runtime import budget
 from explorer.runtime import settings
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import MAX_TEXT_BYTES, SIZE_LIMITS, check_budget
-from kernels.measure import measure_peak
+from kernels.tools.measure import measure_peak
 from models import ConfigError, ModelConfig, registries
 
 LINFORMER = {"attention": "linformer", "causal": False, "proj_len": 65536, "max_len": 8192, "n_layers": 12}
