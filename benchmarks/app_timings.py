@@ -7,6 +7,7 @@ Prints, on the machine it runs on:
 - the app's cold start: launching ``python app.py`` until the server answers; target < 10 s;
 - a 6-length forward sweep of the default config up to 4096 tokens; target < 15 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,19 +44,29 @@ def server_time(runs: int = 7) -> dict:
         attention_maps(cfg, TEXT)
         gradient_norms(cfg)
         times.append(time.perf_counter() - t0)
-    return {"median_ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "runs": runs,
-            "threads": threads, "tokens": len(TEXT.encode())}
+    return {
+        "median_ms": 1000 * statistics.median(times),
+        "min_ms": 1000 * min(times),
+        "runs": runs,
+        "threads": threads,
+        "tokens": len(TEXT.encode()),
+    }
 
 
 def cold_start(timeout: float = 120.0) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         while time.perf_counter() - t0 < timeout:
             if proc.poll() is not None:
@@ -90,12 +101,26 @@ def main(argv=None) -> dict:
         cold = cold_start()  # first, while nothing else of ours is running
         server = server_time()
         sweep = sweep_time()
-    rows = [("attention_maps + gradient_norms (default config, uncached)", f"{server['median_ms']:.0f} ms",
-             "< 300 ms", f"median of {server['runs']}, {server['threads']} thread(s), {server['tokens']} tokens"),
-            ("app cold start (python app.py -> server answers)",
-             f"{cold['seconds']:.1f} s" if cold.get("seconds") else cold.get("error"), "< 10 s", ""),
-            ("6-length forward sweep up to 4096 (default config)", f"{sweep['seconds']:.1f} s", "< 15 s",
-             ", ".join(f"{r['seq_len']}:{r['status']}" for r in sweep["records"]))]
+    rows = [
+        (
+            "attention_maps + gradient_norms (default config, uncached)",
+            f"{server['median_ms']:.0f} ms",
+            "< 300 ms",
+            f"median of {server['runs']}, {server['threads']} thread(s), {server['tokens']} tokens",
+        ),
+        (
+            "app cold start (python app.py -> server answers)",
+            f"{cold['seconds']:.1f} s" if cold.get("seconds") else cold.get("error"),
+            "< 10 s",
+            "",
+        ),
+        (
+            "6-length forward sweep up to 4096 (default config)",
+            f"{sweep['seconds']:.1f} s",
+            "< 15 s",
+            ", ".join(f"{r['seq_len']}:{r['status']}" for r in sweep["records"]),
+        ),
+    ]
     width = max(len(r[0]) for r in rows)
     print(f"{'measurement':<{width}}  {'result':>9}  {'target':>9}  notes")
     for name, result, target, note in rows:

@@ -25,6 +25,7 @@ peak memory the forward allocated (``kernels.tools.measure``: profiler allocator
 ``max_memory_allocated`` on CUDA). A length that runs out of memory or exceeds the time budget is
 printed as OOM / timeout, and longer lengths of that row are skipped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,6 +75,7 @@ TARGET_L, TARGET_X = 8192, 2.0  # the structured patterns at 8192 tokens: at lea
 def sweep_rows(lengths, budget_s: float) -> tuple:
     """``(rows, wall seconds per attention)``: the Latency tab's sweep of the default model per key."""
     from explorer.analysis.cost.sweep import latency_memory_sweep
+
     rows, walls = [], {}
     for key in SWEEP_KEYS:
         t0 = time.perf_counter()
@@ -87,6 +89,7 @@ def head_to_head(L: int, rounds: int) -> dict:
     """``{key: ([forward ms], [attention-alone ms])}`` of the default model at ``L``, one entry per round: the
     keys' forwards run round-robin ``rounds`` times after one warm-up each."""
     from explorer.analysis.cost.core_timer import CoreTimer
+
     models = {key: build_model(ModelConfig(attention=key)).eval() for key in SWEEP_KEYS}
     tokens = torch.randint(0, 256, (1, L), generator=torch.Generator().manual_seed(0))
     times = {key: ([], []) for key in SWEEP_KEYS}
@@ -110,24 +113,34 @@ def _print_head_to_head(times: dict, L: int, rounds: int):
     best = {key: (min(whole), min(alone)) for key, (whole, alone) in times.items()}
     mid = {key: (statistics.median(whole), statistics.median(alone)) for key, (whole, alone) in times.items()}
     f, fm = best["full"], mid["full"]
-    print(f"Head to head at L={L}: default model, forward, {torch.get_num_threads()} thread(s), fastest of {rounds} "
-          "round-robin runs each")
+    print(
+        f"Head to head at L={L}: default model, forward, {torch.get_num_threads()} thread(s), fastest of {rounds} "
+        "round-robin runs each"
+    )
     print(f"{'attention':16s}{'forward ms':>12s}{'x full':>8s}{'attention ms':>14s}{'x full':>8s}")
     for key, (whole, alone) in best.items():
         print(f"{key:16s}{whole:12.0f}{f[0] / whole:8.2f}{alone:14.0f}{f[1] / alone:8.2f}")
-    print(f"medians of the same runs: " + ", ".join(
-        f"{key} {whole:.0f} ms (x{fm[0] / whole:.2f}) | {alone:.0f} ms (x{fm[1] / alone:.2f})"
-        for key, (whole, alone) in mid.items()))
+    print(
+        "medians of the same runs: "
+        + ", ".join(
+            f"{key} {whole:.0f} ms (x{fm[0] / whole:.2f}) | {alone:.0f} ms (x{fm[1] / alone:.2f})"
+            for key, (whole, alone) in mid.items()
+        )
+    )
     for key in SWEEP_KEYS[1:]:
         fwd, alone = f[0] / best[key][0], f[1] / best[key][1]
-        print(f"{key} at L={L}: forward {fwd:.2f}x, attention alone {alone:.2f}x faster than full "
-              f"(at least {TARGET_X:g}x: {'yes' if min(fwd, alone) >= TARGET_X else 'NO'})")
+        print(
+            f"{key} at L={L}: forward {fwd:.2f}x, attention alone {alone:.2f}x faster than full "
+            f"(at least {TARGET_X:g}x: {'yes' if min(fwd, alone) >= TARGET_X else 'NO'})"
+        )
 
 
 def _print_sweep(rows, lengths, walls):
     full = {r["seq_len"]: r for r in rows if r["attention"] == "full" and r["status"] == "ok"}
     first = next((r for r in rows if r["status"] == "ok"), {})
-    print(f"Latency tab sweep, default model, forward, {first.get('threads', '?')} thread(s), {first.get('device', '?')}")
+    print(
+        f"Latency tab sweep, default model, forward, {first.get('threads', '?')} thread(s), {first.get('device', '?')}"
+    )
     print(f"{'attention':16s}" + "".join(f"{'L=' + str(L):>27s}" for L in lengths) + f"{'sweep s':>9s}")
     for key in SWEEP_KEYS:
         cells = []
@@ -141,8 +154,10 @@ def _print_sweep(rows, lengths, walls):
             rel_a = f" x{f['attn_ms'] / r['attn_ms']:.1f}" if f and key != "full" and r.get("attn_ms") else ""
             cells.append(f"{r['ms']:7.0f}{rel:>6s} |{r.get('attn_ms') or 0:7.0f}{rel_a:>6s}")
         print(f"{key:16s}" + "".join(cells) + f"{walls[key]:9.1f}")
-    print("cell: whole forward ms (xN: full's time / this one's) | the attention alone inside it, ms (xN likewise); "
-          "a word: that length's status (full stops at its time budget)")
+    print(
+        "cell: whole forward ms (xN: full's time / this one's) | the attention alone inside it, ms (xN likewise); "
+        "a word: that length's status (full stops at its time budget)"
+    )
     f = full.get(TARGET_L)
     for key in SWEEP_KEYS[1:]:
         r = next((r for r in rows if r["attention"] == key and r["seq_len"] == TARGET_L and r["status"] == "ok"), None)
@@ -151,8 +166,10 @@ def _print_sweep(rows, lengths, walls):
             continue
         fwd, alone = f["ms"] / r["ms"], f["attn_ms"] / r["attn_ms"]
         ok = "yes" if min(fwd, alone) >= TARGET_X else "NO"
-        print(f"{key} at L={TARGET_L}: forward {fwd:.2f}x, attention alone {alone:.2f}x faster than full "
-              f"(at least {TARGET_X:g}x: {ok})")
+        print(
+            f"{key} at L={TARGET_L}: forward {fwd:.2f}x, attention alone {alone:.2f}x faster than full "
+            f"(at least {TARGET_X:g}x: {ok})"
+        )
     for key in SWEEP_KEYS[1:]:
         print(f"Latency tab default sweep of {key} (with its full baseline): {walls[key] + walls['full']:.1f} s")
 
@@ -162,19 +179,36 @@ def main(argv=None):
     ap.add_argument("--all", action="store_true", help="every attention key, not just sliding_window vs full")
     ap.add_argument("--lengths", default=LENGTHS)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--budget", type=float, default=None,
-                    help="seconds per measurement before 'timeout' (default 20; with --sweep the tab's budget)")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds per measurement before 'timeout' (default 20; with --sweep the tab's budget)",
+    )
     ap.add_argument("--json", help="write the table to this file")
-    ap.add_argument("--sweep", action="store_true", help="the Latency tab's sweep: full, sliding_window, longformer, "
-                                                        "bigbird, whole forward and attention alone")
-    ap.add_argument("--head-to-head", type=int, metavar="N", help="the 2x check on a shared machine: full, "
-                    "sliding_window, longformer, bigbird round-robin N times at 8192 (or each of --lengths), "
-                    "fastest and median each")
-    ap.add_argument("--threads", type=int, default=None, help="with --head-to-head: intra-op threads "
-                    "(default: the app's, EXPLORER_THREADS)")
+    ap.add_argument(
+        "--sweep",
+        action="store_true",
+        help="the Latency tab's sweep: full, sliding_window, longformer, bigbird, whole forward and attention alone",
+    )
+    ap.add_argument(
+        "--head-to-head",
+        type=int,
+        metavar="N",
+        help="the 2x check on a shared machine: full, "
+        "sliding_window, longformer, bigbird round-robin N times at 8192 (or each of --lengths), "
+        "fastest and median each",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="with --head-to-head: intra-op threads (default: the app's, EXPLORER_THREADS)",
+    )
     args = ap.parse_args(argv)
     if args.head_to_head:
         from explorer.runtime.device import configure_threads
+
         configure_threads()  # the app's intra-op threads (EXPLORER_THREADS, default 1), as the sweep uses
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -187,6 +221,7 @@ def main(argv=None):
     if args.sweep:
         from explorer.analysis.cost.sweep import DEFAULT_LENGTHS
         from explorer.runtime.limits import SWEEP_BUDGET_S
+
         lengths = DEFAULT_LENGTHS if args.lengths == LENGTHS else [int(x) for x in args.lengths.split(",")]
         with BusyWatch() as watch:
             rows, walls = sweep_rows(lengths, SWEEP_BUDGET_S if args.budget is None else args.budget)
@@ -203,8 +238,11 @@ def main(argv=None):
         for key in keys:
             stopped = None
             for L in lengths:
-                rec = {"status": stopped, "reason": "a shorter length already failed"} if stopped else \
-                    bench_config(_base(key), L, args.device, 20.0 if args.budget is None else args.budget)
+                rec = (
+                    {"status": stopped, "reason": "a shorter length already failed"}
+                    if stopped
+                    else bench_config(_base(key), L, args.device, 20.0 if args.budget is None else args.budget)
+                )
                 rec.update(attention=key, seq_len=L, device=args.device)
                 rows.append(rec)
                 if rec["status"] in ("oom", "timeout"):
@@ -234,8 +272,10 @@ def _print(rows, lengths):
             (l0, t0), (l1, t1) = pts[0], pts[-1]
             slope = f"{math.log(t1 / t0) / math.log(l1 / l0):.2f}"
         print(f"{key:16s}" + "".join(cells) + f"{slope:>8s}")
-    print("ms: median forward time; xN: relative to full; MiB: measured peak allocated by the forward; "
-          "slope: log-log growth of time (1 = linear, 2 = quadratic)")
+    print(
+        "ms: median forward time; xN: relative to full; MiB: measured peak allocated by the forward; "
+        "slope: log-log growth of time (1 = linear, 2 = quadratic)"
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ the checkpoint (read, cold), the Attention tab's first draw, the Gradients / Mod
 (the weights line's perplexity, the maps), and the Surgery tab. Each row is one cold call (nothing memoised
 before it). Needs ``transformers`` (requirements-dev). Ends with the ``machine:`` line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,18 +60,36 @@ def run(model: str, text_bytes: int) -> list:
         out = _timed(rows, "choose it (plan, read, digest)", lambda: W.switch(values, choice, None, None))
         values = {k: out[k]["value"] if isinstance(out.get(k), dict) else values[k] for k in CONTROL_FIELDS}
         draw = W.attention_with_weights(lambda v, **kw: refresh_attention(v, **kw))
-        _timed(rows, f"Attention tab: maps of {text_bytes} tokens", lambda: draw(values, trained=None, weights=choice,
-                                                                               text=text, state=None, separator=None))
-        _timed(rows, "Gradients + Model tabs (128 tokens)",
-               lambda: W.with_weights(stage_handler("analysis"))(values, trained=None, weights=choice, text=text))
+        _timed(
+            rows,
+            f"Attention tab: maps of {text_bytes} tokens",
+            lambda: draw(values, trained=None, weights=choice, text=text, state=None, separator=None),
+        )
+        _timed(
+            rows,
+            "Gradients + Model tabs (128 tokens)",
+            lambda: W.with_weights(stage_handler("analysis"))(values, trained=None, weights=choice, text=text),
+        )
         window = {**values, "attention": "sliding_window", "window": 64}
-        _timed(rows, "a 64-key window: maps + perplexity line", lambda: draw(window, trained=None, weights=choice,
-                                                                             text=text, state=None, separator=None))
-        _timed(rows, "Surgery tab (difference view)",
-               lambda: W.with_weights(refresh_surgery)(window, trained=None, weights=choice, text=text))
+        _timed(
+            rows,
+            "a 64-key window: maps + perplexity line",
+            lambda: draw(window, trained=None, weights=choice, text=text, state=None, separator=None),
+        )
+        _timed(
+            rows,
+            "Surgery tab (difference view)",
+            lambda: W.with_weights(refresh_surgery)(window, trained=None, weights=choice, text=text),
+        )
         loaded = checkpoints.load(model)
-        rows.insert(0, (f"{model}: {loaded.n_params / 1e6:.1f} M parameters, {loaded.config.n_layers} layers x "
-                        f"{loaded.config.n_heads} heads", None))
+        rows.insert(
+            0,
+            (
+                f"{model}: {loaded.n_params / 1e6:.1f} M parameters, {loaded.config.n_layers} layers x "
+                f"{loaded.config.n_heads} heads",
+                None,
+            ),
+        )
     return rows
 
 

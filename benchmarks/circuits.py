@@ -14,6 +14,7 @@ costs on this CPU.
 - the seconds per view (median of ``--repeats``, one thread as the app runs, after a warm-up), and the
   ``machine:`` line (was anything else running).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,8 @@ def induction_scores(model, ids) -> torch.Tensor:
 def copy_loss(model, ids, record=None) -> tuple:
     """Loss (nats/byte) and accuracy of the second copy's bytes after its first."""
     with torch.no_grad():
-        logits = model(ids, interventions=record).logits[:, N:2 * N - 1].float()
-    target = ids[:, N + 1:]
+        logits = model(ids, interventions=record).logits[:, N : 2 * N - 1].float()
+    target = ids[:, N + 1 :]
     loss = F.cross_entropy(logits.transpose(1, 2), target)
     return float(loss), float((logits.argmax(-1) == target).float().mean())
 
@@ -80,8 +81,10 @@ def main() -> None:
     cfg = model.cfg
     H, Ln = cfg.n_heads, cfg.n_layers
     with BusyWatch() as busy:
-        for name, (lo, hi) in (("random printable bytes 33-126", (33, 127)),
-                               ("random bytes 0-255 (128-255 are nearly absent from training)", (0, 256))):
+        for name, (lo, hi) in (
+            ("random printable bytes 33-126", (33, 127)),
+            ("random bytes 0-255 (128-255 are nearly absent from training)", (0, 256)),
+        ):
             ids = repeated(args.batch, lo, hi)
             print(f"\n## {args.batch} sequences of {N} {name} written twice")
             print("induction score (attention on the key after the earlier occurrence), layers x heads:")
@@ -96,35 +99,44 @@ def main() -> None:
                 "layer 0 heads zeroed": Interventions(replace_heads={(0, h): "zero" for h in range(H)}),
                 "layers 2-3 zeroed (heads + FFN)": Interventions(
                     replace_heads={(l, h): "zero" for l in range(2, Ln) for h in range(H)},
-                    replace_ffn={l: "zero" for l in range(2, Ln)}),
+                    replace_ffn={l: "zero" for l in range(2, Ln)},
+                ),
             }
             print("second copy (after its first byte): loss nats/byte, accuracy")
             for label, record in rows.items():
                 loss, acc = copy_loss(model, ids, record)
                 print(f"  {label:34s} {loss:6.3f}  {acc:.3f}")
-            lens = [logit_lens(model, ids[b:b + 1]) for b in range(min(args.batch, 8))]
+            lens = [logit_lens(model, ids[b : b + 1]) for b in range(min(args.batch, 8))]
             second = [p for p in lens[0].positions if p >= N]
             per_layer = torch.stack([-(l.target_prob[:, second].log()).mean(1) for l in lens]).mean(0)
-            print("logit lens, second copy's loss per layer (first 8 sequences): "
-                  + ", ".join(f"{r} {v:.3f}" for r, v in zip(lens[0].rows, per_layer.tolist())))
+            print(
+                "logit lens, second copy's loss per layer (first 8 sequences): "
+                + ", ".join(f"{r} {v:.3f}" for r, v in zip(lens[0].rows, per_layer.tolist()))
+            )
 
         clean, corrupt = default_pair(DEFAULT_TEXT)
         c_ids, x_ids = (torch.tensor([list(t.encode())]) for t in (clean, corrupt))
         p = patch_heads(model, c_ids, x_ids)
         print(f"\n## activation patching on the landing text ({c_ids.shape[1]} bytes), corrupted: {corrupt!r}")
-        print(f"logit difference clean {p.clean:.3f}, corrupted {p.corrupted:.3f}; checks: everything patched "
-              f"{p.everything}, nothing {p.nothing}; fraction restored, layers x heads (+ FFN):")
+        print(
+            f"logit difference clean {p.clean:.3f}, corrupted {p.corrupted:.3f}; checks: everything patched "
+            f"{p.everything}, nothing {p.nothing}; fraction restored, layers x heads (+ FFN):"
+        )
         for l in range(Ln):
             print(f"  layer {l}: " + "  ".join(f"{v:+.3f}" for v in p.heads[l].tolist()) + f"   FFN {p.ffn[l]:+.3f}")
         a = ablate(model, c_ids, [(1, h) for h in range(H)])
-        print(f"zeroing layer-1 heads on the landing text: {a.loss:.3f} -> {a.loss_ablated:.3f} nats/byte; "
-              f"held-out passage {a.heldout:.3f} -> {a.heldout_ablated:.3f}")
+        print(
+            f"zeroing layer-1 heads on the landing text: {a.loss:.3f} -> {a.loss_ablated:.3f} nats/byte; "
+            f"held-out passage {a.heldout:.3f} -> {a.heldout_ablated:.3f}"
+        )
 
         circ = head_circuits(model)
         print("\n## OV copying scores (printable ASCII + newline): eigenvalue ratio / diagonal-argmax fraction")
         for l in range(Ln):
-            print(f"  layer {l}: " + "  ".join(f"{e:+.3f}/{d:.3f}" for e, d in zip(circ.eigen[l].tolist(),
-                                                                               circ.diagonal[l].tolist())))
+            print(
+                f"  layer {l}: "
+                + "  ".join(f"{e:+.3f}/{d:.3f}" for e, d in zip(circ.eigen[l].tolist(), circ.diagonal[l].tolist()))
+            )
         for kind in ("K", "Q", "V"):
             comp = composition(model, 0, 1, kind)
             top = ", ".join(f"0.{a}->1.{b} {s:.3f}" for (a, b), s in comp.top(4))

@@ -19,6 +19,7 @@ It also says whether ``torch._dynamo`` got imported (with sympy, over 1 s of CPU
 paint has no use for it). The median of the runs is printed per phase. On a busy machine the wall
 times grow with the load; the CPU times much less.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,7 @@ class _Timer:
     """Accumulates the time spent inside the wrapped functions (outermost call only, per clock);
     ``within``: another timer; the part of this one's time spent inside its calls is kept apart too."""
 
-    def __init__(self, within: "_Timer | None" = None):
+    def __init__(self, within: _Timer | None = None):
         self.cpu = self.wall = 0.0
         self.inside_cpu = self.inside_wall = 0.0
         self.depth = 0
@@ -68,6 +69,7 @@ class _Timer:
                         self.inside_cpu += c1 - c0
                         self.inside_wall += w1 - w0
                 self.depth -= 1
+
         return timed
 
 
@@ -86,12 +88,18 @@ def _wrap_module(module, timer: _Timer, names=None) -> None:
 def child() -> dict:
     """One cold start, in this (fresh) process -> ``{phase: {"cpu": s, "wall": s}}``."""
     import gc
+
     gc.disable()  # as app.py's first line: its start-up runs without the cyclic collector (on again once built)
     marks = {"start": _clocks()}
     import torch  # noqa: F401
+
     marks["torch"] = _clocks()
-    import explorer.app  # noqa: F401  (as app.py's first import: gradio then skips its stub writer)
+    # isort: off  (the order is what is measured: explorer.app first, as app.py, so gradio skips its stub writer)
     import gradio  # noqa: F401
+
+    import explorer.app  # noqa: F401
+    # isort: on
+
     marks["gradio"] = _clocks()
 
     import importlib
@@ -109,6 +117,7 @@ def child() -> dict:
     plotly.basedatatypes.BaseFigure.to_json = figures.wrap(plotly.basedatatypes.BaseFigure.to_json)
 
     from explorer.app.tabs import attention, gradients, latency, model, surgery
+
     _wrap_module(attention, analyses, {"attention_outputs"})  # the tabs' first paint (Tab.build)
     _wrap_module(gradients, analyses, {"gradients_outputs"})
     _wrap_module(model, analyses, {"model_outputs"})
@@ -118,6 +127,7 @@ def child() -> dict:
 
     fig_before = (figures.cpu, figures.wall)  # figures drawn while importing (none expected)
     import app  # noqa: F401  (builds the page: what a Space does on waking)
+
     marks["build"] = _clocks()
 
     def span(a, b):
@@ -125,9 +135,15 @@ def child() -> dict:
 
     build = span("our_imports", "build")
     fig = {"cpu": figures.cpu - fig_before[0], "wall": figures.wall - fig_before[1]}
-    out = {"torch": span("start", "torch"), "gradio": span("torch", "gradio"),
-           "our_imports": span("gradio", "our_imports"), "build": build, "figures": fig,
-           "ours": span("gradio", "build"), "total": span("start", "build")}
+    out = {
+        "torch": span("start", "torch"),
+        "gradio": span("torch", "gradio"),
+        "our_imports": span("gradio", "our_imports"),
+        "build": build,
+        "figures": fig,
+        "ours": span("gradio", "build"),
+        "total": span("start", "build"),
+    }
     # the analyses' own time: inside the *_outputs functions, less the figures they drew there
     out["analyses"] = {"cpu": analyses.cpu - figures.inside_cpu, "wall": analyses.wall - figures.inside_wall}
     out["blocks"] = {k: build[k] - out["analyses"][k] - fig[k] for k in ("cpu", "wall")}
@@ -137,8 +153,14 @@ def child() -> dict:
 
 def run_once(timeout: float = 300.0) -> dict:
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.cold_start", "--child"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cold_start", "--child"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"cold start failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -146,28 +168,41 @@ def run_once(timeout: float = 300.0) -> dict:
 
 def summarise(runs: list) -> dict:
     med = {p: {k: statistics.median(r[p][k] for r in runs) for k in ("cpu", "wall")} for p in PHASES}
-    return {"runs": runs, "median": med, "target_cpu_s": TARGET_S,
-            "ours_within_target": med["ours"]["cpu"] <= TARGET_S,
-            "dynamo_imported": any(r["dynamo_imported"] for r in runs)}
+    return {
+        "runs": runs,
+        "median": med,
+        "target_cpu_s": TARGET_S,
+        "ours_within_target": med["ours"]["cpu"] <= TARGET_S,
+        "dynamo_imported": any(r["dynamo_imported"] for r in runs),
+    }
 
 
 def print_table(summary: dict) -> None:
     runs = summary["runs"]
-    print(f"cold start of `import app`, {len(runs)} fresh processes (seconds; CPU = process_time, "
-          f"wall = perf_counter)")
+    print(f"cold start of `import app`, {len(runs)} fresh processes (seconds; CPU = process_time, wall = perf_counter)")
     head = "".join(f"  run {i + 1:<8}" for i in range(len(runs)))
     print(f"{'phase':<14}{head}  {'median':>14}")
-    labels = {"torch": "torch import", "gradio": "gradio import", "our_imports": "our imports",
-              "analyses": "  analyses", "figures": "  figures", "blocks": "  blocks", "build": "build_app",
-              "ours": "ours", "total": "total"}
+    labels = {
+        "torch": "torch import",
+        "gradio": "gradio import",
+        "our_imports": "our imports",
+        "analyses": "  analyses",
+        "figures": "  figures",
+        "blocks": "  blocks",
+        "build": "build_app",
+        "ours": "ours",
+        "total": "total",
+    }
     for p in PHASES:
         cells = "".join(f"  {r[p]['cpu']:5.2f}/{r[p]['wall']:5.2f} " for r in runs)
         m = summary["median"][p]
         print(f"{labels[p]:<14}{cells}  {m['cpu']:6.2f}/{m['wall']:6.2f}")
     m = summary["median"]["ours"]["cpu"]
-    print(f"ours (CPU, median): {m:.2f} s, target <= {TARGET_S:.1f} s: "
-          f"{'met' if summary['ours_within_target'] else 'NOT met'}; "
-          f"torch._dynamo imported: {summary['dynamo_imported']}")
+    print(
+        f"ours (CPU, median): {m:.2f} s, target <= {TARGET_S:.1f} s: "
+        f"{'met' if summary['ours_within_target'] else 'NOT met'}; "
+        f"torch._dynamo imported: {summary['dynamo_imported']}"
+    )
 
 
 def main(argv=None) -> int:
@@ -182,8 +217,10 @@ def main(argv=None) -> int:
     runs = []
     for i in range(max(1, args.runs)):
         runs.append(run_once())
-        print(f"run {i + 1}/{args.runs}: ours {runs[-1]['ours']['cpu']:.2f} s CPU, "
-              f"{runs[-1]['ours']['wall']:.2f} s wall", file=sys.stderr)
+        print(
+            f"run {i + 1}/{args.runs}: ours {runs[-1]['ours']['cpu']:.2f} s CPU, {runs[-1]['ours']['wall']:.2f} s wall",
+            file=sys.stderr,
+        )
     summary = summarise(runs)
     print_table(summary)
     if args.json:

@@ -7,6 +7,7 @@ The app's compute slots (``EXPLORER_COMPUTE_SLOTS``, ``explorer.runtime.settings
 latency keeps rising. Timings are of the machine it runs on, at that moment: on a shared machine,
 run it when the machine is quiet and read the ratios rather than the absolute numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,13 @@ def level(workers: int, requests: int, seeds) -> dict:
     with ThreadPoolExecutor(workers) as pool:
         latencies = list(pool.map(lambda _: _one(next_seed()), range(requests)))
     wall = time.perf_counter() - t0
-    return {"workers": workers, "requests": requests, "req_per_s": requests / wall,
-            "median_ms": 1000 * statistics.median(latencies), "p90_ms": 1000 * sorted(latencies)[int(0.9 * requests) - 1]}
+    return {
+        "workers": workers,
+        "requests": requests,
+        "req_per_s": requests / wall,
+        "median_ms": 1000 * statistics.median(latencies),
+        "p90_ms": 1000 * sorted(latencies)[int(0.9 * requests) - 1],
+    }
 
 
 def main(argv=None) -> list:

@@ -10,6 +10,7 @@ measures the code before a change). Each in-process case runs ``models.hf.plan``
 uploaded at once, and ``/analyze`` of the bundled model is timed before and after them. Everything goes
 to 127.0.0.1; the server is killed at the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_AS = 8 << 30
-QWEN2_BOMB = {"model_type": "qwen2", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1 << 40,
-              "intermediate_size": 64, "vocab_size": 120, "use_sliding_window": True, "sliding_window": 4,
-              "max_window_layers": 0}
+QWEN2_BOMB = {
+    "model_type": "qwen2",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 1 << 40,
+    "intermediate_size": 64,
+    "vocab_size": 120,
+    "use_sliding_window": True,
+    "sliding_window": 4,
+    "max_window_layers": 0,
+}
 SMALL = {**QWEN2_BOMB, "num_hidden_layers": 2}
 CASES = {  # name -> config.json text
     "qwen2 2^40 layers, sliding window": json.dumps(QWEN2_BOMB),
@@ -83,9 +92,15 @@ def served(root: Path, tmp: Path, wait: float) -> None:
         port = s.getsockname()[1]
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "PYTHONUNBUFFERED": "1"}
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (LIMIT_AS, LIMIT_AS)))
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (LIMIT_AS, LIMIT_AS)),
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.time() + 180
@@ -102,8 +117,13 @@ def served(root: Path, tmp: Path, wait: float) -> None:
         dep = next(d for d in cfg["dependencies"] if d.get("api_name") == "upload_checkpoint")
 
         def args(files):
-            return [[handle_file(str(p)) for p in files] if comps[c]["type"] == "uploadbutton"
-                    else comps[c]["props"].get("value") for c in dep["inputs"] if comps[c]["type"] != "state"]
+            return [
+                [handle_file(str(p)) for p in files]
+                if comps[c]["type"] == "uploadbutton"
+                else comps[c]["props"].get("value")
+                for c in dep["inputs"]
+                if comps[c]["type"] != "state"
+            ]
 
         def timed(job, label):
             started = time.perf_counter()
@@ -115,8 +135,10 @@ def served(root: Path, tmp: Path, wait: float) -> None:
                 print(f"  {label}: no answer within {wait:.0f} s ({type(e).__name__})")
 
         def analyze(label):
-            timed(Client(url, verbose=False).submit("", "The quick brown fox.", "=>", "bundled", api_name="/analyze"),
-                  f"/analyze of the bundled model {label}")
+            timed(
+                Client(url, verbose=False).submit("", "The quick brown fox.", "=>", "bundled", api_name="/analyze"),
+                f"/analyze of the bundled model {label}",
+            )
 
         print(f"served app ({root}) under RLIMIT_AS 8 GiB, two 2^40-layer Qwen2 uploads at once:")
         analyze("before the uploads")
@@ -127,8 +149,9 @@ def served(root: Path, tmp: Path, wait: float) -> None:
         for i, job in enumerate(jobs):
             timed(job, f"upload {i}")
         analyze("after the uploads")
-        status = dict(line.split(":", 1) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-                      if ":" in line)
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if ":" in line
+        )
         print(f"  server alive: {proc.poll() is None}, peak RSS {int(status['VmHWM'].split()[0]) / 1024:.0f} MB")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # our own process group only

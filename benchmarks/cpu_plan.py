@@ -18,6 +18,7 @@ autograd, on ``--threads`` threads. Patterns are built like the model's (causal 
 with ``block_mask_from_rows``: ``sliding_window`` (``|i - j| < window``) and ``longformer`` (the
 window plus ``n_global`` global tokens).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,13 +29,14 @@ import time
 import torch
 
 from kernels import attention, block_mask_from_rows
-from kernels.tools.busy import BusyWatch
 from kernels.cpu.plan import build_plan
+from kernels.tools.busy import BusyWatch
 from kernels.tools.measure import interleaved_ms
 
 
 def _rows(pattern: str, window: int, n_global: int):
     """``rows(a, b) -> bool [b - a, L]`` of a causal pattern (the model ANDs causality in)."""
+
     def rows(a, b, L):
         i = torch.arange(a, b)[:, None]
         j = torch.arange(L)[None, :]
@@ -42,6 +44,7 @@ def _rows(pattern: str, window: int, n_global: int):
         if pattern == "longformer":
             allowed = allowed | (i < n_global) | (j < n_global)
         return allowed & (j <= i)
+
     return rows
 
 
@@ -71,9 +74,16 @@ def measure(L: int, pattern: str, args) -> dict:
         memo()  # warm-up, and plans bm once
         budget = args.budget_s
         plan_ms, replan_ms, memo_ms = interleaved_ms([plan_once, replan, memo], "cpu", args.repeats, budget)
-    return {"L": L, "pattern": pattern, "layers": args.layers, "visited_blocks": bm.n_visited,
-            "plan_ms": plan_ms, "replan_forward_ms": replan_ms, "memo_forward_ms": memo_ms,
-            "saved_ms": replan_ms - memo_ms}
+    return {
+        "L": L,
+        "pattern": pattern,
+        "layers": args.layers,
+        "visited_blocks": bm.n_visited,
+        "plan_ms": plan_ms,
+        "replan_forward_ms": replan_ms,
+        "memo_forward_ms": memo_ms,
+        "saved_ms": replan_ms - memo_ms,
+    }
 
 
 def main(argv=None):
@@ -92,8 +102,10 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"CPU, {args.threads} thread(s), fp32, B=1, h={args.heads}, d_h={args.head_dim}, window={args.window}, "
-          f"{args.layers} attention calls per forward, {args.block}x{args.block} tiles; medians of round-robin runs")
+    print(
+        f"CPU, {args.threads} thread(s), fp32, B=1, h={args.heads}, d_h={args.head_dim}, window={args.window}, "
+        f"{args.layers} attention calls per forward, {args.block}x{args.block} tiles; medians of round-robin runs"
+    )
     head = f"{'pattern':<15}{'L':>7}{'plan ms':>10}{'x layers':>10}{'replan ms':>12}{'memo ms':>10}{'saved':>9}"
     print(head)
     print("-" * len(head))
@@ -104,9 +116,11 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 r = measure(L, pattern, args)
                 out.append(r)
-                print(f"{pattern:<15}{L:>7}{r['plan_ms']:>10.2f}{r['plan_ms'] * args.layers:>10.2f}"
-                      f"{r['replan_forward_ms']:>12.2f}"
-                      f"{r['memo_forward_ms']:>10.2f}{r['saved_ms']:>9.2f}   ({time.perf_counter() - t0:.0f} s)")
+                print(
+                    f"{pattern:<15}{L:>7}{r['plan_ms']:>10.2f}{r['plan_ms'] * args.layers:>10.2f}"
+                    f"{r['replan_forward_ms']:>12.2f}"
+                    f"{r['memo_forward_ms']:>10.2f}{r['saved_ms']:>9.2f}   ({time.perf_counter() - t0:.0f} s)"
+                )
     print(watch.note())
     if args.json:
         with open(args.json, "w") as f:

@@ -7,6 +7,7 @@ count (``EXPLORER_THREADS``), and prints the last layer's FFN output gradient no
 placement, each placement's log-log slope and its ratio deepest / shallowest against 1/sqrt(L)'s, the
 trained bundles' points, the seconds it took, and the ``machine:`` line (was anything else running).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,9 +17,9 @@ import time
 
 import torch
 
-from explorer.analysis.weights.bundled import bundled_weights
-from explorer.analysis.gradients.depth_scaling import DEPTHS, SEEDS, depth_scaling
 from explorer.analysis.common.memo import clear_caches
+from explorer.analysis.gradients.depth_scaling import DEPTHS, SEEDS, depth_scaling
+from explorer.analysis.weights.bundled import bundled_weights
 from explorer.runtime.device import configure_threads
 from explorer.runtime.presets import preset_config
 from kernels.tools.busy import BusyWatch
@@ -39,8 +40,10 @@ def main() -> None:
         result = depth_scaling(cfg, bundled_weights(cfg), seeds=args.seeds)
         seconds = time.perf_counter() - t0
     depths = result["depths"]
-    print(f"‖∇W2‖ of {result['parameter']}, {result['loss']} ({result['batch']} x {result['seq_len']}), "
-          f"{result['init']}, mean of {result['seeds']} seeds, d_model {result['d_model']}")
+    print(
+        f"‖∇W2‖ of {result['parameter']}, {result['loss']} ({result['batch']} x {result['seq_len']}), "
+        f"{result['init']}, mean of {result['seeds']} seeds, d_model {result['d_model']}"
+    )
     print("| placement | " + " | ".join(f"L={d}" for d in depths) + " | slope | deepest / shallowest |")
     print("| --- |" + " ---: |" * (len(depths) + 2))
     for p, r in result["placements"].items():
@@ -51,8 +54,10 @@ def main() -> None:
     print(f"\n1/sqrt(L) from L={depths[0]} to L={depths[-1]}: x{math.sqrt(depths[0] / depths[-1]):.3f}")
     for p, t in result["trained"].items():
         print(f"trained {p} ({t['label']}, {t['depth']} layers): {t['last']:.3g}")
-    print(f"\n{len(result['placements'])} placements x {len(DEPTHS)} depths x {result['seeds']} seeds, cold: "
-          f"{seconds:.1f} s; threads: {torch.get_num_threads()}; {busy.note()}")
+    print(
+        f"\n{len(result['placements'])} placements x {len(DEPTHS)} depths x {result['seeds']} seeds, cold: "
+        f"{seconds:.1f} s; threads: {torch.get_num_threads()}; {busy.note()}"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({**result, "seconds": seconds}, f, indent=1)

@@ -19,6 +19,7 @@ For each: the victim's (127.0.0.9) ``/analyze`` p50 / p95 while the attack lasts
 refusals it met ("queue is full" included), and the server's CPU (cores) in the 10 s after the attackers left.
 Network traffic stays on 127.0.0.0/8; every loop has a deadline.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,7 +106,7 @@ class Victim:
     def __init__(self, url: str):
         self.url, self.times, self.said, self._stop = url, [], {}, threading.Event()
 
-    def run_for(self, seconds: float, gap: float = 0.5) -> "Victim":
+    def run_for(self, seconds: float, gap: float = 0.5) -> Victim:
         deadline = time.monotonic() + seconds
         with client(VICTIM) as c:
             i = 0
@@ -129,8 +130,12 @@ class Victim:
         self._stop.set()
 
     def summary(self) -> dict:
-        return {"victim_n": len(self.times), "victim_p50_s": pct(self.times, 0.5), "victim_p95_s": pct(self.times, 0.95),
-                "victim_refused": self.said}
+        return {
+            "victim_n": len(self.times),
+            "victim_p50_s": pct(self.times, 0.5),
+            "victim_p95_s": pct(self.times, 0.95),
+            "victim_refused": self.said,
+        }
 
 
 def attackers(url: str, ips: list, per_ip: int, seconds: float, requests) -> dict:
@@ -187,13 +192,23 @@ def measured(url: str, pid: int, seconds: float, attack) -> dict:
 def forged_xff(url: str) -> dict:
     """One address, many forged ``X-Forwarded-For`` first entries: new sessions and concurrent events accepted."""
     with client("127.0.0.7", timeout=60) as c:
-        sessions = sum(c.post(f"{url}gradio_api/run/undo", json={"data": [], "session_hash": secrets.token_hex(8)},
-                              headers={"X-Forwarded-For": f"10.{i}.0.1"}).status_code != 429 for i in range(70))
+        sessions = sum(
+            c.post(
+                f"{url}gradio_api/run/undo",
+                json={"data": [], "session_hash": secrets.token_hex(8)},
+                headers={"X-Forwarded-For": f"10.{i}.0.1"},
+            ).status_code
+            != 429
+            for i in range(70)
+        )
 
     def join(i):
         with client("127.0.0.7", timeout=60) as c:
-            r = c.post(f"{url}gradio_api/call/analyze", json={"data": [BIG, TEXT + str(i), "|", "initial"]},
-                       headers={"X-Forwarded-For": f"10.99.{i}.1"})
+            r = c.post(
+                f"{url}gradio_api/call/analyze",
+                json={"data": [BIG, TEXT + str(i), "|", "initial"]},
+                headers={"X-Forwarded-For": f"10.99.{i}.1"},
+            )
             return r.status_code
 
     with cf.ThreadPoolExecutor(16) as pool:
@@ -225,20 +240,32 @@ def long_context(url: str, pid: int, read: bool) -> dict:
     cores = cores_over(pid, 10.0)
     with client("127.0.0.6", timeout=60) as c:
         status, took, text = call(c, url, "long_context", ["", "1024", "heldout", "", "window", "bundled", 8])
-    return {"server_cores_after": round(cores, 2), "since_left_s": round(time.monotonic() - left, 1),
-            "next_job": status, "next_job_said": text[:120] if status != "complete" else "", "next_job_s": round(took, 1)}
+    return {
+        "server_cores_after": round(cores, 2),
+        "since_left_s": round(time.monotonic() - left, 1),
+        "next_job": status,
+        "next_job_said": text[:120] if status != "complete" else "",
+        "next_job_s": round(took, 1),
+    }
 
 
 def start(root: str, extra_env: dict) -> tuple:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "PYTHONUNBUFFERED": "1",
-           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="explorer-fair-"), **extra_env}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+        "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="explorer-fair-"),
+        **extra_env,
+    }
     env.pop("EXPLORER_CLIENT_ADDRESS", None)
     log = tempfile.NamedTemporaryFile("w", prefix="explorer-fair-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
@@ -277,12 +304,19 @@ def main(argv=None) -> None:
         idle = Victim(url).run_for(min(15.0, args.seconds), gap=0.3)
         results["idle"] = idle.summary()
         print(f"idle: {json.dumps(results['idle'])}", flush=True)
-        plans = {"one-address": lambda: measured(url, proc.pid, args.seconds, lambda: attackers(
-                     url, ["127.0.0.2"], 2, args.seconds, costliest)),
-                 "four-addresses": lambda: measured(url, proc.pid, args.seconds, lambda: attackers(
-                     url, [f"127.0.0.{i}" for i in range(2, 6)], 8, args.seconds, patching)),
-                 "unread": lambda: long_context(url, proc.pid, read=False),
-                 "abandoned": lambda: long_context(url, proc.pid, read=True)}
+        plans = {
+            "one-address": lambda: measured(
+                url, proc.pid, args.seconds, lambda: attackers(url, ["127.0.0.2"], 2, args.seconds, costliest)
+            ),
+            "four-addresses": lambda: measured(
+                url,
+                proc.pid,
+                args.seconds,
+                lambda: attackers(url, [f"127.0.0.{i}" for i in range(2, 6)], 8, args.seconds, patching),
+            ),
+            "unread": lambda: long_context(url, proc.pid, read=False),
+            "abandoned": lambda: long_context(url, proc.pid, read=True),
+        }
         for name in [n for n in args.only if n in plans]:
             out = plans[name]()
             out["server_alive"] = proc.poll() is None

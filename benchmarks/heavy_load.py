@@ -19,6 +19,7 @@ The server's RSS (``/proc/PID/status``) is sampled every 0.2 s; the peak above i
 for each part. Ends with the ``machine:`` line (``kernels.tools.busy``): figures taken while other processes
 used a quarter of a core or more are unstable.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,7 @@ _VISITORS = itertools.count()
 def _client(url):
     """A new visitor: a ``gradio_client`` whose connections leave from its own loopback address."""
     from gradio_client import Client
+
     sources.install()
     return Client(url, verbose=False, headers=sources.headers(sources.address(next(_VISITORS))))
 
@@ -95,8 +97,9 @@ class Sampler:
 
 
 def _play(client, cfg: dict, steps: int = 300, batch: int = 32, seq_len: int = 64, task: str = "copy"):
-    return client.submit(json.dumps(cfg), task, steps, 3e-3, 30, "cosine", batch, seq_len, 0, "", "trained",
-                         api_name="/train_play")
+    return client.submit(
+        json.dumps(cfg), task, steps, 3e-3, 30, "cosine", batch, seq_len, 0, "", "trained", api_name="/train_play"
+    )
 
 
 def _analyze_latencies(url: str, seconds: float) -> list:
@@ -133,8 +136,11 @@ def _pcts(values: list) -> tuple:
 def interactive_under_load(url: str, seconds: float) -> dict:
     alone = _analyze_latencies(url, seconds)
     visitors = [_client(url) for _ in range(4)]
-    jobs = [_play(visitors[0], SMALL_TRAIN, steps=2000), _play(visitors[1], SMALL_TRAIN, steps=2000),
-            visitors[2].submit("kv_heads", api_name="/train_reproduce")]
+    jobs = [
+        _play(visitors[0], SMALL_TRAIN, steps=2000),
+        _play(visitors[1], SMALL_TRAIN, steps=2000),
+        visitors[2].submit("kv_heads", api_name="/train_reproduce"),
+    ]
     stop = threading.Event()
 
     def exports():
@@ -154,9 +160,16 @@ def interactive_under_load(url: str, seconds: float) -> dict:
     t.join(120)
     a50, a95, afail = _pcts(alone)
     l50, l95, lfail = _pcts(loaded)
-    return {"alone_p50": a50, "alone_p95": a95, "loaded_p50": l50, "loaded_p95": l95,
-            "p95_ratio": l95 / a95 if a95 else float("nan"), "failed_alone": afail, "failed_loaded": lfail,
-            "requests": (len(alone), len(loaded))}
+    return {
+        "alone_p50": a50,
+        "alone_p95": a95,
+        "loaded_p50": l50,
+        "loaded_p95": l95,
+        "p95_ratio": l95 / a95 if a95 else float("nan"),
+        "failed_alone": afail,
+        "failed_loaded": lfail,
+        "requests": (len(alone), len(loaded)),
+    }
 
 
 def _crafted_upload(path: str) -> None:
@@ -166,9 +179,14 @@ def _crafted_upload(path: str) -> None:
     import torch
 
     from explorer.analysis.weights.trained import tensor_digest
+
     data = np.zeros(4, np.float32)
-    meta = {"format": "transformer-family-explorer/weights", "version": "1", "config": json.dumps(HUGE_UPLOAD),
-            "sha256": tensor_digest({"x": torch.zeros(4)})}
+    meta = {
+        "format": "transformer-family-explorer/weights",
+        "version": "1",
+        "config": json.dumps(HUGE_UPLOAD),
+        "sha256": tensor_digest({"x": torch.zeros(4)}),
+    }
     header = json.dumps({"__metadata__": meta, "x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})
     header += " " * (-len(header) % 8)
     with open(path, "wb") as f:
@@ -186,20 +204,32 @@ def hostile(url: str, sampler: Sampler, cases=("train8192", "upload", "flood")) 
             status, exc = str(job.outputs()[-1][0]), None
         except Exception as e:
             exc = e
-        rows.append({"case": "train at 8192 tokens, 12 layers, talking_heads", "outcome": _outcome(exc, status),
-                     "seconds": time.perf_counter() - t0, "peak_mb": (sampler.peak() - base) / 2**20})
+        rows.append(
+            {
+                "case": "train at 8192 tokens, 12 layers, talking_heads",
+                "outcome": _outcome(exc, status),
+                "seconds": time.perf_counter() - t0,
+                "peak_mb": (sampler.peak() - base) / 2**20,
+            }
+        )
     if "upload" in cases:
         path = os.path.join(tempfile.mkdtemp(prefix="heavy-load-"), "crafted.safetensors")
         _crafted_upload(path)
         from gradio_client import handle_file
+
         base, t0, status = sampler.reset(), time.perf_counter(), ""
         try:
             status, exc = str(client.predict(handle_file(path), api_name="/train_upload")[-1]), None
         except Exception as e:
             exc = e
-        rows.append({"case": f"upload of {os.path.getsize(path):,} bytes asking for ~1.8e9 parameters",
-                     "outcome": _outcome(exc, status), "seconds": time.perf_counter() - t0,
-                     "peak_mb": (sampler.peak() - base) / 2**20})
+        rows.append(
+            {
+                "case": f"upload of {os.path.getsize(path):,} bytes asking for ~1.8e9 parameters",
+                "outcome": _outcome(exc, status),
+                "seconds": time.perf_counter() - t0,
+                "peak_mb": (sampler.peak() - base) / 2**20,
+            }
+        )
     if "flood" in cases:
         rows.append(flood(url, sampler))
     return rows
@@ -223,9 +253,12 @@ def flood(url: str, sampler: Sampler) -> dict:
         _cancel(job)
     p50, p95, failed = _pcts(answered)
     counts = {k: outcomes.count(k) for k in sorted(set(outcomes))}
-    return {"case": f"26 presses of /train_play: {counts}", "outcome":
-            f"/analyze during the flood: {len(answered) - failed} answered, {failed} failed, p95 {p95:.2f} s",
-            "seconds": time.perf_counter() - t0, "peak_mb": (sampler.peak() - base) / 2**20}
+    return {
+        "case": f"26 presses of /train_play: {counts}",
+        "outcome": f"/analyze during the flood: {len(answered) - failed} answered, {failed} failed, p95 {p95:.2f} s",
+        "seconds": time.perf_counter() - t0,
+        "peak_mb": (sampler.peak() - base) / 2**20,
+    }
 
 
 def stop_latency(url: str, after_s: float) -> float:
@@ -303,14 +336,18 @@ def main(argv=None) -> None:
 
 
 def _report(out: dict, limit_as, log_name: str, machine: str) -> None:
-    print(f"# heavy load on a public Space (server under RLIMIT_AS={limit_as or 'none'}; idle RSS "
-          f"{out['idle_rss_mb']:.0f} MB)")
+    print(
+        f"# heavy load on a public Space (server under RLIMIT_AS={limit_as or 'none'}; idle RSS "
+        f"{out['idle_rss_mb']:.0f} MB)"
+    )
     i = out.get("interactive")
     if i:
-        print(f"/analyze alone: p50 {i['alone_p50']:.2f} s, p95 {i['alone_p95']:.2f} s ({i['requests'][0]} requests); "
-              f"beside 2 trainings, a reproduction and exports: p50 {i['loaded_p50']:.2f} s, p95 "
-              f"{i['loaded_p95']:.2f} s ({i['requests'][1]} requests, {i['failed_loaded']} failed): "
-              f"p95 x{i['p95_ratio']:.1f}")
+        print(
+            f"/analyze alone: p50 {i['alone_p50']:.2f} s, p95 {i['alone_p95']:.2f} s ({i['requests'][0]} requests); "
+            f"beside 2 trainings, a reproduction and exports: p50 {i['loaded_p50']:.2f} s, p95 "
+            f"{i['loaded_p95']:.2f} s ({i['requests'][1]} requests, {i['failed_loaded']} failed): "
+            f"p95 x{i['p95_ratio']:.1f}"
+        )
     if out.get("hostile"):
         print("| hostile request | what the visitor got | seconds | server peak above idle (MB) |")
         print("| --- | --- | --- | --- |")
@@ -321,9 +358,12 @@ def _report(out: dict, limit_as, log_name: str, machine: str) -> None:
     if "download_leftovers" in out:
         n, size = out["download_leftovers"]
         print(f"disk: {n} temporary folders ({size / 2**20:.1f} MiB) left by 10 calls of /train_download")
-    print(f"server alive at the end: {out['server_alive']}; peak RSS {out['server_peak_rss_mb']:.0f} MB; "
-          f"server log: {log_name}")
+    print(
+        f"server alive at the end: {out['server_alive']}; peak RSS {out['server_peak_rss_mb']:.0f} MB; "
+        f"server log: {log_name}"
+    )
     print(machine)
+
 
 if __name__ == "__main__":
     main()

@@ -15,11 +15,12 @@ which is why this benchmark lives in ``models`` and not in ``kernels`` (``kernel
 from ``models``). The model imports stay inside the functions: ``import models`` does not load
 the benchmark, and the benchmark does not load the whole catalogue until a pattern needs it.
 """
+
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -41,13 +42,13 @@ class Unavailable(Exception):
 
 @dataclass
 class Prepared:
-    fn: Callable                 # fn(q, k, v) -> out [B, h, L, d]
-    backend: str                 # what actually runs, for the table
-    flops_fwd: float             # forward FLOPs by the convention above
-    status: Optional[str] = None  # set when the cell must not run: "skipped", "n/a"
-    compiles: bool = False       # first call compiles: run once more before timing
-    backward: bool = True        # False: fwd+bwd cells are "n/a"
-    same_pattern: bool = True    # computes exactly the pattern (so its output is checked against ours)
+    fn: Callable  # fn(q, k, v) -> out [B, h, L, d]
+    backend: str  # what actually runs, for the table
+    flops_fwd: float  # forward FLOPs by the convention above
+    status: str | None = None  # set when the cell must not run: "skipped", "n/a"
+    compiles: bool = False  # first call compiles: run once more before timing
+    backward: bool = True  # False: fwd+bwd cells are "n/a"
+    same_pattern: bool = True  # computes exactly the pattern (so its output is checked against ours)
 
 
 def pattern_config(pattern: str):
@@ -72,14 +73,19 @@ def _prepare_ours(pattern, q):
 
     B, h, L, d = q.shape
     if pattern == "full":  # what models.attention runs for `full`: no layout, dense causal kernel
-        return Prepared(lambda q, k, v: kernels.attention(q, k, v, causal=True),
-                        kernels.attention_backend(q.device), dense_causal_flops(B, h, L, d))
+        return Prepared(
+            lambda q, k, v: kernels.attention(q, k, v, causal=True),
+            kernels.attention_backend(q.device),
+            dense_causal_flops(B, h, L, d),
+        )
     from models.attention.sparse import pattern_block_mask
 
     bm = pattern_block_mask(pattern_config(pattern), L).to(q.device)  # holds the causal AND
-    return Prepared(lambda q, k, v: kernels.attention(q, k, v, block_mask=bm),
-                    kernels.attention_backend(q.device, block_mask=bm),
-                    tile_flops(bm.n_visited, bm.block_q, bm.block_k, B, h, d))
+    return Prepared(
+        lambda q, k, v: kernels.attention(q, k, v, block_mask=bm),
+        kernels.attention_backend(q.device, block_mask=bm),
+        tile_flops(bm.n_visited, bm.block_q, bm.block_k, B, h, d),
+    )
 
 
 def _prepare_sdpa(pattern, q):
@@ -94,6 +100,7 @@ def _prepare_sdpa(pattern, q):
         def fn(q, k, v):
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
         label = label.replace("sdpa", "sdpa flash backend")
     return Prepared(fn, label, dense_causal_flops(B, h, L, d), same_pattern=pattern == "full")
 
@@ -135,9 +142,13 @@ def _prepare_flex(pattern, q):
     if fbm.full_kv_num_blocks is not None:
         n_visited += int(fbm.full_kv_num_blocks.sum())
     bq, bk = fbm.BLOCK_SIZE
-    return Prepared(lambda q, k, v: flex(q, k, v, block_mask=fbm), f"flex_attention (compiled, {q.device.type})",
-                    tile_flops(n_visited, bq, bk, B, h, d), compiles=True,
-                    backward=q.device.type != "cpu")  # FlexAttention has no CPU backward
+    return Prepared(
+        lambda q, k, v: flex(q, k, v, block_mask=fbm),
+        f"flex_attention (compiled, {q.device.type})",
+        tile_flops(n_visited, bq, bk, B, h, d),
+        compiles=True,
+        backward=q.device.type != "cpu",
+    )  # FlexAttention has no CPU backward
 
 
 def _prepare_ref(pattern, q, ref_max_bytes):
@@ -152,8 +163,9 @@ def _prepare_ref(pattern, q, ref_max_bytes):
         from models.attention import pattern_mask
 
         mask = pattern_mask(pattern_config(pattern), L).to(q.device)
-    return Prepared(lambda q, k, v: kernels.attention_ref(q, k, v, causal=True, mask=mask)[0],
-                    "reference (dense)", flops)
+    return Prepared(
+        lambda q, k, v: kernels.attention_ref(q, k, v, causal=True, mask=mask)[0], "reference (dense)", flops
+    )
 
 
 def prepare(provider: str, pattern: str, q: torch.Tensor, ref_max_bytes: float = 1 << 30) -> Prepared:

@@ -32,6 +32,7 @@ pattern / provider / mode are then "skipped". FLOPs: see ``benchmarks/kernel_pro
 (block-sparse providers count the tiles they visit; backward = 2.5x forward). ``flex`` and ``ref``
 outputs (and in ``fwd_bwd`` the gradients of q, k, v too) are checked against ours: ``max_diff``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,9 +66,11 @@ def _first_line(e: BaseException) -> str:
 def _work(fn, mode, q, k, v):
     """The timed closure: forward without autograd, or forward + backward of all of q, k, v."""
     if mode == "fwd":
+
         def run():
             with torch.no_grad():
                 return fn(q, k, v)
+
         return run
     qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
     grad = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(q.device, q.dtype)
@@ -75,6 +78,7 @@ def _work(fn, mode, q, k, v):
     def run():
         out = fn(qg, kg, vg)
         return (out, *torch.autograd.grad(out, (qg, kg, vg), grad))  # compared across providers
+
     return run
 
 
@@ -103,7 +107,7 @@ def sweep(args, log=print):
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     h, d = args.heads, args.dim
     modes = MODES[args.mode]
-    stopped = {}      # (pattern, provider, mode) -> why longer lengths are skipped
+    stopped = {}  # (pattern, provider, mode) -> why longer lengths are skipped
     unavailable = {}  # provider -> reason
     records = []
     for pattern in args.patterns:
@@ -126,9 +130,23 @@ def sweep(args, log=print):
                     except Exception as e:  # noqa: BLE001 - a failing set-up is a table cell, not a crash
                         prep_status = "oom" if _is_oom(e) else f"error: {_first_line(e)}"
                 for mode in modes:
-                    rec = {"pattern": pattern, "provider": provider, "backend": prep.backend if prep else None,
-                           "mode": mode, "L": L, "ms": None, "tflops": None, "status": None, "B": B, "h": h,
-                           "d": d, "device": device.type, "dtype": args.dtype, "flops": None, "max_diff": None}
+                    rec = {
+                        "pattern": pattern,
+                        "provider": provider,
+                        "backend": prep.backend if prep else None,
+                        "mode": mode,
+                        "L": L,
+                        "ms": None,
+                        "tflops": None,
+                        "status": None,
+                        "B": B,
+                        "h": h,
+                        "d": d,
+                        "device": device.type,
+                        "dtype": args.dtype,
+                        "flops": None,
+                        "max_diff": None,
+                    }
                     key = (pattern, provider, mode)
                     if provider in unavailable:
                         rec["status"] = f"unavailable: {unavailable[provider]}"
@@ -148,8 +166,10 @@ def sweep(args, log=print):
                             if provider == "ours" and mode not in ours_out:
                                 ours_out[mode] = [t.detach() for t in out]
                             elif mode in ours_out and prep.same_pattern and provider != "ours":
-                                rec["max_diff"] = max(float((a.detach().float() - b.float()).abs().max())
-                                                      for a, b in zip(out, ours_out[mode]))
+                                rec["max_diff"] = max(
+                                    float((a.detach().float() - b.float()).abs().max())
+                                    for a, b in zip(out, ours_out[mode])
+                                )
                             del out
                             if run is not None:
                                 timed.append((rec, run))
@@ -180,6 +200,7 @@ def _time_cells(runs, device, args) -> list:
     """Median ms per closure: back to back with L2 flushes on CUDA (do_bench), round-robin on CPU."""
     if device.type == "cuda":
         from benchmarks.gpu_report.speed import bench_ms
+
         return [bench_ms(run, quick=args.repeats < 5) for run in runs]
     return interleaved_ms(runs, device, args.repeats, args.budget)
 
@@ -187,8 +208,11 @@ def _time_cells(runs, device, args) -> list:
 def _warn_diff(rec, log):
     tol = 1e-3 if rec["dtype"] == "float32" else 3e-2
     if rec["max_diff"] is not None and rec["max_diff"] > tol:
-        log(f"WARNING: {rec['provider']} differs from ours on {rec['pattern']} L={rec['L']} "
-            f"by {rec['max_diff']:.2e}", file=sys.stderr, flush=True)
+        log(
+            f"WARNING: {rec['provider']} differs from ours on {rec['pattern']} L={rec['L']} by {rec['max_diff']:.2e}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _fmt_ms(ms: float) -> str:
@@ -216,12 +240,16 @@ def format_table(records, mode) -> str:
     head = ["pattern", "provider", "backend"] + [f"L={L}" for L in lengths]
     body = [[p, pr, row["backend"] or "-"] + [row.get(L, "") for L in lengths] for (p, pr), row in rows.items()]
     widths = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
-    line = lambda cells: "  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w)  # noqa: E731
-                                   for i, (c, w) in enumerate(zip(cells, widths)))
-    batch = f"B={r0['B']}" if len({r['B'] for r in recs}) == 1 else "B=tokens/L"
+    line = lambda cells: "  ".join(
+        str(c).ljust(w) if i < 3 else str(c).rjust(w)  # noqa: E731
+        for i, (c, w) in enumerate(zip(cells, widths))
+    )
+    batch = f"B={r0['B']}" if len({r["B"] for r in recs}) == 1 else "B=tokens/L"
     timer = "do_bench (CUDA events, back to back, L2 flushed)" if r0["device"] == "cuda" else timer_name(r0["device"])
-    title = (f"== {mode}: ms (TFLOP/s), {batch} h={r0['h']} d={r0['d']} {r0['dtype']} on {r0['device']} "
-             f"({torch.get_num_threads()} threads), timed with {timer} ==")
+    title = (
+        f"== {mode}: ms (TFLOP/s), {batch} h={r0['h']} d={r0['d']} {r0['dtype']} on {r0['device']} "
+        f"({torch.get_num_threads()} threads), timed with {timer} =="
+    )
     out = [title, line(head)] + [line(b) for b in body]
     notes = sorted({r["status"] for r in recs if r["status"].startswith(("unavailable", "error"))})
     out += [f"  note: {n}" for n in notes]
@@ -241,15 +269,21 @@ def summary_lines(records, mode) -> list:
     """Per pattern, at the largest L where ours ran: ours against SDPA causal and against flex."""
     lines = []
     for pattern in dict.fromkeys(r["pattern"] for r in records):
-        ok = [r for r in records if r["mode"] == mode and r["pattern"] == pattern and r["provider"] == "ours"
-              and r["status"] == "ok"]
+        ok = [
+            r
+            for r in records
+            if r["mode"] == mode and r["pattern"] == pattern and r["provider"] == "ours" and r["status"] == "ok"
+        ]
         if not ok:
             continue
         ours = max(ok, key=lambda r: r["L"])
-        at = {r["provider"]: r for r in records if r["mode"] == mode and r["pattern"] == pattern
-              and r["L"] == ours["L"]}
-        lines.append(f"{pattern} ({mode}, L={ours['L']}): ours vs SDPA causal: {_ratio(at.get('sdpa'), ours)}; "
-                     f"ours vs flex: {_ratio(at.get('flex'), ours)}")
+        at = {
+            r["provider"]: r for r in records if r["mode"] == mode and r["pattern"] == pattern and r["L"] == ours["L"]
+        }
+        lines.append(
+            f"{pattern} ({mode}, L={ours['L']}): ours vs SDPA causal: {_ratio(at.get('sdpa'), ours)}; "
+            f"ours vs flex: {_ratio(at.get('flex'), ours)}"
+        )
     return lines
 
 
@@ -260,12 +294,16 @@ def _csv(kind, valid=None):
         if bad or not items:
             raise argparse.ArgumentTypeError(f"{bad or s!r}: expected a comma list of {list(valid or [])}")
         return items
+
     return parse
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.kernel_speed", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.kernel_speed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     cuda = torch.cuda.is_available()
     ap.add_argument("--lengths", type=_csv(int), default=None, help=f"CPU default {CPU_LENGTHS}; GPU {GPU_LENGTHS}")
     ap.add_argument("--patterns", type=_csv(str, PATTERNS), default=list(PATTERNS))
@@ -277,8 +315,12 @@ def parse_args(argv=None):
     ap.add_argument("--device", default="cuda" if cuda else "cpu")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
     ap.add_argument("--batch", type=int, default=1, help="batch when --tokens is 0")
-    ap.add_argument("--tokens", type=int, default=None,
-                    help="tokens per batch (B = tokens / L); CUDA default 16384, CPU default 0 (use --batch)")
+    ap.add_argument(
+        "--tokens",
+        type=int,
+        default=None,
+        help="tokens per batch (B = tokens / L); CUDA default 16384, CPU default 0 (use --batch)",
+    )
     ap.add_argument("--heads", type=int, default=None, help="CPU default 8; CUDA 16 (h d = 2048)")
     ap.add_argument("--dim", type=int, default=None, help="CPU default 64; CUDA 128")
     ap.add_argument("--json", help="write the records (list of dicts) to this file")
@@ -294,8 +336,11 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    print(f"benchmarks.kernel_speed: torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads "
-          "(how busy the machine was: the last line)", flush=True)
+    print(
+        f"benchmarks.kernel_speed: torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads "
+        "(how busy the machine was: the last line)",
+        flush=True,
+    )
     with BusyWatch() as watch:
         records = sweep(args)
     for mode in MODES[args.mode]:

@@ -21,6 +21,7 @@ while it ran (``kernels.tools.busy``: the machine's busy time minus this process
 calls the figures unstable when that was a quarter of a core or more, since the latencies then
 measure the neighbours too. It stops its own server when done.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,6 +47,7 @@ def visitor(url: str, uid: int):
     """Visitor ``uid``: a ``gradio_client`` whose connections leave from its own loopback address
     (``benchmarks.sources``), so the app's per-visitor limits count it as one visitor among many."""
     from gradio_client import Client
+
     sources.install()
     return Client(url, verbose=False, headers=sources.headers(sources.address(uid)))
 
@@ -88,8 +90,13 @@ def _request(rng: random.Random, n: int) -> tuple:
     """``(api_name, args, expect_refusal)`` of a user's ``n``-th request."""
     if n == 1:
         return "/analyze", (json.dumps(HOSTILE), "abc"), True
-    cfg = {"attention": rng.choice(ATTENTIONS), "position": rng.choice(POSITIONS), "seed": rng.randrange(10**6),
-           "n_layers": rng.choice([2, 4]), "window": rng.choice([8, 16, 32])}
+    cfg = {
+        "attention": rng.choice(ATTENTIONS),
+        "position": rng.choice(POSITIONS),
+        "seed": rng.randrange(10**6),
+        "n_layers": rng.choice([2, 4]),
+        "window": rng.choice([8, 16, 32]),
+    }
     if n % 4 == 3:
         return "/gradients", (json.dumps(cfg),), False
     text = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(4, 40)))
@@ -118,11 +125,17 @@ def _user(url: str, uid: int, requests: int, deadline: float, tally: Tally) -> N
         t0 = time.perf_counter()
         try:
             client.predict(*args, api_name=api)
-            tally.add(not refusal, time.perf_counter() - t0,
-                      error="" if not refusal else "the hostile config was accepted")
+            tally.add(
+                not refusal, time.perf_counter() - t0, error="" if not refusal else "the hostile config was accepted"
+            )
         except Exception as exc:
-            tally.add(False, time.perf_counter() - t0, refused=refusal and _is_refusal(exc), busy=_is_busy(exc),
-                      error=f"{api}: {type(exc).__name__}: {exc}")
+            tally.add(
+                False,
+                time.perf_counter() - t0,
+                refused=refusal and _is_refusal(exc),
+                busy=_is_busy(exc),
+                error=f"{api}: {type(exc).__name__}: {exc}",
+            )
 
 
 def _sweep(url: str, deadline: float, done: threading.Event, out: dict) -> None:
@@ -146,8 +159,10 @@ TRAIN = dict(n_layers=2, d_model=64, n_heads=4, max_len=256, position="rope")
 def _heavy_jobs(url: str, done: threading.Event, out: dict) -> None:
     """Two trainings, a reproduction and a loop of exports, from four visitors, until ``done``."""
     visitors = [visitor(url, 1001 + i) for i in range(4)]
-    jobs = [v.submit(json.dumps(TRAIN), "copy", 2000, 3e-3, 30, "cosine", 32, 64, 0, "", "trained",
-                     api_name="/train_play") for v in visitors[:2]]
+    jobs = [
+        v.submit(json.dumps(TRAIN), "copy", 2000, 3e-3, 30, "cosine", 32, 64, 0, "", "trained", api_name="/train_play")
+        for v in visitors[:2]
+    ]
     jobs.append(visitors[2].submit("extrapolation", api_name="/train_reproduce"))
     exports = 0
     while not done.is_set():
@@ -173,8 +188,9 @@ def _pct(values: list, q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] if s else float("nan")
 
 
-def run_level(url: str, users: int, requests: int, seconds: float, pid: int | None, heavy: bool,
-              jobs: bool = False) -> dict:
+def run_level(
+    url: str, users: int, requests: int, seconds: float, pid: int | None, heavy: bool, jobs: bool = False
+) -> dict:
     tally = Tally()
     deadline = time.time() + seconds
     before = rss_bytes(pid) if pid else None
@@ -201,8 +217,9 @@ def run_level(url: str, users: int, requests: int, seconds: float, pid: int | No
         time.sleep(5.0)  # the heavy work is running before the visitors come
         deadline = time.time() + seconds
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=_user, args=(url, u, requests, deadline, tally), daemon=True)
-               for u in range(users)]
+    threads = [
+        threading.Thread(target=_user, args=(url, u, requests, deadline, tally), daemon=True) for u in range(users)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -216,11 +233,23 @@ def run_level(url: str, users: int, requests: int, seconds: float, pid: int | No
     sampler.join(timeout=2)
     time.sleep(1.0)  # let the server finish freeing
     lat = tally.latencies
-    return {"users": users, "ok": len(lat), "refused": tally.refused, "busy": tally.busy, "failed": tally.failed,
-            "p50": _pct(lat, 0.5), "p95": _pct(lat, 0.95), "max": max(lat) if lat else float("nan"),
-            "throughput": len(lat) / wall if wall > 0 else 0.0, "rss_before": before, "rss_peak": peak[0],
-            "rss_after": rss_bytes(pid) if pid else None, "errors": tally.errors, "sweep": sweep_out,
-            "heavy_jobs": jobs_out if jobs else None}
+    return {
+        "users": users,
+        "ok": len(lat),
+        "refused": tally.refused,
+        "busy": tally.busy,
+        "failed": tally.failed,
+        "p50": _pct(lat, 0.5),
+        "p95": _pct(lat, 0.95),
+        "max": max(lat) if lat else float("nan"),
+        "throughput": len(lat) / wall if wall > 0 else 0.0,
+        "rss_before": before,
+        "rss_peak": peak[0],
+        "rss_after": rss_bytes(pid) if pid else None,
+        "errors": tally.errors,
+        "sweep": sweep_out,
+        "heavy_jobs": jobs_out if jobs else None,
+    }
 
 
 def _mb(n) -> str:
@@ -228,22 +257,28 @@ def _mb(n) -> str:
 
 
 def print_table(rows: list, heavy: bool) -> None:
-    print(f"{'users':>5} {'ok':>5} {'refused':>8} {'busy':>5} {'failed':>7} {'p50 s':>7} {'p95 s':>7} {'max s':>7} "
-          f"{'req/s':>6} {'RSS MB before':>14} {'peak':>6} {'after':>6}" + ("  sweep" if heavy else ""))
+    print(
+        f"{'users':>5} {'ok':>5} {'refused':>8} {'busy':>5} {'failed':>7} {'p50 s':>7} {'p95 s':>7} {'max s':>7} "
+        f"{'req/s':>6} {'RSS MB before':>14} {'peak':>6} {'after':>6}" + ("  sweep" if heavy else "")
+    )
     for r in rows:
         sweep = ""
         if heavy:
             s = r["sweep"]
             sweep = f"  {s.get('runs', 0)} runs" + (f" ({s['error']})" if "error" in s else "")
-        print(f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r['busy']:>5} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
-              f"{r['max']:>7.2f} {r['throughput']:>6.2f} {_mb(r['rss_before']):>14} {_mb(r['rss_peak']):>6} "
-              f"{_mb(r['rss_after']):>6}{sweep}")
+        print(
+            f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r['busy']:>5} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
+            f"{r['max']:>7.2f} {r['throughput']:>6.2f} {_mb(r['rss_before']):>14} {_mb(r['rss_peak']):>6} "
+            f"{_mb(r['rss_after']):>6}{sweep}"
+        )
         if r.get("heavy_jobs") is not None:
             alone = next((a for a in rows if a["users"] == r["users"] and a.get("heavy_jobs") is None), None)
             ratio = r["p95"] / alone["p95"] if alone and alone["p95"] else float("nan")
             h = r["heavy_jobs"]
-            print(f"      ^ beside 2 trainings, a reproduction and {h.get('exports', 0)} exports: p95 x{ratio:.1f} "
-                  "of the same users alone" + (f" ({h['error']})" if "error" in h else ""))
+            print(
+                f"      ^ beside 2 trainings, a reproduction and {h.get('exports', 0)} exports: p95 x{ratio:.1f} "
+                "of the same users alone" + (f" ({h['error']})" if "error" in h else "")
+            )
         for e in r["errors"]:
             print(f"      failure: {e}")
 
@@ -255,8 +290,11 @@ def main(argv=None) -> None:
     ap.add_argument("--requests", type=int, default=6, help="requests per user (at most 50)")
     ap.add_argument("--seconds", type=float, default=60.0, help="time limit per level (at most 600)")
     ap.add_argument("--heavy-sweep", action="store_true", help="run a forward_backward sweep alongside")
-    ap.add_argument("--heavy-jobs", action="store_true", help="each level alone, then beside trainings, a "
-                    "reproduction and exports (p95 ratio)")
+    ap.add_argument(
+        "--heavy-jobs",
+        action="store_true",
+        help="each level alone, then beside trainings, a reproduction and exports (p95 ratio)",
+    )
     ap.add_argument("--cache-bytes", help="EXPLORER_CACHE_BYTES of the server it starts (e.g. 256M)")
     ap.add_argument("--request-budget", help="EXPLORER_REQUEST_BUDGET of the server it starts (e.g. 1G)")
     args = ap.parse_args(argv)
@@ -267,8 +305,11 @@ def main(argv=None) -> None:
     proc, url = None, args.url
     if url is None:
         port = free_port()
-        env = {k: v for k, v in (("EXPLORER_CACHE_BYTES", args.cache_bytes),
-                                 ("EXPLORER_REQUEST_BUDGET", args.request_budget)) if v}
+        env = {
+            k: v
+            for k, v in (("EXPLORER_CACHE_BYTES", args.cache_bytes), ("EXPLORER_REQUEST_BUDGET", args.request_budget))
+            if v
+        }
         proc = start_server(port, extra_env=env)
         url = f"http://127.0.0.1:{port}/"
     pid = proc.pid if proc is not None else None
@@ -284,19 +325,34 @@ def main(argv=None) -> None:
             stop_server(proc)
     from explorer.runtime.budget import human, request_budget
     from explorer.runtime.cache import cache_budget
-    print(f"load test of {url} ({requests} requests per user, {seconds:g} s per level"
-          f"{', a forward_backward sweep to 4096 running alongside' if args.heavy_sweep else ''})")
+
+    print(
+        f"load test of {url} ({requests} requests per user, {seconds:g} s per level"
+        f"{', a forward_backward sweep to 4096 running alongside' if args.heavy_sweep else ''})"
+    )
     if proc is not None:
-        os.environ.update({k: v for k, v in (("EXPLORER_CACHE_BYTES", args.cache_bytes),
-                                             ("EXPLORER_REQUEST_BUDGET", args.request_budget)) if v})
-        print(f"server: per-request budget {human(request_budget())}, result cache {human(cache_budget())} "
-              "(RSS after = baseline + what the cache keeps)")
+        os.environ.update(
+            {
+                k: v
+                for k, v in (
+                    ("EXPLORER_CACHE_BYTES", args.cache_bytes),
+                    ("EXPLORER_REQUEST_BUDGET", args.request_budget),
+                )
+                if v
+            }
+        )
+        print(
+            f"server: per-request budget {human(request_budget())}, result cache {human(cache_budget())} "
+            "(RSS after = baseline + what the cache keeps)"
+        )
     print_table(rows, args.heavy_sweep)
     if proc is not None:
         print(watch.note())  # other processes' CPU while the levels ran, this test's clients and server apart
     else:
-        print("machine: not measured (the server at --url is not this process's child, so its work would "
-              "count as other processes')")
+        print(
+            "machine: not measured (the server at --url is not this process's child, so its work would "
+            "count as other processes')"
+        )
     if any(r["failed"] for r in rows):
         print("FAILURES: see the lines above")
     lat_all = [r["p50"] for r in rows if r["ok"]]

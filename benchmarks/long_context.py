@@ -17,6 +17,7 @@ call, sampled every 5 ms by a thread reading /proc/self/statm (labelled as such)
 layer's dense L x L probabilities would take (a formula, for scale only). The machine's load average
 is printed with the figures: other processes on the two cores slow every number down.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,6 +86,7 @@ class _Timed:
 
     def __init__(self):
         import models.long_context as lc
+
         self.lc, self.seconds, self.cpu_seconds = lc, 0.0, 0.0
         self.saved = {n: getattr(lc, n) for n in ("pooled_attention", "pooled_linear")}
 
@@ -101,6 +103,7 @@ class _Timed:
             finally:
                 self.seconds += time.perf_counter() - t0
                 self.cpu_seconds += time.process_time() - c0
+
         return timed
 
     def __exit__(self, *exc):
@@ -121,12 +124,24 @@ def run_case(name: str) -> dict:
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     heads = sum(m.mass.shape[1] for m in res.maps)
     dense_layer = model.cfg.n_heads * L * L * 4
-    return {"case": name, "attention": attention, "L": L, "heads": heads, "seconds": round(seconds, 3),
-            "pooled_pass_s": round(kernels.seconds, 3), "cpu_s": round(cpu_seconds, 3),
-            "pooled_cpu_s": round(kernels.cpu_seconds, 3), "target_s": target, "met": seconds <= target, "peak_rss_rise_mb": round(mem.rise / 2**20, 1),
-            "cells": list(res.maps[0].mass.shape[-2:]), "backend": res.maps[0].backend, "method": res.method,
-            "mean_loss_nats": round(float(res.loss.mean()), 4),
-            "dense_probs_one_layer_mb_formula": round(dense_layer / 2**20)}
+    return {
+        "case": name,
+        "attention": attention,
+        "L": L,
+        "heads": heads,
+        "seconds": round(seconds, 3),
+        "pooled_pass_s": round(kernels.seconds, 3),
+        "cpu_s": round(cpu_seconds, 3),
+        "pooled_cpu_s": round(kernels.cpu_seconds, 3),
+        "target_s": target,
+        "met": seconds <= target,
+        "peak_rss_rise_mb": round(mem.rise / 2**20, 1),
+        "cells": list(res.maps[0].mass.shape[-2:]),
+        "backend": res.maps[0].backend,
+        "method": res.method,
+        "mean_loss_nats": round(float(res.loss.mean()), 4),
+        "dense_probs_one_layer_mb_formula": round(dense_layer / 2**20),
+    }
 
 
 def main(argv=None) -> int:
@@ -137,10 +152,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average before: "
-          f"{' '.join('%.2f' % x for x in os.getloadavg())}")
-    print(f"{'case':8s} {'pattern':15s} {'L':>6s} {'heads':>5s} {'seconds':>8s} {'pooled':>7s} {'cpu s':>6s} {'pooled':>7s} {'target':>7s} {'met':>4s} "
-          f"{'peak RSS rise':>14s} {'cells':>9s}  backend")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average before: "
+        f"{' '.join('%.2f' % x for x in os.getloadavg())}"
+    )
+    print(
+        f"{'case':8s} {'pattern':15s} {'L':>6s} {'heads':>5s} {'seconds':>8s} {'pooled':>7s} {'cpu s':>6s} {'pooled':>7s} {'target':>7s} {'met':>4s} "
+        f"{'peak RSS rise':>14s} {'cells':>9s}  backend"
+    )
     records = []
     for name in [c.strip() for c in args.cases.split(",") if c.strip()]:
         if name not in CASES:
@@ -148,15 +167,20 @@ def main(argv=None) -> int:
             return 2
         r = run_case(name)
         records.append(r)
-        print(f"{r['case']:8s} {r['attention']:15s} {r['L']:6d} {r['heads']:5d} {r['seconds']:8.2f} {r['pooled_pass_s']:7.2f} "
-              f"{r['cpu_s']:6.2f} {r['pooled_cpu_s']:7.2f} {r['target_s']:7.1f} {'yes' if r['met'] else 'NO':>4s} {r['peak_rss_rise_mb']:11.1f} MB "
-              f"{'x'.join(map(str, r['cells'])):>9s}  {r['backend']}  (loss {r['mean_loss_nats']} nats/byte; "
-              f"one layer's dense L x L probabilities would be {r['dense_probs_one_layer_mb_formula']} MB)", flush=True)
-    print(f"load average after: {' '.join('%.2f' % x for x in os.getloadavg())}; seconds: the whole "
-          "pooled_maps call (model forward at L, layouts, pooled pass of every layer, loss); pooled: inside the "
-          "pooled kernels only; cpu s: this process's CPU seconds over the same spans (all its threads; what "
-          "the other processes on the cores do not inflate, unlike the wall-clock seconds); peak RSS rise: resident set sampled every 5 ms over the call, minus its value at "
-          "the start")
+        print(
+            f"{r['case']:8s} {r['attention']:15s} {r['L']:6d} {r['heads']:5d} {r['seconds']:8.2f} {r['pooled_pass_s']:7.2f} "
+            f"{r['cpu_s']:6.2f} {r['pooled_cpu_s']:7.2f} {r['target_s']:7.1f} {'yes' if r['met'] else 'NO':>4s} {r['peak_rss_rise_mb']:11.1f} MB "
+            f"{'x'.join(map(str, r['cells'])):>9s}  {r['backend']}  (loss {r['mean_loss_nats']} nats/byte; "
+            f"one layer's dense L x L probabilities would be {r['dense_probs_one_layer_mb_formula']} MB)",
+            flush=True,
+        )
+    print(
+        f"load average after: {' '.join('%.2f' % x for x in os.getloadavg())}; seconds: the whole "
+        "pooled_maps call (model forward at L, layouts, pooled pass of every layer, loss); pooled: inside the "
+        "pooled kernels only; cpu s: this process's CPU seconds over the same spans (all its threads; what "
+        "the other processes on the cores do not inflate, unlike the wall-clock seconds); peak RSS rise: resident set sampled every 5 ms over the call, minus its value at "
+        "the start"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=2))
     return 0

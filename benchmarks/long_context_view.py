@@ -10,6 +10,7 @@ seconds (both sides), the figures' seconds, the JSON bytes of the grid, the loss
 figures (what one redraw sends), each side's mean loss, and the machine's load average (other processes
 on the cores slow every number down). The app runs one thread per request (``EXPLORER_THREADS``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,14 @@ def main(argv=None) -> int:
 
     src = source.resolve("bundled", ModelConfig())
     long_context(src, 1024, "heldout")  # warm-up: imports, layouts, first kernel calls
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), load average "
-          f"{' '.join('%.2f' % x for x in os.getloadavg())}")
-    print(f"{'L':>6s} {'view s':>7s} {'figures s':>9s} {'grid kB':>8s} {'loss kB':>8s} {'stats kB':>8s}  mean loss "
-          "(as trained | 64-key window)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), load average "
+        f"{' '.join('%.2f' % x for x in os.getloadavg())}"
+    )
+    print(
+        f"{'L':>6s} {'view s':>7s} {'figures s':>9s} {'grid kB':>8s} {'loss kB':>8s} {'stats kB':>8s}  mean loss "
+        "(as trained | 64-key window)"
+    )
     for L in [int(x) for x in args.lengths.split(",") if x.strip()]:
         t0 = time.perf_counter()
         r = long_context(src, L, "heldout")

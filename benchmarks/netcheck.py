@@ -21,6 +21,7 @@ protocol's ``Network.loadingFinished.encodedDataLength``), Gradio's event stream
 (uncompressed; Gradio does not compress it). Timings depend on the machine's load: the script says
 so when the server took long to compute the same request. It stops its own server when done.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,14 @@ from explorer.figures.attention import attention_grid
 from kernels.tools.busy import BusyWatch
 
 ROOT = Path(__file__).resolve().parent.parent
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 TITLE_JS = """(word) => { const e = document.querySelector('#attention-grid .js-plotly-plot');
   return !!(e && e.layout && e.layout.title && String(e.layout.title.text || e.layout.title).includes(word)); }"""
 # Before a click: note the page's time of the next pointerdown, and of the first animation frame in
@@ -69,8 +76,9 @@ def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def start_server(port: int, log_path: str | None = None, extra_env: dict | None = None,
-                 limit_as: int | None = None) -> subprocess.Popen:
+def start_server(
+    port: int, log_path: str | None = None, extra_env: dict | None = None, limit_as: int | None = None
+) -> subprocess.Popen:
     """``python app.py`` on 127.0.0.1:``port`` in its own process group; returns once it answers.
     ``limit_as``: an address-space limit in bytes (``RLIMIT_AS``, as ``prlimit --as``), standing in
     for the memory of a small host.
@@ -78,19 +86,34 @@ def start_server(port: int, log_path: str | None = None, extra_env: dict | None 
     A SIGTERM to the script then exits through the callers' ``finally: stop_server(proc)`` (Python's
     default would end the script at once and leave the server running in its own group)."""
     import threading
+
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
     env.pop("TRITON_INTERPRET", None)
     out = open(log_path, "w") if log_path else subprocess.DEVNULL
+
     def limit():
         if limit_as:
             import resource
+
             resource.setrlimit(resource.RLIMIT_AS, (int(limit_as), int(limit_as)))
 
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=limit)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=limit,
+    )
     deadline = time.time() + 180
     while True:
         if proc.poll() is not None:
@@ -156,8 +179,10 @@ class Wire:
         self.cdp.on("Network.loadingFinished", self._finished)
         self.cdp.send("Network.enable")
         rate = mbit * 1e6 / 8  # bytes per second
-        self.cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": latency_ms,
-                                                           "downloadThroughput": rate, "uploadThroughput": rate})
+        self.cdp.send(
+            "Network.emulateNetworkConditions",
+            {"offline": False, "latency": latency_ms, "downloadThroughput": rate, "uploadThroughput": rate},
+        )
 
     def _sent(self, ev: dict) -> None:
         self.urls[ev["requestId"]] = (ev.get("type", ""), ev["request"]["url"])
@@ -233,8 +258,14 @@ def measure(url: str, mbit: float, latency_ms: float, runs: int, first_runs: int
                 harness = time.perf_counter() - t0
                 at_grid = wire.total() - sum(before.values())
                 wire.settle(page)  # the follow-up events (views, analysis) finish before the next change
-                redraws.append({"s": took, "harness": harness, "bytes": at_grid,
-                                **{k: wire.bytes[k] - before[k] for k in wire.bytes}})
+                redraws.append(
+                    {
+                        "s": took,
+                        "harness": harness,
+                        "bytes": at_grid,
+                        **{k: wire.bytes[k] - before[k] for k in wire.bytes},
+                    }
+                )
             ctx.close()
         finally:
             browser.close()
@@ -281,25 +312,37 @@ def main(argv=None) -> None:
     finally:
         if proc is not None:
             stop_server(proc)
-    print(f"link: {args.mbit:g} Mbit/s, {args.latency_ms:g} ms latency (CDP emulation); "
-          f"attention grid JSON at the default config: {grid_json_bytes() / 1e3:.0f} kB")
-    print(f"{'what':<14}{'s to grid':>10}{'harness s':>10}{'kB to grid':>12}{'kB stream':>11}{'kB page':>9}"
-          f"{'kB other':>10}")
+    print(
+        f"link: {args.mbit:g} Mbit/s, {args.latency_ms:g} ms latency (CDP emulation); "
+        f"attention grid JSON at the default config: {grid_json_bytes() / 1e3:.0f} kB"
+    )
+    print(
+        f"{'what':<14}{'s to grid':>10}{'harness s':>10}{'kB to grid':>12}{'kB stream':>11}{'kB page':>9}"
+        f"{'kB other':>10}"
+    )
     for n, f in enumerate(res["firsts"]):
-        print(f"{'first paint ' + str(n + 1):<14}{f['s']:>10.2f}{'':>10}{f['bytes'] / 1e3:>12.0f}   (all requests once "
-              f"settled: {f['all_bytes'] / 1e3:.0f} kB)")
+        print(
+            f"{'first paint ' + str(n + 1):<14}{f['s']:>10.2f}{'':>10}{f['bytes'] / 1e3:>12.0f}   (all requests once "
+            f"settled: {f['all_bytes'] / 1e3:.0f} kB)"
+        )
     if len(res["firsts"]) > 1:
         times = [f["s"] for f in res["firsts"]]
-        print(f"first paint over {len(times)} fresh contexts: median {statistics.median(times):.2f} s, "
-              f"max {max(times):.2f} s (target 3 s)")
+        print(
+            f"first paint over {len(times)} fresh contexts: median {statistics.median(times):.2f} s, "
+            f"max {max(times):.2f} s (target 3 s)"
+        )
     for n, r in enumerate(res["redraws"]):
-        print(f"{'redraw ' + str(n + 1):<14}{r['s']:>10.2f}{r['harness']:>10.2f}{r['bytes'] / 1e3:>12.0f}"
-              f"{r['stream'] / 1e3:>11.0f}{r['page'] / 1e3:>9.0f}{r['other'] / 1e3:>10.0f}")
+        print(
+            f"{'redraw ' + str(n + 1):<14}{r['s']:>10.2f}{r['harness']:>10.2f}{r['bytes'] / 1e3:>12.0f}"
+            f"{r['stream'] / 1e3:>11.0f}{r['page'] / 1e3:>9.0f}{r['other'] / 1e3:>10.0f}"
+        )
     med = statistics.median(r["s"] for r in res["redraws"])
     worst = max(r["s"] for r in res["redraws"])
-    print(f"median redraw (click to grid drawn): {med:.2f} s, max {worst:.2f} s; timed from Python: median "
-          f"{statistics.median(r['harness'] for r in res['redraws']):.2f} s; one /analyze call on the server: "
-          f"{busy_ms:.0f} ms")
+    print(
+        f"median redraw (click to grid drawn): {med:.2f} s, max {worst:.2f} s; timed from Python: median "
+        f"{statistics.median(r['harness'] for r in res['redraws']):.2f} s; one /analyze call on the server: "
+        f"{busy_ms:.0f} ms"
+    )
     print(watch.note())
     if busy_ms > 1500:
         print("note: the server was slow to compute (a busy machine): the times above are not stable figures")

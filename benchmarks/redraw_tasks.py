@@ -13,6 +13,7 @@ changes and prints the functions with the most self time, grouped by script, so 
 The target (issue: a page that never freezes) is no task over 200 ms on a redraw, on a quiet machine. Times
 depend on the machine and its load: run it on a quiet machine, before and after a change.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,14 @@ from pathlib import Path
 from benchmarks.netcheck import free_port, start_server, stop_server
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 PATTERNS = ("sliding_window", "bigbird", "strided", "full", "longformer", "dilated_window", "block_local", "fixed")
 
 INIT_JS = """(() => { window.__long = [];
@@ -47,10 +54,14 @@ def _pick(page, option: str) -> None:
 
 def _quiet(page, ms: int = 1500, timeout_ms: int = 120_000) -> None:
     """Until no long task and no running event for ``ms``."""
-    page.wait_for_function(f"""() => {{ const l = window.__long, now = performance.now();
+    page.wait_for_function(
+        f"""() => {{ const l = window.__long, now = performance.now();
         const last = l.length ? l[l.length - 1][0] + l[l.length - 1][1] : 0;
         const busy = document.querySelector('.progress-text, .eta-bar, .generating');
-        return !busy && now - last > {ms}; }}""", timeout=timeout_ms, polling=250)
+        return !busy && now - last > {ms}; }}""",
+        timeout=timeout_ms,
+        polling=250,
+    )
 
 
 def _top_functions(profile: dict, top: int = 15) -> list:
@@ -86,19 +97,31 @@ def measure(url: str, changes: int, profile: int) -> dict:
             cdp.send("Profiler.start")
         for i in range(changes):
             option = PATTERNS[i % len(PATTERNS)]
-            before = page.evaluate("() => { const e = document.querySelector('#attention-grid .js-plotly-plot');"
-                                   " return JSON.stringify(e.layout.title); }")
+            before = page.evaluate(
+                "() => { const e = document.querySelector('#attention-grid .js-plotly-plot');"
+                " return JSON.stringify(e.layout.title); }"
+            )
             t0 = page.evaluate("() => performance.now()")
             _pick(page, option)
-            page.wait_for_function("(b) => { const e = document.querySelector('#attention-grid .js-plotly-plot');"
-                                   " return e && JSON.stringify(e.layout.title) !== b; }", arg=before, timeout=120_000)
+            page.wait_for_function(
+                "(b) => { const e = document.querySelector('#attention-grid .js-plotly-plot');"
+                " return e && JSON.stringify(e.layout.title) !== b; }",
+                arg=before,
+                timeout=120_000,
+            )
             t_drawn = page.evaluate("() => performance.now()")
             _quiet(page)
             t1 = page.evaluate("() => performance.now()") - 1500
             longs = [(s, d) for s, d in page.evaluate("() => window.__long.slice()") if t0 <= s <= t1]
-            rows.append({"pattern": option, "to_grid_s": round((t_drawn - t0) / 1000, 2),
-                         "longest_ms": round(max((d for _, d in longs), default=0.0)),
-                         "long_sum_ms": round(sum(d for _, d in longs)), "long_tasks": len(longs)})
+            rows.append(
+                {
+                    "pattern": option,
+                    "to_grid_s": round((t_drawn - t0) / 1000, 2),
+                    "longest_ms": round(max((d for _, d in longs), default=0.0)),
+                    "long_sum_ms": round(sum(d for _, d in longs)),
+                    "long_tasks": len(longs),
+                }
+            )
             if cdp and i + 1 == profile:
                 top = _top_functions(cdp.send("Profiler.stop")["profile"])
                 cdp = None
@@ -115,6 +138,7 @@ def main(argv=None) -> None:
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="redraw-")) / "app.log"
     import benchmarks.netcheck as net
+
     net.ROOT = args.root
     proc = start_server(port, str(log))
     try:
@@ -126,8 +150,10 @@ def main(argv=None) -> None:
     for r in out["changes"]:
         print(f"{r['pattern']:<16}{r['to_grid_s']:>10}{r['longest_ms']:>12}{r['long_sum_ms']:>9}{r['long_tasks']:>7}")
     longest = [r["longest_ms"] for r in out["changes"]]
-    print(f"longest task over all changes: {max(longest)} ms; median of the per-change longest: "
-          f"{sorted(longest)[len(longest) // 2]} ms (target <= 200 ms)")
+    print(
+        f"longest task over all changes: {max(longest)} ms; median of the per-change longest: "
+        f"{sorted(longest)[len(longest) // 2]} ms (target <= 200 ms)"
+    )
     if out["top_functions"]:
         print("\nself time over the profiled changes (ms, function, script):")
         for ms, fn, script in out["top_functions"]:

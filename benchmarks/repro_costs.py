@@ -7,6 +7,7 @@ imported (``ru_maxrss``). These are the figures behind each reproduction's ``COS
 a visitor to expect and what it reserves in the server's memory pool); rerun after changing one.
 Ends with the ``machine:`` line: times taken while other processes used the cores are too long.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,11 @@ def main(argv=None) -> None:
             r = measure(name, args.quick)
             if r is None:
                 continue
-            print(f"| {name} | {r['wall_s']:.0f} | {r['peak_growth'] / 2**20:.0f} | "
-                  f"COST = Cost(seconds={r['wall_s']:.0f}, peak_bytes={int(r['peak_growth'])}) |", flush=True)
+            print(
+                f"| {name} | {r['wall_s']:.0f} | {r['peak_growth'] / 2**20:.0f} | "
+                f"COST = Cost(seconds={r['wall_s']:.0f}, peak_bytes={int(r['peak_growth'])}) |",
+                flush=True,
+            )
     print(watch.note())
 
 

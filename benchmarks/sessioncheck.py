@@ -9,6 +9,7 @@ idle for the TTL plus one expiry period and prints the RSS again, with how many 
 still knows (``/gradio_api/deep_link`` answers "" for a session it does not hold). It stops its own
 server when done.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,9 @@ def load_pages(url: str, pages: int, batch: int) -> list:
                     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                     page = ctx.new_page()
                     seen = []
-                    page.on("request", lambda r, seen=seen: seen.append(r.post_data) if "/queue/join" in r.url else None)
+                    page.on(
+                        "request", lambda r, seen=seen: seen.append(r.post_data) if "/queue/join" in r.url else None
+                    )
                     page.goto(url, wait_until="commit")
                     opened.append((ctx, page, seen))
                 for ctx, page, seen in opened:

@@ -10,6 +10,7 @@ header itself is not sent): ``gradio_client.Client(url, headers=headers(ip))`` t
 its streams included, from ``ip``. ``address(i)`` -> the i-th visitor's address (127.0.0.2 upwards, skipping
 127.0.0.1).
 """
+
 from __future__ import annotations
 
 import threading

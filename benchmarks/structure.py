@@ -18,6 +18,7 @@ files entered (``files``), the steps from one file to another (``steps``) and ho
 return to a file already left (``returns``); and the same for the call chain (the stack) at the moment the
 kernel is entered: how deep the choice travels and how often it comes back to a file it left.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("models", "kernels", "explorer")
-FOLDERS = ("explorer/app", "explorer/analysis", "explorer/runtime", "explorer/figures", "explorer/training",
-           "explorer/export", "models", "kernels")
+FOLDERS = (
+    "explorer/app",
+    "explorer/analysis",
+    "explorer/runtime",
+    "explorer/figures",
+    "explorer/training",
+    "explorer/export",
+    "models",
+    "kernels",
+)
 
 
 def module_name(path: Path) -> str:
@@ -129,9 +138,11 @@ def layering(nodes: list, edges: dict) -> dict:
         return floor[c]
 
     sys.setrecursionlimit(10000)
-    return {"arrows": sum(len(v) for v in edges.values()),
-            "floors": max((depth(c) for c in set(comp.values())), default=0),
-            "upward": sum(1 for n in nodes for m in edges[n] if comp[m] == comp[n])}
+    return {
+        "arrows": sum(len(v) for v in edges.values()),
+        "floors": max((depth(c) for c in set(comp.values())), default=0),
+        "upward": sum(1 for n in nodes for m in edges[n] if comp[m] == comp[n]),
+    }
 
 
 def folder_counts(folder: str, graph: dict, mods: dict) -> dict:
@@ -140,7 +151,7 @@ def folder_counts(folder: str, graph: dict, mods: dict) -> dict:
     own = layering(inside, graph)
 
     def part(m):
-        rest = m[len(prefix):].lstrip(".")
+        rest = m[len(prefix) :].lstrip(".")
         return rest.split(".")[0] if rest else "__init__"
 
     parts = sorted({part(m) for m in inside})
@@ -148,8 +159,7 @@ def folder_counts(folder: str, graph: dict, mods: dict) -> dict:
     for m in inside:
         pedges[part(m)].update(part(t) for t in graph[m] if t in inside)
     by_part = layering(parts, pedges)
-    return {"modules": len(inside), **own, "parts": len(parts),
-            **{f"part_{k}": v for k, v in by_part.items()}}
+    return {"modules": len(inside), **own, "parts": len(parts), **{f"part_{k}": v for k, v in by_part.items()}}
 
 
 def walk() -> dict:
@@ -167,7 +177,7 @@ def walk() -> dict:
         f = frame.f_code.co_filename
         if not f.startswith(root):
             return
-        rel = f[len(root):]
+        rel = f[len(root) :]
         if not seq or seq[-1] != rel:
             seq.append(rel)
         if rel.startswith("kernels/") and "attention" in frame.f_code.co_name:
@@ -175,7 +185,7 @@ def walk() -> dict:
             while fr is not None:
                 name = fr.f_code.co_filename
                 if name.startswith(root) and not name.startswith(root + "benchmarks/"):
-                    chain.append(f"{name[len(root):]}:{fr.f_code.co_name}")
+                    chain.append(f"{name[len(root) :]}:{fr.f_code.co_name}")
                 fr = fr.f_back
             done.append(chain[::-1])
             sys.setprofile(None)
@@ -192,9 +202,17 @@ def walk() -> dict:
     chain = done[0] if done else []
     files = [c.split(":")[0] for c in chain]
     hops = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
-    return {"files": len(set(seq)), "steps": max(len(seq) - 1, 0), "returns": _returns(seq),
-            "chain_calls": len(chain), "chain_files": len(set(files)), "chain_steps": max(len(hops) - 1, 0),
-            "chain_returns": _returns(hops), "reached_kernel": bool(done), "chain": chain}
+    return {
+        "files": len(set(seq)),
+        "steps": max(len(seq) - 1, 0),
+        "returns": _returns(seq),
+        "chain_calls": len(chain),
+        "chain_files": len(set(files)),
+        "chain_steps": max(len(hops) - 1, 0),
+        "chain_returns": _returns(hops),
+        "reached_kernel": bool(done),
+        "chain": chain,
+    }
 
 
 def _returns(seq: list) -> int:
@@ -224,10 +242,14 @@ def main(argv=None) -> int:
         w = walk()
         out["walk"] = w
         print(f"\nattention-pattern pick -> first kernel call (reached: {w['reached_kernel']})")
-        print(f"  every call on the way: {w['files']} files, {w['steps']} steps between files, "
-              f"{w['returns']} returns to a file already left")
-        print(f"  the call chain at the kernel: {w['chain_calls']} calls, {w['chain_files']} files, "
-              f"{w['chain_steps']} steps between files, {w['chain_returns']} returns")
+        print(
+            f"  every call on the way: {w['files']} files, {w['steps']} steps between files, "
+            f"{w['returns']} returns to a file already left"
+        )
+        print(
+            f"  the call chain at the kernel: {w['chain_calls']} calls, {w['chain_files']} files, "
+            f"{w['chain_steps']} steps between files, {w['chain_returns']} returns"
+        )
         for c in w["chain"]:
             print(f"    {c}")
     if args.json:

@@ -13,6 +13,7 @@ over HTTP, calls ``/analyze`` on it with the text that strikes, and prints per a
 and the call were answered, the seconds to the answer, the server's peak RSS (sampled every 50 ms,
 ``VmHWM`` while it lives) and whether it is alive. Ends with the ``machine:`` line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 TEXT = "The quick brown fox jumps over the lazy dog; attention maps show which token reads which. " * 4
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
-ATTACK_TEXT = {"expanding normalizer": "a" * 16_384, "Split regex (a+)+$": "a" * 32 + "!",
-               "junk Precompiled charsmap (empty)": "hello", "expanding normalizer on Ж": "Ж" * 16_383 + "!",
-               "Split regex (Ж+)+$": "Ж" * 16_383 + "!"}  # the last two pass the probes: they strike on the call
+ATTACK_TEXT = {
+    "expanding normalizer": "a" * 16_384,
+    "Split regex (a+)+$": "a" * 32 + "!",
+    "junk Precompiled charsmap (empty)": "hello",
+    "expanding normalizer on Ж": "Ж" * 16_383 + "!",
+    "Split regex (Ж+)+$": "Ж" * 16_383 + "!",
+}  # the last two pass the probes: they strike on the call
 
 
 def synthetic_bpe(n_merges: int = 150_000) -> str:
@@ -60,14 +65,30 @@ def synthetic_bpe(n_merges: int = 150_000) -> str:
                     break
                 merges.append([a + b, c])
                 vocab[a + b + c] = len(vocab)
-    return json.dumps({"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-                       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                                         "use_regex": True}, "post_processor": None,
-                       "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                                   "use_regex": True},
-                       "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                                 "ignore_merges": False, "vocab": vocab, "merges": merges}})
+    return json.dumps(
+        {
+            "version": "1.0",
+            "truncation": None,
+            "padding": None,
+            "added_tokens": [],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+            "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            "model": {
+                "type": "BPE",
+                "dropout": None,
+                "unk_token": None,
+                "continuing_subword_prefix": None,
+                "end_of_word_suffix": None,
+                "fuse_unk": False,
+                "byte_fallback": False,
+                "ignore_merges": False,
+                "vocab": vocab,
+                "merges": merges,
+            },
+        }
+    )
 
 
 def _median_ms(fn, n: int = 50) -> float:
@@ -98,18 +119,27 @@ def overhead(name: str, spec: str) -> dict:
     text = theirs.decode(ids)
     with open(f"/proc/{ours._process.pid}/status") as f:
         rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
-    row = dict(tokenizer=name, json_mb=len(spec) / 1e6, vocab=ours.vocab_size, tokens=len(theirs.encode(text).ids),
-               build_s=built, build_in_process_s=built_in_process,
-               encode_ms=_median_ms(lambda: ours.encode(text)),
-               encode_in_process_ms=_median_ms(lambda: theirs.encode(text, add_special_tokens=False).ids),
-               decode_ms=_median_ms(lambda: ours.decode(ids)), decode_in_process_ms=_median_ms(lambda: theirs.decode(ids)),
-               worker_rss_mb=rss)
+    row = dict(
+        tokenizer=name,
+        json_mb=len(spec) / 1e6,
+        vocab=ours.vocab_size,
+        tokens=len(theirs.encode(text).ids),
+        build_s=built,
+        build_in_process_s=built_in_process,
+        encode_ms=_median_ms(lambda: ours.encode(text)),
+        encode_in_process_ms=_median_ms(lambda: theirs.encode(text, add_special_tokens=False).ids),
+        decode_ms=_median_ms(lambda: ours.decode(ids)),
+        decode_in_process_ms=_median_ms(lambda: theirs.decode(ids)),
+        worker_rss_mb=rss,
+    )
     ours.close()
     return row
 
 
-LIMITED = ("import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (n, n)); "
-           "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")  # `prlimit --as`, as Python does it
+LIMITED = (
+    "import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (n, n)); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+)  # `prlimit --as`, as Python does it
 
 
 def _bytes(size: str) -> int:
@@ -132,8 +162,14 @@ class Server:
         port = _free_port()
         env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)}
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-c", LIMITED, str(_bytes(limit_as)), "app.py"], cwd=root,
-                                     env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", LIMITED, str(_bytes(limit_as)), "app.py"],
+            cwd=root,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.url, self.peak_kb, self._stop = f"http://127.0.0.1:{port}/", 0, threading.Event()
         deadline = time.time() + 180
         while True:
@@ -176,8 +212,13 @@ def upload(server: Server, folder: Path) -> tuple:
     comps = {c["id"]: c for c in cfg["components"]}
     dep = next(d for d in cfg["dependencies"] if d.get("api_name") == "upload_checkpoint")
     sent = Path(tempfile.mkdtemp(prefix="tokenizer-bench-"))
-    args = [[handle_file(str(shutil.copyfile(folder / n, sent / n))) for n in FILES] if comps[c]["type"] == "uploadbutton"
-            else comps[c]["props"].get("value") for c in dep["inputs"] if comps[c]["type"] != "state"]
+    args = [
+        [handle_file(str(shutil.copyfile(folder / n, sent / n))) for n in FILES]
+        if comps[c]["type"] == "uploadbutton"
+        else comps[c]["props"].get("value")
+        for c in dep["inputs"]
+        if comps[c]["type"] != "state"
+    ]
     out = Client(server.url, verbose=False).predict(*args, fn_index=dep["id"])
     return str((out[0] or {}).get("value") or ""), str(out[1]).replace("\\", "")
 
@@ -195,6 +236,7 @@ def attack(root: Path, limit_as: str, name: str, timeout_s: float) -> dict:
         row.update(upload_s=time.perf_counter() - t0, upload=said[:240])
         if not weights.startswith("checkpoint:upload:"):  # refused: the id it would have had
             from explorer.analysis.weights.checkpoint_upload import digest
+
             weights = "checkpoint:upload:" + digest({n: folder / n for n in FILES})
         result, t0 = {}, time.perf_counter()
 
@@ -210,8 +252,7 @@ def attack(root: Path, limit_as: str, name: str, timeout_s: float) -> dict:
         caller.join(timeout_s)
         row.update(analyze_s=time.perf_counter() - t0, analyze=result.get("answer", f"no answer in {timeout_s:g} s"))
         time.sleep(0.2)
-        row.update(peak_rss_mb=server.peak_kb / 1024, alive=server.proc.poll() is None,
-                   exit=server.proc.returncode)
+        row.update(peak_rss_mb=server.peak_kb / 1024, alive=server.proc.poll() is None, exit=server.proc.returncode)
     finally:
         server.close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -233,8 +274,12 @@ def main() -> None:
                 print(json.dumps(attack(Path(args.root), args.limit_as, name, args.timeout)), flush=True)
         else:
             for name, spec in (("tiny BPE (tests)", bpe_tokenizer_json()), ("byte-level BPE 150K", synthetic_bpe())):
-                print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in overhead(name, spec).items()}),
-                      flush=True)
+                print(
+                    json.dumps(
+                        {k: round(v, 4) if isinstance(v, float) else v for k, v in overhead(name, spec).items()}
+                    ),
+                    flush=True,
+                )
     print(busy.note())
 
 

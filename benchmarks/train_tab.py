@@ -1,5 +1,6 @@
 """The Train tab on its own: ``python -m benchmarks.train_tab`` (host/port from GRADIO_SERVER_NAME /
 GRADIO_SERVER_PORT, as ``app.py``). Used by the browser test and for working on the tab alone."""
+
 from __future__ import annotations
 
 import gradio as gr

@@ -21,6 +21,7 @@ Train tab and prints:
 
 Timings depend on the machine and its load: run it on a quiet machine, before and after a change.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,8 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,8 +39,14 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 # what the page records from its first script on: long tasks, and each step the status shows (page time)
 INIT_JS = """(() => {
@@ -71,10 +78,16 @@ def _free_port() -> int:
 
 def _serve(root: Path, log):
     port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": str(root)}
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(root),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -99,6 +112,7 @@ def _payload_bytes() -> dict:
 
     async def run():
         return [o async for o in train_runs.play(None, cfg, "copy", 20, 3e-3, 0, "cosine", 32, 32, 0, "", "trained")]
+
     last = asyncio.run(run())[-1]
     return {name: len(fig.to_json()) for name, fig in zip(("curves", "attention", "grads"), last[2:])}
 
@@ -112,17 +126,28 @@ def measure(url: str, seconds: float, steps: int, click_every: float = 1.0) -> d
         page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
         page.add_init_script(INIT_JS)
         page.goto(url)
-        page.wait_for_function("() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); "
-                               "return e && e.data && e.data.length > 0; }", timeout=180_000)  # the first paint
+        page.wait_for_function(
+            "() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); "
+            "return e && e.data && e.data.length > 0; }",
+            timeout=180_000,
+        )  # the first paint
         page.wait_for_timeout(2000)
         page.get_by_role("tab", name="Train").click()
         page.wait_for_selector("#train-play", state="visible", timeout=30_000)
         page.wait_for_timeout(1500)
-        page.evaluate("() => { window.scrollTo(0, 0); document.querySelectorAll('*').forEach(e => "
-                      "{ if (e.scrollTop) e.scrollTop = 0; }); }")
-        fit = {k: page.evaluate(BOX_JS, sel) for k, sel in
-               (("play", "#train-play"), ("curves", "#train-curves"), ("attention", "#train-attention"),
-                ("grads", "#train-grads"))}
+        page.evaluate(
+            "() => { window.scrollTo(0, 0); document.querySelectorAll('*').forEach(e => "
+            "{ if (e.scrollTop) e.scrollTop = 0; }); }"
+        )
+        fit = {
+            k: page.evaluate(BOX_JS, sel)
+            for k, sel in (
+                ("play", "#train-play"),
+                ("curves", "#train-curves"),
+                ("attention", "#train-attention"),
+                ("grads", "#train-grads"),
+            )
+        }
         box = page.locator("#train-steps input").first
         box.fill(str(steps))
         box.press("Tab")
@@ -138,8 +163,9 @@ def measure(url: str, seconds: float, steps: int, click_every: float = 1.0) -> d
         t1, drawn, events = page.evaluate("() => [performance.now(), window.__steps.slice(), window.__events.slice()]")
         page.click("#train-pause")
         t_pause = page.evaluate("() => performance.now()")
-        page.wait_for_function("() => document.querySelector('#train-status').innerText.includes('stopped at step')",
-                               timeout=300_000)
+        page.wait_for_function(
+            "() => document.querySelector('#train-status').innerText.includes('stopped at step')", timeout=300_000
+        )
         t_stop, stopped = page.evaluate("""() => [performance.now(),
             parseInt(document.querySelector('#train-status').innerText.match(/stopped at step (\\d+)/)[1])]""")
         longs = page.evaluate("() => window.__long.slice()")
@@ -147,17 +173,28 @@ def measure(url: str, seconds: float, steps: int, click_every: float = 1.0) -> d
     busy = sum(max(0.0, min(s + d, t1) - max(s, t0)) for s, d in longs)
     # each click's slowest event (pointerdown, pointerup, click) from its input to the next paint; 0 when
     # none reached the 16 ms threshold of the Event Timing API
-    answers = [max([d for name, s, d in events if name in ("pointerdown", "pointerup", "click") and c <= s < c + 1000]
-                   or [0.0]) for c in clicks]
+    answers = [
+        max(
+            [d for name, s, d in events if name in ("pointerdown", "pointerup", "click") and c <= s < c + 1000] or [0.0]
+        )
+        for c in clicks
+    ]
     in_window = [s for t, s in drawn if t0 <= t <= t1]
-    return {"viewport_h": 720, "top_bottom_px": fit, "window_s": round((t1 - t0) / 1000, 1),
-            "redraws_per_s": round(len(in_window) / ((t1 - t0) / 1000), 2),
-            "main_thread_busy": round(busy / (t1 - t0), 3),
-            "clicks": len(answers), "click_to_paint_ms_max": round(max(answers or [0.0])),
-            "click_to_paint_ms_median": round(statistics.median(answers)) if answers else None,
-            "clicks_over_100_ms": sum(a > 100 for a in answers),
-            "last_drawn_step_before_pause": drawn[-1][1] if drawn else None, "stopped_at_step": stopped,
-            "lag_steps": stopped - (drawn[-1][1] if drawn else 0), "pause_to_shown_s": round((t_stop - t_pause) / 1000, 2)}
+    return {
+        "viewport_h": 720,
+        "top_bottom_px": fit,
+        "window_s": round((t1 - t0) / 1000, 1),
+        "redraws_per_s": round(len(in_window) / ((t1 - t0) / 1000), 2),
+        "main_thread_busy": round(busy / (t1 - t0), 3),
+        "clicks": len(answers),
+        "click_to_paint_ms_max": round(max(answers or [0.0])),
+        "click_to_paint_ms_median": round(statistics.median(answers)) if answers else None,
+        "clicks_over_100_ms": sum(a > 100 for a in answers),
+        "last_drawn_step_before_pause": drawn[-1][1] if drawn else None,
+        "stopped_at_step": stopped,
+        "lag_steps": stopped - (drawn[-1][1] if drawn else 0),
+        "pause_to_shown_s": round((t_stop - t_pause) / 1000, 2),
+    }
 
 
 def main(argv=None) -> None:

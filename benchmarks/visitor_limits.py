@@ -9,6 +9,7 @@ address in ``X-Forwarded-For`` (an app that ignores it sees one address for all)
 the time it took, the server's peak RSS during it, what another visitor got, and the files left.
 Loops are bounded and go to 127.0.0.1 only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -115,20 +116,27 @@ def session_flood(url, _client_cls=None):
         before = event(victim, url, "compare", session)
         t0 = time.perf_counter()
         with httpx.Client(timeout=30, headers=headers("10.0.0.2")) as c:
-            codes = [c.post(url + "gradio_api/run/undo", json={"data": [], "session_hash": secrets.token_hex(8)}
-                            ).status_code for _ in range(250)]
+            codes = [
+                c.post(url + "gradio_api/run/undo", json={"data": [], "session_hash": secrets.token_hex(8)}).status_code
+                for _ in range(250)
+            ]
         flood_s = time.perf_counter() - t0
         after = event(victim, url, "compare", session)
-    return {"flood_s": round(flood_s, 2), "codes": sorted(set(codes)),
-            "victim_pinned_before": '"success":true' in before and "Nothing pinned" not in before,
-            "victim_pinned_after": '"success":true' in after and "Nothing pinned" not in after}
+    return {
+        "flood_s": round(flood_s, 2),
+        "codes": sorted(set(codes)),
+        "victim_pinned_before": '"success":true' in before and "Nothing pinned" not in before,
+        "victim_pinned_after": '"success":true' in after and "Nothing pinned" not in after,
+    }
 
 
 def queue_flood(url, n=30):
     text = "the quick brown fox " * 12
     with httpx.Client(timeout=30, headers=headers("10.0.0.3")) as c:
-        joined = [c.post(url + "gradio_api/call/analyze", json={"data": ["{}", text + str(i), "|", "bundled"]}).status_code
-                  for i in range(n)]
+        joined = [
+            c.post(url + "gradio_api/call/analyze", json={"data": ["{}", text + str(i), "|", "bundled"]}).status_code
+            for i in range(n)
+        ]
     other = []
     with httpx.Client(timeout=120, headers=headers("10.0.0.4")) as c:
         for i in range(5):
@@ -151,6 +159,7 @@ def heavy_jobs(url):
                 return str(r.status_code)
             body = c.get(url + f"gradio_api/call/export/{r.json()['event_id']}").text
             return "file" if "event: complete" in body else ("busy: " + body.split("data:")[-1].strip()[:60])
+
     with cf.ThreadPoolExecutor(4) as pool:
         mine = [pool.submit(export, "10.0.0.5") for _ in range(3)]
         time.sleep(0.3)
@@ -164,10 +173,12 @@ def big_bodies(url, n=8, size=100 << 20):
     def post(_):
         try:
             with httpx.Client(timeout=60, headers=headers("10.0.0.7")) as c:
-                return c.post(url + "gradio_api/queue/join", content=payload,
-                              headers={"Content-Type": "application/json"}).status_code
+                return c.post(
+                    url + "gradio_api/queue/join", content=payload, headers={"Content-Type": "application/json"}
+                ).status_code
         except httpx.HTTPError as e:
             return type(e).__name__
+
     with cf.ThreadPoolExecutor(n) as pool:
         return {"codes": list(pool.map(post, range(n)))}
 
@@ -177,7 +188,9 @@ def bare_uploads(url, tmp, n=20, size=24 << 20):
     codes = []
     with httpx.Client(timeout=60, headers=headers("10.0.0.8")) as c:
         for i in range(n):
-            codes.append(c.post(url + "gradio_api/upload", files={"files": (f"b{i}.bin", blob[:-1] + bytes([i]))}).status_code)
+            codes.append(
+                c.post(url + "gradio_api/upload", files={"files": (f"b{i}.bin", blob[:-1] + bytes([i]))}).status_code
+            )
     return {"codes": {str(k): codes.count(k) for k in set(codes)}, "files_kept": files_under(tmp)}
 
 
@@ -189,8 +202,13 @@ def echo(url):
         body = c.get(url + f"gradio_api/call/analyze/{r.json()['event_id']}").text
         j = c.post(url + "gradio_api/queue/join", json={"data": [], "session_hash": [1] * 150_000})
         d = event(c, url, "preset", secrets.token_hex(8), preset="x" * 900_000)
-        return {"error_answer_bytes": len(body), "validation_status": j.status_code, "validation_bytes": len(j.content),
-                "dropdown_answer": d[:60], "dropdown_bytes": len(d)}
+        return {
+            "error_answer_bytes": len(body),
+            "validation_status": j.status_code,
+            "validation_bytes": len(j.content),
+            "dropdown_answer": d[:60],
+            "dropdown_bytes": len(d),
+        }
 
 
 def foreign_path(url, tmp):
@@ -198,8 +216,13 @@ def foreign_path(url, tmp):
     with httpx.Client(timeout=60, headers=headers("10.0.0.10")) as c:
         path = c.post(url + "gradio_api/upload", files={"files": ("config.json", b'{"model_type": "llama"}')}).json()[0]
     with httpx.Client(timeout=60, headers=headers("10.0.0.11")) as c:
-        said = event(c, url, "upload_checkpoint", secrets.token_hex(8), **{"checkpoint-upload": [
-            {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": "config.json"}]})
+        said = event(
+            c,
+            url,
+            "upload_checkpoint",
+            secrets.token_hex(8),
+            **{"checkpoint-upload": [{"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": "config.json"}]},
+        )
     return {"others_upload_still_there": os.path.exists(path), "answer": said[-160:]}
 
 
@@ -212,11 +235,18 @@ def main(argv=None) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     tmp = tempfile.mkdtemp(prefix="explorer-bench-uploads-")
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": tmp,
-           "EXPLORER_CLIENT_ADDRESS": "forwarded-first", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_TEMP_DIR": tmp,
+        "EXPLORER_CLIENT_ADDRESS": "forwarded-first",
+        "PYTHONUNBUFFERED": "1",
+    }
     log = tempfile.NamedTemporaryFile("w", prefix="explorer-bench-", suffix=".log")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=args.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=args.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}/"
     results = {}
     try:
@@ -227,21 +257,28 @@ def main(argv=None) -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.5)
-        attacks = [("session flood (250 posts)", lambda: session_flood(url)),
-                   ("30 queue joins from one address", lambda: queue_flood(url)),
-                   ("3 heavy jobs from one address", lambda: heavy_jobs(url)),
-                   ("8 bodies of 100 MB", lambda: big_bodies(url)),
-                   ("20 bare uploads of 24 MB", lambda: bare_uploads(url, tmp)),
-                   ("900 kB value echoed", lambda: echo(url)),
-                   ("another visitor's upload path", lambda: foreign_path(url, tmp))]
+        attacks = [
+            ("session flood (250 posts)", lambda: session_flood(url)),
+            ("30 queue joins from one address", lambda: queue_flood(url)),
+            ("3 heavy jobs from one address", lambda: heavy_jobs(url)),
+            ("8 bodies of 100 MB", lambda: big_bodies(url)),
+            ("20 bare uploads of 24 MB", lambda: bare_uploads(url, tmp)),
+            ("900 kB value echoed", lambda: echo(url)),
+            ("another visitor's upload path", lambda: foreign_path(url, tmp)),
+        ]
         for name, attack in attacks:
             with Peak(proc.pid) as peak:
                 try:
                     out = attack()
                 except Exception as e:  # an attack that breaks the harness is a result too
                     out = {"harness_error": f"{type(e).__name__}: {str(e)[:120]}"}
-            out.update(seconds=round(peak.seconds, 2), rss_start_mb=round(peak.start), rss_peak_mb=round(peak.peak),
-                       rss_end_mb=round(peak.end), server_alive=proc.poll() is None)
+            out.update(
+                seconds=round(peak.seconds, 2),
+                rss_start_mb=round(peak.start),
+                rss_peak_mb=round(peak.peak),
+                rss_end_mb=round(peak.end),
+                server_alive=proc.poll() is None,
+            )
             results[name] = out
             print(f"{name}: {json.dumps(out)}", flush=True)
     finally:

@@ -5,6 +5,7 @@ the figure drawn from it), the memo emptied before each run so nothing is reused
 ``python -m benchmarks.why_views [--repeats 3]`` prints the median of ``--repeats`` per view (one thread, as
 the app runs, after a warm-up that builds the model) and the ``machine:`` line (was anything else running).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,8 @@ import time
 
 from explorer.analysis import source
 from explorer.analysis.common.memo import CACHE, eval_model
-from explorer.analysis.why import head_labels as wh
 from explorer.analysis.why import answers as wv
+from explorer.analysis.why import head_labels as wh
 from explorer.figures import interpretability as figs
 from explorer.runtime.configs import app_config
 from explorer.runtime.device import configure_threads
@@ -49,8 +50,10 @@ def main() -> None:
         "patching grid + figure": lambda: figs.patching_figure(wv.patching(src, DEFAULT_TEXT)),
         "circuits + figures": lambda: figs.copying_figure(wv.circuits(src, DEFAULT_TEXT)["copying"]),
     }
-    print(f"default bundle ({src.config.n_layers} layers x {src.config.n_heads} heads), landing text "
-          f"({len(DEFAULT_TEXT.encode())} bytes), median of {args.repeats}:")
+    print(
+        f"default bundle ({src.config.n_layers} layers x {src.config.n_heads} heads), landing text "
+        f"({len(DEFAULT_TEXT.encode())} bytes), median of {args.repeats}:"
+    )
     with BusyWatch() as busy:
         for label, fn in views.items():
             fn()  # warm-up

@@ -5,6 +5,7 @@ effect is only expected at the default settings. ``--store`` keeps the run as th
 at once (``assets/reproductions/NAME.json``, ``explorer.training.reproductions.stored``); NAME ``all``
 runs every reproduction.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,7 @@ from kernels.tools.busy import BusyWatch
 
 def format_table(rows: list, columns: list) -> str:
     """A plain-text table of ``rows`` (dicts) in ``columns`` order; floats with 4 significant digits."""
+
     def cell(v):
         if isinstance(v, float):
             return f"{v:.4g}"
@@ -29,7 +31,9 @@ def format_table(rows: list, columns: list) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.reproduce", description="Reproduce a result of the source texts on this machine.")
+    parser = argparse.ArgumentParser(
+        prog="python -m explorer.reproduce", description="Reproduce a result of the source texts on this machine."
+    )
     parser.add_argument("name", choices=[*REPRODUCTIONS, "all"])
     parser.add_argument("--json", help="write the result to this file")
     parser.add_argument("--quick", action="store_true", help="tiny settings: checks the plumbing, not the effect")
@@ -48,8 +52,12 @@ def main(argv=None) -> int:
 def one(name: str, args, json_path: str | None) -> None:
     args.name = name
     with BusyWatch() as watch:
-        result = run(args.name, quick=args.quick, threads=args.threads,
-                     progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+        result = run(
+            args.name,
+            quick=args.quick,
+            threads=args.threads,
+            progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+        )
     mod = REPRODUCTIONS[args.name]
     print(f"# {args.name}: {mod.TITLE}")
     print("settings: " + json.dumps(result["settings"], sort_keys=True))

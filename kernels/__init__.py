@@ -3,6 +3,7 @@
 CUDA tensors run our Triton kernels; CPU tensors run block-sparse PyTorch. Importing this package
 imports neither Triton nor any model code.
 """
+
 from .attention import (
     attention,
     attention_backend,
@@ -16,7 +17,21 @@ from .cpu.pooled_linear import pooled_linear
 from .pooled import pooled_attention, pooled_backend
 from .pooled_dense import PooledAttention, pool_probs, pooled_block
 
-__all__ = ["attention", "attention_backend", "attention_ref", "attention_flops", "record_backends",
-           "record_kernel_flops", "BlockMask", "block_mask", "block_mask_from_rows",
-           "block_mask_from_tiles", "pooled_attention", "pooled_backend", "PooledAttention", "pool_probs",
-           "pooled_block", "pooled_linear"]
+__all__ = [
+    "attention",
+    "attention_backend",
+    "attention_ref",
+    "attention_flops",
+    "record_backends",
+    "record_kernel_flops",
+    "BlockMask",
+    "block_mask",
+    "block_mask_from_rows",
+    "block_mask_from_tiles",
+    "pooled_attention",
+    "pooled_backend",
+    "PooledAttention",
+    "pool_probs",
+    "pooled_block",
+    "pooled_linear",
+]

@@ -12,6 +12,7 @@ Dispatch:
 no aten op does that work, so ``torch.utils.flop_counter`` cannot see it).
 Score convention and reference: ``kernels/reference.py``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,14 @@ from .block_mask import BlockMask, _device_key, block_mask_from_rows
 from .cpu.attention import block_sparse_attention
 from .reference import attention_ref, relative_positions
 
-__all__ = ["attention", "attention_backend", "attention_ref", "attention_flops", "record_backends",
-           "record_kernel_flops"]
+__all__ = [
+    "attention",
+    "attention_backend",
+    "attention_ref",
+    "attention_flops",
+    "record_backends",
+    "record_kernel_flops",
+]
 
 # Per thread / asyncio task (a ContextVar, never shared between users): the list that
 # ``record_backends`` hands out, or None when nobody is recording.
@@ -85,8 +92,17 @@ def _triton_reason(device, q, k, v, block_mask=None, rel_k=None, rel_v=None) -> 
     return triton_reason(device, "flash.launcher", q, k, v, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
 
 
-def attention_backend(device, *, block_mask: BlockMask | None = None, rel_k=None, rel_v=None,
-                      softcap=None, head_dim: int = 64, dtype=torch.float32, **_) -> str:
+def attention_backend(
+    device,
+    *,
+    block_mask: BlockMask | None = None,
+    rel_k=None,
+    rel_v=None,
+    softcap=None,
+    head_dim: int = 64,
+    dtype=torch.float32,
+    **_,
+) -> str:
     """Human-readable name of the backend ``attention`` runs for arguments of this kind."""
     device = torch.device(device)
     if device.type == "cuda":  # ask the kernel about shape-only (meta) stand-ins of the arguments
@@ -110,35 +126,81 @@ def _check(q, k, v, block_mask):
     if q.shape[2] > k.shape[2]:
         raise ValueError(f"Lq={q.shape[2]} > Lk={k.shape[2]}: queries are the last Lq key positions")
     if block_mask is not None and (block_mask.q_len, block_mask.k_len) != (q.shape[2], k.shape[2]):
-        raise ValueError(f"block mask is for {(block_mask.q_len, block_mask.k_len)}, "
-                         f"inputs are {(q.shape[2], k.shape[2])}")
+        raise ValueError(
+            f"block mask is for {(block_mask.q_len, block_mask.k_len)}, inputs are {(q.shape[2], k.shape[2])}"
+        )
 
 
-def attention(q, k, v, *, causal=False, block_mask: BlockMask | None = None, alibi_slopes=None,
-              rel_bias=None, softcap=None, scale=None, rel_k=None, rel_v=None, pair_bias=None):
+def attention(
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    block_mask: BlockMask | None = None,
+    alibi_slopes=None,
+    rel_bias=None,
+    softcap=None,
+    scale=None,
+    rel_k=None,
+    rel_v=None,
+    pair_bias=None,
+):
     """Differentiable attention ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``."""
     _check(q, k, v, block_mask)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if pair_bias is not None:  # a full per-pair term (DeBERTa, TUPE): the dense reference, every device
         _ran(lambda: f"torch-{q.device.type} dense (pair_bias)")
-        return attention_ref(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
-                             rel_bias=rel_bias, softcap=softcap, scale=scale, rel_k=rel_k, rel_v=rel_v,
-                             pair_bias=pair_bias)[0]
+        return attention_ref(
+            q,
+            k,
+            v,
+            causal=causal,
+            block_mask=block_mask,
+            alibi_slopes=alibi_slopes,
+            rel_bias=rel_bias,
+            softcap=softcap,
+            scale=scale,
+            rel_k=rel_k,
+            rel_v=rel_v,
+            pair_bias=pair_bias,
+        )[0]
     if _triton_reason(q.device, q, k, v, block_mask, rel_k, rel_v) is None:
         from .triton.flash.launcher import flash_attention
+
         _ran(lambda: triton_backend_name(q.device) + (" block-sparse" if block_mask is not None else ""))
         if (flops := _FLOPS.get()) is not None:
             flops.append(attention_flops(q.shape, k.shape, causal, block_mask))
-        return flash_attention(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
-                               rel_bias=rel_bias, softcap=softcap, scale=scale)
+        return flash_attention(
+            q,
+            k,
+            v,
+            causal=causal,
+            block_mask=block_mask,
+            alibi_slopes=alibi_slopes,
+            rel_bias=rel_bias,
+            softcap=softcap,
+            scale=scale,
+        )
     if block_mask is None and rel_k is None and rel_v is None and softcap is None:
         _ran(lambda: f"sdpa ({q.device.type})")
         return _sdpa(q, k, v, causal=causal, alibi_slopes=alibi_slopes, rel_bias=rel_bias, scale=scale)
     if block_mask is None:  # dense pattern with tables or softcap: one all-visited layout
         block_mask = _dense_layout(q.shape[2], k.shape[2], q.device)
     _ran(lambda: f"torch-{q.device.type} block-sparse")
-    return block_sparse_attention(q, k, v, block_mask, causal=causal, scale=scale, alibi_slopes=alibi_slopes,
-                                  rel_bias=rel_bias, softcap=softcap, rel_k=rel_k, rel_v=rel_v)
+    return block_sparse_attention(
+        q,
+        k,
+        v,
+        block_mask,
+        causal=causal,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        rel_bias=rel_bias,
+        softcap=softcap,
+        rel_k=rel_k,
+        rel_v=rel_v,
+    )
 
 
 def _dense_layout(lq: int, lk: int, device) -> BlockMask:
@@ -151,6 +213,7 @@ def _dense_layout(lq: int, lk: int, device) -> BlockMask:
 def _dense_layout_on(lq: int, lk: int, device: str) -> BlockMask:
     def every_key(a, b):
         return torch.ones(b - a, lk, dtype=torch.bool, device=device)
+
     return block_mask_from_rows(every_key, lq, lk, 64, device)
 
 
@@ -161,8 +224,9 @@ def _sdpa(q, k, v, *, causal, alibi_slopes, rel_bias, scale):
         if not causal or lq == lk:  # SDPA's is_causal is top-left aligned: only valid for Lq == Lk
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
     rel = relative_positions(lq, lk, q.device)
-    bias = torch.zeros(q.shape[1] if (alibi_slopes is not None or rel_bias is not None) else 1, lq, lk,
-                       dtype=q.dtype, device=q.device)
+    bias = torch.zeros(
+        q.shape[1] if (alibi_slopes is not None or rel_bias is not None) else 1, lq, lk, dtype=q.dtype, device=q.device
+    )
     if rel_bias is not None:
         bias = bias + rel_bias[:, rel + lk - 1].to(q.dtype)
     if alibi_slopes is not None:

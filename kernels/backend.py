@@ -6,6 +6,7 @@ tests run the kernels in the interpreter on CPU tensors), triton imports, and th
 ``unsupported_reason`` (if it has one) accepts the arguments. The kernel module, and with it
 triton, is imported only after the device check, so the CPU path never imports triton.
 """
+
 from __future__ import annotations
 
 import importlib

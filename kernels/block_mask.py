@@ -20,6 +20,7 @@ on its own device and one cached copy per other device, so those memos survive t
 makes every forward. Both memos are filled compute-then-``setdefault`` (atomic on a dict): two
 threads may both compute an entry, but they get the same one back and the dict is never torn.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ class BlockMask:
         """Visited blocks over all blocks: the fraction of dense work that is done."""
         return self.n_visited / max(1, self.n_q_blocks * self.n_k_blocks)
 
-    def to(self, device) -> "BlockMask":
+    def to(self, device) -> BlockMask:
         """This layout on ``device``: the mask itself when it is already there, else one copy per
         device, made on the first call and returned by every later one (with its own plans)."""
         key = _device_key(device)
@@ -73,9 +74,19 @@ class BlockMask:
             return self
         copy = self.copies.get(key)
         if copy is None:
-            copy = self.copies.setdefault(key, BlockMask(
-                self.q_len, self.k_len, self.block_q, self.block_k, self.kv_counts.to(device),
-                self.kv_indices.to(device), self.kv_tile.to(device), self.tiles.to(device)))
+            copy = self.copies.setdefault(
+                key,
+                BlockMask(
+                    self.q_len,
+                    self.k_len,
+                    self.block_q,
+                    self.block_k,
+                    self.kv_counts.to(device),
+                    self.kv_indices.to(device),
+                    self.kv_tile.to(device),
+                    self.tiles.to(device),
+                ),
+            )
         return copy
 
     def to_dense(self) -> torch.Tensor:
@@ -110,8 +121,9 @@ def block_mask(mask: torch.Tensor, block: int | tuple[int, int] = 64) -> BlockMa
     return block_mask_from_rows(lambda a, b: mask[a:b], mask.shape[0], mask.shape[1], block, mask.device)
 
 
-def block_mask_from_rows(rows, q_len: int, k_len: int, block: int | tuple[int, int] = 64,
-                         device=None, chunk_rows: int = 1024) -> BlockMask:
+def block_mask_from_rows(
+    rows, q_len: int, k_len: int, block: int | tuple[int, int] = 64, device=None, chunk_rows: int = 1024
+) -> BlockMask:
     """Build a :class:`BlockMask` from ``rows(start, stop) -> bool [stop - start, k_len]``.
 
     The pattern is evaluated a band of query rows at a time, so a long sequence never needs the
@@ -146,8 +158,9 @@ def block_mask_from_rows(rows, q_len: int, k_len: int, block: int | tuple[int, i
     return _assemble(q_len, k_len, bq, bk, torch.cat(counts), torch.cat(idx_rows), torch.cat(tile_rows), tiles)
 
 
-def block_mask_from_tiles(q_len: int, k_len: int, bq: int, bk: int, visited: torch.Tensor,
-                          full: torch.Tensor, tiles: torch.Tensor) -> BlockMask:
+def block_mask_from_tiles(
+    q_len: int, k_len: int, bq: int, bk: int, visited: torch.Tensor, full: torch.Tensor, tiles: torch.Tensor
+) -> BlockMask:
     """Assemble a :class:`BlockMask` from per-tile flags ``visited, full [n_qb, n_kb]`` and the
     element masks ``tiles [n_partial, bq, bk]`` of the partial tiles in row-major order."""
     partial = visited & ~full
@@ -165,5 +178,13 @@ def _assemble(q_len, k_len, bq, bk, counts, order, tile, tiles) -> BlockMask:
     slot_valid = torch.arange(max_kb, device=device)[None, :] < counts[:, None]
     kv_indices = torch.where(slot_valid, order, torch.zeros_like(order))
     kv_tile = torch.where(slot_valid, tile, torch.full_like(tile, -1))
-    return BlockMask(q_len, k_len, bq, bk, counts.to(torch.int32), kv_indices.to(torch.int32),
-                     kv_tile.to(torch.int32), tiles.contiguous())
+    return BlockMask(
+        q_len,
+        k_len,
+        bq,
+        bk,
+        counts.to(torch.int32),
+        kv_indices.to(torch.int32),
+        kv_tile.to(torch.int32),
+        tiles.contiguous(),
+    )

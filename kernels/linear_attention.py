@@ -24,14 +24,14 @@ too much in half precision. fp16 / bf16 inputs are therefore converted to fp32 o
 input dtype: a third of the specialisations for kernels.tools.aot_check. Feature and value dims are
 padded to one size (32 or 64), so the launcher can only pick the variants the AOT check compiles.
 """
+
 from __future__ import annotations
 
 from .backend import triton_reason
 from .cpu.linear_attention import linear_attention_ref
 
 
-def linear_attention(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6,
-                     force_triton: bool = False):
+def linear_attention(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6, force_triton: bool = False):
     """``phi_q [B, h, L, m]``, ``phi_k [B, h_kv, L, m]``, ``v [B, h_kv, L, d]`` -> ``[B, h, L, d]``.
 
     Triton on CUDA tensors (or when ``force_triton``) with feature / value dims <= 64 (a batch
@@ -39,9 +39,9 @@ def linear_attention(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6
     sums otherwise.
     """
     if phi_q.shape[1] % phi_k.shape[1] or phi_k.shape[:3] != v.shape[:3]:
-        raise ValueError(f"linear_attention: bad shapes {tuple(phi_q.shape)} {tuple(phi_k.shape)} "
-                         f"{tuple(v.shape)}")
+        raise ValueError(f"linear_attention: bad shapes {tuple(phi_q.shape)} {tuple(phi_k.shape)} {tuple(v.shape)}")
     if triton_reason(phi_q.device, "linear_attention", phi_q, v, force=force_triton) is None:
         from .triton.linear_attention import linear_attention_triton
+
         return linear_attention_triton(phi_q, phi_k, v, causal=causal, eps=eps)
     return linear_attention_ref(phi_q, phi_k, v, causal=causal, eps=eps)

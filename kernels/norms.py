@@ -9,6 +9,7 @@ keeps its partial dw / db in registers, and a final torch sum reduces the per-pr
 The Triton kernels live in kernels/triton/norms.py, imported only on the Triton path; the PyTorch
 path in kernels/cpu/norms.py.
 """
+
 from __future__ import annotations
 
 from .backend import triton_reason
@@ -19,6 +20,7 @@ def layer_norm(x, weight, bias, eps: float = 1e-5, *, force_triton: bool = False
     """LayerNorm over the last dim (Triton on CUDA or when ``force_triton``)."""
     if triton_reason(x.device, "norms", force=force_triton) is None:
         from .triton.norms import _Norm
+
         return _Norm.apply(x, weight, bias, float(eps), False)
     return layer_norm_ref(x, weight, bias, eps)
 
@@ -27,5 +29,6 @@ def rms_norm(x, weight, eps: float = 1e-5, *, force_triton: bool = False):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last dim."""
     if triton_reason(x.device, "norms", force=force_triton) is None:
         from .triton.norms import _Norm
+
         return _Norm.apply(x, weight, None, float(eps), True)
     return rms_norm_ref(x, weight, eps)

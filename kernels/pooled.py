@@ -18,6 +18,7 @@ The scores are those of ``kernels/reference.py`` for the same arguments (``causa
 probabilities). Without a ``block_mask`` the dense pattern is walked tile by tile (causal: never
 above the diagonal) without a stored layout.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,18 +53,34 @@ def _check(q, k, block_mask):
     if q.dim() != 4 or k.dim() != 4:
         raise ValueError(f"pooled_attention expects 4-D q, k [B, h, L, d]; got {tuple(q.shape)}, {tuple(k.shape)}")
     if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or q.shape[1] % k.shape[1]:
-        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} do not match (batch, head dim, "
-                         "query heads a multiple of K/V heads)")
+        raise ValueError(
+            f"q {tuple(q.shape)} and k {tuple(k.shape)} do not match (batch, head dim, "
+            "query heads a multiple of K/V heads)"
+        )
     if q.shape[2] > k.shape[2]:
         raise ValueError(f"Lq={q.shape[2]} > Lk={k.shape[2]}: queries are the last Lq key positions")
     if block_mask is not None and (block_mask.q_len, block_mask.k_len) != (q.shape[2], k.shape[2]):
-        raise ValueError(f"block mask is for {(block_mask.q_len, block_mask.k_len)}, "
-                         f"inputs are {(q.shape[2], k.shape[2])}")
+        raise ValueError(
+            f"block mask is for {(block_mask.q_len, block_mask.k_len)}, inputs are {(q.shape[2], k.shape[2])}"
+        )
 
 
-def pooled_attention(q, k, *, causal=False, block_mask: BlockMask | None = None, alibi_slopes=None,
-                     rel_bias=None, softcap=None, scale=None, rel_k=None, max_cells: int = MAX_CELLS,
-                     block: int | None = None, sink_k: int = 4, window: int = 64) -> PooledAttention:
+def pooled_attention(
+    q,
+    k,
+    *,
+    causal=False,
+    block_mask: BlockMask | None = None,
+    alibi_slopes=None,
+    rel_bias=None,
+    softcap=None,
+    scale=None,
+    rel_k=None,
+    max_cells: int = MAX_CELLS,
+    block: int | None = None,
+    sink_k: int = 4,
+    window: int = 64,
+) -> PooledAttention:
     """Pooled attention of ``q [B, h, Lq, d]`` over ``k [B, h_kv, Lk, d]`` (see the module docstring).
 
     ``block``: the cell size in positions (a multiple of the layout tile); by default the smallest
@@ -85,9 +102,33 @@ def pooled_attention(q, k, *, causal=False, block_mask: BlockMask | None = None,
     softcap = None if softcap is None else float(softcap)
     if _triton_reason(q, k, bm, rel_k, -(-lk // block_k)) is None:
         from .triton.pooled import pooled_triton
-        return pooled_triton(q, k, causal=causal, block_mask=bm, alibi_slopes=alibi_slopes, rel_bias=rel_bias,
-                             softcap=softcap, scale=scale, block_q=block_q, block_k=block_k, sink_k=sink_k,
-                             window=window)
-    return pooled_block_sparse(q, k, bm, block_q=block_q, block_k=block_k, causal=causal, scale=scale,
-                               alibi_slopes=alibi_slopes, rel_bias=rel_bias, softcap=softcap, rel_k=rel_k,
-                               sink_k=sink_k, window=window)
+
+        return pooled_triton(
+            q,
+            k,
+            causal=causal,
+            block_mask=bm,
+            alibi_slopes=alibi_slopes,
+            rel_bias=rel_bias,
+            softcap=softcap,
+            scale=scale,
+            block_q=block_q,
+            block_k=block_k,
+            sink_k=sink_k,
+            window=window,
+        )
+    return pooled_block_sparse(
+        q,
+        k,
+        bm,
+        block_q=block_q,
+        block_k=block_k,
+        causal=causal,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        rel_bias=rel_bias,
+        softcap=softcap,
+        rel_k=rel_k,
+        sink_k=sink_k,
+        window=window,
+    )

@@ -17,6 +17,7 @@ every row has an allowed key. Beside it, per query ``i`` (absolute position ``i_
 are tested against, and the path of mechanisms whose only map is a dense effective one. The kernels
 (``kernels/pooled.py``) compute the same numbers without ever holding ``L x L``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,25 +28,26 @@ import torch.nn.functional as F
 from .reference import relative_positions
 
 MAX_CELLS = 256  # a display of at most 256 x 256 cells per head
-TILE = 64        # the kernels' layout tile: pooled blocks are multiples of it
+TILE = 64  # the kernels' layout tile: pooled blocks are multiples of it
 
 
 @dataclass
 class PooledAttention:
     """Pooled attention of ``B x h`` heads over ``q_len`` queries and ``k_len`` keys."""
-    mass: torch.Tensor       # (B, h, n_qp, n_kp), at least float32: see the module docstring
-    entropy: torch.Tensor    # (B, h, Lq) nats
-    distance: torch.Tensor   # (B, h, Lq) mean |j - i_abs| under p
-    sink: torch.Tensor       # (B, h, Lq) mass on keys j < sink_k
-    local: torch.Tensor      # (B, h, Lq) mass on |j - i_abs| < window
-    block_q: int             # query rows per cell
-    block_k: int             # keys per cell
+
+    mass: torch.Tensor  # (B, h, n_qp, n_kp), at least float32: see the module docstring
+    entropy: torch.Tensor  # (B, h, Lq) nats
+    distance: torch.Tensor  # (B, h, Lq) mean |j - i_abs| under p
+    sink: torch.Tensor  # (B, h, Lq) mass on keys j < sink_k
+    local: torch.Tensor  # (B, h, Lq) mass on |j - i_abs| < window
+    block_q: int  # query rows per cell
+    block_k: int  # keys per cell
     q_len: int
     k_len: int
     sink_k: int
     window: int
-    backend: str             # what computed it ("torch-cpu block-sparse", "triton (sm_90) pooled", "dense", ...)
-    note: str = ""           # what was left out and why (e.g. an entropy with no closed form), else ""
+    backend: str  # what computed it ("torch-cpu block-sparse", "triton (sm_90) pooled", "dense", ...)
+    note: str = ""  # what was left out and why (e.g. an entropy with no closed form), else ""
 
     def stats(self) -> dict:
         """The per-query statistics by name, each ``(B, h, Lq)``."""
@@ -73,8 +75,15 @@ def check_stats_args(sink_k: int, window: int) -> None:
         raise ValueError(f"window must be >= 1, got {window}")
 
 
-def pool_probs(probs: torch.Tensor, block_q: int, block_k: int | None = None, *, sink_k: int = 4,
-               window: int = 64, backend: str = "dense") -> PooledAttention:
+def pool_probs(
+    probs: torch.Tensor,
+    block_q: int,
+    block_k: int | None = None,
+    *,
+    sink_k: int = 4,
+    window: int = 64,
+    backend: str = "dense",
+) -> PooledAttention:
     """Pool a dense probability matrix ``probs [B, h, Lq, Lk]`` (queries the last ``Lq`` of ``Lk``)."""
     check_stats_args(sink_k, window)
     block_k = block_q if block_k is None else block_k
@@ -85,6 +94,16 @@ def pool_probs(probs: torch.Tensor, block_q: int, block_k: int | None = None, *,
     mass = mass / rows_per_block(lq, block_q, probs.device).to(mass.dtype)[:, None]
     dist = relative_positions(lq, lk, probs.device).abs().to(probs.dtype)  # (Lq, Lk): |j - i_abs|
     return PooledAttention(
-        mass=mass, entropy=torch.special.entr(probs).sum(-1), distance=(probs * dist).sum(-1),
-        sink=probs[..., :sink_k].sum(-1), local=(probs * (dist < window)).sum(-1), block_q=block_q,
-        block_k=block_k, q_len=lq, k_len=lk, sink_k=int(sink_k), window=int(window), backend=backend)
+        mass=mass,
+        entropy=torch.special.entr(probs).sum(-1),
+        distance=(probs * dist).sum(-1),
+        sink=probs[..., :sink_k].sum(-1),
+        local=(probs * (dist < window)).sum(-1),
+        block_q=block_q,
+        block_k=block_k,
+        q_len=lq,
+        k_len=lk,
+        sink_k=int(sink_k),
+        window=int(window),
+        backend=backend,
+    )

@@ -13,13 +13,12 @@ Conventions (shared by the CPU block-sparse path and the Triton kernels):
   a query row with no allowed key outputs 0.
 - ``out = P v + P rel_v`` (``rel_v`` indexed like ``rel_k``).
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
-
-from .block_mask import BlockMask
 
 
 def relative_positions(lq: int, lk: int, device=None) -> torch.Tensor:
@@ -40,8 +39,22 @@ def expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     return x if rep == 1 else x.repeat_interleave(rep, dim=1)
 
 
-def attention_ref(q, k, v, *, causal=False, mask=None, block_mask=None, alibi_slopes=None,
-                  rel_bias=None, softcap=None, scale=None, rel_k=None, rel_v=None, pair_bias=None):
+def attention_ref(
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    mask=None,
+    block_mask=None,
+    alibi_slopes=None,
+    rel_bias=None,
+    softcap=None,
+    scale=None,
+    rel_k=None,
+    rel_v=None,
+    pair_bias=None,
+):
     """Dense reference. Returns ``(out [B, h, Lq, d], probs [B, h, Lq, Lk])``.
 
     ``mask`` is a dense bool ``[Lq, Lk]`` pattern; ``block_mask`` a :class:`BlockMask` (its dense

@@ -9,6 +9,7 @@ materialised.
 The Triton kernel lives in kernels/triton/rope.py, imported only on the Triton path; the PyTorch
 path in kernels/cpu/rope.py.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,13 +18,16 @@ from .backend import triton_reason
 from .cpu.rope import apply_rope_ref
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, *,
-               force_triton: bool = False) -> torch.Tensor:
+def apply_rope(
+    x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, *, force_triton: bool = False
+) -> torch.Tensor:
     """Rotate ``x [..., L, d]`` by ``positions [L]`` (Triton on CUDA or when ``force_triton``)."""
     if x.shape[-1] % 2 or positions.shape != (x.shape[-2],):
-        raise ValueError(f"apply_rope: need even d and positions [L], got x {tuple(x.shape)}, "
-                         f"positions {tuple(positions.shape)}")
+        raise ValueError(
+            f"apply_rope: need even d and positions [L], got x {tuple(x.shape)}, positions {tuple(positions.shape)}"
+        )
     if triton_reason(x.device, "rope", force=force_triton) is None:
         from .triton.rope import _Rope
+
         return _Rope.apply(x, positions, float(base))
     return apply_rope_ref(x, positions, base)

@@ -19,10 +19,10 @@ the cross-attention sublayers and the other stack's layer count), so ``approx_pa
 This module is imported by the registry (so by the config): it must not import the config or the
 model assembly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch.nn.functional as F
 from torch import nn
@@ -41,11 +41,12 @@ N_DECODER_LAYERS = Param("n_decoder_layers", int, None, optional=True, range=(1,
 class Stack:
     """One stack of layers in an architecture: the sequence it reads, whether it always reads in both
     directions, the earlier stacks it cross-attends to in every layer, and the field of its depth."""
-    name: str                    # "decoder", "encoder": how figures and results name it
-    reads: str                   # its input sequence: "tokens" (the one sequence), "source" or "target"
+
+    name: str  # "decoder", "encoder": how figures and results name it
+    reads: str  # its input sequence: "tokens" (the one sequence), "source" or "target"
     bidirectional: bool = False  # True: causal=False whatever the config says (an encoder)
-    attends: tuple = ()          # names of earlier stacks whose output it reads through cross-attention
-    depth_field: Optional[str] = None  # the config field of its layer count; None (or its value None): n_layers
+    attends: tuple = ()  # names of earlier stacks whose output it reads through cross-attention
+    depth_field: str | None = None  # the config field of its layer count; None (or its value None): n_layers
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Arrangement:
     """A model as data: its stacks in the order they run (the head reads the last one's output).
     Everything that runs a model for the app (maps, gradients, sweeps, training, figures) walks this
     record instead of asking which architecture it is, so a new arrangement is one record."""
+
     stacks: tuple
 
     @property
@@ -86,8 +88,12 @@ class ArchitectureCaps:
 
 DECODER = Arrangement((Stack("decoder", "tokens"),))
 ENCODER = Arrangement((Stack("encoder", "tokens", bidirectional=True),))
-ENCODER_DECODER = Arrangement((Stack("encoder", "source", bidirectional=True, depth_field="n_encoder_layers"),
-                               Stack("decoder", "target", attends=("encoder",), depth_field="n_decoder_layers")))
+ENCODER_DECODER = Arrangement(
+    (
+        Stack("encoder", "source", bidirectional=True, depth_field="n_encoder_layers"),
+        Stack("decoder", "target", attends=("encoder",), depth_field="n_decoder_layers"),
+    )
+)
 
 
 # ---------------------------------------------------------------------------- heads
@@ -159,47 +165,62 @@ def decoder_config(cfg):
 # ---------------------------------------------------------------------------- checks
 def check_encoder_only(cfg) -> None:
     if cfg.causal:
-        raise ConfigError("causal", cfg.causal,
-                          "False with architecture='encoder_only': an encoder reads its whole input in both "
-                          "directions (BERT); for a causal stack choose architecture='decoder_only'")
+        raise ConfigError(
+            "causal",
+            cfg.causal,
+            "False with architecture='encoder_only': an encoder reads its whole input in both "
+            "directions (BERT); for a causal stack choose architecture='decoder_only'",
+        )
     if cfg.memory != "none":
-        raise ConfigError("memory", cfg.memory,
-                          "'none' with architecture='encoder_only': a memory carries hidden states from earlier "
-                          "segments of a left-to-right stream; an encoder reads its whole input at once")
+        raise ConfigError(
+            "memory",
+            cfg.memory,
+            "'none' with architecture='encoder_only': a memory carries hidden states from earlier "
+            "segments of a left-to-right stream; an encoder reads its whole input at once",
+        )
 
 
 # Why each non-standard layer structure is not offered for the encoder-decoder.
 _LAYER_REASONS = {
     "reversible": "the reversible coupling y1 = x1 + F(x2), y2 = x2 + G(y1) has room for two sublayers per "
-                  "layer; a decoder layer has three (self-attention, cross-attention, FFN)",
+    "layer; a decoder layer has three (self-attention, cross-attention, FFN)",
     "universal": "the Universal Transformer's shared block with ACT halting is built for one stack; a shared "
-                 "decoder block with cross-attention and per-stack halting is not built",
+    "decoder block with cross-attention and per-stack halting is not built",
     "gated": "GTrXL's gates replace the residuals of a two-sublayer block (an RL decoder); a gated "
-             "cross-attention sublayer is not defined by the paper",
+    "cross-attention sublayer is not defined by the paper",
     "early_exit": "early exits would have to skip the cross-attention of later decoder layers (CALM "
-                  "propagates their keys/values); not built",
+    "propagates their keys/values); not built",
 }
 
 
 def check_encoder_decoder(cfg) -> None:
     if not cfg.causal:
-        raise ConfigError("causal", cfg.causal,
-                          "True with architecture='encoder_decoder': causal names the decoder, which predicts the "
-                          "target left to right (the encoder is always bidirectional)")
+        raise ConfigError(
+            "causal",
+            cfg.causal,
+            "True with architecture='encoder_decoder': causal names the decoder, which predicts the "
+            "target left to right (the encoder is always bidirectional)",
+        )
     if cfg.memory != "none":
-        raise ConfigError("memory", cfg.memory,
-                          "'none' with architecture='encoder_decoder': the encoder reads the whole source at once "
-                          "(nothing earlier to remember), and a segmented decoder would need its memory and the "
-                          "cross-attention over one source to agree; not built")
+        raise ConfigError(
+            "memory",
+            cfg.memory,
+            "'none' with architecture='encoder_decoder': the encoder reads the whole source at once "
+            "(nothing earlier to remember), and a segmented decoder would need its memory and the "
+            "cross-attention over one source to agree; not built",
+        )
     if cfg.layer != "standard":
         reason = _LAYER_REASONS.get(cfg.layer, "only the standard stack takes a cross-attention sublayer")
         raise ConfigError("layer", cfg.layer, f"'standard' with architecture='encoder_decoder': {reason}")
     try:  # every other choice applies to the encoder too, where it must hold bidirectionally
         encoder_config(cfg).validate()
     except ConfigError as e:
-        raise ConfigError(e.field, e.value,
-                          f"{e.allowed} (in the encoder of architecture='encoder_decoder', which is always "
-                          "bidirectional: causal=False there)") from None
+        raise ConfigError(
+            e.field,
+            e.value,
+            f"{e.allowed} (in the encoder of architecture='encoder_decoder', which is always "
+            "bidirectional: causal=False there)",
+        ) from None
 
 
 # ---------------------------------------------------------------------------- parameter counts
@@ -221,6 +242,7 @@ def encoder_decoder_params(cfg) -> int:
     """Both stacks (each with its positions and final norm), one shared embedding, one head, and a
     cross-attention sublayer per decoder layer, minus the decoder-only model ``approx_params``
     already counted."""
+
     def single(n):  # a decoder-only model of n layers: embedding + head + positions + stack + final norm
         return cfg.replace(architecture="decoder_only", n_layers=n).approx_params()
 
@@ -232,17 +254,34 @@ def encoder_decoder_params(cfg) -> int:
 
 # ---------------------------------------------------------------------------- registry
 VARIANTS = (
-    Variant("decoder_only", "Radford et al. 2018 (GPT); Vaswani et al. 2017 (the decoder)",
-            "One stack of layers and a language-model head; causal=True makes it a left-to-right decoder.",
-            build=lm_head, params=("causal",), caps=ArchitectureCaps(DECODER)),
-    Variant("encoder_only", "Devlin et al. 2019 (BERT)",
-            "One bidirectional stack with a masked-LM head (dense, GELU, norm, vocabulary projection).",
-            build=MLMHead, check=check_encoder_only, n_params=mlm_head_params, caps=ArchitectureCaps(ENCODER)),
-    Variant("encoder_decoder", "Vaswani et al. 2017",
-            "A bidirectional encoder reads the source; a causal decoder with cross-attention in every layer "
-            "predicts the target: model(src, tgt).",
-            build=lm_head, params=(N_ENCODER_LAYERS, N_DECODER_LAYERS), check=check_encoder_decoder,
-            n_params=encoder_decoder_params, caps=ArchitectureCaps(ENCODER_DECODER)),
+    Variant(
+        "decoder_only",
+        "Radford et al. 2018 (GPT); Vaswani et al. 2017 (the decoder)",
+        "One stack of layers and a language-model head; causal=True makes it a left-to-right decoder.",
+        build=lm_head,
+        params=("causal",),
+        caps=ArchitectureCaps(DECODER),
+    ),
+    Variant(
+        "encoder_only",
+        "Devlin et al. 2019 (BERT)",
+        "One bidirectional stack with a masked-LM head (dense, GELU, norm, vocabulary projection).",
+        build=MLMHead,
+        check=check_encoder_only,
+        n_params=mlm_head_params,
+        caps=ArchitectureCaps(ENCODER),
+    ),
+    Variant(
+        "encoder_decoder",
+        "Vaswani et al. 2017",
+        "A bidirectional encoder reads the source; a causal decoder with cross-attention in every layer "
+        "predicts the target: model(src, tgt).",
+        build=lm_head,
+        params=(N_ENCODER_LAYERS, N_DECODER_LAYERS),
+        check=check_encoder_decoder,
+        n_params=encoder_decoder_params,
+        caps=ArchitectureCaps(ENCODER_DECODER),
+    ),
 )
 
 ARCHITECTURE = gather(VARIANTS)

@@ -14,6 +14,7 @@ copy), so the explorer can compare an approximate mechanism with exact softmax o
 A block owns its sublayers and two residual wrappers from ``NORM_PLACEMENT``; which of post / pre
 / sandwich / ReZero / none is used is a registry lookup, never a flag.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,13 +53,17 @@ class Attention(QKVProjection):
         q, k, v = self.project(x, kv_in)  # (B, h, L, d_h), (B, h_kv, P + L, d_h) twice
         prefix = k.shape[2] - L
         q_raw, k_raw = q, k
-        q, k, mods = ctx.position.modify(q, k, self.layer, k_start=ctx.k_start - prefix,
-                                         scale=1.0 / math.sqrt(self.d_head))
+        q, k, mods = ctx.position.modify(
+            q, k, self.layer, k_start=ctx.k_start - prefix, scale=1.0 / math.sqrt(self.d_head)
+        )
         refused = refused_modifiers(mods, self.caps)
         if refused:  # a position encoding whose capabilities do not declare what it produced
-            raise ConfigError("position", cfg.position,
-                              f"an encoding attention={cfg.attention!r} honours: it produced {sorted(refused)} "
-                              f"modifiers and {cfg.attention} {self.caps.refuses_because or 'does not accept them'}")
+            raise ConfigError(
+                "position",
+                cfg.position,
+                f"an encoding attention={cfg.attention!r} honours: it produced {sorted(refused)} "
+                f"modifiers and {cfg.attention} {self.caps.refuses_because or 'does not accept them'}",
+            )
         if ctx.need_weights:  # display only: lets the explorer redo exact softmax on these very q, k
             info.q, info.k = q.detach(), k.detach()  # (B, h, L, d_h), (B, h_kv, P + L, d_h)
             info.score_mods = {n: t.detach() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}

@@ -17,6 +17,7 @@ position encoding that never writes absolute positions into the embeddings (``Me
 refuses at run time any modifier its mechanism does not accept (:func:`refused_modifiers`), so a new
 bias-type encoding can never be silently dropped.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,31 +34,36 @@ KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV, PAIR_SCORE})
 PER_DISTANCE = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV})
 
 # keyword of kernels.attention -> modifier kind
-MODIFIER_KIND = {"rel_bias": SCORE_BIAS, "alibi_slopes": SCORE_BIAS, "rel_k": RELATIVE_KV, "rel_v": RELATIVE_KV,
-                 "pair_bias": PAIR_SCORE}
+MODIFIER_KIND = {
+    "rel_bias": SCORE_BIAS,
+    "alibi_slopes": SCORE_BIAS,
+    "rel_k": RELATIVE_KV,
+    "rel_v": RELATIVE_KV,
+    "pair_bias": PAIR_SCORE,
+}
 
 
 @dataclass(frozen=True)
 class PositionCaps:
     produces: frozenset = frozenset()  # modifier kinds this encoding hands to attention
-    relative: bool = False             # encodes the distance j - i (inside attention)
-    absolute: bool = False             # adds absolute positions to the token embeddings
+    relative: bool = False  # encodes the distance j - i (inside attention)
+    absolute: bool = False  # adds absolute positions to the token embeddings
 
 
 @dataclass(frozen=True)
 class AttentionCaps:
     accepts: frozenset = PER_DISTANCE  # modifier kinds the mechanism honours
     refuses_because: str = "forms its scores in its own code, which adds no per-pair score term"
-    memory_keys: bool = True           # accepts keys prepended before the queries (memory)
-    shared_qk: bool = False            # keys are the unit-normalised queries (Reformer's shared-QK)
+    memory_keys: bool = True  # accepts keys prepended before the queries (memory)
+    shared_qk: bool = False  # keys are the unit-normalised queries (Reformer's shared-QK)
     causal_modes: frozenset = frozenset({True, False})  # the causal settings it supports
-    causal_reason: str = ""            # why the other setting is not supported
+    causal_reason: str = ""  # why the other setting is not supported
 
 
 @dataclass(frozen=True)
 class MemoryCaps:
-    prepends_keys: bool = False        # prepends memory to every layer's keys / values
-    relative_only: bool = False        # needs positions that never restart: no absolute encoding
+    prepends_keys: bool = False  # prepends memory to every layer's keys / values
+    relative_only: bool = False  # needs positions that never restart: no absolute encoding
 
 
 def modifier_kinds(mods: dict) -> set:
@@ -77,24 +83,31 @@ def check_combination(cfg, regs: dict) -> None:
     m_caps = mem.caps or MemoryCaps()
     if bool(cfg.causal) not in a_caps.causal_modes:
         (only,) = a_caps.causal_modes
-        raise ConfigError("causal", bool(cfg.causal),
-                          f"only causal={only} with attention={cfg.attention!r}: {a_caps.causal_reason}")
+        raise ConfigError(
+            "causal", bool(cfg.causal), f"only causal={only} with attention={cfg.attention!r}: {a_caps.causal_reason}"
+        )
     missing = p_caps.produces - a_caps.accepts
     if missing:
         ok = [k for k, v in regs["position"].items() if (v.caps or PositionCaps()).produces <= a_caps.accepts]
         raise ConfigError(
-            "position", cfg.position,
+            "position",
+            cfg.position,
             f"one of {ok} with attention={cfg.attention!r}: position={cfg.position!r} produces "
-            f"{', '.join(sorted(missing))} modifiers and {cfg.attention} {a_caps.refuses_because}")
+            f"{', '.join(sorted(missing))} modifiers and {cfg.attention} {a_caps.refuses_because}",
+        )
     if m_caps.prepends_keys and not a_caps.memory_keys:
         ok = [k for k, v in regs["attention"].items() if (v.caps or AttentionCaps()).memory_keys]
         raise ConfigError(
-            "memory", cfg.memory,
+            "memory",
+            cfg.memory,
             f"'none' with attention={cfg.attention!r}: memory={cfg.memory!r} prepends memory to the keys "
-            f"(more keys than queries), which needs a softmax pattern attention ({', '.join(ok)})")
+            f"(more keys than queries), which needs a softmax pattern attention ({', '.join(ok)})",
+        )
     if m_caps.relative_only and p_caps.absolute:
         ok = [k for k, v in regs["position"].items() if not (v.caps or PositionCaps()).absolute]
         raise ConfigError(
-            "position", cfg.position,
+            "position",
+            cfg.position,
             f"one of {ok} with memory={cfg.memory!r}: it needs relative or no positions; an absolute encoding "
-            "restarts at every segment, so memory and current tokens would share positions")
+            "restarts at every segment, so memory and current tokens would share positions",
+        )

@@ -14,6 +14,7 @@ registry keys, the capability fit of position / attention / memory) and then cal
 variants' own ``check``: a rule that matters to one variant lives on that variant's record. It runs
 once per instance (the result is remembered outside the fields) and returns the config.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,7 @@ CORE = (
     Param("n_layers", int, 4, range=(1, 512), cap=12, label="Layers"),
     Param("d_model", int, 128, range=(1, 1 << 16), cap=512, label="d_model"),
     Param("n_heads", int, 4, range=(1, 4096), cap=16, label="Heads"),
-    Param("n_kv_heads", int, None, optional=True, range=(1, 4096), cap=16, label="K/V heads (0 = Heads)",
-          surgery=True),
+    Param("n_kv_heads", int, None, optional=True, range=(1, 4096), cap=16, label="K/V heads (0 = Heads)", surgery=True),
     Param("causal", bool, True, label="Causal (decoder) mask"),
     # the category choices (registry keys)
     Param("architecture", str, "decoder_only"),
@@ -72,8 +72,10 @@ def _gather_fields() -> dict:
         for variant in registry.values():
             for p in variant.param_records:
                 if out.setdefault(p.name, p) is not p:
-                    raise KeyError(f"config field {p.name!r} is declared twice (again by {variant.key!r}): "
-                                   "declare it once and list that record")
+                    raise KeyError(
+                        f"config field {p.name!r} is declared twice (again by {variant.key!r}): "
+                        "declare it once and list that record"
+                    )
     return out
 
 
@@ -109,16 +111,21 @@ class _ConfigMethods:
         text = (self.ablate_heads or "").strip()
         if not text:
             return {}
-        valid = (f"comma-separated layer.head pairs with 0 <= layer < n_layers={self.n_layers} and 0 <= head < "
-                 f"n_heads={self.n_heads}, e.g. '1.0, 1.3' (at most {MAX_ABLATED})")
+        valid = (
+            f"comma-separated layer.head pairs with 0 <= layer < n_layers={self.n_layers} and 0 <= head < "
+            f"n_heads={self.n_heads}, e.g. '1.0, 1.3' (at most {MAX_ABLATED})"
+        )
         out = {}
         parts = [p.strip() for p in text.split(",") if p.strip()]
         if len(parts) > MAX_ABLATED or len(text) > 8 * MAX_ABLATED:
             raise ConfigError("ablate_heads", text[:40], valid)
         for part in parts:
             layer, dot, head = part.partition(".")
-            if not (dot and layer.isdigit() and head.isdigit()) or int(layer) >= self.n_layers \
-                    or int(head) >= self.n_heads:
+            if (
+                not (dot and layer.isdigit() and head.isdigit())
+                or int(layer) >= self.n_layers
+                or int(head) >= self.n_heads
+            ):
                 raise ConfigError("ablate_heads", part[:40], valid)
             out.setdefault(int(layer), set()).add(int(head))
         return {k: frozenset(v) for k, v in out.items()}
@@ -143,13 +150,22 @@ class _ConfigMethods:
         norm = count("norm")
         attn = projection_params(self) + count("attention")  # q, k, v, out projections + core
         has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
-        parts = {"attn": attn, "ffn": count("ffn") if has_ffn else None, "norm": norm,
-                 "residual": count("norm_placement", norm)}
+        parts = {
+            "attn": attn,
+            "ffn": count("ffn") if has_ffn else None,
+            "norm": norm,
+            "residual": count("norm_placement", norm),
+        }
         final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
-        return (2 * self.vocab_size * self.d_model + (norm if final else 0) + (norm if self.embed_norm else 0)
-                + count("layer", parts)
-                + count("position") + count("memory")
-                + count("architecture"))  # a second stack / another head: the architecture's own count
+        return (
+            2 * self.vocab_size * self.d_model
+            + (norm if final else 0)
+            + (norm if self.embed_norm else 0)
+            + count("layer", parts)
+            + count("position")
+            + count("memory")
+            + count("architecture")
+        )  # a second stack / another head: the architecture's own count
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict:
@@ -159,7 +175,7 @@ class _ConfigMethods:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
+    def from_dict(cls, d: dict) -> ModelConfig:
         """Build from a JSON-like dict; unknown keys and untypable values raise ConfigError.
 
         Strings are accepted for numeric and boolean fields (URL query strings carry only text).
@@ -171,12 +187,12 @@ class _ConfigMethods:
             raise ConfigError(unknown[0], d[unknown[0]], f"unknown field; valid fields: {', '.join(FIELDS)}")
         return cls(**{k: FIELDS[k].coerce(v) for k, v in d.items()})
 
-    def replace(self, **changes) -> "ModelConfig":
+    def replace(self, **changes) -> ModelConfig:
         """A new config with ``changes`` (checked like ``from_dict``); this one is unchanged."""
         return ModelConfig.from_dict({**self.to_dict(), **changes})
 
     # ------------------------------------------------------------------ validation
-    def validate(self) -> "ModelConfig":
+    def validate(self) -> ModelConfig:
         """Raise ConfigError for the first invalid value or combination; return self when valid.
 
         A config is immutable, so a successful validation is remembered on the instance (outside
@@ -193,18 +209,21 @@ class _ConfigMethods:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError("dropout", self.dropout, "a float in [0, 1)")
         if self.d_model % self.n_heads:
-            raise ConfigError("d_model", self.d_model,
-                              f"a multiple of n_heads={self.n_heads} (each head gets d_model / n_heads dims)")
+            raise ConfigError(
+                "d_model", self.d_model, f"a multiple of n_heads={self.n_heads} (each head gets d_model / n_heads dims)"
+            )
         kv = self.kv_heads
         if not 1 <= kv <= self.n_heads or self.n_heads % kv:
             divisors = [x for x in range(1, self.n_heads + 1) if self.n_heads % x == 0]
-            raise ConfigError("n_kv_heads", self.n_kv_heads,
-                              f"None (MHA) or a divisor of n_heads={self.n_heads}: {divisors}")
+            raise ConfigError(
+                "n_kv_heads", self.n_kv_heads, f"None (MHA) or a divisor of n_heads={self.n_heads}: {divisors}"
+            )
         if self.softcap is not None and not (math.isfinite(self.softcap) and self.softcap > 0):
             raise ConfigError("softcap", self.softcap, "None or a finite positive number")
         if not (math.isfinite(self.norm_eps) and 0 < self.norm_eps <= 0.1):
-            raise ConfigError("norm_eps", self.norm_eps, "a number in (0, 0.1] (added to the variance in layernorm / "
-                              "rmsnorm)")
+            raise ConfigError(
+                "norm_eps", self.norm_eps, "a number in (0, 0.1] (added to the variance in layernorm / rmsnorm)"
+            )
         for name in ("attn_bias", "gelu_approx"):  # read by every model, whatever its variants
             if getattr(self, name) not in FIELDS[name].choices:
                 raise ConfigError(name, getattr(self, name), f"one of {list(FIELDS[name].choices)}")
@@ -216,10 +235,13 @@ class _ConfigMethods:
                 raise ConfigError(cat, key, f"one of {list(regs[cat])}")
         n_params = self.approx_params()
         if n_params > MAX_PARAMS:
-            raise ConfigError("d_model", self.d_model,
-                              f"a size whose model fits in memory: this config has ~{n_params:.2g} parameters "
-                              f"(limit {MAX_PARAMS:.0e}); lower d_model, n_layers, vocab_size, d_ff, n_experts "
-                              "or the chosen variants' sizes")
+            raise ConfigError(
+                "d_model",
+                self.d_model,
+                f"a size whose model fits in memory: this config has ~{n_params:.2g} parameters "
+                f"(limit {MAX_PARAMS:.0e}); lower d_model, n_layers, vocab_size, d_ff, n_experts "
+                "or the chosen variants' sizes",
+            )
         check_combination(self, regs)
         for cat in CATEGORIES:
             variant = regs[cat][getattr(self, cat)]
@@ -234,7 +256,13 @@ def _field(p: Param) -> tuple:
 
 
 ModelConfig = dataclasses.make_dataclass(
-    "ModelConfig", [_field(p) for p in FIELDS.values()], bases=(_ConfigMethods,), frozen=True,
-    namespace={"__module__": __name__,
-               "__doc__": "Every choice of a model: one field per ``FIELDS`` record, each defaulted "
-                          "(``ModelConfig(window=8)``); immutable and hashable, ``validate()`` returns it."})
+    "ModelConfig",
+    [_field(p) for p in FIELDS.values()],
+    bases=(_ConfigMethods,),
+    frozen=True,
+    namespace={
+        "__module__": __name__,
+        "__doc__": "Every choice of a model: one field per ``FIELDS`` record, each defaulted "
+        "(``ModelConfig(window=8)``); immutable and hashable, ``validate()`` returns it.",
+    },
+)

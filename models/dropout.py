@@ -9,6 +9,7 @@ nothing has to hold a process-wide lock around them, and the same seed gives the
 ran beside. The reversible stack, which recomputes each layer in backward, saves and restores the
 source's state (``state`` / ``set_state``) so the recomputed masks equal the first ones.
 """
+
 from __future__ import annotations
 
 import torch

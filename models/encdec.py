@@ -20,10 +20,11 @@ each inside the chosen norm placement (post: ``x = Norm(x + F(x))``, pre: ``x = 
 The module imports neither the config nor ``models.model``; ``models.model.EncoderDecoderModel``
 wraps :meth:`EncoderDecoder.run`'s fields in a ``ModelOutput``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import nn
@@ -47,10 +48,11 @@ from .qkv import QKVProjection
 @dataclass
 class StackContext(ForwardContext):
     """The forward context of one stack of an encoder-decoder."""
-    stack_cfg: Any = None                   # the config the stack was built from
-    key_mask: Optional[torch.Tensor] = None  # (B, L) True = real token: padding of the stack's own keys
-    source: Optional[torch.Tensor] = None    # (B, Ls, d) encoder output, read by cross-attention
-    source_mask: Optional[torch.Tensor] = None  # (B, Ls) True = real source token
+
+    stack_cfg: Any = None  # the config the stack was built from
+    key_mask: torch.Tensor | None = None  # (B, L) True = real token: padding of the stack's own keys
+    source: torch.Tensor | None = None  # (B, Ls, d) encoder output, read by cross-attention
+    source_mask: torch.Tensor | None = None  # (B, Ls) True = real source token
 
     def attention_hook(self, index: int):
         return None if self.key_mask is None else self._padded_core
@@ -86,9 +88,13 @@ class CrossAttention(QKVProjection):
             if Lt <= ls:
                 out = kernels.attention(q, k, v, causal=False, softcap=cfg.softcap)  # (B, h, Lt, d_h)
             else:
-                out = torch.cat([kernels.attention(q[:, :, i:i + ls].contiguous(), k, v, causal=False,
-                                                   softcap=cfg.softcap)
-                                 for i in range(0, Lt, ls)], dim=2)  # (B, h, Lt, d_h)
+                out = torch.cat(
+                    [
+                        kernels.attention(q[:, :, i : i + ls].contiguous(), k, v, causal=False, softcap=cfg.softcap)
+                        for i in range(0, Lt, ls)
+                    ],
+                    dim=2,
+                )  # (B, h, Lt, d_h)
         if ctx.interventions is not None:  # cached / replaced cross-attention head results (models/interventions.py)
             out = ctx.interventions.at_cross(self, out, info)
         return self.merge(out)
@@ -151,10 +157,16 @@ class EncoderDecoder(nn.Module):
     def stack_parts(self) -> dict:
         """``{stack name: (layers, modules)}``: each stack's depth and the modules only it owns
         (positions, layers, final norm; the shared embedding and the head belong to neither)."""
-        return {"encoder": (len(self.encoder.blocks), [self.enc_position, self.enc_embed_norm, self.encoder,
-                                                       self.enc_norm]),
-                "decoder": (len(self.decoder.blocks), [self.dec_position, self.dec_embed_norm, self.decoder,
-                                                       self.dec_norm])}
+        return {
+            "encoder": (
+                len(self.encoder.blocks),
+                [self.enc_position, self.enc_embed_norm, self.encoder, self.enc_norm],
+            ),
+            "decoder": (
+                len(self.decoder.blocks),
+                [self.dec_position, self.dec_embed_norm, self.decoder, self.dec_norm],
+            ),
+        }
 
     def classify(self, x):
         """Decoder final norm + LM head."""
@@ -162,8 +174,9 @@ class EncoderDecoder(nn.Module):
 
     def _check_tokens(self, name, tokens):
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype not in (torch.long, torch.int32):
-            raise ConfigError(name, getattr(tokens, "shape", type(tokens).__name__),
-                              "a LongTensor of shape [batch, length]")
+            raise ConfigError(
+                name, getattr(tokens, "shape", type(tokens).__name__), "a LongTensor of shape [batch, length]"
+            )
         if tokens.shape[1] == 0:
             raise ConfigError(name, "length 0", "at least one token")
         lo, hi = int(tokens.min()), int(tokens.max())
@@ -175,16 +188,22 @@ class EncoderDecoder(nn.Module):
         if src_mask is None:
             return None
         if not isinstance(src_mask, torch.Tensor) or src_mask.dtype != torch.bool or src_mask.shape != src.shape:
-            raise ConfigError("src_mask", getattr(src_mask, "shape", type(src_mask).__name__),
-                              f"None or a BoolTensor of the source's shape {tuple(src.shape)} (True = real token)")
+            raise ConfigError(
+                "src_mask",
+                getattr(src_mask, "shape", type(src_mask).__name__),
+                f"None or a BoolTensor of the source's shape {tuple(src.shape)} (True = real token)",
+            )
         if bool(src_mask.all()):
             return None
         if self.cfg.attention not in PATTERNS:
-            raise ConfigError("src_mask", "with padding",
-                              f"None (or all True) with attention={self.cfg.attention!r}: padding is kept out of the "
-                              f"encoder by a per-sequence key mask, which only the softmax pattern attentions "
-                              f"({', '.join(PATTERNS)}) take; {self.cfg.attention} mixes keys before any "
-                              "score is formed. Batch sources of equal length instead")
+            raise ConfigError(
+                "src_mask",
+                "with padding",
+                f"None (or all True) with attention={self.cfg.attention!r}: padding is kept out of the "
+                f"encoder by a per-sequence key mask, which only the softmax pattern attentions "
+                f"({', '.join(PATTERNS)}) take; {self.cfg.attention} mixes keys before any "
+                "score is formed. Batch sources of equal length instead",
+            )
         return src_mask.to(src.device)
 
     def run(self, src, tgt=None, src_mask=None, return_attention: bool = False, interventions=None) -> dict:
@@ -192,8 +211,12 @@ class EncoderDecoder(nn.Module):
         (``models.interventions.Interventions``: the decoder's points, ``.encoder`` the encoder's) caches or
         replaces head, cross-attention head, FFN and residual activations."""
         if tgt is None:
-            raise ConfigError("tgt", None, "a target LongTensor [batch, length]: an encoder-decoder is called as "
-                                           "model(src, tgt, src_mask=None) (source and target)")
+            raise ConfigError(
+                "tgt",
+                None,
+                "a target LongTensor [batch, length]: an encoder-decoder is called as "
+                "model(src, tgt, src_mask=None) (source and target)",
+            )
         self._check_tokens("src", src)
         self._check_tokens("tgt", tgt)
         if src.shape[0] != tgt.shape[0]:
@@ -204,14 +227,28 @@ class EncoderDecoder(nn.Module):
         if interventions is not None:
             interventions.check(self.cfg, B, Lt, source_length=Ls)
         dev = src.device
-        enc_ctx = StackContext(tokens=src, position=self.enc_position, need_weights=return_attention,
-                               positions=torch.arange(Ls, device=dev), stack_cfg=self.enc_cfg, key_mask=mask,
-                               interventions=None if interventions is None else interventions.for_encoder())
+        enc_ctx = StackContext(
+            tokens=src,
+            position=self.enc_position,
+            need_weights=return_attention,
+            positions=torch.arange(Ls, device=dev),
+            stack_cfg=self.enc_cfg,
+            key_mask=mask,
+            interventions=None if interventions is None else interventions.for_encoder(),
+        )
         x = self.enc_embed_norm(self.enc_position.embed(self.embed(src), torch.arange(Ls, device=dev)))  # (B, Ls, d)
         memory = self.enc_norm(self.encoder(self.drop(x), enc_ctx))  # (B, Ls, d)
-        dec_ctx = StackContext(tokens=tgt, position=self.dec_position, need_weights=return_attention,
-                               positions=torch.arange(Lt, device=dev), classifier=self.classify,
-                               stack_cfg=self.dec_cfg, source=memory, source_mask=mask, interventions=interventions)
+        dec_ctx = StackContext(
+            tokens=tgt,
+            position=self.dec_position,
+            need_weights=return_attention,
+            positions=torch.arange(Lt, device=dev),
+            classifier=self.classify,
+            stack_cfg=self.dec_cfg,
+            source=memory,
+            source_mask=mask,
+            interventions=interventions,
+        )
         y = self.dec_embed_norm(self.dec_position.embed(self.embed(tgt), torch.arange(Lt, device=dev)))  # (B, Lt, d)
         logits = self.classify(self.decoder(self.drop(y), dec_ctx))  # (B, Lt, vocab)
         for info in enc_ctx.layers:
@@ -225,7 +262,12 @@ class EncoderDecoder(nn.Module):
             if loss is not None:
                 aux = aux + loss
         want = return_attention
-        return dict(logits=logits, aux_loss=aux, layers=layers, hidden_states=[info.input for info in layers],
-                    attentions=[i.attention for i in dec_ctx.layers] if want else None,
-                    encoder_attentions=[i.attention for i in enc_ctx.layers] if want else None,
-                    cross_attentions=[i.cross_attention for i in dec_ctx.layers] if want else None)
+        return dict(
+            logits=logits,
+            aux_loss=aux,
+            layers=layers,
+            hidden_states=[info.input for info in layers],
+            attentions=[i.attention for i in dec_ctx.layers] if want else None,
+            encoder_attentions=[i.attention for i in enc_ctx.layers] if want else None,
+            cross_attentions=[i.cross_attention for i in dec_ctx.layers] if want else None,
+        )

@@ -4,6 +4,7 @@ Every family module raises it from its own checks, so it lives apart from ``Mode
 config imports the registries to validate a choice, and the registries must not import the config
 back.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -19,6 +19,7 @@ a tiny model). A
 test measures real peaks (PyTorch's allocator events) on sampled configs and checks
 ``measured <= predicted``; being generous only means the app refuses a config somewhat earlier.
 """
+
 from __future__ import annotations
 
 import math
@@ -84,16 +85,21 @@ def _weights(cfg: ModelConfig) -> tuple:  # memoised by the frozen config itself
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
     head = getattr(model, "head", None)
-    widest = max([m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head]
-                 + [cfg.d_model])
+    widest = max(
+        [m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head] + [cfg.d_model]
+    )
     largest = max([t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())] + [0])
     return n_params, param_bytes, buffer_bytes, widest, largest
 
 
 def _keys(cfg: ModelConfig, L: int) -> int:
     """Keys each query may see: the tokens plus what the memory variant prepends."""
-    extra = {"xl": cfg.mem_len, "compressive": cfg.mem_len + cfg.cmem_len, "tokens": cfg.n_memory,
-             "knn": cfg.knn_k}.get(cfg.memory, 0)
+    extra = {
+        "xl": cfg.mem_len,
+        "compressive": cfg.mem_len + cfg.cmem_len,
+        "tokens": cfg.n_memory,
+        "knn": cfg.knn_k,
+    }.get(cfg.memory, 0)
     return L + extra
 
 
@@ -105,11 +111,15 @@ def _mechanism_width(cfg: ModelConfig, L: int) -> int:
     # chunk_size slots), each slot scoring 2 chunks of keys with float, bool and int64 companions,
     # and keeps one dense (L, L) map per round when the weights are asked for
     slots = (L + cfg.n_buckets * cfg.chunk_size) / max(1, L)
-    widths = {"performer": 2 * cfg.n_features, "linear": cfg.d_head, "linformer": cfg.proj_len,
-              "nystrom": 2 * cfg.n_landmarks,
-              "lsh": cfg.n_hashes * (math.ceil(slots * 2 * cfg.chunk_size) * 2 + L),
-              "routing": cfg.n_clusters + 2 * math.ceil(L / max(1, cfg.n_clusters)),
-              "adaptive_span": min(L, cfg.max_span + cfg.span_ramp)}
+    widths = {
+        "performer": 2 * cfg.n_features,
+        "linear": cfg.d_head,
+        "linformer": cfg.proj_len,
+        "nystrom": 2 * cfg.n_landmarks,
+        "lsh": cfg.n_hashes * (math.ceil(slots * 2 * cfg.chunk_size) * 2 + L),
+        "routing": cfg.n_clusters + 2 * math.ceil(L / max(1, cfg.n_clusters)),
+        "adaptive_span": min(L, cfg.max_span + cfg.span_ramp),
+    }
     w = widths.get(a, 0)
     if cfg.memory == "knn":
         w += cfg.knn_k * cfg.d_head + cfg.knn_size // max(1, L)  # gathered K/V, similarity to the store
@@ -169,5 +179,13 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
         parts["NumPy copies of the maps"] = steps * h * L * Lk * (F32 + 4 * 8)
     elif kind in ("gradients", "forward_backward"):
         parts["saved activations of every layer"] = steps * (SAVED_COPIES * hidden + SCORE_COPIES * scores + mechanism)
-    return Footprint(kind=kind, seq_len=L, batch=B, n_params=n_params, param_bytes=pbytes, buffer_bytes=bbytes,
-                     activation_bytes=sum(parts.values()), parts=parts)
+    return Footprint(
+        kind=kind,
+        seq_len=L,
+        batch=B,
+        n_params=n_params,
+        param_bytes=pbytes,
+        buffer_bytes=bbytes,
+        activation_bytes=sum(parts.values()),
+        parts=parts,
+    )

@@ -70,11 +70,13 @@ What else reaches inside a forward, and why it is not this record:
   attention-core timer of the latency sweep (``explorer.analysis.cost.core_timer``) and the per-application
   recorder of shared layers' output linears (``explorer.analysis.gradients.norms``).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Union
 
 import torch
 
@@ -88,51 +90,62 @@ ARCHITECTURES = ("decoder_only", "encoder_only", "encoder_decoder")
 @dataclass(frozen=True, eq=False)
 class CoreInputs:
     """What one attention core call receives, as ``Interventions.observe_cores`` sees it (read only)."""
-    attn: Any               # the models.blocks.Attention whose core runs (.core, .layer, .cfg)
-    q: torch.Tensor         # (B, h, L, d_h) post-position queries
-    k: torch.Tensor         # (B, h_kv, Lk, d_h) post-position keys (Lk - L: a memory prefix, none here)
-    v: torch.Tensor         # (B, h_kv, Lk, d_h) values
-    mods: Mapping           # the position encoding's score modifiers (kernels.attention's keywords)
+
+    attn: Any  # the models.blocks.Attention whose core runs (.core, .layer, .cfg)
+    q: torch.Tensor  # (B, h, L, d_h) post-position queries
+    k: torch.Tensor  # (B, h_kv, Lk, d_h) post-position keys (Lk - L: a memory prefix, none here)
+    v: torch.Tensor  # (B, h_kv, Lk, d_h) values
+    mods: Mapping  # the position encoding's score modifiers (kernels.attention's keywords)
 
 
 @dataclass(frozen=True, eq=False)
 class Interventions:
-    replace_heads: Mapping = field(default_factory=dict)   # {(layer, head): "zero" | (B|1, L|1, d_h) tensor}
-    replace_ffn: Mapping = field(default_factory=dict)     # {layer: "zero" | (B|1, L|1, d) tensor}
-    replace_resid: Mapping = field(default_factory=dict)   # {layer in 0..n_layers: (B|1, L|1, d) tensor}
+    replace_heads: Mapping = field(default_factory=dict)  # {(layer, head): "zero" | (B|1, L|1, d_h) tensor}
+    replace_ffn: Mapping = field(default_factory=dict)  # {layer: "zero" | (B|1, L|1, d) tensor}
+    replace_resid: Mapping = field(default_factory=dict)  # {layer in 0..n_layers: (B|1, L|1, d) tensor}
     cache: bool = False
     # encoder_decoder only: the decoder's cross-attention heads, and the encoder stack's own record
-    replace_cross: Mapping = field(default_factory=dict)   # {(layer, head): "zero" | (B|1, Lt|1, d_h) tensor}
-    encoder: Optional["Interventions"] = None
+    replace_cross: Mapping = field(default_factory=dict)  # {(layer, head): "zero" | (B|1, Lt|1, d_h) tensor}
+    encoder: Interventions | None = None
     # every attention core call: CoreInputs -> None, before the core runs (module docstring)
-    observe_cores: Optional[Callable[[CoreInputs], Any]] = None
+    observe_cores: Callable[[CoreInputs], Any] | None = None
 
     def __post_init__(self):
         for name in ("replace_heads", "replace_ffn", "replace_resid", "replace_cross"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
-    def check(self, cfg, batch: int, length: int, source_length: Optional[int] = None) -> None:
+    def check(self, cfg, batch: int, length: int, source_length: int | None = None) -> None:
         """``ConfigError`` naming the field for a model the record is not defined on, or a point or value
         out of range for ``cfg`` and a ``(batch, length)`` input (an encoder-decoder: ``length`` is the
         target's, ``source_length`` the source's). A record that only observes is defined on every model
         without a memory."""
         if self.observe_cores is not None and not callable(self.observe_cores):
-            raise ConfigError("observe_cores", type(self.observe_cores).__name__,
-                              "None or a callable of one CoreInputs")
+            raise ConfigError(
+                "observe_cores", type(self.observe_cores).__name__, "None or a callable of one CoreInputs"
+            )
         if self.observes_only:
             if cfg.memory != "none":
-                raise ConfigError("memory", cfg.memory, "'none' for observe_cores (a memory splits the call in "
-                                  "segments and its kNN layer wraps the core call)")
+                raise ConfigError(
+                    "memory",
+                    cfg.memory,
+                    "'none' for observe_cores (a memory splits the call in "
+                    "segments and its kNN layer wraps the core call)",
+                )
             return
         check_model(cfg)
         if cfg.architecture != "encoder_decoder":
             for name in ("replace_cross", "encoder"):
                 if getattr(self, name):
-                    raise ConfigError(name, "given", f"empty with architecture={cfg.architecture!r}: only an "
-                                      "encoder_decoder has cross-attention heads and an encoder stack")
+                    raise ConfigError(
+                        name,
+                        "given",
+                        f"empty with architecture={cfg.architecture!r}: only an "
+                        "encoder_decoder has cross-attention heads and an encoder stack",
+                    )
             self._check_stack(cfg, batch, length)
             return
         from .architectures import decoder_config, encoder_config
+
         dec = decoder_config(cfg)
         self._check_stack(dec, batch, length)
         _check_heads("replace_cross", self.replace_cross, dec, batch, length)
@@ -143,15 +156,18 @@ class Interventions:
                 if getattr(self.encoder, name):
                     raise ConfigError(f"encoder.{name}", "given", "empty: the encoder has no cross-attention")
             if self.encoder.observe_cores is not None:
-                raise ConfigError("encoder.observe_cores", "given",
-                                  "None: the outer record's observer sees both stacks")
+                raise ConfigError(
+                    "encoder.observe_cores", "given", "None: the outer record's observer sees both stacks"
+                )
             self.encoder._check_stack(encoder_config(cfg), batch, length if source_length is None else source_length)
 
     def _check_stack(self, cfg, batch: int, length: int) -> None:
         """The points of one stack of ``cfg.n_layers`` standard blocks."""
         _check_heads("replace_heads", self.replace_heads, cfg, batch, length)
-        for name, points, top in (("replace_ffn", self.replace_ffn, cfg.n_layers - 1),
-                                  ("replace_resid", self.replace_resid, cfg.n_layers)):
+        for name, points, top in (
+            ("replace_ffn", self.replace_ffn, cfg.n_layers - 1),
+            ("replace_resid", self.replace_resid, cfg.n_layers),
+        ):
             for layer, value in points.items():
                 if not isinstance(layer, int) or not 0 <= layer <= top:
                     raise ConfigError(name, str(layer)[:40], f"a layer index in 0..{top}")
@@ -160,10 +176,16 @@ class Interventions:
     @property
     def observes_only(self) -> bool:
         """Whether the record only observes the cores (no replacement, no cache, no encoder record)."""
-        return self.observe_cores is not None and not (self.replace_heads or self.replace_ffn or self.replace_resid
-                                                       or self.replace_cross or self.cache or self.encoder is not None)
+        return self.observe_cores is not None and not (
+            self.replace_heads
+            or self.replace_ffn
+            or self.replace_resid
+            or self.replace_cross
+            or self.cache
+            or self.encoder is not None
+        )
 
-    def for_encoder(self) -> "Interventions":
+    def for_encoder(self) -> Interventions:
         """The record the encoder stack runs with: ``encoder`` (or an empty one), caching when either asks,
         with this record's core observer."""
         enc = self.encoder if self.encoder is not None else Interventions()
@@ -230,8 +252,9 @@ def _check_heads(name: str, points: Mapping, cfg, batch: int, length: int) -> No
     for key, value in points.items():
         ok = isinstance(key, tuple) and len(key) == 2 and all(isinstance(i, int) for i in key)
         if not ok or not (0 <= key[0] < cfg.n_layers and 0 <= key[1] < cfg.n_heads):
-            raise ConfigError(name, str(key)[:40], f"(layer, head) with 0 <= layer < {cfg.n_layers} "
-                              f"and 0 <= head < {cfg.n_heads}")
+            raise ConfigError(
+                name, str(key)[:40], f"(layer, head) with 0 <= layer < {cfg.n_layers} and 0 <= head < {cfg.n_heads}"
+            )
         _check_value(name, value, cfg.d_head, batch, length, zero=True)
 
 
@@ -240,8 +263,12 @@ def check_model(cfg) -> None:
     if cfg.architecture not in ARCHITECTURES:
         raise ConfigError("architecture", cfg.architecture, f"one of {list(ARCHITECTURES)} for interventions")
     if cfg.layer != "standard":
-        raise ConfigError("layer", cfg.layer, "'standard': interventions (cached, ablated or patched head "
-                          "and FFN outputs) are defined on the standard layer structure's blocks")
+        raise ConfigError(
+            "layer",
+            cfg.layer,
+            "'standard': interventions (cached, ablated or patched head "
+            "and FFN outputs) are defined on the standard layer structure's blocks",
+        )
     if cfg.memory != "none":
         raise ConfigError("memory", cfg.memory, "'none' for interventions (a memory splits the call in segments)")
 
@@ -260,9 +287,13 @@ def _check_value(name: str, value, width: int, batch: int, length: int, zero: bo
             return
         raise ConfigError(name, value[:40], "'zero' or a tensor" if zero else "a tensor")
     if not isinstance(value, torch.Tensor) or value.dim() > 3 or value.dim() == 0 or value.shape[-1] != width:
-        raise ConfigError(name, tuple(getattr(value, "shape", ())) or type(value).__name__,
-                          f"a tensor broadcastable to (batch={batch}, length={length}, {width})")
+        raise ConfigError(
+            name,
+            tuple(getattr(value, "shape", ())) or type(value).__name__,
+            f"a tensor broadcastable to (batch={batch}, length={length}, {width})",
+        )
     lead = (1,) * (3 - value.dim()) + tuple(value.shape[:-1])
     if lead[0] not in (1, batch) or lead[1] not in (1, length) or not torch.isfinite(value).all():
-        raise ConfigError(name, tuple(value.shape), f"a finite tensor broadcastable to (batch={batch}, "
-                          f"length={length}, {width})")
+        raise ConfigError(
+            name, tuple(value.shape), f"a finite tensor broadcastable to (batch={batch}, length={length}, {width})"
+        )

@@ -21,6 +21,7 @@ long-context view plots against position. Inside ``with reporting(progress):`` t
 ``progress(fraction)``, at each core call, the share of the model's attention layers before it (a context
 variable, per thread and task, so a caller reports a long forward's progress without changing its call).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -57,10 +58,11 @@ def reporting(progress):
 @dataclass
 class LongContextMaps:
     """Pooled maps of every attention call of one forward, in call order (one per layer)."""
-    maps: list                      # PooledAttention per attention call: mass [B, h, n_qp, n_kp] + stats
-    layers: list                    # the layer index of each map
-    loss: torch.Tensor | None       # (B, L - 1) next-token loss in nats at positions 1..L-1; None if not causal
-    method: str                     # "kernels", "analytic (feature maps)" or "dense effective map"
+
+    maps: list  # PooledAttention per attention call: mass [B, h, n_qp, n_kp] + stats
+    layers: list  # the layer index of each map
+    loss: torch.Tensor | None  # (B, L - 1) next-token loss in nats at positions 1..L-1; None if not causal
+    method: str  # "kernels", "analytic (feature maps)" or "dense effective map"
     notes: list = field(default_factory=list)  # what was left out and why
 
     @property
@@ -85,11 +87,18 @@ def _check(model, tokens) -> None:
     if cfg is None or not any(isinstance(m, Attention) for m in model.modules()):
         raise ConfigError("model", type(model).__name__, "a model built by models.build_model")
     if cfg.architecture == "encoder_decoder":
-        raise ConfigError("architecture", cfg.architecture,
-                          "a single-stack model (decoder_only / encoder_only): pooled maps read one self-attention stack")
+        raise ConfigError(
+            "architecture",
+            cfg.architecture,
+            "a single-stack model (decoder_only / encoder_only): pooled maps read one self-attention stack",
+        )
     if cfg.memory != "none":
-        raise ConfigError("memory", cfg.memory, "'none': a memory splits the text into segments with their own keys, "
-                          "so one pooled map per layer would mix them")
+        raise ConfigError(
+            "memory",
+            cfg.memory,
+            "'none': a memory splits the text into segments with their own keys, "
+            "so one pooled map per layer would mix them",
+        )
     model.check_tokens(tokens)
 
 
@@ -99,8 +108,9 @@ def _token_loss(model, logits, tokens):
     return F.cross_entropy(logits[:, :-1].float().transpose(1, 2), tokens[:, 1:].long(), reduction="none")
 
 
-def pooled_maps(model, tokens, max_cells: int = MAX_CELLS, sink_k: int = 4, window: int = 64,
-                dense_max_len: int = DENSE_MAX_LEN) -> LongContextMaps:
+def pooled_maps(
+    model, tokens, max_cells: int = MAX_CELLS, sink_k: int = 4, window: int = 64, dense_max_len: int = DENSE_MAX_LEN
+) -> LongContextMaps:
     """Per layer ``[B, h, n_qp, n_kp]`` masses and per-head per-query statistics of ``model`` on
     ``tokens (B, L)``, plus the per-token loss of the same forward (module docstring)."""
     _check(model, tokens)
@@ -136,10 +146,17 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
         if kind == "linear":
             phi_q, phi_k = core.features(q, k)
             lq, lk = q.shape[2], k.shape[2]
-            maps.append(pooled_linear(phi_q, phi_k, causal=core.cfg.causal,
-                                      block_q=pooled_block(lq, kw["max_cells"]),
-                                      block_k=pooled_block(lk, kw["max_cells"]), sink_k=kw["sink_k"],
-                                      window=kw["window"]))
+            maps.append(
+                pooled_linear(
+                    phi_q,
+                    phi_k,
+                    causal=core.cfg.causal,
+                    block_q=pooled_block(lq, kw["max_cells"]),
+                    block_k=pooled_block(lk, kw["max_cells"]),
+                    sink_k=kw["sink_k"],
+                    window=kw["window"],
+                )
+            )
             methods.add("analytic (feature maps)")
         elif kind == "pattern":
             if mods.get("pair_bias") is not None:
@@ -158,8 +175,13 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
 
     with torch.no_grad():
         out = model(tokens, interventions=Interventions(observe_cores=observe))
-    return LongContextMaps(maps, index, _token_loss(model, out.logits, tokens), " + ".join(sorted(methods)),
-                           [m.note for m in maps if m.note][:1])
+    return LongContextMaps(
+        maps,
+        index,
+        _token_loss(model, out.logits, tokens),
+        " + ".join(sorted(methods)),
+        [m.note for m in maps if m.note][:1],
+    )
 
 
 def _reporter(layers, progress):
@@ -175,16 +197,26 @@ def _dense(model, tokens, kw, dense_max_len: int, reason: str, report=None) -> L
     if L > dense_max_len:
         raise ConfigError("tokens", f"{L} tokens", f"at most {dense_max_len} tokens: {reason}")
     with torch.no_grad():
-        out = model(tokens, return_attention=True,
-                    interventions=None if report is None else Interventions(observe_cores=report))
+        out = model(
+            tokens, return_attention=True, interventions=None if report is None else Interventions(observe_cores=report)
+        )
     maps = []
     for probs in out.attentions:
         lq, lk = probs.shape[-2:]
-        maps.append(pool_probs(probs.double(), pooled_block(lq, kw["max_cells"]), pooled_block(lk, kw["max_cells"]),
-                               sink_k=kw["sink_k"], window=kw["window"], backend="dense effective map"))
+        maps.append(
+            pool_probs(
+                probs.double(),
+                pooled_block(lq, kw["max_cells"]),
+                pooled_block(lk, kw["max_cells"]),
+                sink_k=kw["sink_k"],
+                window=kw["window"],
+                backend="dense effective map",
+            )
+        )
     maps = [_as_float(m) for m in maps]
-    return LongContextMaps(maps, list(range(len(maps))), _token_loss(model, out.logits, tokens),
-                           "dense effective map", [reason])
+    return LongContextMaps(
+        maps, list(range(len(maps))), _token_loss(model, out.logits, tokens), "dense effective map", [reason]
+    )
 
 
 def _as_float(m: PooledAttention) -> PooledAttention:

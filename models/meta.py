@@ -8,6 +8,7 @@ start for numbers that a meta tensor cannot hold anyway. ``on_meta()`` skips eve
 a meta tensor (an initialiser, ``fill_``, ``zero_``, ...) inside the block; the mode is thread-local,
 so a real build on another thread is untouched.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -19,11 +19,12 @@ For several segments the per-layer info is merged as ``memory.view.merge_segment
 ``model(src, tgt, src_mask=None, return_attention=False, interventions=None)``, whose output also carries
 ``encoder_attentions`` and ``cross_attentions``.
 """
+
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import nn
@@ -44,15 +45,15 @@ from .positions import POSITION
 
 @dataclass
 class ModelOutput:
-    logits: torch.Tensor                       # (B, L, vocab_size)
-    attentions: Optional[list] = None          # one (B, h, L, L_k) per layer, or None
-    aux_loss: torch.Tensor = None              # scalar
+    logits: torch.Tensor  # (B, L, vocab_size)
+    attentions: list | None = None  # one (B, h, L, L_k) per layer, or None
+    aux_loss: torch.Tensor = None  # scalar
     hidden_states: list = field(default_factory=list)  # input of each applied layer, (B, L, d)
     layers: list = field(default_factory=list)  # one LayerInfo per applied layer (stats of the variants)
-    state: Any = None                          # memory state to pass to the next call
+    state: Any = None  # memory state to pass to the next call
     # encoder_decoder only (None for the single-stack architectures); ``attentions`` is then the decoder's
-    encoder_attentions: Optional[list] = None  # one (B, h, Ls, Ls) per encoder layer, or None
-    cross_attentions: Optional[list] = None    # one (B, h, Lt, Ls) per decoder layer, or None
+    encoder_attentions: list | None = None  # one (B, h, Ls, Ls) per encoder layer, or None
+    cross_attentions: list | None = None  # one (B, h, Lt, Ls) per decoder layer, or None
 
 
 class TransformerModel(nn.Module):
@@ -73,9 +74,14 @@ class TransformerModel(nn.Module):
         init_weights(self, self.embed)  # Xavier projections, N(0, 0.02) embedding
 
     def check_tokens(self, tokens):
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype not in (torch.long, torch.int32, torch.int64):
-            raise ConfigError("tokens", getattr(tokens, "shape", type(tokens).__name__),
-                              "a LongTensor of shape [batch, length]")
+        if (
+            not isinstance(tokens, torch.Tensor)
+            or tokens.dim() != 2
+            or tokens.dtype not in (torch.long, torch.int32, torch.int64)
+        ):
+            raise ConfigError(
+                "tokens", getattr(tokens, "shape", type(tokens).__name__), "a LongTensor of shape [batch, length]"
+            )
         if tokens.shape[1] == 0:
             raise ConfigError("tokens", "length 0", "at least one token")
         lo, hi = int(tokens.min()), int(tokens.max())
@@ -107,7 +113,7 @@ class TransformerModel(nn.Module):
         seg = self.cfg.segment_len if mem.segmented else L
         logits, segments, lengths = [], [], []
         for s0 in range(0, L, seg):
-            part = tokens[:, s0:s0 + seg]
+            part = tokens[:, s0 : s0 + seg]
             out, ctx = self._segment(part, return_attention, state, state.pos)
             for info in ctx.layers:  # the key columns this segment's attention map covers
                 info.key_ids = torch.cat([mem.prefix_ids(info.index, state), ctx.positions.cpu()])
@@ -121,10 +127,17 @@ class TransformerModel(nn.Module):
     def _segment(self, tokens, return_attention, state, k_start, interventions=None):
         """One pass of the stack over one segment whose first token sits at ``k_start``."""
         L = tokens.shape[1]
-        ctx = ForwardContext(tokens=tokens, position=self.position, need_weights=return_attention,
-                             k_start=k_start, memory=self.memory, state=state,
-                             positions=torch.arange(k_start, k_start + L, device=tokens.device),
-                             classifier=self.classify, interventions=interventions)
+        ctx = ForwardContext(
+            tokens=tokens,
+            position=self.position,
+            need_weights=return_attention,
+            k_start=k_start,
+            memory=self.memory,
+            state=state,
+            positions=torch.arange(k_start, k_start + L, device=tokens.device),
+            classifier=self.classify,
+            interventions=interventions,
+        )
         # absolute encodings number positions within the segment (memory keys carry no position
         # for them: only kNN / token memories allow absolute encodings); relative ones use k_start
         pos = torch.arange(L, device=tokens.device)
@@ -146,17 +159,23 @@ class TransformerModel(nn.Module):
             if loss is not None:
                 aux = aux + loss
         attentions = [info.attention for info in layers] if return_attention else None
-        return ModelOutput(logits=logits, attentions=attentions, aux_loss=aux,
-                           hidden_states=[info.input for info in layers], layers=layers,
-                           state=state)
+        return ModelOutput(
+            logits=logits,
+            attentions=attentions,
+            aux_loss=aux,
+            hidden_states=[info.input for info in layers],
+            layers=layers,
+            state=state,
+        )
 
 
 class EncoderDecoderModel(EncoderDecoder):
     """``model(src, tgt, src_mask=None, return_attention=False)`` (models/encdec.py) -> ``ModelOutput``."""
 
     def forward(self, src, tgt=None, src_mask=None, return_attention: bool = False, interventions=None) -> ModelOutput:
-        return ModelOutput(**self.run(src, tgt, src_mask=src_mask, return_attention=return_attention,
-                                      interventions=interventions))
+        return ModelOutput(
+            **self.run(src, tgt, src_mask=src_mask, return_attention=return_attention, interventions=interventions)
+        )
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

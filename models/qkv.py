@@ -9,6 +9,7 @@ compressive memory's reconstruction loss) subclass or call it, so the head split
 Parameter names (``q_proj.weight`` ...) are part of saved checkpoints and the explorer's gradient
 plots: subclasses keep them at their own top level.
 """
+
 from __future__ import annotations
 
 import torch

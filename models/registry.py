@@ -5,6 +5,7 @@ gathers its modules' ``VARIANTS`` into its dict with ``variant.gather``. This mo
 those dicts, so it imports the families and nothing imports it back except the config (to validate
 a choice and to collect the fields the variants declare) and the package.
 """
+
 from __future__ import annotations
 
 from . import architectures, attention, ffn, layers, memory, norms, positions

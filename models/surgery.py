@@ -16,6 +16,7 @@ mean of the ``h_a / h_b`` consecutive heads its query heads read (Ainslie et al.
 changes nothing (query head ``n`` reads K/V head ``n // (h / h_kv)``, ``models.attention.common``).
 Every other tensor is copied unchanged: surgery never modifies the source weights.
 """
+
 from __future__ import annotations
 
 import torch
@@ -53,16 +54,21 @@ def check(a, b) -> None:
         if not safe_field(name, old, new):
             if name in CATEGORIES:
                 safe = [k for k, v in registries()[name].items() if v.surgery]
-                valid = (f"the trained {old!r} or a variant that reads the same weights: {safe}" if safe
-                         else f"the trained {old!r} (no other {name} reads these weights)")
+                valid = (
+                    f"the trained {old!r} or a variant that reads the same weights: {safe}"
+                    if safe
+                    else f"the trained {old!r} (no other {name} reads these weights)"
+                )
             else:
-                valid = (f"the trained {old!r}; fields a trained model can change: "
-                         f"{', '.join(_surgery_fields())}")
+                valid = f"the trained {old!r}; fields a trained model can change: {', '.join(_surgery_fields())}"
             raise ConfigError(name, new, valid)
     ha, hb = a.kv_heads, b.kv_heads
     if ha != hb and ha % hb and hb % ha:
-        raise ConfigError("n_kv_heads", b.n_kv_heads,
-                          f"a divisor or multiple of the trained {ha} K/V heads (merged by mean-pooling or repeated)")
+        raise ConfigError(
+            "n_kv_heads",
+            b.n_kv_heads,
+            f"a divisor or multiple of the trained {ha} K/V heads (merged by mean-pooling or repeated)",
+        )
 
 
 def _regroup(w: torch.Tensor, ha: int, hb: int) -> torch.Tensor:
@@ -110,8 +116,12 @@ def transplant(state: dict, a, b) -> torch.nn.Module:
         t = moved.get(name)
         if t is None or tuple(t.shape) != tuple(p.shape):
             have = "none" if t is None else f"shape {tuple(t.shape)}"
-            raise ConfigError(field, value, f"a choice that reads the trained weights ({name} needs shape "
-                              f"{tuple(p.shape)}; the trained model has {have})")
+            raise ConfigError(
+                field,
+                value,
+                f"a choice that reads the trained weights ({name} needs shape "
+                f"{tuple(p.shape)}; the trained model has {have})",
+            )
     lost = sorted(set(moved) - set(params))
     if lost:
         raise ConfigError(field, value, f"a choice that reads every trained weight ({lost[0]} would be dropped)")

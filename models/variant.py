@@ -14,10 +14,12 @@
 Invariant: a field is declared by exactly one ``Param`` object; a variant that shares a field with
 another lists that same object (or, for a core field of ``models.config``, its name).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from .errors import ConfigError
 
@@ -41,12 +43,13 @@ class Param:
     softcap, RoPE's base and scale, ``n_kv_heads`` by merging or repeating K/V heads): the explorer
     then keeps the trained weights and shows what the change does (``models.surgery``).
     """
+
     name: str
     type: type
     default: Any
-    range: Optional[tuple] = None
-    cap: Optional[float] = None
-    label: Optional[str] = None
+    range: tuple | None = None
+    cap: float | None = None
+    label: str | None = None
     choices: tuple = ()
     optional: bool = False
     surgery: bool = False
@@ -105,15 +108,15 @@ def split_params(params: tuple) -> tuple:
 @dataclass(frozen=True)
 class Variant:
     key: str
-    paper: str                      # primary reference, e.g. "Press et al. 2022 (ALiBi)"
-    summary: str                    # one sentence for the Model tab
-    build: Any = None               # factory: class or function, family-specific signature
+    paper: str  # primary reference, e.g. "Press et al. 2022 (ALiBi)"
+    summary: str  # one sentence for the Model tab
+    build: Any = None  # factory: class or function, family-specific signature
     # The config fields this variant reads (shown in the UI while it is chosen): given as Param
     # records or as names of fields declared elsewhere; stored as names, the records in param_records.
     params: tuple = ()
-    check: Optional[Callable] = None  # check(cfg) raises ConfigError for a bad value or combination
-    n_params: Optional[Callable] = None  # n_params(cfg) -> parameters this variant adds to the model
-    caps: Any = None                # capabilities: PositionCaps / AttentionCaps / MemoryCaps
+    check: Callable | None = None  # check(cfg) raises ConfigError for a bad value or combination
+    n_params: Callable | None = None  # n_params(cfg) -> parameters this variant adds to the model
+    caps: Any = None  # capabilities: PositionCaps / AttentionCaps / MemoryCaps
     # True when a model trained with another surgery-safe variant of the family can switch to this one
     # and keep its weights: it adds no weights and reads the same projections (``models.surgery``)
     surgery: bool = False

@@ -14,13 +14,14 @@ start) with its output in a temporary folder named by ``EXPLORER_AOT_DIR``, whic
 inherit; the worker that runs the test waits for the job's exit status file there (``shared_result``).
 The controller stops the job and deletes the folder when the session ends.
 """
+
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import shutil
 import tempfile
 import threading
 import time
@@ -49,6 +50,7 @@ def full_check_reason(env: bool = True) -> str | None:
     if env and os.environ.get(FULL_ENV, "") not in ("", "0"):
         return f"{FULL_ENV} is set"
     from kernels.tools.aot_stamp import stale_reason
+
     return stale_reason()
 
 
@@ -64,8 +66,15 @@ class AotJob:
         self.out, self.err = out, err
         self.started = time.monotonic()
         args = [] if full_check_reason() is not None else ["--quick"]
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.tools.aot_check", *args], cwd=ROOT, env=env,
-                                     stdout=self.out, stderr=self.err, text=True, preexec_fn=_background)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernels.tools.aot_check", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=self.out,
+            stderr=self.err,
+            text=True,
+            preexec_fn=_background,
+        )
 
     def result(self) -> tuple[int, str, str]:
         """Wait for the run (at most TIMEOUT_S from its start) -> (return code, stdout, stderr)."""
@@ -127,4 +136,5 @@ def shared_result(folder: str) -> tuple[int, str, str]:
     def read(name):
         with open(os.path.join(folder, name)) as f:
             return f.read()
+
     return code, read("out"), read("err")

@@ -4,6 +4,7 @@ TRITON_INTERPRET must be set before anything imports triton, so that ``@triton.j
 in the interpreter on CPU tensors (the correctness half of the GPU story; the other half,
 ahead-of-time compilation for sm_80 / sm_90, runs in a subprocess without it).
 """
+
 import os
 import signal
 from pathlib import Path
@@ -46,9 +47,10 @@ def _selects_aot(config) -> bool:
     if config.option.keyword:
         return False
     if config.option.markexpr and not Expression.compile(config.option.markexpr).evaluate(
-            lambda name, **kw: name == "slow"):
+        lambda name, **kw: name == "slow"
+    ):
         return False
-    target = (Path(__file__).resolve().parent / "kernels" / "tools" / "test_aot.py")
+    target = Path(__file__).resolve().parent / "kernels" / "tools" / "test_aot.py"
     args = [Path(str(a).split("::")[0]).resolve() for a in config.args] or [Path.cwd()]
     return any(a == target or a in target.parents for a in args)
 
@@ -57,6 +59,7 @@ def pytest_configure(config):
     """Under xdist the controller starts the ahead-of-time compile job before the workers exist."""
     if _xdist_controller(config) and _selects_aot(config):
         from aot_job import SharedAotJob
+
         config.stash[AOT_JOB] = SharedAotJob()
 
 
@@ -74,6 +77,7 @@ def pytest_collection_modifyitems(session, config, items):
     aot = [item for item in items if item.nodeid.endswith(AOT_TEST)]
     if aot:
         from aot_job import AOT_DIR_ENV, AotJob
+
         if not os.environ.get(AOT_DIR_ENV) and not hasattr(config, "workerinput"):  # a worker: the fixture starts it
             config.stash[AOT_JOB] = AotJob()
         items[:] = [item for item in items if item not in aot] + aot  # read its result last
@@ -95,5 +99,6 @@ def aot_result(request):
     job = request.config.stash.get(AOT_JOB, None)
     if job is None:  # not started after collection (an unusual plugin order): run it now
         from aot_job import AotJob
+
         job = request.config.stash[AOT_JOB] = AotJob()
     return job.result()

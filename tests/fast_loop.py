@@ -7,6 +7,7 @@ other case is marked ``exhaustive``. So every test function runs, every key of t
 and the full command (no ``-m``) still runs everything. The choice depends only on the collected ids, so
 every pytest-xdist worker makes the same one.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,11 @@ def _registry_keys() -> frozenset:
 
 
 def _function(item) -> tuple:
-    return (str(item.path), item.cls.__name__ if getattr(item, "cls", None) else "",
-            getattr(item, "originalname", None) or item.name.split("[")[0])
+    return (
+        str(item.path),
+        item.cls.__name__ if getattr(item, "cls", None) else "",
+        getattr(item, "originalname", None) or item.name.split("[")[0],
+    )
 
 
 def _named_keys(item, keys: frozenset) -> set:

@@ -1,5 +1,6 @@
 """A small model whose norms and biases are moved off their initial values (ones and zeros), so that a
 term forgotten in a sum (a bias, a norm's scale) shows in a test's comparison."""
+
 import torch
 
 from models import ModelConfig, build_model

@@ -1,4 +1,5 @@
 """docs/catalogue.md has exactly one row per registry key, in the section of its category."""
+
 import re
 from pathlib import Path
 

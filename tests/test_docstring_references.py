@@ -4,11 +4,12 @@ module of the repository and a name it defines (or imports), a ``path/file.py`` 
 Read statically (``ast``: nothing is imported), over the product's packages and benchmarks, ``docs/*.md``
 and ``README.md``; a module or a function that moved leaves its old name in a docstring, and this names it.
 """
+
 from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +24,7 @@ FILE = re.compile(r"\.(py|json|md|csv|html|safetensors|txt|js|css|png)$")
 # words the docs use for a value, not a module, though a module bears the name: ``model.state_dict``
 # (a torch module), ``maps.heads`` (an AttentionMaps), ``layout.meta`` (a Plotly layout), ...
 VARIABLES = {"model", "maps", "layout", "trainer", "history", "tok", "tokenizer", "cfg", "loaded", "origin", "torch"}
-DOC_SPAN = re.compile(r"``([^`\s]+?)``")   # reStructuredText literals in docstrings
+DOC_SPAN = re.compile(r"``([^`\s]+?)``")  # reStructuredText literals in docstrings
 MD_SPAN = re.compile(r"(?<!`)`([^`\s]+?)`(?!`)")  # Markdown code spans
 
 
@@ -33,7 +34,7 @@ def _clean(ref: str) -> str:
     return ref.rstrip(".,;")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module_file(dotted: str) -> Path | None:
     base = ROOT.joinpath(*dotted.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
@@ -42,7 +43,7 @@ def _module_file(dotted: str) -> Path | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _names(path: Path) -> dict:
     """Top-level names of a module: ``{name: the class's own names, or None}``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -55,12 +56,15 @@ def _names(path: Path) -> dict:
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                         inner.add(item.name)
-                        inner |= {t.attr for n in ast.walk(item) if isinstance(n, (ast.Assign, ast.AnnAssign))
-                                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                                  if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                                  and t.value.id == "self"}  # what __init__ sets: ``self.core = ...``
+                        inner |= {
+                            t.attr
+                            for n in ast.walk(item)
+                            if isinstance(n, (ast.Assign, ast.AnnAssign))
+                            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                        }  # what __init__ sets: ``self.core = ...``
                     elif isinstance(item, (ast.Assign, ast.AnnAssign)):
-                        for t in (item.targets if isinstance(item, ast.Assign) else [item.target]):
+                        for t in item.targets if isinstance(item, ast.Assign) else [item.target]:
                             if isinstance(t, ast.Name):
                                 inner.add(t.id)
                 out[node.name] = inner
@@ -81,11 +85,12 @@ def _names(path: Path) -> dict:
                     scan(extra)
                 for handler in getattr(node, "handlers", []):
                     scan(handler.body)
+
     scan(tree.body)
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _by_basename() -> dict:
     """``{module name: [its files]}`` over the packages (``surgery`` -> models/surgery.py, explorer/...)."""
     out: dict = {}
@@ -103,8 +108,14 @@ def resolves_short(ref: str) -> bool:
     if module in VARIABLES or FILE.search(ref):
         return True
     files = _by_basename().get(module)
-    return files is None or any(name in _names(f) or (f.name == "__init__.py" and (
-        (f.parent / f"{name}.py").is_file() or (f.parent / name / "__init__.py").is_file())) for f in files)
+    return files is None or any(
+        name in _names(f)
+        or (
+            f.name == "__init__.py"
+            and ((f.parent / f"{name}.py").is_file() or (f.parent / name / "__init__.py").is_file())
+        )
+        for f in files
+    )
 
 
 def resolves(ref: str) -> bool:

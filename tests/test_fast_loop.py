@@ -1,8 +1,10 @@
 """The fast loop's sample (tests/fast_loop.py): every test function keeps a case, every registry key is named by a
 kept case, and the rest is marked ``exhaustive``."""
+
 from types import SimpleNamespace
 
 from fast_loop import MARK, PER_FUNCTION, mark_exhaustive
+
 from models import choices
 
 
@@ -33,7 +35,11 @@ def test_every_function_and_every_key_is_kept_and_the_rest_marked():
 
 
 def test_the_choice_depends_only_on_the_collected_ids():
-    a = [Item("t.py", "test_x", f"{k}") for k in choices()["position"]] + [Item("t.py", "test_y", f"{n}") for n in range(5)]
-    b = [Item("t.py", "test_x", f"{k}") for k in choices()["position"]] + [Item("t.py", "test_y", f"{n}") for n in range(5)]
+    a = [Item("t.py", "test_x", f"{k}") for k in choices()["position"]] + [
+        Item("t.py", "test_y", f"{n}") for n in range(5)
+    ]
+    b = [Item("t.py", "test_x", f"{k}") for k in choices()["position"]] + [
+        Item("t.py", "test_y", f"{n}") for n in range(5)
+    ]
     mark_exhaustive(a), mark_exhaustive(b)
     assert [i.marks for i in a] == [i.marks for i in b]

@@ -1,4 +1,5 @@
 """The README's test command is exactly what CI runs, and the Spaces front matter is present."""
+
 import re
 from pathlib import Path
 

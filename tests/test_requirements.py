@@ -5,6 +5,7 @@ requirements-dev.txt did not list, and the README's test command collected nothi
 virtual environment). This reads every import statement, at module level and inside functions, and
 maps each top-level module to the distribution that provides it.
 """
+
 import ast
 import re
 import sys
@@ -16,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # our own packages, and the helper modules tests import by name (pytest puts their folders on sys.path)
 LOCAL = {"app", "explorer", "models", "kernels", "benchmarks", "tests", "conftest"} | {
-    f.stem for f in (ROOT / "tests").rglob("*.py")}
+    f.stem for f in (ROOT / "tests").rglob("*.py")
+}
 # Modules that come with another distribution or that code imports only behind a guard it tests.
 OPTIONAL = {
     "spaces",  # ZeroGPU's package: imported only on a Space (requirements-dev lists it for the tests)

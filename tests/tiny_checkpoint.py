@@ -6,14 +6,17 @@ float32) with a byte-level BPE ``tokenizer.json`` trained on ``CORPUS`` (so word
 pieces such as ``␣password``, unlike the app's byte tokens), and returns ``(model, cfg, tokenizer)``.
 Norm weights are moved off 1 so every weight matters. Seeded: the same folder every time.
 """
+
 from pathlib import Path
 
 import torch
 
 from models import ModelConfig, build_model
 
-CORPUS = ["The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Heads find the first copy. "
-          "The quick brown fox jumps over the lazy dog. Attention maps show which token reads which. "] * 40
+CORPUS = [
+    "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Heads find the first copy. "
+    "The quick brown fox jumps over the lazy dog. Attention maps show which token reads which. "
+] * 40
 VOCAB = 400
 
 
@@ -23,16 +26,30 @@ def bpe_tokenizer_json(vocab: int = VOCAB) -> str:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=[], show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[], show_progress=False
+    )
     tok.train_from_iterator(CORPUS, trainer)
     return tok.to_str()
 
 
 def tiny_config(**changes) -> ModelConfig:
-    base = dict(architecture="decoder_only", causal=True, position="rope", norm="rmsnorm", norm_placement="pre",
-                ffn="swiglu", attention="full", vocab_size=VOCAB, d_model=32, d_ff=64, n_layers=2, n_heads=4, n_kv_heads=2,
-                max_len=512)
+    base = dict(
+        architecture="decoder_only",
+        causal=True,
+        position="rope",
+        norm="rmsnorm",
+        norm_placement="pre",
+        ffn="swiglu",
+        attention="full",
+        vocab_size=VOCAB,
+        d_model=32,
+        d_ff=64,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        max_len=512,
+    )
     return ModelConfig(**{**base, **changes}).validate()
 
 

@@ -5,6 +5,7 @@ the tokenizer is read (it expands, panics or aborts on the probe texts). ``LATE`
 those probes and strike only on a text they are waiting for (``LATE_TEXT``). ``hostile_checkpoint
 (folder, name)`` writes the tiny checkpoint with that tokenizer and returns the folder.
 """
+
 import base64
 import json
 from pathlib import Path
@@ -29,7 +30,7 @@ ATTACKS = {
     "expanding normalizer": _replace("a", 20_000),
     "Split regex (a+)+$": _split("(a+)+$"),
     r"Split regex (\w+\s?)*$": _split(r"(\w+\s?)*$"),
-    "junk Precompiled charsmap (empty)": _precompiled(b"\x00" * 8),      # panics: index out of bounds
+    "junk Precompiled charsmap (empty)": _precompiled(b"\x00" * 8),  # panics: index out of bounds
     "junk Precompiled charsmap (huge)": _precompiled(b"\xff\xff\xff\x7f" + b"\x00" * 16),  # aborts: 4 GB asked
     "expanding decoder": {"decoder": {"type": "Replace", "pattern": {"String": "Ġ"}, "content": "x" * 20_000}},
 }

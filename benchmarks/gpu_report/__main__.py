@@ -1,4 +1,5 @@
 """Entry point of ``python -m benchmarks.gpu_report`` (see the package docstring)."""
+
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ def _interpreter_if_no_cuda() -> None:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         return
     import torch
+
     if torch.cuda.is_available():
         return
     os.environ["TRITON_INTERPRET"] = "1"
@@ -21,4 +23,5 @@ def _interpreter_if_no_cuda() -> None:
 if __name__ == "__main__":
     _interpreter_if_no_cuda()
     from .main import main
+
     sys.exit(main())

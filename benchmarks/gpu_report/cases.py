@@ -8,6 +8,7 @@ non-contiguous layout, every structured pattern's block mask, a mask with empty 
 modifiers, bitwise determinism, offsets past 2^31 elements); in the interpreter a subset on small
 shapes (bf16 is listed as skipped there: the Triton 3.9 interpreter's bf16 ``tl.dot`` is wrong).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,10 +32,10 @@ class AttnCase:
     lk: int
     d: int
     causal: bool = False
-    pattern: str | None = None   # a catalogue pattern, "empty_rows" (random mask with empty rows) or None
-    mods: tuple = ()             # any of "alibi", "softcap", "rel_bias"
-    layout: str = "contiguous"   # or "transposed": [B, L, h, d] storage seen as [B, h, L, d]
-    determinism: bool = False    # run twice; outputs and gradients must be bitwise equal
+    pattern: str | None = None  # a catalogue pattern, "empty_rows" (random mask with empty rows) or None
+    mods: tuple = ()  # any of "alibi", "softcap", "rel_bias"
+    layout: str = "contiguous"  # or "transposed": [B, L, h, d] storage seen as [B, h, L, d]
+    determinism: bool = False  # run twice; outputs and gradients must be bitwise equal
     check_heads: tuple | None = None  # compare only these heads with the reference (large cases)
     skip: str | None = None
 
@@ -42,7 +43,7 @@ class AttnCase:
 @dataclass(frozen=True)
 class OpCase:
     name: str
-    op: str                      # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled"
+    op: str  # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled"
     dtype: torch.dtype
     shape: tuple
     extra: dict = field(default_factory=dict)
@@ -70,8 +71,20 @@ def attention_cases(gpu: bool) -> list[AttnCase]:
             for causal in (False, True):
                 if not gpu and dt == FP16 and d == 64 and not causal:
                     continue  # interpreter: keep the CI run short
-                cases.append(AttnCase(f"dense {_tag(dt)} d{d} causal={causal} L={L}", dt, 2 if gpu else 1,
-                                      4 if gpu else 2, 4 if gpu else 2, L, L, d, causal, skip=_skip(dt, gpu)))
+                cases.append(
+                    AttnCase(
+                        f"dense {_tag(dt)} d{d} causal={causal} L={L}",
+                        dt,
+                        2 if gpu else 1,
+                        4 if gpu else 2,
+                        4 if gpu else 2,
+                        L,
+                        L,
+                        d,
+                        causal,
+                        skip=_skip(dt, gpu),
+                    )
+                )
     for dt in _dtypes(gpu) if gpu else (FP32, FP16):
         s = _skip(dt, gpu)
         t = _tag(dt)
@@ -79,39 +92,122 @@ def attention_cases(gpu: bool) -> list[AttnCase]:
         cases.append(AttnCase(f"Lq<Lk {t} causal Lq={lq} Lk={lk}", dt, 2, 4, 4, lq, lk, 64, True, skip=s))
         cases.append(AttnCase(f"GQA 8/2 batch 1 (dK/dV split) {t} causal", dt, 1, 8, 2, L, L, 64, True, skip=s))
         cases.append(AttnCase(f"MQA 8/1 batch 1 (dK/dV split) {t}", dt, 1, 8, 1, L, L, 64, False, skip=s))
-        cases.append(AttnCase(f"non-contiguous [B,L,h,d] view {t} causal", dt, 2, 4, 2, L, L, 64, True,
-                              layout="transposed", skip=s))
+        cases.append(
+            AttnCase(
+                f"non-contiguous [B,L,h,d] view {t} causal", dt, 2, 4, 2, L, L, 64, True, layout="transposed", skip=s
+            )
+        )
     Lp = 1000 if gpu else 100  # 64 x 64 layout tiles: several blocks, a partial last one
     for dt in (BF16, FP32) if gpu else (FP32,):
         for pattern in PATTERNS:
-            for causal in ((False, True) if gpu else (True,)):
-                cases.append(AttnCase(f"pattern {pattern} {_tag(dt)} causal={causal} L={Lp}", dt, 1, 4 if gpu else 2,
-                                      2 if gpu else 1, Lp, Lp, 64 if gpu else 32, causal, pattern=pattern,
-                                      skip=_skip(dt, gpu)))
+            for causal in (False, True) if gpu else (True,):
+                cases.append(
+                    AttnCase(
+                        f"pattern {pattern} {_tag(dt)} causal={causal} L={Lp}",
+                        dt,
+                        1,
+                        4 if gpu else 2,
+                        2 if gpu else 1,
+                        Lp,
+                        Lp,
+                        64 if gpu else 32,
+                        causal,
+                        pattern=pattern,
+                        skip=_skip(dt, gpu),
+                    )
+                )
     for dt in _dtypes(gpu) if gpu else (FP32, FP16):
-        cases.append(AttnCase(f"block mask with empty rows {_tag(dt)} Lq<Lk", dt, 1, 2, 1, Lp - 20, Lp, 64, False,
-                              pattern="empty_rows", skip=_skip(dt, gpu)))
+        cases.append(
+            AttnCase(
+                f"block mask with empty rows {_tag(dt)} Lq<Lk",
+                dt,
+                1,
+                2,
+                1,
+                Lp - 20,
+                Lp,
+                64,
+                False,
+                pattern="empty_rows",
+                skip=_skip(dt, gpu),
+            )
+        )
     for dt in (BF16, FP32) if gpu else (FP32,):
         for mods in (("alibi",), ("softcap",), ("rel_bias",), ("alibi", "softcap", "rel_bias")):
-            cases.append(AttnCase(f"modifiers {'+'.join(mods)} {_tag(dt)} causal", dt, 1, 4, 2, L, L, 64, True,
-                                  mods=mods, skip=_skip(dt, gpu)))
-        cases.append(AttnCase(f"modifiers alibi+rel_bias on a block mask {_tag(dt)}", dt, 1, 4 if gpu else 2,
-                              2 if gpu else 1, Lp, Lp, 64 if gpu else 32, True, pattern="bigbird",
-                              mods=("alibi", "rel_bias"), skip=_skip(dt, gpu)))
+            cases.append(
+                AttnCase(
+                    f"modifiers {'+'.join(mods)} {_tag(dt)} causal",
+                    dt,
+                    1,
+                    4,
+                    2,
+                    L,
+                    L,
+                    64,
+                    True,
+                    mods=mods,
+                    skip=_skip(dt, gpu),
+                )
+            )
+        cases.append(
+            AttnCase(
+                f"modifiers alibi+rel_bias on a block mask {_tag(dt)}",
+                dt,
+                1,
+                4 if gpu else 2,
+                2 if gpu else 1,
+                Lp,
+                Lp,
+                64 if gpu else 32,
+                True,
+                pattern="bigbird",
+                mods=("alibi", "rel_bias"),
+                skip=_skip(dt, gpu),
+            )
+        )
     det = BF16 if gpu else FP32
-    cases.append(AttnCase(f"determinism GQA 8/1 batch 1 (dK/dV split) {_tag(det)}", det, 1, 8, 1, L, L, 64, True,
-                          determinism=True))
-    cases.append(AttnCase(f"determinism block mask + rel_bias {_tag(det)}", det, 1, 4 if gpu else 2, 2 if gpu else 1,
-                          Lp, Lp, 64 if gpu else 32, True, pattern="sliding_window", mods=("rel_bias",),
-                          determinism=True))
+    cases.append(
+        AttnCase(
+            f"determinism GQA 8/1 batch 1 (dK/dV split) {_tag(det)}", det, 1, 8, 1, L, L, 64, True, determinism=True
+        )
+    )
+    cases.append(
+        AttnCase(
+            f"determinism block mask + rel_bias {_tag(det)}",
+            det,
+            1,
+            4 if gpu else 2,
+            2 if gpu else 1,
+            Lp,
+            Lp,
+            64 if gpu else 32,
+            True,
+            pattern="sliding_window",
+            mods=("rel_bias",),
+            determinism=True,
+        )
+    )
     if gpu:
         # B * h = 32768 heads of 576 x 128: q[:, -1] starts past 2^31 elements, so every offset that
         # is still computed in int32 (head * stride) wraps; the first and last heads are checked.
-        cases.append(AttnCase("large offsets B*h=32768 (offsets > 2^31 elements) bf16", BF16, 1, 32768, 32768,
-                              576, 576, 128, True, check_heads=(0, 1, 32766, 32767)))
+        cases.append(
+            AttnCase(
+                "large offsets B*h=32768 (offsets > 2^31 elements) bf16",
+                BF16,
+                1,
+                32768,
+                32768,
+                576,
+                576,
+                128,
+                True,
+                check_heads=(0, 1, 32766, 32767),
+            )
+        )
     else:
-        cases.append(AttnCase("many heads B*h=24 (offset arithmetic) fp32", FP32, 3, 8, 8, 16, 16, 32, True,
-                              check_heads=(0, 7)))
+        cases.append(
+            AttnCase("many heads B*h=24 (offset arithmetic) fp32", FP32, 3, 8, 8, 16, 16, 32, True, check_heads=(0, 7))
+        )
     return cases
 
 
@@ -125,8 +221,9 @@ def op_cases(gpu: bool) -> list[OpCase]:
         out.append(OpCase(f"rms_norm {t} width {width}", "rms_norm", dt, (rows, width), skip=s))
     for causal in (False, True):
         shape = (2, 4, 2, 1000, 32, 64) if gpu else (1, 2, 1, 40, 16, 32)  # B, h, h_kv, L, m, d
-        out.append(OpCase(f"linear_attention fp32 GQA causal={causal}", "linear_attention", FP32, shape,
-                          {"causal": causal}))
+        out.append(
+            OpCase(f"linear_attention fp32 GQA causal={causal}", "linear_attention", FP32, shape, {"causal": causal})
+        )
     # Pooled attention maps (kernels/triton/pooled.py): cells and per-query statistics of the two-pass
     # kernel against attention_ref's probabilities pooled in float64; dense causal, and a sliding window
     # with sinks as a BlockMask, with the score modifiers; B, h, h_kv, L, d.
@@ -134,10 +231,19 @@ def op_cases(gpu: bool) -> list[OpCase]:
         shape = (1, 8, 2, 2000, 64) if gpu else (1, 2, 1, 130, 32)
         s = _skip(dt, gpu)
         out.append(OpCase(f"pooled maps {_tag(dt)} dense causal GQA", "pooled", dt, shape, {"causal": True}, skip=s))
-        out.append(OpCase(f"pooled maps {_tag(dt)} sliding_window + sinks, alibi + softcap", "pooled", dt, shape,
-                          {"pattern": "sliding_window", "mods": ("alibi", "softcap")}, skip=s))
+        out.append(
+            OpCase(
+                f"pooled maps {_tag(dt)} sliding_window + sinks, alibi + softcap",
+                "pooled",
+                dt,
+                shape,
+                {"pattern": "sliding_window", "mods": ("alibi", "softcap")},
+                skip=s,
+            )
+        )
     if gpu:
         # rows * N past 2^31 elements: the norm kernels' row offsets must be int64.
-        out.append(OpCase("layer_norm offsets > 2^31 elements bf16", "norm_offset", BF16,
-                          ((1 << 31) // 4096 + 64, 4096)))
+        out.append(
+            OpCase("layer_norm offsets > 2^31 elements bf16", "norm_offset", BF16, ((1 << 31) // 4096 + 64, 4096))
+        )
     return out

@@ -10,6 +10,7 @@
    hit (no new cache entries, first call close to the second)? A miss means the launcher's
    specialisations differ from aot_check's and every cold start compiles in the request.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,22 +36,34 @@ def aot_for_this_gpu(device, quick, deadline, cache: str) -> list[dict]:
 
     major, minor = torch.cuda.get_device_capability(device)
     cc = major * 10 + minor
-    jobs = [(name, (fn.fn.__module__, fn.fn.__name__), ptrs, consts, w, st, cc)
-            for name, fn, ptrs, consts, w, st in all_specs(quick)]
+    jobs = [
+        (name, (fn.fn.__module__, fn.fn.__name__), ptrs, consts, w, st, cc)
+        for name, fn, ptrs, consts, w, st in all_specs(quick)
+    ]
     rows = []
     old = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = cache  # inherited by the workers
     try:
         # spawn, not fork: this process has initialised CUDA, a forked child must not inherit it
-        with ProcessPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)),
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            max_workers=max(1, min(16, os.cpu_count() or 1)), mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
             futures = [pool.submit(compile_job, job) for job in jobs]
             for fut in as_completed(futures):
                 if fut.cancelled():
                     continue
                 name, cc_, smem, regs, stack, sec, cpu, err = fut.result()
-                rows.append({"kernel": name, "sm": cc_, "smem": smem, "regs": regs, "spill_bytes": stack,
-                             "seconds": round(sec, 2), "error": err})
+                rows.append(
+                    {
+                        "kernel": name,
+                        "sm": cc_,
+                        "smem": smem,
+                        "regs": regs,
+                        "spill_bytes": stack,
+                        "seconds": round(sec, 2),
+                        "error": err,
+                    }
+                )
                 if time.monotonic() > deadline:
                     for f in futures:
                         f.cancel()
@@ -62,8 +75,17 @@ def aot_for_this_gpu(device, quick, deadline, cache: str) -> list[dict]:
     skipped = len(jobs) - len(rows)
     rows.sort(key=lambda r: r["kernel"])
     if skipped:
-        rows.append({"kernel": f"({skipped} more not compiled: time budget)", "sm": cc, "smem": -1, "regs": -1,
-                     "spill_bytes": -1, "seconds": 0.0, "error": "skipped: time budget"})
+        rows.append(
+            {
+                "kernel": f"({skipped} more not compiled: time budget)",
+                "sm": cc,
+                "smem": -1,
+                "regs": -1,
+                "spill_bytes": -1,
+                "seconds": 0.0,
+                "error": "skipped: time budget",
+            }
+        )
     return rows
 
 
@@ -77,12 +99,21 @@ def first_call_run(cache: str, timeout_s: float) -> dict:
     env.pop("TRITON_INTERPRET", None)
     before = _count_files(cache)
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "benchmarks.gpu_report.first_call"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=timeout_s)
+    p = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_report.first_call"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     if p.returncode != 0:
         raise RuntimeError(f"first_call failed: {p.stderr[-600:]}")
-    return {"calls": json.loads(p.stdout.strip().splitlines()[-1]), "new_cache_files": _count_files(cache) - before,
-            "process_seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        "calls": json.loads(p.stdout.strip().splitlines()[-1]),
+        "new_cache_files": _count_files(cache) - before,
+        "process_seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 AOT_SHARE = 0.35  # at most this share of the budget goes to the ahead-of-time compile
@@ -90,10 +121,15 @@ AOT_SHARE = 0.35  # at most this share of the budget goes to the ahead-of-time c
 
 def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, str]:
     if torch.device(device).type != "cuda":
-        return ({"status": "skipped", "reason": "needs CUDA; without a GPU `python -m kernels.tools.aot_check` "
-                 "compiles every specialisation for sm_80 / sm_90"},
-                "skipped on CPU: `python -m kernels.tools.aot_check` compiles every specialisation for sm_80 / sm_90 "
-                "without a GPU")
+        return (
+            {
+                "status": "skipped",
+                "reason": "needs CUDA; without a GPU `python -m kernels.tools.aot_check` "
+                "compiles every specialisation for sm_80 / sm_90",
+            },
+            "skipped on CPU: `python -m kernels.tools.aot_check` compiles every specialisation for sm_80 / sm_90 "
+            "without a GPU",
+        )
     t0 = time.perf_counter()
     data, md = {"status": "ok"}, []
     cache = tempfile.mkdtemp(prefix="gpu_report_triton_cache_")  # filled ahead of time, then used by the report
@@ -104,12 +140,19 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
     done = [r for r in aot if r["regs"] >= 0 or (r["error"] and "time budget" not in r["error"])]
     spilling = [r for r in done if r["spill_bytes"] > 0]
     failed = [r for r in done if r["error"]]
-    md += [f"{len(done)} specialisations compiled ahead of time for this GPU, {len(failed)} failed, "
-           f"{len(spilling)} spill (total {sum(r['seconds'] for r in done):.0f} compile-seconds on "
-           f"{min(16, os.cpu_count() or 1)} processes):", "",
-           md_table(["kernel", "sm", "regs", "spill B", "smem", "s", "error"],
-                    [[r["kernel"], r["sm"], r["regs"], r["spill_bytes"], r["smem"], r["seconds"], r["error"] or ""]
-                     for r in aot])]
+    md += [
+        f"{len(done)} specialisations compiled ahead of time for this GPU, {len(failed)} failed, "
+        f"{len(spilling)} spill (total {sum(r['seconds'] for r in done):.0f} compile-seconds on "
+        f"{min(16, os.cpu_count() or 1)} processes):",
+        "",
+        md_table(
+            ["kernel", "sm", "regs", "spill B", "smem", "s", "error"],
+            [
+                [r["kernel"], r["sm"], r["regs"], r["spill_bytes"], r["smem"], r["seconds"], r["error"] or ""]
+                for r in aot
+            ],
+        ),
+    ]
     log(f"  compile: {len(done)} specialisations, {len(failed)} failed, {len(spilling)} spill")
     runs = {}
     with tempfile.TemporaryDirectory(prefix="gpu_report_cold_cache_") as empty:
@@ -127,13 +170,18 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
     if isinstance(cold, dict) and isinstance(warm, dict):
         hit = warm["new_cache_files"] == 0
         data["prefilled_cache_hit"] = hit
-        rows = [[name, f"{c['first_s']:.2f}", f"{c['second_s'] * 1e3:.1f}", f"{warm['calls'][name]['first_s']:.3f}"]
-                for name, c in cold["calls"].items()]
-        md += ["", f"First calls of the app's variants (forward + backward, fresh subprocesses). With the cache "
-               f"filled ahead of time the run wrote {warm['new_cache_files']} new cache files: "
-               f"**{'hit' if hit else 'MISSED'}**.", "",
-               md_table(["variant", "empty cache: first call s", "second call ms",
-                         "prefilled cache: first call s"], rows)]
+        rows = [
+            [name, f"{c['first_s']:.2f}", f"{c['second_s'] * 1e3:.1f}", f"{warm['calls'][name]['first_s']:.3f}"]
+            for name, c in cold["calls"].items()
+        ]
+        md += [
+            "",
+            f"First calls of the app's variants (forward + backward, fresh subprocesses). With the cache "
+            f"filled ahead of time the run wrote {warm['new_cache_files']} new cache files: "
+            f"**{'hit' if hit else 'MISSED'}**.",
+            "",
+            md_table(["variant", "empty cache: first call s", "second call ms", "prefilled cache: first call s"], rows),
+        ]
     else:
         md += ["", f"first calls: {runs}"]
     data["seconds"] = time.perf_counter() - t0

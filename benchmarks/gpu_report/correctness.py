@@ -12,6 +12,7 @@ case, else (score modifiers, or SDPA giving non-finite values on empty rows) the
 reference run in the case's dtype; each record names the one used. Errors are maxima of the
 absolute difference. Every case runs isolated: an exception is a failed case with its message.
 """
+
 from __future__ import annotations
 
 import time
@@ -53,11 +54,12 @@ def _block_mask(case: AttnCase, device):
     if case.pattern is None:
         return None, None
     import kernels
+
     if case.pattern == "empty_rows":
         g = torch.Generator().manual_seed(7)
         dense = torch.rand(case.lq, case.lk, generator=g) < 0.3
         dense[3] = False
-        dense[case.lq // 2: case.lq // 2 + 70] = False  # whole empty blocks and partly empty ones
+        dense[case.lq // 2 : case.lq // 2 + 70] = False  # whole empty blocks and partly empty ones
         return kernels.block_mask(dense, 64).to(device), dense.to(device)
     from models import ModelConfig
     from models.attention.sparse import pattern_block_mask
@@ -118,8 +120,11 @@ def run_attention_case(case: AttnCase, device, attn_fn) -> dict:
         out2 = attn_fn(q, k, v, causal=case.causal, block_mask=bm, **mods)
         again = [out2.detach()] + _grads(out2, ins, do)
         same = [bool(torch.equal(a, b)) for a, b in zip(ours, again)]
-        return {"ok": all(same), "checks": [{"tensor": n, "bitwise_equal": s} for n, s in zip(names, same)],
-                "yardstick": "the same call twice"}
+        return {
+            "ok": all(same),
+            "checks": [{"tensor": n, "bitwise_equal": s} for n, s in zip(names, same)],
+            "yardstick": "the same call twice",
+        }
     sel = slice(None)
     if case.check_heads is not None:  # only these heads against the reference (h_kv == h)
         sel = torch.tensor(case.check_heads, device=device)
@@ -127,14 +132,24 @@ def run_attention_case(case: AttnCase, device, attn_fn) -> dict:
         q, k, v = (t.detach().index_select(1, sel).requires_grad_() for t in (q, k, v))
         do = do.index_select(1, sel)
         ins = [q, k, v, None]
-    ref_mods = {n: (t.detach().double().requires_grad_() if isinstance(t, torch.Tensor) and t.requires_grad
-                    else t.double() if isinstance(t, torch.Tensor) else t) for n, t in mods.items()}
+    ref_mods = {
+        n: (
+            t.detach().double().requires_grad_()
+            if isinstance(t, torch.Tensor) and t.requires_grad
+            else t.double()
+            if isinstance(t, torch.Tensor)
+            else t
+        )
+        for n, t in mods.items()
+    }
     r_in = [t.detach().double().requires_grad_() for t in (q, k, v)]
     ref, _ = attention_ref(*r_in, causal=case.causal, mask=allowed, **ref_mods)
     refs = [ref.detach()] + _grads(ref, r_in + [ref_mods.get("rel_bias")], do.double())
     y_in = [t.detach().requires_grad_() for t in (q, k, v)]
-    y_mods = {n: (t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.requires_grad else t)
-              for n, t in mods.items()}
+    y_mods = {
+        n: (t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.requires_grad else t)
+        for n, t in mods.items()
+    }
     yardstick = "sdpa"
     yard = None
     if not mods:
@@ -199,8 +214,11 @@ def run_op_case(case: OpCase, device) -> dict:
     else:  # linear attention: phi(q), phi(k) positive features
         B, h, h_kv, L, m, d = case.shape
         causal = case.extra["causal"]
-        ins = [rnd(B, h, L, m).abs().to(dt).requires_grad_(), rnd(B, h_kv, L, m).abs().to(dt).requires_grad_(),
-               rnd(B, h_kv, L, d).to(dt).requires_grad_()]
+        ins = [
+            rnd(B, h, L, m).abs().to(dt).requires_grad_(),
+            rnd(B, h_kv, L, m).abs().to(dt).requires_grad_(),
+            rnd(B, h_kv, L, d).to(dt).requires_grad_(),
+        ]
         fn = lambda q, k, v: linear_attention(q, k, v, causal=causal, force_triton=True)  # noqa: E731
         yard_fn = lambda q, k, v: linear_attention_ref(q, k, v, causal=causal)  # noqa: E731
         # linear_attention_ref computes in float32 whatever its inputs: the reference is the definition
@@ -243,15 +261,20 @@ def _pooled_case(case: OpCase, device, rnd) -> dict:
     if "softcap" in ex.get("mods", ()):
         mods["softcap"] = 20.0
     block = pooled_block(L, 256)
-    kw = dict(causal=causal, scale=d ** -0.5, sink_k=4, window=64, **mods)
+    kw = dict(causal=causal, scale=d**-0.5, sink_k=4, window=64, **mods)
     ours = pooled_triton(q, k, block_mask=bm, block_q=block, block_k=block, **kw)
     m64 = {n: t.double() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
     _, p = attention_ref(q.double(), k.double(), k.double(), causal=causal, block_mask=bm, **m64)
     ref = pool_probs(p, block, block, sink_k=4, window=64)
     yard = pooled_block_sparse(q, k, bm, block_q=block, block_k=block, **kw)
     names = ["mass", "entropy", "distance", "sink", "local"]
-    ok, checks = _compare(names, [getattr(ours, n) for n in names], [getattr(ref, n) for n in names],
-                          [getattr(yard, n) for n in names], dt)
+    ok, checks = _compare(
+        names,
+        [getattr(ours, n) for n in names],
+        [getattr(ref, n) for n in names],
+        [getattr(yard, n) for n in names],
+        dt,
+    )
     return {"ok": ok, "checks": checks, "yardstick": "pooled_block_sparse (torch, input dtype)"}
 
 
@@ -266,8 +289,11 @@ def run_case(case, device, attn_fn) -> dict:
         rec.update(res)
         rec["status"] = "passed" if res["ok"] else "FAILED"
     except Exception as e:  # noqa: BLE001 - one broken case is a failed record, the report goes on
-        rec.update(status="FAILED", error=f"{type(e).__name__}: {str(e)[:500]}",
-                   where=traceback.format_exc().strip().splitlines()[-3:])
+        rec.update(
+            status="FAILED",
+            error=f"{type(e).__name__}: {str(e)[:500]}",
+            where=traceback.format_exc().strip().splitlines()[-3:],
+        )
     finally:
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()
@@ -287,8 +313,11 @@ def _worst(rec) -> str:
         worst = max(checks, key=lambda c: (c["err"] / c["tol"]) if c["tol"] and c["err"] == c["err"] else 1e9)
         return f"{worst['tensor']}: {_fmt(worst['err'])} (torch {_fmt(worst['torch_err'])}, tol {_fmt(worst['tol'])})"
     if checks:
-        return "bitwise equal" if rec["ok"] else "differs: " + ", ".join(c["tensor"] for c in checks
-                                                                          if not c["bitwise_equal"])
+        return (
+            "bitwise equal"
+            if rec["ok"]
+            else "differs: " + ", ".join(c["tensor"] for c in checks if not c["bitwise_equal"])
+        )
     return rec.get("reason", "")
 
 
@@ -306,11 +335,17 @@ def run(device, attn_fn=None, cases=None, log=print) -> tuple[dict, str]:
         records.append(rec)
         log(f"  correctness: {rec['status']:7s} {case.name} ({rec.get('seconds', 0)} s) {_worst(rec)}")
     counts = {s: sum(r["status"] == s for r in records) for s in ("passed", "FAILED", "skipped")}
-    data = {"cases": records, "counts": counts, "seconds": time.perf_counter() - t0,
-            "tolerance": "max(2 x torch's error, k eps(dtype) x max|ref|) against a float64 reference, "
-                         "k = 8 for fp32, 1 for fp16 / bf16"}
+    data = {
+        "cases": records,
+        "counts": counts,
+        "seconds": time.perf_counter() - t0,
+        "tolerance": "max(2 x torch's error, k eps(dtype) x max|ref|) against a float64 reference, "
+        "k = 8 for fp32, 1 for fp16 / bf16",
+    }
     rows = [[r["status"], r["name"], r.get("yardstick", "-"), _worst(r)] for r in records]
-    md = (f"{counts['passed']} passed, {counts['FAILED']} failed, {counts['skipped']} skipped; "
-          f"tolerance: {data['tolerance']}.\n\n"
-          + md_table(["status", "case", "yardstick", "worst tensor: err (torch err, tol)"], rows))
+    md = (
+        f"{counts['passed']} passed, {counts['FAILED']} failed, {counts['skipped']} skipped; "
+        f"tolerance: {data['tolerance']}.\n\n"
+        + md_table(["status", "case", "yardstick", "worst tensor: err (torch err, tol)"], rows)
+    )
     return data, md

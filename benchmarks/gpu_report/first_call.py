@@ -6,6 +6,7 @@ latency sweep's autocast) dense causal, block-sparse (a 64 x 64 sliding-window l
 ALiBi + rel_bias (the modifier kernels), and fp32 (maps, training) dense causal; each call is
 forward + backward. A call's first time minus its second is the compile (or cache load) time.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,12 @@ def variants(device):
     out = {}
     slopes = torch.linspace(0.1, 1, 4, device=device)
     relb = torch.zeros(4, 2 * L - 1, device=device, requires_grad=True)
-    for dt, sparse, mods in ((torch.bfloat16, False, False), (torch.bfloat16, True, False),
-                             (torch.bfloat16, False, True), (torch.float32, False, False)):
+    for dt, sparse, mods in (
+        (torch.bfloat16, False, False),
+        (torch.bfloat16, True, False),
+        (torch.bfloat16, False, True),
+        (torch.float32, False, False),
+    ):
         kw = {"block_mask": bm} if sparse else {"causal": True}
         if mods:
             kw.update(alibi_slopes=slopes, rel_bias=relb)

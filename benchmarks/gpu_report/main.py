@@ -1,4 +1,5 @@
 """``main``: the sections in order, each written to disk when it ends (package docstring)."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,10 +19,17 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu_report", description=__doc__)
     ap.add_argument("--out", default="gpu_report", help="directory for gpu_report.json / gpu_report.md")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repeats in the speed section")
-    ap.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
-                    help="wall-clock seconds; timed cells past it are marked skipped")
-    ap.add_argument("--sections", default="environment,compile,correctness,syncs,speed,targets",
-                    help="comma list of sections to run")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help="wall-clock seconds; timed cells past it are marked skipped",
+    )
+    ap.add_argument(
+        "--sections",
+        default="environment,compile,correctness,syncs,speed,targets",
+        help="comma list of sections to run",
+    )
     return ap.parse_args(argv)
 
 
@@ -35,9 +43,16 @@ def main(argv=None, log=None) -> int:
         log("gpu_report: no CUDA and TRITON_INTERPRET is not set: run it as `python -m benchmarks.gpu_report`")
         return 2
     mode = "GPU" if gpu else "CPU (Triton interpreter, small shapes, no speed section)"
-    report = Report(args.out, {"device": torch.cuda.get_device_name() if gpu else "cpu", "mode": mode,
-                               "quick": args.quick, "argv": sys.argv[1:],
-                               "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+    report = Report(
+        args.out,
+        {
+            "device": torch.cuda.get_device_name() if gpu else "cpu",
+            "mode": mode,
+            "quick": args.quick,
+            "argv": sys.argv[1:],
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        },
+    )
     deadline = time.monotonic() + args.budget_s
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
     results = {}
@@ -55,6 +70,7 @@ def main(argv=None, log=None) -> int:
                 data, md = speed.run(device, quick=args.quick, deadline=deadline, log=log)
             elif name == "compile":
                 from . import compile_times
+
                 data, md = compile_times.run(device, quick=args.quick, deadline=deadline, log=log)
             elif name == "targets":
                 data, md = targets.run(results)
@@ -67,6 +83,8 @@ def main(argv=None, log=None) -> int:
         report.section(name, data, md)
     report.finish()
     counts = results.get("correctness", {}).get("counts", {})
-    log(f"gpu_report: done in {report.elapsed():.0f} s; correctness {counts}; wrote {report.json_path} and "
-        f"{report.md_path}")
+    log(
+        f"gpu_report: done in {report.elapsed():.0f} s; correctness {counts}; wrote {report.json_path} and "
+        f"{report.md_path}"
+    )
     return 1 if counts.get("FAILED") else 0

@@ -14,6 +14,7 @@ and a causal BlockMask (d 128, causal, a few lengths: each shape compiles anew).
 block-sparse patterns (benchmarks/kernel_providers.py) at 16k against Flex and dense SDPA, and
 linear attention, RoPE and the norms against their torch references.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,8 +30,10 @@ BWD_FACTOR = 2.5
 
 def bench_ms(fn, quick: bool) -> float:
     import triton.testing
-    return float(triton.testing.do_bench(fn, warmup=10 if quick else 25, rep=40 if quick else 100,
-                                         return_mode="median"))
+
+    return float(
+        triton.testing.do_bench(fn, warmup=10 if quick else 25, rep=40 if quick else 100, return_mode="median")
+    )
 
 
 def attn_flops(B, h, L, d, causal, mode) -> float:
@@ -40,13 +43,16 @@ def attn_flops(B, h, L, d, causal, mode) -> float:
 
 def _work(fn, mode, ins, do):
     if mode == "fwd":
+
         def run():
             with torch.no_grad():
                 fn()
+
         return run
 
     def run():
         torch.autograd.grad(fn(), ins, do)
+
     return run
 
 
@@ -59,7 +65,9 @@ def _sdpa(backend_name):
         def fn():
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
         return fn
+
     return make
 
 
@@ -72,11 +80,13 @@ def _flex():
         L = q.shape[2]
         bm = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, L, L, device=q.device) if causal else None
         return lambda: compiled(q, k, v, block_mask=bm)
+
     return make
 
 
 def _ours(q, k, v, causal):
     from kernels.triton.flash.launcher import flash_attention
+
     return lambda: flash_attention(q, k, v, causal=causal)
 
 
@@ -102,8 +112,10 @@ def dense_sweep(device, quick, deadline, log) -> list[dict]:
             for L in lengths:
                 B, h = TOKENS // L, WIDTH // d
                 g = torch.Generator(device=device).manual_seed(L + d)
-                q, k, v = (torch.randn(B, h, L, d, device=device, dtype=torch.bfloat16, generator=g).requires_grad_()
-                           for _ in range(3))
+                q, k, v = (
+                    torch.randn(B, h, L, d, device=device, dtype=torch.bfloat16, generator=g).requires_grad_()
+                    for _ in range(3)
+                )
                 names = dict(providers)
                 if d == 128 and causal and L in flex_lengths:
                     flex = flex or _flex()
@@ -115,11 +127,14 @@ def dense_sweep(device, quick, deadline, log) -> list[dict]:
                             rec.update(ms=None, status="skipped: time budget")
                         else:
                             rec.update(_cell(make, q, k, v, causal, mode, quick))
-                        rec["tflops"] = (attn_flops(B, h, L, d, causal, mode) / (rec["ms"] / 1e3) / 1e12
-                                         if rec["ms"] else None)
+                        rec["tflops"] = (
+                            attn_flops(B, h, L, d, causal, mode) / (rec["ms"] / 1e3) / 1e12 if rec["ms"] else None
+                        )
                         recs.append(rec)
-                        log(f"  speed: {mode} d{d} causal={causal} L={L} {name}: {rec['status']} "
-                            f"{'' if rec['ms'] is None else '%.3f ms %.0f TFLOP/s' % (rec['ms'], rec['tflops'])}")
+                        log(
+                            f"  speed: {mode} d{d} causal={causal} L={L} {name}: {rec['status']} "
+                            f"{'' if rec['ms'] is None else '%.3f ms %.0f TFLOP/s' % (rec['ms'], rec['tflops'])}"
+                        )
                 del q, k, v
     return recs
 
@@ -129,16 +144,17 @@ def sparse_sweep(device, quick, deadline, log) -> list[dict]:
 
     recs = []
     B, h, d = 1, 16, 128
-    for L in ((16384,) if quick else (4096, 16384)):
+    for L in (16384,) if quick else (4096, 16384):
         g = torch.Generator(device=device).manual_seed(L)
-        q, k, v = (torch.randn(B, h, L, d, device=device, dtype=torch.bfloat16, generator=g).requires_grad_()
-                   for _ in range(3))
+        q, k, v = (
+            torch.randn(B, h, L, d, device=device, dtype=torch.bfloat16, generator=g).requires_grad_() for _ in range(3)
+        )
         for pattern in ("sliding_window", "bigbird", "longformer"):
             makers = {}
             for prov in ("ours", "flex"):
                 try:
                     prep = prepare(prov, pattern, q)
-                    makers[prov] = (lambda fn: (lambda q, k, v, causal: (lambda: fn(q, k, v))))(prep.fn)
+                    makers[prov] = (lambda fn: lambda q, k, v, causal: lambda: fn(q, k, v))(prep.fn)
                 except Exception as e:  # noqa: BLE001
                     makers[prov] = e
             makers["sdpa-flash dense causal"] = _sdpa("FLASH_ATTENTION")
@@ -152,8 +168,10 @@ def sparse_sweep(device, quick, deadline, log) -> list[dict]:
                     else:
                         rec.update(_cell(make, q, k, v, True, mode, quick))
                     recs.append(rec)
-                    log(f"  speed: {mode} {pattern} L={L} {name}: {rec['status']} "
-                        f"{'' if rec['ms'] is None else '%.3f ms' % rec['ms']}")
+                    log(
+                        f"  speed: {mode} {pattern} L={L} {name}: {rec['status']} "
+                        f"{'' if rec['ms'] is None else '%.3f ms' % rec['ms']}"
+                    )
         del q, k, v
     return recs
 
@@ -166,8 +184,10 @@ def ops_sweep(device, quick, deadline, log) -> list[dict]:
     from kernels.rope import apply_rope
 
     g = torch.Generator(device=device).manual_seed(0)
+
     def mk(*s, dt=torch.bfloat16):
         return torch.randn(*s, device=device, dtype=dt, generator=g).requires_grad_()
+
     x, w, b = mk(16384, 4096), mk(4096), mk(4096)
     r = mk(4, 16, 4096, 128)
     pos = torch.arange(4096, device=device)
@@ -177,9 +197,11 @@ def ops_sweep(device, quick, deadline, log) -> list[dict]:
         "layer_norm 16384x4096 bf16": (lambda: layer_norm(x, w, b), lambda: F.layer_norm(x, (4096,), w, b), [x, w, b]),
         "rms_norm 16384x4096 bf16": (lambda: rms_norm(x, w), lambda: F.rms_norm(x, (4096,), w, 1e-5), [x, w]),
         "rope 4x16x4096x128 bf16": (lambda: apply_rope(r, pos), lambda: apply_rope_ref(r, pos), [r]),
-        "linear attention causal 1x16x16384x64 fp32": (lambda: linear_attention(lq, lk, lv, causal=True),
-                                                        lambda: linear_attention_ref(lq, lk, lv, causal=True),
-                                                        [lq, lk, lv]),
+        "linear attention causal 1x16x16384x64 fp32": (
+            lambda: linear_attention(lq, lk, lv, causal=True),
+            lambda: linear_attention_ref(lq, lk, lv, causal=True),
+            [lq, lk, lv],
+        ),
     }
     recs = []
     for name, (ours, ref, ins) in pairs.items():
@@ -191,8 +213,10 @@ def ops_sweep(device, quick, deadline, log) -> list[dict]:
                 else:
                     rec.update(_op_cell(fn, ins, mode, quick))
                 recs.append(rec)
-                log(f"  speed: {mode} {name} {prov}: {rec['status']} "
-                    f"{'' if rec['ms'] is None else '%.3f ms' % rec['ms']}")
+                log(
+                    f"  speed: {mode} {name} {prov}: {rec['status']} "
+                    f"{'' if rec['ms'] is None else '%.3f ms' % rec['ms']}"
+                )
     return recs
 
 
@@ -214,12 +238,15 @@ def pooled_sweep(device, quick, deadline, log) -> list[dict]:
     def window(a, b):
         i, j = torch.arange(a, b, device=device)[:, None], torch.arange(L, device=device)[None, :]
         return ((i - j).abs() < 64) & (j <= i)
+
     layouts = {"full causal": None, "sliding_window(64) causal": block_mask_from_rows(window, L, L, 64, device)}
     recs = []
     for pattern, bm in layouts.items():
         kw = {"block_mask": bm} if bm is not None else {"causal": True}
-        for prov, fn in (("ours", lambda: pooled_attention(q, k, **kw)),
-                         ("flash forward", lambda: flash_attention(q, k, v, **kw))):
+        for prov, fn in (
+            ("ours", lambda: pooled_attention(q, k, **kw)),
+            ("flash forward", lambda: flash_attention(q, k, v, **kw)),
+        ):
             rec = {"op": f"pooled maps {pattern} 1x{h}x{L}x64 bf16", "pattern": pattern, "L": L, "provider": prov}
             if time.monotonic() > deadline:
                 rec.update(ms=None, status="skipped: time budget")
@@ -253,9 +280,12 @@ def _ms(x):
 
 
 def markdown(dense, sparse, ops) -> str:
-    out = ["FLOPs: FlashAttention convention, forward 4 B h L^2 d (halved when causal), backward 2.5x forward "
-           "(forward + backward = 3.5x forward). Timed with triton.testing.do_bench (median, back-to-back runs "
-           "between CUDA events, L2 flushed before each run). bf16; 16k tokens, h d = 2048.", ""]
+    out = [
+        "FLOPs: FlashAttention convention, forward 4 B h L^2 d (halved when causal), backward 2.5x forward "
+        "(forward + backward = 3.5x forward). Timed with triton.testing.do_bench (median, back-to-back runs "
+        "between CUDA events, L2 flushed before each run). bf16; 16k tokens, h d = 2048.",
+        "",
+    ]
     provs = list(dict.fromkeys(r["provider"] for r in dense))
     rows = {}
     for r in dense:
@@ -266,9 +296,16 @@ def markdown(dense, sparse, ops) -> str:
         sf = cells.get("sdpa-flash", {}).get("ms")
         ours = cells.get("ours", {}).get("ms")
         ratio = f"{sf / ours:.2f}" if sf and ours else "-"
-        body.append([mode, d, causal, L] + [("%.0f" % cells[p]["tflops"]) if p in cells and cells[p]["tflops"]
-                                           else (cells[p]["status"].split(":")[0] if p in cells else "")
-                                           for p in provs] + [ratio])
+        body.append(
+            [mode, d, causal, L]
+            + [
+                ("%.0f" % cells[p]["tflops"])
+                if p in cells and cells[p]["tflops"]
+                else (cells[p]["status"].split(":")[0] if p in cells else "")
+                for p in provs
+            ]
+            + [ratio]
+        )
     out.append(md_table(["mode", "d", "causal", "L"] + [f"{p} TFLOP/s" for p in provs] + ["ours / sdpa-flash"], body))
     if sparse:
         out += ["", "Block-sparse patterns, causal, B=1 h=16 d=128 bf16 (ms; ratios are time ratios):", ""]
@@ -278,35 +315,70 @@ def markdown(dense, sparse, ops) -> str:
         body = []
         for (mode, pattern, L), c in srows.items():
             ours, fl, sd = c.get("ours"), c.get("flex"), c.get("sdpa-flash dense causal")
-            body.append([mode, pattern, L, _ms(ours), _ms(fl), _ms(sd),
-                         f"{fl / ours:.2f}" if fl and ours else "-", f"{sd / ours:.2f}" if sd and ours else "-"])
-        out.append(md_table(["mode", "pattern", "L", "ours ms", "flex ms", "dense sdpa ms", "flex / ours",
-                             "dense / ours"], body))
+            body.append(
+                [
+                    mode,
+                    pattern,
+                    L,
+                    _ms(ours),
+                    _ms(fl),
+                    _ms(sd),
+                    f"{fl / ours:.2f}" if fl and ours else "-",
+                    f"{sd / ours:.2f}" if sd and ours else "-",
+                ]
+            )
+        out.append(
+            md_table(
+                ["mode", "pattern", "L", "ours ms", "flex ms", "dense sdpa ms", "flex / ours", "dense / ours"], body
+            )
+        )
     if ops:
         out += ["", "Other kernels against their torch references (ms):", ""]
         orows = {}
         for r in ops:
             orows.setdefault((r["mode"], r["op"]), {})[r["provider"]] = r["ms"]
-        out.append(md_table(["mode", "op", "ours ms", "torch ms", "torch / ours"],
-                            [[m, op, _ms(c.get("ours")), _ms(c.get("torch")),
-                              f"{c['torch'] / c['ours']:.2f}" if c.get("ours") and c.get("torch") else "-"]
-                             for (m, op), c in orows.items()]))
+        out.append(
+            md_table(
+                ["mode", "op", "ours ms", "torch ms", "torch / ours"],
+                [
+                    [
+                        m,
+                        op,
+                        _ms(c.get("ours")),
+                        _ms(c.get("torch")),
+                        f"{c['torch'] / c['ours']:.2f}" if c.get("ours") and c.get("torch") else "-",
+                    ]
+                    for (m, op), c in orows.items()
+                ],
+            )
+        )
     return "\n".join(out)
 
 
 def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, str]:
     if torch.device(device).type != "cuda":
-        return ({"status": "skipped", "reason": "CPU run: the speed section needs CUDA"},
-                "skipped on CPU (Triton interpreter): timings need CUDA")
+        return (
+            {"status": "skipped", "reason": "CPU run: the speed section needs CUDA"},
+            "skipped on CPU (Triton interpreter): timings need CUDA",
+        )
     t0 = time.perf_counter()
     dense = dense_sweep(device, quick, deadline, log)
     sparse = sparse_sweep(device, quick, deadline, log)
     ops = ops_sweep(device, quick, deadline, log)
     pooled = pooled_sweep(device, quick, deadline, log)
-    data = {"status": "ok", "dense": dense, "sparse": sparse, "ops": ops, "pooled": pooled,
-            "seconds": time.perf_counter() - t0,
-            "flop_convention": "fwd 4 B h L^2 d, /2 causal; fwd+bwd = 3.5 x fwd (bwd = 2.5 x fwd)",
-            "timer": "triton.testing.do_bench median, L2 flushed"}
-    md = markdown(dense, sparse, ops) + "\n\nPooled attention maps (256 x 256 cells per head, with per-query stats; ms):\n\n" \
+    data = {
+        "status": "ok",
+        "dense": dense,
+        "sparse": sparse,
+        "ops": ops,
+        "pooled": pooled,
+        "seconds": time.perf_counter() - t0,
+        "flop_convention": "fwd 4 B h L^2 d, /2 causal; fwd+bwd = 3.5 x fwd (bwd = 2.5 x fwd)",
+        "timer": "triton.testing.do_bench median, L2 flushed",
+    }
+    md = (
+        markdown(dense, sparse, ops)
+        + "\n\nPooled attention maps (256 x 256 cells per head, with per-query stats; ms):\n\n"
         + md_table(["op", "provider", "ms"], [[r["op"], r["provider"], _ms(r["ms"])] for r in pooled])
+    )
     return data, md

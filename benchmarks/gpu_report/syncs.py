@@ -6,6 +6,7 @@ operation that waits for the GPU (``.item()``, a device-to-host copy, ``nonzero`
 of a call is the host time of 200 back-to-back forward calls on a tiny shape (the GPU work is
 shorter than the launch, so the time is the launcher's), against SDPA on the same shape.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,10 +21,10 @@ N_CALLS = 200
 
 def _ops(device):
     import kernels
-    from kernels.triton.flash.launcher import flash_attention
     from kernels.linear_attention import linear_attention
     from kernels.norms import layer_norm
     from kernels.rope import apply_rope
+    from kernels.triton.flash.launcher import flash_attention
 
     g = torch.Generator().manual_seed(0)
     mk = lambda *s: torch.randn(*s, generator=g).to(device, torch.bfloat16).requires_grad_()  # noqa: E731
@@ -38,8 +39,10 @@ def _ops(device):
     return {
         "flash dense causal": (lambda: flash_attention(q, k, v, causal=True), [q, k, v]),
         "flash block-sparse": (lambda: flash_attention(q, k, v, block_mask=bm), [q, k, v]),
-        "flash alibi+rel_bias+softcap": (lambda: flash_attention(q, k, v, causal=True, alibi_slopes=slopes,
-                                                                 rel_bias=relb, softcap=5.0), [q, k, v, relb]),
+        "flash alibi+rel_bias+softcap": (
+            lambda: flash_attention(q, k, v, causal=True, alibi_slopes=slopes, rel_bias=relb, softcap=5.0),
+            [q, k, v, relb],
+        ),
         "linear attention causal": (lambda: linear_attention(fq, fk, fv, causal=True), [fq, fk, fv]),
         "rope": (lambda: apply_rope(q, pos), [q]),
         "layer_norm": (lambda: layer_norm(x, w, b), [x, w, b]),
@@ -71,8 +74,10 @@ def cpu_us_per_call(device) -> list[dict]:
 
     q = torch.randn(1, 2, 128, 64, device=device, dtype=torch.bfloat16)
     rows = []
-    for name, fn in (("ours (flash_attention, causal)", lambda: flash_attention(q, q, q, causal=True)),
-                     ("sdpa (causal)", lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True))):
+    for name, fn in (
+        ("ours (flash_attention, causal)", lambda: flash_attention(q, q, q, causal=True)),
+        ("sdpa (causal)", lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)),
+    ):
         with torch.no_grad():
             for _ in range(10):
                 fn()
@@ -88,12 +93,17 @@ def cpu_us_per_call(device) -> list[dict]:
 
 def run(device) -> tuple[dict, str]:
     if torch.device(device).type != "cuda":
-        return ({"status": "skipped", "reason": "needs CUDA (torch.cuda.set_sync_debug_mode)"},
-                "skipped on CPU: the sync check and the launch cost need CUDA")
+        return (
+            {"status": "skipped", "reason": "needs CUDA (torch.cuda.set_sync_debug_mode)"},
+            "skipped on CPU: the sync check and the launch cost need CUDA",
+        )
     checks = check_syncs(device)
     cpu = cpu_us_per_call(device)
     total = sum(c["syncs"] for c in checks)
-    md = (f"host syncs in the launch path: **{total}** (set_sync_debug_mode('error'), forward + backward)\n\n"
-          + md_table(["op", "syncs", "error"], [[c["op"], c["syncs"], c["error"] or ""] for c in checks]) + "\n\n"
-          + md_table(["call", "CPU us / call", "shape"], [[r["call"], r["cpu_us_per_call"], r["shape"]] for r in cpu]))
+    md = (
+        f"host syncs in the launch path: **{total}** (set_sync_debug_mode('error'), forward + backward)\n\n"
+        + md_table(["op", "syncs", "error"], [[c["op"], c["syncs"], c["error"] or ""] for c in checks])
+        + "\n\n"
+        + md_table(["call", "CPU us / call", "shape"], [[r["call"], r["cpu_us_per_call"], r["shape"]] for r in cpu])
+    )
     return {"status": "ok", "checks": checks, "total_syncs": total, "cpu_per_call": cpu}, md

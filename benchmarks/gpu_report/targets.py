@@ -3,6 +3,7 @@
 The targets are fixed here and never tuned to the results. The yardstick that counts is SDPA's
 flash backend measured in the same run; the published figures are context only.
 """
+
 from __future__ import annotations
 
 from .speed import POOLED_HEADS, POOLED_L
@@ -35,12 +36,16 @@ def _ratios(dense, mode):
 def _speed_targets(speed) -> list:
     if speed.get("status") != "ok":
         why = speed.get("reason") or speed.get("error") or "speed section did not run"
-        return [[name, "-", "not measured", why] for name in (
-            f"forward >= {FWD_MIN}x SDPA-flash at L >= {LONG_L}",
-            f"fwd+bwd >= {FWD_BWD_MIN}x SDPA-flash at L >= {LONG_L}",
-            f"block-sparse at {SPARSE_L} >= {SPARSE_VS_FLEX}x compiled Flex",
-            f"block-sparse at {SPARSE_L} >= {SPARSE_VS_DENSE}x dense SDPA",
-            f"pooled maps of {POOLED_HEADS} heads at {POOLED_L} <= {POOLED_MAX_MS:.0f} ms")]
+        return [
+            [name, "-", "not measured", why]
+            for name in (
+                f"forward >= {FWD_MIN}x SDPA-flash at L >= {LONG_L}",
+                f"fwd+bwd >= {FWD_BWD_MIN}x SDPA-flash at L >= {LONG_L}",
+                f"block-sparse at {SPARSE_L} >= {SPARSE_VS_FLEX}x compiled Flex",
+                f"block-sparse at {SPARSE_L} >= {SPARSE_VS_DENSE}x dense SDPA",
+                f"pooled maps of {POOLED_HEADS} heads at {POOLED_L} <= {POOLED_MAX_MS:.0f} ms",
+            )
+        ]
     rows = []
     for mode, need in (("fwd", FWD_MIN), ("fwd_bwd", FWD_BWD_MIN)):
         ratios = _ratios(speed["dense"], mode)
@@ -49,23 +54,36 @@ def _speed_targets(speed) -> list:
             rows.append([name, "-", "not measured", "no cell with both providers"])
             continue
         worst = min(ratios, key=ratios.get)
-        rows.append([name, f"min {ratios[worst]:.2f}x (d{worst[0]} causal={worst[1]} L={worst[2]})",
-                     "met" if ratios[worst] >= need else "MISSED", f"{len(ratios)} cells"])
+        rows.append(
+            [
+                name,
+                f"min {ratios[worst]:.2f}x (d{worst[0]} causal={worst[1]} L={worst[2]})",
+                "met" if ratios[worst] >= need else "MISSED",
+                f"{len(ratios)} cells",
+            ]
+        )
     sp = {}
     for r in speed.get("sparse", []):
         if r["L"] == SPARSE_L:
             sp.setdefault((r["mode"], r["pattern"]), {})[r["provider"]] = r.get("ms")
-    for other, need, label in (("flex", SPARSE_VS_FLEX, "compiled Flex"),
-                               ("sdpa-flash dense causal", SPARSE_VS_DENSE, "dense SDPA")):
+    for other, need, label in (
+        ("flex", SPARSE_VS_FLEX, "compiled Flex"),
+        ("sdpa-flash dense causal", SPARSE_VS_DENSE, "dense SDPA"),
+    ):
         vals = {k: c[other] / c["ours"] for k, c in sp.items() if c.get("ours") and c.get(other)}
         name = f"block-sparse at {SPARSE_L} >= {need}x {label}"
         if not vals:
             rows.append([name, "-", "not measured", "no cell with both providers"])
             continue
         worst = min(vals, key=vals.get)
-        rows.append([name, f"min {vals[worst]:.2f}x ({worst[1]} {worst[0]})",
-                     "met" if vals[worst] >= need else "MISSED",
-                     f"{len(vals)} cells"])
+        rows.append(
+            [
+                name,
+                f"min {vals[worst]:.2f}x ({worst[1]} {worst[0]})",
+                "met" if vals[worst] >= need else "MISSED",
+                f"{len(vals)} cells",
+            ]
+        )
     pooled = [r for r in speed.get("pooled", []) if r["provider"] == "ours"]
     name = f"pooled maps of {POOLED_HEADS} heads at {POOLED_L} <= {POOLED_MAX_MS:.0f} ms"
     timed = [r for r in pooled if r.get("ms")]
@@ -73,8 +91,14 @@ def _speed_targets(speed) -> list:
         rows.append([name, "-", "not measured", "no pooled cell ran"])
     else:
         worst = max(timed, key=lambda r: r["ms"])
-        rows.append([name, f"max {worst['ms']:.1f} ms ({worst['pattern']})",
-                     "met" if worst["ms"] <= POOLED_MAX_MS else "MISSED", f"{len(timed)} cells"])
+        rows.append(
+            [
+                name,
+                f"max {worst['ms']:.1f} ms ({worst['pattern']})",
+                "met" if worst["ms"] <= POOLED_MAX_MS else "MISSED",
+                f"{len(timed)} cells",
+            ]
+        )
     return rows
 
 
@@ -83,8 +107,14 @@ def run(results: dict) -> tuple[dict, str]:
     corr = results.get("correctness", {})
     if "counts" in corr:
         failed = corr["counts"]["FAILED"]
-        rows.append(["zero correctness failures", f"{failed} failed of {sum(corr['counts'].values())}",
-                     "met" if failed == 0 else "MISSED", f"{corr['counts']['skipped']} skipped"])
+        rows.append(
+            [
+                "zero correctness failures",
+                f"{failed} failed of {sum(corr['counts'].values())}",
+                "met" if failed == 0 else "MISSED",
+                f"{corr['counts']['skipped']} skipped",
+            ]
+        )
     else:
         rows.append(["zero correctness failures", "-", "not measured", corr.get("error", "section did not run")])
     syn = results.get("syncs", {})
@@ -94,7 +124,13 @@ def run(results: dict) -> tuple[dict, str]:
         rows.append(["zero host syncs", "-", "not measured", syn.get("reason") or syn.get("error") or "did not run"])
     rows += _speed_targets(results.get("speed", {}))
     targets = [dict(zip(("target", "measured", "status", "note"), r)) for r in rows]
-    md = md_table(["target", "measured", "status", "note"], rows) + "\n\nReference lines (context, not targets):\n" + \
-        "\n".join(f"- {line}" for line in REFERENCE_LINES)
-    return {"targets": targets, "reference_lines": REFERENCE_LINES,
-            "missed": [t["target"] for t in targets if t["status"] == "MISSED"]}, md
+    md = (
+        md_table(["target", "measured", "status", "note"], rows)
+        + "\n\nReference lines (context, not targets):\n"
+        + "\n".join(f"- {line}" for line in REFERENCE_LINES)
+    )
+    return {
+        "targets": targets,
+        "reference_lines": REFERENCE_LINES,
+        "missed": [t["target"] for t in targets if t["status"] == "MISSED"],
+    }, md

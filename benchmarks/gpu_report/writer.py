@@ -1,4 +1,5 @@
 """The report file pair: JSON (everything) and Markdown (tables), rewritten after every section."""
+
 from __future__ import annotations
 
 import json
@@ -51,9 +52,12 @@ class Report:
         self.data["written_after_s"] = round(self.elapsed(), 1)
         _atomic_write(self.json_path, json.dumps(self.data, indent=1, default=str))
         meta = self.data["meta"]
-        parts = [f"# GPU report ({self.data['status']})", "",
-                 f"device: {meta.get('device')}; mode: {meta.get('mode')}; "
-                 f"written after {self.data['written_after_s']} s", ""]
+        parts = [
+            f"# GPU report ({self.data['status']})",
+            "",
+            f"device: {meta.get('device')}; mode: {meta.get('mode')}; written after {self.data['written_after_s']} s",
+            "",
+        ]
         for name, text in self.markdown:
             parts += [f"## {name}", "", text, ""]
         _atomic_write(self.md_path, "\n".join(parts))

@@ -20,13 +20,25 @@ architecture. What runs on the GPU is a GPU call (``explorer.runtime.device.gpu`
 ``compute_maps``, ``compute_gradients``, ``compute_summary``, ``memo.compute_batch`` (several misses at
 once) and ``sweep.measure_length``; the use cases above memoise on the caller's side of them.
 """
-from explorer.analysis.compare import config_diff
-from explorer.analysis.gradients.norms import gradient_norms, input_batch, next_token_loss, placement_results
-from explorer.analysis.maps.attention import AttentionMaps, attention_maps
+
 from explorer.analysis.common.memo import CACHE, clear_caches
+from explorer.analysis.compare import config_diff
 from explorer.analysis.cost.summary import kv_cache_bytes, model_summary
 from explorer.analysis.cost.sweep import latency_memory_sweep
+from explorer.analysis.gradients.norms import gradient_norms, input_batch, next_token_loss, placement_results
+from explorer.analysis.maps.attention import AttentionMaps, attention_maps
 
-__all__ = ["AttentionMaps", "attention_maps", "gradient_norms", "placement_results", "input_batch",
-           "next_token_loss", "latency_memory_sweep", "model_summary", "kv_cache_bytes", "config_diff", "CACHE",
-           "clear_caches"]
+__all__ = [
+    "AttentionMaps",
+    "attention_maps",
+    "gradient_norms",
+    "placement_results",
+    "input_batch",
+    "next_token_loss",
+    "latency_memory_sweep",
+    "model_summary",
+    "kv_cache_bytes",
+    "config_diff",
+    "CACHE",
+    "clear_caches",
+]

@@ -22,12 +22,13 @@ ones, why. The page, the API and the export resolve the choice once per request 
 to every analysis, figure and export part, so they draw, describe and export the same weights; nothing
 further along parses the choice again or guesses it from the text the page shows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis import surgery
+from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis.weights.trained import TrainedWeights, applicable
 from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig
@@ -41,7 +42,7 @@ KINDS = (BUNDLED, INITIAL, TRAINED, CHECKPOINT)
 def checkpoint_id(choice) -> str | None:
     """The checkpoint id of a Weights choice ("checkpoint:<id>"), else None."""
     if isinstance(choice, str) and choice.startswith(CHECKPOINT_PREFIX):
-        return choice[len(CHECKPOINT_PREFIX):]
+        return choice[len(CHECKPOINT_PREFIX) :]
     return None
 
 
@@ -55,7 +56,7 @@ def bundle_name(choice) -> str | None:
     bundle."""
     if not (isinstance(choice, str) and choice.startswith(BUNDLE_PREFIX)):
         return None
-    name = choice[len(BUNDLE_PREFIX):]
+    name = choice[len(BUNDLE_PREFIX) :]
     if name not in bundled.names():
         raise ConfigError("weights", choice[:60], f"a bundle among {[BUNDLE_PREFIX + n for n in bundled.names()]}")
     return name
@@ -82,12 +83,13 @@ def kind_of(choice) -> str:
 @dataclass(frozen=True)
 class WeightsSource:
     """The weights a request draws, resolved once (``resolve``)."""
-    kind: str                                   # a key of KINDS
-    config: ModelConfig                         # the config the weights are drawn for
+
+    kind: str  # a key of KINDS
+    config: ModelConfig  # the config the weights are drawn for
     weights: TrainedWeights | None = field(default=None, repr=False)  # None: the initial weights
     loaded: checkpoints.Loaded | None = field(default=None, repr=False)  # the checkpoint (kind "checkpoint")
-    why: str = ""                               # bundled asked for, initial drawn: why no bundle serves it
-    bundle: str = ""                            # the bundle chosen by name ("bundle:<name>"); "" the default
+    why: str = ""  # bundled asked for, initial drawn: why no bundle serves it
+    bundle: str = ""  # the bundle chosen by name ("bundle:<name>"); "" the default
 
     @property
     def choice(self) -> str:
@@ -141,8 +143,11 @@ class WeightsSource:
         if self.kind == CHECKPOINT:
             if cfg == self.config:
                 return self.weights
-            raise ConfigError("weights", self.choice[:60], "bundled, initial or your run: a pretrained checkpoint "
-                              "is drawn with its own architecture only")
+            raise ConfigError(
+                "weights",
+                self.choice[:60],
+                "bundled, initial or your run: a pretrained checkpoint is drawn with its own architecture only",
+            )
         if self.kind == BUNDLED:
             return self.weights if cfg == self.config else surgery.weights_for(cfg, bundle=self.bundle or None)
         return self.for_config(cfg)
@@ -150,8 +155,12 @@ class WeightsSource:
     def used(self) -> dict:
         """What the API says about these weights: ``{"used", "source", ...}``."""
         if self.kind == CHECKPOINT:
-            return {"used": CHECKPOINT, "checkpoint": self.checkpoint, "source": self.source,
-                    "surgery": list(self.surgery)}
+            return {
+                "used": CHECKPOINT,
+                "checkpoint": self.checkpoint,
+                "source": self.source,
+                "surgery": list(self.surgery),
+            }
         if self.weights is None:
             out = {"used": INITIAL, "source": self.why or "initial weights (the config's seed)"}
             return {**out, "requested": self.kind} if self.kind != INITIAL else out
@@ -175,8 +184,9 @@ def checkpoint_config(loaded: checkpoints.Loaded, changes: dict | None = None) -
     return surgery.config_for(loaded, changes or {})
 
 
-def resolve(choice, cfg, trained: TrainedWeights | None = None,
-            loaded: checkpoints.Loaded | None = None) -> WeightsSource:
+def resolve(
+    choice, cfg, trained: TrainedWeights | None = None, loaded: checkpoints.Loaded | None = None
+) -> WeightsSource:
     """The ``WeightsSource`` of Weights choice ``choice`` for config ``cfg`` (a checkpoint's: made by
     ``checkpoint_config``; ``loaded``: the checkpoint, when the caller loaded it already). ``trained``: the
     session's run, used for ``trained`` when it belongs to ``cfg`` (another config draws the initial weights).

@@ -13,6 +13,7 @@ failure (a crashed or hung browser is never reused); ``STARTUP_S`` for the brows
 raises: a missing kaleido or Chrome, a time-out or a crash comes back as the reason the PNGs (or
 some of them) were skipped.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,13 +26,13 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
-WIDTH = 1400          # px: wide enough for a projector; the height is the figure's own layout height
+WIDTH = 1400  # px: wide enough for a projector; the height is the figure's own layout height
 DEFAULT_HEIGHT = 500  # px, for a figure without a layout height
-STARTUP_S = 30.0      # the browser start (11-19 s measured on the 2-core host under load)
-FIGURE_S = 20.0       # one figure
-TOTAL_S = 120.0       # every figure of one export, start-up included
-WAIT_S = 60.0         # waiting for another export's browser
-IDLE_S = 120.0        # the browser is kept this long after an export (the next one starts warm), then closed
+STARTUP_S = 30.0  # the browser start (11-19 s measured on the 2-core host under load)
+FIGURE_S = 20.0  # one figure
+TOTAL_S = 120.0  # every figure of one export, start-up included
+WAIT_S = 60.0  # waiting for another export's browser
+IDLE_S = 120.0  # the browser is kept this long after an export (the next one starts warm), then closed
 MAX_FIGURES = 16
 _BROWSER = threading.BoundedSemaphore(1)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -41,6 +42,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 class Rendered:
     """``pngs``: file stem -> PNG bytes, in the order asked; ``skipped``: why no PNG at all was made
     ("" when the browser ran); ``notes``: figures left out and why."""
+
     pngs: dict = field(default_factory=dict)
     skipped: str = ""
     notes: list = field(default_factory=list)
@@ -144,6 +146,7 @@ class _BrowserHolder:
         await self._close()  # a kept browser that died
         import kaleido
         from choreographer.errors import ChromeNotFoundError
+
         try:
             k = kaleido.Kaleido(n=1, timeout=FIGURE_S, mathjax=False)
         except ChromeNotFoundError:
@@ -178,7 +181,8 @@ class _BrowserHolder:
             try:
                 png = await asyncio.wait_for(
                     self.kaleido.calc_fig(fig, opts=dict(format="png", width=width, height=height, scale=1)),
-                    min(FIGURE_S, left))
+                    min(FIGURE_S, left),
+                )
             except Exception as exc:  # a time-out or a failed figure: the others still come
                 out.notes.append(f"{stem}.png not rendered ({type(exc).__name__})")
                 failed = True
@@ -188,8 +192,13 @@ class _BrowserHolder:
             else:
                 out.notes.append(f"{stem}.png not rendered (the browser returned no PNG)")
                 failed = True
-        log.info("PNG export: browser ready in %.1f s, %d of %d figures in %.1f s", started - start, len(out.pngs),
-                 len(figures), time.monotonic() - started)
+        log.info(
+            "PNG export: browser ready in %.1f s, %d of %d figures in %.1f s",
+            started - start,
+            len(out.pngs),
+            len(figures),
+            time.monotonic() - started,
+        )
         if failed:
             await self._close()
         else:

@@ -1,4 +1,5 @@
 """Attention maps -> figures: the grid of heads (one heatmap per layer x head) and the pattern / per-head statistics."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -104,7 +105,7 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     qlab = [f"{i} {t}" for i, t in enumerate(maps.tokens)]
     prefix = len(maps.key_tokens) - len(maps.tokens)
     klab = [f"{j - prefix} {t}" if j >= prefix else t for j, t in enumerate(maps.key_tokens)]
-    qlab = qlab[len(qlab) - att.shape[2]:]
+    qlab = qlab[len(qlab) - att.shape[2] :]
     shown_att = att[np.ix_(layers, heads)]  # (n_l, n_h, L, Lk)
     finite = shown_att[np.isfinite(shown_att)]
     positive = finite[finite > 0]
@@ -123,31 +124,71 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
         layer, head = layers[r], heads[c]
         s = "" if k == 0 else str(k + 1)
         kind = kinds[layer][head].short() if kinds is not None else ""
-        data.append(dict(type="heatmap", z=levels[r, c], x=klab, y=qlab, coloraxis="coloraxis",
-                         xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
-                         meta=[layer, head],
-                         hovertemplate=f"layer {layer} head {head}{': ' + kind if kind else ''}<br>query %{{y}}"
-                                       f"<br>key %{{x}}<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into "
-                                       "this head<extra></extra>"))
+        data.append(
+            dict(
+                type="heatmap",
+                z=levels[r, c],
+                x=klab,
+                y=qlab,
+                coloraxis="coloraxis",
+                xaxis=f"x{s}",
+                yaxis=f"y{s}",
+                name=f"layer {layer} head {head}",
+                hoverongaps=False,
+                meta=[layer, head],
+                hovertemplate=f"layer {layer} head {head}{': ' + kind if kind else ''}<br>query %{{y}}"
+                f"<br>key %{{x}}<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into "
+                "this head<extra></extra>",
+            )
+        )
         if kind:  # the head's type on this text, in the panel's top right corner (above the causal blank)
-            notes.append(dict(text=kind, xref=f"x{s} domain", yref=f"y{s} domain", x=0.98, y=0.98, xanchor="right",
-                              yanchor="top", showarrow=False, font=dict(size=10 if narrow else 12),
-                              bgcolor="rgba(255,255,255,0.8)"))
+            notes.append(
+                dict(
+                    text=kind,
+                    xref=f"x{s} domain",
+                    yref=f"y{s} domain",
+                    x=0.98,
+                    y=0.98,
+                    xanchor="right",
+                    yanchor="top",
+                    showarrow=False,
+                    font=dict(size=10 if narrow else 12),
+                    bgcolor="rgba(255,255,255,0.8)",
+                )
+            )
         # square cells at any width (a wide screen otherwise stretches each map ~3:1): the axis with
         # room to spare gives it up (constrain="domain"), the panel stays centred in its slot
-        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showticklabels=False, showgrid=False, constrain="domain",
-                                   zeroline=False, title=dict(text=f"head {head}" if r == n_l - 1 else "",
-                                                              font=dict(size=12) if narrow else None))
-        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showticklabels=False, showgrid=False,
-                                   zeroline=False, autorange="reversed", scaleanchor=f"x{s}", constrain="domain",
-                                   title=dict(text=f"layer {layer}" if c == 0 else ""))
+        layout[f"xaxis{s}"] = dict(
+            domain=xd,
+            anchor=f"y{s}",
+            showticklabels=False,
+            showgrid=False,
+            constrain="domain",
+            zeroline=False,
+            title=dict(text=f"head {head}" if r == n_l - 1 else "", font=dict(size=12) if narrow else None),
+        )
+        layout[f"yaxis{s}"] = dict(
+            domain=yd,
+            anchor=f"x{s}",
+            showticklabels=False,
+            showgrid=False,
+            zeroline=False,
+            autorange="reversed",
+            scaleanchor=f"x{s}",
+            constrain="domain",
+            title=dict(text=f"layer {layer}" if c == 0 else ""),
+        )
     shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
     if narrow:
-        title = (f"Attention maps: {maps.config['attention']}<br><sup>{len(maps.tokens)} {_unit(maps)} ({shown})"
-                 "</sup><br><sup>rows = queries, columns = keys; blank = not allowed (p = 0)</sup>")
+        title = (
+            f"Attention maps: {maps.config['attention']}<br><sup>{len(maps.tokens)} {_unit(maps)} ({shown})"
+            "</sup><br><sup>rows = queries, columns = keys; blank = not allowed (p = 0)</sup>"
+        )
     else:
-        title = (f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} {_unit(maps)} ({shown})"
-                 "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>")
+        title = (
+            f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} {_unit(maps)} ({shown})"
+            "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>"
+        )
     lay = base_layout(title, height, **layout)
     lay["margin"] = dict(GRID_MARGIN)
     if notes:
@@ -161,9 +202,18 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     if clipped:  # the top colour also stands for every larger probability
         bar_title += f"<br>clipped at<br>p99 = {cmax:.2g}<br>(max {pmax:.2g})"
     # tick labels under their ticks: the top one otherwise touches the last line of a title of five
-    lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
-        title=dict(text=bar_title), thickness=14, tickvals=[max(1.0, t / step) for t in ticks], ticktext=ticktext,
-        ticklabelposition="outside bottom"))
+    lay["coloraxis"] = dict(
+        colorscale=level_colorscale(),
+        cmin=0,
+        cmax=LEVELS,
+        colorbar=dict(
+            title=dict(text=bar_title),
+            thickness=14,
+            tickvals=[max(1.0, t / step) for t in ticks],
+            ticktext=ticktext,
+            ticklabelposition="outside bottom",
+        ),
+    )
     lay["plot_bgcolor"] = BLANK
     lay["meta"] = {"p_step": step, "p_max": cmax, "clipped": clipped, "layers": layers, "heads": heads}
     return go.Figure(data=data, layout=lay)
@@ -184,31 +234,60 @@ def attention_stats(maps) -> go.Figure:
     memory = (maps.config or {}).get("memory", "none")
     if memory not in (None, "none"):
         support = np.nan_to_num(maps.attention).max(axis=(0, 1)) > 0  # (L, Lk): what the maps show
-        what = (f"Where the maps put weight (memory {memory!r}: each query sees its segment and the memory; "
-                f"the {maps.config['attention']} pattern alone allows {100 * fraction:.1f}%)")
+        what = (
+            f"Where the maps put weight (memory {memory!r}: each query sees its segment and the memory; "
+            f"the {maps.config['attention']} pattern alone allows {100 * fraction:.1f}%)"
+        )
         mask, fraction = support, float(support.mean())
         if len(maps.key_tokens) > len(maps.tokens):
             key_title = f"key position (first {len(maps.key_tokens) - len(maps.tokens)} = memory slots)"
     data = [
-        dict(type="heatmap", z=mask.astype(np.uint8), colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
-             showscale=False, xaxis="x", yaxis="y", hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>"),
-        dict(type="heatmap", z=np.round(maps.entropy, 3), x=heads, y=layers, xaxis="x2", yaxis="y2",
-             colorscale="Magma", texttemplate="%{z:.2f}", colorbar=dict(x=0.64, thickness=10, len=0.8),
-             hovertemplate="%{y} %{x}: entropy %{z:.3f} nats<extra></extra>"),
-        dict(type="heatmap", z=np.round(maps.distance, 2), x=heads, y=layers, xaxis="x3", yaxis="y3",
-             colorscale="Cividis", texttemplate="%{z:.1f}", colorbar=dict(x=1.0, thickness=10, len=0.8),
-             hovertemplate="%{y} %{x}: mean distance %{z:.2f} tokens<extra></extra>"),
+        dict(
+            type="heatmap",
+            z=mask.astype(np.uint8),
+            colorscale=[[0, "#ffffff"], [1, "#2b4c7e"]],
+            showscale=False,
+            xaxis="x",
+            yaxis="y",
+            hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>",
+        ),
+        dict(
+            type="heatmap",
+            z=np.round(maps.entropy, 3),
+            x=heads,
+            y=layers,
+            xaxis="x2",
+            yaxis="y2",
+            colorscale="Magma",
+            texttemplate="%{z:.2f}",
+            colorbar=dict(x=0.64, thickness=10, len=0.8),
+            hovertemplate="%{y} %{x}: entropy %{z:.3f} nats<extra></extra>",
+        ),
+        dict(
+            type="heatmap",
+            z=np.round(maps.distance, 2),
+            x=heads,
+            y=layers,
+            xaxis="x3",
+            yaxis="y3",
+            colorscale="Cividis",
+            texttemplate="%{z:.1f}",
+            colorbar=dict(x=1.0, thickness=10, len=0.8),
+            hovertemplate="%{y} %{x}: mean distance %{z:.2f} tokens<extra></extra>",
+        ),
     ]
     if memory not in (None, "none"):
         title = f"{100 * fraction:.1f}% of (query, key) pairs carry weight<br><sup>{what}</sup>"
     else:
         title = f"{what}: {100 * fraction:.1f}% of (query, key) pairs allowed"
-    lay = base_layout(title, 420,
-                  xaxis=dict(domain=xd0, title=dict(text=key_title), constrain="domain"),
-                  yaxis=dict(domain=yd0, title=dict(text="query position"), autorange="reversed",
-                             scaleanchor="x"),
-                  xaxis2=dict(domain=xd1, anchor="y2", title=dict(text="entropy per head (nats)")),
-                  yaxis2=dict(domain=yd1, anchor="x2", autorange="reversed"),
-                  xaxis3=dict(domain=xd2, anchor="y3", title=dict(text="mean |i - j| per head (tokens)")),
-                  yaxis3=dict(domain=yd2, anchor="x3", autorange="reversed"))
+    lay = base_layout(
+        title,
+        420,
+        xaxis=dict(domain=xd0, title=dict(text=key_title), constrain="domain"),
+        yaxis=dict(domain=yd0, title=dict(text="query position"), autorange="reversed", scaleanchor="x"),
+        xaxis2=dict(domain=xd1, anchor="y2", title=dict(text="entropy per head (nats)")),
+        yaxis2=dict(domain=yd1, anchor="x2", autorange="reversed"),
+        xaxis3=dict(domain=xd2, anchor="y3", title=dict(text="mean |i - j| per head (tokens)")),
+        yaxis3=dict(domain=yd2, anchor="x3", autorange="reversed"),
+    )
     return go.Figure(data=data, layout=lay)

@@ -5,6 +5,7 @@ domains, which is several times faster than ``make_subplots`` + ``add_trace`` fo
 heatmaps; the explorer redraws on every control change. Inputs are the results of
 ``explorer.analysis`` (duck-typed: numpy arrays, dicts and lists).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,13 @@ TEMPLATE = "plotly_white"
 def base_layout(title: str, height: int, **kw) -> dict:
     if pio.templates.default != TEMPLATE:  # the first figure (or someone changed the default)
         pio.templates.default = TEMPLATE
-    return dict(font=FONT, height=height,
-                title=dict(text=title, x=0.01, xanchor="left", font=dict(size=19)),
-                margin=dict(l=70, r=30, t=90, b=60), **kw)
+    return dict(
+        font=FONT,
+        height=height,
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=19)),
+        margin=dict(l=70, r=30, t=90, b=60),
+        **kw,
+    )
 
 
 def subplot_domains(rows: int, cols: int, hgap: float = 0.02, vgap: float = 0.04) -> list:
@@ -38,15 +43,25 @@ def subplot_domains(rows: int, cols: int, hgap: float = 0.02, vgap: float = 0.04
         for c in range(cols):
             x0 = c * (w + hgap)
             y1 = 1 - r * (h + vgap)
-            out.append(([round(x0, 6), min(1.0, round(x0 + w, 6))], [max(0.0, round(y1 - h, 6)), min(1.0, round(y1, 6))]))
+            out.append(
+                ([round(x0, 6), min(1.0, round(x0 + w, 6))], [max(0.0, round(y1 - h, 6)), min(1.0, round(y1, 6))])
+            )
     return out
 
 
 def message_figure(text: str, title: str = "") -> go.Figure:
     """An empty figure carrying a message (e.g. before the first sweep)."""
-    return go.Figure(layout=base_layout(title, 360, annotations=[dict(
-        text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=17))],
-        xaxis=dict(visible=False), yaxis=dict(visible=False)))
+    return go.Figure(
+        layout=base_layout(
+            title,
+            360,
+            annotations=[
+                dict(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=17))
+            ],
+            xaxis=dict(visible=False),
+            yaxis=dict(visible=False),
+        )
+    )
 
 
 def human_bytes(n: float) -> str:
@@ -66,30 +81,40 @@ def token_axis(tokens: list, **kw) -> dict:
     """A numeric position axis labelled with the token characters (duplicates stay distinct)."""
     step = max(1, -(-len(tokens) // MAX_TICKS))
     idx = list(range(0, len(tokens), step))
-    return dict(tickmode="array", tickvals=idx, ticktext=[tokens[i] for i in idx], tickangle=0,
-                tickfont=dict(size=12 if step == 1 and len(tokens) > 64 else 14), showgrid=False, **kw)
+    return dict(
+        tickmode="array",
+        tickvals=idx,
+        ticktext=[tokens[i] for i in idx],
+        tickangle=0,
+        tickfont=dict(size=12 if step == 1 and len(tokens) > 64 else 14),
+        showgrid=False,
+        **kw,
+    )
 
 
-TITLE_BAND = 78   # px at the top of a figure for its title (two lines, presentation-mode sizes)
+TITLE_BAND = 78  # px at the top of a figure for its title (two lines, presentation-mode sizes)
 
 
-LEGEND_ROW = 28   # px per row of a horizontal legend
+LEGEND_ROW = 28  # px per row of a horizontal legend
 
 
 LEGEND_WIDTH = 900  # px a legend row is assumed to have (a figure in the app's figure column)
 
 
-NOTE_CHARS = 95   # characters per line of a title's small-print note (<sup>) before it wraps
+NOTE_CHARS = 95  # characters per line of a title's small-print note (<sup>) before it wraps
 
 
-NOTE_LINE = 20    # px each further line of a wrapped note adds to the title band
+NOTE_LINE = 20  # px each further line of a wrapped note adds to the title band
 
 
 def legend_rows(data: list) -> int:
     """Rows a horizontal legend of ``data``'s entries needs at ``LEGEND_WIDTH`` (about 8.5 px per
     character at the legend's font size plus the symbol)."""
-    names = [str(d.get("name") or "") for d in data
-             if d.get("name") and d.get("showlegend", d.get("type") in ("scatter", "bar", None))]
+    names = [
+        str(d.get("name") or "")
+        for d in data
+        if d.get("name") and d.get("showlegend", d.get("type") in ("scatter", "bar", None))
+    ]
     width = sum(50 + 8.5 * len(n) for n in names)
     return max(1, -(-int(width) // LEGEND_WIDTH))
 
@@ -117,7 +142,7 @@ def wrap_notes(text: str, width: int = NOTE_CHARS) -> str:
                 lines[-1] = f"{lines[-1]}; {clause}" if lines[-1] else clause
                 while len(lines[-1]) > width and " " in lines[-1][:width]:  # a clause longer than a line
                     cut = lines[-1].rfind(" ", 0, width)
-                    lines[-1:] = [lines[-1][:cut], lines[-1][cut + 1:]]
+                    lines[-1:] = [lines[-1][:cut], lines[-1][cut + 1 :]]
             part = "<br>".join(f"<sup>{line}</sup>" for line in lines)
         parts.append(part)
     return "<br>".join(parts)
@@ -141,9 +166,15 @@ def legend_above(lay: dict, data: list | None = None, rows: int = 1, gap: int = 
     margin["t"] = TITLE_BAND + extra_lines * NOTE_LINE + rows * LEGEND_ROW + gap
     height = lay["height"] + max(0, margin["t"] - old_t)
     plot_px = max(1, height - margin["t"] - margin["b"])
-    keep = {k: v for k, v in (lay.get("legend") or {}).items() if k not in ("x", "y", "xanchor", "yanchor", "orientation")}
-    lay.update(height=height, title=title, margin=margin, legend=dict(
-        orientation="h", x=0, xanchor="left", y=1 + (gap + 4) / plot_px, yanchor="bottom", **keep))
+    keep = {
+        k: v for k, v in (lay.get("legend") or {}).items() if k not in ("x", "y", "xanchor", "yanchor", "orientation")
+    }
+    lay.update(
+        height=height,
+        title=title,
+        margin=margin,
+        legend=dict(orientation="h", x=0, xanchor="left", y=1 + (gap + 4) / plot_px, yanchor="bottom", **keep),
+    )
     return lay
 
 
@@ -173,6 +204,9 @@ def decade_ticks(fig: go.Figure) -> go.Figure:
             continue
         if math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) < 1:  # fewer than two decades to label
             continue
-        axis.update(dtick=1, exponentformat="power", minor=dict(dtick="D1", ticks="outside", ticklen=3, showgrid=True,
-                                                               gridcolor="rgba(0,0,0,0.04)"))
+        axis.update(
+            dtick=1,
+            exponentformat="power",
+            minor=dict(dtick="D1", ticks="outside", ticklen=3, showgrid=True, gridcolor="rgba(0,0,0,0.04)"),
+        )
     return fig

@@ -6,6 +6,7 @@ B (the controls). A failed length (OOM, time-out, ...) is a cross in its config'
 that config's curve, continued (dotted) to the failed length at the slope of its last two points, so a
 reader sees whose run failed and roughly where the curve was heading.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,30 +46,61 @@ def _on_curve(records: list, key: str, scale: float, L: int, fallback: float) ->
 def _series(records: list, label: str, side: str, key: str, scale: float, axis: str, fallback: float) -> list:
     ok = _ok(records, key)
     color = COLORS[side]
-    traces = [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok], y=[r[key] * scale for r in ok],
-                   name=label, legendgroup=side, showlegend=axis == "", xaxis=f"x{axis}", yaxis=f"y{axis}",
-                   line=dict(color=color, width=4 if side == "A" else 3, dash=DASHES[side]),
-                   marker=dict(size=9, symbol=MARKERS[side]),
-                   customdata=[r["backend"] for r in ok],
-                   hovertemplate=f"{side}, L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
+    traces = [
+        dict(
+            type="scatter",
+            mode="lines+markers",
+            x=[r["seq_len"] for r in ok],
+            y=[r[key] * scale for r in ok],
+            name=label,
+            legendgroup=side,
+            showlegend=axis == "",
+            xaxis=f"x{axis}",
+            yaxis=f"y{axis}",
+            line=dict(color=color, width=4 if side == "A" else 3, dash=DASHES[side]),
+            marker=dict(size=9, symbol=MARKERS[side]),
+            customdata=[r["backend"] for r in ok],
+            hovertemplate=f"{side}, L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>",
+        )
+    ]
     bad = [r for r in records if r["status"] != "ok"]
     if bad and ok:  # a dotted continuation from the last measured point to the first failure
         first = bad[0]["seq_len"]
         if first > ok[-1]["seq_len"]:
-            traces.append(dict(type="scatter", mode="lines", x=[ok[-1]["seq_len"], first],
-                               y=[ok[-1][key] * scale, _on_curve(records, key, scale, first, fallback)],
-                               line=dict(color=color, width=2, dash="dot"), showlegend=False, legendgroup=side,
-                               xaxis=f"x{axis}", yaxis=f"y{axis}", hoverinfo="skip"))
+            traces.append(
+                dict(
+                    type="scatter",
+                    mode="lines",
+                    x=[ok[-1]["seq_len"], first],
+                    y=[ok[-1][key] * scale, _on_curve(records, key, scale, first, fallback)],
+                    line=dict(color=color, width=2, dash="dot"),
+                    showlegend=False,
+                    legendgroup=side,
+                    xaxis=f"x{axis}",
+                    yaxis=f"y{axis}",
+                    hoverinfo="skip",
+                )
+            )
     if bad:
-        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad],
-                           y=[_on_curve(records, key, scale, r["seq_len"], fallback) for r in bad],
-                           text=[f"{side}: {r['status'].upper()}" for r in bad],
-                           textposition="top center" if side == "A" else "bottom center",
-                           textfont=dict(color=color, size=14), name=f"{side}: OOM / timeout",
-                           legendgroup=side, showlegend=False, xaxis=f"x{axis}", yaxis=f"y{axis}",
-                           marker=dict(symbol="x", size=15, color=color, line=dict(width=2, color=color)),
-                           customdata=[r.get("reason", "") for r in bad],
-                           hovertemplate=f"{side}, L=%{{x}}: %{{text}}<br>%{{customdata}}<extra></extra>"))
+        traces.append(
+            dict(
+                type="scatter",
+                mode="markers+text",
+                x=[r["seq_len"] for r in bad],
+                y=[_on_curve(records, key, scale, r["seq_len"], fallback) for r in bad],
+                text=[f"{side}: {r['status'].upper()}" for r in bad],
+                textposition="top center" if side == "A" else "bottom center",
+                textfont=dict(color=color, size=14),
+                name=f"{side}: OOM / timeout",
+                legendgroup=side,
+                showlegend=False,
+                xaxis=f"x{axis}",
+                yaxis=f"y{axis}",
+                marker=dict(symbol="x", size=15, color=color, line=dict(width=2, color=color)),
+                customdata=[r.get("reason", "") for r in bad],
+                hovertemplate=f"{side}, L=%{{x}}: %{{text}}<br>%{{customdata}}<extra></extra>",
+            )
+        )
     return traces
 
 
@@ -83,20 +115,24 @@ def ab_sweep_figure(a: list, b: list, name_a: str, name_b: str) -> go.Figure:
         data += _series(a, f"A (pinned): {name_a}", "A", key, scale, axis, fallback)
         data += _series(b, f"B (now): {name_b}", "B", key, scale, axis, fallback)
         (xd, yd) = domains[p]
-        layout[f"xaxis{axis}"] = dict(domain=xd, anchor=f"y{axis}", type="log",
-                                      title=dict(text="sequence length L (tokens)"))
+        layout[f"xaxis{axis}"] = dict(
+            domain=xd, anchor=f"y{axis}", type="log", title=dict(text="sequence length L (tokens)")
+        )
         layout[f"yaxis{axis}"] = dict(domain=yd, anchor=f"x{axis}", type="log", title=dict(text=label))
     lens = sorted({r["seq_len"] for r in a + b})
     for p in ("", "2"):
         layout[f"xaxis{p}"].update(tickvals=lens, ticktext=[str(n) for n in lens])
     mode = (a or b or [{}])[0].get("mode", "forward").replace("_", " + ")
     method = (a or b or [{}])[0].get("memory_method", "measured")
-    lay = base_layout(f"A/B: {mode} time and memory vs length<br><sup>median of timed runs after warm-up; "
-                  f"memory {method}; ✕ = a length that ran out of memory or time</sup>", 500, **layout)
+    lay = base_layout(
+        f"A/B: {mode} time and memory vs length<br><sup>median of timed runs after warm-up; "
+        f"memory {method}; ✕ = a length that ran out of memory or time</sup>",
+        500,
+        **layout,
+    )
     lay["legend"] = dict(orientation="h", y=-0.22, x=0.5, xanchor="center")
     lay["margin"] = dict(l=80, r=30, t=100, b=120)
     return decade_ticks(go.Figure(data=data, layout=lay))
-
 
 
 def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
@@ -114,8 +150,9 @@ def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
     # pre blue, ...), so a post-vs-pre comparison reads the same on both tabs; otherwise A / B colours
     placements = (grad_a.get("norm_placement"), grad_b.get("norm_placement"))
     by_placement = placements[0] != placements[1] and all(placements)
-    colors = {name: placement_color(pl, COLORS[name]) if by_placement else COLORS[name]
-              for name, pl in zip("AB", placements)}
+    colors = {
+        name: placement_color(pl, COLORS[name]) if by_placement else COLORS[name] for name, pl in zip("AB", placements)
+    }
     data, layout = [], {"annotations": []}
     for p, (key, label) in enumerate(GRAD_PANELS):
         s = "" if p == 0 else str(p + 1)
@@ -124,19 +161,44 @@ def gradient_compare_figure(grad_a: dict, grad_b: dict) -> go.Figure:
             if not vals:
                 continue
             zero = all(v == 0 for v in vals if v is not None)
-            data.append(dict(type="scatter", mode="lines+markers", x=list(range(len(vals))),
-                             y=[None if v is None else (v if v > 0 else floor) for v in vals],
-                             name=f"{name} ({r.get('norm_placement', '')})" + (" = 0" if zero else ""),
-                             legendgroup=name, showlegend=p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
-                             line=dict(color=colors[name], width=4 if name == "A" else 2, dash=DASHES[name]),
-                             marker=dict(size=8, symbol=MARKERS[name]),
-                             customdata=vals, hovertemplate=f"{name}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>"))
+            data.append(
+                dict(
+                    type="scatter",
+                    mode="lines+markers",
+                    x=list(range(len(vals))),
+                    y=[None if v is None else (v if v > 0 else floor) for v in vals],
+                    name=f"{name} ({r.get('norm_placement', '')})" + (" = 0" if zero else ""),
+                    legendgroup=name,
+                    showlegend=p == 0,
+                    xaxis=f"x{s}",
+                    yaxis=f"y{s}",
+                    line=dict(color=colors[name], width=4 if name == "A" else 2, dash=DASHES[name]),
+                    marker=dict(size=8, symbol=MARKERS[name]),
+                    customdata=vals,
+                    hovertemplate=f"{name}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>",
+                )
+            )
         xd, yd = domains[p]
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", **layer_axis(n_layers))
-        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
-                                   title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
-        layout["annotations"].append(dict(text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=1.02, xref="paper",
-                                          yref="paper", showarrow=False, xanchor="center", yanchor="bottom"))
+        layout[f"yaxis{s}"] = dict(
+            domain=yd,
+            anchor=f"x{s}",
+            type="log",
+            exponentformat="power",
+            title=dict(text="gradient norm (Frobenius)" if p == 0 else ""),
+        )
+        layout["annotations"].append(
+            dict(
+                text=f"<b>{label}</b>",
+                x=(xd[0] + xd[1]) / 2,
+                y=1.02,
+                xref="paper",
+                yref="paper",
+                showarrow=False,
+                xanchor="center",
+                yanchor="bottom",
+            )
+        )
     title = "Gradient norms at initialisation: A (pinned) vs B (now)"
     if same:
         title += "<br><sup>the curves coincide: A and B have identical gradient norms (B dashed on A)</sup>"

@@ -8,6 +8,7 @@ placement without a norm grows by orders of magnitude with depth; the y range is
 placements (it would squeeze them into a sliver), its curve leaves the plot and the legend says
 where it goes. Input: ``explorer.analysis.gradients.depth_scaling.depth_scaling``'s result (plain dicts).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,10 @@ from explorer.figures.base import base_layout, legend_rows, subplot_domains, wra
 from explorer.figures.gradients import GRAD_PANELS, gradient_panels, placement_style
 from explorer.figures.notes import coincidence_notes
 
-CLAIM = ("post-LN's last-layer gradient does not shrink with depth; pre-LN's shrinks like 1/√L: "
-         "why post-LN needs learning-rate warm-up")
+CLAIM = (
+    "post-LN's last-layer gradient does not shrink with depth; pre-LN's shrinks like 1/√L: "
+    "why post-LN needs learning-rate warm-up"
+)
 REFERENCE = "#595959"  # the 1/sqrt(L) guide: dark grey, dashed, no marker
 TOP_PX, BOTTOM_PX, GAP_PX = 380, 250, 150  # plot heights and the band between them (axis title, row title)
 
@@ -31,15 +34,19 @@ def _fmt(v) -> str:
 def what_is_measured(depth: dict) -> str:
     """One sentence naming the parameter, the loss, the init, the seeds and the width."""
     what = "FFN output matrix" if depth["quantity"] == "ffn_out" else "attention output projection (no FFN)"
-    return (f"‖∇W2‖ = Frobenius norm of the gradient of the last layer's {what} ({depth['parameter']}) of the "
-            f"{depth['loss']} ({depth['batch']} × {depth['seq_len']} tokens), at {depth['init']}, mean of "
-            f"{depth['seeds']} seeds, d_model {depth['d_model']}")
+    return (
+        f"‖∇W2‖ = Frobenius norm of the gradient of the last layer's {what} ({depth['parameter']}) of the "
+        f"{depth['loss']} ({depth['batch']} × {depth['seq_len']} tokens), at {depth['init']}, mean of "
+        f"{depth['seeds']} seeds, d_model {depth['d_model']}"
+    )
 
 
 def _short_measured(depth: dict) -> str:
     """The title's version of ``what_is_measured``: clauses a narrow figure can break between."""
-    return (f"‖∇W2‖ of {depth['parameter']}; next-token loss, random tokens; Xavier init, "
-            f"{depth['seeds']} seeds; d_model {depth['d_model']}")
+    return (
+        f"‖∇W2‖ of {depth['parameter']}; next-token loss, random tokens; Xavier init, "
+        f"{depth['seeds']} seeds; d_model {depth['d_model']}"
+    )
 
 
 def _zero(values: list) -> bool:
@@ -70,28 +77,54 @@ def depth_traces(depth: dict, current: str) -> list:
             name += f": slope {r['slope']:+.2f}"
         if span and vals and any(v is not None and math.log10(max(v, 1e-300)) > span[1] for v in vals):
             name += f", off the axis (to {_fmt(max(v for v in vals if v is not None))})"
-        data.append(dict(type="scatter", mode="lines+markers", x=r["depths"], y=vals, name=name,
-                         legendgroup=placement, line=dict(color=style["color"], dash=style["dash"],
-                                                          width=4.5 if is_cur else 2.5),
-                         marker=dict(symbol=style["symbol"], size=12 if is_cur else 9, color=style["color"]),
-                         hovertemplate=f"{placement}, %{{x}} layers: %{{y:.3g}}<extra></extra>"))
+        data.append(
+            dict(
+                type="scatter",
+                mode="lines+markers",
+                x=r["depths"],
+                y=vals,
+                name=name,
+                legendgroup=placement,
+                line=dict(color=style["color"], dash=style["dash"], width=4.5 if is_cur else 2.5),
+                marker=dict(symbol=style["symbol"], size=12 if is_cur else 9, color=style["color"]),
+                hovertemplate=f"{placement}, %{{x}} layers: %{{y:.3g}}<extra></extra>",
+            )
+        )
     pre = depth["placements"].get("pre")
     first = next(((d, v) for d, v in zip(pre["depths"], pre["last"]) if v), None) if pre else None
     if first:
         d0, v0 = first
-        data.append(dict(type="scatter", mode="lines", x=pre["depths"],
-                         y=[v0 * math.sqrt(d0 / d) for d in pre["depths"]], name=f"1/√L through pre-LN at L={d0}",
-                         line=dict(color=REFERENCE, dash="dash", width=2), hoverinfo="skip"))
+        data.append(
+            dict(
+                type="scatter",
+                mode="lines",
+                x=pre["depths"],
+                y=[v0 * math.sqrt(d0 / d) for d in pre["depths"]],
+                name=f"1/√L through pre-LN at L={d0}",
+                line=dict(color=REFERENCE, dash="dash", width=2),
+                hoverinfo="skip",
+            )
+        )
     for n, (placement, t) in enumerate(depth["trained"].items()):
         style = placement_style(placement, n)
-        data.append(dict(type="scatter", mode="markers", x=[t["depth"]], y=[t["last"]], legendgroup=placement,
-                         name=f"{placement}, trained ({t.get('label', 'trained weights')})",
-                         marker=dict(symbol="star", size=20, color=style["color"], line=dict(color="#000000", width=1.5)),
-                         hovertemplate=f"{placement}, trained, %{{x}} layers: %{{y:.3g}}<extra></extra>"))
+        data.append(
+            dict(
+                type="scatter",
+                mode="markers",
+                x=[t["depth"]],
+                y=[t["last"]],
+                legendgroup=placement,
+                name=f"{placement}, trained ({t.get('label', 'trained weights')})",
+                marker=dict(symbol="star", size=20, color=style["color"], line=dict(color="#000000", width=1.5)),
+                hovertemplate=f"{placement}, trained, %{{x}} layers: %{{y:.3g}}<extra></extra>",
+            )
+        )
     return data
 
 
-def depth_figure(depth: dict, current: str, per_layer: dict | None = None, per_layer_title: str | None = None) -> go.Figure:
+def depth_figure(
+    depth: dict, current: str, per_layer: dict | None = None, per_layer_title: str | None = None
+) -> go.Figure:
     """Panel 1: Theorem 1's depth scaling; panel 2 (when ``per_layer``: ``{placement: gradient_norms}``):
     the per-layer profile of the visitor's config. Legend below the plots."""
     data = depth_traces(depth, current)
@@ -101,11 +134,24 @@ def depth_figure(depth: dict, current: str, per_layer: dict | None = None, per_l
     top_lo = 1 - TOP_PX / plot_px
     depths = depth["depths"]
     layout = {
-        "xaxis": dict(type="log", domain=[0, 1], anchor="y", tickmode="array", tickvals=depths,
-                      ticktext=[str(d) for d in depths], title=dict(text="depth L (layers, log scale)")),
-        "yaxis": dict(type="log", domain=[top_lo, 1], anchor="x", exponentformat="power", dtick="D2",
-                      title=dict(text="last-layer ‖∇W2‖ (nats/weight)"),
-                      **({"range": span} if span else {})),
+        "xaxis": dict(
+            type="log",
+            domain=[0, 1],
+            anchor="y",
+            tickmode="array",
+            tickvals=depths,
+            ticktext=[str(d) for d in depths],
+            title=dict(text="depth L (layers, log scale)"),
+        ),
+        "yaxis": dict(
+            type="log",
+            domain=[top_lo, 1],
+            anchor="x",
+            exponentformat="power",
+            dtick="D2",
+            title=dict(text="last-layer ‖∇W2‖ (nats/weight)"),
+            **({"range": span} if span else {}),
+        ),
     }
     notes = []
     if rows_below:
@@ -115,12 +161,25 @@ def depth_figure(depth: dict, current: str, per_layer: dict | None = None, per_l
         layout.update(lower_layout)
         n_layers = max([len(r[k]) for r in per_layer.values() for k, _ in GRAD_PANELS] + [1])
         heading = per_layer_title or f"Per layer, your config's {n_layers} layers"
-        layout["annotations"] = lower_layout.get("annotations", []) + [dict(
-            text=f"<b>{heading}</b>", x=0, y=BOTTOM_PX / plot_px, yshift=34, xref="paper", yref="paper",
-            xanchor="left", yanchor="bottom", showarrow=False, font=dict(size=16))]
+        layout["annotations"] = lower_layout.get("annotations", []) + [
+            dict(
+                text=f"<b>{heading}</b>",
+                x=0,
+                y=BOTTOM_PX / plot_px,
+                yshift=34,
+                xref="paper",
+                yref="paper",
+                xanchor="left",
+                yanchor="bottom",
+                showarrow=False,
+                font=dict(size=16),
+            )
+        ]
         notes = coincidence_notes(per_layer, GRAD_PANELS)
-    title = ("Theorem 1 (Xiong et al. 2020): last-layer gradient vs depth"
-             f"<br><sup>paper: {CLAIM}</sup><br><sup>measured at init: {_short_measured(depth)}</sup>")
+    title = (
+        "Theorem 1 (Xiong et al. 2020): last-layer gradient vs depth"
+        f"<br><sup>paper: {CLAIM}</sup><br><sup>measured at init: {_short_measured(depth)}</sup>"
+    )
     if notes:
         title += "<br><sup>per layer: " + "; ".join(notes) + "</sup>"
     title = wrap_notes(title)
@@ -142,25 +201,36 @@ def depth_reading(depth: dict, current: str) -> str:
     for placement, r in depth["placements"].items():
         vals = r["last"]
         if _zero(vals):
-            parts.append(f"{placement}: exactly 0 at every depth (each branch is multiplied by α = 0 at "
-                         "initialisation, so W2 gets no gradient)")
+            parts.append(
+                f"{placement}: exactly 0 at every depth (each branch is multiplied by α = 0 at "
+                "initialisation, so W2 gets no gradient)"
+            )
             continue
         a, b = vals[0], vals[-1]
         ratio = f"×{b / a:.3g}" if a and b else "not finite"
         text = f"{placement} {_fmt(a)} → {_fmt(b)} ({ratio}"
         text += f", slope {r['slope']:+.2f})" if r.get("slope") is not None else ")"
         parts.append(f"**{text}**" if placement == current else text)
-    line = (f"**Theorem 1 (Xiong et al. 2020)**: {CLAIM}. Measured here: {what_is_measured(depth)}. "
-            f"From {first} to {last} layers: " + " · ".join(parts) + f". A slope of 0 is flat, −0.5 is "
-            f"1/√L (the dashed line, ×{math.sqrt(first / last):.2f} over this range).")
+    line = (
+        f"**Theorem 1 (Xiong et al. 2020)**: {CLAIM}. Measured here: {what_is_measured(depth)}. "
+        f"From {first} to {last} layers: " + " · ".join(parts) + f". A slope of 0 is flat, −0.5 is "
+        f"1/√L (the dashed line, ×{math.sqrt(first / last):.2f} over this range)."
+    )
     if depth["trained"]:
-        line += " Stars: " + "; ".join(
-            f"{p} trained ({t.get('label', 'trained weights')}, {t['depth']} layers) {_fmt(t['last'])} on the same batch"
-            for p, t in depth["trained"].items()) + "."
+        line += (
+            " Stars: "
+            + "; ".join(
+                f"{p} trained ({t.get('label', 'trained weights')}, {t['depth']} layers) {_fmt(t['last'])} on the same batch"
+                for p, t in depth["trained"].items()
+            )
+            + "."
+        )
     for note in depth["notes"]:
         line += f" Note: {note}."
-    skipped = {**depth["skipped"], **{f"{p} at L={d}": why for p, r in depth["placements"].items()
-                                      for d, why in r.get("skipped", {}).items()}}
+    skipped = {
+        **depth["skipped"],
+        **{f"{p} at L={d}": why for p, r in depth["placements"].items() for d, why in r.get("skipped", {}).items()},
+    }
     if skipped:
         line += " Not measured: " + "; ".join(f"{k} ({why})" for k, why in skipped.items()) + "."
     return line

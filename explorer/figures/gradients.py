@@ -1,4 +1,5 @@
 """Gradient norms -> figure: per layer, every norm placement overlaid (Xiong et al. 2020)."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -8,10 +9,8 @@ from explorer.figures.notes import coincidence_notes
 
 # Okabe-Ito colours (distinguishable with every common colour-vision deficiency), and a marker and a dash
 # per placement as well, so the curves stay apart in grey print and on a washed-out projector
-PLACEMENT_COLORS = {"post": "#D55E00", "pre": "#0072B2", "sandwich": "#009E73", "rezero": "#CC79A7",
-                    "none": "#000000"}
-PLACEMENT_MARKERS = {"post": "circle", "pre": "square", "sandwich": "diamond", "rezero": "triangle-up",
-                     "none": "x"}
+PLACEMENT_COLORS = {"post": "#D55E00", "pre": "#0072B2", "sandwich": "#009E73", "rezero": "#CC79A7", "none": "#000000"}
+PLACEMENT_MARKERS = {"post": "circle", "pre": "square", "sandwich": "diamond", "rezero": "triangle-up", "none": "x"}
 PLACEMENT_DASHES = {"post": "solid", "pre": "dash", "sandwich": "dot", "rezero": "dashdot", "none": "longdash"}
 
 
@@ -29,14 +28,20 @@ def placement_color(placement: str, fallback: str) -> str:
     return PLACEMENT_COLORS.get(placement, fallback)
 
 
-GRAD_PANELS = (("attn_out", "attention out-proj ‖∇W‖"), ("ffn_out", "FFN out-proj ‖∇W‖"),
-               ("residual", "layer input ‖∇x‖"))
+GRAD_PANELS = (
+    ("attn_out", "attention out-proj ‖∇W‖"),
+    ("ffn_out", "FFN out-proj ‖∇W‖"),
+    ("residual", "layer input ‖∇x‖"),
+)
 
 
 def placement_style(placement: str, n: int = 0) -> dict:
     """Colour, marker symbol and dash of a placement's curve (the same in every figure)."""
-    return dict(color=placement_color(placement, CYCLE[n % len(CYCLE)]),
-                symbol=PLACEMENT_MARKERS.get(placement, "circle"), dash=PLACEMENT_DASHES.get(placement, "solid"))
+    return dict(
+        color=placement_color(placement, CYCLE[n % len(CYCLE)]),
+        symbol=PLACEMENT_MARKERS.get(placement, "circle"),
+        dash=PLACEMENT_DASHES.get(placement, "solid"),
+    )
 
 
 def gradient_figure(results: dict, current: str, title: str | None = None) -> go.Figure:
@@ -58,8 +63,7 @@ def gradient_figure(results: dict, current: str, title: str | None = None) -> go
     return decade_ticks(go.Figure(data=data, layout=legend_above(lay, data, gap=26)))
 
 
-def gradient_panels(results: dict, current: str, domains: list, first_axis: int = 1,
-                    show_legend: bool = True) -> tuple:
+def gradient_panels(results: dict, current: str, domains: list, first_axis: int = 1, show_legend: bool = True) -> tuple:
     """``(traces, layout)`` of the three per-layer panels on axes ``first_axis`` .. ``first_axis + 2``
     placed at ``domains`` (three ``(xdomain, ydomain)``), their titles as paper annotations."""
     data, layout = [], {}
@@ -76,18 +80,44 @@ def gradient_panels(results: dict, current: str, domains: list, first_axis: int 
             is_cur = placement == current
             style = placement_style(placement, n)
             name = placement + (" (current)" if is_cur else "")
-            data.append(dict(
-                type="scatter", mode="lines+markers", x=list(range(len(vals))),
-                y=[None if v is None else (v if v > 0 else floor) for v in vals], name=name + (" = 0" if zero else ""),
-                legendgroup=placement, showlegend=show_legend and p == 0, xaxis=f"x{s}", yaxis=f"y{s}",
-                line=dict(color=style["color"], width=5 if is_cur else 2, dash="dot" if zero else style["dash"]),
-                marker=dict(size=11 if is_cur else 7, symbol=style["symbol"]), opacity=1.0 if is_cur else 0.6,
-                customdata=vals, hovertemplate=f"{placement}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>"))
+            data.append(
+                dict(
+                    type="scatter",
+                    mode="lines+markers",
+                    x=list(range(len(vals))),
+                    y=[None if v is None else (v if v > 0 else floor) for v in vals],
+                    name=name + (" = 0" if zero else ""),
+                    legendgroup=placement,
+                    showlegend=show_legend and p == 0,
+                    xaxis=f"x{s}",
+                    yaxis=f"y{s}",
+                    line=dict(color=style["color"], width=5 if is_cur else 2, dash="dot" if zero else style["dash"]),
+                    marker=dict(size=11 if is_cur else 7, symbol=style["symbol"]),
+                    opacity=1.0 if is_cur else 0.6,
+                    customdata=vals,
+                    hovertemplate=f"{placement}, layer %{{x}}: %{{customdata:.3g}}<extra></extra>",
+                )
+            )
         xd, yd = domains[p]
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", **layer_axis(n_layers))
-        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
-                                   title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
-        layout.setdefault("annotations", []).append(dict(
-            text=f"<b>{label}</b>", x=(xd[0] + xd[1]) / 2, y=yd[1] + 0.02 * (yd[1] - yd[0]), xref="paper",
-            yref="paper", showarrow=False, xanchor="center", yanchor="bottom", font=dict(size=15)))
+        layout[f"yaxis{s}"] = dict(
+            domain=yd,
+            anchor=f"x{s}",
+            type="log",
+            exponentformat="power",
+            title=dict(text="gradient norm (Frobenius)" if p == 0 else ""),
+        )
+        layout.setdefault("annotations", []).append(
+            dict(
+                text=f"<b>{label}</b>",
+                x=(xd[0] + xd[1]) / 2,
+                y=yd[1] + 0.02 * (yd[1] - yd[0]),
+                xref="paper",
+                yref="paper",
+                showarrow=False,
+                xanchor="center",
+                yanchor="bottom",
+                font=dict(size=15),
+            )
+        )
     return data, layout

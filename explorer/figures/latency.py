@@ -5,6 +5,7 @@ time inside it (``attn_ms``, thin dotted, same colour), so the share the attenti
 grows, reads off the plot. Slope guides (O(L), O(L²), dashed) start on the current curve and span its
 last three doublings: a curve parallel to one grows at that power.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,7 +41,7 @@ BEND = 0.25  # an end slope this far from the fitted one is said
 
 
 def slope_text(records: list, key: str) -> str | None:
-    """"1.02" or, for a bending curve, "1.02 overall, 1.81 at the longest lengths" (None: too few points)."""
+    """ "1.02" or, for a bending curve, "1.02 overall, 1.81 at the longest lengths" (None: too few points)."""
     fit = fitted_slope(records, key)
     if fit is None:
         return None
@@ -57,11 +58,23 @@ def _curve(records, key, scale, name, color, dash, axis) -> list:
     label = f"{name} (slope {slope:.2f})" if slope is not None else name
     if slope is not None and end is not None and abs(end - slope) >= BEND:
         label = f"{name} (slope {slope:.2f}, {end:.2f} at the end)"
-    traces = [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok],
-                   y=[r[key] * scale for r in ok], name=label, legendgroup=name, showlegend=axis == "",
-                   xaxis=f"x{axis}", yaxis=f"y{axis}", line=dict(color=color, width=4, dash=dash),
-                   marker=dict(size=9), customdata=[r["backend"] for r in ok],
-                   hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>")]
+    traces = [
+        dict(
+            type="scatter",
+            mode="lines+markers",
+            x=[r["seq_len"] for r in ok],
+            y=[r[key] * scale for r in ok],
+            name=label,
+            legendgroup=name,
+            showlegend=axis == "",
+            xaxis=f"x{axis}",
+            yaxis=f"y{axis}",
+            line=dict(color=color, width=4, dash=dash),
+            marker=dict(size=9),
+            customdata=[r["backend"] for r in ok],
+            hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}}<br>%{{customdata}}<extra></extra>",
+        )
+    ]
     bad = [r for r in records if r["status"] != "ok"]
     if bad:
         ys = [failure_y(ok, key, scale, slope, r["seq_len"]) for r in bad]
@@ -69,16 +82,39 @@ def _curve(records, key, scale, name, color, dash, axis) -> list:
         if ok:  # a dotted continuation from the curve's last point to its failures
             last = max(ok, key=lambda r: r["seq_len"])
             pts = sorted([(last["seq_len"], last[key] * scale)] + list(zip([r["seq_len"] for r in bad], ys)))
-            traces.append(dict(type="scatter", mode="lines", x=[p[0] for p in pts], y=[p[1] for p in pts],
-                               legendgroup=name, showlegend=False, hoverinfo="skip", xaxis=f"x{axis}",
-                               yaxis=f"y{axis}", line=dict(color=color, width=2, dash="dot")))
-        traces.append(dict(type="scatter", mode="markers+text", x=[r["seq_len"] for r in bad], y=ys,
-                           text=status, textposition="top center", textfont=dict(color=color, size=14),
-                           name=f"{name}: {' / '.join(sorted(set(status)))}", legendgroup=name, showlegend=False,
-                           xaxis=f"x{axis}", yaxis=f"y{axis}",
-                           marker=dict(symbol="x", size=15, color=color, line=dict(color="#c62828", width=2)),
-                           customdata=[[st, r.get("reason") or ""] for st, r in zip(status, bad)],
-                           hovertemplate=f"{name}<br>L=%{{x}}: %{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>"))
+            traces.append(
+                dict(
+                    type="scatter",
+                    mode="lines",
+                    x=[p[0] for p in pts],
+                    y=[p[1] for p in pts],
+                    legendgroup=name,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    xaxis=f"x{axis}",
+                    yaxis=f"y{axis}",
+                    line=dict(color=color, width=2, dash="dot"),
+                )
+            )
+        traces.append(
+            dict(
+                type="scatter",
+                mode="markers+text",
+                x=[r["seq_len"] for r in bad],
+                y=ys,
+                text=status,
+                textposition="top center",
+                textfont=dict(color=color, size=14),
+                name=f"{name}: {' / '.join(sorted(set(status)))}",
+                legendgroup=name,
+                showlegend=False,
+                xaxis=f"x{axis}",
+                yaxis=f"y{axis}",
+                marker=dict(symbol="x", size=15, color=color, line=dict(color="#c62828", width=2)),
+                customdata=[[st, r.get("reason") or ""] for st, r in zip(status, bad)],
+                hovertemplate=f"{name}<br>L=%{{x}}: %{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>",
+            )
+        )
     return traces
 
 
@@ -90,11 +126,23 @@ def _attention_curve(records, name, color, axis) -> list:
     slope = fitted_slope(records, "attn_ms")
     label = f"{name}: attention alone" + (f" (slope {slope:.2f})" if slope is not None else "")
     share = [f"{100 * r['attn_ms'] / r['ms']:.0f}% of the forward" for r in ok]
-    return [dict(type="scatter", mode="lines+markers", x=[r["seq_len"] for r in ok], y=[r["attn_ms"] for r in ok],
-                 name=label, legendgroup=f"{name} attention", showlegend=axis == "", xaxis=f"x{axis}",
-                 yaxis=f"y{axis}", line=dict(color=color, width=2, dash="dot"), marker=dict(size=6, symbol="diamond"),
-                 customdata=share,
-                 hovertemplate=f"{name}, attention alone<br>L=%{{x}}: %{{y:.3g}} ms (%{{customdata}})<extra></extra>")]
+    return [
+        dict(
+            type="scatter",
+            mode="lines+markers",
+            x=[r["seq_len"] for r in ok],
+            y=[r["attn_ms"] for r in ok],
+            name=label,
+            legendgroup=f"{name} attention",
+            showlegend=axis == "",
+            xaxis=f"x{axis}",
+            yaxis=f"y{axis}",
+            line=dict(color=color, width=2, dash="dot"),
+            marker=dict(size=6, symbol="diamond"),
+            customdata=share,
+            hovertemplate=f"{name}, attention alone<br>L=%{{x}}: %{{y:.3g}} ms (%{{customdata}})<extra></extra>",
+        )
+    ]
 
 
 GUIDE_SPAN = 8  # the guides span the curve's last three doublings (L_max / 8 .. L_max)
@@ -117,12 +165,24 @@ def _guides(records, key, scale, axis) -> list:
     (l0, v0), xs = pts[0], [p[0] for p in pts]
     out = []
     for power, label, dash in ((1, "O(L)", "dash"), (2, "O(L²)", "dashdot")):
-        out.append(dict(type="scatter", mode="lines+text", x=xs, y=[v0 * (x / l0) ** power for x in xs],
-                        text=[""] * (len(xs) - 1) + ["L²" if power == 2 else "L"], textposition="top left",
-                        textfont=dict(color="#7b8794", size=13),
-                        name=label, legendgroup=label, showlegend=axis == "", xaxis=f"x{axis}", yaxis=f"y{axis}",
-                        line=dict(color="#9aa5b1", width=1.5, dash=dash),
-                        hovertemplate=f"{label}: slope {power} through L={l0}<extra></extra>"))
+        out.append(
+            dict(
+                type="scatter",
+                mode="lines+text",
+                x=xs,
+                y=[v0 * (x / l0) ** power for x in xs],
+                text=[""] * (len(xs) - 1) + ["L²" if power == 2 else "L"],
+                textposition="top left",
+                textfont=dict(color="#7b8794", size=13),
+                name=label,
+                legendgroup=label,
+                showlegend=axis == "",
+                xaxis=f"x{axis}",
+                yaxis=f"y{axis}",
+                line=dict(color="#9aa5b1", width=1.5, dash=dash),
+                hovertemplate=f"{label}: slope {power} through L={l0}<extra></extra>",
+            )
+        )
     return out
 
 
@@ -153,20 +213,25 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
     ticks = dict(tickvals=lens, ticktext=[str(n) for n in lens])
     note = ""
     if not baseline:
-        note = (f"; no {baseline_name} curve: this config is its own baseline" if attention == baseline_name
-                else f"; no {baseline_name} baseline for this config")
+        note = (
+            f"; no {baseline_name} curve: this config is its own baseline"
+            if attention == baseline_name
+            else f"; no {baseline_name} baseline for this config"
+        )
     elif same_curve(current, baseline):
         note = f"; the two curves coincide: {attention} and {baseline_name} measured within 5% at every length"
     if any(r["status"] != "ok" for r in current + (baseline or [])):
         note += "; × on a curve: that length of that attention failed or was stopped (hover: why)"
     if any(r.get("attn_ms") for r in current + (baseline or [])):
         note += "; dotted: the attention alone inside the same forwards"
-    lay = base_layout(title + f"<br><sup>{ran}; median of timed runs after warm-up; memory {method}{note}</sup>", 460,
-                  xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
-                  yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),
-                  xaxis2=dict(domain=xd1, anchor="y2", type="log", title=dict(text="sequence length L (tokens)"),
-                              **ticks),
-                  yaxis2=dict(domain=yd1, anchor="x2", type="log", title=dict(text="peak memory (MiB)")))
+    lay = base_layout(
+        title + f"<br><sup>{ran}; median of timed runs after warm-up; memory {method}{note}</sup>",
+        460,
+        xaxis=dict(domain=xd0, type="log", title=dict(text="sequence length L (tokens)"), **ticks),
+        yaxis=dict(domain=yd0, type="log", title=dict(text="time per batch (ms)")),
+        xaxis2=dict(domain=xd1, anchor="y2", type="log", title=dict(text="sequence length L (tokens)"), **ticks),
+        yaxis2=dict(domain=yd1, anchor="x2", type="log", title=dict(text="peak memory (MiB)")),
+    )
     lay["margin"] = dict(l=80, r=30, t=100, b=60)
     return go.Figure(data=data, layout=legend_above(lay, data, rows=2))
 
@@ -174,18 +239,31 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
 def kv_cache_figure(kv: dict) -> go.Figure:
     """KV-cache bytes for decoding against L: current ``n_kv_heads`` next to MHA and MQA."""
     mib = 1 / 2**20
-    lines = [("mha", f"MHA ({kv['n_heads']} K/V heads)", "#7f7f7f", "dash"),
-             ("mqa", "MQA (1 K/V head)", "#2ca02c", "dot"),
-             ("current", f"current ({kv['kv_heads']} K/V heads)", "#1f77b4", "solid")]
-    data = [dict(type="scatter", mode="lines+markers", x=kv["seq_len"], y=[b * mib for b in kv[key]], name=name,
-                 line=dict(color=color, width=4 if key == "current" else 2.5, dash=dash),
-                 hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>")
-            for key, name, color, dash in lines]
+    lines = [
+        ("mha", f"MHA ({kv['n_heads']} K/V heads)", "#7f7f7f", "dash"),
+        ("mqa", "MQA (1 K/V head)", "#2ca02c", "dot"),
+        ("current", f"current ({kv['kv_heads']} K/V heads)", "#1f77b4", "solid"),
+    ]
+    data = [
+        dict(
+            type="scatter",
+            mode="lines+markers",
+            x=kv["seq_len"],
+            y=[b * mib for b in kv[key]],
+            name=name,
+            line=dict(color=color, width=4 if key == "current" else 2.5, dash=dash),
+            hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>",
+        )
+        for key, name, color, dash in lines
+    ]
     same = [name for key, name, _, _ in lines[:2] if kv[key] == kv["current"]]
     note = f"; current = {same[0].split(' (')[0]}: the curves coincide" if same else ""
-    lay = base_layout("KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values, "
-                  f"{8 * kv['bytes_per_value']}-bit{note}</sup>", 400,
-                  xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
-                  yaxis=dict(type="log", title=dict(text="KV cache (MiB)")))
+    lay = base_layout(
+        "KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values, "
+        f"{8 * kv['bytes_per_value']}-bit{note}</sup>",
+        400,
+        xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
+        yaxis=dict(type="log", title=dict(text="KV cache (MiB)")),
+    )
     lay["margin"] = dict(l=80, r=30, t=100, b=60)
     return go.Figure(data=data, layout=legend_above(lay, data))

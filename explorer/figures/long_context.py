@@ -7,6 +7,7 @@ display holds at most ``PAYLOAD_CELLS`` cells over all its panels: a model with 
 passage has its cells merged by whole factors (``coarsen``), so a redraw stays near 300 kB whatever the
 length (16 heads x 128 x 128 cells at 16384 tokens).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,11 +16,15 @@ import plotly.graph_objects as go
 from explorer.figures.attention import BLANK, LEVELS, level_colorscale
 from explorer.figures.base import CYCLE, base_layout, subplot_domains
 
-PAYLOAD_CELLS = 300_000   # uint8 cells of one grid, all panels together (base64 adds a third on the wire)
-FLOOR = 1e-5              # masses below this share the lowest colour
-MAX_PANELS = 64           # at most 8 layers x 8 heads
-STAT_TITLES = {"entropy": "entropy (nats)", "distance": "mean attention distance (tokens)",
-               "sink": "mass on the first {sink_k} keys (sinks)", "local": "mass within {window} keys (local)"}
+PAYLOAD_CELLS = 300_000  # uint8 cells of one grid, all panels together (base64 adds a third on the wire)
+FLOOR = 1e-5  # masses below this share the lowest colour
+MAX_PANELS = 64  # at most 8 layers x 8 heads
+STAT_TITLES = {
+    "entropy": "entropy (nats)",
+    "distance": "mean attention distance (tokens)",
+    "sink": "mass on the first {sink_k} keys (sinks)",
+    "local": "mass within {window} keys (local)",
+}
 
 
 def log_levels(mass: np.ndarray, floor: float = FLOOR) -> tuple:
@@ -75,26 +80,60 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
     for k, (xd, yd) in enumerate(subplot_domains(n_l, n_h, vgap=0.03)):
         r, c = divmod(k, n_h)
         a = "" if k == 0 else str(k + 1)
-        data.append(dict(type="heatmap", z=levels[r, c], x=xs, y=ys, coloraxis="coloraxis", xaxis=f"x{a}",
-                         yaxis=f"y{a}", meta=[r, c], hoverongaps=False,
-                         hovertemplate=f"layer {r} head {c}<br>queries %{{y}}..+{bq}<br>keys %{{x}}..+{bk}"
-                                       "<br>colour level %{z} (log scale)<br>click: the exact map of this cell<extra></extra>"))
-        layout[f"xaxis{a}"] = dict(domain=xd, anchor=f"y{a}", showticklabels=r == n_l - 1, showgrid=False,
-                                   constrain="domain", zeroline=False,
-                                   title=dict(text=f"head {c}" if r == n_l - 1 else ""))
-        layout[f"yaxis{a}"] = dict(domain=yd, anchor=f"x{a}", showticklabels=c == 0, showgrid=False, zeroline=False,
-                                   autorange="reversed", scaleanchor=f"x{a}", constrain="domain",
-                                   title=dict(text=f"layer {r}" if c == 0 else ""))
-    title = (f"Pooled attention, {s.name}: {result.length} {result.unit}s, {_trained_note(result)}"
-             f"<br><sup>rows: query position, columns: key position ({result.unit}s); cell = {bq} x {bk}: the mass "
-             f"the query block puts on the key block (log colour; blank = none; click a cell to zoom); {s.backend}</sup>")
+        data.append(
+            dict(
+                type="heatmap",
+                z=levels[r, c],
+                x=xs,
+                y=ys,
+                coloraxis="coloraxis",
+                xaxis=f"x{a}",
+                yaxis=f"y{a}",
+                meta=[r, c],
+                hoverongaps=False,
+                hovertemplate=f"layer {r} head {c}<br>queries %{{y}}..+{bq}<br>keys %{{x}}..+{bk}"
+                "<br>colour level %{z} (log scale)<br>click: the exact map of this cell<extra></extra>",
+            )
+        )
+        layout[f"xaxis{a}"] = dict(
+            domain=xd,
+            anchor=f"y{a}",
+            showticklabels=r == n_l - 1,
+            showgrid=False,
+            constrain="domain",
+            zeroline=False,
+            title=dict(text=f"head {c}" if r == n_l - 1 else ""),
+        )
+        layout[f"yaxis{a}"] = dict(
+            domain=yd,
+            anchor=f"x{a}",
+            showticklabels=c == 0,
+            showgrid=False,
+            zeroline=False,
+            autorange="reversed",
+            scaleanchor=f"x{a}",
+            constrain="domain",
+            title=dict(text=f"layer {r}" if c == 0 else ""),
+        )
+    title = (
+        f"Pooled attention, {s.name}: {result.length} {result.unit}s, {_trained_note(result)}"
+        f"<br><sup>rows: query position, columns: key position ({result.unit}s); cell = {bq} x {bk}: the mass "
+        f"the query block puts on the key block (log colour; blank = none; click a cell to zoom); {s.backend}</sup>"
+    )
     lay = base_layout(title, height, **layout)
     lay["margin"] = dict(l=90, r=30, t=100, b=60)
     ticks = [t for t in range(int(np.floor(lo)), int(np.ceil(hi)) + 1)]
-    lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
-        title=dict(text="mass per<br>cell (log)"), thickness=14,
-        tickvals=[1 + (LEVELS - 1) * (t - lo) / (hi - lo) for t in ticks if lo <= t <= hi],
-        ticktext=[f"1e{t}" for t in ticks if lo <= t <= hi]))
+    lay["coloraxis"] = dict(
+        colorscale=level_colorscale(),
+        cmin=0,
+        cmax=LEVELS,
+        colorbar=dict(
+            title=dict(text="mass per<br>cell (log)"),
+            thickness=14,
+            tickvals=[1 + (LEVELS - 1) * (t - lo) / (hi - lo) for t in ticks if lo <= t <= hi],
+            ticktext=[f"1e{t}" for t in ticks if lo <= t <= hi],
+        ),
+    )
     lay["plot_bgcolor"] = BLANK
     lay["meta"] = {"block_q": bq, "block_k": bk, "factor": f, "log10_range": [lo, hi], "side": s.name}
     return go.Figure(data=data, layout=lay)
@@ -103,18 +142,53 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
 def _vmarks(result) -> tuple:
     shapes, notes = [], []
     if result.trained_length and result.trained_length < result.length:
-        shapes.append(dict(type="line", xref="x", yref="paper", x0=result.trained_length, x1=result.trained_length,
-                           y0=0, y1=1, line=dict(color="#444", dash="dot", width=2)))
-        notes.append(dict(text=f"trained length {result.trained_length}", x=result.trained_length, xref="x", y=1.0,
-                          yref="paper", showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=13)))
+        shapes.append(
+            dict(
+                type="line",
+                xref="x",
+                yref="paper",
+                x0=result.trained_length,
+                x1=result.trained_length,
+                y0=0,
+                y1=1,
+                line=dict(color="#444", dash="dot", width=2),
+            )
+        )
+        notes.append(
+            dict(
+                text=f"trained length {result.trained_length}",
+                x=result.trained_length,
+                xref="x",
+                y=1.0,
+                yref="paper",
+                showarrow=False,
+                xanchor="left",
+                yanchor="bottom",
+                font=dict(size=13),
+            )
+        )
     rep = result.passage.repeat
     if rep:
         first, second, n = rep
         for x0, what in ((first, "paragraph"), (second, "its repeat")):
-            shapes.append(dict(type="rect", xref="x", yref="paper", x0=x0, x1=x0 + n, y0=0, y1=1, line=dict(width=0),
-                               fillcolor="rgba(255,160,0,0.18)"))
-            notes.append(dict(text=what, x=x0, xref="x", y=0.92, yref="paper", showarrow=False, xanchor="left",
-                              font=dict(size=12)))
+            shapes.append(
+                dict(
+                    type="rect",
+                    xref="x",
+                    yref="paper",
+                    x0=x0,
+                    x1=x0 + n,
+                    y0=0,
+                    y1=1,
+                    line=dict(width=0),
+                    fillcolor="rgba(255,160,0,0.18)",
+                )
+            )
+            notes.append(
+                dict(
+                    text=what, x=x0, xref="x", y=0.92, yref="paper", showarrow=False, xanchor="left", font=dict(size=12)
+                )
+            )
     return shapes, notes
 
 
@@ -125,19 +199,38 @@ def loss_figure(result, n_bins: int = 64) -> go.Figure:
     for k, (s, b) in enumerate(zip(result.sides, bins)):
         if b is None:
             continue
-        data.append(dict(type="scatter", mode="lines+markers", x=centres.astype(np.float32), y=np.asarray(b, dtype=np.float32), name=s.name,
-                         line=dict(color=CYCLE[k], width=3), marker=dict(size=5),
-                         hovertemplate=f"{s.name}<br>position %{{x:.0f}}: %{{y:.3f}} nats<extra></extra>"))
+        data.append(
+            dict(
+                type="scatter",
+                mode="lines+markers",
+                x=centres.astype(np.float32),
+                y=np.asarray(b, dtype=np.float32),
+                name=s.name,
+                line=dict(color=CYCLE[k], width=3),
+                marker=dict(size=5),
+                hovertemplate=f"{s.name}<br>position %{{x:.0f}}: %{{y:.3f}} nats<extra></extra>",
+            )
+        )
     shapes, notes = _vmarks(result)
     means = ", ".join(f"{s.name} {np.nanmean(s.loss):.3f}" for s in result.sides if s.loss is not None)
-    title = (f"Next-{result.unit} loss against position ({result.length} {result.unit}s)<br><sup>mean over "
-             f"{result.length // max(1, len(centres))} positions per point; mean: {means} nats per {result.unit}</sup>")
+    title = (
+        f"Next-{result.unit} loss against position ({result.length} {result.unit}s)<br><sup>mean over "
+        f"{result.length // max(1, len(centres))} positions per point; mean: {means} nats per {result.unit}</sup>"
+    )
     if not data:
         title = "Next-token loss: not defined for this model (not a causal language model)"
-    return go.Figure(data=data, layout=base_layout(
-        title, 420, shapes=shapes, annotations=notes, legend=dict(orientation="h", y=-0.22),
-        xaxis=dict(title=dict(text=f"position ({result.unit}s)"), range=[0, result.length]),
-        yaxis=dict(title=dict(text=f"loss (nats per {result.unit})"), rangemode="tozero")))
+    return go.Figure(
+        data=data,
+        layout=base_layout(
+            title,
+            420,
+            shapes=shapes,
+            annotations=notes,
+            legend=dict(orientation="h", y=-0.22),
+            xaxis=dict(title=dict(text=f"position ({result.unit}s)"), range=[0, result.length]),
+            yaxis=dict(title=dict(text=f"loss (nats per {result.unit})"), rangemode="tozero"),
+        ),
+    )
 
 
 def stats_figure(result, layer: int = 0, n_bins: int = 64) -> go.Figure:
@@ -153,23 +246,35 @@ def stats_figure(result, layer: int = 0, n_bins: int = 64) -> go.Figure:
         a = "" if i == 0 else str(i + 1)
         for k, (s, b) in enumerate(zip(result.sides, bins)):
             for h in range(b[name].shape[1]):
-                data.append(dict(type="scatter", mode="lines", x=centres.astype(np.float32),
-                                 y=np.asarray(b[name][layer, h], dtype=np.float32),
-                                 xaxis=f"x{a}", yaxis=f"y{a}", name=f"head {h}, {s.name}", legendgroup=f"{k}-{h}",
-                                 showlegend=i == 0, line=dict(color=CYCLE[h % len(CYCLE)], dash="solid" if k == 0 else "dash"),
-                                 hovertemplate=f"head {h}, {s.name}<br>position %{{x:.0f}}: %{{y:.3f}}<extra></extra>"))
+                data.append(
+                    dict(
+                        type="scatter",
+                        mode="lines",
+                        x=centres.astype(np.float32),
+                        y=np.asarray(b[name][layer, h], dtype=np.float32),
+                        xaxis=f"x{a}",
+                        yaxis=f"y{a}",
+                        name=f"head {h}, {s.name}",
+                        legendgroup=f"{k}-{h}",
+                        showlegend=i == 0,
+                        line=dict(color=CYCLE[h % len(CYCLE)], dash="solid" if k == 0 else "dash"),
+                        hovertemplate=f"head {h}, {s.name}<br>position %{{x:.0f}}: %{{y:.3f}}<extra></extra>",
+                    )
+                )
         xd, yd = doms[i]
         label = STAT_TITLES[name].format(sink_k=4, window=64)
         layout[f"xaxis{a}"] = dict(domain=xd, anchor=f"y{a}", title=dict(text="query position" if i >= 2 else ""))
         layout[f"yaxis{a}"] = dict(domain=yd, anchor=f"x{a}", title=dict(text=label, font=dict(size=12)))
     shapes, _ = _vmarks(result)
-    shapes = [{**sh, "xref": f"x{'' if i == 0 else i + 1}"} for i in range(4) for sh in shapes
-              if sh["type"] == "line"]
-    title = (f"Per-head statistics of layer {layer} against position<br><sup>solid: {s0.name}"
-             + (f"; dashed: {result.sides[1].name}" if len(result.sides) > 1 else "")
-             + f"; dotted line: the trained length; mean over {result.length // max(1, len(centres))} queries per point</sup>")
-    return go.Figure(data=data, layout=base_layout(title, 640, shapes=shapes, legend=dict(font=dict(size=11)),
-                                                   **layout))
+    shapes = [{**sh, "xref": f"x{'' if i == 0 else i + 1}"} for i in range(4) for sh in shapes if sh["type"] == "line"]
+    title = (
+        f"Per-head statistics of layer {layer} against position<br><sup>solid: {s0.name}"
+        + (f"; dashed: {result.sides[1].name}" if len(result.sides) > 1 else "")
+        + f"; dotted line: the trained length; mean over {result.length // max(1, len(centres))} queries per point</sup>"
+    )
+    return go.Figure(
+        data=data, layout=base_layout(title, 640, shapes=shapes, legend=dict(font=dict(size=11)), **layout)
+    )
 
 
 def zoom_figure(z, labels=None) -> go.Figure:
@@ -181,13 +286,29 @@ def zoom_figure(z, labels=None) -> go.Figure:
     p = np.asarray(z.probs, dtype=np.float64)
     with np.errstate(divide="ignore"):
         logp = np.where(p > 0, np.log10(np.maximum(p, 1e-12)), np.nan)
-    title = (f"Exact attention of layer {z.layer} head {z.head} ({z.side}): queries {r0}-{r1 - 1}, keys {c0}-{c1 - 1}"
-             f"<br><sup>log10 probability, blank = not allowed; the cell's mass: exact {z.exact:.4f}, "
-             f"pooled map {z.pooled:.4f}</sup>")
-    return go.Figure(data=[dict(type="heatmap", z=logp.astype(np.float32), x=xs, y=ys, colorscale="Viridis", hoverongaps=False,
-                                colorbar=dict(title=dict(text="log10 p")),
-                                hovertemplate="query %{y}<br>key %{x}<br>log10 p = %{z:.2f}<extra></extra>")],
-                     layout=base_layout(title, 560, plot_bgcolor=BLANK,
-                                        xaxis=dict(title=dict(text="key (position, token)"), showticklabels=False),
-                                        yaxis=dict(title=dict(text="query (position, token)"), autorange="reversed",
-                                                   showticklabels=False)))
+    title = (
+        f"Exact attention of layer {z.layer} head {z.head} ({z.side}): queries {r0}-{r1 - 1}, keys {c0}-{c1 - 1}"
+        f"<br><sup>log10 probability, blank = not allowed; the cell's mass: exact {z.exact:.4f}, "
+        f"pooled map {z.pooled:.4f}</sup>"
+    )
+    return go.Figure(
+        data=[
+            dict(
+                type="heatmap",
+                z=logp.astype(np.float32),
+                x=xs,
+                y=ys,
+                colorscale="Viridis",
+                hoverongaps=False,
+                colorbar=dict(title=dict(text="log10 p")),
+                hovertemplate="query %{y}<br>key %{x}<br>log10 p = %{z:.2f}<extra></extra>",
+            )
+        ],
+        layout=base_layout(
+            title,
+            560,
+            plot_bgcolor=BLANK,
+            xaxis=dict(title=dict(text="key (position, token)"), showticklabels=False),
+            yaxis=dict(title=dict(text="query (position, token)"), autorange="reversed", showticklabels=False),
+        ),
+    )

@@ -1,5 +1,6 @@
 """What the figures say about their own curves (a leaf module of the figures; numpy only): curves that
 coincide and why, exact zeros, and where a failed sweep length sits on its own curve."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,9 @@ def coincidence_notes(results: dict, panels) -> list:
             notes.append(f"{' = '.join(names)} coincide in {label.split(' ‖')[0]} (identical norms)")
     zeros = {}
     for name, r in results.items():
-        where = [label.split(" ‖")[0] for key, label in panels
-                 if r[key] and all(v == 0 for v in r[key] if v is not None)]
+        where = [
+            label.split(" ‖")[0] for key, label in panels if r[key] and all(v == 0 for v in r[key] if v is not None)
+        ]
         if where:
             zeros[name] = where
     for name, where in zeros.items():
@@ -62,5 +64,8 @@ def same_curve(current: list, baseline: list) -> bool:
     b = {r["seq_len"]: r for r in baseline if r["status"] == "ok"}
     if len(a) < 2 or set(a) != set(b):
         return False
-    return all(a[n].get(k) and b[n].get(k) and abs(a[n][k] - b[n][k]) <= 0.05 * max(a[n][k], b[n][k])
-               for n in a for k in ("ms", "peak_bytes"))
+    return all(
+        a[n].get(k) and b[n].get(k) and abs(a[n][k] - b[n][k]) <= 0.05 * max(a[n][k], b[n][k])
+        for n in a
+        for k in ("ms", "peak_bytes")
+    )

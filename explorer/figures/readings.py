@@ -1,4 +1,5 @@
 """Results -> short Markdown text (the one-line readings and the model card); no torch, no gradio."""
+
 from __future__ import annotations
 
 from explorer.figures.base import human_bytes
@@ -27,8 +28,10 @@ def gradient_reading(results: dict, current: str, skipped: dict | None = None) -
     line = "Attention out-proj gradient, last layer ÷ first layer: " + " · ".join(parts) + "."
     zero = [p for p, r in results.items() if r["attn_out"] and all(v == 0 for v in r["attn_out"])]
     if zero:
-        line += (f" {', '.join(zero)}: every branch is multiplied by α = 0 at initialisation, so its "
-                 "weights get exactly zero gradient (drawn on the bottom edge).")
+        line += (
+            f" {', '.join(zero)}: every branch is multiplied by α = 0 at initialisation, so its "
+            "weights get exactly zero gradient (drawn on the bottom edge)."
+        )
     for note in results.get(current, {}).get("notes", []):
         line += f" Note: {note}."
     if skipped:
@@ -40,6 +43,7 @@ def sweep_reading(current: list, baseline: list | None, attention: str, baseline
     """Fitted slopes, the largest length measured, how much faster the current attention is than its
     baseline (whole forward and attention alone), where the baseline stopped, and what the memory curves
     measure (which kernel ran and whether it holds an L x L matrix), as sentences."""
+
     def describe(records, name):
         s_t, s_m = slope_text(records, "ms"), slope_text(records, "peak_bytes")
         ok = [r for r in records if r["status"] == "ok"]
@@ -68,13 +72,15 @@ def sweep_reading(current: list, baseline: list | None, attention: str, baseline
     loaded = [r for r in every if r.get("others")]
     if loaded:
         most = max(r["others"] for r in loaded)
-        text += (f" ⚠️ Other requests were computing during {len(loaded)} of these measurements (up to {most} at "
-                 "once): those timings are inflated; run the sweep again when the app is quiet.")
+        text += (
+            f" ⚠️ Other requests were computing during {len(loaded)} of these measurements (up to {most} at "
+            "once): those timings are inflated; run the sweep again when the app is quiet."
+        )
     return text
 
 
 def speed_sentence(current: list, baseline: list, attention: str, baseline_name: str) -> str:
-    """" At L=8192 sliding_window's forward is 4.5× faster than full's (the attention alone: 9.1×); full
+    """ " At L=8192 sliding_window's forward is 4.5× faster than full's (the attention alone: 9.1×); full
     stopped at L=16384 (timeout: ...), which sliding_window ran in 700 ms." ("" without a common length)."""
     ok_c = {r["seq_len"]: r for r in current if r["status"] == "ok"}
     ok_b = {r["seq_len"]: r for r in baseline if r["status"] == "ok"}
@@ -92,27 +98,37 @@ def speed_sentence(current: list, baseline: list, attention: str, baseline_name:
     stops = [r for r in baseline if r["status"] in ("timeout", "oom") and r["seq_len"] in ok_c]
     if stops:
         r = stops[0]
-        text += (f" {baseline_name} stopped at L={r['seq_len']} ({r['status']}: {r.get('reason') or 'no reason given'}), "
-                 f"which {attention} ran in {ok_c[r['seq_len']]['ms']:.0f} ms.")
+        text += (
+            f" {baseline_name} stopped at L={r['seq_len']} ({r['status']}: {r.get('reason') or 'no reason given'}), "
+            f"which {attention} ran in {ok_c[r['seq_len']]['ms']:.0f} ms."
+        )
     return text
 
 
 # What each kernel of ``kernels.attention`` holds: the sweep's memory reading says it per backend that ran.
 OWN_CODE = "no kernels.attention call"
 BACKEND_MEMORY = (
-    ("sdpa", "PyTorch's fused scaled_dot_product_attention (a flash-style kernel): it streams blocks of keys "
-             "through a running softmax and never holds the L × L scores"),
+    (
+        "sdpa",
+        "PyTorch's fused scaled_dot_product_attention (a flash-style kernel): it streams blocks of keys "
+        "through a running softmax and never holds the L × L scores",
+    ),
     ("triton", "our Triton kernel: each tile of scores lives in on-chip memory, never the L × L matrix"),
-    ("torch-", "our block-sparse PyTorch path: it computes only the pattern's tiles, a chunk of rows at a time "
-               "with a running softmax, never the L × L scores"),
+    (
+        "torch-",
+        "our block-sparse PyTorch path: it computes only the pattern's tiles, a chunk of rows at a time "
+        "with a running softmax, never the L × L scores",
+    ),
 )
 
 
 def backend_memory(backend: str) -> str:
     """Whether the kernel named ``backend`` (a sweep record's, maybe ``a + b``) holds an L x L matrix."""
     if OWN_CODE in backend:
-        return ("the mechanism's own PyTorch code, not a kernel of ours: whether it holds an L × L matrix is its "
-                "own (a memory slope near 2 says it does)")
+        return (
+            "the mechanism's own PyTorch code, not a kernel of ours: whether it holds an L × L matrix is its "
+            "own (a memory slope near 2 says it does)"
+        )
     said = [how for name in backend.split(" + ") for key, how in BACKEND_MEMORY if name.startswith(key)]
     return "; ".join(dict.fromkeys(said)) or "a kernel this reading does not describe"
 
@@ -136,8 +152,10 @@ def memory_sentence(current: list, baseline: list | None, attention: str, baseli
     peak = max(r["peak_bytes"] for r in at)
     width = 2 if at[0].get("dtype") in ("bfloat16", "float16") else 4
     square = at[0].get("batch", 1) * at[0]["n_heads"] * L * L * width
-    text += (f" At L={L} the measured peak is {human_bytes(peak)}, where one {at[0].get('dtype', 'float32')} L × L score "
-             f"matrix for the {at[0]['n_heads']} heads alone would be {human_bytes(square)}")
+    text += (
+        f" At L={L} the measured peak is {human_bytes(peak)}, where one {at[0].get('dtype', 'float32')} L × L score "
+        f"matrix for the {at[0]['n_heads']} heads alone would be {human_bytes(square)}"
+    )
     if peak >= square:
         return text + "."
     text += ": none is held"
@@ -151,11 +169,15 @@ def memory_sentence(current: list, baseline: list | None, attention: str, baseli
         n = common[-1]
         ratio = c[n] / b[n]
         if max(ratio, 1 / ratio) <= 1.25:
-            text += (f". That is why the memory curves of {attention} and {baseline_name} look alike (within 25% at "
-                     f"L={n}): a sparse pattern saves time here (fewer tiles computed), not memory")
+            text += (
+                f". That is why the memory curves of {attention} and {baseline_name} look alike (within 25% at "
+                f"L={n}): a sparse pattern saves time here (fewer tiles computed), not memory"
+            )
         else:
-            text += (f"; at L={n} {attention}'s peak is {ratio:.2f}× {baseline_name}'s: what differs is the "
-                     "kernels' working memory, not an L × L matrix")
+            text += (
+                f"; at L={n} {attention}'s peak is {ratio:.2f}× {baseline_name}'s: what differs is the "
+                "kernels' working memory, not an L × L matrix"
+            )
     return text + "."
 
 
@@ -164,11 +186,16 @@ def timing_method(records: list) -> str:
     r = next((r for r in records if r.get("timer")), None)
     if r is None:
         return ""
-    how = ("CUDA events, bf16 autocast" if r["timer"] == "CUDA events"
-           else f"wall clock, {r.get('dtype', 'float32')}, {r.get('threads', 1)} thread(s)")
-    return (f"Median of timed runs ({how}); excluded: the model build, the process's first run and each "
-            "length's untimed warm-up, which builds and plans the block-sparse layout (memoised per "
-            "pattern and length).")
+    how = (
+        "CUDA events, bf16 autocast"
+        if r["timer"] == "CUDA events"
+        else f"wall clock, {r.get('dtype', 'float32')}, {r.get('threads', 1)} thread(s)"
+    )
+    return (
+        f"Median of timed runs ({how}); excluded: the model build, the process's first run and each "
+        "length's untimed warm-up, which builds and plans the block-sparse layout (memoised per "
+        "pattern and length)."
+    )
 
 
 def _si(x: float) -> str:
@@ -180,19 +207,25 @@ def _si(x: float) -> str:
 
 def model_markdown(summary: dict) -> str:
     """The Model tab: size, measured FLOPs per token, each component with its paper and summary."""
-    lines = [f"### {summary['parameters']:,} parameters · {_si(summary['flops_per_token'])}FLOPs per token",
-             f"Forward FLOPs counted by `torch.utils.flop_counter` on a {summary['flops_seq_len']}-token "
-             f"sequence (matmuls and attention; attention backend: `{summary['backend']}`).",
-             "Latency curves (Latency & memory tab) exclude one-time costs: the model build, the process's "
-             "first run, and the block-sparse layout and its execution plan, built once per (pattern, length), "
-             "memoised, and paid by the untimed warm-up run of each length.", "",
-             "| choice | key | paper | what it does | parameters |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        f"### {summary['parameters']:,} parameters · {_si(summary['flops_per_token'])}FLOPs per token",
+        f"Forward FLOPs counted by `torch.utils.flop_counter` on a {summary['flops_seq_len']}-token "
+        f"sequence (matmuls and attention; attention backend: `{summary['backend']}`).",
+        "Latency curves (Latency & memory tab) exclude one-time costs: the model build, the process's "
+        "first run, and the block-sparse layout and its execution plan, built once per (pattern, length), "
+        "memoised, and paid by the untimed warm-up run of each length.",
+        "",
+        "| choice | key | paper | what it does | parameters |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     st = summary.get("stacks")
     if st:  # encoder-decoder: the two stacks, and FLOPs counted on a source and a target of that length
-        lines[1:1] = [f"Encoder-decoder: encoder {st['encoder_layers']} layers ({st['encoder_params']:,} parameters) "
-                      f"over the source; decoder {st['decoder_layers']} layers ({st['decoder_params']:,}, of which "
-                      f"cross-attention {st['cross_params']:,}) over the target; the byte embedding is shared. "
-                      f"FLOPs per target token, source and target of {summary['flops_seq_len']} tokens each."]
+        lines[1:1] = [
+            f"Encoder-decoder: encoder {st['encoder_layers']} layers ({st['encoder_params']:,} parameters) "
+            f"over the source; decoder {st['decoder_layers']} layers ({st['decoder_params']:,}, of which "
+            f"cross-attention {st['cross_params']:,}) over the target; the byte embedding is shared. "
+            f"FLOPs per target token, source and target of {summary['flops_seq_len']} tokens each."
+        ]
     for c in summary["components"]:
         params = ", ".join(f"`{k}={v}`" for k, v in c["params"].items()) or "–"
         lines.append(f"| {c['category']} | `{c['key']}` | {c['paper']} | {c['summary']} | {params} |")
@@ -209,15 +242,19 @@ def maps_line(summary: dict, max_bytes: int = 256) -> str:
     the pattern allows every pair full attention does, where to see it differ."""
     tokenizer = summary.get("vocabulary") == "tokenizer"
     kind = "tokens (the checkpoint's tokenizer)" if tokenizer else "byte tokens"
-    text = (f"{summary['n_tokens']} {kind} · {summary['n_layers']} layers × {summary['n_heads']} heads · "
-            f"{100 * summary['allowed_fraction']:.1f}% of pairs allowed ({summary['mask_kind']})")
+    text = (
+        f"{summary['n_tokens']} {kind} · {summary['n_layers']} layers × {summary['n_heads']} heads · "
+        f"{100 * summary['allowed_fraction']:.1f}% of pairs allowed ({summary['mask_kind']})"
+    )
     if summary.get("truncated"):
         text += f" · the text was cut to the first {max_bytes} {'tokens' if tokenizer else 'bytes'}"
     if allows_every_pair(summary):
-        text += (f" · at {summary['n_tokens']} tokens {summary['attention']}'s pattern covers every pair full attention "
-                 f"allows, so its maps are full attention's: a longer text (up to {max_bytes} "
-                 f"{'tokens' if tokenizer else 'bytes'}) shows where it differs, and the **Long context** tab draws "
-                 f"the same weights at 1024 to 16384 tokens, where the pattern parts from full attention")
+        text += (
+            f" · at {summary['n_tokens']} tokens {summary['attention']}'s pattern covers every pair full attention "
+            f"allows, so its maps are full attention's: a longer text (up to {max_bytes} "
+            f"{'tokens' if tokenizer else 'bytes'}) shows where it differs, and the **Long context** tab draws "
+            f"the same weights at 1024 to 16384 tokens, where the pattern parts from full attention"
+        )
     for note in summary.get("notes", []):
         text += f" · {note}"
     return text
@@ -242,12 +279,18 @@ def head_table(heads, rules: str | None = None) -> str:
     if not heads:
         return ""
     n_h = max(len(row) for row in heads)
-    lines = ["", "", "**Head types on this text** (the label and the score that decided it)", "",
-             "| layer | " + " | ".join(f"head {k}" for k in range(n_h)) + " |",
-             "| --- |" + " --- |" * n_h]
+    lines = [
+        "",
+        "",
+        "**Head types on this text** (the label and the score that decided it)",
+        "",
+        "| layer | " + " | ".join(f"head {k}" for k in range(n_h)) + " |",
+        "| --- |" + " --- |" * n_h,
+    ]
     for n, row in enumerate(heads):
-        cells = [h["label"] if h["label"] == "mixed" or h["score"] is None else f"{h['label']} {h['score']:.2f}"
-                 for h in row]
+        cells = [
+            h["label"] if h["label"] == "mixed" or h["score"] is None else f"{h['label']} {h['score']:.2f}" for h in row
+        ]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     if rules:
         lines += ["", f"<sup>Rules: {rules}.</sup>"]
@@ -261,13 +304,15 @@ def diff_markdown(rows: list, card_a: dict | None = None, card_b: dict | None = 
     if not rows:
         head = "**A and B are the same configuration**: change a control to compare."
     else:
-        head = (f"**{len(rows)} field{'s differ' if len(rows) > 1 else ' differs'}** "
-                "(A = pinned, B = the controls now).")
+        head = f"**{len(rows)} field{'s differ' if len(rows) > 1 else ' differs'}** (A = pinned, B = the controls now)."
     lines = [head, ""]
     if card_a and card_b:
-        lines += ["| | A | B |", "| --- | --- | --- |",
-                  f"| parameters | {card_a['parameters']:,} | {card_b['parameters']:,} |",
-                  f"| FLOPs per token | {card_a['flops_per_token']:,.0f} | {card_b['flops_per_token']:,.0f} |"]
+        lines += [
+            "| | A | B |",
+            "| --- | --- | --- |",
+            f"| parameters | {card_a['parameters']:,} | {card_b['parameters']:,} |",
+            f"| FLOPs per token | {card_a['flops_per_token']:,.0f} | {card_b['flops_per_token']:,.0f} |",
+        ]
         for k, va, vb in rows:
             lines.append(f"| `{k}` | `{va}` | `{vb}` |")
     elif rows:
@@ -296,17 +341,25 @@ def ab_sweep_reading(a: list, b: list, name_a: str, name_b: str) -> str:
             speed = f"A and B take the same time ({ta:.1f} ms)"
         else:
             fast, slow = ("A", "B") if ta < tb else ("B", "A")
-            speed = (f"**{fast} is {_times(max(ta, tb), min(ta, tb))} faster** than {slow} "
-                     f"({min(ta, tb):.1f} ms vs {max(ta, tb):.1f} ms)")
+            speed = (
+                f"**{fast} is {_times(max(ta, tb), min(ta, tb))} faster** than {slow} "
+                f"({min(ta, tb):.1f} ms vs {max(ta, tb):.1f} ms)"
+            )
         if ma == mb:
             size = f"the same peak memory ({human_bytes(ma)})"
         else:
             small = "A" if ma < mb else "B"
-            size = (f"**{small} needs {_times(max(ma, mb), min(ma, mb))} less peak memory** "
-                    f"({human_bytes(min(ma, mb))} vs {human_bytes(max(ma, mb))})")
+            size = (
+                f"**{small} needs {_times(max(ma, mb), min(ma, mb))} less peak memory** "
+                f"({human_bytes(min(ma, mb))} vs {human_bytes(max(ma, mb))})"
+            )
         text = f"At L={L}, the longest length both measured: {speed}, and {size}."
-    fails = [f"{side} ({name}) L={r['seq_len']}: {r['status'].upper()}"
-             for side, name, records in (("A", name_a, a), ("B", name_b, b)) for r in records if r["status"] != "ok"]
+    fails = [
+        f"{side} ({name}) L={r['seq_len']}: {r['status'].upper()}"
+        for side, name, records in (("A", name_a, a), ("B", name_b, b))
+        for r in records
+        if r["status"] != "ok"
+    ]
     if fails:
         text += " Not measured: " + "; ".join(fails) + "."
     return text + f" A = {name_a} (pinned), B = {name_b} (the controls)."
@@ -319,8 +372,10 @@ def loss_line(change) -> str:
     if not change:
         return ""
     b, a = change.heldout
-    line = (f"held-out loss **{b.nats:.3f} → {a.nats:.3f}** {change.unit} ({a.nats - b.nats:+.3f}; perplexity "
-            f"{b.perplexity:.2f} → {a.perplexity:.2f}), {b.reading()}")
+    line = (
+        f"held-out loss **{b.nats:.3f} → {a.nats:.3f}** {change.unit} ({a.nats - b.nats:+.3f}; perplexity "
+        f"{b.perplexity:.2f} → {a.perplexity:.2f}), {b.reading()}"
+    )
     if change.text is None:
         return line + "; your text is too short to score"
     tb, ta = change.text

@@ -6,6 +6,7 @@ others come from ``AttentionMaps.stacks``, each map set naming its stack and the
 keys are positions of (``sides``: a cross-attention has target positions as queries and source
 positions as keys, two label sets, so its grid labels each axis with its own tokens).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,36 +36,70 @@ def stack_grid(maps, title: str, query_side: str, key_side: str) -> go.Figure:
     for k, (xd, yd) in enumerate(subplot_domains(n_l, n_h)):
         layer, head = divmod(k, n_h)
         s = "" if k == 0 else str(k + 1)
-        data.append(dict(type="heatmap", z=levels[layer, head], x=klab, y=qlab, coloraxis="coloraxis",
-                         xaxis=f"x{s}", yaxis=f"y{s}", name=f"layer {layer} head {head}", hoverongaps=False,
-                         meta=[layer, head],
-                         hovertemplate=f"layer {layer} head {head}<br>{query_side} %{{y}}<br>{key_side} %{{x}}"
-                                       f"<br>p ≈ %{{z}} × {step:.3g}<br>click: zoom into this head<extra></extra>"))
+        data.append(
+            dict(
+                type="heatmap",
+                z=levels[layer, head],
+                x=klab,
+                y=qlab,
+                coloraxis="coloraxis",
+                xaxis=f"x{s}",
+                yaxis=f"y{s}",
+                name=f"layer {layer} head {head}",
+                hoverongaps=False,
+                meta=[layer, head],
+                hovertemplate=f"layer {layer} head {head}<br>{query_side} %{{y}}<br>{key_side} %{{x}}"
+                f"<br>p ≈ %{{z}} × {step:.3g}<br>click: zoom into this head<extra></extra>",
+            )
+        )
         last, first = layer == n_l - 1, head == 0
-        layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", showgrid=False, zeroline=False,
-                                   showticklabels=last, tickfont=dict(size=9),
-                                   title=dict(text=f"head {head} ({key_side})" if last else ""))
-        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", showgrid=False, zeroline=False, autorange="reversed",
-                                   showticklabels=first, tickfont=dict(size=9),
-                                   title=dict(text=f"layer {layer} ({query_side})" if first else ""))
+        layout[f"xaxis{s}"] = dict(
+            domain=xd,
+            anchor=f"y{s}",
+            showgrid=False,
+            zeroline=False,
+            showticklabels=last,
+            tickfont=dict(size=9),
+            title=dict(text=f"head {head} ({key_side})" if last else ""),
+        )
+        layout[f"yaxis{s}"] = dict(
+            domain=yd,
+            anchor=f"x{s}",
+            showgrid=False,
+            zeroline=False,
+            autorange="reversed",
+            showticklabels=first,
+            tickfont=dict(size=9),
+            title=dict(text=f"layer {layer} ({query_side})" if first else ""),
+        )
     shown = ""
     if n_l < att.shape[0] or n_h < att.shape[1]:
         shown = f" (showing {n_l} of {att.shape[0]} layers, {n_h} of {att.shape[1]} heads)"
-    full = (f"{title}: {len(maps.tokens)} {query_side} x {len(maps.key_tokens)} {key_side} tokens{shown}"
-            f"<br><sup>rows = {query_side} positions (queries), columns = {key_side} positions (keys); "
-            "click a panel to zoom</sup>")
+    full = (
+        f"{title}: {len(maps.tokens)} {query_side} x {len(maps.key_tokens)} {key_side} tokens{shown}"
+        f"<br><sup>rows = {query_side} positions (queries), columns = {key_side} positions (keys); "
+        "click a panel to zoom</sup>"
+    )
     lay = base_layout(full, max(420, 150 * n_l + 150), **layout)
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
-    lay["coloraxis"] = dict(colorscale=level_colorscale(), cmin=0, cmax=LEVELS, colorbar=dict(
-        title=dict(text="attention<br>probability"), thickness=14,
-        tickvals=[max(1.0, t / step) for t in ticks], ticktext=[f"{t:.2g}" if t else "0" for t in ticks]))
+    lay["coloraxis"] = dict(
+        colorscale=level_colorscale(),
+        cmin=0,
+        cmax=LEVELS,
+        colorbar=dict(
+            title=dict(text="attention<br>probability"),
+            thickness=14,
+            tickvals=[max(1.0, t / step) for t in ticks],
+            ticktext=[f"{t:.2g}" if t else "0" for t in ticks],
+        ),
+    )
     lay["plot_bgcolor"] = BLANK
     lay["meta"] = {"p_step": step, "p_max": cmax, "query_side": query_side, "key_side": key_side}
     return go.Figure(data=data, layout=lay)
 
 
 def map_title(maps) -> str:
-    """"Cross-attention (decoder reads the source)", "Encoder self-attention (bidirectional)"."""
+    """ "Cross-attention (decoder reads the source)", "Encoder self-attention (bidirectional)"."""
     if maps.mask_kind == "full":
         return f"Cross-attention ({maps.stack} reads the {maps.sides[1]})"
     return f"{maps.stack.capitalize()} self-attention" + ("" if maps.config.get("causal") else " (bidirectional)")
@@ -75,8 +110,12 @@ def extra_grid(maps) -> go.Figure:
     return stack_grid(maps, map_title(maps), *maps.sides)
 
 
-GRAD_KEYS = (("attn_out", "self-attention out-proj"), ("cross_out", "cross-attention out-proj"),
-             ("ffn_out", "FFN out-proj"), ("residual", "layer input ‖∇x‖"))
+GRAD_KEYS = (
+    ("attn_out", "self-attention out-proj"),
+    ("cross_out", "cross-attention out-proj"),
+    ("ffn_out", "FFN out-proj"),
+    ("residual", "layer input ‖∇x‖"),
+)
 
 
 def stack_gradient_figure(result: dict) -> go.Figure:
@@ -94,14 +133,33 @@ def stack_gradient_figure(result: dict) -> go.Figure:
             if all(v is None for v in ys):
                 continue
             shown = {t["legendgroup"] for t in data}
-            data.append(dict(type="scatter", mode="lines+markers", x=[result["stack_layer"][i] for i in idx],
-                             y=[v if v is None or v > 0 else None for v in ys], name=label, legendgroup=key,
-                             showlegend=key not in shown, xaxis=f"x{s}", yaxis=f"y{s}",
-                             hovertemplate=f"{stack} layer %{{x}}, {label}: %{{y:.3g}}<extra></extra>"))
+            data.append(
+                dict(
+                    type="scatter",
+                    mode="lines+markers",
+                    x=[result["stack_layer"][i] for i in idx],
+                    y=[v if v is None or v > 0 else None for v in ys],
+                    name=label,
+                    legendgroup=key,
+                    showlegend=key not in shown,
+                    xaxis=f"x{s}",
+                    yaxis=f"y{s}",
+                    hovertemplate=f"{stack} layer %{{x}}, {label}: %{{y:.3g}}<extra></extra>",
+                )
+            )
         xd, yd = domains[p]
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", dtick=1, title=dict(text=f"{stack} layer"))
-        layout[f"yaxis{s}"] = dict(domain=yd, anchor=f"x{s}", type="log", exponentformat="power",
-                                   title=dict(text="gradient norm (Frobenius)" if p == 0 else ""))
-    lay = base_layout(f"Gradient norms per stack at initialisation ({result.get('norm_placement', '')}-norm; "
-                  f"{stacks[-1]}'s next-token loss)", 420, **layout)
+        layout[f"yaxis{s}"] = dict(
+            domain=yd,
+            anchor=f"x{s}",
+            type="log",
+            exponentformat="power",
+            title=dict(text="gradient norm (Frobenius)" if p == 0 else ""),
+        )
+    lay = base_layout(
+        f"Gradient norms per stack at initialisation ({result.get('norm_placement', '')}-norm; "
+        f"{stacks[-1]}'s next-token loss)",
+        420,
+        **layout,
+    )
     return decade_ticks(go.Figure(data=data, layout=legend_above(lay, data)))

@@ -8,6 +8,7 @@
   that could not run is a marked point.
 - ``table_markdown(table)``: the same numbers as a Markdown table (the page's text and the export).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,9 +18,9 @@ import plotly.graph_objects as go
 
 from explorer.figures.base import CYCLE, FONT, base_layout, legend_above, message_figure
 
-SHOWN = 4       # the difference view draws the heads the change moved most (the page's bytes stay bounded)
-LEVELS = 127    # int8 levels each side of zero
-HEIGHT = 420    # px: the difference view (more where its title band needs more)
+SHOWN = 4  # the difference view draws the heads the change moved most (the page's bytes stay bounded)
+LEVELS = 127  # int8 levels each side of zero
+HEIGHT = 420  # px: the difference view (more where its title band needs more)
 GRID_SHARE = 0.22  # of the plot area's width: the "moved, per head" grid (the maps share the rest)
 # The grid's cells carry their numbers only where these are readable in the smallest side-by-side figure:
 # 600 px wide (narrower figures stack their panels, explorer.app.page.phone_js), of which the plot area
@@ -27,8 +28,8 @@ GRID_SHARE = 0.22  # of the plot area's width: the "moved, per head" grid (the m
 # mode's sizes. The numbers get a fixed size (Plotly's own would fill the cell, "11" and "10" side by
 # side reading as "1110"), so that a wider figure never gives them less room than this one.
 SMALLEST_PLOT = (390, 150)
-MIN_TEXT = 11   # px: the smallest cell text printed; below it the value is on hover only
-CELL_GAP = 4    # px kept between the numbers of two neighbouring cells
+MIN_TEXT = 11  # px: the smallest cell text printed; below it the value is on hover only
+CELL_GAP = 4  # px kept between the numbers of two neighbouring cells
 
 
 def moved_fraction(after: np.ndarray, before: np.ndarray) -> np.ndarray:
@@ -50,8 +51,15 @@ def cell_font(shape: tuple, chars: int, plot: tuple = SMALLEST_PLOT, share: floa
     return 0
 
 
-def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change: str, bundle: str,
-                    what: str = "bundle", why_unmoved: str = "") -> go.Figure:
+def difference_grid(
+    after: np.ndarray,
+    before: np.ndarray,
+    tokens: list,
+    change: str,
+    bundle: str,
+    what: str = "bundle",
+    why_unmoved: str = "",
+) -> go.Figure:
     """``after`` and ``before``: ``(layers, heads, L, L)`` attention of the changed and the bundled model.
 
     Left: how much of its attention every head moved, in % (layers x heads; the cells print their numbers
@@ -76,38 +84,81 @@ def difference_grid(after: np.ndarray, before: np.ndarray, tokens: list, change:
     chars = max(len(f"{v:.0f}") for v in percent.ravel())
     px = cell_font(moved.shape, chars)
     cell = dict(texttemplate="%{z:.0f}", textfont=dict(size=px)) if px else {}
-    data = [dict(type="heatmap", z=percent, x=[f"h{h}" for h in range(n_h)], y=[f"L{n}" for n in range(n_l)],
-                 colorscale="Greys", zmin=0, zmax=100, showscale=False, xaxis="x", yaxis="y",
-                 name="attention moved", hovertemplate="layer %{y} head %{x}: moved %{z:.0f}% of its attention"
-                                                       "<extra></extra>", **cell)]
-    layout = {"xaxis": dict(domain=[0, GRID_SHARE], title=dict(text="% moved")),
-              "yaxis": dict(autorange="reversed", anchor="x")}
+    data = [
+        dict(
+            type="heatmap",
+            z=percent,
+            x=[f"h{h}" for h in range(n_h)],
+            y=[f"L{n}" for n in range(n_l)],
+            colorscale="Greys",
+            zmin=0,
+            zmax=100,
+            showscale=False,
+            xaxis="x",
+            yaxis="y",
+            name="attention moved",
+            hovertemplate="layer %{y} head %{x}: moved %{z:.0f}% of its attention<extra></extra>",
+            **cell,
+        )
+    ]
+    layout = {
+        "xaxis": dict(domain=[0, GRID_SHARE], title=dict(text="% moved")),
+        "yaxis": dict(autorange="reversed", anchor="x"),
+    }
     start = GRID_SHARE + 0.07  # room for the maps' gap and the first map's title
     width = (1 - start) / max(len(picks), 1)
     for k, (layer, head) in enumerate(picks):
         s = str(k + 2)
         x0 = start + width * k
-        data.append(dict(type="heatmap", z=levels[k], x=labels, y=labels, coloraxis="coloraxis", xaxis=f"x{s}",
-                         yaxis=f"y{s}", name=f"layer {layer} head {head}",
-                         hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>Δp ≈ %{{z}} × "
-                                       f"{step:.3g}<extra></extra>"))
-        layout[f"xaxis{s}"] = dict(domain=[x0, x0 + width * 0.9], anchor=f"y{s}", showticklabels=False,
-                                   showgrid=False, zeroline=False,
-                                   title=dict(text=f"L{layer} h{head}<br>{moved[layer, head]:.0%}"))
-        layout[f"yaxis{s}"] = dict(anchor=f"x{s}", showticklabels=False, showgrid=False, zeroline=False,
-                                   autorange="reversed")
-    title = (f"Difference view: {change} minus {what} '{bundle}' as trained<br><sup>left: % of its attention "
-             f"each head moved; right: the {len(picks)} heads that moved most; after minus before: red = more, "
-             "blue = less (rows = queries, columns = keys)</sup>")
+        data.append(
+            dict(
+                type="heatmap",
+                z=levels[k],
+                x=labels,
+                y=labels,
+                coloraxis="coloraxis",
+                xaxis=f"x{s}",
+                yaxis=f"y{s}",
+                name=f"layer {layer} head {head}",
+                hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>Δp ≈ %{{z}} × "
+                f"{step:.3g}<extra></extra>",
+            )
+        )
+        layout[f"xaxis{s}"] = dict(
+            domain=[x0, x0 + width * 0.9],
+            anchor=f"y{s}",
+            showticklabels=False,
+            showgrid=False,
+            zeroline=False,
+            title=dict(text=f"L{layer} h{head}<br>{moved[layer, head]:.0%}"),
+        )
+        layout[f"yaxis{s}"] = dict(
+            anchor=f"x{s}", showticklabels=False, showgrid=False, zeroline=False, autorange="reversed"
+        )
+    title = (
+        f"Difference view: {change} minus {what} '{bundle}' as trained<br><sup>left: % of its attention "
+        f"each head moved; right: the {len(picks)} heads that moved most; after minus before: red = more, "
+        "blue = less (rows = queries, columns = keys)</sup>"
+    )
     if why_unmoved:
         title = f"Difference view: {change} minus {what} '{bundle}' as trained<br><sup>{why_unmoved}</sup>"
     lay = legend_above(base_layout(title, HEIGHT, **layout), rows=0)  # no legend: the title's band alone
     lay["margin"]["b"] = 80  # the maps' titles: two lines, at presentation mode's size too
     # the ends of the scale are labelled inside the bar (a label at an end sticks out past it, into the title)
     ticks = [-0.8 * scale, -0.4 * scale, 0.0, 0.4 * scale, 0.8 * scale]
-    lay["coloraxis"] = dict(colorscale="RdBu", reversescale=True, cmin=-LEVELS, cmax=LEVELS, cmid=0,
-                            colorbar=dict(title=dict(text="Δ attention<br>probability"), thickness=14,
-                                          tickvals=[t / step for t in ticks], ticktext=[f"{t:+.2g}" for t in ticks]))
+    lay["coloraxis"] = dict(
+        colorscale="RdBu",
+        reversescale=True,
+        cmin=-LEVELS,
+        cmax=LEVELS,
+        cmid=0,
+        colorbar=dict(
+            title=dict(text="Δ attention<br>probability"),
+            thickness=14,
+            tickvals=[t / step for t in ticks],
+            ticktext=[f"{t:+.2g}" for t in ticks],
+        ),
+    )
     lay["meta"] = {"dp_step": step, "shown": [list(p) for p in picks]}
     return go.Figure(data=data, layout=lay)
 
@@ -131,7 +182,7 @@ def _value(row: dict, L) -> float:
 
 
 def length_label(L: int, trained: int) -> str:
-    """"L = 128 tokens (trained length)", "L = 512 tokens (4x past the trained length)"."""
+    """ "L = 128 tokens (trained length)", "L = 512 tokens (4x past the trained length)"."""
     if L == trained:
         return f"L = {L} tokens (trained length)"
     return f"L = {L} tokens ({L / trained:g}x {'past' if L > trained else 'of'} the trained length)"
@@ -140,33 +191,58 @@ def length_label(L: int, trained: int) -> str:
 def table_figure(table: dict | None) -> go.Figure:
     """The Surgery table (``explorer.analysis.surgery``: the same shape for a bundle and a checkpoint) as bars."""
     if not table or not table.get("rows"):
-        return message_figure("No Surgery table stored for this model (python -m explorer.analysis.surgery "
-                              "--write makes it).", "Surgery table")
+        return message_figure(
+            "No Surgery table stored for this model (python -m explorer.analysis.surgery --write makes it).",
+            "Surgery table",
+        )
     rows, lengths, trained = table["rows"], table["lengths"], table["trained_length"]
     unit = table["unit"]
     labels = [r["label"] for r in rows]
     data = []
     for i, L in enumerate(lengths):
         ys = [_value(r, L) for r in rows]
-        data.append(dict(type="bar", x=labels, y=ys, name=length_label(L, trained), marker_color=CYCLE[i % len(CYCLE)],
-                         hovertemplate="%{x}<br>L = " + str(L) + " tokens: %{y:.3f} " + unit + "<extra></extra>"))
+        data.append(
+            dict(
+                type="bar",
+                x=labels,
+                y=ys,
+                name=length_label(L, trained),
+                marker_color=CYCLE[i % len(CYCLE)],
+                hovertemplate="%{x}<br>L = " + str(L) + " tokens: %{y:.3f} " + unit + "<extra></extra>",
+            )
+        )
         missing = [lab for lab, y in zip(labels, ys) if math.isnan(y)]
         if missing:
-            data.append(dict(type="scatter", x=missing, y=[0] * len(missing), mode="markers",
-                             name=f"could not run at L = {L}", marker=dict(symbol="x", size=14, color="#d62728")))
+            data.append(
+                dict(
+                    type="scatter",
+                    x=missing,
+                    y=[0] * len(missing),
+                    mode="markers",
+                    name=f"could not run at L = {L}",
+                    marker=dict(symbol="x", size=14, color="#d62728"),
+                )
+            )
     base = next((r for r in rows if r["label"].endswith("(as trained)")), None)
     shapes = []
     if base is not None:
         y0 = _value(base, trained)
         shapes.append(dict(type="line", xref="paper", x0=0, x1=1, y0=y0, y1=y0, line=dict(dash="dash", color="#444")))
-    title = (f"Surgery table: {table['label']} under every change that keeps its weights, windows of "
-             f"{table['window']} keys<br><sup>held-out loss, "
-             f"{table['scored_tokens']} tokens of the Python documentation it never trained on, in windows of each "
-             f"length; windowed patterns keep {table['window']} keys; dashed: as trained at its trained length "
-             f"({trained} tokens)</sup>")
-    lay = base_layout(title, 560, barmode="group", shapes=shapes,
-                      xaxis=dict(title=dict(text="change (weights unchanged)"), tickangle=-35, automargin=True),
-                      yaxis=dict(title=dict(text=f"held-out loss ({unit})"), rangemode="tozero"))
+    title = (
+        f"Surgery table: {table['label']} under every change that keeps its weights, windows of "
+        f"{table['window']} keys<br><sup>held-out loss, "
+        f"{table['scored_tokens']} tokens of the Python documentation it never trained on, in windows of each "
+        f"length; windowed patterns keep {table['window']} keys; dashed: as trained at its trained length "
+        f"({trained} tokens)</sup>"
+    )
+    lay = base_layout(
+        title,
+        560,
+        barmode="group",
+        shapes=shapes,
+        xaxis=dict(title=dict(text="change (weights unchanged)"), tickangle=-35, automargin=True),
+        yaxis=dict(title=dict(text=f"held-out loss ({unit})"), rangemode="tozero"),
+    )
     legend_above(lay, data)
     return go.Figure(data=data, layout=lay)
 
@@ -175,8 +251,11 @@ def table_markdown(table: dict | None) -> str:
     if not table or not table.get("rows"):
         return ""
     lengths, trained = table["lengths"], table["trained_length"]
-    head = (f"| change (same weights; windows of {table['window']} keys) | "
-            + " | ".join(length_label(L, trained) for L in lengths) + " |")
+    head = (
+        f"| change (same weights; windows of {table['window']} keys) | "
+        + " | ".join(length_label(L, trained) for L in lengths)
+        + " |"
+    )
     lines = [head, "| --- | " + " | ".join("---:" for _ in lengths) + " |"]
     for r in table["rows"]:
         cells = ["n/a" if math.isnan(_value(r, L)) else f"{_value(r, L):.3f}" for L in lengths]

@@ -6,6 +6,7 @@ Inputs are plain data: ``Trainer.history`` (list of dicts), ``Snapshot.attention
 JSON of ``explorer.training.reproductions``). Figures are dict-built with explicit axis domains, like
 ``explorer.figures.base``, so a redraw on every snapshot stays cheap.
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,17 +27,46 @@ def curves_figure(history: list, chance: str = "") -> go.Figure:
     steps = [h["step"] for h in history]
     train = [(h["step"], h["train_loss"]) for h in history if h["train_loss"] is not None]
     data = [
-        dict(type="scatter", x=[s for s, _ in train], y=[v for _, v in train], name="train loss",
-             mode="lines+markers", line=dict(color=CYCLE[0]), xaxis="x", yaxis="y"),
-        dict(type="scatter", x=steps, y=[h["heldout_loss"] for h in history], name="held-out loss",
-             mode="lines+markers", line=dict(color=CYCLE[1]), xaxis="x", yaxis="y"),
-        dict(type="scatter", x=steps, y=[h["heldout_acc"] for h in history], name="held-out accuracy",
-             mode="lines+markers", line=dict(color=CYCLE[2]), xaxis="x2", yaxis="y2"),
+        dict(
+            type="scatter",
+            x=[s for s, _ in train],
+            y=[v for _, v in train],
+            name="train loss",
+            mode="lines+markers",
+            line=dict(color=CYCLE[0]),
+            xaxis="x",
+            yaxis="y",
+        ),
+        dict(
+            type="scatter",
+            x=steps,
+            y=[h["heldout_loss"] for h in history],
+            name="held-out loss",
+            mode="lines+markers",
+            line=dict(color=CYCLE[1]),
+            xaxis="x",
+            yaxis="y",
+        ),
+        dict(
+            type="scatter",
+            x=steps,
+            y=[h["heldout_acc"] for h in history],
+            name="held-out accuracy",
+            mode="lines+markers",
+            line=dict(color=CYCLE[2]),
+            xaxis="x2",
+            yaxis="y2",
+        ),
     ]
     title = f"Loss and accuracy (step {steps[-1]})" + (f" · chance: {chance}" if chance else "")
-    layout = base_layout(title, 380, xaxis=dict(domain=[0, 0.6], title="step"), yaxis=dict(title="loss (nats)"),
-                     xaxis2=dict(domain=[0.7, 1], title="step", anchor="y2"),
-                     yaxis2=dict(title="accuracy", range=[0, 1.02], anchor="x2"))
+    layout = base_layout(
+        title,
+        380,
+        xaxis=dict(domain=[0, 0.6], title="step"),
+        yaxis=dict(title="loss (nats)"),
+        xaxis2=dict(domain=[0.7, 1], title="step", anchor="y2"),
+        yaxis2=dict(title="accuracy", range=[0, 1.02], anchor="x2"),
+    )
     return go.Figure(data=data, layout=legend_above(layout, data))
 
 
@@ -60,22 +90,46 @@ def attention_figure(attention, ideal=None, labels=None, step: int = 0) -> go.Fi
             else:
                 z, name = None, ""
             xd, yd = domains[k]
-            layout[f"xaxis{ax}"] = dict(domain=xd, anchor=f"y{ax}", showticklabels=False, showgrid=False,
-                                        title=dict(text=name, font=dict(size=12)) if r == n_l - 1 or c == n_h else None)
-            layout[f"yaxis{ax}"] = dict(domain=yd, anchor=f"x{ax}", autorange="reversed", showticklabels=False,
-                                        showgrid=False, title=dict(text=f"layer {r}", font=dict(size=12)) if c == 0 else None)
+            layout[f"xaxis{ax}"] = dict(
+                domain=xd,
+                anchor=f"y{ax}",
+                showticklabels=False,
+                showgrid=False,
+                title=dict(text=name, font=dict(size=12)) if r == n_l - 1 or c == n_h else None,
+            )
+            layout[f"yaxis{ax}"] = dict(
+                domain=yd,
+                anchor=f"x{ax}",
+                autorange="reversed",
+                showticklabels=False,
+                showgrid=False,
+                title=dict(text=f"layer {r}", font=dict(size=12)) if c == 0 else None,
+            )
             if z is None:
                 layout[f"xaxis{ax}"]["visible"] = False
                 layout[f"yaxis{ax}"]["visible"] = False
                 continue
             z = np.where(np.isfinite(z), z, np.nan)
-            data.append(dict(type="heatmap", z=z.astype(np.float32), x=list(range(z.shape[1])),
-                             y=list(range(z.shape[0])), xaxis=f"x{ax}", yaxis=f"y{ax}", zmin=0, zmax=1,
-                             colorscale="Blues" if c == n_h else "Viridis", showscale=k == 0, name=name,
-                             hovertemplate=f"{name}<br>query %{{y}} → key %{{x}}<br>%{{z:.3f}}<extra></extra>"))
+            data.append(
+                dict(
+                    type="heatmap",
+                    z=z.astype(np.float32),
+                    x=list(range(z.shape[1])),
+                    y=list(range(z.shape[0])),
+                    xaxis=f"x{ax}",
+                    yaxis=f"y{ax}",
+                    zmin=0,
+                    zmax=1,
+                    colorscale="Blues" if c == n_h else "Viridis",
+                    showscale=k == 0,
+                    name=name,
+                    hovertemplate=f"{name}<br>query %{{y}} → key %{{x}}<br>%{{z:.3f}}<extra></extra>",
+                )
+            )
     note = " · right: the pattern that solves the task" if ideal is not None else ""
-    return go.Figure(data=data, layout=base_layout(f"Probe attention at step {step}{note}",
-                                               max(300, 150 + 170 * n_l), **layout))
+    return go.Figure(
+        data=data, layout=base_layout(f"Probe attention at step {step}{note}", max(300, 150 + 170 * n_l), **layout)
+    )
 
 
 def grad_figure(grad_norms) -> go.Figure:
@@ -83,14 +137,29 @@ def grad_figure(grad_norms) -> go.Figure:
     if not grad_norms:
         return message_figure("Gradient norms appear after the first snapshot.", "Gradient norms per layer")
     data = []
-    for key, label, color in (("attn_out", "‖∇W‖ attention out-proj", CYCLE[0]),
-                              ("ffn_out", "‖∇W‖ FFN out-proj", CYCLE[1]), ("residual", "‖∇x‖ layer input", CYCLE[3])):
+    for key, label, color in (
+        ("attn_out", "‖∇W‖ attention out-proj", CYCLE[0]),
+        ("ffn_out", "‖∇W‖ FFN out-proj", CYCLE[1]),
+        ("residual", "‖∇x‖ layer input", CYCLE[3]),
+    ):
         vals = grad_norms.get(key) or []
         if vals:
-            data.append(dict(type="scatter", x=list(range(len(vals))), y=[np.nan if v is None else v for v in vals],
-                             name=label, mode="lines+markers", line=dict(color=color)))
-    layout = base_layout("Gradient norms per layer (current weights)", 340, xaxis=dict(title="layer", dtick=1),
-                     yaxis=dict(title="norm", type="log"))
+            data.append(
+                dict(
+                    type="scatter",
+                    x=list(range(len(vals))),
+                    y=[np.nan if v is None else v for v in vals],
+                    name=label,
+                    mode="lines+markers",
+                    line=dict(color=color),
+                )
+            )
+    layout = base_layout(
+        "Gradient norms per layer (current weights)",
+        340,
+        xaxis=dict(title="layer", dtick=1),
+        yaxis=dict(title="norm", type="log"),
+    )
     return decade_ticks(go.Figure(data=data, layout=legend_above(layout, data)))
 
 
@@ -101,32 +170,67 @@ def live_curves_figure(points: dict, name: str, colors: dict | None = None) -> g
     data = []
     for n, (series, pts) in enumerate(points.items()):
         color = (colors or {}).get(series.split("-LN")[0], CYCLE[n % len(CYCLE)])
-        data.append(dict(type="scatter", mode="lines+markers", x=[p[0] for p in pts], y=[p[1] for p in pts],
-                         name=series, line=dict(color=color, width=3, dash="dot" if series.endswith(" off") else "solid"),
-                         marker=dict(size=7)))
+        data.append(
+            dict(
+                type="scatter",
+                mode="lines+markers",
+                x=[p[0] for p in pts],
+                y=[p[1] for p in pts],
+                name=series,
+                line=dict(color=color, width=3, dash="dot" if series.endswith(" off") else "solid"),
+                marker=dict(size=7),
+            )
+        )
     last = max((p[0] for pts in points.values() for p in pts), default=0)
-    lay = base_layout(f"{name}: live run in progress (held-out loss so far, step {last})<br><sup>the full "
-                      "figure replaces this when the run ends</sup>", 420,
-                      xaxis=dict(title=dict(text="step")), yaxis=dict(title=dict(text="loss (nats)")))
+    lay = base_layout(
+        f"{name}: live run in progress (held-out loss so far, step {last})<br><sup>the full "
+        "figure replaces this when the run ends</sup>",
+        420,
+        xaxis=dict(title=dict(text="step")),
+        yaxis=dict(title=dict(text="loss (nats)")),
+    )
     return go.Figure(data=data, layout=legend_above(lay, data))
 
 
 def repro_figure(result: dict) -> go.Figure:
-    return decade_ticks({"warmup": _warmup, "extrapolation": _extrapolation, "induction": _induction,
-                         "efficiency": _efficiency, "kv_heads": _kv_heads}[result["name"]](result))
+    return decade_ticks(
+        {
+            "warmup": _warmup,
+            "extrapolation": _extrapolation,
+            "induction": _induction,
+            "efficiency": _efficiency,
+            "kv_heads": _kv_heads,
+        }[result["name"]](result)
+    )
 
 
 def _warmup(result):
     data = []
     for r in result["rows"]:
         c = r["curve"]
-        data.append(dict(type="scatter", x=[p["step"] for p in c], y=[p["loss"] for p in c], mode="lines+markers",
-                         name=f"{r['norm_placement']}-LN, warm-up {'on' if r['warmup'] else 'off'}",
-                         line=dict(color=PLACEMENT_COLORS.get(r["norm_placement"]), dash="solid" if r["warmup"] else "dot"),
-                         marker=dict(symbol=PLACEMENT_MARKERS.get(r["norm_placement"], "circle"), size=7)))
-    return go.Figure(data=data, layout=legend_above(base_layout("Post-LN needs warm-up, pre-LN does not (held-out loss)",
-                                                            420, xaxis=dict(title="step"),
-                                                            yaxis=dict(title="loss (nats)")), data))
+        data.append(
+            dict(
+                type="scatter",
+                x=[p["step"] for p in c],
+                y=[p["loss"] for p in c],
+                mode="lines+markers",
+                name=f"{r['norm_placement']}-LN, warm-up {'on' if r['warmup'] else 'off'}",
+                line=dict(color=PLACEMENT_COLORS.get(r["norm_placement"]), dash="solid" if r["warmup"] else "dot"),
+                marker=dict(symbol=PLACEMENT_MARKERS.get(r["norm_placement"], "circle"), size=7),
+            )
+        )
+    return go.Figure(
+        data=data,
+        layout=legend_above(
+            base_layout(
+                "Post-LN needs warm-up, pre-LN does not (held-out loss)",
+                420,
+                xaxis=dict(title="step"),
+                yaxis=dict(title="loss (nats)"),
+            ),
+            data,
+        ),
+    )
 
 
 def _extrapolation(result):
@@ -134,11 +238,23 @@ def _extrapolation(result):
     positions = list(dict.fromkeys(r["position"] for r in result["rows"]))
     for k, pos in enumerate(positions):
         rows = [r for r in result["rows"] if r["position"] == pos]
-        data.append(dict(type="scatter", x=[r["eval_len"] for r in rows], y=[r["loss"] for r in rows], name=pos,
-                         mode="lines+markers", line=dict(color=CYCLE[k % len(CYCLE)])))
+        data.append(
+            dict(
+                type="scatter",
+                x=[r["eval_len"] for r in rows],
+                y=[r["loss"] for r in rows],
+                name=pos,
+                mode="lines+markers",
+                line=dict(color=CYCLE[k % len(CYCLE)]),
+            )
+        )
     s = result["settings"]
-    lay = base_layout(f"Trained at L={s['train_len']}: loss on the last {s['eval_tokens']} tokens at longer L", 420,
-                  xaxis=dict(title="evaluation length", type="log"), yaxis=dict(title="loss (nats)"))
+    lay = base_layout(
+        f"Trained at L={s['train_len']}: loss on the last {s['eval_tokens']} tokens at longer L",
+        420,
+        xaxis=dict(title="evaluation length", type="log"),
+        yaxis=dict(title="loss (nats)"),
+    )
     return go.Figure(data=data, layout=legend_above(lay, data))
 
 
@@ -156,20 +272,53 @@ def _induction(result):
     d = _stripe(result)
     score = np.asarray(result["stripe_score"][str(d)] if "stripe_score" in result else result["induction_score"])
     layer, head = np.unravel_index(int(score.argmax()), score.shape)
-    data = [dict(type="scatter", x=[r["step"] for r in rows], y=[r["second_half_loss"] for r in rows],
-                 mode="lines+markers", name="second-half loss", xaxis="x", yaxis="y"),
-            dict(type="heatmap", z=score, x=[f"h{h}" for h in range(score.shape[1])],
-                 y=[f"layer {n}" for n in range(score.shape[0])], colorscale="Viridis", zmin=0, zmax=1,
-                 xaxis="x2", yaxis="y2", showscale=False, texttemplate="%{z:.2f}", name="induction score"),
-            dict(type="heatmap", z=att[layer, head], colorscale="Viridis", zmin=0, zmax=1, xaxis="x3", yaxis="y3",
-                 showscale=True, name=f"layer {layer} head {head}")]
-    layout = base_layout("Induction heads: loss on the repeated half, per-head score, the best head's map"
-                         f"<br><sup>score: attention on key {STRIPE_KEY.get(d, d)}, the stripe this run learned</sup>",
-                         440, xaxis=dict(domain=[0, 0.3], title="step"), yaxis=dict(title="loss (nats)", type="log"),
-                     xaxis2=dict(domain=[0.38, 0.58], anchor="y2", title=f"score on {STRIPE_KEY.get(d, d)}"),
-                     yaxis2=dict(anchor="x2", autorange="reversed"),
-                     xaxis3=dict(domain=[0.66, 0.96], anchor="y3", title=f"layer {layer} head {head}: key"),
-                     yaxis3=dict(anchor="x3", autorange="reversed", title="query"))
+    data = [
+        dict(
+            type="scatter",
+            x=[r["step"] for r in rows],
+            y=[r["second_half_loss"] for r in rows],
+            mode="lines+markers",
+            name="second-half loss",
+            xaxis="x",
+            yaxis="y",
+        ),
+        dict(
+            type="heatmap",
+            z=score,
+            x=[f"h{h}" for h in range(score.shape[1])],
+            y=[f"layer {n}" for n in range(score.shape[0])],
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            xaxis="x2",
+            yaxis="y2",
+            showscale=False,
+            texttemplate="%{z:.2f}",
+            name="induction score",
+        ),
+        dict(
+            type="heatmap",
+            z=att[layer, head],
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            xaxis="x3",
+            yaxis="y3",
+            showscale=True,
+            name=f"layer {layer} head {head}",
+        ),
+    ]
+    layout = base_layout(
+        "Induction heads: loss on the repeated half, per-head score, the best head's map"
+        f"<br><sup>score: attention on key {STRIPE_KEY.get(d, d)}, the stripe this run learned</sup>",
+        440,
+        xaxis=dict(domain=[0, 0.3], title="step"),
+        yaxis=dict(title="loss (nats)", type="log"),
+        xaxis2=dict(domain=[0.38, 0.58], anchor="y2", title=f"score on {STRIPE_KEY.get(d, d)}"),
+        yaxis2=dict(anchor="x2", autorange="reversed"),
+        xaxis3=dict(domain=[0.66, 0.96], anchor="y3", title=f"layer {layer} head {head}: key"),
+        yaxis3=dict(anchor="x3", autorange="reversed", title="query"),
+    )
     return go.Figure(data=data, layout=layout)
 
 
@@ -179,33 +328,68 @@ def _efficiency(result):
     data = []
     for k, r in enumerate(rows):
         causal = r["objective"] == "next byte"
-        data.append(dict(type="scatter", x=[r["throughput_rel_full"]], y=[r["quality"]], mode="markers+text",
-                         text=[r["attention"] + ("" if causal else " *")], textposition="top center", name=r["attention"],
-                         marker=dict(size=[12 + 48 * (r["peak_bytes"] / peak) ** 0.5], color=CYCLE[k % len(CYCLE)],
-                                     opacity=0.6, symbol="circle" if causal else "diamond"),
-                         hovertemplate=f"{r['attention']}<br>throughput ×%{{x:.2f}} of full<br>quality %{{y:.3f}}<br>"
-                                       f"peak {r['peak_bytes'] / 2**20:.1f} MiB<extra></extra>"))
+        data.append(
+            dict(
+                type="scatter",
+                x=[r["throughput_rel_full"]],
+                y=[r["quality"]],
+                mode="markers+text",
+                text=[r["attention"] + ("" if causal else " *")],
+                textposition="top center",
+                name=r["attention"],
+                marker=dict(
+                    size=[12 + 48 * (r["peak_bytes"] / peak) ** 0.5],
+                    color=CYCLE[k % len(CYCLE)],
+                    opacity=0.6,
+                    symbol="circle" if causal else "diamond",
+                ),
+                hovertemplate=f"{r['attention']}<br>throughput ×%{{x:.2f}} of full<br>quality %{{y:.3f}}<br>"
+                f"peak {r['peak_bytes'] / 2**20:.1f} MiB<extra></extra>",
+            )
+        )
     s = result["settings"]
-    return go.Figure(data=data, layout=base_layout(
-        f"Quality vs speed vs memory at L={s['seq_len']} (bubble area ∝ peak memory; * masked-byte objective)", 480,
-        xaxis=dict(title="training throughput relative to full", type="log"), yaxis=dict(title="held-out accuracy"),
-        showlegend=False))
+    return go.Figure(
+        data=data,
+        layout=base_layout(
+            f"Quality vs speed vs memory at L={s['seq_len']} (bubble area ∝ peak memory; * masked-byte objective)",
+            480,
+            xaxis=dict(title="training throughput relative to full", type="log"),
+            yaxis=dict(title="held-out accuracy"),
+            showlegend=False,
+        ),
+    )
 
 
 def _kv_heads(result):
     rows = result["rows"]
     names = [f"{r['kind']} ({r['n_kv_heads']})" for r in rows]
     data, layout = [], {}
-    panels = (("kv_cache_bytes", "KV cache (MiB)", 2 ** -20), ("decode_ms_per_token", "decode ms / token", 1),
-              ("quality", "held-out accuracy", 1))
+    panels = (
+        ("kv_cache_bytes", "KV cache (MiB)", 2**-20),
+        ("decode_ms_per_token", "decode ms / token", 1),
+        ("quality", "held-out accuracy", 1),
+    )
     for k, (key, title, scale) in enumerate(panels):
         ax = "" if k == 0 else str(k + 1)
-        data.append(dict(type="bar", x=names, y=[r[key] * scale for r in rows], name=title, xaxis=f"x{ax}",
-                         yaxis=f"y{ax}", marker=dict(color=CYCLE[k])))
+        data.append(
+            dict(
+                type="bar",
+                x=names,
+                y=[r[key] * scale for r in rows],
+                name=title,
+                xaxis=f"x{ax}",
+                yaxis=f"y{ax}",
+                marker=dict(color=CYCLE[k]),
+            )
+        )
         layout[f"xaxis{ax}"] = dict(domain=[k * 0.35, k * 0.35 + 0.28], anchor=f"y{ax}", title=title)
         layout[f"yaxis{ax}"] = dict(anchor=f"x{ax}")
-    return go.Figure(data=data, layout=base_layout(f"MHA vs GQA vs MQA ({result['settings']['prefill']}-token cache)", 400,
-                                               showlegend=False, **layout))
+    return go.Figure(
+        data=data,
+        layout=base_layout(
+            f"MHA vs GQA vs MQA ({result['settings']['prefill']}-token cache)", 400, showlegend=False, **layout
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------- stored runs and the timeline
@@ -228,10 +412,13 @@ def overlay(live: go.Figure, stored: go.Figure) -> go.Figure:
             d["offsetgroup"] = "stored"
         under.append(d)
     fig.add_traces(under)
-    fig.data = tuple(list(fig.data[-len(under):]) + list(fig.data[:-len(under)])) if under else fig.data
+    fig.data = tuple(list(fig.data[-len(under) :]) + list(fig.data[: -len(under)])) if under else fig.data
     if stored.layout.title.text and under:
-        fig.update_layout(title=dict(text=f"{fig.layout.title.text}<br><sup>dashed, faded: the stored run; solid: "
-                                          "this machine, now</sup>"))
+        fig.update_layout(
+            title=dict(
+                text=f"{fig.layout.title.text}<br><sup>dashed, faded: the stored run; solid: this machine, now</sup>"
+            )
+        )
     return fig
 
 
@@ -256,8 +443,7 @@ def timeline_steps(result: dict | None) -> list:
 
 
 def _vline(step: int, xref: str = "x") -> dict:
-    return dict(type="line", xref=xref, yref="paper", x0=step, x1=step, y0=0, y1=1,
-                line=dict(color="#d62728", width=2))
+    return dict(type="line", xref=xref, yref="paper", x0=step, x1=step, y0=0, y1=1, line=dict(color="#d62728", width=2))
 
 
 def timeline_figure(result: dict | None, step: int) -> go.Figure:
@@ -265,8 +451,10 @@ def timeline_figure(result: dict | None, step: int) -> go.Figure:
     and what the run recorded at that snapshot (induction: each head's score and the best head's map,
     the phase change marked; warmup: the per-layer gradient norms of the four runs)."""
     if not timeline_steps(result):
-        return message_figure("This reproduction records no snapshots to step through (the timeline is for "
-                              "induction and warmup).", "Timeline")
+        return message_figure(
+            "This reproduction records no snapshots to step through (the timeline is for induction and warmup).",
+            "Timeline",
+        )
     if result["name"] == "induction":
         return decade_ticks(_induction_timeline(result, int(step)))
     return decade_ticks(_warmup_timeline(result, int(step)))
@@ -286,33 +474,92 @@ def _induction_timeline(result: dict, step: int) -> go.Figure:
     layer, head = np.unravel_index(int(final.argmax()), final.shape)
     maps = decode_maps(snap["maps"], result["maps_shape"])
     score = np.asarray(snap["stripes"][d])
-    data = [dict(type="scatter", x=steps, y=[t["second_half_loss"] for t in tl], name="second-half loss (nats)",
-                 mode="lines+markers", line=dict(color=CYCLE[1]), xaxis="x", yaxis="y"),
-            dict(type="scatter", x=steps, y=best, name="best head's score", mode="lines+markers",
-                 line=dict(color=CYCLE[2]), xaxis="x", yaxis="y4"),
-            dict(type="heatmap", z=score, x=[f"h{h}" for h in range(score.shape[1])],
-                 y=[f"layer {n}" for n in range(score.shape[0])], colorscale="Viridis", zmin=0, zmax=1,
-                 xaxis="x2", yaxis="y2", showscale=False, texttemplate="%{z:.2f}", name="induction score"),
-            dict(type="heatmap", z=maps[layer, head], colorscale="Viridis", zmin=0, zmax=1, xaxis="x3", yaxis="y3",
-                 colorbar=dict(title=dict(text="attention"), x=1.0), name=f"layer {layer} head {head}")]
+    data = [
+        dict(
+            type="scatter",
+            x=steps,
+            y=[t["second_half_loss"] for t in tl],
+            name="second-half loss (nats)",
+            mode="lines+markers",
+            line=dict(color=CYCLE[1]),
+            xaxis="x",
+            yaxis="y",
+        ),
+        dict(
+            type="scatter",
+            x=steps,
+            y=best,
+            name="best head's score",
+            mode="lines+markers",
+            line=dict(color=CYCLE[2]),
+            xaxis="x",
+            yaxis="y4",
+        ),
+        dict(
+            type="heatmap",
+            z=score,
+            x=[f"h{h}" for h in range(score.shape[1])],
+            y=[f"layer {n}" for n in range(score.shape[0])],
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            xaxis="x2",
+            yaxis="y2",
+            showscale=False,
+            texttemplate="%{z:.2f}",
+            name="induction score",
+        ),
+        dict(
+            type="heatmap",
+            z=maps[layer, head],
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            xaxis="x3",
+            yaxis="y3",
+            colorbar=dict(title=dict(text="attention"), x=1.0),
+            name=f"layer {layer} head {head}",
+        ),
+    ]
     shapes = [_vline(snap["step"])]
     notes = []
     phase = result.get("phase_change")
     if phase is not None:
-        shapes.append(dict(type="line", xref="x", yref="paper", x0=phase, x1=phase, y0=0, y1=1,
-                           line=dict(color="#444", dash="dot")))
-        notes.append(dict(text=f"phase change, step {phase}", x=phase, xref="x", y=1.02, yref="paper",
-                          showarrow=False, font=dict(size=13), xanchor="left"))
-    title = (f"Induction heads at step {snap['step']} of {steps[-1]}: loss, each head's score, layer {layer} head "
-             f"{head}'s map<br><sup>score: attention on key {STRIPE_KEY.get(int(d), d)}, the stripe this run "
-             "learned</sup>")
-    lay = base_layout(title, 440, shapes=shapes, annotations=notes,
-                      xaxis=dict(domain=[0, 0.3], title="step"), yaxis=dict(title="loss (nats)", type="log"),
-                      yaxis4=dict(overlaying="y", side="right", range=[0, 1], title="score", showgrid=False),
-                      xaxis2=dict(domain=[0.4, 0.58], anchor="y2", title="induction score"),
-                      yaxis2=dict(anchor="x2", autorange="reversed"),
-                      xaxis3=dict(domain=[0.66, 0.94], anchor="y3", title="key"),
-                      yaxis3=dict(anchor="x3", autorange="reversed", title="query"))
+        shapes.append(
+            dict(
+                type="line", xref="x", yref="paper", x0=phase, x1=phase, y0=0, y1=1, line=dict(color="#444", dash="dot")
+            )
+        )
+        notes.append(
+            dict(
+                text=f"phase change, step {phase}",
+                x=phase,
+                xref="x",
+                y=1.02,
+                yref="paper",
+                showarrow=False,
+                font=dict(size=13),
+                xanchor="left",
+            )
+        )
+    title = (
+        f"Induction heads at step {snap['step']} of {steps[-1]}: loss, each head's score, layer {layer} head "
+        f"{head}'s map<br><sup>score: attention on key {STRIPE_KEY.get(int(d), d)}, the stripe this run "
+        "learned</sup>"
+    )
+    lay = base_layout(
+        title,
+        440,
+        shapes=shapes,
+        annotations=notes,
+        xaxis=dict(domain=[0, 0.3], title="step"),
+        yaxis=dict(title="loss (nats)", type="log"),
+        yaxis4=dict(overlaying="y", side="right", range=[0, 1], title="score", showgrid=False),
+        xaxis2=dict(domain=[0.4, 0.58], anchor="y2", title="induction score"),
+        yaxis2=dict(anchor="x2", autorange="reversed"),
+        xaxis3=dict(domain=[0.66, 0.94], anchor="y3", title="key"),
+        yaxis3=dict(anchor="x3", autorange="reversed", title="query"),
+    )
     return go.Figure(data=data, layout=legend_above(lay, data[:2]))
 
 
@@ -323,17 +570,43 @@ def _warmup_timeline(result: dict, step: int) -> go.Figure:
         name = f"{r['norm_placement']}-LN, warm-up {'on' if r['warmup'] else 'off'}"
         color, dash = PLACEMENT_COLORS.get(r["norm_placement"]), "solid" if r["warmup"] else "dot"
         c = r["curve"]
-        data.append(dict(type="scatter", x=[p["step"] for p in c], y=[p["loss"] for p in c], mode="lines", name=name,
-                         line=dict(color=color, dash=dash), xaxis="x", yaxis="y", legendgroup=name))
+        data.append(
+            dict(
+                type="scatter",
+                x=[p["step"] for p in c],
+                y=[p["loss"] for p in c],
+                mode="lines",
+                name=name,
+                line=dict(color=color, dash=dash),
+                xaxis="x",
+                yaxis="y",
+                legendgroup=name,
+            )
+        )
         g = snapshot_at(r["grad_norms"], step)
         at = g["step"]
-        data.append(dict(type="scatter", x=list(range(len(g["residual"]))), y=g["residual"], mode="lines+markers",
-                         name=name, line=dict(color=color, dash=dash), xaxis="x2", yaxis="y2", legendgroup=name,
-                         marker=dict(symbol=PLACEMENT_MARKERS.get(r["norm_placement"], "circle"), size=7),
-                         showlegend=False))
-    lay = base_layout(f"Warm-up at step {at}: held-out loss, and each layer's gradient norm at that step", 440,
-                      shapes=[_vline(at)], xaxis=dict(domain=[0, 0.45], title="step"),
-                      yaxis=dict(title="held-out loss (nats)"),
-                      xaxis2=dict(domain=[0.55, 1], anchor="y2", title="layer", dtick=1),
-                      yaxis2=dict(anchor="x2", type="log", title="residual gradient norm"))
+        data.append(
+            dict(
+                type="scatter",
+                x=list(range(len(g["residual"]))),
+                y=g["residual"],
+                mode="lines+markers",
+                name=name,
+                line=dict(color=color, dash=dash),
+                xaxis="x2",
+                yaxis="y2",
+                legendgroup=name,
+                marker=dict(symbol=PLACEMENT_MARKERS.get(r["norm_placement"], "circle"), size=7),
+                showlegend=False,
+            )
+        )
+    lay = base_layout(
+        f"Warm-up at step {at}: held-out loss, and each layer's gradient norm at that step",
+        440,
+        shapes=[_vline(at)],
+        xaxis=dict(domain=[0, 0.45], title="step"),
+        yaxis=dict(title="held-out loss (nats)"),
+        xaxis2=dict(domain=[0.55, 1], anchor="y2", title="layer", dtick=1),
+        yaxis2=dict(anchor="x2", type="log", title="residual gradient norm"),
+    )
     return go.Figure(data=data, layout=legend_above(lay, data))

@@ -12,6 +12,7 @@ unset, it is a quarter of the available memory (``/proc/meminfo`` ``MemAvailable
 ``settings.MAX_DEFAULT_BUDGET``. Every entry point (the UI, the API, share links, uploaded files, the sweep
 per length) calls ``check`` with the request it is about to run.
 """
+
 from __future__ import annotations
 
 from explorer.runtime import settings
@@ -23,9 +24,28 @@ __all__ = ["check", "request_budget", "predict", "human", "available_bytes"]
 
 # fields a visitor can shrink, tried in this order when naming what to shrink (the request's own
 # length and batch are tried too)
-SHRINKABLE = ("n_layers", "d_model", "d_ff", "n_experts", "n_heads", "vocab_size", "max_len", "proj_len",
-              "knn_size", "n_features", "n_landmarks", "chunk_size", "n_buckets", "n_hashes", "mem_len",
-              "cmem_len", "n_memory", "knn_k", "top_k", "n_clusters")
+SHRINKABLE = (
+    "n_layers",
+    "d_model",
+    "d_ff",
+    "n_experts",
+    "n_heads",
+    "vocab_size",
+    "max_len",
+    "proj_len",
+    "knn_size",
+    "n_features",
+    "n_landmarks",
+    "chunk_size",
+    "n_buckets",
+    "n_hashes",
+    "mem_len",
+    "cmem_len",
+    "n_memory",
+    "knn_k",
+    "top_k",
+    "n_clusters",
+)
 
 
 def human(n: float) -> str:
@@ -98,6 +118,10 @@ def check(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> int:
     hints = ", ".join(f"{n} (now {v}; halving it saves {human(s)})" for n, v, s in ranked[:4])
     field = ranked[0][0] if ranked else "config"
     value = ranked[0][1] if ranked else None
-    raise ConfigError(field, value, f"this {kind} request at length {seq_len} needs about {human(need)}, over "
-                                    f"the explorer's per-request memory budget of {human(budget)}; shrink "
-                                    f"{hints or 'the model'}")
+    raise ConfigError(
+        field,
+        value,
+        f"this {kind} request at length {seq_len} needs about {human(need)}, over "
+        f"the explorer's per-request memory budget of {human(budget)}; shrink "
+        f"{hints or 'the model'}",
+    )

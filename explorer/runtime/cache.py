@@ -14,6 +14,7 @@ bytes, and the analyses after a large request, so RSS returns near its baseline.
 Thread-safe: one lock guards the table; values are computed outside it (two threads asking for the
 same new key may both compute it; the second result replaces the first, both are correct).
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -11,6 +11,7 @@
 - ``as_config(source)``: the same sources, the library's validation only (the training code, the
   checkpoint loader and the benchmarks, which have their own caps).
 """
+
 from __future__ import annotations
 
 import functools

@@ -10,6 +10,7 @@ on "held-out" text than it is). The training tasks
 of a model that knows only the byte frequencies: the floor a language model must get under to have
 learned anything about context.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,15 +20,17 @@ from functools import lru_cache
 
 HELDOUT_FRACTION = 0.1
 
+
 @lru_cache(maxsize=1)
 def python_docs() -> bytes:
     """The interpreter's own documentation topics (``pydoc_data.topics``), UTF-8, sorted by topic."""
     from pydoc_data.topics import topics
+
     return "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
 
 
 OVERLAP_WINDOW = 64  # bytes: a held-out paragraph that brings a training run this long into the scored text is dropped
-SEP = b"\n\n"       # how paragraphs are joined, in both parts
+SEP = b"\n\n"  # how paragraphs are joined, in both parts
 MIN_PARAGRAPHS = 10
 
 
@@ -38,20 +41,20 @@ def paragraphs(data: bytes) -> list:
 
 def windows(data: bytes, width: int = OVERLAP_WINDOW) -> set:
     """Every ``width``-byte substring of ``data``."""
-    return {data[i:i + width] for i in range(len(data) - width + 1)}
+    return {data[i : i + width] for i in range(len(data) - width + 1)}
 
 
 def overlaps(part: bytes, seen: set, width: int = OVERLAP_WINDOW) -> bool:
     """Whether ``part`` shares a ``width``-byte run with the text whose ``windows`` are ``seen`` (a part
     shorter than ``width`` never does: it is too short to be a copy worth the name)."""
-    return any(part[i:i + width] in seen for i in range(len(part) - width + 1))
+    return any(part[i : i + width] in seen for i in range(len(part) - width + 1))
 
 
 def joins_cleanly(held: bytes, para: bytes, seen: set, width: int = OVERLAP_WINDOW) -> bool:
     """Whether appending ``para`` to the held-out text ``held`` (joined by ``SEP``) adds no ``width``-byte
     window that is in ``seen``: the new windows are those that end inside ``SEP + para``, so the ones that
     straddle the join and the whole of a paragraph shorter than ``width`` are checked too."""
-    return not overlaps(held[-(width - 1):] + SEP + para if held else para, seen, width)
+    return not overlaps(held[-(width - 1) :] + SEP + para if held else para, seen, width)
 
 
 @lru_cache(maxsize=4)

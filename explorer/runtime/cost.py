@@ -17,6 +17,7 @@ of measured to predicted CPU seconds of the requests run so far (so the predicti
 and raises ``ConfigError`` naming ``what`` with the predicted seconds and the budget, so the request never
 takes a slot. A request's measured CPU seconds go into the ledger when it ends (``explorer.app.server.calls``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +37,7 @@ _PREDICTED: contextvars.ContextVar = contextvars.ContextVar("explorer_cost_predi
 _RATE = {"flops": None}
 _RATE_LOCK = threading.Lock()
 MEASURE = (128, 512, 512)  # the calibration matmul: (m, k, n), 67 MFLOP (a few ms): the best of REPEATS is taken,
-REPEATS = 20               # so that one of them runs uncontended on a busy host
+REPEATS = 20  # so that one of them runs uncontended on a busy host
 
 
 # A whole model's passes reach less than the calibration matmul's rate (small matmuls, softmax, norms, the
@@ -155,8 +156,7 @@ class OverBudget(ConfigError):
 HEAVY_BUDGET = 6  # a heavy job (its own slots, lowest priority: a long context, a sweep, an export) may take this many request budgets
 
 
-def charge(cfg, parts, what: str, heavy: bool = False, kind: str | None = None,
-           ceiling: float | None = None) -> float:
+def charge(cfg, parts, what: str, heavy: bool = False, kind: str | None = None, ceiling: float | None = None) -> float:
     """Predict ``parts`` of ``cfg`` (see ``predict``; ``kind``, default ``what``, names its measured correction;
     ``ceiling``: the seconds past which the work stops itself, a time-budgeted sweep) and refuse ``what``
     (``OverBudget``, a ConfigError naming it) when over the per-request budget (``heavy``: ``HEAVY_BUDGET`` of
@@ -167,17 +167,25 @@ def charge(cfg, parts, what: str, heavy: bool = False, kind: str | None = None,
         need = min(need, ceiling)
     budget = settings.request_seconds() * (HEAVY_BUDGET if heavy else 1)
     if need > budget:
-        raise OverBudget(what, need, f"{what} refused: it needs about {_s(need)} of compute, over the "
-                                     f"{_s(budget)} one request may take on this server "
-                                     f"({settings.REQUEST_SECONDS}); try a smaller model or a shorter text.")
+        raise OverBudget(
+            what,
+            need,
+            f"{what} refused: it needs about {_s(need)} of compute, over the "
+            f"{_s(budget)} one request may take on this server "
+            f"({settings.REQUEST_SECONDS}); try a smaller model or a shorter text.",
+        )
     address = _VISITOR.get()
     if address is not None:
         share, window = settings.visitor_share(), settings.share_window()
         used = LEDGER.used(address)
         if used + need > share:
-            raise OverBudget(what, need, f"{what} refused: it needs about {_s(need)} of compute and your address "
-                                         f"used {_s(used)} of its {_s(share)} in the last {window / 60:.0f} "
-                                         f"minutes ({settings.VISITOR_SHARE}); try again in a few minutes.")
+            raise OverBudget(
+                what,
+                need,
+                f"{what} refused: it needs about {_s(need)} of compute and your address "
+                f"used {_s(used)} of its {_s(share)} in the last {window / 60:.0f} "
+                f"minutes ({settings.VISITOR_SHARE}); try again in a few minutes.",
+            )
     seen = _PREDICTED.get()
     if seen is not None:
         seen["predicted"] += need

@@ -20,6 +20,7 @@ Nothing here touches CUDA outside a GPU call: ``device()`` is the CPU there (not
 GPU), the header's ``hardware_label()`` reads the driver's files, and ``on_cpu()`` runs the start-up
 first paint on the CPU without a GPU call.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,5 @@
 """A short stable digest of JSON-able data: what the figures show, how the controls look."""
+
 from __future__ import annotations
 
 import hashlib

@@ -17,6 +17,7 @@ Pure bookkeeping, no Gradio, no clock of its own (``now`` is passed in tests): t
 (``explorer.app.server.gradio_compat.fair_queue``) asks ``pick``. ``LEDGER`` holds seconds per address,
 never a user's data.
 """
+
 from __future__ import annotations
 
 import collections

@@ -9,17 +9,18 @@ for the requests the app makes of every config: the attention maps of the longes
 gradient norms of the default batch. A cap alone cannot do the second: each field of the
 Linformer config ``proj_len=65536, max_len=8192, n_layers=12`` is modest, their product is not.
 """
+
 from __future__ import annotations
 
 from explorer.runtime import budget
 from models import ConfigError, ModelConfig
 from models.config import FIELDS
 
-MAX_TEXT_BYTES = 256          # attention maps: byte-level tokens drawn as L x L heatmaps
-MAX_SWEEP_LEN = 16384         # latency sweep: longest sequence (where sparse patterns pull away on a CPU)
-MAX_SWEEP_POINTS = 8          # latency sweep: number of lengths
-SWEEP_BUDGET_S = 3.0          # latency sweep: seconds one timed run may take before it is a time-out
-GRADIENT_REQUEST = (64, 8)     # the (seq_len, batch) the app's gradient norms run on
+MAX_TEXT_BYTES = 256  # attention maps: byte-level tokens drawn as L x L heatmaps
+MAX_SWEEP_LEN = 16384  # latency sweep: longest sequence (where sparse patterns pull away on a CPU)
+MAX_SWEEP_POINTS = 8  # latency sweep: number of lengths
+SWEEP_BUDGET_S = 3.0  # latency sweep: seconds one timed run may take before it is a time-out
+GRADIENT_REQUEST = (64, 8)  # the (seq_len, batch) the app's gradient norms run on
 # The largest value of each size the app accepts: the ``cap`` of its record (``models.config.FIELDS``).
 SIZE_LIMITS = {name: p.cap for name, p in FIELDS.items() if p.cap is not None}
 
@@ -57,4 +58,3 @@ def parse_lengths(text: str) -> list:
     if bad:
         raise ConfigError("seq_lens", bad[0], f"lengths between 1 and {MAX_SWEEP_LEN}")
     return sorted(set(lens))
-

@@ -7,6 +7,7 @@ number shown without saying so misleads. Every handler runs inside ``busy()``; t
 ``LOAD`` is the one process-wide instance: it holds two counters and a lock, never a user's data
 (like the measurement lock in ``explorer.analysis.cost.sweep``).
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -6,6 +6,7 @@
 string longer than ``MAX_CHARS``, a value outside ``[low, high]``. No value reaches ``int()`` unchecked, so
 none ends as an "internal error".
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,18 @@ MAX_CHARS = 40  # a number's text longer than this is refused unread
 def whole_number(value, field: str, low: int | None = None, high: int | None = None, what: str | None = None) -> int:
     """``value`` as an int in ``[low, high]`` (see the module docstring); ``what`` overrides the wording of the
     accepted range in the refusal."""
-    wanted = what or ("a whole number" + (f" in {low}..{high}" if low is not None and high is not None else
-                                          f" >= {low}" if low is not None else f" <= {high}" if high is not None
-                                          else ""))
+    wanted = what or (
+        "a whole number"
+        + (
+            f" in {low}..{high}"
+            if low is not None and high is not None
+            else f" >= {low}"
+            if low is not None
+            else f" <= {high}"
+            if high is not None
+            else ""
+        )
+    )
     shown = str(value)[:20]
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ConfigError(field, shown, wanted)

@@ -12,6 +12,7 @@ saying the server is busy), never with an allocation failure halfway through.
 ``POOL`` is the one process-wide instance: it holds counters and a condition variable, never a
 user's data (like ``explorer.runtime.load.LOAD``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,13 @@ def available_bytes() -> int:
     return min(found) if found else FALLBACK
 
 
-OOM_WORDS = ("out of memory", "can't allocate memory", "not enough memory", "cannot allocate memory",
-             "failed to allocate")
+OOM_WORDS = (
+    "out of memory",
+    "can't allocate memory",
+    "not enough memory",
+    "cannot allocate memory",
+    "failed to allocate",
+)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -116,16 +122,21 @@ class MemoryPool:
         """Hold ``nbytes`` of the pool for the enclosed work (see the module docstring)."""
         nbytes = max(0, int(nbytes))
         if nbytes > self.total:
-            raise ConfigError("memory", f"{nbytes / 2**30:.2f} GiB",
-                              f"at most {self.total / 2**30:.2f} GiB, all the memory this server lends to work at "
-                              f"once ({settings.SERVER_MEMORY}); make {what} smaller")
+            raise ConfigError(
+                "memory",
+                f"{nbytes / 2**30:.2f} GiB",
+                f"at most {self.total / 2**30:.2f} GiB, all the memory this server lends to work at "
+                f"once ({settings.SERVER_MEMORY}); make {what} smaller",
+            )
         deadline = time.monotonic() + wait_s
         with self._cond:
             while self._held + nbytes > self.total:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise Busy(f"The server is busy: the {nbytes / 2**20:,.0f} MiB {what} needs are held by other "
-                               "visitors' work right now; try again in a minute.")
+                    raise Busy(
+                        f"The server is busy: the {nbytes / 2**20:,.0f} MiB {what} needs are held by other "
+                        "visitors' work right now; try again in a minute."
+                    )
                 self._cond.wait(timeout=min(left, 0.5))
             self._held += nbytes
         try:

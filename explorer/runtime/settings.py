@@ -33,6 +33,7 @@ duration that cannot be read falls back to its default (logged, naming the varia
 Space's settings never stops the app from starting. A memory size that cannot be read is refused
 with a ``ConfigError`` naming the variable, since guessing a memory limit would be worse.
 """
+
 from __future__ import annotations
 
 import logging
@@ -92,8 +93,9 @@ def parse_size(text: str, available: int, name: str = REQUEST_BUDGET) -> int:
     except (ValueError, OverflowError):
         value = 0
     if value <= 0:
-        raise ConfigError(name, text, "a size like 2G or 512M, a byte count, or a fraction of the "
-                                      "available memory like 0.2")
+        raise ConfigError(
+            name, text, "a size like 2G or 512M, a byte count, or a fraction of the available memory like 0.2"
+        )
     return value
 
 
@@ -191,8 +193,9 @@ def client_address_mode() -> str | int:
         return raw
     if raw.isdigit() and 0 < int(raw) <= 16:
         return int(raw)
-    log.warning("%s=%r is not socket, space, forwarded-first or a proxy count 1-16; using %s", CLIENT_ADDRESS, raw[:40],
-                default)
+    log.warning(
+        "%s=%r is not socket, space, forwarded-first or a proxy count 1-16; using %s", CLIENT_ADDRESS, raw[:40], default
+    )
     return default
 
 

@@ -16,6 +16,7 @@ The same slot carries progress the other way: ``token.report(fraction)`` in the 
 of a second shared page, and ``stop_channel(..., progress=fn)``'s watcher calls ``fn(fraction)`` on the
 caller's side when it changes (a progress bar per layer of a GPU call that is one forward pass).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,7 +25,9 @@ import threading
 
 SLOTS = 4096  # stops in flight at once: one per running GPU call that can be stopped
 _FLAGS = mmap.mmap(-1, SLOTS)
-_PROGRESS = mmap.mmap(-1, SLOTS)  # per slot: 0 nothing reported, else 1 + fraction * 240 (exact for 1/2 .. 1/16 of the layers)
+_PROGRESS = mmap.mmap(
+    -1, SLOTS
+)  # per slot: 0 nothing reported, else 1 + fraction * 240 (exact for 1/2 .. 1/16 of the layers)
 _FREE = list(range(SLOTS - 1, -1, -1))
 _LOCK = threading.Lock()
 

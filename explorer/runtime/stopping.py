@@ -16,6 +16,7 @@ is abandoned between two modules once its caller stops, without a check threaded
 outside ``stop_when`` (the start-up paint, tests) pays one context-variable read per module; work inside a
 ``Guard`` is left to the guard, which tells a stop from a time-out.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -98,6 +99,7 @@ class Guard:
     @contextlib.contextmanager
     def installed(self, model, backward: bool = True):
         """Hooks on every module of ``model`` for the enclosed work (``backward``: in the backward pass too)."""
+
         def pre_hook(_module, args):
             self.check()
             self.entered += 1

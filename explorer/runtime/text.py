@@ -9,6 +9,7 @@ the only function that does this, and ``check_separator`` the only check of a se
 ``MAX_SEPARATOR_CHARS`` visible characters): the figures, the share link, the API and the export all
 read the same ids from the same text.
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -30,8 +31,9 @@ from models.architectures import arrangement
 # within 500 kB (tests/browser/test_payload.py: 185 bytes sent 893 kB, 128 bytes 583 kB) and the whole chain
 # within 650 kB (tests/browser/test_redraw_wire.py: ~600 kB at 110 bytes); under ~100 bytes BigBird allows
 # exactly full attention's pairs again.
-DEFAULT_TEXT = ("The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Much later, out of a window's reach: "
-                "Xq7Rv9Lm2.")
+DEFAULT_TEXT = (
+    "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it. Much later, out of a window's reach: Xq7Rv9Lm2."
+)
 DEFAULT_SEPARATOR = "=>"
 # The encoder-decoder's example: a source and its reversal (the alignment is the anti-diagonal), written in the
 # symbols its bundle was trained on ('0'..'o': digits, capitals, '_', a-o) at its trained length, 23 symbols. On
@@ -45,11 +47,12 @@ CHARS_PER_TOKEN = 64  # characters tokenised per token a checkpoint reads (token
 class ModelInput:
     """The token ids a model reads from one text: ``sequences`` holds ``(name, ids)`` pairs in the
     arrangement's call order (``("tokens", ...)``, or ``("source", ...), ("target", ...)``)."""
-    text: str                # the part of the text the model reads (what a share link carries)
-    separator: str | None    # where a source / target text splits; None for one sequence
-    sequences: tuple         # ((name, tuple of ids), ...)
-    truncated: bool          # a side was cut to its byte budget
-    pieces: tuple = ()       # ((name, tuple of readable tokens), ...) of a tokenizer's ids; () for bytes
+
+    text: str  # the part of the text the model reads (what a share link carries)
+    separator: str | None  # where a source / target text splits; None for one sequence
+    sequences: tuple  # ((name, tuple of ids), ...)
+    truncated: bool  # a side was cut to its byte budget
+    pieces: tuple = ()  # ((name, tuple of readable tokens), ...) of a tokenizer's ids; () for bytes
 
     def ids(self, name: str) -> tuple:
         return dict(self.sequences)[name]
@@ -81,14 +84,24 @@ def check_separator(separator) -> str:
     one line, and an invisible separator could not be seen where it splits). The echoed value is cut."""
     if separator is None:
         return DEFAULT_SEPARATOR
-    bad = (not isinstance(separator, str) or not separator or len(separator) > MAX_SEPARATOR_CHARS
-           or any(unicodedata.category(ch).startswith("C") for ch in separator))
+    bad = (
+        not isinstance(separator, str)
+        or not separator
+        or len(separator) > MAX_SEPARATOR_CHARS
+        or any(unicodedata.category(ch).startswith("C") for ch in separator)
+    )
     if bad:
-        shown = separator[:MAX_SEPARATOR_CHARS] + "…" if isinstance(separator, str) and \
-            len(separator) > MAX_SEPARATOR_CHARS else separator
-        raise ConfigError("separator", shown,
-                          f"a non-empty string of at most {MAX_SEPARATOR_CHARS} visible characters (no control "
-                          "characters) that occurs in the text between the source and the target")
+        shown = (
+            separator[:MAX_SEPARATOR_CHARS] + "…"
+            if isinstance(separator, str) and len(separator) > MAX_SEPARATOR_CHARS
+            else separator
+        )
+        raise ConfigError(
+            "separator",
+            shown,
+            f"a non-empty string of at most {MAX_SEPARATOR_CHARS} visible characters (no control "
+            "characters) that occurs in the text between the source and the target",
+        )
     return separator
 
 
@@ -133,14 +146,17 @@ def paired_text(cfg, text: str, separator=None) -> tuple:
         return text, ""
     if not text.strip() or text == DEFAULT_TEXT:
         return SEQ2SEQ_TEXT.replace(DEFAULT_SEPARATOR, sep), (
-            f"An encoder-decoder reads a source and a target: the text is its example, split at {sep!r}.")
+            f"An encoder-decoder reads a source and a target: the text is its example, split at {sep!r}."
+        )
     mid = len(text) // 2
     spaces = [i for i, ch in enumerate(text) if ch == " " and 0 < i < len(text) - 1]
     cut = min(spaces, key=lambda i: abs(i - mid)) if spaces else max(1, mid)
     src, tgt = text[:cut].rstrip() or text[:cut], text[cut:].lstrip() or text[cut:]
-    return f"{src}{sep}{tgt}", (f"An encoder-decoder reads a source and a target: {sep!r} was inserted at "
-                                f"character {len(src)} of your text (source before it, target after); move it "
-                                "to split elsewhere.")
+    return f"{src}{sep}{tgt}", (
+        f"An encoder-decoder reads a source and a target: {sep!r} was inserted at "
+        f"character {len(src)} of your text (source before it, target after); move it "
+        "to split elsewhere."
+    )
 
 
 def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES, tokenizer=None) -> ModelInput:
@@ -157,12 +173,14 @@ def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES, toke
         raw = text.encode("utf-8")
         if not raw:
             raise ConfigError("text", text, "at least one character")
-        return ModelInput(clip_text(text, max_bytes), None, ((names[0], tuple(raw[:max_bytes])),),
-                          len(raw) > max_bytes)
+        return ModelInput(clip_text(text, max_bytes), None, ((names[0], tuple(raw[:max_bytes])),), len(raw) > max_bytes)
     separator = check_separator(separator or None)
     if separator not in text:
-        raise ConfigError("separator", separator,
-                          f"a separator present in the text: write the source, then {separator!r}, then the target")
+        raise ConfigError(
+            "separator",
+            separator,
+            f"a separator present in the text: write the source, then {separator!r}, then the target",
+        )
     src, tgt = text.split(separator, 1)
     half = max(1, int(max_bytes) // 2)
     s, t = src.encode("utf-8"), tgt.encode("utf-8")
@@ -170,8 +188,9 @@ def model_input(cfg, text, separator=None, max_bytes: int = MAX_TEXT_BYTES, toke
         side = "source (before" if not s else "target (after"
         raise ConfigError("text", text, f"a non-empty {side} {separator!r})")
     used = clip_text(src, half) + separator + clip_text(tgt, half)
-    return ModelInput(used, separator, ((names[0], tuple(s[:half])), (names[1], tuple(t[:half]))),
-                      len(s) > half or len(t) > half)
+    return ModelInput(
+        used, separator, ((names[0], tuple(s[:half])), (names[1], tuple(t[:half]))), len(s) > half or len(t) > half
+    )
 
 
 def tokenized_input(cfg, text: str, separator, max_tokens: int, tokenizer) -> ModelInput:
@@ -180,14 +199,17 @@ def tokenized_input(cfg, text: str, separator, max_tokens: int, tokenizer) -> Mo
     ``CHARS_PER_TOKEN * max_tokens`` characters are tokenised (a bound on the work an API call's text can
     ask for; a token of a real vocabulary is far shorter)."""
     names = arrangement(cfg).inputs
-    text = text[:CHARS_PER_TOKEN * max_tokens * (2 if len(names) > 1 else 1)]
+    text = text[: CHARS_PER_TOKEN * max_tokens * (2 if len(names) > 1 else 1)]
     if len(names) == 1:
         sides, budget_each = [text], int(max_tokens)
     else:
         separator = check_separator(separator or None)
         if separator not in text:
-            raise ConfigError("separator", separator,
-                              f"a separator present in the text: write the source, then {separator!r}, then the target")
+            raise ConfigError(
+                "separator",
+                separator,
+                f"a separator present in the text: write the source, then {separator!r}, then the target",
+            )
         sides, budget_each = text.split(separator, 1), max(1, int(max_tokens) // 2)
     seqs, pieces, used, cut = [], [], [], False
     for name, side in zip(names, sides):
@@ -199,5 +221,10 @@ def tokenized_input(cfg, text: str, separator, max_tokens: int, tokenizer) -> Mo
         seqs.append((name, tuple(ids)))
         pieces.append((name, tuple(tokenizer.pieces(ids))))
         used.append(tokenizer.decode(ids) if len(ids) == budget_each else side)
-    return ModelInput((separator or "").join(used) if len(names) > 1 else used[0], separator if len(names) > 1
-                      else None, tuple(seqs), cut, tuple(pieces))
+    return ModelInput(
+        (separator or "").join(used) if len(names) > 1 else used[0],
+        separator if len(names) > 1 else None,
+        tuple(seqs),
+        cut,
+        tuple(pieces),
+    )

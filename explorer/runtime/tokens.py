@@ -1,5 +1,6 @@
 """Readable labels of byte tokens (a leaf module: the maps, the encoder-decoder and the Train tab
 all label tokens the same way)."""
+
 from __future__ import annotations
 
 

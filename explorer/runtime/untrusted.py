@@ -10,6 +10,7 @@ must not come back as a 10 MB message).
 total size, nesting depth (deep nesting is a RecursionError inside ``json``) and the length of
 every number literal (Python refuses integers past 4300 digits with a ValueError).
 """
+
 from __future__ import annotations
 
 import html
@@ -18,10 +19,10 @@ import re
 
 from models import ConfigError
 
-MAX_SHOWN_CHARS = 300          # of one echoed message
-MAX_JSON_BYTES = 100_000       # a config is ~2 kB
-MAX_JSON_DEPTH = 8             # a config is one flat object
-MAX_NUMBER_CHARS = 40          # 40 digits is far past any size the explorer accepts
+MAX_SHOWN_CHARS = 300  # of one echoed message
+MAX_JSON_BYTES = 100_000  # a config is ~2 kB
+MAX_JSON_DEPTH = 8  # a config is one flat object
+MAX_NUMBER_CHARS = 40  # 40 digits is far past any size the explorer accepts
 # Markdown punctuation, plus "." and "/" so no bare URL (www.x.y, http://...) becomes a live link
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~.:/-])")
 _NUMBER = re.compile(r"-?\d[\d.eE+-]*")
@@ -71,15 +72,21 @@ def _depth_and_numbers(s: str) -> None:
         elif ch in "[{":
             depth += 1
             if depth > MAX_JSON_DEPTH:
-                raise ConfigError("config", f"nesting deeper than {MAX_JSON_DEPTH}",
-                                  f"a flat JSON object of ModelConfig fields (at most {MAX_JSON_DEPTH} levels)")
+                raise ConfigError(
+                    "config",
+                    f"nesting deeper than {MAX_JSON_DEPTH}",
+                    f"a flat JSON object of ModelConfig fields (at most {MAX_JSON_DEPTH} levels)",
+                )
         elif ch in "]}":
             depth -= 1
         elif ch == "-" or ch.isdigit():
             m = _NUMBER.match(s, i)
             if m and len(m.group()) > MAX_NUMBER_CHARS:
-                raise ConfigError("config", f"a number of {len(m.group())} characters",
-                                  f"numbers of at most {MAX_NUMBER_CHARS} characters")
+                raise ConfigError(
+                    "config",
+                    f"a number of {len(m.group())} characters",
+                    f"numbers of at most {MAX_NUMBER_CHARS} characters",
+                )
             if m:
                 i = m.end()
                 continue
@@ -101,6 +108,8 @@ def load_json(text: str | bytes, what: str = "config"):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(what, truncate(text, 60), f"valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        raise ConfigError(
+            what, truncate(text, 60), f"valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        ) from None
     except (ValueError, RecursionError) as e:  # belt and braces: the scan should have caught these
         raise ConfigError(what, "an unreadable JSON text", f"a plain JSON object ({type(e).__name__})") from None

@@ -16,6 +16,7 @@ them with the manifest, so a stored model cannot silently drift from its recipe.
 
 Reading them is ``explorer.analysis.weights.bundled`` (the analyses draw them; this module only makes them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,14 @@ from explorer.training.tasks import get_task, python_docs, split_corpus
 from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 
-REPLAY_STEPS = 20      # the first steps' losses, recorded one by one (what the replay test compares)
+REPLAY_STEPS = 20  # the first steps' losses, recorded one by one (what the replay test compares)
 MAX_TOTAL_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
 class Recipe:
     """How a bundle is trained: its config (overrides of the defaults) and its run."""
+
     name: str
     title: str
     config: dict
@@ -66,33 +68,63 @@ class Recipe:
         return ModelConfig(**self.config).validate()
 
     def run_config(self) -> RunConfig:
-        return RunConfig(task=self.task, steps=self.steps, lr=self.lr, warmup=self.warmup, schedule="cosine",
-                         batch_size=self.batch_size, seq_len=self.seq_len, weight_decay=self.weight_decay,
-                         seed=self.seed, every=self.every, threads=1, grad_norms=False, probe=False,
-                         eval_batches=4)
+        return RunConfig(
+            task=self.task,
+            steps=self.steps,
+            lr=self.lr,
+            warmup=self.warmup,
+            schedule="cosine",
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            weight_decay=self.weight_decay,
+            seed=self.seed,
+            every=self.every,
+            threads=1,
+            grad_norms=False,
+            probe=False,
+            eval_batches=4,
+        )
 
 
-RECIPES = {r.name: r for r in (
-    Recipe("default", "the default model: pre-LN, RoPE, full attention", {}),
-    # post-LN at the others' 3e-3 stalls at 3.31 nats/byte held-out (measured, 3000 steps), the loss of a
-    # byte-frequency model (explorer.runtime.corpus.unigram_loss: 3.30): the instability Xiong et al.
-    # describe; a third of the learning rate and a longer warm-up train it
-    Recipe("post_ln", "post-LN (the original Transformer's placement), with a longer warm-up and lr 1e-3",
-           {"norm_placement": "post"}, lr=1e-3, warmup=300,
-           notes="post-LN at lr 3e-3 with 100 warm-up steps stalled at 3.31 nats/byte held-out, the loss of a "
-                 "byte-frequency (unigram) model (explorer.runtime.corpus.unigram_loss: 3.30)"),
-    Recipe("alibi", "ALiBi positions instead of RoPE", {"position": "alibi"}),
-    Recipe("sliding_window", "sliding-window attention (64 keys back)", {"attention": "sliding_window"}),
-    Recipe("gqa", "grouped-query attention: 4 query heads share 2 K/V heads", {"n_kv_heads": 2}),
-    Recipe("moe", "a mixture of 4 experts (top-2) in place of the dense FFN", {"ffn": "moe", "d_ff": 256}),
-    Recipe("encoder_decoder", "an encoder-decoder (2 + 2 layers) that reverses a string", {
-        "architecture": "encoder_decoder", "n_layers": 2}, task="reverse", steps=1500, batch_size=32, seq_len=48,
-        every=100, induction_steps=0),
-)}
+RECIPES = {
+    r.name: r
+    for r in (
+        Recipe("default", "the default model: pre-LN, RoPE, full attention", {}),
+        # post-LN at the others' 3e-3 stalls at 3.31 nats/byte held-out (measured, 3000 steps), the loss of a
+        # byte-frequency model (explorer.runtime.corpus.unigram_loss: 3.30): the instability Xiong et al.
+        # describe; a third of the learning rate and a longer warm-up train it
+        Recipe(
+            "post_ln",
+            "post-LN (the original Transformer's placement), with a longer warm-up and lr 1e-3",
+            {"norm_placement": "post"},
+            lr=1e-3,
+            warmup=300,
+            notes="post-LN at lr 3e-3 with 100 warm-up steps stalled at 3.31 nats/byte held-out, the loss of a "
+            "byte-frequency (unigram) model (explorer.runtime.corpus.unigram_loss: 3.30)",
+        ),
+        Recipe("alibi", "ALiBi positions instead of RoPE", {"position": "alibi"}),
+        Recipe("sliding_window", "sliding-window attention (64 keys back)", {"attention": "sliding_window"}),
+        Recipe("gqa", "grouped-query attention: 4 query heads share 2 K/V heads", {"n_kv_heads": 2}),
+        Recipe("moe", "a mixture of 4 experts (top-2) in place of the dense FFN", {"ffn": "moe", "d_ff": 256}),
+        Recipe(
+            "encoder_decoder",
+            "an encoder-decoder (2 + 2 layers) that reverses a string",
+            {"architecture": "encoder_decoder", "n_layers": 2},
+            task="reverse",
+            steps=1500,
+            batch_size=32,
+            seq_len=48,
+            every=100,
+            induction_steps=0,
+        ),
+    )
+}
 
 
-SPLIT = ("explorer.runtime.corpus.split_corpus: a paragraph-aligned 10% tail, less every paragraph whose "
-         "joining would bring a 64-byte run of the training part into the held-out text as it is scored")
+SPLIT = (
+    "explorer.runtime.corpus.split_corpus: a paragraph-aligned 10% tail, less every paragraph whose "
+    "joining would bring a 64-byte run of the training part into the held-out text as it is scored"
+)
 
 
 def train_loss_parts(train_loss: float, aux_loss: float) -> dict:
@@ -109,8 +141,9 @@ def data_digest() -> str:
 def head_commit() -> str:
     """The repository's HEAD, as a manifest records what made it ("unknown" outside a git checkout)."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -158,12 +191,18 @@ def run_logged(trainer: Trainer, name: str, steps: int, t0: float, log=print) ->
     held-out accuracy)."""
     trajectory = []
     for snap in trainer.run():
-        trajectory.append({"step": snap.step, "train_loss": None if snap.train_loss is None else
-                           round(snap.train_loss, 6), "train_aux_loss": None if snap.train_aux_loss is None else
-                           round(snap.train_aux_loss, 6), "heldout_loss": round(snap.heldout_loss, 6),
-                           "heldout_acc": round(snap.heldout_acc, 6)})
-        log(f"{name}: step {snap.step}/{steps} held-out loss {snap.heldout_loss:.3f} "
-            f"({time.perf_counter() - t0:.0f} s)")
+        trajectory.append(
+            {
+                "step": snap.step,
+                "train_loss": None if snap.train_loss is None else round(snap.train_loss, 6),
+                "train_aux_loss": None if snap.train_aux_loss is None else round(snap.train_aux_loss, 6),
+                "heldout_loss": round(snap.heldout_loss, 6),
+                "heldout_acc": round(snap.heldout_acc, 6),
+            }
+        )
+        log(
+            f"{name}: step {snap.step}/{steps} held-out loss {snap.heldout_loss:.3f} ({time.perf_counter() - t0:.0f} s)"
+        )
     return trajectory
 
 
@@ -178,21 +217,44 @@ def train(recipe: Recipe, out: Path = BUNDLE_DIR, log=print) -> dict:
     train_bytes, held_bytes = (len(p) for p in split_corpus(python_docs()))
     last = trajectory[-1]
     manifest = {
-        "name": recipe.name, "title": recipe.title, "order": list(RECIPES).index(recipe.name), "config": cfg.to_dict(), "recipe": asdict(recipe),
-        "task": recipe.task, "steps": trainer.step, "seed": recipe.seed, "wall_s": round(wall, 1),
-        "final_train_loss": last["train_loss"], **train_loss_parts(last["train_loss"], last["train_aux_loss"]),
-        "final_heldout_loss": last["heldout_loss"], "final_heldout_acc": last["heldout_acc"],
-        "first_steps": [round(x, 6) for x in first], "trajectory": trajectory,
-        "data": {"corpus": "pydoc_data.topics" if recipe.task.startswith("lm") else f"generated ({recipe.task} task)",
-                 "sha256": data_digest(), "train_bytes": train_bytes, "heldout_bytes": held_bytes,
-                 "split": SPLIT,
-                 "curriculum": (f"steps 0-{recipe.induction_steps - 1}: the induction task ({recipe.induction_batch} "
-                                f"x {recipe.induction_len}); then {recipe.task} ({recipe.batch_size} x {recipe.seq_len})")
-                 if recipe.induction_steps else f"{recipe.task} throughout"},
-        "parameters": sum(p.numel() for p in trainer.model.parameters()), "dtype": "float16",
-        "command": f"python -m explorer.training.bundle {recipe.name}", "commit": head_commit(),
-        "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.machine(),
-                    "threads": 1},
+        "name": recipe.name,
+        "title": recipe.title,
+        "order": list(RECIPES).index(recipe.name),
+        "config": cfg.to_dict(),
+        "recipe": asdict(recipe),
+        "task": recipe.task,
+        "steps": trainer.step,
+        "seed": recipe.seed,
+        "wall_s": round(wall, 1),
+        "final_train_loss": last["train_loss"],
+        **train_loss_parts(last["train_loss"], last["train_aux_loss"]),
+        "final_heldout_loss": last["heldout_loss"],
+        "final_heldout_acc": last["heldout_acc"],
+        "first_steps": [round(x, 6) for x in first],
+        "trajectory": trajectory,
+        "data": {
+            "corpus": "pydoc_data.topics" if recipe.task.startswith("lm") else f"generated ({recipe.task} task)",
+            "sha256": data_digest(),
+            "train_bytes": train_bytes,
+            "heldout_bytes": held_bytes,
+            "split": SPLIT,
+            "curriculum": (
+                f"steps 0-{recipe.induction_steps - 1}: the induction task ({recipe.induction_batch} "
+                f"x {recipe.induction_len}); then {recipe.task} ({recipe.batch_size} x {recipe.seq_len})"
+            )
+            if recipe.induction_steps
+            else f"{recipe.task} throughout",
+        },
+        "parameters": sum(p.numel() for p in trainer.model.parameters()),
+        "dtype": "float16",
+        "command": f"python -m explorer.training.bundle {recipe.name}",
+        "commit": head_commit(),
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cpu": platform.machine(),
+            "threads": 1,
+        },
     }
     out.mkdir(parents=True, exist_ok=True)
     weights = out / f"{recipe.name}.safetensors"
@@ -217,8 +279,11 @@ def main(argv=None) -> int:
     print("| --- | --- | --- | --- | --- | --- |")
     for name in chosen:
         m = train(RECIPES[name], Path(args.out), log=lambda msg: print(msg, file=sys.stderr, flush=True))
-        print(f"| {name} | {m['parameters']:,} | {m['file_bytes'] / 2**20:.2f} | {m['steps']} | {m['wall_s']:.0f} | "
-              f"{m['final_heldout_loss']:.3f} |", flush=True)
+        print(
+            f"| {name} | {m['parameters']:,} | {m['file_bytes'] / 2**20:.2f} | {m['steps']} | {m['wall_s']:.0f} | "
+            f"{m['final_heldout_loss']:.3f} |",
+            flush=True,
+        )
     return 0
 
 

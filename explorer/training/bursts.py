@@ -10,11 +10,12 @@ for minutes, and a stop (the caller's ``stop``, or the ambient stop of ``explore
 crosses into the burst as a ``StopToken``. The snapshots are those of one uninterrupted ``run`` (its
 pause / resume is exact), on any device.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from explorer.runtime.device import device, gpu
 from explorer.runtime.signals import stop_channel
@@ -29,7 +30,7 @@ def _burst_duration(trainer, steps, stop, max_wall_s=None) -> int:
 
 
 @gpu(duration=_burst_duration)
-def train_burst(trainer: Trainer, steps: int, stop, max_wall_s: Optional[float] = None) -> tuple:
+def train_burst(trainer: Trainer, steps: int, stop, max_wall_s: float | None = None) -> tuple:
     """Up to ``steps`` more steps of ``trainer`` on the call's device -> ``(trainer, snapshots)``, the
     trainer back on the CPU. ``stop``: a ``StopToken``; ``max_wall_s``: the seconds left of the run's
     wall-time cap (None: no cap)."""
@@ -41,8 +42,12 @@ def train_burst(trainer: Trainer, steps: int, stop, max_wall_s: Optional[float] 
     return trainer, snaps
 
 
-def run_in_bursts(trainer: Trainer, stop: Optional[Callable[[], bool]] = None, max_wall_s: Optional[float] = None,
-                  every: Optional[int] = None):
+def run_in_bursts(
+    trainer: Trainer,
+    stop: Callable[[], bool] | None = None,
+    max_wall_s: float | None = None,
+    every: int | None = None,
+):
     """``trainer.run(stop=..., max_wall_s=...)`` as GPU bursts of ``every`` steps (default ``run.every``):
     yields the same snapshots. Without ``stop`` the ambient stop applies and, as in ``Trainer.run``, a
     stop of the enclosing work raises ``Abandoned`` instead of ending with a snapshot."""

@@ -15,12 +15,12 @@ alone, before a tensor is read or the model is built: the config's ``check``, th
 tensor names, shapes and dtypes against those of the model built on the ``meta`` device (which
 allocates nothing). So a small file whose header asks for a huge model costs nothing to refuse.
 """
+
 from __future__ import annotations
 
 import json
 import struct
 from pathlib import Path
-from typing import Optional, Union
 
 import torch
 from safetensors.torch import load as st_load
@@ -36,7 +36,7 @@ VERSION = "1"
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
 
-def to_bytes(model: torch.nn.Module, cfg=None, extra: Optional[dict] = None) -> bytes:
+def to_bytes(model: torch.nn.Module, cfg=None, extra: dict | None = None) -> bytes:
     """The safetensors bytes of ``model`` (config from ``cfg`` or ``model.cfg``)."""
     cfg = as_config(cfg if cfg is not None else model.cfg)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -46,8 +46,9 @@ def to_bytes(model: torch.nn.Module, cfg=None, extra: Optional[dict] = None) -> 
     return st_save(tensors, metadata=meta)
 
 
-def save(model: torch.nn.Module, directory: Union[str, Path], cfg=None, extra: Optional[dict] = None,
-         stem: str = "model") -> tuple:
+def save(
+    model: torch.nn.Module, directory: str | Path, cfg=None, extra: dict | None = None, stem: str = "model"
+) -> tuple:
     """Write ``<stem>.safetensors`` and ``<stem>.config.json`` into ``directory``; return both paths."""
     cfg = as_config(cfg if cfg is not None else model.cfg)
     directory = Path(directory)
@@ -67,13 +68,17 @@ def read_metadata(data: bytes) -> dict:
     if n > len(data) - 8:
         raise ConfigError("weights", f"header of {n} bytes", "a .safetensors file (the header is truncated)")
     try:
-        header = json.loads(data[8:8 + n])
+        header = json.loads(data[8 : 8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise ConfigError("weights", "header", "a .safetensors file (the header is not valid JSON)") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ConfigError("weights", "metadata", f"a file saved by the explorer (metadata format {FORMAT!r} "
-                          "with the model's config); this safetensors file has none")
+        raise ConfigError(
+            "weights",
+            "metadata",
+            f"a file saved by the explorer (metadata format {FORMAT!r} "
+            "with the model's config); this safetensors file has none",
+        )
     return meta
 
 
@@ -81,10 +86,10 @@ def read_header(data: bytes) -> dict:
     """The whole safetensors header (tensor entries and ``__metadata__``) of a file already checked by
     ``read_metadata``."""
     (n,) = struct.unpack("<Q", data[:8])
-    return json.loads(data[8:8 + n])
+    return json.loads(data[8 : 8 + n])
 
 
-def load(source: Union[str, Path, bytes], config=None, check=None) -> tuple:
+def load(source: str | Path | bytes, config=None, check=None) -> tuple:
     """``(cfg, model, metadata)`` from a saved file (path or bytes); ``config`` (a ModelConfig,
     dict, JSON string or path of a config.json), when given, must equal the embedded one; ``check``
     (``ModelConfig -> ModelConfig``, raising ``ConfigError``) vets the embedded config before anything
@@ -99,29 +104,46 @@ def load(source: Union[str, Path, bytes], config=None, check=None) -> tuple:
         other = as_config(Path(config).read_text() if isinstance(config, Path) else config)
         if other.to_dict() != cfg.to_dict():
             diff = sorted(k for k, v in other.to_dict().items() if cfg.to_dict()[k] != v)
-            raise ConfigError("config", diff[0], f"the config the weights were saved with "
-                              f"({', '.join(f'{k}={getattr(cfg, k)!r}' for k in diff[:4])})")
+            raise ConfigError(
+                "config",
+                diff[0],
+                f"the config the weights were saved with ({', '.join(f'{k}={getattr(cfg, k)!r}' for k in diff[:4])})",
+            )
     _match(_header_shapes(read_header(data)), _meta_shapes(cfg))  # names, shapes and dtypes, nothing allocated
     try:
         tensors = st_load(data)
     except Exception:  # safetensors raises its own error types for corrupt data
         raise ConfigError("weights", "data", "a readable .safetensors file (its tensors could not be read)") from None
     if tensor_digest(tensors) != meta.get("sha256"):  # accidental damage only: a recomputed digest passes
-        raise ConfigError("weights", "sha256", "tensors matching the digest saved with them: the file was "
-                          "modified after it was saved (or is incomplete)")
+        raise ConfigError(
+            "weights",
+            "sha256",
+            "tensors matching the digest saved with them: the file was modified after it was saved (or is incomplete)",
+        )
     for name, t in tensors.items():  # NaN / Inf would draw blank maps and poison every loss
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise ConfigError("weights", name[:80], "finite numbers only (this tensor holds NaN or Inf)")
     model = build_model(cfg)
-    _match({k: (tuple(t.shape), t.dtype) for k, t in tensors.items()},
-           {k: (tuple(t.shape), t.dtype) for k, t in model.state_dict().items()})
+    _match(
+        {k: (tuple(t.shape), t.dtype) for k, t in tensors.items()},
+        {k: (tuple(t.shape), t.dtype) for k, t in model.state_dict().items()},
+    )
     model.load_state_dict(tensors, strict=True)
     return cfg, model, meta
 
 
-DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-          "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-          "BOOL": torch.bool}
+DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
 
 
 def _header_shapes(header: dict) -> dict:
@@ -153,15 +175,25 @@ def _match(got: dict, expected: dict | None) -> None:
     missing = sorted(set(expected) - set(got))
     unexpected = sorted(set(got) - set(expected))
     if missing:
-        raise ConfigError("weights", missing[0], f"every tensor of this config's model; {len(missing)} missing "
-                          f"(e.g. {', '.join(missing[:3])})")
+        raise ConfigError(
+            "weights",
+            missing[0],
+            f"every tensor of this config's model; {len(missing)} missing (e.g. {', '.join(missing[:3])})",
+        )
     if unexpected:
-        raise ConfigError("weights", unexpected[0][:80], f"only tensors of this config's model; {len(unexpected)} "
-                          f"unexpected (e.g. {', '.join(u[:80] for u in unexpected[:3])})")
+        raise ConfigError(
+            "weights",
+            unexpected[0][:80],
+            f"only tensors of this config's model; {len(unexpected)} "
+            f"unexpected (e.g. {', '.join(u[:80] for u in unexpected[:3])})",
+        )
     for name, (shape, dtype) in expected.items():
         if got[name] != (shape, dtype):
-            raise ConfigError("weights", name, f"shape {shape} and dtype {dtype} for this config; the "
-                              f"file has {got[name][0]} {got[name][1]}")
+            raise ConfigError(
+                "weights",
+                name,
+                f"shape {shape} and dtype {dtype} for this config; the file has {got[name][0]} {got[name][1]}",
+            )
 
 
 def _read(source) -> bytes:

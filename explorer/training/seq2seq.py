@@ -9,9 +9,8 @@ same ``n`` answer symbols, so losses and accuracies compare with a decoder-only 
 The probe's attention is the cross-attention (target x source): a trained model's alignment, drawn
 next to the alignment that solves the task (the anti-diagonal for reverse).
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import numpy as np
 
@@ -23,8 +22,12 @@ SEQ2SEQ_TASKS = ("copy", "reverse", "sort")
 
 def check_task(name: str) -> None:
     if name not in SEQ2SEQ_TASKS:
-        raise ConfigError("task", name, f"one of {', '.join(SEQ2SEQ_TASKS)} with architecture='encoder_decoder' "
-                          "(the sequence-to-sequence tasks: a source and its transformed target)")
+        raise ConfigError(
+            "task",
+            name,
+            f"one of {', '.join(SEQ2SEQ_TASKS)} with architecture='encoder_decoder' "
+            "(the sequence-to-sequence tasks: a source and its transformed target)",
+        )
 
 
 def split_batch(batch: Batch) -> tuple:
@@ -33,7 +36,7 @@ def split_batch(batch: Batch) -> tuple:
     L = batch.tokens.shape[1]
     n = (L - 1) // 2
     src = batch.tokens[:, :n]  # (B, n)
-    tgt = Batch(batch.tokens[:, n:2 * n + 1], batch.mask[:, n:2 * n + 1])  # (B, n + 1)
+    tgt = Batch(batch.tokens[:, n : 2 * n + 1], batch.mask[:, n : 2 * n + 1])  # (B, n + 1)
     return src, tgt
 
 
@@ -44,7 +47,7 @@ def forward(model, batch: Batch, return_attention: bool = False) -> tuple:
     return model(src.to(dev), tgt.tokens.to(dev), return_attention=return_attention), tgt
 
 
-def cross_ideal(task: str, tokens) -> Optional[np.ndarray]:
+def cross_ideal(task: str, tokens) -> np.ndarray | None:
     """The cross-attention that solves ``task`` on the probe ``tokens`` (one stream): row ``p`` of the
     ``(n + 1, n)`` target x source map is one-hot on the source symbol predicted at ``p`` (the last
     row, after the final answer, predicts padding: zero). Sort reads the ``p``-th smallest symbol
@@ -54,8 +57,7 @@ def cross_ideal(task: str, tokens) -> Optional[np.ndarray]:
     L = len(tokens)
     n = (L - 1) // 2
     x = np.asarray(tokens[:n])
-    order = {"copy": np.arange(n), "reverse": np.arange(n)[::-1],
-             "sort": np.argsort(x, kind="stable")}[task]
+    order = {"copy": np.arange(n), "reverse": np.arange(n)[::-1], "sort": np.argsort(x, kind="stable")}[task]
     a = np.zeros((n + 1, n), np.float32)
     a[np.arange(n), order] = 1.0
     return a

@@ -15,6 +15,7 @@ command, the commit and the versions.
 ``python -m explorer.training.stand_in [--steps N] [--out DIR]`` (one intra-op thread, deterministic
 like the bundles).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,11 +43,25 @@ DTYPE = torch.bfloat16
 # 2.13 M parameters, 2.5x the bundles (0.86 M); the head stays separate from the embedding (the catalogue's own
 # layout; the loader reads tied and untied checkpoints alike).
 RECIPE = Recipe(
-    "byte-llama", "a byte-level Llama (RoPE, RMSNorm, SwiGLU, GQA 6:3), the stand-in pretrained checkpoint",
-    {"vocab_size": 256, "d_model": 192, "n_layers": 5, "n_heads": 6, "n_kv_heads": 3, "norm": "rmsnorm",
-     "norm_placement": "pre", "ffn": "swiglu", "position": "rope", "attention": "full",
-     "architecture": "decoder_only", "causal": True},
-    steps=3000, notes="the bundles' default recipe (lm_repeat after 600 induction steps) on a Llama-shaped model")
+    "byte-llama",
+    "a byte-level Llama (RoPE, RMSNorm, SwiGLU, GQA 6:3), the stand-in pretrained checkpoint",
+    {
+        "vocab_size": 256,
+        "d_model": 192,
+        "n_layers": 5,
+        "n_heads": 6,
+        "n_kv_heads": 3,
+        "norm": "rmsnorm",
+        "norm_placement": "pre",
+        "ffn": "swiglu",
+        "position": "rope",
+        "attention": "full",
+        "architecture": "decoder_only",
+        "causal": True,
+    },
+    steps=3000,
+    notes="the bundles' default recipe (lm_repeat after 600 induction steps) on a Llama-shaped model",
+)
 
 
 def heldout_loss(logits_of, trainer) -> float:
@@ -67,23 +82,40 @@ def make(recipe: Recipe = RECIPE, out: Path = OUT, log=print) -> dict:
     train_bytes, held_bytes = (len(p) for p in split_corpus(python_docs()))
     last = trajectory[-1]
     manifest = {
-        "name": recipe.name, "title": recipe.title, "config": cfg.to_dict(), "recipe": dataclasses.asdict(recipe),
-        "steps": trainer.step, "wall_s": round(wall, 1), "parameters": ckpt.n_params,
-        "final_train_loss": last["train_loss"], "final_heldout_loss": last["heldout_loss"],
+        "name": recipe.name,
+        "title": recipe.title,
+        "config": cfg.to_dict(),
+        "recipe": dataclasses.asdict(recipe),
+        "steps": trainer.step,
+        "wall_s": round(wall, 1),
+        "parameters": ckpt.n_params,
+        "final_train_loss": last["train_loss"],
+        "final_heldout_loss": last["heldout_loss"],
         "final_heldout_acc": last["heldout_acc"],
         # the same held-out batches through the saved bfloat16 weights, as models.hf.load reads them
         "saved_heldout_loss": round(heldout_loss(ckpt.logits, trainer), 6),
-        "loss_unit": "nats per byte", "dtype": str(DTYPE).removeprefix("torch."), "trajectory": trajectory,
-        "data": {"corpus": "pydoc_data.topics", "sha256": data_digest(), "train_bytes": train_bytes,
-                 "heldout_bytes": held_bytes, "curriculum": f"steps 0-{recipe.induction_steps - 1}: the induction "
-                 f"task ({recipe.induction_batch} x {recipe.induction_len}); then {recipe.task} "
-                 f"({recipe.batch_size} x {recipe.seq_len})"},
+        "loss_unit": "nats per byte",
+        "dtype": str(DTYPE).removeprefix("torch."),
+        "trajectory": trajectory,
+        "data": {
+            "corpus": "pydoc_data.topics",
+            "sha256": data_digest(),
+            "train_bytes": train_bytes,
+            "heldout_bytes": held_bytes,
+            "curriculum": f"steps 0-{recipe.induction_steps - 1}: the induction "
+            f"task ({recipe.induction_batch} x {recipe.induction_len}); then {recipe.task} "
+            f"({recipe.batch_size} x {recipe.seq_len})",
+        },
         "files": {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.name != "manifest.json"},
-        "command": "python -m explorer.training.stand_in" + ("" if recipe.steps == RECIPE.steps
-                                                            else f" --steps {recipe.steps}"),
+        "command": "python -m explorer.training.stand_in"
+        + ("" if recipe.steps == RECIPE.steps else f" --steps {recipe.steps}"),
         "commit": head_commit(),
-        "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.machine(),
-                    "threads": 1},
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cpu": platform.machine(),
+            "threads": 1,
+        },
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
@@ -97,11 +129,16 @@ def main(argv=None) -> int:
     if args.steps <= RECIPE.induction_steps:
         ap.error(f"--steps must exceed the {RECIPE.induction_steps} induction steps of the curriculum")
     torch.set_num_threads(1)
-    m = make(dataclasses.replace(RECIPE, steps=args.steps), Path(args.out),
-             log=lambda msg: print(msg, file=sys.stderr, flush=True))
-    print(f"{m['name']}: {m['parameters']:,} parameters, {m['steps']} steps in {m['wall_s']:.0f} s, train loss "
-          f"{m['final_train_loss']:.3f}, held-out loss {m['final_heldout_loss']:.3f} (saved {DTYPE}: "
-          f"{m['saved_heldout_loss']:.3f}) nats/byte -> {args.out}")
+    m = make(
+        dataclasses.replace(RECIPE, steps=args.steps),
+        Path(args.out),
+        log=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
+    print(
+        f"{m['name']}: {m['parameters']:,} parameters, {m['steps']} steps in {m['wall_s']:.0f} s, train loss "
+        f"{m['final_train_loss']:.3f}, held-out loss {m['final_heldout_loss']:.3f} (saved {DTYPE}: "
+        f"{m['saved_heldout_loss']:.3f}) nats/byte -> {args.out}"
+    )
     return 0
 
 

@@ -17,47 +17,51 @@ the interpreter's own documentation, ~460 KB) or on the user's text, with a held
 (linformer, nystrom) can train on. A non-causal model reads every scored token replaced by
 ``MASK`` (``model_input``), so no task lets a model see the answer it is scored on.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import numpy as np
 import torch
 
-from explorer.runtime.corpus import (HELDOUT_FRACTION, OVERLAP_WINDOW, overlaps, paragraphs,  # noqa: F401
-                                     python_docs, split_corpus, windows)
+from explorer.runtime.corpus import (
+    paragraphs,  # noqa: F401
+    python_docs,
+    split_corpus,
+)
 from models import ConfigError
 
-SYMBOLS = list(range(ord("0"), ord("0") + 64))   # 64 content symbols: '0'..'o' (chance ln 64 = 4.16)
-KEYS = list(range(ord("a"), ord("z") + 1))       # associative recall / retrieval keys
-VALUES = list(range(ord("0"), ord("9") + 1))     # ... and their values (chance ln 10 = 2.30)
-FILLER = list(range(ord("A"), ord("Z") + 1))     # retrieval: the distractors between fact and question
-PREFIX = list(range(ord("p"), ord("~") + 1))     # induction: random lead-in, disjoint from SYMBOLS
-WIDE_SYMBOLS = SYMBOLS + list(range(128, 256))   # induction strings longer than 64 symbols: 192, all distinct
+SYMBOLS = list(range(ord("0"), ord("0") + 64))  # 64 content symbols: '0'..'o' (chance ln 64 = 4.16)
+KEYS = list(range(ord("a"), ord("z") + 1))  # associative recall / retrieval keys
+VALUES = list(range(ord("0"), ord("9") + 1))  # ... and their values (chance ln 10 = 2.30)
+FILLER = list(range(ord("A"), ord("Z") + 1))  # retrieval: the distractors between fact and question
+PREFIX = list(range(ord("p"), ord("~") + 1))  # induction: random lead-in, disjoint from SYMBOLS
+WIDE_SYMBOLS = SYMBOLS + list(range(128, 256))  # induction strings longer than 64 symbols: 192, all distinct
 MAX_INDUCTION_LEN = 2 * len(WIDE_SYMBOLS)
 SEP = ord("|")
 PAD = ord(".")
 QUERY = ord("?")
-MASK = ord("#")    # non-causal models see the scored tokens replaced by this (else they read the answer)
-MASKED_FRACTION = 0.15                           # the ``masked`` task scores 15% of the bytes (BERT)
-REPEAT_FRACTION = 0.5                            # ``lm_repeat``: half the training windows repeat a random string
-PRINTABLE = (32, 126)                            # ... of random printable ASCII bytes
+MASK = ord("#")  # non-causal models see the scored tokens replaced by this (else they read the answer)
+MASKED_FRACTION = 0.15  # the ``masked`` task scores 15% of the bytes (BERT)
+REPEAT_FRACTION = 0.5  # ``lm_repeat``: half the training windows repeat a random string
+PRINTABLE = (32, 126)  # ... of random printable ASCII bytes
 MIN_LEN = 8
 
 
 @dataclass
 class Batch:
-    tokens: torch.Tensor   # (B, L) long
-    mask: torch.Tensor     # (B, L) bool: scored positions
+    tokens: torch.Tensor  # (B, L) long
+    mask: torch.Tensor  # (B, L) bool: scored positions
 
 
 @dataclass(frozen=True)
 class Task:
     name: str
     summary: str
-    make: Callable          # (batch, L, generator, split) -> Batch
-    ideal: Optional[Callable] = None  # probe tokens -> (L, L) float array, one-hot rows where defined (else 0)
+    make: Callable  # (batch, L, generator, split) -> Batch
+    ideal: Callable | None = None  # probe tokens -> (L, L) float array, one-hot rows where defined (else 0)
     chance: str = ""
 
     def batch(self, batch: int, seq_len: int, gen: torch.Generator, split: str = "train") -> Batch:
@@ -95,9 +99,9 @@ def _seq2seq(batch: int, L: int, gen: torch.Generator, transform) -> Batch:
     tokens = torch.full((batch, L), PAD, dtype=torch.long)
     tokens[:, :n] = x
     tokens[:, n] = SEP
-    tokens[:, n + 1:2 * n + 1] = transform(x)
+    tokens[:, n + 1 : 2 * n + 1] = transform(x)
     mask = torch.zeros(batch, L, dtype=torch.bool)
-    mask[:, n + 1:2 * n + 1] = True
+    mask[:, n + 1 : 2 * n + 1] = True
     return Batch(tokens, mask)
 
 
@@ -146,15 +150,15 @@ def _recall_layout(L: int, gap: int) -> tuple:
 def _recall_batch(batch: int, L: int, gen: torch.Generator, gap: int) -> Batch:
     """Key-value pairs, optional filler, then queries ``? key value``: the values are scored."""
     n_pairs, n_q = _recall_layout(L, gap)
-    keys = _distinct(KEYS, batch, n_pairs, gen)                      # (B, P)
-    vals = _pick(VALUES, (batch, n_pairs), gen)                      # (B, P)
-    which = torch.randint(0, n_pairs, (batch, n_q), generator=gen)   # (B, Q) pair asked
+    keys = _distinct(KEYS, batch, n_pairs, gen)  # (B, P)
+    vals = _pick(VALUES, (batch, n_pairs), gen)  # (B, P)
+    which = torch.randint(0, n_pairs, (batch, n_q), generator=gen)  # (B, Q) pair asked
     tokens = torch.full((batch, L), PAD, dtype=torch.long)
-    tokens[:, 0:2 * n_pairs:2] = keys
-    tokens[:, 1:2 * n_pairs:2] = vals
+    tokens[:, 0 : 2 * n_pairs : 2] = keys
+    tokens[:, 1 : 2 * n_pairs : 2] = vals
     pos = 2 * n_pairs
     if gap:
-        tokens[:, pos:pos + gap] = _pick(FILLER, (batch, gap), gen)
+        tokens[:, pos : pos + gap] = _pick(FILLER, (batch, gap), gen)
         pos += gap
     tokens[:, pos] = SEP
     q0 = pos + 1
@@ -162,8 +166,8 @@ def _recall_batch(batch: int, L: int, gen: torch.Generator, gap: int) -> Batch:
     for q in range(n_q):
         t = q0 + 3 * q
         tokens[:, t] = QUERY
-        tokens[:, t + 1] = keys.gather(1, which[:, q:q + 1]).squeeze(1)
-        tokens[:, t + 2] = vals.gather(1, which[:, q:q + 1]).squeeze(1)
+        tokens[:, t + 1] = keys.gather(1, which[:, q : q + 1]).squeeze(1)
+        tokens[:, t + 2] = vals.gather(1, which[:, q : q + 1]).squeeze(1)
         mask[:, t + 2] = True
     return Batch(tokens, mask)
 
@@ -190,8 +194,12 @@ def _induction(batch, L, gen, split):
     The string's symbols are always distinct: past 64 of them (L > 128) they come from a wider alphabet
     (the 64 symbols and the bytes 128-255), and L > 384 is refused."""
     if L > MAX_INDUCTION_LEN:
-        raise ConfigError("seq_len", L, f"at most {MAX_INDUCTION_LEN} for the induction task: a repeated string "
-                          f"of up to L/2 distinct symbols, and the byte alphabet has {len(WIDE_SYMBOLS)} of them")
+        raise ConfigError(
+            "seq_len",
+            L,
+            f"at most {MAX_INDUCTION_LEN} for the induction task: a repeated string "
+            f"of up to L/2 distinct symbols, and the byte alphabet has {len(WIDE_SYMBOLS)} of them",
+        )
     tokens = torch.empty(batch, L, dtype=torch.long)
     mask = torch.zeros(batch, L, dtype=torch.bool)
     lo, hi = max(2, L // 4), L // 2
@@ -200,9 +208,9 @@ def _induction(batch, L, gen, split):
         r = L - 2 * n
         x = _distinct(SYMBOLS if n <= len(SYMBOLS) else WIDE_SYMBOLS, 1, n, gen)[0]
         tokens[b, :r] = _pick(PREFIX, (r,), gen)
-        tokens[b, r:r + n] = x
-        tokens[b, r + n:] = x
-        mask[b, r + n + 1:] = True
+        tokens[b, r : r + n] = x
+        tokens[b, r + n :] = x
+        mask[b, r + n + 1 :] = True
     return Batch(tokens, mask)
 
 
@@ -238,7 +246,7 @@ def _repeat_rows(tokens: torch.Tensor, mask: torch.Tensor, gen: torch.Generator)
     return tokens, mask
 
 
-def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0, repeat: bool = False) -> Task:
+def lm_task(text: str | None = None, name: str = "lm", fraction: float = 1.0, repeat: bool = False) -> Task:
     """Byte-level LM on ``text`` (None: the Python documentation); every position but 0 scored, or
     (``fraction < 1``: the ``masked`` task) a random ``fraction`` of them, which a bidirectional
     model sees hidden behind ``MASK`` (masked-byte prediction, as BERT's masked LM). ``repeat`` (the
@@ -246,16 +254,22 @@ def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0,
     windows never are, so the held-out loss is the plain one)."""
     data = python_docs() if text is None else str(text).encode("utf-8")
     train, held = split_corpus(data)
-    arrays = {"train": torch.tensor(list(train), dtype=torch.long),
-              "heldout": torch.tensor(list(held), dtype=torch.long)}
+    arrays = {
+        "train": torch.tensor(list(train), dtype=torch.long),
+        "heldout": torch.tensor(list(held), dtype=torch.long),
+    }
 
     def make(batch, L, gen, split):
         src = arrays[split]
         if len(src) < L + 1:
-            raise ConfigError("seq_len", L, f"at most {len(src) - 1} for a {split} text of {len(src)} bytes "
-                              "(paste a longer text or choose a shorter sequence)")
+            raise ConfigError(
+                "seq_len",
+                L,
+                f"at most {len(src) - 1} for a {split} text of {len(src)} bytes "
+                "(paste a longer text or choose a shorter sequence)",
+            )
         start = torch.randint(0, len(src) - L + 1, (batch,), generator=gen)
-        tokens = torch.stack([src[s:s + L] for s in start.tolist()])  # (B, L)
+        tokens = torch.stack([src[s : s + L] for s in start.tolist()])  # (B, L)
         if fraction >= 1:
             mask = torch.ones(batch, L, dtype=torch.bool)
         else:
@@ -269,26 +283,42 @@ def lm_task(text: Optional[str] = None, name: str = "lm", fraction: float = 1.0,
     how = "next-byte prediction" if fraction >= 1 else f"prediction of a random {fraction:.0%} of the bytes"
     if repeat:
         how += f"; {REPEAT_FRACTION:.0%} of the training windows are a random string repeated (induction pays)"
-    return Task(name, f"byte-level language modelling ({how}) on {what}; the last 10% is held out, less "
-                "any paragraph that, joined to the others, would repeat training text", make,
-                chance="ln 256 = 5.55 for a uniform byte")
+    return Task(
+        name,
+        f"byte-level language modelling ({how}) on {what}; the last 10% is held out, less "
+        "any paragraph that, joined to the others, would repeat training text",
+        make,
+        chance="ln 256 = 5.55 for a uniform byte",
+    )
 
 
 TASKS = {
     "copy": Task("copy", "copy a random string after the separator", _copy, _ideal_copy, "ln 64 = 4.16"),
-    "reverse": Task("reverse", "write a random string backwards after the separator", _reverse, _ideal_reverse,
-                    "ln 64 = 4.16"),
+    "reverse": Task(
+        "reverse", "write a random string backwards after the separator", _reverse, _ideal_reverse, "ln 64 = 4.16"
+    ),
     "sort": Task("sort", "write the symbols of a random string in sorted order", _sort, None, "ln 64 = 4.16"),
-    "recall": Task("recall", "associative recall: key-value pairs, then '? key' asks for its value", _recall,
-                   None, "ln 10 = 2.30"),
-    "induction": Task("induction", "a random string repeated; the second copy is scored", _induction,
-                      ideal_induction, "ln 64 = 4.16 (or ln of the symbols left)"),
-    "retrieval": Task("retrieval", "key-value pairs, a long run of filler, then questions: the answer sits "
-                      "more than half the sequence back", _retrieval, None, "ln 10 = 2.30"),
+    "recall": Task(
+        "recall", "associative recall: key-value pairs, then '? key' asks for its value", _recall, None, "ln 10 = 2.30"
+    ),
+    "induction": Task(
+        "induction",
+        "a random string repeated; the second copy is scored",
+        _induction,
+        ideal_induction,
+        "ln 64 = 4.16 (or ln of the symbols left)",
+    ),
+    "retrieval": Task(
+        "retrieval",
+        "key-value pairs, a long run of filler, then questions: the answer sits more than half the sequence back",
+        _retrieval,
+        None,
+        "ln 10 = 2.30",
+    ),
 }
 
 
-def get_task(name: str, text: Optional[str] = None) -> Task:
+def get_task(name: str, text: str | None = None) -> Task:
     """The task called ``name`` (``lm`` with ``text`` = the user's corpus, None = Python docs)."""
     if name == "lm":
         return lm_task(text)
@@ -311,8 +341,11 @@ LEARNS_IN = {
     "retrieval": (300, "61% held-out accuracy at step 300, chance 10% (about 30 s here)"),
     "reverse": (1000, "46% at step 300; 91% by step 330 and 100% by 830 of a 1000-step run (about 95 s here)"),
     "induction": (1000, "29% at step 300; 93% at step 1000 (about 90 s here)"),
-    "recall": (1000, "does not learn at these settings: 21% after 1000 steps, chance 10%; try a smaller model "
-                     "or a lower learning rate"),
+    "recall": (
+        1000,
+        "does not learn at these settings: 21% after 1000 steps, chance 10%; try a smaller model "
+        "or a lower learning rate",
+    ),
 }
 
 
@@ -325,7 +358,7 @@ def task_names() -> list:
     return [*TASKS, "lm", "lm_repeat", "masked"]
 
 
-def ideal_pattern(name: str, tokens) -> Optional[np.ndarray]:
+def ideal_pattern(name: str, tokens) -> np.ndarray | None:
     """The attention that solves task ``name`` on these tokens (e.g. the probe's), or None."""
     task = TASKS.get(name)
     return None if task is None or task.ideal is None else task.ideal(list(tokens))
@@ -341,9 +374,9 @@ def model_input(batch: Batch, causal: bool) -> torch.Tensor:
 
 def scored_loss(logits: torch.Tensor, batch: Batch, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy of the scored tokens, each predicted from the position before it."""
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)            # (B, L-1, V)
-    target = batch.tokens[:, 1:].to(logits.device)                      # (B, L-1)
-    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)            # (B, L-1)
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, L-1, V)
+    target = batch.tokens[:, 1:].to(logits.device)  # (B, L-1)
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, L-1)
     m = batch.mask[:, 1:].to(logits.device)
     if reduction == "none":
         return torch.where(m, nll, torch.zeros_like(nll))

@@ -21,13 +21,14 @@ ACT ponder cost, adaptive-span L1 ...); a snapshot reports that part apart (``tr
 language model's own loss is ``train_loss - train_aux_loss``. Memory models process each sequence in segments inside one
 call, carrying their memory across the segments; every batch starts from a fresh memory.
 """
+
 from __future__ import annotations
 
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -44,42 +45,51 @@ from models.dropout import RandomSource, use_random_source
 SCHEDULES = ("cosine", "constant")
 
 # What one run of the hosted app may use (two shared CPU cores): the library itself has no caps.
-MAX_TRAIN_PARAMS = 2_000_000        # model parameters
+MAX_TRAIN_PARAMS = 2_000_000  # model parameters
 MAX_TRAIN_STEPS = 2000
-MAX_BATCH_TOKENS = 8192             # batch_size x seq_len
-MAX_WALL_S = 180.0                  # seconds of work per press of play
-PROBE_MAX_LEN = 96   # the probe's attention is drawn as L x L heatmaps
+MAX_BATCH_TOKENS = 8192  # batch_size x seq_len
+MAX_WALL_S = 180.0  # seconds of work per press of play
+PROBE_MAX_LEN = 96  # the probe's attention is drawn as L x L heatmaps
 
 
 @dataclass
 class RunConfig:
     """Every choice of a training run (the model is described by its own ``ModelConfig``)."""
+
     task: str = "copy"
     steps: int = 300
     lr: float = 3e-3
-    warmup: int = 0                 # linear warm-up steps (0: none)
-    schedule: str = "cosine"        # after warm-up: cosine decay to 0, or constant
+    warmup: int = 0  # linear warm-up steps (0: none)
+    schedule: str = "cosine"  # after warm-up: cosine decay to 0, or constant
     batch_size: int = 32
     seq_len: int = 64
-    clip: float = 1.0               # max global gradient norm (0: no clipping)
+    clip: float = 1.0  # max global gradient norm (0: no clipping)
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.98
-    every: int = 25                 # snapshot every N steps
-    eval_batches: int = 2           # held-out batches (of batch_size) per snapshot
-    seed: int = 0                   # data and dropout
-    threads: int = 1                # intra-op threads while training
-    grad_norms: bool = True         # measure per-layer gradient norms at each snapshot
-    probe: bool = True              # draw the probe's attention at each snapshot
-    text: Optional[str] = None      # lm task: the corpus (None: the Python documentation)
+    every: int = 25  # snapshot every N steps
+    eval_batches: int = 2  # held-out batches (of batch_size) per snapshot
+    seed: int = 0  # data and dropout
+    threads: int = 1  # intra-op threads while training
+    grad_norms: bool = True  # measure per-layer gradient norms at each snapshot
+    probe: bool = True  # draw the probe's attention at each snapshot
+    text: str | None = None  # lm task: the corpus (None: the Python documentation)
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         if self.task not in task_names():
             raise ConfigError("task", self.task, f"one of {task_names()}")
         if self.schedule not in SCHEDULES:
             raise ConfigError("schedule", self.schedule, f"one of {list(SCHEDULES)}")
-        for name, lo in (("steps", 1), ("batch_size", 1), ("seq_len", 8), ("every", 1), ("eval_batches", 1),
-                         ("threads", 1), ("warmup", 0), ("seed", 0)):
+        for name, lo in (
+            ("steps", 1),
+            ("batch_size", 1),
+            ("seq_len", 8),
+            ("every", 1),
+            ("eval_batches", 1),
+            ("threads", 1),
+            ("warmup", 0),
+            ("seed", 0),
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise ConfigError(name, v, f"an integer >= {lo}")
@@ -101,7 +111,7 @@ class RunConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
+    def from_dict(cls, d: dict) -> RunConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -112,19 +122,19 @@ class RunConfig:
 @dataclass
 class Snapshot:
     step: int
-    steps: int                      # the run's total
-    train_loss: Optional[float]     # mean over the steps since the previous snapshot (None at step 0)
+    steps: int  # the run's total
+    train_loss: float | None  # mean over the steps since the previous snapshot (None at step 0)
     heldout_loss: float
     heldout_acc: float
     lr: float
-    grad_norms: Optional[dict]      # branch_gradient_norms: layer, attn_out, ffn_out, residual, notes
-    attention: Optional[np.ndarray]  # (n_layers, h, Lq, Lk) float32 probe attention (NaN: none returned)
-    probe_tokens: list              # the probe's byte ids
+    grad_norms: dict | None  # branch_gradient_norms: layer, attn_out, ffn_out, residual, notes
+    attention: np.ndarray | None  # (n_layers, h, Lq, Lk) float32 probe attention (NaN: none returned)
+    probe_tokens: list  # the probe's byte ids
     tokens_per_s: float
     elapsed_s: float
     done: bool = False
-    message: str = ""               # why the run stopped early (stop pressed, a cap ...)
-    train_aux_loss: Optional[float] = None  # the part of train_loss that is out.aux_loss (MoE balancing, ...)
+    message: str = ""  # why the run stopped early (stop pressed, a cap ...)
+    train_aux_loss: float | None = None  # the part of train_loss that is out.aux_loss (MoE balancing, ...)
 
 
 def check_caps(model_cfg, run: RunConfig) -> ModelConfig:
@@ -133,13 +143,21 @@ def check_caps(model_cfg, run: RunConfig) -> ModelConfig:
     run.validate()
     n_params = cfg.approx_params()
     if n_params > MAX_TRAIN_PARAMS:
-        raise ConfigError("d_model", cfg.d_model, f"a model of at most {MAX_TRAIN_PARAMS:,} parameters for "
-                          f"training here (this one has ~{n_params:,}); lower d_model, n_layers or max_len")
+        raise ConfigError(
+            "d_model",
+            cfg.d_model,
+            f"a model of at most {MAX_TRAIN_PARAMS:,} parameters for "
+            f"training here (this one has ~{n_params:,}); lower d_model, n_layers or max_len",
+        )
     if run.steps > MAX_TRAIN_STEPS:
         raise ConfigError("steps", run.steps, f"at most {MAX_TRAIN_STEPS} steps per run here")
     if run.batch_size * run.seq_len > MAX_BATCH_TOKENS:
-        raise ConfigError("batch_size", run.batch_size, f"batch_size x seq_len <= {MAX_BATCH_TOKENS} tokens here "
-                          f"(asked {run.batch_size} x {run.seq_len} = {run.batch_size * run.seq_len})")
+        raise ConfigError(
+            "batch_size",
+            run.batch_size,
+            f"batch_size x seq_len <= {MAX_BATCH_TOKENS} tokens here "
+            f"(asked {run.batch_size} x {run.seq_len} = {run.batch_size * run.seq_len})",
+        )
     return cfg
 
 
@@ -154,7 +172,7 @@ def lr_at(run: RunConfig, step: int) -> float:
     return run.lr * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def stack_attention(attentions) -> Optional[np.ndarray]:
+def stack_attention(attentions) -> np.ndarray | None:
     """One ``(1, h, Lq, Lk)`` tensor (or None) per layer -> ``(n, h, Lq, Lk)``, right-aligned, NaN-filled."""
     arrays = [a[0].detach().float().cpu().numpy() if isinstance(a, torch.Tensor) else None for a in attentions or []]
     shapes = [a.shape for a in arrays if a is not None]
@@ -164,11 +182,11 @@ def stack_attention(attentions) -> Optional[np.ndarray]:
     out = np.full((len(arrays), h, lq, lk), np.nan, dtype=np.float32)
     for n, a in enumerate(arrays):
         if a is not None:  # memory slots come first: queries are the last keys
-            out[n, :a.shape[0], lq - a.shape[1]:, lk - a.shape[2]:] = a
+            out[n, : a.shape[0], lq - a.shape[1] :, lk - a.shape[2] :] = a
     return out
 
 
-def model_probe_attention(cfg, model, probe) -> Optional[np.ndarray]:
+def model_probe_attention(cfg, model, probe) -> np.ndarray | None:
     """The probe's attention (its cross-attention for an encoder-decoder) under ``model``, in eval mode
     (``stack_attention``'s array); the model's mode is restored after."""
     was_training = model.training
@@ -186,7 +204,7 @@ def model_probe_attention(cfg, model, probe) -> Optional[np.ndarray]:
 class Trainer:
     """One training run; see the module docstring. Not shared between users: each session owns one."""
 
-    def __init__(self, model_cfg, run: RunConfig, model: Optional[torch.nn.Module] = None):
+    def __init__(self, model_cfg, run: RunConfig, model: torch.nn.Module | None = None):
         self.cfg: ModelConfig = as_config(model_cfg)
         self.run_cfg = run.validate()
         self.task = get_task(run.task, run.text)
@@ -194,29 +212,35 @@ class Trainer:
         if self.seq2seq:
             train_encdec.check_task(run.task)
         if run.task in ("lm", "lm_repeat") and not self.cfg.causal:
-            raise ConfigError("causal", False, "True for next-byte language modelling (a bidirectional model reads "
-                              "the byte it predicts); non-causal attention trains on the synthetic tasks, whose "
-                              "answers are hidden from its input")
+            raise ConfigError(
+                "causal",
+                False,
+                "True for next-byte language modelling (a bidirectional model reads "
+                "the byte it predicts); non-causal attention trains on the synthetic tasks, whose "
+                "answers are hidden from its input",
+            )
         if self.cfg.position == "learned" and run.seq_len > self.cfg.max_len:
             raise ConfigError("seq_len", run.seq_len, f"at most max_len={self.cfg.max_len} with learned positions")
         self.model = model if model is not None else build_model(self.cfg)
         self.model.train()
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=run.lr, betas=(run.beta1, run.beta2),
-                                     weight_decay=run.weight_decay)
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(), lr=run.lr, betas=(run.beta1, run.beta2), weight_decay=run.weight_decay
+        )
         self.data_gen = torch.Generator().manual_seed(run.seed)
         use_random_source(self.model, RandomSource(run.seed + 1))  # this run's dropout masks
         held_gen = torch.Generator().manual_seed(10_000 + run.seed)
-        self.heldout = [self.task.batch(run.batch_size, run.seq_len, held_gen, "heldout")
-                        for _ in range(run.eval_batches)]
+        self.heldout = [
+            self.task.batch(run.batch_size, run.seq_len, held_gen, "heldout") for _ in range(run.eval_batches)
+        ]
         self.probe = self.task.probe(min(run.seq_len, PROBE_MAX_LEN))
         self.step = 0
         self.weights_lock = threading.Lock()  # held while the optimizer writes the weights (snapshots read under it)
-        self.history: list = []      # one dict of scalars per snapshot
-        self.train_time = 0.0        # seconds inside training steps (for tokens/s)
-        self.elapsed = 0.0           # seconds inside run() (training + evaluation)
+        self.history: list = []  # one dict of scalars per snapshot
+        self.train_time = 0.0  # seconds inside training steps (for tokens/s)
+        self.elapsed = 0.0  # seconds inside run() (training + evaluation)
         self._losses: list = []
         self._aux_losses: list = []  # out.aux_loss of the same steps as _losses (part of them)
-        self.last_aux = 0.0          # out.aux_loss of the last train_step
+        self.last_aux = 0.0  # out.aux_loss of the last train_step
         self._last_grads = self._last_attention = None  # of the last snapshot (repeated by a stopped one)
 
     @property
@@ -228,7 +252,7 @@ class Trainer:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def to(self, device) -> "Trainer":
+    def to(self, device) -> Trainer:
         """The model and the optimizer's state on ``device`` (a GPU burst moves them there and back:
         ``explorer.training.bursts``). The data and dropout generators stay on the CPU, so the batches
         and masks are the same on every device."""
@@ -236,8 +260,9 @@ class Trainer:
         self.model.to(device)
         for state in self.opt.state.values():
             for key, value in state.items():
-                if isinstance(value, torch.Tensor) and not (key == "step" and value.dim() == 0 and
-                                                            value.device.type == "cpu"):
+                if isinstance(value, torch.Tensor) and not (
+                    key == "step" and value.dim() == 0 and value.device.type == "cpu"
+                ):
                     state[key] = value.to(device)
         return self
 
@@ -250,7 +275,7 @@ class Trainer:
         self.__dict__.update(state)
         self.weights_lock = threading.Lock()
 
-    def adopt(self, other: "Trainer") -> "Trainer":
+    def adopt(self, other: Trainer) -> Trainer:
         """Take ``other``'s state (the same run, come back from a GPU worker as a copy); this object's
         lock is kept."""
         if other is not self:
@@ -320,7 +345,7 @@ class Trainer:
             self.model.train()
         return float(np.mean(losses)), float(np.mean(accs))
 
-    def probe_attention(self) -> Optional[np.ndarray]:
+    def probe_attention(self) -> np.ndarray | None:
         self.model.eval()
         try:
             with torch.no_grad():
@@ -337,8 +362,11 @@ class Trainer:
             if self.seq2seq:  # the target's next-token loss is exactly the scored loss
                 inputs = tuple(t.to(dev) for t in train_encdec.gradient_inputs(self.heldout[0]))
                 return branch_gradient_norms(self.model, inputs, lambda logits, _src, tgt: next_token_loss(logits, tgt))
-            return branch_gradient_norms(self.model, model_input(self.heldout[0], self.cfg.causal).to(dev),
-                                         lambda logits, _inputs: scored_loss(logits, self.heldout[0]))
+            return branch_gradient_norms(
+                self.model,
+                model_input(self.heldout[0], self.cfg.causal).to(dev),
+                lambda logits, _inputs: scored_loss(logits, self.heldout[0]),
+            )
         finally:
             self.model.train()
 
@@ -349,21 +377,45 @@ class Trainer:
         aux_loss = float(np.mean(self._aux_losses)) if self._aux_losses else None
         self._losses, self._aux_losses = [], []
         tps = self.step * run.batch_size * run.seq_len / self.train_time if self.train_time > 0 else 0.0
-        snap = Snapshot(step=self.step, steps=run.steps, train_loss=train_loss, heldout_loss=loss, heldout_acc=acc,
-                        lr=lr_at(run, max(0, self.step - 1)), tokens_per_s=tps, elapsed_s=self.elapsed,
-                        grad_norms=self.gradient_norms() if run.grad_norms else None,
-                        attention=self.probe_attention() if run.probe else None,
-                        probe_tokens=self.probe.tokens[0].tolist(), done=self.done, message=message,
-                        train_aux_loss=aux_loss)
+        snap = Snapshot(
+            step=self.step,
+            steps=run.steps,
+            train_loss=train_loss,
+            heldout_loss=loss,
+            heldout_acc=acc,
+            lr=lr_at(run, max(0, self.step - 1)),
+            tokens_per_s=tps,
+            elapsed_s=self.elapsed,
+            grad_norms=self.gradient_norms() if run.grad_norms else None,
+            attention=self.probe_attention() if run.probe else None,
+            probe_tokens=self.probe.tokens[0].tolist(),
+            done=self.done,
+            message=message,
+            train_aux_loss=aux_loss,
+        )
         self._last_grads, self._last_attention = snap.grad_norms, snap.attention
-        self.history.append({"step": snap.step, "train_loss": train_loss, "train_aux_loss": aux_loss,
-                             "heldout_loss": loss, "heldout_acc": acc,
-                             "lr": snap.lr, "tokens_per_s": tps, "elapsed_s": self.elapsed})
+        self.history.append(
+            {
+                "step": snap.step,
+                "train_loss": train_loss,
+                "train_aux_loss": aux_loss,
+                "heldout_loss": loss,
+                "heldout_acc": acc,
+                "lr": snap.lr,
+                "tokens_per_s": tps,
+                "elapsed_s": self.elapsed,
+            }
+        )
         return snap
 
     # ------------------------------------------------------------------ the generator
-    def run(self, max_steps: Optional[int] = None, stop: Optional[Callable[[], bool]] = None,
-            max_wall_s: Optional[float] = None, every: Optional[int] = None):
+    def run(
+        self,
+        max_steps: int | None = None,
+        stop: Callable[[], bool] | None = None,
+        max_wall_s: float | None = None,
+        every: int | None = None,
+    ):
         """Train up to ``max_steps`` more steps (None: to the end), yielding a ``Snapshot`` every
         ``every`` steps (default ``run.every``) and at the end. ``stop()`` (default: the ambient stop of
         ``explorer.runtime.stopping.stop_when``, if any: a stop of the enclosing work raises ``Abandoned``
@@ -432,14 +484,24 @@ class Trainer:
         finally:
             torch.set_num_threads(threads)
 
-    def stopped_snapshot(self, message: str, train_loss: Optional[float] = None) -> Snapshot:
+    def stopped_snapshot(self, message: str, train_loss: float | None = None) -> Snapshot:
         """The last evaluation again, at the current step, with ``message``: a stop computes nothing more."""
         last = self.history[-1] if self.history else {}
-        snap = Snapshot(step=self.step, steps=self.run_cfg.steps, train_loss=train_loss,
-                        heldout_loss=last.get("heldout_loss", float("nan")), heldout_acc=last.get("heldout_acc", 0.0),
-                        lr=lr_at(self.run_cfg, max(0, self.step - 1)), tokens_per_s=last.get("tokens_per_s", 0.0),
-                        elapsed_s=self.elapsed, grad_norms=self._last_grads, attention=self._last_attention,
-                        probe_tokens=self.probe.tokens[0].tolist(), done=self.done, message=message)
+        snap = Snapshot(
+            step=self.step,
+            steps=self.run_cfg.steps,
+            train_loss=train_loss,
+            heldout_loss=last.get("heldout_loss", float("nan")),
+            heldout_acc=last.get("heldout_acc", 0.0),
+            lr=lr_at(self.run_cfg, max(0, self.step - 1)),
+            tokens_per_s=last.get("tokens_per_s", 0.0),
+            elapsed_s=self.elapsed,
+            grad_norms=self._last_grads,
+            attention=self._last_attention,
+            probe_tokens=self.probe.tokens[0].tolist(),
+            done=self.done,
+            message=message,
+        )
         return snap
 
     def _timed(self, fn, *args):
@@ -451,8 +513,7 @@ class Trainer:
         return out
 
 
-def train(model_cfg, run: RunConfig, stop: Optional[Callable[[], bool]] = None, max_wall_s: Optional[float] = None):
+def train(model_cfg, run: RunConfig, stop: Callable[[], bool] | None = None, max_wall_s: float | None = None):
     """Generator of ``Snapshot``s of a fresh run (``Trainer(model_cfg, run).run(...)``)."""
     trainer = Trainer(model_cfg, run)
     yield from trainer.run(stop=stop, max_wall_s=max_wall_s)
-

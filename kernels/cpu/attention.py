@@ -22,18 +22,17 @@ lies in. The plan (``kernels/cpu/plan.py``) gives every group its kind ("strips"
 layout, so it is computed once per ``BlockMask`` and device and memoised on it. Score convention:
 ``kernels/reference.py``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from ..block_mask import BlockMask
-from .plan import EMPTY, GATHERED, SLIDING, STACKED, STRIPS, Group, plan
 from ..reference import clipped_index
-
+from .plan import EMPTY, GATHERED, SLIDING, STACKED, STRIPS, Group, plan
 
 _CHUNK_BYTES = 2 << 20  # scores of one chunk: cache-sized, so the elementwise passes stay in cache
 _MIN_ROWS = 4  # ... but never fewer query blocks than this, or per-op overhead dominates
@@ -50,7 +49,7 @@ def _windows(x, first: int, n: int, size: int, step: int):
     (B, h_kv, n, d, size). The range is cut before unfolding, so the backward's zero gradient is the
     size of that range, not of every window of the sequence."""
     lo = first * step
-    return x[:, :, lo:lo + (n - 1) * step + size].unfold(2, size, step)
+    return x[:, :, lo : lo + (n - 1) * step + size].unfold(2, size, step)
 
 
 def _window_batch(x, first: int, n: int, size: int, step: int):
@@ -64,7 +63,7 @@ def _rel_bias_at(rel_bias, rel, lk: int):
     return rel_bias[:, (rel + lk - 1).clamp(0, rel_bias.shape[-1] - 1)]
 
 
-def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
+def _call_mask(grp: Group, window, rel, c: _Call, g: int):
     """The additive mask of a fused call (0 allowed, -inf not), or None when causality empties a
     row (the strips zero such rows). Without score modifiers it is the kernel's whole
     ``(P * g * sq, K)`` mask, rows ordered as the call's queries; with them, the ``(P, sq, K)`` base
@@ -78,8 +77,7 @@ def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
         mask = None
         if bool(allowed.any(-1).all()):
             # An additive float mask: a boolean one costs the kernel a conversion per call.
-            mask = torch.zeros(allowed.shape, dtype=c.dtype, device=allowed.device).masked_fill(
-                ~allowed, float("-inf"))
+            mask = torch.zeros(allowed.shape, dtype=c.dtype, device=allowed.device).masked_fill(~allowed, float("-inf"))
             if plain:
                 P, sq, K = mask.shape
                 mask = mask[:, None].expand(P, g, sq, K).reshape(P * g * sq, K)
@@ -87,7 +85,7 @@ def _call_mask(grp: Group, window, rel, c: "_Call", g: int):
     return grp.masks[key]
 
 
-def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call", rows=None):
+def _fused(qg, kw, vw, grp: Group, window, rel, c: _Call, rows=None):
     """One fused attention call of queries ``qg (B*h_kv, P', P*g*sq, d)`` against key windows
     ``kw, vw (B*h_kv, P', K, d)``, with ``window``'s mask and the score modifiers as one additive
     mask; PyTorch's fused CPU kernel streams the scores without storing them. The ``P`` rows of
@@ -110,14 +108,15 @@ def _fused(qg, kw, vw, grp: Group, window, rel, c: "_Call", rows=None):
         if c.alibi_slopes is not None:
             bias = bias - c.alibi_slopes.view(-1, 1, 1, 1).to(bias.dtype) * rel.abs().to(bias.dtype)
         bias = bias.view(hkv, g, P, sq, K).transpose(1, 2).reshape(1, hkv, P, g * sq, K)
-        return F.scaled_dot_product_attention(qg, kw, vw, scale=c.scale, attn_mask=bias.expand(
-            B, hkv, P, g * sq, K).reshape(B * hkv, n, -1, K))
+        return F.scaled_dot_product_attention(
+            qg, kw, vw, scale=c.scale, attn_mask=bias.expand(B, hkv, P, g * sq, K).reshape(B * hkv, n, -1, K)
+        )
     # A 4-D mask: with a 3-D one the CPU kernel ran 3x slower (torch 2.13).
     mask = mask.view(P, -1, K)[r0:r1] if rows is not None else mask
     return F.scaled_dot_product_attention(qg, kw, vw, attn_mask=mask.view(1, n, -1, K), scale=c.scale)
 
 
-def _run_sliding(c: "_Call", grp: Group) -> list:
+def _run_sliding(c: _Call, grp: Group) -> list:
     """A sliding run: a batch of (query block, key window) pairs whose windows are overlapping
     strided views of K and V (no copy). With one query head per K/V head and a window that both
     halves of a block share (``grp.half``), the pairs are half blocks, which read ``bq / 2``
@@ -128,7 +127,7 @@ def _run_sliding(c: "_Call", grp: Group) -> list:
     R, n_kb = grp.idx.shape
     _, bq, K = grp.window.shape
     bk = K // n_kb
-    qrun = c.qp[:, :, grp.row_start:grp.row_start + R]  # (B, h_kv, R, g*bq, d)
+    qrun = c.qp[:, :, grp.row_start : grp.row_start + R]  # (B, h_kv, R, g*bq, d)
     if grp.half is not None and g == 1:
         _, sq, K = grp.half.shape  # windows of sq = bq / 2 queries, sq keys apart
         qg = qrun.reshape(B * hkv, 2 * R, sq, d)
@@ -143,7 +142,7 @@ def _run_sliding(c: "_Call", grp: Group) -> list:
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
-def _run_stacked(c: "_Call", grp: Group) -> list:
+def _run_stacked(c: _Call, grp: Group) -> list:
     """A stacked prefix: every row's query block against one common key range, as one query block
     of ``R * g * bq`` queries in one fused call with an ``(R, bq, K)`` mask."""
     if not c.fusable:
@@ -152,14 +151,14 @@ def _run_stacked(c: "_Call", grp: Group) -> list:
     R, n_kb = grp.idx.shape
     _, bq, K = grp.window.shape
     k0 = int(grp.idx[0, 0]) * (K // n_kb)
-    qg = c.qp[:, :, grp.row_start:grp.row_start + R].reshape(B * hkv, 1, R * g * bq, d)
-    kw = c.kflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
-    vw = c.vflat[:, :, k0:k0 + K].reshape(B * hkv, 1, K, d)
+    qg = c.qp[:, :, grp.row_start : grp.row_start + R].reshape(B * hkv, 1, R * g * bq, d)
+    kw = c.kflat[:, :, k0 : k0 + K].reshape(B * hkv, 1, K, d)
+    vw = c.vflat[:, :, k0 : k0 + K].reshape(B * hkv, 1, K, d)
     o = _fused(qg, kw, vw, grp, grp.window, grp.rel, c)
     return _run_strips(c, grp) if o is None else [o.view(B, hkv, R, g, bq, d)]
 
 
-def _run_gathered(c: "_Call", grp: Group) -> list:
+def _run_gathered(c: _Call, grp: Group) -> list:
     """Gathered sub-blocks (``kernels/cpu/compact.py``): each query block's kept keys, ``grp.bk`` a
     sub-block, copied into one row of a batch, and one fused call over the batch with each row's
     ``(bq, K)`` element mask: the work is the keys the pattern uses, not the tiles they lie in.
@@ -174,7 +173,7 @@ def _run_gathered(c: "_Call", grp: Group) -> list:
     R, n = grp.idx.shape
     kf, vf = c.flat_blocks(s)
     if grp.row_start is not None:
-        qg = c.qp[:, :, grp.row_start:grp.row_start + R]
+        qg = c.qp[:, :, grp.row_start : grp.row_start + R]
     else:
         qg = c.qp.index_select(2, grp.rows)
     qg = qg.reshape(B * hkv, R, g * bq, d)
@@ -206,7 +205,7 @@ def _strips(qp, kflat, vflat, kp, vp, qr, grp: Group, r0: int, r1: int):
         kt = kp.index_select(2, idx).view(B, hkv, R, c * bk, d).transpose(-1, -2)
         vg = vp.index_select(2, idx).view(B, hkv, R, c * bk, d)
     if grp.row_start is not None:
-        qg = qp[:, :, grp.row_start + r0:grp.row_start + r1]
+        qg = qp[:, :, grp.row_start + r0 : grp.row_start + r1]
     else:
         qg = qp.index_select(2, grp.rows[r0:r1])
     return qg, kt, vg, None if qr is None else qr.index_select(2, grp.rows[r0:r1])
@@ -304,22 +303,23 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
 @dataclass
 class _Call:
     """The inputs of one ``block_sparse_attention`` call, as every runner reads them."""
-    qp: torch.Tensor               # (B, h_kv, n_qb, g*bq, d): query heads of one K/V head side by side
-    kflat: torch.Tensor            # (B, h_kv, n_kb*bk, d), zero-padded; padded keys are never allowed
+
+    qp: torch.Tensor  # (B, h_kv, n_qb, g*bq, d): query heads of one K/V head side by side
+    kflat: torch.Tensor  # (B, h_kv, n_kb*bk, d), zero-padded; padded keys are never allowed
     vflat: torch.Tensor
-    kp: torch.Tensor               # (B, h_kv, n_kb, bk, d): kflat by key block
+    kp: torch.Tensor  # (B, h_kv, n_kb, bk, d): kflat by key block
     vp: torch.Tensor
-    qr: Optional[torch.Tensor]     # (B, h_kv, n_qb, g, bq, R_rel): q . rel_k, or None
-    g: int                         # query heads per K/V head
+    qr: torch.Tensor | None  # (B, h_kv, n_qb, g, bq, R_rel): q . rel_k, or None
+    g: int  # query heads per K/V head
     causal: bool
     scale: float
-    softcap: Optional[float]
-    alibi_slopes: Optional[torch.Tensor]
-    rel_bias: Optional[torch.Tensor]
-    rel_v: Optional[torch.Tensor]
+    softcap: float | None
+    alibi_slopes: torch.Tensor | None
+    rel_bias: torch.Tensor | None
+    rel_v: torch.Tensor | None
     lk: int
-    track: bool                    # autograd records this call
-    sources: tuple                 # every tensor argument, for the empty kind's gradient
+    track: bool  # autograd records this call
+    sources: tuple  # every tensor argument, for the empty kind's gradient
     flat: dict = field(default_factory=dict)  # flat_blocks' K/V by sub-block width, made on first use
 
     @property
@@ -338,7 +338,7 @@ class _Call:
     def dtype(self) -> torch.dtype:
         return self.qp.dtype
 
-    def blocks(self, bk: Optional[int]) -> tuple:
+    def blocks(self, bk: int | None) -> tuple:
         """K and V by blocks of ``bk`` keys (None: the layout's tiles): (B, h_kv, n, bk, d) views."""
         if bk is None or bk == self.kp.shape[3]:
             return self.kp, self.vp
@@ -369,9 +369,10 @@ def _run_strips(c: _Call, grp: Group) -> list:
     kp, vp = c.blocks(grp.bk)
     bq, bk = grp.bq, kp.shape[3]
     step = max(_MIN_ROWS, _CHUNK_BYTES // (c.B * c.hkv * c.g * bq * n_kb * bk * c.qp.element_size()))
-    return [_attend(qg, kt, vg, qrg, grp, r0, r1, c.causal, c.scale, c.softcap, c.rel_bias, c.alibi_slopes,
-                    c.rel_v, c.lk)
-            for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, kp, vp, c.qr, grp, step, c.track)]
+    return [
+        _attend(qg, kt, vg, qrg, grp, r0, r1, c.causal, c.scale, c.softcap, c.rel_bias, c.alibi_slopes, c.rel_v, c.lk)
+        for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, kp, vp, c.qr, grp, step, c.track)
+    ]
 
 
 class _Zeros(torch.autograd.Function):
@@ -398,12 +399,29 @@ def _run_empty(c: _Call, grp: Group) -> list:
 
 
 # One runner per kind of group (``kernels/cpu/plan.py``): each returns parts (B, h_kv, R, g, bq, d).
-_RUNNERS = {STRIPS: _run_strips, SLIDING: _run_sliding, STACKED: _run_stacked, GATHERED: _run_gathered,
-            EMPTY: _run_empty}
+_RUNNERS = {
+    STRIPS: _run_strips,
+    SLIDING: _run_sliding,
+    STACKED: _run_stacked,
+    GATHERED: _run_gathered,
+    EMPTY: _run_empty,
+}
 
 
-def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, alibi_slopes=None,
-                           rel_bias=None, softcap=None, rel_k=None, rel_v=None):
+def block_sparse_attention(
+    q,
+    k,
+    v,
+    bm: BlockMask,
+    *,
+    causal=False,
+    scale=1.0,
+    alibi_slopes=None,
+    rel_bias=None,
+    softcap=None,
+    rel_k=None,
+    rel_v=None,
+):
     """``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``out [B, h, Lq, d]`` over the visited tiles."""
     B, h, lq, d = q.shape
     hkv, lk = k.shape[1], k.shape[2]
@@ -423,8 +441,9 @@ def block_sparse_attention(q, k, v, bm: BlockMask, *, causal=False, scale=1.0, a
         qr = qr.permute(0, 1, 3, 2, 4, 5)  # (B, h_kv, n_qb, g, bq, R_rel)
     sources = tuple(t for t in (q, k, v, rel_bias, rel_k, rel_v, alibi_slopes) if isinstance(t, torch.Tensor))
     track = torch.is_grad_enabled() and any(t.requires_grad for t in sources)
-    c = _Call(qp, kflat, vflat, kp, vp, qr, g, causal, scale, softcap, alibi_slopes, rel_bias, rel_v, lk,
-              track, sources)
+    c = _Call(
+        qp, kflat, vflat, kp, vp, qr, g, causal, scale, softcap, alibi_slopes, rel_bias, rel_v, lk, track, sources
+    )
     parts = [part for grp in groups for part in _RUNNERS[grp.kind](c, grp)]
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
     if inverse is not None:

@@ -14,9 +14,10 @@ Rows are regrouped by their number of kept sub-blocks (a strip is one batched ma
 rows have equal lengths). A group is left as it is when compaction would keep most of its keys
 (``_KEEP``): a window's rows, a dense layout's partial last column.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -2,13 +2,13 @@
 
 Algorithm and notation: kernels/linear_attention.py.
 """
+
 from __future__ import annotations
 
 import torch
 
 
-def linear_attention_ref(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6,
-                         chunk: int = 64):
+def linear_attention_ref(phi_q, phi_k, v, *, causal: bool = False, eps: float = 1e-6, chunk: int = 64):
     """Plain PyTorch chunked linear attention (the CPU path): O(L) memory, no L x L matrix."""
     h = phi_q.shape[1]
     rep = h // phi_k.shape[1]
@@ -25,7 +25,7 @@ def linear_attention_ref(phi_q, phi_k, v, *, causal: bool = False, eps: float = 
     z = qf.new_zeros(B, h, m)
     outs = []
     for c0 in range(0, L, chunk):
-        q, k, vc = qf[:, :, c0:c0 + chunk], kf[:, :, c0:c0 + chunk], vv[:, :, c0:c0 + chunk]
+        q, k, vc = qf[:, :, c0 : c0 + chunk], kf[:, :, c0 : c0 + chunk], vv[:, :, c0 : c0 + chunk]
         a = (q @ k.transpose(-1, -2)).tril()  # (B, h, C, C)
         num = q @ S + a @ vc
         den = (q * z[..., None, :]).sum(-1) + a.sum(-1) + eps

@@ -1,5 +1,6 @@
 """LayerNorm and RMSNorm in plain PyTorch (the CPU path and the tests' references; formulas:
 kernels/norms.py)."""
+
 from __future__ import annotations
 
 import torch
@@ -22,4 +23,3 @@ def layer_norm_ref(x, weight, bias, eps: float = 1e-5):
 def rms_norm_ref(x, weight, eps: float = 1e-5):
     xf = x.to(_work_dtype(x))
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.to(xf.dtype)).to(x.dtype)
-

@@ -25,10 +25,10 @@ relative tables, a row emptied by causality).
 The plan depends only on the layout, so it is memoised in ``bm.plans`` (per device and lengths);
 the fused kinds' additive masks are memoised in their group (per dtype, causality and head group).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 
@@ -49,28 +49,28 @@ _STACK_WASTE = 2
 
 @dataclass
 class Group:
-    kind: str                          # STRIPS, SLIDING, STACKED, GATHERED or EMPTY: which runner computes it
-    bq: int                            # queries per block
-    rows: torch.Tensor                 # (R,) query blocks of this group
-    idx: torch.Tensor                  # (R, c) key blocks they visit
-    masked: Optional[torch.Tensor]     # (R, 1, bq, c*bk) True = disallowed; None when every tile is full
-    rel_key: torch.Tensor              # (R, 1, c*bk) j - (first query of the row's block); see rel()
-    has_empty_rows: bool               # some query row has no allowed key (softmax gives NaN there)
-    row_start: Optional[int]           # rows are row_start, row_start+1, ...: slice instead of gather
-    key_start: Optional[int]           # row r visits key blocks key_start+r .. key_start+r+c-1: a strided view
+    kind: str  # STRIPS, SLIDING, STACKED, GATHERED or EMPTY: which runner computes it
+    bq: int  # queries per block
+    rows: torch.Tensor  # (R,) query blocks of this group
+    idx: torch.Tensor  # (R, c) key blocks they visit
+    masked: torch.Tensor | None  # (R, 1, bq, c*bk) True = disallowed; None when every tile is full
+    rel_key: torch.Tensor  # (R, 1, c*bk) j - (first query of the row's block); see rel()
+    has_empty_rows: bool  # some query row has no allowed key (softmax gives NaN there)
+    row_start: int | None  # rows are row_start, row_start+1, ...: slice instead of gather
+    key_start: int | None  # row r visits key blocks key_start+r .. key_start+r+c-1: a strided view
     # SLIDING: the (1, bq, c*bk) mask shared by the run; STACKED: (R, bq, K) over key blocks
     # idx[0]; GATHERED: (R, bq, c*bk), each row's own; None for the other kinds.
-    window: Optional[torch.Tensor] = None
+    window: torch.Tensor | None = None
     # SLIDING only, (1, bq/2, c*bk - bq/2): the window of half a query block, when both halves of
     # the block see the same window shifted by bq/2 (a sliding window): half blocks read fewer keys.
-    half: Optional[torch.Tensor] = None
+    half: torch.Tensor | None = None
     # The fused kinds' additive masks, by (dtype, causal, heads per K/V head): filled on first use.
     masks: dict = field(default_factory=dict, repr=False)
     # Keys per entry of ``idx``: None for the layout's tiles (``block_k``); the sub-block width for a
     # group made by ``compact`` (GATHERED, or STRIPS when one of its query rows allows no key).
-    bk: Optional[int] = None
+    bk: int | None = None
 
-    def rel(self, r0: int = 0, r1: Optional[int] = None, dtype=None) -> torch.Tensor:
+    def rel(self, r0: int = 0, r1: int | None = None, dtype=None) -> torch.Tensor:
         """``j - i_abs`` of every (query, key) pair of rows ``r0:r1``: (R', bq, c*bk), as integers
         or in ``dtype``. Made on use from one row of key offsets per query block, so the memoised
         plan stays O(R c bk), not O(R bq c bk) (a copy of the score matrix for a dense layout)."""
@@ -78,7 +78,7 @@ class Group:
             return self.rel_key[r0:r1] - self._queries()
         return self.rel_key[r0:r1].to(dtype) - self._queries().to(dtype)
 
-    def future(self, r0: int = 0, r1: Optional[int] = None) -> torch.Tensor:
+    def future(self, r0: int = 0, r1: int | None = None) -> torch.Tensor:
         """``rel(r0, r1) > 0`` (the pairs causality removes), without the integer tensor."""
         return self.rel_key[r0:r1] > self._queries()
 
@@ -86,7 +86,7 @@ class Group:
         return torch.arange(self.bq, device=self.rel_key.device)[:, None]  # (bq, 1)
 
 
-def _consecutive_start(x: torch.Tensor) -> Optional[int]:
+def _consecutive_start(x: torch.Tensor) -> int | None:
     if x.numel() and bool((x == x[0] + torch.arange(x.numel(), device=x.device)).all()):
         return int(x[0])
     return None
@@ -123,8 +123,17 @@ def build_plan(bm: BlockMask, lq: int, lk: int, device, gather: bool = True) -> 
             masked = ~allowed
             empty = bool((~allowed.any(-1)).any())
         contiguous = c > 0 and bool((idx == idx[:, :1] + torch.arange(c, device=device)).all())
-        grp = Group(EMPTY if c == 0 else STRIPS, bq, rows, idx, masked, _rel(rows, idx, bq, bk, lq, lk), empty,
-                    _consecutive_start(rows), _consecutive_start(idx[:, 0]) if contiguous else None)
+        grp = Group(
+            EMPTY if c == 0 else STRIPS,
+            bq,
+            rows,
+            idx,
+            masked,
+            _rel(rows, idx, bq, bk, lq, lk),
+            empty,
+            _consecutive_start(rows),
+            _consecutive_start(idx[:, 0]) if contiguous else None,
+        )
         # Runs slide by one key block per query block: a window moves with its queries only when
         # both blocks have the same size.
         groups.extend(_window_runs(grp) if bq == bk else [grp])
@@ -138,11 +147,31 @@ def build_plan(bm: BlockMask, lq: int, lk: int, device, gather: bool = True) -> 
 
 def _gathered(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
     """The strips groups re-gathered by the sub-blocks they use where it pays (``compact``)."""
+
     def make(rows, idx, masked, s, empty):
-        allowed = None if empty else (torch.ones(rows.numel(), bq, idx.shape[1] * s, dtype=torch.bool,
-                                                 device=rows.device) if masked is None else ~masked[:, 0])
-        return Group(STRIPS if empty else GATHERED, bq, rows, idx, masked, _rel(rows, idx, bq, s, lq, lk),
-                     empty, _consecutive_start(rows), None, allowed, bk=s)
+        allowed = (
+            None
+            if empty
+            else (
+                torch.ones(rows.numel(), bq, idx.shape[1] * s, dtype=torch.bool, device=rows.device)
+                if masked is None
+                else ~masked[:, 0]
+            )
+        )
+        return Group(
+            STRIPS if empty else GATHERED,
+            bq,
+            rows,
+            idx,
+            masked,
+            _rel(rows, idx, bq, s, lq, lk),
+            empty,
+            _consecutive_start(rows),
+            None,
+            allowed,
+            bk=s,
+        )
+
     return compact(groups, bk, STRIPS, make)
 
 
@@ -169,15 +198,30 @@ def _window_runs(grp: Group) -> list:
         # Every row of a run has the same element mask and, as a window slides by one block of
         # bq = bk keys per block of queries, the same j - i: the plan (memoised for the layout's
         # lifetime) keeps one row of each, broadcast to the run's rows.
-        masked = None if grp.masked is None else _one_row(grp.masked[a:a + 1], b - a)
-        rel_key = _one_row(grp.rel_key[a:a + 1], b - a)
-        allowed = (torch.ones(grp.bq, rel_key.shape[2], dtype=torch.bool, device=grp.rows.device)
-                   if masked is None else ~masked[0, 0])
+        masked = None if grp.masked is None else _one_row(grp.masked[a : a + 1], b - a)
+        rel_key = _one_row(grp.rel_key[a : a + 1], b - a)
+        allowed = (
+            torch.ones(grp.bq, rel_key.shape[2], dtype=torch.bool, device=grp.rows.device)
+            if masked is None
+            else ~masked[0, 0]
+        )
         empty = not bool(allowed.any(-1).all())
         # A window that leaves a query row empty stays strips (they zero such rows).
-        runs.append(Group(STRIPS if empty else SLIDING, grp.bq, grp.rows[a:b], grp.idx[a:b], masked, rel_key,
-                          empty, grp.row_start + a, grp.key_start + a, None if empty else allowed[None],
-                          half=None if empty else _half_window(allowed)))
+        runs.append(
+            Group(
+                STRIPS if empty else SLIDING,
+                grp.bq,
+                grp.rows[a:b],
+                grp.idx[a:b],
+                masked,
+                rel_key,
+                empty,
+                grp.row_start + a,
+                grp.key_start + a,
+                None if empty else allowed[None],
+                half=None if empty else _half_window(allowed),
+            )
+        )
     return runs
 
 
@@ -186,16 +230,16 @@ def _one_row(x: torch.Tensor, n: int) -> torch.Tensor:
     return x.clone().expand(n, *x.shape[1:])
 
 
-def _half_window(allowed: torch.Tensor) -> Optional[torch.Tensor]:
+def _half_window(allowed: torch.Tensor) -> torch.Tensor | None:
     """The shared window of both halves of a query block, or None if they differ."""
     bq, K = allowed.shape
     s = bq // 2
     if bq % 2 or s < _HALF_MIN_QUERIES:
         return None
     first, second = allowed[:s], allowed[s:]
-    if first[:, K - s:].any() or second[:, :s].any() or not torch.equal(first[:, :K - s], second[:, s:]):
+    if first[:, K - s :].any() or second[:, :s].any() or not torch.equal(first[:, : K - s], second[:, s:]):
         return None
-    return first[None, :, :K - s]
+    return first[None, :, : K - s]
 
 
 def _stack_prefix(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
@@ -218,8 +262,11 @@ def _stack_prefix(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
     allowed = torch.zeros(p, bq, n, bk, dtype=torch.bool, device=device)
     for g in before:
         R, c = g.idx.shape
-        a = torch.ones(R, bq, c, bk, dtype=torch.bool, device=device) if g.masked is None \
+        a = (
+            torch.ones(R, bq, c, bk, dtype=torch.bool, device=device)
+            if g.masked is None
             else ~g.masked[:, 0].view(R, bq, c, bk)
+        )
         for s in range(c):
             allowed[g.rows, :, g.idx[:, s] - lo] = a[:, :, s]
     allowed = allowed.view(p, bq, n * bk)
@@ -227,6 +274,5 @@ def _stack_prefix(groups: list, bq: int, bk: int, lq: int, lk: int) -> list:
         return groups
     rows = torch.arange(p, device=device)
     idx = (lo + torch.arange(n, device=device)).expand(p, n)
-    stacked = Group(STACKED, bq, rows, idx, ~allowed[:, None], _rel(rows, idx, bq, bk, lq, lk), False, 0, None,
-                    allowed)
+    stacked = Group(STACKED, bq, rows, idx, ~allowed[:, None], _rel(rows, idx, bq, bk, lq, lk), False, 0, None, allowed)
     return [stacked] + [g for g in groups if not any(g is b for b in before)]

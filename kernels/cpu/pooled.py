@@ -25,6 +25,7 @@ Memory: the grid ``O(B h n_qp n_kp)``, the statistics ``O(B h L)``, and two chun
 probabilities) of ``_CHUNK_BYTES`` each, or one query block's strip for the query heads of one K/V
 head when that is larger, reused by every chunk of the call.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,9 +35,9 @@ import torch
 import torch.nn.functional as F
 
 from ..block_mask import BlockMask
-from .plan import EMPTY, STRIPS, Group, _rel, plan
 from ..pooled_dense import PooledAttention, rows_per_block
 from ..reference import clipped_index
+from .plan import EMPTY, STRIPS, Group, _rel, plan
 
 _CHUNK_BYTES = 4 << 20  # scores of one chunk of query blocks: cache-sized elementwise passes
 _FLOOR = -1e30  # the score of a disallowed pair: exp underflows to exactly 0, and 0 * _FLOOR is 0
@@ -64,9 +65,23 @@ def _slot_range(first_keys: list, bk: int, lo: list, hi: list) -> tuple[int, int
     return (a, b) if b > a else (0, 0)
 
 
-def pooled_block_sparse(q, k, bm: BlockMask | None, *, block_q: int, block_k: int, causal=False, scale=None,
-                        alibi_slopes=None, rel_bias=None, softcap=None, rel_k=None, sink_k: int = 4,
-                        window: int = 64, tile: int = 64) -> PooledAttention:
+def pooled_block_sparse(
+    q,
+    k,
+    bm: BlockMask | None,
+    *,
+    block_q: int,
+    block_k: int,
+    causal=False,
+    scale=None,
+    alibi_slopes=None,
+    rel_bias=None,
+    softcap=None,
+    rel_k=None,
+    sink_k: int = 4,
+    window: int = 64,
+    tile: int = 64,
+) -> PooledAttention:
     """``q [B, h, Lq, d]``, ``k [B, h_kv, Lk, d]`` over the layout ``bm`` -> :class:`PooledAttention`.
 
     ``bm`` None: dense attention (``causal`` or not) on ``tile x tile`` tiles, walked without a stored
@@ -81,8 +96,24 @@ def pooled_block_sparse(q, k, bm: BlockMask | None, *, block_q: int, block_k: in
     nqp, nkp = -(-lq // block_q), -(-lk // block_k)
     acc = torch.promote_types(q.dtype, torch.float32)
     dev = q.device
-    c = _Call(q, k, bq, bk, causal, 1.0 / math.sqrt(d) if scale is None else float(scale), acc, alibi_slopes,
-              rel_bias, softcap, rel_k, int(sink_k), int(window), block_q // bq, block_k // bk, nkp)
+    c = _Call(
+        q,
+        k,
+        bq,
+        bk,
+        causal,
+        1.0 / math.sqrt(d) if scale is None else float(scale),
+        acc,
+        alibi_slopes,
+        rel_bias,
+        softcap,
+        rel_k,
+        int(sink_k),
+        int(window),
+        block_q // bq,
+        block_k // bk,
+        nkp,
+    )
     grid = torch.zeros(B * hkv, g, nqp * nkp, dtype=acc, device=dev)
     stats = torch.zeros(4, B * hkv, nqb, g, bq, dtype=acc, device=dev)  # entropy, distance, sink, local
     groups = plan(bm, lq, lk, dev, False)[0] if bm is not None else _dense_groups(lq, lk, bq, bk, causal, dev)
@@ -99,16 +130,28 @@ def pooled_block_sparse(q, k, bm: BlockMask | None, *, block_q: int, block_k: in
                 _chunk(c, grp, slice(h0, min(B * hkv, h0 + heads)), r0, min(R, r0 + step), grid, stats)
     mass = grid.view(B, h, nqp, nkp) / rows_per_block(lq, block_q, dev).to(acc)[:, None]
     stats = stats.view(4, B, hkv, nqb, g, bq).permute(0, 1, 2, 4, 3, 5).reshape(4, B, h, nqb * bq)[..., :lq]
-    return PooledAttention(mass=mass, entropy=stats[0], distance=stats[1], sink=stats[2], local=stats[3],
-                           block_q=block_q, block_k=block_k, q_len=lq, k_len=lk, sink_k=int(sink_k),
-                           window=int(window), backend=f"torch-{dev.type} block-sparse")
+    return PooledAttention(
+        mass=mass,
+        entropy=stats[0],
+        distance=stats[1],
+        sink=stats[2],
+        local=stats[3],
+        block_q=block_q,
+        block_k=block_k,
+        q_len=lq,
+        k_len=lk,
+        sink_k=int(sink_k),
+        window=int(window),
+        backend=f"torch-{dev.type} block-sparse",
+    )
 
 
 class _Call:
     """The inputs of one call, laid out as the chunks read them (K/V heads of the batch flattened)."""
 
-    def __init__(self, q, k, bq, bk, causal, scale, acc, alibi_slopes, rel_bias, softcap, rel_k, sink_k,
-                 window, fq, fk, nkp):
+    def __init__(
+        self, q, k, bq, bk, causal, scale, acc, alibi_slopes, rel_bias, softcap, rel_k, sink_k, window, fq, fk, nkp
+    ):
         B, h, lq, d = q.shape
         hkv, lk = k.shape[1], k.shape[2]
         self.g, self.d, self.lq, self.lk, self.off = h // hkv, d, lq, lk, lk - lq
@@ -118,15 +161,23 @@ class _Call:
         self.sink_k, self.window, self.fq, self.fk, self.nkp = sink_k, window, fq, fk, nkp
         qs = F.pad(q.to(acc) * scale, (0, 0, 0, nqb * self.bq - lq))
         # (B h_kv, n_qb, g*bq, d): the query heads of one K/V head side by side, as the forward lays them.
-        self.qp = qs.view(B, hkv, self.g, nqb, self.bq, d).permute(0, 1, 3, 2, 4, 5).reshape(
-            B * hkv, nqb, self.g * self.bq, d)
+        self.qp = (
+            qs.view(B, hkv, self.g, nqb, self.bq, d)
+            .permute(0, 1, 3, 2, 4, 5)
+            .reshape(B * hkv, nqb, self.g * self.bq, d)
+        )
         self.kflat = F.pad(k.to(acc), (0, 0, 0, self.nkb * self.bk - lk)).reshape(B * hkv, -1, d)
         self.qr = None
         if rel_k is not None:  # q . rel_k for every table row: (B h_kv, n_qb, g, bq, R_rel)
             qr = F.pad(qs[:, :, :lq] @ rel_k.to(acc).transpose(-1, -2), (0, 0, 0, nqb * self.bq - lq))
-            self.qr = qr.view(B, hkv, self.g, nqb, self.bq, -1).permute(0, 1, 3, 2, 4, 5).reshape(
-                B * hkv, nqb, self.g, self.bq, -1)
-        self.slopes = None if alibi_slopes is None else alibi_slopes.to(acc).view(hkv, 1, self.g, 1, 1).repeat(B, 1, 1, 1, 1)
+            self.qr = (
+                qr.view(B, hkv, self.g, nqb, self.bq, -1)
+                .permute(0, 1, 3, 2, 4, 5)
+                .reshape(B * hkv, nqb, self.g, self.bq, -1)
+            )
+        self.slopes = (
+            None if alibi_slopes is None else alibi_slopes.to(acc).view(hkv, 1, self.g, 1, 1).repeat(B, 1, 1, 1, 1)
+        )
         self.rel_bias = None if rel_bias is None else rel_bias.to(acc).view(hkv, self.g, -1).repeat(B, 1, 1)
         # each key's offset inside its block, for a strip of up to every key block (sliced per chunk)
         self.t_local = torch.arange(self.bk, device=q.device, dtype=acc).repeat(self.nkb)
@@ -146,13 +197,13 @@ def _strip(c: _Call, grp, hs: slice, r0: int, r1: int):
     Rc, (_, n_slots) = r1 - r0, grp.idx.shape
     K = n_slots * c.bk
     if grp.row_start is not None:
-        qg = c.qp[hs, grp.row_start + r0:grp.row_start + r1]
+        qg = c.qp[hs, grp.row_start + r0 : grp.row_start + r1]
     else:
         qg = c.qp[hs].index_select(1, grp.rows[r0:r1])
     if getattr(grp, "shared_keys", False):  # one strip for every row: a view, broadcast over the rows
         kt = c.kflat[hs, None, :K].transpose(-1, -2)  # (H', 1, d, K)
     elif grp.key_start is not None:  # overlapping windows, bk keys apart: a strided view, no copy
-        kf = c.kflat[hs, (grp.key_start + r0) * c.bk:]
+        kf = c.kflat[hs, (grp.key_start + r0) * c.bk :]
         kt = kf.as_strided((kf.shape[0], Rc, K, c.d), (kf.stride(0), c.bk * c.d, c.d, 1)).transpose(-1, -2)
     else:
         H = qg.shape[0]
@@ -185,7 +236,8 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
         s = c.softcap * torch.tanh(s / c.softcap)
     if c.rel_bias is not None:
         s = s + _rel_bias_at(c.rel_bias[hs].reshape(-1, c.rel_bias.shape[-1]), rel, c.lk).view(
-            H, g, Rc, bq, K).transpose(1, 2)
+            H, g, Rc, bq, K
+        ).transpose(1, 2)
     if c.slopes is not None:
         s = s - c.slopes[hs] * rel.abs().to(acc)[None, :, None]
     # Disallowed pairs get a finite floor: p = 0 exactly there, and p * s stays 0 (not NaN). Each mask
@@ -198,15 +250,15 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
         masked = grp.masked[r0:r1]  # (Rc, 1, bq, K)
         a, b = _masked_slots(masked, bk)
         if b > a:
-            s[..., a * bk:b * bk].masked_fill_(masked[..., a * bk:b * bk], _FLOOR)
+            s[..., a * bk : b * bk].masked_fill_(masked[..., a * bk : b * bk], _FLOOR)
     if c.causal:
         a, b = right_of_first
         if b > a:
-            s[..., a * bk:b * bk].masked_fill_((_rel_slice(grp, r0, r1, a, b, bk, torch.long) > 0)[:, None], _FLOOR)
+            s[..., a * bk : b * bk].masked_fill_((_rel_slice(grp, r0, r1, a, b, bk, torch.long) > 0)[:, None], _FLOOR)
     a, b = _slot_range(first_keys, bk, [c.lk] * Rc, key_end)
     if b > a:
         past = (idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) >= c.lk  # (Rc, b - a, bk)
-        s[..., a * bk:b * bk].masked_fill_(past.view(Rc, 1, 1, -1), _FLOOR)
+        s[..., a * bk : b * bk].masked_fill_(past.view(Rc, 1, 1, -1), _FLOOR)
     m = s.amax(-1)  # (H', Rc, g, bq)
     p = torch.softmax(s, dim=-1, out=c.work(1, s.numel()).view(s.shape))
     live = m > _FLOOR / 2  # rows with an allowed key (the others get p = 0)
@@ -222,28 +274,29 @@ def _chunk(c: _Call, grp, hs: slice, r0: int, r1: int, grid, stats) -> None:
     a, b = right_of_first
     if b > a:  # keys right of some row: twice their (j - i), so (i - j) becomes |j - i|
         right = _rel_slice(grp, r0, r1, a, b, bk, acc).clamp(min=0)[:, None]
-        dist = dist + 2 * (p[..., a * bk:b * bk] * right).sum(-1)
+        dist = dist + 2 * (p[..., a * bk : b * bk] * right).sum(-1)
     local = torch.zeros_like(m)
-    a, b = _slot_range(first_keys, bk, [i - (c.window - 1) for i in row_i0],
-                       [i + bq - 1 + (c.window - 1) for i in row_i0])
+    a, b = _slot_range(
+        first_keys, bk, [i - (c.window - 1) for i in row_i0], [i + bq - 1 + (c.window - 1) for i in row_i0]
+    )
     if b > a:
         near = (_rel_slice(grp, r0, r1, a, b, bk, acc).abs() < c.window)[:, None]
-        local = (p[..., a * bk:b * bk] * near).sum(-1)
+        local = (p[..., a * bk : b * bk] * near).sum(-1)
     sink = torch.zeros_like(m)
     a, b = _slot_range(first_keys, bk, [0] * Rc, [c.sink_k - 1] * Rc)
     if b > a and c.sink_k > 0:
-        first_keys = ((idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) < c.sink_k)
-        sink = (p[..., a * bk:b * bk] * first_keys.view(Rc, 1, 1, -1).to(acc)).sum(-1)
+        first_keys = (idx[:, a:b, None] * bk + torch.arange(bk, device=idx.device)) < c.sink_k
+        sink = (p[..., a * bk : b * bk] * first_keys.view(Rc, 1, 1, -1).to(acc)).sum(-1)
     part = torch.stack([entropy, dist, sink, local]) * keep  # (4, H', Rc, g, bq)
     stats[:, hs].index_copy_(2, rows, part)
-    cells = ((tiles * keep[..., None]).sum(3))  # (H', Rc, g, n_slots): summed over the block's rows
+    cells = (tiles * keep[..., None]).sum(3)  # (H', Rc, g, n_slots): summed over the block's rows
     cell = (rows // c.fq)[:, None] * c.nkp + idx // c.fk  # (Rc, n_slots)
     grid[hs].scatter_add_(2, cell.flatten().expand(H, g, -1), cells.permute(0, 2, 1, 3).reshape(H, g, -1))
 
 
 def _rel_slice(grp, r0: int, r1: int, a: int, b: int, bk: int, dtype) -> torch.Tensor:
     """``j - i_abs`` of rows ``r0:r1`` on key slots ``a:b`` only: (Rc, bq, (b - a) bk)."""
-    rel_key = grp.rel_key[r0:r1, :, a * bk:b * bk]
+    rel_key = grp.rel_key[r0:r1, :, a * bk : b * bk]
     return rel_key.to(dtype) - torch.arange(grp.bq, device=rel_key.device, dtype=dtype)[:, None]
 
 
@@ -272,4 +325,5 @@ def _dense_groups(lq: int, lk: int, bq: int, bk: int, causal: bool, device):
 
 class _DenseGroup(Group):
     """A group of the dense walk: every row reads the same keys, ``0 .. c bk - 1``."""
+
     shared_keys = True

@@ -19,6 +19,7 @@ difference of the key features' prefix sums ``C_t = sum_{j < t} phi(k_j)``:
 
 Prefix sums are kept in float64: ``D`` grows like ``L^2``, and its differences must stay exact.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,8 +41,17 @@ def _dot(a, b):
     return (a * b).sum(-1)
 
 
-def pooled_linear(phi_q, phi_k, *, causal: bool, block_q: int, block_k: int | None = None, sink_k: int = 4,
-                  window: int = 64, entropy_max_len: int = ENTROPY_MAX_LEN) -> PooledAttention:
+def pooled_linear(
+    phi_q,
+    phi_k,
+    *,
+    causal: bool,
+    block_q: int,
+    block_k: int | None = None,
+    sink_k: int = 4,
+    window: int = 64,
+    entropy_max_len: int = ENTROPY_MAX_LEN,
+) -> PooledAttention:
     """``phi_q [B, h, Lq, F]``, ``phi_k [B, h_kv, Lk, F]`` (feature maps applied) -> :class:`PooledAttention`."""
     check_stats_args(sink_k, window)
     block_k = block_q if block_k is None else block_k
@@ -96,12 +106,26 @@ def pooled_linear(phi_q, phi_k, *, causal: bool, block_q: int, block_k: int | No
         entropy = _entropy(qn, kd, causal, off)
     else:
         entropy = torch.full_like(Z, float("nan"))
-        note = (f"entropy left out past {entropy_max_len} keys: it has no closed form for a feature map and "
-                f"its exact sum costs O(L^2) ({lk} keys)")
+        note = (
+            f"entropy left out past {entropy_max_len} keys: it has no closed form for a feature map and "
+            f"its exact sum costs O(L^2) ({lk} keys)"
+        )
     dt = torch.promote_types(phi_q.dtype, torch.float32)
-    return PooledAttention(mass=mass.to(dt), entropy=entropy.to(dt), distance=distance.to(dt), sink=sink.to(dt),
-                           local=local.to(dt), block_q=block_q, block_k=block_k, q_len=lq, k_len=lk,
-                           sink_k=int(sink_k), window=int(window), backend="analytic (feature maps)", note=note)
+    return PooledAttention(
+        mass=mass.to(dt),
+        entropy=entropy.to(dt),
+        distance=distance.to(dt),
+        sink=sink.to(dt),
+        local=local.to(dt),
+        block_q=block_q,
+        block_k=block_k,
+        q_len=lq,
+        k_len=lk,
+        sink_k=int(sink_k),
+        window=int(window),
+        backend="analytic (feature maps)",
+        note=note,
+    )
 
 
 def _entropy(qn, kd, causal: bool, off: int):
@@ -111,9 +135,9 @@ def _entropy(qn, kd, causal: bool, off: int):
     step = max(1, _ENTROPY_CHUNK_BYTES // (8 * B * h * lk))
     out = []
     for a in range(0, lq, step):
-        p = qn[:, :, a:a + step] @ kd.transpose(-1, -2)  # (B, h, chunk, Lk)
+        p = qn[:, :, a : a + step] @ kd.transpose(-1, -2)  # (B, h, chunk, Lk)
         if causal:
-            rel = relative_positions(lq, lk, qn.device)[a:a + step]
+            rel = relative_positions(lq, lk, qn.device)[a : a + step]
             p = p.masked_fill(rel > 0, 0.0)
         out.append(torch.special.entr(p.clamp_min(0)).sum(-1))
     return torch.cat(out, 2)

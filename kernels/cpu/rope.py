@@ -1,5 +1,6 @@
 """Rotate-half RoPE in plain PyTorch (the CPU path and the tests' reference; formulas:
 kernels/rope.py)."""
+
 from __future__ import annotations
 
 import torch
@@ -14,5 +15,5 @@ def apply_rope_ref(x: torch.Tensor, positions: torch.Tensor, base: float = 10000
     inv = base ** (-torch.arange(0, d // 2, device=x.device, dtype=work) * 2 / d)
     ang = positions.to(x.device).to(work)[..., None] * inv  # (..., L, d/2): any broadcastable positions
     c, s = torch.cos(ang), torch.sin(ang)
-    x1, x2 = x[..., : d // 2].to(work), x[..., d // 2:].to(work)
+    x1, x2 = x[..., : d // 2].to(work), x[..., d // 2 :].to(work)
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).to(x.dtype)

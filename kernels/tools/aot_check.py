@@ -21,6 +21,7 @@ pointers, strides multiples of 16). Sizes and run-time flags are marked ``do_not
 the kernels, so they add no variants. By default a fresh triton cache is used, so everything
 really compiles; slow jobs start first so both workers stay busy to the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,14 +72,14 @@ def _flash_specs(quick: bool):
     """
     import torch
 
-    from ..triton.flash.launcher import DTYPES, GPU_LAYOUTS, HEAD_DIMS, unsupported_reason
     from ..triton.flash.bwd import _attn_bwd_dkdv, _attn_bwd_dq, _attn_bwd_preprocess
     from ..triton.flash.common import DENSE_LAYOUT, dense_meta, drb_meta, sparse_meta
     from ..triton.flash.fwd import _attn_fwd
+    from ..triton.flash.launcher import DTYPES, GPU_LAYOUTS, HEAD_DIMS, unsupported_reason
 
     specs = []
-    for dtype in ((torch.float16,) if quick else DTYPES):
-        for d in ((64,) if quick else HEAD_DIMS):
+    for dtype in (torch.float16,) if quick else DTYPES:
+        for d in (64,) if quick else HEAD_DIMS:
             q = torch.empty(1, 1, 1, d, dtype=dtype, device="meta")
             if unsupported_reason(q, q, q) is not None:
                 continue  # the launcher refuses it, so the app never launches it
@@ -89,42 +90,65 @@ def _flash_specs(quick: bool):
             # Strides of contiguous [B, h, L, d] tensors (and of views such as a transposed
             # [B, L, h, d]) are multiples of d, hence of 16: the JIT launcher specialises them as
             # such, and so do we (it is what lets loads vectorise).
-            strides = {"s" + t + a: "i32" for t in ("q", "k", "v", "o", "do", "dk", "dq")
-                       for a in ("s", "b", "h", "m", "n")}
+            strides = {
+                "s" + t + a: "i32" for t in ("q", "k", "v", "o", "do", "dk", "dq") for a in ("s", "b", "h", "m", "n")
+            }
             ptrs = {**io, **aux, **lay, "TILES": "*i8", **strides}
-            specs.append((f"bwd_preprocess {tt} d{d}", _attn_bwd_preprocess, ptrs,
-                          {"HEAD_DIM": d, "BLOCK_M": 64}, 4, 2))
-            for fn, bwd, kern in ((_attn_fwd, False, "fwd"), (_attn_bwd_dkdv, True, "dkdv"),
-                                 (_attn_bwd_dq, True, "dq")):
+            specs.append(
+                (f"bwd_preprocess {tt} d{d}", _attn_bwd_preprocess, ptrs, {"HEAD_DIM": d, "BLOCK_M": 64}, 4, 2)
+            )
+            for fn, bwd, kern in (
+                (_attn_fwd, False, "fwd"),
+                (_attn_bwd_dkdv, True, "dkdv"),
+                (_attn_bwd_dq, True, "dq"),
+            ):
                 for sparse in (False, True):
                     for has_mod in (False, True):
                         if sparse:
                             metas = []
                             for bq, bk in GPU_LAYOUTS:  # every layout tile the launcher runs
                                 meta = sparse_meta(d, dtype.itemsize, bq, bk, kern, has_mod)
-                                metas.append(({k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
-                                              meta["num_warps"], meta["num_stages"]))
+                                metas.append(
+                                    (
+                                        {k: meta[k] for k in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
+                                        meta["num_warps"],
+                                        meta["num_stages"],
+                                    )
+                                )
                         else:
                             meta = dense_meta(d, dtype.itemsize, bwd, has_mod)
-                            metas = [({"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"],
-                                       **DENSE_LAYOUT}, meta["num_warps"], meta["num_stages"])]
+                            metas = [
+                                (
+                                    {"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"], **DENSE_LAYOUT},
+                                    meta["num_warps"],
+                                    meta["num_stages"],
+                                )
+                            ]
                         if quick and (has_mod or not sparse):
                             continue  # quick: the plain block-sparse kernels
                         if fn is _attn_bwd_dq:  # NEED_DRB: d(rel_bias) wanted (modifiers only)
-                            metas = [(m, w, st, False) for m, w, st in metas] + \
-                                [(drb_meta(m), w, st, True) for m, w, st in metas if has_mod]
+                            metas = [(m, w, st, False) for m, w, st in metas] + [
+                                (drb_meta(m), w, st, True) for m, w, st in metas if has_mod
+                            ]
                         else:
                             metas = [(m, w, st, None) for m, w, st in metas]
                         for kw, warps, stages, need_drb in metas:
-                            consts = {"HEAD_DIM": d, "SPARSE": sparse, "HAS_MOD": has_mod,
-                                      "IEEE": dtype == torch.float32, **kw}
+                            consts = {
+                                "HEAD_DIM": d,
+                                "SPARSE": sparse,
+                                "HAS_MOD": has_mod,
+                                "IEEE": dtype == torch.float32,
+                                **kw,
+                            }
                             if need_drb is not None:
                                 consts["NEED_DRB"] = need_drb
-                            name = (f"{fn.__name__} {tt} d{d} {'sparse' if sparse else 'dense'}"
-                                    f"{' mod' if has_mod else ''}{' drb' if need_drb else ''}"
-                                    f" {kw['BLOCK_M']}x{kw['BLOCK_N']}"
-                                    f"{'/%dx%d' % (kw['BQ'], kw['BK']) if sparse else ''}"
-                                    f" w{warps} s{stages}")
+                            name = (
+                                f"{fn.__name__} {tt} d{d} {'sparse' if sparse else 'dense'}"
+                                f"{' mod' if has_mod else ''}{' drb' if need_drb else ''}"
+                                f" {kw['BLOCK_M']}x{kw['BLOCK_N']}"
+                                f"{'/%dx%d' % (kw['BQ'], kw['BK']) if sparse else ''}"
+                                f" w{warps} s{stages}"
+                            )
                             specs.append((name, fn, ptrs, consts, warps, stages))
     return specs
 
@@ -133,6 +157,7 @@ def _small_kernel_specs(quick: bool):
     """RoPE, norms, linear attention and pooled maps: each Triton module lists its own launchable
     specialisations."""
     from ..triton import linear_attention, norms, pooled, rope
+
     specs = []
     for mod in (rope, norms, linear_attention, pooled):
         specs.extend(mod.aot_specs(quick))
@@ -155,13 +180,15 @@ def all_specs(quick: bool):
 def _resource_usage(cubin: bytes) -> tuple[int, int]:
     """(registers, spill bytes) from cuobjdump; (-1, -1) if the tool is unavailable."""
     import triton
+
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
         try:
-            out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
-                                 text=True, timeout=60).stdout
+            out = subprocess.run(
+                [tool, "--dump-resource-usage", f.name], capture_output=True, text=True, timeout=60
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return -1, -1
     regs = re.search(r"REG:(\d+)", out)
@@ -176,10 +203,12 @@ def compile_job(job):
     import importlib
 
     import triton
+
     mod, attr = fn_ref  # JIT functions are imported in the worker (they do not pickle)
     fn = getattr(importlib.import_module(mod), attr)
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+
     t0 = time.perf_counter()
     c0 = _cpu_seconds()
     try:
@@ -188,19 +217,17 @@ def compile_job(job):
         # as the JIT launcher does.
         attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n in ptrs}
         src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-        k = triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                           options={"num_warps": warps, "num_stages": stages})
+        k = triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": warps, "num_stages": stages})
         regs, stack = _resource_usage(k.asm["cubin"])
-        return (name, cc, k.metadata.shared, regs, stack, time.perf_counter() - t0,
-                _cpu_seconds() - c0, None)
+        return (name, cc, k.metadata.shared, regs, stack, time.perf_counter() - t0, _cpu_seconds() - c0, None)
     except Exception as e:  # report every failure, keep compiling the rest
-        return (name, cc, -1, -1, -1, time.perf_counter() - t0, _cpu_seconds() - c0,
-                f"{type(e).__name__}: {e}"[:400])
+        return (name, cc, -1, -1, -1, time.perf_counter() - t0, _cpu_seconds() - c0, f"{type(e).__name__}: {e}"[:400])
 
 
 def _cpu_seconds() -> float:
     """CPU time of this process and its finished children (ptxas): load-independent cost."""
     import resource
+
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
@@ -209,20 +236,29 @@ def _cost(job) -> int:
     """Rough relative compile cost, to start the slowest jobs first (keeps both workers busy)."""
     name, _, _, consts, warps, _, cc = job
     flash = name.startswith("_attn_") and "preprocess" not in name
-    return (2 if flash else 1) * 1000 + consts.get("HEAD_DIM", consts.get("MP", 0)) \
-        + 100 * ("mod" in name) + 50 * ("fp32" in name) + (cc == 90)
+    return (
+        (2 if flash else 1) * 1000
+        + consts.get("HEAD_DIM", consts.get("MP", 0))
+        + 100 * ("mod" in name)
+        + 50 * ("fp32" in name)
+        + (cc == 90)
+    )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="a smoke compile: each kernel once per target")
-    mode.add_argument("--stamp", action="store_true",
-                      help="the full check; when it passes, record it in kernels/tools/aot_stamp.txt")
+    mode.add_argument(
+        "--stamp", action="store_true", help="the full check; when it passes, record it in kernels/tools/aot_stamp.txt"
+    )
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--only", default="", help="compile only kernels whose name matches this regex")
-    ap.add_argument("--cache", action="store_true",
-                    help="reuse triton's cache (default: a fresh one, so everything really compiles)")
+    ap.add_argument(
+        "--cache",
+        action="store_true",
+        help="reuse triton's cache (default: a fresh one, so everything really compiles)",
+    )
     args = ap.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("aot_check: unset TRITON_INTERPRET (ASTSource needs real JIT functions)")
@@ -236,9 +272,12 @@ def main(argv=None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="aot_check_")
         os.environ["TRITON_CACHE_DIR"] = tmp.name
     specs = all_specs(args.quick)
-    jobs = [(name, (fn.fn.__module__, fn.fn.__name__), ptrs, consts, w, st, cc)
-            for cc in SMEM_LIMIT for name, fn, ptrs, consts, w, st in specs
-            if re.search(args.only, name)]
+    jobs = [
+        (name, (fn.fn.__module__, fn.fn.__name__), ptrs, consts, w, st, cc)
+        for cc in SMEM_LIMIT
+        for name, fn, ptrs, consts, w, st in specs
+        if re.search(args.only, name)
+    ]
     jobs.sort(key=_cost, reverse=True)
     print(f"mode: {'quick' if args.quick else 'full'}{' (filtered)' if args.only else ''}", flush=True)
     t0 = time.perf_counter()
@@ -265,9 +304,11 @@ def main(argv=None) -> int:
     for name, cc, smem, regs, stack, sec, status in sorted(rows):
         print(f"{name:58s} {cc:3d} {smem:8d} {regs:5d} {stack:5d} {sec:6.1f} {status}")
     spilling = sum(r[4] > 0 for r in rows)
-    print(f"{len(jobs)} compilations, {failed} failed, {spilling} with spills, {wall:.0f} s wall "
-          f"with {args.jobs} processes; {cpu_total:.0f} CPU s in the compilations "
-          f"(~{cpu_total / max(1, args.jobs):.0f} s wall on {args.jobs} idle cores)")
+    print(
+        f"{len(jobs)} compilations, {failed} failed, {spilling} with spills, {wall:.0f} s wall "
+        f"with {args.jobs} processes; {cpu_total:.0f} CPU s in the compilations "
+        f"(~{cpu_total / max(1, args.jobs):.0f} s wall on {args.jobs} idle cores)"
+    )
     if tmp is not None:
         tmp.cleanup()
     if args.stamp and not failed:

@@ -13,6 +13,7 @@ commit it with the kernel change). ``tests/kernels/tools/test_aot.py`` compares:
 -> a smoke compile of each kernel once per target; a different one (or ``EXPLORER_AOT_FULL=1``)
 -> the full check, and the test fails until the stamp is renewed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -50,8 +51,12 @@ def _imports(path: Path) -> list[Path]:
             for alias in node.names:  # ``from ..triton import rope``: a submodule
                 out += _module_file(sub, alias.name)
         elif isinstance(node, ast.Import):
-            out += [f for a in node.names if a.name.split(".")[0] == KERNELS.name
-                    for f in _module_file(KERNELS.parent, a.name)]
+            out += [
+                f
+                for a in node.names
+                if a.name.split(".")[0] == KERNELS.name
+                for f in _module_file(KERNELS.parent, a.name)
+            ]
     return out
 
 
@@ -101,12 +106,16 @@ def stale_reason() -> str | None:
     if recorded is None:
         return f"no stamp of a full pass ({STAMP.name} missing)"
     if recorded != now:
-        return (f"the kernel sources or triton ({triton_version()}) changed since the last full pass "
-                f"(stamp {recorded[:12]}, now {now[:12]})")
+        return (
+            f"the kernel sources or triton ({triton_version()}) changed since the last full pass "
+            f"(stamp {recorded[:12]}, now {now[:12]})"
+        )
     return None
 
 
 def write(value: str) -> None:
     """Record ``value`` (the digest a passing full check started from) in the stamp file."""
-    STAMP.write_text(f"# The last full `python -m kernels.tools.aot_check` pass; renewed by `{COMMAND}`.\n"
-                     f"sha256 {value}\ntriton {triton_version()}\n")
+    STAMP.write_text(
+        f"# The last full `python -m kernels.tools.aot_check` pass; renewed by `{COMMAND}`.\n"
+        f"sha256 {value}\ntriton {triton_version()}\n"
+    )

@@ -12,6 +12,7 @@ average over the wall time, in cores, says how much of the machine the benchmark
 ``BUSY_CORES`` cores the line says the figures are not stable. Elsewhere (macOS, Windows) the 1-minute
 load average before the run is what there is, and the line says so.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,9 +50,12 @@ def _proc_stats() -> dict:
                 text = f.read()
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        rest = text[text.rfind(")") + 2:].split()  # the command name may hold spaces and brackets
-        out[(int(name), int(rest[19]))] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / _TICK,
-                                           (int(rest[13]) + int(rest[14])) / _TICK)
+        rest = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and brackets
+        out[(int(name), int(rest[19]))] = (
+            int(rest[1]),
+            (int(rest[11]) + int(rest[12])) / _TICK,
+            (int(rest[13]) + int(rest[14])) / _TICK,
+        )
     return out
 
 
@@ -83,8 +87,8 @@ class _TreeSampler:
 
     def __init__(self, root: int, interval: float = 0.2):
         self.root, self.interval = root, interval
-        self.first: dict = {}   # {key: cpu (own + reaped children's) at the start}
-        self.last: dict = {}    # {key: cpu at its latest sample}
+        self.first: dict = {}  # {key: cpu (own + reaped children's) at the start}
+        self.last: dict = {}  # {key: cpu at its latest sample}
         self.parent: dict = {}  # {key: its parent's key, while that parent was in the tree}
         self.reaped: set = set()  # keys gone while their parent in the tree lived: held in its cutime
         self._sample()
@@ -115,8 +119,7 @@ class _TreeSampler:
         self._stop.set()
         self._thread.join()
         self._sample()
-        return sum((0.0 if key in self.reaped else cpu) - self.first.get(key, 0.0)
-                   for key, cpu in self.last.items())
+        return sum((0.0 if key in self.reaped else cpu) - self.first.get(key, 0.0) for key, cpu in self.last.items())
 
 
 def _load() -> float | None:
@@ -130,10 +133,10 @@ class BusyWatch:
         self.threshold = threshold_cores
         self.cores = os.cpu_count() or 1
         self.other_cores: float | None = None  # other work's average, in cores (None: not measurable)
-        self.own_cores: float | None = None    # this process tree's average, in cores
+        self.own_cores: float | None = None  # this process tree's average, in cores
         self.seconds = 0.0
 
-    def __enter__(self) -> "BusyWatch":
+    def __enter__(self) -> BusyWatch:
         self.load_before = _load()
         self._machine0 = _machine_busy_s()
         self._tree = _TreeSampler(os.getpid()) if self._machine0 is not None else None
@@ -162,12 +165,17 @@ class BusyWatch:
     def note(self) -> str:
         """One line for a benchmark's output: how busy the machine was, and what that means."""
         if self.other_cores is not None:
-            head = (f"machine: other processes used {self.other_cores:.2f} of {self.cores} cores on average "
-                    f"over these {self.seconds:.{0 if self.seconds >= 10 else 1}f} s (this benchmark {self.own_cores:.2f})")
+            head = (
+                f"machine: other processes used {self.other_cores:.2f} of {self.cores} cores on average "
+                f"over these {self.seconds:.{0 if self.seconds >= 10 else 1}f} s (this benchmark {self.own_cores:.2f})"
+            )
         elif self.load_before is not None:
             head = f"machine: load average {self.load_before:.2f} on {self.cores} cores before the run"
         else:
             return "machine: how busy it was cannot be read on this system"
         if self.busy:
-            return head + ": TOO BUSY for stable figures, the times include waiting for other work; rerun on a quiet machine"
+            return (
+                head
+                + ": TOO BUSY for stable figures, the times include waiting for other work; rerun on a quiet machine"
+            )
         return head + ": quiet enough for stable figures"

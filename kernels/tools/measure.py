@@ -16,6 +16,7 @@ measurement) would fill a benchmark's output and a server's log, so this module 
 threshold above every level (``KINETO_LOG_LEVEL=6``) unless the environment already sets one. Kineto
 reads it when the first profiler starts, so it holds for any process that imports this module first.
 """
+
 from __future__ import annotations
 
 import os

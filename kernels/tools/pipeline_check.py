@@ -11,6 +11,7 @@ a pipelined loop (num_stages > 1) issues the copies of a later iteration's K / V
 one computes, waits only for the oldest, and rotates its buffers. A loop that loads with plain ``tt.load``
 (nothing asynchronous) was not pipelined. ``--dump DIR`` writes the TTGIR and PTX for reading.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,13 +25,13 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 @dataclass
 class LoopInfo:
-    line: int           # line of the scf.for in the TTGIR
-    dots: int           # tt.dot / ttng.warp_group_dot inside (nested included)
-    async_copies: int   # ttg.async_copy_global_to_local inside
-    async_waits: int    # ttg.async_wait inside
-    plain_loads: int    # tt.load inside (not asynchronous)
-    ring_depth: int     # deepest shared-memory ring buffer the loop indexes (tiles in flight + 1)
-    wait_depth: int     # largest ``num`` of its async_waits: copy groups left in flight
+    line: int  # line of the scf.for in the TTGIR
+    dots: int  # tt.dot / ttng.warp_group_dot inside (nested included)
+    async_copies: int  # ttg.async_copy_global_to_local inside
+    async_waits: int  # ttg.async_wait inside
+    plain_loads: int  # tt.load inside (not asynchronous)
+    ring_depth: int  # deepest shared-memory ring buffer the loop indexes (tiles in flight + 1)
+    wait_depth: int  # largest ``num`` of its async_waits: copy groups left in flight
 
     @property
     def pipelined(self) -> bool:
@@ -41,8 +42,10 @@ def dot_loops(ttgir: str) -> list[LoopInfo]:
     """Every ``scf.for`` of the TTGIR that contains a dot, innermost information included."""
     lines = ttgir.splitlines()
     # Multi-buffered shared allocations: %name -> leading (ring) dimension.
-    rings = {m.group(1): int(m.group(2)) for m in
-             re.finditer(r"(%[\w.]+) = ttg\.local_alloc : \(\) -> !ttg\.memdesc<(\d+)x\d+x\d+x", ttgir)}
+    rings = {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"(%[\w.]+) = ttg\.local_alloc : \(\) -> !ttg\.memdesc<(\d+)x\d+x\d+x", ttgir)
+    }
     out = []
     for i, line in enumerate(lines):
         if "scf.for" not in line or not line.rstrip().endswith("{"):
@@ -59,9 +62,17 @@ def dot_loops(ttgir: str) -> list[LoopInfo]:
             continue
         depth = max([rings.get(m, 0) for m in re.findall(r"ttg\.memdesc_index (%[\w.]+)\[", text)] + [0])
         waits = [int(n) for n in re.findall(r"ttg\.async_wait [^{]*\{num = (\d+)", text)]
-        out.append(LoopInfo(i + 1, dots, text.count("ttg.async_copy_global_to_local"),
-                            len(waits), len(re.findall(r"= tt\.load ", text)), depth,
-                            max(waits + [0])))
+        out.append(
+            LoopInfo(
+                i + 1,
+                dots,
+                text.count("ttg.async_copy_global_to_local"),
+                len(waits),
+                len(re.findall(r"= tt\.load ", text)),
+                depth,
+                max(waits + [0]),
+            )
+        )
     return out
 
 
@@ -76,16 +87,18 @@ def compile_ttgir(spec, cc: int):
     name, fn, ptrs, consts, warps, stages = spec
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n in ptrs}
     src = ASTSource(fn=fn, signature=_signature(fn, ptrs, consts), constexprs=consts, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                       options={"num_warps": warps, "num_stages": stages})
+    k = triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": warps, "num_stages": stages})
     return k.asm["ttgir"], k.asm["ptx"]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cc", default="80,90", help="compute capabilities, comma separated")
-    ap.add_argument("--only", default=r"^_attn_fwd fp16 d64 |^_attn_bwd_(dkdv|dq) fp16 d64 ",
-                    help="regex over kernels.tools.aot_check names (default: fp16 d64 fwd, dkdv, dq)")
+    ap.add_argument(
+        "--only",
+        default=r"^_attn_fwd fp16 d64 |^_attn_bwd_(dkdv|dq) fp16 d64 ",
+        help="regex over kernels.tools.aot_check names (default: fp16 d64 fwd, dkdv, dq)",
+    )
     ap.add_argument("--dump", default=None, help="write <name>_sm<cc>.ttgir / .ptx here")
     args = ap.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
@@ -108,9 +121,12 @@ def main(argv=None) -> int:
             loops = dot_loops(ttgir)
             bad += not any(lp.pipelined for lp in loops)
             for lp in loops:
-                print(f"{spec[0]:52s} {cc:3d} {lp.line:9d} {lp.dots:4d} {lp.async_copies:12d} "
-                      f"{lp.async_waits:11d} {lp.plain_loads:7d} {lp.ring_depth:4d} {lp.wait_depth:8d}"
-                      f"{'' if lp.pipelined else '  NOT PIPELINED'}", flush=True)
+                print(
+                    f"{spec[0]:52s} {cc:3d} {lp.line:9d} {lp.dots:4d} {lp.async_copies:12d} "
+                    f"{lp.async_waits:11d} {lp.plain_loads:7d} {lp.ring_depth:4d} {lp.wait_depth:8d}"
+                    f"{'' if lp.pipelined else '  NOT PIPELINED'}",
+                    flush=True,
+                )
     print(f"{len(specs)} kernels per target; {bad} without any pipelined dot loop")
     return 1 if bad else 0
 

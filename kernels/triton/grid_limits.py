@@ -8,6 +8,7 @@ and their results are unchanged (every batch element is independent). Only ``h``
 limit is an error. ``MAX_GRID_Y`` is read at call time, so a test can lower it to exercise the
 split on small tensors in the interpreter.
 """
+
 from __future__ import annotations
 
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y and gridDim.z
@@ -22,8 +23,10 @@ def batch_slices(batch: int, per_item: int, what: str = "heads", limit: int | No
     """
     limit = MAX_GRID_Y if limit is None else limit
     if per_item > limit:
-        raise ValueError(f"{what} = {per_item} exceeds the CUDA grid limit of {limit} programs per grid "
-                         f"dimension; use at most {limit} {what}")
+        raise ValueError(
+            f"{what} = {per_item} exceeds the CUDA grid limit of {limit} programs per grid "
+            f"dimension; use at most {limit} {what}"
+        )
     if batch * per_item <= limit:
         return [slice(0, batch)]
     step = max(1, limit // max(1, per_item))

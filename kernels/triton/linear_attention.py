@@ -16,6 +16,7 @@ summed over the GQA group and suffix-summed over later chunks in torch; ``_la_bw
 adds the intra-chunk terms of every query head of the group. The scan buffers hold
 ``n_c * MP * DP`` floats per head: ``CHUNK`` trades them against intra-chunk work.
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,8 +52,7 @@ def unsupported_reason(phi_q, v) -> str | None:
 @triton.jit
 def _rows(P, r, f, L, W, WP: tl.constexpr):
     """Rows ``r`` (``[C]``) of a row-major ``[L, W]`` fp32 tensor, padded to ``WP`` columns."""
-    return tl.load(P + r[:, None] * W + f[None, :], mask=(r[:, None] < L) & (f[None, :] < W),
-                   other=0.0).to(tl.float32)
+    return tl.load(P + r[:, None] * W + f[None, :], mask=(r[:, None] < L) & (f[None, :] < W), other=0.0).to(tl.float32)
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
@@ -66,14 +66,31 @@ def _la_chunk_kv(KF, V, DS, DZ, L, M, D, C: tl.constexpr, MP: tl.constexpr, DP: 
     k = _rows(KF + bkv.to(tl.int64) * L * M, r, fm, L, M, MP)  # (C, MP)
     v = _rows(V + bkv.to(tl.int64) * L * D, r, fd, L, D, DP)  # (C, DP)
     row = bkv.to(tl.int64) * n_c + c
-    tl.store(DS + row * MP * DP + fm[:, None] * DP + fd[None, :],
-             tl.dot(tl.trans(k), v, input_precision=TF))
+    tl.store(DS + row * MP * DP + fm[:, None] * DP + fd[None, :], tl.dot(tl.trans(k), v, input_precision=TF))
     tl.store(DZ + row * MP + fm, tl.sum(k, 0))
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _la_fwd_chunk(QF, KF, V, S, Z, O, DEN, H, GROUP, L, M, D, s_chunk, eps, CAUSAL: tl.constexpr,
-                  C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+def _la_fwd_chunk(
+    QF,
+    KF,
+    V,
+    S,
+    Z,
+    O,
+    DEN,
+    H,
+    GROUP,
+    L,
+    M,
+    D,
+    s_chunk,
+    eps,
+    CAUSAL: tl.constexpr,
+    C: tl.constexpr,
+    MP: tl.constexpr,
+    DP: tl.constexpr,
+):
     c = tl.program_id(0)
     bh = tl.program_id(1)
     kvh = (bh // H) * (H // GROUP) + (bh % H) // GROUP  # row of [B * h_kv]
@@ -96,8 +113,11 @@ def _la_fwd_chunk(QF, KF, V, S, Z, O, DEN, H, GROUP, L, M, D, s_chunk, eps, CAUS
         num += tl.dot(a, v, input_precision=TF)
         den += tl.sum(a, 1)
     den += eps
-    tl.store(O + bh.to(tl.int64) * L * D + r[:, None] * D + fd[None, :], num / den[:, None],
-             mask=(r[:, None] < L) & (fd[None, :] < D))
+    tl.store(
+        O + bh.to(tl.int64) * L * D + r[:, None] * D + fd[None, :],
+        num / den[:, None],
+        mask=(r[:, None] < L) & (fd[None, :] < D),
+    )
     tl.store(DEN + bh.to(tl.int64) * L + r, den, mask=r < L)
 
 
@@ -111,8 +131,27 @@ def _dnum_dden(O, DO, DEN, bh, r, fd, L, D, DP: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _la_bwd_dq_chunk(QF, KF, V, O, DO, DEN, S, Z, DQ, H, GROUP, L, M, D, s_chunk,
-                     CAUSAL: tl.constexpr, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+def _la_bwd_dq_chunk(
+    QF,
+    KF,
+    V,
+    O,
+    DO,
+    DEN,
+    S,
+    Z,
+    DQ,
+    H,
+    GROUP,
+    L,
+    M,
+    D,
+    s_chunk,
+    CAUSAL: tl.constexpr,
+    C: tl.constexpr,
+    MP: tl.constexpr,
+    DP: tl.constexpr,
+):
     c = tl.program_id(0)
     bh = tl.program_id(1)
     kvh = (bh // H) * (H // GROUP) + (bh % H) // GROUP
@@ -131,13 +170,11 @@ def _la_bwd_dq_chunk(QF, KF, V, O, DO, DEN, S, Z, DQ, H, GROUP, L, M, D, s_chunk
         g = tl.dot(dnum, tl.trans(v), input_precision=TF) + dden[:, None]
         g = tl.where(rows[None, :] <= rows[:, None], g, 0.0)
         dq += tl.dot(g, k, input_precision=TF)
-    tl.store(DQ + bh.to(tl.int64) * L * M + r[:, None] * M + fm[None, :], dq,
-             mask=(r[:, None] < L) & (fm[None, :] < M))
+    tl.store(DQ + bh.to(tl.int64) * L * M + r[:, None] * M + fm[None, :], dq, mask=(r[:, None] < L) & (fm[None, :] < M))
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _la_chunk_grad(QF, O, DO, DEN, DR, DRR, L, M, D, C: tl.constexpr, MP: tl.constexpr,
-                   DP: tl.constexpr):
+def _la_chunk_grad(QF, O, DO, DEN, DR, DRR, L, M, D, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
     """Per chunk and query head: ``dR_c = Q_c^T dnum_c`` and ``dr_c = Q_c^T dden_c``."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
@@ -148,14 +185,33 @@ def _la_chunk_grad(QF, O, DO, DEN, DR, DRR, L, M, D, C: tl.constexpr, MP: tl.con
     q = _rows(QF + bh.to(tl.int64) * L * M, r, fm, L, M, MP)
     dnum, dden = _dnum_dden(O, DO, DEN, bh, r, fd, L, D, DP)
     row = bh.to(tl.int64) * n_c + c
-    tl.store(DR + row * MP * DP + fm[:, None] * DP + fd[None, :],
-             tl.dot(tl.trans(q), dnum, input_precision=TF))
+    tl.store(DR + row * MP * DP + fm[:, None] * DP + fd[None, :], tl.dot(tl.trans(q), dnum, input_precision=TF))
     tl.store(DRR + row * MP + fm, tl.sum(q * dden[:, None], 0))
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _la_bwd_dkdv_chunk(QF, KF, V, O, DO, DEN, R, RR, DK, DV, H, GROUP, L, M, D, s_chunk,
-                       CAUSAL: tl.constexpr, C: tl.constexpr, MP: tl.constexpr, DP: tl.constexpr):
+def _la_bwd_dkdv_chunk(
+    QF,
+    KF,
+    V,
+    O,
+    DO,
+    DEN,
+    R,
+    RR,
+    DK,
+    DV,
+    H,
+    GROUP,
+    L,
+    M,
+    D,
+    s_chunk,
+    CAUSAL: tl.constexpr,
+    C: tl.constexpr,
+    MP: tl.constexpr,
+    DP: tl.constexpr,
+):
     c = tl.program_id(0)
     bkv = tl.program_id(1)
     h_kv = H // GROUP
@@ -180,10 +236,12 @@ def _la_bwd_dkdv_chunk(QF, KF, V, O, DO, DEN, R, RR, DK, DV, H, GROUP, L, M, D, 
             dv += tl.dot(at, dnum, input_precision=TF)
             gt = tl.where(tri, tl.dot(v, tl.trans(dnum), input_precision=TF) + dden[None, :], 0.0)
             dk += tl.dot(gt, q, input_precision=TF)
-    tl.store(DV + bkv.to(tl.int64) * L * D + r[:, None] * D + fd[None, :], dv,
-             mask=(r[:, None] < L) & (fd[None, :] < D))
-    tl.store(DK + bkv.to(tl.int64) * L * M + r[:, None] * M + fm[None, :], dk,
-             mask=(r[:, None] < L) & (fm[None, :] < M))
+    tl.store(
+        DV + bkv.to(tl.int64) * L * D + r[:, None] * D + fd[None, :], dv, mask=(r[:, None] < L) & (fd[None, :] < D)
+    )
+    tl.store(
+        DK + bkv.to(tl.int64) * L * M + r[:, None] * M + fm[None, :], dk, mask=(r[:, None] < L) & (fm[None, :] < M)
+    )
 
 
 def _meta(m, d):
@@ -223,8 +281,9 @@ class _LinearAttention(torch.autograd.Function):
         s, z, stride = _kv_state(kf, v, causal, meta)
         o = torch.empty(B, h, L, d, dtype=v.dtype, device=v.device)
         den = torch.empty(B, h, L, dtype=torch.float32, device=v.device)  # (B, h, L)
-        _la_fwd_chunk[(triton.cdiv(L, meta["C"]), B * h)](qf, kf, v, s, z, o, den, h, h // h_kv, L,
-                                                          m, d, stride, eps, CAUSAL=causal, **meta)
+        _la_fwd_chunk[(triton.cdiv(L, meta["C"]), B * h)](
+            qf, kf, v, s, z, o, den, h, h // h_kv, L, m, d, stride, eps, CAUSAL=causal, **meta
+        )
         ctx.save_for_backward(qf, kf, v, o, den)  # S_c is recomputed: one cheap kernel
         ctx.causal = causal
         return o
@@ -240,8 +299,9 @@ class _LinearAttention(torch.autograd.Function):
         n_c, p, group = triton.cdiv(L, meta["C"]), meta["MP"], h // h_kv
         dq, dk, dv = torch.empty_like(qf), torch.empty_like(kf), torch.empty_like(v)
         s, z, stride = _kv_state(kf, v, causal, meta)
-        _la_bwd_dq_chunk[(n_c, B * h)](qf, kf, v, o, do, den, s, z, dq, h, group, L, m, d, stride,
-                                       CAUSAL=causal, **meta)
+        _la_bwd_dq_chunk[(n_c, B * h)](
+            qf, kf, v, o, do, den, s, z, dq, h, group, L, m, d, stride, CAUSAL=causal, **meta
+        )
         dr = torch.empty(B * h, n_c, p, p, dtype=torch.float32, device=v.device)
         drr = torch.empty(B * h, n_c, p, dtype=torch.float32, device=v.device)
         _la_chunk_grad[(n_c, B * h)](qf, o, do, den, dr, drr, L, m, d, **meta)
@@ -249,30 +309,36 @@ class _LinearAttention(torch.autograd.Function):
         dr = dr.view(B * h_kv, group, n_c, p, p).sum(1)
         drr = drr.view(B * h_kv, group, n_c, p).sum(1)
         (R, stride), (rr, _) = _scan(dr, causal, reverse=True), _scan(drr, causal, reverse=True)
-        _la_bwd_dkdv_chunk[(n_c, B * h_kv)](qf, kf, v, o, do, den, R, rr, dk, dv, h, group, L, m, d,
-                                            stride, CAUSAL=causal, **meta)
+        _la_bwd_dkdv_chunk[(n_c, B * h_kv)](
+            qf, kf, v, o, do, den, R, rr, dk, dv, h, group, L, m, d, stride, CAUSAL=causal, **meta
+        )
         return dq, dk, dv, None, None
 
 
 def linear_attention_triton(phi_q, phi_k, v, *, causal: bool, eps: float):
     """:func:`kernels.linear_attention.linear_attention` in these kernels, computed in fp32 (a batch
     with ``B * h > 65535`` as several launches: grid y is ``B * h``, at most 65535 on CUDA)."""
-    outs = [_LinearAttention.apply(phi_q[s].float(), phi_k[s].float(), v[s].float(), bool(causal), float(eps))
-            for s in batch_slices(phi_q.shape[0], phi_q.shape[1])]
+    outs = [
+        _LinearAttention.apply(phi_q[s].float(), phi_k[s].float(), v[s].float(), bool(causal), float(eps))
+        for s in batch_slices(phi_q.shape[0], phi_q.shape[1])
+    ]
     return (outs[0] if len(outs) == 1 else torch.cat(outs, 0)).to(v.dtype)
 
 
 def aot_specs(quick: bool):
     """Specialisations kernels.tools.aot_check compiles (padded dims 32 and 64; fp32 only)."""
     out = []
-    for mp in ((64,) if quick else (32, 64)):
-        ptrs = {n: "*fp32" for n in ("QF", "KF", "V", "O", "DO", "DQ", "DK", "DV", "DEN", "S", "Z",
-                                     "DS", "DZ", "DR", "DRR", "R", "RR")}
+    for mp in (64,) if quick else (32, 64):
+        ptrs = {
+            n: "*fp32"
+            for n in ("QF", "KF", "V", "O", "DO", "DQ", "DK", "DV", "DEN", "S", "Z", "DS", "DZ", "DR", "DRR", "R", "RR")
+        }
         base = {"C": CHUNK, "MP": mp, "DP": mp}
         for fn in (_la_chunk_kv, _la_chunk_grad):
             out.append((f"{fn.__name__} fp32 m{mp} d{mp}", fn, ptrs, base, WARPS, 2))
         for causal in (False, True):
             for fn in (_la_fwd_chunk, _la_bwd_dq_chunk, _la_bwd_dkdv_chunk):
-                out.append((f"{fn.__name__} fp32 m{mp} d{mp} causal={causal}", fn, ptrs,
-                            {**base, "CAUSAL": causal}, WARPS, 2))
+                out.append(
+                    (f"{fn.__name__} fp32 m{mp} d{mp} causal={causal}", fn, ptrs, {**base, "CAUSAL": causal}, WARPS, 2)
+                )
     return out

@@ -3,6 +3,7 @@
 Imported lazily by kernels/norms.py on the Triton path only, so ``import kernels`` and ``import
 models`` need no triton (CPU-only machines, macOS, Windows).
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,8 +34,7 @@ def _norm_fwd(X, W, B, Y, MEAN, RSTD, n_rows, N, eps, RMS: tl.constexpr, BLOCK_N
 
 
 @triton.jit
-def _norm_bwd(X, W, DY, DX, MEAN, RSTD, DW_PART, DB_PART, n_rows, N,
-              RMS: tl.constexpr, BLOCK_N: tl.constexpr):
+def _norm_bwd(X, W, DY, DX, MEAN, RSTD, DW_PART, DB_PART, n_rows, N, RMS: tl.constexpr, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -73,8 +73,7 @@ class _Norm(torch.autograd.Function):
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
         w = weight.contiguous()
         b = w if bias is None else bias.contiguous()
-        _norm_fwd[(M,)](x2, w, b, y, mean, rstd, M, N, eps, RMS=rms,
-                        BLOCK_N=triton.next_power_of_2(N))
+        _norm_fwd[(M,)](x2, w, b, y, mean, rstd, M, N, eps, RMS=rms, BLOCK_N=triton.next_power_of_2(N))
         ctx.save_for_backward(x2, w, mean, rstd)
         ctx.rms, ctx.has_bias = rms, bias is not None
         return y.view(x.shape)
@@ -88,8 +87,9 @@ class _Norm(torch.autograd.Function):
         n_prog = max(1, min(M, MAX_BWD_PROGRAMS))
         dw_part = torch.empty(n_prog, N, dtype=torch.float32, device=x2.device)
         db_part = torch.empty(n_prog, N, dtype=torch.float32, device=x2.device)
-        _norm_bwd[(n_prog,)](x2, w, dy2, dx, mean, rstd, dw_part, db_part, M, N, RMS=ctx.rms,
-                             BLOCK_N=triton.next_power_of_2(N))
+        _norm_bwd[(n_prog,)](
+            x2, w, dy2, dx, mean, rstd, dw_part, db_part, M, N, RMS=ctx.rms, BLOCK_N=triton.next_power_of_2(N)
+        )
         dw = dw_part.sum(0).to(w.dtype)
         db = db_part.sum(0).to(w.dtype) if ctx.has_bias else None
         return dx.view(dy.shape), dw, db, None, None
@@ -98,15 +98,22 @@ class _Norm(torch.autograd.Function):
 def aot_specs(quick: bool):
     """Specialisations kernels.tools.aot_check compiles (widths up to 4096 = d_model of the presets)."""
     out = []
-    for tt in (("fp16",) if quick else ("fp16", "bf16", "fp32")):
-        for width in ((512,) if quick else (128, 1024, 4096)):
-            io = {"X": "*" + tt, "W": "*" + tt, "B": "*" + tt, "Y": "*" + tt, "DY": "*" + tt,
-                  "DX": "*" + tt, "MEAN": "*fp32", "RSTD": "*fp32", "DW_PART": "*fp32",
-                  "DB_PART": "*fp32"}
+    for tt in ("fp16",) if quick else ("fp16", "bf16", "fp32"):
+        for width in (512,) if quick else (128, 1024, 4096):
+            io = {
+                "X": "*" + tt,
+                "W": "*" + tt,
+                "B": "*" + tt,
+                "Y": "*" + tt,
+                "DY": "*" + tt,
+                "DX": "*" + tt,
+                "MEAN": "*fp32",
+                "RSTD": "*fp32",
+                "DW_PART": "*fp32",
+                "DB_PART": "*fp32",
+            }
             for rms in (False, True):
                 tag = "rms" if rms else "layer"
-                out.append((f"{tag}_norm fwd {tt} {width}", _norm_fwd, io,
-                            {"RMS": rms, "BLOCK_N": width}, 4, 2))
-                out.append((f"{tag}_norm bwd {tt} {width}", _norm_bwd, io,
-                            {"RMS": rms, "BLOCK_N": width}, 4, 2))
+                out.append((f"{tag}_norm fwd {tt} {width}", _norm_fwd, io, {"RMS": rms, "BLOCK_N": width}, 4, 2))
+                out.append((f"{tag}_norm bwd {tt} {width}", _norm_bwd, io, {"RMS": rms, "BLOCK_N": width}, 4, 2))
     return out

@@ -3,6 +3,7 @@
 Imported lazily by kernels/rope.py on the Triton path only, so ``import kernels`` and ``import
 models`` need no triton.
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,8 +14,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _rope_kernel(X, Y, POS, INV, n_rows, L, sign, HALF: tl.constexpr, HALF_PAD: tl.constexpr,
-                 BLOCK_R: tl.constexpr):
+def _rope_kernel(X, Y, POS, INV, n_rows, L, sign, HALF: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_R: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     k = tl.arange(0, HALF_PAD)
     ok = (rows[:, None] < n_rows) & (k[None, :] < HALF)
@@ -52,8 +52,17 @@ def _launch(x: torch.Tensor, positions: torch.Tensor, base: float, sign: float) 
     pos = positions.to(device=x.device, dtype=torch.int32).contiguous()
     half = d // 2
     _rope_kernel[(triton.cdiv(n_rows, BLOCK_R),)](
-        xc, y, pos, _inv_freq(half, float(base), str(x.device)), n_rows, L, sign, HALF=half,
-        HALF_PAD=triton.next_power_of_2(half), BLOCK_R=BLOCK_R)
+        xc,
+        y,
+        pos,
+        _inv_freq(half, float(base), str(x.device)),
+        n_rows,
+        L,
+        sign,
+        HALF=half,
+        HALF_PAD=triton.next_power_of_2(half),
+        BLOCK_R=BLOCK_R,
+    )
     return y
 
 
@@ -73,9 +82,10 @@ class _Rope(torch.autograd.Function):
 def aot_specs(quick: bool):
     """Specialisations kernels.tools.aot_check compiles: (name, fn, pointer types, constexprs, warps, stages)."""
     out = []
-    for tt in (("fp16",) if quick else ("fp16", "bf16", "fp32")):
-        for d in ((64,) if quick else (32, 64, 128)):
+    for tt in ("fp16",) if quick else ("fp16", "bf16", "fp32"):
+        for d in (64,) if quick else (32, 64, 128):
             ptrs = {"X": "*" + tt, "Y": "*" + tt, "POS": "*i32", "INV": "*fp32"}
-            out.append((f"rope {tt} d{d}", _rope_kernel, ptrs,
-                        {"HALF": d // 2, "HALF_PAD": d // 2, "BLOCK_R": BLOCK_R}, 4, 2))
+            out.append(
+                (f"rope {tt} d{d}", _rope_kernel, ptrs, {"HALF": d // 2, "HALF_PAD": d // 2, "BLOCK_R": BLOCK_R}, 4, 2)
+            )
     return out

@@ -9,12 +9,28 @@ The section-1 records come from ``patterns.PATTERNS`` (one ``Pattern`` each, all
 ``PatternAttention``); each section-2 module ends with its ``VARIANTS``, and ``ATTENTION`` gathers
 them in dropdown order. This package imports its modules and none of them imports it back.
 """
+
 from __future__ import annotations
 
 from ..capabilities import KINDS, AttentionCaps
 from ..variant import Variant, gather
-from . import (adaptive_span, axial, clustered, induced, linear, lite, lowrank, lsh, poolingformer, probsparse,
-               residual, routing, sinkhorn, synthesizer, talking_heads)
+from . import (
+    adaptive_span,
+    axial,
+    clustered,
+    induced,
+    linear,
+    lite,
+    lowrank,
+    lsh,
+    poolingformer,
+    probsparse,
+    residual,
+    routing,
+    sinkhorn,
+    synthesizer,
+    talking_heads,
+)
 from .layout import full_rule, pattern_mask
 from .patterns import PARAMS, PATTERNS, RULES, Pattern
 from .sparse import PatternAttention, pattern_block_mask
@@ -26,17 +42,46 @@ PATTERN_CAPS = AttentionCaps(accepts=KINDS)  # every modifier reaches kernels.at
 def _pattern_variant(p: Pattern) -> Variant:
     """The attention record of a pattern: its fields (the seed is a core field, always shown) and check."""
     records = {r.name: r for r in p.param_records}
-    return Variant(p.key, p.paper, p.summary, build=PatternAttention,
-                   params=tuple(records.get(n, n) for n in p.params if n != "seed"), check=p.check,
-                   caps=PATTERN_CAPS, surgery=True)
+    return Variant(
+        p.key,
+        p.paper,
+        p.summary,
+        build=PatternAttention,
+        params=tuple(records.get(n, n) for n in p.params if n != "seed"),
+        check=p.check,
+        caps=PATTERN_CAPS,
+        surgery=True,
+    )
 
 
 ATTENTION = gather(
     tuple(_pattern_variant(p) for p in PATTERNS.values()),
-    lsh.VARIANTS, routing.VARIANTS, linear.VARIANTS, lowrank.VARIANTS, adaptive_span.VARIANTS,
-    axial.VARIANTS, clustered.VARIANTS, probsparse.VARIANTS, sinkhorn.VARIANTS, synthesizer.VARIANTS,
-    talking_heads.VARIANTS, residual.VARIANTS, induced.VARIANTS, lite.VARIANTS, poolingformer.VARIANTS,
+    lsh.VARIANTS,
+    routing.VARIANTS,
+    linear.VARIANTS,
+    lowrank.VARIANTS,
+    adaptive_span.VARIANTS,
+    axial.VARIANTS,
+    clustered.VARIANTS,
+    probsparse.VARIANTS,
+    sinkhorn.VARIANTS,
+    synthesizer.VARIANTS,
+    talking_heads.VARIANTS,
+    residual.VARIANTS,
+    induced.VARIANTS,
+    lite.VARIANTS,
+    poolingformer.VARIANTS,
 )
 
-__all__ = ["ATTENTION", "PATTERNS", "Pattern", "RULES", "PARAMS", "pattern_mask", "pattern_block_mask",
-           "full_rule", "PatternAttention", "PATTERN_CAPS"]
+__all__ = [
+    "ATTENTION",
+    "PATTERNS",
+    "Pattern",
+    "RULES",
+    "PARAMS",
+    "pattern_mask",
+    "pattern_block_mask",
+    "full_rule",
+    "PatternAttention",
+    "PATTERN_CAPS",
+]

@@ -21,6 +21,7 @@ Auxiliary loss (per layer, summed over layers by the model): ``aux["loss"] = SPA
 mean_n z_n`` with ``SPAN_PENALTY = 2e-6``, the paper's ``lambda / M sum_i z_i`` with its
 ``lambda = 2e-6``. ``aux["span"]`` is the current ``z`` per head.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,12 +83,21 @@ class AdaptiveSpanAttention(nn.Module):
 
 
 # every score modifier (the span mask is one more bias); memory was never wired for it
-CAPS = AttentionCaps(accepts=KINDS, memory_keys=False, causal_modes=frozenset({True}), causal_reason=(
-    "it masks by the distance i - j to *earlier* keys (a causal language-model mechanism)"))
+CAPS = AttentionCaps(
+    accepts=KINDS,
+    memory_keys=False,
+    causal_modes=frozenset({True}),
+    causal_reason=("it masks by the distance i - j to *earlier* keys (a causal language-model mechanism)"),
+)
 
 VARIANTS = (
-    Variant("adaptive_span", "Sukhbaatar et al. 2019 (Adaptive Attention Span)",
-            "Each head learns how far back it looks: a soft ramp mask of learned span z, kept short by an L1 penalty.",
-            build=AdaptiveSpanAttention, params=(MAX_SPAN, SPAN_RAMP), caps=CAPS,
-            n_params=lambda c: c.n_heads),
+    Variant(
+        "adaptive_span",
+        "Sukhbaatar et al. 2019 (Adaptive Attention Span)",
+        "Each head learns how far back it looks: a soft ramp mask of learned span z, kept short by an L1 penalty.",
+        build=AdaptiveSpanAttention,
+        params=(MAX_SPAN, SPAN_RAMP),
+        caps=CAPS,
+        n_params=lambda c: c.n_heads,
+    ),
 )

@@ -16,6 +16,7 @@ bias (``t5``, ``alibi``) is added for the true distance ``j - i`` of each pair (
 ``(r' - r) W`` on a column). The effective attention ``[B, h, L, L]`` is each head's axis softmax
 placed at the key positions it used; every real query sees itself on its axis, so rows sum to 1.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,7 @@ def axis_attention(q, k, v, pos, mods, cfg, lk: int, head0: int):
     pq, pk = pos[:, :, None], pos[:, None, :]  # (A, N, 1), (A, 1, N)
     rel = (pk - pq).expand(q.shape[0], q.shape[1], -1, -1, -1)  # (B, h, A, N, N): j - i
     hs = q.shape[1]
-    sub = {n: t[head0:head0 + hs] for n, t in mods.items() if n in ("rel_bias", "alibi_slopes")}
+    sub = {n: t[head0 : head0 + hs] for n, t in mods.items() if n in ("rel_bias", "alibi_slopes")}
     bias = pair_bias(sub, rel, lk, hs)
     if bias is not None:
         s = s + bias
@@ -94,16 +95,31 @@ class AxialAttention(nn.Module):
 
 def check(cfg) -> None:
     if cfg.n_heads < 2:
-        raise ConfigError("n_heads", cfg.n_heads,
-                          "an integer >= 2 with attention='axial': half the heads attend along the row, half along "
-                          "the column, so one head would never look across rows")
+        raise ConfigError(
+            "n_heads",
+            cfg.n_heads,
+            "an integer >= 2 with attention='axial': half the heads attend along the row, half along "
+            "the column, so one head would never look across rows",
+        )
 
 
-CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False, refuses_because=(
-    "adds no relative key/value vectors along its axes (scalar biases such as t5 / alibi and rope work)"))
+CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY, SCORE_BIAS}),
+    memory_keys=False,
+    refuses_because=(
+        "adds no relative key/value vectors along its axes (scalar biases such as t5 / alibi and rope work)"
+    ),
+)
 
 VARIANTS = (
-    Variant("axial", "Ho et al. 2019 (Axial Attention)",
-            "The sequence is folded into rows of axial_width; half the heads attend along the row, half along the "
-            "column.", build=AxialAttention, params=(AXIAL_WIDTH,), check=check, caps=CAPS, surgery=True),
+    Variant(
+        "axial",
+        "Ho et al. 2019 (Axial Attention)",
+        "The sequence is folded into rows of axial_width; half the heads attend along the row, half along the column.",
+        build=AxialAttention,
+        params=(AXIAL_WIDTH,),
+        check=check,
+        caps=CAPS,
+        surgery=True,
+    ),
 )

@@ -18,6 +18,7 @@ make K-means cheap; here Lloyd runs on the queries themselves (the explorer's si
 is the clustering that hashing approximates. Bidirectional only, as the paper: a centroid averages
 queries from every position, so its row would have to look at the future of its earliest member.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,15 +83,27 @@ class ClusteredAttention(nn.Module):
 
 
 CAPS = AttentionCaps(
-    accepts=frozenset({ROTARY}), memory_keys=False,
-    refuses_because=("attends from cluster centroids, which sit at no single position, so a per-(query, key) "
-                     "distance bias or relative vector has no query position (rope acts on q, k and works)"),
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
+    refuses_because=(
+        "attends from cluster centroids, which sit at no single position, so a per-(query, key) "
+        "distance bias or relative vector has no query position (rope acts on q, k and works)"
+    ),
     causal_modes=frozenset({False}),
-    causal_reason=("it is bidirectional only, as the paper: a centroid averages queries from every position, so "
-                   "its shared attention row would have to see the future of its earliest member"))
+    causal_reason=(
+        "it is bidirectional only, as the paper: a centroid averages queries from every position, so "
+        "its shared attention row would have to see the future of its earliest member"
+    ),
+)
 
 VARIANTS = (
-    Variant("clustered", "Vyas et al. 2020 (Fast Transformers with Clustered Attention)",
-            "Queries are grouped by K-means into n_clusters; one softmax row per centroid, shared by every query "
-            "of the cluster.", build=ClusteredAttention, params=(N_CLUSTERS, LLOYD_ITERS), caps=CAPS),
+    Variant(
+        "clustered",
+        "Vyas et al. 2020 (Fast Transformers with Clustered Attention)",
+        "Queries are grouped by K-means into n_clusters; one softmax row per centroid, shared by every query "
+        "of the cluster.",
+        build=ClusteredAttention,
+        params=(N_CLUSTERS, LLOYD_ITERS),
+        caps=CAPS,
+    ),
 )

@@ -11,6 +11,7 @@
 - ``group_ranks``: rank of every position inside its bucket / cluster (stable, position order),
   the building block of "sort by bucket" without a Python loop.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,9 @@ def expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 def check_no_softcap(cfg, mechanism: str) -> None:
     if cfg.softcap is not None:
-        raise ConfigError("softcap", cfg.softcap,
-                          f"None: {mechanism} never forms the score matrix, so there is no score to cap")
+        raise ConfigError(
+            "softcap", cfg.softcap, f"None: {mechanism} never forms the score matrix, so there is no score to cap"
+        )
 
 
 def check_no_memory(cfg, mechanism: str, reason: str) -> None:
@@ -79,8 +81,9 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return x.gather(2, idx.unsqueeze(-1).expand(*idx.shape, x.shape[-1]))
 
 
-def scatter_dense(probs: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor, lq: int, lk: int,
-                  valid: torch.Tensor) -> torch.Tensor:
+def scatter_dense(
+    probs: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor, lq: int, lk: int, valid: torch.Tensor
+) -> torch.Tensor:
     """Sum sparse probabilities into a dense ``[B, h, lq, lk]`` matrix (display only).
 
     ``probs``, ``q_pos`` (query index 0..lq-1), ``k_pos`` (key index 0..lk-1) and ``valid`` share a

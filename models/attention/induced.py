@@ -37,6 +37,7 @@ table and only the first layer of a pass reads its own (the others receive no gr
 models are refused: the paper's causal Luna packs a separate context for every prefix (with an
 activation in place of the unpack softmax), a different mechanism not built here.
 """
+
 from __future__ import annotations
 
 import math
@@ -112,7 +113,7 @@ class LunaAttention(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.n_heads * cfg.d_head
-        self.initial = nn.Parameter(torch.randn(cfg.n_inducing, d) * d ** -0.5)  # (m, d): P of the first layer
+        self.initial = nn.Parameter(torch.randn(cfg.n_inducing, d) * d**-0.5)  # (m, d): P of the first layer
         self.pack_query = nn.Linear(d, d, bias=False)
         self.unpack_key = nn.Linear(d, d, bias=False)
         self.norm = nn.LayerNorm(d)
@@ -134,25 +135,41 @@ def check_luna(cfg) -> None:
 
 
 CAPS = AttentionCaps(
-    accepts=frozenset({ROTARY}), memory_keys=False,
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
     refuses_because="has no (query, key) score for a position bias or relative vectors: queries meet keys "
-                    "only through the inducing points, which have no position",
+    "only through the inducing points, which have no position",
     causal_modes=frozenset({False}),
-    causal_reason="it is bidirectional only (every inducing point summarises the whole sequence, future included)")
+    causal_reason="it is bidirectional only (every inducing point summarises the whole sequence, future included)",
+)
 
 LUNA_CAPS = AttentionCaps(
-    accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=CAPS.refuses_because.replace("inducing", "packed"),
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
+    refuses_because=CAPS.refuses_because.replace("inducing", "packed"),
     causal_modes=frozenset({False}),
     causal_reason="it is bidirectional only (the packed sequence reads every position; the paper's causal Luna, "
-                  "one packed context per prefix, is a different mechanism not built here)")
+    "one packed context per prefix, is a different mechanism not built here)",
+)
 
 VARIANTS = (
-    Variant("isab", "Lee et al. 2019 (Set Transformer, ISAB)",
-            "n_inducing learned points attend to the sequence, then the sequence attends to them: O(m L).",
-            build=InducedSetAttention, params=(N_INDUCING,), caps=CAPS,
-            n_params=lambda c: c.n_heads * c.n_inducing * c.d_head + c.n_heads * c.d_head * c.d_head),
-    Variant("luna", "Ma et al. 2021 (Luna)",
-            "Pack the sequence into n_inducing positions carried from layer to layer, then unpack: O(m L).",
-            build=LunaAttention, params=(N_INDUCING,), check=check_luna, caps=LUNA_CAPS,
-            n_params=lambda c: c.n_inducing * c.d_model + 2 * c.d_model * c.d_model + 2 * c.d_model),
+    Variant(
+        "isab",
+        "Lee et al. 2019 (Set Transformer, ISAB)",
+        "n_inducing learned points attend to the sequence, then the sequence attends to them: O(m L).",
+        build=InducedSetAttention,
+        params=(N_INDUCING,),
+        caps=CAPS,
+        n_params=lambda c: c.n_heads * c.n_inducing * c.d_head + c.n_heads * c.d_head * c.d_head,
+    ),
+    Variant(
+        "luna",
+        "Ma et al. 2021 (Luna)",
+        "Pack the sequence into n_inducing positions carried from layer to layer, then unpack: O(m L).",
+        build=LunaAttention,
+        params=(N_INDUCING,),
+        check=check_luna,
+        caps=LUNA_CAPS,
+        n_params=lambda c: c.n_inducing * c.d_model + 2 * c.d_model * c.d_model + 2 * c.d_model,
+    ),
 )

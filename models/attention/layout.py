@@ -9,6 +9,7 @@ before the segment, memory, are always visible). Results are memoised because th
 for the same pattern at every redraw (tensors are returned read-only by convention: callers never
 modify them).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -51,6 +52,7 @@ def _block_bounds(bounds, table, bs):
 
 def _with_sinks(rule, bounds, n: int):
     """The rule and bounds with the first ``n`` keys always visible (attention sinks)."""
+
     def sink_rule(i, j):
         return rule(i, j) | (j < n)
 

@@ -24,6 +24,7 @@ largest log-amplitude (a per-query constant: cancels in the ratio); in the bidir
 keys' by the largest over all keys (a global constant). A causal model leaves keys unshifted, since a
 constant taken over all positions would depend (through ``eps``) on the future.
 """
+
 from __future__ import annotations
 
 import math
@@ -94,7 +95,7 @@ def attend(phi_q, phi_k, v, causal: bool):
     if lq < lk:  # queries sit at the end: zero features for the memory rows, dropped afterwards
         phi_q = F.pad(phi_q, (0, 0, lk - lq, 0))
     out = linear_attention(phi_q, phi_k, v, causal=causal, eps=EPS)
-    return out[:, :, lk - lq:]
+    return out[:, :, lk - lq :]
 
 
 class LinearAttention(nn.Module):
@@ -139,15 +140,32 @@ def check_performer(cfg) -> None:
 
 
 # rope acts on q, k before the feature map and works; there is no score matrix for the rest
-CAPS = AttentionCaps(accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=(
-    "has no score matrix to add a bias or relative vectors to (rope acts on q, k before the feature map)"))
+CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
+    refuses_because=(
+        "has no score matrix to add a bias or relative vectors to (rope acts on q, k before the feature map)"
+    ),
+)
 
 VARIANTS = (
-    Variant("linear", "Katharopoulos et al. 2020 (Transformers are RNNs)",
-            "exp(q.k) replaced by elu+1 feature maps: attention becomes running sums, linear in L.",
-            build=LinearAttention, check=check, caps=CAPS, surgery=True),
-    Variant("performer", "Choromanski et al. 2021 (Performer, FAVOR+); Peng et al. 2021 (RFA)",
-            "Random features whose dot product estimates the softmax kernel: softmax attention approximated in O(L).",
-            build=PerformerAttention, params=(N_FEATURES, FEATURE_MAP), check=check_performer, caps=CAPS,
-            surgery=True),
+    Variant(
+        "linear",
+        "Katharopoulos et al. 2020 (Transformers are RNNs)",
+        "exp(q.k) replaced by elu+1 feature maps: attention becomes running sums, linear in L.",
+        build=LinearAttention,
+        check=check,
+        caps=CAPS,
+        surgery=True,
+    ),
+    Variant(
+        "performer",
+        "Choromanski et al. 2021 (Performer, FAVOR+); Peng et al. 2021 (RFA)",
+        "Random features whose dot product estimates the softmax kernel: softmax attention approximated in O(L).",
+        build=PerformerAttention,
+        params=(N_FEATURES, FEATURE_MAP),
+        check=check_performer,
+        caps=CAPS,
+        surgery=True,
+    ),
 )

@@ -22,6 +22,7 @@ projection of its heads (the paper has its own input projection with a GLU), and
 projections of the convolution heads are left unused (zero gradient), which keeps the layer's
 Q/K/V projections shared with every other mechanism.
 """
+
 from __future__ import annotations
 
 import torch
@@ -93,7 +94,7 @@ class LiteAttention(nn.Module):
             out_a, p_a = kernels.attention_ref(qa, ka, va, causal=cfg.causal, softcap=cfg.softcap, **amods)
         else:
             out_a = kernels.attention(qa, ka, va, causal=cfg.causal, softcap=cfg.softcap, **amods)
-        out_c = self.conv(v[:, self.n_attn:])
+        out_c = self.conv(v[:, self.n_attn :])
         out = torch.cat([out_a, out_c.to(out_a.dtype)], dim=1)  # (B, h, L, d_h)
         probs, aux = None, {}
         if ctx.need_weights:
@@ -114,17 +115,25 @@ def conv_share(out_a: torch.Tensor, out_c: torch.Tensor) -> torch.Tensor:
 
 def check(cfg) -> None:
     if cfg.n_heads < 2 or cfg.n_heads % 2:
-        raise ConfigError("n_heads", cfg.n_heads,
-                          "an even number >= 2 with attention='lite': half the heads attend, half convolve")
-    check_no_memory(cfg, "lite attention", "convolves over the segment's own positions, which a memory prefix "
-                                           "would not extend")
+        raise ConfigError(
+            "n_heads", cfg.n_heads, "an even number >= 2 with attention='lite': half the heads attend, half convolve"
+        )
+    check_no_memory(
+        cfg, "lite attention", "convolves over the segment's own positions, which a memory prefix would not extend"
+    )
 
 
 CAPS = AttentionCaps(memory_keys=False)
 
 VARIANTS = (
-    Variant("lite", "Wu et al. 2020 (Lite Transformer, LSRA)",
-            "Half the heads attend (long range), half run a lightweight convolution of width conv_kernel (short range).",
-            build=LiteAttention, params=(CONV_KERNEL,), check=check, caps=CAPS,
-            n_params=lambda c: (c.n_heads - c.n_heads // 2) * c.conv_kernel),
+    Variant(
+        "lite",
+        "Wu et al. 2020 (Lite Transformer, LSRA)",
+        "Half the heads attend (long range), half run a lightweight convolution of width conv_kernel (short range).",
+        build=LiteAttention,
+        params=(CONV_KERNEL,),
+        check=check,
+        caps=CAPS,
+        n_params=lambda c: (c.n_heads - c.n_heads // 2) * c.conv_kernel,
+    ),
 )

@@ -24,6 +24,7 @@ landmark kernel is invertible (it is row-stochastic, so ``A2 1 = 1`` gives ``pin
 divide by the row sum only to remove round-off. Entries may be negative (a Nystrom approximation
 is not a softmax), which is exactly what the explorer's error view shows.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,9 +65,11 @@ class LinformerAttention(nn.Module):
         lk = k.shape[2]
         if lk > cfg.max_len:
             raise ConfigError(
-                "max_len", cfg.max_len,
+                "max_len",
+                cfg.max_len,
                 f"an integer >= {lk}: linformer's learned projections E, F have max_len={cfg.max_len} columns "
-                f"(one per key position) but the keys span {lk} positions; raise max_len or shorten the input")
+                f"(one per key position) but the keys span {lk} positions; raise max_len or shorten the input",
+            )
         k, v = expand_kv(k, h), expand_kv(v, h)
         E, F = self.E[:, :lk], self.F[:, :lk]
         work = _work_dtype(q)
@@ -122,26 +125,50 @@ class NystromAttention(nn.Module):
 
 def check_linformer(cfg) -> None:
     if cfg.proj_len > cfg.max_len:
-        raise ConfigError("proj_len", cfg.proj_len,
-                          f"an integer in [1, max_len={cfg.max_len}]: E, F project at most max_len key positions, "
-                          "so more projected rows than positions only adds parameters")
+        raise ConfigError(
+            "proj_len",
+            cfg.proj_len,
+            f"an integer in [1, max_len={cfg.max_len}]: E, F project at most max_len key positions, "
+            "so more projected rows than positions only adds parameters",
+        )
 
 
 _NO_SCORES = "has no per-(query, key) score matrix to add a position bias or relative vectors to"
 LINFORMER_CAPS = AttentionCaps(
-    accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=_NO_SCORES, causal_modes=frozenset({False}),
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
+    refuses_because=_NO_SCORES,
+    causal_modes=frozenset({False}),
     causal_reason="it is bidirectional only (E and F mix every key position into each projected key, so a "
-                  "causal mask cannot be applied)")
+    "causal mask cannot be applied)",
+)
 NYSTROM_CAPS = AttentionCaps(
-    accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=_NO_SCORES, causal_modes=frozenset({False}),
-    causal_reason="it is bidirectional only (the landmarks are means over segments that include future positions)")
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
+    refuses_because=_NO_SCORES,
+    causal_modes=frozenset({False}),
+    causal_reason="it is bidirectional only (the landmarks are means over segments that include future positions)",
+)
 
 VARIANTS = (
-    Variant("linformer", "Wang et al. 2020 (Linformer)",
-            "Keys and values are projected along the sequence to proj_len rows by learned E, F: attention in "
-            "O(L * proj_len).", build=LinformerAttention, params=(PROJ_LEN, "max_len"), check=check_linformer,
-            caps=LINFORMER_CAPS, n_params=lambda c: 2 * c.proj_len * c.max_len),
-    Variant("nystrom", "Xiong et al. 2021 (Nystromformer)",
-            "Softmax attention approximated through n_landmarks segment-mean landmarks and a pseudo-inverse "
-            "(Nystrom method).", build=NystromAttention, params=(N_LANDMARKS,), caps=NYSTROM_CAPS),
+    Variant(
+        "linformer",
+        "Wang et al. 2020 (Linformer)",
+        "Keys and values are projected along the sequence to proj_len rows by learned E, F: attention in "
+        "O(L * proj_len).",
+        build=LinformerAttention,
+        params=(PROJ_LEN, "max_len"),
+        check=check_linformer,
+        caps=LINFORMER_CAPS,
+        n_params=lambda c: 2 * c.proj_len * c.max_len,
+    ),
+    Variant(
+        "nystrom",
+        "Xiong et al. 2021 (Nystromformer)",
+        "Softmax attention approximated through n_landmarks segment-mean landmarks and a pseudo-inverse "
+        "(Nystrom method).",
+        build=NystromAttention,
+        params=(N_LANDMARKS,),
+        caps=NYSTROM_CAPS,
+    ),
 )

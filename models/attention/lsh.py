@@ -21,6 +21,7 @@ Rounds are combined by their log-sum-exp weights: ``out_i = sum_r softmax_r(lse_
 combination of the rounds' sparse softmax matrices, so its rows sum to 1. Work and memory per
 round are ``O(L * 2 * chunk_size)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -134,8 +135,14 @@ class LSHAttention(nn.Module):
         dense = None
         if need_weights:
             ok = valid.view(B, h, nc, c, 1) & k_ok.unsqueeze(-2)
-            dense = scatter_dense(p, pos_q.unsqueeze(-1).expand_as(p).clamp(min=0),
-                                  pos_k.unsqueeze(-2).expand_as(p).clamp(min=0), L, L, ok)
+            dense = scatter_dense(
+                p,
+                pos_q.unsqueeze(-1).expand_as(p).clamp(min=0),
+                pos_k.unsqueeze(-2).expand_as(p).clamp(min=0),
+                L,
+                L,
+                ok,
+            )
         return out, lse, dense
 
 
@@ -147,23 +154,45 @@ def check(cfg) -> None:
     if cfg.n_buckets % 2:
         raise ConfigError("n_buckets", cfg.n_buckets, "an even integer >= 2 (buckets come from argmax([xR; -xR]))")
     if cfg.n_buckets * cfg.n_hashes > MAX_HASH_UNITS:
-        raise ConfigError("n_buckets", cfg.n_buckets,
-                          f"an even integer with n_buckets * n_hashes <= {MAX_HASH_UNITS} (n_hashes={cfg.n_hashes}): "
-                          "each round draws n_buckets/2 rotations and sorts every query by its bucket")
+        raise ConfigError(
+            "n_buckets",
+            cfg.n_buckets,
+            f"an even integer with n_buckets * n_hashes <= {MAX_HASH_UNITS} (n_hashes={cfg.n_hashes}): "
+            "each round draws n_buckets/2 rotations and sorts every query by its bucket",
+        )
     if cfg.n_buckets * cfg.chunk_size > MAX_PADDED_SLOTS:
-        raise ConfigError("chunk_size", cfg.chunk_size,
-                          f"an integer with n_buckets * chunk_size <= {MAX_PADDED_SLOTS} (n_buckets={cfg.n_buckets}): "
-                          "every non-empty bucket is padded to whole chunks, and each slot scores 2 * chunk_size keys")
-    check_no_memory(cfg, "lsh", "shared-QK LSH attention uses the queries as keys, so there are no "
-                                "queries (hence no keys) for prepended memory positions")
+        raise ConfigError(
+            "chunk_size",
+            cfg.chunk_size,
+            f"an integer with n_buckets * chunk_size <= {MAX_PADDED_SLOTS} (n_buckets={cfg.n_buckets}): "
+            "every non-empty bucket is padded to whole chunks, and each slot scores 2 * chunk_size keys",
+        )
+    check_no_memory(
+        cfg,
+        "lsh",
+        "shared-QK LSH attention uses the queries as keys, so there are no "
+        "queries (hence no keys) for prepended memory positions",
+    )
 
 
-CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False, shared_qk=True, refuses_because=(
-    "adds no relative key/value vectors inside its hashed chunks (scalar biases such as t5 / alibi work)"))
+CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY, SCORE_BIAS}),
+    memory_keys=False,
+    shared_qk=True,
+    refuses_because=(
+        "adds no relative key/value vectors inside its hashed chunks (scalar biases such as t5 / alibi work)"
+    ),
+)
 
 VARIANTS = (
-    Variant("lsh", "Kitaev et al. 2020 (Reformer)",
-            "Shared-QK attention inside hash buckets: similar vectors land in the same bucket and attend within "
-            "sorted chunks.", build=LSHAttention, params=(N_BUCKETS, N_HASHES, CHUNK_SIZE), check=check,
-            caps=CAPS),
+    Variant(
+        "lsh",
+        "Kitaev et al. 2020 (Reformer)",
+        "Shared-QK attention inside hash buckets: similar vectors land in the same bucket and attend within "
+        "sorted chunks.",
+        build=LSHAttention,
+        params=(N_BUCKETS, N_HASHES, CHUNK_SIZE),
+        check=check,
+        caps=CAPS,
+    ),
 )

@@ -15,10 +15,11 @@ random blocks).
 Bounds of rules of ``d = i - j`` are exact, because a tile's differences form the whole range
 ``[i0 - j1, i1 - j0]``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import torch
 
@@ -35,8 +36,7 @@ BLOCK_SIZE = Param("block_size", int, 16, range=(1, 1 << 20), cap=1024, surgery=
 N_GLOBAL = Param("n_global", int, 2, range=(0, 1 << 20), cap=256, surgery=True)
 # StreamingLLM's attention sinks (Xiao et al. 2024): the first n_sinks keys stay visible under any
 # pattern, since trained heads park attention there; 0 = the pattern as published.
-N_SINKS = Param("n_sinks", int, 0, range=(0, 1 << 20), cap=64, label="Attention sinks (first keys kept)",
-                surgery=True)
+N_SINKS = Param("n_sinks", int, 0, range=(0, 1 << 20), cap=64, label="Attention sinks (first keys kept)", surgery=True)
 N_RANDOM = Param("n_random", int, 2, range=(0, 1 << 20), cap=256, surgery=True)
 
 
@@ -103,8 +103,11 @@ def fixed_bounds(cfg, i0, i1, j0, j1):
     s, n = cfg.stride, cfg.n_summary
     same = (i0 // s <= j1 // s) & (j0 // s <= i1 // s)
     summary = (j1 - j0 + 1 >= s) | (j0 // s != j1 // s) | (j1 % s >= s - n)
-    full_ = ((i0 // s == i1 // s) & (j0 // s == j1 // s) & (i0 // s == j0 // s)) | (n == s) | \
-        ((j0 % s >= s - n) & (j0 // s == j1 // s))
+    full_ = (
+        ((i0 // s == i1 // s) & (j0 // s == j1 // s) & (i0 // s == j0 // s))
+        | (n == s)
+        | ((j0 % s >= s - n) & (j0 // s == j1 // s))
+    )
     return same | summary, full_
 
 
@@ -169,13 +172,13 @@ class Pattern:
     key: str
     paper: str
     summary: str
-    rule: Callable                      # rule(i, j, cfg) -> bool tensor (before the causal AND)
-    bounds: Callable                    # bounds(cfg, i0, i1, j0, j1) -> (maybe, full) per tile
+    rule: Callable  # rule(i, j, cfg) -> bool tensor (before the causal AND)
+    bounds: Callable  # bounds(cfg, i0, i1, j0, j1) -> (maybe, full) per tile
     # config fields the rule reads (memo key and UI controls): Param records or names of core
     # fields; stored as names, the records in param_records (as on a Variant)
     params: tuple = ()
-    blocks: Optional[Callable] = None   # blocks(cfg, causal, L) -> (table [nb, nb], block) or None, ORed in
-    check: Optional[Callable] = None    # check(cfg) raises ConfigError
+    blocks: Callable | None = None  # blocks(cfg, causal, L) -> (table [nb, nb], block) or None, ORed in
+    check: Callable | None = None  # check(cfg) raises ConfigError
     param_records: tuple = field(default=(), repr=False, compare=False)
 
     def __post_init__(self):
@@ -184,33 +187,72 @@ class Pattern:
         object.__setattr__(self, "param_records", tuple(dict.fromkeys(self.param_records + records)))
 
 
-PATTERNS = gather((
-    Pattern("full", "Vaswani et al. 2017", "Every query attends every key: the quadratic baseline.",
-            full, full_bounds),
-    Pattern("sliding_window", "Beltagy et al. 2020 (Longformer); Mistral 2023",
+PATTERNS = gather(
+    (
+        Pattern(
+            "full", "Vaswani et al. 2017", "Every query attends every key: the quadratic baseline.", full, full_bounds
+        ),
+        Pattern(
+            "sliding_window",
+            "Beltagy et al. 2020 (Longformer); Mistral 2023",
             "Each query sees a band of `window` keys around it (causal: itself and the previous window-1).",
-            sliding_window, sliding_bounds, (WINDOW, N_SINKS)),
-    Pattern("dilated_window", "Beltagy et al. 2020 (Longformer, dilated)",
+            sliding_window,
+            sliding_bounds,
+            (WINDOW, N_SINKS),
+        ),
+        Pattern(
+            "dilated_window",
+            "Beltagy et al. 2020 (Longformer, dilated)",
             "A band with gaps: every dilation-th key up to window*dilation away, widening the receptive "
-            "field at the same cost.", dilated_window, dilated_bounds, (WINDOW, DILATION, N_SINKS)),
-    Pattern("strided", "Child et al. 2019 (Sparse Transformer, strided)",
+            "field at the same cost.",
+            dilated_window,
+            dilated_bounds,
+            (WINDOW, DILATION, N_SINKS),
+        ),
+        Pattern(
+            "strided",
+            "Child et al. 2019 (Sparse Transformer, strided)",
             "The previous `stride` keys plus every stride-th key: two hops connect any pair.",
-            strided, strided_bounds, (STRIDE, N_SINKS)),
-    Pattern("fixed", "Child et al. 2019 (Sparse Transformer, fixed)",
+            strided,
+            strided_bounds,
+            (STRIDE, N_SINKS),
+        ),
+        Pattern(
+            "fixed",
+            "Child et al. 2019 (Sparse Transformer, fixed)",
             "Attend within your block of `stride` plus the last n_summary 'summary' positions of every block.",
-            fixed, fixed_bounds, (STRIDE, N_SUMMARY, N_SINKS), check=check_fixed),
-    Pattern("block_local", "Parmar et al. 2018 (Image Transformer); Qiu et al. 2019 (Blockwise)",
+            fixed,
+            fixed_bounds,
+            (STRIDE, N_SUMMARY, N_SINKS),
+            check=check_fixed,
+        ),
+        Pattern(
+            "block_local",
+            "Parmar et al. 2018 (Image Transformer); Qiu et al. 2019 (Blockwise)",
             "The sequence is cut into blocks of `block_size`; each query attends only its own block.",
-            block_local, block_local_bounds, (BLOCK_SIZE, N_SINKS)),
-    Pattern("longformer", "Beltagy et al. 2020 (Longformer); Ainslie et al. 2020 (ETC)",
+            block_local,
+            block_local_bounds,
+            (BLOCK_SIZE, N_SINKS),
+        ),
+        Pattern(
+            "longformer",
+            "Beltagy et al. 2020 (Longformer); Ainslie et al. 2020 (ETC)",
             "A sliding window plus n_global global tokens that see and are seen by every position.",
-            longformer, longformer_bounds, (WINDOW, N_GLOBAL, N_SINKS)),
-    Pattern("bigbird", "Zaheer et al. 2020 (BigBird)",
-            "Window + global tokens + n_random random key blocks per query block: sparse yet a universal "
-            "approximator.", longformer, longformer_bounds, (WINDOW, N_GLOBAL, N_RANDOM, BLOCK_SIZE, N_SINKS,
-                                                                                   "seed"),
-            blocks=bigbird_blocks),
-))
+            longformer,
+            longformer_bounds,
+            (WINDOW, N_GLOBAL, N_SINKS),
+        ),
+        Pattern(
+            "bigbird",
+            "Zaheer et al. 2020 (BigBird)",
+            "Window + global tokens + n_random random key blocks per query block: sparse yet a universal approximator.",
+            longformer,
+            longformer_bounds,
+            (WINDOW, N_GLOBAL, N_RANDOM, BLOCK_SIZE, N_SINKS, "seed"),
+            blocks=bigbird_blocks,
+        ),
+    )
+)
 
 # Derived views kept for callers that want one aspect (the records above are the source).
 RULES = {k: p.rule for k, p in PATTERNS.items()}

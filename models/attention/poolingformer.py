@@ -24,6 +24,7 @@ pooling). Level 2 is computed block-banded: queries in groups of ``s``, each aga
 Accepts rotary positions only: a pooled key has no single distance to a query, so a score bias or
 relative vectors have nothing to be indexed by. No memory keys (groups are of the segment).
 """
+
 from __future__ import annotations
 
 import math
@@ -132,31 +133,47 @@ class PoolingformerAttention(nn.Module):
         R = (W - 1) // 2
         cols = (torch.arange(G, device=p.device)[:, None] + torch.arange(W, device=p.device)).view(G, 1, W)
         dense = p.new_zeros(B, h, G, s, G + 2 * R).scatter(-1, cols.expand(B, h, G, s, W), p)
-        return dense.reshape(B, h, G * s, G + 2 * R)[:, :, :L, R:R + G]
+        return dense.reshape(B, h, G * s, G + 2 * R)[:, :, :L, R : R + G]
 
 
 def check_poolingformer(cfg):
     if cfg.pool_window <= cfg.window:
-        raise ConfigError("pool_window", cfg.pool_window, f"an integer > window={cfg.window}: the second level "
-                                                          "widens the first level's receptive field")
+        raise ConfigError(
+            "pool_window",
+            cfg.pool_window,
+            f"an integer > window={cfg.window}: the second level widens the first level's receptive field",
+        )
     if -(-cfg.pool_window // cfg.pool_stride) > MAX_BAND:
-        raise ConfigError("pool_window", cfg.pool_window,
-                          f"at most {MAX_BAND} * pool_stride={MAX_BAND * cfg.pool_stride}: each query scores the "
-                          "pooled groups of its window, ceil(pool_window / pool_stride) on each side")
+        raise ConfigError(
+            "pool_window",
+            cfg.pool_window,
+            f"at most {MAX_BAND} * pool_stride={MAX_BAND * cfg.pool_stride}: each query scores the "
+            "pooled groups of its window, ceil(pool_window / pool_stride) on each side",
+        )
     if cfg.pool_stride > cfg.pool_window:
-        raise ConfigError("pool_stride", cfg.pool_stride, f"an integer in [1, pool_window={cfg.pool_window}]: "
-                                                          "a group must fit in the pooling window")
+        raise ConfigError(
+            "pool_stride",
+            cfg.pool_stride,
+            f"an integer in [1, pool_window={cfg.pool_window}]: a group must fit in the pooling window",
+        )
 
 
 CAPS = AttentionCaps(
-    accepts=frozenset({ROTARY}), memory_keys=False,
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
     refuses_because="pools keys into groups, and a pooled key has no single distance to a query for a "
-                    "score bias or relative vectors to be indexed by")
+    "score bias or relative vectors to be indexed by",
+)
 
 VARIANTS = (
-    Variant("poolingformer", "Zhang et al. 2021 (Poolingformer)",
-            "Two levels: a sliding window, then the window's output queries mean-pooled keys/values of a "
-            "larger window.",
-            build=PoolingformerAttention, params=(WINDOW, POOL_WINDOW, POOL_STRIDE),
-            check=check_poolingformer, caps=CAPS, n_params=lambda c: c.n_heads * c.d_head ** 2),
+    Variant(
+        "poolingformer",
+        "Zhang et al. 2021 (Poolingformer)",
+        "Two levels: a sliding window, then the window's output queries mean-pooled keys/values of a larger window.",
+        build=PoolingformerAttention,
+        params=(WINDOW, POOL_WINDOW, POOL_STRIDE),
+        check=check_poolingformer,
+        caps=CAPS,
+        n_params=lambda c: c.n_heads * c.d_head**2,
+    ),
 )

@@ -17,6 +17,7 @@ leak in an autoregressive model; Informer sidesteps it by feeding zeros for the 
 rule is causal; it activates at least ``u`` queries (about ``u (1 + ln(L / u))`` if the ``M`` came in a
 random order; more in practice, since ``M`` over ``i + 1`` keys tends to grow with ``i``).
 """
+
 from __future__ import annotations
 
 import math
@@ -88,12 +89,20 @@ class ProbSparseAttention(nn.Module):
 
 
 CAPS = AttentionCaps(
-    accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False,
-    refuses_because="adds no relative key/value vectors (scalar biases such as t5 / alibi and rope work)")
+    accepts=frozenset({ROTARY, SCORE_BIAS}),
+    memory_keys=False,
+    refuses_because="adds no relative key/value vectors (scalar biases such as t5 / alibi and rope work)",
+)
 
 VARIANTS = (
-    Variant("probsparse", "Zhou et al. 2021 (Informer, ProbSparse)",
-            "Only the probsparse_factor * ceil(ln L) queries with the most peaked scores (max - mean) attend; "
-            "the others output the mean of the values.", build=ProbSparseAttention, params=(PROBSPARSE_FACTOR,),
-            caps=CAPS, surgery=True),
+    Variant(
+        "probsparse",
+        "Zhou et al. 2021 (Informer, ProbSparse)",
+        "Only the probsparse_factor * ceil(ln L) queries with the most peaked scores (max - mean) attend; "
+        "the others output the mean of the values.",
+        build=ProbSparseAttention,
+        params=(PROBSPARSE_FACTOR,),
+        caps=CAPS,
+        surgery=True,
+    ),
 )

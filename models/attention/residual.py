@@ -22,6 +22,7 @@ The previous layer's scores / maps travel in the ``ForwardContext`` of the pass
 (``prev_scores``, ``prev_probs``), never on a module. Both need a plain stack of blocks
 (``layer="standard"``) and no memory: see ``check``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -54,8 +55,11 @@ def _carried(ctx, name: str, like: torch.Tensor):
     if prev is None:
         return None
     if prev.shape != like.shape:
-        raise ConfigError("attention", "(previous layer shape)",
-                          f"layers of one pass with the same keys: got {tuple(prev.shape)} then {tuple(like.shape)}")
+        raise ConfigError(
+            "attention",
+            "(previous layer shape)",
+            f"layers of one pass with the same keys: got {tuple(prev.shape)} then {tuple(like.shape)}",
+        )
     return prev
 
 
@@ -113,12 +117,13 @@ def check_layer_to_layer(cfg, what: str) -> None:
     """Mechanisms that hand ``what`` from one layer to the next inside one pass (through the context)."""
     if cfg.layer != "standard":
         raise ConfigError(
-            "layer", cfg.layer,
+            "layer",
+            cfg.layer,
             f"'standard' with attention={cfg.attention!r}: it reads {what} inside one pass, which needs a plain "
             "stack of blocks (a reversible stack recomputes layers in backward without it; universal, gated and "
-            "early-exit stacks change what the previous layer is)")
-    check_no_memory(cfg, f"{cfg.attention} attention",
-                    f"reads {what}, and a memory gives every layer its own keys")
+            "early-exit stacks change what the previous layer is)",
+        )
+    check_no_memory(cfg, f"{cfg.attention} attention", f"reads {what}, and a memory gives every layer its own keys")
 
 
 def check(cfg) -> None:
@@ -128,11 +133,22 @@ def check(cfg) -> None:
 CAPS = AttentionCaps(memory_keys=False)
 
 VARIANTS = (
-    Variant("realformer", "He et al. 2020 (RealFormer)",
-            "Residual attention: each layer's pre-softmax scores add the previous layer's scores.",
-            build=RealFormerAttention, check=check, caps=CAPS, surgery=True),
-    Variant("predictive_attention", "Wang et al. 2021 (Predictive Attention Transformer)",
-            "A 3x3 convolution over the previous layer's attention maps, mixed into the scores with a learned weight.",
-            build=PredictiveAttention, check=check, caps=CAPS,
-            n_params=lambda c: c.n_heads * c.n_heads * KERNEL * KERNEL + c.n_heads + 1),
+    Variant(
+        "realformer",
+        "He et al. 2020 (RealFormer)",
+        "Residual attention: each layer's pre-softmax scores add the previous layer's scores.",
+        build=RealFormerAttention,
+        check=check,
+        caps=CAPS,
+        surgery=True,
+    ),
+    Variant(
+        "predictive_attention",
+        "Wang et al. 2021 (Predictive Attention Transformer)",
+        "A 3x3 convolution over the previous layer's attention maps, mixed into the scores with a learned weight.",
+        build=PredictiveAttention,
+        check=check,
+        caps=CAPS,
+        n_params=lambda c: c.n_heads * c.n_heads * KERNEL * KERNEL + c.n_heads + 1,
+    ),
 )

@@ -17,6 +17,7 @@ Computation: positions are grouped by cluster (stable sort) into a padded
 ``[B, h, C, max cluster size]`` layout and attention runs cluster by cluster, so the work is
 ``sum_c |Q_c| |K_c|``-ish (``C * max|Q_c| * max|K_c|``), ``L^2 / C`` for balanced clusters.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,8 +94,7 @@ class RoutingAttention(nn.Module):
         out = torch.where(has_any.unsqueeze(-1), out, v[:, :, prefix:].float())
         probs = None
         if ctx.need_weights:
-            probs = scatter_dense(p, pos_q.clamp(min=0).expand_as(p), pos_k.clamp(min=0).expand_as(p), lq, lk,
-                                  allowed)
+            probs = scatter_dense(p, pos_q.clamp(min=0).expand_as(p), pos_k.clamp(min=0).expand_as(p), lq, lk, allowed)
             own = torch.arange(lq, device=q.device)
             fallback = torch.zeros_like(probs)
             fallback[:, :, own, own + prefix] = (~has_any).to(probs.dtype)  # self-fallback rows
@@ -124,12 +124,22 @@ def check(cfg) -> None:
         raise ConfigError("cluster_decay", d, "a number in (0, 1): the EMA keeps decay of the old centroid")
 
 
-CAPS = AttentionCaps(accepts=frozenset({ROTARY, SCORE_BIAS}), memory_keys=False, refuses_because=(
-    "adds no relative key/value vectors inside its clusters (scalar biases such as t5 / alibi work)"))
+CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY, SCORE_BIAS}),
+    memory_keys=False,
+    refuses_because=("adds no relative key/value vectors inside its clusters (scalar biases such as t5 / alibi work)"),
+)
 
 VARIANTS = (
-    Variant("routing", "Roy et al. 2021 (Routing Transformer)",
-            "Queries and keys are routed to their nearest of n_clusters learned centroids and attend only within "
-            "the cluster.", build=RoutingAttention, params=(N_CLUSTERS, CLUSTER_DECAY), check=check, caps=CAPS,
-            surgery=True),
+    Variant(
+        "routing",
+        "Roy et al. 2021 (Routing Transformer)",
+        "Queries and keys are routed to their nearest of n_clusters learned centroids and attend only within "
+        "the cluster.",
+        build=RoutingAttention,
+        params=(N_CLUSTERS, CLUSTER_DECAY),
+        check=check,
+        caps=CAPS,
+        surgery=True,
+    ),
 )

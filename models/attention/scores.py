@@ -8,6 +8,7 @@ queries are the last ``Lq`` of the ``Lk`` key positions), ``allowed_pairs`` the 
 ``attend`` applies probabilities to the values (plus ``rel_v``), so every position modifier and
 memory keys before the segment are honoured as on the dense path.
 """
+
 from __future__ import annotations
 
 import math

@@ -27,6 +27,7 @@ Effective attention ``[B, h, L, L]``: the own-block probabilities at their keys,
 slot's probability spread over the blocks it mixes (``p_t P[a, c]`` on key ``(c, t)``); ``A V`` is the
 output exactly and rows sum to 1.
 """
+
 from __future__ import annotations
 
 import math
@@ -107,9 +108,12 @@ class SinkhornAttention(nn.Module):
         B, h, L, d = q.shape
         dtype = q.dtype
         if L > cfg.max_len:
-            raise ConfigError("max_len", cfg.max_len,
-                              f"an integer >= {L}: the sorting network has one logit per key block of the first "
-                              f"max_len={cfg.max_len} positions but the input has {L}; raise max_len or shorten it")
+            raise ConfigError(
+                "max_len",
+                cfg.max_len,
+                f"an integer >= {L}: the sorting network has one logit per key block of the first "
+                f"max_len={cfg.max_len} positions but the input has {L}; raise max_len or shorten it",
+            )
         k, v = expand_kv(k, h), expand_kv(v, h)
         b = min(cfg.block_size, L)
         nb = -(-L // b)
@@ -152,14 +156,25 @@ def check(cfg) -> None:
         raise ConfigError("sinkhorn_temperature", t, "a finite number > 0: the sorting logits are divided by it")
 
 
-CAPS = AttentionCaps(accepts=frozenset({ROTARY}), memory_keys=False, refuses_because=(
-    "attends sorted keys that are mixtures of blocks at different positions, so a (query, key) pair has no "
-    "single distance for a bias or relative vector (rope acts on q, k and works)"))
+CAPS = AttentionCaps(
+    accepts=frozenset({ROTARY}),
+    memory_keys=False,
+    refuses_because=(
+        "attends sorted keys that are mixtures of blocks at different positions, so a (query, key) pair has no "
+        "single distance for a bias or relative vector (rope acts on q, k and works)"
+    ),
+)
 
 VARIANTS = (
-    Variant("sinkhorn", "Tay et al. 2020 (Sparse Sinkhorn Attention)",
-            "A learned sorting network, balanced by Sinkhorn iterations, brings one soft-sorted key block next to "
-            "each query block; attention covers the own block and the sorted one.", build=SinkhornAttention,
-            params=(BLOCK_SIZE, SINKHORN_ITERS, SINKHORN_TEMPERATURE, "max_len"), check=check, caps=CAPS,
-            n_params=lambda c: c.n_heads * (c.d_head * c.d_head + c.d_head + (c.d_head + 1) * n_key_blocks(c))),
+    Variant(
+        "sinkhorn",
+        "Tay et al. 2020 (Sparse Sinkhorn Attention)",
+        "A learned sorting network, balanced by Sinkhorn iterations, brings one soft-sorted key block next to "
+        "each query block; attention covers the own block and the sorted one.",
+        build=SinkhornAttention,
+        params=(BLOCK_SIZE, SINKHORN_ITERS, SINKHORN_TEMPERATURE, "max_len"),
+        check=check,
+        caps=CAPS,
+        n_params=lambda c: c.n_heads * (c.d_head * c.d_head + c.d_head + (c.d_head + 1) * n_key_blocks(c)),
+    ),
 )

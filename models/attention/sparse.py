@@ -7,6 +7,7 @@ Keys before the segment (memory) are always visible; the pattern applies to the 
 When the caller asks for the attention weights, the dense reference computes them (every
 masked-out probability is exactly 0) and its output is used, so the logits are the same.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -53,8 +54,7 @@ class PatternAttention(nn.Module):
         prefix = lk - lq
         if ctx.need_weights:
             mask = None if cfg.attention == "full" else segment_mask(cfg, lq, prefix).to(q.device)
-            out, probs = kernels.attention_ref(q, k, v, causal=cfg.causal, mask=mask,
-                                               softcap=cfg.softcap, **mods)
+            out, probs = kernels.attention_ref(q, k, v, causal=cfg.causal, mask=mask, softcap=cfg.softcap, **mods)
             return out, probs, {}
         if cfg.attention == "full":
             out = kernels.attention(q, k, v, causal=cfg.causal, softcap=cfg.softcap, **mods)

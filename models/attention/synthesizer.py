@@ -19,6 +19,7 @@ honoured (rope's relative property lives in ``q . k``): position information com
 encoding added to the embeddings (``sinusoidal`` / ``learned``), as in the paper, or from the
 position-indexed ``R`` and ``W2`` themselves. Inputs longer than ``max_len`` raise ``ConfigError``.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,9 +40,12 @@ MAX_RANDOM = 1 << 26  # entries of R per layer (256 MiB in fp32): a buffer, so M
 
 def _check_len(cfg, L: int) -> None:
     if L > cfg.max_len:
-        raise ConfigError("max_len", cfg.max_len,
-                          f"an integer >= {L}: {cfg.attention} synthesizes one logit per key position up to "
-                          f"max_len={cfg.max_len} but the input has {L} positions; raise max_len or shorten the input")
+        raise ConfigError(
+            "max_len",
+            cfg.max_len,
+            f"an integer >= {L}: {cfg.attention} synthesizes one logit per key position up to "
+            f"max_len={cfg.max_len} but the input has {L} positions; raise max_len or shorten the input",
+        )
 
 
 def _attend(logits: torch.Tensor, v: torch.Tensor, cfg, need_weights: bool):
@@ -103,25 +107,45 @@ class RandomSynthesizer(nn.Module):
 
 
 def check_random(cfg) -> None:
-    if cfg.n_heads * cfg.max_len ** 2 > MAX_RANDOM:
-        raise ConfigError("max_len", cfg.max_len,
-                          f"an integer <= {math.isqrt(MAX_RANDOM // cfg.n_heads)} with attention='synthesizer_random' "
-                          f"and n_heads={cfg.n_heads}: R holds n_heads * max_len^2 logits per layer "
-                          f"(limit {MAX_RANDOM})")
+    if cfg.n_heads * cfg.max_len**2 > MAX_RANDOM:
+        raise ConfigError(
+            "max_len",
+            cfg.max_len,
+            f"an integer <= {math.isqrt(MAX_RANDOM // cfg.n_heads)} with attention='synthesizer_random' "
+            f"and n_heads={cfg.n_heads}: R holds n_heads * max_len^2 logits per layer "
+            f"(limit {MAX_RANDOM})",
+        )
 
 
-CAPS = AttentionCaps(accepts=frozenset(), memory_keys=False, refuses_because=(
-    "synthesizes its logits without a query-key dot product, so there is nothing to rotate, bias or add "
-    "relative vectors to (use an absolute encoding: sinusoidal or learned, as the paper)"))
+CAPS = AttentionCaps(
+    accepts=frozenset(),
+    memory_keys=False,
+    refuses_because=(
+        "synthesizes its logits without a query-key dot product, so there is nothing to rotate, bias or add "
+        "relative vectors to (use an absolute encoding: sinusoidal or learned, as the paper)"
+    ),
+)
 
 VARIANTS = (
-    Variant("synthesizer_dense", "Tay et al. 2021 (Synthesizer, dense)",
-            "Each token synthesizes its own row of attention logits over max_len positions with a two-layer MLP: "
-            "no query-key dot product.", build=DenseSynthesizer, params=("max_len",), caps=CAPS,
-            n_params=lambda c: c.n_heads * (c.d_head * c.d_head + c.d_head + c.d_head * c.max_len + c.max_len)),
-    Variant("synthesizer_random", "Tay et al. 2021 (Synthesizer, random)",
-            "A learned (or fixed) random attention matrix per head, the same for every input: attention "
-            "without looking at the tokens.", build=RandomSynthesizer, params=("max_len", SYNTHESIZER_FIXED),
-            check=check_random, caps=CAPS,
-            n_params=lambda c: 0 if c.synthesizer_fixed else c.n_heads * c.max_len * c.max_len),
+    Variant(
+        "synthesizer_dense",
+        "Tay et al. 2021 (Synthesizer, dense)",
+        "Each token synthesizes its own row of attention logits over max_len positions with a two-layer MLP: "
+        "no query-key dot product.",
+        build=DenseSynthesizer,
+        params=("max_len",),
+        caps=CAPS,
+        n_params=lambda c: c.n_heads * (c.d_head * c.d_head + c.d_head + c.d_head * c.max_len + c.max_len),
+    ),
+    Variant(
+        "synthesizer_random",
+        "Tay et al. 2021 (Synthesizer, random)",
+        "A learned (or fixed) random attention matrix per head, the same for every input: attention "
+        "without looking at the tokens.",
+        build=RandomSynthesizer,
+        params=("max_len", SYNTHESIZER_FIXED),
+        check=check_random,
+        caps=CAPS,
+        n_params=lambda c: 0 if c.synthesizer_fixed else c.n_heads * c.max_len * c.max_len,
+    ),
 )

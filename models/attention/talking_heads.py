@@ -17,6 +17,7 @@ Effective attention (display): ``W'``, the matrix applied to the values. Its row
 ``sum_m W_weights[n, m]`` (1 at initialisation), not to 1 in general: the paper's post-softmax
 mixing is not renormalised.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,7 +33,7 @@ class TalkingHeadsAttention(nn.Module):
         super().__init__()
         self.cfg = cfg
         h = cfg.n_heads
-        self.mix_logits = nn.Parameter(torch.eye(h))   # (h, h): [new head, old head]
+        self.mix_logits = nn.Parameter(torch.eye(h))  # (h, h): [new head, old head]
         self.mix_weights = nn.Parameter(torch.eye(h))
 
     def forward(self, q, k, v, mods, ctx):
@@ -47,7 +48,12 @@ class TalkingHeadsAttention(nn.Module):
 
 
 VARIANTS = (
-    Variant("talking_heads", "Shazeer et al. 2020 (Talking-Heads Attention)",
-            "Full softmax attention whose heads are mixed by learned [h, h] matrices before and after the softmax.",
-            build=TalkingHeadsAttention, caps=AttentionCaps(), n_params=lambda c: 2 * c.n_heads * c.n_heads),
+    Variant(
+        "talking_heads",
+        "Shazeer et al. 2020 (Talking-Heads Attention)",
+        "Full softmax attention whose heads are mixed by learned [h, h] matrices before and after the softmax.",
+        build=TalkingHeadsAttention,
+        caps=AttentionCaps(),
+        n_params=lambda c: 2 * c.n_heads * c.n_heads,
+    ),
 )

@@ -8,6 +8,7 @@ surely allowed (``full``, an under-approximation). Only tiles that are ``maybe``
 ``full`` are evaluated element by element with the rule itself, so the result is exact whatever
 the bounds' slack, and long sequences never touch the dense ``L x L`` matrix.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,7 +40,7 @@ def tile_stats(rule, bounds, lq, lk, bq, bk, causal, prefix=0, outside=False, ba
     tiles = []
     ar_q, ar_k = torch.arange(bq, dtype=torch.int32), torch.arange(bk, dtype=torch.int32)
     for a in range(0, cand.shape[0], batch_tiles):
-        qb, kb = cand[a:a + batch_tiles, 0], cand[a:a + batch_tiles, 1]
+        qb, kb = cand[a : a + batch_tiles, 0], cand[a : a + batch_tiles, 1]
         qb32, kb32 = qb.to(torch.int32), kb.to(torch.int32)
         ii = (qb32[:, None] * bq + ar_q)[:, :, None]  # (n, bq, 1)
         jj = (kb32[:, None] * bk + ar_k - prefix)[:, None, :]  # (n, 1, bk)

@@ -6,6 +6,7 @@
 experts) and ``output_parameters()`` (the output-projection weights the gradient-norm plots read).
 No module imports this package back.
 """
+
 from __future__ import annotations
 
 from ..variant import gather

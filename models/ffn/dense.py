@@ -17,6 +17,7 @@ gathered in ``models/ffn/__init__.py``.
 (empty here; mixture-of-experts layers report ``"loss"`` and routing statistics in it) and
 ``output_parameters()`` lists the output-projection weights used for gradient-norm plots.
 """
+
 from __future__ import annotations
 
 import functools
@@ -119,17 +120,53 @@ def gated_params(cfg) -> int:
 
 
 VARIANTS = (
-    Variant("relu", "Vaswani et al. 2017", "Two linear layers with a ReLU in between (the original Transformer FFN).",
-            build=ReLUFFN, params=(D_FF,), n_params=dense_params),
-    Variant("gelu", "Hendrycks & Gimpel 2016", "Two linear layers with a GELU in between (BERT, GPT-2).",
-            build=GELUFFN, params=(D_FF,), n_params=dense_params),
-    Variant("swish", "Ramachandran et al. 2017", "Two linear layers with a Swish (SiLU) in between.",
-            build=SwishFFN, params=(D_FF,), n_params=dense_params),
-    Variant("glu", "Dauphin et al. 2017; Shazeer 2020", "A sigmoid gate multiplies a second linear projection.",
-            build=GLU, params=(D_FF,), n_params=gated_params),
-    Variant("geglu", "Shazeer 2020", "A GELU gate multiplies a second linear projection.",
-            build=GEGLU, params=(D_FF,), n_params=gated_params),
-    Variant("swiglu", "Shazeer 2020", "A Swish gate multiplies a second linear projection (LLaMA, PaLM).",
-            build=SwiGLU, params=(D_FF,), n_params=gated_params),
+    Variant(
+        "relu",
+        "Vaswani et al. 2017",
+        "Two linear layers with a ReLU in between (the original Transformer FFN).",
+        build=ReLUFFN,
+        params=(D_FF,),
+        n_params=dense_params,
+    ),
+    Variant(
+        "gelu",
+        "Hendrycks & Gimpel 2016",
+        "Two linear layers with a GELU in between (BERT, GPT-2).",
+        build=GELUFFN,
+        params=(D_FF,),
+        n_params=dense_params,
+    ),
+    Variant(
+        "swish",
+        "Ramachandran et al. 2017",
+        "Two linear layers with a Swish (SiLU) in between.",
+        build=SwishFFN,
+        params=(D_FF,),
+        n_params=dense_params,
+    ),
+    Variant(
+        "glu",
+        "Dauphin et al. 2017; Shazeer 2020",
+        "A sigmoid gate multiplies a second linear projection.",
+        build=GLU,
+        params=(D_FF,),
+        n_params=gated_params,
+    ),
+    Variant(
+        "geglu",
+        "Shazeer 2020",
+        "A GELU gate multiplies a second linear projection.",
+        build=GEGLU,
+        params=(D_FF,),
+        n_params=gated_params,
+    ),
+    Variant(
+        "swiglu",
+        "Shazeer 2020",
+        "A Swish gate multiplies a second linear projection (LLaMA, PaLM).",
+        build=SwiGLU,
+        params=(D_FF,),
+        n_params=gated_params,
+    ),
     Variant("none", "Attention-only", "No feed-forward sublayer: the block is attention alone.", build=None),
 )

@@ -42,6 +42,7 @@ top-k choices, before dropping), ``"dropped"`` int (assignments dropped for capa
 ``"assignment"`` LongTensor ``x.shape[:-1]`` (top-1 expert per token), ``"capacity"`` (int per
 expert per sequence, None for hash), and ``"loss"`` (scalar tensor, not for hash).
 """
+
 from __future__ import annotations
 
 import math
@@ -148,11 +149,16 @@ class _RoutedFFN(_ExpertsFFN):
         cap = capacity(self.cfg, S, self.k)
         keep = keep_within_capacity(top_e, self.n_experts, cap)  # (G, S, k)
         gates = top_p / top_p.sum(-1, keepdim=True) if self.renormalise else top_p  # (G, S, k)
-        y = self.combine(xs.reshape(G * S, d), top_e.reshape(G * S, self.k),
-                         gates.reshape(G * S, self.k), keep.reshape(G * S, self.k))
+        y = self.combine(
+            xs.reshape(G * S, d),
+            top_e.reshape(G * S, self.k),
+            gates.reshape(G * S, self.k),
+            keep.reshape(G * S, self.k),
+        )
         aux = self.stats(top_e, keep, lead, cap)
-        aux["loss"] = BALANCE_WEIGHT * load_balancing_loss(probs.reshape(G * S, -1), top_e[..., 0].reshape(-1),
-                                                           self.n_experts)
+        aux["loss"] = BALANCE_WEIGHT * load_balancing_loss(
+            probs.reshape(G * S, -1), top_e[..., 0].reshape(-1), self.n_experts
+        )
         return y.reshape(x.shape), aux
 
 
@@ -211,16 +217,31 @@ def _experts_params(cfg, router: bool) -> int:
 
 
 VARIANTS = (
-    Variant("moe", "Lepikhin et al. 2020 (GShard); Shazeer et al. 2017",
-            "A softmax router sends each token to its top-k of n_experts GELU FFNs, with expert capacity "
-            "and a load-balancing loss.",
-            build=MoEFFN, params=(N_EXPERTS, TOP_K, CAPACITY_FACTOR, D_FF), check=check_moe,
-            n_params=lambda c: _experts_params(c, True)),
-    Variant("switch", "Fedus et al. 2021 (Switch Transformer)",
-            "Top-1 routing to one of n_experts GELU FFNs; tokens over capacity skip the FFN through the residual.",
-            build=SwitchFFN, params=(N_EXPERTS, CAPACITY_FACTOR, D_FF), check=check_capacity,
-            n_params=lambda c: _experts_params(c, True)),
-    Variant("hash", "Roller et al. 2021 (Hash Layers)",
-            "Each token id is sent to a fixed expert by a random hash table; no router, no loss.",
-            build=HashFFN, params=(N_EXPERTS, D_FF), n_params=lambda c: _experts_params(c, False)),
+    Variant(
+        "moe",
+        "Lepikhin et al. 2020 (GShard); Shazeer et al. 2017",
+        "A softmax router sends each token to its top-k of n_experts GELU FFNs, with expert capacity "
+        "and a load-balancing loss.",
+        build=MoEFFN,
+        params=(N_EXPERTS, TOP_K, CAPACITY_FACTOR, D_FF),
+        check=check_moe,
+        n_params=lambda c: _experts_params(c, True),
+    ),
+    Variant(
+        "switch",
+        "Fedus et al. 2021 (Switch Transformer)",
+        "Top-1 routing to one of n_experts GELU FFNs; tokens over capacity skip the FFN through the residual.",
+        build=SwitchFFN,
+        params=(N_EXPERTS, CAPACITY_FACTOR, D_FF),
+        check=check_capacity,
+        n_params=lambda c: _experts_params(c, True),
+    ),
+    Variant(
+        "hash",
+        "Roller et al. 2021 (Hash Layers)",
+        "Each token id is sent to a fixed expert by a random hash table; no router, no loss.",
+        build=HashFFN,
+        params=(N_EXPERTS, D_FF),
+        n_params=lambda c: _experts_params(c, False),
+    ),
 )

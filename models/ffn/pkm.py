@@ -13,6 +13,7 @@ heads have their own query projection and sub-keys and share the value table; th
 Deviation: the paper's batch norm on the query is left out (the block's own norm already scales the
 input), and the value table is read by every token (no sparse-update optimiser).
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,9 @@ class ProductKeyMemory(nn.Module):
         scores, index = product_topk(q[:, :, 0], q[:, :, 1], self.keys1, self.keys2, self.k)
         weights = torch.softmax(scores.float(), dim=-1).to(x.dtype)  # (BL, h, k)
         # all heads' k slots form one bag per token: the head outputs add up
-        y = F.embedding_bag(index.reshape(B * L, -1), self.values, mode="sum",
-                            per_sample_weights=weights.reshape(B * L, -1))  # (BL, d)
+        y = F.embedding_bag(
+            index.reshape(B * L, -1), self.values, mode="sum", per_sample_weights=weights.reshape(B * L, -1)
+        )  # (BL, d)
         counts = torch.bincount(index.detach().reshape(-1), minlength=self.n * self.n)  # (n^2,) for the views
         return y.view(B, L, d), {"slot_counts": counts}
 
@@ -77,8 +79,11 @@ def _check(cfg) -> None:
     if cfg.d_model % 2:
         raise ConfigError("d_model", cfg.d_model, "an even number with ffn='pkm': the query is split in two halves")
     if cfg.pkm_topk > cfg.pkm_subkeys:
-        raise ConfigError("pkm_topk", cfg.pkm_topk,
-                          f"an integer in [1, pkm_subkeys={cfg.pkm_subkeys}]: top-k is taken among each half's sub-keys")
+        raise ConfigError(
+            "pkm_topk",
+            cfg.pkm_topk,
+            f"an integer in [1, pkm_subkeys={cfg.pkm_subkeys}]: top-k is taken among each half's sub-keys",
+        )
 
 
 def _n_params(cfg) -> int:
@@ -88,8 +93,13 @@ def _n_params(cfg) -> int:
 
 
 VARIANTS = (
-    Variant("pkm", "Lample et al. 2019 (product-key memory)",
-            "A memory of pkm_subkeys^2 value rows searched through two halves of product keys; top-k softmax read.",
-            build=ProductKeyMemory, params=(PKM_SUBKEYS, PKM_TOPK, PKM_HEADS), check=_check,
-            n_params=_n_params),
+    Variant(
+        "pkm",
+        "Lample et al. 2019 (product-key memory)",
+        "A memory of pkm_subkeys^2 value rows searched through two halves of product keys; top-k softmax read.",
+        build=ProductKeyMemory,
+        params=(PKM_SUBKEYS, PKM_TOPK, PKM_HEADS),
+        check=_check,
+        n_params=_n_params,
+    ),
 )

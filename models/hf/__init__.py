@@ -16,10 +16,21 @@ logits); ``t5`` (encoder-decoder). Each maps ``config.json`` onto catalogue choi
 onto a catalogue parameter (``models/hf/<family>.py``); what the catalogue cannot express is refused by
 name. The mapping table, what is refused and the parameter cap: docs/checkpoints.md.
 """
+
 from .byte_tokenizer import byte_tokenizer_json
 from .export import save_llama
 from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
 from .tokenizer import Tokenizer
 
-__all__ = ["load", "plan", "Checkpoint", "Plan", "Tokenizer", "FAMILIES", "MODEL_TYPES", "DEFAULT_MAX_PARAMS",
-           "save_llama", "byte_tokenizer_json"]
+__all__ = [
+    "load",
+    "plan",
+    "Checkpoint",
+    "Plan",
+    "Tokenizer",
+    "FAMILIES",
+    "MODEL_TYPES",
+    "DEFAULT_MAX_PARAMS",
+    "save_llama",
+    "byte_tokenizer_json",
+]

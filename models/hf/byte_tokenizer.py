@@ -11,6 +11,7 @@ and there are no merges, so every byte is its own token; the ByteLevel decoder t
 into bytes. Pieces render through ``models.hf.Tokenizer.piece`` like any byte-level BPE token (a space
 as ``␣``, a byte inside a longer UTF-8 character as ``<0xC3>``).
 """
+
 from __future__ import annotations
 
 from .tokenizer import byte_alphabet

@@ -13,6 +13,7 @@ Hub's Llama layout already rotates the two halves of a head, as the catalogue's 
 permutation is undone); a rule that transformed its tensor would have no inverse here and is refused.
 A sliding window is written as ``mistral`` (a Llama with a window): transformers' Llama ignores one.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,21 +37,41 @@ TOKEN_IDS = {"bos_token_id", "eos_token_id", "pad_token_id"}
 
 def hf_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | None = None) -> dict:
     """The ``config.json`` of ``cfg``: every key the loader reads, in the classic Llama spelling."""
-    hf = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": cfg.vocab_size,
-          "hidden_size": cfg.d_model, "intermediate_size": ffn_hidden_size(cfg), "num_hidden_layers": cfg.n_layers,
-          "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.d_head,
-          "hidden_act": "silu", "max_position_embeddings": cfg.max_len, "rms_norm_eps": cfg.norm_eps,
-          "rope_theta": cfg.rope_base, "rope_scaling": None, "attention_bias": False, "attention_dropout": 0.0,
-          "mlp_bias": False, "tie_word_embeddings": tied, "torch_dtype": str(dtype).removeprefix("torch."),
-          "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+    hf = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": ffn_hidden_size(cfg),
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "head_dim": cfg.d_head,
+        "hidden_act": "silu",
+        "max_position_embeddings": cfg.max_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_base,
+        "rope_scaling": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "tie_word_embeddings": tied,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+    }
     if cfg.rope_scale != 1:
         hf["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scale}
     if cfg.attention == "sliding_window":
         hf.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=cfg.window)
     clash = sorted(set(extra or ()) & (set(hf) - TOKEN_IDS))
     if clash:
-        raise ConfigError("extra", clash[0], "keys save_llama does not derive from the config (this one is "
-                          f"{hf[clash[0]]!r} by the model's config)")
+        raise ConfigError(
+            "extra",
+            clash[0],
+            f"keys save_llama does not derive from the config (this one is {hf[clash[0]]!r} by the model's config)",
+        )
     return {**hf, **(extra or {})}
 
 
@@ -64,13 +85,24 @@ def check_expressible(cfg: ModelConfig, hf: dict) -> None:
     read = {p.name for p in CORE} | {n for cat in regs for n in regs[cat][getattr(cfg, cat)].params}
     for name in (n for n in cfg.to_dict() if n in read - NOT_COMPARED):
         if getattr(resolved, name) != getattr(back, name):
-            raise ConfigError(name, getattr(cfg, name), f"{getattr(back, name)!r}: save_llama writes a Llama "
-                              "checkpoint (a causal decoder: RoPE, pre-norm RMSNorm, SwiGLU, no biases, full or "
-                              "sliding-window attention), which has no place for this value")
+            raise ConfigError(
+                name,
+                getattr(cfg, name),
+                f"{getattr(back, name)!r}: save_llama writes a Llama "
+                "checkpoint (a causal decoder: RoPE, pre-norm RMSNorm, SwiGLU, no biases, full or "
+                "sliding-window attention), which has no place for this value",
+            )
 
 
-def save_llama(model: torch.nn.Module, cfg: ModelConfig, folder, *, dtype: torch.dtype = torch.bfloat16,
-               tokenizer_json: str | None = None, extra: dict | None = None) -> Plan:
+def save_llama(
+    model: torch.nn.Module,
+    cfg: ModelConfig,
+    folder,
+    *,
+    dtype: torch.dtype = torch.bfloat16,
+    tokenizer_json: str | None = None,
+    extra: dict | None = None,
+) -> Plan:
     """Write ``model`` (built from ``cfg``) into ``folder`` as a Llama checkpoint; returns the loader's
     ``plan`` of the written folder (a check that it reads back). ``extra``: more ``config.json`` keys
     (``bos_token_id`` / ``eos_token_id``, ...)."""
@@ -88,8 +120,11 @@ def save_llama(model: torch.nn.Module, cfg: ModelConfig, folder, *, dtype: torch
         if isinstance(rule, mapping.Tie):
             continue  # the Hub's tied head is the embedding, stored once
         if not isinstance(rule, mapping.Rule) or len(rule.sources) != 1 or rule.fn is not mapping.same:
-            raise ConfigError("weights", target, "a parameter the Llama mapping copies as it is (this rule "
-                              "transforms it and has no inverse here)")
+            raise ConfigError(
+                "weights",
+                target,
+                "a parameter the Llama mapping copies as it is (this rule transforms it and has no inverse here)",
+            )
         source = rule.sources[0]
         name = source if source == "lm_head.weight" else "model." + source
         tensors[name] = params[target].detach().to("cpu", dtype).contiguous()

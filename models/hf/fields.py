@@ -7,6 +7,7 @@ cannot be expressed in the catalogue: by name, never approximated. ``rope(fields
 and scaling from either spelling (``rope_theta`` + ``rope_scaling``, or transformers 5's
 ``rope_parameters``).
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,7 @@ class Fields:
         if value is MISSING:
             value = None
         if value != expected:
-            self.refuse(key, value, f"{expected!r}: {why}" if why else f"{expected!r} (other values are not "
-                        "supported)")
+            self.refuse(key, value, f"{expected!r}: {why}" if why else f"{expected!r} (other values are not supported)")
 
 
 def rope(f: Fields) -> dict:
@@ -80,8 +80,11 @@ def rope(f: Fields) -> dict:
     scaling = f.hf.get("rope_scaling")
     if params is not None:
         if not isinstance(params, dict) or "rope_type" not in params and "type" not in params:
-            f.refuse("rope_parameters", str(params)[:80], "one object with rope_type and rope_theta (per-layer-type "
-                     "RoPE settings are not supported)")
+            f.refuse(
+                "rope_parameters",
+                str(params)[:80],
+                "one object with rope_type and rope_theta (per-layer-type RoPE settings are not supported)",
+            )
         theta = params.get("rope_theta", f.hf.get("rope_theta", 10000.0))
         scaling = params
     else:
@@ -99,12 +102,22 @@ def rope(f: Fields) -> dict:
                 f.refuse("rope_scaling", factor, "a linear factor from 0.01 to 1000 (positions are divided by it)")
             scale = float(factor)
         elif kind != "default":
-            f.refuse("rope_scaling", kind, f"rope_scaling type {kind!r} is not supported: the catalogue's RoPE "
-                     "takes no scaling ('default') or position interpolation ('linear' -> rope_scale)")
+            f.refuse(
+                "rope_scaling",
+                kind,
+                f"rope_scaling type {kind!r} is not supported: the catalogue's RoPE "
+                "takes no scaling ('default') or position interpolation ('linear' -> rope_scale)",
+            )
         if scaling.get("partial_rotary_factor", 1.0) != 1.0:
-            f.refuse("partial_rotary_factor", scaling.get("partial_rotary_factor"),
-                     "1.0 (the catalogue rotates every dimension of a head)")
+            f.refuse(
+                "partial_rotary_factor",
+                scaling.get("partial_rotary_factor"),
+                "1.0 (the catalogue rotates every dimension of a head)",
+            )
     if f.hf.get("partial_rotary_factor", 1.0) != 1.0:
-        f.refuse("partial_rotary_factor", f.hf.get("partial_rotary_factor"),
-                 "1.0 (the catalogue rotates every dimension of a head)")
+        f.refuse(
+            "partial_rotary_factor",
+            f.hf.get("partial_rotary_factor"),
+            "1.0 (the catalogue rotates every dimension of a head)",
+        )
     return {"rope_base": float(theta), "rope_scale": scale}

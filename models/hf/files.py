@@ -15,6 +15,7 @@ Every JSON file is parsed by ``strict_json``: an absurd number, string or nestin
 
 Every refusal is a ``ConfigError`` naming the file or the tensor.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,17 +35,19 @@ SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 TOKENIZER = "tokenizer.json"
 PICKLES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-WHY_PICKLE = ("safetensors weights (model.safetensors, or shards with model.safetensors.index.json): "
-              "{name} is a Python pickle, and unpickling runs any code the file contains, so it is never "
-              "opened; convert it once on a trusted machine (transformers: model.save_pretrained(folder, "
-              "safe_serialization=True))")
+WHY_PICKLE = (
+    "safetensors weights (model.safetensors, or shards with model.safetensors.index.json): "
+    "{name} is a Python pickle, and unpickling runs any code the file contains, so it is never "
+    "opened; convert it once on a trusted machine (transformers: model.save_pretrained(folder, "
+    "safe_serialization=True))"
+)
 
-MAX_CONFIG_BYTES = 1 << 20       # a config.json is a few kB
-MAX_INDEX_BYTES = 16 << 20       # an index lists every tensor name once
-MAX_HEADER_BYTES = 64 << 20      # a safetensors header: JSON of names, dtypes, shapes, offsets
-MAX_TOKENIZER_BYTES = 64 << 20   # the largest tokenizer.json files are ~30 MB
-MAX_NAME_CHARS = 1 << 16         # a tensor name, a shard name, a header's metadata value
-MAX_SHARDS = 1024                # safetensors files one index may name
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kB
+MAX_INDEX_BYTES = 16 << 20  # an index lists every tensor name once
+MAX_HEADER_BYTES = 64 << 20  # a safetensors header: JSON of names, dtypes, shapes, offsets
+MAX_TOKENIZER_BYTES = 64 << 20  # the largest tokenizer.json files are ~30 MB
+MAX_NAME_CHARS = 1 << 16  # a tensor name, a shard name, a header's metadata value
+MAX_SHARDS = 1024  # safetensors files one index may name
 SHARD_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}\.safetensors$")  # a plain file name, no folder
 
 # safetensors dtype -> torch dtype; only floating weights are weights a model can read
@@ -56,7 +59,7 @@ ITEM_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
 class Files:
     folder: Path
     config: Path
-    weights: tuple          # safetensors files, in shard order
+    weights: tuple  # safetensors files, in shard order
     tokenizer: Path | None  # tokenizer.json, or None
 
 
@@ -64,7 +67,7 @@ class Files:
 class TensorEntry:
     name: str
     file: Path
-    dtype: str              # safetensors dtype ("F32", ...)
+    dtype: str  # safetensors dtype ("F32", ...)
     shape: tuple
 
     @property
@@ -82,8 +85,11 @@ def find(folder) -> Files:
     if path.is_file():
         if path.suffix.lower() in PICKLES:
             raise ConfigError("checkpoint", path.name, WHY_PICKLE.format(name=path.name))
-        raise ConfigError("checkpoint", str(folder), "a folder holding config.json and model.safetensors "
-                          "(a Hugging Face checkpoint saved with save_pretrained)")
+        raise ConfigError(
+            "checkpoint",
+            str(folder),
+            "a folder holding config.json and model.safetensors (a Hugging Face checkpoint saved with save_pretrained)",
+        )
     if not path.is_dir():
         raise ConfigError("checkpoint", str(folder), "an existing folder holding config.json and model.safetensors")
     config = path / CONFIG
@@ -104,8 +110,9 @@ def find(folder) -> Files:
         elif pickles:
             raise ConfigError("checkpoint", pickles[0], WHY_PICKLE.format(name=pickles[0]))
         else:
-            raise ConfigError("checkpoint", str(folder), "a folder with model.safetensors (or shards and their "
-                              f"{INDEX})")
+            raise ConfigError(
+                "checkpoint", str(folder), f"a folder with model.safetensors (or shards and their {INDEX})"
+            )
     tokenizer = path / TOKENIZER
     return Files(path, config, weights, tokenizer if tokenizer.is_file() else None)
 
@@ -136,8 +143,11 @@ def _shards(folder: Path, index: Path) -> tuple:
             raise ConfigError(INDEX, str(shard)[:80], "plain .safetensors file names in the checkpoint folder")
         shards.setdefault(shard, None)
         if len(shards) > MAX_SHARDS:
-            raise ConfigError(INDEX, f"more than {MAX_SHARDS} shard files", f"at most {MAX_SHARDS} shards (the "
-                              "largest public checkpoints have a few hundred)")
+            raise ConfigError(
+                INDEX,
+                f"more than {MAX_SHARDS} shard files",
+                f"at most {MAX_SHARDS} shards (the largest public checkpoints have a few hundred)",
+            )
     for shard in shards:
         if not (folder / shard).is_file():
             raise ConfigError(INDEX, shard, "shards that exist in the checkpoint folder (this one is missing)")
@@ -153,8 +163,11 @@ def read_header(path: Path) -> dict:
             raise ConfigError(path.name, f"{size} bytes", "a .safetensors file (this one is too short)")
         (n,) = struct.unpack("<Q", head)
         if n > MAX_HEADER_BYTES or n > size - 8:
-            raise ConfigError(path.name, f"header of {n} bytes", f"a .safetensors header inside the file and at "
-                              f"most {MAX_HEADER_BYTES} bytes")
+            raise ConfigError(
+                path.name,
+                f"header of {n} bytes",
+                f"a .safetensors header inside the file and at most {MAX_HEADER_BYTES} bytes",
+            )
         raw = f.read(n)
     header = strict_json.loads(raw, f"{path.name} header", MAX_NAME_CHARS)
     if not isinstance(header, dict):
@@ -171,15 +184,24 @@ def read_header(path: Path) -> dict:
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if dtype not in DTYPES:
             raise ConfigError(f"{path.name}: {name[:80]}", dtype, f"a floating dtype: {list(DTYPES)}")
-        if not (isinstance(shape, list) and len(shape) <= 8
-                and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 40 for d in shape)):
+        if not (
+            isinstance(shape, list)
+            and len(shape) <= 8
+            and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 40 for d in shape)
+        ):
             raise ConfigError(f"{path.name}: {name[:80]}", str(shape)[:80], "a list of non-negative sizes")
-        if not (isinstance(offsets, list) and len(offsets) == 2
-                and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-                and 0 <= offsets[0] <= offsets[1] <= data_bytes
-                and offsets[1] - offsets[0] == math.prod(shape) * ITEM_BYTES[dtype]):
-            raise ConfigError(f"{path.name}: {name[:80]}", str(offsets)[:80],
-                              f"data offsets inside the file that hold shape {shape} of {dtype}")
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data_bytes
+            and offsets[1] - offsets[0] == math.prod(shape) * ITEM_BYTES[dtype]
+        ):
+            raise ConfigError(
+                f"{path.name}: {name[:80]}",
+                str(offsets)[:80],
+                f"data offsets inside the file that hold shape {shape} of {dtype}",
+            )
         out[name] = TensorEntry(name, path, dtype, tuple(shape))
         spans.append((offsets[0], offsets[1], name))
     _tiled(path, spans, data_bytes)
@@ -193,13 +215,19 @@ def _tiled(path: Path, spans: list, data_bytes: int) -> None:
     end, before = 0, None
     for start, stop, name in sorted(spans):
         if start != end:
-            why = (f"overlaps {before[:80]!r}" if start < end else f"leaves {start - end} bytes unused before it")
-            raise ConfigError(f"{path.name}: {name[:80]}", [start, stop], f"data offsets that start where the "
-                              f"tensor before ends ({end}): this one {why}")
+            why = f"overlaps {before[:80]!r}" if start < end else f"leaves {start - end} bytes unused before it"
+            raise ConfigError(
+                f"{path.name}: {name[:80]}",
+                [start, stop],
+                f"data offsets that start where the tensor before ends ({end}): this one {why}",
+            )
         end, before = stop, name
     if end != data_bytes:
-        raise ConfigError(path.name, f"{data_bytes - end} bytes after the last tensor",
-                          "a data section the tensors cover exactly (the header's offsets end at the file's end)")
+        raise ConfigError(
+            path.name,
+            f"{data_bytes - end} bytes after the last tensor",
+            "a data section the tensors cover exactly (the header's offsets end at the file's end)",
+        )
 
 
 def read_headers(files: tuple) -> dict:
@@ -208,8 +236,9 @@ def read_headers(files: tuple) -> dict:
     for path in files:
         for name, entry in read_header(path).items():
             if name in out:
-                raise ConfigError("weights", name[:80], f"each tensor in one file (it is in {out[name].file.name} "
-                                  f"and {path.name})")
+                raise ConfigError(
+                    "weights", name[:80], f"each tensor in one file (it is in {out[name].file.name} and {path.name})"
+                )
             out[name] = entry
     return out
 

@@ -9,6 +9,7 @@ the Swish branch, up_proj the linear one), ``num_key_value_heads`` K/V heads (GQ
 ``attention_bias`` (``"all"``), LM head tied to the embedding when ``tie_word_embeddings``.
 A window on some layers only is refused: the catalogue has one attention per model.
 """
+
 from __future__ import annotations
 
 from .fields import Fields, rope
@@ -16,13 +17,24 @@ from .mapping import Rule, Tie
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")
 
-NAMES = {"d_model": "hidden_size", "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads",
-         "n_layers": "num_hidden_layers", "d_ff": "intermediate_size", "vocab_size": "vocab_size",
-         "max_len": "max_position_embeddings", "norm_eps": "rms_norm_eps", "window": "sliding_window",
-         "rope_base": "rope_theta", "rope_scale": "rope_scaling"}  # catalogue field -> config.json key
+NAMES = {
+    "d_model": "hidden_size",
+    "n_heads": "num_attention_heads",
+    "n_kv_heads": "num_key_value_heads",
+    "n_layers": "num_hidden_layers",
+    "d_ff": "intermediate_size",
+    "vocab_size": "vocab_size",
+    "max_len": "max_position_embeddings",
+    "norm_eps": "rms_norm_eps",
+    "window": "sliding_window",
+    "rope_base": "rope_theta",
+    "rope_scale": "rope_scaling",
+}  # catalogue field -> config.json key
 # sizes read without a catalogue field (models.hf.sizes checks them before this module reads the config)
-SIZES = {"max_window_layers": (0, 1 << 20, "the first layer of Qwen2's sliding window; layers before it are full"),
-         "head_dim": (1, 1 << 16, "the width of one head, the catalogue's d_model / n_heads")}
+SIZES = {
+    "max_window_layers": (0, 1 << 20, "the first layer of Qwen2's sliding window; layers before it are full"),
+    "head_dim": (1, 1 << 16, "the width of one head, the catalogue's d_model / n_heads"),
+}
 
 
 def _window(f: Fields, n_layers: int):
@@ -31,8 +43,11 @@ def _window(f: Fields, n_layers: int):
     window = f.hf.get("sliding_window")
     types = f.hf.get("layer_types")
     if types is not None:
-        if not isinstance(types, list) or len(types) != n_layers or not all(
-                t in ("full_attention", "sliding_attention") for t in types):
+        if (
+            not isinstance(types, list)
+            or len(types) != n_layers
+            or not all(t in ("full_attention", "sliding_attention") for t in types)
+        ):
             f.refuse("layer_types", str(types)[:80], "one of 'full_attention' / 'sliding_attention' per layer")
         kinds = set(types)
     elif model_type == "qwen2":
@@ -41,14 +56,18 @@ def _window(f: Fields, n_layers: int):
         else:  # layers i >= max_window_layers slide: which kinds occur follows from the bounds, no loop
             first = f.integer("max_window_layers", 28, lo=0, hi=1 << 20)
             kinds = ({"full_attention"} if first > 0 else set()) | (
-                {"sliding_attention"} if first < n_layers else set())
+                {"sliding_attention"} if first < n_layers else set()
+            )
     else:
         kinds = {"full_attention"} if window is None else {"sliding_attention"}
     if kinds == {"full_attention"}:
         return None
     if len(kinds) > 1:
-        f.refuse("layer_types", "full and sliding layers", "the same attention in every layer (a sliding window on "
-                 "some layers only is not supported)")
+        f.refuse(
+            "layer_types",
+            "full and sliding layers",
+            "the same attention in every layer (a sliding window on some layers only is not supported)",
+        )
     return f.integer("sliding_window", lo=1, hi=1 << 20)
 
 
@@ -61,22 +80,40 @@ def config(f: Fields) -> tuple:
     if act != "silu":
         f.refuse("hidden_act", act, f"hidden_act {act!r} is not supported: 'silu' (SwiGLU)")
     if heads and d % heads == 0 and f.hf.get("head_dim") not in (None, d // heads):
-        f.refuse("head_dim", f.hf.get("head_dim"), f"hidden_size / num_attention_heads = {d // heads} (a head width "
-                 "of its own is not supported)")
+        f.refuse(
+            "head_dim",
+            f.hf.get("head_dim"),
+            f"hidden_size / num_attention_heads = {d // heads} (a head width of its own is not supported)",
+        )
     if f.hf.get("mlp_bias", False) is not False:
         f.refuse("mlp_bias", f.hf.get("mlp_bias"), "false (the catalogue's SwiGLU has no biases)")
     bias = "qkv" if model_type == "qwen2" else ("all" if f.flag("attention_bias", False) else "none")
     window = _window(f, n_layers)
     tied = f.flag("tie_word_embeddings", False)
-    notes = [f"{model_type}: RoPE, RMSNorm, SwiGLU, {kv} K/V heads for {heads} query heads",
-             "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)"]
+    notes = [
+        f"{model_type}: RoPE, RMSNorm, SwiGLU, {kv} K/V heads for {heads} query heads",
+        "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)",
+    ]
     if window is not None:
         notes.append(f"sliding window of {window} keys in every layer")
-    fields = dict(architecture="decoder_only", causal=True, position="rope", norm_placement="pre", norm="rmsnorm",
-                  ffn="swiglu", attn_bias=bias, vocab_size=f.integer("vocab_size", lo=1),
-                  max_len=f.integer("max_position_embeddings", 2048, lo=1), n_layers=n_layers, d_model=d,
-                  n_heads=heads, n_kv_heads=kv, d_ff=f.integer("intermediate_size", lo=1),
-                  norm_eps=f.number("rms_norm_eps", 1e-6), **rope(f))
+    fields = dict(
+        architecture="decoder_only",
+        causal=True,
+        position="rope",
+        norm_placement="pre",
+        norm="rmsnorm",
+        ffn="swiglu",
+        attn_bias=bias,
+        vocab_size=f.integer("vocab_size", lo=1),
+        max_len=f.integer("max_position_embeddings", 2048, lo=1),
+        n_layers=n_layers,
+        d_model=d,
+        n_heads=heads,
+        n_kv_heads=kv,
+        d_ff=f.integer("intermediate_size", lo=1),
+        norm_eps=f.number("rms_norm_eps", 1e-6),
+        **rope(f),
+    )
     fields.update(attention="full") if window is None else fields.update(attention="sliding_window", window=window)
     return fields, notes
 
@@ -93,8 +130,11 @@ def canonical(f: Fields, name: str):
 
 
 def rules(f: Fields, cfg) -> dict:
-    out = {"embed.weight": Rule(("embed_tokens.weight",)), "final_norm.weight": Rule(("norm.weight",)),
-           "head.weight": Tie("embed.weight") if _tied(f) else Rule(("lm_head.weight",))}
+    out = {
+        "embed.weight": Rule(("embed_tokens.weight",)),
+        "final_norm.weight": Rule(("norm.weight",)),
+        "head.weight": Tie("embed.weight") if _tied(f) else Rule(("lm_head.weight",)),
+    }
     bias = cfg.attn_bias
     for i in range(cfg.n_layers):
         src, dst = f"layers.{i}.", f"stack.blocks.{i}."

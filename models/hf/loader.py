@@ -8,11 +8,11 @@ them against ``max_params``, then builds the model on the meta device and checks
 shape and dtype against it through the family's weight mapping. ``load`` does the same, then allocates
 the model, reads each tensor (refusing NaN / Inf), copies it in, and reads ``tokenizer.json``.
 """
+
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 
@@ -37,35 +37,41 @@ DEFAULT_MAX_PARAMS = 200_000_000
 @dataclass(frozen=True)
 class Plan:
     """What a checkpoint is, known before any weight is read."""
+
     name: str
-    family: str                 # a key of FAMILIES
-    config: ModelConfig         # validated
-    n_params: int               # unique parameters (a tied head counted once)
-    n_bytes: int                # of the parameters in the loaded dtype
-    source: str                 # the folder, as given
+    family: str  # a key of FAMILIES
+    config: ModelConfig  # validated
+    n_params: int  # unique parameters (a tied head counted once)
+    n_bytes: int  # of the parameters in the loaded dtype
+    source: str  # the folder, as given
     files: files.Files
-    notes: tuple                # how the checkpoint maps onto the catalogue, one line each
+    notes: tuple  # how the checkpoint maps onto the catalogue, one line each
     hf_config: dict = field(repr=False, default_factory=dict)
     headers: dict = field(repr=False, default_factory=dict)  # tensor name -> files.TensorEntry
     # the model built on the meta device while planning: ``load(planned=...)`` allocates a copy of it
-    meta: Optional[torch.nn.Module] = field(repr=False, default=None, compare=False)
+    meta: torch.nn.Module | None = field(repr=False, default=None, compare=False)
 
 
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the catalogue model with its weights, and its tokenizer."""
+
     name: str
     family: str
     config: ModelConfig
-    model: torch.nn.Module      # eval mode
-    tokenizer: Optional[Tokenizer]  # None when the folder has no tokenizer.json
+    model: torch.nn.Module  # eval mode
+    tokenizer: Tokenizer | None  # None when the folder has no tokenizer.json
     n_params: int
     source: str
     notes: tuple
     hf_config: dict = field(repr=False, default_factory=dict)
 
-    def logits(self, ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
-               decoder_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def logits(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        decoder_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Logits ``(B, L, vocab)`` for ``ids (B, L)``; an encoder-decoder reads ``ids`` as the source and
         returns logits for ``decoder_ids (B, Lt)``. ``attention_mask (B, L)`` (1 = token, 0 = padding):
         the encoder-decoder keeps padding out of its encoder and cross-attention; a single stack runs
@@ -84,7 +90,7 @@ class Checkpoint:
                 keep = mask[row].nonzero().flatten()
                 if keep.numel() == 0:
                     continue
-                logits = self.model(ids[row:row + 1, keep]).logits[0]  # (n, vocab)
+                logits = self.model(ids[row : row + 1, keep]).logits[0]  # (n, vocab)
                 if out is None:
                     out = logits.new_zeros(*ids.shape, logits.shape[-1])
                 out[row, keep] = logits
@@ -95,8 +101,11 @@ class Checkpoint:
 
 def _mask(mask, ids) -> torch.Tensor:
     if not isinstance(mask, torch.Tensor) or mask.shape != ids.shape:
-        raise ConfigError("attention_mask", getattr(mask, "shape", type(mask).__name__),
-                          f"a tensor of the ids' shape {tuple(ids.shape)} (1 = token, 0 = padding)")
+        raise ConfigError(
+            "attention_mask",
+            getattr(mask, "shape", type(mask).__name__),
+            f"a tensor of the ids' shape {tuple(ids.shape)} (1 = token, 0 = padding)",
+        )
     return mask.bool()
 
 
@@ -105,8 +114,12 @@ def _family(f: Fields) -> str:
     if not isinstance(model_type, str) or model_type not in MODEL_TYPES:  # a list or an object is no name
         arch = f.hf.get("architectures")
         shown = model_type if isinstance(model_type, str) else str(model_type)[:40]
-        raise ConfigError("config.json: model_type", shown, f"a string naming an architecture this loader maps: "
-                          f"{', '.join(sorted(MODEL_TYPES))} (architectures={str(arch)[:60]} is not supported)")
+        raise ConfigError(
+            "config.json: model_type",
+            shown,
+            f"a string naming an architecture this loader maps: "
+            f"{', '.join(sorted(MODEL_TYPES))} (architectures={str(arch)[:60]} is not supported)",
+        )
     return MODEL_TYPES[model_type]
 
 
@@ -123,9 +136,11 @@ def _config(family: str, f: Fields) -> tuple:
 
 def _cap(n_params: int, max_params: int) -> None:
     if n_params > max_params:
-        raise ConfigError("checkpoint", f"{n_params / 1e6:.1f} M parameters",
-                          f"at most {max_params / 1e6:.0f} M parameters (the cap for a model served interactively "
-                          "on this machine)")
+        raise ConfigError(
+            "checkpoint",
+            f"{n_params / 1e6:.1f} M parameters",
+            f"at most {max_params / 1e6:.0f} M parameters (the cap for a model served interactively on this machine)",
+        )
 
 
 def _tied_numel(rules: dict, shapes: dict) -> int:
@@ -158,8 +173,14 @@ def plan(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = tor
     return Plan(name, family, cfg, n_params, n_params * itemsize, str(path), found, notes, hf, headers, meta)
 
 
-def load(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = torch.float32,
-         tokenizer: bool = True, planned: Optional[Plan] = None) -> Checkpoint:
+def load(
+    path,
+    *,
+    max_params: int = DEFAULT_MAX_PARAMS,
+    dtype: torch.dtype = torch.float32,
+    tokenizer: bool = True,
+    planned: Plan | None = None,
+) -> Checkpoint:
     """The checkpoint in folder ``path`` as a catalogue model (eval mode, ``dtype``) with its tokenizer;
     ``planned``: ``plan(path)``'s result when the caller made it already (a caller that budgets the read
     between the two: the config, headers and model are then read and built once)."""
@@ -168,8 +189,11 @@ def load(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = tor
     if tokenizer and p.files.tokenizer is not None:  # read before the model is allocated: a refusal costs nothing
         tok = Tokenizer.from_file(p.files.tokenizer)
         if tok.vocab_size > p.config.vocab_size:
-            raise ConfigError("tokenizer.json", f"{tok.vocab_size} tokens",
-                              f"at most the model's vocab_size={p.config.vocab_size} (its ids index the embedding)")
+            raise ConfigError(
+                "tokenizer.json",
+                f"{tok.vocab_size} tokens",
+                f"at most the model's vocab_size={p.config.vocab_size} (its ids index the embedding)",
+            )
     headers = p.headers
     f = Fields(p.hf_config, headers)
     module = FAMILIES[p.family]

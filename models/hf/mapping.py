@@ -13,10 +13,11 @@ as ``transformer.`` / ``model.`` / ``bert.`` removed, old spellings renamed) or 
 family knows them as unused (buffers, a pooler the masked-LM logits never read); a tensor that no
 rule reads and the family does not know is refused, so no weight is ever silently left out.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import torch
 
@@ -35,7 +36,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Tie:
-    target: str   # the catalogue parameter this one is (the same Parameter object)
+    target: str  # the catalogue parameter this one is (the same Parameter object)
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Zeros:
     pass
 
 
-def canonical_names(entries: dict, canonical: Callable[[str], Optional[str]]) -> dict:
+def canonical_names(entries: dict, canonical: Callable[[str], str | None]) -> dict:
     """``{canonical name: entry}``; ``canonical(name)`` returns None for a tensor the family ignores.
     Two checkpoint names with one canonical form are refused (which one the model reads is unclear)."""
     out = {}
@@ -64,13 +65,20 @@ def check(rules: dict, tensors: dict, shapes: dict) -> None:
     meta model's ``{name: shape}``."""
     missing_rules = sorted(set(shapes) - set(rules))
     if missing_rules:  # the family's mapping and the catalogue disagree: a loader bug, said plainly
-        raise ConfigError("weights", missing_rules[0], "a parameter the loader maps (the checkpoint mapping of this "
-                          "family does not cover the catalogue model; please report it)")
+        raise ConfigError(
+            "weights",
+            missing_rules[0],
+            "a parameter the loader maps (the checkpoint mapping of this "
+            "family does not cover the catalogue model; please report it)",
+        )
     used = set()
     for target, rule in rules.items():
         if target not in shapes:
-            raise ConfigError("weights", target, f"a parameter of the catalogue model (mapping error; expected one of "
-                              f"{sorted(shapes)[:6]} ...)")
+            raise ConfigError(
+                "weights",
+                target,
+                f"a parameter of the catalogue model (mapping error; expected one of {sorted(shapes)[:6]} ...)",
+            )
         if isinstance(rule, Tie):
             if tuple(shapes[rule.target]) != tuple(shapes[target]):
                 raise ConfigError("weights", target, f"the shape of {rule.target} it is tied to")
@@ -84,15 +92,20 @@ def check(rules: dict, tensors: dict, shapes: dict) -> None:
         try:
             out = rule.fn(*(tensors[name].meta() for name in rule.sources))
         except (RuntimeError, IndexError, ValueError) as e:
-            raise ConfigError("weights", tensors[rule.sources[0]].name, f"a tensor whose shape the config implies "
-                              f"({e})") from None
+            raise ConfigError(
+                "weights", tensors[rule.sources[0]].name, f"a tensor whose shape the config implies ({e})"
+            ) from None
         if tuple(out.shape) != tuple(shapes[target]):
             got = ", ".join(f"{tensors[n].name} {list(tensors[n].shape)}" for n in rule.sources)
             raise ConfigError("weights", got, f"the shapes config.json implies: {target} needs {list(shapes[target])}")
     extra = sorted(set(tensors) - used)
     if extra:
-        raise ConfigError("weights", tensors[extra[0]].name, "only tensors this family's model reads (this one has no "
-                          "place in it; an unexpected weight is refused rather than dropped)")
+        raise ConfigError(
+            "weights",
+            tensors[extra[0]].name,
+            "only tensors this family's model reads (this one has no "
+            "place in it; an unexpected weight is refused rather than dropped)",
+        )
 
 
 def fill(model: torch.nn.Module, rules: dict, tensors: dict, read: Callable, dtype: torch.dtype) -> None:

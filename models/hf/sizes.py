@@ -10,6 +10,7 @@ reads without a catalogue field (its ``SIZES``: ``{key: (lo, hi, meaning)}``) in
 absent or null key takes the family's default, a small constant. Refusals name the config key, the
 catalogue field and the range.
 """
+
 from __future__ import annotations
 
 from ..config import SIZE_RANGES

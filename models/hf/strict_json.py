@@ -9,6 +9,7 @@ past ``max_string`` characters, nesting past ``MAX_DEPTH`` or container past ``M
 ``ConfigError`` naming the file and the value's path (``config.json: rope_scaling.factor``,
 ``config.json: layer_types[3]``).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ import math
 
 from ..errors import ConfigError
 
-MAX_DIGITS = 20          # an integer literal: 2**64 has 20 digits, and every size of a model is far smaller
-MAX_NUMBER_CHARS = 64    # a float literal: 17 significant digits and an exponent need 24
-MAX_DEPTH = 32           # config.json nests a few levels (rope_scaling, task_specific_params.translation)
+MAX_DIGITS = 20  # an integer literal: 2**64 has 20 digits, and every size of a model is far smaller
+MAX_NUMBER_CHARS = 64  # a float literal: 17 significant digits and an exponent need 24
+MAX_DEPTH = 32  # config.json nests a few levels (rope_scaling, task_specific_params.translation)
 MAX_CONFIG_STRING = 4096  # the longest strings of config.json are paths and class names
 MAX_CONTAINERS = 1 << 16  # objects and lists in one file: a safetensors header has three per tensor
 
@@ -70,28 +71,38 @@ def check(data, name: str, max_string: int = MAX_CONFIG_STRING) -> None:
     while todo:
         value, path, depth = todo.pop()
         if depth >= MAX_DEPTH:
-            _refuse(name, path, f"{type(value).__name__} nested {depth} deep", f"at most {MAX_DEPTH} levels of "
-                    "nested objects and lists")
+            _refuse(
+                name,
+                path,
+                f"{type(value).__name__} nested {depth} deep",
+                f"at most {MAX_DEPTH} levels of nested objects and lists",
+            )
         for key, item in value.items() if isinstance(value, dict) else enumerate(value):
             if isinstance(item, (dict, list)):
                 seen += 1
                 if seen > MAX_CONTAINERS:
-                    _refuse(name, "", f"more than {MAX_CONTAINERS} objects and lists", f"at most {MAX_CONTAINERS} "
-                            "(config.json holds a few, a safetensors header three per tensor)")
+                    _refuse(
+                        name,
+                        "",
+                        f"more than {MAX_CONTAINERS} objects and lists",
+                        f"at most {MAX_CONTAINERS} (config.json holds a few, a safetensors header three per tensor)",
+                    )
                 todo.append((item, _path(path, key), depth + 1))
             elif isinstance(item, (str, Absurd)):
                 _scalar(item, name, _path(path, key), max_string)
             if isinstance(key, str) and len(key) > max_string:
-                _refuse(name, path, f"{key[:24]}... ({len(key)} characters)", f"keys of at most {max_string} "
-                        "characters")
+                _refuse(
+                    name, path, f"{key[:24]}... ({len(key)} characters)", f"keys of at most {max_string} characters"
+                )
 
 
 def _scalar(value, name: str, path: str, max_string: int) -> None:
     if isinstance(value, Absurd):
         _refuse(name, path, value.text, value.why)
     if isinstance(value, str) and len(value) > max_string:
-        _refuse(name, path, f"{value[:24]}... ({len(value)} characters)", f"a string of at most {max_string} "
-                "characters")
+        _refuse(
+            name, path, f"{value[:24]}... ({len(value)} characters)", f"a string of at most {max_string} characters"
+        )
 
 
 def loads(raw: bytes, name: str, max_string: int = MAX_CONFIG_STRING):
@@ -102,7 +113,8 @@ def loads(raw: bytes, name: str, max_string: int = MAX_CONFIG_STRING):
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise ConfigError(name, "contents", "valid JSON (UTF-8)") from None
     except RecursionError:  # deeper than the parser's own limit (about a thousand levels)
-        raise ConfigError(name, "nesting past the parser's limit", f"at most {MAX_DEPTH} levels of nested objects "
-                          "and lists") from None
+        raise ConfigError(
+            name, "nesting past the parser's limit", f"at most {MAX_DEPTH} levels of nested objects and lists"
+        ) from None
     check(data, name, max_string)
     return data

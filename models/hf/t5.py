@@ -9,6 +9,7 @@ dense FFN has no biases: the catalogue's are zero) or ``geglu`` (tanh GELU, ``ga
 (the same scores). With tied embeddings T5 scales the decoder output by d_model^-0.5 before the
 head: the head is the embedding times d_model^-0.5 (the same logits).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,13 +18,26 @@ from .fields import Fields
 from .mapping import Rule, Tie, Zeros
 
 MODEL_TYPES = ("t5",)
-FFNS = {"relu": ("relu", "none"), "gelu": ("gelu", "none"), "gated-gelu": ("geglu", "tanh"),
-        "gated-gelu_new": ("geglu", "tanh"), "gated-silu": ("swiglu", "none")}
+FFNS = {
+    "relu": ("relu", "none"),
+    "gelu": ("gelu", "none"),
+    "gated-gelu": ("geglu", "tanh"),
+    "gated-gelu_new": ("geglu", "tanh"),
+    "gated-silu": ("swiglu", "none"),
+}
 
-NAMES = {"d_model": "d_model", "n_heads": "num_heads", "n_layers": "num_layers", "n_encoder_layers": "num_layers",
-         "n_decoder_layers": "num_decoder_layers", "d_ff": "d_ff", "vocab_size": "vocab_size",
-         "norm_eps": "layer_norm_epsilon", "t5_num_buckets": "relative_attention_num_buckets",
-         "t5_max_distance": "relative_attention_max_distance"}  # catalogue field -> config.json key
+NAMES = {
+    "d_model": "d_model",
+    "n_heads": "num_heads",
+    "n_layers": "num_layers",
+    "n_encoder_layers": "num_layers",
+    "n_decoder_layers": "num_decoder_layers",
+    "d_ff": "d_ff",
+    "vocab_size": "vocab_size",
+    "norm_eps": "layer_norm_epsilon",
+    "t5_num_buckets": "relative_attention_num_buckets",
+    "t5_max_distance": "relative_attention_max_distance",
+}  # catalogue field -> config.json key
 SIZES = {"d_kv": (1, 1 << 16, "the width of one head, the catalogue's d_model / n_heads")}  # models.hf.sizes
 
 
@@ -46,17 +60,37 @@ def config(f: Fields) -> tuple:
         f.refuse("feed_forward_proj", proj, f"hidden_act {proj!r} is not supported: one of {sorted(FFNS)}")
     ffn, approx = FFNS[proj]
     n_enc = f.integer("num_layers", lo=1)
-    notes = ["one shared token embedding", "T5 scores are not divided by sqrt(d_kv): q multiplied by sqrt(d_kv)",
-             {"lm_head": "separate LM head (lm_head.weight)", "scaled": "LM head = embedding * d_model^-0.5",
-              "tied": "LM head tied to the token embedding"}[_head(f)]]
+    notes = [
+        "one shared token embedding",
+        "T5 scores are not divided by sqrt(d_kv): q multiplied by sqrt(d_kv)",
+        {
+            "lm_head": "separate LM head (lm_head.weight)",
+            "scaled": "LM head = embedding * d_model^-0.5",
+            "tied": "LM head tied to the token embedding",
+        }[_head(f)],
+    ]
     if ffn in ("relu", "gelu"):
         notes.append("T5's dense FFN has no biases: the catalogue's FFN biases are zero")
-    return dict(architecture="encoder_decoder", causal=True, attention="full", position="t5", norm_placement="pre",
-                norm="rmsnorm", ffn=ffn, gelu_approx=approx, vocab_size=f.integer("vocab_size", lo=1),
-                n_layers=n_enc, n_encoder_layers=n_enc, n_decoder_layers=f.integer("num_decoder_layers", n_enc, lo=1),
-                d_model=d, n_heads=heads, d_ff=f.integer("d_ff", lo=1), norm_eps=f.number("layer_norm_epsilon", 1e-6),
-                t5_num_buckets=f.integer("relative_attention_num_buckets", 32, lo=1),
-                t5_max_distance=f.integer("relative_attention_max_distance", 128, lo=1)), notes
+    return dict(
+        architecture="encoder_decoder",
+        causal=True,
+        attention="full",
+        position="t5",
+        norm_placement="pre",
+        norm="rmsnorm",
+        ffn=ffn,
+        gelu_approx=approx,
+        vocab_size=f.integer("vocab_size", lo=1),
+        n_layers=n_enc,
+        n_encoder_layers=n_enc,
+        n_decoder_layers=f.integer("num_decoder_layers", n_enc, lo=1),
+        d_model=d,
+        n_heads=heads,
+        d_ff=f.integer("d_ff", lo=1),
+        norm_eps=f.number("layer_norm_epsilon", 1e-6),
+        t5_num_buckets=f.integer("relative_attention_num_buckets", 32, lo=1),
+        t5_max_distance=f.integer("relative_attention_max_distance", 128, lo=1),
+    ), notes
 
 
 def canonical(f: Fields, name: str):
@@ -88,13 +122,18 @@ def _ffn(out, cfg, src, dst):
 def rules(f: Fields, cfg) -> dict:
     scale = math.sqrt(cfg.d_head)
     head = _head(f)
-    out = {"embed.weight": Rule(("shared.weight",)),
-           "enc_position.bias.weight": Rule(("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",)),
-           "dec_position.bias.weight": Rule(("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",)),
-           "enc_norm.weight": Rule(("encoder.final_layer_norm.weight",)),
-           "dec_norm.weight": Rule(("decoder.final_layer_norm.weight",)),
-           "head.weight": {"lm_head": Rule(("lm_head.weight",)), "tied": Tie("embed.weight"),
-                           "scaled": Rule(("shared.weight",), lambda w: w * cfg.d_model ** -0.5)}[head]}
+    out = {
+        "embed.weight": Rule(("shared.weight",)),
+        "enc_position.bias.weight": Rule(("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",)),
+        "dec_position.bias.weight": Rule(("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",)),
+        "enc_norm.weight": Rule(("encoder.final_layer_norm.weight",)),
+        "dec_norm.weight": Rule(("decoder.final_layer_norm.weight",)),
+        "head.weight": {
+            "lm_head": Rule(("lm_head.weight",)),
+            "tied": Tie("embed.weight"),
+            "scaled": Rule(("shared.weight",), lambda w: w * cfg.d_model**-0.5),
+        }[head],
+    }
     for i in range(cfg.n_encoder_layers):
         src, dst = f"encoder.block.{i}.layer.", f"encoder.blocks.{i}."
         _attention(out, src + "0.SelfAttention", dst + "attn", scale)

@@ -16,6 +16,7 @@ data (a normalizer that grows text by 20,000x, a regex that panics), so it runs 
 its own (``tokenizer_worker``, driven by ``tokenizer_process``); only its answers come back: ids, text,
 and the vocabulary's pieces (read once, when the tokenizer is loaded).
 """
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,9 @@ BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 def byte_alphabet() -> dict:
     """GPT-2's ``bytes_to_unicode``: byte -> the printable character byte-level BPE writes for it."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
-        + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, extra = {}, 0
     for b in range(256):
         if b in printable:
@@ -52,7 +54,7 @@ def render(data: bytes) -> str:
     while i < len(data):
         for n in (1, 2, 3, 4):  # the shortest valid UTF-8 character starting here
             try:
-                ch = data[i:i + n].decode("utf-8")
+                ch = data[i : i + n].decode("utf-8")
             except UnicodeDecodeError:
                 continue
             break
@@ -75,9 +77,9 @@ class Tokenizer:
     """
 
     MAX_FAILURES = 2
-    LOAD_SECONDS = 30.0     # build and vet: a 12 MB tokenizer.json (262 K tokens) took 4.7 s on a busy machine
-    CALL_SECONDS = 10.0     # one encode / decode of at most MAX_CHARS characters
-    MAX_CHARS = 1 << 20     # characters one encode reads (the app asks for far fewer)
+    LOAD_SECONDS = 30.0  # build and vet: a 12 MB tokenizer.json (262 K tokens) took 4.7 s on a busy machine
+    CALL_SECONDS = 10.0  # one encode / decode of at most MAX_CHARS characters
+    MAX_CHARS = 1 << 20  # characters one encode reads (the app asks for far fewer)
 
     def __init__(self, data: bytes, info: dict, process: TokenizerProcess):
         self._data, self._process, self._lock = data, process, threading.Lock()
@@ -90,7 +92,7 @@ class Tokenizer:
             raise ConfigError("tokenizer.json", "contents", "a vocabulary whose ids run from 0 to its size")
 
     @classmethod
-    def from_file(cls, path, max_bytes: int = 64 << 20) -> "Tokenizer":
+    def from_file(cls, path, max_bytes: int = 64 << 20) -> Tokenizer:
         path = Path(path)
         size = path.stat().st_size
         if size > max_bytes:
@@ -98,13 +100,14 @@ class Tokenizer:
         return cls.from_bytes(path.read_bytes())
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Tokenizer":
+    def from_bytes(cls, data: bytes) -> Tokenizer:
         """The tokenizer of a ``tokenizer.json``'s bytes: built and vetted in a new worker, or ConfigError."""
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ConfigError("tokenizer.json", f"byte {e.start}: {data[e.start:e.start + 4]!r}",
-                              "a UTF-8 text file (JSON)") from None
+            raise ConfigError(
+                "tokenizer.json", f"byte {e.start}: {data[e.start : e.start + 4]!r}", "a UTF-8 text file (JSON)"
+            ) from None
         process, info = cls._start(data)
         return cls(data, info, process)
 
@@ -113,22 +116,29 @@ class Tokenizer:
         try:
             process = TokenizerProcess()
         except OSError as e:  # no process to be had (the host's process or memory limits)
-            raise ConfigError("tokenizer.json", "contents", f"a tokenizer this host can start a process for ({e})") \
-                from None
+            raise ConfigError(
+                "tokenizer.json", "contents", f"a tokenizer this host can start a process for ({e})"
+            ) from None
         try:
             info = process.call({"op": "load"}, data, Tokenizer.LOAD_SECONDS)
         except WorkerFailed as e:
             process.stop()
-            raise ConfigError("tokenizer.json", "contents", "a tokenizer the tokenizers package reads and runs "
-                              f"within bounds ({e.reason})"[:400]) from None
+            raise ConfigError(
+                "tokenizer.json",
+                "contents",
+                f"a tokenizer the tokenizers package reads and runs within bounds ({e.reason})"[:400],
+            ) from None
         return process, info
 
     def _call(self, header: dict):
         with self._lock:
             if self._process is None:
                 if self._failures >= self.MAX_FAILURES:
-                    raise ConfigError("tokenizer.json", "contents", f"a tokenizer that runs: it failed "
-                                      f"{self._failures} times ({self._reason})"[:400])
+                    raise ConfigError(
+                        "tokenizer.json",
+                        "contents",
+                        f"a tokenizer that runs: it failed {self._failures} times ({self._reason})"[:400],
+                    )
                 self._process, _ = self._start(self._data)
             process = self._process
         try:
@@ -138,8 +148,9 @@ class Tokenizer:
                 with self._lock:
                     if self._process is process:
                         self._process, self._failures, self._reason = None, self._failures + 1, e.reason
-            raise ConfigError("tokenizer.json", "contents", f"a tokenizer that runs within bounds ({e.reason})"[:400]) \
-                from None
+            raise ConfigError(
+                "tokenizer.json", "contents", f"a tokenizer that runs within bounds ({e.reason})"[:400]
+            ) from None
 
     def close(self) -> None:
         """Stop the worker now (dropping the tokenizer does the same)."""

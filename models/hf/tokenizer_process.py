@@ -12,6 +12,7 @@ zombie). ``stop()`` kills and reaps it; so does dropping the handle and the inte
 (``weakref.finalize``). When the server itself is killed, the worker reads the end of its stdin and
 exits; a worker busy at that moment ends at its own alarm.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,14 @@ from pathlib import Path
 from .tokenizer_worker import HEAD
 
 WORKER = Path(__file__).with_name("tokenizer_worker.py")
-MEMORY_BYTES = 512 << 20       # the worker's address space: ~30 MB idle, a 30 MB tokenizer.json ~300 MB
-MAX_ANSWER_BYTES = 64 << 20    # a 262 K vocabulary's pieces are ~5 MB of JSON
-WORKER_ENV = {"RUST_BACKTRACE": "0", "TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1",
-              "MALLOC_ARENA_MAX": "2"}  # one thread, few malloc arenas: the address space is the tokenizer's
+MEMORY_BYTES = 512 << 20  # the worker's address space: ~30 MB idle, a 30 MB tokenizer.json ~300 MB
+MAX_ANSWER_BYTES = 64 << 20  # a 262 K vocabulary's pieces are ~5 MB of JSON
+WORKER_ENV = {
+    "RUST_BACKTRACE": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAYON_NUM_THREADS": "1",
+    "MALLOC_ARENA_MAX": "2",
+}  # one thread, few malloc arenas: the address space is the tokenizer's
 
 
 class WorkerFailed(Exception):
@@ -68,8 +73,10 @@ def _stop(proc: subprocess.Popen) -> None:
 def ended(returncode: int, memory_bytes: int) -> str:
     """Why a worker that exited with ``returncode`` stopped, in words."""
     if returncode == -signal.SIGABRT:
-        return (f"the tokenizer aborted (SIGABRT), most often an allocation past the {memory_bytes >> 20} MB "
-                "a tokenizer may use")
+        return (
+            f"the tokenizer aborted (SIGABRT), most often an allocation past the {memory_bytes >> 20} MB "
+            "a tokenizer may use"
+        )
     if returncode < 0:
         return f"the tokenizer process was ended by {signal.Signals(-returncode).name}"
     return f"the tokenizer process exited with code {returncode}"
@@ -80,9 +87,14 @@ class TokenizerProcess:
 
     def __init__(self, memory_bytes: int = MEMORY_BYTES):
         self.memory_bytes = int(memory_bytes)
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), str(self.memory_bytes)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, **WORKER_ENV}, close_fds=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(self.memory_bytes)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **WORKER_ENV},
+            close_fds=True,
+        )
         for pipe in (self.proc.stdin, self.proc.stdout):
             os.set_blocking(pipe.fileno(), False)
         self._lock = threading.Lock()
@@ -111,8 +123,9 @@ class TokenizerProcess:
                 n_head, n_payload = HEAD.unpack(self._read(HEAD.size, deadline))
                 if n_head + n_payload > MAX_ANSWER_BYTES:
                     self.stop()
-                    raise WorkerFailed(f"the tokenizer's answer of {n_head + n_payload:,} bytes is over "
-                                       f"{MAX_ANSWER_BYTES:,}", True)
+                    raise WorkerFailed(
+                        f"the tokenizer's answer of {n_head + n_payload:,} bytes is over {MAX_ANSWER_BYTES:,}", True
+                    )
                 answer = json.loads(self._read(n_head, deadline))
                 self._read(n_payload, deadline)
             except _Timeout:
@@ -135,7 +148,7 @@ class TokenizerProcess:
         while view:
             self._wait(poller, deadline)
             try:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             except BlockingIOError:
                 continue
             except (BrokenPipeError, ConnectionError):

@@ -17,6 +17,7 @@ stdin's end (the parent is gone) ends it; ``SIGALRM`` (default action: terminate
 (and its answer) outlives its deadline by ``ALARM_MARGIN_S`` while the parent cannot (the parent was killed mid-request). Nothing but this
 file's frames reaches stdout: fd 1 is moved to a private descriptor and /dev/null takes its place.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,18 +31,25 @@ import resource  # noqa: E402
 import signal  # noqa: E402
 import struct  # noqa: E402
 
-HEAD = struct.Struct(">IQ")          # header length, payload length
-MAX_TOKENS_PER_CHAR = 32             # encode: ids per input character (UTF-8 bytes are 4; NFKD's worst is 18)
-MAX_NORMALIZED_PER_CHAR = 32         # the normalizer's characters per input character
-MAX_CHARS_PER_TOKEN = 1024           # decode: characters per id
-SLACK = 64                           # special tokens a post-processor adds, whatever the text's length
-MAX_VOCAB = 1 << 21                  # ids a vocabulary may use (the largest real ones hold ~262 K)
-ALARM_MARGIN_S = 1.0                 # past its deadline the parent kills the worker; past this too, SIGALRM does
-DECODE_CHUNK = 4096                  # ids per decode when the whole vocabulary is vetted
+HEAD = struct.Struct(">IQ")  # header length, payload length
+MAX_TOKENS_PER_CHAR = 32  # encode: ids per input character (UTF-8 bytes are 4; NFKD's worst is 18)
+MAX_NORMALIZED_PER_CHAR = 32  # the normalizer's characters per input character
+MAX_CHARS_PER_TOKEN = 1024  # decode: characters per id
+SLACK = 64  # special tokens a post-processor adds, whatever the text's length
+MAX_VOCAB = 1 << 21  # ids a vocabulary may use (the largest real ones hold ~262 K)
+ALARM_MARGIN_S = 1.0  # past its deadline the parent kills the worker; past this too, SIGALRM does
+DECODE_CHUNK = 4096  # ids per decode when the whole vocabulary is vetted
 PROBES = (  # texts each tokenizer is vetted on: ordinary text, long runs, and backtracking bait
-    "a", "The quick brown fox jumps over the lazy dog. 0123456789", "".join(map(chr, range(32, 127))),
-    "naïve café — 東京 🙂 ﷺ ｶﾞ ẞ ǅ", "\n\t\r  x  \n\n", "a" * 32 + "!", "a" * 1024 + "!",
-    "hello world " * 32 + "!", "def main():\n    return 42\n", " " * 256,
+    "a",
+    "The quick brown fox jumps over the lazy dog. 0123456789",
+    "".join(map(chr, range(32, 127))),
+    "naïve café — 東京 🙂 ﷺ ｶﾞ ẞ ǅ",
+    "\n\t\r  x  \n\n",
+    "a" * 32 + "!",
+    "a" * 1024 + "!",
+    "hello world " * 32 + "!",
+    "def main():\n    return 42\n",
+    " " * 256,
 )
 
 
@@ -74,7 +82,7 @@ def write_frame(fd: int, header: dict) -> None:
     data = json.dumps(header).encode("ascii")
     view = memoryview(HEAD.pack(len(data), 0) + data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def component_types(component) -> set:
@@ -110,10 +118,14 @@ class Worker:
         for start in range(0, self.vocab_size, DECODE_CHUNK):
             self.decode(list(range(start, min(start + DECODE_CHUNK, self.vocab_size))), False)
         kinds = component_types(tok.pre_tokenizer) | component_types(tok.decoder)
-        return {"vocab_size": self.vocab_size, "kind": type(tok.model).__name__,
-                "byte_level": "ByteLevel" in kinds, "metaspace": "Metaspace" in kinds,
-                "special": sorted(i for i, t in tok.get_added_tokens_decoder().items() if t.special),
-                "tokens": [tok.id_to_token(i) or "" for i in range(self.vocab_size)]}
+        return {
+            "vocab_size": self.vocab_size,
+            "kind": type(tok.model).__name__,
+            "byte_level": "ByteLevel" in kinds,
+            "metaspace": "Metaspace" in kinds,
+            "special": sorted(i for i, t in tok.get_added_tokens_decoder().items() if t.special),
+            "tokens": [tok.id_to_token(i) or "" for i in range(self.vocab_size)],
+        }
 
     def vet(self, probe: str) -> None:
         if self.tok.normalizer is not None:
@@ -126,8 +138,9 @@ class Worker:
     def encode(self, text: str, special: bool) -> list:
         ids = self.tok.encode(text, add_special_tokens=special).ids
         if len(ids) > MAX_TOKENS_PER_CHAR * len(text) + SLACK:
-            raise Refused(f"{len(ids):,} tokens out of {len(text):,} characters; at most {MAX_TOKENS_PER_CHAR} "
-                          "per character")
+            raise Refused(
+                f"{len(ids):,} tokens out of {len(text):,} characters; at most {MAX_TOKENS_PER_CHAR} per character"
+            )
         if ids and not 0 <= min(ids) <= max(ids) < self.vocab_size:
             raise Refused(f"ids outside its vocabulary of {self.vocab_size}")
         return ids

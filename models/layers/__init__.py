@@ -18,6 +18,7 @@ One module per structure, each ending with ``VARIANTS`` (``LAYER`` gathers them 
 ``stack.py`` holds what they share (``BlockStack``, the parameter count of standard blocks, the
 model's weight initialisation). No module imports this package back.
 """
+
 from __future__ import annotations
 
 from ..variant import gather
@@ -25,7 +26,16 @@ from . import early_exit, feedback, funnel, gated, macaron, reversible, sandwich
 from .stack import BlockStack, block_params, init_weights, stack_params
 from .standard import StandardStack
 
-LAYER = gather(standard.VARIANTS, reversible.VARIANTS, universal.VARIANTS, gated.VARIANTS, early_exit.VARIANTS,
-               macaron.VARIANTS, sandwich.VARIANTS, feedback.VARIANTS, funnel.VARIANTS)
+LAYER = gather(
+    standard.VARIANTS,
+    reversible.VARIANTS,
+    universal.VARIANTS,
+    gated.VARIANTS,
+    early_exit.VARIANTS,
+    macaron.VARIANTS,
+    sandwich.VARIANTS,
+    feedback.VARIANTS,
+    funnel.VARIANTS,
+)
 
 __all__ = ["LAYER", "BlockStack", "StandardStack", "block_params", "stack_params", "init_weights"]

@@ -11,6 +11,7 @@ the layers up to the exit. ``exit_threshold = 1.0`` never exits early: the plain
 Reported per layer: ``exit_confidence (B, L)`` and ``exited (B, L)`` (exited at or before it);
 ``out.layers[-1].exit_depth`` ``(B, L)`` in ``[1, n_layers]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,8 +64,14 @@ def check_early_exit(cfg):
 
 
 VARIANTS = (
-    Variant("early_exit", "Elbayad et al. 2020 (Depth-adaptive); Schuster et al. 2022 (CALM)",
-            "The LM head reads every layer; a token stops at the first layer whose top-1 probability "
-            "exceeds exit_threshold.",
-            build=EarlyExitStack, params=(EXIT_THRESHOLD,), check=check_early_exit, n_params=stack_params),
+    Variant(
+        "early_exit",
+        "Elbayad et al. 2020 (Depth-adaptive); Schuster et al. 2022 (CALM)",
+        "The LM head reads every layer; a token stops at the first layer whose top-1 probability "
+        "exceeds exit_threshold.",
+        build=EarlyExitStack,
+        params=(EXIT_THRESHOLD,),
+        check=check_early_exit,
+        n_params=stack_params,
+    ),
 )

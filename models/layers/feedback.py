@@ -27,6 +27,7 @@ is refused. Records: one ``LayerInfo`` per layer, the steps merged as memory seg
 concatenated, auxiliary losses averaged over steps); each also carries ``layer_mix``, the weights
 ``softmax(w)`` the memory merges the layers with.
 """
+
 from __future__ import annotations
 
 import torch
@@ -79,16 +80,25 @@ class FeedbackStack(nn.Module):
     def forward(self, x, ctx):
         B, L, _ = x.shape
         if L > self.max_len:
-            raise ConfigError("tokens", f"length {L}", f"at most max_len={self.max_len} tokens with "
-                                                       "layer='feedback' (one sequential step per token)")
+            raise ConfigError(
+                "tokens",
+                f"length {L}",
+                f"at most max_len={self.max_len} tokens with layer='feedback' (one sequential step per token)",
+            )
         memory = _FeedbackMemory(len(self.blocks))
         weights = torch.softmax(self.mix, dim=0)
         outputs, steps = [], []
         for t in range(L):
-            step = ForwardContext(tokens=ctx.tokens[:, t:t + 1], position=ctx.position,
-                                  need_weights=ctx.need_weights, k_start=ctx.k_start + t, memory=memory,
-                                  positions=ctx.positions[t:t + 1], classifier=ctx.classifier)
-            h = x[:, t:t + 1]  # (B, 1, d)
+            step = ForwardContext(
+                tokens=ctx.tokens[:, t : t + 1],
+                position=ctx.position,
+                need_weights=ctx.need_weights,
+                k_start=ctx.k_start + t,
+                memory=memory,
+                positions=ctx.positions[t : t + 1],
+                classifier=ctx.classifier,
+            )
+            h = x[:, t : t + 1]  # (B, 1, d)
             m = weights[0] * h
             for block in self.blocks:
                 info = step.begin_layer(h)
@@ -108,20 +118,32 @@ class FeedbackStack(nn.Module):
 
 def check_feedback(cfg):
     if not cfg.causal:
-        raise ConfigError("causal", cfg.causal, "True with layer='feedback': each step reads the memory of "
-                                                "earlier steps, so the model is causal by construction")
+        raise ConfigError(
+            "causal",
+            cfg.causal,
+            "True with layer='feedback': each step reads the memory of "
+            "earlier steps, so the model is causal by construction",
+        )
     if cfg.attention != "full":
-        raise ConfigError("attention", cfg.attention, "'full' with layer='feedback': each step is one query "
-                                                      "attending to the whole memory of earlier steps; a "
-                                                      "pattern over the one-token step would be ignored")
+        raise ConfigError(
+            "attention",
+            cfg.attention,
+            "'full' with layer='feedback': each step is one query "
+            "attending to the whole memory of earlier steps; a "
+            "pattern over the one-token step would be ignored",
+        )
     if cfg.memory != "none":
-        raise ConfigError("memory", cfg.memory, "'none' with layer='feedback': the feedback memory is the "
-                                                "structure's own memory")
+        raise ConfigError(
+            "memory", cfg.memory, "'none' with layer='feedback': the feedback memory is the structure's own memory"
+        )
     if cfg.max_len > FEEDBACK_MAX_LEN:
-        raise ConfigError("max_len", cfg.max_len,
-                          f"an integer <= {FEEDBACK_MAX_LEN} with layer='feedback': tokens run one sequential "
-                          "step at a time and every step's keys are kept for backward, so time grows with L and "
-                          "activation memory with L^2")
+        raise ConfigError(
+            "max_len",
+            cfg.max_len,
+            f"an integer <= {FEEDBACK_MAX_LEN} with layer='feedback': tokens run one sequential "
+            "step at a time and every step's keys are kept for backward, so time grows with L and "
+            "activation memory with L^2",
+        )
 
 
 def feedback_params(cfg, parts: dict) -> int:
@@ -130,8 +152,14 @@ def feedback_params(cfg, parts: dict) -> int:
 
 
 VARIANTS = (
-    Variant("feedback", "Fan et al. 2020 (Feedback Transformer)",
-            "Tokens run one step at a time; every layer attends to a memory of earlier steps, each step's "
-            "memory a learned softmax-weighted sum of all layers' states.",
-            build=FeedbackStack, params=("max_len",), check=check_feedback, n_params=feedback_params),
+    Variant(
+        "feedback",
+        "Fan et al. 2020 (Feedback Transformer)",
+        "Tokens run one step at a time; every layer attends to a memory of earlier steps, each step's "
+        "memory a learned softmax-weighted sum of all layers' states.",
+        build=FeedbackStack,
+        params=("max_len",),
+        check=check_feedback,
+        n_params=feedback_params,
+    ),
 )

@@ -31,6 +31,7 @@ token-routed FFN (``hash``: pooled positions have no token id). Records: one ``L
 layer; a pooled layer's ``input`` and attention map are at its own resolution (pool-query maps are
 ``(B, h, ceil(n / 2), n)``).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -83,9 +84,11 @@ def pool_query_block_mask(lq: int, lk: int) -> kernels.BlockMask:
     """The memoised ``BlockMask`` of ``pool_query_mask(lq, lk)``, built on the CPU a band of rows at a
     time; ``.to(device)`` keeps one copy per device with its execution plans. So a forward builds no
     layout, runs no host sync for it and plans nothing after the first call at a length."""
+
     def rows(start: int, stop: int):  # (stop - start, lk) bool
         p = torch.arange(start, stop)[:, None]
         return torch.arange(lk)[None, :] <= 2 * p + 1
+
     return kernels.block_mask_from_rows(rows, int(lq), int(lk), KERNEL_BLOCK, torch.device("cpu"))
 
 
@@ -95,16 +98,17 @@ def pool_query_attention(attn, xq, xkv, causal: bool, ctx, info):
     B, lq, _ = xq.shape
     lk = xkv.shape[1]
     h, dh = attn.n_heads, attn.d_head
-    q, k, v = attn.project(xq, xkv)                              # (B, h, n', d_h), (B, h_kv, n, d_h) twice
+    q, k, v = attn.project(xq, xkv)  # (B, h, n', d_h), (B, h_kv, n, d_h) twice
     # a rotary encoding sees pooled query p at its group's last token: spread the queries onto the key
     # grid (rows min(2p + 1, n - 1)), let the encoding rotate that grid, and gather them back
     rows = (2 * torch.arange(lq, device=xq.device) + 1).clamp(max=lk - 1)  # (n',)
-    grid = q.new_zeros(B, h, lk, dh).index_copy(2, rows, q)     # (B, h, n, d_h)
-    grid, k, mods = ctx.position.modify(grid, k, attn.layer, k_start=ctx.k_start, scale=dh ** -0.5)
+    grid = q.new_zeros(B, h, lk, dh).index_copy(2, rows, q)  # (B, h, n, d_h)
+    grid, k, mods = ctx.position.modify(grid, k, attn.layer, k_start=ctx.k_start, scale=dh**-0.5)
     if mods:  # the check admits only encodings without score modifiers; never drop one silently
-        raise ConfigError("position", cfg.position, f"an encoding without score modifiers with layer='funnel' "
-                                                    f"(got {sorted(mods)})")
-    q = grid.index_select(2, rows)                               # (B, h, n', d_h)
+        raise ConfigError(
+            "position", cfg.position, f"an encoding without score modifiers with layer='funnel' (got {sorted(mods)})"
+        )
+    q = grid.index_select(2, rows)  # (B, h, n', d_h)
     if ctx.need_weights:
         mask = pool_query_mask(lq, lk, xq.device) if causal else None
         out, probs = kernels.attention_ref(q, k, v, mask=mask, softcap=cfg.softcap)
@@ -150,28 +154,51 @@ def check_funnel(cfg):
     positions = POSITION
     if cfg.funnel_blocks > cfg.n_layers or cfg.n_layers % cfg.funnel_blocks:
         divisors = [b for b in range(1, cfg.n_layers + 1) if cfg.n_layers % b == 0]
-        raise ConfigError("funnel_blocks", cfg.funnel_blocks,
-                          f"a divisor of n_layers={cfg.n_layers}: {divisors} (the layers split in equal blocks)")
+        raise ConfigError(
+            "funnel_blocks",
+            cfg.funnel_blocks,
+            f"a divisor of n_layers={cfg.n_layers}: {divisors} (the layers split in equal blocks)",
+        )
     if not positions[cfg.position].caps.produces <= {ROTARY}:
         ok = [k for k, v in positions.items() if v.caps.produces <= {ROTARY}]
-        raise ConfigError("position", cfg.position,
-                          f"one of {ok} with layer='funnel': a pool-query layer has pooled queries and unpooled "
-                          "keys; rotations place each pooled query at its group's last token, but a score "
-                          "bias or relative vectors assume queries that are the last keys")
+        raise ConfigError(
+            "position",
+            cfg.position,
+            f"one of {ok} with layer='funnel': a pool-query layer has pooled queries and unpooled "
+            "keys; rotations place each pooled query at its group's last token, but a score "
+            "bias or relative vectors assume queries that are the last keys",
+        )
     if cfg.attention != "full":
-        raise ConfigError("attention", cfg.attention, "'full' with layer='funnel' (the paper's attention; "
-                                                      "a pattern's window has no meaning across resolutions)")
+        raise ConfigError(
+            "attention",
+            cfg.attention,
+            "'full' with layer='funnel' (the paper's attention; a pattern's window has no meaning across resolutions)",
+        )
     if cfg.memory != "none":
-        raise ConfigError("memory", cfg.memory, "'none' with layer='funnel': the sequence length changes with "
-                                                "depth, so no per-layer memory of a fixed length fits")
+        raise ConfigError(
+            "memory",
+            cfg.memory,
+            "'none' with layer='funnel': the sequence length changes with "
+            "depth, so no per-layer memory of a fixed length fits",
+        )
     if cfg.ffn == "hash":
-        raise ConfigError("ffn", cfg.ffn, f"one of {[k for k in FFN if k != 'hash']} with layer='funnel': "
-                                          "hash routing reads token ids, which pooled positions do not have")
+        raise ConfigError(
+            "ffn",
+            cfg.ffn,
+            f"one of {[k for k in FFN if k != 'hash']} with layer='funnel': "
+            "hash routing reads token ids, which pooled positions do not have",
+        )
 
 
 VARIANTS = (
-    Variant("funnel", "Dai et al. 2020 (Funnel-Transformer)",
-            "Equal blocks of layers with the sequence mean-pooled by 2 between them (pooled queries read the "
-            "unpooled keys); tokens get the upsampled last block plus the first block's output.",
-            build=FunnelStack, params=(FUNNEL_BLOCKS,), check=check_funnel, n_params=stack_params),
+    Variant(
+        "funnel",
+        "Dai et al. 2020 (Funnel-Transformer)",
+        "Equal blocks of layers with the sequence mean-pooled by 2 between them (pooled queries read the "
+        "unpooled keys); tokens get the upsampled last block plus the first block's output.",
+        build=FunnelStack,
+        params=(FUNNEL_BLOCKS,),
+        check=check_funnel,
+        n_params=stack_params,
+    ),
 )

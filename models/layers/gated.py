@@ -17,6 +17,7 @@ The reordering is a pre-norm placement (plus the final norm before the head), so
 ``norm_placement = "pre"`` is accepted; the others would contradict it. Reported per layer:
 ``info.gate_attn`` / ``info.gate_ffn`` ``(B, L)``: mean update gate ``z`` per token.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,7 +40,7 @@ class GRUGate(nn.Module):
         super().__init__()
         self.w = nn.Linear(d, 3 * d, bias=False)  # W_r, W_z, W_g applied to the sublayer output y
         self.u = nn.Linear(d, 2 * d, bias=False)  # U_r, U_z applied to the stream x
-        self.u_g = nn.Linear(d, d, bias=False)    # U_g applied to r * x
+        self.u_g = nn.Linear(d, d, bias=False)  # U_g applied to r * x
         self.b_g = nn.Parameter(torch.full((d,), GATE_BIAS_INIT))
 
     def forward(self, x, y):
@@ -85,9 +86,11 @@ class GatedStack(BlockStack):
 def check_gated(cfg):
     if cfg.norm_placement != "pre":
         raise ConfigError(
-            "norm_placement", cfg.norm_placement,
+            "norm_placement",
+            cfg.norm_placement,
             "'pre' with layer='gated': GTrXL's identity-map reordering normalises each sublayer's input "
-            "and replaces the residual addition by a gate, which is a pre-norm placement by construction")
+            "and replaces the residual addition by a gate, which is a pre-norm placement by construction",
+        )
 
 
 def gated_params(cfg, parts: dict) -> int:
@@ -101,7 +104,13 @@ def gated_params(cfg, parts: dict) -> int:
 
 
 VARIANTS = (
-    Variant("gated", "Parisotto et al. 2020 (GTrXL)",
-            "GRU-type gates replace the residual additions, biased toward the identity at initialisation.",
-            build=GatedStack, params=("norm",), check=check_gated, n_params=gated_params),
+    Variant(
+        "gated",
+        "Parisotto et al. 2020 (GTrXL)",
+        "GRU-type gates replace the residual additions, biased toward the identity at initialisation.",
+        build=GatedStack,
+        params=("norm",),
+        check=check_gated,
+        n_params=gated_params,
+    ),
 )

@@ -15,6 +15,7 @@ so a pre-norm macaron layer is ``x + 1/2 FFN_1(Norm(x))`` etc., and the paper's 
 ``LayerInfo`` per layer; when the FFNs report routing statistics (experts), the record holds the
 sum of their losses and of their expert counts / drops, and the first FFN's top-1 assignment.
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -42,9 +43,12 @@ def record_ffn_sum(info, aux: dict) -> None:
         if old is None:
             info.experts = new
         else:  # counts and drops add up over the layer's FFN calls; the first call's assignment stays
-            info.experts = ExpertStats(expert_counts=old.expert_counts + new.expert_counts,
-                                       dropped=old.dropped + new.dropped, assignment=old.assignment,
-                                       capacity=old.capacity)
+            info.experts = ExpertStats(
+                expert_counts=old.expert_counts + new.expert_counts,
+                dropped=old.dropped + new.dropped,
+                assignment=old.assignment,
+                capacity=old.capacity,
+            )
 
 
 class MacaronBlock(nn.Module):
@@ -78,11 +82,17 @@ class MacaronStack(BlockStack):
 
 def check_needs_ffn(layer: str):
     """A check refusing ``ffn='none'`` for a structure that is defined by where its FFNs sit."""
+
     def check(cfg):
         if FFN[cfg.ffn].build is None:
-            raise ConfigError("ffn", cfg.ffn, f"one of {[k for k, v in FFN.items() if v.build is not None]} "
-                                              f"with layer={layer!r}: the structure is an arrangement of "
-                                              "FFN sublayers around attention, so it needs an FFN")
+            raise ConfigError(
+                "ffn",
+                cfg.ffn,
+                f"one of {[k for k, v in FFN.items() if v.build is not None]} "
+                f"with layer={layer!r}: the structure is an arrangement of "
+                "FFN sublayers around attention, so it needs an FFN",
+            )
+
     return check
 
 
@@ -93,9 +103,14 @@ def macaron_params(cfg, parts: dict) -> int:
 
 
 VARIANTS = (
-    Variant("macaron", "Lu et al. 2019 (Macaron Net)",
-            "Each layer is half a step of one FFN, attention, then half a step of a second FFN, each with "
-            "the chosen norm placement.",
-            build=MacaronStack, params=("ffn", "norm_placement"), check=check_needs_ffn("macaron"),
-            n_params=macaron_params),
+    Variant(
+        "macaron",
+        "Lu et al. 2019 (Macaron Net)",
+        "Each layer is half a step of one FFN, attention, then half a step of a second FFN, each with "
+        "the chosen norm placement.",
+        build=MacaronStack,
+        params=("ffn", "norm_placement"),
+        check=check_needs_ffn("macaron"),
+        n_params=macaron_params,
+    ),
 )

@@ -19,6 +19,7 @@ Inversion needs residuals that *add* a function of the stream: ``pre`` (``x + F(
 rejected. The ``LayerInfo.input`` of a layer is ``(X1 + X2) / 2``. Auxiliary losses of the sublayers
 (e.g. MoE balance) are recomputed with gradients in backward and reported as ``info.loss_total``.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -45,9 +46,11 @@ _BRANCH = {
 def check_reversible(cfg):
     if cfg.norm_placement not in _BRANCH:
         raise ConfigError(
-            "norm_placement", cfg.norm_placement,
+            "norm_placement",
+            cfg.norm_placement,
             f"one of {list(_BRANCH)} with layer='reversible': reconstructing a layer's input from its output "
-            "needs residuals of the form y = x + F(x); post-norm's Norm(x + F(x)) cannot be inverted")
+            "needs residuals of the form y = x + F(x); post-norm's Norm(x + F(x)) cannot be inverted",
+        )
 
 
 def _rng_state(sources: list) -> list:
@@ -89,7 +92,7 @@ class ReversibleStack(nn.Module):
     def forward(self, x, ctx):
         params, seen = [], set()
         for module in (self, ctx.position, ctx.memory):
-            for p in (module.parameters() if module is not None else ()):
+            for p in module.parameters() if module is not None else ():
                 if p.requires_grad and id(p) not in seen:
                     seen.add(id(p))
                     params.append(p)
@@ -133,8 +136,7 @@ class _Reversible(torch.autograd.Function):
 
         def backprop(outputs, grad_outputs, wrt):
             pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o is not None and o.requires_grad]
-            got = torch.autograd.grad([o for o, _ in pairs], [wrt, *params], [g for _, g in pairs],
-                                      allow_unused=True)
+            got = torch.autograd.grad([o for o, _ in pairs], [wrt, *params], [g for _, g in pairs], allow_unused=True)
             for n, gp in enumerate(got[1:]):
                 if gp is not None:
                     grads[n] = gp if grads[n] is None else grads[n] + gp
@@ -164,9 +166,14 @@ class _Reversible(torch.autograd.Function):
 
 
 VARIANTS = (
-    Variant("reversible", "Gomez et al. 2017 (RevNet); Kitaev et al. 2020 (Reformer)",
-            "Two residual streams; each layer's input is recomputed from its output in backward, so "
-            "activation memory does not grow with depth.",
-            build=ReversibleStack, params=("norm_placement", "dropout"), check=check_reversible,
-            n_params=stack_params),
+    Variant(
+        "reversible",
+        "Gomez et al. 2017 (RevNet); Kitaev et al. 2020 (Reformer)",
+        "Two residual streams; each layer's input is recomputed from its output in backward, so "
+        "activation memory does not grow with depth.",
+        build=ReversibleStack,
+        params=("norm_placement", "dropout"),
+        check=check_reversible,
+        n_params=stack_params,
+    ),
 )

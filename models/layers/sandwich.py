@@ -13,6 +13,7 @@ sublayer); the ``j``-th FFN reports into the ``j``-th record, which is always op
 ``j``-th ``f`` comes after the ``j``-th ``a`` in every sandwich order), and ``sublayer_depth``
 records the positions (0-based, in the ``2n``-sublayer order) at which that pair actually ran.
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -71,15 +72,24 @@ class SandwichStack(nn.Module):
 
 def check_sandwich(cfg):
     if not 0 <= cfg.sandwich_coeff <= cfg.n_layers:
-        raise ConfigError("sandwich_coeff", cfg.sandwich_coeff,
-                          f"an integer in [0, n_layers={cfg.n_layers}]: the number of attention sublayers "
-                          "moved to the bottom (and FFN sublayers to the top)")
+        raise ConfigError(
+            "sandwich_coeff",
+            cfg.sandwich_coeff,
+            f"an integer in [0, n_layers={cfg.n_layers}]: the number of attention sublayers "
+            "moved to the bottom (and FFN sublayers to the top)",
+        )
     check_needs_ffn("sandwich")(cfg)
 
 
 VARIANTS = (
-    Variant("sandwich", "Press et al. 2020 (Sandwich Transformer)",
-            "The 2n sublayers reordered as sandwich_coeff attention sublayers, alternating attention / FFN, "
-            "then sandwich_coeff FFN sublayers.",
-            build=SandwichStack, params=(SANDWICH_COEFF,), check=check_sandwich, n_params=stack_params),
+    Variant(
+        "sandwich",
+        "Press et al. 2020 (Sandwich Transformer)",
+        "The 2n sublayers reordered as sandwich_coeff attention sublayers, alternating attention / FFN, "
+        "then sandwich_coeff FFN sublayers.",
+        build=SandwichStack,
+        params=(SANDWICH_COEFF,),
+        check=check_sandwich,
+        n_params=stack_params,
+    ),
 )

@@ -6,6 +6,7 @@ A layer structure whose blocks take ``(x, ctx, info)`` and keep their attention 
 that interleave or repeat blocks differently (reversible, universal, funnel, ...) have their own
 ``forward``.
 """
+
 from __future__ import annotations
 
 from torch import nn

@@ -4,6 +4,7 @@ attention sublayer then an FFN sublayer, with the configured norm placement.
 It is the structure an ``Interventions`` record (``models/interventions.py``) is defined on: with one
 in the forward context, the residual stream entering each block (and leaving the last) may be
 replaced, and with ``cache=True`` each block's ``LayerInfo.output`` keeps the stream leaving it."""
+
 from __future__ import annotations
 
 from ..blocks import Block
@@ -31,7 +32,11 @@ class StandardStack(BlockStack):
 
 
 VARIANTS = (
-    Variant("standard", "Vaswani et al. 2017",
-            "A stack of independent blocks: attention sublayer, then feed-forward sublayer.",
-            build=StandardStack, n_params=stack_params),
+    Variant(
+        "standard",
+        "Vaswani et al. 2017",
+        "A stack of independent blocks: attention sublayer, then feed-forward sublayer.",
+        build=StandardStack,
+        n_params=stack_params,
+    ),
 )

@@ -19,6 +19,7 @@ unit through ``R``.
 Reported: ``act_halting (B, L)`` (cumulative halting probability) per step and
 ``act_steps (B, L)`` (``N``) on the last step; without ACT every token takes ``n_layers`` steps.
 """
+
 from __future__ import annotations
 
 import math
@@ -96,8 +97,11 @@ class UniversalStack(nn.Module):
 def check_universal(cfg):
     t = cfg.act_threshold
     if not (math.isfinite(t) and 0 < t < 1):
-        raise ConfigError("act_threshold", t, "a number in (0, 1): a token halts once its cumulative halting "
-                                              "probability would pass it")
+        raise ConfigError(
+            "act_threshold",
+            t,
+            "a number in (0, 1): a token halts once its cumulative halting probability would pass it",
+        )
     if not (math.isfinite(cfg.ponder_weight) and cfg.ponder_weight >= 0):
         raise ConfigError("ponder_weight", cfg.ponder_weight, "a finite number >= 0")
 
@@ -108,8 +112,13 @@ def universal_params(cfg, parts: dict) -> int:
 
 
 VARIANTS = (
-    Variant("universal", "Dehghani et al. 2019 (Universal Transformer); Graves 2016 (ACT)",
-            "One shared block applied n_layers times with a position + step timing signal; optional ACT halting.",
-            build=UniversalStack, params=(ACT, ACT_THRESHOLD, PONDER_WEIGHT), check=check_universal,
-            n_params=universal_params),
+    Variant(
+        "universal",
+        "Dehghani et al. 2019 (Universal Transformer); Graves 2016 (ACT)",
+        "One shared block applied n_layers times with a position + step timing signal; optional ACT halting.",
+        build=UniversalStack,
+        params=(ACT, ACT_THRESHOLD, PONDER_WEIGHT),
+        check=check_universal,
+        n_params=universal_params,
+    ),
 )

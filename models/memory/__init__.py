@@ -21,6 +21,7 @@ Modules, each ending with ``VARIANTS`` (``MEMORY`` gathers them in dropdown orde
 Per-layer info: ``memory_len`` (slots prepended / stored for that layer in the segment),
 ``memory`` (breakdown), ``reach`` ``(B, L)``: how many positions back each query can see.
 """
+
 from __future__ import annotations
 
 from ..variant import gather

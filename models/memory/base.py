@@ -4,11 +4,11 @@
 Every memory module of this package builds on this one and none imports another's internals. See
 the package docstring for the conventions.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -31,34 +31,37 @@ class MemoryState:
     compressed slots and ``cmem_first (C,)`` the first position each covers; ``knn_*`` the kNN
     store (``knn.py``). ``pos``: absolute position of the next token.
     """
+
     kind: str
     batch_size: int
     pos: int = 0
     mem: tuple = ()
-    mem_pos: Optional[torch.Tensor] = None
+    mem_pos: torch.Tensor | None = None
     cmem: tuple = ()
-    cmem_ids: Optional[torch.Tensor] = None
-    cmem_first: Optional[torch.Tensor] = None
+    cmem_ids: torch.Tensor | None = None
+    cmem_first: torch.Tensor | None = None
     n_compressed: int = 0
-    knn_keys: Optional[torch.Tensor] = None    # (B, h_kv, S, d_h), unit-normalised
-    knn_values: Optional[torch.Tensor] = None  # (B, h_kv, S, d_h)
-    knn_pos: Optional[torch.Tensor] = None     # (S,)
+    knn_keys: torch.Tensor | None = None  # (B, h_kv, S, d_h), unit-normalised
+    knn_values: torch.Tensor | None = None  # (B, h_kv, S, d_h)
+    knn_pos: torch.Tensor | None = None  # (S,)
 
-    def replace(self, **changes) -> "MemoryState":
+    def replace(self, **changes) -> MemoryState:
         return dataclasses.replace(self, **changes)
 
     def memory_len(self) -> dict:
         """Slots held now: ``{"mem": M, "cmem": C, "knn": S}``."""
-        return {"mem": 0 if self.mem_pos is None else int(self.mem_pos.numel()),
-                "cmem": 0 if self.cmem_ids is None else int(self.cmem_ids.numel()),
-                "knn": 0 if self.knn_pos is None else int(self.knn_pos.numel())}
+        return {
+            "mem": 0 if self.mem_pos is None else int(self.mem_pos.numel()),
+            "cmem": 0 if self.cmem_ids is None else int(self.cmem_ids.numel()),
+            "knn": 0 if self.knn_pos is None else int(self.knn_pos.numel()),
+        }
 
 
 class Memory(nn.Module):
     """Base class: no prefix, no hook; subclasses override what they carry."""
 
-    records_input = False   # Attention stores its (detached) input in info.attn_input
-    segmented = True        # process the input in segments of cfg.segment_len
+    records_input = False  # Attention stores its (detached) input in info.attn_input
+    segmented = True  # process the input in segments of cfg.segment_len
 
     def __init__(self, cfg):
         super().__init__()
@@ -66,22 +69,29 @@ class Memory(nn.Module):
 
     def new_state(self, batch_size: int = 1, device=None) -> MemoryState:
         empty = torch.zeros(0, dtype=torch.long, device=device)
-        return MemoryState(kind=self.cfg.memory, batch_size=int(batch_size), mem_pos=empty,
-                           cmem_ids=empty, cmem_first=empty)
+        return MemoryState(
+            kind=self.cfg.memory, batch_size=int(batch_size), mem_pos=empty, cmem_ids=empty, cmem_first=empty
+        )
 
     def check_state(self, state, batch_size: int, device) -> MemoryState:
         if state is None:
             return self.new_state(batch_size, device)
         if not isinstance(state, MemoryState) or state.kind != self.cfg.memory:
-            raise ConfigError("state", type(state).__name__ if not isinstance(state, MemoryState) else state.kind,
-                              f"None or a MemoryState of this model (memory={self.cfg.memory!r}): "
-                              "pass out.state of a previous call or model.new_state()")
+            raise ConfigError(
+                "state",
+                type(state).__name__ if not isinstance(state, MemoryState) else state.kind,
+                f"None or a MemoryState of this model (memory={self.cfg.memory!r}): "
+                "pass out.state of a previous call or model.new_state()",
+            )
         if state.batch_size != batch_size:
-            raise ConfigError("state", f"batch size {state.batch_size}",
-                              f"the batch size of the tokens ({batch_size}); start a new state with state=None")
+            raise ConfigError(
+                "state",
+                f"batch size {state.batch_size}",
+                f"the batch size of the tokens ({batch_size}); start a new state with state=None",
+            )
         return state
 
-    def prefix(self, index: int, state, batch_size: int) -> Optional[torch.Tensor]:
+    def prefix(self, index: int, state, batch_size: int) -> torch.Tensor | None:
         return None
 
     def prefix_ids(self, index: int, state) -> torch.Tensor:
@@ -116,6 +126,7 @@ class Memory(nn.Module):
 
 
 VARIANTS = (
-    Variant("none", "Vaswani et al. 2017", "No memory: each call sees only its own tokens.", build=None,
-            caps=MemoryCaps()),
+    Variant(
+        "none", "Vaswani et al. 2017", "No memory: each call sees only its own tokens.", build=None, caps=MemoryCaps()
+    ),
 )

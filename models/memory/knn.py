@@ -17,6 +17,7 @@ Info of that layer: ``knn_gate (h,)``, ``knn_index (B, h, L, k)`` (slots in the 
 ``knn_positions`` (their absolute positions), ``knn_weights`` (the retrieved softmax);
 ``attention`` stays the local map (rows sum to 1), ``reach`` includes the retrieved positions.
 """
+
 from __future__ import annotations
 
 import math
@@ -120,15 +121,24 @@ class KNNMemory(Memory):
 
 def check_knn(cfg):
     if not cfg.causal:
-        raise ConfigError("memory", "knn",
-                          "a causal model (causal=True): the Memorizing Transformer's store holds the past "
-                          "of a left-to-right model; a bidirectional model has no 'past' segments")
+        raise ConfigError(
+            "memory",
+            "knn",
+            "a causal model (causal=True): the Memorizing Transformer's store holds the past "
+            "of a left-to-right model; a bidirectional model has no 'past' segments",
+        )
 
 
 VARIANTS = (
-    Variant("knn", "Wu et al. 2022 (Memorizing Transformer)",
-            "One layer retrieves the top-k past (key, value) pairs from a store of knn_size and gates them with "
-            "local attention.",
-            build=KNNMemory, params=(SEGMENT_LEN, KNN_SIZE, KNN_K), check=check_knn, caps=MemoryCaps(),
-            n_params=lambda c: 2 * c.n_heads),
+    Variant(
+        "knn",
+        "Wu et al. 2022 (Memorizing Transformer)",
+        "One layer retrieves the top-k past (key, value) pairs from a store of knn_size and gates them with "
+        "local attention.",
+        build=KNNMemory,
+        params=(SEGMENT_LEN, KNN_SIZE, KNN_K),
+        check=check_knn,
+        caps=MemoryCaps(),
+        n_params=lambda c: 2 * c.n_heads,
+    ),
 )

@@ -26,11 +26,11 @@ These memories act on the model's output, not on attention, through two methods 
 around its head: ``head_input(x, ctx)`` (before the final norm / head) and
 ``final_logits(x, logits, ctx)`` (after it).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -48,10 +48,11 @@ KNN_LAMBDA = Param("knn_lambda", float, 0.25)  # kNN-LM's fixed weight of p_kNN 
 class StoreState(MemoryState):
     """``MemoryState`` plus the datastore: ``store_keys (B, S, d)``, ``store_next (B, S)`` token ids,
     ``store_pos (S,)`` positions of the contexts, ``pending (B, d)`` the last unpaired hidden state."""
-    store_keys: Optional[torch.Tensor] = None
-    store_next: Optional[torch.Tensor] = None
-    store_pos: Optional[torch.Tensor] = None
-    pending: Optional[torch.Tensor] = None
+
+    store_keys: torch.Tensor | None = None
+    store_next: torch.Tensor | None = None
+    store_pos: torch.Tensor | None = None
+    pending: torch.Tensor | None = None
 
     def store_size(self) -> int:
         return 0 if self.store_pos is None else int(self.store_pos.numel())
@@ -107,9 +108,15 @@ class StoreMemory(Memory):
             pos[..., :n] = ctx.state.store_pos.to(index.device)[index]
         if p_memory is None:
             p_memory = torch.full_like(p_model, float("nan"))
-        ctx.layers[-1].record(lm_next=nxt, lm_dist=dist, lm_pos=pos, lm_mix=mix.detach().float(),
-                              lm_p_model=p_model.detach().float(), lm_p_memory=p_memory.detach().float(),
-                              lm_p_mixed=p_mixed.detach().float())
+        ctx.layers[-1].record(
+            lm_next=nxt,
+            lm_dist=dist,
+            lm_pos=pos,
+            lm_mix=mix.detach().float(),
+            lm_p_model=p_model.detach().float(),
+            lm_p_memory=p_memory.detach().float(),
+            lm_p_mixed=p_mixed.detach().float(),
+        )
 
     def update(self, state, ctx, attention_of):
         h, ctx.layers[-1].lm_hidden = ctx.layers[-1].lm_hidden, None  # (B, L, d)
@@ -172,21 +179,36 @@ class SPALM(StoreMemory):
 
 def check_store(cfg) -> None:
     if not cfg.causal:
-        raise ConfigError("memory", cfg.memory,
-                          "a causal model (causal=True): the datastore pairs past contexts with their next "
-                          "token, which only a left-to-right model has")
+        raise ConfigError(
+            "memory",
+            cfg.memory,
+            "a causal model (causal=True): the datastore pairs past contexts with their next "
+            "token, which only a left-to-right model has",
+        )
     lam = cfg.knn_lambda
     if not (math.isfinite(lam) and 0.0 <= lam <= 1.0):
         raise ConfigError("knn_lambda", lam, "a number in [0, 1]: the weight of p_kNN in the mixture")
 
 
 VARIANTS = (
-    Variant("knn_lm", "Khandelwal et al. 2020 (kNN-LM)",
-            "Interpolates the LM's next-token distribution with that of the k nearest stored contexts.",
-            build=KNNLM, params=(SEGMENT_LEN, KNN_SIZE, KNN_K, KNN_LAMBDA), check=check_store,
-            caps=MemoryCaps(), n_params=lambda c: 0),
-    Variant("spalm", "Yogatama et al. 2021 (SPALM)",
-            "A learned gate mixes the embeddings of the retrieved contexts' next tokens into the final hidden state.",
-            build=SPALM, params=(SEGMENT_LEN, KNN_SIZE, KNN_K), check=check_store, caps=MemoryCaps(),
-            n_params=lambda c: c.vocab_size * c.d_model + c.d_model + 1),
+    Variant(
+        "knn_lm",
+        "Khandelwal et al. 2020 (kNN-LM)",
+        "Interpolates the LM's next-token distribution with that of the k nearest stored contexts.",
+        build=KNNLM,
+        params=(SEGMENT_LEN, KNN_SIZE, KNN_K, KNN_LAMBDA),
+        check=check_store,
+        caps=MemoryCaps(),
+        n_params=lambda c: 0,
+    ),
+    Variant(
+        "spalm",
+        "Yogatama et al. 2021 (SPALM)",
+        "A learned gate mixes the embeddings of the retrieved contexts' next tokens into the final hidden state.",
+        build=SPALM,
+        params=(SEGMENT_LEN, KNN_SIZE, KNN_K),
+        check=check_store,
+        caps=MemoryCaps(),
+        n_params=lambda c: c.vocab_size * c.d_model + c.d_model + 1,
+    ),
 )

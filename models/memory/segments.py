@@ -15,6 +15,7 @@
   added to ``aux_loss`` as ``info.memory_loss``; mean pooling has no parameters and no loss.
   Compressed slots take the positions just before the memory (contiguous slots, as in the paper).
 """
+
 from __future__ import annotations
 
 import torch
@@ -96,8 +97,9 @@ class CompressiveMemory(XLMemory):
         c = cfg.compression_rate
         self.conv = None
         if cfg.compression == "conv":  # one learned compression per layer
-            self.conv = nn.ModuleList(nn.Conv1d(cfg.d_model, cfg.d_model, kernel_size=c, stride=c)
-                                      for _ in range(cfg.n_layers))
+            self.conv = nn.ModuleList(
+                nn.Conv1d(cfg.d_model, cfg.d_model, kernel_size=c, stride=c) for _ in range(cfg.n_layers)
+            )
 
     def _n_evict(self, total):
         over = total - self.cfg.mem_len
@@ -119,7 +121,7 @@ class CompressiveMemory(XLMemory):
         compressed = self.compress(index, evicted)
         if self.conv is not None and torch.is_grad_enabled():
             info.memory_loss = _reconstruction_loss(attn, x, evicted, compressed)
-        return torch.cat([cmem, compressed.detach()], dim=1)[:, -self.cfg.cmem_len:]
+        return torch.cat([cmem, compressed.detach()], dim=1)[:, -self.cfg.cmem_len :]
 
     def _compressed_ids(self, state, evicted_pos):
         c = self.cfg.compression_rate
@@ -127,9 +129,11 @@ class CompressiveMemory(XLMemory):
         serial = state.n_compressed + torch.arange(n_new, device=evicted_pos.device)
         first = evicted_pos.view(n_new, c).min(dim=1).values if n_new else evicted_pos[:0]
         keep = self.cfg.cmem_len
-        return dict(cmem_ids=torch.cat([state.cmem_ids, serial])[-keep:],
-                    cmem_first=torch.cat([state.cmem_first, first])[-keep:],
-                    n_compressed=state.n_compressed + n_new)
+        return dict(
+            cmem_ids=torch.cat([state.cmem_ids, serial])[-keep:],
+            cmem_first=torch.cat([state.cmem_first, first])[-keep:],
+            n_compressed=state.n_compressed + n_new,
+        )
 
 
 def _reconstruction_loss(attn, x, old, compressed):
@@ -139,6 +143,7 @@ def _reconstruction_loss(attn, x, old, compressed):
     the layer's (detached) projections (``attn``: its ``QKVProjection``); ``x`` and ``old`` are
     detached memories already.
     """
+
     def heads(t, proj, n):  # the sublayer's projection with its weight detached: (B, n, T, d_h)
         return attn.heads(F.linear(t, proj.weight.detach()), n)
 
@@ -151,9 +156,12 @@ def _reconstruction_loss(attn, x, old, compressed):
 
 def check_compressive(cfg):
     if cfg.compression_rate > cfg.mem_len:
-        raise ConfigError("compression_rate", cfg.compression_rate,
-                          f"an integer <= mem_len={cfg.mem_len}: evictions are compressed in whole groups "
-                          "of compression_rate memories")
+        raise ConfigError(
+            "compression_rate",
+            cfg.compression_rate,
+            f"an integer <= mem_len={cfg.mem_len}: evictions are compressed in whole groups "
+            "of compression_rate memories",
+        )
     if cfg.compression not in COMPRESSION.choices:
         raise ConfigError("compression", cfg.compression, f"one of {list(COMPRESSION.choices)}")
 
@@ -168,11 +176,22 @@ def compressive_params(cfg) -> int:
 SEGMENT_CAPS = MemoryCaps(prepends_keys=True, relative_only=True)
 
 VARIANTS = (
-    Variant("xl", "Dai et al. 2019 (Transformer-XL)",
-            "Each layer also attends to the previous segments' hidden states (detached), up to mem_len.",
-            build=XLMemory, params=(SEGMENT_LEN, MEM_LEN), caps=SEGMENT_CAPS),
-    Variant("compressive", "Rae et al. 2019 (Compressive Transformer)",
-            "Transformer-XL memory plus older memories compressed by compression_rate into cmem_len slots.",
-            build=CompressiveMemory, params=(SEGMENT_LEN, MEM_LEN, CMEM_LEN, COMPRESSION_RATE, COMPRESSION),
-            check=check_compressive, caps=SEGMENT_CAPS, n_params=compressive_params),
+    Variant(
+        "xl",
+        "Dai et al. 2019 (Transformer-XL)",
+        "Each layer also attends to the previous segments' hidden states (detached), up to mem_len.",
+        build=XLMemory,
+        params=(SEGMENT_LEN, MEM_LEN),
+        caps=SEGMENT_CAPS,
+    ),
+    Variant(
+        "compressive",
+        "Rae et al. 2019 (Compressive Transformer)",
+        "Transformer-XL memory plus older memories compressed by compression_rate into cmem_len slots.",
+        build=CompressiveMemory,
+        params=(SEGMENT_LEN, MEM_LEN, CMEM_LEN, COMPRESSION_RATE, COMPRESSION),
+        check=check_compressive,
+        caps=SEGMENT_CAPS,
+        n_params=compressive_params,
+    ),
 )

@@ -7,6 +7,7 @@ nothing), which in a causal model is what prepending learned tokens to the input
 could only attend each other, so their states would not depend on the input). They carry nothing
 between calls, so the input is not segmented. They sit at the positions just before the first token.
 """
+
 from __future__ import annotations
 
 import torch
@@ -37,8 +38,13 @@ class TokenMemory(Memory):
 
 
 VARIANTS = (
-    Variant("tokens", "Sukhbaatar et al. 2019; Burtsev et al. 2020",
-            "n_memory learned memory slots per layer that every position can attend.",
-            build=TokenMemory, params=(N_MEMORY,), caps=MemoryCaps(prepends_keys=True),
-            n_params=lambda c: c.n_layers * c.n_memory * c.d_model),
+    Variant(
+        "tokens",
+        "Sukhbaatar et al. 2019; Burtsev et al. 2020",
+        "n_memory learned memory slots per layer that every position can attend.",
+        build=TokenMemory,
+        params=(N_MEMORY,),
+        caps=MemoryCaps(prepends_keys=True),
+        n_params=lambda c: c.n_layers * c.n_memory * c.d_model,
+    ),
 )

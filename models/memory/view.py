@@ -14,6 +14,7 @@ per-segment ``LayerInfo`` records into one per layer:
   segment length (their sum is the length-weighted mean); everything else is the last segment's
   value, and ``segments`` keeps all per-segment records.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -6,6 +6,7 @@ and the batch-statistics norm of ``power.py`` (powernorm); ``build(d, cfg) -> nn
 ``build(cfg, make_norm) -> Residual``. Each module ends with ``VARIANTS``; none imports this
 package back.
 """
+
 from __future__ import annotations
 
 from ..variant import gather
@@ -17,5 +18,18 @@ from .token_norms import EPS, AdaNorm, LayerNorm, RMSNorm, ScaleNorm
 NORM = gather(token_norms.VARIANTS, power.VARIANTS)
 NORM_PLACEMENT = gather(placements.VARIANTS)
 
-__all__ = ["NORM", "NORM_PLACEMENT", "EPS", "LayerNorm", "RMSNorm", "ScaleNorm", "AdaNorm", "PowerNorm",
-           "Residual", "PostNorm", "PreNorm", "SandwichNorm", "ReZero"]
+__all__ = [
+    "NORM",
+    "NORM_PLACEMENT",
+    "EPS",
+    "LayerNorm",
+    "RMSNorm",
+    "ScaleNorm",
+    "AdaNorm",
+    "PowerNorm",
+    "Residual",
+    "PostNorm",
+    "PreNorm",
+    "SandwichNorm",
+    "ReZero",
+]

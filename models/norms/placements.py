@@ -11,6 +11,7 @@ Dropout (``cfg.dropout``) is applied to the sublayer output before it joins the 
 sublayers with extra outputs in closures, so the wrappers stay this simple. A placement whose stack
 ends with a norm says so with the class attribute ``final_norm``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -76,17 +77,44 @@ class ReZero(Residual):
 
 # n_params(cfg, norm): parameters of one residual wrapper, given those of one norm
 VARIANTS = (
-    Variant("post", "Vaswani et al. 2017", "Normalise after adding the sublayer output (the original Transformer).",
-            build=PostNorm, params=("norm", "dropout"), n_params=lambda c, norm: norm),
-    Variant("pre", "Xiong et al. 2020",
-            "Normalise the sublayer input and keep a clean residual path; final norm at the end.",
-            build=PreNorm, params=("norm", "dropout"), n_params=lambda c, norm: norm),
-    Variant("sandwich", "Ding et al. 2021 (CogView)",
-            "Normalise both the sublayer input and its output; final norm at the end.",
-            build=SandwichNorm, params=("norm", "dropout"), n_params=lambda c, norm: 2 * norm),
-    Variant("rezero", "Bachlechner et al. 2020",
-            "No norm: each sublayer output is scaled by a learned scalar that starts at 0.",
-            build=ReZero, params=("dropout",), n_params=lambda c, norm: 1),
-    Variant("none", "Baseline", "Plain residual connections with no normalisation at all.",
-            build=Residual, params=("dropout",), n_params=lambda c, norm: 0),
+    Variant(
+        "post",
+        "Vaswani et al. 2017",
+        "Normalise after adding the sublayer output (the original Transformer).",
+        build=PostNorm,
+        params=("norm", "dropout"),
+        n_params=lambda c, norm: norm,
+    ),
+    Variant(
+        "pre",
+        "Xiong et al. 2020",
+        "Normalise the sublayer input and keep a clean residual path; final norm at the end.",
+        build=PreNorm,
+        params=("norm", "dropout"),
+        n_params=lambda c, norm: norm,
+    ),
+    Variant(
+        "sandwich",
+        "Ding et al. 2021 (CogView)",
+        "Normalise both the sublayer input and its output; final norm at the end.",
+        build=SandwichNorm,
+        params=("norm", "dropout"),
+        n_params=lambda c, norm: 2 * norm,
+    ),
+    Variant(
+        "rezero",
+        "Bachlechner et al. 2020",
+        "No norm: each sublayer output is scaled by a learned scalar that starts at 0.",
+        build=ReZero,
+        params=("dropout",),
+        n_params=lambda c, norm: 1,
+    ),
+    Variant(
+        "none",
+        "Baseline",
+        "Plain residual connections with no normalisation at all.",
+        build=Residual,
+        params=("dropout",),
+        n_params=lambda c, norm: 0,
+    ),
 )

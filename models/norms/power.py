@@ -18,6 +18,7 @@ the two differ only in the order of the moving-average update, and the exact for
 Because training statistics pool all positions, a causal model in training mode lets a token's
 normalisation see later tokens of the batch (as any batch norm); evaluation mode has no such leak.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,9 @@ class PowerNorm(nn.Module):
         if self.training:
             psi2 = x.pow(2).reshape(-1, x.shape[-1]).mean(0)  # (d,) over every batch row and position
             with torch.no_grad():
-                self.running_psi2.add_((1.0 - self.alpha) * (psi2.detach().to(self.running_psi2.dtype)
-                                                             - self.running_psi2))
+                self.running_psi2.add_(
+                    (1.0 - self.alpha) * (psi2.detach().to(self.running_psi2.dtype) - self.running_psi2)
+                )
         else:
             psi2 = self.running_psi2.to(x.dtype)
         return x * torch.rsqrt(psi2 + EPS) * self.weight + self.bias
@@ -57,12 +59,19 @@ class PowerNorm(nn.Module):
 def _check(cfg) -> None:
     a = cfg.powernorm_alpha
     if not (math.isfinite(a) and 0.0 <= a < 1.0):
-        raise ConfigError("powernorm_alpha", a,
-                          "a number in [0, 1): the running quadratic mean keeps alpha of its old value per step")
+        raise ConfigError(
+            "powernorm_alpha", a, "a number in [0, 1): the running quadratic mean keeps alpha of its old value per step"
+        )
 
 
 VARIANTS = (
-    Variant("powernorm", "Shen et al. 2020 (PowerNorm)",
-            "Batch-wise quadratic mean of each feature with running statistics for eval; gain and bias, no centring.",
-            build=PowerNorm, params=(POWERNORM_ALPHA,), check=_check, n_params=lambda c: 2 * c.d_model),
+    Variant(
+        "powernorm",
+        "Shen et al. 2020 (PowerNorm)",
+        "Batch-wise quadratic mean of each feature with running statistics for eval; gain and bias, no centring.",
+        build=PowerNorm,
+        params=(POWERNORM_ALPHA,),
+        check=_check,
+        n_params=lambda c: 2 * c.d_model,
+    ),
 )

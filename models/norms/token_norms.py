@@ -11,6 +11,7 @@ pretrained checkpoints bring their own: BERT 1e-12, Llama 1e-6):
   factor ``(1 - k y)`` detached from the graph (the paper's gradient trick).
 LayerNorm and RMSNorm run ``kernels.norms`` (fused Triton on CUDA, PyTorch on the CPU).
 """
+
 from __future__ import annotations
 
 import math
@@ -77,14 +78,32 @@ class AdaNorm(nn.Module):
 
 
 VARIANTS = (
-    Variant("layernorm", "Ba et al. 2016",
-            "Subtract the mean, divide by the standard deviation, then learned gain and bias.",
-            build=LayerNorm, n_params=lambda c: 2 * c.d_model),
-    Variant("rmsnorm", "Zhang & Sennrich 2019",
-            "Divide by the root mean square with a learned gain; no centring, no bias.",
-            build=RMSNorm, n_params=lambda c: c.d_model),
-    Variant("scalenorm", "Nguyen & Salazar 2019", "Project onto a sphere: one learned scalar g times x / |x|.",
-            build=ScaleNorm, n_params=lambda c: 1),
-    Variant("adanorm", "Xu et al. 2019", "LayerNorm without parameters, rescaled by a detached (1 - k y) factor.",
-            build=AdaNorm, n_params=lambda c: 0),
+    Variant(
+        "layernorm",
+        "Ba et al. 2016",
+        "Subtract the mean, divide by the standard deviation, then learned gain and bias.",
+        build=LayerNorm,
+        n_params=lambda c: 2 * c.d_model,
+    ),
+    Variant(
+        "rmsnorm",
+        "Zhang & Sennrich 2019",
+        "Divide by the root mean square with a learned gain; no centring, no bias.",
+        build=RMSNorm,
+        n_params=lambda c: c.d_model,
+    ),
+    Variant(
+        "scalenorm",
+        "Nguyen & Salazar 2019",
+        "Project onto a sphere: one learned scalar g times x / |x|.",
+        build=ScaleNorm,
+        n_params=lambda c: 1,
+    ),
+    Variant(
+        "adanorm",
+        "Xu et al. 2019",
+        "LayerNorm without parameters, rescaled by a detached (1 - k y) factor.",
+        build=AdaNorm,
+        n_params=lambda c: 0,
+    ),
 )

@@ -18,6 +18,7 @@ them, so ``rel = j - i_abs`` and relative tables of ``2 Lk - 1`` rows are indexe
 Each module ends with ``VARIANTS``; ``POSITION`` gathers them in dropdown order. No module imports
 this package back.
 """
+
 from __future__ import annotations
 
 from ..variant import gather
@@ -28,8 +29,27 @@ from .base import NoPosition
 from .rope import apply_rope
 from .t5 import t5_bucket_check, t5_exact_range, t5_relative_bucket
 
-POSITION = gather(base.VARIANTS, absolute.VARIANTS, shaw.VARIANTS, t5.VARIANTS, xl.VARIANTS, rope.VARIANTS,
-                  alibi.VARIANTS, floater.VARIANTS, untied.VARIANTS)
+POSITION = gather(
+    base.VARIANTS,
+    absolute.VARIANTS,
+    shaw.VARIANTS,
+    t5.VARIANTS,
+    xl.VARIANTS,
+    rope.VARIANTS,
+    alibi.VARIANTS,
+    floater.VARIANTS,
+    untied.VARIANTS,
+)
 
-__all__ = ["POSITION", "NoPosition", "sinusoid", "sinusoidal_table", "table_dtype", "apply_rope", "alibi_slopes",
-           "t5_relative_bucket", "t5_exact_range", "t5_bucket_check"]
+__all__ = [
+    "POSITION",
+    "NoPosition",
+    "sinusoid",
+    "sinusoidal_table",
+    "table_dtype",
+    "apply_rope",
+    "alibi_slopes",
+    "t5_relative_bucket",
+    "t5_exact_range",
+    "t5_bucket_check",
+]

@@ -7,6 +7,7 @@
 - ``learned``: Gehring et al. 2017, "Convolutional Sequence to Sequence Learning": one learned
   vector per position ``0 .. max_len - 1``; a longer input is refused with the fix.
 """
+
 from __future__ import annotations
 
 import torch
@@ -62,20 +63,32 @@ class Learned(NoPosition):
         last = int(pos.max()) if pos.numel() else -1
         if last >= self.max_len:
             raise ConfigError(
-                "max_len", self.max_len,
+                "max_len",
+                self.max_len,
                 f"the learned position table has max_len={self.max_len} rows (positions 0..{self.max_len - 1}) "
                 f"but the input needs position {last} (sequence length L={x.shape[1]}); "
-                f"set max_len >= {last + 1}, shorten the input, or use a relative position encoding")
+                f"set max_len >= {last + 1}, shorten the input, or use a relative position encoding",
+            )
         return x + self.table(pos).to(x.dtype)
 
 
 ABSOLUTE = PositionCaps(absolute=True)
 
 VARIANTS = (
-    Variant("sinusoidal", "Vaswani et al. 2017",
-            "Fixed sine/cosine waves of geometric wavelengths added to the token embeddings.",
-            build=Sinusoidal, caps=ABSOLUTE),
-    Variant("learned", "Gehring et al. 2017",
-            "A learned vector per absolute position added to the token embeddings; cannot go past max_len.",
-            build=Learned, params=("max_len",), caps=ABSOLUTE, n_params=lambda c: c.max_len * c.d_model),
+    Variant(
+        "sinusoidal",
+        "Vaswani et al. 2017",
+        "Fixed sine/cosine waves of geometric wavelengths added to the token embeddings.",
+        build=Sinusoidal,
+        caps=ABSOLUTE,
+    ),
+    Variant(
+        "learned",
+        "Gehring et al. 2017",
+        "A learned vector per absolute position added to the token embeddings; cannot go past max_len.",
+        build=Learned,
+        params=("max_len",),
+        caps=ABSOLUTE,
+        n_params=lambda c: c.max_len * c.d_model,
+    ),
 )

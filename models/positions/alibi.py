@@ -3,6 +3,7 @@
 A fixed per-head slope times the distance is subtracted from the scores (``alibi_slopes``, applied
 by ``kernels.attention``); nothing is learned.
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,7 +43,11 @@ class Alibi(NoPosition):
 
 
 VARIANTS = (
-    Variant("alibi", "Press et al. 2022 (ALiBi)",
-            "Subtracts a fixed per-head slope times the distance from the scores; no learned parameters.",
-            build=Alibi, caps=PositionCaps(produces=frozenset({SCORE_BIAS}), relative=True)),
+    Variant(
+        "alibi",
+        "Press et al. 2022 (ALiBi)",
+        "Subtracts a fixed per-head slope times the distance from the scores; no learned parameters.",
+        build=Alibi,
+        caps=PositionCaps(produces=frozenset({SCORE_BIAS}), relative=True),
+    ),
 )

@@ -5,6 +5,7 @@
 so only a causal mask lets the model tell token order. ``relative_range`` and ``INIT_STD`` are
 shared by the relative encodings.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,13 +39,21 @@ class NoPosition(nn.Module):
 def check_none(cfg) -> None:
     if not cfg.causal:
         raise ConfigError(
-            "position", "none",
+            "position",
+            "none",
             "only meaningful with causal=True: a bidirectional model without positions is "
-            "permutation-equivariant and cannot tell token order; choose another position or set causal=True")
+            "permutation-equivariant and cannot tell token order; choose another position or set causal=True",
+        )
 
 
 VARIANTS = (
-    Variant("none", "Kazemnejad et al. 2023 (NoPE)",
-            "No position information: a causal model can still infer order from the causal mask.",
-            build=NoPosition, params=("causal",), check=check_none, caps=PositionCaps()),
+    Variant(
+        "none",
+        "Kazemnejad et al. 2023 (NoPE)",
+        "No position information: a causal model can still infer order from the causal mask.",
+        build=NoPosition,
+        params=("causal",),
+        check=check_none,
+        caps=PositionCaps(),
+    ),
 )

@@ -14,6 +14,7 @@ Deviations from the paper: the encoding is added once, to the embeddings (the pa
 per-layer trajectory into every block); the ODE network is one hidden layer of ``floater_hidden``
 tanh units.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,9 @@ class Floater(nn.Module):
 
 def _check(cfg) -> None:
     if not (math.isfinite(cfg.floater_dt) and cfg.floater_dt > 0):
-        raise ConfigError("floater_dt", cfg.floater_dt,
-                          "a finite positive number: the ODE time between consecutive positions")
+        raise ConfigError(
+            "floater_dt", cfg.floater_dt, "a finite positive number: the ODE time between consecutive positions"
+        )
 
 
 def _n_params(cfg) -> int:
@@ -88,8 +90,14 @@ def _n_params(cfg) -> int:
 
 
 VARIANTS = (
-    Variant("floater", "Liu et al. 2020 (FLOATER)",
-            "Positions are the trajectory of a learned neural ODE, integrated with RK4 and added to the embeddings.",
-            build=Floater, params=(FLOATER_HIDDEN, FLOATER_DT), check=_check, caps=PositionCaps(absolute=True),
-            n_params=_n_params),
+    Variant(
+        "floater",
+        "Liu et al. 2020 (FLOATER)",
+        "Positions are the trajectory of a learned neural ODE, integrated with RK4 and added to the embeddings.",
+        build=Floater,
+        params=(FLOATER_HIDDEN, FLOATER_DT),
+        check=_check,
+        caps=PositionCaps(absolute=True),
+        n_params=_n_params,
+    ),
 )

@@ -5,6 +5,7 @@ Queries and keys are rotated by position-dependent angles before the mechanism s
 ``q . k`` depends only on the distance; any mechanism that forms ``q . k`` honours it. ``apply_rope``
 runs ``kernels.rope`` (the fused Triton kernel on CUDA, PyTorch on the CPU).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,26 +54,34 @@ class Rope(NoPosition):
         k_pos = torch.arange(k_start, k_start + lk, device=q.device)
         if self.pos_scale != 1:  # interpolated (fractional) positions: the reference rotation
             k_pos = k_pos.to(torch.float32) / self.pos_scale
-            return _rope_ref(q, k_pos[lk - lq:], self.base), _rope_ref(k, k_pos, self.base), {}
-        return apply_rope(q, k_pos[lk - lq:], self.base), apply_rope(k, k_pos, self.base), {}
+            return _rope_ref(q, k_pos[lk - lq :], self.base), _rope_ref(k, k_pos, self.base), {}
+        return apply_rope(q, k_pos[lk - lq :], self.base), apply_rope(k, k_pos, self.base), {}
 
 
 def check_rope(cfg) -> None:
     if cfg.d_head % 2:
         raise ConfigError(
-            "d_model", cfg.d_model,
+            "d_model",
+            cfg.d_model,
             f"rope rotates pairs of dimensions, so the head width d_model / n_heads = "
-            f"{cfg.d_model} / {cfg.n_heads} = {cfg.d_head} must be even; change d_model or n_heads")
+            f"{cfg.d_model} / {cfg.n_heads} = {cfg.d_head} must be even; change d_model or n_heads",
+        )
     if not (math.isfinite(cfg.rope_base) and cfg.rope_base > 0):
         raise ConfigError("rope_base", cfg.rope_base, "a finite positive number (the angles are pos * base^(-2k/d_h))")
     if not (math.isfinite(cfg.rope_scale) and 0.01 <= cfg.rope_scale <= 1000):
-        raise ConfigError("rope_scale", cfg.rope_scale, "a number from 0.01 to 1000 (positions are divided by it; "
-                          "1 = plain RoPE)")
+        raise ConfigError(
+            "rope_scale", cfg.rope_scale, "a number from 0.01 to 1000 (positions are divided by it; 1 = plain RoPE)"
+        )
 
 
 VARIANTS = (
-    Variant("rope", "Su et al. 2021 (RoFormer)",
-            "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
-            build=Rope, params=(ROPE_BASE, ROPE_SCALE), check=check_rope,
-            caps=PositionCaps(produces=frozenset({ROTARY}), relative=True)),
+    Variant(
+        "rope",
+        "Su et al. 2021 (RoFormer)",
+        "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
+        build=Rope,
+        params=(ROPE_BASE, ROPE_SCALE),
+        check=check_rope,
+        caps=PositionCaps(produces=frozenset({ROTARY}), relative=True),
+    ),
 )

@@ -6,6 +6,7 @@ heads), one added to the keys and one to the values of every (query, key) pair b
 distance ``clip(j - i, -max_relative, max_relative)``; ``kernels.attention`` applies them as
 ``rel_k`` / ``rel_v``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,9 +26,11 @@ class Shaw(NoPosition):
         super().__init__(cfg)
         rows = 2 * cfg.max_relative + 1  # rel in [-max_relative, max_relative]
         self.rel_k = nn.ParameterList(
-            [nn.Parameter(torch.randn(1, rows, cfg.d_head) * INIT_STD) for _ in range(cfg.n_layers)])
+            [nn.Parameter(torch.randn(1, rows, cfg.d_head) * INIT_STD) for _ in range(cfg.n_layers)]
+        )
         self.rel_v = nn.ParameterList(
-            [nn.Parameter(torch.randn(1, rows, cfg.d_head) * INIT_STD) for _ in range(cfg.n_layers)])
+            [nn.Parameter(torch.randn(1, rows, cfg.d_head) * INIT_STD) for _ in range(cfg.n_layers)]
+        )
 
     def modify(self, q, k, layer, k_start=0, scale=None):
         # the kernel's clipped index with R = 2*max_relative+1 rows is exactly clip(j-i) + max_relative
@@ -35,8 +38,13 @@ class Shaw(NoPosition):
 
 
 VARIANTS = (
-    Variant("shaw", "Shaw et al. 2018",
-            "Learned vectors for each clipped distance j - i added to keys and values inside attention.",
-            build=Shaw, params=(MAX_RELATIVE,), caps=PositionCaps(produces=frozenset({RELATIVE_KV}), relative=True),
-            n_params=lambda c: 2 * c.n_layers * (2 * c.max_relative + 1) * c.d_head),
+    Variant(
+        "shaw",
+        "Shaw et al. 2018",
+        "Learned vectors for each clipped distance j - i added to keys and values inside attention.",
+        build=Shaw,
+        params=(MAX_RELATIVE,),
+        caps=PositionCaps(produces=frozenset({RELATIVE_KV}), relative=True),
+        n_params=lambda c: 2 * c.n_layers * (2 * c.max_relative + 1) * c.d_head,
+    ),
 )

@@ -6,6 +6,7 @@ One learned scalar per (bucket, head), shared by all layers, is added to the sca
 log-spaced up to ``t5_max_distance``; ``t5_relative_bucket`` is T5's formula bit for bit, also used
 by TUPE-R's relative bias (``untied.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ T5_NUM_BUCKETS = Param("t5_num_buckets", int, 32, range=(2, 1024), cap=256)
 T5_MAX_DISTANCE = Param("t5_max_distance", int, 128, range=(1, 1 << 20), cap=16384)
 
 
-def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = True,
-                       num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+def t5_relative_bucket(
+    relative_position: torch.Tensor, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
     """T5's bucket of ``relative_position = j - i`` (memory position minus query position).
 
     Half the buckets (per direction when bidirectional) are exact distances, the rest are
@@ -43,11 +45,14 @@ def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = Tr
     max_exact = num_buckets // 2
     is_small = dist < max_exact
     # float32 arithmetic as in T5 / HF, so bucket edges agree bit for bit; clamp avoids log(0)
-    large = max_exact + (
-        torch.log(dist.clamp(min=1).float() / max_exact)
-        / math.log(max_distance / max_exact)
-        * (num_buckets - max_exact)
-    ).long()
+    large = (
+        max_exact
+        + (
+            torch.log(dist.clamp(min=1).float() / max_exact)
+            / math.log(max_distance / max_exact)
+            * (num_buckets - max_exact)
+        ).long()
+    )
     large = large.clamp(max=num_buckets - 1)
     return bucket + torch.where(is_small, dist, large)
 
@@ -66,11 +71,15 @@ def t5_bucket_check(bidirectional: bool, num_buckets: int, max_distance: int) ->
     max_exact = t5_exact_range(bidirectional, num_buckets)
     if max_exact < 1:
         need = 4 if bidirectional else 2
-        raise ValueError(f"t5 buckets: num_buckets={num_buckets} leaves no exact bucket "
-                         f"({'bidirectional: ' if bidirectional else ''}need num_buckets >= {need})")
+        raise ValueError(
+            f"t5 buckets: num_buckets={num_buckets} leaves no exact bucket "
+            f"({'bidirectional: ' if bidirectional else ''}need num_buckets >= {need})"
+        )
     if max_distance <= max_exact:
-        raise ValueError(f"t5 buckets: max_distance={max_distance} must exceed the exact range "
-                         f"max_exact={max_exact} (num_buckets={num_buckets}, bidirectional={bidirectional})")
+        raise ValueError(
+            f"t5 buckets: max_distance={max_distance} must exceed the exact range "
+            f"max_exact={max_exact} (num_buckets={num_buckets}, bidirectional={bidirectional})"
+        )
 
 
 class T5Bias(NoPosition):
@@ -96,21 +105,32 @@ def check_t5(cfg) -> None:
     max_exact = t5_exact_range(bidirectional, cfg.t5_num_buckets)
     if max_exact < 1:
         need = 4 if bidirectional else 2
-        raise ConfigError("t5_num_buckets", cfg.t5_num_buckets,
-                          f"an integer >= {need} with causal={cfg.causal}: half the buckets"
-                          f"{' of each direction' if bidirectional else ''} are exact distances, and there "
-                          "must be at least one")
+        raise ConfigError(
+            "t5_num_buckets",
+            cfg.t5_num_buckets,
+            f"an integer >= {need} with causal={cfg.causal}: half the buckets"
+            f"{' of each direction' if bidirectional else ''} are exact distances, and there "
+            "must be at least one",
+        )
     if cfg.t5_max_distance <= max_exact:
-        raise ConfigError("t5_max_distance", cfg.t5_max_distance,
-                          f"an integer > {max_exact} (the exact range of t5_num_buckets={cfg.t5_num_buckets}, "
-                          f"causal={cfg.causal}): distances past the exact range are log-spaced up to "
-                          "t5_max_distance")
+        raise ConfigError(
+            "t5_max_distance",
+            cfg.t5_max_distance,
+            f"an integer > {max_exact} (the exact range of t5_num_buckets={cfg.t5_num_buckets}, "
+            f"causal={cfg.causal}): distances past the exact range are log-spaced up to "
+            "t5_max_distance",
+        )
 
 
 VARIANTS = (
-    Variant("t5", "Raffel et al. 2020 (T5)",
-            "A learned per-head bias for log-spaced distance buckets added to the attention scores.",
-            build=T5Bias, params=(T5_NUM_BUCKETS, T5_MAX_DISTANCE, "causal"), check=check_t5,
-            caps=PositionCaps(produces=frozenset({SCORE_BIAS}), relative=True),
-            n_params=lambda c: c.t5_num_buckets * c.n_heads),
+    Variant(
+        "t5",
+        "Raffel et al. 2020 (T5)",
+        "A learned per-head bias for log-spaced distance buckets added to the attention scores.",
+        build=T5Bias,
+        params=(T5_NUM_BUCKETS, T5_MAX_DISTANCE, "causal"),
+        check=check_t5,
+        caps=PositionCaps(produces=frozenset({SCORE_BIAS}), relative=True),
+        n_params=lambda c: c.t5_num_buckets * c.n_heads,
+    ),
 )

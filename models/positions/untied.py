@@ -25,6 +25,7 @@ score honour them.
 The ``1/sqrt(3)`` / ``1/sqrt(2)`` of the content term is applied to ``q`` (the attention's own
 ``1/sqrt(d_h)`` stays), and the pair terms arrive already scaled.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,7 +53,9 @@ def deberta_log_bucket(rel: torch.Tensor, bucket_size: int, max_position: int) -
     sign = torch.sign(rel)
     inside = (rel < mid) & (rel > -mid)
     abs_pos = torch.where(inside, torch.full_like(rel, mid - 1), rel.abs())
-    log_pos = torch.ceil(torch.log(abs_pos.double() / mid) / math.log((max_position - 1) / mid) * (mid - 1)).long() + mid
+    log_pos = (
+        torch.ceil(torch.log(abs_pos.double() / mid) / math.log((max_position - 1) / mid) * (mid - 1)).long() + mid
+    )
     return torch.where(abs_pos <= mid, rel, log_pos * sign)
 
 
@@ -73,10 +76,12 @@ class DeBERTa(nn.Module):
         self.h, self.d_head = cfg.n_heads, cfg.d_head
         self.span, self.max_distance = cfg.deberta_buckets, cfg.deberta_max_distance
         self.rel_embed = nn.Parameter(torch.randn(2 * self.span, cfg.d_model) * INIT_STD)
-        self.w_kr = nn.ModuleList(nn.Linear(cfg.d_model, cfg.n_heads * cfg.d_head, bias=False)
-                                  for _ in range(cfg.n_layers))
-        self.w_qr = nn.ModuleList(nn.Linear(cfg.d_model, cfg.n_heads * cfg.d_head, bias=False)
-                                  for _ in range(cfg.n_layers))
+        self.w_kr = nn.ModuleList(
+            nn.Linear(cfg.d_model, cfg.n_heads * cfg.d_head, bias=False) for _ in range(cfg.n_layers)
+        )
+        self.w_qr = nn.ModuleList(
+            nn.Linear(cfg.d_model, cfg.n_heads * cfg.d_head, bias=False) for _ in range(cfg.n_layers)
+        )
 
     def embed(self, x, pos):
         return x
@@ -121,12 +126,15 @@ class TUPE(nn.Module):
         lq, lk, h, dh = q.shape[2], k.shape[2], self.h, self.d_head
         k_pos = torch.arange(k_start, k_start + lk, device=q.device)
         if lk and int(k_pos[-1]) >= self.max_len:
-            raise ConfigError("max_len", self.max_len,
-                              f"an integer > {int(k_pos[-1])}: tupe's learned position table has max_len rows "
-                              f"and this call needs positions up to {int(k_pos[-1])}")
+            raise ConfigError(
+                "max_len",
+                self.max_len,
+                f"an integer > {int(k_pos[-1])}: tupe's learned position table has max_len rows "
+                f"and this call needs positions up to {int(k_pos[-1])}",
+            )
         # learned memory tokens sit before position 0: they have no position, so no position term
         p = self.table[k_pos.clamp(min=0)] * (k_pos >= 0)[:, None].to(self.table.dtype)  # (Lk, d)
-        a = self.u_q(p[lk - lq:]).view(lq, h, dh).transpose(0, 1)  # (h, Lq, d_h)
+        a = self.u_q(p[lk - lq :]).view(lq, h, dh).transpose(0, 1)  # (h, Lq, d_h)
         b = self.u_k(p).view(lk, h, dh).transpose(0, 1)  # (h, Lk, d_h)
         pair = (a @ b.transpose(-1, -2)) / math.sqrt(2 * dh)  # (h, Lq, Lk)
         mods = {"pair_bias": pair[None].to(q.dtype)}
@@ -141,15 +149,21 @@ class TUPE(nn.Module):
 def check_deberta(cfg) -> None:
     mid = cfg.deberta_buckets // 2
     if cfg.deberta_max_distance - 1 <= mid:
-        raise ConfigError("deberta_max_distance", cfg.deberta_max_distance,
-                          f"an integer > {mid + 1} (half of deberta_buckets={cfg.deberta_buckets}, plus 1): "
-                          "distances past the exact half are log-spaced up to deberta_max_distance")
+        raise ConfigError(
+            "deberta_max_distance",
+            cfg.deberta_max_distance,
+            f"an integer > {mid + 1} (half of deberta_buckets={cfg.deberta_buckets}, plus 1): "
+            "distances past the exact half are log-spaced up to deberta_max_distance",
+        )
 
 
 def check_tupe(cfg) -> None:
     if cfg.tupe_relative and cfg.t5_max_distance <= (cfg.t5_num_buckets // (1 if cfg.causal else 2)) // 2:
-        raise ConfigError("t5_max_distance", cfg.t5_max_distance,
-                          "an integer past the exact range of t5_num_buckets (tupe_relative uses T5's buckets)")
+        raise ConfigError(
+            "t5_max_distance",
+            cfg.t5_max_distance,
+            "an integer past the exact range of t5_num_buckets (tupe_relative uses T5's buckets)",
+        )
 
 
 def _tupe_params(cfg) -> int:
@@ -158,16 +172,26 @@ def _tupe_params(cfg) -> int:
 
 
 VARIANTS = (
-    Variant("deberta", "He et al. 2021 (DeBERTa)",
-            "Disentangled attention: content-to-content, content-to-position and position-to-content "
-            "scores over log-bucketed relative positions, scaled by 1/sqrt(3 d_h).",
-            build=DeBERTa, params=(DEBERTA_BUCKETS, DEBERTA_MAX_DISTANCE), check=check_deberta,
-            caps=PositionCaps(produces=frozenset({RELATIVE_KV, PAIR_SCORE}), relative=True),
-            n_params=lambda c: 2 * c.deberta_buckets * c.d_model
-            + c.n_layers * 2 * c.d_model * c.n_heads * c.d_head),
-    Variant("tupe", "Ke et al. 2021 (TUPE)",
-            "Untied positions: a separately projected absolute position correlation added to the "
-            "scores, never to the embeddings; optional relative bias.",
-            build=TUPE, params=("max_len", TUPE_RELATIVE, T5_NUM_BUCKETS, T5_MAX_DISTANCE), check=check_tupe,
-            caps=PositionCaps(produces=frozenset({PAIR_SCORE, SCORE_BIAS})), n_params=_tupe_params),
+    Variant(
+        "deberta",
+        "He et al. 2021 (DeBERTa)",
+        "Disentangled attention: content-to-content, content-to-position and position-to-content "
+        "scores over log-bucketed relative positions, scaled by 1/sqrt(3 d_h).",
+        build=DeBERTa,
+        params=(DEBERTA_BUCKETS, DEBERTA_MAX_DISTANCE),
+        check=check_deberta,
+        caps=PositionCaps(produces=frozenset({RELATIVE_KV, PAIR_SCORE}), relative=True),
+        n_params=lambda c: 2 * c.deberta_buckets * c.d_model + c.n_layers * 2 * c.d_model * c.n_heads * c.d_head,
+    ),
+    Variant(
+        "tupe",
+        "Ke et al. 2021 (TUPE)",
+        "Untied positions: a separately projected absolute position correlation added to the "
+        "scores, never to the embeddings; optional relative bias.",
+        build=TUPE,
+        params=("max_len", TUPE_RELATIVE, T5_NUM_BUCKETS, T5_MAX_DISTANCE),
+        check=check_tupe,
+        caps=PositionCaps(produces=frozenset({PAIR_SCORE, SCORE_BIAS})),
+        n_params=_tupe_params,
+    ),
 )

@@ -5,6 +5,7 @@ The score is ``(q_i + u) . k_j + (q_i + v) . W_R r_(i-j)``, all times the attent
 ``r`` the sinusoid of the distance, ``W_R`` per layer and the global biases ``u, v`` shared by all
 layers (as in the paper). It reaches ``kernels.attention`` as ``rel_k`` and ``rel_bias``.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,8 @@ class TransformerXL(NoPosition):
         self.u = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * INIT_STD)
         self.v = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * INIT_STD)
         self.w_r = nn.ModuleList(
-            [nn.Linear(cfg.d_model, cfg.n_heads * cfg.d_head, bias=False) for _ in range(cfg.n_layers)])
+            [nn.Linear(cfg.d_model, cfg.n_heads * cfg.d_head, bias=False) for _ in range(cfg.n_layers)]
+        )
 
     def modify(self, q, k, layer, k_start=0, scale=None):
         lk, d_h = k.shape[2], q.shape[-1]
@@ -47,8 +49,12 @@ class TransformerXL(NoPosition):
 
 
 VARIANTS = (
-    Variant("xl", "Dai et al. 2019 (Transformer-XL)",
-            "Relative sinusoids projected per layer, with learned global content and position biases u, v.",
-            build=TransformerXL, caps=PositionCaps(produces=frozenset({SCORE_BIAS, RELATIVE_KV}), relative=True),
-            n_params=lambda c: 2 * c.n_heads * c.d_head + c.n_layers * c.d_model * c.n_heads * c.d_head),
+    Variant(
+        "xl",
+        "Dai et al. 2019 (Transformer-XL)",
+        "Relative sinusoids projected per layer, with learned global content and position biases u, v.",
+        build=TransformerXL,
+        caps=PositionCaps(produces=frozenset({SCORE_BIAS, RELATIVE_KV}), relative=True),
+        n_params=lambda c: 2 * c.n_heads * c.d_head + c.n_layers * c.d_model * c.n_heads * c.d_head,
+    ),
 )

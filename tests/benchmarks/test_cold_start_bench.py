@@ -1,4 +1,5 @@
 """``python -m benchmarks.cold_start``: every phase is reported and the phases add up (no time is asserted)."""
+
 import json
 import subprocess
 import sys
@@ -12,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_one_run_reports_every_phase_and_they_add_up(tmp_path):
     path = tmp_path / "cold.json"
-    out = subprocess.run([sys.executable, "-m", "benchmarks.cold_start", "--runs", "1", "--json", str(path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cold_start", "--runs", "1", "--json", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ours (CPU, median)" in out.stdout and "torch._dynamo imported: False" in out.stdout
     summary = json.loads(path.read_text())

@@ -3,6 +3,7 @@
 The full CPU run is ``slow`` (about a minute of interpreted kernels); the fast tests feed the
 correctness runner a deliberately wrong kernel and the targets synthetic timings.
 """
+
 import json
 
 import pytest
@@ -80,19 +81,34 @@ def test_an_exception_fails_its_case_and_the_next_case_still_runs():
 
 
 def _speed(ratio_fwd, ratio_sparse_flex):
-    dense = [{"mode": m, "d": 128, "causal": True, "L": 16384, "provider": p, "ms": ms}
-             for m in ("fwd", "fwd_bwd") for p, ms in (("ours", 1.0), ("sdpa-flash", ratio_fwd))]
-    sparse = [{"mode": "fwd", "pattern": "bigbird", "L": 16384, "provider": p, "ms": ms}
-              for p, ms in (("ours", 1.0), ("flex", ratio_sparse_flex), ("sdpa-flash dense causal", 5.0))]
+    dense = [
+        {"mode": m, "d": 128, "causal": True, "L": 16384, "provider": p, "ms": ms}
+        for m in ("fwd", "fwd_bwd")
+        for p, ms in (("ours", 1.0), ("sdpa-flash", ratio_fwd))
+    ]
+    sparse = [
+        {"mode": "fwd", "pattern": "bigbird", "L": 16384, "provider": p, "ms": ms}
+        for p, ms in (("ours", 1.0), ("flex", ratio_sparse_flex), ("sdpa-flash dense causal", 5.0))
+    ]
     return {"status": "ok", "dense": dense, "sparse": sparse}
 
 
-@pytest.mark.parametrize("fwd,flex,want", [(0.9, 0.9, ["met", "met", "met", "met"]),
-                                           (0.5, 0.5, ["MISSED", "MISSED", "MISSED", "met"]),
-                                           (0.7, 1.0, ["MISSED", "met", "met", "met"])])
+@pytest.mark.parametrize(
+    "fwd,flex,want",
+    [
+        (0.9, 0.9, ["met", "met", "met", "met"]),
+        (0.5, 0.5, ["MISSED", "MISSED", "MISSED", "met"]),
+        (0.7, 1.0, ["MISSED", "met", "met", "met"]),
+    ],
+)
 def test_speed_targets_are_met_or_missed_from_the_measured_ratios(fwd, flex, want):
-    data, md = targets.run({"correctness": {"counts": {"passed": 3, "FAILED": 1, "skipped": 0}},
-                            "syncs": {"status": "ok", "total_syncs": 0}, "speed": _speed(fwd, flex)})
+    data, md = targets.run(
+        {
+            "correctness": {"counts": {"passed": 3, "FAILED": 1, "skipped": 0}},
+            "syncs": {"status": "ok", "total_syncs": 0},
+            "speed": _speed(fwd, flex),
+        }
+    )
     status = [t["status"] for t in data["targets"]]
     assert status[:2] == ["MISSED", "met"]  # one correctness failure; zero syncs
     assert status[2:6] == want

@@ -3,6 +3,7 @@
 No timing is asserted. ``torch.compile(flex_attention)`` takes a minute per pattern on CPU, too slow
 for CI, so the sweep tests swap in eager ``flex_attention`` (same masks and code path around it).
 """
+
 import json
 import warnings
 
@@ -24,7 +25,9 @@ def eager_flex(monkeypatch):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
                 return flex_attention(*a, **kw)
+
         return run
+
     monkeypatch.setattr(bench_providers, "compiled_flex", eager)
 
 
@@ -40,8 +43,9 @@ def test_main_full_sweep(eager_flex, tmp_path, capsys):
     out = capsys.readouterr().out
     assert json.loads(path.read_text()) == records
     cells = _by_key(records)
-    assert set(cells) == {(m, p, pr, L) for m in ("fwd", "fwd_bwd") for p in PATTERNS for pr in PROVIDERS
-                          for L in LENGTHS}
+    assert set(cells) == {
+        (m, p, pr, L) for m in ("fwd", "fwd_bwd") for p in PATTERNS for pr in PROVIDERS for L in LENGTHS
+    }
     for (mode, pattern, provider, L), r in cells.items():
         assert set(r) >= {"pattern", "provider", "backend", "mode", "L", "ms", "tflops", "status"}
         assert isinstance(r["status"], str) and r["status"]
@@ -66,8 +70,11 @@ def test_flops_follow_the_convention(eager_flex):
     from models.attention.sparse import pattern_block_mask
 
     q = torch.zeros(1, 8, 256, 64)
-    assert bench_providers.prepare("sdpa", "bigbird", q).flops_fwd == 2 * 8 * 256 ** 2 * 64 == dense_causal_flops(
-        1, 8, 256, 64)
+    assert (
+        bench_providers.prepare("sdpa", "bigbird", q).flops_fwd
+        == 2 * 8 * 256**2 * 64
+        == dense_causal_flops(1, 8, 256, 64)
+    )
     bm = pattern_block_mask(pattern_config("sliding_window"), 256)
     assert bench_providers.prepare("ours", "sliding_window", q).flops_fwd == bm.n_visited * 64 * 64 * 4 * 8 * 64
     # Flex's causal layout at L=256, 128-blocks: 3 visited tiles of 128 x 128.
@@ -87,8 +94,22 @@ def test_flex_mask_mod_is_the_catalogue_pattern(pattern):
 
 
 def test_timeout_skips_longer_lengths():
-    records = bench.main(["--lengths", "128,256", "--repeats", "1", "--patterns", "sliding_window",
-                          "--providers", "ours,sdpa", "--mode", "fwd", "--budget", "0"])
+    records = bench.main(
+        [
+            "--lengths",
+            "128,256",
+            "--repeats",
+            "1",
+            "--patterns",
+            "sliding_window",
+            "--providers",
+            "ours,sdpa",
+            "--mode",
+            "fwd",
+            "--budget",
+            "0",
+        ]
+    )
     cells = _by_key(records)
     for provider in ("ours", "sdpa"):
         assert cells[("fwd", "sliding_window", provider, 128)]["status"] == "timeout"
@@ -97,8 +118,22 @@ def test_timeout_skips_longer_lengths():
 
 
 def test_ref_skipped_above_memory_budget():
-    records = bench.main(["--lengths", "128", "--repeats", "1", "--patterns", "full", "--providers", "ref",
-                          "--mode", "fwd", "--ref-max-gb", "1e-6"])
+    records = bench.main(
+        [
+            "--lengths",
+            "128",
+            "--repeats",
+            "1",
+            "--patterns",
+            "full",
+            "--providers",
+            "ref",
+            "--mode",
+            "fwd",
+            "--ref-max-gb",
+            "1e-6",
+        ]
+    )
     assert [r["status"] for r in records] == ["skipped"]
 
 
@@ -110,10 +145,24 @@ def test_flex_failure_is_marked_unavailable(monkeypatch, failure, capsys):
 
         def run(*a, **kw):
             raise RuntimeError("InductorError: no working C++ compiler")
+
         return run
+
     monkeypatch.setattr(bench_providers, "compiled_flex", broken)
-    records = bench.main(["--lengths", "128,256", "--repeats", "1", "--patterns", "full,sliding_window",
-                          "--providers", "ours,flex", "--mode", "fwd"])
+    records = bench.main(
+        [
+            "--lengths",
+            "128,256",
+            "--repeats",
+            "1",
+            "--patterns",
+            "full,sliding_window",
+            "--providers",
+            "ours,flex",
+            "--mode",
+            "fwd",
+        ]
+    )
     flex = [r for r in records if r["provider"] == "flex"]
     assert len(flex) == 4 and all(r["status"].startswith("unavailable: ") for r in flex)
     assert all(r["status"] == "ok" for r in records if r["provider"] == "ours")

@@ -1,5 +1,6 @@
 """benchmarks.loadtest's pieces without a server: the request mix, the percentiles, the refusal test,
 RSS reading, and the table (the script itself runs against ``python app.py``; see its docstring)."""
+
 import json
 import os
 import random
@@ -39,9 +40,22 @@ def test_rss_of_this_process():
 
 
 def test_table_reports_failures(capsys):
-    row = {"users": 4, "ok": 10, "refused": 4, "busy": 2, "failed": 1, "p50": 0.5, "p95": 0.9, "max": 1.2, "throughput": 2.0,
-           "rss_before": 500 << 20, "rss_peak": 600 << 20, "rss_after": 510 << 20, "errors": ["/analyze: boom"],
-           "sweep": {"runs": 1}}
+    row = {
+        "users": 4,
+        "ok": 10,
+        "refused": 4,
+        "busy": 2,
+        "failed": 1,
+        "p50": 0.5,
+        "p95": 0.9,
+        "max": 1.2,
+        "throughput": 2.0,
+        "rss_before": 500 << 20,
+        "rss_peak": 600 << 20,
+        "rss_after": 510 << 20,
+        "errors": ["/analyze: boom"],
+        "sweep": {"runs": 1},
+    }
     lt.print_table([row], heavy=True)
     out = capsys.readouterr().out
     assert "failure: /analyze: boom" in out and "1 runs" in out and " 500 " in out

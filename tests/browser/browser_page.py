@@ -1,12 +1,19 @@
 """Driving the app in Debian's Chromium with Playwright (never a downloaded browser): a ``Page``
 that records console errors and the app's queued requests, and reads Plotly data from the page."""
+
 import os
 import shutil
 import time
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1600, "height": 1100}
 
 # Values of a Plotly array as sent by the server: a plain array, or a base64 typed array
@@ -21,7 +28,10 @@ DECODE_JS = """const decode = (a) => {
 };"""
 # Summary of a Plotly graph inside the element with id `sel`: trace count, names, x values and,
 # for trace 0, the number of cells and of blank (NaN or colour level 0: not allowed) cells.
-PLOT_JS = """(sel) => {""" + DECODE_JS + """
+PLOT_JS = (
+    """(sel) => {"""
+    + DECODE_JS
+    + """
   const el = document.querySelector(sel + ' .js-plotly-plot');
   if (!el || !el.data) return null;
   const out = {traces: el.data.length, names: el.data.map(t => t.name || ''), cells: 0, blank: 0,
@@ -29,11 +39,16 @@ PLOT_JS = """(sel) => {""" + DECODE_JS + """
   for (const v of decode(el.data[0].z)) { out.cells++; if (v === null || Number.isNaN(v) || v === 0) out.blank++; }
   return out;
 }"""
-BLANK_JS = """([sel, blank]) => {""" + DECODE_JS + """
+)
+BLANK_JS = (
+    """([sel, blank]) => {"""
+    + DECODE_JS
+    + """
   const e = document.querySelector(sel + ' .js-plotly-plot');
   if (!e || !e.data) return false;
   return decode(e.data[0].z).filter(v => v === null || Number.isNaN(v) || v === 0).length !== blank;
 }"""
+)
 
 # The page's own account of its events, read through a wrapper of its ``fetch``: each /queue/join
 # (its fn_index, then the event_id it got back) and each message of Gradio's event streams
@@ -121,8 +136,11 @@ class Page:
         return self.page.evaluate(PLOT_JS, sel)
 
     def wait_plot(self, sel, timeout=90_000):
-        self.page.wait_for_function(f"() => {{ const e = document.querySelector('{sel} .js-plotly-plot'); "
-                                    "return e && e.data && e.data.length > 0; }", timeout=timeout)
+        self.page.wait_for_function(
+            f"() => {{ const e = document.querySelector('{sel} .js-plotly-plot'); "
+            "return e && e.data && e.data.length > 0; }",
+            timeout=timeout,
+        )
 
     def wait_changed(self, sel, before, timeout=60_000):
         self.page.wait_for_function(BLANK_JS, arg=[sel, before["blank"]], timeout=timeout)
@@ -158,6 +176,7 @@ class Page:
         answer reaches a busy page after the event's result came on an earlier stream, it opens a
         stream that stays idle until the page's next event)."""
         from playwright.sync_api import Error
+
         deadline = time.monotonic() + timeout_ms / 1000
         state = None
         while time.monotonic() < deadline:
@@ -169,9 +188,11 @@ class Page:
             pending, quiet, progress = state
             if not pending and quiet >= quiet_ms and not progress:
                 return
-        raise AssertionError(f"the page was still busy after {timeout_ms} ms (events pending, ms quiet, "
-                             f"progress indicators: {state}); what the page sent and heard "
-                             f"(ms since load):\n{self.trace_text()}")
+        raise AssertionError(
+            f"the page was still busy after {timeout_ms} ms (events pending, ms quiet, "
+            f"progress indicators: {state}); what the page sent and heard "
+            f"(ms since load):\n{self.trace_text()}"
+        )
 
     def trace(self) -> list:
         """The page's joins and stream messages (``TRACE_JS``), oldest first."""

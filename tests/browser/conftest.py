@@ -7,6 +7,7 @@ its own), ``browser``, ``open_page`` (a ``browser_page.Page`` of the shared app 
 viewport, waiting for the first paint, recording console errors; closed after the test), ``page``
 (``open_page()``: the shared app's start page) and ``shots_dir``. Without Chromium or Playwright the
 tests that need a browser are skipped (under CI, where Chromium must be installed, they fail)."""
+
 import contextlib
 import os
 import resource
@@ -41,18 +42,31 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",), limit_
     in bytes (``RLIMIT_AS``, as ``prlimit --as``), standing in for the memory of a small host; ``info``:
     a dict that receives the server's ``pid``."""
     port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "PYTHONUNBUFFERED": "1", **(extra_env or {})}  # otherwise exactly the newcomer's `python app.py`
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }  # otherwise exactly the newcomer's `python app.py`
     env.pop("TRITON_INTERPRET", None)  # the app runs as it would in production
     log = tempfile.NamedTemporaryFile("w", prefix=f"explorer-{Path(log_name).stem}-", suffix=".log")
     LIVE_LOGS[log_name] = Path(log.name)
     name = " ".join(command)
+
     def limit():
         if limit_as:
             resource.setrlimit(resource.RLIMIT_AS, (int(limit_as), int(limit_as)))
 
-    proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=limit)
+    proc = subprocess.Popen(
+        [sys.executable, *command],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=limit,
+    )
     if info is not None:
         info["pid"] = proc.pid
     url = f"http://127.0.0.1:{port}/"
@@ -165,6 +179,7 @@ def browser(request):
     same process that calls ``asyncio.run`` (a ``gradio_client`` call, the app's own handlers) would
     fail: under pytest-xdist a worker runs other folders' files after a browser file."""
     from browser_page import ARGS, CHROMIUM
+
     held = request.config.stash.get(BROWSER, None)
     if held is not None:
         return held[1]
@@ -216,6 +231,7 @@ def open_page(request, browser, shots_dir):
     is a query string of the shared app ("?n_layers=8", which starts it if needed) or a whole URL
     (another server's, "about:blank"). Every page opened is closed after the test."""
     from browser_page import Page
+
     opened = []
 
     def open_page(address="", **kw):

@@ -18,8 +18,12 @@ def test_ab_sweep_overlays_a_and_b(page):
     page.settle()
     fig = page.plot("#ab-sweep")
     curves = [n for n in fig["names"] if n.startswith(("A (pinned)", "B (now)"))]
-    assert sorted(curves) == ["A (pinned): full", "A (pinned): full", "B (now): block_local",
-                              "B (now): block_local"]  # one per panel each
+    assert sorted(curves) == [
+        "A (pinned): full",
+        "A (pinned): full",
+        "B (now): block_local",
+        "B (now): block_local",
+    ]  # one per panel each
     assert all(x == [16, 32] for x in fig["x"])
     reading = page.page.locator("#ab-reading").inner_text()
     assert "At L=32" in reading and "faster" in reading

@@ -1,5 +1,6 @@
 """The app's API from ``gradio_client``: every endpoint, and a bad config (the ConfigError message
 comes back as the client's error; documented choice: endpoints raise ``gr.Error(message)``)."""
+
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,8 +21,7 @@ def test_named_endpoints(client):
 
 
 def test_analyze(client):
-    s = client.predict(json.dumps({**SMALL, "attention": "sliding_window", "window": 2}), "abcdef",
-                       api_name="/analyze")
+    s = client.predict(json.dumps({**SMALL, "attention": "sliding_window", "window": 2}), "abcdef", api_name="/analyze")
     assert s["n_tokens"] == 6 and s["n_layers"] == 2 and s["n_heads"] == 2 and s["mask_kind"] == "pattern"
     assert s["allowed_fraction"] == pytest.approx(11 / 36, abs=1e-6)  # window 2, causal: 6 + 5 pairs
     assert s["row_sums_ok"]
@@ -49,12 +49,15 @@ def test_benchmark(client):
     assert all(r["status"] == "ok" and r["ms"] > 0 and r["peak_bytes"] > 0 for r in recs)
 
 
-@pytest.mark.parametrize("endpoint,args,needle", [
-    ("/analyze", ('{"attention": "fixed", "n_summary": 99}', "x"), "n_summary=99"),
-    ("/gradients", ('{"n_layers": 500}',), "n_layers=500"),
-    ("/gradients", ('{"not_a_field": 1}',), "not_a_field"),
-    ("/benchmark", ("{}", "16,banana", "forward"), "seq_lens"),
-])
+@pytest.mark.parametrize(
+    "endpoint,args,needle",
+    [
+        ("/analyze", ('{"attention": "fixed", "n_summary": 99}', "x"), "n_summary=99"),
+        ("/gradients", ('{"n_layers": 500}',), "n_layers=500"),
+        ("/gradients", ('{"not_a_field": 1}',), "not_a_field"),
+        ("/benchmark", ("{}", "16,banana", "forward"), "seq_lens"),
+    ],
+)
 def test_bad_config_returns_the_config_error(client, endpoint, args, needle):
     with pytest.raises(Exception) as info:
         client.predict(*args, api_name=endpoint)
@@ -74,10 +77,13 @@ def test_concurrent_requests_do_not_mix(app_url):
         assert frac == pytest.approx(allowed / 64, abs=1e-6)
 
 
-@pytest.mark.parametrize("config,needle", [
-    ('{"seed": ' + "7" * 5000 + "}", "number"),            # Python refuses > 4300 digits: a clear message
-    ("[" * 3000 + "]" * 3000, "nesting"),                  # not a RecursionError
-])
+@pytest.mark.parametrize(
+    "config,needle",
+    [
+        ('{"seed": ' + "7" * 5000 + "}", "number"),  # Python refuses > 4300 digits: a clear message
+        ("[" * 3000 + "]" * 3000, "nesting"),  # not a RecursionError
+    ],
+)
 def test_hostile_json_gets_a_clear_message(client, config, needle):
     with pytest.raises(Exception) as info:
         client.predict(config, api_name="/gradients")
@@ -88,9 +94,11 @@ def test_hostile_json_gets_a_clear_message(client, config, needle):
 def _call(app_url, api_name, data):
     """Gradio's HTTP API by hand: POST the inputs, then read the event stream -> (event, data)."""
     import urllib.request
+
     base = app_url + f"gradio_api/call/{api_name}"
-    req = urllib.request.Request(base, data=json.dumps({"data": data}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base, data=json.dumps({"data": data}).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         event_id = json.load(r)["event_id"]
     with urllib.request.urlopen(f"{base}/{event_id}", timeout=60) as r:
@@ -105,7 +113,6 @@ def test_a_wrong_typed_input_to_a_ui_endpoint_gets_a_message(app_url):
     assert event == "error" and data, "a message, not {'error': null}"
 
 
-
 @pytest.mark.parametrize("how", ["cancel", "disconnect"])
 def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how):
     """job.cancel() (or a client process that dies mid-sweep) stops the sweep between two modules: the
@@ -113,6 +120,7 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how)
     import subprocess
     import sys
     import time
+
     big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16, "attention": "sliding_window"})
     lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
     if how == "cancel":
@@ -120,15 +128,19 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how)
         time.sleep(2.5)
         job.cancel()
     else:  # a separate client process, killed while its sweep runs: its connections drop
-        code = ("import sys; from gradio_client import Client; "
-                "Client(sys.argv[1], verbose=False).predict(sys.argv[2], sys.argv[3], 'forward_backward', "
-                "api_name='/benchmark')")
-        proc = subprocess.Popen([sys.executable, "-c", code, app_url, big, lengths],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        code = (
+            "import sys; from gradio_client import Client; "
+            "Client(sys.argv[1], verbose=False).predict(sys.argv[2], sys.argv[3], 'forward_backward', "
+            "api_name='/benchmark')"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, app_url, big, lengths], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(6)  # connect, submit, start the sweep
         proc.kill()
         proc.wait(10)
     from gradio_client.exceptions import AppError
+
     t0 = time.perf_counter()
     client = Client(app_url, verbose=False)  # the same address: refused until the stopped sweep has ended
     while True:  # the stop lands between two runs of the sweep (a run takes seconds on a loaded machine)

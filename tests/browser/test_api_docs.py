@@ -4,6 +4,7 @@ The page's Python blocks are run in order in one namespace (the first creates ``
 address replaced by the served app's; a block that raises fails the test naming the block. And every
 endpoint the app lists in its API (``Client.view_api``) has its section on the page, so a new endpoint
 cannot go undocumented."""
+
 import re
 from pathlib import Path
 
@@ -43,4 +44,6 @@ def test_every_listed_endpoint_is_documented(app_url):
     listed = Client(app_url, verbose=False).view_api(print_info=False, return_format="dict")
     names = {name.lstrip("/") for name in listed["named_endpoints"]}
     documented = set(re.findall(r'api_name="/(\w+)"', DOC.read_text()))
-    assert names - documented == set(), f"endpoints in the API without a call in docs/api.md: {sorted(names - documented)}"
+    assert names - documented == set(), (
+        f"endpoints in the API without a call in docs/api.md: {sorted(names - documented)}"
+    )

@@ -2,6 +2,7 @@
 panel of the grid carries a head label, the zoomed head says it in words; a surgery change (sliding
 pattern) keeps the weights and the line reports the change in held-out loss; "initial"
 draws the untrained model; the Surgery tab shows the stored table."""
+
 import re
 
 WEIGHTS_LINE = "() => (document.querySelector('#weights-line') || {}).innerText || ''"

@@ -2,13 +2,13 @@
 a tiny local checkpoint (``tests/tiny_checkpoint.py``: a Llama with a BPE tokenizer) through
 ``EXPLORER_CHECKPOINTS``: choose it, see its tokenizer's tokens in the maps, apply a window, see the
 perplexity change; open its share link in a fresh page; upload its files; call ``/analyze`` on it."""
+
 import json
 import shutil
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from gradio_client import Client
-
 from tiny_checkpoint import make_checkpoint
 
 WEIGHTS_LINE = "() => (document.querySelector('#weights-line') || {}).innerText || ''"
@@ -68,8 +68,9 @@ def test_choose_a_checkpoint_see_its_tokens_apply_a_window(open_page, ckpt_serve
 def test_a_link_to_a_checkpoint_this_host_lacks_falls_back(open_page, ckpt_server):
     url, *_ = ckpt_server
     page = open_page(url + "?ckpt=somewhere-else&attention=sliding_window&window=8")
-    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('cannot load')",
-                                timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('cannot load')", timeout=60_000
+    )
     page.settle()
     assert "bundled model" in _line(page)
     assert page.page.evaluate("() => document.querySelector('#weights-switch input:checked').value") == "bundled"
@@ -85,8 +86,9 @@ def test_upload_checkpoint_files(open_page, ckpt_server, tmp_path):
     with page.page.expect_file_chooser() as chooser:
         page.page.locator("#checkpoint-upload").click()
     chooser.value.set_files(files)
-    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('Uploaded files read')",
-                                timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('Uploaded files read')", timeout=60_000
+    )
     page.page.wait_for_function(f"() => ({ZOOM_TEXT})().includes('␣password')", timeout=90_000)
     checked = page.page.evaluate("() => document.querySelector('#weights-switch input:checked').value")
     assert checked.startswith("checkpoint:upload:")
@@ -97,8 +99,9 @@ def test_upload_checkpoint_files(open_page, ckpt_server, tmp_path):
 def test_analyze_endpoint_on_the_checkpoint(ckpt_server):
     url, root, cfg, tok = ckpt_server
     client = Client(url, verbose=False)
-    out = client.predict(json.dumps({"attention": "sliding_window", "window": 3}), TEXT, "=>", "checkpoint:tiny",
-                         api_name="/analyze")
+    out = client.predict(
+        json.dumps({"attention": "sliding_window", "window": 3}), TEXT, "=>", "checkpoint:tiny", api_name="/analyze"
+    )
     assert out["tokens"] == tok.pieces(tok.encode(TEXT)) and out["weights"]["checkpoint"] == "tiny"
     assert out["row_sums_ok"] and set(out["weights"]["perplexity"]) == {"text", "heldout"}
     with pytest.raises(Exception, match="d_model"):

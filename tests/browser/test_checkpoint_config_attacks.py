@@ -2,6 +2,7 @@
 driven over HTTP with ``gradio_client``: two 2^40-layer Qwen2 configs (a few hundred bytes each, the pair
 that used to hold both compute slots in a loop for hours) are refused by name, each upload answers, and
 ``/analyze`` of the bundled model answers after them; so do a list ``model_type`` and a 5,000-digit size."""
+
 import json
 import urllib.request
 
@@ -12,9 +13,17 @@ from safetensors.torch import save_file
 
 LIMIT_AS = 8 << 30
 PROMPT_S = 60  # a hang guard for one answer on a busy machine, not a timing claim (benchmarks time it)
-QWEN2_BOMB = {"model_type": "qwen2", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1 << 40,
-              "intermediate_size": 64, "vocab_size": 120, "use_sliding_window": True, "sliding_window": 4,
-              "max_window_layers": 0}
+QWEN2_BOMB = {
+    "model_type": "qwen2",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 1 << 40,
+    "intermediate_size": 64,
+    "vocab_size": 120,
+    "use_sliding_window": True,
+    "sliding_window": 4,
+    "max_window_layers": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -66,15 +75,17 @@ def test_two_2_40_layer_qwen2_configs_are_refused_and_the_app_answers(server, tm
         bundled_answers(client)
 
 
-@pytest.mark.parametrize("name,text,words", [
-    ("model_type list", json.dumps({**QWEN2_BOMB, "model_type": ["qwen2"]}), ("model_type", "qwen2")),
-    ("5000 digits", json.dumps(QWEN2_BOMB).replace(str(1 << 40), "9" * 5000), ("num_hidden_layers", "5000 digits")),
-    ("NaN", json.dumps({**QWEN2_BOMB, "num_hidden_layers": 2})[:-1] + ', "rms_norm_eps": NaN}', ("rms_norm_eps",)),
-])
+@pytest.mark.parametrize(
+    "name,text,words",
+    [
+        ("model_type list", json.dumps({**QWEN2_BOMB, "model_type": ["qwen2"]}), ("model_type", "qwen2")),
+        ("5000 digits", json.dumps(QWEN2_BOMB).replace(str(1 << 40), "9" * 5000), ("num_hidden_layers", "5000 digits")),
+        ("NaN", json.dumps({**QWEN2_BOMB, "num_hidden_layers": 2})[:-1] + ', "rms_norm_eps": NaN}', ("rms_norm_eps",)),
+    ],
+)
 def test_malformed_configs_are_refused_by_name_over_http(server, tmp_path, name, text, words):
     url, client = server
     weights, said = upload(url, client, crafted(tmp_path / "c", text))
     assert all(w in said for w in words), said
     assert "internal error" not in said.lower() and not weights.startswith("checkpoint:upload:")
     bundled_answers(client)
-

@@ -1,5 +1,6 @@
 """``/compare_ab`` from ``gradio_client``: the diff and both sides' numbers, checked against the
 single-config endpoints (the independent reference), and a bad config as the client's error."""
+
 import json
 from urllib.parse import parse_qsl
 

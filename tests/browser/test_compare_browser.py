@@ -20,8 +20,10 @@ def test_pin_change_compare_and_share(page, open_page):
     page.wait_changed("#attention-grid", before)
     page.settle()
     page.tab("Compare A/B")
-    page.page.wait_for_function("() => document.querySelector('#compare-grid-b .js-plotly-plot') && "
-                                "document.querySelector('#compare-grid-b .js-plotly-plot').data")
+    page.page.wait_for_function(
+        "() => document.querySelector('#compare-grid-b .js-plotly-plot') && "
+        "document.querySelector('#compare-grid-b .js-plotly-plot').data"
+    )
     page.settle()
     a, b = _both_drawn(page)
     n = int(round(a["cells"] ** 0.5))
@@ -35,8 +37,11 @@ def test_pin_change_compare_and_share(page, open_page):
     page.check_clean()
 
     other = open_page(link, wait=False)  # the whole URL, as a visitor pastes it
-    other.page.wait_for_function("() => document.querySelector('#compare-grid-a .js-plotly-plot') && "
-                                 "document.querySelector('#compare-grid-a .js-plotly-plot').data", timeout=90_000)
+    other.page.wait_for_function(
+        "() => document.querySelector('#compare-grid-a .js-plotly-plot') && "
+        "document.querySelector('#compare-grid-a .js-plotly-plot').data",
+        timeout=90_000,
+    )
     assert other.page.get_by_role("tab", name="Compare A/B").get_attribute("aria-selected") == "true"
     a2, b2 = _both_drawn(other)
     assert a2["blank"] == a["blank"] and b2["blank"] == b["blank"]

@@ -3,6 +3,7 @@ under a control (Gradio's ``.info-text``), control and figure label (``block-inf
 the ``.hint`` notes, the header's line and any placeholder, against the background it is drawn on, in
 every tab, in normal and presentation mode, with the light and the dark colour scheme (Gradio follows
 the OS preference). The ratio is WCAG 2's: (L1 + 0.05) / (L2 + 0.05) of the relative luminances."""
+
 import pytest
 
 AA = 4.5
@@ -51,9 +52,11 @@ def _luminance(rgb):
 def test_the_ratio_is_wcag_s():
     """The page's formula against WCAG's reference values: black on white 21:1, Soft's old slate-400
     help text on white 2.56:1 (its grey on slate-50: 2.45:1, the ratio the issue measured)."""
+
     def ratio(a, b):
         la, lb = _luminance(a), _luminance(b)
         return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
+
     assert ratio((0, 0, 0), (255, 255, 255)) == pytest.approx(21.0)
     assert ratio((148, 163, 184), (255, 255, 255)) == pytest.approx(2.56, abs=0.01)
     assert ratio((148, 163, 184), (248, 250, 252)) == pytest.approx(2.45, abs=0.01)

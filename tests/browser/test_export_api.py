@@ -1,6 +1,7 @@
 """``/export`` from ``gradio_client``: the zip of a config, checked against the config sent, the PNG
 header and the README; a bad config is the client's error naming the field; no temporary folder of
 the app survives the call."""
+
 import glob
 import importlib.util
 import json
@@ -26,6 +27,7 @@ def client(app_url):
 
 def test_export_endpoint_returns_the_zip(client):
     from models import ModelConfig
+
     before = _exports()
     path = client.predict(json.dumps(SMALL), "abcdef", api_name="/export")
     assert os.path.basename(path).startswith("transformer-explorer-") and path.endswith(".zip")

@@ -9,6 +9,7 @@
 
 Every client binds its own 127.0.0.x source address; every loop has a deadline and waits on a condition.
 """
+
 import os
 import signal
 import socket
@@ -113,13 +114,19 @@ def test_a_busy_start_keeps_serving(tmp_path):
     must come up, answer, and still be running."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}/"
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "PYTHONUNBUFFERED": "1",
-           "GRADIO_TEMP_DIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+        "GRADIO_TEMP_DIR": str(tmp_path),
+    }
     burn = "import time\nend = time.time() + 150\nwhile time.time() < end: pass\n"
     burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(2)]
     log = tempfile.NamedTemporaryFile("w+", prefix="explorer-busy-start-", suffix=".log")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     done = threading.Event()
     answered = []
 

@@ -6,13 +6,16 @@ TRACE_TEXT_JS = """(sel) => { const e = document.querySelector(sel + ' .js-plotl
 
 
 def _reading_has(page, text):
-    page.page.wait_for_function("(t) => (document.querySelector('#views-reading') || {}).innerText?.includes(t)",
-                                arg=text, timeout=150_000)
+    page.page.wait_for_function(
+        "(t) => (document.querySelector('#views-reading') || {}).innerText?.includes(t)", arg=text, timeout=150_000
+    )
 
 
 def test_lite_then_sandwich_views_in_the_tab(page):
     page.choose("ctl-attention", "lite")
-    page.page.get_by_role("tab", name="Variant views").click(timeout=150_000)  # the tab appears once the views are computed
+    page.page.get_by_role("tab", name="Variant views").click(
+        timeout=150_000
+    )  # the tab appears once the views are computed
     _reading_has(page, "convolution head(s) of width 7")
     page.wait_plot("#view-lite")
     lite = page.plot("#view-lite")

@@ -2,6 +2,7 @@
 attention grid of the trained model starts on it with most of its panels visible, one line over it says what it
 shows, and the per-text head table comes after the grid (it used to sit between them, pushing the grid's top to
 y = 843 at 1440 x 900)."""
+
 import pytest
 
 # -> [grid block's page y, its height, the head table's page y, the reading line's page y and height]

@@ -3,6 +3,7 @@ sideways scroll), every tab x (normal, presentation) x (controls shown, hidden) 
 figure as wide as its container, also one drawn while its tab was hidden), and presentation mode at
 1280x720 and 1920x1080 (a one-line header, the first figure and its title on one screen, square map
 cells, text of at least 16 px)."""
+
 import pytest
 
 # Each figure on screen: the width its figure was drawn at (Plotly's layout) and its element's width
@@ -13,8 +14,17 @@ FIGS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g =>
     box: g.getBoundingClientRect().width, block: g.closest('.block').getBoundingClientRect().width}))"""
 TABS_JS = """() => [...document.querySelectorAll('#tabs button[role="tab"]')].filter(b => b.offsetParent !== null)
     .map(b => b.innerText.trim())"""
-ALL_TABS = ["Attention", "Gradients", "Latency & memory", "Model", "Surgery", "Compare A/B", "Long context", "Why",
-            "Train"]
+ALL_TABS = [
+    "Attention",
+    "Gradients",
+    "Latency & memory",
+    "Model",
+    "Surgery",
+    "Compare A/B",
+    "Long context",
+    "Why",
+    "Train",
+]
 
 
 def _misfits(page, tol=2):
@@ -25,8 +35,10 @@ def _wait_fitted(page, timeout=8000):
     """Figures are resized one animation frame after their container changes (and Plotly's own resize
     waits ~100 ms): wait until none is off, then return what is still off (nothing)."""
     try:
-        page.wait_for_function(f"() => ({FIGS_JS})().every(f => Math.abs(f.fig - f.box) <= 2 && "
-                               "Math.abs(f.svg - f.box) <= 2)", timeout=timeout)
+        page.wait_for_function(
+            f"() => ({FIGS_JS})().every(f => Math.abs(f.fig - f.box) <= 2 && Math.abs(f.svg - f.box) <= 2)",
+            timeout=timeout,
+        )
     except Exception:  # noqa: BLE001 - the assertion below says which figures
         pass
     return _misfits(page)
@@ -65,8 +77,12 @@ def test_every_figure_fits_its_container_in_every_tab_and_mode(open_page):
         for hidden in (False, True):
             for name in ALL_TABS:
                 page.tab(name)
-                assert not _wait_fitted(p), (name, "presentation" if presentation else "normal",
-                                             "controls hidden" if hidden else "controls shown", _misfits(p))
+                assert not _wait_fitted(p), (
+                    name,
+                    "presentation" if presentation else "normal",
+                    "controls hidden" if hidden else "controls shown",
+                    _misfits(p),
+                )
             p.locator("#controls-toggle").click()
         p.locator("#present-toggle").click()
     # tabs flipped while a redraw chain draws them

@@ -1,10 +1,13 @@
 """The attention grid a speaker drives, in Debian's Chromium: click a panel -> the zoom shows that head
 (one request), the Layers / Heads shown pickers redraw the grid and go into the share link, a link
 restores them, and the grid fits a 1280x720 and a 1920x1080 screen in presentation mode."""
+
 import pytest
 
-ZOOM_TITLE = ("() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); "
-              "return e && e.layout ? e.layout.title.text : ''; }")
+ZOOM_TITLE = (
+    "() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); "
+    "return e && e.layout ? e.layout.title.text : ''; }"
+)
 GRID = "() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); return e; }"
 # the centre of the subplot that draws trace k, in page pixels (from Plotly's own axis geometry)
 PANEL_CENTRE = """(k) => {
@@ -35,7 +38,8 @@ def test_click_a_panel_zooms_into_that_head(page):
     # the zoom that changed is on screen (it sits below the grid, out of sight at 1280x720 before)
     top, bottom, height = page.page.evaluate(
         "() => { const r = document.querySelector('#zoom-plot').getBoundingClientRect();"
-        " return [r.top, r.bottom, window.innerHeight]; }")
+        " return [r.top, r.bottom, window.innerHeight]; }"
+    )
     assert 0 <= top < height - min(bottom - top, height) / 2, (top, bottom, height)
     page.page.locator("#attention-grid").scroll_into_view_if_needed()
     x, y, name = page.page.evaluate(PANEL_CENTRE, 1 * 4 + 0)
@@ -52,14 +56,19 @@ def test_pickers_redraw_the_grid_and_go_into_the_link(page, open_page):
     page.page.wait_for_function(f"() => ({GRID})().data.length === 2", timeout=60_000)
     assert _grid_names(page) == ["layer 1 head 3", "layer 2 head 3"]
     assert "layers 1-2 of 4" in page.page.evaluate(f"() => ({GRID})().layout.title.text")
-    page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input').value"
-                                ".includes('grid_layers=1-2')", timeout=30_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#share-url textarea, #share-url input').value.includes('grid_layers=1-2')",
+        timeout=30_000,
+    )
     link = page.value("share-url")
     assert "grid_heads=3" in link
     # a bad pick: a warning naming the box and the valid forms; the grid stays as it was
     page.commit_number("grid-layers", "7")
-    page.page.wait_for_function("() => document.querySelector('#status') && "
-                                "document.querySelector('#status').innerText.includes('Layers shown')", timeout=30_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#status') && "
+        "document.querySelector('#status').innerText.includes('Layers shown')",
+        timeout=30_000,
+    )
     assert "0-3" in page.page.locator("#status").inner_text()
     assert _grid_names(page) == ["layer 1 head 3", "layer 2 head 3"]
     # the link restores the picks

@@ -5,6 +5,7 @@ Measured in Debian's Chromium: the page's layout script counts the relayouts it 
 (``window.__phoneLayout.adapted``), and a listener counts the grid's draws (``plotly_afterplot``
 on each graph div Gradio mounts). References: each label's rendered box against its panel's
 (the axis length Plotly drew), and the server's own label (kept beside the shown one) in the hover text."""
+
 import pytest
 
 COUNT_JS = """() => { const t = window.__draws = window.__draws || {n: 0, divs: new WeakSet()};
@@ -38,4 +39,3 @@ def test_the_grid_is_drawn_once_with_labels_that_fit_their_panels(open_page, vie
         assert lab["hover"] in (None, lab["label"])
     assert any(lab["text"] != lab["label"] for lab in labels), "no label needed its short code at this width"
     page.check_clean()
-

@@ -1,10 +1,12 @@
 """Undo and reset in Debian's Chromium: the controls and the map come back to what they were."""
+
 GRID = "#attention-grid"
 
 
 def _wait_attention(page, value):
-    page.page.wait_for_function(f"() => document.querySelector('#ctl-attention input').value === '{value}'",
-                                timeout=60_000)
+    page.page.wait_for_function(
+        f"() => document.querySelector('#ctl-attention input').value === '{value}'", timeout=60_000
+    )
     page.settle()
 
 

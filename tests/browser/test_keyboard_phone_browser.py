@@ -4,6 +4,7 @@ picked with Enter keeps focus and shows a focus ring, every figure has a name an
 status line holds its space, a link over 64 KB is refused with the page's own notice, Back and Forward
 step through the committed configurations without a reload; at 390x844
 every button is a 44 px target, no table cell breaks a word, the Latency tab's radio labels are whole."""
+
 from test_contrast_browser import CONTRAST_JS
 
 AA = 4.5
@@ -55,8 +56,11 @@ def test_keyboard_contrast_names_and_status_at_1280(open_page):
     assert not low, f"accent text under {AA}:1: {low}"
 
     # a figure is named in the frame after it is drawn: wait for the frames, then read every name
-    p.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-        .filter((gd) => gd.offsetParent !== null).every((gd) => gd.getAttribute('role') === 'img')""", timeout=15_000)
+    p.wait_for_function(
+        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter((gd) => gd.offsetParent !== null).every((gd) => gd.getAttribute('role') === 'img')""",
+        timeout=15_000,
+    )
     names = p.evaluate(NAMES_JS)
     assert len(names) >= 2, names
     for fid, role, label, described in names:
@@ -71,8 +75,9 @@ def test_keyboard_contrast_names_and_status_at_1280(open_page):
     p.locator("#undo").click()  # nothing to undo yet: a message in the status line, the config unchanged
     p.wait_for_function("() => document.querySelector('#status').innerText.trim().length > 0", timeout=60_000)
     after = p.evaluate(BELOW_STATUS_JS)
-    assert abs(after[0] - before[0]) <= 1 and abs(after[1] - before[1]) <= 1, \
+    assert abs(after[0] - before[0]) <= 1 and abs(after[1] - before[1]) <= 1, (
         f"the status line grew from {before[0]:.0f} to {after[0]:.0f} px, moving the controls {after[1] - before[1]:.0f} px"
+    )
 
     # Enter on a dropdown option: the value changes, focus stays on the control, with a visible ring
     field = p.locator("#ctl-attention input").first
@@ -97,14 +102,18 @@ def test_keyboard_contrast_names_and_status_at_1280(open_page):
 def test_a_link_over_64_kb_gets_the_notice_of_any_long_link(open_page, app_url):
     page = open_page("?text=" + "a" * 70_000, wait=False, viewport={"width": 1280, "height": 720})
     p = page.page
-    p.wait_for_function("() => /could not be used/.test(document.querySelector('#status')?.innerText || '')",
-                        timeout=90_000)
+    p.wait_for_function(
+        "() => /could not be used/.test(document.querySelector('#status')?.innerText || '')", timeout=90_000
+    )
     status = p.evaluate("() => document.querySelector('#status').innerText")
     assert "at most 4000 characters" in status, status
     page.wait_plot("#attention-grid")
     # the refused query leaves the address bar and the Share box
-    p.wait_for_function("() => window.location.search === '' && !/aaaa/.test("
-                        "document.querySelector('#share-url textarea, #share-url input').value)", timeout=60_000)
+    p.wait_for_function(
+        "() => window.location.search === '' && !/aaaa/.test("
+        "document.querySelector('#share-url textarea, #share-url input').value)",
+        timeout=60_000,
+    )
     assert p.evaluate("() => document.querySelector('#share-url textarea, #share-url input').value") == app_url
 
 
@@ -130,8 +139,11 @@ def test_phone_targets_tables_and_labels_at_390(open_page):
 
 def _shows(p, value, url):
     """The Attention control holds ``value`` and the address bar ``url``."""
-    p.wait_for_function("([v, url]) => document.querySelector('#ctl-attention input').value === v"
-                        " && window.location.href === url", arg=[value, url], timeout=60_000)
+    p.wait_for_function(
+        "([v, url]) => document.querySelector('#ctl-attention input').value === v && window.location.href === url",
+        arg=[value, url],
+        timeout=60_000,
+    )
 
 
 def test_back_and_forward_step_through_committed_changes_without_a_reload(page):
@@ -147,8 +159,11 @@ def test_back_and_forward_step_through_committed_changes_without_a_reload(page):
     p.go_back()
     _shows(p, "sliding_window", urls[1])
     page.settle()
-    p.wait_for_function("(url) => document.querySelector('#share-url textarea, #share-url input').value === url",
-                        arg=urls[1], timeout=60_000)  # the Share box follows
+    p.wait_for_function(
+        "(url) => document.querySelector('#share-url textarea, #share-url input').value === url",
+        arg=urls[1],
+        timeout=60_000,
+    )  # the Share box follows
     p.go_back()
     _shows(p, "full", urls[0])
     page.settle()

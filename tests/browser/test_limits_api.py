@@ -1,6 +1,7 @@
 """Through the running app's API (gradio_client): a ~90-byte Linformer config (12 layers of 65536 x
 8192 projections) and a config within every cap but over the per-request memory budget come back as
 the client's error, with the message naming what to shrink, and the server keeps answering afterwards."""
+
 import json
 
 import pytest
@@ -17,8 +18,9 @@ def client(app_url):
     return Client(app_url, verbose=False)
 
 
-@pytest.mark.parametrize("endpoint,extra", [("/analyze", ("abc",)), ("/gradients", ()),
-                                            ("/benchmark", ("128", "forward"))])
+@pytest.mark.parametrize(
+    "endpoint,extra", [("/analyze", ("abc",)), ("/gradients", ()), ("/benchmark", ("128", "forward"))]
+)
 def test_linformer_config_is_refused_with_a_message(client, endpoint, extra):
     with pytest.raises(Exception) as info:
         client.predict(json.dumps(LINFORMER), *extra, api_name=endpoint)

@@ -4,18 +4,23 @@ The endpoint's answer is checked against properties that hold whatever the weigh
 cells sum to one (causal: every row has a key), a 64-key window puts all its mass within 64 keys, the
 trained length is the bundle's manifest's; a bad length is refused naming the field and the lengths
 offered. The browser test opens the tab, which draws its default scene, and reads the grid's title."""
+
 import json
 
 import numpy as np
 import pytest
 from gradio_client import Client
 
-GRID_TITLE = ("() => { const e = document.querySelector('#lc-grid .js-plotly-plot'); "
-              "return e && e.layout ? e.layout.title.text : ''; }")
+GRID_TITLE = (
+    "() => { const e = document.querySelector('#lc-grid .js-plotly-plot'); "
+    "return e && e.layout ? e.layout.title.text : ''; }"
+)
 
 
-ZOOM_TITLE = ("() => { const e = document.querySelector('#lc-zoom .js-plotly-plot'); "
-              "return e && e.layout ? e.layout.title.text : ''; }")
+ZOOM_TITLE = (
+    "() => { const e = document.querySelector('#lc-zoom .js-plotly-plot'); "
+    "return e && e.layout ? e.layout.title.text : ''; }"
+)
 # the page position of cell (query a, key b) of the panel drawing trace k, from Plotly's own axis geometry
 CELL = """([k, a, b]) => {
   const gd = document.querySelector('#lc-grid .js-plotly-plot');

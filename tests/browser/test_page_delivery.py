@@ -4,6 +4,7 @@ References: the document as sent without compression (``Accept-Encoding: identit
 gzipped one must decompress to, byte for byte; ``Content-Encoding`` and the files named by the
 ``Link`` header are read from real responses of the served app; in Chromium the Resource Timing
 API says when the Plotly module's fetch started, against the document's own timings."""
+
 import gzip
 import re
 import urllib.request
@@ -86,15 +87,20 @@ def test_the_page_runs_plotlys_cartesian_build_evaluated_before_the_grid_mounts(
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(app_url)
-        page.wait_for_function("() => { const e = document.querySelector('#attention-grid .js-plotly-plot');"
-                               " return e && e._fullLayout; }", timeout=90_000)
+        page.wait_for_function(
+            "() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); return e && e._fullLayout; }",
+            timeout=90_000,
+        )
         seen = page.evaluate("() => window.__seen")
         version = page.evaluate("() => window.Plotly.version")
         traces = page.evaluate("() => Object.keys(window.Plotly.PlotSchema.get().traces)")
         tags = page.evaluate("() => document.querySelectorAll('script[type=module][async][src*=PlotlyPlot-]').length")
     finally:
         ctx.close()
-    assert version == "3.4.0" and "sankey" not in traces and {"heatmap", "scatter", "bar"} <= set(traces), (version, traces)
+    assert version == "3.4.0" and "sankey" not in traces and {"heatmap", "scatter", "bar"} <= set(traces), (
+        version,
+        traces,
+    )
     assert tags == 1
     assert seen["plotly"] < seen["grid"], seen
     assert not errors, errors

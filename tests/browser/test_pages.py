@@ -4,6 +4,7 @@ Reads plot data from the page (the Plotly graph div's ``data``), checks that no 
 console error appears. Screenshots go to a temporary folder; refreshing the README's screenshots is
 its own command: ``EXPLORER_SCREENSHOTS=assets/screenshots python -m pytest tests/browser/test_pages.py``.
 """
+
 from explorer.analysis import attention_maps
 
 
@@ -42,13 +43,15 @@ def test_share_link_restores_every_control_in_a_new_context(page, open_page):
     page.page.locator("#ctl-n_layers input").fill("3")
     page.page.locator("#ctl-n_layers input").press("Tab")
     page.page.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').data.length === 12")
-    page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input').value"
-                                ".includes('n_layers=3')")
+    page.page.wait_for_function(
+        "() => document.querySelector('#share-url textarea, #share-url input').value.includes('n_layers=3')"
+    )
     link = page.value("share-url")
     assert "attention=strided" in link and page.page.url == link  # the address bar carries the config too
     other = open_page(link)
-    other.page.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').data.length === 12",
-                                 timeout=60_000)
+    other.page.wait_for_function(
+        "() => document.querySelector('#attention-grid .js-plotly-plot').data.length === 12", timeout=60_000
+    )
     assert other.value("ctl-attention") == "strided" and other.value("ctl-n_layers") == "3"
     assert other.plot("#attention-grid")["blank"] == page.plot("#attention-grid")["blank"]
     other.check_clean()
@@ -63,8 +66,9 @@ def test_bad_input_warns_and_keeps_the_last_figures(page, open_page):
     page.check_clean()
     hostile = open_page("?n_layers=%3Cscript%3E&bogus=1")
     # the refused fields are named (escaped, never run) and the rest of the link is kept
-    hostile.page.wait_for_function("() => document.querySelector('#status').innerText.includes('could not be used')",
-                                   timeout=60_000)
+    hostile.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('could not be used')", timeout=60_000
+    )
     assert "n_layers" in hostile.page.locator("#status").inner_text()
     assert hostile.value("ctl-n_layers") == "4"
     hostile.check_clean()
@@ -106,13 +110,17 @@ def _reading(preset):
     from explorer.app.controls.share import DEFAULT_TEXT
     from explorer.figures.views import views_reading
     from explorer.runtime.presets import preset_config
+
     return views_reading(attention_maps(preset_config(preset), DEFAULT_TEXT).views).split("\n")[0].replace("**", "")
 
 
 def _settle(page, preset):
     """Wait until the views show ``preset`` itself (filling the controls passes through mixed configs)."""
-    page.page.wait_for_function("(t) => (document.querySelector('#views-reading') || {}).innerText?.includes(t)",
-                                arg=_reading(preset), timeout=60_000)
+    page.page.wait_for_function(
+        "(t) => (document.querySelector('#views-reading') || {}).innerText?.includes(t)",
+        arg=_reading(preset),
+        timeout=60_000,
+    )
 
 
 def test_preset_with_a_view_shows_it_in_the_variant_views_tab(page):
@@ -124,8 +132,9 @@ def test_preset_with_a_view_shows_it_in_the_variant_views_tab(page):
     experts = page.plot("#view-experts")
     assert experts["names"][:4] == [f"layer {i}" for i in range(4)]  # one histogram per layer
     assert all(len(x) == 8 for x in experts["x"][:4])  # 8 experts in the preset
-    panels = page.page.evaluate("() => document.querySelector('#view-experts .js-plotly-plot').layout"
-                                ".annotations.map(a => a.text)")
+    panels = page.page.evaluate(
+        "() => document.querySelector('#view-experts .js-plotly-plot').layout.annotations.map(a => a.text)"
+    )
     assert sum("dropped" in t for t in panels) == 4
     assert page.page.locator("#view-approximation .js-plotly-plot").count() == 0  # not this variant's view
     page.shot("views_experts")

@@ -5,6 +5,7 @@ payload to 500 kB (the redraw budget) at the default config, as Gradio serialise
 against the model's own probabilities (the independent reference): blank exactly where a pair is
 not allowed, and each level within half a step of the probability it stands for.
 """
+
 import json
 
 import gradio as gr
@@ -12,11 +13,11 @@ import numpy as np
 import pytest
 from gradio.components.plot import PlotData
 
+from explorer.analysis import attention_maps
 from explorer.app.controls.share import DEFAULT_TEXT
 from explorer.app.controls.state import new_state
 from explorer.figures.attention import LEVELS, attention_grid, attention_stats, quantise
 from models import ModelConfig
-from explorer.analysis import attention_maps
 
 BUDGET = 500_000  # bytes per redraw of the attention tab
 
@@ -87,6 +88,7 @@ def test_the_first_answer_of_a_commit_is_the_grid_alone():
     from explorer.app.controls.fields import config_updates
     from explorer.app.tabs import attention as h
     from explorer.app.tabs.parts import zoom as ui_zoom
+
     values = {n: u["value"] for n, u in config_updates(ModelConfig(attention="sliding_window")).items()}
     state = {**new_state(ModelConfig(), DEFAULT_TEXT), "seen": True}
     first = h.refresh_attention(values, DEFAULT_TEXT, state, stats=False)

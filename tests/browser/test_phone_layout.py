@@ -7,6 +7,7 @@ panels' titles, the panels grow when the controls are hidden, and the zoomed hea
 
 The page's layout script (``explorer.app.page.phone_js.PHONE_JS``) is added to each page as well: it
 installs itself once, so a page that already runs it is unchanged."""
+
 from explorer.app.page.phone_js import MIN_PANEL, PHONE_JS
 
 PHONE = {"width": 390, "height": 844}
@@ -61,8 +62,11 @@ JUMP_JS = """() => { const b = document.querySelector('#phone-jump'), r = b && b
 def _install(page):
     """The layout script on the page (a no-op where the page runs it already), its first pass done."""
     page.page.add_script_tag(content=f"({PHONE_JS})();")
-    page.page.wait_for_function("() => { const gd = document.querySelector('#attention-grid .js-plotly-plot');"
-                                " return gd && gd.__phone && gd.__phone.key; }", timeout=30_000)
+    page.page.wait_for_function(
+        "() => { const gd = document.querySelector('#attention-grid .js-plotly-plot');"
+        " return gd && gd.__phone && gd.__phone.key; }",
+        timeout=30_000,
+    )
     page.page.wait_for_timeout(600)
 
 
@@ -136,8 +140,10 @@ def test_phone_figures_of_every_tab_print_no_text_over_text(open_page):
             seen.append(plot)
             if pairs:
                 over[f"{name}: {plot}"] = pairs[:6]
-        wide = p.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].filter((g) => g.offsetParent)"
-                          ".map((g) => g.getBoundingClientRect().right).filter((r) => r > innerWidth + 1)")
+        wide = p.evaluate(
+            "() => [...document.querySelectorAll('.js-plotly-plot')].filter((g) => g.offsetParent)"
+            ".map((g) => g.getBoundingClientRect().right).filter((r) => r > innerWidth + 1)"
+        )
         assert not wide, f"{name}: a figure runs past the screen's right edge: {wide}"
         page.shot(f"phone-{name.split()[0].lower()}", full_page=True)
     assert {"attention-grid", "attention-stats", "grad-plot", "compare-grid-a", "compare-grad"} <= set(seen), seen
@@ -162,7 +168,7 @@ def test_projected_grid_labels_fit_their_panels_at_1280(open_page):
             if text != full:  # collapsed: a code of the full label, which the hover gives
                 assert full.split()[0].upper().startswith(text.split()[0][:1]), (text, full)
         for i, (a, *_rest) in enumerate(labels):
-            for b in labels[i + 1:]:
+            for b in labels[i + 1 :]:
                 assert _apart(labels[i][2], b[2]), f"{a!r} overlaps {b[0]!r}"
             for t in titles:
                 assert _apart(labels[i][2], t), f"{a!r} overlaps a panel title at {t}"
@@ -171,8 +177,9 @@ def test_projected_grid_labels_fit_their_panels_at_1280(open_page):
         assert not overlaps["zoom-plot"], overlaps["zoom-plot"]  # the zoomed head: its token labels apart
         zoom = p.evaluate("() => document.querySelector('#zoom-plot .js-plotly-plot').getBoundingClientRect().height")
         assert zoom <= PROJECTOR["height"], f"the zoomed head is {zoom:.0f} px tall on a 720 px screen"
-        bottom = p.evaluate("() => document.querySelector('#attention-grid .js-plotly-plot').getBoundingClientRect()"
-                            ".bottom")
+        bottom = p.evaluate(
+            "() => document.querySelector('#attention-grid .js-plotly-plot').getBoundingClientRect().bottom"
+        )
         assert bottom <= PROJECTOR["height"] + 1, f"the grid ends at {bottom:.0f} px"
         page.shot("projected-grid" + ("-controls-hidden" if hidden else ""))
         if not hidden:
@@ -182,6 +189,7 @@ def test_projected_grid_labels_fit_their_panels_at_1280(open_page):
             p.wait_for_function("() => document.querySelector('#controls').offsetParent === null")
             p.wait_for_timeout(1500)
         else:
-            assert min(panels) >= 1.25 * shown, f"hiding the controls took the panels from {shown:.0f} to " \
-                                                f"{min(panels):.0f} px only"
+            assert min(panels) >= 1.25 * shown, (
+                f"hiding the controls took the panels from {shown:.0f} to {min(panels):.0f} px only"
+            )
     page.check_clean()

@@ -1,6 +1,7 @@
 """Presentation mode, the collapsible control column, figures kept in view, and a phone viewport, in
 Debian's Chromium. Screenshots of presentation mode go to the screenshot folder (temporary unless
 refreshed)."""
+
 import os
 
 TITLE_PX = """() => parseFloat(getComputedStyle(document.querySelector('#attention-grid .gtitle')).fontSize)"""
@@ -15,8 +16,9 @@ def test_presentation_mode_enlarges_text_and_hides_controls(page):
     assert page.page.evaluate(READING_PX) >= reading * 1.3
     assert page.page.locator("#controls").is_visible()
     page.page.locator("#controls-toggle").click()
-    page.page.wait_for_function("() => !document.querySelector('#controls') || "
-                                "document.querySelector('#controls').offsetParent === null")
+    page.page.wait_for_function(
+        "() => !document.querySelector('#controls') || document.querySelector('#controls').offsetParent === null"
+    )
     # the figure column takes the freed width
     assert page.page.locator("#figures").bounding_box()["width"] > 0.9 * page.page.viewport_size["width"]
     page.shot("presentation")
@@ -41,9 +43,13 @@ def test_figures_stay_in_view_while_the_controls_scroll(page):
         except Exception:  # noqa: BLE001 - Playwright's TimeoutError: wheel again
             continue
     assert page.page.evaluate("() => window.scrollY") > 500
-    page.page.wait_for_function("""() => { const w = window.__still = window.__still || {y: -1, t: 0};
+    page.page.wait_for_function(
+        """() => { const w = window.__still = window.__still || {y: -1, t: 0};
       const now = performance.now(); if (window.scrollY !== w.y) { w.y = window.scrollY; w.t = now; }
-      return now - w.t > 300; }""", polling=50, timeout=10_000)
+      return now - w.t > 300; }""",
+        polling=50,
+        timeout=10_000,
+    )
     top = page.page.evaluate("() => document.querySelector('#figures').getBoundingClientRect().top")
     assert -1 <= top < 720 / 2, f"the figure column scrolled away (top at {top}px)"
     page.check_clean()
@@ -85,8 +91,11 @@ def test_figure_titles_are_whole_and_clear_of_the_labels(page):
             page.page.wait_for_function("() => document.body.classList.contains('presentation')")
         for tab, ids in tabs.items():
             page.page.get_by_role("tab", name=tab).click()
-            page.page.wait_for_function("(id) => { const t = document.querySelector('#' + id + ' .gtitle'); "
-                                        "return t && t.offsetParent !== null; }", arg=ids[0])
+            page.page.wait_for_function(
+                "(id) => { const t = document.querySelector('#' + id + ' .gtitle'); "
+                "return t && t.offsetParent !== null; }",
+                arg=ids[0],
+            )
             for fig in page.page.evaluate(BOXES_JS, ids):
                 title, svg, label = fig["title"], fig["svg"], fig["label"]
                 assert title["top"] >= svg["top"] - 0.5, (mode, fig)

@@ -4,9 +4,11 @@ one chain of five events (Gradio 6.31's dropdown fires ``input`` twice per pick,
 whole redraw twice), no download of the page document (Plotly's clip paths pointed at the old
 address after the share link rewrote it, so Chromium fetched the ~0.6 MB page on each redraw), and
 the 650 kB budget per whole redraw chain. Bytes only: times are the benchmark's (``python -m benchmarks.netcheck``)."""
+
 import json
 
 import pytest
+
 from benchmarks.netcheck import Wire
 
 GRID = "#attention-grid"
@@ -30,8 +32,9 @@ def test_a_dropdown_change_runs_one_chain_within_the_budget(open_page, app_url, 
     wire.settle(page.page)
     loaded = dict(wire.bytes)
     events = []
-    page.page.on("request", lambda r: events.append(json.loads(r.post_data)["fn_index"])
-                 if "/queue/join" in r.url else None)
+    page.page.on(
+        "request", lambda r: events.append(json.loads(r.post_data)["fn_index"]) if "/queue/join" in r.url else None
+    )
     before = page.plot(GRID)
     page.choose("ctl-attention", target)
     page.wait_changed(GRID, before)

@@ -15,12 +15,13 @@ def test_a_redraw_chain_skips_the_outgoing_draws_and_shows_the_new_figures(page)
     before = p.evaluate(COUNTS_JS)
     heads = min(8, int(page.value("ctl-n_heads")))
     page.commit_number("ctl-n_layers", "3")
-    p.wait_for_function(f"() => document.querySelector('#attention-grid .js-plotly-plot').data.length === {3 * heads}",
-                        timeout=60_000)
+    p.wait_for_function(
+        f"() => document.querySelector('#attention-grid .js-plotly-plot').data.length === {3 * heads}", timeout=60_000
+    )
     page.settle()
     after = p.evaluate(COUNTS_JS)
     assert after["skipped"] > before["skipped"], (before, after)  # outgoing elements were not drawn into
-    assert after["drawn"] > before["drawn"], (before, after)      # the new ones were
+    assert after["drawn"] > before["drawn"], (before, after)  # the new ones were
     state = p.evaluate(STATE_JS)
     assert state["panels"] == 3 * heads and not state["blank"], state
     page.check_clean()
@@ -43,8 +44,10 @@ def test_every_frame_of_a_redraw_shows_a_figure_in_each_box(page):
     before = p.evaluate(COUNTS_JS)
     p.evaluate(FRAMES_JS)
     page.choose("ctl-attention", "sliding_window")
-    p.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').layout.title.text"
-                        ".includes('sliding')", timeout=60_000)
+    p.wait_for_function(
+        "() => document.querySelector('#attention-grid .js-plotly-plot').layout.title.text.includes('sliding')",
+        timeout=60_000,
+    )
     page.settle()
     p.evaluate("() => { window.__stopFrames = true; }")
     frames = p.evaluate("() => window.__frames")
@@ -89,8 +92,10 @@ def test_quick_changes_leave_one_figure_per_box_showing_the_last_pick(page):
     for option in ("sliding_window", "bigbird", "strided", "longformer"):
         page.choose("ctl-attention", option)
         p.wait_for_timeout(150)
-    p.wait_for_function("() => document.querySelector('#attention-grid .js-plotly-plot').layout.title.text"
-                        ".includes('longformer')", timeout=90_000)
+    p.wait_for_function(
+        "() => document.querySelector('#attention-grid .js-plotly-plot').layout.title.text.includes('longformer')",
+        timeout=90_000,
+    )
     page.settle()
     boxes = p.evaluate(BOXES_JS)
     assert all(n == 1 for _, n, _ in boxes), boxes

@@ -4,13 +4,20 @@ API: ``/analyze`` takes an encoder-decoder config and a separator and returns th
 maps. Browser: choose the encoder-decoder preset, see the cross-attention maps render with source
 (columns) and target (rows) token labels, change the separator and see the split move.
 """
+
 import json
 
 import pytest
 from gradio_client import Client
 
-ENCDEC = {"architecture": "encoder_decoder", "n_layers": 2, "n_encoder_layers": 1, "n_decoder_layers": 2,
-          "d_model": 32, "n_heads": 2}
+ENCDEC = {
+    "architecture": "encoder_decoder",
+    "n_layers": 2,
+    "n_encoder_layers": 1,
+    "n_decoder_layers": 2,
+    "d_model": 32,
+    "n_heads": 2,
+}
 PRESET = "Original Transformer (Vaswani 2017, encoder-decoder)"
 
 
@@ -55,7 +62,9 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
     page.choose("preset", PRESET)
     page.wait_plot("#cross-grid")
     assert page.page.locator("#separator").is_visible() and page.value("separator") == "=>"
-    assert page.page.locator("#ctl-n_encoder_layers").is_visible() and page.value("ctl-architecture") == "encoder_decoder"
+    assert (
+        page.page.locator("#ctl-n_encoder_layers").is_visible() and page.value("ctl-architecture") == "encoder_decoder"
+    )
     text = page.value("text")
     src, tgt = text.split("=>")
     cross = _labels(page, "#cross-grid")
@@ -68,13 +77,21 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
     box = page.page.locator("#text textarea")
     box.fill("ab|cd=>xyz")
     box.press("Tab")
-    page.page.wait_for_function("(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
-                                " return e && e.data && e.data[0].x.length === 5; }", arg="#cross-grid", timeout=120_000)
+    page.page.wait_for_function(
+        "(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
+        " return e && e.data && e.data[0].x.length === 5; }",
+        arg="#cross-grid",
+        timeout=120_000,
+    )
     sep = page.page.locator("#separator input, #separator textarea").first
     sep.fill("|")
     sep.press("Tab")
-    page.page.wait_for_function("(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
-                                " return e && e.data && e.data[0].x.length === 2; }", arg="#cross-grid", timeout=120_000)
+    page.page.wait_for_function(
+        "(sel) => { const e = document.querySelector(sel + ' .js-plotly-plot');"
+        " return e && e.data && e.data[0].x.length === 2; }",
+        arg="#cross-grid",
+        timeout=120_000,
+    )
     moved = _labels(page, "#cross-grid")
     assert moved["x"] == ["0 a", "1 b"] and len(moved["y"]) == len("cd=>xyz")
     enc = _labels(page, "#encoder-grid")
@@ -136,8 +153,9 @@ def test_extra_grids_label_tokens_and_zoom_on_a_click(page):
         p.mouse.click(panel["x"], panel["y"])
         layer, head = panel["meta"]
         want = f"Layer {layer}, head {head}: Cross-attention"
-        p.wait_for_function(f"() => {{ const t = ({ZOOM_TITLE_JS})(); return t && t.startsWith({want!r}); }}",
-                            timeout=30_000)
+        p.wait_for_function(
+            f"() => {{ const t = ({ZOOM_TITLE_JS})(); return t && t.startsWith({want!r}); }}", timeout=30_000
+        )
         seen.append(p.evaluate(ZOOM_TITLE_JS))
         zoom = _labels(page, "#stack-zoom")
         assert zoom["x"] == cross["x"] and zoom["y"] == cross["y"]  # every source and target token

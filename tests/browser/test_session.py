@@ -2,6 +2,7 @@
 links, exports and a stopped sweep. Each test failed on an earlier version of the app:
 the old page wrote 65,000 characters into the address bar, looped on presets, hid Norm placement,
 recomputed on every keystroke, rendered echoed HTML, and kept a stopped sweep running."""
+
 import glob
 import os
 import tempfile
@@ -21,8 +22,9 @@ def test_long_text_keeps_the_link_short_and_a_reload_works(page, browser, text):
     box = _text_box(page)
     box.fill(text)
     box.blur()
-    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('256 are used')",
-                                timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('256 are used')", timeout=60_000
+    )
     page.settle()
     assert len(page.page.url) < 2_000, len(page.page.url)  # only what the app uses goes into the link
     before = page.plot(GRID)
@@ -32,8 +34,9 @@ def test_long_text_keeps_the_link_short_and_a_reload_works(page, browser, text):
     link = page.page.url
     page.page.reload()  # F5
     page.wait_plot(GRID)
-    page.page.wait_for_function("(v) => document.querySelector('#ctl-attention input').value === v",
-                                arg="block_local", timeout=60_000)
+    page.page.wait_for_function(
+        "(v) => document.querySelector('#ctl-attention input').value === v", arg="block_local", timeout=60_000
+    )
     used = _text_box(page).input_value()
     assert len(used.encode("utf-8")) <= 256 and text.startswith(used)
     assert page.page.url == link
@@ -44,13 +47,19 @@ def test_a_preset_draws_once_then_the_page_goes_quiet(page):
     page.wait_plot("#zoom-plot")  # the page-load chain's second event; then the rest of it
     page.settle(quiet_ms=2_000)
     before = page.plot(GRID)
-    for preset, word in (("Vanilla Transformer (2017)", "Vanilla"), ("Shaw relative (2018)", "Shaw"),
-                         ("LLaMA (2023)", "LLaMA")):
+    for preset, word in (
+        ("Vanilla Transformer (2017)", "Vanilla"),
+        ("Shaw relative (2018)", "Shaw"),
+        ("LLaMA (2023)", "LLaMA"),
+    ):
         n0 = len(page.requests)
         page.choose("preset", preset)
-        page.page.wait_for_function("(w) => { const v = document.querySelector('#share-url textarea, "
-                                    "#share-url input').value; return v.includes('preset=') && v.includes(w); }",
-                                    arg=word, timeout=60_000)
+        page.page.wait_for_function(
+            "(w) => { const v = document.querySelector('#share-url textarea, "
+            "#share-url input').value; return v.includes('preset=') && v.includes(w); }",
+            arg=word,
+            timeout=60_000,
+        )
         _wait_requests(page, n0 + 5)  # the last two events show no progress: settle alone may return before them
         page.settle()
         assert page.quiet_for(2_500) == 0, preset  # no request for 2.5 s once the figures are drawn
@@ -73,8 +82,14 @@ def _visible(page, field):
 
 def test_norm_placement_stays_visible_through_layer_changes(page):
     assert _visible(page, "norm_placement") and _visible(page, "norm")
-    for layer, placement in (("reversible", None), (None, "none"), ("standard", None), ("gated", None),
-                             ("universal", "post"), ("standard", "pre")):
+    for layer, placement in (
+        ("reversible", None),
+        (None, "none"),
+        ("standard", None),
+        ("gated", None),
+        ("universal", "post"),
+        ("standard", "pre"),
+    ):
         if layer:
             page.choose("ctl-layer", layer)
         if placement:
@@ -99,8 +114,10 @@ def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
     box.press_sequentially("256", delay=150)
     assert page.quiet_for(1_000) == 0  # nothing on keystrokes (no warning about 2 or 25)
     box.press("Enter")
-    page.page.wait_for_function("() => document.querySelector('#share-url textarea, #share-url input')"
-                                ".value.includes('d_model=256')", timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#share-url textarea, #share-url input').value.includes('d_model=256')",
+        timeout=60_000,
+    )
     _wait_requests(page, n0 + 5)
     page.settle()
     assert page.page.locator("#status").inner_text().strip() == ""
@@ -108,8 +125,9 @@ def test_typing_a_number_fires_one_computation_and_fractions_are_refused(page):
     assert "whole numbers" in page.page.locator("#ctl-n_layers").inner_text()  # the range is shown
     before = page.plot(GRID)
     page.commit_number("ctl-n_layers", "3.5")
-    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('whole number')",
-                                timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('whole number')", timeout=60_000
+    )
     assert page.plot(GRID) == before  # 3.5 is not silently used as 4
     page.check_clean()
 
@@ -120,24 +138,32 @@ def test_linformer_while_causal_unticks_causal_and_says_so(page):
     option = page.page.get_by_role("option", name="linformer (needs causal off)", exact=True)
     assert option.count() == 1  # marked before it is chosen
     option.click()
-    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('Causal unticked')",
-                                timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('Causal unticked')", timeout=60_000
+    )
     page.page.wait_for_function("() => !document.querySelector('#ctl-causal input').checked", timeout=30_000)
     page.settle()
     assert page.value("ctl-attention") == "linformer"
     page.check_clean()
 
 
-@pytest.mark.parametrize("hostile", ['<a href="https://evil.example/login">Click here to re-authenticate</a>',
-                                     '<img src="https://evil.example/pixel.png">'])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        '<a href="https://evil.example/login">Click here to re-authenticate</a>',
+        '<img src="https://evil.example/pixel.png">',
+    ],
+)
 def test_a_hostile_link_is_shown_as_text(open_page, hostile):
     from urllib.parse import quote, urlparse
+
     fetched = []
     p = open_page("?attention=" + quote(hostile), wait=False)
     p.page.on("request", lambda r: fetched.append(r.url) if urlparse(r.url).hostname == "evil.example" else None)
     # the refused field is named (its value shown as text) and the rest of the link is kept
-    p.page.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('could not be "
-                             "used')", timeout=60_000)
+    p.page.wait_for_function(
+        "() => (document.querySelector('#status') || {}).innerText?.includes('could not be used')", timeout=60_000
+    )
     p.settle()
     status = p.page.locator("#status")
     assert status.locator("a").count() == 0 and status.locator("img").count() == 0
@@ -154,6 +180,7 @@ def test_export_serves_one_zip_and_leaves_no_temporary_copy(page):
     import importlib.util
     import json
     import zipfile
+
     before = _exports()
     page.page.locator("#export").click()
     links = page.page.locator("#downloads a")
@@ -189,8 +216,8 @@ def test_stopping_a_sweep_frees_the_slot_within_one_run(open_page, app_url, how)
 
 def _stop_a_sweep(page, app_url, how):
     from gradio_client import Client
-    page.page.wait_for_function("() => document.querySelector('#ctl-n_layers input').value === '12'",
-                                timeout=60_000)
+
+    page.page.wait_for_function("() => document.querySelector('#ctl-n_layers input').value === '12'", timeout=60_000)
     page.settle()
     page.tab("Latency & memory")
     page.page.locator("#lengths textarea, #lengths input").first.fill("256,260,264,268,272,276,280,284")
@@ -202,12 +229,14 @@ def _stop_a_sweep(page, app_url, how):
     else:  # the visitor leaves: the event stream closes
         page.page.close()
     from gradio_client.exceptions import AppError
+
     t0 = time.perf_counter()
     client = Client(app_url, verbose=False)  # the same address: refused until the stopped sweep has ended
     while True:
         try:
-            recs = client.predict('{"n_layers": 1, "d_model": 32, "n_heads": 2}', "16", "forward",
-                                  api_name="/benchmark")  # shares the sweep's slot
+            recs = client.predict(
+                '{"n_layers": 1, "d_model": 32, "n_heads": 2}', "16", "forward", api_name="/benchmark"
+            )  # shares the sweep's slot
             break
         except AppError as exc:
             assert "One heavy job at a time" in str(exc) and time.perf_counter() - t0 < 8, str(exc)
@@ -226,6 +255,7 @@ def _held(url: str, session_hash: str) -> bool:
     """Does Gradio still hold this session? (its deep-link route answers "" for an unknown one)"""
     import json
     import urllib.request
+
     with urllib.request.urlopen(f"{url}gradio_api/deep_link?session_hash={session_hash}", timeout=30) as r:
         return json.loads(r.read() or b'""') != ""
 

@@ -14,8 +14,8 @@ table) on a 1440 x 900 laptop, a 1280 x 720 projector in presentation mode, a 10
 
 The projector draws the figures in presentation mode, then measures again after presentation mode is
 switched off and on (a figure re-laid out, not redrawn)."""
-import pytest
 
+import pytest
 from test_phone_layout import OVERLAPS_JS
 
 MIN_PX = 11
@@ -76,14 +76,18 @@ def _surgery(page):
     p = page.page
     p.locator("#ctl-attention").scroll_into_view_if_needed()
     page.choose("ctl-attention", "sliding_window")
-    p.wait_for_function("() => ((document.querySelector('#weights-line') || {}).innerText || '').includes('Surgery')",
-                        timeout=120_000)
+    p.wait_for_function(
+        "() => ((document.querySelector('#weights-line') || {}).innerText || '').includes('Surgery')", timeout=120_000
+    )
     page.settle()
     page.tab("Surgery")
-    p.wait_for_function("() => { const d = document.querySelector('#surgery-diff .js-plotly-plot'), "
-                        "t = document.querySelector('#surgery-table .js-plotly-plot'); "
-                        "return d && d.data && d.data.length > 1 && t && t.data && t.data.length > 1 "
-                        "&& d.offsetParent !== null; }", timeout=60_000)
+    p.wait_for_function(
+        "() => { const d = document.querySelector('#surgery-diff .js-plotly-plot'), "
+        "t = document.querySelector('#surgery-table .js-plotly-plot'); "
+        "return d && d.data && d.data.length > 1 && t && t.data && t.data.length > 1 "
+        "&& d.offsetParent !== null; }",
+        timeout=60_000,
+    )
     page.settle()
     p.wait_for_timeout(1500)  # the layout scripts' pass after the tab's figures are resized
 

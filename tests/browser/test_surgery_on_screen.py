@@ -2,6 +2,7 @@
 (the weights line says surgery and that a model trained with this pattern exists); the page's button shows
 that bundle by name (the Weights choice and the share link carry it), and Undo goes back to the default
 bundle."""
+
 WEIGHTS_LINE = "() => (document.querySelector('#weights-line') || {}).innerText || ''"
 CHECKED = "() => (document.querySelector('#weights-switch input:checked') || {}).value || ''"
 
@@ -25,9 +26,12 @@ def test_a_pattern_change_keeps_the_weights_on_screen_and_the_trained_one_is_an_
     assert "Surgery" not in line and "moved to" not in line, line
     page.page.wait_for_function(f"() => ({CHECKED})() === 'bundle:sliding_window'", timeout=30_000)
     assert page.page.locator("#weights-show").is_hidden()
-    page.page.wait_for_function("() => (document.querySelector('#share-url textarea, #share-url input') || {})"
-                                ".value && document.querySelector('#share-url textarea, #share-url input')"
-                                ".value.includes('preset=Trained')", timeout=30_000)
+    page.page.wait_for_function(
+        "() => (document.querySelector('#share-url textarea, #share-url input') || {})"
+        ".value && document.querySelector('#share-url textarea, #share-url input')"
+        ".value.includes('preset=Trained')",
+        timeout=30_000,
+    )
     page.settle()
     page.page.locator("#undo").click()
     page.page.wait_for_function(f"() => ({CHECKED})() === 'bundled'", timeout=60_000)

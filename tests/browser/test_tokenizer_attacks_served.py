@@ -4,6 +4,7 @@ name and ``/analyze`` with 16,384 "a" on its id answers clearly; a tokenizer tha
 on the text it waits for answers that text with a message naming tokenizer.json; 30 panicking requests
 in a row leave the server answering ``/analyze`` of the bundled model between them; the server's peak
 memory stays where it was."""
+
 import json
 import shutil
 import time
@@ -101,8 +102,18 @@ def test_thirty_panicking_requests_in_a_row(server, tmp_path):
         started = time.monotonic()
         if i % 2:  # an upload whose tokenizer panics on the probes
             regex = PANICS[i % len(PANICS)].format("q" * (i + 1))
-            (folder / "tokenizer.json").write_text(hostile_json({"pre_tokenizer": {
-                "type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False}}))
+            (folder / "tokenizer.json").write_text(
+                hostile_json(
+                    {
+                        "pre_tokenizer": {
+                            "type": "Split",
+                            "pattern": {"Regex": regex},
+                            "behavior": "Isolated",
+                            "invert": False,
+                        }
+                    }
+                )
+            )
             shown, said = upload(url, client, folder, tmp_path)
             assert "tokenizer.json" in said and "panicked" in said and shown != weights, said
         else:  # the accepted tokenizer on the text that makes it panic

@@ -3,9 +3,11 @@ step counter stops), download the trained model, and a bad setting warns instead
 
 Runs ``python -m benchmarks.train_tab`` (the tab alone in a small Blocks app) on a free port.
 """
+
 import urllib.request
 
 import pytest
+
 from explorer.training import checkpoint
 
 CURVE_POINTS_JS = """() => { const e = document.querySelector('#train-curves .js-plotly-plot');
@@ -42,8 +44,9 @@ def test_play_moves_the_curves_then_pause_stops_and_download(page):
     assert page.evaluate("() => document.querySelector('#train-attention .js-plotly-plot').data.length") >= 2
     assert page.evaluate("() => document.querySelector('#train-grads .js-plotly-plot').data.length") >= 1
     page.click("#train-pause")
-    page.wait_for_function("() => document.querySelector('#train-status').innerText.includes('stopped at step')",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelector('#train-status').innerText.includes('stopped at step')", timeout=60_000
+    )
     stopped = page.evaluate(STEP_JS)
     assert 0 < stopped < 2000
     page.wait_for_timeout(3000)
@@ -64,6 +67,7 @@ def test_cap_is_refused_with_a_message(page):
     _set_number(page, "train-batch", 512)
     _set_number(page, "train-len", 1024)
     page.click("#train-play")
-    page.wait_for_function("() => document.querySelector('#train-status').innerText.includes('batch_size')",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('#train-status').innerText.includes('batch_size')", timeout=30_000
+    )
     assert "tokens here" in page.locator("#train-status").inner_text()

@@ -2,6 +2,7 @@
 without scrolling; a press after a finished run keeps its summary and says how to continue (no warning
 for a value the user did not type); an uploaded checkpoint sets the Task dropdown to its run's task and
 draws that task's probe map."""
+
 import json
 
 from browser_page import Page  # noqa: E402
@@ -58,19 +59,20 @@ def test_a_press_after_a_finished_run_keeps_its_summary(open_page):
 
 def test_an_uploaded_checkpoint_restores_its_task_and_draws_its_probe_map(open_page, tmp_path):
     cfg = ModelConfig(n_layers=1, d_model=32, n_heads=2, max_len=256, position="rope")
-    path, _ = checkpoint.save(build_model(cfg), tmp_path, cfg,
-                              extra={"step": 7, "run": json.dumps({"task": "reverse", "seq_len": 24})})
+    path, _ = checkpoint.save(
+        build_model(cfg), tmp_path, cfg, extra={"step": 7, "run": json.dumps({"task": "reverse", "seq_len": 24})}
+    )
     page = _train_tab(open_page)
     assert page.value("train-task") == "copy"
     page.page.locator("#train-upload input[type=file], input[type=file]").last.set_input_files(str(path))
-    page.page.wait_for_function(f"() => ({STATUS_JS})().includes('Loaded a model trained for 7 steps')",
-                                timeout=60_000)
-    page.page.wait_for_function("() => { const e = document.querySelector('#train-attention .js-plotly-plot');"
-                                " return e && e.data && e.data.some(t => t.name === 'ideal pattern'); }",
-                                timeout=60_000)
+    page.page.wait_for_function(f"() => ({STATUS_JS})().includes('Loaded a model trained for 7 steps')", timeout=60_000)
+    page.page.wait_for_function(
+        "() => { const e = document.querySelector('#train-attention .js-plotly-plot');"
+        " return e && e.data && e.data.some(t => t.name === 'ideal pattern'); }",
+        timeout=60_000,
+    )
     assert page.value("train-task") == "reverse"
-    names = page.page.evaluate("() => document.querySelector('#train-attention .js-plotly-plot').data"
-                               ".map(t => t.name)")
+    names = page.page.evaluate("() => document.querySelector('#train-attention .js-plotly-plot').data.map(t => t.name)")
     assert {"layer 0 head 0", "layer 0 head 1", "ideal pattern"} <= set(names)
     title = page.page.evaluate("() => document.querySelector('#train-attention .js-plotly-plot').layout.title.text")
     assert "step 7" in title

@@ -2,6 +2,7 @@
 on the controls are in the Train tab's config and its checkpoint's name, one step trains that model, and
 "Weights: your run" draws it without a warning; a model over the training cap is scaled down, the tab
 says so, and "your run" sets the size controls to the trained size."""
+
 import json
 import re
 
@@ -19,14 +20,16 @@ def _config(page: Page) -> dict:
 
 def _step_once(page: Page):
     page.page.click("#train-step")
-    page.page.wait_for_function("() => /step 1 \\//.test(document.querySelector('#train-status').innerText)",
-                                timeout=120_000)
+    page.page.wait_for_function(
+        "() => /step 1 \\//.test(document.querySelector('#train-status').innerText)", timeout=120_000
+    )
 
 
 def _your_run(page: Page):
     page.page.locator("#weights-switch label").filter(has_text="your run").click()
-    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes(\"Showing your run\")",
-                                timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes(\"Showing your run\")", timeout=60_000
+    )
     page.settle()
     checked = page.page.evaluate("() => document.querySelector('#weights-switch input:checked').value")
     assert checked == "trained"

@@ -2,23 +2,28 @@
 stops the work, download gives config + safetensors; then the "Weights: your run" choice redraws the
 Attention tab from the trained model, "initial" restores the first maps, and another session (a
 fresh browser context) has no trained model to switch to (its choice falls back to bundled)."""
+
 import json
 import urllib.request
 
-from explorer.training import checkpoint
-
 from browser_page import DECODE_JS, Page  # noqa: E402
+
+from explorer.training import checkpoint
 
 CURVE_POINTS_JS = """() => { const e = document.querySelector('#train-curves .js-plotly-plot');
   if (!e || !e.data || e.data.length < 2) return 0; return (e.data[1].x || []).length; }"""
 STEP_JS = """() => { const m = (document.querySelector('#train-status').innerText || '').match(/step (\\d+) \\//);
   return m ? parseInt(m[1]) : -1; }"""
 # the first heatmap's values (layer 0 head 0), rounded: what "the maps changed" compares
-MAP_JS = "() => {" + DECODE_JS + """
+MAP_JS = (
+    "() => {"
+    + DECODE_JS
+    + """
   const e = document.querySelector('#attention-grid .js-plotly-plot');
   if (!e || !e.data || !e.data.length) return null;
   return JSON.stringify(decode(e.data[0].z).map(v => (v === null || Number.isNaN(v)) ? null : Math.round(v * 1e4)));
 }"""
+)
 SMALL = {"ctl-n_layers": "2", "ctl-d_model": "64"}  # the Train tab's default model
 
 
@@ -27,8 +32,9 @@ def _switch(page: Page, option: str):
 
 
 def _switch_value(page: Page) -> str:
-    return page.page.evaluate("() => { const i = document.querySelector('#weights-switch input:checked');"
-                              " return i ? i.value : null; }")
+    return page.page.evaluate(
+        "() => { const i = document.querySelector('#weights-switch input:checked'); return i ? i.value : null; }"
+    )
 
 
 def _maps(page: Page):
@@ -36,8 +42,7 @@ def _maps(page: Page):
 
 
 def _wait_maps_differ(page: Page, before: str, timeout=90_000):
-    page.page.wait_for_function(f"([b]) => ({MAP_JS})() !== null && ({MAP_JS})() !== b", arg=[before],
-                                timeout=timeout)
+    page.page.wait_for_function(f"([b]) => ({MAP_JS})() !== null && ({MAP_JS})() !== b", arg=[before], timeout=timeout)
 
 
 def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(open_page):
@@ -54,8 +59,9 @@ def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(ope
     page.page.click("#train-play")
     page.page.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=150_000)  # the curves move
     page.page.click("#train-pause")
-    page.page.wait_for_function("() => document.querySelector('#train-status').innerText"
-                                ".includes('stopped at step')", timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#train-status').innerText.includes('stopped at step')", timeout=60_000
+    )
     stopped = page.page.evaluate(STEP_JS)
     assert 0 < stopped < 2000
     page.page.wait_for_timeout(3000)
@@ -87,8 +93,9 @@ def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(ope
     before = _maps(other)
     assert before == initial
     _switch(other, "your run")
-    other.page.wait_for_function("() => document.querySelector('#status').innerText.includes('No trained model')",
-                                 timeout=60_000)
+    other.page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('No trained model')", timeout=60_000
+    )
     other.settle()
     assert _switch_value(other) == "bundled" and _maps(other) == before  # no bundle serves this small config
 
@@ -97,17 +104,28 @@ def test_train_endpoints_through_gradio_client(app_url):
     """The Train tab's events are the app's ``/train_*`` endpoints: one step, then the download is a
     loadable safetensors file whose config is the one sent (a client keeps its session's state)."""
     from gradio_client import Client
+
     client = Client(app_url, verbose=False)
     api = client.view_api(return_format="dict", print_info=False)
-    assert {"/train_play", "/train_step", "/train_pause", "/train_reset", "/train_download",
-            "/train_upload", "/train_reproduce"} <= set(api["named_endpoints"])
+    assert {
+        "/train_play",
+        "/train_step",
+        "/train_pause",
+        "/train_reset",
+        "/train_download",
+        "/train_upload",
+        "/train_reproduce",
+    } <= set(api["named_endpoints"])
     cfg = {"n_layers": 1, "d_model": 32, "n_heads": 2, "max_len": 64}
-    status, *_ = client.predict(json.dumps(cfg), "copy", 5, 3e-3, 0, "constant", 4, 16, 0, "", "trained",
-                                api_name="/train_step")
+    status, *_ = client.predict(
+        json.dumps(cfg), "copy", 5, 3e-3, 0, "constant", 4, 16, 0, "", "trained", api_name="/train_step"
+    )
     assert "step 1 / 5" in status
     files = client.predict(api_name="/train_download")
-    paths = [f if isinstance(f, str) else f.get("path", f.get("value")) for f in
-             (files["value"] if isinstance(files, dict) else files)]
+    paths = [
+        f if isinstance(f, str) else f.get("path", f.get("value"))
+        for f in (files["value"] if isinstance(files, dict) else files)
+    ]
     weights = [p for p in paths if str(p).endswith(".safetensors")]
     loaded, _, meta = checkpoint.load(weights[0])
     assert loaded.n_layers == 1 and loaded.d_model == 32 and int(meta["step"]) == 1

@@ -4,6 +4,7 @@ parameters, a training request at 8192 tokens of full score matrices and a flood
 answered with a message while ``/analyze`` keeps answering; a pause, a cancel and a stop end the work
 inside a step; downloads leave nothing on disk; every Train tab input is bounded with a field-named
 message; the server is alive and within its limit at the end."""
+
 import glob
 import itertools
 import json
@@ -44,8 +45,22 @@ def client(server) -> Client:
 
 
 def press(c, cfg=SMALL, steps=2000, batch=32, seq_len=64, task="copy", text="", api="/train_play", **over):
-    values = {**dict(cfg=json.dumps(cfg), task=task, steps=steps, lr=3e-3, warmup=30, schedule="cosine", batch=batch,
-                     seq_len=seq_len, seed=0, text=text, weights="trained"), **over}
+    values = {
+        **dict(
+            cfg=json.dumps(cfg),
+            task=task,
+            steps=steps,
+            lr=3e-3,
+            warmup=30,
+            schedule="cosine",
+            batch=batch,
+            seq_len=seq_len,
+            seed=0,
+            text=text,
+            weights="trained",
+        ),
+        **over,
+    }
     return c.submit(*values.values(), api_name=api)
 
 
@@ -78,8 +93,12 @@ def rss_mb(pid) -> float:
 
 def test_a_crafted_upload_asking_for_a_huge_model_is_refused_from_its_header(server, tmp_path):
     tensors = {"x": torch.zeros(4)}
-    meta = {"format": "transformer-family-explorer/weights", "version": "1", "config": json.dumps(HUGE_UPLOAD),
-            "sha256": tensor_digest(tensors)}
+    meta = {
+        "format": "transformer-family-explorer/weights",
+        "version": "1",
+        "config": json.dumps(HUGE_UPLOAD),
+        "sha256": tensor_digest(tensors),
+    }
     header = json.dumps({"__metadata__": meta, "x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})
     header += " " * (-len(header) % 8)
     path = tmp_path / "crafted.safetensors"
@@ -101,10 +120,16 @@ def test_a_training_request_at_8192_tokens_is_refused_before_anything_is_built(s
     analyze_ok(server)
 
 
-@pytest.mark.parametrize("field, over", [
-    ("steps", {"steps": "abc"}), ("lr", {"lr": 1e300}), ("seq_len", {"seq_len": -5}),
-    ("seed", {"seed": 1.5}), ("text", {"task": "lm", "text": "y" * (600 * 1024)}),
-])
+@pytest.mark.parametrize(
+    "field, over",
+    [
+        ("steps", {"steps": "abc"}),
+        ("lr", {"lr": 1e300}),
+        ("seq_len", {"seq_len": -5}),
+        ("seed", {"seed": 1.5}),
+        ("text", {"task": "lm", "text": "y" * (600 * 1024)}),
+    ],
+)
 def test_every_train_input_is_bounded_with_a_message_naming_its_field(server, field, over):
     kw = {"steps": 5, **over}
     status = status_of(press(client(server), **kw), timeout=30)
@@ -193,8 +218,10 @@ def test_a_reproduction_stops_within_seconds(server):
 def test_exports_are_one_per_visitor_and_leave_interactive_work_alone(server):
     c = client(server)
     with ThreadPoolExecutor(2) as pool:
-        runs = [pool.submit(lambda: c.predict(json.dumps({"attention": "bigbird"}), "abc", "=>", api_name="/export"))
-                for _ in range(2)]
+        runs = [
+            pool.submit(lambda: c.predict(json.dumps({"attention": "bigbird"}), "abc", "=>", api_name="/export"))
+            for _ in range(2)
+        ]
         time.sleep(0.5)
         analyze_ok(server)
         results = []

@@ -4,6 +4,7 @@ visitor names its address in ``X-Forwarded-For`` (the server reads it, as on a S
 bounded and goes to 127.0.0.1 only. Before the limits: the session flood erased the victim's pinned
 config, 30 joins filled the queue for everyone, 100 MB bodies were read whole and refused uploads stayed
 for 15 minutes, and the upload handler deleted the files it was handed."""
+
 import json
 import os
 import secrets
@@ -22,8 +23,12 @@ UPLOAD_CAP = 2 << 20  # EXPLORER_UPLOAD_CHECKPOINT_BYTES of this server: an uplo
 @pytest.fixture(scope="module")
 def server(serve_app, tmp_path_factory):
     cache = tmp_path_factory.mktemp("uploads")
-    env = {"EXPLORER_CLIENT_ADDRESS": "forwarded-first", "GRADIO_TEMP_DIR": str(cache),
-           "EXPLORER_UPLOAD_CHECKPOINT_BYTES": str(UPLOAD_CAP), "EXPLORER_UPLOAD_TTL": "10"}
+    env = {
+        "EXPLORER_CLIENT_ADDRESS": "forwarded-first",
+        "GRADIO_TEMP_DIR": str(cache),
+        "EXPLORER_UPLOAD_CHECKPOINT_BYTES": str(UPLOAD_CAP),
+        "EXPLORER_UPLOAD_TTL": "10",
+    }
     with serve_app(env, "app-server-visitors.log") as url:
         yield url, cache
 
@@ -69,8 +74,12 @@ def test_a_session_flood_from_one_address_keeps_another_visitors_state(server):
         assert "Nothing pinned" not in event(victim, url, "compare", session)
         with visitor("10.1.0.2", timeout=30) as flood:
             t0 = time.perf_counter()
-            codes = {flood.post(url + "gradio_api/run/undo",
-                                json={"data": [], "session_hash": secrets.token_hex(8)}).status_code for _ in range(250)}
+            codes = {
+                flood.post(
+                    url + "gradio_api/run/undo", json={"data": [], "session_hash": secrets.token_hex(8)}
+                ).status_code
+                for _ in range(250)
+            }
             spent = time.perf_counter() - t0
         # an event without its inputs: a short 400, never a 500; past 60 new sessions a minute, a 429
         assert codes == {400, 429}, codes
@@ -82,8 +91,17 @@ def test_thirty_queue_joins_from_one_address_leave_places_for_others(server):
     url, _ = server
     with visitor("10.2.0.1") as flood, ThreadPoolExecutor(30) as pool:  # all at once: a job ending between
         # posts sent one by one freed its place (CI's quick run accepted 13 of 30 that way)
-        codes = list(pool.map(lambda i: flood.post(url + "gradio_api/call/analyze", json={
-            "data": ["{}", f"a text of its own {i} " * 10, "|", "bundled"]}).status_code, range(30)))
+        codes = list(
+            pool.map(
+                lambda i: (
+                    flood.post(
+                        url + "gradio_api/call/analyze",
+                        json={"data": ["{}", f"a text of its own {i} " * 10, "|", "bundled"]},
+                    ).status_code
+                ),
+                range(30),
+            )
+        )
     assert codes.count(429) >= 30 - 8 - 4 and set(codes) <= {200, 429}, codes  # at most 8 held at once
     with visitor("10.2.0.2") as other:
         answers = [analyze(other, url) for _ in range(3)]
@@ -115,14 +133,19 @@ def test_oversized_bodies_and_bare_uploads_are_refused(server):
     url, cache = server
     with visitor("10.4.0.1", timeout=60) as c:
         t0 = time.perf_counter()
-        big = c.post(url + "gradio_api/queue/join", content=b"{" + b" " * (8 << 20) + b"}",
-                     headers={"Content-Type": "application/json"})
+        big = c.post(
+            url + "gradio_api/queue/join",
+            content=b"{" + b" " * (8 << 20) + b"}",
+            headers={"Content-Type": "application/json"},
+        )
         assert big.status_code == 413 and "at most 1,048,576 bytes" in big.json()["detail"]
         huge = c.post(url + "gradio_api/upload", files={"files": ("x.bin", os.urandom(4 << 20))})
         assert huge.status_code == 413  # past one upload request's cap (3 MB here)
         blob = os.urandom(UPLOAD_CAP)
-        codes = [c.post(url + "gradio_api/upload", files={"files": (f"b{i}.bin", blob + bytes([i]))}).status_code
-                 for i in range(8)]
+        codes = [
+            c.post(url + "gradio_api/upload", files={"files": (f"b{i}.bin", blob + bytes([i]))}).status_code
+            for i in range(8)
+        ]
         spent = time.perf_counter() - t0
     assert codes[:4] == [200] * 4 and codes[-1] == 429, codes  # 4 caps' worth per address, then refused
     with visitor("10.4.0.2") as other:
@@ -144,8 +167,17 @@ def test_a_path_handed_to_the_upload_handler_is_neither_deleted_nor_read(server,
         inside = owner.post(url + "gradio_api/upload", files={"files": ("config.json", b'{"model_type": 1}')}).json()[0]
     with visitor("10.5.0.2") as other:
         for path in (str(outside), inside):
-            said = event(other, url, "upload_checkpoint", secrets.token_hex(8), **{"checkpoint-upload": [
-                {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": "config.json"}]})
+            said = event(
+                other,
+                url,
+                "upload_checkpoint",
+                secrets.token_hex(8),
+                **{
+                    "checkpoint-upload": [
+                        {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": "config.json"}
+                    ]
+                },
+            )
             assert "checkpoint:upload:" not in said, said[-300:]
     assert "is not one of them" in said, said[-300:]  # another visitor's upload: refused by name, unread
     assert outside.read_text() == '{"model_type": "llama", "hidden_size": 64}'  # not deleted, not written

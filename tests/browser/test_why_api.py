@@ -5,11 +5,14 @@ Answers are checked against properties that hold whatever the weights: the lens'
 [0, 1] with one row per layer plus the embedding; attribution's terms add up to the logit; ablation's
 change is after minus before; patching everything restores 1 and nothing 0; copying scores lie in [-1, 1]. Bad fields and caps are
 refused naming the field."""
+
 import pytest
 from gradio_client import Client
 
-LENS_TITLE = ("() => { const e = document.querySelector('#why-lens .js-plotly-plot'); "
-              "return e && e.layout ? e.layout.title.text : ''; }")
+LENS_TITLE = (
+    "() => { const e = document.querySelector('#why-lens .js-plotly-plot'); "
+    "return e && e.layout ? e.layout.title.text : ''; }"
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +72,20 @@ def test_the_tab_draws_the_lens(open_page):
     page.check_clean()
 
 
-ATTR_TITLE = ("() => { const e = document.querySelector('#why-attr .js-plotly-plot'); "
-              "return e && e.layout ? e.layout.title.text : ''; }")
+ATTR_TITLE = (
+    "() => { const e = document.querySelector('#why-attr .js-plotly-plot'); "
+    "return e && e.layout ? e.layout.title.text : ''; }"
+)
 
 
 def test_a_link_opens_the_tab_at_its_position(open_page):
     page = open_page("?tab=why&why_pos=40&why_alt=x", wait="#why-pos")
     page.page.wait_for_function(f"({ATTR_TITLE})().includes('position 40')", timeout=240_000)
     assert "'x'" in page.page.evaluate(ATTR_TITLE)
-    page.page.wait_for_function("() => document.querySelector('#why-link textarea, #why-link input') && "
-                                "(document.querySelector('#why-link textarea, #why-link input').value || '')"
-                                ".includes('why_pos=40')", timeout=60_000)
+    page.page.wait_for_function(
+        "() => document.querySelector('#why-link textarea, #why-link input') && "
+        "(document.querySelector('#why-link textarea, #why-link input').value || '')"
+        ".includes('why_pos=40')",
+        timeout=60_000,
+    )
     page.check_clean()

@@ -1,4 +1,5 @@
 """Fixtures shared by the interpreted Triton kernel tests."""
+
 import numpy as np
 import pytest
 
@@ -22,5 +23,6 @@ def bf16_dot(monkeypatch):
             return x
         return TensorHandle((x.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
 
-    monkeypatch.setattr(InterpreterBuilder, "create_dot",
-                        lambda self, a, b, d, *args: dot(self, widen(a), widen(b), d, *args))
+    monkeypatch.setattr(
+        InterpreterBuilder, "create_dot", lambda self, a, b, d, *args: dot(self, widen(a), widen(b), d, *args)
+    )

@@ -1,4 +1,5 @@
 """``kernels.backend``: the one Triton-or-PyTorch decision of every dispatcher."""
+
 import sys
 
 import torch

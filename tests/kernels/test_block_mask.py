@@ -1,4 +1,5 @@
 """BlockMask layout: round trip, full/partial split, ascending indices."""
+
 import pytest
 import torch
 

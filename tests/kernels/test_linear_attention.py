@@ -1,4 +1,5 @@
 """Triton chunked linear attention (interpreted) against a dense formula and the torch path."""
+
 import pytest
 import torch
 
@@ -40,17 +41,17 @@ def test_linear_attention_triton_half_inputs():
     assert out.dtype == torch.float16
     ref = _dense(q.float(), k.float(), v.float(), True)
     torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
-    dq, = torch.autograd.grad(out.float().sum(), [q])
+    (dq,) = torch.autograd.grad(out.float().sum(), [q])
     assert dq.dtype == torch.float16 and torch.isfinite(dq).all()
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_linear_attention_torch_path(causal):
     q, k, v = torch.rand(1, 2, 150, 8), torch.rand(1, 1, 150, 8), torch.randn(1, 1, 150, 16)
-    torch.testing.assert_close(linear_attention(q, k, v, causal=causal), _dense(q, k, v, causal),
-                               atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(linear_attention_ref(q, k, v, causal=causal, chunk=32),
-                               _dense(q, k, v, causal), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(linear_attention(q, k, v, causal=causal), _dense(q, k, v, causal), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        linear_attention_ref(q, k, v, causal=causal, chunk=32), _dense(q, k, v, causal), atol=1e-5, rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True])

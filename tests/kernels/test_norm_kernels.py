@@ -1,4 +1,5 @@
 """Triton LayerNorm / RMSNorm (interpreted) against PyTorch references."""
+
 import pytest
 import torch
 import torch.nn.functional as F

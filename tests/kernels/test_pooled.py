@@ -1,5 +1,6 @@
 """Pooled attention maps on the CPU path against the dense reference pooled the same way
 (``kernels.pooled_dense.pool_probs`` of ``attention_ref``'s probabilities), in float64."""
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -15,8 +16,10 @@ STATS = ("mass", "entropy", "distance", "sink", "local")
 
 def _qk(B, h, hkv, lq, lk, d=8, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, h, lq, d, generator=g, dtype=torch.float64) * 1.5,
-            torch.randn(B, hkv, lk, d, generator=g, dtype=torch.float64) * 1.5)
+    return (
+        torch.randn(B, h, lq, d, generator=g, dtype=torch.float64) * 1.5,
+        torch.randn(B, hkv, lk, d, generator=g, dtype=torch.float64) * 1.5,
+    )
 
 
 def _band(lq, lk, w):
@@ -34,10 +37,13 @@ MASKS = {
 
 def _mods(kind, h, lk, d=8):
     g = torch.Generator().manual_seed(7)
-    return {"none": {}, "alibi": {"alibi_slopes": torch.rand(h, generator=g, dtype=torch.float64)},
-            "t5": {"rel_bias": torch.randn(h, 2 * lk - 1, generator=g, dtype=torch.float64)},
-            "softcap": {"softcap": 2.5},
-            "shaw": {"rel_k": 0.3 * torch.randn(h, 7, d, generator=g, dtype=torch.float64)}}[kind]
+    return {
+        "none": {},
+        "alibi": {"alibi_slopes": torch.rand(h, generator=g, dtype=torch.float64)},
+        "t5": {"rel_bias": torch.randn(h, 2 * lk - 1, generator=g, dtype=torch.float64)},
+        "softcap": {"softcap": 2.5},
+        "shaw": {"rel_k": 0.3 * torch.randn(h, 7, d, generator=g, dtype=torch.float64)},
+    }[kind]
 
 
 def _compare(q, k, *, sink_k=4, window=7, block=None, **kw):
@@ -68,8 +74,14 @@ def test_block_sparse_against_reference(mask, causal, tile, block):
     """Layouts with partial tiles, globals, sinks, random pairs and empty rows; cells of one or more tiles."""
     lq = lk = 150
     q, k = _qk(1, 4, 2, lq, lk, seed=1)
-    _compare(q, k, causal=causal, block_mask=block_mask(MASKS[mask](lq, lk), tile), block=block,
-             alibi_slopes=torch.tensor([0.1, 0.3, 0.0, 1.0], dtype=torch.float64))
+    _compare(
+        q,
+        k,
+        causal=causal,
+        block_mask=block_mask(MASKS[mask](lq, lk), tile),
+        block=block,
+        alibi_slopes=torch.tensor([0.1, 0.3, 0.0, 1.0], dtype=torch.float64),
+    )
 
 
 def test_sinks_and_window_parameters():
@@ -103,9 +115,16 @@ def test_stats_against_their_formulas():
 
 
 @settings(max_examples=25, deadline=None)
-@given(lq=st.integers(1, 140), extra=st.integers(0, 40), h=st.sampled_from([1, 2, 4]),
-       g=st.sampled_from([1, 2]), causal=st.booleans(), tile=st.sampled_from([16, 32, 64]),
-       density=st.floats(0.05, 1.0), seed=st.integers(0, 2**16))
+@given(
+    lq=st.integers(1, 140),
+    extra=st.integers(0, 40),
+    h=st.sampled_from([1, 2, 4]),
+    g=st.sampled_from([1, 2]),
+    causal=st.booleans(),
+    tile=st.sampled_from([16, 32, 64]),
+    density=st.floats(0.05, 1.0),
+    seed=st.integers(0, 2**16),
+)
 def test_every_query_block_puts_mass_one(lq, extra, h, g, causal, tile, density, seed):
     """Property: a query block whose rows all have an allowed key puts total mass one on the keys."""
     lk = lq + extra

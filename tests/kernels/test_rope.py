@@ -1,4 +1,5 @@
 """Triton RoPE (interpreted) against the plain PyTorch rotate-half reference and a formula."""
+
 import math
 
 import pytest
@@ -17,8 +18,9 @@ def test_rope_matches_reference(dtype, tol, d):
     yr = apply_rope_ref(x, pos)
     torch.testing.assert_close(y.float(), yr.float(), atol=tol, rtol=tol)
     g = torch.randn_like(y)
-    torch.testing.assert_close(torch.autograd.grad(y, x, g)[0].float(),
-                               torch.autograd.grad(yr, x, g)[0].float(), atol=tol, rtol=tol)
+    torch.testing.assert_close(
+        torch.autograd.grad(y, x, g)[0].float(), torch.autograd.grad(yr, x, g)[0].float(), atol=tol, rtol=tol
+    )
 
 
 def test_rope_formula_and_norm():

@@ -6,6 +6,7 @@ Runs in subprocesses whose ``sys.meta_path`` starts with a finder that raises Im
 and the kernels' CPU entry points directly, the other runs the model catalogue's tests (every
 registry key forward and backward, causality, the encoder-decoder) under pytest.
 """
+
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-BLOCKER = textwrap.dedent('''
+BLOCKER = textwrap.dedent("""
     import importlib.abc, sys
 
     class NoTriton(importlib.abc.MetaPathFinder):
@@ -29,9 +30,9 @@ BLOCKER = textwrap.dedent('''
         raise SystemExit("the blocker does not work")
     except ImportError:
         pass
-''')
+""")
 
-SCRIPT = BLOCKER + textwrap.dedent('''
+SCRIPT = BLOCKER + textwrap.dedent("""
     import torch
     import models
     import kernels
@@ -60,15 +61,16 @@ SCRIPT = BLOCKER + textwrap.dedent('''
     linear_attention(q, q, torch.randn(1, 2, 20, 8), causal=True).sum().backward()
     assert not any(m == "triton" or m.startswith("triton.") for m in sys.modules), "triton imported"
     print("OK", len(configs))
-''')
+""")
 
 
 def _run(script: str, timeout: int) -> subprocess.CompletedProcess:
     """``python -c script`` from the repository root, without the interpreter flag (as on a CPU laptop)."""
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    return subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.slow
@@ -78,12 +80,12 @@ def test_models_run_on_cpu_without_triton():
 
 
 CATALOGUE_TESTS = ["tests/models/test_catalogue.py", "tests/models/test_encdec.py"]
-PYTEST_SCRIPT = BLOCKER + textwrap.dedent(f'''
+PYTEST_SCRIPT = BLOCKER + textwrap.dedent(f"""
     import pytest
     code = pytest.main(["-q", "-p", "no:cacheprovider", *{CATALOGUE_TESTS!r}])
     assert not any(m == "triton" or m.startswith("triton.") for m in sys.modules), "triton imported"
     raise SystemExit(int(code))
-''')
+""")
 
 
 @pytest.mark.slow

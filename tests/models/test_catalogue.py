@@ -2,6 +2,7 @@
 
 Parametrized over ``choices()``, so a variant is tested the day it is registered.
 """
+
 import math
 
 import pytest
@@ -11,10 +12,29 @@ from models import ConfigError, ModelConfig, build_model, choices
 from models.attention import PATTERNS, pattern_mask
 from models.context import ForwardContext, LayerInfo
 
-SMALL = dict(n_layers=2, d_model=32, n_heads=4, window=8, stride=8, block_size=8, n_global=2,
-             n_random=1, max_len=128, segment_len=16, mem_len=16, cmem_len=8, n_memory=2,
-             chunk_size=8, n_features=16, proj_len=16, n_landmarks=8, max_span=16, span_ramp=4,
-             knn_size=64, knn_k=4)
+SMALL = dict(
+    n_layers=2,
+    d_model=32,
+    n_heads=4,
+    window=8,
+    stride=8,
+    block_size=8,
+    n_global=2,
+    n_random=1,
+    max_len=128,
+    segment_len=16,
+    mem_len=16,
+    cmem_len=8,
+    n_memory=2,
+    chunk_size=8,
+    n_features=16,
+    proj_len=16,
+    n_landmarks=8,
+    max_span=16,
+    span_ramp=4,
+    knn_size=64,
+    knn_k=4,
+)
 L = 40
 
 
@@ -49,8 +69,12 @@ def _forward_backward(model, tokens):
 
 
 CATEGORIES = ["attention", "position", "norm_placement", "norm", "ffn", "memory", "layer"]
-EVERY_KEY = [pytest.param(cat, key, causal, id=f"{cat}-{key}-{'causal' if causal else 'bidir'}")
-             for cat in CATEGORIES for key in choices()[cat] for causal in (True, False)]
+EVERY_KEY = [
+    pytest.param(cat, key, causal, id=f"{cat}-{key}-{'causal' if causal else 'bidir'}")
+    for cat in CATEGORIES
+    for key in choices()[cat]
+    for causal in (True, False)
+]
 
 
 @pytest.mark.parametrize("category,key,causal", EVERY_KEY)
@@ -116,7 +140,16 @@ def test_effective_attention_rows_sum_to_one_and_zero_outside_pattern(key, causa
     for a in out.attentions:
         assert a.shape == (1, cfg.n_heads, L, L)
         torch.testing.assert_close(a.sum(-1), torch.ones(1, cfg.n_heads, L))
-        if key in {"full", "sliding_window", "dilated_window", "strided", "fixed", "block_local", "longformer", "bigbird"}:
+        if key in {
+            "full",
+            "sliding_window",
+            "dilated_window",
+            "strided",
+            "fixed",
+            "block_local",
+            "longformer",
+            "bigbird",
+        }:
             assert (a[..., ~pattern_mask(cfg, L)] == 0).all()
 
 
@@ -125,8 +158,9 @@ def test_gqa_with_repeated_heads_equals_mha(n_kv):
     """A GQA model whose K/V heads are copied into an MHA model gives the same logits."""
     cfg, gqa = _build(n_kv_heads=n_kv, attention="sliding_window")
     cfg_mha, mha = _build(n_kv_heads=None, attention="sliding_window")
-    mha.load_state_dict({k: v for k, v in gqa.state_dict().items() if "k_proj" not in k and "v_proj" not in k},
-                        strict=False)
+    mha.load_state_dict(
+        {k: v for k, v in gqa.state_dict().items() if "k_proj" not in k and "v_proj" not in k}, strict=False
+    )
     rep = cfg.n_heads // n_kv
     for bg, bm in zip(gqa.stack.blocks, mha.stack.blocks):
         for name in ("k_proj", "v_proj"):
@@ -182,8 +216,16 @@ def test_build_is_seeded_and_leaves_global_rng_alone():
     assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
 
 
-@pytest.mark.parametrize("bad", [torch.tensor([[0, 256]]), torch.tensor([[-1, 3]]), torch.zeros(3, dtype=torch.long),
-                                 torch.zeros(1, 4), torch.zeros(1, 0, dtype=torch.long)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        torch.tensor([[0, 256]]),
+        torch.tensor([[-1, 3]]),
+        torch.zeros(3, dtype=torch.long),
+        torch.zeros(1, 4),
+        torch.zeros(1, 0, dtype=torch.long),
+    ],
+)
 def test_bad_tokens_raise_config_error(bad):
     model = build_model(ModelConfig(**SMALL))
     with pytest.raises(ConfigError) as e:

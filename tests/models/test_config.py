@@ -1,5 +1,6 @@
 """ModelConfig validation: every invalid value or combination is a ConfigError naming the field; a
 config is immutable and coerces text to its fields' types at construction."""
+
 import json
 
 import pytest
@@ -22,16 +23,30 @@ def test_from_dict_accepts_query_string_text():
     assert cfg.n_layers == 3 and cfg.causal is False and cfg.softcap is None and cfg.rope_base == 500.0
 
 
-@pytest.mark.parametrize("changes,field", [
-    ({"attention": "nope"}, "attention"), ({"position": "abs"}, "position"), ({"norm": "batchnorm"}, "norm"),
-    ({"ffn": "mlp"}, "ffn"), ({"memory": "rnn"}, "memory"), ({"layer": "deep"}, "layer"),
-    ({"norm_placement": "middle"}, "norm_placement"),
-    ({"d_model": 30, "n_heads": 4}, "d_model"), ({"n_kv_heads": 3}, "n_kv_heads"), ({"n_kv_heads": 8}, "n_kv_heads"),
-    ({"n_layers": 0}, "n_layers"), ({"window": 0}, "window"), ({"stride": -2}, "stride"),
-    ({"block_size": 0}, "block_size"), ({"n_summary": 20, "stride": 16, "attention": "fixed"}, "n_summary"), ({"dropout": 1.0}, "dropout"),
-    ({"position": "none", "causal": False}, "position"), ({"n_global": -1}, "n_global"),
-    ({"d_model": 36, "n_heads": 4, "position": "rope"}, "d_model"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"attention": "nope"}, "attention"),
+        ({"position": "abs"}, "position"),
+        ({"norm": "batchnorm"}, "norm"),
+        ({"ffn": "mlp"}, "ffn"),
+        ({"memory": "rnn"}, "memory"),
+        ({"layer": "deep"}, "layer"),
+        ({"norm_placement": "middle"}, "norm_placement"),
+        ({"d_model": 30, "n_heads": 4}, "d_model"),
+        ({"n_kv_heads": 3}, "n_kv_heads"),
+        ({"n_kv_heads": 8}, "n_kv_heads"),
+        ({"n_layers": 0}, "n_layers"),
+        ({"window": 0}, "window"),
+        ({"stride": -2}, "stride"),
+        ({"block_size": 0}, "block_size"),
+        ({"n_summary": 20, "stride": 16, "attention": "fixed"}, "n_summary"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"position": "none", "causal": False}, "position"),
+        ({"n_global": -1}, "n_global"),
+        ({"d_model": 36, "n_heads": 4, "position": "rope"}, "d_model"),
+    ],
+)
 def test_invalid_values_name_the_field(changes, field):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**changes).validate()
@@ -57,10 +72,21 @@ def test_unknown_choice_lists_the_valid_set():
         assert key in str(e.value)
 
 
-_small = dict(vocab_size=st.integers(2, 300), n_layers=st.integers(1, 2), n_heads=st.sampled_from([1, 2, 4]),
-              head_dim=st.sampled_from([4, 8]), causal=st.booleans(), window=st.integers(1, 20),
-              dilation=st.integers(1, 4), stride=st.integers(1, 12), block_size=st.integers(1, 20),
-              n_global=st.integers(0, 4), n_random=st.integers(0, 3), L=st.integers(1, 33), seed=st.integers(0, 99))
+_small = dict(
+    vocab_size=st.integers(2, 300),
+    n_layers=st.integers(1, 2),
+    n_heads=st.sampled_from([1, 2, 4]),
+    head_dim=st.sampled_from([4, 8]),
+    causal=st.booleans(),
+    window=st.integers(1, 20),
+    dilation=st.integers(1, 4),
+    stride=st.integers(1, 12),
+    block_size=st.integers(1, 20),
+    n_global=st.integers(0, 4),
+    n_random=st.integers(0, 3),
+    L=st.integers(1, 33),
+    seed=st.integers(0, 99),
+)
 
 
 @st.composite
@@ -69,16 +95,38 @@ def valid_configs(draw):
     n_heads = draw(_small["n_heads"])
     stride = draw(_small["stride"])
     cfg = ModelConfig(
-        vocab_size=draw(_small["vocab_size"]), n_layers=draw(_small["n_layers"]), n_heads=n_heads,
+        vocab_size=draw(_small["vocab_size"]),
+        n_layers=draw(_small["n_layers"]),
+        n_heads=n_heads,
         d_model=n_heads * draw(_small["head_dim"]),
         n_kv_heads=draw(st.sampled_from([None] + [k for k in (1, 2, 4) if n_heads % k == 0])),
-        causal=True, attention=draw(st.sampled_from(c["attention"])), position=draw(st.sampled_from(c["position"])),
-        norm_placement=draw(st.sampled_from(c["norm_placement"])), norm=draw(st.sampled_from(c["norm"])),
-        ffn=draw(st.sampled_from(c["ffn"])), window=draw(_small["window"]), dilation=draw(_small["dilation"]),
-        stride=stride, n_summary=draw(st.integers(1, stride)), block_size=draw(_small["block_size"]),
-        n_global=draw(_small["n_global"]), n_random=draw(_small["n_random"]), seed=draw(_small["seed"]),
-        max_len=64, segment_len=16, mem_len=8, cmem_len=4, n_memory=2, knn_size=32, knn_k=2,
-        chunk_size=8, n_features=8, proj_len=8, n_landmarks=4, max_span=8, span_ramp=2,
+        causal=True,
+        attention=draw(st.sampled_from(c["attention"])),
+        position=draw(st.sampled_from(c["position"])),
+        norm_placement=draw(st.sampled_from(c["norm_placement"])),
+        norm=draw(st.sampled_from(c["norm"])),
+        ffn=draw(st.sampled_from(c["ffn"])),
+        window=draw(_small["window"]),
+        dilation=draw(_small["dilation"]),
+        stride=stride,
+        n_summary=draw(st.integers(1, stride)),
+        block_size=draw(_small["block_size"]),
+        n_global=draw(_small["n_global"]),
+        n_random=draw(_small["n_random"]),
+        seed=draw(_small["seed"]),
+        max_len=64,
+        segment_len=16,
+        mem_len=8,
+        cmem_len=4,
+        n_memory=2,
+        knn_size=32,
+        knn_k=2,
+        chunk_size=8,
+        n_features=8,
+        proj_len=8,
+        n_landmarks=4,
+        max_span=8,
+        span_ramp=2,
     )
     causal = draw(_small["causal"])
     if causal or cfg.position != "none":
@@ -102,8 +150,14 @@ def test_random_valid_configs_build_forward_backward(case):
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-_junk = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=5),
-                  st.lists(st.integers(), max_size=2))
+_junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.lists(st.integers(), max_size=2),
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -120,8 +174,11 @@ def test_random_invalid_configs_raise_only_config_error(d):
 
 
 def test_absurd_sizes_are_rejected_before_allocation():
-    for changes, field in [({"d_model": 1 << 17}, "d_model"), ({"n_layers": 10_000}, "n_layers"),
-                           ({"vocab_size": 1 << 20, "d_model": 4096, "n_layers": 64}, "d_model")]:
+    for changes, field in [
+        ({"d_model": 1 << 17}, "d_model"),
+        ({"n_layers": 10_000}, "n_layers"),
+        ({"vocab_size": 1 << 20, "d_model": 4096, "n_layers": 64}, "d_model"),
+    ]:
         with pytest.raises(ConfigError) as e:
             ModelConfig(**changes).validate()
         assert e.value.field == field
@@ -141,16 +198,19 @@ def test_construction_coerces_text_and_validate_names_what_it_could_not():
         assert e.value.field == name and repr(raw) in str(e.value)
 
 
-@pytest.mark.parametrize("changes,field", [
-    ({"attention": "fixed", "n_summary": 17, "stride": 16}, "n_summary"),
-    ({"ffn": "moe", "top_k": 5, "n_experts": 4}, "top_k"),
-    ({"attention": "performer", "feature_map": "cosine"}, "feature_map"),
-    ({"memory": "compressive", "position": "rope", "compression": "max"}, "compression"),
-    ({"attention": "routing", "cluster_decay": 1.0}, "cluster_decay"),
-    ({"layer": "universal", "act_threshold": 1.0}, "act_threshold"),
-    ({"layer": "early_exit", "exit_threshold": 0.0}, "exit_threshold"),
-    ({"ffn": "switch", "capacity_factor": float("inf")}, "capacity_factor"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"attention": "fixed", "n_summary": 17, "stride": 16}, "n_summary"),
+        ({"ffn": "moe", "top_k": 5, "n_experts": 4}, "top_k"),
+        ({"attention": "performer", "feature_map": "cosine"}, "feature_map"),
+        ({"memory": "compressive", "position": "rope", "compression": "max"}, "compression"),
+        ({"attention": "routing", "cluster_decay": 1.0}, "cluster_decay"),
+        ({"layer": "universal", "act_threshold": 1.0}, "act_threshold"),
+        ({"layer": "early_exit", "exit_threshold": 0.0}, "exit_threshold"),
+        ({"ffn": "switch", "capacity_factor": float("inf")}, "capacity_factor"),
+    ],
+)
 def test_variant_rules_are_checked_by_the_chosen_variant_only(changes, field):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**changes).validate()

@@ -1,5 +1,6 @@
 """Dropout draws from the model's own random source: never from torch's global RNG, the same masks for
 the same seed whatever runs beside, inverted scaling, and nn.Dropout's behaviour without a source."""
+
 import threading
 
 import pytest

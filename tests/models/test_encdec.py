@@ -1,5 +1,6 @@
 """The architecture choice: encoder-decoder against torch.nn.Transformer, cross-attention and padding
 properties, decoder causality, the encoder-only head, the refusals and their reasons."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,9 +12,24 @@ from models import ConfigError, ModelConfig, build_model, choices
 from models.architectures import ARCHITECTURE
 from models.attention import PATTERNS
 
-SMALL = dict(n_layers=2, d_model=32, n_heads=4, d_ff=64, max_len=64, window=4, stride=4, block_size=4,
-             n_global=1, n_random=1, chunk_size=4, n_features=16, proj_len=16, n_landmarks=4, max_span=8,
-             span_ramp=2)
+SMALL = dict(
+    n_layers=2,
+    d_model=32,
+    n_heads=4,
+    d_ff=64,
+    max_len=64,
+    window=4,
+    stride=4,
+    block_size=4,
+    n_global=1,
+    n_random=1,
+    chunk_size=4,
+    n_features=16,
+    proj_len=16,
+    n_landmarks=4,
+    max_span=8,
+    span_ramp=2,
+)
 ENCDEC = dict(SMALL, architecture="encoder_decoder", causal=True)
 
 
@@ -33,6 +49,7 @@ def _build(**kw):
 # ---------------------------------------------------------------------------- against torch.nn.Transformer
 def _transplant(model, ref, pre: bool):
     """Copy ``ref``'s weights into ``model`` (their attention biases zeroed: our projections have none)."""
+
     def attn(ours, theirs):
         q, k, v = theirs.in_proj_weight.detach().chunk(3, dim=0)  # (d, d) each
         ours.q_proj.weight.copy_(q), ours.k_proj.weight.copy_(k), ours.v_proj.weight.copy_(v)
@@ -65,12 +82,33 @@ def _transplant(model, ref, pre: bool):
 @pytest.mark.parametrize("placement", ["post", "pre"])
 @pytest.mark.parametrize("padded", [False, True])
 def test_encoder_decoder_equals_torch_transformer_in_float64(placement, padded):
-    cfg = ModelConfig(**{**ENCDEC, "position": "sinusoidal", "norm_placement": placement, "norm": "layernorm",
-                         "ffn": "relu", "n_encoder_layers": 2, "n_decoder_layers": 3}).validate()
+    cfg = ModelConfig(
+        **{
+            **ENCDEC,
+            "position": "sinusoidal",
+            "norm_placement": placement,
+            "norm": "layernorm",
+            "ffn": "relu",
+            "n_encoder_layers": 2,
+            "n_decoder_layers": 3,
+        }
+    ).validate()
     model = build_model(cfg).double().eval()
     torch.manual_seed(0)
-    ref = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=3, dim_feedforward=64,
-                         dropout=0.0, batch_first=True, norm_first=placement == "pre").double().eval()
+    ref = (
+        nn.Transformer(
+            d_model=32,
+            nhead=4,
+            num_encoder_layers=2,
+            num_decoder_layers=3,
+            dim_feedforward=64,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=placement == "pre",
+        )
+        .double()
+        .eval()
+    )
     ref.encoder.use_nested_tensor = False  # the plain path: padded rows stay in the batch
     _transplant(model, ref, pre=placement == "pre")
     src, tgt = _tokens(3, 11, 1), _tokens(3, 14, 2)
@@ -84,9 +122,14 @@ def test_encoder_decoder_equals_torch_transformer_in_float64(placement, padded):
     emb = model.embed.weight.detach()
     src_x, tgt_x = emb[src] + pe[:11], emb[tgt] + pe[:14]  # positions added outside the reference
     with torch.no_grad():
-        want = ref(src_x, tgt_x, tgt_mask=nn.Transformer.generate_square_subsequent_mask(14, dtype=torch.float64),
-                   src_key_padding_mask=~mask if padded else None,
-                   memory_key_padding_mask=~mask if padded else None, tgt_is_causal=True)  # (B, Lt, d)
+        want = ref(
+            src_x,
+            tgt_x,
+            tgt_mask=nn.Transformer.generate_square_subsequent_mask(14, dtype=torch.float64),
+            src_key_padding_mask=~mask if padded else None,
+            memory_key_padding_mask=~mask if padded else None,
+            tgt_is_causal=True,
+        )  # (B, Lt, d)
         got = model(src, tgt, src_mask=mask if padded else None).logits
     torch.testing.assert_close(got, want @ model.head.weight.detach().T, rtol=1e-10, atol=1e-10)
 
@@ -148,8 +191,9 @@ def test_long_targets_in_query_chunks_equal_the_dense_reference():
     """Lt > Ls: the kernel path (chunks of Ls queries) == the weights path (dense reference)."""
     cfg, model = _build(**ENCDEC, position="alibi", n_kv_heads=2)
     src, tgt = _tokens(2, 5, 9), _tokens(2, 17, 10)
-    torch.testing.assert_close(model(src, tgt).logits, model(src, tgt, return_attention=True).logits,
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        model(src, tgt).logits, model(src, tgt, return_attention=True).logits, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_layers_are_tagged_by_stack_and_aux_loss_sums_both():
@@ -181,8 +225,11 @@ def test_every_architecture_runs_forward_and_backward(key):
     assert cfg.approx_params() == sum(p.numel() for p in model.parameters())
 
 
-ENC_DEC_KEYS = [pytest.param(cat, key, id=f"{cat}-{key}") for cat in ("attention", "position", "norm_placement",
-                                                                       "norm", "ffn") for key in choices()[cat]]
+ENC_DEC_KEYS = [
+    pytest.param(cat, key, id=f"{cat}-{key}")
+    for cat in ("attention", "position", "norm_placement", "norm", "ffn")
+    for key in choices()[cat]
+]
 
 
 @pytest.mark.parametrize("cat,key", ENC_DEC_KEYS)
@@ -220,21 +267,24 @@ def test_encoder_only_head_is_the_masked_lm_formula():
 
 
 # ---------------------------------------------------------------------------- refusals
-@pytest.mark.parametrize("kw,field,words", [
-    (dict(architecture="encoder_only", causal=True), "causal", "both directions"),
-    (dict(architecture="encoder_only", causal=False, memory="tokens"), "memory", "encoder"),
-    (dict(architecture="encoder_decoder", causal=False), "causal", "decoder"),
-    (dict(architecture="encoder_decoder", memory="xl", position="rope"), "memory", "encoder"),
-    (dict(architecture="encoder_decoder", layer="reversible"), "layer", "three"),
-    (dict(architecture="encoder_decoder", layer="universal"), "layer", "one stack"),
-    (dict(architecture="encoder_decoder", layer="gated", norm_placement="pre"), "layer", "cross-attention"),
-    (dict(architecture="encoder_decoder", layer="early_exit"), "layer", "cross-attention"),
-    (dict(architecture="encoder_decoder", position="none"), "position", "encoder"),
-    (dict(architecture="encoder_decoder", attention="adaptive_span", position="rope"), "causal", "encoder"),
-    (dict(architecture="encoder_decoder", n_encoder_layers=0), "n_encoder_layers", "512"),
-    (dict(architecture="encoder_decoder", n_decoder_layers=513), "n_decoder_layers", "512"),
-    (dict(architecture="transformer"), "architecture", "encoder_decoder"),
-])
+@pytest.mark.parametrize(
+    "kw,field,words",
+    [
+        (dict(architecture="encoder_only", causal=True), "causal", "both directions"),
+        (dict(architecture="encoder_only", causal=False, memory="tokens"), "memory", "encoder"),
+        (dict(architecture="encoder_decoder", causal=False), "causal", "decoder"),
+        (dict(architecture="encoder_decoder", memory="xl", position="rope"), "memory", "encoder"),
+        (dict(architecture="encoder_decoder", layer="reversible"), "layer", "three"),
+        (dict(architecture="encoder_decoder", layer="universal"), "layer", "one stack"),
+        (dict(architecture="encoder_decoder", layer="gated", norm_placement="pre"), "layer", "cross-attention"),
+        (dict(architecture="encoder_decoder", layer="early_exit"), "layer", "cross-attention"),
+        (dict(architecture="encoder_decoder", position="none"), "position", "encoder"),
+        (dict(architecture="encoder_decoder", attention="adaptive_span", position="rope"), "causal", "encoder"),
+        (dict(architecture="encoder_decoder", n_encoder_layers=0), "n_encoder_layers", "512"),
+        (dict(architecture="encoder_decoder", n_decoder_layers=513), "n_decoder_layers", "512"),
+        (dict(architecture="transformer"), "architecture", "encoder_decoder"),
+    ],
+)
 def test_combinations_that_make_no_sense_are_refused_naming_the_reason(kw, field, words):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**{**SMALL, **kw}).validate()
@@ -270,12 +320,21 @@ def test_padding_with_a_mechanism_that_takes_no_key_mask_is_refused():
 @st.composite
 def _encdec_cases(draw):
     c = choices()
-    kw = dict(SMALL, architecture="encoder_decoder", causal=True, n_layers=1,
-              attention=draw(st.sampled_from(c["attention"])), position=draw(st.sampled_from(c["position"])),
-              norm_placement=draw(st.sampled_from(c["norm_placement"])), norm=draw(st.sampled_from(c["norm"])),
-              ffn=draw(st.sampled_from(c["ffn"])), n_kv_heads=draw(st.sampled_from([None, 1, 2])),
-              n_encoder_layers=draw(st.integers(1, 2)), n_decoder_layers=draw(st.integers(1, 2)),
-              seed=draw(st.integers(0, 99)))
+    kw = dict(
+        SMALL,
+        architecture="encoder_decoder",
+        causal=True,
+        n_layers=1,
+        attention=draw(st.sampled_from(c["attention"])),
+        position=draw(st.sampled_from(c["position"])),
+        norm_placement=draw(st.sampled_from(c["norm_placement"])),
+        norm=draw(st.sampled_from(c["norm"])),
+        ffn=draw(st.sampled_from(c["ffn"])),
+        n_kv_heads=draw(st.sampled_from([None, 1, 2])),
+        n_encoder_layers=draw(st.integers(1, 2)),
+        n_decoder_layers=draw(st.integers(1, 2)),
+        seed=draw(st.integers(0, 99)),
+    )
     ls, lt = draw(st.integers(1, 20)), draw(st.integers(1, 20))
     real = draw(st.integers(1, ls))  # real source tokens of the first sequence; the rest is padding
     return kw, ls, lt, real

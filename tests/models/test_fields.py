@@ -1,5 +1,6 @@
 """The config's fields are its ``Param`` records: one record per field and one field per record,
 declared once, with the facts every view reads; a config is immutable, hashable and validated once."""
+
 import dataclasses
 
 import pytest
@@ -58,17 +59,28 @@ def test_string_choices_and_defaults_are_consistent():
         assert p.coerce(p.default) == p.default, name
 
 
-@pytest.mark.parametrize("typ,value,expected", [
-    (int, "8", 8), (int, " 8 ", 8), (int, 8.0, 8), (float, "0.5", 0.5), (float, 3, 3.0), (bool, "false", False),
-    (bool, "Yes", True), (str, "x", "x"),
-])
+@pytest.mark.parametrize(
+    "typ,value,expected",
+    [
+        (int, "8", 8),
+        (int, " 8 ", 8),
+        (int, 8.0, 8),
+        (float, "0.5", 0.5),
+        (float, 3, 3.0),
+        (bool, "false", False),
+        (bool, "Yes", True),
+        (str, "x", "x"),
+    ],
+)
 def test_param_coerces_text_of_the_right_meaning(typ, value, expected):
     got = Param("f", typ, None, optional=True).coerce(value)
     assert got == expected and type(got) is typ
 
 
-@pytest.mark.parametrize("typ,value", [(int, "8.5"), (int, 2.5), (int, True), (float, "x"), (float, False),
-                                       (bool, 1), (bool, "maybe"), (str, 3)])
+@pytest.mark.parametrize(
+    "typ,value",
+    [(int, "8.5"), (int, 2.5), (int, True), (float, "x"), (float, False), (bool, 1), (bool, "maybe"), (str, 3)],
+)
 def test_param_refuses_values_of_no_meaning_naming_the_field(typ, value):
     with pytest.raises(ConfigError) as e:
         Param("f", typ, None).coerce(value)

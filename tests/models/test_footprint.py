@@ -1,5 +1,6 @@
 """models.footprint: weights counted on the meta device equal the real model's, for every registry
 entry; the activation prediction bounds the peak PyTorch's allocator really reaches."""
+
 import pytest
 import torch
 
@@ -82,8 +83,10 @@ def test_footprint_grows_with_the_request():
         footprint(cfg, "bogus", 64, 1)
 
 
-@pytest.mark.parametrize("attention,position", [("full", "rope"), ("full", "alibi"), ("sliding_window", "rope"),
-                                                ("bigbird", "t5"), ("strided", "rope")])
+@pytest.mark.parametrize(
+    "attention,position",
+    [("full", "rope"), ("full", "alibi"), ("sliding_window", "rope"), ("bigbird", "t5"), ("strided", "rope")],
+)
 def test_sweep_points_stay_within_the_prediction(attention, position):
     """A sweep point (no weights returned): SDPA and the block-sparse path never hold every score,
     and the prediction counts only the keys they compute; still an upper bound of the real peak."""

@@ -13,6 +13,7 @@ imports gradio; ``figures`` and ``export`` import no torch, ``analysis``, ``trai
 ``runtime`` neither gradio nor plotly; the API reaches the use cases, never a tab's handler; nothing
 in the library imports ``benchmarks``; a name imported across modules is never ``_private``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -81,7 +82,7 @@ def find_cycle(graph: dict, nodes) -> list | None:
         stack.append(n)
         for m in sorted(graph[n] & nodes):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state:
                 found = visit(m)
                 if found:
@@ -144,7 +145,13 @@ LAYERS = {
     "explorer.training": {"explorer.runtime", "explorer.analysis"},
     "explorer.figures": {"explorer.runtime"},
     "explorer.export": {"explorer.figures"},
-    "explorer.app": {"explorer.runtime", "explorer.analysis", "explorer.training", "explorer.figures", "explorer.export"},
+    "explorer.app": {
+        "explorer.runtime",
+        "explorer.analysis",
+        "explorer.training",
+        "explorer.figures",
+        "explorer.export",
+    },
     "explorer.reproduce": {"explorer.training"},
 }
 LIBRARY = ("models", "kernels", "explorer")
@@ -180,8 +187,9 @@ def test_no_arrow_points_up_between_the_explorer_layers(module):
     assert bad == [], f"{module} imports a layer above it or beside it"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.split(".")[0] in LIBRARY
-                                          and not m.startswith("explorer.app")))
+@pytest.mark.parametrize(
+    "module", sorted(m for m in GRAPH if m.split(".")[0] in LIBRARY and not m.startswith("explorer.app"))
+)
 def test_only_the_app_imports_gradio(module):
     assert not {"gradio", "gradio_client"} & _externals(MODULES[module])
 
@@ -191,8 +199,9 @@ def test_figures_and_export_import_no_torch(module):
     assert not {"torch", "kernels"} & _externals(MODULES[module])
 
 
-@pytest.mark.parametrize("module", sorted(_in("explorer.analysis") + _in("explorer.training")
-                                          + _in("explorer.runtime")))
+@pytest.mark.parametrize(
+    "module", sorted(_in("explorer.analysis") + _in("explorer.training") + _in("explorer.runtime"))
+)
 def test_analysis_training_and_runtime_import_neither_gradio_nor_plotly(module):
     assert not {"gradio", "plotly"} & _externals(MODULES[module])
 
@@ -213,6 +222,9 @@ def test_shared_helpers_are_public():
     for name, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in LIBRARY:
-                bad += [f"{name}: {node.module}.{a.name}" for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__")]
+                bad += [
+                    f"{name}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert bad == []

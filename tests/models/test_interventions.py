@@ -1,12 +1,13 @@
 """The intervention record: caching changes nothing, replacing a head's result equals the same change made
 in the weights (an independent route), patching every point reproduces the other run, and models the record
 is not defined on are refused by ConfigError naming the field."""
+
 import pytest
 import torch
+from perturbed import perturbed_model
 
 from models import ConfigError, ModelConfig, build_model
 from models.interventions import Interventions
-from perturbed import perturbed_model
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64, vocab_size=50, position="rope", seed=3)
 
@@ -34,7 +35,7 @@ def test_cache_changes_nothing_and_head_outputs_add_up_to_the_attention_output()
         # z_h W_O^h against a plain per-head product of the cached results
         w = attn.out_proj.weight
         for h in range(4):
-            ref = info.head_results[:, h] @ w[:, h * 8:(h + 1) * 8].T
+            ref = info.head_results[:, h] @ w[:, h * 8 : (h + 1) * 8].T
             torch.testing.assert_close(info.head_outputs[:, h], ref, atol=1e-6, rtol=1e-5)
     assert torch.equal(model.classify(out.layers[-1].output), plain)
 
@@ -84,7 +85,9 @@ def test_patching_every_point_gives_the_clean_run_and_none_the_corrupted_run():
     assert torch.equal(model(corrupt, interventions=last).logits, c.logits)
 
 
-@pytest.mark.parametrize("fields, field", [({"layer": "gated"}, "layer"), ({"memory": "xl", "position": "xl"}, "memory")])
+@pytest.mark.parametrize(
+    "fields, field", [({"layer": "gated"}, "layer"), ({"memory": "xl", "position": "xl"}, "memory")]
+)
 def test_other_structures_are_refused_naming_the_field(fields, field):
     model = build_model(ModelConfig(**{**SMALL, **fields})).eval()
     with pytest.raises(ConfigError) as e:
@@ -92,16 +95,19 @@ def test_other_structures_are_refused_naming_the_field(fields, field):
     assert e.value.field == field
 
 
-@pytest.mark.parametrize("record, field", [
-    (Interventions(replace_heads={(2, 0): "zero"}), "replace_heads"),
-    (Interventions(replace_heads={(0, 4): "zero"}), "replace_heads"),
-    (Interventions(replace_heads={(0, 1): "mean"}), "replace_heads"),
-    (Interventions(replace_heads={(0, 1): torch.zeros(2, 7, 8)}), "replace_heads"),
-    (Interventions(replace_heads={(0, 1): torch.full((8,), float("nan"))}), "replace_heads"),
-    (Interventions(replace_ffn={0: torch.zeros(16)}), "replace_ffn"),
-    (Interventions(replace_resid={3: torch.zeros(32)}), "replace_resid"),
-    (Interventions(replace_resid={0: "zero"}), "replace_resid"),
-])
+@pytest.mark.parametrize(
+    "record, field",
+    [
+        (Interventions(replace_heads={(2, 0): "zero"}), "replace_heads"),
+        (Interventions(replace_heads={(0, 4): "zero"}), "replace_heads"),
+        (Interventions(replace_heads={(0, 1): "mean"}), "replace_heads"),
+        (Interventions(replace_heads={(0, 1): torch.zeros(2, 7, 8)}), "replace_heads"),
+        (Interventions(replace_heads={(0, 1): torch.full((8,), float("nan"))}), "replace_heads"),
+        (Interventions(replace_ffn={0: torch.zeros(16)}), "replace_ffn"),
+        (Interventions(replace_resid={3: torch.zeros(32)}), "replace_resid"),
+        (Interventions(replace_resid={0: "zero"}), "replace_resid"),
+    ],
+)
 def test_out_of_range_points_and_values_are_refused(record, field):
     with pytest.raises(ConfigError) as e:
         small_model()(tokens(), interventions=record)

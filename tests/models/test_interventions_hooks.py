@@ -1,6 +1,7 @@
 """The ``Interventions`` record is the one way into a forward pass: no module hook is registered in
 ``models`` or ``explorer`` outside the documented list below; the record's core observer sees exactly
 what each core receives; ``ModelConfig.ablate_heads`` is the record's ``"zero"`` on those heads."""
+
 import ast
 import pathlib
 
@@ -11,20 +12,31 @@ from models import ConfigError, ModelConfig, build_model
 from models.interventions import CoreInputs, Interventions
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-HOOKS = {"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
-         "register_full_backward_pre_hook", "register_backward_hook"}
+HOOKS = {
+    "register_forward_hook",
+    "register_forward_pre_hook",
+    "register_full_backward_hook",
+    "register_full_backward_pre_hook",
+    "register_backward_hook",
+}
 # (file, enclosing function) -> why it is a module hook and not the Interventions record. Each is work on a
 # plain call of any model (every architecture, layer structure and memory) that changes no value.
 ALLOWED = {
-    ("explorer/runtime/stopping.py", "installed"):
-        "the stop Guard checks a stop or deadline before every module's forward (and in the backward), on "
-        "calls it does not make (a training step, the sweep's timed runs), for every model",
-    ("explorer/analysis/cost/core_timer.py", "__enter__"):
-        "the sweep's attention timer marks each core's start and end inside the very forward it times "
-        "(an observer sees a core's inputs, not its end, and a record in the call would be timed too)",
-    ("explorer/analysis/gradients/norms.py", "__init__"):
-        "per-application gradients of shared layers need each call's input and output of their output "
-        "linears, in layer structures that share or repeat sublayers, where the record has no points",
+    (
+        "explorer/runtime/stopping.py",
+        "installed",
+    ): "the stop Guard checks a stop or deadline before every module's forward (and in the backward), on "
+    "calls it does not make (a training step, the sweep's timed runs), for every model",
+    (
+        "explorer/analysis/cost/core_timer.py",
+        "__enter__",
+    ): "the sweep's attention timer marks each core's start and end inside the very forward it times "
+    "(an observer sees a core's inputs, not its end, and a record in the call would be timed too)",
+    (
+        "explorer/analysis/gradients/norms.py",
+        "__init__",
+    ): "per-application gradients of shared layers need each call's input and output of their output "
+    "linears, in layer structures that share or repeat sublayers, where the record has no points",
 }
 
 
@@ -40,8 +52,11 @@ def _hook_sites():
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     for node in ast.walk(fn):
                         owner[node] = fn.name
-            sites += [(name, owner.get(node, "<module>"), node.lineno) for node in ast.walk(tree)
-                      if isinstance(node, ast.Attribute) and node.attr in HOOKS]
+            sites += [
+                (name, owner.get(node, "<module>"), node.lineno)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and node.attr in HOOKS
+            ]
     return sites
 
 
@@ -100,11 +115,14 @@ def test_an_encoder_decoder_observes_both_stacks():
     assert [c.q.shape[2] for c in seen] == [7, 7, 5, 5]  # encoder self-attention, then decoder self-attention
 
 
-@pytest.mark.parametrize("model_fields, record, field", [
-    ({"memory": "xl", "position": "xl"}, Interventions(observe_cores=print), "memory"),
-    ({}, Interventions(observe_cores="print"), "observe_cores"),
-    ({"layer": "universal"}, Interventions(observe_cores=print, cache=True), "layer"),
-])
+@pytest.mark.parametrize(
+    "model_fields, record, field",
+    [
+        ({"memory": "xl", "position": "xl"}, Interventions(observe_cores=print), "memory"),
+        ({}, Interventions(observe_cores="print"), "observe_cores"),
+        ({"layer": "universal"}, Interventions(observe_cores=print, cache=True), "layer"),
+    ],
+)
 def test_observer_records_are_checked_naming_the_field(model_fields, record, field):
     with pytest.raises(ConfigError) as e:
         build_model(ModelConfig(**{**SMALL, **model_fields})).eval()(_tokens(), interventions=record)

@@ -1,6 +1,7 @@
 """models.long_context.pooled_maps against the model's own dense effective attention pooled the same way,
 for every structured pattern, position encodings with and without score modifiers, GQA, sinks,
 linear / performer (analytic) and a mechanism with only a dense map."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -40,14 +41,23 @@ def _check(model, L=150, tol=1e-9, method=None):
 
 @pytest.mark.parametrize("attention", list(PATTERNS))
 def test_every_pattern_with_rope_and_gqa(attention):
-    _check(_model(attention=attention, position="rope", n_kv_heads=2, window=16, stride=8, block_size=16),
-           method="kernels")
+    _check(
+        _model(attention=attention, position="rope", n_kv_heads=2, window=16, stride=8, block_size=16), method="kernels"
+    )
 
 
-@pytest.mark.parametrize("position,causal,extra", [
-    ("alibi", False, {}), ("t5", True, {}), ("shaw", True, {"n_sinks": 2}), ("xl", True, {}),
-    ("sinusoidal", False, {}), ("none", True, {"softcap": 5.0}), ("learned", True, {"n_kv_heads": 1}),
-])
+@pytest.mark.parametrize(
+    "position,causal,extra",
+    [
+        ("alibi", False, {}),
+        ("t5", True, {}),
+        ("shaw", True, {"n_sinks": 2}),
+        ("xl", True, {}),
+        ("sinusoidal", False, {}),
+        ("none", True, {"softcap": 5.0}),
+        ("learned", True, {"n_kv_heads": 1}),
+    ],
+)
 @pytest.mark.parametrize("attention", ["full", "sliding_window", "bigbird"])
 def test_positions_sinks_and_causality(attention, position, causal, extra):
     _check(_model(attention=attention, position=position, causal=causal, window=16, **extra), method="kernels")
@@ -55,8 +65,11 @@ def test_positions_sinks_and_causality(attention, position, causal, extra):
 
 @pytest.mark.parametrize("attention,causal", [("linear", True), ("linear", False), ("performer", True)])
 def test_linear_and_performer_analytically(attention, causal):
-    _check(_model(torch.float32, attention=attention, causal=causal,
-                  position="rope" if causal else "sinusoidal"), tol=2e-5, method="analytic (feature maps)")
+    _check(
+        _model(torch.float32, attention=attention, causal=causal, position="rope" if causal else "sinusoidal"),
+        tol=2e-5,
+        method="analytic (feature maps)",
+    )
 
 
 def test_dense_effective_map_up_to_its_length():
@@ -85,8 +98,12 @@ def test_long_sequence_keeps_to_the_grid():
 def test_bad_arguments_name_their_field():
     model = _model(torch.float32)
     tokens = torch.zeros(1, 10, dtype=torch.long)
-    for field, kw in (("max_cells", {"max_cells": 0}), ("max_cells", {"max_cells": 300}),
-                      ("sink_k", {"sink_k": -1}), ("window", {"window": 0})):
+    for field, kw in (
+        ("max_cells", {"max_cells": 0}),
+        ("max_cells", {"max_cells": 300}),
+        ("sink_k", {"sink_k": -1}),
+        ("window", {"window": 0}),
+    ):
         with pytest.raises(ConfigError, match=field):
             pooled_maps(model, tokens, **kw)
     with pytest.raises(ConfigError, match="tokens"):

@@ -1,6 +1,7 @@
 """``models.meta.on_meta``: a model built there has exactly the real model's tensors (names, shapes,
 dtypes) and no storage; its initialisers are skipped (so the first meta build of a process imports no
 torch._dynamo); the mode is thread-local, so a real build on another thread is untouched."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,8 +14,12 @@ import torch
 from models import ModelConfig, build_model
 from models.meta import materialize, on_meta
 
-CONFIGS = [ModelConfig(), ModelConfig(attention="sliding_window", position="alibi", n_kv_heads=2),
-           ModelConfig(ffn="moe"), ModelConfig(norm_placement="rezero", layer="universal")]
+CONFIGS = [
+    ModelConfig(),
+    ModelConfig(attention="sliding_window", position="alibi", n_kv_heads=2),
+    ModelConfig(ffn="moe"),
+    ModelConfig(norm_placement="rezero", layer="universal"),
+]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.attention}-{c.ffn}-{c.layer}")
@@ -28,9 +33,11 @@ def test_meta_build_has_the_real_models_tensors(cfg):
 
 
 def test_first_meta_build_imports_no_dynamo():
-    code = ("import sys; from models import ModelConfig, build_model; from models.meta import on_meta\n"
-            "with on_meta(): build_model(ModelConfig())\n"
-            "print('torch._dynamo' in sys.modules)")
+    code = (
+        "import sys; from models import ModelConfig, build_model; from models.meta import on_meta\n"
+        "with on_meta(): build_model(ModelConfig())\n"
+        "print('torch._dynamo' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -74,10 +81,12 @@ def test_materialize_gives_the_real_models_tensors_on_the_cpu(cfg):
 
 def test_materialize_imports_no_sympy():
     """``to_empty`` imported sympy (through torch's symbolic shapes) on first use: 0.3-0.4 s of a cold start."""
-    code = ("import sys; from models import ModelConfig, build_model; from models.meta import materialize, on_meta\n"
-            "with on_meta(): m = build_model(ModelConfig())\n"
-            "materialize(m, 'cpu')\n"
-            "print('sympy' in sys.modules, next(m.parameters()).device)")
+    code = (
+        "import sys; from models import ModelConfig, build_model; from models.meta import materialize, on_meta\n"
+        "with on_meta(): m = build_model(ModelConfig())\n"
+        "materialize(m, 'cpu')\n"
+        "print('sympy' in sys.modules, next(m.parameters()).device)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False cpu"

@@ -1,5 +1,6 @@
 """The one Q/K/V projection helper: its head split against a plain reference, its parameter count,
 and the sublayers that share it (names of their weights are what checkpoints are saved by)."""
+
 import pytest
 import torch
 

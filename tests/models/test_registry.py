@@ -3,6 +3,7 @@ estimate matches the built model.
 
 Parametrized over the registries, so a new entry is checked the day it is registered.
 """
+
 import dataclasses
 
 import pytest
@@ -77,8 +78,13 @@ def _regs_with(cat, key, variant):
 
 def test_a_new_bias_encoding_nobody_lists_is_refused_by_linear_mechanisms():
     """The refusal comes from the capabilities alone: no mechanism names the new encoding."""
-    new = Variant("my_bias", "Someone 2030", "A brand new additive score bias.", build=None,
-                  caps=PositionCaps(produces=frozenset({SCORE_BIAS}), relative=True))
+    new = Variant(
+        "my_bias",
+        "Someone 2030",
+        "A brand new additive score bias.",
+        build=None,
+        caps=PositionCaps(produces=frozenset({SCORE_BIAS}), relative=True),
+    )
     regs = _regs_with("position", "my_bias", new)
     for att in ATTENTION:
         cfg = ModelConfig(attention=att, position="my_bias", causal=True in ATTENTION[att].caps.causal_modes)
@@ -132,19 +138,44 @@ def test_layer_info_rejects_unknown_fields():
 
 
 # ---------------------------------------------------------------------------- size estimate
-SMALL = dict(n_layers=2, d_model=32, n_heads=4, max_len=64, proj_len=8, segment_len=16, mem_len=8, cmem_len=4,
-             n_memory=3, knn_size=32, knn_k=2, n_experts=3, chunk_size=8, n_features=8, n_landmarks=4)
-_FIX = {("attention", "linformer"): dict(causal=False, position="rope"),
-        ("attention", "nystrom"): dict(causal=False, position="rope"),
-        ("attention", "linear"): dict(position="rope"), ("attention", "performer"): dict(position="rope"),
-        ("attention", "lsh"): dict(position="rope"), ("attention", "routing"): dict(position="rope"),
-        ("attention", "clustered"): dict(causal=False, position="rope"),
-        ("attention", "isab"): dict(causal=False, position="rope"), ("attention", "luna"): dict(causal=False, position="rope"),
-        ("attention", "synthesizer_dense"): dict(position="sinusoidal"),
-        ("attention", "synthesizer_random"): dict(position="sinusoidal"),
-        ("position", "none"): dict(causal=True), ("architecture", "encoder_only"): dict(causal=False)}
-EXTRA = {("position", "t5"): dict(t5_num_buckets=16), ("memory", "compressive"): dict(compression="conv"),
-         ("layer", "universal"): dict(act=True), ("layer", "gated"): dict(norm_placement="pre")}
+SMALL = dict(
+    n_layers=2,
+    d_model=32,
+    n_heads=4,
+    max_len=64,
+    proj_len=8,
+    segment_len=16,
+    mem_len=8,
+    cmem_len=4,
+    n_memory=3,
+    knn_size=32,
+    knn_k=2,
+    n_experts=3,
+    chunk_size=8,
+    n_features=8,
+    n_landmarks=4,
+)
+_FIX = {
+    ("attention", "linformer"): dict(causal=False, position="rope"),
+    ("attention", "nystrom"): dict(causal=False, position="rope"),
+    ("attention", "linear"): dict(position="rope"),
+    ("attention", "performer"): dict(position="rope"),
+    ("attention", "lsh"): dict(position="rope"),
+    ("attention", "routing"): dict(position="rope"),
+    ("attention", "clustered"): dict(causal=False, position="rope"),
+    ("attention", "isab"): dict(causal=False, position="rope"),
+    ("attention", "luna"): dict(causal=False, position="rope"),
+    ("attention", "synthesizer_dense"): dict(position="sinusoidal"),
+    ("attention", "synthesizer_random"): dict(position="sinusoidal"),
+    ("position", "none"): dict(causal=True),
+    ("architecture", "encoder_only"): dict(causal=False),
+}
+EXTRA = {
+    ("position", "t5"): dict(t5_num_buckets=16),
+    ("memory", "compressive"): dict(compression="conv"),
+    ("layer", "universal"): dict(act=True),
+    ("layer", "gated"): dict(norm_placement="pre"),
+}
 
 
 @pytest.mark.parametrize("cat,key", ALL_KEYS)
@@ -159,18 +190,32 @@ def test_approx_params_equals_the_built_model(cat, key, n_kv):
 def test_linformer_projections_count_once_per_layer_and_the_reported_config_is_refused():
     """A 90-byte config asking for 12 layers of 65536 x 8192 projections (48 GiB) must not validate."""
     with pytest.raises(ConfigError) as e:
-        ModelConfig.from_dict({"attention": "linformer", "causal": False, "proj_len": 65536, "max_len": 8192,
-                               "n_layers": 12}).validate()
+        ModelConfig.from_dict(
+            {"attention": "linformer", "causal": False, "proj_len": 65536, "max_len": 8192, "n_layers": 12}
+        ).validate()
     assert e.value.field == "proj_len" and "4096" in str(e.value)
     cfg = ModelConfig(attention="linformer", causal=False, position="rope", proj_len=16, max_len=64, n_layers=3)
     base = cfg.replace(attention="full").approx_params()
     assert cfg.approx_params() - base == 3 * 2 * 16 * 64
 
 
-@pytest.mark.parametrize("field,value", [
-    ("n_memory", 1 << 16), ("max_relative", 1 << 20), ("n_clusters", 65536), ("n_features", 1 << 14),
-    ("knn_size", 1 << 20), ("n_buckets", 1 << 16), ("n_hashes", 64), ("mem_len", 1 << 20), ("n_experts", 4096),
-    ("t5_num_buckets", 1 << 16), ("n_landmarks", 1 << 16), ("chunk_size", 1 << 20)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("n_memory", 1 << 16),
+        ("max_relative", 1 << 20),
+        ("n_clusters", 65536),
+        ("n_features", 1 << 14),
+        ("knn_size", 1 << 20),
+        ("n_buckets", 1 << 16),
+        ("n_hashes", 64),
+        ("mem_len", 1 << 20),
+        ("n_experts", 4096),
+        ("t5_num_buckets", 1 << 16),
+        ("n_landmarks", 1 << 16),
+        ("chunk_size", 1 << 20),
+    ],
+)
 def test_size_fields_past_their_cap_are_refused_naming_the_cap(field, value):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**{field: value}).validate()

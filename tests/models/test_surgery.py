@@ -4,6 +4,7 @@ References: the dense masked reference (a full-width window is the full model), 
 mean-pooled K/V heads (exact when the pooled heads are equal), position interpolation's definition
 (angles of position p / s), and StreamingLLM's sinks (the first keys visible under any pattern).
 """
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -48,11 +49,13 @@ def test_full_width_window_is_the_full_model(trained):
 def test_surgery_leaves_the_weights_bit_identical(trained):
     _, params, _ = trained
     before = {k: v.clone() for k, v in params.items()}
-    target = BASE.replace(attention="strided", stride=8, n_sinks=2, softcap=20.0, rope_scale=2.0, n_kv_heads=4).validate()
+    target = BASE.replace(
+        attention="strided", stride=8, n_sinks=2, softcap=20.0, rope_scale=2.0, n_kv_heads=4
+    ).validate()
     moved = surgery.transplant(params, BASE, target)
     for name, p in moved.named_parameters():
         assert torch.equal(p, before[name]), name
-        assert p.data_ptr() != params[name].data_ptr()             # a copy: the source is never shared
+        assert p.data_ptr() != params[name].data_ptr()  # a copy: the source is never shared
     assert all(torch.equal(t, before[name]) for name, t in params.items())
 
 
@@ -83,8 +86,17 @@ def test_merging_different_kv_heads_is_the_mean():
     assert torch.equal(merged, expected)
 
 
-@pytest.mark.parametrize("change", [dict(ffn="moe"), dict(d_model=64), dict(norm_placement="post"),
-                                    dict(attention="talking_heads"), dict(position="alibi"), dict(n_layers=3)])
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(ffn="moe"),
+        dict(d_model=64),
+        dict(norm_placement="post"),
+        dict(attention="talking_heads"),
+        dict(position="alibi"),
+        dict(n_layers=3),
+    ],
+)
 def test_changes_that_need_other_weights_are_refused_by_name(change):
     target = BASE.replace(**change).validate()
     with pytest.raises(ConfigError) as err:
@@ -124,9 +136,9 @@ def test_sinks_keep_the_first_keys_visible(attention):
     plain = pattern_mask(cfg.replace(n_sinks=0).validate(), 40)
     sunk = pattern_mask(cfg, 40)
     causal = torch.ones(40, 40, dtype=torch.bool).tril()
-    assert torch.equal(sunk[:, :3], causal[:, :3])                 # every query sees keys 0..2 (those before it)
-    assert torch.equal(sunk[:, 3:], plain[:, 3:])                  # the rest is the pattern as published
-    model = build_model(cfg).eval()                                # block-sparse run against the dense mask
+    assert torch.equal(sunk[:, :3], causal[:, :3])  # every query sees keys 0..2 (those before it)
+    assert torch.equal(sunk[:, 3:], plain[:, 3:])  # the rest is the pattern as published
+    model = build_model(cfg).eval()  # block-sparse run against the dense mask
     x = torch.randint(0, 256, (1, 130))
     with torch.no_grad():
         assert torch.allclose(model(x).logits, model(x, return_attention=True).logits, atol=1e-4)
@@ -134,6 +146,7 @@ def test_sinks_keep_the_first_keys_visible(attention):
 
 def test_rope_scale_is_position_interpolation():
     from models.positions.rope import Rope
+
     q, k = torch.randn(1, 2, 16, 8), torch.randn(1, 2, 16, 8)
     scaled = Rope(BASE.replace(rope_scale=4.0).validate())
     q2, k2, _ = scaled.modify(q, k, 0)
@@ -154,7 +167,7 @@ def test_ablating_a_head_is_zeroing_its_slice_of_the_output_projection(trained):
     with torch.no_grad():
         w = by_hand.stack.blocks[1].attn.out_proj.weight
         for h in (0, 3):
-            w[:, h * d_h:(h + 1) * d_h] = 0
+            w[:, h * d_h : (h + 1) * d_h] = 0
         assert torch.allclose(cut(x).logits, by_hand(x).logits, atol=1e-5)
         assert not torch.allclose(cut(x).logits, model(x).logits, atol=1e-3)
 

@@ -8,6 +8,7 @@ call: plain values go back, never an exception, which a GPU worker may not retur
 the pass stopped being finite; ``refuse(...)`` runs on the caller's side and raises a ``ConfigError``
 naming that, the largest weight and any setting out of the ordinary, so the page shows a sentence.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,10 @@ def cause(cfg, weights) -> str:
     if weights is not None:
         name, m = largest_weight(weights.tensors)
         if name:
-            parts.append(f"the largest weight is {m:.3g} in magnitude ({name}; float32 ends at {FLOAT32_MAX:.3g}, "
-                         "and a product of a few such weights passes it)")
+            parts.append(
+                f"the largest weight is {m:.3g} in magnitude ({name}; float32 ends at {FLOAT32_MAX:.3g}, "
+                "and a product of a few such weights passes it)"
+            )
     base = getattr(cfg, "rope_base", None)
     if getattr(cfg, "position", None) == "rope" and base is not None and not 1.0 <= base <= 1e9:
         parts.append(f"rope_base={base:g} (RoPE bases are from about 1e4 to 1e7)")
@@ -61,8 +64,12 @@ def refuse(reading: str | None, what: str, cfg, weights) -> None:
     """Raise a ``ConfigError`` naming ``reading`` (``forward_reading``'s), what is not drawn and the cause."""
     if reading is None:
         return
-    raise ConfigError("weights", reading, f"a model whose forward pass stays finite (it overflows float32, so the "
-                      f"{what} would be NaN and are not shown): {cause(as_config(cfg), weights)}")
+    raise ConfigError(
+        "weights",
+        reading,
+        f"a model whose forward pass stays finite (it overflows float32, so the "
+        f"{what} would be NaN and are not shown): {cause(as_config(cfg), weights)}",
+    )
 
 
 def refuse_losses(values, what: str, cfg, weights) -> None:

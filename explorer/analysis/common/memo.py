@@ -13,10 +13,11 @@ analysis builds a ``Request`` (checked, keyed, its GPU function and picklable ar
 miss makes a GPU call; ``fetch`` computes several misses in one (a Compare click's six analyses). The
 models are memoised where they run, per device.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from explorer.analysis.weights.trained import TrainedWeights
 from explorer.runtime.cache import TRIM_AFTER, ByteLRU, release_memory
@@ -35,11 +36,13 @@ def weights_key(weights: TrainedWeights | None):
 
 def eval_model(cfg, weights: TrainedWeights | None = None):
     """The model of a validated config (initial or ``weights``), built once and shared read-only."""
+
     def make():
         model = build_model(cfg) if weights is None else weights.eval_model(cfg)
         model = model.to(device()).eval()
         model.requires_grad_(False)
         return model
+
     # per device: the start-up paint builds it on the CPU (``on_cpu``), the GPU calls on CUDA
     return CACHE.get(("model", cfg, weights_key(weights), str(device())), make)
 
@@ -49,6 +52,7 @@ def memo(key: tuple, compute, need: int = 0):
     the ``need`` bytes the request was predicted to use in the server's memory pool (waiting, or
     refused as busy, while other work holds the pool); a request of ``TRIM_AFTER`` bytes or more hands
     its freed heap back to the system once done."""
+
     def run():
         with POOL.reserve(need, f"this {key[0]} request"):
             try:
@@ -56,6 +60,7 @@ def memo(key: tuple, compute, need: int = 0):
             finally:
                 if need >= TRIM_AFTER:
                     release_memory()
+
     return CACHE.get(key, run)
 
 
@@ -63,6 +68,7 @@ def memo(key: tuple, compute, need: int = 0):
 class Request:
     """One analysis, checked and keyed on the caller's side: ``fn(*args)`` (a GPU function, picklable
     arguments) computes the value memoised under ``key``, predicted to need ``need`` bytes."""
+
     key: tuple
     need: int
     fn: Callable

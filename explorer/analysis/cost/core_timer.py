@@ -12,6 +12,7 @@ A pre- and a post-hook on each core mark the time: ``perf_counter`` on the CPU (
 layer against milliseconds of attention), CUDA events recorded on the stream on CUDA (the host does not
 wait inside the forward; ``seconds()`` waits for the last event).
 """
+
 from __future__ import annotations
 
 import time

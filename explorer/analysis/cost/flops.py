@@ -12,6 +12,7 @@ sympy: about 1.5 s) on its first call, and the model card is on the page's first
 keeps ``torch.compile`` from tracing into the mode; nothing is compiled inside this block, so this
 mode opts out (``_should_skip_dynamo``). It keeps no per-module table, only the total.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,11 +21,23 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 
 # size / stride queries: answered by the tensor itself, never counted (as in FlopCounterMode)
-_QUERIES = {aten.sym_is_contiguous.default, aten.is_contiguous.default, aten.is_contiguous.memory_format,
-            aten.is_strides_like_format.default, aten.is_non_overlapping_and_dense.default, aten.size.default,
-            aten.sym_size.default, aten.stride.default, aten.sym_stride.default, aten.storage_offset.default,
-            aten.sym_storage_offset.default, aten.numel.default, aten.sym_numel.default, aten.dim.default,
-            torch.ops.prim.layout.default}
+_QUERIES = {
+    aten.sym_is_contiguous.default,
+    aten.is_contiguous.default,
+    aten.is_contiguous.memory_format,
+    aten.is_strides_like_format.default,
+    aten.is_non_overlapping_and_dense.default,
+    aten.size.default,
+    aten.sym_size.default,
+    aten.stride.default,
+    aten.sym_stride.default,
+    aten.storage_offset.default,
+    aten.sym_storage_offset.default,
+    aten.numel.default,
+    aten.sym_numel.default,
+    aten.dim.default,
+    torch.ops.prim.layout.default,
+}
 
 
 class FlopCount(TorchDispatchMode):

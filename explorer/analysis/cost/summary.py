@@ -12,6 +12,7 @@ computes), and names the backend
 measured: the cache decoding keeps is exactly ``2 * layers * kv_heads * d_head * L`` stored values
 (the head stack's layers; cross-attention K/V are computed once from the source).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,8 @@ import json
 import torch
 
 import kernels
-from explorer.analysis.cost.flops import FlopCount
 from explorer.analysis.common.memo import Request, eval_model, memo
+from explorer.analysis.cost.flops import FlopCount
 from explorer.analysis.cost.sweep import backend_label
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
@@ -30,14 +31,25 @@ from models.architectures import arrangement, stack_depth
 from models.encdec import CrossAttention
 
 
-def sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p=0.0, is_causal=False, *args,
-                   out_shape=None, **kwargs) -> int:
+def sdpa_cpu_flops(
+    query_shape, key_shape, value_shape, dropout_p=0.0, is_causal=False, *args, out_shape=None, **kwargs
+) -> int:
     """FlashAttention convention, as our kernels count it (``kernels.attention_flops``), for SDPA's kernel."""
     return kernels.attention_flops(query_shape, key_shape, bool(is_causal))
 
 
-def sdpa_bias_flops(query_shape, key_shape, value_shape, attn_bias_shape=None, compute_log_sumexp=False,
-                    dropout_p=0.0, is_causal=False, *args, out_shape=None, **kwargs) -> int:
+def sdpa_bias_flops(
+    query_shape,
+    key_shape,
+    value_shape,
+    attn_bias_shape=None,
+    compute_log_sumexp=False,
+    dropout_p=0.0,
+    is_causal=False,
+    *args,
+    out_shape=None,
+    **kwargs,
+) -> int:
     """The same convention for the CUDA SDPA kernels whose fourth argument is the bias (efficient, cuDNN)."""
     return sdpa_cpu_flops(query_shape, key_shape, value_shape, dropout_p, is_causal)
 
@@ -71,26 +83,41 @@ def _summary(cfg, seq_len: int, weights=None) -> dict:
     seq_len = min(seq_len, cfg.max_len) if cfg.position == "learned" else seq_len
     tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(0))
     args = [tokens.flip(-1) if k else tokens for k in range(len(arrangement(cfg).inputs))]  # one per input
-    custom = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: sdpa_cpu_flops,
-              torch.ops.aten._scaled_dot_product_flash_attention: sdpa_cpu_flops,  # CUDA: same arguments
-              torch.ops.aten._scaled_dot_product_efficient_attention: sdpa_bias_flops,
-              torch.ops.aten._scaled_dot_product_cudnn_attention: sdpa_bias_flops}
-    with torch.no_grad(), FlopCount(custom) as counter, kernels.record_backends() as ran, \
-            kernels.record_kernel_flops() as in_kernels:  # what really ran, not a prediction
+    custom = {
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: sdpa_cpu_flops,
+        torch.ops.aten._scaled_dot_product_flash_attention: sdpa_cpu_flops,  # CUDA: same arguments
+        torch.ops.aten._scaled_dot_product_efficient_attention: sdpa_bias_flops,
+        torch.ops.aten._scaled_dot_product_cudnn_attention: sdpa_bias_flops,
+    }
+    with (
+        torch.no_grad(),
+        FlopCount(custom) as counter,
+        kernels.record_backends() as ran,
+        kernels.record_kernel_flops() as in_kernels,
+    ):  # what really ran, not a prediction
         model(*(a.to(device()) for a in args))
     total = counter.total + sum(in_kernels)  # the Triton kernels' attention: no aten op to count
     regs = registries()
     components = []
     for cat in regs:
         v = regs[cat][getattr(cfg, cat)]
-        components.append({"category": cat, "key": v.key, "paper": v.paper, "summary": v.summary,
-                           "params": {p: getattr(cfg, p) for p in v.params if hasattr(cfg, p)}})
+        components.append(
+            {
+                "category": cat,
+                "key": v.key,
+                "paper": v.paper,
+                "summary": v.summary,
+                "params": {p: getattr(cfg, p) for p in v.params if hasattr(cfg, p)},
+            }
+        )
     return {
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "stacks": stack_sizes(model) if len(arrangement(cfg).stacks) > 1 else None,
-        "flops_per_token": total / seq_len, "flops_seq_len": seq_len,
+        "flops_per_token": total / seq_len,
+        "flops_seq_len": seq_len,
         "backend": backend_label(ran, cfg, device()),
-        "components": components, "config": cfg.to_dict(),
+        "components": components,
+        "config": cfg.to_dict(),
     }
 
 
@@ -119,5 +146,12 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
     def cache(kv):
         return [2 * layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
 
-    return {"seq_len": lens, "current": cache(cfg.kv_heads), "mha": cache(cfg.n_heads), "mqa": cache(1),
-            "kv_heads": cfg.kv_heads, "n_heads": cfg.n_heads, "bytes_per_value": bytes_per_value}
+    return {
+        "seq_len": lens,
+        "current": cache(cfg.kv_heads),
+        "mha": cache(cfg.n_heads),
+        "mqa": cache(1),
+        "kv_heads": cfg.kv_heads,
+        "n_heads": cfg.n_heads,
+        "bytes_per_value": bytes_per_value,
+    }

@@ -53,6 +53,7 @@ length per input of its arrangement: ``seq2seq_axis="both"`` sets every input to
 an input's name (``"source"`` / ``"target"``) sweeps that input with the others held at
 ``fixed_len``; each record then carries every input's length (``src_len``, ``tgt_len``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -65,8 +66,16 @@ import torch
 
 import kernels
 from explorer.analysis.cost.core_timer import CoreTimer
-from explorer.analysis.cost.sweep_runs import (intra_op_threads, n_runs, predicted_s, run_dtype, settle, timed_ms,
-                                          timer_name, work)
+from explorer.analysis.cost.sweep_runs import (
+    intra_op_threads,
+    n_runs,
+    predicted_s,
+    run_dtype,
+    settle,
+    timed_ms,
+    timer_name,
+    work,
+)
 from explorer.runtime import budget as request_budget
 from explorer.runtime.cache import release_memory
 from explorer.runtime.configs import as_config
@@ -89,6 +98,8 @@ DEFAULT_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 # Timings from concurrent sweeps would disturb each other, and the profiler is process-wide:
 # one measurement at a time (a lock, not shared data).
 _MEASURE_LOCK = threading.Lock()
+
+
 def memory_method(dev) -> str:
     if torch.device(dev).type == "cuda":
         return "measured: torch.cuda.max_memory_allocated"
@@ -123,16 +134,40 @@ def _inputs(cfg: ModelConfig, sizes: tuple, batch: int, dev, seed: int) -> tuple
 
 
 def _record(L, status, backend, mode, dev, ms=None, peak=None, reason="", others=0, attn_ms=None):
-    return {"seq_len": int(L), "ms": ms, "attn_ms": attn_ms, "peak_bytes": peak, "backend": backend, "status": status,
-            "reason": reason, "mode": mode, "device": str(dev), "threads": torch.get_num_threads(),
-            "memory_method": memory_method(dev), "others": int(others), "timer": timer_name(dev),
-            "dtype": str(run_dtype(dev)).removeprefix("torch.")}
+    return {
+        "seq_len": int(L),
+        "ms": ms,
+        "attn_ms": attn_ms,
+        "peak_bytes": peak,
+        "backend": backend,
+        "status": status,
+        "reason": reason,
+        "mode": mode,
+        "device": str(dev),
+        "threads": torch.get_num_threads(),
+        "memory_method": memory_method(dev),
+        "others": int(others),
+        "timer": timer_name(dev),
+        "dtype": str(run_dtype(dev)).removeprefix("torch."),
+    }
 
 
-def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *, batch: int = 1,
-                         repeats: int = 5, min_repeats: int = 2, time_budget_s: float = 5.0,
-                         progress=None, dev=None, threads: int | None = None, should_stop=None,
-                         seq2seq_axis: str = "both", fixed_len: int = 64) -> list:
+def latency_memory_sweep(
+    cfg,
+    seq_lens=DEFAULT_LENGTHS,
+    mode: str = "forward",
+    *,
+    batch: int = 1,
+    repeats: int = 5,
+    min_repeats: int = 2,
+    time_budget_s: float = 5.0,
+    progress=None,
+    dev=None,
+    threads: int | None = None,
+    should_stop=None,
+    seq2seq_axis: str = "both",
+    fixed_len: int = 64,
+) -> list:
     """One record per length (ascending); never raises for OOM, time-out or cancel (module docstring).
 
     The caller's side of the sweep: one ``measure_length`` GPU call per length, so every GPU call takes
@@ -163,9 +198,15 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
     records, stop, history = [], None, []
     if not _acquire(_MEASURE_LOCK, stopped):
         return [_record(L, "cancelled", "not run", mode, shown, reason="cancelled before it started") for L in lens]
-    opts = dict(batch=int(batch), repeats=int(repeats), min_repeats=int(min_repeats),
-                time_budget_s=float(time_budget_s), dev=None if dev is None else str(dev),
-                threads=int(threads or default_threads()), pair=pair)
+    opts = dict(
+        batch=int(batch),
+        repeats=int(repeats),
+        min_repeats=int(min_repeats),
+        time_budget_s=float(time_budget_s),
+        dev=None if dev is None else str(dev),
+        threads=int(threads or default_threads()),
+        pair=pair,
+    )
     try:
         with stop_channel(should_stop) as token:
             for n, L in enumerate(lens):
@@ -176,8 +217,7 @@ def latency_memory_sweep(cfg, seq_lens=DEFAULT_LENGTHS, mode: str = "forward", *
                 if stop is not None:
                     records.append(_record(L, stop[0], "not run", mode, shown, reason=stop[1]))
                     continue
-                rec = measure_length(cfg, L, mode, history=tuple(history), stop=token,
-                                     keep=n + 1 < len(lens), **opts)
+                rec = measure_length(cfg, L, mode, history=tuple(history), stop=token, keep=n + 1 < len(lens), **opts)
                 shown = torch.device(rec["device"])
                 records.append(rec)
                 if rec["status"] == "ok":
@@ -207,9 +247,22 @@ def _length_duration(cfg, L, mode, *, time_budget_s: float = 5.0, **_kw) -> int:
 
 
 @gpu(duration=_length_duration)
-def measure_length(cfg: ModelConfig, L: int, mode: str, *, batch: int, repeats: int, min_repeats: int,
-                   time_budget_s: float, history: tuple, stop, dev: str | None, threads: int, pair,
-                   keep: bool) -> dict:
+def measure_length(
+    cfg: ModelConfig,
+    L: int,
+    mode: str,
+    *,
+    batch: int,
+    repeats: int,
+    min_repeats: int,
+    time_budget_s: float,
+    history: tuple,
+    stop,
+    dev: str | None,
+    threads: int,
+    pair,
+    keep: bool,
+) -> dict:
     """The record of one length (a GPU call: every argument and the result are picklable). ``history``:
     the ``(length, seconds)`` measured before, for the prediction that skips a length; ``stop``: a
     ``StopToken``; ``keep``: keep the model for the next length of the same sweep (else let it go)."""
@@ -221,8 +274,21 @@ def measure_length(cfg: ModelConfig, L: int, mode: str, *, batch: int, repeats: 
             model, first = _sweep_model(cfg, dev)
             guard = Guard(stop)
             with guard.installed(model, backward=mode != "forward"):
-                return _measure_one(model, cfg, int(L), mode, dev, batch, repeats, min_repeats, time_budget_s,
-                                    list(history), guard, first=first, pair=pair)
+                return _measure_one(
+                    model,
+                    cfg,
+                    int(L),
+                    mode,
+                    dev,
+                    batch,
+                    repeats,
+                    min_repeats,
+                    time_budget_s,
+                    list(history),
+                    guard,
+                    first=first,
+                    pair=pair,
+                )
     finally:
         if not keep:
             _forget_model()
@@ -264,8 +330,9 @@ def backend_label(ran: list, cfg: ModelConfig, dev) -> str:
     return " + ".join(names)
 
 
-def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard,
-                 first: bool, pair=None) -> dict:
+def _measure_one(
+    model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, history, guard, first: bool, pair=None
+) -> dict:
     sizes = input_lengths(cfg, L, *(pair or ()))
     longest = max(sizes)
     try:  # the per-request memory budget, predicted from the shapes before anything is allocated
@@ -275,13 +342,24 @@ def _measure_one(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, 
     need = batch * L * cfg.d_model * 4 * 2  # the embeddings and one hidden state: a lower bound
     avail = _available_bytes(dev)
     if need > avail:
-        return _record(L, "oom", "not run", mode, dev,
-                       reason=f"skipped: the hidden states alone need {need / 2**30:.1f} GiB, "
-                              f"{avail / 2**30:.1f} GiB available")
+        return _record(
+            L,
+            "oom",
+            "not run",
+            mode,
+            dev,
+            reason=f"skipped: the hidden states alone need {need / 2**30:.1f} GiB, {avail / 2**30:.1f} GiB available",
+        )
     pred = predicted_s(history, L)
     if pred is not None and pred > budget:
-        return _record(L, "timeout", "not run", mode, dev,
-                       reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s")
+        return _record(
+            L,
+            "timeout",
+            "not run",
+            mode,
+            dev,
+            reason=f"skipped: predicted {pred:.1f} s per run > budget {budget:.1f} s",
+        )
     try:  # the length's predicted bytes held in the server's pool while it runs
         with POOL.reserve(predicted, f"length {L} of the sweep"), LOAD.window() as seen:
             rec = _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, guard, first, pair)
@@ -309,23 +387,42 @@ def _run_length(model, cfg, L, mode, dev, batch, repeats, min_repeats, budget, g
         sync()
         warm = time.perf_counter() - t0
         if warm > budget:
-            return _record(L, "timeout", backend, mode, dev, peak=int(peak),
-                           reason=f"one run took {warm:.2f} s > budget {budget:.2f} s")
+            return _record(
+                L,
+                "timeout",
+                backend,
+                mode,
+                dev,
+                peak=int(peak),
+                reason=f"one run took {warm:.2f} s > budget {budget:.2f} s",
+            )
         timer = CoreTimer(model, dev) if mode == "forward" else None
-        with guard.run_until(budget), (timer or contextlib.nullcontext()):
-            ms, attn_ms = timed_ms(run, dev, n_runs(warm, repeats, min_repeats, budget), budget, guard,
-                                    timer or None)
+        with guard.run_until(budget), timer or contextlib.nullcontext():
+            ms, attn_ms = timed_ms(run, dev, n_runs(warm, repeats, min_repeats, budget), budget, guard, timer or None)
     except Abandoned:
         if guard.why == "cancelled":
             return _record(L, "cancelled", backend, mode, dev, reason="cancelled during the run")
-        return _record(L, "timeout", backend, mode, dev, peak=None if peak is None else int(peak),
-                       reason=f"abandoned: a run exceeded the budget of {budget:.2f} s")
+        return _record(
+            L,
+            "timeout",
+            backend,
+            mode,
+            dev,
+            peak=None if peak is None else int(peak),
+            reason=f"abandoned: a run exceeded the budget of {budget:.2f} s",
+        )
     except ConfigError as exc:
         return _record(L, "invalid", backend, mode, dev, reason=str(exc))
     except (RuntimeError, MemoryError) as exc:
         if isinstance(exc.__cause__, Abandoned) or isinstance(exc.__context__, Abandoned):
-            return _record(L, "timeout" if guard.why == "timeout" else "cancelled", backend, mode, dev,
-                           reason=f"abandoned ({guard.why})")
+            return _record(
+                L,
+                "timeout" if guard.why == "timeout" else "cancelled",
+                backend,
+                mode,
+                dev,
+                reason=f"abandoned ({guard.why})",
+            )
         if is_out_of_memory(exc):
             if dev.type == "cuda":
                 torch.cuda.empty_cache()

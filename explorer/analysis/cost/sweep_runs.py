@@ -4,6 +4,7 @@ the timed runs and their median, the prediction that skips a length, the threads
 Split from ``explorer.analysis.cost.sweep`` (which drives the lengths, the budgets and the records); the
 module docstring there says what the timings include and exclude.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,10 +24,12 @@ def work(model, tokens, mode: str, dev):
     dev = torch.device(dev)
     cast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if dev.type == "cuda" else contextlib.nullcontext
     if mode == "forward":
+
         def run():
             with torch.no_grad(), cast():
                 model(*tokens)
     else:
+
         def run():
             try:
                 with cast():
@@ -35,6 +38,7 @@ def work(model, tokens, mode: str, dev):
                 loss.backward()
             finally:  # an abandoned backward leaves partial grads: clear them either way
                 model.zero_grad(set_to_none=True)
+
     return run
 
 

@@ -24,6 +24,7 @@ visitor's config under a placement (the session's weights, else a bundle trained
 config, e.g. the ``default`` pre-LN and ``post_ln`` bundles) adds one point at its own depth,
 measured on the same batch with one seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,16 @@ import time
 
 import torch
 
-from explorer.analysis.weights.bundled import bundle_for, bundled_weights
-from explorer.analysis.gradients.depth_stored import STORED, preload, write
-from explorer.analysis.gradients.norms import branch_gradient_norms, gradient_norms, input_batch, next_token_loss, outermost
 from explorer.analysis.common.memo import Request, fetch
+from explorer.analysis.gradients.depth_stored import STORED, preload, write
+from explorer.analysis.gradients.norms import (
+    branch_gradient_norms,
+    gradient_norms,
+    input_batch,
+    next_token_loss,
+    outermost,
+)
+from explorer.analysis.weights.bundled import bundle_for, bundled_weights
 from explorer.analysis.weights.trained import TrainedWeights, applicable
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
@@ -46,17 +53,24 @@ from models.attention import PARAMS, pattern_mask
 from models.blocks import Attention
 
 DEPTHS = (2, 4, 6, 8, 12, 16, 24)
-SEEDS = 2           # initialisations averaged per point (the spread between seeds is a few per cent)
+SEEDS = 2  # initialisations averaged per point (the spread between seeds is a few per cent)
 SEQ_LEN, BATCH = 32, 4  # the seeded random batch: 4 sequences of 32 tokens
-MAX_D_MODEL = 128   # the sweep's width cap: 70 models stay a few seconds on a CPU
+MAX_D_MODEL = 128  # the sweep's width cap: 70 models stay a few seconds on a CPU
 LOSS = "next-token cross-entropy on a seeded batch of random tokens"
 INIT = "the catalogue's init (Xavier-uniform projections, N(0, 0.02) embedding)"
 
 
 # ---------------------------------------------------------------------------- the use case
-def depth_scaling(cfg, weights: TrainedWeights | None = None, depths=DEPTHS, seeds: int = SEEDS,
-                  seq_len: int = SEQ_LEN, batch: int = BATCH, max_d_model: int = MAX_D_MODEL,
-                  placements=None) -> dict:
+def depth_scaling(
+    cfg,
+    weights: TrainedWeights | None = None,
+    depths=DEPTHS,
+    seeds: int = SEEDS,
+    seq_len: int = SEQ_LEN,
+    batch: int = BATCH,
+    max_d_model: int = MAX_D_MODEL,
+    placements=None,
+) -> dict:
     """Last-layer FFN output gradient norm against depth, per norm placement (see the module docstring;
     ``placements``: a subset of the registered ones, default all).
 
@@ -68,14 +82,27 @@ def depth_scaling(cfg, weights: TrainedWeights | None = None, depths=DEPTHS, see
     the loss or gradient was not finite at that depth (a placement without a norm overflows).
     """
     cfg = as_config(cfg)
-    sweep, notes, requests, skipped, skipped_depths = sweep_requests(cfg, depths, seeds, seq_len, batch, max_d_model,
-                                                                     placements)
+    sweep, notes, requests, skipped, skipped_depths = sweep_requests(
+        cfg, depths, seeds, seq_len, batch, max_d_model, placements
+    )
     depths = tuple(sorted({int(d) for d in depths}))
     preload(requests.values())  # the landing config's sweep is stored with the code: no compute at start-up
     got = fetch(list(requests.values()))
-    result = {"depths": list(depths), "d_model": sweep.d_model, "seeds": int(seeds), "seq_len": int(seq_len),
-              "batch": int(batch), "loss": LOSS, "init": INIT, "placements": {}, "skipped": skipped,
-              "trained": {}, "notes": notes, "quantity": "ffn_out", "parameter": ""}
+    result = {
+        "depths": list(depths),
+        "d_model": sweep.d_model,
+        "seeds": int(seeds),
+        "seq_len": int(seq_len),
+        "batch": int(batch),
+        "loss": LOSS,
+        "init": INIT,
+        "placements": {},
+        "skipped": skipped,
+        "trained": {},
+        "notes": notes,
+        "quantity": "ffn_out",
+        "parameter": "",
+    }
     for placement, value in zip(requests, got):
         value = json.loads(json.dumps(value))  # a fresh copy: callers may modify it
         value["skipped"] = skipped_depths[placement]
@@ -88,8 +115,15 @@ def depth_scaling(cfg, weights: TrainedWeights | None = None, depths=DEPTHS, see
     return result
 
 
-def sweep_requests(cfg, depths=DEPTHS, seeds: int = SEEDS, seq_len: int = SEQ_LEN, batch: int = BATCH,
-                   max_d_model: int = MAX_D_MODEL, placements=None) -> tuple:
+def sweep_requests(
+    cfg,
+    depths=DEPTHS,
+    seeds: int = SEEDS,
+    seq_len: int = SEQ_LEN,
+    batch: int = BATCH,
+    max_d_model: int = MAX_D_MODEL,
+    placements=None,
+) -> tuple:
     """``(sweep config, notes, {placement: Request}, {placement: why skipped}, {placement: {depth: why}})``:
     what ``depth_scaling`` computes, checked and keyed on the caller's side (no model runs)."""
     sweep, notes = sweep_config(as_config(cfg), max_d_model)
@@ -104,7 +138,9 @@ def sweep_requests(cfg, depths=DEPTHS, seeds: int = SEEDS, seq_len: int = SEQ_LE
             continue
         try:
             other = sweep.replace(norm_placement=placement).validate()
-            requests[placement], skipped_depths[placement] = _request(other, depths, int(seeds), int(seq_len), int(batch))
+            requests[placement], skipped_depths[placement] = _request(
+                other, depths, int(seeds), int(seq_len), int(batch)
+            )
         except ConfigError as exc:
             skipped[placement] = str(exc)
     return sweep, notes, requests, skipped, skipped_depths
@@ -128,12 +164,20 @@ def _pattern_as_full(cfg) -> tuple:
     if cfg.attention == "full" or cfg.attention not in PARAMS:
         return cfg, []
     defaults = ModelConfig()
-    full = cfg.replace(attention="full", **{n: getattr(defaults, n) for n in PARAMS[cfg.attention]
-                                            if n != "seed" and hasattr(defaults, n)}).validate()
+    full = cfg.replace(
+        attention="full",
+        **{n: getattr(defaults, n) for n in PARAMS[cfg.attention] if n != "seed" and hasattr(defaults, n)},
+    ).validate()
     same = torch.equal(pattern_mask(cfg, SEQ_LEN), pattern_mask(full, SEQ_LEN))
-    return full, [f"measured with full attention: {cfg.attention} "
-                  + ("allows every pair of it" if same else "changes which keys a query reads, not the residual "
-                     "and norm path Theorem 1 is about") + f" on the sweep's {SEQ_LEN} tokens"]
+    return full, [
+        f"measured with full attention: {cfg.attention} "
+        + (
+            "allows every pair of it"
+            if same
+            else "changes which keys a query reads, not the residual and norm path Theorem 1 is about"
+        )
+        + f" on the sweep's {SEQ_LEN} tokens"
+    ]
 
 
 def _narrow(cfg, max_d_model: int) -> tuple:
@@ -147,8 +191,10 @@ def _narrow(cfg, max_d_model: int) -> tuple:
         narrow = cfg.replace(d_model=d, n_heads=heads, n_kv_heads=kv, d_ff=d_ff).validate()
     except ConfigError:
         return cfg, [f"measured at your d_model {cfg.d_model}: a narrower config does not validate"]
-    return narrow, [f"measured at d_model {d} ({heads} heads) instead of your {cfg.d_model}, so that "
-                    f"{len(DEPTHS)} depths x 5 placements stay a few seconds"]
+    return narrow, [
+        f"measured at d_model {d} ({heads} heads) instead of your {cfg.d_model}, so that "
+        f"{len(DEPTHS)} depths x 5 placements stay a few seconds"
+    ]
 
 
 def _request(cfg, depths: tuple, seeds: int, seq_len: int, batch: int) -> tuple:
@@ -199,8 +245,14 @@ def compute_depth_scaling(cfg, depths: tuple, seeds: int, seq_len: int, batch: i
         per_seed.append([r[-1] if good else None for r, good in zip(runs, ok)])
         last.append(sum(r[-1] for r in finite) / len(finite) if finite else None)
         profile.append([sum(col) / len(finite) for col in zip(*finite)] if finite else [])
-    return {"depths": list(depths), "last": last, "per_seed": per_seed, "profile": profile,
-            "quantity": quantity, "parameter": parameter}
+    return {
+        "depths": list(depths),
+        "last": last,
+        "per_seed": per_seed,
+        "profile": profile,
+        "quantity": quantity,
+        "parameter": parameter,
+    }
 
 
 def measure_model(cfg, seq_len: int, batch: int) -> tuple:
@@ -245,12 +297,21 @@ def trained_points(cfg, weights: TrainedWeights | None, seq_len: int, batch: int
             w = bundled
         if w is None:
             continue
-        label = f"'{bundle_for(other).name}' bundle" if bundled is not None and w.digest == bundled.digest else "your weights"
+        label = (
+            f"'{bundle_for(other).name}' bundle"
+            if bundled is not None and w.digest == bundled.digest
+            else "your weights"
+        )
         r = gradient_norms(other, seq_len=seq_len, batch=batch, seed=0, weights=w)
         values = r.get(quantity) or []
         if values and values[-1] is not None and math.isfinite(values[-1]):
-            points[placement] = {"depth": len(values), "last": values[-1], "profile": values,
-                                 "source": w.source or "trained weights", "label": label}
+            points[placement] = {
+                "depth": len(values),
+                "last": values[-1],
+                "profile": values,
+                "source": w.source or "trained weights",
+                "label": label,
+            }
     return points
 
 

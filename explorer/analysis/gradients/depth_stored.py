@@ -10,6 +10,7 @@ any other config). A test recomputes stored depths from the code and compares, s
 models' init or forward cannot leave the file stale silently; ``python -m explorer.analysis.gradients.depth_scaling
 --write`` regenerates it (for ``ModelConfig()``, the config the page opens with).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,11 +53,16 @@ def write(sweeps: list, seconds: float, path: Path = STORED) -> dict:
     ``explorer.analysis.gradients.depth_scaling.store``) with the commit and torch version they were computed at."""
     import torch
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=path.parent).stdout.strip()
-    record = {"about": "explorer.analysis.gradients.depth_stored: the landing config's depth sweep at initialisation",
-              "commit": commit, "torch": torch.__version__, "seconds": round(seconds, 1),
-              "sweeps": [{"key": list(s["key"]), "value": s["value"]} for s in sweeps]}
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=path.parent
+    ).stdout.strip()
+    record = {
+        "about": "explorer.analysis.gradients.depth_stored: the landing config's depth sweep at initialisation",
+        "commit": commit,
+        "torch": torch.__version__,
+        "seconds": round(seconds, 1),
+        "sweeps": [{"key": list(s["key"]), "value": s["value"]} for s in sweeps],
+    }
     path.write_text(json.dumps(record, indent=1) + "\n")
     stored_values.cache_clear()
     return record

@@ -30,6 +30,7 @@ this is exactly the norm of the gradient with respect to the full-sequence hidde
 reversible stack recomputes its layer inputs inside a custom ``autograd.Function`` (that is how
 it saves memory), so no tensor holding them is on the autograd graph: reported as None, noted.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,9 @@ def input_batch(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0) -> tuple:
     """Seeded random token batches ``(batch, seq_len)``, one per input of ``cfg``'s arrangement, drawn
     in call order from one generator (``(tokens,)``, or ``(source, target)``)."""
     gen = torch.Generator().manual_seed(int(seed))
-    return tuple(torch.randint(0, cfg.vocab_size, (int(batch), int(seq_len)), generator=gen)
-                 for _ in arrangement(cfg).inputs)
+    return tuple(
+        torch.randint(0, cfg.vocab_size, (int(batch), int(seq_len)), generator=gen) for _ in arrangement(cfg).inputs
+    )
 
 
 def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -65,8 +67,9 @@ def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
 
-def gradient_norms(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
-                   weights: TrainedWeights | None = None) -> dict:
+def gradient_norms(
+    cfg, seq_len: int = 64, batch: int = 8, seed: int = 0, weights: TrainedWeights | None = None
+) -> dict:
     """Per-layer gradient norms of one backward of the next-token loss, at initialisation or of the
     trained ``weights`` of this config (an argument, never read from a context: None is the initial weights).
 
@@ -89,16 +92,23 @@ def text_gradient_norms(cfg, tokens, weights: TrainedWeights | None = None) -> d
     return json.loads(json.dumps(memo(req.key, lambda: req.compute(), need=req.need)))
 
 
-def gradients_request(cfg, seq_len: int = 64, batch: int = 8, seed: int = 0,
-                      weights: TrainedWeights | None = None, tokens: tuple | None = None) -> Request:
+def gradients_request(
+    cfg,
+    seq_len: int = 64,
+    batch: int = 8,
+    seed: int = 0,
+    weights: TrainedWeights | None = None,
+    tokens: tuple | None = None,
+) -> Request:
     """What ``gradient_norms`` computes, checked and keyed on the caller's side (no model runs);
     ``tokens``: one given sequence (batch 1, a decoder's) instead of seeded random batches."""
     cfg = as_config(cfg)
     if int(seq_len) < 2 or int(batch) < 1:
         raise ConfigError("seq_len", seq_len, "seq_len >= 2 and batch >= 1 (next-token loss)")
     if tokens is not None and (len(arrangement(cfg).inputs) != 1 or any(not 0 <= t < cfg.vocab_size for t in tokens)):
-        raise ConfigError("tokens", len(tokens), f"one sequence of ids below vocab_size={cfg.vocab_size} for a "
-                          "single-stack model")
+        raise ConfigError(
+            "tokens", len(tokens), f"one sequence of ids below vocab_size={cfg.vocab_size} for a single-stack model"
+        )
     w = checked_for(cfg, weights)
     need = budget.check(cfg, "gradients", int(seq_len), int(batch))
     key = ("gradients", cfg, int(seq_len), int(batch), int(seed), weights_key(w), tokens)
@@ -148,15 +158,17 @@ CHECKPOINT_GRADIENT_TOKENS = 128  # a pretrained model's backward on a CPU: 128 
 @dataclass(frozen=True)
 class DrawnGradients:
     """The gradient norms a page, an API call and an export show for one config and weights."""
-    results: dict                 # norm placement -> ``gradient_norms``' result
-    skipped: dict                 # placement(s) -> why not measured
-    tokens: int                   # the sequence the norms were measured on (a checkpoint: its text's tokens)
-    on_text: bool = False         # a checkpoint's loss on the visitor's text (else the seeded batch)
+
+    results: dict  # norm placement -> ``gradient_norms``' result
+    skipped: dict  # placement(s) -> why not measured
+    tokens: int  # the sequence the norms were measured on (a checkpoint: its text's tokens)
+    on_text: bool = False  # a checkpoint's loss on the visitor's text (else the seeded batch)
     notes: tuple = field(default=())
 
 
-def drawn_gradients(cfg, text: str | None = None, weights: TrainedWeights | None = None,
-                    every_placement: bool = True) -> DrawnGradients:
+def drawn_gradients(
+    cfg, text: str | None = None, weights: TrainedWeights | None = None, every_placement: bool = True
+) -> DrawnGradients:
     """The gradient norms of ``cfg`` drawn with ``weights`` (the record drawn for ``cfg``, checked once by
     the caller: ``explorer.analysis.source.drawn_for``; None: the initial weights; see the module docstring). ``every_placement=False``: the config's own placement only (the API).
     ``text``: the visitor's text (None or "": the config's example text)."""
@@ -172,15 +184,22 @@ def drawn_gradients(cfg, text: str | None = None, weights: TrainedWeights | None
 
 
 def _checkpoint_gradients(cfg, text: str, weights: TrainedWeights) -> DrawnGradients:
-    ids = model_input(cfg, text, max_bytes=CHECKPOINT_GRADIENT_TOKENS,
-                      tokenizer=weights.tokenizer).ids("tokens") if len(arrangement(cfg).inputs) == 1 else ()
+    ids = (
+        model_input(cfg, text, max_bytes=CHECKPOINT_GRADIENT_TOKENS, tokenizer=weights.tokenizer).ids("tokens")
+        if len(arrangement(cfg).inputs) == 1
+        else ()
+    )
     why = "a pretrained checkpoint is drawn with its own norm placement (another one needs other weights)"
     others = [p for p in registries()["norm_placement"] if p != cfg.norm_placement]
     skipped = {", ".join(others): why}
     if len(ids) < 2:
         note = "an encoder-decoder's" if ids == () else "a text of one token's"
-        return DrawnGradients({}, {cfg.norm_placement: f"no next-token loss on {note} checkpoint text", **skipped},
-                              max(1, len(ids)), on_text=True)
+        return DrawnGradients(
+            {},
+            {cfg.norm_placement: f"no next-token loss on {note} checkpoint text", **skipped},
+            max(1, len(ids)),
+            on_text=True,
+        )
     return DrawnGradients({cfg.norm_placement: text_gradient_norms(cfg, ids, weights)}, skipped, len(ids), on_text=True)
 
 
@@ -271,21 +290,26 @@ def branch_gradient_norms(model: nn.Module, inputs, loss_fn) -> dict:
     for k, g in zip(live, got):
         grads[k] = g
     n_a, n_c, n_f, n_h = len(attn_params), len(cross_params), len(flat_ffn), len(hidden)
-    g_attn, g_cross = grads[:n_a], grads[n_a:n_a + n_c]
-    g_ffn = grads[n_a + n_c:n_a + n_c + n_f]
-    g_hidden, g_calls = grads[n_a + n_c + n_f:n_a + n_c + n_f + n_h], grads[n_a + n_c + n_f + n_h:]
+    g_attn, g_cross = grads[:n_a], grads[n_a : n_a + n_c]
+    g_ffn = grads[n_a + n_c : n_a + n_c + n_f]
+    g_hidden, g_calls = grads[n_a + n_c + n_f : n_a + n_c + n_f + n_h], grads[n_a + n_c + n_f + n_h :]
     notes = []
     if any(g is None for g in g_hidden):
-        why = ("the reversible stack recomputes each layer's input inside its custom autograd Function "
-               "(activations are not stored), so" if cfg.layer == "reversible" else "some layer inputs are not on "
-               "the loss's autograd path, so")
+        why = (
+            "the reversible stack recomputes each layer's input inside its custom autograd Function "
+            "(activations are not stored), so"
+            if cfg.layer == "reversible"
+            else "some layer inputs are not on the loss's autograd path, so"
+        )
         notes.append(f"{why} the gradient with respect to them cannot be measured: layer input ‖∇x‖ is None")
     if max(len(parts) for parts in seg_inputs) > 1:
-        notes.append(f"the input ran in {len(seg_inputs[0])} memory segments: layer input ‖∇x‖ is the norm over "
-                     "all segments' inputs, sqrt(Σ_s ‖∇x_s‖²)")
+        notes.append(
+            f"the input ran in {len(seg_inputs[0])} memory segments: layer input ‖∇x‖ is the norm over "
+            "all segments' inputs, sqrt(Σ_s ‖∇x_s‖²)"
+        )
     seg_norms, k = [], 0
     for parts in seg_inputs:
-        gs = g_hidden[k:k + len(parts)]
+        gs = g_hidden[k : k + len(parts)]
         k += len(parts)
         seg_norms.append(None if any(g is None for g in gs) else _fro(gs))
     residual = _per_layer(seg_norms, n_layers, notes, "hidden states")
@@ -293,20 +317,28 @@ def branch_gradient_norms(model: nn.Module, inputs, loss_fn) -> dict:
         attn = [_fro([g]) for g in g_attn]
         ffn, k = [], 0
         for group in ffn_groups:
-            ffn.append(_fro(g_ffn[k:k + len(group)]))
+            ffn.append(_fro(g_ffn[k : k + len(group)]))
             k += len(group)
     else:
         per_call = _per_call_weight_grads(recorder, g_calls)
         attn = _applications([per_call[id(m.out_proj)] for m in attn_mods], n_layers, notes, "attention")
         ffn = _ffn_applications(model, ffn_groups, per_call, g_ffn, n_layers, notes)
-    result = {"layer": list(range(len(residual))), "attn_out": attn, "ffn_out": ffn, "residual": residual,
-              "loss": loss.item(), "notes": notes}
+    result = {
+        "layer": list(range(len(residual))),
+        "attn_out": attn,
+        "ffn_out": ffn,
+        "residual": residual,
+        "loss": loss.item(),
+        "notes": notes,
+    }
     if len(stacks) > 1:
         result.update(_stack_columns(out.layers, stacks, [_fro([g]) for g in g_cross]))
-        notes.append(f"{cfg.architecture.replace('_', '-')}: loss = next-token cross-entropy of the "
-                     f"{stacks[-1].reads} given the {' and '.join(s.reads for s in stacks[:-1])} (teacher forcing); "
-                     f"the {' and '.join(s.name for s in stacks[:-1])}'s gradients arrive only through "
-                     "cross-attention")
+        notes.append(
+            f"{cfg.architecture.replace('_', '-')}: loss = next-token cross-entropy of the "
+            f"{stacks[-1].reads} given the {' and '.join(s.reads for s in stacks[:-1])} (teacher forcing); "
+            f"the {' and '.join(s.name for s in stacks[:-1])}'s gradients arrive only through "
+            "cross-attention"
+        )
     return result
 
 
@@ -333,8 +365,10 @@ def _per_layer(norms: list, n_layers: int, notes: list, what: str) -> list:
         if len(norms) != n_layers:
             notes.append(f"{what}: {len(norms)} applied layers for n_layers={n_layers}")
         return norms
-    return [None if any(x is None for x in norms[i::n_layers]) else float(sum(x ** 2 for x in norms[i::n_layers]) ** 0.5)
-            for i in range(n_layers)]
+    return [
+        None if any(x is None for x in norms[i::n_layers]) else float(sum(x**2 for x in norms[i::n_layers]) ** 0.5)
+        for i in range(n_layers)
+    ]
 
 
 def _per_call_weight_grads(recorder: _CallRecorder, g_calls) -> dict:
@@ -367,8 +401,8 @@ def _ffn_applications(model, ffn_groups, per_call, g_ffn, n_layers, notes) -> li
         counts = {len(per_call.get(id(lin), [])) for lin in lins if lin is not None}
         if None in lins or len(counts) != 1:
             notes.append("ffn: reported per module (calls differ per application)")
-            k = sum(len(g) for g in ffn_groups[:ffn_groups.index(group)])
-            out.append(_fro(g_ffn[k:k + len(group)]))
+            k = sum(len(g) for g in ffn_groups[: ffn_groups.index(group)])
+            out.append(_fro(g_ffn[k : k + len(group)]))
             continue
         for c in range(counts.pop()):
             out.append(_fro([per_call[id(lin)][c] for lin in lins]))

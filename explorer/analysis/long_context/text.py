@@ -14,6 +14,7 @@ of ``L`` is ``L`` tokens of the model's own vocabulary.
 - ``pasted``: the visitor's own text, at most ``MAX_PASTED_BYTES``; a text of fewer tokens than asked
   is read whole (the length becomes its own).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,18 +25,19 @@ from models import ConfigError
 
 SOURCES = ("heldout", "repeat", "pasted")
 MAX_PASTED_BYTES = 64 * 1024
-REPEAT_DISTANCE = 3072          # tokens between the two copies of the repeated paragraph (at L >= 2 x this)
-REPEAT_BYTES = (200, 600)       # the repeated paragraph: a held-out one of this many bytes
-MIN_TOKENS = 2                  # a next-token loss needs two tokens
+REPEAT_DISTANCE = 3072  # tokens between the two copies of the repeated paragraph (at L >= 2 x this)
+REPEAT_BYTES = (200, 600)  # the repeated paragraph: a held-out one of this many bytes
+MIN_TOKENS = 2  # a next-token loss needs two tokens
 
 
 @dataclass(frozen=True)
 class Passage:
     """The ``(L,)`` token ids a model reads, and what they are."""
+
     ids: tuple
     source: str
     notes: tuple = ()
-    repeat: tuple | None = None   # (first copy's start, second copy's start, copy length) in tokens
+    repeat: tuple | None = None  # (first copy's start, second copy's start, copy length) in tokens
 
 
 def heldout_text() -> str:
@@ -50,6 +52,7 @@ def _ids(cfg, text: str, n: int, tokenizer) -> tuple:
 
 def _name(cfg) -> str:
     from models.architectures import arrangement
+
     return arrangement(cfg).inputs[0]
 
 
@@ -57,8 +60,10 @@ def _filled(cfg, text: str, n: int, tokenizer, notes: list, what: str) -> tuple:
     """``n`` tokens of ``text``, repeated from its start when it holds fewer (said in ``notes``)."""
     ids = _ids(cfg, text, n, tokenizer)
     if len(ids) < n:
-        notes.append(f"{what} holds {len(ids)} tokens: it is repeated from its start to reach {n}, so past "
-                     f"position {len(ids)} the text is a copy (a long-range repeat of its own)")
+        notes.append(
+            f"{what} holds {len(ids)} tokens: it is repeated from its start to reach {n}, so past "
+            f"position {len(ids)} the text is a copy (a long-range repeat of its own)"
+        )
         ids = (ids * (-(-n // len(ids))))[:n]
     return ids
 
@@ -99,8 +104,10 @@ def passage(cfg, length: int, source: str, text=None, tokenizer=None) -> Passage
     first = min(256, length // 8)
     filler = _filled(cfg, held.replace(para, ""), length, tokenizer, notes, "the held-out split less the paragraph")
     gap = distance - len(copy)
-    ids = filler[:first] + copy + filler[first:first + gap] + copy + filler[first + gap:]
+    ids = filler[:first] + copy + filler[first : first + gap] + copy + filler[first + gap :]
     if distance != REPEAT_DISTANCE:
-        notes.append(f"at {length} tokens the copies are {distance} tokens apart ({REPEAT_DISTANCE} from "
-                     f"{2 * REPEAT_DISTANCE} tokens on)")
+        notes.append(
+            f"at {length} tokens the copies are {distance} tokens apart ({REPEAT_DISTANCE} from "
+            f"{2 * REPEAT_DISTANCE} tokens on)"
+        )
     return Passage(tuple(ids[:length]), source, tuple(notes), (first, first + distance, len(copy)))

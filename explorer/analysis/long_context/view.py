@@ -24,6 +24,7 @@ model's forward up to that layer with an ``Interventions`` record whose core obs
 post-position ``q``, ``k`` and score modifiers and evaluates the softmax of the cell's query rows over all keys (``rows x L``, float64),
 then stops the forward. Bins (``loss_bins``, ``stats_bins``) are means over equal position ranges.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,13 +52,18 @@ from models.interventions import Interventions
 from models.long_context import pooled_maps, reporting
 
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
-DEFAULT_LENGTH = 2048   # the default bundle was trained at 128 bytes: 16x its trained length
+DEFAULT_LENGTH = 2048  # the default bundle was trained at 128 bytes: 16x its trained length
 WINDOW, SINKS = 64, 4
-CHANGES = {"window": {"attention": "sliding_window", "window": WINDOW},
-           "window_sinks": {"attention": "sliding_window", "window": WINDOW, "n_sinks": SINKS},
-           "controls": None}
-CHANGE_NAMES = {"window": f"{WINDOW}-key sliding window", "window_sinks": f"{WINDOW}-key window + {SINKS} sinks",
-                "controls": "the controls' surgery"}
+CHANGES = {
+    "window": {"attention": "sliding_window", "window": WINDOW},
+    "window_sinks": {"attention": "sliding_window", "window": WINDOW, "n_sinks": SINKS},
+    "controls": None,
+}
+CHANGE_NAMES = {
+    "window": f"{WINDOW}-key sliding window",
+    "window_sinks": f"{WINDOW}-key window + {SINKS} sinks",
+    "controls": "the controls' surgery",
+}
 STATS = ("entropy", "distance", "sink", "local")
 N_BINS = 64
 
@@ -79,35 +85,39 @@ def check_length(length) -> int:
     except (TypeError, ValueError):
         value = None
     if value not in allowed:
-        raise ConfigError("length", str(length)[:20], f"one of {allowed} tokens (this server's cap: "
-                          f"{settings.LONG_CONTEXT_MAX_TOKENS}={max_tokens()})")
+        raise ConfigError(
+            "length",
+            str(length)[:20],
+            f"one of {allowed} tokens (this server's cap: {settings.LONG_CONTEXT_MAX_TOKENS}={max_tokens()})",
+        )
     return value
 
 
 @dataclass
 class Side:
     """One model's pooled maps, statistics and loss over the passage."""
+
     name: str
     config: object
     model: torch.nn.Module = field(repr=False)
-    mass: np.ndarray            # (layers, h, n_q, n_k) float32 attention mass per cell
-    stats: dict                 # name -> (layers, h, L) float32 per query
-    loss: np.ndarray | None     # (L - 1,) nats: the loss of predicting token t + 1, t = 0 .. L - 2
+    mass: np.ndarray  # (layers, h, n_q, n_k) float32 attention mass per cell
+    stats: dict  # name -> (layers, h, L) float32 per query
+    loss: np.ndarray | None  # (L - 1,) nats: the loss of predicting token t + 1, t = 0 .. L - 2
     block_q: int
     block_k: int
     backend: str
     method: str
     notes: list
-    layers: list                # the model layer index of each map
+    layers: list  # the model layer index of each map
 
 
 @dataclass
 class LongContext:
     length: int
     passage: Passage
-    unit: str                   # "byte" or "token"
+    unit: str  # "byte" or "token"
     trained_length: int | None  # None: weights with no training length (initial, your run)
-    origin: str                 # what the weights are, as the page says it
+    origin: str  # what the weights are, as the page says it
     sides: list
     notes: list
     predicted_bytes: int
@@ -117,14 +127,16 @@ class LongContext:
         """``(centres, [per side: means or None])`` of the per-token loss over ``n_bins`` position ranges
         (token ``t + 1``'s loss sits at position ``t + 1``)."""
         pos = np.arange(1, self.length)
-        return bin_centres(self.length, n_bins), [None if s.loss is None else bin_means(s.loss, pos, self.length, n_bins)
-                                                  for s in self.sides]
+        return bin_centres(self.length, n_bins), [
+            None if s.loss is None else bin_means(s.loss, pos, self.length, n_bins) for s in self.sides
+        ]
 
     def stats_bins(self, n_bins: int = N_BINS) -> tuple:
         """``(centres, [per side: {stat: (layers, h, n_bins)}])``."""
         pos = np.arange(self.length)
-        return bin_centres(self.length, n_bins), [{k: bin_means(v, pos, self.length, n_bins) for k, v in s.stats.items()}
-                                                  for s in self.sides]
+        return bin_centres(self.length, n_bins), [
+            {k: bin_means(v, pos, self.length, n_bins) for k, v in s.stats.items()} for s in self.sides
+        ]
 
 
 def _edges(length: int, n_bins: int) -> np.ndarray:
@@ -169,11 +181,16 @@ def _changed(src, base_cfg, base_model, change: str, notes: list):
     """``(name, config, make)`` of the model beside the one as trained, or None."""
     if change == "controls":
         if src.config == base_cfg or src.weights is None:
-            notes.append("the controls' config is the model as trained: no surgery to draw beside it "
-                         "(pick a window, or change the pattern, sinks or window in the controls)")
+            notes.append(
+                "the controls' config is the model as trained: no surgery to draw beside it "
+                "(pick a window, or change the pattern, sinks or window in the controls)"
+            )
             return None
-        return ", ".join(f"{k}={getattr(src.config, k)!r}" for k in model_surgery.changed_fields(base_cfg, src.config)), \
-            src.config, lambda: src.weights.eval_model(src.config).eval()
+        return (
+            ", ".join(f"{k}={getattr(src.config, k)!r}" for k in model_surgery.changed_fields(base_cfg, src.config)),
+            src.config,
+            lambda: src.weights.eval_model(src.config).eval(),
+        )
     cfg = base_cfg.replace(**CHANGES[change]).validate()
     if cfg == base_cfg:
         notes.append(f"the model as trained already has a {CHANGE_NAMES[change]}: one model drawn")
@@ -231,12 +248,18 @@ def compute_side(model, tokens: torch.Tensor, stop: StopToken = NEVER) -> dict:
     except Abandoned as e:
         return {"stopped": str(e) or "stopped"}
     first = maps.maps[0]
-    return {"mass": torch.stack([x.mass[0] for x in maps.maps]).float().cpu().numpy(),
-            "stats": {k: torch.stack([getattr(x, k)[0] for x in maps.maps]).float().cpu().numpy() for k in STATS},
-            "loss": None if maps.loss is None else maps.loss[0].float().cpu().numpy(),
-            "block_q": int(first.block_q), "block_k": int(first.block_k), "backend": str(first.backend),
-            "method": maps.method, "notes": [str(n) for n in maps.notes], "layers": [int(i) for i in maps.layers],
-            "device": str(dev)}
+    return {
+        "mass": torch.stack([x.mass[0] for x in maps.maps]).float().cpu().numpy(),
+        "stats": {k: torch.stack([getattr(x, k)[0] for x in maps.maps]).float().cpu().numpy() for k in STATS},
+        "loss": None if maps.loss is None else maps.loss[0].float().cpu().numpy(),
+        "block_q": int(first.block_q),
+        "block_k": int(first.block_k),
+        "backend": str(first.backend),
+        "method": maps.method,
+        "notes": [str(n) for n in maps.notes],
+        "layers": [int(i) for i in maps.layers],
+        "device": str(dev),
+    }
 
 
 def _side(name, cfg, model, tokens, should_stop, report) -> Side:
@@ -247,16 +270,35 @@ def _side(name, cfg, model, tokens, should_stop, report) -> Side:
         raise ConfigError(*out["error"])
     if out.get("stopped"):
         raise Abandoned(out["stopped"])
-    return Side(name, cfg, model, out["mass"], out["stats"], out["loss"], out["block_q"], out["block_k"],
-                out["backend"], out["method"], out["notes"], out["layers"])
+    return Side(
+        name,
+        cfg,
+        model,
+        out["mass"],
+        out["stats"],
+        out["loss"],
+        out["block_q"],
+        out["block_k"],
+        out["backend"],
+        out["method"],
+        out["notes"],
+        out["layers"],
+    )
 
 
 def _never() -> bool:
     return False
 
 
-def long_context(src, length=DEFAULT_LENGTH, source: str = "heldout", text=None, change: str = "window",
-                 should_stop=None, progress=None) -> LongContext:
+def long_context(
+    src,
+    length=DEFAULT_LENGTH,
+    source: str = "heldout",
+    text=None,
+    change: str = "window",
+    should_stop=None,
+    progress=None,
+) -> LongContext:
     """The long-context view of ``src`` (module docstring). ``progress(fraction, message)``: called per
     layer; ``should_stop()``: polled between modules (``Abandoned`` raised when it says so)."""
     t0 = time.perf_counter()
@@ -279,10 +321,14 @@ def long_context(src, length=DEFAULT_LENGTH, source: str = "heldout", text=None,
     sides = []
     with POOL.reserve(need, f"the long-context view at {L} tokens"):
         for k, (name, cfg, make) in enumerate(drawn):
+
             def report(frac, k=k, name=name):
                 if progress is not None:
-                    progress((k + frac) / len(drawn), f"{name}: layer {int(frac * cfg.n_layers)} of {cfg.n_layers} "
-                                                      f"at {L} tokens")
+                    progress(
+                        (k + frac) / len(drawn),
+                        f"{name}: layer {int(frac * cfg.n_layers)} of {cfg.n_layers} at {L} tokens",
+                    )
+
             sides.append(_side(name, cfg, make(), tokens, should_stop, report))
     unit = "byte" if src.tokenizer is None else "token"
     return LongContext(L, text_in, unit, trained, origin, sides, notes, need, time.perf_counter() - t0)
@@ -294,12 +340,12 @@ class Zoom:
     side: str
     layer: int
     head: int
-    rows: tuple                 # (first, stop) query positions
-    keys: tuple                 # (first, stop) key positions
-    probs: np.ndarray           # (rows, keys) exact softmax probabilities of the region
-    pooled: float               # the pooled map's mass of the cell (the mean over its rows of their sum)
-    exact: float                # the same from the exact rows
-    ids: tuple                  # the passage's token ids (labels for the axes)
+    rows: tuple  # (first, stop) query positions
+    keys: tuple  # (first, stop) key positions
+    probs: np.ndarray  # (rows, keys) exact softmax probabilities of the region
+    pooled: float  # the pooled map's mass of the cell (the mean over its rows of their sum)
+    exact: float  # the same from the exact rows
+    ids: tuple  # the passage's token ids (labels for the axes)
 
 
 class _Captured(Exception):
@@ -310,20 +356,24 @@ def exact_rows(core, q, k, mods, r0: int, r1: int, head: int) -> torch.Tensor:
     """``(r1 - r0, Lk)`` float64 softmax probabilities of query rows ``r0 .. r1 - 1`` of head ``head``, with
     the scores of ``kernels/reference.py`` (scale, soft cap, rel_k, rel_bias, ALiBi, the pattern, causality)."""
     if not isinstance(core, PatternAttention):
-        raise ConfigError("attention", core.cfg.attention, "a structured pattern (the zoom computes a softmax over "
-                          "the pattern's keys; other mechanisms' maps are shown pooled only)")
+        raise ConfigError(
+            "attention",
+            core.cfg.attention,
+            "a structured pattern (the zoom computes a softmax over "
+            "the pattern's keys; other mechanisms' maps are shown pooled only)",
+        )
     if mods.get("pair_bias") is not None:
         raise ConfigError("position", core.cfg.position, "a position without a per-pair bias (zoom)")
     cfg = core.cfg
     lq, lk, d = q.shape[2], k.shape[2], q.shape[-1]
-    qr = q[:, head:head + 1, r0:r1].double()                      # (B, 1, R, d)
-    kk = expand_kv(k, q.shape[1])[:, head:head + 1].double()      # (B, 1, Lk, d)
+    qr = q[:, head : head + 1, r0:r1].double()  # (B, 1, R, d)
+    kk = expand_kv(k, q.shape[1])[:, head : head + 1].double()  # (B, 1, Lk, d)
     i_abs = torch.arange(r0, r1)[:, None] + (lk - lq)
-    rel = torch.arange(lk)[None, :] - i_abs                       # (R, Lk)
+    rel = torch.arange(lk)[None, :] - i_abs  # (R, Lk)
     s = qr @ kk.transpose(-1, -2)
     if mods.get("rel_k") is not None:
         rk = mods["rel_k"].double()
-        rk = rk[head:head + 1] if rk.shape[0] > 1 else rk
+        rk = rk[head : head + 1] if rk.shape[0] > 1 else rk
         s = s + (qr @ rk.transpose(-1, -2)).gather(-1, clipped_index(rel, rk.shape[-2]).expand(*s.shape))
     s = s / math.sqrt(d)
     if cfg.softcap is not None:
@@ -354,7 +404,7 @@ def zoom(result: LongContext, side: int = 0, layer: int = 0, head: int = 0, q_ce
     q_cell = n_q - 1 if q_cell in (None, "") else int(q_cell)
     if k_cell in (None, ""):
         row = s.mass[layer, head, q_cell].copy()
-        row[max(0, q_cell - 1):q_cell + 1] = -1  # off the diagonal: where the long-range mass went
+        row[max(0, q_cell - 1) : q_cell + 1] = -1  # off the diagonal: where the long-range mass went
         k_cell = int(np.argmax(row)) if row.max() > 0 else q_cell
     for name, v, n in (("query cell", q_cell, n_q), ("key cell", k_cell, n_k)):
         if not 0 <= int(v) < n:
@@ -371,11 +421,21 @@ def zoom(result: LongContext, side: int = 0, layer: int = 0, head: int = 0, q_ce
 
     try:
         with torch.no_grad():
-            s.model(torch.tensor([result.passage.ids], dtype=torch.long),
-                    interventions=Interventions(observe_cores=capture))
+            s.model(
+                torch.tensor([result.passage.ids], dtype=torch.long), interventions=Interventions(observe_cores=capture)
+            )
     except _Captured:
         pass
     p = got["p"]
     region = p[:, c0:c1]
-    return Zoom(s.name, layer, head, (r0, r1), (c0, c1), region.float().numpy(),
-                float(s.mass[layer, head, q_cell, k_cell]), float(region.sum(-1).mean()), result.passage.ids)
+    return Zoom(
+        s.name,
+        layer,
+        head,
+        (r0, r1),
+        (c0, c1),
+        region.float().numpy(),
+        float(s.mass[layer, head, q_cell, k_cell]),
+        float(region.sum(-1).mean()),
+        result.passage.ids,
+    )

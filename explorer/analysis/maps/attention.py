@@ -14,6 +14,7 @@ and the variant views of the head stack's layers.
 Every request passes the memory budget before anything runs (``explorer.runtime.budget``), and the
 result is memoised by config, inputs and trained-weights digest (``explorer.analysis.common.memo``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,8 +23,8 @@ import numpy as np
 import torch
 
 from explorer.analysis.common import finite
-from explorer.analysis.maps.heads import RULES_TEXT, classify_heads
 from explorer.analysis.common.memo import Request, eval_model, memo, weights_key
+from explorer.analysis.maps.heads import RULES_TEXT, classify_heads
 from explorer.analysis.views import Views, compute_views
 from explorer.analysis.weights.trained import TrainedWeights, checked_for
 from explorer.runtime import budget
@@ -38,26 +39,26 @@ from models.attention import RULES, pattern_mask
 
 @dataclass
 class AttentionMaps:
-    tokens: list                 # label of each query token
-    key_tokens: list             # label of each key (memory slots first, then the tokens)
-    attention: np.ndarray        # (n_maps, h, L, Lk) float32, effective attention (NaN: not available)
-    mask: np.ndarray             # (L, Lk) bool: the pattern (or the support of the attention)
-    mask_kind: str               # "pattern" (section-1 rule), "support", or "full" (cross-attention)
-    allowed_fraction: float      # mask.mean()
-    entropy: np.ndarray          # (n_maps, h) mean over queries of -sum p log p, in nats
-    distance: np.ndarray         # (n_maps, h) mean over queries of sum p |i - j|, in tokens (NaN: cross)
+    tokens: list  # label of each query token
+    key_tokens: list  # label of each key (memory slots first, then the tokens)
+    attention: np.ndarray  # (n_maps, h, L, Lk) float32, effective attention (NaN: not available)
+    mask: np.ndarray  # (L, Lk) bool: the pattern (or the support of the attention)
+    mask_kind: str  # "pattern" (section-1 rule), "support", or "full" (cross-attention)
+    allowed_fraction: float  # mask.mean()
+    entropy: np.ndarray  # (n_maps, h) mean over queries of -sum p log p, in nats
+    distance: np.ndarray  # (n_maps, h) mean over queries of sum p |i - j|, in tokens (NaN: cross)
     config: dict
-    truncated: bool = False      # the text was cut to its byte budget
+    truncated: bool = False  # the text was cut to its byte budget
     device: str = "cpu"
     notes: list = field(default_factory=list)
-    views: Views = None          # the variant views of the same forward pass (``explorer.analysis.views``)
-    stacks: dict = None          # other stacks and cross-attentions: {"encoder": AttentionMaps, "cross": ...}
-    stack: str = "decoder"       # the stack whose queries these are
+    views: Views = None  # the variant views of the same forward pass (``explorer.analysis.views``)
+    stacks: dict = None  # other stacks and cross-attentions: {"encoder": AttentionMaps, "cross": ...}
+    stack: str = "decoder"  # the stack whose queries these are
     sides: tuple = ("tokens", "tokens")  # the inputs the queries and the keys are positions of
-    vocabulary: str = "bytes"    # what a token is: "bytes", or "tokenizer" (a pretrained checkpoint's)
-    ids: list = None             # byte id of each query token
-    key_ids: list = None         # byte id of each key (-1: a memory slot); None for a cross-attention's keys
-    nonfinite: str = None        # where the forward pass stopped being finite (``explorer.analysis.common.finite``)
+    vocabulary: str = "bytes"  # what a token is: "bytes", or "tokenizer" (a pretrained checkpoint's)
+    ids: list = None  # byte id of each query token
+    key_ids: list = None  # byte id of each key (-1: a memory slot); None for a cross-attention's keys
+    nonfinite: str = None  # where the forward pass stopped being finite (``explorer.analysis.common.finite``)
     _heads: list = field(default=None, repr=False, compare=False)
 
     def heads(self) -> list | None:
@@ -71,21 +72,38 @@ class AttentionMaps:
 
     def summary(self) -> dict:
         """JSON-safe digest (no full maps): what the ``/analyze`` endpoint returns."""
+
         def clean(a):
             return [[None if not np.isfinite(x) else round(float(x), 4) for x in row] for row in a]
+
         heads = self.heads()
         return {
-            "n_tokens": len(self.tokens), "n_keys": len(self.key_tokens), "tokens": self.tokens,
-            "n_layers": int(self.attention.shape[0]), "n_heads": int(self.attention.shape[1]),
-            "mask_kind": self.mask_kind, "allowed_fraction": round(self.allowed_fraction, 6),
-            "entropy": clean(self.entropy), "mean_distance": clean(self.distance),
-            "row_sums_ok": bool(rows_ok(self.attention)), "truncated": self.truncated,
-            "device": self.device, "attention": self.config["attention"], "notes": self.notes,
+            "n_tokens": len(self.tokens),
+            "n_keys": len(self.key_tokens),
+            "tokens": self.tokens,
+            "n_layers": int(self.attention.shape[0]),
+            "n_heads": int(self.attention.shape[1]),
+            "mask_kind": self.mask_kind,
+            "allowed_fraction": round(self.allowed_fraction, 6),
+            "entropy": clean(self.entropy),
+            "mean_distance": clean(self.distance),
+            "row_sums_ok": bool(rows_ok(self.attention)),
+            "truncated": self.truncated,
+            "device": self.device,
+            "attention": self.config["attention"],
+            "notes": self.notes,
             "vocabulary": self.vocabulary,
             "views": self.views.summary() if self.views is not None else {},
             "head_rules": None if heads is None else RULES_TEXT,
-            "heads": None if heads is None else [[{"label": h.label, "score": None if not np.isfinite(h.score)
-                                                   else round(float(h.score), 4)} for h in row] for row in heads],
+            "heads": None
+            if heads is None
+            else [
+                [
+                    {"label": h.label, "score": None if not np.isfinite(h.score) else round(float(h.score), 4)}
+                    for h in row
+                ]
+                for row in heads
+            ],
             **({f"{k}_maps": m.summary() for k, m in self.stacks.items()} if self.stacks else {}),
         }
 
@@ -96,8 +114,9 @@ def rows_ok(att: np.ndarray) -> bool:
     return bool(np.all((np.abs(s - 1) < 1e-3) | (np.abs(s) < 1e-6)))
 
 
-def attention_maps(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | None = None,
-                   weights: TrainedWeights | None = None) -> AttentionMaps:
+def attention_maps(
+    cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | None = None, weights: TrainedWeights | None = None
+) -> AttentionMaps:
     """The maps of ``cfg`` on ``text`` (see the module docstring). ``separator``: where the text of a
     source / target model splits (None: the default); ``weights``: trained weights of this config
     instead of the initial ones (an argument, never read from a context: a GPU call's worker sees only
@@ -114,8 +133,9 @@ def fetch_maps(req: Request) -> AttentionMaps:
     return maps
 
 
-def maps_request(cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | None = None,
-                 weights: TrainedWeights | None = None) -> Request:
+def maps_request(
+    cfg, text, max_bytes: int = MAX_TEXT_BYTES, separator: str | None = None, weights: TrainedWeights | None = None
+) -> Request:
     """What ``attention_maps`` computes, checked and keyed on the caller's side (no model runs)."""
     cfg = as_config(cfg)
     w = checked_for(cfg, weights)
@@ -143,14 +163,28 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
     maps = {}
     for s in arr.stacks:
         stack_cfg = stack_config(cfg, s)
-        maps[s.name] = _self_maps([i.attention for i in layers[s.name]], stack_cfg, labels[s.reads], inp.truncated,
-                                  s.name, s.reads, ids[s.reads])
+        maps[s.name] = _self_maps(
+            [i.attention for i in layers[s.name]],
+            stack_cfg,
+            labels[s.reads],
+            inp.truncated,
+            s.name,
+            s.reads,
+            ids[s.reads],
+        )
     for reader, source in arr.cross:
         r, src = arr.stack(reader), arr.stack(source)
         key = "cross" if len(arr.cross) == 1 else f"cross_{reader}_{source}"
-        maps[key] = _cross_maps([i.cross_attention for i in layers[reader]], stack_config(cfg, r),
-                                labels[r.reads], labels[src.reads], inp.truncated, reader, (r.reads, src.reads),
-                                ids[r.reads])
+        maps[key] = _cross_maps(
+            [i.cross_attention for i in layers[reader]],
+            stack_config(cfg, r),
+            labels[r.reads],
+            labels[src.reads],
+            inp.truncated,
+            reader,
+            (r.reads, src.reads),
+            ids[r.reads],
+        )
     if inp.pieces:
         for m in maps.values():
             m.vocabulary = "tokenizer"
@@ -161,36 +195,67 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
     if maps:
         main.stacks = maps
         sizes = " and ".join(f"a {name} of {len(inp.ids(name))}" for name in arr.inputs)
-        main.notes = main.notes + [f"{cfg.architecture.replace('_', '-')}: the text split into {sizes} tokens; "
-                                   f"the main maps are the {head.name}'s self-attention"]
+        main.notes = main.notes + [
+            f"{cfg.architecture.replace('_', '-')}: the text split into {sizes} tokens; "
+            f"the main maps are the {head.name}'s self-attention"
+        ]
     return main
 
 
-def _self_maps(attentions: list, cfg, labels: list, truncated: bool, stack: str, reads: str,
-               ids: list) -> AttentionMaps:
+def _self_maps(
+    attentions: list, cfg, labels: list, truncated: bool, stack: str, reads: str, ids: list
+) -> AttentionMaps:
     """One stack's self-attention; keys before the queries (a memory's slots) come first."""
     L = len(labels)
     maps, notes = stack_maps(attentions, cfg, L)
     prefix = maps.shape[-1] - L
     mask, kind = pattern_or_support(cfg, maps, L, prefix)
     entropy, distance = head_stats(maps)
-    return AttentionMaps(tokens=labels, key_tokens=[f"mem{m}" for m in range(prefix)] + labels, attention=maps,
-                         mask=mask, mask_kind=kind, allowed_fraction=float(mask.mean()), entropy=entropy,
-                         distance=distance, config=cfg.to_dict(), truncated=truncated, device=str(device()),
-                         notes=notes, stack=stack, sides=(reads, reads), ids=ids, key_ids=[-1] * prefix + ids)
+    return AttentionMaps(
+        tokens=labels,
+        key_tokens=[f"mem{m}" for m in range(prefix)] + labels,
+        attention=maps,
+        mask=mask,
+        mask_kind=kind,
+        allowed_fraction=float(mask.mean()),
+        entropy=entropy,
+        distance=distance,
+        config=cfg.to_dict(),
+        truncated=truncated,
+        device=str(device()),
+        notes=notes,
+        stack=stack,
+        sides=(reads, reads),
+        ids=ids,
+        key_ids=[-1] * prefix + ids,
+    )
 
 
-def _cross_maps(attentions: list, cfg, q_labels: list, k_labels: list, truncated: bool, stack: str,
-                sides: tuple, ids: list) -> AttentionMaps:
+def _cross_maps(
+    attentions: list, cfg, q_labels: list, k_labels: list, truncated: bool, stack: str, sides: tuple, ids: list
+) -> AttentionMaps:
     """Cross-attention: full softmax over the other stack's tokens; |i - j| between positions of two
     different sequences means nothing, so the distance is NaN."""
     maps, notes = stack_maps(attentions, cfg, len(q_labels))
     entropy, distance = head_stats(maps)
     mask = np.ones((len(q_labels), len(k_labels)), bool)
-    return AttentionMaps(tokens=q_labels, key_tokens=k_labels, attention=maps, mask=mask, mask_kind="full",
-                         allowed_fraction=1.0, entropy=entropy, distance=np.full_like(distance, np.nan),
-                         config=cfg.to_dict(), truncated=truncated, device=str(device()), notes=notes,
-                         stack=stack, sides=sides, ids=ids)
+    return AttentionMaps(
+        tokens=q_labels,
+        key_tokens=k_labels,
+        attention=maps,
+        mask=mask,
+        mask_kind="full",
+        allowed_fraction=1.0,
+        entropy=entropy,
+        distance=np.full_like(distance, np.nan),
+        config=cfg.to_dict(),
+        truncated=truncated,
+        device=str(device()),
+        notes=notes,
+        stack=stack,
+        sides=sides,
+        ids=ids,
+    )
 
 
 def stack_maps(attentions: list, cfg, L: int) -> tuple:
@@ -208,7 +273,7 @@ def stack_maps(attentions: list, cfg, L: int) -> tuple:
         if a is None:
             notes.append(f"layer {n} returned no attention weights")
             continue
-        out[n, :a.shape[0], lq - a.shape[1]:, lk - a.shape[2]:] = a  # right-aligned: queries are the last keys
+        out[n, : a.shape[0], lq - a.shape[1] :, lk - a.shape[2] :] = a  # right-aligned: queries are the last keys
     if lq != L:
         notes.append(f"maps have {lq} query rows for {L} tokens (segmented processing)")
     return out, notes

@@ -8,10 +8,11 @@ figure function made from ``attention_maps(cfg, text)`` in the analyses' byte-bo
 config, the ids read from the text, and the trained weights in use. ``make`` must be a pure function
 of the maps (the figure functions of ``explorer.figures`` are). No gradio, no plotly here.
 """
+
 from __future__ import annotations
 
-from explorer.analysis.maps.attention import fetch_maps, maps_request
 from explorer.analysis.common.memo import CACHE
+from explorer.analysis.maps.attention import fetch_maps, maps_request
 
 
 def figure_json(name: str, make, cfg, text: str, separator: str | None = None, weights=None) -> str:

@@ -27,6 +27,7 @@ earlier head's output to match against. ``explorer.analysis.why.grounded`` label
 instead, confirmed by ablation; this module reads the text in the box. Rows the head
 leaves empty (NaN, or a zero row of a query with no allowed key) are skipped.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,8 +35,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 LABELS = ("previous-token", "induction", "first-token", "delimiter", "local", "broad")
-THRESHOLDS = {"previous-token": 0.4, "induction": 0.3, "first-token": 0.4, "delimiter": 0.5, "local": 0.6,
-              "broad": 0.75}
+THRESHOLDS = {
+    "previous-token": 0.4,
+    "induction": 0.3,
+    "first-token": 0.4,
+    "delimiter": 0.5,
+    "local": 0.6,
+    "broad": 0.75,
+}
 DESCRIBE = {
     "previous-token": "reads the token just before the query",
     "induction": "reads the token that followed each earlier occurrence of the current pair of tokens",
@@ -45,37 +52,44 @@ DESCRIBE = {
     "broad": "spreads its weight over many tokens",
     "mixed": "does none of these clearly on this text",
 }
-RULES_TEXT = ("previous-token: weight on key p-1 ≥ 0.4; induction (layer ≥ 1): weight on the keys after every "
-              "earlier occurrence of the current pair of tokens, less the head's weight at those distances on "
-              "other rows, ≥ 0.3; first-token: weight on the first key ≥ 0.4; delimiter: weight "
-              "on spaces and punctuation ≥ 0.5 and ≥ 1.5× their share; local: weight within 3 keys back ≥ 0.6; "
-              "broad: row entropy ≥ 0.75 of its maximum; the first rule met, in this order, names the head")
+RULES_TEXT = (
+    "previous-token: weight on key p-1 ≥ 0.4; induction (layer ≥ 1): weight on the keys after every "
+    "earlier occurrence of the current pair of tokens, less the head's weight at those distances on "
+    "other rows, ≥ 0.3; first-token: weight on the first key ≥ 0.4; delimiter: weight "
+    "on spaces and punctuation ≥ 0.5 and ≥ 1.5× their share; local: weight within 3 keys back ≥ 0.6; "
+    "broad: row entropy ≥ 0.75 of its maximum; the first rule met, in this order, names the head"
+)
 LOCAL_SPAN = 3
 MIN_INDUCTION_ROWS = 3
-MIN_PROFILE_ROWS = 3   # rows without an earlier occurrence that must reach a distance to judge a target there
+MIN_PROFILE_ROWS = 3  # rows without an earlier occurrence that must reach a distance to judge a target there
 DELIMITERS = frozenset(b" \t\n.,;:!?()[]{}'\"-")
 
 
 @dataclass(frozen=True)
 class HeadLabel:
-    label: str                   # one of LABELS or "mixed"
-    score: float                 # the score that decided it (the best score for "mixed")
+    label: str  # one of LABELS or "mixed"
+    score: float  # the score that decided it (the best score for "mixed")
     scores: dict = field(default_factory=dict)  # every behaviour's score (NaN: undefined on this text)
 
     def short(self) -> str:
-        """"induction 0.71": what a grid panel shows."""
+        """ "induction 0.71": what a grid panel shows."""
         return f"{self.label} {self.score:.2f}" if self.label != "mixed" else "mixed"
 
     def sentence(self) -> str:
         """What the zoomed head says in words."""
         if self.label == "mixed":
-            best = max(((k, v) for k, v in self.scores.items() if np.isfinite(v)), key=lambda kv: kv[1] /
-                       THRESHOLDS[kv[0]], default=None)
+            best = max(
+                ((k, v) for k, v in self.scores.items() if np.isfinite(v)),
+                key=lambda kv: kv[1] / THRESHOLDS[kv[0]],
+                default=None,
+            )
             near = f" (closest: {best[0]} {best[1]:.2f}, threshold {THRESHOLDS[best[0]]})" if best else ""
             return f"This head {DESCRIBE['mixed']}{near}."
         article = "an" if self.label[0] in "aeiou" else "a"
-        return (f"On this text, {article} {self.label} head: it {DESCRIBE[self.label]} (score {self.score:.2f}, threshold "
-                f"{THRESHOLDS[self.label]}).")
+        return (
+            f"On this text, {article} {self.label} head: it {DESCRIBE[self.label]} (score {self.score:.2f}, threshold "
+            f"{THRESHOLDS[self.label]})."
+        )
 
 
 def _rows(att: np.ndarray) -> np.ndarray:
@@ -107,7 +121,7 @@ def induction_score(att: np.ndarray, ids: list, rows: np.ndarray, offset: int = 
         return float("nan")
     Lk = att.shape[1]
     other = np.array([p for p in rows.tolist() if p not in targets], dtype=int)
-    dist = (other[:, None] + offset) - np.arange(Lk)[None, :]         # (rows, Lk): query key minus key
+    dist = (other[:, None] + offset) - np.arange(Lk)[None, :]  # (rows, Lk): query key minus key
     ok = dist >= 0
     counts = np.bincount(dist[ok], minlength=Lk + offset) if other.size else np.zeros(Lk + offset)
     sums = np.bincount(dist[ok], weights=att[other][ok], minlength=Lk + offset) if other.size else counts
@@ -140,7 +154,7 @@ def scores(att: np.ndarray, ids: list, key_ids: list | None = None, layer: int |
     if q.size:
         out["first-token"] = float(att[q, first].mean())
     # the rest row by row, as whole arrays (a pretrained model has 270 heads of 256 rows)
-    a = att[rows]                                    # (rows, Lk)
+    a = att[rows]  # (rows, Lk)
     seen = a > 0
     n_seen = seen.sum(1)
     delim = np.array([k in DELIMITERS for k in key_ids], dtype=bool)
@@ -149,7 +163,7 @@ def scores(att: np.ndarray, ids: list, key_ids: list | None = None, layer: int |
         share = float(((seen & delim).sum(1) / np.maximum(1, n_seen)).mean())
         out["delimiter"] = mass if share <= 0.5 and mass >= 1.5 * share else 0.0
     k = np.arange(Lk)[None, :]
-    at = rows[:, None] + offset                      # each query's own key
+    at = rows[:, None] + offset  # each query's own key
     out["local"] = float((a * ((k >= at - LOCAL_SPAN) & (k <= at))).sum(1).mean())
     many = n_seen > 1
     if many.any():
@@ -172,5 +186,7 @@ def classify_head(att: np.ndarray, ids: list, key_ids: list | None = None, layer
 def classify_heads(attention: np.ndarray, ids: list, key_ids: list | None = None) -> list:
     """``[[HeadLabel per head] per layer]`` of an ``(n_layers, h, L, Lk)`` array (map ``n`` is attention layer
     ``n``: the first is never induction; a layer with no maps: every head "mixed" with NaN scores)."""
-    return [[classify_head(attention[n, k], ids, key_ids, n) for k in range(attention.shape[1])]
-            for n in range(attention.shape[0])]
+    return [
+        [classify_head(attention[n, k], ids, key_ids, n) for k in range(attention.shape[1])]
+        for n in range(attention.shape[0])
+    ]

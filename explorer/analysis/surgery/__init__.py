@@ -22,14 +22,43 @@ the new config, and this package says what the move costs:
 
 Everything here is read-only and memoised by config (the bundles and checkpoints are shared like the code).
 """
-from explorer.analysis.surgery.loss import HELDOUT_BYTES, Loss, LossChange, heldout_loss, heldout_text, loss_change
-from explorer.analysis.surgery.loss import nats_per_token
+
+from explorer.analysis.surgery.loss import (
+    HELDOUT_BYTES,
+    Loss,
+    LossChange,
+    heldout_loss,
+    heldout_text,
+    loss_change,
+    nats_per_token,
+)
 from explorer.analysis.surgery.moved import config_for, difference, same_pairs, weights_for, why_not
 from explorer.analysis.surgery.origin import Origin, bundle_origin, checkpoint_origin, is_lm, origin_of
 from explorer.analysis.surgery.stored import as_trained, rows_for, stored_loss, stored_table
 from explorer.analysis.surgery.tabulate import table, write_table
 
-__all__ = ["Origin", "origin_of", "bundle_origin", "checkpoint_origin", "is_lm", "weights_for", "config_for",
-           "why_not", "difference", "same_pairs", "Loss", "LossChange", "loss_change", "heldout_loss", "heldout_text",
-           "nats_per_token", "HELDOUT_BYTES", "rows_for", "table", "write_table", "stored_table", "stored_loss",
-           "as_trained"]
+__all__ = [
+    "Origin",
+    "origin_of",
+    "bundle_origin",
+    "checkpoint_origin",
+    "is_lm",
+    "weights_for",
+    "config_for",
+    "why_not",
+    "difference",
+    "same_pairs",
+    "Loss",
+    "LossChange",
+    "loss_change",
+    "heldout_loss",
+    "heldout_text",
+    "nats_per_token",
+    "HELDOUT_BYTES",
+    "rows_for",
+    "table",
+    "write_table",
+    "stored_table",
+    "stored_loss",
+    "as_trained",
+]

@@ -7,6 +7,7 @@ length, every position but the first of each window scored. The visitor's text i
 the maps read it, and its loss says how long it is against the trained length. Every loss is a
 ``Loss``: its value, the tokens scored, the length they were read at and the trained length.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,19 +30,20 @@ from explorer.runtime.device import gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from models import ModelConfig, surgery
 
-HELDOUT_BYTES = 4096   # the fixed held-out passage: the first 4 KiB of the held-out split
-ROWS_PER_PASS = 4      # windows per forward pass: bounded memory at any length
-CHARS_PER_TOKEN = 64   # characters of the visitor's text tokenised per token scored (a bound, never a cut)
+HELDOUT_BYTES = 4096  # the fixed held-out passage: the first 4 KiB of the held-out split
+ROWS_PER_PASS = 4  # windows per forward pass: bounded memory at any length
+CHARS_PER_TOKEN = 64  # characters of the visitor's text tokenised per token scored (a bound, never a cut)
 
 
 @dataclass(frozen=True)
 class Loss:
     """A mean next-token loss and what it was measured on."""
-    nats: float             # nats per token (per byte for a byte-level model)
-    tokens: int             # tokens read
-    length: int             # the window they were read in (tokens): the length the model saw
+
+    nats: float  # nats per token (per byte for a byte-level model)
+    tokens: int  # tokens read
+    length: int  # the window they were read in (tokens): the length the model saw
     trained_length: int
-    unit: str               # "nats/byte" or "nats/token"
+    unit: str  # "nats/byte" or "nats/token"
 
     @property
     def past(self) -> bool:
@@ -53,7 +55,7 @@ class Loss:
         return math.exp(self.nats) if math.isfinite(self.nats) else math.nan
 
     def reading(self) -> str:
-        """"4096 tokens in windows of 128, the trained length" / "a 300-token text read whole, 2.3x past the
+        """ "4096 tokens in windows of 128, the trained length" / "a 300-token text read whole, 2.3x past the
         trained length (128)"."""
         if self.length == self.trained_length:
             where = "the trained length"
@@ -70,11 +72,12 @@ class Loss:
 class LossChange:
     """The loss of the model as trained (``before``) and after the surgery (``after``), held out and on the
     visitor's text (``text``: None when it is shorter than two tokens)."""
-    origin: str             # the page's name of the model as trained
-    kind: str               # "bundle" or "checkpoint"
-    changed: tuple          # the fields the surgery changed
-    heldout: tuple          # (before, after): ``Loss``
-    text: tuple | None      # (before, after) on the visitor's text
+
+    origin: str  # the page's name of the model as trained
+    kind: str  # "bundle" or "checkpoint"
+    changed: tuple  # the fields the surgery changed
+    heldout: tuple  # (before, after): ``Loss``
+    text: tuple | None  # (before, after) on the visitor's text
 
     @property
     def unit(self) -> str:
@@ -87,12 +90,25 @@ class LossChange:
     def summary(self) -> dict:
         """JSON-safe: ``{"changed", "unit", "heldout", "text"}``, each loss pair as ``{"before", "after",
         "perplexity": [before, after], "tokens", "length", "trained_length", "past"}`` (an API's answer)."""
+
         def pair(p):
             b, a = p
-            return {"before": b.nats, "after": a.nats, "perplexity": [b.perplexity, a.perplexity], "tokens": b.tokens,
-                    "length": b.length, "trained_length": b.trained_length, "past": b.past}
-        return {"changed": list(self.changed), "unit": self.unit, "heldout": pair(self.heldout),
-                "text": None if self.text is None else pair(self.text)}
+            return {
+                "before": b.nats,
+                "after": a.nats,
+                "perplexity": [b.perplexity, a.perplexity],
+                "tokens": b.tokens,
+                "length": b.length,
+                "trained_length": b.trained_length,
+                "past": b.past,
+            }
+
+        return {
+            "changed": list(self.changed),
+            "unit": self.unit,
+            "heldout": pair(self.heldout),
+            "text": None if self.text is None else pair(self.text),
+        }
 
     def perplexity(self) -> dict:
         """``{"heldout": [before, after], "text": [before, after]}`` (text: absent when too short to score)."""
@@ -116,8 +132,9 @@ def nats_per_token(model, ids: list, window: int) -> float:
     with torch.no_grad():
         for row in x.split(ROWS_PER_PASS):
             logits = model(row).logits.float()
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), row[:, 1:].reshape(-1),
-                                   reduction="sum")
+            loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), row[:, 1:].reshape(-1), reduction="sum"
+            )
             total, count = total + loss.item(), count + row[:, 1:].numel()
     return total / max(count, 1)
 
@@ -147,8 +164,9 @@ def losses(origin: Origin, cfg, weights: TrainedWeights, text_ids: tuple = ()) -
     values = []
     if runs:
         need = budget.check(cfg, "forward", max(min(L, len(held)), len(text_ids), 2), ROWS_PER_PASS)
-        values = memo(("surgery-loss", cfg, runs, weights_key(weights)), lambda: compute_losses(cfg, runs, weights),
-                      need=need)
+        values = memo(
+            ("surgery-loss", cfg, runs, weights_key(weights)), lambda: compute_losses(cfg, runs, weights), need=need
+        )
     values = ([stored] if stored is not None else []) + list(values)
     finite.refuse_losses(values, "losses", cfg, weights)  # a sentence naming the overflow, not a NaN loss
     heldout = Loss(values[0], len(held), min(L, len(held)), L, origin.unit)
@@ -170,8 +188,13 @@ def loss_change(cfg, text: str, checkpoint=None, bundle: str | None = None) -> L
     origin = origin_of(cfg, checkpoint, bundle)
     if origin is None or cfg == origin.config or not origin.lm or not cfg.causal:
         return None
-    ids = tuple(origin.encode(str(text)[:MAX_TEXT_BYTES * CHARS_PER_TOKEN])[:MAX_TEXT_BYTES])
+    ids = tuple(origin.encode(str(text)[: MAX_TEXT_BYTES * CHARS_PER_TOKEN])[:MAX_TEXT_BYTES])
     h0, t0 = losses(origin, origin.config, origin.weights, ids)
     h1, t1 = losses(origin, cfg, weights_for(cfg, checkpoint, bundle), ids)
-    return LossChange(origin.label, origin.kind, tuple(surgery.changed_fields(origin.config, cfg)), (h0, h1),
-                      None if t0 is None else (t0, t1))
+    return LossChange(
+        origin.label,
+        origin.kind,
+        tuple(surgery.changed_fields(origin.config, cfg)),
+        (h0, h1),
+        None if t0 is None else (t0, t1),
+    )

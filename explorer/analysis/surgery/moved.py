@@ -13,12 +13,13 @@
   ``same_pairs(before, after, length)``: the share of pairs both configs allow when their patterns allow
   exactly the same pairs at ``length`` tokens (why a difference view can read 0% everywhere), else None.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
 
-from explorer.analysis.weights import bundled
 from explorer.analysis.surgery.origin import candidates, loaded_of, origin_of
+from explorer.analysis.weights import bundled
 from explorer.analysis.weights.trained import TrainedWeights, tensor_digest
 from explorer.runtime.cache import ByteLRU
 from explorer.runtime.configs import as_config
@@ -40,9 +41,16 @@ def _adapted(name: str, cfg: ModelConfig) -> TrainedWeights:
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     changed = tuple(surgery.changed_fields(b.config, cfg))
     size = sum(t.numel() * t.element_size() for t in state.values())
-    return TrainedWeights(cfg, state, tensor_digest(state), b.step, size,
-                          source=f"{b.source()}, moved to {_shown(cfg, changed)} (surgery: the same weights)",
-                          surgery=changed, bundle=name)
+    return TrainedWeights(
+        cfg,
+        state,
+        tensor_digest(state),
+        b.step,
+        size,
+        source=f"{b.source()}, moved to {_shown(cfg, changed)} (surgery: the same weights)",
+        surgery=changed,
+        bundle=name,
+    )
 
 
 def _bundle_weights(cfg: ModelConfig, bundle: str | None = None) -> TrainedWeights | None:
@@ -77,10 +85,18 @@ def _moved(loaded, cfg: ModelConfig) -> TrainedWeights:
     changed = tuple(surgery.changed_fields(a, cfg))
     kv = "kv" if a.kv_heads != cfg.kv_heads else ""
     digest = f"{loaded.weights.digest}:{kv}{cfg.kv_heads}"  # the tensors are the checkpoint's
-    return TrainedWeights(cfg, state, digest, 0, loaded.weights.nbytes,
-                          source=f"{loaded.weights.source}, moved to {_shown(cfg, changed)} (surgery: the same "
-                                 "weights)", surgery=changed, tokenizer=loaded.tokenizer, shared=True,
-                          checkpoint=loaded.id)
+    return TrainedWeights(
+        cfg,
+        state,
+        digest,
+        0,
+        loaded.weights.nbytes,
+        source=f"{loaded.weights.source}, moved to {_shown(cfg, changed)} (surgery: the same weights)",
+        surgery=changed,
+        tokenizer=loaded.tokenizer,
+        shared=True,
+        checkpoint=loaded.id,
+    )
 
 
 def add_buffers(state: dict, cfg) -> None:
@@ -103,11 +119,13 @@ def check_shapes(state: dict, cfg) -> None:
 
     with on_meta():
         want = {k: tuple(v.shape) for k, v in build_model(cfg).state_dict().items()}
-    bad = sorted(k for k in set(want) | set(state) if k not in want or k not in state
-                 or tuple(state[k].shape) != want[k])
+    bad = sorted(
+        k for k in set(want) | set(state) if k not in want or k not in state or tuple(state[k].shape) != want[k]
+    )
     if bad:
-        raise ConfigError("attention", cfg.attention, f"a choice that reads exactly the checkpoint's weights "
-                          f"({bad[0]} differs)")
+        raise ConfigError(
+            "attention", cfg.attention, f"a choice that reads exactly the checkpoint's weights ({bad[0]} differs)"
+        )
 
 
 def config_for(checkpoint, overrides: dict | None = None) -> ModelConfig:
@@ -119,9 +137,13 @@ def config_for(checkpoint, overrides: dict | None = None) -> ModelConfig:
     try:
         surgery.check(base, cfg)
     except ConfigError as e:
-        raise ConfigError(e.field, e.value, f"{e.allowed}: {loaded.describe()} was trained with "
-                          f"{e.field}={getattr(base, e.field)!r} (switch Weights to bundled to explore other "
-                          "choices)") from None
+        raise ConfigError(
+            e.field,
+            e.value,
+            f"{e.allowed}: {loaded.describe()} was trained with "
+            f"{e.field}={getattr(base, e.field)!r} (switch Weights to bundled to explore other "
+            "choices)",
+        ) from None
     return as_config(cfg)
 
 
@@ -129,8 +151,10 @@ def _reason(b, cfg) -> str:
     try:
         surgery.check(b.config, cfg)
     except ConfigError as e:
-        return (f"{e.field}={getattr(cfg, e.field)!r} needs other weights than bundle '{b.name}' "
-                f"({e.field}={getattr(b.config, e.field)!r})")
+        return (
+            f"{e.field}={getattr(cfg, e.field)!r} needs other weights than bundle '{b.name}' "
+            f"({e.field}={getattr(b.config, e.field)!r})"
+        )
     return ""
 
 
@@ -144,8 +168,10 @@ def why_not(cfg) -> str:
     b = bundled.load(best)
     reason = _reason(b, cfg) or f"it differs from bundle '{best}'"
     minutes = b.manifest["wall_s"] / 60
-    return (f"{reason}; training a model like it took {minutes:.0f} min here ({b.manifest['steps']} steps on one "
-            "CPU core): the Train tab trains this config")
+    return (
+        f"{reason}; training a model like it took {minutes:.0f} min here ({b.manifest['steps']} steps on one "
+        "CPU core): the Train tab trains this config"
+    )
 
 
 def difference(cfg, text: str, separator=None, checkpoint=None, weights=None) -> tuple | None:

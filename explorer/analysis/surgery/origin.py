@@ -5,6 +5,7 @@ it: their config and weights as trained, the length they were trained at (the lo
 "past the trained length"), the window the table's windowed rows use, the tokens a text becomes
 (bytes for a bundle, its tokenizer's for a checkpoint) and whether a next-token loss means anything.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from explorer.runtime.configs import as_config
 from models import ConfigError, ModelConfig, surgery
 
 DEFAULT_BUNDLE = "default"  # the weights on screen when the visitor chose no bundle by name
-MIN_WINDOW = 8          # a checkpoint's windowed rows: a quarter of its trained length, at least this
+MIN_WINDOW = 8  # a checkpoint's windowed rows: a quarter of its trained length, at least this
 MAX_CONTEXT_SCORED = 256  # a checkpoint without a manifest: its context, at most this many tokens on a CPU
 
 
@@ -31,14 +32,15 @@ def is_lm(cfg) -> bool:
 class Origin:
     """A bundled model (``kind="bundle"``, ``name`` its bundle name) or a pretrained checkpoint
     (``kind="checkpoint"``, ``name`` its id), as trained."""
+
     kind: str
     name: str
-    label: str                # how the page names it: "bundle 'default'", "checkpoint 'byte-llama' (llama, …)"
+    label: str  # how the page names it: "bundle 'default'", "checkpoint 'byte-llama' (llama, …)"
     config: ModelConfig
     weights: TrainedWeights = field(repr=False, compare=False)
-    trained_length: int       # tokens per training window
-    window: int               # the window (tokens) of the table's windowed rows
-    lm: bool                  # a causal decoder trained to predict the next token: its loss means something
+    trained_length: int  # tokens per training window
+    window: int  # the window (tokens) of the table's windowed rows
+    lm: bool  # a causal decoder trained to predict the next token: its loss means something
 
     @property
     def tokenizer(self):
@@ -62,11 +64,19 @@ def bundle_origin(name: str) -> Origin:
         raise ConfigError("bundle", str(name)[:40], f"one of {bundled.names()}")
     b = bundled.load(name)
     lm = b.manifest["task"].startswith("lm") and is_lm(b.config)
-    return Origin("bundle", name, f"bundle '{name}'", b.config, bundled.bundled_weights(b.config),
-                  int(b.manifest["recipe"]["seq_len"]), int(b.config.window), lm)
+    return Origin(
+        "bundle",
+        name,
+        f"bundle '{name}'",
+        b.config,
+        bundled.bundled_weights(b.config),
+        int(b.manifest["recipe"]["seq_len"]),
+        int(b.config.window),
+        lm,
+    )
 
 
-def loaded_of(checkpoint) -> "checkpoints.Loaded":
+def loaded_of(checkpoint) -> checkpoints.Loaded:
     """A checkpoint in memory: ``checkpoint`` itself when the caller loaded it already (a request loads it
     once), else the id loaded through ``explorer.analysis.weights.checkpoints``."""
     return checkpoint if isinstance(checkpoint, checkpoints.Loaded) else checkpoints.load(checkpoint)
@@ -76,8 +86,16 @@ def checkpoint_origin(checkpoint) -> Origin:
     """A checkpoint (its id, or its ``checkpoints.Loaded`` record) as trained."""
     loaded = loaded_of(checkpoint)
     trained = checkpoint_trained_length(loaded)
-    return Origin("checkpoint", loaded.id, loaded.describe(), loaded.config, loaded.weights, trained,
-                  max(MIN_WINDOW, trained // 4), is_lm(loaded.config) and loaded.tokenizer is not None)
+    return Origin(
+        "checkpoint",
+        loaded.id,
+        loaded.describe(),
+        loaded.config,
+        loaded.weights,
+        trained,
+        max(MIN_WINDOW, trained // 4),
+        is_lm(loaded.config) and loaded.tokenizer is not None,
+    )
 
 
 def checkpoint_trained_length(loaded) -> int:

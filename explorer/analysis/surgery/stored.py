@@ -8,18 +8,20 @@ in the bundle folder, ``surgery.json`` in a checkpoint's folder); ``stored_table
 page shows it at once, and ``stored_loss`` finds a config's held-out loss in it (its trained-length column:
 the number ``loss.heldout_loss`` computes, not computed again).
 """
+
 from __future__ import annotations
 
 import json
 
-from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis.surgery.origin import Origin
+from explorer.analysis.weights import bundled, checkpoints
 from models import ConfigError, registries, surgery
 from models.attention import PATTERNS
 
-SINKS = 4                     # StreamingLLM keeps 4 initial tokens
+SINKS = 4  # StreamingLLM keeps 4 initial tokens
 CHECKPOINT_FILE = "surgery.json"
-MAX_STORED = 1 << 20          # bytes of a stored table read back at most
+MAX_STORED = 1 << 20  # bytes of a stored table read back at most
+
 
 def surgery_attentions() -> list:
     return [k for k, v in registries()["attention"].items() if v.surgery]
@@ -53,8 +55,12 @@ def rows_for(origin: Origin) -> list:
         rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
     if base.position == "rope":
         rows.append(("RoPE positions / 4 (interpolation)", base.replace(rope_scale=base.rope_scale * 4).validate()))
-    rows.append(("head 0 of every layer ablated",
-                 base.replace(ablate_heads=", ".join(f"{i}.0" for i in range(base.n_layers))).validate()))
+    rows.append(
+        (
+            "head 0 of every layer ablated",
+            base.replace(ablate_heads=", ".join(f"{i}.0" for i in range(base.n_layers))).validate(),
+        )
+    )
     return rows
 
 

@@ -21,6 +21,7 @@ With segmented memories the model merges per-segment infos into one per layer; v
 (experts, memory length, product-key reads) read every segment from ``info.parts()``. Every
 view is a small dataclass of numpy arrays with a JSON-safe ``summary()``; batch element 0 is shown.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,18 +42,32 @@ from explorer.analysis.views.structure import feedback_view, funnel_view, sandwi
 from explorer.analysis.views.two_step import induced_view
 
 # view name -> reader of ModelOutput.layers; the order is the order of Views.items and of the figures
-VIEWS = {"approximation": approximation_view, "groups": group_view, "span": span_view,
-         "experts": expert_view, "memory": memory_view, "exit": exit_view, "act": act_view,
-         "sinkhorn": sinkhorn_view, "probsparse": probsparse_view, "talking_heads": head_mix_view,
-         "residual": prior_view, "pkm": slot_view, "funnel": funnel_view,
-         "induced": induced_view, "lite": lite_view, "retrieval": retrieval_view, "feedback": feedback_view,
-         "sandwich": sandwich_view}
+VIEWS = {
+    "approximation": approximation_view,
+    "groups": group_view,
+    "span": span_view,
+    "experts": expert_view,
+    "memory": memory_view,
+    "exit": exit_view,
+    "act": act_view,
+    "sinkhorn": sinkhorn_view,
+    "probsparse": probsparse_view,
+    "talking_heads": head_mix_view,
+    "residual": prior_view,
+    "pkm": slot_view,
+    "funnel": funnel_view,
+    "induced": induced_view,
+    "lite": lite_view,
+    "retrieval": retrieval_view,
+    "feedback": feedback_view,
+    "sandwich": sandwich_view,
+}
 
 
 @dataclass
 class Views:
-    tokens: list                 # label of each token
-    items: dict                  # name -> view dataclass, only the views this output has
+    tokens: list  # label of each token
+    items: dict  # name -> view dataclass, only the views this output has
 
     def summary(self) -> dict:
         return {name: view.summary() for name, view in self.items.items()}

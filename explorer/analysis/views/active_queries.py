@@ -5,6 +5,7 @@ Reads ``LayerInfo.active_queries``: the top-``u`` queries by ``max - mean`` of t
 output the (running) mean of V. ``u = probsparse_factor * ceil(ln L)``, at most ``L``
 (``models.attention.probsparse.n_active``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,13 +18,17 @@ from models.attention.probsparse import n_active
 
 @dataclass
 class ProbSparseView:
-    active: np.ndarray           # (n, h, L) bool: the query attended (else: mean of V)
-    u: int                       # probsparse_factor * ceil(ln L), at most L
+    active: np.ndarray  # (n, h, L) bool: the query attended (else: mean of V)
+    u: int  # probsparse_factor * ceil(ln L), at most L
     causal: bool
 
     def summary(self) -> dict:
-        return {"u": self.u, "causal": self.causal, "active": self.active.astype(int).tolist(),
-                "n_active": self.active.sum(-1).tolist()}
+        return {
+            "u": self.u,
+            "causal": self.causal,
+            "active": self.active.astype(int).tolist(),
+            "n_active": self.active.sum(-1).tolist(),
+        }
 
 
 def probsparse_view(cfg, layers: list):

@@ -11,6 +11,7 @@ For shared-QK LSH the exact counterpart uses the keys LSH uses (unit-normalised 
 self rule (a position attends itself only when it has no other key), so the error is the hashing
 alone.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,19 +28,24 @@ from models.attention import ATTENTION, PATTERNS
 @dataclass
 class ApproxView:
     mechanism: str
-    effective: np.ndarray        # (n, h, L, Lk) the mechanism's effective attention
-    exact: np.ndarray            # (n, h, L, Lk) exact softmax on the same q, k
-    error: np.ndarray            # (n, h, L, Lk) |effective - exact|
-    max_error: np.ndarray        # (n, h)
-    mean_error: np.ndarray       # (n, h) over the (query, key) pairs the causal mask allows
+    effective: np.ndarray  # (n, h, L, Lk) the mechanism's effective attention
+    exact: np.ndarray  # (n, h, L, Lk) exact softmax on the same q, k
+    error: np.ndarray  # (n, h, L, Lk) |effective - exact|
+    max_error: np.ndarray  # (n, h)
+    mean_error: np.ndarray  # (n, h) over the (query, key) pairs the causal mask allows
     causal: bool
     reference: str
 
     def summary(self) -> dict:
-        return {"mechanism": self.mechanism, "reference": self.reference, "causal": self.causal,
-                "max_abs_error": json_round(self.max_error), "mean_abs_error": json_round(self.mean_error),
-                "overall_max_abs_error": json_round(self.max_error.max()),
-                "overall_mean_abs_error": json_round(self.mean_error.mean())}
+        return {
+            "mechanism": self.mechanism,
+            "reference": self.reference,
+            "causal": self.causal,
+            "max_abs_error": json_round(self.max_error),
+            "mean_abs_error": json_round(self.mean_error),
+            "overall_max_abs_error": json_round(self.max_error.max()),
+            "overall_mean_abs_error": json_round(self.mean_error.mean()),
+        }
 
 
 def exact_attention(q, k, mods: dict, causal: bool, shared_qk: bool = False) -> torch.Tensor:
@@ -103,5 +109,13 @@ def approximation_view(cfg, layers: list):
     if shared:
         ref = "softmax(q·k̂/√d_h), k̂ = q/|q| (shared-QK), self only when no other key"
     ref += ", causal mask" if cfg.causal else ", no mask"
-    return ApproxView(mechanism=cfg.attention, effective=eff, exact=exact, error=err,
-                      max_error=err.max(axis=(2, 3)), mean_error=mean, causal=bool(cfg.causal), reference=ref)
+    return ApproxView(
+        mechanism=cfg.attention,
+        effective=eff,
+        exact=exact,
+        error=err,
+        max_error=err.max(axis=(2, 3)),
+        mean_error=mean,
+        causal=bool(cfg.causal),
+        reference=ref,
+    )

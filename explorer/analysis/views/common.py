@@ -4,6 +4,7 @@ applied layer recorded a field.
 Views keep batch element 0 as numpy arrays; summaries are plain lists and numbers so that
 ``json.dumps`` takes them as they are.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ Lepikhin et al. 2020, GShard), ``switch`` (Fedus et al. 2021) and ``hash`` (Roll
 assignments per expert (every top-k choice, before drops), assignments dropped for capacity, and
 the top-1 expert of each token.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,20 +17,26 @@ import numpy as np
 @dataclass
 class ExpertView:
     ffn: str
-    counts: np.ndarray           # (n, E) assignments per expert (all top-k choices, before drops)
-    dropped: np.ndarray          # (n,) assignments dropped for capacity
-    assignment: np.ndarray       # (n, L) top-1 expert of each token
-    capacity: list               # per layer: per-expert capacity per sequence (None: no capacity)
-    n_tokens: int                # tokens routed per layer (batch x length)
+    counts: np.ndarray  # (n, E) assignments per expert (all top-k choices, before drops)
+    dropped: np.ndarray  # (n,) assignments dropped for capacity
+    assignment: np.ndarray  # (n, L) top-1 expert of each token
+    capacity: list  # per layer: per-expert capacity per sequence (None: no capacity)
+    n_tokens: int  # tokens routed per layer (batch x length)
 
     @property
     def top_k(self) -> int:
         return int(round(self.counts[0].sum() / max(self.n_tokens, 1)))
 
     def summary(self) -> dict:
-        return {"ffn": self.ffn, "expert_counts": self.counts.tolist(), "dropped": self.dropped.tolist(),
-                "capacity": self.capacity, "n_tokens": self.n_tokens, "top_k": self.top_k,
-                "assignment": self.assignment.tolist()}
+        return {
+            "ffn": self.ffn,
+            "expert_counts": self.counts.tolist(),
+            "dropped": self.dropped.tolist(),
+            "capacity": self.capacity,
+            "n_tokens": self.n_tokens,
+            "top_k": self.top_k,
+            "assignment": self.assignment.tolist(),
+        }
 
 
 def expert_view(cfg, layers: list):
@@ -44,5 +51,11 @@ def expert_view(cfg, layers: list):
         assign.append(np.concatenate([p.assignment[0].cpu().numpy() for p in ps]))
         cap.append(None if ps[0].capacity is None else int(ps[0].capacity))
         n_tokens = sum(int(p.assignment.numel()) for p in ps)
-    return ExpertView(ffn=cfg.ffn, counts=np.stack(counts), dropped=np.array(dropped), assignment=np.stack(assign),
-                      capacity=cap, n_tokens=n_tokens)
+    return ExpertView(
+        ffn=cfg.ffn,
+        counts=np.stack(counts),
+        dropped=np.array(dropped),
+        assignment=np.stack(assign),
+        capacity=cap,
+        n_tokens=n_tokens,
+    )

@@ -5,6 +5,7 @@ keys of its own bucket) or ``LayerInfo.clusters`` (routing, Roy et al. 2021: onl
 by queries and keys, a query attends the keys of its own cluster; clustered attention, Vyas et al.
 2020: k-means on the queries only, each query takes its cluster centroid's softmax row).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,15 +19,20 @@ GROUP_KEYS = {"buckets": ("LSH bucket", "n_buckets"), "clusters": ("cluster", "n
 
 @dataclass
 class GroupView:
-    key: str                     # the LayerInfo field ("buckets", "clusters")
-    what: str                    # "LSH bucket", "routing cluster", "k-means query cluster"
-    labels: np.ndarray           # (n, h, L) int: group of each token per layer and head
+    key: str  # the LayerInfo field ("buckets", "clusters")
+    what: str  # "LSH bucket", "routing cluster", "k-means query cluster"
+    labels: np.ndarray  # (n, h, L) int: group of each token per layer and head
     n_groups: int
 
     def summary(self) -> dict:
         sizes = np.stack([(self.labels == g).sum(-1) for g in range(self.n_groups)], -1)  # (n, h, G)
-        return {"key": self.key, "what": self.what, "n_groups": self.n_groups,
-                "labels": self.labels.tolist(), "group_sizes": sizes.tolist()}
+        return {
+            "key": self.key,
+            "what": self.what,
+            "n_groups": self.n_groups,
+            "labels": self.labels.tolist(),
+            "group_sizes": sizes.tolist(),
+        }
 
 
 def group_view(cfg, layers: list):

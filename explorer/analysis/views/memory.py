@@ -7,6 +7,7 @@ For ``xl`` (Dai et al. 2019), ``compressive`` (Rae et al. 2019), ``knn`` (Wu et 
 ``reach`` (distance from each query to the oldest token it can attend); the reach without memory
 is ``local_reach`` of each segment on its own.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,21 +21,27 @@ from models.memory.view import local_reach
 @dataclass
 class MemoryView:
     memory: str
-    memory_len: np.ndarray       # (n, S) slots each layer saw in each segment
-    breakdown: list              # [layer][segment] -> {"mem": .., "cmem": ..} / {"prefix": ..} / {"knn": ..}
-    segments: list               # [(first token, length)] per segment
-    reach: np.ndarray            # (n, L) how many positions back each query can see
-    local: np.ndarray            # (L,) the same within its own segment (no memory)
+    memory_len: np.ndarray  # (n, S) slots each layer saw in each segment
+    breakdown: list  # [layer][segment] -> {"mem": .., "cmem": ..} / {"prefix": ..} / {"knn": ..}
+    segments: list  # [(first token, length)] per segment
+    reach: np.ndarray  # (n, L) how many positions back each query can see
+    local: np.ndarray  # (L,) the same within its own segment (no memory)
 
     def summary(self) -> dict:
-        return {"memory": self.memory, "memory_len": self.memory_len.tolist(), "breakdown": self.breakdown,
-                "segments": [list(s) for s in self.segments], "reach": self.reach.tolist(),
-                "reach_without_memory": self.local.tolist()}
+        return {
+            "memory": self.memory,
+            "memory_len": self.memory_len.tolist(),
+            "breakdown": self.breakdown,
+            "segments": [list(s) for s in self.segments],
+            "reach": self.reach.tolist(),
+            "reach_without_memory": self.local.tolist(),
+        }
 
 
 def memory_view(cfg, layers: list):
-    if not layers or not all(p.memory_len is not None and isinstance(i.reach, torch.Tensor)
-                             for i in layers for p in i.parts()):
+    if not layers or not all(
+        p.memory_len is not None and isinstance(i.reach, torch.Tensor) for i in layers for p in i.parts()
+    ):
         return None
     lens = [int(p.input.shape[1]) for p in layers[0].parts()]
     starts = np.cumsum([0] + lens[:-1]).tolist()
@@ -43,5 +50,7 @@ def memory_view(cfg, layers: list):
         memory=cfg.memory,
         memory_len=np.array([[int(p.memory_len) for p in i.parts()] for i in layers]),
         breakdown=[[{k: int(v) for k, v in (p.memory or {}).items()} for p in i.parts()] for i in layers],
-        segments=list(zip(starts, lens)), reach=np.stack([i.reach[0].cpu().numpy() for i in layers]),
-        local=local)
+        segments=list(zip(starts, lens)),
+        reach=np.stack([i.reach[0].cpu().numpy() for i in layers]),
+        local=local,
+    )

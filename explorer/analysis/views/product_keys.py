@@ -4,6 +4,7 @@ Reads ``LayerInfo.slot_counts`` of every segment (``LayerInfo.parts()``): how of
 ``pkm_subkeys^2`` value rows was among a token's top-``pkm_topk`` of a head, summed over the
 layer's FFN calls and segments.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import torch
 
 @dataclass
 class SlotView:
-    counts: np.ndarray           # (n, pkm_subkeys^2) reads of each value row per layer
+    counts: np.ndarray  # (n, pkm_subkeys^2) reads of each value row per layer
     topk: int
     heads: int
 
@@ -24,9 +25,15 @@ class SlotView:
 
     def summary(self) -> dict:
         top = np.argsort(-self.counts, axis=-1, kind="stable")[:, :10]  # (n, 10) most-read rows
-        return {"n_slots": int(self.counts.shape[-1]), "pkm_topk": self.topk, "pkm_heads": self.heads,
-                "reads": self.counts.sum(-1).tolist(), "used": self.used.tolist(),
-                "top_slots": top.tolist(), "top_counts": np.take_along_axis(self.counts, top, -1).tolist()}
+        return {
+            "n_slots": int(self.counts.shape[-1]),
+            "pkm_topk": self.topk,
+            "pkm_heads": self.heads,
+            "reads": self.counts.sum(-1).tolist(),
+            "used": self.used.tolist(),
+            "top_slots": top.tolist(),
+            "top_counts": np.take_along_axis(self.counts, top, -1).tolist(),
+        }
 
 
 def slot_view(cfg, layers: list):

@@ -5,6 +5,7 @@ Reads ``LayerInfo.sinkhorn``, the Sinkhorn-balanced sorting matrix ``P [nb, nb]`
 only shows the mix spread over keys; ``P`` shows the learned permutation itself and how close
 Sinkhorn balancing brought it to doubly stochastic (causal: strictly lower triangular).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,24 +17,29 @@ from explorer.analysis.views.common import all_have, to_float64
 
 @dataclass
 class SinkhornView:
-    P: np.ndarray                # (n, h, nb, nb) sorting matrix per layer and head
+    P: np.ndarray  # (n, h, nb, nb) sorting matrix per layer and head
     block_size: int
     iters: int
     causal: bool
 
     @property
     def row_sums(self) -> np.ndarray:
-        return self.P.sum(-1)    # (n, h, nb): 1 for every row with a block to sort (causal: not block 0)
+        return self.P.sum(-1)  # (n, h, nb): 1 for every row with a block to sort (causal: not block 0)
 
     @property
     def col_sums(self) -> np.ndarray:
-        return self.P.sum(-2)    # (n, h, nb): 1 at Sinkhorn convergence (bidirectional)
+        return self.P.sum(-2)  # (n, h, nb): 1 at Sinkhorn convergence (bidirectional)
 
     def summary(self) -> dict:
-        return {"n_blocks": int(self.P.shape[-1]), "block_size": self.block_size, "sinkhorn_iters": self.iters,
-                "causal": self.causal, "P": np.round(self.P, 4).tolist(),
-                "max_row_sum_error": round(float(_sum_error(self.row_sums, self.causal)), 6),
-                "max_col_sum_error": round(float(_sum_error(self.col_sums, self.causal, cols=True)), 6)}
+        return {
+            "n_blocks": int(self.P.shape[-1]),
+            "block_size": self.block_size,
+            "sinkhorn_iters": self.iters,
+            "causal": self.causal,
+            "P": np.round(self.P, 4).tolist(),
+            "max_row_sum_error": round(float(_sum_error(self.row_sums, self.causal)), 6),
+            "max_col_sum_error": round(float(_sum_error(self.col_sums, self.causal, cols=True)), 6),
+        }
 
 
 def _sum_error(sums: np.ndarray, causal: bool, cols: bool = False) -> float:

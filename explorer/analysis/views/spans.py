@@ -3,6 +3,7 @@
 Reads ``LayerInfo.span`` (``z`` per head, in tokens); a key at distance ``d`` gets the weight
 ``clamp((R + z - d) / R, 0, 1)`` with ``R = span_ramp``, up to ``max_span``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from explorer.analysis.views.common import json_round, to_float32
 
 @dataclass
 class SpanView:
-    span: np.ndarray             # (n, h) learned span z in tokens
+    span: np.ndarray  # (n, h) learned span z in tokens
     max_span: int
     ramp: int
 
@@ -26,5 +27,6 @@ class SpanView:
 def span_view(cfg, layers: list):
     if not layers or not all(isinstance(i.span, torch.Tensor) for i in layers):
         return None
-    return SpanView(span=np.stack([to_float32(i.span) for i in layers]), max_span=int(cfg.max_span),
-                    ramp=int(cfg.span_ramp))
+    return SpanView(
+        span=np.stack([to_float32(i.span) for i in layers]), max_span=int(cfg.max_span), ramp=int(cfg.span_ramp)
+    )

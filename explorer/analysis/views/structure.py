@@ -8,6 +8,7 @@
 - ``sandwich``: ``LayerInfo.sublayer_depth`` (Sandwich Transformer, Press et al. 2020): the order in
   which the attention and FFN sublayers actually ran, as an ``a`` / ``f`` string.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +20,8 @@ from explorer.analysis.views.common import all_have, round_list, to_float64
 
 @dataclass
 class FunnelView:
-    queries: np.ndarray          # (n,) query positions of each layer's attention
-    keys: np.ndarray             # (n,) key positions
+    queries: np.ndarray  # (n,) query positions of each layer's attention
+    keys: np.ndarray  # (n,) key positions
     blocks: int
 
     def summary(self) -> dict:
@@ -31,17 +32,21 @@ def funnel_view(cfg, layers: list):
     if cfg.layer != "funnel" or not all_have(layers, "attention"):
         return None
     shapes = [tuple(i.attention.shape) for i in layers]  # (B, h, Lq, Lk) each
-    return FunnelView(queries=np.array([s[2] for s in shapes]), keys=np.array([s[3] for s in shapes]),
-                      blocks=int(cfg.funnel_blocks))
+    return FunnelView(
+        queries=np.array([s[2] for s in shapes]), keys=np.array([s[3] for s in shapes]), blocks=int(cfg.funnel_blocks)
+    )
 
 
 @dataclass
 class FeedbackView:
-    weights: np.ndarray          # (n_layers + 1,) softmax(w): embedding, then layer 1..N outputs
+    weights: np.ndarray  # (n_layers + 1,) softmax(w): embedding, then layer 1..N outputs
 
     def summary(self) -> dict:
-        return {"layer_weights": round_list(self.weights, 5), "sum": round(float(self.weights.sum()), 6),
-                "heaviest": int(self.weights.argmax())}
+        return {
+            "layer_weights": round_list(self.weights, 5),
+            "sum": round(float(self.weights.sum()), 6),
+            "heaviest": int(self.weights.argmax()),
+        }
 
 
 def feedback_view(cfg, layers: list):
@@ -52,13 +57,17 @@ def feedback_view(cfg, layers: list):
 
 @dataclass
 class SandwichView:
-    order: str                   # "a" / "f" per sublayer, bottom first, as it ran
-    layer_of: list               # which attention / FFN (0-based) sits at each depth
-    coeff: int                   # sandwich_coeff s
+    order: str  # "a" / "f" per sublayer, bottom first, as it ran
+    layer_of: list  # which attention / FFN (0-based) sits at each depth
+    coeff: int  # sandwich_coeff s
 
     def summary(self) -> dict:
-        return {"order": self.order, "sandwich_coeff": self.coeff, "n_layers": len(self.order) // 2,
-                "layer_of": self.layer_of}
+        return {
+            "order": self.order,
+            "sandwich_coeff": self.coeff,
+            "n_layers": len(self.order) // 2,
+            "layer_of": self.layer_of,
+        }
 
 
 def sandwich_view(cfg, layers: list):

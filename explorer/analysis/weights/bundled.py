@@ -11,6 +11,7 @@ one checks the file against the manifest's SHA-256 and its parameters against th
 Bundles are read-only and read once per process (a bounded memo of immutable records, shared by
 every session like the code itself); a session's own weights never live here.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,8 +64,10 @@ class Bundle:
             table = json.loads(path.read_text())
             row = next(r for r in table["rows"] if r["label"].endswith("(as trained)"))
             L = table["trained_length"]
-            return (f"{row['loss'][str(L)]:.3f}{unit} ({table['scored_tokens']} bytes in windows of {L}, the trained "
-                    "length)")
+            return (
+                f"{row['loss'][str(L)]:.3f}{unit} ({table['scored_tokens']} bytes in windows of {L}, the trained "
+                "length)"
+            )
         except (OSError, ValueError, KeyError, TypeError, StopIteration):
             return f"{self.manifest['final_heldout_loss']:.3f}{unit}"
 
@@ -95,8 +98,11 @@ def load(name: str, directory: Path = BUNDLE_DIR) -> Bundle:
     manifest = json.loads((directory / f"{name}.json").read_text())
     weights = directory / f"{name}.safetensors"
     if hashlib.sha256(weights.read_bytes()).hexdigest() != manifest["file_sha256"]:
-        raise ConfigError("bundle", name, "a weights file matching its manifest's digest (regenerate it: "
-                          f"python -m explorer.training.bundle {name})")
+        raise ConfigError(
+            "bundle",
+            name,
+            f"a weights file matching its manifest's digest (regenerate it: python -m explorer.training.bundle {name})",
+        )
     cfg = as_config(manifest["config"])
     params = {k: v.float() for k, v in load_file(str(weights)).items()}
     model = build_model(cfg)
@@ -112,8 +118,7 @@ def load(name: str, directory: Path = BUNDLE_DIR) -> Bundle:
 def _by_config(directory: Path = BUNDLE_DIR) -> dict:
     """``{config: name}`` (the frozen ``ModelConfig`` is the key); a manifest's config is read through the config door, so a field added to
     ``ModelConfig`` since the bundle was made takes its default (which is what the bundle was made with)."""
-    return {as_config(json.loads((directory / f"{n}.json").read_text())["config"]): n
-            for n in names(directory)}
+    return {as_config(json.loads((directory / f"{n}.json").read_text())["config"]): n for n in names(directory)}
 
 
 def bundle_for(cfg) -> Bundle | None:

@@ -12,6 +12,7 @@ The paths it is handed are not its own: it never writes or deletes them (Gradio'
 out). Each must be a regular file inside Gradio's upload cache (``settings.upload_dir()``) and, where the
 caller can tell (``owned``), the visitor's own upload; any other path is refused by name, unread.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,10 @@ from models.hf.files import PICKLES
 MAX_FILES = 8
 BYTES_ENV = settings.UPLOAD_CHECKPOINT_BYTES
 DEFAULT_BYTES = 24 << 20  # Gradio's per-file upload limit in this app (LAUNCH_OPTIONS)
-NAMES = re.compile(r"^(config\.json|tokenizer\.json|model\.safetensors|model\.safetensors\.index\.json|"
-                   r"model-\d{5}-of-\d{5}\.safetensors)$")
+NAMES = re.compile(
+    r"^(config\.json|tokenizer\.json|model\.safetensors|model\.safetensors\.index\.json|"
+    r"model-\d{5}-of-\d{5}\.safetensors)$"
+)
 
 
 def max_bytes() -> int:
@@ -60,16 +63,27 @@ def check_files(paths, root: str | None = None, owned=None) -> dict:
     for p in paths:
         name = _original_name(p)
         if os.path.splitext(name)[1].lower() in PICKLES:
-            raise ConfigError("checkpoint upload", name[:60], f"safetensors weights: {name[:60]} is a Python pickle, "
-                              "and unpickling runs any code the file contains, so it is never read")
+            raise ConfigError(
+                "checkpoint upload",
+                name[:60],
+                f"safetensors weights: {name[:60]} is a Python pickle, "
+                "and unpickling runs any code the file contains, so it is never read",
+            )
         if not NAMES.match(name):
-            raise ConfigError("checkpoint upload", name[:60], "files named config.json, model.safetensors (or "
-                              "model-00001-of-0000N.safetensors with model.safetensors.index.json), tokenizer.json")
+            raise ConfigError(
+                "checkpoint upload",
+                name[:60],
+                "files named config.json, model.safetensors (or "
+                "model-00001-of-0000N.safetensors with model.safetensors.index.json), tokenizer.json",
+            )
         if name in files:
             raise ConfigError("checkpoint upload", name, "each file once")
         if not _inside(p, root) or (owned is not None and not owned(p)):
-            raise ConfigError("checkpoint upload", name[:60], "files this visitor uploaded to this server "
-                              f"(Gradio's upload cache); {name[:60]} is not one of them")
+            raise ConfigError(
+                "checkpoint upload",
+                name[:60],
+                f"files this visitor uploaded to this server (Gradio's upload cache); {name[:60]} is not one of them",
+            )
         total += os.path.getsize(p)
         files[name] = p
     if total > max_bytes():
@@ -101,6 +115,6 @@ def receive(paths, root: str | None = None, owned=None) -> checkpoints.Loaded:
             return checkpoints.load(ckpt_id)  # the same files uploaded again
         except ConfigError:
             pass
-        loaded = checkpoints.read(tmp, ckpt_id, name=f"upload-{ckpt_id[len(checkpoints.UPLOAD_PREFIX):][:8]}")
+        loaded = checkpoints.read(tmp, ckpt_id, name=f"upload-{ckpt_id[len(checkpoints.UPLOAD_PREFIX) :][:8]}")
     checkpoints.keep_upload(loaded)
     return loaded

@@ -25,6 +25,7 @@ A refused upload (named by the digest of its files' contents, so the same id alw
 bytes) is remembered with its reason (``_REFUSED``, at most ``MAX_REFUSED``): asking for it again answers at
 once instead of parsing an 18 MB tokenizer in a compute slot on every request.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,12 +61,13 @@ _UPLOADS = ByteLRU(max_bytes=1 << 62, max_entries=MAX_LOADED)  # id -> Loaded of
 _REFUSED: OrderedDict = OrderedDict()  # upload id -> the ConfigError's (field, value, allowed)
 _LOCK_REFUSED = threading.Lock()
 _LOCK = threading.Lock()  # one checkpoint read at a time (a fraction of a second each): two visitors asking for one
-                          # model read it once
+# model read it once
 
 
 @dataclass(frozen=True)
 class Loaded:
     """A checkpoint in memory: its catalogue config, its weights (with the tokenizer) and what the page says."""
+
     id: str
     name: str
     family: str
@@ -80,12 +82,12 @@ class Loaded:
         return self.weights.tokenizer
 
     def describe(self) -> str:
-        """"checkpoint 'byte-llama' (llama, 2.1 M parameters)"."""
+        """ "checkpoint 'byte-llama' (llama, 2.1 M parameters)"."""
         return f"checkpoint '{self.name}' ({self.family}, {count(self.n_params)} parameters)"
 
 
 def count(n: int) -> str:
-    """"134.5 M", "2.10 M", "48,640"."""
+    """ "134.5 M", "2.10 M", "48,640"."""
     return f"{n / 1e6:.1f} M" if n >= 1e7 else f"{n / 1e6:.2f} M" if n >= 1e6 else f"{n:,}"
 
 
@@ -117,9 +119,15 @@ def offered() -> dict:
 
 def check_id(ckpt_id) -> str:
     """``ckpt_id`` as a well-formed id (ConfigError naming the field and the ids offered otherwise)."""
-    ok = isinstance(ckpt_id, str) and len(ckpt_id) <= MAX_ID_CHARS and (
-        NAME.match(ckpt_id) or (ckpt_id.startswith(HUB_PREFIX) and HUB_ID.match(ckpt_id[len(HUB_PREFIX):]))
-        or (ckpt_id.startswith(UPLOAD_PREFIX) and UPLOAD_ID.match(ckpt_id[len(UPLOAD_PREFIX):])))
+    ok = (
+        isinstance(ckpt_id, str)
+        and len(ckpt_id) <= MAX_ID_CHARS
+        and (
+            NAME.match(ckpt_id)
+            or (ckpt_id.startswith(HUB_PREFIX) and HUB_ID.match(ckpt_id[len(HUB_PREFIX) :]))
+            or (ckpt_id.startswith(UPLOAD_PREFIX) and UPLOAD_ID.match(ckpt_id[len(UPLOAD_PREFIX) :]))
+        )
+    )
     if not ok:
         shown = ckpt_id[:60] if isinstance(ckpt_id, str) else type(ckpt_id).__name__
         raise ConfigError("checkpoint", shown, valid_ids())
@@ -128,8 +136,11 @@ def check_id(ckpt_id) -> str:
 
 def valid_ids() -> str:
     names = sorted(offered())
-    hub = (f"or '{HUB_PREFIX}<owner>/<name>' (a Hugging Face Hub model)" if hub_allowed()
-           else f"(Hub ids need {HUB_ENV}=1 on the host)")
+    hub = (
+        f"or '{HUB_PREFIX}<owner>/<name>' (a Hugging Face Hub model)"
+        if hub_allowed()
+        else f"(Hub ids need {HUB_ENV}=1 on the host)"
+    )
     return f"a checkpoint this host offers: {names or 'none'} {hub}"
 
 
@@ -138,10 +149,15 @@ def folder_of(ckpt_id: str) -> Path:
     ckpt_id = check_id(ckpt_id)
     if ckpt_id.startswith(HUB_PREFIX):
         if not hub_allowed():
-            raise ConfigError("checkpoint", ckpt_id, f"a checkpoint on this host: {sorted(offered()) or 'none'} "
-                              f"(this host does not download from the Hub: {HUB_ENV} is not set)")
+            raise ConfigError(
+                "checkpoint",
+                ckpt_id,
+                f"a checkpoint on this host: {sorted(offered()) or 'none'} "
+                f"(this host does not download from the Hub: {HUB_ENV} is not set)",
+            )
         from explorer.analysis.weights.hub import download  # only a host that allows downloads imports the Hub client
-        return download(ckpt_id[len(HUB_PREFIX):], max_bytes=max_params() * 4)
+
+        return download(ckpt_id[len(HUB_PREFIX) :], max_bytes=max_params() * 4)
     found = offered().get(ckpt_id)
     if found is None:
         raise ConfigError("checkpoint", ckpt_id, valid_ids())
@@ -157,8 +173,11 @@ def load(ckpt_id) -> Loaded:
     if ckpt_id.startswith(UPLOAD_PREFIX):
         key = ("upload", ckpt_id)
         if key not in _UPLOADS:
-            raise ConfigError("checkpoint", ckpt_id[:20] + "…", "an upload this server still holds (uploads are "
-                              "kept for a while only): upload the checkpoint again")
+            raise ConfigError(
+                "checkpoint",
+                ckpt_id[:20] + "…",
+                "an upload this server still holds (uploads are kept for a while only): upload the checkpoint again",
+            )
         return _UPLOADS.get(key, lambda: None)
     key = ("local", ckpt_id)
     if key in _LOADED:
@@ -204,9 +223,12 @@ def read(folder, ckpt_id: str, name: str | None = None) -> Loaded:
         plan = hf.plan(folder, max_params=max_params())
         limit = budget.request_budget()
         if plan.n_bytes > limit:
-            raise ConfigError("checkpoint", f"{plan.n_params / 1e6:.1f} M parameters",
-                              f"weights within the per-request memory budget of {budget.human(limit)} (these need "
-                              f"{budget.human(plan.n_bytes)})")
+            raise ConfigError(
+                "checkpoint",
+                f"{plan.n_params / 1e6:.1f} M parameters",
+                f"weights within the per-request memory budget of {budget.human(limit)} (these need "
+                f"{budget.human(plan.n_bytes)})",
+            )
     except ConfigError as exc:
         _refuse(ckpt_id, exc)
         raise
@@ -218,12 +240,18 @@ def read(folder, ckpt_id: str, name: str | None = None) -> Loaded:
             raise
     state = ckpt.model.state_dict()  # the loaded model's own tensors (a tied head shares the embedding's)
     name = name or plan.name
-    weights = TrainedWeights(ckpt.config, state, tensor_digest(state), 0,
-                             sum(t.numel() * t.element_size() for t in ckpt.model.parameters()),
-                             source=f"checkpoint '{name}' ({ckpt.family}, {count(ckpt.n_params)} parameters, "
-                                    "pretrained)", tokenizer=ckpt.tokenizer, shared=True, checkpoint=ckpt_id)
-    return Loaded(ckpt_id, name, ckpt.family, ckpt.config, weights, ckpt.n_params, ckpt.notes,
-                  time.perf_counter() - t0)
+    weights = TrainedWeights(
+        ckpt.config,
+        state,
+        tensor_digest(state),
+        0,
+        sum(t.numel() * t.element_size() for t in ckpt.model.parameters()),
+        source=f"checkpoint '{name}' ({ckpt.family}, {count(ckpt.n_params)} parameters, pretrained)",
+        tokenizer=ckpt.tokenizer,
+        shared=True,
+        checkpoint=ckpt_id,
+    )
+    return Loaded(ckpt_id, name, ckpt.family, ckpt.config, weights, ckpt.n_params, ckpt.notes, time.perf_counter() - t0)
 
 
 def keep_upload(loaded: Loaded) -> None:

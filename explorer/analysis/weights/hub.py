@@ -7,6 +7,7 @@ fetches ``config.json``, the safetensors (and their index) and ``tokenizer.json`
 ``ConfigError`` naming the checkpoint. Only ``explorer.analysis.weights.checkpoints`` imports this module, and only
 on a host that allows downloads.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -32,8 +33,9 @@ def download(repo_id: str, max_bytes: int) -> Path:
     try:
         info = HfApi().model_info(repo_id, files_metadata=True)
     except Exception as exc:  # offline, unknown, gated: the Hub client's errors share no useful base class
-        raise ConfigError("checkpoint", shown, f"a Hub model this host can reach ({type(exc).__name__}: "
-                          f"{str(exc)[:120]})") from None
+        raise ConfigError(
+            "checkpoint", shown, f"a Hub model this host can reach ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
     files = {s.rfilename: (s.size or 0) for s in info.siblings or ()}
     weights = {n: size for n, size in files.items() if wanted(n) and n.endswith(".safetensors")}
     if not weights:
@@ -42,12 +44,16 @@ def download(repo_id: str, max_bytes: int) -> Path:
         raise ConfigError("checkpoint", shown, f"a Hub model with safetensors weights{why}")
     total = sum(weights.values())
     if total > max_bytes:
-        raise ConfigError("checkpoint", shown, f"weights of at most {max_bytes / 1e6:.0f} MB on this host (this "
-                          f"model's safetensors are {total / 1e6:.0f} MB)")
+        raise ConfigError(
+            "checkpoint",
+            shown,
+            f"weights of at most {max_bytes / 1e6:.0f} MB on this host (this "
+            f"model's safetensors are {total / 1e6:.0f} MB)",
+        )
     try:
-        path = snapshot_download(repo_id, allow_patterns=list(PATTERNS),
-                                 cache_dir=settings.hub_cache())
+        path = snapshot_download(repo_id, allow_patterns=list(PATTERNS), cache_dir=settings.hub_cache())
     except Exception as exc:
-        raise ConfigError("checkpoint", shown, f"a Hub model this host can download ({type(exc).__name__}: "
-                          f"{str(exc)[:120]})") from None
+        raise ConfigError(
+            "checkpoint", shown, f"a Hub model this host can download ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
     return Path(path)

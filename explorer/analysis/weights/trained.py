@@ -13,11 +13,11 @@ them only for the config they belong to (``applicable``: another norm placement,
 computed from its initial weights; a request's ``explorer.analysis.source.WeightsSource`` gives its
 record through ``source.drawn_for``). ``mismatch(weights, cfg)`` names the fields that differ, for the switch's message.
 """
+
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 
@@ -26,7 +26,6 @@ from models import ConfigError, ModelConfig
 
 # 2M parameters (the training cap) in float32 are 8 MB; the buffers (RoPE tables, masks) add a little
 MAX_TRAINED_BYTES = 24 << 20
-
 
 
 def tensor_digest(tensors: dict) -> str:
@@ -41,18 +40,18 @@ def tensor_digest(tensors: dict) -> str:
 
 @dataclass(frozen=True)
 class TrainedWeights:
-    config: ModelConfig     # the config of the model the tensors belong to (frozen: compared and hashed as is)
-    tensors: dict           # name -> CPU tensor (a copy of the model's state_dict)
-    digest: str             # SHA-256 of the tensors: the cache key
-    step: int               # optimizer steps done (0: an uploaded file without a step)
+    config: ModelConfig  # the config of the model the tensors belong to (frozen: compared and hashed as is)
+    tensors: dict  # name -> CPU tensor (a copy of the model's state_dict)
+    digest: str  # SHA-256 of the tensors: the cache key
+    step: int  # optimizer steps done (0: an uploaded file without a step)
     nbytes: int
-    source: str = ""        # where they come from, as the page says it ("your run", a bundle's description)
-    surgery: tuple = ()     # fields changed from the config they were trained with (``explorer.analysis.surgery``)
+    source: str = ""  # where they come from, as the page says it ("your run", a bundle's description)
+    surgery: tuple = ()  # fields changed from the config they were trained with (``explorer.analysis.surgery``)
     # a pretrained checkpoint's (``explorer.analysis.weights.checkpoints``): the tokenizer its ids come from (None: bytes)
     tokenizer: object = field(default=None, repr=False, compare=False)
-    shared: bool = False    # tensors held read-only by the host: an eval model uses them without a copy
-    checkpoint: str = ""    # the checkpoint's id (what a share link carries instead of the weights)
-    bundle: str = ""        # the bundle the tensors are (or were moved from): the weights on screen
+    shared: bool = False  # tensors held read-only by the host: an eval model uses them without a copy
+    checkpoint: str = ""  # the checkpoint's id (what a share link carries instead of the weights)
+    bundle: str = ""  # the bundle the tensors are (or were moved from): the weights on screen
 
     def matches(self, cfg) -> bool:
         return as_config(cfg) == self.config
@@ -83,8 +82,11 @@ def snapshot(cfg, model: torch.nn.Module, step: int = 0) -> TrainedWeights:
     state = model.state_dict()
     size = sum(t.numel() * t.element_size() for t in state.values())
     if size > MAX_TRAINED_BYTES:
-        raise ConfigError("weights", f"{size:,} bytes", f"trained weights of at most {MAX_TRAINED_BYTES:,} bytes "
-                          "to show in the other tabs")
+        raise ConfigError(
+            "weights",
+            f"{size:,} bytes",
+            f"trained weights of at most {MAX_TRAINED_BYTES:,} bytes to show in the other tabs",
+        )
     with torch.no_grad():
         tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
     return TrainedWeights(cfg, tensors, tensor_digest(tensors), int(step), size)
@@ -96,18 +98,19 @@ def mismatch(weights: TrainedWeights, cfg) -> list:
     return [f"{k}={mine[k]!r}" for k in mine if other.get(k) != mine[k]]
 
 
-def checked_for(cfg, weights: Optional[TrainedWeights] = None) -> Optional[TrainedWeights]:
+def checked_for(cfg, weights: TrainedWeights | None = None) -> TrainedWeights | None:
     """``weights`` checked against the config an analysis runs (a ``ModelConfig`` or its JSON;
     ``ConfigError`` naming the fields that differ when they belong to another config); None: the initial
     weights."""
     if weights is not None and weights.config != as_config(cfg):
         diff = mismatch(weights, cfg)
-        raise ConfigError("weights", "trained", f"a config equal to the one the weights were trained with "
-                          f"({', '.join(diff[:4])})")
+        raise ConfigError(
+            "weights", "trained", f"a config equal to the one the weights were trained with ({', '.join(diff[:4])})"
+        )
     return weights
 
 
-def applicable(weights: Optional[TrainedWeights], cfg) -> Optional[TrainedWeights]:
+def applicable(weights: TrainedWeights | None, cfg) -> TrainedWeights | None:
     """``weights`` when they belong to ``cfg``, else None: what an analysis draws for a config the
     controls may have moved away from (another norm placement in the gradient figure, say). A request's
     ``WeightsSource`` goes through ``explorer.analysis.source.drawn_for`` instead."""

@@ -19,6 +19,7 @@ labelled ``self L.H`` (decoder self-attention), ``cross L.H`` (cross-attention) 
 ablation's reference is the reversal probes; patching's default corrupted text changes the source's longest
 word and its mirror in the target (``patching.seq2seq_default_pair``). The head circuits stay decoder-only.
 """
+
 from __future__ import annotations
 
 import csv
@@ -26,14 +27,24 @@ import io
 
 import torch
 
+from explorer.analysis.common.memo import eval_model, memo, weights_key
 from explorer.analysis.why import attribution as attribution_mod
 from explorer.analysis.why import circuits as circuits_mod
-from explorer.analysis.why.lens import logit_lens
-from explorer.analysis.common.memo import eval_model, memo, weights_key
-from explorer.analysis.why.patching import (HELDOUT_WINDOW, MODES, ablate, ablation_record, default_pair,
-                                        head_means, next_token_loss, patch_heads, reference_ids, seq2seq_default_pair)
-from explorer.analysis.why.seq2seq_ids import START, Seq2SeqIds, seq2seq
 from explorer.analysis.why.head_labels import depths, parse_heads
+from explorer.analysis.why.lens import logit_lens
+from explorer.analysis.why.patching import (
+    HELDOUT_WINDOW,
+    MODES,
+    ablate,
+    ablation_record,
+    default_pair,
+    head_means,
+    next_token_loss,
+    patch_heads,
+    reference_ids,
+    seq2seq_default_pair,
+)
+from explorer.analysis.why.seq2seq_ids import START, Seq2SeqIds, seq2seq
 from explorer.runtime import budget, cost
 from explorer.runtime.device import device, gpu
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -43,11 +54,11 @@ from explorer.runtime.tokens import token_label
 from models import ConfigError
 from models.interventions import check_model
 
-MAX_TOKENS = MAX_TEXT_BYTES      # tokens of text a view reads (the maps' cap)
-MAX_PATCH_FORWARDS = 128         # forward passes of one patching grid (a 12-layer, 16-head model needs 208)
-HELDOUT_TOKENS = 4096            # tokens of the held-out passage scored by an ablation
-MAX_CIRCUIT_WIDTH = 1024         # d_model of a model whose head circuits are read (d x d products per head pair)
-FREQUENT = 64                    # a large vocabulary's circuits: the text's most frequent tokens
+MAX_TOKENS = MAX_TEXT_BYTES  # tokens of text a view reads (the maps' cap)
+MAX_PATCH_FORWARDS = 128  # forward passes of one patching grid (a 12-layer, 16-head model needs 208)
+HELDOUT_TOKENS = 4096  # tokens of the held-out passage scored by an ablation
+MAX_CIRCUIT_WIDTH = 1024  # d_model of a model whose head circuits are read (d x d products per head pair)
+FREQUENT = 64  # a large vocabulary's circuits: the text's most frequent tokens
 VIEWS = ("lens", "attribution", "ablation", "patching", "circuits")
 
 
@@ -149,20 +160,23 @@ def patch_forwards(cfg) -> int:
 def check_patching(cfg) -> None:
     n = patch_forwards(cfg)
     if n > MAX_PATCH_FORWARDS:
-        raise ConfigError("patching", f"{n} forward passes ({sum(depths(cfg).values())} layers of heads x "
-                          f"{cfg.n_heads} heads)",
-                          f"at most {MAX_PATCH_FORWARDS} forward passes: a model of at most "
-                          f"{MAX_PATCH_FORWARDS - 4} heads and FFNs in all")
+        raise ConfigError(
+            "patching",
+            f"{n} forward passes ({sum(depths(cfg).values())} layers of heads x {cfg.n_heads} heads)",
+            f"at most {MAX_PATCH_FORWARDS} forward passes: a model of at most "
+            f"{MAX_PATCH_FORWARDS - 4} heads and FFNs in all",
+        )
 
 
 def heldout_tokens(tokenizer, window: int) -> torch.Tensor:
     """The held-out passage in ``(n, window)`` windows: its bytes, or a checkpoint's tokens of it."""
     from explorer.analysis.surgery.loss import heldout_text
+
     raw = heldout_text()
     ids = list(raw) if tokenizer is None else list(tokenizer.encode(raw.decode("utf-8", "replace")))
     ids = ids[:HELDOUT_TOKENS]
     n = max(1, len(ids) // window)
-    return torch.tensor(ids[:n * window], dtype=torch.long).view(n, -1)
+    return torch.tensor(ids[: n * window], dtype=torch.long).view(n, -1)
 
 
 def _window(cfg) -> int:
@@ -182,8 +196,11 @@ def compute_view(view: str, cfg, weights, ids: tuple, params: tuple) -> dict:
     if view == "attribution":
         return attribution_mod.attribute(model, x, p["position"], alternative=p["alternative"]).to_json(label)
     if view == "ablation":
-        held = (reference_ids(cfg).to(dev) if seq2seq(cfg)
-                else heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev))
+        held = (
+            reference_ids(cfg).to(dev)
+            if seq2seq(cfg)
+            else heldout_tokens(weights.tokenizer if weights is not None else None, _window(cfg)).to(dev)
+        )
         means = head_means(model, held) if p["mode"] == "mean" else None  # one pass, for both records
         out = ablate(model, x, p["heads"], p["mode"], heldout=held, means=means).to_json()
         if p["repeat"]:  # the second copy of the repeated word, after its first token: what induction predicts
@@ -210,8 +227,11 @@ def _circuits(model, x: torch.Tensor, p: dict, label) -> dict:
     cfg = model.cfg
     tokens = None if cfg.vocab_size <= circuits_mod.MAX_VOCAB else circuits_mod.frequent_tokens(x.cpu(), FREQUENT)
     with torch.no_grad():
-        out = {"copying": circuits_mod.head_circuits(model, tokens).to_json(label), "composition": None,
-               "composition_note": ""}
+        out = {
+            "copying": circuits_mod.head_circuits(model, tokens).to_json(label),
+            "composition": None,
+            "composition_note": "",
+        }
         if cfg.n_layers < 2:
             out["composition_note"] = "one layer: no composition between layers"
         else:
@@ -232,6 +252,7 @@ def view(src, name: str, ids: list, **params) -> dict:
     def compute():  # a miss: its predicted compute checked first (refused by name past the budget)
         cost.charge(cfg, cost_parts(name, cfg, len(ids), params), f"The {name} view")
         return compute_view(name, cfg, src.weights, tuple(ids), frozen)
+
     return memo(key, compute, need=need)
 
 
@@ -241,7 +262,10 @@ def cost_parts(name: str, cfg, n: int, params: dict) -> list:
         return [(patch_forwards(cfg), n, 1)]
     if name == "ablation":
         w = _window(cfg)
-        return [(2 + 2 * bool(params.get("repeat")), n, 1), (2 + (params.get("mode") == "mean"), w, HELDOUT_TOKENS // w)]
+        return [
+            (2 + 2 * bool(params.get("repeat")), n, 1),
+            (2 + (params.get("mode") == "mean"), w, HELDOUT_TOKENS // w),
+        ]
     return [(3 if name == "attribution" else 1, n, 1)]
 
 
@@ -260,8 +284,9 @@ def attribution(src, text, position=None, alternative=None) -> dict:
     check(src, "attribution")
     ids = token_ids(src, text)
     pos = position_of(position, len(ids), default_position(src, text, ids))
-    return view(src, "attribution", ids, position=pos, alternative=alternative_id(src, alternative),
-                **_source(src, text))
+    return view(
+        src, "attribution", ids, position=pos, alternative=alternative_id(src, alternative), **_source(src, text)
+    )
 
 
 def ablation(src, text, heads, mode="zero") -> dict:
@@ -284,7 +309,7 @@ def same_length(ids: list, bad: list, vocab: int) -> list:
     b = 0
     while b < min(len(ids), len(bad)) - a and ids[-1 - b] == bad[-1 - b]:
         b += 1
-    return ids[:a] + [(t + 1) % vocab for t in ids[a:len(ids) - b]] + ids[len(ids) - b:]
+    return ids[:a] + [(t + 1) % vocab for t in ids[a : len(ids) - b]] + ids[len(ids) - b :]
 
 
 def patching(src, text, corrupted=None) -> dict:
@@ -319,9 +344,13 @@ def _seq2seq_patching(src, text, corrupted) -> dict:
     s, bad_s = source_ids(src, text), source_ids(src, bad)
     for side, a, b in (("source", s, bad_s), ("target", ids, bad_ids)):
         if len(a) != len(b):
-            raise ConfigError("corrupted", f"{len(b)} {side} tokens", f"{len(a)} tokens, the clean text's {side} length")
-    return {**view(src, "patching", ids, corrupted=tuple(bad_ids), source=s, corrupted_source=bad_s),
-            "corrupted_text": bad}
+            raise ConfigError(
+                "corrupted", f"{len(b)} {side} tokens", f"{len(a)} tokens, the clean text's {side} length"
+            )
+    return {
+        **view(src, "patching", ids, corrupted=tuple(bad_ids), source=s, corrupted_source=bad_s),
+        "corrupted_text": bad,
+    }
 
 
 def _layer(value, name: str, cfg) -> int:
@@ -361,7 +390,9 @@ def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None
             for layer, row in enumerate(grid["heads"]):
                 where = f"decoder layer {layer}" if seq else f"layer {layer}"
                 for head, v in enumerate(row):
-                    w.writerow([name, where, f"self head {head}" if seq else f"head {head}", grid.get("measure", ""), v])
+                    w.writerow(
+                        [name, where, f"self head {head}" if seq else f"head {head}", grid.get("measure", ""), v]
+                    )
                 for head, v in enumerate(grid["cross"][layer] if seq else []):
                     w.writerow([name, where, f"cross head {head}", grid.get("measure", ""), v])
                 w.writerow([name, where, "FFN", grid.get("measure", ""), grid["ffn"][layer]])
@@ -376,11 +407,19 @@ def csv_text(lens_json=None, attr_json=None, patch_json=None, ablation_json=None
         comp = circuits_json["composition"]
         for a, row in enumerate(comp["scores"] if comp else []):
             for b, v in enumerate(row):
-                w.writerow([comp["kind"] + "_composition", f"{comp['earlier_layer']}.{a}", f"{comp['later_layer']}.{b}",
-                            f"random baseline {comp['random_baseline']:.4f}", v])
+                w.writerow(
+                    [
+                        comp["kind"] + "_composition",
+                        f"{comp['earlier_layer']}.{a}",
+                        f"{comp['later_layer']}.{b}",
+                        f"random baseline {comp['random_baseline']:.4f}",
+                        v,
+                    ]
+                )
     if ablation_json:
         for where in ("text", "heldout") + (("repeat",) if ablation_json.get("repeat") else ()):
             for k in ("before", "after", "change"):
-                w.writerow(["ablation_" + ablation_json["mode"], where, k, ablation_json["unit"],
-                            ablation_json[where][k]])
+                w.writerow(
+                    ["ablation_" + ablation_json["mode"], where, k, ablation_json["unit"], ablation_json[where][k]]
+                )
     return buf.getvalue()

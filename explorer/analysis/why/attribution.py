@@ -26,17 +26,17 @@ decoder's final norm. The encoder has no term of its own: everything it computes
 only through the cross-attention heads' writes, so an encoder head's share of a logit is inside the cross
 heads' terms (ablate or patch the encoder head to measure its effect).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
-from models import ConfigError
 from explorer.analysis.why.lens import cached_run
 from explorer.analysis.why.seq2seq_ids import Ids, decoder_ids, head_layers
 from explorer.runtime.tokens import token_label
+from models import ConfigError
 
 PLACEMENTS = ("pre", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -47,11 +47,18 @@ ARCHITECTURES = ("decoder_only", "encoder_decoder")
 
 def check(cfg) -> None:
     if cfg.architecture not in ARCHITECTURES:
-        raise ConfigError("architecture", cfg.architecture, f"one of {list(ARCHITECTURES)} for direct logit "
-                          "attribution (the masked-LM head is not linear)")
+        raise ConfigError(
+            "architecture",
+            cfg.architecture,
+            f"one of {list(ARCHITECTURES)} for direct logit attribution (the masked-LM head is not linear)",
+        )
     if cfg.norm_placement not in PLACEMENTS:
-        raise ConfigError("norm_placement", cfg.norm_placement, f"one of {list(PLACEMENTS)} for direct logit "
-                          "attribution (a linear decomposition of the logit holds only there)")
+        raise ConfigError(
+            "norm_placement",
+            cfg.norm_placement,
+            f"one of {list(PLACEMENTS)} for direct logit "
+            "attribution (a linear decomposition of the logit holds only there)",
+        )
     if cfg.norm_placement == "pre" and cfg.norm not in NORMS:
         raise ConfigError("norm", cfg.norm, f"one of {list(NORMS)} for direct logit attribution")
 
@@ -59,16 +66,16 @@ def check(cfg) -> None:
 @dataclass(frozen=True)
 class Attribution:
     position: int
-    token: int                 # the token to predict (the actual next token unless chosen)
-    alternative: Optional[int]
-    heads: torch.Tensor        # (n_layers, n_heads) contribution of each head to logit[token] (- logit[alternative])
-    ffn: torch.Tensor          # (n_layers,)
-    embedding: float           # token embedding's term
-    position_term: float       # position embedding's term (0 for RoPE / ALiBi / none)
-    biases: float              # attention output biases + the final norm's bias + the head's bias
-    logit: float               # the model's own logit (or logit difference)
-    scale: float               # the final norm's scale s, frozen at its forward value (1 without a norm)
-    cross: Optional[torch.Tensor] = None  # (n_layers, n_heads) an encoder-decoder's cross-attention heads
+    token: int  # the token to predict (the actual next token unless chosen)
+    alternative: int | None
+    heads: torch.Tensor  # (n_layers, n_heads) contribution of each head to logit[token] (- logit[alternative])
+    ffn: torch.Tensor  # (n_layers,)
+    embedding: float  # token embedding's term
+    position_term: float  # position embedding's term (0 for RoPE / ALiBi / none)
+    biases: float  # attention output biases + the final norm's bias + the head's bias
+    logit: float  # the model's own logit (or logit difference)
+    scale: float  # the final norm's scale s, frozen at its forward value (1 without a norm)
+    cross: torch.Tensor | None = None  # (n_layers, n_heads) an encoder-decoder's cross-attention heads
 
     @property
     def total(self) -> float:
@@ -77,23 +84,38 @@ class Attribution:
 
     def to_json(self, label=None) -> dict:
         label = label or token_label
-        return {"position": self.position, "token": label(self.token), "token_id": self.token,
-                "alternative": None if self.alternative is None else label(self.alternative),
-                "alternative_id": self.alternative,
-                "heads": self.heads.tolist(), "ffn": self.ffn.tolist(), "embedding": self.embedding,
-                "position_embedding": self.position_term, "biases": self.biases, "total": self.total,
-                "logit": self.logit, "final_norm_scale": self.scale,
-                "measure": "logit difference" if self.alternative is not None else "logit",
-                "note": "final norm's scale frozen at its value on this forward pass",
-                **({} if self.cross is None else {
+        return {
+            "position": self.position,
+            "token": label(self.token),
+            "token_id": self.token,
+            "alternative": None if self.alternative is None else label(self.alternative),
+            "alternative_id": self.alternative,
+            "heads": self.heads.tolist(),
+            "ffn": self.ffn.tolist(),
+            "embedding": self.embedding,
+            "position_embedding": self.position_term,
+            "biases": self.biases,
+            "total": self.total,
+            "logit": self.logit,
+            "final_norm_scale": self.scale,
+            "measure": "logit difference" if self.alternative is not None else "logit",
+            "note": "final norm's scale frozen at its value on this forward pass",
+            **(
+                {}
+                if self.cross is None
+                else {
                     "cross": self.cross.tolist(),
                     "note": "decoder heads: self-attention (heads) and cross-attention (cross); the encoder "
-                            "reaches the logit only through the cross-attention heads; the decoder's final "
-                            "norm's scale frozen at its value on this forward pass"})}
+                    "reaches the logit only through the cross-attention heads; the decoder's final "
+                    "norm's scale frozen at its value on this forward pass",
+                }
+            ),
+        }
 
 
-def attribute(model, ids: Ids, position: int, token: Optional[int] = None,
-              alternative: Optional[int] = None) -> Attribution:
+def attribute(
+    model, ids: Ids, position: int, token: int | None = None, alternative: int | None = None
+) -> Attribution:
     """Each head's and FFN's direct contribution to the logit of ``token`` (default: the actual next token)
     at ``position`` of ``ids (1, L)`` (an encoder-decoder: of its decoder's input), minus the same for
     ``alternative`` when given."""
@@ -113,8 +135,11 @@ def attribute(model, ids: Ids, position: int, token: Optional[int] = None,
     out = cached_run(model, run_ids)
     layers = head_layers(out)
     seq2seq = cfg.architecture == "encoder_decoder"
-    final_norm, embed_norm, blocks = ((model.dec_norm, model.dec_embed_norm, model.decoder.blocks) if seq2seq
-                                      else (model.final_norm, model.embed_norm, model.stack.blocks))
+    final_norm, embed_norm, blocks = (
+        (model.dec_norm, model.dec_embed_norm, model.decoder.blocks)
+        if seq2seq
+        else (model.final_norm, model.embed_norm, model.stack.blocks)
+    )
     u = model.head.weight[token].detach().double()  # (d,)
     if alternative is not None:
         u = u - model.head.weight[alternative].detach().double()
@@ -128,8 +153,9 @@ def attribute(model, ids: Ids, position: int, token: Optional[int] = None,
         embedding, position_term = read(x0), 0.0
     heads = torch.stack([read(info.head_outputs[0, :, position].double()) for info in layers])
     ffn = torch.stack([read(info.ffn_output[0, position].double()) for info in layers])
-    cross = torch.stack([read(info.cross_head_outputs[0, :, position].double()) for info in layers]) \
-        if seq2seq else None
+    cross = (
+        torch.stack([read(info.cross_head_outputs[0, :, position].double()) for info in layers]) if seq2seq else None
+    )
     biases = bias_term
     for block in blocks:
         for proj in (block.attn.out_proj, *((block.cross.out_proj,) if seq2seq else ())):
@@ -137,9 +163,19 @@ def attribute(model, ids: Ids, position: int, token: Optional[int] = None,
                 biases = biases + float(read(proj.bias.detach().double()))
     logits = out.logits[0, position].double()
     logit = logits[token] - (logits[alternative] if alternative is not None else 0.0)
-    return Attribution(position, token, alternative, heads.float(), ffn.float(), float(embedding),
-                       float(position_term), float(biases), float(logit), scale,
-                       None if cross is None else cross.float())
+    return Attribution(
+        position,
+        token,
+        alternative,
+        heads.float(),
+        ffn.float(),
+        float(embedding),
+        float(position_term),
+        float(biases),
+        float(logit),
+        scale,
+        None if cross is None else cross.float(),
+    )
 
 
 def _reader(norm, kind: str, x: torch.Tensor, u: torch.Tensor):

@@ -27,6 +27,7 @@ and ``W_QK^b = W_Q^bT W_K^b`` (``d x d``, each read side folding its block's pre
 circuit's test), ``Q: |W_QK^bT W_OV^a|_F / (...)``, ``V: |W_OV^b W_OV^a|_F / (...)``. ``baseline`` is the mean
 score of random Gaussian matrices of the same shapes and ranks (Elhage et al. compare with it too).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,9 +46,13 @@ def check(cfg, tokens=None) -> None:
     """``ConfigError`` for a model without head circuits here, or a vocabulary too large to read whole
     (``tokens`` then names at most ``MAX_VOCAB`` of them: ``frequent_tokens``)."""
     if cfg.vocab_size > MAX_VOCAB and (tokens is None or len(tokens) > MAX_VOCAB):
-        raise ConfigError("vocab_size", cfg.vocab_size, f"at most {MAX_VOCAB} (byte-level models) for full "
-                          f"circuits; a larger vocabulary is read on at most {MAX_VOCAB} chosen tokens "
-                          "(the most frequent of a text: frequent_tokens)")
+        raise ConfigError(
+            "vocab_size",
+            cfg.vocab_size,
+            f"at most {MAX_VOCAB} (byte-level models) for full "
+            f"circuits; a larger vocabulary is read on at most {MAX_VOCAB} chosen tokens "
+            "(the most frequent of a text: frequent_tokens)",
+        )
     check_structure(cfg)
 
 
@@ -55,9 +60,12 @@ def check_structure(cfg) -> None:
     """``ConfigError`` for a model whose heads have no circuits here (any vocabulary: a composition reads
     ``d x d`` matrices only)."""
     if cfg.architecture != "decoder_only":
-        why = (": cross-attention heads read the encoder's stream, not the decoder's, so token-to-token OV/QK "
-               "products and one stream's composition do not describe them"
-               if cfg.architecture == "encoder_decoder" else "")
+        why = (
+            ": cross-attention heads read the encoder's stream, not the decoder's, so token-to-token OV/QK "
+            "products and one stream's composition do not describe them"
+            if cfg.architecture == "encoder_decoder"
+            else ""
+        )
         raise ConfigError("architecture", cfg.architecture, f"'decoder_only' for head circuits{why}")
     if cfg.layer != "standard":
         raise ConfigError("layer", cfg.layer, "'standard' of a decoder_only model for head circuits")
@@ -71,8 +79,7 @@ def _pre_norm(model, layer: int):
     """The norm applied to the attention input of ``layer`` (pre-LN, sandwich), else None (post-LN's norm
     comes after the residual sum: the next block reads its output, which the circuit starts from)."""
     res = model.stack.blocks[layer].res_attn
-    return {"pre": getattr(res, "norm", None), "sandwich": getattr(res, "norm_in", None)}.get(
-        model.cfg.norm_placement)
+    return {"pre": getattr(res, "norm", None), "sandwich": getattr(res, "norm_in", None)}.get(model.cfg.norm_placement)
 
 
 def _fold(norm, cfg) -> torch.Tensor:
@@ -90,8 +97,8 @@ def _fold(norm, cfg) -> torch.Tensor:
 def _head_weights(model, layer: int, h: int) -> tuple:
     cfg, attn = model.cfg, model.stack.blocks[layer].attn
     dh, kv = cfg.d_head, _kv(cfg, h)
-    rows = lambda lin, i: lin.weight.detach().double()[i * dh:(i + 1) * dh]  # noqa: E731  (d_h, d)
-    wo = attn.out_proj.weight.detach().double()[:, h * dh:(h + 1) * dh]  # (d, d_h)
+    rows = lambda lin, i: lin.weight.detach().double()[i * dh : (i + 1) * dh]  # noqa: E731  (d_h, d)
+    wo = attn.out_proj.weight.detach().double()[:, h * dh : (h + 1) * dh]  # (d, d_h)
     return rows(attn.q_proj, h), rows(attn.k_proj, kv), rows(attn.v_proj, kv), wo
 
 
@@ -111,19 +118,25 @@ def _unembed(model) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class HeadCircuits:
-    tokens: tuple              # token ids the matrices' rows and columns are
-    ov: torch.Tensor           # (n_layers, n_heads, T, T)
-    qk: torch.Tensor           # (n_layers, n_heads, T, T)
-    eigen: torch.Tensor        # (n_layers, n_heads) sum(lambda) / sum(|lambda|)
-    diagonal: torch.Tensor     # (n_layers, n_heads) fraction of rows whose maximum is the diagonal
+    tokens: tuple  # token ids the matrices' rows and columns are
+    ov: torch.Tensor  # (n_layers, n_heads, T, T)
+    qk: torch.Tensor  # (n_layers, n_heads, T, T)
+    eigen: torch.Tensor  # (n_layers, n_heads) sum(lambda) / sum(|lambda|)
+    diagonal: torch.Tensor  # (n_layers, n_heads) fraction of rows whose maximum is the diagonal
 
     def to_json(self, label=None, matrices: bool = False) -> dict:
         from explorer.runtime.tokens import token_label
+
         label = label or token_label
-        out = {"tokens": [label(t) for t in self.tokens], "copying_eigen": self.eigen.tolist(),
-               "copying_diagonal": self.diagonal.tolist(),
-               "measures": {"copying_eigen": "sum of the OV circuit's eigenvalues / sum of their moduli",
-                            "copying_diagonal": "fraction of OV rows whose largest entry is the diagonal"}}
+        out = {
+            "tokens": [label(t) for t in self.tokens],
+            "copying_eigen": self.eigen.tolist(),
+            "copying_diagonal": self.diagonal.tolist(),
+            "measures": {
+                "copying_eigen": "sum of the OV circuit's eigenvalues / sum of their moduli",
+                "copying_diagonal": "fraction of OV rows whose largest entry is the diagonal",
+            },
+        }
         if matrices:
             out["ov"], out["qk"] = self.ov.float().tolist(), self.qk.float().tolist()
         return out
@@ -159,9 +172,13 @@ def head_circuits(model, tokens: tuple | None = None) -> HeadCircuits:
             eig.append(float(lam.sum().real / lam.abs().sum()))
             diag.append(float((ov.argmax(1) == torch.arange(len(idx))).double().mean()))
     shape = (cfg.n_layers, cfg.n_heads)
-    return HeadCircuits(tuple(int(t) for t in tokens), torch.stack(ovs).view(*shape, len(idx), len(idx)),
-                        torch.stack(qks).view(*shape, len(idx), len(idx)),
-                        torch.tensor(eig).view(shape), torch.tensor(diag).view(shape))
+    return HeadCircuits(
+        tuple(int(t) for t in tokens),
+        torch.stack(ovs).view(*shape, len(idx), len(idx)),
+        torch.stack(qks).view(*shape, len(idx), len(idx)),
+        torch.tensor(eig).view(shape),
+        torch.tensor(diag).view(shape),
+    )
 
 
 def _ov_qk(model, layer: int, h: int) -> tuple:
@@ -179,11 +196,11 @@ def _score(m: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float:
 
 @dataclass(frozen=True)
 class Composition:
-    kind: str                 # "K", "Q" or "V"
+    kind: str  # "K", "Q" or "V"
     earlier: int
     later: int
-    scores: torch.Tensor      # (n_heads earlier, n_heads later)
-    baseline: float           # mean score of random matrices of the same shapes and ranks
+    scores: torch.Tensor  # (n_heads earlier, n_heads later)
+    baseline: float  # mean score of random matrices of the same shapes and ranks
 
     def top(self, n: int = 5) -> list:
         """The ``n`` highest ``((earlier head, later head), score)`` pairs."""
@@ -193,10 +210,15 @@ class Composition:
         return [((int(i) // H, int(i) % H), float(flat[i])) for i in order]
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "earlier_layer": self.earlier, "later_layer": self.later,
-                "scores": self.scores.tolist(), "random_baseline": self.baseline,
-                "top": [{"earlier_head": a, "later_head": b, "score": s} for (a, b), s in self.top()],
-                "measure": f"{self.kind}-composition: Frobenius-norm ratio (Elhage et al. 2021)"}
+        return {
+            "kind": self.kind,
+            "earlier_layer": self.earlier,
+            "later_layer": self.later,
+            "scores": self.scores.tolist(),
+            "random_baseline": self.baseline,
+            "top": [{"earlier_head": a, "later_head": b, "score": s} for (a, b), s in self.top()],
+            "measure": f"{self.kind}-composition: Frobenius-norm ratio (Elhage et al. 2021)",
+        }
 
 
 def composition(model, earlier: int = 0, later: int = 1, kind: str = "K", draws: int = 20) -> Composition:
@@ -216,8 +238,12 @@ def composition(model, earlier: int = 0, later: int = 1, kind: str = "K", draws:
 
 def _baseline(d: int, dh: int, draws: int) -> float:
     g = torch.Generator().manual_seed(0)
-    low_rank = lambda: torch.randn(d, dh, generator=g, dtype=torch.float64) @ torch.randn(  # noqa: E731
-        dh, d, generator=g, dtype=torch.float64)
+    low_rank = lambda: (
+        torch.randn(d, dh, generator=g, dtype=torch.float64)
+        @ torch.randn(  # noqa: E731
+            dh, d, generator=g, dtype=torch.float64
+        )
+    )
     vals = []
     for _ in range(draws):
         a, b = low_rank(), low_rank()

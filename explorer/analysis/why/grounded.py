@@ -18,6 +18,7 @@ box. The grounded label says what the head does in the model, independent of tha
 3. **Groups.** Heads sharing a label often share the work (four induction heads each carry a quarter of it),
    so each label's heads are also ablated together (``groups``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from models.interventions import Interventions, check_model
 
 CAUSE = {"induction": "copy", "previous-token": "copy"}  # every other label: "natural"
 CAUSE_TEXT = {"copy": "the second copy of repeated random tokens", "natural": "held-out natural text"}
-MIN_EFFECT = 0.05   # nats per token: a loss change this large confirms the role (about 5% in perplexity)
+MIN_EFFECT = 0.05  # nats per token: a loss change this large confirms the role (about 5% in perplexity)
 PROBE_OF = {"induction": "repeated random tokens, by prefix matching"}  # every other label: natural text
 SAYS = {**DESCRIBE, "induction": "reads the token that followed each earlier occurrence of the current token"}
 
@@ -83,16 +84,16 @@ def ablation_effects(model, probes: Probes) -> tuple:
 class GroundedLabel:
     layer: int
     head: int
-    label: str              # one of heads.LABELS or "mixed"
-    score: float            # the probe score that decided it (the best score for "mixed")
-    effect: float           # nats per token: loss change on the role's probe (``cause``) when mean-ablated
-    cause: str              # "copy" or "natural"
-    confirmed: bool         # effect >= MIN_EFFECT
-    scores: dict            # every probe score
-    effects: dict           # {"copy": nats, "natural": nats}
+    label: str  # one of heads.LABELS or "mixed"
+    score: float  # the probe score that decided it (the best score for "mixed")
+    effect: float  # nats per token: loss change on the role's probe (``cause``) when mean-ablated
+    cause: str  # "copy" or "natural"
+    confirmed: bool  # effect >= MIN_EFFECT
+    scores: dict  # every probe score
+    effects: dict  # {"copy": nats, "natural": nats}
 
     def short(self) -> str:
-        """"induction 0.92, +0.10 nats" (a "?" after the label: the cause did not confirm it)."""
+        """ "induction 0.92, +0.10 nats" (a "?" after the label: the cause did not confirm it)."""
         mark = "" if self.confirmed else "?"
         if self.label == "mixed":
             return f"mixed, {self.effect:+.2f} nats"
@@ -101,29 +102,50 @@ class GroundedLabel:
     def sentence(self) -> str:
         """What the head does, by the probe and by the cause, in words."""
         where = PROBE_OF.get(self.label, "held-out natural text")
-        cause = (f"mean-ablating it changes the loss on {CAUSE_TEXT[self.cause]} by {self.effect:+.3f} nats per "
-                 "token")
+        cause = f"mean-ablating it changes the loss on {CAUSE_TEXT[self.cause]} by {self.effect:+.3f} nats per token"
         if self.label == "mixed":
             return f"Head {self.layer}.{self.head} meets no probe rule; {cause}."
         verdict = "confirmed" if self.confirmed else f"not confirmed (under {MIN_EFFECT} nats)"
         copy = self.effects.get("copy", float("nan"))
-        also = (f" It is also part of the copying circuit: ablated, the second copy's loss changes by {copy:+.3f}."
-                if self.cause != "copy" and copy >= MIN_EFFECT else "")
-        return (f"Head {self.layer}.{self.head}: {self.label} on {where} (score {self.score:.2f}, threshold "
-                f"{THRESHOLDS[self.label]}): it {SAYS[self.label]}; {cause}: {verdict}.{also}")
+        also = (
+            f" It is also part of the copying circuit: ablated, the second copy's loss changes by {copy:+.3f}."
+            if self.cause != "copy" and copy >= MIN_EFFECT
+            else ""
+        )
+        return (
+            f"Head {self.layer}.{self.head}: {self.label} on {where} (score {self.score:.2f}, threshold "
+            f"{THRESHOLDS[self.label]}): it {SAYS[self.label]}; {cause}: {verdict}.{also}"
+        )
 
     @classmethod
-    def from_json(cls, d: dict) -> "GroundedLabel":
+    def from_json(cls, d: dict) -> GroundedLabel:
         """The label back from ``to_json`` (a stored card's ``heads`` entries); a missing number is NaN."""
         num = lambda v: float("nan") if v is None else float(v)  # noqa: E731
-        return cls(d["layer"], d["head"], d["label"], num(d["score"]), num(d["effect"]), d["cause"], d["confirmed"],
-                   {k: num(v) for k, v in d["scores"].items()}, {k: num(v) for k, v in d["effects"].items()})
+        return cls(
+            d["layer"],
+            d["head"],
+            d["label"],
+            num(d["score"]),
+            num(d["effect"]),
+            d["cause"],
+            d["confirmed"],
+            {k: num(v) for k, v in d["scores"].items()},
+            {k: num(v) for k, v in d["effects"].items()},
+        )
 
     def to_json(self) -> dict:
         r = lambda v: None if v is None or not np.isfinite(v) else round(float(v), 4)  # noqa: E731
-        return {"layer": self.layer, "head": self.head, "label": self.label, "score": r(self.score),
-                "effect": r(self.effect), "cause": self.cause, "confirmed": self.confirmed,
-                "scores": {k: r(v) for k, v in self.scores.items()}, "effects": {k: r(v) for k, v in self.effects.items()}}
+        return {
+            "layer": self.layer,
+            "head": self.head,
+            "label": self.label,
+            "score": r(self.score),
+            "effect": r(self.effect),
+            "cause": self.cause,
+            "confirmed": self.confirmed,
+            "scores": {k: r(v) for k, v in self.scores.items()},
+            "effects": {k: r(v) for k, v in self.effects.items()},
+        }
 
 
 def probe_label(scores: dict, layer: int) -> tuple:
@@ -141,17 +163,22 @@ def probe_label(scores: dict, layer: int) -> tuple:
 
 @dataclass(frozen=True)
 class GroundedHeads:
-    heads: tuple            # ((GroundedLabel per head) per layer)
-    baseline: dict          # {"copy": nats, "natural": nats}: the probe losses of the model as it is
-    groups: dict            # {label: {"heads": [[layer, head], ...], "cause": ..., "effect": nats}}
+    heads: tuple  # ((GroundedLabel per head) per layer)
+    baseline: dict  # {"copy": nats, "natural": nats}: the probe losses of the model as it is
+    groups: dict  # {label: {"heads": [[layer, head], ...], "cause": ..., "effect": nats}}
 
     def labels(self) -> list:
         return [[h.label for h in row] for row in self.heads]
 
     def to_json(self) -> dict:
-        return {"heads": [[h.to_json() for h in row] for row in self.heads],
-                "baseline": {k: round(v, 4) for k, v in self.baseline.items()}, "groups": self.groups,
-                "unit": "nats per token", "min_effect": MIN_EFFECT, "thresholds": dict(THRESHOLDS)}
+        return {
+            "heads": [[h.to_json() for h in row] for row in self.heads],
+            "baseline": {k: round(v, 4) for k, v in self.baseline.items()},
+            "groups": self.groups,
+            "unit": "nats per token",
+            "min_effect": MIN_EFFECT,
+            "thresholds": dict(THRESHOLDS),
+        }
 
 
 def grounded_labels(model, probes: Probes) -> GroundedHeads:

@@ -7,14 +7,15 @@ weights read, bytes or a checkpoint's tokenizer; the natural probe in windows of
 ``patching.HELDOUT_WINDOW``), memoised by config and weights digest and holding its predicted bytes in the
 server's memory pool like every analysis (``explorer.analysis.common.memo``).
 """
+
 from __future__ import annotations
 
-from explorer.analysis.why.grounded import grounded_labels
 from explorer.analysis.common.memo import eval_model, memo, weights_key
-from explorer.analysis.why.patching import HELDOUT_WINDOW
-from explorer.analysis.why.probes import LABEL_DISTANCES, NATURAL_WINDOWS, REPEAT_BATCH, REPEAT_LENGTH, make_probes
 from explorer.analysis.surgery.loss import heldout_text
 from explorer.analysis.weights.trained import TrainedWeights
+from explorer.analysis.why.grounded import grounded_labels
+from explorer.analysis.why.patching import HELDOUT_WINDOW
+from explorer.analysis.why.probes import LABEL_DISTANCES, NATURAL_WINDOWS, REPEAT_BATCH, REPEAT_LENGTH, make_probes
 from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
@@ -41,6 +42,7 @@ def stored_card(cfg, weights: TrainedWeights | None) -> dict | None:
     """The stored card of the shipped model ``weights`` are, as trained (None: another model, a surgery, a card
     that fails its checks)."""
     from explorer.analysis.why.cards import load_card
+
     name = "" if weights is None or weights.surgery else (weights.bundle or weights.checkpoint)
     if not name or weights.config != cfg:
         return None
@@ -67,17 +69,30 @@ def grounded_json(cfg, weights: TrainedWeights | None = None) -> dict:
     card = stored_card(cfg, weights)
     if cfg.architecture == "encoder_decoder":  # roles by the reversal card (explorer.analysis.why.cards.seq2seq)
         if card is None or card.get("task") != "reverse":
-            raise ConfigError("architecture", cfg.architecture, "the encoder-decoder bundle as trained for head "
-                              "roles: an encoder-decoder's roles (cross-attention heads reading the mirrored "
-                              "source position) are read on reversal probes, stored for that bundle only")
-        return {**{k: card[k] for k in ("heads", "groups", "baseline", "min_effect")},
-                "thresholds": {"mirror_score": card["seq2seq_probes"]["mirror_score"]},
-                "stack": "decoder cross-attention", "unit": "nats per token", "source": STORED}
+            raise ConfigError(
+                "architecture",
+                cfg.architecture,
+                "the encoder-decoder bundle as trained for head "
+                "roles: an encoder-decoder's roles (cross-attention heads reading the mirrored "
+                "source position) are read on reversal probes, stored for that bundle only",
+            )
+        return {
+            **{k: card[k] for k in ("heads", "groups", "baseline", "min_effect")},
+            "thresholds": {"mirror_score": card["seq2seq_probes"]["mirror_score"]},
+            "stack": "decoder cross-attention",
+            "unit": "nats per token",
+            "source": STORED,
+        }
     if card is not None:
-        return {**{k: card[k] for k in ("heads", "groups", "baseline", "min_effect", "thresholds")},
-                "unit": "nats per token", "source": STORED}
+        return {
+            **{k: card[k] for k in ("heads", "groups", "baseline", "min_effect", "thresholds")},
+            "unit": "nats per token",
+            "source": STORED,
+        }
     L = length_of(cfg)
-    need = max(budget.check(cfg, "attention", L, NATURAL_WINDOWS),
-               budget.check(cfg, "attention", REPEAT_LENGTH, REPEAT_BATCH * len(LABEL_DISTANCES)))
+    need = max(
+        budget.check(cfg, "attention", L, NATURAL_WINDOWS),
+        budget.check(cfg, "attention", REPEAT_LENGTH, REPEAT_BATCH * len(LABEL_DISTANCES)),
+    )
     out = memo(("grounded", cfg, weights_key(weights)), lambda: compute_grounded(cfg, weights), need=need)
     return {**out, "source": COMPUTED}

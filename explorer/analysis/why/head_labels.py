@@ -1,13 +1,14 @@
 """The Why tab's head labels: "L.H", or an encoder-decoder's "self L.H" (decoder self-attention), "cross L.H"
 (cross-attention) and "enc L.H" (encoder); parsing a visitor's pick (capped, refused by ``ConfigError`` naming
 ``heads``), every head's label, and the heads ablated by default."""
+
 from __future__ import annotations
 
 from explorer.analysis.why.patching import KINDS
 from explorer.analysis.why.seq2seq_ids import seq2seq
 from models import ConfigError
 
-MAX_ABLATED = 32                 # heads ablated at once
+MAX_ABLATED = 32  # heads ablated at once
 
 LABEL_KINDS = {"self": "self", "cross": "cross", "enc": "encoder"}  # an encoder-decoder's head label prefixes
 
@@ -16,6 +17,7 @@ def depths(cfg) -> dict:
     """Layers of each kind of head: ``self`` (a single stack's, or the decoder's), and for an encoder-decoder
     ``cross`` and ``encoder``."""
     from models.architectures import decoder_config, encoder_config
+
     if not seq2seq(cfg):
         return {"self": cfg.n_layers}
     dec = decoder_config(cfg).n_layers
@@ -48,8 +50,10 @@ def parse_heads(value, cfg) -> list:
 def _parse_seq2seq_heads(value, cfg) -> list:
     items = value.split(",") if isinstance(value, str) else list(value or [])
     depth = depths(cfg)
-    valid = (f"labels 'self L.H', 'cross L.H' (decoder layer L in 0..{depth['self'] - 1}) or 'enc L.H' (encoder "
-             f"layer L in 0..{depth['encoder'] - 1}), head H in 0..{cfg.n_heads - 1}")
+    valid = (
+        f"labels 'self L.H', 'cross L.H' (decoder layer L in 0..{depth['self'] - 1}) or 'enc L.H' (encoder "
+        f"layer L in 0..{depth['encoder'] - 1}), head H in 0..{cfg.n_heads - 1}"
+    )
     if len(items) > MAX_ABLATED:
         raise ConfigError("heads", f"{len(items)} heads", f"at most {MAX_ABLATED} heads at once")
     out = set()

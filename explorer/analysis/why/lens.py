@@ -19,15 +19,16 @@ the embedding and the sublayers' writes, and the final norm normalises it as it 
 post-LN each block's output is already normalised (its second norm's output) and the model has no final
 norm, so the head reads it directly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from models.interventions import Interventions, check_model
 from explorer.analysis.why.seq2seq_ids import Ids, Seq2SeqIds, call, decoder_ids, head_layers
 from explorer.runtime.tokens import token_label
+from models.interventions import Interventions, check_model
 
 TOP_K = 5
 
@@ -51,8 +52,10 @@ def stream_meaning(cfg) -> str:
     who = "each decoder block's" if cfg.architecture == "encoder_decoder" else "each block's"
     if cfg.norm_placement == "post":
         return f"{who} output (post-LN: already normalised by the block's second norm; no final norm)"
-    return (f"{who} output, the un-normalised residual sum ({cfg.norm_placement} placement), "
-            "read through the final norm and the head")
+    return (
+        f"{who} output, the un-normalised residual sum ({cfg.norm_placement} placement), "
+        "read through the final norm and the head"
+    )
 
 
 def targets(cfg, ids: Ids) -> tuple:
@@ -67,31 +70,39 @@ def targets(cfg, ids: Ids) -> tuple:
 
 @dataclass(frozen=True)
 class LogitLens:
-    rows: tuple              # "embedding", "layer 0", ..., "layer n-1"
-    tokens: tuple            # (L,) the input ids
-    positions: tuple         # scored positions (the target of position i is target_ids[i])
+    rows: tuple  # "embedding", "layer 0", ..., "layer n-1"
+    tokens: tuple  # (L,) the input ids
+    positions: tuple  # scored positions (the target of position i is target_ids[i])
     target_ids: tuple
-    top_ids: torch.Tensor    # (R, L, k)
+    top_ids: torch.Tensor  # (R, L, k)
     top_probs: torch.Tensor  # (R, L, k)
     target_prob: torch.Tensor  # (R, P) probability of the target at each scored position
     target_rank: torch.Tensor  # (R, P) long: 0 = the top prediction
-    loss: torch.Tensor       # (R,) mean -log p(target) over the scored positions, nats per token
-    stream: str              # what "the residual stream" is for this model
-    source: tuple = ()       # an encoder-decoder's source ids (the tokens are the decoder's input)
+    loss: torch.Tensor  # (R,) mean -log p(target) over the scored positions, nats per token
+    stream: str  # what "the residual stream" is for this model
+    source: tuple = ()  # an encoder-decoder's source ids (the tokens are the decoder's input)
 
     def to_json(self, label=None) -> dict:
         """Plain lists (the API's shape); ``label(id) -> str`` names tokens (bytes by default)."""
         label = label or token_label
-        extra = {"source_tokens": [label(t) for t in self.source], "source_ids": list(self.source)} \
-            if self.source else {}
+        extra = (
+            {"source_tokens": [label(t) for t in self.source], "source_ids": list(self.source)} if self.source else {}
+        )
         return {
-            "rows": list(self.rows), "stream": self.stream, **extra,
-            "tokens": [label(t) for t in self.tokens], "token_ids": list(self.tokens),
-            "positions": list(self.positions), "targets": [label(t) for t in self.target_ids],
+            "rows": list(self.rows),
+            "stream": self.stream,
+            **extra,
+            "tokens": [label(t) for t in self.tokens],
+            "token_ids": list(self.tokens),
+            "positions": list(self.positions),
+            "targets": [label(t) for t in self.target_ids],
             "top_tokens": [[[label(int(t)) for t in pos] for pos in row] for row in self.top_ids],
-            "top_ids": self.top_ids.tolist(), "top_probs": _rounded(self.top_probs),
-            "target_prob": _rounded(self.target_prob), "target_rank": self.target_rank.tolist(),
-            "loss_per_layer": _rounded(self.loss), "unit": "nats per token",
+            "top_ids": self.top_ids.tolist(),
+            "top_probs": _rounded(self.top_probs),
+            "target_prob": _rounded(self.target_prob),
+            "target_rank": self.target_rank.tolist(),
+            "loss_per_layer": _rounded(self.loss),
+            "unit": "nats per token",
         }
 
 
@@ -113,9 +124,19 @@ def logit_lens(model, ids: Ids, k: int = TOP_K) -> LogitLens:
     lp = torch.stack(lps)
     rows = ("embedding",) + tuple(f"layer {i}" for i in range(len(head_layers(out))))
     source = tuple(ids.source[0].tolist()) if isinstance(ids, Seq2SeqIds) else ()
-    return LogitLens(rows, tuple(decoder_ids(ids)[0].tolist()), tuple(pos.tolist()), tuple(tgt.tolist()),
-                     torch.stack(top_ids), torch.stack(top_lp).exp(), lp.exp(), torch.stack(ranks), -lp.mean(-1),
-                     stream_meaning(cfg), source)
+    return LogitLens(
+        rows,
+        tuple(decoder_ids(ids)[0].tolist()),
+        tuple(pos.tolist()),
+        tuple(tgt.tolist()),
+        torch.stack(top_ids),
+        torch.stack(top_lp).exp(),
+        lp.exp(),
+        torch.stack(ranks),
+        -lp.mean(-1),
+        stream_meaning(cfg),
+        source,
+    )
 
 
 def _rounded(t: torch.Tensor, digits: int = 5):

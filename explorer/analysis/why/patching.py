@@ -24,20 +24,29 @@ a clean and a corrupted pair of one source length and one target length (``seq2s
 the source changed, and its mirror in the target) and grids every kind of head, the decoder's FFNs and the
 encoder's; patching the decoder's embedding and every decoder head and FFN gives the clean run.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 import torch
 import torch.nn.functional as F
 
+from explorer.analysis.why.lens import cached_run
+from explorer.analysis.why.seq2seq_ids import (
+    TRAINED_SOURCE,
+    Ids,
+    call,
+    decoder_ids,
+    encoder_layers,
+    head_layers,
+    reversal_probes,
+    seq2seq,
+)
 from models import ConfigError
 from models.interventions import Interventions, check_model
-from explorer.analysis.why.lens import cached_run
-from explorer.analysis.why.seq2seq_ids import (Ids, decoder_ids, call, encoder_layers, head_layers, reversal_probes,
-                                           seq2seq, TRAINED_SOURCE)
 
 MODES = ("zero", "mean")
 HELDOUT_WINDOW = 128  # bytes: the length the bundled models were trained at
@@ -54,8 +63,10 @@ def reference_ids(cfg, window: int = HELDOUT_WINDOW) -> Ids:
 
 def reference_name(cfg) -> str:
     if seq2seq(cfg):
-        return (f"{REFERENCE_STRINGS} random strings of {TRAINED_SOURCE} symbols and their reversals (the encoder-"
-                "decoder bundle's task and length)")
+        return (
+            f"{REFERENCE_STRINGS} random strings of {TRAINED_SOURCE} symbols and their reversals (the encoder-"
+            "decoder bundle's task and length)"
+        )
     return "the held-out passage"
 
 
@@ -74,8 +85,12 @@ def record_of(cfg, heads: dict, **fields) -> Interventions:
     by = {k: {} for k in KINDS}
     for (kind, l, h), v in heads.items():
         by[kind][l, h] = v
-    return Interventions(replace_heads=by["self"], replace_cross=by["cross"],
-                         encoder=Interventions(replace_heads=by["encoder"]) if by["encoder"] else None, **fields)
+    return Interventions(
+        replace_heads=by["self"],
+        replace_cross=by["cross"],
+        encoder=Interventions(replace_heads=by["encoder"]) if by["encoder"] else None,
+        **fields,
+    )
 
 
 def _normalised(cfg, heads) -> list:
@@ -95,13 +110,15 @@ def _normalised(cfg, heads) -> list:
 def heldout_ids(window: int = HELDOUT_WINDOW) -> torch.Tensor:
     """The held-out passage as ``(n, window)`` byte ids (its tail shorter than a window dropped)."""
     from explorer.analysis.surgery.loss import heldout_text
+
     data = torch.tensor(list(heldout_text()), dtype=torch.long)
     n = len(data) // window
-    return data[:n * window].view(n, window)
+    return data[: n * window].view(n, window)
 
 
-def next_token_loss(model, ids: Ids, interventions: Optional[Interventions] = None,
-                    positions: Optional[torch.Tensor] = None) -> float:
+def next_token_loss(
+    model, ids: Ids, interventions: Interventions | None = None, positions: torch.Tensor | None = None
+) -> float:
     """Mean ``-log p(next token)`` over ``ids (B, L)`` (an encoder-decoder: its decoder's input), or over
     ``positions`` only, nats per token."""
     check_model(model.cfg)
@@ -118,19 +135,26 @@ def head_means(model, reference: Ids) -> dict:
     out = cached_run(model, reference)
     dec = head_layers(out)
     if not seq2seq(model.cfg):
-        return {(l, h): info.head_results[:, h].mean((0, 1)) for l, info in enumerate(dec)
-                for h in range(info.head_results.shape[1])}
+        return {
+            (l, h): info.head_results[:, h].mean((0, 1))
+            for l, info in enumerate(dec)
+            for h in range(info.head_results.shape[1])
+        }
     got = {}
-    for kind, layers, field in (("self", dec, "head_results"), ("cross", dec, "cross_head_results"),
-                                ("encoder", encoder_layers(out), "head_results")):
+    for kind, layers, field in (
+        ("self", dec, "head_results"),
+        ("cross", dec, "cross_head_results"),
+        ("encoder", encoder_layers(out), "head_results"),
+    ):
         for l, info in enumerate(layers):
             z = getattr(info, field)
             got.update({(kind, l, h): z[:, h].mean((0, 1)) for h in range(z.shape[1])})
     return got
 
 
-def ablation_record(model, heads: Iterable, mode: str = "zero", reference: Optional[Ids] = None,
-                    means: Optional[dict] = None) -> Interventions:
+def ablation_record(
+    model, heads: Iterable, mode: str = "zero", reference: Ids | None = None, means: dict | None = None
+) -> Interventions:
     cfg = model.cfg
     heads = _normalised(cfg, heads)
     if mode not in MODES:
@@ -145,23 +169,36 @@ def ablation_record(model, heads: Iterable, mode: str = "zero", reference: Optio
 class Ablation:
     heads: tuple
     mode: str
-    loss: float            # on the text, before
+    loss: float  # on the text, before
     loss_ablated: float
-    heldout: float         # on the held-out passage (an encoder-decoder: its reversal probes), before
+    heldout: float  # on the held-out passage (an encoder-decoder: its reversal probes), before
     heldout_ablated: float
     reference: str = "the held-out passage"  # what "heldout" scored
 
     def to_json(self) -> dict:
-        return {"heads": [list(h) for h in self.heads], "mode": self.mode, "unit": "nats per token",
-                "heldout_name": self.reference,
-                "text": {"before": self.loss, "after": self.loss_ablated, "change": self.loss_ablated - self.loss},
-                "heldout": {"before": self.heldout, "after": self.heldout_ablated,
-                            "change": self.heldout_ablated - self.heldout}}
+        return {
+            "heads": [list(h) for h in self.heads],
+            "mode": self.mode,
+            "unit": "nats per token",
+            "heldout_name": self.reference,
+            "text": {"before": self.loss, "after": self.loss_ablated, "change": self.loss_ablated - self.loss},
+            "heldout": {
+                "before": self.heldout,
+                "after": self.heldout_ablated,
+                "change": self.heldout_ablated - self.heldout,
+            },
+        }
 
 
-def ablate(model, ids: Ids, heads: Iterable, mode: str = "zero",
-           reference: Optional[Ids] = None, heldout: Optional[Ids] = None,
-           means: Optional[dict] = None) -> Ablation:
+def ablate(
+    model,
+    ids: Ids,
+    heads: Iterable,
+    mode: str = "zero",
+    reference: Ids | None = None,
+    heldout: Ids | None = None,
+    means: dict | None = None,
+) -> Ablation:
     """The loss change on ``ids`` and on the held-out passage (an encoder-decoder: its reversal probes) when
     ``heads`` (``(layer, head)`` pairs; ``(kind, layer, head)`` for an encoder-decoder) are zero- or
     mean-ablated (the mean over ``reference``, default the held-out passage; ``means``: those means,
@@ -170,8 +207,15 @@ def ablate(model, ids: Ids, heads: Iterable, mode: str = "zero",
     held = reference_ids(model.cfg) if heldout is None else heldout
     record = ablation_record(model, heads, mode, reference if reference is not None else held, means)
     heads = tuple(sorted(set(_normalised(model.cfg, heads))))
-    return Ablation(heads, mode, next_token_loss(model, ids), next_token_loss(model, ids, record),
-                    next_token_loss(model, held), next_token_loss(model, held, record), reference_name(model.cfg))
+    return Ablation(
+        heads,
+        mode,
+        next_token_loss(model, ids),
+        next_token_loss(model, ids, record),
+        next_token_loss(model, held),
+        next_token_loss(model, held, record),
+        reference_name(model.cfg),
+    )
 
 
 def default_pair(text: str) -> tuple:
@@ -180,12 +224,15 @@ def default_pair(text: str) -> tuple:
     words = re.findall(r"\w{3,}", text)
     repeated = [w for w in words if words.count(w) > 1 and w.isascii()]
     if not repeated:
-        raise ConfigError("text", text[:40], "a text with a word of 3 or more ASCII characters written at least "
-                          "twice (or give the corrupted text)")
+        raise ConfigError(
+            "text",
+            text[:40],
+            "a text with a word of 3 or more ASCII characters written at least twice (or give the corrupted text)",
+        )
     word = max(repeated, key=len)
     starts = [m.start() for m in re.finditer(re.escape(word), text)]
     s = starts[1]
-    return text, text[:s] + "".join(map(_shift, word)) + text[s + len(word):]
+    return text, text[:s] + "".join(map(_shift, word)) + text[s + len(word) :]
 
 
 def _shift(c: str) -> str:
@@ -197,25 +244,33 @@ def _shift(c: str) -> str:
 
 @dataclass(frozen=True)
 class Patching:
-    positions: tuple       # scored positions
-    heads: torch.Tensor    # (n_layers, n_heads) fraction of the logit difference restored (decoder self-attention)
-    ffn: torch.Tensor      # (n_layers,)
-    clean: float           # LD of the clean run
-    corrupted: float       # LD of the corrupted run
-    everything: float      # fraction restored patching the embedding and every head and FFN output (1)
-    nothing: float         # fraction restored patching nothing (0)
-    cross: Optional[torch.Tensor] = None        # encoder-decoder: (n_layers, n_heads) cross-attention heads
-    encoder: Optional[torch.Tensor] = None      # (n_encoder_layers, n_heads) encoder heads
-    encoder_ffn: Optional[torch.Tensor] = None  # (n_encoder_layers,)
+    positions: tuple  # scored positions
+    heads: torch.Tensor  # (n_layers, n_heads) fraction of the logit difference restored (decoder self-attention)
+    ffn: torch.Tensor  # (n_layers,)
+    clean: float  # LD of the clean run
+    corrupted: float  # LD of the corrupted run
+    everything: float  # fraction restored patching the embedding and every head and FFN output (1)
+    nothing: float  # fraction restored patching nothing (0)
+    cross: torch.Tensor | None = None  # encoder-decoder: (n_layers, n_heads) cross-attention heads
+    encoder: torch.Tensor | None = None  # (n_encoder_layers, n_heads) encoder heads
+    encoder_ffn: torch.Tensor | None = None  # (n_encoder_layers,)
 
     def to_json(self) -> dict:
         nan = lambda t: [None if v != v else v for v in t.tolist()]  # noqa: E731
-        extra = {} if self.cross is None else {"cross": self.cross.tolist(), "encoder": self.encoder.tolist(),
-                                               "encoder_ffn": nan(self.encoder_ffn)}
-        return {"positions": list(self.positions), "heads": self.heads.tolist(), "ffn": nan(self.ffn), **extra,
-                "logit_difference": {"clean": self.clean, "corrupted": self.corrupted},
-                "checks": {"everything_patched": self.everything, "nothing_patched": self.nothing},
-                "measure": "fraction of the clean-vs-corrupted logit difference restored"}
+        extra = (
+            {}
+            if self.cross is None
+            else {"cross": self.cross.tolist(), "encoder": self.encoder.tolist(), "encoder_ffn": nan(self.encoder_ffn)}
+        )
+        return {
+            "positions": list(self.positions),
+            "heads": self.heads.tolist(),
+            "ffn": nan(self.ffn),
+            **extra,
+            "logit_difference": {"clean": self.clean, "corrupted": self.corrupted},
+            "checks": {"everything_patched": self.everything, "nothing_patched": self.nothing},
+            "measure": "fraction of the clean-vs-corrupted logit difference restored",
+        }
 
 
 def seq2seq_default_pair(source: str, target: str) -> tuple:
@@ -224,15 +279,19 @@ def seq2seq_default_pair(source: str, target: str) -> tuple:
     the target (the reverse task's answer), or to its copy there (copy); ConfigError naming ``corrupted`` when
     the target holds neither."""
     words = [w for w in re.findall(r"\w{3,}", source) if w.isascii()]
-    word = max(words, key=len) if words else source[:max(1, len(source) // 2)]
+    word = max(words, key=len) if words else source[: max(1, len(source) // 2)]
     bad = "".join(map(_shift, word))
     s = source.index(word)
     for old, new in ((word[::-1], bad[::-1]), (word, bad)):
         if old in target:
             t = target.index(old)
-            return source[:s] + bad + source[s + len(word):], target[:t] + new + target[t + len(old):]
-    raise ConfigError("corrupted", "(empty)", f"a corrupted source=>target text: the target holds neither "
-                      f"{word!r} nor its reversal, so no default corruption changes the answer")
+            return source[:s] + bad + source[s + len(word) :], target[:t] + new + target[t + len(old) :]
+    raise ConfigError(
+        "corrupted",
+        "(empty)",
+        f"a corrupted source=>target text: the target holds neither "
+        f"{word!r} nor its reversal, so no default corruption changes the answer",
+    )
 
 
 def _same_shape(clean: Ids, corrupted: Ids) -> None:
@@ -242,11 +301,12 @@ def _same_shape(clean: Ids, corrupted: Ids) -> None:
         sides = [("source ", clean.source, corrupted.source), ("target ", clean.target, corrupted.target)]
     for side, a, b in sides:
         if b.shape != a.shape:
-            raise ConfigError("corrupted", f"{b.shape[-1]} {side}tokens", f"{a.shape[-1]} tokens, the clean "
-                              f"text's {side}length")
+            raise ConfigError(
+                "corrupted", f"{b.shape[-1]} {side}tokens", f"{a.shape[-1]} tokens, the clean text's {side}length"
+            )
 
 
-def patch_heads(model, clean: Ids, corrupted: Ids, positions: Optional[Iterable] = None) -> Patching:
+def patch_heads(model, clean: Ids, corrupted: Ids, positions: Iterable | None = None) -> Patching:
     """Per head (and per FFN), the fraction of the logit difference restored by patching its clean output
     into the corrupted run; ``clean`` and ``corrupted`` are ``(1, L)`` ids of one length (an encoder-decoder:
     ``Seq2SeqIds`` of one source length and one target length)."""
@@ -283,12 +343,20 @@ def patch_heads(model, clean: Ids, corrupted: Ids, positions: Optional[Iterable]
     n_heads = dec[0].head_results.shape[1]
 
     def grid(layers, field, make) -> torch.Tensor:
-        return torch.tensor([[frac(ld(make({(l, h): getattr(layers[l], field)[:, h]})))
-                              for h in range(n_heads)] for l in range(len(layers))])
+        return torch.tensor(
+            [
+                [frac(ld(make({(l, h): getattr(layers[l], field)[:, h]}))) for h in range(n_heads)]
+                for l in range(len(layers))
+            ]
+        )
 
     def ffn_row(layers, make) -> torch.Tensor:  # NaN: a layer without an FFN
-        return torch.tensor([frac(ld(make({l: i.ffn_output}))) if i.ffn_output is not None else float("nan")
-                             for l, i in enumerate(layers)])
+        return torch.tensor(
+            [
+                frac(ld(make({l: i.ffn_output}))) if i.ffn_output is not None else float("nan")
+                for l, i in enumerate(layers)
+            ]
+        )
 
     heads = grid(dec, "head_results", lambda r: Interventions(replace_heads=r))
     ffn = ffn_row(dec, lambda r: Interventions(replace_ffn=r))
@@ -297,10 +365,17 @@ def patch_heads(model, clean: Ids, corrupted: Ids, positions: Optional[Iterable]
     extra, cross_all = {}, {}
     if seq2seq(cfg):
         cross_all = {(l, h): i.cross_head_results[:, h] for l, i in enumerate(dec) for h in range(n_heads)}
-        extra = dict(cross=grid(dec, "cross_head_results", lambda r: Interventions(replace_cross=r)),
-                     encoder=grid(enc, "head_results", lambda r: Interventions(encoder=Interventions(replace_heads=r))),
-                     encoder_ffn=ffn_row(enc, lambda r: Interventions(encoder=Interventions(replace_ffn=r))))
-    everything = frac(ld(Interventions(replace_heads=self_all, replace_cross=cross_all, replace_ffn=ffn_all,
-                                       replace_resid={0: dec[0].input})))
+        extra = dict(
+            cross=grid(dec, "cross_head_results", lambda r: Interventions(replace_cross=r)),
+            encoder=grid(enc, "head_results", lambda r: Interventions(encoder=Interventions(replace_heads=r))),
+            encoder_ffn=ffn_row(enc, lambda r: Interventions(encoder=Interventions(replace_ffn=r))),
+        )
+    everything = frac(
+        ld(
+            Interventions(
+                replace_heads=self_all, replace_cross=cross_all, replace_ffn=ffn_all, replace_resid={0: dec[0].input}
+            )
+        )
+    )
     nothing = frac(ld(Interventions()))
     return Patching(tuple(pos.tolist()), heads, ffn, ld_clean, ld_corrupt, everything, nothing, **extra)

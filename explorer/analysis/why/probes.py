@@ -28,6 +28,7 @@ read it on texts fixed once for every model, each chosen so that a role has one 
 
 The random draws are seeded (``SEED``), so every model reads the same tokens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,16 +36,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.analysis.maps.heads import LABELS, scores as text_scores
+from explorer.analysis.maps.heads import LABELS
+from explorer.analysis.maps.heads import scores as text_scores
 
 SEED = 0
-COPY_LEN = 16                    # tokens per copy
-LABEL_DISTANCES = (16, 24, 32)   # copy distances of the label probe (within the distances trained on)
-REPEAT_LENGTH = 48               # tokens per label-probe sequence (the farthest second copy ends here)
-REPEAT_BATCH = 8                 # sequences per distance
-CURVE_BATCH = 32                 # sequences per distance of the copy curve (480 second-copy predictions)
-NATURAL_WINDOWS = 8              # windows of the held-out passage
-PERIODIC = b"10, " * 32          # the periodic control (128 bytes)
+COPY_LEN = 16  # tokens per copy
+LABEL_DISTANCES = (16, 24, 32)  # copy distances of the label probe (within the distances trained on)
+REPEAT_LENGTH = 48  # tokens per label-probe sequence (the farthest second copy ends here)
+REPEAT_BATCH = 8  # sequences per distance
+CURVE_BATCH = 32  # sequences per distance of the copy curve (480 second-copy predictions)
+NATURAL_WINDOWS = 8  # windows of the held-out passage
+PERIODIC = b"10, " * 32  # the periodic control (128 bytes)
 CURVE = (16, 24, 32, 40, 48, 64, 80, 96, 112, 160, 224)  # the copy curve's distances (those that fit)
 PRINTABLE = bytes(range(33, 127))  # the alphabet of a byte-level model's random probes (no space: it is common)
 
@@ -52,17 +54,24 @@ PRINTABLE = bytes(range(33, 127))  # the alphabet of a byte-level model's random
 @dataclass(frozen=True)
 class Probes:
     """The probe texts as one model's tokens (``(B, L)`` long tensors)."""
-    repeat: torch.Tensor         # (len(LABEL_DISTANCES) * REPEAT_BATCH, REPEAT_LENGTH)
-    distances: tuple             # the copy distance of each ``repeat`` row
-    natural: torch.Tensor        # (NATURAL_WINDOWS, trained length)
-    periodic: torch.Tensor       # (1, len)
-    alphabet: tuple              # the token ids random probes draw from
+
+    repeat: torch.Tensor  # (len(LABEL_DISTANCES) * REPEAT_BATCH, REPEAT_LENGTH)
+    distances: tuple  # the copy distance of each ``repeat`` row
+    natural: torch.Tensor  # (NATURAL_WINDOWS, trained length)
+    periodic: torch.Tensor  # (1, len)
+    alphabet: tuple  # the token ids random probes draw from
     trained_length: int
 
-    def to(self, device) -> "Probes":
+    def to(self, device) -> Probes:
         """The same probes with their tensors on ``device``."""
-        return Probes(self.repeat.to(device), self.distances, self.natural.to(device), self.periodic.to(device),
-                      self.alphabet, self.trained_length)
+        return Probes(
+            self.repeat.to(device),
+            self.distances,
+            self.natural.to(device),
+            self.periodic.to(device),
+            self.alphabet,
+            self.trained_length,
+        )
 
     def second_copy(self, row: int) -> range:
         """Query positions of ``repeat`` row ``row``'s second copy."""
@@ -77,7 +86,7 @@ def alphabet_of(encode, natural_ids: list) -> tuple:
     if all(len(t) == 1 for t in one):
         return tuple(sorted({t[0] for t in one}))
     values, counts = np.unique(np.asarray(natural_ids), return_counts=True)
-    return tuple(sorted(int(v) for v in values[np.argsort(-counts, kind="stable")][:len(PRINTABLE)]))
+    return tuple(sorted(int(v) for v in values[np.argsort(-counts, kind="stable")][: len(PRINTABLE)]))
 
 
 def _random(alphabet: tuple, shape: tuple, gen: torch.Generator) -> torch.Tensor:
@@ -90,7 +99,7 @@ def copies(alphabet: tuple, distance: int, length: int, batch: int, seed: int) -
     random filler after them."""
     gen = torch.Generator().manual_seed(seed)
     x = _random(alphabet, (batch, length), gen)
-    x[:, distance:distance + COPY_LEN] = x[:, :COPY_LEN]
+    x[:, distance : distance + COPY_LEN] = x[:, :COPY_LEN]
     return x
 
 
@@ -112,7 +121,7 @@ def make_probes(encode, natural: bytes, trained_length: int) -> Probes:
     n = min(NATURAL_WINDOWS, len(nat) // trained_length)
     rows = [copies(alphabet, d, REPEAT_LENGTH, REPEAT_BATCH, SEED + d) for d in LABEL_DISTANCES]
     dists = tuple(d for d in LABEL_DISTANCES for _ in range(REPEAT_BATCH))
-    natural_ids = torch.tensor(nat[:n * trained_length], dtype=torch.long).view(n, trained_length)
+    natural_ids = torch.tensor(nat[: n * trained_length], dtype=torch.long).view(n, trained_length)
     periodic = torch.tensor([encode(PERIODIC)], dtype=torch.long)
     return Probes(torch.cat(rows), dists, natural_ids, periodic, alphabet, trained_length)
 
@@ -148,16 +157,17 @@ def probe_scores(model, probes: Probes) -> dict:
     """``{score name: (n_layers, n_heads) array}`` (see the module docstring)."""
     rep, nat, per = (attentions(model, x) for x in (probes.repeat, probes.natural, probes.periodic))
     n_layers, _, n_heads = rep.shape[:3]
-    out = {k: np.full((n_layers, n_heads), np.nan) for k in ("induction",) + LABELS[2:] + ("previous-token",
-                                                                                            "periodic")}
+    out = {
+        k: np.full((n_layers, n_heads), np.nan) for k in ("induction",) + LABELS[2:] + ("previous-token", "periodic")
+    }
     rep_ids = probes.repeat.tolist()
     per_ids = probes.periodic[0].tolist()
     nat_ids = probes.natural.tolist()
     for layer in range(n_layers):
         for h in range(n_heads):
-            out["induction"][layer, h] = np.nanmean([prefix_matching(rep[layer, b, h], rep_ids[b],
-                                                                     probes.second_copy(b))
-                                                     for b in range(len(rep_ids))])
+            out["induction"][layer, h] = np.nanmean(
+                [prefix_matching(rep[layer, b, h], rep_ids[b], probes.second_copy(b)) for b in range(len(rep_ids))]
+            )
             out["periodic"][layer, h] = prefix_matching(per[layer, 0, h], per_ids, range(len(per_ids)))
             per_window = [text_scores(nat[layer, b, h], nat_ids[b]) for b in range(len(nat_ids))]
             for k in ("previous-token",) + LABELS[2:]:

@@ -10,6 +10,7 @@ the whole target) predicts nothing that was scored in training.
 ``reversal_probes`` are the fixed strings the encoder-decoder's card and mean ablation read: random strings
 of the task alphabet (``SYMBOLS``, the training tasks') and their reversals, at a chosen length.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,10 +31,10 @@ TRAINED_SOURCE = 23
 
 @dataclass(frozen=True)
 class Seq2SeqIds:
-    source: torch.Tensor   # (B, Ls) the encoder's input
-    target: torch.Tensor   # (B, Lt) the decoder's input: START, then the target
+    source: torch.Tensor  # (B, Ls) the encoder's input
+    target: torch.Tensor  # (B, Lt) the decoder's input: START, then the target
 
-    def to(self, device) -> "Seq2SeqIds":
+    def to(self, device) -> Seq2SeqIds:
         return Seq2SeqIds(self.source.to(device), self.target.to(device))
 
     @property

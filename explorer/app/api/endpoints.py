@@ -14,6 +14,7 @@ priority; a full family answers "busy" at once instead of waiting in the queue. 
 compute is checked before it runs (``explorer.runtime.cost.charge``: refused by name past the per-request
 budget or the visitor's share).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,12 +24,12 @@ import gradio as gr
 from explorer.analysis import attention_maps, config_diff, latency_memory_sweep, surgery
 from explorer.analysis import source as weights_source
 from explorer.analysis.compare import compare_pair
-from explorer.analysis.gradients.norms import drawn_gradients
 from explorer.analysis.cost.sweep import sweep_axes
+from explorer.analysis.gradients.norms import drawn_gradients
 from explorer.app.api.export import cleanup_export, write_export
-from explorer.app.server.gradio_compat import cache_file
-from explorer.app.server.calls import call, heavy_call, request_source, request_text
 from explorer.app.controls.share import compare_query
+from explorer.app.server.calls import call, heavy_call, request_source, request_text
+from explorer.app.server.gradio_compat import cache_file
 from explorer.runtime import cost
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import GRADIENT_REQUEST, MAX_TEXT_BYTES, SWEEP_BUDGET_S, parse_lengths
@@ -37,7 +38,7 @@ from explorer.runtime.untrusted import truncate
 from models import ConfigError
 
 SWEEP_PASSES = 6  # forward passes a sweep runs per length (its untimed first runs and its timed repeats), about
-SWEEP_RUNS = 4    # runs of a length, each abandoned past SWEEP_BUDGET_S: what a sweep of a large model costs at most
+SWEEP_RUNS = 4  # runs of a length, each abandoned past SWEEP_BUDGET_S: what a sweep of a large model costs at most
 # the figures of an export: the maps, the gradients of every norm placement (4) and the page's other views
 EXPORT_PARTS = [(4, MAX_TEXT_BYTES, 1), (3 * 4, *GRADIENT_REQUEST)]
 
@@ -58,18 +59,21 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
     and where they came from. An encoder-decoder reads ``text`` as ``source <separator> target``; its
     summary is the decoder's self-attention with ``encoder_maps`` and ``cross_maps`` (query = target,
     key = source) added."""
+
     def run():
         src = request_source(config_json, weights)
         used = src.used()
         text_in = request_text(src.config, text)
-        cost.charge(src.config, [(1 + 4 * bool(src.loaded is not None and src.surgery), _tokens(text_in), 1)],
-                    "/analyze")
+        cost.charge(
+            src.config, [(1 + 4 * bool(src.loaded is not None and src.surgery), _tokens(text_in), 1)], "/analyze"
+        )
         summary = attention_maps(src.config, text_in, separator=separator, weights=src.weights).summary()
         if src.loaded is not None and src.surgery:
             change = surgery.loss_change(src.config, text_in, checkpoint=src.loaded)
             if change:
                 used["perplexity"], used["loss"] = change.perplexity(), change.summary()
         return {**summary, "weights": used}
+
     return call(run)
 
 
@@ -83,6 +87,7 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
     is its next-token loss on ``text``, "" for the example text, through its tokenizer: the first 128
     tokens; an encoder-decoder's is refused with the reason); the result's ``weights`` says which were
     used."""
+
     def run():
         src = request_source(config_json, weights)
         cost.charge(src.config, [(3, *GRADIENT_REQUEST)], "/gradients")
@@ -92,15 +97,18 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
             why = drawn.skipped.get(placement, "not measured")
             raise ConfigError("weights", truncate(src.choice, 60), f"weights whose gradients can be measured ({why})")
         return {**drawn.results[placement], "weights": src.used()}
+
     return call(run)
 
 
-async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis: str = "both",
-                        request: gr.Request = None) -> list:
+async def api_benchmark(
+    config_json: str, lengths: str, mode: str, seq2seq_axis: str = "both", request: gr.Request = None
+) -> list:
     """Latency / memory sweep records of the config's attention at the given lengths (stops between
     two modules when the job is cancelled or the client disconnects). A model of several inputs (an
     encoder-decoder) varies ``seq2seq_axis`` ("both", "source" or "target"; records carry
     ``src_len`` and ``tgt_len``)."""
+
     def run(should_stop):
         cfg = app_config(config_json)
         if mode not in (None, "", "forward", "forward_backward"):
@@ -109,20 +117,33 @@ async def api_benchmark(config_json: str, lengths: str, mode: str, seq2seq_axis:
         lens = parse_lengths(lengths or "128,256,512")
         passes = SWEEP_PASSES * (3 if mode == "forward_backward" else 1)
         # each length's runs stop at the time budget: its untimed and timed runs take at most a few budgets
-        cost.charge(cfg, [(passes, n, 1) for n in lens], "/benchmark", heavy=True,
-                    ceiling=len(lens) * SWEEP_RUNS * SWEEP_BUDGET_S)
-        return latency_memory_sweep(cfg, lens, mode or "forward",
-                                    time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop, **axis)
+        cost.charge(
+            cfg,
+            [(passes, n, 1) for n in lens],
+            "/benchmark",
+            heavy=True,
+            ceiling=len(lens) * SWEEP_RUNS * SWEEP_BUDGET_S,
+        )
+        return latency_memory_sweep(
+            cfg, lens, mode or "forward", time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop, **axis
+        )
+
     return await heavy_call("sweep", request, run)
 
 
-async def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled",
-                     request: gr.Request = None) -> dict:
+async def api_export(
+    config_json: str,
+    text: str,
+    separator: str = DEFAULT_SEPARATOR,
+    weights: str = "bundled",
+    request: gr.Request = None,
+) -> dict:
     """The export zip (config.json, README.txt, figures.html, a PNG per figure when the server has
     kaleido and a Chrome) of the config on the text -> the file (``gradio_client`` downloads it).
     ``weights``: as ``/analyze`` takes it (default bundled): the zip holds the figures the page draws
     for that choice. The zip goes into Gradio's file cache (aged out like the button's downloads) and the
     temporary folder is deleted before the call returns: an API client has no page to run a clean-up step."""
+
     def run(_should_stop):
         src = request_source(config_json, weights)
         cost.charge(src.config, EXPORT_PARTS, "/export", heavy=True)
@@ -132,18 +153,25 @@ async def api_export(config_json: str, text: str, separator: str = DEFAULT_SEPAR
                 return cache_file(f.read(), os.path.basename(path))
         finally:
             cleanup_export(folder)
+
     return await heavy_call("export", request, run)
 
 
-def api_compare(config_a_json: str, config_b_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
-                weights: str = "bundled") -> dict:
+def api_compare(
+    config_a_json: str, config_b_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled"
+) -> dict:
     """``/compare_ab``: ``{"diff": [[field, A, B], ...], "a": {...}, "b": {...}, "link": query}``, where
     ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text, each as
     ``/analyze`` and ``/gradients`` give them for the same ``weights`` choice."""
+
     def run():
         if weights_source.checkpoint_id(weights) is not None:
-            raise ConfigError("weights", truncate(str(weights), 40), "bundled or initial: Compare draws the catalogue's "
-                              "models (a checkpoint's surgery is /analyze's perplexity)")
+            raise ConfigError(
+                "weights",
+                truncate(str(weights), 40),
+                "bundled or initial: Compare draws the catalogue's "
+                "models (a checkpoint's surgery is /analyze's perplexity)",
+            )
         side_a, side_b = request_source(config_a_json, weights), request_source(config_b_json, weights)
         a, b = side_a.config, side_b.config
         t = request_text(b, text)
@@ -151,7 +179,10 @@ def api_compare(config_a_json: str, config_b_json: str, text: str, separator: st
             cost.charge(side, [(1, _tokens(t), 1), (3, *GRADIENT_REQUEST)], "/compare_ab")
         used_a, used_b = side_a.used(), side_b.used()
         pair = compare_pair(a, b, t, separator, side_a.weights, side_b.weights)  # one GPU call for both sides
-        side = {k: {"attention": {**maps.summary(), "weights": used}, "gradients": {**grads, "weights": used}}
-                for k, maps, grads, used in zip("ab", pair["maps"], pair["gradients"], (used_a, used_b))}
+        side = {
+            k: {"attention": {**maps.summary(), "weights": used}, "gradients": {**grads, "weights": used}}
+            for k, maps, grads, used in zip("ab", pair["maps"], pair["gradients"], (used_a, used_b))
+        }
         return {"diff": [list(r) for r in config_diff(a, b)], **side, "link": compare_query(a, b, t, separator)}
+
     return call(run)

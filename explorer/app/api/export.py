@@ -16,6 +16,7 @@ deletes that folder once Gradio has copied the file into its cache (which ``dele
 session's next export deletes its previous folder first, and at most ``MAX_EXPORT_DIRS`` folders live
 at once (the oldest deleted), so exports whose clean-up event never ran do not pile up.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -26,9 +27,9 @@ from collections import OrderedDict
 import gradio as gr
 
 from explorer.analysis.source import drawn_for
-from explorer.app.server.messages import problem, warn
-from explorer.app.controls.state import drawn_config, read_state
 from explorer.app import tabs as registry
+from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.server.messages import problem, warn
 from explorer.app.tabs.contract import ExportScene
 from explorer.export import archive
 from explorer.runtime.limits import MAX_TEXT_BYTES
@@ -44,13 +45,24 @@ EXPORT_IN = ("text", "separator", "state", "zoom_layer", "zoom_head", "pinned", 
 def export_inputs() -> tuple:
     """The Export button's inputs besides the controls and the weights: ``EXPORT_IN`` and the tabs' own."""
     return (*EXPORT_IN, *dict.fromkeys(n for tab in registry.TABS for n in tab.export_inputs))
+
+
 MAX_EXPORT_DIRS = 8  # export folders alive at once (1.6 MB each with PNGs): the oldest is deleted past it
 _OWNED: OrderedDict = OrderedDict()  # folder -> None: the export folders this process made and has not deleted
 _OWNED_LOCK = threading.Lock()
 
 
-def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, weights=None, zoom=None,
-                    pinned=None, train_state=None, extra=None) -> tuple:
+def export_sections(
+    cfg: ModelConfig,
+    text: str,
+    state=None,
+    separator=None,
+    weights=None,
+    zoom=None,
+    pinned=None,
+    train_state=None,
+    extra=None,
+) -> tuple:
     """Every figure the session shows for ``cfg`` -> ``(sections, sweeps)``: ``[(title, [(stem,
     figure), ...]), ...]`` from every registered tab's ``export`` in the page's order, and the sweep
     records ``[(series, attention, records), ...]`` from the tabs' ``export_sweeps`` (the Latency tab's
@@ -61,8 +73,9 @@ def export_sections(cfg: ModelConfig, text: str, state=None, separator=None, wei
     it holds one; ``extra``: the values of the tabs' ``export_inputs`` by name (none for an API export).
     ``weights``: the request's ``WeightsSource`` (or a record, or None: the initial weights)."""
     session = read_state(state)
-    scene = ExportScene(cfg, text, separator, weights, drawn_for(weights, cfg), session, zoom, pinned, train_state,
-                        dict(extra or {}))
+    scene = ExportScene(
+        cfg, text, separator, weights, drawn_for(weights, cfg), session, zoom, pinned, train_state, dict(extra or {})
+    )
     sections, sweeps = [], []
     for tab in registry.TABS:
         if tab.export is not None:
@@ -81,27 +94,50 @@ def write_export(cfg: ModelConfig, text: str, state=None, separator=None, weight
         folder = _new_folder()
         tokenizer = getattr(drawn_for(weights, cfg), "tokenizer", None)
         used = model_input(cfg, text, separator, tokenizer=tokenizer)  # the text as the maps read it
-        label = (f"Input text (the first {MAX_TEXT_BYTES} tokens of the checkpoint's tokenizer)" if tokenizer is not None
-                 else f"Input text (first {MAX_TEXT_BYTES} bytes, one token per byte)")
-        path, summary = archive.write_zip(folder, cfg, used.text, sections, sweeps, separator=used.separator,
-                                          text_label=label)
+        label = (
+            f"Input text (the first {MAX_TEXT_BYTES} tokens of the checkpoint's tokenizer)"
+            if tokenizer is not None
+            else f"Input text (first {MAX_TEXT_BYTES} bytes, one token per byte)"
+        )
+        path, summary = archive.write_zip(
+            folder, cfg, used.text, sections, sweeps, separator=used.separator, text_label=label
+        )
     except BaseException:
         cleanup_export(folder)
         raise
     return folder, path, summary
 
 
-def export_files(values: dict, text, state, separator=None, weights=None, zoom_layer=None, zoom_head=None,
-                 pinned=None, train_state=None, export_dir=None, **extra) -> dict:
+def export_files(
+    values: dict,
+    text,
+    state,
+    separator=None,
+    weights=None,
+    zoom_layer=None,
+    zoom_head=None,
+    pinned=None,
+    train_state=None,
+    export_dir=None,
+    **extra,
+) -> dict:
     """The Export button -> files (the zip's path), export_dir (its folder, deleted by
     ``cleanup_export`` once served, or by this session's next export: ``export_dir`` is the previous
     one), status (what the zip holds, and why PNGs are missing when they are). The zoomed head, the
     Compare tab (when A is pinned), the Train tab's run and the tabs' ``export_inputs`` (``extra``) come along."""
     cleanup_export(export_dir)  # this session's previous zip: already served
     try:
-        folder, path, summary = write_export(drawn_config(values, weights), as_text(text), state, separator, weights,
-                                             zoom=(zoom_layer, zoom_head), pinned=pinned, train_state=train_state,
-                                             extra=extra)
+        folder, path, summary = write_export(
+            drawn_config(values, weights),
+            as_text(text),
+            state,
+            separator,
+            weights,
+            zoom=(zoom_layer, zoom_head),
+            pinned=pinned,
+            train_state=train_state,
+            extra=extra,
+        )
     except Exception as exc:
         return {"files": gr.skip(), "export_dir": None, "status": warn(problem(exc))}
     return {"files": gr.update(value=path, visible=True), "export_dir": folder, "status": f"📦 {shown(summary, 600)}"}

@@ -5,15 +5,16 @@ its architecture (``explorer.app.controls.weights.open_checkpoint``), and the re
 in every tab. Hub ids and uploads this session opened are kept in ``ckpt_extra`` (a per-session list of
 ids, never weights: an upload's weights live in the server's small memo of uploads by their digest).
 """
+
 from __future__ import annotations
 
 import gradio as gr
 
 from explorer.analysis.weights import checkpoint_upload, checkpoints
-from explorer.app.server import request_limits
 from explorer.app.controls import weights as weights_switch
-from explorer.app.server.messages import problem
 from explorer.app.controls.state import read_state
+from explorer.app.server import request_limits
+from explorer.app.server.messages import problem
 from explorer.runtime.untrusted import shown, shown_html
 
 OUT = (*weights_switch.SWITCH_OUT, "ckpt_extra")
@@ -22,26 +23,40 @@ MAX_EXTRA = 8
 
 def door_hint() -> str:
     names = checkpoints.choice_ids()
-    hub = ("Hub ids (`hub:owner/name`) are downloaded on this host." if checkpoints.hub_allowed() else
-           f"This host does not download from the Hub (`{checkpoints.HUB_ENV}=1` allows it).")
+    hub = (
+        "Hub ids (`hub:owner/name`) are downloaded on this host."
+        if checkpoints.hub_allowed()
+        else f"This host does not download from the Hub (`{checkpoints.HUB_ENV}=1` allows it)."
+    )
     offered = ", ".join(f"`{n}`" for n in names) if names else "none"
-    return (f"Offered here: {offered} (folders under `{checkpoints.ROOTS_ENV}`). {hub} Upload: config.json, "
-            f"model.safetensors, tokenizer.json, at most {checkpoint_upload.max_bytes() / 1e6:.0f} MB in all. "
-            f"Models up to {checkpoints.max_params() / 1e6:.0f} M parameters (Llama / Mistral / Qwen2 / SmolLM, "
-            "GPT-2, BERT, T5).")
+    return (
+        f"Offered here: {offered} (folders under `{checkpoints.ROOTS_ENV}`). {hub} Upload: config.json, "
+        f"model.safetensors, tokenizer.json, at most {checkpoint_upload.max_bytes() / 1e6:.0f} MB in all. "
+        f"Models up to {checkpoints.max_params() / 1e6:.0f} M parameters (Llama / Mistral / Qwen2 / SmolLM, "
+        "GPT-2, BERT, T5)."
+    )
 
 
 def build_door(comps: dict) -> None:
     """The box's components, added to ``comps`` (inside the caller's column)."""
     with gr.Accordion("Open a pretrained checkpoint", open=False, elem_id="checkpoint-door"):
         gr.Markdown(door_hint(), elem_classes="hint", elem_id="checkpoint-hint")
-        comps["ckpt_id"] = gr.Textbox("", label="Checkpoint name or hub:owner/name", elem_id="checkpoint-id",
-                                      max_length=checkpoints.MAX_ID_CHARS, max_lines=1)
+        comps["ckpt_id"] = gr.Textbox(
+            "",
+            label="Checkpoint name or hub:owner/name",
+            elem_id="checkpoint-id",
+            max_length=checkpoints.MAX_ID_CHARS,
+            max_lines=1,
+        )
         with gr.Row():
             comps["ckpt_open"] = gr.Button("Open", size="sm", elem_id="checkpoint-open", scale=0, min_width=90)
-            comps["ckpt_upload"] = gr.UploadButton("Upload checkpoint files", file_count="multiple",
-                                                   file_types=[".json", ".safetensors"], size="sm",
-                                                   elem_id="checkpoint-upload")
+            comps["ckpt_upload"] = gr.UploadButton(
+                "Upload checkpoint files",
+                file_count="multiple",
+                file_types=[".json", ".safetensors"],
+                size="sm",
+                elem_id="checkpoint-upload",
+            )
     comps["ckpt_extra"] = gr.State([])
 
 
@@ -78,5 +93,9 @@ def open_upload(values: dict, ckpt_upload=None, ckpt_extra=None, state=None) -> 
         return _refused(state, exc)
     extra = _extra(ckpt_extra, loaded.id)
     out = weights_switch.open_checkpoint(read_state(state), loaded.id, extra, select=True)
-    return {**out, "ckpt_extra": extra, "status": f"{out['status']} Uploaded files read; "
-            f"this server keeps the model in memory for a while as {shown(loaded.name)}."}
+    return {
+        **out,
+        "ckpt_extra": extra,
+        "status": f"{out['status']} Uploaded files read; "
+        f"this server keeps the model in memory for a while as {shown(loaded.name)}.",
+    }

@@ -7,6 +7,7 @@ in a ``gr.State`` ("committed": kept on the server, nothing crosses the wire), *
 updates of the controls (a ``causal`` box it flipped, a checkpoint it left), so that the stages read
 exactly what the page shows once the grid is drawn; each stage takes that one input instead.
 """
+
 from __future__ import annotations
 
 from explorer.app.controls.fields import CONTROL_FIELDS
@@ -32,14 +33,18 @@ def committed_values(values: dict, out: dict) -> dict:
 
 def committing(handler):
     """``handler(values, **kw) -> out`` that also outputs "committed" (``committed_values``)."""
+
     def run(values: dict, **kw):
         out = handler(values, **kw)
         return {**out, "committed": committed_values(values, out)}
+
     return run
 
 
 def from_committed(handler):
     """``handler(values, **kw)`` called with the chain's committed values (the "committed" input)."""
+
     def run(values: dict, committed=None, **kw):
         return handler(dict(committed) if committed else values, **kw)
+
     return run

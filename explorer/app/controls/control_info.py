@@ -8,6 +8,7 @@ Memorizing Transformer's retrieval is gated in beside the drawn local map, and T
 compressive memories only change the maps once the text is longer than a segment plus its memory.
 A category no chosen variant reads (a norm under placement ``none``) says so first.
 """
+
 from __future__ import annotations
 
 from models import registries
@@ -18,15 +19,15 @@ UNUSED = "not used by the current choices (no variant reads it)"
 # bytes; knn, knn_lm, spalm maps are each segment's own causal attention)
 MEMORY_ATTENTION_NOTES = {
     "xl": "Attention tab: each segment also attends the previous `mem_len` tokens, so the maps equal no "
-          "memory until the text is longer than `segment_len` + `mem_len` bytes.",
+    "memory until the text is longer than `segment_len` + `mem_len` bytes.",
     "compressive": "Attention tab: the maps equal no memory until the text is longer than `segment_len` + "
-                   "`mem_len` bytes; then older tokens appear as compressed memory columns.",
+    "`mem_len` bytes; then older tokens appear as compressed memory columns.",
     "knn": "Attention tab: the maps are each segment's local attention; the retrieved past keys and "
-           "values are gated in beside them by one layer (its reach: Variant views).",
+    "values are gated in beside them by one layer (its reach: Variant views).",
     "knn_lm": "Attention tab: the retrieval changes the next-token distribution, not attention; the maps "
-              "only show the text cut into segments of `segment_len` that do not attend each other.",
+    "only show the text cut into segments of `segment_len` that do not attend each other.",
     "spalm": "Attention tab: the retrieved tokens are mixed into the final hidden state, after the last "
-             "attention; the maps only show the segments of `segment_len` that do not attend each other.",
+    "attention; the maps only show the segments of `segment_len` that do not attend each other.",
 }
 
 

@@ -5,6 +5,7 @@ dict, ``Components.handler`` turns it into ``{name: value}`` (control values und
 ``ModelConfig`` field names) and maps the handler's ``{name: value}`` result back to components. The
 page frame and every tab's ``wire`` use the same ``Components`` (``explorer.app.tabs.contract``).
 """
+
 from __future__ import annotations
 
 import gradio as gr
@@ -50,6 +51,7 @@ class Components:
             values, named = self.split(data)
             with LOAD.busy():
                 return self.back(fn(values, **{rename.get(k, k): v for k, v in named.items()}))
+
         return run
 
 

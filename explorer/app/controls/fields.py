@@ -13,6 +13,7 @@ refused with a message instead of being rounded behind the user's back. Optional
 (``n_kv_heads``, ``d_ff``, ``softcap``) show 0 for None (a number box cannot be empty): every
 such field is a positive size or scale, so 0 is free to mean "default / off".
 """
+
 from __future__ import annotations
 
 import functools
@@ -102,8 +103,9 @@ def make_control(name: str, value, visible: bool = True, unused: bool = False, c
     label = LABELS.get(name, name)
     kw = dict(label=label, visible=visible, elem_id=f"ctl-{name}")
     if name in CATEGORIES:
-        return gr.Dropdown(choices=choices or list(registries()[name]), value=value,
-                           info=category_info(name, value, unused), **kw)
+        return gr.Dropdown(
+            choices=choices or list(registries()[name]), value=value, info=category_info(name, value, unused), **kw
+        )
     if base is bool:
         return gr.Checkbox(value=value, **kw)
     if base is str:
@@ -112,8 +114,12 @@ def make_control(name: str, value, visible: bool = True, unused: bool = False, c
             return gr.Textbox(value=value, **kw)
         return gr.Dropdown(choices=choices, value=value, **kw)
     # precision None for ints too: 3.5 must reach the check (and be refused), not be rounded to 4
-    return gr.Number(value=_shown(name, value), precision=None, info=number_info(name) if base is int else
-                     "applied on Enter or leaving the box", **kw)
+    return gr.Number(
+        value=_shown(name, value),
+        precision=None,
+        info=number_info(name) if base is int else "applied on Enter or leaving the box",
+        **kw,
+    )
 
 
 def _shown(name: str, value):
@@ -248,7 +254,7 @@ def field_digests(plain: dict) -> str:
 
 
 def _field_digest(sig, i: int) -> str | None:
-    part = sig[i * FIELD_DIGEST_CHARS:(i + 1) * FIELD_DIGEST_CHARS] if isinstance(sig, str) else ""
+    part = sig[i * FIELD_DIGEST_CHARS : (i + 1) * FIELD_DIGEST_CHARS] if isinstance(sig, str) else ""
     return part if len(part) == FIELD_DIGEST_CHARS else None
 
 
@@ -260,8 +266,10 @@ def control_outputs(values: dict, state: dict) -> tuple:
     ups, plain = control_ui(values)
     sig = field_digests(plain)
     shown = state.get("ui")
-    return {n: ups[n] if n in ups and _field_digest(sig, i) != _field_digest(shown, i) else gr.skip()
-            for i, n in enumerate(CONTROL_FIELDS)}, sig
+    return {
+        n: ups[n] if n in ups and _field_digest(sig, i) != _field_digest(shown, i) else gr.skip()
+        for i, n in enumerate(CONTROL_FIELDS)
+    }, sig
 
 
 def adjust_causal(values: dict) -> tuple:

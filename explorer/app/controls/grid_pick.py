@@ -8,6 +8,7 @@ bad one raises a ``ConfigError`` naming the field and the valid forms.
 The share link carries a non-default pick as ``grid_layers=`` / ``grid_heads=`` (``grid_query`` /
 ``grid_from_params``); ``explorer.app.controls.share`` must ignore these keys (they are not ModelConfig fields).
 """
+
 from __future__ import annotations
 
 import re

@@ -9,6 +9,7 @@ The browser's own history holds the committed links (``explorer.app.controls.sha
 ``from_address`` reads the address bar again when Back or Forward brings an earlier one, as the page's
 load does, an address without a query being the defaults.
 """
+
 from __future__ import annotations
 
 from explorer.app.controls.fields import adjust_causal, current_config
@@ -38,8 +39,9 @@ def record(values: dict, out: dict, history) -> list:
 
 def reset() -> dict:
     """The defaults (config and text) in the controls; the history keeps what came before."""
-    return fill_controls(ModelConfig(), DEFAULT_TEXT, CUSTOM, "↺ Defaults restored; **Undo** brings the previous "
-                   "configuration back.")
+    return fill_controls(
+        ModelConfig(), DEFAULT_TEXT, CUSTOM, "↺ Defaults restored; **Undo** brings the previous configuration back."
+    )
 
 
 def undo(history, values: dict | None = None) -> dict:
@@ -56,8 +58,10 @@ def undo(history, values: dict | None = None) -> dict:
             pending = True
         if pending:
             cfg = app_config(history[-1])
-            return {**fill_controls(cfg, None, matching_preset(cfg), "↶ Previous configuration restored."),
-                    "history": history}
+            return {
+                **fill_controls(cfg, None, matching_preset(cfg), "↶ Previous configuration restored."),
+                "history": history,
+            }
     if len(history) < 2:
         return {**skip_fill("Nothing to undo."), "history": history}
     history.pop()

@@ -15,6 +15,7 @@ default ``=>`` (a link without it splits at ``=>``); ``link_separator(params)`` 
 like the separator box (``explorer.runtime.text.check_separator``: at most 16 visible characters). A bad
 ``sep`` keeps the rest of the link and falls back to the default separator, with a notice naming it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,8 +57,9 @@ def _text_value(v) -> str:
     return str(v)
 
 
-def to_query(cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM,
-             separator: str | None = DEFAULT_SEPARATOR) -> str:
+def to_query(
+    cfg: ModelConfig, text: str = DEFAULT_TEXT, preset: str = CUSTOM, separator: str | None = DEFAULT_SEPARATOR
+) -> str:
     """``"attention=sliding_window&window=32"``: the fields that differ from the base config, the used
     part of the text, and an encoder-decoder's separator when it is not the default; at most
     ``MAX_QUERY_CHARS`` characters (the text is left out if needed). An encoder-decoder's separator
@@ -97,8 +99,11 @@ def from_query(params: dict, owned=frozenset()) -> tuple:
     for a reason no single field of it explains) gives the defaults. ``LONG_LINK_PARAM`` stands for a
     link the server would not hand on whole (its length): it is refused as too long."""
     long_link = dict(params or {}).get(LONG_LINK_PARAM)
-    params = {str(k): v for k, v in dict(params or {}).items()
-              if not str(k).startswith("__") and str(k) not in PAGE_PARAMS and str(k) not in owned}
+    params = {
+        str(k): v
+        for k, v in dict(params or {}).items()
+        if not str(k).startswith("__") and str(k) not in PAGE_PARAMS and str(k) not in owned
+    }
     if not params and not str(long_link).isdigit():
         return ModelConfig(), DEFAULT_TEXT, CUSTOM, None
     try:
@@ -164,7 +169,10 @@ def link_separator(params: dict) -> tuple:
     try:
         return check_separator(raw), None
     except ConfigError as exc:
-        return DEFAULT_SEPARATOR, f"The link's separator could not be used ({_short(exc)}); splitting at {DEFAULT_SEPARATOR!r}."
+        return (
+            DEFAULT_SEPARATOR,
+            f"The link's separator could not be used ({_short(exc)}); splitting at {DEFAULT_SEPARATOR!r}.",
+        )
 
 
 def compare_query(a: ModelConfig, b: ModelConfig, text: str, separator=None) -> str:
@@ -174,8 +182,9 @@ def compare_query(a: ModelConfig, b: ModelConfig, text: str, separator=None) -> 
     return f"{qb}&{extra}" if qb else extra
 
 
-def checkpoint_query(ckpt_id: str, base: ModelConfig, cfg: ModelConfig, used_text: str,
-                     separator: str | None = None) -> str:
+def checkpoint_query(
+    ckpt_id: str, base: ModelConfig, cfg: ModelConfig, used_text: str, separator: str | None = None
+) -> str:
     """A checkpoint's share query: its id, the fields the controls changed from its config (its surgery),
     the part of the text its tokenizer read (``used_text``) and an encoder-decoder's separator when it is
     not the default; never its weights."""

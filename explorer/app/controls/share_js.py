@@ -55,10 +55,15 @@ SHARE_JS = """(qs) => {
 # notice of any over-long link. Gradio's client sends the address's query with every event, and a
 # server refuses a request line that long outright (no answer the page could show).
 LONG_LINK_CHARS = 16384
-LONG_LINK_HEAD = ("<script>(() => { const q = window.location.search; if (q.length > " + str(LONG_LINK_CHARS)
-                  + ") { try { window.history.replaceState(null, '', window.location.pathname + '?__link_chars=' + "
-                  "(q.length - 1)); } catch (e) {} } })();</script>")
+LONG_LINK_HEAD = (
+    "<script>(() => { const q = window.location.search; if (q.length > "
+    + str(LONG_LINK_CHARS)
+    + ") { try { window.history.replaceState(null, '', window.location.pathname + '?__link_chars=' + "
+    "(q.length - 1)); } catch (e) {} } })();</script>"
+)
 
 # A tab's own link (its parameters and tab=): the page's address with them set, for the tab's share box
-TAB_LINK_JS = ("(qs) => { if (!qs) return ''; const u = new URL(window.location.href); "
-            "for (const [k, v] of new URLSearchParams(qs)) u.searchParams.set(k, v); return u.toString(); }")
+TAB_LINK_JS = (
+    "(qs) => { if (!qs) return ''; const u = new URL(window.location.href); "
+    "for (const [k, v] of new URLSearchParams(qs)) u.searchParams.set(k, v); return u.toString(); }"
+)

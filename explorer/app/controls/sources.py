@@ -6,6 +6,7 @@ draws it once and updates the controls' visibility), through the one config door
 controls. A source that cannot be used leaves the controls as they are and says why, naming the
 field; a link's other hostile values fall back to the defaults with a notice (``explorer.app.controls.share``).
 """
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,8 @@ import gradio as gr
 
 from explorer.app.controls.fields import CONTROL_FIELDS, config_updates
 from explorer.app.controls.grid_pick import grid_from_params
-from explorer.app.server.messages import problem, warn
 from explorer.app.controls.share import CKPT_PARAM, from_query, link_separator
+from explorer.app.server.messages import problem, warn
 from explorer.runtime.configs import app_config
 from explorer.runtime.presets import CUSTOM, LESSONS, matching_preset, preset_config, preset_text
 from explorer.runtime.text import DEFAULT_SEPARATOR, default_text, reads_pair
@@ -33,8 +34,7 @@ def fill_controls(cfg: ModelConfig, text=None, preset=CUSTOM, status="", separat
     brings splits where it was written to split, whatever the box held before."""
     out = {n: gr.update(value=u["value"]) for n, u in config_updates(cfg).items()}
     sep = gr.skip() if text is None else (separator or DEFAULT_SEPARATOR)
-    return {**out, "text": gr.skip() if text is None else text, "separator": sep, "preset": preset,
-            "status": status}
+    return {**out, "text": gr.skip() if text is None else text, "separator": sep, "preset": preset, "status": status}
 
 
 def skip_fill(status=None) -> dict:
@@ -69,8 +69,17 @@ def load_from_url(request: gr.Request | None, owned=frozenset()) -> dict:
     if CKPT_PARAM in params:  # a pretrained checkpoint's link: its id and the controls' changes to its config
         from explorer.app.controls.checkpoint_link import restore
 
-        return {**restore({k: v for k, v in params.items() if k not in picks and not str(k).startswith("__")
-                           and k not in owned and k not in ("view", "tab")}, fill_controls), **picks}
+        return {
+            **restore(
+                {
+                    k: v
+                    for k, v in params.items()
+                    if k not in picks and not str(k).startswith("__") and k not in owned and k not in ("view", "tab")
+                },
+                fill_controls,
+            ),
+            **picks,
+        }
     cfg, text, preset, notice = from_query({k: v for k, v in params.items() if k not in picks}, owned)
     sep, sep_notice = link_separator(params) if notice is None else (None, None)
     notice = " ".join(n for n in (notice or sep_notice, grid_notice) if n) or None

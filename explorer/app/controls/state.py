@@ -5,6 +5,7 @@ per control of its look, "sweep": the last sweep's records (for the export)}``. 
 equals ``drawn`` redraws nothing; the later events of the chain skip unless ``fresh``; unchanged
 controls are not re-sent (each re-send would store a copy in Gradio's session).
 """
+
 from __future__ import annotations
 
 import gradio as gr
@@ -33,8 +34,9 @@ def read_state(state) -> dict:
 
 def drawn_digest(cfg: ModelConfig, text: str, separator=None, picks=(None, None), weights=None) -> str:
     """Digest of what the attention figures show: config, used text, separator, grid picks, weights."""
-    return digest([cfg.to_json(), clip_text(text), separator or DEFAULT_SEPARATOR, *map(normalise, picks),
-                   weights_key(weights)])
+    return digest(
+        [cfg.to_json(), clip_text(text), separator or DEFAULT_SEPARATOR, *map(normalise, picks), weights_key(weights)]
+    )
 
 
 def drawn_config(values: dict, weights=None) -> ModelConfig:

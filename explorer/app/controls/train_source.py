@@ -13,6 +13,7 @@ until the controls change.
 scaled down: the size controls are set to the run's (what a user who pressed ▶ on the controls'
 model expects to see drawn), anything else is a run of another config and is refused as before.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,14 +66,18 @@ def fit_to_caps(cfg: ModelConfig) -> tuple:
 
 def source_line(fitted: ModelConfig, changes: list) -> str:
     """The visible line: which model trains, and what was scaled down to fit the caps."""
-    what = (f"{fitted.attention} attention · {fitted.position} · {fitted.norm_placement}-{fitted.norm} · "
-            f"{fitted.ffn} · {fitted.n_layers} layers × d_model {fitted.d_model}, ~{fitted.approx_params():,} "
-            "parameters")
+    what = (
+        f"{fitted.attention} attention · {fitted.position} · {fitted.norm_placement}-{fitted.norm} · "
+        f"{fitted.ffn} · {fitted.n_layers} layers × d_model {fitted.d_model}, ~{fitted.approx_params():,} "
+        "parameters"
+    )
     line = f"**Trains the model on the controls:** {shown(what)}."
     if changes:
         scaled = ", ".join(f"{f} {a} → {b}" for f, a, b in changes)
-        line += (f"\n\n⚠️ **Scaled down to the training cap** (≤ {MAX_TRAIN_PARAMS:,} parameters): {scaled}. "
-                 "Choosing *Weights: your run* sets the controls to this size.")
+        line += (
+            f"\n\n⚠️ **Scaled down to the training cap** (≤ {MAX_TRAIN_PARAMS:,} parameters): {scaled}. "
+            "Choosing *Weights: your run* sets the controls to this size."
+        )
     return line
 
 

@@ -36,14 +36,13 @@ The share link and the config export carry the configuration only: a session's o
 leave it except through the Train tab's download; the bundled ones are the app's; a checkpoint's link
 carries its id.
 """
+
 from __future__ import annotations
 
 import gradio as gr
 
-from explorer.analysis.weights import checkpoints
-from explorer.analysis import surgery
 from explorer.analysis import source as weights_source
-from explorer.analysis.weights import trained as tw
+from explorer.analysis import surgery
 from explorer.analysis.source import (
     BUNDLED,
     INITIAL,
@@ -55,6 +54,9 @@ from explorer.analysis.source import (
     checkpoint_id,
 )
 from explorer.analysis.surgery.origin import DEFAULT_BUNDLE
+from explorer.analysis.weights import checkpoints
+from explorer.analysis.weights import trained as tw
+from explorer.app.controls import train_source
 from explorer.app.controls.fields import (
     CHECKPOINT_KEY,
     CONTROL_FIELDS,
@@ -63,21 +65,22 @@ from explorer.app.controls.fields import (
     values_to_config,
     without_checkpoint,
 )
-from explorer.app.server.messages import problem
 from explorer.app.controls.state import read_state
-from explorer.app.controls import train_source
 from explorer.app.controls.your_run import trained_snapshot
+from explorer.app.server.messages import problem
+from explorer.figures.readings import loss_line
 from explorer.runtime.limits import check_caps
 from explorer.runtime.presets import BUNDLE_PRESETS
-from explorer.figures.readings import loss_line
 from explorer.runtime.untrusted import shown, shown_html
 from models import ModelConfig
 
 CKPT = weights_source.CHECKPOINT_PREFIX  # a pretrained checkpoint's choice: "checkpoint:<id>"
 CHOICES = [("bundled (trained)", BUNDLED), ("initial", INITIAL), ("your run (Train tab)", TRAINED)]
-SHARE_NOTE = ("The share link and the config export carry the configuration only, never your run's weights: "
-              "those stay in this browser session (download them from the Train tab). A checkpoint's link "
-              "carries its name.")
+SHARE_NOTE = (
+    "The share link and the config export carry the configuration only, never your run's weights: "
+    "those stay in this browser session (download them from the Train tab). A checkpoint's link "
+    "carries its name."
+)
 # and every control: set to the run's sizes when it is the controls' model scaled down to the training cap, to a
 # checkpoint's architecture when one is opened
 SWITCH_OUT = ("weights", "trained", "state", "status", *CONTROL_FIELDS)
@@ -105,8 +108,9 @@ def radio_update(src: WeightsSource | None, choice, extra=()) -> dict:
     reading ``NO_BUNDLE_LABEL`` while "bundled" is chosen and no bundle serves the controls (the tabs then
     draw the initial weights, as the line under it says)."""
     none_serves = choice == BUNDLED and (src is None or src.weights is None)
-    return gr.update(choices=all_choices(extra, bundle=_named_bundle(choice),
-                                         bundled_label=NO_BUNDLE_LABEL if none_serves else None))
+    return gr.update(
+        choices=all_choices(extra, bundle=_named_bundle(choice), bundled_label=NO_BUNDLE_LABEL if none_serves else None)
+    )
 
 
 def bundle_update(name: str) -> dict:
@@ -137,17 +141,31 @@ def show_trained(values: dict, weights=BUNDLED, state=None) -> dict:
     try:
         src = source_of(values, weights)
     except Exception as exc:  # a bad control value: nothing switched
-        return {"weights": gr.skip(), "preset": gr.skip(), "state": state, "status": f"⚠️ {shown(problem(exc))}",
-                "weights_show": gr.skip()}
+        return {
+            "weights": gr.skip(),
+            "preset": gr.skip(),
+            "state": state,
+            "status": f"⚠️ {shown(problem(exc))}",
+            "weights_show": gr.skip(),
+        }
     name = src.trained_exists
     if not name:
-        return {"weights": gr.skip(), "preset": gr.skip(), "state": state, "weights_show": gr.update(visible=False),
-                "status": "No bundle was trained with exactly these controls: the weights on screen stay."}
-    preset = trained_preset(name)
-    return {"weights": bundle_update(name), "preset": preset if preset else gr.skip(), "state": state,
+        return {
+            "weights": gr.skip(),
+            "preset": gr.skip(),
+            "state": state,
             "weights_show": gr.update(visible=False),
-            "status": f"Showing **bundle '{shown(name)}'**, trained with this configuration (before: "
-                      f"{shown(src.source)}). Choose 'bundled' in Weights to operate on the default model again."}
+            "status": "No bundle was trained with exactly these controls: the weights on screen stay.",
+        }
+    preset = trained_preset(name)
+    return {
+        "weights": bundle_update(name),
+        "preset": preset if preset else gr.skip(),
+        "state": state,
+        "weights_show": gr.update(visible=False),
+        "status": f"Showing **bundle '{shown(name)}'**, trained with this configuration (before: "
+        f"{shown(src.source)}). Choose 'bundled' in Weights to operate on the default model again.",
+    }
 
 
 def with_trained_preset(out: dict) -> dict:
@@ -210,8 +228,10 @@ def source_line(src: WeightsSource | None, text=None, choice=None) -> str:
     if src is None:
         if checkpoint_id(choice):
             return "⚠️ The checkpoint cannot be drawn with these controls (the status line says why)."
-        return ("ℹ️ No bundled model serves this config (the controls do not describe a valid config): drawing "
-                "the **initial weights**.")
+        return (
+            "ℹ️ No bundled model serves this config (the controls do not describe a valid config): drawing "
+            "the **initial weights**."
+        )
     if src.kind == INITIAL:
         return "Drawing the **initial weights** (untrained, from the config's seed)."
     if src.loaded is not None:
@@ -221,8 +241,10 @@ def source_line(src: WeightsSource | None, text=None, choice=None) -> str:
         return f"ℹ️ No bundled model serves this config ({shown(why)}): drawing the **initial weights**."
     line = f"Drawing the weights of the **{shown(src.weights.source or 'session run')}**."
     if src.trained_exists:
-        line += (f" A model trained with this pattern exists (bundle '{shown(src.trained_exists)}'): the button "
-                 "below shows it; until then the weights on screen are operated on.")
+        line += (
+            f" A model trained with this pattern exists (bundle '{shown(src.trained_exists)}'): the button "
+            "below shows it; until then the weights on screen are operated on."
+        )
     if src.surgery and text is not None:
         try:
             change = surgery.loss_change(src.config, text, bundle=src.weights.bundle or None)
@@ -251,8 +273,7 @@ def _skip_controls() -> dict:
 
 def _off(state: dict, why: str) -> dict:
     gr.Warning(shown_html(why))
-    return {"weights": BUNDLED, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**",
-            **_skip_controls()}
+    return {"weights": BUNDLED, "trained": None, "state": state, "status": f"⚠️ **{shown(why)}**", **_skip_controls()}
 
 
 def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -> dict:
@@ -265,10 +286,12 @@ def open_checkpoint(state: dict, ckpt_id: str, extra=(), select: bool = False) -
         return _off(state, problem(exc))
     fill = {n: gr.update(value=u["value"]) for n, u in config_updates(loaded.config).items()}
     tok = "its tokenizer's tokens" if loaded.tokenizer is not None else "token ids (it has no tokenizer.json)"
-    status = (f"✓ Opened **{shown(loaded.describe())}** (read in {loaded.load_s:.2f} s; the maps show {tok}). "
-              "The controls show its architecture: change the attention pattern, window, sinks, K/V heads, RoPE "
-              "scale or ablated heads to operate on it (the Surgery tab measures what each change costs); other "
-              "choices need other weights.")
+    status = (
+        f"✓ Opened **{shown(loaded.describe())}** (read in {loaded.load_s:.2f} s; the maps show {tok}). "
+        "The controls show its architecture: change the attention pattern, window, sinks, K/V heads, RoPE "
+        "scale or ablated heads to operate on it (the Surgery tab measures what each change costs); other "
+        "choices need other weights."
+    )
     weights = gr.update(choices=all_choices(extra), value=checkpoint_choice(loaded.id)) if select else gr.skip()
     return {"weights": weights, "trained": None, "state": state, "status": status, **fill}
 
@@ -278,8 +301,9 @@ def after_fill(out: dict, weights) -> dict:
     catalogue's model is drawn from now on (bundled weights), and the status says so. A "Trained: ..."
     preset of a bundle other than the default draws that bundle by name; any other fill leaves a bundle
     chosen by name for ``bundled`` (the default bundle on screen)."""
-    filled = any(not (isinstance(out[n], dict) and set(out[n]) == {"__type__"}) for n in CONTROL_FIELDS
-                 if n in out)  # gr.skip() is an update without values
+    filled = any(
+        not (isinstance(out[n], dict) and set(out[n]) == {"__type__"}) for n in CONTROL_FIELDS if n in out
+    )  # gr.skip() is an update without values
     name = BUNDLE_PRESETS.get(out.get("preset")) if filled and isinstance(out.get("preset"), str) else None
     named = name if name and name != DEFAULT_BUNDLE else None
     if not filled or not (named or _named_bundle(weights) or checkpoint_id(weights)):
@@ -320,8 +344,13 @@ def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
     sizes = _skip_controls()
     reset = _leave_checkpoint(values)
     if reset is not None:  # back from a checkpoint: its sizes are past the caps of every other choice
-        return {"weights": gr.skip(), "trained": None, "state": state, **reset,
-                "status": "Controls reset to the defaults: the checkpoint's sizes are past the explorer's caps."}
+        return {
+            "weights": gr.skip(),
+            "trained": None,
+            "state": state,
+            **reset,
+            "status": "Controls reset to the defaults: the checkpoint's sizes are past the explorer's caps.",
+        }
     if weights != TRAINED:
         return {"weights": gr.skip(), "trained": None, "state": state, "status": "", **sizes}
     try:
@@ -330,30 +359,43 @@ def switch(values: dict, weights=BUNDLED, train_state=None, state=None) -> dict:
     except Exception as exc:  # a bad control value, or weights over the byte cap
         return _off(state, problem(exc))
     if record is None:
-        return _off(state, "No trained model in this session yet: train one in the Train tab (or upload one "
-                           "there), then switch to your run.")
+        return _off(
+            state,
+            "No trained model in this session yet: train one in the Train tab (or upload one "
+            "there), then switch to your run.",
+        )
     diff = tw.mismatch(record, cfg)
     resized = train_source.apply_run(values, record) if diff else None
     if diff and resized is None:
-        return _off(state, f"Your run belongs to another config: set {', '.join(diff[:6])} in the controls, "
-                           "then switch to your run again.")
+        return _off(
+            state,
+            f"Your run belongs to another config: set {', '.join(diff[:6])} in the controls, "
+            "then switch to your run again.",
+        )
     note = ""
     if resized:  # the run is the controls' model scaled down to the training cap: draw it at its size
         sizes.update(resized)
         note = f"Controls set to your run's size ({', '.join(f'{k} = {v}' for k, v in resized.items())}). "
     record = tw.TrainedWeights(**{**record.__dict__, "source": f"your run, after {record.step} steps"})
-    return {"weights": gr.skip(), "trained": record, "state": state, **sizes,
-            "status": f"{note}Showing your run's weights, trained for {record.step} steps (switch again to pick up "
-                      "later steps). "
-                      "The gradient figure's other norm placements stay at initialisation."}
+    return {
+        "weights": gr.skip(),
+        "trained": record,
+        "state": state,
+        **sizes,
+        "status": f"{note}Showing your run's weights, trained for {record.step} steps (switch again to pick up "
+        "later steps). "
+        "The gradient figure's other norm placements stay at initialisation.",
+    }
 
 
 def with_weights(handler):
     """``handler(values, **kw)`` called with the request's ``WeightsSource`` (``source_of``, resolved once
     here) as ``weights``, or None when the controls cannot be drawn (the handler warns)."""
+
     def run(values: dict, trained=None, weights=BUNDLED, **kw):
         src, values = _resolved(values, weights, trained)
         return handler(values, weights=src, **kw)
+
     return run
 
 
@@ -361,6 +403,7 @@ def attention_with_weights(handler):
     """Like ``with_weights``, plus the weights line (``weights_md``); a config that no longer matches
     the session's run, or a switch left on "your run" after the snapshot expired, turns the switch
     back to bundled (outputs ``weights`` and ``trained`` added to the handler's)."""
+
     def run(values: dict, trained=None, weights=BUNDLED, ckpt_extra=None, **kw):
         keep = {"trained": gr.skip()}
         loaded = None
@@ -371,9 +414,15 @@ def attention_with_weights(handler):
                 msg = f"Weights switched to bundled: {problem(exc)}"
                 gr.Warning(shown_html(msg))
                 values = without_checkpoint(values)
-                return {**{n: gr.skip() for n in CONTROL_FIELDS}, **(_leave_checkpoint(values) or {}),
-                        "weights": BUNDLED, "trained": None, "status": f"⚠️ {shown(msg)}", "weights_md": "",
-                        "weights_show": gr.update(visible=False)}
+                return {
+                    **{n: gr.skip() for n in CONTROL_FIELDS},
+                    **(_leave_checkpoint(values) or {}),
+                    "weights": BUNDLED,
+                    "trained": None,
+                    "status": f"⚠️ {shown(msg)}",
+                    "weights_md": "",
+                    "weights_show": gr.update(visible=False),
+                }
         src, values = _resolved(values, weights, trained, loaded)
         if weights == TRAINED and (trained is None or (src is not None and src.weights is None)):
             if trained is None:  # the session's snapshot expired (its state's time to live)
@@ -384,9 +433,20 @@ def attention_with_weights(handler):
             gr.Info(shown_html(msg))
             src = weights_source.resolve(BUNDLED, src.config) if src is not None else None
             out = handler(values, weights=src, **kw)
-            return {**out, "weights": gr.update(value=BUNDLED, choices=radio_update(src, BUNDLED, ckpt_extra)["choices"]),
-                    "trained": None, "status": f"ℹ️ {shown(msg)}",
-                    "weights_md": source_line(src, kw.get("text"), BUNDLED), "weights_show": show_button(src)}
-        return {**handler(values, weights=src, **kw), **keep, "weights": radio_update(src, weights, ckpt_extra),
-                "weights_md": source_line(src, kw.get("text"), weights), "weights_show": show_button(src)}
+            return {
+                **out,
+                "weights": gr.update(value=BUNDLED, choices=radio_update(src, BUNDLED, ckpt_extra)["choices"]),
+                "trained": None,
+                "status": f"ℹ️ {shown(msg)}",
+                "weights_md": source_line(src, kw.get("text"), BUNDLED),
+                "weights_show": show_button(src),
+            }
+        return {
+            **handler(values, weights=src, **kw),
+            **keep,
+            "weights": radio_update(src, weights, ckpt_extra),
+            "weights_md": source_line(src, kw.get("text"), weights),
+            "weights_show": show_button(src),
+        }
+
     return run

@@ -4,6 +4,7 @@ The run itself lives in the Train tab's per-session state (``explorer.app.tabs.p
 choice "your run" (``explorer.app.controls.weights``) reads it only through these three functions, so the
 controls never import a tab.
 """
+
 from __future__ import annotations
 
 from explorer.analysis.weights import trained as trained_weights

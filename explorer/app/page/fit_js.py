@@ -32,11 +32,16 @@ height than the one fitted is a new request.
 """
 
 FIT_HEIGHT = "#attention-grid"  # the figures fitted to the screen's height in presentation mode
-MIN_HEIGHT = 300                # px: below this the grid would be unreadable; the page scrolls instead
+MIN_HEIGHT = 300  # px: below this the grid would be unreadable; the page scrolls instead
 
-FIT_JS = """() => {
+FIT_JS = (
+    """() => {
   if (window.__fitPlots) return;
-  const FIT_HEIGHT = '""" + FIT_HEIGHT + """', MIN_HEIGHT = """ + str(MIN_HEIGHT) + """;
+  const FIT_HEIGHT = '"""
+    + FIT_HEIGHT
+    + """', MIN_HEIGHT = """
+    + str(MIN_HEIGHT)
+    + """;
   const seen = new WeakSet(), pending = new Set();
   let frame = 0, scan = 0;
   const misfit = (gd) => {
@@ -134,3 +139,4 @@ FIT_JS = """() => {
   window.__fitPlots = {look, misfit, wrapTitle, fitHeight, name};
   look();
 }"""
+)

@@ -37,16 +37,27 @@ On a phone the figure column comes first (assets/style.css) and ``JUMP_JS``'s bu
 
 from explorer.app.page.phone_jump_js import JUMP_JS
 
-NARROW = 600     # px: a figure narrower than this gets the narrow layout
-MIN_PANEL = 96   # px: the smallest attention panel of a narrow grid
+NARROW = 600  # px: a figure narrower than this gets the narrow layout
+MIN_PANEL = 96  # px: the smallest attention panel of a narrow grid
 ZOOM = "#zoom-plot, #stack-zoom"  # the zoomed heads: one screen tall in presentation mode
 PRESENT_TICK, PRESENT_TITLE = 18, 20  # px: presentation mode's tick labels and axis titles (assets/style.css)
 
-LAYOUT_JS = """() => {
+LAYOUT_JS = (
+    """() => {
   if (window.__phoneLayout) return;
-  const ZOOM = '""" + ZOOM + """';
-  const NARROW = """ + str(NARROW) + """, MIN_PANEL = """ + str(MIN_PANEL) + """;
-  const PRESENT_TICK = """ + str(PRESENT_TICK) + """, PRESENT_TITLE = """ + str(PRESENT_TITLE) + """;
+  const ZOOM = '"""
+    + ZOOM
+    + """';
+  const NARROW = """
+    + str(NARROW)
+    + """, MIN_PANEL = """
+    + str(MIN_PANEL)
+    + """;
+  const PRESENT_TICK = """
+    + str(PRESENT_TICK)
+    + """, PRESENT_TITLE = """
+    + str(PRESENT_TITLE)
+    + """;
   const state = window.__phoneLayout = {adapted: 0};
   const body = document.body, present = () => body.classList.contains('presentation');
   const seg = (k) => { const m = k.match(/^(\\w+)\\[(\\d+)\\]$/); return m ? [m[1], +m[2]] : [k]; };
@@ -375,5 +386,6 @@ LAYOUT_JS = """() => {
   window.addEventListener('resize', () => setTimeout(all, 150));
   watch();
 }"""
+)
 
 PHONE_JS = "() => { (" + LAYOUT_JS + ")(); (" + JUMP_JS + ")(); }"  # the one script the page installs

@@ -19,6 +19,7 @@ Gradio serves its own module, as before.
 with the rebuilt text, Brotli- or gzip-compressed as the browser accepts, with an ``ETag`` (a repeat
 visit revalidates and gets a 304).
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,13 +55,14 @@ def splice(gradio_module: str, bundle: str) -> str | None:
     if start is None or len(ends) != 1:
         return None
     end = ends[0]
-    head = gradio_module[:start.start()]
+    head = gradio_module[: start.start()]
     if start.end() >= end.start() or not IMPORTS.fullmatch(head):
         return None
     name, to_esm, common_js = start.group(1), start.group(2), start.group(3)
     # the bundle's UMD wrapper reads the free names `module` and `exports`: the CommonJS wrapper's parameters
-    return (f"{head}var {name}={to_esm}({common_js}(((exports,module)=>{{\n{bundle}\n}}))()),"
-            f"{gradio_module[end.end():]}")
+    return (
+        f"{head}var {name}={to_esm}({common_js}(((exports,module)=>{{\n{bundle}\n}}))()),{gradio_module[end.end() :]}"
+    )
 
 
 def gradio_module_path(assets: Path = FRONTEND_ASSETS) -> Path | None:
@@ -71,7 +73,7 @@ def gradio_module_path(assets: Path = FRONTEND_ASSETS) -> Path | None:
 BUILDING = threading.Lock()  # one build, whichever thread asks first (the others wait for it)
 
 
-def plot_module() -> "Served | None":
+def plot_module() -> Served | None:
     """The rebuilt module, its compressed forms and ETag (read and compressed once, ~0.2 s, when the server
     answers its first request), or None when it cannot be rebuilt (Gradio's own module is served then)."""
     with BUILDING:
@@ -79,7 +81,7 @@ def plot_module() -> "Served | None":
 
 
 @functools.lru_cache(maxsize=1)
-def built() -> "Served | None":
+def built() -> Served | None:
     path = gradio_module_path()
     if path is None or not BUNDLE.is_file():
         log.warning("Plotly's cartesian build not used: %s", "no bundle" if path else "Gradio's plot module not found")
@@ -99,9 +101,10 @@ class Served:
         self.etag = '"' + hashlib.sha256(plain).hexdigest()[:32] + '"'
 
     @classmethod
-    def of(cls, name: str, plain: bytes) -> "Served":
+    def of(cls, name: str, plain: bytes) -> Served:
         try:
             import brotli  # Gradio's own dependency (its BrotliMiddleware)
+
             br = brotli.compress(plain, quality=BROTLI_QUALITY)
         except ImportError:
             br = None
@@ -126,8 +129,11 @@ def is_module_request(scope: dict, name: str) -> bool:
 async def answer(served: Served, scope: dict, send) -> None:
     """The module as one response: 304 when the browser holds this ETag already."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-    common = [(b"content-type", b"text/javascript; charset=utf-8"), (b"etag", served.etag.encode()),
-              (b"vary", b"Accept-Encoding")]
+    common = [
+        (b"content-type", b"text/javascript; charset=utf-8"),
+        (b"etag", served.etag.encode()),
+        (b"vary", b"Accept-Encoding"),
+    ]
     if served.etag in headers.get("if-none-match", ""):
         await send({"type": "http.response.start", "status": 304, "headers": common})
         await send({"type": "http.response.body", "body": b""})

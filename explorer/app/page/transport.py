@@ -11,6 +11,7 @@ document and the page's scripts have arrived and run; a ``Link`` header on every
 with Plotly's cartesian build in place of the full one (``explorer.app.page.plotly_build``: 1.25 MB ->
 0.42 MB as Brotli, and a third of the evaluation).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from explorer.app.page import plotly_build
 from explorer.app.page.plotly_build import FRONTEND_ASSETS  # the plot component and the Plotly build it imports
 
-GZIP_LEVEL = 6        # zlib's default: ~30 ms for the 1 MB document; level 9 takes ~3x the time for ~2% fewer bytes
+GZIP_LEVEL = 6  # zlib's default: ~30 ms for the 1 MB document; level 9 takes ~3x the time for ~2% fewer bytes
 GZIP_MIN_BYTES = 1024  # smaller bodies gain less than the header costs
 # the extensions Gradio's BrotliMiddleware compresses (gradio/brotli_middleware.py): those stay Brotli's
 BROTLI_EXTENSIONS = {".html", ".htm", ".js", ".css", ".json", ".md", ".txt", ".csv", ".tsv", ".xml", ".svg"}
@@ -104,13 +105,17 @@ def early_module_tag(assets: Path = FRONTEND_ASSETS) -> bytes:
     arrived (the ``Link`` header started its fetch), the same module Gradio's plot component imports later
     (one module per URL: it is evaluated once). b"" when Gradio's release names it otherwise."""
     path = plotly_build.gradio_module_path(assets)
-    return b"" if path is None else f'<script type="module" async crossorigin src="./assets/{path.name}"></script>'.encode()
+    return (
+        b""
+        if path is None
+        else f'<script type="module" async crossorigin src="./assets/{path.name}"></script>'.encode()
+    )
 
 
 def with_tag(document: bytes, tag: bytes) -> bytes:
     """``document`` with ``tag`` right after Gradio's entry script; unchanged when it has none (not the app's page)."""
     found = ENTRY.search(document)
-    return document if found is None or tag in document else document[:found.end()] + tag + document[found.end():]
+    return document if found is None or tag in document else document[: found.end()] + tag + document[found.end() :]
 
 
 def preload_links(assets: Path = FRONTEND_ASSETS) -> str:
@@ -118,5 +123,6 @@ def preload_links(assets: Path = FRONTEND_ASSETS) -> str:
     as found in its installed frontend ("" when a Gradio release names them otherwise: the page then
     loads them as before). Relative to the page, as Gradio's own asset URLs are (a Space may serve
     the app under a path); module preloads, so the import that follows finds them fetched."""
-    return ", ".join(f"<assets/{path.name}>; rel=modulepreload" for pattern in PRELOADED
-                     for path in sorted(assets.glob(pattern)))
+    return ", ".join(
+        f"<assets/{path.name}>; rel=modulepreload" for pattern in PRELOADED for path in sorted(assets.glob(pattern))
+    )

@@ -15,6 +15,7 @@ truncated), never a traceback. Inside ``call`` the work
   other visitors first. ``request_source`` is the API's door to the weights: the ``weights`` choice
 resolved once into an ``explorer.analysis.source.WeightsSource``, a checkpoint loaded once.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -23,9 +24,9 @@ import time
 
 import gradio as gr
 
-from explorer.analysis.weights import checkpoints
 from explorer.analysis import source as weights_source
 from explorer.analysis.source import WeightsSource
+from explorer.analysis.weights import checkpoints
 from explorer.app.server import visitors
 from explorer.app.server.gradio_compat import event_request, events_of_current
 from explorer.app.server.jobs import low_priority, run_job
@@ -100,8 +101,7 @@ def _yielding(fn):
             out["spent"] = time.thread_time() - t0
             fair.LEDGER.add(address, out["spent"])
 
-    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="explorer-yielding",
-                              daemon=True)
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="explorer-yielding", daemon=True)
     worker.start()
     worker.join()
     if "error" in out:

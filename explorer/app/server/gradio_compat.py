@@ -27,6 +27,7 @@ Gradio upgrade that moves one of them breaks this file only, and its tests say w
   3 s timeout, whose time-out exits the app) made to wait for an answer while the server is busy.
 - ``upload_folder()``, ``event_request()``: Gradio's upload cache, the running event's request.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -61,6 +62,7 @@ def client_gone_probe(opened=None, unread_s: float = 5.0):
     reads as gone too."""
     try:
         from gradio.context import LocalContext
+
         blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
     except Exception:
         return lambda: False
@@ -88,6 +90,7 @@ def client_gone_probe(opened=None, unread_s: float = 5.0):
         except Exception:
             return False
         return False
+
     return gone
 
 
@@ -143,7 +146,7 @@ def bound_sessions(holder, owner, per_owner: int, total: int) -> None:
             if session_id not in owners:  # a new session: the only moment an owner's count grows
                 who = owners[session_id] = owner()
                 mine = [sid for sid in data if owners.get(sid) == who]
-                for sid in mine[:max(0, len(mine) - per_owner)]:
+                for sid in mine[: max(0, len(mine) - per_owner)]:
                     evict(sid, evicted)
             while len(data) > total:
                 counts: dict = {}
@@ -166,6 +169,7 @@ def shorten_errors(limit: int) -> None:
     characters: its head and its tail, saying how much was left out. Idempotent."""
     import gradio.queueing
     import gradio.utils
+
     original = gradio.utils.error_payload
     if getattr(original, "explorer_limit", None) is not None:
         return
@@ -205,6 +209,7 @@ def events_of_current(address_of, address) -> int:
     (0 outside an event)."""
     try:
         from gradio.context import LocalContext
+
         blocks = LocalContext.blocks.get(None)
         events = list(blocks._queue.event_ids_to_events.values()) if blocks is not None else []
     except Exception:
@@ -221,6 +226,7 @@ def event_request():
     """The ``gr.Request`` of the event running in this context (None outside an event)."""
     try:
         from gradio.context import LocalContext
+
         return LocalContext.request.get(None)
     except Exception:
         return None
@@ -271,6 +277,7 @@ def patient_self_check(wait_s: float = 60.0, read_s: float = 10.0) -> None:
     (a read time-out) counts as serving; a refused connection is still a failure. Idempotent."""
     import gradio.networking as networking
     import httpx
+
     if getattr(networking.url_ok, "explorer_patient", False):
         return
 
@@ -301,11 +308,13 @@ def header_timeout(seconds: float) -> None:
     classes = []
     try:
         from uvicorn.protocols.http.h11_impl import H11Protocol
+
         classes.append(H11Protocol)
     except ImportError:
         pass
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
         classes.append(HttpToolsProtocol)
     except ImportError:
         pass
@@ -320,6 +329,7 @@ def header_timeout(seconds: float) -> None:
             def expire():
                 if self.cycle is None and not transport.is_closing():  # no request head yet
                     transport.close()
+
             try:
                 self.loop.call_later(seconds, expire)
             except Exception:

@@ -13,6 +13,7 @@ first on ``sys.meta_path`` that loads ``gradio.component_meta`` as Python would 
 When gradio is already imported (its stubs were handled by then), or a later Gradio no longer has the
 function, it changes nothing.
 """
+
 from __future__ import annotations
 
 import importlib.abc

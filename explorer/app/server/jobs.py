@@ -23,6 +23,7 @@ queue (which every event shares: a flood of presses there would lock everyone ou
 ``HEAVY`` holds counters, the visitor of each running job and its stop flag; never a user's data
 (like ``explorer.runtime.load.LOAD``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,17 +41,23 @@ from explorer.runtime.pool import Busy
 
 LIMITS = {"train": 2, "reproduce": 1, "export": 1, "sweep": 1, "long_context": 1}
 WAIT_S = {"train": 0.0, "reproduce": 0.0, "export": 20.0, "sweep": 30.0, "long_context": 20.0}
-NAMES = {"train": "training run", "reproduce": "reproduction", "export": "export", "sweep": "latency sweep",
-         "long_context": "long-context view"}
-_END = object()   # the end of a job's items
-STALE_S = 30.0    # a job whose output nobody has read for this long is abandoned
-POLL_S = 0.05     # how often a waiting handler looks at its worker
+NAMES = {
+    "train": "training run",
+    "reproduce": "reproduction",
+    "export": "export",
+    "sweep": "latency sweep",
+    "long_context": "long-context view",
+}
+_END = object()  # the end of a job's items
+STALE_S = 30.0  # a job whose output nobody has read for this long is abandoned
+POLL_S = 0.05  # how often a waiting handler looks at its worker
 
 
 @dataclass
 class Ticket:
     """One admitted job: its family, its visitor's session and client address (both None: a direct call,
     no per-visitor rule) and its stop flag."""
+
     family: str
     visitor: str | None
     client: str | None = None
@@ -73,14 +80,23 @@ class Admission:
 
     def _try(self, family: str, visitor, client) -> Ticket | None:
         with self._lock:
-            mine = next((t for t in self._running if (client is not None and t.client == client)
-                         or (client is None and visitor is not None and t.visitor == visitor)), None)
+            mine = next(
+                (
+                    t
+                    for t in self._running
+                    if (client is not None and t.client == client)
+                    or (client is None and visitor is not None and t.visitor == visitor)
+                ),
+                None,
+            )
             if mine is not None:
                 what = NAMES.get(mine.family, mine.family)
                 whose = "your" if mine.visitor == visitor else "a"
                 where = "" if mine.visitor == visitor else " from your address (another tab or client)"
-                raise Busy(f"One heavy job at a time per visitor: {whose} {what}{where} is still running; stop it "
-                           "(or wait for it to end) first.")
+                raise Busy(
+                    f"One heavy job at a time per visitor: {whose} {what}{where} is still running; stop it "
+                    "(or wait for it to end) first."
+                )
             if sum(t.family == family for t in self._running) < self.limits[family]:
                 ticket = Ticket(family, visitor, client)
                 self._running.append(ticket)
@@ -111,8 +127,10 @@ class Admission:
                 with self._lock:
                     self._waiting[family] -= 1
         n = self.limits[family]
-        raise Busy(f"The server is busy: its {n} {NAMES.get(family, family)} slot{'s' * (n > 1)} "
-                   f"{'are' if n > 1 else 'is'} in use by other visitors right now; try again in a minute.")
+        raise Busy(
+            f"The server is busy: its {n} {NAMES.get(family, family)} slot{'s' * (n > 1)} "
+            f"{'are' if n > 1 else 'is'} in use by other visitors right now; try again in a minute."
+        )
 
     def release(self, ticket: Ticket) -> None:
         with self._lock:
@@ -176,8 +194,9 @@ class _Worker:
                 if on_end is not None:
                     on_end()
 
-        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
-                                       name="explorer-job")
+        self.thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(run,), daemon=True, name="explorer-job"
+        )
         self.thread.start()
 
     async def ended(self) -> None:
@@ -205,8 +224,9 @@ async def run_job(family: str, request, work):
     """Admit a ``family`` job for the request's visitor, run ``work(should_stop)`` at low priority in a
     worker thread and return its result (its exception re-raised); ``Busy`` when not admitted."""
     ticket = await HEAVY.admit(family, visitor_of(request), client_of(request))
-    worker = _Worker(lambda should_stop, _emit: work(should_stop), ticket.stop, True,
-                     on_end=lambda: HEAVY.release(ticket))
+    worker = _Worker(
+        lambda should_stop, _emit: work(should_stop), ticket.stop, True, on_end=lambda: HEAVY.release(ticket)
+    )
     await _guarded(worker, ticket.stop, worker.ended())
     return worker.outcome()
 
@@ -247,4 +267,3 @@ async def stream_job(family: str, request, work, first=_END):
             ticket.stop.set()
             await asyncio.shield(worker.ended())
     worker.outcome()
-

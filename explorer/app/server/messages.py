@@ -6,6 +6,7 @@ number for anything else; the exception's own text (allocator sizes, type errors
 is logged with its traceback for the host under that number, never shown. ``warn(msg)`` shows it as a toast and returns the status line; the echoed value may
 be hostile, so both are escaped (``explorer.runtime.untrusted``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,17 +29,21 @@ def problem(exc: Exception) -> str:
     """The message for a failed request: the ConfigError (the echoed value truncated, the valid values whole,
     or cut at a comma or space where over ``MAX_ALLOWED_CHARS``), or a generic line (logged)."""
     if isinstance(exc, ConfigError):
-        return f"{exc.field}={truncate(repr(exc.value), 120)} is not valid: {words(str(exc.allowed), MAX_ALLOWED_CHARS)}"
+        return (
+            f"{exc.field}={truncate(repr(exc.value), 120)} is not valid: {words(str(exc.allowed), MAX_ALLOWED_CHARS)}"
+        )
     if isinstance(exc, UnicodeError):  # a lone surrogate in some text field that reached an encoder
         return "A text of this request is not valid Unicode (it holds a lone surrogate); remove that character."
     incident = secrets.token_hex(4)
     log.error("handler failed (incident %s)", incident, exc_info=exc)
     if is_out_of_memory(exc):
-        return ("This request ran out of memory on this server: make the model or the text smaller "
-                f"(incident {incident}).")
-    return (f"Could not compute this configuration: an internal error (incident {incident}, logged for the "
-            "host of this app). Try another setting.")
-
+        return (
+            f"This request ran out of memory on this server: make the model or the text smaller (incident {incident})."
+        )
+    return (
+        f"Could not compute this configuration: an internal error (incident {incident}, logged for the "
+        "host of this app). Try another setting."
+    )
 
 
 def refused(exc: Exception) -> gr.Error:
@@ -59,6 +64,8 @@ def text_notice(text: str) -> str:
     """The status line for a text longer than the model reads ("" otherwise)."""
     n = len(str(text).encode("utf-8"))
     if n > MAX_TEXT_BYTES:
-        return (f"ℹ️ The text is {n:,} bytes; the first {MAX_TEXT_BYTES} are used (one token per byte) "
-                "and only those go into the share link.")
+        return (
+            f"ℹ️ The text is {n:,} bytes; the first {MAX_TEXT_BYTES} are used (one token per byte) "
+            "and only those go into the share link."
+        )
     return ""

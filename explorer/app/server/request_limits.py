@@ -34,6 +34,7 @@ returned, only inside Gradio's upload cache, never a link. Handlers read or copy
 event runs, so what is left after minutes is unclaimed. ``owns(path, address)`` tells whether an address
 uploaded a path.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,18 +47,17 @@ import weakref
 from urllib.parse import urlencode
 
 from explorer.analysis.weights import checkpoint_upload
-from explorer.app.server import gradio_compat
-from explorer.app.server import visitors
+from explorer.app.server import gradio_compat, visitors
 from explorer.app.server.streams import STREAMS
 from explorer.runtime import settings
 
 log = logging.getLogger(__name__)
 
 CLIENT_BODY_BYTES = 32 << 20  # bodies one address may be sending at once (uploads and the rest)
-CLIENT_UPLOADS = 4            # uploads not yet aged out, per address, in multiples of upload_cap()
-BODY_IDLE_S = 30.0            # a request body that stops arriving this long is answered 408
-ERROR_CHARS = 1000            # an error answer longer than this is cut
-HELD_BYTES = 2 << 20          # of an error answer, at most this much is held to be read and cut
+CLIENT_UPLOADS = 4  # uploads not yet aged out, per address, in multiples of upload_cap()
+BODY_IDLE_S = 30.0  # a request body that stops arriving this long is answered 408
+ERROR_CHARS = 1000  # an error answer longer than this is cut
+HELD_BYTES = 2 << 20  # of an error answer, at most this much is held to be read and cut
 JOIN_SUFFIXES = ("/queue/join",)
 # A query string longer than this is not handed to Gradio whole (``_long_query``): its root-url code answers
 # a bare 500 for a URL over 64 KB; the share link's reader (``explorer.app.controls.share``) caps links far below.
@@ -106,6 +106,7 @@ async def _read_whole(receive, cap: int):
             given = True
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
+
     replay.body = body
     return replay
 
@@ -257,9 +258,17 @@ def _release(address: str, size: int) -> None:
 
 async def _answer(send, status: int, message: str) -> None:
     body = json.dumps({"detail": message, "error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -308,8 +317,12 @@ class RequestLimits:
         except ValueError:
             return await _answer(send, 400, "Content-Length is not a number.")
         if length is not None and (length < 0 or length > cap):
-            return await _answer(send, 413, f"Request body of {length:,} bytes refused: at most {cap:,} bytes "
-                                            f"{'per upload' if upload else 'per request'} on this server.")
+            return await _answer(
+                send,
+                413,
+                f"Request body of {length:,} bytes refused: at most {cap:,} bytes "
+                f"{'per upload' if upload else 'per request'} on this server.",
+            )
         # a body of unknown length is counted at its cap while it lasts; a bodiless request (a GET
         # stream may last minutes) at nothing
         size = length if length is not None else 0 if method in ("GET", "HEAD", "OPTIONS") else cap
@@ -321,12 +334,20 @@ class RequestLimits:
             size = settings.queue_size()
             held = _join(address, queued, settings.events_per_client(), waiting, size)
             if held and held < settings.events_per_client():  # the reserve: Gradio's own queue-full answer
-                return await _answer(send, 503, f"Queue is full for addresses already waiting: its last "
-                                                f"{reserved(size)} places are kept for other visitors; wait for "
-                                                f"your {held} request(s) to finish.")
+                return await _answer(
+                    send,
+                    503,
+                    f"Queue is full for addresses already waiting: its last "
+                    f"{reserved(size)} places are kept for other visitors; wait for "
+                    f"your {held} request(s) to finish.",
+                )
             if held:
-                return await _answer(send, 429, f"Too many requests at once from your address ({held} waiting or "
-                                                "running); wait for them to finish.")
+                return await _answer(
+                    send,
+                    429,
+                    f"Too many requests at once from your address ({held} waiting or "
+                    "running); wait for them to finish.",
+                )
         try:
             return await self._bounded(scope, receive, send, address, path, method, upload, cap, size)
         finally:
@@ -338,9 +359,13 @@ class RequestLimits:
             return await _answer(send, 429, "Too many request bodies at once from your address; try again shortly.")
         if upload and not UPLOADS.begin(address, size):
             _release(address, size)
-            return await _answer(send, 429, f"Uploads refused: your address has sent {UPLOADS.used(address):,} "
-                                            f"bytes in the last {settings.upload_ttl() / 60:.0f} minutes "
-                                            f"(at most {CLIENT_UPLOADS * upload_cap():,}).")
+            return await _answer(
+                send,
+                429,
+                f"Uploads refused: your address has sent {UPLOADS.used(address):,} "
+                f"bytes in the last {settings.upload_ttl() / 60:.0f} minutes "
+                f"(at most {CLIENT_UPLOADS * upload_cap():,}).",
+            )
         try:
             if method == "POST" and _makes_sessions(path):
                 try:
@@ -350,8 +375,11 @@ class RequestLimits:
                 if receive is None:
                     return await _answer(send, 413, f"Request body refused: more than {cap:,} bytes.")
                 if not _session_allowed(scope.get("app"), receive.body, address):
-                    return await _answer(send, 429, "Too many new sessions from your address in the last minute; "
-                                                    "reload the page in a minute.")
+                    return await _answer(
+                        send,
+                        429,
+                        "Too many new sessions from your address in the last minute; reload the page in a minute.",
+                    )
             await self._relay(scope, receive, send, cap, upload, address, size)
         finally:
             _release(address, size)
@@ -430,15 +458,18 @@ def _short(body: bytes) -> str:
     except ValueError:
         content = None
     if isinstance(content, dict) and isinstance(content.get("detail"), list):
-        said = [f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in content["detail"][:5]
-                if isinstance(e, dict)]
+        said = [
+            f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}"
+            for e in content["detail"][:5]
+            if isinstance(e, dict)
+        ]
         return ("Invalid request: " + "; ".join(said))[:ERROR_CHARS]
     if isinstance(content, dict):
         text = content.get("error") or content.get("detail") or ""
     else:
         text = body.decode("utf-8", "replace")
     text = str(text)
-    return text if len(text) <= ERROR_CHARS else f"{text[:ERROR_CHARS - 60]} … [{len(text):,} characters, cut]"
+    return text if len(text) <= ERROR_CHARS else f"{text[: ERROR_CHARS - 60]} … [{len(text):,} characters, cut]"
 
 
 def _paths(body: bytes) -> list:
@@ -448,8 +479,11 @@ def _paths(body: bytes) -> list:
     except ValueError:
         return []
     root = os.path.realpath(gradio_compat.upload_folder())
-    return [n for n in names if isinstance(n, str) and os.path.realpath(n).startswith(root + os.sep)] \
-        if isinstance(names, list) else []
+    return (
+        [n for n in names if isinstance(n, str) and os.path.realpath(n).startswith(root + os.sep)]
+        if isinstance(names, list)
+        else []
+    )
 
 
 def owns(path, request=None) -> bool:

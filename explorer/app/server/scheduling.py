@@ -10,6 +10,7 @@
 - A connection that sends no whole request head within ``HEADER_S`` is closed (``gradio_compat.header_timeout``;
   a request body that stops arriving for ``request_limits.BODY_IDLE_S`` is answered 408 there).
 """
+
 from __future__ import annotations
 
 from explorer.app.server import visitors

@@ -18,6 +18,7 @@ that state apart from a live one (the page-load chain marks a live state "seen")
 outside the load chain means "what the page shows is unknown", so the next commit redraws every
 figure and resends every control instead of skipping what it believes unchanged.
 """
+
 from __future__ import annotations
 
 import datetime

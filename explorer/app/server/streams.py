@@ -7,6 +7,7 @@ the event id or the session it reads); ``gone_probe()`` -> a check for the runni
 away (``gradio_compat.client_gone_probe``), or its stream was not opened within ``UNREAD_S`` seconds of
 the event joining the queue. ``STREAMS`` holds ids and times, never a user's data.
 """
+
 from __future__ import annotations
 
 import collections
@@ -16,8 +17,8 @@ from urllib.parse import parse_qs
 
 from explorer.app.server.gradio_compat import client_gone_probe
 
-UNREAD_S = 5.0       # a result stream not opened this long after its event joined the queue: nobody reads it
-REMEMBERED = 16384   # stream openings remembered (ids are unique; the oldest are forgotten first)
+UNREAD_S = 5.0  # a result stream not opened this long after its event joined the queue: nobody reads it
+REMEMBERED = 16384  # stream openings remembered (ids are unique; the oldest are forgotten first)
 
 
 class Streams:

@@ -20,6 +20,7 @@ that is no address falls back to the peer's. ``CURRENT`` holds the address of th
 handled (set by ``explorer.app.server.request_limits``), which Gradio's session store reads when a request
 creates a session; ``NEW_SESSIONS`` bounds how many new sessions an address may make per minute.
 """
+
 from __future__ import annotations
 
 import collections

@@ -6,11 +6,21 @@ Pieces that are not tabs (pickers, zoom boxes, the Train and Why tabs' parts) li
 A new tab: its module (``build``, its steps and events, its export part, its link parameters, and a
 ``TAB = Tab(...)`` record), its figures under ``explorer/figures/``, and one line here.
 """
-from explorer.app.tabs import (attention, compare, gradients, latency, long_context, model, surgery, train, views,
-                               why)
 
-TABS = (attention.TAB, views.TAB, gradients.TAB, latency.TAB, model.TAB, surgery.TAB, compare.TAB,
-        long_context.TAB, why.TAB, train.TAB)
+from explorer.app.tabs import attention, compare, gradients, latency, long_context, model, surgery, train, views, why
+
+TABS = (
+    attention.TAB,
+    views.TAB,
+    gradients.TAB,
+    latency.TAB,
+    model.TAB,
+    surgery.TAB,
+    compare.TAB,
+    long_context.TAB,
+    why.TAB,
+    train.TAB,
+)
 
 
 def ids() -> tuple:

@@ -12,6 +12,7 @@ weights, used for the config they belong to only (``explorer.analysis.source.dra
 ``explorer.analysis.source.WeightsSource`` (resolved once by ``explorer.app.controls.weights``), whose config the
 handlers draw.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,18 +22,18 @@ import gradio as gr
 from explorer.analysis import attention_maps
 from explorer.analysis.maps.figure_memo import figure_json
 from explorer.analysis.source import drawn_for
-from explorer.app.tabs.parts import stacks
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, picked
 from explorer.app.controls.fields import CONTROL_FIELDS, adjust_causal, control_outputs, current_config, preset_update
-from explorer.app.server.gradio_compat import plot_data
 from explorer.app.controls.grid_pick import FIELDS, normalise, parse_pick, with_grid
-from explorer.app.server.messages import problem, text_notice, warn
 from explorer.app.controls.share import checkpoint_query, to_query
 from explorer.app.controls.state import drawn_config, drawn_digest, read_state
+from explorer.app.server.gradio_compat import plot_data
+from explorer.app.server.messages import problem, text_notice, warn
 from explorer.app.tabs.contract import Landing, Page, Step, Tab
 from explorer.app.tabs.parts import grid as grid_pickers
 from explorer.app.tabs.parts import stack_zoom as stack_zoom_box
+from explorer.app.tabs.parts import stacks
 from explorer.app.tabs.parts import zoom as zoom_box
 from explorer.figures.attention import attention_grid, attention_stats
 from explorer.figures.readings import head_table, maps_line
@@ -51,12 +52,16 @@ def grid_figure(maps, grid_layers=None, grid_heads=None, strict: bool = False):
     malformed, or with ``strict`` out of range; otherwise indices the config lacks are dropped and
     the title says what is shown)."""
     n_l, n_h = maps.attention.shape[:2]
-    return attention_grid(maps, parse_pick(grid_layers, n_l, FIELDS["grid_layers"], strict),
-                          parse_pick(grid_heads, n_h, FIELDS["grid_heads"], strict))
+    return attention_grid(
+        maps,
+        parse_pick(grid_layers, n_l, FIELDS["grid_layers"], strict),
+        parse_pick(grid_heads, n_h, FIELDS["grid_heads"], strict),
+    )
 
 
-def attention_outputs(cfg: ModelConfig, text: str, separator=None, grid_layers=None, grid_heads=None,
-                      weights=None) -> tuple:
+def attention_outputs(
+    cfg: ModelConfig, text: str, separator=None, grid_layers=None, grid_heads=None, weights=None
+) -> tuple:
     """(grid, statistics, reading line, head table) of ``cfg`` on ``text``: the first paint of the page."""
     maps = attention_maps(cfg, text, separator=separator, weights=drawn_for(weights, cfg))
     return (grid_figure(maps, grid_layers, grid_heads), attention_stats(maps), *readings(maps))
@@ -92,13 +97,30 @@ def draw_grid(cfg: ModelConfig, text: str, separator, picks, w=None, loaded=None
     layers, heads = picks
     if strict:
         grid_figure(attention_maps(cfg, text, separator=separator, weights=w), layers, heads, strict=True)
-    grid = plot_data(figure_json(f"grid:{normalise(layers)}:{normalise(heads)}",
-                                 lambda maps: grid_figure(maps, layers, heads), cfg, text, separator, w))
+    grid = plot_data(
+        figure_json(
+            f"grid:{normalise(layers)}:{normalise(heads)}",
+            lambda maps: grid_figure(maps, layers, heads),
+            cfg,
+            text,
+            separator,
+            w,
+        )
+    )
     return grid, share_query(cfg, text, separator, picks, w, loaded)
 
 
-def refresh_attention(values: dict, text, state, keep_status: bool = False, separator=None, grid_layers=None,
-                      grid_heads=None, stats: bool = True, weights=None) -> dict:
+def refresh_attention(
+    values: dict,
+    text,
+    state,
+    keep_status: bool = False,
+    separator=None,
+    grid_layers=None,
+    grid_heads=None,
+    stats: bool = True,
+    weights=None,
+) -> dict:
     """-> grid, stats, maps_md (the line over the grid), heads_md (the head table under it), status, share_qs, preset, state and every control's update.
 
     Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
@@ -132,18 +154,34 @@ def _refresh(values: dict, text: str, state: dict, separator, picks, with_stats:
         w = drawn_for(weights, cfg)  # the one weights check of the event, passed down
         drawn = drawn_digest(cfg, text, separator, picks, w)
         if drawn == state["drawn"]:
-            return {**controls, **unchanged, "status": note or notice(text, w),
-                    "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
+            return {
+                **controls,
+                **unchanged,
+                "status": note or notice(text, w),
+                "state": {**state, "fresh": False, "ui": sig, "arch": arch},
+            }
         grid, link = draw_grid(cfg, text, separator, picks, w, _loaded(weights))
         maps = attention_maps(cfg, text, separator=separator, weights=w)
         stats = plot_data(figure_json("stats", attention_stats, cfg, text, separator, w)) if with_stats else gr.skip()
         extra = stacks.attention_updates(cfg, text, separator, w)
     except Exception as exc:  # ConfigError and anything else: warn, keep the last good figures
-        return {**controls, **unchanged, "status": warn(problem(exc)),
-                "state": {**state, "fresh": False, "ui": sig, "arch": arch}}
-    return {**controls, **extra, "grid": grid, "stats": stats, **dict(zip(("maps_md", "heads_md"), readings(maps))),
-            "status": note or notice(text, w), "share_qs": link, "preset": preset_update(preset_of(cfg)),
-            "state": {**state, "drawn": drawn, "fresh": True, "ui": sig, "arch": arch}}
+        return {
+            **controls,
+            **unchanged,
+            "status": warn(problem(exc)),
+            "state": {**state, "fresh": False, "ui": sig, "arch": arch},
+        }
+    return {
+        **controls,
+        **extra,
+        "grid": grid,
+        "stats": stats,
+        **dict(zip(("maps_md", "heads_md"), readings(maps))),
+        "status": note or notice(text, w),
+        "share_qs": link,
+        "preset": preset_update(preset_of(cfg)),
+        "state": {**state, "drawn": drawn, "fresh": True, "ui": sig, "arch": arch},
+    }
 
 
 def _loaded(weights):
@@ -158,15 +196,19 @@ def refresh_stats(values: dict, text, state=None, separator=None, weights=None) 
         return {"stats": gr.skip()}
     try:
         cfg = drawn_config(values, weights)
-        return {"stats": plot_data(figure_json("stats", attention_stats, cfg, as_text(text), separator,
-                                               drawn_for(weights, cfg)))}
+        return {
+            "stats": plot_data(
+                figure_json("stats", attention_stats, cfg, as_text(text), separator, drawn_for(weights, cfg))
+            )
+        }
     except Exception as exc:
         problem(exc)
         return {"stats": gr.skip()}
 
 
-def redraw_grid(values: dict, text, grid_layers=None, grid_heads=None, state=None, separator=None,
-                weights=None) -> dict:
+def redraw_grid(
+    values: dict, text, grid_layers=None, grid_heads=None, state=None, separator=None, weights=None
+) -> dict:
     """-> the grid of the picked layers / heads, the share link, status and state (a change of the
     pickers); nothing is redrawn when the picks and config are what the grid already shows."""
     state = read_state(state)
@@ -226,18 +268,27 @@ def detail(values, text, layer=0, head=0, separator=None, state=None, weights=No
     """The statistics figure and the zoomed head, after the grid; skipped like the grid was."""
     if state is not None and not read_state(state)["fresh"]:
         return {name: gr.skip() for name in ("stats", *zoom_box.OUTPUTS)}
-    return {**refresh_stats(values, text, None, separator, weights),
-            **zoom_box.refresh_zoom(values, text, layer, head, separator, weights)}
+    return {
+        **refresh_stats(values, text, None, separator, weights),
+        **zoom_box.refresh_zoom(values, text, layer, head, separator, weights),
+    }
 
 
 def wire(page: Page) -> None:
     """The zoom's pickers, the grid's pickers and click-to-zoom, the extra grids' zoom."""
     ui = page.ui
     zoom_in = (*CONTROL_FIELDS, *ZOOM_IN, "trained", "weights")
-    gr.on([picked(ui["zoom_layer"]), picked(ui["zoom_head"])],
-          ui.handler(weights_switch.with_weights(zoom_box.refresh_zoom), ZOOM_RENAME), ui.inputs(*zoom_in),
-          ui.outputs(*zoom_box.OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="zoom_head",
-          concurrency_id="compute", **QUIET)
+    gr.on(
+        [picked(ui["zoom_layer"]), picked(ui["zoom_head"])],
+        ui.handler(weights_switch.with_weights(zoom_box.refresh_zoom), ZOOM_RENAME),
+        ui.inputs(*zoom_in),
+        ui.outputs(*zoom_box.OUTPUTS),
+        trigger_mode="always_last",
+        show_progress="minimal",
+        api_name="zoom_head",
+        concurrency_id="compute",
+        **QUIET,
+    )
     grid_pickers.wire(page.demo, ui, zoom_in, ZOOM_RENAME, redraw_grid)
     stack_zoom_box.wire(page.demo, ui)  # a click on a panel of the encoder-decoder's extra grids
 
@@ -255,11 +306,17 @@ def export(scene) -> list:
     maps, cfg = scene.maps, scene.cfg
     sections = [(f"Attention maps: {cfg.attention}", [("attention-maps", attention_grid(maps))])]
     if maps.stacks:  # a model of several stacks: the other stacks' and the cross-attention maps
-        stems = {name: ("cross-attention" if m.mask_kind == "full" else f"{m.stack}-attention")
-                 for name, m in maps.stacks.items()}
+        stems = {
+            name: ("cross-attention" if m.mask_kind == "full" else f"{m.stack}-attention")
+            for name, m in maps.stacks.items()
+        }
         selfs = " and ".join(m.stack for m in maps.stacks.values() if m.mask_kind != "full")
-        sections.append((f"Cross-attention and {selfs} self-attention",
-                         [(stems[name], extra_grid(m)) for name, m in maps.stacks.items()]))
+        sections.append(
+            (
+                f"Cross-attention and {selfs} self-attention",
+                [(stems[name], extra_grid(m)) for name, m in maps.stacks.items()],
+            )
+        )
     sections.append(("Attention pattern and per-head statistics", [("attention-stats", attention_stats(maps))]))
     if scene.zoom is not None and any(v is not None for v in scene.zoom):  # the page's zoom (an API export has none)
         layer, head = _zoomed(scene.zoom)
@@ -267,7 +324,20 @@ def export(scene) -> list:
     return sections
 
 
-TAB = Tab("attention", build,
-          steps=(Step("detail", detail, (*ZOOM_IN, "state"), ("stats", *zoom_box.OUTPUTS), ZOOM_RENAME, on_load=True,
-                      progress_on=("stats", "zoom")),),
-          wire=wire, export=export)
+TAB = Tab(
+    "attention",
+    build,
+    steps=(
+        Step(
+            "detail",
+            detail,
+            (*ZOOM_IN, "state"),
+            ("stats", *zoom_box.OUTPUTS),
+            ZOOM_RENAME,
+            on_load=True,
+            progress_on=("stats", "zoom"),
+        ),
+    ),
+    wire=wire,
+    export=export,
+)

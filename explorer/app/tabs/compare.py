@@ -8,6 +8,7 @@ Both configs read the same text with the same separator. Handlers take values by
 ``{name: value}``; a bad config warns and skips. ``/compare_ab`` (``explorer.app.api.endpoints``) serves the same
 comparison to API clients.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -17,17 +18,16 @@ import gradio as gr
 
 from explorer.analysis import config_diff, latency_memory_sweep
 from explorer.analysis.compare import compare_pair
-from explorer.analysis.source import CHECKPOINT, WeightsSource
 from explorer.analysis.cost.sweep import sweep_axes
-from explorer.analysis.source import drawn_for
+from explorer.analysis.source import CHECKPOINT, WeightsSource, drawn_for
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
+from explorer.app.controls.share import compare_query, from_query
 from explorer.app.controls.share_js import SHARE_JS
+from explorer.app.controls.state import drawn_config, read_state
 from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, warn
-from explorer.app.controls.share import compare_query, from_query
-from explorer.app.controls.state import drawn_config, read_state
 from explorer.app.tabs.contract import Page, Tab
 from explorer.app.tabs.parts.stacks import FIXED_LEN
 from explorer.figures.attention import attention_grid
@@ -55,30 +55,46 @@ def build_compare_tab() -> SimpleNamespace:
     with gr.Tab("Compare A/B", id="compare", elem_id="compare-tab") as tab:
         with gr.Row():
             refresh = gr.Button("Compare A with the controls now (B)", elem_id="compare-run", scale=0, min_width=260)
-        md = gr.Markdown("Press **Pin as A** (top right) to keep the configuration on screen as A, then change the controls "
-                         "and open this tab again: B is whatever the controls show.", elem_id="compare-reading")
+        md = gr.Markdown(
+            "Press **Pin as A** (top right) to keep the configuration on screen as A, then change the controls "
+            "and open this tab again: B is whatever the controls show.",
+            elem_id="compare-reading",
+        )
         with gr.Row(equal_height=False):
             grid_a = gr.Plot(None, label="A (pinned): attention maps", elem_id="compare-grid-a")
             grid_b = gr.Plot(None, label="B (now): attention maps", elem_id="compare-grid-b")
         grad = gr.Plot(None, label="Gradient norms, A vs B", elem_id="compare-grad")
         with gr.Row():
-            ab_lengths = gr.Textbox(AB_LENGTHS, label=f"A/B sweep: sequence lengths (comma-separated, up to "
-                                    f"{MAX_SWEEP_LEN})", elem_id="ab-lengths")
+            ab_lengths = gr.Textbox(
+                AB_LENGTHS,
+                label=f"A/B sweep: sequence lengths (comma-separated, up to {MAX_SWEEP_LEN})",
+                elem_id="ab-lengths",
+            )
             ab_mode = gr.Radio(["forward", "forward_backward"], value="forward", label="Measure", elem_id="ab-mode")
             with gr.Column(min_width=140):
                 ab_run = gr.Button("Run A/B sweep", variant="primary", elem_id="ab-run")
                 ab_stop = gr.Button("Stop", variant="stop", size="sm", elem_id="ab-stop")
-        ab_md = gr.Markdown("Press **Run A/B sweep** to time A and B over the same lengths on this machine.",
-                            elem_id="ab-reading")
+        ab_md = gr.Markdown(
+            "Press **Run A/B sweep** to time A and B over the same lengths on this machine.", elem_id="ab-reading"
+        )
         ab_sweep = gr.Plot(None, label="Latency and memory, A vs B", elem_id="ab-sweep")
         # the server writes the comparison's query (hidden); the page's share script turns it into
         # the full link in the visible box and puts it in the address bar
-        link = gr.Textbox("", label="Share link (A, B and this tab)", elem_id="compare-link", buttons=["copy"],
-                          interactive=False)
+        link = gr.Textbox(
+            "", label="Share link (A, B and this tab)", elem_id="compare-link", buttons=["copy"], interactive=False
+        )
         link_qs = gr.Textbox("", visible=False, elem_id="compare-qs")
-    return SimpleNamespace(tab=tab, refresh=refresh, md=md, grid_a=grid_a, grid_b=grid_b, grad=grad,
-                           link=link, link_qs=link_qs, ab=dict(ab_lengths=ab_lengths, ab_mode=ab_mode, ab_run=ab_run,
-                                              ab_stop=ab_stop, ab_md=ab_md, ab_sweep=ab_sweep))
+    return SimpleNamespace(
+        tab=tab,
+        refresh=refresh,
+        md=md,
+        grid_a=grid_a,
+        grid_b=grid_b,
+        grad=grad,
+        link=link,
+        link_qs=link_qs,
+        ab=dict(ab_lengths=ab_lengths, ab_mode=ab_mode, ab_run=ab_run, ab_stop=ab_stop, ab_md=ab_md, ab_sweep=ab_sweep),
+    )
 
 
 def side_weights(weights=None):
@@ -113,10 +129,13 @@ def compare_outputs(a: ModelConfig, b: ModelConfig, text: str, separator=None, w
     (maps_a, maps_b), (grad_a, grad_b) = pair["maps"], pair["gradients"]
     md = diff_markdown(config_diff(a, b), *pair["summaries"])
     drawn = f"\n\nWeights: A {shown(_source(wa))}; B {shown(_source(wb))}."
-    return {"compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale." + drawn,
-            "grid_a": attention_grid(maps_a, narrow=True), "grid_b": attention_grid(maps_b, narrow=True),
-            "compare_grad": gradient_compare_figure(grad_a, grad_b),
-            "compare_qs": compare_query(a, b, text, separator)}
+    return {
+        "compare_md": md + "\n\nBoth maps are drawn on the same input text; each has its own colour scale." + drawn,
+        "grid_a": attention_grid(maps_a, narrow=True),
+        "grid_b": attention_grid(maps_b, narrow=True),
+        "compare_grad": gradient_compare_figure(grad_a, grad_b),
+        "compare_qs": compare_query(a, b, text, separator),
+    }
 
 
 def refresh_compare(values: dict, text, pinned, separator=None, weights=None) -> dict:
@@ -124,13 +143,17 @@ def refresh_compare(values: dict, text, pinned, separator=None, weights=None) ->
     (``weights``: the request's ``WeightsSource``, ``explorer.app.controls.weights.with_weights``); nothing pinned ->
     a hint."""
     if not pinned:
-        return {"compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
-                **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
+        return {
+            "compare_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
+            **{k: gr.skip() for k in OUTPUTS if k != "compare_md"},
+        }
     if isinstance(weights, WeightsSource) and weights.kind == CHECKPOINT:
-        return {"compare_md": "Compare A/B draws the catalogue's models (bundled, initial or your run). For a "
-                              "pretrained checkpoint, the Surgery tab compares a change with the checkpoint as "
-                              "trained: its difference view and perplexity on your text.",
-                **{k: gr.skip() for k in OUTPUTS if k != "compare_md"}}
+        return {
+            "compare_md": "Compare A/B draws the catalogue's models (bundled, initial or your run). For a "
+            "pretrained checkpoint, the Surgery tab compares a change with the checkpoint as "
+            "trained: its difference view and perplexity on your text.",
+            **{k: gr.skip() for k in OUTPUTS if k != "compare_md"},
+        }
     try:
         a = app_config(pinned)
         return compare_outputs(a, drawn_config(values, weights), text, separator, side_weights(weights))
@@ -149,8 +172,9 @@ def ab_label(cfg: ModelConfig, other: ModelConfig) -> str:
 
 def _sweep_one(cfg: ModelConfig, lengths: list, mode: str, progress, should_stop) -> list:
     axis = dict(seq2seq_axis="both", fixed_len=FIXED_LEN) if sweep_axes(cfg) else {}
-    return latency_memory_sweep(cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop,
-                                   progress=progress, **axis)
+    return latency_memory_sweep(
+        cfg, lengths, mode, time_budget_s=SWEEP_BUDGET_S, should_stop=should_stop, progress=progress, **axis
+    )
 
 
 def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, should_stop=None) -> dict:
@@ -158,8 +182,11 @@ def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, shou
     and the session state with the records (``ab_sweep``: the export's A/B figure and CSV rows)."""
     state = read_state(state)
     if not pinned:
-        return {"ab_sweep": gr.skip(), "ab_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
-                "state": state}
+        return {
+            "ab_sweep": gr.skip(),
+            "ab_md": "Nothing pinned yet: press **Pin as A** (top right) first.",
+            "state": state,
+        }
     try:
         a, b = app_config(pinned), current_config(values)
         lens = parse_lengths(lengths)
@@ -179,16 +206,22 @@ def run_ab_sweep(values: dict, pinned, lengths, mode, state, progress=None, shou
     reading = ab_sweep_reading(rec_a, rec_b, name_a, name_b)
     if any(r["status"] == "cancelled" for r in rec_a + rec_b):
         reading = "⏹ A/B sweep stopped: the lengths it did not reach are marked CANCELLED. " + reading
-    return {"ab_sweep": ab_sweep_figure(rec_a, rec_b, name_a, name_b), "ab_md": reading,
-            "state": {**state, "ab_sweep": {"a": rec_a, "b": rec_b, "name_a": name_a, "name_b": name_b}}}
+    return {
+        "ab_sweep": ab_sweep_figure(rec_a, rec_b, name_a, name_b),
+        "ab_md": reading,
+        "state": {**state, "ab_sweep": {"a": rec_a, "b": rec_b, "name_a": name_a, "name_b": name_b}},
+    }
 
 
 async def run_ab_sweep_job(values: dict, pinned, lengths, mode, state, progress=None, request=None) -> dict:
     """``run_ab_sweep`` as a heavy job of the sweep family (``explorer.app.server.jobs``), stopped between two
     modules when the event is cancelled or its client leaves; a busy server answers with a message."""
     try:
-        return await run_job("sweep", request, lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state,
-                                                                               progress, should_stop))
+        return await run_job(
+            "sweep",
+            request,
+            lambda should_stop: run_ab_sweep(values, pinned, lengths, mode, state, progress, should_stop),
+        )
     except ConfigError as exc:
         return {"ab_sweep": gr.skip(), "ab_md": warn(problem(exc)), "state": read_state(state)}
 
@@ -198,16 +231,27 @@ AB_IN = ("pinned", "ab_lengths", "ab_mode", "state")
 
 def wire_ab_sweep(ui, control_fields) -> None:
     """The Run A/B sweep and Stop buttons (``ui``: ``explorer.app.controls.events.Components``); a sweep-family job."""
+
     async def ab_fn(data, request: gr.Request, progress=gr.Progress()):
         values, named = ui.split(data)
-        return ui.back(await run_ab_sweep_job(values, named["pinned"], named["ab_lengths"], named["ab_mode"],
-                                              named["state"], progress, request))
+        return ui.back(
+            await run_ab_sweep_job(
+                values, named["pinned"], named["ab_lengths"], named["ab_mode"], named["state"], progress, request
+            )
+        )
 
     # a heavy job: admitted by explorer.app.server.jobs (never waits in Gradio's shared queue)
-    run = ui["ab_run"].click(ab_fn, ui.inputs(*control_fields, *AB_IN), ui.outputs(*AB_OUTPUTS),
-                             api_name="run_ab_sweep", api_visibility="undocumented", concurrency_limit=None)
-    ui["ab_stop"].click(None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented",
-                        queue=False)
+    run = ui["ab_run"].click(
+        ab_fn,
+        ui.inputs(*control_fields, *AB_IN),
+        ui.outputs(*AB_OUTPUTS),
+        api_name="run_ab_sweep",
+        api_visibility="undocumented",
+        concurrency_limit=None,
+    )
+    ui["ab_stop"].click(
+        None, None, None, cancels=[run], api_name="stop_ab_sweep", api_visibility="undocumented", queue=False
+    )
 
 
 def pinned_from_url(request: gr.Request | None) -> dict:
@@ -237,9 +281,17 @@ def toolbar() -> dict:
 
 def build(landing) -> dict:
     compare = build_compare_tab()
-    return {"compare_tab": compare.tab, "compare_run": compare.refresh, "compare_md": compare.md,
-            "grid_a": compare.grid_a, "grid_b": compare.grid_b, "compare_grad": compare.grad,
-            "compare_link": compare.link, "compare_qs": compare.link_qs, **compare.ab}
+    return {
+        "compare_tab": compare.tab,
+        "compare_run": compare.refresh,
+        "compare_md": compare.md,
+        "grid_a": compare.grid_a,
+        "grid_b": compare.grid_b,
+        "compare_grad": compare.grad,
+        "compare_link": compare.link,
+        "compare_qs": compare.link_qs,
+        **compare.ab,
+    }
 
 
 def wire(page: Page) -> None:
@@ -247,10 +299,17 @@ def wire(page: Page) -> None:
     (``Page.loaded``: the load chain's attention event; the link was read before ``SHARE_JS`` rewrites the
     address bar); the comparison's own link; the A/B sweep."""
     ui = page.ui
-    refresh = dict(fn=ui.handler(weights_switch.with_weights(refresh_compare)), inputs=ui.inputs(*COMPARE_IN),
-                   outputs=ui.outputs(*OUTPUTS), show_progress="minimal", concurrency_id="compute", **QUIET)
-    ui["pin"].click(ui.handler(pin_config), ui.inputs(*CONTROL_FIELDS, "text"), ui.outputs("pinned"),
-                    api_name="pin_config", **QUIET).then(api_name="compare_after_pin", **refresh)
+    refresh = dict(
+        fn=ui.handler(weights_switch.with_weights(refresh_compare)),
+        inputs=ui.inputs(*COMPARE_IN),
+        outputs=ui.outputs(*OUTPUTS),
+        show_progress="minimal",
+        concurrency_id="compute",
+        **QUIET,
+    )
+    ui["pin"].click(
+        ui.handler(pin_config), ui.inputs(*CONTROL_FIELDS, "text"), ui.outputs("pinned"), api_name="pin_config", **QUIET
+    ).then(api_name="compare_after_pin", **refresh)
     ui["compare_run"].click(api_name="compare", **refresh)
     ui["compare_tab"].select(api_name="compare_on_open", **refresh)
     linked = page.loaded.then(api_name="compare_from_link", **refresh)
@@ -258,8 +317,9 @@ def wire(page: Page) -> None:
     # form, or the plain address when the link was refused (never the refused query)
     linked.then(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
     # the comparison's full link, and the address bar in step with it (as the main share link)
-    ui["compare_qs"].change(None, [ui["compare_qs"]], [ui["compare_link"]], js=SHARE_JS, queue=False,
-                            api_visibility="private")
+    ui["compare_qs"].change(
+        None, [ui["compare_qs"]], [ui["compare_link"]], js=SHARE_JS, queue=False, api_visibility="private"
+    )
     wire_ab_sweep(ui, CONTROL_FIELDS)
 
 
@@ -270,9 +330,16 @@ def export(scene) -> list:
     weights = scene.weights
     if scene.pinned and not (isinstance(weights, WeightsSource) and weights.kind == CHECKPOINT):
         out = compare_outputs(app_config(scene.pinned), scene.cfg, scene.text, scene.separator, side_weights(weights))
-        sections.append(("Compare A (pinned) / B (the controls)", [("compare-a", out["grid_a"]),
-                                                                  ("compare-b", out["grid_b"]),
-                                                                  ("compare-gradients", out["compare_grad"])]))
+        sections.append(
+            (
+                "Compare A (pinned) / B (the controls)",
+                [
+                    ("compare-a", out["grid_a"]),
+                    ("compare-b", out["grid_b"]),
+                    ("compare-gradients", out["compare_grad"]),
+                ],
+            )
+        )
     ab = scene.session.get("ab_sweep")
     if ab:
         fig = ab_sweep_figure(ab["a"], ab["b"], ab["name_a"], ab["name_b"])
@@ -285,5 +352,14 @@ def export_sweeps(session: dict) -> list:
     return [("A", ab["name_a"], ab["a"]), ("B", ab["name_b"], ab["b"])] if ab else []
 
 
-TAB = Tab("compare", build, wire=wire, export=export, export_sweeps=export_sweeps, link=("pin",),
-          from_link=pinned_from_url, link_outputs=("pinned",), toolbar=toolbar)
+TAB = Tab(
+    "compare",
+    build,
+    wire=wire,
+    export=export,
+    export_sweeps=export_sweeps,
+    link=("pin",),
+    from_link=pinned_from_url,
+    link_outputs=("pinned",),
+    toolbar=toolbar,
+)

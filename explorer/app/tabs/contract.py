@@ -15,11 +15,12 @@ tab added to an existing stage costs no extra request. Each step's handler is ca
 ``ModelConfig`` field, ``named`` the step's ``inputs`` by name (renamed by ``rename``), and returns
 ``{output name: value}``; it must skip (``gr.skip()``) when ``state["fresh"]`` says the grid drew nothing new.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
 
 from models import ModelConfig
 
@@ -31,6 +32,7 @@ STAGES = ("detail", "views", "analysis", "surgery")
 class Landing:
     """What the page opens on, for the tabs' first paint (drawn before any request): the default config,
     the landing text and the weights record drawn (None: initial weights)."""
+
     cfg: ModelConfig
     text: str
     weights: object = None
@@ -43,6 +45,7 @@ class Step:
     draw on the page's load even when the grid drew nothing new (its ``state`` input is left out then);
     ``progress_on``: where the stage's loading status shows when this step is its first (default: its first
     output; one or two components, not every output)."""
+
     stage: str
     fn: Callable
     inputs: tuple
@@ -63,6 +66,7 @@ class ExportScene:
     the zoomed head, the pinned A of Compare, the Train tab's state and the values of the tabs'
     ``export_inputs`` (``extra``, by name). ``maps``: the attention maps of
     ``cfg`` with ``w``, computed once for the tabs that show them."""
+
     cfg: ModelConfig
     text: str
     separator: object
@@ -93,6 +97,7 @@ class Tab:
     itself (the page's link reader leaves them alone); ``from_link(request) -> {name: value}``: what it sets
     from them within the page's own link event (``link_outputs``: those names), for a tab whose events
     follow that event (a tab may instead read its parameters in an event of its own, in ``wire``)."""
+
     id: str
     build: Callable
     steps: tuple = ()
@@ -111,6 +116,7 @@ class Page:
     """What a tab's ``wire`` is handed: the Blocks (``demo``), every component by name (``ui``:
     ``explorer.app.controls.events.Components``) and ``loaded``, the page-load chain's first event (the
     link read into the controls), for a tab that follows a link once the controls hold it."""
+
     demo: object
     ui: object
     loaded: object = None

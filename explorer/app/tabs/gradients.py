@@ -7,6 +7,7 @@ text); on a bundled model with a post-LN twin, Theorem 1's depth-scaling panel s
 (``parts.gradients_depth``). A model of several stacks adds its per-stack figure. Skipped when the grid
 event drew nothing new.
 """
+
 from __future__ import annotations
 
 import gradio as gr
@@ -33,8 +34,10 @@ def gradient_panel(cfg: ModelConfig, text: str, weights=None) -> tuple:
     drawn = drawn_gradients(cfg, text, weights)
     title = None
     if drawn.on_text:
-        title = (f"Gradient norms of the pretrained checkpoint's next-token loss on your text ({drawn.tokens} tokens), "
-                 f"{cfg.norm_placement} placement")
+        title = (
+            f"Gradient norms of the pretrained checkpoint's next-token loss on your text ({drawn.tokens} tokens), "
+            f"{cfg.norm_placement} placement"
+        )
     reading = gradient_reading(drawn.results, cfg.norm_placement, drawn.skipped)
     theorem = None if drawn.on_text else depth_panel(cfg, weights, drawn.results)  # Theorem 1 above the profile
     if theorem is not None:
@@ -70,8 +73,12 @@ def export(scene) -> list:
     fig, _reading, _drawn = gradient_panel(scene.cfg, scene.text, scene.w)
     sections = [("Gradient norms by norm placement", [("gradient-norms", fig)])]
     if scene.maps.stacks:
-        sections.append(("Gradient norms per stack", [("gradient-norms-per-stack",
-                                                       stack_gradient_figure(gradient_norms(scene.cfg, weights=scene.w)))]))
+        sections.append(
+            (
+                "Gradient norms per stack",
+                [("gradient-norms-per-stack", stack_gradient_figure(gradient_norms(scene.cfg, weights=scene.w)))],
+            )
+        )
     return sections
 
 

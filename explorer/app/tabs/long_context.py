@@ -11,6 +11,7 @@ window. The last results are memoised by weights, config and inputs (``_RESULTS`
 layer, head and cell picked under the grid) computes only its rows. The share link adds ``lc_len``,
 ``lc_src`` and ``tab=long_context`` to the page's link; the CSV holds the pooled maps at full resolution.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,13 +23,13 @@ import numpy as np
 from explorer.analysis.long_context import view as lc
 from explorer.analysis.long_context.text import MAX_PASTED_BYTES, SOURCES
 from explorer.app.controls import weights as weights_switch
-from explorer.app.server.calls import call, request_source
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.share_js import TAB_LINK_JS
-from explorer.app.tabs.contract import Page, Tab
+from explorer.app.server.calls import call, request_source
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, refused, warn
+from explorer.app.tabs.contract import Page, Tab
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
 from explorer.runtime import cost
 from explorer.runtime.cache import ByteLRU
@@ -37,13 +38,15 @@ from explorer.runtime.stopping import Abandoned
 from explorer.runtime.tokens import token_label
 from models import ConfigError
 
-SOURCE_LABELS = [("held-out documentation", "heldout"), ("a paragraph repeated 3k tokens later", "repeat"),
-                 ("your text (below)", "pasted")]
+SOURCE_LABELS = [
+    ("held-out documentation", "heldout"),
+    ("a paragraph repeated 3k tokens later", "repeat"),
+    ("your text (below)", "pasted"),
+]
 CHANGE_LABELS = [(lc.CHANGE_NAMES[k], k) for k in lc.CHANGES]
 OUTPUTS = ("lc_grid", "lc_loss", "lc_stats", "lc_zoom", "lc_md", "lc_csv", "lc_layer", "lc_head", "lc_qs", "lc_drawn")
-INPUTS = ("lc_length", "lc_source", "lc_text", "lc_change", "lc_side", "lc_layer", "lc_head", "lc_qcell",
-          "lc_kcell")
-API_CELLS = 64          # the API's default cells per side of each map (at most the computed 256)
+INPUTS = ("lc_length", "lc_source", "lc_text", "lc_change", "lc_side", "lc_layer", "lc_head", "lc_qcell", "lc_kcell")
+API_CELLS = 64  # the API's default cells per side of each map (at most the computed 256)
 _RESULTS = ByteLRU(max_entries=2)  # (weights, config, inputs) -> LongContext: the zoom reuses the last draw
 
 
@@ -51,37 +54,53 @@ def build_long_context_tab() -> dict:
     """The tab's components by name (inside the caller's ``gr.Tabs``)."""
     out = {}
     with gr.Tab("Long context", id="long_context") as out["lc_tab"]:
-        out["lc_md"] = gr.Markdown("Opening this tab draws the controls' model at 2048 tokens beside the same "
-                                   "weights under a 64-key sliding window.", elem_id="lc-reading")
+        out["lc_md"] = gr.Markdown(
+            "Opening this tab draws the controls' model at 2048 tokens beside the same "
+            "weights under a 64-key sliding window.",
+            elem_id="lc-reading",
+        )
         with gr.Row():
-            out["lc_length"] = gr.Radio([str(n) for n in lc.allowed_lengths()], value=str(lc.DEFAULT_LENGTH),
-                                        label="Length (tokens)", elem_id="lc-length")
+            out["lc_length"] = gr.Radio(
+                [str(n) for n in lc.allowed_lengths()],
+                value=str(lc.DEFAULT_LENGTH),
+                label="Length (tokens)",
+                elem_id="lc-length",
+            )
             out["lc_source"] = gr.Radio(SOURCE_LABELS, value="heldout", label="Text", elem_id="lc-source")
-            out["lc_change"] = gr.Radio(CHANGE_LABELS, value="window", label="Beside the model as trained",
-                                        elem_id="lc-change")
+            out["lc_change"] = gr.Radio(
+                CHANGE_LABELS, value="window", label="Beside the model as trained", elem_id="lc-change"
+            )
             with gr.Column(min_width=120):
                 out["lc_run"] = gr.Button("Draw", variant="primary", elem_id="lc-run")
                 out["lc_stop"] = gr.Button("Stop", variant="stop", size="sm", elem_id="lc-stop")
-        out["lc_text"] = gr.Textbox("", lines=2, max_length=MAX_PASTED_BYTES, elem_id="lc-text",
-                                    label=f"Your text (source 'your text'; up to {MAX_PASTED_BYTES // 1024} KB)")
-        out["lc_side"] = gr.Radio([("as trained", 0), ("after the change", 1)], value=0, label="Grid of",
-                                  elem_id="lc-side")
+        out["lc_text"] = gr.Textbox(
+            "",
+            lines=2,
+            max_length=MAX_PASTED_BYTES,
+            elem_id="lc-text",
+            label=f"Your text (source 'your text'; up to {MAX_PASTED_BYTES // 1024} KB)",
+        )
+        out["lc_side"] = gr.Radio(
+            [("as trained", 0), ("after the change", 1)], value=0, label="Grid of", elem_id="lc-side"
+        )
         out["lc_grid"] = gr.Plot(None, label="Pooled attention maps", elem_id="lc-grid")
         out["lc_loss"] = gr.Plot(None, label="Per-token loss", elem_id="lc-loss")
         with gr.Row():
             out["lc_layer"] = gr.Dropdown([0], value=0, label="Layer", elem_id="lc-layer", min_width=90)
             out["lc_head"] = gr.Dropdown([0], value=0, label="Head (zoom)", elem_id="lc-head", min_width=90)
             out["lc_qcell"] = gr.Number(-1, label="Query cell (-1: the last)", precision=0, elem_id="lc-qcell")
-            out["lc_kcell"] = gr.Number(-1, label="Key cell (-1: the row's strongest off the diagonal)",
-                                        precision=0, elem_id="lc-kcell")
+            out["lc_kcell"] = gr.Number(
+                -1, label="Key cell (-1: the row's strongest off the diagonal)", precision=0, elem_id="lc-kcell"
+            )
             out["lc_zoom_go"] = gr.Button("Zoom / redraw", size="sm", elem_id="lc-zoom-go")
         out["lc_click_go"] = gr.Button("zoom", elem_id="lc-click-go", elem_classes="offscreen", size="sm")
         out["lc_stats"] = gr.Plot(None, label="Per-head statistics", elem_id="lc-stats")
         out["lc_zoom"] = gr.Plot(None, label="Exact token-level map of one cell", elem_id="lc-zoom")
         with gr.Row():
             out["lc_csv"] = gr.File(None, label="Pooled maps (CSV)", interactive=False, elem_id="lc-csv")
-            out["lc_link"] = gr.Textbox("", label="Share link (this view)", buttons=["copy"], interactive=False,
-                                        elem_id="lc-link")
+            out["lc_link"] = gr.Textbox(
+                "", label="Share link (this view)", buttons=["copy"], interactive=False, elem_id="lc-link"
+            )
         out["lc_qs"] = gr.Textbox("", visible=False)
         out["lc_drawn"] = gr.State(False)
     return out
@@ -89,18 +108,25 @@ def build_long_context_tab() -> dict:
 
 def _key(src, length, source, text, change) -> tuple:
     w = src.weights
-    return (w.digest if w is not None else "initial", src.config.to_json(), str(length), source,
-            hashlib.sha256(str(text or "").encode("utf-8", "replace")).hexdigest() if source == "pasted" else "",
-            change)
+    return (
+        w.digest if w is not None else "initial",
+        src.config.to_json(),
+        str(length),
+        source,
+        hashlib.sha256(str(text or "").encode("utf-8", "replace")).hexdigest() if source == "pasted" else "",
+        change,
+    )
 
 
 def compute(src, length, source, text, change, should_stop=None, progress=None):
     """The memoised ``long_context`` result of these inputs (a miss: its predicted compute checked first, two
     forward passes at ``length`` tokens, refused by name past a heavy job's budget)."""
+
     def run():
         n = lc.check_length(length)
         cost.charge(src.config, [(2, n, 1)], f"The long-context view at {n} tokens", heavy=True, kind="long context")
         return lc.long_context(src, length, source, text, change, should_stop=should_stop, progress=progress)
+
     return _RESULTS.get(_key(src, length, source, text, change), run)
 
 
@@ -115,16 +141,20 @@ def reading(result) -> str:
     t = result.trained_length
     past = ""
     if t and result.sides[0].loss is not None and t < result.length:
-        inside = float(np.mean(result.sides[0].loss[:t - 1]))
-        beyond = float(np.mean(result.sides[0].loss[t - 1:]))
-        past = (f" As trained, the loss is **{inside:.2f}** nats per {result.unit} within the trained length ({t}) and "
-                f"**{beyond:.2f}** past it.")
+        inside = float(np.mean(result.sides[0].loss[: t - 1]))
+        beyond = float(np.mean(result.sides[0].loss[t - 1 :]))
+        past = (
+            f" As trained, the loss is **{inside:.2f}** nats per {result.unit} within the trained length ({t}) and "
+            f"**{beyond:.2f}** past it."
+        )
     loss = "; ".join(f"{n}: **{m:.3f}**" for n, m in means)
     notes = " ".join(f"_{n}._" for n in result.notes + [x for s in result.sides for x in s.notes])
-    return (f"**{result.length} {result.unit}s** of {result.passage.source} text, {result.origin}. Mean next-"
-            f"{result.unit} loss: {loss}.{past} Maps by {result.sides[0].method} ({result.sides[0].backend}); "
-            f"{result.seconds:.1f} s, {result.predicted_bytes / 2**20:.0f} MiB reserved. One figure as PNG: "
-            f"the camera button in its toolbar. {notes}")
+    return (
+        f"**{result.length} {result.unit}s** of {result.passage.source} text, {result.origin}. Mean next-"
+        f"{result.unit} loss: {loss}.{past} Maps by {result.sides[0].method} ({result.sides[0].backend}); "
+        f"{result.seconds:.1f} s, {result.predicted_bytes / 2**20:.0f} MiB reserved. One figure as PNG: "
+        f"the camera button in its toolbar. {notes}"
+    )
 
 
 def csv_bytes(result) -> bytes:
@@ -137,8 +167,11 @@ def csv_bytes(result) -> bytes:
         for layer in range(s.mass.shape[0]):
             for head in range(s.mass.shape[1]):
                 for a, row in enumerate(s.mass[layer, head]):
-                    buf.write(f"{s.name},{s.layers[layer]},{head},{a},{a * s.block_q}," +
-                              ",".join(f"{v:.4g}" for v in row) + "\n")
+                    buf.write(
+                        f"{s.name},{s.layers[layer]},{head},{a},{a * s.block_q},"
+                        + ",".join(f"{v:.4g}" for v in row)
+                        + "\n"
+                    )
     return buf.getvalue().encode()
 
 
@@ -155,8 +188,22 @@ def _zoom_or_none(result, side, layer, head, q_cell, k_cell, tokenizer):
     return zoom_figure(z, labels_of(result, tokenizer))
 
 
-def draw(values, weights=None, lc_length=None, lc_source="heldout", lc_text="", lc_change="window", lc_side=0,
-         lc_layer=0, lc_head=0, lc_qcell=None, lc_kcell=None, should_stop=None, progress=None, **_kw) -> dict:
+def draw(
+    values,
+    weights=None,
+    lc_length=None,
+    lc_source="heldout",
+    lc_text="",
+    lc_change="window",
+    lc_side=0,
+    lc_layer=0,
+    lc_head=0,
+    lc_qcell=None,
+    lc_kcell=None,
+    should_stop=None,
+    progress=None,
+    **_kw,
+) -> dict:
     """-> every output of the tab for these inputs (``weights``: the request's WeightsSource)."""
     if weights is None:
         raise ConfigError("weights", "none", "a config the controls can draw (see the status line)")
@@ -171,12 +218,18 @@ def draw(values, weights=None, lc_length=None, lc_source="heldout", lc_text="", 
     else:
         note = ""
     csv = cache_file(csv_bytes(result), f"long_context_{result.length}_{result.passage.source}.csv")["path"]
-    return {"lc_grid": pooled_grid(result, side), "lc_loss": loss_figure(result), "lc_stats": stats_figure(result, layer),
-            "lc_zoom": zoomed, "lc_md": reading(result) + (f" Zoom: {note}" if note else ""), "lc_csv": csv,
-            "lc_layer": gr.update(choices=list(range(n_l)), value=layer),
-            "lc_head": gr.update(choices=list(range(n_h)), value=head),
-            "lc_qs": f"lc_len={result.length if lc_source != 'pasted' else lc_length}&lc_src={lc_source}&tab=long_context",
-            "lc_drawn": True}
+    return {
+        "lc_grid": pooled_grid(result, side),
+        "lc_loss": loss_figure(result),
+        "lc_stats": stats_figure(result, layer),
+        "lc_zoom": zoomed,
+        "lc_md": reading(result) + (f" Zoom: {note}" if note else ""),
+        "lc_csv": csv,
+        "lc_layer": gr.update(choices=list(range(n_l)), value=layer),
+        "lc_head": gr.update(choices=list(range(n_h)), value=head),
+        "lc_qs": f"lc_len={result.length if lc_source != 'pasted' else lc_length}&lc_src={lc_source}&tab=long_context",
+        "lc_drawn": True,
+    }
 
 
 # Runs once per page: a click on a panel of the grid keeps [layer, head, query cell, key cell] (the trace's
@@ -233,8 +286,10 @@ def wire(page: Page) -> None:
         named.pop("lc_drawn", None)
 
         def work(should_stop):
-            return weights_switch.with_weights(draw)(values, trained=trained, weights=choice, should_stop=should_stop,
-                                                     progress=progress, **named)
+            return weights_switch.with_weights(draw)(
+                values, trained=trained, weights=choice, should_stop=should_stop, progress=progress, **named
+            )
+
         try:
             return ui.back(await run_job("long_context", request, work))
         except Abandoned:
@@ -250,19 +305,52 @@ def wire(page: Page) -> None:
 
     inputs, outputs = ui.inputs(*names), ui.outputs(*OUTPUTS)
     spinner = dict(show_progress_on=ui.outputs("lc_grid", "lc_loss"))  # not one spinner on each of ten outputs
-    run = ui["lc_run"].click(run_fn, inputs, outputs, api_name="long_context_draw", concurrency_limit=None,
-                             api_visibility="undocumented", **spinner)
-    redraw = gr.on([ui["lc_zoom_go"].click, ui["lc_side"].input], run_fn, inputs, outputs, concurrency_limit=None,
-                   api_name="long_context_zoom", api_visibility="undocumented", **spinner)
-    opened = ui["lc_tab"].select(open_fn, ui.inputs(*names, "lc_drawn"), outputs, concurrency_limit=None,
-                                 api_name="long_context_open", api_visibility="undocumented", **spinner)
+    run = ui["lc_run"].click(
+        run_fn,
+        inputs,
+        outputs,
+        api_name="long_context_draw",
+        concurrency_limit=None,
+        api_visibility="undocumented",
+        **spinner,
+    )
+    redraw = gr.on(
+        [ui["lc_zoom_go"].click, ui["lc_side"].input],
+        run_fn,
+        inputs,
+        outputs,
+        concurrency_limit=None,
+        api_name="long_context_zoom",
+        api_visibility="undocumented",
+        **spinner,
+    )
+    opened = ui["lc_tab"].select(
+        open_fn,
+        ui.inputs(*names, "lc_drawn"),
+        outputs,
+        concurrency_limit=None,
+        api_name="long_context_open",
+        api_visibility="undocumented",
+        **spinner,
+    )
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
     picks = ui.outputs("lc_layer", "lc_head", "lc_qcell", "lc_kcell")
-    clicked = ui["lc_click_go"].click(None, picks, picks, js=PICK_JS, queue=False, api_visibility="private").then(
-        run_fn, inputs, outputs, concurrency_limit=None, api_name="long_context_click", api_visibility="undocumented",
-        **spinner)
+    clicked = (
+        ui["lc_click_go"]
+        .click(None, picks, picks, js=PICK_JS, queue=False, api_visibility="private")
+        .then(
+            run_fn,
+            inputs,
+            outputs,
+            concurrency_limit=None,
+            api_name="long_context_click",
+            api_visibility="undocumented",
+            **spinner,
+        )
+    )
     ui["lc_stop"].click(None, None, None, cancels=[run, redraw, opened, clicked], queue=False, api_visibility="private")
     ui["lc_qs"].change(None, [ui["lc_qs"]], [ui["lc_link"]], js=TAB_LINK_JS, queue=False, api_visibility="private")
+
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))
 
@@ -285,21 +373,47 @@ def as_json(result, cells: int = API_CELLS) -> dict:
     sides = []
     for s, lb, sb in zip(result.sides, loss_bins, stat_bins):
         f = -(-max(s.mass.shape[-2:]) // cells)
-        sides.append({"name": s.name, "config": s.config.to_dict(), "backend": s.backend, "method": s.method,
-                      "block_q": s.block_q * f, "block_k": s.block_k * f, "layers": s.layers,
-                      "maps": _json(coarsen(s.mass, f, result.length, s.block_q)),
-                      "mean_loss": None if s.loss is None else round(float(np.nanmean(s.loss)), 6),
-                      "loss_bins": None if lb is None else _json(lb), "stats_bins": {k: _json(v) for k, v in sb.items()},
-                      "notes": s.notes})
-    return {"length": result.length, "unit": result.unit, "source": result.passage.source,
-            "trained_length": result.trained_length, "repeat": result.passage.repeat, "origin": result.origin,
-            "bin_centres": _json(centres), "sides": sides, "notes": result.notes,
-            "predicted_bytes": result.predicted_bytes, "seconds": round(result.seconds, 3)}
+        sides.append(
+            {
+                "name": s.name,
+                "config": s.config.to_dict(),
+                "backend": s.backend,
+                "method": s.method,
+                "block_q": s.block_q * f,
+                "block_k": s.block_k * f,
+                "layers": s.layers,
+                "maps": _json(coarsen(s.mass, f, result.length, s.block_q)),
+                "mean_loss": None if s.loss is None else round(float(np.nanmean(s.loss)), 6),
+                "loss_bins": None if lb is None else _json(lb),
+                "stats_bins": {k: _json(v) for k, v in sb.items()},
+                "notes": s.notes,
+            }
+        )
+    return {
+        "length": result.length,
+        "unit": result.unit,
+        "source": result.passage.source,
+        "trained_length": result.trained_length,
+        "repeat": result.passage.repeat,
+        "origin": result.origin,
+        "bin_centres": _json(centres),
+        "sides": sides,
+        "notes": result.notes,
+        "predicted_bytes": result.predicted_bytes,
+        "seconds": round(result.seconds, 3),
+    }
 
 
-async def api_long_context(config_json: str = "", length: str = "2048", source: str = "heldout", text: str = "",
-                           change: str = "window", weights: str = "bundled", cells: int = API_CELLS,
-                           request: gr.Request = None) -> dict:
+async def api_long_context(
+    config_json: str = "",
+    length: str = "2048",
+    source: str = "heldout",
+    text: str = "",
+    change: str = "window",
+    weights: str = "bundled",
+    cells: int = API_CELLS,
+    request: gr.Request = None,
+) -> dict:
     """Pooled attention maps, per-head statistics and per-token loss at ``length`` tokens (one of 1024, 2048,
     4096, 8192, 16384, at most the server's cap): the model as trained beside ``change`` (``window``: a
     64-key sliding window, ``window_sinks``: the window and 4 sinks, ``controls``: ``config_json``'s own
@@ -318,14 +432,15 @@ async def api_long_context(config_json: str = "", length: str = "2048", source: 
             src = request_source(config_json, weights)
             result = compute(src, length, source, text, change, should_stop=should_stop)
             return {**as_json(result, cells), "weights": src.used()}
+
         return call(run)
+
     try:
         return await run_job("long_context", request, work)
     except gr.Error:
         raise
     except Exception as exc:
         raise refused(exc) from None
-
 
 
 EXPORT_INPUTS = ("lc_length", "lc_source", "lc_text", "lc_change", "lc_side", "lc_layer", "lc_drawn")
@@ -338,14 +453,32 @@ def export(scene) -> list:
     x = scene.extra
     if not x.get("lc_drawn") or scene.weights is None:
         return []
-    result = compute(scene.weights, x.get("lc_length") or lc.DEFAULT_LENGTH, x.get("lc_source") or "heldout",
-                     x.get("lc_text") or "", x.get("lc_change") or "window")
+    result = compute(
+        scene.weights,
+        x.get("lc_length") or lc.DEFAULT_LENGTH,
+        x.get("lc_source") or "heldout",
+        x.get("lc_text") or "",
+        x.get("lc_change") or "window",
+    )
     side = min(int(x.get("lc_side") or 0), len(result.sides) - 1)
     layer = min(int(x.get("lc_layer") or 0), result.sides[0].mass.shape[0] - 1)
-    return [(f"Long context: {result.length} {result.unit}s of {result.passage.source} text",
-             [("long-context-maps", pooled_grid(result, side)), ("long-context-loss", loss_figure(result)),
-              ("long-context-stats", stats_figure(result, layer))])]
+    return [
+        (
+            f"Long context: {result.length} {result.unit}s of {result.passage.source} text",
+            [
+                ("long-context-maps", pooled_grid(result, side)),
+                ("long-context-loss", loss_figure(result)),
+                ("long-context-stats", stats_figure(result, layer)),
+            ],
+        )
+    ]
 
 
-TAB = Tab("long_context", lambda landing: build_long_context_tab(), wire=wire, export=export,
-          export_inputs=EXPORT_INPUTS, link=("lc_len", "lc_src"))
+TAB = Tab(
+    "long_context",
+    lambda landing: build_long_context_tab(),
+    wire=wire,
+    export=export,
+    export_inputs=EXPORT_INPUTS,
+    link=("lc_len", "lc_src"),
+)

@@ -1,5 +1,6 @@
 """The Model tab: the model card (parameters, measured FLOPs per token at the text's length, the KV cache per
 decoded token, a checkpoint's origin) and the config as JSON, filled in the chain's analysis stage."""
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,19 @@ def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
     md = model_markdown(model_summary(cfg, seq_len=seq, weights=weights))
     per_token = kv_cache_bytes(cfg, [1])["current"][0]
     head, sep, rest = md.partition("\n")
-    kv = (f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × {cfg.kv_heads} K/V "
-          f"heads × {cfg.d_head} × K and V × 2 bytes).")
+    kv = (
+        f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × {cfg.kv_heads} K/V "
+        f"heads × {cfg.d_head} × K and V × 2 bytes)."
+    )
     if weights is not None and weights.checkpoint:
         from explorer.analysis.weights import checkpoints
+
         loaded = checkpoints.load(loaded or weights.checkpoint)
-        kv += (f"\n\nPretrained **{shown(loaded.describe())}**, vocabulary of {cfg.vocab_size:,} tokens: "
-               + "; ".join(shown(n) for n in loaded.notes) + ".")
+        kv += (
+            f"\n\nPretrained **{shown(loaded.describe())}**, vocabulary of {cfg.vocab_size:,} tokens: "
+            + "; ".join(shown(n) for n in loaded.notes)
+            + "."
+        )
     return f"{head}\n{kv}\n{rest}" if sep else f"{md}\n{kv}"
 
 
@@ -54,8 +61,10 @@ def text_length(cfg: ModelConfig, text: str, w=None) -> int:
 def model_outputs(cfg: ModelConfig, text: str, weights=None) -> dict:
     """``{model_md, config_code}`` of ``cfg`` drawn with ``weights`` (a ``WeightsSource`` or a record)."""
     w = drawn_for(weights, cfg)
-    return {"model_md": card(cfg, text_length(cfg, text, w), w, getattr(weights, "loaded", None)),
-            "config_code": json.dumps(cfg.to_dict(), indent=2)}
+    return {
+        "model_md": card(cfg, text_length(cfg, text, w), w, getattr(weights, "loaded", None)),
+        "config_code": json.dumps(cfg.to_dict(), indent=2),
+    }
 
 
 def refresh_model(values: dict, text, state=None, weights=None) -> dict:
@@ -68,8 +77,9 @@ def build(landing: Landing) -> dict:
     out = {}
     with gr.Tab("Model", id="model"):
         out["model_md"] = gr.Markdown(first["model_md"], elem_id="model-card")
-        out["config_code"] = gr.Code(first["config_code"], language="json", label="Config (JSON)",
-                                     elem_id="config-json")
+        out["config_code"] = gr.Code(
+            first["config_code"], language="json", label="Config (JSON)", elem_id="config-json"
+        )
     return out
 
 

@@ -9,6 +9,7 @@ changes keep the weights; for a config no bundle serves, why, and what to train.
 
 Filled after the other tabs by one event of the redraw chain (skipped when the grid drew nothing new).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,25 +17,33 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.analysis.weights import bundled
 from explorer.analysis import surgery
 from explorer.analysis.source import drawn_for
-from explorer.app.controls.fields import CONTROL_FIELDS, current_config
-from explorer.app.server.messages import problem
+from explorer.analysis.weights import bundled
 from explorer.app.controls.events import QUIET
-from explorer.app.tabs.contract import Landing, Page, Step, Tab
+from explorer.app.controls.fields import CONTROL_FIELDS, current_config
 from explorer.app.controls.state import drawn_config, read_state
+from explorer.app.server.messages import problem
+from explorer.app.tabs.contract import Landing, Page, Step, Tab
 from explorer.figures.base import message_figure
 from explorer.figures.readings import loss_line
-from explorer.figures.surgery import difference_grid, moved_fraction, moved_sentence, table_figure, \
-    table_markdown, unmoved
+from explorer.figures.surgery import (
+    difference_grid,
+    moved_fraction,
+    moved_sentence,
+    table_figure,
+    table_markdown,
+    unmoved,
+)
 from explorer.runtime.untrusted import shown
 from models import ModelConfig
 
 OUTPUTS = ("surgery_md", "surgery_diff", "surgery_table", "surgery_table_md")
-SAFE_HINT = ("Changes that keep the trained weights: any structured pattern and its sizes, attention sinks, "
-             "linear / Performer / routing / axial / ProbSparse / RealFormer attention, the softcap, RoPE's base "
-             "and position scale, fewer or more K/V heads.")
+SAFE_HINT = (
+    "Changes that keep the trained weights: any structured pattern and its sizes, attention sinks, "
+    "linear / Performer / routing / axial / ProbSparse / RealFormer attention, the softcap, RoPE's base "
+    "and position scale, fewer or more K/V heads."
+)
 
 
 def why_unmoved(before: ModelConfig, after: ModelConfig, length: int) -> str:
@@ -44,11 +53,15 @@ def why_unmoved(before: ModelConfig, after: ModelConfig, length: int) -> str:
     go_long = "the Long context tab draws both at 1024 to 16384 tokens, where patterns part"
     share = surgery.same_pairs(before, after, length)
     if share is not None:
-        return (f"Every head reads 0%: at this text's {length} tokens, attention={after.attention!r} allows exactly "
-                f"the pairs attention={before.attention!r} allows ({share:.1%} of all pairs), so "
-                f"the same weights give the same maps; {go_long}.")
-    return (f"Every head reads 0%: on this text's {length} tokens the change moves less than 0.5% of any head's "
-            f"attention (the pairs it removes carry almost none); {go_long}.")
+        return (
+            f"Every head reads 0%: at this text's {length} tokens, attention={after.attention!r} allows exactly "
+            f"the pairs attention={before.attention!r} allows ({share:.1%} of all pairs), so "
+            f"the same weights give the same maps; {go_long}."
+        )
+    return (
+        f"Every head reads 0%: on this text's {length} tokens the change moves less than 0.5% of any head's "
+        f"attention (the pairs it removes carry almost none); {go_long}."
+    )
 
 
 def _changes(cfg: ModelConfig, changed) -> str:
@@ -58,9 +71,15 @@ def _changes(cfg: ModelConfig, changed) -> str:
 def _table(origin) -> tuple:
     table = surgery.stored_table(origin) if origin is not None else None
     if table is None:
-        hint = "" if origin is None else (" (python -m explorer.analysis.surgery "
-                                          + (f"--checkpoint {origin.name}" if origin.kind == "checkpoint"
-                                             else origin.name) + " --write makes it)")
+        hint = (
+            ""
+            if origin is None
+            else (
+                " (python -m explorer.analysis.surgery "
+                + (f"--checkpoint {origin.name}" if origin.kind == "checkpoint" else origin.name)
+                + " --write makes it)"
+            )
+        )
         return message_figure(f"No Surgery table stored for this model{hint}.", "Surgery table"), ""
     return table_figure(table), table_markdown(table)
 
@@ -70,26 +89,45 @@ def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -
     (a bundle's, moved or not, or a checkpoint's: the same verbs, ``explorer.analysis.surgery``)."""
     ckpt = weights.checkpoint if weights is not None and weights.checkpoint else None
     base = weights.bundle if weights is not None and weights.bundle else None  # the bundle on screen
-    empty = message_figure("No surgery: the controls show the trained model as trained, or a model no bundle "
-                           "serves.", "Difference view")
+    empty = message_figure(
+        "No surgery: the controls show the trained model as trained, or a model no bundle serves.", "Difference view"
+    )
     if weights is not None and weights.surgery:
         change = surgery.loss_change(cfg, text, checkpoint=ckpt, bundle=base)
         diff = surgery.difference(cfg, text, separator, checkpoint=ckpt, weights=weights)
         origin = diff[2] if diff else surgery.origin_of(cfg, ckpt, base)
         loss = loss_line(change) or ("no next-token loss (this model is no causal language model)")
-        md = (f"**Surgery on {shown(origin.label)}**: {shown(_changes(cfg, weights.surgery))}, the trained weights "
-              f"unchanged. {loss}.")
-        why = why_unmoved(origin.config, cfg, len(diff[0].tokens)) \
-            if diff and unmoved(diff[0].attention, diff[1].attention) else ""
+        md = (
+            f"**Surgery on {shown(origin.label)}**: {shown(_changes(cfg, weights.surgery))}, the trained weights "
+            f"unchanged. {loss}."
+        )
+        why = (
+            why_unmoved(origin.config, cfg, len(diff[0].tokens))
+            if diff and unmoved(diff[0].attention, diff[1].attention)
+            else ""
+        )
         md += f" {why}" if why else ""
         if diff and not why and diff[0].attention.shape == diff[1].attention.shape:
             md += " " + moved_sentence(moved_fraction(diff[0].attention, diff[1].attention))
-        fig = difference_grid(diff[0].attention, diff[1].attention, diff[0].tokens, _changes(cfg, diff[3]),
-                              origin.name, what=origin.kind, why_unmoved=why) if diff else empty
+        fig = (
+            difference_grid(
+                diff[0].attention,
+                diff[1].attention,
+                diff[0].tokens,
+                _changes(cfg, diff[3]),
+                origin.name,
+                what=origin.kind,
+                why_unmoved=why,
+            )
+            if diff
+            else empty
+        )
     elif ckpt or (weights is not None and bundled.bundle_for(cfg) is not None):
         origin = surgery.origin_of(cfg, ckpt, base)
-        md = (f"The controls show **{shown(origin.label)}** as trained. Change the architecture to see what the "
-              f"change does to its trained weights. {SAFE_HINT}")
+        md = (
+            f"The controls show **{shown(origin.label)}** as trained. Change the architecture to see what the "
+            f"change does to its trained weights. {SAFE_HINT}"
+        )
         fig = empty
     else:
         origin = surgery.bundle_origin("default") if "default" in bundled.names() else None
@@ -116,8 +154,9 @@ def build_surgery_tab(first: dict) -> SimpleNamespace:
     """The tab's components (inside the caller's ``gr.Tabs``), filled with ``first`` (the first paint)."""
     with gr.Tab("Surgery", id="surgery", elem_id="surgery-tab") as tab:
         md = gr.Markdown(first["surgery_md"], elem_id="surgery-reading")
-        train = gr.Button("Train this config in the Train tab", size="sm", elem_id="surgery-train", scale=0,
-                          min_width=280)
+        train = gr.Button(
+            "Train this config in the Train tab", size="sm", elem_id="surgery-train", scale=0, min_width=280
+        )
         diff = gr.Plot(first["surgery_diff"], label="Difference view", elem_id="surgery-diff")
         table = gr.Plot(first["surgery_table"], label="Surgery table", elem_id="surgery-table")
         table_md = gr.Markdown(first["surgery_table_md"], elem_id="surgery-table-md")
@@ -133,26 +172,45 @@ def to_train_tab(values: dict) -> dict:
     try:
         cfg = current_config(values)
     except Exception as exc:
-        return {"train_config": gr.skip(), "train_task": gr.skip(), "tabs": gr.skip(),
-                "status": f"⚠️ {shown(problem(exc))}"}
+        return {
+            "train_config": gr.skip(),
+            "train_task": gr.skip(),
+            "tabs": gr.skip(),
+            "status": f"⚠️ {shown(problem(exc))}",
+        }
     task = "lm" if cfg.causal and cfg.architecture == "decoder_only" else "copy"
-    return {"train_config": json.dumps(cfg.to_dict(), indent=1), "train_task": task, "tabs": gr.Tabs(selected="train"),
-            "status": f"The Train tab holds this config (task {task}): press ▶ Play there. "
-                      f"{shown(surgery.why_not(cfg))}."}
+    return {
+        "train_config": json.dumps(cfg.to_dict(), indent=1),
+        "train_task": task,
+        "tabs": gr.Tabs(selected="train"),
+        "status": f"The Train tab holds this config (task {task}): press ▶ Play there. {shown(surgery.why_not(cfg))}.",
+    }
 
 
 # ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
 def build(landing: Landing) -> dict:
     cut = build_surgery_tab(surgery_outputs(landing.cfg, landing.text, None, landing.weights))
-    return {"surgery_tab": cut.tab, "surgery_md": cut.md, "surgery_diff": cut.diff, "surgery_table": cut.table,
-            "surgery_table_md": cut.table_md, "surgery_train": cut.train}
+    return {
+        "surgery_tab": cut.tab,
+        "surgery_md": cut.md,
+        "surgery_diff": cut.diff,
+        "surgery_table": cut.table,
+        "surgery_table_md": cut.table_md,
+        "surgery_train": cut.train,
+    }
 
 
 def wire(page: Page) -> None:
-    """"Train this config in the Train tab": the controls' config into its box, that tab opened."""
+    """ "Train this config in the Train tab": the controls' config into its box, that tab opened."""
     ui = page.ui
-    ui["surgery_train"].click(ui.handler(to_train_tab), ui.inputs(*CONTROL_FIELDS), ui.outputs(*TRAIN_OUT),
-                              api_name="surgery_train", queue=False, **QUIET)
+    ui["surgery_train"].click(
+        ui.handler(to_train_tab),
+        ui.inputs(*CONTROL_FIELDS),
+        ui.outputs(*TRAIN_OUT),
+        api_name="surgery_train",
+        queue=False,
+        **QUIET,
+    )
 
 
 def export(scene) -> list:
@@ -169,5 +227,10 @@ def export(scene) -> list:
     return [(f"Surgery on {what}", figs)] if figs else []
 
 
-TAB = Tab("surgery", build, steps=(Step("surgery", refresh_surgery, ("text", "separator", "state"), OUTPUTS),),
-          wire=wire, export=export)
+TAB = Tab(
+    "surgery",
+    build,
+    steps=(Step("surgery", refresh_surgery, ("text", "separator", "state"), OUTPUTS),),
+    wire=wire,
+    export=export,
+)

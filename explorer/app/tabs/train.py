@@ -17,6 +17,7 @@ with no Gradio concurrency limit, so a flood of presses never fills the queue ev
 they are admitted in their own family instead (one heavy job per visitor, "busy" when the family's
 slots are taken) and run at low priority beside the interactive tabs.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,16 +25,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from explorer.app.tabs.parts import train_files
-
-from explorer.app.tabs.parts import train_repro
-
-from explorer.app.tabs.parts import train_runs
-
 from explorer.app.controls import train_source
-from explorer.app.tabs.parts.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
 from explorer.app.controls.your_run import trained_model, trained_snapshot, trained_step
 from explorer.app.tabs.contract import Landing, Tab
+from explorer.app.tabs.parts import train_files, train_repro, train_runs
+from explorer.app.tabs.parts.train_inputs import MAX_SEED, MAX_TRAIN_TEXT_BYTES, NUMBERS, WEIGHTS, lenient_number
 from explorer.app.tabs.parts.train_runs import CAPS_TEXT
 from explorer.training import reproductions
 from explorer.training.reproductions import stored as stored_runs
@@ -50,8 +46,9 @@ def small_config() -> ModelConfig:
 
 def _number(value, label: str, field: str, elem_id: str, **kw):
     lo, hi, integer = NUMBERS[field]
-    return lenient_number(value, label=label, precision=0 if integer else None, minimum=lo, maximum=hi,
-                         elem_id=elem_id, **kw)
+    return lenient_number(
+        value, label=label, precision=0 if integer else None, minimum=lo, maximum=hi, elem_id=elem_id, **kw
+    )
 
 
 def step_info(task: str) -> str:
@@ -92,8 +89,15 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
             status = gr.Markdown("Press ▶ Play.", elem_id="train-status")
             with gr.Row():
                 task = gr.Dropdown(task_names(), value="copy", label="Task", elem_id="train-task", min_width=100)
-                steps = _number(learns_in("copy")[0], "Steps", "steps", "train-steps", info=step_info("copy"),
-                                min_width=160, scale=2)
+                steps = _number(
+                    learns_in("copy")[0],
+                    "Steps",
+                    "steps",
+                    "train-steps",
+                    info=step_info("copy"),
+                    min_width=160,
+                    scale=2,
+                )
             with gr.Row():
                 lr = _number(3e-3, "LR", "lr", "train-lr", min_width=70)
                 warmup = _number(30, "Warm-up", "warmup", "train-warmup", min_width=70)
@@ -105,73 +109,160 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
     attention = gr.Plot(None, label="Probe attention", elem_id="train-attention")
     grads = gr.Plot(None, label="Gradient norms", elem_id="train-grads")
     with gr.Accordion("Model and data, seed and schedule", open=False):
-        gr.Markdown("Train the model in the box on a task generated on the fly and watch it learn: loss, the "
-                    "probe's attention next to the pattern that solves the task, and gradient norms per layer. "
-                    "Tasks: lm is the next byte of the Python docs (or your text below); masked hides 15% of the "
-                    "bytes. " + CAPS_TEXT, elem_classes="hint")
+        gr.Markdown(
+            "Train the model in the box on a task generated on the fly and watch it learn: loss, the "
+            "probe's attention next to the pattern that solves the task, and gradient norms per layer. "
+            "Tasks: lm is the next byte of the Python docs (or your text below); masked hides 15% of the "
+            "bytes. " + CAPS_TEXT,
+            elem_classes="hint",
+        )
         with gr.Row():
             seed = _number(0, "Data seed", "seed", "train-seed", info=f"0 to {MAX_SEED:,}")
             schedule = gr.Radio(["cosine", "constant"], value="cosine", label="After warm-up", elem_id="train-schedule")
-        config = gr.Code(box, language="json", label="Model config (JSON)",
-                         interactive=True, elem_id="train-config")
-        text = gr.Textbox("", lines=3, max_length=MAX_TRAIN_TEXT_BYTES, elem_id="train-text",
-                          label=f"Your text for the lm / masked tasks (empty: the Python documentation; at most "
-                                f"{MAX_TRAIN_TEXT_BYTES // 1024} KiB)")
+        config = gr.Code(box, language="json", label="Model config (JSON)", interactive=True, elem_id="train-config")
+        text = gr.Textbox(
+            "",
+            lines=3,
+            max_length=MAX_TRAIN_TEXT_BYTES,
+            elem_id="train-text",
+            label=f"Your text for the lm / masked tasks (empty: the Python documentation; at most "
+            f"{MAX_TRAIN_TEXT_BYTES // 1024} KiB)",
+        )
     with gr.Row():
         download_btn = gr.Button("Download trained model (config + safetensors)", size="sm", elem_id="train-download")
-        upload_btn = gr.UploadButton("Upload a trained model (.safetensors)", file_types=[".safetensors"], size="sm",
-                                     elem_id="train-upload")
-    files = gr.File(label="Trained model", file_count="multiple", visible=False, interactive=False,
-                    elem_id="train-files")
+        upload_btn = gr.UploadButton(
+            "Upload a trained model (.safetensors)", file_types=[".safetensors"], size="sm", elem_id="train-upload"
+        )
+    files = gr.File(
+        label="Trained model", file_count="multiple", visible=False, interactive=False, elem_id="train-files"
+    )
     with gr.Accordion("Reproductions: the source texts' results on this machine", open=False):
         with gr.Row():
-            repro_name = gr.Dropdown(list(reproductions.REPRODUCTIONS), value="induction", label="Reproduction",
-                                     info=train_repro.choices_info(), elem_id="train-repro-name")
+            repro_name = gr.Dropdown(
+                list(reproductions.REPRODUCTIONS),
+                value="induction",
+                label="Reproduction",
+                info=train_repro.choices_info(),
+                elem_id="train-repro-name",
+            )
             repro_btn = gr.Button("Run live on this machine", variant="primary", elem_id="train-repro-run")
             repro_stop = gr.Button("Stop", elem_id="train-repro-stop")
         first = train_repro.show_stored("induction")  # the stored run: on the page from the first second
         repro_md = gr.Markdown(first[0], elem_id="train-repro-reading")
         repro_plot = gr.Plot(first[1], label="Result", elem_id="train-repro-plot")
-        repro_slider = gr.Slider(**{"minimum": 0, "maximum": 1, "step": 1, "label": "Timeline: step",
-                                    **train_repro.slider_args(stored_runs.load("induction"))},
-                                 elem_id="train-repro-step")
+        repro_slider = gr.Slider(
+            **{
+                "minimum": 0,
+                "maximum": 1,
+                "step": 1,
+                "label": "Timeline: step",
+                **train_repro.slider_args(stored_runs.load("induction")),
+            },
+            elem_id="train-repro-step",
+        )
         repro_timeline = gr.Plot(first[4], label="Timeline", elem_id="train-repro-timeline")
         repro_table = gr.Dataframe(first[2], label="Table", elem_id="train-repro-table", interactive=False)
         repro_live = gr.State(None, time_to_live=3600)  # this session's last live run (the timeline's source)
 
     inputs = [state, config, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights]
     outputs = [state, status, curves, attention, grads]
-    play_ev = play_btn.click(train_runs.play, inputs, outputs, api_name="train_play", show_progress="hidden",
-                             **HEAVY_EVENT)
-    step_ev = step_btn.click(train_runs.step, inputs, outputs, api_name="train_step", show_progress="hidden",
-                             **HEAVY_EVENT)
+    play_ev = play_btn.click(
+        train_runs.play, inputs, outputs, api_name="train_play", show_progress="hidden", **HEAVY_EVENT
+    )
+    step_ev = step_btn.click(
+        train_runs.step, inputs, outputs, api_name="train_step", show_progress="hidden", **HEAVY_EVENT
+    )
     # no cancels=: the press stops inside its current step and sends its last snapshot ("stopped at")
     pause_btn.click(train_runs.pause, [state], [state], api_name="train_pause", queue=False)
-    reset_btn.click(train_runs.reset, [state], [state, status, curves, attention, grads, files],
-                    api_name="train_reset", cancels=[play_ev, step_ev], queue=False)
-    weights.change(train_runs.redraw, [state, weights], [curves, attention, grads], api_name="train_redraw",
-                   show_progress="hidden", concurrency_id="compute")
+    reset_btn.click(
+        train_runs.reset,
+        [state],
+        [state, status, curves, attention, grads, files],
+        api_name="train_reset",
+        cancels=[play_ev, step_ev],
+        queue=False,
+    )
+    weights.change(
+        train_runs.redraw,
+        [state, weights],
+        [curves, attention, grads],
+        api_name="train_redraw",
+        show_progress="hidden",
+        concurrency_id="compute",
+    )
     download_btn.click(train_files.download, [state], [files], api_name="train_download", concurrency_id="compute")
-    upload_btn.upload(train_files.upload, [state, upload_btn], [state, config, status], api_name="train_upload",
-                      concurrency_id="compute").then(
-        train_files.restored, [state, weights], [task, attention], api_visibility="private", concurrency_id="compute")
+    upload_btn.upload(
+        train_files.upload,
+        [state, upload_btn],
+        [state, config, status],
+        api_name="train_upload",
+        concurrency_id="compute",
+    ).then(
+        train_files.restored, [state, weights], [task, attention], api_visibility="private", concurrency_id="compute"
+    )
     # a task brings the steps it needs here to learn visibly, and says what they were measured to do
     task.change(task_steps, [task], [steps], api_visibility="private", queue=False)
     repro_out = [repro_md, repro_plot, repro_table, repro_slider, repro_timeline, repro_live]
-    repro_btn.click(train_repro.run_reproduction, [repro_name, state], [state, *repro_out],
-                    api_name="train_reproduce", show_progress="minimal", **HEAVY_EVENT)
-    repro_name.change(train_repro.show_stored, [repro_name], repro_out, api_name="train_reproduction_stored",
-                      show_progress="hidden", queue=False)
-    repro_slider.change(train_repro.show_step, [repro_name, repro_slider, repro_live], [repro_timeline],
-                        api_name="train_reproduction_step", show_progress="hidden", trigger_mode="always_last",
-                        concurrency_id="compute")
+    repro_btn.click(
+        train_repro.run_reproduction,
+        [repro_name, state],
+        [state, *repro_out],
+        api_name="train_reproduce",
+        show_progress="minimal",
+        **HEAVY_EVENT,
+    )
+    repro_name.change(
+        train_repro.show_stored,
+        [repro_name],
+        repro_out,
+        api_name="train_reproduction_stored",
+        show_progress="hidden",
+        queue=False,
+    )
+    repro_slider.change(
+        train_repro.show_step,
+        [repro_name, repro_slider, repro_live],
+        [repro_timeline],
+        api_name="train_reproduction_step",
+        show_progress="hidden",
+        trigger_mode="always_last",
+        concurrency_id="compute",
+    )
     repro_stop.click(train_repro.stop_reproduction, [state], [state], api_name="train_reproduce_stop", queue=False)
-    return SimpleNamespace(state=state, config=config, source=source, synced=synced, task=task, steps=steps, lr=lr, warmup=warmup,
-                           schedule=schedule, batch=batch, seq_len=seq_len, seed=seed, text=text, weights=weights,
-                           play=play_btn, pause=pause_btn, step=step_btn, reset=reset_btn, status=status, curves=curves,
-                           attention=attention, grads=grads, download=download_btn, upload=upload_btn, files=files,
-                           repro_name=repro_name, repro_run=repro_btn, repro_md=repro_md, repro_plot=repro_plot,
-                           repro_table=repro_table, repro_slider=repro_slider, repro_timeline=repro_timeline)
+    return SimpleNamespace(
+        state=state,
+        config=config,
+        source=source,
+        synced=synced,
+        task=task,
+        steps=steps,
+        lr=lr,
+        warmup=warmup,
+        schedule=schedule,
+        batch=batch,
+        seq_len=seq_len,
+        seed=seed,
+        text=text,
+        weights=weights,
+        play=play_btn,
+        pause=pause_btn,
+        step=step_btn,
+        reset=reset_btn,
+        status=status,
+        curves=curves,
+        attention=attention,
+        grads=grads,
+        download=download_btn,
+        upload=upload_btn,
+        files=files,
+        repro_name=repro_name,
+        repro_run=repro_btn,
+        repro_md=repro_md,
+        repro_plot=repro_plot,
+        repro_table=repro_table,
+        repro_slider=repro_slider,
+        repro_timeline=repro_timeline,
+    )
 
 
 # ---------------------------------------------------------------------------- the tab (explorer.app.tabs.contract)
@@ -179,8 +270,13 @@ def build(landing: Landing) -> dict:
     """The Train tab on the controls' model (fitted to the training caps); its events are wired as it is built."""
     with gr.Tab("Train", id="train", elem_id="train-tab"):
         train = build_train_tab(controls_config=landing.cfg)
-    return {"train_state": train.state, "train_config": train.config, "train_task": train.task,
-            "train_source": train.source, "train_synced": train.synced}
+    return {
+        "train_state": train.state,
+        "train_config": train.config,
+        "train_task": train.task,
+        "train_source": train.source,
+        "train_synced": train.synced,
+    }
 
 
 def export(scene) -> list:
@@ -189,8 +285,12 @@ def export(scene) -> list:
     if not isinstance(state, dict) or state.get("trainer") is None or state.get("snap") is None:
         return []
     curves, probe, grads = train_runs.figures(state)
-    return [(f"Training run ({state['trainer'].run_cfg.task} task, step {state['snap'].step})",
-             [("train-curves", curves), ("train-probe-attention", probe), ("train-gradient-norms", grads)])]
+    return [
+        (
+            f"Training run ({state['trainer'].run_cfg.task} task, step {state['snap'].step})",
+            [("train-curves", curves), ("train-probe-attention", probe), ("train-gradient-norms", grads)],
+        )
+    ]
 
 
 TAB = Tab("train", build, export=export)

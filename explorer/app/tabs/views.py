@@ -5,6 +5,7 @@ when at least one view exists. Layer / head pickers (approximate attention only)
 comparison figure. Like every handler, failures warn nothing extra (the attention handler already
 did) and return ``gr.skip()``, so the last good figures stay.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -16,20 +17,32 @@ from explorer.analysis.source import drawn_for
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.events import QUIET, picked
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
-from explorer.app.server.messages import problem
 from explorer.app.controls.state import read_state
+from explorer.app.server.messages import problem
 from explorer.app.tabs.contract import Page, Step, Tab
 from explorer.figures.views import PLOT_NAMES, approximation_figure, view_figures, views_reading
 
-LABELS = {"approximation": "Approximate vs exact attention", "approximation_table": "Approximation error per layer and head",
-          "groups": "Buckets / clusters", "span": "Adaptive span", "experts": "Expert load",
-          "memory": "Memory length and reach", "exit": "Exit depth per token", "act": "ACT steps per token",
-          "sinkhorn": "Sinkhorn block sorting", "probsparse": "ProbSparse active queries",
-          "talking_heads": "Talking-heads mixing", "residual": "Residual attention share",
-          "pkm": "Product-key memory usage", "funnel": "Funnel length per layer",
-          "induced": "Two-step attention through m points", "lite": "Convolution taps and branch share",
-          "retrieval": "Retrieved neighbours and next-token mix", "feedback": "Feedback memory layer weights",
-          "sandwich": "Sublayer order"}
+LABELS = {
+    "approximation": "Approximate vs exact attention",
+    "approximation_table": "Approximation error per layer and head",
+    "groups": "Buckets / clusters",
+    "span": "Adaptive span",
+    "experts": "Expert load",
+    "memory": "Memory length and reach",
+    "exit": "Exit depth per token",
+    "act": "ACT steps per token",
+    "sinkhorn": "Sinkhorn block sorting",
+    "probsparse": "ProbSparse active queries",
+    "talking_heads": "Talking-heads mixing",
+    "residual": "Residual attention share",
+    "pkm": "Product-key memory usage",
+    "funnel": "Funnel length per layer",
+    "induced": "Two-step attention through m points",
+    "lite": "Convolution taps and branch share",
+    "retrieval": "Retrieved neighbours and next-token mix",
+    "feedback": "Feedback memory layer weights",
+    "sandwich": "Sublayer order",
+}
 
 
 def build_views_tab() -> SimpleNamespace:
@@ -39,8 +52,9 @@ def build_views_tab() -> SimpleNamespace:
         with gr.Row(visible=False) as pick:
             layer = gr.Dropdown([("layer 0", 0)], value=0, label="Layer", elem_id="views-layer", scale=1)
             head = gr.Dropdown([("head 0", 0)], value=0, label="Head", elem_id="views-head", scale=1)
-        plots = {n: gr.Plot(None, label=LABELS[n], elem_id=f"view-{n.replace('_', '-')}", visible=False)
-                 for n in PLOT_NAMES}
+        plots = {
+            n: gr.Plot(None, label=LABELS[n], elem_id=f"view-{n.replace('_', '-')}", visible=False) for n in PLOT_NAMES
+        }
     return SimpleNamespace(tab=tab, md=md, pick=pick, layer=layer, head=head, plots=plots)
 
 
@@ -56,13 +70,17 @@ def views_outputs(cfg, text: str, layer=0, head=0, separator=None, weights=None)
     if approx is not None:
         n_l, n_h = approx.effective.shape[:2]
         layer, head = min(_int(layer), n_l - 1), min(_int(head), n_h - 1)
-        pickers = [gr.update(visible=True),
-                   gr.update(choices=[(f"layer {i}", i) for i in range(n_l)], value=layer),
-                   gr.update(choices=[(f"head {h}", h) for h in range(n_h)], value=head)]
+        pickers = [
+            gr.update(visible=True),
+            gr.update(choices=[(f"layer {i}", i) for i in range(n_l)], value=layer),
+            gr.update(choices=[(f"head {h}", h) for h in range(n_h)], value=head),
+        ]
     else:
         pickers = [gr.update(visible=False), gr.update(), gr.update()]
-    plots = [gr.update(value=figs[n], visible=True) if n in figs else gr.update(value=None, visible=False)
-             for n in PLOT_NAMES]
+    plots = [
+        gr.update(value=figs[n], visible=True) if n in figs else gr.update(value=None, visible=False)
+        for n in PLOT_NAMES
+    ]
     return dict(zip(OUTPUTS, [gr.update(visible=bool(figs)), views_reading(views), *pickers, *plots]))
 
 
@@ -112,8 +130,14 @@ RESIZE_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')),
 
 def build(landing) -> dict:
     views = build_views_tab()
-    return {"views_tab": views.tab, "views_md": views.md, "views_pick": views.pick, "views_layer": views.layer,
-            "views_head": views.head, **{f"view_{name}": plot for name, plot in views.plots.items()}}
+    return {
+        "views_tab": views.tab,
+        "views_md": views.md,
+        "views_pick": views.pick,
+        "views_layer": views.layer,
+        "views_head": views.head,
+        **{f"view_{name}": plot for name, plot in views.plots.items()},
+    }
 
 
 def wire(page: Page) -> None:
@@ -124,11 +148,17 @@ def wire(page: Page) -> None:
     def approximation(values, text, layer, head, separator=None, weights=None):
         return {"view_approximation": redraw_approximation(values, text, layer, head, separator, weights)}
 
-    gr.on([picked(ui["views_layer"]), picked(ui["views_head"])],
-          ui.handler(weights_switch.with_weights(approximation), VIEWS_RENAME),
-          ui.inputs(*CONTROL_FIELDS, *VIEWS_IN, "trained", "weights"), ui.outputs("view_approximation"),
-          trigger_mode="always_last", show_progress="minimal", api_name="redraw_view", concurrency_id="compute",
-          **QUIET)
+    gr.on(
+        [picked(ui["views_layer"]), picked(ui["views_head"])],
+        ui.handler(weights_switch.with_weights(approximation), VIEWS_RENAME),
+        ui.inputs(*CONTROL_FIELDS, *VIEWS_IN, "trained", "weights"),
+        ui.outputs("view_approximation"),
+        trigger_mode="always_last",
+        show_progress="minimal",
+        api_name="redraw_view",
+        concurrency_id="compute",
+        **QUIET,
+    )
 
 
 def export(scene) -> list:
@@ -138,5 +168,10 @@ def export(scene) -> list:
     return [(f"Variant views: {cfg.attention}, {cfg.ffn}, {cfg.memory}, {cfg.layer}", views)] if views else []
 
 
-TAB = Tab("views", build, steps=(Step("views", refresh_views, (*VIEWS_IN, "state"), OUTPUTS, VIEWS_RENAME),),
-          wire=wire, export=export)
+TAB = Tab(
+    "views",
+    build,
+    steps=(Step("views", refresh_views, (*VIEWS_IN, "state"), OUTPUTS, VIEWS_RENAME),),
+    wire=wire,
+    export=export,
+)

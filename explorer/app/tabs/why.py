@@ -16,46 +16,68 @@ Opening the tab draws it once per session; "Explain" redraws. The weights are th
 ``WeightsSource`` (resolved once by ``explorer.app.controls.weights.with_weights``). The share link adds
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
 import gradio as gr
 
-from explorer.app.controls import weights as weights_switch
-from explorer.app.server.calls import call, request_source
-from explorer.app.controls.fields import CONTROL_FIELDS
-from explorer.app.server.gradio_compat import cache_file
-from explorer.app.server.messages import problem
-from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
-from explorer.app.controls.share_js import TAB_LINK_JS
-from explorer.app.tabs.contract import Page, Tab
-from explorer.analysis.why import head_labels as wh
 from explorer.analysis.why import answers as wv
-from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
-                                               patching_figure)
+from explorer.analysis.why import head_labels as wh
 from explorer.analysis.why.cards import cards_table_md, load_cards
 from explorer.analysis.why.grounded_view import grounded_json
+from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
+from explorer.app.controls.share_js import TAB_LINK_JS
+from explorer.app.server.calls import call, request_source
+from explorer.app.server.gradio_compat import cache_file
+from explorer.app.server.messages import problem
+from explorer.app.tabs.contract import Page, Tab
 from explorer.figures.base import message_figure
 from explorer.figures.cards import cards_figure, roles_table_md
+from explorer.figures.interpretability import (
+    attribution_figure,
+    composition_figure,
+    copying_figure,
+    lens_figure,
+    patching_figure,
+)
 from explorer.runtime.configs import app_config
 from explorer.runtime.untrusted import shown
 
 INPUTS = ("text", "why_pos", "why_alt", "why_heads", "why_mode", "why_bad", "why_kind")
-OUTPUTS = ("why_md", "why_roles", "why_lens", "why_attr", "why_abl_md", "why_patch", "why_copy", "why_comp", "why_csv",
-           "why_heads", "why_qs", "why_drawn")
-ROLES_INTRO = ("**Head roles by fixed probes and their cause** (independent of your text): each head's role is read on "
-               "fixed probe texts (random strings repeated at several distances, held-out prose, periodic text) and "
-               "confirmed by mean-ablating the head: the number in brackets is the loss change, in nats per token, "
-               "on the probe the role predicts; \"?\": below the threshold, so the cause does not confirm it. The "
-               "Attention tab's labels are read on your text.")
+OUTPUTS = (
+    "why_md",
+    "why_roles",
+    "why_lens",
+    "why_attr",
+    "why_abl_md",
+    "why_patch",
+    "why_copy",
+    "why_comp",
+    "why_csv",
+    "why_heads",
+    "why_qs",
+    "why_drawn",
+)
+ROLES_INTRO = (
+    "**Head roles by fixed probes and their cause** (independent of your text): each head's role is read on "
+    "fixed probe texts (random strings repeated at several distances, held-out prose, periodic text) and "
+    "confirmed by mean-ablating the head: the number in brackets is the loss change, in nats per token, "
+    'on the probe the role predicts; "?": below the threshold, so the cause does not confirm it. The '
+    "Attention tab's labels are read on your text."
+)
 MAX_ALT_CHARS = 16
-INTRO = ("**Why**: what each head does to the prediction. The logit lens reads the prediction after every layer; "
-         "attribution splits one logit among the heads (the final norm's scale frozen at its value on this forward "
-         "pass); ablation removes the ticked heads; patching swaps one head's output from the text into a "
-         "corrupted copy and measures how much of the right answer comes back; the circuits read what each head "
-         "copies and which heads compose from the weights alone. One figure as PNG: the camera button in its "
-         "toolbar.")
+INTRO = (
+    "**Why**: what each head does to the prediction. The logit lens reads the prediction after every layer; "
+    "attribution splits one logit among the heads (the final norm's scale frozen at its value on this forward "
+    "pass); ablation removes the ticked heads; patching swaps one head's output from the text into a "
+    "corrupted copy and measures how much of the right answer comes back; the circuits read what each head "
+    "copies and which heads compose from the weights alone. One figure as PNG: the camera button in its "
+    "toolbar."
+)
 
 
 def build_why_tab() -> dict:
@@ -67,36 +89,62 @@ def build_why_tab() -> dict:
         out["why_roles"] = gr.Markdown("", elem_id="why-roles")
         out["why_lens"] = gr.Plot(None, label="Logit lens", elem_id="why-lens")
         with gr.Row():
-            out["why_pos"] = gr.Number(-1, precision=0, elem_id="why-pos", label="Attribution at position "
-                                       "(-1: inside the second copy of the repeated word)")
-            out["why_alt"] = gr.Textbox("", max_length=MAX_ALT_CHARS, elem_id="why-alt",
-                                        label="Alternative token (empty: the actual next token alone)")
+            out["why_pos"] = gr.Number(
+                -1,
+                precision=0,
+                elem_id="why-pos",
+                label="Attribution at position (-1: inside the second copy of the repeated word)",
+            )
+            out["why_alt"] = gr.Textbox(
+                "",
+                max_length=MAX_ALT_CHARS,
+                elem_id="why-alt",
+                label="Alternative token (empty: the actual next token alone)",
+            )
             out["why_run"] = gr.Button("Explain", variant="primary", elem_id="why-run")
         out["why_attr"] = gr.Plot(None, label="Direct logit attribution", elem_id="why-attr")
         with gr.Row():
-            out["why_heads"] = gr.CheckboxGroup(wh.head_labels(cfg), value=wh.default_heads(cfg), elem_id="why-heads",
-                                                label=f"Heads to ablate (layer.head; at most {wh.MAX_ABLATED})")
-            out["why_mode"] = gr.Radio([("zero", "zero"), ("mean over the held-out passage", "mean")], value="zero",
-                                       label="Ablation", elem_id="why-mode")
+            out["why_heads"] = gr.CheckboxGroup(
+                wh.head_labels(cfg),
+                value=wh.default_heads(cfg),
+                elem_id="why-heads",
+                label=f"Heads to ablate (layer.head; at most {wh.MAX_ABLATED})",
+            )
+            out["why_mode"] = gr.Radio(
+                [("zero", "zero"), ("mean over the held-out passage", "mean")],
+                value="zero",
+                label="Ablation",
+                elem_id="why-mode",
+            )
             out["why_ablate"] = gr.Button("Ablate", elem_id="why-ablate")
         out["why_abl_md"] = gr.Markdown("", elem_id="why-ablation")
-        out["why_bad"] = gr.Textbox("", lines=2, max_length=MAX_LINK_TEXT_BYTES, elem_id="why-bad",
-                                    label="Corrupted text for patching (same length; empty: the second copy of the "
-                                          "repeated word changed)")
+        out["why_bad"] = gr.Textbox(
+            "",
+            lines=2,
+            max_length=MAX_LINK_TEXT_BYTES,
+            elem_id="why-bad",
+            label="Corrupted text for patching (same length; empty: the second copy of the repeated word changed)",
+        )
         out["why_patch"] = gr.Plot(None, label="Activation patching", elem_id="why-patch")
-        out["why_kind"] = gr.Radio([("K (keys read what it writes: induction)", "K"), ("Q", "Q"), ("V", "V")],
-                                   value="K", label="Composition of layer 0's heads with layer 1's", elem_id="why-kind")
+        out["why_kind"] = gr.Radio(
+            [("K (keys read what it writes: induction)", "K"), ("Q", "Q"), ("V", "V")],
+            value="K",
+            label="Composition of layer 0's heads with layer 1's",
+            elem_id="why-kind",
+        )
         with gr.Row():
             out["why_copy"] = gr.Plot(None, label="OV copying scores", elem_id="why-copy")
             out["why_comp"] = gr.Plot(None, label="Composition", elem_id="why-comp")
         with gr.Row():
             out["why_csv"] = gr.File(None, label="Grids (CSV)", interactive=False, elem_id="why-csv")
-            out["why_link"] = gr.Textbox("", label="Share link (this view)", buttons=["copy"], interactive=False,
-                                         elem_id="why-link")
+            out["why_link"] = gr.Textbox(
+                "", label="Share link (this view)", buttons=["copy"], interactive=False, elem_id="why-link"
+            )
         out["why_qs"] = gr.Textbox("", visible=False)
         out["why_drawn"] = gr.State(False)
-        with gr.Accordion("Circuit cards: the same circuit across the shipped models", open=False,
-                          elem_id="why-cards-box"):
+        with gr.Accordion(
+            "Circuit cards: the same circuit across the shipped models", open=False, elem_id="why-cards-box"
+        ):
             fig, table = cards_section()
             out["why_cards"] = gr.Plot(fig, label="Circuit cards", elem_id="why-cards")
             out["why_cards_md"] = gr.Markdown(table, elem_id="why-cards-table")
@@ -113,11 +161,13 @@ def cards_section() -> tuple:
     return cards_figure(cards), cards_table_md(cards)
 
 
-SEQ2SEQ_ROLES_INTRO = ("**Cross-attention heads by fixed reversal probes and their cause** (independent of your "
-                       "text): a head is \"mirror\" when it attends, from target position t, to source position "
-                       "Ls-1-t (the number is that mean attention, on random strings of the trained length and "
-                       "their reversals); in brackets the loss change, in nats per token, when it is mean-ablated "
-                       "alone. \"?\": below the threshold alone and together with the other mirror heads.")
+SEQ2SEQ_ROLES_INTRO = (
+    "**Cross-attention heads by fixed reversal probes and their cause** (independent of your "
+    'text): a head is "mirror" when it attends, from target position t, to source position '
+    "Ls-1-t (the number is that mean attention, on random strings of the trained length and "
+    "their reversals); in brackets the loss change, in nats per token, when it is mean-ablated "
+    'alone. "?": below the threshold alone and together with the other mirror heads.'
+)
 
 
 def roles_reading(weights) -> str:
@@ -128,8 +178,11 @@ def roles_reading(weights) -> str:
     where = "from " + g["source"]
     intro = SEQ2SEQ_ROLES_INTRO if g.get("stack") else ROLES_INTRO
     together = g.get("groups", {}).get("mirror")
-    extra = (f" Every mirror head mean-ablated together: {together['effect']:+.2f} nats per token."
-             if g.get("stack") and together else "")
+    extra = (
+        f" Every mirror head mean-ablated together: {together['effect']:+.2f} nats per token."
+        if g.get("stack") and together
+        else ""
+    )
     return f"{intro} _Source: {shown(where)}._{extra}\n\n{roles_table_md(g)}"
 
 
@@ -140,27 +193,47 @@ def _warned(view: str, exc: Exception) -> str:
 def ablation_reading(a: dict) -> str:
     heads = ", ".join(f"{h[0]} {h[1]}.{h[2]}" if len(h) == 3 else f"{h[0]}.{h[1]}" for h in a["heads"])
     t, h, r = a["text"], a["heldout"], a.get("repeat")
-    copy = (f" On the second copy of the repeated word (its tokens after the first, which induction predicts): "
-            f"**{r['before']:.3f} → {r['after']:.3f}** ({r['change']:+.3f}).") if r else ""
-    return (f"**{a['mode'].capitalize()} ablation of {heads}**: loss on the text {t['before']:.3f} → "
-            f"{t['after']:.3f} ({t['change']:+.3f}) {a['unit']}; on {a.get('heldout_name', 'the held-out passage')} "
-            f"{h['before']:.3f} → "
-            f"{h['after']:.3f} ({h['change']:+.3f}).{copy}")
+    copy = (
+        (
+            f" On the second copy of the repeated word (its tokens after the first, which induction predicts): "
+            f"**{r['before']:.3f} → {r['after']:.3f}** ({r['change']:+.3f})."
+        )
+        if r
+        else ""
+    )
+    return (
+        f"**{a['mode'].capitalize()} ablation of {heads}**: loss on the text {t['before']:.3f} → "
+        f"{t['after']:.3f} ({t['change']:+.3f}) {a['unit']}; on {a.get('heldout_name', 'the held-out passage')} "
+        f"{h['before']:.3f} → "
+        f"{h['after']:.3f} ({h['change']:+.3f}).{copy}"
+    )
 
 
-def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, why_mode="zero", why_bad="",
-         why_kind="K", **_kw) -> dict:
+def draw(
+    values,
+    weights=None,
+    text="",
+    why_pos=-1,
+    why_alt="",
+    why_heads=None,
+    why_mode="zero",
+    why_bad="",
+    why_kind="K",
+    **_kw,
+) -> dict:
     """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
     notes, got = [], {}
     if weights is not None and why_heads:  # labels of another model's heads (a switch of architecture): the defaults
         labels = wh.head_labels(weights.config)
         why_heads = [h for h in why_heads if h in labels] or wh.default_heads(weights.config)
-    runs = (("roles", "Head roles", lambda: roles_reading(weights)),
-            ("lens", "Logit lens", lambda: wv.lens(weights, text)),
-            ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
-            ("abl", "Ablation", lambda: wv.ablation(weights, text, why_heads or [], why_mode or "zero")),
-            ("patch", "Patching", lambda: wv.patching(weights, text, why_bad)),
-            ("circ", "Circuits", lambda: wv.circuits(weights, text, why_kind or "K")))
+    runs = (
+        ("roles", "Head roles", lambda: roles_reading(weights)),
+        ("lens", "Logit lens", lambda: wv.lens(weights, text)),
+        ("attr", "Attribution", lambda: wv.attribution(weights, text, why_pos, why_alt)),
+        ("abl", "Ablation", lambda: wv.ablation(weights, text, why_heads or [], why_mode or "zero")),
+        ("patch", "Patching", lambda: wv.patching(weights, text, why_bad)),
+        ("circ", "Circuits", lambda: wv.circuits(weights, text, why_kind or "K")),
+    )
     for key, name, fn in runs:
         try:
             got[key] = fn()
@@ -176,18 +249,30 @@ def draw(values, weights=None, text="", why_pos=-1, why_alt="", why_heads=None, 
     if circ.get("composition_note"):
         notes.append(f"_Circuits: {circ['composition_note']}._")
     pos = got["attr"]["position"] if "attr" in got else why_pos
-    qs = urlencode({"why_pos": pos, **({"why_alt": why_alt} if why_alt else {}),
-                    **({"why_bad": why_bad} if why_bad else {}), "tab": "why"})
-    return {"why_md": "\n\n".join([INTRO, *notes]), "why_roles": got.get("roles", ""),
-            "why_lens": lens_figure(got["lens"], got["attr"]["position"] if "attr" in got else None)
-            if "lens" in got else None,
-            "why_attr": attribution_figure(got["attr"]) if "attr" in got else None,
-            "why_abl_md": ablation_reading(got["abl"]) if "abl" in got else "",
-            "why_patch": patching_figure(got["patch"]) if "patch" in got else None,
-            "why_copy": copying_figure(circ["copying"]) if circ else None,
-            "why_comp": composition_figure(circ["composition"]) if circ.get("composition") else None,
-            "why_csv": cache_file(csv.encode(), "why_grids.csv")["path"], "why_heads": heads, "why_qs": qs,
-            "why_drawn": True}
+    qs = urlencode(
+        {
+            "why_pos": pos,
+            **({"why_alt": why_alt} if why_alt else {}),
+            **({"why_bad": why_bad} if why_bad else {}),
+            "tab": "why",
+        }
+    )
+    return {
+        "why_md": "\n\n".join([INTRO, *notes]),
+        "why_roles": got.get("roles", ""),
+        "why_lens": lens_figure(got["lens"], got["attr"]["position"] if "attr" in got else None)
+        if "lens" in got
+        else None,
+        "why_attr": attribution_figure(got["attr"]) if "attr" in got else None,
+        "why_abl_md": ablation_reading(got["abl"]) if "abl" in got else "",
+        "why_patch": patching_figure(got["patch"]) if "patch" in got else None,
+        "why_copy": copying_figure(circ["copying"]) if circ else None,
+        "why_comp": composition_figure(circ["composition"]) if circ.get("composition") else None,
+        "why_csv": cache_file(csv.encode(), "why_grids.csv")["path"],
+        "why_heads": heads,
+        "why_qs": qs,
+        "why_drawn": True,
+    }
 
 
 def from_link(request: gr.Request) -> dict:
@@ -220,18 +305,38 @@ def wire(page: Page) -> None:
 
     inputs, outputs = ui.inputs(*names), ui.outputs(*OUTPUTS)
     progress = dict(show_progress="minimal", show_progress_on=ui.outputs("why_lens"))  # one loading target
-    gr.on([ui["why_run"].click, ui["why_ablate"].click, ui["why_kind"].input], lambda data: drawn(data, False), inputs,
-          outputs, api_name="why_draw", api_visibility="undocumented", concurrency_id="compute", **progress)
-    ui["why_tab"].select(lambda data: drawn(data, True), ui.inputs(*names, "why_drawn"), outputs,
-                         api_name="why_open", api_visibility="undocumented", concurrency_id="compute", **progress)
+    gr.on(
+        [ui["why_run"].click, ui["why_ablate"].click, ui["why_kind"].input],
+        lambda data: drawn(data, False),
+        inputs,
+        outputs,
+        api_name="why_draw",
+        api_visibility="undocumented",
+        concurrency_id="compute",
+        **progress,
+    )
+    ui["why_tab"].select(
+        lambda data: drawn(data, True),
+        ui.inputs(*names, "why_drawn"),
+        outputs,
+        api_name="why_open",
+        api_visibility="undocumented",
+        concurrency_id="compute",
+        **progress,
+    )
     ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=TAB_LINK_JS, queue=False, api_visibility="private")
 
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))
 
     demo.load(link_fn, None, ui.outputs("why_pos", "why_alt", "why_bad"), queue=False, api_visibility="private")
-    for fn, name in ((api_logit_lens, "logit_lens"), (api_attribution, "attribution"), (api_ablation, "ablation"),
-                     (api_patching, "patching"), (api_circuits, "circuits")):
+    for fn, name in (
+        (api_logit_lens, "logit_lens"),
+        (api_attribution, "attribution"),
+        (api_ablation, "ablation"),
+        (api_patching, "patching"),
+        (api_circuits, "circuits"),
+    ):
         gr.api(fn, api_name=name, concurrency_id="compute")
 
 
@@ -239,6 +344,7 @@ def _answer(config_json, weights, fn) -> dict:
     def run():
         src = request_source(config_json, weights)
         return {**fn(src), "weights": src.used()}
+
     return call(run)
 
 
@@ -251,8 +357,9 @@ def api_logit_lens(config_json: str = "", text: str = "", weights: str = "bundle
     return _answer(config_json, weights, lambda src: wv.lens(src, text))
 
 
-def api_attribution(config_json: str = "", text: str = "", position: int = -1, alternative: str = "",
-                    weights: str = "bundled") -> dict:
+def api_attribution(
+    config_json: str = "", text: str = "", position: int = -1, alternative: str = "", weights: str = "bundled"
+) -> dict:
     """Direct logit attribution at ``position`` (0..L-2; -1: the first token of the second copy of the text's
     longest repeated word) to the logit of the actual next token, minus ``alternative``'s (one token, "" for
     none): ``heads[layer][head]``, ``ffn[layer]``, the embedding's, position's and biases' terms, their
@@ -261,15 +368,19 @@ def api_attribution(config_json: str = "", text: str = "", position: int = -1, a
     return _answer(config_json, weights, lambda src: wv.attribution(src, text, position, alternative))
 
 
-def api_ablation(config_json: str = "", text: str = "", heads: str = "", mode: str = "zero",
-                 weights: str = "bundled") -> dict:
+def api_ablation(
+    config_json: str = "", text: str = "", heads: str = "", mode: str = "zero", weights: str = "bundled"
+) -> dict:
     """The loss (nats per token) on ``text``, on the held-out passage and (``repeat``, when a word of the text
     repeats) on the second copy's tokens after its first, before and after ablating ``heads``
     ("layer.head" labels separated by commas, at most 32; "": every head of layer 1, or of layer 0 in a
     one-layer model) by ``mode`` (``zero`` or ``mean``: the head's mean
     output over the held-out passage)."""
-    return _answer(config_json, weights, lambda src: wv.ablation(
-        src, text, wh.default_heads(src.config) if heads in (None, "") else heads, mode))
+    return _answer(
+        config_json,
+        weights,
+        lambda src: wv.ablation(src, text, wh.default_heads(src.config) if heads in (None, "") else heads, mode),
+    )
 
 
 def api_patching(config_json: str = "", text: str = "", corrupted: str = "", weights: str = "bundled") -> dict:
@@ -280,8 +391,9 @@ def api_patching(config_json: str = "", text: str = "", corrupted: str = "", wei
     return _answer(config_json, weights, lambda src: wv.patching(src, text, corrupted))
 
 
-def api_circuits(config_json: str = "", text: str = "", kind: str = "K", earlier: int = 0, later: int = 1,
-                 weights: str = "bundled") -> dict:
+def api_circuits(
+    config_json: str = "", text: str = "", kind: str = "K", earlier: int = 0, later: int = 1, weights: str = "bundled"
+) -> dict:
     """Head circuits from the weights alone: ``copying`` (each head's OV copying scores, ``copying_eigen`` and
     ``copying_diagonal``, on the printable bytes and newline, or for a larger vocabulary the 64 most frequent
     tokens of ``text``) and ``composition``: ``kind`` (K, Q or V) composition of layer ``earlier``'s heads with
@@ -299,5 +411,11 @@ def export(scene) -> list:
     return [("Circuit cards across the shipped models", [("circuit-cards", fig)])]
 
 
-TAB = Tab("why", lambda landing: build_why_tab(), wire=wire, export=export, export_inputs=("why_drawn",),
-          link=("why_pos", "why_alt", "why_bad"))
+TAB = Tab(
+    "why",
+    lambda landing: build_why_tab(),
+    wire=wire,
+    export=export,
+    export_inputs=("why_drawn",),
+    link=("why_pos", "why_alt", "why_bad"),
+)

@@ -1,4 +1,5 @@
 """Figure of the ``pkm`` view (no torch): reads per product-key memory row, most-read first, per layer."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,16 +14,29 @@ def slot_figure(view) -> go.Figure:
     data = []
     for i in range(n_l):
         c = np.sort(view.counts[i])[::-1]
-        data.append(dict(type="scatter", mode="lines", x=list(range(1, n + 1)), y=c.tolist(),
-                         name=f"layer {i}: {int(view.used[i])} of {n} rows read",
-                         line=dict(width=3, color=CYCLE[i % len(CYCLE)]),
-                         hovertemplate=f"layer {i}: rank %{{x}} row read %{{y}} times<extra></extra>"))
+        data.append(
+            dict(
+                type="scatter",
+                mode="lines",
+                x=list(range(1, n + 1)),
+                y=c.tolist(),
+                name=f"layer {i}: {int(view.used[i])} of {n} rows read",
+                line=dict(width=3, color=CYCLE[i % len(CYCLE)]),
+                hovertemplate=f"layer {i}: rank %{{x}} row read %{{y}} times<extra></extra>",
+            )
+        )
     reads = int(view.counts[0].sum())
-    title = (f"Product-key memory: how many of the {n} value rows each layer read ({reads} reads per layer)"
-             f"<br><sup>each token reads its top-{view.topk} rows per head ({view.heads} head(s)); rows sorted by reads, "
-             "most-read first; a long flat tail at 0 = memory never used</sup>")
-    lay = base_layout(title, 440, xaxis=dict(title=dict(text="memory row, ranked by reads"), type="log"),
-                      yaxis=dict(title=dict(text="reads (tokens × top-k × heads)"), rangemode="tozero"))
+    title = (
+        f"Product-key memory: how many of the {n} value rows each layer read ({reads} reads per layer)"
+        f"<br><sup>each token reads its top-{view.topk} rows per head ({view.heads} head(s)); rows sorted by reads, "
+        "most-read first; a long flat tail at 0 = memory never used</sup>"
+    )
+    lay = base_layout(
+        title,
+        440,
+        xaxis=dict(title=dict(text="memory row, ranked by reads"), type="log"),
+        yaxis=dict(title=dict(text="reads (tokens × top-k × heads)"), rangemode="tozero"),
+    )
     return go.Figure(data=data, layout=legend_above(lay, data))
 
 

@@ -15,10 +15,11 @@ the Train tab draws partial curves while a run goes on. ``run(name)`` runs one a
 - ``efficiency``: every attention of the catalogue, quality vs throughput vs memory (Long Range Arena).
 - ``kv_heads``: MHA vs GQA vs MQA: KV-cache bytes, decode latency, quality (Shazeer 2019; Ainslie 2023).
 """
+
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

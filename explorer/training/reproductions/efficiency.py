@@ -11,6 +11,7 @@ language modelling on the Python documentation at ``seq_len`` >= 512. ``linforme
 they train on the masked variant of the same text (15% of the bytes hidden and predicted from
 both sides): their quality is marked and is not comparable to the causal rows.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,24 +26,66 @@ from models import ConfigError, ModelConfig, choices
 
 TITLE = "quality vs speed vs memory of every attention (Long Range Arena style)"
 COST = Cost(seconds=315, peak_bytes=972718080)  # python -m benchmarks.repro_costs efficiency
-COLUMNS = ["attention", "objective", "position", "throughput_rel_full", "step_ms", "quality", "heldout_loss", "peak_bytes"]
+COLUMNS = [
+    "attention",
+    "objective",
+    "position",
+    "throughput_rel_full",
+    "step_ms",
+    "quality",
+    "heldout_loss",
+    "peak_bytes",
+]
 
 
 def settings(quick: bool) -> dict:
     if quick:
-        return {"n_layers": 1, "d_model": 32, "n_heads": 2, "seq_len": 64, "batch_size": 2, "steps": 2, "lr": 3e-3,
-                "attentions": ["full", "sliding_window", "linformer"], "window": 16, "block_size": 16, "timing_repeats": 2}
-    return {"n_layers": 2, "d_model": 64, "n_heads": 4, "seq_len": 512, "batch_size": 4, "steps": 80, "lr": 3e-3,
-            "attentions": list(choices()["attention"]), "window": 64, "block_size": 64, "timing_repeats": 7}
+        return {
+            "n_layers": 1,
+            "d_model": 32,
+            "n_heads": 2,
+            "seq_len": 64,
+            "batch_size": 2,
+            "steps": 2,
+            "lr": 3e-3,
+            "attentions": ["full", "sliding_window", "linformer"],
+            "window": 16,
+            "block_size": 16,
+            "timing_repeats": 2,
+        }
+    return {
+        "n_layers": 2,
+        "d_model": 64,
+        "n_heads": 4,
+        "seq_len": 512,
+        "batch_size": 4,
+        "steps": 80,
+        "lr": 3e-3,
+        "attentions": list(choices()["attention"]),
+        "window": 64,
+        "block_size": 64,
+        "timing_repeats": 7,
+    }
 
 
 def model_config(attention: str, s: dict) -> ModelConfig:
     """The shared architecture with ``attention``: rope and causal, unless the mechanism cannot have them
     (bidirectional only: ``causal=False``; logits without a query-key product, as the synthesizers: the
     absolute ``sinusoidal`` encoding of their paper)."""
-    base = dict(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], attention=attention,
-                max_len=s["seq_len"], position="rope", window=s["window"], block_size=s["block_size"],
-                chunk_size=s["block_size"], proj_len=s["block_size"], n_landmarks=s["block_size"] // 4, seed=0)
+    base = dict(
+        n_layers=s["n_layers"],
+        d_model=s["d_model"],
+        n_heads=s["n_heads"],
+        attention=attention,
+        max_len=s["seq_len"],
+        position="rope",
+        window=s["window"],
+        block_size=s["block_size"],
+        chunk_size=s["block_size"],
+        proj_len=s["block_size"],
+        n_landmarks=s["block_size"] // 4,
+        seed=0,
+    )
     fallback = {"causal": False, "position": "sinusoidal"}
     for _ in range(len(fallback) + 1):
         try:
@@ -85,9 +128,20 @@ def _step_closure(trainer: Trainer):
 def _trainer(s: dict, att: str, threads: int = 1) -> Trainer:
     cfg = model_config(att, s)
     task = "lm" if cfg.causal else "masked"
-    rc = RunConfig(task=task, steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
-                   seq_len=s["seq_len"], every=s["steps"], seed=0, threads=threads, grad_norms=False, probe=False,
-                   eval_batches=2)
+    rc = RunConfig(
+        task=task,
+        steps=s["steps"],
+        lr=s["lr"],
+        warmup=s["steps"] // 10,
+        batch_size=s["batch_size"],
+        seq_len=s["seq_len"],
+        every=s["steps"],
+        seed=0,
+        threads=threads,
+        grad_norms=False,
+        probe=False,
+        eval_batches=2,
+    )
     return Trainer(cfg, rc)
 
 
@@ -107,12 +161,21 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
             pass
         peak = _peak_bytes(trainer)
         trainers.append(trainer)
-        rows.append({"attention": att, "objective": "next byte" if cfg.causal else "masked bytes (bidirectional)",
-                     "position": cfg.position,
-                     "quality": round(snap.heldout_acc, 4), "heldout_loss": round(snap.heldout_loss, 4),
-                     "peak_bytes": peak, "train_s": round(trainer.elapsed, 1)})
-        progress(f"efficiency: {att}: accuracy {snap.heldout_acc:.3f}, peak {peak / 2**20:.1f} MiB, "
-                 f"trained in {trainer.elapsed:.1f} s")
+        rows.append(
+            {
+                "attention": att,
+                "objective": "next byte" if cfg.causal else "masked bytes (bidirectional)",
+                "position": cfg.position,
+                "quality": round(snap.heldout_acc, 4),
+                "heldout_loss": round(snap.heldout_loss, 4),
+                "peak_bytes": peak,
+                "train_s": round(trainer.elapsed, 1),
+            }
+        )
+        progress(
+            f"efficiency: {att}: accuracy {snap.heldout_acc:.3f}, peak {peak / 2**20:.1f} MiB, "
+            f"trained in {trainer.elapsed:.1f} s"
+        )
     progress("efficiency: timing one training step of every model, round-robin")
     ms = interleaved_ms([_step_closure(t) for t in trainers], "cpu", repeats=s["timing_repeats"], budget_s=5.0)
     for r, t in zip(rows, ms):
@@ -121,11 +184,17 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
     full = next((r["tokens_per_s"] for r in rows if r["attention"] == "full"), None)
     for r in rows:
         r["throughput_rel_full"] = round(r["tokens_per_s"] / full, 3) if full else None
-    return {"settings": {**s, "task": "byte LM on pydoc_data.topics (masked bytes for bidirectional-only mechanisms)",
-                         "quality": "held-out byte accuracy", "memory": "measured peak of one training step "
-                         "(kernels.tools.measure.measure_peak)", "position": "rope",
-                         "throughput": "median of one optimizer step per model, timed round-robin after training"},
-            "rows": rows}
+    return {
+        "settings": {
+            **s,
+            "task": "byte LM on pydoc_data.topics (masked bytes for bidirectional-only mechanisms)",
+            "quality": "held-out byte accuracy",
+            "memory": "measured peak of one training step (kernels.tools.measure.measure_peak)",
+            "position": "rope",
+            "throughput": "median of one optimizer step per model, timed round-robin after training",
+        },
+        "rows": rows,
+    }
 
 
 def table_rows(result: dict) -> list:
@@ -133,8 +202,10 @@ def table_rows(result: dict) -> list:
 
 
 def extra_lines(result: dict) -> list:
-    return ["quality = held-out accuracy of the scored bytes; rows marked 'masked bytes' see both sides and are "
-            "not comparable to the next-byte rows"]
+    return [
+        "quality = held-out accuracy of the scored bytes; rows marked 'masked bytes' see both sides and are "
+        "not comparable to the next-byte rows"
+    ]
 
 
 def reading(result: dict) -> str:
@@ -145,8 +216,10 @@ def reading(result: dict) -> str:
     faster = [r for r in rows if (r["throughput_rel_full"] or 0) > 1.05]
     best = max(rows, key=lambda r: r["quality"])
     lighter = min(rows, key=lambda r: r["peak_bytes"])
-    return (f"At L={result['settings']['seq_len']}, {len(faster)} of {len(rows) - 1} causal alternatives train faster "
-            f"than full attention here; full reaches accuracy {full['quality']:.3f}, the best is {best['attention']} "
-            f"({best['quality']:.3f}); the lightest step is {lighter['attention']} ({lighter['peak_bytes'] / 2**20:.1f} "
-            f"MiB vs {full['peak_bytes'] / 2**20:.1f} MiB for full). Short CPU runs: differences of a few points of "
-            "accuracy are within run-to-run noise.")
+    return (
+        f"At L={result['settings']['seq_len']}, {len(faster)} of {len(rows) - 1} causal alternatives train faster "
+        f"than full attention here; full reaches accuracy {full['quality']:.3f}, the best is {best['attention']} "
+        f"({best['quality']:.3f}); the lightest step is {lighter['attention']} ({lighter['peak_bytes'] / 2**20:.1f} "
+        f"MiB vs {full['peak_bytes'] / 2**20:.1f} MiB for full). Short CPU runs: differences of a few points of "
+        "accuracy are within run-to-run noise."
+    )

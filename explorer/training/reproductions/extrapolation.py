@@ -6,6 +6,7 @@ training. ALiBi's linear distance penalty keeps the loss flat; sinusoidal and ro
 unseen angles and break down; T5's buckets clamp far distances and sit in between; a learned table
 only exists up to its ``max_len``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,10 +26,32 @@ POSITIONS = ("alibi", "t5", "sinusoidal", "rope", "learned")
 
 def settings(quick: bool) -> dict:
     if quick:
-        return {"n_layers": 1, "d_model": 32, "n_heads": 2, "train_len": 16, "eval_lens": [16, 32], "batch_size": 4,
-                "steps": 4, "lr": 3e-3, "eval_seqs": 2, "eval_tokens": 8, "learned_max_len": 16}
-    return {"n_layers": 2, "d_model": 64, "n_heads": 4, "train_len": 64, "eval_lens": [64, 128, 256, 512, 1024],
-            "batch_size": 32, "steps": 300, "lr": 3e-3, "eval_seqs": 16, "eval_tokens": 64, "learned_max_len": 256}
+        return {
+            "n_layers": 1,
+            "d_model": 32,
+            "n_heads": 2,
+            "train_len": 16,
+            "eval_lens": [16, 32],
+            "batch_size": 4,
+            "steps": 4,
+            "lr": 3e-3,
+            "eval_seqs": 2,
+            "eval_tokens": 8,
+            "learned_max_len": 16,
+        }
+    return {
+        "n_layers": 2,
+        "d_model": 64,
+        "n_heads": 4,
+        "train_len": 64,
+        "eval_lens": [64, 128, 256, 512, 1024],
+        "batch_size": 32,
+        "steps": 300,
+        "lr": 3e-3,
+        "eval_seqs": 16,
+        "eval_tokens": 64,
+        "learned_max_len": 256,
+    }
 
 
 def _eval_batches(lengths: list, n: int, last: int) -> dict:
@@ -40,20 +63,32 @@ def _eval_batches(lengths: list, n: int, last: int) -> dict:
     ends = torch.randint(top, len(held) + 1, (n,), generator=torch.Generator().manual_seed(4242)).tolist()
     out = {}
     for L in lengths:
-        tokens = torch.stack([held[e - L:e] for e in ends])  # (n, L)
+        tokens = torch.stack([held[e - L : e] for e in ends])  # (n, L)
         mask = torch.zeros(n, L, dtype=torch.bool)
-        mask[:, L - last:] = True
+        mask[:, L - last :] = True
         out[L] = Batch(tokens, mask)
     return out
 
 
 def _trainer(s: dict, pos: str, threads: int = 1) -> Trainer:
     max_len = s["learned_max_len"] if pos == "learned" else max(s["eval_lens"])
-    cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], position=pos,
-                      max_len=max_len, seed=0)
-    rc = RunConfig(task="lm", steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
-                   seq_len=s["train_len"], every=s["steps"], seed=0, threads=threads, weight_decay=0.01,
-                   grad_norms=False, probe=False)
+    cfg = ModelConfig(
+        n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], position=pos, max_len=max_len, seed=0
+    )
+    rc = RunConfig(
+        task="lm",
+        steps=s["steps"],
+        lr=s["lr"],
+        warmup=s["steps"] // 10,
+        batch_size=s["batch_size"],
+        seq_len=s["train_len"],
+        every=s["steps"],
+        seed=0,
+        threads=threads,
+        weight_decay=0.01,
+        grad_norms=False,
+        probe=False,
+    )
     return Trainer(cfg, rc)
 
 
@@ -70,8 +105,14 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
         max_len = s["learned_max_len"] if pos == "learned" else max(s["eval_lens"])
         trainer = _trainer(s, pos, threads)
         for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
-            progress(Point(f"extrapolation: {pos} step {snap.step} held-out loss {snap.heldout_loss:.3f}", pos,
-                           snap.step, snap.heldout_loss))
+            progress(
+                Point(
+                    f"extrapolation: {pos} step {snap.step} held-out loss {snap.heldout_loss:.3f}",
+                    pos,
+                    snap.step,
+                    snap.heldout_loss,
+                )
+            )
         train_s[pos] = round(trainer.elapsed, 1)
         model = trainer.model.eval()
         for L, b in evals.items():
@@ -81,8 +122,15 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
                 loss = float(scored_loss(model(b.tokens).logits, b))
             rows.append({"position": pos, "eval_len": L, "loss": round(loss, 4)})
             progress(f"extrapolation: {pos} L={L} loss {loss:.3f}")
-    return {"settings": {**s, "task": "byte LM on pydoc_data.topics (held-out tail)", "optimizer":
-                         "AdamW, 10% warm-up then cosine", "train_seconds": train_s}, "rows": rows}
+    return {
+        "settings": {
+            **s,
+            "task": "byte LM on pydoc_data.topics (held-out tail)",
+            "optimizer": "AdamW, 10% warm-up then cosine",
+            "train_seconds": train_s,
+        },
+        "rows": rows,
+    }
 
 
 def table_rows(result: dict) -> list:
@@ -107,9 +155,12 @@ def reading(result: dict) -> str:
     growth = {p: by[(p, long)] - by[(p, short)] for p in POSITIONS if (p, long) in by}
     best = min(growth, key=growth.get)
     last, n = result["settings"]["eval_tokens"], result["settings"]["eval_seqs"]
-    return (f"Trained at L={short}. Scored: the last {last} bytes of each of {n} held-out windows, the windows of "
-            f"every length ending at the same {n} places of the held-out text (at L={short} the first byte of a "
-            f"window has nothing before it, so bytes 1-{short - 1}); only the context before those bytes grows, so "
-            f"this is not a loss over all tokens. L={short} -> L={long}: " + ", ".join(parts) +
-            f". The flattest is {best}; learned positions are evaluated only up to their "
-            f"max_len={result['settings']['learned_max_len']}.")
+    return (
+        f"Trained at L={short}. Scored: the last {last} bytes of each of {n} held-out windows, the windows of "
+        f"every length ending at the same {n} places of the held-out text (at L={short} the first byte of a "
+        f"window has nothing before it, so bytes 1-{short - 1}); only the context before those bytes grows, so "
+        f"this is not a loss over all tokens. L={short} -> L={long}: "
+        + ", ".join(parts)
+        + f". The flattest is {best}; learned positions are evaluated only up to their "
+        f"max_len={result['settings']['learned_max_len']}."
+    )

@@ -6,6 +6,7 @@ layer 1 that attends from each token to the token *after* that token's earlier o
 The induction score of a head is the mean attention, over the tokens of the second copy, on that
 key (1 = a perfect induction head; a uniform causal head scores about ``1 / position``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,10 +28,30 @@ COLUMNS = ["step", "second_half_loss"]
 
 def settings(quick: bool) -> dict:
     if quick:
-        return {"n_layers": 2, "d_model": 32, "n_heads": 2, "seq_len": 16, "batch_size": 8, "steps": 4,
-                "lr": 3e-3, "warmup": 1, "every": 2, "score_seqs": 2}
-    return {"n_layers": 2, "d_model": 64, "n_heads": 4, "seq_len": 48, "batch_size": 32, "steps": 500,
-            "lr": 3e-3, "warmup": 50, "every": 25, "score_seqs": 16}
+        return {
+            "n_layers": 2,
+            "d_model": 32,
+            "n_heads": 2,
+            "seq_len": 16,
+            "batch_size": 8,
+            "steps": 4,
+            "lr": 3e-3,
+            "warmup": 1,
+            "every": 2,
+            "score_seqs": 2,
+        }
+    return {
+        "n_layers": 2,
+        "d_model": 64,
+        "n_heads": 4,
+        "seq_len": 48,
+        "batch_size": 32,
+        "steps": 500,
+        "lr": 3e-3,
+        "warmup": 50,
+        "every": 25,
+        "score_seqs": 16,
+    }
 
 
 SHIFTS = (-1, 0, 1, 2, 3)  # key = earlier occurrence + shift; 1 is the induction head's key
@@ -56,7 +77,7 @@ def induction_scores(model, L: int, n_seqs: int, seed: int = 99) -> tuple:
         out = model(model_input(b, model.cfg.causal), return_attention=True)
     scores, first = {c: [] for c in SHIFTS}, None
     for i in range(n_seqs):
-        maps = np.nan_to_num(stack_attention([a[i:i + 1] for a in out.attentions]))  # (layers, heads, L, L)
+        maps = np.nan_to_num(stack_attention([a[i : i + 1] for a in out.attentions]))  # (layers, heads, L, L)
         ideal = ideal_induction(b.tokens[i].tolist())
         for c in SHIFTS:
             target = _shifted(ideal, c)
@@ -73,10 +94,28 @@ def look_back(maps: np.ndarray, offsets=(1, 2)) -> dict:
 
 
 def _trainer(s: dict, seed: int = 0, threads: int = 1) -> Trainer:
-    cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], ffn="none",
-                      position="rope", max_len=s["seq_len"], seed=seed)
-    rc = RunConfig(task="induction", steps=s["steps"], lr=s["lr"], warmup=s["warmup"], batch_size=s["batch_size"],
-                   seq_len=s["seq_len"], every=s["every"], seed=seed, threads=threads, grad_norms=False, probe=True)
+    cfg = ModelConfig(
+        n_layers=s["n_layers"],
+        d_model=s["d_model"],
+        n_heads=s["n_heads"],
+        ffn="none",
+        position="rope",
+        max_len=s["seq_len"],
+        seed=seed,
+    )
+    rc = RunConfig(
+        task="induction",
+        steps=s["steps"],
+        lr=s["lr"],
+        warmup=s["warmup"],
+        batch_size=s["batch_size"],
+        seq_len=s["seq_len"],
+        every=s["every"],
+        seed=seed,
+        threads=threads,
+        grad_norms=False,
+        probe=True,
+    )
     return Trainer(cfg, rc)
 
 
@@ -119,21 +158,43 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None, seed: i
     for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
         rows.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4)})
         maps = np.asarray(snap.attention, dtype=np.float32)
-        timeline.append({"step": snap.step, "second_half_loss": round(snap.heldout_loss, 4),
-                         "stripes": probe_scores(maps, snap.probe_tokens), "maps": encode_maps(maps)})
-        progress(Point(f"induction: step {snap.step} second-half loss {snap.heldout_loss:.3f}", "second-half loss",
-                       snap.step, snap.heldout_loss))
+        timeline.append(
+            {
+                "step": snap.step,
+                "second_half_loss": round(snap.heldout_loss, 4),
+                "stripes": probe_scores(maps, snap.probe_tokens),
+                "maps": encode_maps(maps),
+            }
+        )
+        progress(
+            Point(
+                f"induction: step {snap.step} second-half loss {snap.heldout_loss:.3f}",
+                "second-half loss",
+                snap.step,
+                snap.heldout_loss,
+            )
+        )
     probe_shape = list(np.asarray(snap.attention).shape)
     score, maps, tokens = induction_scores(trainer.model, s["seq_len"], s["score_seqs"])
     back = look_back(maps)
-    result = {"settings": {**s, "seed": seed, "model": "attention-only (ffn none), rope, pre-LN",
-                         "optimizer": "AdamW, warm-up then cosine", "train_seconds": round(trainer.elapsed, 1)},
-            "look_back": {str(d): [[round(float(v), 4) for v in layer] for layer in m] for d, m in back.items()},
-            "rows": rows,
-            "timeline": timeline, "probe_tokens": snap.probe_tokens, "maps_shape": probe_shape,
-            "induction_score": [[round(float(v), 4) for v in layer] for layer in score[1]],
-            "stripe_score": {str(c - 1): [[round(float(v), 4) for v in layer] for layer in score[c]] for c in SHIFTS},
-            "attention": np.round(maps, 3).tolist(), "attention_tokens": tokens}
+    result = {
+        "settings": {
+            **s,
+            "seed": seed,
+            "model": "attention-only (ffn none), rope, pre-LN",
+            "optimizer": "AdamW, warm-up then cosine",
+            "train_seconds": round(trainer.elapsed, 1),
+        },
+        "look_back": {str(d): [[round(float(v), 4) for v in layer] for layer in m] for d, m in back.items()},
+        "rows": rows,
+        "timeline": timeline,
+        "probe_tokens": snap.probe_tokens,
+        "maps_shape": probe_shape,
+        "induction_score": [[round(float(v), 4) for v in layer] for layer in score[1]],
+        "stripe_score": {str(c - 1): [[round(float(v), 4) for v in layer] for layer in score[c]] for c in SHIFTS},
+        "attention": np.round(maps, 3).tolist(),
+        "attention_tokens": tokens,
+    }
     result["stripe"] = learned_stripe(result)
     result["phase_change"] = phase_change(timeline, result["stripe"])
     return result
@@ -169,15 +230,29 @@ def reading(result: dict) -> str:
     d = learned_stripe(result) if "0" in result["stripe_score"] else 0
     bl, bh = np.unravel_index(int(stripes[d].argmax()), stripes[d].shape)
     canon = np.array(result["induction_score"])
-    key = "t-n+1, the token after the earlier occurrence (the textbook induction key)" if d == 0 else \
-        "t-n+2, one key past the textbook induction key t-n+1"
-    text = (f"The loss on the repeated half fell from {first:.2f} to {last:.3f}. The heads learned to read key {key}: "
-            f"layer {bl} head {bh} puts {stripes[d][bl, bh]:.0%} of its attention there")
-    text += "." if d == 0 else (f"; on t-n+1 the best head puts {canon.max():.0%} (layer maxima on t-n+1: "
-                                + ", ".join(f"{m:.2f}" for m in canon.max(1)) + ").")
+    key = (
+        "t-n+1, the token after the earlier occurrence (the textbook induction key)"
+        if d == 0
+        else "t-n+2, one key past the textbook induction key t-n+1"
+    )
+    text = (
+        f"The loss on the repeated half fell from {first:.2f} to {last:.3f}. The heads learned to read key {key}: "
+        f"layer {bl} head {bh} puts {stripes[d][bl, bh]:.0%} of its attention there"
+    )
+    text += (
+        "."
+        if d == 0
+        else (
+            f"; on t-n+1 the best head puts {canon.max():.0%} (layer maxima on t-n+1: "
+            + ", ".join(f"{m:.2f}" for m in canon.max(1))
+            + ")."
+        )
+    )
     if "look_back" in result:
         one, two = (np.array(result["look_back"][k])[0] for k in ("1", "2"))
         h1 = int(one.argmax())
-        text += (f" In layer 0, head {h1} is a previous-token head ({one[h1]:.2f} of its attention on key t-1); no "
-                 f"layer-0 head puts more than {two.max():.2f} two tokens back.")
+        text += (
+            f" In layer 0, head {h1} is a previous-token head ({one[h1]:.2f} of its attention on key t-1); no "
+            f"layer-0 head puts more than {two.max():.2f} two tokens back."
+        )
     return text

@@ -13,6 +13,7 @@ attention stack: the embedding, each block's residual wrappers, projections and 
 classifier; only the attention of the new tokens against the cache is written here, with PyTorch's
 SDPA (``enable_gqa``: grouped heads read their shared K/V without copies).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -35,10 +36,30 @@ COLUMNS = ["n_kv_heads", "kind", "kv_cache_bytes", "decode_ms_per_token", "quali
 
 def settings(quick: bool) -> dict:
     if quick:
-        return {"n_layers": 1, "d_model": 32, "n_heads": 4, "kv_heads": [4, 1], "seq_len": 16, "batch_size": 4,
-                "steps": 2, "lr": 3e-3, "prefill": 32, "decode_tokens": 4}
-    return {"n_layers": 2, "d_model": 128, "n_heads": 8, "kv_heads": [8, 2, 1], "seq_len": 64, "batch_size": 16,
-            "steps": 150, "lr": 3e-3, "prefill": 2048, "decode_tokens": 32}
+        return {
+            "n_layers": 1,
+            "d_model": 32,
+            "n_heads": 4,
+            "kv_heads": [4, 1],
+            "seq_len": 16,
+            "batch_size": 4,
+            "steps": 2,
+            "lr": 3e-3,
+            "prefill": 32,
+            "decode_tokens": 4,
+        }
+    return {
+        "n_layers": 2,
+        "d_model": 128,
+        "n_heads": 8,
+        "kv_heads": [8, 2, 1],
+        "seq_len": 64,
+        "batch_size": 16,
+        "steps": 150,
+        "lr": 3e-3,
+        "prefill": 2048,
+        "decode_tokens": 32,
+    }
 
 
 class CachedDecoder:
@@ -46,10 +67,18 @@ class CachedDecoder:
 
     def __init__(self, model):
         cfg = model.cfg
-        if (cfg.layer, cfg.norm_placement, cfg.position, cfg.attention, cfg.memory) != \
-                ("standard", "pre", "rope", "full", "none"):
-            raise ConfigError("config", cfg.attention, "the standard pre-LN rope full-attention stack for "
-                              "the cached decoder of this reproduction")
+        if (cfg.layer, cfg.norm_placement, cfg.position, cfg.attention, cfg.memory) != (
+            "standard",
+            "pre",
+            "rope",
+            "full",
+            "none",
+        ):
+            raise ConfigError(
+                "config",
+                cfg.attention,
+                "the standard pre-LN rope full-attention stack for the cached decoder of this reproduction",
+            )
         self.model, self.cfg = model.eval(), cfg
         self.k = [None] * cfg.n_layers  # per layer (B, h_kv, T, d_h)
         self.v = [None] * cfg.n_layers
@@ -74,8 +103,8 @@ class CachedDecoder:
     def _attend(self, attn, h, n, pos):
         cfg = self.cfg
         B, T, _ = h.shape
-        q = attn.q_proj(h).view(B, T, cfg.n_heads, cfg.d_head).transpose(1, 2)      # (B, h, T, d_h)
-        k = attn.k_proj(h).view(B, T, cfg.kv_heads, cfg.d_head).transpose(1, 2)     # (B, h_kv, T, d_h)
+        q = attn.q_proj(h).view(B, T, cfg.n_heads, cfg.d_head).transpose(1, 2)  # (B, h, T, d_h)
+        k = attn.k_proj(h).view(B, T, cfg.kv_heads, cfg.d_head).transpose(1, 2)  # (B, h_kv, T, d_h)
         v = attn.v_proj(h).view(B, T, cfg.kv_heads, cfg.d_head).transpose(1, 2)
         q, k = apply_rope(q, pos, cfg.rope_base), apply_rope(k, pos, cfg.rope_base)
         if self.k[n] is not None:
@@ -91,7 +120,7 @@ def decode_check(model, tokens: torch.Tensor) -> float:
     """max |logits| difference of prefill + one-token steps vs the model's full forward."""
     dec = CachedDecoder(model)
     half = tokens.shape[1] // 2
-    parts = [dec.step(tokens[:, :half])] + [dec.step(tokens[:, t:t + 1]) for t in range(half, tokens.shape[1])]
+    parts = [dec.step(tokens[:, :half])] + [dec.step(tokens[:, t : t + 1]) for t in range(half, tokens.shape[1])]
     with torch.no_grad():
         full = model(tokens).logits
     return float((torch.cat(parts, dim=1) - full).abs().max())
@@ -115,10 +144,28 @@ def decode_latency(model, prefill: int, n_tokens: int) -> tuple:
 
 
 def _trainer(s: dict, kv: int, threads: int = 1) -> Trainer:
-    cfg = ModelConfig(n_layers=s["n_layers"], d_model=s["d_model"], n_heads=s["n_heads"], n_kv_heads=kv,
-                      position="rope", max_len=max(s["prefill"] + s["decode_tokens"], s["seq_len"]), seed=0)
-    rc = RunConfig(task="lm", steps=s["steps"], lr=s["lr"], warmup=s["steps"] // 10, batch_size=s["batch_size"],
-                   seq_len=s["seq_len"], every=s["steps"], seed=0, threads=threads, grad_norms=False, probe=False)
+    cfg = ModelConfig(
+        n_layers=s["n_layers"],
+        d_model=s["d_model"],
+        n_heads=s["n_heads"],
+        n_kv_heads=kv,
+        position="rope",
+        max_len=max(s["prefill"] + s["decode_tokens"], s["seq_len"]),
+        seed=0,
+    )
+    rc = RunConfig(
+        task="lm",
+        steps=s["steps"],
+        lr=s["lr"],
+        warmup=s["steps"] // 10,
+        batch_size=s["batch_size"],
+        seq_len=s["seq_len"],
+        every=s["steps"],
+        seed=0,
+        threads=threads,
+        grad_norms=False,
+        probe=False,
+    )
     return Trainer(cfg, rc)
 
 
@@ -140,14 +187,31 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
         check = max(check, decode_check(model, trainer.heldout[0].tokens[:2]))
         cache, ms = decode_latency(model, s["prefill"], s["decode_tokens"])
         kind = "MHA" if kv == s["n_heads"] else "MQA" if kv == 1 else "GQA"
-        rows.append({"n_kv_heads": kv, "kind": kind, "kv_cache_bytes": cache, "decode_ms_per_token": round(ms, 3),
-                     "quality": round(snap.heldout_acc, 4), "heldout_loss": round(snap.heldout_loss, 4)})
-        progress(f"kv_heads: {kind} ({kv}): cache {cache / 2**20:.2f} MiB, {ms:.2f} ms/token, "
-                 f"accuracy {snap.heldout_acc:.3f}")
-    return {"settings": {**s, "task": "byte LM on pydoc_data.topics", "quality": "held-out next-byte accuracy",
-                         "cache_dtype": "float32", "decode_max_abs_diff_vs_forward": check,
-                         "latency": f"median over {s['decode_tokens']} greedy tokens after a {s['prefill']}-token "
-                                    "prefill, batch 1"}, "rows": rows}
+        rows.append(
+            {
+                "n_kv_heads": kv,
+                "kind": kind,
+                "kv_cache_bytes": cache,
+                "decode_ms_per_token": round(ms, 3),
+                "quality": round(snap.heldout_acc, 4),
+                "heldout_loss": round(snap.heldout_loss, 4),
+            }
+        )
+        progress(
+            f"kv_heads: {kind} ({kv}): cache {cache / 2**20:.2f} MiB, {ms:.2f} ms/token, "
+            f"accuracy {snap.heldout_acc:.3f}"
+        )
+    return {
+        "settings": {
+            **s,
+            "task": "byte LM on pydoc_data.topics",
+            "quality": "held-out next-byte accuracy",
+            "cache_dtype": "float32",
+            "decode_max_abs_diff_vs_forward": check,
+            "latency": f"median over {s['decode_tokens']} greedy tokens after a {s['prefill']}-token prefill, batch 1",
+        },
+        "rows": rows,
+    }
 
 
 def table_rows(result: dict) -> list:
@@ -155,15 +219,18 @@ def table_rows(result: dict) -> list:
 
 
 def extra_lines(result: dict) -> list:
-    return [f"cached decode vs full forward: max |logit diff| = "
-            f"{result['settings']['decode_max_abs_diff_vs_forward']:.2e}"]
+    return [
+        f"cached decode vs full forward: max |logit diff| = {result['settings']['decode_max_abs_diff_vs_forward']:.2e}"
+    ]
 
 
 def reading(result: dict) -> str:
     rows = result["rows"]
     mha, mqa = rows[0], rows[-1]
-    return (f"{mqa['kind']} keeps {mqa['kv_cache_bytes'] / mha['kv_cache_bytes']:.0%} of the {mha['kind']} cache "
-            f"({mqa['kv_cache_bytes'] / 2**20:.2f} vs {mha['kv_cache_bytes'] / 2**20:.2f} MiB at "
-            f"{result['settings']['prefill']} tokens), decodes at {mqa['decode_ms_per_token']:.2f} vs "
-            f"{mha['decode_ms_per_token']:.2f} ms/token, and reaches accuracy {mqa['quality']:.3f} vs "
-            f"{mha['quality']:.3f} after the same training.")
+    return (
+        f"{mqa['kind']} keeps {mqa['kv_cache_bytes'] / mha['kv_cache_bytes']:.0%} of the {mha['kind']} cache "
+        f"({mqa['kv_cache_bytes'] / 2**20:.2f} vs {mha['kv_cache_bytes'] / 2**20:.2f} MiB at "
+        f"{result['settings']['prefill']} tokens), decodes at {mqa['decode_ms_per_token']:.2f} vs "
+        f"{mha['decode_ms_per_token']:.2f} ms/token, and reaches accuracy {mqa['quality']:.3f} vs "
+        f"{mha['quality']:.3f} after the same training."
+    )

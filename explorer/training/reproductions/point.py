@@ -1,4 +1,5 @@
 """A progress line of a reproduction that is also a point of a live curve."""
+
 from __future__ import annotations
 
 

@@ -9,6 +9,7 @@ it. ``python -m explorer.reproduce NAME --store`` (or ``--store-all``) runs and 
 
 All stored runs together stay under ``MAX_TOTAL_BYTES`` (2 MB): the attention snapshots are uint8 levels.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -45,8 +46,9 @@ def replay(name: str, steps: int = REPLAY_STEPS) -> list:
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -56,10 +58,18 @@ def store(result: dict, directory: Path = STORE_DIR) -> Path:
     if result["settings"].get("quick"):
         raise ValueError("a quick run is not stored: its settings do not show the effect")
     name = result["name"]
-    record = {**result, "replay": replay(name), "stored": {
-        "date": datetime.date.today().isoformat(), "commit": _commit(), "machine": platform.machine(),
-        "cpu_threads": result["settings"].get("threads", 1), "python": platform.python_version(),
-        "torch": torch.__version__}}
+    record = {
+        **result,
+        "replay": replay(name),
+        "stored": {
+            "date": datetime.date.today().isoformat(),
+            "commit": _commit(),
+            "machine": platform.machine(),
+            "cpu_threads": result["settings"].get("threads", 1),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+    }
     directory.mkdir(parents=True, exist_ok=True)
     target = path(name, directory)
     target.write_text(json.dumps(record, separators=(",", ":")) + "\n")
@@ -77,7 +87,9 @@ def load(name: str, directory: Path = STORE_DIR) -> dict | None:
 
 
 def provenance(record: dict) -> str:
-    """"stored run of 2026-11-26 (commit 3747bdf0a1b2, x86_64, 1 thread): 15 s"."""
+    """ "stored run of 2026-11-26 (commit 3747bdf0a1b2, x86_64, 1 thread): 15 s"."""
     s = record["stored"]
-    return (f"stored run of {s['date']} (commit {s['commit']}, {s['machine']}, {s['cpu_threads']} thread(s)): "
-            f"{record['wall_s']:.0f} s")
+    return (
+        f"stored run of {s['date']} (commit {s['commit']}, {s['machine']}, {s['cpu_threads']} thread(s)): "
+        f"{record['wall_s']:.0f} s"
+    )

@@ -46,6 +46,7 @@ kernels/triton/grid_limits.py):
 Both follow the FA2 order inside a tile (scores, p, the first product, then dp and ds) so at most
 two [M, N] fp32 tiles are live. Tiles per dtype / head dim: the lookup in common.py.
 """
+
 from __future__ import annotations
 
 import triton
@@ -63,47 +64,98 @@ from .common import (
 
 
 @triton.jit
-def _attn_bwd_preprocess(O, DO, DELTA, sob, soh, som, sdob, sdoh, sdom, H, Lq,
-                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+def _attn_bwd_preprocess(
+    O, DO, DELTA, sob, soh, som, sdob, sdoh, sdom, H, Lq, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr
+):
     bh = tl.program_id(1)
     b = bh // H
     head = bh % H
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row = offs_m[:, None] < Lq
-    o = tl.load(O + b.to(tl.int64) * sob + head.to(tl.int64) * soh + offs_m[:, None] * som
-                + offs_d[None, :], mask=row, other=0.0).to(tl.float32)
-    do = tl.load(DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh + offs_m[:, None] * sdom
-                 + offs_d[None, :], mask=row, other=0.0).to(tl.float32)
+    o = tl.load(
+        O + b.to(tl.int64) * sob + head.to(tl.int64) * soh + offs_m[:, None] * som + offs_d[None, :],
+        mask=row,
+        other=0.0,
+    ).to(tl.float32)
+    do = tl.load(
+        DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh + offs_m[:, None] * sdom + offs_d[None, :],
+        mask=row,
+        other=0.0,
+    ).to(tl.float32)
     tl.store(DELTA + bh.to(tl.int64) * Lq + offs_m, tl.sum(o * do, 1), mask=offs_m < Lq)
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, offs_n, offs_d, head,
-               off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES, tq, tk,
-               m_mask, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BQ: tl.constexpr, BK: tl.constexpr):
+def _dkdv_tile(
+    dk,
+    dv,
+    k,
+    v,
+    Q,
+    DO,
+    LSE,
+    DELTA,
+    sqm,
+    sdom,
+    start_m,
+    start_n,
+    offs_n,
+    offs_d,
+    head,
+    off,
+    Lq,
+    Lk,
+    causal,
+    scale,
+    softcap,
+    has_relb,
+    SLOPES,
+    RELB,
+    tile,
+    TILES,
+    tq,
+    tk,
+    m_mask,
+    MASKED: tl.constexpr,
+    SPARSE: tl.constexpr,
+    HAS_MOD: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BQ: tl.constexpr,
+    BK: tl.constexpr,
+):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row = offs_m < Lq
     # Rows past Lq load lse = +inf so their p is exactly 0.
     qt = tl.load(Q + offs_m[None, :] * sqm + offs_d[:, None], mask=row[None, :], other=0.0)  # (D, M)
     lse = tl.load(LSE + offs_m, mask=row, other=float("inf"))
-    st, tt = _score(_dot(k, qt, IEEE), offs_m[None, :], offs_n[:, None], head, off, Lk, scale,
-                    softcap, has_relb, SLOPES, RELB, HAS_MOD)  # (N, M)
+    st, tt = _score(
+        _dot(k, qt, IEEE),
+        offs_m[None, :],
+        offs_n[:, None],
+        head,
+        off,
+        Lk,
+        scale,
+        softcap,
+        has_relb,
+        SLOPES,
+        RELB,
+        HAS_MOD,
+    )  # (N, M)
     pt = tl.exp2(st - lse[None, :])
     if MASKED:
         if SPARSE:  # a partial block of the block mask
-            ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq, tk,
-                          SPARSE, BQ, BK)
+            ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq, tk, SPARSE, BQ, BK)
             pt = tl.where(ok, pt, 0.0)
         else:
             # Dense: only the query tiles starting before m_mask (the band [lo, m_full)) straddle
             # the causal diagonal. A uniform branch in the one loop: a masked loop followed by an
             # unmasked one spilled (module docstring).
             if start_m < m_mask:
-                ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq,
-                              tk, SPARSE, BQ, BK)
+                ok = _allowed(offs_m[None, :], offs_n[:, None], off, Lk, causal, tile, TILES, tq, tk, SPARSE, BQ, BK)
                 pt = tl.where(ok, pt, 0.0)
     do = tl.load(DO + offs_m[:, None] * sdom + offs_d[None, :], mask=row[:, None], other=0.0)  # (M, D)
     dv += _dot(pt.to(do.dtype), do, IEEE)
@@ -116,12 +168,56 @@ def _dkdv_tile(dk, dv, k, v, Q, DO, LSE, DELTA, sqm, sdom, start_m, start_n, off
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
-                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdks, sdkb, sdkh,
-                   sdkn, H, GROUP, gps, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
-                   HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-                   IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BQ: tl.constexpr, BK: tl.constexpr):
+def _attn_bwd_dkdv(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    SLOPES,
+    RELB,
+    DK,
+    DV,
+    LAY,
+    TILES,
+    sqb,
+    sqh,
+    sqm,
+    skb,
+    skh,
+    skn,
+    svb,
+    svh,
+    svn,
+    sdob,
+    sdoh,
+    sdom,
+    sdks,
+    sdkb,
+    sdkh,
+    sdkn,
+    H,
+    GROUP,
+    gps,
+    Lq,
+    Lk,
+    lay_w,
+    mf,
+    mp,
+    causal,
+    scale,
+    softcap,
+    has_relb,
+    HEAD_DIM: tl.constexpr,
+    SPARSE: tl.constexpr,
+    HAS_MOD: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BQ: tl.constexpr,
+    BK: tl.constexpr,
+):
     kb = tl.program_id(0)
     bkv = tl.program_id(1)
     sp = tl.program_id(2)  # which gps query heads of the GQA group this program sums
@@ -133,10 +229,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     col = offs_n[:, None] < Lk
-    k = tl.load(K + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh + offs_n[:, None] * skn
-                + offs_d[None, :], mask=col, other=0.0)
-    v = tl.load(V + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh + offs_n[:, None] * svn
-                + offs_d[None, :], mask=col, other=0.0)
+    k = tl.load(
+        K + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh + offs_n[:, None] * skn + offs_d[None, :], mask=col, other=0.0
+    )
+    v = tl.load(
+        V + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh + offs_n[:, None] * svn + offs_d[None, :], mask=col, other=0.0
+    )
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     # Dense causal: query tiles [lo, m_full) straddle the diagonal (element mask), [m_full, Lq)
@@ -146,8 +244,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
     m_full = 0
     if causal != 0:
         lo = (tl.maximum(start_n - off, 0) // BLOCK_M) * BLOCK_M
-        m_full = tl.minimum(tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - off, 0), BLOCK_M) * BLOCK_M,
-                            tl.cdiv(Lq, BLOCK_M) * BLOCK_M)  # >= lo since start_n < Lk
+        m_full = tl.minimum(
+            tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - off, 0), BLOCK_M) * BLOCK_M, tl.cdiv(Lq, BLOCK_M) * BLOCK_M
+        )  # >= lo since start_n < Lk
     NSUB: tl.constexpr = BQ // BLOCK_M
     kbl = start_n // BK
     lrow = LAY + kbl * lay_w
@@ -170,39 +269,182 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DK, DV, LAY, TILES,
             for it in range(0, n_f * NSUB):
                 start_m = tq_next + (it % NSUB) * BLOCK_M
                 tq_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BQ
-                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m, start_n,
-                                    offs_n, offs_d, head, off, Lq, Lk, causal, scale, softcap,
-                                    has_relb, SLOPES, RELB, 0, TILES, 0, kbl * BK, 0, False, SPARSE,
-                                    HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+                dk, dv = _dkdv_tile(
+                    dk,
+                    dv,
+                    k,
+                    v,
+                    Qh,
+                    DOh,
+                    LSEh,
+                    DELTAh,
+                    sqm,
+                    sdom,
+                    start_m,
+                    start_n,
+                    offs_n,
+                    offs_d,
+                    head,
+                    off,
+                    Lq,
+                    Lk,
+                    causal,
+                    scale,
+                    softcap,
+                    has_relb,
+                    SLOPES,
+                    RELB,
+                    0,
+                    TILES,
+                    0,
+                    kbl * BK,
+                    0,
+                    False,
+                    SPARSE,
+                    HAS_MOD,
+                    IEEE,
+                    BLOCK_M,
+                    BLOCK_N,
+                    BQ,
+                    BK,
+                )
             tq_next, tile_next = _partial_block(lrow, 0, mf, mp, BQ)
             for it in range(0, n_p * NSUB):
                 tq = tq_next
                 tile = tile_next
                 tq_next, tile_next = _partial_block(lrow, tl.minimum((it + 1) // NSUB, mp - 1), mf, mp, BQ)
-                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom,
-                                    tq + (it % NSUB) * BLOCK_M, start_n, offs_n, offs_d, head, off,
-                                    Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile,
-                                    TILES, tq, kbl * BK, 0, True, SPARSE, HAS_MOD, IEEE,
-                                    BLOCK_M, BLOCK_N, BQ, BK)
+                dk, dv = _dkdv_tile(
+                    dk,
+                    dv,
+                    k,
+                    v,
+                    Qh,
+                    DOh,
+                    LSEh,
+                    DELTAh,
+                    sqm,
+                    sdom,
+                    tq + (it % NSUB) * BLOCK_M,
+                    start_n,
+                    offs_n,
+                    offs_d,
+                    head,
+                    off,
+                    Lq,
+                    Lk,
+                    causal,
+                    scale,
+                    softcap,
+                    has_relb,
+                    SLOPES,
+                    RELB,
+                    tile,
+                    TILES,
+                    tq,
+                    kbl * BK,
+                    0,
+                    True,
+                    SPARSE,
+                    HAS_MOD,
+                    IEEE,
+                    BLOCK_M,
+                    BLOCK_N,
+                    BQ,
+                    BK,
+                )
         else:
             for start_m in range(lo, Lq, BLOCK_M):
-                dk, dv = _dkdv_tile(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, sqm, sdom, start_m,
-                                    start_n, offs_n, offs_d, head, off, Lq, Lk, causal, scale,
-                                    softcap, has_relb, SLOPES, RELB, 0, TILES, start_m, start_n,
-                                    m_full, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+                dk, dv = _dkdv_tile(
+                    dk,
+                    dv,
+                    k,
+                    v,
+                    Qh,
+                    DOh,
+                    LSEh,
+                    DELTAh,
+                    sqm,
+                    sdom,
+                    start_m,
+                    start_n,
+                    offs_n,
+                    offs_d,
+                    head,
+                    off,
+                    Lq,
+                    Lk,
+                    causal,
+                    scale,
+                    softcap,
+                    has_relb,
+                    SLOPES,
+                    RELB,
+                    0,
+                    TILES,
+                    start_m,
+                    start_n,
+                    m_full,
+                    True,
+                    SPARSE,
+                    HAS_MOD,
+                    IEEE,
+                    BLOCK_M,
+                    BLOCK_N,
+                    BQ,
+                    BK,
+                )
     # With the group split over programs, split sp writes its partial sums to slice sp of DK / DV.
-    out = (sp.to(tl.int64) * sdks + b.to(tl.int64) * sdkb + kvh.to(tl.int64) * sdkh
-           + offs_n[:, None] * sdkn + offs_d[None, :])
+    out = (
+        sp.to(tl.int64) * sdks
+        + b.to(tl.int64) * sdkb
+        + kvh.to(tl.int64) * sdkh
+        + offs_n[:, None] * sdkn
+        + offs_d[None, :]
+    )
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=col)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=col)
 
 
 @triton.jit
-def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m, offs_d, head,
-             off, Lq, Lk, causal, scale, softcap, has_relb, SLOPES, RELB, tile, TILES,
-             tq, tk, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-             IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             BQ: tl.constexpr, BK: tl.constexpr, NEED_DRB: tl.constexpr):
+def _dq_tile(
+    dq,
+    q,
+    do,
+    lse,
+    delta,
+    K,
+    V,
+    DRB,
+    skn,
+    svn,
+    start_m,
+    start_n,
+    offs_m,
+    offs_d,
+    head,
+    off,
+    Lq,
+    Lk,
+    causal,
+    scale,
+    softcap,
+    has_relb,
+    SLOPES,
+    RELB,
+    tile,
+    TILES,
+    tq,
+    tk,
+    MASKED: tl.constexpr,
+    SPARSE: tl.constexpr,
+    HAS_MOD: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BQ: tl.constexpr,
+    BK: tl.constexpr,
+    NEED_DRB: tl.constexpr,
+):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kt_ptrs = K + offs_n[None, :] * skn + offs_d[:, None]  # (D, N)
     vt_ptrs = V + offs_n[None, :] * svn + offs_d[:, None]  # (D, N)
@@ -212,12 +454,23 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
     else:
         kt = tl.load(kt_ptrs)
         vt = tl.load(vt_ptrs)
-    s, t = _score(_dot(q, kt, IEEE), offs_m[:, None], offs_n[None, :], head, off, Lk, scale,
-                  softcap, has_relb, SLOPES, RELB, HAS_MOD)  # (M, N)
+    s, t = _score(
+        _dot(q, kt, IEEE),
+        offs_m[:, None],
+        offs_n[None, :],
+        head,
+        off,
+        Lk,
+        scale,
+        softcap,
+        has_relb,
+        SLOPES,
+        RELB,
+        HAS_MOD,
+    )  # (M, N)
     p = tl.exp2(s - lse[:, None])
     if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk,
-                      SPARSE, BQ, BK)
+        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk, SPARSE, BQ, BK)
         p = tl.where(ok, p, 0.0)
     ds = p * (_dot(do, vt, IEEE) - delta[:, None])
     if HAS_MOD:
@@ -234,29 +487,77 @@ def _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_
             on = (col >= 0) & (col < BLOCK_N)
             g = tl.gather(dsm, tl.minimum(tl.maximum(col, 0), BLOCK_N - 1), 1)  # (M, DW)
             # (A sub-tile past the key tail of a layout block has no row: it sums to 0 anyway.)
-            tl.store(DRB + (start_n // BLOCK_N) * DW + diag, tl.sum(tl.where(on, g, 0.0), 0),
-                     mask=(diag * 0 + start_n) < Lk)
+            tl.store(
+                DRB + (start_n // BLOCK_N) * DW + diag, tl.sum(tl.where(on, g, 0.0), 0), mask=(diag * 0 + start_n) < Lk
+            )
         ds = ds * (1.0 - t * t)  # soft cap chain rule (t = 0 without a cap)
     dq += _dot(ds.to(q.dtype), tl.trans(kt), IEEE)
     return dq
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
-                 sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sdob, sdoh, sdom, sdqb, sdqh, sdqm,
-                 H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
-                 HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-                 IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BQ: tl.constexpr, BK: tl.constexpr, NEED_DRB: tl.constexpr):
+def _attn_bwd_dq(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    SLOPES,
+    RELB,
+    DQ,
+    DRB,
+    LAY,
+    TILES,
+    sqb,
+    sqh,
+    sqm,
+    skb,
+    skh,
+    skn,
+    svb,
+    svh,
+    svn,
+    sdob,
+    sdoh,
+    sdom,
+    sdqb,
+    sdqh,
+    sdqm,
+    H,
+    GROUP,
+    Lq,
+    Lk,
+    lay_w,
+    mf,
+    mp,
+    causal,
+    scale,
+    softcap,
+    has_relb,
+    HEAD_DIM: tl.constexpr,
+    SPARSE: tl.constexpr,
+    HAS_MOD: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BQ: tl.constexpr,
+    BK: tl.constexpr,
+    NEED_DRB: tl.constexpr,
+):
     bh, b, head, kvh, off, K, start_m, offs_m, offs_d, q = _query_tile(
-        Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM, BLOCK_M)
+        Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM, BLOCK_M
+    )
     # This program's rows of the d(rel_bias) scratch: [B * h, n_qb, n_kb, DW], one per key tile.
     DW: tl.constexpr = 2 * BLOCK_M if BLOCK_M >= BLOCK_N else 2 * BLOCK_N
     DRB += (bh.to(tl.int64) * tl.cdiv(Lq, BLOCK_M) + tl.program_id(0)) * tl.cdiv(Lk, BLOCK_N) * DW
     V += b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
     row = offs_m < Lq
-    do = tl.load(DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh + offs_m[:, None] * sdom
-                 + offs_d[None, :], mask=row[:, None], other=0.0)
+    do = tl.load(
+        DO + b.to(tl.int64) * sdob + head.to(tl.int64) * sdoh + offs_m[:, None] * sdom + offs_d[None, :],
+        mask=row[:, None],
+        other=0.0,
+    )
     lse = tl.load(LSE + bh.to(tl.int64) * Lq + offs_m, mask=row, other=float("inf"))
     delta = tl.load(DELTA + bh.to(tl.int64) * Lq + offs_m, mask=row, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -269,31 +570,173 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, SLOPES, RELB, DQ, DRB, LAY, TILES,
         for it in range(0, n_f * NSUB):
             tk = tk_next
             tk_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BK
-            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
-                          offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                          SLOPES, RELB, 0, TILES, 0, tk, False, SPARSE,
-                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
+            dq = _dq_tile(
+                dq,
+                q,
+                do,
+                lse,
+                delta,
+                K,
+                V,
+                DRB,
+                skn,
+                svn,
+                start_m,
+                tk + (it % NSUB) * BLOCK_N,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lq,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                0,
+                TILES,
+                0,
+                tk,
+                False,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+                NEED_DRB,
+            )
         tk_next, tile_next = _partial_block(lrow, 0, mf, mp, BK)
         for it in range(0, n_p * NSUB):
             tk = tk_next
             tile = tile_next
             tk_next, tile_next = _partial_block(lrow, tl.minimum((it + 1) // NSUB, mp - 1), mf, mp, BK)
-            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, tk + (it % NSUB) * BLOCK_N,
-                          offs_m, offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                          SLOPES, RELB, tile, TILES, (start_m // BQ) * BQ, tk, True, SPARSE,
-                          HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
+            dq = _dq_tile(
+                dq,
+                q,
+                do,
+                lse,
+                delta,
+                K,
+                V,
+                DRB,
+                skn,
+                svn,
+                start_m,
+                tk + (it % NSUB) * BLOCK_N,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lq,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                tile,
+                TILES,
+                (start_m // BQ) * BQ,
+                tk,
+                True,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+                NEED_DRB,
+            )
     else:
         n_full, hi = _dense_bounds(start_m, off, Lk, causal, BLOCK_M, BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
-            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                          SLOPES, RELB, 0, TILES, start_m, start_n, False, SPARSE, HAS_MOD, IEEE,
-                          BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
+            dq = _dq_tile(
+                dq,
+                q,
+                do,
+                lse,
+                delta,
+                K,
+                V,
+                DRB,
+                skn,
+                svn,
+                start_m,
+                start_n,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lq,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                0,
+                TILES,
+                start_m,
+                start_n,
+                False,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+                NEED_DRB,
+            )
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
-            dq = _dq_tile(dq, q, do, lse, delta, K, V, DRB, skn, svn, start_m, start_n, offs_m,
-                          offs_d, head, off, Lq, Lk, causal, scale, softcap, has_relb,
-                          SLOPES, RELB, 0, TILES, start_m, start_n, True, SPARSE, HAS_MOD, IEEE,
-                          BLOCK_M, BLOCK_N, BQ, BK, NEED_DRB)
-    tl.store(DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm
-             + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=row[:, None])
-
+            dq = _dq_tile(
+                dq,
+                q,
+                do,
+                lse,
+                delta,
+                K,
+                V,
+                DRB,
+                skn,
+                svn,
+                start_m,
+                start_n,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lq,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                0,
+                TILES,
+                start_m,
+                start_n,
+                True,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+                NEED_DRB,
+            )
+    tl.store(
+        DQ + b.to(tl.int64) * sdqb + head.to(tl.int64) * sdqh + offs_m[:, None] * sdqm + offs_d[None, :],
+        (dq * scale).to(DQ.dtype.element_ty),
+        mask=row[:, None],
+    )

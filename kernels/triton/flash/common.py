@@ -41,6 +41,7 @@ fp32 inputs use ``tf32x3`` dots (three tf32 products on split hi/lo operands, ~f
 tensor cores); plain tf32 would break the fp32 contract of the reference and "ieee" compiles to a
 scalar FMA loop that takes minutes of ptxas per kernel and runs far slower.
 """
+
 from __future__ import annotations
 
 import triton
@@ -66,8 +67,7 @@ def _tanh(x):
 
 
 @triton.jit
-def _score(qk, qi, kj, head, off, Lk, scale, softcap, has_relb, SLOPES, RELB,
-           HAS_MOD: tl.constexpr):
+def _score(qk, qi, kj, head, off, Lk, scale, softcap, has_relb, SLOPES, RELB, HAS_MOD: tl.constexpr):
     """Scores in log2 units from raw ``q.k`` (fp32); ``qi``/``kj`` broadcastable row/col indices.
 
     Returns ``(s, t)`` with ``t = tanh(scale q.k / softcap)`` (the backward's soft-cap chain rule;
@@ -95,31 +95,64 @@ def _score(qk, qi, kj, head, off, Lk, scale, softcap, has_relb, SLOPES, RELB,
 
 
 @triton.jit
-def _allowed(qi, kj, off, Lk, causal, tile, TILES, q_start, k_start,
-             SPARSE: tl.constexpr, BQ: tl.constexpr, BK: tl.constexpr):
+def _allowed(
+    qi, kj, off, Lk, causal, tile, TILES, q_start, k_start, SPARSE: tl.constexpr, BQ: tl.constexpr, BK: tl.constexpr
+):
     """Element mask of a tile: key in range, causal, and the block mask's partial tile ``tile``."""
     ok = (kj < Lk) & ((kj <= qi + off) | (causal == 0))
     if SPARSE:
         # tile < 0 means a full block of the block mask: nothing more to apply. (The launcher
         # guarantees at least one tile row so the clamped read stays in bounds; a predicated
         # load would skip it but the Triton 3.9 interpreter rejects that mask.)
-        tv = tl.load(TILES + tl.maximum(tile, 0).to(tl.int64) * (BQ * BK) + (qi - q_start) * BK
-                     + (kj - k_start))
+        tv = tl.load(TILES + tl.maximum(tile, 0).to(tl.int64) * (BQ * BK) + (qi - q_start) * BK + (kj - k_start))
         ok = ok & ((tv != 0) | (tile < 0))
     return ok
 
 
 @triton.jit
-def _masked_score(q, kt, offs_m, offs_n, head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
-                  tile, TILES, tq, tk, MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-                  IEEE: tl.constexpr, BQ: tl.constexpr, BK: tl.constexpr):
+def _masked_score(
+    q,
+    kt,
+    offs_m,
+    offs_n,
+    head,
+    off,
+    Lk,
+    causal,
+    scale,
+    softcap,
+    has_relb,
+    SLOPES,
+    RELB,
+    tile,
+    TILES,
+    tq,
+    tk,
+    MASKED: tl.constexpr,
+    SPARSE: tl.constexpr,
+    HAS_MOD: tl.constexpr,
+    IEEE: tl.constexpr,
+    BQ: tl.constexpr,
+    BK: tl.constexpr,
+):
     """Scores ``s`` of a forward-direction tile (query rows ``offs_m``, keys ``offs_n``, ``kt`` = k^T),
     ``-inf`` where a ``MASKED`` tile's element mask forbids the pair."""
-    s, _t = _score(_dot(q, kt, IEEE), offs_m[:, None], offs_n[None, :], head, off, Lk, scale,
-                   softcap, has_relb, SLOPES, RELB, HAS_MOD)
+    s, _t = _score(
+        _dot(q, kt, IEEE),
+        offs_m[:, None],
+        offs_n[None, :],
+        head,
+        off,
+        Lk,
+        scale,
+        softcap,
+        has_relb,
+        SLOPES,
+        RELB,
+        HAS_MOD,
+    )
     if MASKED:
-        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk,
-                      SPARSE, BQ, BK)
+        ok = _allowed(offs_m[:, None], offs_n[None, :], off, Lk, causal, tile, TILES, tq, tk, SPARSE, BQ, BK)
         s = tl.where(ok, s, float("-inf"))
     return s
 
@@ -132,8 +165,7 @@ def _partial_block(lrow, i, mf, mp, BK: tl.constexpr):
 
 
 @triton.jit
-def _query_tile(Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+def _query_tile(Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
     """Prologue of a program over (query tile, batch * head), the forward's and the pooled pass's:
     its indices, ``K`` moved to the K/V head it reads (GQA / MQA: the shared head, no copies) and
     its ``BLOCK_M`` query rows ``q`` (zero past ``Lq``). Queries are the last ``Lq`` key positions:
@@ -188,19 +220,27 @@ def _cfg(bm, bn, warps, stages):
 #   resident tiles leave no shared memory for a deeper ring); fp32 2 throughout.
 # Every entry is compiled for both GPU generations by kernels.tools.aot_check; the launcher runs no
 # other tile (tests pass explicit tiles through ``_flash(config=...)`` in the interpreter only).
-_FWD = {2: {32: _cfg(128, 64, 4, 3), 64: _cfg(128, 64, 4, 3), 128: _cfg(128, 64, 8, 3)},
-        4: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 32, 4, 2), 128: _cfg(32, 32, 4, 2)}}
-_FWD_MOD = {2: {32: _cfg(64, 64, 4, 3), 64: _cfg(64, 64, 4, 3), 128: _cfg(64, 64, 8, 3)},
-            4: {32: _cfg(64, 32, 4, 2), 64: _cfg(64, 32, 4, 2), 128: _cfg(32, 32, 4, 2)}}
-_BWD = {2: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 64, 4, 2), 128: _cfg(64, 64, 8, 2)},
-        4: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 32, 8, 2), 128: _cfg(32, 32, 8, 2)}}
-_BWD_MOD = {2: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 64, 4, 2), 128: _cfg(32, 64, 8, 2)},
-            4: {32: _cfg(32, 32, 4, 2), 64: _cfg(32, 32, 8, 2), 128: _cfg(32, 32, 8, 2)}}
+_FWD = {
+    2: {32: _cfg(128, 64, 4, 3), 64: _cfg(128, 64, 4, 3), 128: _cfg(128, 64, 8, 3)},
+    4: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 32, 4, 2), 128: _cfg(32, 32, 4, 2)},
+}
+_FWD_MOD = {
+    2: {32: _cfg(64, 64, 4, 3), 64: _cfg(64, 64, 4, 3), 128: _cfg(64, 64, 8, 3)},
+    4: {32: _cfg(64, 32, 4, 2), 64: _cfg(64, 32, 4, 2), 128: _cfg(32, 32, 4, 2)},
+}
+_BWD = {
+    2: {32: _cfg(64, 64, 4, 2), 64: _cfg(64, 64, 4, 2), 128: _cfg(64, 64, 8, 2)},
+    4: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 32, 8, 2), 128: _cfg(32, 32, 8, 2)},
+}
+_BWD_MOD = {
+    2: {32: _cfg(32, 64, 4, 2), 64: _cfg(32, 64, 4, 2), 128: _cfg(32, 64, 8, 2)},
+    4: {32: _cfg(32, 32, 4, 2), 64: _cfg(32, 32, 8, 2), 128: _cfg(32, 32, 8, 2)},
+}
 
 
 def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) -> dict:
     """Launch meta (BLOCK_M, BLOCK_N, num_warps, num_stages) of the dense kernels: the lookup above."""
-    table = ((_BWD_MOD if has_mod else _BWD) if backward else (_FWD_MOD if has_mod else _FWD))
+    table = (_BWD_MOD if has_mod else _BWD) if backward else (_FWD_MOD if has_mod else _FWD)
     return dict(table[min(elem_bytes, 4)][head_dim])
 
 
@@ -210,16 +250,19 @@ def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) ->
 # block index is read one iteration ahead), which keeps the prefetched tiles' address tensors
 # live; on the dense tile these kernels then spilled more than before the full / partial split
 # (kernels.tools.aot_check on sm_80 / sm_90), on the halved tile they do not. Listed, not computed.
-_SPARSE_HALVE = {("dkdv", nb, d, mod) for nb in (2, 4) for d in (32, 64, 128) for mod in (False, True)
-                 if (nb, d, mod) not in ((2, 32, True), (2, 64, True))} \
-    | {("dq", 4, 32, False), ("dq", 4, 32, True), ("fwd", 4, 64, True)}
+_SPARSE_HALVE = {
+    ("dkdv", nb, d, mod)
+    for nb in (2, 4)
+    for d in (32, 64, 128)
+    for mod in (False, True)
+    if (nb, d, mod) not in ((2, 32, True), (2, 64, True))
+} | {("dq", 4, 32, False), ("dq", 4, 32, True), ("fwd", 4, 64, True)}
 # ... and those that keep the dense tile but run 8 warps (halving it still spilled: 32 x 16 fp32
 # d = 128 forward, 24-96 B on sm_90; 32 x 32 with 8 warps: none).
 _SPARSE_WARPS = {("fwd", 4, 128, False): 8, ("fwd", 4, 128, True): 8}
 
 
-def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kernel: str,
-                has_mod: bool) -> dict:
+def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kernel: str, has_mod: bool) -> dict:
     """Launch meta of the block-sparse ``kernel`` ("fwd", "dkdv" or "dq") for a ``block_q x
     block_k`` BlockMask.
 
@@ -235,8 +278,14 @@ def sparse_meta(head_dim: int, elem_bytes: int, block_q: int, block_k: int, kern
     key = (kernel, min(elem_bytes, 4), head_dim, has_mod)
     if key in _SPARSE_HALVE:
         bm, bn = (max(16, bm // 2), bn) if kernel == "dkdv" else (bm, max(16, bn // 2))
-    return {**cfg, "BLOCK_M": min(block_q, bm), "BLOCK_N": min(block_k, bn), "BQ": block_q,
-            "BK": block_k, "num_warps": _SPARSE_WARPS.get(key, cfg["num_warps"])}
+    return {
+        **cfg,
+        "BLOCK_M": min(block_q, bm),
+        "BLOCK_N": min(block_k, bn),
+        "BQ": block_q,
+        "BK": block_k,
+        "num_warps": _SPARSE_WARPS.get(key, cfg["num_warps"]),
+    }
 
 
 def drb_meta(meta: dict) -> dict:

@@ -4,6 +4,7 @@ Algorithm and specialisation trade-offs: see kernels/triton/flash/common.py (onl
 visited key blocks in log2 units; saves the base-2 row log-sum-exp for the backward).
 Grid: ``(cdiv(Lq, BLOCK_M), B * h)``.
 """
+
 from __future__ import annotations
 
 import triton
@@ -20,11 +21,40 @@ from .common import (
 
 
 @triton.jit
-def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, off, Lk, causal,
-              scale, softcap, has_relb, SLOPES, RELB, tile, TILES, tq, tk,
-              MASKED: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              BQ: tl.constexpr, BK: tl.constexpr):
+def _fwd_tile(
+    acc,
+    m_i,
+    l_i,
+    q,
+    K,
+    V,
+    skn,
+    svn,
+    start_n,
+    offs_m,
+    offs_d,
+    head,
+    off,
+    Lk,
+    causal,
+    scale,
+    softcap,
+    has_relb,
+    SLOPES,
+    RELB,
+    tile,
+    TILES,
+    tq,
+    tk,
+    MASKED: tl.constexpr,
+    SPARSE: tl.constexpr,
+    HAS_MOD: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BQ: tl.constexpr,
+    BK: tl.constexpr,
+):
     """One key block of the online softmax; ``MASKED`` tiles evaluate the element mask (the block
     mask's partial tile ``tile`` starts at ``(tq, tk)`` and is ``BQ x BK``)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -36,8 +66,31 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
     else:
         kt = tl.load(kt_ptrs)
         v = tl.load(v_ptrs)
-    s = _masked_score(q, kt, offs_m, offs_n, head, off, Lk, causal, scale, softcap, has_relb, SLOPES, RELB,
-                      tile, TILES, tq, tk, MASKED, SPARSE, HAS_MOD, IEEE, BQ, BK)
+    s = _masked_score(
+        q,
+        kt,
+        offs_m,
+        offs_n,
+        head,
+        off,
+        Lk,
+        causal,
+        scale,
+        softcap,
+        has_relb,
+        SLOPES,
+        RELB,
+        tile,
+        TILES,
+        tq,
+        tk,
+        MASKED,
+        SPARSE,
+        HAS_MOD,
+        IEEE,
+        BQ,
+        BK,
+    )
     m_new = tl.maximum(m_i, tl.max(s, 1))
     if MASKED:
         # A row that has seen no allowed key keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
@@ -52,14 +105,51 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d, head, o
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
-def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
-              sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-              H, GROUP, Lq, Lk, lay_w, mf, mp, causal, scale, softcap, has_relb,
-              HEAD_DIM: tl.constexpr, SPARSE: tl.constexpr, HAS_MOD: tl.constexpr,
-              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              BQ: tl.constexpr, BK: tl.constexpr):
+def _attn_fwd(
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    SLOPES,
+    RELB,
+    LAY,
+    TILES,
+    sqb,
+    sqh,
+    sqm,
+    skb,
+    skh,
+    skn,
+    svb,
+    svh,
+    svn,
+    sob,
+    soh,
+    som,
+    H,
+    GROUP,
+    Lq,
+    Lk,
+    lay_w,
+    mf,
+    mp,
+    causal,
+    scale,
+    softcap,
+    has_relb,
+    HEAD_DIM: tl.constexpr,
+    SPARSE: tl.constexpr,
+    HAS_MOD: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BQ: tl.constexpr,
+    BK: tl.constexpr,
+):
     bh, b, head, kvh, off, K, q_start, offs_m, offs_d, q = _query_tile(
-        Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM, BLOCK_M)
+        Q, K, sqb, sqh, sqm, skb, skh, H, GROUP, Lq, Lk, HEAD_DIM, BLOCK_M
+    )
     V += b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
     O += b.to(tl.int64) * sob + head.to(tl.int64) * soh
 
@@ -82,35 +172,153 @@ def _attn_fwd(Q, K, V, O, LSE, SLOPES, RELB, LAY, TILES,
         for it in range(0, n_f * NSUB):
             tk = tk_next
             tk_next = tl.load(lrow + 2 + tl.minimum((it + 1) // NSUB, mf - 1)) * BK
-            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
-                                      offs_m, offs_d, head, off, Lk, causal, scale, softcap,
-                                      has_relb, SLOPES, RELB, 0, TILES, 0, tk, False,
-                                      SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+            acc, m_i, l_i = _fwd_tile(
+                acc,
+                m_i,
+                l_i,
+                q,
+                K,
+                V,
+                skn,
+                svn,
+                tk + (it % NSUB) * BLOCK_N,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                0,
+                TILES,
+                0,
+                tk,
+                False,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+            )
         tk_next, tile_next = _partial_block(lrow, 0, mf, mp, BK)
         for it in range(0, n_p * NSUB):
             tk = tk_next
             tile = tile_next
             tk_next, tile_next = _partial_block(lrow, tl.minimum((it + 1) // NSUB, mp - 1), mf, mp, BK)
-            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, tk + (it % NSUB) * BLOCK_N,
-                                      offs_m, offs_d, head, off, Lk, causal, scale, softcap,
-                                      has_relb, SLOPES, RELB, tile, TILES, (q_start // BQ) * BQ,
-                                      tk, True, SPARSE, HAS_MOD, IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+            acc, m_i, l_i = _fwd_tile(
+                acc,
+                m_i,
+                l_i,
+                q,
+                K,
+                V,
+                skn,
+                svn,
+                tk + (it % NSUB) * BLOCK_N,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                tile,
+                TILES,
+                (q_start // BQ) * BQ,
+                tk,
+                True,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+            )
     else:
         n_full, hi = _dense_bounds(q_start, off, Lk, causal, BLOCK_M, BLOCK_N)
         for start_n in range(0, n_full * BLOCK_N, BLOCK_N):
-            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
-                                      head, off, Lk, causal, scale, softcap, has_relb, SLOPES,
-                                      RELB, 0, TILES, q_start, start_n, False, SPARSE, HAS_MOD,
-                                      IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+            acc, m_i, l_i = _fwd_tile(
+                acc,
+                m_i,
+                l_i,
+                q,
+                K,
+                V,
+                skn,
+                svn,
+                start_n,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                0,
+                TILES,
+                q_start,
+                start_n,
+                False,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+            )
         for start_n in range(n_full * BLOCK_N, hi, BLOCK_N):
-            acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, skn, svn, start_n, offs_m, offs_d,
-                                      head, off, Lk, causal, scale, softcap, has_relb, SLOPES,
-                                      RELB, 0, TILES, q_start, start_n, True, SPARSE, HAS_MOD,
-                                      IEEE, BLOCK_M, BLOCK_N, BQ, BK)
+            acc, m_i, l_i = _fwd_tile(
+                acc,
+                m_i,
+                l_i,
+                q,
+                K,
+                V,
+                skn,
+                svn,
+                start_n,
+                offs_m,
+                offs_d,
+                head,
+                off,
+                Lk,
+                causal,
+                scale,
+                softcap,
+                has_relb,
+                SLOPES,
+                RELB,
+                0,
+                TILES,
+                q_start,
+                start_n,
+                True,
+                SPARSE,
+                HAS_MOD,
+                IEEE,
+                BLOCK_M,
+                BLOCK_N,
+                BQ,
+                BK,
+            )
     empty = l_i == 0.0  # no allowed key: output 0, lse +inf so the backward's p is 0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     lse = tl.where(empty, float("inf"), m_i + tl.log2(tl.where(empty, 1.0, l_i)))
-    tl.store(O + offs_m[:, None] * som + offs_d[None, :], out.to(O.dtype.element_ty),
-             mask=offs_m[:, None] < Lq)
+    tl.store(O + offs_m[:, None] * som + offs_d[None, :], out.to(O.dtype.element_ty), mask=offs_m[:, None] < Lq)
     tl.store(LSE + bh.to(tl.int64) * Lq + offs_m, lse, mask=offs_m < Lq)
-

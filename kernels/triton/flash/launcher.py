@@ -12,6 +12,7 @@ gradient); soft-capping. Not supported here (the torch path handles them): rel_k
 The kernels' grid y is ``B * h``; a batch with more than 65535 of them runs as several launches
 over batch slices (kernels/triton/grid_limits.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -85,7 +86,7 @@ def rel_bias_grad(scratch: torch.Tensor, B: int, h: int, lq: int, lk: int, bm: i
     pad_left = max(0, -start)
     full = F.pad(full, (pad_left, max(0, start + 2 * lk - 1 - width)))
     start += pad_left
-    return full[:, start:start + 2 * lk - 1]
+    return full[:, start : start + 2 * lk - 1]
 
 
 def dkdv_split(device, n_programs: int, group: int) -> int:
@@ -110,30 +111,70 @@ class _FlashAttention(torch.autograd.Function):
         dummy = torch.zeros(1, dtype=torch.float32, device=q.device)
         has_mod = alibi_slopes is not None or rel_bias is not None or softcap is not None
         # Slopes of 0 switch ALiBi off inside a modifier-enabled kernel.
-        slopes = torch.zeros(h, dtype=torch.float32, device=q.device) if alibi_slopes is None \
+        slopes = (
+            torch.zeros(h, dtype=torch.float32, device=q.device)
+            if alibi_slopes is None
             else alibi_slopes.detach().float().contiguous()
+        )
         relb = dummy if rel_bias is None else rel_bias.detach().float().contiguous()
         if bm is not None:
             plan = triton_plan(bm, causal, q.device)  # memoised on the BlockMask
             layout = (plan.q_major, plan.tiles, plan.q_major.shape[1], plan.q_mf, plan.q_mp)
-            kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, "fwd",
-                                                  has_mod)
+            kernel, meta = _attn_fwd, sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, "fwd", has_mod)
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             layout = (i32, i32.to(torch.int8), 0, 0, 0)
             kernel, meta = _attn_fwd, {**dense_meta(d, q.element_size(), False, has_mod), **DENSE_LAYOUT}
         if config is not None:
             kernel, meta = _attn_fwd, {**config, **DENSE_LAYOUT}
-        kernel[(triton.cdiv(lq, meta["BLOCK_M"]), B * h)](q, k, v, o, lse, slopes, relb, *layout[:2],
-                     q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                     v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-                     h, h // h_kv, lq, lk, *layout[2:], int(causal), scale,
-                     0.0 if softcap is None else softcap, int(rel_bias is not None),
-                     HEAD_DIM=d, SPARSE=bm is not None, HAS_MOD=has_mod,
-                     IEEE=q.dtype == torch.float32, **meta)
+        kernel[(triton.cdiv(lq, meta["BLOCK_M"]), B * h)](
+            q,
+            k,
+            v,
+            o,
+            lse,
+            slopes,
+            relb,
+            *layout[:2],
+            q.stride(0),
+            q.stride(1),
+            q.stride(2),
+            k.stride(0),
+            k.stride(1),
+            k.stride(2),
+            v.stride(0),
+            v.stride(1),
+            v.stride(2),
+            o.stride(0),
+            o.stride(1),
+            o.stride(2),
+            h,
+            h // h_kv,
+            lq,
+            lk,
+            *layout[2:],
+            int(causal),
+            scale,
+            0.0 if softcap is None else softcap,
+            int(rel_bias is not None),
+            HEAD_DIM=d,
+            SPARSE=bm is not None,
+            HAS_MOD=has_mod,
+            IEEE=q.dtype == torch.float32,
+            **meta,
+        )
         ctx.save_for_backward(q, k, v, o, lse, slopes, relb)
-        ctx.args = (causal, bm, has_mod, rel_bias is not None, rel_bias.dtype if rel_bias is not None
-                    else None, softcap, scale, config, split)
+        ctx.args = (
+            causal,
+            bm,
+            has_mod,
+            rel_bias is not None,
+            rel_bias.dtype if rel_bias is not None else None,
+            softcap,
+            scale,
+            config,
+            split,
+        )
         return o
 
     @staticmethod
@@ -145,15 +186,26 @@ class _FlashAttention(torch.autograd.Function):
         do = do if do.stride(-1) == 1 else do.contiguous()
         delta = torch.empty_like(lse)  # (B, h, Lq): rowsum(do * o)
         _attn_bwd_preprocess[(triton.cdiv(lq, 64), B * h)](
-            o, do, delta, o.stride(0), o.stride(1), o.stride(2),
-            do.stride(0), do.stride(1), do.stride(2), h, lq, HEAD_DIM=d, BLOCK_M=64)
+            o,
+            do,
+            delta,
+            o.stride(0),
+            o.stride(1),
+            o.stride(2),
+            do.stride(0),
+            do.stride(1),
+            do.stride(2),
+            h,
+            lq,
+            HEAD_DIM=d,
+            BLOCK_M=64,
+        )
         dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
         dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
         need_drb = has_relb and ctx.needs_input_grad[3]
         drb = torch.zeros(1, dtype=torch.float32, device=q.device)
-        flags = dict(HEAD_DIM=d, SPARSE=bm is not None, HAS_MOD=has_mod,
-                     IEEE=q.dtype == torch.float32)
+        flags = dict(HEAD_DIM=d, SPARSE=bm is not None, HAS_MOD=has_mod, IEEE=q.dtype == torch.float32)
         runtime = (int(causal), scale, 0.0 if softcap is None else softcap, int(has_relb))
         if bm is not None:
             plan = triton_plan(bm, causal, q.device)
@@ -161,8 +213,9 @@ class _FlashAttention(torch.autograd.Function):
             key_layout = (plan.k_major, plan.k_major.shape[1], plan.k_mf, plan.k_mp)
             tiles = plan.tiles
             k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
-            meta_dkdv, meta_dq = (sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, kern,
-                                              has_mod) for kern in ("dkdv", "dq"))
+            meta_dkdv, meta_dq = (
+                sparse_meta(d, q.element_size(), bm.block_q, bm.block_k, kern, has_mod) for kern in ("dkdv", "dq")
+            )
         else:
             i32 = torch.zeros(1, dtype=torch.int32, device=q.device)
             fwd_layout = key_layout = (i32, 0, 0, 0)
@@ -173,31 +226,87 @@ class _FlashAttention(torch.autograd.Function):
             meta_dkdv = meta_dq = {**config, **DENSE_LAYOUT}
             k_dkdv, k_dq = _attn_bwd_dkdv, _attn_bwd_dq
         common = (q, k, v, do, lse, delta, slopes, relb)
-        strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                   v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
+        strides = (
+            q.stride(0),
+            q.stride(1),
+            q.stride(2),
+            k.stride(0),
+            k.stride(1),
+            k.stride(2),
+            v.stride(0),
+            v.stride(1),
+            v.stride(2),
+            do.stride(0),
+            do.stride(1),
+            do.stride(2),
+        )
         n_kb = triton.cdiv(lk, meta_dkdv["BLOCK_N"])
         n_split = split if split is not None else dkdv_split(q.device, B * h_kv * n_kb, h // h_kv)
         # (n_split, B, h_kv, Lk, d): one slice of partial sums per split of the GQA group.
-        dkp, dvp = (dk[None], dv[None]) if n_split == 1 else \
-            (torch.empty((n_split, *k.shape), dtype=k.dtype, device=k.device) for _ in range(2))
-        k_dkdv[(n_kb, B * h_kv, n_split)](*common, dkp, dvp, key_layout[0], tiles, *strides,
-                                          dkp.stride(0), dkp.stride(1), dkp.stride(2), dkp.stride(3),
-                                          h, h // h_kv, h // h_kv // n_split, lq, lk, *key_layout[1:],
-                                          *runtime, **flags, **meta_dkdv)
+        dkp, dvp = (
+            (dk[None], dv[None])
+            if n_split == 1
+            else (torch.empty((n_split, *k.shape), dtype=k.dtype, device=k.device) for _ in range(2))
+        )
+        k_dkdv[(n_kb, B * h_kv, n_split)](
+            *common,
+            dkp,
+            dvp,
+            key_layout[0],
+            tiles,
+            *strides,
+            dkp.stride(0),
+            dkp.stride(1),
+            dkp.stride(2),
+            dkp.stride(3),
+            h,
+            h // h_kv,
+            h // h_kv // n_split,
+            lq,
+            lk,
+            *key_layout[1:],
+            *runtime,
+            **flags,
+            **meta_dkdv,
+        )
         if n_split > 1:  # fixed-order fp32 sum of the partials: deterministic
             dk = dkp.float().sum(0).to(k.dtype)
             dv = dvp.float().sum(0).to(v.dtype)
         if need_drb:  # zeros: tiles a query block does not visit contribute nothing
             meta_dq = drb_meta(meta_dq) if config is None else meta_dq
-            drb = torch.zeros(B * h, triton.cdiv(lq, meta_dq["BLOCK_M"]), triton.cdiv(lk, meta_dq["BLOCK_N"]),
-                              2 * max(meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]), dtype=torch.float32,
-                              device=q.device)  # (B h, n_qb, n_kb, DW)
-        k_dq[(triton.cdiv(lq, meta_dq["BLOCK_M"]), B * h)](*common, dq, drb, fwd_layout[0], tiles, *strides,
-                     dq.stride(0), dq.stride(1), dq.stride(2),
-                     h, h // h_kv, lq, lk, *fwd_layout[1:], *runtime, **flags, **meta_dq,
-                     NEED_DRB=need_drb)
-        d_rel = rel_bias_grad(drb, B, h, lq, lk, meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]).to(relb_dtype) \
-            if need_drb else None
+            drb = torch.zeros(
+                B * h,
+                triton.cdiv(lq, meta_dq["BLOCK_M"]),
+                triton.cdiv(lk, meta_dq["BLOCK_N"]),
+                2 * max(meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]),
+                dtype=torch.float32,
+                device=q.device,
+            )  # (B h, n_qb, n_kb, DW)
+        k_dq[(triton.cdiv(lq, meta_dq["BLOCK_M"]), B * h)](
+            *common,
+            dq,
+            drb,
+            fwd_layout[0],
+            tiles,
+            *strides,
+            dq.stride(0),
+            dq.stride(1),
+            dq.stride(2),
+            h,
+            h // h_kv,
+            lq,
+            lk,
+            *fwd_layout[1:],
+            *runtime,
+            **flags,
+            **meta_dq,
+            NEED_DRB=need_drb,
+        )
+        d_rel = (
+            rel_bias_grad(drb, B, h, lq, lk, meta_dq["BLOCK_M"], meta_dq["BLOCK_N"]).to(relb_dtype)
+            if need_drb
+            else None
+        )
         return dq, dk, dv, d_rel, None, None, None, None, None, None, None
 
 
@@ -221,16 +330,30 @@ def check_modifiers(q, k, alibi_slopes=None, rel_bias=None) -> None:
             raise ValueError(f"flash_attention: {name} must be a tensor of shape {list(want)}, got {type(t).__name__}")
         if tuple(t.shape) != want:
             expected = "[h]" if name == "alibi_slopes" else "[h, 2 Lk - 1]"
-            raise ValueError(f"flash_attention: {name} must have shape {expected} = {list(want)} "
-                             f"(h = {h} query heads, Lk = {lk}), got {list(t.shape)}")
+            raise ValueError(
+                f"flash_attention: {name} must have shape {expected} = {list(want)} "
+                f"(h = {h} query heads, Lk = {lk}), got {list(t.shape)}"
+            )
         if not t.dtype.is_floating_point:
             raise ValueError(f"flash_attention: {name} must be a floating-point tensor, got {t.dtype}")
         if t.device != q.device:
             raise ValueError(f"flash_attention: {name} is on {t.device}, q on {q.device}; put both on one device")
 
 
-def _flash(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,
-           softcap=None, scale=None, config=None, split=None):
+def _flash(
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    block_mask=None,
+    alibi_slopes=None,
+    rel_bias=None,
+    softcap=None,
+    scale=None,
+    config=None,
+    split=None,
+):
     """``flash_attention`` with an optional fixed tile ``config`` (dict with BLOCK_M, BLOCK_N,
     num_warps, num_stages) instead of the lookup, and an optional GQA-group ``split`` of the dK/dV
     kernel instead of :func:`dkdv_split`'s; tests use them to cover several shapes."""
@@ -247,13 +370,16 @@ def _flash(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bia
     check_modifiers(q, k, alibi_slopes, rel_bias)
     # Grid y is B * h (at most 65535 on CUDA): a larger batch runs as several launches.
     parts = batch_slices(q.shape[0], q.shape[1], "query heads")
-    outs = [_FlashAttention.apply(q[s], k[s], v[s], rel_bias, bool(causal), bm, alibi_slopes, softcap,
-                                  scale, config, split) for s in parts]
+    outs = [
+        _FlashAttention.apply(q[s], k[s], v[s], rel_bias, bool(causal), bm, alibi_slopes, softcap, scale, config, split)
+        for s in parts
+    ]
     return outs[0] if len(outs) == 1 else torch.cat(outs, 0)
 
 
-def flash_attention(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None,
-                    softcap=None, scale=None):
+def flash_attention(
+    q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None, softcap=None, scale=None
+):
     """Attention of kernels/reference.py computed by the Triton kernels on ``q``'s device.
 
     ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``. Differentiable in q, k, v
@@ -261,5 +387,14 @@ def flash_attention(q, k, v, *, causal=False, block_mask=None, alibi_slopes=None
     (see :func:`unsupported_reason`) and for modifier tensors of the wrong shape, dtype or device
     (:func:`check_modifiers`).
     """
-    return _flash(q, k, v, causal=causal, block_mask=block_mask, alibi_slopes=alibi_slopes,
-                  rel_bias=rel_bias, softcap=softcap, scale=scale)
+    return _flash(
+        q,
+        k,
+        v,
+        causal=causal,
+        block_mask=block_mask,
+        alibi_slopes=alibi_slopes,
+        rel_bias=rel_bias,
+        softcap=softcap,
+        scale=scale,
+    )

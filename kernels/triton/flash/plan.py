@@ -18,6 +18,7 @@ partial masks are converted to int8 once. Everything is memoised in ``bm.plans``
 ``("triton", device, causal)``, so a forward or backward does no host synchronisation and no
 per-call conversion: the analysis (which synchronises) runs at the first call only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,13 +36,14 @@ class TritonPlan:
     k_major: torch.Tensor  # [n_kb, 2 + mf' + 2 mp'] int32: per key block its query blocks
     k_mf: int
     k_mp: int
-    tiles: torch.Tensor    # [max(1, n_tiles), bq, bk] int8 partial-tile masks
-    n_full: int            # visited (query block, key block) pairs running unmasked
-    n_partial: int         # ... running the masked body
+    tiles: torch.Tensor  # [max(1, n_tiles), bq, bk] int8 partial-tile masks
+    n_full: int  # visited (query block, key block) pairs running unmasked
+    n_partial: int  # ... running the masked body
 
 
-def _pack(group: torch.Tensor, member: torch.Tensor, tile: torch.Tensor, is_full: torch.Tensor,
-          n_groups: int, n_members: int):
+def _pack(
+    group: torch.Tensor, member: torch.Tensor, tile: torch.Tensor, is_full: torch.Tensor, n_groups: int, n_members: int
+):
     """Pack (group, member) pairs into the per-group rows described in the module docstring.
 
     Within a group, full members come first in ascending order, then partial ones ascending.
@@ -78,16 +80,25 @@ def build_plan(bm: BlockMask, causal: bool, device) -> TritonPlan:
     keep = torch.ones_like(kb, dtype=torch.bool)
     cut = torch.zeros_like(keep)
     if causal:
-        keep = first_key <= last_row + off   # some key at or left of some row's diagonal
-        cut = last_key > first_row + off     # some key right of some row's diagonal
+        keep = first_key <= last_row + off  # some key at or left of some row's diagonal
+        cut = last_key > first_row + off  # some key right of some row's diagonal
     full = (tile < 0) & ~cut & (last_key < bm.k_len)
     qb, kb, tile, full = qb[keep], kb[keep], tile[keep], full[keep]
     q_major, q_mf, q_mp = _pack(qb, kb, tile, full, nqb, nkb)
     k_major, k_mf, k_mp = _pack(kb, qb, tile, full, nkb, nqb)
     tiles = bm.tiles.to(torch.int8) if bm.tiles.shape[0] else torch.zeros(1, bq, bk, dtype=torch.int8)
     dev = torch.device(device)
-    return TritonPlan(q_major.to(dev), q_mf, q_mp, k_major.to(dev), k_mf, k_mp,
-                      tiles.contiguous().to(dev), int(full.sum()), int((~full).sum()))
+    return TritonPlan(
+        q_major.to(dev),
+        q_mf,
+        q_mp,
+        k_major.to(dev),
+        k_mf,
+        k_mp,
+        tiles.contiguous().to(dev),
+        int(full.sum()),
+        int((~full).sum()),
+    )
 
 
 def triton_plan(bm: BlockMask, causal: bool, device) -> TritonPlan:

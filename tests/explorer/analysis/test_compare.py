@@ -1,10 +1,10 @@
 """A/B comparison helpers: the diff against the configs' own dicts, the figure's traces, the link."""
+
 from urllib.parse import parse_qsl
 
 from explorer.analysis import compare
+from explorer.app.controls.share import compare_query, from_query
 from explorer.app.tabs import link_params
-from explorer.app.controls.share import from_query
-from explorer.app.controls.share import compare_query
 from explorer.figures.compare import gradient_compare_figure
 from explorer.figures.readings import diff_markdown
 from models import ModelConfig
@@ -21,7 +21,11 @@ def test_diff_lists_exactly_the_changed_fields():
     assert "same configuration" in diff_markdown(compare.config_diff(A, A))
     assert "2 fields differ" in diff_markdown(compare.config_diff(A, b))
     assert "1 field differs" in diff_markdown(compare.config_diff(A, A.replace(attention="strided")))
-    md = diff_markdown(compare.config_diff(A, b), {"parameters": 10, "flops_per_token": 5.0}, {"parameters": 12, "flops_per_token": 7.0})
+    md = diff_markdown(
+        compare.config_diff(A, b),
+        {"parameters": 10, "flops_per_token": 5.0},
+        {"parameters": 12, "flops_per_token": 7.0},
+    )
     assert "| `attention` | `full` | `sliding_window` |" in md and "| parameters | 10 | 12 |" in md
 
 

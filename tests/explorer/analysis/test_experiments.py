@@ -1,6 +1,7 @@
 """explorer.analysis.experiments against independent references: autograd on the same model and batch,
 the entropy / distance formulas on the model's own attention, the FLOP count of the linear
 layers, and the sweep's records for impossible, invalid and over-budget lengths."""
+
 import math
 
 import numpy as np
@@ -91,8 +92,11 @@ def _reference_norms(cfg, seq_len=16, batch=2, seed=0):
     next_token_loss(out.logits, tokens).backward()
     blocks = model.stack.blocks
     attn = [b.attn.out_proj.weight.grad.norm().item() for b in blocks]
-    ffn = [] if blocks[0].ffn is None else [
-        math.sqrt(sum(p.grad.double().pow(2).sum().item() for p in b.ffn.output_parameters())) for b in blocks]
+    ffn = (
+        []
+        if blocks[0].ffn is None
+        else [math.sqrt(sum(p.grad.double().pow(2).sum().item() for p in b.ffn.output_parameters())) for b in blocks]
+    )
     res = [h.grad.norm().item() for h in out.hidden_states]
     return attn, ffn, res
 

@@ -1,24 +1,32 @@
 """The one weights source: a Weights choice resolved into a typed record, its prefix parsed in one place,
 each kind drawing what it names (a bundle, the initial weights, your run only for its own config), and
 another config (Compare's A, another norm placement) never handed weights that are not its own."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from explorer.analysis.weights import bundled
 from explorer.analysis import source
 from explorer.analysis.source import drawn_for
+from explorer.analysis.weights import bundled
 from explorer.analysis.weights.trained import snapshot
 from models import ConfigError, ModelConfig, build_model
 
 SMALL = ModelConfig(n_layers=1, d_model=16, n_heads=2)
 
 
-@pytest.mark.parametrize("choice, kind, ckpt", [(None, "bundled", None), ("", "bundled", None),
-                                               ("initial", "initial", None), ("trained", "trained", None),
-                                               ("checkpoint:byte-llama", "checkpoint", "byte-llama"),
-                                               ("checkpoint:upload:ab", "checkpoint", "upload:ab")])
+@pytest.mark.parametrize(
+    "choice, kind, ckpt",
+    [
+        (None, "bundled", None),
+        ("", "bundled", None),
+        ("initial", "initial", None),
+        ("trained", "trained", None),
+        ("checkpoint:byte-llama", "checkpoint", "byte-llama"),
+        ("checkpoint:upload:ab", "checkpoint", "upload:ab"),
+    ],
+)
 def test_a_choice_names_its_kind_and_its_checkpoint(choice, kind, ckpt):
     assert source.kind_of(choice) == kind and source.checkpoint_id(choice) == ckpt
     if ckpt is not None:
@@ -57,7 +65,9 @@ def test_your_run_is_drawn_for_its_own_config_only():
     record = snapshot(SMALL, build_model(SMALL))
     mine = source.resolve("trained", SMALL, trained=record)
     assert mine.weights is record and mine.for_other(SMALL) is record
-    assert source.resolve("trained", SMALL.replace(window=8, attention="sliding_window"), trained=record).weights is None
+    assert (
+        source.resolve("trained", SMALL.replace(window=8, attention="sliding_window"), trained=record).weights is None
+    )
     assert mine.for_other(SMALL.replace(n_layers=2)) is None  # Compare's A of another size: initial weights
 
 
@@ -86,7 +96,7 @@ def test_a_checkpoint_resolves_once_with_its_record_and_draws_only_its_own_archi
 
 
 def test_a_surgery_safe_change_operates_on_the_weights_on_screen_and_names_the_trained_one():
-    sw = bundled.load("sliding_window").config              # a bundle trained with exactly this config exists
+    sw = bundled.load("sliding_window").config  # a bundle trained with exactly this config exists
     src = source.resolve("bundled", sw)
     default = bundled.bundled_weights(ModelConfig())
     assert src.weights.bundle == "default" and src.weights.surgery == ("attention",)
@@ -95,7 +105,7 @@ def test_a_surgery_safe_change_operates_on_the_weights_on_screen_and_names_the_t
     own = bundled.bundled_weights(sw)
     same = [k for k in default.tensors if torch.equal(src.weights.tensors[k], default.tensors[k])]
     assert len(same) == len(default.tensors) and not all(torch.equal(own.tensors[k], default.tensors[k]) for k in same)
-    shown = source.resolve("bundle:sliding_window", sw)    # the explicit choice: that bundle as trained
+    shown = source.resolve("bundle:sliding_window", sw)  # the explicit choice: that bundle as trained
     assert shown.weights is own and not shown.surgery and shown.trained_exists == ""
     assert shown.choice == "bundle:sliding_window"
     narrower = source.resolve("bundle:sliding_window", sw.replace(window=32))  # surgery on the bundle on screen

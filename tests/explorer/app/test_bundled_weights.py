@@ -4,6 +4,7 @@ References: the bundle's own manifest (the weights line names it), the initial w
 model), the surgery properties (a window as wide as the text changes nothing, a window of one token
 destroys the model), and ConfigError naming the field for a bad ``weights`` value.
 """
+
 import json
 
 import gradio as gr
@@ -64,8 +65,13 @@ def test_the_surgery_tab_for_a_change_a_bundle_and_no_bundle():
     assert "Surgery on bundle" in moved["surgery_md"] and "nats/byte" in moved["surgery_md"]
     diff = moved["surgery_diff"].to_plotly_json()
     assert diff["data"] and all(d["type"] == "heatmap" for d in diff["data"])
-    assert moved["surgery_table"].to_plotly_json()["data"] and "L = 128 tokens (trained length) | L = 512 tokens (4x past the trained length)" in moved["surgery_table_md"]
-    own = surgery_outputs(ModelConfig(), DEFAULT_TEXT, None, ui_weights.chosen(values_of(ModelConfig()), "bundled", None))
+    assert (
+        moved["surgery_table"].to_plotly_json()["data"]
+        and "L = 128 tokens (trained length) | L = 512 tokens (4x past the trained length)" in moved["surgery_table_md"]
+    )
+    own = surgery_outputs(
+        ModelConfig(), DEFAULT_TEXT, None, ui_weights.chosen(values_of(ModelConfig()), "bundled", None)
+    )
     assert "as trained" in own["surgery_md"]
     none = surgery_outputs(ModelConfig(d_model=96), DEFAULT_TEXT, None, None)
     assert "No surgery here" in none["surgery_md"]
@@ -95,6 +101,7 @@ def test_api_refuses_an_unknown_weights_value_by_name(bad):
 
 def test_a_config_that_needs_other_weights_is_offered_the_train_tab():
     from explorer.app.tabs.surgery import to_train_tab
+
     out = to_train_tab(values_of(ModelConfig(ffn="swiglu")))
     assert json.loads(out["train_config"])["ffn"] == "swiglu" and out["train_task"] == "lm"
     assert "needs other weights" in out["status"] and "min here" in out["status"]

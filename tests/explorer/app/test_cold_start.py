@@ -1,6 +1,7 @@
 """``import app`` in a fresh process (what a Space does on waking): the page carries the default
 config's figures and model card, and nothing on that path imports ``torch._dynamo`` (~1.7 s of a
 cold start: ``benchmarks.cold_start`` times the phases; this checks the property, not a time)."""
+
 import json
 import os
 import subprocess
@@ -54,8 +55,7 @@ print(json.dumps({"dynamo": dynamo, "collector": collector, "plots": plots, "bac
 @pytest.fixture(scope="module")
 def cold():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False"}
-    got = subprocess.run([sys.executable, "-c", COLD], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    got = subprocess.run([sys.executable, "-c", COLD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert got.returncode == 0, got.stderr[-3000:]
     return json.loads(got.stdout.strip().splitlines()[-1])
 

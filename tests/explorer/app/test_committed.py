@@ -3,6 +3,7 @@
 References: the values a page shows after an event are its inputs with each output that writes a
 value applied (a plain value, or an update carrying ``value``; ``gr.skip()`` and look-only updates
 write none); the event graph (``demo.config``) says which components each stage takes."""
+
 import gradio as gr
 import pytest
 
@@ -13,8 +14,13 @@ from models import ModelConfig
 
 def test_only_outputs_that_write_a_value_change_the_committed_controls():
     values = config_values(ModelConfig())
-    out = {"causal": gr.update(value=not values["causal"]), "attention": gr.skip(),
-           "n_layers": gr.update(visible=True, info="x"), "n_heads": 2, "status": "not a control"}
+    out = {
+        "causal": gr.update(value=not values["causal"]),
+        "attention": gr.skip(),
+        "n_layers": gr.update(visible=True, info="x"),
+        "n_heads": 2,
+        "status": "not a control",
+    }
     after = committed_values(values, out)
     assert after["causal"] is (not values["causal"]) and after["n_heads"] == 2
     assert after["attention"] == values["attention"] and after["n_layers"] == values["n_layers"]
@@ -35,6 +41,7 @@ def test_a_stage_is_handed_what_the_grid_event_committed():
 @pytest.fixture(scope="module")
 def deps_and_ids():
     from explorer.app.page.layout import build_app
+
     demo = build_app()
     return demo.config["dependencies"], demo
 
@@ -45,8 +52,9 @@ def test_the_stages_take_a_handful_of_inputs_and_the_grid_event_fills_committed(
     grids = [d for d in deps if (d["api_name"] or "").endswith("_attention")]
     assert len(stages) >= 14 and len(grids) >= 7
     # the state that starts as the default config's controls
-    committed = {c._id for c in demo.blocks.values() if isinstance(c, gr.State)
-                 and c.value == config_values(ModelConfig())}
+    committed = {
+        c._id for c in demo.blocks.values() if isinstance(c, gr.State) and c.value == config_values(ModelConfig())
+    }
     assert len(committed) == 1 and all(committed <= set(d["inputs"]) for d in stages)
     for d in stages:
         assert len(d["inputs"]) <= 12, (d["api_name"], len(d["inputs"]))  # was 82 controls and more

@@ -1,5 +1,6 @@
 """The Compare tab's A/B sweep: A (pinned) and B (the controls) timed over the same lengths, one
 figure with both per panel, failures on their own curve, and a reading checked against the records."""
+
 import asyncio
 import csv
 import io
@@ -10,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.app.server import jobs
-from explorer.app.controls.fields import config_values
 from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.fields import config_values
 from explorer.app.controls.state import new_state
+from explorer.app.server import jobs
 from explorer.app.tabs import compare as ui_compare
 from explorer.figures import compare as plots_compare
 from explorer.figures.compare import COLORS
@@ -25,8 +26,16 @@ B = A.replace(attention="sliding_window", window=4)
 
 
 def _rec(L, ms=None, peak=None, status="ok", reason=""):
-    return {"seq_len": L, "ms": ms, "peak_bytes": peak, "status": status, "backend": "test", "reason": reason,
-            "mode": "forward", "memory_method": "measured"}
+    return {
+        "seq_len": L,
+        "ms": ms,
+        "peak_bytes": peak,
+        "status": status,
+        "backend": "test",
+        "reason": reason,
+        "mode": "forward",
+        "memory_method": "measured",
+    }
 
 
 def test_handler_times_a_and_b_over_the_same_lengths():
@@ -82,8 +91,11 @@ def test_stopped_before_it_starts_records_cancelled():
 
 def test_cancelling_the_event_stops_the_worker_before_its_slot_is_freed():
     async def main():
-        task = asyncio.ensure_future(ui_compare.run_ab_sweep_job(
-            config_values(B), A.to_dict(), "16,32,64,128,256,512,1024,2048", "forward", None))
+        task = asyncio.ensure_future(
+            ui_compare.run_ab_sweep_job(
+                config_values(B), A.to_dict(), "16,32,64,128,256,512,1024,2048", "forward", None
+            )
+        )
         await asyncio.sleep(0.3)
         assert jobs.HEAVY.running("sweep") == 1
         task.cancel()
@@ -91,6 +103,7 @@ def test_cancelling_the_event_stops_the_worker_before_its_slot_is_freed():
             await task
         assert jobs.HEAVY.running("sweep") == 0  # the worker had ended when the event did
         assert not [t for t in threading.enumerate() if t.name == "explorer-job"]
+
     asyncio.run(main())
 
 
@@ -98,14 +111,18 @@ def test_a_second_sweep_of_the_same_visitor_is_refused_with_a_message():
     who = SimpleNamespace(session_hash="ab-visitor")
 
     async def main():
-        first = asyncio.ensure_future(ui_compare.run_ab_sweep_job(
-            config_values(B), A.to_dict(), "16,32,64,128,256,512,1024,2048", "forward", None, request=who))
+        first = asyncio.ensure_future(
+            ui_compare.run_ab_sweep_job(
+                config_values(B), A.to_dict(), "16,32,64,128,256,512,1024,2048", "forward", None, request=who
+            )
+        )
         await asyncio.sleep(0.3)
         second = await ui_compare.run_ab_sweep_job(config_values(B), A.to_dict(), "16", "forward", None, request=who)
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
         return second
+
     out = asyncio.run(main())
     assert "One heavy job at a time" in out["ab_md"].replace("\\", "")
 
@@ -128,6 +145,7 @@ def test_a_bad_pin_in_a_link_pins_nothing_and_says_so(monkeypatch):
     from types import SimpleNamespace
 
     from explorer.app.tabs import compare as tab
+
     said = []
     monkeypatch.setattr(tab.gr, "Warning", lambda msg: said.append(msg))
     out = tab.pinned_from_url(SimpleNamespace(query_params={"pin": "n_layers=1e9&attention=sliding_window"}))

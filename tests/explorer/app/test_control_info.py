@@ -1,6 +1,7 @@
 """The one-line explanation under each category dropdown: the selected variant's registry
 summary, sent with the controls' updates when the selection changes, and for memories whose effect
 the Attention tab cannot show, a note whose claims are checked here against the maps themselves."""
+
 import dataclasses
 import re
 
@@ -19,8 +20,13 @@ CHOICES = [(cat, key) for cat in CATEGORIES for key in registries()[cat]]
 FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
 # memories whose effect the Attention tab does not show (they act after the last attention layer, or
 # only past a segment plus its memory, or beside the drawn map), with the fields that say where
-NOTED_MEMORIES = {"xl": {"segment_len", "mem_len"}, "compressive": {"segment_len", "mem_len"},
-                  "knn": set(), "knn_lm": {"segment_len"}, "spalm": {"segment_len"}}
+NOTED_MEMORIES = {
+    "xl": {"segment_len", "mem_len"},
+    "compressive": {"segment_len", "mem_len"},
+    "knn": set(),
+    "knn_lm": {"segment_len"},
+    "spalm": {"segment_len"},
+}
 
 
 def _info(values, cat):
@@ -36,8 +42,8 @@ def test_each_dropdown_info_is_the_selected_variants_summary(cat, key):
     info = _info({**config_values(ModelConfig()), cat: key}, cat)
     summary = registries()[cat][key].summary
     if cat == "memory" and key in NOTED_MEMORIES:
-        assert info.startswith(summary + " ") and "Attention tab" in info[len(summary):]
-        named = set(re.findall(r"`(\w+)`", info[len(summary):]))
+        assert info.startswith(summary + " ") and "Attention tab" in info[len(summary) :]
+        named = set(re.findall(r"`(\w+)`", info[len(summary) :]))
         assert NOTED_MEMORIES[key] <= named <= FIELDS, named
     else:
         assert info == summary

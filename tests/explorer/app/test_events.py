@@ -5,6 +5,7 @@ Gradio's page updates the loading status of every component that was ever a prog
 event, on every status change of every event; an event with many outputs and no
 ``show_progress_on`` makes all of them targets (measured: ~0.36 s of the browser's main thread per
 status change on this page before the fix)."""
+
 import pytest
 
 gr = pytest.importorskip("gradio")
@@ -15,6 +16,7 @@ MANY = 8  # outputs above which an event must name where its progress shows
 @pytest.fixture(scope="module")
 def deps():
     from explorer.app.page.layout import build_app
+
     demo = build_app()
     return demo.config["dependencies"]
 

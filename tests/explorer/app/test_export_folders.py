@@ -1,6 +1,7 @@
 """Export folders are the app's own: a session's next export deletes its previous folder (its clean-up
 event may never run), at most ``MAX_EXPORT_DIRS`` live at once, and a path the app did not make is never
 deleted, whatever names it."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """What the export holds beyond the Attention tab: the zoomed head, the Compare tab when A is pinned, the
 Train tab's run, each figure under a section that names it (the statistics are no "Attention maps")."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,8 +45,10 @@ def test_a_pinned_a_brings_the_compare_figures():
 
 
 def test_the_train_tabs_run_comes_along():
-    trainer = Trainer(SMALL.replace(max_len=64), RunConfig(task="copy", steps=4, lr=3e-3, warmup=1, batch_size=4,
-                                                            seq_len=17, every=2, seed=0))
+    trainer = Trainer(
+        SMALL.replace(max_len=64),
+        RunConfig(task="copy", steps=4, lr=3e-3, warmup=1, batch_size=4, seq_len=17, every=2, seed=0),
+    )
     snaps = list(trainer.run())
     figs = _by_stem(export_sections(SMALL, TEXT, train_state={"trainer": trainer, "snap": snaps[-1]})[0])
     title, curves = figs["train-curves"]

@@ -2,6 +2,7 @@
 its name says, and a model file handed to the Train tab is read, never written or deleted. (The other
 places have theirs beside their code: uploads in test_request_limits and checkpoints/test_sources, export
 folders in test_export_folders, Triton's cache in runtime/test_triton_cache.)"""
+
 import os
 
 from explorer.app.server.gradio_compat import cache_file

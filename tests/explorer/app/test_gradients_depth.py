@@ -1,5 +1,6 @@
 """The Gradients tab's Theorem 1 panel (``explorer.app.tabs.parts.gradients_depth``): the depth sweep of the
 config above its per-layer profile, and the profile alone when no depth could be measured."""
+
 import functools
 
 from explorer.analysis.gradients import depth_scaling as analysis
@@ -12,7 +13,9 @@ SMALL = ModelConfig(n_layers=2, d_model=32, n_heads=2)
 
 
 def test_the_panel_draws_the_depth_sweep_above_the_per_layer_profile(monkeypatch):
-    monkeypatch.setattr(gradients_depth, "depth_scaling", functools.partial(analysis.depth_scaling, depths=(2, 4), seeds=1))
+    monkeypatch.setattr(
+        gradients_depth, "depth_scaling", functools.partial(analysis.depth_scaling, depths=(2, 4), seeds=1)
+    )
     per_layer, _ = placement_results(SMALL)
     fig, reading = gradients_depth.depth_panel(SMALL, None, per_layer)
     assert fig.layout.title.text.startswith("Theorem 1 (Xiong et al. 2020)")
@@ -24,7 +27,9 @@ def test_the_panel_draws_the_depth_sweep_above_the_per_layer_profile(monkeypatch
 
 
 def test_no_measurable_depth_leaves_the_per_layer_figure(monkeypatch):
-    monkeypatch.setattr(gradients_depth, "depth_scaling", functools.partial(analysis.depth_scaling, depths=(2,), seeds=1))
+    monkeypatch.setattr(
+        gradients_depth, "depth_scaling", functools.partial(analysis.depth_scaling, depths=(2,), seeds=1)
+    )
     monkeypatch.setattr(budget, "request_budget", lambda: 1)  # nothing fits
     assert gradients_depth.depth_panel(SMALL, None, {}) is None
 

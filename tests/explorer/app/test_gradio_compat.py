@@ -1,5 +1,6 @@
 """The Gradio internals behind ``explorer.app.server.gradio_compat`` that guard the public app: error messages
 cut to a bound (Gradio's own validation quotes a refused value whole)."""
+
 import gradio as gr
 
 
@@ -8,6 +9,7 @@ def test_gradios_error_messages_are_cut_to_a_bound():
     import gradio.utils
 
     from explorer.app.server.gradio_compat import shorten_errors
+
     shorten_errors(600)
     shorten_errors(600)  # once only: the wrapper is not wrapped again
     assert gradio.queueing.error_payload is gradio.utils.error_payload

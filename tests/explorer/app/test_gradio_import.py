@@ -3,6 +3,7 @@
 Reference: Gradio's own behaviour in a fresh process: a component class defined in a module file makes Gradio
 write a ``.pyi`` stub beside that file (``component_meta.create_or_modify_pyi``); after ``import explorer.app`` no
 stub is written and the hook is the no-op, while a process that imports gradio first keeps Gradio's writer."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ print(json.dumps({"skipped": meta.create_or_modify_pyi is no_stub, "again": skip
 def _run(first: str, folder: Path) -> dict:
     (folder / "mycomponent.py").write_text("import gradio as gr\n\n\nclass Shout(gr.HTML):\n    pass\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False"}
-    out = subprocess.run([sys.executable, "-c", CODE, first, str(folder)], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", CODE, first, str(folder)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "stub": (folder / "mycomponent.pyi").exists()}
 

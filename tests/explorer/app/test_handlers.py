@@ -1,6 +1,7 @@
 """Every UI handler and API function, called directly (no server): good input draws, bad input
 warns (escaped, truncated) and keeps the last figures (``gr.skip()``), never a traceback.
 Handlers take control values by field name and return ``{output name: value}``."""
+
 import asyncio
 import html
 import json
@@ -13,6 +14,7 @@ import plotly.io as pio
 import pytest
 
 from explorer.app.api import endpoints as ui_api
+from explorer.app.api.export import cleanup_export, export_files
 from explorer.app.controls.fields import (
     CONTROL_FIELDS,
     FIELD_DIGEST_CHARS,
@@ -22,12 +24,11 @@ from explorer.app.controls.fields import (
     values_to_config,
     visibility_updates,
 )
-from explorer.app.api.export import cleanup_export, export_files
 from explorer.app.controls.share import DEFAULT_TEXT
 from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
 from explorer.app.controls.state import new_state
-from explorer.app.tabs import attention as h
 from explorer.app.page.wiring import stage_handler
+from explorer.app.tabs import attention as h
 from explorer.app.tabs.latency import run_sweep
 from explorer.runtime.presets import CUSTOM
 from models import ConfigError, ModelConfig, registries
@@ -80,6 +81,7 @@ def test_visibility_follows_the_chosen_variants_and_categories_never_hide():
     def shown(**choice):
         vals = {c: choice.get(c, getattr(ModelConfig(), c)) for c in CATEGORIES}
         return {n for n, u in visibility_updates(vals).items() if u["visible"]}
+
     assert "window" in shown(attention="sliding_window") and "window" not in shown(attention="full")
     assert "norm" in shown(norm_placement="pre") and {"attention", "n_layers", "causal", "seed"} <= shown()
     # the mission's pre-LN / post-LN choice is visible whatever the layer structure
@@ -124,8 +126,14 @@ def test_refresh_attention_bad_config_keeps_figures_and_escapes_the_echo():
     assert all(_is_skip(x) for x in analysis_stage(_values(n_layers=99), text="x").values())
 
 
-@pytest.mark.parametrize("hostile", ['<a href="https://evil.example">Click here to re-authenticate</a>',
-                                     '<img src="https://evil.example/x.png">', "[click](https://evil.example)"])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        '<a href="https://evil.example">Click here to re-authenticate</a>',
+        '<img src="https://evil.example/x.png">',
+        "[click](https://evil.example)",
+    ],
+)
 def test_echoed_values_are_inert_text(hostile):
     out = h.refresh_attention(_values(attention=hostile), "x", new_state())
     status = out["status"]
@@ -181,9 +189,14 @@ def test_upload_config(tmp_path):
     good.write_text(json.dumps({"attention": "longformer", "n_global": 3}))
     assert _filled(upload_config(str(good))).n_global == 3
     deep = "[" * 100_000 + "]" * 100_000
-    for content, needle in (("{nope", "valid JSON"), (json.dumps({"unknown_field": 1}), "unknown\\_field"),
-                            (json.dumps([1, 2]), "JSON object"), ('{"seed": ' + "9" * 5000 + "}", "number"),
-                            (deep[:90_000], "nesting"), ("x" * 200_000, "bytes")):
+    for content, needle in (
+        ("{nope", "valid JSON"),
+        (json.dumps({"unknown_field": 1}), "unknown\\_field"),
+        (json.dumps([1, 2]), "JSON object"),
+        ('{"seed": ' + "9" * 5000 + "}", "number"),
+        (deep[:90_000], "nesting"),
+        ("x" * 200_000, "bytes"),
+    ):
         bad = tmp_path / "b.json"
         bad.write_text(content)
         res = upload_config(str(bad))
@@ -196,6 +209,7 @@ def test_upload_config(tmp_path):
 def test_export_writes_one_zip_with_an_offline_page_and_cleanup_leaves_nothing(tmp_path, monkeypatch):
     import sys
     import zipfile
+
     monkeypatch.setitem(sys.modules, "kaleido", None)  # PNGs: tests/explorer/export/test_archive.py
     state = run_sweep(_values(), "16,32", "forward", new_state())["state"]
     out = export_files(_values(), "hello", state)
@@ -234,8 +248,13 @@ def test_api_functions_and_their_errors():
     assert g["layer"] == [0, 1] and len(g["residual"]) == 2
     assert asyncio.run(ui_api.api_benchmark(cfg, "16", "forward"))[0]["status"] == "ok"
     assert ui_api.api_analyze("", "")["n_layers"] == ModelConfig().n_layers  # empty = defaults
-    for bad, needle in (('{"attention": "nope"}', "attention"), ("{broken", "JSON"), ('{"n_layers": 50}', "n_layers"),
-                        ('{"seed": ' + "1" * 5000 + "}", "number"), ("[" * 5000 + "]" * 5000, "nesting")):
+    for bad, needle in (
+        ('{"attention": "nope"}', "attention"),
+        ("{broken", "JSON"),
+        ('{"n_layers": 50}', "n_layers"),
+        ('{"seed": ' + "1" * 5000 + "}", "number"),
+        ("[" * 5000 + "]" * 5000, "nesting"),
+    ):
         with pytest.raises(gr.Error, match=needle):
             ui_api.api_gradients(bad)
     with pytest.raises(gr.Error, match="seq_lens"):
@@ -256,6 +275,7 @@ def test_a_config_matching_a_preset_is_said_not_switched():
     from explorer.app.tabs.attention import preset_of
     from explorer.runtime.configs import app_config
     from explorer.runtime.presets import matching_preset, preset_config
+
     name = matching_preset(preset_config("BLOOM (2022)"))
     out = h.refresh_attention({**config_values(preset_config("BLOOM (2022)"))}, "hello", new_state())
     assert preset_of(app_config(preset_config("BLOOM (2022)"))) == name == "BLOOM (2022)"

@@ -1,4 +1,5 @@
 """The undo history: appended only when figures were drawn for a new config, bounded, popped by undo."""
+
 import gradio as gr
 
 from explorer.app.controls import history as ui_history
@@ -45,6 +46,7 @@ def test_the_address_bar_is_read_again_on_back_and_forward():
 
     from explorer.app.controls.fields import CONTROL_FIELDS
     from explorer.app.controls.history import from_address
+
     plain = from_address(SimpleNamespace(query_params={}))
     assert plain["attention"]["value"] == "full" and plain["preset"] == "(custom)"
     assert from_address(SimpleNamespace(query_params={"__theme": "dark"}))["attention"]["value"] == "full"

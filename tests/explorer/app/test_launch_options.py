@@ -1,5 +1,6 @@
 """What ``python app.py`` hands Gradio's launch exists (a module moved a folder deeper once pointed the
 stylesheet at ``explorer/assets``, and the served app exited at start)."""
+
 from pathlib import Path
 
 from explorer.app.page.layout import LAUNCH_OPTIONS

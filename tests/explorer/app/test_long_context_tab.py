@@ -1,11 +1,12 @@
 """The Long context tab's link fields, its API answer's shape, and the memory budget it goes through."""
+
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from explorer.analysis.long_context import view as lc
 from explorer.analysis import source
+from explorer.analysis.long_context import view as lc
 from explorer.app.controls.share import from_query
 from explorer.app.tabs import link_params
 from explorer.app.tabs.long_context import _json, as_json, from_link

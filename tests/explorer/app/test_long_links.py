@@ -1,6 +1,7 @@
 """A share link over 64 KB (past what Gradio's root-url code accepts: it answered a bare HTTP 500) is
 refused like any over-long link: behind ``RequestLimits`` the page route gets no query string and an
 event gets only the query's length, which the link reader refuses with its usual notice."""
+
 import asyncio
 import json
 from types import SimpleNamespace
@@ -12,27 +13,43 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from explorer.app.server import request_limits
 from explorer.app.controls.share import from_query
+from explorer.app.server import request_limits
 
 
 def _call(method: str, path: str, query: str) -> tuple:
     """One request straight through the ASGI middleware (an HTTP client refuses a URL over 64 KB before
     sending it) -> (status, the query string the route saw)."""
+
     async def seen(request):
         httpx.URL(str(request.url))  # what Gradio's root-url code does: refuses a URL over 64 KB
         return JSONResponse({"query": request.scope["query_string"].decode()})
 
-    app = Starlette(routes=[Route("/", seen), Route("/gradio_api/queue/join", seen, methods=["POST"])],
-                    middleware=[Middleware(request_limits.RequestLimits)])
+    app = Starlette(
+        routes=[Route("/", seen), Route("/gradio_api/queue/join", seen, methods=["POST"])],
+        middleware=[Middleware(request_limits.RequestLimits)],
+    )
     app.state_holder = SimpleNamespace(session_data={}, explorer_owners={})
     app.get_blocks = lambda: SimpleNamespace(_queue=SimpleNamespace(event_ids_to_events={}))
     body = b'{"session_hash": "s"}' if method == "POST" else b""
-    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "root_path": "",
-             "scheme": "http", "query_string": query.encode(), "server": ("127.0.0.1", 80),
-             "client": ("127.0.0.1", 5000), "http_version": "1.1", "app": app,
-             "headers": [(b"host", b"127.0.0.1"), (b"content-length", str(len(body)).encode()),
-                         (b"content-type", b"application/json")]}
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "scheme": "http",
+        "query_string": query.encode(),
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5000),
+        "http_version": "1.1",
+        "app": app,
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", b"application/json"),
+        ],
+    }
     sent = []
 
     async def receive():

@@ -1,5 +1,6 @@
 """What a visitor reads when a request fails: the ConfigError itself, or a plain line with an incident
 number; the exception's own text (allocator sizes, type names, recursion) never reaches the page."""
+
 import logging
 
 import pytest
@@ -12,12 +13,15 @@ def test_a_config_error_is_shown_as_it_is():
     assert problem(ConfigError("n_heads", 3, "a divisor of d_model")) == "n_heads=3 is not valid: a divisor of d_model"
 
 
-@pytest.mark.parametrize("exc, secret", [
-    (RecursionError("maximum recursion depth exceeded while calling a Python object"), "recursion"),
-    (TypeError("unsupported operand type(s) for +: 'NoneType' and 'int'"), "NoneType"),
-    (OverflowError("cannot convert float infinity to integer"), "infinity"),
-    (KeyError("/etc/passwd"), "passwd"),
-])
+@pytest.mark.parametrize(
+    "exc, secret",
+    [
+        (RecursionError("maximum recursion depth exceeded while calling a Python object"), "recursion"),
+        (TypeError("unsupported operand type(s) for +: 'NoneType' and 'int'"), "NoneType"),
+        (OverflowError("cannot convert float infinity to integer"), "infinity"),
+        (KeyError("/etc/passwd"), "passwd"),
+    ],
+)
 def test_an_internal_error_is_a_generic_line_with_an_incident_logged_for_the_host(exc, secret, caplog):
     with caplog.at_level(logging.ERROR):
         msg = problem(exc)
@@ -27,14 +31,19 @@ def test_an_internal_error_is_a_generic_line_with_an_incident_logged_for_the_hos
 
 
 def test_running_out_of_memory_says_so_without_the_allocator_text():
-    msg = problem(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: "
-                               "you tried to allocate 268435456 bytes"))
+    msg = problem(
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 268435456 bytes"
+        )
+    )
     assert "ran out of memory" in msg and "alloc_cpu" not in msg and "268435456" not in msg
 
 
 def test_toasts_are_html_not_markdown(monkeypatch):
     """A toast renders HTML: a Markdown escape ("n\\_layers") would show its backslash to the visitor."""
     from explorer.app.controls import weights as ui_weights
+
     toasts = []
     monkeypatch.setattr(ui_weights.gr, "Warning", lambda msg, *a, **k: toasts.append(msg))
     monkeypatch.setattr(ui_weights.gr, "Info", lambda msg, *a, **k: toasts.append(msg))
@@ -46,6 +55,7 @@ def test_toasts_are_html_not_markdown(monkeypatch):
 
 def test_a_refusal_lists_every_valid_choice_whole_and_cuts_only_the_echoed_value():
     from models import choices
+
     valid = choices()["attention"]
     msg = problem(ConfigError("attention", "x" * 5000, f"one of {valid}"))
     assert all(repr(k) in msg for k in valid)  # no choice cut mid-word (the old message stopped at 'synth…)

@@ -5,6 +5,7 @@ name it was imported as). Tensors and GPU calls live in ``explorer.analysis`` an
 
 Read statically (``ast``: nothing is imported).
 """
+
 from __future__ import annotations
 
 import ast
@@ -57,16 +58,19 @@ def offences(path: Path) -> list:
 
 def test_the_checker_finds_torch_and_gpu_calls_however_spelled(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import torch.nn as nn\nfrom explorer.runtime import device as d\n"
-                   "from explorer.runtime.device import gpu as on_gpu\n"
-                   "def f():\n    from torch import tensor\n\n"
-                   "@on_gpu(duration=60)\ndef g():\n    pass\n\n@d.gpu\ndef h():\n    pass\n\n"
-                   "@explorer.runtime.device.gpu\ndef k():\n    pass\n")
+    bad.write_text(
+        "import torch.nn as nn\nfrom explorer.runtime import device as d\n"
+        "from explorer.runtime.device import gpu as on_gpu\n"
+        "def f():\n    from torch import tensor\n\n"
+        "@on_gpu(duration=60)\ndef g():\n    pass\n\n@d.gpu\ndef h():\n    pass\n\n"
+        "@explorer.runtime.device.gpu\ndef k():\n    pass\n"
+    )
     found = offences(bad)
     assert len(found) == 5, found
     good = tmp_path / "good.py"
-    good.write_text("from explorer.runtime.device import device\nimport torchvision_like\n"
-                    "@device\ndef f():\n    pass\n")
+    good.write_text(
+        "from explorer.runtime.device import device\nimport torchvision_like\n@device\ndef f():\n    pass\n"
+    )
     assert offences(good) == []
 
 
@@ -74,5 +78,7 @@ def test_no_app_module_imports_torch_or_defines_a_gpu_call():
     modules = sorted(APP.rglob("*.py"))
     assert len(modules) > 30  # the app is there: a wrong path would pass vacuously
     bad = [f"{p.relative_to(ROOT)}:{o}" for p in modules for o in offences(p)]
-    assert not bad, ("explorer/app computes: move the tensors and GPU calls into explorer.analysis or "
-                     "explorer.training, and call them:\n" + "\n".join(bad))
+    assert not bad, (
+        "explorer/app computes: move the tensors and GPU calls into explorer.analysis or "
+        "explorer.training, and call them:\n" + "\n".join(bad)
+    )

@@ -4,6 +4,7 @@ References: Gradio's installed module itself (its imports and its component kept
 Plotly expression replaced), the vendored bundle's own text, Brotli and gzip decompression back to the plain
 module, plotly.py's list of trace types against every trace type the figures' source names, and the registered
 trace types inside the vendored bundle."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,29 +36,33 @@ def test_the_rebuilt_module_keeps_gradios_imports_and_component_and_holds_the_bu
     assert out is not None
     start = pb.START.search(gradio_module)
     end = pb.END.search(gradio_module)
-    assert out.startswith(gradio_module[:start.start()])            # Gradio's imports, unchanged
-    assert gradio_module[start.start():].startswith("var ")
-    assert out.endswith(gradio_module[end.end():])                  # its Svelte component, unchanged
-    assert "\n" + bundle + "\n" in out                              # the bundle, verbatim
+    assert out.startswith(gradio_module[: start.start()])  # Gradio's imports, unchanged
+    assert gradio_module[start.start() :].startswith("var ")
+    assert out.endswith(gradio_module[end.end() :])  # its Svelte component, unchanged
+    assert "\n" + bundle + "\n" in out  # the bundle, verbatim
     assert "plotly.js (cartesian - minified) v3.4.0" in out
-    assert "p.default.react" in gradio_module[end.end():] or ".react(" in gradio_module[end.end():]
+    assert "p.default.react" in gradio_module[end.end() :] or ".react(" in gradio_module[end.end() :]
     assert len(out) < len(gradio_module) / 3, (len(out), len(gradio_module))
 
 
-@pytest.mark.parametrize("text", [
-    'import"./a.js";var p=r(f(((e,t)=>{X return window.Plotly=e,e})}))()),m=1;'
-    'return window.Plotly=e,e})}))()),',                             # the end found twice
-    'let x=1;var p=r(f(((e,t)=>{X return window.Plotly=e,e})}))()),m=1;',  # code before the expression
-    'import"./a.js";var p=1;',                                       # no Plotly expression
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'import"./a.js";var p=r(f(((e,t)=>{X return window.Plotly=e,e})}))()),m=1;'
+        "return window.Plotly=e,e})}))()),",  # the end found twice
+        "let x=1;var p=r(f(((e,t)=>{X return window.Plotly=e,e})}))()),m=1;",  # code before the expression
+        'import"./a.js";var p=1;',  # no Plotly expression
+    ],
+)
 def test_a_module_laid_out_otherwise_is_left_to_gradio(text):
     assert pb.splice(text, "BUNDLE") is None
 
 
 def test_a_minimal_module_is_spliced_where_expected():
     text = 'import{a as r,b as f}from"./i.js";var p=r(f(((e,t)=>{OLD return window.Plotly=e,e})}))()),m=2;export{m};'
-    assert pb.splice(text, "NEW") == ('import{a as r,b as f}from"./i.js";var p=r(f(((exports,module)=>{\nNEW\n}))()),'
-                                      'm=2;export{m};')
+    assert pb.splice(text, "NEW") == (
+        'import{a as r,b as f}from"./i.js";var p=r(f(((exports,module)=>{\nNEW\n}))()),m=2;export{m};'
+    )
 
 
 def test_each_encoding_decompresses_to_the_plain_module():
@@ -96,8 +101,12 @@ def _asgi(scope_headers: dict, served) -> tuple[int, dict, bytes]:
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "GET", "path": "/assets/" + served.name,
-             "headers": [(k.encode(), v.encode()) for k, v in scope_headers.items()]}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/assets/" + served.name,
+        "headers": [(k.encode(), v.encode()) for k, v in scope_headers.items()],
+    }
     asyncio.run(pb.answer(served, scope, send))
     start, body = sent
     return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body["body"]
@@ -121,5 +130,5 @@ def test_the_early_tag_goes_right_after_gradios_entry_script_once():
     doc = b"<html><head>" + entry + b"</head><body></body></html>"
     out = with_tag(doc, tag)
     assert out == b"<html><head>" + entry + tag + b"</head><body></body></html>"
-    assert with_tag(out, tag) == out                    # never twice
+    assert with_tag(out, tag) == out  # never twice
     assert with_tag(b"<html>other page</html>", tag) == b"<html>other page</html>"

@@ -1,4 +1,5 @@
 """Figures carry the results' numbers; presets validate; share links round-trip and never raise."""
+
 import math
 import re
 import sys
@@ -22,13 +23,24 @@ from explorer.runtime.presets import CUSTOM, available, matching_preset, preset_
 from models import ConfigError, ModelConfig
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=2)
-REQUIRED_PRESETS = ["Vanilla Transformer (2017)", "BERT (2018)", "GPT-2 (2019)", "T5 (2020)",
-                    "Sparse Transformer (2019)", "Longformer (2020)", "BigBird (2020)", "LLaMA (2023)",
-                    "Llama-2-70B (GQA)", "Mistral 7B (2023)", "BLOOM (2022)"]
+REQUIRED_PRESETS = [
+    "Vanilla Transformer (2017)",
+    "BERT (2018)",
+    "GPT-2 (2019)",
+    "T5 (2020)",
+    "Sparse Transformer (2019)",
+    "Longformer (2020)",
+    "BigBird (2020)",
+    "LLaMA (2023)",
+    "Llama-2-70B (GQA)",
+    "Mistral 7B (2023)",
+    "BLOOM (2022)",
+]
 
 
 def test_plots_module_does_not_import_torch():
     import subprocess
+
     code = "import sys, explorer.figures.base, explorer.figures.readings; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -50,8 +62,10 @@ def test_attention_grid_shows_the_maps_with_disallowed_pairs_blank():
 
 
 def test_gradient_figure_overlays_placements_on_log_axes():
-    results = {"post": {"attn_out": [1.0, 2.0], "ffn_out": [1.0, 1.0], "residual": [3.0, 2.0]},
-               "rezero": {"attn_out": [0.0, 0.0], "ffn_out": [0.0, 0.0], "residual": [1.0, 1.0]}}
+    results = {
+        "post": {"attn_out": [1.0, 2.0], "ffn_out": [1.0, 1.0], "residual": [3.0, 2.0]},
+        "rezero": {"attn_out": [0.0, 0.0], "ffn_out": [0.0, 0.0], "residual": [1.0, 1.0]},
+    }
     fig = gradient_figure(results, "post")
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis3.type == "log"
     post = [t for t in fig.data if t.legendgroup == "post"]
@@ -61,10 +75,13 @@ def test_gradient_figure_overlays_placements_on_log_axes():
 
 
 def test_sweep_figure_fits_slopes_and_marks_failures():
-    recs = [{"seq_len": n, "ms": 0.5 * n ** 2, "peak_bytes": 100 * n, "backend": "sdpa (cpu)", "status": "ok",
-             "reason": ""} for n in (64, 128, 256)]
-    recs.append({"seq_len": 512, "ms": None, "peak_bytes": None, "backend": "sdpa (cpu)", "status": "oom",
-                 "reason": "too big"})
+    recs = [
+        {"seq_len": n, "ms": 0.5 * n**2, "peak_bytes": 100 * n, "backend": "sdpa (cpu)", "status": "ok", "reason": ""}
+        for n in (64, 128, 256)
+    ]
+    recs.append(
+        {"seq_len": 512, "ms": None, "peak_bytes": None, "backend": "sdpa (cpu)", "status": "oom", "reason": "too big"}
+    )
     assert fitted_slope(recs, "ms") == pytest.approx(2.0)
     assert fitted_slope(recs, "peak_bytes") == pytest.approx(1.0)
     fig = sweep_figure(recs, None, "full")
@@ -100,17 +117,27 @@ def test_every_available_preset_round_trips_through_a_link():
 
 def test_custom_config_and_text_round_trip():
     from urllib.parse import parse_qsl
+
     cfg = ModelConfig(attention="bigbird", n_random=1, n_kv_heads=2, causal=False, softcap=30.0)
     q = to_query(cfg, "héllo & bye=1")
     got, text, preset, notice = from_query(dict(parse_qsl(q)))
     assert got == cfg and text == "héllo & bye=1" and preset == CUSTOM and notice is None
 
 
-@pytest.mark.parametrize("params", [
-    {"attention": "nonsense"}, {"n_layers": "1e9"}, {"n_layers": "100"}, {"bogus": "1"},
-    {"window": "-3", "attention": "sliding_window"}, {"preset": "GPT-7"}, {"causal": "maybe"},
-    {"text": "x" * 5000}, {"d_model": "<script>alert(1)</script>"},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"attention": "nonsense"},
+        {"n_layers": "1e9"},
+        {"n_layers": "100"},
+        {"bogus": "1"},
+        {"window": "-3", "attention": "sliding_window"},
+        {"preset": "GPT-7"},
+        {"causal": "maybe"},
+        {"text": "x" * 5000},
+        {"d_model": "<script>alert(1)</script>"},
+    ],
+)
 def test_hostile_links_keep_their_valid_fields_with_a_notice(params):
     cfg, text, preset, notice = from_query(params)
     assert notice
@@ -139,9 +166,15 @@ def test_long_text_in_link_is_cut_and_foreign_keys_ignored():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.sampled_from(["attention", "n_layers", "window", "text", "preset", "x", "seed",
-                                        "causal", "d_model", "n_kv_heads"]),
-                       st.text(max_size=30), max_size=5))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["attention", "n_layers", "window", "text", "preset", "x", "seed", "causal", "d_model", "n_kv_heads"]
+        ),
+        st.text(max_size=30),
+        max_size=5,
+    )
+)
 def test_any_link_gives_its_config_or_its_valid_fields_with_a_notice_naming_the_refused(params):
     """Whatever a link holds, ``from_query`` returns a config that, written back into a link, reads
     back the same. Used as is (no notice): the text and preset are the link's. Refused in part: the
@@ -149,6 +182,7 @@ def test_any_link_gives_its_config_or_its_valid_fields_with_a_notice_naming_the_
     notice, which names no field) and the link's text is kept; every field the notice does not name
     holds the link's value as the config reads it."""
     from urllib.parse import parse_qsl
+
     cfg, text, preset, notice = from_query(params)
     again = dict(parse_qsl(to_query(cfg, text, preset), keep_blank_values=True))
     assert from_query(again) == (cfg, text, preset, None)
@@ -176,7 +210,7 @@ def test_limits():
 
 
 def test_human_bytes():
-    assert plots.human_bytes(512) == "512 B" and plots.human_bytes(3 * 2 ** 20) == "3.0 MiB"
+    assert plots.human_bytes(512) == "512 B" and plots.human_bytes(3 * 2**20) == "3.0 MiB"
     assert plots.human_bytes(None) == "-" and plots.human_bytes(math.inf) == "-"
 
 
@@ -186,6 +220,7 @@ def test_a_link_holds_only_the_used_text_and_stays_short(text):
     from urllib.parse import parse_qsl
 
     from explorer.app.controls.share import MAX_QUERY_CHARS, clip_text
+
     q = to_query(ModelConfig(attention="bigbird", n_random=3, seed=7), text)
     assert len(q) <= MAX_QUERY_CHARS
     used = clip_text(text)
@@ -196,13 +231,24 @@ def test_a_link_holds_only_the_used_text_and_stays_short(text):
 
 def test_long_link_texts_are_clipped_to_whole_characters():
     from explorer.app.controls.share import clip_text
+
     assert clip_text("中" * 8000) == "中" * 85  # 85 * 3 = 255 bytes: the 86th would cut a character
     assert len(to_query(ModelConfig(), "a" * 65_000)) < 300
 
 
 def test_sweep_reading_says_what_ran_how_it_was_timed_and_when_it_was_loaded():
-    rec = {"seq_len": 64, "ms": 2.0, "peak_bytes": 1000, "backend": "torch-cpu block-sparse", "status": "ok",
-           "reason": "", "timer": "perf_counter", "dtype": "float32", "threads": 1, "others": 0}
+    rec = {
+        "seq_len": 64,
+        "ms": 2.0,
+        "peak_bytes": 1000,
+        "backend": "torch-cpu block-sparse",
+        "status": "ok",
+        "reason": "",
+        "timer": "perf_counter",
+        "dtype": "float32",
+        "threads": 1,
+        "others": 0,
+    }
     quiet = report.sweep_reading([rec, {**rec, "seq_len": 128, "ms": 4.0}], None, "sliding_window")
     assert "`torch-cpu block-sparse`" in quiet and "excluded" in quiet and "layout" in quiet
     assert "inflated" not in quiet
@@ -217,7 +263,7 @@ def test_lessons_come_first_and_say_what_to_look_at():
     from explorer.runtime.presets import LESSONS
 
     names = available()
-    assert names[:len(LESSONS)] == list(LESSONS)  # found first, not among the last of 50-odd entries
+    assert names[: len(LESSONS)] == list(LESSONS)  # found first, not among the last of 50-odd entries
     for name, (about, _, _) in LESSONS.items():
         out = apply_preset(name)
         said = __import__("html").unescape(out["status"].replace("\\", ""))  # escaped as Markdown and HTML

@@ -2,6 +2,7 @@
 (``explorer.app.server.request_limits``), on a small Starlette app standing in for Gradio's routes: what is
 refused is refused before the app reads it, errors never quote the input whole, and the upload sweep
 deletes only the upload route's own files, only inside the upload cache."""
+
 import json
 import os
 import time
@@ -14,9 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from explorer.app.server import request_limits
-
-from explorer.app.server import visitors
+from explorer.app.server import request_limits, visitors
 from explorer.runtime import settings
 
 
@@ -48,21 +47,32 @@ def served(tmp_path, monkeypatch):
         raise KeyError("fn_index")
 
     async def invalid(request):
-        detail = [{"type": "string_type", "loc": ["body", "session_hash"], "msg": "Input should be a valid string",
-                   "input": ["x" * 100_000]}]
+        detail = [
+            {
+                "type": "string_type",
+                "loc": ["body", "session_hash"],
+                "msg": "Input should be a valid string",
+                "input": ["x" * 100_000],
+            }
+        ]
         return JSONResponse({"detail": detail}, status_code=422)
 
     async def failed(request):
         return JSONResponse({"error": "Value: " + "y" * 50_000 + " is not in the list of choices"}, status_code=500)
 
-    app = Starlette(routes=[Route("/gradio_api/queue/join", join, methods=["POST"]),
-                            Route("/gradio_api/upload", upload, methods=["POST"]),
-                            Route("/gradio_api/broken", broken, methods=["POST"]),
-                            Route("/gradio_api/invalid", invalid, methods=["POST"]),
-                            Route("/gradio_api/run/failed", failed, methods=["POST"])],
-                    middleware=[Middleware(request_limits.RequestLimits)])
+    app = Starlette(
+        routes=[
+            Route("/gradio_api/queue/join", join, methods=["POST"]),
+            Route("/gradio_api/upload", upload, methods=["POST"]),
+            Route("/gradio_api/broken", broken, methods=["POST"]),
+            Route("/gradio_api/invalid", invalid, methods=["POST"]),
+            Route("/gradio_api/run/failed", failed, methods=["POST"]),
+        ],
+        middleware=[Middleware(request_limits.RequestLimits)],
+    )
     app.queued = []
     app.state_holder = SimpleNamespace(session_data={"known": object()}, explorer_owners={})
+
     class Queue:  # Gradio's: its events by id (waiting or running), its length the waiting ones (here: all)
         @property
         def event_ids_to_events(self):
@@ -158,6 +168,7 @@ def test_new_sessions_per_address_are_rated_before_gradio_builds_them(served, mo
     def join(session, ip):
         body = json.dumps({"data": ["z" * 3000], "session_hash": session})
         return client.post("/gradio_api/queue/join", content=body, headers={"X-Forwarded-For": ip}).status_code
+
     assert [join(f"new{i}", "10.0.0.1") for i in range(7)] == [200] * 5 + [429] * 2
     assert join("known", "10.0.0.1") == 200  # a session the server holds is never rated
     assert join("new99", "10.0.0.2") == 200  # nor is another address
@@ -177,8 +188,10 @@ def test_the_queue_keeps_its_last_quarter_for_newcomers(served, monkeypatch):
     client, calls, _, app = served
     monkeypatch.setenv(settings.QUEUE_SIZE, "16")
     monkeypatch.setenv(settings.EVENTS_PER_CLIENT, "8")
-    attackers = [SimpleNamespace(client=SimpleNamespace(host="testclient"), headers={"x-forwarded-for": f"10.0.1.{i}"})
-                 for i in range(3)]
+    attackers = [
+        SimpleNamespace(client=SimpleNamespace(host="testclient"), headers={"x-forwarded-for": f"10.0.1.{i}"})
+        for i in range(3)
+    ]
     app.queued[:] = [SimpleNamespace(request=a) for a in attackers for _ in range(4)]  # 12 of 16: the reserve is 4
     r = client.post("/gradio_api/queue/join", json={}, headers={"X-Forwarded-For": "10.0.1.0"})
     assert r.status_code == 503 and "kept for other visitors" in r.json()["detail"]
@@ -189,6 +202,7 @@ def test_the_queue_keeps_its_last_quarter_for_newcomers(served, monkeypatch):
 
 def test_conflicting_framing_is_refused(served):
     client, calls, _, _ = served
-    r = client.post("/gradio_api/queue/join", content=b"{}",
-                    headers={"Content-Length": "2", "Transfer-Encoding": "chunked"})
+    r = client.post(
+        "/gradio_api/queue/join", content=b"{}", headers={"Content-Length": "2", "Transfer-Encoding": "chunked"}
+    )
     assert r.status_code == 400 and "Transfer-Encoding" in r.json()["detail"] and calls == []

@@ -1,6 +1,7 @@
 """The queue's fair order and the patient start-up check (``explorer.app.server.scheduling``,
 ``gradio_compat.fair_queue`` / ``patient_self_check``) and the stop of work nobody reads
 (``explorer.app.server.streams``), on stand-ins for Gradio's queue: deterministic, no sleeps."""
+
 import socket
 import threading
 from types import SimpleNamespace
@@ -24,9 +25,11 @@ def test_the_fair_queue_starts_a_fifth_visitors_event_before_the_attackers_queue
         fair.LEDGER.add(f"127.0.0.{i + 2}", 1000.0)  # the attackers used far past their share
     waiting = [_event(f"127.0.0.{i + 2}") for i in range(4) for _ in range(8)] + [_event("127.0.0.9")]
     running = [[_event("127.0.0.2")], [_event("127.0.0.3")], None, None, None, None, None, None]
-    queue = SimpleNamespace(event_queue_per_concurrency_id={"compute": SimpleNamespace(queue=waiting,
-                                                                                        concurrency_limit=2)},
-                            active_jobs=running, get_events=lambda: "gradio's own")
+    queue = SimpleNamespace(
+        event_queue_per_concurrency_id={"compute": SimpleNamespace(queue=waiting, concurrency_limit=2)},
+        active_jobs=running,
+        get_events=lambda: "gradio's own",
+    )
     scheduling.install_queue(queue)
     events, batch, cid = queue.get_events()
     assert events[0].request.client.host == "127.0.0.9" and cid == "compute" and batch is False
@@ -38,6 +41,7 @@ def test_the_fair_queue_starts_a_fifth_visitors_event_before_the_attackers_queue
 def test_unread_and_abandoned_events_read_as_gone(monkeypatch):
     """An event whose result stream nobody opened within ``UNREAD_S`` of joining, or whose client left."""
     from gradio.context import LocalContext
+
     clock = {"now": 100.0}
     monkeypatch.setattr(gradio_compat.time, "monotonic", lambda: clock["now"])
     job = SimpleNamespace(_id="evt1", session_hash="sess1", alive=True, enqueue_time=100.0)

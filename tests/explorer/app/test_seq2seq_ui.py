@@ -1,4 +1,5 @@
 """The encoder-decoder in the app's handlers: separator box, extra figures, share links, controls."""
+
 import base64
 import json
 
@@ -7,21 +8,22 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from explorer.analysis import attention_maps
-from explorer.app.controls.fields import config_values, visible_fields
 from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.fields import config_values, visible_fields
 from explorer.app.controls.share import from_query, to_query
 from explorer.app.controls.sources import apply_preset, upload_config
 from explorer.app.controls.state import new_state
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.gradients import gradients_outputs
-from explorer.app.tabs.model import model_outputs
 from explorer.app.tabs.latency import FIXED_LEN, run_sweep
+from explorer.app.tabs.model import model_outputs
 from explorer.figures.stacks import extra_grid
 from explorer.runtime.text import DEFAULT_SEPARATOR, DEFAULT_TEXT, SEQ2SEQ_TEXT
 from models import ModelConfig
 
-SMALL = dict(architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32,
-             n_heads=2, d_ff=64)
+SMALL = dict(
+    architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32, n_heads=2, d_ff=64
+)
 
 
 def as_figure(value) -> go.Figure:
@@ -139,6 +141,7 @@ def test_export_and_views_follow_the_separator(tmp_path, monkeypatch):
     import zipfile
 
     from explorer.app.tabs import views as ui_views
+
     monkeypatch.setitem(sys.modules, "kaleido", None)  # PNGs: tests/explorer/export/test_archive.py
     values = config_values(ModelConfig(**SMALL))
     out = export_files(values, "ab|cde", None, separator="|")
@@ -153,6 +156,7 @@ def test_export_and_views_follow_the_separator(tmp_path, monkeypatch):
 def test_architecture_dropdown_and_upload_carry_the_stacks(tmp_path):
     from explorer.app.controls.fields import CONTROL_FIELDS
     from models.config import CATEGORIES
+
     assert CATEGORIES[0] == "architecture" and "architecture" in CONTROL_FIELDS
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(SMALL))

@@ -1,15 +1,16 @@
 """Idle sessions expire (``explorer.app.server.sessions``): on Gradio's own ``StateHolder``, idle sessions are
 dropped with their states' delete callbacks, active ones kept; a state Gradio rebuilt after an
 expiry makes the next commit redraw everything."""
+
 import datetime
 
 import gradio as gr
 import pytest
 from gradio.state_holder import StateHolder
 
-from explorer.app.server import sessions
 from explorer.app.controls.fields import config_updates
 from explorer.app.controls.state import new_state
+from explorer.app.server import sessions
 from explorer.app.tabs import attention as h
 from models import ModelConfig
 
@@ -57,6 +58,7 @@ def test_a_rebuilt_state_redraws_what_a_live_one_skips():
 
 def _flood(holder, state, owner, sids):
     from explorer.app.server import visitors
+
     for sid in sids:
         token = visitors.CURRENT.set(owner)
         try:
@@ -68,6 +70,7 @@ def _flood(holder, state, owner, sids):
 def test_a_flood_from_one_address_evicts_only_that_addresses_sessions(holder):
     from explorer.app.server import visitors
     from explorer.app.server.gradio_compat import bound_sessions
+
     holder, state, freed = holder
     bound_sessions(holder, visitors.current, per_owner=4, total=10)
     _flood(holder, state, "10.0.0.1", ["victim"])
@@ -82,6 +85,7 @@ def test_a_flood_from_one_address_evicts_only_that_addresses_sessions(holder):
 def test_past_the_total_the_address_holding_most_gives_way(holder):
     from explorer.app.server import visitors
     from explorer.app.server.gradio_compat import bound_sessions
+
     holder, state, _ = holder
     bound_sessions(holder, visitors.current, per_owner=5, total=6)
     _flood(holder, state, "10.0.0.1", ["a1", "a2"])
@@ -98,10 +102,10 @@ def test_past_the_total_the_address_holding_most_gives_way(holder):
 def test_expiry_forgets_the_owner_of_a_dropped_session(holder):
     from explorer.app.server import visitors
     from explorer.app.server.gradio_compat import bound_sessions
+
     holder, state, _ = holder
     bound_sessions(holder, visitors.current, per_owner=4, total=10)
     _flood(holder, state, "10.0.0.1", ["old"])
     holder.time_last_used["old"] = datetime.datetime.now() - datetime.timedelta(seconds=120)
     assert sessions.expire_idle(holder, ttl_s=60) == 1
     assert "old" not in holder.explorer_owners
-

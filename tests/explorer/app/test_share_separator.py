@@ -2,6 +2,7 @@
 custom separator (written only when it is not the default, read back checked like the separator box,
 hostile values refused with a notice naming the field, the box restored on load), and the grid
 pickers, the Compare tab and the export split and link exactly where the attention maps do."""
+
 from types import SimpleNamespace
 from urllib.parse import parse_qsl
 
@@ -34,16 +35,14 @@ def test_custom_separator_round_trips(sep):
     assert bytes(inp.ids("source")) == b"source" and bytes(inp.ids("target")) == b"target"
 
 
-@pytest.mark.parametrize("cfg, sep", [(ENCDEC, DEFAULT_SEPARATOR), (ENCDEC, ""), (ENCDEC, None),
-                                      (ModelConfig(), "|")])
+@pytest.mark.parametrize("cfg, sep", [(ENCDEC, DEFAULT_SEPARATOR), (ENCDEC, ""), (ENCDEC, None), (ModelConfig(), "|")])
 def test_separator_left_out_when_default_or_unused(cfg, sep):
     params = _params(to_query(cfg, "a=>b|c", separator=sep))
     assert SEP_PARAM not in params
     assert link_separator(params) == (DEFAULT_SEPARATOR, None)
 
 
-@pytest.mark.parametrize("raw", ["", "a\nb", "\t", "a\x00", "\u202e=>", "x" * (MAX_SEPARATOR_CHARS + 1),
-                                 "y" * 5000])
+@pytest.mark.parametrize("raw", ["", "a\nb", "\t", "a\x00", "\u202e=>", "x" * (MAX_SEPARATOR_CHARS + 1), "y" * 5000])
 def test_hostile_separator_is_refused_naming_the_field(raw):
     sep, notice = link_separator({SEP_PARAM: raw, "architecture": "encoder_decoder"})
     assert sep == DEFAULT_SEPARATOR
@@ -72,8 +71,11 @@ def test_a_new_text_comes_with_its_separator_and_the_refresh_links_it():
     out = apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)")
     assert out["separator"] == DEFAULT_SEPARATOR and DEFAULT_SEPARATOR in out["text"]
     assert apply_preset("GPT-2 (2019)")["separator"] == h.gr.skip()  # text kept, separator kept
-    values = {k: v["value"] for k, v in apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)").items()
-              if k in CONTROL_FIELDS}
+    values = {
+        k: v["value"]
+        for k, v in apply_preset("Original Transformer (Vaswani 2017, encoder-decoder)").items()
+        if k in CONTROL_FIELDS
+    }
     values.update(n_layers=1, d_model=32, n_heads=2)
     drawn = h.refresh_attention(values, "ab|cd", new_state(), separator="|")
     assert _params(drawn["share_qs"])[SEP_PARAM] == "|"
@@ -106,6 +108,7 @@ def test_the_export_splits_a_long_separator_where_analyze_does(tmp_path):
     import zipfile
 
     from explorer.app.api import endpoints as api
+
     text, sep = "src0123456789tgt", "0123456789"
     summary = api.api_analyze(ENCDEC.to_json(), text, sep)
     assert summary["tokens"] == ["t", "g", "t"] and summary["encoder_maps"]["tokens"] == ["s", "r", "c"]

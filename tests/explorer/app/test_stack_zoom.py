@@ -1,5 +1,6 @@
 """The encoder-decoder's extra grids: token labels on their outer panels, and the zoom into one of
 their heads (``explorer.app.tabs.parts.stack_zoom``) checked against the maps it draws from."""
+
 import warnings
 
 import numpy as np
@@ -7,13 +8,14 @@ import pytest
 
 from explorer.analysis import attention_maps
 from explorer.app.controls.fields import CONTROL_FIELDS
-from explorer.app.tabs.parts.stacks import FIGURES, attention_updates, slot_maps
 from explorer.app.tabs.parts.stack_zoom import parse_pick, refresh_stack_zoom
+from explorer.app.tabs.parts.stacks import FIGURES, attention_updates, slot_maps
 from explorer.figures.stacks import extra_grid, map_title
 from models import ConfigError, ModelConfig
 
-SMALL = dict(architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32,
-             n_heads=2, d_ff=64)
+SMALL = dict(
+    architecture="encoder_decoder", n_layers=2, n_encoder_layers=1, n_decoder_layers=2, d_model=32, n_heads=2, d_ff=64
+)
 TEXT = "abcde=>vwxyz!"
 
 
@@ -36,7 +38,7 @@ def test_extra_grid_labels_outer_panels_and_tags_each_panel(slots):
         layer, head = divmod(k, n_h)
         s = "" if k == 0 else str(k + 1)
         assert fig.layout[f"xaxis{s}"].showticklabels == (layer == n_l - 1)  # bottom row: source tokens
-        assert fig.layout[f"yaxis{s}"].showticklabels == (head == 0)        # first column: target tokens
+        assert fig.layout[f"yaxis{s}"].showticklabels == (head == 0)  # first column: target tokens
         assert list(trace.x) == [f"{j} {c}" for j, c in enumerate("abcde")]
         assert list(trace.y) == [f"{i} {c}" for i, c in enumerate("vwxyz!")]
 
@@ -44,8 +46,17 @@ def test_extra_grid_labels_outer_panels_and_tags_each_panel(slots):
 def test_parse_pick_refuses_anything_but_a_grid_and_two_numbers():
     assert parse_pick("cross-grid 1 0") == ("cross_grid", 1, 0)
     assert parse_pick(" encoder-grid 0 1 ") == ("encoder_grid", 0, 1)
-    for bad in (None, "", "cross-grid 1", "grid 0 0", "cross-grid -1 0", "cross-grid 1e3 0", "cross-grid 0 0 0",
-                "cross-grid 99999 0", "<script> 0 0"):
+    for bad in (
+        None,
+        "",
+        "cross-grid 1",
+        "grid 0 0",
+        "cross-grid -1 0",
+        "cross-grid 1e3 0",
+        "cross-grid 0 0 0",
+        "cross-grid 99999 0",
+        "<script> 0 0",
+    ):
         with pytest.raises(ConfigError, match="stack_pick"):
             parse_pick(bad)
 

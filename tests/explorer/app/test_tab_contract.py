@@ -1,5 +1,6 @@
 """The tab contract: the page, its redraw chain, the export and the link reader come from the registry
 (``explorer.app.tabs.TABS``), the page frame names no tab, and no module of ``explorer/app`` imports a higher floor."""
+
 import ast
 from pathlib import Path
 
@@ -48,15 +49,23 @@ def test_every_module_of_the_app_sits_on_a_floor_and_imports_none_above_it():
 
 
 def test_the_frame_the_export_and_the_controls_name_no_tab():
-    tab_modules = {f"explorer.app.tabs.{p.stem}" for p in (APP / "tabs").glob("*.py")
-                   if p.stem not in ("__init__", "contract")}
+    tab_modules = {
+        f"explorer.app.tabs.{p.stem}" for p in (APP / "tabs").glob("*.py") if p.stem not in ("__init__", "contract")
+    }
     assert {t.build.__module__ for t in registry.TABS} <= tab_modules  # every registered tab is such a module
     for folder in ("page", "api", "controls", "server"):
         for path in modules(folder):
             named = {n for n in app_imports(path) if any(n == m or n.startswith(m + ".") for m in tab_modules)}
             # the chain's head is the Attention tab's grid, which also writes the controls and the share link
-            allowed = {"explorer.app.tabs.attention", "explorer.app.tabs.attention.FIGURES",
-                       "explorer.app.tabs.attention.refresh_attention"} if path.name == "wiring.py" else set()
+            allowed = (
+                {
+                    "explorer.app.tabs.attention",
+                    "explorer.app.tabs.attention.FIGURES",
+                    "explorer.app.tabs.attention.refresh_attention",
+                }
+                if path.name == "wiring.py"
+                else set()
+            )
             assert named <= allowed, f"{path.relative_to(APP)} names tabs: {sorted(named - allowed)}"
 
 
@@ -65,8 +74,12 @@ def test_tabs_import_no_other_tab():
     for path in (APP / "tabs").glob("*.py"):
         if path.stem in ("__init__", "contract"):
             continue
-        others = {n for n in app_imports(path) for s in stems - {path.stem}
-                  if n == f"explorer.app.tabs.{s}" or n.startswith(f"explorer.app.tabs.{s}.")}
+        others = {
+            n
+            for n in app_imports(path)
+            for s in stems - {path.stem}
+            if n == f"explorer.app.tabs.{s}" or n.startswith(f"explorer.app.tabs.{s}.")
+        }
         assert not others, f"{path.name} imports {sorted(others)}"
 
 

@@ -1,14 +1,15 @@
 """The Train tab trains the model on the controls: scaled down to the training cap only when it is over
 it (the built model's parameter count is the reference), the box follows the controls, the checkpoint
 is named after the config, and "Weights: your run" sets the size controls to a scaled-down run's."""
+
 import json
 
 import pytest
 
+from explorer.app.controls import train_source as ts
 from explorer.app.controls import weights as ui_weights
 from explorer.app.controls.fields import config_updates
 from explorer.app.controls.state import new_state
-from explorer.app.controls import train_source as ts
 from explorer.app.tabs.parts.train_files import config_stem
 from explorer.training.trainer import MAX_TRAIN_PARAMS, RunConfig, Trainer
 from models import ModelConfig, build_model
@@ -24,16 +25,28 @@ def n_params(cfg) -> int:
     return sum(p.numel() for p in build_model(cfg).parameters())
 
 
-@pytest.mark.parametrize("cfg", [ModelConfig(), ModelConfig(attention="sliding_window", position="alibi"),
-                                 ModelConfig(n_layers=2, d_model=64, n_heads=4)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ModelConfig(),
+        ModelConfig(attention="sliding_window", position="alibi"),
+        ModelConfig(n_layers=2, d_model=64, n_heads=4),
+    ],
+)
 def test_a_model_within_the_cap_trains_as_it_is(cfg):
     assert n_params(cfg) <= MAX_TRAIN_PARAMS
     fitted, changes = ts.fit_to_caps(cfg)
     assert fitted == cfg and changes == []
 
 
-@pytest.mark.parametrize("cfg", [BIG, ModelConfig(n_layers=8, d_model=256, attention="sliding_window", position="alibi"),
-                                 ModelConfig(n_layers=2, d_model=512, n_heads=8, position="learned", max_len=4096)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        BIG,
+        ModelConfig(n_layers=8, d_model=256, attention="sliding_window", position="alibi"),
+        ModelConfig(n_layers=2, d_model=512, n_heads=8, position="learned", max_len=4096),
+    ],
+)
 def test_a_model_over_the_cap_is_scaled_down_in_size_only(cfg):
     assert n_params(cfg) > MAX_TRAIN_PARAMS
     fitted, changes = ts.fit_to_caps(cfg)

@@ -2,6 +2,7 @@
 every input is bounded with a field-named message, a visitor has one heavy job at a time, the slot is
 freed only once the work has ended, downloads leave nothing behind, and uploads are checked from their
 header before anything is built."""
+
 import asyncio
 import glob
 import json
@@ -15,9 +16,7 @@ import torch
 
 from explorer.app.server import jobs
 from explorer.app.tabs import train as U
-from explorer.app.tabs.parts import train_files
-from explorer.app.tabs.parts import train_repro
-from explorer.app.tabs.parts import train_runs
+from explorer.app.tabs.parts import train_files, train_repro, train_runs
 from explorer.runtime.pool import POOL
 from explorer.training import checkpoint, reproductions
 from models import ModelConfig, build_model
@@ -36,6 +35,7 @@ def args(steps=10, task="copy", batch=8, seq_len=16, cfg=CFG, text="", lr=3e-3, 
 def drain(agen) -> list:
     async def run():
         return [out async for out in agen]
+
     return asyncio.run(run())
 
 
@@ -82,14 +82,23 @@ def test_pause_stops_the_press_inside_a_step_even_at_its_start(when):
     assert jobs.HEAVY.running() == 0
 
 
-@pytest.mark.parametrize("field, kw", [
-    ("steps", {"steps": "abc"}), ("steps", {"steps": 10**9}), ("steps", {"steps": 2.5}),
-    ("lr", {"lr": float("nan")}), ("lr", {"lr": 5.0}), ("batch_size", {"batch": -1}),
-    ("seq_len", {"seq_len": [1, 2]}), ("seed", {"seed": True}), ("task", {"task": "<b>x</b>"}),
-    ("text", {"task": "lm", "text": "x" * (600 * 1024)}),
-    ("batch_size", {"batch": 512, "seq_len": 1024}),           # tokens per batch past the cap
-    ("config", {"cfg": "{not json"}),
-])
+@pytest.mark.parametrize(
+    "field, kw",
+    [
+        ("steps", {"steps": "abc"}),
+        ("steps", {"steps": 10**9}),
+        ("steps", {"steps": 2.5}),
+        ("lr", {"lr": float("nan")}),
+        ("lr", {"lr": 5.0}),
+        ("batch_size", {"batch": -1}),
+        ("seq_len", {"seq_len": [1, 2]}),
+        ("seed", {"seed": True}),
+        ("task", {"task": "<b>x</b>"}),
+        ("text", {"task": "lm", "text": "x" * (600 * 1024)}),
+        ("batch_size", {"batch": 512, "seq_len": 1024}),  # tokens per batch past the cap
+        ("config", {"cfg": "{not json"}),
+    ],
+)
 def test_every_input_is_bounded_with_a_message_naming_its_field(field, kw):
     outs = play(**kw)
     shown = outs[0][1].replace("\\", "")  # the status is Markdown-escaped
@@ -102,8 +111,9 @@ def test_a_press_that_would_exhaust_the_memory_is_refused_from_its_config_before
     optimizer step (or a cap) before a model is built."""
     built = []
     monkeypatch.setattr(train_runs, "Trainer", lambda *a, **k: built.append(1))
-    cfg = json.dumps({"n_layers": 12, "d_model": 64, "n_heads": 4, "attention": "talking_heads", "max_len": 8192,
-                      "position": "rope"})
+    cfg = json.dumps(
+        {"n_layers": 12, "d_model": 64, "n_heads": 4, "attention": "talking_heads", "max_len": 8192, "position": "rope"}
+    )
     t0 = time.perf_counter()
     outs = play(cfg=cfg, steps=2, batch=1, seq_len=8192)
     assert "⚠️" in outs[-1][1] and not built and time.perf_counter() - t0 < 5
@@ -117,9 +127,9 @@ def test_one_heavy_job_per_visitor_and_a_busy_message_when_the_slots_are_taken()
         gb = train_runs.play(None, *args(steps=2000, batch=32, seq_len=64), request=b)
         await _until(ga, lambda o: "step 0" in o[1])
         await _until(gb, lambda o: "step 0" in o[1])
-        again = [o async for o in train_runs.play(None, *args(), request=a)]         # a's second press
+        again = [o async for o in train_runs.play(None, *args(), request=a)]  # a's second press
         repro = [o async for o in train_repro.run_reproduction("induction", None, request=a)]
-        third = [o async for o in train_runs.play(None, *args(), request=c)]        # both train slots taken
+        third = [o async for o in train_runs.play(None, *args(), request=c)]  # both train slots taken
         train_runs.pause(None, request=a), train_runs.pause(None, request=b)
         [o async for o in ga], [o async for o in gb]
         return again, repro, third
@@ -197,7 +207,7 @@ def _crafted(path, config: dict) -> None:
     body = json.dumps(header).encode()
     body += b" " * (-len(body) % 8)
     n = int.from_bytes(data[:8], "little")
-    path.write_bytes(len(body).to_bytes(8, "little") + body + data[8 + n:])
+    path.write_bytes(len(body).to_bytes(8, "little") + body + data[8 + n :])
 
 
 def test_an_upload_asking_for_a_huge_model_is_refused_from_its_header(tmp_path, monkeypatch):
@@ -298,6 +308,7 @@ def test_the_app_writes_no_interface_files_into_the_source_tree():
     import pathlib
 
     import explorer.app.page.layout  # noqa: F401  (every tab's components)
+
     root = pathlib.Path(U.__file__).resolve().parents[3]
     assert not list((root / "explorer").rglob("*.pyi"))
 
@@ -369,7 +380,7 @@ def test_snapshots_the_page_has_not_taken_are_dropped_for_the_newest(monkeypatch
         trainer = seen[-1][0]["trainer"]
         for _ in range(1200):  # a slow page: it reads nothing while the run trains to its end
             if len(trainer.history) == 9:  # (it waited for 9 drawings, which a page that reads nothing never
-                break                      # makes: every run sat out the whole minute)
+                break  # makes: every run sat out the whole minute)
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)
         return seen, [o async for o in gen], trainer
@@ -393,8 +404,11 @@ def test_an_uploaded_model_restores_its_task_and_draws_its_probe_map():
     assert any(t.name == "ideal pattern" for t in fig.data)  # the pattern that solves reverse, beside it
     for t in heat:
         layer, head = int(t.name.split()[1]), int(t.name.split()[3])
-        assert torch.allclose(torch.as_tensor(t.z, dtype=torch.float32),
-                              torch.as_tensor(trained[layer, head], dtype=torch.float32), atol=1e-5)
+        assert torch.allclose(
+            torch.as_tensor(t.z, dtype=torch.float32),
+            torch.as_tensor(trained[layer, head], dtype=torch.float32),
+            atol=1e-5,
+        )
     curves, att, _ = train_runs.figures(new_state, "trained")  # the weights switch draws it too
     assert "step 10" in att.layout.title.text
     assert "step 0" in train_runs.figures(new_state, "initial")[1].layout.title.text
@@ -432,6 +446,8 @@ def test_a_live_reproduction_draws_its_curves_so_far(monkeypatch):
     assert len(partial) >= 2
     counts = [sum(len(t.x) for t in fig.data) for fig in partial]
     assert counts == sorted(counts) and counts[-1] > counts[0]  # curves grow as the run goes on
-    assert {t.name for t in partial[-1].data} <= {f"{p}-LN, warm-up {w}" for p in ("post", "pre") for w in ("on", "off")}
+    assert {t.name for t in partial[-1].data} <= {
+        f"{p}-LN, warm-up {w}" for p in ("post", "pre") for w in ("on", "off")
+    }
     final = outs[-1][2]
     assert "live run in progress" not in final.layout.title.text  # the finished run's own figure

@@ -1,6 +1,7 @@
 """The Variant views tab from its handlers (no server): each view is shown for its variant and
 for no other, the tab hides when there is none, the layer / head pickers redraw, and presets bring
 their views."""
+
 import json
 
 import gradio as gr
@@ -8,8 +9,8 @@ import plotly.graph_objects as go
 import pytest
 
 from explorer.analysis import attention_maps
-from explorer.app.controls.fields import config_values
 from explorer.app.api.export import cleanup_export, export_files
+from explorer.app.controls.fields import config_values
 from explorer.app.controls.state import new_state
 from explorer.app.tabs import views as ui_views
 from explorer.figures.views import PLOT_NAMES
@@ -25,7 +26,10 @@ CASES = {
     "sliding_window": (dict(attention="sliding_window", window=4), set()),
     "linear": (dict(attention="linear"), {"approximation", "approximation_table"}),
     "performer": (dict(attention="performer"), {"approximation", "approximation_table"}),
-    "linformer": (dict(attention="linformer", causal=False, position="learned"), {"approximation", "approximation_table"}),
+    "linformer": (
+        dict(attention="linformer", causal=False, position="learned"),
+        {"approximation", "approximation_table"},
+    ),
     "lsh": (dict(attention="lsh"), {"approximation", "approximation_table", "groups"}),
     "routing": (dict(attention="routing"), {"approximation", "approximation_table", "groups"}),
     "adaptive_span": (dict(attention="adaptive_span"), {"approximation", "approximation_table", "span"}),
@@ -85,14 +89,23 @@ def test_bad_config_skips_every_view_output():
     assert all(x == gr.skip() for x in ui_views.refresh_views(good, TEXT, 0, 0, new_state()).values())
 
 
-@pytest.mark.parametrize("preset,view", [
-    ("Reformer (2020)", "groups"), ("Routing Transformer (2021)", "groups"),
-    ("Linear Transformer (2020)", "approximation"), ("Performer (2021)", "approximation"),
-    ("Linformer (2020)", "approximation"), ("Nystromformer (2021)", "approximation"),
-    ("Transformer-XL (2019)", "memory"), ("Compressive Transformer (2019)", "memory"),
-    ("Memorizing Transformer (2022)", "memory"), ("Switch Transformer (2021)", "experts"),
-    ("Universal Transformer (2019)", "act"), ("GTrXL (2020)", "memory"),
-])
+@pytest.mark.parametrize(
+    "preset,view",
+    [
+        ("Reformer (2020)", "groups"),
+        ("Routing Transformer (2021)", "groups"),
+        ("Linear Transformer (2020)", "approximation"),
+        ("Performer (2021)", "approximation"),
+        ("Linformer (2020)", "approximation"),
+        ("Nystromformer (2021)", "approximation"),
+        ("Transformer-XL (2019)", "memory"),
+        ("Compressive Transformer (2019)", "memory"),
+        ("Memorizing Transformer (2022)", "memory"),
+        ("Switch Transformer (2021)", "experts"),
+        ("Universal Transformer (2019)", "act"),
+        ("GTrXL (2020)", "memory"),
+    ],
+)
 def test_paper_presets_validate_and_bring_their_view(preset, view):
     cfg = app_config(preset_config(preset))
     assert matching_preset(cfg) == preset
@@ -102,6 +115,7 @@ def test_paper_presets_validate_and_bring_their_view(preset, view):
 def test_export_adds_the_views_section(tmp_path, monkeypatch):
     import sys
     import zipfile
+
     monkeypatch.setitem(sys.modules, "kaleido", None)  # PNGs: tests/explorer/export/test_archive.py
     cfg = ModelConfig(ffn="switch", **SMALL)
     out = export_files(config_values(cfg), TEXT, new_state())

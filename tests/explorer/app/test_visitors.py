@@ -1,6 +1,7 @@
 """A visitor is a client address (``explorer.app.server.visitors``): the peer's unless the app is told to read
 the proxy's header; a header a client writes itself is never read where the app faces clients directly,
 and past a known number of trusted proxies only the entry the outermost one wrote counts."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -9,15 +10,18 @@ from explorer.app.server import visitors
 from explorer.runtime import settings
 
 
-@pytest.mark.parametrize("mode, forwarded, expected", [
-    ("socket", "1.2.3.4", "127.0.0.1"),                    # a forged header changes nothing
-    ("forwarded-first", "1.2.3.4, 10.0.0.9", "1.2.3.4"),   # opted in: the first entry, whoever wrote it
-    ("space", "1.2.3.4", "127.0.0.1"),                     # a Space, straight from loopback: the header is not read
-    ("1", "6.6.6.6, 1.2.3.4", "1.2.3.4"),                  # one trusted proxy: what the client wrote is left of it
-    ("2", "6.6.6.6, 1.2.3.4, 10.0.0.9", "1.2.3.4"),
-    ("forwarded-first", "not-an-address", "127.0.0.1"),    # junk: the peer's address
-    ("forwarded-first", None, "127.0.0.1"),
-])
+@pytest.mark.parametrize(
+    "mode, forwarded, expected",
+    [
+        ("socket", "1.2.3.4", "127.0.0.1"),  # a forged header changes nothing
+        ("forwarded-first", "1.2.3.4, 10.0.0.9", "1.2.3.4"),  # opted in: the first entry, whoever wrote it
+        ("space", "1.2.3.4", "127.0.0.1"),  # a Space, straight from loopback: the header is not read
+        ("1", "6.6.6.6, 1.2.3.4", "1.2.3.4"),  # one trusted proxy: what the client wrote is left of it
+        ("2", "6.6.6.6, 1.2.3.4, 10.0.0.9", "1.2.3.4"),
+        ("forwarded-first", "not-an-address", "127.0.0.1"),  # junk: the peer's address
+        ("forwarded-first", None, "127.0.0.1"),
+    ],
+)
 def test_which_address_names_the_visitor(monkeypatch, mode, forwarded, expected):
     monkeypatch.setenv(settings.CLIENT_ADDRESS, mode)
     assert visitors.address("127.0.0.1", forwarded) == expected

@@ -1,6 +1,7 @@
 """Surgery operates on the weights on screen; another bundle is shown only by an explicit choice: picking
 sliding_window keeps the default bundle's tensors (surgery) and offers the bundle trained with it; the
 offer, a "Trained: ..." preset and a link carrying one switch by name; any other fill goes back."""
+
 import html
 
 from explorer.analysis.weights import bundled
@@ -30,7 +31,8 @@ def test_picking_the_pattern_of_another_bundle_operates_on_the_weights_on_screen
     assert "A model trained with this pattern exists (bundle 'sliding_window')" in plain(out["weights_md"])
     assert out["weights_show"]["visible"] is True and "show it" in out["weights_show"]["value"]
     as_trained = ui_weights.attention_with_weights(h.refresh_attention)(
-        values_of(SW), weights="bundle:sliding_window", text=DEFAULT_TEXT, state=new_state())
+        values_of(SW), weights="bundle:sliding_window", text=DEFAULT_TEXT, state=new_state()
+    )
     line = plain(as_trained["weights_md"])
     assert "bundled model 'sliding_window'" in line and "surgery" not in line
     assert as_trained["weights_show"]["visible"] is False

@@ -1,6 +1,7 @@
 """The "Weights" control (bundled / initial / your run), through the app's handlers as ``explorer.app.page.layout``
 wires them: switching to your run changes the maps, switching back restores them, another session
 never sees them, a config that does not match turns the switch back to bundled with a message."""
+
 import json
 
 import plotly.graph_objects as go
@@ -9,9 +10,9 @@ import pytest
 from explorer.app.controls import weights as ui_trained
 from explorer.app.controls.fields import config_updates
 from explorer.app.controls.state import new_state
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs import attention as h
 from explorer.app.tabs.parts import train_files
-from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.train import small_config
 from explorer.training import checkpoint
 from explorer.training.trainer import RunConfig, Trainer
@@ -34,8 +35,10 @@ def values_of(cfg) -> dict:
 @pytest.fixture(scope="module")
 def train_state():
     """Session A's Train tab state after a short copy run (what a press of Play leaves in it)."""
-    trainer = Trainer(small_config(), RunConfig(task="copy", steps=60, lr=3e-3, warmup=10, batch_size=16,
-                                                seq_len=17, every=30, seed=0))
+    trainer = Trainer(
+        small_config(),
+        RunConfig(task="copy", steps=60, lr=3e-3, warmup=10, batch_size=16, seq_len=17, every=30, seed=0),
+    )
     list(trainer.run())
     return {"trainer": trainer}
 
@@ -101,7 +104,11 @@ def test_a_config_that_does_not_match_turns_the_switch_off(train_state):
     good = values_of(small_config())
     on = ui_trained.switch(good, "trained", train_state, new_state())
     changed = attention(values, text=TEXT, state=on["state"], trained=on["trained"], weights="trained")
-    assert chosen(changed["weights"]) == "bundled" and changed["trained"] is None and "n_layers=2" in plain(changed["status"])
+    assert (
+        chosen(changed["weights"]) == "bundled"
+        and changed["trained"] is None
+        and "n_layers=2" in plain(changed["status"])
+    )
 
 
 def test_a_switch_left_on_after_the_snapshot_expired_turns_off():

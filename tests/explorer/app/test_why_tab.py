@@ -2,6 +2,7 @@
 figures draw the numbers ``logit_lens``, ``attribute``, ``patch_heads``, ``head_circuits`` and ``composition``
 give for the same model and tokens; a model a view refuses gets a warning naming the field while the other views draw;
 link fields are ignored when malformed (the answers' own caps: ``tests/explorer/analysis/why/test_answers.py``)."""
+
 import csv
 import html
 import io
@@ -12,13 +13,13 @@ import pytest
 import torch
 
 from explorer.analysis import source
+from explorer.analysis.why import answers as wv
+from explorer.analysis.why import head_labels as wh
 from explorer.analysis.why.attribution import attribute
 from explorer.analysis.why.circuits import composition, head_circuits
 from explorer.analysis.why.lens import logit_lens
 from explorer.analysis.why.patching import default_pair, patch_heads
 from explorer.app.tabs import why
-from explorer.analysis.why import head_labels as wh
-from explorer.analysis.why import answers as wv
 from explorer.runtime.configs import app_config
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ConfigError
@@ -31,8 +32,16 @@ def src():
 
 @pytest.fixture(scope="module")
 def drawn(src):
-    return why.draw({}, weights=src, text=DEFAULT_TEXT, why_pos=-1, why_alt="", why_heads=["1.0", "1.1", "1.2", "1.3"],
-                    why_mode="zero", why_bad="")
+    return why.draw(
+        {},
+        weights=src,
+        text=DEFAULT_TEXT,
+        why_pos=-1,
+        why_alt="",
+        why_heads=["1.0", "1.1", "1.2", "1.3"],
+        why_mode="zero",
+        why_bad="",
+    )
 
 
 def test_the_figures_draw_the_analyses_numbers(src, drawn):
@@ -49,8 +58,9 @@ def test_the_figures_draw_the_analyses_numbers(src, drawn):
     np.testing.assert_allclose(z[:, -1], attr.ffn.numpy(), atol=1e-5)
     bad = torch.tensor([list(default_pair(DEFAULT_TEXT)[1].encode())])
     patch = patch_heads(model, ids, bad)
-    np.testing.assert_allclose(np.array(drawn["why_patch"].data[0].z, dtype=float)[:, :-1], patch.heads.numpy(),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(drawn["why_patch"].data[0].z, dtype=float)[:, :-1], patch.heads.numpy(), atol=1e-5
+    )
     assert "ablation of 1.0, 1.1, 1.2, 1.3" in drawn["why_abl_md"] and "second copy" in drawn["why_abl_md"]
     circ = head_circuits(model)
     np.testing.assert_allclose(np.array(drawn["why_copy"].data[0].z, dtype=float), circ.eigen.numpy(), atol=1e-6)
@@ -62,16 +72,32 @@ def test_the_figures_draw_the_analyses_numbers(src, drawn):
 def test_the_csv_holds_every_grid(drawn):
     rows = list(csv.DictReader(io.StringIO(open(drawn["why_csv"]).read())))
     views = {r["view"] for r in rows}
-    assert {"lens_p_target", "lens_rank", "lens_loss", "attribution", "patching", "ablation_zero", "copying_eigen",
-            "K_composition"} <= views
+    assert {
+        "lens_p_target",
+        "lens_rank",
+        "lens_loss",
+        "attribution",
+        "patching",
+        "ablation_zero",
+        "copying_eigen",
+        "K_composition",
+    } <= views
     attr = [float(r["value"]) for r in rows if r["view"] == "attribution" and r["column"] != "FFN"]
     np.testing.assert_allclose(attr, np.array(drawn["why_attr"].data[0].z, dtype=float)[:, :-1].ravel(), atol=1e-6)
 
 
 def test_a_post_ln_model_warns_on_attribution_and_draws_the_rest():
     post = source.resolve("initial", app_config('{"norm_placement": "post"}'))
-    out = why.draw({}, weights=post, text="abcabcabc", why_pos=-1, why_alt="", why_heads=["0.0"], why_mode="zero",
-                   why_bad="abdabcabd")
+    out = why.draw(
+        {},
+        weights=post,
+        text="abcabcabc",
+        why_pos=-1,
+        why_alt="",
+        why_heads=["0.0"],
+        why_mode="zero",
+        why_bad="abdabcabd",
+    )
     md = html.unescape(out["why_md"]).replace("\\", "")  # the warning is escaped Markdown
     assert "**Attribution:**" in md and "norm_placement" in md and "['pre', 'none']" in md
     assert out["why_attr"] is None and out["why_lens"] is not None and out["why_patch"] is not None
@@ -79,6 +105,7 @@ def test_a_post_ln_model_warns_on_attribution_and_draws_the_rest():
 
 def test_the_encoder_decoder_bundle_is_read_on_its_decoder():
     from explorer.analysis.weights.bundled import load
+
     cfg = load("encoder_decoder").config
     s2s = source.resolve("bundled", cfg)
     text = "abcdefghij0123456789ABC=>CBA9876543210jihgfedcba"  # a reversal of the trained length

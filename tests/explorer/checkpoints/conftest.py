@@ -1,5 +1,6 @@
 """A root folder holding the tiny checkpoint (``tests/tiny_checkpoint.py``) offered to the app through
 ``EXPLORER_CHECKPOINTS``, for this folder's tests; the memo of loaded checkpoints is emptied around each."""
+
 import pytest
 from tiny_checkpoint import make_checkpoint
 
@@ -14,8 +15,8 @@ def tiny_root(tmp_path_factory):
 @pytest.fixture
 def tiny(tiny_root, monkeypatch):
     """``(checkpoint id, original model, its config, its tokenizer)`` with the root offered."""
-    from explorer.analysis.weights import checkpoints
     from explorer.analysis.surgery import moved
+    from explorer.analysis.weights import checkpoints
 
     root, model, cfg, tok = tiny_root
     monkeypatch.setenv(checkpoints.ROOTS_ENV, str(root))

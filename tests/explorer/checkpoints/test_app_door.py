@@ -1,6 +1,7 @@
 """The app's door to a checkpoint, at the handler level: the Weights switch fills the controls with its
 architecture, every tab draws it (tokens, surgery, gradients, card, latency), the share link carries its
 id and its surgery, and what the host cannot load falls back to the bundled model with a message."""
+
 from types import SimpleNamespace
 from urllib.parse import parse_qs
 
@@ -26,8 +27,10 @@ CHOICE = "checkpoint:tiny"
 
 
 def _values(out, before):
-    return {k: (out[k]["value"] if isinstance(out.get(k), dict) and "value" in out[k] else before[k])
-            for k in CONTROL_FIELDS}
+    return {
+        k: (out[k]["value"] if isinstance(out.get(k), dict) and "value" in out[k] else before[k])
+        for k in CONTROL_FIELDS
+    }
 
 
 @pytest.fixture
@@ -75,8 +78,11 @@ def test_a_change_that_needs_other_weights_is_named(opened):
 
 
 def test_link_to_a_checkpoint_the_host_lacks_falls_back(tiny):
-    out = load_from_url(SimpleNamespace(query_params={"ckpt": "elsewhere", "attention": "sliding_window",
-                                                      "window": "8", "text": "hello"}))
+    out = load_from_url(
+        SimpleNamespace(
+            query_params={"ckpt": "elsewhere", "attention": "sliding_window", "window": "8", "text": "hello"}
+        )
+    )
     assert "cannot load" in out["status"] and out["weights"]["value"] == "bundled"
     assert out["attention"]["value"] == "sliding_window" and out["text"] == "hello"
     hostile = load_from_url(SimpleNamespace(query_params={"ckpt": "<img src=x onerror=alert(1)>"}))
@@ -139,8 +145,18 @@ def test_export_of_a_checkpoint_view(tiny, opened, tmp_path):
     from explorer.app.api.export import cleanup_export, export_files
 
     values, out = opened
-    result = W.with_weights(export_files)(values, trained=None, weights=CHOICE, text=TEXT, separator=None,
-                                          state=None, zoom_layer=0, zoom_head=0, pinned=None, train_state=None)
+    result = W.with_weights(export_files)(
+        values,
+        trained=None,
+        weights=CHOICE,
+        text=TEXT,
+        separator=None,
+        state=None,
+        zoom_layer=0,
+        zoom_head=0,
+        pinned=None,
+        train_state=None,
+    )
     try:
         with zipfile.ZipFile(result["files"]["value"]) as z:
             config = next(n for n in z.namelist() if n.endswith(".json"))

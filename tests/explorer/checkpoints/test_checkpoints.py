@@ -1,6 +1,7 @@
 """Pretrained checkpoints as the analyses draw them (``explorer.analysis.weights.checkpoints`` and
 ``explorer.analysis.surgery``), against the model the checkpoint was written from: its tokens, attention and
 loss computed here with plain PyTorch, and ``models.surgery`` as the reference of a K/V merge."""
+
 import math
 import shutil
 
@@ -9,9 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import checkpoints
 from explorer.analysis import surgery as analysis_surgery
 from explorer.analysis.gradients.norms import text_gradient_norms
+from explorer.analysis.weights import checkpoints
 from explorer.runtime.text import model_input
 from models import ConfigError, build_model, surgery
 
@@ -88,7 +89,7 @@ def test_loss_change_matches_plain_pytorch(tiny):
     L = analysis_surgery.checkpoint_origin(ckpt).trained_length
     assert (tb.tokens, tb.length, tb.trained_length, tb.past) == (len(ids), len(ids), L, len(ids) > L)
     held = tok.encode(analysis_surgery.heldout_text().decode("utf-8", errors="ignore"))
-    windows = [held[i:i + L] for i in range(0, len(held) // L * L, L)]
+    windows = [held[i : i + L] for i in range(0, len(held) // L * L, L)]
     assert hb.length == L and not hb.past and "the trained length" in hb.reading()
     assert hb.nats == pytest.approx(sum(_loss(model, w) for w in windows) / len(windows), rel=1e-4)
     assert analysis_surgery.loss_change(cfg, TEXT, checkpoint=ckpt) is None  # no change, nothing to say

@@ -2,6 +2,7 @@
 your run. Each source is resolved once per request (``explorer.analysis.source``) and the page's handlers,
 the Export button and the API read the same record, so the zip's attention grid, its gradient figure
 (placements, values) and its input text are the page's, a checkpoint's text read with its tokenizer."""
+
 from __future__ import annotations
 
 import base64
@@ -14,9 +15,9 @@ import pytest
 
 from explorer.analysis.weights import checkpoints
 from explorer.app.api import endpoints as api
+from explorer.app.api.export import cleanup_export, export_files, export_sections
 from explorer.app.controls import weights as W
 from explorer.app.controls.fields import config_values
-from explorer.app.api.export import cleanup_export, export_files, export_sections
 from explorer.app.controls.state import drawn_config
 from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.attention import refresh_attention
@@ -52,14 +53,18 @@ def values(array) -> np.ndarray:
         flat = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
         shape = [int(n) for n in str(array.get("shape", len(flat))).split(",")]
         return flat.reshape(shape).astype(np.float64)
-    return np.asarray([np.nan if v is None else v for v in np.ravel(np.asarray(array, dtype=object))],
-                      dtype=np.float64).reshape(np.shape(array))
+    return np.asarray(
+        [np.nan if v is None else v for v in np.ravel(np.asarray(array, dtype=object))], dtype=np.float64
+    ).reshape(np.shape(array))
 
 
 def traces(fig) -> dict:
     """``{(trace name, axes): its y values}`` of a line figure (the gradient norms per placement; NaN as None)."""
-    return {(t.name, t.xaxis, t.yaxis): tuple(None if np.isnan(v) else round(v, 9) for v in values(t.y).tolist())
-            for t in figure(fig).data if getattr(t, "y", None) is not None}
+    return {
+        (t.name, t.xaxis, t.yaxis): tuple(None if np.isnan(v) else round(v, 9) for v in values(t.y).tolist())
+        for t in figure(fig).data
+        if getattr(t, "y", None) is not None
+    }
 
 
 def heat(fig) -> np.ndarray:
@@ -71,7 +76,8 @@ def heat(fig) -> np.ndarray:
 def page(values: dict, choice: str, trained=None) -> dict:
     """The page's Attention grid and Gradients figure for the Weights ``choice`` (the handlers as wired)."""
     grid = W.attention_with_weights(lambda v, **kw: refresh_attention(v, **kw))(
-        values, trained=trained, weights=choice, text=TEXT, state=None, separator=None)
+        values, trained=trained, weights=choice, text=TEXT, state=None, separator=None
+    )
     assert not isinstance(grid["weights"], str), "the switch must stay on the choice"
     grads = W.with_weights(analysis_stage)(values, trained=trained, weights=choice, text=TEXT)
     return {"grid": grid["grid"], "grad": grads["grad"], "weights_md": grid["weights_md"]}
@@ -79,12 +85,16 @@ def page(values: dict, choice: str, trained=None) -> dict:
 
 def exported(values: dict, choice: str, trained=None) -> tuple:
     """``(figures by stem, README text)`` of the Export button's zip for the same choice."""
+
     def sections(v, weights=None):
-        return {stem: fig for _, figs in export_sections(drawn_config(v, weights), TEXT, weights=weights)[0]
-                for stem, fig in figs}
+        return {
+            stem: fig
+            for _, figs in export_sections(drawn_config(v, weights), TEXT, weights=weights)[0]
+            for stem, fig in figs
+        }
+
     figs = W.with_weights(sections)(values, trained=trained, weights=choice)
-    out = W.with_weights(export_files)(values, trained=trained, weights=choice, text=TEXT, separator=None,
-                                       state=None)
+    out = W.with_weights(export_files)(values, trained=trained, weights=choice, text=TEXT, separator=None, state=None)
     try:
         with zipfile.ZipFile(out["files"]["value"]) as zf:
             readme = zf.read("README.txt").decode()
@@ -111,8 +121,10 @@ def test_a_checkpoint_exports_its_own_placement_and_its_tokenizers_text(tiny):
     ckpt_id, _model, cfg, tok = tiny
     values = config_values(cfg)
     opened = W.switch(values, f"checkpoint:{ckpt_id}", None, None)
-    values = {k: (opened[k]["value"] if isinstance(opened.get(k), dict) and "value" in opened[k] else values[k])
-              for k in values}
+    values = {
+        k: (opened[k]["value"] if isinstance(opened.get(k), dict) and "value" in opened[k] else values[k])
+        for k in values
+    }
     shown, figs, readme = assert_same(values, f"checkpoint:{ckpt_id}")
     names = " ".join(str(name) for name, _, _ in traces(figs["gradient-norms"]))
     assert cfg.norm_placement in names and "post" not in names and "sandwich" not in names  # its own placement
@@ -129,8 +141,9 @@ def test_a_checkpoint_exports_its_own_placement_and_its_tokenizers_text(tiny):
 @pytest.fixture(scope="module")
 def your_run():
     cfg = small_config()
-    trainer = Trainer(cfg, RunConfig(task="copy", steps=4, lr=3e-3, warmup=1, batch_size=4, seq_len=17, every=2,
-                                     seed=0))
+    trainer = Trainer(
+        cfg, RunConfig(task="copy", steps=4, lr=3e-3, warmup=1, batch_size=4, seq_len=17, every=2, seed=0)
+    )
     list(trainer.run())
     return cfg, {"trainer": trainer}
 

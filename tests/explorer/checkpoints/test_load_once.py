@@ -2,6 +2,7 @@
 model is allocated, not built again), the same tensors as ``models.hf.load`` alone; a refused upload is
 remembered by its digest (asked again, it is refused at once without parsing its files), and a folder of
 the host, which may be fixed, is not."""
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ def counting(monkeypatch) -> dict:
         def counted(*a, **k):
             calls[key] += 1
             return real(*a, **k)
+
         monkeypatch.setattr(module, name, counted)
 
     wrap(loader, "plan", "plan")

@@ -1,14 +1,15 @@
 """A checkpoint whose weights are finite but overflow float32 in the forward pass loads (every tensor is
 finite), and then its maps and its surgery loss say so by name instead of drawing NaN."""
+
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from tiny_checkpoint import make_checkpoint
 
 from explorer.analysis import attention_maps
-from explorer.analysis.weights import checkpoints
 from explorer.analysis import surgery as analysis_surgery
 from explorer.analysis.surgery import moved
+from explorer.analysis.weights import checkpoints
 from models import ConfigError
 
 TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again."

@@ -2,6 +2,7 @@
 files never written or deleted, a path outside the upload cache refused) and a Hub
 id (sized from the Hub's listing before anything is fetched; the Hub client is replaced by a fake here:
 tests never download)."""
+
 import os
 import shutil
 import types
@@ -30,15 +31,19 @@ def test_upload_is_read_kept_by_digest_and_left_where_it_was(tiny_root, cache):
     before = {p: open(p, "rb").read() for p in paths}
     loaded = checkpoint_upload.receive(paths)
     assert loaded.id.startswith("upload:") and len(loaded.id) == len("upload:") + 64
-    assert loaded.config == cfg and loaded.tokenizer.pieces(tok.encode("password")) == tok.pieces(tok.encode("password"))
+    assert loaded.config == cfg and loaded.tokenizer.pieces(tok.encode("password")) == tok.pieces(
+        tok.encode("password")
+    )
     assert {p: open(p, "rb").read() for p in paths} == before  # the handed files: untouched, not deleted
     assert checkpoints.load(loaded.id) is loaded  # later requests find it by its id
     again = checkpoint_upload.receive(_copies(root / "tiny", cache / "up2"))
     assert again is loaded  # the same bytes are the same checkpoint
 
 
-@pytest.mark.parametrize("name, why", [("pytorch_model.bin", "pickle"), ("model.pt", "pickle"),
-                                       ("evil.py", "config.json, model.safetensors")])
+@pytest.mark.parametrize(
+    "name, why",
+    [("pytorch_model.bin", "pickle"), ("model.pt", "pickle"), ("evil.py", "config.json, model.safetensors")],
+)
 def test_upload_refuses_other_files(cache, name, why):
     cache.mkdir()
     path = cache / name
@@ -79,6 +84,7 @@ def test_the_upload_cache_is_gradios(monkeypatch, tmp_path):
     from gradio.utils import get_upload_folder
 
     from explorer.runtime import settings
+
     monkeypatch.delenv("GRADIO_TEMP_DIR", raising=False)
     assert settings.upload_dir() == get_upload_folder()
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
@@ -108,11 +114,13 @@ def test_upload_of_a_malformed_config_says_so(cache):
 
 class FakeHub:
     """``HfApi`` / ``snapshot_download`` answering from a local folder."""
+
     def __init__(self, folder, sizes):
         self.folder, self.sizes, self.downloads = folder, sizes, []
 
     def install(self, monkeypatch):
         import huggingface_hub
+
         fake = self
 
         class Api:
@@ -130,8 +138,10 @@ class FakeHub:
 
 def test_hub_ids_need_the_host_switch_then_are_sized_first(tiny, tiny_root, monkeypatch):
     root, model, cfg, tok = tiny_root
-    fake = FakeHub(root / "tiny", {"config.json": 600, "model.safetensors": 160_000, "tokenizer.json": 9000,
-                                   "pytorch_model.bin": 10 ** 9})
+    fake = FakeHub(
+        root / "tiny",
+        {"config.json": 600, "model.safetensors": 160_000, "tokenizer.json": 9000, "pytorch_model.bin": 10**9},
+    )
     fake.install(monkeypatch)
     with pytest.raises(ConfigError, match=checkpoints.HUB_ENV):
         checkpoints.load("hub:someone/tiny")

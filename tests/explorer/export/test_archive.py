@@ -1,6 +1,7 @@
 """The export zip (``explorer.export.archive`` through ``export_files``): its files against
 independent readings (the ModelConfig, the session's sweep records, the PNG header), the fallback
 without kaleido, the bounds (figures, size, one browser at a time) and no files left behind."""
+
 import csv
 import glob
 import io
@@ -16,8 +17,8 @@ import zipfile
 
 import pytest
 
-from explorer.app.controls.fields import config_values
 from explorer.app.api.export import cleanup_export, export_files, export_sections
+from explorer.app.controls.fields import config_values
 from explorer.app.controls.state import new_state
 from explorer.app.tabs.latency import run_sweep
 from explorer.export import archive as export_zip
@@ -94,8 +95,11 @@ def test_zip_holds_config_csv_html_and_pngs_of_the_expected_size(swept):
     for row, (series, r) in zip(rows, records):
         assert row["series"] == series and int(row["seq_len"]) == r["seq_len"] and row["mode"] == "forward"
         assert float(row["latency_ms"]) == pytest.approx(r["ms"], rel=1e-5)
-        assert row["attention_ms"] == "" if r.get("attn_ms") is None else \
-            float(row["attention_ms"]) == pytest.approx(r["attn_ms"], rel=1e-5)
+        assert (
+            row["attention_ms"] == ""
+            if r.get("attn_ms") is None
+            else float(row["attention_ms"]) == pytest.approx(r["attn_ms"], rel=1e-5)
+        )
         assert int(row["peak_memory_bytes"]) == r["peak_bytes"] and row["status"] == "ok"
         assert row["backend"] == r["backend"]
     assert {r["attention"] for r in rows} == {"sliding_window", "full"}
@@ -138,6 +142,7 @@ def test_a_bad_config_exports_nothing_and_leaves_nothing(monkeypatch):
 
     def fail(*a, **k):  # a failure after the folder was made: the folder goes too
         raise OSError("disk full")
+
     monkeypatch.setattr(export_zip, "write_zip", fail)
     out = export_files(config_values(SMALL), TEXT, None)
     assert out["export_dir"] is None and "incident" in out["status"]
@@ -223,8 +228,10 @@ def _browser_children() -> list:
 
 
 def test_the_csv_carries_the_attention_cores_own_time():
-    recs = [{"seq_len": 256, "ms": 12.5, "attn_ms": 4.25, "peak_bytes": 10, "status": "ok", "mode": "forward"},
-            {"seq_len": 512, "ms": None, "attn_ms": None, "peak_bytes": None, "status": "oom", "mode": "forward"}]
+    recs = [
+        {"seq_len": 256, "ms": 12.5, "attn_ms": 4.25, "peak_bytes": 10, "status": "ok", "mode": "forward"},
+        {"seq_len": 512, "ms": None, "attn_ms": None, "peak_bytes": None, "status": "oom", "mode": "forward"},
+    ]
     rows = list(csv.DictReader(io.StringIO(export_zip.sweep_csv(export_zip.sweep_rows([("current", "full", recs)])))))
     assert [r["attention_ms"] for r in rows] == ["4.25", ""] and [r["latency_ms"] for r in rows] == ["12.5", ""]
     assert rows[1]["status"] == "OOM" and list(rows[0]) == list(export_zip.CSV_COLUMNS)

@@ -1,6 +1,7 @@
 """The circuit cards' figure and table, drawn from the stored cards: a title, every axis titled with its unit,
 a copy curve and a lens curve per model card, role bars that count every head; the table has a row per card
 and says why a card was skipped."""
+
 import json
 
 from explorer.analysis.weights import bundled

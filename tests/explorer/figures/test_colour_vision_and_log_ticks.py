@@ -5,6 +5,7 @@ Colour vision deficiency is simulated with Machado, Oliveira & Fernandes (2009)'
 Every pair of norm placements, and the A and B sides of every Compare figure, must differ either in
 simulated colour by at least ``MIN_DELTA_E`` or in both marker and dash. The simulation itself is
 checked against the complaint it answers: the old red and green (post-LN and sandwich) collapse."""
+
 import itertools
 import math
 
@@ -14,20 +15,27 @@ import pytest
 
 from explorer.figures.base import decade_ticks
 from explorer.figures.compare import ab_sweep_figure, gradient_compare_figure
-from explorer.figures.gradients import (GRAD_PANELS, PLACEMENT_COLORS, PLACEMENT_DASHES, PLACEMENT_MARKERS,
-                                        gradient_figure)
+from explorer.figures.gradients import (
+    GRAD_PANELS,
+    PLACEMENT_COLORS,
+    PLACEMENT_DASHES,
+    PLACEMENT_MARKERS,
+    gradient_figure,
+)
 
 MACHADO = {  # severity 1.0, linear RGB
-    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
-                            [-0.003882, -0.048116, 1.051998]]),
-    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
-                              [-0.011820, 0.042940, 0.968881]]),
+    "protanopia": np.array(
+        [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]]
+    ),
+    "deuteranopia": np.array(
+        [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]]
+    ),
 }
 MIN_DELTA_E = 20.0  # CIE76: ~2.3 is a just noticeable difference; 20 reads as two colours on a projector
 
 
 def _linear(hex_colour: str) -> np.ndarray:
-    c = np.array([int(hex_colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)])
+    c = np.array([int(hex_colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)])
     return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
 
 
@@ -52,8 +60,10 @@ def test_the_simulation_reproduces_the_complaint_and_the_reference_values():
     assert delta_e(old_post, old_sandwich) > 60
     assert delta_e(old_post, old_sandwich, "deuteranopia") < MIN_DELTA_E  # one colour
     # a protanope sees one hue too (a*b* angles within 10 degrees), the red only darker
-    hues = [math.degrees(math.atan2(lab[2], lab[1])) for lab in
-            (_lab(MACHADO["protanopia"] @ _linear(c)) for c in (old_post, old_sandwich))]
+    hues = [
+        math.degrees(math.atan2(lab[2], lab[1]))
+        for lab in (_lab(MACHADO["protanopia"] @ _linear(c)) for c in (old_post, old_sandwich))
+    ]
     assert abs(hues[0] - hues[1]) < 10
 
 
@@ -70,7 +80,7 @@ def test_every_pair_of_placements_stays_apart(deficiency):
 
 
 def _grad(placement: str, scale: float) -> dict:
-    return {**{key: [scale * 10 ** -k for k in range(4)] for key, _ in GRAD_PANELS}, "norm_placement": placement}
+    return {**{key: [scale * 10**-k for k in range(4)] for key, _ in GRAD_PANELS}, "norm_placement": placement}
 
 
 def _sides(fig: go.Figure) -> dict:
@@ -83,15 +93,19 @@ def _sides(fig: go.Figure) -> dict:
 
 
 def _records(ms: float) -> list:
-    return [{"seq_len": n, "ms": ms * n / 64, "peak_bytes": n * 2 ** 20, "status": "ok", "backend": "cpu"}
-            for n in (64, 128, 256, 512)]
+    return [
+        {"seq_len": n, "ms": ms * n / 64, "peak_bytes": n * 2**20, "status": "ok", "backend": "cpu"}
+        for n in (64, 128, 256, 512)
+    ]
 
 
 @pytest.mark.parametrize("deficiency", sorted(MACHADO))
 @pytest.mark.parametrize("placements", [("pre", "pre"), ("post", "sandwich"), ("post", "pre"), ("rezero", "none")])
 def test_compare_sides_stay_apart(deficiency, placements):
-    figs = [gradient_compare_figure(_grad(placements[0], 1.0), _grad(placements[1], 2.0)),
-            ab_sweep_figure(_records(1.0), _records(3.0), "A config", "B config")]
+    figs = [
+        gradient_compare_figure(_grad(placements[0], 1.0), _grad(placements[1], 2.0)),
+        ab_sweep_figure(_records(1.0), _records(3.0), "A config", "B config"),
+    ]
     for fig in figs:
         sides = _sides(fig)
         assert set(sides) == {"A", "B"}

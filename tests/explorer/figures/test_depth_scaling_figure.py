@@ -1,5 +1,6 @@
 """The Theorem 1 figure (``explorer.figures.depth_scaling``): what it says it measures, its axes, the
 1/sqrt(L) reference through pre-LN's first point, one marker, dash and colour per placement."""
+
 import math
 
 import pytest
@@ -10,20 +11,38 @@ DEPTHS = [2, 4, 8, 16]
 
 
 def _placement(values, slope):
-    return {"depths": DEPTHS, "last": values, "per_seed": [[v] for v in values], "profile": [[v] for v in values],
-            "slope": slope, "skipped": {}}
+    return {
+        "depths": DEPTHS,
+        "last": values,
+        "per_seed": [[v] for v in values],
+        "profile": [[v] for v in values],
+        "slope": slope,
+        "skipped": {},
+    }
 
 
 @pytest.fixture
 def depth():
-    return {"depths": DEPTHS, "d_model": 128, "seeds": 2, "seq_len": 32, "batch": 4, "quantity": "ffn_out",
-            "parameter": "stack.blocks.{L-1}.ffn.w2.weight", "loss": "next-token cross-entropy on random tokens",
-            "init": "Xavier", "skipped": {}, "notes": [],
-            "placements": {"post": _placement([0.5, 0.5, 0.52, 0.55], 0.04),
-                           "pre": _placement([0.4, 0.28, 0.2, 0.14], -0.5),
-                           "rezero": _placement([0.0, 0.0, 0.0, 0.0], None),
-                           "none": _placement([0.01, 0.1, 10.0, 1e4], 4.0)},
-            "trained": {"post": {"depth": 4, "last": 6.0, "profile": [6.0], "source": "b", "label": "'post_ln' bundle"}}}
+    return {
+        "depths": DEPTHS,
+        "d_model": 128,
+        "seeds": 2,
+        "seq_len": 32,
+        "batch": 4,
+        "quantity": "ffn_out",
+        "parameter": "stack.blocks.{L-1}.ffn.w2.weight",
+        "loss": "next-token cross-entropy on random tokens",
+        "init": "Xavier",
+        "skipped": {},
+        "notes": [],
+        "placements": {
+            "post": _placement([0.5, 0.5, 0.52, 0.55], 0.04),
+            "pre": _placement([0.4, 0.28, 0.2, 0.14], -0.5),
+            "rezero": _placement([0.0, 0.0, 0.0, 0.0], None),
+            "none": _placement([0.01, 0.1, 10.0, 1e4], 4.0),
+        },
+        "trained": {"post": {"depth": 4, "last": 6.0, "profile": [6.0], "source": "b", "label": "'post_ln' bundle"}},
+    }
 
 
 def _traces(fig):
@@ -62,7 +81,7 @@ def test_zero_placement_is_named_in_the_legend_and_off_scale_one_says_where_it_g
     none = next(t for n, t in names.items() if n.startswith("none"))
     assert "off the axis" in none.name and "1e+04" in none.name
     lo, hi = depth_figure(depth, "pre").layout.yaxis.range
-    assert 10 ** hi >= 6.0 and 10 ** lo <= 0.14 and 10 ** hi < 1e4  # the trained star inside, none outside
+    assert 10**hi >= 6.0 and 10**lo <= 0.14 and 10**hi < 1e4  # the trained star inside, none outside
 
 
 def test_trained_point_is_a_star_at_its_own_depth(depth):

@@ -1,6 +1,7 @@
 """Figures that say what they show: the grid's picks, size and clipped colour scale; the
 memory in Transformer-XL's pattern panel; sweep failures on their own curve; coinciding curves; the
 LSH error; and legends that never sit on an axis title, over every figure builder of explorer.figures."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -41,9 +42,19 @@ def test_picked_layers_and_heads_are_the_panels_drawn():
     assert fig.layout.xaxis3.title.text == "head 1" and fig.layout.yaxis3.title.text == "layer 2"
 
 
-@pytest.mark.parametrize("spec, n, expected", [
-    ("all", 12, list(range(8))), ("", 3, [0, 1, 2]), (None, 3, [0, 1, 2]), (" 2 ", 4, [2]),
-    ("0-2,5", 8, [0, 1, 2, 5]), ("5, 1-2, 1", 8, [1, 2, 5]), ("0-11", 12, list(range(8))), ("ALL", 2, [0, 1])])
+@pytest.mark.parametrize(
+    "spec, n, expected",
+    [
+        ("all", 12, list(range(8))),
+        ("", 3, [0, 1, 2]),
+        (None, 3, [0, 1, 2]),
+        (" 2 ", 4, [2]),
+        ("0-2,5", 8, [0, 1, 2, 5]),
+        ("5, 1-2, 1", 8, [1, 2, 5]),
+        ("0-11", 12, list(range(8))),
+        ("ALL", 2, [0, 1]),
+    ],
+)
 def test_parse_pick_accepts_indices_ranges_and_lists(spec, n, expected):
     assert parse_pick(spec, n) == expected and len(parse_pick(spec, n)) <= MAX_GRID
 
@@ -111,13 +122,20 @@ def test_transformer_xl_pattern_panel_shows_the_memory_the_maps_show():
 
 # ---------------------------------------------------------------------------- sweep failures, coincidences
 def _rec(L, status="ok", ms=None, peak=None):
-    return {"seq_len": L, "status": status, "ms": ms, "peak_bytes": peak, "backend": "torch-cpu",
-            "reason": "" if status == "ok" else f"{status} at L={L}", "mode": "forward"}
+    return {
+        "seq_len": L,
+        "status": status,
+        "ms": ms,
+        "peak_bytes": peak,
+        "backend": "torch-cpu",
+        "reason": "" if status == "ok" else f"{status} at L={L}",
+        "mode": "forward",
+    }
 
 
 def test_a_failure_sits_on_the_curve_of_the_attention_that_failed():
-    cur = [_rec(128, ms=1.0, peak=2 ** 20), _rec(256, ms=2.0, peak=2 ** 21), _rec(1024, "timeout")]
-    base = [_rec(128, ms=1.0, peak=2 ** 20), _rec(256, ms=4.0, peak=2 ** 22), _rec(512, "oom")]
+    cur = [_rec(128, ms=1.0, peak=2**20), _rec(256, ms=2.0, peak=2**21), _rec(1024, "timeout")]
+    base = [_rec(128, ms=1.0, peak=2**20), _rec(256, ms=4.0, peak=2**22), _rec(512, "oom")]
     fig = sweep_figure(cur, base, "sliding_window")
     lines = {t.name: t for t in fig.data if t.mode == "lines+markers" and t.xaxis == "x"}
     marks = {t.name: t for t in fig.data if t.mode == "markers+text" and t.xaxis == "x"}
@@ -135,18 +153,21 @@ def test_a_failure_sits_on_the_curve_of_the_attention_that_failed():
 
 
 def test_the_sweep_says_why_there_is_one_curve_or_two_that_coincide():
-    cur = [_rec(128, ms=1.0, peak=2 ** 20), _rec(256, ms=4.0, peak=2 ** 22)]
+    cur = [_rec(128, ms=1.0, peak=2**20), _rec(256, ms=4.0, peak=2**22)]
     assert "no full curve: this config is its own baseline" in sweep_figure(cur, None, "full").layout.title.text
-    near = [_rec(128, ms=1.02, peak=2 ** 20), _rec(256, ms=3.9, peak=2 ** 22)]
+    near = [_rec(128, ms=1.02, peak=2**20), _rec(256, ms=3.9, peak=2**22)]
     assert "the two curves coincide" in sweep_figure(cur, near, "sliding_window").layout.title.text
-    apart = [_rec(128, ms=1.0, peak=2 ** 20), _rec(256, ms=8.0, peak=2 ** 22)]
+    apart = [_rec(128, ms=1.0, peak=2**20), _rec(256, ms=8.0, peak=2**22)]
     assert "coincide" not in sweep_figure(cur, apart, "sliding_window").layout.title.text
 
 
 def test_gradient_figure_says_which_curves_coincide_and_why_zeros():
     a = {"attn_out": [1.0, 2.0], "ffn_out": [1.0, 1.5], "residual": [3.0, 2.0]}
-    results = {"pre": a, "sandwich": {**a, "residual": [5.0, 1.0]},
-               "rezero": {"attn_out": [0.0, 0.0], "ffn_out": [0.0, 0.0], "residual": [1.0, 1.0]}}
+    results = {
+        "pre": a,
+        "sandwich": {**a, "residual": [5.0, 1.0]},
+        "rezero": {"attn_out": [0.0, 0.0], "ffn_out": [0.0, 0.0], "residual": [1.0, 1.0]},
+    }
     title = gradient_figure(results, "pre").layout.title.text
     assert "pre = sandwich coincide in attention out-proj" in title and "FFN out-proj (identical" in title
     assert "layer input" not in title.split("rezero")[0]  # their residual norms differ
@@ -166,8 +187,7 @@ def test_kv_figure_says_when_current_is_mha():
 def test_lsh_max_error_is_explained_with_the_rows_outside_the_bucket():
     eff = np.array([[[[1.0, 0.0], [0.0, 1.0]]]])  # row 1: all on key 1
     exact = np.array([[[[1.0, 0.0], [1.0, 0.0]]]])  # row 1: all on key 0, which the bucket does not hold
-    view = SimpleNamespace(effective=eff, exact=exact, max_error=np.abs(eff - exact).max(axis=(2, 3)),
-                           mechanism="lsh")
+    view = SimpleNamespace(effective=eff, exact=exact, max_error=np.abs(eff - exact).max(axis=(2, 3)), mechanism="lsh")
     note = " ".join(plots_views.error_note(view))
     assert "outside the query's bucket (1 of 2 rows here)" in note and "LSH at initialisation" in note
     view.effective = np.array([[[[1.0, 0.0], [0.6, 0.4]]]])
@@ -178,18 +198,29 @@ def test_lsh_max_error_is_explained_with_the_rows_outside_the_bucket():
     approx = maps.views.items["approximation"]
     if approx.max_error.max() >= 0.5:
         assert "outside the query's bucket" in reading
-        fig = plots_views.approximation_figure(approx, maps.tokens, *np.unravel_index(approx.max_error.argmax(),
-                                                                                     approx.max_error.shape))
+        fig = plots_views.approximation_figure(
+            approx, maps.tokens, *np.unravel_index(approx.max_error.argmax(), approx.max_error.shape)
+        )
         title = " ".join(fig.layout.title.text.replace("<sup>", "").replace("</sup>", "").split("<br>"))
         assert "outside the query's bucket" in title  # the small print is wrapped into lines
 
 
 # ---------------------------------------------------------------------------- legends
 def _view_figures():
-    cfgs = [dict(attention="lsh"), dict(attention="adaptive_span"), dict(memory="xl", segment_len=16, mem_len=16),
-            dict(ffn="moe"), dict(attention="realformer"), dict(ffn="pkm"), dict(layer="funnel"),
-            dict(attention="sinkhorn"), dict(attention="probsparse"), dict(attention="talking_heads"),
-            dict(layer="early_exit"), dict(act=True, layer="universal")]
+    cfgs = [
+        dict(attention="lsh"),
+        dict(attention="adaptive_span"),
+        dict(memory="xl", segment_len=16, mem_len=16),
+        dict(ffn="moe"),
+        dict(attention="realformer"),
+        dict(ffn="pkm"),
+        dict(layer="funnel"),
+        dict(attention="sinkhorn"),
+        dict(attention="probsparse"),
+        dict(attention="talking_heads"),
+        dict(layer="early_exit"),
+        dict(act=True, layer="universal"),
+    ]
     figs = {}
     for extra in cfgs:
         try:
@@ -202,25 +233,49 @@ def _view_figures():
 
 def _all_figures():
     figs = _view_figures()
-    results = {p: gradient_norms(ModelConfig(norm_placement=p, **SMALL), seq_len=16, batch=2)
-               for p in ("pre", "post", "rezero")}
+    results = {
+        p: gradient_norms(ModelConfig(norm_placement=p, **SMALL), seq_len=16, batch=2)
+        for p in ("pre", "post", "rezero")
+    }
     figs["gradient"] = gradient_figure(results, "pre")
-    recs = [_rec(128, ms=1.0, peak=2 ** 20), _rec(256, ms=2.0, peak=2 ** 21), _rec(512, "oom")]
+    recs = [_rec(128, ms=1.0, peak=2**20), _rec(256, ms=2.0, peak=2**21), _rec(512, "oom")]
     figs["sweep"] = sweep_figure(recs, recs, "sliding_window")
     figs["kv"] = kv_cache_figure(kv_cache_bytes(ModelConfig(n_heads=4, n_kv_heads=2), [128, 256]))
     figs["encdec_grad"] = plots_encdec.stack_gradient_figure(
-        {"stack": ["encoder", "decoder"], "stack_layer": [0, 0], "attn_out": [1.0, 2.0], "ffn_out": [1.0, 0.5],
-         "residual": [2.0, 1.0], "cross_out": [None, 0.3], "norm_placement": "pre"})
-    hist = [{"step": s, "train_loss": 2.0 / (s + 1), "heldout_loss": 2.1 / (s + 1), "heldout_acc": 0.1 * s}
-            for s in range(3)]
+        {
+            "stack": ["encoder", "decoder"],
+            "stack_layer": [0, 0],
+            "attn_out": [1.0, 2.0],
+            "ffn_out": [1.0, 0.5],
+            "residual": [2.0, 1.0],
+            "cross_out": [None, 0.3],
+            "norm_placement": "pre",
+        }
+    )
+    hist = [
+        {"step": s, "train_loss": 2.0 / (s + 1), "heldout_loss": 2.1 / (s + 1), "heldout_acc": 0.1 * s}
+        for s in range(3)
+    ]
     figs["train_curves"] = plots_train.curves_figure(hist)
-    figs["train_grad"] = plots_train.grad_figure({"attn_out": [1.0, 0.5], "ffn_out": [0.7, 0.2], "residual": [2.0, 1.0]})
+    figs["train_grad"] = plots_train.grad_figure(
+        {"attn_out": [1.0, 0.5], "ffn_out": [0.7, 0.2], "residual": [2.0, 1.0]}
+    )
     curve = [{"step": 0, "loss": 5.0}, {"step": 10, "loss": 3.0}]
-    figs["repro_warmup"] = plots_train.repro_figure({"name": "warmup", "rows": [
-        {"norm_placement": p, "warmup": w, "curve": curve} for p in ("pre", "post") for w in (True, False)]})
-    figs["repro_extrapolation"] = plots_train.repro_figure({"name": "extrapolation", "settings": {
-        "train_len": 64, "eval_tokens": 32}, "rows": [{"position": p, "eval_len": n, "loss": 2.0}
-                                                       for p in ("rope", "alibi") for n in (64, 128)]})
+    figs["repro_warmup"] = plots_train.repro_figure(
+        {
+            "name": "warmup",
+            "rows": [
+                {"norm_placement": p, "warmup": w, "curve": curve} for p in ("pre", "post") for w in (True, False)
+            ],
+        }
+    )
+    figs["repro_extrapolation"] = plots_train.repro_figure(
+        {
+            "name": "extrapolation",
+            "settings": {"train_len": 64, "eval_tokens": 32},
+            "rows": [{"position": p, "eval_len": n, "loss": 2.0} for p in ("rope", "alibi") for n in (64, 128)],
+        }
+    )
     return figs
 
 
@@ -249,6 +304,7 @@ def test_long_title_notes_wrap_between_clauses_and_the_band_grows():
     """Plotly clips a title at the figure's edge: a long note is broken between its clauses (each
     kept whole), and the title band grows a line for each line the note gained."""
     from explorer.figures.base import NOTE_CHARS, NOTE_LINE, legend_above
+
     clauses = [f"clause {i} says something about the figure" for i in range(6)]
     short = legend_above(dict(height=400, title="T<br><sup>one note</sup>"))
     lay = legend_above(dict(height=400, title="T<br><sup>" + "; ".join(clauses) + "</sup>"))
@@ -264,6 +320,7 @@ def test_a_narrow_attention_grid_title_fits_half_a_screen():
     """A/B draws two grids side by side (about 430 px each on a 1280 px screen, some 45 characters
     of the title's size): the narrow title says the same in lines short enough for that."""
     import re
+
     maps = attention_maps(ModelConfig(n_layers=2, attention="sliding_window", window=4), "hello there")
     wide = attention_grid(maps).layout.title.text
     narrow = attention_grid(maps, narrow=True).layout.title.text

@@ -1,5 +1,6 @@
 """The per-layer gradient figures: an x axis of exactly the layers, readable ticks, and one colour per
 norm placement on the Gradients and Compare tabs alike."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """The interpretability figures draw the analyses' API answers (the same numbers), with titles, axis titles
 and colour-bar titles; the answers are plain JSON."""
+
 import json
 
 import numpy as np
@@ -10,8 +11,13 @@ from explorer.analysis.why.attribution import attribute
 from explorer.analysis.why.circuits import composition, head_circuits
 from explorer.analysis.why.lens import logit_lens
 from explorer.analysis.why.patching import patch_heads
-from explorer.figures.interpretability import (attribution_figure, composition_figure, copying_figure, lens_figure,
-                                               patching_figure)
+from explorer.figures.interpretability import (
+    attribution_figure,
+    composition_figure,
+    copying_figure,
+    lens_figure,
+    patching_figure,
+)
 from models import ModelConfig, build_model
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, max_len=64, vocab_size=256, position="rope", seed=1)
@@ -36,8 +42,9 @@ def test_lens_figure_draws_the_target_probabilities_and_top_tokens(model):
     fig = lens_figure(answer)
     _titled(fig)
     np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), answer["target_prob"])
-    assert [list(r) for r in fig.data[0].text] == [[row[p][0] for p in answer["positions"]]
-                                                   for row in answer["top_tokens"]]
+    assert [list(r) for r in fig.data[0].text] == [
+        [row[p][0] for p in answer["positions"]] for row in answer["top_tokens"]
+    ]
     assert list(fig.data[0].y) == ["embedding", "layer 0", "layer 1"]
 
 

@@ -1,10 +1,11 @@
 """Long-context figures: merged cells equal pooling at the larger block, the log levels' order, titles,
 axis labels and units, the trained length marked, and the grid's payload at 16 heads x 256 cells."""
+
 import numpy as np
 import torch
 
-from explorer.analysis.long_context.view import LongContext, Side
 from explorer.analysis.long_context.text import Passage
+from explorer.analysis.long_context.view import LongContext, Side
 from explorer.figures.long_context import coarsen, log_levels, loss_figure, pooled_grid, stats_figure, zoom_figure
 from kernels.pooled_dense import pool_probs
 
@@ -31,8 +32,23 @@ def fake(L=16384, cells=256, heads=4, layers=4):
     m = np.tril(rng.random((layers, heads, cells, cells))).astype(np.float32)
     m /= m.sum(-1, keepdims=True)
     stats = {k: rng.random((layers, heads, L)).astype(np.float32) for k in ("entropy", "distance", "sink", "local")}
-    sides = [Side(n, None, None, m, stats, rng.random(L - 1).astype(np.float32), L // cells, L // cells,
-                  "torch-cpu block-sparse", "kernels", [], list(range(layers))) for n in ("as trained", "window")]
+    sides = [
+        Side(
+            n,
+            None,
+            None,
+            m,
+            stats,
+            rng.random(L - 1).astype(np.float32),
+            L // cells,
+            L // cells,
+            "torch-cpu block-sparse",
+            "kernels",
+            [],
+            list(range(layers)),
+        )
+        for n in ("as trained", "window")
+    ]
     return LongContext(L, Passage((1,) * L, "repeat", (), (256, 3328, 300)), "byte", 128, "bundle", sides, [], 0, 1.0)
 
 
@@ -71,7 +87,12 @@ def test_zoom_figure_labels_its_region():
     class Z:
         side, layer, head, rows, keys, exact, pooled = "as trained", 1, 2, (64, 66), (0, 3), 0.5, 0.5
         probs = np.array([[0.5, 0.0, 0.25], [0.1, 0.2, 0.0]])
+
     fig = zoom_figure(Z(), labels=list("abcdefgh") * 10)
     assert "layer 1 head 2" in fig.layout.title.text and "queries 64-65, keys 0-2" in fig.layout.title.text
-    assert fig.data[0].y[0] == "64 a" and np.isnan(fig.data[0].z[0][1]) and fig.data[0].z[0][0] == np.float32(np.log10(0.5))
+    assert (
+        fig.data[0].y[0] == "64 a"
+        and np.isnan(fig.data[0].z[0][1])
+        and fig.data[0].z[0][0] == np.float32(np.log10(0.5))
+    )
     assert fig.layout.xaxis.title.text.startswith("key")

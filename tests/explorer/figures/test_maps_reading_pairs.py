@@ -1,5 +1,6 @@
 """The maps' reading says when a structured pattern allows exactly full attention's pairs (its maps are then
 full attention's), judged against the masks themselves."""
+
 import pytest
 import torch
 
@@ -12,8 +13,15 @@ from models.attention.patterns import PATTERNS
 def _summary(attention, mask, prefix=0):
     L = mask.shape[0]
     full = torch.cat([torch.ones(L, prefix, dtype=torch.bool), mask], 1)
-    return {"n_tokens": L, "n_keys": L + prefix, "n_layers": 1, "n_heads": 1, "mask_kind": "pattern",
-            "attention": attention, "allowed_fraction": round(float(full.float().mean()), 6)}
+    return {
+        "n_tokens": L,
+        "n_keys": L + prefix,
+        "n_layers": 1,
+        "n_heads": 1,
+        "mask_kind": "pattern",
+        "attention": attention,
+        "allowed_fraction": round(float(full.float().mean()), 6),
+    }
 
 
 @pytest.mark.parametrize("attention", [p for p in PATTERNS if p != "full"])

@@ -1,5 +1,6 @@
 """The sweep's slopes: a curve that bends from linear to quadratic at its end says so, in the reading and
 the legend; a straight power law reads as one slope."""
+
 from __future__ import annotations
 
 import math
@@ -11,9 +12,24 @@ from explorer.figures.readings import sweep_reading
 
 
 def _records(fn, lens=(128, 256, 512, 1024, 2048, 4096)) -> list:
-    return [{"seq_len": L, "ms": fn(L), "peak_bytes": 1000.0 * L, "status": "ok", "backend": "torch-cpu",
-             "mode": "forward", "device": "cpu", "threads": 1, "memory_method": "measured", "others": 0,
-             "timer": "perf_counter", "dtype": "float32", "reason": ""} for L in lens]
+    return [
+        {
+            "seq_len": L,
+            "ms": fn(L),
+            "peak_bytes": 1000.0 * L,
+            "status": "ok",
+            "backend": "torch-cpu",
+            "mode": "forward",
+            "device": "cpu",
+            "threads": 1,
+            "memory_method": "measured",
+            "others": 0,
+            "timer": "perf_counter",
+            "dtype": "float32",
+            "reason": "",
+        }
+        for L in lens
+    ]
 
 
 def bends(L):  # linear cost with a quadratic term that dominates only past L = 2048
@@ -22,7 +38,7 @@ def bends(L):  # linear cost with a quadratic term that dominates only past L = 
 
 def test_end_slope_is_the_last_doubling():
     recs = _records(bends)
-    expected = ((4096 + 4096**2 / 2048) / (2048 + 2048**2 / 2048))  # ratio over a doubling
+    expected = (4096 + 4096**2 / 2048) / (2048 + 2048**2 / 2048)  # ratio over a doubling
     assert end_slope(recs, "ms") == pytest.approx(math.log(expected) / math.log(2))
     assert fitted_slope(recs, "ms") < 1.5 < end_slope(recs, "ms")
 
@@ -53,8 +69,17 @@ LENS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 def _sweep(ms, attn, peak, backend, lens=LENS):
-    return [{**_records(ms, (L,))[0], "attn_ms": attn(L), "peak_bytes": peak(L), "backend": backend, "n_heads": 4,
-             "batch": 1} for L in lens]
+    return [
+        {
+            **_records(ms, (L,))[0],
+            "attn_ms": attn(L),
+            "peak_bytes": peak(L),
+            "backend": backend,
+            "n_heads": 4,
+            "batch": 1,
+        }
+        for L in lens
+    ]
 
 
 def test_slope_guides_start_on_the_curve_and_span_its_last_three_doublings():
@@ -76,7 +101,10 @@ def test_the_attention_alone_is_a_second_dotted_trace_of_each_curve():
     base = _sweep(lambda L: 0.05 * L + L * L / 4e5, lambda L: L * L / 4e5, lambda L: 900.0 * L, "sdpa (cpu)")
     fig = sweep_figure(cur, base, "sliding_window")
     alone = {t.name: t for t in fig.data if t.name and "attention alone" in t.name}
-    assert set(alone) == {"sliding_window: attention alone (slope 1.00)", "full (baseline): attention alone (slope 2.00)"}
+    assert set(alone) == {
+        "sliding_window: attention alone (slope 1.00)",
+        "full (baseline): attention alone (slope 2.00)",
+    }
     full_alone = alone["full (baseline): attention alone (slope 2.00)"]
     assert full_alone.line.dash == "dot" and list(full_alone.y) == [L * L / 4e5 for L in LENS]
     assert all(t.xaxis == "x" for t in alone.values())  # time panel only
@@ -88,10 +116,10 @@ def test_the_reading_names_each_kernel_and_says_no_l_by_l_matrix_is_held():
     text = sweep_reading(cur, base, "sliding_window")
     assert "`torch-cpu block-sparse` (sliding_window)" in text and "`sdpa (cpu)` (full)" in text
     assert text.count("never") >= 2  # each kernel: never the L x L scores
-    square_gib = 4 * 16384 ** 2 * 4 / 2 ** 30  # 4 heads, float32, by hand
+    square_gib = 4 * 16384**2 * 4 / 2**30  # 4 heads, float32, by hand
     assert f"L × L score matrix for the 4 heads alone would be {square_gib:.1f} GiB" in text
     assert "none is held" in text and "look alike" in text  # 1000 vs 900 bytes per token: within 25%
-    fast = (0.05 * 16384 + 16384 ** 2 / 4e5) / (0.05 * 16384)
+    fast = (0.05 * 16384 + 16384**2 / 4e5) / (0.05 * 16384)
     assert f"{fast:.2f}× faster than full's (the attention alone: {16384 / 4e5 / 0.01:.2f}×)" in text
 
 

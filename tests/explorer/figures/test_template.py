@@ -1,4 +1,5 @@
 """Every figure carries the ``plotly_white`` template, whatever Plotly's default was before."""
+
 import json
 
 import plotly.graph_objects as go
@@ -25,8 +26,15 @@ def test_figures_carry_plotly_white_even_when_the_default_was_another(plotly_def
     white = _template(go.Figure(layout=dict(template="plotly_white")))  # named, under Plotly's default
     assert white != _template(go.Figure()) and TEMPLATE == "plotly_white"
     assert _template(message_figure("nothing yet", "title")) == white
-    kv = {"seq_len": [128, 256], "current": [1.0, 2.0], "mha": [1.0, 2.0], "mqa": [0.5, 1.0], "kv_heads": 4,
-          "n_heads": 4, "bytes_per_value": 2}
+    kv = {
+        "seq_len": [128, 256],
+        "current": [1.0, 2.0],
+        "mha": [1.0, 2.0],
+        "mqa": [0.5, 1.0],
+        "kv_heads": 4,
+        "n_heads": 4,
+        "bytes_per_value": 2,
+    }
     assert _template(kv_cache_figure(kv)) == white
 
 

@@ -1,5 +1,6 @@
 """Plotly never wraps a title, it clips it: long small print is broken into lines of at most NOTE_CHARS
 characters (the LSH approximation view's notes ran to 190)."""
+
 from __future__ import annotations
 
 import re
@@ -30,9 +31,16 @@ def test_lsh_approximation_title_fits():
     exact = np.zeros((1, 1, L, L))
     exact[..., :, 0] = 1.0
     err = np.abs(eff - exact)
-    view = types.SimpleNamespace(effective=eff, exact=exact, error=err, causal=True, mechanism="lsh",
-                                 reference="softmax over every allowed key", max_error=err.max((-1, -2)),
-                                 mean_error=err.mean((-1, -2)))
+    view = types.SimpleNamespace(
+        effective=eff,
+        exact=exact,
+        error=err,
+        causal=True,
+        mechanism="lsh",
+        reference="softmax over every allowed key",
+        max_error=err.max((-1, -2)),
+        mean_error=err.mean((-1, -2)),
+    )
     fig = approximation_figure(view, [str(i) for i in range(L)])
     lines = _plain_lines(fig.layout.title.text)
     assert len(lines) >= 5  # headline, the errors, the two explanations of a large error

@@ -1,4 +1,5 @@
 """The zoomed head shows the model's own probabilities for that (layer, head), with token labels."""
+
 import numpy as np
 import pytest
 
@@ -9,8 +10,9 @@ from models import ModelConfig
 
 @pytest.fixture(scope="module")
 def maps():
-    return attention_maps(ModelConfig(n_layers=2, d_model=32, n_heads=2, attention="sliding_window", window=3),
-                             "hello world")
+    return attention_maps(
+        ModelConfig(n_layers=2, d_model=32, n_heads=2, attention="sliding_window", window=3), "hello world"
+    )
 
 
 def test_zoom_is_the_head_itself_with_blank_where_not_allowed(maps):

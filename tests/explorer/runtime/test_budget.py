@@ -1,6 +1,7 @@
 """The per-request budget and the size caps, through every entry point: the API handlers, a share
 link, an uploaded file, the UI's config check; and, over the config space, the measured peak of
 every request the app accepts stays within the budget it promised."""
+
 import json
 
 import gradio as gr
@@ -13,8 +14,7 @@ from explorer.analysis import attention_maps, clear_caches, gradient_norms
 from explorer.app.api import endpoints as ui_api
 from explorer.app.controls.share import from_query
 from explorer.app.controls.sources import upload_config
-from explorer.runtime import budget
-from explorer.runtime import settings
+from explorer.runtime import budget, settings
 from explorer.runtime.configs import app_config
 from explorer.runtime.limits import MAX_TEXT_BYTES, SIZE_LIMITS, check_budget
 from kernels.tools.measure import measure_peak
@@ -75,6 +75,7 @@ def test_every_size_field_has_a_cap_on_every_entry_point(name, tmp_path):
 
 def test_every_integer_size_field_is_capped():
     from models.config import SIZE_RANGES
+
     assert set(SIZE_RANGES) - set(SIZE_LIMITS) == {"seed"}
 
 
@@ -100,22 +101,43 @@ def app_configs(draw):
     d = {cat: draw(st.sampled_from(list(regs[cat]))) for cat in ("attention", "position", "ffn", "memory", "layer")}
     d["norm_placement"] = draw(st.sampled_from(list(regs["norm_placement"])))
     n_heads = draw(st.sampled_from([1, 2, 4]))
-    d.update(n_layers=draw(st.integers(1, 3)), n_heads=n_heads, d_model=n_heads * draw(st.sampled_from([8, 16, 32])),
-             causal=draw(st.booleans()), n_experts=draw(st.integers(1, 6)), top_k=1,
-             proj_len=draw(st.sampled_from([8, 64, 512])), n_features=draw(st.sampled_from([8, 64, 256])),
-             max_len=draw(st.sampled_from([256, 1024, 4096])))
+    d.update(
+        n_layers=draw(st.integers(1, 3)),
+        n_heads=n_heads,
+        d_model=n_heads * draw(st.sampled_from([8, 16, 32])),
+        causal=draw(st.booleans()),
+        n_experts=draw(st.integers(1, 6)),
+        top_k=1,
+        proj_len=draw(st.sampled_from([8, 64, 512])),
+        n_features=draw(st.sampled_from([8, 64, 256])),
+        max_len=draw(st.sampled_from([256, 1024, 4096])),
+    )
     return d
 
 
-@hypothesis_settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
+)
 @given(data=app_configs(), L=st.integers(2, MAX_TEXT_BYTES))
-@example(data={"attention": "full", "position": "none", "ffn": "pkm", "norm_placement": "post", "n_layers": 1,
-               "n_heads": 1, "d_model": 8, "max_len": 256}, L=2)  # the build's temporary of the value table
+@example(
+    data={
+        "attention": "full",
+        "position": "none",
+        "ffn": "pkm",
+        "norm_placement": "post",
+        "n_layers": 1,
+        "n_heads": 1,
+        "d_model": 8,
+        "max_len": 256,
+    },
+    L=2,
+)  # the build's temporary of the value table
 def test_accepted_requests_stay_within_the_promised_budget(data, L):
     """For a config the app accepts (under a small budget, so that acceptance means something),
     the peak PyTorch really allocates for its attention maps and gradient norms is at most the
     prediction, which is at most the budget."""
     import os
+
     os.environ[settings.REQUEST_BUDGET] = str(REQUEST_BUDGET)
     try:
         try:
@@ -136,11 +158,18 @@ def test_accepted_requests_stay_within_the_promised_budget(data, L):
         clear_caches()
 
 
-@pytest.mark.parametrize("kw", [
-    {}, {"attention": "talking_heads"}, {"ffn": "moe"}, {"memory": "xl", "segment_len": 16, "mem_len": 16},
-    {"layer": "reversible"}, {"attention": "linformer", "causal": False, "proj_len": 16},
-    {"architecture": "encoder_decoder"},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"attention": "talking_heads"},
+        {"ffn": "moe"},
+        {"memory": "xl", "segment_len": 16, "mem_len": 16},
+        {"layer": "reversible"},
+        {"attention": "linformer", "causal": False, "proj_len": 16},
+        {"architecture": "encoder_decoder"},
+    ],
+)
 def test_a_training_step_stays_within_its_prediction(kw):
     """One optimizer step of a fresh run (the model, a forward and backward, AdamW's two moments per
     parameter) allocates at most what ``predict(cfg, "train", ...)`` promised before anything was built."""

@@ -1,5 +1,6 @@
 """explorer.runtime.cache: bounded by the bytes its values hold (not by entries), least recently used first,
 thread-safe; and the process's RSS comes back near its baseline after a large request."""
+
 import subprocess
 import sys
 import threading
@@ -75,6 +76,7 @@ def test_entry_bound_and_threads():
 
 def test_release_memory_runs_on_glibc():
     import platform
+
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert release_memory() is True
 

@@ -2,6 +2,7 @@
 
 Reference: the entropy and cross-entropy written out from ``bytes.count`` over the 256 byte values.
 """
+
 import hashlib
 import json
 import math

@@ -1,5 +1,6 @@
 """The cost of a request before it runs (``explorer.runtime.cost``): predicted from the model's FLOPs and this
 machine's measured rate, refused by name past the per-request budget or the visitor's share."""
+
 import pytest
 
 from explorer.runtime import cost, fair, settings

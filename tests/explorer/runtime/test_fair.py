@@ -1,5 +1,6 @@
 """Fair shares (``explorer.runtime.fair``): per-address turns in the queue, guest slots for light visitors, the
 ledger of CPU seconds over a window. Deterministic: times are passed in, nothing sleeps."""
+
 from explorer.runtime import fair, settings
 
 
@@ -8,11 +9,11 @@ def light_all(_address):
 
 
 def test_turns_go_to_the_address_with_least_running_then_the_lightest_then_the_oldest():
-    assert fair.pick(["a", "b"], {}, 2, 0, light_all) == 0              # alike: the oldest
+    assert fair.pick(["a", "b"], {}, 2, 0, light_all) == 0  # alike: the oldest
     waiting = ["a", "a", "a", "b", "c"]
-    assert fair.pick(waiting, {}, 2, 0, light_all) == 3                 # a floods the queue: b (light) first
-    assert fair.pick(waiting, {"a": 1}, 2, 0, light_all) == 3           # a runs one: b's turn
-    assert fair.pick(waiting, {"a": 1, "b": 1}, 3, 0, light_all) == 4   # then c's
+    assert fair.pick(waiting, {}, 2, 0, light_all) == 3  # a floods the queue: b (light) first
+    assert fair.pick(waiting, {"a": 1}, 2, 0, light_all) == 3  # a runs one: b's turn
+    assert fair.pick(waiting, {"a": 1, "b": 1}, 3, 0, light_all) == 4  # then c's
     assert fair.pick(["a", "b"], {"a": 1, "b": 1}, 2, 0, light_all) is None  # the slots are full
 
 

@@ -1,6 +1,7 @@
 """Every GPU call the app makes can cross a process boundary (ZeroGPU pickles each call's arguments
 and result and runs the function in a forked worker), a Compare click is one GPU call, and neither
 building the app nor importing any module touches CUDA (ZeroGPU forbids it before a GPU call)."""
+
 import asyncio
 import os
 import pickle
@@ -14,9 +15,9 @@ from explorer.analysis import clear_caches, gradient_norms
 from explorer.app.api import endpoints as ui_api
 from explorer.app.controls.fields import config_values
 from explorer.app.controls.state import new_state
+from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs import attention as attention_tab
 from explorer.app.tabs import compare as compare_tab
-from explorer.app.page.wiring import stage_handler
 from explorer.app.tabs.latency import run_sweep
 from explorer.runtime.device import gpu, record_gpu_calls
 from explorer.runtime.signals import StopToken
@@ -56,8 +57,9 @@ def test_every_gpu_call_of_the_app_survives_pickling():
         analysis_stage(config_values(SMALL), text="hello gpu")
         run_sweep(config_values(OTHER), "16,32", "forward", new_state(), should_stop=stop.is_set)
         compare_tab.refresh_compare(config_values(OTHER), "hello gpu", SMALL.to_dict())
-        compare_tab.run_ab_sweep(config_values(OTHER), SMALL.to_dict(), "16", "forward", new_state(),
-                                 should_stop=stop.is_set)
+        compare_tab.run_ab_sweep(
+            config_values(OTHER), SMALL.to_dict(), "16", "forward", new_state(), should_stop=stop.is_set
+        )
         ui_api.api_analyze(SMALL.to_json(), "hello api")
         ui_api.api_gradients(SMALL.to_json())
         asyncio.run(ui_api.api_benchmark(SMALL.to_json(), "16", "forward"))
@@ -143,6 +145,7 @@ print("no cuda")
 
 def test_building_the_app_and_importing_every_module_touch_no_cuda():
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    got = subprocess.run([sys.executable, "-c", NO_CUDA], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env=env)
+    got = subprocess.run(
+        [sys.executable, "-c", NO_CUDA], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env
+    )
     assert got.returncode == 0 and "no cuda" in got.stdout, got.stderr[-3000:]

@@ -1,12 +1,13 @@
 """The landing text is long enough for every structured pattern to differ from full attention, and keeps
 the bundled model's induction heads (the repeat the text is built around)."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from explorer.analysis.weights.bundled import bundled_weights
 from explorer.analysis.maps.attention import attention_maps
+from explorer.analysis.weights.bundled import bundled_weights
 from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ModelConfig

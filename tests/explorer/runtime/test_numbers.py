@@ -1,5 +1,6 @@
 """One strict reader of whole numbers (``explorer.runtime.numbers.whole_number``): every hostile value is
 refused naming its field, never an internal error."""
+
 import pytest
 
 from explorer.runtime.numbers import whole_number
@@ -12,8 +13,31 @@ def test_whole_numbers_are_read(value, expected):
     assert whole_number(value, "position", -1, 10) == expected
 
 
-@pytest.mark.parametrize("value", ["NaN", "nan", "inf", "-inf", "1e400", float("nan"), float("inf"), 2.5, "2.5",
-                                   True, None, [], {}, "", "x", "9" * 41, "1e3", -2, 11, "0x10"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "NaN",
+        "nan",
+        "inf",
+        "-inf",
+        "1e400",
+        float("nan"),
+        float("inf"),
+        2.5,
+        "2.5",
+        True,
+        None,
+        [],
+        {},
+        "",
+        "x",
+        "9" * 41,
+        "1e3",
+        -2,
+        11,
+        "0x10",
+    ],
+)
 def test_hostile_numbers_are_refused_naming_the_field(value):
     with pytest.raises(ConfigError) as err:
         whole_number(value, "earlier", -1, 10)

@@ -1,6 +1,7 @@
 """The server's memory pool: reservations add up to at most its size, a reservation that does not fit
 waits for others to end or is refused as busy (never a failure halfway), a request larger than the whole
 pool is refused naming the setting, and what this process may allocate is the least of its limits."""
+
 import subprocess
 import sys
 import threading
@@ -70,20 +71,28 @@ def test_the_setting_sizes_the_pool(monkeypatch):
 
 def test_available_memory_follows_an_address_space_limit():
     """Under ``prlimit --as`` the headroom is the limit minus what is mapped, below MemAvailable."""
-    code = ("import resource; from explorer.runtime.pool import available_bytes, _meminfo;"
-            "resource.setrlimit(resource.RLIMIT_AS, (6 << 30, resource.RLIM_INFINITY));"
-            "print(available_bytes(), _meminfo())")
+    code = (
+        "import resource; from explorer.runtime.pool import available_bytes, _meminfo;"
+        "resource.setrlimit(resource.RLIMIT_AS, (6 << 30, resource.RLIM_INFINITY));"
+        "print(available_bytes(), _meminfo())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     avail, meminfo = int(out[0]), int(out[1])
     assert 0 < avail < 6 << 30 and avail <= meminfo
 
 
-@pytest.mark.parametrize("exc, oom", [
-    (MemoryError(), True),
-    (RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried"), True),
-    (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
-    (RuntimeError("shape mismatch"), False),
-    (ValueError("out of memory"), False),
-])
+@pytest.mark.parametrize(
+    "exc, oom",
+    [
+        (MemoryError(), True),
+        (
+            RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried"),
+            True,
+        ),
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        (RuntimeError("shape mismatch"), False),
+        (ValueError("out of memory"), False),
+    ],
+)
 def test_out_of_memory_is_recognised_from_python_and_torch(exc, oom):
     assert is_out_of_memory(exc) is oom

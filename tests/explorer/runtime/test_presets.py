@@ -1,6 +1,7 @@
 """The presets for the models the catalogue's papers name: each one validates within the
 app's limits, selects the paper's variant, runs forward and backward with finite, non-zero gradients,
 fills every control through the preset handler and is recognised again from the filled config."""
+
 import pytest
 import torch
 
@@ -50,8 +51,10 @@ def test_paper_preset_runs_with_gradients(name):
     tokens = torch.randint(0, cfg.vocab_size, (2, 48), generator=torch.Generator().manual_seed(0))
     out = model(tokens)
     assert out.logits.shape == (2, 48, cfg.vocab_size)
-    loss = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, cfg.vocab_size),
-                                             tokens[:, 1:].reshape(-1)) + out.aux_loss
+    loss = (
+        torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1))
+        + out.aux_loss
+    )
     loss.backward()
     grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
     assert grads and all(torch.isfinite(g).all() for g in grads)

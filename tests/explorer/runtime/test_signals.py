@@ -1,5 +1,6 @@
 """A StopToken crosses a process boundary: pickled it is its slot, and a forked process sees the stop the
 caller sets after the fork (the worker model of ZeroGPU)."""
+
 import multiprocessing
 import pickle
 import threading

@@ -1,5 +1,6 @@
 """Compiled Triton kernels go to a lasting folder under the user's cache (never the repository), made only
 when a GPU call first runs on CUDA; a TRITON_CACHE_DIR set by the host wins; the compile budget is a setting."""
+
 import os
 
 import torch

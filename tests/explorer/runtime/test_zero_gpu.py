@@ -3,6 +3,7 @@ arguments into a worker process forked from this one, runs the function there an
 back. Only what needs a real ZeroGPU host is replaced: the scheduler's HTTP calls (``client``) and the
 CUDA set-up of the worker (``spaces.zero.torch``, which cannot import on a CPU build of torch; the
 stand-in is the package's own no-op fallback for a machine without torch)."""
+
 import multiprocessing
 import pickle
 import sys
@@ -11,16 +12,16 @@ import time
 import types
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 pytest.importorskip("spaces")
 
 from explorer.analysis import clear_caches  # noqa: E402
 from explorer.analysis.common import memo  # noqa: E402
+from explorer.analysis.compare import compare_pair  # noqa: E402
 from explorer.analysis.cost import sweep  # noqa: E402
 from explorer.analysis.maps import attention as maps  # noqa: E402
-from explorer.analysis.compare import compare_pair  # noqa: E402
 from explorer.analysis.maps.attention import attention_maps  # noqa: E402
 from explorer.runtime.signals import stop_channel  # noqa: E402
 from models import ModelConfig  # noqa: E402
@@ -58,8 +59,11 @@ def zero_gpu(monkeypatch):
     from spaces.zero import client, wrappers
 
     released = []
-    monkeypatch.setattr(client, "schedule", lambda **kw: types.SimpleNamespace(
-        allowToken="token", nvidiaIndex=0, nvidiaUUID="GPU-0", idle=True))
+    monkeypatch.setattr(
+        client,
+        "schedule",
+        lambda **kw: types.SimpleNamespace(allowToken="token", nvidiaIndex=0, nvidiaUUID="GPU-0", idle=True),
+    )
     monkeypatch.setattr(client, "release", lambda token, **kw: released.append(kw))
     monkeypatch.setattr(client, "allow", lambda token: None)
     monkeypatch.setattr(client, "get_duration_seconds", lambda duration, size: duration.total_seconds())
@@ -107,12 +111,38 @@ def test_a_compare_click_runs_its_six_analyses_in_one_worker_call(zero_gpu, monk
 def test_a_sweep_length_runs_in_the_worker_and_a_lambda_cannot_cross(zero_gpu):
     measure = zero_gpu(sweep.measure_length)
     with stop_channel(lambda: False) as token:
-        rec = measure(SMALL, 32, "forward", batch=1, repeats=2, min_repeats=1, time_budget_s=5.0,
-                      history=(), stop=token, dev=None, threads=1, pair=None, keep=False)
+        rec = measure(
+            SMALL,
+            32,
+            "forward",
+            batch=1,
+            repeats=2,
+            min_repeats=1,
+            time_budget_s=5.0,
+            history=(),
+            stop=token,
+            dev=None,
+            threads=1,
+            pair=None,
+            keep=False,
+        )
     assert rec["status"] == "ok" and rec["ms"] > 0 and rec["seq_len"] == 32
     with pytest.raises(pickle.PicklingError):  # what the old sweep did: its should_stop was a lambda
-        measure(SMALL, 32, "forward", batch=1, repeats=2, min_repeats=1, time_budget_s=5.0,
-                history=(), stop=lambda: False, dev=None, threads=1, pair=None, keep=False)
+        measure(
+            SMALL,
+            32,
+            "forward",
+            batch=1,
+            repeats=2,
+            min_repeats=1,
+            time_budget_s=5.0,
+            history=(),
+            stop=lambda: False,
+            dev=None,
+            threads=1,
+            pair=None,
+            keep=False,
+        )
 
 
 def test_a_stop_pressed_in_the_server_ends_the_run_in_the_worker(zero_gpu, monkeypatch):
@@ -123,8 +153,21 @@ def test_a_stop_pressed_in_the_server_ends_the_run_in_the_worker(zero_gpu, monke
     threading.Timer(0.5, pressed.set).start()
     t0 = time.perf_counter()
     with stop_channel(pressed.is_set) as token:
-        rec = measure(BIG, 2048, "forward_backward", batch=1, repeats=5, min_repeats=2,
-                      time_budget_s=60.0, history=(), stop=token, dev=None, threads=1, pair=None, keep=False)
+        rec = measure(
+            BIG,
+            2048,
+            "forward_backward",
+            batch=1,
+            repeats=5,
+            min_repeats=2,
+            time_budget_s=60.0,
+            history=(),
+            stop=token,
+            dev=None,
+            threads=1,
+            pair=None,
+            keep=False,
+        )
     assert rec["status"] == "cancelled", rec
     assert time.perf_counter() - t0 < 15
 

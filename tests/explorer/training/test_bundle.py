@@ -4,14 +4,15 @@ References: the manifest each bundle was written with (its SHA-256, config, reco
 presets that name them, the held-out split (a trained model must beat the initial one there by far),
 and the stored Surgery table (a row recomputed from the weights must agree with it).
 """
+
 import json
 import math
 
 import pytest
 import torch
 
-from explorer.analysis.weights import bundled
 from explorer.analysis import surgery
+from explorer.analysis.weights import bundled
 from explorer.runtime.configs import as_config
 from explorer.runtime.presets import BUNDLE_PRESETS, preset_config
 from explorer.training import bundle
@@ -55,10 +56,9 @@ def test_all_bundles_fit_the_size_cap():
 
 def test_bundles_load_and_match_their_manifests(manifests):
     for name, m in manifests.items():
-        b = bundled.load(name)                        # digest and parameter names checked on the way in
+        b = bundled.load(name)  # digest and parameter names checked on the way in
         assert b.config == as_config(m["config"]) == bundle.RECIPES[name].model_config()
-        assert sum(t.numel() for k, t in b.state.items() if k in dict(b.model().named_parameters())) \
-            == m["parameters"]
+        assert sum(t.numel() for k, t in b.state.items() if k in dict(b.model().named_parameters())) == m["parameters"]
 
 
 def test_a_tampered_bundle_is_refused(tmp_path):
@@ -74,8 +74,9 @@ def test_a_tampered_bundle_is_refused(tmp_path):
 @pytest.mark.parametrize("preset", list(BUNDLE_PRESETS))
 def test_each_trained_preset_is_its_bundles_config(preset, manifests):
     name = BUNDLE_PRESETS[preset]
-    assert preset_config(preset).validate() == as_config(manifests[name]["config"]), \
+    assert preset_config(preset).validate() == as_config(manifests[name]["config"]), (
         f"preset {preset!r} no longer matches bundle {name!r}: retrain it or fix the preset"
+    )
     assert bundled.bundle_for(preset_config(preset)).name == name
 
 

@@ -1,6 +1,7 @@
 """Training in GPU bursts yields exactly the snapshots of one uninterrupted run, survives pickling (the
 trainer crosses into a GPU worker and back), and keeps both stops: the caller's (a stopped snapshot)
 and the ambient one of a reproduction (``Abandoned``)."""
+
 import pickle
 
 import pytest
@@ -19,8 +20,10 @@ def _run(**kw):
 
 
 def _digest(snaps):
-    return [(s.step, s.train_loss, s.heldout_loss, s.heldout_acc, s.attention.tobytes(),
-             tuple(s.grad_norms["residual"])) for s in snaps]
+    return [
+        (s.step, s.train_loss, s.heldout_loss, s.heldout_acc, s.attention.tobytes(), tuple(s.grad_norms["residual"]))
+        for s in snaps
+    ]
 
 
 def _crossing(monkeypatch):

@@ -1,4 +1,5 @@
 """Save -> load round trip (identical logits) and refusal of damaged, mismatched or non-finite files."""
+
 import json
 
 import pytest
@@ -13,8 +14,9 @@ CFG = ModelConfig(n_layers=2, d_model=32, n_heads=2, max_len=64)
 
 @pytest.fixture(scope="module")
 def trained():
-    trainer = Trainer(CFG, RunConfig(task="copy", steps=5, every=5, batch_size=4, seq_len=16, grad_norms=False,
-                                     probe=False))
+    trainer = Trainer(
+        CFG, RunConfig(task="copy", steps=5, every=5, batch_size=4, seq_len=16, grad_norms=False, probe=False)
+    )
     list(trainer.run())
     return trainer.model
 
@@ -48,6 +50,7 @@ def test_corrupt_or_foreign_files_are_refused(trained):
     with pytest.raises(ConfigError, match="header"):
         ck.load(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
     from safetensors.torch import save
+
     with pytest.raises(ConfigError, match="saved by the explorer"):
         ck.load(save({"w": torch.zeros(2)}))
     data = ck.to_bytes(trained)
@@ -73,9 +76,14 @@ def test_mismatched_config_or_shapes_are_refused(trained):
 
 def test_invalid_embedded_config_is_refused(trained):
     from safetensors.torch import save
+
     tensors = {k: v.contiguous() for k, v in trained.state_dict().items()}
-    meta = {"format": ck.FORMAT, "version": "1", "config": json.dumps({**CFG.to_dict(), "attention": "magic"}),
-            "sha256": ck.tensor_digest(tensors)}
+    meta = {
+        "format": ck.FORMAT,
+        "version": "1",
+        "config": json.dumps({**CFG.to_dict(), "attention": "magic"}),
+        "sha256": ck.tensor_digest(tensors),
+    }
     with pytest.raises(ConfigError, match="attention"):
         ck.load(save(tensors, metadata=meta))
 

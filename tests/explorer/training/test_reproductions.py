@@ -1,6 +1,7 @@
 """Each reproduction runs end to end at tiny settings and writes its JSON schema; the
 plain-text table and the figure are built from it. (The effects themselves are benchmarks:
 ``python -m explorer.reproduce NAME``, never asserted here.)"""
+
 import json
 
 import numpy as np
@@ -37,7 +38,11 @@ def test_quick_run_writes_the_schema(name, tmp_path, capsys):
         assert score.shape == (2, 2) and ((0 <= score) & (score <= 1)).all()
     if name == "warmup":
         assert {(r["norm_placement"], r["warmup"]) for r in result["rows"]} == {
-            ("post", False), ("post", True), ("pre", False), ("pre", True)}
+            ("post", False),
+            ("post", True),
+            ("pre", False),
+            ("pre", True),
+        }
     if name == "kv_heads":  # the cached decoder reproduces the model's own forward
         assert result["settings"]["decode_max_abs_diff_vs_forward"] < 1e-4
         mha, mqa = result["rows"][0], result["rows"][-1]

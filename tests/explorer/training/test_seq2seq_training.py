@@ -1,4 +1,5 @@
 """Training an encoder-decoder on copy / reverse / sort: the split, the loss, the probe, the ideal."""
+
 import numpy as np
 import pytest
 import torch
@@ -12,8 +13,9 @@ from models import ConfigError, ModelConfig
 CFG = ModelConfig(architecture="encoder_decoder", n_layers=1, d_model=32, n_heads=2, d_ff=64)
 
 
-@pytest.mark.parametrize("task, f", [("copy", lambda x: x), ("reverse", lambda x: x.flip(1)),
-                                     ("sort", lambda x: x.sort(dim=1).values)])
+@pytest.mark.parametrize(
+    "task, f", [("copy", lambda x: x), ("reverse", lambda x: x.flip(1)), ("sort", lambda x: x.sort(dim=1).values)]
+)
 def test_split_gives_source_and_start_token_target(task, f):
     batch = get_task(task).batch(3, 13, torch.Generator().manual_seed(0))
     src, tgt = train_encdec.split_batch(batch)

@@ -1,5 +1,6 @@
 """The stand-in checkpoint's maker, on a few steps: it writes a folder the loader reads back as the recipe's
 model (the bfloat16 held-out loss close to the float32 one), and the shipped byte-llama matches its manifest."""
+
 import dataclasses
 import json
 
@@ -10,8 +11,16 @@ from models import hf
 
 
 def test_a_short_run_writes_a_checkpoint_the_loader_reads(tmp_path):
-    recipe = dataclasses.replace(stand_in.RECIPE, steps=6, induction_steps=2, every=3, batch_size=2, seq_len=32,
-                                 induction_batch=2, induction_len=16)
+    recipe = dataclasses.replace(
+        stand_in.RECIPE,
+        steps=6,
+        induction_steps=2,
+        every=3,
+        batch_size=2,
+        seq_len=32,
+        induction_batch=2,
+        induction_len=16,
+    )
     manifest = stand_in.make(recipe, tmp_path, log=lambda m: None)
     ckpt = hf.load(tmp_path)
     assert ckpt.config == recipe.model_config().replace(d_ff=ckpt.config.d_ff).validate()

@@ -2,6 +2,7 @@
 code as it is now (the first steps replayed from the code agree with the stored ones), and the
 timeline / overlay figures show what they say (the snapshot's step, the stored curves under the live ones).
 """
+
 import json
 
 import numpy as np
@@ -32,8 +33,9 @@ def test_replaying_the_first_steps_matches_the_stored_run(name, records):
     """The stored losses of the first steps come back from the code: a change that would give another
     run (settings, seeds, data, model) fails here until the stored run is made again."""
     got = stored.replay(name)
-    assert got == pytest.approx(records[name]["replay"], rel=1e-3, abs=1e-4), \
+    assert got == pytest.approx(records[name]["replay"], rel=1e-3, abs=1e-4), (
         f"{name}: the stored run is stale; python -m explorer.reproduce {name} --store"
+    )
 
 
 def test_the_stored_induction_run_learned_and_its_timeline_shows_it(records):
@@ -41,7 +43,7 @@ def test_the_stored_induction_run_learned_and_its_timeline_shows_it(records):
     tl = r["timeline"]
     assert tl[0]["step"] == 0 and tl[-1]["step"] == r["settings"]["steps"]
     assert tl[-1]["second_half_loss"] < 0.2 < 3.0 < tl[0]["second_half_loss"]
-    d = str(r["stripe"])                                  # the stripe this run learned: t-n+1 or t-n+2
+    d = str(r["stripe"])  # the stripe this run learned: t-n+1 or t-n+2
     assert r["stripe_score"][d] == max(r["stripe_score"][k] for k in ("0", "1"))  # the stronger of the two
     best = [max(max(row) for row in t["stripes"][d]) for t in tl]
     assert best[-1] > 0.5 > best[0]
@@ -59,7 +61,7 @@ def test_the_timeline_shows_the_snapshot_at_the_chosen_step(step, records):
     fig = plots.timeline_figure(r, step)
     snap = plots.snapshot_at(r["timeline"], step)
     assert f"at step {snap['step']} of" in fig.layout.title.text
-    assert fig.layout.shapes[0].x0 == snap["step"]                   # the red line sits at the snapshot
+    assert fig.layout.shapes[0].x0 == snap["step"]  # the red line sits at the snapshot
     heat = next(t for t in fig.data if t.name == "induction score")
     assert np.allclose(np.asarray(heat.z), np.asarray(snap["stripes"][str(r["stripe"])]))
     w = records["warmup"]
@@ -76,7 +78,7 @@ def test_overlay_draws_the_stored_curves_under_the_live_ones(records):
     fig = plots.overlay(plots.repro_figure(live), stored_fig)
     names = [t.name for t in fig.data]
     assert len(fig.data) == 2 * len(stored_fig.data)
-    assert all(n.startswith("stored: ") for n in names[:len(stored_fig.data)])
+    assert all(n.startswith("stored: ") for n in names[: len(stored_fig.data)])
     assert fig.data[0].line.dash == "dash" and list(fig.data[0].y) == list(stored_fig.data[0].y)
     assert isinstance(fig, go.Figure) and "stored run" in fig.layout.title.text
 

@@ -1,4 +1,5 @@
 """Task generators and their metric against hand-written examples."""
+
 import math
 import random
 
@@ -14,8 +15,7 @@ def _gen(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.mark.parametrize("name,transform", [("copy", lambda x: x), ("reverse", lambda x: x[::-1]),
-                                            ("sort", sorted)])
+@pytest.mark.parametrize("name,transform", [("copy", lambda x: x), ("reverse", lambda x: x[::-1]), ("sort", sorted)])
 def test_seq2seq_layout(name, transform):
     b = T.get_task(name).batch(3, 12, _gen())  # n = 5: x(5) SEP answer(5) PAD
     for row, m in zip(b.tokens.tolist(), b.mask.tolist()):
@@ -34,7 +34,7 @@ def test_induction_layout_and_ideal_stripe():
         n = (20 - r) // 2
         lengths.add(n)
         assert 5 <= n <= 10 and all(t in T.PREFIX for t in row[:r])
-        assert row[r:r + n] == row[r + n:] and len(set(row[r:r + n])) == n  # distinct symbols, repeated
+        assert row[r : r + n] == row[r + n :] and len(set(row[r : r + n])) == n  # distinct symbols, repeated
         assert m == [False] * (r + n + 1) + [True] * (n - 1)  # the first token of the copy is unpredictable
     assert len(lengths) > 2  # the copy distance varies: positions alone cannot solve it
     # hand example: lead-in 'p', x = 'ABC': query 5 holds 'B' (earlier at 2): it reads key 3 ('C')
@@ -70,8 +70,8 @@ def test_recall_answers_match_their_keys(name):
 
 def _shared_windows(held: bytes, train: bytes, width: int = 64) -> list:
     """The ``width``-byte windows of ``held`` that occur in ``train`` (a set of every window, built here)."""
-    seen = set(train[i:i + width] for i in range(len(train) - width + 1))
-    return [held[i:i + width] for i in range(len(held) - width + 1) if held[i:i + width] in seen]
+    seen = set(train[i : i + width] for i in range(len(train) - width + 1))
+    return [held[i : i + width] for i in range(len(held) - width + 1) if held[i : i + width] in seen]
 
 
 def test_no_window_of_the_scored_heldout_text_occurs_in_training():
@@ -85,7 +85,7 @@ def test_no_window_of_the_scored_heldout_text_occurs_in_training():
     held_paras = T.paragraphs(held)
     assert len(held) > 20_000 and data.startswith(train)
     assert _shared_windows(held, train) == []
-    tail = T.paragraphs(data[len(train):])
+    tail = T.paragraphs(data[len(train) :])
     assert set(held_paras) <= set(tail) and len(held_paras) < len(tail)  # some paragraphs were dropped
     assert held == b"\n\n".join(held_paras)
 
@@ -99,8 +99,10 @@ def test_a_join_that_rebuilds_a_training_run_is_not_held_out():
     paras[5:7], paras[-3:-1] = [first, second], [first, second]
     train, held = T.split_corpus(b"\n\n".join(paras))
     assert first in T.paragraphs(held) and second not in T.paragraphs(held)
-    assert _shared_windows(held, train) == [] and _shared_windows(paras[-4] + b"\n\n" + first + b"\n\n" + second,
-                                                                   train) != []
+    assert (
+        _shared_windows(held, train) == []
+        and _shared_windows(paras[-4] + b"\n\n" + first + b"\n\n" + second, train) != []
+    )
 
 
 def test_a_repeated_paragraph_is_not_held_out():
@@ -158,7 +160,7 @@ def test_the_induction_string_never_repeats_a_symbol(L):
     for row, m in zip(b.tokens.tolist(), b.mask.tolist()):
         first = m.index(True) - 1  # the second copy starts one before its first scored token
         n = L - first
-        x = row[first - n:first]
+        x = row[first - n : first]
         assert row[first:] == x and len(set(x)) == n
 
 
@@ -174,12 +176,12 @@ def test_lm_repeat_repeats_random_strings_in_training_windows_only():
     for row, m in zip(b.tokens.tolist(), b.mask.tolist()):
         n = next((k for k in range(8, 33) if row[k:] == (row[:k] * (128 // k + 1))[k:128]), None)
         if n is None:
-            assert all(m[1:])                           # a plain window: every byte but the first scored
+            assert all(m[1:])  # a plain window: every byte but the first scored
             continue
         repeated += 1
-        assert all(32 <= t <= 126 for t in row[:n])      # printable bytes
-        assert not any(m[:n]) and all(m[n:])             # the first copy is not scored, its repeats are
-    assert 16 <= repeated <= 48                          # about half of 64 (REPEAT_FRACTION)
+        assert all(32 <= t <= 126 for t in row[:n])  # printable bytes
+        assert not any(m[:n]) and all(m[n:])  # the first copy is not scored, its repeats are
+    assert 16 <= repeated <= 48  # about half of 64 (REPEAT_FRACTION)
     held = task.batch(64, 128, _gen(), "heldout")
     docs = T.split_corpus(T.python_docs())[1]
     assert all(bytes(r) in docs for r in held.tokens.tolist()) and held.mask[:, 1:].all()

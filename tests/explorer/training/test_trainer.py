@@ -1,5 +1,6 @@
 """The training generator: yields, stops, is deterministic, resumes, lowers every task's loss, and
 trains every registry entry of the catalogue (with aux losses and memories)."""
+
 import copy
 
 import numpy as np
@@ -11,8 +12,22 @@ from explorer.training import trainer as tr
 from explorer.training.tasks import task_names
 from models import ConfigError, ModelConfig, choices
 
-TINY = dict(n_layers=2, d_model=32, n_heads=2, max_len=64, segment_len=16, mem_len=16, cmem_len=8,
-            window=8, block_size=8, stride=4, n_landmarks=4, proj_len=8, max_span=16, chunk_size=8)
+TINY = dict(
+    n_layers=2,
+    d_model=32,
+    n_heads=2,
+    max_len=64,
+    segment_len=16,
+    mem_len=16,
+    cmem_len=8,
+    window=8,
+    block_size=8,
+    stride=4,
+    n_landmarks=4,
+    proj_len=8,
+    max_span=16,
+    chunk_size=8,
+)
 
 
 def _run(**kw):
@@ -76,8 +91,10 @@ def test_wall_time_cap_stops_with_a_message():
 
 
 def _digest(snaps):
-    return [(s.step, s.train_loss, s.heldout_loss, s.heldout_acc, s.attention.tobytes(),
-             tuple(s.grad_norms["residual"])) for s in snaps]
+    return [
+        (s.step, s.train_loss, s.heldout_loss, s.heldout_acc, s.attention.tobytes(), tuple(s.grad_norms["residual"]))
+        for s in snaps
+    ]
 
 
 def test_deterministic_for_a_seed_and_resumable():
@@ -102,8 +119,7 @@ def test_learning_rate_schedule():
 
 @pytest.mark.parametrize("task", task_names())
 def test_training_lowers_the_loss_of_every_task(task):
-    run = tr.RunConfig(task=task, steps=60, every=60, batch_size=16, seq_len=32, lr=3e-3, grad_norms=False,
-                       probe=False)
+    run = tr.RunConfig(task=task, steps=60, every=60, batch_size=16, seq_len=32, lr=3e-3, grad_norms=False, probe=False)
     snaps = list(tr.train(ModelConfig(n_layers=2, d_model=48, n_heads=2, max_len=64), run))
     first, last = snaps[0].heldout_loss, snaps[-1].heldout_loss
     assert last < first - 1.0, (task, first, last)  # at least a nat below the untrained model
@@ -190,8 +206,18 @@ def test_short_induction_run_reaches_a_low_second_half_loss():
     """The slowest test here (~20 s on one core): induction needs a few hundred steps to switch on
     (the loss sits near ln 64 until the heads form, then falls)."""
     cfg = ModelConfig(n_layers=2, d_model=64, n_heads=4, ffn="none", position="rope", max_len=64)
-    run = tr.RunConfig(task="induction", steps=350, every=350, batch_size=32, seq_len=48, lr=3e-3, warmup=20,
-                       schedule="constant", grad_norms=False, probe=False)
+    run = tr.RunConfig(
+        task="induction",
+        steps=350,
+        every=350,
+        batch_size=32,
+        seq_len=48,
+        lr=3e-3,
+        warmup=20,
+        schedule="constant",
+        grad_norms=False,
+        probe=False,
+    )
     snaps = list(tr.train(cfg, run))
     assert snaps[0].heldout_loss > 4.0 and snaps[-1].heldout_loss < 1.0  # chance after the alphabet: ln 64 = 4.16
 

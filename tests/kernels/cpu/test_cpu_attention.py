@@ -1,5 +1,6 @@
 """The block-sparse PyTorch path against the dense reference, forward and backward, and the work it
 really does (counted multiply-adds) against the visited tiles."""
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -25,8 +26,7 @@ def _band(lq, lk, w):
 MASKS = {
     "band": lambda lq, lk: _band(lq, lk, 5),
     "random": lambda lq, lk: torch.rand(lq, lk, generator=torch.Generator().manual_seed(3)) < 0.3,
-    "empty_rows": lambda lq, lk: torch.cat([torch.zeros(9, lk, dtype=torch.bool),
-                                            _band(lq, lk, 3)[9:]]),
+    "empty_rows": lambda lq, lk: torch.cat([torch.zeros(9, lk, dtype=torch.bool), _band(lq, lk, 3)[9:]]),
     "global": lambda lq, lk: _band(lq, lk, 4) | (torch.arange(lq)[:, None] < 2) | (torch.arange(lk)[None] < 2),
 }
 
@@ -40,8 +40,10 @@ def _mods(kind, h, lk, d):
     if kind == "softcap":
         return {"softcap": 2.0}
     if kind == "shaw":
-        return {"rel_k": torch.randn(1, 9, d, generator=g, dtype=torch.float64).requires_grad_(),
-                "rel_v": torch.randn(1, 9, d, generator=g, dtype=torch.float64).requires_grad_()}
+        return {
+            "rel_k": torch.randn(1, 9, d, generator=g, dtype=torch.float64).requires_grad_(),
+            "rel_v": torch.randn(1, 9, d, generator=g, dtype=torch.float64).requires_grad_(),
+        }
     if kind == "xl":
         return {"rel_k": torch.randn(h, 2 * lk - 1, d, generator=g, dtype=torch.float64).requires_grad_()}
     return {}
@@ -152,7 +154,7 @@ def test_work_done_is_proportional_to_visited_blocks(pattern):
         assert 0 < bwd <= 2 * 2 * tiles, (L, bwd, tiles)
         done[L] = fwd + bwd
     if pattern in ("sliding", "band"):  # O(L) allowed pairs: the work, layout included, is linear
-        assert done[2048] <= 2.2 * done[1024] <= 2.2 ** 2 * done[512]
+        assert done[2048] <= 2.2 * done[1024] <= 2.2**2 * done[512]
 
 
 @pytest.mark.parametrize("lens", [(40, 40), (24, 40)])

@@ -2,8 +2,10 @@
 structured pattern of the catalogue, run through the block-sparse path, equals the dense masked
 reference forward and backward; the gathered rows hold exactly the sub-blocks the pattern uses, and
 the work done follows those keys, not the tiles they lie in."""
+
 import pytest
 import torch
+from test_cpu_attention import _macs, _mods
 
 from kernels import attention_ref, block_mask
 from kernels.cpu.attention import block_sparse_attention
@@ -11,21 +13,32 @@ from kernels.cpu.plan import GATHERED, plan
 from models import ModelConfig
 from models.attention import PATTERNS, pattern_block_mask, pattern_mask
 from models.attention.sparse import segment_mask
-from test_cpu_attention import _macs, _mods
 
 # The catalogue's defaults on the models' 64-key tiles, and smaller sizes on 32-key tiles (more tiles
 # per row at a test's length, random blocks of 8 keys, attention sinks).
 SIZES = {
     "default": ({}, 64),
-    "small": ({"window": 24, "block_size": 8, "n_random": 3, "n_global": 3, "stride": 12, "n_summary": 2,
-               "dilation": 3, "n_sinks": 4}, 32),
+    "small": (
+        {
+            "window": 24,
+            "block_size": 8,
+            "n_random": 3,
+            "n_global": 3,
+            "stride": 12,
+            "n_summary": 2,
+            "dilation": 3,
+            "n_sinks": 4,
+        },
+        32,
+    ),
 }
 
 
 def _qkv(h, hkv, lq, lk, d, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(2, n, L, d, generator=g, dtype=dtype).requires_grad_()
-            for n, L in ((h, lq), (hkv, lk), (hkv, lk))]
+    return [
+        torch.randn(2, n, L, d, generator=g, dtype=dtype).requires_grad_() for n, L in ((h, lq), (hkv, lk), (hkv, lk))
+    ]
 
 
 def _check(out, ref, leaves, tol):
@@ -60,8 +73,8 @@ def test_fp32_at_a_longer_odd_length(key, causal):
     groups, _ = plan(bm, L, L, "cpu")
     assert any(grp.kind == GATHERED for grp in groups) or (key, causal) == ("longformer", False)
     q, k, v = _qkv(4, 4, L, L, 32, torch.float32)
-    out = block_sparse_attention(q, k, v, bm, scale=32 ** -0.5)
-    ref, _ = attention_ref(q, k, v, mask=pattern_mask(cfg, L), scale=32 ** -0.5)
+    out = block_sparse_attention(q, k, v, bm, scale=32**-0.5)
+    ref, _ = attention_ref(q, k, v, mask=pattern_mask(cfg, L), scale=32**-0.5)
     _check(out, ref, [q, k, v], {"rtol": 2e-5, "atol": 2e-5})
 
 
@@ -122,7 +135,7 @@ def test_gathered_rows_hold_exactly_the_used_sub_blocks(causal):
         s = grp.bk
         assert s == 16  # BigBird's blocks
         for r, row in enumerate(grp.rows.tolist()):
-            rows = padded[row * bq:(row + 1) * bq]  # (bq, keys)
+            rows = padded[row * bq : (row + 1) * bq]  # (bq, keys)
             used = rows.view(bq, -1, s).any(0).any(-1).nonzero().flatten()
             assert torch.equal(grp.idx[r], used)
             keys = (used[:, None] * s + torch.arange(s)).flatten()

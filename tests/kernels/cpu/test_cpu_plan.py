@@ -1,5 +1,6 @@
 """The CPU plan is made once per layout: ``BlockMask.to`` keeps the mask (and its memo), the plan
 and the fused-window masks are memoised, safely under threads, and the memo changes no result."""
+
 import dataclasses
 import threading
 
@@ -97,8 +98,12 @@ def test_memoised_window_masks_are_keyed_by_dtype_and_causality():
             torch.testing.assert_close(out, ref, **({"atol": 2e-5, "rtol": 2e-5} if dtype == torch.float32 else {}))
     run = next(g for g in groups if g.kind == SLIDING)
     kept = dict(run.masks)
-    assert {key[:2] for key in kept} == {(torch.float64, False), (torch.float64, True),
-                                        (torch.float32, False), (torch.float32, True)}
+    assert {key[:2] for key in kept} == {
+        (torch.float64, False),
+        (torch.float64, True),
+        (torch.float32, False),
+        (torch.float32, True),
+    }
     q, k, v = _qkv(2, L, 8)
     block_sparse_attention(q, k, v, bm, causal=True, scale=0.3)
     assert all(run.masks[key] is kept[key] for key in kept)  # reused, not rebuilt
@@ -115,8 +120,9 @@ def test_a_four_layer_sliding_window_model_plans_its_layout_once(monkeypatch):
     real = cpu_plan.build_plan
     monkeypatch.setattr(cpu_plan, "build_plan", lambda *a: built.append(a[1:3]) or real(*a))
     L = 384
-    model = build_model(ModelConfig(attention="sliding_window", window=48, n_layers=4, max_len=L,
-                                    d_model=32, n_heads=2)).eval()
+    model = build_model(
+        ModelConfig(attention="sliding_window", window=48, n_layers=4, max_len=L, d_model=32, n_heads=2)
+    ).eval()
     tokens = torch.randint(0, 256, (1, L), generator=torch.Generator().manual_seed(0))
     with torch.no_grad(), record_backends() as ran:
         first = model(tokens).logits

@@ -1,5 +1,6 @@
 """Sliding-window layouts on the CPU: the runs computed as fused attention over overlapping key
 windows agree with the dense reference, forward and backward, in fp32 and fp64."""
+
 import pytest
 import torch
 
@@ -18,8 +19,9 @@ def _window(lq, lk, w, causal_shape=True):
 
 def _inputs(h, hkv, lq, lk, d, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(2, n, L, d, generator=g, dtype=dtype).requires_grad_()
-            for n, L in ((h, lq), (hkv, lk), (hkv, lk))]
+    return [
+        torch.randn(2, n, L, d, generator=g, dtype=dtype).requires_grad_() for n, L in ((h, lq), (hkv, lk), (hkv, lk))
+    ]
 
 
 def _mods(kind, h, lk, dtype):

@@ -1,4 +1,5 @@
 """Analytic pooled maps of feature-map attention against the dense kernel matrix pooled the same way."""
+
 import pytest
 import torch
 
@@ -17,8 +18,9 @@ def _dense_probs(pq, pk, causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("h,hkv,lq,lk,block", [(4, 4, 150, 150, 32), (4, 2, 100, 170, 64), (2, 1, 64, 64, 16),
-                                               (2, 2, 90, 90, 128)])
+@pytest.mark.parametrize(
+    "h,hkv,lq,lk,block", [(4, 4, 150, 150, 32), (4, 2, 100, 170, 64), (2, 1, 64, 64, 16), (2, 2, 90, 90, 128)]
+)
 def test_against_dense(causal, h, hkv, lq, lk, block):
     g = torch.Generator().manual_seed(lq)
     pq = torch.rand(2, h, lq, 8, generator=g, dtype=torch.float64) + 0.05

@@ -1,4 +1,5 @@
 """``kernels.tools.aot_stamp``: which sources the full compile check depends on, and the stamp."""
+
 from kernels.tools import aot_stamp
 
 
@@ -8,8 +9,12 @@ def _names():
 
 def test_sources_are_the_triton_modules_the_spec_list_and_what_they_import():
     names = _names()
-    assert {"kernels/triton/flash/fwd.py", "kernels/triton/pooled.py", "kernels/tools/aot_check.py",
-            "kernels/tools/aot_stamp.py"} <= names
+    assert {
+        "kernels/triton/flash/fwd.py",
+        "kernels/triton/pooled.py",
+        "kernels/tools/aot_check.py",
+        "kernels/tools/aot_stamp.py",
+    } <= names
     # imported by the Triton modules (the plan's layout, the pooled result, the backend name)
     assert {"kernels/block_mask.py", "kernels/pooled_dense.py", "kernels/backend.py"} <= names
     # the dispatchers and the PyTorch paths do not change what compiles

@@ -2,6 +2,7 @@
 
 Each watch runs in a fresh Python process (``_watched``), so that the tree it calls its own is only
 what the test starts there, not pytest's other children (the background AOT compile in CI)."""
+
 import json
 import subprocess
 import sys
@@ -24,10 +25,12 @@ SPIN_CPU = "import time\nt = time.process_time()\nwhile time.process_time() - t 
 def _watched(body: str) -> dict:
     """Run ``body`` (Python; it may use ``SPIN.format(s=seconds)``, ``subprocess``, ``sys``, ``time``)
     inside a BusyWatch in a fresh process; return its figures."""
-    code = "import json, os, subprocess, sys, time\nfrom kernels.tools.busy import BusyWatch\nSPIN = {spin!r}\n" \
-           "SPIN_CPU = {spin_cpu!r}\nwith BusyWatch() as w:\n{body}\n" \
-           "print(json.dumps({{'own': w.own_cores, 'other': w.other_cores, 'busy': w.busy, 'note': w.note(), " \
-           "'seconds': w.seconds}}))\n"
+    code = (
+        "import json, os, subprocess, sys, time\nfrom kernels.tools.busy import BusyWatch\nSPIN = {spin!r}\n"
+        "SPIN_CPU = {spin_cpu!r}\nwith BusyWatch() as w:\n{body}\n"
+        "print(json.dumps({{'own': w.own_cores, 'other': w.other_cores, 'busy': w.busy, 'note': w.note(), "
+        "'seconds': w.seconds}}))\n"
+    )
     code = code.format(spin=SPIN, spin_cpu=SPIN_CPU, body=textwrap.indent(textwrap.dedent(body), "    "))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -39,8 +42,10 @@ def _watched(body: str) -> dict:
 def test_a_process_outside_the_tree_is_other_work():
     """A spinning process that is not a descendant (its launcher exits at once, so it is
     re-parented before the watch starts) is about one core of other work while the watch sleeps."""
-    launcher = (f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {SPIN.format(s=3.0)!r}], "
-                "start_new_session=True)")
+    launcher = (
+        f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {SPIN.format(s=3.0)!r}], "
+        "start_new_session=True)"
+    )
     subprocess.run([sys.executable, "-c", launcher], check=True)
     r = _watched("time.sleep(2.0)")
     assert r["other"] > 0.6 and r["own"] < 0.3, r["note"]

@@ -1,6 +1,7 @@
 """kernels.tools.measure: the CPU peak is the allocator's, checked against tensors of known size; the
 median, budget and round-robin logic of the timers runs on a fake clock, so every duration is known
 exactly and the checks hold on a loaded machine."""
+
 import pytest
 import torch
 
@@ -59,6 +60,7 @@ class FakeClock:
             self.now += ms / 1000.0
             calls.append(ms)
             self.log.append(name)
+
         return run, calls
 
 
@@ -134,9 +136,16 @@ class FakeCudaEvent:
         return (end.at - self.at) * 1000.0
 
 
-@pytest.mark.parametrize("device,clock_word", [
-    ("cpu", "perf_counter"), (torch.device("cpu"), "perf_counter"),
-    ("cuda", "CUDA events"), ("cuda:1", "CUDA events"), (torch.device("cuda", 0), "CUDA events")])
+@pytest.mark.parametrize(
+    "device,clock_word",
+    [
+        ("cpu", "perf_counter"),
+        (torch.device("cpu"), "perf_counter"),
+        ("cuda", "CUDA events"),
+        ("cuda:1", "CUDA events"),
+        (torch.device("cuda", 0), "CUDA events"),
+    ],
+)
 def test_timer_name_names_the_clock_that_times_the_run(device, clock_word, clock, monkeypatch):
     """The name a table prints for a device is the clock ``timed_s`` actually reads there: on CPU the
     wall clock (``perf_counter``, read before and after the run), on CUDA the events recorded around

@@ -6,6 +6,7 @@ every loop that holds the dots must issue asynchronous global -> shared copies, 
 shared-memory ring at least as deep, and keep at least as many copy groups in flight, as the
 dense kernel's loops.
 """
+
 import json
 import os
 import subprocess
@@ -32,8 +33,14 @@ print(json.dumps(out))
 @pytest.mark.parametrize("kernel", ["_attn_fwd", "_attn_bwd_dq"])
 def test_sparse_loops_are_pipelined_like_dense(kernel):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, "-c", SCRIPT, kernel], cwd=Path(__file__).resolve().parents[3],
-                         env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [sys.executable, "-c", SCRIPT, kernel],
+        cwd=Path(__file__).resolve().parents[3],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     loops = json.loads(res.stdout.strip().splitlines()[-1])
     dense, sparse = loops["dense"], loops["sparse"]

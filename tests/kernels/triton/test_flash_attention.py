@@ -1,4 +1,5 @@
 """Triton flash attention (interpreted on CPU tensors) against kernels.reference.attention_ref."""
+
 import pytest
 import torch
 
@@ -54,8 +55,9 @@ def test_default_tiles_and_head_dim_64():
 def test_half_dtypes(dtype, request):
     if dtype == torch.bfloat16:
         request.getfixturevalue("bf16_dot")  # the Triton 3.9 interpreter's bf16 tl.dot is broken
-    _check(*_inputs(1, 2, 1, 50, 70, 32, dtype, seed=1), causal=True, config=SMALL,
-           alibi_slopes=torch.tensor([0.5, 0.25]))
+    _check(
+        *_inputs(1, 2, 1, 50, 70, 32, dtype, seed=1), causal=True, config=SMALL, alibi_slopes=torch.tensor([0.5, 0.25])
+    )
 
 
 @pytest.mark.parametrize("mods", ["alibi", "rel_bias", "softcap", "all"])
@@ -115,6 +117,7 @@ def test_block_mask_64_runs_as_smaller_program_tiles(mods):
     """fp32 on the app's 64 x 64 layout tiles runs 32-wide program tiles: partial-tile masks,
     the causal diagonal and the tails must be read at the right offsets inside the layout tile."""
     from kernels.triton.flash.common import sparse_meta
+
     for kern in ("fwd", "dkdv", "dq"):
         meta = sparse_meta(64, 4, 64, 64, kern, bool(mods))
         assert (meta["BQ"], meta["BK"]) == (64, 64) and meta["BLOCK_M"] * meta["BLOCK_N"] < 64 * 64
@@ -127,8 +130,9 @@ def test_block_mask_64_runs_as_smaller_program_tiles(mods):
     q, k, v = _inputs(1, 4, 2, lq, lk, 64, torch.float32, seed=9)
     extra = {}
     if mods:
-        extra = dict(alibi_slopes=torch.tensor([0.05, 0.1, 0.2, 0.3]),
-                     rel_bias=torch.randn(4, 2 * lk - 1).requires_grad_())
+        extra = dict(
+            alibi_slopes=torch.tensor([0.05, 0.1, 0.2, 0.3]), rel_bias=torch.randn(4, 2 * lk - 1).requires_grad_()
+        )
     _check(q, k, v, block_mask=bm, causal=True, **extra)
 
 
@@ -194,8 +198,11 @@ def test_gpu_launcher_accepts_exactly_the_compiled_layout_tiles():
                 accepted.add((bq, bk))
             assert unsupported_reason(q_cpu, q_cpu, q_cpu, block_mask=bm) is None  # interpreter
     assert accepted == set(GPU_LAYOUTS)
-    compiled = {tuple(int(x) for x in name.split("/")[1].split()[0].split("x"))
-                for name, *_ in _flash_specs(False) if " sparse " in name}
+    compiled = {
+        tuple(int(x) for x in name.split("/")[1].split()[0].split("x"))
+        for name, *_ in _flash_specs(False)
+        if " sparse " in name
+    }
     assert compiled == set(GPU_LAYOUTS)
 
 

@@ -9,6 +9,7 @@ bf16: the Triton 3.9 interpreter multiplies bf16 operands as their raw uint16 bi
 every test here runs with the ``bf16_dot`` fixture (tests/kernels/conftest.py), which widens
 bf16 operands to fp32 before the interpreter's dot.
 """
+
 import pytest
 import torch
 
@@ -43,8 +44,7 @@ def _check(q, k, v, rel_bias=None, **kw):
     ref_ins = [t.detach().float().requires_grad_() for t in ins]
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(99)).to(q.dtype)
     got = _grads(lambda q, k, v, rb=None: flash_attention(q, k, v, rel_bias=rb, **kw), ins, do)
-    want = _grads(lambda q, k, v, rb=None: attention_ref(q, k, v, rel_bias=rb, **kw)[0], ref_ins,
-                  do.float())
+    want = _grads(lambda q, k, v, rb=None: attention_ref(q, k, v, rel_bias=rb, **kw)[0], ref_ins, do.float())
     for name, a, b in zip(["out", "dq", "dk", "dv", "drel_bias"], got, want):
         assert torch.isfinite(a).all(), name
         scale = max(1.0, b.abs().max().item())
@@ -70,8 +70,16 @@ def test_dense_production_tiles(dtype, d, causal):
 def test_dense_production_tiles_with_modifiers(dtype, d):
     """The HAS_MOD kernel's tiles with ALiBi, soft cap and rel_bias (its gradient included)."""
     q, k, v = _inputs(1, 2, 1, 90, 130, d, dtype, seed=20 + d)
-    _check(q, k, v, rel_bias=torch.randn(2, 2 * 130 - 1).requires_grad_(), causal=True,
-           alibi_slopes=torch.tensor([0.05, 0.2]), softcap=4.0, scale=0.3)
+    _check(
+        q,
+        k,
+        v,
+        rel_bias=torch.randn(2, 2 * 130 - 1).requires_grad_(),
+        causal=True,
+        alibi_slopes=torch.tensor([0.05, 0.2]),
+        softcap=4.0,
+        scale=0.3,
+    )
 
 
 @pytest.mark.parametrize("dtype", HALF)
@@ -95,8 +103,7 @@ def test_dense_causal_band_of_narrow_query_tiles(lq, lk):
     q, k, v = _inputs(1, 2, 1, lq, lk, 32, torch.float32, seed=lq + lk)
     ins = [q, k, v]
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1))
-    got = _grads(lambda q, k, v: _flash(q, k, v, causal=True, config=dict(BLOCK_M=16, BLOCK_N=64)),
-                 ins, do)
+    got = _grads(lambda q, k, v: _flash(q, k, v, causal=True, config=dict(BLOCK_M=16, BLOCK_N=64)), ins, do)
     want = _grads(lambda q, k, v: attention_ref(q, k, v, causal=True)[0], ins, do)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, atol=2e-4, rtol=2e-4)
@@ -107,8 +114,7 @@ def test_backward_is_bitwise_reproducible_in_bf16():
     q, k, v = _inputs(1, 4, 1, 80, 96, 64, torch.bfloat16, seed=40)
     rb = torch.randn(4, 2 * 96 - 1).requires_grad_()
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
-    run = lambda: _grads(lambda q, k, v, rb: flash_attention(q, k, v, causal=True, rel_bias=rb),
-                         [q, k, v, rb], do)
+    run = lambda: _grads(lambda q, k, v, rb: flash_attention(q, k, v, causal=True, rel_bias=rb), [q, k, v, rb], do)
     for a, b in zip(run(), run()):
         assert torch.equal(a, b)
 
@@ -146,8 +152,14 @@ def test_dense_dkdv_is_one_pipelined_loop_of_four_products_without_spills():
     from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=Path(__file__).resolve().parents[3], env=env,
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=Path(__file__).resolve().parents[3],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     rows = json.loads(res.stdout.strip().splitlines()[-1])
     assert [r["cc"] for r in rows] == [80, 90]

@@ -4,6 +4,7 @@ Grid y (= B * h) is capped at 65535 on CUDA: the launchers split the batch; here
 lowered (``kernels.triton.grid_limits.MAX_GRID_Y``) so the split runs on small tensors and is compared
 with the reference. Modifier tensors of the wrong shape are refused before any raw-pointer read.
 """
+
 import pytest
 import torch
 
@@ -74,14 +75,17 @@ def test_linear_attention_splits_a_batch_over_the_grid_limit(monkeypatch):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(alibi_slopes=torch.ones(3)), r"alibi_slopes must have shape \[h\] = \[4\].*got \[3\]"),
-    (dict(alibi_slopes=torch.ones(1, 4)), r"alibi_slopes must have shape \[h\] = \[4\].*got \[1, 4\]"),
-    (dict(alibi_slopes=torch.ones(4, dtype=torch.int64)), "alibi_slopes must be a floating-point"),
-    (dict(rel_bias=torch.zeros(4, 20)), r"rel_bias must have shape \[h, 2 Lk - 1\] = \[4, 39\].*got \[4, 20\]"),
-    (dict(rel_bias=torch.zeros(2, 39)), r"rel_bias must have shape .*got \[2, 39\]"),
-    (dict(rel_bias=[0.0] * 39), "rel_bias must be a tensor"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(alibi_slopes=torch.ones(3)), r"alibi_slopes must have shape \[h\] = \[4\].*got \[3\]"),
+        (dict(alibi_slopes=torch.ones(1, 4)), r"alibi_slopes must have shape \[h\] = \[4\].*got \[1, 4\]"),
+        (dict(alibi_slopes=torch.ones(4, dtype=torch.int64)), "alibi_slopes must be a floating-point"),
+        (dict(rel_bias=torch.zeros(4, 20)), r"rel_bias must have shape \[h, 2 Lk - 1\] = \[4, 39\].*got \[4, 20\]"),
+        (dict(rel_bias=torch.zeros(2, 39)), r"rel_bias must have shape .*got \[2, 39\]"),
+        (dict(rel_bias=[0.0] * 39), "rel_bias must be a tensor"),
+    ],
+)
 def test_modifier_shapes_are_checked_before_the_kernel_reads_them(kw, match):
     q, k, v = _inputs(1, 4, 2, 20, 32, seed=3)
     with pytest.raises(ValueError, match=match):

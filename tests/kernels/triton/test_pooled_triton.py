@@ -1,5 +1,6 @@
 """The Triton pooled-map kernels, interpreted on CPU tensors, against the dense reference pooled the
 same way (small sizes: the interpreter is slow)."""
+
 import pytest
 import torch
 
@@ -11,14 +12,25 @@ STATS = ("mass", "entropy", "distance", "sink", "local")
 TOL = {torch.float32: 2e-4, torch.float16: 3e-3}
 
 
-def _check(h, hkv, lq, lk, *, dtype=torch.float32, causal=True, mask=None, block=64, sink_k=3, window=9,
-           seed=0, d=32, **mods):
+def _check(
+    h, hkv, lq, lk, *, dtype=torch.float32, causal=True, mask=None, block=64, sink_k=3, window=9, seed=0, d=32, **mods
+):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(1, h, lq, d, generator=g).to(dtype)
     k = torch.randn(1, hkv, lk, d, generator=g).to(dtype)
     bm = None if mask is None else block_mask(mask, 64)
-    out = pooled_triton(q, k, causal=causal, block_mask=bm, scale=d ** -0.5, block_q=block, block_k=block,
-                        sink_k=sink_k, window=window, **mods)
+    out = pooled_triton(
+        q,
+        k,
+        causal=causal,
+        block_mask=bm,
+        scale=d**-0.5,
+        block_q=block,
+        block_k=block,
+        sink_k=sink_k,
+        window=window,
+        **mods,
+    )
     mods64 = {n: t.double() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
     _, p = attention_ref(q.double(), k.double(), k.double(), causal=causal, block_mask=bm, **mods64)
     ref = pool_probs(p, block, block, sink_k=sink_k, window=window)
@@ -36,8 +48,16 @@ def test_dense_gqa_tails(causal):
 
 
 def test_dense_modifiers_two_tile_cells():
-    _check(2, 1, 140, 140, block=128, alibi_slopes=torch.tensor([0.3, 0.05]),
-           rel_bias=torch.randn(2, 279, generator=torch.Generator().manual_seed(1)), softcap=4.0)
+    _check(
+        2,
+        1,
+        140,
+        140,
+        block=128,
+        alibi_slopes=torch.tensor([0.3, 0.05]),
+        rel_bias=torch.randn(2, 279, generator=torch.Generator().manual_seed(1)),
+        softcap=4.0,
+    )
 
 
 def test_block_sparse_layout_with_sinks():

@@ -1,5 +1,6 @@
 """kernels/triton/flash/plan.py: the full / partial block lists encode exactly the pattern (AND causal),
 full blocks need no mask at all, and the plan is built once per BlockMask, device and causality."""
+
 import pytest
 import torch
 
@@ -21,9 +22,9 @@ def _decode(table, mf, mp, n_groups):
     out = {}
     for g in range(n_groups):
         n_f, n_p = int(table[g, 0]), int(table[g, 1])
-        ids_f = table[g, 2:2 + n_f].tolist()
-        ids_p = table[g, 2 + mf:2 + mf + n_p].tolist()
-        tiles = table[g, 2 + mf + mp:2 + mf + mp + n_p].tolist()
+        ids_f = table[g, 2 : 2 + n_f].tolist()
+        ids_p = table[g, 2 + mf : 2 + mf + n_p].tolist()
+        tiles = table[g, 2 + mf + mp : 2 + mf + mp + n_p].tolist()
         assert ids_f == sorted(ids_f) and ids_p == sorted(ids_p)  # ascending within each kind
         for m in ids_f:
             out[(g, m)] = None
@@ -52,7 +53,7 @@ def test_plan_encodes_the_pattern_and_causality(causal, lq, lk, block):
         rows, cols = slice(qb * bq, (qb + 1) * bq), slice(kb * bk, (kb + 1) * bk)
         block_want = torch.zeros(bq, bk, dtype=torch.bool)
         real = want[rows, cols]
-        block_want[:real.shape[0], :real.shape[1]] = real
+        block_want[: real.shape[0], : real.shape[1]] = real
         if t is None:  # full: every element inside the sequence and allowed, no mask needed
             assert (kb + 1) * bk <= lk and real.shape[1] == bk
             assert real.all(), (qb, kb)
@@ -68,7 +69,7 @@ def test_plan_encodes_the_pattern_and_causality(causal, lq, lk, block):
     assert torch.equal(got, want)
     # No visited block lies entirely above the causal diagonal.
     if causal:
-        for (qb, kb) in q_pairs:
+        for qb, kb in q_pairs:
             assert kb * bk <= (qb + 1) * bq - 1 + (lk - lq)
 
 

@@ -3,6 +3,7 @@
 ``rel_bias_grad`` is checked against a plain loop over the scratch layout it documents, and the
 whole backward (interpreted) is bitwise reproducible.
 """
+
 import pytest
 import torch
 
@@ -25,8 +26,7 @@ def _loop_reference(scratch, B, h, lq, lk, bm, bn):
     return out
 
 
-@pytest.mark.parametrize("B,h,lq,lk,bm,bn", [(1, 2, 40, 40, 16, 16), (2, 1, 30, 50, 16, 32),
-                                             (1, 1, 33, 70, 32, 16)])
+@pytest.mark.parametrize("B,h,lq,lk,bm,bn", [(1, 2, 40, 40, 16, 16), (2, 1, 30, 50, 16, 32), (1, 1, 33, 70, 32, 16)])
 def test_overlap_add_matches_the_loop(B, h, lq, lk, bm, bn):
     g = torch.Generator().manual_seed(lq + lk)
     nqb, nkb, dw = -(-lq // bm), -(-lk // bn), 2 * max(bm, bn)
@@ -41,8 +41,7 @@ def test_overlap_add_matches_the_loop(B, h, lq, lk, bm, bn):
                     scratch[:, qb, kb, t] = 0
     got = rel_bias_grad(scratch, B, h, lq, lk, bm, bn)
     assert got.shape == (h, 2 * lk - 1)
-    torch.testing.assert_close(got.double(), _loop_reference(scratch, B, h, lq, lk, bm, bn),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.double(), _loop_reference(scratch, B, h, lq, lk, bm, bn), atol=1e-5, rtol=1e-5)
 
 
 def test_rel_bias_gradient_is_bitwise_reproducible():

@@ -10,6 +10,7 @@ test parametrized over every (mechanism, causal) pair where some are refused by 
 reason in the skip message). The global torch seed is reset before each build, so a test's
 unseeded draws (``torch.randn_like``) do not depend on the tests that ran before it.
 """
+
 import pytest
 import torch
 
@@ -36,6 +37,7 @@ def config_for(core_base, core_aliases):
     def config_for(key, causal=True, **fields):
         extra = core_aliases.get(key, {"attention": key})
         return ModelConfig(**{**core_base, **extra, "causal": causal, **fields}).validate()
+
     return config_for
 
 
@@ -50,4 +52,5 @@ def core_for(config_for):
             raise
         torch.manual_seed(0)
         return cfg, ATTENTION[cfg.attention].build(cfg)
+
     return core_for

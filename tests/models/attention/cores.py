@@ -1,6 +1,7 @@
 """What the per-mechanism reference tests share: a core built from a small config, its Q/K/V draws,
 one call of it, and the parameter count a mechanism adds to full attention. (The properties shared by
 whole groups of mechanisms use the ``core_for`` fixture of conftest.py instead.)"""
+
 import torch
 
 from models import ModelConfig, build_model

@@ -1,4 +1,5 @@
 """Axial attention (Ho et al. 2019) against dense softmax under the row / column masks."""
+
 from functools import partial
 
 import pytest
@@ -38,8 +39,11 @@ def test_axial_bias_is_the_true_distance_of_each_pair(position, causal):
     L = 22
     q, k, v = qkv(L=L)
     g = torch.Generator().manual_seed(1)
-    mods = {"alibi_slopes": torch.rand(4, generator=g)} if position == "alibi" else \
-        {"rel_bias": torch.randn(4, 2 * L - 1, generator=g)}
+    mods = (
+        {"alibi_slopes": torch.rand(4, generator=g)}
+        if position == "alibi"
+        else {"rel_bias": torch.randn(4, 2 * L - 1, generator=g)}
+    )
     out, probs, _ = run(core, q, k, v, mods)
     row, col = axial_masks(L, 6)
     sub = lambda heads: {n: t[heads] for n, t in mods.items()}  # noqa: E731

@@ -1,4 +1,5 @@
 """Clustered attention (Vyas et al. 2020) against a plain Lloyd loop and exact softmax."""
+
 import math
 from functools import partial
 

@@ -1,6 +1,7 @@
 """isab and luna against plain-PyTorch formulas written here (explicit loops), and their defining
 properties: ISAB's map is the product of two row-stochastic maps and is permutation-equivariant without
 positions; Luna carries its packed sequence from layer to layer."""
+
 import math
 from functools import partial
 
@@ -95,8 +96,10 @@ def test_luna_only_the_first_layers_table_is_read():
     assert not torch.allclose(model(t).logits, base, atol=1e-4)
 
 
-@pytest.mark.parametrize("kw,field", [(dict(causal=True), "causal"), (dict(layer="reversible"), "layer"),
-                                      (dict(position="alibi"), "position")])
+@pytest.mark.parametrize(
+    "kw,field",
+    [(dict(causal=True), "causal"), (dict(layer="reversible"), "layer"), (dict(position="alibi"), "position")],
+)
 def test_luna_refusals_name_the_field(kw, field):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**{**SMALL, "attention": "luna", "causal": False, **kw}).validate()
@@ -104,9 +107,12 @@ def test_luna_refusals_name_the_field(kw, field):
 
 
 # ------------------------------------------------------------------------------ sizes
-@pytest.mark.parametrize("key,extra,kw", [
-    ("isab", H * 5 * D + H * D * D, dict(causal=False)),
-    ("luna", 5 * H * D + 2 * (H * D) ** 2 + 2 * H * D, dict(causal=False)),
-])
+@pytest.mark.parametrize(
+    "key,extra,kw",
+    [
+        ("isab", H * 5 * D + H * D * D, dict(causal=False)),
+        ("luna", 5 * H * D + 2 * (H * D) ** 2 + 2 * H * D, dict(causal=False)),
+    ],
+)
 def test_parameter_count_per_layer(key, extra, kw):
     check_parameter_count(SMALL, key, extra, **kw)

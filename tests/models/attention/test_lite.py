@@ -1,5 +1,6 @@
 """Lite (Wu et al. 2020, long-short range attention) against a plain-PyTorch formula written here (explicit
 loops), and its defining property: its convolution heads are a renormalised, causal-when-causal moving average."""
+
 import math
 from functools import partial
 
@@ -86,8 +87,11 @@ def test_lite_needs_an_even_number_of_heads(n_heads):
 
 
 # ------------------------------------------------------------------------------ sizes
-@pytest.mark.parametrize("key,extra,kw", [
-    ("lite", (H // 2) * 4, {}),
-])
+@pytest.mark.parametrize(
+    "key,extra,kw",
+    [
+        ("lite", (H // 2) * 4, {}),
+    ],
+)
 def test_parameter_count_per_layer(key, extra, kw):
     check_parameter_count(SMALL, key, extra, **kw)

@@ -8,6 +8,7 @@ is valid in some (causal, position) setting, refused combinations name the field
 its precision. Per-mechanism references (formulas, brute force) are in test_axial.py, test_sinkhorn.py,
 test_clustered.py, test_probsparse.py and test_synthesizer.py.
 """
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -18,8 +19,18 @@ from models.attention import ATTENTION
 from models.context import ForwardContext
 
 KEYS = ["axial", "sinkhorn", "clustered", "probsparse", "synthesizer_dense", "synthesizer_random"]
-SMALL = dict(d_model=32, n_heads=4, n_layers=1, max_len=64, block_size=5, axial_width=5, n_clusters=3,
-             lloyd_iters=4, probsparse_factor=2, position="sinusoidal")
+SMALL = dict(
+    d_model=32,
+    n_heads=4,
+    n_layers=1,
+    max_len=64,
+    block_size=5,
+    axial_width=5,
+    n_clusters=3,
+    lloyd_iters=4,
+    probsparse_factor=2,
+    position="sinusoidal",
+)
 
 
 @pytest.fixture
@@ -144,23 +155,26 @@ def test_causal_models_leak_nothing(key):
         assert not torch.allclose(out[:, pos:], base[:, pos:])
 
 
-@pytest.mark.parametrize("key,field,kw", [
-    ("clustered", "causal", {"causal": True}),
-    ("clustered", "position", {"causal": False, "position": "alibi"}),
-    ("sinkhorn", "position", {"position": "t5"}),
-    ("axial", "position", {"position": "shaw"}),
-    ("probsparse", "position", {"position": "xl"}),
-    ("synthesizer_dense", "position", {"position": "rope"}),
-    ("synthesizer_random", "position", {"position": "alibi"}),
-    ("axial", "n_heads", {"n_heads": 1}),
-    ("sinkhorn", "sinkhorn_temperature", {"sinkhorn_temperature": 0.0}),
-    ("sinkhorn", "sinkhorn_iters", {"sinkhorn_iters": 0}),
-    ("clustered", "lloyd_iters", {"lloyd_iters": 1000, "causal": False}),
-    ("probsparse", "probsparse_factor", {"probsparse_factor": 0}),
-    ("axial", "axial_width", {"axial_width": 1 << 17}),
-    ("synthesizer_random", "max_len", {"max_len": 8192}),
-    ("synthesizer_dense", "memory", {"memory": "tokens"}),
-])
+@pytest.mark.parametrize(
+    "key,field,kw",
+    [
+        ("clustered", "causal", {"causal": True}),
+        ("clustered", "position", {"causal": False, "position": "alibi"}),
+        ("sinkhorn", "position", {"position": "t5"}),
+        ("axial", "position", {"position": "shaw"}),
+        ("probsparse", "position", {"position": "xl"}),
+        ("synthesizer_dense", "position", {"position": "rope"}),
+        ("synthesizer_random", "position", {"position": "alibi"}),
+        ("axial", "n_heads", {"n_heads": 1}),
+        ("sinkhorn", "sinkhorn_temperature", {"sinkhorn_temperature": 0.0}),
+        ("sinkhorn", "sinkhorn_iters", {"sinkhorn_iters": 0}),
+        ("clustered", "lloyd_iters", {"lloyd_iters": 1000, "causal": False}),
+        ("probsparse", "probsparse_factor", {"probsparse_factor": 0}),
+        ("axial", "axial_width", {"axial_width": 1 << 17}),
+        ("synthesizer_random", "max_len", {"max_len": 8192}),
+        ("synthesizer_dense", "memory", {"memory": "tokens"}),
+    ],
+)
 def test_invalid_values_and_combinations_name_the_field(key, field, kw, config_for):
     with pytest.raises(ConfigError) as e:
         config_for(key, **kw)
@@ -185,16 +199,41 @@ def test_inputs_longer_than_max_len_are_a_config_error(key, core_for):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(key=st.sampled_from(KEYS), causal=st.booleans(), L=st.integers(1, 33), n_heads=st.sampled_from([2, 3, 4]),
-       kv=st.booleans(), block=st.integers(1, 12), width=st.integers(1, 12), clusters=st.integers(1, 40),
-       iters=st.integers(1, 4), factor=st.integers(1, 6), fixed=st.booleans(), seed=st.integers(0, 99))
-def test_random_small_shapes_give_distributions_and_finite_gradients(key, causal, L, n_heads, kv, block, width,
-                                                                    clusters, iters, factor, fixed, seed):
+@given(
+    key=st.sampled_from(KEYS),
+    causal=st.booleans(),
+    L=st.integers(1, 33),
+    n_heads=st.sampled_from([2, 3, 4]),
+    kv=st.booleans(),
+    block=st.integers(1, 12),
+    width=st.integers(1, 12),
+    clusters=st.integers(1, 40),
+    iters=st.integers(1, 4),
+    factor=st.integers(1, 6),
+    fixed=st.booleans(),
+    seed=st.integers(0, 99),
+)
+def test_random_small_shapes_give_distributions_and_finite_gradients(
+    key, causal, L, n_heads, kv, block, width, clusters, iters, factor, fixed, seed
+):
     try:
-        cfg = ModelConfig(attention=key, causal=causal, n_heads=n_heads, d_model=4 * n_heads,
-                          n_kv_heads=1 if kv else None, max_len=40, block_size=block, axial_width=width,
-                          n_clusters=clusters, lloyd_iters=iters, sinkhorn_iters=iters, probsparse_factor=factor,
-                          synthesizer_fixed=fixed, seed=seed, position="sinusoidal").validate()
+        cfg = ModelConfig(
+            attention=key,
+            causal=causal,
+            n_heads=n_heads,
+            d_model=4 * n_heads,
+            n_kv_heads=1 if kv else None,
+            max_len=40,
+            block_size=block,
+            axial_width=width,
+            n_clusters=clusters,
+            lloyd_iters=iters,
+            sinkhorn_iters=iters,
+            probsparse_factor=factor,
+            synthesizer_fixed=fixed,
+            seed=seed,
+            position="sinusoidal",
+        ).validate()
     except ConfigError:
         return  # clustered with causal=True: refused with its reason
     core = ATTENTION[key].build(cfg)

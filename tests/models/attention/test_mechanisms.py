@@ -2,6 +2,7 @@
 adaptive_span) at the level of the attention core, each against an independent reference (formula,
 brute force, exact softmax) or a property. The model-level checks (every key, forward/backward, no
 leak through the whole model) are in tests/models/test_catalogue.py."""
+
 import math
 
 import pytest
@@ -15,8 +16,21 @@ from models.attention.lowrank import segment_means
 from models.attention.lsh import lsh_buckets
 from models.context import ForwardContext
 
-SMALL = dict(d_model=32, n_heads=4, n_layers=1, max_len=64, chunk_size=4, n_buckets=4, n_hashes=2,
-             n_clusters=3, n_features=16, proj_len=8, n_landmarks=4, max_span=8, span_ramp=4)
+SMALL = dict(
+    d_model=32,
+    n_heads=4,
+    n_layers=1,
+    max_len=64,
+    chunk_size=4,
+    n_buckets=4,
+    n_hashes=2,
+    n_clusters=3,
+    n_features=16,
+    proj_len=8,
+    n_landmarks=4,
+    max_span=8,
+    span_ramp=4,
+)
 KEYS = ["lsh", "routing", "linear", "performer", "performer-trig", "linformer", "nystrom", "adaptive_span"]
 
 
@@ -47,7 +61,11 @@ def _run(core, q, k, v, need_weights=False, mods=None):
 
 
 def _params(keys=KEYS, both=True):
-    return [pytest.param(k, c, id=f"{k}-{'causal' if c else 'bidir'}") for k in keys for c in ((True, False) if both else (True,))]
+    return [
+        pytest.param(k, c, id=f"{k}-{'causal' if c else 'bidir'}")
+        for k in keys
+        for c in ((True, False) if both else (True,))
+    ]
 
 
 @pytest.mark.parametrize("key,causal", _params())
@@ -162,8 +180,8 @@ def test_random_features_estimate_the_softmax_kernel_without_bias(kind):
     est = []
     for s in range(300):
         w = orthogonal_gaussian(16, d, torch.Generator().manual_seed(s))
-        fx = favor_features(x[None, None, None] * d ** -0.25, w, kind, "none")
-        fy = favor_features(y[None, None, None] * d ** -0.25, w, kind, "none")
+        fx = favor_features(x[None, None, None] * d**-0.25, w, kind, "none")
+        fy = favor_features(y[None, None, None] * d**-0.25, w, kind, "none")
         est.append(float((fx * fy).sum()))
     assert abs(sum(est) / len(est) - exact) / exact < 0.03
 
@@ -203,9 +221,14 @@ def _lsh_reference(q, v, rotations, chunk, n_buckets, causal):
                     rank[i] = seen[bk[b, n, i]]
                     seen[bk[b, n, i]] += 1
                 for i in range(L):
-                    keys = [j for j in range(L) if j != i and bk[b, n, j] == bk[b, n, i]
-                            and rank[i] // chunk - 1 <= rank[j] // chunk <= rank[i] // chunk
-                            and (j <= i or not causal)]
+                    keys = [
+                        j
+                        for j in range(L)
+                        if j != i
+                        and bk[b, n, j] == bk[b, n, i]
+                        and rank[i] // chunk - 1 <= rank[j] // chunk <= rank[i] // chunk
+                        and (j <= i or not causal)
+                    ]
                     if not keys:
                         out[b, n, i], lse[b, n, i] = v[b, n, i], -1e5
                         continue
@@ -355,14 +378,21 @@ def test_adaptive_span_mask_is_the_papers_ramp_and_z_learns(core_for):
 
 
 # ------------------------------------------------------------------------ rejected combinations
-@pytest.mark.parametrize("key,field,kw", [
-    ("linformer", "causal", {"causal": True}), ("nystrom", "causal", {"causal": True}),
-    ("adaptive_span", "causal", {"causal": False}),
-    ("linear", "position", {"position": "alibi"}), ("performer", "position", {"position": "t5"}),
-    ("linformer", "position", {"position": "shaw", "causal": False}),
-    ("lsh", "position", {"position": "xl"}), ("routing", "position", {"position": "shaw"}),
-    ("lsh", "n_buckets", {"n_buckets": 5}), ("linear", "softcap", {"softcap": 30.0}),
-])
+@pytest.mark.parametrize(
+    "key,field,kw",
+    [
+        ("linformer", "causal", {"causal": True}),
+        ("nystrom", "causal", {"causal": True}),
+        ("adaptive_span", "causal", {"causal": False}),
+        ("linear", "position", {"position": "alibi"}),
+        ("performer", "position", {"position": "t5"}),
+        ("linformer", "position", {"position": "shaw", "causal": False}),
+        ("lsh", "position", {"position": "xl"}),
+        ("routing", "position", {"position": "shaw"}),
+        ("lsh", "n_buckets", {"n_buckets": 5}),
+        ("linear", "softcap", {"softcap": 30.0}),
+    ],
+)
 def test_invalid_combinations_are_rejected_with_the_reason(key, field, kw, config_for):
     with pytest.raises(ConfigError) as e:
         config_for(key, **kw)
@@ -373,8 +403,17 @@ def test_invalid_combinations_are_rejected_with_the_reason(key, field, kw, confi
         assert "rope" in str(e.value)  # names what works
 
 
-@pytest.mark.parametrize("key,position", [("lsh", "alibi"), ("lsh", "t5"), ("routing", "alibi"), ("routing", "t5"),
-                                          ("adaptive_span", "t5"), ("adaptive_span", "shaw")])
+@pytest.mark.parametrize(
+    "key,position",
+    [
+        ("lsh", "alibi"),
+        ("lsh", "t5"),
+        ("routing", "alibi"),
+        ("routing", "t5"),
+        ("adaptive_span", "t5"),
+        ("adaptive_span", "shaw"),
+    ],
+)
 def test_score_biases_match_the_kernel_convention(key, position, core_for):
     """With every pair allowed (one bucket / cluster, span beyond L) the biased scores are exact softmax."""
     cfg, core = core_for(key, True, n_buckets=2, chunk_size=32, n_clusters=1, max_span=64, position=position)

@@ -1,4 +1,5 @@
 """Section 1 patterns against the catalogue's formulas, written out as plain Python loops."""
+
 import pytest
 import torch
 
@@ -14,9 +15,11 @@ FORMULAS = {
     "block_local": lambda i, j, c: i // c.block_size == j // c.block_size,
     "longformer": lambda i, j, c: abs(i - j) < c.window or i < c.n_global or j < c.n_global,
 }
-PARAMS = [dict(window=3, dilation=2, stride=4, n_summary=1, block_size=5, n_global=2),
-          dict(window=5, dilation=3, stride=3, n_summary=2, block_size=4, n_global=0),
-          dict(window=1, dilation=1, stride=1, n_summary=1, block_size=1, n_global=1)]
+PARAMS = [
+    dict(window=3, dilation=2, stride=4, n_summary=1, block_size=5, n_global=2),
+    dict(window=5, dilation=3, stride=3, n_summary=2, block_size=4, n_global=0),
+    dict(window=1, dilation=1, stride=1, n_summary=1, block_size=1, n_global=1),
+]
 
 
 @pytest.mark.parametrize("key", list(FORMULAS))
@@ -25,8 +28,7 @@ PARAMS = [dict(window=3, dilation=2, stride=4, n_summary=1, block_size=5, n_glob
 @pytest.mark.parametrize("L", [1, 23])
 def test_pattern_matches_formula(key, params, causal, L):
     cfg = ModelConfig(attention=key, causal=causal, **params)
-    expected = torch.tensor([[FORMULAS[key](i, j, cfg) and (j <= i or not causal) for j in range(L)]
-                             for i in range(L)])
+    expected = torch.tensor([[FORMULAS[key](i, j, cfg) and (j <= i or not causal) for j in range(L)] for i in range(L)])
     assert torch.equal(pattern_mask(cfg, L), expected)
 
 
@@ -34,8 +36,9 @@ def test_pattern_matches_formula(key, params, causal, L):
 @pytest.mark.parametrize("L", [37, 64])
 def test_bigbird_adds_random_whole_blocks(causal, L):
     cfg = ModelConfig(attention="bigbird", causal=causal, window=3, n_global=1, n_random=2, block_size=8, seed=4)
-    base = torch.tensor([[FORMULAS["longformer"](i, j, cfg) and (j <= i or not causal) for j in range(L)]
-                         for i in range(L)])
+    base = torch.tensor(
+        [[FORMULAS["longformer"](i, j, cfg) and (j <= i or not causal) for j in range(L)] for i in range(L)]
+    )
     m = pattern_mask(cfg, L)
     assert (m | base).equal(m), "bigbird must contain the window + global pattern"
     bs, nb = cfg.block_size, -(-L // cfg.block_size)
@@ -75,8 +78,10 @@ def test_bigbird_with_no_random_blocks_is_longformer():
 def test_block_sparse_layout_encodes_the_pattern(key, causal, L, prefix):
     """The layout built band by band (never the dense matrix) equals the dense pattern."""
     from models.attention import pattern_block_mask
-    cfg = ModelConfig(attention=key, causal=causal, window=5, stride=6, n_summary=2, block_size=8,
-                      n_global=2, n_random=1)
+
+    cfg = ModelConfig(
+        attention=key, causal=causal, window=5, stride=6, n_summary=2, block_size=8, n_global=2, n_random=1
+    )
     dense = pattern_mask(cfg, L)
     if prefix:
         dense = torch.cat([torch.ones(L, prefix, dtype=torch.bool), dense], dim=1)

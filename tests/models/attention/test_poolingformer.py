@@ -1,4 +1,5 @@
 """Poolingformer (Zhang et al. 2021) against its two-level formula written as plain loops."""
+
 import math
 
 import pytest
@@ -10,8 +11,16 @@ from models.context import ForwardContext
 
 
 def _cfg(**kw):
-    base = dict(attention="poolingformer", d_model=32, n_heads=4, n_layers=1, window=4, pool_window=10,
-                pool_stride=3, max_len=64)
+    base = dict(
+        attention="poolingformer",
+        d_model=32,
+        n_heads=4,
+        n_layers=1,
+        window=4,
+        pool_window=10,
+        pool_stride=3,
+        max_len=64,
+    )
     return ModelConfig(**{**base, **kw}).validate()
 
 
@@ -73,17 +82,22 @@ def test_poolingformer_second_level_reaches_past_the_window_and_trains():
     out = model(torch.randint(0, 256, (1, 20), generator=torch.Generator().manual_seed(1)), return_attention=True)
     a = out.attentions[0][0]  # (h, L, L)
     i = 15
-    assert (a[:, i, :i - 1] > 0).any()  # beyond the window of 2 (keys i - 1, i), through the pooled groups
-    assert (a[:, i, i - 12 + 1:i + 1].sum(-1) - 1).abs().max() < 1e-5  # nothing beyond the pooling window
+    assert (a[:, i, : i - 1] > 0).any()  # beyond the window of 2 (keys i - 1, i), through the pooled groups
+    assert (a[:, i, i - 12 + 1 : i + 1].sum(-1) - 1).abs().max() < 1e-5  # nothing beyond the pooling window
     out.logits.pow(2).mean().backward()
     w = model.stack.blocks[0].attn.core.w_q2
     assert w.grad is not None and w.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("change,field", [(dict(pool_window=4), "pool_window"),
-                                          (dict(pool_window=10, pool_stride=11), "pool_stride"),
-                                          (dict(pool_window=5000, pool_stride=1), "pool_window"),
-                                          (dict(position="alibi"), "position")])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (dict(pool_window=4), "pool_window"),
+        (dict(pool_window=10, pool_stride=11), "pool_stride"),
+        (dict(pool_window=5000, pool_stride=1), "pool_window"),
+        (dict(position="alibi"), "position"),
+    ],
+)
 def test_poolingformer_refusals_name_the_field(change, field):
     with pytest.raises(ConfigError) as e:
         _cfg(**change)

@@ -1,4 +1,5 @@
 """ProbSparse attention (Informer, Zhou et al. 2021) against the paper's selection rule computed query by query."""
+
 import math
 from functools import partial
 
@@ -24,8 +25,9 @@ def probsparse_reference(q, k, v, u, causal, bias=None):
             rows, m = [], []
             for i in range(L):
                 keys = range(i + 1) if causal else range(L)
-                s = torch.stack([q[b, n, i] @ k[b, n, j] / math.sqrt(d) + (0 if bias is None else bias[n, i, j])
-                                 for j in keys])
+                s = torch.stack(
+                    [q[b, n, i] @ k[b, n, j] / math.sqrt(d) + (0 if bias is None else bias[n, i, j]) for j in keys]
+                )
                 m.append(float(s.max() - s.mean()))  # M(q_i, K), every visible key
                 rows.append(s)
             if causal:
@@ -85,8 +87,11 @@ def test_probsparse_with_every_query_active_is_exact_biased_softmax(position, ca
     cfg, core = core_for("probsparse", causal, probsparse_factor=1000, position=position)
     q, k, v = qkv(L=20)
     g = torch.Generator().manual_seed(1)
-    mods = {"alibi_slopes": torch.rand(4, generator=g)} if position == "alibi" else \
-        {"rel_bias": torch.randn(4, 39, generator=g)}
+    mods = (
+        {"alibi_slopes": torch.rand(4, generator=g)}
+        if position == "alibi"
+        else {"rel_bias": torch.randn(4, 39, generator=g)}
+    )
     out, probs, _ = run(core, q, k, v, mods)
     ref, p = kernels.attention_ref(q, k, v, causal=causal, **mods)
     torch.testing.assert_close(probs, p, rtol=1e-5, atol=1e-6)

@@ -1,6 +1,7 @@
 """realformer and predictive_attention: each against a plain-PyTorch formula written here from the papers
 (explicit loops over heads and taps), plus the property that pins them to full attention (a one-layer
 RealFormer is plain softmax attention)."""
+
 import math
 from functools import partial
 
@@ -75,8 +76,9 @@ def test_predictive_attention_convolves_the_previous_map(causal):
     ctx = context()
     _, p1, _ = core(q1, k1, v1, {}, ctx)
     out, p2, _ = core(q2, k2, v2, {}, ctx)
-    torch.testing.assert_close(p1, torch.softmax(
-        (q1 @ k1.transpose(-1, -2) / math.sqrt(D)).masked_fill(~_mask(causal), -math.inf), -1))  # first layer plain
+    torch.testing.assert_close(
+        p1, torch.softmax((q1 @ k1.transpose(-1, -2) / math.sqrt(D)).masked_fill(~_mask(causal), -math.inf), -1)
+    )  # first layer plain
     w, b = core.conv.weight.detach(), core.conv.bias.detach()  # (h_out, h_in, 3, 3), (h_out,)
     dy = (-2, -1, 0) if causal else (-1, 0, 1)  # the rows each tap reads
     conv = b.view(1, H, 1, 1).expand(2, H, L, L).clone()

@@ -1,5 +1,6 @@
 """Sparse Sinkhorn attention (Tay et al. 2020) against a loop implementation of the paper in probability
 space (not log space), plus the Sinkhorn balancing's own properties."""
+
 import math
 from functools import partial
 
@@ -31,8 +32,9 @@ def sinkhorn_reference(core, q, k, v, cfg):
             for a in range(nb):
                 src = [j for c in range(a) for j in blocks[c]] if cfg.causal else blocks[a]
                 summaries.append(kk[src].mean(0) if src else torch.zeros(d))
-            R = torch.stack([torch.relu(s @ core.w1[n] + core.b1[n]) @ core.w2[n, :, :nb] + core.b2[n, :nb]
-                             for s in summaries]).detach()
+            R = torch.stack(
+                [torch.relu(s @ core.w1[n] + core.b1[n]) @ core.w2[n, :, :nb] + core.b2[n, :nb] for s in summaries]
+            ).detach()
             allowed = torch.tril(torch.ones(nb, nb), -1) if cfg.causal else torch.ones(nb, nb)
             P = torch.exp(R.double() / cfg.sinkhorn_temperature) * allowed
             for _ in range(cfg.sinkhorn_iters):
@@ -58,10 +60,10 @@ def sinkhorn_reference(core, q, k, v, cfg):
                     own = [j for j in blocks[a] if j <= i or not cfg.causal]
                     s = torch.stack([qq[i] @ kk[j] for j in own] + [qq[i] @ x for x in keys]) / math.sqrt(d)
                     p = torch.softmax(s, -1)
-                    out[bb, n, i] = p[:len(own)] @ vv[own] + (p[len(own):] @ torch.stack(vals) if vals else 0)
-                    for j, pj in zip(own, p[:len(own)]):
+                    out[bb, n, i] = p[: len(own)] @ vv[own] + (p[len(own) :] @ torch.stack(vals) if vals else 0)
+                    for j, pj in zip(own, p[: len(own)]):
                         probs[bb, n, i, j] += pj
-                    for spread, ps in zip(where, p[len(own):]):
+                    for spread, ps in zip(where, p[len(own) :]):
                         for j, wj in spread.items():
                             probs[bb, n, i, j] += ps * wj
     return out, probs

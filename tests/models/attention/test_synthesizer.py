@@ -1,6 +1,7 @@
 """Synthesizer (Tay et al. 2021): the dense and random variants against the paper's formulas
 computed position by position, and the defining property: random synthesized attention ignores
 the input."""
+
 import math
 
 import pytest
@@ -32,7 +33,7 @@ def masked_softmax_rows(logits_row, i, causal):
     """softmax of one row of logits, keys j > i removed when causal."""
     row = logits_row.clone()
     if causal:
-        row[i + 1:] = -math.inf
+        row[i + 1 :] = -math.inf
     return torch.softmax(row, -1)
 
 
@@ -106,10 +107,14 @@ def test_fixed_random_matrix_is_a_buffer_and_learned_one_trains(core_for):
     assert learned.R.grad[:, 20:].abs().sum() == 0  # rows beyond L are not used
 
 
-@pytest.mark.parametrize("key,fixed,want", [
-    ("synthesizer_dense", False, lambda h, dh, n: h * (dh * dh + dh + dh * n + n)),
-    ("synthesizer_random", False, lambda h, dh, n: h * n * n),
-    ("synthesizer_random", True, lambda h, dh, n: 0)])
+@pytest.mark.parametrize(
+    "key,fixed,want",
+    [
+        ("synthesizer_dense", False, lambda h, dh, n: h * (dh * dh + dh + dh * n + n)),
+        ("synthesizer_random", False, lambda h, dh, n: h * n * n),
+        ("synthesizer_random", True, lambda h, dh, n: 0),
+    ],
+)
 def test_parameter_count_is_the_formula_and_matches_the_model(key, fixed, want, core_for):
     cfg, core = core_for(key, synthesizer_fixed=fixed)
     assert sum(p.numel() for p in core.parameters()) == want(4, 8, 32) == ATTENTION[key].n_params(cfg)

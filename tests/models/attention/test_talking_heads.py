@@ -1,5 +1,6 @@
 """talking_heads against a plain-PyTorch formula written here from the paper (explicit loops over heads),
 plus the property that pins it to full attention (identity mixing at init)."""
+
 import math
 from functools import partial
 

@@ -1,4 +1,5 @@
 """Dense feed-forward variants against the formulas of catalogue section 6."""
+
 import pytest
 import torch
 import torch.nn.functional as F

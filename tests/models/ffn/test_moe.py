@@ -1,4 +1,5 @@
 """Mixture-of-experts FFNs (catalogue section 6) against per-token loop references."""
+
 import math
 
 import pytest
@@ -63,9 +64,16 @@ def test_aux_loss_equals_gshard_formula(key):
     assert ffn(x)[1]["loss"].item() == pytest.approx(0.01)
 
 
-@pytest.mark.parametrize("key,k,renorm,cf", [("moe", 2, True, 1.25), ("moe", 2, True, 0.5),
-                                             ("moe", 3, True, 0.75), ("switch", 1, False, 1.25),
-                                             ("switch", 1, False, 0.5)])
+@pytest.mark.parametrize(
+    "key,k,renorm,cf",
+    [
+        ("moe", 2, True, 1.25),
+        ("moe", 2, True, 0.5),
+        ("moe", 3, True, 0.75),
+        ("switch", 1, False, 1.25),
+        ("switch", 1, False, 0.5),
+    ],
+)
 def test_output_counts_and_drops_equal_loop_reference(key, k, renorm, cf):
     ffn = build(key, top_k=k, capacity_factor=cf)
     x = torch.randn(3, 9, D)
@@ -101,8 +109,9 @@ def test_switch_drops_exactly_the_tokens_over_capacity():
 
 
 def test_switch_dropped_tokens_pass_through_the_block_residual():
-    cfg = ModelConfig(d_model=D, n_heads=2, n_layers=1, ffn="switch", n_experts=E, capacity_factor=0.25,
-                      norm_placement="pre")
+    cfg = ModelConfig(
+        d_model=D, n_heads=2, n_layers=1, ffn="switch", n_experts=E, capacity_factor=0.25, norm_placement="pre"
+    )
     block = build_model(cfg).stack.blocks[0]
     x = torch.randn(1, 12, D)
     seen = {}

@@ -1,4 +1,5 @@
 """Product-key memory (Lample et al. 2019) against its formulas."""
+
 import itertools
 
 import pytest
@@ -21,8 +22,9 @@ def test_product_topk_equals_brute_force_over_all_pairs(n, k, heads):
     c1, c2 = torch.randn(heads, n, half, generator=g), torch.randn(heads, n, half, generator=g)
     scores, index = product_topk(q1, q2, c1, c2, k)
     for t, h in itertools.product(range(6), range(heads)):
-        every = torch.tensor([float(q1[t, h] @ c1[h, a] + q2[t, h] @ c2[h, b])
-                              for a in range(n) for b in range(n)])  # slot a * n + b
+        every = torch.tensor(
+            [float(q1[t, h] @ c1[h, a] + q2[t, h] @ c2[h, b]) for a in range(n) for b in range(n)]
+        )  # slot a * n + b
         want_scores, want_index = every.topk(k)
         torch.testing.assert_close(scores[t, h], want_scores)
         assert index[t, h].tolist() == want_index.tolist()
@@ -41,7 +43,7 @@ def test_pkm_output_is_the_softmax_weighted_sum_of_the_selected_values():
     want = torch.zeros_like(y)
     for bi, li in itertools.product(range(2), range(5)):
         for h in range(2):
-            s = keys[h] @ q[bi, li, h * 2 * half:(h + 1) * 2 * half]  # (16,) every slot
+            s = keys[h] @ q[bi, li, h * 2 * half : (h + 1) * 2 * half]  # (16,) every slot
             top, idx = s.topk(3)
             want[bi, li] += torch.softmax(top, 0) @ ffn.values[idx]
     torch.testing.assert_close(y, want)

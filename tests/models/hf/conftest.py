@@ -1,4 +1,5 @@
 """The session's tiny saved checkpoints (``hf_models.make``), each built once."""
+
 import pytest
 from hf_models import make
 
@@ -14,4 +15,5 @@ def saved(tmp_path_factory):
             folder = tmp_path_factory.mktemp(family)
             cache[key] = folder, make(family, folder, **changes)
         return cache[key]
+
     return get

@@ -5,31 +5,69 @@ changes, saves it with ``save_pretrained(safe_serialization=True)`` and returns 
 float32). Nothing is downloaded: ``transformers`` builds the models from configs; it is a test
 dependency only (the loader never imports it).
 """
+
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
 VOCAB = 120
-SMALL = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-             max_position_embeddings=64)
+SMALL = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    max_position_embeddings=64,
+)
 
 FAMILIES = {
     # name: (config class, model class, config fields)
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel",
-             dict(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)),
+    "gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        dict(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0),
+    ),
     "llama": ("LlamaConfig", "LlamaForCausalLM", dict(SMALL, num_key_value_heads=2, rms_norm_eps=1e-5)),
-    "smollm": ("LlamaConfig", "LlamaForCausalLM",  # SmolLM: a Llama with tied embeddings and GQA
-               dict(SMALL, num_key_value_heads=1, tie_word_embeddings=True, rope_theta=100000.0)),
+    "smollm": (
+        "LlamaConfig",
+        "LlamaForCausalLM",  # SmolLM: a Llama with tied embeddings and GQA
+        dict(SMALL, num_key_value_heads=1, tie_word_embeddings=True, rope_theta=100000.0),
+    ),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(SMALL, num_key_value_heads=2, sliding_window=4)),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(SMALL, num_key_value_heads=2)),
     "bert": ("BertConfig", "BertForMaskedLM", dict(SMALL, layer_norm_eps=1e-12)),
-    "t5": ("T5Config", "T5ForConditionalGeneration",
-           dict(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3, num_heads=4,
-                relative_attention_num_buckets=8, relative_attention_max_distance=20, decoder_start_token_id=0)),
-    "t5_gated": ("T5Config", "T5ForConditionalGeneration",  # v1.1 / Flan-T5: gated GELU, untied unscaled head
-                 dict(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                      feed_forward_proj="gated-gelu", tie_word_embeddings=False, decoder_start_token_id=0)),
+    "t5": (
+        "T5Config",
+        "T5ForConditionalGeneration",
+        dict(
+            vocab_size=VOCAB,
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_decoder_layers=3,
+            num_heads=4,
+            relative_attention_num_buckets=8,
+            relative_attention_max_distance=20,
+            decoder_start_token_id=0,
+        ),
+    ),
+    "t5_gated": (
+        "T5Config",
+        "T5ForConditionalGeneration",  # v1.1 / Flan-T5: gated GELU, untied unscaled head
+        dict(
+            vocab_size=VOCAB,
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_heads=4,
+            feed_forward_proj="gated-gelu",
+            tie_word_embeddings=False,
+            decoder_start_token_id=0,
+        ),
+    ),
 }
 
 

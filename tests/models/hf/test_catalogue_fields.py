@@ -1,6 +1,7 @@
 """The four ModelConfig fields pretrained checkpoints need (``norm_eps``, ``attn_bias``, ``gelu_approx``,
 ``embed_norm``): their defaults leave every model as it was, other values do what they say (checked
 against torch's own modules), the parameter estimate stays exact, and bad values are refused by name."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,11 +17,17 @@ def test_defaults_add_nothing():
     assert not any(k.endswith("proj.bias") or "embed_norm" in k for k in keys)
 
 
-@pytest.mark.parametrize("fields", [
-    dict(attn_bias="qkv"), dict(attn_bias="all"), dict(embed_norm=True), dict(embed_norm=True, norm="rmsnorm"),
-    dict(architecture="encoder_only", causal=False, attn_bias="all", embed_norm=True, norm_placement="post"),
-    dict(architecture="encoder_decoder", attn_bias="all", embed_norm=True, position="t5", n_decoder_layers=3),
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(attn_bias="qkv"),
+        dict(attn_bias="all"),
+        dict(embed_norm=True),
+        dict(embed_norm=True, norm="rmsnorm"),
+        dict(architecture="encoder_only", causal=False, attn_bias="all", embed_norm=True, norm_placement="post"),
+        dict(architecture="encoder_decoder", attn_bias="all", embed_norm=True, position="t5", n_decoder_layers=3),
+    ],
+)
 def test_parameter_estimate_stays_exact(fields):
     cfg = ModelConfig(**BASE, **fields).validate()
     assert cfg.approx_params() == sum(p.numel() for p in build_model(cfg).parameters())
@@ -32,8 +39,10 @@ def test_attention_biases_are_where_asked():
     assert build_model(ModelConfig(**BASE, attn_bias="all")).stack.blocks[0].attn.out_proj.bias.shape == (16,)
 
 
-@pytest.mark.parametrize("norm,reference", [("layernorm", lambda d, eps: nn.LayerNorm(d, eps=eps)),
-                                            ("rmsnorm", lambda d, eps: nn.RMSNorm(d, eps=eps))])
+@pytest.mark.parametrize(
+    "norm,reference",
+    [("layernorm", lambda d, eps: nn.LayerNorm(d, eps=eps)), ("rmsnorm", lambda d, eps: nn.RMSNorm(d, eps=eps))],
+)
 def test_norm_eps_is_the_norms_epsilon(norm, reference):
     x = 1e-3 * torch.randn(3, 16, generator=torch.Generator().manual_seed(0))  # small: eps matters
     model = build_model(ModelConfig(**BASE, norm=norm, norm_eps=1e-4))
@@ -62,8 +71,10 @@ def test_embed_norm_normalises_the_embeddings():
     assert not torch.allclose(out.hidden_states[0], x)
 
 
-@pytest.mark.parametrize("field,value", [("norm_eps", 0.0), ("norm_eps", float("nan")), ("norm_eps", 1.0),
-                                         ("attn_bias", "some"), ("gelu_approx", "erf")])
+@pytest.mark.parametrize(
+    "field,value",
+    [("norm_eps", 0.0), ("norm_eps", float("nan")), ("norm_eps", 1.0), ("attn_bias", "some"), ("gelu_approx", "erf")],
+)
 def test_bad_values_are_refused_by_name(field, value):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**BASE, **{field: value}).validate()

@@ -1,6 +1,7 @@
 """A loaded checkpoint is an ordinary catalogue model: surgery moves its weights like a bundled model's,
 K/V biases included (Qwen2's q/k/v biases are merged with their heads), and tied embeddings survive
 through ``state_dict()``."""
+
 import torch
 
 from models.hf import load
@@ -14,8 +15,8 @@ def test_merging_identical_kv_heads_of_a_checkpoint_with_biases_is_exact(saved):
     with torch.no_grad():  # make K/V head 1 a copy of head 0 in every layer, weights and biases
         for block in ckpt.model.stack.blocks:
             for proj in (block.attn.k_proj, block.attn.v_proj):
-                proj.weight[d_h:2 * d_h] = proj.weight[:d_h]
-                proj.bias[d_h:2 * d_h] = proj.bias[:d_h]
+                proj.weight[d_h : 2 * d_h] = proj.weight[:d_h]
+                proj.bias[d_h : 2 * d_h] = proj.bias[:d_h]
     ids = torch.randint(0, cfg.vocab_size, (2, 10), generator=torch.Generator().manual_seed(0))
     want = ckpt.logits(ids)
     merged = transplant(ckpt.model.state_dict(), cfg, cfg.replace(n_kv_heads=1))

@@ -1,6 +1,7 @@
 """Every size of a checkpoint's config.json is bounded by the catalogue's ranges before any family code runs
 (``models.hf.sizes``), and every JSON value of the files the loader parses is bounded (``models.hf.strict_json``):
 a crafted config is refused by name before anything loops, allocates or converts by an absurd value."""
+
 import json
 import shutil
 import signal
@@ -16,8 +17,15 @@ from models.hf import loader, plan, sizes
 from models.hf.fields import Fields
 
 # the tiny checkpoints of tests/models/hf/hf_models.py and the loader family each is read by
-HF_FAMILIES = {"gpt2": "gpt2", "llama": "llama", "smollm": "llama", "mistral": "llama", "qwen2": "llama",
-               "bert": "bert", "t5": "t5"}
+HF_FAMILIES = {
+    "gpt2": "gpt2",
+    "llama": "llama",
+    "smollm": "llama",
+    "mistral": "llama",
+    "qwen2": "llama",
+    "bert": "bert",
+    "t5": "t5",
+}
 CASES = [(hf, key) for hf, fam in HF_FAMILIES.items() for key in sizes.table(loader.FAMILIES[fam])]
 
 
@@ -25,8 +33,10 @@ CASES = [(hf, key) for hf, fam in HF_FAMILIES.items() for key in sizes.table(loa
 def hang_guard(seconds: float = 10.0):
     """Turn a hang (a loop of 2^40 steps holds the interpreter, not the alarm: Python runs the handler
     between bytecodes) into a failure instead of a stuck test run. Not a timing assertion."""
+
     def fail(*_):
         raise TimeoutError(f"still running after {seconds} s: the config was not refused before a loop")
+
     old = signal.signal(signal.SIGALRM, fail)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -45,9 +55,17 @@ def tiny_folder(folder, config: dict, text: str | None = None):
     return folder
 
 
-QWEN2_BOMB = {"model_type": "qwen2", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1 << 40,
-              "intermediate_size": 64, "vocab_size": 120, "use_sliding_window": True, "sliding_window": 4,
-              "max_window_layers": 0}
+QWEN2_BOMB = {
+    "model_type": "qwen2",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 1 << 40,
+    "intermediate_size": 64,
+    "vocab_size": 120,
+    "use_sliding_window": True,
+    "sliding_window": 4,
+    "max_window_layers": 0,
+}
 
 
 def test_the_2_40_layer_qwen2_config_is_refused_before_the_family_reads_it(tmp_path, monkeypatch):
@@ -88,8 +106,9 @@ def test_qwen2_sliding_layers_follow_max_window_layers_without_a_loop(saved, tmp
 
 @pytest.mark.parametrize("family,key", CASES)
 @pytest.mark.parametrize("where", ["above", "below", "huge", "text"])
-def test_every_size_past_its_range_is_refused_by_name_before_family_code(saved, tmp_path, monkeypatch, family,
-                                                                        key, where):
+def test_every_size_past_its_range_is_refused_by_name_before_family_code(
+    saved, tmp_path, monkeypatch, family, key, where
+):
     lo, hi, _ = sizes.table(loader.FAMILIES[HF_FAMILIES[family]])[key]
     value = {"above": hi + 1, "below": lo - 1, "huge": 1 << 40, "text": str(hi)}[where]
     folder = tmp_path / family
@@ -100,6 +119,7 @@ def test_every_size_past_its_range_is_refused_by_name_before_family_code(saved, 
 
     def family_code(*_):
         raise AssertionError("the family's code ran before the sizes were checked")
+
     monkeypatch.setattr(loader.FAMILIES[HF_FAMILIES[family]], "config", family_code)
     with pytest.raises(ConfigError) as e:
         plan(folder)
@@ -140,17 +160,21 @@ def test_a_model_type_that_is_not_a_string_is_refused_by_name(tmp_path, model_ty
     assert all(name in e.value.allowed for name in sorted(loader.MODEL_TYPES))
 
 
-@pytest.mark.parametrize("literal,path,words", [
-    ("9" * 5000, "vocab_size", ("5000 digits", "at most 20 digits")),
-    ("-" + "1" * 30, "rope_scaling.factor", ("30 digits",)),
-    ("NaN", "rms_norm_eps", ("NaN", "finite")),
-    ("-Infinity", "rope_scaling.factor", ("Infinity", "finite")),
-    ("1e999", "rope_theta", ("1e999", "finite")),
-    ("0." + "1" * 100, "rms_norm_eps", ("102 characters",)),
-    ('"' + "x" * 5000 + '"', "_name_or_path", ("5000 characters",)),
-    ("[" * 40 + "]" * 40, "layer_types", ("nested",)),
-    ("[" * 100000 + "]" * 100000, None, ("at most 32 levels",)),
-], ids=["5000-digits", "30-digits", "nan", "infinity", "overflow", "long-float", "long-string", "deep", "deeper"])
+@pytest.mark.parametrize(
+    "literal,path,words",
+    [
+        ("9" * 5000, "vocab_size", ("5000 digits", "at most 20 digits")),
+        ("-" + "1" * 30, "rope_scaling.factor", ("30 digits",)),
+        ("NaN", "rms_norm_eps", ("NaN", "finite")),
+        ("-Infinity", "rope_scaling.factor", ("Infinity", "finite")),
+        ("1e999", "rope_theta", ("1e999", "finite")),
+        ("0." + "1" * 100, "rms_norm_eps", ("102 characters",)),
+        ('"' + "x" * 5000 + '"', "_name_or_path", ("5000 characters",)),
+        ("[" * 40 + "]" * 40, "layer_types", ("nested",)),
+        ("[" * 100000 + "]" * 100000, None, ("at most 32 levels",)),
+    ],
+    ids=["5000-digits", "30-digits", "nan", "infinity", "overflow", "long-float", "long-string", "deep", "deeper"],
+)
 def test_absurd_json_values_anywhere_are_refused_by_name(tmp_path, literal, path, words):
     """Each value sits where config.json puts it (top level or inside rope_scaling); the refusal names the
     file and the value's path before any of the config is used."""
@@ -168,8 +192,10 @@ def test_absurd_json_values_anywhere_are_refused_by_name(tmp_path, literal, path
 
 
 def test_a_long_key_and_too_many_objects_are_refused(tmp_path):
-    for extra, words in ((f'"{"k" * 5000}": 1', ("keys of at most",)),
-                         ('"x": [' + ",".join(["{}"] * 70000) + "]", ("objects and lists",))):
+    for extra, words in (
+        (f'"{"k" * 5000}": 1', ("keys of at most",)),
+        ('"x": [' + ",".join(["{}"] * 70000) + "]", ("objects and lists",)),
+    ):
         text = json.dumps({**QWEN2_BOMB, "num_hidden_layers": 2})[:-1] + ", " + extra + "}"
         folder = tiny_folder(tmp_path / str(len(text)), {}, text=text)
         with hang_guard(), pytest.raises(ConfigError) as e:
@@ -182,9 +208,10 @@ def test_ordinary_nesting_and_numbers_still_read(saved, tmp_path):
     folder = tmp_path / "t5"
     shutil.copytree(saved("t5")[0], folder)
     cfg = json.loads((folder / "config.json").read_text())
-    cfg["task_specific_params"] = {"translation_en_to_de": {"early_stopping": True, "max_length": 300,
-                                                            "prefix": "translate English to German: "}}
-    cfg["seed_like"] = 2 ** 63 - 1
+    cfg["task_specific_params"] = {
+        "translation_en_to_de": {"early_stopping": True, "max_length": 300, "prefix": "translate English to German: "}
+    }
+    cfg["seed_like"] = 2**63 - 1
     (folder / "config.json").write_text(json.dumps(cfg))
     assert plan(folder).family == "t5"
 

@@ -4,6 +4,7 @@ logits of the weights rounded to bfloat16), and ``transformers``' own Llama / Mi
 folder gives our logits (1e-4 relative); its tensors are named and shaped as ``transformers`` itself
 saves them; the byte tokenizer's ids are the UTF-8 bytes in every reader; a config a Llama cannot
 express is refused naming the field."""
+
 import copy
 import json
 
@@ -21,9 +22,21 @@ transformers = pytest.importorskip("transformers")
 
 RTOL = 1e-4
 TEXT = "héllo wörld\n"
-LLAMA = ModelConfig(vocab_size=256, max_len=64, n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, norm="rmsnorm",
-                    ffn="swiglu", position="rope", norm_placement="pre", attention="full", norm_eps=1e-6,
-                    rope_base=500.0)
+LLAMA = ModelConfig(
+    vocab_size=256,
+    max_len=64,
+    n_layers=2,
+    d_model=32,
+    n_heads=4,
+    n_kv_heads=2,
+    norm="rmsnorm",
+    ffn="swiglu",
+    position="rope",
+    norm_placement="pre",
+    attention="full",
+    norm_eps=1e-6,
+    rope_base=500.0,
+)
 
 
 def rel_err(got, want) -> float:
@@ -93,13 +106,15 @@ def test_tensor_names_and_config_are_what_transformers_saves(tmp_path, tied):
     def header(folder):
         with safe_open(str(folder / "model.safetensors"), "pt") as f:
             return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
+
     assert header(tmp_path / "ours") == header(tmp_path / "theirs")
     ours = json.loads((tmp_path / "ours" / "config.json").read_text())
     assert ours["architectures"] == ["LlamaForCausalLM"] and ours["torch_dtype"] == "float32"
 
 
-@pytest.mark.parametrize("change", [{}, {"tied": True}, {"rope_scale": 4.0}, {"n_kv_heads": 1},
-                                    {"attention": "sliding_window", "window": 4}])
+@pytest.mark.parametrize(
+    "change", [{}, {"tied": True}, {"rope_scale": 4.0}, {"n_kv_heads": 1}, {"attention": "sliding_window", "window": 4}]
+)
 def test_transformers_reads_the_same_logits(tmp_path, change):
     change = dict(change)
     tied = change.pop("tied", False)
@@ -136,8 +151,22 @@ def test_byte_tokenizer_ids_are_the_utf8_bytes(byte_file, text):
 def test_byte_tokenizer_pieces_are_readable(byte_file):
     tok = Tokenizer.from_file(byte_file)
     assert tok.byte_level
-    assert tok.pieces(list(TEXT.encode())) == ["h", "<0xC3>", "<0xA9>", "l", "l", "o", "␣", "w", "<0xC3>", "<0xB6>",
-                                               "r", "l", "d", "↵"]
+    assert tok.pieces(list(TEXT.encode())) == [
+        "h",
+        "<0xC3>",
+        "<0xA9>",
+        "l",
+        "l",
+        "o",
+        "␣",
+        "w",
+        "<0xC3>",
+        "<0xB6>",
+        "r",
+        "l",
+        "d",
+        "↵",
+    ]
     assert tok.pieces([9, 65, 0x7F]) == ["⇥", "A", "<0x7F>"]
     assert [tok.decode([b]).encode("utf-8") for b in range(128)] == [bytes([b]) for b in range(128)]
 
@@ -150,12 +179,22 @@ def test_checkpoint_carries_the_byte_tokenizer(tmp_path):
     assert ckpt.logits(x).shape == (1, len(TEXT.encode()), 256)
 
 
-@pytest.mark.parametrize("field,change", [
-    ("norm", {"norm": "layernorm"}), ("ffn", {"ffn": "gelu"}), ("position", {"position": "alibi"}),
-    ("norm_placement", {"norm_placement": "post"}), ("attention", {"attention": "strided"}),
-    ("attn_bias", {"attn_bias": "all"}), ("architecture", {"architecture": "encoder_decoder"}),
-    ("causal", {"causal": False}), ("softcap", {"softcap": 30.0}), ("memory", {"memory": "xl"}),
-    ("n_sinks", {"attention": "sliding_window", "n_sinks": 2})])
+@pytest.mark.parametrize(
+    "field,change",
+    [
+        ("norm", {"norm": "layernorm"}),
+        ("ffn", {"ffn": "gelu"}),
+        ("position", {"position": "alibi"}),
+        ("norm_placement", {"norm_placement": "post"}),
+        ("attention", {"attention": "strided"}),
+        ("attn_bias", {"attn_bias": "all"}),
+        ("architecture", {"architecture": "encoder_decoder"}),
+        ("causal", {"causal": False}),
+        ("softcap", {"softcap": 30.0}),
+        ("memory", {"memory": "xl"}),
+        ("n_sinks", {"attention": "sliding_window", "n_sinks": 2}),
+    ],
+)
 def test_a_config_a_llama_cannot_express_is_refused_by_name(tmp_path, field, change):
     cfg = LLAMA.replace(**change).validate()
     with pytest.raises(ConfigError) as e:

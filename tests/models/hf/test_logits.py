@@ -1,6 +1,7 @@
 """Every supported family, loaded through ``models.hf.load``, gives the logits of ``transformers``' own
 forward on the same saved checkpoint (float32, 1e-4 relative to the largest logit), with and without
 padding, from one file and from shards with their index."""
+
 import pytest
 import torch
 from hf_models import FAMILIES, VOCAB, make

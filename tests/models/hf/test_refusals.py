@@ -1,6 +1,7 @@
 """What the loader refuses, with a ConfigError that says why, and before anything large is allocated:
 pickles (never opened), unknown architectures, absurd or crafted sizes, weights that do not fit the
 config, NaN weights, and every setting the catalogue cannot express (refused by name)."""
+
 import json
 import pickle
 import resource
@@ -77,22 +78,31 @@ def test_pickle_beside_safetensors_is_ignored(saved, tmp_path):
 
 
 # ------------------------------------------------------------------ architectures and settings
-@pytest.mark.parametrize("family,changes,words", [
-    ("gpt2", {"model_type": "mamba"}, ("model_type='mamba'", "gpt2", "llama")),
-    ("llama", {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}},
-     ("rope_scaling type 'longrope' is not supported",)),
-    ("llama", {"rope_parameters": None, "rope_scaling": {"type": "yarn", "factor": 4.0}},
-     ("rope_scaling type 'yarn' is not supported",)),
-    ("llama", {"hidden_act": "relu2"}, ("hidden_act 'relu2' is not supported",)),
-    ("llama", {"mlp_bias": True}, ("mlp_bias",)),
-    ("llama", {"head_dim": 16}, ("head_dim",)),
-    ("qwen2", {"layer_types": ["full_attention", "sliding_attention"], "sliding_window": 4}, ("layer_types",)),
-    ("gpt2", {"activation_function": "quick_gelu"}, ("hidden_act 'quick_gelu' is not supported",)),
-    ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, ("scale_attn_by_inverse_layer_idx",)),
-    ("bert", {"position_embedding_type": "relative_key"}, ("position_embedding_type",)),
-    ("t5", {"d_kv": 4}, ("d_kv",)),
-    ("t5", {"feed_forward_proj": "gated-relu"}, ("gated-relu",)),
-])
+@pytest.mark.parametrize(
+    "family,changes,words",
+    [
+        ("gpt2", {"model_type": "mamba"}, ("model_type='mamba'", "gpt2", "llama")),
+        (
+            "llama",
+            {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}},
+            ("rope_scaling type 'longrope' is not supported",),
+        ),
+        (
+            "llama",
+            {"rope_parameters": None, "rope_scaling": {"type": "yarn", "factor": 4.0}},
+            ("rope_scaling type 'yarn' is not supported",),
+        ),
+        ("llama", {"hidden_act": "relu2"}, ("hidden_act 'relu2' is not supported",)),
+        ("llama", {"mlp_bias": True}, ("mlp_bias",)),
+        ("llama", {"head_dim": 16}, ("head_dim",)),
+        ("qwen2", {"layer_types": ["full_attention", "sliding_attention"], "sliding_window": 4}, ("layer_types",)),
+        ("gpt2", {"activation_function": "quick_gelu"}, ("hidden_act 'quick_gelu' is not supported",)),
+        ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, ("scale_attn_by_inverse_layer_idx",)),
+        ("bert", {"position_embedding_type": "relative_key"}, ("position_embedding_type",)),
+        ("t5", {"d_kv": 4}, ("d_kv",)),
+        ("t5", {"feed_forward_proj": "gated-relu"}, ("gated-relu",)),
+    ],
+)
 def test_settings_the_catalogue_cannot_express_are_refused_by_name(saved, tmp_path, family, changes, words):
     folder, _ = copy(saved, family, tmp_path)
     edit_config(folder, **changes)
@@ -118,16 +128,36 @@ def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kB
 
 
-@pytest.mark.parametrize("changes,words", [
-    # 1.6 B parameters: within the library's limits, far above the interactive cap
-    ({"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24, "vocab_size": 32000,
-      "num_attention_heads": 16, "num_key_value_heads": 16}, ("M parameters",)),
-    # ~10^13 parameters: refused by the catalogue's own size check
-    ({"hidden_size": 65536, "intermediate_size": 262144, "num_hidden_layers": 512, "num_attention_heads": 64,
-      "num_key_value_heads": 64}, ("d_model",)),
-    ({"hidden_size": 1 << 30}, ("d_model",)),
-    ({"vocab_size": 1 << 40}, ("vocab_size",)),
-])
+@pytest.mark.parametrize(
+    "changes,words",
+    [
+        # 1.6 B parameters: within the library's limits, far above the interactive cap
+        (
+            {
+                "hidden_size": 2048,
+                "intermediate_size": 8192,
+                "num_hidden_layers": 24,
+                "vocab_size": 32000,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 16,
+            },
+            ("M parameters",),
+        ),
+        # ~10^13 parameters: refused by the catalogue's own size check
+        (
+            {
+                "hidden_size": 65536,
+                "intermediate_size": 262144,
+                "num_hidden_layers": 512,
+                "num_attention_heads": 64,
+                "num_key_value_heads": 64,
+            },
+            ("d_model",),
+        ),
+        ({"hidden_size": 1 << 30}, ("d_model",)),
+        ({"vocab_size": 1 << 40}, ("vocab_size",)),
+    ],
+)
 def test_absurd_sizes_are_refused_without_allocating(saved, tmp_path, changes, words):
     folder, _ = copy(saved, "llama", tmp_path)
     edit_config(folder, head_dim=None, **changes)
@@ -180,6 +210,7 @@ def test_non_finite_weights_are_refused(saved, tmp_path, bad):
 
     def poison(t):
         t["bert.encoder.layer.1.output.dense.weight"][3, 5] = bad
+
     edit_weights(folder, poison)
     refused(folder, "bert.encoder.layer.1.output.dense.weight", "NaN or Inf")
 
@@ -195,10 +226,10 @@ def test_a_header_whose_offsets_lie_is_refused(saved, tmp_path):
     path = folder / "model.safetensors"
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     header["transformer.wte.weight"]["shape"] = [100000, 32]  # claims far more than the file holds
     raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
     refused(folder, "transformer.wte.weight", "data offsets")
 
 
@@ -230,8 +261,8 @@ def test_huge_finite_weights_are_not_mistaken_for_inf():
 def _rewrite_header(path, change):
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = change(header, data[8 + n:])
+    header = json.loads(data[8 : 8 + n])
+    body = change(header, data[8 + n :])
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + body)
 
@@ -240,6 +271,7 @@ def _shift(name, by):
     def change(header, body):
         header[name]["data_offsets"] = [o + by for o in header[name]["data_offsets"]]
         return body
+
     return change
 
 
@@ -249,13 +281,14 @@ def _swap(a, b):
         assert ea == sb
         header[b]["data_offsets"], header[a]["data_offsets"] = [sa, sa + eb - sb], [sa + eb - sb, eb]
         return body[:sa] + body[sb:eb] + body[sa:ea] + body[eb:]
+
     return change
 
 
 def _first_two(folder):
     data = (folder / "model.safetensors").read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    header = {k: v for k, v in json.loads(data[8:8 + n]).items() if k != "__metadata__"}
+    header = {k: v for k, v in json.loads(data[8 : 8 + n]).items() if k != "__metadata__"}
     ordered = sorted(header, key=lambda k: header[k]["data_offsets"][0])
     return ordered[0], ordered[1], header
 
@@ -272,11 +305,13 @@ def test_safetensors_offsets_are_checked_as_safetensors_checks_them(saved, tmp_p
     original = load(folder).model.state_dict()
     a, b, header = _first_two(folder)
     size_a = header[a]["data_offsets"][1] - header[a]["data_offsets"][0]
-    change = {"overlap": _shift(b, -min(4, size_a)),  # b starts inside a
-              "gap": lambda h, body: _gap(h, body, b),
-              "trailing": lambda h, body: body + b"\0" * 8,
-              "swapped": _swap(a, b),
-              "metadata": lambda h, body: h.update({"__metadata__": {"format": 1}}) or body}[case]
+    change = {
+        "overlap": _shift(b, -min(4, size_a)),  # b starts inside a
+        "gap": lambda h, body: _gap(h, body, b),
+        "trailing": lambda h, body: body + b"\0" * 8,
+        "swapped": _swap(a, b),
+        "metadata": lambda h, body: h.update({"__metadata__": {"format": 1}}) or body,
+    }[case]
     _rewrite_header(path, change)
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -309,7 +344,7 @@ def test_a_5000_digit_integer_in_a_safetensors_header_is_refused_by_name(saved, 
     path = folder / "model.safetensors"
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    raw = data[8:8 + n].replace(b'"data_offsets":[0,', b'"data_offsets":[' + b"1" * 5000 + b",", 1)
-    assert raw != data[8:8 + n]
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+    raw = data[8 : 8 + n].replace(b'"data_offsets":[0,', b'"data_offsets":[' + b"1" * 5000 + b",", 1)
+    assert raw != data[8 : 8 + n]
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
     refused(folder, "model.safetensors header", "5000 digits")

@@ -1,6 +1,7 @@
 """The checkpoint's tokenizer: tokenizer.json read through ``tokenizers`` (built here, nothing downloaded),
 text round-trips, and every piece is drawn readably (a space as ␣, a newline as ↵, WordPiece's ##
 kept), checked against the bytes each piece stands for."""
+
 import pytest
 import torch
 from hf_models import make
@@ -11,8 +12,12 @@ from models import ConfigError
 from models.hf import Tokenizer, load
 from models.hf.tokenizer import byte_alphabet, render
 
-CORPUS = ["def main():\n    return 42\n", "The quick brown fox jumps over the lazy dog.",
-          "naïve café — 東京 🙂", "tabs\tand  double  spaces\n\nnewlines"] * 20
+CORPUS = [
+    "def main():\n    return 42\n",
+    "The quick brown fox jumps over the lazy dog.",
+    "naïve café — 東京 🙂",
+    "tabs\tand  double  spaces\n\nnewlines",
+] * 20
 TEXTS = ["def fox():\n\treturn 'café'", "東京 🙂 the dog", "  leading spaces\n", "x"]
 
 
@@ -21,8 +26,12 @@ def byte_bpe_file(tmp_path_factory):
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel
-                                                         .alphabet(), special_tokens=["<|endoftext|>"]))
+    tok.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=["<|endoftext|>"]
+        ),
+    )
     path = tmp_path_factory.mktemp("bpe") / "tokenizer.json"
     tok.save(str(path))
     return path
@@ -39,8 +48,9 @@ def wordpiece(tmp_path_factory):
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[UNK]", "[CLS]",
-                                                                                              "[SEP]", "[MASK]"]))
+    tok.train_from_iterator(
+        CORPUS, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    )
     path = tmp_path_factory.mktemp("wordpiece") / "tokenizer.json"
     tok.save(str(path))
     return Tokenizer.from_file(path)
@@ -51,8 +61,8 @@ def unrender(text: str) -> bytes:
     out, i = b"", 0
     visible = {"␣": " ", "↵": "\n", "⇥": "\t", "␍": "\r"}
     while i < len(text):
-        if text.startswith("<0x", i) and text[i + 5:i + 6] == ">":
-            out += bytes([int(text[i + 3:i + 5], 16)])
+        if text.startswith("<0x", i) and text[i + 5 : i + 6] == ">":
+            out += bytes([int(text[i + 3 : i + 5], 16)])
             i += 6
         else:
             out += visible.get(text[i], text[i]).encode("utf-8")
@@ -75,7 +85,7 @@ def test_byte_level_pieces_draw_whitespace(byte_bpe):
     joined = "".join(byte_bpe.pieces(ids))
     assert joined == "a␣b↵c"
     emoji = byte_bpe.pieces(byte_bpe.encode("🙂"))  # 4 UTF-8 bytes, rarely one token in a 300-token vocabulary
-    assert b"".join(unrender(p) for p in emoji) == "🙂".encode("utf-8")
+    assert b"".join(unrender(p) for p in emoji) == "🙂".encode()
 
 
 def test_special_tokens_are_shown_as_they_are(byte_bpe):

@@ -1,6 +1,7 @@
 """Hostile tokenizer.json files (``tests/tokenizer_attacks.py``) beside a valid tiny Llama: each is refused
 with a ConfigError naming tokenizer.json, in the worker process, while this process's memory stays where
 it was (the expanding normalizer asked for gigabytes and aborted the whole server before)."""
+
 import json
 import os
 
@@ -72,8 +73,9 @@ def test_output_per_character_is_bounded_on_every_call():
     tok.close()
 
 
-@pytest.mark.parametrize("data", [b"\xff\xfe{\x00}\x00", "{\"model\": \"é\"}".encode("latin-1"),
-                                  b'{"model": {"type": "BPE"}, "x": "\xc3"}'])
+@pytest.mark.parametrize(
+    "data", [b"\xff\xfe{\x00}\x00", '{"model": "é"}'.encode("latin-1"), b'{"model": {"type": "BPE"}, "x": "\xc3"}']
+)
 def test_a_tokenizer_json_that_is_not_utf8_is_refused_by_name(tmp_path, data):
     path = tmp_path / "tokenizer.json"
     path.write_bytes(data)
@@ -99,12 +101,16 @@ def test_no_rust_tokenizer_in_this_process(tmp_path):
     """The server process never holds a tokenizers object: only the worker imports the package."""
     import subprocess
     import sys
+
     folder = hostile_checkpoint(tmp_path, "expanding normalizer")
     (folder / "tokenizer.json").write_text(hostile_json({}), encoding="utf-8")
-    code = ("import sys; from models.hf import load; ckpt = load(sys.argv[1]); ids = ckpt.tokenizer.encode('hi');"
-            "print(ckpt.tokenizer.decode(ids), 'tokenizers' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120,
-                         cwd=os.getcwd())
+    code = (
+        "import sys; from models.hf import load; ckpt = load(sys.argv[1]); ids = ckpt.tokenizer.encode('hi');"
+        "print(ckpt.tokenizer.decode(ids), 'tokenizers' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120, cwd=os.getcwd()
+    )
     assert out.stdout.split() == ["hi", "False"], out.stderr[-2000:]
 
 

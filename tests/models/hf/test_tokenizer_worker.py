@@ -1,6 +1,7 @@
 """The tokenizer's worker process: one per tokenizer, answers like the ``tokenizers`` package does in
 process, capped in memory, killed past its deadline, always reaped, stopped when the tokenizer is
 dropped or closed, and gone when the process that started it is killed."""
+
 import gc
 import json
 import os
@@ -117,8 +118,13 @@ time.sleep(3600)
 
 
 def test_workers_end_with_the_process_that_started_them(spec):
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              cwd=os.getcwd(), start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=os.getcwd(),
+        start_new_session=True,
+    )
     server.stdin.write(spec.encode())
     server.stdin.close()
     pid = int(server.stdout.readline())
@@ -133,8 +139,12 @@ def test_workers_end_with_the_process_that_started_them(spec):
 def test_a_worker_whose_parent_cannot_kill_it_ends_at_its_own_alarm(spec):
     """A worker busy when its server died: no one reads its answer (a few MB: more than the pipe holds),
     its alarm ends it past the deadline."""
-    worker = subprocess.Popen([sys.executable, str(WORKER), str(MEMORY_BYTES)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, env={**os.environ, **WORKER_ENV})
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), str(MEMORY_BYTES)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, **WORKER_ENV},
+    )
 
     def send(header, payload=b""):
         data = json.dumps(header).encode()

@@ -1,5 +1,6 @@
 """What the layer-structure tests share: a model built from a small config, token draws, and the forward
 context a hand-built reference runs its blocks in."""
+
 import torch
 
 from models import ModelConfig, build_model

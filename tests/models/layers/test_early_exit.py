@@ -1,5 +1,6 @@
 """Early exit (Elbayad et al. 2020; Schuster et al. 2022; catalogue section 8): exit depths, threshold one
 is the plain model, an exited token keeps its exit layer's logits."""
+
 from functools import partial
 
 import torch
@@ -31,8 +32,13 @@ def test_early_exit_threshold_one_is_the_plain_model():
 def test_early_exit_tokens_that_exit_keep_their_exit_layer_logits():
     ee = _model(layer="early_exit", exit_threshold=1e-9)  # every token exits after layer 1
     one = _model(n_layers=1)
-    one.load_state_dict({k: v for k, v in ee.state_dict().items() if not k.startswith("stack.blocks.") or
-                         k.startswith("stack.blocks.0.")})
+    one.load_state_dict(
+        {
+            k: v
+            for k, v in ee.state_dict().items()
+            if not k.startswith("stack.blocks.") or k.startswith("stack.blocks.0.")
+        }
+    )
     out = ee(_tokens())
     assert (out.layers[-1].exit_depth == 1).all()
     torch.testing.assert_close(out.logits, one(_tokens()).logits, rtol=1e-5, atol=1e-5)

@@ -1,4 +1,5 @@
 """Feedback Transformer (Fan et al. 2020) against the paper's recurrence written out in plain PyTorch."""
+
 import math
 
 import pytest
@@ -90,10 +91,15 @@ def test_feedback_gradients_reach_the_memory_weights():
     assert model.stack.mix.grad is not None and model.stack.mix.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("change,field", [(dict(causal=False, position="rope"), "causal"),
-                                          (dict(attention="sliding_window"), "attention"),
-                                          (dict(memory="tokens"), "memory"),
-                                          (dict(max_len=FEEDBACK_MAX_LEN + 1), "max_len")])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (dict(causal=False, position="rope"), "causal"),
+        (dict(attention="sliding_window"), "attention"),
+        (dict(memory="tokens"), "memory"),
+        (dict(max_len=FEEDBACK_MAX_LEN + 1), "max_len"),
+    ],
+)
 def test_feedback_refusals_name_the_field(change, field):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**{**BASE, **change}).validate()

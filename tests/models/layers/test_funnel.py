@@ -1,5 +1,6 @@
 """Funnel-Transformer (Dai et al. 2020): pooled lengths, output length, a plain-PyTorch reference of
 pool-query attention and the upsampling decoder, and no leak of the future in the causal variant."""
+
 import math
 
 import pytest
@@ -33,7 +34,7 @@ def _attend(a, xq, xkv, allowed):
 def _pool(x):
     """Mean of pairs (2p, 2p + 1); an odd last token alone."""
     n = x.shape[1]
-    return torch.stack([x[:, 2 * p:min(2 * p + 2, n)].mean(1) for p in range((n + 1) // 2)], dim=1)
+    return torch.stack([x[:, 2 * p : min(2 * p + 2, n)].mean(1) for p in range((n + 1) // 2)], dim=1)
 
 
 def _reference(model, tokens, causal):
@@ -48,7 +49,9 @@ def _reference(model, tokens, causal):
             q_in, kv_last = _pool(x), last
             last = torch.tensor([min(2 * p + 1, len(kv_last) - 1) for p in range((len(kv_last) + 1) // 2)])
             last = kv_last[last]
-        allowed = (kv_last[None, :] <= last[:, None]) if causal else torch.ones(len(last), len(kv_last), dtype=torch.bool)
+        allowed = (
+            (kv_last[None, :] <= last[:, None]) if causal else torch.ones(len(last), len(kv_last), dtype=torch.bool)
+        )
         x = q_in + _attend(b.attn, b.res_attn.norm(q_in), b.res_attn.norm(x), allowed)
         x = x + b.ffn(b.res_ffn.norm(x))[0]
         if n == 0:
@@ -73,8 +76,9 @@ def test_funnel_equals_plain_pytorch_reference(causal, position, L):
     torch.testing.assert_close(model(t).logits, _reference(model, t, causal), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("L,blocks,n_layers,want", [(37, 3, 3, [37, 19, 10]), (40, 2, 4, [40, 40, 20, 20]),
-                                                    (9, 2, 2, [9, 5])])
+@pytest.mark.parametrize(
+    "L,blocks,n_layers,want", [(37, 3, 3, [37, 19, 10]), (40, 2, 4, [40, 40, 20, 20]), (9, 2, 2, [9, 5])]
+)
 def test_funnel_pooled_lengths_and_output_length(L, blocks, n_layers, want):
     model = _model(funnel_blocks=blocks, n_layers=n_layers)
     out = model(_tokens(n=L), return_attention=True)
@@ -112,6 +116,7 @@ def test_funnel_pool_query_rope_places_queries_at_their_groups_last_token():
     from models.context import ForwardContext, LayerInfo
     from models.layers.funnel import pool_query_attention
     from models.positions import apply_rope
+
     model = _model(position="rope", causal=False, n_layers=2, funnel_blocks=2)
     a = model.stack.blocks[1].attn
     xkv, xq = torch.randn(1, 9, 32), torch.randn(1, 5, 32)
@@ -126,12 +131,17 @@ def test_funnel_pool_query_rope_places_queries_at_their_groups_last_token():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("change,field", [(dict(funnel_blocks=2), "funnel_blocks"),
-                                          (dict(funnel_blocks=4), "funnel_blocks"),
-                                          (dict(position="alibi"), "position"),
-                                          (dict(attention="sliding_window"), "attention"),
-                                          (dict(memory="tokens"), "memory"),
-                                          (dict(ffn="hash"), "ffn")])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (dict(funnel_blocks=2), "funnel_blocks"),
+        (dict(funnel_blocks=4), "funnel_blocks"),
+        (dict(position="alibi"), "position"),
+        (dict(attention="sliding_window"), "attention"),
+        (dict(memory="tokens"), "memory"),
+        (dict(ffn="hash"), "ffn"),
+    ],
+)
 def test_funnel_refusals_name_the_field(change, field):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**{**BASE, **change}).validate()

@@ -1,5 +1,6 @@
 """The funnel's pool-query block mask is built once per (queries, keys) and reused by every forward, and
 it is the block mask of the dense causal pool-query pattern."""
+
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
 """Gated residuals (GTrXL, Parisotto et al. 2020; catalogue section 8): near identity at init, pre-norm only."""
+
 from functools import partial
 
 import pytest

@@ -1,5 +1,6 @@
 """Macaron (Lu et al. 2019) against a hand-built reference with the same weights; Macaron and Sandwich both
 need an FFN."""
+
 from functools import partial
 
 import pytest

@@ -1,5 +1,6 @@
 """Reversible layers (RevNet, Gomez et al. 2017; Reformer, Kitaev et al. 2020; catalogue section 8):
 gradients equal those without recomputation, activation memory is flat in depth, post-norm is refused."""
+
 from functools import partial
 
 import pytest

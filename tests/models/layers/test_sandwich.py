@@ -1,4 +1,5 @@
 """Sandwich (Press et al. 2020) layer structure against a hand-built reference with the same weights."""
+
 from functools import partial
 
 import pytest
@@ -16,7 +17,7 @@ _tokens = partial(draw_tokens, n=20)
 def test_sandwich_order_is_the_papers_formula():
     # Press et al. 2020: s^k (sf)^(n-k) f^k; their best 16-layer model is k = 6
     assert sandwich_order(16, 6) == "a" * 6 + "af" * 10 + "f" * 6
-    assert sandwich_order(3, 0) == "afafaf"          # the standard interleaving
+    assert sandwich_order(3, 0) == "afafaf"  # the standard interleaving
     assert sandwich_order(3, 3) == "aaafff"
     for n in range(1, 7):
         for s in range(n + 1):

@@ -1,5 +1,6 @@
 """The Universal Transformer (Dehghani et al. 2019) with ACT halting (Graves 2016; catalogue section 8):
 shared weights, the timing signal before the shared block, the ponder cost."""
+
 from functools import partial
 
 import torch
@@ -22,6 +23,7 @@ def test_universal_shares_weights_across_steps():
 
 def test_universal_steps_apply_the_shared_block_after_the_timing_signal():
     from models.positions import sinusoidal_table
+
     model = _model(layer="universal", n_layers=3)
     t = _tokens()
     out = model(t)

@@ -1,6 +1,7 @@
 """kNN-LM (Khandelwal et al. 2020) and SPALM (Yogatama et al. 2021): the datastore memories
 against their formulas, driven the way the model drives a memory (head_input -> head ->
 final_logits, then update)."""
+
 import math
 
 import pytest
@@ -14,22 +15,35 @@ V, D = 11, 6
 
 
 def _cfg(memory, **kw):
-    return ModelConfig(**{"vocab_size": V, "d_model": D, "n_heads": 2, "n_layers": 1, "knn_k": 2,
-                          "knn_size": 8, "segment_len": 4, "knn_lambda": 0.3, **kw})
+    return ModelConfig(
+        **{
+            "vocab_size": V,
+            "d_model": D,
+            "n_heads": 2,
+            "n_layers": 1,
+            "knn_k": 2,
+            "knn_size": 8,
+            "segment_len": 4,
+            "knn_lambda": 0.3,
+            **kw,
+        }
+    )
 
 
 def _ctx(tokens, state, start=0):
     L = tokens.shape[1]
-    ctx = ForwardContext(tokens=tokens, position=None, state=state, k_start=start,
-                         positions=torch.arange(start, start + L))
+    ctx = ForwardContext(
+        tokens=tokens, position=None, state=state, k_start=start, positions=torch.arange(start, start + L)
+    )
     ctx.layers.append(LayerInfo(index=0))
     return ctx
 
 
 def _store(keys, nxt):
     S = keys.shape[1]
-    return StoreState(kind="knn_lm", batch_size=keys.shape[0], pos=S, store_keys=keys, store_next=nxt,
-                      store_pos=torch.arange(S))
+    return StoreState(
+        kind="knn_lm", batch_size=keys.shape[0], pos=S, store_keys=keys, store_next=nxt, store_pos=torch.arange(S)
+    )
 
 
 def test_nearest_is_the_brute_force_l2_neighbourhood():
@@ -127,6 +141,7 @@ def test_update_pairs_each_context_with_the_next_token_across_segments_fifo():
 def test_checks_name_their_fields():
     with pytest.raises(ConfigError, match="knn_lambda"):
         from models.memory.lmstore import check_store
+
         check_store(_cfg("knn_lm", knn_lambda=1.5))
     with pytest.raises(ConfigError, match="causal"):
         check_store(_cfg("knn_lm", causal=False))

@@ -3,14 +3,17 @@
 These run once ``knn_lm`` / ``spalm`` are registered, which needs the model to call the memory's
 ``head_input`` / ``final_logits`` around its head (until then the module is tested on its own in
 test_lmstore.py)."""
+
 import pytest
 import torch
 
 from models import ModelConfig, build_model, choices
 from models.memory.lmstore import StoreState
 
-pytestmark = pytest.mark.skipif("knn_lm" not in choices()["memory"],
-                                reason="knn_lm / spalm are registered once models/model.py calls the output hook")
+pytestmark = pytest.mark.skipif(
+    "knn_lm" not in choices()["memory"],
+    reason="knn_lm / spalm are registered once models/model.py calls the output hook",
+)
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=4, segment_len=8, knn_size=64, knn_k=1, causal=True)
 
@@ -36,10 +39,17 @@ def test_knn_lm_store_holding_the_exact_context_gives_lambda_plus_lm_share():
     model(t)
     ctx_h = hid["h"]  # (1, 8, d) final hidden states of this very input from an empty state
     # a store holding exactly position 3's context, paired with a chosen next token
-    state = StoreState(kind="knn_lm", batch_size=1, pos=0, store_keys=ctx_h[:, 3:4].detach(),
-                       store_next=torch.tensor([[42]]), store_pos=torch.tensor([0]),
-                       mem_pos=torch.zeros(0, dtype=torch.long), cmem_ids=torch.zeros(0, dtype=torch.long),
-                       cmem_first=torch.zeros(0, dtype=torch.long))
+    state = StoreState(
+        kind="knn_lm",
+        batch_size=1,
+        pos=0,
+        store_keys=ctx_h[:, 3:4].detach(),
+        store_next=torch.tensor([[42]]),
+        store_pos=torch.tensor([0]),
+        mem_pos=torch.zeros(0, dtype=torch.long),
+        cmem_ids=torch.zeros(0, dtype=torch.long),
+        cmem_first=torch.zeros(0, dtype=torch.long),
+    )
     out = model(t, state=state)
     p = out.logits.exp()
     p_lm = torch.softmax(out_plain.logits, -1)

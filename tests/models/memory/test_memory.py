@@ -7,8 +7,20 @@ from models import ConfigError, ModelConfig, build_model
 from models.memory import MemoryState
 from models.memory.knn import gather_values, knn_retrieve
 
-BASE = dict(n_layers=2, d_model=32, n_heads=4, max_len=128, segment_len=16, mem_len=16, cmem_len=8,
-            n_memory=2, knn_size=24, knn_k=4, compression_rate=2, window=8)
+BASE = dict(
+    n_layers=2,
+    d_model=32,
+    n_heads=4,
+    max_len=128,
+    segment_len=16,
+    mem_len=16,
+    cmem_len=8,
+    n_memory=2,
+    knn_size=24,
+    knn_k=4,
+    compression_rate=2,
+    window=8,
+)
 KINDS = ["xl", "compressive", "knn", "tokens"]
 
 

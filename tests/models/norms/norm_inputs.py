@@ -1,5 +1,6 @@
 """What the norm and placement tests share: the width, seeded inputs off zero mean and unit scale, and a
 norm whose parameters are moved off their init."""
+
 import torch
 
 D = 8

@@ -1,4 +1,5 @@
 """Residual norm placements (post, pre, sandwich, rezero, none) against the formulas of catalogue section 5."""
+
 import pytest
 import torch
 from norm_inputs import D, draw, perturbed

@@ -1,4 +1,5 @@
 """PowerNorm (Shen et al. 2020) against its formulas."""
+
 import pytest
 import torch
 
@@ -24,7 +25,7 @@ def test_powernorm_training_uses_the_batch_quadratic_mean_without_centring():
     norm = _powernorm()
     x = torch.randn(3, 5, D, generator=torch.Generator().manual_seed(0)) * 2 + 1  # non-zero mean
     y = norm(x)
-    psi2 = (x ** 2).sum(dim=(0, 1)) / (3 * 5)  # per feature, over batch and positions
+    psi2 = (x**2).sum(dim=(0, 1)) / (3 * 5)  # per feature, over batch and positions
     want = x / torch.sqrt(psi2 + 1e-5) * norm.weight + norm.bias
     torch.testing.assert_close(y, want)
 
@@ -37,7 +38,7 @@ def test_powernorm_running_statistics_follow_the_momentum_and_are_used_in_eval()
     running = torch.ones(D)
     for x in batches:
         norm(x)
-        running = alpha * running + (1 - alpha) * (x ** 2).mean(dim=(0, 1))
+        running = alpha * running + (1 - alpha) * (x**2).mean(dim=(0, 1))
     torch.testing.assert_close(norm.running_psi2, running)
     norm.eval()
     x = torch.randn(1, 3, D, generator=g)

@@ -1,5 +1,6 @@
 """Token norms (layernorm, rmsnorm, scalenorm, adanorm) against the formulas of catalogue section 5, and
 every norm key's shape, dtype and gradient."""
+
 import math
 
 import pytest
@@ -39,7 +40,7 @@ def test_layernorm_matches_torch():
 def test_rmsnorm_formula():
     norm = perturbed(NORM["rmsnorm"].build(D, None))
     x = draw(4, 5)
-    rms = torch.sqrt((x ** 2).mean(-1, keepdim=True) + 1e-5)
+    rms = torch.sqrt((x**2).mean(-1, keepdim=True) + 1e-5)
     torch.testing.assert_close(norm(x), x / rms * norm.weight)
     assert [p.shape for p in norm.parameters()] == [(D,)]
 
@@ -87,5 +88,5 @@ def test_float64_input_is_normalised_in_float64(key):
         mu = x.mean(-1, keepdim=True)
         want = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + EPS) * norm.weight + norm.bias
     else:
-        want = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + EPS) * norm.weight
+        want = x / torch.sqrt((x**2).mean(-1, keepdim=True) + EPS) * norm.weight
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12)

@@ -1,4 +1,5 @@
 """FLOATER (Liu et al. 2020): the RK4 trajectory against closed forms and an independent ODE solver."""
+
 import math
 
 import numpy as np
@@ -11,8 +12,9 @@ from models.positions import POSITION
 
 
 def _floater(**kw):
-    cfg = ModelConfig(**{"d_model": 6, "n_heads": 2, "n_layers": 1, "position": "floater",
-                         "floater_hidden": 5, **kw}).validate()
+    cfg = ModelConfig(
+        **{"d_model": 6, "n_heads": 2, "n_layers": 1, "position": "floater", "floater_hidden": 5, **kw}
+    ).validate()
     return cfg, POSITION["floater"].build(cfg).double()
 
 
@@ -55,8 +57,9 @@ def test_trajectory_matches_an_adaptive_scipy_solver_on_the_learned_field():
             return mod.field(t, torch.from_numpy(p)).numpy()
 
     times = np.arange(n) * 0.05
-    ref = solve_ivp(rhs, (0.0, times[-1]), mod.p0.detach().numpy(), t_eval=times, method="DOP853",
-                    rtol=1e-11, atol=1e-12).y.T
+    ref = solve_ivp(
+        rhs, (0.0, times[-1]), mod.p0.detach().numpy(), t_eval=times, method="DOP853", rtol=1e-11, atol=1e-12
+    ).y.T
     # RK4 stays within ~1e-6 of the reference here; a second-order method (midpoint) is off by ~1e-3
     assert np.abs(traj - ref).max() < 2e-5 * max(1.0, np.abs(ref).max())
 

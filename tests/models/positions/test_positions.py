@@ -1,4 +1,5 @@
 """Position encodings against the catalogue's formulas (section 4) and naive per-(i, j) loops."""
+
 import math
 
 import pytest
@@ -9,8 +10,7 @@ from models.config import ConfigError, ModelConfig
 from models.positions import POSITION, alibi_slopes, apply_rope, sinusoidal_table, t5_relative_bucket
 
 KEYS = list(POSITION)
-TINY = dict(d_model=16, n_heads=2, n_layers=2, max_len=32, max_relative=2, t5_num_buckets=8,
-            t5_max_distance=16)
+TINY = dict(d_model=16, n_heads=2, n_layers=2, max_len=32, max_relative=2, t5_num_buckets=8, t5_max_distance=16)
 
 
 def tiny_cfg(position, **kw):
@@ -158,17 +158,25 @@ def test_rope_modify_positions_from_k_start():
 
 # ---------------------------------------------------------------------------- alibi
 HAND_SLOPES = {  # BLOOM / reference values worked by hand as powers of two
-    1: [-8], 2: [-4, -8], 3: [-4, -8, -2], 4: [-2, -4, -6, -8], 5: [-2, -4, -6, -8, -1],
-    6: [-2, -4, -6, -8, -1, -3], 7: [-2, -4, -6, -8, -1, -3, -5], 8: [-1, -2, -3, -4, -5, -6, -7, -8],
+    1: [-8],
+    2: [-4, -8],
+    3: [-4, -8, -2],
+    4: [-2, -4, -6, -8],
+    5: [-2, -4, -6, -8, -1],
+    6: [-2, -4, -6, -8, -1, -3],
+    7: [-2, -4, -6, -8, -1, -3, -5],
+    8: [-1, -2, -3, -4, -5, -6, -7, -8],
     12: [-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5],
 }
 
 
 def _reference_slopes(n):
     """The ALiBi repository's recursive formulation (geometric sequence start * ratio^i)."""
+
     def pow2(n):
-        start = 2 ** (-2 ** -(math.log2(n) - 3))
-        return [start * start ** i for i in range(n)]
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
     if math.log2(n).is_integer():
         return pow2(n)
     closest = 2 ** math.floor(math.log2(n))
@@ -177,7 +185,7 @@ def _reference_slopes(n):
 
 @pytest.mark.parametrize("n", sorted(HAND_SLOPES))
 def test_alibi_hand_values(n):
-    want = torch.tensor([2.0 ** e for e in HAND_SLOPES[n]])
+    want = torch.tensor([2.0**e for e in HAND_SLOPES[n]])
     torch.testing.assert_close(alibi_slopes(n), want)
 
 
@@ -207,15 +215,36 @@ def _hf_bucket(relative_position, bidirectional=True, num_buckets=32, max_distan
         relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
     max_exact = num_buckets // 2
     is_small = relative_position < max_exact
-    if_large = max_exact + (torch.log(relative_position.float() / max_exact)
-                            / math.log(max_distance / max_exact) * (num_buckets - max_exact)).to(torch.long)
+    if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).to(torch.long)
     if_large = torch.min(if_large, torch.full_like(if_large, num_buckets - 1))
     return relative_buckets + torch.where(is_small, relative_position, if_large)
 
 
 # relative_position = j - i: negative = key before the query
-T5_BIDIR = {0: 0, -1: 1, -7: 7, -8: 8, -11: 8, -12: 9, -16: 10, -32: 12, -64: 14, -127: 15, -128: 15,
-            -1000: 15, 1: 17, 7: 23, 8: 24, 12: 25, 128: 31, 5000: 31}
+T5_BIDIR = {
+    0: 0,
+    -1: 1,
+    -7: 7,
+    -8: 8,
+    -11: 8,
+    -12: 9,
+    -16: 10,
+    -32: 12,
+    -64: 14,
+    -127: 15,
+    -128: 15,
+    -1000: 15,
+    1: 17,
+    7: 23,
+    8: 24,
+    12: 25,
+    128: 31,
+    5000: 31,
+}
 T5_CAUSAL = {0: 0, 1: 0, 50: 0, -1: 1, -15: 15, -16: 16, -20: 17, -32: 21, -64: 26, -128: 31, -9999: 31}
 
 
@@ -245,8 +274,7 @@ def _naive(q, k, v, causal, score, value_add=None):
     for n in range(H):
         for i in range(LQ):
             ia = i + LK - LQ
-            s = [score(n, ia, j, q[0, n, i], k[0, n, j]) if not (causal and j > ia) else -math.inf
-                 for j in range(LK)]
+            s = [score(n, ia, j, q[0, n, i], k[0, n, j]) if not (causal and j > ia) else -math.inf for j in range(LK)]
             p = torch.softmax(torch.tensor(s, dtype=torch.float64), 0)
             for j in range(LK):
                 vj = v[0, n, j] + (value_add(ia, j) if value_add is not None else 0)
@@ -268,8 +296,14 @@ def test_shaw_matches_paper(causal):
     clip = lambda ia, j: max(-2, min(2, j - ia)) + 2  # noqa: E731
     q2, k2, mods = mod.modify(q, k, 1)
     got, _ = attention_ref(q2, k2, v, causal=causal, **mods)
-    want = _naive(q, k, v, causal, lambda n, ia, j, qi, kj: sc * (qi @ (kj + ak[clip(ia, j)])).item(),
-                  lambda ia, j: av[clip(ia, j)])
+    want = _naive(
+        q,
+        k,
+        v,
+        causal,
+        lambda n, ia, j, qi, kj: sc * (qi @ (kj + ak[clip(ia, j)])).item(),
+        lambda ia, j: av[clip(ia, j)],
+    )
     torch.testing.assert_close(got.double().detach(), want, atol=1e-5, rtol=1e-5)
     assert not torch.equal(mod.rel_k[0], mod.rel_k[1])  # one table per layer
 
@@ -292,7 +326,7 @@ def test_t5_matches_paper(causal):
 def test_alibi_matches_paper(causal):
     cfg, mod = build("alibi", causal=causal)
     q, k, v = _qkv(cfg.d_head)
-    sc, m = 1 / math.sqrt(cfg.d_head), [2 ** -4, 2 ** -8]
+    sc, m = 1 / math.sqrt(cfg.d_head), [2**-4, 2**-8]
     q2, k2, mods = mod.modify(q, k, 0)
     got, _ = attention_ref(q2, k2, v, causal=causal, **mods)
     want = _naive(q, k, v, causal, lambda n, ia, j, qi, kj: sc * (qi @ kj).item() - m[n] * abs(ia - j))
@@ -322,8 +356,14 @@ def test_xl_matches_paper(causal, scale):
 
     def r(dist):  # sinusoid of width d_model at signed distance i - j
         d = cfg.d_model
-        return torch.tensor([math.sin(dist / 10000 ** ((c - c % 2) / d)) if c % 2 == 0
-                             else math.cos(dist / 10000 ** ((c - c % 2) / d)) for c in range(d)])
+        return torch.tensor(
+            [
+                math.sin(dist / 10000 ** ((c - c % 2) / d))
+                if c % 2 == 0
+                else math.cos(dist / 10000 ** ((c - c % 2) / d))
+                for c in range(d)
+            ]
+        )
 
     def score(n, ia, j, qi, kj):
         wr = (w_r @ r(ia - j)).view(H, cfg.d_head)[n]
@@ -338,36 +378,43 @@ def test_xl_matches_paper(causal, scale):
 def test_rope_accepts_per_sequence_positions_and_python_ints():
     """HF-style position_ids [B, L] rotate each sequence by its own positions."""
     from models.positions import apply_rope, t5_relative_bucket
+
     x = torch.randn(2, 3, 6, 8)
     pos = torch.stack([torch.arange(6), torch.arange(6) + 4])
     out = apply_rope(x, pos)
     for b in range(2):
-        torch.testing.assert_close(out[b], apply_rope(x[b:b + 1], pos[b])[0])
+        torch.testing.assert_close(out[b], apply_rope(x[b : b + 1], pos[b])[0])
     assert int(t5_relative_bucket(-5)) == int(t5_relative_bucket(torch.tensor(-5)))
 
 
 # ---------------------------------------------------------------------------- degenerate T5 / float64
-@pytest.mark.parametrize("changes,field", [
-    ({"t5_num_buckets": 2, "causal": False}, "t5_num_buckets"),
-    ({"t5_num_buckets": 3, "causal": False}, "t5_num_buckets"),
-    ({"t5_num_buckets": 32, "t5_max_distance": 8, "causal": False}, "t5_max_distance"),  # max_exact = 8
-    ({"t5_num_buckets": 32, "t5_max_distance": 4, "causal": False}, "t5_max_distance"),
-    ({"t5_num_buckets": 32, "t5_max_distance": 16, "causal": True}, "t5_max_distance"),  # max_exact = 16
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"t5_num_buckets": 2, "causal": False}, "t5_num_buckets"),
+        ({"t5_num_buckets": 3, "causal": False}, "t5_num_buckets"),
+        ({"t5_num_buckets": 32, "t5_max_distance": 8, "causal": False}, "t5_max_distance"),  # max_exact = 8
+        ({"t5_num_buckets": 32, "t5_max_distance": 4, "causal": False}, "t5_max_distance"),
+        ({"t5_num_buckets": 32, "t5_max_distance": 16, "causal": True}, "t5_max_distance"),  # max_exact = 16
+    ],
+)
 def test_degenerate_t5_buckets_are_config_errors(changes, field):
     with pytest.raises(ConfigError) as e:
         ModelConfig(position="t5", **changes).validate()
     assert e.value.field == field
     with pytest.raises(ValueError):
-        t5_relative_bucket(torch.arange(-40, 41), not changes["causal"], changes["t5_num_buckets"],
-                           changes.get("t5_max_distance", 128))
+        t5_relative_bucket(
+            torch.arange(-40, 41), not changes["causal"], changes["t5_num_buckets"], changes.get("t5_max_distance", 128)
+        )
 
 
 @pytest.mark.parametrize("causal,nb,md", [(False, 4, 2), (True, 2, 2), (True, 32, 17), (False, 32, 9)])
 def test_smallest_valid_t5_settings_give_in_range_monotone_buckets(causal, nb, md):
-    cfg = ModelConfig(position="t5", causal=causal, t5_num_buckets=nb, t5_max_distance=md, n_layers=1,
-                      d_model=16, n_heads=2).validate()
+    cfg = ModelConfig(
+        position="t5", causal=causal, t5_num_buckets=nb, t5_max_distance=md, n_layers=1, d_model=16, n_heads=2
+    ).validate()
     from models import build_model
+
     build_model(cfg)(torch.zeros(1, 40, dtype=torch.long))
     got = t5_relative_bucket(torch.arange(-60, 1), not causal, nb, md)  # j - i <= 0: looking back
     assert got.min() >= 0 and got.max() < nb
@@ -394,7 +441,14 @@ def test_float64_positions_are_computed_in_float64():
     enc = POSITION["sinusoidal"].build(cfg)
     p = torch.arange(L) * 31
     got = enc.embed(torch.zeros(1, L, d, dtype=torch.float64), p)[0]
-    want = torch.tensor([[math.sin(i / 10000 ** (2 * (c // 2) / d)) if c % 2 == 0 else
-                          math.cos(i / 10000 ** (2 * (c // 2) / d)) for c in range(d)] for i in p.tolist()],
-                        dtype=torch.float64)
+    want = torch.tensor(
+        [
+            [
+                math.sin(i / 10000 ** (2 * (c // 2) / d)) if c % 2 == 0 else math.cos(i / 10000 ** (2 * (c // 2) / d))
+                for c in range(d)
+            ]
+            for i in p.tolist()
+        ],
+        dtype=torch.float64,
+    )
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12)

@@ -1,5 +1,6 @@
 """DeBERTa (He et al. 2021) and TUPE (Ke et al. 2021): the scores their modifiers imply, against the
 papers' formulas written per pair in plain Python / PyTorch."""
+
 import math
 
 import pytest
@@ -73,8 +74,9 @@ def test_deberta_scores_are_the_three_disentangled_terms(n_kv, prefix):
                 for j in range(lk):
                     dc = min(max(_bucket(ia - j, 4, 9) + S, 0), 2 * S - 1)
                     dp = min(max(-_bucket(ia - j, 4, 9) + S, 0), 2 * S - 1)
-                    want[b, n, i, j] = (q[b, n, i] @ k[b, kv, j] + q[b, n, i] @ kr[dc, n]
-                                        + k[b, kv, j] @ qr[dp, n]) / math.sqrt(3 * dh)
+                    want[b, n, i, j] = (
+                        q[b, n, i] @ k[b, kv, j] + q[b, n, i] @ kr[dc, n] + k[b, kv, j] @ qr[dp, n]
+                    ) / math.sqrt(3 * dh)
     torch.testing.assert_close(got, want)
 
 
@@ -102,17 +104,19 @@ def test_tupe_scores_are_the_untied_word_and_position_correlations(relative, cau
             pi = k_start + lk - lq + i  # absolute position of query i
             for j in range(lk):
                 pj = k_start + j
-                pos = uq[pi, n * dh:(n + 1) * dh] @ uk[pj, n * dh:(n + 1) * dh]
+                pos = uq[pi, n * dh : (n + 1) * dh] @ uk[pj, n * dh : (n + 1) * dh]
                 bias = 0.0
                 if relative:
                     bias = mod.bias[t5_relative_bucket(torch.tensor(pj - pi), not causal, 8, 16), n]
-                want[:, n, i, j] = (q[:, n, i] @ k[:, n, j].T).diagonal() / math.sqrt(2 * dh) \
-                    + pos / math.sqrt(2 * dh) + bias
+                want[:, n, i, j] = (
+                    (q[:, n, i] @ k[:, n, j].T).diagonal() / math.sqrt(2 * dh) + pos / math.sqrt(2 * dh) + bias
+                )
     torch.testing.assert_close(got, want)
 
 
 def test_tupe_positions_past_its_table_are_a_config_error():
     from models import ConfigError
+
     mod = TUPE(_cfg(max_len=8), t5_relative_bucket)
     q = torch.randn(1, 3, 4, 4)
     with pytest.raises(ConfigError, match="max_len"):

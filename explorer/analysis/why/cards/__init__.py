@@ -8,10 +8,29 @@ checkpoint's folder) and reads it back only while it matches the weights (``load
 default) and, with ``--write``, stores them; ``table.py`` formats that table (``cards_table_md``) and
 ``explorer.figures.cards`` draws the cards side by side.
 """
+
 from explorer.analysis.why.cards.compute import FAIL_ACCURACY, VERSION, compute_card
-from explorer.analysis.why.cards.stored import card_path, content_digest, fresh_card, load_card, load_cards, shipped
-from explorer.analysis.why.cards.stored import write_card
+from explorer.analysis.why.cards.stored import (
+    card_path,
+    content_digest,
+    fresh_card,
+    load_card,
+    load_cards,
+    shipped,
+    write_card,
+)
 from explorer.analysis.why.cards.table import cards_table_md
 
-__all__ = ["compute_card", "fresh_card", "write_card", "load_card", "load_cards", "shipped", "card_path",
-           "content_digest", "cards_table_md", "VERSION", "FAIL_ACCURACY"]
+__all__ = [
+    "compute_card",
+    "fresh_card",
+    "write_card",
+    "load_card",
+    "load_cards",
+    "shipped",
+    "card_path",
+    "content_digest",
+    "cards_table_md",
+    "VERSION",
+    "FAIL_ACCURACY",
+]

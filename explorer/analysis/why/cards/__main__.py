@@ -1,6 +1,7 @@
 """``python -m explorer.analysis.why.cards [NAME ...] [--write] [--json]``: the circuit cards of the shipped models
 (every bundle and every checkpoint under assets/checkpoints by default), printed as a Markdown table (or
 JSON) and, with ``--write``, stored beside each model where ``load_cards`` reads them."""
+
 from __future__ import annotations
 
 import argparse

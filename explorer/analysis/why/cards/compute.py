@@ -21,6 +21,7 @@ mean ablation, the decoder's logit lens, the source length at which reversal fai
 it). A model the intervention record does not cover (another layer structure, a memory), an encoder-decoder
 of another task, or a model whose next-token loss means nothing gets a card that says why it was skipped.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,29 +30,61 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from explorer.analysis.surgery.loss import HELDOUT_BYTES, heldout_text
+from explorer.analysis.surgery.origin import Origin
 from explorer.analysis.why.cards.seq2seq import seq2seq_card
 from explorer.analysis.why.grounded import MIN_EFFECT, grounded_labels
 from explorer.analysis.why.lens import cached_run, streams
-from explorer.analysis.why.probes import (COPY_LEN, LABEL_DISTANCES, NATURAL_WINDOWS, PERIODIC, REPEAT_BATCH,
-                                      REPEAT_LENGTH, SEED, CURVE, CURVE_BATCH, Probes, curve_distances, distance_probe, make_probes)
-from explorer.analysis.surgery.loss import HELDOUT_BYTES, heldout_text
-from explorer.analysis.surgery.origin import Origin
+from explorer.analysis.why.probes import (
+    COPY_LEN,
+    CURVE,
+    CURVE_BATCH,
+    LABEL_DISTANCES,
+    NATURAL_WINDOWS,
+    PERIODIC,
+    REPEAT_BATCH,
+    REPEAT_LENGTH,
+    SEED,
+    Probes,
+    curve_distances,
+    distance_probe,
+    make_probes,
+)
 from models import ConfigError
 from models.interventions import check_model
 
 FORMAT = "transformer-family-explorer/circuit-card"
-VERSION = 1               # raised when what a card measures changes: older stored cards are then stale
-FAIL_ACCURACY = 0.5       # copying has failed once fewer than half of the second copy's tokens are predicted
-ARCH_FIELDS = ("architecture", "attention", "window", "position", "norm_placement", "norm", "ffn", "n_layers",
-               "n_heads", "n_kv_heads", "d_model")
+VERSION = 1  # raised when what a card measures changes: older stored cards are then stale
+FAIL_ACCURACY = 0.5  # copying has failed once fewer than half of the second copy's tokens are predicted
+ARCH_FIELDS = (
+    "architecture",
+    "attention",
+    "window",
+    "position",
+    "norm_placement",
+    "norm",
+    "ffn",
+    "n_layers",
+    "n_heads",
+    "n_kv_heads",
+    "d_model",
+)
 
 
 def probe_spec() -> dict:
     """What the probes are (a card computed on other probes is stale)."""
-    return {"seed": SEED, "copy_len": COPY_LEN, "label_distances": list(LABEL_DISTANCES),
-            "repeat_length": REPEAT_LENGTH, "repeat_batch": REPEAT_BATCH, "natural_windows": NATURAL_WINDOWS,
-            "natural": f"the first {HELDOUT_BYTES} bytes of the held-out split", "periodic": PERIODIC.decode(),
-            "curve": list(CURVE), "curve_batch": CURVE_BATCH}
+    return {
+        "seed": SEED,
+        "copy_len": COPY_LEN,
+        "label_distances": list(LABEL_DISTANCES),
+        "repeat_length": REPEAT_LENGTH,
+        "repeat_batch": REPEAT_BATCH,
+        "natural_windows": NATURAL_WINDOWS,
+        "natural": f"the first {HELDOUT_BYTES} bytes of the held-out split",
+        "periodic": PERIODIC.decode(),
+        "curve": list(CURVE),
+        "curve_batch": CURVE_BATCH,
+    }
 
 
 def architecture(cfg) -> dict:
@@ -98,16 +131,33 @@ def copy_curve(model, probes: Probes) -> dict:
         hit = (logits[:, :-1].argmax(-1) == ids[:, 1:]).float()
         second.append(round(float(_copy_rows(loss, [d] * len(ids)).mean()), 4))
         acc.append(round(float(_copy_rows(hit, [d] * len(ids)).mean()), 4))
-        first.append(round(float(loss[:, :COPY_LEN - 1].mean()), 4))
+        first.append(round(float(loss[:, : COPY_LEN - 1].mean()), 4))
     fails = next((d for d, a in zip(ds, acc) if a < FAIL_ACCURACY), None)
-    return {"distances": ds, "second_copy": second, "accuracy": acc, "first_copy": first, "fails_at": fails,
-            "fail_accuracy": FAIL_ACCURACY, "copy_len": COPY_LEN, "sequences": CURVE_BATCH}
+    return {
+        "distances": ds,
+        "second_copy": second,
+        "accuracy": acc,
+        "first_copy": first,
+        "fails_at": fails,
+        "fail_accuracy": FAIL_ACCURACY,
+        "copy_len": COPY_LEN,
+        "sequences": CURVE_BATCH,
+    }
 
 
 def header(origin: Origin, weights_sha256: str) -> dict:
-    return {"format": FORMAT, "version": VERSION, "model": origin.name, "kind": origin.kind, "label": origin.label,
-            "weights_sha256": weights_sha256, "probes": probe_spec(), "unit": origin.unit,
-            "trained_length": origin.trained_length, "architecture": architecture(origin.config)}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": origin.name,
+        "kind": origin.kind,
+        "label": origin.label,
+        "weights_sha256": weights_sha256,
+        "probes": probe_spec(),
+        "unit": origin.unit,
+        "trained_length": origin.trained_length,
+        "architecture": architecture(origin.config),
+    }
 
 
 def skip_reason(origin: Origin) -> str | None:
@@ -118,8 +168,11 @@ def skip_reason(origin: Origin) -> str | None:
         return f"no per-head intervention points: {e}"
     if origin.config.architecture == "encoder_decoder":
         task = trained_task(origin)
-        return None if task == "reverse" else (f"an encoder-decoder trained on {task or 'an unknown task'}: its "
-                                               "card's probes are reversals")
+        return (
+            None
+            if task == "reverse"
+            else (f"an encoder-decoder trained on {task or 'an unknown task'}: its card's probes are reversals")
+        )
     if not origin.lm or origin.config.architecture != "decoder_only":
         return "not a causal language model: its next-token loss means nothing"
     return None
@@ -130,6 +183,7 @@ def trained_task(origin: Origin) -> str | None:
     if origin.kind != "bundle":
         return None
     from explorer.analysis.weights import bundled
+
     return bundled.load(origin.name).manifest.get("task")
 
 
@@ -149,12 +203,22 @@ def compute_card(origin: Origin, weights_sha256: str, log=None) -> dict:
     probes = make_probes(origin.encode, heldout_text(), origin.trained_length)
     grounded = grounded_labels(model, probes).to_json()
     copy = np.array([[h["effects"]["copy"] for h in row] for row in grounded["heads"]])
-    circuit = [{"head": [int(l), int(h)], "label": grounded["heads"][l][h]["label"], "effect": round(float(copy[l, h]), 4)}
-               for l, h in zip(*np.nonzero(copy >= MIN_EFFECT))]
+    circuit = [
+        {"head": [int(l), int(h)], "label": grounded["heads"][l][h]["label"], "effect": round(float(copy[l, h]), 4)}
+        for l, h in zip(*np.nonzero(copy >= MIN_EFFECT))
+    ]
     circuit.sort(key=lambda c: -c["effect"])
-    card.update(skipped=None, heads=grounded["heads"], groups=grounded["groups"], baseline=grounded["baseline"],
-                circuit=circuit, lens=lens_losses(model, probes), copy_curve=copy_curve(model, probes),
-                min_effect=MIN_EFFECT, thresholds=grounded["thresholds"])
+    card.update(
+        skipped=None,
+        heads=grounded["heads"],
+        groups=grounded["groups"],
+        baseline=grounded["baseline"],
+        circuit=circuit,
+        lens=lens_losses(model, probes),
+        copy_curve=copy_curve(model, probes),
+        min_effect=MIN_EFFECT,
+        thresholds=grounded["thresholds"],
+    )
     if log:
         log(f"{origin.label}: {time.perf_counter() - t0:.1f} s")
     return card

@@ -19,6 +19,7 @@ length, seed ``SEED``; teacher forcing, the decoder reads START + the reversal):
   longer than the trained one), and ``fails_at``: the first length past the trained one where fewer than
   ``FAIL_ACCURACY`` of the answer's symbols are predicted (None: none of those measured).
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,15 +31,22 @@ from explorer.analysis.why.seq2seq_ids import TRAINED_SOURCE, reversal_probes
 
 PROBE_STRINGS = 64
 SEED = 0
-MIRROR_SCORE = 0.5   # mean attention on the mirrored source position that labels a cross head "mirror"
+MIRROR_SCORE = 0.5  # mean attention on the mirrored source position that labels a cross head "mirror"
 FAIL_ACCURACY = 0.5
 LENGTHS = (4, 8, 12, 16, 23, 32, 40, 48, 64, 96)
 CURVE_STRINGS = 32
 
 
 def probe_spec() -> dict:
-    return {"task": "reverse", "seed": SEED, "strings": PROBE_STRINGS, "source_length": TRAINED_SOURCE,
-            "lengths": list(LENGTHS), "curve_strings": CURVE_STRINGS, "mirror_score": MIRROR_SCORE}
+    return {
+        "task": "reverse",
+        "seed": SEED,
+        "strings": PROBE_STRINGS,
+        "source_length": TRAINED_SOURCE,
+        "lengths": list(LENGTHS),
+        "curve_strings": CURVE_STRINGS,
+        "mirror_score": MIRROR_SCORE,
+    }
 
 
 def mirror_scores(model, probes) -> torch.Tensor:
@@ -72,8 +80,15 @@ def length_curve(model) -> dict:
         acc.append(round(float((logits.argmax(-1) == q.target[:, 1:]).float().mean()), 4))
         loss.append(round(next_token_loss(model, q), 4))
     fails = next((n for n, a in zip(LENGTHS, acc) if n > TRAINED_SOURCE and a < FAIL_ACCURACY), None)
-    return {"lengths": list(LENGTHS), "loss": loss, "accuracy": acc, "fails_at": fails,
-            "fail_accuracy": FAIL_ACCURACY, "trained_length": TRAINED_SOURCE, "strings": CURVE_STRINGS}
+    return {
+        "lengths": list(LENGTHS),
+        "loss": loss,
+        "accuracy": acc,
+        "fails_at": fails,
+        "fail_accuracy": FAIL_ACCURACY,
+        "trained_length": TRAINED_SOURCE,
+        "strings": CURVE_STRINGS,
+    }
 
 
 def seq2seq_card(model) -> dict:
@@ -81,18 +96,31 @@ def seq2seq_card(model) -> dict:
     cfg = model.cfg
     probes = reversal_probes(PROBE_STRINGS, TRAINED_SOURCE, seed=SEED)
     means = head_means(model, reversal_probes(PROBE_STRINGS, TRAINED_SOURCE, seed=SEED + 1))
-    depth = {"self": len(model.decoder.blocks), "cross": len(model.decoder.blocks),
-             "encoder": len(model.encoder.blocks)}
+    depth = {
+        "self": len(model.decoder.blocks),
+        "cross": len(model.decoder.blocks),
+        "encoder": len(model.encoder.blocks),
+    }
     effect = {}
     for key in head_keys(cfg, depth):
         a = ablate(model, probes, [key], "mean", means=means, heldout=probes)
         effect[key] = round(a.loss_ablated - a.loss, 4)
     scores = mirror_scores(model, probes)
-    cross = [[{"layer": l, "head": h, "kind": "cross", "score": round(float(scores[l, h]), 4),
-               "effect": effect["cross", l, h],
-               "label": "mirror" if scores[l, h] >= MIRROR_SCORE else "mixed",
-               "confirmed": effect["cross", l, h] >= MIN_EFFECT} for h in range(cfg.n_heads)]
-             for l in range(depth["cross"])]
+    cross = [
+        [
+            {
+                "layer": l,
+                "head": h,
+                "kind": "cross",
+                "score": round(float(scores[l, h]), 4),
+                "effect": effect["cross", l, h],
+                "label": "mirror" if scores[l, h] >= MIRROR_SCORE else "mixed",
+                "confirmed": effect["cross", l, h] >= MIN_EFFECT,
+            }
+            for h in range(cfg.n_heads)
+        ]
+        for l in range(depth["cross"])
+    ]
     mirror = [("cross", h["layer"], h["head"]) for row in cross for h in row if h["label"] == "mirror"]
     groups = {}
     if mirror:
@@ -106,8 +134,18 @@ def seq2seq_card(model) -> dict:
                 h["confirmed"] = h["confirmed_by"] is not None
     circuit = [{"head": list(k), "label": k[0], "effect": v} for k, v in effect.items() if v >= MIN_EFFECT]
     circuit.sort(key=lambda c: -c["effect"])
-    return {"task": "reverse", "seq2seq_probes": probe_spec(), "baseline": round(next_token_loss(model, probes), 4),
-            "heads": cross, "groups": groups, "circuit": circuit, "min_effect": MIN_EFFECT,
-            "ablation": {k: [[effect[k, l, h] for h in range(cfg.n_heads)] for l in range(depth[k])]
-                         for k in ("self", "cross", "encoder")},
-            "lens": lens_losses(model, probes), "length_curve": length_curve(model)}
+    return {
+        "task": "reverse",
+        "seq2seq_probes": probe_spec(),
+        "baseline": round(next_token_loss(model, probes), 4),
+        "heads": cross,
+        "groups": groups,
+        "circuit": circuit,
+        "min_effect": MIN_EFFECT,
+        "ablation": {
+            k: [[effect[k, l, h] for h in range(cfg.n_heads)] for l in range(depth[k])]
+            for k in ("self", "cross", "encoder")
+        },
+        "lens": lens_losses(model, probes),
+        "length_curve": length_curve(model),
+    }

@@ -7,20 +7,21 @@ the SHA-256 of its own content. ``load_card`` checks all of them: a card whose w
 probes or version changed, or whose numbers were edited by hand is recomputed (``recompute=True``) or
 refused with a ``ConfigError`` saying which check failed and the command that stores a fresh one.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
 
+from explorer.analysis.surgery.origin import Origin, bundle_origin, checkpoint_origin
 from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis.why.cards.compute import VERSION, compute_card, probe_spec
-from explorer.analysis.surgery.origin import Origin, bundle_origin, checkpoint_origin
 from models import ConfigError
 
 SUFFIX = ".card.json"
 CHECKPOINT_FILE = "card.json"
-MAX_STORED = 1 << 20      # bytes of a stored card read back at most
+MAX_STORED = 1 << 20  # bytes of a stored card read back at most
 UNTIMED = ("digest", "seconds")  # what a card's digest (and a comparison with a fresh card) leaves out
 
 
@@ -30,8 +31,9 @@ def origin_named(name: str) -> Origin:
         return bundle_origin(name)
     if name in checkpoints.offered():
         return checkpoint_origin(name)
-    raise ConfigError("model", str(name)[:40], f"a bundle {bundled.names()} or a checkpoint folder "
-                      f"{sorted(checkpoints.offered())}")
+    raise ConfigError(
+        "model", str(name)[:40], f"a bundle {bundled.names()} or a checkpoint folder {sorted(checkpoints.offered())}"
+    )
 
 
 def shipped() -> list:
@@ -66,6 +68,7 @@ def content_digest(card: dict) -> str:
 def fresh_card(origin: Origin, log=None) -> dict:
     """The card of ``origin`` computed now (with its digest and the seconds it took)."""
     import time
+
     t0 = time.perf_counter()
     card = compute_card(origin, sha256_file(weights_file(origin)), log)
     card["digest"] = content_digest(card)

@@ -5,17 +5,20 @@ encoder-decoder's reversal card (``task: "reverse"``, ``explorer.analysis.why.ca
 circuit: it is a row of its own table below the first (``seq2seq_table_md``). No torch: the page formats
 stored cards without loading a model.
 """
+
 from __future__ import annotations
 
 SHOWN_DISTANCES = (16, 32, 64, 112)  # the table's copy-curve columns (tokens)
 
 
 def architecture_text(arch: dict) -> str:
-    """"sliding_window (64), rope, pre-LN layernorm, gelu, 4 x 4 heads (2 K/V)"."""
+    """ "sliding_window (64), rope, pre-LN layernorm, gelu, 4 x 4 heads (2 K/V)"."""
     attn = arch["attention"] + (f" ({arch['window']})" if "window" in arch else "")
     kv = f" ({arch['n_kv_heads']} K/V)" if arch["n_kv_heads"] != arch["n_heads"] else ""
-    return (f"{attn}, {arch['position']}, {arch['norm_placement']}-LN {arch['norm']}, {arch['ffn']}, "
-            f"{arch['n_layers']} x {arch['n_heads']} heads{kv}")
+    return (
+        f"{attn}, {arch['position']}, {arch['norm_placement']}-LN {arch['norm']}, {arch['ffn']}, "
+        f"{arch['n_layers']} x {arch['n_heads']} heads{kv}"
+    )
 
 
 def heads_of(card: dict, label: str) -> list:
@@ -27,7 +30,7 @@ def head_name(h: dict) -> str:
 
 
 def role_text(card: dict, label: str) -> str:
-    """"1.0 1.1 1.2 1.3 (score 0.91-0.92; together +4.99 nats)" ("-" without such heads; "?": unconfirmed)."""
+    """ "1.0 1.1 1.2 1.3 (score 0.91-0.92; together +4.99 nats)" ("-" without such heads; "?": unconfirmed)."""
     heads = heads_of(card, label)
     if not heads:
         return "-"
@@ -59,33 +62,44 @@ def cards_table_md(cards: list) -> str:
     """One Markdown row per card (module docstring), with a note saying what each column measures."""
     if not cards:
         return ""
-    head = ("| model | architecture | induction heads | previous-token heads | copying circuit (second-copy loss "
-            "change when mean-ablated, nats) | logit-lens loss per layer, held-out text (emb, 0, 1, ...) | "
-            "second-copy loss (top-1 accuracy) at distance " + " / ".join(map(str, SHOWN_DISTANCES)) + " | induction fails at |")
+    head = (
+        "| model | architecture | induction heads | previous-token heads | copying circuit (second-copy loss "
+        "change when mean-ablated, nats) | logit-lens loss per layer, held-out text (emb, 0, 1, ...) | "
+        "second-copy loss (top-1 accuracy) at distance "
+        + " / ".join(map(str, SHOWN_DISTANCES))
+        + " | induction fails at |"
+    )
     lines = [head, "| --- | --- | --- | --- | --- | --- | --- | ---: |"]
     for c in cards:
         if is_seq2seq(c):
-            lines.append(f"| {c['model']} | {architecture_text(c['architecture'])} | a reversal circuit: see the "
-                         "encoder-decoder table below | | | | | |")
+            lines.append(
+                f"| {c['model']} | {architecture_text(c['architecture'])} | a reversal circuit: see the "
+                "encoder-decoder table below | | | | | |"
+            )
             continue
         if c.get("skipped"):
-            lines.append(f"| {c['model']} | {architecture_text(c['architecture'])} | skipped: {c['skipped']} "
-                         "| | | | | |")
+            lines.append(
+                f"| {c['model']} | {architecture_text(c['architecture'])} | skipped: {c['skipped']} | | | | | |"
+            )
             continue
         lens = " ".join(f"{v:.2f}" for v in c["lens"]["natural"])
-        lines.append(f"| {c['model']} | {architecture_text(c['architecture'])} | {role_text(c, 'induction')} | "
-                     f"{role_text(c, 'previous-token')} | {circuit_text(c)} | {lens} | {' / '.join(curve_cells(c))} "
-                     f"| {fails_text(c)} |")
+        lines.append(
+            f"| {c['model']} | {architecture_text(c['architecture'])} | {role_text(c, 'induction')} | "
+            f"{role_text(c, 'previous-token')} | {circuit_text(c)} | {lens} | {' / '.join(curve_cells(c))} "
+            f"| {fails_text(c)} |"
+        )
     done = next((c for c in cards if not c.get("skipped") and not is_seq2seq(c)), None)
     seq = [c for c in cards if is_seq2seq(c)]
     if done is not None:
-        lines.append(f"\nLosses in {done['unit']} on fixed probes: heads labelled on repeated random tokens "
-                     "(induction: prefix-matching score, layer >= 1) and held-out text (the rest), each confirmed "
-                     f"when mean-ablating it changes the loss its role predicts by at least {done['min_effect']} nats "
-                     "(\"?\": not confirmed); the copy curve is the second copy's loss of "
-                     f"{done['copy_curve']['copy_len']} random tokens repeated at each distance (after its first "
-                     f"token, {done['copy_curve']['sequences']} sequences); induction fails at the first distance "
-                     f"where fewer than {done['copy_curve']['fail_accuracy']:g} of those tokens are predicted (top-1).")
+        lines.append(
+            f"\nLosses in {done['unit']} on fixed probes: heads labelled on repeated random tokens "
+            "(induction: prefix-matching score, layer >= 1) and held-out text (the rest), each confirmed "
+            f"when mean-ablating it changes the loss its role predicts by at least {done['min_effect']} nats "
+            '("?": not confirmed); the copy curve is the second copy\'s loss of '
+            f"{done['copy_curve']['copy_len']} random tokens repeated at each distance (after its first "
+            f"token, {done['copy_curve']['sequences']} sequences); induction fails at the first distance "
+            f"where fewer than {done['copy_curve']['fail_accuracy']:g} of those tokens are predicted (top-1)."
+        )
     if seq:
         lines.append("\n" + seq2seq_table_md(seq))
     return "\n".join(lines)
@@ -97,9 +111,11 @@ def is_seq2seq(card: dict) -> bool:
 
 def seq2seq_table_md(cards: list) -> str:
     """The reversal cards: one row per encoder-decoder, with a note saying what each column measures."""
-    head = ("| model | architecture | mirror cross-attention heads (score; alone / together: loss change when "
-            "mean-ablated, nats) | other heads that matter (mean-ablated) | decoder logit-lens loss (emb, 0, 1, ...) "
-            "| reversal accuracy at source length | reversal fails at |")
+    head = (
+        "| model | architecture | mirror cross-attention heads (score; alone / together: loss change when "
+        "mean-ablated, nats) | other heads that matter (mean-ablated) | decoder logit-lens loss (emb, 0, 1, ...) "
+        "| reversal accuracy at source length | reversal fails at |"
+    )
     lines = [head, "| --- | --- | --- | --- | --- | --- | ---: |"]
     for c in cards:
         mirror = [h for row in c["heads"] for h in row if h["label"] == "mirror"]
@@ -107,26 +123,38 @@ def seq2seq_table_md(cards: list) -> str:
             lo, hi = min(h["score"] for h in mirror), max(h["score"] for h in mirror)
             alone = max(h["effect"] for h in mirror)
             g = c["groups"].get("mirror")
-            roles = (f"{' '.join(seq2seq_head_name(h) for h in mirror)} (score {lo:.2f}-{hi:.2f}; alone at most "
-                     f"{alone:+.2f}" + (f", together {g['effect']:+.2f}" if g else "") + ")")
+            roles = (
+                f"{' '.join(seq2seq_head_name(h) for h in mirror)} (score {lo:.2f}-{hi:.2f}; alone at most "
+                f"{alone:+.2f}" + (f", together {g['effect']:+.2f}" if g else "") + ")"
+            )
         else:
             roles = "-"
-        others = ", ".join(f"{k[0]} {k[1]}.{k[2]} {e['effect']:+.2f}" for e in c["circuit"][:5]
-                           for k in [e["head"]] if k[0] != "cross") or "-"
+        others = (
+            ", ".join(
+                f"{k[0]} {k[1]}.{k[2]} {e['effect']:+.2f}"
+                for e in c["circuit"][:5]
+                for k in [e["head"]]
+                if k[0] != "cross"
+            )
+            or "-"
+        )
         curve = c["length_curve"]
         acc = " / ".join(f"{n}: {a:.0%}" for n, a in zip(curve["lengths"], curve["accuracy"]))
         fails = f"{curve['fails_at']}" if curve["fails_at"] is not None else f"> {curve['lengths'][-1]}"
         lens = " ".join(f"{v:.2f}" for v in c["lens"]["reversal"])
-        lines.append(f"| {c['model']} | {architecture_text(c['architecture'])} | {roles} | {others} | {lens} | "
-                     f"{acc} | {fails} |")
+        lines.append(
+            f"| {c['model']} | {architecture_text(c['architecture'])} | {roles} | {others} | {lens} | {acc} | {fails} |"
+        )
     c = cards[0]
     spec, curve = c["seq2seq_probes"], c["length_curve"]
-    lines.append(f"\nEncoder-decoder cards read {spec['strings']} random strings of {spec['source_length']} symbols "
-                 "(the trained length) and their reversals, the decoder teacher-forced on the reversal: a cross-"
-                 "attention head's mirror score is its mean attention on source position Ls-1-t from target "
-                 f"position t (labelled at {spec['mirror_score']:g} or more); losses in {c['unit']}; reversal fails "
-                 f"at the first source length past {curve['trained_length']} where fewer than "
-                 f"{curve['fail_accuracy']:g} of the answer's symbols are predicted (top-1).")
+    lines.append(
+        f"\nEncoder-decoder cards read {spec['strings']} random strings of {spec['source_length']} symbols "
+        "(the trained length) and their reversals, the decoder teacher-forced on the reversal: a cross-"
+        "attention head's mirror score is its mean attention on source position Ls-1-t from target "
+        f"position t (labelled at {spec['mirror_score']:g} or more); losses in {c['unit']}; reversal fails "
+        f"at the first source length past {curve['trained_length']} where fewer than "
+        f"{curve['fail_accuracy']:g} of the answer's symbols are predicted (top-1)."
+    )
     return "\n".join(lines)
 
 

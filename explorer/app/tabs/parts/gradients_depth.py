@@ -6,6 +6,7 @@ model of the config as a point at its own depth) and draws it above the per-laye
 already computed (``explorer.figures.depth_scaling``). A pretrained checkpoint is drawn without it
 (its gradients are its loss on the visitor's text at its own depth): the caller does not ask.
 """
+
 from __future__ import annotations
 
 from explorer.analysis.gradients.depth_scaling import depth_scaling

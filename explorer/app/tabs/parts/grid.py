@@ -9,6 +9,7 @@
   zoom's layer / head pickers in the browser and scrolls the zoom on screen when it is not, and one
   request redraws the zoom (``parts.zoom``).
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -51,21 +52,27 @@ SHOW_ZOOM = """const box = document.querySelector('#zoom-plot') || document.quer
       box.scrollIntoView({block: 'start'}); }"""
 # The hidden button's client-side step: the clicked [layer, head] into the zoom pickers, and the zoom
 # brought on screen at once; once the zoom is redrawn (the page above it may have moved) again (SHOWN_JS).
-PICK_JS = """(layer, head) => {
+PICK_JS = (
+    """(layer, head) => {
   const p = window.__gridPick; window.__gridPick = null;
-  if (p) { window.__zoomShow = true; """ + SHOW_ZOOM + """ }
+  if (p) { window.__zoomShow = true; """
+    + SHOW_ZOOM
+    + """ }
   return p || [layer, head];
 }"""
+)
 SHOWN_JS = """() => { if (!window.__zoomShow) return; window.__zoomShow = false; """ + SHOW_ZOOM + """ }"""
 
 
 def build_pickers() -> SimpleNamespace:
     """The two pickers (under the grid) and the hidden button the click presses."""
     with gr.Row(elem_id="grid-pickers"):
-        layers = gr.Textbox(ALL, label="Layers shown", elem_id="grid-layers", max_lines=1, max_length=64,
-                            info=HINT, scale=1)
-        heads = gr.Textbox(ALL, label="Heads shown", elem_id="grid-heads", max_lines=1, max_length=64,
-                           info=HINT, scale=1)
+        layers = gr.Textbox(
+            ALL, label="Layers shown", elem_id="grid-layers", max_lines=1, max_length=64, info=HINT, scale=1
+        )
+        heads = gr.Textbox(
+            ALL, label="Heads shown", elem_id="grid-heads", max_lines=1, max_length=64, info=HINT, scale=1
+        )
     go = gr.Button("zoom", elem_id="grid-zoom-go", elem_classes="offscreen", size="sm")
     return SimpleNamespace(layers=layers, heads=heads, go=go)
 
@@ -74,15 +81,31 @@ def wire(demo, ui, zoom_in: tuple, zoom_rename: dict, redraw_grid) -> None:
     """The pickers redraw only the grid (``redraw_grid``: the Attention tab's handler); a click on a panel
     zooms into it. ``ui``: ``explorer.app.controls.events.Components``; ``zoom_in`` / ``zoom_rename``: the
     zoom event's inputs and their renaming."""
-    gr.on([ui["grid_layers"].submit, ui["grid_layers"].blur, ui["grid_heads"].submit, ui["grid_heads"].blur],
-          ui.handler(ui_trained.with_weights(redraw_grid)),
-          ui.inputs(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained",
-                    "weights"),
-          ui.outputs(*OUTPUTS), trigger_mode="always_last", show_progress="minimal", api_name="redraw_grid",
-          api_visibility="undocumented", concurrency_id="compute")
+    gr.on(
+        [ui["grid_layers"].submit, ui["grid_layers"].blur, ui["grid_heads"].submit, ui["grid_heads"].blur],
+        ui.handler(ui_trained.with_weights(redraw_grid)),
+        ui.inputs(*CONTROL_FIELDS, "text", "separator", "grid_layers", "grid_heads", "state", "trained", "weights"),
+        ui.outputs(*OUTPUTS),
+        trigger_mode="always_last",
+        show_progress="minimal",
+        api_name="redraw_grid",
+        api_visibility="undocumented",
+        concurrency_id="compute",
+    )
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
-    ui["grid_zoom_go"].click(None, [ui["zoom_layer"], ui["zoom_head"]], [ui["zoom_layer"], ui["zoom_head"]],
-                             js=PICK_JS, queue=False, api_visibility="private").then(
-        ui.handler(ui_trained.with_weights(ui_zoom.refresh_zoom), zoom_rename), ui.inputs(*zoom_in),
-        ui.outputs(*ui_zoom.OUTPUTS), show_progress="minimal", api_name="zoom_click", api_visibility="undocumented",
-        concurrency_id="compute").then(None, None, None, js=SHOWN_JS, queue=False, api_visibility="private")
+    ui["grid_zoom_go"].click(
+        None,
+        [ui["zoom_layer"], ui["zoom_head"]],
+        [ui["zoom_layer"], ui["zoom_head"]],
+        js=PICK_JS,
+        queue=False,
+        api_visibility="private",
+    ).then(
+        ui.handler(ui_trained.with_weights(ui_zoom.refresh_zoom), zoom_rename),
+        ui.inputs(*zoom_in),
+        ui.outputs(*ui_zoom.OUTPUTS),
+        show_progress="minimal",
+        api_name="zoom_click",
+        api_visibility="undocumented",
+        concurrency_id="compute",
+    ).then(None, None, None, js=SHOWN_JS, queue=False, api_visibility="private")

@@ -8,6 +8,7 @@ one request draws that head large with its tokens on both axes (``figures.zoom.h
 memoised maps (no model run). The zoom is hidden until the first click, and again whenever the maps are
 redrawn (``explorer.app.tabs.parts.stacks.attention_updates``): it never shows a head of maps no longer on screen.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -18,8 +19,8 @@ from explorer.analysis import attention_maps
 from explorer.analysis.source import drawn_for
 from explorer.app.controls import weights as ui_weights
 from explorer.app.controls.fields import CONTROL_FIELDS
-from explorer.app.server.messages import problem, warn
 from explorer.app.controls.state import drawn_config
+from explorer.app.server.messages import problem, warn
 from explorer.figures.stacks import map_title
 from explorer.figures.zoom import head_figure
 from models import ConfigError
@@ -27,9 +28,12 @@ from models import ConfigError
 OUTPUTS = ("stack_zoom",)
 GRIDS = {"cross-grid": "cross_grid", "encoder-grid": "encoder_grid"}  # element id -> slot (stacks.slot_maps)
 
-CLICK_JS = """() => {
+CLICK_JS = (
+    """() => {
   const hook = () => {
-    for (const id of """ + repr(list(GRIDS)) + """) {
+    for (const id of """
+    + repr(list(GRIDS))
+    + """) {
       const gd = document.querySelector('#' + id + ' .js-plotly-plot');
       if (!gd || typeof gd.on !== 'function' || gd.__stackZoomHooked) continue;
       gd.__stackZoomHooked = true;
@@ -46,6 +50,7 @@ CLICK_JS = """() => {
   hook();
   new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
 }"""
+)
 PICK_JS = """(pick) => {
   const p = window.__stackPick; window.__stackPick = null;
   const box = document.querySelector('#stack-zoom');
@@ -66,8 +71,11 @@ def parse_pick(pick) -> tuple:
     """``"cross-grid 1 2"`` -> ``("cross_grid", 1, 2)``; anything else is a ``ConfigError``."""
     parts = str(pick or "").split()
     if len(parts) != 3 or parts[0] not in GRIDS or not all(p.isdigit() and len(p) <= 3 for p in parts[1:]):
-        raise ConfigError("stack_pick", str(pick)[:40], f"'<grid> <layer> <head>' with grid one of "
-                          f"{', '.join(GRIDS)} and whole numbers for layer and head")
+        raise ConfigError(
+            "stack_pick",
+            str(pick)[:40],
+            f"'<grid> <layer> <head>' with grid one of {', '.join(GRIDS)} and whole numbers for layer and head",
+        )
     return GRIDS[parts[0]], int(parts[1]), int(parts[2])
 
 
@@ -89,16 +97,26 @@ def refresh_stack_zoom(values: dict, text, pick=None, separator=None, weights=No
     except Exception as exc:  # a warning toast naming the field (or an incident, logged); nothing redrawn
         warn(problem(exc))
         return {"stack_zoom": gr.skip()}
-    return {"stack_zoom": gr.update(value=head_figure(m, layer, head, title=map_title(m)), visible=True,
-                                    label=f"{map_title(m)}: layer {layer}, head {head}")}
+    return {
+        "stack_zoom": gr.update(
+            value=head_figure(m, layer, head, title=map_title(m)),
+            visible=True,
+            label=f"{map_title(m)}: layer {layer}, head {head}",
+        )
+    }
 
 
 def wire(demo, ui) -> None:
     """A click on an extra grid's panel -> the zoom (``ui``: ``explorer.app.controls.events.Components``)."""
     demo.load(None, None, None, js=CLICK_JS, queue=False, api_visibility="private")
-    ui["stack_zoom_go"].click(None, [ui["stack_pick"]], [ui["stack_pick"]], js=PICK_JS, queue=False,
-                              api_visibility="private").then(
+    ui["stack_zoom_go"].click(
+        None, [ui["stack_pick"]], [ui["stack_pick"]], js=PICK_JS, queue=False, api_visibility="private"
+    ).then(
         ui.handler(ui_weights.with_weights(refresh_stack_zoom), {"stack_pick": "pick"}),
         ui.inputs(*CONTROL_FIELDS, "text", "separator", "stack_pick", "trained", "weights"),
-        ui.outputs(*OUTPUTS), show_progress="minimal", api_name="stack_zoom", api_visibility="undocumented",
-        concurrency_id="compute")
+        ui.outputs(*OUTPUTS),
+        show_progress="minimal",
+        api_name="stack_zoom",
+        api_visibility="undocumented",
+        concurrency_id="compute",
+    )

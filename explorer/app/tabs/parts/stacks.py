@@ -8,6 +8,7 @@ results (``AttentionMaps.stacks``, the ``stack`` column of the gradient norms) a
 single stack, whose self-attention fills the usual grid. The sweep's axis radio offers the inputs
 the arrangement reads.
 """
+
 from __future__ import annotations
 
 import gradio as gr
@@ -27,24 +28,36 @@ ANALYSIS = ("grad_stacks",)
 
 def separator_box() -> gr.Textbox:
     """The separator control (created inside the caller's Blocks context; hidden until needed)."""
-    return gr.Textbox(DEFAULT_SEPARATOR, label="Source | target separator (encoder-decoder: the text "
-                      "before it is the source, after it the target)", elem_id="separator", visible=False,
-                      max_length=MAX_SEPARATOR_CHARS, max_lines=1)
+    return gr.Textbox(
+        DEFAULT_SEPARATOR,
+        label="Source | target separator (encoder-decoder: the text before it is the source, after it the target)",
+        elem_id="separator",
+        visible=False,
+        max_length=MAX_SEPARATOR_CHARS,
+        max_lines=1,
+    )
 
 
 def attention_plots() -> dict:
     """The two extra attention figures (inside the Attention tab), hidden until a model of several stacks."""
-    return {"cross_grid": gr.Plot(None, label="Cross-attention (target x source)", elem_id="cross-grid",
-                                  visible=False),
-            "encoder_grid": gr.Plot(None, label="Encoder self-attention (source x source)", elem_id="encoder-grid",
-                                    visible=False)}
+    return {
+        "cross_grid": gr.Plot(None, label="Cross-attention (target x source)", elem_id="cross-grid", visible=False),
+        "encoder_grid": gr.Plot(
+            None, label="Encoder self-attention (source x source)", elem_id="encoder-grid", visible=False
+        ),
+    }
 
 
 def axis_radio() -> gr.Radio:
     """Which input's length a sweep of a model of several inputs varies (the others held at FIXED_LEN)."""
     axes = ("both", *ENCODER_DECODER.inputs)
-    return gr.Radio(list(axes), value="both", elem_id="sweep-axis", visible=False,
-                    label=f"Encoder-decoder: vary (the other side fixed at {FIXED_LEN} tokens)")
+    return gr.Radio(
+        list(axes),
+        value="both",
+        elem_id="sweep-axis",
+        visible=False,
+        label=f"Encoder-decoder: vary (the other side fixed at {FIXED_LEN} tokens)",
+    )
 
 
 def gradient_plot() -> gr.Plot:
@@ -67,7 +80,9 @@ def attention_updates(cfg, text: str, separator, weights=None) -> dict:
     if len(arrangement(cfg).stacks) == 1:
         return hidden
     slots = slot_maps(attention_maps(cfg, text, separator=separator, weights=weights))
-    return hidden | {slot: gr.update(value=extra_grid(m), visible=True, label=map_title(m)) for slot, m in slots.items()}
+    return hidden | {
+        slot: gr.update(value=extra_grid(m), visible=True, label=map_title(m)) for slot, m in slots.items()
+    }
 
 
 def box_updates(architecture) -> dict:
@@ -76,8 +91,10 @@ def box_updates(architecture) -> dict:
     record = registries()["architecture"].get(architecture)
     inputs = record.caps.arrangement.inputs if record is not None else ()
     several = len(inputs) > 1
-    return {"separator": gr.update(visible=several),
-            "sweep_axis": gr.update(visible=several, choices=["both", *inputs] if several else ["both"])}
+    return {
+        "separator": gr.update(visible=several),
+        "sweep_axis": gr.update(visible=several, choices=["both", *inputs] if several else ["both"]),
+    }
 
 
 def analysis_updates(cfg, weights=None) -> dict:

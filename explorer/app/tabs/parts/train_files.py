@@ -10,6 +10,7 @@ is a message naming what is wrong, and keeps nothing. A loaded file restores its
 header's ``run``, checked like any input): ``restored`` sets the Task dropdown and draws that task's
 probe map under the uploaded weights.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def config_stem(cfg: ModelConfig) -> str:
     """The config's name in a file name: its attention, then each other choice (position, norm placement,
     ...) that differs from the default config's, ``-``-joined (``sliding_window-alibi``)."""
     default = ModelConfig()
-    picked = [cfg.attention] + [str(getattr(cfg, c)) for c in CATEGORIES
-                                if c != "attention" and getattr(cfg, c) != getattr(default, c)]
+    picked = [cfg.attention] + [
+        str(getattr(cfg, c)) for c in CATEGORIES if c != "attention" and getattr(cfg, c) != getattr(default, c)
+    ]
     return "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", p) for p in picked)
 
 
@@ -55,8 +57,13 @@ def download(state):
     try:
         run = trainer.run_cfg.to_dict()
         with trainer.weights_lock:  # never half-way through an optimizer step
-            paths = checkpoint.save(trainer.model, folder, trainer.cfg, extra={"step": trainer.step, "run": run},
-                                    stem=f"{config_stem(trainer.cfg)}-{run['task']}-step{trainer.step}")
+            paths = checkpoint.save(
+                trainer.model,
+                folder,
+                trainer.cfg,
+                extra={"step": trainer.step, "run": run},
+                stem=f"{config_stem(trainer.cfg)}-{run['task']}-step{trainer.step}",
+            )
         cached = [cache_file(p.read_bytes(), p.name)["path"] for p in paths]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -93,8 +100,10 @@ def restored(state, weights="trained"):
     if state.get("uploaded") is None:
         return gr.skip(), gr.skip()
     task = state.get("uploaded_task")
-    return (gr.skip() if task is None else gr.update(value=task),
-            train_runs.uploaded_probe(state, weights if weights in WEIGHTS else "trained"))
+    return (
+        gr.skip() if task is None else gr.update(value=task),
+        train_runs.uploaded_probe(state, weights if weights in WEIGHTS else "trained"),
+    )
 
 
 def upload(state, file):
@@ -118,9 +127,20 @@ def upload(state, file):
         release_memory()
         return state, gr.skip(), f"⚠️ **Refused:** {shown(problem(exc))}"
     task, seq_len = saved_run(meta)
-    state = {"uploaded": model, "uploaded_key": cfg, "uploaded_step": _int_or_zero(meta.get("step")),
-             "uploaded_task": task, "uploaded_seq_len": seq_len}
+    state = {
+        "uploaded": model,
+        "uploaded_key": cfg,
+        "uploaded_step": _int_or_zero(meta.get("step")),
+        "uploaded_task": task,
+        "uploaded_seq_len": seq_len,
+    }
     on = f" on {task}" if task else ""
-    return state, json.dumps(cfg.to_dict(), indent=1), (f"Loaded a model trained for {_int_or_zero(meta.get('step'))}"
-                                                       f" steps{on}. ▶ Play continues training it with the settings "
-                                                       "above.")
+    return (
+        state,
+        json.dumps(cfg.to_dict(), indent=1),
+        (
+            f"Loaded a model trained for {_int_or_zero(meta.get('step'))}"
+            f" steps{on}. ▶ Play continues training it with the settings "
+            "above."
+        ),
+    )

@@ -12,6 +12,7 @@ the interactive budget), the training caps (parameters, steps, tokens per batch)
 of one optimizer step of the run's batch, all from the config alone, before anything is allocated.
 ``upload_config(cfg)`` applies the same to the config in an uploaded file's header.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,7 @@ from explorer.training.trainer import (
 )
 from models import ConfigError, ModelConfig
 
-MAX_TRAIN_TEXT_BYTES = 512 * 1024   # a corpus as long as the Python documentation the lm task uses by default
+MAX_TRAIN_TEXT_BYTES = 512 * 1024  # a corpus as long as the Python documentation the lm task uses by default
 MAX_SEED = 2**31 - 1
 WEIGHTS = ("trained", "initial")
 # field: (lowest, highest, integer only?)
@@ -94,8 +95,12 @@ def corpus(task: str, text) -> str | None:
         raise ConfigError("text", type(text).__name__, "a string")
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_TRAIN_TEXT_BYTES:
-        raise ConfigError("text", f"<{size:,} bytes>", f"a text of at most {MAX_TRAIN_TEXT_BYTES:,} bytes "
-                          "(about the size of the Python documentation the lm task reads by default)")
+        raise ConfigError(
+            "text",
+            f"<{size:,} bytes>",
+            f"a text of at most {MAX_TRAIN_TEXT_BYTES:,} bytes "
+            "(about the size of the Python documentation the lm task reads by default)",
+        )
     return text if task in ("lm", "lm_repeat", "masked") and text.strip() else None
 
 
@@ -103,10 +108,18 @@ def run_config(task, steps, lr, warmup, schedule, batch, seq_len, seed, text) ->
     """The Train tab's fields -> a validated ``RunConfig`` (``ConfigError`` names the first bad field)."""
     task = choice("task", task, task_names())
     steps = number("steps", steps)
-    run = RunConfig(task=task, steps=steps, lr=number("lr", lr), warmup=number("warmup", warmup),
-                    schedule=choice("schedule", schedule, SCHEDULES), batch_size=number("batch_size", batch),
-                    seq_len=number("seq_len", seq_len), seed=number("seed", seed), every=max(5, steps // 40),
-                    text=corpus(task, text))
+    run = RunConfig(
+        task=task,
+        steps=steps,
+        lr=number("lr", lr),
+        warmup=number("warmup", warmup),
+        schedule=choice("schedule", schedule, SCHEDULES),
+        batch_size=number("batch_size", batch),
+        seq_len=number("seq_len", seq_len),
+        seed=number("seed", seed),
+        every=max(5, steps // 40),
+        text=corpus(task, text),
+    )
     return run.validate()
 
 
@@ -122,6 +135,9 @@ def upload_config(cfg) -> ModelConfig:
     cfg = app_config(cfg)
     n_params = cfg.approx_params()
     if n_params > MAX_TRAIN_PARAMS:
-        raise ConfigError("weights", f"~{n_params:,} parameters", f"a model of at most {MAX_TRAIN_PARAMS:,} "
-                          "parameters, the cap of a model trained on this server")
+        raise ConfigError(
+            "weights",
+            f"~{n_params:,} parameters",
+            f"a model of at most {MAX_TRAIN_PARAMS:,} parameters, the cap of a model trained on this server",
+        )
     return cfg

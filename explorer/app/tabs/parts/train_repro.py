@@ -14,6 +14,7 @@ what the job holds in the server's memory pool while it runs. It runs in a low-p
 (``explorer.app.server.jobs``) with the job's stop as the ambient stop (``explorer.runtime.stopping``): Stop,
 a cancelled event or a client that left end it inside the current training step.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,9 @@ def _table(mod, result) -> pd.DataFrame:
 
 
 def _text(mod, result, head: str) -> str:
-    return (f"**{mod.TITLE}** · {head}\n\n{result['reading']}\n\n"
-            + "\n\n".join(f"`{line}`" for line in mod.extra_lines(result)))
+    return f"**{mod.TITLE}** · {head}\n\n{result['reading']}\n\n" + "\n\n".join(
+        f"`{line}`" for line in mod.extra_lines(result)
+    )
 
 
 def slider_args(result) -> dict:
@@ -52,8 +54,14 @@ def slider_args(result) -> dict:
     if not steps:
         return dict(visible=False, value=0)
     gap = steps[1] - steps[0] if len(steps) > 1 else 1
-    return dict(visible=True, minimum=steps[0], maximum=steps[-1], step=gap, value=steps[-1],
-                label=f"Timeline: step (snapshots every {gap} steps; drag to see the run at that step)")
+    return dict(
+        visible=True,
+        minimum=steps[0],
+        maximum=steps[-1],
+        step=gap,
+        value=steps[-1],
+        label=f"Timeline: step (snapshots every {gap} steps; drag to see the run at that step)",
+    )
 
 
 def slider_update(result) -> dict:
@@ -68,17 +76,34 @@ def show_stored(name):
         return f"⚠️ {shown(str(exc))}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), None
     mod, record = reproductions.REPRODUCTIONS[name], stored_runs.load(name)
     if record is None:
-        return (f"**{mod.TITLE}**: no stored run yet; press **Run live on this machine** ({expected(name)}).",
-                None, None, gr.update(visible=False), None, None)
+        return (
+            f"**{mod.TITLE}**: no stored run yet; press **Run live on this machine** ({expected(name)}).",
+            None,
+            None,
+            gr.update(visible=False),
+            None,
+            None,
+        )
     steps = plots_train.timeline_steps(record)
-    return (_text(mod, record, stored_runs.provenance(record)), plots_train.repro_figure(record), _table(mod, record),
-            slider_update(record), plots_train.timeline_figure(record, steps[-1]) if steps else None, None)
+    return (
+        _text(mod, record, stored_runs.provenance(record)),
+        plots_train.repro_figure(record),
+        _table(mod, record),
+        slider_update(record),
+        plots_train.timeline_figure(record, steps[-1]) if steps else None,
+        None,
+    )
 
 
 def show_step(name, step, live):
     """The timeline figure at ``step`` of the live run when there is one for ``name``, else the stored run."""
-    result = live if isinstance(live, dict) and live.get("name") == name else stored_runs.load(str(name)) \
-        if name in reproductions.REPRODUCTIONS else None
+    result = (
+        live
+        if isinstance(live, dict) and live.get("name") == name
+        else stored_runs.load(str(name))
+        if name in reproductions.REPRODUCTIONS
+        else None
+    )
     try:
         step = int(float(step or 0))
     except (TypeError, ValueError):
@@ -87,14 +112,14 @@ def show_step(name, step, live):
 
 
 def expected(name: str) -> str:
-    """"about 4 min" of the reproduction's measured wall time on two CPU cores."""
+    """ "about 4 min" of the reproduction's measured wall time on two CPU cores."""
     seconds = reproductions.REPRODUCTIONS[name].COST.seconds
     return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
 
 
 LOG_LINES = 4  # the live run's latest progress lines shown under its bar
 REDRAW_S = 1.0  # the live curves are redrawn at most this often (seconds)
-BAR = 20       # cells of the text progress bar
+BAR = 20  # cells of the text progress bar
 
 
 def running_line(name: str, elapsed: float, log: list) -> str:
@@ -105,9 +130,11 @@ def running_line(name: str, elapsed: float, log: list) -> str:
     cells = int(done * BAR)
     bar = "▰" * cells + "▱" * (BAR - cells)
     lines = "\n".join(f"- {line}" for line in log)  # escaped Markdown: no code span, where escapes show
-    return (f"⏳ Running **{name}** live: `{bar}` {elapsed:.0f} s of {expected(name)} (measured on two CPU "
-            "cores; press **Stop** to end it). The figure shows the stored run until the live one draws "
-            "over it." + (f"\n\n{lines}" if lines else ""))
+    return (
+        f"⏳ Running **{name}** live: `{bar}` {elapsed:.0f} s of {expected(name)} (measured on two CPU "
+        "cores; press **Stop** to end it). The figure shows the stored run until the live one draws "
+        "over it." + (f"\n\n{lines}" if lines else "")
+    )
 
 
 def choices_info() -> str:
@@ -154,8 +181,13 @@ async def run_reproduction(name, state, request: gr.Request = None):
                         yield state, line, figure, table, slider, timeline, None
                     elif points and now - drawn >= REDRAW_S:  # the curves so far, at most once a REDRAW_S
                         drawn = now
-                        yield (state, line, plots_train.live_curves_figure(points, name, PLACEMENT_COLORS),
-                               gr.skip(), *SKIP3)
+                        yield (
+                            state,
+                            line,
+                            plots_train.live_curves_figure(points, name, PLACEMENT_COLORS),
+                            gr.skip(),
+                            *SKIP3,
+                        )
                     else:
                         yield state, line, gr.skip(), gr.skip(), *SKIP3
                     continue
@@ -166,8 +198,15 @@ async def run_reproduction(name, state, request: gr.Request = None):
                     figure = plots_train.overlay(figure, plots_train.repro_figure(record))
                     head += f" (dashed: the {stored_runs.provenance(record)})"
                 steps = plots_train.timeline_steps(value)
-                yield (state, _text(mod, value, head), figure, _table(mod, value), slider_update(value),
-                       plots_train.timeline_figure(value, steps[-1]) if steps else gr.skip(), value)
+                yield (
+                    state,
+                    _text(mod, value, head),
+                    figure,
+                    _table(mod, value),
+                    slider_update(value),
+                    plots_train.timeline_figure(value, steps[-1]) if steps else gr.skip(),
+                    value,
+                )
     except Abandoned:
         yield state, f"■ {name}: stopped.", gr.skip(), gr.skip(), *SKIP3
     except ConfigError as exc:  # busy

@@ -15,6 +15,7 @@ module of its forward and backward passes, ``explorer.runtime.stopping``), as do
 client that left and the ``MAX_WALL_S`` cap per press; the stopped press sends its last snapshot
 ("stopped at step N") and frees its slot once its thread has ended.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,9 +60,11 @@ SEND_EVERY_S = 0.75
 # MAPS_EVERY_S seconds; the last snapshot of a press always carries them.
 MAPS_EVERY_S = 3.0
 
-CAPS_TEXT = (f"Caps per run on this server: ≤ {MAX_TRAIN_PARAMS:,} parameters, ≤ {MAX_TRAIN_STEPS} steps, "
-             f"batch × length ≤ {MAX_BATCH_TOKENS} tokens, ≤ {MAX_WALL_S:g} s of work per press of ▶, one "
-             "run or reproduction at a time per visitor.")
+CAPS_TEXT = (
+    f"Caps per run on this server: ≤ {MAX_TRAIN_PARAMS:,} parameters, ≤ {MAX_TRAIN_STEPS} steps, "
+    f"batch × length ≤ {MAX_BATCH_TOKENS} tokens, ≤ {MAX_WALL_S:g} s of work per press of ▶, one "
+    "run or reproduction at a time per visitor."
+)
 
 
 def _labels(tokens) -> list:
@@ -70,9 +73,14 @@ def _labels(tokens) -> list:
 
 def status_text(snap, note: str = "") -> str:
     pct = 100 * snap.step / snap.steps
-    parts = [f"**step {snap.step} / {snap.steps}** ({pct:.0f}%)", f"held-out loss {snap.heldout_loss:.3f}",
-             f"accuracy {snap.heldout_acc:.1%}", f"lr {snap.lr:.2e}", f"{snap.tokens_per_s:,.0f} tokens/s",
-             f"{snap.elapsed_s:.1f} s"]
+    parts = [
+        f"**step {snap.step} / {snap.steps}** ({pct:.0f}%)",
+        f"held-out loss {snap.heldout_loss:.3f}",
+        f"accuracy {snap.heldout_acc:.1%}",
+        f"lr {snap.lr:.2e}",
+        f"{snap.tokens_per_s:,.0f} tokens/s",
+        f"{snap.elapsed_s:.1f} s",
+    ]
     msg = " · ".join(parts)
     if snap.message:
         msg += f"\n\n■ {snap.message}."
@@ -98,9 +106,11 @@ def figures(state: dict, weights: str = "trained"):
         ideal, labels = train_encdec.cross_ideal(task, probe), None
     else:
         ideal, labels = ideal_pattern(task, probe), _labels(probe)
-    return (curves_figure(trainer.history, trainer.task.chance),
-            plots_train.attention_figure(attention, ideal, labels, step),
-            plots_train.grad_figure(snap.grad_norms))
+    return (
+        curves_figure(trainer.history, trainer.task.chance),
+        plots_train.attention_figure(attention, ideal, labels, step),
+        plots_train.grad_figure(snap.grad_norms),
+    )
 
 
 CURVES_HEIGHT = 300  # px: beside the controls, ▶ Play and the whole curves fit a 1280 x 720 screen
@@ -161,8 +171,14 @@ def _plan(state: dict, cfg_json, run: RunConfig) -> dict:
     trainer = state.get("trainer")
     same = trainer is not None and state.get("key") == key
     note = "Settings changed: a new run started from fresh weights." if trainer is not None and not same else ""
-    return {"cfg": cfg, "need": need, "key": key, "continue": same, "note": note,
-            "finished": same and trainer.step > 0 and run.steps <= trainer.step}
+    return {
+        "cfg": cfg,
+        "need": need,
+        "key": key,
+        "continue": same,
+        "note": note,
+        "finished": same and trainer.step > 0 and run.steps <= trainer.step,
+    }
 
 
 def finished_text(state: dict, steps: int) -> str:
@@ -173,8 +189,11 @@ def finished_text(state: dict, steps: int) -> str:
         why = f"This run is finished ({trainer.step} of {trainer.run_cfg.steps} steps)"
     else:
         why = f"This run has done {trainer.step} steps and Steps is {steps}"
-    return status_text(snap, f"ℹ️ {why}: raise Steps above {trainer.step} to continue it, or ↺ Reset to train "
-                             "again from the initial weights.")
+    return status_text(
+        snap,
+        f"ℹ️ {why}: raise Steps above {trainer.step} to continue it, or ↺ Reset to train "
+        "again from the initial weights.",
+    )
 
 
 def _start(state: dict, plan: dict, run: RunConfig) -> tuple:
@@ -196,8 +215,22 @@ def _refusal(state, message: str) -> tuple:
     return state, f"⚠️ **{shown(message)}**\n\n{CAPS_TEXT}", gr.skip(), gr.skip(), gr.skip()
 
 
-async def press(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights,
-                request=None, one_step: bool = False):
+async def press(
+    state,
+    cfg_json,
+    task,
+    steps,
+    lr,
+    warmup,
+    schedule,
+    batch,
+    seq_len,
+    seed,
+    text,
+    weights,
+    request=None,
+    one_step: bool = False,
+):
     """Async generator of ``(state, status, curves, attention, gradient norms)``: the first right away,
     then one per snapshot of the press (see the module docstring)."""
     state = dict(state or {})
@@ -236,8 +269,12 @@ async def press(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_l
                 emit(latest[0][0])
                 return time.monotonic()
 
-            for snap in trainer.run(max_steps=1 if one_step else None, stop=should_stop, max_wall_s=MAX_WALL_S,
-                                    every=1 if one_step else None):
+            for snap in trainer.run(
+                max_steps=1 if one_step else None,
+                stop=should_stop,
+                max_wall_s=MAX_WALL_S,
+                every=1 if one_step else None,
+            ):
                 state["snap"] = snap
                 if snap.message and "cap" in snap.message:
                     gr.Info(snap.message)
@@ -266,20 +303,39 @@ async def press(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_l
         yield _refusal(state, problem(exc))
 
 
-async def play(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights,
-               request: gr.Request = None):
+async def play(
+    state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights, request: gr.Request = None
+):
     """▶ Play: train to the run's last step (or the cap per press)."""
-    async with aclosing(press(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text,
-                              weights, request)) as outs:
+    async with aclosing(
+        press(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights, request)
+    ) as outs:
         async for out in outs:
             yield out
 
 
-async def step(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights,
-               request: gr.Request = None):
+async def step(
+    state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text, weights, request: gr.Request = None
+):
     """Step: one optimizer step, then a snapshot."""
-    async with aclosing(press(state, cfg_json, task, steps, lr, warmup, schedule, batch, seq_len, seed, text,
-                              weights, request, one_step=True)) as outs:
+    async with aclosing(
+        press(
+            state,
+            cfg_json,
+            task,
+            steps,
+            lr,
+            warmup,
+            schedule,
+            batch,
+            seq_len,
+            seed,
+            text,
+            weights,
+            request,
+            one_step=True,
+        )
+    ) as outs:
         async for out in outs:
             yield out
 

@@ -2,6 +2,7 @@
 (``figures.zoom.head_figure``). The pickers' choices follow the config's layers and heads; the maps
 come from the same memoised ``analysis.attention_maps`` as the grid (same text, separator and
 weights), so a zoom costs no model run."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -38,6 +39,8 @@ def refresh_zoom(values: dict, text, layer=0, head=0, separator=None, weights=No
     n_l, n_h = maps.attention.shape[:2]
     layer = int(layer) if layer is not None and 0 <= int(layer) < n_l else 0
     head = int(head) if head is not None and 0 <= int(head) < n_h else 0
-    return {"zoom_layer": gr.Dropdown(choices=[(f"layer {i}", i) for i in range(n_l)], value=layer),
-            "zoom_head": gr.Dropdown(choices=[(f"head {i}", i) for i in range(n_h)], value=head),
-            "zoom": head_figure(maps, layer, head)}
+    return {
+        "zoom_layer": gr.Dropdown(choices=[(f"layer {i}", i) for i in range(n_l)], value=layer),
+        "zoom_head": gr.Dropdown(choices=[(f"head {i}", i) for i in range(n_h)], value=head),
+        "zoom": head_figure(maps, layer, head),
+    }

@@ -1,5 +1,6 @@
 """A forward pass that overflows float32 is said by name (where it stopped being finite, the largest weight),
 never drawn as NaN: ``explorer.analysis.common.finite`` and the maps that call it."""
+
 import math
 
 import pytest
@@ -15,8 +16,17 @@ TEXT = "The quick brown fox jumps over the lazy dog."
 
 
 def tiny(**changes) -> ModelConfig:
-    base = dict(position="rope", norm="rmsnorm", norm_placement="pre", ffn="swiglu", d_model=32, d_ff=64,
-                n_layers=3, n_heads=4, max_len=128)
+    base = dict(
+        position="rope",
+        norm="rmsnorm",
+        norm_placement="pre",
+        ffn="swiglu",
+        d_model=32,
+        d_ff=64,
+        n_layers=3,
+        n_heads=4,
+        max_len=128,
+    )
     return ModelConfig(**{**base, **changes}).validate()
 
 

@@ -1,5 +1,6 @@
 """The attention's own time: what the hooks on the attention cores add up is the time spent inside them,
 and nothing else of the forward."""
+
 import time
 
 import pytest

@@ -1,4 +1,5 @@
 """``FlopCount`` counts what ``torch.utils.flop_counter.FlopCounterMode`` counts, without importing torch._dynamo."""
+
 import os
 import subprocess
 import sys
@@ -49,9 +50,18 @@ def test_every_attention_counts_what_flop_counter_mode_counts(attention):
     assert ours == ref and ours > 0
 
 
-@pytest.mark.parametrize("change", [dict(architecture="encoder_decoder"), dict(ffn="moe"), dict(ffn="pkm"),
-                                    dict(memory="xl"), dict(position="alibi"), dict(layer="universal"),
-                                    dict(norm_placement="post", norm="rmsnorm")])
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(architecture="encoder_decoder"),
+        dict(ffn="moe"),
+        dict(ffn="pkm"),
+        dict(memory="xl"),
+        dict(position="alibi"),
+        dict(layer="universal"),
+        dict(norm_placement="post", norm="rmsnorm"),
+    ],
+)
 def test_other_families_count_what_flop_counter_mode_counts(change):
     cfg = _valid(ModelConfig(**SMALL, **change))
     assert cfg is not None
@@ -71,20 +81,27 @@ def test_the_custom_formula_counts_the_cpu_attention_kernel():
     q = k = v = torch.randn(1, 2, 10, 8)
     with torch.no_grad(), FlopCount(CUSTOM) as c:
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-    assert torch.allclose(out, torch.softmax((q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(
-        torch.ones(10, 10).triu(1).bool(), float("-inf")), -1) @ v, atol=1e-5)  # the result is untouched
+    assert torch.allclose(
+        out,
+        torch.softmax(
+            (q @ k.transpose(-1, -2) / 8**0.5).masked_fill(torch.ones(10, 10).triu(1).bool(), float("-inf")), -1
+        )
+        @ v,
+        atol=1e-5,
+    )  # the result is untouched
     assert c.total == 4 * 1 * 2 * 10 * 10 * 8 // 2
 
 
 def test_counting_does_not_import_torch_dynamo():
-    code = ("import sys, torch\n"
-            "from explorer.analysis.cost.flops import FlopCount\n"
-            "with torch.no_grad(), FlopCount() as c:\n"
-            "    torch.nn.Linear(4, 4)(torch.randn(2, 4)).min()\n"
-            "assert c.total == 2 * 2 * 4 * 4, c.total\n"
-            "print('dynamo' if 'torch._dynamo' in sys.modules else 'no dynamo')\n")
+    code = (
+        "import sys, torch\n"
+        "from explorer.analysis.cost.flops import FlopCount\n"
+        "with torch.no_grad(), FlopCount() as c:\n"
+        "    torch.nn.Linear(4, 4)(torch.randn(2, 4)).min()\n"
+        "assert c.total == 2 * 2 * 4 * 4, c.total\n"
+        "print('dynamo' if 'torch._dynamo' in sys.modules else 'no dynamo')\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=300)
+    got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert got.returncode == 0, got.stderr[-2000:]
     assert got.stdout.strip().splitlines()[-1] == "no dynamo"

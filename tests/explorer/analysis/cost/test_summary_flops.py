@@ -2,6 +2,7 @@
 forward, halved for causal; a block-sparse call counts the tiles it computes), whether attention runs
 in an aten op (SDPA, counted by its formula) or in a Triton kernel (no aten op: recorded by
 ``kernels.attention`` itself)."""
+
 import sys
 
 import pytest
@@ -39,6 +40,7 @@ def _as_a_triton_kernel(monkeypatch, records: bool = True):
     """``kernels.attention`` as the Triton path behaves for the counter: the work is invisible to aten
     dispatch, and the call records ``attention_flops`` itself (``records=False``: the card before the
     fix, which lost that work)."""
+
     def hidden(q, k, v, *, causal=False, block_mask=None, **kw):
         with _disable_current_modes():
             out = REAL(q, k, v, causal=causal, block_mask=block_mask, **kw)

@@ -1,4 +1,5 @@
 """latency_memory_sweep: records, never exceptions, for OOM, time-outs, cancels and invalid lengths."""
+
 import threading
 import time
 
@@ -25,7 +26,7 @@ def test_ok_records_are_measured(mode):
 
 
 def test_impossible_length_is_an_oom_record_not_an_exception():
-    recs = latency_memory_sweep(ModelConfig(**SMALL), [16, 2 ** 40, 2 ** 41], repeats=1, min_repeats=1)
+    recs = latency_memory_sweep(ModelConfig(**SMALL), [16, 2**40, 2**41], repeats=1, min_repeats=1)
     assert [r["status"] for r in recs] == ["ok", "oom", "oom"]
     assert recs[1]["ms"] is None and "GiB" in recs[1]["reason"]
 
@@ -50,17 +51,21 @@ def test_bad_mode_and_lengths_raise_config_error():
         latency_memory_sweep(ModelConfig(**SMALL), [0])
 
 
-@pytest.mark.parametrize("attention,position,expected", [
-    ("full", "rope", "sdpa (cpu)"),
-    ("sliding_window", "rope", "torch-cpu block-sparse"),
-    ("full", "shaw", "torch-cpu block-sparse"),  # relative tables run the block-sparse path
-])
+@pytest.mark.parametrize(
+    "attention,position,expected",
+    [
+        ("full", "rope", "sdpa (cpu)"),
+        ("sliding_window", "rope", "torch-cpu block-sparse"),
+        ("full", "shaw", "torch-cpu block-sparse"),  # relative tables run the block-sparse path
+    ],
+)
 def test_the_record_names_the_backend_that_ran(attention, position, expected):
     cfg = ModelConfig(attention=attention, position=position, **SMALL)
     with kernels.record_backends() as ran:  # the independent witness: a plain forward of the same model
         import torch
 
         from models import build_model
+
         with torch.no_grad():
             build_model(cfg).eval()(torch.zeros(1, 128, dtype=torch.long))
     rec = latency_memory_sweep(cfg, [128], repeats=1, min_repeats=1)[0]
@@ -158,8 +163,13 @@ def test_the_default_lengths_reach_16384_for_a_sparse_pattern_and_full_stops_mar
     from explorer.runtime.limits import SWEEP_BUDGET_S, parse_lengths
 
     assert max(DEFAULT_LENGTHS) == 16384 and parse_lengths(",".join(map(str, DEFAULT_LENGTHS))) == list(DEFAULT_LENGTHS)
-    sparse = latency_memory_sweep(ModelConfig(attention="sliding_window", **SMALL), DEFAULT_LENGTHS,
-                                  repeats=1, min_repeats=1, time_budget_s=SWEEP_BUDGET_S)
+    sparse = latency_memory_sweep(
+        ModelConfig(attention="sliding_window", **SMALL),
+        DEFAULT_LENGTHS,
+        repeats=1,
+        min_repeats=1,
+        time_budget_s=SWEEP_BUDGET_S,
+    )
     assert [r["status"] for r in sparse] == ["ok"] * len(DEFAULT_LENGTHS)
     assert all(r["backend"] == "torch-cpu block-sparse" for r in sparse)
     budget = 3 * sparse[-1]["ms"] / 1000

@@ -2,6 +2,7 @@
 compiling the kernels inside one module's call). The sweep reports it as ``compile`` in that length's
 record and then times the length for real, instead of reporting a time-out and skipping every longer
 length; a model that is slow on every run is still a time-out."""
+
 import time
 
 import pytest
@@ -18,6 +19,7 @@ BUDGET = 0.5
 def _slow_model(monkeypatch, delays: dict, every_call: bool = False):
     """``build_model`` whose attention modules ``{layer: seconds}`` sleep on their first call (every call
     with ``every_call``): a kernel compiling inside one module, as the sweep's guard sees it."""
+
     def build(cfg):
         model = build_model(cfg)
         attention = [m for m in model.modules() if isinstance(m, Attention)]

@@ -2,6 +2,7 @@
 independent plain-PyTorch computation: ``nn.TransformerEncoderLayer`` (post-LN: ``norm_first=False``,
 pre-LN: ``norm_first=True`` plus a final LayerNorm), Xavier-uniform init, a causal mask, the next-token
 loss on random tokens, and the gradient norm of the last layer's second FFN matrix (``linear2.weight``)."""
+
 import math
 
 import pytest
@@ -10,25 +11,36 @@ import torch.nn.functional as F
 from torch import nn
 
 from explorer.analysis import clear_caches
-from explorer.analysis.gradients import depth_stored
 from explorer.analysis.gradients import depth_scaling as ds
-from explorer.analysis.weights.bundled import bundled_weights
+from explorer.analysis.gradients import depth_stored
 from explorer.analysis.gradients.norms import gradient_norms
+from explorer.analysis.weights.bundled import bundled_weights
 from explorer.runtime import budget
 from models import ModelConfig
 
 D, HEADS, SEQ, BATCH, SEEDS = 64, 4, 32, 4, 2
 # the catalogue's closest config to a stack of nn.TransformerEncoderLayer: full causal attention, no
 # position encoding, ReLU FFN of width 4d, LayerNorm, no dropout
-EQUIVALENT = ModelConfig(d_model=D, n_heads=HEADS, d_ff=4 * D, ffn="relu", position="none", attention="full",
-                         norm="layernorm", dropout=0.0, causal=True)
+EQUIVALENT = ModelConfig(
+    d_model=D,
+    n_heads=HEADS,
+    d_ff=4 * D,
+    ffn="relu",
+    position="none",
+    attention="full",
+    norm="layernorm",
+    dropout=0.0,
+    causal=True,
+)
 
 
 def plain_last_w2_grad(depth: int, norm_first: bool, seed: int, vocab: int = 256) -> float:
     """The reference: ‖∂loss/∂W2‖ of the last nn.TransformerEncoderLayer, Xavier init, causal LM loss."""
     torch.manual_seed(seed)
-    layers = nn.ModuleList(nn.TransformerEncoderLayer(D, HEADS, 4 * D, dropout=0.0, batch_first=True,
-                                                      norm_first=norm_first) for _ in range(depth))
+    layers = nn.ModuleList(
+        nn.TransformerEncoderLayer(D, HEADS, 4 * D, dropout=0.0, batch_first=True, norm_first=norm_first)
+        for _ in range(depth)
+    )
     embed, head = nn.Embedding(vocab, D), nn.Linear(D, vocab)
     final = nn.LayerNorm(D) if norm_first else nn.Identity()  # pre-LN ends with a norm, as in the paper
     for p in nn.ModuleList([embed, layers, head]).parameters():
@@ -57,8 +69,9 @@ def plain():
 
 @pytest.fixture(scope="module")
 def ours():
-    return ds.depth_scaling(EQUIVALENT, depths=(2, 16), seeds=SEEDS, seq_len=SEQ, batch=BATCH,
-                            placements=("post", "pre", "rezero"))
+    return ds.depth_scaling(
+        EQUIVALENT, depths=(2, 16), seeds=SEEDS, seq_len=SEQ, batch=BATCH, placements=("post", "pre", "rezero")
+    )
 
 
 def test_the_plain_reference_shows_theorem_1(plain):
@@ -125,7 +138,7 @@ def test_depths_over_the_memory_budget_are_skipped_saying_why(monkeypatch):
 
 def test_loglog_slope_recovers_a_power_law():
     depths = [2, 4, 8, 16]
-    assert ds.loglog_slope(depths, [3 * d ** -0.5 for d in depths]) == pytest.approx(-0.5)
+    assert ds.loglog_slope(depths, [3 * d**-0.5 for d in depths]) == pytest.approx(-0.5)
     assert ds.loglog_slope(depths, [0.0, None, 1.0, 0.0]) is None  # fewer than two positive points
 
 

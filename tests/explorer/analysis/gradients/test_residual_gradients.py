@@ -2,6 +2,7 @@
 (measured over every segment's block input, against forward pre-hooks) and a reversible stack (it
 recomputes each layer's input inside its autograd Function, so there is none to measure: None, with
 the reason)."""
+
 import math
 
 import pytest
@@ -20,8 +21,10 @@ def test_residual_gradient_of_a_segmented_memory_is_measured_over_all_segments()
     # independent reference: the inputs each block receives, captured by forward pre-hooks
     model = build_model(cfg).train()
     seen = {i: [] for i in range(cfg.n_layers)}
-    hooks = [b.register_forward_pre_hook(lambda m, args, i=i: seen[i].append(args[0]))
-             for i, b in enumerate(model.stack.blocks)]
+    hooks = [
+        b.register_forward_pre_hook(lambda m, args, i=i: seen[i].append(args[0]))
+        for i, b in enumerate(model.stack.blocks)
+    ]
     (tokens,) = input_batch(cfg, 16, 2, 3)  # one input: a decoder-only model
     loss = next_token_loss(model(tokens).logits, tokens)
     for h in hooks:

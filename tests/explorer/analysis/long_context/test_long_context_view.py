@@ -1,6 +1,7 @@
 """The long-context view's analysis against independent references: the model's own dense attention
 (``return_attention=True``) pooled by ``kernels.pool_probs``, the plain forward's per-token loss binned by
 hand, the dense rows of a zoomed cell, and the passages' construction."""
+
 import re
 
 import numpy as np
@@ -8,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis.long_context import view as lc
 from explorer.analysis import source
-from explorer.analysis.weights.bundled import load
+from explorer.analysis.long_context import view as lc
 from explorer.analysis.long_context.text import MAX_PASTED_BYTES, heldout_text, passage
+from explorer.analysis.weights.bundled import load
 from kernels.pooled_dense import pool_probs
 from models import ConfigError, ModelConfig, build_model
 
@@ -66,7 +67,7 @@ def test_loss_bins_are_the_mean_of_the_plain_forward_loss(result):
         loss = F.cross_entropy(logits[:-1].double(), ids[1:], reduction="none").numpy()  # position t+1's loss
         centres, bins = result.loss_bins(16)
         width = L // 16
-        want = [loss[max(0, b * width - 1):(b + 1) * width - 1].mean() for b in range(16)]
+        want = [loss[max(0, b * width - 1) : (b + 1) * width - 1].mean() for b in range(16)]
         np.testing.assert_allclose(bins[result.sides.index(s)], want, rtol=1e-4)
         np.testing.assert_allclose(centres, np.arange(16) * width + width / 2)
 
@@ -82,11 +83,15 @@ def test_zoomed_rows_equal_the_dense_rows(result, side):
         assert z.exact == pytest.approx(z.pooled, abs=1e-5)
 
 
-@pytest.mark.parametrize("extra", [dict(position="alibi", attention="sliding_window", window=16),
-                                   dict(position="t5", attention="bigbird", block_size=16),
-                                   dict(position="shaw", attention="longformer", window=16),
-                                   dict(position="rope", attention="full", causal=False, architecture="encoder_only",
-                                        softcap=5.0)])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        dict(position="alibi", attention="sliding_window", window=16),
+        dict(position="t5", attention="bigbird", block_size=16),
+        dict(position="shaw", attention="longformer", window=16),
+        dict(position="rope", attention="full", causal=False, architecture="encoder_only", softcap=5.0),
+    ],
+)
 def test_exact_rows_follow_every_score_modifier(extra):
     cfg = ModelConfig(n_layers=1, d_model=32, n_heads=2, **extra).validate()
     model = build_model(cfg).eval()
@@ -112,7 +117,7 @@ def test_the_repeat_source_places_one_paragraph_twice():
     p = passage(cfg, 8192, "repeat")
     first, second, n = p.repeat
     assert second - first == 3072 and len(p.ids) == 8192 and n >= 200
-    assert p.ids[first:first + n] == p.ids[second:second + n]
+    assert p.ids[first : first + n] == p.ids[second : second + n]
     short = passage(cfg, 2048, "repeat")
     assert short.repeat[1] - short.repeat[0] == 1024 and any("1024 tokens apart" in s for s in short.notes)
     held = passage(cfg, 1024, "heldout")
@@ -151,8 +156,11 @@ def test_a_stop_ends_the_view_and_gives_the_memory_back(monkeypatch):
     real = lc.pooled_maps
 
     def slow_pooled_maps(model, tokens):
-        hooks = [a.register_forward_pre_hook(lambda *_a: time.sleep(0.15))
-                 for a in model.modules() if isinstance(a, Attention)]
+        hooks = [
+            a.register_forward_pre_hook(lambda *_a: time.sleep(0.15))
+            for a in model.modules()
+            if isinstance(a, Attention)
+        ]
         try:
             return real(model, tokens)
         finally:

@@ -3,6 +3,7 @@ that would produce, gets its label and a score equal to the weight put where the
 the head's weight at the same distances elsewhere, recomputed here in plain loops); a uniform head is broad;
 a map that mixes several weakly is mixed; memory slots shift the keys; a head reading a fixed offset is not
 induction on periodic text, and a layer-0 head never is."""
+
 import numpy as np
 import pytest
 
@@ -18,7 +19,7 @@ def causal_uniform(L, Lk=None):
     off = Lk - L
     a = np.zeros((L, Lk))
     for p in range(L):
-        a[p, :p + off + 1] = 1.0 / (p + off + 1)
+        a[p, : p + off + 1] = 1.0 / (p + off + 1)
     return a
 
 
@@ -127,6 +128,7 @@ def test_delimiter():
     def target(p):
         earlier = [j for j in delims if j <= p]
         return earlier[-1] if earlier else None
+
     lab = classify_head(mix(target), IDS)
     assert lab.label == "delimiter" and lab.score > 0.8
 
@@ -135,7 +137,7 @@ def test_local_band_without_a_single_previous_token():
     a = np.zeros((L, L))
     for p in range(L):
         lo = max(0, p - 3)
-        a[p, lo:p + 1] = 1.0 / (p + 1 - lo)
+        a[p, lo : p + 1] = 1.0 / (p + 1 - lo)
     lab = classify_head(a, IDS)
     assert lab.label == "local" and lab.score == pytest.approx(1.0)
 
@@ -146,8 +148,11 @@ def test_uniform_is_broad():
 
 
 def test_a_weak_mixture_is_mixed_and_says_its_closest_behaviour():
-    a = 0.4 * causal_uniform(L) + 0.3 * mix(lambda p: p - 1 if p else None, 1.0) + 0.3 * mix(
-        lambda p: 0 if p else None, 1.0)
+    a = (
+        0.4 * causal_uniform(L)
+        + 0.3 * mix(lambda p: p - 1 if p else None, 1.0)
+        + 0.3 * mix(lambda p: 0 if p else None, 1.0)
+    )
     lab = classify_head(a, IDS)
     assert lab.label == "mixed" and "closest" in lab.sentence()
     assert all(lab.scores[k] < THRESHOLDS[k] for k in LABELS if np.isfinite(lab.scores[k]))
@@ -175,12 +180,18 @@ def test_periodic_text_gives_no_induction_label_on_trained_weights(bundle):
     """Under the old rule (latest occurrence only, no distance correction, any layer) "abab..." made the MoE's
     layer-0 head 0 and ALiBi's heads 1.0 and 2.0 induction heads: positional heads lining up with the period."""
     import torch
+
     from explorer.analysis.weights import bundled
+
     ids = list(b"ab" * 15)
     with torch.no_grad():
         att = bundled.load(bundle).model()(torch.tensor([ids]), return_attention=True).attentions
     maps = np.stack([a[0].numpy() for a in att])
-    old = [(n, k) for n in range(maps.shape[0]) for k in range(maps.shape[1])
-           if np.mean([maps[n, k, p, js[-1]] for p, js in induction_targets(ids).items()]) >= THRESHOLDS["induction"]]
+    old = [
+        (n, k)
+        for n in range(maps.shape[0])
+        for k in range(maps.shape[1])
+        if np.mean([maps[n, k, p, js[-1]] for p, js in induction_targets(ids).items()]) >= THRESHOLDS["induction"]
+    ]
     assert old  # what the old rule read off this text
     assert all(h.label != "induction" for row in classify_heads(maps, ids) for h in row)

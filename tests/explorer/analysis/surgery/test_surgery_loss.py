@@ -5,15 +5,16 @@ Surgery headline (``loss_change``) and the stored Surgery table's first column, 
 PyTorch loop over the held-out bytes in windows of the trained length gives. byte-llama's headline scores
 the held-out passage at its trained length, not read whole past it. Bundles and checkpoints answer the
 same verbs with the same record (``LossChange`` of ``Loss``)."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis.weights import bundled, checkpoints
 from explorer.analysis import surgery
 from explorer.analysis.surgery.__main__ import main, markdown
+from explorer.analysis.weights import bundled, checkpoints
 from explorer.figures.readings import loss_line
 from models import ConfigError
 
@@ -22,7 +23,7 @@ TEXT = "def area(r):\n    return 3.14159 * r * r  # the area of a circle of radi
 
 def _plain(model, ids, window) -> float:
     """Mean next-token loss of ``ids`` in windows of ``window`` (the last partial window left out), by hand."""
-    windows = [ids[i:i + window] for i in range(0, len(ids) // window * window, window)]
+    windows = [ids[i : i + window] for i in range(0, len(ids) // window * window, window)]
     total = count = 0
     with torch.no_grad():
         for w in windows:
@@ -38,13 +39,14 @@ def test_the_default_bundle_has_one_held_out_number():
     by_hand = _plain(b.model(), list(surgery.heldout_text()), origin.trained_length)
     stored = surgery.as_trained(surgery.stored_table(origin))
     assert stored == pytest.approx(by_hand, abs=2e-3)
-    assert f"held-out loss {stored:.3f} nats/byte" in b.source()           # the weights line
+    assert f"held-out loss {stored:.3f} nats/byte" in b.source()  # the weights line
     change = surgery.loss_change(b.config.replace(attention="longformer"), TEXT)
     before, after = change.heldout
-    assert before.nats == pytest.approx(stored, abs=1e-4)                   # the headline
+    assert before.nats == pytest.approx(stored, abs=1e-4)  # the headline
     assert (before.tokens, before.length, before.trained_length, before.past) == (4096, 128, 128, False)
-    assert after.nats == pytest.approx(dict((r["label"], r["loss"]["128"]) for r in
-                                            surgery.stored_table(origin)["rows"])["longformer (64)"], abs=1e-4)
+    assert after.nats == pytest.approx(
+        dict((r["label"], r["loss"]["128"]) for r in surgery.stored_table(origin)["rows"])["longformer (64)"], abs=1e-4
+    )
     line = loss_line(change)
     assert f"**{stored:.3f} →" in line and "4096 tokens in windows of 128, the trained length" in line
 
@@ -70,7 +72,7 @@ def test_the_text_is_read_whole_and_its_loss_is_plain_pytorch():
     assert change.kind == "bundle" and change.changed == ("attention",) and change.unit == "nats/byte"
     summary = change.summary()
     assert summary["text"]["before"] == tb.nats and summary["heldout"]["length"] == 128
-    assert surgery.loss_change(origin.config, TEXT) is None                # the model as trained: no change
+    assert surgery.loss_change(origin.config, TEXT) is None  # the model as trained: no change
 
 
 def test_byte_llamas_headline_is_at_its_trained_length_and_agrees_with_its_table():

@@ -1,12 +1,13 @@
 """The ``probsparse`` view: the active queries number u (causal: at least u, the running top-u) and are
 exactly the rows that are not the uniform mean of V; its figure and reading carry the numbers."""
+
 import numpy as np
 import pytest
 from view_runs import TEXT, TINY, app_run
 
 from explorer.analysis import attention_maps
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig
 
 L = len(TEXT.encode())

@@ -1,5 +1,6 @@
 """The ``approximation`` view against exact softmax recomputed here from the layer's own projections,
 and LSH's shared-QK reference (unit-normalised keys, self only as a fallback)."""
+
 import math
 
 import numpy as np
@@ -27,10 +28,13 @@ def _exact_from_projections(model, out, layer, causal):
     return torch.softmax(s, -1)[0].numpy()
 
 
-@pytest.mark.parametrize("attention,extra", [
-    ("linear", dict(causal=True, position="none")),
-    ("nystrom", dict(causal=False, n_landmarks=4, n_kv_heads=1, position="sinusoidal")),  # added to the input
-])
+@pytest.mark.parametrize(
+    "attention,extra",
+    [
+        ("linear", dict(causal=True, position="none")),
+        ("nystrom", dict(causal=False, n_landmarks=4, n_kv_heads=1, position="sinusoidal")),  # added to the input
+    ],
+)
 def test_approximation_error_is_effective_minus_exact_softmax(attention, extra):
     cfg = ModelConfig(attention=attention, norm_placement="none", **TINY, **extra)
     views, out, model = app_run(cfg)
@@ -56,7 +60,9 @@ def test_lsh_reference_is_shared_qk_softmax_without_self():
     with torch.no_grad():
         q = model.stack.blocks[0].attn.q_proj(x).view(1, L, 2, 8).transpose(1, 2)[0]  # (h, L, d_h)
     kn = q / q.norm(dim=-1, keepdim=True)
-    s = (q @ kn.transpose(-1, -2) / math.sqrt(8)).masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(-1), float("-inf"))
+    s = (q @ kn.transpose(-1, -2) / math.sqrt(8)).masked_fill(
+        ~torch.ones(L, L, dtype=torch.bool).tril(-1), float("-inf")
+    )
     s[:, 0, 0] = 0.0  # the first query has no other key: it attends itself
     np.testing.assert_allclose(a.exact[0], torch.softmax(s, -1).numpy(), atol=2e-6)
     np.testing.assert_array_equal(views.items["groups"].labels[0], out.layers[0].buckets[0].numpy())

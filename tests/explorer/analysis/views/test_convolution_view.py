@@ -1,5 +1,6 @@
 """The ``lite`` view: the taps are the softmax of each convolution head's kernel, and the convolution
 share is recomputed from an explicit convolution and softmax; the figure carries the taps."""
+
 import math
 
 import numpy as np
@@ -8,8 +9,8 @@ import torch
 from view_runs import REPEATED_TEXT, TINY_ROPE, block_values, model_run, softmax64
 
 from explorer.app.tabs.views import LABELS
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig
 
 IDS = list(REPEATED_TEXT.encode())
@@ -52,8 +53,9 @@ def test_lite_taps_are_the_kernel_softmax_and_the_share_is_recomputed(causal):
             taps = torch.exp(w) / torch.exp(w).sum(-1, keepdim=True)
             assert np.allclose(v.taps[i], taps.numpy(), atol=1e-6)
             assert np.allclose(v.taps[i].sum(-1), 1)
-            share = _lite_reference(info.q.double(), info.k.double(), block_values(block, info, cfg).double(), taps,
-                                    causal)
+            share = _lite_reference(
+                info.q.double(), info.k.double(), block_values(block, info, cfg).double(), taps, causal
+            )
             assert np.allclose(v.conv_share[i], share, atol=1e-5), i
     assert ((v.conv_share >= 0) & (v.conv_share <= 1)).all()
 

@@ -1,5 +1,6 @@
 """The ``exit`` and ``act`` views: every token's exit layer and ACT steps, as the last layer recorded
 them, within ``1 .. n_layers``."""
+
 import numpy as np
 from view_runs import TEXT, TINY, app_run
 

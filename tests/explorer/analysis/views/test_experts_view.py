@@ -1,5 +1,6 @@
 """The ``experts`` view: the histogram counts every top-k assignment, drops respect the capacity, and
 the hash router's experts are a pure function of the token id."""
+
 import numpy as np
 import pytest
 import torch

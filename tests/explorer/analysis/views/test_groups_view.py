@@ -1,11 +1,12 @@
 """The ``groups`` view: routing clusters are the layers' own assignments, and clustered attention's
 k-means query clusters are labelled as such (a query takes its centroid's row over all keys, it is
 not confined to its cluster's keys)."""
+
 import numpy as np
 from view_runs import TINY, app_run
 
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig
 
 

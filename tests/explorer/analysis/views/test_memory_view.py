@@ -1,5 +1,6 @@
 """The ``memory`` view: memory length per layer and segment, and each query's reach with and without
 the memory, against the segment arithmetic of Transformer-XL."""
+
 import numpy as np
 from view_runs import TEXT, TINY, app_run
 

@@ -1,14 +1,15 @@
 """The ``talking_heads`` and ``residual`` views: the head-mixing matrices are the ones the forward
 applied; RealFormer's prior share is recomputed from the recorded q, k; predictive attention's alpha
 is sigmoid of its parameter."""
+
 import numpy as np
 import pytest
 import torch
 from view_runs import TEXT, TINY, app_run
 
 from explorer.analysis.views import compute_views
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig, build_model
 
 IDS = list(TEXT.encode())

@@ -1,12 +1,13 @@
 """The ``pkm`` view: every read of the product-key memory is counted (macaron's two FFN calls add
 up), and the counts equal a brute-force top-k over all ``pkm_subkeys^2`` product keys."""
+
 import numpy as np
 import pytest
 import torch
 from view_runs import TEXT, TINY, app_run
 
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig, build_model
 
 IDS = list(TEXT.encode())

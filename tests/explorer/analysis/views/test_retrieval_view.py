@@ -1,6 +1,7 @@
 """The ``retrieval`` view: kNN-LM's mixture recomputed from the neighbours and a memory-free copy of the
 model; SPALM's gate as a per-position weight in [0, 1]; an empty store says why there are no
 neighbours; the figure carries the mixed probabilities."""
+
 import math
 
 import numpy as np
@@ -8,8 +9,8 @@ import torch
 from view_runs import REPEATED_TEXT, TINY_ROPE, model_run
 
 from explorer.app.tabs.views import LABELS
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig, build_model
 
 IDS = list(REPEATED_TEXT.encode())
@@ -27,8 +28,9 @@ def test_knn_lm_mixture_is_lambda_knn_plus_rest_model():
     plain = build_model(ModelConfig(**{**cfg.to_dict(), "memory": "none"})).eval()
     plain.load_state_dict(model.state_dict())
     with torch.no_grad():
-        p_lm = torch.cat([torch.softmax(plain(torch.tensor([IDS[s:s + seg]])).logits.double(), -1)
-                          for s in range(0, L, seg)], 1)[0].numpy()
+        p_lm = torch.cat(
+            [torch.softmax(plain(torch.tensor([IDS[s : s + seg]])).logits.double(), -1) for s in range(0, L, seg)], 1
+        )[0].numpy()
     # independent p_kNN: softmax(-distance) summed per stored next token
     p_knn = np.zeros((L, cfg.vocab_size))
     for t in range(seg, L):
@@ -58,6 +60,7 @@ def test_spalm_gate_is_a_per_position_weight_in_0_1():
         def edit(model):
             model.memory.gate_w.zero_()
             model.memory.gate_b.fill_(b)
+
         return edit
 
     for b in (-1.5, 2.0):

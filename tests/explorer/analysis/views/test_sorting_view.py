@@ -1,13 +1,14 @@
 """The ``sinkhorn`` view: the sorting matrix is a (causal: strictly lower) row-stochastic matrix whose
 weights are exactly how the effective attention of a query block splits over the other key blocks;
 its figure and reading carry the numbers."""
+
 import numpy as np
 import pytest
 from view_runs import TEXT, TINY, app_run
 
 from explorer.analysis import attention_maps
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig
 
 L = len(TEXT.encode())  # 20

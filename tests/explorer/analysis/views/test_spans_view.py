@@ -1,4 +1,5 @@
 """The ``span`` view: the learned span of every head, as the layers recorded it."""
+
 import numpy as np
 from view_runs import TINY, app_run
 

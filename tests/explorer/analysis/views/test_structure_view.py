@@ -1,6 +1,7 @@
 """The ``funnel``, ``feedback`` and ``sandwich`` views: funnel lengths halve per block (pool-query
 layers over unpooled keys); the Feedback memory weights are the softmax of the layer parameters; the
 sandwich order is Press et al. 2020's; the figures and reading carry them."""
+
 import math
 
 import numpy as np
@@ -10,8 +11,8 @@ from view_runs import REPEATED_TEXT, TEXT, TINY, TINY_ROPE, app_run, model_run
 
 from explorer.analysis import attention_maps
 from explorer.app.tabs.views import LABELS
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ModelConfig
 
 L = len(TEXT.encode())
@@ -24,7 +25,9 @@ def test_funnel_lengths_halve_per_block():
     v = views.items["funnel"]
     per = cfg.n_layers // cfg.funnel_blocks
     q = [-(-L // 2 ** (i // per)) for i in range(cfg.n_layers)]  # ceil(L / 2^block)
-    k = [-(-L // 2 ** (i // per - (i % per == 0 and i >= per))) for i in range(cfg.n_layers)]  # pool-query: unpooled keys
+    k = [
+        -(-L // 2 ** (i // per - (i % per == 0 and i >= per))) for i in range(cfg.n_layers)
+    ]  # pool-query: unpooled keys
     assert v.queries.tolist() == q and v.keys.tolist() == k
     fig = pv.view_figures(views)["funnel"]
     assert list(fig.data[0].y) == q and "funnel" in views_reading(views)
@@ -59,8 +62,13 @@ def test_sandwich_order_is_the_papers(n, s):
         assert v.order == literal[(n, s)]
 
 
-@pytest.mark.parametrize("name,extra,ids", [("feedback", dict(layer="feedback", max_len=64), IDS[:16]),
-                                            ("sandwich", dict(layer="sandwich", sandwich_coeff=1), IDS)])
+@pytest.mark.parametrize(
+    "name,extra,ids",
+    [
+        ("feedback", dict(layer="feedback", max_len=64), IDS[:16]),
+        ("sandwich", dict(layer="sandwich", sandwich_coeff=1), IDS),
+    ],
+)
 def test_structure_figures_carry_the_view(name, extra, ids):
     views = model_run(ModelConfig(**{**TINY_ROPE, **extra}), ids)[0]
     fig = pv.view_figures(views)[name]

@@ -1,5 +1,6 @@
 """The ``induced`` view: ISAB / Luna's two steps recomputed from the layer's weights in plain PyTorch,
 their product equal to the reported map; both refuse causal models; the figure carries the product."""
+
 import math
 
 import numpy as np
@@ -8,8 +9,8 @@ import torch
 from view_runs import REPEATED_TEXT, TINY_ROPE, block_values, model_run, softmax64
 
 from explorer.app.tabs.views import LABELS
-from explorer.figures.views import views_reading
 from explorer.figures import views as pv
+from explorer.figures.views import views_reading
 from models import ConfigError, ModelConfig, build_model
 
 IDS = list(REPEATED_TEXT.encode())
@@ -41,8 +42,9 @@ def test_induced_steps_are_the_two_softmaxes_and_multiply_to_the_map(mechanism):
             else:
                 flat = gathered.transpose(1, 2).reshape(1, m, h * dh)
                 keys = (flat @ core.unpack_key.weight.double().T).view(1, m, h, dh).transpose(1, 2)
-                packed = torch.nn.functional.layer_norm(flat + P, (h * dh,), core.norm.weight.double(),
-                                                        core.norm.bias.double(), core.norm.eps)
+                packed = torch.nn.functional.layer_norm(
+                    flat + P, (h * dh,), core.norm.weight.double(), core.norm.bias.double(), core.norm.eps
+                )
             a2 = softmax64(q @ keys.transpose(-1, -2) * scale)  # (1, h, L, m)
             assert np.allclose(v.pack[i], a1[0].numpy(), atol=1e-5), i
             assert np.allclose(v.unpack[i], a2[0].numpy(), atol=1e-5), i

@@ -1,6 +1,7 @@
 """The views registry: a standard config has no views, summaries are JSON, ``view_figures`` draws the
 views present and carries their numbers, the figures import no torch, and every field a view reads
 is a ``LayerInfo`` field (a view returns ``None`` without it)."""
+
 import dataclasses
 import json
 import subprocess
@@ -34,8 +35,9 @@ def test_view_figures_carry_the_numbers():
     a = views.items["approximation"]
     title = figs["approximation"].layout.title.text
     assert "layer 1, head 1" in title and f"{a.max_error[1, 1]:.3f}" in title and f"{a.mean_error[1, 1]:.4f}" in title
-    np.testing.assert_allclose(np.nan_to_num(np.asarray(figs["approximation"].data[2].z, float)),
-                               np.tril(a.error[1, 1]), atol=1e-6)
+    np.testing.assert_allclose(
+        np.nan_to_num(np.asarray(figs["approximation"].data[2].z, float)), np.tril(a.error[1, 1]), atol=1e-6
+    )
     bars = [t for t in figs["experts"].data if t.type == "bar"]
     assert [list(t.y) for t in bars] == views.items["experts"].counts.tolist()
     assert all(f.layout.title.text and f.layout.height >= 300 for f in figs.values())
@@ -55,11 +57,43 @@ def test_every_field_the_views_read_is_a_layer_info_field():
     """The views read typed fields; a renamed or misspelt field fails here instead of hiding a view."""
     fields = {f.name for f in dataclasses.fields(LayerInfo)}
     assert set(GROUP_KEYS) <= fields
-    assert {"span", "experts", "memory_len", "memory", "reach", "exit_depth", "exit_confidence", "act_steps",
-            "act_halting", "attention", "q", "k", "score_mods", "key_ids", "segments", "input", "sinkhorn",
-            "active_queries", "head_mix", "prior_share", "prior_alpha", "slot_counts", "induced_pack",
-            "induced_unpack", "conv_taps", "conv_share", "lm_next", "lm_dist", "lm_pos", "lm_mix", "lm_p_model",
-            "lm_p_memory", "lm_p_mixed", "layer_mix", "sublayer_depth"} <= fields
+    assert {
+        "span",
+        "experts",
+        "memory_len",
+        "memory",
+        "reach",
+        "exit_depth",
+        "exit_confidence",
+        "act_steps",
+        "act_halting",
+        "attention",
+        "q",
+        "k",
+        "score_mods",
+        "key_ids",
+        "segments",
+        "input",
+        "sinkhorn",
+        "active_queries",
+        "head_mix",
+        "prior_share",
+        "prior_alpha",
+        "slot_counts",
+        "induced_pack",
+        "induced_unpack",
+        "conv_taps",
+        "conv_share",
+        "lm_next",
+        "lm_dist",
+        "lm_pos",
+        "lm_mix",
+        "lm_p_model",
+        "lm_p_memory",
+        "lm_p_mixed",
+        "layer_mix",
+        "sublayer_depth",
+    } <= fields
     assert {f.name for f in dataclasses.fields(ExpertStats)} == {"expert_counts", "dropped", "assignment", "capacity"}
     # each view returns None for an output without its statistics, never raises
     empty = [LayerInfo(index=0, input=torch.zeros(1, 3, 16)), LayerInfo(index=1, input=torch.zeros(1, 3, 16))]

@@ -1,5 +1,6 @@
 """What the variant-view tests share: small configs, texts, and two ways to get a config's views
 with the forward pass they were read from (the model is seeded, so both ways see the same weights)."""
+
 import torch
 
 from explorer.analysis import attention_maps

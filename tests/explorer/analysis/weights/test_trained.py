@@ -1,6 +1,7 @@
 """Trained weights in the analyses: a trained copy task's maps show the copy diagonal, the initial
 maps come back unchanged, weights reach only the calls they are passed to and only their own config,
 snapshots are bounded copies."""
+
 import threading
 
 import numpy as np
@@ -10,8 +11,8 @@ import torch
 from explorer.analysis import attention_maps, gradient_norms, input_batch, next_token_loss
 from explorer.analysis.weights import trained as tw
 from explorer.app.tabs.train import small_config
-from explorer.training.tasks import get_task
 from explorer.runtime.text import model_input
+from explorer.training.tasks import get_task
 from explorer.training.trainer import RunConfig, Trainer
 from models import ConfigError
 
@@ -22,8 +23,9 @@ L = 17  # copy task: 8 symbols, the separator, their copy
 def trained():
     """A small model trained on the copy task until its held-out accuracy is high (~10 s on one core)."""
     cfg = small_config()
-    trainer = Trainer(cfg, RunConfig(task="copy", steps=120, lr=3e-3, warmup=20, batch_size=32, seq_len=L,
-                                     every=60, seed=0))
+    trainer = Trainer(
+        cfg, RunConfig(task="copy", steps=120, lr=3e-3, warmup=20, batch_size=32, seq_len=L, every=60, seed=0)
+    )
     snaps = list(trainer.run())
     assert snaps[-1].heldout_acc > 0.9, "the copy task did not train: the diagonal test would be meaningless"
     probe = get_task("copy").probe(L).tokens[0].tolist()
@@ -49,8 +51,8 @@ def test_trained_maps_show_the_copy_diagonal_and_initial_maps_come_back(trained)
     cfg, _, weights, text = trained
     before = attention_maps(cfg, text).attention.copy()
     after = attention_maps(cfg, text, weights=weights).attention
-    assert copy_mass(before) < 0.35          # at initialisation nothing attends the copy source
-    assert copy_mass(after) > 0.8            # a trained layer reads the token one copy-length back
+    assert copy_mass(before) < 0.35  # at initialisation nothing attends the copy source
+    assert copy_mass(after) > 0.8  # a trained layer reads the token one copy-length back
     again = attention_maps(cfg, text).attention
     assert np.array_equal(np.nan_to_num(before), np.nan_to_num(again))
 

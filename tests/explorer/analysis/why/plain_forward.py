@@ -4,6 +4,7 @@ attention) from the model's weights alone: the independent reference of the inte
 ``plain_run(model, ids)`` -> dict with ``streams`` (the residual stream after the embedding and after each
 block, ``(L, d)`` each), ``heads`` (per layer ``(h, L, d)``: each head's write ``z_h W_O^h``), ``ffn`` (per
 layer ``(L, d)``) and ``logits`` ``(L, V)``, in float64."""
+
 import math
 
 import torch
@@ -11,8 +12,20 @@ import torch.nn.functional as F
 
 from models import ModelConfig, build_model
 
-PLAIN = dict(d_model=32, n_heads=4, n_layers=2, max_len=64, vocab_size=40, position="learned",
-             norm="layernorm", norm_placement="pre", ffn="gelu", attention="full", attn_bias="all", seed=5)
+PLAIN = dict(
+    d_model=32,
+    n_heads=4,
+    n_layers=2,
+    max_len=64,
+    vocab_size=40,
+    position="learned",
+    norm="layernorm",
+    norm_placement="pre",
+    ffn="gelu",
+    attention="full",
+    attn_bias="all",
+    seed=5,
+)
 
 
 def perturbed(**fields):
@@ -58,7 +71,9 @@ def plain_run(model, ids, patch=None):
                 per[head] = write
         x = x + per.sum(0) + d(a.out_proj.bias)
         u = _ln(x, block.res_ffn.norm)
-        f = F.gelu(u @ d(block.ffn.w1.weight).T + d(block.ffn.w1.bias)) @ d(block.ffn.w2.weight).T + d(block.ffn.w2.bias)
+        f = F.gelu(u @ d(block.ffn.w1.weight).T + d(block.ffn.w1.bias)) @ d(block.ffn.w2.weight).T + d(
+            block.ffn.w2.bias
+        )
         x = x + f
         heads.append(per), ffns.append(f), streams.append(x)
     logits = _ln(x, model.final_norm) @ d(model.head.weight).T

@@ -1,6 +1,7 @@
 """The Why tab's answers (``explorer.analysis.why.answers``: inputs checked and capped, each view memoised) on
 the default bundle and the landing text, and on a checkpoint read through its tokenizer: the induction heads
 carry the second copy of the repeated word, caps and bad values are refused naming the field."""
+
 import types
 
 import numpy as np
@@ -38,7 +39,7 @@ def test_the_induction_heads_carry_the_second_copy(src):
     for record, key in ((None, "before"), (zero, "after")):
         with torch.no_grad():
             logp = torch.log_softmax(model(ids, interventions=record).logits[0].float(), -1)
-        ref = -logp[second:second + 8].gather(1, ids[0, second + 1:second + 9, None]).mean()
+        ref = -logp[second : second + 8].gather(1, ids[0, second + 1 : second + 9, None]).mean()
         assert abl["repeat"][key] == pytest.approx(float(ref), abs=1e-5)
     assert abl["repeat"]["before"] < 0.1 and abl["repeat"]["after"] > 3  # the induction heads carry the copy
 
@@ -77,6 +78,7 @@ def tiny_source(tmp_path, monkeypatch):
     from tiny_checkpoint import make_checkpoint
 
     from explorer.analysis.weights import checkpoints
+
     make_checkpoint(tmp_path / "tiny")
     monkeypatch.setenv(checkpoints.ROOTS_ENV, str(tmp_path))
     checkpoints._LOADED.clear()

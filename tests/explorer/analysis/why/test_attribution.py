@@ -1,11 +1,12 @@
 """Direct logit attribution: each term against a plain re-implementation with the final norm's scale frozen,
 and the sum rule (the terms add up to the model's own logit) across norms, positions and biases."""
+
 import pytest
 import torch
+from plain_forward import perturbed, plain_run, sample_ids
 
 from explorer.analysis.why.attribution import attribute
 from models import ConfigError
-from plain_forward import perturbed, plain_run, sample_ids
 
 
 def test_terms_match_a_plain_forward_with_the_scale_frozen():
@@ -29,8 +30,17 @@ def test_terms_match_a_plain_forward_with_the_scale_frozen():
     assert got.scale == pytest.approx(float(s), rel=1e-6)
 
 
-@pytest.mark.parametrize("fields", [{}, {"norm": "rmsnorm"}, {"position": "rope"}, {"attn_bias": "none"},
-                                    {"norm_placement": "none"}, {"n_kv_heads": 2}])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"norm": "rmsnorm"},
+        {"position": "rope"},
+        {"attn_bias": "none"},
+        {"norm_placement": "none"},
+        {"n_kv_heads": 2},
+    ],
+)
 def test_the_terms_add_up_to_the_logit(fields):
     model, ids = perturbed(**fields), sample_ids(5)
     for p in (0, 9, 28):
@@ -43,18 +53,29 @@ def test_the_terms_add_up_to_the_logit(fields):
     assert set(last.to_json()) >= {"heads", "ffn", "embedding", "biases", "total", "logit"}
 
 
-@pytest.mark.parametrize("fields, field", [({"norm_placement": "post"}, "norm_placement"),
-                                           ({"norm_placement": "sandwich"}, "norm_placement"),
-                                           ({"norm": "scalenorm"}, "norm")])
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"norm_placement": "post"}, "norm_placement"),
+        ({"norm_placement": "sandwich"}, "norm_placement"),
+        ({"norm": "scalenorm"}, "norm"),
+    ],
+)
 def test_placements_without_a_linear_decomposition_are_refused(fields, field):
     with pytest.raises(ConfigError) as e:
         attribute(perturbed(**fields), sample_ids(), 3)
     assert e.value.field == field and ("'pre'" in e.value.allowed or "layernorm" in e.value.allowed)
 
 
-@pytest.mark.parametrize("kwargs, field", [({"position": 30}, "position"), ({"position": 29}, "token"),
-                                           ({"position": 3, "token": 40}, "token"),
-                                           ({"position": 3, "alternative": -1}, "alternative")])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"position": 30}, "position"),
+        ({"position": 29}, "token"),
+        ({"position": 3, "token": 40}, "token"),
+        ({"position": 3, "alternative": -1}, "alternative"),
+    ],
+)
 def test_out_of_range_requests_are_refused(kwargs, field):
     with pytest.raises(ConfigError) as e:
         attribute(perturbed(), sample_ids(), **kwargs)

@@ -1,16 +1,17 @@
 """Grounded head labels: the mean-ablation effect against a plain forward with the head's mean write put in by
 hand; the prefix-matching score against its definition on a hand-built map; the default bundle's known
 circuit (layer-1 induction heads, confirmed by ablation; no layer-0 head is induction)."""
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_forward import PLAIN, perturbed, plain_run
 
+from explorer.analysis.surgery.loss import heldout_text
 from explorer.analysis.weights import bundled
 from explorer.analysis.why.grounded import MIN_EFFECT, GroundedLabel, ablation_effects, grounded_labels, probe_label
 from explorer.analysis.why.probes import COPY_LEN, REPEAT_LENGTH, Probes, make_probes, prefix_matching
-from explorer.analysis.surgery.loss import heldout_text
-from plain_forward import PLAIN, perturbed, plain_run
 
 V = PLAIN["vocab_size"]
 
@@ -24,7 +25,7 @@ def test_probes_are_fixed_and_the_second_copy_repeats_the_first():
     assert torch.equal(a.repeat, b.repeat) and torch.equal(a.natural, b.natural)
     assert a.repeat.shape[1] == REPEAT_LENGTH and a.natural.shape == (8, 32)
     for row, d in enumerate(a.distances):
-        assert torch.equal(a.repeat[row, d:d + COPY_LEN], a.repeat[row, :COPY_LEN])
+        assert torch.equal(a.repeat[row, d : d + COPY_LEN], a.repeat[row, :COPY_LEN])
 
 
 def test_prefix_matching_counts_every_earlier_occurrence():
@@ -47,7 +48,7 @@ def plain_loss(model, ids, positions, patch=None):
     """Mean next-token loss of a plain forward, row by row, over ``positions[row]`` (query positions)."""
     total = []
     for row in range(ids.shape[0]):
-        logits = plain_run(model, ids[row:row + 1], patch)["logits"]
+        logits = plain_run(model, ids[row : row + 1], patch)["logits"]
         loss = F.cross_entropy(logits[:-1], ids[row, 1:], reduction="none")
         total.append(loss[positions[row]])
     return float(torch.cat(total).mean())
@@ -56,8 +57,14 @@ def plain_loss(model, ids, positions, patch=None):
 def test_mean_ablation_effect_equals_a_plain_recomputation():
     model, full = perturbed(), small_probes()
     rows = [0, 9, 18]  # one sequence per copy distance, two natural windows: a short plain loop
-    probes = Probes(full.repeat[rows], tuple(full.distances[r] for r in rows), full.natural[:2], full.periodic,
-                    full.alphabet, full.trained_length)
+    probes = Probes(
+        full.repeat[rows],
+        tuple(full.distances[r] for r in rows),
+        full.natural[:2],
+        full.periodic,
+        full.alphabet,
+        full.trained_length,
+    )
     assert len(set(probes.distances)) == 3
     base, effects, _ = ablation_effects(model, probes)
     n = probes.natural.shape[1]
@@ -67,7 +74,7 @@ def test_mean_ablation_effect_equals_a_plain_recomputation():
         ref0 = plain_loss(model, ids, pos)
         assert base[which] == pytest.approx(ref0, abs=1e-4)
         for layer, head in ((0, 1), (1, 3)):
-            writes = torch.cat([plain_run(model, ids[r:r + 1])["heads"][layer][head] for r in range(len(ids))])
+            writes = torch.cat([plain_run(model, ids[r : r + 1])["heads"][layer][head] for r in range(len(ids))])
             mean = writes.mean(0)  # the head's write averaged over every position of the probe
             patched = plain_loss(model, ids, pos, {(layer, head): mean.expand(ids.shape[1], -1)})
             assert effects[which][layer, head] == pytest.approx(patched - ref0, abs=1e-4)
@@ -76,6 +83,7 @@ def test_mean_ablation_effect_equals_a_plain_recomputation():
 @pytest.fixture(scope="module")
 def default_grounded():
     from explorer.analysis.surgery import bundle_origin
+
     origin = bundle_origin("default")
     model = bundled.load("default").model()
     threads = torch.get_num_threads()

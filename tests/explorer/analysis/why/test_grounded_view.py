@@ -1,5 +1,6 @@
 """The grounded labels of the weights on screen: a shipped bundle as trained reads its stored card (and the
 card agrees with computing them now); other weights are computed on the probes, memoised."""
+
 import torch
 
 from explorer.analysis.weights import bundled

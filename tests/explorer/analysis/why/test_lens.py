@@ -1,12 +1,12 @@
 """The logit lens against a plain re-implementation of the forward, and its last row against the model's own
 output (bit for bit)."""
+
 import pytest
 import torch
-import torch.nn.functional as F
+from plain_forward import PLAIN, perturbed, plain_run, sample_ids
 
 from explorer.analysis.why.lens import logit_lens
 from models import ConfigError, ModelConfig, build_model
-from plain_forward import PLAIN, perturbed, plain_run, sample_ids
 
 
 def test_rows_match_a_plain_forward_and_the_last_row_is_the_model_output():

@@ -2,6 +2,7 @@
 own logits (last row, bit for bit), the same weights with fewer decoder layers (an earlier row), the embedding
 through the decoder's final norm and head in plain PyTorch (first row), and the attribution's parts summed
 against the model's logit."""
+
 import pytest
 import torch
 
@@ -10,8 +11,17 @@ from explorer.analysis.why.lens import logit_lens
 from explorer.analysis.why.seq2seq_ids import START, Seq2SeqIds, pair_ids, reversal_probes
 from models import ConfigError, ModelConfig, build_model
 
-SMALL = dict(architecture="encoder_decoder", d_model=32, n_heads=4, n_layers=2, n_encoder_layers=2, max_len=64,
-             vocab_size=128, position="rope", seed=7)
+SMALL = dict(
+    architecture="encoder_decoder",
+    d_model=32,
+    n_heads=4,
+    n_layers=2,
+    n_encoder_layers=2,
+    max_len=64,
+    vocab_size=128,
+    position="rope",
+    seed=7,
+)
 
 
 def perturbed(**fields):
@@ -93,6 +103,7 @@ def test_the_ids_must_fit_the_arrangement():
 def test_reversal_probes_are_the_reverse_task():
     from explorer.analysis.why import seq2seq_ids
     from explorer.training import tasks
+
     assert seq2seq_ids.START == tasks.SEP and seq2seq_ids.SYMBOLS == tasks.SYMBOLS
     p = reversal_probes(3, 7, seed=1)
     assert p.source.shape == (3, 7) and p.target.shape == (3, 8)

@@ -1,13 +1,14 @@
 """Ablation and activation patching: against the config's own head ablation, a mean folded into the output
 bias, a plain forward with one head's write patched, and the exact endpoints (everything patched: the clean
 run; nothing: the corrupted run)."""
+
 import pytest
 import torch
+from plain_forward import PLAIN, perturbed, plain_run, sample_ids
 
 from explorer.analysis.why.patching import ablate, default_pair, heldout_ids, patch_heads
 from explorer.runtime.text import DEFAULT_TEXT
 from models import ConfigError, ModelConfig, build_model
-from plain_forward import PLAIN, perturbed, plain_run, sample_ids
 
 
 def pair():
@@ -86,8 +87,14 @@ def test_mean_ablation_equals_the_reference_mean_folded_into_the_bias():
     assert got.loss_ablated == pytest.approx(ce, abs=1e-5)
 
 
-@pytest.mark.parametrize("kwargs, field", [({"heads": [(0, 9)]}, "replace_heads"), ({"heads": ["x"]}, "heads"),
-                                           ({"heads": [(0, 1)], "mode": "resample"}, "mode")])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"heads": [(0, 9)]}, "replace_heads"),
+        ({"heads": ["x"]}, "heads"),
+        ({"heads": [(0, 1)], "mode": "resample"}, "mode"),
+    ],
+)
 def test_bad_ablation_requests_are_refused(kwargs, field):
     with pytest.raises(ConfigError) as e:
         ablate(perturbed(), sample_ids(), heldout=sample_ids(), **kwargs)
@@ -96,15 +103,20 @@ def test_bad_ablation_requests_are_refused(kwargs, field):
 
 def test_heldout_passage_is_the_first_bytes_of_the_split_in_windows():
     from explorer.analysis.surgery.loss import heldout_text
+
     held = heldout_ids(128)
-    assert held.shape[1] == 128 and bytes(held.flatten().tolist()) == heldout_text()[:held.numel()]
+    assert held.shape[1] == 128 and bytes(held.flatten().tolist()) == heldout_text()[: held.numel()]
 
 
 def test_an_encoder_decoder_given_one_sequence_is_refused_naming_the_ids():
     from explorer.analysis.why.lens import logit_lens
+
     model = build_model(ModelConfig(**{**PLAIN, "architecture": "encoder_decoder"})).eval()
-    for call in (lambda: logit_lens(model, sample_ids()), lambda: ablate(model, sample_ids(), [("self", 0, 0)]),
-                 lambda: patch_heads(model, *pair())):
+    for call in (
+        lambda: logit_lens(model, sample_ids()),
+        lambda: ablate(model, sample_ids(), [("self", 0, 0)]),
+        lambda: patch_heads(model, *pair()),
+    ):
         with pytest.raises(ConfigError) as e:
             call()
         assert e.value.field == "ids"

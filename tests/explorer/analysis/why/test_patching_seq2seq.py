@@ -1,17 +1,27 @@
 """Ablation and activation patching of an encoder-decoder's three kinds of heads (decoder self-attention,
 cross-attention, encoder). References: output-projection columns zeroed in the weights, a plain forward hook
 that swaps one head's slice of the output projection's input, the model's own logits (exact endpoints)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
-
-from explorer.analysis.why.patching import (ablate, head_means, patch_heads, reference_ids, seq2seq_default_pair)
-from explorer.analysis.why.seq2seq_ids import Seq2SeqIds, TRAINED_SOURCE, pair_ids
-from models import ConfigError, ModelConfig
 from perturbed import perturbed_model
 
-SMALL = dict(architecture="encoder_decoder", d_model=32, n_heads=4, n_layers=2, n_encoder_layers=2, max_len=64,
-             vocab_size=128, position="rope", seed=11)
+from explorer.analysis.why.patching import ablate, head_means, patch_heads, reference_ids, seq2seq_default_pair
+from explorer.analysis.why.seq2seq_ids import TRAINED_SOURCE, Seq2SeqIds, pair_ids
+from models import ConfigError, ModelConfig
+
+SMALL = dict(
+    architecture="encoder_decoder",
+    d_model=32,
+    n_heads=4,
+    n_layers=2,
+    n_encoder_layers=2,
+    max_len=64,
+    vocab_size=128,
+    position="rope",
+    seed=11,
+)
 
 
 def perturbed(**fields):
@@ -94,8 +104,9 @@ def test_patching_endpoints_are_exact_and_a_cross_head_matches_a_hooked_forward(
 
         def swap(m, a):
             z = a[0].clone()
-            z[..., h * 8:(h + 1) * 8] = store["z"][..., h * 8:(h + 1) * 8]
+            z[..., h * 8 : (h + 1) * 8] = store["z"][..., h * 8 : (h + 1) * 8]
             return (z,)
+
         hook = proj.register_forward_pre_hook(swap)
         with torch.no_grad():
             lp = ld(model(bad.source, bad.target).logits)
@@ -126,6 +137,7 @@ def test_default_corruption_changes_a_source_word_and_its_mirror():
 
 def test_default_reference_is_the_reverse_task_at_the_bundles_length():
     from explorer.training.bundle import RECIPES
+
     recipe = RECIPES["encoder_decoder"]
     assert TRAINED_SOURCE == (recipe.seq_len - 1) // 2
     ref = reference_ids(ModelConfig(**SMALL))

@@ -1,4 +1,5 @@
 """The encoder-decoder's experiments against the model called directly and plain autograd."""
+
 import json
 
 import numpy as np
@@ -19,8 +20,16 @@ from models import ConfigError, ModelConfig, build_model
 
 
 def small(**kw):
-    base = dict(architecture="encoder_decoder", n_layers=2, n_encoder_layers=2, n_decoder_layers=3,
-                d_model=32, n_heads=2, d_ff=64, vocab_size=256)
+    base = dict(
+        architecture="encoder_decoder",
+        n_layers=2,
+        n_encoder_layers=2,
+        n_decoder_layers=3,
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        vocab_size=256,
+    )
     base.update(kw)
     return ModelConfig(**base)
 
@@ -32,7 +41,7 @@ def split(text, sep, max_bytes=256):
 
 def test_split_at_first_separator_into_bytes():
     src, tgt, cut = split("ab=>c=>é", "=>")
-    assert src == list(b"ab") and tgt == list("c=>é".encode("utf-8")) and not cut
+    assert src == list(b"ab") and tgt == list("c=>é".encode()) and not cut
     src, tgt, cut = split("abc | xy", " | ")
     assert bytes(src) == b"abc" and bytes(tgt) == b"xy"
     src, tgt, cut = split("a" * 10 + "|" + "b" * 3, "|", max_bytes=8)
@@ -40,8 +49,15 @@ def test_split_at_first_separator_into_bytes():
     assert split("a=>b", "")[:2] == ([ord("a")], [ord("b")])  # an emptied box is the default separator
 
 
-@pytest.mark.parametrize("text, sep, field", [("no separator here", "=>", "separator"), ("=>tgt", "=>", "text"),
-                                              ("src=>", "=>", "text"), ("a\nb", "\n", "separator")])
+@pytest.mark.parametrize(
+    "text, sep, field",
+    [
+        ("no separator here", "=>", "separator"),
+        ("=>tgt", "=>", "text"),
+        ("src=>", "=>", "text"),
+        ("a\nb", "\n", "separator"),
+    ],
+)
 def test_bad_split_names_the_field(text, sep, field):
     with pytest.raises(ConfigError) as err:
         split(text, sep)
@@ -55,8 +71,11 @@ def test_three_kinds_of_maps_match_the_model():
     with torch.no_grad():
         out = build_model(cfg).eval()(src, tgt, return_attention=True)
     assert maps.tokens == list("olleh!!") and maps.stacks["cross"].key_tokens == list("hello")
-    for got, want in ((maps.attention, out.attentions), (maps.stacks["encoder"].attention, out.encoder_attentions),
-                      (maps.stacks["cross"].attention, out.cross_attentions)):
+    for got, want in (
+        (maps.attention, out.attentions),
+        (maps.stacks["encoder"].attention, out.encoder_attentions),
+        (maps.stacks["cross"].attention, out.cross_attentions),
+    ):
         ref = torch.stack([a[0] for a in want]).numpy()  # (layers, h, Lq, Lk)
         np.testing.assert_allclose(got, ref, atol=1e-6)
     cross = maps.stacks["cross"].attention
@@ -86,8 +105,9 @@ def test_gradient_norms_per_stack_match_backward():
     blocks = list(model.encoder.blocks) + list(model.decoder.blocks)
     assert got["stack"] == ["encoder"] * 2 + ["decoder"] * 3
     np.testing.assert_allclose(got["attn_out"], [b.attn.out_proj.weight.grad.norm().item() for b in blocks], rtol=1e-4)
-    np.testing.assert_allclose(got["cross_out"][2:], [b.cross.out_proj.weight.grad.norm().item()
-                                                      for b in model.decoder.blocks], rtol=1e-4)
+    np.testing.assert_allclose(
+        got["cross_out"][2:], [b.cross.out_proj.weight.grad.norm().item() for b in model.decoder.blocks], rtol=1e-4
+    )
     assert got["cross_out"][:2] == [None, None]
     ffn = [sum(p.grad.pow(2).sum() for p in b.ffn.output_parameters()).sqrt().item() for b in blocks]
     np.testing.assert_allclose(got["ffn_out"], ffn, rtol=1e-4)
@@ -107,10 +127,12 @@ def test_summary_counts_every_parameter():
     assert s["flops_per_token"] > 0
 
 
-@pytest.mark.parametrize("axis, pairs", [("both", [(4, 4), (8, 8)]), ("source", [(4, 6), (8, 6)]),
-                                         ("target", [(6, 4), (6, 8)])])
+@pytest.mark.parametrize(
+    "axis, pairs", [("both", [(4, 4), (8, 8)]), ("source", [(4, 6), (8, 6)]), ("target", [(6, 4), (6, 8)])]
+)
 def test_sweep_times_source_and_target_lengths(axis, pairs):
     from explorer.analysis.cost.sweep import _inputs, input_lengths
+
     cfg = small(n_decoder_layers=1, n_encoder_layers=1)
     recs = latency_memory_sweep(cfg, [4, 8], seq2seq_axis=axis, fixed_len=6, repeats=1, min_repeats=1)
     assert [(r["src_len"], r["tgt_len"]) for r in recs] == pairs
@@ -127,13 +149,15 @@ def test_sweep_refuses_an_unknown_axis():
 
 def test_model_card_splits_the_stacks():
     from explorer.figures import readings as report
+
     cfg = small()
     s = model_summary(cfg, seq_len=8)
     model = build_model(cfg)
     st = s["stacks"]
     assert (st["encoder_layers"], st["decoder_layers"]) == (2, 3)
-    shared = sum(p.numel() for p in model.embed.parameters()) + sum(p.numel() for p in model.head.parameters()
-                                                                     if all(p is not q for q in model.embed.parameters()))
+    shared = sum(p.numel() for p in model.embed.parameters()) + sum(
+        p.numel() for p in model.head.parameters() if all(p is not q for q in model.embed.parameters())
+    )
     assert st["encoder_params"] + st["decoder_params"] + shared == s["parameters"]
     assert st["cross_params"] == 3 * 4 * 32 * 32  # q, k, v, out projections of d_model x d_model per layer
     card = report.model_markdown(s)

@@ -1,5 +1,6 @@
 """Circuit cards: every shipped model has a stored card that passes the loader's checks; a fresh computation
 of a small bundle's card equals the stored one; an edited card, or one of other weights, is refused."""
+
 import json
 import shutil
 
@@ -64,6 +65,7 @@ def test_the_loader_refuses_an_edited_card_and_one_of_other_weights(tmp_path):
 
     def tamper(card):
         card["heads"][0][0]["label"] = "induction"
+
     with pytest.raises(ConfigError) as e:
         cards.load_card("default", directory=copied(tmp_path, tamper))
     assert e.value.field == "card" and "edited" in str(e.value)
@@ -71,6 +73,7 @@ def test_the_loader_refuses_an_edited_card_and_one_of_other_weights(tmp_path):
     def retrained(card):
         card["weights_sha256"] = "0" * 64
         card["digest"] = cards.content_digest(card)  # a consistent card, of other weights
+
     with pytest.raises(ConfigError) as e:
         cards.load_card("default", directory=copied(tmp_path, retrained))
     assert "retrained" in str(e.value) and "--write" in str(e.value)
@@ -84,6 +87,7 @@ def test_the_encoder_decoder_card_equals_a_fresh_computation_and_its_parts_are_m
     from explorer.analysis.weights.bundled import load
     from explorer.analysis.why.cards.seq2seq import mirror_scores
     from explorer.analysis.why.seq2seq_ids import TRAINED_SOURCE, reversal_probes
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -98,8 +102,12 @@ def test_the_encoder_decoder_card_equals_a_fresh_computation_and_its_parts_are_m
     with torch.no_grad():
         maps = model(p.source, p.target, return_attention=True).cross_attentions
     n = TRAINED_SOURCE
-    plain = torch.tensor([[sum(float(maps[l][b, h, t, n - 1 - t]) for b in range(4) for t in range(n)) / (4 * n)
-                           for h in range(4)] for l in range(2)])
+    plain = torch.tensor(
+        [
+            [sum(float(maps[l][b, h, t, n - 1 - t]) for b in range(4) for t in range(n)) / (4 * n) for h in range(4)]
+            for l in range(2)
+        ]
+    )
     torch.testing.assert_close(mirror_scores(model, p), plain, atol=1e-5, rtol=1e-5)
     # the lens's last row is the model's own loss; the group ablation costs more than any head alone
     assert stored["lens"]["reversal"][-1] == pytest.approx(stored["baseline"], abs=1e-3)

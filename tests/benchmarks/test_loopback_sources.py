@@ -1,5 +1,6 @@
 """benchmarks.sources: a request carrying the source header leaves from that loopback address, the header
 itself is not sent, and a request without it is untouched (a local server records what it saw)."""
+
 import http.server
 import threading
 
