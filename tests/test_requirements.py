@@ -24,6 +24,9 @@ OPTIONAL = {
     "spaces",  # ZeroGPU's package: imported only on a Space (requirements-dev lists it for the tests)
     "pyo3_runtime",  # the tokenizers extension's own exception module
 }
+# Imported only where a kernel is compiled for a CUDA GPU (kernels/triton/): torch's CUDA wheels bring their own
+# triton, a CPU machine never imports it; requirements-dev lists it for the interpreter and compile tests.
+GPU_ONLY = {"triton"}
 
 
 def _requirements(name: str) -> set[str]:
@@ -106,7 +109,17 @@ def test_every_package_the_tests_import_is_in_requirements_dev():
 
 
 def test_every_package_the_product_imports_is_in_requirements():
-    assert not _unlisted(_py("app.py", "explorer", "models", "kernels"), _requirements("requirements.txt"))
+    unlisted = _unlisted(_py("app.py", "explorer", "models", "kernels"), _requirements("requirements.txt"))
+    assert not [u for u in unlisted if u.split()[0] not in GPU_ONLY], unlisted
+
+
+def test_the_gpu_only_packages_are_imported_by_the_triton_kernels_and_their_tools_alone():
+    kernel_side = ("kernels/triton/", "kernels/tools/")
+    for path in _py("app.py", "explorer", "models", "kernels"):
+        where = str(path.relative_to(ROOT))
+        if not where.startswith(kernel_side):
+            assert not set(_imports([path])) & GPU_ONLY, where
+    assert GPU_ONLY <= _requirements("requirements-dev.txt")
 
 
 def test_the_check_sees_a_missing_line():
