@@ -142,7 +142,7 @@ def main() -> None:
             top = ", ".join(f"0.{a}->1.{b} {s:.3f}" for (a, b), s in comp.top(4))
             print(f"{kind}-composition layer 0 -> 1, top pairs: {top} (random baseline {comp.baseline:.3f})")
 
-        print("\n## seconds per view (median of %d, %d thread(s))" % (args.repeats, torch.get_num_threads()))
+        print(f"\n## seconds per view (median of {args.repeats:d}, {torch.get_num_threads():d} thread(s))")
         pos = len(DEFAULT_TEXT.encode()) // 2
         views = {
             "logit lens (landing text)": lambda: logit_lens(model, c_ids),

@@ -3,8 +3,8 @@
 Runs the app's interactive work (the attention maps and the gradient norms of a fresh config, the
 caches bypassed by a new seed per request) from 1, 2, 3 and 4 worker threads, one torch thread
 each like the app's requests, and prints requests per second and the median latency per level.
-The app's compute slots (``EXPLORER_COMPUTE_SLOTS``, ``explorer.runtime.settings``) are the level past which throughput stops growing while
-latency keeps rising. Timings are of the machine it runs on, at that moment: on a shared machine,
+The app's compute slots (``EXPLORER_COMPUTE_SLOTS``, ``explorer.runtime.settings``) are the level past which throughput
+stops growing while latency keeps rising. Timings are of the machine it runs on, at that moment: on a shared machine,
 run it when the machine is quiet and read the ratios rather than the absolute numbers.
 """
 

@@ -110,7 +110,7 @@ def served(root: Path, tmp: Path, wait: float) -> None:
                 break
             except OSError:
                 if time.time() > deadline or proc.poll() is not None:
-                    raise SystemExit("the app did not start")
+                    raise SystemExit("the app did not start") from None
                 time.sleep(0.5)
         cfg = json.load(urllib.request.urlopen(url + "config", timeout=30))
         comps = {c["id"]: c for c in cfg["components"]}

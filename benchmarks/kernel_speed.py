@@ -240,10 +240,10 @@ def format_table(records, mode) -> str:
     head = ["pattern", "provider", "backend"] + [f"L={L}" for L in lengths]
     body = [[p, pr, row["backend"] or "-"] + [row.get(L, "") for L in lengths] for (p, pr), row in rows.items()]
     widths = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
-    line = lambda cells: "  ".join(
-        str(c).ljust(w) if i < 3 else str(c).rjust(w)  # noqa: E731
-        for i, (c, w) in enumerate(zip(cells, widths))
-    )
+
+    def line(cells):
+        return "  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     batch = f"B={r0['B']}" if len({r["B"] for r in recs}) == 1 else "B=tokens/L"
     timer = "do_bench (CUDA events, back to back, L2 flushed)" if r0["device"] == "cuda" else timer_name(r0["device"])
     title = (

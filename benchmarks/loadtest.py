@@ -6,8 +6,8 @@ number of users N runs N concurrent ``gradio_client`` users, each from its own l
 (``benchmarks.sources``). Each makes up to ``--requests``
 calls within ``--seconds``: mostly ``/analyze`` on a varied small config and text (seeded, so
 results are not simply served from the cache), some ``/gradients``, and one hostile request
-(a Linformer config whose size hides in a product of fields) that must come back *refused* with a message, not crash anything.
-With ``--heavy-sweep`` a ``/benchmark`` forward_backward sweep to 4096 tokens runs alongside. With
+(a Linformer config whose size hides in a product of fields) that must come back *refused* with a message, not crash
+anything. With ``--heavy-sweep`` a ``/benchmark`` forward_backward sweep to 4096 tokens runs alongside. With
 ``--heavy-jobs`` each level runs twice, alone and then beside the heavy work a public Space sees
 (two visitors training, one running a reproduction, one exporting in a loop), and the table adds the
 loaded p95 over the unloaded one: what a visitor of the interactive tabs feels (the target is 2x).
@@ -267,7 +267,8 @@ def print_table(rows: list, heavy: bool) -> None:
             s = r["sweep"]
             sweep = f"  {s.get('runs', 0)} runs" + (f" ({s['error']})" if "error" in s else "")
         print(
-            f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r['busy']:>5} {r['failed']:>7} {r['p50']:>7.2f} {r['p95']:>7.2f} "
+            f"{r['users']:>5} {r['ok']:>5} {r['refused']:>8} {r['busy']:>5} {r['failed']:>7} "
+            f"{r['p50']:>7.2f} {r['p95']:>7.2f} "
             f"{r['max']:>7.2f} {r['throughput']:>6.2f} {_mb(r['rss_before']):>14} {_mb(r['rss_peak']):>6} "
             f"{_mb(r['rss_after']):>6}{sweep}"
         )

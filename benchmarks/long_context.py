@@ -7,9 +7,9 @@ Each case runs ``models.long_context.pooled_maps`` on the bundled model 'default
 pooled pass of every layer (``kernels.pooled_attention``, 256 x 256 cells per head, per-query
 statistics) and the per-token loss. ``sw16k`` runs the same weights with a 64-key sliding window
 (surgery: the pattern has no parameters of its own). The text is the held-out part of the bundles'
-corpus (``explorer.runtime.corpus``), the same bytes on every run. Printed: the whole call's seconds (the model's forward at ``L`` included:
-at 16k tokens it is most of the time) and, apart, the seconds inside the pooled kernels; each also as
-the process's CPU seconds, which other processes on the cores do not inflate.
+corpus (``explorer.runtime.corpus``), the same bytes on every run. Printed: the whole call's seconds (the model's
+forward at ``L`` included: at 16k tokens it is most of the time) and, apart, the seconds inside the pooled kernels; each
+also as the process's CPU seconds, which other processes on the cores do not inflate.
 
 Targets (the issue's, on this 2-core CPU): sliding_window(64) at 16384 <= 2 s, full at 4096 <= 1.5 s,
 full at 16384 <= 15 s. Memory is measured: the peak rise of the process's resident set over the
@@ -154,10 +154,11 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average before: "
-        f"{' '.join('%.2f' % x for x in os.getloadavg())}"
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
-        f"{'case':8s} {'pattern':15s} {'L':>6s} {'heads':>5s} {'seconds':>8s} {'pooled':>7s} {'cpu s':>6s} {'pooled':>7s} {'target':>7s} {'met':>4s} "
+        f"{'case':8s} {'pattern':15s} {'L':>6s} {'heads':>5s} {'seconds':>8s} {'pooled':>7s} {'cpu s':>6s} "
+        f"{'pooled':>7s} {'target':>7s} {'met':>4s} "
         f"{'peak RSS rise':>14s} {'cells':>9s}  backend"
     )
     records = []
@@ -168,17 +169,19 @@ def main(argv=None) -> int:
         r = run_case(name)
         records.append(r)
         print(
-            f"{r['case']:8s} {r['attention']:15s} {r['L']:6d} {r['heads']:5d} {r['seconds']:8.2f} {r['pooled_pass_s']:7.2f} "
-            f"{r['cpu_s']:6.2f} {r['pooled_cpu_s']:7.2f} {r['target_s']:7.1f} {'yes' if r['met'] else 'NO':>4s} {r['peak_rss_rise_mb']:11.1f} MB "
+            f"{r['case']:8s} {r['attention']:15s} {r['L']:6d} {r['heads']:5d} {r['seconds']:8.2f} "
+            f"{r['pooled_pass_s']:7.2f} {r['cpu_s']:6.2f} {r['pooled_cpu_s']:7.2f} {r['target_s']:7.1f} "
+            f"{'yes' if r['met'] else 'NO':>4s} {r['peak_rss_rise_mb']:11.1f} MB "
             f"{'x'.join(map(str, r['cells'])):>9s}  {r['backend']}  (loss {r['mean_loss_nats']} nats/byte; "
             f"one layer's dense L x L probabilities would be {r['dense_probs_one_layer_mb_formula']} MB)",
             flush=True,
         )
     print(
-        f"load average after: {' '.join('%.2f' % x for x in os.getloadavg())}; seconds: the whole "
+        f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; seconds: the whole "
         "pooled_maps call (model forward at L, layouts, pooled pass of every layer, loss); pooled: inside the "
         "pooled kernels only; cpu s: this process's CPU seconds over the same spans (all its threads; what "
-        "the other processes on the cores do not inflate, unlike the wall-clock seconds); peak RSS rise: resident set sampled every 5 ms over the call, minus its value at "
+        "the other processes on the cores do not inflate, unlike the wall-clock seconds); peak RSS rise: "
+        "resident set sampled every 5 ms over the call, minus its value at "
         "the start"
     )
     if args.json:

@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     long_context(src, 1024, "heldout")  # warm-up: imports, layouts, first kernel calls
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), load average "
-        f"{' '.join('%.2f' % x for x in os.getloadavg())}"
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
         f"{'L':>6s} {'view s':>7s} {'figures s':>9s} {'grid kB':>8s} {'loss kB':>8s} {'stats kB':>8s}  mean loss "
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         figs = time.perf_counter() - t0
         means = " | ".join(f"{float(s.loss.mean()):.3f}" for s in r.sides)
         print(f"{L:6d} {view:7.2f} {figs:9.2f} {sizes[0]:8.1f} {sizes[1]:8.1f} {sizes[2]:8.1f}  {means}", flush=True)
-    print(f"load average after: {' '.join('%.2f' % x for x in os.getloadavg())}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

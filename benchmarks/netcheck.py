@@ -62,7 +62,7 @@ ARM_JS = """(word) => { const t = window.__redraw = {down: 0, drawn: 0};
     if (title && String(title.text || title).includes(word) && e.querySelector('.main-svg .heatmaplayer')) {
       t.drawn = performance.now(); return; }
     requestAnimationFrame(tick); };
-  requestAnimationFrame(tick); }"""
+  requestAnimationFrame(tick); }"""  # noqa: E501 (JavaScript kept verbatim)
 DRAWN_JS = "() => { const t = window.__redraw; return t && t.down && t.drawn ? (t.drawn - t.down) / 1000 : null; }"
 
 

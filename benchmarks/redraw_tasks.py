@@ -39,7 +39,10 @@ PATTERNS = ("sliding_window", "bigbird", "strided", "full", "longformer", "dilat
 INIT_JS = """(() => { window.__long = [];
   new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__long.push([e.startTime, e.duration])))
     .observe({type: 'longtask', buffered: true}); })()"""
-GRID_DATA_JS = "() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); return e && e.data && e.data.length; }"
+GRID_DATA_JS = (
+    "() => { const e = document.querySelector('#attention-grid .js-plotly-plot'); "
+    "return e && e.data && e.data.length; }"
+)
 
 
 def _pick(page, option: str) -> None:

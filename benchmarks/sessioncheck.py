@@ -3,8 +3,8 @@
 ``python -m benchmarks.sessioncheck [--pages 100] [--ttl 60] [--batch 5]`` starts ``python app.py``
 on 127.0.0.1 with ``EXPLORER_SESSION_TTL=--ttl``, reads its RSS (``/proc/PID/status``), opens
 ``--pages`` pages in Debian's Chromium (``--batch`` at a time), each waiting until its page-load
-events are done (the zoomed head drawn, then no event for 2 s), then closes them: Gradio keeps each one's session (its states
-and its copy of the outputs). It prints the RSS after the loads, then waits until the sessions are
+events are done (the zoomed head drawn, then no event for 2 s), then closes them: Gradio keeps each one's session (its
+states and its copy of the outputs). It prints the RSS after the loads, then waits until the sessions are
 idle for the TTL plus one expiry period and prints the RSS again, with how many sessions Gradio
 still knows (``/gradio_api/deep_link`` answers "" for a session it does not hold). It stops its own
 server when done.

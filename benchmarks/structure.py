@@ -12,10 +12,10 @@ imports (every ``import`` at any depth, read with ``ast``; edges inside the fold
   children (sub-folders and top-level modules), an edge where any module of one imports any of another.
 
 ``--walk`` traces what happens when a visitor picks an attention pattern: the Attention tab's handler
-(``refresh_attention``) is called, in a fresh process, with ``attention="sliding_window"`` and followed (``sys.setprofile``)
-until the first call of an attention function in ``kernels/``. It prints, for every call of the project's code on the way, the
-files entered (``files``), the steps from one file to another (``steps``) and how many of those steps
-return to a file already left (``returns``); and the same for the call chain (the stack) at the moment the
+(``refresh_attention``) is called, in a fresh process, with ``attention="sliding_window"`` and followed
+(``sys.setprofile``) until the first call of an attention function in ``kernels/``. It prints, for every call of the
+project's code on the way, the files entered (``files``), the steps from one file to another (``steps``) and how many of
+those steps return to a file already left (``returns``); and the same for the call chain (the stack) at the moment the
 kernel is entered: how deep the choice travels and how often it comes back to a file it left.
 """
 

@@ -7,10 +7,10 @@ tiny BPE and a synthetic 150 K-token byte-level BPE (the size of Llama 3's or Qw
 worker's resident memory.
 
 ``--attacks [--root FOLDER] [--limit-as 4G]`` serves ``python app.py`` from ``FOLDER`` (default: this
-checkout; give an older checkout to measure it before a change) under an address-space limit (``RLIMIT_AS``, set before ``exec``), one fresh server
-per attack, uploads the tiny Llama with a hostile ``tokenizer.json`` (``tests/tokenizer_attacks.py``)
-over HTTP, calls ``/analyze`` on it with the text that strikes, and prints per attack: how the upload
-and the call were answered, the seconds to the answer, the server's peak RSS (sampled every 50 ms,
+checkout; give an older checkout to measure it before a change) under an address-space limit (``RLIMIT_AS``, set before
+``exec``), one fresh server per attack, uploads the tiny Llama with a hostile ``tokenizer.json``
+(``tests/tokenizer_attacks.py``) over HTTP, calls ``/analyze`` on it with the text that strikes, and prints per attack:
+how the upload and the call were answered, the seconds to the answer, the server's peak RSS (sampled every 50 ms,
 ``VmHWM`` while it lives) and whether it is alive. Ends with the ``machine:`` line.
 """
 

@@ -139,7 +139,7 @@ def queue_flood(url, n=30):
         ]
     other = []
     with httpx.Client(timeout=120, headers=headers("10.0.0.4")) as c:
-        for i in range(5):
+        for _i in range(5):
             t0 = time.perf_counter()
             r = c.post(url + "gradio_api/call/analyze", json={"data": ["{}", "hello world", "|", "bundled"]})
             if r.status_code == 200:

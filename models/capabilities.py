@@ -11,8 +11,8 @@ Position encodings act on attention through *score modifiers*: keyword arguments
   (Shaw, Transformer-XL). Needs the mechanism to gather a vector per (query, key) distance.
 
 A position encoding declares the kinds it produces (``PositionCaps``), an attention mechanism the
-kinds it accepts and the causal settings it supports (``AttentionCaps``), a memory whether it prepends keys and whether it needs a
-position encoding that never writes absolute positions into the embeddings (``MemoryCaps``).
+kinds it accepts and the causal settings it supports (``AttentionCaps``), a memory whether it prepends keys and whether
+it needs a position encoding that never writes absolute positions into the embeddings (``MemoryCaps``).
 :func:`check_combination` refuses what does not fit, with the reason, and the attention sublayer
 refuses at run time any modifier its mechanism does not accept (:func:`refused_modifiers`), so a new
 bias-type encoding can never be silently dropped.

@@ -227,7 +227,7 @@ class _ConfigMethods:
         for name in ("attn_bias", "gelu_approx"):  # read by every model, whatever its variants
             if getattr(self, name) not in FIELDS[name].choices:
                 raise ConfigError(name, getattr(self, name), f"one of {list(FIELDS[name].choices)}")
-        self.ablated  # parses and bounds ablate_heads (ConfigError naming the field)
+        _ = self.ablated  # evaluated for its check: parses and bounds ablate_heads (ConfigError naming the field)
         regs = registries()
         for cat in CATEGORIES:
             key = getattr(self, cat)

@@ -76,13 +76,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Union
+from typing import Any
 
 import torch
 
 from .errors import ConfigError
 
-Value = Union[torch.Tensor, str]  # "zero" or a tensor broadcastable to the replaced activation
+Value = torch.Tensor | str  # "zero" or a tensor broadcastable to the replaced activation
 ZERO = "zero"
 ARCHITECTURES = ("decoder_only", "encoder_only", "encoder_decoder")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("explorer", "models", "kernels", "benchmarks")
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-DOTTED = re.compile(r"^(?:%s)(?:\.[A-Za-z_][A-Za-z0-9_]*)+$" % "|".join(PACKAGES))
-PATH = re.compile(r"^(?:%s|docs|tests|assets)/[A-Za-z0-9_./-]*$" % "|".join(PACKAGES))
+DOTTED = re.compile(rf"^(?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+PATH = re.compile(rf"^(?:{'|'.join(PACKAGES)}|docs|tests|assets)/[A-Za-z0-9_./-]*$")
 SUBPACKAGES = tuple(p.name for p in (ROOT / "explorer").iterdir() if (p / "__init__.py").is_file())
-INNER_PATH = re.compile(r"^(?:%s)/[A-Za-z0-9_./-]*\.py$" % "|".join(SUBPACKAGES))  # relative to explorer/
+INNER_PATH = re.compile(rf"^(?:{'|'.join(SUBPACKAGES)})/[A-Za-z0-9_./-]*\.py$")  # relative to explorer/
 SHORT = re.compile(r"^[a-z_][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")  # module.name, the module by its own name
 FILE = re.compile(r"\.(py|json|md|csv|html|safetensors|txt|js|css|png)$")
 # words the docs use for a value, not a module, though a module bears the name: ``model.state_dict``

@@ -131,9 +131,10 @@ def dense_sweep(device, quick, deadline, log) -> list[dict]:
                             attn_flops(B, h, L, d, causal, mode) / (rec["ms"] / 1e3) / 1e12 if rec["ms"] else None
                         )
                         recs.append(rec)
+                        ms, tflops = rec["ms"], rec["tflops"]
                         log(
                             f"  speed: {mode} d{d} causal={causal} L={L} {name}: {rec['status']} "
-                            f"{'' if rec['ms'] is None else '%.3f ms %.0f TFLOP/s' % (rec['ms'], rec['tflops'])}"
+                            f"{'' if ms is None else f'{ms:.3f} ms {tflops:.0f} TFLOP/s'}"
                         )
                 del q, k, v
     return recs
@@ -168,9 +169,10 @@ def sparse_sweep(device, quick, deadline, log) -> list[dict]:
                     else:
                         rec.update(_cell(make, q, k, v, True, mode, quick))
                     recs.append(rec)
+                    ms = rec["ms"]
                     log(
                         f"  speed: {mode} {pattern} L={L} {name}: {rec['status']} "
-                        f"{'' if rec['ms'] is None else '%.3f ms' % rec['ms']}"
+                        f"{'' if ms is None else f'{ms:.3f} ms'}"
                     )
         del q, k, v
     return recs
@@ -213,10 +215,8 @@ def ops_sweep(device, quick, deadline, log) -> list[dict]:
                 else:
                     rec.update(_op_cell(fn, ins, mode, quick))
                 recs.append(rec)
-                log(
-                    f"  speed: {mode} {name} {prov}: {rec['status']} "
-                    f"{'' if rec['ms'] is None else '%.3f ms' % rec['ms']}"
-                )
+                ms = rec["ms"]
+                log(f"  speed: {mode} {name} {prov}: {rec['status']} {'' if ms is None else f'{ms:.3f} ms'}")
     return recs
 
 
@@ -259,7 +259,8 @@ def pooled_sweep(device, quick, deadline, log) -> list[dict]:
                 except Exception as e:  # noqa: BLE001
                     rec.update(ms=None, status=f"error: {type(e).__name__}: {str(e)[:160]}")
             recs.append(rec)
-            log(f"  speed: {rec['op']} {prov}: {rec['status']} {'' if rec['ms'] is None else '%.2f ms' % rec['ms']}")
+            ms = rec["ms"]
+            log(f"  speed: {rec['op']} {prov}: {rec['status']} {'' if ms is None else f'{ms:.2f} ms'}")
     return recs
 
 
@@ -299,7 +300,7 @@ def markdown(dense, sparse, ops) -> str:
         body.append(
             [mode, d, causal, L]
             + [
-                ("%.0f" % cells[p]["tflops"])
+                f"{cells[p]['tflops']:.0f}"
                 if p in cells and cells[p]["tflops"]
                 else (cells[p]["status"].split(":")[0] if p in cells else "")
                 for p in provs

@@ -220,7 +220,8 @@ def depth_reading(depth: dict, current: str) -> str:
         line += (
             " Stars: "
             + "; ".join(
-                f"{p} trained ({t.get('label', 'trained weights')}, {t['depth']} layers) {_fmt(t['last'])} on the same batch"
+                f"{p} trained ({t.get('label', 'trained weights')}, {t['depth']} layers) "
+                f"{_fmt(t['last'])} on the same batch"
                 for p, t in depth["trained"].items()
             )
             + "."

@@ -270,7 +270,8 @@ def stats_figure(result, layer: int = 0, n_bins: int = 64) -> go.Figure:
     title = (
         f"Per-head statistics of layer {layer} against position<br><sup>solid: {s0.name}"
         + (f"; dashed: {result.sides[1].name}" if len(result.sides) > 1 else "")
-        + f"; dotted line: the trained length; mean over {result.length // max(1, len(centres))} queries per point</sup>"
+        + f"; dotted line: the trained length; mean over {result.length // max(1, len(centres))} "
+        "queries per point</sup>"
     )
     return go.Figure(
         data=data, layout=base_layout(title, 640, shapes=shapes, legend=dict(font=dict(size=11)), **layout)

@@ -55,7 +55,10 @@ def sweep_reading(current: list, baseline: list | None, attention: str, baseline
             last = ok[-1]
             text += f"; at L={last['seq_len']}: {last['ms']:.1f} ms, {human_bytes(last['peak_bytes'])}"
             if last.get("attn_ms"):
-                text += f", of which the attention alone {last['attn_ms']:.1f} ms ({100 * last['attn_ms'] / last['ms']:.0f}%)"
+                text += (
+                    f", of which the attention alone {last['attn_ms']:.1f} ms "
+                    f"({100 * last['attn_ms'] / last['ms']:.0f}%)"
+                )
         if bad:
             text += " (" + ", ".join(bad) + ")"
         return text

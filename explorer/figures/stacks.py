@@ -127,7 +127,7 @@ def stack_gradient_figure(result: dict) -> go.Figure:
     for p, stack in enumerate(stacks):
         s = "" if p == 0 else str(p + 1)
         idx = [i for i, st in enumerate(result["stack"]) if st == stack]
-        for n, (key, label) in enumerate(GRAD_KEYS):
+        for _n, (key, label) in enumerate(GRAD_KEYS):
             vals = result.get(key) or []
             ys = [vals[i] if i < len(vals) else None for i in idx]
             if all(v is None for v in ys):

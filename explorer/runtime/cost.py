@@ -153,7 +153,8 @@ class OverBudget(ConfigError):
         return self.allowed
 
 
-HEAVY_BUDGET = 6  # a heavy job (its own slots, lowest priority: a long context, a sweep, an export) may take this many request budgets
+# a heavy job (its own slots, lowest priority: a long context, a sweep, an export) may take this many request budgets
+HEAVY_BUDGET = 6
 
 
 def charge(cfg, parts, what: str, heavy: bool = False, kind: str | None = None, ceiling: float | None = None) -> float:

@@ -32,7 +32,7 @@ Each is read when asked, so a test or a benchmark can set it for a server it sta
 duration that cannot be read falls back to its default (logged, naming the variable): a typo in a
 Space's settings never stops the app from starting. A memory size that cannot be read is refused
 with a ``ConfigError`` naming the variable, since guessing a memory limit would be worse.
-"""
+"""  # noqa: E501 (a Markdown table, one row a line)
 
 from __future__ import annotations
 

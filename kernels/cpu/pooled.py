@@ -92,7 +92,7 @@ def pooled_block_sparse(
     bq, bk = (tile, tile) if bm is None else (bm.block_q, bm.block_k)
     if block_q % bq or block_k % bk:
         raise ValueError(f"pooled blocks {block_q}x{block_k} must be multiples of the layout tile {bq}x{bk}")
-    nqb, nkb = -(-lq // bq), -(-lk // bk)
+    nqb = -(-lq // bq)
     nqp, nkp = -(-lq // block_q), -(-lk // block_k)
     acc = torch.promote_types(q.dtype, torch.float32)
     dev = q.device

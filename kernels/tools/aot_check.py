@@ -142,11 +142,12 @@ def _flash_specs(quick: bool):
                             }
                             if need_drb is not None:
                                 consts["NEED_DRB"] = need_drb
+                            blocks = f"/{kw['BQ']:d}x{kw['BK']:d}" if sparse else ""
                             name = (
                                 f"{fn.__name__} {tt} d{d} {'sparse' if sparse else 'dense'}"
                                 f"{' mod' if has_mod else ''}{' drb' if need_drb else ''}"
                                 f" {kw['BLOCK_M']}x{kw['BLOCK_N']}"
-                                f"{'/%dx%d' % (kw['BQ'], kw['BK']) if sparse else ''}"
+                                f"{blocks}"
                                 f" w{warps} s{stages}"
                             )
                             specs.append((name, fn, ptrs, consts, warps, stages))

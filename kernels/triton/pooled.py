@@ -627,10 +627,11 @@ def aot_specs(quick: bool):
                         "NCOL": NCOL,
                         **{n: meta[n] for n in ("BLOCK_M", "BLOCK_N", "BQ", "BK")},
                     }
+                    blocks = "/{:d}x{:d}".format(*layout) if layout else ""
                     name = (
                         f"_pooled_fwd {tt} d{d} {'sparse' if layout else 'dense'}{' mod' if has_mod else ''}"
                         f" {meta['BLOCK_M']}x{meta['BLOCK_N']}"
-                        f"{'/%dx%d' % layout if layout else ''} w{meta['num_warps']} s{meta['num_stages']}"
+                        f"{blocks} w{meta['num_warps']} s{meta['num_stages']}"
                     )
                     specs.append((name, _pooled_fwd, ptrs, consts, meta["num_warps"], meta["num_stages"]))
     return specs

@@ -13,9 +13,9 @@ scores scaled by ``1/sqrt(d_h)``):
 
 so the effective attention ``A2 A1`` is exactly the matrix applied to ``V``; both factors are
 row-stochastic, hence so is their product. With weights requested the layer also records both
-steps (``LayerInfo.induced_pack`` = ``A1``, ``induced_unpack`` = ``A2``) for the explorer's view. The inducing points are learned directly in head space
-(the paper's ``I`` through its query projection: the same family of functions with fewer
-parameters). Deviation: the paper's MAB wraps ``H`` in a residual, LayerNorm and row-wise FFN
+steps (``LayerInfo.induced_pack`` = ``A1``, ``induced_unpack`` = ``A2``) for the explorer's view. The inducing points
+are learned directly in head space (the paper's ``I`` through its query projection: the same family of functions with
+fewer parameters). Deviation: the paper's MAB wraps ``H`` in a residual, LayerNorm and row-wise FFN
 before the second attention; here ``H`` is used as gathered so that the layer stays one attention
 whose map is ``A2 A1`` (the block's own residual and FFN follow as in every layer). ``softcap``
 caps both score matrices. RoPE rotates the sequence's queries and keys; the inducing points carry

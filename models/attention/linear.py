@@ -3,8 +3,8 @@
 ``out_i = phi(q_i) S / phi(q_i) z`` with ``S = sum_j phi(k_j) v_j^T``, ``z = sum_j phi(k_j)``
 (sums over ``j <= i_abs`` when causal, as prefix sums), computed by
 ``kernels.linear_attention.linear_attention`` (chunked prefix sums on CPU, Triton on CUDA), which
-adds ``eps`` to the denominator and shares K/V heads across a GQA group. No ``L x L`` matrix is formed unless the effective attention is
-requested; then it is ``A = phi(Q) phi(K)^T`` (causal: ``j <= i_abs``) divided by its row sums
+adds ``eps`` to the denominator and shares K/V heads across a GQA group. No ``L x L`` matrix is formed unless the
+effective attention is requested; then it is ``A = phi(Q) phi(K)^T`` (causal: ``j <= i_abs``) divided by its row sums
 (without the kernel's ``eps``, so rows sum to exactly 1; ``A V`` equals the output up to it).
 
 ``linear`` (Katharopoulos et al. 2020, "Transformers are RNNs"): ``phi(x) = elu(x) + 1``.

@@ -6,8 +6,8 @@ padded; padding is never attended).
 1. Block summaries: the mean of each block's keys. The paper sum-pools the block of layer inputs;
    the core only sees the projected heads, and a head's keys are a learned linear projection of
    those inputs, so this is the same summary up to a linear map and the factor ``b`` (both absorbed
-   by the sorting network), with the padded last block on the same scale. Causal: the summary of block ``a`` is the mean of the keys of blocks
-   ``< a`` (the paper's cumulative pooling, taken over the past only, so a block's sorting never
+   by the sorting network), with the padded last block on the same scale. Causal: the summary of block ``a`` is the mean
+   of the keys of blocks ``< a`` (the paper's cumulative pooling, taken over the past only, so a block's sorting never
    depends on its own later tokens); block 0 has no past.
 2. Meta sorting network, per head: ``R_a = W2 relu(W1 s_a + b1) + b2`` with ``W2`` of width
    ``ceil(max_len / b)`` (one logit per key block, sliced to ``nb``): ``R [nb, nb]``.

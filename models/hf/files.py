@@ -138,7 +138,7 @@ def _shards(folder: Path, index: Path) -> tuple:
     if not isinstance(weight_map, dict) or not weight_map:
         raise ConfigError(INDEX, "weight_map", "an object mapping each tensor name to its shard file")
     shards = {}  # in first-use order; a dict: a list's membership test made this loop quadratic in the index
-    for name, shard in weight_map.items():
+    for _name, shard in weight_map.items():
         if not isinstance(shard, str) or not SHARD_NAME.match(shard) or shard.startswith("."):
             raise ConfigError(INDEX, str(shard)[:80], "plain .safetensors file names in the checkpoint folder")
         shards.setdefault(shard, None)

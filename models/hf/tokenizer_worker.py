@@ -14,8 +14,9 @@ a ``load``). Requests: ``load`` (build, vet on ``PROBES``, answer the vocabulary
 ``encode``, ``decode``. Each answer is ``{"ok": result}`` or ``{"error": reason, "panic": bool}``;
 after a panic or a ``MemoryError`` the worker answers and exits (its state is not trusted again).
 stdin's end (the parent is gone) ends it; ``SIGALRM`` (default action: terminate) ends a request that
-(and its answer) outlives its deadline by ``ALARM_MARGIN_S`` while the parent cannot (the parent was killed mid-request). Nothing but this
-file's frames reaches stdout: fd 1 is moved to a private descriptor and /dev/null takes its place.
+(and its answer) outlives its deadline by ``ALARM_MARGIN_S`` while the parent cannot (the parent was killed
+mid-request). Nothing but this file's frames reaches stdout: fd 1 is moved to a private descriptor and /dev/null takes
+its place.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ Positions: absolute encodings are added to the embeddings (and pooled with them)
 (``rope``) rotates each layer at its own resolution, positions ``0 .. n - 1``, and in a pool-query
 layer places pooled query ``p`` at its group's last token ``min(2p + 1, n - 1)`` of the key grid.
 Limits (refused by the check with the reason): no score-bias / relative-vector encodings (they
-assume queries that are the last keys, which pooled queries are not); attention is ``full`` (the paper's); no memory (segment lengths change with depth); no
-token-routed FFN (``hash``: pooled positions have no token id). Records: one ``LayerInfo`` per
-layer; a pooled layer's ``input`` and attention map are at its own resolution (pool-query maps are
+assume queries that are the last keys, which pooled queries are not); attention is ``full`` (the paper's); no memory
+(segment lengths change with depth); no token-routed FFN (``hash``: pooled positions have no token id). Records: one
+``LayerInfo`` per layer; a pooled layer's ``input`` and attention map are at its own resolution (pool-query maps are
 ``(B, h, ceil(n / 2), n)``).
 """
 

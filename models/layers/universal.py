@@ -10,8 +10,8 @@ included); a token keeps running while its cumulative halting probability stays 
 ``act_threshold``; at the step it would cross it, it halts with weight equal to the remainder
 ``R = 1 - sum of its earlier p``, and at the last step every running token halts that way. The
 output is updated as ``out = w_t * block(s_t) + (1 - w_t) * out`` with ``w_t = p`` while running,
-``R`` at the halt and 0 after (tensor2tensor's ``ut_act``); all ``n_layers`` steps are computed for the whole batch (halted tokens get weight 0
-but still provide keys/values, as in the batched implementation). Ponder cost (Graves 2016):
+``R`` at the halt and 0 after (tensor2tensor's ``ut_act``); all ``n_layers`` steps are computed for the whole batch
+(halted tokens get weight 0 but still provide keys/values, as in the batched implementation). Ponder cost (Graves 2016):
 ``rho = N + R`` per token (``N`` the number of steps it took), ``ponder_weight * mean(rho)`` is
 added to ``aux_loss`` as ``info.ponder_loss`` on the last step; gradients reach the halting
 unit through ``R``.

@@ -46,7 +46,7 @@ def test_main_full_sweep(eager_flex, tmp_path, capsys):
     assert set(cells) == {
         (m, p, pr, L) for m in ("fwd", "fwd_bwd") for p in PATTERNS for pr in PROVIDERS for L in LENGTHS
     }
-    for (mode, pattern, provider, L), r in cells.items():
+    for (mode, _pattern, provider, _L), r in cells.items():
         assert set(r) >= {"pattern", "provider", "backend", "mode", "L", "ms", "tflops", "status"}
         assert isinstance(r["status"], str) and r["status"]
         if provider == "flex" and mode == "fwd_bwd":

@@ -25,7 +25,7 @@ DECODE_JS = """const decode = (a) => {
   const T = {f4: Float32Array, f8: Float64Array, u1: Uint8Array, i1: Int8Array, u2: Uint16Array, i2: Int16Array,
              u4: Uint32Array, i4: Int32Array}[a.dtype];
   return Array.from(new T(buf.buffer));
-};"""
+};"""  # noqa: E501 (JavaScript kept verbatim)
 # Summary of a Plotly graph inside the element with id `sel`: trace count, names, x values and,
 # for trace 0, the number of cells and of blank (NaN or colour level 0: not allowed) cells.
 PLOT_JS = (
@@ -90,7 +90,7 @@ TRACE_JS = """(() => {
     }
     return res;
   };
-})()"""
+})()"""  # noqa: E501 (JavaScript kept verbatim)
 # -> [events pending, ms since the last join or message, progress indicators showing]
 BUSY_JS = """() => { const ev = window.__events;
   if (!ev) return [0, 1e9, 0];

@@ -40,7 +40,7 @@ CONTRAST_JS = """(sel) => {
     out.push(['placeholder', el.placeholder.slice(0, 40), fg.map(Math.round), bg.map(Math.round), ratio(fg, bg)]);
   }
   return out;
-}"""
+}"""  # noqa: E501 (JavaScript kept verbatim)
 
 
 def _luminance(rgb):

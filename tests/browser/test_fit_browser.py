@@ -107,7 +107,7 @@ CELL_JS = """() => { const l = document.querySelector('#attention-grid .js-plotl
 # minor ones too); not the legend, whose entries Plotly spaces for the size it knows
 SMALL_TEXT_JS = """(sel) => [...document.querySelectorAll(sel + ' .js-plotly-plot text')].filter(t =>
     t.textContent.trim() && !t.closest('.legend') && t.getBoundingClientRect().width > 0 && parseFloat(getComputedStyle(t).fontSize) < 16)
-    .map(t => [t.getAttribute('class'), t.textContent.slice(0, 20), getComputedStyle(t).fontSize])"""
+    .map(t => [t.getAttribute('class'), t.textContent.slice(0, 20), getComputedStyle(t).fontSize])"""  # noqa: E501 (JavaScript kept verbatim)
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
@@ -178,7 +178,7 @@ def test_presentation_grid_fits_below_the_header(open_page, size):
         return g
 
     check("presentation")
-    for spec, n in (("0-1", 2), ("all", rows)):
+    for spec, _n in (("0-1", 2), ("all", rows)):
         p.locator("#grid-layers textarea, #grid-layers input").first.fill(spec)
         p.locator("#grid-layers textarea, #grid-layers input").first.press("Enter")
         page.settle()

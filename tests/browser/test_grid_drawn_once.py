@@ -12,12 +12,12 @@ COUNT_JS = """() => { const t = window.__draws = window.__draws || {n: 0, divs: 
   const look = () => { const gd = document.querySelector('#attention-grid .js-plotly-plot');
     if (gd && !t.divs.has(gd) && typeof gd.on === 'function') { t.divs.add(gd); gd.on('plotly_afterplot', () => t.n++); }
     requestAnimationFrame(look); };
-  look(); }"""
+  look(); }"""  # noqa: E501 (JavaScript kept verbatim)
 LABELS_JS = """() => { const gd = document.querySelector('#attention-grid .js-plotly-plot'), full = gd._fullLayout;
   return gd.layout.annotations.map((a, i) => { const el = gd.querySelectorAll('.annotation')[i];
     const box = el.querySelector('.annotation-text').getBoundingClientRect();
     const xa = full[(a.xref.split(' ')[0]).replace('x', 'xaxis')];
-    return {text: a.text, hover: a.hovertext || null, label: a._label || a.text, width: box.width, panel: xa._length}; }); }"""
+    return {text: a.text, hover: a.hovertext || null, label: a._label || a.text, width: box.width, panel: xa._length}; }); }"""  # noqa: E501 (JavaScript kept verbatim)
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1440, "height": 900}, {"width": 1280, "height": 720}])

@@ -76,7 +76,8 @@ def test_keyboard_contrast_names_and_status_at_1280(open_page):
     p.wait_for_function("() => document.querySelector('#status').innerText.trim().length > 0", timeout=60_000)
     after = p.evaluate(BELOW_STATUS_JS)
     assert abs(after[0] - before[0]) <= 1 and abs(after[1] - before[1]) <= 1, (
-        f"the status line grew from {before[0]:.0f} to {after[0]:.0f} px, moving the controls {after[1] - before[1]:.0f} px"
+        f"the status line grew from {before[0]:.0f} to {after[0]:.0f} px, "
+        f"moving the controls {after[1] - before[1]:.0f} px"
     )
 
     # Enter on a dropdown option: the value changes, focus stays on the control, with a visible ring

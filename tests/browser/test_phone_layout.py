@@ -35,14 +35,14 @@ OVERLAPS_JS = """() => { const out = {};
     }
     out[(gd.closest('[id]') || {}).id || 'plot'] = pairs;
   }
-  return out; }"""
+  return out; }"""  # noqa: E501 (JavaScript kept verbatim)
 # -> [grid's page y, tab bar's page y, [panel px ...], grid's top in the viewport]
 GRID_JS = """() => { const blk = document.querySelector('#attention-grid'), gd = blk.querySelector('.js-plotly-plot');
   const full = gd._fullLayout, tabs = document.querySelector('#tabs [role="tablist"]') || document.querySelector('#tabs');
   const panels = Object.keys(full).filter((k) => /^xaxis\\d*$/.test(k)).map((k) => Math.min(full[k]._length,
     full[k.replace('x', 'y')]._length));
   return [blk.getBoundingClientRect().top + scrollY, tabs.getBoundingClientRect().top + scrollY, panels,
-          gd.getBoundingClientRect().top]; }"""
+          gd.getBoundingClientRect().top]; }"""  # noqa: E501 (JavaScript kept verbatim)
 # -> the grid's head labels: [[shown text, full text (hover), box, panel box]] and the boxes of its axis titles
 LABELS_JS = """() => { const gd = document.querySelector('#attention-grid .js-plotly-plot'), full = gd._fullLayout;
   const g = gd.getBoundingClientRect(), rect = (e) => { const b = e.getBoundingClientRect();
@@ -56,7 +56,7 @@ LABELS_JS = """() => { const gd = document.querySelector('#attention-grid .js-pl
     .map(rect);
   return [labels, titles]; }"""
 JUMP_JS = """() => { const b = document.querySelector('#phone-jump'), r = b && b.getBoundingClientRect();
-  return b && getComputedStyle(b).display !== 'none' ? [b.textContent, r.width, r.height, r.bottom <= innerHeight] : null; }"""
+  return b && getComputedStyle(b).display !== 'none' ? [b.textContent, r.width, r.height, r.bottom <= innerHeight] : null; }"""  # noqa: E501 (JavaScript kept verbatim)
 
 
 def _install(page):

@@ -27,7 +27,8 @@ def test_a_redraw_chain_skips_the_outgoing_draws_and_shows_the_new_figures(page)
     page.check_clean()
 
 
-# per animation frame (what the next paint shows), each Attention figure's box: its height when it holds a drawn figure, else 0
+# per animation frame (what the next paint shows), each Attention figure's box: its height when it holds a drawn
+# figure, else 0
 FRAMES_JS = """() => { window.__frames = [];
   const tick = () => { window.__frames.push(['attention-grid', 'attention-stats', 'zoom-plot'].map((id) => {
       const box = document.getElementById(id);
@@ -68,7 +69,7 @@ DRAW_ORDER_JS = """async () => {
   const done = await Promise.all([pa, pb]);
   seen.push([!!a._fullLayout, !!b._fullLayout, done[0] === a, done[1] === b]);
   Plotly.purge(a); Plotly.purge(b); a.remove(); b.remove();
-  return seen; }"""
+  return seen; }"""  # noqa: E501 (JavaScript kept verbatim)
 
 
 def test_each_draw_runs_in_a_task_of_its_own(page):

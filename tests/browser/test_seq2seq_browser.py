@@ -127,7 +127,7 @@ TICKS_JS = """(sel) => { const g = document.querySelector(sel + ' .js-plotly-plo
 PANEL_JS = """([sel, i]) => { const g = document.querySelector(sel + ' .js-plotly-plot'), t = g.data[i];
   const l = g._fullLayout, xa = l[(t.xaxis || 'x').replace('x', 'xaxis')], ya = l[(t.yaxis || 'y').replace('y', 'yaxis')];
   const r = g.getBoundingClientRect();
-  return {x: r.left + xa._offset + xa._length / 2, y: r.top + ya._offset + ya._length / 2, meta: t.meta}; }"""
+  return {x: r.left + xa._offset + xa._length / 2, y: r.top + ya._offset + ya._length / 2, meta: t.meta}; }"""  # noqa: E501 (JavaScript kept verbatim)
 ZOOM_TITLE_JS = """() => { const t = document.querySelector('#stack-zoom .gtitle');
   return t && t.getBoundingClientRect().width > 0 ? t.textContent : null; }"""
 

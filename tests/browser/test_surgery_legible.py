@@ -54,7 +54,7 @@ MEASURE_JS = """([ids, minPx]) => { const out = {};
       if (w > 1 && h > 1) clash.push([ta, tb, Math.round(w), Math.round(h)]); } });
     out[id] = {small, outside, clash, lines: lines.map(([t, b]) => [t, Math.round(b[1]), Math.round(b[3])])};
   }
-  return out; }"""
+  return out; }"""  # noqa: E501 (JavaScript kept verbatim)
 
 VIEWS = {
     "laptop": dict(viewport={"width": 1440, "height": 900}),

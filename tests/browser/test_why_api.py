@@ -1,10 +1,10 @@
-"""``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits`` from ``gradio_client`` on the served app, and the
-Why tab in Chromium.
+"""``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits`` from ``gradio_client`` on the served
+app, and the Why tab in Chromium.
 
 Answers are checked against properties that hold whatever the weights: the lens's probabilities are in
 [0, 1] with one row per layer plus the embedding; attribution's terms add up to the logit; ablation's
-change is after minus before; patching everything restores 1 and nothing 0; copying scores lie in [-1, 1]. Bad fields and caps are
-refused naming the field."""
+change is after minus before; patching everything restores 1 and nothing 0; copying scores lie in [-1, 1]. Bad fields
+and caps are refused naming the field."""
 
 import pytest
 from gradio_client import Client

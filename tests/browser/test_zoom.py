@@ -1,7 +1,10 @@
 """Zooming into one head in Debian's Chromium: the zoom fills on load, picking a head redraws it, and
 the pickers follow the number of layers."""
 
-TITLE = "() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); return e && e.layout ? e.layout.title.text : ''; }"
+TITLE = (
+    "() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); "
+    "return e && e.layout ? e.layout.title.text : ''; }"
+)
 
 
 def test_pick_a_head_and_zoom(page):

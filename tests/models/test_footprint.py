@@ -40,8 +40,8 @@ def test_meta_count_equals_the_built_model(cat, key):
 
 
 def test_linformer_projections_are_counted():
-    """A Linformer config whose size hides in a product: each E/F projection is max_len x proj_len per layer, which a formula of
-    d_model alone misses; counted on meta, nothing is allocated."""
+    """A Linformer config whose size hides in a product: each E/F projection is max_len x proj_len per layer, which a
+    formula of d_model alone misses; counted on meta, nothing is allocated."""
     cfg = ModelConfig(attention="linformer", causal=False, proj_len=4096, max_len=8192, n_layers=12)
     n, pbytes, _, _ = weights(cfg)  # proj_len 65536 is past the library's cap now (4096)
     assert n >= 12 * 2 * 8192 * 4096 and pbytes == 4 * n

@@ -170,8 +170,9 @@ def drawn_gradients(
     cfg, text: str | None = None, weights: TrainedWeights | None = None, every_placement: bool = True
 ) -> DrawnGradients:
     """The gradient norms of ``cfg`` drawn with ``weights`` (the record drawn for ``cfg``, checked once by
-    the caller: ``explorer.analysis.source.drawn_for``; None: the initial weights; see the module docstring). ``every_placement=False``: the config's own placement only (the API).
-    ``text``: the visitor's text (None or "": the config's example text)."""
+    the caller: ``explorer.analysis.source.drawn_for``; None: the initial weights; see the module docstring).
+    ``every_placement=False``: the config's own placement only (the API). ``text``: the visitor's text (None or "": the
+    config's example text)."""
     cfg = as_config(cfg)
     w = weights
     if w is not None and w.checkpoint:

@@ -21,8 +21,9 @@ module; each layer's progress comes back on the same token) and inside one reser
 
 ``zoom(result, side, layer, head, q_cell, k_cell)`` computes one cell's exact token-level map: the
 model's forward up to that layer with an ``Interventions`` record whose core observer takes the layer's
-post-position ``q``, ``k`` and score modifiers and evaluates the softmax of the cell's query rows over all keys (``rows x L``, float64),
-then stops the forward. Bins (``loss_bins``, ``stats_bins``) are means over equal position ranges.
+post-position ``q``, ``k`` and score modifiers and evaluates the softmax of the cell's query rows over all keys
+(``rows x L``, float64), then stops the forward. Bins (``loss_bins``, ``stats_bins``) are means over equal position
+ranges.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ attention layer (``layer=0``) is never scored for induction: it sees tokens and 
 earlier head's output to match against. ``explorer.analysis.why.grounded`` labels heads on fixed probe texts
 instead, confirmed by ablation; this module reads the text in the box. Rows the head
 leaves empty (NaN, or a zero row of a query with no allowed key) are skipped.
-"""
+"""  # noqa: E501 (a Markdown table, one row a line)
 
 from __future__ import annotations
 

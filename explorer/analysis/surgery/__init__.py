@@ -16,8 +16,8 @@ the new config, and this package says what the move costs:
 - ``loss.py``: ``loss_change(cfg, text, checkpoint)`` a ``LossChange`` of ``Loss`` records (the model as
   trained and after the change, held out and on the visitor's text, each saying its length against the
   trained length); ``heldout_loss(origin)`` the model's one held-out number.
-- ``stored.py`` and ``tabulate.py``: the Surgery table (``table``, ``write_table``, ``stored_table``), every change that keeps
-  the weights at the trained length and 4x it. ``python -m explorer.analysis.surgery NAME`` prints it
+- ``stored.py`` and ``tabulate.py``: the Surgery table (``table``, ``write_table``, ``stored_table``), every change that
+  keeps the weights at the trained length and 4x it. ``python -m explorer.analysis.surgery NAME`` prints it
   for bundle NAME (``--checkpoint ID`` for a checkpoint); ``--write`` stores it beside the model.
 
 Everything here is read-only and memoised by config (the bundles and checkpoints are shared like the code).

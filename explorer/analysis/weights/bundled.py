@@ -116,8 +116,9 @@ def load(name: str, directory: Path = BUNDLE_DIR) -> Bundle:
 
 @lru_cache(maxsize=1)
 def _by_config(directory: Path = BUNDLE_DIR) -> dict:
-    """``{config: name}`` (the frozen ``ModelConfig`` is the key); a manifest's config is read through the config door, so a field added to
-    ``ModelConfig`` since the bundle was made takes its default (which is what the bundle was made with)."""
+    """``{config: name}`` (the frozen ``ModelConfig`` is the key); a manifest's config is read through the config door,
+    so a field added to ``ModelConfig`` since the bundle was made takes its default (which is what the bundle was made
+    with)."""
     return {as_config(json.loads((directory / f"{n}.json").read_text())["config"]): n for n in names(directory)}
 
 

@@ -47,7 +47,8 @@ class TrainedWeights:
     nbytes: int
     source: str = ""  # where they come from, as the page says it ("your run", a bundle's description)
     surgery: tuple = ()  # fields changed from the config they were trained with (``explorer.analysis.surgery``)
-    # a pretrained checkpoint's (``explorer.analysis.weights.checkpoints``): the tokenizer its ids come from (None: bytes)
+    # a pretrained checkpoint's (``explorer.analysis.weights.checkpoints``): the tokenizer its ids come from
+    # (None: bytes)
     tokenizer: object = field(default=None, repr=False, compare=False)
     shared: bool = False  # tensors held read-only by the host: an eval model uses them without a copy
     checkpoint: str = ""  # the checkpoint's id (what a share link carries instead of the weights)

@@ -113,9 +113,7 @@ class Attribution:
         }
 
 
-def attribute(
-    model, ids: Ids, position: int, token: int | None = None, alternative: int | None = None
-) -> Attribution:
+def attribute(model, ids: Ids, position: int, token: int | None = None, alternative: int | None = None) -> Attribution:
     """Each head's and FFN's direct contribution to the logit of ``token`` (default: the actual next token)
     at ``position`` of ``ids (1, L)`` (an encoder-decoder: of its decoder's input), minus the same for
     ``alternative`` when given."""

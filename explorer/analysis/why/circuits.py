@@ -238,12 +238,12 @@ def composition(model, earlier: int = 0, later: int = 1, kind: str = "K", draws:
 
 def _baseline(d: int, dh: int, draws: int) -> float:
     g = torch.Generator().manual_seed(0)
-    low_rank = lambda: (
-        torch.randn(d, dh, generator=g, dtype=torch.float64)
-        @ torch.randn(  # noqa: E731
+
+    def low_rank():
+        return torch.randn(d, dh, generator=g, dtype=torch.float64) @ torch.randn(
             dh, d, generator=g, dtype=torch.float64
         )
-    )
+
     vals = []
     for _ in range(draws):
         a, b = low_rank(), low_rank()

@@ -14,7 +14,6 @@ of the task alphabet (``SYMBOLS``, the training tasks') and their reversals, at 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import torch
 
@@ -43,7 +42,7 @@ class Seq2SeqIds:
         return tuple(self.target.shape)
 
 
-Ids = Union[torch.Tensor, Seq2SeqIds]
+Ids = torch.Tensor | Seq2SeqIds
 
 
 def pair_ids(source, target, device=None) -> Seq2SeqIds:

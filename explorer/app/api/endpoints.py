@@ -7,11 +7,11 @@ length) and its text through the one text path (``explorer.runtime.text``: an em
 config's example text; a source / target model splits it at ``separator``) and its weights through
 the one weights source (``request_source``: the ``weights`` choice resolved once into an
 ``explorer.analysis.source.WeightsSource``, the checkpoint loaded once), then calls the analyses' use
-cases with that record, never a UI handler: the page, the API and the export draw the same weights. Errors come back as ``gr.Error(message)``: the ``ConfigError`` text
-(naming the field and what it accepts), truncated; never a traceback. ``/benchmark`` and ``/export``
-are heavy jobs (``explorer.app.server.jobs``): admitted in their own family, one per visitor, run at low
-priority; a full family answers "busy" at once instead of waiting in the queue. Every endpoint's predicted
-compute is checked before it runs (``explorer.runtime.cost.charge``: refused by name past the per-request
+cases with that record, never a UI handler: the page, the API and the export draw the same weights. Errors come back as
+``gr.Error(message)``: the ``ConfigError`` text (naming the field and what it accepts), truncated; never a traceback.
+``/benchmark`` and ``/export`` are heavy jobs (``explorer.app.server.jobs``): admitted in their own family, one per
+visitor, run at low priority; a full family answers "busy" at once instead of waiting in the queue. Every endpoint's
+predicted compute is checked before it runs (``explorer.runtime.cost.charge``: refused by name past the per-request
 budget or the visitor's share).
 """
 

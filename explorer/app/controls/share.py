@@ -6,8 +6,8 @@
 far below what browsers and the server accept, so a pasted novel cannot make every later request
 fail. ``from_query(params)`` never raises: a field it refuses (unknown, bad value, over a cap) is
 dropped and named in a notice while the rest of the link is used; an unreadable query string (absurd
-size) gives the defaults back with a notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``, Gradio
-``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are the page's ``tab``, grid picks and
+size) gives the defaults back with a notice naming the problem. Keys starting with ``__`` (Hugging Face adds ``__sign``,
+Gradio ``__theme``) and Gradio's ``view`` are not ours and are ignored, nor are the page's ``tab``, grid picks and
 checkpoint id (``PAGE_PARAMS``) and the parameters each tab reads itself (``Tab.link``, handed in as ``owned``).
 
 An encoder-decoder's link also carries the source | target separator as ``sep`` when it is not the

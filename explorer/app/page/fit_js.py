@@ -138,5 +138,5 @@ FIT_JS = (
   window.addEventListener('resize', refit);
   window.__fitPlots = {look, misfit, wrapTitle, fitHeight, name};
   look();
-}"""
+}"""  # noqa: E501 (JavaScript kept verbatim)
 )

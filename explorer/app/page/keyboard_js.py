@@ -28,4 +28,4 @@ KEYBOARD_JS = """() => {
     };
     for (const ms of [0, 60, 300]) setTimeout(back, ms);
   }, true);
-}"""
+}"""  # noqa: E501 (JavaScript kept verbatim)

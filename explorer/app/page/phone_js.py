@@ -385,7 +385,7 @@ LAYOUT_JS = (
   new MutationObserver(() => setTimeout(all, 150)).observe(body, {attributes: true, attributeFilter: ['class']});
   window.addEventListener('resize', () => setTimeout(all, 150));
   watch();
-}"""
+}"""  # noqa: E501 (JavaScript kept verbatim)
 )
 
 PHONE_JS = "() => { (" + LAYOUT_JS + ")(); (" + JUMP_JS + ")(); }"  # the one script the page installs

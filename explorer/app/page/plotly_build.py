@@ -12,8 +12,8 @@ are kept byte for byte, and the one expression that evaluates the Plotly build (
 <Plotly's UMD wrapper> return window.Plotly=e,e})}))()),``, a CommonJS wrapper called at once) gets the
 cartesian bundle's UMD text as its body instead. The component then finds the same ``default.react``,
 ``Plots.resize`` and ``window.Plotly``. When a Gradio release lays the module out otherwise (the pattern
-is not found, its end is found more than once, or anything but imports stands before it), ``plot_module()`` returns None and
-Gradio serves its own module, as before.
+is not found, its end is found more than once, or anything but imports stands before it), ``plot_module()`` returns None
+and Gradio serves its own module, as before.
 
 ``answer()`` (called by ``explorer.app.page.transport.PageDelivery``) answers the module's URL
 with the rebuilt text, Brotli- or gzip-compressed as the browser accepts, with an ``ETag`` (a repeat

@@ -82,4 +82,4 @@ RENDER_ONCE_JS = """() => {
   if (install()) return;
   const watch = new MutationObserver(() => { if (install()) watch.disconnect(); });
   watch.observe(document.body, {childList: true, subtree: true});
-}"""
+}"""  # noqa: E501 (JavaScript kept verbatim)

@@ -2,8 +2,8 @@
 
 Interactive requests (maps, statistics, gradients) share Gradio's "compute" slots. Heavy work comes in
 families, each with its own number of slots (``LIMITS``): training presses, reproductions, exports,
-latency sweeps and long-context views. A heavy event is wired with ``concurrency_limit=None`` so it never waits in Gradio's
-queue (which every event shares: a flood of presses there would lock everyone out); instead it asks
+latency sweeps and long-context views. A heavy event is wired with ``concurrency_limit=None`` so it never waits in
+Gradio's queue (which every event shares: a flood of presses there would lock everyone out); instead it asks
 ``HEAVY`` for a slot of its family here, where
 
 - one visitor has at most one heavy job at a time, whatever its family: a visitor is a client address
@@ -15,8 +15,8 @@ queue (which every event shares: a flood of presses there would lock everyone ou
   to interactive requests first and heavy work takes what is left;
 - ``should_stop()`` turns True when the visitor stops the job (``HEAVY.stop``: Pause, Stop, Reset), the
   event is cancelled, the client disconnects or never opened the result stream
-  (``explorer.app.server.streams.gone_probe``) or nobody has read the job's output for ``STALE_S``; the work checks it inside its long steps
-  (``explorer.runtime.stopping``), and the job's slot is freed only once its thread has ended.
+  (``explorer.app.server.streams.gone_probe``) or nobody has read the job's output for ``STALE_S``; the work checks it
+  inside its long steps (``explorer.runtime.stopping``), and the job's slot is freed only once its thread has ended.
 
 ``run_job`` awaits one result; ``stream_job`` is an async generator of what the work ``emit``-s.
 

@@ -3,8 +3,8 @@
 ``problem(exc)`` is the message of a failed request: the ``ConfigError`` itself (it names the field
 and what it accepts), a plain line for running out of memory, or a generic line with an incident
 number for anything else; the exception's own text (allocator sizes, type errors, recursion depth)
-is logged with its traceback for the host under that number, never shown. ``warn(msg)`` shows it as a toast and returns the status line; the echoed value may
-be hostile, so both are escaped (``explorer.runtime.untrusted``).
+is logged with its traceback for the host under that number, never shown. ``warn(msg)`` shows it as a toast and returns
+the status line; the echoed value may be hostile, so both are escaped (``explorer.runtime.untrusted``).
 """
 
 from __future__ import annotations

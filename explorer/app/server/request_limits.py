@@ -63,7 +63,8 @@ JOIN_SUFFIXES = ("/queue/join",)
 # a bare 500 for a URL over 64 KB; the share link's reader (``explorer.app.controls.share``) caps links far below.
 PAGE_QUERY_BYTES = 16 << 10
 
-# what is sent to Gradio in place of a query string too long to hand on: its length (explorer.app.controls.share reads it)
+# what is sent to Gradio in place of a query string too long to hand on: its length
+# (explorer.app.controls.share reads it)
 LONG_LINK_PARAM = "__link_chars"
 
 

@@ -121,7 +121,8 @@ def refresh_attention(
     stats: bool = True,
     weights=None,
 ) -> dict:
-    """-> grid, stats, maps_md (the line over the grid), heads_md (the head table under it), status, share_qs, preset, state and every control's update.
+    """-> grid, stats, maps_md (the line over the grid), heads_md (the head table under it), status, share_qs, preset,
+    state and every control's update.
 
     Incompatible causal settings are adjusted (and said); a commit that leaves the config and the
     used text unchanged redraws nothing; the grid shows the picked ``grid_layers`` / ``grid_heads``

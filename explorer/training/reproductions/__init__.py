@@ -5,9 +5,9 @@ time and peak memory, ``explorer.training.reproductions.cost``), ``COLUMNS``,
 ``run(quick, threads, progress) -> dict``, ``reading(result)``, ``table_rows(result)`` and
 ``extra_lines(result)``. ``progress`` receives lines of text; a line that is also a point of a live
 curve (held-out loss at a step) is a ``Point`` (a ``str`` carrying ``series``, ``step``, ``value``), so
-the Train tab draws partial curves while a run goes on. ``run(name)`` runs one and returns ``{"name", "settings", "wall_s",
-"reading", "rows": [...]}`` (plus extra top-level keys some reproductions add). The command line is
-``python -m explorer.reproduce NAME``; the Train tab's Reproductions panel calls ``run`` too.
+the Train tab draws partial curves while a run goes on. ``run(name)`` runs one and returns
+``{"name", "settings", "wall_s", "reading", "rows": [...]}`` (plus extra top-level keys some reproductions add). The
+command line is ``python -m explorer.reproduce NAME``; the Train tab's Reproductions panel calls ``run`` too.
 
 - ``warmup``: post-LN vs pre-LN, with and without learning-rate warm-up (Xiong et al. 2020).
 - ``extrapolation``: train at one length, evaluate longer (ALiBi, Press et al. 2022).

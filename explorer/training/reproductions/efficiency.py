@@ -157,7 +157,8 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
     for att in s["attentions"]:
         trainer = _trainer(s, att, threads)
         cfg = trainer.cfg
-        for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
+        # GPU bursts where there is a GPU; ``snap`` keeps the last snapshot, read after the loop
+        for snap in run_in_bursts(trainer):  # noqa: B007
             pass
         peak = _peak_bytes(trainer)
         trainers.append(trainer)

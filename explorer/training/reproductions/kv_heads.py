@@ -180,7 +180,8 @@ def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict
     rows, check = [], 0.0
     for kv in s["kv_heads"]:
         trainer = _trainer(s, kv, threads)
-        for snap in run_in_bursts(trainer):  # GPU bursts where there is a GPU
+        # GPU bursts where there is a GPU; ``snap`` keeps the last snapshot, read after the loop
+        for snap in run_in_bursts(trainer):  # noqa: B007
             pass
         check_stop()
         model = trainer.model.eval()

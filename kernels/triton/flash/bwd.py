@@ -37,7 +37,8 @@ kernels/triton/grid_limits.py):
   shape (a masked loop over the band, then an unmasked loop, both software-pipelined inside the
   GQA loop) spilled: 255 registers and 384 B of stack at bf16 d128 64 x 64 on sm_90
   (one loop: none with Triton 3.9.0, 8 B with 3.7.1, the release torch 2.13.0 pins), 344 B at d64
-  on sm_80 (one loop: 72 B; none on sm_90); measured with ``python -m kernels.tools.aot_check``. The branch costs the tiles below the band one scalar compare.
+  on sm_80 (one loop: 72 B; none on sm_90); measured with ``python -m kernels.tools.aot_check``. The branch costs the
+  tiles below the band one scalar compare.
 - dQ: grid ``(cdiv(Lq, BLOCK_M), B * h)``; the same key walk as the forward. For d(rel_bias) each
   tile reduces ``ds`` along its ``BLOCK_M + BLOCK_N - 1`` diagonals in registers and stores the
   sums to its own scratch row (``[B h, n_qb, n_kb, DW]``, O(L^2 / BLOCK) floats);

@@ -246,10 +246,11 @@ def dense_meta(head_dim: int, elem_bytes: int, backward: bool, has_mod: bool) ->
 
 # Block-sparse kernels whose program tile is halved along the loop dimension (query rows of the
 # dK/dV kernel, keys of the forward / dQ kernels) relative to the dense lookup: (kernel, element
-# bytes, head dim, has_mod); every dK/dV kernel (it also carries the GQA-group loop). Their main loops are pipelined as deeply as the dense ones (the next
-# block index is read one iteration ahead), which keeps the prefetched tiles' address tensors
-# live; on the dense tile these kernels then spilled more than before the full / partial split
-# (kernels.tools.aot_check on sm_80 / sm_90), on the halved tile they do not. Listed, not computed.
+# bytes, head dim, has_mod); every dK/dV kernel (it also carries the GQA-group loop). Their main
+# loops are pipelined as deeply as the dense ones (the next block index is read one iteration
+# ahead), which keeps the prefetched tiles' address tensors live; on the dense tile these kernels
+# then spilled more than before the full / partial split (kernels.tools.aot_check on sm_80 / sm_90),
+# on the halved tile they do not. Listed, not computed.
 _SPARSE_HALVE = {
     ("dkdv", nb, d, mod)
     for nb in (2, 4)

@@ -78,7 +78,7 @@ def test_loss_change_matches_plain_pytorch(tiny):
     ids = tok.encode(TEXT)
     params = dict(model.named_parameters())
     after = surgery.transplant(params, cfg, window)  # the catalogue's own surgery, as the reference
-    (tb, ta), (hb, ha) = change.text, change.heldout
+    (tb, ta), (hb, _ha) = change.text, change.heldout
     assert tb.nats == pytest.approx(_loss(model, ids), rel=1e-5)
     assert ta.nats == pytest.approx(_loss(after, ids), rel=1e-5)
     assert ta.nats != pytest.approx(tb.nats, rel=1e-6)  # a 3-key window matters

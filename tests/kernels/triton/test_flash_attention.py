@@ -13,7 +13,10 @@ SMALL = dict(BLOCK_M=32, BLOCK_N=32)
 
 def _inputs(B, h, h_kv, lq, lk, d, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g).to(dtype).requires_grad_()
+
+    def mk(*s):
+        return torch.randn(*s, generator=g).to(dtype).requires_grad_()
+
     return mk(B, h, lq, d), mk(B, h_kv, lk, d), mk(B, h_kv, lk, d)
 
 

@@ -28,7 +28,10 @@ def _bf16_interpreter_dot(bf16_dot):
 
 def _inputs(B, h, h_kv, lq, lk, d, dtype, seed):
     g = torch.Generator().manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g).to(dtype).requires_grad_()
+
+    def mk(*s):
+        return torch.randn(*s, generator=g).to(dtype).requires_grad_()
+
     return mk(B, h, lq, d), mk(B, h_kv, lk, d), mk(B, h_kv, lk, d)
 
 
@@ -114,7 +117,10 @@ def test_backward_is_bitwise_reproducible_in_bf16():
     q, k, v = _inputs(1, 4, 1, 80, 96, 64, torch.bfloat16, seed=40)
     rb = torch.randn(4, 2 * 96 - 1).requires_grad_()
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
-    run = lambda: _grads(lambda q, k, v, rb: flash_attention(q, k, v, causal=True, rel_bias=rb), [q, k, v, rb], do)
+
+    def run():
+        return _grads(lambda q, k, v, rb: flash_attention(q, k, v, causal=True, rel_bias=rb), [q, k, v, rb], do)
+
     for a, b in zip(run(), run()):
         assert torch.equal(a, b)
 

@@ -55,7 +55,7 @@ def test_the_window_runs_on_the_same_weights_not_another_bundle(result):
     trained = load("default").state
     moved = result.sides[1].model.state_dict()
     assert result.sides[1].config.attention == "sliding_window" and result.sides[1].config.window == 64
-    for name, p in result.sides[1].model.named_parameters():
+    for name, _p in result.sides[1].model.named_parameters():
         assert torch.equal(moved[name].to(trained[name].dtype), trained[name]), name
 
 
