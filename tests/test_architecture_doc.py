@@ -3,6 +3,7 @@
 Every endpoint the built page lists in its API (public ``api_name``) has a row, every row names an endpoint
 that exists, and the file a row names either defines the endpoint's function or wires it (its name appears
 there as an ``api_name``)."""
+
 import re
 from pathlib import Path
 
@@ -34,8 +35,11 @@ def listed() -> dict:
     import app
 
     fns = app.demo.fns.values() if isinstance(app.demo.fns, dict) else app.demo.fns
-    return {f.api_name: f.fn.__module__ for f in fns
-            if f.api_name and getattr(f, "api_visibility", "public") == "public" and f.fn is not None}
+    return {
+        f.api_name: f.fn.__module__
+        for f in fns
+        if f.api_name and getattr(f, "api_visibility", "public") == "public" and f.fn is not None
+    }
 
 
 def test_the_table_lists_every_endpoint_of_the_built_page(listed):
