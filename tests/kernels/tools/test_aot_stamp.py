@@ -34,3 +34,16 @@ def test_the_digest_covers_the_triton_version(monkeypatch):
     now = aot_stamp.digest()
     monkeypatch.setattr(aot_stamp, "triton_version", lambda: "0.0.0")
     assert aot_stamp.digest() != now
+
+
+def test_the_digest_ignores_layout_and_comments_but_not_code(tmp_path, monkeypatch):
+    src = tmp_path / "kernels" / "k.py"
+    src.parent.mkdir()
+    monkeypatch.setattr(aot_stamp, "KERNELS", src.parent)
+    monkeypatch.setattr(aot_stamp, "sources", lambda: [src])
+    src.write_text("def f(x):\n    return x + 1\n")
+    first = aot_stamp.digest()
+    src.write_text("def f(x):  # a comment\n\n    return (\n        x + 1\n    )\n")
+    assert aot_stamp.digest() == first
+    src.write_text("def f(x):\n    return x + 2\n")
+    assert aot_stamp.digest() != first
