@@ -23,6 +23,7 @@ import numpy as np
 from explorer.analysis.long_context import view as lc
 from explorer.analysis.long_context.text import MAX_PASTED_BYTES, SOURCES
 from explorer.app.controls import weights as weights_switch
+from explorer.app.controls.click_js import click_to_pick
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.share_js import TAB_LINK_JS
 from explorer.app.server.calls import call, request_source
@@ -235,25 +236,14 @@ def draw(
 # Runs once per page: a click on a panel of the grid keeps [layer, head, query cell, key cell] (the trace's
 # meta and the clicked cell's start positions over the computed block, ``pooled_grid``'s layout meta) and
 # presses the hidden button, whose client-side step (PICK_JS) writes them into the pickers before the zoom runs.
-CLICK_JS = """() => {
-  const hook = () => {
-    const gd = document.querySelector('#lc-grid .js-plotly-plot');
-    if (!gd || typeof gd.on !== 'function' || gd.__lcHooked) return;
-    gd.__lcHooked = true;
-    gd.on('plotly_click', (ev) => {
-      const pt = ev && ev.points && ev.points[0], m = pt && pt.data && pt.data.meta;
-      const lm = gd.layout && gd.layout.meta;
-      if (!Array.isArray(m) || m.length !== 2 || !lm) return;
-      const bq = lm.block_q / lm.factor, bk = lm.block_k / lm.factor;
-      window.__lcPick = [Number(m[0]), Number(m[1]), Math.floor(Number(pt.y) / bq), Math.floor(Number(pt.x) / bk)];
-      const go = document.querySelector('#lc-click-go');
-      const btn = go && (go.tagName === 'BUTTON' ? go : go.querySelector('button'));
-      if (btn) btn.click();
-    });
-  };
-  hook();
-  new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
-}"""
+CLICK_JS = click_to_pick(
+    ["lc-grid"],
+    "(gd.layout && gd.layout.meta) ? [Number(m[0]), Number(m[1]), "
+    "Math.floor(Number(pt.y) / (gd.layout.meta.block_q / gd.layout.meta.factor)), "
+    "Math.floor(Number(pt.x) / (gd.layout.meta.block_k / gd.layout.meta.factor))] : null",
+    store="__lcPick",
+    button_id="lc-click-go",
+)
 PICK_JS = """(layer, head, q, k) => {
   const p = window.__lcPick; window.__lcPick = null;
   const box = document.querySelector('#lc-zoom');

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from explorer.app.controls import weights as ui_trained
+from explorer.app.controls.click_js import click_to_pick
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.grid_pick import ALL, MAX_GRID
 from explorer.app.tabs.parts import zoom as ui_zoom
@@ -27,23 +28,9 @@ HINT = f'"all", "2", "0-3" or "0,2,5-7"; at most {MAX_GRID} are drawn'
 # Runs once per page: hook every (re)drawn grid; a click keeps [layer, head] on the page and presses
 # the hidden button (one click = one zoom request). Plotly.react keeps the listener across redraws;
 # the flag re-attaches it if Gradio ever mounts a new plot element.
-CLICK_JS = """() => {
-  const hook = () => {
-    const gd = document.querySelector('#attention-grid .js-plotly-plot');
-    if (!gd || typeof gd.on !== 'function' || gd.__zoomHooked) return;
-    gd.__zoomHooked = true;
-    gd.on('plotly_click', (ev) => {
-      const m = ev && ev.points && ev.points[0] && ev.points[0].data && ev.points[0].data.meta;
-      if (!Array.isArray(m) || m.length !== 2) return;
-      window.__gridPick = [Number(m[0]), Number(m[1])];
-      const go = document.querySelector('#grid-zoom-go');
-      const btn = go && (go.tagName === 'BUTTON' ? go : go.querySelector('button'));
-      if (btn) btn.click();
-    });
-  };
-  hook();
-  new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
-}"""
+CLICK_JS = click_to_pick(
+    ["attention-grid"], "[Number(m[0]), Number(m[1])]", store="__gridPick", button_id="grid-zoom-go"
+)
 # Brings the zoom on screen when it is not (it sits below the grid: an update there went unseen): its top
 # to the top of the screen, the zoom usually being taller than half of it.
 SHOW_ZOOM = """const box = document.querySelector('#zoom-plot') || document.querySelector('#zoom-box');

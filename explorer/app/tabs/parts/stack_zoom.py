@@ -18,6 +18,7 @@ import gradio as gr
 from explorer.analysis import attention_maps
 from explorer.analysis.source import drawn_for
 from explorer.app.controls import weights as ui_weights
+from explorer.app.controls.click_js import click_to_pick
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.state import drawn_config
 from explorer.app.server.messages import problem, warn
@@ -28,28 +29,8 @@ from models import ConfigError
 OUTPUTS = ("stack_zoom",)
 GRIDS = {"cross-grid": "cross_grid", "encoder-grid": "encoder_grid"}  # element id -> slot (stacks.slot_maps)
 
-CLICK_JS = (
-    """() => {
-  const hook = () => {
-    for (const id of """
-    + repr(list(GRIDS))
-    + """) {
-      const gd = document.querySelector('#' + id + ' .js-plotly-plot');
-      if (!gd || typeof gd.on !== 'function' || gd.__stackZoomHooked) continue;
-      gd.__stackZoomHooked = true;
-      gd.on('plotly_click', (ev) => {
-        const m = ev && ev.points && ev.points[0] && ev.points[0].data && ev.points[0].data.meta;
-        if (!Array.isArray(m) || m.length !== 2) return;
-        window.__stackPick = [id, Number(m[0]), Number(m[1])];
-        const go = document.querySelector('#stack-zoom-go');
-        const btn = go && (go.tagName === 'BUTTON' ? go : go.querySelector('button'));
-        if (btn) btn.click();
-      });
-    }
-  };
-  hook();
-  new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
-}"""
+CLICK_JS = click_to_pick(
+    list(GRIDS), "[id, Number(m[0]), Number(m[1])]", store="__stackPick", button_id="stack-zoom-go"
 )
 PICK_JS = """(pick) => {
   const p = window.__stackPick; window.__stackPick = null;
