@@ -25,12 +25,12 @@ from explorer.analysis.long_context.text import MAX_PASTED_BYTES, SOURCES
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.click_js import click_to_pick
 from explorer.app.controls.fields import CONTROL_FIELDS
-from explorer.app.controls.share_js import TAB_LINK_JS
 from explorer.app.server.calls import call, request_source
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.jobs import run_job
 from explorer.app.server.messages import problem, refused, warn
 from explorer.app.tabs.contract import Page, Tab
+from explorer.app.tabs.parts.tab_tail import build_tail, wire_link
 from explorer.figures.long_context import coarsen, loss_figure, pooled_grid, stats_figure, zoom_figure
 from explorer.runtime import cost
 from explorer.runtime.cache import ByteLRU
@@ -97,13 +97,7 @@ def build_long_context_tab() -> dict:
         out["lc_click_go"] = gr.Button("zoom", elem_id="lc-click-go", elem_classes="offscreen", size="sm")
         out["lc_stats"] = gr.Plot(None, label="Per-head statistics", elem_id="lc-stats")
         out["lc_zoom"] = gr.Plot(None, label="Exact token-level map of one cell", elem_id="lc-zoom")
-        with gr.Row():
-            out["lc_csv"] = gr.File(None, label="Pooled maps (CSV)", interactive=False, elem_id="lc-csv")
-            out["lc_link"] = gr.Textbox(
-                "", label="Share link (this view)", buttons=["copy"], interactive=False, elem_id="lc-link"
-            )
-        out["lc_qs"] = gr.Textbox("", visible=False)
-        out["lc_drawn"] = gr.State(False)
+        out.update(build_tail("lc", "Pooled maps (CSV)"))
     return out
 
 
@@ -339,7 +333,7 @@ def wire(page: Page) -> None:
         )
     )
     ui["lc_stop"].click(None, None, None, cancels=[run, redraw, opened, clicked], queue=False, api_visibility="private")
-    ui["lc_qs"].change(None, [ui["lc_qs"]], [ui["lc_link"]], js=TAB_LINK_JS, queue=False, api_visibility="private")
+    wire_link(ui, "lc")
 
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))

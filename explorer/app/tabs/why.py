@@ -30,11 +30,11 @@ from explorer.analysis.why.grounded_view import grounded_json
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
-from explorer.app.controls.share_js import TAB_LINK_JS
 from explorer.app.server.calls import call, request_source
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.messages import problem
 from explorer.app.tabs.contract import Page, Tab
+from explorer.app.tabs.parts.tab_tail import build_tail, wire_link
 from explorer.figures.base import message_figure
 from explorer.figures.cards import cards_figure, roles_table_md
 from explorer.figures.interpretability import (
@@ -135,13 +135,7 @@ def build_why_tab() -> dict:
         with gr.Row():
             out["why_copy"] = gr.Plot(None, label="OV copying scores", elem_id="why-copy")
             out["why_comp"] = gr.Plot(None, label="Composition", elem_id="why-comp")
-        with gr.Row():
-            out["why_csv"] = gr.File(None, label="Grids (CSV)", interactive=False, elem_id="why-csv")
-            out["why_link"] = gr.Textbox(
-                "", label="Share link (this view)", buttons=["copy"], interactive=False, elem_id="why-link"
-            )
-        out["why_qs"] = gr.Textbox("", visible=False)
-        out["why_drawn"] = gr.State(False)
+        out.update(build_tail("why", "Grids (CSV)"))
         with gr.Accordion(
             "Circuit cards: the same circuit across the shipped models", open=False, elem_id="why-cards-box"
         ):
@@ -324,7 +318,7 @@ def wire(page: Page) -> None:
         concurrency_id="compute",
         **progress,
     )
-    ui["why_qs"].change(None, [ui["why_qs"]], [ui["why_link"]], js=TAB_LINK_JS, queue=False, api_visibility="private")
+    wire_link(ui, "why")
 
     def link_fn(request: gr.Request):
         return ui.back(from_link(request))
