@@ -53,6 +53,33 @@ def test_upload_refuses_other_files(cache, name, why):
     assert e.value.field == "checkpoint upload" and path.read_bytes() == b"\x80\x04K\x01."  # refused, kept
 
 
+SAVED_EXTRAS = (  # what transformers' save_pretrained writes beside the weights (a GPT-2 and a Llama)
+    "generation_config.json",
+    "special_tokens_map.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+)
+
+
+def test_a_save_pretrained_folder_uploads_whole_its_extra_files_ignored(tiny_root, cache):
+    root, model, cfg, tok = tiny_root
+    paths = _copies(root / "tiny", cache / "saved")
+    for name in SAVED_EXTRAS:
+        (cache / "saved" / name).write_text("{}")
+    extras = [str(cache / "saved" / n) for n in SAVED_EXTRAS]
+    loaded = checkpoint_upload.receive(paths + extras)
+    assert loaded.config == cfg
+    assert checkpoint_upload.ignored(paths + extras) == sorted(SAVED_EXTRAS)
+    assert checkpoint_upload.ignored(paths) == []
+    pickle = cache / "saved" / "training_args.bin"  # a pickle beside them still refuses the upload, with why
+    pickle.write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(ConfigError, match="pickle"):
+        checkpoint_upload.receive(paths + extras + [str(pickle)])
+
+
 def test_a_path_outside_the_upload_cache_is_refused_unread_and_kept(tiny_root, cache, tmp_path, monkeypatch):
     root, *_ = tiny_root
     outside = _copies(root / "tiny", tmp_path / "host")  # files of the host, not uploads
