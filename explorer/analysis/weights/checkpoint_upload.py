@@ -137,6 +137,6 @@ def receive(paths, root: str | None = None, owned=None) -> checkpoints.Loaded:
             return checkpoints.load(ckpt_id)  # the same files uploaded again
         except ConfigError:
             pass
-        loaded = checkpoints.read(tmp, ckpt_id, name=f"upload-{ckpt_id[len(checkpoints.UPLOAD_PREFIX) :][:8]}")
+        loaded = checkpoints.read(tmp, ckpt_id, name=checkpoints.shown_name(ckpt_id))
     checkpoints.keep_upload(loaded)
     return loaded

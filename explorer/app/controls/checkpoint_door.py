@@ -1,9 +1,10 @@
 """The "Open a pretrained checkpoint" box: a checkpoint by name (or Hub id), or uploaded files.
 
-Opening one puts "checkpoint: <id>" among the Weights choices and selects it, fills every control with
-its architecture (``explorer.app.controls.weights.open_checkpoint``), and the redraw chain that follows draws it
-in every tab. Hub ids and uploads this session opened are kept in ``ckpt_extra`` (a per-session list of
-ids, never weights: an upload's weights live in the server's small memo of uploads by their digest).
+Opening one puts "checkpoint: <name>" among the Weights choices (an upload's name:
+``checkpoints.shown_name``) and selects it, fills every control with its architecture
+(``explorer.app.controls.weights.open_checkpoint``), and the redraw chain that follows draws it in every
+tab. Hub ids and uploads this session opened are kept in ``ckpt_extra`` (a per-session list of ids, never
+weights: an upload's weights live in the server's small memo of uploads by their digest).
 """
 
 from __future__ import annotations

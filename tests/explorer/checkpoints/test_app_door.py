@@ -193,3 +193,9 @@ def test_an_uploaded_save_pretrained_folder_names_its_ignored_files(tiny_root, t
     out = checkpoint_door.open_upload(config_values(ModelConfig()), paths, [], None)
     named = shown("generation_config.json, tokenizer_config.json")  # as the status shows it (Markdown-escaped)
     assert f"Ignored (not needed here): {named}." in out["status"]
+    # one name for the upload wherever a visitor reads it: the Weights choice's label and the status line
+    ckpt = out["weights"]["value"].removeprefix("checkpoint:")
+    label = dict((v, k) for k, v in out["weights"]["choices"])[out["weights"]["value"]]
+    name = label.removeprefix("checkpoint: ")
+    assert name == "upload-" + ckpt.removeprefix("upload:")[:8] and ckpt not in label
+    assert f"checkpoint &#x27;{shown(name)}&#x27;" in out["status"] and f"as {shown(name)}." in out["status"]
