@@ -6,6 +6,7 @@ tests never download)."""
 import os
 import shutil
 import types
+from pathlib import Path
 
 import pytest
 
@@ -28,13 +29,13 @@ def cache(tmp_path, monkeypatch):
 def test_upload_is_read_kept_by_digest_and_left_where_it_was(tiny_root, cache):
     root, model, cfg, tok = tiny_root
     paths = _copies(root / "tiny", cache / "up")
-    before = {p: open(p, "rb").read() for p in paths}
+    before = {p: Path(p).read_bytes() for p in paths}
     loaded = checkpoint_upload.receive(paths)
     assert loaded.id.startswith("upload:") and len(loaded.id) == len("upload:") + 64
     assert loaded.config == cfg and loaded.tokenizer.pieces(tok.encode("password")) == tok.pieces(
         tok.encode("password")
     )
-    assert {p: open(p, "rb").read() for p in paths} == before  # the handed files: untouched, not deleted
+    assert {p: Path(p).read_bytes() for p in paths} == before  # the handed files: untouched, not deleted
     assert checkpoints.load(loaded.id) is loaded  # later requests find it by its id
     again = checkpoint_upload.receive(_copies(root / "tiny", cache / "up2"))
     assert again is loaded  # the same bytes are the same checkpoint
