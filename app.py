@@ -1,18 +1,8 @@
 """Transformer Family Explorer: the Gradio app (Hugging Face Spaces runs this file)."""
 
-import gc
+from explorer.app.page.start import build, launch  # light: each start-up step is said on stderr as it begins
 
-# Start-up makes millions of objects (torch, gradio, the page) that live as long as the server; the cyclic
-# garbage collector went through all of them again and again while they were made: about 1 s of a 5 s start.
-gc.disable()
-
-from explorer.app.page.layout import LAUNCH_OPTIONS, build_app  # noqa: E402
-
-gc.freeze()  # what the imports made: the collector skips it from now on
-demo = build_app()
-gc.collect()  # the build's own cyclic garbage (~14,000 objects, 0.04 s)
-gc.freeze()  # the page and its first figures live as long as the server too
-gc.enable()
+demo = build()  # torch, gradio and the app imported and the page built (explorer/app/page/start.py)
 
 if __name__ == "__main__":
-    demo.launch(**LAUNCH_OPTIONS)
+    launch(demo)

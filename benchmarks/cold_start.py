@@ -89,7 +89,7 @@ def child() -> dict:
     """One cold start, in this (fresh) process -> ``{phase: {"cpu": s, "wall": s}}``."""
     import gc
 
-    gc.disable()  # as app.py's first line: its start-up runs without the cyclic collector (on again once built)
+    gc.disable()  # as app.py's start-up (page/start.py): it runs without the cyclic collector (on again once built)
     marks = {"start": _clocks()}
     import torch  # noqa: F401
 

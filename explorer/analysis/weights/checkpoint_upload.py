@@ -2,8 +2,10 @@
 
 ``receive(paths)`` accepts the files of a small Hugging Face checkpoint (``config.json``, the
 ``*.safetensors`` and their index, ``tokenizer.json``; at most ``MAX_FILES`` files and
-``max_bytes()`` bytes together, ``EXPLORER_UPLOAD_CHECKPOINT_BYTES``), refuses any other name (a pickle
-with the reason), copies them into a temporary folder it creates, under a fixed name each (the uploaded
+``max_bytes()`` bytes together, ``EXPLORER_UPLOAD_CHECKPOINT_BYTES``), ignores the other files
+``transformers``' ``save_pretrained`` writes beside them (``EXTRAS``: generation_config.json, the tokenizer's
+side files; ``ignored(paths)`` names them, never read), refuses any other name (a pickle with the reason),
+copies them into a temporary folder it creates, under a fixed name each (the uploaded
 names never reach a path), reads the checkpoint through ``explorer.analysis.weights.checkpoints.read`` (plan,
 cap, budget, then the weights) and removes that folder. The checkpoint stays in memory under
 ``upload:<sha256 of the files>`` (``checkpoints.keep_upload``).
@@ -34,6 +36,13 @@ NAMES = re.compile(
     r"^(config\.json|tokenizer\.json|model\.safetensors|model\.safetensors\.index\.json|"
     r"model-\d{5}-of-\d{5}\.safetensors)$"
 )
+# what save_pretrained (model and tokenizer) writes beside those: never read, so a saved folder uploads as it is
+EXTRAS = re.compile(
+    r"^(generation_config\.json|special_tokens_map\.json|tokenizer_config\.json|added_tokens\.json|"
+    r"vocab\.json|vocab\.txt|merges\.txt|tokenizer\.model|spiece\.model|sentencepiece\.bpe\.model|"
+    r"chat_template\.jinja|chat_template\.json)$"
+)
+MAX_EXTRAS = 12
 
 
 def max_bytes() -> int:
@@ -57,11 +66,13 @@ def check_files(paths, root: str | None = None, owned=None) -> dict:
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())
     if not paths:
         raise ConfigError("checkpoint upload", None, "config.json, model.safetensors and tokenizer.json")
-    if len(paths) > MAX_FILES:
-        raise ConfigError("checkpoint upload", f"{len(paths)} files", f"at most {MAX_FILES} files")
+    if len(paths) > MAX_FILES + MAX_EXTRAS:
+        raise ConfigError("checkpoint upload", f"{len(paths)} files", f"at most {MAX_FILES + MAX_EXTRAS} files")
     files, total = {}, 0
     for p in paths:
         name = _original_name(p)
+        if EXTRAS.match(name):
+            continue  # ignored, unread (``ignored`` names it)
         if os.path.splitext(name)[1].lower() in PICKLES:
             raise ConfigError(
                 "checkpoint upload",
@@ -74,10 +85,15 @@ def check_files(paths, root: str | None = None, owned=None) -> dict:
                 "checkpoint upload",
                 name[:60],
                 "files named config.json, model.safetensors (or "
-                "model-00001-of-0000N.safetensors with model.safetensors.index.json), tokenizer.json",
+                "model-00001-of-0000N.safetensors with model.safetensors.index.json), tokenizer.json "
+                "(and the files save_pretrained writes beside them, ignored: generation_config.json, "
+                "tokenizer_config.json, special_tokens_map.json, vocab / merges files, tokenizer.model, "
+                "chat_template files)",
             )
         if name in files:
             raise ConfigError("checkpoint upload", name, "each file once")
+        if len(files) == MAX_FILES:
+            raise ConfigError("checkpoint upload", f"more than {MAX_FILES} files to read", f"at most {MAX_FILES}")
         if not _inside(p, root) or (owned is not None and not owned(p)):
             raise ConfigError(
                 "checkpoint upload",
@@ -91,6 +107,12 @@ def check_files(paths, root: str | None = None, owned=None) -> dict:
     if "config.json" not in files:
         raise ConfigError("checkpoint upload", sorted(files), "a config.json among the files")
     return files
+
+
+def ignored(paths) -> list:
+    """The names among ``paths`` that ``check_files`` passes over unread (``EXTRAS``), sorted, each once."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())
+    return sorted({_original_name(p) for p in paths if EXTRAS.match(_original_name(p))})
 
 
 def digest(files: dict) -> str:
@@ -115,6 +137,6 @@ def receive(paths, root: str | None = None, owned=None) -> checkpoints.Loaded:
             return checkpoints.load(ckpt_id)  # the same files uploaded again
         except ConfigError:
             pass
-        loaded = checkpoints.read(tmp, ckpt_id, name=f"upload-{ckpt_id[len(checkpoints.UPLOAD_PREFIX) :][:8]}")
+        loaded = checkpoints.read(tmp, ckpt_id, name=checkpoints.shown_name(ckpt_id))
     checkpoints.keep_upload(loaded)
     return loaded

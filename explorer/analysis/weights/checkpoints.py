@@ -175,7 +175,7 @@ def load(ckpt_id) -> Loaded:
         if key not in _UPLOADS:
             raise ConfigError(
                 "checkpoint",
-                ckpt_id[:20] + "…",
+                shown_name(ckpt_id),
                 "an upload this server still holds (uploads are kept for a while only): upload the checkpoint again",
             )
         return _UPLOADS.get(key, lambda: None)
@@ -185,6 +185,14 @@ def load(ckpt_id) -> Loaded:
     folder = folder_of(ckpt_id)  # a Hub download happens here, outside the lock: other checkpoints still open
     with _LOCK:
         return _LOADED.get(key, lambda: read(folder, ckpt_id))
+
+
+def shown_name(ckpt_id: str) -> str:
+    """The one name a visitor reads for ``ckpt_id`` (the Weights choice, the status line, a message): an
+    upload's ``upload-<first 8 hex digits of its sha256>``, any other id as it is."""
+    if ckpt_id.startswith(UPLOAD_PREFIX):
+        return "upload-" + ckpt_id[len(UPLOAD_PREFIX) :][:8]
+    return ckpt_id
 
 
 def _remembered(ckpt_id: str) -> bool:

@@ -327,8 +327,19 @@ def patching(src, text, corrupted=None) -> dict:
         bad_ids = same_length(ids, bad_ids, src.config.vocab_size)
         bad = src.tokenizer.decode(bad_ids)
     if len(bad_ids) != len(ids):
-        raise ConfigError("corrupted", f"{len(bad_ids)} tokens", f"{len(ids)} tokens, the clean text's length")
+        raise _length_differs(bad, len(bad_ids), len(ids))
     return {**view(src, "patching", ids, corrupted=tuple(bad_ids)), "corrupted_text": bad}
+
+
+def _length_differs(bad: str, n: int, clean_n: int, side: str = "") -> ConfigError:
+    """The refusal of a corrupted text whose length in tokens is not the clean text's: what it is, what is accepted."""
+    head = bad if len(bad) <= 40 else bad[:40] + "…"
+    return ConfigError(
+        "corrupted",
+        f"{head} ({n} {side}tokens)",
+        f"a text of the same number of {side}tokens as the clean text ({clean_n}): "
+        "patching swaps activations position by position",
+    )
 
 
 def _seq2seq_patching(src, text, corrupted) -> dict:
@@ -344,9 +355,7 @@ def _seq2seq_patching(src, text, corrupted) -> dict:
     s, bad_s = source_ids(src, text), source_ids(src, bad)
     for side, a, b in (("source", s, bad_s), ("target", ids, bad_ids)):
         if len(a) != len(b):
-            raise ConfigError(
-                "corrupted", f"{len(b)} {side} tokens", f"{len(a)} tokens, the clean text's {side} length"
-            )
+            raise _length_differs(bad, len(b), len(a), f"{side} ")
     return {
         **view(src, "patching", ids, corrupted=tuple(bad_ids), source=s, corrupted_source=bad_s),
         "corrupted_text": bad,

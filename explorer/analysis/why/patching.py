@@ -302,7 +302,9 @@ def _same_shape(clean: Ids, corrupted: Ids) -> None:
     for side, a, b in sides:
         if b.shape != a.shape:
             raise ConfigError(
-                "corrupted", f"{b.shape[-1]} {side}tokens", f"{a.shape[-1]} tokens, the clean text's {side}length"
+                "corrupted",
+                f"{b.shape[-1]} {side}tokens",
+                f"the same number of {side}tokens as the clean text ({a.shape[-1]})",
             )
 
 

@@ -1,9 +1,10 @@
 """The "Open a pretrained checkpoint" box: a checkpoint by name (or Hub id), or uploaded files.
 
-Opening one puts "checkpoint: <id>" among the Weights choices and selects it, fills every control with
-its architecture (``explorer.app.controls.weights.open_checkpoint``), and the redraw chain that follows draws it
-in every tab. Hub ids and uploads this session opened are kept in ``ckpt_extra`` (a per-session list of
-ids, never weights: an upload's weights live in the server's small memo of uploads by their digest).
+Opening one puts "checkpoint: <name>" among the Weights choices (an upload's name:
+``checkpoints.shown_name``) and selects it, fills every control with its architecture
+(``explorer.app.controls.weights.open_checkpoint``), and the redraw chain that follows draws it in every
+tab. Hub ids and uploads this session opened are kept in ``ckpt_extra`` (a per-session list of ids, never
+weights: an upload's weights live in the server's small memo of uploads by their digest).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def door_hint() -> str:
     offered = ", ".join(f"`{n}`" for n in names) if names else "none"
     return (
         f"Offered here: {offered} (folders under `{checkpoints.ROOTS_ENV}`). {hub} Upload: config.json, "
-        f"model.safetensors, tokenizer.json, at most {checkpoint_upload.max_bytes() / 1e6:.0f} MB in all. "
+        "model.safetensors, tokenizer.json (a `save_pretrained` folder's other files are ignored), "
+        f"at most {checkpoint_upload.max_bytes() / 1e6:.0f} MB in all. "
         f"Models up to {checkpoints.max_params() / 1e6:.0f} M parameters (Llama / Mistral / Qwen2 / SmolLM, "
         "GPT-2, BERT, T5)."
     )
@@ -53,7 +55,7 @@ def build_door(comps: dict) -> None:
             comps["ckpt_upload"] = gr.UploadButton(
                 "Upload checkpoint files",
                 file_count="multiple",
-                file_types=[".json", ".safetensors"],
+                file_types=[".json", ".safetensors", ".txt", ".model", ".jinja"],  # save_pretrained's extras, ignored
                 size="sm",
                 elem_id="checkpoint-upload",
             )
@@ -93,9 +95,11 @@ def open_upload(values: dict, ckpt_upload=None, ckpt_extra=None, state=None) -> 
         return _refused(state, exc)
     extra = _extra(ckpt_extra, loaded.id)
     out = weights_switch.open_checkpoint(read_state(state), loaded.id, extra, select=True)
+    skipped = checkpoint_upload.ignored(ckpt_upload)
+    unread = f" Ignored (not needed here): {shown(', '.join(skipped))}." if skipped else ""
     return {
         **out,
         "ckpt_extra": extra,
         "status": f"{out['status']} Uploaded files read; "
-        f"this server keeps the model in memory for a while as {shown(loaded.name)}.",
+        f"this server keeps the model in memory for a while as {shown(loaded.name)}.{unread}",
     }

@@ -100,7 +100,9 @@ def all_choices(extra=(), bundle: str | None = None, bundled_label: str | None =
     ids = list(dict.fromkeys([*checkpoints.choice_ids(), *(extra or ())]))
     named = [(f"bundle '{bundle}' as trained", bundle_choice(bundle))] if bundle else []
     first = [(bundled_label or CHOICES[0][0], BUNDLED)]
-    return first + named + CHOICES[1:] + [(f"checkpoint: {i}", checkpoint_choice(i)) for i in ids]
+    return (
+        first + named + CHOICES[1:] + [(f"checkpoint: {checkpoints.shown_name(i)}", checkpoint_choice(i)) for i in ids]
+    )
 
 
 def radio_update(src: WeightsSource | None, choice, extra=()) -> dict:

@@ -57,7 +57,13 @@ def cold():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False"}
     got = subprocess.run([sys.executable, "-c", COLD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert got.returncode == 0, got.stderr[-3000:]
-    return json.loads(got.stdout.strip().splitlines()[-1])
+    return {**json.loads(got.stdout.strip().splitlines()[-1]), "stderr": got.stderr}
+
+
+def test_the_start_up_says_each_step_as_it_begins(cold):
+    """A minute of start-up on a busy machine is not silent: each step is said (stderr) as it begins."""
+    steps = [line for line in cold["stderr"].splitlines() if line.startswith("[explorer] ")]
+    assert steps[:2] == ["[explorer] importing torch, gradio and the explorer...", "[explorer] building the page..."]
 
 
 def test_the_first_paint_does_not_import_torch_dynamo(cold):

@@ -30,8 +30,8 @@ def test_a_model_file_handed_to_the_train_tab_is_read_not_written_or_deleted(tmp
     junk.write_bytes(b"\x00" * 64)
     said = []
     for path in (weights, junk):
-        before = (os.path.getmtime(path), open(path, "rb").read())
+        before = (os.path.getmtime(path), path.read_bytes())
         _, _, status = train_files.upload({}, str(path))
         said.append(status)
-        assert (os.path.getmtime(path), open(path, "rb").read()) == before, status
+        assert (os.path.getmtime(path), path.read_bytes()) == before, status
     assert "Loaded" in said[0] and "Refused" in said[1]  # read in both cases, kept in both

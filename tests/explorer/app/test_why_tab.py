@@ -7,6 +7,7 @@ import csv
 import html
 import io
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,7 +71,7 @@ def test_the_figures_draw_the_analyses_numbers(src, drawn):
 
 
 def test_the_csv_holds_every_grid(drawn):
-    rows = list(csv.DictReader(io.StringIO(open(drawn["why_csv"]).read())))
+    rows = list(csv.DictReader(io.StringIO(Path(drawn["why_csv"]).read_text())))
     views = {r["view"] for r in rows}
     assert {
         "lens_p_target",
@@ -124,7 +125,7 @@ def test_the_encoder_decoder_bundle_is_read_on_its_decoder():
     patch = wv.patching(s2s, text, "")
     assert patch["checks"] == {"everything_patched": 1.0, "nothing_patched": 0.0}
     assert list(out["why_patch"].data[0].y)[:2] == ["encoder 0", "encoder 1"]
-    with pytest.raises(ConfigError, match="target length"):
+    with pytest.raises(ConfigError, match="same number of target tokens"):
         wv.patching(s2s, text, "abcdefghij0123456789ABC=>CBA")
     assert wh.parse_heads("cross 1.2, enc 0.3", cfg) == [("cross", 1, 2), ("encoder", 0, 3)]
     with pytest.raises(ConfigError, match="heads"):

@@ -173,3 +173,29 @@ def test_an_encoder_decoder_checkpoint_link_keeps_its_separator(tiny):
     assert query["sep"] == ["##"] and query["ckpt"] == ["tiny"]
     restored = load_from_url(SimpleNamespace(query_params={"ckpt": "tiny", "sep": "##", "text": "hello"}))
     assert restored["separator"] == "##" and restored["weights"]["value"] == CHOICE
+
+
+def test_an_uploaded_save_pretrained_folder_names_its_ignored_files(tiny_root, tmp_path, monkeypatch):
+    import shutil
+
+    from explorer.app.controls import checkpoint_door
+    from explorer.app.server import request_limits
+    from explorer.runtime.untrusted import shown
+
+    root = tiny_root[0]
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    monkeypatch.setattr(request_limits, "owns", lambda path: True)  # the visitor's own upload
+    (tmp_path / "up").mkdir()
+    paths = [str(shutil.copyfile(root / "tiny" / n, tmp_path / "up" / n)) for n in ("config.json", "model.safetensors")]
+    for name in ("generation_config.json", "tokenizer_config.json"):
+        (tmp_path / "up" / name).write_text("{}")
+        paths.append(str(tmp_path / "up" / name))
+    out = checkpoint_door.open_upload(config_values(ModelConfig()), paths, [], None)
+    named = shown("generation_config.json, tokenizer_config.json")  # as the status shows it (Markdown-escaped)
+    assert f"Ignored (not needed here): {named}." in out["status"]
+    # one name for the upload wherever a visitor reads it: the Weights choice's label and the status line
+    ckpt = out["weights"]["value"].removeprefix("checkpoint:")
+    label = dict((v, k) for k, v in out["weights"]["choices"])[out["weights"]["value"]]
+    name = label.removeprefix("checkpoint: ")
+    assert name == "upload-" + ckpt.removeprefix("upload:")[:8] and ckpt not in label
+    assert f"checkpoint &#x27;{shown(name)}&#x27;" in out["status"] and f"as {shown(name)}." in out["status"]

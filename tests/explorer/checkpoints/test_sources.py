@@ -6,6 +6,7 @@ tests never download)."""
 import os
 import shutil
 import types
+from pathlib import Path
 
 import pytest
 
@@ -28,13 +29,13 @@ def cache(tmp_path, monkeypatch):
 def test_upload_is_read_kept_by_digest_and_left_where_it_was(tiny_root, cache):
     root, model, cfg, tok = tiny_root
     paths = _copies(root / "tiny", cache / "up")
-    before = {p: open(p, "rb").read() for p in paths}
+    before = {p: Path(p).read_bytes() for p in paths}
     loaded = checkpoint_upload.receive(paths)
     assert loaded.id.startswith("upload:") and len(loaded.id) == len("upload:") + 64
     assert loaded.config == cfg and loaded.tokenizer.pieces(tok.encode("password")) == tok.pieces(
         tok.encode("password")
     )
-    assert {p: open(p, "rb").read() for p in paths} == before  # the handed files: untouched, not deleted
+    assert {p: Path(p).read_bytes() for p in paths} == before  # the handed files: untouched, not deleted
     assert checkpoints.load(loaded.id) is loaded  # later requests find it by its id
     again = checkpoint_upload.receive(_copies(root / "tiny", cache / "up2"))
     assert again is loaded  # the same bytes are the same checkpoint
@@ -51,6 +52,33 @@ def test_upload_refuses_other_files(cache, name, why):
     with pytest.raises(ConfigError, match=why) as e:
         checkpoint_upload.receive([str(path)])
     assert e.value.field == "checkpoint upload" and path.read_bytes() == b"\x80\x04K\x01."  # refused, kept
+
+
+SAVED_EXTRAS = (  # what transformers' save_pretrained writes beside the weights (a GPT-2 and a Llama)
+    "generation_config.json",
+    "special_tokens_map.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+)
+
+
+def test_a_save_pretrained_folder_uploads_whole_its_extra_files_ignored(tiny_root, cache):
+    root, model, cfg, tok = tiny_root
+    paths = _copies(root / "tiny", cache / "saved")
+    for name in SAVED_EXTRAS:
+        (cache / "saved" / name).write_text("{}")
+    extras = [str(cache / "saved" / n) for n in SAVED_EXTRAS]
+    loaded = checkpoint_upload.receive(paths + extras)
+    assert loaded.config == cfg
+    assert checkpoint_upload.ignored(paths + extras) == sorted(SAVED_EXTRAS)
+    assert checkpoint_upload.ignored(paths) == []
+    pickle = cache / "saved" / "training_args.bin"  # a pickle beside them still refuses the upload, with why
+    pickle.write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(ConfigError, match="pickle"):
+        checkpoint_upload.receive(paths + extras + [str(pickle)])
 
 
 def test_a_path_outside_the_upload_cache_is_refused_unread_and_kept(tiny_root, cache, tmp_path, monkeypatch):

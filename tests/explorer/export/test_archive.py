@@ -46,7 +46,8 @@ def _children(pid: int) -> list:
     kids = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
-            fields = open(stat).read().rsplit(")", 1)[1].split()
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
         if int(fields[1]) == pid and fields[0] != "Z":
@@ -219,7 +220,8 @@ def _browser_children() -> list:
     out = []
     for pid in _children(os.getpid()):
         try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
         except OSError:
             continue
         if b"chrom" in cmd:

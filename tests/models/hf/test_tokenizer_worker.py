@@ -130,6 +130,7 @@ def test_workers_end_with_the_process_that_started_them(spec):
     pid = int(server.stdout.readline())
     os.kill(server.pid, signal.SIGKILL)  # the server only, not its group: the worker must notice by itself
     server.wait()
+    server.stdout.close()
     deadline = time.monotonic() + 30
     while running(pid) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -60,8 +60,13 @@ def test_caps_and_bad_values_name_the_field(src):
     with pytest.raises(ConfigError, match="patching"):
         wv.check_patching(types.SimpleNamespace(n_layers=12, n_heads=16))
     wv.check_patching(types.SimpleNamespace(n_layers=4, n_heads=4))
-    with pytest.raises(ConfigError, match="corrupted"):
+    with pytest.raises(ConfigError) as e:
         wv.patching(src, "abcdef", "abc")
+    # what is wrong (the text, its length) and what is accepted (the clean text's length)
+    assert str(e.value) == (
+        "corrupted='abc (3 tokens)' is not valid: a text of the same number of tokens as the clean text (6): "
+        "patching swaps activations position by position"
+    )
     with pytest.raises(ConfigError, match="mode"):
         wv.ablation(src, "abcdef", ["0.0"], "half")
     with pytest.raises(ConfigError, match="kind"):

@@ -65,7 +65,7 @@ def test_zero_ablation_equals_the_config_field():
     got = ablate(model, ids, [(1, 0), (0, 2)], heldout=held)
     other = build_model(ModelConfig(**{**PLAIN, "ablate_heads": "1.0, 0.2"}))
     other.load_state_dict(model.state_dict())
-    ce = lambda m, x: float(torch.nn.functional.cross_entropy(m(x).logits[:, :-1].transpose(1, 2), x[:, 1:]))  # noqa
+    ce = lambda m, x: float(torch.nn.functional.cross_entropy(m(x).logits[:, :-1].transpose(1, 2), x[:, 1:]).detach())  # noqa
     other.eval()
     assert got.loss == pytest.approx(ce(model, ids), abs=1e-6)
     assert got.loss_ablated == pytest.approx(ce(other, ids), abs=1e-6)
