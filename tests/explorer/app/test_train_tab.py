@@ -191,7 +191,8 @@ def test_download_leaves_nothing_behind_then_upload_continues_and_a_tampered_fil
     assert json.loads(config) == json.loads(CFG) and "Loaded" in status and "uploaded" in new_state
     outs = play(new_state)
     assert "uploaded weights" in outs[-1][1]
-    data = bytearray(open(weights, "rb").read())
+    with open(weights, "rb") as f:
+        data = bytearray(f.read())
     data[-1] ^= 0xFF
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(bytes(data))
