@@ -11,9 +11,11 @@ truncated), never a traceback. Inside ``call`` the work
 - stops between two modules of any forward pass once its client goes away or nobody opened its result
   stream (``explorer.runtime.stopping.stop_when`` with ``streams.gone_probe``);
 - runs in a fresh thread at the lowest CPU priority when its visitor is over a part of its share
-  (``fair.over_share``) or has more than ``fair.LIGHT_EVENTS`` events in the queue, so the cores go to the
-  other visitors first. ``request_source`` is the API's door to the weights: the ``weights`` choice
-resolved once into an ``explorer.analysis.source.WeightsSource``, a checkpoint loaded once.
+  (``fair.over_share``) or has more than ``fair.LIGHT_EVENTS`` events in the queue while another visitor has
+  work in the queue, so the cores go to the other visitors first (a visitor alone keeps full priority).
+
+``request_source`` is the API's door to the weights: the ``weights`` choice resolved once into an
+``explorer.analysis.source.WeightsSource``, a checkpoint loaded once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from explorer.analysis import source as weights_source
 from explorer.analysis.source import WeightsSource
 from explorer.analysis.weights import checkpoints
 from explorer.app.server import visitors
-from explorer.app.server.gradio_compat import event_request, events_of_current
+from explorer.app.server.gradio_compat import event_request, events_of_current, others_in_queue
 from explorer.app.server.jobs import low_priority, run_job
 from explorer.app.server.messages import refused
 from explorer.app.server.streams import gone_probe
@@ -69,7 +71,7 @@ def _charged(fn):
     try:
         with cost.visitor(address) as seen, stop_when(gone_probe()):
             crowded = address is not None and events_of_current(visitors.of_request, address) > fair.LIGHT_EVENTS
-            if crowded or fair.over_share(address):
+            if (crowded or fair.over_share(address)) and yielding_helps(address):
                 result, spent = _yielding(fn)
             else:
                 t0 = time.thread_time()
@@ -82,6 +84,12 @@ def _charged(fn):
             return result
     finally:
         _INSIDE.reset(token)
+
+
+def yielding_helps(address) -> bool:
+    """Yielding the cores helps only when another visitor has work in the queue: a visitor alone (a speaker on
+    their own server, a test's one address) keeps full priority however much of its share it used."""
+    return address is not None and others_in_queue(visitors.of_request, address)
 
 
 def _yielding(fn):

@@ -217,6 +217,18 @@ def events_of_current(address_of, address) -> int:
     return sum(1 for event in events if address_of(getattr(event, "request", None)) == address)
 
 
+def others_in_queue(address_of, address) -> bool:
+    """Whether the running event's app has an event (waiting or running) of another address than ``address``."""
+    try:
+        from gradio.context import LocalContext
+
+        blocks = LocalContext.blocks.get(None)
+        events = list(blocks._queue.event_ids_to_events.values()) if blocks is not None else []
+    except Exception:
+        return False
+    return any(address_of(getattr(event, "request", None)) != address for event in events)
+
+
 def upload_folder() -> str:
     """Gradio's upload cache: where its upload route writes (``<folder>/<content hash>/<name>``)."""
     return get_upload_folder()

@@ -286,6 +286,7 @@ class RequestLimits:
 
     def __init__(self, app):
         self.app = app
+        STREAMS.watching = True  # this server records the result streams it opens: unread work can be told
 
     async def __call__(self, scope, receive, send):
         if scope.get("type") != "http":

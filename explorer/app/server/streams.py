@@ -25,6 +25,7 @@ class Streams:
     def __init__(self):
         self._lock = threading.Lock()
         self._seen: collections.OrderedDict = collections.OrderedDict()
+        self.watching = False  # set by the middleware that records the streams (RequestLimits)
 
     def record(self, path: str, query: bytes) -> None:
         """A GET request: remember the event id (``.../call/<name>/<event_id>``) or the session
@@ -43,8 +44,11 @@ class Streams:
                     self._seen.popitem(last=False)
 
     def opened(self, event_id: str | None, session: str | None) -> bool:
+        """Was the result stream of ``event_id`` (or of ``session``) opened? Always True in a server that
+        records no stream (``watching`` False: a page served without ``RequestLimits``, as a benchmark's demo
+        of one tab): nothing there could ever say so, and its work must not be stopped for that."""
         with self._lock:
-            return (event_id in self._seen) or (session in self._seen)
+            return not self.watching or (event_id in self._seen) or (session in self._seen)
 
 
 STREAMS = Streams()

@@ -53,6 +53,8 @@ def test_unread_and_abandoned_events_read_as_gone(monkeypatch):
         gone = streams.gone_probe(unread_s=5.0)
         assert not gone()
         clock["now"] = 106.0
+        assert not gone()  # a server that records no stream (no RequestLimits) never calls its work unread
+        registry.watching = True
         assert gone()  # nobody opened its stream
         registry.record("/gradio_api/call/long_context/evt1", b"")
         assert not gone()
@@ -89,3 +91,15 @@ def test_the_self_check_counts_a_busy_server_as_serving(monkeypatch):
     free = closed.getsockname()[1]
     closed.close()
     assert not networking.url_ok(f"http://127.0.0.1:{free}/")  # nothing listening: still a failure
+
+
+def test_a_visitor_alone_keeps_full_priority_and_yields_only_beside_others(monkeypatch):
+    from explorer.app.server import calls
+
+    queue = []
+    monkeypatch.setattr(calls, "others_in_queue", lambda address_of, address: any(a != address for a in queue))
+    assert not calls.yielding_helps("10.0.0.1")  # an empty queue: nobody to yield to
+    queue.append("10.0.0.1")
+    assert not calls.yielding_helps("10.0.0.1")  # only its own events
+    queue.append("10.0.0.2")
+    assert calls.yielding_helps("10.0.0.1") and not calls.yielding_helps(None)
