@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.structure import import_graph  # the same reader the layout's numbers come from
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("models", "kernels", "explorer", "benchmarks")
 
@@ -39,37 +41,6 @@ def _modules() -> dict:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             out[_module_name(path)] = path
     return out
-
-
-def _resolve(module: str, is_pkg: bool, level: int, target: str | None) -> str:
-    if level == 0:
-        return target or ""
-    base = module.split(".") if is_pkg else module.split(".")[:-1]
-    base = base[: len(base) - (level - 1)] if level > 1 else base
-    return ".".join(base + ([target] if target else []))
-
-
-def import_graph(modules: dict) -> dict:
-    """``{module: set of project modules it imports}`` (edges to outside modules dropped)."""
-    graph = {}
-    for name, path in modules.items():
-        is_pkg = path.name == "__init__.py"
-        edges = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(name, is_pkg, node.level, node.module)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
-            else:
-                continue
-            for t in targets:
-                while t and t not in modules:  # import a.b.c of a non-module attribute: the nearest module
-                    t = t.rpartition(".")[0]
-                if t and t != name:
-                    edges.add(t)
-        graph[name] = edges
-    return graph
 
 
 def find_cycle(graph: dict, nodes) -> list | None:
