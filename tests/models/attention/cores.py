@@ -43,3 +43,23 @@ def check_parameter_count(base, key, extra_per_layer, **fields):
     full = ModelConfig(**base, attention="full", **fields).validate().approx_params()
     assert cfg.approx_params() - full == base["n_layers"] * extra_per_layer
     assert sum(p.numel() for p in build_model(cfg).parameters()) == cfg.approx_params()
+
+
+def bias_and_dense(h: int, length: int, seed: int = 1):
+    """A T5-like ``rel_bias`` table and ALiBi slopes as a core's modifiers, and the dense bias they mean:
+    ``[h, L, L]``, written out element by element."""
+    g = torch.Generator().manual_seed(seed)
+    rel_bias = torch.randn(h, 2 * length - 1, generator=g)
+    slopes = torch.rand(h, generator=g)
+    dense = torch.empty(h, length, length)
+    for n in range(h):
+        for i in range(length):
+            for j in range(length):
+                dense[n, i, j] = rel_bias[n, j - i + length - 1] - slopes[n] * abs(j - i)
+    return {"rel_bias": rel_bias, "alibi_slopes": slopes}, dense
+
+
+def pair_mask(length: int, causal: bool):
+    """The allowed (query, key) pairs of full attention: ``j <= i`` when causal."""
+    i, j = torch.arange(length)[:, None], torch.arange(length)[None, :]
+    return (j <= i) if causal else torch.ones(length, length, dtype=torch.bool)

@@ -6,7 +6,7 @@ from functools import partial
 
 import pytest
 import torch
-from cores import build_core, check_parameter_count, context, draw_qkv
+from cores import bias_and_dense, build_core, check_parameter_count, context, draw_qkv, pair_mask
 
 from models import ModelConfig, build_model
 
@@ -16,22 +16,8 @@ _core = partial(build_core, SMALL, torch_seed=0)
 _qkv = partial(draw_qkv, L=L)
 
 
-def _bias(seed=1):
-    """A T5-like rel_bias table and ALiBi slopes, and the dense bias they mean: [h, L, L]."""
-    g = torch.Generator().manual_seed(seed)
-    rel_bias = torch.randn(H, 2 * L - 1, generator=g)
-    slopes = torch.rand(H, generator=g)
-    dense = torch.empty(H, L, L)
-    for n in range(H):
-        for i in range(L):
-            for j in range(L):
-                dense[n, i, j] = rel_bias[n, j - i + L - 1] - slopes[n] * abs(j - i)
-    return {"rel_bias": rel_bias, "alibi_slopes": slopes}, dense
-
-
-def _mask(causal):
-    i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
-    return (j <= i) if causal else torch.ones(L, L, dtype=torch.bool)
+_bias = partial(bias_and_dense, H, L)
+_mask = partial(pair_mask, L)
 
 
 @pytest.mark.parametrize("causal", [True, False])
