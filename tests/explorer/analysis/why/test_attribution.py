@@ -48,7 +48,7 @@ def test_the_terms_add_up_to_the_logit(fields):
         assert a.total == pytest.approx(a.logit, abs=1e-4)
         assert a.token == int(ids[0, p + 1])
     last = attribute(model, ids, 29, token=3, alternative=4)
-    logits = model(ids).logits[0, 29]
+    logits = model(ids).logits[0, 29].detach()
     assert last.total == pytest.approx(float(logits[3] - logits[4]), abs=1e-4)
     assert set(last.to_json()) >= {"heads", "ffn", "embedding", "biases", "total", "logit"}
 
