@@ -204,29 +204,28 @@ def waiting_events(app) -> int:
         return 0
 
 
-def events_of_current(address_of, address) -> int:
-    """Events of the running event's app (waiting or running) whose request ``address_of`` names ``address``
-    (0 outside an event)."""
+def _queue_addresses(address_of) -> list:
+    """The addresses (``address_of`` each event's request) of the running event's app's events, waiting or
+    running ([] outside an event)."""
     try:
         from gradio.context import LocalContext
 
         blocks = LocalContext.blocks.get(None)
         events = list(blocks._queue.event_ids_to_events.values()) if blocks is not None else []
     except Exception:
-        return 0
-    return sum(1 for event in events if address_of(getattr(event, "request", None)) == address)
+        return []
+    return [address_of(getattr(event, "request", None)) for event in events]
+
+
+def events_of_current(address_of, address) -> int:
+    """Events of the running event's app (waiting or running) whose request ``address_of`` names ``address``
+    (0 outside an event)."""
+    return _queue_addresses(address_of).count(address)
 
 
 def others_in_queue(address_of, address) -> bool:
     """Whether the running event's app has an event (waiting or running) of another address than ``address``."""
-    try:
-        from gradio.context import LocalContext
-
-        blocks = LocalContext.blocks.get(None)
-        events = list(blocks._queue.event_ids_to_events.values()) if blocks is not None else []
-    except Exception:
-        return False
-    return any(address_of(getattr(event, "request", None)) != address for event in events)
+    return any(a != address for a in _queue_addresses(address_of))
 
 
 def upload_folder() -> str:
