@@ -285,7 +285,8 @@ def test_an_idle_session_expires_and_the_page_still_redraws(open_page, serve_app
         page.wait_changed(GRID, sliding)  # redrawn, although the rebuilt state says "full is drawn"
         page.settle()
         assert page.plot(GRID)["blank"] == before["blank"]
-        assert page.page.evaluate(STATS_TITLE) == full_stats  # the statistics follow too
+        # the statistics follow too (drawn with the chain's detail step, a task after the grid)
+        page.page.wait_for_function(f"(want) => ({STATS_TITLE})() === want", arg=full_stats, timeout=60_000)
         assert "attention=" not in page.page.url  # the share link is the default page's again
         page.check_clean()
         page.close()  # before its server stops

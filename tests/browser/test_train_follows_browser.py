@@ -52,7 +52,7 @@ def test_train_tab_trains_the_controls_model(open_page):
     assert (cfg["n_layers"], cfg["d_model"]) == (ModelConfig().n_layers, ModelConfig().d_model)  # not scaled
     _step_once(page)
     page.page.click("#train-download")
-    page.page.locator("#train-files a").first.wait_for(timeout=30_000)
+    page.page.locator("#train-files a").first.wait_for(timeout=90_000)
     hrefs = page.page.eval_on_selector_all("#train-files a", "els => els.map(e => e.href)")
     assert any(h.endswith("sliding_window-alibi-copy-step1.safetensors") for h in hrefs), hrefs
     _your_run(page)

@@ -67,7 +67,7 @@ def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(ope
     page.page.wait_for_timeout(3000)
     assert page.page.evaluate(STEP_JS) == stopped  # the work really stopped
     page.page.click("#train-download")
-    page.page.locator("#train-files a").first.wait_for(timeout=30_000)
+    page.page.locator("#train-files a").first.wait_for(timeout=90_000)
     hrefs = page.page.eval_on_selector_all("#train-files a", "els => els.map(e => e.href)")
     weights = [h for h in hrefs if h.endswith(".safetensors")]
     assert weights and any(h.endswith(".config.json") for h in hrefs), hrefs

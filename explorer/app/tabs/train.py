@@ -190,7 +190,10 @@ def build_train_tab(default_config=None, controls_config=None) -> SimpleNamespac
         show_progress="hidden",
         concurrency_id="compute",
     )
-    download_btn.click(train_files.download, [state], [files], api_name="train_download", concurrency_id="compute")
+    # writing a run's small files (under the training cap) is light: it never waits behind the analyses
+    download_btn.click(
+        train_files.download, [state], [files], api_name="train_download", concurrency_id="files", concurrency_limit=2
+    )
     upload_btn.upload(
         train_files.upload,
         [state, upload_btn],

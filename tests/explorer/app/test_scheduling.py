@@ -71,7 +71,9 @@ def test_unread_and_abandoned_events_read_as_gone(monkeypatch):
 
 
 def test_the_self_check_counts_a_busy_server_as_serving(monkeypatch):
-    monkeypatch.setattr(networking, "url_ok", networking.url_ok)  # restored after the test
+    # restored after the test; a plain check first, so the patient one is installed here with short waits even
+    # when building the app in this process installed it already (its 60 s wait on the closed port below)
+    monkeypatch.setattr(networking, "url_ok", lambda url: False)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
