@@ -13,9 +13,10 @@ cases with that record, never a UI handler: the page, the API and the export dra
 visitor, run at low priority; a full family answers "busy" at once instead of waiting in the queue. Every endpoint's
 predicted compute is checked before it runs (``explorer.runtime.cost.charge``: refused by name past the per-request
 budget or the visitor's share).
-"""
 
-from __future__ import annotations
+The return annotations are the ``TypedDict``s of ``explorer.app.api.types``: ``gr.api`` reads them (objects, not
+strings: no ``from __future__ import annotations`` here) into the schema ``gradio_client``'s ``view_api()`` shows.
+"""
 
 import os
 
@@ -27,6 +28,7 @@ from explorer.analysis.compare import compare_pair
 from explorer.analysis.cost.sweep import sweep_axes
 from explorer.analysis.gradients.norms import drawn_gradients
 from explorer.app.api.export import cleanup_export, write_export
+from explorer.app.api.types import AnalyzeResult, CompareResult, ExportFile, GradientsResult, SweepRecord
 from explorer.app.controls.share import compare_query
 from explorer.app.server.calls import call, heavy_call, request_source, request_text
 from explorer.app.server.gradio_compat import cache_file
@@ -48,7 +50,9 @@ def _tokens(text: str) -> int:
     return max(1, min(MAX_TEXT_BYTES, len(text.encode("utf-8", "replace"))))
 
 
-def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled") -> dict:
+def api_analyze(
+    config_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled"
+) -> AnalyzeResult:
     """Attention maps summary: per (layer, head) entropy and mean distance, head labels, the allowed fraction.
 
     ``weights``: ``bundled`` (default: the trained model shipped for this config, or moved to it by
@@ -77,7 +81,7 @@ def api_analyze(config_json: str, text: str, separator: str = DEFAULT_SEPARATOR,
     return call(run)
 
 
-def api_gradients(config_json: str, weights: str = "bundled", text: str = "") -> dict:
+def api_gradients(config_json: str, weights: str = "bundled", text: str = "") -> GradientsResult:
     """Per-layer attn_out, ffn_out and residual gradient norms of the config, as the Gradients tab draws
     them for its norm placement (``explorer.analysis.gradients.norms.drawn_gradients``, the one path of the page,
     the API and the export).
@@ -103,7 +107,7 @@ def api_gradients(config_json: str, weights: str = "bundled", text: str = "") ->
 
 async def api_benchmark(
     config_json: str, lengths: str, mode: str, seq2seq_axis: str = "both", request: gr.Request = None
-) -> list:
+) -> list[SweepRecord]:
     """Latency / memory sweep records of the config's attention at the given lengths (stops between
     two modules when the job is cancelled or the client disconnects). A model of several inputs (an
     encoder-decoder) varies ``seq2seq_axis`` ("both", "source" or "target"; records carry
@@ -137,7 +141,7 @@ async def api_export(
     separator: str = DEFAULT_SEPARATOR,
     weights: str = "bundled",
     request: gr.Request = None,
-) -> dict:
+) -> ExportFile:
     """The export zip (config.json, README.txt, figures.html, a PNG per figure when the server has
     kaleido and a Chrome) of the config on the text -> the file (``gradio_client`` downloads it).
     ``weights``: as ``/analyze`` takes it (default bundled): the zip holds the figures the page draws
@@ -159,7 +163,7 @@ async def api_export(
 
 def api_compare(
     config_a_json: str, config_b_json: str, text: str, separator: str = DEFAULT_SEPARATOR, weights: str = "bundled"
-) -> dict:
+) -> CompareResult:
     """``/compare_ab``: ``{"diff": [[field, A, B], ...], "a": {...}, "b": {...}, "link": query}``, where
     ``a`` / ``b`` hold each config's attention summary and gradient norms on the same text, each as
     ``/analyze`` and ``/gradients`` give them for the same ``weights`` choice."""
