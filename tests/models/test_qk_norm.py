@@ -168,3 +168,31 @@ def test_surgery_refuses_merging_kv_heads_under_a_whole_projection_key_norm():
     surgery.check(h, b)  # a per-head key norm is the same for every head: merging keeps it
     moved = surgery.transplant(build_model(h).state_dict(), h, b)
     assert moved.stack.blocks[0].attn.k_norm.weight.shape == (8,)
+
+
+def test_the_triton_paths_take_the_qk_norm_shapes_and_the_rotated_slice():
+    """On CUDA the q/k norms run ``kernels.norms``' fused RMSNorm on rows of ``d_h`` (per head) or of the whole
+    projection, and partial RoPE the fused rotation on the non-contiguous slice ``x[..., :rot]`` (here in the
+    Triton interpreter): forward and backward agree with the PyTorch path."""
+    from kernels.cpu.norms import rms_norm_ref
+    from kernels.cpu.rope import apply_rope_ref
+    from kernels.norms import rms_norm
+    from kernels.rope import apply_rope
+
+    g = torch.Generator().manual_seed(0)
+    for shape in ((2, 5, 4, 6), (2, 5, 24)):  # (B, L, h, d_h) per head; (B, L, h * d_h) whole projection
+        x = torch.randn(*shape, generator=g, requires_grad=True)
+        w = torch.randn(shape[-1], generator=g, requires_grad=True)
+        dy = torch.randn(*shape, generator=g)
+        got = torch.autograd.grad(rms_norm(x, w, 1e-6, force_triton=True), (x, w), dy)
+        want = torch.autograd.grad(rms_norm_ref(x, w, 1e-6), (x, w), dy)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    x = torch.randn(2, 4, 7, 12, generator=g, requires_grad=True)
+    pos = torch.arange(7)
+    for rot in (2, 6):  # a half of 1 and of 3 (not a power of two)
+        dy = torch.randn(2, 4, 7, rot, generator=g)
+        (got,) = torch.autograd.grad(apply_rope(x[..., :rot], pos, 500.0, force_triton=True), x, dy)
+        (want,) = torch.autograd.grad(apply_rope_ref(x[..., :rot], pos, 500.0), x, dy)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        assert got[..., rot:].abs().max() == 0  # the unrotated tail takes no gradient through the rotation
