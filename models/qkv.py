@@ -13,8 +13,8 @@ plots: subclasses keep them at their own top level.
 Query/key normalisation (``cfg.qk_norm``), an RMSNorm ``t / sqrt(mean(t^2) + norm_eps) * g`` of the projected
 queries and keys, before any position encoding (RoPE rotates the normed vectors) and before the core:
 - ``"head"``: over each head's ``d_h`` dims, one gain ``g [d_h]`` shared by the query heads (``q_norm``) and
-  one by the K/V heads (``k_norm``): Qwen3 (2025), Gemma 3 (2025); Dehghani et al. 2023 (ViT-22B) normalise
-  the same way.
+  one by the K/V heads (``k_norm``): Qwen3 (2025), Gemma 3 (2025; its RMSNorm stores the gain as ``1 + w``,
+  the same function of another parameter); Dehghani et al. 2023 (ViT-22B) normalise the same way.
 - ``"all"``: over the whole query projection ``[n_heads * d_h]`` and the whole key projection
   ``[n_kv_heads * d_h]`` before they are split into heads, gains of those widths: OLMo 2 (OLMo et al. 2024).
 - ``"none"``: no norm (default).
