@@ -14,14 +14,13 @@ D, H = 24, 4
 
 
 def _model(**kw):
-    cfg = ModelConfig(
-        vocab_size=50, d_model=D, n_heads=H, n_layers=1, ffn="none", norm_placement="none", **kw
-    ).validate()
+    kw = {"norm_placement": "none", **kw}
+    cfg = ModelConfig(vocab_size=50, d_model=D, n_heads=H, n_layers=1, ffn="none", **kw).validate()
     model = build_model(cfg).double().eval()
     g = torch.Generator().manual_seed(7)
     with torch.no_grad():  # gains start at 1: move them so a wrong axis or a missing gain shows
         for name, p in model.named_parameters():
-            if "_norm" in name:
+            if "norm" in name:
                 p.copy_(1 + 0.5 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     return cfg, model
 
@@ -62,6 +61,10 @@ def _reference(cfg, model, tokens, kind, rot):
     if cfg.causal:
         s = s.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), float("-inf"))
     out = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, L, -1) @ blk.out_proj.weight.T
+    if cfg.norm_placement == "res_post":  # OLMo 2: x + RMSNorm(Attn(x)), then the final RMSNorm
+        res = model.stack.blocks[0].res_attn.norm.weight
+        h = x + _rms(out, res, eps)
+        return _rms(h, model.final_norm.weight, eps) @ model.head.weight.T
     return (x + out) @ model.head.weight.T
 
 
@@ -87,6 +90,18 @@ def test_logits_match_the_float64_formula(causal, kind, n_kv_heads, fraction, ro
         with torch.no_grad():
             plain = _reference(cfg, model, tokens, "none", rot)
         assert (plain - want).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_olmo2_shaped_layer_res_post_norm_matches_the_float64_formula(causal):
+    cfg, model = _model(
+        causal=causal, qk_norm="all", n_kv_heads=2, norm_placement="res_post", norm="rmsnorm", norm_eps=1e-3
+    )
+    tokens = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(tokens).logits, _reference(cfg, model, tokens, "all", 6), rtol=1e-10, atol=1e-10
+        )
 
 
 def test_partial_rope_leaves_the_tail_unrotated_and_stays_relative():
