@@ -23,7 +23,7 @@ import math
 
 from .capabilities import check_combination
 from .errors import ConfigError
-from .qkv import projection_params
+from .qkv import QK_NORMS, check_qk_norm, projection_params
 from .registry import registries
 from .variant import Param
 
@@ -60,6 +60,9 @@ CORE = (
     Param("attn_bias", str, "none", choices=("none", "qkv", "all"), label="Attention projection biases"),
     Param("gelu_approx", str, "none", choices=("none", "tanh"), label="GELU approximation (gelu, geglu, MLM head)"),
     Param("embed_norm", bool, False, label="Norm after the embeddings (BERT)"),
+    # RMSNorm of the projected queries and keys before positions (models/qkv.py): per head (Qwen3, Gemma 3)
+    # or over the whole projection (OLMo 2)
+    Param("qk_norm", str, "none", choices=QK_NORMS, label="Query/key norm (RMSNorm: per head / whole projection)"),
 )
 MAX_ABLATED = 256
 
@@ -224,7 +227,7 @@ class _ConfigMethods:
             raise ConfigError(
                 "norm_eps", self.norm_eps, "a number in (0, 0.1] (added to the variance in layernorm / rmsnorm)"
             )
-        for name in ("attn_bias", "gelu_approx"):  # read by every model, whatever its variants
+        for name in ("attn_bias", "gelu_approx", "qk_norm"):  # read by every model, whatever its variants
             if getattr(self, name) not in FIELDS[name].choices:
                 raise ConfigError(name, getattr(self, name), f"one of {list(FIELDS[name].choices)}")
         _ = self.ablated  # evaluated for its check: parses and bounds ablate_heads (ConfigError naming the field)
@@ -243,6 +246,14 @@ class _ConfigMethods:
                 "or the chosen variants' sizes",
             )
         check_combination(self, regs)
+        check_qk_norm(self, regs["attention"][self.attention])
+        if self.rope_fraction != 1.0 and self.position != "rope":  # partial rotation: a rope-only field
+            raise ConfigError(
+                "rope_fraction",
+                self.rope_fraction,
+                f"1.0 with position={self.position!r} (only position='rope' rotates dimensions; a fraction "
+                "leaves the rest of each head unrotated)",
+            )
         for cat in CATEGORIES:
             variant = regs[cat][getattr(self, cat)]
             if variant.check is not None:

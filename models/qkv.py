@@ -2,12 +2,25 @@
 
 ``QKVProjection`` owns ``q_proj``, ``k_proj``, ``v_proj`` (``n_heads`` query heads, ``n_kv_heads``
 key/value heads: MHA, GQA or MQA) and ``out_proj``, without bias unless ``cfg.attn_bias`` asks for them
-(``"qkv"``: q, k, v, as Qwen2; ``"all"``: the output projection too, as GPT-2 and BERT). The self-attention sublayer
+(``"qkv"``: q, k, v, as Qwen2; ``"all"``: the output projection too, as GPT-2 and BERT), and the query/key
+norm ``cfg.qk_norm`` (below). The self-attention sublayer
 (``models.blocks.Attention``), the decoder's cross-attention (``models.encdec``) and the layer
 structures that call a sublayer's projections on other inputs (funnel's pooled queries, the
 compressive memory's reconstruction loss) subclass or call it, so the head split is written once.
 Parameter names (``q_proj.weight`` ...) are part of saved checkpoints and the explorer's gradient
 plots: subclasses keep them at their own top level.
+
+Query/key normalisation (``cfg.qk_norm``), an RMSNorm ``t / sqrt(mean(t^2) + norm_eps) * g`` of the projected
+queries and keys, before any position encoding (RoPE rotates the normed vectors) and before the core:
+- ``"head"``: over each head's ``d_h`` dims, one gain ``g [d_h]`` shared by the query heads (``q_norm``) and
+  one by the K/V heads (``k_norm``): Qwen3 (2025), Gemma 3 (2025; its RMSNorm stores the gain as ``1 + w``,
+  the same function of another parameter); Dehghani et al. 2023 (ViT-22B) normalise the same way.
+- ``"all"``: over the whole query projection ``[n_heads * d_h]`` and the whole key projection
+  ``[n_kv_heads * d_h]`` before they are split into heads, gains of those widths: OLMo 2 (OLMo et al. 2024).
+- ``"none"``: no norm (default).
+Every path that projects with this module (self-attention, cross-attention, funnel's pooled queries, the
+compressive memory's reconstruction) reads q and k through ``normed_heads``; ``check_qk_norm`` refuses the
+mechanisms that never form ``q . k`` from both.
 """
 
 from __future__ import annotations
@@ -15,13 +28,59 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from kernels import norms as kernel_norms
+
+from .capabilities import ROTARY
+from .errors import ConfigError
+
+QK_NORMS = ("none", "head", "all")
+
 
 def projection_params(cfg) -> int:
     """Parameters of one ``QKVProjection``: q and out with ``n_heads``, k and v with ``n_kv_heads``."""
     weights = 2 * cfg.d_model * cfg.n_heads * cfg.d_head + 2 * cfg.d_model * cfg.kv_heads * cfg.d_head
     bias = cfg.attn_bias
     qkv = (cfg.n_heads + 2 * cfg.kv_heads) * cfg.d_head if bias in ("qkv", "all") else 0
-    return weights + qkv + (cfg.d_model if bias == "all" else 0)
+    return weights + qkv + (cfg.d_model if bias == "all" else 0) + qk_norm_params(cfg)
+
+
+def qk_norm_params(cfg) -> int:
+    """Gains of the query/key norms: ``2 d_h`` per head-wise pair, ``(n_heads + n_kv_heads) d_h`` over
+    the whole projections."""
+    if cfg.qk_norm == "head":
+        return 2 * cfg.d_head
+    if cfg.qk_norm == "all":
+        return (cfg.n_heads + cfg.kv_heads) * cfg.d_head
+    return 0
+
+
+def check_qk_norm(cfg, attention) -> None:
+    """Refuse a query/key norm the chosen attention (its registry record) cannot use: one whose keys are
+    its queries (no key projection to normalise) or that forms no ``q . k`` at all (synthesizers)."""
+    if cfg.qk_norm == "none" or attention is None:
+        return
+    caps = attention.caps
+    if caps is not None and caps.shared_qk:
+        why = "its keys are the unit-normalised queries (shared-QK), so a key norm would normalise nothing"
+    elif caps is not None and ROTARY not in caps.accepts:
+        why = (
+            "it forms no query-key dot product (its logits are synthesized), so normed queries and keys change nothing"
+        )
+    else:
+        return
+    raise ConfigError("qk_norm", cfg.qk_norm, f"'none' with attention={cfg.attention!r}: {why}")
+
+
+class QKNorm(nn.Module):
+    """RMSNorm of width ``d`` with gain ``weight`` and ``eps = cfg.norm_eps`` (``kernels.norms.rms_norm``)."""
+
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x, detach: bool = False):
+        return kernel_norms.rms_norm(x, self.weight.detach() if detach else self.weight, self.eps)
 
 
 class QKVProjection(nn.Module):
@@ -35,16 +94,34 @@ class QKVProjection(nn.Module):
         self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
         self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
         self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=out_bias)
+        self.qk_norm = cfg.qk_norm
+        if cfg.qk_norm in ("head", "all"):  # gains of d_h (shared by the heads) or of the whole projection
+            wide = cfg.qk_norm == "all"
+            self.q_norm = QKNorm(h * dh if wide else dh, cfg.norm_eps)
+            self.k_norm = QKNorm(hkv * dh if wide else dh, cfg.norm_eps)
 
     def heads(self, t: torch.Tensor, n_heads: int) -> torch.Tensor:
         """``(B, L, n_heads * d_h) -> (B, n_heads, L, d_h)``."""
         B, L, _ = t.shape
         return t.view(B, L, n_heads, self.d_head).transpose(1, 2)  # (B, n, L, d_h)
 
+    def normed_heads(self, t: torch.Tensor, which: str, detach: bool = False) -> torch.Tensor:
+        """A query (``which="q"``) or key (``"k"``) projection ``(B, L, n * d_h)`` through the query/key norm,
+        split into heads ``(B, n, L, d_h)``; ``detach``: the norm's gain without its gradient."""
+        n = self.n_heads if which == "q" else self.n_kv_heads
+        if self.qk_norm == "none":
+            return self.heads(t, n)
+        norm = self.q_norm if which == "q" else self.k_norm
+        if self.qk_norm == "all":  # over the whole projection, then split
+            return self.heads(norm(t, detach), n)
+        B, L, _ = t.shape
+        return norm(t.view(B, L, n, self.d_head), detach).transpose(1, 2)  # per head: (B, n, L, d_h)
+
     def project(self, x_q: torch.Tensor, x_kv: torch.Tensor) -> tuple:
-        """``q (B, h, Lq, d_h)`` from ``x_q (B, Lq, d)``; ``k, v (B, h_kv, Lk, d_h)`` from ``x_kv (B, Lk, d)``."""
-        q = self.heads(self.q_proj(x_q), self.n_heads)
-        k = self.heads(self.k_proj(x_kv), self.n_kv_heads)
+        """``q (B, h, Lq, d_h)`` from ``x_q (B, Lq, d)``; ``k, v (B, h_kv, Lk, d_h)`` from ``x_kv (B, Lk, d)``;
+        q and k through the query/key norm."""
+        q = self.normed_heads(self.q_proj(x_q), "q")
+        k = self.normed_heads(self.k_proj(x_kv), "k")
         v = self.heads(self.v_proj(x_kv), self.n_kv_heads)
         return q, k, v
 

@@ -69,6 +69,13 @@ def check(a, b) -> None:
             b.n_kv_heads,
             f"a divisor or multiple of the trained {ha} K/V heads (merged by mean-pooling or repeated)",
         )
+    if ha != hb and a.qk_norm == "all":  # the key norm's gains span every K/V head's features together
+        raise ConfigError(
+            "n_kv_heads",
+            b.n_kv_heads,
+            f"the trained {ha} K/V heads: with qk_norm='all' the key norm is taken over all K/V heads' features "
+            "at once, so another number of heads normalises other vectors with gains that have no counterpart",
+        )
 
 
 def _regroup(w: torch.Tensor, ha: int, hb: int) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""``save_llama``: a catalogue model written as a Hugging Face Llama checkpoint folder.
+"""``save_llama``: a catalogue model written as a Hugging Face Llama checkpoint folder (``save_qwen3`` and
+``save_olmo2``: the same for a model with a per-head / whole-projection query-key norm).
 
 The folder holds what the Hub would: ``config.json`` (a ``LlamaConfig`` in the classic spelling,
 ``rope_theta`` / ``rope_scaling`` / ``torch_dtype``, that transformers 5 still reads),
@@ -12,6 +13,11 @@ tensor names come from ``llama.rules`` read in reverse. Those rules copy every t
 Hub's Llama layout already rotates the two halves of a head, as the catalogue's RoPE does, so no
 permutation is undone); a rule that transformed its tensor would have no inverse here and is refused.
 A sliding window is written as ``mistral`` (a Llama with a window): transformers' Llama ignores one.
+``save_qwen3`` writes ``model_type="qwen3"`` (``qk_norm="head"``: ``self_attn.q_norm`` / ``k_norm`` per head;
+a window in every layer as ``use_sliding_window`` with ``max_window_layers=0``) and ``save_olmo2``
+``model_type="olmo2"`` (``qk_norm="all"``, ``norm_placement="res_post"``: ``post_attention_layernorm`` /
+``post_feedforward_layernorm`` after the sublayers; no window): the config read back through that family's
+reader must again give the catalogue config, so each refuses what its family cannot express by name.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from ..config import CORE, ModelConfig
 from ..errors import ConfigError
 from ..ffn import ffn_hidden_size
 from ..registry import registries
-from . import files, llama, mapping
+from . import files, llama, mapping, olmo2, qwen3
 from .fields import Fields
 from .loader import Plan, plan
 
@@ -33,10 +39,27 @@ from .loader import Plan, plan
 # approximation (a Llama has no GELU).
 NOT_COMPARED = {"seed", "dropout", "gelu_approx"}
 TOKEN_IDS = {"bos_token_id", "eos_token_id", "pad_token_id"}
+# family -> (its reader, what its checkpoint is, for refusals)
+WRITERS = {
+    "llama": (
+        llama,
+        "a Llama checkpoint (a causal decoder: RoPE, pre-norm RMSNorm, SwiGLU, no biases, full or "
+        "sliding-window attention)",
+    ),
+    "qwen3": (qwen3, "a Qwen3 checkpoint (a Llama with a per-head query/key RMSNorm, qk_norm='head')"),
+    "olmo2": (
+        olmo2,
+        "an OLMo 2 checkpoint (RoPE, RMSNorm after each sublayer (res_post), SwiGLU, a query/key "
+        "RMSNorm over the whole projections (qk_norm='all'), full attention)",
+    ),
+}
 
 
-def hf_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | None = None) -> dict:
-    """The ``config.json`` of ``cfg``: every key the loader reads, in the classic Llama spelling."""
+def hf_config(
+    cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | None = None, family: str = "llama"
+) -> dict:
+    """The ``config.json`` of ``cfg``: every key the loader reads, in the classic Llama spelling (``family``:
+    ``llama``, ``qwen3`` or ``olmo2``, the ``WRITERS`` key)."""
     hf = {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
@@ -63,7 +86,13 @@ def hf_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | No
     }
     if cfg.rope_scale != 1:
         hf["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scale}
-    if cfg.attention == "sliding_window":
+    if family == "qwen3":
+        hf.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
+        if cfg.attention == "sliding_window":  # every layer from max_window_layers = 0 on slides
+            hf.update(use_sliding_window=True, sliding_window=cfg.window, max_window_layers=0)
+    elif family == "olmo2":
+        hf.update(model_type="olmo2", architectures=["Olmo2ForCausalLM"])
+    elif cfg.attention == "sliding_window":
         hf.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=cfg.window)
     clash = sorted(set(extra or ()) & (set(hf) - TOKEN_IDS))
     if clash:
@@ -75,10 +104,11 @@ def hf_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | No
     return {**hf, **(extra or {})}
 
 
-def check_expressible(cfg: ModelConfig, hf: dict) -> None:
+def check_expressible(cfg: ModelConfig, hf: dict, family: str = "llama") -> None:
     """Refuse ``cfg`` unless the loader reads ``hf`` back as ``cfg``: the first field (in the config's
     order) that comes back different is named. Fields no chosen variant reads are not compared."""
-    fields, _ = llama.config(Fields(hf))
+    reader, what = WRITERS[family]
+    fields, _ = reader.config(Fields(hf))
     back = ModelConfig(**fields)
     resolved = cfg.replace(n_kv_heads=cfg.kv_heads, d_ff=ffn_hidden_size(cfg))
     regs = registries()
@@ -88,9 +118,7 @@ def check_expressible(cfg: ModelConfig, hf: dict) -> None:
             raise ConfigError(
                 name,
                 getattr(cfg, name),
-                f"{getattr(back, name)!r}: save_llama writes a Llama "
-                "checkpoint (a causal decoder: RoPE, pre-norm RMSNorm, SwiGLU, no biases, full or "
-                "sliding-window attention), which has no place for this value",
+                f"{getattr(back, name)!r}: save_{family} writes {what}, which has no place for this value",
             )
 
 
@@ -106,11 +134,25 @@ def save_llama(
     """Write ``model`` (built from ``cfg``) into ``folder`` as a Llama checkpoint; returns the loader's
     ``plan`` of the written folder (a check that it reads back). ``extra``: more ``config.json`` keys
     (``bos_token_id`` / ``eos_token_id``, ...)."""
+    return _save("llama", model, cfg, folder, dtype, tokenizer_json, extra)
+
+
+def save_qwen3(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None, extra=None) -> Plan:
+    """``save_llama`` for a model with ``qk_norm="head"``: a Qwen3 checkpoint."""
+    return _save("qwen3", model, cfg, folder, dtype, tokenizer_json, extra)
+
+
+def save_olmo2(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None, extra=None) -> Plan:
+    """``save_llama`` for a model with ``qk_norm="all"`` and ``norm_placement="res_post"``: an OLMo 2 checkpoint."""
+    return _save("olmo2", model, cfg, folder, dtype, tokenizer_json, extra)
+
+
+def _save(family, model, cfg, folder, dtype, tokenizer_json, extra) -> Plan:
     cfg = cfg.validate()
-    check_expressible(cfg, hf_config(cfg, False, dtype, extra))  # before the model's parts are looked at
+    check_expressible(cfg, hf_config(cfg, False, dtype, extra, family), family)  # before the model is looked at
     tied = model.head.weight is model.embed.weight  # the loader ties by sharing the Parameter
-    hf = hf_config(cfg, tied, dtype, extra)
-    rules = llama.rules(Fields(hf), cfg)
+    hf = hf_config(cfg, tied, dtype, extra, family)
+    rules = WRITERS[family][0].rules(Fields(hf), cfg)
     params = dict(model.named_parameters(remove_duplicate=False))
     if set(params) != set(rules):
         odd = min(set(params) ^ set(rules))
@@ -123,7 +165,7 @@ def save_llama(
             raise ConfigError(
                 "weights",
                 target,
-                "a parameter the Llama mapping copies as it is (this rule transforms it and has no inverse here)",
+                f"a parameter the {family} mapping copies as it is (this rule transforms it and has no inverse here)",
             )
         source = rule.sources[0]
         name = source if source == "lm_head.weight" else "model." + source

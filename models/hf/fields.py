@@ -112,12 +112,14 @@ def rope(f: Fields) -> dict:
             f.refuse(
                 "partial_rotary_factor",
                 scaling.get("partial_rotary_factor"),
-                "1.0 (the catalogue rotates every dimension of a head)",
+                "1.0 (these families rotate every dimension of a head: transformers' model of them has no partial "
+                "rotation, so the checkpoint computes nothing else; the catalogue's own is rope_fraction)",
             )
     if f.hf.get("partial_rotary_factor", 1.0) != 1.0:
         f.refuse(
             "partial_rotary_factor",
             f.hf.get("partial_rotary_factor"),
-            "1.0 (the catalogue rotates every dimension of a head)",
+            "1.0 (these families rotate every dimension of a head: transformers' model of them has no partial "
+            "rotation, so the checkpoint computes nothing else; the catalogue's own is rope_fraction)",
         )
     return {"rope_base": float(theta), "rope_scale": scale}

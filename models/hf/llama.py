@@ -50,7 +50,7 @@ def _window(f: Fields, n_layers: int):
         ):
             f.refuse("layer_types", str(types)[:80], "one of 'full_attention' / 'sliding_attention' per layer")
         kinds = set(types)
-    elif model_type == "qwen2":
+    elif model_type in ("qwen2", "qwen3"):
         if not f.flag("use_sliding_window", False) or window is None:
             kinds = {"full_attention"}
         else:  # layers i >= max_window_layers slide: which kinds occur follows from the bounds, no loop
@@ -71,7 +71,9 @@ def _window(f: Fields, n_layers: int):
     return f.integer("sliding_window", lo=1, hi=1 << 20)
 
 
-def config(f: Fields) -> tuple:
+def config(f: Fields, windowed: bool = True) -> tuple:
+    """``(ModelConfig fields, notes)``; ``windowed=False`` for a family whose model reads no ``sliding_window``
+    (OLMo 2: transformers' model attends in full whatever the key says)."""
     model_type = f.text("model_type")
     d, heads = f.integer("hidden_size", lo=1), f.integer("num_attention_heads", lo=1)
     kv = f.integer("num_key_value_heads", heads, lo=1)
@@ -88,7 +90,7 @@ def config(f: Fields) -> tuple:
     if f.hf.get("mlp_bias", False) is not False:
         f.refuse("mlp_bias", f.hf.get("mlp_bias"), "false (the catalogue's SwiGLU has no biases)")
     bias = "qkv" if model_type == "qwen2" else ("all" if f.flag("attention_bias", False) else "none")
-    window = _window(f, n_layers)
+    window = _window(f, n_layers) if windowed else None
     tied = f.flag("tie_word_embeddings", False)
     notes = [
         f"{model_type}: RoPE, RMSNorm, SwiGLU, {kv} K/V heads for {heads} query heads",

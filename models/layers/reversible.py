@@ -38,6 +38,7 @@ from .stack import stack_params
 _BRANCH = {
     "pre": lambda res, fn, x: res.drop(fn(res.norm(x))),
     "sandwich": lambda res, fn, x: res.drop(res.norm_out(fn(res.norm_in(x)))),
+    "res_post": lambda res, fn, x: res.drop(res.norm(fn(x))),
     "rezero": lambda res, fn, x: res.alpha * res.drop(fn(x)),
     "none": lambda res, fn, x: res.drop(fn(x)),
 }

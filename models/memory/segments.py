@@ -144,13 +144,15 @@ def _reconstruction_loss(attn, x, old, compressed):
     detached memories already.
     """
 
-    def heads(t, proj, n):  # the sublayer's projection with its weight detached: (B, n, T, d_h)
-        return attn.heads(F.linear(t, proj.weight.detach()), n)
+    def heads(t, proj, which):  # the sublayer's projection (and q/k norm) with weights detached: (B, n, T, d_h)
+        t = F.linear(t, proj.weight.detach())
+        if which == "v":
+            return attn.heads(t, attn.n_kv_heads)
+        return attn.normed_heads(t, which, detach=True)
 
-    h, hkv = attn.n_heads, attn.n_kv_heads
-    q = heads(x, attn.q_proj, h)
-    target, _ = kernels.attention_ref(q, heads(old, attn.k_proj, hkv), heads(old, attn.v_proj, hkv))
-    recon, _ = kernels.attention_ref(q, heads(compressed, attn.k_proj, hkv), heads(compressed, attn.v_proj, hkv))
+    q = heads(x, attn.q_proj, "q")
+    target, _ = kernels.attention_ref(q, heads(old, attn.k_proj, "k"), heads(old, attn.v_proj, "v"))
+    recon, _ = kernels.attention_ref(q, heads(compressed, attn.k_proj, "k"), heads(compressed, attn.v_proj, "v"))
     return (target.detach() - recon).pow(2).mean()
 
 

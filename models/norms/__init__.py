@@ -2,7 +2,7 @@
 
 ``NORM`` gathers the per-token norms of ``token_norms.py`` (layernorm, rmsnorm, scalenorm, adanorm)
 and the batch-statistics norm of ``power.py`` (powernorm); ``build(d, cfg) -> nn.Module``.
-``NORM_PLACEMENT`` gathers ``placements.py`` (post, pre, sandwich, rezero, none);
+``NORM_PLACEMENT`` gathers ``placements.py`` (post, pre, sandwich, res_post, rezero, none);
 ``build(cfg, make_norm) -> Residual``. Each module ends with ``VARIANTS``; none imports this
 package back.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..variant import gather
 from . import placements, power, token_norms
-from .placements import PostNorm, PreNorm, Residual, ReZero, SandwichNorm
+from .placements import PostNorm, PreNorm, Residual, ResPostNorm, ReZero, SandwichNorm
 from .power import PowerNorm
 from .token_norms import EPS, AdaNorm, LayerNorm, RMSNorm, ScaleNorm
 
@@ -32,4 +32,5 @@ __all__ = [
     "PreNorm",
     "SandwichNorm",
     "ReZero",
+    "ResPostNorm",
 ]

@@ -4,6 +4,8 @@
 - ``post``: ``Norm(x + F(x))`` (Vaswani et al. 2017).
 - ``pre``: ``x + F(Norm(x))`` plus a final norm before the head (Xiong et al. 2020).
 - ``sandwich``: ``x + Norm2(F(Norm1(x)))`` plus a final norm (Ding et al. 2021, CogView).
+- ``res_post``: ``x + Norm(F(x))`` plus a final norm: the norm inside the residual branch, after the
+  sublayer ("res-post-norm": Liu et al. 2022, Swin Transformer V2; OLMo 2, OLMo et al. 2024).
 - ``rezero``: ``x + alpha * F(x)``, scalar ``alpha`` initialised to 0, no norm (Bachlechner et al. 2020).
 - ``none``: ``x + F(x)``.
 Dropout (``cfg.dropout``) is applied to the sublayer output before it joins the residual stream.
@@ -66,6 +68,19 @@ class SandwichNorm(Residual):
         return x + self.drop(self.norm_out(fn(self.norm_in(x))))
 
 
+class ResPostNorm(Residual):
+    """``x + drop(Norm(F(x)))``: the sublayer reads the raw stream, its output is normalised before it is added."""
+
+    final_norm = True
+
+    def __init__(self, cfg, make_norm):
+        super().__init__(cfg, make_norm)
+        self.norm = make_norm()
+
+    def forward(self, x, fn):
+        return x + self.drop(self.norm(fn(x)))
+
+
 class ReZero(Residual):
     def __init__(self, cfg, make_norm):
         super().__init__(cfg, make_norm)
@@ -100,6 +115,14 @@ VARIANTS = (
         build=SandwichNorm,
         params=("norm", "dropout"),
         n_params=lambda c, norm: 2 * norm,
+    ),
+    Variant(
+        "res_post",
+        "Liu et al. 2022 (Swin Transformer V2); OLMo et al. 2024 (OLMo 2)",
+        "Normalise the sublayer output inside the residual branch (res-post-norm); final norm at the end.",
+        build=ResPostNorm,
+        params=("norm", "dropout"),
+        n_params=lambda c, norm: norm,
     ),
     Variant(
         "rezero",

@@ -4,6 +4,13 @@ Position Embedding").
 Queries and keys are rotated by position-dependent angles before the mechanism sees them, so
 ``q . k`` depends only on the distance; any mechanism that forms ``q . k`` honours it. ``apply_rope``
 runs ``kernels.rope`` (the fused Triton kernel on CUDA, PyTorch on the CPU).
+
+Partial rotary embeddings (``rope_fraction`` < 1; GPT-NeoX's ``rotary_pct``, Black et al. 2022, transformers'
+``partial_rotary_factor``): only the first ``rot = rotary_dims(cfg)`` dims of each head (``int(d_h *
+rope_fraction)`` rounded down to even) are rotated, with rotate-half pairing *within* them (dim ``k`` with
+``k + rot/2``) and ``theta_k = base^(-2k/rot)``; dims ``rot .. d_h - 1`` pass through unchanged, as
+transformers' GPT-NeoX ``apply_rotary_pos_emb`` (``q[..., :rotary_dim]`` rotated, ``q[..., rotary_dim:]``
+concatenated back) with its frequencies computed over ``dim = int(head_dim * partial_rotary_factor)``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,13 @@ ROPE_BASE = Param("rope_base", float, 10000.0, surgery=True)
 # Position interpolation (Chen et al. 2023): positions are divided by rope_scale, so a model trained on
 # L positions reads rope_scale * L at the angles it knows; 1 = plain RoPE.
 ROPE_SCALE = Param("rope_scale", float, 1.0, label="RoPE position scale (interpolation)", surgery=True)
+# Partial rotation (GPT-NeoX rotary_pct): the share of each head's dims that is rotated; 1 = every dim.
+ROPE_FRACTION = Param("rope_fraction", float, 1.0, label="RoPE fraction of head dims rotated", surgery=True)
+
+
+def rotary_dims(cfg) -> int:
+    """The rotated dims of a head: ``int(d_h * rope_fraction)`` rounded down to even."""
+    return int(cfg.d_head * cfg.rope_fraction) // 2 * 2
 
 
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
@@ -48,14 +62,23 @@ class Rope(NoPosition):
         super().__init__(cfg)
         self.base = cfg.rope_base
         self.pos_scale = cfg.rope_scale
+        self.rot = rotary_dims(cfg)
 
     def modify(self, q, k, layer, k_start=0, scale=None):
         lq, lk = q.shape[2], k.shape[2]
         k_pos = torch.arange(k_start, k_start + lk, device=q.device)
         if self.pos_scale != 1:  # interpolated (fractional) positions: the reference rotation
             k_pos = k_pos.to(torch.float32) / self.pos_scale
-            return _rope_ref(q, k_pos[lk - lq :], self.base), _rope_ref(k, k_pos, self.base), {}
-        return apply_rope(q, k_pos[lk - lq :], self.base), apply_rope(k, k_pos, self.base), {}
+            rotate = _rope_ref
+        else:
+            rotate = apply_rope
+        return self._partial(rotate, q, k_pos[lk - lq :]), self._partial(rotate, k, k_pos), {}
+
+    def _partial(self, rotate, x, pos):
+        """``rotate`` the first ``rot`` dims of each head of ``x (B, n, L, d_h)``; the rest pass through."""
+        if self.rot == x.shape[-1]:
+            return rotate(x, pos, self.base)
+        return torch.cat([rotate(x[..., : self.rot], pos, self.base), x[..., self.rot :]], dim=-1)
 
 
 def check_rope(cfg) -> None:
@@ -68,6 +91,17 @@ def check_rope(cfg) -> None:
         )
     if not (math.isfinite(cfg.rope_base) and cfg.rope_base > 0):
         raise ConfigError("rope_base", cfg.rope_base, "a finite positive number (the angles are pos * base^(-2k/d_h))")
+    if not (math.isfinite(cfg.rope_fraction) and 0 < cfg.rope_fraction <= 1):
+        raise ConfigError(
+            "rope_fraction", cfg.rope_fraction, "a number in (0, 1]: the share of each head's dims that is rotated"
+        )
+    if rotary_dims(cfg) == 0:
+        raise ConfigError(
+            "rope_fraction",
+            cfg.rope_fraction,
+            f"at least 2 / d_h = 2 / {cfg.d_head}: int(d_h * rope_fraction) rounded down to even rotates "
+            "no dimension at all (use position='none' for no positions)",
+        )
     if not (math.isfinite(cfg.rope_scale) and 0.01 <= cfg.rope_scale <= 1000):
         raise ConfigError(
             "rope_scale", cfg.rope_scale, "a number from 0.01 to 1000 (positions are divided by it; 1 = plain RoPE)"
@@ -80,7 +114,7 @@ VARIANTS = (
         "Su et al. 2021 (RoFormer)",
         "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
         build=Rope,
-        params=(ROPE_BASE, ROPE_SCALE),
+        params=(ROPE_BASE, ROPE_SCALE, ROPE_FRACTION),
         check=check_rope,
         caps=PositionCaps(produces=frozenset({ROTARY}), relative=True),
     ),

@@ -14,7 +14,10 @@ pre-norm applied to each token's embedding, as if the residual stream held that 
 first block's input, less any position embedding); ``G`` folds the final norm's gain ``gamma`` and, for
 LayerNorm, its centring (``I - 11^T/d``) into the unembedding, leaving out its scale (one positive number
 per position, which rescales a row but never reorders it) and its bias. Without a pre-norm (post-LN, ReZero,
-none) ``N`` is the identity; without a final norm ``G`` is.
+none) ``N`` is the identity; without a final norm ``G`` is. A query/key norm (``qk_norm``: per head or over
+the whole projection, ``models/qkv.py``) is applied exactly in the token-level QK circuit (each token's
+projected query and key normalised as the model does); the composition scores fold its gains into
+``W_Q`` / ``W_K`` and leave out its scale, as for ``N``.
 
 Copying scores of the OV circuit restricted to ``tokens`` (default: the printable ASCII bytes and newline):
 ``eigen`` is Elhage et al.'s ``sum(lambda) / sum(|lambda|)`` over its eigenvalues (1: a pure copier; real
@@ -102,6 +105,28 @@ def _head_weights(model, layer: int, h: int) -> tuple:
     return rows(attn.q_proj, h), rows(attn.k_proj, kv), rows(attn.v_proj, kv), wo
 
 
+def _qk_gains(model, layer: int, h: int) -> tuple:
+    """``(g_q, g_k)`` ``(d_h,)`` of head ``h``'s query/key norm (its slice of the whole-projection gains for
+    ``qk_norm="all"``), or ``(None, None)`` without one."""
+    cfg, attn = model.cfg, model.stack.blocks[layer].attn
+    if cfg.qk_norm == "none":
+        return None, None
+    dh, kv = cfg.d_head, _kv(cfg, h)
+    gq, gk = attn.q_norm.weight.detach().double(), attn.k_norm.weight.detach().double()
+    if cfg.qk_norm == "all":
+        gq, gk = gq[h * dh : (h + 1) * dh], gk[kv * dh : (kv + 1) * dh]
+    return gq, gk
+
+
+def _queries_keys(model, layer: int, e: torch.Tensor) -> tuple:
+    """Every head's query and key of the embedded tokens ``e (T, d)``, through the layer's query/key norm:
+    ``(h, T, d_h)``, ``(h_kv, T, d_h)`` (projection weights only, as every circuit here)."""
+    attn = model.stack.blocks[layer].attn
+    wq, wk = attn.q_proj.weight.detach().double(), attn.k_proj.weight.detach().double()
+    with torch.no_grad():
+        return attn.normed_heads((e @ wq.T)[None], "q")[0], attn.normed_heads((e @ wk.T)[None], "k")[0]
+
+
 def _embedded(model, layer: int) -> torch.Tensor:
     """``N(W_E)``: each token's embedding through ``layer``'s attention pre-norm ``(V, d)``."""
     e = model.embed.weight.detach()
@@ -163,10 +188,11 @@ def head_circuits(model, tokens: tuple | None = None) -> HeadCircuits:
     ovs, qks, eig, diag = [], [], [], []
     for layer in range(cfg.n_layers):
         e = _embedded(model, layer)[idx]  # (T, d)
+        queries, keys = _queries_keys(model, layer, e)  # (h, T, d_h), (h_kv, T, d_h)
         for h in range(cfg.n_heads):
             wq, wk, wv, wo = _head_weights(model, layer, h)
             ov = (e @ wv.T) @ (wo.T @ unembed)  # (T, T)
-            qk = (e @ wq.T) @ (e @ wk.T).T / math.sqrt(cfg.d_head)
+            qk = queries[h] @ keys[_kv(cfg, h)].T / math.sqrt(cfg.d_head)
             lam = torch.linalg.eigvals(ov)
             ovs.append(ov), qks.append(qk)
             eig.append(float(lam.sum().real / lam.abs().sum()))
@@ -185,6 +211,9 @@ def _ov_qk(model, layer: int, h: int) -> tuple:
     """``(W_OV, W_QK)`` ``(d, d)`` of one head, each read side folding the block's pre-norm."""
     fold = _fold(_pre_norm(model, layer), model.cfg)
     wq, wk, wv, wo = _head_weights(model, layer, h)
+    gq, gk = _qk_gains(model, layer, h)
+    if gq is not None:  # the query/key norm's gains, its scale left out
+        wq, wk = gq[:, None] * wq, gk[:, None] * wk
     return wo @ wv @ fold, fold.T @ wq.T @ wk @ fold
 
 

@@ -36,6 +36,19 @@ FAMILIES = {
     ),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(SMALL, num_key_value_heads=2, sliding_window=4)),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(SMALL, num_key_value_heads=2)),
+    # Qwen3: per-head q/k RMSNorm; its config class defaults head_dim to 128, so the tiny model sets d / heads
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=8)),
+    "qwen3_tied_bias": (
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        dict(SMALL, num_key_value_heads=1, head_dim=8, attention_bias=True, tie_word_embeddings=True),
+    ),
+    # OLMo 2: q/k RMSNorm over the whole projections (k: 2 K/V heads' features), norms after the sublayers
+    "olmo2": (
+        "Olmo2Config",
+        "Olmo2ForCausalLM",
+        dict(SMALL, num_key_value_heads=2, rms_norm_eps=1e-6, pad_token_id=0, eos_token_id=0),
+    ),
     "bert": ("BertConfig", "BertForMaskedLM", dict(SMALL, layer_norm_eps=1e-12)),
     "t5": (
         "T5Config",

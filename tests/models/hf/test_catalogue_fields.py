@@ -26,6 +26,10 @@ def test_defaults_add_nothing():
         dict(embed_norm=True, norm="rmsnorm"),
         dict(architecture="encoder_only", causal=False, attn_bias="all", embed_norm=True, norm_placement="post"),
         dict(architecture="encoder_decoder", attn_bias="all", embed_norm=True, position="t5", n_decoder_layers=3),
+        dict(qk_norm="head", attn_bias="qkv"),
+        dict(qk_norm="all", norm_placement="res_post", norm="rmsnorm"),
+        dict(architecture="encoder_only", causal=False, qk_norm="all", norm_placement="res_post"),
+        dict(architecture="encoder_decoder", qk_norm="all", position="t5", n_decoder_layers=3),
     ],
 )
 def test_parameter_estimate_stays_exact(fields):

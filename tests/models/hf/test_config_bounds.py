@@ -23,6 +23,8 @@ HF_FAMILIES = {
     "smollm": "llama",
     "mistral": "llama",
     "qwen2": "llama",
+    "qwen3": "qwen3",
+    "olmo2": "olmo2",
     "bert": "bert",
     "t5": "t5",
 }

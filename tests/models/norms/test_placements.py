@@ -1,4 +1,4 @@
-"""Residual norm placements (post, pre, sandwich, rezero, none) against the formulas of catalogue section 5."""
+"""Residual norm placements (post, pre, sandwich, res_post, rezero, none) against the formulas of the catalogue."""
 
 import pytest
 import torch
@@ -44,7 +44,7 @@ def test_placement_metadata_and_gradients(key):
 
 def test_final_norm_flags():
     flags = {k: v.build.final_norm for k, v in NORM_PLACEMENT.items()}
-    want = {"post": False, "pre": True, "sandwich": True, "rezero": False, "none": False}
+    want = {"post": False, "pre": True, "sandwich": True, "res_post": True, "rezero": False, "none": False}
     assert {k: flags[k] for k in want} == want
 
 
@@ -57,13 +57,14 @@ def test_placement_formula(key):
         "post": lambda: made[0](x + f(x)),
         "pre": lambda: x + f(made[0](x)),
         "sandwich": lambda: x + made[1](f(made[0](x))),
+        "res_post": lambda: x + made[0](f(x)),
         "rezero": lambda: x + res.alpha * f(x),
         "none": lambda: x + f(x),
     }
     if key not in want:
         pytest.skip(f"no hand formula for {key}")
     torch.testing.assert_close(res(x, f), want[key]())
-    assert len(made) == {"post": 1, "pre": 1, "sandwich": 2, "rezero": 0, "none": 0}[key]
+    assert len(made) == {"post": 1, "pre": 1, "sandwich": 2, "res_post": 1, "rezero": 0, "none": 0}[key]
 
 
 def test_rezero_identity_at_init_and_learns():
