@@ -23,8 +23,10 @@ import math
 
 from .capabilities import check_combination
 from .errors import ConfigError
+from .output_gate import GATES, gate_params
 from .qkv import projection_params
 from .registry import registries
+from .sinks import sink_params
 from .variant import Param
 
 __all__ = ["ModelConfig", "ConfigError", "CATEGORIES", "CORE", "FIELDS", "MAX_PARAMS", "SIZE_RANGES"]
@@ -60,6 +62,9 @@ CORE = (
     Param("attn_bias", str, "none", choices=("none", "qkv", "all"), label="Attention projection biases"),
     Param("gelu_approx", str, "none", choices=("none", "tanh"), label="GELU approximation (gelu, geglu, MLM head)"),
     Param("embed_norm", bool, False, label="Norm after the embeddings (BERT)"),
+    # 2025 attention terms of the self-attention sublayer (models/sinks.py, models/output_gate.py)
+    Param("attn_sinks", bool, False, label="Learned attention sinks (gpt-oss)"),
+    Param("attn_gate", str, "none", choices=GATES, label="Gated attention output (Qiu et al. 2025)"),
 )
 MAX_ABLATED = 256
 
@@ -148,7 +153,8 @@ class _ConfigMethods:
             return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
 
         norm = count("norm")
-        attn = projection_params(self) + count("attention")  # q, k, v, out projections + core
+        # q, k, v, out projections + core + learned sinks + output gate
+        attn = projection_params(self) + count("attention") + sink_params(self) + gate_params(self)
         has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
         parts = {
             "attn": attn,
@@ -224,7 +230,7 @@ class _ConfigMethods:
             raise ConfigError(
                 "norm_eps", self.norm_eps, "a number in (0, 0.1] (added to the variance in layernorm / rmsnorm)"
             )
-        for name in ("attn_bias", "gelu_approx"):  # read by every model, whatever its variants
+        for name in ("attn_bias", "gelu_approx", "attn_gate"):  # read by every model, whatever its variants
             if getattr(self, name) not in FIELDS[name].choices:
                 raise ConfigError(name, getattr(self, name), f"one of {list(FIELDS[name].choices)}")
         _ = self.ablated  # evaluated for its check: parses and bounds ablate_heads (ConfigError naming the field)
