@@ -235,3 +235,39 @@ def test_funnel_pool_query_layer_uses_sinks_and_gate():
     for name, p in model.named_parameters():
         if "gate_proj" in name or name.endswith("sinks"):
             assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+# ------------------------------------------------------------------------------ views of sink models
+def test_long_context_sink_statistic_counts_the_learned_sink():
+    """pooled_maps of a sink model: the dense effective map, its sink statistic = mass on the first
+    sink_k keys + the learned sink's share, its entropy over keys and sink (formula: tests/sink_formula.py)."""
+    from models.long_context import pooled_maps
+
+    cfg, model = _model(attn_sinks=True, attention="sliding_window", window=7, n_layers=1, position="sinusoidal")
+    attn, seen, handle = _capture(model)
+    tokens = torch.randint(0, 64, (1, 40), generator=torch.Generator().manual_seed(6))
+    res = pooled_maps(model, tokens, sink_k=3, window=5)
+    handle.remove()
+    assert res.method == "dense effective map" and "learned attention sinks" in res.notes[0]
+    x = seen["x"]
+    q, k, v = attn.project(x, x)
+    _, p = sink_attention(q, k, v, attn.sinks, allowed=pattern_mask(cfg, 40), causal=True)
+    p_sink = 1 - p.sum(-1)
+    ent = -(torch.where(p > 0, p * p.clamp_min(1e-300).log(), 0.0)).sum(-1) - p_sink * p_sink.log()
+    (pm,) = res.maps
+    torch.testing.assert_close(pm.sink.double(), (p[..., :3].sum(-1) + p_sink).detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pm.entropy.double(), ent.detach(), atol=1e-5, rtol=1e-5)
+    assert (pm.sink > p[..., :3].sum(-1).detach().float() + 1e-3).all()  # the learned sink holds real mass
+
+
+def test_map_summary_and_head_rows_accept_rows_below_one():
+    import numpy as np
+
+    from explorer.analysis.maps.attention import rows_ok
+    from explorer.analysis.maps.heads import _rows
+
+    att = np.full((1, 1, 4, 4), 0.2)  # rows summing to 0.8: the sink holds 0.2
+    assert rows_ok(att, learned_sinks=True) and not rows_ok(att)
+    assert not rows_ok(att * 6, learned_sinks=True)  # a row summing to 4.8 is wrong with or without sinks
+    head = np.tril(np.full((4, 4), 0.1))  # a sink-dominated head: rows of 0.1 .. 0.4
+    assert _rows(head).tolist() == [0, 1, 2, 3]
