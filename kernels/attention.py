@@ -6,6 +6,8 @@ Dispatch:
 - everything else (CPU tensors, or ``rel_k`` / ``rel_v`` tables) -> the block-sparse PyTorch path
   (``kernels/cpu/attention.py``); a dense pattern without tables goes to
   ``scaled_dot_product_attention``.
+Learned sinks (``sinks [h]``, ``kernels/reference.py``) run in the Triton kernel and in the
+block-sparse PyTorch path (a dense pattern as its all-visited layout: SDPA has no sink term).
 ``attention_backend`` names the backend these arguments take, for benchmarks and plots;
 ``record_backends`` collects the names of the backends that really ran inside a ``with`` block;
 ``record_kernel_flops`` the forward FLOPs of the calls that ran in a Triton kernel (``attention_flops``:
@@ -87,9 +89,11 @@ def _ran(name_fn) -> None:
         ran.append(name_fn())
 
 
-def _triton_reason(device, q, k, v, block_mask=None, rel_k=None, rel_v=None) -> str | None:
+def _triton_reason(device, q, k, v, block_mask=None, rel_k=None, rel_v=None, sinks=None) -> str | None:
     """None when the Triton kernel runs these arguments on ``device``, else why the torch path is used."""
-    return triton_reason(device, "flash.launcher", q, k, v, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v)
+    return triton_reason(
+        device, "flash.launcher", q, k, v, block_mask=block_mask, rel_k=rel_k, rel_v=rel_v, sinks=sinks
+    )
 
 
 def attention_backend(
@@ -99,6 +103,7 @@ def attention_backend(
     rel_k=None,
     rel_v=None,
     softcap=None,
+    sinks=None,
     head_dim: int = 64,
     dtype=torch.float32,
     **_,
@@ -109,9 +114,10 @@ def attention_backend(
         lq, lk = (1, 1) if block_mask is None else (block_mask.q_len, block_mask.k_len)
         q = torch.empty(1, 1, lq, head_dim, dtype=dtype, device="meta")
         k = torch.empty(1, 1, lk, head_dim, dtype=dtype, device="meta")
-        if _triton_reason(device, q, k, k, block_mask, rel_k, rel_v) is None:
+        s = None if sinks is None else torch.empty(1, dtype=torch.float32, device="meta")
+        if _triton_reason(device, q, k, k, block_mask, rel_k, rel_v, s) is None:
             return triton_backend_name(device) + (" block-sparse" if block_mask is not None else "")
-    if block_mask is None and rel_k is None and rel_v is None and softcap is None:
+    if block_mask is None and rel_k is None and rel_v is None and softcap is None and sinks is None:
         return f"sdpa ({device.type})"
     return f"torch-{device.type} block-sparse"
 
@@ -145,8 +151,10 @@ def attention(
     rel_k=None,
     rel_v=None,
     pair_bias=None,
+    sinks=None,
 ):
-    """Differentiable attention ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``."""
+    """Differentiable attention ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``;
+    ``sinks [h]``: learned sink logits, differentiable (``kernels/reference.py``)."""
     _check(q, k, v, block_mask)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if pair_bias is not None:  # a full per-pair term (DeBERTa, TUPE): the dense reference, every device
@@ -164,8 +172,9 @@ def attention(
             rel_k=rel_k,
             rel_v=rel_v,
             pair_bias=pair_bias,
+            sinks=sinks,
         )[0]
-    if _triton_reason(q.device, q, k, v, block_mask, rel_k, rel_v) is None:
+    if _triton_reason(q.device, q, k, v, block_mask, rel_k, rel_v, sinks) is None:
         from .triton.flash.launcher import flash_attention
 
         _ran(lambda: triton_backend_name(q.device) + (" block-sparse" if block_mask is not None else ""))
@@ -181,11 +190,12 @@ def attention(
             rel_bias=rel_bias,
             softcap=softcap,
             scale=scale,
+            sinks=sinks,
         )
-    if block_mask is None and rel_k is None and rel_v is None and softcap is None:
+    if block_mask is None and rel_k is None and rel_v is None and softcap is None and sinks is None:
         _ran(lambda: f"sdpa ({q.device.type})")
         return _sdpa(q, k, v, causal=causal, alibi_slopes=alibi_slopes, rel_bias=rel_bias, scale=scale)
-    if block_mask is None:  # dense pattern with tables or softcap: one all-visited layout
+    if block_mask is None:  # dense pattern with tables, softcap or sinks: one all-visited layout
         block_mask = _dense_layout(q.shape[2], k.shape[2], q.device)
     _ran(lambda: f"torch-{q.device.type} block-sparse")
     return block_sparse_attention(
@@ -200,6 +210,7 @@ def attention(
         softcap=softcap,
         rel_k=rel_k,
         rel_v=rel_v,
+        sinks=sinks,
     )
 
 

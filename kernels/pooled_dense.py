@@ -13,6 +13,12 @@ every row has an allowed key. Beside it, per query ``i`` (absolute position ``i_
     sink      S_i =  sum_{j < sink_k} p_ij                    (mass on the first keys)
     local     W_i =  sum_{|j - i_abs| < window} p_ij          (mass inside the local window)
 
+With learned attention sinks (gpt-oss: a per-head logit in every row's softmax, no value) a row of
+``p`` sums to ``1 - p_sink_i``; ``pool_probs(..., learned_sink=p_sink)`` then counts the learned sink
+as the sink it is: ``S_i = p_sink_i + sum_{j < sink_k} p_ij``, and ``H_i`` gains its term
+``-p_sink_i ln p_sink_i`` (the entropy of the whole row, keys and sink, which sums to one); the mass
+cells and ``D_i``, ``W_i`` read keys only (the sink has no position).
+
 ``pool_probs`` computes all of it from a dense probability matrix: it is the reference the kernels
 are tested against, and the path of mechanisms whose only map is a dense effective one. The kernels
 (``kernels/pooled.py``) compute the same numbers without ever holding ``L x L``.
@@ -83,8 +89,10 @@ def pool_probs(
     sink_k: int = 4,
     window: int = 64,
     backend: str = "dense",
+    learned_sink: torch.Tensor | None = None,
 ) -> PooledAttention:
-    """Pool a dense probability matrix ``probs [B, h, Lq, Lk]`` (queries the last ``Lq`` of ``Lk``)."""
+    """Pool a dense probability matrix ``probs [B, h, Lq, Lk]`` (queries the last ``Lq`` of ``Lk``);
+    ``learned_sink [B, h, Lq]``: the learned sinks' share of each row (module docstring), or None."""
     check_stats_args(sink_k, window)
     block_k = block_q if block_k is None else block_k
     B, h, lq, lk = probs.shape
@@ -93,11 +101,15 @@ def pool_probs(
     mass = p.view(B, h, nqp, block_q, nkp, block_k).sum(dim=(3, 5))  # (B, h, n_qp, n_kp)
     mass = mass / rows_per_block(lq, block_q, probs.device).to(mass.dtype)[:, None]
     dist = relative_positions(lq, lk, probs.device).abs().to(probs.dtype)  # (Lq, Lk): |j - i_abs|
+    entropy, sink = torch.special.entr(probs).sum(-1), probs[..., :sink_k].sum(-1)
+    if learned_sink is not None:
+        learned_sink = learned_sink.to(probs.dtype)
+        entropy, sink = entropy + torch.special.entr(learned_sink), sink + learned_sink
     return PooledAttention(
         mass=mass,
-        entropy=torch.special.entr(probs).sum(-1),
+        entropy=entropy,
         distance=(probs * dist).sum(-1),
-        sink=probs[..., :sink_k].sum(-1),
+        sink=sink,
         local=(probs * (dist < window)).sum(-1),
         block_q=block_q,
         block_k=block_k,

@@ -12,6 +12,11 @@ Conventions (shared by the CPU block-sparse path and the Triton kernels):
 - Disallowed pairs (``mask`` False, or ``j > i_abs`` when ``causal``) get probability exactly 0;
   a query row with no allowed key outputs 0.
 - ``out = P v + P rel_v`` (``rel_v`` indexed like ``rel_k``).
+- Learned attention sinks (``sinks [h]``, gpt-oss, OpenAI 2025): one extra logit ``s_n`` per query
+  head joins every row's softmax denominator and carries no value:
+  ``p_ij = exp(a_ij - m_i) / (exp(s_n - m_i) + sum_j exp(a_ij - m_i))``, ``m_i`` the row max including
+  ``s_n``; ``P`` is returned without the sink column, so a row sums to ``1 - p_sink_i < 1`` and a row
+  with no allowed key gives all its mass to the sink (output 0, as without sinks).
 """
 
 from __future__ import annotations
@@ -54,11 +59,13 @@ def attention_ref(
     rel_k=None,
     rel_v=None,
     pair_bias=None,
+    sinks=None,
 ):
     """Dense reference. Returns ``(out [B, h, Lq, d], probs [B, h, Lq, Lk])``.
 
-    ``mask`` is a dense bool ``[Lq, Lk]`` pattern; ``block_mask`` a :class:`BlockMask` (its dense
-    form is used). ``rel_bias [h, 2 Lk - 1]``; ``alibi_slopes [h]``; ``rel_k, rel_v [h or 1, R, d]``.
+        ``mask`` is a dense bool ``[Lq, Lk]`` pattern; ``block_mask`` a :class:`BlockMask` (its dense
+        form is used). ``rel_bias [h, 2 Lk - 1]``; ``alibi_slopes [h]``; ``rel_k, rel_v [h or 1, R, d]``;
+    ``sinks [h]`` learned sink logits (module docstring).
     """
     B, h, lq, d = q.shape
     lk = k.shape[2]
@@ -88,7 +95,11 @@ def attention_ref(
     if causal:
         allowed = allowed & (rel <= 0)
     s = s.masked_fill(~allowed, float("-inf"))
-    p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # empty rows -> all zeros
+    if sinks is not None:  # the sink logit as one more column of the softmax, dropped after it
+        sink = sinks.to(acc).view(1, h, 1, 1).expand(B, h, lq, 1)
+        p = torch.softmax(torch.cat([s, sink], dim=-1), dim=-1)[..., :-1]
+    else:
+        p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # empty rows -> all zeros
     p = p.to(q.dtype)
     out = p @ v
     if rel_v is not None:

@@ -29,18 +29,28 @@ from .errors import ConfigError
 from .ffn import FFN
 from .interventions import ablation_points, replace_head_results
 from .norms import NORM, NORM_PLACEMENT
+from .output_gate import gate_heads, make_gate
 from .qkv import QKVProjection
+from .sinks import make_sinks
 
 
 class Attention(QKVProjection):
     """Q/K/V projections (``models.qkv``), position modifier, the registry's attention core, output
-    projection."""
+    projection; optionally learned sink logits ``sinks [h]`` handed to the core as the ``sinks``
+    modifier (``models/sinks.py``) and a sigmoid gate on the heads' results before the output
+    projection (``gate_proj``, ``models/output_gate.py``)."""
 
     def __init__(self, cfg, layer: int):
         super().__init__(cfg)
         self.cfg, self.layer = cfg, layer
         self.core = ATTENTION[cfg.attention].build(cfg)
         self.caps = ATTENTION[cfg.attention].caps or AttentionCaps()
+        self.sinks = make_sinks(cfg)  # (h,) or None
+        self.gate_proj = make_gate(cfg)  # d_model -> h or h * d_h, or None
+
+    def sink_mods(self) -> dict:
+        """``{"sinks": self.sinks}`` for a core call, or ``{}`` without learned sinks."""
+        return {} if self.sinks is None else {"sinks": self.sinks}
 
     def forward(self, x, ctx, info: LayerInfo):
         cfg = self.cfg
@@ -56,6 +66,7 @@ class Attention(QKVProjection):
         q, k, mods = ctx.position.modify(
             q, k, self.layer, k_start=ctx.k_start - prefix, scale=1.0 / math.sqrt(self.d_head)
         )
+        mods = {**mods, **self.sink_mods()}
         refused = refused_modifiers(mods, self.caps)
         if refused:  # a position encoding whose capabilities do not declare what it produced
             raise ConfigError(
@@ -74,6 +85,7 @@ class Attention(QKVProjection):
             out, probs, aux = self.core(q, k, v, mods, ctx)
         else:  # a memory that changes this layer's attention (kNN) wraps the core call
             out, probs, aux = hook(self.core, q, k, v, mods, ctx, q_raw=q_raw, k_raw=k_raw, info=info)
+        out = gate_heads(self.gate_proj, x, out)  # G1 gate: the heads' results, before ablation / out_proj
         info.attention = probs
         info.record(**aux)
         if cfg.ablate_heads:  # ablated heads (a config field): the record's "zero", through the same function;

@@ -29,6 +29,9 @@ SCORE_BIAS = "score_bias"
 RELATIVE_KV = "relative_kv"
 PAIR_SCORE = "pair_score"  # a full [B or 1, h, Lq, Lk] term added to the scores (DeBERTa p2c, TUPE)
 KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV, PAIR_SCORE})
+# Not a position kind: learned sink logits [h] joining each softmax row's denominator (models/sinks.py,
+# ModelConfig.attn_sinks). Accepted only by mechanisms whose softmax runs in kernels.attention.
+LEARNED_SINK = "learned_sink"
 # What a mechanism accepts unless it says otherwise: the per-distance modifiers. A full per-pair
 # score (PAIR_SCORE) must be opted into by mechanisms that hand it to kernels.attention.
 PER_DISTANCE = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV})
@@ -40,6 +43,7 @@ MODIFIER_KIND = {
     "rel_k": RELATIVE_KV,
     "rel_v": RELATIVE_KV,
     "pair_bias": PAIR_SCORE,
+    "sinks": LEARNED_SINK,
 }
 
 
@@ -58,6 +62,11 @@ class AttentionCaps:
     shared_qk: bool = False  # keys are the unit-normalised queries (Reformer's shared-QK)
     causal_modes: frozenset = frozenset({True, False})  # the causal settings it supports
     causal_reason: str = ""  # why the other setting is not supported
+    # why learned sinks (attn_sinks) do not apply, when LEARNED_SINK is not accepted
+    sinks_reason: str = (
+        "computes its attention weights in its own code, not in the softmax of kernels.attention, "
+        "so no learned sink logit joins a denominator"
+    )
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,14 @@ def check_combination(cfg, regs: dict) -> None:
             cfg.position,
             f"one of {ok} with attention={cfg.attention!r}: position={cfg.position!r} produces "
             f"{', '.join(sorted(missing))} modifiers and {cfg.attention} {a_caps.refuses_because}",
+        )
+    if getattr(cfg, "attn_sinks", False) and LEARNED_SINK not in a_caps.accepts:
+        ok = [k for k, v in regs["attention"].items() if LEARNED_SINK in (v.caps or AttentionCaps()).accepts]
+        raise ConfigError(
+            "attn_sinks",
+            True,
+            f"False with attention={cfg.attention!r} (learned sinks need a softmax attention: {', '.join(ok)}): "
+            f"{cfg.attention} {a_caps.sinks_reason}",
         )
     if m_caps.prepends_keys and not a_caps.memory_keys:
         ok = [k for k, v in regs["attention"].items() if (v.caps or AttentionCaps()).memory_keys]

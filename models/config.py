@@ -23,8 +23,10 @@ import math
 
 from .capabilities import check_combination
 from .errors import ConfigError
+from .output_gate import GATES, gate_params
 from .qkv import QK_NORMS, check_qk_norm, projection_params
 from .registry import registries
+from .sinks import sink_params
 from .variant import Param
 
 __all__ = ["ModelConfig", "ConfigError", "CATEGORIES", "CORE", "FIELDS", "MAX_PARAMS", "SIZE_RANGES"]
@@ -63,6 +65,9 @@ CORE = (
     # RMSNorm of the projected queries and keys before positions (models/qkv.py): per head (Qwen3, Gemma 3)
     # or over the whole projection (OLMo 2)
     Param("qk_norm", str, "none", choices=QK_NORMS, label="Query/key norm (RMSNorm: per head / whole projection)"),
+    # 2025 attention terms of the self-attention sublayer (models/sinks.py, models/output_gate.py)
+    Param("attn_sinks", bool, False, label="Learned attention sinks (gpt-oss)"),
+    Param("attn_gate", str, "none", choices=GATES, label="Gated attention output (Qiu et al. 2025)"),
 )
 MAX_ABLATED = 256
 
@@ -151,7 +156,8 @@ class _ConfigMethods:
             return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
 
         norm = count("norm")
-        attn = projection_params(self) + count("attention")  # q, k, v, out projections + core
+        # q, k, v, out projections + core + learned sinks + output gate
+        attn = projection_params(self) + count("attention") + sink_params(self) + gate_params(self)
         has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
         parts = {
             "attn": attn,
@@ -227,7 +233,7 @@ class _ConfigMethods:
             raise ConfigError(
                 "norm_eps", self.norm_eps, "a number in (0, 0.1] (added to the variance in layernorm / rmsnorm)"
             )
-        for name in ("attn_bias", "gelu_approx", "qk_norm"):  # read by every model, whatever its variants
+        for name in ("attn_bias", "gelu_approx", "qk_norm", "attn_gate"):  # read by every model, whatever its variants
             if getattr(self, name) not in FIELDS[name].choices:
                 raise ConfigError(name, getattr(self, name), f"one of {list(FIELDS[name].choices)}")
         _ = self.ablated  # evaluated for its check: parses and bounds ablate_heads (ConfigError naming the field)

@@ -15,6 +15,10 @@ the core's inputs, the post-position ``q``, ``k`` and score modifiers of the pos
   encoding with a per-pair bias (DeBERTa, TUPE): its dense effective map (the forward with
   attention weights, ``out.attentions``) pooled the same way, up to ``dense_max_len`` tokens;
   past it a ``ConfigError`` says why (the map exists only as an ``L x L`` matrix).
+- models with learned attention sinks (``attn_sinks``, ``models/sinks.py``): the dense effective map
+  too (the tiled pooled kernels have no sink term), whose rows sum to ``1 - p_sink``; the sink
+  statistic adds the learned sink's share ``p_sink_i = 1 - sum_j p_ij`` to the mass on the first
+  ``sink_k`` keys, and the entropy includes the sink's term (``kernels.pooled_dense.pool_probs``).
 
 It also returns the per-token next-token loss of that same forward (causal models), which the
 long-context view plots against position. Inside ``with reporting(progress):`` the same observer tells
@@ -40,6 +44,7 @@ from .attention.sparse import PatternAttention, pattern_block_mask
 from .blocks import Attention
 from .errors import ConfigError
 from .interventions import Interventions
+from .sinks import sink_mass
 
 DENSE_MAX_LEN = 2048  # mechanisms without a tiled or analytic map: their dense map up to this length
 _PROGRESS: contextvars.ContextVar = contextvars.ContextVar("pooled_maps_progress", default=None)
@@ -124,7 +129,11 @@ def pooled_maps(
     kinds = {_kind(m.core) for m in layers}
     kw = dict(max_cells=int(max_cells), sink_k=int(sink_k), window=int(window))
     report = _reporter(layers, _PROGRESS.get())
-    if kinds != {"dense"}:
+    if model.cfg.attn_sinks:
+        reason = (
+            "learned attention sinks (attn_sinks): the pooled kernels have no sink term, so the map is the dense one"
+        )
+    elif kinds != {"dense"}:
         try:
             return _observed(model, tokens, kw, report)
         except _PairBias:
@@ -201,6 +210,7 @@ def _dense(model, tokens, kw, dense_max_len: int, reason: str, report=None) -> L
             tokens, return_attention=True, interventions=None if report is None else Interventions(observe_cores=report)
         )
     maps = []
+    learned = bool(model.cfg.attn_sinks)
     for probs in out.attentions:
         lq, lk = probs.shape[-2:]
         maps.append(
@@ -211,6 +221,7 @@ def _dense(model, tokens, kw, dense_max_len: int, reason: str, report=None) -> L
                 sink_k=kw["sink_k"],
                 window=kw["window"],
                 backend="dense effective map",
+                learned_sink=sink_mass(probs.double()) if learned else None,
             )
         )
     maps = [_as_float(m) for m in maps]

@@ -22,7 +22,7 @@ MAX_PANELS = 64  # at most 8 layers x 8 heads
 STAT_TITLES = {
     "entropy": "entropy (nats)",
     "distance": "mean attention distance (tokens)",
-    "sink": "mass on the first {sink_k} keys (sinks)",
+    "sink": "sink mass (first {sink_k} keys + any learned sink)",
     "local": "mass within {window} keys (local)",
 }
 

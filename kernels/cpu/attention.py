@@ -21,6 +21,10 @@ lies in. The plan (``kernels/cpu/plan.py``) gives every group its kind ("strips"
 "stacked", "gathered", "empty"), and one runner below computes each kind; it depends only on the
 layout, so it is computed once per ``BlockMask`` and device and memoised on it. Score convention:
 ``kernels/reference.py``.
+
+Learned sinks (``sinks [h]``): every group runs as strips, whose softmax takes the sink logit as one
+more column (dropped after it), so a sink joins exactly the rows' full denominators; the fused kernel
+has no such term.
 """
 
 from __future__ import annotations
@@ -261,7 +265,7 @@ def _chunks(qp, kflat, vflat, kp, vp, qr, grp: Group, step: int, track: bool):
     return out
 
 
-def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bias, alibi_slopes, rel_v, lk):
+def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bias, alibi_slopes, rel_v, lk, sinks=None):
     """Attention of query blocks ``grp.rows[r0:r1]`` over their key strips -> (B, h_kv, R, g, bq, d)."""
     B, hkv, R, gbq, d = qg.shape
     c = grp.idx.shape[1]
@@ -286,8 +290,12 @@ def _attend(qg, kt, vg, qrg, grp: Group, r0, r1, causal, scale, softcap, rel_bia
         s = s - alibi_slopes.view(1, hkv, 1, g, 1, 1).to(s.dtype) * grp.rel(r0, r1, s.dtype).abs_()[:, None]
     if masked is not None:
         s = s.masked_fill_(masked, float("-inf"))  # in place: no op before needs its output
-    p = torch.softmax(s, dim=-1)
-    if grp.has_empty_rows or causal:
+    if sinks is not None:  # one more softmax column per row, the head's sink logit (no value): dropped
+        sink = sinks.view(1, hkv, 1, g, 1, 1).to(s.dtype).expand(B, hkv, R, g, bq, 1)
+        p = torch.softmax(torch.cat([s, sink], dim=-1), dim=-1)[..., :-1]
+    else:
+        p = torch.softmax(s, dim=-1)
+    if sinks is None and (grp.has_empty_rows or causal):
         # rows with no allowed key give NaN; zero them (masked_fill's backward zeroes their grads)
         p = p.nan_to_num(0.0)
     o = (p.view(B, hkv, R, gbq, c * bk) @ vg).view(B, hkv, R, g, bq, d)
@@ -320,6 +328,7 @@ class _Call:
     lk: int
     track: bool  # autograd records this call
     sources: tuple  # every tensor argument, for the empty kind's gradient
+    sinks: torch.Tensor | None = None  # (h,) learned sink logits, or None
     flat: dict = field(default_factory=dict)  # flat_blocks' K/V by sub-block width, made on first use
 
     @property
@@ -358,7 +367,7 @@ class _Call:
     def fusable(self) -> bool:
         """The fused kernel takes a mask and additive biases only: a softcap and relative tables
         act on the scores, which only the strips materialise."""
-        return self.softcap is None and self.qr is None and self.rel_v is None
+        return self.softcap is None and self.qr is None and self.rel_v is None and self.sinks is None
 
 
 def _run_strips(c: _Call, grp: Group) -> list:
@@ -370,7 +379,23 @@ def _run_strips(c: _Call, grp: Group) -> list:
     bq, bk = grp.bq, kp.shape[3]
     step = max(_MIN_ROWS, _CHUNK_BYTES // (c.B * c.hkv * c.g * bq * n_kb * bk * c.qp.element_size()))
     return [
-        _attend(qg, kt, vg, qrg, grp, r0, r1, c.causal, c.scale, c.softcap, c.rel_bias, c.alibi_slopes, c.rel_v, c.lk)
+        _attend(
+            qg,
+            kt,
+            vg,
+            qrg,
+            grp,
+            r0,
+            r1,
+            c.causal,
+            c.scale,
+            c.softcap,
+            c.rel_bias,
+            c.alibi_slopes,
+            c.rel_v,
+            c.lk,
+            c.sinks,
+        )
         for r0, r1, (qg, kt, vg, qrg) in _chunks(c.qp, c.kflat, c.vflat, kp, vp, c.qr, grp, step, c.track)
     ]
 
@@ -421,8 +446,10 @@ def block_sparse_attention(
     softcap=None,
     rel_k=None,
     rel_v=None,
+    sinks=None,
 ):
-    """``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``out [B, h, Lq, d]`` over the visited tiles."""
+    """``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``out [B, h, Lq, d]`` over the visited tiles;
+    ``sinks [h]``: learned sink logits (``kernels/reference.py``)."""
     B, h, lq, d = q.shape
     hkv, lk = k.shape[1], k.shape[2]
     g = h // hkv
@@ -439,10 +466,26 @@ def block_sparse_attention(
     if rel_k is not None:  # q . rel_k for every table row, gathered per pair below
         qr = F.pad((q * scale) @ rel_k.transpose(-1, -2), (0, 0, 0, nqb * bq - lq)).view(B, hkv, g, nqb, bq, -1)
         qr = qr.permute(0, 1, 3, 2, 4, 5)  # (B, h_kv, n_qb, g, bq, R_rel)
-    sources = tuple(t for t in (q, k, v, rel_bias, rel_k, rel_v, alibi_slopes) if isinstance(t, torch.Tensor))
+    sources = tuple(t for t in (q, k, v, rel_bias, rel_k, rel_v, alibi_slopes, sinks) if isinstance(t, torch.Tensor))
     track = torch.is_grad_enabled() and any(t.requires_grad for t in sources)
     c = _Call(
-        qp, kflat, vflat, kp, vp, qr, g, causal, scale, softcap, alibi_slopes, rel_bias, rel_v, lk, track, sources
+        qp,
+        kflat,
+        vflat,
+        kp,
+        vp,
+        qr,
+        g,
+        causal,
+        scale,
+        softcap,
+        alibi_slopes,
+        rel_bias,
+        rel_v,
+        lk,
+        track,
+        sources,
+        sinks=sinks,
     )
     parts = [part for grp in groups for part in _RUNNERS[grp.kind](c, grp)]
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)

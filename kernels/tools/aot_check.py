@@ -85,7 +85,7 @@ def _flash_specs(quick: bool):
                 continue  # the launcher refuses it, so the app never launches it
             tt = TORCH_TO_TT[str(dtype).split(".")[1]]
             io = {n: "*" + tt for n in ("Q", "K", "V", "O", "DO", "DQ", "DK", "DV")}
-            aux = {n: "*fp32" for n in ("LSE", "DELTA", "SLOPES", "RELB", "DRB")}
+            aux = {n: "*fp32" for n in ("LSE", "DELTA", "SLOPES", "RELB", "SINKS", "DRB")}
             lay = {"LAY": "*i32"}
             # Strides of contiguous [B, h, L, d] tensors (and of views such as a transposed
             # [B, L, h, d]) are multiples of d, hence of 16: the JIT launcher specialises them as

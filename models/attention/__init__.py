@@ -12,7 +12,7 @@ them in dropdown order. This package imports its modules and none of them import
 
 from __future__ import annotations
 
-from ..capabilities import KINDS, AttentionCaps
+from ..capabilities import KINDS, LEARNED_SINK, AttentionCaps
 from ..variant import Variant, gather
 from . import (
     adaptive_span,
@@ -35,8 +35,8 @@ from .layout import full_rule, pattern_mask
 from .patterns import PARAMS, PATTERNS, RULES, Pattern
 from .sparse import PatternAttention, pattern_block_mask
 
-# Softmax over a fixed pattern: every score modifier, and memory keys before the segment.
-PATTERN_CAPS = AttentionCaps(accepts=KINDS)  # every modifier reaches kernels.attention
+# Softmax over a fixed pattern: every score modifier, learned sinks, and memory keys before the segment.
+PATTERN_CAPS = AttentionCaps(accepts=KINDS | {LEARNED_SINK})  # every modifier reaches kernels.attention
 
 
 def _pattern_variant(p: Pattern) -> Variant:

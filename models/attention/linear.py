@@ -146,6 +146,10 @@ CAPS = AttentionCaps(
     refuses_because=(
         "has no score matrix to add a bias or relative vectors to (rope acts on q, k before the feature map)"
     ),
+    sinks_reason=(
+        "has no softmax row over keys: its normaliser is phi(q_i) . sum_j phi(k_j), a feature-map sum with "
+        "no exp(logit) term a learned sink could join"
+    ),
 )
 
 VARIANTS = (

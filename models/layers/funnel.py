@@ -45,6 +45,7 @@ from ..blocks import Block
 from ..capabilities import ROTARY
 from ..errors import ConfigError
 from ..ffn import FFN
+from ..output_gate import gate_heads
 from ..positions import POSITION
 from ..variant import Param, Variant
 from .feedback import sublayer_input
@@ -109,13 +110,15 @@ def pool_query_attention(attn, xq, xkv, causal: bool, ctx, info):
             "position", cfg.position, f"an encoding without score modifiers with layer='funnel' (got {sorted(mods)})"
         )
     q = grid.index_select(2, rows)  # (B, h, n', d_h)
+    sinks = attn.sink_mods()  # the layer's learned sinks (models/sinks.py), as in Attention.forward
     if ctx.need_weights:
         mask = pool_query_mask(lq, lk, xq.device) if causal else None
-        out, probs = kernels.attention_ref(q, k, v, mask=mask, softcap=cfg.softcap)
+        out, probs = kernels.attention_ref(q, k, v, mask=mask, softcap=cfg.softcap, **sinks)
         info.attention = probs  # (B, h, n', n)
     else:  # block-sparse on the exact pattern (partial tiles keep their element mask)
         bm = pool_query_block_mask(lq, lk).to(xq.device) if causal else None
-        out = kernels.attention(q, k, v, block_mask=bm, softcap=cfg.softcap)
+        out = kernels.attention(q, k, v, block_mask=bm, softcap=cfg.softcap, **sinks)
+    out = gate_heads(attn.gate_proj, xq, out)  # the output gate reads the queries' input, as in Attention
     return attn.merge(out)  # (B, n', d)
 
 

@@ -7,9 +7,10 @@ self-attention of the stack the head reads is the main ``AttentionMaps``; every 
 self-attention and every cross-attention (queries of the reading stack, keys of the stack it reads)
 is one more complete ``AttentionMaps`` in ``stacks`` (``"encoder"``, ``"cross"`` for an
 encoder-decoder). Each holds the effective attention of every layer and head (``[B, h, L, L_k]``
-rows summing to 1, NaN where a layer reports none), the pattern (the section-1 rule when the stack
-has one, else where any head puts weight), the allowed fraction, per-head entropy and mean distance,
-and the variant views of the head stack's layers.
+rows summing to 1, or to ``1 - p_sink`` with learned attention sinks (``attn_sinks``: the mass each
+row gives to keys; the sink has no key column), NaN where a layer reports none), the pattern (the
+section-1 rule when the stack has one, else where any head puts weight), the allowed fraction, per-head
+entropy and mean distance, and the variant views of the head stack's layers.
 
 Every request passes the memory budget before anything runs (``explorer.runtime.budget``), and the
 result is memoised by config, inputs and trained-weights digest (``explorer.analysis.common.memo``).
@@ -87,7 +88,7 @@ class AttentionMaps:
             "allowed_fraction": round(self.allowed_fraction, 6),
             "entropy": clean(self.entropy),
             "mean_distance": clean(self.distance),
-            "row_sums_ok": bool(rows_ok(self.attention)),
+            "row_sums_ok": bool(rows_ok(self.attention, bool(self.config.get("attn_sinks")))),
             "truncated": self.truncated,
             "device": self.device,
             "attention": self.config["attention"],
@@ -108,9 +109,12 @@ class AttentionMaps:
         }
 
 
-def rows_ok(att: np.ndarray) -> bool:
-    """Every finite row sums to 1 or is all zero (a query with no allowed key)."""
+def rows_ok(att: np.ndarray, learned_sinks: bool = False) -> bool:
+    """Every finite row sums to 1 or is all zero (a query with no allowed key); with ``learned_sinks``
+    (``attn_sinks``) a row sums to anything in [0, 1]: the learned sink takes the rest."""
     s = np.nan_to_num(att).sum(-1)
+    if learned_sinks:
+        return bool(np.all((s > -1e-6) & (s < 1 + 1e-3)))
     return bool(np.all((np.abs(s - 1) < 1e-3) | (np.abs(s) < 1e-6)))
 
 

@@ -25,7 +25,10 @@ periodic text ("10, 10, 10, ...") without matching anything, and scores about 0.
 attention layer (``layer=0``) is never scored for induction: it sees tokens and positions only, with no
 earlier head's output to match against. ``explorer.analysis.why.grounded`` labels heads on fixed probe texts
 instead, confirmed by ablation; this module reads the text in the box. Rows the head
-leaves empty (NaN, or a zero row of a query with no allowed key) are skipped.
+leaves empty (NaN, or a zero row of a query with no allowed key) are skipped. With learned attention
+sinks (``attn_sinks``) a row sums to ``1 - p_sink``: every score is still the weight on keys, so the
+sink's share counts toward no behaviour (a head that parks its attention in the sink scores low
+everywhere and is "mixed"); a row is judged whenever it puts any weight on a key.
 """  # noqa: E501 (a Markdown table, one row a line)
 
 from __future__ import annotations
@@ -93,9 +96,10 @@ class HeadLabel:
 
 
 def _rows(att: np.ndarray) -> np.ndarray:
-    """Indices of the query rows the head filled (finite, summing to about one)."""
+    """Indices of the query rows the head filled (finite, with weight on its keys: about one, or less
+    with a learned sink)."""
     s = np.nan_to_num(att, nan=0.0).sum(-1)
-    return np.nonzero(np.isfinite(att).all(-1) & (s > 0.5))[0]
+    return np.nonzero(np.isfinite(att).all(-1) & (s > 1e-6))[0]
 
 
 def induction_targets(ids: list) -> dict:

@@ -49,7 +49,7 @@ import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)  # kernels may only read constexpr globals
 # Integer arguments that must not be value-specialised (sizes, counts, run-time flags).
-NO_SPECIALIZE = ["H", "GROUP", "gps", "Lq", "Lk", "lay_w", "mf", "mp", "causal", "has_relb"]
+NO_SPECIALIZE = ["H", "GROUP", "gps", "Lq", "Lk", "lay_w", "mf", "mp", "causal", "has_relb", "has_sink"]
 
 
 @triton.jit

@@ -1,7 +1,10 @@
 """FlashAttention-2 forward kernel with block sparsity and fused score modifiers.
 
 Algorithm and specialisation trade-offs: see kernels/triton/flash/common.py (online softmax over the
-visited key blocks in log2 units; saves the base-2 row log-sum-exp for the backward).
+visited key blocks in log2 units; saves the base-2 row log-sum-exp for the backward). A learned
+sink (``has_sink``, logit ``SINKS[head]``) joins the denominator once, after the last key block:
+``m' = max(m, s_sink)``, ``l' = l 2^(m - m') + 2^(s_sink - m')``, ``acc' = acc 2^(m - m')`` (no value);
+the saved log-sum-exp includes it, so the backward's recomputed ``p`` is the sink-normalised one.
 Grid: ``(cdiv(Lq, BLOCK_M), B * h)``.
 """
 
@@ -11,6 +14,7 @@ import triton
 import triton.language as tl
 
 from .common import (
+    LOG2E,
     NO_SPECIALIZE,
     _dense_bounds,
     _dot,
@@ -113,6 +117,7 @@ def _attn_fwd(
     LSE,
     SLOPES,
     RELB,
+    SINKS,
     LAY,
     TILES,
     sqb,
@@ -138,6 +143,7 @@ def _attn_fwd(
     scale,
     softcap,
     has_relb,
+    has_sink,
     HEAD_DIM: tl.constexpr,
     SPARSE: tl.constexpr,
     HAS_MOD: tl.constexpr,
@@ -317,7 +323,14 @@ def _attn_fwd(
                 BQ,
                 BK,
             )
-    empty = l_i == 0.0  # no allowed key: output 0, lse +inf so the backward's p is 0
+    if has_sink:  # the head's sink logit (natural units -> log2) as one more term of the denominator
+        s_sink = tl.load(SINKS + head).to(tl.float32) * LOG2E
+        m_new = tl.maximum(m_i, s_sink)
+        alpha = tl.exp2(m_i - m_new)  # m_i = -inf (no allowed key yet): 0
+        l_i = l_i * alpha + tl.exp2(s_sink - m_new)
+        acc = acc * alpha[:, None]
+        m_i = m_new
+    empty = l_i == 0.0  # no allowed key (and no sink): output 0, lse +inf so the backward's p is 0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     lse = tl.where(empty, float("inf"), m_i + tl.log2(tl.where(empty, 1.0, l_i)))
     tl.store(O + offs_m[:, None] * som + offs_d[None, :], out.to(O.dtype.element_ty), mask=offs_m[:, None] < Lq)

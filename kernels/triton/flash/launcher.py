@@ -8,7 +8,11 @@ CPU tensors under ``TRITON_INTERPRET=1`` (interpreted; used by the tests).
 
 Supported: fp16 / bf16 with head dim 32, 64, 128; fp32 with head dim 32, 64; any Lq <= Lk (masked tails); causal;
 GQA / MQA; a BlockMask with block sizes in {16, 32, 64, 128}; ALiBi slopes; rel_bias (with
-gradient); soft-capping. Not supported here (the torch path handles them): rel_k / rel_v.
+gradient); soft-capping; learned sinks ``[h]`` (gpt-oss; with gradient: the forward folds the sink
+into the saved log-sum-exp, so the dQ / dK / dV kernels are unchanged, and
+``d sink_n = -sum_{b, i} p_sink_i (dO_i . O_i)`` with ``p_sink_i = 2^(s_n log2(e) - lse_i)`` is a
+reduction in PyTorch over the ``delta = rowsum(dO * O)`` the backward computes anyway).
+Not supported here (the torch path handles them): rel_k / rel_v.
 The kernels' grid y is ``B * h``; a batch with more than 65535 of them runs as several launches
 over batch slices (kernels/triton/grid_limits.py).
 """
@@ -102,7 +106,7 @@ def dkdv_split(device, n_programs: int, group: int) -> int:
 
 class _FlashAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, rel_bias, causal, bm, alibi_slopes, softcap, scale, config, split):
+    def forward(ctx, q, k, v, rel_bias, causal, bm, alibi_slopes, softcap, scale, config, split, sinks=None):
         B, h, lq, d = q.shape
         h_kv, lk = k.shape[1], k.shape[2]
         q, k, v = (_kernel_layout(t) for t in (q, k, v))
@@ -117,6 +121,7 @@ class _FlashAttention(torch.autograd.Function):
             else alibi_slopes.detach().float().contiguous()
         )
         relb = dummy if rel_bias is None else rel_bias.detach().float().contiguous()
+        sink = dummy if sinks is None else sinks.detach().float().contiguous()  # (h,) natural-log units
         if bm is not None:
             plan = triton_plan(bm, causal, q.device)  # memoised on the BlockMask
             layout = (plan.q_major, plan.tiles, plan.q_major.shape[1], plan.q_mf, plan.q_mp)
@@ -135,6 +140,7 @@ class _FlashAttention(torch.autograd.Function):
             lse,
             slopes,
             relb,
+            sink,
             *layout[:2],
             q.stride(0),
             q.stride(1),
@@ -157,13 +163,15 @@ class _FlashAttention(torch.autograd.Function):
             scale,
             0.0 if softcap is None else softcap,
             int(rel_bias is not None),
+            int(sinks is not None),
             HEAD_DIM=d,
             SPARSE=bm is not None,
             HAS_MOD=has_mod,
             IEEE=q.dtype == torch.float32,
             **meta,
         )
-        ctx.save_for_backward(q, k, v, o, lse, slopes, relb)
+        ctx.save_for_backward(q, k, v, o, lse, slopes, relb, sink)
+        ctx.sink_dtype = None if sinks is None else sinks.dtype
         ctx.args = (
             causal,
             bm,
@@ -179,7 +187,7 @@ class _FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, o, lse, slopes, relb = ctx.saved_tensors
+        q, k, v, o, lse, slopes, relb, sink = ctx.saved_tensors
         causal, bm, has_mod, has_relb, relb_dtype, softcap, scale, config, split = ctx.args
         B, h, lq, d = q.shape
         h_kv, lk = k.shape[1], k.shape[2]
@@ -307,7 +315,12 @@ class _FlashAttention(torch.autograd.Function):
             if need_drb
             else None
         )
-        return dq, dk, dv, d_rel, None, None, None, None, None, None, None
+        d_sink = None
+        if ctx.sink_dtype is not None and ctx.needs_input_grad[11]:
+            # p_sink (B, h, Lq) from the base-2 lse; d s_n = -sum_{b, i} p_sink_i delta_i
+            p_sink = torch.exp2(sink.view(1, h, 1) * 1.4426950408889634 - lse)
+            d_sink = -(p_sink * delta).sum((0, 2)).to(ctx.sink_dtype)
+        return dq, dk, dv, d_rel, None, None, None, None, None, None, None, d_sink
 
 
 def _kernel_layout(t: torch.Tensor) -> torch.Tensor:
@@ -318,18 +331,19 @@ def _kernel_layout(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous()
 
 
-def check_modifiers(q, k, alibi_slopes=None, rel_bias=None) -> None:
-    """Raise ValueError naming the argument when ``alibi_slopes`` is not ``[h]`` or ``rel_bias`` not
+def check_modifiers(q, k, alibi_slopes=None, rel_bias=None, sinks=None) -> None:
+    """Raise ValueError naming the argument when ``alibi_slopes`` or ``sinks`` is not ``[h]`` or ``rel_bias`` not
     ``[h, 2 Lk - 1]`` floats on q's device: the kernels read them through raw pointers, so a wrong
     shape would read out of bounds instead of failing."""
     h, lk = q.shape[1], k.shape[2]
-    for name, t, want in (("alibi_slopes", alibi_slopes, (h,)), ("rel_bias", rel_bias, (h, 2 * lk - 1))):
+    checks = (("alibi_slopes", alibi_slopes, (h,)), ("rel_bias", rel_bias, (h, 2 * lk - 1)), ("sinks", sinks, (h,)))
+    for name, t, want in checks:
         if t is None:
             continue
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"flash_attention: {name} must be a tensor of shape {list(want)}, got {type(t).__name__}")
         if tuple(t.shape) != want:
-            expected = "[h]" if name == "alibi_slopes" else "[h, 2 Lk - 1]"
+            expected = "[h, 2 Lk - 1]" if name == "rel_bias" else "[h]"
             raise ValueError(
                 f"flash_attention: {name} must have shape {expected} = {list(want)} "
                 f"(h = {h} query heads, Lk = {lk}), got {list(t.shape)}"
@@ -353,6 +367,7 @@ def _flash(
     scale=None,
     config=None,
     split=None,
+    sinks=None,
 ):
     """``flash_attention`` with an optional fixed tile ``config`` (dict with BLOCK_M, BLOCK_N,
     num_warps, num_stages) instead of the lookup, and an optional GQA-group ``split`` of the dK/dV
@@ -367,25 +382,27 @@ def _flash(
     softcap = None if softcap is None else float(softcap)
     if split is not None and (k.shape[1] == 0 or (q.shape[1] // k.shape[1]) % split):
         raise ValueError(f"split {split} must divide the GQA group {q.shape[1] // k.shape[1]}")
-    check_modifiers(q, k, alibi_slopes, rel_bias)
+    check_modifiers(q, k, alibi_slopes, rel_bias, sinks)
     # Grid y is B * h (at most 65535 on CUDA): a larger batch runs as several launches.
     parts = batch_slices(q.shape[0], q.shape[1], "query heads")
     outs = [
-        _FlashAttention.apply(q[s], k[s], v[s], rel_bias, bool(causal), bm, alibi_slopes, softcap, scale, config, split)
+        _FlashAttention.apply(
+            q[s], k[s], v[s], rel_bias, bool(causal), bm, alibi_slopes, softcap, scale, config, split, sinks
+        )
         for s in parts
     ]
     return outs[0] if len(outs) == 1 else torch.cat(outs, 0)
 
 
 def flash_attention(
-    q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None, softcap=None, scale=None
+    q, k, v, *, causal=False, block_mask=None, alibi_slopes=None, rel_bias=None, softcap=None, scale=None, sinks=None
 ):
     """Attention of kernels/reference.py computed by the Triton kernels on ``q``'s device.
 
-    ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``. Differentiable in q, k, v
-    and ``rel_bias [h, 2 Lk - 1]``. Raises ValueError for arguments the kernel does not support
-    (see :func:`unsupported_reason`) and for modifier tensors of the wrong shape, dtype or device
-    (:func:`check_modifiers`).
+    ``q [B, h, Lq, d]``, ``k, v [B, h_kv, Lk, d]`` -> ``[B, h, Lq, d]``. Differentiable in q, k, v,
+    ``rel_bias [h, 2 Lk - 1]`` and the learned sink logits ``sinks [h]``.
+    Raises ValueError for arguments the kernel does not support (see :func:`unsupported_reason`) and
+    for modifier tensors of the wrong shape, dtype or device (:func:`check_modifiers`).
     """
     return _flash(
         q,
@@ -397,4 +414,5 @@ def flash_attention(
         rel_bias=rel_bias,
         softcap=softcap,
         scale=scale,
+        sinks=sinks,
     )
