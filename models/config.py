@@ -148,7 +148,9 @@ class _ConfigMethods:
             return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
 
         norm = count("norm")
-        attn = projection_params(self) + count("attention")  # q, k, v, out projections + core
+        caps = rec["attention"].caps if rec["attention"] is not None else None
+        own = getattr(caps, "own_projections", None)  # MLA: only out_proj here, its own projections in its count
+        attn = projection_params(self, own(self) if own else None) + count("attention")  # projections + core
         has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
         parts = {
             "attn": attn,
