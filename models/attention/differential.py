@@ -115,7 +115,6 @@ VARIANTS = (
             accepts=frozenset({ROTARY}),
             refuses_because="forms two softmax maps from half-width queries and keys, which the paper defines "
             "with rotary positions only",
-            memory_keys=False,
             rotary_parts=2,
             layer_index=True,
             rows_sum_to_one=False,

@@ -31,8 +31,8 @@ PyTorch (no Triton kernel), at least in float32.
 The core owns its projections (``AttentionCaps.own_projections``): ``project`` returns ``q (B, h, Lq, dn + dr)``
 (rotated), ``k (B, 1, Lk, r + dr)`` = ``[c, RoPE(k^R)]`` (what the cache holds) and ``v = c``; the forward
 reports the equivalent per-head ``q``, ``k`` for the views when weights are requested. Refused: positions
-other than ``rope``, ``n_kv_heads`` (keys and values come from the latent), projection biases, memories and
-the funnel structure (both call the shared projections).
+other than ``rope``, ``n_kv_heads`` (keys and values come from the latent), projection biases, the memories
+that prepend keys or retrieve with the shared projections (``knn``); the funnel structure takes ``full`` only.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from torch import nn
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
 from ..variant import Param, Variant
-from .common import check_no_memory
 from .scores import allowed_pairs, masked_softmax
 
 Q_LORA_RANK = Param("q_lora_rank", int, 0, range=(0, 16384), cap=1024, label="MLA query rank (0 = plain projection)")
@@ -189,9 +188,13 @@ def check(cfg) -> None:
         raise ConfigError(
             "attn_bias", cfg.attn_bias, "'none' with attention='mla' (DeepSeek's MLA projections have no biases)"
         )
-    check_no_memory(cfg, "mla", "projects its own keys from a latent; the memories read the shared K/V projections")
-    if cfg.layer == "funnel":
-        raise ConfigError("layer", cfg.layer, "not 'funnel' with attention='mla' (funnel calls the shared projections)")
+    if cfg.memory == "knn":  # memories that prepend keys are refused by the capabilities (memory_keys=False)
+        raise ConfigError(
+            "memory",
+            cfg.memory,
+            "not 'knn' with attention='mla': the Memorizing Transformer's layer retrieves with the keys of the "
+            "shared K/V projections and wraps the core call, and MLA's keys come from its latent",
+        )
 
 
 VARIANTS = (

@@ -221,7 +221,7 @@ def test_kv_cache_bytes_count_the_latent_and_rope_key():
         (dict(attn_bias="qkv"), "attn_bias"),
         (dict(memory="xl", position="rope"), "memory"),
         (dict(memory="knn"), "memory"),
-        (dict(layer="funnel"), "layer"),
+        (dict(layer="funnel", funnel_blocks=1), "attention"),  # funnel takes full attention only
     ],
 )
 def test_refusals_name_the_field(change, field):
