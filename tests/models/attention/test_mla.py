@@ -198,17 +198,6 @@ def test_gradients_reach_every_parameter_and_nothing_leaks(absorb):
     assert not torch.allclose(a[:, 6:], b[:, 6:])
 
 
-def test_kv_cache_bytes_count_the_latent_and_rope_key():
-    from explorer.analysis import kv_cache_bytes
-
-    cfg = ModelConfig(**{**BASE, "n_layers": 3}).validate()
-    kv = kv_cache_bytes(cfg, [1, 100])
-    assert kv["current"] == [3 * (12 + 4) * n * 2 for n in (1, 100)]
-    assert kv["mha"] == [2 * 3 * 4 * 8 * n * 2 for n in (1, 100)]  # MHA of the same width, unchanged
-    full = kv_cache_bytes(cfg.replace(attention="full", n_kv_heads=2), [10])
-    assert full["current"] == [2 * 3 * 2 * 8 * 10 * 2] and not full["own_rule"]
-
-
 @pytest.mark.parametrize(
     "change,field",
     [
