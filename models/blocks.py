@@ -41,10 +41,12 @@ class Attention(QKVProjection):
     projection (``gate_proj``, ``models/output_gate.py``)."""
 
     def __init__(self, cfg, layer: int):
-        super().__init__(cfg)
+        rec = ATTENTION[cfg.attention]
+        caps = rec.caps or AttentionCaps()
+        super().__init__(cfg, d_value=caps.own_projections(cfg) if caps.own_projections else None)
         self.cfg, self.layer = cfg, layer
-        self.core = ATTENTION[cfg.attention].build(cfg)
-        self.caps = ATTENTION[cfg.attention].caps or AttentionCaps()
+        self.core = rec.build(cfg, layer) if caps.layer_index else rec.build(cfg)
+        self.caps = caps
         self.sinks = make_sinks(cfg)  # (h,) or None
         self.gate_proj = make_gate(cfg)  # d_model -> h or h * d_h, or None
 
@@ -60,12 +62,14 @@ class Attention(QKVProjection):
             info.attn_input = x.detach()  # becomes this layer's memory for the next segment
         mem = ctx.prefix(index)
         kv_in = x if mem is None else torch.cat([mem.to(x.dtype), x], dim=1)  # (B, P + L, d)
-        q, k, v = self.project(x, kv_in)  # (B, h, L, d_h), (B, h_kv, P + L, d_h) twice
-        prefix = k.shape[2] - L
-        q_raw, k_raw = q, k
-        q, k, mods = ctx.position.modify(
-            q, k, self.layer, k_start=ctx.k_start - prefix, scale=1.0 / math.sqrt(self.d_head)
-        )
+        prefix = kv_in.shape[1] - L
+        if self.caps.own_projections:  # the core projects and rotates itself (MLA: models/attention/mla.py)
+            q, k, v, mods = self.core.project(x, kv_in, ctx.position, self.layer, k_start=ctx.k_start - prefix)
+            q_raw, k_raw = q, k
+        else:
+            q, k, v = self.project(x, kv_in)  # (B, h, L, d_h), (B, h_kv, P + L, d_h) twice
+            q_raw, k_raw = q, k
+            q, k, mods = self._position(ctx, q, k, prefix)
         mods = {**mods, **self.sink_mods()}
         refused = refused_modifiers(mods, self.caps)
         if refused:  # a position encoding whose capabilities do not declare what it produced
@@ -75,7 +79,8 @@ class Attention(QKVProjection):
                 f"an encoding attention={cfg.attention!r} honours: it produced {sorted(refused)} "
                 f"modifiers and {cfg.attention} {self.caps.refuses_because or 'does not accept them'}",
             )
-        if ctx.need_weights:  # display only: lets the explorer redo exact softmax on these very q, k
+        if ctx.need_weights and not self.caps.own_projections:  # display only: lets the explorer redo exact
+            # softmax on these very q, k (a core with its own projections reports its per-head q, k in its aux)
             info.q, info.k = q.detach(), k.detach()  # (B, h, L, d_h), (B, h_kv, P + L, d_h)
             info.score_mods = {n: t.detach() if isinstance(t, torch.Tensor) else t for n, t in mods.items()}
         if ctx.interventions is not None:  # the record's read point at the core (models/interventions.py)
@@ -94,6 +99,24 @@ class Attention(QKVProjection):
         if ctx.interventions is not None:  # cached / replaced head results (models/interventions.py)
             out = ctx.interventions.at_heads(self, out, info)
         return self.merge(out)
+
+    def _position(self, ctx, q, k, prefix: int):
+        """The position encoding's ``modify``; a mechanism with ``rotary_parts = n`` has each head rotated as
+        ``n`` heads of ``d_h / n`` (Differential attention's two half-heads, as its official code)."""
+        n, k_start = self.caps.rotary_parts, ctx.k_start - prefix
+        if n == 1:
+            return ctx.position.modify(q, k, self.layer, k_start=k_start, scale=1.0 / math.sqrt(self.d_head))
+
+        def split(t):  # (B, h, L, d_h) -> (B, h * n, L, d_h / n): head i's part j is head i * n + j
+            return t.unflatten(-1, (n, -1)).transpose(2, 3).flatten(1, 2)
+
+        def merge(t):  # the inverse of split
+            return t.unflatten(1, (-1, n)).transpose(2, 3).flatten(-2)
+
+        qs, ks, mods = ctx.position.modify(
+            split(q), split(k), self.layer, k_start=k_start, scale=1.0 / math.sqrt(self.d_head // n)
+        )
+        return merge(qs), merge(ks), mods
 
 
 class Block(nn.Module):

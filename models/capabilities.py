@@ -20,6 +20,7 @@ bias-type encoding can never be silently dropped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import ConfigError
@@ -67,6 +68,15 @@ class AttentionCaps:
         "computes its attention weights in its own code, not in the softmax of kernels.attention, "
         "so no learned sink logit joins a denominator"
     )
+    # cfg -> the per-head width of the values the core returns, for a core that owns its Q/K/V projections and
+    # rotation (MLA: a shared latent and a decoupled RoPE key): the sublayer then builds only ``out_proj`` and
+    # calls ``core.project(x_q, x_kv, position, layer, k_start) -> (q, k, v, mods)`` instead of its own
+    own_projections: Callable | None = None
+    rotary_parts: int = 1  # the sublayer rotates each head's q, k as this many equal parts (Differential's halves)
+    layer_index: bool = False  # the core is built as ``build(cfg, layer)``: its formula depends on its depth
+    rows_sum_to_one: bool = True  # effective attention rows sum to one (False: Differential's 1 - lambda)
+    # cfg -> numbers per token and layer a decoding cache keeps (None: K and V, 2 * kv_heads * d_head)
+    cache_values: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -156,8 +156,11 @@ class _ConfigMethods:
             return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
 
         norm = count("norm")
+        caps = rec["attention"].caps if rec["attention"] is not None else None
+        own = getattr(caps, "own_projections", None)  # MLA: only out_proj here, its own projections in its count
         # q, k, v, out projections + core + learned sinks + output gate
-        attn = projection_params(self) + count("attention") + sink_params(self) + gate_params(self)
+        attn = projection_params(self, own(self) if own else None) + count("attention") + sink_params(self)
+        attn += gate_params(self)
         has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
         parts = {
             "attn": attn,
@@ -253,6 +256,14 @@ class _ConfigMethods:
             )
         check_combination(self, regs)
         check_qk_norm(self, regs["attention"][self.attention])
+        own = getattr(regs["attention"][self.attention].caps, "own_projections", None)
+        if self.attn_gate == "elementwise" and own is not None and own(self) != self.d_head:
+            raise ConfigError(
+                "attn_gate",
+                self.attn_gate,
+                f"'none' or 'headwise' with attention={self.attention!r}: its heads return values of "
+                f"{own(self)} numbers, not d_model / n_heads = {self.d_head}, so an elementwise gate has no width",
+            )
         if self.rope_fraction != 1.0 and self.position != "rope":  # partial rotation: a rope-only field
             raise ConfigError(
                 "rope_fraction",

@@ -36,8 +36,11 @@ from .errors import ConfigError
 QK_NORMS = ("none", "head", "all")
 
 
-def projection_params(cfg) -> int:
-    """Parameters of one ``QKVProjection``: q and out with ``n_heads``, k and v with ``n_kv_heads``."""
+def projection_params(cfg, d_value: int | None = None) -> int:
+    """Parameters of one ``QKVProjection``: q and out with ``n_heads``, k and v with ``n_kv_heads``; only
+    ``out_proj`` (``n_heads`` heads of ``d_value``) for a core that owns its projections (MLA)."""
+    if d_value is not None:
+        return cfg.n_heads * d_value * cfg.d_model + (cfg.d_model if cfg.attn_bias == "all" else 0)
     weights = 2 * cfg.d_model * cfg.n_heads * cfg.d_head + 2 * cfg.d_model * cfg.kv_heads * cfg.d_head
     bias = cfg.attn_bias
     qkv = (cfg.n_heads + 2 * cfg.kv_heads) * cfg.d_head if bias in ("qkv", "all") else 0
@@ -60,7 +63,9 @@ def check_qk_norm(cfg, attention) -> None:
     if cfg.qk_norm == "none" or attention is None:
         return
     caps = attention.caps
-    if caps is not None and caps.shared_qk:
+    if caps is not None and caps.own_projections:
+        why = "it projects its own queries and keys (MLA normalises its query bottleneck and its latent itself)"
+    elif caps is not None and caps.shared_qk:
         why = "its keys are the unit-normalised queries (shared-QK), so a key norm would normalise nothing"
     elif caps is not None and ROTARY not in caps.accepts:
         why = (
@@ -84,15 +89,20 @@ class QKNorm(nn.Module):
 
 
 class QKVProjection(nn.Module):
-    def __init__(self, cfg):
+    """``d_value``: set when the attention core owns its Q/K/V projections (``AttentionCaps.own_projections``,
+    MLA): only ``out_proj`` is built, reading ``n_heads`` heads of ``d_value`` (then ``d_head``)."""
+
+    def __init__(self, cfg, d_value: int | None = None):
         super().__init__()
-        self.n_heads, self.n_kv_heads, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.kv_heads
+        self.d_head = cfg.d_head if d_value is None else d_value
         h, hkv, dh = self.n_heads, self.n_kv_heads, self.d_head
         bias = cfg.attn_bias
         qkv_bias, out_bias = bias in ("qkv", "all"), bias == "all"
-        self.q_proj = nn.Linear(cfg.d_model, h * dh, bias=qkv_bias)
-        self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
-        self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
+        if d_value is None:
+            self.q_proj = nn.Linear(cfg.d_model, h * dh, bias=qkv_bias)
+            self.k_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
+            self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
         self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=out_bias)
         self.qk_norm = cfg.qk_norm
         if cfg.qk_norm in ("head", "all"):  # gains of d_h (shared by the heads) or of the whole projection

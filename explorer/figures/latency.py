@@ -239,10 +239,16 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
 def kv_cache_figure(kv: dict) -> go.Figure:
     """KV-cache bytes for decoding against L: current ``n_kv_heads`` next to MHA and MQA."""
     mib = 1 / 2**20
+    own = kv.get("own_rule", False)  # a mechanism with its own cache (MLA's latent): values per token and layer
+    current = (
+        f"current ({kv['attention']}: {kv['values_per_token_layer']} values per token and layer)"
+        if own
+        else f"current ({kv['kv_heads']} K/V heads)"
+    )
     lines = [
         ("mha", f"MHA ({kv['n_heads']} K/V heads)", "#7f7f7f", "dash"),
         ("mqa", "MQA (1 K/V head)", "#2ca02c", "dot"),
-        ("current", f"current ({kv['kv_heads']} K/V heads)", "#1f77b4", "solid"),
+        ("current", current, "#1f77b4", "solid"),
     ]
     data = [
         dict(
@@ -259,8 +265,9 @@ def kv_cache_figure(kv: dict) -> go.Figure:
     same = [name for key, name, _, _ in lines[:2] if kv[key] == kv["current"]]
     note = f"; current = {same[0].split(' (')[0]}: the curves coincide" if same else ""
     lay = base_layout(
-        "KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values, "
-        f"{8 * kv['bytes_per_value']}-bit{note}</sup>",
+        "KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values"
+        + (f" ({kv['attention']}: layers · {kv['values_per_token_layer']} · L)" if own else "")
+        + f", {8 * kv['bytes_per_value']}-bit{note}</sup>",
         400,
         xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
         yaxis=dict(type="log", title=dict(text="KV cache (MiB)")),

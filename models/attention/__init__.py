@@ -18,11 +18,13 @@ from . import (
     adaptive_span,
     axial,
     clustered,
+    differential,
     induced,
     linear,
     lite,
     lowrank,
     lsh,
+    mla,
     poolingformer,
     probsparse,
     residual,
@@ -71,6 +73,8 @@ ATTENTION = gather(
     induced.VARIANTS,
     lite.VARIANTS,
     poolingformer.VARIANTS,
+    mla.VARIANTS,
+    differential.VARIANTS,
 )
 
 __all__ = [

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from models import ConfigError, ModelConfig, build_model, choices
-from models.attention import PATTERNS, pattern_mask
+from models.attention import ATTENTION, PATTERNS, pattern_mask
 from models.context import ForwardContext, LayerInfo
 
 SMALL = dict(
@@ -137,9 +137,15 @@ def test_effective_attention_rows_sum_to_one_and_zero_outside_pattern(key, causa
     cfg, model = _build(attention=key, causal=causal, position="sinusoidal")
     out = model(_tokens(1), return_attention=True)
     assert len(out.attentions) == cfg.n_layers
+    normalised = ATTENTION[key].caps.rows_sum_to_one
     for a in out.attentions:
         assert a.shape == (1, cfg.n_heads, L, L)
-        torch.testing.assert_close(a.sum(-1), torch.ones(1, cfg.n_heads, L))
+        if normalised:
+            torch.testing.assert_close(a.sum(-1), torch.ones(1, cfg.n_heads, L))
+        else:  # declared by the record (differential: 1 - lambda): one sum per head, the same for every row
+            rows = a.sum(-1)
+            torch.testing.assert_close(rows, rows[..., :1].expand_as(rows))
+            assert not torch.allclose(rows, torch.ones_like(rows))
         if key in {
             "full",
             "sliding_window",

@@ -167,6 +167,7 @@ _FIX = {
     ("attention", "luna"): dict(causal=False, position="rope"),
     ("attention", "synthesizer_dense"): dict(position="sinusoidal"),
     ("attention", "synthesizer_random"): dict(position="sinusoidal"),
+    ("attention", "mla"): dict(n_kv_heads=None),  # no K/V heads: one shared latent (refused with a reason)
     ("position", "none"): dict(causal=True),
     ("architecture", "encoder_only"): dict(causal=False),
 }

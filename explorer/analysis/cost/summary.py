@@ -10,7 +10,9 @@ attention our Triton kernels compute, which no aten op does, is added from
 computes), and names the backend
 ``kernels.attention`` reported while it ran. ``kv_cache_bytes(cfg, seq_lens)`` is computed, not
 measured: the cache decoding keeps is exactly ``2 * layers * kv_heads * d_head * L`` stored values
-(the head stack's layers; cross-attention K/V are computed once from the source).
+(the head stack's layers; cross-attention K/V are computed once from the source), or ``layers * n * L``
+for a mechanism whose record says it caches ``n`` numbers per token and layer
+(``AttentionCaps.cache_values``: MLA's latent and shared RoPE key, ``kv_lora_rank + qk_rope_head_dim``).
 """
 
 from __future__ import annotations
@@ -146,9 +148,17 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
     def cache(kv):
         return [2 * layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
 
+    caps = registries()["attention"][cfg.attention].caps
+    own = getattr(caps, "cache_values", None)  # numbers per token and layer, when not K and V per K/V head
+    per_layer = own(cfg) if own else None
+    current = cache(cfg.kv_heads) if own is None else [layers * per_layer * n * bytes_per_value for n in lens]
     return {
         "seq_len": lens,
-        "current": cache(cfg.kv_heads),
+        "current": current,
+        "values_per_token_layer": 2 * cfg.kv_heads * cfg.d_head if own is None else per_layer,
+        "own_rule": own is not None,  # current = layers * values_per_token_layer * L (not K/V heads)
+        "attention": cfg.attention,
+        "layers": layers,
         "mha": cache(cfg.n_heads),
         "mqa": cache(1),
         "kv_heads": cfg.kv_heads,

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from models import ConfigError
+from models.attention import ATTENTION
 
 MAX_VOCAB = 256
 PRINTABLE = (10,) + tuple(range(32, 127))
@@ -72,6 +73,13 @@ def check_structure(cfg) -> None:
         raise ConfigError("architecture", cfg.architecture, f"'decoder_only' for head circuits{why}")
     if cfg.layer != "standard":
         raise ConfigError("layer", cfg.layer, "'standard' of a decoder_only model for head circuits")
+    if getattr(ATTENTION[cfg.attention].caps, "own_projections", None):
+        raise ConfigError(
+            "attention",
+            cfg.attention,
+            "an attention with per-head W_Q, W_K, W_V matrices for head circuits: "
+            f"{cfg.attention} forms its keys and values from a shared latent and a shared RoPE key",
+        )
 
 
 def _kv(cfg, h: int) -> int:

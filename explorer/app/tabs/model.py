@@ -29,11 +29,15 @@ def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
     """The model card, with the KV cache per decoded token and, for a checkpoint (``loaded``: the request's
     record; looked up by the weights' id otherwise), where it comes from."""
     md = model_markdown(model_summary(cfg, seq_len=seq, weights=weights))
-    per_token = kv_cache_bytes(cfg, [1])["current"][0]
+    cache = kv_cache_bytes(cfg, [1])
+    per_token = cache["current"][0]
     head, sep, rest = md.partition("\n")
     kv = (
         f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × {cfg.kv_heads} K/V "
         f"heads × {cfg.d_head} × K and V × 2 bytes)."
+        if not cache["own_rule"]
+        else f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × "
+        f"{cache['values_per_token_layer']} values the {cfg.attention} cache keeps per token × 2 bytes)."
     )
     if weights is not None and weights.checkpoint:
         from explorer.analysis.weights import checkpoints
