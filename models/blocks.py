@@ -29,18 +29,24 @@ from .errors import ConfigError
 from .ffn import FFN
 from .interventions import ablation_points, replace_head_results
 from .norms import NORM, NORM_PLACEMENT
+from .positions import POSITION
 from .qkv import QKVProjection
 
 
 class Attention(QKVProjection):
     """Q/K/V projections (``models.qkv``), position modifier, the registry's attention core, output
-    projection."""
+    projection. The layer's own config (``cfg.layer_config(layer)``: a ``layer_schedule``'s kind, else
+    ``cfg``) picks the core; a layer whose position differs from the model's (``:nope``, a local RoPE base)
+    keeps its own weightless position module instead of the model's."""
 
     def __init__(self, cfg, layer: int):
         super().__init__(cfg)
+        model_cfg, cfg = cfg, cfg.layer_config(layer)
         self.cfg, self.layer = cfg, layer
         self.core = ATTENTION[cfg.attention].build(cfg)
         self.caps = ATTENTION[cfg.attention].caps or AttentionCaps()
+        own = (cfg.position, cfg.rope_base) != (model_cfg.position, model_cfg.rope_base)
+        self.position = POSITION[cfg.position].build(cfg) if own else None  # None: the model's (ctx.position)
 
     def forward(self, x, ctx, info: LayerInfo):
         cfg = self.cfg
@@ -53,9 +59,8 @@ class Attention(QKVProjection):
         q, k, v = self.project(x, kv_in)  # (B, h, L, d_h), (B, h_kv, P + L, d_h) twice
         prefix = k.shape[2] - L
         q_raw, k_raw = q, k
-        q, k, mods = ctx.position.modify(
-            q, k, self.layer, k_start=ctx.k_start - prefix, scale=1.0 / math.sqrt(self.d_head)
-        )
+        position = ctx.position if self.position is None else self.position
+        q, k, mods = position.modify(q, k, self.layer, k_start=ctx.k_start - prefix, scale=1.0 / math.sqrt(self.d_head))
         refused = refused_modifiers(mods, self.caps)
         if refused:  # a position encoding whose capabilities do not declare what it produced
             raise ConfigError(
