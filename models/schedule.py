@@ -275,10 +275,13 @@ def surgery_safe(a, b) -> bool:
 
 
 def from_layer_types(types, names: dict) -> str:
-    """The schedule of a per-layer list of kinds (e.g. transformers' ``layer_types``), run-length
-    encoded over the whole list: ``names`` maps each kind to its schedule entry."""
+    """The schedule of a per-layer list of kinds (e.g. transformers' ``layer_types``): its shortest period
+    (``types[i] == types[i mod p]`` for every layer; a period the stack cuts short counts) run-length encoded,
+    ``names`` mapping each kind to its schedule entry. ``["sliding", "full"] * 24`` -> ``"sliding_window,full"``."""
+    types = list(types)
+    p = next(p for p in range(1, len(types) + 1) if all(t == types[i % p] for i, t in enumerate(types)))
     out = []
-    for t in types:
+    for t in types[:p]:
         entry = names[t]
         if out and out[-1][0] == entry:
             out[-1][1] += 1

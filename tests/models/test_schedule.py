@@ -293,7 +293,14 @@ def test_presets_are_valid_named_schedules():
     assert preset("gemma3")["rope_local_base"] == 1e4
     assert [k.token for k in layer_kinds(_cfg(**preset("llama4")))][:4] == ["chunked"] * 3 + ["full:nope"]
     assert qwen2(6, 2) == "full*2,sliding_window*4" and qwen2(6, 6) == "" and qwen2(6, 0) == ""
-    assert from_layer_types(["a", "a", "b", "a"], {"a": "full", "b": "chunked"}) == "full*2,chunked,full"
+    names = {"a": "full", "b": "chunked"}
+    assert from_layer_types(["a", "a", "b", "a"], names) == "full*2,chunked"  # cycled over 4: a a b a
+    assert from_layer_types(["b", "a"] * 24, names) == "chunked,full"
+    assert from_layer_types(["a"] * 3 + ["b"] * 5, names) == "full*3,chunked*5"
+    for types in (["a", "b", "b", "a", "b"], ["b"] * 7, ["a", "b", "a", "a"]):
+        text = from_layer_types(types, names)
+        kinds = layer_kinds(_cfg(layer_schedule=text, n_layers=len(types), attention=names[types[0]]))
+        assert [k.attention for k in kinds] == [names[t] for t in types]
     with pytest.raises(ConfigError):
         preset("gemma9")
 
