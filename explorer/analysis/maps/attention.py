@@ -45,7 +45,7 @@ class AttentionMaps:
     attention: np.ndarray  # (n_maps, h, L, Lk) float32, effective attention (NaN: not available)
     mask: np.ndarray  # (L, Lk) bool: the pattern (or the support of the attention)
     mask_kind: str  # "pattern" (section-1 rule), "support", or "full" (cross-attention)
-    allowed_fraction: float  # mask.mean()
+    allowed_fraction: float  # mask.mean() (a layer schedule: the mean of the layers' own, layer_masks.mean())
     entropy: np.ndarray  # (n_maps, h) mean over queries of -sum p log p, in nats
     distance: np.ndarray  # (n_maps, h) mean over queries of sum p |i - j|, in tokens (NaN: cross)
     config: dict
@@ -227,7 +227,7 @@ def _self_maps(
         attention=maps,
         mask=mask,
         mask_kind=kind,
-        allowed_fraction=float(mask.mean()),
+        allowed_fraction=float((mask if layer_masks is None else layer_masks).mean()),
         entropy=entropy,
         distance=distance,
         config=cfg.to_dict(),

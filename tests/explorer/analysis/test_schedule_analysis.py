@@ -43,4 +43,10 @@ def test_maps_carry_each_layers_own_pattern():
         assert np.array_equal(maps.layer_masks[layer], allowed)
         assert np.all(np.nan_to_num(maps.attention[layer])[:, ~allowed] == 0)  # nothing outside its own pattern
     assert np.array_equal(maps.mask, rules[2]) and maps.mask_kind == "pattern"
+    # the share of pairs allowed is the layers' mean, not the union's (which is full attention's here), so the
+    # reading never says the schedule allows every pair full attention allows
+    assert maps.allowed_fraction == np.mean([r.mean() for r in rules])
+    from explorer.figures.readings import allows_every_pair
+
+    assert not allows_every_pair(maps.summary())
     assert attention_maps(ModelConfig(**SMALL), "the quick").layer_masks is None
