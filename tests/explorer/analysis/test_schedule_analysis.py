@@ -50,3 +50,13 @@ def test_maps_carry_each_layers_own_pattern():
 
     assert not allows_every_pair(maps.summary())
     assert attention_maps(ModelConfig(**SMALL), "the quick").layer_masks is None
+
+
+def test_approximation_view_reads_each_layers_mechanism():
+    """Full layers between approximate ones equal exact softmax (error 0, shared-QK only where LSH runs);
+    the approximate layers do not (the check can fail)."""
+    for attention, schedule in (("lsh", "lsh,full"), ("full", "linear,full")):
+        cfg = ModelConfig(layer_schedule=schedule, attention=attention, n_layers=4, d_model=32, n_heads=4)
+        view = attention_maps(cfg, "hello world again").views.items["approximation"]
+        worst = view.max_error.max(axis=1)
+        assert np.all(worst[1::2] < 1e-6) and np.all(worst[0::2] > 1e-3), (schedule, worst)
