@@ -30,6 +30,7 @@ from .ffn import FFN
 from .interventions import ablation_points, replace_head_results
 from .norms import NORM, NORM_PLACEMENT
 from .output_gate import gate_heads, make_gate
+from .positions import POSITION
 from .qkv import QKVProjection
 from .sinks import make_sinks
 
@@ -38,9 +39,13 @@ class Attention(QKVProjection):
     """Q/K/V projections (``models.qkv``), position modifier, the registry's attention core, output
     projection; optionally learned sink logits ``sinks [h]`` handed to the core as the ``sinks``
     modifier (``models/sinks.py``) and a sigmoid gate on the heads' results before the output
-    projection (``gate_proj``, ``models/output_gate.py``)."""
+    projection (``gate_proj``, ``models/output_gate.py``). The layer's own config
+    (``cfg.layer_config(layer)``: a ``layer_schedule``'s kind, else ``cfg``) picks the core; a layer whose
+    position differs from the model's (``:nope``, a local RoPE base) keeps its own weightless position module
+    instead of the model's."""
 
     def __init__(self, cfg, layer: int):
+        model_cfg, cfg = cfg, cfg.layer_config(layer)
         rec = ATTENTION[cfg.attention]
         caps = rec.caps or AttentionCaps()
         super().__init__(cfg, d_value=caps.own_projections(cfg) if caps.own_projections else None)
@@ -49,6 +54,8 @@ class Attention(QKVProjection):
         self.caps = caps
         self.sinks = make_sinks(cfg)  # (h,) or None
         self.gate_proj = make_gate(cfg)  # d_model -> h or h * d_h, or None
+        own = (cfg.position, cfg.rope_base) != (model_cfg.position, model_cfg.rope_base)
+        self.position = POSITION[cfg.position].build(cfg) if own else None  # None: the model's (ctx.position)
 
     def sink_mods(self) -> dict:
         """``{"sinks": self.sinks}`` for a core call, or ``{}`` without learned sinks."""
@@ -63,13 +70,14 @@ class Attention(QKVProjection):
         mem = ctx.prefix(index)
         kv_in = x if mem is None else torch.cat([mem.to(x.dtype), x], dim=1)  # (B, P + L, d)
         prefix = kv_in.shape[1] - L
+        position = ctx.position if self.position is None else self.position
         if self.caps.own_projections:  # the core projects and rotates itself (MLA: models/attention/mla.py)
-            q, k, v, mods = self.core.project(x, kv_in, ctx.position, self.layer, k_start=ctx.k_start - prefix)
+            q, k, v, mods = self.core.project(x, kv_in, position, self.layer, k_start=ctx.k_start - prefix)
             q_raw, k_raw = q, k
         else:
             q, k, v = self.project(x, kv_in)  # (B, h, L, d_h), (B, h_kv, P + L, d_h) twice
             q_raw, k_raw = q, k
-            q, k, mods = self._position(ctx, q, k, prefix)
+            q, k, mods = self._position(position, ctx, q, k, prefix)
         mods = {**mods, **self.sink_mods()}
         refused = refused_modifiers(mods, self.caps)
         if refused:  # a position encoding whose capabilities do not declare what it produced
@@ -100,12 +108,12 @@ class Attention(QKVProjection):
             out = ctx.interventions.at_heads(self, out, info)
         return self.merge(out)
 
-    def _position(self, ctx, q, k, prefix: int):
+    def _position(self, position, ctx, q, k, prefix: int):
         """The position encoding's ``modify``; a mechanism with ``rotary_parts = n`` has each head rotated as
         ``n`` heads of ``d_h / n`` (Differential attention's two half-heads, as its official code)."""
         n, k_start = self.caps.rotary_parts, ctx.k_start - prefix
         if n == 1:
-            return ctx.position.modify(q, k, self.layer, k_start=k_start, scale=1.0 / math.sqrt(self.d_head))
+            return position.modify(q, k, self.layer, k_start=k_start, scale=1.0 / math.sqrt(self.d_head))
 
         def split(t):  # (B, h, L, d_h) -> (B, h * n, L, d_h / n): head i's part j is head i * n + j
             return t.unflatten(-1, (n, -1)).transpose(2, 3).flatten(1, 2)
@@ -113,7 +121,7 @@ class Attention(QKVProjection):
         def merge(t):  # the inverse of split
             return t.unflatten(1, (-1, n)).transpose(2, 3).flatten(-2)
 
-        qs, ks, mods = ctx.position.modify(
+        qs, ks, mods = position.modify(
             split(q), split(k), self.layer, k_start=k_start, scale=1.0 / math.sqrt(self.d_head // n)
         )
         return merge(qs), merge(ks), mods

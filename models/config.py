@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 
+from . import schedule
 from .capabilities import check_combination
 from .errors import ConfigError
 from .output_gate import GATES, gate_params
@@ -57,6 +58,8 @@ CORE = (
     Param("softcap", float, None, optional=True, label="softcap (0 = off)", surgery=True),
     # heads whose output is dropped (zeroed before the output projection): "layer.head" pairs, comma-separated
     Param("ablate_heads", str, "", label="Ablated heads (layer.head, ...; empty = none)", surgery=True),
+    # per-layer kinds cycled over n_layers, e.g. "sliding_window*5,full" (models/schedule.py: grammar, checks)
+    Param("layer_schedule", str, "", label="Layer schedule (key[:nope][*count], ...; empty = every layer alike)"),
     # What pretrained checkpoints need (models/hf); each default keeps every catalogue model as it was.
     Param("norm_eps", float, 1e-5, label="Norm epsilon (layernorm, rmsnorm)"),
     Param("attn_bias", str, "none", choices=("none", "qkv", "all"), label="Attention projection biases"),
@@ -138,6 +141,11 @@ class _ConfigMethods:
             out.setdefault(int(layer), set()).add(int(head))
         return {k: frozenset(v) for k, v in out.items()}
 
+    def layer_config(self, i: int) -> ModelConfig:
+        """Layer ``i``'s effective config: this one without a ``layer_schedule``, else its layer kind's
+        (``attention`` = the layer's key, positions and RoPE base per ``models.schedule``)."""
+        return schedule.layer_config(self, i)
+
     @property
     def kv_heads(self) -> int:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
@@ -169,7 +177,7 @@ class _ConfigMethods:
             "residual": count("norm_placement", norm),
         }
         final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
-        return (
+        return self._schedule_params(regs, count("attention")) + (
             2 * self.vocab_size * self.d_model
             + (norm if final else 0)
             + (norm if self.embed_norm else 0)
@@ -178,6 +186,22 @@ class _ConfigMethods:
             + count("memory")
             + count("architecture")
         )  # a second stack / another head: the architecture's own count
+
+    def _schedule_params(self, regs, uniform: int) -> int:
+        """What a schedule adds to the count of ``n_layers`` layers of ``attention``: per layer, its own
+        core's parameters minus those of ``attention``'s core (0 without a schedule)."""
+        if not self.layer_schedule:
+            return 0
+        try:
+            kinds = schedule.layer_kinds(self)
+        except ConfigError:
+            return 0  # validate names the bad schedule
+        out = 0
+        for i, kind in enumerate(kinds):
+            rec = regs["attention"].get(kind.attention)
+            own = rec.n_params(self.layer_config(i)) if rec is not None and rec.n_params else 0
+            out += own - uniform
+        return out
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict:
@@ -245,6 +269,7 @@ class _ConfigMethods:
             key = getattr(self, cat)
             if key not in regs[cat]:
                 raise ConfigError(cat, key, f"one of {list(regs[cat])}")
+        schedule.parse(self.layer_schedule)  # the grammar and keys first: ConfigError naming layer_schedule
         n_params = self.approx_params()
         if n_params > MAX_PARAMS:
             raise ConfigError(
@@ -275,6 +300,7 @@ class _ConfigMethods:
             variant = regs[cat][getattr(self, cat)]
             if variant.check is not None:
                 variant.check(self)
+        schedule.check(self, regs)  # each layer kind of a schedule meets the checks above
         object.__setattr__(self, "_valid", True)
         return self
 

@@ -43,6 +43,7 @@ from .layers.standard import StandardStack
 from .norms import NORM, NORM_PLACEMENT
 from .positions import POSITION
 from .qkv import QKVProjection
+from .schedule import kind_configs
 
 
 @dataclass
@@ -59,7 +60,7 @@ class StackContext(ForwardContext):
 
     def _padded_core(self, core, q, k, v, mods, ctx, q_raw=None, k_raw=None, info=None):
         """The stack's pattern AND the key padding, as the dense masked reference (exact softmax)."""
-        cfg, L = self.stack_cfg, q.shape[2]
+        cfg, L = core.cfg, q.shape[2]  # the layer's own config (a layer schedule's kind, else the stack's)
         allowed = pattern_mask(cfg, L).to(q.device)  # (L, L)
         mask = allowed & self.key_mask[:, None, None, :]  # (B, 1, L, L): padding keys never attended
         out, probs = kernels.attention_ref(q, k, v, causal=cfg.causal, mask=mask, softcap=cfg.softcap, **mods)
@@ -195,7 +196,7 @@ class EncoderDecoder(nn.Module):
             )
         if bool(src_mask.all()):
             return None
-        if self.cfg.attention not in PATTERNS:
+        if any(c.attention not in PATTERNS for c in kind_configs(self.cfg)):  # every layer kind of a schedule
             raise ConfigError(
                 "src_mask",
                 "with padding",

@@ -29,8 +29,9 @@ from functools import lru_cache
 import torch
 
 from .config import ModelConfig
+from .schedule import kind_configs
 
-__all__ = ["Footprint", "weights", "footprint", "KINDS"]
+__all__ = ["Footprint", "weights", "footprint", "KINDS", "cached_keys", "layer_cached_keys"]
 
 KINDS = ("attention", "gradients", "forward", "forward_backward")
 F32 = 4  # bytes per activation value (the explorer runs in float32)
@@ -164,8 +165,10 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
         width = max(width, math.ceil(cfg.top_k * cfg.capacity_factor) * widest)
     hidden = B * L * width * F32
     # the weights of every pair exist only when they are returned (the attention maps)
-    scores = B * h * L * (Lk if kind == "attention" else _computed_keys(cfg, L, Lk)) * F32
-    mechanism = MECHANISM_COPIES * B * h * L * _mechanism_width(cfg, L) * F32
+    layers = kind_configs(cfg)  # a layer schedule: the widest of its layer kinds
+    computed = max(_computed_keys(c, L, Lk) for c in layers)
+    scores = B * h * L * (Lk if kind == "attention" else computed) * F32
+    mechanism = MECHANISM_COPIES * B * h * L * max(_mechanism_width(c, L) for c in layers) * F32
     logits = B * L * cfg.vocab_size * F32
     per_layer = HIDDEN_COPIES * hidden + SCORE_COPIES * scores + mechanism
     # a request builds its model: initialising a tensor (``randn(...) * scale``) briefly holds a
@@ -189,3 +192,23 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
         activation_bytes=sum(parts.values()),
         parts=parts,
     )
+
+
+# the patterns whose causal decoding keeps a bounded cache: key -> the field holding the span
+_BOUNDED_CACHE = {"sliding_window": "window", "chunked": "attention_chunk_size", "block_local": "block_size"}
+
+
+def cached_keys(cfg: ModelConfig, L: int) -> int:
+    """Keys one layer of config ``cfg`` (a layer's own config: ``cfg.layer_config(i)``) keeps cached
+    after decoding ``L`` tokens, for the next query. A causal window keeps its last ``window`` keys (Mistral's
+    rolling buffer), a causal chunk or block at most ``attention_chunk_size`` / ``block_size`` (the current
+    one), plus the ``n_sinks`` first keys; every other layer keeps all ``L``."""
+    span = _BOUNDED_CACHE.get(cfg.attention)
+    if span is None or not cfg.causal:
+        return int(L)
+    return min(int(L), getattr(cfg, span) + cfg.n_sinks)
+
+
+def layer_cached_keys(cfg: ModelConfig, L: int) -> list:
+    """``cached_keys`` of each of ``cfg``'s ``n_layers`` layers (a layer schedule's kinds each their own)."""
+    return [cached_keys(cfg.layer_config(i), L) for i in range(cfg.n_layers)]

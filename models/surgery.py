@@ -4,7 +4,9 @@ Most dropdown changes leave every weight's shape and meaning alone: a pattern an
 attention sinks, a mechanism that reads the same Q/K/V projections (linear, Performer, routing, ...),
 the softcap, RoPE's base and position scale, ``max_len`` of a relative position, the number of K/V
 heads. The registry says which: a ``Param`` with ``surgery=True`` may change freely, and a category
-(``attention``, ...) may change between two variants that both have ``surgery=True``.
+(``attention``, ...) may change between two variants that both have ``surgery=True``. A
+``layer_schedule`` may change when every layer keeps its attention or moves between two such variants
+(``models.schedule.surgery_safe``: Gemma 3's 5:1 schedule on a trained full-attention model).
 ``changed_fields(a, b)`` lists what differs; ``check(a, b)`` raises ``ConfigError`` naming the first
 field that needs other weights; ``transfer(params, a, b)`` returns the parameters for ``b``, and
 ``transplant(params, a, b)`` builds the model of ``b`` holding them (its buffers, such as Performer's
@@ -24,6 +26,8 @@ import torch
 from .config import CATEGORIES, FIELDS
 from .errors import ConfigError
 from .registry import registries
+from .schedule import FIELD as SCHEDULE
+from .schedule import surgery_safe
 
 __all__ = ["changed_fields", "check", "safe_field", "transfer", "transplant"]
 
@@ -51,6 +55,15 @@ def check(a, b) -> None:
     """Raise ``ConfigError`` for the first field of ``b`` whose change from ``a`` needs other weights."""
     for name in changed_fields(a, b):
         old, new = getattr(a, name), getattr(b, name)
+        if name == SCHEDULE:  # safe or not by the layers' kinds, not by the field
+            if not surgery_safe(a, b):
+                safe = [k for k, v in registries()["attention"].items() if v.surgery]
+                raise ConfigError(
+                    name,
+                    new,
+                    f"a schedule whose layers keep the trained attention or use one of {safe} where it had one",
+                )
+            continue
         if not safe_field(name, old, new):
             if name in CATEGORIES:
                 safe = [k for k, v in registries()[name].items() if v.surgery]

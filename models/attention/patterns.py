@@ -10,7 +10,7 @@ the app read it from there. The pattern sizes are declared here as ``Param`` rec
 is also poolingformer's local band, ``block_size`` sinkhorn's block). References: Child et al. 2019
 (Sparse Transformer: strided, fixed), Parmar et al. 2018 (Image Transformer local blocks), Beltagy
 et al. 2020 (Longformer: sliding, dilated, global), Zaheer et al. 2020 (BigBird: window + global +
-random blocks).
+random blocks), Meta 2025 (Llama 4: chunked, causal within fixed chunks).
 
 Bounds of rules of ``d = i - j`` are exact, because a tile's differences form the whole range
 ``[i0 - j1, i1 - j0]``.
@@ -38,6 +38,11 @@ N_GLOBAL = Param("n_global", int, 2, range=(0, 1 << 20), cap=256, surgery=True)
 # pattern, since trained heads park attention there; 0 = the pattern as published.
 N_SINKS = Param("n_sinks", int, 0, range=(0, 1 << 20), cap=64, label="Attention sinks (first keys kept)", surgery=True)
 N_RANDOM = Param("n_random", int, 2, range=(0, 1 << 20), cap=256, surgery=True)
+# Llama 4's chunked attention (Meta 2025; transformers' ``attention_chunk_size``): the chunk of positions
+# a query sees. Not ``chunk_size``, which is LSH's chunk of sorted keys.
+ATTENTION_CHUNK_SIZE = Param(
+    "attention_chunk_size", int, 64, range=(1, 1 << 20), cap=8192, label="Chunk size (chunked)", surgery=True
+)
 
 
 # ---------------------------------------------------------------------------- element rules
@@ -65,6 +70,10 @@ def fixed(i, j, cfg):
 
 def block_local(i, j, cfg):
     return i // cfg.block_size == j // cfg.block_size
+
+
+def chunked(i, j, cfg):
+    return i // cfg.attention_chunk_size == j // cfg.attention_chunk_size
 
 
 def longformer(i, j, cfg):
@@ -117,6 +126,12 @@ def block_local_bounds(cfg, i0, i1, j0, j1):
     return maybe, (i0 // b == i1 // b) & (j0 // b == j1 // b) & (i0 // b == j0 // b)
 
 
+def chunked_bounds(cfg, i0, i1, j0, j1):
+    c = cfg.attention_chunk_size
+    maybe = (i0 // c <= j1 // c) & (j0 // c <= i1 // c)
+    return maybe, (i0 // c == i1 // c) & (j0 // c == j1 // c) & (i0 // c == j0 // c)
+
+
 def longformer_bounds(cfg, i0, i1, j0, j1):
     maybe, full_ = sliding_bounds(cfg, i0, i1, j0, j1)
     g = cfg.n_global
@@ -164,6 +179,23 @@ def bigbird_blocks(cfg, causal: bool, L: int):
 def check_fixed(cfg) -> None:
     if not 1 <= cfg.n_summary <= cfg.stride:
         raise ConfigError("n_summary", cfg.n_summary, f"an integer with 1 <= n_summary <= stride={cfg.stride}")
+
+
+def check_chunked(cfg) -> None:
+    if not cfg.causal:
+        raise ConfigError(
+            "causal",
+            cfg.causal,
+            "True with attention='chunked': Llama 4's chunked attention is causal inside each chunk; "
+            "bidirectional chunks are attention='block_local'",
+        )
+    if cfg.memory != "none":
+        raise ConfigError(
+            "memory",
+            cfg.memory,
+            "'none' with attention='chunked': a query sees only its own chunk, and memory keys from earlier "
+            "segments would be visible to every query",
+        )
 
 
 # ---------------------------------------------------------------------------- the records
@@ -233,6 +265,16 @@ PATTERNS = gather(
             block_local,
             block_local_bounds,
             (BLOCK_SIZE, N_SINKS),
+        ),
+        Pattern(
+            "chunked",
+            "Meta 2025 (Llama 4, chunked local attention)",
+            "Positions are cut into fixed chunks of `attention_chunk_size` from the start; a query attends "
+            "causally within its own chunk only.",
+            chunked,
+            chunked_bounds,
+            (ATTENTION_CHUNK_SIZE, N_SINKS),
+            check=check_chunked,
         ),
         Pattern(
             "longformer",

@@ -5,13 +5,15 @@ Catalogue choices: decoder-only, causal, ``rope`` (``rope_theta`` -> ``rope_base
 (``rms_norm_eps``) with a final norm, ``swiglu`` FFN of width ``intermediate_size`` (gate_proj is
 the Swish branch, up_proj the linear one), ``num_key_value_heads`` K/V heads (GQA), attention
 ``sliding_window`` with ``window = sliding_window`` when every layer slides (Mistral; Qwen2 with
-``use_sliding_window``), q/k/v biases for Qwen2 (``attn_bias="qkv"``) and Llama's
+``use_sliding_window`` and ``max_window_layers = 0``), and a ``layer_schedule`` of ``full`` and
+``sliding_window`` layers when only some slide (transformers' ``layer_types``; Qwen2's layers from
+``max_window_layers`` on), q/k/v biases for Qwen2 (``attn_bias="qkv"``) and Llama's
 ``attention_bias`` (``"all"``), LM head tied to the embedding when ``tie_word_embeddings``.
-A window on some layers only is refused: the catalogue has one attention per model.
 """
 
 from __future__ import annotations
 
+from ..schedule import from_layer_types
 from .fields import Fields, rope
 from .mapping import Rule, Tie
 
@@ -37,38 +39,41 @@ SIZES = {
 }
 
 
-def _window(f: Fields, n_layers: int):
-    """The sliding window every layer uses, or None for full attention; mixed layers refused."""
+# transformers' layer kinds -> the catalogue's attention keys
+LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding_window"}
+
+
+def _layer_types(f: Fields, n_layers: int) -> list:
+    """The kind of each layer: ``layer_types`` when the config lists them (transformers 5), else Qwen2's
+    ``use_sliding_window`` / ``max_window_layers`` (layers ``i >= max_window_layers`` slide, as transformers
+    derives them), else Mistral's: every layer slides when ``sliding_window`` is set."""
     model_type = f.hf.get("model_type")
     window = f.hf.get("sliding_window")
     types = f.hf.get("layer_types")
     if types is not None:
-        if (
-            not isinstance(types, list)
-            or len(types) != n_layers
-            or not all(t in ("full_attention", "sliding_attention") for t in types)
-        ):
-            f.refuse("layer_types", str(types)[:80], "one of 'full_attention' / 'sliding_attention' per layer")
-        kinds = set(types)
-    elif model_type in ("qwen2", "qwen3"):
+        if not isinstance(types, list) or len(types) != n_layers or not all(t in LAYER_TYPES for t in types):
+            f.refuse("layer_types", str(types)[:80], f"one of {list(LAYER_TYPES)} per layer ({n_layers} layers)")
+        return types
+    if model_type in ("qwen2", "qwen3"):
         if not f.flag("use_sliding_window", False) or window is None:
-            kinds = {"full_attention"}
-        else:  # layers i >= max_window_layers slide: which kinds occur follows from the bounds, no loop
-            first = f.integer("max_window_layers", 28, lo=0, hi=1 << 20)
-            kinds = ({"full_attention"} if first > 0 else set()) | (
-                {"sliding_attention"} if first < n_layers else set()
-            )
-    else:
-        kinds = {"full_attention"} if window is None else {"sliding_attention"}
+            return ["full_attention"] * n_layers
+        first = min(f.integer("max_window_layers", 28, lo=0, hi=1 << 20), n_layers)
+        return ["full_attention"] * first + ["sliding_attention"] * (n_layers - first)
+    return ["full_attention" if window is None else "sliding_attention"] * n_layers
+
+
+def _attention(f: Fields, n_layers: int) -> dict:
+    """The attention fields: ``full``, ``sliding_window`` in every layer, or a layer schedule of both
+    (``models.schedule``: the shortest period of the layer kinds, run-length encoded) whose ``attention`` is
+    layer 0's."""
+    types = _layer_types(f, n_layers)
+    kinds = set(types)
     if kinds == {"full_attention"}:
-        return None
+        return {"attention": "full"}
+    out = {"attention": LAYER_TYPES[types[0]], "window": f.integer("sliding_window", lo=1, hi=1 << 20)}
     if len(kinds) > 1:
-        f.refuse(
-            "layer_types",
-            "full and sliding layers",
-            "the same attention in every layer (a sliding window on some layers only is not supported)",
-        )
-    return f.integer("sliding_window", lo=1, hi=1 << 20)
+        out["layer_schedule"] = from_layer_types(types, LAYER_TYPES)
+    return out
 
 
 def config(f: Fields, windowed: bool = True) -> tuple:
@@ -90,14 +95,16 @@ def config(f: Fields, windowed: bool = True) -> tuple:
     if f.hf.get("mlp_bias", False) is not False:
         f.refuse("mlp_bias", f.hf.get("mlp_bias"), "false (the catalogue's SwiGLU has no biases)")
     bias = "qkv" if model_type == "qwen2" else ("all" if f.flag("attention_bias", False) else "none")
-    window = _window(f, n_layers) if windowed else None
+    attention = _attention(f, n_layers) if windowed else {"attention": "full"}
     tied = f.flag("tie_word_embeddings", False)
     notes = [
         f"{model_type}: RoPE, RMSNorm, SwiGLU, {kv} K/V heads for {heads} query heads",
         "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)",
     ]
-    if window is not None:
-        notes.append(f"sliding window of {window} keys in every layer")
+    if "layer_schedule" in attention:
+        notes.append(f"sliding window of {attention['window']} keys in some layers: {attention['layer_schedule']}")
+    elif "window" in attention:
+        notes.append(f"sliding window of {attention['window']} keys in every layer")
     fields = dict(
         architecture="decoder_only",
         causal=True,
@@ -116,8 +123,7 @@ def config(f: Fields, windowed: bool = True) -> tuple:
         norm_eps=f.number("rms_norm_eps", 1e-6),
         **rope(f),
     )
-    fields.update(attention="full") if window is None else fields.update(attention="sliding_window", window=window)
-    return fields, notes
+    return {**fields, **attention}, notes
 
 
 def _tied(f: Fields) -> bool:

@@ -30,6 +30,10 @@ from .base import NoPosition
 ROPE_BASE = Param("rope_base", float, 10000.0, surgery=True)
 # Position interpolation (Chen et al. 2023): positions are divided by rope_scale, so a model trained on
 # L positions reads rope_scale * L at the angles it knows; 1 = plain RoPE.
+# RoPE base of a layer schedule's local layers (Gemma 3: 10k local, 1M global; models/schedule.py); None: rope_base
+ROPE_LOCAL_BASE = Param(
+    "rope_local_base", float, None, optional=True, label="RoPE base of local layers (0 = rope_base)", surgery=True
+)
 ROPE_SCALE = Param("rope_scale", float, 1.0, label="RoPE position scale (interpolation)", surgery=True)
 # Partial rotation (GPT-NeoX rotary_pct): the share of each head's dims that is rotated; 1 = every dim.
 ROPE_FRACTION = Param("rope_fraction", float, 1.0, label="RoPE fraction of head dims rotated", surgery=True)
@@ -114,7 +118,7 @@ VARIANTS = (
         "Su et al. 2021 (RoFormer)",
         "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
         build=Rope,
-        params=(ROPE_BASE, ROPE_SCALE, ROPE_FRACTION),
+        params=(ROPE_BASE, ROPE_SCALE, ROPE_FRACTION, ROPE_LOCAL_BASE),
         check=check_rope,
         caps=PositionCaps(produces=frozenset({ROTARY}), relative=True),
     ),

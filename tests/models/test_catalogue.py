@@ -153,6 +153,7 @@ def test_effective_attention_rows_sum_to_one_and_zero_outside_pattern(key, causa
             "strided",
             "fixed",
             "block_local",
+            "chunked",
             "longformer",
             "bigbird",
         }:

@@ -9,10 +9,11 @@ attention our Triton kernels compute, which no aten op does, is added from
 ``kernels.record_kernel_flops`` in the same convention, a block-sparse call counting the tiles it
 computes), and names the backend
 ``kernels.attention`` reported while it ran. ``kv_cache_bytes(cfg, seq_lens)`` is computed, not
-measured: the cache decoding keeps is exactly ``2 * layers * kv_heads * d_head * L`` stored values
-(the head stack's layers; cross-attention K/V are computed once from the source), or ``layers * n * L``
-for a mechanism whose record says it caches ``n`` numbers per token and layer
-(``AttentionCaps.cache_values``: MLA's latent and shared RoPE key, ``kv_lora_rank + qk_rope_head_dim``).
+measured: the cache decoding keeps is exactly ``2 * kv_heads * d_head`` stored values per cached key, summed
+over the head stack's layers, each keeping ``L`` keys or, for a causal window / chunk, its span
+(``models.footprint.cached_keys``; cross-attention K/V are computed once from the source), or ``n`` numbers per
+cached key for a mechanism whose record says so (``AttentionCaps.cache_values``: MLA's latent and shared RoPE
+key, ``kv_lora_rank + qk_rope_head_dim``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from explorer.runtime import budget
 from explorer.runtime.configs import as_config
 from explorer.runtime.device import device, gpu
 from models import ModelConfig, registries
-from models.architectures import arrangement, stack_depth
+from models.architectures import arrangement, stack_config
 from models.encdec import CrossAttention
+from models.footprint import layer_cached_keys
 
 
 def sdpa_cpu_flops(
@@ -138,29 +140,46 @@ def stack_sizes(model) -> dict:
 
 
 def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
-    """Bytes of K and V cached for decoding ``L`` tokens: ``2 * layers * kv_heads * d_head * L``
-    values (fp16 by default), for the current ``n_kv_heads``, MHA and MQA (Shazeer 2019; Ainslie et
-    al. 2023). ``layers``: those of the stack the head reads (the decoder's self-attention)."""
+    """Bytes of K and V cached for decoding ``L`` tokens: ``2 * kv_heads * d_head`` values (fp16 by
+    default) per cached key, summed over the layers, for the current ``n_kv_heads``, MHA and MQA (Shazeer
+    2019; Ainslie et al. 2023). The layers are those of the stack the head reads (the decoder's
+    self-attention), each keeping the keys of its own kind (``models.footprint.cached_keys``: all ``L``, or a
+    causal window's / chunk's last ones), so a layer schedule sums its kinds (``by_kind``: the current
+    bytes of each layer kind)."""
     cfg = as_config(cfg)
     lens = [int(n) for n in seq_lens]
-    layers = stack_depth(cfg, arrangement(cfg).head)
+    stack = stack_config(cfg, arrangement(cfg).head)
+    per_layer = {n: layer_cached_keys(stack, n) for n in lens}  # keys each layer keeps, per length
 
     def cache(kv):
-        return [2 * layers * kv * cfg.d_head * n * bytes_per_value for n in lens]
+        return [2 * kv * cfg.d_head * sum(per_layer[n]) * bytes_per_value for n in lens]
 
-    caps = registries()["attention"][cfg.attention].caps
-    own = getattr(caps, "cache_values", None)  # numbers per token and layer, when not K and V per K/V head
-    per_layer = own(cfg) if own else None
-    current = cache(cfg.kv_heads) if own is None else [layers * per_layer * n * bytes_per_value for n in lens]
+    attention = registries()["attention"]
+
+    def values(layer) -> int:  # numbers one layer caches per kept key
+        own = getattr(attention[layer.attention].caps, "cache_values", None)
+        return own(layer) if own else 2 * layer.kv_heads * layer.d_head
+
+    current, by_kind = [0] * len(lens), {}
+    for i in range(stack.n_layers):
+        layer = stack.layer_config(i)
+        token = layer.attention + (":nope" if layer.position != stack.position else "")
+        rows = by_kind.setdefault(token, [0] * len(lens))
+        for m, n in enumerate(lens):
+            kept = values(layer) * per_layer[n][i] * bytes_per_value
+            rows[m] += kept
+            current[m] += kept
+    own = getattr(attention[cfg.attention].caps, "cache_values", None)
     return {
         "seq_len": lens,
         "current": current,
-        "values_per_token_layer": 2 * cfg.kv_heads * cfg.d_head if own is None else per_layer,
-        "own_rule": own is not None,  # current = layers * values_per_token_layer * L (not K/V heads)
+        "values_per_token_layer": values(cfg),  # of the model's own attention (a schedule: see by_kind)
+        "own_rule": own is not None,  # values_per_token_layer is the record's rule (not K/V heads)
         "attention": cfg.attention,
-        "layers": layers,
+        "layers": stack.n_layers,
         "mha": cache(cfg.n_heads),
         "mqa": cache(1),
+        "by_kind": by_kind,
         "kv_heads": cfg.kv_heads,
         "n_heads": cfg.n_heads,
         "bytes_per_value": bytes_per_value,

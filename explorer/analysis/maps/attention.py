@@ -36,6 +36,7 @@ from explorer.runtime.text import ModelInput, model_input
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement, stack_config
 from models.attention import RULES, pattern_mask
+from models.schedule import kind_configs
 
 
 @dataclass
@@ -45,7 +46,7 @@ class AttentionMaps:
     attention: np.ndarray  # (n_maps, h, L, Lk) float32, effective attention (NaN: not available)
     mask: np.ndarray  # (L, Lk) bool: the pattern (or the support of the attention)
     mask_kind: str  # "pattern" (section-1 rule), "support", or "full" (cross-attention)
-    allowed_fraction: float  # mask.mean()
+    allowed_fraction: float  # mask.mean() (a layer schedule: the mean of the layers' own, layer_masks.mean())
     entropy: np.ndarray  # (n_maps, h) mean over queries of -sum p log p, in nats
     distance: np.ndarray  # (n_maps, h) mean over queries of sum p |i - j|, in tokens (NaN: cross)
     config: dict
@@ -60,6 +61,9 @@ class AttentionMaps:
     ids: list = None  # byte id of each query token
     key_ids: list = None  # byte id of each key (-1: a memory slot); None for a cross-attention's keys
     nonfinite: str = None  # where the forward pass stopped being finite (``explorer.analysis.common.finite``)
+    # a layer schedule (``models.schedule``): (n_maps, L, Lk) bool, each layer's own pattern (or support), and
+    # ``mask`` their union; None when every layer has the same pattern
+    layer_masks: np.ndarray = None
     _heads: list = field(default=None, repr=False, compare=False)
 
     def heads(self) -> list | None:
@@ -214,6 +218,12 @@ def _self_maps(
     maps, notes = stack_maps(attentions, cfg, L)
     prefix = maps.shape[-1] - L
     mask, kind = pattern_or_support(cfg, maps, L, prefix)
+    layer_masks = None
+    if cfg.layer_schedule and maps.shape[0] == cfg.n_layers:  # each layer shows its own pattern
+        layer_masks = np.stack(
+            [pattern_or_support(cfg.layer_config(n), maps[n : n + 1], L, prefix)[0] for n in range(cfg.n_layers)]
+        )
+        mask = layer_masks.any(axis=0)
     entropy, distance = head_stats(maps)
     return AttentionMaps(
         tokens=labels,
@@ -221,7 +231,7 @@ def _self_maps(
         attention=maps,
         mask=mask,
         mask_kind=kind,
-        allowed_fraction=float(mask.mean()),
+        allowed_fraction=float((mask if layer_masks is None else layer_masks).mean()),
         entropy=entropy,
         distance=distance,
         config=cfg.to_dict(),
@@ -232,6 +242,7 @@ def _self_maps(
         sides=(reads, reads),
         ids=ids,
         key_ids=[-1] * prefix + ids,
+        layer_masks=layer_masks,
     )
 
 
@@ -284,10 +295,11 @@ def stack_maps(attentions: list, cfg, L: int) -> tuple:
 
 
 def pattern_or_support(cfg, maps: np.ndarray, L: int, prefix: int) -> tuple:
-    """The section-1 pattern when there is one (memory keys before it all allowed), else where the
-    effective attention is non-zero."""
-    if cfg.attention in RULES and maps.shape[2] == L:
-        pat = pattern_mask(cfg, L).cpu().numpy()
+    """The section-1 pattern when there is one (memory keys before it all allowed; a layer schedule of
+    patterns: their union), else where the effective attention is non-zero."""
+    layers = kind_configs(cfg)  # a layer schedule: the union of its layer kinds' patterns
+    if all(c.attention in RULES for c in layers) and maps.shape[2] == L:
+        pat = np.logical_or.reduce([pattern_mask(c, L).cpu().numpy() for c in layers])
         return np.concatenate([np.ones((L, prefix), bool), pat], axis=1), "pattern"
     return np.nan_to_num(maps).max(axis=(0, 1)) > 0, "support"  # (L, Lk)
 

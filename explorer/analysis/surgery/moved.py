@@ -192,10 +192,20 @@ def difference(cfg, text: str, separator=None, checkpoint=None, weights=None) ->
 
 def same_pairs(before: ModelConfig, after: ModelConfig, length: int) -> float | None:
     """The share of all query-key pairs ``before`` allows when ``after`` allows exactly the same ones at
-    ``length`` tokens (``pattern_mask``: the patterns differ only past it), else None (a pair differs, or a
-    side is no structured pattern, so there is no pair rule to compare)."""
-    try:
-        a, b = pattern_mask(before, length), pattern_mask(after, length)
-    except ConfigError:
+    ``length`` tokens (``pattern_mask``: the patterns differ only past it; with a layer schedule, in every
+    layer, and the share is their mean), else None (a pair differs, or a side is no structured pattern, so
+    there is no pair rule to compare)."""
+    if before.n_layers != after.n_layers:
         return None
-    return float(a.float().mean()) if bool(a.shape == b.shape and (a == b).all()) else None
+    shares = []
+    for i in range(before.n_layers):  # a layer schedule: each layer's own pattern (uniform: one pattern)
+        try:
+            a, b = pattern_mask(before.layer_config(i), length), pattern_mask(after.layer_config(i), length)
+        except ConfigError:
+            return None
+        if not bool(a.shape == b.shape and (a == b).all()):
+            return None
+        shares.append(float(a.float().mean()))
+        if not (before.layer_schedule or after.layer_schedule):
+            break
+    return sum(shares) / len(shares)

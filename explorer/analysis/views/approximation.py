@@ -91,16 +91,22 @@ def _layer_exact(info: LayerInfo, causal: bool, shared_qk: bool) -> torch.Tensor
 
 def approximation_view(cfg, layers: list):
     """Effective vs exact attention of a non-pattern mechanism, per applied layer and head."""
-    if cfg.attention in PATTERNS or not layers:
+    # a layer schedule (models.schedule): each layer's own mechanism; shown when any layer is no pattern
+    keys = [cfg.layer_config(i.index).attention for i in layers]
+    if all(k in PATTERNS for k in keys) or not layers:
         return None
     if not all(isinstance(i.attention, torch.Tensor) and all(p.q is not None for p in i.parts()) for i in layers):
         return None
-    caps = ATTENTION[cfg.attention].caps
-    shared = bool(caps is not None and caps.shared_qk)  # keys are the unit-normalised queries
+
+    def shared_qk(key) -> bool:  # keys are the unit-normalised queries
+        caps = ATTENTION[key].caps
+        return bool(caps is not None and caps.shared_qk)
+
+    shared = shared_qk(cfg.attention)
     eff, exact = [], []
-    for info in layers:
+    for info, key in zip(layers, keys):
         eff.append(to_float32(info.attention[0]))
-        exact.append(to_float32(_layer_exact(info, cfg.causal, shared)[0]))
+        exact.append(to_float32(_layer_exact(info, cfg.causal, shared_qk(key))[0]))
     eff, exact = np.stack(eff), np.stack(exact)  # (n, h, L, Lk)
     err = np.abs(eff - exact)
     allowed = _causal_allowed(eff.shape[2], eff.shape[3], cfg.causal)

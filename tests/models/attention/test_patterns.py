@@ -13,12 +13,13 @@ FORMULAS = {
     "strided": lambda i, j, c: abs(i - j) <= c.stride or (i - j) % c.stride == 0,
     "fixed": lambda i, j, c: i // c.stride == j // c.stride or j % c.stride >= c.stride - c.n_summary,
     "block_local": lambda i, j, c: i // c.block_size == j // c.block_size,
+    "chunked": lambda i, j, c: i // c.attention_chunk_size == j // c.attention_chunk_size,
     "longformer": lambda i, j, c: abs(i - j) < c.window or i < c.n_global or j < c.n_global,
 }
 PARAMS = [
-    dict(window=3, dilation=2, stride=4, n_summary=1, block_size=5, n_global=2),
-    dict(window=5, dilation=3, stride=3, n_summary=2, block_size=4, n_global=0),
-    dict(window=1, dilation=1, stride=1, n_summary=1, block_size=1, n_global=1),
+    dict(window=3, dilation=2, stride=4, n_summary=1, block_size=5, n_global=2, attention_chunk_size=4),
+    dict(window=5, dilation=3, stride=3, n_summary=2, block_size=4, n_global=0, attention_chunk_size=7),
+    dict(window=1, dilation=1, stride=1, n_summary=1, block_size=1, n_global=1, attention_chunk_size=1),
 ]
 
 
