@@ -164,11 +164,7 @@ class _ConfigMethods:
             return rec[cat].n_params(self, *args) if rec[cat] is not None and rec[cat].n_params else 0
 
         norm = count("norm")
-        caps = rec["attention"].caps if rec["attention"] is not None else None
-        own = getattr(caps, "own_projections", None)  # MLA: only out_proj here, its own projections in its count
-        # q, k, v, out projections + core + learned sinks + output gate
-        attn = projection_params(self, own(self) if own else None) + count("attention") + sink_params(self)
-        attn += gate_params(self)
+        attn = self._attention_params(regs, self)
         has_ffn = rec["ffn"] is not None and rec["ffn"].build is not None
         parts = {
             "attn": attn,
@@ -177,7 +173,7 @@ class _ConfigMethods:
             "residual": count("norm_placement", norm),
         }
         final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
-        return self._schedule_params(regs, count("attention")) + (
+        return self._schedule_params(regs, attn) + (
             2 * self.vocab_size * self.d_model
             + (norm if final else 0)
             + (norm if self.embed_norm else 0)
@@ -187,9 +183,18 @@ class _ConfigMethods:
             + count("architecture")
         )  # a second stack / another head: the architecture's own count
 
+    @staticmethod
+    def _attention_params(regs, cfg) -> int:
+        """One self-attention sublayer of ``cfg`` (a model's, or one layer's ``layer_config``): the q, k, v, out
+        projections (only ``out_proj`` for a core with its own, MLA's) + the core + learned sinks + output gate."""
+        rec = regs["attention"].get(cfg.attention)
+        own = getattr(rec.caps, "own_projections", None) if rec is not None else None
+        core = rec.n_params(cfg) if rec is not None and rec.n_params else 0
+        return projection_params(cfg, own(cfg) if own else None) + core + sink_params(cfg) + gate_params(cfg)
+
     def _schedule_params(self, regs, uniform: int) -> int:
         """What a schedule adds to the count of ``n_layers`` layers of ``attention``: per layer, its own
-        core's parameters minus those of ``attention``'s core (0 without a schedule)."""
+        attention sublayer's parameters minus ``uniform``, those of ``attention``'s (0 without a schedule)."""
         if not self.layer_schedule:
             return 0
         try:
@@ -197,10 +202,8 @@ class _ConfigMethods:
         except ConfigError:
             return 0  # validate names the bad schedule
         out = 0
-        for i, kind in enumerate(kinds):
-            rec = regs["attention"].get(kind.attention)
-            own = rec.n_params(self.layer_config(i)) if rec is not None and rec.n_params else 0
-            out += own - uniform
+        for i in range(len(kinds)):
+            out += self._attention_params(regs, self.layer_config(i)) - uniform
         return out
 
     # ------------------------------------------------------------------ I/O
