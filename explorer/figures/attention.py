@@ -76,6 +76,34 @@ def _span(idx: list, n: int, what: str) -> str:
     return f"{what} {', '.join(parts)} of {n}"
 
 
+def layer_kind_label(token: str) -> str:
+    """A layer kind of a schedule as the grid's row title shows it: ``"sliding_window"`` -> ``"sliding"``,
+    ``"full:nope"`` -> ``"full, NoPE"``."""
+    key, _, mods = token.partition(":")
+    short = {"sliding_window": "sliding", "dilated_window": "dilated", "block_local": "block"}.get(key, key)
+    return short + (", NoPE" if "nope" in mods.split(":") else "")
+
+
+def signed_colorscale() -> list:
+    """Blue (negative) - white (0) - red (positive), for effective attention with negative weights
+    (Differential attention's ``A1 - lambda A2``); NaN cells (not allowed) show the background."""
+    return [[0.0, "#2166ac"], [0.25, "#92c5de"], [0.5, "#f7f7f7"], [0.75, "#f4a582"], [1.0, "#b2182b"]]
+
+
+def _mechanism(maps) -> str:
+    """The title's name of the attention: the key, or a layer schedule's pattern."""
+    cfg = maps.config or {}
+    schedule = cfg.get("layer_schedule")
+    return f"layers {schedule}" if schedule else str(cfg.get("attention"))
+
+
+def _row_title(layer: int, row_kinds) -> str:
+    """``"layer 3"``, or under a layer schedule ``"L3 sliding"`` (the row's layer kind)."""
+    if row_kinds is None or layer >= len(row_kinds):
+        return f"layer {layer}"
+    return f"L{layer} {layer_kind_label(row_kinds[layer])}"
+
+
 def head_labels(maps):
     """The maps' head labels (``maps.heads()``: a self-attention on bytes), or None."""
     heads = getattr(maps, "heads", None)
@@ -113,7 +141,18 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     pmax = float(positive.max()) if positive.size else 0.0
     clipped = pmax > cmax * (1 + 1e-6)
     step = cmax / LEVELS
-    levels = quantise(shown_att, step)  # (n_l, n_h, L, Lk) uint8
+    # negative weights that matter (Differential attention's A1 - lambda A2): a diverging scale of the values
+    # themselves, NaN where a pair is not allowed; otherwise uint8 levels of the probabilities
+    signed = bool(finite.size) and float(finite.min()) < -0.01 * float(np.abs(finite).max())
+    if signed:
+        nonzero = np.abs(finite[finite != 0])
+        cmax = pmax = max(float(np.quantile(nonzero, 0.99)), 1e-6)
+        clipped, step = False, None
+        levels = np.where(np.isfinite(shown_att) & (shown_att != 0), np.round(shown_att, 4), np.nan)
+        levels = levels.astype(np.float32)
+    else:
+        levels = quantise(shown_att, step)  # (n_l, n_h, L, Lk) uint8
+    row_kinds = getattr(maps, "layer_kinds", None)  # a layer schedule: each layer's kind in its row title
     height, _ = grid_height(n_l)
     vgap = 8 / max(1, height - GRID_MARGIN["t"] - GRID_MARGIN["b"])
     top_note = f"<br>level {LEVELS} = p ≥ {cmax:.3g} (clipped)" if clipped else ""
@@ -124,6 +163,8 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
         layer, head = layers[r], heads[c]
         s = "" if k == 0 else str(k + 1)
         kind = kinds[layer][head].short() if kinds is not None else ""
+        row_kind = f" ({row_kinds[layer]})" if row_kinds is not None and layer < len(row_kinds) else ""
+        value = "weight %{z:.3g}" if signed else f"p ≈ %{{z}} × {step:.3g}{top_note}"
         data.append(
             dict(
                 type="heatmap",
@@ -136,8 +177,8 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
                 name=f"layer {layer} head {head}",
                 hoverongaps=False,
                 meta=[layer, head],
-                hovertemplate=f"layer {layer} head {head}{': ' + kind if kind else ''}<br>query %{{y}}"
-                f"<br>key %{{x}}<br>p ≈ %{{z}} × {step:.3g}{top_note}<br>click: zoom into "
+                hovertemplate=f"layer {layer}{row_kind} head {head}{': ' + kind if kind else ''}<br>query %{{y}}"
+                f"<br>key %{{x}}<br>{value}<br>click: zoom into "
                 "this head<extra></extra>",
             )
         )
@@ -176,17 +217,17 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
             autorange="reversed",
             scaleanchor=f"x{s}",
             constrain="domain",
-            title=dict(text=f"layer {layer}" if c == 0 else ""),
+            title=dict(text=_row_title(layer, row_kinds) if c == 0 else ""),
         )
     shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
     if narrow:
         title = (
-            f"Attention maps: {maps.config['attention']}<br><sup>{len(maps.tokens)} {_unit(maps)} ({shown})"
+            f"Attention maps: {_mechanism(maps)}<br><sup>{len(maps.tokens)} {_unit(maps)} ({shown})"
             "</sup><br><sup>rows = queries, columns = keys; blank = not allowed (p = 0)</sup>"
         )
     else:
         title = (
-            f"Attention maps: {maps.config['attention']}, {len(maps.tokens)} {_unit(maps)} ({shown})"
+            f"Attention maps: {_mechanism(maps)}, {len(maps.tokens)} {_unit(maps)} ({shown})"
             "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>"
         )
     lay = base_layout(title, height, **layout)
@@ -196,6 +237,17 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     if narrow:  # a third title line: the band grows, and the figure with it (the panels keep their size)
         lay["margin"]["t"] += NARROW_EXTRA
         lay["height"] += NARROW_EXTRA
+    if signed:
+        lay["coloraxis"] = dict(
+            colorscale=signed_colorscale(),
+            cmin=-cmax,
+            cmax=cmax,
+            colorbar=dict(title=dict(text="attention<br>weight<br>(signed)"), thickness=14),
+        )
+        lay["plot_bgcolor"] = BLANK
+        lay["meta"] = {"p_step": None, "p_max": cmax, "clipped": False, "signed": True, "layers": layers}
+        lay["meta"]["heads"] = heads
+        return go.Figure(data=data, layout=lay)
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
     ticktext = [f"{t:.2g}" if t else "0" for t in ticks]
     bar_title = "attention<br>probability"

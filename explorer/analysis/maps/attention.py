@@ -36,7 +36,7 @@ from explorer.runtime.text import ModelInput, model_input
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement, stack_config
 from models.attention import RULES, pattern_mask
-from models.schedule import kind_configs
+from models.schedule import kind_configs, layer_kinds
 
 
 @dataclass
@@ -64,6 +64,8 @@ class AttentionMaps:
     # a layer schedule (``models.schedule``): (n_maps, L, Lk) bool, each layer's own pattern (or support), and
     # ``mask`` their union; None when every layer has the same pattern
     layer_masks: np.ndarray = None
+    # a layer schedule: each map's layer kind as a schedule entry ("sliding_window", "full:nope"); None when uniform
+    layer_kinds: list = None
     _heads: list = field(default=None, repr=False, compare=False)
 
     def heads(self) -> list | None:
@@ -99,6 +101,7 @@ class AttentionMaps:
             "notes": self.notes,
             "vocabulary": self.vocabulary,
             "views": self.views.summary() if self.views is not None else {},
+            "layer_kinds": self.layer_kinds,
             "head_rules": None if heads is None else RULES_TEXT,
             "heads": None
             if heads is None
@@ -218,8 +221,9 @@ def _self_maps(
     maps, notes = stack_maps(attentions, cfg, L)
     prefix = maps.shape[-1] - L
     mask, kind = pattern_or_support(cfg, maps, L, prefix)
-    layer_masks = None
+    layer_masks, kinds = None, None
     if cfg.layer_schedule and maps.shape[0] == cfg.n_layers:  # each layer shows its own pattern
+        kinds = [k.token for k in layer_kinds(cfg)]
         layer_masks = np.stack(
             [pattern_or_support(cfg.layer_config(n), maps[n : n + 1], L, prefix)[0] for n in range(cfg.n_layers)]
         )
@@ -243,6 +247,7 @@ def _self_maps(
         ids=ids,
         key_ids=[-1] * prefix + ids,
         layer_masks=layer_masks,
+        layer_kinds=kinds,
     )
 
 

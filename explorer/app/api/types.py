@@ -302,6 +302,7 @@ class MapsSummary(TypedDict):
     notes: list[str]
     vocabulary: Literal["bytes", "tokenizer"]  # what a token is
     views: ViewsSummary  # the variant views ({} for other stacks and cross-attentions)
+    layer_kinds: list[str] | None  # [layer] each layer's kind under a layer schedule ("full:nope"); None: uniform
     head_rules: str | None  # how heads are labelled (None: a cross-attention)
     heads: list[list[HeadLabel]] | None  # [layer][head] (None: a cross-attention)
 
