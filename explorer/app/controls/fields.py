@@ -32,6 +32,9 @@ from models.config import CATEGORIES, FIELDS
 # LayerNorm eps, projection biases, tanh GELU, an embedding norm) keep their defaults in the app's controls
 HIDDEN_FIELDS = ("vocab_size", "norm_eps", "attn_bias", "gelu_approx", "embed_norm")
 SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads")
+# what the 2024-2026 families add to every attention (models.schedule, qk_norm, sinks, the output gate): fields of
+# the model, not of one variant, so always shown, in their own group
+MODERN_FIELDS = ("layer_schedule", "qk_norm", "attn_sinks", "attn_gate")
 CONTROL_FIELDS = tuple(f.name for f in fields(ModelConfig) if f.name not in HIDDEN_FIELDS)
 # views of the fields' records (models.config.FIELDS): a string field's values, the control labels
 STR_CHOICES = {name: list(p.choices) for name, p in FIELDS.items() if p.choices}
@@ -46,7 +49,7 @@ def field_type(name: str) -> tuple:
 
 def always_visible() -> set:
     """The choices that define the model: never hidden, whatever another choice reads."""
-    return set(CATEGORIES) | {"causal", "seed"} | set(SIZE_FIELDS)
+    return set(CATEGORIES) | {"causal", "seed"} | set(SIZE_FIELDS) | set(MODERN_FIELDS)
 
 
 def relevant(choice: dict) -> set:

@@ -19,6 +19,7 @@ from explorer.app.api.export import cleanup_export
 from explorer.app.controls.checkpoint_door import build_door
 from explorer.app.controls.fields import (
     CONTROL_FIELDS,
+    MODERN_FIELDS,
     SIZE_FIELDS,
     choice_marks,
     config_values,
@@ -225,6 +226,8 @@ def config_controls(cfg: ModelConfig, marks: dict) -> dict:
         with gr.Row():
             make(SIZE_FIELDS[2:])
         make(["seed"])
+    with gr.Accordion("Layers and attention terms (2024-2026 families)", open=False, elem_id="modern-group"):
+        make(MODERN_FIELDS)
     with gr.Accordion("Variant parameters (shown when the chosen variants use them)", open=True):
         make([name for name in CONTROL_FIELDS if name not in made])
     return made
