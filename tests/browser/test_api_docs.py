@@ -47,3 +47,19 @@ def test_every_listed_endpoint_is_documented(app_url):
     assert names - documented == set(), (
         f"endpoints in the API without a call in docs/api.md: {sorted(names - documented)}"
     )
+
+
+def test_the_documented_endpoints_show_their_return_types(app_url):
+    """``view_api()`` shows each endpoint's declared result (``explorer.app.api.types``), never ``Any``."""
+    listed = Client(app_url, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"]
+    shown = {
+        "/analyze": "dict(n_tokens: int",
+        "/gradients": "dict(layer: list[int]",
+        "/benchmark": "list[dict(seq_len: int",
+        "/export": "filepath",
+        "/compare_ab": "dict(diff: list[list[",
+    }
+    for name, start in shown.items():
+        (result,) = listed[name]["returns"]
+        assert result["python_type"]["type"].startswith(start), (name, result["python_type"]["type"][:120])
+        assert all(p["python_type"]["type"] == "str" for p in listed[name]["parameters"]), name
