@@ -34,7 +34,7 @@ from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import ModelInput, model_input
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement, stack_config
-from models.attention import RULES, pattern_mask
+from models.attention import ATTENTION, RULES, pattern_mask
 
 
 @dataclass
@@ -87,7 +87,7 @@ class AttentionMaps:
             "allowed_fraction": round(self.allowed_fraction, 6),
             "entropy": clean(self.entropy),
             "mean_distance": clean(self.distance),
-            "row_sums_ok": bool(rows_ok(self.attention)),
+            "row_sums_ok": bool(rows_ok(self.attention, normalised(self.config))),
             "truncated": self.truncated,
             "device": self.device,
             "attention": self.config["attention"],
@@ -108,9 +108,18 @@ class AttentionMaps:
         }
 
 
-def rows_ok(att: np.ndarray) -> bool:
-    """Every finite row sums to 1 or is all zero (a query with no allowed key)."""
-    s = np.nan_to_num(att).sum(-1)
+def normalised(config: dict) -> bool:
+    """Whether the mechanism's record says its drawn rows sum to one (``AttentionCaps.rows_sum_to_one``)."""
+    caps = ATTENTION[config["attention"]].caps if config.get("attention") in ATTENTION else None
+    return getattr(caps, "rows_sum_to_one", True)
+
+
+def rows_ok(att: np.ndarray, normalised: bool = True) -> bool:
+    """Every finite row sums to 1 or is all zero (a query with no allowed key); for a mechanism whose rows
+    do not sum to one by design (differential: ``1 - lambda``), every row of a head sums to that head's value."""
+    s = np.nan_to_num(att).sum(-1)  # (n_maps, h, L)
+    if not normalised:
+        return bool(np.all(np.abs(s - s[..., :1]) < 1e-3))
     return bool(np.all((np.abs(s - 1) < 1e-3) | (np.abs(s) < 1e-6)))
 
 
