@@ -96,6 +96,8 @@ class CoreInputs:
     k: torch.Tensor  # (B, h_kv, Lk, d_h) post-position keys (Lk - L: a memory prefix, none here)
     v: torch.Tensor  # (B, h_kv, Lk, d_h) values
     mods: Mapping  # the position encoding's score modifiers (kernels.attention's keywords)
+    # a core that owns its projections (AttentionCaps.own_projections) gets its own layout instead: MLA's
+    # q (B, h, L, dn + dr), k = its cache (B, 1, Lk, kv_lora_rank + qk_rope_head_dim), v = the latent
 
 
 @dataclass(frozen=True, eq=False)

@@ -220,15 +220,18 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
             title=dict(text=_row_title(layer, row_kinds) if c == 0 else ""),
         )
     shown = f"{_span(layers, att.shape[0], 'layers')}, {_span(heads, att.shape[1], 'heads')}"
+    # a map with negative weights (differential attention subtracts two maps; Nystrom's approximation)
+    negative = float((finite < 0).mean()) if finite.size and not signed else 0.0  # signed: drawn, not blank
+    blank = "blank = not allowed (p = 0)" + (f" or negative ({negative:.0%} of the pairs)" if negative else "")
     if narrow:
         title = (
             f"Attention maps: {_mechanism(maps)}<br><sup>{len(maps.tokens)} {_unit(maps)} ({shown})"
-            "</sup><br><sup>rows = queries, columns = keys; blank = not allowed (p = 0)</sup>"
+            f"</sup><br><sup>rows = queries, columns = keys; {blank}</sup>"
         )
     else:
         title = (
             f"Attention maps: {_mechanism(maps)}, {len(maps.tokens)} {_unit(maps)} ({shown})"
-            "<br><sup>rows = queries, columns = keys; blank = not allowed (p = 0); click a panel to zoom</sup>"
+            f"<br><sup>rows = queries, columns = keys; {blank}; click a panel to zoom</sup>"
         )
     lay = base_layout(title, height, **layout)
     lay["margin"] = dict(GRID_MARGIN)

@@ -35,7 +35,7 @@ from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import ModelInput, model_input
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement, stack_config
-from models.attention import RULES, pattern_mask
+from models.attention import ATTENTION, RULES, pattern_mask
 from models.schedule import kind_configs, layer_kinds
 
 
@@ -94,7 +94,7 @@ class AttentionMaps:
             "allowed_fraction": round(self.allowed_fraction, 6),
             "entropy": clean(self.entropy),
             "mean_distance": clean(self.distance),
-            "row_sums_ok": bool(rows_ok(self.attention, bool(self.config.get("attn_sinks")))),
+            "row_sums_ok": bool(rows_ok(self.attention, normalised(self.config), bool(self.config.get("attn_sinks")))),
             "truncated": self.truncated,
             "device": self.device,
             "attention": self.config["attention"],
@@ -116,12 +116,26 @@ class AttentionMaps:
         }
 
 
-def rows_ok(att: np.ndarray, learned_sinks: bool = False) -> bool:
+def normalised(config: dict) -> bool:
+    """Whether the mechanisms' records say their drawn rows sum to one (``AttentionCaps.rows_sum_to_one``): the
+    model's attention and, under a layer schedule, every layer's."""
+    keys = {config.get("attention")}
+    schedule = config.get("layer_schedule") or ""
+    keys |= {entry.strip().partition(":")[0].partition("*")[0] for entry in schedule.split(",") if entry.strip()}
+    caps = [ATTENTION[k].caps for k in keys if k in ATTENTION]
+    return all(getattr(c, "rows_sum_to_one", True) for c in caps)
+
+
+def rows_ok(att: np.ndarray, normalised: bool = True, learned_sinks: bool = False) -> bool:
     """Every finite row sums to 1 or is all zero (a query with no allowed key); with ``learned_sinks``
-    (``attn_sinks``) a row sums to anything in [0, 1]: the learned sink takes the rest."""
-    s = np.nan_to_num(att).sum(-1)
+    (``attn_sinks``) a row sums to anything in [0, 1]: the learned sink takes the rest; for a mechanism whose
+    rows do not sum to one by design (differential: ``1 - lambda``), every row of a head sums to that head's
+    value."""
+    s = np.nan_to_num(att).sum(-1)  # (n_maps, h, L)
     if learned_sinks:
         return bool(np.all((s > -1e-6) & (s < 1 + 1e-3)))
+    if not normalised:
+        return bool(np.all(np.abs(s - s[..., :1]) < 1e-3))
     return bool(np.all((np.abs(s - 1) < 1e-3) | (np.abs(s) < 1e-6)))
 
 
