@@ -1,6 +1,6 @@
-"""Differential attention's drawn map ``A`` has negative weights and rows that sum to ``1 - lambda``: the grid says
-how many of its pairs are drawn blank for being negative, and the maps' health flag checks the rows against what
-the record declares (one sum per head) instead of one."""
+"""Differential attention's drawn map ``A`` has negative weights and rows that sum to ``1 - lambda``: the grid draws
+them on a signed scale (never blank for being negative: tests/explorer/figures/test_grid_kinds_signed.py), and the
+maps' health flag checks the rows against what the record declares (one sum per head) instead of one."""
 
 import numpy as np
 
@@ -16,8 +16,8 @@ def test_grid_names_the_negative_weights_and_rows_are_checked_per_head():
     maps = attention_maps(ModelConfig(attention="differential", n_layers=2, d_model=64), TEXT)
     share = float((np.nan_to_num(maps.attention) < 0).mean())
     assert share > 0
-    title = attention_grid(maps).layout.title.text
-    assert f"or negative ({share:.0%} of the pairs)" in title
+    fig = attention_grid(maps)
+    assert "negative" not in fig.layout.title.text and fig.layout.meta["signed"]  # drawn, not blank
     sums = maps.attention.sum(-1)
     assert not np.allclose(sums, 1) and maps.summary()["row_sums_ok"]
     bent = maps.attention.copy()
