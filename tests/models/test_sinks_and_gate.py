@@ -13,7 +13,7 @@ import torch
 from sink_formula import sink_attention
 
 from models import ConfigError, ModelConfig, build_model, choices
-from models.attention import pattern_mask
+from models.attention import PATTERNS, pattern_mask
 
 BASE = dict(n_layers=2, d_model=32, n_heads=4, max_len=64, vocab_size=64)
 
@@ -81,7 +81,8 @@ def test_sink_gradient_in_a_model_matches_autograd_on_the_formula():
 def test_sinks_refused_by_name_where_there_is_no_softmax_row_in_kernels():
     """Every attention that is valid without sinks: the section-1 patterns take them, every other
     mechanism refuses ``attn_sinks`` by name, with its reason and the keys that take them."""
-    patterns = {"full", "sliding_window", "dilated_window", "strided", "fixed", "block_local", "longformer", "bigbird"}
+    patterns = set(PATTERNS)  # the section-1 patterns (Llama 4's chunked among them)
+    assert {"full", "sliding_window", "longformer", "bigbird", "chunked"} <= patterns
     refused = set()
     for key in choices()["attention"]:
         for causal in (True, False):
