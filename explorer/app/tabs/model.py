@@ -16,7 +16,8 @@ from explorer.runtime.limits import MAX_TEXT_BYTES
 from explorer.runtime.text import model_input
 from explorer.runtime.untrusted import shown
 from models import ModelConfig
-from models.architectures import arrangement, stack_depth
+from models.architectures import arrangement, stack_config, stack_depth
+from models.schedule import layer_kinds
 
 OUTPUTS = ("model_md", "config_code")
 
@@ -39,6 +40,8 @@ def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
         else f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × "
         f"{cache['values_per_token_layer']} values the {cfg.attention} cache keeps per token × 2 bytes)."
     )
+    if cfg.layer_schedule:
+        kv += "\n\n" + schedule_lines(cfg)
     if weights is not None and weights.checkpoint:
         from explorer.analysis.weights import checkpoints
 
@@ -49,6 +52,25 @@ def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
             + "."
         )
     return f"{head}\n{kv}\n{rest}" if sep else f"{md}\n{kv}"
+
+
+def schedule_lines(cfg: ModelConfig) -> str:
+    """A layer schedule in the card: each run of layers with its kind, then the cache at ``max_len`` tokens by kind
+    (a window or a chunk keeps only its span of keys, so the full layers hold most of a long context's cache)."""
+    kinds = [k.token for k in layer_kinds(stack_config(cfg, arrangement(cfg).head))]
+    runs, start = [], 0
+    for i in range(1, len(kinds) + 1):
+        if i == len(kinds) or kinds[i] != kinds[start]:
+            span = f"L{start}" if i - 1 == start else f"L{start}–L{i - 1}"
+            runs.append(f"{span} `{kinds[start]}`")
+            start = i
+    at = cfg.max_len
+    cache = kv_cache_bytes(cfg, [at])
+    parts = "; ".join(f"`{kind}` layers {b[0]:,}" for kind, b in cache["by_kind"].items())
+    return (
+        f"Layers (schedule `{cfg.layer_schedule}`): {', '.join(runs)}. KV cache at {at:,} tokens: "
+        f"**{cache['current'][0]:,} bytes** in fp16 ({parts})."
+    )
 
 
 def text_length(cfg: ModelConfig, text: str, w=None) -> int:
