@@ -262,6 +262,22 @@ def kv_cache_figure(kv: dict) -> go.Figure:
         )
         for key, name, color, dash in lines
     ]
+    kinds = kv.get("by_kind") or {}
+    if len(kinds) > 1:  # a layer schedule: what each kind of layer holds (a window stops growing at its span)
+        palette = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+        for n, (kind, values) in enumerate(kinds.items()):
+            name = f"current: its {kind} layers"
+            data.append(
+                dict(
+                    type="scatter",
+                    mode="lines",
+                    x=kv["seq_len"],
+                    y=[b * mib for b in values],
+                    name=name,
+                    line=dict(color=palette[n % len(palette)], width=2, dash="dashdot"),
+                    hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>",
+                )
+            )
     same = [name for key, name, _, _ in lines[:2] if kv[key] == kv["current"]]
     note = f"; current = {same[0].split(' (')[0]}: the curves coincide" if same else ""
     lay = base_layout(

@@ -43,3 +43,20 @@ def test_llama4_style_card_names_the_nope_layers():
 
 def test_a_uniform_model_has_no_schedule_line():
     assert "Layers (schedule" not in card(ModelConfig(n_layers=2, d_model=32, n_heads=2).validate(), 8)
+
+
+def test_kv_cache_figure_draws_each_layer_kind_and_they_sum_to_the_model():
+    from explorer.analysis import kv_cache_bytes
+    from explorer.figures.latency import kv_cache_figure
+
+    cfg = ModelConfig(
+        n_layers=4, d_model=64, n_heads=4, attention="sliding_window", window=16, layer_schedule="sliding_window,full"
+    ).validate()
+    lens = [8, 64, 512]
+    fig = kv_cache_figure(kv_cache_bytes(cfg, lens))
+    by_name = {t.name: list(t.y) for t in fig.data}
+    sliding, full = by_name["current: its sliding_window layers"], by_name["current: its full layers"]
+    current = next(v for k, v in by_name.items() if k.startswith("current ("))
+    assert [a + b for a, b in zip(sliding, full)] == current
+    per_key = 2 * 2 * cfg.kv_heads * cfg.d_head / 2**20  # MiB
+    assert sliding == [2 * min(n, 16) * per_key for n in lens] and full == [2 * n * per_key for n in lens]
