@@ -9,9 +9,30 @@ from explorer.figures.notes import coincidence_notes
 
 # Okabe-Ito colours (distinguishable with every common colour-vision deficiency), and a marker and a dash
 # per placement as well, so the curves stay apart in grey print and on a washed-out projector
-PLACEMENT_COLORS = {"post": "#D55E00", "pre": "#0072B2", "sandwich": "#009E73", "rezero": "#CC79A7", "none": "#000000"}
-PLACEMENT_MARKERS = {"post": "circle", "pre": "square", "sandwich": "diamond", "rezero": "triangle-up", "none": "x"}
-PLACEMENT_DASHES = {"post": "solid", "pre": "dash", "sandwich": "dot", "rezero": "dashdot", "none": "longdash"}
+PLACEMENT_COLORS = {
+    "post": "#D55E00",
+    "pre": "#0072B2",
+    "sandwich": "#009E73",
+    "rezero": "#CC79A7",
+    "none": "#000000",
+    "res_post": "#56B4E9",
+}
+PLACEMENT_MARKERS = {
+    "post": "circle",
+    "pre": "square",
+    "sandwich": "diamond",
+    "rezero": "triangle-up",
+    "none": "x",
+    "res_post": "star",
+}
+PLACEMENT_DASHES = {
+    "post": "solid",
+    "pre": "dash",
+    "sandwich": "dot",
+    "rezero": "dashdot",
+    "none": "longdash",
+    "res_post": "longdashdot",
+}
 
 
 # ---------------------------------------------------------------------------- gradients

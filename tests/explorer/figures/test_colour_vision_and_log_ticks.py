@@ -149,3 +149,11 @@ def test_the_gradients_figure_labels_decades():
     fig = gradient_figure({"post": _grad("post", 1.0), "pre": _grad("pre", 1.0)}, "post")
     logs = [name for name in fig.layout if name.startswith("yaxis") and fig.layout[name].type == "log"]
     assert logs and all(fig.layout[name].dtick == 1 for name in logs)
+
+
+def test_every_registered_placement_has_its_own_colour_marker_and_dash():
+    from models import choices
+
+    placements = set(choices()["norm_placement"])
+    assert placements <= set(PLACEMENT_COLORS) & set(PLACEMENT_MARKERS) & set(PLACEMENT_DASHES)
+    assert len({PLACEMENT_COLORS[p].upper() for p in placements}) == len(placements)
