@@ -140,7 +140,8 @@ def _computed_keys(cfg: ModelConfig, L: int, Lk: int) -> int:
     if cfg.attention not in RULES or cfg.memory != "none":
         return Lk
     if cfg.attention == "full":
-        plain = cfg.position in ("none", "rope", "sinusoidal", "learned") and cfg.softcap is None
+        # learned sinks (attn_sinks) leave SDPA for the block-sparse path's all-visited layout: every key
+        plain = cfg.position in ("none", "rope", "sinusoidal", "learned") and cfg.softcap is None and not cfg.attn_sinks
         return min(Lk, 512) if plain else Lk
     from .attention.sparse import pattern_block_mask
 

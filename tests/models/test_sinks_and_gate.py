@@ -272,3 +272,30 @@ def test_map_summary_and_head_rows_accept_rows_below_one():
     assert not rows_ok(att * 6, learned_sinks=True)  # a row summing to 4.8 is wrong with or without sinks
     head = np.tril(np.full((4, 4), 0.1))  # a sink-dominated head: rows of 0.1 .. 0.4
     assert _rows(head).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(attention="full", attn_sinks=True, attn_gate="elementwise"),
+        dict(attention="sliding_window", window=8, attn_sinks=True, attn_gate="headwise"),
+    ],
+)
+def test_footprint_counts_the_new_weights_and_bounds_the_peak(kw):
+    """The memory budget's prediction (models/footprint.py) with sinks and gates: exact weights, and a
+    peak that bounds the measured one (a dense sink call runs the block-sparse path, not SDPA)."""
+    from kernels.tools.measure import measure_peak
+    from models.footprint import footprint, weights
+
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, **kw).validate()
+    assert weights(cfg)[0] == sum(p.numel() for p in build_model(cfg).parameters())
+    tokens = torch.randint(0, cfg.vocab_size, (2, 48), generator=torch.Generator().manual_seed(0))
+
+    def backward():
+        model = build_model(cfg).train()
+        out = model(tokens)
+        out.logits.float().logsumexp(-1).mean().backward()
+        return out.logits.shape
+
+    _, bwd = measure_peak(backward)
+    assert 0 < bwd <= footprint(cfg, "gradients", 48, 2).total

@@ -355,7 +355,8 @@ class _Captured(Exception):
 
 def exact_rows(core, q, k, mods, r0: int, r1: int, head: int) -> torch.Tensor:
     """``(r1 - r0, Lk)`` float64 softmax probabilities of query rows ``r0 .. r1 - 1`` of head ``head``, with
-    the scores of ``kernels/reference.py`` (scale, soft cap, rel_k, rel_bias, ALiBi, the pattern, causality)."""
+    the scores of ``kernels/reference.py`` (scale, soft cap, rel_k, rel_bias, ALiBi, the pattern, causality,
+    learned sinks: then a row sums to less than one)."""
     if not isinstance(core, PatternAttention):
         raise ConfigError(
             "attention",
@@ -387,7 +388,11 @@ def exact_rows(core, q, k, mods, r0: int, r1: int, head: int) -> torch.Tensor:
         allowed = rel <= 0 if cfg.causal else torch.ones_like(rel, dtype=torch.bool)
     else:
         allowed = pattern_rows(cfg, lq)(r0, r1)
-    p = torch.softmax(s[0, 0].masked_fill(~allowed, float("-inf")), dim=-1)
+    s = s[0, 0].masked_fill(~allowed, float("-inf"))  # (R, Lk)
+    if mods.get("sinks") is not None:  # learned sinks (models/sinks.py): one more softmax column, dropped
+        sink = mods["sinks"].double()[head].expand(s.shape[0], 1)
+        return torch.softmax(torch.cat([s, sink], dim=-1), dim=-1)[:, :-1]
+    p = torch.softmax(s, dim=-1)
     return p.nan_to_num(0.0)
 
 

@@ -2,9 +2,10 @@
 
 Algorithm and specialisation trade-offs: see kernels/triton/flash/common.py (online softmax over the
 visited key blocks in log2 units; saves the base-2 row log-sum-exp for the backward). A learned
-sink (``has_sink``, logit ``SINKS[head]``) joins the denominator once, after the last key block:
-``m' = max(m, s_sink)``, ``l' = l 2^(m - m') + 2^(s_sink - m')``, ``acc' = acc 2^(m - m')`` (no value);
-the saved log-sum-exp includes it, so the backward's recomputed ``p`` is the sink-normalised one.
+sink (``has_sink``, logit ``SINKS[head]``) is the online softmax's first term: the row starts at
+``m = s_sink``, ``l = 1``, ``acc = 0`` (it has no value) instead of ``-inf, 0, 0``, so the loop's rescaling
+carries it into the denominator and the saved log-sum-exp, and the backward's recomputed ``p`` is the
+sink-normalised one (a row with no allowed key: output 0, all its mass on the sink).
 Grid: ``(cdiv(Lq, BLOCK_M), B * h)``.
 """
 
@@ -159,8 +160,12 @@ def _attn_fwd(
     V += b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
     O += b.to(tl.int64) * sob + head.to(tl.int64) * soh
 
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
+    if has_sink:  # the head's sink logit (natural units -> log2) opens the online softmax as a term of l
+        m_i = tl.zeros([BLOCK_M], tl.float32) + tl.load(SINKS + head).to(tl.float32) * LOG2E
+        l_i = tl.full([BLOCK_M], 1.0, tl.float32)  # 2^(s_sink - m) with m = s_sink; the sink has no value
+    else:
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     if SPARSE:
         # The program's BLOCK_M rows lie in layout block qbl (BQ rows); its row of the query-major
@@ -323,13 +328,6 @@ def _attn_fwd(
                 BQ,
                 BK,
             )
-    if has_sink:  # the head's sink logit (natural units -> log2) as one more term of the denominator
-        s_sink = tl.load(SINKS + head).to(tl.float32) * LOG2E
-        m_new = tl.maximum(m_i, s_sink)
-        alpha = tl.exp2(m_i - m_new)  # m_i = -inf (no allowed key yet): 0
-        l_i = l_i * alpha + tl.exp2(s_sink - m_new)
-        acc = acc * alpha[:, None]
-        m_i = m_new
     empty = l_i == 0.0  # no allowed key (and no sink): output 0, lse +inf so the backward's p is 0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     lse = tl.where(empty, float("inf"), m_i + tl.log2(tl.where(empty, 1.0, l_i)))

@@ -90,6 +90,7 @@ def test_zoomed_rows_equal_the_dense_rows(result, side):
         dict(position="t5", attention="bigbird", block_size=16),
         dict(position="shaw", attention="longformer", window=16),
         dict(position="rope", attention="full", causal=False, architecture="encoder_only", softcap=5.0),
+        dict(position="rope", attention="sliding_window", window=16, attn_sinks=True),  # rows sum below one
     ],
 )
 def test_exact_rows_follow_every_score_modifier(extra):
