@@ -44,11 +44,14 @@ def rows_for(origin: Origin) -> list:
             cfg = base.replace(attention=key)
             if _windowed(key, "window"):
                 cfg = cfg.replace(window=origin.window)
+            if _windowed(key, "attention_chunk_size"):  # a chunk of as many keys as the windows hold
+                cfg = cfg.replace(attention_chunk_size=origin.window)
             cfg = cfg.validate()
             surgery.check(base, cfg)
         except ConfigError:
             continue
-        rows.append((f"{key} ({origin.window})" if _windowed(key, "window") else key, cfg))
+        sized = _windowed(key, "window") or _windowed(key, "attention_chunk_size")
+        rows.append((f"{key} ({origin.window})" if sized else key, cfg))
         if _windowed(key, "n_sinks") and not base.n_sinks:
             rows.append((f"{rows[-1][0]} + {SINKS} sinks", cfg.replace(n_sinks=SINKS).validate()))
     for kv in sorted({base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}, reverse=True):
