@@ -414,6 +414,7 @@ def _lse(q, k, bm, causal, slopes, relb, has_relb, softcap, scale, has_mod, meta
         lse,
         slopes,
         relb,
+        slopes,  # SINKS: unread (has_sink 0); the pooled maps of a sink model are its dense map (models.long_context)
         *layout[:2],
         q.stride(0),
         q.stride(1),
@@ -436,6 +437,7 @@ def _lse(q, k, bm, causal, slopes, relb, has_relb, softcap, scale, has_mod, meta
         scale,
         0.0 if softcap is None else softcap,
         int(has_relb),
+        0,  # has_sink
         HEAD_DIM=d,
         SPARSE=bm is not None,
         HAS_MOD=has_mod,
