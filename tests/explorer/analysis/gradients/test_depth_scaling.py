@@ -16,7 +16,7 @@ from explorer.analysis.gradients import depth_stored
 from explorer.analysis.gradients.norms import gradient_norms
 from explorer.analysis.weights.bundled import bundled_weights
 from explorer.runtime import budget
-from models import ModelConfig
+from models import ModelConfig, choices
 
 D, HEADS, SEQ, BATCH, SEEDS = 64, 4, 32, 4, 2
 # the catalogue's closest config to a stack of nn.TransformerEncoderLayer: full causal attention, no
@@ -132,7 +132,7 @@ def test_depths_over_the_memory_budget_are_skipped_saying_why(monkeypatch):
     assert "budget" in r["placements"]["post"]["skipped"]["24"]
     monkeypatch.setattr(budget, "request_budget", lambda: shallow // 2)
     r = ds.depth_scaling(small, depths=(2, 24), seeds=1, seq_len=SEQ, batch=BATCH)  # nothing fits
-    assert r["placements"] == {} and set(r["skipped"]) == {"post", "pre", "sandwich", "rezero", "none"}
+    assert r["placements"] == {} and set(r["skipped"]) == set(choices()["norm_placement"])
     assert "budget" in r["skipped"]["pre"]
 
 
@@ -145,7 +145,9 @@ def test_loglog_slope_recovers_a_power_law():
 def test_the_stored_landing_sweep_is_what_the_code_computes():
     stored = depth_stored.stored_values()
     _, _, requests, _, _ = ds.sweep_requests(ModelConfig())  # the config the page opens with
-    assert set(requests) == {"post", "pre", "sandwich", "rezero", "none"}
+    assert (
+        set(requests) == set(choices()["norm_placement"]) >= {"post", "pre", "sandwich", "rezero", "none", "res_post"}
+    )
     assert all(depth_stored.key_text(r.key) in stored for r in requests.values())  # start-up computes none
     for placement in ("post", "pre"):
         req = requests[placement]
