@@ -9,8 +9,10 @@ import torch
 
 from explorer.analysis.cost.summary import kv_cache_bytes
 from explorer.analysis.why.circuits import _ov_qk, composition, head_circuits
+from kernels import pool_probs
 from models import ModelConfig, build_model
 from models.interventions import Interventions
+from models.long_context import pooled_maps
 from models.surgery import transplant
 
 DH = 12
@@ -95,3 +97,19 @@ def test_returned_queries_and_keys_have_the_head_width():
     info = out.layers[0]
     assert info.q.shape == (1, 4, 7, DH) and info.k.shape[-1] == DH
     assert torch.allclose(info.attention.sum(-1), torch.ones(1, 4, 7))
+
+
+@pytest.mark.parametrize("attention", ["full", "sliding_window"])
+def test_long_context_pooled_maps_equal_the_dense_maps_pooled(attention):
+    """``models.long_context.pooled_maps`` rebuilds each core's scores from its q, k: with heads of 12 they equal
+    the model's own dense maps pooled the same way (``kernels.pool_probs``)."""
+    cfg = ModelConfig(**{**CFG, "vocab_size": 256, "max_len": 256, "attention": attention, "window": 16}).validate()
+    model = build_model(cfg).eval().double()
+    tokens = torch.randint(0, 256, (1, 150), generator=torch.Generator().manual_seed(0))
+    res = pooled_maps(model, tokens, sink_k=3, window=9)
+    with torch.no_grad():
+        out = model(tokens, return_attention=True)
+    for pm, probs in zip(res.maps, out.attentions):
+        ref = pool_probs(probs.double(), pm.block_q, pm.block_k, sink_k=3, window=9)
+        for name in ("mass", "entropy", "distance", "sink", "local"):
+            torch.testing.assert_close(getattr(pm, name).double(), getattr(ref, name), atol=1e-9, rtol=1e-9)
