@@ -79,6 +79,19 @@ def test_every_attention_key_runs_with_a_head_width_of_its_own(key):
     assert ran, f"attention={key!r} is refused with head_dim=12 in both causal settings"
 
 
+@pytest.mark.parametrize(
+    "category,key", [(c, k) for c in ("memory", "layer") for k in choices()[c]], ids=lambda v: str(v)
+)
+def test_every_memory_and_layer_structure_runs_with_a_head_width_of_its_own(category, key):
+    """Memories (their own keys, compressive reconstruction, kNN) and layer structures (funnel's pooled queries,
+    shared and repeated layers) with heads of 12 at d_model 32."""
+    extra = dict(cmem_len=8, n_memory=2, knn_size=64, knn_k=4)
+    ran = [
+        c for c in (True, False) if (cfg := _valid(**extra, **{category: key, "causal": c})) and _run(cfg, _tokens())
+    ]
+    assert ran, f"{category}={key!r} is refused with head_dim=12 in both causal settings"
+
+
 @pytest.mark.parametrize("key", list(REFUSED))
 def test_keys_with_widths_of_their_own_refuse_head_dim(key):
     with pytest.raises(ConfigError) as e:
