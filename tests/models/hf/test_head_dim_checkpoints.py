@@ -112,3 +112,40 @@ def test_a_head_dim_that_does_not_fit_the_weights_is_refused(tmp_path):
     with pytest.raises(ConfigError) as e:
         load(tmp_path)
     assert "q_proj" in str(e.value)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+@pytest.mark.parametrize("head_dim", [12, 8])  # a width of its own; the default width given explicitly
+def test_a_catalogue_model_with_head_dim_exports_and_transformers_reads_it(tmp_path, family, head_dim):
+    """``save_llama`` / ``save_qwen3`` write ``head_dim``; transformers and our loader read the same logits."""
+    from models import ModelConfig, build_model
+    from models.hf.export import save_llama, save_qwen3
+
+    cfg = ModelConfig(
+        vocab_size=256,
+        max_len=64,
+        n_layers=2,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=head_dim,
+        norm="rmsnorm",
+        ffn="swiglu",
+        position="rope",
+        norm_placement="pre",
+        attention="full",
+        norm_eps=1e-6,
+        qk_norm="head" if family == "qwen3" else "none",
+    ).validate()
+    model = build_model(cfg).eval()
+    (save_qwen3 if family == "qwen3" else save_llama)(model, cfg, tmp_path, dtype=torch.float32)
+    assert json.loads((tmp_path / "config.json").read_text())["head_dim"] == head_dim
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    assert hf.model.layers[0].self_attn.head_dim == head_dim
+    x = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = hf(input_ids=x).logits
+        assert rel_err(model(x).logits, want) < RTOL
+    back = load(tmp_path)
+    assert rel_err(back.logits(x), want) < RTOL
+    assert back.config.head_dim == (None if head_dim == 8 else head_dim)
