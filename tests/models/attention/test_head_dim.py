@@ -177,3 +177,30 @@ def test_full_attention_with_a_head_width_of_its_own_equals_the_formula_in_float
         heads.append(torch.softmax(s, -1) @ v)
     want = torch.cat(heads, -1) @ attn.out_proj.weight.T  # (B, T, h * d_h) -> (B, T, d)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("attention", ["full", "linear"])
+def test_footprint_counts_and_bounds_wide_heads(attention):
+    """Heads much wider than d_model / n_heads (4 x 64 at d_model 32): the meta-device count is the built model's and
+    the predicted activation peak bounds the measured one, maps and kept q, k included."""
+    from kernels.tools.measure import measure_peak
+    from models.footprint import footprint, weights
+
+    cfg = ModelConfig(**{**BASE, "head_dim": 64, "attention": attention}).validate()
+    model = build_model(cfg)
+    assert weights(cfg)[0] == sum(p.numel() for p in model.parameters()) == cfg.approx_params()
+    tokens = _tokens(n=48)
+
+    def forward():
+        with torch.no_grad():
+            return build_model(cfg).eval()(tokens, return_attention=True).logits.shape
+
+    def backward():
+        out = build_model(cfg).train()(tokens)
+        (out.logits.float().logsumexp(-1).mean() + out.aux_loss).backward()
+        return out.logits.shape
+
+    _, fwd = measure_peak(forward)
+    _, bwd = measure_peak(backward)
+    assert 0 < fwd <= footprint(cfg, "attention", 48, 2).total
+    assert 0 < bwd <= footprint(cfg, "gradients", 48, 2).total
