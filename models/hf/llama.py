@@ -101,6 +101,8 @@ def config(f: Fields, windowed: bool = True, head_dim: int | None = None) -> tup
         f"{model_type}: RoPE, RMSNorm, SwiGLU, {kv} K/V heads for {heads} query heads",
         "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)",
     ]
+    if head_dim is not None:
+        notes.append(f"heads of {head_dim} numbers (head_dim), not hidden_size / num_attention_heads")
     if "layer_schedule" in attention:
         notes.append(f"sliding window of {attention['window']} keys in some layers: {attention['layer_schedule']}")
     elif "window" in attention:
