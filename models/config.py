@@ -43,6 +43,9 @@ CORE = (
     Param("d_model", int, 128, range=(1, 1 << 16), cap=512, label="d_model"),
     Param("n_heads", int, 4, range=(1, 4096), cap=16, label="Heads"),
     Param("n_kv_heads", int, None, optional=True, range=(1, 4096), cap=16, label="K/V heads (0 = Heads)", surgery=True),
+    # each head's width d_h; None: d_model / n_heads. Checkpoints set it apart (Qwen3 128 at d_model 1024 and 16
+    # heads, Gemma 2/3 256, gpt-oss 64): q, k, v project to heads * d_h, the output projection reads it back
+    Param("head_dim", int, None, optional=True, range=(1, 4096), cap=256, label="Head width (0 = d_model / heads)"),
     Param("causal", bool, True, label="Causal (decoder) mask"),
     # the category choices (registry keys)
     Param("architecture", str, "decoder_only"),
@@ -113,7 +116,8 @@ class _ConfigMethods:
     # ------------------------------------------------------------------ derived
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        """Each head's width: ``head_dim`` when set, else ``d_model / n_heads``."""
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
 
     @property
     def ablated(self) -> dict:
@@ -247,9 +251,11 @@ class _ConfigMethods:
                 raise ConfigError(name, val, f"an integer in [{lo}, {hi}]")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError("dropout", self.dropout, "a float in [0, 1)")
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ConfigError(
-                "d_model", self.d_model, f"a multiple of n_heads={self.n_heads} (each head gets d_model / n_heads dims)"
+                "d_model",
+                self.d_model,
+                f"a multiple of n_heads={self.n_heads} (each head gets d_model / n_heads dims), or set head_dim",
             )
         kv = self.kv_heads
         if not 1 <= kv <= self.n_heads or self.n_heads % kv:
@@ -290,7 +296,7 @@ class _ConfigMethods:
                 "attn_gate",
                 self.attn_gate,
                 f"'none' or 'headwise' with attention={self.attention!r}: its heads return values of "
-                f"{own(self)} numbers, not d_model / n_heads = {self.d_head}, so an elementwise gate has no width",
+                f"{own(self)} numbers, not the head width d_head = {self.d_head}, so an elementwise gate has no width",
             )
         if self.rope_fraction != 1.0 and self.position != "rope":  # partial rotation: a rope-only field
             raise ConfigError(

@@ -179,7 +179,8 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
         maps = B * h * L * Lk * F32
         # the returned weights and the views' exact/approximate maps per layer, the NumPy copy and
         # its float64 statistics (p, p log p, distances: 4 temporaries of 8 bytes)
-        parts["attention maps of every layer"] = steps * (3 * maps + 2 * B * L * cfg.d_model * F32)
+        qk = 2 * B * L * max(cfg.d_model, h * cfg.d_head) * F32  # the kept q and k (heads of head_dim)
+        parts["attention maps of every layer"] = steps * (3 * maps + qk)
         parts["NumPy copies of the maps"] = steps * h * L * Lk * (F32 + 4 * 8)
     elif kind in ("gradients", "forward_backward"):
         parts["saved activations of every layer"] = steps * (SAVED_COPIES * hidden + SCORE_COPIES * scores + mechanism)

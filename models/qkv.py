@@ -1,7 +1,9 @@
 """The Q/K/V and output projections of multi-head attention, shared by every attention sublayer.
 
 ``QKVProjection`` owns ``q_proj``, ``k_proj``, ``v_proj`` (``n_heads`` query heads, ``n_kv_heads``
-key/value heads: MHA, GQA or MQA) and ``out_proj``, without bias unless ``cfg.attn_bias`` asks for them
+key/value heads: MHA, GQA or MQA; each head ``d_h = cfg.d_head`` wide, ``head_dim`` or by default ``d_model /
+n_heads``: q ``d_model -> n_heads * d_h``, k and v ``d_model -> n_kv_heads * d_h``) and ``out_proj``
+(``n_heads * d_h -> d_model``), without bias unless ``cfg.attn_bias`` asks for them
 (``"qkv"``: q, k, v, as Qwen2; ``"all"``: the output projection too, as GPT-2 and BERT), and the query/key
 norm ``cfg.qk_norm`` (below). The self-attention sublayer
 (``models.blocks.Attention``), the decoder's cross-attention (``models.encdec``) and the layer

@@ -178,7 +178,11 @@ def kind_configs(cfg) -> tuple:
 
 @lru_cache(maxsize=512)
 def _kind_config(cfg, kind: LayerKind):
+    from .attention import ATTENTION
+
     changes = {"attention": kind.attention, FIELD: "", "rope_local_base": None}
+    if getattr(ATTENTION[kind.attention].caps, "own_projections", None):
+        changes["head_dim"] = None  # a core with head widths of its own (MLA): the other layers read head_dim
     if kind.nope:
         changes["position"] = "none"
     elif cfg.rope_local_base is not None and kind.attention in LOCAL:

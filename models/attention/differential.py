@@ -11,9 +11,10 @@ to irrelevant context ("attention noise"):
     head = (1 - lambda_init) * RMSNorm(A V)     V: the head's full d_h values (the paper's 2d)
 
 Width mapping (the explorer keeps ``d_model`` and ``n_heads``): the paper's head of dimension ``d`` has
-queries and keys of ``2d`` and values of ``2d``; here ``d_h = d_model / n_heads`` plays ``2d``, so Q1, K1 are
-the first ``d_h / 2`` numbers of a head's query / key and Q2, K2 the last, the values are the head's ``d_h``
-numbers, and the paper's "half the heads of a Transformer of the same width" is ``n_heads`` of this model
+queries and keys of ``2d`` and values of ``2d``; here the head width ``d_h`` (``head_dim``, by default
+``d_model / n_heads``) plays ``2d``, so Q1, K1 are the first ``d_h / 2`` numbers of a head's query / key
+and Q2, K2 the last, the values are the head's ``d_h`` numbers, and the paper's "half the heads of a Transformer
+of the same width" is ``n_heads`` of this model
 (the official code's layout: its queries viewed as ``2h`` heads of ``d``, head ``n``'s halves at ``2n, 2n+1``).
 ``lq1, lk1, lq2, lk2``: learned vectors of ``d`` per layer, shared by the heads, drawn from N(0, 0.1^2) as
 the official code does; the RMSNorm (the paper's GroupNorm over heads) is one learned gain of ``d_h`` applied
@@ -86,19 +87,22 @@ class DifferentialAttention(nn.Module):
         return out.to(dtype), (a.to(dtype) if ctx.need_weights else None), {}
 
 
+def _width_field(cfg) -> tuple:
+    """The field that sets the head width: ``head_dim`` when given, else ``d_model`` (``d_model / n_heads``)."""
+    return ("d_model", cfg.d_model) if cfg.head_dim is None else ("head_dim", cfg.head_dim)
+
+
 def check(cfg) -> None:
     if cfg.d_head % 2:
         raise ConfigError(
-            "d_model",
-            cfg.d_model,
-            f"a head width d_model / n_heads = {cfg.d_head} that is even with attention='differential' "
+            *_width_field(cfg),
+            f"a head width d_head = {cfg.d_head} that is even with attention='differential' "
             "(each head's query and key split into two halves)",
         )
     if cfg.position == "rope" and cfg.d_head % 4:
         raise ConfigError(
-            "d_model",
-            cfg.d_model,
-            f"a head width d_model / n_heads = {cfg.d_head} divisible by 4 with attention='differential' and "
+            *_width_field(cfg),
+            f"a head width d_head = {cfg.d_head} divisible by 4 with attention='differential' and "
             "position='rope' (each half-head of d_h / 2 is rotated in pairs)",
         )
 

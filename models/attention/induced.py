@@ -23,7 +23,8 @@ no position. Bidirectional only: every inducing point reads the whole sequence, 
 output depends on the future.
 
 ``luna`` (Ma et al. 2021, "Luna: Linear Unified Nested Attention"): the same pack / unpack, but the
-short sequence ``P [m, d]`` is carried from layer to layer (through the forward context):
+short sequence ``P [m, d]`` (``d = n_heads * d_h``, the heads' concatenated width) is carried from layer
+to layer (through the forward context):
 
     Y_P = softmax((P W_q) K^T) V      pack   (per head, P W_q split into heads; W_q learned [d, d])
     out = softmax(Q (Y_P W_k)^T) Y_P  unpack (W_k learned [d, d] on the heads of Y_P concatenated)
@@ -130,6 +131,12 @@ class LunaAttention(nn.Module):
         return out.to(q.dtype), *_display(a1, a2, q.dtype, ctx)
 
 
+def _luna_params(m: int, w: int) -> int:
+    """The initial table ``[m, w]``, the pack query and unpack key maps ``[w, w]`` and the LayerNorm of the
+    heads' concatenated width ``w = n_heads * d_h``."""
+    return m * w + 2 * w * w + 2 * w
+
+
 def check_luna(cfg) -> None:
     check_layer_to_layer(cfg, "the packed sequence of the previous layer")
 
@@ -170,6 +177,6 @@ VARIANTS = (
         params=(N_INDUCING,),
         check=check_luna,
         caps=LUNA_CAPS,
-        n_params=lambda c: c.n_inducing * c.d_model + 2 * c.d_model * c.d_model + 2 * c.d_model,
+        n_params=lambda c: _luna_params(c.n_inducing, c.n_heads * c.d_head),
     ),
 )

@@ -188,6 +188,13 @@ def check(cfg) -> None:
         raise ConfigError(
             "attn_bias", cfg.attn_bias, "'none' with attention='mla' (DeepSeek's MLA projections have no biases)"
         )
+    if cfg.head_dim is not None:
+        raise ConfigError(
+            "head_dim",
+            cfg.head_dim,
+            "None with attention='mla': its heads have their own widths (qk_nope_head_dim + qk_rope_head_dim for "
+            "queries and keys, v_head_dim for values), so head_dim would change nothing",
+        )
     if cfg.memory == "knn":  # memories that prepend keys are refused by the capabilities (memory_keys=False)
         raise ConfigError(
             "memory",

@@ -110,7 +110,10 @@ def check_expressible(cfg: ModelConfig, hf: dict, family: str = "llama") -> None
     reader, what = WRITERS[family]
     fields, _ = reader.config(Fields(hf))
     back = ModelConfig(**fields)
-    resolved = cfg.replace(n_kv_heads=cfg.kv_heads, d_ff=ffn_hidden_size(cfg))
+    default_width = cfg.n_heads * cfg.d_head == cfg.d_model  # read back as head_dim=None
+    resolved = cfg.replace(
+        n_kv_heads=cfg.kv_heads, d_ff=ffn_hidden_size(cfg), head_dim=None if default_width else cfg.head_dim
+    )
     regs = registries()
     read = {p.name for p in CORE} | {n for cat in regs for n in regs[cat][getattr(cfg, cat)].params}
     for name in (n for n in cfg.to_dict() if n in read - NOT_COMPARED):

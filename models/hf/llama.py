@@ -7,7 +7,9 @@ the Swish branch, up_proj the linear one), ``num_key_value_heads`` K/V heads (GQ
 ``sliding_window`` with ``window = sliding_window`` when every layer slides (Mistral; Qwen2 with
 ``use_sliding_window`` and ``max_window_layers = 0``), and a ``layer_schedule`` of ``full`` and
 ``sliding_window`` layers when only some slide (transformers' ``layer_types``; Qwen2's layers from
-``max_window_layers`` on), q/k/v biases for Qwen2 (``attn_bias="qkv"``) and Llama's
+``max_window_layers`` on), ``head_dim`` -> ``head_dim`` (a head width apart from ``hidden_size /
+num_attention_heads``: q, k, v project to ``heads * head_dim``, o_proj reads it back), q/k/v biases for
+Qwen2 (``attn_bias="qkv"``) and Llama's
 ``attention_bias`` (``"all"``), LM head tied to the embedding when ``tie_word_embeddings``.
 """
 
@@ -31,11 +33,11 @@ NAMES = {
     "window": "sliding_window",
     "rope_base": "rope_theta",
     "rope_scale": "rope_scaling",
+    "head_dim": "head_dim",
 }  # catalogue field -> config.json key
 # sizes read without a catalogue field (models.hf.sizes checks them before this module reads the config)
 SIZES = {
     "max_window_layers": (0, 1 << 20, "the first layer of Qwen2's sliding window; layers before it are full"),
-    "head_dim": (1, 1 << 16, "the width of one head, the catalogue's d_model / n_heads"),
 }
 
 
@@ -76,9 +78,10 @@ def _attention(f: Fields, n_layers: int) -> dict:
     return out
 
 
-def config(f: Fields, windowed: bool = True) -> tuple:
+def config(f: Fields, windowed: bool = True, head_dim: int | None = None) -> tuple:
     """``(ModelConfig fields, notes)``; ``windowed=False`` for a family whose model reads no ``sliding_window``
-    (OLMo 2: transformers' model attends in full whatever the key says)."""
+    (OLMo 2: transformers' model attends in full whatever the key says); ``head_dim``: the family's head width
+    when config.json has no ``head_dim`` (None: ``hidden_size / num_attention_heads``; Qwen3's config class: 128)."""
     model_type = f.text("model_type")
     d, heads = f.integer("hidden_size", lo=1), f.integer("num_attention_heads", lo=1)
     kv = f.integer("num_key_value_heads", heads, lo=1)
@@ -86,12 +89,9 @@ def config(f: Fields, windowed: bool = True) -> tuple:
     act = f.text("hidden_act", "silu")
     if act != "silu":
         f.refuse("hidden_act", act, f"hidden_act {act!r} is not supported: 'silu' (SwiGLU)")
-    if heads and d % heads == 0 and f.hf.get("head_dim") not in (None, d // heads):
-        f.refuse(
-            "head_dim",
-            f.hf.get("head_dim"),
-            f"hidden_size / num_attention_heads = {d // heads} (a head width of its own is not supported)",
-        )
+    head_dim = f.integer("head_dim", head_dim, lo=1, hi=1 << 16) if f.hf.get("head_dim") is not None else head_dim
+    if head_dim is not None and heads and d % heads == 0 and head_dim == d // heads:
+        head_dim = None  # the catalogue's default width: the same model, spelled as every catalogue config
     if f.hf.get("mlp_bias", False) is not False:
         f.refuse("mlp_bias", f.hf.get("mlp_bias"), "false (the catalogue's SwiGLU has no biases)")
     bias = "qkv" if model_type == "qwen2" else ("all" if f.flag("attention_bias", False) else "none")
@@ -101,6 +101,8 @@ def config(f: Fields, windowed: bool = True) -> tuple:
         f"{model_type}: RoPE, RMSNorm, SwiGLU, {kv} K/V heads for {heads} query heads",
         "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)",
     ]
+    if head_dim is not None:
+        notes.append(f"heads of {head_dim} numbers (head_dim), not hidden_size / num_attention_heads")
     if "layer_schedule" in attention:
         notes.append(f"sliding window of {attention['window']} keys in some layers: {attention['layer_schedule']}")
     elif "window" in attention:
@@ -119,6 +121,7 @@ def config(f: Fields, windowed: bool = True) -> tuple:
         d_model=d,
         n_heads=heads,
         n_kv_heads=kv,
+        head_dim=head_dim,
         d_ff=f.integer("intermediate_size", lo=1),
         norm_eps=f.number("rms_norm_eps", 1e-6),
         **rope(f),

@@ -19,7 +19,7 @@ from .mapping import Rule
 
 MODEL_TYPES = ("olmo2",)
 NAMES = {k: v for k, v in llama.NAMES.items() if k != "window"}
-SIZES = {"head_dim": llama.SIZES["head_dim"]}
+SIZES = {}
 
 
 def config(f: Fields) -> tuple:

@@ -87,11 +87,15 @@ class Rope(NoPosition):
 
 def check_rope(cfg) -> None:
     if cfg.d_head % 2:
+        if cfg.head_dim is not None:
+            raise ConfigError(
+                "head_dim", cfg.head_dim, "an even head width with position='rope' (rope rotates pairs of dimensions)"
+            )
         raise ConfigError(
             "d_model",
             cfg.d_model,
             f"rope rotates pairs of dimensions, so the head width d_model / n_heads = "
-            f"{cfg.d_model} / {cfg.n_heads} = {cfg.d_head} must be even; change d_model or n_heads",
+            f"{cfg.d_model} / {cfg.n_heads} = {cfg.d_head} must be even; change d_model or n_heads (or set head_dim)",
         )
     if not (math.isfinite(cfg.rope_base) and cfg.rope_base > 0):
         raise ConfigError("rope_base", cfg.rope_base, "a finite positive number (the angles are pos * base^(-2k/d_h))")

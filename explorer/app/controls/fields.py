@@ -10,7 +10,7 @@ info line explains the selected variant (``explorer.app.controls.control_info``)
 a category the current choices do not read says so there (norm with placement ``none``). Number boxes
 act on commit (Enter / leaving the box), show their range, and a whole-number field given 3.5 is
 refused with a message instead of being rounded behind the user's back. Optional numbers
-(``n_kv_heads``, ``d_ff``, ``softcap``) show 0 for None (a number box cannot be empty): every
+(``n_kv_heads``, ``head_dim``, ``d_ff``, ``softcap``) show 0 for None (a number box cannot be empty): every
 such field is a positive size or scale, so 0 is free to mean "default / off".
 """
 
@@ -31,7 +31,7 @@ from models.config import CATEGORIES, FIELDS
 # byte-level tokens: vocab_size fixed at 256; the fields a pretrained checkpoint's fidelity needs (models.hf:
 # LayerNorm eps, projection biases, tanh GELU, an embedding norm) keep their defaults in the app's controls
 HIDDEN_FIELDS = ("vocab_size", "norm_eps", "attn_bias", "gelu_approx", "embed_norm")
-SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads")
+SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim")
 # what the 2024-2026 families add to every attention (models.schedule, qk_norm, sinks, the output gate): fields of
 # the model, not of one variant, so always shown, in their own group
 MODERN_FIELDS = ("layer_schedule", "qk_norm", "attn_sinks", "attn_gate")
