@@ -13,6 +13,7 @@ from models import ConfigError, ModelConfig, build_model, registries
 from models.attention import ATTENTION, PATTERNS
 from models.capabilities import (
     KINDS,
+    LEARNED_SINK,
     SCORE_BIAS,
     AttentionCaps,
     MemoryCaps,
@@ -45,8 +46,8 @@ def test_every_key_has_its_record_fields(cat, key):
         assert v.caps.produces <= KINDS
         assert not (v.caps.relative and v.caps.absolute)
     if cat == "attention":
-        assert v.caps.accepts <= KINDS
-        assert v.caps.accepts == KINDS or v.caps.refuses_because, "a refusal states its reason"
+        assert v.caps.accepts <= KINDS | {LEARNED_SINK}  # the position kinds, and learned sinks (attn_sinks)
+        assert KINDS <= v.caps.accepts or v.caps.refuses_because, "a refusal states its reason"
         assert v.caps.causal_modes and v.caps.causal_modes <= {True, False}
         assert v.caps.causal_modes == {True, False} or v.caps.causal_reason, "a refusal states its reason"
 
