@@ -83,6 +83,7 @@ SHARE_NOTE = (
 )
 # and every control: set to the run's sizes when it is the controls' model scaled down to the training cap, to a
 # checkpoint's architecture when one is opened
+WEIGHTS_IN = ("trained", "weights")  # what ``with_weights`` resolves into the request's one WeightsSource
 SWITCH_OUT = ("weights", "trained", "state", "status", *CONTROL_FIELDS)
 
 

@@ -92,7 +92,7 @@ ATTENTION_OUT = (
 )
 FILL_OUT = (*CONTROL_FIELDS, *FILL)
 LINK_OUT = (*FILL_OUT, "tabs", "grid_layers", "grid_heads", "weights", "ckpt_extra")  # and the tabs' link_outputs
-WEIGHTS_IN = ("trained", "weights")  # what ``with_weights`` resolves into the request's one WeightsSource
+WEIGHTS_IN = weights_switch.WEIGHTS_IN
 
 
 def commit_events(controls: dict, text, separator) -> list:
