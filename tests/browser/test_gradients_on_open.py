@@ -13,12 +13,12 @@ CURRENT = (
 FIRST_SHOWN = """() => {
   window.__firstGrad = '';
   const look = () => {
-    const t = (%s)();
+    const t = (CURRENT)();
     if (t && !window.__firstGrad) window.__firstGrad = t;
   };
   look();
   new MutationObserver(look).observe(document.body, {childList: true, subtree: true, characterData: true});
-}""" % CURRENT
+}""".replace("CURRENT", CURRENT)
 
 
 def _current(page) -> str:
