@@ -117,7 +117,9 @@ def build_app() -> gr.Blocks:
             "pinned": gr.State(None),  # the config pinned as A (Compare A/B)
             "history": gr.State([cfg.to_dict()]),  # configs drawn so far, for Undo
             "committed": gr.State(config_values(cfg)),  # the controls the last grid was drawn with: the
-        }  # chain's later stages read them (controls.committed)
+            # chain's later stages read them (controls.committed)
+            "open_tab": gr.State(None),  # the tab the visitor has open (None: unknown, as for an API client):
+        }  # a costly tab's step of the chain draws only while its tab is open (page.wiring.open_tab_of)
         gr.HTML(header())
         with gr.Row(elem_id="view-buttons"):
             comps["reset"] = gr.Button("Reset to defaults", size="sm", elem_id="reset", scale=0, min_width=150)

@@ -91,7 +91,8 @@ ATTENTION_OUT = (
     *train_source.OUTPUTS,
 )
 FILL_OUT = (*CONTROL_FIELDS, *FILL)
-LINK_OUT = (*FILL_OUT, "tabs", "grid_layers", "grid_heads", "weights", "ckpt_extra")  # and the tabs' link_outputs
+# and the tabs' link_outputs
+LINK_OUT = (*FILL_OUT, "tabs", "open_tab", "grid_layers", "grid_heads", "weights", "ckpt_extra")
 WEIGHTS_IN = weights_switch.WEIGHTS_IN
 
 
@@ -204,11 +205,23 @@ def link_tab(request: gr.Request | None) -> dict:
     """A link's ``tab`` -> the tab opened (an id no registered tab has changes nothing), and what each tab
     sets from its own parameters in this event (``Tab.from_link``)."""
     params = dict(request.query_params) if request is not None and request.query_params else {}
-    out = {"tabs": gr.Tabs(selected=params["tab"]) if params.get("tab") in registry.ids() else gr.skip()}
+    opened = params.get("tab") in registry.ids()
+    out = {
+        "tabs": gr.Tabs(selected=params["tab"]) if opened else gr.skip(),
+        "open_tab": params["tab"] if opened else registry.ids()[0],  # a page opens on the first tab
+    }
     for tab in registry.TABS:
         if tab.from_link is not None:
             out.update(tab.from_link(request))
     return out
+
+
+def open_tab_of(evt: gr.SelectData) -> str | None:
+    """The id of the tab a click on the tab bar opened (Gradio's select data carries it; a tab opened by an
+    event, not a click, leaves the last value: a costly tab then draws while hidden, never the reverse)."""
+    data = getattr(evt, "_data", None) or {}
+    value = data.get("id")
+    return value if value in registry.ids() else None
 
 
 def link_outputs() -> tuple:
@@ -385,6 +398,15 @@ def wire_page(demo, ui: Components) -> None:
     demo.load(None, None, None, js=RENDER_ONCE_JS, queue=False, api_visibility="private")  # one draw per update
     demo.load(None, None, None, js=KEYBOARD_JS, queue=False, api_visibility="private")  # Enter keeps focus
     demo.load(None, None, None, js=PHONE_JS, queue=False, api_visibility="private")  # phone and projected layouts
+    ui["tabs"].select(  # a State holds no loading status: the grid's own target, and none shown
+        open_tab_of,
+        None,
+        ui.outputs("open_tab"),
+        queue=False,
+        show_progress="hidden",
+        show_progress_on=ui.outputs("grid"),
+        api_visibility="private",
+    )
     export_handler = ui.handler(weights_switch.with_weights(export_files))
 
     async def export_fn(data, request: gr.Request):

@@ -9,7 +9,7 @@ event drew nothing new.
 
 Drawn only where it is seen: the figure measures every norm placement, and Theorem 1's sweep builds up to
 84 models (9-25 s on two CPU cores for a config whose sweep is not stored), so the chain draws it only
-while the tab is open (``open_tab``, kept by the page's tab bar; unknown, as for an API client: drawn).
+while the tab is open (``open_tab``, the page's record of it; unknown, as for an API client: drawn).
 ``grad_for`` holds the key of the scene on screen (``scene_key``: the drawn config, the text, the
 weights' digest); opening the tab draws the current scene when the key differs, and skips otherwise.
 """
@@ -39,7 +39,7 @@ from models import ModelConfig
 TAB_ID = "gradients"
 OUTPUTS = ("grad", "grad_md", *stacks.ANALYSIS)
 DRAWN = "grad_for"  # the key of the scene the tab shows (``scene_key``)
-OPEN = "open_tab"  # the tab the visitor has open (None: unknown, draw)
+OPEN = "open_tab"  # the page's record of the tab the visitor has open (None: unknown, draw)
 
 
 def gradient_panel(cfg: ModelConfig, text: str, weights=None) -> tuple:
@@ -104,7 +104,6 @@ def build(landing: Landing) -> dict:
     out = {}
     with gr.Tab("Gradients", id=TAB_ID) as out["grad_tab"]:
         out[DRAWN] = gr.State(scene_key(landing.cfg, landing.text, landing.weights))
-        out[OPEN] = gr.State(None)
         out["grad_md"] = gr.Markdown(first["grad_md"], elem_id="grad-reading")
         out["grad"] = gr.Plot(first["grad"], label="Gradient norms", elem_id="grad-plot")
         out["grad_stacks"] = stacks.gradient_plot()
@@ -125,32 +124,9 @@ def export(scene) -> list:
     return sections
 
 
-def open_tab_of(evt: gr.SelectData) -> str | None:
-    """The id of the tab a click on the tab bar opened (Gradio's select data carries it)."""
-    data = getattr(evt, "_data", None) or {}
-    value = data.get("id")
-    return value if isinstance(value, str) else None
-
-
-def from_link(request) -> dict:
-    """The tab a link opens (its ``tab``; none: the first, Attention): the chain then draws this tab only when
-    it is the one. A value no tab has opens the first tab too, and is never this one."""
-    params = dict(request.query_params) if request is not None and request.query_params else {}
-    return {OPEN: TAB_ID if params.get("tab") == TAB_ID else "attention"}
-
-
 def wire(page: Page) -> None:
-    """The tab bar keeps ``open_tab``; opening this tab draws the current scene when it shows another."""
+    """Opening this tab draws the controls' scene when it shows another."""
     ui = page.ui
-    ui["tabs"].select(  # a State holds no loading status: the figure's own target, and none shown
-        open_tab_of,
-        None,
-        ui.outputs(OPEN),
-        queue=False,
-        show_progress="hidden",
-        show_progress_on=ui.outputs("grad"),
-        api_visibility="private",
-    )
     ui["grad_tab"].select(
         ui.handler(from_committed(weights_switch.with_weights(open_gradients))),
         ui.inputs("committed", "text", DRAWN, *weights_switch.WEIGHTS_IN),
@@ -169,6 +145,4 @@ TAB = Tab(
     steps=(Step("analysis", refresh_gradients, ("text", "state", OPEN), (*OUTPUTS, DRAWN)),),
     wire=wire,
     export=export,
-    from_link=from_link,
-    link_outputs=(OPEN,),
 )

@@ -19,6 +19,8 @@ Opening the tab draws it once per session; "Explain" redraws. The weights are th
 
 from __future__ import annotations
 
+import hashlib
+import json
 from urllib.parse import urlencode
 
 import gradio as gr
@@ -30,10 +32,11 @@ from explorer.analysis.why.grounded_view import grounded_json
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
+from explorer.app.controls.state import after_the_grid
 from explorer.app.server.calls import call, request_source
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.messages import problem
-from explorer.app.tabs.contract import Page, Tab
+from explorer.app.tabs.contract import Page, Step, Tab
 from explorer.app.tabs.parts.tab_tail import build_tail, wire_link
 from explorer.figures.base import message_figure
 from explorer.figures.cards import cards_figure, roles_table_md
@@ -215,7 +218,12 @@ def draw(
     why_kind="K",
     **_kw,
 ) -> dict:
-    """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning)."""
+    """-> every output of the tab (``weights``: the request's WeightsSource; each view that fails is a warning).
+    ``why_drawn`` holds the key of the scene on screen (``scene_key``); ``first_only`` (the tab opened): a skip
+    when the tab already shows the controls' scene, so opening it draws only what changed while it was closed."""
+    key = scene_key(weights, text)
+    if _kw.get("first_only") and _kw.get("why_drawn") == key:
+        return {k: gr.skip() for k in OUTPUTS}
     notes, got = [], {}
     if weights is not None and why_heads:  # labels of another model's heads (a switch of architecture): the defaults
         labels = wh.head_labels(weights.config)
@@ -265,8 +273,30 @@ def draw(
         "why_csv": cache_file(csv.encode(), "why_grids.csv")["path"],
         "why_heads": heads,
         "why_qs": qs,
-        "why_drawn": True,
+        "why_drawn": key,
     }
+
+
+def scene_key(weights, text: str) -> str:
+    """What the tab's views depend on beyond its own boxes, as a short digest: the drawn config, the digest of
+    its weights (None: initial) and the text. The tab's own boxes are drawn by their own events."""
+    cfg = getattr(weights, "config", None)
+    record = getattr(weights, "weights", None)
+    raw = json.dumps([cfg.to_json() if cfg is not None else None, getattr(record, "digest", None), text])
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def refresh_why(values, weights=None, state=None, open_tab=None, why_drawn=None, **named) -> dict:
+    """The chain's step: while the tab is open a change of the controls redraws its views (the tab never shows
+    another configuration's reading as current); while it is closed nothing runs, and opening it draws
+    (``why_open``)."""
+    if open_tab != "why":
+        return {k: gr.skip() for k in OUTPUTS}
+
+    def run():
+        return draw(values, weights=weights, first_only=True, why_drawn=why_drawn, **named)
+
+    return after_the_grid(state, OUTPUTS, lambda: call(run))
 
 
 def from_link(request: gr.Request) -> dict:
@@ -290,9 +320,7 @@ def wire(page: Page) -> None:
 
     def drawn(data, first_only: bool):
         values, named = ui.split(data)
-        if first_only and named.pop("why_drawn", False):
-            return ui.back({k: gr.skip() for k in OUTPUTS})
-        named.pop("why_drawn", None)
+        named["first_only"] = first_only  # ``draw`` skips when the tab shows the controls' scene already
         trained, choice = named.pop("trained", None), named.pop("weights", None)
         with_w = weights_switch.with_weights(draw)
         return ui.back(call(lambda: with_w(values, trained=trained, weights=choice, **named)))
@@ -408,6 +436,7 @@ def export(scene) -> list:
 TAB = Tab(
     "why",
     lambda landing: build_why_tab(),
+    steps=(Step("analysis", refresh_why, (*INPUTS, "state", "open_tab", "why_drawn"), OUTPUTS),),
     wire=wire,
     export=export,
     export_inputs=("why_drawn",),
