@@ -12,7 +12,7 @@ save_llama(model, cfg, "out/folder", tokenizer_json=byte_tokenizer_json())  # a 
 save_qwen3(...), save_olmo2(...)    # the same with a per-head / whole-projection query-key norm
 ```
 
-Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``bert`` (masked-LM
+Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``; ``gemma3`` (text-only ``gemma3_text``); ``bert`` (masked-LM
 logits); ``t5`` (encoder-decoder). Each maps ``config.json`` onto catalogue choices and every tensor
 onto a catalogue parameter (``models/hf/<family>.py``); what the catalogue cannot express is refused by
 name. The mapping table, what is refused and the parameter cap: docs/checkpoints.md.
