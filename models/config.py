@@ -74,6 +74,10 @@ CORE = (
     # 2025 attention terms of the self-attention sublayer (models/sinks.py, models/output_gate.py)
     Param("attn_sinks", bool, False, label="Learned attention sinks (gpt-oss)"),
     Param("attn_gate", str, "none", choices=GATES, label="Gated attention output (Qiu et al. 2025)"),
+    # Gemma 2 / 3 (Gemma Team 2024, 2025): token embeddings times sqrt(d_model) (cast to the embedding's dtype)
+    # before the first layer, and the logits soft-capped, final_softcap * tanh(logits / final_softcap)
+    Param("embed_scale", bool, False),
+    Param("final_softcap", float, None, optional=True),
 )
 MAX_ABLATED = 256
 
@@ -265,6 +269,16 @@ class _ConfigMethods:
             )
         if self.softcap is not None and not (math.isfinite(self.softcap) and self.softcap > 0):
             raise ConfigError("softcap", self.softcap, "None or a finite positive number")
+        if self.final_softcap is not None and not (math.isfinite(self.final_softcap) and self.final_softcap > 0):
+            raise ConfigError("final_softcap", self.final_softcap, "None or a finite positive number")
+        if self.architecture == "encoder_decoder" and (self.embed_scale or self.final_softcap is not None):
+            name = "embed_scale" if self.embed_scale else "final_softcap"
+            raise ConfigError(
+                name,
+                getattr(self, name),
+                "False / None with architecture='encoder_decoder' (its two stacks embed and classify in "
+                "models/encdec.py, which reads neither)",
+            )
         if not (math.isfinite(self.norm_eps) and 0 < self.norm_eps <= 0.1):
             raise ConfigError(
                 "norm_eps", self.norm_eps, "a number in (0, 0.1] (added to the variance in layernorm / rmsnorm)"

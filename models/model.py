@@ -141,7 +141,10 @@ class TransformerModel(nn.Module):
         # absolute encodings number positions within the segment (memory keys carry no position
         # for them: only kNN / token memories allow absolute encodings); relative ones use k_start
         pos = torch.arange(L, device=tokens.device)
-        x = self.embed_norm(self.position.embed(self.embed(tokens), pos))  # (B, L, d)
+        x = self.embed(tokens)
+        if self.cfg.embed_scale:  # Gemma: sqrt(d_model) in the embedding's dtype, as transformers rounds it
+            x = x * torch.tensor(self.cfg.d_model**0.5, dtype=x.dtype)
+        x = self.embed_norm(self.position.embed(x, pos))  # (B, L, d)
         x = self.stack(self.drop(x), ctx)
         if self.memory is None:
             return self.classify(x), ctx
@@ -149,8 +152,10 @@ class TransformerModel(nn.Module):
         return self.memory.final_logits(x, self.classify(x), ctx), ctx  # and (knn_lm) into the logits
 
     def classify(self, x):
-        """Final norm + LM head: the model's classifier, also the early-exit classifier (CALM)."""
-        return self.head(self.final_norm(x))
+        """Final norm + LM head (+ Gemma's final soft cap): the model's classifier, also the early-exit classifier (CALM)."""
+        logits = self.head(self.final_norm(x))
+        cap = self.cfg.final_softcap
+        return logits if cap is None else cap * torch.tanh(logits / cap)
 
     def _output(self, logits, layers, return_attention, state):
         aux = logits.new_zeros(())

@@ -10,16 +10,17 @@ ckpt.logits(ids, attention_mask=None, decoder_ids=None)   # (B, L, vocab)
 ckpt.tokenizer.encode(text); ckpt.tokenizer.pieces(ids)    # readable tokens: "␣the", "↵", "##ing"
 save_llama(model, cfg, "out/folder", tokenizer_json=byte_tokenizer_json())  # a catalogue Llama, written back
 save_qwen3(...), save_olmo2(...)    # the same with a per-head / whole-projection query-key norm
+save_gemma2(...), save_gemma3(...)  # a Gemma-shaped catalogue model (sandwich RMSNorm, GeGLU, embed_scale)
 ```
 
-Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``bert`` (masked-LM
+Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``; ``gemma3`` (text-only ``gemma3_text``); ``bert`` (masked-LM
 logits); ``t5`` (encoder-decoder). Each maps ``config.json`` onto catalogue choices and every tensor
 onto a catalogue parameter (``models/hf/<family>.py``); what the catalogue cannot express is refused by
 name. The mapping table, what is refused and the parameter cap: docs/checkpoints.md.
 """
 
 from .byte_tokenizer import byte_tokenizer_json
-from .export import save_llama, save_olmo2, save_qwen3
+from .export import save_gemma2, save_gemma3, save_llama, save_olmo2, save_qwen3
 from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
 from .tokenizer import Tokenizer
 
@@ -35,5 +36,7 @@ __all__ = [
     "save_llama",
     "save_qwen3",
     "save_olmo2",
+    "save_gemma2",
+    "save_gemma3",
     "byte_tokenizer_json",
 ]

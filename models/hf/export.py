@@ -18,6 +18,9 @@ a window in every layer as ``use_sliding_window`` with ``max_window_layers=0``) 
 ``model_type="olmo2"`` (``qk_norm="all"``, ``norm_placement="res_post"``: ``post_attention_layernorm`` /
 ``post_feedforward_layernorm`` after the sublayers; no window): the config read back through that family's
 reader must again give the catalogue config, so each refuses what its family cannot express by name.
+``save_gemma2`` / ``save_gemma3`` write ``gemma2`` / ``gemma3_text`` (``gemma_config``: ``layer_types`` per layer,
+the soft caps, ``query_pre_attn_scalar = head_dim``, Gemma 3's ``rope_local_base_freq``); Gemma's norms store
+``w`` with gain ``1 + w``, so their rules' one transform is inverted (``INVERSES``: ``w = g - 1``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..config import CORE, ModelConfig
 from ..errors import ConfigError
 from ..ffn import ffn_hidden_size
 from ..registry import registries
-from . import files, llama, mapping, olmo2, qwen3
+from . import files, gemma2, gemma3, llama, mapping, olmo2, qwen3
 from .fields import Fields
 from .loader import Plan, plan
 
@@ -52,14 +55,68 @@ WRITERS = {
         "an OLMo 2 checkpoint (RoPE, RMSNorm after each sublayer (res_post), SwiGLU, a query/key "
         "RMSNorm over the whole projections (qk_norm='all'), full attention)",
     ),
+    "gemma2": (
+        gemma2,
+        "a Gemma 2 checkpoint (RoPE, RMSNorm before and after each sublayer (sandwich), GeGLU with tanh GELU, "
+        "embed_scale, sliding-window and full layers, soft caps, no biases)",
+    ),
+    "gemma3": (
+        gemma3,
+        "a Gemma 3 checkpoint (Gemma 2's model with a per-head query/key RMSNorm (qk_norm='head') and RoPE bases "
+        "rope_base for full layers, rope_local_base for sliding ones)",
+    ),
 }
+# a rule's function -> its inverse (the tensor to write from the catalogue parameter): Gemma stores gains as 1 + w
+INVERSES = {mapping.same: mapping.same, gemma2.gain: lambda g: g - 1.0}
+GEMMA = {"gemma2": ("Gemma2ForCausalLM", "gemma2"), "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}
+
+
+def gemma_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype, family: str) -> dict:
+    """The ``config.json`` of ``cfg`` as a Gemma 2 / Gemma 3 (text) checkpoint: ``layer_types`` from each layer's
+    attention (any layer that does not slide written as full: the read-back check names what differs)."""
+    types = [
+        "sliding_attention" if cfg.layer_config(i).attention == "sliding_window" else "full_attention"
+        for i in range(cfg.n_layers)
+    ]
+    arch, model_type = GEMMA[family]
+    hf = {
+        "architectures": [arch],
+        "model_type": model_type,
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": ffn_hidden_size(cfg),
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "head_dim": cfg.d_head,
+        "query_pre_attn_scalar": cfg.d_head,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": cfg.max_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "sliding_window": cfg.window,
+        "layer_types": types,
+        "attn_logit_softcapping": cfg.softcap,
+        "final_logit_softcapping": cfg.final_softcap,
+        "rope_theta": cfg.rope_base,
+        "tie_word_embeddings": tied,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+    }
+    if family == "gemma3":
+        local = cfg.rope_local_base if cfg.rope_local_base is not None else cfg.rope_base
+        hf.update(rope_local_base_freq=local)
+    return hf
 
 
 def hf_config(
     cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | None = None, family: str = "llama"
 ) -> dict:
     """The ``config.json`` of ``cfg``: every key the loader reads, in the classic Llama spelling (``family``:
-    ``llama``, ``qwen3`` or ``olmo2``, the ``WRITERS`` key)."""
+    ``llama``, ``qwen3`` or ``olmo2``, the ``WRITERS`` key; ``gemma2`` / ``gemma3``: ``gemma_config``)."""
     hf = {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
@@ -86,7 +143,9 @@ def hf_config(
     }
     if cfg.rope_scale != 1:
         hf["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scale}
-    if family == "qwen3":
+    if family in GEMMA:
+        hf = gemma_config(cfg, tied, dtype, family)
+    elif family == "qwen3":
         hf.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
         if cfg.attention == "sliding_window":  # every layer from max_window_layers = 0 on slides
             hf.update(use_sliding_window=True, sliding_window=cfg.window, max_window_layers=0)
@@ -116,7 +175,8 @@ def check_expressible(cfg: ModelConfig, hf: dict, family: str = "llama") -> None
     )
     regs = registries()
     read = {p.name for p in CORE} | {n for cat in regs for n in regs[cat][getattr(cfg, cat)].params}
-    for name in (n for n in cfg.to_dict() if n in read - NOT_COMPARED):
+    skipped = NOT_COMPARED - {"gelu_approx"} if family in GEMMA else NOT_COMPARED  # Gemma's GELU is tanh's
+    for name in (n for n in cfg.to_dict() if n in read - skipped):
         if getattr(resolved, name) != getattr(back, name):
             raise ConfigError(
                 name,
@@ -150,6 +210,17 @@ def save_olmo2(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None,
     return _save("olmo2", model, cfg, folder, dtype, tokenizer_json, extra)
 
 
+def save_gemma2(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None, extra=None) -> Plan:
+    """``save_llama`` for a Gemma 2 model (sandwich RMSNorm, GeGLU with tanh GELU, ``embed_scale``; norm gains
+    written as ``w = g - 1``): a Gemma 2 checkpoint."""
+    return _save("gemma2", model, cfg, folder, dtype, tokenizer_json, extra)
+
+
+def save_gemma3(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None, extra=None) -> Plan:
+    """``save_gemma2`` for a model with ``qk_norm="head"`` and per-kind RoPE bases: a Gemma 3 (text) checkpoint."""
+    return _save("gemma3", model, cfg, folder, dtype, tokenizer_json, extra)
+
+
 def _save(family, model, cfg, folder, dtype, tokenizer_json, extra) -> Plan:
     cfg = cfg.validate()
     check_expressible(cfg, hf_config(cfg, False, dtype, extra, family), family)  # before the model is looked at
@@ -164,7 +235,7 @@ def _save(family, model, cfg, folder, dtype, tokenizer_json, extra) -> Plan:
     for target, rule in rules.items():
         if isinstance(rule, mapping.Tie):
             continue  # the Hub's tied head is the embedding, stored once
-        if not isinstance(rule, mapping.Rule) or len(rule.sources) != 1 or rule.fn is not mapping.same:
+        if not isinstance(rule, mapping.Rule) or len(rule.sources) != 1 or rule.fn not in INVERSES:
             raise ConfigError(
                 "weights",
                 target,
@@ -172,7 +243,7 @@ def _save(family, model, cfg, folder, dtype, tokenizer_json, extra) -> Plan:
             )
         source = rule.sources[0]
         name = source if source == "lm_head.weight" else "model." + source
-        tensors[name] = params[target].detach().to("cpu", dtype).contiguous()
+        tensors[name] = INVERSES[rule.fn](params[target].detach().float()).to("cpu", dtype).contiguous()
     from safetensors.torch import save_file
 
     out = Path(folder)

@@ -20,11 +20,20 @@ from ..config import ModelConfig
 from ..errors import ConfigError
 from ..meta import materialize, on_meta
 from ..model import build_model
-from . import bert, files, gpt2, llama, mapping, olmo2, qwen3, sizes, t5
+from . import bert, files, gemma2, gemma3, gpt2, llama, mapping, olmo2, qwen3, sizes, t5
 from .fields import Fields
 from .tokenizer import Tokenizer
 
-FAMILIES = {"gpt2": gpt2, "llama": llama, "qwen3": qwen3, "olmo2": olmo2, "bert": bert, "t5": t5}
+FAMILIES = {
+    "gpt2": gpt2,
+    "llama": llama,
+    "qwen3": qwen3,
+    "olmo2": olmo2,
+    "gemma2": gemma2,
+    "gemma3": gemma3,
+    "bert": bert,
+    "t5": t5,
+}
 MODEL_TYPES = {mt: name for name, module in FAMILIES.items() for mt in module.MODEL_TYPES}
 
 # The largest model served interactively by default on a 2-core CPU: a 128-token forward costs

@@ -49,6 +49,43 @@ FAMILIES = {
         "Olmo2ForCausalLM",
         dict(SMALL, num_key_value_heads=2, rms_norm_eps=1e-6, pad_token_id=0, eos_token_id=0),
     ),
+    # Gemma 2 / 3: 4 layers, windows of 3 keys (shorter than the test texts), heads of 16 apart from d / heads,
+    # weights drawn at 0.3 (not 0.02) so scores and logits are large; Gemma 2's soft caps low enough to bend them
+    "gemma2": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        dict(
+            SMALL,
+            num_hidden_layers=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            sliding_window=3,
+            attn_logit_softcapping=2.0,
+            final_logit_softcapping=3.0,
+            initializer_range=0.3,
+            attn_implementation="eager",
+        ),
+    ),
+    "gemma3": (
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        dict(
+            SMALL,
+            num_hidden_layers=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            sliding_window=3,
+            sliding_window_pattern=2,
+            rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+            },
+            initializer_range=0.3,
+            attn_implementation="eager",
+        ),
+    ),
     "bert": ("BertConfig", "BertForMaskedLM", dict(SMALL, layer_norm_eps=1e-12)),
     "t5": (
         "T5Config",
