@@ -152,7 +152,8 @@ class TransformerModel(nn.Module):
         return self.memory.final_logits(x, self.classify(x), ctx), ctx  # and (knn_lm) into the logits
 
     def classify(self, x):
-        """Final norm + LM head (+ Gemma's final soft cap): the model's classifier, also the early-exit classifier (CALM)."""
+        """Final norm + LM head (+ Gemma's final soft cap): the model's classifier, also the early-exit classifier
+        (CALM)."""
         logits = self.head(self.final_norm(x))
         cap = self.cfg.final_softcap
         return logits if cap is None else cap * torch.tanh(logits / cap)

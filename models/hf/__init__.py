@@ -13,10 +13,11 @@ save_qwen3(...), save_olmo2(...)    # the same with a per-head / whole-projectio
 save_gemma2(...), save_gemma3(...)  # a Gemma-shaped catalogue model (sandwich RMSNorm, GeGLU, embed_scale)
 ```
 
-Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``; ``gemma3`` (text-only ``gemma3_text``); ``bert`` (masked-LM
-logits); ``t5`` (encoder-decoder). Each maps ``config.json`` onto catalogue choices and every tensor
-onto a catalogue parameter (``models/hf/<family>.py``); what the catalogue cannot express is refused by
-name. The mapping table, what is refused and the parameter cap: docs/checkpoints.md.
+Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``;
+``gemma3`` (text-only ``gemma3_text``); ``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps
+``config.json`` onto catalogue choices and every tensor onto a catalogue parameter (``models/hf/<family>.py``);
+what the catalogue cannot express is refused by name. The mapping table, what is refused and the parameter cap:
+docs/checkpoints.md.
 """
 
 from .byte_tokenizer import byte_tokenizer_json

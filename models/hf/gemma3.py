@@ -91,7 +91,9 @@ def config(f: Fields) -> tuple:
     pos = _rope(f, types)
     notes.insert(1, "q_norm / k_norm: RMSNorm of each head's queries and keys before RoPE (qk_norm='head')")
     if "rope_local_base" in pos:
-        notes.append(f"RoPE base {pos['rope_base']:g} in the full layers, {pos['rope_local_base']:g} in the sliding ones")
+        notes.append(
+            f"RoPE base {pos['rope_base']:g} in the full layers, {pos['rope_local_base']:g} in the sliding ones"
+        )
     return {**fields, **att, **pos, "qk_norm": "head"}, notes + gemma2.window_note(att)
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from hf_models import VOCAB, make
+from hf_models import VOCAB
 
 from models.errors import ConfigError
 from models.hf import load, plan
@@ -32,8 +32,20 @@ def _want(hf, ids, mask=None):
 def test_gemma2_maps_onto_catalogue_choices(saved):
     p = plan(saved("gemma2")[0])
     c = p.config
-    assert (c.norm_placement, c.norm, c.ffn, c.gelu_approx, c.attn_bias) == ("sandwich", "rmsnorm", "geglu", "tanh", "none")
-    assert (c.attention, c.layer_schedule, c.window, c.head_dim, c.n_kv_heads) == ("sliding_window", "sliding_window,full", 3, 16, 2)
+    assert (c.norm_placement, c.norm, c.ffn, c.gelu_approx, c.attn_bias) == (
+        "sandwich",
+        "rmsnorm",
+        "geglu",
+        "tanh",
+        "none",
+    )
+    assert (c.attention, c.layer_schedule, c.window, c.head_dim, c.n_kv_heads) == (
+        "sliding_window",
+        "sliding_window,full",
+        3,
+        16,
+        2,
+    )
     assert (c.softcap, c.final_softcap, c.embed_scale, c.norm_eps) == (2.0, 3.0, True, 1e-6)
     model = load(saved("gemma2")[0]).model
     assert model.head.weight is model.embed.weight  # tied, as Gemma's head is

@@ -18,7 +18,13 @@ ATOL = 1e-4
 
 def test_gemma3_maps_onto_catalogue_choices(saved):
     c = plan(saved("gemma3")[0]).config
-    assert (c.norm_placement, c.ffn, c.gelu_approx, c.qk_norm, c.embed_scale) == ("sandwich", "geglu", "tanh", "head", True)
+    assert (c.norm_placement, c.ffn, c.gelu_approx, c.qk_norm, c.embed_scale) == (
+        "sandwich",
+        "geglu",
+        "tanh",
+        "head",
+        True,
+    )
     assert (c.attention, c.layer_schedule, c.window) == ("sliding_window", "sliding_window,full", 3)
     assert (c.rope_base, c.rope_local_base, c.softcap, c.final_softcap) == (1e6, 100.0, None, None)
 
@@ -54,8 +60,13 @@ def test_qk_norm_offset_matters(saved):
 
 def test_gemma3_default_pattern_and_old_rope_keys(tmp_path):
     hf = make(
-        "gemma3", tmp_path, num_hidden_layers=7, sliding_window_pattern=6,
-        rope_parameters=None, rope_theta=50_000.0, rope_local_base_freq=500.0,
+        "gemma3",
+        tmp_path,
+        num_hidden_layers=7,
+        sliding_window_pattern=6,
+        rope_parameters=None,
+        rope_theta=50_000.0,
+        rope_local_base_freq=500.0,
     )
     cfg = json.loads((tmp_path / "config.json").read_text())
     cfg.pop("layer_types"), cfg.pop("rope_parameters")
@@ -75,8 +86,12 @@ def test_gemma3_default_pattern_and_old_rope_keys(tmp_path):
         (dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
         (dict(query_pre_attn_scalar=8), "query_pre_attn_scalar"),
         (
-            dict(rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
-                                  "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+            dict(
+                rope_parameters={
+                    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                }
+            ),
             "rope_scaling",
         ),
         (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4}), "rope_parameters"),
