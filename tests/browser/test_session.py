@@ -260,6 +260,20 @@ def _held(url: str, session_hash: str) -> bool:
         return json.loads(r.read() or b'""') != ""
 
 
+def _wait_idle(page, since: float, seconds: float, timeout_s: float = 120) -> None:
+    """Wait until the page has sent and heard nothing for ``seconds`` (its own trace of joins and stream
+    messages, which a late step of a chain on a busy machine can still add), nor anyone since ``since``."""
+    from browser_page import BUSY_JS
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pending, quiet_ms, _progress = page.page.evaluate(BUSY_JS)
+        if not pending and quiet_ms >= seconds * 1000 and time.monotonic() - since >= seconds:
+            return
+        page.page.wait_for_timeout(250)
+    raise AssertionError(f"the page was never idle for {seconds} s:\n{page.trace_text()}")
+
+
 def test_an_idle_session_expires_and_the_page_still_redraws(open_page, serve_app):
     """An idle session is dropped after the TTL; the page's next commit (back to the default
     attention, which the rebuilt default state believes is on screen) still redraws every figure."""
@@ -278,7 +292,8 @@ def test_an_idle_session_expires_and_the_page_still_redraws(open_page, serve_app
         assert _held(url, session)  # the probe sees a live session
         # another share of allowed pairs (the statistics come with the chain's detail step, drawn a task later)
         page.page.wait_for_function(f"(old) => ({STATS_TITLE})() !== old", arg=full_stats, timeout=60_000)
-        page.page.wait_for_timeout(int((TTL + TTL / 4 + 2) * 1000))  # idle: no event
+        probed = time.monotonic()  # the probe touched the session: idle counts from it too
+        _wait_idle(page, since=probed, seconds=TTL + TTL / 4 + 2)  # no event: the session must expire
         assert not _held(url, session)
         sliding = page.plot(GRID)
         page.choose("ctl-attention", "full")
