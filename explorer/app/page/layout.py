@@ -27,6 +27,7 @@ from explorer.app.controls.fields import (
     unused_categories,
     visible_fields,
 )
+from explorer.app.controls.schedule_chips import chips_html
 from explorer.app.controls.share_js import LONG_LINK_HEAD
 from explorer.app.controls.state import new_state
 from explorer.app.controls.weights import BUNDLED, SHARE_NOTE, SHOW_TRAINED, all_choices, chosen, weights_line
@@ -173,7 +174,7 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
     comps["weights_show"] = gr.Button(SHOW_TRAINED, visible=False, size="sm", elem_id="weights-show")
     build_door(comps)
     gr.Markdown(SHARE_NOTE, elem_classes="hint", elem_id="weights-note")
-    controls = config_controls(cfg, choice_marks(cfg.to_dict()))
+    controls = config_controls(cfg, choice_marks(cfg.to_dict()), comps)
     comps["text"] = gr.Textbox(
         DEFAULT_TEXT,
         lines=3,
@@ -208,8 +209,9 @@ def control_column(cfg: ModelConfig, comps: dict, weights_md: str = "") -> dict:
     return controls
 
 
-def config_controls(cfg: ModelConfig, marks: dict) -> dict:
-    """Every config control in its group -> ``{field: component}``."""
+def config_controls(cfg: ModelConfig, marks: dict, comps: dict | None = None) -> dict:
+    """Every config control in its group -> ``{field: component}``; the schedule's chips (not a field) go into
+    ``comps``."""
     choice = {cat: getattr(cfg, cat) for cat in CATEGORIES}
     shown, unused = visible_fields(choice), unused_categories(choice)
     made = {}
@@ -229,7 +231,11 @@ def config_controls(cfg: ModelConfig, marks: dict) -> dict:
             make(SIZE_FIELDS[2:])
         make(["seed"])
     with gr.Accordion("Layers and attention terms (2024-2026 families)", open=False, elem_id="modern-group"):
-        make(MODERN_FIELDS)
+        make(MODERN_FIELDS[:1])
+        chips = gr.HTML(chips_html(cfg.layer_schedule, cfg.n_layers, cfg.attention), elem_id="schedule-chips")
+        if comps is not None:
+            comps["schedule_chips"] = chips
+        make(MODERN_FIELDS[1:])
     with gr.Accordion("Variant parameters (shown when the chosen variants use them)", open=True):
         make([name for name in CONTROL_FIELDS if name not in made])
     return made

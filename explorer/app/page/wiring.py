@@ -31,6 +31,7 @@ from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.committed import committing, from_committed
 from explorer.app.controls.events import QUIET, Components, picked
 from explorer.app.controls.fields import CONTROL_FIELDS, without_checkpoint
+from explorer.app.controls.schedule_chips import chips_html
 from explorer.app.controls.share_js import SHARE_JS
 from explorer.app.controls.sources import FILL, apply_preset, load_from_url, upload_config
 from explorer.app.page.fit_js import FIT_JS
@@ -393,6 +394,16 @@ def wire_page(demo, ui: Components) -> None:
     ui["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     ui["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
     ui["share_qs"].change(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
+    for name in ("layer_schedule", "n_layers", "attention"):  # the schedule's chips follow the three boxes
+        ui[name].change(
+            chips_html,
+            ui.outputs("layer_schedule", "n_layers", "attention"),  # a list: the values in this order
+            ui.outputs("schedule_chips"),
+            queue=False,
+            show_progress="hidden",
+            show_progress_on=ui.outputs("status"),  # no new loading-status target (the page updates each one)
+            api_visibility="private",
+        )
     demo.load(None, None, [ui["share_url"]], js="() => window.location.href", queue=False, api_visibility="private")
     demo.load(None, None, None, js=FIT_JS, queue=False, api_visibility="private")  # figures fit when shown
     demo.load(None, None, None, js=RENDER_ONCE_JS, queue=False, api_visibility="private")  # one draw per update
