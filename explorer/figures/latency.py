@@ -237,7 +237,7 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
 
 
 def kv_cache_figure(kv: dict) -> go.Figure:
-    """KV-cache bytes for decoding against L: current ``n_kv_heads`` next to MHA and MQA."""
+    """KV-cache bytes for decoding against L: the current model next to MHA, GQA, MQA and MLA."""
     mib = 1 / 2**20
     own = kv.get("own_rule", False)  # a mechanism with its own cache (MLA's latent): values per token and layer
     current = (
@@ -248,8 +248,12 @@ def kv_cache_figure(kv: dict) -> go.Figure:
     lines = [
         ("mha", f"MHA ({kv['n_heads']} K/V heads)", "#7f7f7f", "dash"),
         ("mqa", "MQA (1 K/V head)", "#2ca02c", "dot"),
-        ("current", current, "#1f77b4", "solid"),
     ]
+    if "gqa" in kv and kv["gqa_heads"] not in (1, kv["n_heads"]):
+        lines.append(("gqa", f"GQA ({kv['gqa_heads']} K/V heads)", "#ff7f0e", "dashdot"))
+    if "mla" in kv:
+        lines.append(("mla", f"MLA latent ({kv['mla_values']} values per token and layer)", "#9467bd", "longdash"))
+    lines.append(("current", current, "#1f77b4", "solid"))
     data = [
         dict(
             type="scatter",

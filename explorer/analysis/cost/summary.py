@@ -142,7 +142,8 @@ def stack_sizes(model) -> dict:
 def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
     """Bytes of K and V cached for decoding ``L`` tokens: ``2 * kv_heads * d_head`` values (fp16 by
     default) per cached key, summed over the layers, for the current ``n_kv_heads``, MHA and MQA (Shazeer
-    2019; Ainslie et al. 2023). The layers are those of the stack the head reads (the decoder's
+    2019; Ainslie et al. 2023), GQA with 4 query heads per K/V head and MLA (DeepSeek-AI 2024: ``kv_lora_rank +
+    qk_rope_head_dim`` values per key and layer). The layers are those of the stack the head reads (the decoder's
     self-attention), each keeping the keys of its own kind (``models.footprint.cached_keys``: all ``L``, or a
     causal window's / chunk's last ones), so a layer schedule sums its kinds (``by_kind``: the current
     bytes of each layer kind)."""
@@ -170,6 +171,7 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
             rows[m] += kept
             current[m] += kept
     own = getattr(attention[cfg.attention].caps, "cache_values", None)
+    gqa = max(1, cfg.n_heads // 4) if cfg.n_heads % 4 == 0 else 1  # a group of 4 query heads per K/V head
     return {
         "seq_len": lens,
         "current": current,
@@ -179,6 +181,11 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
         "layers": stack.n_layers,
         "mha": cache(cfg.n_heads),
         "mqa": cache(1),
+        "gqa": cache(gqa),
+        "gqa_heads": gqa,
+        # MLA (DeepSeek-V2): per layer and kept key, the latent and the decoupled RoPE key, at these widths
+        "mla": [(cfg.kv_lora_rank + cfg.qk_rope_head_dim) * sum(per_layer[n]) * bytes_per_value for n in lens],
+        "mla_values": cfg.kv_lora_rank + cfg.qk_rope_head_dim,
         "by_kind": by_kind,
         "kv_heads": cfg.kv_heads,
         "n_heads": cfg.n_heads,

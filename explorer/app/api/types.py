@@ -116,6 +116,7 @@ class ExpertsView(TypedDict):
     n_tokens: int  # tokens routed per layer
     top_k: int  # experts per token
     assignment: list[list[int]]  # [layer][token] top-1 expert
+    layers: list[int]  # the model's layer index of each row (a schedule's ':dense' layers route nothing)
 
 
 class MemoryView(TypedDict):
