@@ -234,8 +234,9 @@ class NativeSparseAttention(nn.Module):
     def _parts(self, q, k, v):
         acc = torch.promote_types(q.dtype, torch.float32)
         q, g = q[..., : self.dh].to(acc), torch.sigmoid(q[..., self.dh :].to(acc))  # g (B, h, L, 3)
-        (kc, ks, kw), (vc, vs, vw) = k.to(acc).chunk(3, dim=1), v.to(acc).chunk(3, dim=1)
-        return q.contiguous(), g, (kc, ks, kw), (vc, vs, vw)
+        ks = tuple(t.contiguous() for t in k.to(acc).chunk(3, dim=1))  # cmp, slc, win: (B, h_kv, L, d_h) each
+        vs = tuple(t.contiguous() for t in v.to(acc).chunk(3, dim=1))
+        return q.contiguous(), g, ks, vs
 
     def dense(self, q, k, v):
         """The whole formula with masks: ``(out (B, h, L, d_h), drawn map (B, h, L, L))`` (module docstring)."""
