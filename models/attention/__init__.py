@@ -25,6 +25,7 @@ from . import (
     lowrank,
     lsh,
     mla,
+    nsa,
     poolingformer,
     probsparse,
     residual,
@@ -75,6 +76,7 @@ ATTENTION = gather(
     poolingformer.VARIANTS,
     mla.VARIANTS,
     differential.VARIANTS,
+    nsa.VARIANTS,
 )
 
 __all__ = [
