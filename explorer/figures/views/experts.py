@@ -98,6 +98,8 @@ def experts_figure(view, tokens: list) -> go.Figure:
         f"capacity {cap} per expert per sequence (dashed); a dropped token skips the FFN through the residual"
         if cap is not None
         else "a fixed hash of the token id: no router, no capacity"
+        if view.ffn == "hash"
+        else "dropless: no capacity, every token reaches its top-k experts"
     )
     title = (
         f"{view.ffn}: expert load per layer — {total} of {view.n_tokens * view.top_k * n_l} assignments dropped"
