@@ -218,7 +218,7 @@ def config(f: Fields) -> tuple:
         notes.append("every layer dense (first_k_dense_replace >= num_hidden_layers): SwiGLU")
     elif dense:
         fields.update(
-            layer_schedule=f"mla:dense*{dense},mla*{n_layers - dense}",
+            layer_schedule=f"{_run('mla:dense', dense)},{_run('mla', n_layers - dense)}",
             dense_ffn="swiglu",
             dense_d_ff=_size(f, "intermediate_size"),
         )
@@ -227,6 +227,11 @@ def config(f: Fields) -> tuple:
     if any(_layer(name) is not None and _layer(name) >= n_layers for name in f.names):
         notes.append(f"multi-token-prediction layers ({mtp}) not read: they are not part of the logits")
     return fields, notes
+
+
+def _run(token: str, n: int) -> str:
+    """``n`` layers of ``token`` as a schedule entry (``"mla"``, ``"mla*3"``)."""
+    return token if n == 1 else f"{token}*{n}"
 
 
 def _layer(name: str):

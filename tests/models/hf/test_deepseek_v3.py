@@ -56,6 +56,10 @@ VARIANTS = {
         routed_scaling_factor=1.5,
         tie_word_embeddings=True,
     ),
+    # DeepSeek-V3's dense first layers (first_k_dense_replace): the schedule's ':dense' layers
+    "dense1": dict(first_k_dense_replace=1),
+    "dense2": dict(num_hidden_layers=3, first_k_dense_replace=2, q_lora_rank=12),
+    "all_dense": dict(first_k_dense_replace=2),  # every layer dense: ffn='swiglu', no schedule
 }
 
 
@@ -125,6 +129,20 @@ def test_deepseek_v3_maps_onto_catalogue_choices(saved):
     assert (lora.q_lora_rank, lora.rope_interleave, lora.norm_topk_prob, lora.n_shared_experts) == (12, False, False, 2)
     model = load(saved("lora")[0]).model
     assert model.head.weight is model.embed.weight  # tie_word_embeddings
+    one, two = plan(saved("dense1")[0]).config, plan(saved("dense2")[0]).config
+    assert (one.layer_schedule, one.dense_ffn, one.dense_d_ff, one.ffn) == (
+        "mla:dense,mla",
+        "swiglu",
+        40,
+        "moe_deepseek",
+    )
+    assert two.layer_schedule == "mla:dense*2,mla" and [two.layer_config(i).ffn for i in range(3)] == [
+        "swiglu",
+        "swiglu",
+        "moe_deepseek",
+    ]
+    every = plan(saved("all_dense")[0]).config
+    assert (every.ffn, every.d_ff, every.layer_schedule) == ("swiglu", 40, "")
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
