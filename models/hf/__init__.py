@@ -11,10 +11,12 @@ ckpt.tokenizer.encode(text); ckpt.tokenizer.pieces(ids)    # readable tokens: "â
 save_llama(model, cfg, "out/folder", tokenizer_json=byte_tokenizer_json())  # a catalogue Llama, written back
 save_qwen3(...), save_olmo2(...)    # the same with a per-head / whole-projection query-key norm
 save_gemma2(...), save_gemma3(...)  # a Gemma-shaped catalogue model (sandwich RMSNorm, GeGLU, embed_scale)
+save_deepseek_v3(...)               # an MLA + moe_deepseek catalogue model (dense first layers: ':dense')
 ```
 
 Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``;
-``gemma3`` (text-only ``gemma3_text``); ``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps
+``gemma3`` (text-only ``gemma3_text``); ``deepseek_v3`` (MLA and DeepSeekMoE); ``bert`` (masked-LM logits); ``t5``
+(encoder-decoder). Each maps
 ``config.json`` onto catalogue choices and every tensor onto a catalogue parameter (``models/hf/<family>.py``);
 what the catalogue cannot express is refused by name. The mapping table, what is refused and the parameter cap:
 docs/checkpoints.md.
@@ -22,6 +24,7 @@ docs/checkpoints.md.
 
 from .byte_tokenizer import byte_tokenizer_json
 from .export import save_gemma2, save_gemma3, save_llama, save_olmo2, save_qwen3
+from .export_deepseek import save_deepseek_v3
 from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
 from .tokenizer import Tokenizer
 
@@ -39,5 +42,6 @@ __all__ = [
     "save_olmo2",
     "save_gemma2",
     "save_gemma3",
+    "save_deepseek_v3",
     "byte_tokenizer_json",
 ]

@@ -20,7 +20,7 @@ from ..config import ModelConfig
 from ..errors import ConfigError
 from ..meta import materialize, on_meta
 from ..model import build_model
-from . import bert, files, gemma2, gemma3, gpt2, llama, mapping, olmo2, qwen3, sizes, t5
+from . import bert, deepseek_v3, files, gemma2, gemma3, gpt2, llama, mapping, olmo2, qwen3, sizes, t5
 from .fields import Fields
 from .tokenizer import Tokenizer
 
@@ -31,6 +31,7 @@ FAMILIES = {
     "olmo2": olmo2,
     "gemma2": gemma2,
     "gemma3": gemma3,
+    "deepseek_v3": deepseek_v3,
     "bert": bert,
     "t5": t5,
 }
@@ -175,7 +176,8 @@ def plan(path, *, max_params: int = DEFAULT_MAX_PARAMS, dtype: torch.dtype = tor
     shapes = {k: tuple(v.shape) for k, v in meta.state_dict().items()}
     tensors = mapping.canonical_names(headers, lambda name: module.canonical(f, name))
     mapping.check(rules, tensors, shapes)
-    n_params = sum(int(torch.Size(s).numel()) for s in shapes.values()) - _tied_numel(rules, shapes)
+    buffers = sum(int(b.numel()) for name, b in meta.named_buffers() if name in shapes)  # state, not parameters
+    n_params = sum(int(torch.Size(s).numel()) for s in shapes.values()) - _tied_numel(rules, shapes) - buffers
     _cap(n_params, max_params)
     itemsize = torch.empty((), dtype=dtype).element_size()
     name = found.folder.resolve().name

@@ -109,9 +109,10 @@ def check(rules: dict, tensors: dict, shapes: dict) -> None:
 
 
 def fill(model: torch.nn.Module, rules: dict, tensors: dict, read: Callable, dtype: torch.dtype) -> None:
-    """Copy every rule's result into ``model`` (whose parameters exist but hold no values yet), check
-    each source tensor is finite, then tie the tied parameters."""
-    params = dict(model.named_parameters(remove_duplicate=False))
+    """Copy every rule's result into ``model`` (whose parameters and buffers exist but hold no values yet),
+    check each source tensor is finite, then tie the tied parameters."""
+    # persistent buffers a checkpoint stores (DeepSeek-V3's e_score_correction_bias) are filled like parameters
+    params = {**dict(model.named_buffers()), **dict(model.named_parameters(remove_duplicate=False))}
     with torch.no_grad():
         for target, rule in rules.items():
             if isinstance(rule, Tie):
