@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.figures.base import CYCLE, base_layout, decade_ticks, legend_above, message_figure, subplot_domains
+from explorer.figures.gated_sink import gated_sink_figure
 from explorer.figures.gradients import PLACEMENT_COLORS, PLACEMENT_MARKERS
 
 MAX_LAYERS, MAX_HEADS = 4, 4  # live maps: at most 4 x 4 panels (+ the ideal pattern)
@@ -200,6 +201,7 @@ def repro_figure(result: dict) -> go.Figure:
             "induction": _induction,
             "efficiency": _efficiency,
             "kv_heads": _kv_heads,
+            "gated_sink": gated_sink_figure,
         }[result["name"]](result)
     )
 

@@ -38,7 +38,7 @@ from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 
 REPLAY_STEPS = 20  # the first steps' losses, recorded one by one (what the replay test compares)
-MAX_TOTAL_BYTES = 16 << 20
+MAX_TOTAL_BYTES = 24 << 20  # eleven float16 models of the default size (~1.7 MB each) and their JSON
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,27 @@ RECIPES = {
             seq_len=48,
             every=100,
             induction_steps=0,
+        ),
+        # the 2024-2026 members (docs/catalogue.md): each differs from "default" in one choice, same data and run
+        Recipe(
+            "gpt_oss_style",
+            "gpt-oss-style layers: sliding window (64 keys) and full alternate, with learned attention sinks",
+            {"layer_schedule": "sliding_window,full", "window": 64, "attn_sinks": True},
+        ),
+        Recipe(
+            "mla",
+            "multi-head latent attention (DeepSeek-V2/V3): keys and values from a shared compressed latent",
+            {"attention": "mla"},
+        ),
+        Recipe(
+            "gated_attention",
+            "gated attention output (Qiu et al. 2025, G1): an elementwise sigmoid gate on each head's output",
+            {"attn_gate": "elementwise"},
+        ),
+        Recipe(
+            "differential",
+            "differential attention (Ye et al. 2025): two softmax maps subtracted, lambda learned per layer",
+            {"attention": "differential"},
         ),
     )
 }

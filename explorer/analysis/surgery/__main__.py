@@ -1,4 +1,4 @@
-"""``python -m explorer.analysis.surgery [BUNDLE | --checkpoint ID] [--lengths ...] [--json] [--write]``:
+"""``python -m explorer.analysis.surgery [BUNDLE | --checkpoint ID] [--lengths ...] [--json] [--write [--update]]``:
 the Surgery table of a bundled model or of a pretrained checkpoint, printed as Markdown (or JSON) and,
 with ``--write``, stored beside the model where the Surgery tab reads it."""
 
@@ -53,6 +53,11 @@ def main(argv=None) -> int:
         help="store it beside the model (<bundle>.surgery.json, or "
         "surgery.json in the checkpoint's folder): the Surgery tab shows it",
     )
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="with --write: keep the losses of the rows the stored table already holds, score only the new ones",
+    )
     args = ap.parse_args(argv)
     lengths = tuple(int(x) for x in args.lengths.split(",") if x.strip()) or None
     if args.write and lengths:
@@ -61,7 +66,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     try:
         origin = checkpoint_origin(args.checkpoint) if args.checkpoint else bundle_origin(args.bundle)
-        result = write_table(origin, log) if args.write else table(origin, lengths, log)
+        result = write_table(origin, log, update=args.update) if args.write else table(origin, lengths, log)
     except ConfigError as e:
         ap.error(str(e))
     print(json.dumps(result, indent=1) if args.json else markdown(result))

@@ -3,7 +3,8 @@
 ``rows_for(origin)``: the model as trained, every surgery-safe attention of the catalogue (the windowed
 ones at the origin's window: a bundle's own, a quarter of a checkpoint's trained length, each with and
 without attention sinks), K/V heads merged by mean-pooling, RoPE position interpolation and one head
-ablated per layer. A table (``tabulate.py`` computes it) is stored beside its model (``<bundle>.surgery.json``
+ablated per layer, and per-layer schedules of sliding and full layers (``schedule_rows``).
+A table (``tabulate.py`` computes it) is stored beside its model (``<bundle>.surgery.json``
 in the bundle folder, ``surgery.json`` in a checkpoint's folder); ``stored_table`` reads it back, so the
 page shows it at once, and ``stored_loss`` finds a config's held-out loss in it (its trained-length column:
 the number ``loss.heldout_loss`` computes, not computed again).
@@ -15,7 +16,7 @@ import json
 
 from explorer.analysis.surgery.origin import Origin
 from explorer.analysis.weights import bundled, checkpoints
-from models import ConfigError, registries, surgery
+from models import ConfigError, registries, schedule, surgery
 from models.attention import PATTERNS
 
 SINKS = 4  # StreamingLLM keeps 4 initial tokens
@@ -56,6 +57,7 @@ def rows_for(origin: Origin) -> list:
             rows.append((f"{rows[-1][0]} + {SINKS} sinks", cfg.replace(n_sinks=SINKS).validate()))
     for kv in sorted({base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}, reverse=True):
         rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
+    rows += schedule_rows(origin)
     if base.position == "rope":
         rows.append(("RoPE positions / 4 (interpolation)", base.replace(rope_scale=base.rope_scale * 4).validate()))
     rows.append(
@@ -64,6 +66,47 @@ def rows_for(origin: Origin) -> list:
             base.replace(ablate_heads=", ".join(f"{i}.0" for i in range(base.n_layers))).validate(),
         )
     )
+    return rows
+
+
+def schedule_rows(origin: Origin) -> list:
+    """Per-layer schedules on the trained weights: a uniform ``full`` model gets gpt-oss / Gemma 2's 1:1 and a
+    Gemma 3-like 3:1 of sliding (at the origin's window) and full layers; a model with a schedule gets each of
+    its layer kinds switched to the other of ``full`` / ``sliding_window`` (``every full layer -> sliding_window``:
+    gpt-oss with no global layer). Rows the surgery rules refuse are left out."""
+    base, w, out = origin.config, origin.window, []
+    if not base.layer_schedule:
+        if base.attention == "full":
+            out += [
+                (f"layers alternate sliding_window ({w}) / full (gpt-oss, Gemma 2)", "sliding_window,full"),
+                (f"3 sliding_window ({w}) : 1 full layers (Gemma 3-like)", "sliding_window*3,full"),
+            ]
+    else:
+        kinds = schedule.parse(base.layer_schedule)
+        for key in dict.fromkeys(k.attention for k in kinds):
+            for target in ("full", "sliding_window"):
+                if target == key:
+                    continue
+                tokens = [k.token.replace(key, target, 1) if k.attention == key else k.token for k in kinds]
+                out.append(
+                    (
+                        f"every {key} layer -> {target}" + (f" ({w})" if target == "sliding_window" else ""),
+                        ",".join(tokens),
+                    )
+                )
+    rows = []
+    for label, text in out:
+        try:
+            kinds = schedule.parse(text)
+            keys = {k.attention for k in kinds}
+            attention = base.attention if base.attention in keys else sorted(keys)[0]
+            if len(set(kinds)) == 1 and not (kinds[0].nope or kinds[0].dense):  # every layer alike: no schedule
+                text, attention = "", kinds[0].attention
+            cfg = base.replace(layer_schedule=text, attention=attention, window=w).validate()
+            surgery.check(base, cfg)
+        except ConfigError:
+            continue
+        rows.append((label, cfg))
     return rows
 
 

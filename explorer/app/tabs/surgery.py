@@ -3,9 +3,10 @@
 When the weights drawn are a bundle's or a checkpoint's moved to the controls' config
 (``explorer.analysis.surgery``), the tab shows the change in loss (held out and on the visitor's text,
 each with its length against the trained length), the difference view (the new maps minus the model's
-own, on the same text) and its Surgery table (every change that keeps its weights, at the trained length
-and at 4x it: stored beside the model, so it costs nothing to show). For a model as trained it says which
-changes keep the weights; for a config no bundle serves, why, and what to train.
+own, on the same text), its Surgery table (every change that keeps its weights, at the trained length
+and at 4x it: stored beside the model, so it costs nothing to show) and the KV-cache frontier drawn from it
+(every way to shrink the decoder's cache, its bytes per token against the loss it costs). For a model as
+trained it says which changes keep the weights; for a config no bundle serves, why, and what to train.
 
 Filled after the other tabs by one event of the redraw chain (skipped when the grid drew nothing new).
 """
@@ -19,6 +20,7 @@ import gradio as gr
 
 from explorer.analysis import surgery
 from explorer.analysis.source import drawn_for
+from explorer.analysis.surgery.frontier import points as frontier_points
 from explorer.analysis.weights import bundled
 from explorer.app.controls.events import QUIET
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
@@ -26,6 +28,8 @@ from explorer.app.controls.state import drawn_config, read_state
 from explorer.app.server.messages import problem
 from explorer.app.tabs.contract import Landing, Page, Step, Tab
 from explorer.figures.base import message_figure
+from explorer.figures.kv_frontier import TITLE as FRONTIER_TITLE
+from explorer.figures.kv_frontier import frontier_figure, frontier_reading
 from explorer.figures.readings import loss_line
 from explorer.figures.surgery import (
     difference_grid,
@@ -38,7 +42,7 @@ from explorer.figures.surgery import (
 from explorer.runtime.untrusted import shown
 from models import ModelConfig
 
-OUTPUTS = ("surgery_md", "surgery_diff", "surgery_table", "surgery_table_md")
+OUTPUTS = ("surgery_md", "surgery_diff", "surgery_table", "surgery_table_md", "surgery_frontier")
 SAFE_HINT = (
     "Changes that keep the trained weights: any structured pattern and its sizes, attention sinks, "
     "linear / Performer / routing / axial / ProbSparse / RealFormer attention, the softcap, RoPE's base "
@@ -69,6 +73,7 @@ def _changes(cfg: ModelConfig, changed) -> str:
 
 
 def _table(origin) -> tuple:
+    """``(table figure, table markdown, KV-cache frontier figure)`` of ``origin``'s stored Surgery table."""
     table = surgery.stored_table(origin) if origin is not None else None
     if table is None:
         hint = (
@@ -80,8 +85,12 @@ def _table(origin) -> tuple:
                 + " --write makes it)"
             )
         )
-        return message_figure(f"No Surgery table stored for this model{hint}.", "Surgery table"), ""
-    return table_figure(table), table_markdown(table)
+        none = f"No Surgery table stored for this model{hint}."
+        return message_figure(none, "Surgery table"), "", message_figure(none, FRONTIER_TITLE)
+    pts = frontier_points(table)
+    reading = frontier_reading(table, pts)
+    md = table_markdown(table) + (f"\n\n**KV-cache frontier.** {reading}" if reading else "")
+    return table_figure(table), md, frontier_figure(table, pts)
 
 
 def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -> dict:
@@ -134,8 +143,14 @@ def surgery_outputs(cfg: ModelConfig, text: str, separator=None, weights=None) -
         why = surgery.why_not(cfg) if weights is None else "the weights drawn are your run's"
         md = f"No surgery here: {shown(why)}. {SAFE_HINT}"
         fig = empty
-    table_fig, table_md = _table(origin)
-    return {"surgery_md": md, "surgery_diff": fig, "surgery_table": table_fig, "surgery_table_md": table_md}
+    table_fig, table_md, frontier = _table(origin)
+    return {
+        "surgery_md": md,
+        "surgery_diff": fig,
+        "surgery_table": table_fig,
+        "surgery_table_md": table_md,
+        "surgery_frontier": frontier,
+    }
 
 
 def refresh_surgery(values: dict, text, separator=None, state=None, weights=None) -> dict:
@@ -160,7 +175,8 @@ def build_surgery_tab(first: dict) -> SimpleNamespace:
         diff = gr.Plot(first["surgery_diff"], label="Difference view", elem_id="surgery-diff")
         table = gr.Plot(first["surgery_table"], label="Surgery table", elem_id="surgery-table")
         table_md = gr.Markdown(first["surgery_table_md"], elem_id="surgery-table-md")
-    return SimpleNamespace(tab=tab, md=md, diff=diff, table=table, table_md=table_md, train=train)
+        frontier = gr.Plot(first["surgery_frontier"], label="KV-cache frontier", elem_id="surgery-frontier")
+    return SimpleNamespace(tab=tab, md=md, diff=diff, table=table, table_md=table_md, frontier=frontier, train=train)
 
 
 TRAIN_OUT = ("train_config", "train_task", "tabs", "status")
@@ -196,6 +212,7 @@ def build(landing: Landing) -> dict:
         "surgery_diff": cut.diff,
         "surgery_table": cut.table,
         "surgery_table_md": cut.table_md,
+        "surgery_frontier": cut.frontier,
         "surgery_train": cut.train,
     }
 
@@ -223,6 +240,7 @@ def export(scene) -> list:
     figs = [("surgery-difference", out["surgery_diff"])] if w.surgery else []
     if out["surgery_table_md"]:
         figs.append(("surgery-table", out["surgery_table"]))
+        figs.append(("surgery-kv-frontier", out["surgery_frontier"]))
     what = "the checkpoint's pretrained weights" if w.checkpoint else "the trained weights"
     return [(f"Surgery on {what}", figs)] if figs else []
 

@@ -14,6 +14,8 @@ command line is ``python -m explorer.reproduce NAME``; the Train tab's Reproduct
 - ``induction``: a two-layer attention-only model learns induction heads (Olsson et al. 2022).
 - ``efficiency``: every attention of the catalogue, quality vs throughput vs memory (Long Range Arena).
 - ``kv_heads``: MHA vs GQA vs MQA: KV-cache bytes, decode latency, quality (Shazeer 2019; Ainslie 2023).
+- ``gated_sink``: the shipped gated-attention and learned-sink models against the default one: first-token
+  mass per layer and loss past the trained length (Qiu et al. 2025). It trains nothing: it reads the bundles.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable
 
 import torch
 
-from explorer.training.reproductions import efficiency, extrapolation, induction, kv_heads, warmup
+from explorer.training.reproductions import efficiency, extrapolation, gated_sink, induction, kv_heads, warmup
 from explorer.training.reproductions.point import Point
 
 __all__ = ["REPRODUCTIONS", "Point", "run"]
@@ -34,6 +36,7 @@ REPRODUCTIONS: dict = {
     "induction": induction,
     "efficiency": efficiency,
     "kv_heads": kv_heads,
+    "gated_sink": gated_sink,
 }
 
 

@@ -19,6 +19,7 @@ ROW_KEYS = {
     "induction": {"step", "second_half_loss"},
     "efficiency": {"attention", "throughput_rel_full", "quality", "peak_bytes"},
     "kv_heads": {"n_kv_heads", "kv_cache_bytes", "decode_ms_per_token", "quality"},
+    "gated_sink": {"model", "measure", "at", "value"},
 }
 
 
