@@ -29,6 +29,7 @@ from functools import lru_cache
 import torch
 
 from .config import ModelConfig
+from .ffn.dense import ffn_hidden_size
 from .schedule import kind_configs
 
 __all__ = ["Footprint", "weights", "footprint", "KINDS", "cached_keys", "layer_cached_keys"]
@@ -164,6 +165,8 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
     width = max(widest, cfg.d_model)
     if cfg.ffn in ("moe", "switch", "hash"):  # tokens copied into each chosen expert's capacity
         width = max(width, math.ceil(cfg.top_k * cfg.capacity_factor) * widest)
+    if cfg.ffn == "moe_swiglu_clamped":  # dropless: each token's top_k experts keep their 2f + f + d numbers
+        width = max(width, cfg.top_k * (3 * ffn_hidden_size(cfg) + cfg.d_model))
     hidden = B * L * width * F32
     # the weights of every pair exist only when they are returned (the attention maps)
     layers = kind_configs(cfg)  # a layer schedule: the widest of its layer kinds
