@@ -36,7 +36,9 @@ from ..variant import Param
 
 # None: plain RoPE; a number >= 1: YaRN's context-extension factor s
 YARN_FACTOR = Param("yarn_factor", float, None, optional=True, label="YaRN factor s (0 = off)", surgery=True)
-YARN_ORIGINAL = Param("yarn_original_max_len", int, 4096, range=(1, 1 << 20), label="YaRN original context L")
+YARN_ORIGINAL = Param(
+    "yarn_original_max_len", int, 4096, range=(1, 1 << 20), cap=1 << 20, label="YaRN original context L"
+)  # a length in a formula, allocating nothing: capped only by its range
 YARN_BETA_FAST = Param("yarn_beta_fast", float, 32.0, label="YaRN beta_fast (turns: extrapolate above)")
 YARN_BETA_SLOW = Param("yarn_beta_slow", float, 1.0, label="YaRN beta_slow (turns: interpolate below)")
 YARN_TRUNCATE = Param("yarn_truncate", bool, True, label="YaRN ramp bounds rounded outward")
