@@ -208,6 +208,8 @@ def hf_config(
     }
     if cfg.rope_scale != 1:
         hf["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scale}
+    if cfg.yarn_factor is not None:  # YaRN (every family read through fields.rope reads it back)
+        hf["rope_scaling"] = rope_parameters(cfg)
     if family in GEMMA:
         hf = gemma_config(cfg, tied, dtype, family)
     elif family == "gpt_oss":

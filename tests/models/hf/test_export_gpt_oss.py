@@ -1,14 +1,14 @@
 """``save_gpt_oss``: a gpt-oss-shaped catalogue model (learned sinks, q/k/v/o biases, a sliding / full schedule,
 ``moe_swiglu_clamped`` experts, YaRN or plain RoPE) written as a Hub folder; ``transformers``' own model read from
 it gives our logits (1e-4 absolute), ``models.hf.load`` reads it back as the same config, and what the family
-cannot express is refused naming the field."""
+cannot express is refused naming the field. ``save_llama`` writes YaRN as ``rope_scaling`` the same way."""
 
 import pytest
 import torch
 
 from models import ConfigError, ModelConfig, build_model
 from models.hf import load
-from models.hf.export import save_gpt_oss
+from models.hf.export import save_gpt_oss, save_llama
 
 transformers = pytest.importorskip("transformers")
 
@@ -88,3 +88,40 @@ def test_what_gpt_oss_cannot_express_is_refused_by_name(tmp_path, changes, field
     with pytest.raises(ConfigError) as e:
         save_gpt_oss(build_model(cfg), cfg, tmp_path)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_save_llama_writes_yarn_that_transformers_reads(tmp_path, truncate):
+    cfg = ModelConfig(
+        vocab_size=256,
+        max_len=64,
+        n_layers=2,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        d_ff=64,
+        norm="rmsnorm",
+        ffn="swiglu",
+        position="rope",
+        yarn_factor=4.0,
+        yarn_original_max_len=16,
+        yarn_beta_fast=8.0,
+        yarn_beta_slow=0.5,
+        yarn_truncate=truncate,
+    ).validate()
+    model = _model(cfg)
+    save_llama(model, cfg, tmp_path, dtype=torch.float32)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    x = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ours, theirs = model(x).logits, hf(input_ids=x).logits
+        plain = _broken_yarn(model, cfg)(x).logits
+    assert float((ours - theirs).abs().max()) <= 1e-4
+    assert float((plain - theirs).abs().max()) > 1e-2  # so the comparison can fail
+    assert load(tmp_path).config.to_dict() == {**cfg.to_dict(), "seed": 0}
+
+
+def _broken_yarn(model, cfg):
+    other = build_model(cfg.replace(yarn_factor=None)).eval()
+    other.load_state_dict(model.state_dict())
+    return other
