@@ -209,3 +209,16 @@ def test_gpt_oss_refusals_name_the_key(saved, tmp_path, changes, field):
     with pytest.raises(ConfigError) as e:
         plan(_edit(folder, tmp_path, **changes))
     assert field in e.value.field
+
+
+def test_released_spelling_rope_scaling_and_rope_theta(saved, tmp_path):
+    """The released config.json spells YaRN as ``rope_scaling`` beside a top-level ``rope_theta`` (transformers 4's
+    keys): read as the same model."""
+    folder, hf = saved("gpt_oss")
+    params = json.loads((folder / "config.json").read_text())["rope_parameters"]
+    theta = params.pop("rope_theta")
+    dst = _edit(folder, tmp_path, drop=["rope_parameters"], rope_scaling=params, rope_theta=theta)
+    ckpt = load(dst)
+    assert (ckpt.config.yarn_factor, ckpt.config.rope_base, ckpt.config.yarn_truncate) == (4.0, 10000.0, False)
+    ids = _ids()
+    assert _diff(ckpt.logits(ids), _want(hf, ids)) <= ATOL
