@@ -339,6 +339,10 @@ class _ConfigMethods:
                 f"1.0 with position={self.position!r} (only position='rope' rotates dimensions; a fraction "
                 "leaves the rest of each head unrotated)",
             )
+        if self.yarn_factor is not None and self.position != "rope":  # YaRN: frequencies of RoPE only
+            raise ConfigError(
+                "yarn_factor", self.yarn_factor, f"None with position={self.position!r} (YaRN rescales RoPE's angles)"
+            )
         for cat in CATEGORIES:
             variant = regs[cat][getattr(self, cat)]
             if variant.check is not None:

@@ -29,6 +29,7 @@ from functools import lru_cache
 import torch
 
 from .config import ModelConfig
+from .ffn.dense import ffn_hidden_size
 from .schedule import kind_configs
 
 __all__ = ["Footprint", "weights", "footprint", "KINDS", "cached_keys", "layer_cached_keys"]
@@ -166,6 +167,8 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
         width = max(width, math.ceil(cfg.top_k * cfg.capacity_factor) * widest)
     if cfg.ffn == "moe_deepseek":  # dropless: every token copied into each of its top_k experts
         width = max(width, cfg.top_k * widest)
+    if cfg.ffn == "moe_swiglu_clamped":  # dropless: each token's top_k experts keep their 2f + f + d numbers
+        width = max(width, cfg.top_k * (3 * ffn_hidden_size(cfg) + cfg.d_model))
     hidden = B * L * width * F32
     # the weights of every pair exist only when they are returned (the attention maps)
     layers = kind_configs(cfg)  # a layer schedule: the widest of its layer kinds

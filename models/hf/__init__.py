@@ -12,18 +12,19 @@ save_llama(model, cfg, "out/folder", tokenizer_json=byte_tokenizer_json())  # a 
 save_qwen3(...), save_olmo2(...)    # the same with a per-head / whole-projection query-key norm
 save_gemma2(...), save_gemma3(...)  # a Gemma-shaped catalogue model (sandwich RMSNorm, GeGLU, embed_scale)
 save_deepseek_v3(...)               # an MLA + moe_deepseek catalogue model (dense first layers: ':dense')
+save_gpt_oss(...)                   # a gpt-oss-shaped one (sinks, clamped-SwiGLU experts, YaRN)
 ```
 
 Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``;
-``gemma3`` (text-only ``gemma3_text``); ``deepseek_v3`` (MLA and DeepSeekMoE); ``bert`` (masked-LM logits); ``t5``
-(encoder-decoder). Each maps
+``gemma3`` (text-only ``gemma3_text``); ``deepseek_v3`` (MLA and DeepSeekMoE); ``gpt_oss`` (sinks, YaRN,
+clamped-SwiGLU experts); ``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps
 ``config.json`` onto catalogue choices and every tensor onto a catalogue parameter (``models/hf/<family>.py``);
 what the catalogue cannot express is refused by name. The mapping table, what is refused and the parameter cap:
 docs/checkpoints.md.
 """
 
 from .byte_tokenizer import byte_tokenizer_json
-from .export import save_gemma2, save_gemma3, save_llama, save_olmo2, save_qwen3
+from .export import save_gemma2, save_gemma3, save_gpt_oss, save_llama, save_olmo2, save_qwen3
 from .export_deepseek import save_deepseek_v3
 from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
 from .tokenizer import Tokenizer
@@ -43,5 +44,6 @@ __all__ = [
     "save_gemma2",
     "save_gemma3",
     "save_deepseek_v3",
+    "save_gpt_oss",
     "byte_tokenizer_json",
 ]

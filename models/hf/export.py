@@ -21,6 +21,8 @@ reader must again give the catalogue config, so each refuses what its family can
 ``save_gemma2`` / ``save_gemma3`` write ``gemma2`` / ``gemma3_text`` (``gemma_config``: ``layer_types`` per layer,
 the soft caps, ``query_pre_attn_scalar = head_dim``, Gemma 3's ``rope_local_base_freq``); Gemma's norms store
 ``w`` with gain ``1 + w``, so their rules' one transform is inverted (``INVERSES``: ``w = g - 1``).
+``save_gpt_oss`` writes ``gpt_oss`` (``gpt_oss_config``: ``layer_types``, the experts' settings, ``rope_parameters``
+with YaRN's fields); its tensors (sinks, router, stacked experts) are copied as they are.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ..config import CORE, ModelConfig
 from ..errors import ConfigError
 from ..ffn import ffn_hidden_size
 from ..registry import registries
-from . import files, gemma2, gemma3, llama, mapping, olmo2, qwen3
+from . import files, gemma2, gemma3, gpt_oss, llama, mapping, olmo2, qwen3
 from .fields import Fields
 from .loader import Plan, plan
 
@@ -64,6 +66,11 @@ WRITERS = {
         gemma3,
         "a Gemma 3 checkpoint (Gemma 2's model with a per-head query/key RMSNorm (qk_norm='head') and RoPE bases "
         "rope_base for full layers, rope_local_base for sliding ones)",
+    ),
+    "gpt_oss": (
+        gpt_oss,
+        "a gpt-oss checkpoint (RoPE with or without YaRN, pre-norm RMSNorm, learned attention sinks, q/k/v/o biases "
+        "or none, sliding-window and full layers, a mixture of clamped-SwiGLU experts: moe_swiglu_clamped)",
     ),
 }
 # a rule's function -> its inverse (the tensor to write from the catalogue parameter): Gemma stores gains as 1 + w
@@ -112,6 +119,64 @@ def gemma_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype, family: str) 
     return hf
 
 
+def rope_parameters(cfg: ModelConfig) -> dict:
+    """transformers 5's ``rope_parameters`` of ``cfg``: YaRN (``yarn_*``), linear (``rope_scale``) or default."""
+    if cfg.yarn_factor is not None:
+        out = {
+            "rope_type": "yarn",
+            "rope_theta": cfg.rope_base,
+            "factor": cfg.yarn_factor,
+            "original_max_position_embeddings": cfg.yarn_original_max_len,
+            "beta_fast": cfg.yarn_beta_fast,
+            "beta_slow": cfg.yarn_beta_slow,
+            "truncate": cfg.yarn_truncate,
+        }
+        if cfg.yarn_attention_factor is not None:
+            out["attention_factor"] = cfg.yarn_attention_factor
+        return out
+    if cfg.rope_scale != 1:
+        return {"rope_type": "linear", "rope_theta": cfg.rope_base, "factor": cfg.rope_scale}
+    return {"rope_type": "default", "rope_theta": cfg.rope_base}
+
+
+def gpt_oss_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype) -> dict:
+    """The ``config.json`` of ``cfg`` as a gpt-oss checkpoint (``GptOssConfig``'s keys, ``rope_parameters`` always
+    written: absent, transformers would read its YaRN defaults); ``layer_types`` from each layer's attention (any
+    layer that does not slide written as full: the read-back check names what differs)."""
+    types = [
+        "sliding_attention" if cfg.layer_config(i).attention == "sliding_window" else "full_attention"
+        for i in range(cfg.n_layers)
+    ]
+    return {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": ffn_hidden_size(cfg),
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "head_dim": cfg.d_head,
+        "max_position_embeddings": cfg.max_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "attention_bias": cfg.attn_bias != "none",  # "qkv" comes back "all": the read-back check names it
+        "attention_dropout": 0.0,
+        "sliding_window": cfg.window,
+        "layer_types": types,
+        "num_local_experts": cfg.n_experts,
+        "num_experts_per_tok": cfg.top_k,
+        "swiglu_alpha": cfg.swiglu_alpha,
+        "swiglu_limit": cfg.swiglu_limit,
+        "rope_parameters": rope_parameters(cfg),
+        "tie_word_embeddings": tied,
+        "output_router_logits": False,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+    }
+
+
 def hf_config(
     cfg: ModelConfig, tied: bool, dtype: torch.dtype, extra: dict | None = None, family: str = "llama"
 ) -> dict:
@@ -143,8 +208,12 @@ def hf_config(
     }
     if cfg.rope_scale != 1:
         hf["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scale}
+    if cfg.yarn_factor is not None:  # YaRN (every family read through fields.rope reads it back)
+        hf["rope_scaling"] = rope_parameters(cfg)
     if family in GEMMA:
         hf = gemma_config(cfg, tied, dtype, family)
+    elif family == "gpt_oss":
+        hf = gpt_oss_config(cfg, tied, dtype)
     elif family == "qwen3":
         hf.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
         if cfg.attention == "sliding_window":  # every layer from max_window_layers = 0 on slides
@@ -219,6 +288,12 @@ def save_gemma2(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None
 def save_gemma3(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None, extra=None) -> Plan:
     """``save_gemma2`` for a model with ``qk_norm="head"`` and per-kind RoPE bases: a Gemma 3 (text) checkpoint."""
     return _save("gemma3", model, cfg, folder, dtype, tokenizer_json, extra)
+
+
+def save_gpt_oss(model, cfg, folder, *, dtype=torch.bfloat16, tokenizer_json=None, extra=None) -> Plan:
+    """``save_llama`` for a gpt-oss-shaped model (learned sinks, ``moe_swiglu_clamped`` experts, YaRN or plain
+    RoPE, a sliding / full schedule): a gpt-oss checkpoint, not quantized."""
+    return _save("gpt_oss", model, cfg, folder, dtype, tokenizer_json, extra)
 
 
 def _save(family, model, cfg, folder, dtype, tokenizer_json, extra) -> Plan:

@@ -20,7 +20,7 @@ from ..config import ModelConfig
 from ..errors import ConfigError
 from ..meta import materialize, on_meta
 from ..model import build_model
-from . import bert, deepseek_v3, files, gemma2, gemma3, gpt2, llama, mapping, olmo2, qwen3, sizes, t5
+from . import bert, deepseek_v3, files, gemma2, gemma3, gpt2, gpt_oss, llama, mapping, olmo2, qwen3, sizes, t5
 from .fields import Fields
 from .tokenizer import Tokenizer
 
@@ -32,6 +32,7 @@ FAMILIES = {
     "gemma2": gemma2,
     "gemma3": gemma3,
     "deepseek_v3": deepseek_v3,
+    "gpt_oss": gpt_oss,
     "bert": bert,
     "t5": t5,
 }

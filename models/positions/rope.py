@@ -11,6 +11,10 @@ rope_fraction)`` rounded down to even) are rotated, with rotate-half pairing *wi
 ``k + rot/2``) and ``theta_k = base^(-2k/rot)``; dims ``rot .. d_h - 1`` pass through unchanged, as
 transformers' GPT-NeoX ``apply_rotary_pos_emb`` (``q[..., :rotary_dim]`` rotated, ``q[..., rotary_dim:]``
 concatenated back) with its frequencies computed over ``dim = int(head_dim * partial_rotary_factor)``.
+
+YaRN (Peng et al. 2023; ``yarn_factor`` and the ``yarn_*`` fields, ``models/positions/yarn.py``): the pairs'
+angles per position are YaRN's mix of ``theta_k`` and ``theta_k / s``, and queries and keys are multiplied by
+its attention factor after the rotation (transformers multiplies cos and sin by it).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from ..capabilities import ROTARY, PositionCaps
 from ..errors import ConfigError
 from ..variant import Param, Variant
 from .base import NoPosition
+from .yarn import YARN_PARAMS, check_yarn, config_inv_freq, yarn_mscale
+from .yarn import rotate as yarn_rotate
 
 ROPE_BASE = Param("rope_base", float, 10000.0, surgery=True)
 # Position interpolation (Chen et al. 2023): positions are divided by rope_scale, so a model trained on
@@ -67,11 +73,22 @@ class Rope(NoPosition):
         self.base = cfg.rope_base
         self.pos_scale = cfg.rope_scale
         self.rot = rotary_dims(cfg)
+        # YaRN (models/positions/yarn.py): its own angles per pair (float64, not a buffer: recomputed from
+        # the config) and the factor queries and keys are multiplied by
+        self.yarn = None
+        if cfg.yarn_factor is not None:
+            self.yarn = (config_inv_freq(cfg, self.rot), yarn_mscale(cfg.yarn_factor, cfg.yarn_attention_factor))
 
     def modify(self, q, k, layer, k_start=0, scale=None):
         lq, lk = q.shape[2], k.shape[2]
         k_pos = torch.arange(k_start, k_start + lk, device=q.device)
-        if self.pos_scale != 1:  # interpolated (fractional) positions: the reference rotation
+        if self.yarn is not None:
+            inv_freq, mscale = self.yarn
+
+            def rotate(x, pos, base):
+                return yarn_rotate(x, pos, inv_freq, mscale)
+
+        elif self.pos_scale != 1:  # interpolated (fractional) positions: the reference rotation
             k_pos = k_pos.to(torch.float32) / self.pos_scale
             rotate = _rope_ref
         else:
@@ -114,6 +131,7 @@ def check_rope(cfg) -> None:
         raise ConfigError(
             "rope_scale", cfg.rope_scale, "a number from 0.01 to 1000 (positions are divided by it; 1 = plain RoPE)"
         )
+    check_yarn(cfg)
 
 
 VARIANTS = (
@@ -122,7 +140,7 @@ VARIANTS = (
         "Su et al. 2021 (RoFormer)",
         "Rotates queries and keys by position-dependent angles so scores depend only on distance.",
         build=Rope,
-        params=(ROPE_BASE, ROPE_SCALE, ROPE_FRACTION, ROPE_LOCAL_BASE),
+        params=(ROPE_BASE, ROPE_SCALE, ROPE_FRACTION, ROPE_LOCAL_BASE, *YARN_PARAMS),
         check=check_rope,
         caps=PositionCaps(produces=frozenset({ROTARY}), relative=True),
     ),

@@ -27,6 +27,7 @@ from explorer.runtime.digest import digest
 from explorer.runtime.presets import CUSTOM, preset_info
 from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES, FIELDS
+from models.positions.yarn import YARN_FIELDS
 
 # byte-level tokens: vocab_size fixed at 256; the fields a pretrained checkpoint's fidelity needs (models.hf:
 # LayerNorm eps, projection biases, tanh GELU, an embedding norm, Gemma's embedding scale and logit cap, the FFN
@@ -42,6 +43,7 @@ HIDDEN_FIELDS = (
     "dense_ffn",
     "dense_d_ff",
 )
+HIDDEN_FIELDS += YARN_FIELDS  # RoPE's YaRN scaling (gpt-oss, long-context Qwen): a checkpoint's, not the app's
 SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim")
 # what the 2024-2026 families add to every attention (models.schedule, qk_norm, sinks, the output gate): fields of
 # the model, not of one variant, so always shown, in their own group

@@ -86,6 +86,36 @@ FAMILIES = {
             attn_implementation="eager",
         ),
     ),
+    # gpt-oss: 4 layers alternating windows of 3 keys and full ones, heads of 16 apart from d / heads, 4 experts
+    # (top 2) of width 24, YaRN (factor 4 over 256 positions, base 1e4: pairs 1-3 of 8 on its ramp), weights
+    # drawn at 0.3 so scores, sinks and router logits are large and the SwiGLU clamp (limit 1.5) binds
+    "gpt_oss": (
+        "GptOssConfig",
+        "GptOssForCausalLM",
+        dict(
+            SMALL,
+            intermediate_size=24,
+            num_hidden_layers=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            sliding_window=3,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            swiglu_limit=1.5,
+            max_position_embeddings=1024,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+                "original_max_position_embeddings": 256,
+            },
+            initializer_range=0.3,
+            attn_implementation="eager",
+        ),
+    ),
     "bert": ("BertConfig", "BertForMaskedLM", dict(SMALL, layer_norm_eps=1e-12)),
     "t5": (
         "T5Config",

@@ -109,7 +109,7 @@ def _edit(src, tmp_path, **changes):
         (dict(hidden_activation="gelu"), "hidden_activation"),
         (dict(final_logit_softcapping=-1.0), "final_logit_softcapping"),
         (dict(layer_types=["full_attention"]), "layer_types"),
-        (dict(rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}), "rope_scaling"),
+        (dict(rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}), "rope_scaling"),
     ],
 )
 def test_gemma2_refusals_name_the_key(saved, tmp_path, changes, field):

@@ -89,8 +89,8 @@ def test_pickle_beside_safetensors_is_ignored(saved, tmp_path):
         ),
         (
             "llama",
-            {"rope_parameters": None, "rope_scaling": {"type": "yarn", "factor": 4.0}},
-            ("rope_scaling type 'yarn' is not supported",),
+            {"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 4.0}},
+            ("rope_scaling type 'dynamic' is not supported",),
         ),
         ("llama", {"hidden_act": "relu2"}, ("hidden_act 'relu2' is not supported",)),
         ("llama", {"mlp_bias": True}, ("mlp_bias",)),
@@ -102,7 +102,7 @@ def test_pickle_beside_safetensors_is_ignored(saved, tmp_path):
             {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}},
             ("partial_rotary_factor", "rope_fraction"),
         ),
-        ("olmo2", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}}, ("'yarn'",)),
+        ("olmo2", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 2.0}}, ("'llama3'",)),
         # per-layer windows load (test_layer_windows.py); a kind of layer the catalogue has no key for does not
         ("qwen2", {"layer_types": ["full_attention", "chunked_attention"], "sliding_window": 4}, ("layer_types",)),
         ("qwen2", {"layer_types": ["full_attention"], "sliding_window": 4}, ("layer_types", "2 layers")),
