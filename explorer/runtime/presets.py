@@ -674,7 +674,8 @@ PRESETS.update(
         "gpt-oss (2025)": (
             "OpenAI 2025: sliding-window (128 keys in the model card, 32 here) and full layers alternate 1:1, and "
             "every head has a learned sink logit in its softmax's denominator, so a row can give less than all "
-            "its weight to the keys; pre-norm RMSNorm, SwiGLU, GQA.",
+            "its weight to the keys; pre-norm RMSNorm, GQA, and a mixture of clamped-SwiGLU experts (32 experts, "
+            "top 4 in gpt-oss-20b; 4, top 2 here).",
             dict(
                 attention="sliding_window",
                 layer_schedule="sliding_window,full",
@@ -683,7 +684,10 @@ PRESETS.update(
                 position="rope",
                 norm_placement="pre",
                 norm="rmsnorm",
-                ffn="swiglu",
+                ffn="moe_swiglu_clamped",
+                n_experts=4,
+                top_k=2,
+                d_ff=128,
                 n_kv_heads=2,
                 causal=True,
             ),
@@ -749,14 +753,21 @@ PRESETS.update(
         ),
         "DeepSeek-V3 MLA (2024)": (
             "DeepSeek-AI 2024: multi-head latent attention: keys and values come from one compressed latent per "
-            "token plus a RoPE key shared by the heads, so the decoding cache holds only those; pre-norm RMSNorm, "
-            "SwiGLU (the model's mixture of experts is not part of this preset).",
+            "token plus a RoPE key shared by the heads, so the decoding cache holds only those; pre-norm RMSNorm; "
+            "DeepSeekMoE: sigmoid-routed experts plus a shared one after dense first layers (3 of 61 in the model, "
+            "1 of 4 here).",
             dict(
                 attention="mla",
+                layer_schedule="mla:dense,mla*3",
                 position="rope",
                 norm_placement="pre",
                 norm="rmsnorm",
-                ffn="swiglu",
+                ffn="moe_deepseek",
+                n_experts=8,
+                top_k=2,
+                n_shared_experts=1,
+                d_ff=64,
+                dense_d_ff=256,
                 causal=True,
             ),
         ),

@@ -54,7 +54,7 @@ def settings(quick: bool) -> dict:
     }
 
 
-def _eval_batches(lengths: list, n: int, last: int) -> dict:
+def eval_batches(lengths: list, n: int, last: int) -> dict:
     """``{L: Batch}``: ``n`` held-out windows per length that all END at the same ``n`` positions, the
     last ``last`` tokens scored: every length scores the very same bytes, only the context before
     them grows (so the rows differ by the length alone, not by which text was drawn)."""
@@ -99,7 +99,7 @@ def first_trainer(quick: bool = False, threads: int = 1) -> Trainer:
 
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
     s = settings(quick)
-    evals = _eval_batches(s["eval_lens"], s["eval_seqs"], s["eval_tokens"])
+    evals = eval_batches(s["eval_lens"], s["eval_seqs"], s["eval_tokens"])
     rows, train_s = [], {}
     for pos in POSITIONS:
         max_len = s["learned_max_len"] if pos == "learned" else max(s["eval_lens"])

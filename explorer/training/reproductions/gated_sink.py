@@ -13,7 +13,7 @@ mass). Nothing is trained, so the run takes seconds.
   out), and the same for the layer's head with the most. A model with learned sinks also reports the
   **learned sink's share**, ``1 - sum_k A[t, k]``.
 - **Loss past the trained length**: the loss on the last ``eval_tokens`` bytes of held-out windows of each
-  length, all ending at the same places (``explorer.training.reproductions.extrapolation``'s windows), so
+  length, all ending at the same places (``explorer.training.reproductions.extrapolation.eval_batches``), so
   only the context before the scored bytes grows.
 """
 
@@ -25,7 +25,7 @@ from explorer.analysis.weights.bundled import load as load_bundle
 from explorer.analysis.weights.bundled import names as bundle_names
 from explorer.runtime.stopping import check_stop
 from explorer.training.reproductions.cost import Cost
-from explorer.training.reproductions.extrapolation import _eval_batches
+from explorer.training.reproductions.extrapolation import eval_batches
 from explorer.training.tasks import scored_loss
 
 TITLE = "gated attention vs the attention sink (Qiu et al. 2025)"
@@ -70,7 +70,7 @@ def sink_masses(attentions: list) -> tuple:
 def run(quick: bool = False, threads: int = 1, progress=lambda _m: None) -> dict:
     s = settings(quick)
     chosen = models()
-    evals = _eval_batches(s["eval_lens"], s["eval_seqs"], s["eval_tokens"])
+    evals = eval_batches(s["eval_lens"], s["eval_seqs"], s["eval_tokens"])
     rows = []
     for name in chosen:
         bundle = load_bundle(name)
