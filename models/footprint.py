@@ -164,6 +164,8 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
     width = max(widest, cfg.d_model)
     if cfg.ffn in ("moe", "switch", "hash"):  # tokens copied into each chosen expert's capacity
         width = max(width, math.ceil(cfg.top_k * cfg.capacity_factor) * widest)
+    elif cfg.ffn == "moe_llama4":  # dropless: each token copied into each of its top_k experts, and the shared one
+        width = max(width, (cfg.top_k + 1) * widest)
     hidden = B * L * width * F32
     # the weights of every pair exist only when they are returned (the attention maps)
     layers = kind_configs(cfg)  # a layer schedule: the widest of its layer kinds

@@ -1,8 +1,8 @@
 """The feed-forward registry (docs/catalogue.md section 6): dense FFNs, mixtures of experts, product keys.
 
 ``FFN`` gathers the ``VARIANTS`` of ``dense.py`` (relu, gelu, swish, glu, geglu, swiglu, none),
-``moe.py`` (moe, switch, hash) and ``pkm.py`` (pkm). ``build(cfg)`` returns a module with
-``forward(x, tokens=None) -> (y, aux)`` (``aux``: a dict, routing statistics and ``"loss"`` for
+``moe.py`` (moe, switch, hash), ``moe_llama4.py`` (moe_llama4) and ``pkm.py`` (pkm). ``build(cfg)``
+returns a module with ``forward(x, tokens=None) -> (y, aux)`` (``aux``: a dict, routing statistics and ``"loss"`` for
 experts) and ``output_parameters()`` (the output-projection weights the gradient-norm plots read).
 No module imports this package back.
 """
@@ -10,9 +10,9 @@ No module imports this package back.
 from __future__ import annotations
 
 from ..variant import gather
-from . import dense, moe, pkm
+from . import dense, moe, moe_llama4, pkm
 from .dense import GELUFFN, DenseFFN, GatedFFN, ffn_hidden_size
 
-FFN = gather(dense.VARIANTS, moe.VARIANTS, pkm.VARIANTS)
+FFN = gather(dense.VARIANTS, moe.VARIANTS, moe_llama4.VARIANTS, pkm.VARIANTS)
 
 __all__ = ["FFN", "ffn_hidden_size", "DenseFFN", "GatedFFN", "GELUFFN"]

@@ -14,7 +14,8 @@ save_gemma2(...), save_gemma3(...)  # a Gemma-shaped catalogue model (sandwich R
 ```
 
 Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``;
-``gemma3`` (text-only ``gemma3_text``); ``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps
+``gemma3`` (text-only ``gemma3_text``); ``llama4`` (``llama4_text``, and the language model of a multimodal
+``llama4``); ``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps
 ``config.json`` onto catalogue choices and every tensor onto a catalogue parameter (``models/hf/<family>.py``);
 what the catalogue cannot express is refused by name. The mapping table, what is refused and the parameter cap:
 docs/checkpoints.md.

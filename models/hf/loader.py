@@ -20,7 +20,7 @@ from ..config import ModelConfig
 from ..errors import ConfigError
 from ..meta import materialize, on_meta
 from ..model import build_model
-from . import bert, files, gemma2, gemma3, gpt2, llama, mapping, olmo2, qwen3, sizes, t5
+from . import bert, files, gemma2, gemma3, gpt2, llama, llama4, mapping, olmo2, qwen3, sizes, t5
 from .fields import Fields
 from .tokenizer import Tokenizer
 
@@ -31,6 +31,7 @@ FAMILIES = {
     "olmo2": olmo2,
     "gemma2": gemma2,
     "gemma3": gemma3,
+    "llama4": llama4,
     "bert": bert,
     "t5": t5,
 }
