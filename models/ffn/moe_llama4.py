@@ -69,7 +69,8 @@ class Llama4MoEFFN(nn.Module):
         xs = x.reshape(-1, d)  # (N, d)
         logits = self.router(xs)  # (N, E)
         top_z, top_e = logits.topk(self.k, dim=-1)  # (N, k), largest first
-        scores = torch.sigmoid(top_z.float()).to(xs.dtype)  # (N, k)
+        wide = torch.promote_types(top_z.dtype, torch.float32)  # at least float32, as transformers' router
+        scores = torch.sigmoid(top_z.to(wide)).to(xs.dtype)  # (N, k)
         y, _ = self.shared(xs)
         flat_e = top_e.reshape(-1)  # (N*k,)
         flat_tok = torch.arange(xs.shape[0], device=x.device).repeat_interleave(self.k)  # (N*k,)
