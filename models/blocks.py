@@ -139,8 +139,9 @@ class Block(nn.Module):
         make_norm = lambda: NORM[cfg.norm].build(cfg.d_model, cfg)  # noqa: E731
         self.attn = Attention(cfg, layer)
         self.res_attn = placement(cfg, make_norm)
-        ffn = FFN[cfg.ffn].build
-        self.ffn = ffn(cfg) if ffn is not None else None
+        own = cfg.layer_config(layer)  # a schedule's ':dense' layer builds its dense FFN, the rest the model's
+        ffn = FFN[own.ffn].build
+        self.ffn = ffn(own) if ffn is not None else None
         self.res_ffn = placement(cfg, make_norm) if self.ffn is not None else None
 
     def forward(self, x, ctx, info: LayerInfo):

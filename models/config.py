@@ -24,6 +24,7 @@ import math
 from . import schedule
 from .capabilities import check_combination
 from .errors import ConfigError
+from .ffn.dense import DENSE_KEYS
 from .output_gate import GATES, gate_params
 from .qkv import QK_NORMS, check_qk_norm, projection_params
 from .registry import registries
@@ -64,7 +65,14 @@ CORE = (
     # heads whose output is dropped (zeroed before the output projection): "layer.head" pairs, comma-separated
     Param("ablate_heads", str, "", label="Ablated heads (layer.head, ...; empty = none)", surgery=True),
     # per-layer kinds cycled over n_layers, e.g. "sliding_window*5,full" (models/schedule.py: grammar, checks)
-    Param("layer_schedule", str, "", label="Layer schedule (key[:nope][*count], ...; empty = every layer alike)"),
+    Param(
+        "layer_schedule", str, "", label="Layer schedule (key[:nope][:dense][*count], ...; empty = every layer alike)"
+    ),
+    # the FFN of a schedule's ':dense' layers (DeepSeek-V3's first layers, Llama 4's between its MoE layers)
+    Param("dense_ffn", str, schedule.DENSE_FFN_DEFAULT, choices=DENSE_KEYS, label="FFN of ':dense' layers"),
+    Param(
+        "dense_d_ff", int, None, optional=True, range=(1, 1 << 18), cap=4096, label="d_ff of ':dense' layers (0 = rule)"
+    ),
     # What pretrained checkpoints need (models/hf); each default keeps every catalogue model as it was.
     Param("norm_eps", float, 1e-5, label="Norm epsilon (layernorm, rmsnorm)"),
     Param("attn_bias", str, "none", choices=("none", "qkv", "all"), label="Attention projection biases"),
@@ -213,16 +221,23 @@ class _ConfigMethods:
 
     def _schedule_params(self, regs, uniform: int) -> int:
         """What a schedule adds to the count of ``n_layers`` layers of ``attention``: per layer, its own
-        attention sublayer's parameters minus ``uniform``, those of ``attention``'s (0 without a schedule)."""
+        attention sublayer's parameters minus ``uniform``, those of ``attention``'s, and a ``:dense`` layer's
+        FFN minus the model's (0 without a schedule)."""
         if not self.layer_schedule:
             return 0
         try:
             kinds = schedule.layer_kinds(self)
         except ConfigError:
             return 0  # validate names the bad schedule
+        ffn = regs["ffn"].get(self.ffn)
+        ffn_uniform = ffn.n_params(self) if ffn is not None and ffn.n_params else 0
         out = 0
-        for i in range(len(kinds)):
-            out += self._attention_params(regs, self.layer_config(i)) - uniform
+        for i, kind in enumerate(kinds):
+            layer = self.layer_config(i)
+            out += self._attention_params(regs, layer) - uniform
+            if kind.dense:  # a ':dense' layer's FFN instead of the model's
+                rec = regs["ffn"].get(layer.ffn)
+                out += (rec.n_params(layer) if rec is not None and rec.n_params else 0) - ffn_uniform
         return out
 
     # ------------------------------------------------------------------ I/O
@@ -231,6 +246,11 @@ class _ConfigMethods:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+    def delta_json(self) -> str:
+        """The fields that differ from their defaults, as sorted JSON: a key that a field added later (at its
+        default) leaves unchanged, for results stored with the code (``from_dict`` of it gives this config)."""
+        return json.dumps({k: v for k, v in self.to_dict().items() if v != FIELDS[k].default}, sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:

@@ -14,7 +14,7 @@ Grammar of ``layer_schedule`` (``""``: every layer uses ``attention`` and ``posi
     schedule := entry ("," entry)*          at most MAX_ENTRIES entries and MAX_TEXT characters
     entry    := key (":" modifier)* ["*" count]
     key      := an attention registry key
-    modifier := "nope"                       (each at most once per entry)
+    modifier := "nope" | "dense"             (each at most once per entry)
     count    := an integer 1 .. MAX_LAYERS  (default 1)
 
 Spaces are allowed around an entry, nowhere inside it. The entries expanded by their counts are one
@@ -31,6 +31,12 @@ Layer ``i``'s config is ``cfg`` with ``attention`` = its key, ``layer_schedule="
   ``alibi``, ``none``): dropping it in one layer then removes nothing any other layer reads. An absolute
   encoding (added to the embeddings once) or one with learned tables cannot be dropped per layer; refused
   with the reason.
+- ``:dense``: ``ffn = dense_ffn`` (a dense FFN key, default ``swiglu``) of width ``d_ff = dense_d_ff``
+  (None: the FFN rule's width) in that layer, the model's ``ffn`` in the others: DeepSeek-V3's first
+  ``first_k_dense_replace`` layers and Llama 4's layers between its MoE layers. Only with
+  ``layer="standard"`` (the structure whose blocks build their FFN from the layer's config) and a model
+  FFN that is not ``none``. ``dense_ffn`` / ``dense_d_ff`` other than their defaults without a
+  ``:dense`` layer are refused (they would set nothing).
 - ``rope_local_base`` (``models.positions.rope``; None: the same base everywhere): ``rope_base`` of
   the layers whose key is a local pattern (``LOCAL``) and that keep their positions (Gemma 3's
   ``rope_local_base_freq``). Only with ``position="rope"`` and a schedule that has such a layer.
@@ -63,6 +69,8 @@ __all__ = [
     "MODIFIERS",
     "SCHEDULES",
     "LayerKind",
+    "DENSE_FFN_DEFAULT",
+    "dense_keys",
     "parse",
     "layer_kinds",
     "layer_config",
@@ -79,7 +87,14 @@ MAX_TEXT = 1024
 MAX_ENTRIES = 64
 MAX_LAYERS = 512  # the largest n_layers: one period never needs more
 # per-layer modifiers -> what they do
-MODIFIERS = {"nope": "no position encoding in this layer (NoPE, Kazemnejad et al. 2023; Llama 4's global layers)"}
+MODIFIERS = {
+    "nope": "no position encoding in this layer (NoPE, Kazemnejad et al. 2023; Llama 4's global layers)",
+    "dense": "a dense FFN in this layer (dense_ffn of width dense_d_ff) instead of the model's ffn (DeepSeek-V3's "
+    "first layers, Llama 4's layers between its MoE layers)",
+}
+# layer structures whose blocks build their FFN from the layer's config: the only ones a ':dense' layer can change
+DENSE_LAYERS = ("standard",)
+DENSE_FFN_DEFAULT = "swiglu"  # the dense FFN of DeepSeek-V3's and Llama 4's dense layers
 # patterns whose keys lie within a fixed span of the query: the layers rope_local_base applies to
 LOCAL = ("sliding_window", "dilated_window", "block_local", "chunked")
 # layer structures that apply one shared block at every depth: a schedule has nothing to vary there
@@ -89,15 +104,16 @@ _ENTRY = re.compile(r"([a-z0-9_]+)((?::[a-z0-9_]+)*)(?:\*([0-9]+))?")
 
 @dataclass(frozen=True)
 class LayerKind:
-    """One layer's kind: its attention key and whether it drops the position encoding."""
+    """One layer's kind: its attention key, whether it drops the position encoding, whether its FFN is dense."""
 
     attention: str
     nope: bool = False
+    dense: bool = False
 
     @property
     def token(self) -> str:
-        """The kind as a schedule entry (``"full:nope"``)."""
-        return self.attention + (":nope" if self.nope else "")
+        """The kind as a schedule entry (``"full:nope"``, ``"mla:dense"``)."""
+        return self.attention + (":nope" if self.nope else "") + (":dense" if self.dense else "")
 
 
 def _keys() -> list:
@@ -147,7 +163,7 @@ def parse(text: str) -> tuple:
         n = 1 if count is None else int(count)
         if not 1 <= n <= MAX_LAYERS or (count is not None and count != str(n)):
             raise ConfigError(FIELD, entry, grammar())
-        out.extend([LayerKind(key, "nope" in mods)] * n)
+        out.extend([LayerKind(key, "nope" in mods, "dense" in mods)] * n)
         if len(out) > MAX_LAYERS:
             raise ConfigError(FIELD, f"{len(out)}+ layers in one period", grammar())
     return tuple(out)
@@ -184,8 +200,12 @@ def _kind_config(cfg, kind: LayerKind):
     from .attention import ATTENTION
 
     changes = {"attention": kind.attention, FIELD: "", "rope_local_base": None}
+    changes.update(dense_ffn=DENSE_FFN_DEFAULT, dense_d_ff=None)  # a schedule's fields, as rope_local_base
     if getattr(ATTENTION[kind.attention].caps, "own_projections", None):
         changes["head_dim"] = None  # a core with head widths of its own (MLA): the other layers read head_dim
+    if kind.dense:
+        changes["ffn"] = cfg.dense_ffn
+        changes["d_ff"] = cfg.dense_d_ff
     if kind.nope:
         changes["position"] = "none"
         if cfg.qk_norm == "rms_rope":  # Llama 4's query/key norm belongs to the layers that rotate
@@ -195,6 +215,42 @@ def _kind_config(cfg, kind: LayerKind):
         if cfg.rope_local_base is not None and kind.attention in LOCAL:
             changes["rope_base"] = cfg.rope_local_base
     return cfg.replace(**changes)
+
+
+def dense_keys() -> list:
+    """The FFN keys a ``:dense`` layer may take: the dense FFNs of ``models.ffn.dense`` (not ``none``)."""
+    from .ffn.dense import DENSE_KEYS  # late: the FFN package is heavier than this module's callers need
+
+    return list(DENSE_KEYS)
+
+
+def _check_dense(cfg, period: tuple) -> None:
+    """``dense_ffn`` / ``dense_d_ff`` and the ``:dense`` layers: see the module docstring."""
+    keys = dense_keys()
+    if cfg.dense_ffn not in keys:
+        raise ConfigError("dense_ffn", cfg.dense_ffn, f"one of {keys} (the FFN of a schedule's ':dense' layers)")
+    if not any(k.dense for k in period):
+        if cfg.dense_d_ff is not None or cfg.dense_ffn != DENSE_FFN_DEFAULT:
+            name = "dense_d_ff" if cfg.dense_d_ff is not None else "dense_ffn"
+            raise ConfigError(
+                name,
+                getattr(cfg, name),
+                f"{'None' if name == 'dense_d_ff' else repr(DENSE_FFN_DEFAULT)} without a ':dense' layer in "
+                "layer_schedule: it sets the FFN of those layers only",
+            )
+        return
+    token = next(k.token for k in period if k.dense)
+    if cfg.layer not in DENSE_LAYERS:
+        raise ConfigError(
+            FIELD,
+            token,
+            f"no ':dense' layer with layer={cfg.layer!r}: only {list(DENSE_LAYERS)} builds each block's FFN from "
+            "its layer's config",
+        )
+    if cfg.ffn == "none":
+        raise ConfigError(
+            FIELD, token, "no ':dense' layer with ffn='none': a model without FFNs has no FFN for a layer to replace"
+        )
 
 
 def _nope_positions(regs) -> list:
@@ -208,6 +264,7 @@ def check(cfg, regs) -> None:
     local = cfg.rope_local_base
     if local is not None and not (math.isfinite(local) and local > 0):
         raise ConfigError("rope_local_base", local, "None or a finite positive number (RoPE's base of local layers)")
+    _check_dense(cfg, parse(text) if text else ())
     if not text:
         if local is not None:
             raise ConfigError(

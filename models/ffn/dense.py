@@ -170,3 +170,5 @@ VARIANTS = (
     ),
     Variant("none", "Attention-only", "No feed-forward sublayer: the block is attention alone.", build=None),
 )
+# the dense FFNs (not ``none``): what a schedule's ``:dense`` layer may take (``ModelConfig.dense_ffn``)
+DENSE_KEYS = tuple(v.key for v in VARIANTS if v.build is not None)

@@ -216,7 +216,8 @@ def _request(cfg, depths: tuple, seeds: int, seq_len: int, batch: int) -> tuple:
             skipped[str(depth)] = str(exc)
     if not kept:
         raise ConfigError("n_layers", list(depths), "; ".join(sorted(set(skipped.values())))[:300])
-    key = ("depth_scaling", cfg.to_json(), tuple(kept), seeds, seq_len, batch)
+    # the fields off their defaults: a field added later leaves the stored sweeps' keys as they were
+    key = ("depth_scaling", cfg.delta_json(), tuple(kept), seeds, seq_len, batch)
     return Request(key, need, compute_depth_scaling, (cfg, tuple(kept), seeds, seq_len, batch)), skipped
 
 

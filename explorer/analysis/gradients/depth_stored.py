@@ -3,10 +3,11 @@
 The page's first paint draws the Gradients tab for the default config, and its Theorem 1 panel is 70
 models at initialisation (``explorer.analysis.gradients.depth_scaling``): several CPU seconds that a Space pays on
 every wake-up. ``assets/depth_scaling.json`` holds that sweep's results, each under the exact memo key
-of its request (the sweep config's JSON, depths, seeds, batch), and ``preload(requests)`` puts the
-stored value of a request into the memo before it is fetched. A key names the whole config, so a
-config field added or changed since the file was written only misses (the sweep is computed, as for
-any other config). A test recomputes stored depths from the code and compares, so a change to the
+of its request (the sweep config's fields that differ from their defaults, ``ModelConfig.delta_json``,
+depths, seeds, batch), and ``preload(requests)`` puts the stored value of a request into the memo before
+it is fetched. A field added later at its default leaves every key as it was; a changed default or value
+only misses (the sweep is computed, as for any other config).
+A test recomputes stored depths from the code and compares, so a change to the
 models' init or forward cannot leave the file stale silently; ``python -m explorer.analysis.gradients.depth_scaling
 --write`` regenerates it (for ``ModelConfig()``, the config the page opens with).
 """

@@ -22,6 +22,11 @@ class ExpertView:
     assignment: np.ndarray  # (n, L) top-1 expert of each token
     capacity: list  # per layer: per-expert capacity per sequence (None: no capacity)
     n_tokens: int  # tokens routed per layer (batch x length)
+    layers: list = None  # the model's layer index of each row (a schedule's ':dense' layers have no experts)
+
+    def __post_init__(self):
+        if self.layers is None:
+            self.layers = list(range(len(self.counts)))
 
     @property
     def top_k(self) -> int:
@@ -36,15 +41,19 @@ class ExpertView:
             "n_tokens": self.n_tokens,
             "top_k": self.top_k,
             "assignment": self.assignment.tolist(),
+            "layers": list(self.layers),
         }
 
 
 def expert_view(cfg, layers: list):
-    if not layers or not all(p.experts is not None for i in layers for p in i.parts()):
+    """The view of the layers whose FFN routes (every layer, or a schedule's layers without ``:dense``);
+    None when no layer does."""
+    routed = [(i, info) for i, info in enumerate(layers or []) if all(p.experts is not None for p in info.parts())]
+    if not routed:
         return None
     counts, dropped, assign, cap = [], [], [], []
     n_tokens = 0
-    for info in layers:
+    for _, info in routed:
         ps = [p.experts for p in info.parts()]
         counts.append(sum(p.expert_counts.cpu().numpy().astype(np.int64) for p in ps))
         dropped.append(sum(int(p.dropped) for p in ps))
@@ -58,4 +67,5 @@ def expert_view(cfg, layers: list):
         assignment=np.stack(assign),
         capacity=cap,
         n_tokens=n_tokens,
+        layers=[i for i, _ in routed],
     )

@@ -29,9 +29,19 @@ from models import ConfigError, ModelConfig, registries
 from models.config import CATEGORIES, FIELDS
 
 # byte-level tokens: vocab_size fixed at 256; the fields a pretrained checkpoint's fidelity needs (models.hf:
-# LayerNorm eps, projection biases, tanh GELU, an embedding norm, Gemma's embedding scale and logit cap) keep
-# their defaults in the app's controls
-HIDDEN_FIELDS = ("vocab_size", "norm_eps", "attn_bias", "gelu_approx", "embed_norm", "embed_scale", "final_softcap")
+# LayerNorm eps, projection biases, tanh GELU, an embedding norm, Gemma's embedding scale and logit cap, the FFN
+# of a schedule's ':dense' layers) keep their defaults in the app's controls
+HIDDEN_FIELDS = (
+    "vocab_size",
+    "norm_eps",
+    "attn_bias",
+    "gelu_approx",
+    "embed_norm",
+    "embed_scale",
+    "final_softcap",
+    "dense_ffn",
+    "dense_d_ff",
+)
 SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim")
 # what the 2024-2026 families add to every attention (models.schedule, qk_norm, sinks, the output gate): fields of
 # the model, not of one variant, so always shown, in their own group

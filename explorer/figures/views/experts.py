@@ -21,6 +21,7 @@ def experts_figure(view, tokens: list) -> go.Figure:
     cap = view.capacity[0]
     n_seq = max(1, view.n_tokens // view.assignment.shape[1])
     data, layout, notes, shapes = [], {}, [], []
+    names = [f"layer {j}" for j in getattr(view, "layers", None) or range(n_l)]
     for i in range(n_l):
         r, c = divmod(i, cols)
         s = "" if i == 0 else str(i + 1)
@@ -34,9 +35,9 @@ def experts_figure(view, tokens: list) -> go.Figure:
                 marker=dict(color=colors),
                 xaxis=f"x{s}",
                 yaxis=f"y{s}",
-                name=f"layer {i}",
+                name=names[i],
                 showlegend=False,
-                hovertemplate=f"layer {i}, expert %{{x}}: %{{y}} assignments<extra></extra>",
+                hovertemplate=f"{names[i]}, expert %{{x}}: %{{y}} assignments<extra></extra>",
             )
         )
         layout[f"xaxis{s}"] = dict(domain=xd, anchor=f"y{s}", dtick=1, title=dict(text="expert", standoff=2))
@@ -48,7 +49,7 @@ def experts_figure(view, tokens: list) -> go.Figure:
             showticklabels=c == 0,
             title=dict(text="tokens" if c == 0 else ""),
         )
-        notes.append(panel_title(f"layer {i}: {int(view.dropped[i])} dropped", xd, yd[1]))
+        notes.append(panel_title(f"{names[i]}: {int(view.dropped[i])} dropped", xd, yd[1]))
         if cap is not None:
             shapes.append(
                 dict(
@@ -69,7 +70,7 @@ def experts_figure(view, tokens: list) -> go.Figure:
             type="heatmap",
             z=view.assignment,
             x=list(range(L)),
-            y=[f"layer {i}" for i in range(n_l)],
+            y=names,
             xaxis=f"x{s}",
             yaxis=f"y{s}",
             colorscale=discrete_colorscale(E),
@@ -98,7 +99,11 @@ def experts_figure(view, tokens: list) -> go.Figure:
         f"capacity {cap} per expert per sequence (dashed); a dropped token skips the FFN through the residual"
         if cap is not None
         else "a fixed hash of the token id: no router, no capacity"
+        if view.ffn == "hash"
+        else "dropless routing: no capacity, every assignment kept"
     )
+    if names != [f"layer {j}" for j in range(n_l)]:  # a schedule's dense layers are left out
+        cap_text += f"; routed layers only ({', '.join(n.split()[1] for n in names)})"
     title = (
         f"{view.ffn}: expert load per layer — {total} of {view.n_tokens * view.top_k * n_l} assignments dropped"
         f"<br><sup>top-{view.top_k} routing of {view.n_tokens} tokens per layer; {cap_text}</sup>"
