@@ -29,9 +29,10 @@ untied head unless ``tie_word_embeddings``. Per layer (``no_rope_layers``, ``lay
   every layer) -> ``ffn="moe_llama4"`` (``models.ffn.moe_llama4``): ``num_local_experts`` SwiGLU experts of
   ``intermediate_size``, top ``num_experts_per_tok`` by router logit, sigmoid scores scaling the experts' inputs,
   plus the shared expert; ``experts.gate_up_proj [E, d, 2 d_ff]`` split into each expert's gate / up rows,
-  ``experts.down_proj [E, d_ff, d]`` transposed. A model with no MoE layer is ``swiglu`` of
-  ``intermediate_size_mlp``. Dense layers between MoE layers (Maverick's ``interleave_moe_layer_step`` 2) are
-  refused by name (``interleave_moe_layer_step`` / ``moe_layers``).
+  ``experts.down_proj [E, d_ff, d]`` transposed. The other layers (Maverick's ``interleave_moe_layer_step`` 2:
+  every second layer) are ``:dense`` layers of the schedule: ``dense_ffn="swiglu"`` of ``dense_d_ff =
+  intermediate_size_mlp`` (``feed_forward.{gate,up,down}_proj``). A model with no MoE layer is ``swiglu`` of
+  ``intermediate_size_mlp`` everywhere.
 
 Refused by name: ``hidden_act`` other than ``silu``, rope types other than ``default`` / ``linear``, ``layer_types``
 other than ``full_attention`` / ``chunked_attention``, a ``no_rope_layers`` that is no list of 0 / 1 covering the
@@ -136,13 +137,18 @@ def _layer_types(f: Fields, rotary: list) -> list:
     return types
 
 
-def _schedule(f: Fields, n_layers: int) -> tuple:
-    """``(fields, rotary)``: position, attention, chunk size and ``layer_schedule``; ``rotary``: RoPE per layer."""
+def _schedule(f: Fields, n_layers: int, moe: set) -> tuple:
+    """``(fields, rotary)``: position, attention, chunk size and ``layer_schedule`` (``:nope`` on the layers
+    without RoPE, ``:dense`` on the layers outside ``moe`` when some are MoE); ``rotary``: RoPE per layer."""
     rotary = _rope_layers(f, n_layers)
     types = _layer_types(f, rotary)
     any_rope = any(rotary)
-    # a model without any RoPE layer is position "none" everywhere: no ':nope' to mark
-    tokens = [LAYER_TYPES[t] + (":nope" if any_rope and not r else "") for t, r in zip(types, rotary)]
+    mixed = 0 < len(moe) < n_layers
+    # a model without any RoPE layer is position "none" everywhere: no ':nope' to mark; likewise ':dense'
+    tokens = [
+        LAYER_TYPES[t] + (":nope" if any_rope and not r else "") + (":dense" if mixed and i not in moe else "")
+        for i, (t, r) in enumerate(zip(types, rotary))
+    ]
     out = {"position": "rope" if any_rope else "none", "attention": tokens[0].split(":")[0]}
     if "chunked_attention" in types:
         if f.hf.get("attention_chunk_size", DEFAULTS["attention_chunk_size"]) is None:
@@ -163,24 +169,21 @@ def _moe_layers(f: Fields, n_layers: int) -> set:
     return {i for i in layers if 0 <= i < n_layers}
 
 
-def _ffn(f: Fields, n_layers: int) -> dict:
-    moe = _moe_layers(f, n_layers)
-    if not moe:  # every layer dense: Llama4TextMLP of intermediate_size_mlp
-        return {"ffn": "swiglu", "d_ff": f.integer("intermediate_size_mlp", DEFAULTS["intermediate_size_mlp"], lo=1)}
-    if len(moe) != n_layers:
-        key = "moe_layers" if f.hf.get("moe_layers") is not None else "interleave_moe_layer_step"
-        f.refuse(
-            key,
-            f.hf.get(key),
-            f"every layer a mixture of experts (moe_layers = all {n_layers} layers, interleave_moe_layer_step 1) "
-            "or none: dense layers between MoE layers are not supported",
-        )
-    return {
+def _ffn(f: Fields, moe: set, n_layers: int) -> dict:
+    """The MoE layers' ``moe_llama4`` and, when some layers are dense, their ``dense_ffn`` / ``dense_d_ff``
+    (``Llama4TextMLP`` of ``intermediate_size_mlp``); no MoE layer at all: ``swiglu`` of that width everywhere."""
+    mlp = f.integer("intermediate_size_mlp", DEFAULTS["intermediate_size_mlp"], lo=1)
+    if not moe:
+        return {"ffn": "swiglu", "d_ff": mlp}
+    out = {
         "ffn": "moe_llama4",
         "n_experts": f.integer("num_local_experts", DEFAULTS["num_local_experts"], lo=1),
         "top_k": f.integer("num_experts_per_tok", DEFAULTS["num_experts_per_tok"], lo=1),
         "d_ff": f.integer("intermediate_size", DEFAULTS["intermediate_size"], lo=1),
     }
+    if len(moe) < n_layers:
+        out.update(dense_ffn="swiglu", dense_d_ff=mlp)
+    return out
 
 
 def _rope(f: Fields) -> dict:
@@ -201,8 +204,9 @@ def config(f: Fields) -> tuple:
     if act != "silu":
         f.refuse("hidden_act", act, f"hidden_act {act!r} is not supported: 'silu' (SwiGLU experts)")
     head_dim = f.integer("head_dim", DEFAULTS["head_dim"], lo=1, hi=1 << 16)
-    att, rotary = _schedule(f, n_layers)
-    ffn = _ffn(f, n_layers)
+    moe = _moe_layers(f, n_layers)
+    att, rotary = _schedule(f, n_layers, moe)
+    ffn = _ffn(f, moe, n_layers)
     nope = not all(rotary)
     tune = nope and f.flag("attn_temperature_tuning", True)
     fields = dict(
@@ -239,6 +243,10 @@ def config(f: Fields) -> tuple:
         "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)",
         "interleaved RoPE read as rotate-half: each head's q / k rows permuted (0, 2, 4, ..., 1, 3, 5, ...)",
     ]
+    if "dense_d_ff" in ffn:
+        notes.append(
+            f"layers outside moe_layers: a dense SwiGLU of {ffn['dense_d_ff']} (':dense', intermediate_size_mlp)"
+        )
     if fields["qk_norm"] == "rms_rope":
         notes.append("q / k of the RoPE layers RMS-normalised per head without a gain (qk_norm='rms_rope')")
     if tune:
@@ -306,7 +314,7 @@ def rules(f: Fields, cfg) -> dict:
         out[dst + "res_attn.norm.weight"] = Rule((src + "input_layernorm.weight",))
         out[dst + "res_ffn.norm.weight"] = Rule((src + "post_attention_layernorm.weight",))
         ff = src + "feed_forward."
-        if cfg.ffn == "moe_llama4":
+        if cfg.layer_config(i).ffn == "moe_llama4":  # a ':dense' layer: Llama4TextMLP
             out[dst + "ffn.router.weight"] = Rule((ff + "router.weight",))
             for e in range(cfg.n_experts):
                 for part in ("w", "v"):

@@ -116,6 +116,9 @@ CASES = {
     "explicit_no_rope": dict(no_rope_layers=[0, 1, 1, 0], floor_scale=2),
     "no_chunks": dict(attention_chunk_size=None, floor_scale=3),
     "all_dense": dict(moe_layers=[], head_dim=16),
+    # Maverick's layout: every second layer MoE (layers 1, 3), the others Llama4TextMLP of intermediate_size_mlp
+    "interleaved_moe": dict(interleave_moe_layer_step=2, floor_scale=3),
+    "explicit_moe_layers": dict(moe_layers=[0, 3], no_rope_layer_interval=3),
 }
 
 
@@ -129,6 +132,18 @@ def test_llama4_logits_match_transformers(saved, case):
     right[1, 9:] = 0  # right padding: the same positions
     got, want = ckpt.logits(ids, attention_mask=right), _want(hf, ids, right)
     assert _diff(got[right.bool()], want[right.bool()]) <= ATOL
+
+
+def test_interleaved_moe_maps_onto_dense_layers(saved):
+    c = plan(saved(**CASES["interleaved_moe"])[0]).config
+    assert (c.layer_schedule, c.ffn, c.d_ff, c.dense_ffn, c.dense_d_ff) == (
+        "chunked:dense,chunked,chunked:dense,full:nope",
+        "moe_llama4",
+        24,
+        "swiglu",
+        40,
+    )
+    assert [c.layer_config(i).ffn for i in range(4)] == ["swiglu", "moe_llama4", "swiglu", "moe_llama4"]
 
 
 def test_llama4_left_padding_matches_transformers(saved):
@@ -273,8 +288,7 @@ def test_multimodal_llama4_reads_the_language_model(tmp_path):
         (dict(layer_types=["sliding_attention"] * 4), "layer_types"),
         (dict(no_rope_layers=[1, 2, 1, 0]), "no_rope_layers"),
         (dict(no_rope_layers=[1, 1]), "no_rope_layers"),
-        (dict(interleave_moe_layer_step=2, moe_layers=None), "interleave_moe_layer_step"),
-        (dict(moe_layers=[1, 3]), "moe_layers"),
+        (dict(moe_layers="1,3"), "moe_layers"),
         (dict(no_rope_layer_interval=0, no_rope_layers=None), "no_rope_layer_interval"),
         (dict(attention_chunk_size=None), "attention_chunk_size"),  # its layer_types still say chunked
         (dict(num_experts_per_tok=4), "top_k"),
