@@ -11,6 +11,7 @@ ckpt.tokenizer.encode(text); ckpt.tokenizer.pieces(ids)    # readable tokens: "â
 save_llama(model, cfg, "out/folder", tokenizer_json=byte_tokenizer_json())  # a catalogue Llama, written back
 save_qwen3(...), save_olmo2(...)    # the same with a per-head / whole-projection query-key norm
 save_gemma2(...), save_gemma3(...)  # a Gemma-shaped catalogue model (sandwich RMSNorm, GeGLU, embed_scale)
+save_llama4(...)                    # chunked / NoPE layers, rms_rope q/k norm, moe_llama4 experts, :dense layers
 ```
 
 Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``;
@@ -23,6 +24,7 @@ docs/checkpoints.md.
 
 from .byte_tokenizer import byte_tokenizer_json
 from .export import save_gemma2, save_gemma3, save_llama, save_olmo2, save_qwen3
+from .export_llama4 import save_llama4
 from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
 from .tokenizer import Tokenizer
 
@@ -40,5 +42,6 @@ __all__ = [
     "save_olmo2",
     "save_gemma2",
     "save_gemma3",
+    "save_llama4",
     "byte_tokenizer_json",
 ]

@@ -281,6 +281,12 @@ def deinterleave_rows(t, d_head: int):
     return heads.reshape(heads.shape[0], d_head // 2, 2, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
 
 
+def interleave_rows(t, d_head: int):
+    """The inverse of ``deinterleave_rows``: rotate-half rows back in Llama 4's interleaved-pair order."""
+    heads = t.reshape(-1, 2, d_head // 2, *t.shape[1:])  # (n, 2, d_head / 2, ...)
+    return heads.transpose(1, 2).reshape(t.shape)
+
+
 def _rows(d_head: int):
     return lambda t: deinterleave_rows(t, d_head)
 
