@@ -102,15 +102,15 @@ class QKNorm(nn.Module):
 
 
 class UnitQKNorm(nn.Module):
-    """RMSNorm without a gain, ``x / sqrt(mean(x^2) + eps)`` over the last dim, computed in float32 and cast back
-    (Llama 4's query/key norm); ``detach`` is accepted for ``QKNorm``'s signature and has nothing to detach."""
+    """RMSNorm without a gain, ``x / sqrt(mean(x^2) + eps)`` over the last dim, computed in at least float32 and
+    cast back (Llama 4's query/key norm); ``detach`` is accepted for ``QKNorm``'s signature (no gain to detach)."""
 
     def __init__(self, eps: float):
         super().__init__()
         self.eps = eps
 
     def forward(self, x, detach: bool = False):
-        xf = x.float()
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))  # at least float32 (float64 stays float64)
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
 

@@ -139,3 +139,35 @@ def test_llama4_attention_refusals_name_the_field(fields, field):
     with pytest.raises(ConfigError) as e:
         ModelConfig(d_model=D, n_heads=HEADS, **fields).validate()
     assert e.value.field == field
+
+
+@torch.no_grad()
+def test_head_circuits_read_the_gainless_norm_in_rope_layers_only():
+    """The explorer's token-level QK circuit normalises each head's query and key without a gain in the RoPE
+    layer and not at all in the NoPE layer (formula written here); composition folds no gain."""
+    from explorer.analysis.why.circuits import _ov_qk, head_circuits
+
+    cfg = ModelConfig(
+        vocab_size=40,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        n_layers=2,
+        norm="rmsnorm",
+        layer_schedule="full,full:nope",
+        qk_norm="rms_rope",
+    ).validate()
+    model = build_model(cfg).eval()
+    c = head_circuits(model, tokens=tuple(range(40)))
+    dh, h = 8, 3  # query head 3 reads K/V head 1
+    for layer, normed in ((0, True), (1, False)):
+        blk = model.stack.blocks[layer]
+        u = blk.res_attn.norm(model.embed.weight).double()
+        q = (u @ blk.attn.q_proj.weight.double().T)[:, h * dh : (h + 1) * dh]
+        k = (u @ blk.attn.k_proj.weight.double().T)[:, dh : 2 * dh]
+        if normed:
+            q, k = _rms64(q, eps=cfg.norm_eps), _rms64(k, eps=cfg.norm_eps)
+        torch.testing.assert_close(c.qk[layer, h], q @ k.T / math.sqrt(dh))
+        wq, wk = blk.attn.q_proj.weight.double()[h * dh : (h + 1) * dh], blk.attn.k_proj.weight.double()[dh : 2 * dh]
+        fold = torch.diag(blk.res_attn.norm.weight.double())
+        torch.testing.assert_close(_ov_qk(model, layer, h)[1], fold.T @ wq.T @ wk @ fold)
