@@ -55,10 +55,20 @@ def temper(cfg, q: torch.Tensor, k_start: int) -> torch.Tensor:
 
 
 def check_temperature(cfg) -> None:
-    """The scale is a finite number in [0, 10]; a floor needs a layer without positions to act on."""
+    """The scale is a finite number in [0, 10]; a floor needs a layer without positions to act on, and a layer
+    structure whose attention runs through ``models.blocks.Attention`` (not ``funnel``'s pooled queries)."""
     if not (math.isfinite(cfg.attn_temp_scale) and 0.0 <= cfg.attn_temp_scale <= 10.0):
         raise ConfigError("attn_temp_scale", cfg.attn_temp_scale, "a number in [0, 10] (Llama 4: 0.1)")
-    if cfg.attn_temp_floor is None or cfg.position == "none":
+    if cfg.attn_temp_floor is None:
+        return
+    if cfg.layer == "funnel":  # its pooled queries' layers attend outside Attention.forward, at no one position
+        raise ConfigError(
+            "attn_temp_floor",
+            cfg.attn_temp_floor,
+            "None with layer='funnel': a pooled query stands for several positions, so no temperature of position "
+            "is defined for it",
+        )
+    if cfg.position == "none":
         return
     from .schedule import parse
 

@@ -133,6 +133,7 @@ def test_a_schedule_puts_the_norm_on_rope_layers_and_the_temperature_on_nope_lay
         (dict(attn_temp_floor=8), "attn_temp_floor"),  # rope in every layer: no NoPE layer to tune
         (dict(position="none", attn_temp_floor=8, attn_temp_scale=-1.0), "attn_temp_scale"),
         (dict(position="none", attn_temp_floor=0), "attn_temp_floor"),
+        (dict(position="none", attn_temp_floor=8, layer="funnel"), "attn_temp_floor"),
     ],
 )
 def test_llama4_attention_refusals_name_the_field(fields, field):
