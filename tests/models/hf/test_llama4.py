@@ -146,6 +146,21 @@ def test_interleaved_moe_maps_onto_dense_layers(saved):
     assert [c.layer_config(i).ffn for i in range(4)] == ["swiglu", "moe_llama4", "swiglu", "moe_llama4"]
 
 
+def test_absent_sizes_take_the_config_class_defaults(saved):
+    """A config.json without ``num_key_value_heads`` / ``head_dim`` reads ``Llama4TextConfig``'s defaults (8 K/V
+    heads, heads of 128), not the MHA / ``hidden / heads`` of other families (transformers 5.24's strict config
+    refuses a null for either)."""
+    from models.hf.fields import Fields
+    from models.hf.llama4 import config
+
+    hf = json.loads((saved()[0] / "config.json").read_text())
+    absent, _ = config(Fields({k: v for k, v in hf.items() if k not in ("num_key_value_heads", "head_dim")}))
+    theirs = transformers.Llama4TextConfig(
+        **{k: v for k, v in TEXT.items() if k not in ("num_key_value_heads", "head_dim")}
+    )
+    assert (absent["n_kv_heads"], absent["head_dim"]) == (theirs.num_key_value_heads, theirs.head_dim) == (8, 128)
+
+
 def test_llama4_left_padding_matches_transformers(saved):
     """Left padding: transformers counts chunks from the first real token (``chunked_overlay``'s left padding
     offset) and RoPE is relative, as a row run on its own tokens; the temperature, counted from the padded start
