@@ -33,6 +33,7 @@ from .output_gate import gate_heads, make_gate
 from .positions import POSITION
 from .qkv import QKVProjection
 from .sinks import make_sinks
+from .temperature import temper
 
 
 class Attention(QKVProjection):
@@ -78,6 +79,7 @@ class Attention(QKVProjection):
             q, k, v = self.project(x, kv_in)  # (B, h, L, d_h), (B, h_kv, P + L, d_h) twice
             q_raw, k_raw = q, k
             q, k, mods = self._position(position, ctx, q, k, prefix)
+        q = temper(cfg, q, ctx.k_start)  # Llama 4's NoPE layers: queries scaled by position (models/temperature.py)
         mods = {**mods, **self.sink_mods()}
         refused = refused_modifiers(mods, self.caps)
         if refused:  # a position encoding whose capabilities do not declare what it produced

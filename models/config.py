@@ -29,6 +29,8 @@ from .output_gate import GATES, gate_params
 from .qkv import QK_NORMS, check_qk_norm, projection_params
 from .registry import registries
 from .sinks import sink_params
+from .temperature import PARAMS as TEMPERATURE_PARAMS
+from .temperature import check_temperature
 from .variant import Param
 
 __all__ = ["ModelConfig", "ConfigError", "CATEGORIES", "CORE", "FIELDS", "MAX_PARAMS", "SIZE_RANGES"]
@@ -76,9 +78,15 @@ CORE = (
     Param("attn_bias", str, "none", choices=("none", "qkv", "all"), label="Attention projection biases"),
     Param("gelu_approx", str, "none", choices=("none", "tanh"), label="GELU approximation (gelu, geglu, MLM head)"),
     Param("embed_norm", bool, False, label="Norm after the embeddings (BERT)"),
-    # RMSNorm of the projected queries and keys before positions (models/qkv.py): per head (Qwen3, Gemma 3)
-    # or over the whole projection (OLMo 2)
-    Param("qk_norm", str, "none", choices=QK_NORMS, label="Query/key norm (RMSNorm: per head / whole projection)"),
+    # RMSNorm of the projected queries and keys before positions (models/qkv.py): per head (Qwen3, Gemma 3),
+    # over the whole projection (OLMo 2), or per head without a gain in the RoPE layers only (Llama 4)
+    Param(
+        "qk_norm",
+        str,
+        "none",
+        choices=QK_NORMS,
+        label="Query/key norm (RMSNorm: per head / whole projection / per head, no gain, RoPE layers)",
+    ),
     # 2025 attention terms of the self-attention sublayer (models/sinks.py, models/output_gate.py)
     Param("attn_sinks", bool, False, label="Learned attention sinks (gpt-oss)"),
     Param("attn_gate", str, "none", choices=GATES, label="Gated attention output (Qiu et al. 2025)"),
@@ -86,6 +94,9 @@ CORE = (
     # before the first layer, and the logits soft-capped, final_softcap * tanh(logits / final_softcap)
     Param("embed_scale", bool, False),
     Param("final_softcap", float, None, optional=True),
+    # Llama 4 (Meta 2025): queries of the layers without positions scaled up past attn_temp_floor positions
+    # (models/temperature.py)
+    *TEMPERATURE_PARAMS,
 )
 MAX_ABLATED = 256
 
@@ -324,6 +335,7 @@ class _ConfigMethods:
             )
         check_combination(self, regs)
         check_qk_norm(self, regs["attention"][self.attention])
+        check_temperature(self)
         own = getattr(regs["attention"][self.attention].caps, "own_projections", None)
         if self.attn_gate == "elementwise" and own is not None and own(self) != self.d_head:
             raise ConfigError(

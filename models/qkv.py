@@ -19,6 +19,10 @@ queries and keys, before any position encoding (RoPE rotates the normed vectors)
   the same function of another parameter); Dehghani et al. 2023 (ViT-22B) normalise the same way.
 - ``"all"``: over the whole query projection ``[n_heads * d_h]`` and the whole key projection
   ``[n_kv_heads * d_h]`` before they are split into heads, gains of those widths: OLMo 2 (OLMo et al. 2024).
+- ``"rms_rope"``: over each head's ``d_h`` dims without a gain, ``t / sqrt(mean(t^2) + norm_eps)``, and only in
+  the layers that rotate their queries and keys (``position="rope"``; a ``layer_schedule``'s ``:nope`` layers keep
+  theirs as projected): Llama 4 (Meta 2025; transformers' ``Llama4TextL2Norm``, applied after RoPE there, which is
+  the same function, since a rotation keeps each head's sum of squares). No parameters.
 - ``"none"``: no norm (default).
 Every path that projects with this module (self-attention, cross-attention, funnel's pooled queries, the
 compressive memory's reconstruction) reads q and k through ``normed_heads``; ``check_qk_norm`` refuses the
@@ -35,7 +39,7 @@ from kernels import norms as kernel_norms
 from .capabilities import ROTARY
 from .errors import ConfigError
 
-QK_NORMS = ("none", "head", "all")
+QK_NORMS = ("none", "head", "all", "rms_rope")
 
 
 def projection_params(cfg, d_value: int | None = None) -> int:
@@ -62,6 +66,13 @@ def qk_norm_params(cfg) -> int:
 def check_qk_norm(cfg, attention) -> None:
     """Refuse a query/key norm the chosen attention (its registry record) cannot use: one whose keys are
     its queries (no key projection to normalise) or that forms no ``q . k`` at all (synthesizers)."""
+    if cfg.qk_norm == "rms_rope" and cfg.position != "rope":
+        raise ConfigError(
+            "qk_norm",
+            cfg.qk_norm,
+            f"'none', 'head' or 'all' with position={cfg.position!r}: 'rms_rope' normalises queries and keys only "
+            "in layers with position='rope' (Llama 4), so without RoPE it normalises nothing",
+        )
     if cfg.qk_norm == "none" or attention is None:
         return
     caps = attention.caps
@@ -90,6 +101,19 @@ class QKNorm(nn.Module):
         return kernel_norms.rms_norm(x, self.weight.detach() if detach else self.weight, self.eps)
 
 
+class UnitQKNorm(nn.Module):
+    """RMSNorm without a gain, ``x / sqrt(mean(x^2) + eps)`` over the last dim, computed in at least float32 and
+    cast back (Llama 4's query/key norm); ``detach`` is accepted for ``QKNorm``'s signature (no gain to detach)."""
+
+    def __init__(self, eps: float):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x, detach: bool = False):
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))  # at least float32 (float64 stays float64)
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
 class QKVProjection(nn.Module):
     """``d_value``: set when the attention core owns its Q/K/V projections (``AttentionCaps.own_projections``,
     MLA): only ``out_proj`` is built, reading ``n_heads`` heads of ``d_value`` (then ``d_head``)."""
@@ -107,7 +131,10 @@ class QKVProjection(nn.Module):
             self.v_proj = nn.Linear(cfg.d_model, hkv * dh, bias=qkv_bias)
         self.out_proj = nn.Linear(h * dh, cfg.d_model, bias=out_bias)
         self.qk_norm = cfg.qk_norm
-        if cfg.qk_norm in ("head", "all"):  # gains of d_h (shared by the heads) or of the whole projection
+        if cfg.qk_norm == "rms_rope":  # per head, no gain (a :nope layer's config has qk_norm "none": schedule.py)
+            self.qk_norm = "head"
+            self.q_norm, self.k_norm = UnitQKNorm(cfg.norm_eps), UnitQKNorm(cfg.norm_eps)
+        elif cfg.qk_norm in ("head", "all"):  # gains of d_h (shared by the heads) or of the whole projection
             wide = cfg.qk_norm == "all"
             self.q_norm = QKNorm(h * dh if wide else dh, cfg.norm_eps)
             self.k_norm = QKNorm(hkv * dh if wide else dh, cfg.norm_eps)

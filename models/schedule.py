@@ -24,10 +24,13 @@ sliding layers). ``"sliding_window*5,full"`` is Gemma 3; ``"chunked*3,full:nope"
 
 Layer ``i``'s config is ``cfg`` with ``attention`` = its key, ``layer_schedule=""``, and:
 
-- ``:nope``: ``position="none"`` in that layer. Allowed when the model's position encoding has no
-  weights and acts only inside attention (``rope``, ``alibi``, ``none``): dropping it in one layer then
-  removes nothing any other layer reads. An absolute encoding (added to the embeddings once) or one
-  with learned tables cannot be dropped per layer; refused with the reason.
+- ``:nope``: ``position="none"`` in that layer (and ``qk_norm="none"`` where the model's is ``"rms_rope"``,
+  Llama 4's norm of the rotated layers only, ``models.qkv``); the layers that keep their positions get
+  ``attn_temp_floor=None`` (Llama 4's query temperature tunes the NoPE layers only, ``models.temperature``).
+  Allowed when the model's position encoding has no weights and acts only inside attention (``rope``,
+  ``alibi``, ``none``): dropping it in one layer then removes nothing any other layer reads. An absolute
+  encoding (added to the embeddings once) or one with learned tables cannot be dropped per layer; refused
+  with the reason.
 - ``:dense``: ``ffn = dense_ffn`` (a dense FFN key, default ``swiglu``) of width ``d_ff = dense_d_ff``
   (None: the FFN rule's width) in that layer, the model's ``ffn`` in the others: DeepSeek-V3's first
   ``first_k_dense_replace`` layers and Llama 4's layers between its MoE layers. Only with
@@ -205,8 +208,12 @@ def _kind_config(cfg, kind: LayerKind):
         changes["d_ff"] = cfg.dense_d_ff
     if kind.nope:
         changes["position"] = "none"
-    elif cfg.rope_local_base is not None and kind.attention in LOCAL:
-        changes["rope_base"] = cfg.rope_local_base
+        if cfg.qk_norm == "rms_rope":  # Llama 4's query/key norm belongs to the layers that rotate
+            changes["qk_norm"] = "none"
+    else:
+        changes["attn_temp_floor"] = None  # the query temperature tunes only the layers without positions
+        if cfg.rope_local_base is not None and kind.attention in LOCAL:
+            changes["rope_base"] = cfg.rope_local_base
     return cfg.replace(**changes)
 
 

@@ -13,11 +13,13 @@ save_qwen3(...), save_olmo2(...)    # the same with a per-head / whole-projectio
 save_gemma2(...), save_gemma3(...)  # a Gemma-shaped catalogue model (sandwich RMSNorm, GeGLU, embed_scale)
 save_deepseek_v3(...)               # an MLA + moe_deepseek catalogue model (dense first layers: ':dense')
 save_gpt_oss(...)                   # a gpt-oss-shaped one (sinks, clamped-SwiGLU experts, YaRN)
+save_llama4(...)                    # chunked / NoPE layers, rms_rope q/k norm, moe_llama4 experts, :dense layers
 ```
 
 Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``;
 ``gemma3`` (text-only ``gemma3_text``); ``deepseek_v3`` (MLA and DeepSeekMoE); ``gpt_oss`` (sinks, YaRN,
-clamped-SwiGLU experts); ``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps
+clamped-SwiGLU experts); ``llama4`` (``llama4_text``, and the language model of a multimodal ``llama4``);
+``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps
 ``config.json`` onto catalogue choices and every tensor onto a catalogue parameter (``models/hf/<family>.py``);
 what the catalogue cannot express is refused by name. The mapping table, what is refused and the parameter cap:
 docs/checkpoints.md.
@@ -26,6 +28,7 @@ docs/checkpoints.md.
 from .byte_tokenizer import byte_tokenizer_json
 from .export import save_gemma2, save_gemma3, save_gpt_oss, save_llama, save_olmo2, save_qwen3
 from .export_deepseek import save_deepseek_v3
+from .export_llama4 import save_llama4
 from .loader import DEFAULT_MAX_PARAMS, FAMILIES, MODEL_TYPES, Checkpoint, Plan, load, plan
 from .tokenizer import Tokenizer
 
@@ -45,5 +48,6 @@ __all__ = [
     "save_gemma3",
     "save_deepseek_v3",
     "save_gpt_oss",
+    "save_llama4",
     "byte_tokenizer_json",
 ]

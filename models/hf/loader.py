@@ -20,7 +20,22 @@ from ..config import ModelConfig
 from ..errors import ConfigError
 from ..meta import materialize, on_meta
 from ..model import build_model
-from . import bert, deepseek_v3, files, gemma2, gemma3, gpt2, gpt_oss, llama, mapping, olmo2, qwen3, sizes, t5
+from . import (
+    bert,
+    deepseek_v3,
+    files,
+    gemma2,
+    gemma3,
+    gpt2,
+    gpt_oss,
+    llama,
+    llama4,
+    mapping,
+    olmo2,
+    qwen3,
+    sizes,
+    t5,
+)
 from .fields import Fields
 from .tokenizer import Tokenizer
 
@@ -33,6 +48,7 @@ FAMILIES = {
     "gemma3": gemma3,
     "deepseek_v3": deepseek_v3,
     "gpt_oss": gpt_oss,
+    "llama4": llama4,
     "bert": bert,
     "t5": t5,
 }

@@ -115,9 +115,9 @@ def _head_weights(model, layer: int, h: int) -> tuple:
 
 def _qk_gains(model, layer: int, h: int) -> tuple:
     """``(g_q, g_k)`` ``(d_h,)`` of head ``h``'s query/key norm (its slice of the whole-projection gains for
-    ``qk_norm="all"``), or ``(None, None)`` without one."""
+    ``qk_norm="all"``), or ``(None, None)`` without a gain (no norm, or ``qk_norm="rms_rope"``)."""
     cfg, attn = model.cfg, model.stack.blocks[layer].attn
-    if cfg.qk_norm == "none":
+    if getattr(getattr(attn, "q_norm", None), "weight", None) is None:  # none, or Llama 4's gainless norm
         return None, None
     dh, kv = cfg.d_head, _kv(cfg, h)
     gq, gk = attn.q_norm.weight.detach().double(), attn.k_norm.weight.detach().double()
