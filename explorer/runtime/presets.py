@@ -693,16 +693,24 @@ PRESETS.update(
             ),
         ),
         "Llama 4 (2025)": (
-            "Meta 2025: three layers attend within fixed chunks (8192 tokens in the model, 32 here) with RoPE, "
-            "every fourth attends in full with no position encoding (NoPE); pre-norm RMSNorm, SwiGLU, GQA.",
+            "Meta 2025: three layers attend within fixed chunks (8192 tokens in the model, 32 here) with RoPE and "
+            "a weightless RMS norm of queries and keys, every fourth attends in full with no position encoding "
+            "(NoPE) and queries sharpened with position (from 8192 tokens in the model, 32 here); pre-norm "
+            "RMSNorm, GQA, a routed expert (top 1) plus a shared one in every layer (Scout).",
             dict(
                 attention="chunked",
                 layer_schedule="chunked*3,full:nope",
                 attention_chunk_size=32,
                 position="rope",
+                qk_norm="rms_rope",
+                attn_temp_floor=32,
+                attn_temp_scale=0.1,
                 norm_placement="pre",
                 norm="rmsnorm",
-                ffn="swiglu",
+                ffn="moe_llama4",
+                n_experts=4,
+                top_k=1,
+                d_ff=128,
                 n_kv_heads=2,
                 causal=True,
             ),

@@ -17,9 +17,9 @@ the gated FFNs' rule):
   token's output never depends on another token.
 
 The parameters are laid out as transformers' ``GptOssExperts`` stores them (``x @ W``, not ``nn.Linear``'s
-``x @ W^T``), so a checkpoint maps one to one: ``router.weight`` / ``router.bias``, ``experts.gate_up_proj``
-``[E, d, 2f]``, ``experts.gate_up_proj_bias`` ``[E, 2f]``, ``experts.down_proj`` ``[E, f, d]``,
-``experts.down_proj_bias`` ``[E, d]``. Initialisation (ours): weights ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` as
+``x @ W^T``), so a checkpoint maps one to one: ``router.weight`` / ``router.bias``, ``ffn.experts.gate_up_proj``
+``[E, d, 2f]``, ``ffn.experts.gate_up_proj_bias`` ``[E, 2f]``, ``ffn.experts.down_proj`` ``[E, f, d]``,
+``ffn.experts.down_proj_bias`` ``[E, d]``. Initialisation (ours): weights ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` as
 ``nn.Linear``, expert biases 0.
 
 No load-balancing loss: transformers adds its Switch-style ``router_aux_loss_coef`` term only when
