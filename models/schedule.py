@@ -79,6 +79,7 @@ __all__ = [
     "check",
     "preset",
     "from_layer_types",
+    "with_attention",
     "surgery_safe",
 ]
 
@@ -356,6 +357,23 @@ def from_layer_types(types, names: dict) -> str:
         else:
             out.append([entry, 1])
     return ",".join(e if n == 1 else f"{e}*{n}" for e, n in out)
+
+
+def with_attention(text: str, keys: dict) -> str:
+    """``text`` with each layer's attention key mapped through ``keys`` (``{old: new}``; keys not in it stay),
+    modifiers kept, run-length encoded over one period; ``""`` when every layer is then the same plain kind.
+    ``with_attention("chunked*3,full:nope", {"chunked": "sliding_window", "full": "sliding_window"})`` is
+    ``"sliding_window*3,sliding_window:nope"``."""
+    kinds = [LayerKind(keys.get(k.attention, k.attention), k.nope, k.dense) for k in parse(text)]
+    if len(set(kinds)) == 1 and not (kinds[0].nope or kinds[0].dense):
+        return ""
+    out = []
+    for k in kinds:
+        if out and out[-1][0] == k.token:
+            out[-1][1] += 1
+        else:
+            out.append([k.token, 1])
+    return ",".join(t if n == 1 else f"{t}*{n}" for t, n in out)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from explorer.runtime.pool import POOL
 from explorer.runtime.signals import NEVER, StopToken, stop_channel
 from explorer.runtime.stopping import Abandoned, Guard
 from kernels.reference import clipped_index, expand_kv
-from models import ConfigError, build_model
+from models import ConfigError, build_model, schedule
 from models import surgery as model_surgery
 from models.attention.layout import pattern_rows
 from models.attention.sparse import PatternAttention
@@ -192,11 +192,22 @@ def _changed(src, base_cfg, base_model, change: str, notes: list):
             src.config,
             lambda: src.weights.eval_model(src.config).eval(),
         )
-    cfg = base_cfg.replace(**CHANGES[change]).validate()
+    changes = dict(CHANGES[change])
+    if base_cfg.layer_schedule:  # every layer of a schedule windowed, each keeping its own modifiers (NoPE, dense)
+        to = changes["attention"]
+        changes["layer_schedule"] = schedule.with_attention(
+            base_cfg.layer_schedule, {k: to for k in schedule.attention_keys(base_cfg)}
+        )
+    try:
+        cfg = base_cfg.replace(**changes).validate()
+        if cfg != base_cfg:
+            model_surgery.check(base_cfg, cfg)
+    except ConfigError as e:  # a mechanism whose weights a window cannot read (MLA's latent, a learned projection)
+        notes.append(f"a {CHANGE_NAMES[change]} cannot keep this model's weights ({e.allowed[:160]}): one model drawn")
+        return None
     if cfg == base_cfg:
         notes.append(f"the model as trained already has a {CHANGE_NAMES[change]}: one model drawn")
         return None
-    model_surgery.check(base_cfg, cfg)
     if src.loaded is not None:
         return CHANGE_NAMES[change], cfg, lambda: surgery.weights_for(cfg, src.loaded).eval_model(cfg).eval()
     return CHANGE_NAMES[change], cfg, lambda: model_surgery.transplant(_params(base_model), base_cfg, cfg)

@@ -78,8 +78,8 @@ def schedule_rows(origin: Origin) -> list:
     if not base.layer_schedule:
         if base.attention == "full":
             out += [
-                (f"layers alternate sliding_window ({w}) / full (gpt-oss, Gemma 2)", "sliding_window,full"),
-                (f"3 sliding_window ({w}) : 1 full layers (Gemma 3-like)", "sliding_window*3,full"),
+                (f"layers alternate sliding_window ({w}) / full (gpt-oss, Gemma 2)", "sliding_window,full", None),
+                (f"3 sliding_window ({w}) : 1 full layers (Gemma 3-like)", "sliding_window*3,full", None),
             ]
     else:
         kinds = schedule.parse(base.layer_schedule)
@@ -87,21 +87,13 @@ def schedule_rows(origin: Origin) -> list:
             for target in ("full", "sliding_window"):
                 if target == key:
                     continue
-                tokens = [k.token.replace(key, target, 1) if k.attention == key else k.token for k in kinds]
-                out.append(
-                    (
-                        f"every {key} layer -> {target}" + (f" ({w})" if target == "sliding_window" else ""),
-                        ",".join(tokens),
-                    )
-                )
+                label = f"every {key} layer -> {target}" + (f" ({w})" if target == "sliding_window" else "")
+                out.append((label, schedule.with_attention(base.layer_schedule, {key: target}), target))
     rows = []
-    for label, text in out:
+    for label, text, target in out:  # text "": every layer became ``target``
         try:
-            kinds = schedule.parse(text)
-            keys = {k.attention for k in kinds}
+            keys = {k.attention for k in schedule.parse(text)} if text else {target}
             attention = base.attention if base.attention in keys else sorted(keys)[0]
-            if len(set(kinds)) == 1 and not (kinds[0].nope or kinds[0].dense):  # every layer alike: no schedule
-                text, attention = "", kinds[0].attention
             cfg = base.replace(layer_schedule=text, attention=attention, window=w).validate()
             surgery.check(base, cfg)
         except ConfigError:
