@@ -72,6 +72,22 @@ def gated_sink_figure(result: dict) -> go.Figure:
             )
         )
     trained = s["trained_len"]
+    uniform = sum(1 / (t + 1) for t in range(1, trained)) / (trained - 1)  # causal rows spread evenly
+    layers = sorted({p[0] for pts in mean.values() for p in pts})
+    if layers:
+        data.append(
+            dict(
+                type="scatter",
+                mode="lines",
+                x=[layers[0], layers[-1]],
+                y=[uniform, uniform],
+                name=f"rows spread evenly ({uniform:.3f}): a sink lies above",
+                line=dict(color="#777777", dash="dash", width=1.5),
+                xaxis="x",
+                yaxis="y",
+                hoverinfo="skip",
+            )
+        )
     layout = base_layout(
         "Does the output gate remove the attention sink? (Qiu et al. 2025, on the bundles trained here)"
         f"<br><sup>left: attention on the first token per layer (dotted: the layer's top head); right: loss on the "
@@ -79,7 +95,14 @@ def gated_sink_figure(result: dict) -> go.Figure:
         460,
         xaxis=dict(domain=[0, 0.44], title=dict(text="layer"), dtick=1),
         yaxis=dict(title=dict(text="first-token attention (fraction of a row)"), rangemode="tozero"),
-        xaxis2=dict(domain=[0.56, 1], anchor="y2", type="log", title=dict(text="evaluation length (bytes, log)")),
+        xaxis2=dict(
+            domain=[0.56, 1],
+            anchor="y2",
+            type="log",
+            tickvals=s["eval_lens"],
+            ticktext=[str(L) for L in s["eval_lens"]],
+            title=dict(text="evaluation length (bytes, log)"),
+        ),
         yaxis2=dict(anchor="x2", title=dict(text="loss (nats/byte)")),
         shapes=[
             dict(

@@ -805,6 +805,10 @@ BUNDLE_PRESETS = {
     "Trained: GQA (2 K/V heads)": "gqa",
     "Trained: MoE (4 experts)": "moe",
     "Trained: encoder-decoder (reverse)": "encoder_decoder",
+    "Trained: gpt-oss style (windows + sinks)": "gpt_oss_style",
+    "Trained: MLA (latent attention)": "mla",
+    "Trained: gated attention output": "gated_attention",
+    "Trained: differential attention": "differential",
 }
 PRESETS = {
     **{  # first in the dropdown
@@ -836,6 +840,26 @@ PRESETS = {
         "Trained: encoder-decoder (reverse)": (
             "A 2 + 2 layer encoder-decoder trained to write a string backwards (type 'abc=>cba').",
             dict(architecture="encoder_decoder", n_layers=2),
+        ),
+        "Trained: gpt-oss style (windows + sinks)": (
+            "The default model with gpt-oss's layers: 64-key sliding windows and full attention alternate, and "
+            "every head has a learned sink; trained the same way.",
+            dict(layer_schedule="sliding_window,full", window=64, attn_sinks=True),
+        ),
+        "Trained: MLA (latent attention)": (
+            "The default model with DeepSeek's multi-head latent attention (keys and values from one shared "
+            "latent and a shared RoPE key), trained the same way.",
+            dict(attention="mla"),
+        ),
+        "Trained: gated attention output": (
+            "The default model with an elementwise sigmoid gate on each head's output (Qiu et al. 2025, G1), "
+            "trained the same way.",
+            dict(attn_gate="elementwise"),
+        ),
+        "Trained: differential attention": (
+            "The default model with differential attention (two softmax maps subtracted, Ye et al. 2025), "
+            "trained the same way.",
+            dict(attention="differential"),
         ),
     },
     **PRESETS,

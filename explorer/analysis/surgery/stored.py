@@ -35,7 +35,7 @@ def _windowed(key: str, param: str) -> bool:
 def rows_for(origin: Origin) -> list:
     """``(label, config)`` of every row of ``origin``'s table (see the module docstring)."""
     base = origin.config
-    rows = [(f"{base.attention} (as trained)", base)]
+    rows = [(f"{base.layer_schedule or base.attention} (as trained)", base)]  # a schedule: its layers named
     for key in surgery_attentions():
         if key == base.attention:  # the row as trained; a windowed one also with sinks
             if _windowed(key, "n_sinks") and not base.n_sinks:

@@ -138,20 +138,29 @@ def reading(result: dict) -> str:
         return "The baseline or the gated bundle is missing: nothing to compare."
     base, gated = _mean(first[BASELINE].values()), _mean(first[GATED].values())
     grow = {n: per[long] - per[short] for n, per in loss.items()}
-    held = "holds" if gated < 0.5 * base else "does not hold here" if gated >= base else "holds only in part"
+    uniform = _mean(1 / (t + 1) for t in range(1, short))  # a causal row spread evenly: 1 / (t + 1) on key 0
+    if base < uniform:
+        held = (
+            f"cannot show here: without the gate these small models put less on the first token than rows spread "
+            f"evenly would ({uniform:.3f}), so there is no sink for the gate to remove"
+        )
+    else:
+        held = "holds" if gated < 0.5 * base else "does not hold here" if gated >= base else "holds only in part"
     ext = "extrapolates better" if grow[GATED] < grow[BASELINE] else "does not extrapolate better"
     text = (
         f"First-token mass, mean over layers (queries 1-{short - 1} of {result['settings']['eval_seqs']} held-out "
         f"windows of {short} bytes): {base:.3f} without the gate, {gated:.3f} with it. The paper's sink-free "
-        f"claim {held} on these small models. Loss on the last {result['settings']['eval_tokens']} bytes from "
+        f"claim {held}. Loss on the last {result['settings']['eval_tokens']} bytes from "
         f"L={short} to L={long}: without the gate {loss[BASELINE][short]:.3f} -> {loss[BASELINE][long]:.3f}, "
         f"with it {loss[GATED][short]:.3f} -> {loss[GATED][long]:.3f}: the gated model {ext}."
     )
     if SINKS in first:
         share = _by(result, "learned sink share").get(SINKS, {})
         text += (
-            f" With learned sinks instead (gpt-oss style): first-token mass {_mean(first[SINKS].values()):.3f}, "
-            f"the sink's own share {_mean(share.values()) if share else 0.0:.3f}, loss {loss[SINKS][short]:.3f} "
-            f"-> {loss[SINKS][long]:.3f}."
+            f" With learned sinks (gpt-oss style, whose 64-key windows on every other layer also bound what those "
+            f"layers see, so its loss past L={short} is not the sinks' alone): first-token mass "
+            f"{_mean(first[SINKS].values()):.3f}, the sink's own share {_mean(share.values()) if share else 0.0:.3f} "
+            f"(by layer: {', '.join(f'{share[k]:.2f}' for k in sorted(share))}), loss {loss[SINKS][short]:.3f} -> "
+            f"{loss[SINKS][long]:.3f}."
         )
     return text

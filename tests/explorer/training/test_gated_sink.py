@@ -38,3 +38,7 @@ def test_the_reading_says_whether_the_claim_holds_from_the_numbers():
     fails["rows"] += rows("gated_attention", [0.2], {128: 1.3, 1024: 4.0})
     text = gated_sink.reading(fails)
     assert "does not hold here" in text and "does not extrapolate better" in text
+    # a baseline below an even row's first-token share (mean of 1 / (t + 1), t = 1..127: 0.035) has no sink to remove
+    none = {"settings": settings, "rows": rows("default", [0.01], {128: 1.3, 1024: 3.0})}
+    none["rows"] += rows("gated_attention", [0.02], {128: 1.3, 1024: 2.0})
+    assert "no sink for the gate to remove" in gated_sink.reading(none) and "(0.035)" in gated_sink.reading(none)

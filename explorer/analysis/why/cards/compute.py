@@ -51,6 +51,7 @@ from explorer.analysis.why.probes import (
     make_probes,
 )
 from models import ConfigError
+from models.config import FIELDS
 from models.interventions import check_model
 
 FORMAT = "transformer-family-explorer/circuit-card"
@@ -87,10 +88,14 @@ def probe_spec() -> dict:
     }
 
 
+MODERN_FIELDS = ("layer_schedule", "attn_sinks", "attn_gate", "qk_norm")  # named only when set (2024-2026 terms)
+
+
 def architecture(cfg) -> dict:
     out = {k: getattr(cfg, k) for k in ARCH_FIELDS}
     out["n_kv_heads"] = cfg.kv_heads
-    if cfg.attention == "full":
+    out.update({k: getattr(cfg, k) for k in MODERN_FIELDS if getattr(cfg, k) != FIELDS[k].default})
+    if cfg.attention == "full" and "sliding_window" not in cfg.layer_schedule:
         out.pop("window")
     return out
 

@@ -13,11 +13,17 @@ SHOWN_DISTANCES = (16, 32, 64, 112)  # the table's copy-curve columns (tokens)
 
 def architecture_text(arch: dict) -> str:
     """ "sliding_window (64), rope, pre-LN layernorm, gelu, 4 x 4 heads (2 K/V)"."""
-    attn = arch["attention"] + (f" ({arch['window']})" if "window" in arch else "")
+    attn = arch.get("layer_schedule") or arch["attention"]
+    attn += f" ({arch['window']})" if "window" in arch else ""
     kv = f" ({arch['n_kv_heads']} K/V)" if arch["n_kv_heads"] != arch["n_heads"] else ""
+    terms = [
+        *(["learned sinks"] if arch.get("attn_sinks") else []),
+        *([f"{arch['attn_gate']} output gate"] if arch.get("attn_gate") else []),
+        *([f"qk-norm {arch['qk_norm']}"] if arch.get("qk_norm") else []),
+    ]
     return (
         f"{attn}, {arch['position']}, {arch['norm_placement']}-LN {arch['norm']}, {arch['ffn']}, "
-        f"{arch['n_layers']} x {arch['n_heads']} heads{kv}"
+        f"{arch['n_layers']} x {arch['n_heads']} heads{kv}" + "".join(f", {t}" for t in terms)
     )
 
 
