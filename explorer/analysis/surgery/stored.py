@@ -56,7 +56,10 @@ def rows_for(origin: Origin) -> list:
         if _windowed(key, "n_sinks") and not base.n_sinks:
             rows.append((f"{rows[-1][0]} + {SINKS} sinks", cfg.replace(n_sinks=SINKS).validate()))
     for kv in sorted({base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}, reverse=True):
-        rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
+        try:  # a core without K/V heads (MLA's latent) has none to merge
+            rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
+        except ConfigError:
+            continue
     rows += schedule_rows(origin)
     if base.position == "rope":
         rows.append(("RoPE positions / 4 (interpolation)", base.replace(rope_scale=base.rope_scale * 4).validate()))
