@@ -309,3 +309,37 @@ def test_differential_in_the_triton_kernel(triton_route, h_kv, lq, lk, causal, s
     torch.testing.assert_close(out.double(), want, rtol=2e-4, atol=2e-4)
     for name, a, b in zip(("q", "k", "v"), _grads(out, (q, k, v)), _grads(want, (q64, k64, v64))):
         torch.testing.assert_close(a.double(), b, rtol=1e-3, atol=1e-3, msg=name)
+
+
+def _close_half(got, want, tol, name):
+    scale = max(1.0, want.abs().max().item())
+    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol * scale, msg=name)
+
+
+@pytest.mark.parametrize("absorb", [False, True])
+def test_mla_and_differential_in_the_half_precision_triton_kernel(triton_route, absorb):
+    """fp16 (what a GPU runs under autocast; the interpreter's bf16 dot is broken, tests/kernels/conftest.py):
+    MLA's default widths (64 naive, 128 absorbed) and differential's 32, forward and backward against float64."""
+    cfg, core = _mla(True, absorb, dtype=torch.float16, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16)
+    q, c, kr = (t.detach().half().requires_grad_() for t in _mla_inputs(cfg, 11, 11, seed=6))
+    ref = [t.detach().double().requires_grad_() for t in (q, c, kr)]
+    with kernels.record_backends() as ran:
+        out, _, _ = _mla_call(core, q, c, kr)
+    want = _mla_reference(*ref, core.kv_b_proj.weight.detach().double(), cfg)
+    assert ran == ["triton (interpreter)"] and out.dtype == torch.float16
+    _close_half(out, want, 2e-2, "mla out")
+    for name, a, b in zip(("q", "c", "k_rope"), _grads(out, (q, c, kr)), _grads(want, ref)):
+        _close_half(a, b, 3e-2, f"mla d{name}")
+
+    dcfg = ModelConfig(attention="differential", d_model=128, n_heads=4, causal=True).validate()
+    torch.manual_seed(0)
+    dcore = ATTENTION["differential"].build(dcfg, 1).half()
+    qkv = [t.detach().half().requires_grad_() for t in _diff_inputs(4, 2, 11, 11, dcfg.d_head, seed=7)]
+    ref = [t.detach().double().requires_grad_() for t in qkv]
+    with kernels.record_backends() as ran:
+        out, _, _ = dcore(*qkv, {}, _ctx(False))
+    want = _diff_reference(copy.deepcopy(dcore).double(), *ref, True, None)
+    assert ran == 2 * ["triton (interpreter)"] and out.dtype == torch.float16
+    _close_half(out, want, 3e-2, "differential out")
+    for name, a, b in zip(("q", "k", "v"), _grads(out, qkv), _grads(want, ref)):
+        _close_half(a, b, 5e-2, f"differential d{name}")
