@@ -24,8 +24,12 @@ splits that head's key into K1, K2 (the official code repeats its half-heads ins
 ``lambda_init`` uses the sublayer's layer index (``layer_index``): a universal stack's shared layer is layer 1.
 
 The effective attention the views show is ``A``: it has negative weights and its rows sum to ``1 - lambda``
-(``rows_sum_to_one=False``); it is what multiplies ``V`` (before the per-head norm). Runs in dense PyTorch
-(two score matrices per head; no Triton kernel), at least in float32.
+(``rows_sum_to_one=False``); it is what multiplies ``V`` (before the per-head norm). Without maps, the two
+softmax products ``softmax(Q_i K_i^T / sqrt(d)) V`` run through the shared kernels (``kernels.attention``: the
+Triton flash kernel on CUDA, SDPA or the block-sparse PyTorch path on a CPU; GQA in the kernel), the halves
+``d`` zero-padded to the common kernel width of ``d`` and ``d_h`` (``padded.py``) with the explicit scale
+``1 / sqrt(d)``; the lambda combination and the norm stay in PyTorch. With maps (``need_weights``) the two score
+matrices are formed in dense PyTorch, at least in float32.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
 from ..variant import Variant
 from .common import expand_kv
+from .padded import padded_attention
 from .scores import allowed_pairs, masked_softmax
 
 LAMBDA_STD = 0.1  # the official initialisation of lq1, lk1, lq2, lk2
@@ -69,6 +74,32 @@ class DifferentialAttention(nn.Module):
         return l1 - l2 + self.lambda_init
 
     def forward(self, q, k, v, mods, ctx):
+        """``q (B, h, Lq, d_h)``, ``k, v (B, h_kv, Lk, d_h)`` -> ``(B, h, Lq, d_h)``; without maps through the
+        shared kernels, with them dense."""
+        if not ctx.need_weights:
+            return self._kernel_forward(q, k, v), None, {}
+        return self._dense_forward(q, k, v, ctx)
+
+    def _kernel_forward(self, q, k, v) -> torch.Tensor:
+        """``A V = softmax(Q1 K1^T / sqrt(d)) V - lambda softmax(Q2 K2^T / sqrt(d)) V``: two calls of
+        ``kernels.attention`` (Triton on CUDA, SDPA / block-sparse PyTorch on a CPU) with the same full-width
+        ``V`` (half-width queries and keys zero-padded to a common kernel width, ``padded.py``; GQA in the
+        kernel), the lambda combination and the per-head norm in PyTorch (at least float32)."""
+        cfg = self.cfg
+        dh = q.shape[-1]
+        d, dtype = dh // 2, q.dtype
+        acc = torch.promote_types(dtype, torch.float32)
+        o1, o2 = (
+            padded_attention(
+                q[..., part], k[..., part], v, scale=1.0 / math.sqrt(d), causal=cfg.causal, softcap=cfg.softcap
+            ).to(acc)
+            for part in (slice(0, d), slice(d, dh))
+        )
+        av = o1 - self.lam().to(acc) * o2  # (B, h, Lq, d_h)
+        return (self.subln(av.to(self.subln.weight.dtype)) * (1.0 - self.lambda_init)).to(dtype)
+
+    def _dense_forward(self, q, k, v, ctx):
+        """The output and the map ``A`` in dense PyTorch (at least float32), for the views."""
         cfg = self.cfg
         B, h, lq, dh = q.shape
         lk, d = k.shape[2], dh // 2
@@ -84,7 +115,7 @@ class DifferentialAttention(nn.Module):
         lam = self.lam().to(acc)
         a = maps[0] - lam * maps[1]  # (B, h, Lq, Lk): rows sum to 1 - lambda
         out = self.subln((a @ v).to(self.subln.weight.dtype)) * (1.0 - self.lambda_init)  # (B, h, Lq, d_h)
-        return out.to(dtype), (a.to(dtype) if ctx.need_weights else None), {}
+        return out.to(dtype), a.to(dtype), {}
 
 
 def _width_field(cfg) -> tuple:

@@ -25,8 +25,12 @@ position scale are the ``rope`` encoding's (``rope_base``, ``rope_scale``); YaRN
 Two forms of the same function (``mla_absorb``): the naive form up-projects every cached latent to per-head
 keys and values (``transformers``' path); the absorbed form folds ``W_UK`` into the query
 (``q^C_n W_UK,n^T``, width r) and attends against the latent itself, then applies ``W_UV`` to the
-attended latent (DeepSeek-V2's inference trick: it never materialises per-head keys). Both run in dense
-PyTorch (no Triton kernel), at least in float32.
+attended latent (DeepSeek-V2's inference trick: it never materialises per-head keys). Both run their softmax
+through the shared kernels (``kernels.attention``: the Triton flash kernel on CUDA, SDPA or the block-sparse
+PyTorch path on a CPU), the absorbed form as MQA (the latent is one K/V head for every query head); the unequal
+widths (``dn + dr`` against ``dv``; ``r + dr`` against ``r``) are zero-padded to a common kernel width
+(``padded.py``) with the explicit scale ``1 / sqrt(dn + dr)``. When the maps are requested (``need_weights``)
+the forward runs dense in PyTorch, at least in float32, and returns the maps with its output.
 
 The core owns its projections (``AttentionCaps.own_projections``): ``project`` returns ``q (B, h, Lq, dn + dr)``
 (rotated), ``k (B, 1, Lk, r + dr)`` = ``[c, RoPE(k^R)]`` (what the cache holds) and ``v = c``; the forward
@@ -45,6 +49,7 @@ from torch import nn
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
 from ..variant import Param, Variant
+from .padded import padded_attention
 from .scores import allowed_pairs, masked_softmax
 
 Q_LORA_RANK = Param("q_lora_rank", int, 0, range=(0, 16384), cap=1024, label="MLA query rank (0 = plain projection)")
@@ -120,7 +125,33 @@ class MLAttention(nn.Module):
 
     def forward(self, q, k, v, mods, ctx):
         """``q (B, h, Lq, dn + dr)``, ``k (B, 1, Lk, r + dr)``, ``v`` the latent ``(B, 1, Lk, r)``
-        -> ``(B, h, Lq, dv)``."""
+        -> ``(B, h, Lq, dv)``. Without maps through the shared kernels, with them dense."""
+        if not ctx.need_weights:
+            return self._kernel_forward(q, k, v), None, {}
+        return self._dense_forward(q, k, v, ctx)
+
+    def _kernel_forward(self, q, k, v) -> torch.Tensor:
+        """The output through ``kernels.attention`` (Triton on CUDA, SDPA / block-sparse PyTorch on a CPU),
+        widths zero-padded to a common kernel width (``padded.py``). Naive form: per-head keys and values
+        (``h`` K/V heads); absorbed form: the latent as one K/V head shared by every query head (MQA), keys
+        ``[c, RoPE(k^R)]`` (``r + dr``) and values ``c`` (``r``), then ``W_UV`` on the attended latent."""
+        cfg = self.cfg
+        scale = 1.0 / math.sqrt(self.dn + self.dr)
+        if cfg.mla_absorb:
+            w_uk, w_uv = self.up_projections()
+            q_nope, q_rope = q.split([self.dn, self.dr], dim=-1)
+            q_lat = torch.einsum("bhld,hdr->bhlr", q_nope, w_uk.to(q.dtype))  # (B, h, Lq, r)
+            lat = padded_attention(
+                torch.cat([q_lat, q_rope], dim=-1), k, v, scale=scale, causal=cfg.causal, softcap=cfg.softcap
+            )  # (B, h, Lq, r)
+            out = torch.einsum("bhlr,hvr->bhlv", lat, w_uv.to(lat.dtype))  # (B, h, Lq, dv)
+        else:
+            keys, values = self.expand(k)  # (B, h, Lk, dn + dr), (B, h, Lk, dv)
+            out = padded_attention(q, keys, values, scale=scale, causal=cfg.causal, softcap=cfg.softcap)
+        return out.to(v.dtype)
+
+    def _dense_forward(self, q, k, v, ctx):
+        """The output and the maps in dense PyTorch (at least float32), for the views."""
         cfg, lq, lk = self.cfg, q.shape[2], k.shape[2]
         acc = torch.promote_types(q.dtype, torch.float32)
         scale = 1.0 / math.sqrt(self.dn + self.dr)
@@ -143,8 +174,6 @@ class MLAttention(nn.Module):
             out = torch.einsum("bhlr,hvr->bhlv", p @ v.to(acc), w_uv)  # (B, h, Lq, dv)
         else:
             out = p @ values
-        if not ctx.need_weights:
-            return out.to(v.dtype), None, {}
         if shown is None:
             shown = self.expand(k)[0]
         # the views' exact softmax(q.k / sqrt(d)) on these per-head q, k is this very map (d = dn + dr)
