@@ -36,13 +36,15 @@ def rows_for(origin: Origin) -> list:
     """``(label, config)`` of every row of ``origin``'s table (see the module docstring)."""
     base = origin.config
     rows = [(f"{base.layer_schedule or base.attention} (as trained)", base)]  # a schedule: its layers named
+    if base.layer_schedule:  # its own layer kinds switched first ("every full layer -> sliding_window")
+        rows += schedule_rows(origin)
     for key in surgery_attentions():
-        if key == base.attention:  # the row as trained; a windowed one also with sinks
+        if key == base.attention and not base.layer_schedule:  # the row as trained; a windowed one also with sinks
             if _windowed(key, "n_sinks") and not base.n_sinks:
                 rows.append((f"{key} (as trained) + {SINKS} sinks", base.replace(n_sinks=SINKS).validate()))
             continue
         try:
-            cfg = base.replace(attention=key)
+            cfg = base.replace(attention=key, layer_schedule="")  # every layer this key (a schedule's too)
             if _windowed(key, "window"):
                 cfg = cfg.replace(window=origin.window)
             if _windowed(key, "attention_chunk_size"):  # a chunk of as many keys as the windows hold
@@ -60,7 +62,8 @@ def rows_for(origin: Origin) -> list:
             rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
         except ConfigError:
             continue
-    rows += schedule_rows(origin)
+    if not base.layer_schedule:
+        rows += schedule_rows(origin)
     if base.position == "rope":
         rows.append(("RoPE positions / 4 (interpolation)", base.replace(rope_scale=base.rope_scale * 4).validate()))
     rows.append(
@@ -69,7 +72,12 @@ def rows_for(origin: Origin) -> list:
             base.replace(ablate_heads=", ".join(f"{i}.0" for i in range(base.n_layers))).validate(),
         )
     )
-    return rows
+    seen, out = set(), []
+    for label, cfg in rows:  # a change two rows make (a schedule's key made uniform) is listed once, first label
+        if cfg not in seen:
+            seen.add(cfg)
+            out.append((label, cfg))
+    return out
 
 
 def schedule_rows(origin: Origin) -> list:

@@ -51,8 +51,10 @@ from explorer.analysis.why.probes import (
     make_probes,
 )
 from models import ConfigError
+from models.attention import PATTERNS
 from models.config import FIELDS
 from models.interventions import check_model
+from models.schedule import layer_kinds
 
 FORMAT = "transformer-family-explorer/circuit-card"
 VERSION = 1  # raised when what a card measures changes: older stored cards are then stale
@@ -95,7 +97,8 @@ def architecture(cfg) -> dict:
     out = {k: getattr(cfg, k) for k in ARCH_FIELDS}
     out["n_kv_heads"] = cfg.kv_heads
     out.update({k: getattr(cfg, k) for k in MODERN_FIELDS if getattr(cfg, k) != FIELDS[k].default})
-    if cfg.attention == "full" and "sliding_window" not in cfg.layer_schedule:
+    keys = [k.attention for k in layer_kinds(cfg)]
+    if not any(k in PATTERNS and "window" in PATTERNS[k].params for k in keys):  # no layer reads a window
         out.pop("window")
     return out
 
