@@ -99,6 +99,7 @@ def gated_sink_figure(result: dict) -> go.Figure:
             domain=[0.56, 1],
             anchor="y2",
             type="log",
+            tickmode="array",
             tickvals=s["eval_lens"],
             ticktext=[str(L) for L in s["eval_lens"]],
             title=dict(text="evaluation length (bytes, log)"),

@@ -93,13 +93,15 @@ def frontier_figure(table: dict | None, pts: list) -> go.Figure:
         trained = L == table["trained_length"]
         lo, hi = min(p["bytes"] for p in here), max(p["bytes"] for p in here)
         ticks = [2**e for e in range(max(0, math.floor(math.log2(lo))), math.ceil(math.log2(hi)) + 1)]
+        ticks = ticks[::-2][::-1] if len(ticks) > 4 else ticks  # every other power of two: room on a phone
         layout[f"xaxis{s}"] = dict(
+            tickmode="array",  # said outright: the phone layout keeps an array's ticks
             tickvals=ticks,
-            ticktext=[f"{t:,}" for t in ticks],
+            ticktext=[f"{t // 1024}k" if t >= 1024 else str(t) for t in ticks],
             domain=[k * (width + gap), k * (width + gap) + width],
             anchor=f"y{s}",
             type="log",
-            title=dict(text=f"KV cache per token at L={L}{' (trained)' if trained else ''} (bytes, log)"),
+            title=dict(text=f"bytes/token at L={L}{' (trained)' if trained else ''}"),
         )
         layout[f"yaxis{s}"] = dict(
             anchor=f"x{s}", title=dict(text=f"held-out loss ({table['unit']})" if k == 0 else "")
@@ -107,7 +109,7 @@ def frontier_figure(table: dict | None, pts: list) -> go.Figure:
     title = (
         f"{TITLE}: cache per token vs held-out loss"
         f"<br><sup>{table['label']}, its trained weights, no fine-tuning; loss on {table['scored_tokens']} held-out "
-        "tokens in windows of L<br>cache: fp16 keys and values a decoder keeps after L tokens, divided by L</sup>"
+        "tokens in windows of L<br>x (log): the fp16 keys and values a decoder keeps after L tokens, per token</sup>"
     )
     fig = go.Figure(data=data, layout=legend_above(base_layout(title, 480, **layout), data))
     return fig

@@ -21,8 +21,9 @@ def test_typing_a_schedule_draws_its_chips_and_a_preset_fills_them(page):
     box.fill("")
     box.press("Enter")
     page.settle()
+    page.page.wait_for_function(f"() => ({CHIPS})().length === 0")  # no schedule: no chips
     page.choose("preset", "Gemma 3 (2025)")
-    page.page.wait_for_function(f"() => ({CHIPS})().filter(t => t.endsWith(': full')).length >= 1", timeout=60_000)
+    page.page.wait_for_function(f"() => ({CHIPS})().length === 6", timeout=60_000)
     titles = page.page.evaluate(CHIPS)
     assert titles[:6] == [f"layer {i}: sliding_window" for i in range(5)] + ["layer 5: full"]
     page.settle()

@@ -36,7 +36,7 @@ def rows_for(origin: Origin) -> list:
     """``(label, config)`` of every row of ``origin``'s table (see the module docstring)."""
     base = origin.config
     rows = [(f"{base.layer_schedule or base.attention} (as trained)", base)]  # a schedule: its layers named
-    if base.layer_schedule:  # its own layer kinds switched first ("every full layer -> sliding_window")
+    if base.layer_schedule:  # its own layer kinds switched first ("full layers -> sliding_window (64)")
         rows += schedule_rows(origin)
     for key in surgery_attentions():
         if key == base.attention and not base.layer_schedule:  # the row as trained; a windowed one also with sinks
@@ -83,14 +83,15 @@ def rows_for(origin: Origin) -> list:
 def schedule_rows(origin: Origin) -> list:
     """Per-layer schedules on the trained weights: a uniform ``full`` model gets gpt-oss / Gemma 2's 1:1 and a
     Gemma 3-like 3:1 of sliding (at the origin's window) and full layers; a model with a schedule gets each of
-    its layer kinds switched to the other of ``full`` / ``sliding_window`` (``every full layer -> sliding_window``:
-    gpt-oss with no global layer). Rows the surgery rules refuse are left out."""
+    its layer kinds switched to the other of ``full`` / ``sliding_window`` (``full layers -> sliding_window (64)``:
+    gpt-oss with no global layer). Labels stay short: the Surgery table's figure lays them out beside its plot.
+    Rows the surgery rules refuse are left out."""
     base, w, out = origin.config, origin.window, []
     if not base.layer_schedule:
         if base.attention == "full":
             out += [
-                (f"layers alternate sliding_window ({w}) / full (gpt-oss, Gemma 2)", "sliding_window,full", None),
-                (f"3 sliding_window ({w}) : 1 full layers (Gemma 3-like)", "sliding_window*3,full", None),
+                (f"sliding_window ({w}) / full 1:1", "sliding_window,full", None),  # gpt-oss, Gemma 2
+                (f"sliding_window ({w}) / full 3:1", "sliding_window*3,full", None),  # Gemma 3-like
             ]
     else:
         kinds = schedule.parse(base.layer_schedule)
@@ -98,7 +99,7 @@ def schedule_rows(origin: Origin) -> list:
             for target in ("full", "sliding_window"):
                 if target == key:
                     continue
-                label = f"every {key} layer -> {target}" + (f" ({w})" if target == "sliding_window" else "")
+                label = f"{key} layers -> {target}" + (f" ({w})" if target == "sliding_window" else "")
                 out.append((label, schedule.with_attention(base.layer_schedule, {key: target}), target))
     rows = []
     for label, text, target in out:  # text "": every layer became ``target``

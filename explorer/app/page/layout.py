@@ -232,7 +232,7 @@ def config_controls(cfg: ModelConfig, marks: dict, comps: dict | None = None) ->
         make(["seed"])
     with gr.Accordion("Layers and attention terms (2024-2026 families)", open=False, elem_id="modern-group"):
         make(MODERN_FIELDS[:1])
-        chips = gr.HTML(chips_html(cfg.layer_schedule, cfg.n_layers, cfg.attention), elem_id="schedule-chips")
+        chips = gr.HTML(chips_html(cfg.layer_schedule, cfg.n_layers), elem_id="schedule-chips")
         if comps is not None:
             comps["schedule_chips"] = chips
         make(MODERN_FIELDS[1:])

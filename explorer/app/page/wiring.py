@@ -394,10 +394,10 @@ def wire_page(demo, ui: Components) -> None:
     ui["present"].click(None, None, None, js=PRESENT_JS, queue=False, api_visibility="private")
     ui["collapse"].click(None, None, None, js=COLLAPSE_JS, queue=False, api_visibility="private")
     ui["share_qs"].change(None, [ui["share_qs"]], [ui["share_url"]], js=SHARE_JS, queue=False, api_visibility="private")
-    for name in ("layer_schedule", "n_layers", "attention"):  # the schedule's chips follow the three boxes
+    for name in ("layer_schedule", "n_layers"):  # the schedule's chips follow its box and the layer count
         ui[name].change(
             chips_html,
-            ui.outputs("layer_schedule", "n_layers", "attention"),  # a list: the values in this order
+            ui.outputs("layer_schedule", "n_layers"),  # a list: the values in this order
             ui.outputs("schedule_chips"),
             queue=False,
             show_progress="hidden",
