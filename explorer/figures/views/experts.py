@@ -21,7 +21,7 @@ def experts_figure(view, tokens: list) -> go.Figure:
     cap = view.capacity[0]
     n_seq = max(1, view.n_tokens // view.assignment.shape[1])
     data, layout, notes, shapes = [], {}, [], []
-    names = [f"layer {j}" for j in getattr(view, "layers", None) or range(n_l)]
+    names = [f"layer {j}" for j in view.layers]  # ExpertView fills it (every layer, or the routed ones)
     for i in range(n_l):
         r, c = divmod(i, cols)
         s = "" if i == 0 else str(i + 1)
