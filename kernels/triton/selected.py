@@ -23,7 +23,8 @@ Backward, recomputing ``p = 2^(s - lse)`` with ``delta = rowsum(dO * O)`` (torch
 Refused (the PyTorch path runs them, ``unsupported_reason``): dtypes other than fp32 (NSA's branches compute in
 ``promote(dtype, fp32)``, so a model in fp16 / bf16 hands fp32 here: one dtype, a third of the compilations; fp64
 stays on the CPU-exact path), head widths outside ``HEAD_DIMS``. Any ``l' >= 1`` runs (as tiles of ``BLOCK_N``).
-Specialisations: head width x ``BLOCK_N`` (``meta``), ``aot_specs`` lists them for ``kernels.tools.aot_check``.
+Specialisations: head width x ``BLOCK_N`` per kernel (``meta``), ``aot_specs`` lists them for
+``kernels.tools.aot_check``.
 """
 
 from __future__ import annotations
@@ -41,15 +42,20 @@ GM = 16  # tile rows: the query heads of a GQA group at one position, padded to 
 LOG2E = tl.constexpr(1.4426950408889634)
 TF = tl.constexpr("tf32x3")  # ~fp32 accuracy on tensor cores (kernels/triton/flash/common.py)
 NO_SPEC = ["H", "H_KV", "GROUP", "N_RG", "L", "W", "blk", "n_s"]
-# Widest key tile per head width (fp32 tiles of K, V, dK, dV stay resident in the dK/dV kernel).
+# Widest key tile per head width: the forward / dQ kernels', and the dK/dV kernel's (whose fp32 K, V, dK, dV tiles
+# stay resident: at d 64 x 64 keys and d 128 x 32 keys it spilled 32-192 B on sm_80 / sm_90 in
+# kernels.tools.aot_check; one step narrower, none). Warps per head width.
 _MAX_BN = {16: 64, 32: 64, 64: 64, 128: 32}
+_MAX_BN_DKDV = {16: 64, 32: 64, 64: 32, 128: 16}
 _WARPS = {16: 4, 32: 4, 64: 4, 128: 8}
+KERNELS = ("fwd", "dq", "dkdv")
 
 
-def meta(head_dim: int, block: int) -> dict:
-    """Launch meta for head width ``head_dim`` and selection block ``l' = block``: ``BLOCK_N`` the power of two
-    covering the block (16 .. ``_MAX_BN[head_dim]``), the warps of the head width."""
-    bn = min(_MAX_BN[head_dim], max(16, 1 << (max(1, block) - 1).bit_length()))
+def meta(head_dim: int, block: int, kernel: str = "fwd") -> dict:
+    """Launch meta of ``kernel`` (``KERNELS``) for head width ``head_dim`` and selection block ``l' = block``:
+    ``BLOCK_N`` the power of two covering the block (16 .. the kernel's widest tile), the head width's warps."""
+    widest = (_MAX_BN_DKDV if kernel == "dkdv" else _MAX_BN)[head_dim]
+    bn = min(widest, max(16, 1 << (max(1, block) - 1).bit_length()))
     return {"BLOCK_N": bn, "num_warps": _WARPS[head_dim], "num_stages": 2}
 
 
@@ -379,15 +385,60 @@ class _SelectedAttention(torch.autograd.Function):
         do = do.contiguous()
         delta = (do * o).sum(-1).contiguous()  # (B, h, L) fp32
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        m = meta(d, block)
-        consts = dict(HEAD_DIM=d, BLOCK_N=m["BLOCK_N"], GM=GM, num_warps=m["num_warps"], num_stages=m["num_stages"])
         strides = _strides(q, k, v, do)
+        m = meta(d, block, "dq")
         _slc_bwd_dq[(L, B * h_kv * n_rg)](
-            q, k, v, do, lse, delta, dq, idx, cnt, *strides, h, h_kv, G, n_rg, L, idx.shape[-1], block, scale, **consts
+            q,
+            k,
+            v,
+            do,
+            lse,
+            delta,
+            dq,
+            idx,
+            cnt,
+            *strides,
+            h,
+            h_kv,
+            G,
+            n_rg,
+            L,
+            idx.shape[-1],
+            block,
+            scale,
+            HEAD_DIM=d,
+            BLOCK_N=m["BLOCK_N"],
+            GM=GM,
+            num_warps=m["num_warps"],
+            num_stages=m["num_stages"],
         )
         tpos, toff = key_major(idx, cnt, n_s)
+        m = meta(d, block, "dkdv")
         _slc_bwd_dkdv[(n_s * -(-block // m["BLOCK_N"]), B * h_kv)](
-            q, k, v, do, lse, delta, dk, dv, tpos, toff, *strides, h, h_kv, G, n_rg, L, n_s, block, scale, **consts
+            q,
+            k,
+            v,
+            do,
+            lse,
+            delta,
+            dk,
+            dv,
+            tpos,
+            toff,
+            *strides,
+            h,
+            h_kv,
+            G,
+            n_rg,
+            L,
+            n_s,
+            block,
+            scale,
+            HEAD_DIM=d,
+            BLOCK_N=m["BLOCK_N"],
+            GM=GM,
+            num_warps=m["num_warps"],
+            num_stages=m["num_stages"],
         )
         return dq, dk, dv, None, None, None, None, None
 
@@ -414,12 +465,12 @@ def aot_specs(quick: bool):
     ptrs.update({"s" + t + a: "i32" for t in ("q", "k", "v", "o", "do") for a in ("b", "h", "m", "n")})
     out = []
     for d in (64,) if quick else HEAD_DIMS:
-        for bn in sorted({meta(d, blk)["BLOCK_N"] for blk in (1, 16, 32, 64, 128)}):
-            if quick and bn != 64:
-                continue
-            m = meta(d, bn)
-            consts = {"HEAD_DIM": d, "BLOCK_N": bn, "GM": GM}
-            for fn in (_slc_fwd, _slc_bwd_dq, _slc_bwd_dkdv):
+        for fn, kernel in zip((_slc_fwd, _slc_bwd_dq, _slc_bwd_dkdv), KERNELS):
+            for bn in sorted({meta(d, blk, kernel)["BLOCK_N"] for blk in (1, 16, 32, 64, 128)}):
+                if quick and bn != 32:
+                    continue
+                m = meta(d, bn, kernel)
+                consts = {"HEAD_DIM": d, "BLOCK_N": bn, "GM": GM}
                 name = f"{fn.__name__} fp32 d{d} {GM}x{bn} w{m['num_warps']} s{m['num_stages']}"
                 out.append((name, fn, ptrs, consts, m["num_warps"], m["num_stages"]))
     return out
