@@ -34,11 +34,15 @@ three gate logits appended to each head (``(B, h, L, d_h + 3)``), ``k``, ``v`` `
 
 Runs: the selection (``select``) is data-dependent and not differentiated (as in the paper); gradients reach
 the cmp projections through the cmp branch, and every branch's values and the gates. Without maps the selected
-branch runs through the block-sparse kernels: each query is a query block of one row whose visited key blocks
-are its ``n`` selected blocks (tiles of ``1 x l'``; the own block a partial tile cut at ``t``), with the batch
-and the K/V heads laid end to end as one sequence so a GQA group's query heads share the layout
-(``selection_layout``); the window runs with its band layout. On CUDA the Triton kernel takes no ``1 x l'`` tile,
-so the selected branch runs the block-sparse PyTorch path there too. With maps (``ctx.need_weights``) every
+branch runs through ``kernels.selected_attention`` (``kernels/selected.py``), forward and backward: on CUDA in
+fp32 (a model in fp16 / bf16 computes its branches in fp32) with ``d_h`` in 16 / 32 / 64 / 128, the Triton kernel
+of the paper's section 3.4 (``kernels/triton/selected.py``: one program per position and K/V head, the GQA group's
+query heads as its rows, the selected blocks read from an index list, online softmax; dQ per position, dK / dV
+per key block over the positions that selected it, no atomics); otherwise (CPU, float64, other widths) the
+block-sparse PyTorch path: each query a query block of one row whose visited key blocks are its selected
+blocks (tiles of ``1 x l'``; the own block a partial tile cut at ``t``), the batch and the K/V heads laid end to
+end as one sequence so a GQA group's query heads share the layout (``kernels.selection_layout``). The window
+runs with its band layout through ``kernels.attention``. With maps (``ctx.need_weights``) every
 branch runs dense with masks (``dense``), the same function.
 
 The drawn map is the gate-weighted mix of the three branches' softmax maps over tokens, the cmp branch's
