@@ -16,9 +16,10 @@ Backward, recomputing ``p = 2^(s - lse)`` with ``delta = rowsum(dO * O)`` (torch
 - ``_slc_bwd_dkdv``: one program per key tile of a block (grid ``(n_s cdiv(l', BLOCK_N), B h_kv)``), its K / V
   and fp32 ``dK`` / ``dV`` resident, walking the positions that selected the block (the key-major transpose of
   ``idx``: ``key_major``, sorted and offset in torch on the device, no host synchronisation) and the group's query
-  heads: ``dV += p^T dO``, ``dK += ds^T q``. Every gradient is a fixed-order sum: no atomics, bitwise
-  reproducible (FA2's atomic dQ / the paper's atomics would not be). The price: block 0 is selected by every
-  position, so its program walks all ``L`` positions while most walk about ``n L / n_s``.
+  heads: ``dV += p^T dO``, ``dK += ds^T q``. Block 0 is selected by every position, so its list is ``L`` long
+  where most are about ``n L / n_s``: the lists are walked in chunks (grid z, ``DKDV_CHUNK``), each writing its
+  own slice of partial sums, added afterwards in a fixed order. Every gradient is a fixed-order sum: no atomics,
+  bitwise reproducible (FA2's atomic dQ / the paper's atomics would not be).
 
 Refused (the PyTorch path runs them, ``unsupported_reason``): dtypes other than fp32 (NSA's branches compute in
 ``promote(dtype, fp32)``, so a model in fp16 / bf16 hands fp32 here: one dtype, a third of the compilations; fp64
@@ -41,7 +42,12 @@ HEAD_DIMS = (16, 32, 64, 128)
 GM = 16  # tile rows: the query heads of a GQA group at one position, padded to tl.dot's minimum
 LOG2E = tl.constexpr(1.4426950408889634)
 TF = tl.constexpr("tf32x3")  # ~fp32 accuracy on tensor cores (kernels/triton/flash/common.py)
-NO_SPEC = ["H", "H_KV", "GROUP", "N_RG", "L", "W", "blk", "n_s"]
+NO_SPEC = ["H", "H_KV", "GROUP", "N_RG", "L", "W", "blk", "n_s", "CH", "sdkc"]
+# The dK/dV kernel's position lists are walked in chunks of at most cdiv(L, chunks) positions, chunks =
+# min(MAX_CHUNKS, cdiv(L, DKDV_CHUNK)): block 0 is selected by every position, so unsplit its program would walk
+# all L while the others walk about n L / n_s. Read at call time (a test lowers DKDV_CHUNK).
+DKDV_CHUNK = 1024
+MAX_CHUNKS = 16
 # Widest key tile per head width: the forward / dQ kernels', and the dK/dV kernel's (whose fp32 K, V, dK, dV tiles
 # stay resident: at d 64 x 64 keys and d 128 x 32 keys it spilled 32-192 B on sm_80 / sm_90 in
 # kernels.tools.aot_check; one step narrower, none). Warps per head width.
@@ -253,12 +259,14 @@ def _slc_bwd_dkdv(
     sdob,
     sdoh,
     sdom,
+    sdkc,
     H,
     H_KV,
     GROUP,
     N_RG,
     L,
     n_s,
+    CH,
     blk,
     scale,
     HEAD_DIM: tl.constexpr,
@@ -282,8 +290,9 @@ def _slc_bwd_dkdv(
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     qk_scale = scale * LOG2E
     seg = bkv.to(tl.int64) * n_s + j
-    e0 = tl.load(TOFF + seg)
     e1 = tl.load(TOFF + seg + 1)
+    e0 = tl.minimum(tl.load(TOFF + seg) + tl.program_id(2) * CH, e1)  # this program's chunk of the list
+    e1 = tl.minimum(e0 + CH, e1)
     for it in range(0, (e1 - e0) * N_RG):
         t = tl.load(TPOS + e0 + it // N_RG)  # the positions that selected block j, ascending
         offs_g = (it % N_RG) * GM + tl.arange(0, GM)
@@ -301,8 +310,9 @@ def _slc_bwd_dkdv(
         dpt = tl.dot(v, tl.trans(do), input_precision=TF)
         dst = pt * (dpt - delta[None, :])
         dk += tl.dot(dst, q, input_precision=TF)
-    tl.store(DK + k_off, dk * scale, mask=in_blk[:, None])
-    tl.store(DV + v_off, dv, mask=in_blk[:, None])
+    part = tl.program_id(2).to(tl.int64) * sdkc  # the chunk's slice of the partial sums
+    tl.store(DK + part + k_off, dk * scale, mask=in_blk[:, None])
+    tl.store(DV + part + v_off, dv, mask=in_blk[:, None])
 
 
 def query_major(sel: torch.Tensor, width: int | None = None):
@@ -414,24 +424,31 @@ class _SelectedAttention(torch.autograd.Function):
         )
         tpos, toff = key_major(idx, cnt, n_s)
         m = meta(d, block, "dkdv")
-        _slc_bwd_dkdv[(n_s * -(-block // m["BLOCK_N"]), B * h_kv)](
+        chunks = max(1, min(MAX_CHUNKS, -(-L // DKDV_CHUNK)))
+        # (chunks, B, h_kv, L, d): one slice of partial sums per chunk of the position lists (dk itself if one)
+        dkp, dvp = (
+            (dk[None], dv[None]) if chunks == 1 else (torch.empty((chunks, *k.shape), device=k.device) for _ in "kv")
+        )
+        _slc_bwd_dkdv[(n_s * -(-block // m["BLOCK_N"]), B * h_kv, chunks)](
             q,
             k,
             v,
             do,
             lse,
             delta,
-            dk,
-            dv,
+            dkp,
+            dvp,
             tpos,
             toff,
             *strides,
+            dkp.stride(0),
             h,
             h_kv,
             G,
             n_rg,
             L,
             n_s,
+            -(-L // chunks),
             block,
             scale,
             HEAD_DIM=d,
@@ -440,6 +457,8 @@ class _SelectedAttention(torch.autograd.Function):
             num_warps=m["num_warps"],
             num_stages=m["num_stages"],
         )
+        if chunks > 1:  # a fixed-order sum: deterministic
+            dk, dv = dkp.sum(0), dvp.sum(0)
         return dq, dk, dv, None, None, None, None, None
 
 
