@@ -324,7 +324,7 @@ def query_major(sel: torch.Tensor, width: int | None = None):
     W = n_s if width is None else max(1, min(int(width), n_s))
     cnt = sel.sum(-1, dtype=torch.int32)
     idx = torch.sort((~sel).to(torch.int8), dim=-1, stable=True).indices[..., :W]
-    return idx.to(torch.int32).contiguous(), torch.minimum(cnt, torch.tensor(W, dtype=torch.int32, device=cnt.device))
+    return idx.to(torch.int32).contiguous(), cnt.clamp(max=W)
 
 
 def key_major(idx: torch.Tensor, cnt: torch.Tensor, n_s: int):
