@@ -16,6 +16,7 @@ from .block_mask import BlockMask, block_mask, block_mask_from_rows, block_mask_
 from .cpu.pooled_linear import pooled_linear
 from .pooled import pooled_attention, pooled_backend
 from .pooled_dense import PooledAttention, pool_probs, pooled_block
+from .selected import selected_attention, selected_backend, selection_layout
 
 __all__ = [
     "attention",
@@ -34,4 +35,7 @@ __all__ = [
     "pool_probs",
     "pooled_block",
     "pooled_linear",
+    "selected_attention",
+    "selected_backend",
+    "selection_layout",
 ]

@@ -58,7 +58,9 @@ def _recording(var: contextvars.ContextVar):
 def record_backends():
     """``with record_backends() as ran:`` -> ``ran`` lists the backend name of every
     ``attention`` call made inside the block by this thread, in call order (the names of
-    ``attention_backend``: "triton (sm_90) block-sparse", "sdpa (cpu)", "torch-cpu block-sparse")."""
+    ``attention_backend``: "triton (sm_90) block-sparse", "sdpa (cpu)", "torch-cpu block-sparse"), and of
+    every ``kernels.selected_attention`` call that ran its Triton kernel ("triton (sm_90) nsa-selected"; its
+    PyTorch path is an ``attention`` call)."""
     return _recording(_RECORDER)
 
 
@@ -67,7 +69,8 @@ _FLOPS: contextvars.ContextVar = contextvars.ContextVar("kernels_attention_flops
 
 def record_kernel_flops():
     """``with record_kernel_flops() as flops:`` -> ``flops`` lists ``attention_flops`` of every
-    ``attention`` call made inside the block by this thread that ran in a Triton kernel."""
+    ``attention`` call made inside the block by this thread that ran in a Triton kernel (and
+    ``kernels.selected.selected_flops`` of every ``selected_attention`` call that did)."""
     return _recording(_FLOPS)
 
 

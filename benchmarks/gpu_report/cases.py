@@ -43,7 +43,7 @@ class AttnCase:
 @dataclass(frozen=True)
 class OpCase:
     name: str
-    op: str  # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled"
+    op: str  # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled", "nsa_selected"
     dtype: torch.dtype
     shape: tuple
     extra: dict = field(default_factory=dict)
@@ -241,6 +241,16 @@ def op_cases(gpu: bool) -> list[OpCase]:
                 skip=s,
             )
         )
+    # NSA's selected-block attention (kernels/triton/selected.py, fp32 only): B, h, h_kv, L, d, l', n; GQA groups of
+    # 8 (one row group) and 1 (15 padding rows), l' below / at one key tile, a d_h = 128 with l' = 64 over two tiles.
+    nsa = (
+        [(1, 16, 2, 1024, 64, 64, 16), (2, 4, 4, 777, 32, 8, 6), (1, 8, 1, 600, 128, 64, 8)]
+        if gpu
+        else [(1, 4, 2, 21, 16, 8, 3), (1, 2, 2, 18, 32, 16, 2)]
+    )
+    for shape in nsa:
+        B, h, h_kv, L, d, blk, n = shape
+        out.append(OpCase(f"nsa_selected fp32 G={h // h_kv} L={L} d{d} l'={blk} n={n}", "nsa_selected", FP32, shape))
     if gpu:
         # rows * N past 2^31 elements: the norm kernels' row offsets must be int64.
         out.append(

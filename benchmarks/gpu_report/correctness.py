@@ -192,6 +192,8 @@ def run_op_case(case: OpCase, device) -> dict:
         return {"ok": ok, "checks": checks, "yardstick": "F.layer_norm"}
     if case.op == "pooled":
         return _pooled_case(case, device, rnd)
+    if case.op == "nsa_selected":
+        return _nsa_selected_case(case, device, rnd)
     if case.op == "rope":
         x = rnd(*case.shape).to(dt).requires_grad_()
         pos = torch.arange(case.shape[-2], device=device)
@@ -276,6 +278,48 @@ def _pooled_case(case: OpCase, device, rnd) -> dict:
         dt,
     )
     return {"ok": ok, "checks": checks, "yardstick": "pooled_block_sparse (torch, input dtype)"}
+
+
+def nsa_selection(B, h_kv, L, blk, n, generator, device) -> torch.Tensor:
+    """An NSA-like selection ``(B, h_kv, L, n_s)``: block 0, the own and the previous block, then random earlier
+    blocks up to ``n`` per position (nothing after the own block)."""
+    n_s = -(-L // blk)
+    t = torch.arange(L)
+    own = t // blk
+    score = torch.rand(B, h_kv, L, n_s, generator=generator)
+    score[..., 0] = 3.0
+    score[..., t, own] = 3.0
+    score[..., t, (own - 1).clamp(min=0)] = 3.0
+    score = score.masked_fill(torch.arange(n_s) > own[:, None], -1.0)
+    rank = score.argsort(-1, descending=True).argsort(-1)
+    return ((rank < n) & (score >= 0)).to(device)
+
+
+def _nsa_selected_case(case: OpCase, device, rnd) -> dict:
+    """NSA's selected blocks (``kernels.selected_attention`` on the Triton kernels) against a float64 dense
+    softmax over the allowed tokens (``i <= t`` in a selected block of the head's K/V head); yardstick: the
+    block-sparse PyTorch path (``selected_torch``) in fp32."""
+    from kernels.selected import selected_attention, selected_torch
+
+    B, h, h_kv, L, d, blk, n = case.shape
+    g = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
+    sel = nsa_selection(B, h_kv, L, blk, n, g, device)
+    ins = [rnd(B, h, L, d).requires_grad_(), rnd(B, h_kv, L, d).requires_grad_(), rnd(B, h_kv, L, d).requires_grad_()]
+    out = selected_attention(*ins, sel, blk, max_blocks=n, force_triton=True)
+    do = torch.randn(out.shape, generator=g).to(device)
+    ours = [out.detach()] + list(torch.autograd.grad(out, ins, do))
+    r_in = [t.detach().double().requires_grad_() for t in ins]
+    G, t = h // h_kv, torch.arange(L, device=device)
+    allowed = (sel[..., t // blk] & (t[None, :] <= t[:, None])).repeat_interleave(G, 1)  # (B, h, L, L)
+    kk, vv = (x.repeat_interleave(G, 1) for x in r_in[1:])
+    s = (r_in[0] @ kk.transpose(-1, -2) / d**0.5).masked_fill(~allowed, float("-inf"))
+    r = torch.softmax(s, -1) @ vv
+    refs = [r.detach()] + list(torch.autograd.grad(r, r_in, do.double()))
+    y_in = [t.detach().requires_grad_() for t in ins]
+    y = selected_torch(*y_in, sel, blk)
+    yard = [y.detach()] + list(torch.autograd.grad(y, y_in, do))
+    ok, checks = _compare(["out", "dq", "dk", "dv"], ours, refs, yard, case.dtype)
+    return {"ok": ok, "checks": checks, "yardstick": "selected_torch (block-sparse PyTorch, fp32)"}
 
 
 def run_case(case, device, attn_fn) -> dict:

@@ -11,8 +11,9 @@ Shapes (FlashAttention papers): 16k tokens in total (``B = 16384 / L``), ``h d =
 L 512 .. 16k, bf16. Providers: ours (``kernels.triton.flash.launcher``), SDPA forced to the flash backend
 and to cuDNN (``torch.nn.attention.sdpa_kernel``), FlexAttention compiled with ``dynamic=False``
 and a causal BlockMask (d 128, causal, a few lengths: each shape compiles anew). Then the
-block-sparse patterns (benchmarks/kernel_providers.py) at 16k against Flex and dense SDPA, and
-linear attention, RoPE and the norms against their torch references.
+block-sparse patterns (benchmarks/kernel_providers.py) at 16k against Flex and dense SDPA,
+linear attention, RoPE and the norms against their torch references, the pooled maps, and NSA's selected-block
+kernels against the block-sparse PyTorch path they replace on CUDA.
 """
 
 from __future__ import annotations
@@ -264,6 +265,45 @@ def pooled_sweep(device, quick, deadline, log) -> list[dict]:
     return recs
 
 
+NSA_SHAPE = dict(B=1, h=16, h_kv=1, d=64, block=64, top_n=16)  # the paper's GQA group of 16, l' = 64, n = 16
+
+
+def nsa_sweep(device, quick, deadline, log) -> list[dict]:
+    """NSA's selected branch (``kernels.selected_attention``, fp32): the Triton kernels against the block-sparse
+    PyTorch path they replace on CUDA (``selected_torch``) and dense causal SDPA (flash is fp16 / bf16 only, so
+    SDPA's fp32 choice) on the same inputs, forward and forward + backward, at a few lengths; an NSA-like
+    selection (block 0, the two local blocks, random others up to ``n``)."""
+    from kernels.selected import selected_attention, selected_torch
+
+    from .correctness import nsa_selection
+
+    c = NSA_SHAPE
+    recs = []
+    for L in (4096,) if quick else (1024, 4096, 16384):
+        g = torch.Generator(device=device).manual_seed(L)
+        q = torch.randn(c["B"], c["h"], L, c["d"], device=device, generator=g).requires_grad_()
+        k, v = (torch.randn(c["B"], c["h_kv"], L, c["d"], device=device, generator=g).requires_grad_() for _ in "kv")
+        sel = nsa_selection(c["B"], c["h_kv"], L, c["block"], c["top_n"], torch.Generator().manual_seed(L), device)
+        provs = {
+            "ours": lambda: selected_attention(q, k, v, sel, c["block"], max_blocks=c["top_n"]),
+            "torch block-sparse": lambda: selected_torch(q, k, v, sel, c["block"]),
+            "sdpa dense causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+        }
+        for mode in ("fwd", "fwd_bwd"):
+            for prov, fn in provs.items():
+                if prov == "torch block-sparse" and L > 4096:
+                    continue  # not timed past 4k: the report has a time budget, the comparison is made at 4k
+                rec = {"op": f"nsa selected 1x16/1x{L}x64 l'=64 n=16 fp32", "L": L, "provider": prov, "mode": mode}
+                if time.monotonic() > deadline:
+                    rec.update(ms=None, status="skipped: time budget")
+                else:
+                    rec.update(_op_cell(fn, [q, k, v], mode, quick))
+                recs.append(rec)
+                ms = rec["ms"]
+                log(f"  speed: {mode} {rec['op']} {prov}: {rec['status']} {'' if ms is None else f'{ms:.3f} ms'}")
+    return recs
+
+
 def _op_cell(fn, ins, mode, quick) -> dict:
     try:
         with torch.no_grad():
@@ -367,12 +407,14 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
     sparse = sparse_sweep(device, quick, deadline, log)
     ops = ops_sweep(device, quick, deadline, log)
     pooled = pooled_sweep(device, quick, deadline, log)
+    nsa = nsa_sweep(device, quick, deadline, log)
     data = {
         "status": "ok",
         "dense": dense,
         "sparse": sparse,
         "ops": ops,
         "pooled": pooled,
+        "nsa_selected": nsa,
         "seconds": time.perf_counter() - t0,
         "flop_convention": "fwd 4 B h L^2 d, /2 causal; fwd+bwd = 3.5 x fwd (bwd = 2.5 x fwd)",
         "timer": "triton.testing.do_bench median, L2 flushed",
@@ -381,5 +423,7 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
         markdown(dense, sparse, ops)
         + "\n\nPooled attention maps (256 x 256 cells per head, with per-query stats; ms):\n\n"
         + md_table(["op", "provider", "ms"], [[r["op"], r["provider"], _ms(r["ms"])] for r in pooled])
+        + "\n\nNSA selected blocks (kernels.selected_attention, fp32; ms):\n\n"
+        + md_table(["mode", "op", "provider", "ms"], [[r["mode"], r["op"], r["provider"], _ms(r["ms"])] for r in nsa])
     )
     return data, md

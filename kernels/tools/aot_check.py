@@ -15,10 +15,10 @@ suite runs the full check only when that stamp is stale). Run it after changing 
 the stamp with the change.
 
 What "every specialisation" means: the constexpr variants and lookup-table tiles each kernel
-module lists (flash attention: ``_flash_specs``; the others: their ``aot_specs``), compiled with
-the argument attributes the JIT launcher derives for contiguous tensors (16-byte aligned
-pointers, strides multiples of 16). Sizes and run-time flags are marked ``do_not_specialize`` in
-the kernels, so they add no variants. By default a fresh triton cache is used, so everything
+module lists (flash attention: ``_flash_specs``; the others, NSA's selected-block kernels included:
+their ``aot_specs``), compiled with the argument attributes the JIT launcher derives for contiguous
+tensors (16-byte aligned pointers, strides multiples of 16). Sizes and run-time flags are marked
+``do_not_specialize`` in the kernels, so they add no variants. By default a fresh triton cache is used, so everything
 really compiles; slow jobs start first so both workers stay busy to the end.
 """
 
@@ -155,12 +155,12 @@ def _flash_specs(quick: bool):
 
 
 def _small_kernel_specs(quick: bool):
-    """RoPE, norms, linear attention and pooled maps: each Triton module lists its own launchable
-    specialisations."""
-    from ..triton import linear_attention, norms, pooled, rope
+    """RoPE, norms, linear attention, pooled maps and NSA's selected blocks: each Triton module lists its own
+    launchable specialisations."""
+    from ..triton import linear_attention, norms, pooled, rope, selected
 
     specs = []
-    for mod in (rope, norms, linear_attention, pooled):
+    for mod in (rope, norms, linear_attention, pooled, selected):
         specs.extend(mod.aot_specs(quick))
     return specs
 

@@ -34,11 +34,15 @@ three gate logits appended to each head (``(B, h, L, d_h + 3)``), ``k``, ``v`` `
 
 Runs: the selection (``select``) is data-dependent and not differentiated (as in the paper); gradients reach
 the cmp projections through the cmp branch, and every branch's values and the gates. Without maps the selected
-branch runs through the block-sparse kernels: each query is a query block of one row whose visited key blocks
-are its ``n`` selected blocks (tiles of ``1 x l'``; the own block a partial tile cut at ``t``), with the batch
-and the K/V heads laid end to end as one sequence so a GQA group's query heads share the layout
-(``selection_layout``); the window runs with its band layout. On CUDA the Triton kernel takes no ``1 x l'`` tile,
-so the selected branch runs the block-sparse PyTorch path there too. With maps (``ctx.need_weights``) every
+branch runs through ``kernels.selected_attention`` (``kernels/selected.py``), forward and backward: on CUDA in
+fp32 (a model in fp16 / bf16 computes its branches in fp32) with ``d_h`` in 16 / 32 / 64 / 128, the Triton kernel
+of the paper's section 3.4 (``kernels/triton/selected.py``: one program per position and K/V head, the GQA group's
+query heads as its rows, the selected blocks read from an index list, online softmax; dQ per position, dK / dV
+per key block over the positions that selected it, no atomics); otherwise (CPU, float64, other widths) the
+block-sparse PyTorch path: each query a query block of one row whose visited key blocks are its selected
+blocks (tiles of ``1 x l'``; the own block a partial tile cut at ``t``), the batch and the K/V heads laid end to
+end as one sequence so a GQA group's query heads share the layout (``kernels.selection_layout``). The window
+runs with its band layout through ``kernels.attention``. With maps (``ctx.need_weights``) every
 branch runs dense with masks (``dense``), the same function.
 
 The drawn map is the gate-weighted mix of the three branches' softmax maps over tokens, the cmp branch's
@@ -129,45 +133,6 @@ def window_layout(L: int, w: int) -> kernels.BlockMask:
         return window_allowed(L, w)[a:b]
 
     return kernels.block_mask_from_rows(rows, L, L, _BAND, torch.device("cpu"))
-
-
-def selection_layout(sel: torch.Tensor, slc_block: int) -> kernels.BlockMask:
-    """The selected blocks ``sel (B, h_kv, L, n_s)`` (bool) as one ``BlockMask`` over the sequences of the
-    ``S = B h_kv`` (batch, K/V head) pairs laid end to end, each padded to ``L_p = n_s l'``: query row
-    ``s L_p + t`` is one query block (``block_q = 1``) visiting key blocks ``s n_s + j`` of its selected ``j``,
-    ascending; its own block ``floor(t / l')`` is a partial tile of the keys ``<= t``, the others are full
-    (they end before ``t``); padding rows visit nothing."""
-    B, hkv, L, n_s = sel.shape
-    S, Lp, dev = B * hkv, n_s * slc_block, sel.device
-    sel = sel.reshape(S, L, n_s)
-    counts = sel.sum(-1)  # (S, L)
-    order = torch.sort((~sel).to(torch.int8), dim=-1, stable=True).indices  # selected blocks first, ascending
-    max_kb = max(1, int(counts.max()) if counts.numel() else 1)
-    order = order[..., :max_kb]
-    valid = torch.arange(max_kb, device=dev) < counts[..., None]
-    t = torch.arange(L, device=dev)
-    own = order == (t // slc_block)[None, :, None]  # (S, L, max_kb): the query's own block
-    row = torch.arange(S * L, device=dev).view(S, L, 1)
-    tile = torch.where(own & valid, row, torch.full_like(row, -1).expand_as(own))
-    idx = torch.where(valid, order + (torch.arange(S, device=dev) * n_s).view(S, 1, 1), torch.zeros_like(order))
-    keys = (t // slc_block * slc_block)[:, None] + torch.arange(slc_block, device=dev)  # (L, l')
-    tiles = (keys <= t[:, None]).expand(S, L, slc_block).reshape(S * L, 1, slc_block)
-
-    def padded(x, fill):  # (S, L, ...) -> (S * L_p, ...), padding rows filled
-        out = torch.full((S, Lp, *x.shape[2:]), fill, dtype=x.dtype, device=dev)
-        out[:, :L] = x
-        return out.reshape(S * Lp, *x.shape[2:])
-
-    return kernels.BlockMask(
-        S * Lp,
-        S * Lp,
-        1,
-        slc_block,
-        padded(counts, 0).to(torch.int32),
-        padded(idx, 0).to(torch.int32),
-        padded(tile, -1).to(torch.int32),
-        tiles.contiguous(),
-    )
 
 
 def _softmax_rows(s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
@@ -276,16 +241,9 @@ class NativeSparseAttention(nn.Module):
         return g[..., CMP, None] * o_cmp + g[..., SLC, None] * o_slc + g[..., WIN, None] * o_win
 
     def selected(self, q, ks, vs, sel):
-        """The slc branch through ``kernels.attention`` with ``selection_layout(sel)``: ``(B, h, L, d_h)``."""
-        B, h, L, dh = q.shape
-        hkv, G, lp = self.hkv, h // self.hkv, self.cfg.nsa_slc_block
-        Lp = sel.shape[-1] * lp
-        pad = (0, 0, 0, Lp - L)
-        qf = F.pad(q, pad).view(B, hkv, G, Lp, dh).permute(2, 0, 1, 3, 4).reshape(1, G, B * hkv * Lp, dh)
-        kf = F.pad(ks, pad).reshape(1, 1, B * hkv * Lp, dh)
-        vf = F.pad(vs, pad).reshape(1, 1, B * hkv * Lp, dh)
-        of = kernels.attention(qf, kf, vf, block_mask=selection_layout(sel, lp))  # (1, G, B h_kv L_p, d_h)
-        return of.view(G, B, hkv, Lp, dh).permute(1, 2, 0, 3, 4).reshape(B, h, Lp, dh)[:, :, :L]
+        """The slc branch, ``kernels.selected_attention`` (Triton on CUDA, block-sparse PyTorch otherwise):
+        ``(B, h, L, d_h)``."""
+        return kernels.selected_attention(q, ks, vs, sel, self.cfg.nsa_slc_block, max_blocks=self.cfg.nsa_slc_top_n)
 
     def forward(self, q, k, v, mods, ctx):
         """``q (B, h, L, d_h + 3)`` (gate logits appended), ``k, v (B, 3 h_kv, L, d_h)`` -> ``(B, h, L, d_h)``."""

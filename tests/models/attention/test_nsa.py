@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import kernels
+from kernels import selection_layout
 from models import ConfigError, ModelConfig, build_model
-from models.attention.nsa import selection_layout
 from models.context import ForwardContext, LayerInfo
 
 BASE = dict(attention="nsa", position="none", d_model=32, n_heads=4, n_layers=1, max_len=64)
