@@ -26,6 +26,7 @@ from .capabilities import check_combination
 from .errors import ConfigError
 from .ffn.dense import DENSE_KEYS
 from .output_gate import GATES, gate_params
+from .positions.yarn import check_mscale_all_dim
 from .qkv import QK_NORMS, check_qk_norm, projection_params
 from .registry import registries
 from .sinks import sink_params
@@ -355,6 +356,7 @@ class _ConfigMethods:
             raise ConfigError(
                 "yarn_factor", self.yarn_factor, f"None with position={self.position!r} (YaRN rescales RoPE's angles)"
             )
+        check_mscale_all_dim(self)  # DeepSeek's YaRN softmax temperature: MLA with YaRN only
         for cat in CATEGORIES:
             variant = regs[cat][getattr(self, cat)]
             if variant.check is not None:

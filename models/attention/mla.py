@@ -20,7 +20,11 @@ the sublayer's ``out_proj``), so a checkpoint maps one to one. ``rope_interleave
 the rope numbers of a projection are interleaved pairs ``(x0, x1), (x2, x3), ...``; they are de-interleaved
 (evens, then odds) and rotated with the ``rope`` position encoding's rotate-half, which is exactly
 ``apply_rotary_pos_emb_interleave``; False: rotate-half on the numbers as they are. The rotation's base and
-position scale are the ``rope`` encoding's (``rope_base``, ``rope_scale``); YaRN's ``mscale`` is not modelled.
+position scale are the ``rope`` encoding's (``rope_base``, ``rope_scale``, or YaRN's ``yarn_*`` frequencies and
+cos / sin factor, computed over the ``dr`` rotated numbers: ``models/positions/yarn.py``); the whole ``dr`` part
+rotates (``rope_fraction`` must be 1). DeepSeek's YaRN temperature (``yarn_mscale_all_dim``, its config's
+``mscale_all_dim``): the softmax scale is ``m_all^2 / sqrt(dn + dr)`` with ``m_all = 0.1 mscale_all_dim ln s + 1``
+(transformers' ``yarn_apply_mscale``), in both forms below.
 
 Two forms of the same function (``mla_absorb``): the naive form up-projects every cached latent to per-head
 keys and values (``transformers``' path); the absorbed form folds ``W_UK`` into the query
@@ -29,8 +33,9 @@ attended latent (DeepSeek-V2's inference trick: it never materialises per-head k
 through the shared kernels (``kernels.attention``: the Triton flash kernel on CUDA, SDPA or the block-sparse
 PyTorch path on a CPU), the absorbed form as MQA (the latent is one K/V head for every query head); the unequal
 widths (``dn + dr`` against ``dv``; ``r + dr`` against ``r``) are zero-padded to a common kernel width
-(``padded.py``) with the explicit scale ``1 / sqrt(dn + dr)``. When the maps are requested (``need_weights``)
-the forward runs dense in PyTorch, at least in float32, and returns the maps with its output.
+(``padded.py``) with the explicit scale ``m_all^2 / sqrt(dn + dr)`` (``m_all = 1`` without YaRN's temperature).
+When the maps are requested (``need_weights``) the forward runs dense in PyTorch, at least in float32, and returns
+the maps with its output.
 
 The core owns its projections (``AttentionCaps.own_projections``): ``project`` returns ``q (B, h, Lq, dn + dr)``
 (rotated), ``k (B, 1, Lk, r + dr)`` = ``[c, RoPE(k^R)]`` (what the cache holds) and ``v = c``; the forward
@@ -48,6 +53,7 @@ from torch import nn
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
+from ..positions.yarn import softmax_scale_mult
 from ..variant import Param, Variant
 from .padded import padded_attention
 from .scores import allowed_pairs, masked_softmax
@@ -82,6 +88,8 @@ class MLAttention(nn.Module):
             cfg.kv_lora_rank,
         )
         dq = self.dn + self.dr
+        # the softmax scale: 1 / sqrt(dn + dr), times DeepSeek's YaRN temperature m_all^2 (yarn_mscale_all_dim)
+        self.scale = softmax_scale_mult(cfg) / math.sqrt(dq)
         if cfg.q_lora_rank:
             self.q_a_proj = nn.Linear(d, cfg.q_lora_rank, bias=False)
             self.q_a_layernorm = nn.RMSNorm(cfg.q_lora_rank, eps=RMS_EPS)
@@ -107,7 +115,7 @@ class MLAttention(nn.Module):
         if self.cfg.rope_interleave:
             q_rope, k_rope = deinterleave(q_rope), deinterleave(k_rope)
         q_rope, k_rope, mods = position.modify(
-            q_rope.contiguous(), k_rope.contiguous(), layer, k_start=k_start, scale=1.0 / math.sqrt(self.dn + self.dr)
+            q_rope.contiguous(), k_rope.contiguous(), layer, k_start=k_start, scale=self.scale
         )
         return torch.cat([q_nope, q_rope], dim=-1), torch.cat([c, k_rope], dim=-1), c, mods
 
@@ -135,8 +143,7 @@ class MLAttention(nn.Module):
         widths zero-padded to a common kernel width (``padded.py``). Naive form: per-head keys and values
         (``h`` K/V heads); absorbed form: the latent as one K/V head shared by every query head (MQA), keys
         ``[c, RoPE(k^R)]`` (``r + dr``) and values ``c`` (``r``), then ``W_UV`` on the attended latent."""
-        cfg = self.cfg
-        scale = 1.0 / math.sqrt(self.dn + self.dr)
+        cfg, scale = self.cfg, self.scale
         if cfg.mla_absorb:
             w_uk, w_uv = self.up_projections()
             q_nope, q_rope = q.split([self.dn, self.dr], dim=-1)
@@ -154,7 +161,7 @@ class MLAttention(nn.Module):
         """The output and the maps in dense PyTorch (at least float32), for the views."""
         cfg, lq, lk = self.cfg, q.shape[2], k.shape[2]
         acc = torch.promote_types(q.dtype, torch.float32)
-        scale = 1.0 / math.sqrt(self.dn + self.dr)
+        scale = self.scale
         w_uk, w_uv = (w.to(acc) for w in self.up_projections())
         q, k = q.to(acc), k.to(acc)
         shown = None
@@ -176,8 +183,11 @@ class MLAttention(nn.Module):
             out = p @ values
         if shown is None:
             shown = self.expand(k)[0]
-        # the views' exact softmax(q.k / sqrt(d)) on these per-head q, k is this very map (d = dn + dr)
-        aux = {"q": q.detach().to(v.dtype), "k": shown.detach().to(v.dtype), "score_mods": {}}
+        # the views' exact softmax(q.k / sqrt(d)) on these per-head q, k is this very map (d = dn + dr; the query
+        # carries YaRN's m_all^2 when yarn_mscale_all_dim is set)
+        mult = scale * math.sqrt(self.dn + self.dr)
+        shown_q = q if mult == 1 else q * mult
+        aux = {"q": shown_q.detach().to(v.dtype), "k": shown.detach().to(v.dtype), "score_mods": {}}
         return out.to(v.dtype), p.to(v.dtype), aux
 
 
@@ -203,6 +213,13 @@ def check(cfg) -> None:
             "'rope' with attention='mla': MLA rotates only its decoupled RoPE part (qk_rope_head_dim numbers of "
             "each query and one key per token shared by all heads), which is what lets the latent cache stay "
             "position-free; an absolute encoding or a score bias is not part of the method",
+        )
+    if cfg.rope_fraction != 1.0:
+        raise ConfigError(
+            "rope_fraction",
+            cfg.rope_fraction,
+            "1.0 with attention='mla': its decoupled RoPE part (qk_rope_head_dim numbers) is rotated whole; the "
+            "position-free part is qk_nope_head_dim",
         )
     if cfg.qk_rope_head_dim % 2:
         raise ConfigError("qk_rope_head_dim", cfg.qk_rope_head_dim, "an even width (RoPE rotates pairs)")

@@ -3,12 +3,16 @@ fine-grained routed experts with shared experts, after ``first_k_dense_replace``
 
 The conventions are those of ``transformers`` 5's ``DeepseekV3Config`` / ``modeling_deepseek_v3.py`` (its defaults
 fill what config.json omits). Catalogue choices: decoder-only, causal, pre-norm ``rmsnorm`` (``rms_norm_eps``) with
-a final norm, ``rope`` (``rope_theta`` -> ``rope_base``; linear scaling -> ``rope_scale``), and per layer:
+a final norm, ``rope`` (``rope_theta`` -> ``rope_base``; linear scaling -> ``rope_scale``; YaRN -> the ``yarn_*``
+fields, ``models/positions/yarn.py``: its frequencies over the ``qk_rope_head_dim`` rotated numbers, cos / sin times
+``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` and, through ``mscale_all_dim`` ->
+``yarn_mscale_all_dim``, the softmax scale times ``mscale(factor, mscale_all_dim)**2`` with ``mscale(s, m) =
+0.1 m ln s + 1``, as DeepSeek-V2 / V3's long-context configs ask), and per layer:
 
 - attention ``mla`` (``models/attention/mla.py``): ``q_lora_rank`` (null: one ``q_proj``; absent: 1536),
   ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``, ``rope_interleave`` (default
   true); the latents' RMSNorms use eps 1e-6 whatever ``rms_norm_eps`` is, as transformers builds them; scores
-  scale by ``(qk_nope_head_dim + qk_rope_head_dim) ** -0.5``.
+  scale by ``(qk_nope_head_dim + qk_rope_head_dim) ** -0.5`` (times YaRN's ``mscale_all_dim`` term above).
 - FFN ``moe_deepseek`` (``models/ffn/moe_shared.py``): ``n_routed_experts`` -> ``n_experts``,
   ``num_experts_per_tok`` -> ``top_k``, ``moe_intermediate_size`` -> ``d_ff``, ``n_shared_experts``, ``n_group``,
   ``topk_group``, ``routed_scaling_factor`` -> ``routed_scaling``, ``norm_topk_prob``; ``mlp.gate.weight`` is the
@@ -24,9 +28,8 @@ multi-token-prediction module (``num_nextn_predict_layers`` layers stored after 
 ``model.layers.{num_hidden_layers + j}.*``) is not part of the logits (transformers' model skips it too): its
 tensors are left unread, and a note says so.
 
-Refused by name: ``rope_scaling`` of type ``yarn`` (its ``mscale_all_dim`` multiplies the attention scale by
-``mscale**2``, and the catalogue's RoPE has no YaRN), an ``mscale_all_dim`` with any other scaling, other
-scalings as for every family (``fields.rope``); ``attention_bias`` true; ``num_key_value_heads`` other than
+Refused by name: an ``mscale_all_dim`` with a scaling other than YaRN (linear), other scalings as for every family
+(``fields.rope``); ``attention_bias`` true; ``num_key_value_heads`` other than
 ``num_attention_heads`` (MLA has no K/V heads to group); ``hidden_act`` other than silu; a ``quantization_config``
 (FP8 weights); the original code's ``scoring_func`` other than sigmoid, ``topk_method`` other than
 ``noaux_tc`` and ``moe_layer_freq`` other than 1 (transformers' model ignores them, so a checkpoint that sets
@@ -34,6 +37,8 @@ them computes something else than it says); null for the sizes transformers cann
 """
 
 from __future__ import annotations
+
+import math
 
 from .fields import Fields, rope
 from .mapping import Rule, Tie
@@ -51,6 +56,10 @@ NAMES = {
     "norm_eps": "rms_norm_eps",
     "rope_base": "rope_theta",
     "rope_scale": "rope_scaling",
+    "yarn_factor": "rope_scaling",  # (not an integer: models.hf.sizes does not read it)
+    "yarn_beta_fast": "rope_scaling",
+    "yarn_attention_factor": "rope_scaling",
+    "yarn_mscale_all_dim": "rope_scaling",
     "q_lora_rank": "q_lora_rank",
     "kv_lora_rank": "kv_lora_rank",
     "qk_nope_head_dim": "qk_nope_head_dim",
@@ -111,30 +120,30 @@ def _switch(f: Fields, key: str, default: bool) -> bool:
 
 
 def _rope(f: Fields) -> dict:
-    """Refuse YaRN (and any ``mscale_all_dim``) here, whatever ``fields.rope`` accepts: transformers' DeepSeek
-    attention multiplies its scale by YaRN's ``mscale**2``, which the catalogue's MLA does not."""
-    for key in ("rope_parameters", "rope_scaling"):
-        params = f.hf.get(key)
-        if not isinstance(params, dict):
-            continue
-        kind = params.get("rope_type", params.get("type", "default"))
-        if kind == "yarn":
-            f.refuse(
-                "rope_scaling",
-                "yarn",
-                "no YaRN: DeepSeek-V3's long-context checkpoints use YaRN, whose frequencies and attention scale "
-                "(times mscale(factor, mscale_all_dim)**2) the catalogue's RoPE does not model; 'default' or "
-                "'linear' are read",
-            )
-        if kind != "default" and params.get("mscale_all_dim"):
-            f.refuse(
-                "rope_scaling",
-                f"{kind} with mscale_all_dim={params.get('mscale_all_dim')}",
-                "no mscale_all_dim: transformers multiplies DeepSeek's attention scale by mscale**2 whenever the "
-                "RoPE type is not 'default', and the catalogue's MLA scale is (qk_nope_head_dim + "
-                "qk_rope_head_dim) ** -0.5",
-            )
-    return rope(f)
+    """``fields.rope`` (none, linear, YaRN with DeepSeek's ``mscale`` / ``mscale_all_dim`` ratio on cos / sin) and,
+    under YaRN, ``mscale_all_dim`` -> ``yarn_mscale_all_dim``: transformers' ``yarn_apply_mscale`` multiplies the
+    attention's scale by ``(0.1 mscale_all_dim ln factor + 1)**2`` whenever the type is not 'default' and
+    ``mscale_all_dim`` is truthy (absent, null or 0: no change)."""
+    out = rope(f)
+    params = f.hf.get("rope_parameters")
+    params = f.hf.get("rope_scaling") if params is None else params  # the dictionary fields.rope read
+    if not isinstance(params, dict) or not params.get("mscale_all_dim"):
+        return out
+    kind, m_all = params.get("rope_type", params.get("type", "default")), params["mscale_all_dim"]
+    if kind == "default":
+        return out  # transformers reads mscale_all_dim only with a scaling type
+    if kind != "yarn":
+        f.refuse(
+            "rope_scaling",
+            f"{kind} with mscale_all_dim={m_all}",
+            "mscale_all_dim with 'yarn' only: transformers multiplies DeepSeek's attention scale by "
+            "(0.1 mscale_all_dim ln factor + 1)**2 for any scaling type, and the catalogue's yarn_mscale_all_dim "
+            "is YaRN's",
+        )
+    if isinstance(m_all, bool) or not isinstance(m_all, (int, float)) or not (math.isfinite(m_all) and 0 < m_all):
+        f.refuse("rope_scaling", m_all, "mscale_all_dim: a positive number (absent, null or 0: no change)")
+    out["yarn_mscale_all_dim"] = float(m_all)
+    return out
 
 
 def _refusals(f: Fields, heads: int) -> None:
@@ -195,6 +204,13 @@ def config(f: Fields) -> tuple:
         + (" (interleaved pairs)" if interleave else ""),
         "LM head tied to the token embedding" if tied else "separate LM head (lm_head.weight)",
     ]
+    if fields.get("yarn_factor") is not None:
+        m_all = fields.get("yarn_mscale_all_dim")
+        notes.append(
+            f"YaRN RoPE: factor {fields['yarn_factor']:g} over an original context of "
+            f"{fields['yarn_original_max_len']} positions"
+            + (f"; softmax scale times (0.1 * {m_all:g} ln s + 1)^2 (mscale_all_dim)" if m_all else "")
+        )
     if dense < n_layers:
         experts = _size(f, "n_routed_experts")
         fields.update(

@@ -4,14 +4,15 @@ The model is decoder-only and causal, with ``mla`` attention, ``rope``, pre-norm
 ``moe_deepseek``. Its first layers may be ``:dense`` layers, a ``swiglu`` of width ``dense_d_ff``. An all-dense
 model (``ffn="swiglu"``) is written too. The folder holds ``config.json`` (``DeepseekV3Config``'s keys:
 ``first_k_dense_replace`` = the leading dense layers, ``q_lora_rank`` null for a plain query projection,
-``rope_parameters``, ``num_nextn_predict_layers`` 0), ``model.safetensors`` under the Hub's per-expert names
+``rope_parameters``: default, linear, or YaRN with ``mscale_all_dim`` from ``yarn_mscale_all_dim``, and
+``num_nextn_predict_layers`` 0), ``model.safetensors`` under the Hub's per-expert names
 (``mlp.experts.{e}.gate_proj.weight``, ..., what ``save_pretrained`` writes and the released checkpoints hold;
 ``mlp.gate.e_score_correction_bias`` from the FFN's buffer) and ``tokenizer.json`` when given.
 
 As ``models/hf/export.py``, the writer is the loader run backwards: the config is read back through
 ``deepseek_v3.config`` and must give the catalogue config again, field for field. So anything the family cannot
 express is refused naming the field: another attention or norm, dense layers that are not the first ones,
-YaRN, biases. The tensor names come from ``deepseek_v3.rules`` read in reverse; every rule copies its tensor
+biases. The tensor names come from ``deepseek_v3.rules`` read in reverse; every rule copies its tensor
 as it is.
 """
 
@@ -27,6 +28,7 @@ from ..errors import ConfigError
 from ..ffn import ffn_hidden_size
 from ..registry import registries
 from . import deepseek_v3, files, mapping
+from .export import rope_parameters
 from .fields import Fields
 from .loader import Plan, plan
 
@@ -45,9 +47,9 @@ def deepseek_config(cfg: ModelConfig, tied: bool, dtype: torch.dtype) -> dict:
     moe = [cfg.layer_config(i).ffn == "moe_deepseek" for i in range(cfg.n_layers)]
     dense = moe.index(True) if True in moe else cfg.n_layers  # the leading dense layers
     first_dense = cfg.layer_config(0)
-    rope = {"rope_type": "default", "rope_theta": cfg.rope_base}
-    if cfg.rope_scale != 1:
-        rope.update(rope_type="linear", factor=cfg.rope_scale)
+    rope = rope_parameters(cfg)  # default, linear or YaRN (its yarn_* fields)
+    if cfg.yarn_mscale_all_dim is not None:  # DeepSeek's softmax temperature, read back as yarn_mscale_all_dim
+        rope["mscale_all_dim"] = cfg.yarn_mscale_all_dim
     hf = {
         "architectures": ["DeepseekV3ForCausalLM"],
         "model_type": "deepseek_v3",

@@ -73,20 +73,25 @@ class Rope(NoPosition):
         self.base = cfg.rope_base
         self.pos_scale = cfg.rope_scale
         self.rot = rotary_dims(cfg)
-        # YaRN (models/positions/yarn.py): its own angles per pair (float64, not a buffer: recomputed from
-        # the config) and the factor queries and keys are multiplied by
+        self.whole = cfg.rope_fraction == 1.0  # every dim of what modify is given rotates (MLA: its qk_rope part)
+        # YaRN (models/positions/yarn.py): its own angles per pair for each rotated width (float64, not a buffer:
+        # recomputed from the config; MLA rotates qk_rope_head_dim numbers, not d_head) and the factor queries and
+        # keys are multiplied by
         self.yarn = None
         if cfg.yarn_factor is not None:
-            self.yarn = (config_inv_freq(cfg, self.rot), yarn_mscale(cfg.yarn_factor, cfg.yarn_attention_factor))
+            self.yarn = (cfg, {}, yarn_mscale(cfg.yarn_factor, cfg.yarn_attention_factor))
 
     def modify(self, q, k, layer, k_start=0, scale=None):
         lq, lk = q.shape[2], k.shape[2]
         k_pos = torch.arange(k_start, k_start + lk, device=q.device)
         if self.yarn is not None:
-            inv_freq, mscale = self.yarn
+            cfg, inv_freqs, mscale = self.yarn
 
             def rotate(x, pos, base):
-                return yarn_rotate(x, pos, inv_freq, mscale)
+                dim = x.shape[-1]
+                if dim not in inv_freqs:
+                    inv_freqs[dim] = config_inv_freq(cfg, dim)
+                return yarn_rotate(x, pos, inv_freqs[dim], mscale)
 
         elif self.pos_scale != 1:  # interpolated (fractional) positions: the reference rotation
             k_pos = k_pos.to(torch.float32) / self.pos_scale
@@ -96,8 +101,10 @@ class Rope(NoPosition):
         return self._partial(rotate, q, k_pos[lk - lq :]), self._partial(rotate, k, k_pos), {}
 
     def _partial(self, rotate, x, pos):
-        """``rotate`` the first ``rot`` dims of each head of ``x (B, n, L, d_h)``; the rest pass through."""
-        if self.rot == x.shape[-1]:
+        """``rotate`` the first ``rot`` dims of each head of ``x (B, n, L, d_h)``; the rest pass through. With
+        ``rope_fraction = 1`` every dim of ``x`` rotates, whatever its width (MLA's ``qk_rope_head_dim`` part may
+        be wider than ``d_model / n_heads``: DeepSeek-V3's 64 against 7168 / 128 = 56)."""
+        if self.whole or self.rot == x.shape[-1]:
             return rotate(x, pos, self.base)
         return torch.cat([rotate(x[..., : self.rot], pos, self.base), x[..., self.rot :]], dim=-1)
 

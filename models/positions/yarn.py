@@ -18,6 +18,12 @@ context by ``s = yarn_factor``:
 - Attention temperature: queries and keys are both multiplied by ``m = 0.1 ln s + 1`` (``sqrt(1/t)`` of the
   paper, section 3.4; 1 when ``s <= 1``), i.e. every score by ``m^2``. ``yarn_attention_factor`` replaces ``m``
   when set (a checkpoint's ``attention_factor``, or DeepSeek's ``mscale`` ratio computed by its reader).
+- DeepSeek's softmax temperature (``yarn_mscale_all_dim``, DeepSeek-V2/V3's ``mscale_all_dim``; ``attention='mla'``
+  only): the attention's scale ``1 / sqrt(qk_nope_head_dim + qk_rope_head_dim)`` is multiplied by ``m_all^2``,
+  ``m_all = 0.1 mscale_all_dim ln s + 1`` (1 when ``s <= 1``), so the position-free part of every score gets the
+  paper's temperature too (transformers' ``yarn_apply_mscale`` in ``modeling_deepseek_v3.py``). DeepSeek's
+  checkpoints set ``mscale = mscale_all_dim = 1``: the cos / sin factor is then ``m / m_all = 1`` and every
+  score, the rotated part included, is multiplied by ``(0.1 ln s + 1)^2`` once. None (the default): no change.
 
 Defaults are gpt-oss's published settings (``factor 32``, ``original_max_position_embeddings 4096``,
 ``beta_fast 32``, ``beta_slow 1``), with ``yarn_truncate=True`` as transformers reads a config without
@@ -45,7 +51,18 @@ YARN_TRUNCATE = Param("yarn_truncate", bool, True, label="YaRN ramp bounds round
 YARN_ATTENTION = Param(
     "yarn_attention_factor", float, None, optional=True, label="YaRN attention factor (0 = 0.1 ln s + 1)"
 )
-YARN_PARAMS = (YARN_FACTOR, YARN_ORIGINAL, YARN_BETA_FAST, YARN_BETA_SLOW, YARN_TRUNCATE, YARN_ATTENTION)
+YARN_MSCALE_ALL_DIM = Param(
+    "yarn_mscale_all_dim", float, None, optional=True, label="YaRN mscale_all_dim (MLA scale x m^2; 0 = off)"
+)
+YARN_PARAMS = (
+    YARN_FACTOR,
+    YARN_ORIGINAL,
+    YARN_BETA_FAST,
+    YARN_BETA_SLOW,
+    YARN_TRUNCATE,
+    YARN_ATTENTION,
+    YARN_MSCALE_ALL_DIM,
+)
 YARN_FIELDS = tuple(p.name for p in YARN_PARAMS)
 
 
@@ -75,6 +92,15 @@ def yarn_mscale(factor: float, attention_factor: float | None = None) -> float:
     if attention_factor is not None:
         return float(attention_factor)
     return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+
+
+def softmax_scale_mult(cfg) -> float:
+    """What ``attention='mla'`` multiplies its softmax scale by: ``m_all^2`` with ``m_all = 0.1 mscale_all_dim ln s
+    + 1`` (1 for ``s <= 1``) when ``yarn_mscale_all_dim`` is set, else 1."""
+    if cfg.yarn_mscale_all_dim is None or cfg.yarn_factor is None:
+        return 1.0
+    m = 1.0 if cfg.yarn_factor <= 1 else 0.1 * cfg.yarn_mscale_all_dim * math.log(cfg.yarn_factor) + 1.0
+    return m * m
 
 
 def config_inv_freq(cfg, dim: int) -> torch.Tensor:
@@ -131,3 +157,24 @@ def check_yarn(cfg) -> None:
     mscale = cfg.yarn_attention_factor
     if mscale is not None and not (math.isfinite(mscale) and 0 < mscale <= 100):
         raise ConfigError("yarn_attention_factor", mscale, "None (0.1 ln s + 1) or a number in (0, 100]")
+
+
+def check_mscale_all_dim(cfg) -> None:
+    """``yarn_mscale_all_dim``: a positive number, with YaRN on and every layer's attention ``mla`` (called from
+    ``ModelConfig.validate``, which validates a schedule's layer kinds one by one)."""
+    value = cfg.yarn_mscale_all_dim
+    if value is None:
+        return
+    if not (math.isfinite(value) and 0 < value <= 1000):
+        raise ConfigError("yarn_mscale_all_dim", value, "None (no change) or a number in (0, 1000]")
+    if cfg.yarn_factor is None:
+        raise ConfigError(
+            "yarn_mscale_all_dim", value, "None without yarn_factor (it is YaRN's temperature for factor s)"
+        )
+    if cfg.attention != "mla":
+        raise ConfigError(
+            "yarn_mscale_all_dim",
+            value,
+            f"None with attention={cfg.attention!r}: only 'mla' multiplies its softmax scale by DeepSeek's "
+            "m_all^2 (transformers' DeepseekV3Attention); other attentions take YaRN's factor on q and k only",
+        )

@@ -114,11 +114,16 @@ def test_sublayer_equals_the_formulas(causal, absorb, q_lora_rank, interleave):
     torch.testing.assert_close(info.attention, maps, rtol=0, atol=1e-10)
 
 
+YARN = dict(yarn_factor=40.0, yarn_original_max_len=8, yarn_attention_factor=1.0, yarn_mscale_all_dim=1.0)
+
+
 @pytest.mark.parametrize("causal", [True, False])
-def test_naive_and_absorbed_forms_agree(causal):
-    """Same weights, the two forms: outputs, maps and every gradient within 1e-10 in float64."""
-    cfg, naive = _model(causal=causal, q_lora_rank=5)
-    _, absorbed = _model(causal=causal, q_lora_rank=5, mla_absorb=True)
+@pytest.mark.parametrize("extra", [{}, YARN], ids=["rope", "yarn_temperature"])
+def test_naive_and_absorbed_forms_agree(causal, extra):
+    """Same weights, the two forms: outputs, maps and every gradient within 1e-10 in float64 (also with YaRN and
+    DeepSeek's softmax temperature ``yarn_mscale_all_dim``, which both forms apply)."""
+    cfg, naive = _model(causal=causal, q_lora_rank=5, **extra)
+    _, absorbed = _model(causal=causal, q_lora_rank=5, mla_absorb=True, **extra)
     absorbed.load_state_dict(naive.state_dict())
     x = _x(cfg, seed=3)
     results = []

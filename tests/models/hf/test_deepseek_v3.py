@@ -5,6 +5,7 @@ RoPE) moves the logits when removed, so the comparison can fail; what the catalo
 by name."""
 
 import json
+import math
 import shutil
 
 import pytest
@@ -60,7 +61,40 @@ VARIANTS = {
     "dense1": dict(first_k_dense_replace=1),
     "dense2": dict(num_hidden_layers=3, first_k_dense_replace=2, q_lora_rank=12),
     "all_dense": dict(first_k_dense_replace=2),  # every layer dense: ffn='swiglu', no schedule
+    # a RoPE part wider than hidden_size / num_attention_heads (DeepSeek-V3: 64 against 7168 / 128 = 56)
+    "wide_rope": dict(qk_rope_head_dim=12),
 }
+
+
+def _yarn(factor, original, mscale=1.0, mscale_all_dim=1.0):
+    """DeepSeek-V2 / V3's YaRN settings (their configs: factor 40, original 4096, beta 32 / 1, mscale and
+    mscale_all_dim 1), with a short original context so that the test's positions pass it."""
+    return dict(
+        max_position_embeddings=int(factor * original),
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 500.0,
+            "factor": factor,
+            "original_max_position_embeddings": original,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": mscale,
+            "mscale_all_dim": mscale_all_dim,
+        },
+    )
+
+
+YARN = {
+    # factor 4, mscale = mscale_all_dim = 1: cos / sin times 1, the softmax scale times (0.1 ln 4 + 1)^2
+    "yarn4": _yarn(4.0, 16),
+    # DeepSeek-V3's factor 40 with its wider RoPE part and the low-rank query path
+    "yarn40": dict(**_yarn(40.0, 4), qk_rope_head_dim=12, q_lora_rank=12),
+    # mscale_all_dim 0: no softmax term, cos / sin times the paper's 0.1 ln 40 + 1
+    "yarn40_no_all_dim": _yarn(40.0, 4, mscale_all_dim=0),
+    # unequal mscale / mscale_all_dim: cos / sin times their ratio, rotate-half layout
+    "yarn_ratio": dict(**_yarn(16.0, 4, mscale=0.707, mscale_all_dim=0.5), rope_interleave=False),
+}
+VARIANTS.update(YARN)
 
 
 def build(**changes):
@@ -226,19 +260,8 @@ def _edit(src, tmp_path, **changes):
 @pytest.mark.parametrize(
     "changes, field",
     [
-        (
-            dict(
-                rope_parameters={
-                    "rope_type": "yarn",
-                    "rope_theta": 500.0,
-                    "factor": 40.0,
-                    "original_max_position_embeddings": 16,
-                    "mscale": 1.0,
-                    "mscale_all_dim": 1.0,
-                }
-            ),
-            "rope_scaling",
-        ),
+        (dict(rope_parameters={**_yarn(40.0, 4)["rope_parameters"], "mscale_all_dim": -1.0}), "rope_scaling"),
+        (dict(rope_parameters={**_yarn(40.0, 4)["rope_parameters"], "mscale_all_dim": "1"}), "rope_scaling"),
         (
             dict(rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0, "mscale_all_dim": 1.0}),
             "rope_scaling",
@@ -325,3 +348,74 @@ def test_fused_expert_tensors_are_read(saved, tmp_path):
     save_file(tensors, dst / "model.safetensors", metadata={"format": "pt"})
     ids = _ids()
     assert _diff(load(dst).logits(ids), _want(hf, ids)) <= ATOL
+
+
+def test_yarn_maps_onto_the_yarn_fields(saved):
+    """transformers' ``_compute_yarn_parameters`` and ``yarn_apply_mscale`` inputs as the catalogue's fields."""
+    c = plan(saved("yarn40")[0]).config
+    assert (c.yarn_factor, c.yarn_original_max_len, c.yarn_beta_fast, c.yarn_beta_slow, c.yarn_truncate) == (
+        40.0,
+        4,
+        32.0,
+        1.0,
+        True,
+    )
+    assert (c.yarn_attention_factor, c.yarn_mscale_all_dim, c.qk_rope_head_dim) == (1.0, 1.0, 12)
+    off = plan(saved("yarn40_no_all_dim")[0]).config
+    assert (off.yarn_factor, off.yarn_attention_factor, off.yarn_mscale_all_dim) == (40.0, None, None)
+    ratio = plan(saved("yarn_ratio")[0]).config
+    m = 0.1 * math.log(16.0)
+    assert ratio.yarn_attention_factor == pytest.approx((0.707 * m + 1) / (0.5 * m + 1), rel=1e-12)
+    assert ratio.yarn_mscale_all_dim == 0.5
+    assert any("YaRN" in n and "mscale_all_dim" in n for n in load(saved("yarn4")[0]).notes)
+
+
+@pytest.mark.parametrize(
+    "name, changes",
+    [
+        ("yarn4", dict(yarn_mscale_all_dim=None)),  # the softmax temperature (mscale_all_dim)
+        ("yarn40", dict(yarn_mscale_all_dim=None)),
+        ("yarn_ratio", dict(yarn_mscale_all_dim=None)),
+        ("yarn_ratio", dict(yarn_attention_factor=None)),  # the cos / sin factor mscale / mscale_all_dim
+        ("yarn40_no_all_dim", dict(yarn_attention_factor=1.0)),  # the paper's 0.1 ln s + 1 on cos / sin
+        ("yarn40", dict(yarn_factor=None, yarn_attention_factor=None, yarn_mscale_all_dim=None)),  # plain RoPE
+    ],
+)
+def test_each_yarn_term_matters(saved, name, changes):
+    folder, hf = saved(name)
+    ckpt = load(folder)
+    ids = _ids(L=16)
+    with torch.no_grad():
+        assert _diff(_broken(ckpt, **changes)(ids).logits, _want(hf, ids)) > 1e-3
+
+
+def test_the_released_config_spelling_is_read(saved, tmp_path):
+    """DeepSeek-V3's own config.json keys: ``rope_theta`` at the top and a legacy ``rope_scaling`` with ``type``
+    (its values verbatim: factor 40 over 4096 positions, max_position_embeddings 163840); transformers' model of
+    the edited folder and ours agree within 1e-4."""
+    folder, _ = saved("yarn40")
+    real = {
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "factor": 40,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+        "type": "yarn",
+    }
+    dst = tmp_path / "released"
+    shutil.copytree(folder, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.pop("rope_parameters")
+    cfg.update(rope_theta=500.0, rope_scaling=real, max_position_embeddings=163840)
+    (dst / "config.json").write_text(json.dumps(cfg))
+    hf = transformers.DeepseekV3ForCausalLM.from_pretrained(dst, attn_implementation="eager").eval()
+    assert hf.config.rope_parameters["rope_type"] == "yarn" and hf.config.rope_parameters["factor"] == 40
+    ckpt = load(dst)
+    c = ckpt.config
+    assert (c.yarn_factor, c.yarn_original_max_len, c.yarn_mscale_all_dim, c.rope_base) == (40.0, 4096, 1.0, 500.0)
+    ids = _ids()
+    want = _want(hf, ids)
+    assert _diff(ckpt.logits(ids), want) <= ATOL
+    with torch.no_grad():
+        assert _diff(_broken(ckpt, yarn_mscale_all_dim=None)(ids).logits, want) > 1e-3

@@ -2,6 +2,8 @@
 as a Hub folder; ``transformers``' own model read from it gives our logits (1e-4 absolute), ``models.hf.load`` reads
 it back as the same config, and what the family cannot express is refused naming the field."""
 
+import math
+
 import pytest
 import torch
 
@@ -44,7 +46,16 @@ MOE_FIELDS = ("n_experts", "top_k", "n_group", "topk_group", "n_shared_experts",
 ALL_DENSE = ModelConfig(
     **{**{k: v for k, v in BASE.items() if k not in MOE_FIELDS}, "ffn": "swiglu", "d_ff": 40}
 ).validate()
-CONFIGS = {"moe": MOE, "dense_first": DENSE, "plain_query": PLAIN, "all_dense": ALL_DENSE}
+# DeepSeek-V3's YaRN (factor 40, mscale = mscale_all_dim = 1) with a RoPE part wider than d_model / n_heads
+YARN = MOE.replace(
+    max_len=320,
+    qk_rope_head_dim=12,
+    yarn_factor=40.0,
+    yarn_original_max_len=8,
+    yarn_attention_factor=1.0,
+    yarn_mscale_all_dim=1.0,
+).validate()
+CONFIGS = {"moe": MOE, "dense_first": DENSE, "plain_query": PLAIN, "all_dense": ALL_DENSE, "yarn": YARN}
 
 
 def _model(cfg):
@@ -76,6 +87,25 @@ def test_transformers_reads_the_same_logits(tmp_path, name):
     assert want.abs().max() > 0.5
     assert float((mine - want).abs().max()) < 1e-4
     assert float((ckpt.logits(x) - mine).abs().max()) < 1e-5
+
+
+@pytest.mark.parametrize("attention_factor", [1.0, None])
+def test_yarn_is_written_as_transformers_reads_it(tmp_path, attention_factor):
+    """``rope_parameters`` of type yarn with ``mscale_all_dim``: transformers' attention scale is multiplied by
+    ``(0.1 ln 40 + 1)^2`` and its cos / sin by the attention factor (the paper's ``0.1 ln 40 + 1`` when none is
+    written), as ours."""
+    cfg = YARN.replace(yarn_attention_factor=attention_factor)
+    save_deepseek_v3(_model(cfg), cfg, tmp_path, dtype=torch.float32)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    rope = hf.config.rope_parameters
+    assert (rope["rope_type"], rope["factor"], rope["original_max_position_embeddings"]) == ("yarn", 40.0, 8)
+    assert rope["mscale_all_dim"] == 1.0 and rope.get("attention_factor") == attention_factor
+    m = 0.1 * math.log(40.0) + 1
+    assert hf.model.layers[0].self_attn.scaling == pytest.approx(m * m / math.sqrt(8 + 12), rel=1e-12)
+    assert hf.model.rotary_emb.attention_scaling == pytest.approx(attention_factor or m, rel=1e-12)
+    assert load(tmp_path).config == cfg
 
 
 def test_a_tied_head_is_written_once(tmp_path):
