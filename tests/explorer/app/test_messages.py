@@ -99,3 +99,25 @@ def test_a_refusal_on_a_status_line_lists_every_choice():
     status = html.unescape(ui_weights.show_trained({"attention": "no_such"})["status"]).replace("\\", "")
     assert "attention='no_such' is not valid" in status and "characters in all" not in status
     assert all(repr(k) in status for k in choices()["attention"])
+
+
+def test_a_refused_api_request_is_answered_without_a_traceback():
+    """Through the endpoints themselves (a plain one and a heavy job): the refusal is the ``gr.Error`` Gradio's
+    queue does not print a traceback for (``print_exception`` False), carrying the ConfigError's message."""
+    import asyncio
+
+    import gradio as gr
+
+    from explorer.app.api import endpoints as api
+
+    refusals = []
+    for run in (
+        lambda: api.api_analyze('{"attention": "no_such"}', ""),
+        lambda: asyncio.run(api.api_benchmark("", "64", "sideways")),
+    ):
+        with pytest.raises(gr.Error) as err:
+            run()
+        refusals.append(err.value)
+    assert [e.print_exception for e in refusals] == [False, False]
+    assert "attention='no_such' is not valid" in refusals[0].message
+    assert "mode='sideways' is not valid" in refusals[1].message
