@@ -45,13 +45,14 @@ def words(text, limit: int) -> str:
 
 
 def shown(text, limit: int = MAX_SHOWN_CHARS) -> str:
-    """``text`` as inert characters in Markdown: truncated, Markdown-escaped, then HTML-escaped."""
-    return html.escape(_MD_SPECIAL.sub(r"\\\1", truncate(text, limit)), quote=True)
+    """``text`` as inert characters in Markdown: cut between words (``words``), Markdown-escaped, then
+    HTML-escaped."""
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", words(text, limit)), quote=True)
 
 
 def shown_html(text, limit: int = MAX_SHOWN_CHARS) -> str:
-    """``text`` as inert characters in HTML (a toast): truncated and HTML-escaped."""
-    return html.escape(truncate(text, limit), quote=True)
+    """``text`` as inert characters in HTML (a toast): cut between words (``words``) and HTML-escaped."""
+    return html.escape(words(text, limit), quote=True)
 
 
 def _depth_and_numbers(s: str) -> None:

@@ -67,7 +67,7 @@ from explorer.app.controls.fields import (
 )
 from explorer.app.controls.state import read_state
 from explorer.app.controls.your_run import trained_snapshot
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import problem, shown_problem
 from explorer.figures.readings import loss_line
 from explorer.runtime.limits import check_caps
 from explorer.runtime.presets import BUNDLE_PRESETS
@@ -148,7 +148,7 @@ def show_trained(values: dict, weights=BUNDLED, state=None) -> dict:
             "weights": gr.skip(),
             "preset": gr.skip(),
             "state": state,
-            "status": f"⚠️ {shown(problem(exc))}",
+            "status": f"⚠️ {shown_problem(exc)}",
             "weights_show": gr.skip(),
         }
     name = src.trained_exists
@@ -252,7 +252,7 @@ def source_line(src: WeightsSource | None, text=None, choice=None) -> str:
         try:
             change = surgery.loss_change(src.config, text, bundle=src.weights.bundle or None)
         except Exception as exc:  # over the budget, say: the line says so instead of the figures
-            return f"{line} (Loss not measured: {shown(problem(exc))})"
+            return f"{line} (Loss not measured: {shown_problem(exc)})"
         return f"{line} Surgery: {loss_line(change)}."
     return line
 
@@ -266,7 +266,7 @@ def checkpoint_line(src: WeightsSource, text=None) -> str:
     try:
         change = surgery.loss_change(src.config, text, checkpoint=src.loaded)
     except Exception as exc:  # over the budget, say: the line says so instead of the figures
-        return f"{line} (Perplexity not measured: {shown(problem(exc))})"
+        return f"{line} (Perplexity not measured: {shown_problem(exc)})"
     return f"{line} Surgery: {loss_line(change)}." if change else line
 
 

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 
 MAX_ALLOWED_CHARS = 2000  # what a field accepts is ours (every choice), but it may quote a value: bounded too
+MESSAGE_CHARS = MAX_ALLOWED_CHARS + 400  # a whole ``problem()``: the field, the echoed value (120) and the rest
 
 
 def problem(exc: Exception) -> str:
@@ -52,12 +53,17 @@ def refused(exc: Exception) -> gr.Error:
     return gr.Error(problem(exc), print_exception=False)
 
 
+def shown_problem(exc: Exception) -> str:
+    """``problem(exc)`` for a Markdown status line: escaped, and whole (what the field accepts is never cut at the
+    status line's usual few hundred characters; ``problem`` bounded the echoed value already)."""
+    return shown(problem(exc), MESSAGE_CHARS)
+
+
 def warn(msg: str) -> str:
     """Toast + status line; ``msg`` may echo a hostile value, so both are escaped (bounded: ``problem`` cut
     the echoed value already; what a field accepts is kept whole)."""
-    limit = MAX_ALLOWED_CHARS + 400
-    gr.Warning(shown_html(msg, limit))
-    return f"⚠️ **{shown(msg, limit)}** The figures show the last valid configuration."
+    gr.Warning(shown_html(msg, MESSAGE_CHARS))
+    return f"⚠️ **{shown(msg, MESSAGE_CHARS)}** The figures show the last valid configuration."
 
 
 def text_notice(text: str) -> str:

@@ -25,7 +25,7 @@ from explorer.analysis.weights import bundled
 from explorer.app.controls.events import QUIET
 from explorer.app.controls.fields import CONTROL_FIELDS, current_config
 from explorer.app.controls.state import drawn_config, read_state
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import problem, shown_problem
 from explorer.app.tabs.contract import Landing, Page, Step, Tab
 from explorer.figures.base import message_figure
 from explorer.figures.kv_frontier import TITLE as FRONTIER_TITLE
@@ -192,7 +192,7 @@ def to_train_tab(values: dict) -> dict:
             "train_config": gr.skip(),
             "train_task": gr.skip(),
             "tabs": gr.skip(),
-            "status": f"⚠️ {shown(problem(exc))}",
+            "status": f"⚠️ {shown_problem(exc)}",
         }
     task = "lm" if cfg.causal and cfg.architecture == "decoder_only" else "copy"
     return {

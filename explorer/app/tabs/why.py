@@ -35,7 +35,7 @@ from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
 from explorer.app.controls.state import after_the_grid
 from explorer.app.server.calls import call, request_source
 from explorer.app.server.gradio_compat import cache_file
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import problem, shown_problem
 from explorer.app.tabs.contract import Page, Step, Tab
 from explorer.app.tabs.parts.tab_tail import build_tail, wire_link
 from explorer.figures.base import message_figure
@@ -154,7 +154,7 @@ def cards_section() -> tuple:
     try:
         cards = load_cards()
     except Exception as exc:  # an edited card or one of other weights: said, the page still builds
-        return message_figure(problem(exc), "Circuit cards"), f"⚠️ {shown(problem(exc))}"
+        return message_figure(problem(exc), "Circuit cards"), f"⚠️ {shown_problem(exc)}"
     return cards_figure(cards), cards_table_md(cards)
 
 
@@ -184,7 +184,7 @@ def roles_reading(weights) -> str:
 
 
 def _warned(view: str, exc: Exception) -> str:
-    return f"⚠️ **{view}:** {shown(problem(exc))}"
+    return f"⚠️ **{view}:** {shown_problem(exc)}"
 
 
 def ablation_reading(a: dict) -> str:

@@ -1,7 +1,9 @@
 """What a visitor reads when a request fails: the ConfigError itself, or a plain line with an incident
 number; the exception's own text (allocator sizes, type names, recursion) never reaches the page."""
 
+import html
 import logging
+import re
 
 import pytest
 
@@ -72,3 +74,50 @@ def test_an_over_long_list_of_valid_values_is_cut_between_words():
 def test_a_refusal_is_raised_without_a_traceback_in_the_console():
     err = refused(ConfigError("window", 0, "an integer >= 1"))
     assert err.print_exception is False and "window=0 is not valid" in err.message
+
+
+def test_a_status_line_is_cut_between_words_never_inside_one():
+    """Every status line and toast (``shown`` / ``shown_html``) cuts a long text at a comma or a space: the
+    old cut stopped a list of choices inside a name (``'synth… (411 characters in all)``)."""
+    from explorer.runtime.untrusted import shown, shown_html
+
+    names = [f"synthesizer_{i:03d}" for i in range(60)]
+    text = f"attention='x' is not valid: one of {names}"
+    for show in (shown, shown_html):
+        kept = html.unescape(show(text, 290)).replace("\\", "")
+        head, tail = kept.split("…")
+        assert tail == f" ({len(text):,} characters in all)" and len(head) <= 290
+        assert head.endswith("'") and all(n in names for n in re.findall(r"'(\w+)'", head.split("of ", 1)[1]))
+    assert shown("x" * 10_000, 300).startswith("x" * 300 + "…")  # one long word: cut where the limit falls
+
+
+def test_a_refusal_on_a_status_line_lists_every_choice():
+    """A handler's status line (the Weights switch here) shows the whole refusal, not its first 300 characters."""
+    from explorer.app.controls import weights as ui_weights
+    from models import choices
+
+    status = html.unescape(ui_weights.show_trained({"attention": "no_such"})["status"]).replace("\\", "")
+    assert "attention='no_such' is not valid" in status and "characters in all" not in status
+    assert all(repr(k) in status for k in choices()["attention"])
+
+
+def test_a_refused_api_request_is_answered_without_a_traceback():
+    """Through the endpoints themselves (a plain one and a heavy job): the refusal is the ``gr.Error`` Gradio's
+    queue does not print a traceback for (``print_exception`` False), carrying the ConfigError's message."""
+    import asyncio
+
+    import gradio as gr
+
+    from explorer.app.api import endpoints as api
+
+    refusals = []
+    for run in (
+        lambda: api.api_analyze('{"attention": "no_such"}', ""),
+        lambda: asyncio.run(api.api_benchmark("", "64", "sideways")),
+    ):
+        with pytest.raises(gr.Error) as err:
+            run()
+        refusals.append(err.value)
+    assert [e.print_exception for e in refusals] == [False, False]
+    assert "attention='no_such' is not valid" in refusals[0].message
+    assert "mode='sideways' is not valid" in refusals[1].message

@@ -22,7 +22,7 @@ import tempfile
 import gradio as gr
 
 from explorer.app.server.gradio_compat import cache_file
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import shown_problem
 from explorer.app.tabs.parts import train_runs
 from explorer.app.tabs.parts.train_inputs import WEIGHTS, number, upload_config
 from explorer.runtime.cache import release_memory
@@ -125,7 +125,7 @@ def upload(state, file):
         return state, gr.skip(), f"⚠️ **Refused:** {shown(str(exc))}"
     except Exception as exc:  # never an internal message on the page
         release_memory()
-        return state, gr.skip(), f"⚠️ **Refused:** {shown(problem(exc))}"
+        return state, gr.skip(), f"⚠️ **Refused:** {shown_problem(exc)}"
     task, seq_len = saved_run(meta)
     state = {
         "uploaded": model,

@@ -24,7 +24,7 @@ import gradio as gr
 import pandas as pd
 
 from explorer.app.server.jobs import HEAVY, stream_job, visitor_of
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import shown_problem
 from explorer.app.tabs.parts.train_inputs import choice
 from explorer.figures import training as plots_train
 from explorer.figures.gradients import PLACEMENT_COLORS
@@ -212,7 +212,7 @@ async def run_reproduction(name, state, request: gr.Request = None):
     except ConfigError as exc:  # busy
         yield state, f"⚠️ {shown(str(exc))}", gr.skip(), gr.skip(), *SKIP3
     except Exception as exc:  # never a traceback or an internal message on the page
-        yield state, f"⚠️ {name}: {shown(problem(exc))}", gr.skip(), gr.skip(), *SKIP3
+        yield state, f"⚠️ {name}: {shown_problem(exc)}", gr.skip(), gr.skip(), *SKIP3
 
 
 def stop_reproduction(state, request: gr.Request = None):

@@ -28,7 +28,7 @@ from dataclasses import replace
 import gradio as gr
 
 from explorer.app.server.jobs import HEAVY, stream_job, visitor_of
-from explorer.app.server.messages import problem
+from explorer.app.server.messages import problem, shown_problem
 from explorer.app.tabs.parts.train_inputs import WEIGHTS, choice, run_config, training_config
 from explorer.figures import training as plots_train
 from explorer.figures.base import message_figure
@@ -149,7 +149,7 @@ def uploaded_probe(state: dict, weights: str = "trained"):
     except ConfigError as exc:  # a task this model cannot read (e.g. an encoder-decoder on lm)
         return message_figure(f"No probe map for this model: {shown(str(exc))}", "")
     except Exception as exc:  # never a traceback or an internal message on the page
-        return message_figure(f"No probe map for this model: {shown(problem(exc))}", "")
+        return message_figure(f"No probe map for this model: {shown_problem(exc)}", "")
     step = 0 if weights == "initial" else int(state.get("uploaded_step") or 0)
     return plots_train.attention_figure(attention, ideal, labels, step)
 
