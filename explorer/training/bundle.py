@@ -38,7 +38,7 @@ from explorer.training.trainer import RunConfig, Trainer
 from models import ModelConfig
 
 REPLAY_STEPS = 20  # the first steps' losses, recorded one by one (what the replay test compares)
-MAX_TOTAL_BYTES = 24 << 20  # eleven float16 models of the default size (~1.7 MB each) and their JSON
+MAX_TOTAL_BYTES = 24 << 20  # twelve float16 models (~1.7 MB each at the default size, NSA 3.3 MB) and their JSON
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,11 @@ RECIPES = {
             "differential",
             "differential attention (Ye et al. 2025): two softmax maps subtracted, lambda learned per layer",
             {"attention": "differential"},
+        ),
+        Recipe(
+            "nsa",
+            "native sparse attention (Yuan et al. 2025): compressed, selected and window branches mixed by gates",
+            {"attention": "nsa"},
         ),
     )
 }

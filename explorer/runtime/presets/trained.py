@@ -17,6 +17,7 @@ BUNDLE_PRESETS = {
     "Trained: MLA (latent attention)": "mla",
     "Trained: gated attention output": "gated_attention",
     "Trained: differential attention": "differential",
+    "Trained: NSA (native sparse attention)": "nsa",
 }
 TRAINED: dict = {  # first in the dropdown
     "Trained: default (pre-LN, RoPE)": (
@@ -67,5 +68,10 @@ TRAINED: dict = {  # first in the dropdown
         "The default model with differential attention (two softmax maps subtracted, Ye et al. 2025), "
         "trained the same way.",
         dict(attention="differential"),
+    ),
+    "Trained: NSA (native sparse attention)": (
+        "The default model with DeepSeek's native sparse attention (compressed blocks, the top selected blocks "
+        "and a 64-key window, mixed by learned gates; Yuan et al. 2025), trained the same way.",
+        dict(attention="nsa"),
     ),
 }
