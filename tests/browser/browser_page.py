@@ -167,7 +167,7 @@ class Page:
         self.laid_out(quiet_ms=400, timeout_ms=2_000, strict=False)  # Plotly and the layout scripts done
         self.page.screenshot(path=os.path.join(self.shots, f"{name}.png"), full_page=full_page)
 
-    def laid_out(self, quiet_ms: int = 600, timeout_ms: int = 30_000, strict: bool = True) -> None:
+    def laid_out(self, quiet_ms: int = 600, timeout_ms: int = 60_000, strict: bool = True) -> None:
         """Wait until the visible figures have kept their size and every text box (``LAYOUT_JS``) for
         ``quiet_ms`` of the page's time: Plotly's resize and the page's layout scripts (which run in
         animation frames and in timers of up to 150 ms after a resize or a draw) are done. A condition,

@@ -48,6 +48,7 @@ def test_a_phone_gets_one_column_and_every_tab(open_page):
     """On a phone the figures come first, each column the screen's width, every tab a button on screen."""
     phone = open_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     p = phone.page
+    phone.settle()  # the load chain's figures drawn
     phone.laid_out()
     assert p.evaluate("() => document.documentElement.scrollWidth") <= 390
     controls, figures = p.locator("#controls").bounding_box(), p.locator("#figures").bounding_box()
