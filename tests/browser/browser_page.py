@@ -125,7 +125,7 @@ class Page:
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", self._page_error)
         self.page.on("request", self._request)
-        self.page.goto(url)
+        self.page.goto(url, timeout=90_000)  # as long as the first paint may take (Playwright's 30 s failed under load)
         if wait is True:
             self.wait_plot("#attention-grid")
         elif wait:
