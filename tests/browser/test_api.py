@@ -125,7 +125,7 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how,
     lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
     if how == "cancel":
         job = Client(app_url, verbose=False).submit(big, lengths, "forward_backward", api_name="/benchmark")
-        _wait_status(job, {"PROGRESS"}, "the sweep runs its first length")
+        _wait_status(job, RUNNING, "the sweep starts")  # (gradio_client may report no PROGRESS status)
         job.cancel()
     else:  # a separate client process, killed while its sweep runs: its connections drop
         code = (
