@@ -65,10 +65,11 @@ def _stop_a_sweep(page, app_url, how, deadline_s):
     page.page.get_by_label("forward_backward").check()
     known = page.page.evaluate("() => [...window.__events.ids]")  # the events the page had before
     page.page.locator("#run-sweep").click()
-    # the sweep is running: a new event of the page started (its trace of the event streams)
+    # the sweep is running its first length: a new event of the page reported progress (its trace of the
+    # event streams)
     page.page.wait_for_function(
         """(known) => (window.__trace || []).some(([ms, what]) => {
-          const m = what.match(/process_starts (\\S+)/); return m && !known.includes(m[1]); })""",
+          const m = what.match(/: progress (\\S+)/); return m && !known.includes(m[1]); })""",
         arg=known,
         timeout=60_000,
     )
