@@ -91,6 +91,13 @@ TRACE_JS = """(() => {
     return res;
   };
 })()"""  # noqa: E501 (JavaScript kept verbatim)
+# A signature of what the visible Plotly figures show: each one's laid-out size and the rounded box of
+# each of its texts (titles, ticks, labels, annotations). It changes while Plotly or the page's layout
+# scripts (a resize, their pass after Plotly's) still move something.
+LAYOUT_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent !== null)
+  .map(g => { const l = g._fullLayout || {}; return [l.width, l.height, ...[...g.querySelectorAll('svg text')]
+    .map(t => { const b = t.getBoundingClientRect(); return [t.textContent.length, Math.round(b.left),
+      Math.round(b.top), Math.round(b.width), Math.round(b.height)].join(','); })].join(';'); }).join('|')"""
 # -> [events pending, ms since the last join or message, progress indicators showing]
 BUSY_JS = """() => { const ev = window.__events;
   if (!ev) return [0, 1e9, 0];
@@ -118,7 +125,7 @@ class Page:
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", self._page_error)
         self.page.on("request", self._request)
-        self.page.goto(url)
+        self.page.goto(url, timeout=90_000)  # as long as the first paint may take (Playwright's 30 s failed under load)
         if wait is True:
             self.wait_plot("#attention-grid")
         elif wait:
@@ -157,8 +164,32 @@ class Page:
 
     def shot(self, name, full_page=False):
         """A screenshot into ``self.shots`` (a temporary folder unless the screenshots are refreshed)."""
-        self.page.wait_for_timeout(800)  # let Plotly finish its transition
+        self.laid_out(quiet_ms=400, timeout_ms=2_000, strict=False)  # Plotly and the layout scripts done
         self.page.screenshot(path=os.path.join(self.shots, f"{name}.png"), full_page=full_page)
+
+    def laid_out(self, quiet_ms: int = 600, timeout_ms: int = 60_000, strict: bool = True) -> None:
+        """Wait until the visible figures have kept their size and every text box (``LAYOUT_JS``) for
+        ``quiet_ms`` of the page's time: Plotly's resize and the page's layout scripts (which run in
+        animation frames and in timers of up to 150 ms after a resize or a draw) are done. A condition,
+        not a fixed pause: on a loaded machine it waits as long as the page keeps moving things.
+        ``strict=False``: return at the timeout instead of failing (a screenshot of a live figure)."""
+        from playwright.sync_api import Error
+
+        deadline = time.monotonic() + timeout_ms / 1000
+        last, since = None, None
+        while time.monotonic() < deadline:
+            try:
+                now, sig = self.page.evaluate(f"() => [performance.now(), ({LAYOUT_JS})()]")
+            except Error:  # a document being replaced
+                last = None
+                continue
+            if sig != last:
+                last, since = sig, now
+            elif now - since >= quiet_ms:
+                return
+            self.page.wait_for_timeout(100)
+        if strict:
+            raise AssertionError(f"the figures were still moving after {timeout_ms} ms")
 
     def quiet_for(self, ms: int) -> int:
         """Requests the page queued during the next ``ms`` milliseconds."""

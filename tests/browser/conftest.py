@@ -1,11 +1,14 @@
-"""One app server per test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess;
+"""Shared app servers for the test session: ``python app.py`` on 127.0.0.1 and a free port, in a subprocess;
 one Chromium per run of consecutive test files that use it (per pytest-xdist worker); pages in fresh
 browser contexts.
 
-Fixtures: ``app_url`` (the shared app), ``serve_app`` (the launcher, for a test that needs a server of
-its own), ``browser``, ``open_page`` (a ``browser_page.Page`` of the shared app or of any URL, at a
-viewport, waiting for the first paint, recording console errors; closed after the test), ``page``
-(``open_page()``: the shared app's start page) and ``shots_dir``. Without Chromium or Playwright the
+Fixtures: ``app_url`` (the shared app), ``limited_app`` (a second shared app, under an address-space
+limit, behind a stand-in proxy, offering a checkpoint: for the files that attack a small host over HTTP
+and the checkpoint's), ``serve_app`` (the launcher, for a test that needs a server of its own),
+``browser``, ``open_page`` (a ``browser_page.Page`` of the shared app or of any URL, at a viewport,
+waiting for the first paint, recording console errors; closed after the test), ``page``
+(``open_page()``: the shared app's start page), ``shots_dir``, and ``app_started_s`` and ``one_run_s``
+(this run's measures of how loaded the machine is, for deadlines). Without Chromium or Playwright the
 tests that need a browser are skipped (under CI, where Chromium must be installed, they fail)."""
 
 import contextlib
@@ -26,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # browser_page, the sh
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_LOGS = {}  # log name -> log file of each server running now (a failing test's report shows their tails)
+STARTED_S = {}  # log name -> seconds its server took to answer, this run: a measure of how loaded the machine is
+LIMIT_AS = 8 << 30  # ``limited_app``'s address-space limit: the memory of a small host (a free Space)
 
 
 def _free_port() -> int:
@@ -70,7 +75,8 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",), limit_
     if info is not None:
         info["pid"] = proc.pid
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 120
+    t0 = time.time()
+    deadline = t0 + 120
     try:
         while True:
             if proc.poll() is not None:
@@ -84,6 +90,7 @@ def serve(extra_env=None, log_name="app-server.log", command=("app.py",), limit_
             if time.time() > deadline:
                 pytest.fail(f"{name} did not start within 120 s")
             time.sleep(0.5)
+        STARTED_S[log_name] = time.time() - t0
         yield url
         if proc.poll() is not None:  # the server thread may answer while the main thread died
             pytest.fail(f"{name} died during the session with code {proc.returncode}")
@@ -137,6 +144,61 @@ def app_url(request):
     stack = _shared(request.config)
     request.addfinalizer(stack.close)
     return stack.enter_context(serve())
+
+
+@pytest.fixture(scope="session")
+def app_started_s(app_url) -> float:
+    """Seconds the shared app took to start in this run (``STARTED_S``): a baseline of how loaded the
+    machine is, for a deadline or a setting that must scale with it."""
+    return STARTED_S["app-server.log"]
+
+
+@pytest.fixture(scope="session")
+def one_run_s(app_url) -> float:
+    """The deadline for a stopped sweep to give its slot back, from this run's own pace: a stopped sweep
+    ends within one run of its model (12 layers of width 512, forward and backward, 256 tokens: about
+    1.5 s on a quiet two-core machine), so four times one such run timed here on the shared app, and at
+    least 8 s. A sweep that was not stopped holds its slot for the rest of its eight runs, longer than that."""
+    import json
+
+    from gradio_client import Client
+
+    big = json.dumps({"n_layers": 12, "d_model": 512, "n_heads": 16, "attention": "sliding_window"})
+    t0 = time.perf_counter()
+    Client(app_url, verbose=False).predict(big, "256", "forward_backward", api_name="/benchmark")
+    return max(8.0, 4 * (time.perf_counter() - t0))
+
+
+@pytest.fixture(scope="session")
+def limited_app(request, tmp_path_factory):
+    """A second app shared by this folder's files that need other settings than the newcomer's: those
+    that attack a small host over HTTP (uploads, training, floods) and the one of an offered checkpoint.
+    ``python app.py`` under ``LIMIT_AS`` of address space, each client named by the first entry of its
+    ``X-Forwarded-For`` (the socket's address without one: ``EXPLORER_CLIENT_ADDRESS=forwarded-first``),
+    its ``TMPDIR`` a folder of its own, offering a tiny local checkpoint, ``tiny``
+    (``tests/tiny_checkpoint.py``: a Llama with a BPE tokenizer) through ``EXPLORER_CHECKPOINTS`` ->
+    ``{"url", "pid", "tmp", "limit_as", "offered", "cfg", "tok"}`` (``offered``: the folder holding
+    ``tiny``). Each test leaves it as it found it (its uploads refused or its jobs ended); one that
+    reads the server's peak memory resets it first."""
+    from tiny_checkpoint import make_checkpoint
+
+    tmp = tmp_path_factory.mktemp("limited-app-tmp")
+    offered = tmp_path_factory.mktemp("offered")
+    _, cfg, tok = make_checkpoint(offered / "tiny")
+    info = {}
+    env = {"TMPDIR": str(tmp), "EXPLORER_CLIENT_ADDRESS": "forwarded-first", "EXPLORER_CHECKPOINTS": str(offered)}
+    stack = _shared(request.config)
+    request.addfinalizer(stack.close)
+    url = stack.enter_context(serve(env, log_name="limited-app.log", limit_as=LIMIT_AS, info=info))
+    return {
+        "url": url,
+        "pid": info["pid"],
+        "tmp": tmp,
+        "limit_as": LIMIT_AS,
+        "offered": offered,
+        "cfg": cfg,
+        "tok": tok,
+    }
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own teardown: the last test's fixtures close first

@@ -1,4 +1,4 @@
-"""A pretrained checkpoint in Chromium and through ``gradio_client``, on a server of its own that offers
+"""A pretrained checkpoint in Chromium and through ``gradio_client``, on the shared ``limited_app``, which offers
 a tiny local checkpoint (``tests/tiny_checkpoint.py``: a Llama with a BPE tokenizer) through
 ``EXPLORER_CHECKPOINTS``: choose it, see its tokenizer's tokens in the maps, apply a window, see the
 perplexity change; open its share link in a fresh page; upload its files; call ``/analyze`` on it."""
@@ -9,7 +9,6 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from gradio_client import Client
-from tiny_checkpoint import make_checkpoint
 
 WEIGHTS_LINE = "() => (document.querySelector('#weights-line') || {}).innerText || ''"
 ZOOM_TEXT = "() => (document.querySelector('#zoom-plot') || {}).textContent || ''"
@@ -18,11 +17,8 @@ TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
 
 
 @pytest.fixture(scope="module")
-def ckpt_server(serve_app, tmp_path_factory):
-    root = tmp_path_factory.mktemp("offered")
-    _, cfg, tok = make_checkpoint(root / "tiny")
-    with serve_app({"EXPLORER_CHECKPOINTS": str(root)}, log_name="checkpoint-server.log") as url:
-        yield url, root, cfg, tok
+def ckpt_server(limited_app):
+    return limited_app["url"], limited_app["offered"], limited_app["cfg"], limited_app["tok"]
 
 
 def _line(page) -> str:

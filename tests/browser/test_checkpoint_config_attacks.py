@@ -11,7 +11,6 @@ import torch
 from gradio_client import Client, handle_file
 from safetensors.torch import save_file
 
-LIMIT_AS = 8 << 30
 PROMPT_S = 60  # a hang guard for one answer on a busy machine, not a timing claim (benchmarks time it)
 QWEN2_BOMB = {
     "model_type": "qwen2",
@@ -27,9 +26,10 @@ QWEN2_BOMB = {
 
 
 @pytest.fixture(scope="module")
-def server(serve_app):
-    with serve_app({}, log_name="checkpoint-config-attacks.log", limit_as=LIMIT_AS) as url:
-        yield url, Client(url, verbose=False)
+def server(limited_app):
+    """The shared ``limited_app`` (8 GiB of address space); these clients send no ``X-Forwarded-For``."""
+    assert limited_app["limit_as"] == 8 << 30
+    return limited_app["url"], Client(limited_app["url"], verbose=False)
 
 
 def crafted(folder, config_text: str):

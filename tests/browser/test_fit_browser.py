@@ -48,7 +48,8 @@ def test_a_phone_gets_one_column_and_every_tab(open_page):
     """On a phone the figures come first, each column the screen's width, every tab a button on screen."""
     phone = open_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     p = phone.page
-    p.wait_for_timeout(800)
+    phone.settle()  # the load chain's figures drawn
+    phone.laid_out()
     assert p.evaluate("() => document.documentElement.scrollWidth") <= 390
     controls, figures = p.locator("#controls").bounding_box(), p.locator("#figures").bounding_box()
     inner = p.evaluate("() => document.querySelector('#controls').parentElement.clientWidth")
@@ -110,14 +111,12 @@ SMALL_TEXT_JS = """(sel) => [...document.querySelectorAll(sel + ' .js-plotly-plo
     .map(t => [t.getAttribute('class'), t.textContent.slice(0, 20), getComputedStyle(t).fontSize])"""  # noqa: E501 (JavaScript kept verbatim)
 
 
-@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
-def test_presentation_mode_fits_one_screen(open_page, size):
-    page = open_page(viewport={"width": size[0], "height": size[1]})
+def _fits_one_screen(page, size):
+    """Presentation mode on (the Attention tab): a one-line header, the grid and the statistics each on one
+    screen with their titles, square map cells, no grid text under 16 px."""
     p = page.page
-    p.locator("#present-toggle").click()
-    p.wait_for_function("() => document.body.classList.contains('presentation')")
     assert p.evaluate(HEADER_JS) <= 80, "the header takes more than one line"
-    p.wait_for_timeout(500)
+    page.laid_out()
     for sel in ("#attention-grid", "#attention-stats"):
         p.locator(sel).scroll_into_view_if_needed()
         p.evaluate(f"() => document.querySelector('{sel}').scrollIntoView({{block: 'start'}})")
@@ -128,10 +127,6 @@ def test_presentation_mode_fits_one_screen(open_page, size):
     per_key, per_query = p.evaluate(CELL_JS)
     assert abs(per_key / per_query - 1) < 0.05, f"map cells are {per_key:.1f} x {per_query:.1f} px"
     assert not p.evaluate(SMALL_TEXT_JS, "#attention-grid")
-    page.tab("Gradients")
-    assert not _wait_fitted(p)
-    assert not p.evaluate(SMALL_TEXT_JS, "#grad-plot")
-    page.check_clean()
 
 
 # The attention grid with the page and the figure column scrolled to their tops: its box, its figure's
@@ -154,10 +149,12 @@ def _grid_at_top(p, fits, timeout=15_000):
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
-def test_presentation_grid_fits_below_the_header(open_page, size):
-    """Presentation mode at the projector's size: with the page and the figure column at their tops
-    (the header, buttons and tabs above the grid), the whole attention grid and its title are on
-    screen, its cells square; also after a redraw (the pickers: fewer layers, then all again). Back
+def test_presentation_mode_fits_one_screen(open_page, size):
+    """Presentation mode at the projector's size, one page: a one-line header, the first figure and its
+    title on one screen, square map cells, text of at least 16 px (``_fits_one_screen``); with the page
+    and the figure column at their tops (the header, buttons and tabs above the grid), the whole
+    attention grid and its title are on screen, its cells square; also after a redraw (the pickers:
+    fewer layers, then all again); the Gradients tab's figure fits and has no text under 16 px. Back
     in normal mode the grid has the height the server drew it at (``grid_height``)."""
     from explorer.figures.attention import MAX_GRID, grid_height
     from models import ModelConfig
@@ -167,6 +164,7 @@ def test_presentation_grid_fits_below_the_header(open_page, size):
     p = page.page
     p.locator("#present-toggle").click()
     p.wait_for_function("() => document.body.classList.contains('presentation')")
+    _fits_one_screen(page, size)
 
     def on_screen(g):
         return g["top"] >= -1 and g["bottom"] <= size[1] + 0.5 and g["title"] >= g["top"] - 1
@@ -184,6 +182,10 @@ def test_presentation_grid_fits_below_the_header(open_page, size):
         page.settle()
         g = check(f"layers {spec}")
         assert g["height"] <= size[1], (spec, g)  # the panels as large as the screen allows, never past it
+    page.tab("Gradients")
+    assert not _wait_fitted(p)
+    assert not p.evaluate(SMALL_TEXT_JS, "#grad-plot")
+    page.tab("Attention")
     p.locator("#present-toggle").click()
     p.wait_for_function("() => !document.body.classList.contains('presentation')")
     g = _grid_at_top(p, lambda g: abs(g["height"] - grid_height(rows)[0]) <= 1)

@@ -2,8 +2,6 @@
 (one request), the Layers / Heads shown pickers redraw the grid and go into the share link, a link
 restores them, and the grid fits a 1280x720 and a 1920x1080 screen in presentation mode."""
 
-import pytest
-
 ZOOM_TITLE = (
     "() => { const e = document.querySelector('#zoom-plot .js-plotly-plot'); "
     "return e && e.layout ? e.layout.title.text : ''; }"
@@ -23,7 +21,8 @@ def _grid_names(page):
     return page.page.evaluate("() => document.querySelector('#attention-grid .js-plotly-plot').data.map(t => t.name)")
 
 
-def test_click_a_panel_zooms_into_that_head(page):
+def test_click_a_panel_zooms_into_that_head_then_the_pickers_redraw_the_grid(page, open_page):
+    """One page: the clicks on panels (the default 4 x 4 grid), then the pickers (``_pickers``)."""
     page.page.wait_for_function(f"({ZOOM_TITLE})().includes('Layer 0, head 0')", timeout=90_000)
     page.settle()
     page.page.locator("#attention-grid").scroll_into_view_if_needed()
@@ -46,9 +45,11 @@ def test_click_a_panel_zooms_into_that_head(page):
     page.page.mouse.click(x, y)
     page.page.wait_for_function(f"({ZOOM_TITLE})().includes('Layer 1, head 0')", timeout=60_000)
     page.check_clean()
+    _pickers(page, open_page)
 
 
-def test_pickers_redraw_the_grid_and_go_into_the_link(page, open_page):
+def _pickers(page, open_page):
+    """The Layers / Heads shown pickers redraw the grid and go into the share link; a link restores them."""
     page.settle()
     page.commit_number("grid-layers", "1-2")
     page.page.wait_for_function(f"() => ({GRID})().data.length === 8", timeout=60_000)
@@ -78,16 +79,19 @@ def test_pickers_redraw_the_grid_and_go_into_the_link(page, open_page):
     other.check_clean()
 
 
-@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
-def test_eight_layers_fit_the_screen_in_presentation_mode(open_page, size):
+def test_eight_layers_fit_the_screen_in_presentation_mode(open_page):
+    """One page, resized from a 1280x720 screen to a 1920x1080 one."""
     p = open_page("?n_layers=8&n_heads=8")
-    p.page.set_viewport_size({"width": size[0], "height": size[1]})
+    p.page.set_viewport_size({"width": 1280, "height": 720})
     p.page.wait_for_function(f"() => ({GRID})().data.length === 64", timeout=90_000)
     p.page.locator("#present-toggle").click()
     p.page.locator("#controls-toggle").click()
-    p.page.wait_for_timeout(800)
-    p.page.locator("#attention-grid").scroll_into_view_if_needed()
-    box = p.page.evaluate(f"() => ({GRID})().getBoundingClientRect().height")
-    assert box <= size[1], f"the 8-row grid is {box}px tall on a {size[1]}px screen"
-    p.shot(f"grid-{size[0]}x{size[1]}")
+    for size in ((1280, 720), (1920, 1080)):
+        p.page.set_viewport_size({"width": size[0], "height": size[1]})
+        p.page.wait_for_function("(w) => window.innerWidth === w", arg=size[0])
+        p.laid_out()
+        p.page.locator("#attention-grid").scroll_into_view_if_needed()
+        box = p.page.evaluate(f"() => ({GRID})().getBoundingClientRect().height")
+        assert box <= size[1], f"the 8-row grid is {box}px tall on a {size[1]}px screen"
+        p.shot(f"grid-{size[0]}x{size[1]}")
     p.check_clean()

@@ -8,7 +8,8 @@ its own command: ``EXPLORER_SCREENSHOTS=assets/screenshots python -m pytest test
 from explorer.analysis import attention_maps
 
 
-def test_page_loads_with_heatmaps(page):
+def test_page_loads_with_heatmaps_then_the_gradient_and_model_tabs_and_bad_input_keeps_them(page):
+    """The start page's maps; its Gradients and Model tabs; a bad number warns and keeps the figures."""
     grid = page.plot("#attention-grid")
     assert grid["traces"] == 16 and grid["names"][0] == "layer 0 head 0"
     # default: full causal attention on the default text -> the upper triangle is blank
@@ -17,6 +18,25 @@ def test_page_loads_with_heatmaps(page):
     # PNG export: Plotly's own toolbar button, in the browser
     assert page.page.locator("#attention-grid .modebar-btn[data-title='Download plot as a PNG']").count() == 1
     page.shot("attention")
+    page.check_clean()
+    # the Gradients and Model tabs of the same page
+    page.tab("Gradients")
+    page.wait_plot("#grad-plot")
+    grad = page.plot("#grad-plot")
+    assert {"post", "pre (current)", "sandwich", "rezero = 0", "none"} <= set(grad["names"])
+    assert "last layer ÷ first layer" in page.page.locator("#grad-reading").inner_text()
+    page.shot("gradients")
+    page.tab("Model")
+    page.page.wait_for_function("() => document.querySelector('#model-card').innerText.includes('parameters')")
+    page.shot("model")
+    page.check_clean()
+    # bad input warns and keeps the last figures
+    page.tab("Attention")
+    before = page.plot("#attention-grid")
+    page.page.locator("#ctl-n_layers input").fill("99")
+    page.page.locator("#ctl-n_layers input").press("Tab")
+    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('n_layers')")
+    assert page.plot("#attention-grid") == before
     page.check_clean()
 
 
@@ -57,13 +77,7 @@ def test_share_link_restores_every_control_in_a_new_context(page, open_page):
     other.check_clean()
 
 
-def test_bad_input_warns_and_keeps_the_last_figures(page, open_page):
-    before = page.plot("#attention-grid")
-    page.page.locator("#ctl-n_layers input").fill("99")
-    page.page.locator("#ctl-n_layers input").press("Tab")
-    page.page.wait_for_function("() => document.querySelector('#status').innerText.includes('n_layers')")
-    assert page.plot("#attention-grid") == before
-    page.check_clean()
+def test_a_hostile_link_warns_and_keeps_the_rest(open_page):
     hostile = open_page("?n_layers=%3Cscript%3E&bogus=1")
     # the refused fields are named (escaped, never run) and the rest of the link is kept
     hostile.page.wait_for_function(
@@ -72,19 +86,6 @@ def test_bad_input_warns_and_keeps_the_last_figures(page, open_page):
     assert "n_layers" in hostile.page.locator("#status").inner_text()
     assert hostile.value("ctl-n_layers") == "4"
     hostile.check_clean()
-
-
-def test_gradient_and_model_tabs(page):
-    page.tab("Gradients")
-    page.wait_plot("#grad-plot")
-    grad = page.plot("#grad-plot")
-    assert {"post", "pre (current)", "sandwich", "rezero = 0", "none"} <= set(grad["names"])
-    assert "last layer ÷ first layer" in page.page.locator("#grad-reading").inner_text()
-    page.shot("gradients")
-    page.tab("Model")
-    page.page.wait_for_function("() => document.querySelector('#model-card').innerText.includes('parameters')")
-    page.shot("model")
-    page.check_clean()
 
 
 def test_sweep_draws_curves(page):

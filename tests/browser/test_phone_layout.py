@@ -67,7 +67,16 @@ def _install(page):
         " return gd && gd.__phone && gd.__phone.key; }",
         timeout=30_000,
     )
-    page.page.wait_for_timeout(600)
+    page.settle()  # the load chain's figures drawn
+    page.laid_out()
+
+
+def _wait(p, condition: str, timeout: int = 10_000) -> None:
+    """Wait for ``condition`` (a scroll's end); at the timeout return: the caller's assertion says what is off."""
+    try:
+        p.wait_for_function(condition, timeout=timeout)
+    except Exception:  # noqa: BLE001 - the assertion after it names what is wrong
+        pass
 
 
 def _apart(a, b, slack=1):
@@ -101,7 +110,7 @@ def test_phone_grid_is_on_the_first_screen_and_one_tap_from_a_control(open_page)
     text, width, height, inside = p.evaluate(JUMP_JS)
     assert "Result" in text and height >= 44 and inside, (text, height, inside)
     p.locator("#phone-jump").tap()
-    p.wait_for_timeout(300)
+    _wait(p, f"() => {{ const t = ({GRID_JS})()[3]; return 0 <= t && t < {PHONE['height'] / 2}; }}")
     top = p.evaluate(GRID_JS)[3]
     assert 0 <= top < PHONE["height"] / 2, f"after the tap the grid's top is at {top:.0f} px"
     page.shot("phone-after-jump")
@@ -110,12 +119,12 @@ def test_phone_grid_is_on_the_first_screen_and_one_tap_from_a_control(open_page)
     assert "Controls" in p.evaluate(JUMP_JS)[0]
     p.focus("#phone-jump")
     p.keyboard.press("Enter")
-    p.wait_for_timeout(300)
+    _wait(p, "() => Math.abs(document.querySelector('#controls').getBoundingClientRect().top) < 20")
     assert abs(p.evaluate("() => document.querySelector('#controls').getBoundingClientRect().top")) < 20
     assert p.evaluate("() => document.activeElement.id") == "controls"
     p.focus("#phone-jump")
     p.keyboard.press("Enter")
-    p.wait_for_timeout(300)
+    _wait(p, f"() => {{ const t = ({GRID_JS})()[3]; return 0 <= t && t < {PHONE['height'] / 2}; }}")
     assert 0 <= p.evaluate(GRID_JS)[3] < PHONE["height"] / 2
     page.check_clean()
 
@@ -135,7 +144,7 @@ def test_phone_figures_of_every_tab_print_no_text_over_text(open_page):
             p.locator("#compare-run").click()
             page.wait_plot("#compare-grid-b")
             page.settle()
-        p.wait_for_timeout(1500)  # the layout script's pass after the tab's figures are resized
+        page.laid_out(quiet_ms=1000)  # the layout script's pass after the tab's figures are resized
         for plot, pairs in p.evaluate(OVERLAPS_JS).items():
             seen.append(plot)
             if pairs:
@@ -158,7 +167,7 @@ def test_projected_grid_labels_fit_their_panels_at_1280(open_page):
     normal = min(p.evaluate(GRID_JS)[2])
     p.locator("#present-toggle").click()
     p.wait_for_function("() => document.body.classList.contains('presentation')")
-    p.wait_for_timeout(1500)
+    page.laid_out(quiet_ms=1000)
     for hidden in (False, True):
         grid_y, _, panels, top = p.evaluate(GRID_JS)
         labels, titles = p.evaluate(LABELS_JS)
@@ -187,7 +196,7 @@ def test_projected_grid_labels_fit_their_panels_at_1280(open_page):
             assert shown >= 0.95 * min(normal, 90), f"panels of {shown:.0f} px (normal view {normal:.0f} px)"
             p.locator("#controls-toggle").click()
             p.wait_for_function("() => document.querySelector('#controls').offsetParent === null")
-            p.wait_for_timeout(1500)
+            page.laid_out(quiet_ms=1000)
         else:
             assert min(panels) >= 1.25 * shown, (
                 f"hiding the controls took the panels from {shown:.0f} to {min(panels):.0f} px only"

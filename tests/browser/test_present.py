@@ -8,7 +8,17 @@ TITLE_PX = """() => parseFloat(getComputedStyle(document.querySelector('#attenti
 READING_PX = """() => parseFloat(getComputedStyle(document.querySelector('#maps-reading p')).fontSize)"""
 
 
-def test_presentation_mode_enlarges_text_and_hides_controls(page):
+def test_presentation_mode_enlarges_text_and_hides_controls_then_figures_stay_in_view_and_titles_clear(page):
+    """One page: presentation mode (``_enlarges``), then, back in normal mode at 1280 x 720, the figures
+    kept in view while the controls scroll (``_stay_in_view``) and the titles (``_titles_clear``)."""
+    _enlarges(page)
+    page.page.locator("#present-toggle").click()
+    page.page.wait_for_function("() => !document.body.classList.contains('presentation')")
+    _stay_in_view(page)
+    _titles_clear(page)
+
+
+def _enlarges(page):
     title, reading = page.page.evaluate(TITLE_PX), page.page.evaluate(READING_PX)
     page.page.locator("#present-toggle").click()
     page.page.wait_for_function("() => document.body.classList.contains('presentation')")
@@ -27,8 +37,10 @@ def test_presentation_mode_enlarges_text_and_hides_controls(page):
     page.check_clean()
 
 
-def test_figures_stay_in_view_while_the_controls_scroll(page):
+def _stay_in_view(page):
     page.page.set_viewport_size({"width": 1280, "height": 720})
+    page.page.evaluate("() => window.scrollTo(0, 0)")
+    page.page.wait_for_function("() => window.scrollY === 0")
     tall = page.page.evaluate("() => document.querySelector('#controls').getBoundingClientRect().height")
     assert tall > 720  # the case this guards: a control column taller than the screen
     page.page.mouse.move(200, 400)
@@ -57,7 +69,8 @@ def test_figures_stay_in_view_while_the_controls_scroll(page):
 
 def test_a_phone_viewport_has_no_horizontal_page_scroll(open_page):
     phone = open_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)  # first paint drawn
-    phone.page.wait_for_timeout(1000)
+    phone.settle()  # the load chain's figures drawn
+    phone.laid_out()
     width = phone.page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= 390, f"the page is {width}px wide on a 390px screen"
     phone.page.screenshot(path=os.path.join(phone.shots, "phone.png"))
@@ -79,7 +92,7 @@ def _apart(a, b):
     return a["bottom"] <= b["top"] or b["bottom"] <= a["top"] or a["right"] <= b["left"] or b["right"] <= a["left"]
 
 
-def test_figure_titles_are_whole_and_clear_of_the_labels(page):
+def _titles_clear(page):
     """Each figure's title lies inside its figure (a title of several lines pinned to the top used to
     stick out above it), and Gradio's label never covers it: above the figure normally, hidden in
     presentation mode, where the title is larger and says the same; the grid has none (its title names it)."""

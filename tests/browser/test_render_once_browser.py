@@ -10,8 +10,10 @@ STATE_JS = """() => ({panels: document.querySelector('#attention-grid .js-plotly
 
 
 def test_a_redraw_chain_skips_the_outgoing_draws_and_shows_the_new_figures(page):
+    """Also, first, on the same page: each draw runs in a task of its own (``_draw_order``)."""
     p = page.page
     page.settle()
+    _draw_order(page)
     before = p.evaluate(COUNTS_JS)
     heads = min(8, int(page.value("ctl-n_heads")))
     page.commit_number("ctl-n_layers", "3")
@@ -38,8 +40,9 @@ FRAMES_JS = """() => { window.__frames = [];
   window.__stopFrames = false; requestAnimationFrame(tick); }"""
 
 
-def test_every_frame_of_a_redraw_shows_a_figure_in_each_box(page):
-    """The draws run in tasks after Gradio's swap of the elements: the old figure stays until the new one is drawn."""
+def test_every_frame_of_a_redraw_shows_a_figure_in_each_box_and_quick_changes_leave_one(page):
+    """The draws run in tasks after Gradio's swap of the elements: the old figure stays until the new one is drawn.
+    Then, on the same page, picks faster than the draws (``_quick_changes``)."""
     p = page.page
     page.settle()
     before = p.evaluate(COUNTS_JS)
@@ -57,6 +60,7 @@ def test_every_frame_of_a_redraw_shows_a_figure_in_each_box(page):
     blank = [i for i, f in enumerate(frames) if 0 in f]
     assert not blank, (len(frames), blank[:10], [frames[i] for i in blank[:10]])
     assert after["kept"] > before["kept"], (before, after)  # outgoing figures stood in for the new elements
+    _quick_changes(page)
 
 
 DRAW_ORDER_JS = """async () => {
@@ -72,10 +76,9 @@ DRAW_ORDER_JS = """async () => {
   return seen; }"""  # noqa: E501 (JavaScript kept verbatim)
 
 
-def test_each_draw_runs_in_a_task_of_its_own(page):
+def _draw_order(page):
     """Two figures asked for in one task: neither is drawn as the calls return, the first one task later, the
     second after it; each promise resolves with its element, as Plotly's own does."""
-    page.settle()
     assert page.page.evaluate(DRAW_ORDER_JS) == [[False, False], [True, False], [True, True, True, True]]
 
 
@@ -85,12 +88,12 @@ BOXES_JS = """() => ['attention-grid', 'attention-stats', 'zoom-plot'].map((id) 
   return [id, plots.length, plots.map((g) => String((g.layout.title || {}).text || ''))]; })"""
 
 
-def test_quick_changes_leave_one_figure_per_box_showing_the_last_pick(page):
+def _quick_changes(page):
     """Picks faster than the draws: every outgoing figure that stood in is gone once the page settles, and each box
     shows exactly one figure, the grid's for the last pick."""
     p = page.page
     page.settle()
-    for option in ("sliding_window", "bigbird", "strided", "longformer"):
+    for option in ("block_local", "bigbird", "strided", "longformer"):  # four picks (sliding_window is on)
         page.choose("ctl-attention", option)
         p.wait_for_timeout(150)
     p.wait_for_function(

@@ -57,7 +57,9 @@ def _labels(page, sel):
     return page.page.evaluate(AXIS_LABELS_JS, sel)
 
 
-def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
+def test_preset_shows_cross_attention_labels_zooms_and_the_separator_moves_the_split(page):
+    """The preset's grids; on the same page, its extra grids' labels and zoom (``_extra_grids``); then the
+    separator moves the split."""
     assert not page.page.locator("#separator").is_visible()  # decoder-only default: no separator box
     page.choose("preset", PRESET)
     page.wait_plot("#cross-grid")
@@ -73,6 +75,7 @@ def test_preset_shows_cross_attention_and_the_separator_moves_the_split(page):
     assert [y.split(" ", 1)[1] for y in cross["y"]] == [("␣" if c == " " else c) for c in tgt]  # target rows
     page.page.locator("#cross-grid").scroll_into_view_if_needed()
     page.shot("encoder_decoder_cross")
+    _extra_grids(page)
     # move the split: a text with both separators, then the separator box changed to "|"
     box = page.page.locator("#text textarea")
     box.fill("ab|cd=>xyz")
@@ -132,12 +135,10 @@ ZOOM_TITLE_JS = """() => { const t = document.querySelector('#stack-zoom .gtitle
   return t && t.getBoundingClientRect().width > 0 ? t.textContent : null; }"""
 
 
-def test_extra_grids_label_tokens_and_zoom_on_a_click(page):
+def _extra_grids(page):
     """The cross-attention grid labels its outer panels with the source (columns) and target (rows)
     tokens; a click on a panel shows that head large under the grids, its title naming the map, the
     layer and the head, with every token on its axes; a click on another panel changes it."""
-    page.choose("preset", PRESET)
-    page.wait_plot("#cross-grid")
     page.settle()
     p = page.page
     src, tgt = page.value("text").split("=>")

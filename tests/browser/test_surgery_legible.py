@@ -12,10 +12,11 @@ table) on a 1440 x 900 laptop, a 1280 x 720 projector in presentation mode, a 10
 * the difference view prints no text over text at all (the table's slanted labels are left out of that
   check: the boxes of rotated text overlap where the glyphs do not).
 
-The projector draws the figures in presentation mode, then measures again after presentation mode is
-switched off and on (a figure re-laid out, not redrawn)."""
+The three desktop screens are one page: the projector draws the figures in presentation mode, then
+measures again after presentation mode is switched off and on (a figure re-laid out, not redrawn); then
+the window is resized to the laptop's and the older projector's size (re-laid out again, as for a window
+resized). The phone is a page of its own (a mobile, touch context)."""
 
-import pytest
 from test_phone_layout import OVERLAPS_JS
 
 MIN_PX = 11
@@ -56,19 +57,20 @@ MEASURE_JS = """([ids, minPx]) => { const out = {};
   }
   return out; }"""  # noqa: E501 (JavaScript kept verbatim)
 
-VIEWS = {
-    "laptop": dict(viewport={"width": 1440, "height": 900}),
-    "projector": dict(viewport={"width": 1280, "height": 720}),
-    "xga": dict(viewport={"width": 1024, "height": 768}),  # an older projector, controls shown: a 614 px figure
-    "phone": dict(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True),
+PROJECTOR = {"width": 1280, "height": 720}
+RESIZED = {
+    "laptop": {"width": 1440, "height": 900},
+    "xga": {"width": 1024, "height": 768},  # an older projector, controls shown: a 614 px figure
 }
+PHONE = dict(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
 
 
-def _present(p, on: bool):
+def _present(page, on: bool):
+    p = page.page
     if p.evaluate("() => document.body.classList.contains('presentation')") != on:
         p.locator("#present-toggle").click()
     p.wait_for_function(f"() => document.body.classList.contains('presentation') === {str(on).lower()}")
-    p.wait_for_timeout(1200)  # the page's layout scripts: a resize, then their pass after Plotly's
+    page.laid_out()  # the page's layout scripts: a resize, then their pass after Plotly's
 
 
 def _surgery(page):
@@ -89,7 +91,7 @@ def _surgery(page):
         timeout=60_000,
     )
     page.settle()
-    p.wait_for_timeout(1500)  # the layout scripts' pass after the tab's figures are resized
+    page.laid_out()  # the layout scripts' pass after the tab's figures are resized
 
 
 def _problems(page, where: str) -> list:
@@ -112,19 +114,32 @@ def _problems(page, where: str) -> list:
     return out
 
 
-@pytest.mark.parametrize("view", list(VIEWS))
-def test_surgery_figures_are_legible(open_page, view):
-    page = open_page(**VIEWS[view])
-    p = page.page
-    if view == "projector":
-        _present(p, True)
+def test_surgery_figures_are_legible_on_a_phone(open_page):
+    page = open_page(**PHONE)
     _surgery(page)
-    page.shot(f"surgery-legible-{view}", full_page=view == "phone")
-    problems = _problems(page, view)
-    if view == "projector":  # the figures re-laid out for another mode, not redrawn
-        _present(p, False)
-        problems += _problems(page, "projector, presentation mode off")
-        _present(p, True)
-        problems += _problems(page, "projector, presentation mode on again")
+    page.shot("surgery-legible-phone", full_page=True)
+    problems = _problems(page, "phone")
+    assert not problems, "\n".join(map(str, problems))
+    page.check_clean()
+
+
+def test_surgery_figures_are_legible_on_desktop_screens(open_page):
+    page = open_page(viewport=PROJECTOR)
+    p = page.page
+    _present(page, True)
+    _surgery(page)
+    page.shot("surgery-legible-projector")
+    problems = _problems(page, "projector")
+    _present(page, False)  # the figures re-laid out for another mode, not redrawn
+    problems += _problems(page, "projector, presentation mode off")
+    _present(page, True)
+    problems += _problems(page, "projector, presentation mode on again")
+    _present(page, False)
+    for view, size in RESIZED.items():  # the window resized: re-laid out again
+        p.set_viewport_size(size)
+        p.wait_for_function("(w) => window.innerWidth === w", arg=size["width"])
+        page.laid_out()
+        page.shot(f"surgery-legible-{view}")
+        problems += _problems(page, view)
     assert not problems, "\n".join(map(str, problems))
     page.check_clean()

@@ -16,6 +16,15 @@ STEP_JS = """() => { const m = (document.querySelector('#train-status').innerTex
   return m ? parseInt(m[1]) : -1; }"""
 
 
+def _curve_pace_ms(p, timeout: int) -> float:
+    """Wait until the curves move (three points) -> ms of page time between two of their updates: this
+    run's pace, from which the check that a pause stopped the work takes its wait."""
+    p.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 1", timeout=timeout)
+    t1 = p.evaluate("() => performance.now()")
+    p.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=timeout)
+    return (p.evaluate("() => performance.now()") - t1) / 2
+
+
 @pytest.fixture(scope="module")
 def train_url(serve_app):
     """The standalone Train tab, served by the app tests' launcher."""
@@ -40,7 +49,7 @@ def _set_number(page, elem_id, value):
 def test_play_moves_the_curves_then_pause_stops_and_download(page):
     _set_number(page, "train-steps", 2000)  # long enough that only the pause can end it
     page.click("#train-play")
-    page.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=120_000)  # the curves move
+    pace = _curve_pace_ms(page, 120_000)  # the curves move
     assert page.evaluate("() => document.querySelector('#train-attention .js-plotly-plot').data.length") >= 2
     assert page.evaluate("() => document.querySelector('#train-grads .js-plotly-plot').data.length") >= 1
     page.click("#train-pause")
@@ -49,7 +58,7 @@ def test_play_moves_the_curves_then_pause_stops_and_download(page):
     )
     stopped = page.evaluate(STEP_JS)
     assert 0 < stopped < 2000
-    page.wait_for_timeout(3000)
+    page.wait_for_timeout(max(1000, 3 * pace))  # three of this run's updates: a running loop would show
     assert page.evaluate(STEP_JS) == stopped  # the work really stopped
     page.click("#train-download")
     link = page.locator("#train-files a").first

@@ -14,6 +14,17 @@ CURVE_POINTS_JS = """() => { const e = document.querySelector('#train-curves .js
   if (!e || !e.data || e.data.length < 2) return 0; return (e.data[1].x || []).length; }"""
 STEP_JS = """() => { const m = (document.querySelector('#train-status').innerText || '').match(/step (\\d+) \\//);
   return m ? parseInt(m[1]) : -1; }"""
+
+
+def _curve_pace_ms(p, timeout: int) -> float:
+    """Wait until the curves move (three points) -> ms of page time between two of their updates: this
+    run's pace, from which the check that a pause stopped the work takes its wait."""
+    p.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 1", timeout=timeout)
+    t1 = p.evaluate("() => performance.now()")
+    p.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=timeout)
+    return (p.evaluate("() => performance.now()") - t1) / 2
+
+
 # the first heatmap's values (layer 0 head 0), rounded: what "the maps changed" compares
 MAP_JS = (
     "() => {"
@@ -57,14 +68,14 @@ def test_train_play_pause_download_then_trained_weights_in_the_attention_tab(ope
     box.fill("2000")  # long enough that only the pause can end it
     box.press("Tab")
     page.page.click("#train-play")
-    page.page.wait_for_function(f"() => ({CURVE_POINTS_JS})() >= 3", timeout=150_000)  # the curves move
+    pace = _curve_pace_ms(page.page, 150_000)  # the curves move
     page.page.click("#train-pause")
     page.page.wait_for_function(
         "() => document.querySelector('#train-status').innerText.includes('stopped at step')", timeout=60_000
     )
     stopped = page.page.evaluate(STEP_JS)
     assert 0 < stopped < 2000
-    page.page.wait_for_timeout(3000)
+    page.page.wait_for_timeout(max(1000, 3 * pace))  # three of this run's updates: a running loop would show
     assert page.page.evaluate(STEP_JS) == stopped  # the work really stopped
     page.page.click("#train-download")
     page.page.locator("#train-files a").first.wait_for(timeout=90_000)

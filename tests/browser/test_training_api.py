@@ -26,13 +26,11 @@ HUGE_UPLOAD = dict(n_layers=9, d_model=4096, n_heads=32, d_ff=16384, max_len=102
 
 
 @pytest.fixture(scope="module")
-def server(serve_app, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("server-tmp")
-    info = {}
-    # each client names its own address as a Space's proxy would: the per-visitor limits key on addresses
-    env = {"TMPDIR": str(tmp), "EXPLORER_CLIENT_ADDRESS": "forwarded-first"}
-    with serve_app(env, log_name="training-api.log", limit_as=LIMIT_AS, info=info) as url:
-        yield {"url": url, "tmp": tmp, "pid": info["pid"]}
+def server(limited_app):
+    """The shared ``limited_app``: each client names its own address as a Space's proxy would (the
+    per-visitor limits key on addresses); downloads go to its own ``TMPDIR``."""
+    assert limited_app["limit_as"] == LIMIT_AS
+    return limited_app
 
 
 _ADDRESSES = itertools.count(1)
@@ -137,22 +135,32 @@ def test_every_train_input_is_bounded_with_a_message_naming_its_field(server, fi
 
 
 def test_a_flood_of_presses_gets_messages_not_a_full_queue_and_analyze_keeps_answering(server):
+    """26 visitors press at once: at most two runs hold the two slots, the others are told the server is
+    busy (a run that already stopped, on a loaded machine, may have handed its slot to a later press), and
+    ``/analyze`` answers meanwhile, within 10 s or five times this run's own latency before the flood.
+    Every press is paused and ended whatever the outcome: the next test finds the slots free."""
+    baseline = min(analyze_ok(server) for _ in range(2))  # this machine's latency now, nothing running
     visitors = [client(server) for _ in range(26)]
     jobs = [press(v) for v in visitors]
-    time.sleep(3)
-    latencies = [analyze_ok(server) for _ in range(5)]  # other visitors' interactive work goes on
-    outcomes = []
-    for job in jobs:
-        outs = job.outputs()
-        outcomes.append(str(outs[-1][0]) if outs else "")
-    busy = [o for o in outcomes if "busy" in o.lower()]
-    running = [o for o in outcomes if o.startswith(("**step", "⏳"))]
-    assert len(running) <= 2 and len(busy) >= 24, outcomes
-    assert max(latencies) < 10
-    for v in visitors:
-        v.predict(api_name="/train_pause")
-    for job in jobs:
-        job.result(timeout=30)
+    try:
+        deadline = time.time() + 60
+        while not all(job.outputs() for job in jobs) and time.time() < deadline:  # each press answered
+            time.sleep(0.1)
+        latencies = [analyze_ok(server) for _ in range(5)]  # other visitors' interactive work goes on
+        outcomes = []
+        for job in jobs:
+            outs = job.outputs()
+            outcomes.append(str(outs[-1][0]) if outs else "")
+        busy = [o for o in outcomes if "busy" in o.lower()]
+        started = [o for o in outcomes if o.startswith(("**step", "⏳"))]
+        running = [o for o in started if "stopped at step" not in o]
+        assert len(running) <= 2 and len(busy) + len(started) - len(running) >= 24, outcomes
+        assert max(latencies) < max(10, 5 * baseline), (latencies, baseline)
+    finally:
+        for v in visitors:
+            v.predict(api_name="/train_pause")
+        for job in jobs:
+            job.result(timeout=30)
     fresh = press(client(server), steps=5, batch=8, seq_len=16)  # the slots are free again
     assert "Finished" in status_of(fresh, timeout=120)
 
@@ -160,13 +168,15 @@ def test_a_flood_of_presses_gets_messages_not_a_full_queue_and_analyze_keeps_ans
 def test_one_heavy_job_per_visitor(server):
     c = client(server)
     first = press(c)
-    wait_for(first, lambda s: "step" in s)
-    second = status_of(press(c, api="/train_step"), timeout=30)
-    assert "One heavy job at a time" in second
-    repro = c.submit("induction", api_name="/train_reproduce")
-    repro.result(timeout=30)
-    assert "One heavy job at a time" in str(repro.outputs()[-1][0])
-    c.predict(api_name="/train_pause")
+    try:
+        wait_for(first, lambda s: "step" in s)
+        second = status_of(press(c, api="/train_step"), timeout=30)
+        assert "One heavy job at a time" in second
+        repro = c.submit("induction", api_name="/train_reproduce")
+        repro.result(timeout=30)
+        assert "One heavy job at a time" in str(repro.outputs()[-1][0])
+    finally:  # the run ends whatever the outcome: the next test finds its slot free
+        c.predict(api_name="/train_pause")
     assert "stopped at step" in status_of(first, timeout=30)
 
 
