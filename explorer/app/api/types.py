@@ -7,10 +7,12 @@ these annotations are the API's documented result types. Each type mirrors the c
 (``explorer.analysis.views``), ``branch_gradient_norms`` (``explorer.analysis.gradients.norms``), the sweep's
 records (``explorer.analysis.cost.sweep``), ``WeightsSource.used`` (``explorer.analysis.source``),
 ``LossChange.summary`` / ``perplexity`` (``explorer.analysis.surgery.loss``) and ``cache_file``
-(``explorer.app.server.gradio_compat``). Keys present in every answer are in a ``total=True`` base; keys that
-only some answers carry are in a ``total=False`` class on top (``__required_keys__`` / ``__optional_keys__``
-tell them apart; ``tests/explorer/app/test_api_types.py`` checks real answers against these types, so a key
-added or removed without updating its type fails there).
+(``explorer.app.server.gradio_compat``); the Why endpoints' ``to_json`` of ``explorer.analysis.why`` (``lens``,
+``attribution``, ``patching``, ``circuits``, assembled in ``explorer.analysis.why.answers``) and ``/long_context``'s
+``as_json`` (``explorer.app.tabs.long_context``, of ``explorer.analysis.long_context.view``). Keys present in
+every answer are in a ``total=True`` base; keys that only some answers carry are in a ``total=False`` class on
+top (``__required_keys__`` / ``__optional_keys__`` tell them apart; ``tests/explorer/app/test_api_types.py``
+checks real answers against these types, so a key added or removed without updating its type fails there).
 
 Plain classes, evaluated at import (no ``from __future__ import annotations``): Gradio reads these objects, not
 strings. ``X | None`` needs Python 3.10.
@@ -407,3 +409,201 @@ class CompareResult(TypedDict):
     a: CompareSide
     b: CompareSide
     link: str  # the share query that restores both
+
+
+# ---------------------------------------------------------------------------- the Why endpoints
+class _LogitLensBase(TypedDict):
+    rows: list[str]  # "embedding", then "layer 0" .. "layer n-1" (an encoder-decoder: its decoder's)
+    stream: str  # what "the residual stream" read at each row is for this model
+    tokens: list[str]  # [token] label of each input token (an encoder-decoder: START + the target)
+    token_ids: list[int]  # [token] their ids
+    positions: list[int]  # [position] the scored positions (next tokens for a causal model)
+    targets: list[str]  # [position] the target token of each scored position
+    top_tokens: list[list[list[str]]]  # [row][token][k] the k most likely tokens
+    top_ids: list[list[list[int]]]  # [row][token][k] their ids
+    top_probs: list[list[list[float]]]  # [row][token][k] their probabilities
+    target_prob: list[list[float]]  # [row][position] the target's probability
+    target_rank: list[list[int]]  # [row][position] tokens strictly more likely than the target (0: the top)
+    loss_per_layer: list[float]  # [row] mean -log p(target), nats per token
+    unit: str  # "nats per token"
+    weights: WeightsUsed  # the weights used
+
+
+class LogitLensResult(_LogitLensBase, total=False):
+    """``/logit_lens``: ``LogitLens.to_json`` (``explorer.analysis.why.lens``) and the weights."""
+
+    source_tokens: list[str]  # an encoder-decoder's source tokens
+    source_ids: list[int]  # their ids
+
+
+class _AttributionBase(TypedDict):
+    position: int  # the position attributed (its next token is predicted)
+    token: str  # the token whose logit is decomposed (the actual next token)
+    token_id: int
+    alternative: str | None  # the token subtracted (None: none)
+    alternative_id: int | None
+    heads: list[list[float]]  # [layer][head] direct contribution (decoder self-attention heads)
+    ffn: list[float]  # [layer]
+    embedding: float  # the token embedding's term
+    position_embedding: float  # the position embedding's term (0 for RoPE / ALiBi / none)
+    biases: float  # attention output biases + the final norm's bias + the head's bias
+    total: float  # the sum of every term
+    logit: float  # the model's own logit (or logit difference)
+    final_norm_scale: float  # the final norm's scale, frozen at its forward value (1 without a norm)
+    measure: Literal["logit", "logit difference"]
+    note: str
+    weights: WeightsUsed  # the weights used
+
+
+class AttributionResult(_AttributionBase, total=False):
+    """``/attribution``: ``Attribution.to_json`` (``explorer.analysis.why.attribution``) and the weights."""
+
+    cross: list[list[float]]  # [layer][head] an encoder-decoder's cross-attention heads
+
+
+class LossChange(TypedDict):
+    """A mean next-token loss before and after an ablation, nats per token."""
+
+    before: float
+    after: float
+    change: float  # after - before
+
+
+class RepeatLossChange(LossChange):
+    """The same on the second copy of the text's longest repeated word, after its first token."""
+
+    positions: list[int]  # the positions scored (each predicts the copy's next token)
+
+
+class _AblationBase(TypedDict):
+    heads: list[list[int | str]]  # the heads ablated: [layer, head], an encoder-decoder's [kind, layer, head]
+    mode: Literal["zero", "mean"]
+    unit: str  # "nats per token"
+    heldout_name: str  # what "heldout" scored (an encoder-decoder: its reversal probes)
+    text: LossChange  # on the request's text
+    heldout: LossChange  # on the held-out passage
+    weights: WeightsUsed  # the weights used
+
+
+class AblationResult(_AblationBase, total=False):
+    """``/ablation``: ``Ablation.to_json`` (``explorer.analysis.why.patching``), ``repeat`` and the weights."""
+
+    repeat: RepeatLossChange  # when a word of the text repeats (a decoder)
+
+
+class LogitDifference(TypedDict):
+    clean: float  # the logit difference of the clean run
+    corrupted: float  # of the corrupted run
+
+
+class PatchingChecks(TypedDict):
+    everything_patched: float  # fraction restored patching everything (1)
+    nothing_patched: float  # patching nothing (0)
+
+
+class _PatchingBase(TypedDict):
+    positions: list[int]  # the scored positions
+    heads: list[list[float]]  # [layer][head] fraction of the clean-vs-corrupted logit difference restored
+    ffn: list[float | None]  # [layer] (None: undefined)
+    logit_difference: LogitDifference
+    checks: PatchingChecks
+    measure: str
+    corrupted_text: str  # the corrupted text that was run
+    weights: WeightsUsed  # the weights used
+
+
+class PatchingResult(_PatchingBase, total=False):
+    """``/patching``: ``Patching.to_json`` (``explorer.analysis.why.patching``), the corrupted text, the weights."""
+
+    cross: list[list[float]]  # an encoder-decoder: [decoder layer][head] cross-attention heads
+    encoder: list[list[float]]  # [encoder layer][head]
+    encoder_ffn: list[float | None]  # [encoder layer]
+
+
+class CopyingMeasures(TypedDict):
+    copying_eigen: str  # what copying_eigen measures
+    copying_diagonal: str
+
+
+class CopyingScores(TypedDict):
+    """``HeadCircuits.to_json`` (``explorer.analysis.why.circuits``; the API never asks for the matrices)."""
+
+    tokens: list[str]  # the tokens the OV circuits were read on
+    copying_eigen: list[list[float]]  # [layer][head] sum of the OV eigenvalues / sum of their moduli
+    copying_diagonal: list[list[float]]  # [layer][head] fraction of OV rows whose largest entry is the diagonal
+    measures: CopyingMeasures
+
+
+class CompositionPair(TypedDict):
+    earlier_head: int
+    later_head: int
+    score: float
+
+
+class CompositionScores(TypedDict):
+    """``Composition.to_json`` (``explorer.analysis.why.circuits``)."""
+
+    kind: Literal["K", "Q", "V"]
+    earlier_layer: int
+    later_layer: int
+    scores: list[list[float]]  # [earlier head][later head] Frobenius-norm ratio
+    random_baseline: float  # the mean ratio of random low-rank matrices of the same shapes
+    top: list[CompositionPair]  # the 5 highest pairs
+    measure: str
+
+
+class CircuitsResult(TypedDict):
+    """``/circuits``: the heads' copying scores and one composition (``explorer.analysis.why.answers``)."""
+
+    copying: CopyingScores
+    composition: CompositionScores | None  # None: a one-layer model
+    composition_note: str  # why there is no composition ("" when there is)
+    weights: WeightsUsed  # the weights used
+
+
+# ---------------------------------------------------------------------------- long context
+Cells = list[list[list[float | None]]]  # [layer][head][bin] (None: no position in the bin)
+
+
+class LongContextStats(TypedDict):
+    """Per-head statistics, means over the position bins (``explorer.analysis.long_context.view.STATS``)."""
+
+    entropy: Cells  # nats
+    distance: Cells  # tokens
+    sink: Cells  # mass on the first tokens
+    local: Cells  # mass on the nearby keys
+
+
+class LongContextSide(TypedDict):
+    """One model drawn: as trained, or under the change."""
+
+    name: str  # "as trained", "64-key window", ...
+    config: dict[str, ConfigValue]  # its ModelConfig
+    backend: str  # the kernels that ran
+    method: str  # how the maps were pooled
+    block_q: int  # query positions per map cell
+    block_k: int  # key positions per map cell
+    layers: list[int]  # the model layer index of each map
+    maps: list[list[list[list[float | None]]]]  # [layer][head][query cell][key cell] attention mass
+    mean_loss: float | None  # nats per token over the passage (None: no next-token loss)
+    loss_bins: list[float | None] | None  # [bin] mean loss (None: no loss)
+    stats_bins: LongContextStats
+    notes: list[str]
+
+
+class LongContextResult(TypedDict):
+    """``/long_context``: ``as_json`` of ``explorer.analysis.long_context.view.LongContext``
+    (``explorer.app.tabs.long_context``) and the weights."""
+
+    length: int  # tokens read
+    unit: str  # "byte" or "token"
+    source: str  # the passage: heldout, repeat or pasted
+    trained_length: int | None  # the length the model was trained at (None: weights with none)
+    repeat: list[int] | None  # [first copy's start, second copy's start, copy length] (None: no repeat)
+    origin: str  # what the weights are, as the page says it
+    bin_centres: list[float]  # [bin] position of each bin's centre
+    sides: list[LongContextSide]
+    notes: list[str]
+    predicted_bytes: int  # the memory predicted for the view
+    seconds: float  # how long it took
+    weights: WeightsUsed  # the weights used

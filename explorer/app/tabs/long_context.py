@@ -12,8 +12,6 @@ layer, head and cell picked under the grid) computes only its rows. The share li
 ``lc_src`` and ``tab=long_context`` to the page's link; the CSV holds the pooled maps at full resolution.
 """
 
-from __future__ import annotations
-
 import hashlib
 import io
 
@@ -22,6 +20,7 @@ import numpy as np
 
 from explorer.analysis.long_context import view as lc
 from explorer.analysis.long_context.text import MAX_PASTED_BYTES, SOURCES
+from explorer.app.api.types import LongContextResult
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.click_js import click_to_pick
 from explorer.app.controls.fields import CONTROL_FIELDS
@@ -378,7 +377,7 @@ def as_json(result, cells: int = API_CELLS) -> dict:
         "unit": result.unit,
         "source": result.passage.source,
         "trained_length": result.trained_length,
-        "repeat": result.passage.repeat,
+        "repeat": None if result.passage.repeat is None else list(result.passage.repeat),
         "origin": result.origin,
         "bin_centres": _json(centres),
         "sides": sides,
@@ -397,7 +396,7 @@ async def api_long_context(
     weights: str = "bundled",
     cells: int = API_CELLS,
     request: gr.Request = None,
-) -> dict:
+) -> LongContextResult:
     """Pooled attention maps, per-head statistics and per-token loss at ``length`` tokens (one of 1024, 2048,
     4096, 8192, 16384, at most the server's cap): the model as trained beside ``change`` (``window``: a
     64-key sliding window, ``window_sinks``: the window and 4 sinks, ``controls``: ``config_json``'s own

@@ -17,8 +17,6 @@ Opening the tab draws it once per session; "Explain" redraws. The weights are th
 ``why_pos``, ``why_alt``, ``why_bad`` and ``tab=why`` to the page's link; the CSV holds every grid's numbers.
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 from urllib.parse import urlencode
@@ -29,6 +27,7 @@ from explorer.analysis.why import answers as wv
 from explorer.analysis.why import head_labels as wh
 from explorer.analysis.why.cards import cards_table_md, load_cards
 from explorer.analysis.why.grounded_view import grounded_json
+from explorer.app.api.types import AblationResult, AttributionResult, CircuitsResult, LogitLensResult, PatchingResult
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
@@ -370,7 +369,7 @@ def _answer(config_json, weights, fn) -> dict:
     return call(run)
 
 
-def api_logit_lens(config_json: str = "", text: str = "", weights: str = "bundled") -> dict:
+def api_logit_lens(config_json: str = "", text: str = "", weights: str = "bundled") -> LogitLensResult:
     """Logit lens of the config on ``text`` ("" : the example text; at most 256 tokens read, as the maps):
     per layer (``rows``: the embedding, then each block) and position, the top tokens and probabilities, the
     target's probability and rank (0: the top), and the loss per layer in nats per token. ``weights`` as
@@ -381,7 +380,7 @@ def api_logit_lens(config_json: str = "", text: str = "", weights: str = "bundle
 
 def api_attribution(
     config_json: str = "", text: str = "", position: int = -1, alternative: str = "", weights: str = "bundled"
-) -> dict:
+) -> AttributionResult:
     """Direct logit attribution at ``position`` (0..L-2; -1: the first token of the second copy of the text's
     longest repeated word) to the logit of the actual next token, minus ``alternative``'s (one token, "" for
     none): ``heads[layer][head]``, ``ffn[layer]``, the embedding's, position's and biases' terms, their
@@ -392,7 +391,7 @@ def api_attribution(
 
 def api_ablation(
     config_json: str = "", text: str = "", heads: str = "", mode: str = "zero", weights: str = "bundled"
-) -> dict:
+) -> AblationResult:
     """The loss (nats per token) on ``text``, on the held-out passage and (``repeat``, when a word of the text
     repeats) on the second copy's tokens after its first, before and after ablating ``heads``
     ("layer.head" labels separated by commas, at most 32; "": every head of layer 1, or of layer 0 in a
@@ -405,7 +404,9 @@ def api_ablation(
     )
 
 
-def api_patching(config_json: str = "", text: str = "", corrupted: str = "", weights: str = "bundled") -> dict:
+def api_patching(
+    config_json: str = "", text: str = "", corrupted: str = "", weights: str = "bundled"
+) -> PatchingResult:
     """Activation patching from ``text`` (clean) into ``corrupted`` (same number of tokens; "": the clean text
     with the second copy of its longest repeated word changed): ``heads[layer][head]`` and ``ffn[layer]``,
     the fraction of the clean-vs-corrupted logit difference restored, with the checks (everything patched: 1,
@@ -415,7 +416,7 @@ def api_patching(config_json: str = "", text: str = "", corrupted: str = "", wei
 
 def api_circuits(
     config_json: str = "", text: str = "", kind: str = "K", earlier: int = 0, later: int = 1, weights: str = "bundled"
-) -> dict:
+) -> CircuitsResult:
     """Head circuits from the weights alone: ``copying`` (each head's OV copying scores, ``copying_eigen`` and
     ``copying_diagonal``, on the printable bytes and newline, or for a larger vocabulary the 64 most frequent
     tokens of ``text``) and ``composition``: ``kind`` (K, Q or V) composition of layer ``earlier``'s heads with

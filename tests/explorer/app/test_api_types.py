@@ -3,7 +3,9 @@
 tiny configs (a decoder and an encoder-decoder), every variant view on a config that has it, every answer
 checked recursively (``api_shapes.Shapes``: no undeclared key, every required key, every value of its type), and
 every declared key seen in some answer (a checkpoint's keys: ``tests/explorer/checkpoints/test_api_types_ckpt.py``).
-The annotations themselves are objects gradio can read, not strings."""
+The Why tab's endpoints (``/logit_lens``, ``/attribution``, ``/ablation``, ``/patching``, ``/circuits``) and
+``/long_context`` are checked the same way, their handlers called directly. The annotations themselves are objects
+gradio can read, not strings, and ``gradio_client`` renders each of them into a schema."""
 
 import asyncio
 import inspect
@@ -12,20 +14,28 @@ import sys
 import zipfile
 
 from api_shapes import Shapes
+from gradio_client.utils import json_schema_to_python_type, python_type_to_json_schema
 
 from explorer.analysis import attention_maps
 from explorer.analysis.views import VIEWS
 from explorer.app.api import endpoints as api
 from explorer.app.api.types import (
+    AblationResult,
     AnalyzeResult,
+    AttributionResult,
+    CircuitsResult,
     CompareResult,
     ExportFile,
     GradientsResult,
+    LogitLensResult,
+    LongContextResult,
     LossSummary,
+    PatchingResult,
     Perplexity,
     SweepRecord,
     ViewsSummary,
 )
+from explorer.app.tabs import long_context, why
 from models import ModelConfig
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=2)
@@ -42,11 +52,20 @@ def test_the_endpoints_are_annotated_with_objects_gradio_reads():
         api.api_benchmark: list[SweepRecord],
         api.api_export: ExportFile,
         api.api_compare: CompareResult,
+        why.api_logit_lens: LogitLensResult,
+        why.api_attribution: AttributionResult,
+        why.api_ablation: AblationResult,
+        why.api_patching: PatchingResult,
+        why.api_circuits: CircuitsResult,
+        long_context.api_long_context: LongContextResult,
     }
     for fn, result in expected.items():
         sig = inspect.signature(fn)  # what gradio.utils.get_return_types reads: no string annotations
         assert sig.return_annotation == result, fn.__name__
         assert all(not isinstance(p.annotation, str) for p in sig.parameters.values()), fn.__name__
+        shown = json_schema_to_python_type(python_type_to_json_schema(result))  # what view_api() prints
+        expanded = shown == "filepath" if result is ExportFile else shown.startswith(("dict(", "list[dict("))
+        assert expanded and "Any" not in shown, (fn.__name__, shown)
 
 
 def test_analyze_and_gradients_answers_match_their_types():
@@ -130,3 +149,55 @@ def test_compare_answer_matches_its_type():
         shapes.check(api.api_compare(a, b, text, weights="initial"), CompareResult, f"/compare_ab {a}")
     unseen = shapes.unseen(CompareResult, skip=(ViewsSummary,))
     assert unseen == {"WeightsUsed": {"checkpoint", "step", "requested", "surgery"}}, unseen
+
+
+SEQ2SEQ = "abcdef=>fedcba"  # a reversal: the default corrupted pair changes the source and its mirror
+ONE_LAYER = json.dumps({**SMALL, "n_layers": 1})
+
+
+def test_why_answers_match_their_types():
+    shapes = Shapes()
+    for config, text in ((DECODER, TEXT), (ENCDEC, SEQ2SEQ)):
+        lens = why.api_logit_lens(config, text, weights="initial")
+        shapes.check(lens, LogitLensResult, f"/logit_lens {config}")
+        for alternative in ("", "a"):
+            attr = why.api_attribution(config, text, -1, alternative, weights="initial")
+            shapes.check(attr, AttributionResult, f"/attribution {config} {alternative!r}")
+        for mode in ("zero", "mean"):
+            abl = why.api_ablation(config, text, "", mode, weights="initial")
+            shapes.check(abl, AblationResult, f"/ablation {config} {mode}")
+        shapes.check(why.api_patching(config, text, "", weights="initial"), PatchingResult, f"/patching {config}")
+    assert "repeat" in why.api_ablation(DECODER, TEXT, "", weights="initial")  # "the" repeats
+    for config in (DECODER, ONE_LAYER):  # a one-layer model: no composition
+        for kind in ("K", "V"):
+            circ = why.api_circuits(config, TEXT, kind, 0, 1, weights="initial")
+            shapes.check(circ, CircuitsResult, f"/circuits {config} {kind}")
+    assert circ["composition"] is None and circ["composition_note"]
+    roots = (LogitLensResult, AttributionResult, AblationResult, PatchingResult, CircuitsResult)
+    unseen = shapes.unseen(*roots)
+    assert unseen == {"WeightsUsed": {"checkpoint", "step", "requested", "surgery"}}, unseen
+
+
+def test_long_context_answer_matches_its_type():
+    shapes = Shapes()
+    for source, change in (("heldout", "window_sinks"), ("pasted", "window")):
+        answer = asyncio.run(
+            long_context.api_long_context(
+                DECODER, "1024", source, TEXT * 50, change, weights="initial", cells=8, request=None
+            )
+        )
+        assert [len(s["maps"][0][0]) for s in answer["sides"]] == [8] * len(answer["sides"])
+        shapes.check(answer, LongContextResult, f"/long_context {source} {change}")
+    unseen = shapes.unseen(LongContextResult)
+    assert unseen == {"WeightsUsed": {"checkpoint", "step", "requested", "surgery"}}, unseen
+
+
+def test_the_served_api_info_shows_the_typed_answers():
+    from explorer.app.page.layout import build_app
+
+    named = build_app().get_api_info()["named_endpoints"]  # what gradio_client's view_api() receives
+    for name in ("logit_lens", "attribution", "ablation", "patching", "circuits", "long_context"):
+        (returned,) = named[f"/{name}"]["returns"]
+        shown = returned["python_type"]["type"]
+        assert shown.startswith("dict(") and "Any" not in shown, (name, shown)
+    assert "request" not in [p["parameter_name"] for p in named["/long_context"]["parameters"]]
