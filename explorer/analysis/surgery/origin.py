@@ -120,12 +120,12 @@ def candidates(cfg, bundle: str | None = None) -> list:
     cfg = as_config(cfg)
     found = []
     for name in bundled.names():
-        b = bundled.load(name)
+        trained = bundled.config_of(name)  # the manifest's config: only the bundle drawn gets loaded
         try:
-            surgery.check(b.config, cfg)
+            surgery.check(trained, cfg)
         except ConfigError:
             continue
-        found.append((name, tuple(surgery.changed_fields(b.config, cfg))))
+        found.append((name, tuple(surgery.changed_fields(trained, cfg))))
     base = bundle or DEFAULT_BUNDLE
     return sorted(found, key=lambda x: (x[0] != base, len(x[1])))
 

@@ -114,6 +114,15 @@ def load(name: str, directory: Path = BUNDLE_DIR) -> Bundle:
     return Bundle(name, cfg, manifest, state)
 
 
+@lru_cache(maxsize=16)
+def config_of(name: str, directory: Path = BUNDLE_DIR) -> ModelConfig:
+    """Bundle ``name``'s config from its manifest alone, through the config door (no weights read, no model built):
+    what a search over the bundles needs; ``load`` checks the weights against it when one is drawn."""
+    if not isinstance(name, str) or name not in names(directory):
+        raise ConfigError("bundle", str(name)[:60], f"one of {names(directory)}")
+    return as_config(json.loads((directory / f"{name}.json").read_text())["config"])
+
+
 @lru_cache(maxsize=1)
 def _by_config(directory: Path = BUNDLE_DIR) -> dict:
     """``{config: name}`` (the frozen ``ModelConfig`` is the key); a manifest's config is read through the config door,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from explorer.analysis.surgery.origin import Origin, bundle_origin, checkpoint_origin
@@ -25,15 +26,31 @@ MAX_STORED = 1 << 20  # bytes of a stored card read back at most
 UNTIMED = ("digest", "seconds")  # what a card's digest (and a comparison with a fresh card) leaves out
 
 
-def origin_named(name: str) -> Origin:
-    """A bundle, or a checkpoint shipped in a folder (``checkpoints.offered``), by name."""
+@dataclass(frozen=True)
+class Named:
+    """Which model a card belongs to, without the model: ``kind`` ("bundle" or "checkpoint") and ``name``. Enough to
+    find its card and weights file (``card_path``, ``weights_file``), so a stored card is checked against the file's
+    digest without building the model (``load_card``; ``Origin`` has the same two fields)."""
+
+    kind: str
+    name: str
+
+
+def named(name: str) -> Named:
+    """A bundle, or a checkpoint shipped in a folder (``checkpoints.offered``), by name: its kind."""
     if name in bundled.names():
-        return bundle_origin(name)
+        return Named("bundle", name)
     if name in checkpoints.offered():
-        return checkpoint_origin(name)
+        return Named("checkpoint", name)
     raise ConfigError(
         "model", str(name)[:40], f"a bundle {bundled.names()} or a checkpoint folder {sorted(checkpoints.offered())}"
     )
+
+
+def origin_named(name: str) -> Origin:
+    """A bundle, or a checkpoint shipped in a folder (``checkpoints.offered``), by name, as trained (its weights
+    loaded)."""
+    return bundle_origin(name) if named(name).kind == "bundle" else checkpoint_origin(name)
 
 
 def shipped() -> list:
@@ -42,13 +59,13 @@ def shipped() -> list:
     return bundled.names() + sorted(n for n, folder in checkpoints.offered().items() if root in folder.parents)
 
 
-def weights_file(origin: Origin, directory: Path | None = None) -> Path:
+def weights_file(origin: Origin | Named, directory: Path | None = None) -> Path:
     if origin.kind == "bundle":
         return (directory or bundled.BUNDLE_DIR) / f"{origin.name}.safetensors"
     return checkpoints.offered()[origin.name] / "model.safetensors"
 
 
-def card_path(origin: Origin, directory: Path | None = None) -> Path:
+def card_path(origin: Origin | Named, directory: Path | None = None) -> Path:
     """Where ``origin``'s card is stored (``directory``: another folder than the model's, for a copy)."""
     if origin.kind == "bundle":
         return (directory or bundled.BUNDLE_DIR) / f"{origin.name}{SUFFIX}"
@@ -82,7 +99,7 @@ def write_card(origin: Origin, log=None, directory: Path | None = None) -> dict:
     return card
 
 
-def problem(card: dict, origin: Origin) -> str | None:
+def problem(card: dict, origin: Origin | Named) -> str | None:
     """Why a stored ``card`` does not describe ``origin`` (None: it does)."""
     if card.get("version") != VERSION or card.get("probes") != probe_spec():
         return f"a card of format version {VERSION} on the current probes (it has version {card.get('version')})"
@@ -96,19 +113,19 @@ def problem(card: dict, origin: Origin) -> str | None:
 def load_card(name: str, recompute: bool = False, directory: Path | None = None) -> dict:
     """The stored card of model ``name`` after the checks (module docstring); when one fails, a fresh card
     (``recompute``, not stored) or a ``ConfigError``."""
-    origin = origin_named(name)
-    path = card_path(origin, directory)
+    model = named(name)  # a stored card is checked against its weights file: the model is built only to recompute
+    path = card_path(model, directory)
     why = "a stored card"
     if path.is_file() and path.stat().st_size <= MAX_STORED:
         try:
             card = json.loads(path.read_text())
-            why = problem(card, origin) if isinstance(card, dict) else "a JSON object"
+            why = problem(card, model) if isinstance(card, dict) else "a JSON object"
         except ValueError:
             why = "a card that is valid JSON"
         if why is None:
             return card
     if recompute:
-        return fresh_card(origin)
+        return fresh_card(origin_named(name))
     raise ConfigError("card", path.name, f"{why}: python -m explorer.analysis.why.cards {name} --write")
 
 
