@@ -1,4 +1,4 @@
-"""A real answer against its declared type (``explorer.app.api.types``), recursively: a ``TypedDict``'s keys
+"""A real answer against its declared type (``explorer.app.server.api_types``), recursively: a ``TypedDict``'s keys
 within its declared keys and its required keys present, every value of its annotated type (``list[...]``,
 ``dict[str, ...]``, unions, ``Literal``, ``str`` / ``int`` / ``float`` / ``bool`` / None). ``Shapes`` also
 records which keys of each ``TypedDict`` the answers had, so a test can require that every declared key was

@@ -50,7 +50,7 @@ def test_every_listed_endpoint_is_documented(app_url):
 
 
 def test_the_documented_endpoints_show_their_return_types(app_url):
-    """``view_api()`` shows each endpoint's declared result (``explorer.app.api.types``), never ``Any``."""
+    """``view_api()`` shows each endpoint's declared result (``explorer.app.server.api_types``), never ``Any``."""
     listed = Client(app_url, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"]
     shown = {
         "/analyze": "dict(n_tokens: int",

@@ -14,7 +14,7 @@ visitor, run at low priority; a full family answers "busy" at once instead of wa
 predicted compute is checked before it runs (``explorer.runtime.cost.charge``: refused by name past the per-request
 budget or the visitor's share).
 
-The return annotations are the ``TypedDict``s of ``explorer.app.api.types``: ``gr.api`` reads them (objects, not
+The return annotations are the ``TypedDict``s of ``explorer.app.server.api_types``: ``gr.api`` reads them (objects, not
 strings: no ``from __future__ import annotations`` here) into the schema ``gradio_client``'s ``view_api()`` shows.
 """
 
@@ -28,8 +28,8 @@ from explorer.analysis.compare import compare_pair
 from explorer.analysis.cost.sweep import sweep_axes
 from explorer.analysis.gradients.norms import drawn_gradients
 from explorer.app.api.export import cleanup_export, write_export
-from explorer.app.api.types import AnalyzeResult, CompareResult, ExportFile, GradientsResult, SweepRecord
 from explorer.app.controls.share import compare_query
+from explorer.app.server.api_types import AnalyzeResult, CompareResult, ExportFile, GradientsResult, SweepRecord
 from explorer.app.server.calls import call, heavy_call, request_source, request_text
 from explorer.app.server.gradio_compat import cache_file
 from explorer.runtime import cost

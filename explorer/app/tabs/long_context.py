@@ -20,10 +20,10 @@ import numpy as np
 
 from explorer.analysis.long_context import view as lc
 from explorer.analysis.long_context.text import MAX_PASTED_BYTES, SOURCES
-from explorer.app.api.types import LongContextResult
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.click_js import click_to_pick
 from explorer.app.controls.fields import CONTROL_FIELDS
+from explorer.app.server.api_types import LongContextResult
 from explorer.app.server.calls import call, request_source
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.jobs import run_job

@@ -27,11 +27,17 @@ from explorer.analysis.why import answers as wv
 from explorer.analysis.why import head_labels as wh
 from explorer.analysis.why.cards import cards_table_md, load_cards
 from explorer.analysis.why.grounded_view import grounded_json
-from explorer.app.api.types import AblationResult, AttributionResult, CircuitsResult, LogitLensResult, PatchingResult
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.fields import CONTROL_FIELDS
 from explorer.app.controls.share import MAX_LINK_TEXT_BYTES
 from explorer.app.controls.state import after_the_grid
+from explorer.app.server.api_types import (
+    AblationResult,
+    AttributionResult,
+    CircuitsResult,
+    LogitLensResult,
+    PatchingResult,
+)
 from explorer.app.server.calls import call, request_source
 from explorer.app.server.gradio_compat import cache_file
 from explorer.app.server.messages import problem, shown_problem

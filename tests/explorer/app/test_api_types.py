@@ -1,5 +1,5 @@
 """The documented endpoints' answers have exactly the shape their return annotations declare
-(``explorer.app.api.types``, what ``gradio_client``'s ``view_api()`` shows): each endpoint called in-process on
+(``explorer.app.server.api_types``, what ``gradio_client``'s ``view_api()`` shows): each endpoint called in-process on
 tiny configs (a decoder and an encoder-decoder), every variant view on a config that has it, every answer
 checked recursively (``api_shapes.Shapes``: no undeclared key, every required key, every value of its type), and
 every declared key seen in some answer (a checkpoint's keys: ``tests/explorer/checkpoints/test_api_types_ckpt.py``).
@@ -19,7 +19,7 @@ from gradio_client.utils import json_schema_to_python_type, python_type_to_json_
 from explorer.analysis import attention_maps
 from explorer.analysis.views import VIEWS
 from explorer.app.api import endpoints as api
-from explorer.app.api.types import (
+from explorer.app.server.api_types import (
     AblationResult,
     AnalyzeResult,
     AttributionResult,

@@ -1,11 +1,18 @@
 """A checkpoint's ``/analyze`` and ``/gradients`` answers match their declared types
-(``explorer.app.api.types``): the keys only a checkpoint's answer has (its id, the perplexity and loss of a
+(``explorer.app.server.api_types``): the keys only a checkpoint's answer has (its id, the perplexity and loss of a
 change) included, each seen (the other keys: ``tests/explorer/app/test_api_types.py``)."""
 
 from api_shapes import Shapes
 
 from explorer.app.api import endpoints as api
-from explorer.app.api.types import AnalyzeResult, AnalyzeWeights, GradientsResult, LossSummary, Perplexity, WeightsUsed
+from explorer.app.server.api_types import (
+    AnalyzeResult,
+    AnalyzeWeights,
+    GradientsResult,
+    LossSummary,
+    Perplexity,
+    WeightsUsed,
+)
 
 TEXT = "The password is Xq7Rv9Lm2; type Xq7Rv9Lm2 again to confirm it."
 CHOICE = "checkpoint:tiny"

@@ -57,6 +57,13 @@ def _children(pid: int) -> list:
 
 
 @pytest.fixture(autouse=True)
+def private_tmp(monkeypatch, tmp_path):
+    """This test's own temporary folder: an app server of a browser test in the other worker exports into the
+    shared /tmp at the same time, and its folder is not this test's leftover."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+@pytest.fixture(autouse=True)
 def no_warm_browser():
     """Each test starts without a kept browser and leaves none behind."""
     png_render._HOLDER.shutdown()

@@ -1,4 +1,5 @@
-"""What the documented endpoints return (``explorer.app.api.endpoints``), as ``TypedDict``s.
+"""What the documented endpoints return (``explorer.app.api.endpoints`` and the Why and Long context tabs' ``api_*``
+handlers), as ``TypedDict``s. On the lowest floor (``server``), since both the tabs and the API import it.
 
 ``gr.api`` turns an endpoint's return annotation into the JSON schema ``gradio_client``'s ``view_api()`` shows
 (``gradio_client.utils.python_type_to_json_schema``: a ``TypedDict``'s keys become the object's properties), so
