@@ -114,9 +114,9 @@ def test_a_press_that_would_exhaust_the_memory_is_refused_from_its_config_before
     cfg = json.dumps(
         {"n_layers": 12, "d_model": 64, "n_heads": 4, "attention": "talking_heads", "max_len": 8192, "position": "rope"}
     )
-    t0 = time.perf_counter()
+    c0 = time.process_time()  # this process's CPU: what the refusal costs, whatever else the machine runs
     outs = play(cfg=cfg, steps=2, batch=1, seq_len=8192)
-    assert "⚠️" in outs[-1][1] and not built and time.perf_counter() - t0 < 5
+    assert "⚠️" in outs[-1][1] and not built and time.process_time() - c0 < 5
 
 
 def test_one_heavy_job_per_visitor_and_a_busy_message_when_the_slots_are_taken():
