@@ -114,7 +114,7 @@ def test_a_wrong_typed_input_to_a_ui_endpoint_gets_a_message(app_url):
 
 
 @pytest.mark.parametrize("how", ["cancel", "disconnect"])
-def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how, one_run_s):
+def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how):
     """job.cancel() (or a client process that dies mid-sweep) stops the sweep between two modules: the
     next benchmark, which shares the one sweep slot, starts at once instead of waiting for the sweep."""
     import subprocess
@@ -125,7 +125,7 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how,
     lengths = "256,260,264,268,272,276,280,284"  # ~1.5 s per run on a 2-core CPU: a sweep of ~40 s
     if how == "cancel":
         job = Client(app_url, verbose=False).submit(big, lengths, "forward_backward", api_name="/benchmark")
-        _wait_status(job, RUNNING, "the sweep starts")  # (gradio_client may report no PROGRESS status)
+        time.sleep(2.5)
         job.cancel()
     else:  # a separate client process, killed while its sweep runs: its connections drop
         code = (
@@ -136,7 +136,7 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how,
         proc = subprocess.Popen(
             [sys.executable, "-c", code, app_url, big, lengths], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        _wait_refused(app_url, proc)  # connected, submitted, the sweep started
+        time.sleep(6)  # connect, submit, start the sweep
         proc.kill()
         proc.wait(10)
     from gradio_client.exceptions import AppError
@@ -148,15 +148,26 @@ def test_a_cancelled_benchmark_frees_the_sweep_slot_within_one_run(app_url, how,
             recs = client.predict(json.dumps(SMALL), "16", "forward", api_name="/benchmark")
             break
         except AppError as exc:
-            assert "One heavy job at a time" in str(exc) and time.perf_counter() - t0 < one_run_s, str(exc)
+            assert "One heavy job at a time" in str(exc) and time.perf_counter() - t0 < 8, str(exc)
             time.sleep(0.25)
     waited = time.perf_counter() - t0
     print(f"{how}: the next benchmark waited {waited:.1f} s")
     assert recs[0]["status"] == "ok"
-    assert waited < one_run_s, f"the next benchmark waited {waited:.1f} s (deadline {one_run_s:.0f} s)"
+    assert waited < 8, f"the next benchmark waited {waited:.1f} s"
 
 
 RUNNING = {"PROCESSING", "PROGRESS", "ITERATING"}
+
+
+def _wait_status(job, codes, what, timeout_s=60):
+    """Wait until ``job``'s status is one of ``codes`` (it must not end first)."""
+    import time
+
+    deadline = time.time() + timeout_s
+    while job.status().code.name not in codes:
+        assert not job.done(), f"{what}: the request ended first: {job.status()}"
+        assert time.time() < deadline, f"{what}: {job.status()}"
+        time.sleep(0.05)
 
 
 def _wait_status(job, codes, what, timeout_s=60):
