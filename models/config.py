@@ -27,7 +27,7 @@ from .errors import ConfigError
 from .ffn.dense import DENSE_KEYS
 from .output_gate import GATES, gate_params
 from .positions.yarn import check_mscale_all_dim
-from .qkv import QK_NORMS, check_qk_norm, projection_params
+from .qkv import QK_NORMS, check_qk_norm, projection_params, value_layout
 from .registry import registries
 from .sinks import sink_params
 from .temperature import PARAMS as TEMPERATURE_PARAMS
@@ -338,7 +338,15 @@ class _ConfigMethods:
         check_qk_norm(self, regs["attention"][self.attention])
         check_temperature(self)
         own = getattr(regs["attention"][self.attention].caps, "own_projections", None)
-        if self.attn_gate == "elementwise" and own is not None and own(self) != self.d_head:
+        if (
+            self.attn_gate == "elementwise"
+            and own is not None
+            and value_layout(self, own(self))
+            != (
+                self.n_heads,
+                self.d_head,
+            )
+        ):
             raise ConfigError(
                 "attn_gate",
                 self.attn_gate,

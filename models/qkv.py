@@ -42,11 +42,22 @@ from .errors import ConfigError
 QK_NORMS = ("none", "head", "all", "rms_rope")
 
 
-def projection_params(cfg, d_value: int | None = None) -> int:
+def value_layout(cfg, d_value) -> tuple:
+    """``(heads, width)`` of the values a core with its own projections returns: ``d_value`` is what its
+    ``AttentionCaps.own_projections(cfg)`` says, a width (``n_heads`` heads of it: MLA, NSA) or a pair
+    ``(heads, width)`` (a recurrent mixer whose head count is its own: Mamba-2, Gated DeltaNet)."""
+    if isinstance(d_value, tuple):
+        heads, width = d_value
+        return int(heads), int(width)
+    return cfg.n_heads, int(d_value)
+
+
+def projection_params(cfg, d_value: int | tuple | None = None) -> int:
     """Parameters of one ``QKVProjection``: q and out with ``n_heads``, k and v with ``n_kv_heads``; only
-    ``out_proj`` (``n_heads`` heads of ``d_value``) for a core that owns its projections (MLA)."""
+    ``out_proj`` (``value_layout``'s heads and width) for a core that owns its projections (MLA)."""
     if d_value is not None:
-        return cfg.n_heads * d_value * cfg.d_model + (cfg.d_model if cfg.attn_bias == "all" else 0)
+        heads, width = value_layout(cfg, d_value)
+        return heads * width * cfg.d_model + (cfg.d_model if cfg.attn_bias == "all" else 0)
     weights = 2 * cfg.d_model * cfg.n_heads * cfg.d_head + 2 * cfg.d_model * cfg.kv_heads * cfg.d_head
     bias = cfg.attn_bias
     qkv = (cfg.n_heads + 2 * cfg.kv_heads) * cfg.d_head if bias in ("qkv", "all") else 0
@@ -116,12 +127,15 @@ class UnitQKNorm(nn.Module):
 
 class QKVProjection(nn.Module):
     """``d_value``: set when the attention core owns its Q/K/V projections (``AttentionCaps.own_projections``,
-    MLA): only ``out_proj`` is built, reading ``n_heads`` heads of ``d_value`` (then ``d_head``)."""
+    MLA): only ``out_proj`` is built, reading ``n_heads`` heads of ``d_value`` (then ``d_head``), or the
+    ``(heads, width)`` of a pair (``value_layout``; then ``n_heads`` is that head count)."""
 
-    def __init__(self, cfg, d_value: int | None = None):
+    def __init__(self, cfg, d_value: int | tuple | None = None):
         super().__init__()
         self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.kv_heads
-        self.d_head = cfg.d_head if d_value is None else d_value
+        self.d_head = cfg.d_head
+        if d_value is not None:
+            self.n_heads, self.d_head = value_layout(cfg, d_value)
         h, hkv, dh = self.n_heads, self.n_kv_heads, self.d_head
         bias = cfg.attn_bias
         qkv_bias, out_bias = bias in ("qkv", "all"), bias == "all"
