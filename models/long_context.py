@@ -11,6 +11,9 @@ the core's inputs, the post-position ``q``, ``k`` and score modifiers of the pos
   block layout, causality, soft cap and modifiers (RoPE acts on q, k; ALiBi, T5, Shaw / XL tables
   ride along) that ``PatternAttention`` hands ``kernels.attention``;
 - linear and Performer: ``kernels.cpu.pooled_linear`` on the core's own feature maps, analytically;
+- recurrent mixers (Mamba-2, Gated DeltaNet: a core with ``implicit_ops``): their implicit attention matrix
+  pooled by ``kernels.cpu.pooled_implicit``, the layer's own chunked kernel run on indicator values (signed
+  weights, rows that are not probabilities: no entropy);
 - every other mechanism (LSH, routing, clustered, Nystrom, ...), and patterns under a position
   encoding with a per-pair bias (DeBERTa, TUPE): its dense effective map (the forward with
   attention weights, ``out.attentions``) pooled the same way, up to ``dense_max_len`` tokens;
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from kernels.cpu.pooled_implicit import pooled_implicit
 from kernels.cpu.pooled_linear import pooled_linear
 from kernels.pooled import pooled_attention
 from kernels.pooled_dense import MAX_CELLS, PooledAttention, pool_probs, pooled_block
@@ -84,6 +88,8 @@ def _kind(core) -> str:
         return "pattern"
     if isinstance(core, LinearAttention):
         return "linear"
+    if hasattr(core, "implicit_ops"):  # a recurrent mixer: its implicit map from its own kernel
+        return "implicit"
     return "dense"
 
 
@@ -167,6 +173,23 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
                 )
             )
             methods.add("analytic (feature maps)")
+        elif kind == "implicit":
+            apply, band = core.implicit_ops(q, k, call.v, mods)
+            B, heads, length = call.v.shape[:3]  # a mixer's values: (B, its heads, L, width)
+            maps.append(
+                pooled_implicit(
+                    apply,
+                    band,
+                    batch=B,
+                    heads=heads,
+                    length=length,
+                    block_q=pooled_block(length, kw["max_cells"]),
+                    sink_k=kw["sink_k"],
+                    window=kw["window"],
+                    device=call.v.device,
+                )
+            )
+            methods.add("implicit (chunked recurrence)")
         elif kind == "pattern":
             if mods.get("pair_bias") is not None:
                 raise _PairBias()
