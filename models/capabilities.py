@@ -77,6 +77,9 @@ class AttentionCaps:
     rows_sum_to_one: bool = True  # effective attention rows sum to one (False: Differential's 1 - lambda)
     # cfg -> numbers per token and layer a decoding cache keeps (None: K and V, 2 * kv_heads * d_head)
     cache_values: Callable | None = None
+    # cfg -> numbers a decoding layer keeps whatever the context length, for a recurrent mixer (its state and
+    # its short convolution's last inputs: Mamba-2, Gated DeltaNet); such a layer caches no keys at all
+    state_values: Callable | None = None
 
 
 @dataclass(frozen=True)

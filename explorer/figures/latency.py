@@ -237,7 +237,8 @@ def sweep_figure(current: list, baseline: list | None, attention: str, baseline_
 
 
 def kv_cache_figure(kv: dict) -> go.Figure:
-    """KV-cache bytes for decoding against L: the current model next to MHA, GQA, MQA and MLA."""
+    """KV-cache bytes for decoding against L: the current model next to MHA, GQA, MQA and MLA; with recurrent
+    layers, their fixed state too, and a pure recurrent stack of the same depth (flat in L)."""
     mib = 1 / 2**20
     own = kv.get("own_rule", False)  # a mechanism with its own cache (MLA's latent): values per token and layer
     current = (
@@ -266,6 +267,20 @@ def kv_cache_figure(kv: dict) -> go.Figure:
         )
         for key, name, color, dash in lines
     ]
+    states = kv.get("state_values") or {}
+    for n, (key, values) in enumerate((kv.get("recurrent") or {}).items()):  # a pure recurrent stack: flat
+        name = f"all {kv['layers']} layers {key} ({states[key]} state values per layer, any L)"
+        data.append(
+            dict(
+                type="scatter",
+                mode="lines",
+                x=kv["seq_len"],
+                y=[b * mib for b in values],
+                name=name,
+                line=dict(color=("#17becf", "#bcbd22")[n % 2], width=3, dash="dot"),
+                hovertemplate=f"{name}<br>L=%{{x}}: %{{y:.3g}} MiB<extra></extra>",
+            )
+        )
     kinds = kv.get("by_kind") or {}
     if len(kinds) > 1:  # a layer schedule: what each kind of layer holds (a window stops growing at its span)
         palette = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -284,13 +299,19 @@ def kv_cache_figure(kv: dict) -> go.Figure:
             )
     same = [name for key, name, _, _ in lines[:2] if kv[key] == kv["current"]]
     note = f"; current = {same[0].split(' (')[0]}: the curves coincide" if same else ""
+    state_note = (
+        "; recurrent layers (" + ", ".join(states) + ") keep a fixed state instead, the same at every L"
+        if states
+        else ""
+    )
     lay = base_layout(
-        "KV cache for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values"
+        ("KV cache and recurrent state" if states else "KV cache")
+        + " for decoding<br><sup>computed: 2 · layers · K/V heads · d_head · L values"
         + (f" ({kv['attention']}: layers · {kv['values_per_token_layer']} · L)" if own else "")
-        + f", {8 * kv['bytes_per_value']}-bit{note}</sup>",
+        + f", {8 * kv['bytes_per_value']}-bit{note}{state_note}</sup>",
         400,
         xaxis=dict(type="log", title=dict(text="context length L (tokens)")),
-        yaxis=dict(type="log", title=dict(text="KV cache (MiB)")),
+        yaxis=dict(type="log", title=dict(text="KV cache + state (MiB)" if states else "KV cache (MiB)")),
     )
     lay["margin"] = dict(l=80, r=30, t=100, b=60)
     return go.Figure(data=data, layout=legend_above(lay, data))

@@ -13,7 +13,8 @@ measured: the cache decoding keeps is exactly ``2 * kv_heads * d_head`` stored v
 over the head stack's layers, each keeping ``L`` keys or, for a causal window / chunk, its span
 (``models.footprint.cached_keys``; cross-attention K/V are computed once from the source), or ``n`` numbers per
 cached key for a mechanism whose record says so (``AttentionCaps.cache_values``: MLA's latent and shared RoPE
-key, ``kv_lora_rank + qk_rope_head_dim``).
+key, ``kv_lora_rank + qk_rope_head_dim``); a recurrent layer (``AttentionCaps.state_values``: Mamba-2, Gated
+DeltaNet) keeps its state instead, the same number of values at every length.
 """
 
 from __future__ import annotations
@@ -161,13 +162,20 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
         own = getattr(attention[layer.attention].caps, "cache_values", None)
         return own(layer) if own else 2 * layer.kv_heads * layer.d_head
 
-    current, by_kind = [0] * len(lens), {}
+    def state(layer) -> int | None:  # numbers a recurrent layer keeps at any length (None: it caches keys)
+        own = getattr(attention[layer.attention].caps, "state_values", None)
+        return own(layer) if own else None
+
+    current, by_kind, states = [0] * len(lens), {}, {}
     for i in range(stack.n_layers):
         layer = stack.layer_config(i)
         token = layer.attention + (":nope" if layer.position != stack.position else "")
         rows = by_kind.setdefault(token, [0] * len(lens))
+        fixed = state(layer)
+        if fixed is not None:
+            states[layer.attention] = fixed
         for m, n in enumerate(lens):
-            kept = values(layer) * per_layer[n][i] * bytes_per_value
+            kept = (fixed if fixed is not None else values(layer) * per_layer[n][i]) * bytes_per_value
             rows[m] += kept
             current[m] += kept
     own = getattr(attention[cfg.attention].caps, "cache_values", None)
@@ -187,6 +195,10 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
         "mla": [(cfg.kv_lora_rank + cfg.qk_rope_head_dim) * sum(per_layer[n]) * bytes_per_value for n in lens],
         "mla_values": cfg.kv_lora_rank + cfg.qk_rope_head_dim,
         "by_kind": by_kind,
+        # recurrent kinds -> the values one such layer keeps; "recurrent": the bytes of a stack of the same depth
+        # with every layer that kind (a pure state-space / delta-rule model), constant in L
+        "state_values": states,
+        "recurrent": {key: [n * stack.n_layers * bytes_per_value] * len(lens) for key, n in states.items()},
         "kv_heads": cfg.kv_heads,
         "n_heads": cfg.n_heads,
         "bytes_per_value": bytes_per_value,
