@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.attention import BLANK, LEVELS, level_colorscale
+from explorer.figures.attention import BLANK, LEVELS, level_colorscale, signed_colorscale
 from explorer.figures.base import CYCLE, base_layout, subplot_domains
 
 PAYLOAD_CELLS = 300_000  # uint8 cells of one grid, all panels together (base64 adds a third on the wire)
@@ -36,6 +36,26 @@ def log_levels(mass: np.ndarray, floor: float = FLOOR) -> tuple:
     with np.errstate(divide="ignore"):
         lv = np.rint(1 + (LEVELS - 1) * (np.log10(np.maximum(m, floor)) - lo) / (hi - lo))
     return np.where(m > 0, np.clip(lv, 1, LEVELS), 0).astype(np.uint8), lo, hi
+
+
+def signed_levels(mass: np.ndarray, floor: float = FLOOR) -> tuple:
+    """Signed masses (a recurrent layer's implicit map) -> ``(levels uint8, lo, hi)`` on a symmetric log scale:
+    level 128 is ``|m| <= floor``, ``128 +- 127`` the largest ``|m|``, the sign picking the side; exactly-zero
+    cells (no query reaches them) are level 0 (blank)."""
+    m = np.nan_to_num(np.asarray(mass, dtype=np.float64), nan=0.0)
+    top = float(np.abs(m).max()) if m.size else 1.0
+    lo, hi = np.log10(floor), np.log10(max(top, floor * 10))
+    with np.errstate(divide="ignore"):
+        t = np.clip((np.log10(np.maximum(np.abs(m), floor)) - lo) / (hi - lo), 0, 1)
+    lv = np.rint(128 + np.sign(m) * 127 * t)
+    return np.where(m != 0, np.clip(lv, 1, LEVELS), 0).astype(np.uint8), lo, hi
+
+
+def signed_level_colorscale() -> list:
+    """Level 0 is the background (blank); 1..255 run blue (negative) - white (near 0, level 128) - red."""
+    lo = 0.5 / LEVELS
+    stops = signed_colorscale()
+    return [[0.0, BLANK], [lo, BLANK]] + [[lo + (1.0 - lo) * x, c] for x, c in stops]
 
 
 def coarsen(mass: np.ndarray, factor: int, q_len: int, block_q: int) -> np.ndarray:
@@ -73,7 +93,8 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
     f = display_factor(n_l * n_h, max(n_q, n_k))
     mass = coarsen(s.mass[:n_l, :n_h], f, result.length, s.block_q)
     bq, bk = s.block_q * f, s.block_k * f
-    levels, lo, hi = log_levels(mass)
+    signed = bool(mass.size) and float(mass.min()) < 0  # a recurrent layer's implicit map
+    levels, lo, hi = signed_levels(mass) if signed else log_levels(mass)
     ys, xs = np.arange(mass.shape[-2]) * bq, np.arange(mass.shape[-1]) * bk
     height = 110 + n_l * min(180, 560 // n_l)
     data, layout = [], {}
@@ -92,7 +113,8 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
                 meta=[r, c],
                 hoverongaps=False,
                 hovertemplate=f"layer {r} head {c}<br>queries %{{y}}..+{bq}<br>keys %{{x}}..+{bk}"
-                "<br>colour level %{z} (log scale)<br>click: the exact map of this cell<extra></extra>",
+                f"<br>colour level %{{z}} ({'signed ' if signed else ''}log scale)<br>click: the exact map of this"
+                " cell<extra></extra>",
             )
         )
         layout[f"xaxis{a}"] = dict(
@@ -115,27 +137,53 @@ def pooled_grid(result, side: int = 0) -> go.Figure:
             constrain="domain",
             title=dict(text=f"layer {r}" if c == 0 else ""),
         )
+    what = (
+        "the summed implicit weights (signed: not probabilities) the query block puts on the key block "
+        "(signed log colour: blue negative, red positive"
+        if signed
+        else "the mass the query block puts on the key block (log colour"
+    )
     title = (
         f"Pooled attention, {s.name}: {result.length} {result.unit}s, {_trained_note(result)}"
-        f"<br><sup>rows: query position, columns: key position ({result.unit}s); cell = {bq} x {bk}: the mass "
-        f"the query block puts on the key block (log colour; blank = none; click a cell to zoom); {s.backend}</sup>"
+        f"<br><sup>rows: query position, columns: key position ({result.unit}s); cell = {bq} x {bk}: {what}; "
+        f"blank = none; click a cell to zoom); {s.backend}</sup>"
     )
     lay = base_layout(title, height, **layout)
     lay["margin"] = dict(l=90, r=30, t=100, b=60)
     ticks = [t for t in range(int(np.floor(lo)), int(np.ceil(hi)) + 1)]
-    lay["coloraxis"] = dict(
-        colorscale=level_colorscale(),
-        cmin=0,
-        cmax=LEVELS,
-        colorbar=dict(
-            title=dict(text="mass per<br>cell (log)"),
-            thickness=14,
-            tickvals=[1 + (LEVELS - 1) * (t - lo) / (hi - lo) for t in ticks if lo <= t <= hi],
-            ticktext=[f"1e{t}" for t in ticks if lo <= t <= hi],
-        ),
-    )
+    if signed:
+        inside = [t for t in ticks if lo <= t <= hi][::2]
+        vals = [128 + sign * 127 * (t - lo) / (hi - lo) for sign in (-1, 1) for t in inside]
+        text = [f"{'-' if sign < 0 else ''}1e{t}" for sign in (-1, 1) for t in inside]
+        lay["coloraxis"] = dict(
+            colorscale=signed_level_colorscale(),
+            cmin=0,
+            cmax=LEVELS,
+            colorbar=dict(
+                title=dict(text="summed<br>weight per<br>cell (signed log)"), thickness=14, tickvals=vals, ticktext=text
+            ),
+        )
+    else:
+        lay["coloraxis"] = dict(
+            colorscale=level_colorscale(),
+            cmin=0,
+            cmax=LEVELS,
+            colorbar=dict(
+                title=dict(text="mass per<br>cell (log)"),
+                thickness=14,
+                tickvals=[1 + (LEVELS - 1) * (t - lo) / (hi - lo) for t in ticks if lo <= t <= hi],
+                ticktext=[f"1e{t}" for t in ticks if lo <= t <= hi],
+            ),
+        )
     lay["plot_bgcolor"] = BLANK
-    lay["meta"] = {"block_q": bq, "block_k": bk, "factor": f, "log10_range": [lo, hi], "side": s.name}
+    lay["meta"] = {
+        "block_q": bq,
+        "block_k": bk,
+        "factor": f,
+        "log10_range": [lo, hi],
+        "side": s.name,
+        "signed": signed,
+    }
     return go.Figure(data=data, layout=lay)
 
 
@@ -267,14 +315,31 @@ def stats_figure(result, layer: int = 0, n_bins: int = 64) -> go.Figure:
         layout[f"yaxis{a}"] = dict(domain=yd, anchor=f"x{a}", title=dict(text=label, font=dict(size=12)))
     shapes, _ = _vmarks(result)
     shapes = [{**sh, "xref": f"x{'' if i == 0 else i + 1}"} for i in range(4) for sh in shapes if sh["type"] == "line"]
+    notes = []
+    undefined = all(not np.isfinite(np.asarray(b["entropy"][layer], dtype=np.float64)).any() for b in bins)
+    if undefined:  # a recurrent layer's implicit map: signed weights, no distribution to take the entropy of
+        notes.append(
+            dict(
+                text="entropy undefined: this layer's implicit<br>map has signed weights, not probabilities",
+                xref="x domain",
+                yref="y domain",
+                x=0.5,
+                y=0.5,
+                showarrow=False,
+                font=dict(size=13),
+            )
+        )
     title = (
         f"Per-head statistics of layer {layer} against position<br><sup>solid: {s0.name}"
         + (f"; dashed: {result.sides[1].name}" if len(result.sides) > 1 else "")
         + f"; dotted line: the trained length; mean over {result.length // max(1, len(centres))} "
-        "queries per point</sup>"
+        "queries per point"
+        + ("; implicit map: sums of signed weights (distance: sum of weight x distance)" if undefined else "")
+        + "</sup>"
     )
     return go.Figure(
-        data=data, layout=base_layout(title, 640, shapes=shapes, legend=dict(font=dict(size=11)), **layout)
+        data=data,
+        layout=base_layout(title, 640, shapes=shapes, annotations=notes, legend=dict(font=dict(size=11)), **layout),
     )
 
 
@@ -285,6 +350,8 @@ def zoom_figure(z, labels=None) -> go.Figure:
     ys = [f"{i} {labels[i]}" if labels else str(i) for i in range(r0, r1)]
     xs = [f"{j} {labels[j]}" if labels else str(j) for j in range(c0, c1)]
     p = np.asarray(z.probs, dtype=np.float64)
+    if p.size and float(p.min()) < 0:  # a recurrent mixer's implicit weights: signed, drawn on a diverging scale
+        return _signed_zoom(z, p, xs, ys)
     with np.errstate(divide="ignore"):
         logp = np.where(p > 0, np.log10(np.maximum(p, 1e-12)), np.nan)
     title = (
@@ -303,6 +370,41 @@ def zoom_figure(z, labels=None) -> go.Figure:
                 hoverongaps=False,
                 colorbar=dict(title=dict(text="log10 p")),
                 hovertemplate="query %{y}<br>key %{x}<br>log10 p = %{z:.2f}<extra></extra>",
+            )
+        ],
+        layout=base_layout(
+            title,
+            560,
+            plot_bgcolor=BLANK,
+            xaxis=dict(title=dict(text="key (position, token)"), showticklabels=False),
+            yaxis=dict(title=dict(text="query (position, token)"), autorange="reversed", showticklabels=False),
+        ),
+    )
+
+
+def _signed_zoom(z, w, xs, ys) -> go.Figure:
+    """One cell of an implicit attention map (weights of either sign): white at 0, blue below, red above."""
+    r0, r1 = z.rows
+    c0, c1 = z.keys
+    top = float(np.abs(w).max()) or 1.0
+    title = (
+        f"Implicit attention of layer {z.layer} head {z.head} ({z.side}): queries {r0}-{r1 - 1}, keys {c0}-{c1 - 1}"
+        f"<br><sup>signed weights of a recurrent layer (not probabilities); the cell's sum per row: exact "
+        f"{z.exact:.4g}, pooled map {z.pooled:.4g}</sup>"
+    )
+    return go.Figure(
+        data=[
+            dict(
+                type="heatmap",
+                z=w.astype(np.float32),
+                x=xs,
+                y=ys,
+                colorscale=signed_colorscale(),
+                zmin=-top,
+                zmax=top,
+                zmid=0,
+                colorbar=dict(title=dict(text="weight<br>(signed)")),
+                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3g}<extra></extra>",
             )
         ],
         layout=base_layout(

@@ -354,7 +354,8 @@ class Zoom:
     head: int
     rows: tuple  # (first, stop) query positions
     keys: tuple  # (first, stop) key positions
-    probs: np.ndarray  # (rows, keys) exact softmax probabilities of the region
+    probs: np.ndarray  # (rows, keys) exact weights of the region: softmax probabilities, or a recurrent
+    # mixer's implicit attention (signed, not a distribution)
     pooled: float  # the pooled map's mass of the cell (the mean over its rows of their sum)
     exact: float  # the same from the exact rows
     ids: tuple  # the passage's token ids (labels for the axes)
@@ -407,6 +408,17 @@ def exact_rows(core, q, k, mods, r0: int, r1: int, head: int) -> torch.Tensor:
     return p.nan_to_num(0.0)
 
 
+def implicit_region(core, call, r0: int, r1: int, c0: int, c1: int, head: int) -> torch.Tensor:
+    """``(r1 - r0, c1 - c0)`` float64 implicit attention weights ``A_ij`` of a recurrent mixer's head ``head``
+    (``core.implicit_ops``): its own kernel run on one indicator value per key of the cell, ``O(L x keys)``,
+    so a cell far from the diagonal at 16k tokens costs what one near it does."""
+    apply, _ = core.implicit_ops(call.q, call.k, call.v, call.mods)
+    B, h, L = call.v.shape[:3]
+    onehot = torch.zeros(L, c1 - c0, dtype=torch.float32)
+    onehot[torch.arange(c0, c1), torch.arange(c1 - c0)] = 1.0  # column m: the key c0 + m
+    return apply(onehot.expand(B, h, L, c1 - c0))[0, head, r0:r1].double()
+
+
 def zoom(result: LongContext, side: int = 0, layer: int = 0, head: int = 0, q_cell=None, k_cell=None) -> Zoom:
     """The exact token-level map of one cell of ``result``'s grid (module docstring); ``q_cell`` / ``k_cell``
     default to the cell of the last query block holding most of its mass off the diagonal."""
@@ -433,7 +445,10 @@ def zoom(result: LongContext, side: int = 0, layer: int = 0, head: int = 0, q_ce
 
     def capture(call):  # the picked layer's core inputs; the rest of the forward is not needed
         if call.attn is attn:
-            got["p"] = exact_rows(attn.core, call.q, call.k, call.mods, r0, r1, head)
+            if hasattr(attn.core, "implicit_ops"):  # a recurrent mixer: its implicit weights of the cell's keys
+                got["region"] = implicit_region(attn.core, call, r0, r1, c0, c1, head)
+            else:
+                got["region"] = exact_rows(attn.core, call.q, call.k, call.mods, r0, r1, head)[:, c0:c1]
             raise _Captured()
 
     try:
@@ -443,8 +458,7 @@ def zoom(result: LongContext, side: int = 0, layer: int = 0, head: int = 0, q_ce
             )
     except _Captured:
         pass
-    p = got["p"]
-    region = p[:, c0:c1]
+    region = got["region"]
     return Zoom(
         s.name,
         layer,

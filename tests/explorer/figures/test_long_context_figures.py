@@ -6,7 +6,15 @@ import torch
 
 from explorer.analysis.long_context.text import Passage
 from explorer.analysis.long_context.view import LongContext, Side
-from explorer.figures.long_context import coarsen, log_levels, loss_figure, pooled_grid, stats_figure, zoom_figure
+from explorer.figures.long_context import (
+    coarsen,
+    log_levels,
+    loss_figure,
+    pooled_grid,
+    signed_levels,
+    stats_figure,
+    zoom_figure,
+)
 from kernels.pooled_dense import pool_probs
 
 
@@ -96,3 +104,37 @@ def test_zoom_figure_labels_its_region():
         and fig.data[0].z[0][0] == np.float32(np.log10(0.5))
     )
     assert fig.layout.xaxis.title.text.startswith("key")
+
+
+def test_signed_levels_keep_sign_order_and_blank_only_exact_zero():
+    m = np.array([-1.0, -1e-3, -1e-9, 0.0, 1e-9, 1e-3, 0.5])
+    lv, lo, hi = signed_levels(m)
+    assert lv[3] == 0 and (np.delete(lv, 3) >= 1).all()
+    assert lv[0] == 1 and lv[2] == 128 == lv[4] and lv[1] < 128 < lv[5] < lv[6] <= 255
+    assert (np.diff(np.delete(lv, 3).astype(int)) >= 0).all()  # monotone in the signed value
+    assert lo == -5 and hi == 0
+
+
+def test_implicit_maps_draw_signed_and_say_entropy_is_undefined():
+    r = fake(L=4096, cells=64, heads=2, layers=2)
+    for side in r.sides:
+        side.mass[0, 0] -= side.mass[0, 0].max()  # a recurrent layer's weights go negative
+        side.stats["entropy"][:] = np.nan  # no distribution: pooled_implicit's NaN
+    grid = pooled_grid(r)
+    assert grid.layout.meta["signed"] and "signed" in grid.layout.title.text
+    assert grid.layout.coloraxis.colorscale[-1][1] == "#b2182b"  # red at the positive end
+    assert any(t.startswith("-1e") for t in grid.layout.coloraxis.colorbar.ticktext)
+    stats = stats_figure(r, 0)
+    assert any("entropy undefined" in a.text for a in stats.layout.annotations)
+    assert not pooled_grid(fake(L=4096, cells=64, heads=2, layers=2)).layout.meta["signed"]
+
+
+def test_zoom_of_signed_weights_is_diverging_around_zero():
+    class Z:
+        side, layer, head, rows, keys, exact, pooled = "as trained", 0, 1, (8, 10), (0, 3), 0.1, 0.1
+        probs = np.array([[0.5, -0.25, 0.0], [0.1, 0.2, -0.3]])
+
+    fig = zoom_figure(Z())
+    assert "Implicit attention" in fig.layout.title.text and "not probabilities" in fig.layout.title.text
+    assert fig.data[0].zmid == 0 and fig.data[0].zmin == -0.5 and fig.data[0].zmax == 0.5
+    assert fig.data[0].z[0][1] == np.float32(-0.25)  # drawn, not blank
