@@ -63,6 +63,7 @@ class LayerInfo:
     # -- layer structures
     layer_mix: Tensor | None = None  # (n_layers + 1,) feedback memory weights softmax(w) over x^0..x^N
     sublayer_depth: tuple | None = None  # sandwich: (attention, FFN) positions in the 2n-sublayer order
+    parallel: LayerInfo | None = None  # parallel_hybrid: the record of the mixer beside the attention (its map, q, k)
     gate_attn: Tensor | None = field(default=None, metadata=_TOKEN)  # (B, L) mean GTrXL update gate
     gate_ffn: Tensor | None = field(default=None, metadata=_TOKEN)
     exit_confidence: Tensor | None = field(default=None, metadata=_TOKEN)  # (B, L) top-1 probability
@@ -186,6 +187,8 @@ def layer_loss(info: LayerInfo) -> torch.Tensor | None:
     else:
         terms = [info.loss, info.ffn_loss]
     terms += [info.memory_loss, info.ponder_loss]
+    if info.parallel is not None:  # the parallel mixer's core loss (adaptive span beside attention)
+        terms.append(layer_loss(info.parallel))
     terms = [t for t in terms if isinstance(t, torch.Tensor)]
     if not terms:
         return None

@@ -15,6 +15,8 @@ One module per structure, each ending with ``VARIANTS`` (``LAYER`` gathers them 
 - ``sandwich``: sublayers reordered ``a^s (af)^(n-s) f^s`` (Press et al. 2020), ``sandwich.py``.
 - ``feedback``: one token per step, all layers read a shared memory (Fan et al. 2020), ``feedback.py``.
 - ``funnel``: blocks on a sequence mean-pooled by 2 between them (Dai et al. 2020), ``funnel.py``.
+- ``parallel_hybrid``: attention and a second mixer (Mamba-2) side by side, outputs summed (Falcon-H1, TII 2025),
+  ``parallel.py``.
 ``stack.py`` holds what they share (``BlockStack``, the parameter count of standard blocks, the
 model's weight initialisation). No module imports this package back.
 """
@@ -22,7 +24,7 @@ model's weight initialisation). No module imports this package back.
 from __future__ import annotations
 
 from ..variant import gather
-from . import early_exit, feedback, funnel, gated, macaron, reversible, sandwich, standard, universal
+from . import early_exit, feedback, funnel, gated, macaron, parallel, reversible, sandwich, standard, universal
 from .stack import BlockStack, block_params, init_weights, stack_params
 from .standard import StandardStack
 
@@ -36,6 +38,7 @@ LAYER = gather(
     sandwich.VARIANTS,
     feedback.VARIANTS,
     funnel.VARIANTS,
+    parallel.VARIANTS,
 )
 
 __all__ = ["LAYER", "BlockStack", "StandardStack", "block_params", "stack_params", "init_weights"]
