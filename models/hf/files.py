@@ -117,19 +117,22 @@ def find(folder) -> Files:
     return Files(path, config, weights, tokenizer if tokenizer.is_file() else None)
 
 
-def read_json(path: Path, cap: int, max_string: int = strict_json.MAX_CONFIG_STRING) -> dict:
-    """The JSON object in ``path`` (at most ``cap`` bytes); ConfigError naming the file otherwise."""
+def read_json(
+    path: Path, cap: int, max_string: int = strict_json.MAX_CONFIG_STRING, infinite: frozenset = frozenset()
+) -> dict:
+    """The JSON object in ``path`` (at most ``cap`` bytes; ``infinite``: ``strict_json.loads``'s); ConfigError
+    naming the file otherwise."""
     size = path.stat().st_size
     if size > cap:
         raise ConfigError(path.name, f"{size} bytes", f"a JSON file of at most {cap} bytes")
-    data = strict_json.loads(path.read_bytes(), path.name, max_string)
+    data = strict_json.loads(path.read_bytes(), path.name, max_string, infinite)
     if not isinstance(data, dict):
         raise ConfigError(path.name, type(data).__name__, "a JSON object")
     return data
 
 
 def read_config(path: Path) -> dict:
-    return read_json(path, MAX_CONFIG_BYTES)
+    return read_json(path, MAX_CONFIG_BYTES, infinite=strict_json.CONFIG_INFINITE)
 
 
 def _shards(folder: Path, index: Path) -> tuple:

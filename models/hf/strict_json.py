@@ -8,6 +8,10 @@ walk (iterative: no recursion a deep document could exhaust) refuses the first `
 past ``max_string`` characters, nesting past ``MAX_DEPTH`` or container past ``MAX_CONTAINERS`` with a
 ``ConfigError`` naming the file and the value's path (``config.json: rope_scaling.factor``,
 ``config.json: layer_types[3]``).
+
+One literal is a value in one place: ``Infinity`` at a path of ``infinite`` (config.json: ``time_step_limit[1]``,
+the upper clamp of the Mamba-2 step size that Mamba-2 / Falcon-H1 configs write as +inf, meaning no clamp) is
+read as ``math.inf``; anywhere else it is refused like every non-finite literal.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ MAX_NUMBER_CHARS = 64  # a float literal: 17 significant digits and an exponent 
 MAX_DEPTH = 32  # config.json nests a few levels (rope_scaling, task_specific_params.translation)
 MAX_CONFIG_STRING = 4096  # the longest strings of config.json are paths and class names
 MAX_CONTAINERS = 1 << 16  # objects and lists in one file: a safetensors header has three per tensor
+CONFIG_INFINITE = frozenset({"time_step_limit[1]"})  # module docstring
 
 
 class Absurd:
@@ -60,10 +65,10 @@ def _refuse(name: str, path: str, value, allowed: str):
     raise ConfigError(f"{name}: {shown}" if path else name, value, allowed)
 
 
-def check(data, name: str, max_string: int = MAX_CONFIG_STRING) -> None:
-    """Refuse the first absurd value of ``data`` (parsed by ``loads``), by ``name`` and path. Only containers
-    are queued (with their path); a scalar is checked where it is met, so the walk costs one type test per
-    value."""
+def check(data, name: str, max_string: int = MAX_CONFIG_STRING, infinite: frozenset = frozenset()) -> None:
+    """Refuse the first absurd value of ``data`` (parsed by ``loads``), by ``name`` and path; an ``Infinity`` at a
+    path of ``infinite`` becomes ``math.inf`` in place. Only containers are queued (with their path); a scalar is
+    checked where it is met, so the walk costs one type test per value."""
     if not isinstance(data, (dict, list)):
         _scalar(data, name, "", max_string)
         return
@@ -88,6 +93,8 @@ def check(data, name: str, max_string: int = MAX_CONFIG_STRING) -> None:
                         f"at most {MAX_CONTAINERS} (config.json holds a few, a safetensors header three per tensor)",
                     )
                 todo.append((item, _path(path, key), depth + 1))
+            elif isinstance(item, Absurd) and item.text == "Infinity" and _path(path, key) in infinite:
+                value[key] = math.inf
             elif isinstance(item, (str, Absurd)):
                 _scalar(item, name, _path(path, key), max_string)
             if isinstance(key, str) and len(key) > max_string:
@@ -105,9 +112,9 @@ def _scalar(value, name: str, path: str, max_string: int) -> None:
         )
 
 
-def loads(raw: bytes, name: str, max_string: int = MAX_CONFIG_STRING):
-    """The JSON value of ``raw`` with every value checked (``check``); ConfigError naming ``name`` for text
-    that is not JSON (or not UTF-8) or holds an absurd value."""
+def loads(raw: bytes, name: str, max_string: int = MAX_CONFIG_STRING, infinite: frozenset = frozenset()):
+    """The JSON value of ``raw`` with every value checked (``check``, ``infinite`` its paths where ``Infinity`` is
+    read); ConfigError naming ``name`` for text that is not JSON (or not UTF-8) or holds an absurd value."""
     try:
         data = json.loads(raw, parse_int=_integer, parse_float=_float, parse_constant=_constant)
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -116,5 +123,5 @@ def loads(raw: bytes, name: str, max_string: int = MAX_CONFIG_STRING):
         raise ConfigError(
             name, "nesting past the parser's limit", f"at most {MAX_DEPTH} levels of nested objects and lists"
         ) from None
-    check(data, name, max_string)
+    check(data, name, max_string, infinite)
     return data
