@@ -17,6 +17,7 @@ from .cpu.pooled_linear import pooled_linear
 from .pooled import pooled_attention, pooled_backend
 from .pooled_dense import PooledAttention, pool_probs, pooled_block
 from .selected import selected_attention, selected_backend, selection_layout
+from .ssd import ssd, ssd_backend, ssd_map, ssd_step
 
 __all__ = [
     "attention",
@@ -38,4 +39,8 @@ __all__ = [
     "selected_attention",
     "selected_backend",
     "selection_layout",
+    "ssd",
+    "ssd_backend",
+    "ssd_map",
+    "ssd_step",
 ]

@@ -33,6 +33,9 @@ KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV, PAIR_SCORE})
 # Not a position kind: learned sink logits [h] joining each softmax row's denominator (models/sinks.py,
 # ModelConfig.attn_sinks). Accepted only by mechanisms whose softmax runs in kernels.attention.
 LEARNED_SINK = "learned_sink"
+# Not a position kind: what a core with its own projections hands from its ``project`` to its forward through
+# ``mods`` (Mamba-2's step sizes ``dt`` and gate ``z``: models/attention/mamba2.py). Only such a core accepts it.
+CORE_INPUTS = "core_inputs"
 # What a mechanism accepts unless it says otherwise: the per-distance modifiers. A full per-pair
 # score (PAIR_SCORE) must be opted into by mechanisms that hand it to kernels.attention.
 PER_DISTANCE = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV})
@@ -45,6 +48,8 @@ MODIFIER_KIND = {
     "rel_v": RELATIVE_KV,
     "pair_bias": PAIR_SCORE,
     "sinks": LEARNED_SINK,
+    "dt": CORE_INPUTS,
+    "z": CORE_INPUTS,
 }
 
 

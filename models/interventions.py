@@ -97,7 +97,8 @@ class CoreInputs:
     v: torch.Tensor  # (B, h_kv, Lk, d_h) values
     mods: Mapping  # the position encoding's score modifiers (kernels.attention's keywords)
     # a core that owns its projections (AttentionCaps.own_projections) gets its own layout instead: MLA's
-    # q (B, h, L, dn + dr), k = its cache (B, 1, Lk, kv_lora_rank + qk_rope_head_dim), v = the latent
+    # q (B, h, L, dn + dr), k = its cache (B, 1, Lk, kv_lora_rank + qk_rope_head_dim), v = the latent; Mamba-2's
+    # q = C, k = B (B, G, L, N), v = x after its convolution (B, h_ssm, L, P), mods = {"dt": (B, h_ssm, L), "z": gate}
 
 
 @dataclass(frozen=True, eq=False)

@@ -24,6 +24,7 @@ from . import (
     lite,
     lowrank,
     lsh,
+    mamba2,
     mla,
     nsa,
     poolingformer,
@@ -77,6 +78,7 @@ ATTENTION = gather(
     mla.VARIANTS,
     differential.VARIANTS,
     nsa.VARIANTS,
+    mamba2.VARIANTS,
 )
 
 __all__ = [

@@ -193,7 +193,9 @@ def test_gate_works_with_every_attention():
         out.logits.sum().backward()
         grad = next(p.grad for n, p in model.named_parameters() if "gate_proj" in n)
         assert grad is not None and grad.abs().sum() > 0, key
-    assert len(ran) >= len(choices()["attention"]) - 3, set(choices()["attention"]) - ran
+    # refused on BASE's sizes or by design: MLA's value width is not d_head (no elementwise width), the
+    # synthesizers' sizes, Mamba-2's own gate z (it refuses attn_gate)
+    assert set(choices()["attention"]) - ran <= {"mla", "synthesizer_dense", "synthesizer_random", "mamba2"}
 
 
 def test_gate_choices_are_checked():

@@ -40,6 +40,8 @@ def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
         else f"KV cache: **{per_token:,} bytes per token** in fp16 ({stack_layers(cfg)} layers × "
         f"{cache['values_per_token_layer']} values the {cfg.attention} cache keeps per token × 2 bytes)."
     )
+    if cache["state_values"]:  # recurrent layers keep a state, not keys: say what stays fixed and what grows
+        kv = state_line(cfg, cache)
     if cfg.layer_schedule:
         kv += "\n\n" + schedule_lines(cfg)
     if weights is not None and weights.checkpoint:
@@ -52,6 +54,21 @@ def card(cfg: ModelConfig, seq: int, weights=None, loaded=None) -> str:
             + "."
         )
     return f"{head}\n{kv}\n{rest}" if sep else f"{md}\n{kv}"
+
+
+def state_line(cfg: ModelConfig, cache: dict) -> str:
+    """The card's decode memory of a model with recurrent layers (``kv_cache_bytes(cfg, [1])``): their fixed
+    state, and the KV cache per token of the layers that cache keys (none in a pure recurrent model)."""
+    fixed, parts = 0, []
+    for key, values in cache["state_values"].items():
+        total = sum(rows[0] for token, rows in cache["by_kind"].items() if token.partition(":")[0] == key)
+        fixed += total
+        parts.append(f"{total // (values * cache['bytes_per_value'])} `{key}` layers × {values:,} values")
+    grows = cache["current"][0] - fixed
+    line = f"Recurrent state: **{fixed:,} bytes** in fp16 at every context length ({'; '.join(parts)} × 2 bytes)"
+    if grows:
+        return line + f"; KV cache of the attention layers: **{grows:,} bytes per token**."
+    return line + "; no KV cache: decoding memory does not grow with the context."
 
 
 def schedule_lines(cfg: ModelConfig) -> str:
