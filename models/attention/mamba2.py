@@ -13,6 +13,11 @@ ssm_conv``, and ``x`` the sublayer's input ``(B, L, d)``:
     out = RMSNorm_G(y * silu(z)) W_out        RMSNorm over each of the G groups of d_inner / G, gain ``norm.weight``,
                                               eps = norm_eps; ``out_proj`` is the sublayer's (``models.qkv``)
 
+``ssm_norm`` picks the output's gate and norm (default ``"gated"``, the line above, Mamba-2's); Falcon-H1's mixer
+(TII 2025, transformers' ``FalconH1Mixer``) has two others: ``"before_gate"`` (``mamba_norm_before_gate``)
+``out = (RMSNorm_G(y) * silu(z)) W_out`` and ``"none"`` (``mamba_rms_norm`` false) ``out = (y * silu(z)) W_out``,
+without a norm or its gain.
+
 transformers' ``Mamba2Mixer`` (its torch path) is this function, with the same parameter names (``in_proj``,
 ``conv1d``, ``dt_bias``, ``A_log``, ``D``, ``norm.weight``; its ``out_proj`` is the sublayer's), so a checkpoint maps
 one to one (``models/hf/mamba2.py``). Initialisation as Mamba-2's: ``A_log = log U(1, 16)``, ``dt_bias`` the inverse
@@ -58,6 +63,14 @@ SSM_HEAD_DIM = Param(
 SSM_STATE = Param("ssm_state", int, 16, range=(1, 1024), cap=256, label="Mamba-2 state size N")
 SSM_GROUPS = Param("ssm_groups", int, 1, range=(1, 1024), cap=64, label="Mamba-2 B/C groups (divides heads)")
 SSM_CONV = Param("ssm_conv", int, 4, range=(1, 64), cap=16, label="Mamba-2 convolution width")
+SSM_NORMS = ("gated", "before_gate", "none")  # module docstring
+SSM_NORM = Param(
+    "ssm_norm",
+    str,
+    "gated",
+    choices=SSM_NORMS,
+    label="Mamba-2 output norm (gated: RMSNorm(y silu z); before_gate: RMSNorm(y) silu z; none: y silu z)",
+)
 SSM_CHUNK = Param(
     "ssm_chunk", int, 64, range=(1, 4096), cap=1024, label="Mamba-2 scan chunk (speed only)", surgery=True
 )
@@ -72,16 +85,17 @@ def layout(cfg) -> tuple:
     return h, p, cfg.ssm_state, cfg.ssm_groups, cfg.ssm_conv
 
 
-def gated_rms_norm(y, z, weight, groups: int, eps: float):
+def gated_rms_norm(y, z, weight, groups: int, eps: float, before_gate: bool = False):
     """``RMSNorm_G(y * silu(z)) * weight`` for ``y, z (B, h, L, P)``, ``weight (h P,)``: the mean square over each
-    group of ``h / G`` contiguous heads (``d_inner / G`` numbers), in at least float32; ``(B, h, L, P)``."""
+    group of ``h / G`` contiguous heads (``d_inner / G`` numbers), in at least float32; ``(B, h, L, P)``.
+    ``before_gate``: ``RMSNorm_G(y) * weight * silu(z)`` (Falcon-H1's ``mamba_norm_before_gate``)."""
     B, h, L, P = y.shape
     acc = torch.promote_types(y.dtype, torch.float32)
-    g = y.to(acc) * F.silu(z.to(acc))
+    g = y.to(acc) if before_gate else y.to(acc) * F.silu(z.to(acc))
     grouped = g.view(B, groups, h // groups, L, P)  # (B, G, h / G, L, P)
     var = grouped.pow(2).mean(dim=(2, 4), keepdim=True)  # (B, G, 1, L, 1)
-    normed = (grouped * torch.rsqrt(var + eps)).view(B, h, L, P)
-    return normed * weight.to(acc).view(h, 1, P)
+    normed = (grouped * torch.rsqrt(var + eps)).view(B, h, L, P) * weight.to(acc).view(h, 1, P)
+    return normed * F.silu(z.to(acc)) if before_gate else normed
 
 
 class Mamba2Mixer(nn.Module):
@@ -97,8 +111,9 @@ class Mamba2Mixer(nn.Module):
         self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus: softplus(dt_bias) = dt
         self.A_log = nn.Parameter(torch.log(torch.empty(h).uniform_(*A_INIT)))
         self.D = nn.Parameter(torch.ones(h))
-        self.norm = nn.Module()
-        self.norm.weight = nn.Parameter(torch.ones(d_inner))  # the gated RMSNorm's gain (transformers' name)
+        if cfg.ssm_norm != "none":
+            self.norm = nn.Module()
+            self.norm.weight = nn.Parameter(torch.ones(d_inner))  # the gated RMSNorm's gain (transformers' name)
 
     def project(self, x_q, x_kv, position, layer: int, k_start: int = 0):
         """``(C (B, G, L, N), B (B, G, L, N), x (B, h, L, P), {"dt": (B, h, L), "z": (B, h, L, P)})`` from
@@ -131,9 +146,17 @@ class Mamba2Mixer(nn.Module):
         a = self.a()
         y = kernels.ssd(v, dt, a, k, q, chunk=self.cfg.ssm_chunk)  # (B, h, L, P)
         y = y + self.D.to(y.dtype)[:, None, None] * v
-        out = gated_rms_norm(y, z, self.norm.weight, self.layout[3], self.cfg.norm_eps).to(v.dtype)
+        out = self.output(y, z).to(v.dtype)
         probs = kernels.ssd_map(dt, a, k, q) if ctx.need_weights else None
         return out, probs, {}
+
+    def output(self, y, z) -> torch.Tensor:
+        """``y (B, h, L, P)`` gated by ``z`` and normed as ``ssm_norm`` says (module docstring), in at least float32."""
+        mode = self.cfg.ssm_norm
+        if mode == "none":
+            acc = torch.promote_types(y.dtype, torch.float32)
+            return y.to(acc) * F.silu(z.to(acc))
+        return gated_rms_norm(y, z, self.norm.weight, self.layout[3], self.cfg.norm_eps, mode == "before_gate")
 
     def pre_norm(self, q, k, v, mods) -> torch.Tensor:
         """``y = M x + D x (B, h, L, P)``, before the gate and the norm (what the dense map explains)."""
@@ -180,17 +203,18 @@ class Mamba2Mixer(nn.Module):
         x = x.view(Bsz, h, P)
         y, ssm_state = kernels.ssd_step(x, dt, self.a(), b.view(Bsz, G, N), c.view(Bsz, G, N), ssm_state)
         y = y + self.D.to(y.dtype)[:, None] * x
-        out = gated_rms_norm(y[:, :, None], z.view(Bsz, h, 1, P), self.norm.weight, G, self.cfg.norm_eps)
+        out = self.output(y[:, :, None], z.view(Bsz, h, 1, P))
         return out[:, :, 0].to(x_t.dtype), (window[..., 1:], ssm_state)
 
 
 def n_params(cfg) -> int:
     """``in_proj`` (its bias with ``attn_bias="all"``), the convolution, ``dt_bias``, ``A_log``, ``D`` and the norm's
-    gain (``out_proj`` is the sublayer's)."""
+    gain (none with ``ssm_norm="none"``; ``out_proj`` is the sublayer's)."""
     h, P, N, G, K = layout(cfg)
     d_inner, conv_dim = h * P, h * P + 2 * G * N
     width = d_inner + conv_dim + h
-    return cfg.d_model * width + (width if cfg.attn_bias == "all" else 0) + conv_dim * (K + 1) + 3 * h + d_inner
+    norm = 0 if cfg.ssm_norm == "none" else d_inner
+    return cfg.d_model * width + (width if cfg.attn_bias == "all" else 0) + conv_dim * (K + 1) + 3 * h + norm
 
 
 def cache_values(cfg) -> int:
@@ -201,6 +225,8 @@ def cache_values(cfg) -> int:
 
 def check(cfg) -> None:
     h, P, N, G, K = layout(cfg)
+    if cfg.ssm_norm not in SSM_NORMS:
+        raise ConfigError("ssm_norm", cfg.ssm_norm, f"one of {list(SSM_NORMS)} (module docstring of mamba2)")
     if h % G:
         raise ConfigError("ssm_groups", G, f"a divisor of the Mamba-2 head count {h} (each group serves h / G heads)")
     if cfg.attn_bias == "qkv":
@@ -238,7 +264,7 @@ VARIANTS = (
         "Selective state-space mixer: a causal scan with a per-head decaying state (chunked SSD), its own "
         "convolution and gate; no softmax.",
         build=Mamba2Mixer,
-        params=(SSM_HEADS, SSM_HEAD_DIM, SSM_STATE, SSM_GROUPS, SSM_CONV, SSM_CHUNK, "causal"),
+        params=(SSM_HEADS, SSM_HEAD_DIM, SSM_STATE, SSM_GROUPS, SSM_CONV, SSM_NORM, SSM_CHUNK, "causal"),
         check=check,
         caps=AttentionCaps(
             accepts=frozenset({ROTARY, CORE_INPUTS}),
