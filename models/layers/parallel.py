@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..variant import Param, Variant
 from .stack import BlockStack, block_params
 
-PARALLEL_MIXER = Param("parallel_mixer", str, "linear", label="Parallel mixer (beside attention, parallel_hybrid)")
+PARALLEL_MIXER = Param("parallel_mixer", str, "mamba2", label="Parallel mixer (beside attention, parallel_hybrid)")
 
 # the attention branch's own terms, at their defaults in the mixer's config (module docstring)
 ATTENTION_ONLY = {
@@ -49,7 +49,13 @@ ATTENTION_ONLY = {
     "ablate_heads": "",
 }
 # a schedule's fields (the mixer is the same in every layer) and the structure the mixer is validated in
-UNIFORM = {"layer": "standard", "layer_schedule": "", "rope_local_base": None, "dense_ffn": "swiglu", "dense_d_ff": None}
+UNIFORM = {
+    "layer": "standard",
+    "layer_schedule": "",
+    "rope_local_base": None,
+    "dense_ffn": "swiglu",
+    "dense_d_ff": None,
+}
 
 
 @lru_cache(maxsize=128)

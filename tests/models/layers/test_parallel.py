@@ -16,10 +16,10 @@ _model = partial(model_from, BASE)
 _tokens = partial(draw_tokens, n=20)
 
 
-@pytest.mark.parametrize("placement", ["pre", "post"])
-def test_each_layer_adds_attention_and_mixer_of_one_normed_input(placement):
+@pytest.mark.parametrize("mixer,placement", [("mamba2", "pre"), ("linear", "pre"), ("linear", "post")])
+def test_each_layer_adds_attention_and_mixer_of_one_normed_input(mixer, placement):
     """Pre: x + Attn(N(x)) + Mixer(N(x)), then x + FFN(N(x)); post: N(x + Attn(x) + Mixer(x)), N(x + FFN(x))."""
-    model = _model(parallel_mixer="linear", norm_placement=placement, ffn="swiglu").double().eval()
+    model = _model(parallel_mixer=mixer, norm_placement=placement, ffn="swiglu").double().eval()
     t = _tokens()
     ctx = stack_context(model, t)
     x = model.embed(t)
@@ -76,11 +76,28 @@ def test_the_mixers_record_and_map_sit_beside_the_attentions():
         assert mix.attention.shape == info.attention.shape == (1, 4, 20, 20)
         assert not torch.allclose(mix.attention, info.attention)  # linear attention's map, not softmax's
         torch.testing.assert_close(info.attention.sum(-1), torch.ones(1, 4, 20))
-    assert model.stack.attention(1) is model.stack.blocks[1].attn and model.stack.mixer(1) is model.stack.blocks[1].mixer
+    assert (
+        model.stack.attention(1) is model.stack.blocks[1].attn and model.stack.mixer(1) is model.stack.blocks[1].mixer
+    )
+
+
+def test_mamba2_beside_attention_reports_its_implicit_map():
+    model = _model()  # parallel_mixer defaults to mamba2
+    assert model.cfg.parallel_mixer == "mamba2"
+    out = model(_tokens(B=1), return_attention=True)
+    info = out.layers[0]
+    mix = info.parallel.attention  # (1, h_ssm, L, L): the SSM's implicit attention, causal, rows not normalised
+    assert mix.shape[-2:] == (20, 20) and torch.equal(mix.triu(1), torch.zeros_like(mix))
+    assert not torch.allclose(mix.sum(-1), torch.ones_like(mix.sum(-1)))
+    torch.testing.assert_close(info.attention.sum(-1), torch.ones(1, 4, 20))
 
 
 def test_the_parameter_count_is_counted_before_building():
-    for fields in ({"parallel_mixer": "linear"}, {"parallel_mixer": "full", "n_kv_heads": 2}, {"ffn": "none"}):
+    for fields in (
+        {"parallel_mixer": "linear"},
+        {"parallel_mixer": "full", "n_kv_heads": 2},
+        {"ffn": "none", "ssm_heads": 8, "ssm_head_dim": 16, "attn_bias": "all"},
+    ):
         cfg = ModelConfig(**{**BASE, **fields})
         assert cfg.approx_params() == sum(p.numel() for p in build_model(cfg).parameters()), fields
 
@@ -118,6 +135,7 @@ def test_the_attention_branchs_own_terms_stay_off_the_mixer():
         ({"parallel_mixer": "nope"}, "parallel_mixer", "one of"),
         ({"parallel_mixer": "linear", "memory": "xl"}, "memory", "two mixers"),
         ({"parallel_mixer": "linear", "position": "t5"}, "parallel_mixer", "position"),
+        ({"parallel_mixer": "mamba2", "causal": False}, "parallel_mixer", "causal"),
     ],
 )
 def test_refusals_name_the_field_and_the_reason(fields, field, words):
