@@ -23,6 +23,7 @@ from ..model import build_model
 from . import (
     bert,
     deepseek_v3,
+    falcon_h1,
     files,
     gemma2,
     gemma3,
@@ -49,6 +50,7 @@ FAMILIES = {
     "deepseek_v3": deepseek_v3,
     "gpt_oss": gpt_oss,
     "llama4": llama4,
+    "falcon_h1": falcon_h1,
     "bert": bert,
     "t5": t5,
 }

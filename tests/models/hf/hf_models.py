@@ -116,6 +116,33 @@ FAMILIES = {
             attn_implementation="eager",
         ),
     ),
+    # Falcon-H1: attention (2 K/V heads) and Mamba-2 (4 heads of 8, 2 groups, state 8, chunks of 8 so 12 and 16
+    # tokens end inside a chunk) side by side; every muP multiplier away from 1 (so each fold is exercised), the
+    # gated RMSNorm normed before the gate, weights drawn at 0.2 so the Mamba branch writes as much as attention
+    "falcon_h1": (
+        "FalconH1Config",
+        "FalconH1ForCausalLM",
+        dict(
+            SMALL,
+            num_key_value_heads=2,
+            mamba_d_ssm=32,
+            mamba_n_heads=4,
+            mamba_n_groups=2,
+            mamba_d_state=8,
+            mamba_chunk_size=8,
+            mamba_rms_norm=True,
+            embedding_multiplier=1.5,
+            lm_head_multiplier=0.7,
+            key_multiplier=1.3,
+            attention_in_multiplier=0.8,
+            attention_out_multiplier=1.2,
+            ssm_in_multiplier=1.1,
+            ssm_out_multiplier=0.9,
+            ssm_multipliers=[0.5, 1.5, 0.8, 1.2, 2.0],
+            mlp_multipliers=[1.3, 0.6],
+            initializer_range=0.2,
+        ),
+    ),
     "bert": ("BertConfig", "BertForMaskedLM", dict(SMALL, layer_norm_eps=1e-12)),
     "t5": (
         "T5Config",
