@@ -199,6 +199,8 @@ class _ConfigMethods:
             "ffn": count("ffn") if has_ffn else None,
             "norm": norm,
             "residual": count("norm_placement", norm),
+            # one self-attention sublayer of another config (a parallel_hybrid layer's mixer: models/layers/parallel.py)
+            "attn_of": lambda other: self._attention_params(regs, other),
         }
         final = rec["norm_placement"] is not None and getattr(rec["norm_placement"].build, "final_norm", False)
         return self._schedule_params(regs, attn) + (

@@ -121,11 +121,7 @@ def check(cfg) -> None:
 
 def parallel_params(cfg, parts: dict) -> int:
     """Per layer: a standard block plus the mixer's sublayer (its projections and core; no norm of its own)."""
-    from ..config import ModelConfig  # late: the config imports this package through the registries
-    from ..registry import registries
-
-    mixer = ModelConfig._attention_params(registries(), mixer_config(cfg))
-    return cfg.n_layers * (block_params(parts) + mixer)
+    return cfg.n_layers * (block_params(parts) + parts["attn_of"](mixer_config(cfg)))
 
 
 VARIANTS = (

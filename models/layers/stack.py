@@ -33,7 +33,8 @@ def block_params(parts: dict) -> int:
     """One block: attention + its residual wrapper, FFN + its wrapper (when there is one).
 
     ``parts`` (from ``ModelConfig.approx_params``): ``attn`` (projections + core), ``ffn`` (None
-    without an FFN), ``norm`` (one norm), ``residual`` (one placement wrapper)."""
+    without an FFN), ``norm`` (one norm), ``residual`` (one placement wrapper), ``attn_of(cfg)`` (the ``attn`` of
+    another config)."""
     block = parts["attn"] + parts["residual"]
     if parts["ffn"] is not None:
         block += parts["ffn"] + parts["residual"]
