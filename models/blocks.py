@@ -45,6 +45,10 @@ class Attention(QKVProjection):
     position differs from the model's (``:nope``, a local RoPE base) keeps its own weightless position module
     instead of the model's."""
 
+    # True for the mixer beside a parallel_hybrid layer's attention (models/layers/parallel.py): not the layer's
+    # attention, so views that read one attention per layer (``layer_attentions``) leave it out
+    parallel_mixer = False
+
     def __init__(self, cfg, layer: int):
         model_cfg, cfg = cfg, cfg.layer_config(layer)
         rec = ATTENTION[cfg.attention]
@@ -127,6 +131,12 @@ class Attention(QKVProjection):
             split(q), split(k), self.layer, k_start=k_start, scale=1.0 / math.sqrt(self.d_head // n)
         )
         return merge(qs), merge(ks), mods
+
+
+def layer_attentions(model: nn.Module) -> list:
+    """The ``Attention`` modules of ``model`` that are a layer's attention, in definition order: every one but the
+    mixers beside a parallel_hybrid layer's attention (one per layer for the standard stack)."""
+    return [m for m in model.modules() if isinstance(m, Attention) and not m.parallel_mixer]
 
 
 class Block(nn.Module):

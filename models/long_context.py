@@ -45,7 +45,7 @@ from kernels.pooled_dense import MAX_CELLS, PooledAttention, pool_probs, pooled_
 
 from .attention.linear import LinearAttention
 from .attention.sparse import PatternAttention, pattern_block_mask
-from .blocks import Attention
+from .blocks import Attention, layer_attentions
 from .errors import ConfigError
 from .interventions import Interventions
 from .sinks import sink_mass
@@ -131,7 +131,7 @@ def pooled_maps(
         raise ConfigError("sink_k", sink_k, "an integer >= 0")
     if int(window) < 1:
         raise ConfigError("window", window, "an integer >= 1")
-    layers = [m for m in model.modules() if isinstance(m, Attention)]
+    layers = layer_attentions(model)  # a parallel_hybrid layer's map is its attention's (its mixer's is not pooled)
     kinds = {_kind(m.core) for m in layers}
     kw = dict(max_cells=int(max_cells), sink_k=int(sink_k), window=int(window))
     report = _reporter(layers, _PROGRESS.get())
@@ -154,6 +154,8 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
 
     def observe(call):
         attn, q, k, mods = call.attn, call.q, call.k, call.mods
+        if attn.parallel_mixer:  # the mixer beside a parallel_hybrid layer's attention: the layer's map is the latter's
+            return
         if report is not None:
             report(call)
         core = attn.core
@@ -221,7 +223,12 @@ def _reporter(layers, progress):
     if progress is None:
         return None
     order = {id(m): i for i, m in enumerate(layers)}
-    return lambda call: progress(order[id(call.attn)] / max(1, len(layers)))
+
+    def report(call):
+        if id(call.attn) in order:  # a parallel_hybrid layer's mixer runs beside its attention: not a layer of its own
+            progress(order[id(call.attn)] / max(1, len(layers)))
+
+    return report
 
 
 def _dense(model, tokens, kw, dense_max_len: int, reason: str, report=None) -> LongContextMaps:

@@ -69,12 +69,19 @@ def mixer_config(cfg):
     return cfg.replace(**changes)
 
 
+class MixerBranch(Attention):
+    """``Mixer_i``: an ``Attention`` in every respect, marked so the views that read one attention per layer
+    (``models.blocks.layer_attentions``: gradient norms, long-context maps) take the layer's attention branch."""
+
+    parallel_mixer = True
+
+
 class ParallelBlock(Block):
     """A standard block whose attention sublayer is ``Attn(h) + Mixer(h)`` on the one normed input."""
 
     def __init__(self, cfg, layer: int):
         super().__init__(cfg, layer)
-        self.mixer = Attention(mixer_config(cfg), layer)
+        self.mixer = MixerBranch(mixer_config(cfg), layer)
 
     def forward(self, x, ctx, info: LayerInfo):
         x = self.res_attn(x, lambda h: self._branches(h, ctx, info))

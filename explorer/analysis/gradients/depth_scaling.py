@@ -276,7 +276,7 @@ def last_parameter_name(model: torch.nn.Module, quantity: str) -> str:
         mods = outermost(model, lambda m: callable(getattr(m, "output_parameters", None)))
         params = list(mods[-1].output_parameters()) if mods else []
     else:
-        mods = outermost(model, lambda m: isinstance(m, Attention))
+        mods = outermost(model, lambda m: isinstance(m, Attention) and not m.parallel_mixer)
         params = [mods[-1].out_proj.weight] if mods else []
     names = {id(p): n for n, p in model.named_parameters()}
     found = [names[id(p)] for p in params if id(p) in names]

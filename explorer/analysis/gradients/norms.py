@@ -12,7 +12,8 @@ placement only: another needs other weights), any other weights' on the seeded b
 placement (the weights for the placement they belong to, the others at initialisation).
 
 ``branch_gradient_norms`` finds the branches by walking ``model.named_modules()``: every
-``models.blocks.Attention`` (its ``out_proj``), every cross-attention sublayer, and every outermost
+``models.blocks.Attention`` (its ``out_proj``; of a parallel_hybrid layer the attention, not the mixer beside
+it), every cross-attention sublayer, and every outermost
 module with ``output_parameters()`` (the FFNs), in order; a model of several stacks reports each
 layer's stack too. When there is one module per layer, its parameter gradient is that layer's. When
 one module is applied several times (a shared-weight Universal Transformer), the per-application
@@ -258,7 +259,7 @@ def branch_gradient_norms(model: nn.Module, inputs, loss_fn) -> dict:
     cfg = model.cfg
     stacks = arrangement(cfg).stacks
     n_layers = sum(stack_depth(cfg, s) for s in stacks)  # applied layers of every stack
-    attn_mods = outermost(model, lambda m: isinstance(m, Attention))
+    attn_mods = outermost(model, lambda m: isinstance(m, Attention) and not m.parallel_mixer)  # a layer's attention
     cross_mods = outermost(model, lambda m: isinstance(m, CrossAttention))
     ffn_mods = outermost(model, _is_ffn)
     attn_params = [m.out_proj.weight for m in attn_mods]

@@ -48,7 +48,7 @@ from models import ConfigError, build_model, schedule
 from models import surgery as model_surgery
 from models.attention.layout import pattern_rows
 from models.attention.sparse import PatternAttention
-from models.blocks import Attention
+from models.blocks import Attention, layer_attentions
 from models.interventions import Interventions
 from models.long_context import pooled_maps, reporting
 
@@ -223,7 +223,7 @@ def predicted_bytes(cfg, length: int) -> int:
 
 def _side_duration(model, tokens, stop=None) -> int:
     """Seconds a GPU may take for one side: a few for the forward, more at 16k tokens and many layers."""
-    layers = sum(1 for m in model.modules() if isinstance(m, Attention))
+    layers = sum(1 for m in model.modules() if isinstance(m, Attention))  # every core call, mixers beside attention too
     return int(min(120, 15 + layers * tokens.shape[-1] // 2048))
 
 
@@ -440,7 +440,7 @@ def zoom(result: LongContext, side: int = 0, layer: int = 0, head: int = 0, q_ce
             raise ConfigError(name, v, f"an index in [0, {n - 1}]")
     r0, r1 = q_cell * s.block_q, min(result.length, (q_cell + 1) * s.block_q)
     c0, c1 = int(k_cell) * s.block_k, min(result.length, (int(k_cell) + 1) * s.block_k)
-    attn = [m for m in s.model.modules() if isinstance(m, Attention)][layer]
+    attn = layer_attentions(s.model)[layer]
     got = {}
 
     def capture(call):  # the picked layer's core inputs; the rest of the forward is not needed

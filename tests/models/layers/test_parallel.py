@@ -142,3 +142,14 @@ def test_refusals_name_the_field_and_the_reason(fields, field, words):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**{**BASE, **fields}).validate()
     assert e.value.field == field and words in str(e.value)
+
+
+def test_views_that_read_one_attention_per_layer_take_the_attention_branch():
+    from models.blocks import layer_attentions
+    from models.long_context import pooled_maps
+
+    model = _model(ssm_heads=8, ssm_head_dim=8)  # the mixer's 8 heads tell its map from attention's 4
+    assert layer_attentions(model) == [b.attn for b in model.stack.blocks]
+    result = pooled_maps(model, _tokens(B=1, n=96))
+    assert len(result.maps) == BASE["n_layers"]
+    assert all(m.mass.shape[1] == 4 for m in result.maps)
