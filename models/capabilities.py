@@ -77,6 +77,12 @@ class AttentionCaps:
     rows_sum_to_one: bool = True  # effective attention rows sum to one (False: Differential's 1 - lambda)
     # cfg -> numbers per token and layer a decoding cache keeps (None: K and V, 2 * kv_heads * d_head)
     cache_values: Callable | None = None
+    # keywords a core with its own projections hands from ``project`` to its forward beside the position's
+    # modifiers (Gated DeltaNet's beta, g, z): its own inputs, never refused as position modifiers
+    core_mods: frozenset = frozenset()
+    # the core gates its own output (Gated DeltaNet's gated norm): ``attn_gate`` is refused with it, and a
+    # ``layer_schedule``'s layers of it drop the model's gate, which belongs to its attention layers
+    own_gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ def modifier_kinds(mods: dict) -> set:
 
 
 def refused_modifiers(mods: dict, caps: AttentionCaps) -> set:
-    return modifier_kinds(mods) - caps.accepts
+    return modifier_kinds({n: t for n, t in mods.items() if n not in caps.core_mods}) - caps.accepts
 
 
 def check_combination(cfg, regs: dict) -> None:

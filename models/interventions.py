@@ -97,7 +97,9 @@ class CoreInputs:
     v: torch.Tensor  # (B, h_kv, Lk, d_h) values
     mods: Mapping  # the position encoding's score modifiers (kernels.attention's keywords)
     # a core that owns its projections (AttentionCaps.own_projections) gets its own layout instead: MLA's
-    # q (B, h, L, dn + dr), k = its cache (B, 1, Lk, kv_lora_rank + qk_rope_head_dim), v = the latent
+    # q (B, h, L, dn + dr), k = its cache (B, 1, Lk, kv_lora_rank + qk_rope_head_dim), v = the latent; Gated
+    # DeltaNet's q, k (B, h_v, L, d_k) convolved, L2-normed, q scaled, repeated to the value heads, v (B, h_v, L, d_v),
+    # and mods = its own inputs beta, g (B, h_v, L) and the gate z (B, h_v, L, d_v), no position modifier
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,6 +19,7 @@ from . import (
     axial,
     clustered,
     differential,
+    gated_deltanet,
     induced,
     linear,
     lite,
@@ -77,6 +78,7 @@ ATTENTION = gather(
     mla.VARIANTS,
     differential.VARIANTS,
     nsa.VARIANTS,
+    gated_deltanet.VARIANTS,
 )
 
 __all__ = [
