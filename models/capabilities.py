@@ -74,7 +74,9 @@ class AttentionCaps:
     own_projections: Callable | None = None
     rotary_parts: int = 1  # the sublayer rotates each head's q, k as this many equal parts (Differential's halves)
     layer_index: bool = False  # the core is built as ``build(cfg, layer)``: its formula depends on its depth
-    rows_sum_to_one: bool = True  # effective attention rows sum to one (False: Differential's 1 - lambda)
+    # effective attention rows sum to one (False: one sum per head, Differential's 1 - lambda; None: no fixed sum,
+    # a recurrent mixer's implicit map, Gated DeltaNet's)
+    rows_sum_to_one: bool | None = True
     # cfg -> numbers per token and layer a decoding cache keeps (None: K and V, 2 * kv_heads * d_head)
     cache_values: Callable | None = None
     # keywords a core with its own projections hands from ``project`` to its forward beside the position's
