@@ -45,7 +45,7 @@ from torch import nn
 
 import kernels
 
-from ..capabilities import CORE_INPUTS, ROTARY, AttentionCaps
+from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
 from ..variant import Param, Variant
 
@@ -193,10 +193,11 @@ def n_params(cfg) -> int:
     return cfg.d_model * width + (width if cfg.attn_bias == "all" else 0) + conv_dim * (K + 1) + 3 * h + d_inner
 
 
-def cache_values(cfg) -> int:
-    """Numbers a decoding cache keeps per token and layer: none (the state, ``h P N`` plus ``(K - 1)`` convolution
-    inputs, is one fixed size whatever the length)."""
-    return 0
+def state_values(cfg) -> int:
+    """Numbers a decoding layer keeps whatever the length (it caches no keys): the state, ``h P N``, and the
+    convolution's last ``K - 1`` inputs of its ``d_inner + 2 G N`` channels."""
+    h, P, N, G, K = layout(cfg)
+    return h * P * N + (K - 1) * (h * P + 2 * G * N)
 
 
 def check(cfg) -> None:
@@ -241,15 +242,17 @@ VARIANTS = (
         params=(SSM_HEADS, SSM_HEAD_DIM, SSM_STATE, SSM_GROUPS, SSM_CONV, SSM_CHUNK, "causal"),
         check=check,
         caps=AttentionCaps(
-            accepts=frozenset({ROTARY, CORE_INPUTS}),
+            accepts=frozenset({ROTARY}),
+            core_mods=frozenset({"dt", "z"}),
+            own_gate=True,
             refuses_because="ignores positions (the scan's order is its position) and forms no per-pair score",
             memory_keys=False,
             sinks_reason="has no softmax, so no sink logit has a denominator to join",
             causal_modes=frozenset({True}),
             causal_reason="the scan carries a state forward in time: each output reads only its past",
             own_projections=lambda c: layout(c)[:2],
-            rows_sum_to_one=False,
-            cache_values=cache_values,
+            rows_sum_to_one=None,
+            state_values=state_values,
         ),
         n_params=n_params,
     ),
