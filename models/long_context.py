@@ -187,6 +187,7 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
                     sink_k=kw["sink_k"],
                     window=kw["window"],
                     device=call.v.device,
+                    dtype=call.v.dtype,
                 )
             )
             methods.add("implicit (chunked recurrence)")

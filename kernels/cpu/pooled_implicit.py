@@ -67,6 +67,7 @@ def pooled_implicit(
     sink_k: int = 4,
     window: int = 64,
     device=None,
+    dtype=torch.float32,
     backend: str = "implicit (chunked recurrence)",
 ) -> PooledAttention:
     """The pooled implicit map of a causal recurrent layer of ``length`` positions (module docstring).
@@ -78,7 +79,7 @@ def pooled_implicit(
     block_k = block_q if block_k is None else block_k
     if length < 1 or block_q < 1 or block_k < 1:
         raise ValueError(f"pooled_implicit: length {length}, blocks {block_q} x {block_k} must be >= 1")
-    vals = indicator_values(length, block_k, int(sink_k), device)
+    vals = indicator_values(length, block_k, int(sink_k), device, dtype)  # the layer's own dtype
     out = apply(vals.expand(batch, heads, *vals.shape)).double()  # (B, h, L, n_kp + 3): row sums per indicator
     B, h = batch, heads
     nkp, nqp = vals.shape[1] - 3, -(-length // block_q)
