@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import kernels
+from kernels.cpu.implicit_bands import delta_blocks
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
@@ -160,7 +161,7 @@ class GatedDeltaNet(nn.Module):
         """``(apply, band)`` for the pooled maps of long inputs, from exactly what ``project`` returned:
         ``apply(values (B, h_v, L, c)) -> (B, h_v, L, c)`` = ``A values`` (the chunked form with ``values`` as
         its values, zero initial state); ``band(start, stop) -> (B, h_v, n, n)`` = ``A`` on positions
-        ``[start, stop)``."""
+        ``[start, stop)``; ``blocks(width)``: the dense blocks on and below its diagonal for the local mass."""
         beta, g, chunk = mods["beta"], mods["g"], self.cfg.delta_chunk
 
         def apply(values):
@@ -171,7 +172,10 @@ class GatedDeltaNet(nn.Module):
                 q[:, :, start:stop], k[:, :, start:stop], beta[:, :, start:stop], g[:, :, start:stop]
             )
 
-        return apply, band
+        def blocks(width: int):  # the blocks on and below the diagonal, all at once (kernels.cpu.implicit_bands)
+            return delta_blocks(q, k, beta, g, width)
+
+        return apply, band, blocks
 
 
 def n_params(cfg) -> int:
