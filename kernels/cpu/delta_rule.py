@@ -71,8 +71,9 @@ def gated_delta_chunked(q, k, v, beta, g, *, chunk: int = 64, initial_state=None
     G, gam = _decays(g)  # (B, h, N, C), (B, h, N, C, C)
     eG = G.exp()
     # what every chunk needs from its start state S0, all chunks at once: U = u0 - w S0, O = o_intra + qg S0
-    u0 = _ut_solve(k, beta, gam, beta[..., None] * v)  # (B, h, N, C, V)
-    w = _ut_solve(k, beta, gam, (beta * eG)[..., None] * k)  # (B, h, N, C, K)
+    T = _ut_solve(k, beta, gam, torch.eye(C, dtype=acc, device=k.device))  # (B, h, N, C, C): one solve, then
+    u0 = T @ (beta[..., None] * v)  # (B, h, N, C, V)     products, however wide the values (pooled maps: cells)
+    w = T @ ((beta * eG)[..., None] * k)  # (B, h, N, C, K)
     attn = (q @ k.transpose(-1, -2)) * gam  # (B, h, N, C, C): Q K^T o Gam_incl
     qg = q * eG[..., None]  # (B, h, N, C, K)
     kd = k * (G[..., -1:] - G).exp()[..., None]  # (B, h, N, C, K): keys decayed to the chunk's end
