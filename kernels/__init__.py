@@ -14,6 +14,7 @@ from .attention import (
 )
 from .block_mask import BlockMask, block_mask, block_mask_from_rows, block_mask_from_tiles
 from .cpu.pooled_linear import pooled_linear
+from .delta_rule import gated_delta_backend, gated_delta_map, gated_delta_rule, gated_delta_step
 from .pooled import pooled_attention, pooled_backend
 from .pooled_dense import PooledAttention, pool_probs, pooled_block
 from .selected import selected_attention, selected_backend, selection_layout
@@ -30,6 +31,10 @@ __all__ = [
     "block_mask",
     "block_mask_from_rows",
     "block_mask_from_tiles",
+    "gated_delta_rule",
+    "gated_delta_backend",
+    "gated_delta_step",
+    "gated_delta_map",
     "pooled_attention",
     "pooled_backend",
     "PooledAttention",

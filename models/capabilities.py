@@ -33,9 +33,6 @@ KINDS = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV, PAIR_SCORE})
 # Not a position kind: learned sink logits [h] joining each softmax row's denominator (models/sinks.py,
 # ModelConfig.attn_sinks). Accepted only by mechanisms whose softmax runs in kernels.attention.
 LEARNED_SINK = "learned_sink"
-# Not a position kind: what a core with its own projections hands from its ``project`` to its forward through
-# ``mods`` (Mamba-2's step sizes ``dt`` and gate ``z``: models/attention/mamba2.py). Only such a core accepts it.
-CORE_INPUTS = "core_inputs"
 # What a mechanism accepts unless it says otherwise: the per-distance modifiers. A full per-pair
 # score (PAIR_SCORE) must be opted into by mechanisms that hand it to kernels.attention.
 PER_DISTANCE = frozenset({ROTARY, SCORE_BIAS, RELATIVE_KV})
@@ -48,8 +45,6 @@ MODIFIER_KIND = {
     "rel_v": RELATIVE_KV,
     "pair_bias": PAIR_SCORE,
     "sinks": LEARNED_SINK,
-    "dt": CORE_INPUTS,
-    "z": CORE_INPUTS,
 }
 
 
@@ -79,12 +74,20 @@ class AttentionCaps:
     own_projections: Callable | None = None
     rotary_parts: int = 1  # the sublayer rotates each head's q, k as this many equal parts (Differential's halves)
     layer_index: bool = False  # the core is built as ``build(cfg, layer)``: its formula depends on its depth
-    rows_sum_to_one: bool = True  # effective attention rows sum to one (False: Differential's 1 - lambda)
+    # effective attention rows sum to one (False: one sum per head, Differential's 1 - lambda; None: no fixed sum,
+    # a recurrent mixer's implicit map, Gated DeltaNet's)
+    rows_sum_to_one: bool | None = True
     # cfg -> numbers per token and layer a decoding cache keeps (None: K and V, 2 * kv_heads * d_head)
     cache_values: Callable | None = None
     # cfg -> numbers a decoding layer keeps whatever the context length, for a recurrent mixer (its state and
     # its short convolution's last inputs: Mamba-2, Gated DeltaNet); such a layer caches no keys at all
     state_values: Callable | None = None
+    # keywords a core with its own projections hands from ``project`` to its forward beside the position's
+    # modifiers (Mamba-2's dt, z; Gated DeltaNet's beta, g, z): its own inputs, never refused as position modifiers
+    core_mods: frozenset = frozenset()
+    # the core gates its own output (Gated DeltaNet's gated norm): ``attn_gate`` is refused with it, and a
+    # ``layer_schedule``'s layers of it drop the model's gate, which belongs to its attention layers
+    own_gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def modifier_kinds(mods: dict) -> set:
 
 
 def refused_modifiers(mods: dict, caps: AttentionCaps) -> set:
-    return modifier_kinds(mods) - caps.accepts
+    return modifier_kinds({n: t for n, t in mods.items() if n not in caps.core_mods}) - caps.accepts
 
 
 def check_combination(cfg, regs: dict) -> None:

@@ -98,7 +98,9 @@ class CoreInputs:
     mods: Mapping  # the position encoding's score modifiers (kernels.attention's keywords)
     # a core that owns its projections (AttentionCaps.own_projections) gets its own layout instead: MLA's
     # q (B, h, L, dn + dr), k = its cache (B, 1, Lk, kv_lora_rank + qk_rope_head_dim), v = the latent; Mamba-2's
-    # q = C, k = B (B, G, L, N), v = x after its convolution (B, h_ssm, L, P), mods = {"dt": (B, h_ssm, L), "z": gate}
+    # q = C, k = B (B, G, L, N), v = x after its convolution (B, h_ssm, L, P), mods = {"dt": (B, h_ssm, L), "z": gate};
+    # Gated DeltaNet's q, k (B, h_v, L, d_k) convolved, L2-normed, q scaled, repeated to the value heads,
+    # v (B, h_v, L, d_v), mods = its own inputs beta, g (B, h_v, L) and the gate z (B, h_v, L, d_v)
 
 
 @dataclass(frozen=True, eq=False)

@@ -176,7 +176,7 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
             )
             methods.add("analytic (feature maps)")
         elif kind == "implicit":
-            apply, band = core.implicit_ops(q, k, call.v, mods)
+            apply, band, *blocks = core.implicit_ops(q, k, call.v, mods)  # blocks: optional
             B, heads, length = call.v.shape[:3]  # a mixer's values: (B, its heads, L, width)
             maps.append(
                 pooled_implicit(
@@ -189,6 +189,8 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
                     sink_k=kw["sink_k"],
                     window=kw["window"],
                     device=call.v.device,
+                    dtype=call.v.dtype,
+                    blocks=blocks[0] if blocks else None,
                 )
             )
             methods.add("implicit (chunked recurrence)")

@@ -202,8 +202,12 @@ def _kind_config(cfg, kind: LayerKind):
 
     changes = {"attention": kind.attention, FIELD: "", "rope_local_base": None}
     changes.update(dense_ffn=DENSE_FFN_DEFAULT, dense_d_ff=None)  # a schedule's fields, as rope_local_base
-    if getattr(ATTENTION[kind.attention].caps, "own_projections", None):
+    caps = ATTENTION[kind.attention].caps
+    if getattr(caps, "own_projections", None):
         changes["head_dim"] = None  # a core with head widths of its own (MLA): the other layers read head_dim
+    if getattr(caps, "own_gate", False):  # a mixer gating its own output (Gated DeltaNet): the model's
+        changes["attn_gate"] = "none"  # output gate and query/key norm belong to its attention layers
+        changes["qk_norm"] = "none"
     if kind.dense:
         changes["ffn"] = cfg.dense_ffn
         changes["d_ff"] = cfg.dense_d_ff

@@ -14,7 +14,9 @@ probabilities) comes from the layer's own chunked kernel, run on *indicator valu
 - the local mass ``W_i = sum_{i - window < j <= i} A_ij`` needs each weight near the diagonal; those
   depend only on the tokens between ``j`` and ``i``, so ``band(start, stop)`` (the dense map of the
   positions ``[start, stop)`` on their own, with no earlier state) gives them exactly: the rows
-  ``[s, s + window)`` read the band ``[s - window, s + window)``, ``O(L x window)`` in all.
+  ``[s, s + window)`` read the band ``[s - window, s + window)``, ``O(L x window)`` in all; a layer that gives
+  ``blocks`` (its dense blocks on and below the diagonal, from its chunk quantities: ``kernels.cpu.implicit_bands``)
+  has them all in one batched pass instead.
 
 The entropy ``-sum_j p_ij ln p_ij`` is not defined for signed weights that are not a distribution: it is
 NaN, and ``note`` says so. Every other number equals ``pool_probs`` applied to the dense ``A`` (the test).
@@ -25,12 +27,13 @@ from __future__ import annotations
 import torch
 
 from ..pooled_dense import PooledAttention, check_stats_args, rows_per_block
+from .implicit_bands import window_mass
 
 NOTE = (
     "implicit attention of a recurrent layer: signed weights whose rows are not probabilities, so cells and "
     "statistics are sums of weights and the entropy is undefined"
 )
-_BAND_BYTES = 64 << 20  # the dense bands of one call: at most this many bytes at once
+BLOCKS_MAX_WINDOW = 256  # wider windows cut the band into dense maps instead (blocks hold L x window per head)
 
 
 def indicator_values(length: int, block_k: int, sink_k: int, device, dtype=torch.float32) -> torch.Tensor:
@@ -67,28 +70,35 @@ def pooled_implicit(
     sink_k: int = 4,
     window: int = 64,
     device=None,
+    dtype=torch.float32,
+    blocks=None,
     backend: str = "implicit (chunked recurrence)",
 ) -> PooledAttention:
     """The pooled implicit map of a causal recurrent layer of ``length`` positions (module docstring).
 
     ``apply(values (B, h, L, c)) -> (B, h, L, c)``: ``sum_{j <= i} A_ij values_j`` per head (here the same
     indicator columns for every head, an expanded view); ``band(start, stop) -> (B, h, n, n)``: the dense ``A``
-    of the positions ``[start, stop)`` on their own."""
+    of the positions ``[start, stop)`` on their own; ``blocks(width) -> (diag, sub)`` (optional): the dense blocks on
+    and below the diagonal of ``A`` cut every ``width`` positions (``kernels.cpu.implicit_bands``), all at once,
+    which replaces the bands' one call per window."""
     check_stats_args(sink_k, window)
     block_k = block_q if block_k is None else block_k
     if length < 1 or block_q < 1 or block_k < 1:
         raise ValueError(f"pooled_implicit: length {length}, blocks {block_q} x {block_k} must be >= 1")
-    vals = indicator_values(length, block_k, int(sink_k), device)
-    out = apply(vals.expand(batch, heads, *vals.shape)).double()  # (B, h, L, n_kp + 3): row sums per indicator
+    vals = indicator_values(length, block_k, int(sink_k), device, dtype)  # the layer's own dtype
+    out = apply(vals.expand(batch, heads, *vals.shape))  # (B, h, L, n_kp + 3): row sums per indicator
     B, h = batch, heads
     nkp, nqp = vals.shape[1] - 3, -(-length // block_q)
     a_of = torch.arange(length, device=out.device) // block_q
-    mass = out.new_zeros(B, h, nqp, nkp).index_add_(2, a_of, out[..., :nkp])  # (B, h, n_qp, n_kp)
+    mass = out.new_zeros(B, h, nqp, nkp).index_add_(2, a_of, out[..., :nkp]).double()  # (B, h, n_qp, n_kp)
     mass = mass / rows_per_block(length, block_q, out.device).double()[:, None]
-    sink, total, moment = out[..., nkp], out[..., nkp + 1], out[..., nkp + 2]
+    sink, total, moment = out[..., nkp:].double().unbind(-1)
     i = torch.arange(length, device=out.device, dtype=torch.float64)
     distance = i * total - moment  # sum_j A_ij (i - j), every j <= i
-    local = local_mass(band, length, int(window)).double()
+    if blocks is not None and window <= BLOCKS_MAX_WINDOW:
+        local = window_mass(*blocks(int(window)), length).double()
+    else:
+        local = local_mass(band, length, int(window)).double()
     dt = torch.float32
     return PooledAttention(
         mass=mass.to(dt),

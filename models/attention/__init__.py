@@ -19,6 +19,7 @@ from . import (
     axial,
     clustered,
     differential,
+    gated_deltanet,
     induced,
     linear,
     lite,
@@ -79,6 +80,7 @@ ATTENTION = gather(
     differential.VARIANTS,
     nsa.VARIANTS,
     mamba2.VARIANTS,
+    gated_deltanet.VARIANTS,
 )
 
 __all__ = [

@@ -49,8 +49,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import kernels
+from kernels.cpu.implicit_bands import ssd_blocks
 
-from ..capabilities import CORE_INPUTS, ROTARY, AttentionCaps
+from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
 from ..variant import Param, Variant
 
@@ -167,7 +168,8 @@ class Mamba2Mixer(nn.Module):
         """``(apply, band)`` of the implicit map ``M`` of what ``project`` returned: ``apply(values (B, h, L, c))
         = M values`` (the chunked scan with ``x := values``, zero initial state) and ``band(start, stop)`` the
         dense ``M`` over positions ``[start, stop)`` ``(B, h, n, n)``, exact because ``M[t, s]`` reads only the
-        tokens ``s .. t``."""
+        tokens ``s .. t``; and ``blocks(width)``, the dense blocks on and below its diagonal for the pooled map's
+        local mass."""
         dt, a = mods["dt"], self.a()
 
         def apply(values):
@@ -176,7 +178,10 @@ class Mamba2Mixer(nn.Module):
         def band(start: int, stop: int):
             return kernels.ssd_map(dt[:, :, start:stop], a, k[:, :, start:stop], q[:, :, start:stop])
 
-        return apply, band
+        def blocks(width: int):  # the blocks on and below the diagonal, all at once (kernels.cpu.implicit_bands)
+            return ssd_blocks(dt, a, k, q, width)
+
+        return apply, band, blocks
 
     def new_state(self, batch: int, device=None, dtype=torch.float32) -> tuple:
         """The decoding state: the convolution's last ``K - 1`` inputs ``(B, conv_dim, K - 1)`` and the SSM state
@@ -217,10 +222,11 @@ def n_params(cfg) -> int:
     return cfg.d_model * width + (width if cfg.attn_bias == "all" else 0) + conv_dim * (K + 1) + 3 * h + norm
 
 
-def cache_values(cfg) -> int:
-    """Numbers a decoding cache keeps per token and layer: none (the state, ``h P N`` plus ``(K - 1)`` convolution
-    inputs, is one fixed size whatever the length)."""
-    return 0
+def state_values(cfg) -> int:
+    """Numbers a decoding layer keeps whatever the length (it caches no keys): the state, ``h P N``, and the
+    convolution's last ``K - 1`` inputs of its ``d_inner + 2 G N`` channels."""
+    h, P, N, G, K = layout(cfg)
+    return h * P * N + (K - 1) * (h * P + 2 * G * N)
 
 
 def check(cfg) -> None:
@@ -267,15 +273,17 @@ VARIANTS = (
         params=(SSM_HEADS, SSM_HEAD_DIM, SSM_STATE, SSM_GROUPS, SSM_CONV, SSM_NORM, SSM_CHUNK, "causal"),
         check=check,
         caps=AttentionCaps(
-            accepts=frozenset({ROTARY, CORE_INPUTS}),
+            accepts=frozenset({ROTARY}),
+            core_mods=frozenset({"dt", "z"}),
+            own_gate=True,
             refuses_because="ignores positions (the scan's order is its position) and forms no per-pair score",
             memory_keys=False,
             sinks_reason="has no softmax, so no sink logit has a denominator to join",
             causal_modes=frozenset({True}),
             causal_reason="the scan carries a state forward in time: each output reads only its past",
             own_projections=lambda c: layout(c)[:2],
-            rows_sum_to_one=False,
-            cache_values=cache_values,
+            rows_sum_to_one=None,
+            state_values=state_values,
         ),
         n_params=n_params,
     ),

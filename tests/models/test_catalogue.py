@@ -142,14 +142,14 @@ def test_effective_attention_rows_sum_to_one_and_zero_outside_pattern(key, causa
         assert a.shape == (1, cfg.n_heads, L, L)
         if normalised:
             torch.testing.assert_close(a.sum(-1), torch.ones(1, cfg.n_heads, L))
-        elif key == "mamba2":  # the SSM's implicit map (M x + D x = y: tests/models/attention/test_mamba2.py)
-            assert (a.triu(1) == 0).all()  # causal; its rows are no distributions, their sums vary with the row
+        else:  # declared by the record (False, differential: 1 - lambda, one sum per head, the same for every row;
+            # None, a recurrent mixer's implicit map: lower triangular, rows of any sum)
             rows = a.sum(-1)
-            assert not torch.allclose(rows, rows[..., :1].expand_as(rows))
-        else:  # declared by the record (differential: 1 - lambda): one sum per head, the same for every row
-            rows = a.sum(-1)
-            torch.testing.assert_close(rows, rows[..., :1].expand_as(rows))
             assert not torch.allclose(rows, torch.ones_like(rows))
+            if normalised is False:
+                torch.testing.assert_close(rows, rows[..., :1].expand_as(rows))
+            else:  # None: no fixed sum
+                assert causal and (a.triu(1) == 0).all() and (a.tril() != 0).any()
         if key in {
             "full",
             "sliding_window",

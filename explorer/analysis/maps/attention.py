@@ -116,22 +116,25 @@ class AttentionMaps:
         }
 
 
-def normalised(config: dict) -> bool:
+def normalised(config: dict) -> bool | None:
     """Whether the mechanisms' records say their drawn rows sum to one (``AttentionCaps.rows_sum_to_one``): the
-    model's attention and, under a layer schedule, every layer's."""
+    model's attention and, under a layer schedule, every layer's; None when one of them draws rows of no fixed sum
+    (a recurrent mixer's implicit map)."""
     keys = {config.get("attention")}
     schedule = config.get("layer_schedule") or ""
     keys |= {entry.strip().partition(":")[0].partition("*")[0] for entry in schedule.split(",") if entry.strip()}
-    caps = [ATTENTION[k].caps for k in keys if k in ATTENTION]
-    return all(getattr(c, "rows_sum_to_one", True) for c in caps)
+    rules = [getattr(ATTENTION[k].caps, "rows_sum_to_one", True) for k in keys if k in ATTENTION]
+    return None if None in rules else all(rules)
 
 
-def rows_ok(att: np.ndarray, normalised: bool = True, learned_sinks: bool = False) -> bool:
+def rows_ok(att: np.ndarray, normalised: bool | None = True, learned_sinks: bool = False) -> bool:
     """Every finite row sums to 1 or is all zero (a query with no allowed key); with ``learned_sinks``
     (``attn_sinks``) a row sums to anything in [0, 1]: the learned sink takes the rest; for a mechanism whose
     rows do not sum to one by design (differential: ``1 - lambda``), every row of a head sums to that head's
-    value."""
+    value; ``normalised=None`` (a recurrent mixer's implicit map): rows of any finite sum."""
     s = np.nan_to_num(att).sum(-1)  # (n_maps, h, L)
+    if normalised is None:
+        return bool(np.all(np.isfinite(s)))
     if learned_sinks:
         return bool(np.all((s > -1e-6) & (s < 1 + 1e-3)))
     if not normalised:
@@ -320,7 +323,7 @@ def pattern_or_support(cfg, maps: np.ndarray, L: int, prefix: int) -> tuple:
     if all(c.attention in RULES for c in layers) and maps.shape[2] == L:
         pat = np.logical_or.reduce([pattern_mask(c, L).cpu().numpy() for c in layers])
         return np.concatenate([np.ones((L, prefix), bool), pat], axis=1), "pattern"
-    return np.nan_to_num(maps).max(axis=(0, 1)) > 0, "support"  # (L, Lk)
+    return np.abs(np.nan_to_num(maps)).max(axis=(0, 1)) > 0, "support"  # (L, Lk): signed maps too
 
 
 def head_stats(maps: np.ndarray) -> tuple:

@@ -1,0 +1,87 @@
+"""The implicit attention of a recurrent layer near its diagonal, for every position at once: the dense blocks on
+and just below the diagonal of ``A`` cut into blocks of ``W`` positions, from the chunk quantities of the
+chunked algorithms (chunks of exactly ``W``), with no initial state.
+
+``blocks(...) -> (diag (B, h, n, W, W), sub (B, h, n, W, W))``: ``diag[k] = A[chunk k, chunk k]`` and
+``sub[k] = A[chunk k, chunk k - 1]`` (``sub[0] = 0``), rows the queries, columns the keys; positions past ``L``
+are zero padding. Every pair ``(i, j)`` with ``0 <= i - j < W`` lies in one of the two, so the mass within a
+window of ``W`` keys (``kernels.cpu.pooled_implicit``) is a masked row sum of them: ``O(L W (W + state))`` in
+one batched pass, where cutting the band into separate dense maps costs a Python call per window.
+
+Mamba-2 (``kernels/cpu/ssd.py``: ``M[t, s] = (c_t . b_s) exp(sum_{r=s+1..t} dt_r a) dt_s``), with ``A_t`` the
+cumulative ``dt a`` inside a chunk:
+
+    diag[k][t, s] = (c_t . b_s) exp(A_t - A_s) dt_s                         (s <= t)
+    sub[k][t, s]  = (c_t . b_s) exp(A_t) exp(A^{k-1}_{W-1} - A^{k-1}_s) dt_s  (s in chunk k - 1)
+
+The gated delta rule (``kernels/cpu/delta_rule.py``: per chunk ``T = (I + strict_lower(diag(beta) K K^T o Gam))^{-1}``,
+``attn = Q K^T o Gam_incl``, ``w = T (beta e^G) K``, ``qg = e^G Q``, ``kd = e^{G_end - G} K``): a chunk's output from
+its own values is ``attn T diag(beta) v``, and from the state the previous chunk leaves,
+``S = kd_{k-1}^T T_{k-1} diag(beta_{k-1}) v_{k-1}``, it is ``(qg_k - attn_k w_k) S``:
+
+    diag[k] = attn_k T_k diag(beta_k),   sub[k] = (qg_k - attn_k w_k) kd_{k-1}^T T_{k-1} diag(beta_{k-1})
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .delta_rule import _decays, _ut_solve
+from .ssd import _groups, segsum
+
+
+def _shift(t: torch.Tensor) -> torch.Tensor:
+    """``(B, h, n, ...)`` -> the same with chunk ``k`` holding chunk ``k - 1`` (chunk 0: zeros)."""
+    return F.pad(t, (0,) * (2 * (t.dim() - 3)) + (1, 0))[:, :, :-1]
+
+
+def ssd_blocks(dt, a, b, c, width: int) -> tuple:
+    """``dt (B, h, L)``, ``a (h,)``, ``b, c (B, g, L, N)`` -> ``(diag, sub)`` (module docstring)."""
+    h, L = dt.shape[1], dt.shape[2]
+    acc = torch.promote_types(dt.dtype, torch.float32)
+    W = int(width)
+    pad = (-L) % W
+    n = (L + pad) // W
+    B = dt.shape[0]
+    dt = F.pad(dt.to(acc), (0, pad)).view(B, h, n, W)  # padded steps: dt = 0, no decay and no write
+    bh = F.pad(_groups(b.to(acc), h), (0, 0, 0, pad)).view(B, h, n, W, -1)  # (B, h, n, W, N)
+    ch = F.pad(_groups(c.to(acc), h), (0, 0, 0, pad)).view(B, h, n, W, -1)
+    la = dt * a.to(acc)[:, None, None]  # (B, h, n, W)
+    cum = la.cumsum(-1)
+    diag = (ch @ bh.transpose(-1, -2)) * torch.exp(segsum(la)) * dt[..., None, :]  # (B, h, n, W, W)
+    left = _shift(torch.exp(cum[..., -1:] - cum) * dt)  # (B, h, n, W): chunk k - 1's keys decayed to its end
+    sub = (ch @ _shift(bh).transpose(-1, -2)) * torch.exp(cum)[..., :, None] * left[..., None, :]
+    return diag, sub
+
+
+def delta_blocks(q, k, beta, g, width: int) -> tuple:
+    """``q, k (B, h, L, K)`` (normalised and scaled as the forward takes them), ``beta, g (B, h, L)`` ->
+    ``(diag, sub)`` (module docstring)."""
+    B, h, L, _ = k.shape
+    acc = torch.promote_types(k.dtype, torch.float32)
+    W = int(width)
+    pad = (-L) % W
+    n = (L + pad) // W
+    q, k = (F.pad(t.to(acc), (0, 0, 0, pad)).view(B, h, n, W, -1) for t in (q, k))  # (B, h, n, W, K)
+    beta, g = (F.pad(t.to(acc), (0, pad)).view(B, h, n, W) for t in (beta, g))
+    G, gam = _decays(g)  # (B, h, n, W), (B, h, n, W, W)
+    eG = G.exp()
+    t_beta = _ut_solve(k, beta, gam, torch.diag_embed(beta))  # (B, h, n, W, W): T diag(beta)
+    w = _ut_solve(k, beta, gam, (beta * eG)[..., None] * k)  # (B, h, n, W, K)
+    attn = (q @ k.transpose(-1, -2)) * gam  # (B, h, n, W, W)
+    diag = attn @ t_beta
+    kd = k * (G[..., -1:] - G).exp()[..., None]  # (B, h, n, W, K)
+    leaves = kd.transpose(-1, -2) @ t_beta  # (B, h, n, K, W): the state a chunk leaves, per value of it
+    sub = (q * eG[..., None] - attn @ w) @ _shift(leaves)  # (B, h, n, W, W)
+    return diag, sub
+
+
+def window_mass(diag: torch.Tensor, sub: torch.Tensor, length: int) -> torch.Tensor:
+    """``W_i = sum_{i - W < j <= i} A_ij`` as ``(B, h, L)`` from :func:`ssd_blocks` / :func:`delta_blocks`."""
+    W = diag.shape[-1]
+    p = torch.arange(W, device=diag.device)
+    own = diag.tril().sum(-1)  # (B, h, n, W): keys j <= i of the row's own chunk
+    later = (p[None, :] > p[:, None]).to(sub.dtype)  # previous chunk's keys j' > p: within W of row p
+    prev = (sub * later).sum(-1)
+    return (own + prev).flatten(2)[..., :length]
