@@ -6,7 +6,9 @@ one byte sequence, or a source and a target split at a separator), runs the mode
 self-attention of the stack the head reads is the main ``AttentionMaps``; every other stack's
 self-attention and every cross-attention (queries of the reading stack, keys of the stack it reads)
 is one more complete ``AttentionMaps`` in ``stacks`` (``"encoder"``, ``"cross"`` for an
-encoder-decoder). Each holds the effective attention of every layer and head (``[B, h, L, L_k]``
+encoder-decoder; ``"mixer"`` for a ``parallel_hybrid`` model: the maps of the mixer beside each layer's attention,
+``LayerInfo.parallel``, e.g. Mamba-2's implicit attention, under the mixer's own config). Each holds the
+effective attention of every layer and head (``[B, h, L, L_k]``
 rows summing to 1, or to ``1 - p_sink`` with learned attention sinks (``attn_sinks``: the mass each
 row gives to keys; the sink has no key column), NaN where a layer reports none), the pattern (the
 section-1 rule when the stack has one, else where any head puts weight), the allowed fraction, per-head
@@ -36,6 +38,7 @@ from explorer.runtime.text import ModelInput, model_input
 from models import ConfigError, ModelConfig
 from models.architectures import arrangement, stack_config
 from models.attention import ATTENTION, RULES, pattern_mask
+from models.layers.parallel import mixer_config
 from models.schedule import kind_configs, layer_kinds
 
 
@@ -213,15 +216,28 @@ def _compute(cfg, inp: ModelInput, weights) -> AttentionMaps:
             (r.reads, src.reads),
             ids[r.reads],
         )
+    head = arr.head
+    beside = [i.parallel for i in layers[head.name]]
+    if beside and all(b is not None for b in beside):  # parallel_hybrid: the mixer beside each layer's attention
+        mixer = mixer_config(stack_config(cfg, head))
+        name = f"parallel {mixer.attention} mixer"
+        maps["mixer"] = _self_maps(
+            [b.attention for b in beside], mixer, labels[head.reads], inp.truncated, name, head.reads, ids[head.reads]
+        )
     if inp.pieces:
         for m in maps.values():
             m.vocabulary = "tokenizer"
-    head = arr.head
     main = maps.pop(head.name)
     main.views = compute_views(stack_config(cfg, head), layers[head.name], labels[head.reads])
     main.nonfinite = finite.forward_reading(out)
+    if "mixer" in maps:
+        main.notes = main.notes + [
+            f"parallel_hybrid: these are each layer's attention; the {maps['mixer'].config['attention']} mixer "
+            "beside it reads the same normed input, and its maps are shown apart"
+        ]
     if maps:
         main.stacks = maps
+    if len(arr.stacks) > 1:
         sizes = " and ".join(f"a {name} of {len(inp.ids(name))}" for name in arr.inputs)
         main.notes = main.notes + [
             f"{cfg.architecture.replace('_', '-')}: the text split into {sizes} tokens; "

@@ -312,9 +312,10 @@ def export(scene) -> list:
             for name, m in maps.stacks.items()
         }
         selfs = " and ".join(m.stack for m in maps.stacks.values() if m.mask_kind != "full")
+        cross = any(m.mask_kind == "full" for m in maps.stacks.values())  # none beside a parallel_hybrid's mixer
         sections.append(
             (
-                f"Cross-attention and {selfs} self-attention",
+                f"Cross-attention and {selfs} self-attention" if cross else f"{selfs.capitalize()} maps",
                 [(stems[name], extra_grid(m)) for name, m in maps.stacks.items()],
             )
         )

@@ -73,11 +73,12 @@ def slot_maps(maps) -> dict:
 
 
 def attention_updates(cfg, text: str, separator, weights=None) -> dict:
-    """``{"cross_grid", "encoder_grid"}`` updates for ``cfg`` (hidden for a single stack).
+    """``{"cross_grid", "encoder_grid"}`` updates for ``cfg`` (hidden for a single stack, except the maps of a
+    ``parallel_hybrid`` layer's mixer, shown in the second slot).
 
     Raises what ``attention_maps`` raises (a missing separator is a ``ConfigError`` naming it)."""
     hidden = {k: gr.update(visible=False) for k in FIGURES}
-    if len(arrangement(cfg).stacks) == 1:
+    if len(arrangement(cfg).stacks) == 1 and cfg.layer != "parallel_hybrid":
         return hidden
     slots = slot_maps(attention_maps(cfg, text, separator=separator, weights=weights))
     return hidden | {
