@@ -10,9 +10,9 @@ positive, ``a (h,)`` negative, ``b, c (B, g, L, N)`` (head ``i`` reads group ``i
 the chunk length of the chunked algorithm: speed only, never the function.
 
 Dispatch: one backend so far, the chunked PyTorch form (``kernels/cpu/ssd.py``), on every device, differentiated
-by autograd. A Triton kernel joins as ``kernels/triton/ssd.py`` with this same signature, chosen in ``ssd`` by
-``backend.triton_reason(x.device, "ssd", ...)`` as the other dispatchers choose theirs (``kernels/selected.py``),
-with ``ssd_backend`` naming it.
+by autograd. A Triton kernel with this same signature (a module ssd of the kernels.triton package, not yet
+written) plugs in here: ``ssd`` then asks ``backend.triton_reason(x.device, "ssd", ...)`` as the other dispatchers
+do (``kernels/selected.py``), and ``ssd_backend`` names what ran.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from . import (
     gpt_oss,
     llama,
     llama4,
+    mamba2,
     mapping,
     olmo2,
     qwen3,
@@ -49,6 +50,7 @@ FAMILIES = {
     "deepseek_v3": deepseek_v3,
     "gpt_oss": gpt_oss,
     "llama4": llama4,
+    "mamba2": mamba2,
     "bert": bert,
     "t5": t5,
 }
