@@ -14,13 +14,15 @@ by each kernel from ``dt``; a masked tail has ``dt = 0``, so it neither decays n
    storing the state ``h_c`` each chunk starts from and the final state;
 3. ``_ssd_chunk_scan`` (grid: chunk x B h): ``y = exp(A) (c h_c^T) + (mask(c b^T) * exp(A_t - A_s) dt_s) x``.
 Backward, mirrored: ``_ssd_chunk_dstate`` (what each chunk's outputs ask of its entering state), the reverse pass
-``_ssd_state_pass_bwd`` (``dS_c``, the gradient of each chunk's state, and ``dh0``), and ``_ssd_chunk_bwd``
-(dx, d dt, db and dc per head, da per chunk; ``bwd.py`` gives the formulas). db, dc of the heads sharing a group
-and da over batch and chunks are summed in torch in a fixed order: no atomics, bitwise reproducible.
+``_ssd_state_pass_bwd`` (``dS_c``, the gradient of each chunk's state, and ``dh0``), ``_ssd_chunk_bwd_dx`` (dx,
+d dt, da per chunk) and ``_ssd_chunk_bwd_dbdc`` (db, dc per head); ``bwd.py`` gives the formulas. db, dc of the
+heads sharing a group and da over batch and chunks are summed in torch in a fixed order: no atomics, bitwise
+reproducible.
 
 Everything is computed in fp32 (fp16 / bf16 inputs are widened, the outputs cast back); ``tl.dot`` in tf32x3
-(about fp32 accuracy). Head width ``P`` and state width ``N`` are padded to one power of two ``DP`` (16 ..
-``MAX_DP``); the chunk is one of ``CHUNKS``. ``aot_specs`` lists every specialisation for kernels.tools.aot_check.
+(about fp32 accuracy). The head width ``P`` is padded to a power of two ``PP`` (16 .. ``MAX_PP``); the state width
+``N`` is any, walked in blocks of ``BN`` (``fwd.py``); the chunk is one of ``CHUNKS``. ``aot_specs`` lists every
+specialisation for kernels.tools.aot_check.
 """
 
 from __future__ import annotations
@@ -30,42 +32,43 @@ import torch.nn.functional as F
 import triton
 
 from ..grid_limits import batch_slices
-from .bwd import _ssd_chunk_bwd, _ssd_chunk_dstate, _ssd_state_pass_bwd
+from .bwd import _ssd_chunk_bwd_dbdc, _ssd_chunk_bwd_dx, _ssd_chunk_dstate, _ssd_state_pass_bwd
 from .fwd import _ssd_chunk_scan, _ssd_chunk_state, _ssd_state_pass
 
 CHUNKS = (16, 32, 64)
-MAX_DP = 128
-BLOCK = 256  # state entries per program of the sequential passes (DP * DP is a multiple of it)
+MAX_PP = 128  # widest head (padded); the state width N is walked in blocks of BN, any N runs
+BN = 16
+BLOCK = 256  # state entries per program of the sequential passes (PP * NP is a multiple of it)
 
 
-def padded_dim(p: int, n: int) -> int:
-    """The one padded width of head and state dims: a power of two >= 16."""
-    return max(16, 1 << (max(p, n) - 1).bit_length())
+def padded_dim(p: int) -> int:
+    """The padded head width: a power of two >= 16."""
+    return max(16, 1 << (p - 1).bit_length())
 
 
-def warps(chunk: int, dp: int) -> int:
-    """Warps of the chunk kernels: 8 once the [DP, DP] state tiles or [C, C] tiles get large."""
-    return 8 if dp >= 64 or chunk >= 64 else 4
+def warps(chunk: int, pp: int) -> int:
+    """Warps of the chunk kernels: 8 once their [C, PP] tiles pass 16 x 32 (fewer spills in aot_check)."""
+    return 8 if chunk * pp > 512 else 4
 
 
-def unsupported_reason(x, b, chunk: int = 64) -> str | None:
+def unsupported_reason(x, chunk: int = 64) -> str | None:
     """Why these kernels cannot run these arguments (None if they can). For the dispatcher."""
     if chunk not in CHUNKS:
         return f"chunk {chunk} not in {CHUNKS}"
-    if padded_dim(x.shape[-1], b.shape[-1]) > MAX_DP:
-        return f"head / state widths {x.shape[-1]} / {b.shape[-1]} above {MAX_DP}"
+    if padded_dim(x.shape[-1]) > MAX_PP:
+        return f"head width {x.shape[-1]} above {MAX_PP}"
     return None
 
 
-def _meta(chunk, p, n):
-    dp = padded_dim(p, n)
-    return dict(C=chunk, DP=dp, num_warps=warps(chunk, dp))
+def _meta(chunk, p):
+    pp = padded_dim(p)
+    return dict(C=chunk, PP=pp, BN=BN, num_warps=warps(chunk, pp))
 
 
-def _pad_state(h, dp):
-    """``[B, h, P, N]`` -> ``[B h, DP, DP]`` fp32, zero padded (the kernels' layout of a state)."""
+def _pad_state(h, pp, np_):
+    """``[B, h, P, N]`` -> ``[B h, PP, NP]`` fp32, zero padded (the kernels' layout of a state)."""
     B, H, P, N = h.shape
-    return F.pad(h.float(), (0, dp - N, 0, dp - P)).reshape(B * H, dp, dp).contiguous()
+    return F.pad(h.float(), (0, np_ - N, 0, pp - P)).reshape(B * H, pp, np_).contiguous()
 
 
 class _SSD(torch.autograd.Function):
@@ -73,47 +76,48 @@ class _SSD(torch.autograd.Function):
     def forward(ctx, x, dt, a, b, c, h0, chunk):
         B, H, L, P = x.shape
         G, N = b.shape[1], b.shape[-1]
-        meta = _meta(chunk, P, N)
-        dp, n_c = meta["DP"], triton.cdiv(L, chunk)
+        meta = _meta(chunk, P)
+        pp, np_, n_c = meta["PP"], triton.cdiv(N, BN) * BN, triton.cdiv(L, chunk)
+        sizes = (H, G, L, P, N, np_)
         f32 = dict(dtype=torch.float32, device=x.device)
-        s = torch.empty(B * H, n_c, dp, dp, **f32)  # (B h, n_c, DP, DP): each chunk's own state
+        s = torch.empty(B * H, n_c, pp, np_, **f32)  # (B h, n_c, PP, NP): each chunk's own state
         ach = torch.empty(B * H, n_c, **f32)  # each chunk's total log decay A_last
-        _ssd_chunk_state[(n_c, B * H)](x, dt, a, b, s, ach, H, G, L, P, N, **meta)
-        hs, hf = torch.empty_like(s), torch.empty(B * H, dp, dp, **f32)
-        h0p = _pad_state(h0, dp) if h0 is not None else hf  # hf: a placeholder pointer, not read
-        _ssd_state_pass[(dp * dp // BLOCK, B * H)](
-            s, ach, h0p, hs, hf, n_c, dp * dp, HAS_H0=h0 is not None, BLOCK=BLOCK
-        )
+        _ssd_chunk_state[(n_c, B * H)](x, dt, a, b, s, ach, *sizes, **meta)
+        hs, hf = torch.empty_like(s), torch.empty(B * H, pp, np_, **f32)
+        h0p = _pad_state(h0, pp, np_) if h0 is not None else hf  # hf: a placeholder pointer, not read
+        grid = (pp * np_ // BLOCK, B * H)
+        _ssd_state_pass[grid](s, ach, h0p, hs, hf, n_c, pp * np_, HAS_H0=h0 is not None, BLOCK=BLOCK)
         y = torch.empty_like(x)
-        _ssd_chunk_scan[(n_c, B * H)](x, dt, a, b, c, hs, y, H, G, L, P, N, **meta)
+        _ssd_chunk_scan[(n_c, B * H)](x, dt, a, b, c, hs, y, *sizes, **meta)
         ctx.save_for_backward(x, dt, a, b, c, hs, ach)
         ctx.chunk, ctx.has_h0 = chunk, h0 is not None
         ctx.set_materialize_grads(False)
-        return y, hf.view(B, H, dp, dp)[..., :P, :N]
+        return y, hf.view(B, H, pp, np_)[..., :P, :N]
 
     @staticmethod
     def backward(ctx, dy, dhf):
         x, dt, a, b, c, hs, ach = ctx.saved_tensors
         B, H, L, P = x.shape
         G, N = b.shape[1], b.shape[-1]
-        meta = _meta(ctx.chunk, P, N)
-        dp, n_c = meta["DP"], hs.shape[1]
+        meta = _meta(ctx.chunk, P)
+        pp, np_, n_c = meta["PP"], hs.shape[-1], hs.shape[1]
+        sizes = (H, G, L, P, N, np_)
         dy = torch.zeros_like(x) if dy is None else dy.float().contiguous()
         f32 = dict(dtype=torch.float32, device=x.device)
         gs = torch.empty_like(hs)
-        _ssd_chunk_dstate[(n_c, B * H)](dy, dt, a, c, gs, H, G, L, P, N, **meta)
-        ds, dh0 = torch.empty_like(hs), torch.empty(B * H, dp, dp, **f32)
-        dhfp = _pad_state(dhf, dp) if dhf is not None else dh0  # dh0: a placeholder pointer, not read
-        grid = (dp * dp // BLOCK, B * H)
-        _ssd_state_pass_bwd[grid](gs, ach, dhfp, ds, dh0, n_c, dp * dp, HAS_DHF=dhf is not None, BLOCK=BLOCK)
-        dx, ddt = torch.empty_like(x), torch.empty_like(dt)
+        _ssd_chunk_dstate[(n_c, B * H)](dy, dt, a, c, gs, *sizes, **meta)
+        ds, dh0 = torch.empty_like(hs), torch.empty(B * H, pp, np_, **f32)
+        dhfp = _pad_state(dhf, pp, np_) if dhf is not None else dh0  # dh0: a placeholder pointer, not read
+        grid = (pp * np_ // BLOCK, B * H)
+        _ssd_state_pass_bwd[grid](gs, ach, dhfp, ds, dh0, n_c, pp * np_, HAS_DHF=dhf is not None, BLOCK=BLOCK)
+        dx, ddt, da = torch.empty_like(x), torch.empty_like(dt), torch.empty(B, H, n_c, **f32)
+        _ssd_chunk_bwd_dx[(n_c, B * H)](x, dt, a, b, c, hs, ds, dy, dx, ddt, da, *sizes, **meta)
         dbh, dch = torch.empty(B, H, L, N, **f32), torch.empty(B, H, L, N, **f32)  # per head
-        da = torch.empty(B, H, n_c, **f32)
-        _ssd_chunk_bwd[(n_c, B * H)](x, dt, a, b, c, hs, ds, dy, dx, ddt, dbh, dch, da, H, G, L, P, N, **meta)
+        _ssd_chunk_bwd_dbdc[(n_c, B * H)](x, dt, a, b, c, hs, ds, dy, dbh, dch, *sizes, **meta)
         # (B, h, L, N) -> (B, g, L, N): the heads of a group share b and c; a fixed-order sum.
         db = dbh.view(B, G, H // G, L, N).sum(2)
         dc = dch.view(B, G, H // G, L, N).sum(2)
-        dh0 = dh0.view(B, H, dp, dp)[..., :P, :N] if ctx.has_h0 else None
+        dh0 = dh0.view(B, H, pp, np_)[..., :P, :N] if ctx.has_h0 else None
         return dx, ddt, da.sum((0, 2)), db, dc, dh0, None
 
 
@@ -125,7 +129,7 @@ def _check(x, dt, a, b, c, chunk, initial_state):
         raise ValueError(f"b / c {tuple(b.shape)} / {tuple(c.shape)}: want (B, g, L, N) with h = {H} a multiple of g")
     if initial_state is not None and initial_state.shape != (B, H, P, b.shape[-1]):
         raise ValueError(f"initial_state {tuple(initial_state.shape)}: want (B, h, P, N) = {(B, H, P, b.shape[-1])}")
-    reason = unsupported_reason(x, b, chunk)
+    reason = unsupported_reason(x, chunk)
     if reason is not None:
         raise ValueError(f"ssd_triton: {reason}")
 
@@ -176,8 +180,9 @@ def ssd_ref(x, dt, a, b, c, *, chunk=64, initial_state=None, return_state=False)
 
 
 def aot_specs(quick: bool):
-    """Specialisations kernels.tools.aot_check compiles: every chunk of ``CHUNKS`` x padded width (16 ..
-    ``MAX_DP``) for the chunk kernels, the two sequential passes with and without their optional input; fp32."""
+    """Specialisations kernels.tools.aot_check compiles: every chunk of ``CHUNKS`` x padded head width (16 ..
+    ``MAX_PP``) for the chunk kernels (any ``N``: a run-time loop), the two sequential passes with and without
+    their optional input; fp32."""
     ptrs = {
         n: "*fp32"
         for n in ("X", "DT", "A", "Bm", "Cm", "S", "ACH", "H0", "HS", "HF", "Y")
@@ -187,11 +192,10 @@ def aot_specs(quick: bool):
     for flag, fn in (("HAS_H0", _ssd_state_pass), ("HAS_DHF", _ssd_state_pass_bwd)):
         for on in (True,) if quick else (False, True):
             out.append((f"{fn.__name__} fp32 {flag}={on}", fn, ptrs, {flag: on, "BLOCK": BLOCK}, 4, 2))
-    dps = [16 << i for i in range((MAX_DP // 16).bit_length())]
+    kernels = (_ssd_chunk_state, _ssd_chunk_scan, _ssd_chunk_dstate, _ssd_chunk_bwd_dx, _ssd_chunk_bwd_dbdc)
     for chunk in (64,) if quick else CHUNKS:
-        for dp in (64,) if quick else dps:
-            for fn in (_ssd_chunk_state, _ssd_chunk_scan, _ssd_chunk_dstate, _ssd_chunk_bwd):
-                out.append(
-                    (f"{fn.__name__} fp32 c{chunk} d{dp}", fn, ptrs, {"C": chunk, "DP": dp}, warps(chunk, dp), 2)
-                )
+        for pp in (64,) if quick else [16 << i for i in range((MAX_PP // 16).bit_length())]:
+            for fn in kernels:
+                consts = {"C": chunk, "PP": pp, "BN": BN}
+                out.append((f"{fn.__name__} fp32 c{chunk} p{pp}", fn, ptrs, consts, warps(chunk, pp), 2))
     return out

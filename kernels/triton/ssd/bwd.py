@@ -1,9 +1,16 @@
-"""Backward kernels of Mamba-2's chunked SSD (the derivation: ``kernels/triton/ssd/__init__.py``).
+"""Backward kernels of Mamba-2's chunked SSD (the layout: ``fwd.py``; the algorithm: ``__init__.py``).
 
 ``_ssd_chunk_dstate``: per chunk ``G_c = sum_t exp(A_t) dy_t c_t^T``, what chunk c's outputs ask of the state
 entering it; ``_ssd_state_pass_bwd``: the reverse pass ``dh_c = exp(A_last,c) dh_{c+1} + G_c`` (stores
 ``dh_{c+1}``, the gradient of the state chunk c leaves, ``= dS_c``; ``dh_0`` is the initial state's gradient);
-``_ssd_chunk_bwd``: everything else of one chunk and head, with that chunk's ``h_c`` and ``dS_c`` at hand.
+then per chunk and head, with that chunk's ``h_c`` and ``dS_c`` (called ``D``) at hand, and
+``M[t, s] = (c_t . b_s) exp(A_t - A_s)``, ``K[t, s] = exp(A_t - A_s) dt_s (dy_t . x_s)`` (both for s <= t, else 0),
+``e_s = exp(A_last - A_s)``:
+- ``_ssd_chunk_bwd_dx``: ``dx_s = dt_s u_s`` with ``u = M^T dy + e (b D^T)``; the gradient of the cumsum ``A_t``,
+  ``exp(A_t) dy_t . (h c_t) + rowsum_t(K * cb) - colsum_t(K * cb) - e_t dt_t x_t . (D b_t)``, and of ``A_last``,
+  ``sum_s e_s dt_s x_s . (D b_s) + exp(A_last) <D, h>``, both given to ``dt_r a`` as in-chunk suffix sums:
+  ``d dt = x . u + a suffix`` and this chunk's part of ``da = sum dt suffix``;
+- ``_ssd_chunk_bwd_dbdc``: this head's ``dc = exp(A) (dy h) + K b`` and ``db = K^T c + e dt (x D)``.
 """
 
 from __future__ import annotations
@@ -11,23 +18,24 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .fwd import NO_SPEC, TF, _causal_decay, _chunk_decay, _heads, _rows
+from .fwd import NO_SPEC, TF, _causal_decay, _chunk_decay, _heads, _rows, _state_block
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ssd_chunk_dstate(DY, DT, A, Cm, GS, H, G, L, P, N, C: tl.constexpr, DP: tl.constexpr):
-    """``G_c = sum_t exp(A_t) dy_t c_t^T`` ([DP, DP]: [p, n])."""
+def _ssd_chunk_dstate(DY, DT, A, Cm, GS, H, G, L, P, N, NP, C: tl.constexpr, PP: tl.constexpr, BN: tl.constexpr):
+    """``G_c = sum_t exp(A_t) dy_t c_t^T`` (``[PP, NP]``: [p, n])."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     head, bg = _heads(bh, H, G)
     r = c * C + tl.arange(0, C)
-    f = tl.arange(0, DP)
+    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    dy = _rows(DY + bh.to(tl.int64) * L * P, r, f, L, P, DP)
-    cc = _rows(Cm + bg.to(tl.int64) * L * N, r, f, L, N, DP)
-    g = tl.dot(tl.trans(dy * tl.exp(cum)[:, None]), cc, input_precision=TF)
+    dye = tl.trans(_rows(DY + bh.to(tl.int64) * L * P, r, fp, L, P) * tl.exp(cum)[:, None])  # (PP, C)
     row = bh.to(tl.int64) * tl.num_programs(0) + c
-    tl.store(GS + row * DP * DP + f[:, None] * DP + f[None, :], g)
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+        tl.store(GS + row * PP * NP + fp[:, None] * NP + fn[None, :], tl.dot(dye, cc, input_precision=TF))
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
@@ -48,8 +56,14 @@ def _ssd_state_pass_bwd(GS, ACH, DHF, DS, DH0, n_c, DD, HAS_DHF: tl.constexpr, B
     tl.store(DH0 + bh.to(tl.int64) * DD + e, d)
 
 
+@triton.jit
+def _intra_k(dy, x, dt, cum, rows):
+    """``K[t, s] = exp(A_t - A_s) dt_s (dy_t . x_s)`` for s <= t, else 0 (``[C, C]``)."""
+    return _causal_decay(cum, rows) * dt[None, :] * tl.dot(dy, tl.trans(x), input_precision=TF)
+
+
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ssd_chunk_bwd(
+def _ssd_chunk_bwd_dx(
     X,
     DT,
     A,
@@ -60,64 +74,117 @@ def _ssd_chunk_bwd(
     DY,
     DX,
     DDT,
-    DB,
-    DC,
     DA,
     H,
     G,
     L,
     P,
     N,
+    NP,
     C: tl.constexpr,
-    DP: tl.constexpr,
+    PP: tl.constexpr,
+    BN: tl.constexpr,
 ):
-    """dx, d dt, this head's db and dc, and this chunk's part of da, of one chunk and head.
-
-    With ``M[t, s] = (c_t . b_s) exp(A_t - A_s)`` (s <= t), ``K[t, s] = exp(A_t - A_s) dt_s (dy_t . x_s)``
-    (s <= t), ``e_s = exp(A_last - A_s)``, ``h`` the entering state and ``D = dS_c``:
-    ``dx_s = dt_s u_s`` with ``u = M^T dy + e (b D^T)``; ``dc = exp(A) (dy h) + K b``;
-    ``db = K^T c + e dt (x D)``; the gradient of the cumsum ``A_t``: ``exp(A_t) dy_t . (h c_t)
-    + rowsum_t(K * cb) - colsum_t(K * cb) - e_t dt_t x_t . (D b_t)``, and of ``A_last``:
-    ``sum_s e_s dt_s x_s . (D b_s) + exp(A_last) <D, h>``; both go to ``dt_r a`` as suffix sums.
-    """
+    """dx, d dt and this chunk's part of da, of one chunk and head (formulas: the module docstring)."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     head, bg = _heads(bh, H, G)
     rows = tl.arange(0, C)
     r = c * C + rows
-    f = tl.arange(0, DP)
+    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    x = _rows(X + bh.to(tl.int64) * L * P, r, f, L, P, DP)  # (C, DP)
-    dy = _rows(DY + bh.to(tl.int64) * L * P, r, f, L, P, DP)
-    b = _rows(Bm + bg.to(tl.int64) * L * N, r, f, L, N, DP)
-    cc = _rows(Cm + bg.to(tl.int64) * L * N, r, f, L, N, DP)
+    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
+    dy = _rows(DY + bh.to(tl.int64) * L * P, r, fp, L, P)
     row = bh.to(tl.int64) * tl.num_programs(0) + c
-    hs = tl.load(HS + row * DP * DP + f[:, None] * DP + f[None, :])  # (DP, DP): [p, n]
-    ds = tl.load(DS + row * DP * DP + f[:, None] * DP + f[None, :])
-    seg = _causal_decay(cum, rows)  # (C, C) [t, s]
-    cb = tl.dot(cc, tl.trans(b), input_precision=TF)
-    k = seg * dt[None, :] * tl.dot(dy, tl.trans(x), input_precision=TF)
+    # Two passes over N, so that one [C, PP] accumulator is live at a time (registers): c_t . b_s and the
+    # intra-chunk terms first, then the chunk-state path (D b_s) and the carried state (h c_t, <D, h>).
+    cb = tl.zeros([C, C], dtype=tl.float32)
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+        cb += tl.dot(cc, tl.trans(_rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)), input_precision=TF)
+    v = _intra_k(dy, x, dt, cum, rows) * cb  # (C, C): the intra-chunk terms, each
+    d_cum = tl.sum(v, 1) - tl.sum(v, 0)
+    u = tl.dot(tl.trans(cb * _causal_decay(cum, rows)), dy, input_precision=TF)  # (C, PP): M^T dy
+    x_u_intra = tl.sum(x * u, 1)
     e = tl.exp(last - cum)
-    bd = tl.dot(b, tl.trans(ds), input_precision=TF)  # (C, DP): D b_s
-    u = tl.dot(tl.trans(cb * seg), dy, input_precision=TF) + e[:, None] * bd
+    dyhc = tl.zeros([C], dtype=tl.float32)  # dy_t . (h c_t)
+    dh = tl.zeros([PP], dtype=tl.float32)  # rows of <D, h>
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        b = _rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)
+        hs = _state_block(HS + row * PP * NP, fp, n0, NP, BN)  # (PP, BN)
+        ds = _state_block(DS + row * PP * NP, fp, n0, NP, BN)
+        u += tl.dot(b * e[:, None], tl.trans(ds), input_precision=TF)  # + e_s D b_s
+        dyhc += tl.sum(cc * tl.dot(dy, hs, input_precision=TF), 1)
+        dh += tl.sum(ds * hs, 1)
     tl.store(
-        DX + bh.to(tl.int64) * L * P + r[:, None] * P + f[None, :],
+        DX + bh.to(tl.int64) * L * P + r[:, None] * P + fp[None, :],
         dt[:, None] * u,
-        mask=(r[:, None] < L) & (f[None, :] < P),
+        mask=(r[:, None] < L) & (fp[None, :] < P),
     )
-    dc = tl.exp(cum)[:, None] * tl.dot(dy, hs, input_precision=TF) + tl.dot(k, b, input_precision=TF)
-    db = tl.dot(tl.trans(k), cc, input_precision=TF) + (e * dt)[:, None] * tl.dot(x, ds, input_precision=TF)
-    nmask = (r[:, None] < L) & (f[None, :] < N)
-    tl.store(DC + bh.to(tl.int64) * L * N + r[:, None] * N + f[None, :], dc, mask=nmask)
-    tl.store(DB + bh.to(tl.int64) * L * N + r[:, None] * N + f[None, :], db, mask=nmask)
-    v = k * cb
-    xbd = e * dt * tl.sum(x * bd, 1)  # (C,): the chunk-state path
-    d_cum = (
-        tl.exp(cum) * tl.sum(dy * tl.dot(cc, tl.trans(hs), input_precision=TF), 1) + tl.sum(v, 1) - tl.sum(v, 0) - xbd
-    )
-    d_last = tl.sum(xbd, 0) + tl.exp(last) * tl.sum(tl.sum(ds * hs, 1), 0)
+    x_u = tl.sum(x * u, 1)
+    xbd = dt * (x_u - x_u_intra)  # (C,): e_t dt_t x_t . (D b_t), the chunk-state path
+    d_cum += tl.exp(cum) * dyhc - xbd
+    d_last = tl.sum(xbd, 0) + tl.exp(last) * tl.sum(dh, 0)
     # A_t = sum_{r <= t} dt_r a and A_last = sum_r dt_r a: d(dt_r a) = sum_{t >= r} d_cum_t + d_last
     suffix = tl.sum(d_cum, 0) - tl.cumsum(d_cum, 0) + d_cum + d_last
-    ddt = tl.sum(x * u, 1) + tl.load(A + head) * suffix
-    tl.store(DDT + bh.to(tl.int64) * L + r, ddt, mask=r < L)
+    tl.store(DDT + bh.to(tl.int64) * L + r, x_u + tl.load(A + head) * suffix, mask=r < L)
     tl.store(DA + row, tl.sum(dt * suffix, 0))
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _ssd_chunk_bwd_dbdc(
+    X,
+    DT,
+    A,
+    Bm,
+    Cm,
+    HS,
+    DS,
+    DY,
+    DB,
+    DC,
+    H,
+    G,
+    L,
+    P,
+    N,
+    NP,
+    C: tl.constexpr,
+    PP: tl.constexpr,
+    BN: tl.constexpr,
+):
+    """This head's db and dc (``[L, N]`` each; the heads of a group are summed by the launcher)."""
+    c = tl.program_id(0)
+    bh = tl.program_id(1)
+    head, bg = _heads(bh, H, G)
+    rows = tl.arange(0, C)
+    r = c * C + rows
+    fp = tl.arange(0, PP)
+    dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
+    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
+    dy = _rows(DY + bh.to(tl.int64) * L * P, r, fp, L, P)
+    # dc and db in two passes over N: two loop-invariant [C, .] operands per pass, not four (shared memory).
+    k = _intra_k(dy, x, dt, cum, rows)
+    dye = dy * tl.exp(cum)[:, None]
+    row = bh.to(tl.int64) * tl.num_programs(0) + c
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        b = _rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+        hs = _state_block(HS + row * PP * NP, fp, n0, NP, BN)  # (PP, BN)
+        dc = tl.dot(dye, hs, input_precision=TF) + tl.dot(k, b, input_precision=TF)
+        tl.store(
+            DC + bh.to(tl.int64) * L * N + r[:, None] * N + fn[None, :], dc, mask=(r[:, None] < L) & (fn[None, :] < N)
+        )
+    kt = tl.trans(k)
+    xe = x * (tl.exp(last - cum) * dt)[:, None]
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)
+        ds = _state_block(DS + row * PP * NP, fp, n0, NP, BN)
+        db = tl.dot(kt, cc, input_precision=TF) + tl.dot(xe, ds, input_precision=TF)
+        tl.store(
+            DB + bh.to(tl.int64) * L * N + r[:, None] * N + fn[None, :], db, mask=(r[:, None] < L) & (fn[None, :] < N)
+        )

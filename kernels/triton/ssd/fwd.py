@@ -1,8 +1,10 @@
 """Forward kernels of Mamba-2's chunked SSD (algorithm and shapes: ``kernels/triton/ssd/__init__.py``).
 
 One program per (chunk, batch x head) for the chunk kernels, one per (block of the state, batch x head) for the
-sequential pass over the chunks. Tiles are ``[C, DP]`` (positions x padded head / state width) and ``[DP, DP]``
-(a head's state ``h[p, n]``, stored padded in fp32 so the chunk kernels load it unmasked).
+sequential pass over the chunks. A program holds ``[C, PP]`` tiles (positions x head width padded to a power of
+two) and walks the state width ``N`` in column blocks of ``BN``: the state of a head, ``h[p, n]``, is stored in
+fp32 as ``[PP, NP]`` (``NP`` = ``N`` rounded up to ``BN``, zero padded), and no program ever holds all of it,
+so the registers a program needs do not grow with ``N``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ import triton.language as tl
 
 TF = tl.constexpr("tf32x3")  # ~fp32 accuracy on tensor cores (as kernels/triton/linear_attention.py)
 # Integer sizes: no value specialisation, so a launch compiles what kernels.tools.aot_check does.
-NO_SPEC = ["H", "G", "L", "P", "N", "n_c", "DD"]
+NO_SPEC = ["H", "G", "L", "P", "N", "NP", "n_c", "DD"]
 
 
 @triton.jit
-def _rows(X, r, f, L, W, WP: tl.constexpr):
-    """Rows ``r`` (``[C]``) of a row-major ``[L, W]`` fp32 tensor, padded to ``WP`` columns with zeros."""
+def _rows(X, r, f, L, W):
+    """Rows ``r`` (``[C]``) and columns ``f`` of a row-major ``[L, W]`` fp32 tensor, zero outside."""
     return tl.load(X + r[:, None] * W + f[None, :], mask=(r[:, None] < L) & (f[None, :] < W), other=0.0)
 
 
@@ -44,29 +46,36 @@ def _causal_decay(A, rows):
     return tl.where(tri, tl.exp(tl.where(tri, A[:, None] - A[None, :], 0.0)), 0.0)
 
 
+@triton.jit
+def _state_block(S, fp, n0, NP, BN: tl.constexpr):
+    """Columns ``n0 .. n0 + BN`` (``[PP, BN]``) of the padded ``[PP, NP]`` state at ``S``."""
+    return tl.load(S + fp[:, None] * NP + n0 + tl.arange(0, BN)[None, :])
+
+
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ssd_chunk_state(X, DT, A, Bm, S, ACH, H, G, L, P, N, C: tl.constexpr, DP: tl.constexpr):
-    """Chunk c's own state ``S_c = sum_s exp(A_last - A_s) dt_s x_s b_s^T`` ([DP, DP]) and ``A_last``."""
+def _ssd_chunk_state(X, DT, A, Bm, S, ACH, H, G, L, P, N, NP, C: tl.constexpr, PP: tl.constexpr, BN: tl.constexpr):
+    """Chunk c's own state ``S_c = sum_s exp(A_last - A_s) dt_s x_s b_s^T`` (``[PP, NP]``) and ``A_last``."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     n_c = tl.num_programs(0)
     head, bg = _heads(bh, H, G)
     r = c * C + tl.arange(0, C)
-    f = tl.arange(0, DP)
+    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    x = _rows(X + bh.to(tl.int64) * L * P, r, f, L, P, DP)  # (C, DP)
-    b = _rows(Bm + bg.to(tl.int64) * L * N, r, f, L, N, DP)  # (C, DP)
-    w = tl.exp(last - cum) * dt  # decay to the chunk's end, times the step
+    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
+    xw = tl.trans(x * (tl.exp(last - cum) * dt)[:, None])  # (PP, C): decayed to the chunk's end, times the step
     row = bh.to(tl.int64) * n_c + c
-    s = tl.dot(tl.trans(x * w[:, None]), b, input_precision=TF)  # (DP, DP): [p, n]
-    tl.store(S + row * DP * DP + f[:, None] * DP + f[None, :], s)
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        b = _rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+        tl.store(S + row * PP * NP + fp[:, None] * NP + fn[None, :], tl.dot(xw, b, input_precision=TF))
     tl.store(ACH + row, last)
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
 def _ssd_state_pass(S, ACH, H0, HS, HF, n_c, DD, HAS_H0: tl.constexpr, BLOCK: tl.constexpr):
-    """Sequential over chunks: ``HS_c`` (the state entering chunk c) ``= h_{c}``, ``h_{c+1} = exp(A_last,c) h_c +
-    S_c``, from ``h_0`` (``H0`` or zeros); the final state to ``HF``. A block of ``BLOCK`` state entries each."""
+    """Sequential over chunks: ``HS_c = h_c`` (the state chunk c starts from), ``h_{c+1} = exp(A_last,c) h_c +
+    S_c``, from ``h_0`` (``H0`` or zeros); the final state to ``HF``. ``BLOCK`` of the ``DD`` state entries each."""
     blk = tl.program_id(0)
     bh = tl.program_id(1)
     e = blk * BLOCK + tl.arange(0, BLOCK)
@@ -82,20 +91,27 @@ def _ssd_state_pass(S, ACH, H0, HS, HF, n_c, DD, HAS_H0: tl.constexpr, BLOCK: tl
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ssd_chunk_scan(X, DT, A, Bm, Cm, HS, Y, H, G, L, P, N, C: tl.constexpr, DP: tl.constexpr):
+def _ssd_chunk_scan(X, DT, A, Bm, Cm, HS, Y, H, G, L, P, N, NP, C: tl.constexpr, PP: tl.constexpr, BN: tl.constexpr):
     """``y_t = exp(A_t) h_c c_t + sum_{s <= t in chunk} (c_t . b_s) exp(A_t - A_s) dt_s x_s``."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     head, bg = _heads(bh, H, G)
     rows = tl.arange(0, C)
     r = c * C + rows
-    f = tl.arange(0, DP)
+    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    x = _rows(X + bh.to(tl.int64) * L * P, r, f, L, P, DP)  # (C, DP)
-    b = _rows(Bm + bg.to(tl.int64) * L * N, r, f, L, N, DP)
-    cc = _rows(Cm + bg.to(tl.int64) * L * N, r, f, L, N, DP)
-    hs = tl.load(HS + (bh.to(tl.int64) * tl.num_programs(0) + c) * DP * DP + f[:, None] * DP + f[None, :])
-    y = tl.exp(cum)[:, None] * tl.dot(cc, tl.trans(hs), input_precision=TF)  # (C, DP): the carried state
-    m = tl.dot(cc, tl.trans(b), input_precision=TF) * _causal_decay(cum, rows) * dt[None, :]  # (C, C) [t, s]
-    y += tl.dot(m, x, input_precision=TF)
-    tl.store(Y + bh.to(tl.int64) * L * P + r[:, None] * P + f[None, :], y, mask=(r[:, None] < L) & (f[None, :] < P))
+    row = bh.to(tl.int64) * tl.num_programs(0) + c
+    # Two passes over N, so that one [C, PP] accumulator is live at a time (registers): c_t . b_s first,
+    # then the carried state read out, exp(A_t) h_c c_t, added to the intra-chunk part.
+    cb = tl.zeros([C, C], dtype=tl.float32)
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+        cb += tl.dot(cc, tl.trans(_rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)), input_precision=TF)
+    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
+    y = tl.dot(cb * _causal_decay(cum, rows) * dt[None, :], x, input_precision=TF)
+    for n0 in range(0, NP, BN):
+        fn = n0 + tl.arange(0, BN)
+        cce = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N) * tl.exp(cum)[:, None]
+        y += tl.dot(cce, tl.trans(_state_block(HS + row * PP * NP, fp, n0, NP, BN)), input_precision=TF)
+    tl.store(Y + bh.to(tl.int64) * L * P + r[:, None] * P + fp[None, :], y, mask=(r[:, None] < L) & (fp[None, :] < P))
