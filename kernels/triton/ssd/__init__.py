@@ -20,9 +20,9 @@ heads sharing a group and da over batch and chunks are summed in torch in a fixe
 reproducible.
 
 Everything is computed in fp32 (fp16 / bf16 inputs are widened, the outputs cast back); ``tl.dot`` in tf32x3
-(about fp32 accuracy). The head width ``P`` is padded to a power of two ``PP`` (16 .. ``MAX_PP``); the state width
-``N`` is any, walked in blocks of ``BN`` (``fwd.py``); the chunk is one of ``CHUNKS``. ``aot_specs`` lists every
-specialisation for kernels.tools.aot_check.
+(about fp32 accuracy). Any head width ``P`` and state width ``N``: the kernels walk them in blocks of ``BP`` / ``BN``
+columns (``fwd.py``); the chunk is one of ``CHUNKS``. ``aot_specs`` lists every specialisation for
+kernels.tools.aot_check.
 """
 
 from __future__ import annotations
@@ -36,39 +36,30 @@ from .bwd import _ssd_chunk_bwd_dbdc, _ssd_chunk_bwd_dx, _ssd_chunk_dstate, _ssd
 from .fwd import _ssd_chunk_scan, _ssd_chunk_state, _ssd_state_pass
 
 CHUNKS = (16, 32, 64)
-MAX_PP = 128  # widest head (padded); the state width N is walked in blocks of BN, any N runs
-BN = 16
-BLOCK = 256  # state entries per program of the sequential passes (PP * NP is a multiple of it)
+BP = BN = 16  # columns of the head / state width per block (fwd.py): any P and N, registers set by the chunk
+BLOCK = 256  # state entries per program of the sequential passes (PR * NR is a multiple of it)
 
 
-def padded_dim(p: int) -> int:
-    """The padded head width: a power of two >= 16."""
-    return max(16, 1 << (p - 1).bit_length())
-
-
-def warps(chunk: int, pp: int) -> int:
-    """Warps of the chunk kernels: 8 once their [C, PP] tiles pass 16 x 32 (fewer spills in aot_check)."""
-    return 8 if chunk * pp > 512 else 4
+def warps(chunk: int) -> int:
+    """Warps of the chunk kernels (fewest spills in kernels.tools.aot_check)."""
+    return 8 if chunk >= 32 else 4
 
 
 def unsupported_reason(x, chunk: int = 64) -> str | None:
     """Why these kernels cannot run these arguments (None if they can). For the dispatcher."""
     if chunk not in CHUNKS:
         return f"chunk {chunk} not in {CHUNKS}"
-    if padded_dim(x.shape[-1]) > MAX_PP:
-        return f"head width {x.shape[-1]} above {MAX_PP}"
     return None
 
 
-def _meta(chunk, p):
-    pp = padded_dim(p)
-    return dict(C=chunk, PP=pp, BN=BN, num_warps=warps(chunk, pp))
+def _meta(chunk):
+    return dict(C=chunk, BP=BP, BN=BN, num_warps=warps(chunk))
 
 
-def _pad_state(h, pp, np_):
-    """``[B, h, P, N]`` -> ``[B h, PP, NP]`` fp32, zero padded (the kernels' layout of a state)."""
+def _pad_state(h, pr, nr):
+    """``[B, h, P, N]`` -> ``[B h, PR, NR]`` fp32, zero padded (the kernels' layout of a state)."""
     B, H, P, N = h.shape
-    return F.pad(h.float(), (0, np_ - N, 0, pp - P)).reshape(B * H, pp, np_).contiguous()
+    return F.pad(h.float(), (0, nr - N, 0, pr - P)).reshape(B * H, pr, nr).contiguous()
 
 
 class _SSD(torch.autograd.Function):
@@ -76,40 +67,40 @@ class _SSD(torch.autograd.Function):
     def forward(ctx, x, dt, a, b, c, h0, chunk):
         B, H, L, P = x.shape
         G, N = b.shape[1], b.shape[-1]
-        meta = _meta(chunk, P)
-        pp, np_, n_c = meta["PP"], triton.cdiv(N, BN) * BN, triton.cdiv(L, chunk)
-        sizes = (H, G, L, P, N, np_)
+        meta = _meta(chunk)
+        pr, nr, n_c = triton.cdiv(P, BP) * BP, triton.cdiv(N, BN) * BN, triton.cdiv(L, chunk)
+        sizes = (H, G, L, P, N, pr, nr)
         f32 = dict(dtype=torch.float32, device=x.device)
-        s = torch.empty(B * H, n_c, pp, np_, **f32)  # (B h, n_c, PP, NP): each chunk's own state
+        s = torch.empty(B * H, n_c, pr, nr, **f32)  # (B h, n_c, PR, NR): each chunk's own state
         ach = torch.empty(B * H, n_c, **f32)  # each chunk's total log decay A_last
         _ssd_chunk_state[(n_c, B * H)](x, dt, a, b, s, ach, *sizes, **meta)
-        hs, hf = torch.empty_like(s), torch.empty(B * H, pp, np_, **f32)
-        h0p = _pad_state(h0, pp, np_) if h0 is not None else hf  # hf: a placeholder pointer, not read
-        grid = (pp * np_ // BLOCK, B * H)
-        _ssd_state_pass[grid](s, ach, h0p, hs, hf, n_c, pp * np_, HAS_H0=h0 is not None, BLOCK=BLOCK)
+        hs, hf = torch.empty_like(s), torch.empty(B * H, pr, nr, **f32)
+        h0p = _pad_state(h0, pr, nr) if h0 is not None else hf  # hf: a placeholder pointer, not read
+        grid = (pr * nr // BLOCK, B * H)
+        _ssd_state_pass[grid](s, ach, h0p, hs, hf, n_c, pr * nr, HAS_H0=h0 is not None, BLOCK=BLOCK)
         y = torch.empty_like(x)
         _ssd_chunk_scan[(n_c, B * H)](x, dt, a, b, c, hs, y, *sizes, **meta)
         ctx.save_for_backward(x, dt, a, b, c, hs, ach)
         ctx.chunk, ctx.has_h0 = chunk, h0 is not None
         ctx.set_materialize_grads(False)
-        return y, hf.view(B, H, pp, np_)[..., :P, :N]
+        return y, hf.view(B, H, pr, nr)[..., :P, :N]
 
     @staticmethod
     def backward(ctx, dy, dhf):
         x, dt, a, b, c, hs, ach = ctx.saved_tensors
         B, H, L, P = x.shape
         G, N = b.shape[1], b.shape[-1]
-        meta = _meta(ctx.chunk, P)
-        pp, np_, n_c = meta["PP"], hs.shape[-1], hs.shape[1]
-        sizes = (H, G, L, P, N, np_)
+        meta = _meta(ctx.chunk)
+        n_c, pr, nr = hs.shape[1:]
+        sizes = (H, G, L, P, N, pr, nr)
         dy = torch.zeros_like(x) if dy is None else dy.float().contiguous()
         f32 = dict(dtype=torch.float32, device=x.device)
         gs = torch.empty_like(hs)
         _ssd_chunk_dstate[(n_c, B * H)](dy, dt, a, c, gs, *sizes, **meta)
-        ds, dh0 = torch.empty_like(hs), torch.empty(B * H, pp, np_, **f32)
-        dhfp = _pad_state(dhf, pp, np_) if dhf is not None else dh0  # dh0: a placeholder pointer, not read
-        grid = (pp * np_ // BLOCK, B * H)
-        _ssd_state_pass_bwd[grid](gs, ach, dhfp, ds, dh0, n_c, pp * np_, HAS_DHF=dhf is not None, BLOCK=BLOCK)
+        ds, dh0 = torch.empty_like(hs), torch.empty(B * H, pr, nr, **f32)
+        dhfp = _pad_state(dhf, pr, nr) if dhf is not None else dh0  # dh0: a placeholder pointer, not read
+        grid = (pr * nr // BLOCK, B * H)
+        _ssd_state_pass_bwd[grid](gs, ach, dhfp, ds, dh0, n_c, pr * nr, HAS_DHF=dhf is not None, BLOCK=BLOCK)
         dx, ddt, da = torch.empty_like(x), torch.empty_like(dt), torch.empty(B, H, n_c, **f32)
         _ssd_chunk_bwd_dx[(n_c, B * H)](x, dt, a, b, c, hs, ds, dy, dx, ddt, da, *sizes, **meta)
         dbh, dch = torch.empty(B, H, L, N, **f32), torch.empty(B, H, L, N, **f32)  # per head
@@ -117,7 +108,7 @@ class _SSD(torch.autograd.Function):
         # (B, h, L, N) -> (B, g, L, N): the heads of a group share b and c; a fixed-order sum.
         db = dbh.view(B, G, H // G, L, N).sum(2)
         dc = dch.view(B, G, H // G, L, N).sum(2)
-        dh0 = dh0.view(B, H, pp, np_)[..., :P, :N] if ctx.has_h0 else None
+        dh0 = dh0.view(B, H, pr, nr)[..., :P, :N] if ctx.has_h0 else None
         return dx, ddt, da.sum((0, 2)), db, dc, dh0, None
 
 
@@ -180,9 +171,8 @@ def ssd_ref(x, dt, a, b, c, *, chunk=64, initial_state=None, return_state=False)
 
 
 def aot_specs(quick: bool):
-    """Specialisations kernels.tools.aot_check compiles: every chunk of ``CHUNKS`` x padded head width (16 ..
-    ``MAX_PP``) for the chunk kernels (any ``N``: a run-time loop), the two sequential passes with and without
-    their optional input; fp32."""
+    """Specialisations kernels.tools.aot_check compiles: the chunk kernels at every chunk of ``CHUNKS`` (any head
+    and state width: run-time loops), the two sequential passes with and without their optional input; fp32."""
     ptrs = {
         n: "*fp32"
         for n in ("X", "DT", "A", "Bm", "Cm", "S", "ACH", "H0", "HS", "HF", "Y")
@@ -194,8 +184,7 @@ def aot_specs(quick: bool):
             out.append((f"{fn.__name__} fp32 {flag}={on}", fn, ptrs, {flag: on, "BLOCK": BLOCK}, 4, 2))
     kernels = (_ssd_chunk_state, _ssd_chunk_scan, _ssd_chunk_dstate, _ssd_chunk_bwd_dx, _ssd_chunk_bwd_dbdc)
     for chunk in (64,) if quick else CHUNKS:
-        for pp in (64,) if quick else [16 << i for i in range((MAX_PP // 16).bit_length())]:
-            for fn in kernels:
-                consts = {"C": chunk, "PP": pp, "BN": BN}
-                out.append((f"{fn.__name__} fp32 c{chunk} p{pp}", fn, ptrs, consts, warps(chunk, pp), 2))
+        for fn in kernels:
+            consts = {"C": chunk, "BP": BP, "BN": BN}
+            out.append((f"{fn.__name__} fp32 c{chunk}", fn, ptrs, consts, warps(chunk), 2))
     return out

@@ -18,24 +18,25 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .fwd import NO_SPEC, TF, _causal_decay, _chunk_decay, _heads, _rows, _state_block
+from .fwd import NO_SPEC, TF, _block, _causal_decay, _chunk_decay, _gram, _heads, _rows
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ssd_chunk_dstate(DY, DT, A, Cm, GS, H, G, L, P, N, NP, C: tl.constexpr, PP: tl.constexpr, BN: tl.constexpr):
-    """``G_c = sum_t exp(A_t) dy_t c_t^T`` (``[PP, NP]``: [p, n])."""
+def _ssd_chunk_dstate(DY, DT, A, Cm, GS, H, G, L, P, N, PR, NR, C: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr):
+    """``G_c = sum_t exp(A_t) dy_t c_t^T`` (``[PR, NR]``: [p, n])."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     head, bg = _heads(bh, H, G)
     r = c * C + tl.arange(0, C)
-    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    dye = tl.trans(_rows(DY + bh.to(tl.int64) * L * P, r, fp, L, P) * tl.exp(cum)[:, None])  # (PP, C)
     row = bh.to(tl.int64) * tl.num_programs(0) + c
-    for n0 in range(0, NP, BN):
-        fn = n0 + tl.arange(0, BN)
-        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
-        tl.store(GS + row * PP * NP + fp[:, None] * NP + fn[None, :], tl.dot(dye, cc, input_precision=TF))
+    for p0 in range(0, PR, BP):
+        fp = p0 + tl.arange(0, BP)
+        dye = tl.trans(_rows(DY + bh.to(tl.int64) * L * P, r, fp, L, P) * tl.exp(cum)[:, None])  # (BP, C)
+        for n0 in range(0, NR, BN):
+            fn = n0 + tl.arange(0, BN)
+            cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+            tl.store(GS + row * PR * NR + fp[:, None] * NR + fn[None, :], tl.dot(dye, cc, input_precision=TF))
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
@@ -56,12 +57,6 @@ def _ssd_state_pass_bwd(GS, ACH, DHF, DS, DH0, n_c, DD, HAS_DHF: tl.constexpr, B
     tl.store(DH0 + bh.to(tl.int64) * DD + e, d)
 
 
-@triton.jit
-def _intra_k(dy, x, dt, cum, rows):
-    """``K[t, s] = exp(A_t - A_s) dt_s (dy_t . x_s)`` for s <= t, else 0 (``[C, C]``)."""
-    return _causal_decay(cum, rows) * dt[None, :] * tl.dot(dy, tl.trans(x), input_precision=TF)
-
-
 @triton.jit(do_not_specialize=NO_SPEC)
 def _ssd_chunk_bwd_dx(
     X,
@@ -80,9 +75,10 @@ def _ssd_chunk_bwd_dx(
     L,
     P,
     N,
-    NP,
+    PR,
+    NR,
     C: tl.constexpr,
-    PP: tl.constexpr,
+    BP: tl.constexpr,
     BN: tl.constexpr,
 ):
     """dx, d dt and this chunk's part of da, of one chunk and head (formulas: the module docstring)."""
@@ -91,41 +87,43 @@ def _ssd_chunk_bwd_dx(
     head, bg = _heads(bh, H, G)
     rows = tl.arange(0, C)
     r = c * C + rows
-    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
-    dy = _rows(DY + bh.to(tl.int64) * L * P, r, fp, L, P)
+    xp, dyp = X + bh.to(tl.int64) * L * P, DY + bh.to(tl.int64) * L * P
+    bp, cp = Bm + bg.to(tl.int64) * L * N, Cm + bg.to(tl.int64) * L * N
     row = bh.to(tl.int64) * tl.num_programs(0) + c
-    # Two passes over N, so that one [C, PP] accumulator is live at a time (registers): c_t . b_s and the
-    # intra-chunk terms first, then the chunk-state path (D b_s) and the carried state (h c_t, <D, h>).
-    cb = tl.zeros([C, C], dtype=tl.float32)
-    for n0 in range(0, NP, BN):
-        fn = n0 + tl.arange(0, BN)
-        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
-        cb += tl.dot(cc, tl.trans(_rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)), input_precision=TF)
-    v = _intra_k(dy, x, dt, cum, rows) * cb  # (C, C): the intra-chunk terms, each
+    hs, ds = HS + row * PR * NR, DS + row * PR * NR
+    seg = _causal_decay(cum, rows)
+    cb = _gram(cp, bp, r, L, N, BN, C)  # c_t . b_s
+    v = seg * dt[None, :] * _gram(dyp, xp, r, L, P, BP, C) * cb  # (C, C): the intra-chunk terms, each
     d_cum = tl.sum(v, 1) - tl.sum(v, 0)
-    u = tl.dot(tl.trans(cb * _causal_decay(cum, rows)), dy, input_precision=TF)  # (C, PP): M^T dy
-    x_u_intra = tl.sum(x * u, 1)
+    mt = tl.trans(cb * seg)
     e = tl.exp(last - cum)
+    x_u = tl.zeros([C], dtype=tl.float32)  # x_s . u_s
+    x_bd = tl.zeros([C], dtype=tl.float32)  # e_s x_s . (D b_s)
     dyhc = tl.zeros([C], dtype=tl.float32)  # dy_t . (h c_t)
-    dh = tl.zeros([PP], dtype=tl.float32)  # rows of <D, h>
-    for n0 in range(0, NP, BN):
-        fn = n0 + tl.arange(0, BN)
-        b = _rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
-        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)
-        hs = _state_block(HS + row * PP * NP, fp, n0, NP, BN)  # (PP, BN)
-        ds = _state_block(DS + row * PP * NP, fp, n0, NP, BN)
-        u += tl.dot(b * e[:, None], tl.trans(ds), input_precision=TF)  # + e_s D b_s
-        dyhc += tl.sum(cc * tl.dot(dy, hs, input_precision=TF), 1)
-        dh += tl.sum(ds * hs, 1)
-    tl.store(
-        DX + bh.to(tl.int64) * L * P + r[:, None] * P + fp[None, :],
-        dt[:, None] * u,
-        mask=(r[:, None] < L) & (fp[None, :] < P),
-    )
-    x_u = tl.sum(x * u, 1)
-    xbd = dt * (x_u - x_u_intra)  # (C,): e_t dt_t x_t . (D b_t), the chunk-state path
+    dh = tl.zeros([BP], dtype=tl.float32)  # rows of <D, h>
+    for p0 in range(0, PR, BP):
+        fp = p0 + tl.arange(0, BP)
+        x = _rows(xp, r, fp, L, P)  # (C, BP)
+        dy = _rows(dyp, r, fp, L, P)
+        u = tl.dot(mt, dy, input_precision=TF)  # (C, BP): M^T dy
+        bd = tl.zeros([C, BP], dtype=tl.float32)  # e_s D b_s
+        for n0 in range(0, NR, BN):
+            fn = n0 + tl.arange(0, BN)
+            hsb = _block(hs, p0, n0, NR, BP, BN)  # (BP, BN)
+            dsb = _block(ds, p0, n0, NR, BP, BN)
+            bd += tl.dot(_rows(bp, r, fn, L, N) * e[:, None], tl.trans(dsb), input_precision=TF)
+            dyhc += tl.sum(_rows(cp, r, fn, L, N) * tl.dot(dy, hsb, input_precision=TF), 1)
+            dh += tl.sum(dsb * hsb, 1)
+        u += bd
+        tl.store(
+            DX + bh.to(tl.int64) * L * P + r[:, None] * P + fp[None, :],
+            dt[:, None] * u,
+            mask=(r[:, None] < L) & (fp[None, :] < P),
+        )
+        x_u += tl.sum(x * u, 1)
+        x_bd += tl.sum(x * bd, 1)
+    xbd = dt * x_bd  # (C,): e_t dt_t x_t . (D b_t), the chunk-state path
     d_cum += tl.exp(cum) * dyhc - xbd
     d_last = tl.sum(xbd, 0) + tl.exp(last) * tl.sum(dh, 0)
     # A_t = sum_{r <= t} dt_r a and A_last = sum_r dt_r a: d(dt_r a) = sum_{t >= r} d_cum_t + d_last
@@ -151,40 +149,43 @@ def _ssd_chunk_bwd_dbdc(
     L,
     P,
     N,
-    NP,
+    PR,
+    NR,
     C: tl.constexpr,
-    PP: tl.constexpr,
+    BP: tl.constexpr,
     BN: tl.constexpr,
 ):
-    """This head's db and dc (``[L, N]`` each; the heads of a group are summed by the launcher)."""
+    """This head's db and dc (``[L, N]`` each; the heads of a group are summed by the launcher), per block of N."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     head, bg = _heads(bh, H, G)
     rows = tl.arange(0, C)
     r = c * C + rows
-    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
-    dy = _rows(DY + bh.to(tl.int64) * L * P, r, fp, L, P)
-    # dc and db in two passes over N: two loop-invariant [C, .] operands per pass, not four (shared memory).
-    k = _intra_k(dy, x, dt, cum, rows)
-    dye = dy * tl.exp(cum)[:, None]
+    xp, dyp = X + bh.to(tl.int64) * L * P, DY + bh.to(tl.int64) * L * P
+    bp, cp = Bm + bg.to(tl.int64) * L * N, Cm + bg.to(tl.int64) * L * N
     row = bh.to(tl.int64) * tl.num_programs(0) + c
-    for n0 in range(0, NP, BN):
+    hs, ds = HS + row * PR * NR, DS + row * PR * NR
+    k = _causal_decay(cum, rows) * dt[None, :] * _gram(dyp, xp, r, L, P, BP, C)  # (C, C) [t, s]
+    # dc, then db: one pass over N each, so that only one of K, K^T is live (registers).
+    ea = tl.exp(cum)
+    for n0 in range(0, NR, BN):
         fn = n0 + tl.arange(0, BN)
-        b = _rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
-        hs = _state_block(HS + row * PP * NP, fp, n0, NP, BN)  # (PP, BN)
-        dc = tl.dot(dye, hs, input_precision=TF) + tl.dot(k, b, input_precision=TF)
+        dc = tl.dot(k, _rows(bp, r, fn, L, N), input_precision=TF)  # (C, BN)
+        for p0 in range(0, PR, BP):
+            dye = _rows(dyp, r, p0 + tl.arange(0, BP), L, P) * ea[:, None]
+            dc += tl.dot(dye, _block(hs, p0, n0, NR, BP, BN), input_precision=TF)
         tl.store(
             DC + bh.to(tl.int64) * L * N + r[:, None] * N + fn[None, :], dc, mask=(r[:, None] < L) & (fn[None, :] < N)
         )
     kt = tl.trans(k)
-    xe = x * (tl.exp(last - cum) * dt)[:, None]
-    for n0 in range(0, NP, BN):
+    xe = tl.exp(last - cum) * dt
+    for n0 in range(0, NR, BN):
         fn = n0 + tl.arange(0, BN)
-        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)
-        ds = _state_block(DS + row * PP * NP, fp, n0, NP, BN)
-        db = tl.dot(kt, cc, input_precision=TF) + tl.dot(xe, ds, input_precision=TF)
+        db = tl.dot(kt, _rows(cp, r, fn, L, N), input_precision=TF)
+        for p0 in range(0, PR, BP):
+            xeb = _rows(xp, r, p0 + tl.arange(0, BP), L, P) * xe[:, None]
+            db += tl.dot(xeb, _block(ds, p0, n0, NR, BP, BN), input_precision=TF)
         tl.store(
             DB + bh.to(tl.int64) * L * N + r[:, None] * N + fn[None, :], db, mask=(r[:, None] < L) & (fn[None, :] < N)
         )

@@ -1,10 +1,10 @@
 """Forward kernels of Mamba-2's chunked SSD (algorithm and shapes: ``kernels/triton/ssd/__init__.py``).
 
 One program per (chunk, batch x head) for the chunk kernels, one per (block of the state, batch x head) for the
-sequential pass over the chunks. A program holds ``[C, PP]`` tiles (positions x head width padded to a power of
-two) and walks the state width ``N`` in column blocks of ``BN``: the state of a head, ``h[p, n]``, is stored in
-fp32 as ``[PP, NP]`` (``NP`` = ``N`` rounded up to ``BN``, zero padded), and no program ever holds all of it,
-so the registers a program needs do not grow with ``N``.
+sequential pass over the chunks. A chunk program holds ``[C, C]`` tiles (position pairs) and walks the head width
+``P`` and the state width ``N`` in blocks of ``BP`` / ``BN`` columns, so its registers depend on the chunk alone
+and any ``P``, ``N`` run with the same compiled kernel. The state of a head, ``h[p, n]``, is stored in fp32 as
+``[PR, NR]`` (``P``, ``N`` rounded up to the blocks, zero padded), so its blocks load unmasked.
 """
 
 from __future__ import annotations
@@ -14,13 +14,19 @@ import triton.language as tl
 
 TF = tl.constexpr("tf32x3")  # ~fp32 accuracy on tensor cores (as kernels/triton/linear_attention.py)
 # Integer sizes: no value specialisation, so a launch compiles what kernels.tools.aot_check does.
-NO_SPEC = ["H", "G", "L", "P", "N", "NP", "n_c", "DD"]
+NO_SPEC = ["H", "G", "L", "P", "N", "PR", "NR", "n_c", "DD"]
 
 
 @triton.jit
 def _rows(X, r, f, L, W):
     """Rows ``r`` (``[C]``) and columns ``f`` of a row-major ``[L, W]`` fp32 tensor, zero outside."""
     return tl.load(X + r[:, None] * W + f[None, :], mask=(r[:, None] < L) & (f[None, :] < W), other=0.0)
+
+
+@triton.jit
+def _block(S, p0, n0, NR, BP: tl.constexpr, BN: tl.constexpr):
+    """The ``[BP, BN]`` block at ``(p0, n0)`` of the padded ``[PR, NR]`` state at ``S``."""
+    return tl.load(S + (p0 + tl.arange(0, BP))[:, None] * NR + n0 + tl.arange(0, BN)[None, :])
 
 
 @triton.jit
@@ -47,28 +53,33 @@ def _causal_decay(A, rows):
 
 
 @triton.jit
-def _state_block(S, fp, n0, NP, BN: tl.constexpr):
-    """Columns ``n0 .. n0 + BN`` (``[PP, BN]``) of the padded ``[PP, NP]`` state at ``S``."""
-    return tl.load(S + fp[:, None] * NP + n0 + tl.arange(0, BN)[None, :])
+def _gram(U, V, r, L, W, BW: tl.constexpr, C: tl.constexpr):
+    """``U V^T`` (``[C, C]``) of the rows ``r`` of two ``[L, W]`` tensors, over ``W`` in blocks of ``BW``."""
+    acc = tl.zeros([C, C], dtype=tl.float32)
+    for w0 in range(0, W, BW):
+        f = w0 + tl.arange(0, BW)
+        acc += tl.dot(_rows(U, r, f, L, W), tl.trans(_rows(V, r, f, L, W)), input_precision=TF)
+    return acc
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ssd_chunk_state(X, DT, A, Bm, S, ACH, H, G, L, P, N, NP, C: tl.constexpr, PP: tl.constexpr, BN: tl.constexpr):
-    """Chunk c's own state ``S_c = sum_s exp(A_last - A_s) dt_s x_s b_s^T`` (``[PP, NP]``) and ``A_last``."""
+def _ssd_chunk_state(X, DT, A, Bm, S, ACH, H, G, L, P, N, PR, NR, C: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr):
+    """Chunk c's own state ``S_c = sum_s exp(A_last - A_s) dt_s x_s b_s^T`` (``[PR, NR]``) and ``A_last``."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     n_c = tl.num_programs(0)
     head, bg = _heads(bh, H, G)
     r = c * C + tl.arange(0, C)
-    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
-    xw = tl.trans(x * (tl.exp(last - cum) * dt)[:, None])  # (PP, C): decayed to the chunk's end, times the step
+    w = tl.exp(last - cum) * dt  # decay to the chunk's end, times the step
     row = bh.to(tl.int64) * n_c + c
-    for n0 in range(0, NP, BN):
-        fn = n0 + tl.arange(0, BN)
-        b = _rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
-        tl.store(S + row * PP * NP + fp[:, None] * NP + fn[None, :], tl.dot(xw, b, input_precision=TF))
+    for p0 in range(0, PR, BP):
+        fp = p0 + tl.arange(0, BP)
+        xw = tl.trans(_rows(X + bh.to(tl.int64) * L * P, r, fp, L, P) * w[:, None])  # (BP, C)
+        for n0 in range(0, NR, BN):
+            fn = n0 + tl.arange(0, BN)
+            b = _rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
+            tl.store(S + row * PR * NR + fp[:, None] * NR + fn[None, :], tl.dot(xw, b, input_precision=TF))
     tl.store(ACH + row, last)
 
 
@@ -91,27 +102,26 @@ def _ssd_state_pass(S, ACH, H0, HS, HF, n_c, DD, HAS_H0: tl.constexpr, BLOCK: tl
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ssd_chunk_scan(X, DT, A, Bm, Cm, HS, Y, H, G, L, P, N, NP, C: tl.constexpr, PP: tl.constexpr, BN: tl.constexpr):
-    """``y_t = exp(A_t) h_c c_t + sum_{s <= t in chunk} (c_t . b_s) exp(A_t - A_s) dt_s x_s``."""
+def _ssd_chunk_scan(
+    X, DT, A, Bm, Cm, HS, Y, H, G, L, P, N, PR, NR, C: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr
+):
+    """``y_t = exp(A_t) h_c c_t + sum_{s <= t in chunk} (c_t . b_s) exp(A_t - A_s) dt_s x_s``, per block of P."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     head, bg = _heads(bh, H, G)
     rows = tl.arange(0, C)
     r = c * C + rows
-    fp = tl.arange(0, PP)
     dt, cum, last = _chunk_decay(DT, A, bh, head, r, L)
-    row = bh.to(tl.int64) * tl.num_programs(0) + c
-    # Two passes over N, so that one [C, PP] accumulator is live at a time (registers): c_t . b_s first,
-    # then the carried state read out, exp(A_t) h_c c_t, added to the intra-chunk part.
-    cb = tl.zeros([C, C], dtype=tl.float32)
-    for n0 in range(0, NP, BN):
-        fn = n0 + tl.arange(0, BN)
-        cc = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N)  # (C, BN)
-        cb += tl.dot(cc, tl.trans(_rows(Bm + bg.to(tl.int64) * L * N, r, fn, L, N)), input_precision=TF)
-    x = _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P)  # (C, PP)
-    y = tl.dot(cb * _causal_decay(cum, rows) * dt[None, :], x, input_precision=TF)
-    for n0 in range(0, NP, BN):
-        fn = n0 + tl.arange(0, BN)
-        cce = _rows(Cm + bg.to(tl.int64) * L * N, r, fn, L, N) * tl.exp(cum)[:, None]
-        y += tl.dot(cce, tl.trans(_state_block(HS + row * PP * NP, fp, n0, NP, BN)), input_precision=TF)
-    tl.store(Y + bh.to(tl.int64) * L * P + r[:, None] * P + fp[None, :], y, mask=(r[:, None] < L) & (fp[None, :] < P))
+    bc = Bm + bg.to(tl.int64) * L * N
+    cm = Cm + bg.to(tl.int64) * L * N
+    m = _gram(cm, bc, r, L, N, BN, C) * _causal_decay(cum, rows) * dt[None, :]  # (C, C) [t, s]
+    hs = HS + (bh.to(tl.int64) * tl.num_programs(0) + c) * PR * NR
+    for p0 in range(0, PR, BP):
+        fp = p0 + tl.arange(0, BP)
+        y = tl.dot(m, _rows(X + bh.to(tl.int64) * L * P, r, fp, L, P), input_precision=TF)  # (C, BP)
+        for n0 in range(0, NR, BN):  # the carried state read out: exp(A_t) c_t h_c^T
+            cce = _rows(cm, r, n0 + tl.arange(0, BN), L, N) * tl.exp(cum)[:, None]
+            y += tl.dot(cce, tl.trans(_block(hs, p0, n0, NR, BP, BN)), input_precision=TF)
+        tl.store(
+            Y + bh.to(tl.int64) * L * P + r[:, None] * P + fp[None, :], y, mask=(r[:, None] < L) & (fp[None, :] < P)
+        )

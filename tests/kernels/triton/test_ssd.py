@@ -8,7 +8,7 @@ fast loop's, the rest ``exhaustive``."""
 import pytest
 import torch
 
-from kernels.triton.ssd import padded_dim, ssd_ref, ssd_triton, unsupported_reason
+from kernels.triton.ssd import BN, BP, ssd_ref, ssd_triton, unsupported_reason
 
 
 def _recurrence(x, dt, a, b, c, h0):
@@ -52,15 +52,17 @@ def _against_recurrence(fn, B, H, G, L, P, N, chunk, with_h0, seed=0, tol=2e-5):
         torch.testing.assert_close(a.double(), b, atol=tol * scale, rtol=tol, msg=name)
 
 
-# (B, h, g, L, P, N, chunk, initial state): L below, at and past one chunk, not a multiple of it; P != N
+# (B, h, g, L, P, N, chunk, initial state): L below, at and past one chunk, not a multiple of it; P != N; widths
+# over several column blocks of BP = BN = 16 with a partial last one (P 40, N 72)
 CASES = [
     (1, 2, 1, 37, 16, 16, 16, True),
     (2, 4, 2, 21, 8, 16, 16, False),
-    (1, 2, 2, 50, 16, 8, 32, True),
-    (1, 2, 1, 70, 16, 32, 64, False),
+    (1, 2, 2, 50, 40, 8, 32, True),
+    (1, 2, 1, 70, 16, 72, 64, False),
     (1, 4, 2, 64, 32, 16, 64, True),
     (1, 2, 1, 16, 16, 16, 16, False),
     (1, 2, 1, 100, 4, 40, 32, True),
+    (1, 2, 2, 45, 72, 40, 16, True),
 ]
 
 
@@ -88,10 +90,11 @@ def test_output_alone_and_state_alone_have_gradients():
 
 
 def test_refusals():
-    x = torch.zeros(1, 2, 8, 128)
-    assert unsupported_reason(x, 64) is None and padded_dim(128) == 128 and padded_dim(4) == 16
+    x = torch.zeros(1, 2, 8, 16)
+    assert BP == BN == 16
+    assert unsupported_reason(x, 64) is None and unsupported_reason(torch.zeros(1, 1, 8, 200), 16) is None
     assert "chunk 48" in unsupported_reason(x, 48)
-    assert "above 128" in unsupported_reason(torch.zeros(1, 1, 8, 130))
-    b = torch.zeros(1, 2, 8, 16)
+    with pytest.raises(ValueError, match="chunk 48"):
+        ssd_triton(x, torch.ones(1, 2, 8), -torch.ones(2), x, x, chunk=48)
     with pytest.raises(ValueError, match="multiple of g"):
-        ssd_triton(torch.zeros(1, 3, 8, 16), torch.ones(1, 3, 8), -torch.ones(3), b, b)
+        ssd_triton(torch.zeros(1, 3, 8, 16), torch.ones(1, 3, 8), -torch.ones(3), x, x)
