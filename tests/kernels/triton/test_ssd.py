@@ -91,7 +91,7 @@ def test_output_alone_and_state_alone_have_gradients():
 
 def test_backward_is_bitwise_reproducible():
     """No atomics: db, dc over a group and da over chunks are fixed-order sums."""
-    x, dt, a, b, c, h0 = _inputs(1, 4, 2, 40, 16, 16, True, 4)
+    x, dt, a, b, c, h0 = _inputs(1, 2, 1, 24, 16, 16, True, 4)
     runs = [torch.autograd.grad(ssd_triton(x, dt, a, b, c, chunk=16, initial_state=h0).sum(), [x, dt, a, b, c, h0])]
     runs.append(torch.autograd.grad(ssd_triton(x, dt, a, b, c, chunk=16, initial_state=h0).sum(), [x, dt, a, b, c, h0]))
     assert all(torch.equal(u, v) for u, v in zip(*runs))
