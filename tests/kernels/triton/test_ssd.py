@@ -114,3 +114,25 @@ def test_refusals():
         ssd_triton(x, torch.ones(1, 2, 8), -torch.ones(2), x, x, chunk=48)
     with pytest.raises(ValueError, match="multiple of g"):
         ssd_triton(torch.zeros(1, 3, 8, 16), torch.ones(1, 3, 8), -torch.ones(3), x, x)
+
+
+def test_dispatcher_runs_the_triton_kernels_where_they_apply(monkeypatch):
+    """``kernels.ssd`` picks these kernels for the tensors ``backend.triton_reason`` accepts (CUDA there; forced onto
+    the interpreter here), names and records them, and gives the chunked PyTorch form's result; float64 and a chunk
+    the kernels are not compiled for stay on the PyTorch path."""
+    import functools
+    import importlib
+
+    import kernels
+    from kernels.backend import triton_reason
+    from kernels.cpu.ssd import ssd_chunked
+
+    dispatch = importlib.import_module("kernels.ssd")  # the module (kernels.ssd the attribute is the function)
+    monkeypatch.setattr(dispatch, "triton_reason", functools.partial(triton_reason, force=True))
+    x, dt, a, b, c, _ = _inputs(1, 2, 1, 21, 16, 16, False, seed=3)
+    with kernels.record_backends() as ran:
+        y = kernels.ssd(x, dt, a, b, c, chunk=16)
+    assert ran == ["triton (interpreter) ssd"] == [kernels.ssd_backend(x, 16)]
+    torch.testing.assert_close(y, ssd_chunked(x, dt, a, b, c, chunk=16), atol=2e-5, rtol=2e-5)
+    assert kernels.ssd_backend(x.double(), 16) == "torch-cpu chunked"
+    assert kernels.ssd_backend(x, 48) == "torch-cpu chunked"
