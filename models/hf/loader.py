@@ -31,6 +31,7 @@ from . import (
     gpt_oss,
     llama,
     llama4,
+    mamba2,
     mapping,
     olmo2,
     qwen3,
@@ -51,6 +52,7 @@ FAMILIES = {
     "gpt_oss": gpt_oss,
     "llama4": llama4,
     "falcon_h1": falcon_h1,
+    "mamba2": mamba2,
     "bert": bert,
     "t5": t5,
 }

@@ -143,6 +143,24 @@ FAMILIES = {
             initializer_range=0.2,
         ),
     ),
+    # Mamba-2: 8 SSM heads of 8 (d_inner 64), state 8, 2 B/C groups, chunks of 8 (shorter than the test texts)
+    "mamba2": (
+        "Mamba2Config",
+        "Mamba2ForCausalLM",
+        dict(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_heads=8,
+            head_dim=8,
+            expand=2,
+            state_size=8,
+            n_groups=2,
+            chunk_size=8,
+            pad_token_id=0,
+            eos_token_id=0,
+        ),
+    ),
     "bert": ("BertConfig", "BertForMaskedLM", dict(SMALL, layer_norm_eps=1e-12)),
     "t5": (
         "T5Config",
