@@ -37,7 +37,13 @@ from ..errors import ConfigError
 from ..variant import Param, Variant
 from .stack import BlockStack, block_params
 
-PARALLEL_MIXER = Param("parallel_mixer", str, "mamba2", label="Parallel mixer (beside attention, parallel_hybrid)")
+PARALLEL_MIXER = Param(
+    "parallel_mixer",
+    str,
+    "mamba2",
+    choices=tuple(ATTENTION),  # the app's dropdown; which of them fit beside attention is the check's to say
+    label="Parallel mixer (beside attention, parallel_hybrid)",
+)
 
 # the attention branch's own terms, at their defaults in the mixer's config (module docstring)
 ATTENTION_ONLY = {
