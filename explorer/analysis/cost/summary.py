@@ -34,6 +34,7 @@ from models import ModelConfig, registries
 from models.architectures import arrangement, stack_config
 from models.encdec import CrossAttention
 from models.footprint import layer_cached_keys
+from models.layers.parallel import mixer_config
 
 
 def sdpa_cpu_flops(
@@ -147,7 +148,8 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
     qk_rope_head_dim`` values per key and layer). The layers are those of the stack the head reads (the decoder's
     self-attention), each keeping the keys of its own kind (``models.footprint.cached_keys``: all ``L``, or a
     causal window's / chunk's last ones), so a layer schedule sums its kinds (``by_kind``: the current
-    bytes of each layer kind)."""
+    bytes of each layer kind). A ``parallel_hybrid`` layer keeps its mixer's cache or state too (``by_kind``'s
+    ``"<key> (parallel)"``)."""
     cfg = as_config(cfg)
     lens = [int(n) for n in seq_lens]
     stack = stack_config(cfg, arrangement(cfg).head)
@@ -178,6 +180,18 @@ def kv_cache_bytes(cfg, seq_lens, bytes_per_value: int = 2) -> dict:
             kept = (fixed if fixed is not None else values(layer) * per_layer[n][i]) * bytes_per_value
             rows[m] += kept
             current[m] += kept
+    if cfg.layer == "parallel_hybrid":  # each layer's mixer keeps its own cache or state beside the attention's
+        mixer = mixer_config(stack)
+        mixer_keys = {n: layer_cached_keys(mixer, n) for n in lens}
+        rows = by_kind.setdefault(f"{mixer.attention} (parallel)", [0] * len(lens))
+        fixed = state(mixer)
+        if fixed is not None:
+            states[mixer.attention] = fixed
+        for i in range(stack.n_layers):
+            for m, n in enumerate(lens):
+                kept = (fixed if fixed is not None else values(mixer) * mixer_keys[n][i]) * bytes_per_value
+                rows[m] += kept
+                current[m] += kept
     own = getattr(attention[cfg.attention].caps, "cache_values", None)
     gqa = max(1, cfg.n_heads // 4) if cfg.n_heads % 4 == 0 else 1  # a group of 4 query heads per K/V head
     return {
