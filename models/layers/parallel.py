@@ -23,7 +23,7 @@ state is read for one attention). Falcon-H1's constant multipliers on the branch
 Records: one ``LayerInfo`` per layer, the attention branch's (its map, ``q``, ``k`` and statistics, as in a
 standard block, so every view of attention reads it unchanged); the mixer's own record (its map, e.g. Mamba-2's
 implicit attention, its ``q``, ``k``, its statistics) is ``info.parallel``, a ``LayerInfo`` of the same index.
-``stack.attention(i)`` is layer ``i``'s attention branch, ``stack.mixer(i)`` its mixer.
+``ParallelStack.attention(i)`` is layer ``i``'s attention branch, ``ParallelStack.mixer(i)`` its mixer.
 """
 
 from __future__ import annotations
