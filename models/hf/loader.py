@@ -33,6 +33,7 @@ from . import (
     mapping,
     olmo2,
     qwen3,
+    qwen3_next,
     sizes,
     t5,
 )
@@ -43,6 +44,7 @@ FAMILIES = {
     "gpt2": gpt2,
     "llama": llama,
     "qwen3": qwen3,
+    "qwen3_next": qwen3_next,
     "olmo2": olmo2,
     "gemma2": gemma2,
     "gemma3": gemma3,
