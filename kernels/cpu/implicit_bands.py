@@ -20,6 +20,9 @@ its own values is ``attn T diag(beta) v``, and from the state the previous chunk
 ``S = kd_{k-1}^T T_{k-1} diag(beta_{k-1}) v_{k-1}``, it is ``(qg_k - attn_k w_k) S``:
 
     diag[k] = attn_k T_k diag(beta_k),   sub[k] = (qg_k - attn_k w_k) kd_{k-1}^T T_{k-1} diag(beta_{k-1})
+
+``ssd_cells``: Mamba-2's map summed over every pair of position blocks (the pooled map's cells) from the blocks'
+states, since a state-space layer's map is semiseparable: a block pair far apart costs ``N`` numbers, not its area.
 """
 
 from __future__ import annotations
@@ -85,3 +88,27 @@ def window_mass(diag: torch.Tensor, sub: torch.Tensor, length: int) -> torch.Ten
     later = (p[None, :] > p[:, None]).to(sub.dtype)  # previous chunk's keys j' > p: within W of row p
     prev = (sub * later).sum(-1)
     return (own + prev).flatten(2)[..., :length]
+
+
+def ssd_cells(dt, a, b, c, block: int) -> torch.Tensor:
+    """Mamba-2's implicit map summed over every pair of position blocks, ``(B, h, nb, nb)``: ``[u, w] = sum_{t in u}
+    sum_{s in w} M[t, s]`` (blocks of ``block`` positions; 0 above the diagonal), from the blocks' states, never
+    ``L x L``. A key block ``w`` leaves the state ``S_w = sum_{s in w} exp(A_end - A_s) dt_s b_s`` (``N`` numbers per
+    head), a query block ``u`` reads an entering state through ``R_u = sum_{t in u} exp(A_t) c_t``, and between them
+    the state decays by the blocks in between: ``[u, w] = (R_u . S_w) exp(sum_{w < r < u} T_r)`` (``T_r``: block
+    ``r``'s total ``dt a``), ``O(L N + nb^2 N)``; the diagonal blocks are the dense blocks of :func:`ssd_blocks`."""
+    B, h, L = dt.shape
+    diag, _ = ssd_blocks(dt, a, b, c, block)  # (B, h, nb, S, S)
+    f64 = torch.float64
+    S = int(block)
+    pad = (-L) % S
+    nb = (L + pad) // S
+    dtp = F.pad(dt.to(f64), (0, pad)).view(B, h, nb, S)
+    bh = F.pad(_groups(b.to(f64), h), (0, 0, 0, pad)).view(B, h, nb, S, -1)  # (B, h, nb, S, N)
+    ch = F.pad(_groups(c.to(f64), h), (0, 0, 0, pad)).view(B, h, nb, S, -1)
+    cum = (dtp * a.to(f64)[:, None, None]).cumsum(-1)  # (B, h, nb, S)
+    leaves = ((torch.exp(cum[..., -1:] - cum) * dtp)[..., None] * bh).sum(-2)  # (B, h, nb, N): S_w
+    reads = (torch.exp(cum)[..., None] * ch).sum(-2)  # (B, h, nb, N): R_u
+    between = torch.exp(F.pad(segsum(cum[..., -1]), (0, 0, 1, 0))[..., :-1, :])  # [u, w]: sum_{w < r < u} T_r
+    cells = (reads @ leaves.transpose(-1, -2)) * between.tril(-1)  # (B, h, nb, nb): strictly below the diagonal
+    return cells + torch.diag_embed(diag.to(f64).tril().sum((-1, -2)))

@@ -107,7 +107,7 @@ def test_map_is_the_mixing_before_the_norm():
     A = info.attention
     assert A.shape == (1, 4, 19, 19) and torch.all(A.triu(1) == 0)
     torch.testing.assert_close(A @ v, core.mix(q, k, v, mods), rtol=1e-10, atol=1e-10)
-    apply, band, _ = core.implicit_ops(q, k, v, mods)  # blocks: tests/kernels/cpu/test_implicit_bands.py
+    apply, band, *_ = core.implicit_ops(q, k, v, mods)  # blocks, cells: tests/kernels/cpu/test_implicit_bands.py
     values = torch.randn(1, 4, 19, 3, dtype=torch.float64)
     torch.testing.assert_close(apply(values), A @ values, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(band(5, 13), A[:, :, 5:13, 5:13], rtol=1e-10, atol=1e-12)
