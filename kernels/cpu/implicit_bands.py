@@ -58,9 +58,9 @@ def ssd_blocks(dt, a, b, c, width: int) -> tuple:
     return diag, sub
 
 
-def delta_blocks(q, k, beta, g, width: int) -> tuple:
-    """``q, k (B, h, L, K)`` (normalised and scaled as the forward takes them), ``beta, g (B, h, L)`` ->
-    ``(diag, sub)`` (module docstring)."""
+def delta_prep(q, k, beta, g, width: int) -> dict:
+    """The chunk quantities both :func:`delta_blocks` and :func:`delta_cells` read, for chunks of ``width``: computed
+    once when a pooled map needs both (``G``, ``Gam``, ``T diag(beta)``, ``w``, ``attn``, ``kd``, ``q``)."""
     B, h, L, _ = k.shape
     acc = torch.promote_types(k.dtype, torch.float32)
     W = int(width)
@@ -70,13 +70,25 @@ def delta_blocks(q, k, beta, g, width: int) -> tuple:
     beta, g = (F.pad(t.to(acc), (0, pad)).view(B, h, n, W) for t in (beta, g))
     G, gam = _decays(g)  # (B, h, n, W), (B, h, n, W, W)
     eG = G.exp()
-    t_beta = _ut_solve(k, beta, gam, torch.diag_embed(beta))  # (B, h, n, W, W): T diag(beta)
-    w = _ut_solve(k, beta, gam, (beta * eG)[..., None] * k)  # (B, h, n, W, K)
-    attn = (q @ k.transpose(-1, -2)) * gam  # (B, h, n, W, W)
-    diag = attn @ t_beta
-    kd = k * (G[..., -1:] - G).exp()[..., None]  # (B, h, n, W, K)
-    leaves = kd.transpose(-1, -2) @ t_beta  # (B, h, n, K, W): the state a chunk leaves, per value of it
-    sub = (q * eG[..., None] - attn @ w) @ _shift(leaves)  # (B, h, n, W, W)
+    T = _ut_solve(k, beta, gam, torch.eye(W, dtype=acc, device=k.device))  # (B, h, n, W, W): one solve
+    return dict(
+        q=q,
+        G=G,
+        eG=eG,
+        t_beta=T * beta[..., None, :],  # T diag(beta)
+        w=T @ ((beta * eG)[..., None] * k),  # (B, h, n, W, K)
+        attn=(q @ k.transpose(-1, -2)) * gam,  # (B, h, n, W, W)
+        kd=k * (G[..., -1:] - G).exp()[..., None],  # (B, h, n, W, K)
+    )
+
+
+def delta_blocks(q, k, beta, g, width: int, prep: dict | None = None) -> tuple:
+    """``q, k (B, h, L, K)`` (normalised and scaled as the forward takes them), ``beta, g (B, h, L)`` ->
+    ``(diag, sub)`` (module docstring); ``prep``: :func:`delta_prep` of the same arguments, if already computed."""
+    p = prep if prep is not None else delta_prep(q, k, beta, g, width)
+    diag = p["attn"] @ p["t_beta"]
+    leaves = p["kd"].transpose(-1, -2) @ p["t_beta"]  # (B, h, n, K, W): the state a chunk leaves, per value of it
+    sub = (p["q"] * p["eG"][..., None] - p["attn"] @ p["w"]) @ _shift(leaves)  # (B, h, n, W, W)
     return diag, sub
 
 
@@ -112,3 +124,29 @@ def ssd_cells(dt, a, b, c, block: int) -> torch.Tensor:
     between = torch.exp(F.pad(segsum(cum[..., -1]), (0, 0, 1, 0))[..., :-1, :])  # [u, w]: sum_{w < r < u} T_r
     cells = (reads @ leaves.transpose(-1, -2)) * between.tril(-1)  # (B, h, nb, nb): strictly below the diagonal
     return cells + torch.diag_embed(diag.to(f64).tril().sum((-1, -2)))
+
+
+def delta_cells(q, k, beta, g, block: int, prep: dict | None = None) -> torch.Tensor:
+    """The gated delta rule's implicit map summed over every pair of position blocks, ``(B, h, nb, nb)`` (as
+    :func:`ssd_cells`). Its transitions are ``K x K`` matrices, not scalars, so the map is semiseparable of rank
+    ``K``: a key block ``w`` leaves ``l_w = kd_w^T T_w beta_w`` (``K`` numbers: what its values add to the state, per
+    unit of value), a block ``r`` carries an entering state on by ``Phi_r = e^{G_end} I - kd_r^T w_r``, and a query
+    block ``u`` reads it through ``r_u = sum_{t in u} (e^G q - attn w)_t``: ``[u, w] = r_u^T Phi_{u-1} .. Phi_{w+1}
+    l_w``. One walk over the blocks carries all earlier blocks' contributions at once (a ``K x nb`` state),
+    ``O(L block K + nb^2 K^2)``, where the indicator-value route costs ``O(L block nb)``."""
+    p = prep if prep is not None else delta_prep(q, k, beta, g, block)
+    q, eG, t_beta, w, attn, kd = (p[n] for n in ("q", "eG", "t_beta", "w", "attn", "kd"))
+    B, h, n = eG.shape[:3]
+    f64 = torch.float64
+    own = (attn @ t_beta).tril().sum((-1, -2)).to(f64)  # (B, h, n): the diagonal cells
+    leaves = (kd.transpose(-1, -2) @ t_beta).sum(-1).to(f64)  # (B, h, n, K): l_w
+    reads = (q * eG[..., None] - attn @ w).sum(-2).to(f64)  # (B, h, n, K): r_u
+    eye = torch.eye(k.shape[-1], dtype=f64, device=k.device)
+    carry = eG[..., -1, None, None].to(f64) * eye - (kd.transpose(-1, -2) @ w).to(f64)  # (B, h, n, K, K): Phi_r
+    cells = torch.diag_embed(own)  # (B, h, n, n)
+    state = leaves.new_zeros(B, h, k.shape[-1], n)  # (B, h, K, n): what each earlier block left, carried here
+    for u in range(1, n):
+        state = carry[:, :, u - 1] @ state
+        state[..., u - 1] = state[..., u - 1] + leaves[:, :, u - 1]
+        cells[:, :, u, :u] = (reads[:, :, u, None, :] @ state[..., :u])[:, :, 0]
+    return cells

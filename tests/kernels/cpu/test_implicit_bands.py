@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernels.cpu.delta_rule import gated_delta_map
-from kernels.cpu.implicit_bands import delta_blocks, ssd_blocks, ssd_cells, window_mass
+from kernels.cpu.implicit_bands import delta_blocks, delta_cells, ssd_blocks, ssd_cells, window_mass
 from kernels.cpu.ssd import ssd_map
 
 D = torch.float64
@@ -48,10 +48,11 @@ def test_blocks_are_the_dense_maps_blocks(make, blocks, L, W):
     torch.testing.assert_close(window_mass(diag, sub, L), (dense * near).sum(-1), atol=1e-12, rtol=1e-10)
 
 
+@pytest.mark.parametrize("make, cells", [(_ssd, ssd_cells), (_delta, delta_cells)])
 @pytest.mark.parametrize("L, S", [(37, 8), (64, 16), (5, 8), (130, 32)])
-def test_ssd_cells_are_block_sums_of_the_dense_map(L, S):
-    args, dense = _ssd(L, L + S)
+def test_cells_are_block_sums_of_the_dense_map(make, cells, L, S):
+    args, dense = make(L, L + S)
     n = -(-L // S)
     full = torch.nn.functional.pad(dense, (0, n * S - L, 0, n * S - L))
-    want = full.view(2, 4, n, S, n, S).sum((3, 5))
-    torch.testing.assert_close(ssd_cells(*args, S), want, atol=1e-12, rtol=1e-10)
+    want = full.view(*dense.shape[:2], n, S, n, S).sum((3, 5))
+    torch.testing.assert_close(cells(*args, S).to(want.dtype), want, atol=1e-12, rtol=1e-10)
