@@ -81,7 +81,7 @@ class _GatedDelta(torch.autograd.Function):
         hf = torch.empty(B, H, KR, VR, **f32)
         h0p = h0 if h0 is not None else hf  # hf: a placeholder pointer, not read
         grid = (VR // BV, B * H)
-        _delta_state_fwd[grid](k, g, w, u0, u, hs, h0p, hf, LP, VR, n_c, HAS_H0=h0 is not None, **meta)
+        _delta_state_fwd[grid](k, g, w, u0, u, hs, h0p, hf, LP, VR, n_c, int(h0 is not None), **meta)
         o = torch.empty_like(v)
         _delta_chunk_out[(n_c, B * H)](q, k, g, u, hs, o, LP, VR, **meta)
         ctx.save_for_backward(q, k, v, beta, g, t, w, u, hs)
@@ -100,7 +100,7 @@ class _GatedDelta(torch.autograd.Function):
         dh0 = torch.empty(B, H, KR, VR, dtype=torch.float32, device=k.device)
         dhfp = dhf.float().contiguous() if dhf is not None else dh0  # dh0: a placeholder pointer, not read
         grid = (VR // BV, B * H)
-        _delta_state_bwd[grid](q, k, g, w, do, du, ds, dhfp, dh0, LP, VR, n_c, HAS_DHF=dhf is not None, **meta)
+        _delta_state_bwd[grid](q, k, g, w, do, du, ds, dhfp, dh0, LP, VR, n_c, int(dhf is not None), **meta)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         dbeta, dg = torch.empty_like(beta), torch.empty_like(g)
         _delta_chunk_bwd[(n_c, B * H)](q, k, v, beta, g, t, u, hs, ds, do, du, dq, dk, dv, dbeta, dg, LP, VR, **meta)
@@ -164,8 +164,6 @@ def aot_specs(quick: bool):
             consts = {"C": chunk, "KR": kr, "BV": BV}
             for fn in (_delta_chunk_prep, _delta_chunk_out, _delta_chunk_bwd):
                 out.append((f"{fn.__name__} fp32 c{chunk} k{kr}", fn, ptrs, consts, warps(chunk), 2))
-            for flag, fn in (("HAS_H0", _delta_state_fwd), ("HAS_DHF", _delta_state_bwd)):
-                for on in (True,) if quick else (False, True):
-                    name = f"{fn.__name__} fp32 c{chunk} k{kr} {flag}={on}"
-                    out.append((name, fn, ptrs, {**consts, flag: on}, warps(chunk), 2))
+            for fn in (_delta_state_fwd, _delta_state_bwd):  # their HAS_H0 / HAS_DHF: run-time flags
+                out.append((f"{fn.__name__} fp32 c{chunk} k{kr}", fn, ptrs, consts, warps(chunk), 2))
     return out

@@ -37,10 +37,10 @@ def _delta_state_bwd(
     LP,
     VR,
     n_c,
+    HAS_DHF,
     C: tl.constexpr,
     KR: tl.constexpr,
     BV: tl.constexpr,
-    HAS_DHF: tl.constexpr,
 ):
     """Reverse over the chunks from ``dS`` of the final state (``DHF`` or zeros), a ``[KR, BV]`` block in
     registers: ``DS_c = dS1`` of chunk c, ``DU`` its ``dU``, then ``dS <- dS0``; the last one to ``DH0``."""
@@ -50,10 +50,9 @@ def _delta_state_bwd(
     fk = tl.arange(0, KR)
     fv = vb * BV + tl.arange(0, BV)
     blk = fk[:, None] * VR + fv[None, :]
-    if HAS_DHF:
+    d = tl.zeros([KR, BV], dtype=tl.float32)
+    if HAS_DHF != 0:  # a run-time flag, as HAS_H0 in fwd.py
         d = tl.load(DHF + bh.to(tl.int64) * KR * VR + blk)
-    else:
-        d = tl.zeros([KR, BV], dtype=tl.float32)
     for i in range(0, n_c):
         c = n_c - 1 - i
         tl.store(DS + (bh.to(tl.int64) * n_c + c) * KR * VR + blk, d)

@@ -13,7 +13,7 @@ import triton.language as tl
 
 TF = tl.constexpr("tf32x3")  # ~fp32 accuracy on tensor cores (as kernels/triton/linear_attention.py)
 # Integer sizes: no value specialisation, so a launch compiles what kernels.tools.aot_check does.
-NO_SPEC = ["LP", "VR", "n_c"]
+NO_SPEC = ["LP", "VR", "n_c", "HAS_H0", "HAS_DHF"]
 
 
 @triton.jit
@@ -82,10 +82,10 @@ def _delta_state_fwd(
     LP,
     VR,
     n_c,
+    HAS_H0,
     C: tl.constexpr,
     KR: tl.constexpr,
     BV: tl.constexpr,
-    HAS_H0: tl.constexpr,
 ):
     """Sequential over the chunks, one program per (block of ``BV`` value columns, batch x head), the state block
     ``S [KR, BV]`` in registers: stores ``HS_c = S`` (the state chunk c starts from), ``U = u0 - w S`` and moves
@@ -96,10 +96,9 @@ def _delta_state_fwd(
     fk = tl.arange(0, KR)
     fv = vb * BV + tl.arange(0, BV)
     blk = fk[:, None] * VR + fv[None, :]  # (KR, BV) offsets inside one [KR, VR] state
-    if HAS_H0:
+    s = tl.zeros([KR, BV], dtype=tl.float32)
+    if HAS_H0 != 0:  # a run-time flag: one compiled kernel with and without the initial state
         s = tl.load(H0 + bh.to(tl.int64) * KR * VR + blk)
-    else:
-        s = tl.zeros([KR, BV], dtype=tl.float32)
     for c in range(0, n_c):
         tl.store(HS + (bh.to(tl.int64) * n_c + c) * KR * VR + blk, s)
         row0 = bh.to(tl.int64) * LP + c * C
