@@ -20,7 +20,8 @@ Backward (``bwd.py`` gives the formulas): ``_delta_state_bwd``, the reverse walk
 ``dU`` and the initial state's gradient, then ``_delta_chunk_bwd`` per chunk for dq, dk, dv, dbeta, dg. No atomics.
 
 Layout: the launcher pads the length to whole chunks (``k = 0, beta = 0, g = 0``: no update, no decay), the keys to
-``KR`` columns (a power of two, 16 to 256: one ``[C, KR]`` tile, so ``K <= 256``) and the values to ``VR``, a multiple
+``KR`` columns (64, 128 or 256: one ``[C, KR]`` tile, so ``K <= 256``, and ``K <= 128`` at chunk 64, where the
+backward's tiles would not fit in shared memory) and the values to ``VR``, a multiple
 of ``BV`` (walked in blocks: any ``V``), all fp32 and contiguous; autograd through the padding gives the gradients of
 the unpadded inputs. fp16 / bf16 inputs are widened, the output cast back, the final state fp32. ``tl.dot`` in tf32x3
 (about fp32 accuracy). ``aot_specs`` lists every specialisation for kernels.tools.aot_check.
@@ -37,7 +38,8 @@ from .bwd import _delta_chunk_bwd, _delta_state_bwd
 from .fwd import _delta_chunk_out, _delta_chunk_prep, _delta_state_fwd
 
 CHUNKS = (16, 32, 64)
-KEY_WIDTHS = (16, 32, 64, 128, 256)  # KR: the key width rounded up to one of these
+KEY_WIDTHS = (64, 128, 256)  # KR: the key width rounded up to one of these (few: each is compiled ahead of time)
+MAX_KEY_WIDTH = {16: 256, 32: 256, 64: 128}  # the backward's [C, KR] tiles in shared memory: 384 KiB at C 64, KR 256
 BV = 16  # value columns per block: any V, registers set by the chunk and KR
 
 
@@ -55,8 +57,9 @@ def unsupported_reason(q, chunk: int = 64) -> str | None:
     """Why these kernels cannot run these arguments (None if they can). For the dispatcher."""
     if chunk not in CHUNKS:
         return f"chunk {chunk} not in {CHUNKS}"
-    if key_width(q.shape[-1]) is None:
-        return f"key width {q.shape[-1]} > {KEY_WIDTHS[-1]}"
+    kr = key_width(q.shape[-1])
+    if kr is None or kr > MAX_KEY_WIDTH[chunk]:
+        return f"key width {q.shape[-1]} > {MAX_KEY_WIDTH[chunk]} at chunk {chunk}"
     return None
 
 
@@ -153,14 +156,13 @@ def gated_delta_triton(q, k, v, beta, g, *, chunk=64, initial_state=None, return
 
 def aot_specs(quick: bool):
     """Specialisations kernels.tools.aot_check compiles: every kernel at every chunk of ``CHUNKS`` and key width of
-    ``KEY_WIDTHS`` (any length and value width: run-time sizes), the sequential ones with and without their
-    optional input; fp32."""
+    ``KEY_WIDTHS`` it accepts (any length and value width, the optional inputs: run-time); fp32."""
     names = ("Qp", "Kp", "Vp", "BETA", "Gp", "Tm", "W", "U0", "UU", "HS", "H0", "HF", "O")
     names += ("DO", "DU", "DS", "DHF", "DH0", "DQ", "DK", "DV", "DBETA", "DG")
     ptrs = {n: "*fp32" for n in names}
     out = []
     for chunk in (64,) if quick else CHUNKS:
-        for kr in (128,) if quick else KEY_WIDTHS:
+        for kr in (128,) if quick else [kr for kr in KEY_WIDTHS if kr <= MAX_KEY_WIDTH[chunk]]:
             consts = {"C": chunk, "KR": kr, "BV": BV}
             for fn in (_delta_chunk_prep, _delta_chunk_out, _delta_chunk_bwd):
                 out.append((f"{fn.__name__} fp32 c{chunk} k{kr}", fn, ptrs, consts, warps(chunk), 2))

@@ -1,7 +1,7 @@
 """The gated delta rule in Triton (kernels/triton/delta_rule/), the kernels interpreted: outputs, final state and the
 gradients of q, k, v, beta, g and the initial state against a float64 token-by-token recurrence written here
 (``S_t = exp(g_t) S_{t-1}; S_t += k_t (beta_t (v_t - S_t^T k_t))^T; o_t = S_t^T q_t``), at chunks 16, 32 and 64,
-lengths that are not a multiple of the chunk, key widths padded to a power of two, value widths over several
+lengths that are not a multiple of the chunk, key widths padded (to 64 or 128), value widths over several
 blocks, with and without an initial state; refusals. The interpreter is slow: tiny shapes, the first two cases
 (chunks 16 and 32) are the fast loop's, the rest ``exhaustive``."""
 
@@ -56,15 +56,15 @@ def _against_recurrence(B, H, L, K, V, chunk, with_h0, seed=0, tol=2e-5):
         torch.testing.assert_close(a.detach().double(), b.detach(), atol=tol * scale, rtol=tol, msg=name)
 
 
-# (B, h, L, K, V, chunk, initial state): L below, at and past one chunk, not a multiple of it; K padded (20 -> 32,
-# 40 -> 64) or exact; V over one or several blocks of BV = 16 with a partial last one
+# (B, h, L, K, V, chunk, initial state): L below, at and past one chunk, not a multiple of it; K padded (20, 40 ->
+# 64; 72 -> 128) or exact; V over one or several blocks of BV = 16 with a partial last one
 CASES = [
     (1, 2, 37, 16, 16, 16, True),
     (1, 2, 50, 40, 24, 32, False),
     (2, 1, 21, 20, 8, 16, True),
     (1, 1, 70, 16, 40, 64, True),
     (1, 2, 16, 8, 16, 16, False),
-    (1, 1, 64, 32, 16, 32, False),
+    (1, 1, 64, 72, 16, 32, False),
     (1, 1, 100, 8, 16, 64, False),
     (2, 1, 45, 64, 20, 16, True),
 ]
@@ -117,13 +117,24 @@ def test_empty_sequence_returns_the_initial_state():
 
 def test_refusals():
     q = torch.zeros(1, 2, 8, 16)
-    assert BV == 16 and key_width(16) == 16 and key_width(17) == 32 and key_width(256) == 256
-    assert (
-        unsupported_reason(q, 64) is None and unsupported_reason(torch.zeros(1, 1, 8, 300), 16) == "key width 300 > 256"
-    )
+    assert BV == 16 and key_width(16) == 64 and key_width(65) == 128 and key_width(256) == 256
+    assert unsupported_reason(q, 64) is None and unsupported_reason(torch.zeros(1, 1, 8, 256), 32) is None
+    assert unsupported_reason(torch.zeros(1, 1, 8, 300), 16) == "key width 300 > 256 at chunk 16"
+    assert unsupported_reason(torch.zeros(1, 1, 8, 129), 64) == "key width 129 > 128 at chunk 64"
     assert "chunk 48" in unsupported_reason(q, 48)
     beta = torch.ones(1, 2, 8)
     with pytest.raises(ValueError, match="chunk 48"):
         gated_delta_triton(q, q, q, beta, -beta, chunk=48)
     with pytest.raises(ValueError, match="initial_state"):
         gated_delta_triton(q, q, q, beta, -beta, initial_state=torch.zeros(1, 2, 8, 16))
+
+
+def test_a_batch_over_the_grid_limit_runs_as_several_launches(monkeypatch):
+    """Grid y is ``B h``: lowered to 1 here, each batch element is its own launch, the result unchanged."""
+    from kernels.triton import grid_limits
+
+    ins = [t.detach() for t in _inputs(2, 1, 20, 16, 16, True, 7)]
+    want = gated_delta_triton(*ins[:5], chunk=16, initial_state=ins[5], return_state=True)
+    monkeypatch.setattr(grid_limits, "MAX_GRID_Y", 1)
+    got = gated_delta_triton(*ins[:5], chunk=16, initial_state=ins[5], return_state=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
