@@ -43,7 +43,7 @@ class AttnCase:
 @dataclass(frozen=True)
 class OpCase:
     name: str
-    op: str  # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled", "nsa_selected"
+    op: str  # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled", "nsa_selected", "ssd"
     dtype: torch.dtype
     shape: tuple
     extra: dict = field(default_factory=dict)
@@ -251,6 +251,18 @@ def op_cases(gpu: bool) -> list[OpCase]:
     for shape in nsa:
         B, h, h_kv, L, d, blk, n = shape
         out.append(OpCase(f"nsa_selected fp32 G={h // h_kv} L={L} d{d} l'={blk} n={n}", "nsa_selected", FP32, shape))
+    # Mamba-2's chunked SSD (kernels/triton/ssd/, fp32): B, h, g, L, P, N; lengths not a multiple of the chunk,
+    # groups of 1 and 4 heads, with and without an initial state; on a GPU Mamba-2's P 64, N 128 and a state width
+    # (N 40) over several partial column blocks.
+    ssd = (
+        [((2, 8, 2, 1000, 64, 128), 64, True), ((1, 4, 1, 777, 32, 40), 32, False), ((1, 4, 4, 300, 128, 16), 16, True)]
+        if gpu
+        else [((1, 2, 1, 40, 16, 16), 16, True)]
+    )
+    for shape, chunk, h0 in ssd:
+        B, h, g, L, P, N = shape
+        name = f"ssd fp32 h={h} g={g} L={L} P{P} N{N} chunk {chunk}{' initial state' if h0 else ''}"
+        out.append(OpCase(name, "ssd", FP32, shape, {"chunk": chunk, "h0": h0}))
     if gpu:
         # rows * N past 2^31 elements: the norm kernels' row offsets must be int64.
         out.append(

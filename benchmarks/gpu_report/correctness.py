@@ -194,6 +194,10 @@ def run_op_case(case: OpCase, device) -> dict:
         return _pooled_case(case, device, rnd)
     if case.op == "nsa_selected":
         return _nsa_selected_case(case, device, rnd)
+    if case.op == "ssd":
+        from .ssd import ssd_case
+
+        return ssd_case(case, device, _compare)
     if case.op == "rope":
         x = rnd(*case.shape).to(dt).requires_grad_()
         pos = torch.arange(case.shape[-2], device=device)

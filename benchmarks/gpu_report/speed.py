@@ -13,7 +13,8 @@ and to cuDNN (``torch.nn.attention.sdpa_kernel``), FlexAttention compiled with `
 and a causal BlockMask (d 128, causal, a few lengths: each shape compiles anew). Then the
 block-sparse patterns (benchmarks/kernel_providers.py) at 16k against Flex and dense SDPA,
 linear attention, RoPE and the norms against their torch references, the pooled maps, and NSA's selected-block
-kernels against the block-sparse PyTorch path they replace on CUDA.
+kernels against the block-sparse PyTorch path they replace on CUDA, and Mamba-2's chunked SSD against its PyTorch
+form (``benchmarks/gpu_report/ssd.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from .ssd import ssd_sweep
 from .writer import md_table
 
 TOKENS, WIDTH = 16384, 2048
@@ -408,6 +410,7 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
     ops = ops_sweep(device, quick, deadline, log)
     pooled = pooled_sweep(device, quick, deadline, log)
     nsa = nsa_sweep(device, quick, deadline, log)
+    ssd = ssd_sweep(device, quick, deadline, _op_cell, log)
     data = {
         "status": "ok",
         "dense": dense,
@@ -415,6 +418,7 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
         "ops": ops,
         "pooled": pooled,
         "nsa_selected": nsa,
+        "ssd": ssd,
         "seconds": time.perf_counter() - t0,
         "flop_convention": "fwd 4 B h L^2 d, /2 causal; fwd+bwd = 3.5 x fwd (bwd = 2.5 x fwd)",
         "timer": "triton.testing.do_bench median, L2 flushed",
@@ -425,5 +429,7 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
         + md_table(["op", "provider", "ms"], [[r["op"], r["provider"], _ms(r["ms"])] for r in pooled])
         + "\n\nNSA selected blocks (kernels.selected_attention, fp32; ms):\n\n"
         + md_table(["mode", "op", "provider", "ms"], [[r["mode"], r["op"], r["provider"], _ms(r["ms"])] for r in nsa])
+        + "\n\nMamba-2 SSD, chunked (kernels/triton/ssd/, fp32; ms; torch: ssd_ref, the same chunks in PyTorch):\n\n"
+        + md_table(["mode", "op", "provider", "ms"], [[r["mode"], r["op"], r["provider"], _ms(r["ms"])] for r in ssd])
     )
     return data, md

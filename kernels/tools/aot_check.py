@@ -155,12 +155,12 @@ def _flash_specs(quick: bool):
 
 
 def _small_kernel_specs(quick: bool):
-    """RoPE, norms, linear attention, pooled maps and NSA's selected blocks: each Triton module lists its own
-    launchable specialisations."""
-    from ..triton import linear_attention, norms, pooled, rope, selected
+    """RoPE, norms, linear attention, pooled maps, NSA's selected blocks and Mamba-2's SSD: each Triton module lists
+    its own launchable specialisations."""
+    from ..triton import linear_attention, norms, pooled, rope, selected, ssd
 
     specs = []
-    for mod in (rope, norms, linear_attention, pooled, selected):
+    for mod in (rope, norms, linear_attention, pooled, selected, ssd):
         specs.extend(mod.aot_specs(quick))
     return specs
 

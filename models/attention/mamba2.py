@@ -19,7 +19,8 @@ one to one (``models/hf/mamba2.py``). Initialisation as Mamba-2's: ``A_log = log
 softplus of ``dt ~ logU(1e-3, 0.1)`` (floored at 1e-4), ``D = 1``, norm gain 1. ``attn_bias="all"`` gives ``in_proj``
 and ``out_proj`` biases (Mamba2Config's ``use_bias``).
 
-The scan is ``kernels.ssd`` (the chunked SSD algorithm, chunks of ``ssm_chunk``: speed only). The dense map
+The scan is ``kernels.ssd`` (the chunked SSD algorithm, chunks of ``ssm_chunk``: speed only; our Triton kernels on
+CUDA, PyTorch elsewhere). The dense map
 (``need_weights``) is the SSM's implicit attention (Ali, Zimerman & Wolf 2024, "The Hidden Attention of Mamba
 Models"): ``M[t, s] = (C_t . B_s) exp(sum_{r=s+1..t} dt_r A) dt_s`` for ``s <= t``, 0 above the diagonal, so
 ``y = M x + D x`` (the skip ``D x`` is not in the map); float32, rows do not sum to one, entries may be negative.

@@ -125,3 +125,25 @@ def test_pooled_maps_target_reads_the_slowest_pooled_cell(ms, want):
     assert row["status"] == want
     if ms[1] is not None:
         assert f"{ms[1]:.1f} ms (full)" in row["measured"]
+
+
+SSD = next(c for c in op_cases(False) if c.op == "ssd")
+
+
+def test_the_ssd_case_passes_and_a_wrong_final_state_fails(monkeypatch):
+    """The SSD case (interpreted kernels against the float64 recurrence) passes; a final state 0.1% off fails on
+    exactly that tensor."""
+    import kernels.triton.ssd as ssd
+
+    data, _ = correctness.run("cpu", cases=[SSD], log=QUIET)
+    assert data["counts"]["passed"] == 1, data
+    assert [c["tensor"] for c in data["cases"][0]["checks"]] == ["y", "state", "dx", "ddt", "da", "db", "dc", "dh0"]
+    right = ssd.ssd_triton
+
+    def wrong(*args, **kw):
+        y, h = right(*args, **kw)
+        return y, h + 1e-3 * h.detach().abs().max()
+
+    monkeypatch.setattr(ssd, "ssd_triton", wrong)
+    data, _ = correctness.run("cpu", cases=[SSD], log=QUIET)
+    assert [c["tensor"] for c in data["cases"][0]["checks"] if not c["ok"]] == ["state"]

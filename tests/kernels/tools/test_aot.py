@@ -34,6 +34,13 @@ FAMILIES = [
     "_la_chunk_grad",
     "_la_bwd_dkdv_chunk",
     *(f"_pooled_fwd {kind}" for kind in ("dense", "dense mod", "sparse", "sparse mod")),
+    "_ssd_chunk_state",
+    "_ssd_state_pass",
+    "_ssd_chunk_scan",
+    "_ssd_chunk_dstate",
+    "_ssd_state_pass_bwd",
+    "_ssd_chunk_bwd_dx",
+    "_ssd_chunk_bwd_dbdc",
 ]
 FLASH_DTYPE_DIMS = [
     "fp16 d32",
@@ -60,6 +67,13 @@ KERNELS = [
     "_la_chunk_grad",
     "_la_bwd_dkdv_chunk",
     "_pooled_fwd",
+    "_ssd_chunk_state",
+    "_ssd_state_pass",
+    "_ssd_chunk_scan",
+    "_ssd_chunk_dstate",
+    "_ssd_state_pass_bwd",
+    "_ssd_chunk_bwd_dx",
+    "_ssd_chunk_bwd_dbdc",
 ]
 
 
