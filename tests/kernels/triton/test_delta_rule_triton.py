@@ -138,3 +138,25 @@ def test_a_batch_over_the_grid_limit_runs_as_several_launches(monkeypatch):
     monkeypatch.setattr(grid_limits, "MAX_GRID_Y", 1)
     got = gated_delta_triton(*ins[:5], chunk=16, initial_state=ins[5], return_state=True)
     assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_dispatcher_runs_the_triton_kernels_where_they_apply(monkeypatch):
+    """``kernels.gated_delta_rule`` picks these kernels for the tensors ``backend.triton_reason`` accepts (CUDA there;
+    forced onto the interpreter here), names and records them, and gives the chunked PyTorch form's result; a key
+    too wide for chunk 64 runs at chunk 32; float64 stays on the PyTorch path."""
+    import functools
+    import importlib
+
+    import kernels
+    from kernels.backend import triton_reason
+
+    dispatch = importlib.import_module("kernels.delta_rule")
+    monkeypatch.setattr(dispatch, "triton_reason", functools.partial(triton_reason, force=True))
+    q, k, v, beta, g, _ = _inputs(1, 2, 21, 8, 8, False, seed=5)
+    with kernels.record_backends() as ran:
+        o = kernels.gated_delta_rule(q, k, v, beta, g, chunk=16)
+    assert ran == ["triton (interpreter) gated-delta (chunk 16)"]
+    torch.testing.assert_close(o, gated_delta_chunked(q, k, v, beta, g, chunk=16), atol=2e-5, rtol=2e-5)
+    wide = torch.zeros(1, 1, 4, 256)
+    assert kernels.gated_delta_backend(wide, 64).endswith("(chunk 32)")
+    assert kernels.gated_delta_backend(q.double(), 16) == "torch-cpu chunked"
