@@ -169,7 +169,7 @@ def footprint(cfg: ModelConfig, kind: str, seq_len: int, batch: int = 1) -> Foot
         width = max(width, cfg.top_k * widest)
     if cfg.ffn == "moe_swiglu_clamped":  # dropless: each token's top_k experts keep their 2f + f + d numbers
         width = max(width, cfg.top_k * (3 * ffn_hidden_size(cfg) + cfg.d_model))
-    if cfg.ffn == "moe_llama4":  # dropless: each token copied into each of its top_k experts, and the shared one
+    if cfg.ffn in ("moe_llama4", "moe_qwen"):  # dropless: each token copied into its top_k experts and the shared one
         width = max(width, (cfg.top_k + 1) * widest)
     hidden = B * L * width * F32
     # the weights of every pair exist only when they are returned (the attention maps)

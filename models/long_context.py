@@ -176,7 +176,7 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
             )
             methods.add("analytic (feature maps)")
         elif kind == "implicit":
-            apply, band, *blocks = core.implicit_ops(q, k, call.v, mods)  # blocks: optional
+            apply, band, *extra = core.implicit_ops(q, k, call.v, mods)  # optional: blocks, cells
             B, heads, length = call.v.shape[:3]  # a mixer's values: (B, its heads, L, width)
             maps.append(
                 pooled_implicit(
@@ -190,7 +190,8 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
                     window=kw["window"],
                     device=call.v.device,
                     dtype=call.v.dtype,
-                    blocks=blocks[0] if blocks else None,
+                    blocks=extra[0] if extra else None,
+                    cells=extra[1] if len(extra) > 1 else None,
                 )
             )
             methods.add("implicit (chunked recurrence)")

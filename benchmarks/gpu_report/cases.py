@@ -43,7 +43,8 @@ class AttnCase:
 @dataclass(frozen=True)
 class OpCase:
     name: str
-    op: str  # "rope", "layer_norm", "rms_norm", "linear_attention", "norm_offset", "pooled", "nsa_selected", "ssd"
+    # rope, layer_norm, rms_norm, linear_attention, norm_offset, pooled, nsa_selected, ssd, gated_delta
+    op: str
     dtype: torch.dtype
     shape: tuple
     extra: dict = field(default_factory=dict)
@@ -263,6 +264,18 @@ def op_cases(gpu: bool) -> list[OpCase]:
         B, h, g, L, P, N = shape
         name = f"ssd fp32 h={h} g={g} L={L} P{P} N{N} chunk {chunk}{' initial state' if h0 else ''}"
         out.append(OpCase(name, "ssd", FP32, shape, {"chunk": chunk, "h0": h0}))
+    # The gated delta rule's chunked kernels (kernels/triton/delta_rule/, fp32): B, h, L, K, V; lengths not a
+    # multiple of the chunk, with and without an initial state; on a GPU Gated DeltaNet's K = V = 128 at chunk 64,
+    # K 256 (chunk 32) and a value width over partial column blocks.
+    delta = (
+        [((2, 4, 1000, 128, 128), 64, True), ((1, 4, 777, 256, 40), 32, False), ((1, 2, 300, 64, 72), 16, True)]
+        if gpu
+        else [((1, 2, 40, 16, 24), 16, True)]
+    )
+    for shape, chunk, h0 in delta:
+        B, h, L, K, V = shape
+        name = f"gated_delta fp32 h={h} L={L} K{K} V{V} chunk {chunk}{' initial state' if h0 else ''}"
+        out.append(OpCase(name, "gated_delta", FP32, shape, {"chunk": chunk, "h0": h0}))
     if gpu:
         # rows * N past 2^31 elements: the norm kernels' row offsets must be int64.
         out.append(

@@ -198,6 +198,10 @@ def run_op_case(case: OpCase, device) -> dict:
         from .ssd import ssd_case
 
         return ssd_case(case, device, _compare)
+    if case.op == "gated_delta":
+        from .delta_rule import delta_case
+
+        return delta_case(case, device, _compare)
     if case.op == "rope":
         x = rnd(*case.shape).to(dt).requires_grad_()
         pos = torch.arange(case.shape[-2], device=device)

@@ -13,8 +13,9 @@ and to cuDNN (``torch.nn.attention.sdpa_kernel``), FlexAttention compiled with `
 and a causal BlockMask (d 128, causal, a few lengths: each shape compiles anew). Then the
 block-sparse patterns (benchmarks/kernel_providers.py) at 16k against Flex and dense SDPA,
 linear attention, RoPE and the norms against their torch references, the pooled maps, and NSA's selected-block
-kernels against the block-sparse PyTorch path they replace on CUDA, and Mamba-2's chunked SSD against its PyTorch
-form (``benchmarks/gpu_report/ssd.py``).
+kernels against the block-sparse PyTorch path they replace on CUDA, Mamba-2's chunked SSD against its PyTorch
+form (``benchmarks/gpu_report/ssd.py``), and the gated delta rule's chunked kernels against theirs
+(``benchmarks/gpu_report/delta_rule.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from .delta_rule import delta_sweep
 from .ssd import ssd_sweep
 from .writer import md_table
 
@@ -411,6 +413,7 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
     pooled = pooled_sweep(device, quick, deadline, log)
     nsa = nsa_sweep(device, quick, deadline, log)
     ssd = ssd_sweep(device, quick, deadline, _op_cell, log)
+    delta = delta_sweep(device, quick, deadline, _op_cell, log)
     data = {
         "status": "ok",
         "dense": dense,
@@ -419,6 +422,7 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
         "pooled": pooled,
         "nsa_selected": nsa,
         "ssd": ssd,
+        "gated_delta": delta,
         "seconds": time.perf_counter() - t0,
         "flop_convention": "fwd 4 B h L^2 d, /2 causal; fwd+bwd = 3.5 x fwd (bwd = 2.5 x fwd)",
         "timer": "triton.testing.do_bench median, L2 flushed",
@@ -431,5 +435,8 @@ def run(device, quick=False, deadline=float("inf"), log=print) -> tuple[dict, st
         + md_table(["mode", "op", "provider", "ms"], [[r["mode"], r["op"], r["provider"], _ms(r["ms"])] for r in nsa])
         + "\n\nMamba-2 SSD, chunked (kernels/triton/ssd/, fp32; ms; torch: ssd_ref, the same chunks in PyTorch):\n\n"
         + md_table(["mode", "op", "provider", "ms"], [[r["mode"], r["op"], r["provider"], _ms(r["ms"])] for r in ssd])
+        + "\n\nGated delta rule, chunked (kernels/triton/delta_rule/, fp32; ms; torch: gated_delta_chunked, the same"
+        + " chunks in PyTorch):\n\n"
+        + md_table(["mode", "op", "provider", "ms"], [[r["mode"], r["op"], r["provider"], _ms(r["ms"])] for r in delta])
     )
     return data, md

@@ -20,6 +20,9 @@ its own values is ``attn T diag(beta) v``, and from the state the previous chunk
 ``S = kd_{k-1}^T T_{k-1} diag(beta_{k-1}) v_{k-1}``, it is ``(qg_k - attn_k w_k) S``:
 
     diag[k] = attn_k T_k diag(beta_k),   sub[k] = (qg_k - attn_k w_k) kd_{k-1}^T T_{k-1} diag(beta_{k-1})
+
+``ssd_cells``: Mamba-2's map summed over every pair of position blocks (the pooled map's cells) from the blocks'
+states, since a state-space layer's map is semiseparable: a block pair far apart costs ``N`` numbers, not its area.
 """
 
 from __future__ import annotations
@@ -55,9 +58,9 @@ def ssd_blocks(dt, a, b, c, width: int) -> tuple:
     return diag, sub
 
 
-def delta_blocks(q, k, beta, g, width: int) -> tuple:
-    """``q, k (B, h, L, K)`` (normalised and scaled as the forward takes them), ``beta, g (B, h, L)`` ->
-    ``(diag, sub)`` (module docstring)."""
+def delta_prep(q, k, beta, g, width: int) -> dict:
+    """The chunk quantities both :func:`delta_blocks` and :func:`delta_cells` read, for chunks of ``width``: computed
+    once when a pooled map needs both (``G``, ``Gam``, ``T diag(beta)``, ``w``, ``attn``, ``kd``, ``q``)."""
     B, h, L, _ = k.shape
     acc = torch.promote_types(k.dtype, torch.float32)
     W = int(width)
@@ -67,13 +70,25 @@ def delta_blocks(q, k, beta, g, width: int) -> tuple:
     beta, g = (F.pad(t.to(acc), (0, pad)).view(B, h, n, W) for t in (beta, g))
     G, gam = _decays(g)  # (B, h, n, W), (B, h, n, W, W)
     eG = G.exp()
-    t_beta = _ut_solve(k, beta, gam, torch.diag_embed(beta))  # (B, h, n, W, W): T diag(beta)
-    w = _ut_solve(k, beta, gam, (beta * eG)[..., None] * k)  # (B, h, n, W, K)
-    attn = (q @ k.transpose(-1, -2)) * gam  # (B, h, n, W, W)
-    diag = attn @ t_beta
-    kd = k * (G[..., -1:] - G).exp()[..., None]  # (B, h, n, W, K)
-    leaves = kd.transpose(-1, -2) @ t_beta  # (B, h, n, K, W): the state a chunk leaves, per value of it
-    sub = (q * eG[..., None] - attn @ w) @ _shift(leaves)  # (B, h, n, W, W)
+    T = _ut_solve(k, beta, gam, torch.eye(W, dtype=acc, device=k.device))  # (B, h, n, W, W): one solve
+    return dict(
+        q=q,
+        G=G,
+        eG=eG,
+        t_beta=T * beta[..., None, :],  # T diag(beta)
+        w=T @ ((beta * eG)[..., None] * k),  # (B, h, n, W, K)
+        attn=(q @ k.transpose(-1, -2)) * gam,  # (B, h, n, W, W)
+        kd=k * (G[..., -1:] - G).exp()[..., None],  # (B, h, n, W, K)
+    )
+
+
+def delta_blocks(q, k, beta, g, width: int, prep: dict | None = None) -> tuple:
+    """``q, k (B, h, L, K)`` (normalised and scaled as the forward takes them), ``beta, g (B, h, L)`` ->
+    ``(diag, sub)`` (module docstring); ``prep``: :func:`delta_prep` of the same arguments, if already computed."""
+    p = prep if prep is not None else delta_prep(q, k, beta, g, width)
+    diag = p["attn"] @ p["t_beta"]
+    leaves = p["kd"].transpose(-1, -2) @ p["t_beta"]  # (B, h, n, K, W): the state a chunk leaves, per value of it
+    sub = (p["q"] * p["eG"][..., None] - p["attn"] @ p["w"]) @ _shift(leaves)  # (B, h, n, W, W)
     return diag, sub
 
 
@@ -85,3 +100,53 @@ def window_mass(diag: torch.Tensor, sub: torch.Tensor, length: int) -> torch.Ten
     later = (p[None, :] > p[:, None]).to(sub.dtype)  # previous chunk's keys j' > p: within W of row p
     prev = (sub * later).sum(-1)
     return (own + prev).flatten(2)[..., :length]
+
+
+def ssd_cells(dt, a, b, c, block: int) -> torch.Tensor:
+    """Mamba-2's implicit map summed over every pair of position blocks, ``(B, h, nb, nb)``: ``[u, w] = sum_{t in u}
+    sum_{s in w} M[t, s]`` (blocks of ``block`` positions; 0 above the diagonal), from the blocks' states, never
+    ``L x L``. A key block ``w`` leaves the state ``S_w = sum_{s in w} exp(A_end - A_s) dt_s b_s`` (``N`` numbers per
+    head), a query block ``u`` reads an entering state through ``R_u = sum_{t in u} exp(A_t) c_t``, and between them
+    the state decays by the blocks in between: ``[u, w] = (R_u . S_w) exp(sum_{w < r < u} T_r)`` (``T_r``: block
+    ``r``'s total ``dt a``), ``O(L N + nb^2 N)``; the diagonal blocks are the dense blocks of :func:`ssd_blocks`."""
+    B, h, L = dt.shape
+    diag, _ = ssd_blocks(dt, a, b, c, block)  # (B, h, nb, S, S)
+    f64 = torch.float64
+    S = int(block)
+    pad = (-L) % S
+    nb = (L + pad) // S
+    dtp = F.pad(dt.to(f64), (0, pad)).view(B, h, nb, S)
+    bh = F.pad(_groups(b.to(f64), h), (0, 0, 0, pad)).view(B, h, nb, S, -1)  # (B, h, nb, S, N)
+    ch = F.pad(_groups(c.to(f64), h), (0, 0, 0, pad)).view(B, h, nb, S, -1)
+    cum = (dtp * a.to(f64)[:, None, None]).cumsum(-1)  # (B, h, nb, S)
+    leaves = ((torch.exp(cum[..., -1:] - cum) * dtp)[..., None] * bh).sum(-2)  # (B, h, nb, N): S_w
+    reads = (torch.exp(cum)[..., None] * ch).sum(-2)  # (B, h, nb, N): R_u
+    between = torch.exp(F.pad(segsum(cum[..., -1]), (0, 0, 1, 0))[..., :-1, :])  # [u, w]: sum_{w < r < u} T_r
+    cells = (reads @ leaves.transpose(-1, -2)) * between.tril(-1)  # (B, h, nb, nb): strictly below the diagonal
+    return cells + torch.diag_embed(diag.to(f64).tril().sum((-1, -2)))
+
+
+def delta_cells(q, k, beta, g, block: int, prep: dict | None = None) -> torch.Tensor:
+    """The gated delta rule's implicit map summed over every pair of position blocks, ``(B, h, nb, nb)`` (as
+    :func:`ssd_cells`). Its transitions are ``K x K`` matrices, not scalars, so the map is semiseparable of rank
+    ``K``: a key block ``w`` leaves ``l_w = kd_w^T T_w beta_w`` (``K`` numbers: what its values add to the state, per
+    unit of value), a block ``r`` carries an entering state on by ``Phi_r = e^{G_end} I - kd_r^T w_r``, and a query
+    block ``u`` reads it through ``r_u = sum_{t in u} (e^G q - attn w)_t``: ``[u, w] = r_u^T Phi_{u-1} .. Phi_{w+1}
+    l_w``. One walk over the blocks carries all earlier blocks' contributions at once (a ``K x nb`` state),
+    ``O(L block K + nb^2 K^2)``, where the indicator-value route costs ``O(L block nb)``."""
+    p = prep if prep is not None else delta_prep(q, k, beta, g, block)
+    q, eG, t_beta, w, attn, kd = (p[n] for n in ("q", "eG", "t_beta", "w", "attn", "kd"))
+    B, h, n = eG.shape[:3]
+    f64 = torch.float64
+    own = (attn @ t_beta).tril().sum((-1, -2)).to(f64)  # (B, h, n): the diagonal cells
+    leaves = (kd.transpose(-1, -2) @ t_beta).sum(-1).to(f64)  # (B, h, n, K): l_w
+    reads = (q * eG[..., None] - attn @ w).sum(-2).to(f64)  # (B, h, n, K): r_u
+    eye = torch.eye(k.shape[-1], dtype=f64, device=k.device)
+    carry = eG[..., -1, None, None].to(f64) * eye - (kd.transpose(-1, -2) @ w).to(f64)  # (B, h, n, K, K): Phi_r
+    cells = torch.diag_embed(own)  # (B, h, n, n)
+    state = leaves.new_zeros(B, h, k.shape[-1], n)  # (B, h, K, n): what each earlier block left, carried here
+    for u in range(1, n):
+        state = carry[:, :, u - 1] @ state
+        state[..., u - 1] = state[..., u - 1] + leaves[:, :, u - 1]
+        cells[:, :, u, :u] = (reads[:, :, u, None, :] @ state[..., :u])[:, :, 0]
+    return cells

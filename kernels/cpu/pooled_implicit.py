@@ -72,6 +72,7 @@ def pooled_implicit(
     device=None,
     dtype=torch.float32,
     blocks=None,
+    cells=None,
     backend: str = "implicit (chunked recurrence)",
 ) -> PooledAttention:
     """The pooled implicit map of a causal recurrent layer of ``length`` positions (module docstring).
@@ -80,19 +81,27 @@ def pooled_implicit(
     indicator columns for every head, an expanded view); ``band(start, stop) -> (B, h, n, n)``: the dense ``A``
     of the positions ``[start, stop)`` on their own; ``blocks(width) -> (diag, sub)`` (optional): the dense blocks on
     and below the diagonal of ``A`` cut every ``width`` positions (``kernels.cpu.implicit_bands``), all at once,
-    which replaces the bands' one call per window."""
+    which replaces the bands' one call per window; ``cells(block) -> (B, h, nb, nb)`` (optional): the map's sums
+    over every pair of position blocks (Mamba-2's from its blocks' states, ``implicit_bands.ssd_cells``), which
+    leaves only three indicator columns for ``apply``."""
     check_stats_args(sink_k, window)
     block_k = block_q if block_k is None else block_k
     if length < 1 or block_q < 1 or block_k < 1:
         raise ValueError(f"pooled_implicit: length {length}, blocks {block_q} x {block_k} must be >= 1")
     vals = indicator_values(length, block_k, int(sink_k), device, dtype)  # the layer's own dtype
+    by_state = cells is not None and block_q == block_k  # the cells from the layer's block states
+    if by_state:
+        vals = vals[:, -3:]
     out = apply(vals.expand(batch, heads, *vals.shape))  # (B, h, L, n_kp + 3): row sums per indicator
     B, h = batch, heads
-    nkp, nqp = vals.shape[1] - 3, -(-length // block_q)
-    a_of = torch.arange(length, device=out.device) // block_q
-    mass = out.new_zeros(B, h, nqp, nkp).index_add_(2, a_of, out[..., :nkp]).double()  # (B, h, n_qp, n_kp)
+    nkp, nqp = -(-length // block_k), -(-length // block_q)
+    if by_state:
+        mass = cells(block_q).double()  # (B, h, n_qp, n_kp) sums
+    else:
+        a_of = torch.arange(length, device=out.device) // block_q
+        mass = out.new_zeros(B, h, nqp, nkp).index_add_(2, a_of, out[..., :nkp]).double()  # (B, h, n_qp, n_kp)
     mass = mass / rows_per_block(length, block_q, out.device).double()[:, None]
-    sink, total, moment = out[..., nkp:].double().unbind(-1)
+    sink, total, moment = out[..., -3:].double().unbind(-1)
     i = torch.arange(length, device=out.device, dtype=torch.float64)
     distance = i * total - moment  # sum_j A_ij (i - j), every j <= i
     if blocks is not None and window <= BLOCKS_MAX_WINDOW:

@@ -155,12 +155,12 @@ def _flash_specs(quick: bool):
 
 
 def _small_kernel_specs(quick: bool):
-    """RoPE, norms, linear attention, pooled maps, NSA's selected blocks and Mamba-2's SSD: each Triton module lists
-    its own launchable specialisations."""
-    from ..triton import linear_attention, norms, pooled, rope, selected, ssd
+    """RoPE, norms, linear attention, pooled maps, NSA's selected blocks, Mamba-2's SSD and the gated delta rule: each
+    Triton module lists its own launchable specialisations."""
+    from ..triton import delta_rule, linear_attention, norms, pooled, rope, selected, ssd
 
     specs = []
-    for mod in (rope, norms, linear_attention, pooled, selected, ssd):
+    for mod in (rope, norms, linear_attention, pooled, selected, ssd, delta_rule):
         specs.extend(mod.aot_specs(quick))
     return specs
 

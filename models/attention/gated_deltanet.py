@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import kernels
-from kernels.cpu.implicit_bands import delta_blocks
+from kernels.cpu.implicit_bands import delta_blocks, delta_cells, delta_prep
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
@@ -161,7 +161,8 @@ class GatedDeltaNet(nn.Module):
         """``(apply, band)`` for the pooled maps of long inputs, from exactly what ``project`` returned:
         ``apply(values (B, h_v, L, c)) -> (B, h_v, L, c)`` = ``A values`` (the chunked form with ``values`` as
         its values, zero initial state); ``band(start, stop) -> (B, h_v, n, n)`` = ``A`` on positions
-        ``[start, stop)``; ``blocks(width)``: the dense blocks on and below its diagonal for the local mass."""
+        ``[start, stop)``; ``blocks(width)``: the dense blocks on and below its diagonal for the local
+        mass; ``cells(block)``: its sums over every pair of position blocks."""
         beta, g, chunk = mods["beta"], mods["g"], self.cfg.delta_chunk
 
         def apply(values):
@@ -172,10 +173,20 @@ class GatedDeltaNet(nn.Module):
                 q[:, :, start:stop], k[:, :, start:stop], beta[:, :, start:stop], g[:, :, start:stop]
             )
 
-        def blocks(width: int):  # the blocks on and below the diagonal, all at once (kernels.cpu.implicit_bands)
-            return delta_blocks(q, k, beta, g, width)
+        preps = {}  # width -> the chunk quantities blocks and cells share (one computation when widths agree)
 
-        return apply, band, blocks
+        def prep(width: int) -> dict:
+            if width not in preps:
+                preps[width] = delta_prep(q, k, beta, g, width)
+            return preps[width]
+
+        def blocks(width: int):  # the blocks on and below the diagonal, all at once (kernels.cpu.implicit_bands)
+            return delta_blocks(q, k, beta, g, width, prep(width))
+
+        def cells(block: int):  # the map's block sums, one walk over the blocks (semiseparable of rank d_k)
+            return delta_cells(q, k, beta, g, block, prep(block))
+
+        return apply, band, blocks, cells
 
 
 def n_params(cfg) -> int:

@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import kernels
-from kernels.cpu.implicit_bands import ssd_blocks
+from kernels.cpu.implicit_bands import ssd_blocks, ssd_cells
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
@@ -169,8 +169,8 @@ class Mamba2Mixer(nn.Module):
         """``(apply, band)`` of the implicit map ``M`` of what ``project`` returned: ``apply(values (B, h, L, c))
         = M values`` (the chunked scan with ``x := values``, zero initial state) and ``band(start, stop)`` the
         dense ``M`` over positions ``[start, stop)`` ``(B, h, n, n)``, exact because ``M[t, s]`` reads only the
-        tokens ``s .. t``; and ``blocks(width)``, the dense blocks on and below its diagonal for the pooled map's
-        local mass."""
+        tokens ``s .. t``; ``blocks(width)``, the dense blocks on and below its diagonal for the pooled map's
+        local mass; ``cells(block)``, its sums over every pair of position blocks, from the blocks' states."""
         dt, a = mods["dt"], self.a()
 
         def apply(values):
@@ -182,7 +182,10 @@ class Mamba2Mixer(nn.Module):
         def blocks(width: int):  # the blocks on and below the diagonal, all at once (kernels.cpu.implicit_bands)
             return ssd_blocks(dt, a, k, q, width)
 
-        return apply, band, blocks
+        def cells(block: int):  # the map's block sums from the blocks' states (semiseparable: no L x L)
+            return ssd_cells(dt, a, k, q, block)
+
+        return apply, band, blocks, cells
 
     def new_state(self, batch: int, device=None, dtype=torch.float32) -> tuple:
         """The decoding state: the convolution's last ``K - 1`` inputs ``(B, conv_dim, K - 1)`` and the SSM state

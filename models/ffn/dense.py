@@ -28,7 +28,7 @@ from torch import nn
 
 from ..variant import Param, Variant
 
-_GATED = ("glu", "geglu", "swiglu", "moe_swiglu_clamped")  # the last: gpt-oss's experts (moe_clamped.py)
+_GATED = ("glu", "geglu", "swiglu", "moe_swiglu_clamped", "moe_qwen")  # gpt-oss's experts, Qwen's SwiGLU experts
 # the hidden width of every FFN that has one (dense, gated, each expert); None: the rule below
 D_FF = Param("d_ff", int, None, optional=True, range=(1, 1 << 18), cap=4096, label="d_ff (0 = FFN rule)")
 

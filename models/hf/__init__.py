@@ -17,7 +17,8 @@ save_llama4(...)                    # chunked / NoPE layers, rms_rope q/k norm, 
 ```
 
 Families (``FAMILIES``): ``gpt2``; ``llama`` (Llama, SmolLM, Mistral, Qwen2); ``qwen3``; ``olmo2``; ``gemma2``;
-``gemma3`` (text-only ``gemma3_text``); ``deepseek_v3`` (MLA and DeepSeekMoE); ``gpt_oss`` (sinks, YaRN,
+``gemma3`` (text-only ``gemma3_text``); ``deepseek_v3`` (MLA and DeepSeekMoE); ``qwen3_next`` (Gated DeltaNet
+and gated attention layers, Qwen's MoE); ``gpt_oss`` (sinks, YaRN,
 clamped-SwiGLU experts); ``llama4`` (``llama4_text``, and the language model of a multimodal ``llama4``);
 ``falcon_h1`` (attention and Mamba-2 side by side in every layer: ``parallel_hybrid``); ``mamba2`` (Mamba-2
 state-space mixers); ``bert`` (masked-LM logits); ``t5`` (encoder-decoder). Each maps

@@ -35,6 +35,7 @@ from . import (
     mapping,
     olmo2,
     qwen3,
+    qwen3_next,
     sizes,
     t5,
 )
@@ -45,6 +46,7 @@ FAMILIES = {
     "gpt2": gpt2,
     "llama": llama,
     "qwen3": qwen3,
+    "qwen3_next": qwen3_next,
     "olmo2": olmo2,
     "gemma2": gemma2,
     "gemma3": gemma3,

@@ -147,3 +147,26 @@ def test_the_ssd_case_passes_and_a_wrong_final_state_fails(monkeypatch):
     monkeypatch.setattr(ssd, "ssd_triton", wrong)
     data, _ = correctness.run("cpu", cases=[SSD], log=QUIET)
     assert [c["tensor"] for c in data["cases"][0]["checks"] if not c["ok"]] == ["state"]
+
+
+DELTA = next(c for c in op_cases(False) if c.op == "gated_delta")
+
+
+def test_the_gated_delta_case_passes_and_a_wrong_output_fails(monkeypatch):
+    """The gated delta rule's case (interpreted kernels against the float64 recurrence) passes; an output 0.1% off
+    fails on exactly that tensor."""
+    import kernels.triton.delta_rule as delta_rule
+
+    data, _ = correctness.run("cpu", cases=[DELTA], log=QUIET)
+    assert data["counts"]["passed"] == 1, data
+    names = ["o", "state", "dq", "dk", "dv", "dbeta", "dg", "dh0"]
+    assert [c["tensor"] for c in data["cases"][0]["checks"]] == names
+    right = delta_rule.gated_delta_triton
+
+    def wrong(*args, **kw):
+        o, h = right(*args, **kw)
+        return o + 1e-3 * o.detach().abs().max(), h
+
+    monkeypatch.setattr(delta_rule, "gated_delta_triton", wrong)
+    data, _ = correctness.run("cpu", cases=[DELTA], log=QUIET)
+    assert [c["tensor"] for c in data["cases"][0]["checks"] if not c["ok"]] == ["o"]

@@ -78,7 +78,8 @@ def check_structure(cfg) -> None:
             "attention",
             cfg.attention,
             "an attention with per-head W_Q, W_K, W_V matrices for head circuits: "
-            f"{cfg.attention} forms its keys and values from a shared latent and a shared RoPE key",
+            f"{cfg.attention} projects its own queries, keys and values (MLA: from a shared latent and a shared RoPE "
+            "key; a recurrent mixer: through its own convolution and state)",
         )
 
 

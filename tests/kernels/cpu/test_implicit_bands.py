@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernels.cpu.delta_rule import gated_delta_map
-from kernels.cpu.implicit_bands import delta_blocks, ssd_blocks, window_mass
+from kernels.cpu.implicit_bands import delta_blocks, delta_cells, ssd_blocks, ssd_cells, window_mass
 from kernels.cpu.ssd import ssd_map
 
 D = torch.float64
@@ -46,3 +46,13 @@ def test_blocks_are_the_dense_maps_blocks(make, blocks, L, W):
     i = torch.arange(L)
     near = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - W)  # (L, L): 0 <= i - j < W
     torch.testing.assert_close(window_mass(diag, sub, L), (dense * near).sum(-1), atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("make, cells", [(_ssd, ssd_cells), (_delta, delta_cells)])
+@pytest.mark.parametrize("L, S", [(37, 8), (64, 16), (5, 8), (130, 32)])
+def test_cells_are_block_sums_of_the_dense_map(make, cells, L, S):
+    args, dense = make(L, L + S)
+    n = -(-L // S)
+    full = torch.nn.functional.pad(dense, (0, n * S - L, 0, n * S - L))
+    want = full.view(*dense.shape[:2], n, S, n, S).sum((3, 5))
+    torch.testing.assert_close(cells(*args, S).to(want.dtype), want, atol=1e-12, rtol=1e-10)

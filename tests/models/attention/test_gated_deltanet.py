@@ -63,6 +63,41 @@ def test_layer_equals_transformers_qwen3_next(value_heads):
     torch.testing.assert_close(_run(model, x)[0], out, rtol=1e-10, atol=1e-12)
 
 
+def _recurrence(q, k, v, beta, g):
+    """The paper's recurrence token by token (float64 here), independent of kernels/."""
+    S = torch.zeros(*k.shape[:2], k.shape[-1], v.shape[-1], dtype=v.dtype)
+    outs = []
+    for t in range(k.shape[2]):
+        S = S * g[:, :, t].exp()[..., None, None]
+        err = v[:, :, t] - torch.einsum("bhk,bhkv->bhv", k[:, :, t], S)
+        S = S + torch.einsum("bhk,bhv->bhkv", k[:, :, t], beta[:, :, t, None] * err)
+        outs.append(torch.einsum("bhk,bhkv->bhv", q[:, :, t], S))
+    return torch.stack(outs, 2)
+
+
+@pytest.mark.parametrize("value_heads", [2, 4])
+def test_gradients_equal_the_recurrence(value_heads):
+    """The sublayer through the chunked kernel (chunk 4, 11 tokens) against the same projections through the
+    float64 recurrence: output and the gradients of the input and of every parameter, value heads 1x and 2x."""
+    cfg, model = _layer(delta_value_heads=value_heads, delta_chunk=4)
+    attn = model.stack.blocks[0].attn
+    core = attn.core
+    x = torch.randn(2, 11, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    w = torch.randn(2, 11, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    params = [x, *attn.parameters()]
+
+    def reference():
+        q, k, v, mods = core.project(x, x, None, 0)
+        o = core.norm(_recurrence(q, k, v, mods["beta"], mods["g"]), mods["z"])
+        return attn.merge(o)
+
+    want = reference()
+    got = _run(model, x)[0]
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    for a, b in zip(torch.autograd.grad((got * w).sum(), params), torch.autograd.grad((want * w).sum(), params)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
+
+
 def test_map_is_the_mixing_before_the_norm():
     cfg, model = _layer(delta_value_heads=4)
     core = model.stack.blocks[0].attn.core
@@ -72,7 +107,7 @@ def test_map_is_the_mixing_before_the_norm():
     A = info.attention
     assert A.shape == (1, 4, 19, 19) and torch.all(A.triu(1) == 0)
     torch.testing.assert_close(A @ v, core.mix(q, k, v, mods), rtol=1e-10, atol=1e-10)
-    apply, band, _ = core.implicit_ops(q, k, v, mods)  # blocks: tests/kernels/cpu/test_implicit_bands.py
+    apply, band, *_ = core.implicit_ops(q, k, v, mods)  # blocks, cells: tests/kernels/cpu/test_implicit_bands.py
     values = torch.randn(1, 4, 19, 3, dtype=torch.float64)
     torch.testing.assert_close(apply(values), A @ values, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(band(5, 13), A[:, :, 5:13, 5:13], rtol=1e-10, atol=1e-12)

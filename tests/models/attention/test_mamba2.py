@@ -92,7 +92,7 @@ def test_implicit_ops_apply_the_map_and_cut_bands_of_it():
     x = x_in(L=14)
     q, k, v, mods = core.project(x, x, None, 0)
     M = run(core, x, need_weights=True)[1]  # (B, h, L, L)
-    apply, band, _ = core.implicit_ops(q, k, v, mods)  # blocks: tests/kernels/cpu/test_implicit_bands.py
+    apply, band, *_ = core.implicit_ops(q, k, v, mods)  # blocks, cells: tests/kernels/cpu/test_implicit_bands.py
     values = torch.randn(2, 4, 14, 3, dtype=torch.float64)
     torch.testing.assert_close(apply(values), M @ values, atol=1e-12, rtol=1e-10)
     torch.testing.assert_close(band(3, 11), M[:, :, 3:11, 3:11], atol=1e-12, rtol=1e-10)

@@ -67,6 +67,31 @@ FAMILIES = {
             attn_implementation="eager",
         ),
     ),
+    # Qwen3-Next: 4 layers (3 Gated DeltaNet, 1 gated full attention), 2 key / 4 value heads in the linear layers,
+    # heads of 8 with RoPE on half their dims, 4 experts (top 2) + a gated shared expert, layer 1 a dense MLP;
+    # weights drawn at 0.3 so the decays, gates and router choices are far from their initial values
+    "qwen3_next": (
+        "Qwen3NextConfig",
+        "Qwen3NextForCausalLM",
+        dict(
+            SMALL,
+            num_hidden_layers=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=6,
+            linear_conv_kernel_dim=3,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=16,
+            shared_expert_intermediate_size=24,
+            mlp_only_layers=[1],
+            initializer_range=0.3,
+        ),
+    ),
     "gemma3": (
         "Gemma3TextConfig",
         "Gemma3ForCausalLM",
