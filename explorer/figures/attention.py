@@ -358,6 +358,8 @@ def attention_stats(maps) -> go.Figure:
         title = f"{100 * fraction:.1f}% of (query, key) pairs carry weight<br><sup>{what}</sup>"
     else:
         title = f"{what}: {100 * fraction:.1f}% of (query, key) pairs allowed"
+    if implicit_shown(maps, range(n_l)):  # signed rows: no distribution to take the entropy of (blank there)
+        title += f"<br><sup>{IMPLICIT_NOTE}: entropy undefined (blank); distance = sum of weight x |i - j|</sup>"
     lay = base_layout(
         title,
         420,

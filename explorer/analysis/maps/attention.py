@@ -279,6 +279,9 @@ def _self_maps(
         )
         mask = layer_masks.any(axis=0)
     entropy, distance = head_stats(maps)
+    implicit = implicit_maps(cfg, maps.shape[0])
+    if implicit is not None:  # signed weights of no fixed sum: -sum p log p is no entropy of anything
+        entropy[np.array(implicit)] = np.nan
     return AttentionMaps(
         tokens=labels,
         key_tokens=[f"mem{m}" for m in range(prefix)] + labels,
@@ -298,7 +301,7 @@ def _self_maps(
         key_ids=[-1] * prefix + ids,
         layer_masks=layer_masks,
         layer_kinds=kinds,
-        implicit=implicit_maps(cfg, maps.shape[0]),
+        implicit=implicit,
     )
 
 

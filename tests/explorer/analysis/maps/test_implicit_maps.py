@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer.analysis.maps.attention import attention_maps
-from explorer.figures.attention import IMPLICIT_NOTE, attention_grid, signed_colorscale
+from explorer.figures.attention import IMPLICIT_NOTE, attention_grid, attention_stats, signed_colorscale
 from explorer.figures.zoom import head_figure
 from models import ModelConfig
 
@@ -67,3 +67,11 @@ def test_the_zoom_of_an_implicit_head_is_diverging_and_a_softmax_head_stays_prob
     if not all(flags):  # the hybrid's full layer: probabilities from 0, as before
         soft = head_figure(maps, flags.index(False), 0).data[0]
         assert soft.zmin == 0 and soft.colorbar.title.text == "p"
+
+
+def test_the_statistics_leave_the_entropy_of_an_implicit_map_undefined(case):
+    maps, flags = case
+    implicit = np.array(flags)
+    assert np.isnan(maps.entropy[implicit]).all() and np.isfinite(maps.entropy[~implicit]).all()
+    assert np.isfinite(maps.distance).all()  # sum of weight x |i - j|: defined for signed rows too
+    assert "entropy undefined" in attention_stats(maps).layout.title.text
