@@ -7,6 +7,7 @@ import pytest
 
 from explorer.analysis.maps.attention import attention_maps
 from explorer.figures.attention import IMPLICIT_NOTE, attention_grid, attention_stats, signed_colorscale
+from explorer.figures.training import attention_figure
 from explorer.figures.zoom import head_figure
 from models import ModelConfig
 
@@ -75,3 +76,11 @@ def test_the_statistics_leave_the_entropy_of_an_implicit_map_undefined(case):
     assert np.isnan(maps.entropy[implicit]).all() and np.isfinite(maps.entropy[~implicit]).all()
     assert np.isfinite(maps.distance).all()  # sum of weight x |i - j|: defined for signed rows too
     assert "entropy undefined" in attention_stats(maps).layout.title.text
+
+
+def test_the_train_tabs_probe_draws_an_implicit_map_signed(case):
+    maps, flags = case
+    fig = attention_figure(maps.attention, None, None, 3)
+    heat = fig.data[0]
+    assert heat.zmin == -heat.zmax and heat.zmax == pytest.approx(float(np.nanmax(np.abs(maps.attention[:4, :4]))))
+    assert "not probabilities" in fig.layout.title.text
