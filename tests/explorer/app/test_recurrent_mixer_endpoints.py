@@ -64,7 +64,9 @@ def test_the_views_tab_has_no_view_for_them(name):
     assert ui_views.redraw_approximation(config_values(_cfg(name)), TEXT, 0, 0) == gr.skip()
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize(  # the delta rule's CPU scan makes ablation's and patching's passes slow here
+    "name", ["mamba2", *(pytest.param(n, marks=pytest.mark.slow) for n in ("gated_deltanet", "hybrid"))]
+)
 def test_why_endpoints_take_recurrent_heads(name):
     cfg = _json(name)
     a = why.api_attribution(cfg, TEXT, 9, "x")
@@ -79,6 +81,7 @@ def test_why_endpoints_take_recurrent_heads(name):
         why.api_circuits(cfg, TEXT)
 
 
+@pytest.mark.slow  # every Why view of the tab at once (patching: a pass per head)
 def test_the_why_tab_draws_and_names_the_circuits_refusal():
     from explorer.analysis import source
 
