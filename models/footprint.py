@@ -30,6 +30,7 @@ import torch
 
 from .config import ModelConfig
 from .ffn.dense import ffn_hidden_size
+from .qkv import value_layout
 from .schedule import kind_configs
 
 __all__ = ["Footprint", "weights", "footprint", "KINDS", "cached_keys", "layer_cached_keys"]
@@ -123,9 +124,40 @@ def _mechanism_width(cfg: ModelConfig, L: int) -> int:
         "adaptive_span": min(L, cfg.max_span + cfg.span_ramp),
     }
     w = widths.get(a, 0)
+    chunk = _recurrent_chunk(cfg)
+    if chunk is not None:  # a recurrent mixer's chunked scan: each chunk's state (h_own d_k d_v), per query of it
+        heads, _ = _own_layout(cfg)
+        states = _caps(cfg).state_values(cfg)  # the state and the convolution's tail, per layer
+        w = heads * (2 * chunk + math.ceil(states / max(1, heads) / chunk)) // max(1, cfg.n_heads) + 1
     if cfg.memory == "knn":
         w += cfg.knn_k * cfg.d_head + cfg.knn_size // max(1, L)  # gathered K/V, similarity to the store
     return w
+
+
+# recurrent mixers (``AttentionCaps.state_values``) whose chunked scan runs in chunks of this field's length
+_RECURRENT_CHUNK = {"mamba2": "ssm_chunk", "gated_deltanet": "delta_chunk"}
+
+
+def _caps(cfg: ModelConfig):
+    """The registry record's capabilities of ``cfg``'s attention."""
+    from .attention import ATTENTION  # late: the attention package imports this module's siblings
+
+    return ATTENTION[cfg.attention].caps
+
+
+def _recurrent_chunk(cfg: ModelConfig) -> int | None:
+    """The chunk length of a recurrent mixer's scan (Mamba-2, Gated DeltaNet: their maps are implicit and
+    computed only when returned), else None."""
+    field = _RECURRENT_CHUNK.get(cfg.attention)
+    if field is None or getattr(_caps(cfg), "state_values", None) is None:
+        return None
+    return int(getattr(cfg, field))
+
+
+def _own_layout(cfg: ModelConfig) -> tuple:
+    """``(heads, width)`` of the core's values (its own head count for a recurrent mixer)."""
+    own = getattr(_caps(cfg), "own_projections", None)
+    return value_layout(cfg, own(cfg)) if own else (cfg.n_heads, cfg.d_head)
 
 
 def _computed_keys(cfg: ModelConfig, L: int, Lk: int) -> int:
@@ -138,6 +170,10 @@ def _computed_keys(cfg: ModelConfig, L: int, Lk: int) -> int:
     """
     from .attention import RULES  # late: the attention package imports this module's siblings
 
+    chunk = _recurrent_chunk(cfg)
+    if chunk is not None and cfg.memory == "none":  # the scan holds one chunk's (chunk x chunk) block at once
+        heads, _ = _own_layout(cfg)  # its own head count: the scores are counted in n_heads
+        return min(Lk, chunk * -(-heads // max(1, cfg.n_heads)))
     if cfg.attention not in RULES or cfg.memory != "none":
         return Lk
     if cfg.attention == "full":

@@ -81,6 +81,7 @@ from typing import Any
 import torch
 
 from .errors import ConfigError
+from .qkv import value_layout
 
 Value = torch.Tensor | str  # "zero" or a tensor broadcastable to the replaced activation
 ZERO = "zero"
@@ -254,6 +255,8 @@ def ablation_points(cfg) -> dict:
 
 
 def _check_heads(name: str, points: Mapping, cfg, batch: int, length: int) -> None:
+    if points and name == "replace_heads":
+        check_head_layout(cfg)
     for key, value in points.items():
         ok = isinstance(key, tuple) and len(key) == 2 and all(isinstance(i, int) for i in key)
         if not ok or not (0 <= key[0] < cfg.n_layers and 0 <= key[1] < cfg.n_heads):
@@ -276,6 +279,39 @@ def check_model(cfg) -> None:
         )
     if cfg.memory != "none":
         raise ConfigError("memory", cfg.memory, "'none' for interventions (a memory splits the call in segments)")
+
+
+def layer_heads(cfg) -> list:
+    """``(heads, width)`` of each layer's head results ``z_h``: ``(n_heads, d_head)``, or what a core with its
+    own projections says (``AttentionCaps.own_projections``: Mamba-2's ``ssm_heads``, Gated DeltaNet's value
+    heads; ``models.qkv.value_layout``), read from each layer's own config (a layer schedule's kinds)."""
+    from .attention import ATTENTION  # late: the registry imports the blocks, which import this module
+
+    out = []
+    for i in range(cfg.n_layers):
+        c = cfg.layer_config(i)
+        own = getattr(ATTENTION[c.attention].caps, "own_projections", None) if c.attention in ATTENTION else None
+        out.append(value_layout(c, own(c)) if own else (c.n_heads, c.d_head))
+    return out
+
+
+def check_head_layout(cfg) -> None:
+    """``ConfigError`` naming ``attention`` when a layer's heads are not ``n_heads`` of width ``d_head``: the
+    per-head points (``replace_heads``) and the grids read from them are ``(layer, head)`` with one head layout
+    for the whole model. A recurrent mixer with a head count of its own (Mamba-2's ``ssm_heads``, Gated
+    DeltaNet's ``delta_value_heads``) fits when that count and width are the model's."""
+    if cfg.architecture != "decoder_only":
+        return  # an encoder-decoder's heads are the model's own layout (no core with its own projections there)
+    for i, layout in enumerate(layer_heads(cfg)):
+        if layout != (cfg.n_heads, cfg.d_head):
+            key = cfg.layer_config(i).attention
+            raise ConfigError(
+                "attention",
+                key,
+                f"heads of one layout for per-head views: layer {i} ({key}) has {layout[0]} heads of width "
+                f"{layout[1]}, the model n_heads={cfg.n_heads} of d_head={cfg.d_head}; give the mixer "
+                "n_heads heads of width d_head",
+            )
 
 
 def head_outputs(attn, out: torch.Tensor) -> torch.Tensor:

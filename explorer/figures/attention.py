@@ -90,6 +90,21 @@ def signed_colorscale() -> list:
     return [[0.0, "#2166ac"], [0.25, "#92c5de"], [0.5, "#f7f7f7"], [0.75, "#f4a582"], [1.0, "#b2182b"]]
 
 
+IMPLICIT_NOTE = "implicit maps of a recurrent layer (signed weights, not probabilities)"
+
+
+def implicit_layer(maps, layer: int) -> bool:
+    """Whether map ``layer`` is a recurrent mixer's implicit attention matrix (``maps.implicit``: Mamba-2, Gated
+    DeltaNet): signed, rows of no fixed sum, drawn on the diverging scale."""
+    flags = getattr(maps, "implicit", None)
+    return bool(flags) and 0 <= layer < len(flags) and bool(flags[layer])
+
+
+def implicit_shown(maps, layers) -> bool:
+    """Whether any of ``layers`` draws an implicit map (then the whole grid is drawn as signed weights)."""
+    return any(implicit_layer(maps, int(n)) for n in layers)
+
+
 def _mechanism(maps) -> str:
     """The title's name of the attention: the key, or a layer schedule's pattern."""
     cfg = maps.config or {}
@@ -144,6 +159,8 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     # negative weights that matter (Differential attention's A1 - lambda A2): a diverging scale of the values
     # themselves, NaN where a pair is not allowed; otherwise uint8 levels of the probabilities
     signed = bool(finite.size) and float(finite.min()) < -0.01 * float(np.abs(finite).max())
+    implicit = implicit_shown(maps, layers)  # a recurrent layer's implicit map: signed weights whatever its values
+    signed = signed or (implicit and bool(finite.size))
     if signed:
         nonzero = np.abs(finite[finite != 0])
         cmax = pmax = max(float(np.quantile(nonzero, 0.99)), 1e-6)
@@ -223,6 +240,8 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
     # a map with negative weights (differential attention subtracts two maps; Nystrom's approximation)
     negative = float((finite < 0).mean()) if finite.size and not signed else 0.0  # signed: drawn, not blank
     blank = "blank = not allowed (p = 0)" + (f" or negative ({negative:.0%} of the pairs)" if negative else "")
+    if implicit:  # the rows are not distributions: say so where the title describes them
+        blank = f"{IMPLICIT_NOTE}; blank = no weight"
     if narrow:
         title = (
             f"Attention maps: {_mechanism(maps)}<br><sup>{len(maps.tokens)} {_unit(maps)} ({shown})"
@@ -245,10 +264,14 @@ def attention_grid(maps, layers=None, heads=None, narrow: bool = False) -> go.Fi
             colorscale=signed_colorscale(),
             cmin=-cmax,
             cmax=cmax,
-            colorbar=dict(title=dict(text="attention<br>weight<br>(signed)"), thickness=14),
+            colorbar=dict(
+                title=dict(text="implicit<br>weight<br>(signed)" if implicit else "attention<br>weight<br>(signed)"),
+                thickness=14,
+            ),
         )
         lay["plot_bgcolor"] = BLANK
         lay["meta"] = {"p_step": None, "p_max": cmax, "clipped": False, "signed": True, "layers": layers}
+        lay["meta"]["implicit"] = implicit
         lay["meta"]["heads"] = heads
         return go.Figure(data=data, layout=lay)
     ticks = [cmax * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
@@ -335,6 +358,8 @@ def attention_stats(maps) -> go.Figure:
         title = f"{100 * fraction:.1f}% of (query, key) pairs carry weight<br><sup>{what}</sup>"
     else:
         title = f"{what}: {100 * fraction:.1f}% of (query, key) pairs allowed"
+    if implicit_shown(maps, range(n_l)):  # signed rows: no distribution to take the entropy of (blank there)
+        title += f"<br><sup>{IMPLICIT_NOTE}: entropy undefined (blank); distance = sum of weight x |i - j|</sup>"
     lay = base_layout(
         title,
         420,

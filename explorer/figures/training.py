@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.figures.attention import signed_colorscale
 from explorer.figures.base import CYCLE, base_layout, decade_ticks, legend_above, message_figure, subplot_domains
 from explorer.figures.reproductions import repro_figure
 from explorer.figures.timeline import decode_maps, overlay, snapshot_at, timeline_figure, timeline_steps
@@ -76,6 +77,12 @@ def attention_figure(attention, ideal=None, labels=None, step: int = 0) -> go.Fi
         return message_figure("This model returns no attention weights.", "Probe attention")
     att = np.asarray(attention)
     n_l, n_h = min(att.shape[0], MAX_LAYERS), min(att.shape[1], MAX_HEADS)
+    # negative weights that matter (a recurrent layer's implicit map, differential attention): the values on the
+    # grid's diverging scale, symmetric about 0, instead of probabilities clipped to [0, 1]
+    shown = att[:n_l, :n_h]
+    finite = shown[np.isfinite(shown)]
+    top = float(np.abs(finite).max()) if finite.size else 0.0
+    signed = bool(finite.size) and float(finite.min()) < -0.01 * top
     cols = n_h + (1 if ideal is not None else 0)
     domains = subplot_domains(n_l, cols, hgap=0.015, vgap=0.03)
     data, layout = [], {}
@@ -118,15 +125,18 @@ def attention_figure(attention, ideal=None, labels=None, step: int = 0) -> go.Fi
                     y=list(range(z.shape[0])),
                     xaxis=f"x{ax}",
                     yaxis=f"y{ax}",
-                    zmin=0,
-                    zmax=1,
-                    colorscale="Blues" if c == n_h else "Viridis",
+                    zmin=-top if signed and c < n_h else 0,
+                    zmax=top if signed and c < n_h else 1,
+                    colorscale="Blues" if c == n_h else (signed_colorscale() if signed else "Viridis"),
                     showscale=k == 0,
                     name=name,
                     hovertemplate=f"{name}<br>query %{{y}} → key %{{x}}<br>%{{z:.3f}}<extra></extra>",
                 )
             )
     note = " · right: the pattern that solves the task" if ideal is not None else ""
+    if signed:  # what the colours are when they are not probabilities
+        note += "<br><sup>signed weights (a recurrent layer's implicit map, or differential attention): "
+        note += "not probabilities</sup>"
     return go.Figure(
         data=data, layout=base_layout(f"Probe attention at step {step}{note}", max(300, 150 + 170 * n_l), **layout)
     )

@@ -85,12 +85,24 @@ def test_footprint_grows_with_the_request():
 
 @pytest.mark.parametrize(
     "attention,position",
-    [("full", "rope"), ("full", "alibi"), ("sliding_window", "rope"), ("bigbird", "t5"), ("strided", "rope")],
+    [
+        ("full", "rope"),
+        ("full", "alibi"),
+        ("sliding_window", "rope"),
+        ("bigbird", "t5"),
+        ("strided", "rope"),
+        ("mamba2", "none"),
+        ("gated_deltanet", "rope"),
+        ("gated_deltanet*3,full", "rope"),
+    ],
 )
 def test_sweep_points_stay_within_the_prediction(attention, position):
-    """A sweep point (no weights returned): SDPA and the block-sparse path never hold every score,
-    and the prediction counts only the keys they compute; still an upper bound of the real peak."""
-    cfg = ModelConfig(attention=attention, position=position, n_layers=2, max_len=4096).validate()
+    """A sweep point (no weights returned): SDPA, the block-sparse path and a recurrent mixer's chunked scan
+    never hold every score, and the prediction counts only the keys they compute; still an upper bound of the
+    real peak. (``"gated_deltanet*3,full"``: the hybrid's layer schedule.)"""
+    kind = dict(attention="full", layer_schedule=attention, n_layers=4) if "*" in attention else {}
+    cfg = ModelConfig(**{"attention": attention, "n_layers": 2, **kind, "position": position, "max_len": 4096})
+    cfg = cfg.validate()
     tokens = torch.randint(0, cfg.vocab_size, (1, 1024), generator=torch.Generator().manual_seed(0))
 
     def step():
@@ -103,3 +115,13 @@ def test_sweep_points_stay_within_the_prediction(attention, position):
     assert peak <= fp.total
     if attention != "full" or position == "rope":  # only the computed keys are counted
         assert fp.activation_bytes < footprint(cfg, "attention", 1024, 1).activation_bytes
+
+
+@pytest.mark.parametrize("kw", [dict(attention="mamba2", position="none"), dict(attention="gated_deltanet")])
+def test_a_recurrent_mixers_sweep_prediction_is_linear_in_the_length(kw):
+    """Without maps the chunked scan holds one chunk's block and the chunks' states: the prediction of a
+    sweep point grows linearly in L (doubling L at most doubles it), not as the L x L map it never forms."""
+    cfg = ModelConfig(**kw, n_layers=2, max_len=16384).validate()
+    a, b = (footprint(cfg, "forward_backward", n, 1).activation_bytes for n in (4096, 8192))
+    assert b <= 2 * a
+    assert footprint(cfg, "attention", 4096, 1).activation_bytes > 8 * a  # the maps are L x L

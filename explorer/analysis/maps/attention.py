@@ -69,6 +69,10 @@ class AttentionMaps:
     layer_masks: np.ndarray = None
     # a layer schedule: each map's layer kind as a schedule entry ("sliding_window", "full:nope"); None when uniform
     layer_kinds: list = None
+    # per map: True where the layer is a recurrent mixer (``AttentionCaps.rows_sum_to_one=None``: Mamba-2, Gated
+    # DeltaNet) whose drawn map is its exact implicit attention matrix, signed, rows of no fixed sum; None: no such
+    # layer. The figures read it (they import no model registry) to draw these maps as weights, not probabilities
+    implicit: list = None
     _heads: list = field(default=None, repr=False, compare=False)
 
     def heads(self) -> list | None:
@@ -98,6 +102,7 @@ class AttentionMaps:
             "entropy": clean(self.entropy),
             "mean_distance": clean(self.distance),
             "row_sums_ok": bool(rows_ok(self.attention, normalised(self.config), bool(self.config.get("attn_sinks")))),
+            "rows": rows_reading(normalised(self.config), self.implicit),
             "truncated": self.truncated,
             "device": self.device,
             "attention": self.config["attention"],
@@ -128,6 +133,34 @@ def normalised(config: dict) -> bool | None:
     keys |= {entry.strip().partition(":")[0].partition("*")[0] for entry in schedule.split(",") if entry.strip()}
     rules = [getattr(ATTENTION[k].caps, "rows_sum_to_one", True) for k in keys if k in ATTENTION]
     return None if None in rules else all(rules)
+
+
+def rows_reading(normalised: bool | None, implicit: list | None = None) -> str:
+    """What a drawn row is, in words: the reading beside ``row_sums_ok`` (True for an implicit map whose rows are
+    finite: its rows have no sum to check, which is by design, not an error)."""
+    if normalised is None:
+        some = implicit is not None and not all(implicit)
+        which = (
+            f"layers {', '.join(str(n) for n, i in enumerate(implicit) if i)} are implicit maps of a recurrent layer"
+            if some
+            else "implicit map of a recurrent layer"
+        )
+        return f"{which}: rows are not distributions (signed weights of no fixed sum, not probabilities)" + (
+            "; the other layers' rows are distributions" if some else ""
+        )
+    if normalised:
+        return "distributions: each row sums to 1 (or is all zero)"
+    return "rows of one fixed sum per head (not 1: differential attention's 1 - lambda)"
+
+
+def implicit_maps(cfg, n_maps: int) -> list | None:
+    """Per map: whether its layer draws a recurrent mixer's implicit map (``rows_sum_to_one=None``); one map per
+    layer under a schedule, else every map is the config's attention's. None when no map is implicit."""
+    keys = (
+        [cfg.layer_config(n).attention for n in range(n_maps)] if n_maps == cfg.n_layers else [cfg.attention] * n_maps
+    )
+    flags = [k in ATTENTION and getattr(ATTENTION[k].caps, "rows_sum_to_one", True) is None for k in keys]
+    return flags if any(flags) else None
 
 
 def rows_ok(att: np.ndarray, normalised: bool | None = True, learned_sinks: bool = False) -> bool:
@@ -262,6 +295,9 @@ def _self_maps(
         )
         mask = layer_masks.any(axis=0)
     entropy, distance = head_stats(maps)
+    implicit = implicit_maps(cfg, maps.shape[0])
+    if implicit is not None:  # signed weights of no fixed sum: -sum p log p is no entropy of anything
+        entropy[np.array(implicit)] = np.nan
     return AttentionMaps(
         tokens=labels,
         key_tokens=[f"mem{m}" for m in range(prefix)] + labels,
@@ -281,6 +317,7 @@ def _self_maps(
         key_ids=[-1] * prefix + ids,
         layer_masks=layer_masks,
         layer_kinds=kinds,
+        implicit=implicit,
     )
 
 

@@ -37,6 +37,7 @@ from explorer.analysis.why.lens import cached_run
 from explorer.analysis.why.seq2seq_ids import Ids, decoder_ids, head_layers
 from explorer.runtime.tokens import token_label
 from models import ConfigError
+from models.interventions import check_head_layout
 
 PLACEMENTS = ("pre", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -46,6 +47,7 @@ ARCHITECTURES = ("decoder_only", "encoder_decoder")
 
 
 def check(cfg) -> None:
+    check_head_layout(cfg)  # the (layer, head) grid: one head layout (a mixer's own head count must match)
     if cfg.architecture not in ARCHITECTURES:
         raise ConfigError(
             "architecture",
@@ -150,7 +152,9 @@ def attribute(model, ids: Ids, position: int, token: int | None = None, alternat
     else:  # a norm of the summed embeddings (BERT): one term for token + position
         embedding, position_term = read(x0), 0.0
     heads = torch.stack([read(info.head_outputs[0, :, position].double()) for info in layers])
-    ffn = torch.stack([read(info.ffn_output[0, position].double()) for info in layers])
+    # a block without an FFN (``ffn="none"``: Mamba-2's blocks are the mixer alone) writes nothing there: 0
+    zero = torch.zeros((), dtype=torch.float64)
+    ffn = torch.stack([zero if i.ffn_output is None else read(i.ffn_output[0, position].double()) for i in layers])
     cross = (
         torch.stack([read(info.cross_head_outputs[0, :, position].double()) for info in layers]) if seq2seq else None
     )

@@ -73,13 +73,22 @@ def check_structure(cfg) -> None:
         raise ConfigError("architecture", cfg.architecture, f"'decoder_only' for head circuits{why}")
     if cfg.layer != "standard":
         raise ConfigError("layer", cfg.layer, "'standard' of a decoder_only model for head circuits")
-    if getattr(ATTENTION[cfg.attention].caps, "own_projections", None):
+    for i in range(cfg.n_layers):  # every layer's own attention (a layer schedule's kinds: hybrids)
+        key = cfg.layer_config(i).attention
+        caps = ATTENTION[key].caps
+        if not getattr(caps, "own_projections", None):
+            continue
+        where = f" (layer {i} of layer_schedule={cfg.layer_schedule!r})" if cfg.layer_schedule else ""
+        how = (
+            "is a recurrent mixer: its heads read a decaying state through projections of its own (no "
+            "per-head W_Q, W_K of a softmax score), so token-to-token QK and OV circuits do not describe it"
+            if getattr(caps, "rows_sum_to_one", True) is None
+            else "forms its keys and values from a shared latent and a shared RoPE key"
+        )
         raise ConfigError(
-            "attention",
-            cfg.attention,
-            "an attention with per-head W_Q, W_K, W_V matrices for head circuits: "
-            f"{cfg.attention} projects its own queries, keys and values (MLA: from a shared latent and a shared RoPE "
-            "key; a recurrent mixer: through its own convolution and state)",
+            "layer_schedule" if cfg.layer_schedule and key != cfg.attention else "attention",
+            cfg.layer_schedule if cfg.layer_schedule and key != cfg.attention else cfg.attention,
+            f"an attention with per-head W_Q, W_K, W_V matrices in every layer for head circuits: {key}{where} {how}",
         )
 
 

@@ -46,7 +46,7 @@ from explorer.analysis.why.seq2seq_ids import (
     seq2seq,
 )
 from models import ConfigError
-from models.interventions import Interventions, check_model
+from models.interventions import Interventions, check_head_layout, check_model
 
 MODES = ("zero", "mean")
 HELDOUT_WINDOW = 128  # bytes: the length the bundled models were trained at
@@ -204,6 +204,7 @@ def ablate(
     mean-ablated (the mean over ``reference``, default the held-out passage; ``means``: those means,
     ``head_means``, already computed)."""
     check_model(model.cfg)
+    check_head_layout(model.cfg)
     held = reference_ids(model.cfg) if heldout is None else heldout
     record = ablation_record(model, heads, mode, reference if reference is not None else held, means)
     heads = tuple(sorted(set(_normalised(model.cfg, heads))))
@@ -314,6 +315,7 @@ def patch_heads(model, clean: Ids, corrupted: Ids, positions: Iterable | None = 
     ``Seq2SeqIds`` of one source length and one target length)."""
     cfg = model.cfg
     check_model(cfg)
+    check_head_layout(cfg)
     _same_shape(clean, corrupted)
     nxt_clean, nxt_corrupt = decoder_ids(clean)[0, 1:], decoder_ids(corrupted)[0, 1:]
     L = decoder_ids(clean).shape[1]

@@ -299,7 +299,8 @@ class MapsSummary(TypedDict):
     allowed_fraction: float  # fraction of (query, key) pairs the mask allows
     entropy: Grid  # [layer][head] mean over queries of -sum p log p, in nats
     mean_distance: Grid  # [layer][head] mean over queries of sum p |i - j|, in tokens (None: cross-attention)
-    row_sums_ok: bool  # every finite row sums to 1 (or is all zero)
+    row_sums_ok: bool  # every finite row sums to 1 (or is all zero); an implicit map's rows: finite
+    rows: str  # what a row is: "distributions: ...", or "implicit map of a recurrent layer: rows are not ..."
     truncated: bool  # the text was cut to its byte budget
     device: str  # where it ran
     attention: str  # the attention mechanism

@@ -48,6 +48,9 @@ CASES = {
     "spalm": (dict(memory="spalm", segment_len=8), {"memory", "retrieval"}),
     "feedback": (dict(layer="feedback", max_len=64), {"feedback"}),
     "sandwich": (dict(layer="sandwich"), {"sandwich"}),
+    # recurrent mixers: their map is exact (implicit), with no softmax of the same q, k to approximate
+    "mamba2": (dict(attention="mamba2", ffn="none", position="none"), set()),
+    "gated_deltanet": (dict(attention="gated_deltanet"), set()),
 }
 
 
