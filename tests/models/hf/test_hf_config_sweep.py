@@ -1,12 +1,12 @@
 """A sweep of tiny ``Mamba2ForCausalLM`` and ``Qwen3NextForCausalLM`` configs (transformers' own classes, torch paths:
 no CUDA kernels here), each saved with ``save_pretrained`` and read by ``models.hf.load``; our logits agree with
-transformers' forward to 1e-4 (absolute, float32) on sequences of 1, 37 and 70 tokens (37: no multiple of the
-64-token chunks; 70: past one) and on a right-padded batch (the real tokens compared). The cases vary every field the
-readers map (groups, head widths, state, convolution, chunk, ties, biases; layer kinds, K/V heads, partial RoPE,
-key / value head ratios, experts, routing, sparse steps, RoPE scaling) and include each class's own defaults with
-only the sizes shrunk. What a reader refuses is refused by a ConfigError naming the config.json key and the valid
-values (asserted). One case of each family is read through the app's checkpoint path
-(``explorer.analysis.weights.checkpoints``) as well. The larger half of the cases is ``slow``."""
+transformers' forward to 1e-4 (float32; absolute, or relative to the largest logit above 1) on sequences of 1, 37
+and 70 tokens (37: no multiple of the 64-token chunks; 70: past one) and on a right-padded batch (the real tokens
+compared). The cases vary every field the readers map (groups, head widths, state, convolution, chunk, ties, biases;
+layer kinds, K/V heads, partial RoPE, key / value head ratios, experts, routing, sparse steps, RoPE scaling) and
+include each class's own defaults with only the sizes shrunk. What a reader refuses is refused by a ConfigError
+naming the config.json key and the valid values (asserted). One case of each family is read through the app's
+checkpoint path (``explorer.analysis.weights.checkpoints``) as well. The larger half of the cases is ``slow``."""
 
 import json
 
