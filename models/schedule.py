@@ -203,11 +203,15 @@ def _kind_config(cfg, kind: LayerKind):
     changes = {"attention": kind.attention, FIELD: "", "rope_local_base": None}
     changes.update(dense_ffn=DENSE_FFN_DEFAULT, dense_d_ff=None)  # a schedule's fields, as rope_local_base
     caps = ATTENTION[kind.attention].caps
-    if getattr(caps, "own_projections", None):
-        changes["head_dim"] = None  # a core with head widths of its own (MLA): the other layers read head_dim
-    if getattr(caps, "own_gate", False):  # a mixer gating its own output (Gated DeltaNet): the model's
-        changes["attn_gate"] = "none"  # output gate and query/key norm belong to its attention layers
-        changes["qk_norm"] = "none"
+    own_gate = getattr(caps, "own_gate", False)  # a mixer gating its own output (Gated DeltaNet, Mamba-2)
+    if getattr(caps, "own_projections", None) and not (own_gate and cfg.d_model % cfg.n_heads):
+        # a core with head widths of its own (MLA): the other layers read head_dim; a mixer keeps it where
+        # d_model / n_heads is no whole width (Qwen3-Next's 3 heads of 8 beside d 32): its widths are its own fields
+        changes["head_dim"] = None
+    if own_gate:  # the model's output gate, query/key norm and RoPE belong to its attention layers: the mixer
+        changes["attn_gate"] = "none"  # ignores positions, so its d_model / n_heads need not hold the rotated
+        changes["qk_norm"] = "none"  # fraction of the attention layers' heads (Qwen3-Next: 0.25 of 256)
+        changes["rope_fraction"] = 1.0
     if kind.dense:
         changes["ffn"] = cfg.dense_ffn
         changes["d_ff"] = cfg.dense_d_ff

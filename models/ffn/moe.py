@@ -55,8 +55,8 @@ from ..errors import ConfigError
 from ..variant import Param, Variant
 from .dense import D_FF, GELUFFN, dense_params
 
-# experts per layer (each a full FFN) and experts per token; the capacity factor is a float
-N_EXPERTS = Param("n_experts", int, 4, range=(1, 256), cap=16)
+# experts per layer (each a full FFN; up to Qwen3-Next's 512) and experts per token; the capacity factor is a float
+N_EXPERTS = Param("n_experts", int, 4, range=(1, 512), cap=16)
 TOP_K = Param("top_k", int, 2, range=(1, 256), cap=16)
 CAPACITY_FACTOR = Param("capacity_factor", float, 1.25, cap=8.0)
 BALANCE_WEIGHT = 0.01  # the load-balancing loss's coefficient: Switch's alpha = 1e-2

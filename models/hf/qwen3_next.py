@@ -57,7 +57,7 @@ NAMES = {
     "delta_conv": "linear_conv_kernel_dim",
 }  # catalogue field -> config.json key
 SIZES = {
-    "num_experts": (0, 256, "routed experts per MoE layer (0: every layer dense)"),
+    "num_experts": (0, 512, "routed experts per MoE layer (0: every layer dense)"),
     "decoder_sparse_step": (1, 1 << 20, "every how many layers one is a mixture of experts"),
     "intermediate_size": (1, 1 << 18, "the hidden width of the dense layers"),
     "moe_intermediate_size": (1, 1 << 18, "each routed expert's hidden width"),
@@ -99,7 +99,7 @@ def _layer_types(f: Fields, n_layers: int) -> list:
 
 
 def _moe_layers(f: Fields, n_layers: int) -> set:
-    if f.integer("num_experts", DEFAULTS["num_experts"], lo=0, hi=256) == 0:
+    if f.integer("num_experts", DEFAULTS["num_experts"], lo=0, hi=512) == 0:
         return set()
     only = f.hf.get("mlp_only_layers") or []
     if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
@@ -153,7 +153,7 @@ def config(f: Fields) -> tuple:
     if moe:
         ffn = dict(
             ffn="moe_qwen",
-            n_experts=f.integer("num_experts", DEFAULTS["num_experts"], lo=1, hi=256),
+            n_experts=f.integer("num_experts", DEFAULTS["num_experts"], lo=1, hi=512),
             top_k=f.integer("num_experts_per_tok", DEFAULTS["num_experts_per_tok"], lo=1),
             d_ff=f.integer("moe_intermediate_size", DEFAULTS["moe_intermediate_size"], lo=1),
             shared_d_ff=f.integer("shared_expert_intermediate_size", DEFAULTS["shared_expert_intermediate_size"], lo=1),
