@@ -18,6 +18,7 @@ BUNDLE_PRESETS = {
     "Trained: gated attention output": "gated_attention",
     "Trained: differential attention": "differential",
     "Trained: NSA (native sparse attention)": "nsa",
+    "Trained: Mamba-2": "mamba2",
 }
 TRAINED: dict = {  # first in the dropdown
     "Trained: default (pre-LN, RoPE)": (
@@ -73,5 +74,10 @@ TRAINED: dict = {  # first in the dropdown
         "The default model with DeepSeek's native sparse attention (compressed blocks, the top selected blocks "
         "and a 64-key window, mixed by learned gates; Yuan et al. 2025), trained the same way.",
         dict(attention="nsa"),
+    ),
+    "Trained: Mamba-2": (
+        "The default model with Mamba-2's selective state-space scan (Dao & Gu 2024) in place of attention and no "
+        "position encoding (the scan carries order), trained the same way.",
+        dict(attention="mamba2", position="none"),
     ),
 }
