@@ -17,7 +17,7 @@ import json
 from explorer.analysis.surgery.origin import Origin
 from explorer.analysis.weights import bundled, checkpoints
 from models import ConfigError, registries, schedule, surgery
-from models.attention import PATTERNS
+from models.attention import ATTENTION, PATTERNS
 
 SINKS = 4  # StreamingLLM keeps 4 initial tokens
 CHECKPOINT_FILE = "surgery.json"
@@ -57,7 +57,9 @@ def rows_for(origin: Origin) -> list:
         rows.append((f"{key} ({origin.window})" if sized else key, cfg))
         if _windowed(key, "n_sinks") and not base.n_sinks:
             rows.append((f"{rows[-1][0]} + {SINKS} sinks", cfg.replace(n_sinks=SINKS).validate()))
-    for kv in sorted({base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}, reverse=True):
+    own = getattr(ATTENTION[base.attention].caps, "own_projections", None) and not base.layer_schedule
+    merges = set() if own else {base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}
+    for kv in sorted(merges, reverse=True):  # a core projecting its own keys (a recurrent mixer) has none to merge
         try:  # a core without K/V heads (MLA's latent) has none to merge
             rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
         except ConfigError:
