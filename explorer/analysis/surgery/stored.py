@@ -57,9 +57,9 @@ def rows_for(origin: Origin) -> list:
         rows.append((f"{key} ({origin.window})" if sized else key, cfg))
         if _windowed(key, "n_sinks") and not base.n_sinks:
             rows.append((f"{rows[-1][0]} + {SINKS} sinks", cfg.replace(n_sinks=SINKS).validate()))
-    own = getattr(ATTENTION[base.attention].caps, "own_projections", None) and not base.layer_schedule
-    merges = set() if own else {base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}
-    for kv in sorted(merges, reverse=True):  # a core projecting its own keys (a recurrent mixer) has none to merge
+    keyless = getattr(ATTENTION[base.attention].caps, "state_values", None) and not base.layer_schedule
+    merges = set() if keyless else {base.kv_heads // 2 if base.kv_heads % 2 == 0 else 0, 1} - {0, base.kv_heads}
+    for kv in sorted(merges, reverse=True):  # a recurrent mixer caches no keys: none to merge
         try:  # a core without K/V heads (MLA's latent) has none to merge
             rows.append((f"K/V heads {base.kv_heads} -> {kv} (mean-pooled)", base.replace(n_kv_heads=kv).validate()))
         except ConfigError:
