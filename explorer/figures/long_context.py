@@ -372,13 +372,18 @@ def zoom_figure(z, labels=None) -> go.Figure:
                 hovertemplate="query %{y}<br>key %{x}<br>log10 p = %{z:.2f}<extra></extra>",
             )
         ],
-        layout=base_layout(
-            title,
-            560,
-            plot_bgcolor=BLANK,
-            xaxis=dict(title=dict(text="key (position, token)"), showticklabels=False),
-            yaxis=dict(title=dict(text="query (position, token)"), autorange="reversed", showticklabels=False),
-        ),
+        layout=_zoom_layout(title),
+    )
+
+
+def _zoom_layout(title: str) -> dict:
+    """The layout of a zoomed cell, probabilities or signed weights: queries down, keys across."""
+    return base_layout(
+        title,
+        560,
+        plot_bgcolor=BLANK,
+        xaxis=dict(title=dict(text="key (position, token)"), showticklabels=False),
+        yaxis=dict(title=dict(text="query (position, token)"), autorange="reversed", showticklabels=False),
     )
 
 
@@ -407,11 +412,5 @@ def _signed_zoom(z, w, xs, ys) -> go.Figure:
                 hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3g}<extra></extra>",
             )
         ],
-        layout=base_layout(
-            title,
-            560,
-            plot_bgcolor=BLANK,
-            xaxis=dict(title=dict(text="key (position, token)"), showticklabels=False),
-            yaxis=dict(title=dict(text="query (position, token)"), autorange="reversed", showticklabels=False),
-        ),
+        layout=_zoom_layout(title),
     )
