@@ -36,12 +36,14 @@ NOTE = (
 BLOCKS_MAX_WINDOW = 256  # wider windows cut the band into dense maps instead (blocks hold L x window per head)
 
 
-def indicator_values(length: int, block_k: int, sink_k: int, device, dtype=torch.float32) -> torch.Tensor:
-    """``(L, n_kp + 3)``: one column per key block, then ``[j < sink_k]``, ``1``, ``j``."""
+def indicator_values(length: int, block_k: int | None, sink_k: int, device, dtype=torch.float32) -> torch.Tensor:
+    """``(L, n_kp + 3)``: one column per key block, then ``[j < sink_k]``, ``1``, ``j``; ``block_k=None``: the three
+    last columns only (the cells come from elsewhere)."""
     j = torch.arange(length, device=device)
-    nkp = -(-length // block_k)
-    onehot = torch.nn.functional.one_hot(j // block_k, nkp).to(dtype)  # (L, n_kp)
     extra = torch.stack([(j < sink_k).to(dtype), torch.ones(length, device=device, dtype=dtype), j.to(dtype)], 1)
+    if block_k is None:
+        return extra
+    onehot = torch.nn.functional.one_hot(j // block_k, -(-length // block_k)).to(dtype)  # (L, n_kp)
     return torch.cat([onehot, extra], 1)
 
 
@@ -88,10 +90,8 @@ def pooled_implicit(
     block_k = block_q if block_k is None else block_k
     if length < 1 or block_q < 1 or block_k < 1:
         raise ValueError(f"pooled_implicit: length {length}, blocks {block_q} x {block_k} must be >= 1")
-    vals = indicator_values(length, block_k, int(sink_k), device, dtype)  # the layer's own dtype
     by_state = cells is not None and block_q == block_k  # the cells from the layer's block states
-    if by_state:
-        vals = vals[:, -3:]
+    vals = indicator_values(length, None if by_state else block_k, int(sink_k), device, dtype)  # the layer's dtype
     out = apply(vals.expand(batch, heads, *vals.shape))  # (B, h, L, n_kp + 3): row sums per indicator
     B, h = batch, heads
     nkp, nqp = -(-length // block_k), -(-length // block_q)
