@@ -176,12 +176,12 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
             )
             methods.add("analytic (feature maps)")
         elif kind == "implicit":
-            apply, band, *extra = core.implicit_ops(q, k, call.v, mods)  # optional: blocks, cells
+            ops = core.implicit_ops(q, k, call.v, mods)  # kernels.cpu.pooled_implicit.ImplicitOps
             B, heads, length = call.v.shape[:3]  # a mixer's values: (B, its heads, L, width)
             maps.append(
                 pooled_implicit(
-                    apply,
-                    band,
+                    ops.apply,
+                    ops.band,
                     batch=B,
                     heads=heads,
                     length=length,
@@ -190,8 +190,8 @@ def _observed(model, tokens, kw, report=None) -> LongContextMaps:
                     window=kw["window"],
                     device=call.v.device,
                     dtype=call.v.dtype,
-                    blocks=extra[0] if extra else None,
-                    cells=extra[1] if len(extra) > 1 else None,
+                    blocks=ops.blocks,
+                    cells=ops.cells,
                 )
             )
             methods.add("implicit (chunked recurrence)")

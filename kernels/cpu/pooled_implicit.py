@@ -24,6 +24,9 @@ NaN, and ``note`` says so. Every other number equals ``pool_probs`` applied to t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import torch
 
 from ..pooled_dense import PooledAttention, check_stats_args, rows_per_block
@@ -33,6 +36,18 @@ NOTE = (
     "implicit attention of a recurrent layer: signed weights whose rows are not probabilities, so cells and "
     "statistics are sums of weights and the entropy is undefined"
 )
+
+
+class ImplicitOps(NamedTuple):
+    """What a recurrent layer offers for its implicit map ``A`` (``core.implicit_ops``; arguments of
+    :func:`pooled_implicit`): ``apply`` and ``band`` always, ``blocks`` and ``cells`` where it has them."""
+
+    apply: Callable  # values (B, h, L, c) -> A values
+    band: Callable  # (start, stop) -> the dense A of those positions on their own
+    blocks: Callable | None = None  # width -> (diag, sub): the blocks on and below the diagonal
+    cells: Callable | None = None  # block -> (B, h, nb, nb) sums of A over every pair of position blocks
+
+
 BLOCKS_MAX_WINDOW = 256  # wider windows cut the band into dense maps instead (blocks hold L x window per head)
 
 

@@ -49,6 +49,7 @@ from torch import nn
 
 import kernels
 from kernels.cpu.implicit_bands import delta_blocks, delta_cells, delta_prep
+from kernels.cpu.pooled_implicit import ImplicitOps
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
@@ -157,8 +158,8 @@ class GatedDeltaNet(nn.Module):
             probs = kernels.gated_delta_map(q, k, mods["beta"], mods["g"]).to(v.dtype)
         return self.norm(o, mods["z"]), probs, {}
 
-    def implicit_ops(self, q, k, v, mods):
-        """``(apply, band)`` for the pooled maps of long inputs, from exactly what ``project`` returned:
+    def implicit_ops(self, q, k, v, mods) -> ImplicitOps:
+        """``ImplicitOps`` for the pooled maps of long inputs, from exactly what ``project`` returned:
         ``apply(values (B, h_v, L, c)) -> (B, h_v, L, c)`` = ``A values`` (the chunked form with ``values`` as
         its values, zero initial state); ``band(start, stop) -> (B, h_v, n, n)`` = ``A`` on positions
         ``[start, stop)``; ``blocks(width)``: the dense blocks on and below its diagonal for the local
@@ -186,7 +187,7 @@ class GatedDeltaNet(nn.Module):
         def cells(block: int):  # the map's block sums, one walk over the blocks (semiseparable of rank d_k)
             return delta_cells(q, k, beta, g, block, prep(block))
 
-        return apply, band, blocks, cells
+        return ImplicitOps(apply, band, blocks, cells)
 
 
 def n_params(cfg) -> int:

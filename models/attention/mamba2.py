@@ -51,6 +51,7 @@ from torch import nn
 
 import kernels
 from kernels.cpu.implicit_bands import ssd_blocks, ssd_cells
+from kernels.cpu.pooled_implicit import ImplicitOps
 
 from ..capabilities import ROTARY, AttentionCaps
 from ..errors import ConfigError
@@ -165,8 +166,8 @@ class Mamba2Mixer(nn.Module):
         y = kernels.ssd(v, mods["dt"], self.a(), k, q, chunk=self.cfg.ssm_chunk)
         return y + self.D.to(y.dtype)[:, None, None] * v
 
-    def implicit_ops(self, q, k, v, mods) -> tuple:
-        """``(apply, band)`` of the implicit map ``M`` of what ``project`` returned: ``apply(values (B, h, L, c))
+    def implicit_ops(self, q, k, v, mods) -> ImplicitOps:
+        """``ImplicitOps`` of the implicit map ``M`` of what ``project`` returned: ``apply(values (B, h, L, c))
         = M values`` (the chunked scan with ``x := values``, zero initial state) and ``band(start, stop)`` the
         dense ``M`` over positions ``[start, stop)`` ``(B, h, n, n)``, exact because ``M[t, s]`` reads only the
         tokens ``s .. t``; ``blocks(width)``, the dense blocks on and below its diagonal for the pooled map's
@@ -185,7 +186,7 @@ class Mamba2Mixer(nn.Module):
         def cells(block: int):  # the map's block sums from the blocks' states (semiseparable: no L x L)
             return ssd_cells(dt, a, k, q, block)
 
-        return apply, band, blocks, cells
+        return ImplicitOps(apply, band, blocks, cells)
 
     def new_state(self, batch: int, device=None, dtype=torch.float32) -> tuple:
         """The decoding state: the convolution's last ``K - 1`` inputs ``(B, conv_dim, K - 1)`` and the SSM state

@@ -412,7 +412,7 @@ def implicit_region(core, call, r0: int, r1: int, c0: int, c1: int, head: int) -
     """``(r1 - r0, c1 - c0)`` float64 implicit attention weights ``A_ij`` of a recurrent mixer's head ``head``
     (``core.implicit_ops``): its own kernel run on one indicator value per key of the cell, ``O(L x keys)``,
     so a cell far from the diagonal at 16k tokens costs what one near it does."""
-    apply, *_ = core.implicit_ops(call.q, call.k, call.v, call.mods)
+    apply = core.implicit_ops(call.q, call.k, call.v, call.mods).apply
     B, h, L = call.v.shape[:3]
     onehot = torch.zeros(L, c1 - c0, dtype=call.v.dtype, device=call.v.device)
     onehot[torch.arange(c0, c1), torch.arange(c1 - c0)] = 1.0  # column m: the key c0 + m
