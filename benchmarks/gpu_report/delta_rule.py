@@ -15,6 +15,8 @@ import zlib
 import torch
 import torch.nn.functional as F
 
+from .scan_check import scan_check
+
 SPEED_SHAPE = dict(B=2, h=16, K=128, V=128, chunk=64)  # Gated DeltaNet 1.3B's heads (128 wide keys and values)
 
 
@@ -55,17 +57,19 @@ def delta_case(case, device, compare) -> dict:
     ins = delta_inputs(B, H, L, K, V, with_h0, gen, device)
     do = torch.randn(B, H, L, V, generator=gen).to(device)
     dh = torch.randn(B, H, K, V, generator=gen).to(device)
-
-    def outputs(fn, ts, **kw):
-        o, hf = fn(*ts[:5], initial_state=ts[5] if with_h0 else None, return_state=True, **kw)
-        loss = (o * do.to(o.dtype)).sum() + (hf * dh.to(hf.dtype)).sum()
-        return [o.detach(), hf.detach()] + list(torch.autograd.grad(loss, ts))
-
-    ours = outputs(gated_delta_triton, ins, chunk=chunk)
-    refs = outputs(delta_recurrence, [t.detach().double().requires_grad_() for t in ins])
-    yard = outputs(gated_delta_chunked, [t.detach().requires_grad_() for t in ins], chunk=chunk)
     names = ["o", "state", "dq", "dk", "dv", "dbeta", "dg"] + (["dh0"] if with_h0 else [])
-    ok, checks = compare(names, ours, refs, yard, case.dtype)
+    ok, checks = scan_check(
+        ins,
+        with_h0,
+        do,
+        dh,
+        (gated_delta_triton, dict(chunk=chunk)),
+        delta_recurrence,
+        (gated_delta_chunked, dict(chunk=chunk)),
+        names,
+        case.dtype,
+        compare,
+    )
     return {"ok": ok, "checks": checks, "yardstick": "gated_delta_chunked (chunked PyTorch, fp32)"}
 
 

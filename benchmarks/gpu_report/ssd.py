@@ -14,6 +14,8 @@ import zlib
 
 import torch
 
+from .scan_check import scan_check
+
 SPEED_SHAPE = dict(B=2, h=32, g=1, P=64, N=128, chunk=64)  # Mamba-2 2.7B's heads (64 wide, state 128)
 
 
@@ -52,17 +54,19 @@ def ssd_case(case, device, compare) -> dict:
     ins = ssd_inputs(B, H, G, L, P, N, with_h0, g, device)
     dy = torch.randn(B, H, L, P, generator=g).to(device)
     dh = torch.randn(B, H, P, N, generator=g).to(device)
-
-    def outputs(fn, ts, **kw):
-        y, hf = fn(*ts[:5], initial_state=ts[5] if with_h0 else None, return_state=True, **kw)
-        loss = (y * dy.to(y.dtype)).sum() + (hf * dh.to(hf.dtype)).sum()
-        return [y.detach(), hf.detach()] + list(torch.autograd.grad(loss, ts))
-
-    ours = outputs(ssd_triton, ins, chunk=chunk)
-    refs = outputs(ssd_recurrence, [t.detach().double().requires_grad_() for t in ins])
-    yard = outputs(ssd_ref, [t.detach().requires_grad_() for t in ins], chunk=chunk)
     names = ["y", "state", "dx", "ddt", "da", "db", "dc"] + (["dh0"] if with_h0 else [])
-    ok, checks = compare(names, ours, refs, yard, case.dtype)
+    ok, checks = scan_check(
+        ins,
+        with_h0,
+        dy,
+        dh,
+        (ssd_triton, dict(chunk=chunk)),
+        ssd_recurrence,
+        (ssd_ref, dict(chunk=chunk)),
+        names,
+        case.dtype,
+        compare,
+    )
     return {"ok": ok, "checks": checks, "yardstick": "ssd_ref (chunked PyTorch, fp32)"}
 
 
