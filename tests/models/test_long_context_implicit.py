@@ -5,7 +5,7 @@
 import pytest
 import torch
 
-from explorer.analysis.long_context.view import implicit_region
+from explorer.analysis.long_context.zoom import implicit_region
 from kernels import pool_probs
 from models import ModelConfig, build_model
 from models.blocks import Attention

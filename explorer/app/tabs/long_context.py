@@ -20,6 +20,7 @@ import numpy as np
 
 from explorer.analysis.long_context import view as lc
 from explorer.analysis.long_context.text import MAX_PASTED_BYTES, SOURCES
+from explorer.analysis.long_context.zoom import zoom as cell_zoom
 from explorer.app.controls import weights as weights_switch
 from explorer.app.controls.click_js import click_to_pick
 from explorer.app.controls.fields import CONTROL_FIELDS
@@ -178,7 +179,7 @@ def _cell(value):
 
 
 def _zoom_or_none(result, side, layer, head, q_cell, k_cell, tokenizer):
-    z = lc.zoom(result, side, layer, head, _cell(q_cell), _cell(k_cell))
+    z = cell_zoom(result, side, layer, head, _cell(q_cell), _cell(k_cell))
     return zoom_figure(z, labels_of(result, tokenizer))
 
 

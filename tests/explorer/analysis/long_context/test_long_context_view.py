@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from explorer.analysis import source
 from explorer.analysis.long_context import view as lc
+from explorer.analysis.long_context import zoom as lc_zoom
 from explorer.analysis.long_context.text import MAX_PASTED_BYTES, heldout_text, passage
 from explorer.analysis.weights.bundled import load
 from kernels.pooled_dense import pool_probs
@@ -77,7 +78,7 @@ def test_zoomed_rows_equal_the_dense_rows(result, side):
     s = result.sides[side]
     _, probs = dense(s.model, result.passage.ids)
     for layer, head, qc, kc in ((1, 2, 7, 2), (3, 0, 5, 5), (0, 3, 6, None)):
-        z = lc.zoom(result, side, layer, head, qc, kc)
+        z = lc_zoom.zoom(result, side, layer, head, qc, kc)
         (r0, r1), (c0, c1) = z.rows, z.keys
         np.testing.assert_allclose(z.probs, probs[layer, head, r0:r1, c0:c1].numpy(), atol=1e-5)
         assert z.exact == pytest.approx(z.pooled, abs=1e-5)
@@ -101,7 +102,7 @@ def test_exact_rows_follow_every_score_modifier(extra):
 
     def hook(core, args):
         q, k, _v, mods, _ctx = args
-        got["rows"] = lc.exact_rows(core, q, k, mods, 40, 72, 1)
+        got["rows"] = lc_zoom.exact_rows(core, q, k, mods, 40, 72, 1)
 
     attn = [m for m in model.modules() if isinstance(m, lc.Attention)][0]
     handle = attn.core.register_forward_pre_hook(hook)
